@@ -1,0 +1,64 @@
+"""Splitting text into chunks under a size cap, at paragraph boundaries first."""
+
+import re
+
+from .config import CHUNK_MAX_CHARS
+from .document import Chunk
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def paragraphs(text, first_line=1):
+    """(paragraph, line it starts on) for each blank-line separated block of text."""
+    line = first_line
+    for block in re.split(r"(\n[ \t]*\n)", text):
+        if block.strip() and not re.fullmatch(r"\n[ \t]*\n", block):
+            yield block.strip("\n"), line + len(block) - len(block.lstrip("\n"))
+        line += block.count("\n")
+
+
+def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS):
+    """Chunks from (text, first line) units, packed whole while they fit under
+    `max_chars`; a unit longer than that is cut between sentences, then words."""
+    pieces = [piece for body, start in units for piece in _cut(body, start, max_chars)]
+    chunks, current = [], None
+    for body, start, end in pieces:
+        if current and len(current[0]) + 2 + len(body) <= max_chars:
+            current = (current[0] + "\n\n" + body, current[1], end)
+        else:
+            if current:
+                chunks.append(current)
+            current = (body, start, end)
+    if current:
+        chunks.append(current)
+    return [Chunk(body, heading_path, start, end) for body, start, end in chunks]
+
+
+def split_text(text, first_line=1, heading_path=None):
+    """Chunks of plain text whose first line is `first_line` in its file."""
+    return pack(paragraphs(text, first_line), heading_path)
+
+
+def _cut(body, start, max_chars):
+    """A paragraph as pieces of at most max_chars, cut after the last sentence end
+    that fits, else the last space, else hard; each with its line span."""
+    pieces, pos = [], 0
+    while pos < len(body):
+        end = min(len(body), pos + max_chars)
+        if end < len(body):
+            end = pos + (_last_boundary(body[pos:end]) or max_chars)
+        piece = body[pos:end]
+        text = piece.strip()
+        if text:
+            first = start + body.count("\n", 0, pos + piece.index(text[0]))
+            pieces.append((text, first, first + text.count("\n")))
+        pos = end
+    return pieces
+
+
+def _last_boundary(window):
+    sentence_ends = [m.end() for m in _SENTENCE_END.finditer(window)]
+    if sentence_ends:
+        return sentence_ends[-1]
+    space = max(window.rfind(" "), window.rfind("\n"))
+    return space + 1 if space > 0 else None

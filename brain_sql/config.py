@@ -1,0 +1,65 @@
+"""Every tunable of datasette-brain, with its documented default, in one place.
+
+Constants named by the reference system (RRF k = 60, hub dampening θ = 50, the
+edge-type weights) are defined here once and imported everywhere else.
+Settings that a deployer may change are read from environment variables.
+"""
+
+import os
+
+# The embedded default: WordLlama's l2_supercat token embeddings, shipped in the
+# `wordllama` wheel, loaded as a model2vec StaticModel with no network.
+DEFAULT_MODEL = "wordllama/l2_supercat"
+
+# Reciprocal Rank Fusion constant (reference: k = 60).
+RRF_K = 60
+
+# Personalized PageRank (reference graph leg).
+PPR_THETA = 50  # hub dampening: w * min(1, θ / deg)
+PPR_DAMPING = 0.5
+EDGE_TYPE_WEIGHTS = {"tagged_with": 0.1, "alias_of": 0.1}
+DEFAULT_EDGE_WEIGHT = 1.0
+
+# Input caps (reference §10).
+MAX_CONTENT_BYTES = 1_000_000
+MAX_TITLE_CHARS = 500
+MAX_QUERY_CHARS = 2_000
+
+# Chunking: sections longer than this are split at paragraph boundaries.
+CHUNK_MAX_CHARS = 2_000
+
+# Entity names shorter than this are not looked for as mentions in text.
+MENTION_MIN_CHARS = 3
+# Above this many new entities in one run, mentions in older chunks are found by
+# one Aho-Corasick pass over all text instead of one FTS5 lookup per entity.
+MENTION_FTS_LOOKUP_LIMIT = 500
+
+# Documents written per transaction during ingest; each document also gets its
+# own savepoint, so a failure never leaves half a document behind.
+INGEST_BATCH_DOCUMENTS = 200
+
+# Stored in vec0's expires_at metadata column for memories that never expire:
+# vec0 metadata columns cannot hold NULL, and this sorts after any real time.
+NEVER_EXPIRES = "9999-12-31 23:59:59"
+
+DEFAULTS = {
+    "class": "memory",
+    "scope": "/",
+    "domain": "global",
+}
+CLASSES = ("memory", "reference", "policy")
+
+
+def configured_model():
+    """The model a new brain is created with: $BRAIN_MODEL, else the embedded default."""
+    return os.environ.get("BRAIN_MODEL") or DEFAULT_MODEL
+
+
+def graph_enabled():
+    """Process-wide kill switch for the graph leg ($BRAIN_RECALL_GRAPH_ENABLED)."""
+    return os.environ.get("BRAIN_RECALL_GRAPH_ENABLED", "true").lower() not in (
+        "0",
+        "false",
+        "no",
+        "off",
+    )

@@ -1,0 +1,119 @@
+"""Checking and normalising the fields a memory may carry: times, scopes, classes,
+confidence and tiers. Shared by every ingest format, the CLI and recall filters."""
+
+import datetime
+import re
+
+from .config import CLASSES
+
+TIME_FIELDS = ("observed_at", "valid_from", "valid_to", "expires_at", "created_at")
+TEXT_FIELDS = (
+    "source", "domain", "owner", "access", "node_kind", "lawful_basis", "region",
+    "knowledge_type",
+)  # fmt: skip
+# Every input key that maps onto a knowledge column.
+FIELD_NAMES = TIME_FIELDS + TEXT_FIELDS + ("class", "scope", "confidence", "relevance_tier")
+
+_RELATIVE = re.compile(r"^\s*([+-]?)(\d+)\s*([smhdwy])\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+class FieldError(ValueError):
+    """A field value that cannot be used; the message names the field."""
+
+
+def parse_time(value, now=None, name="time"):
+    """A time as SQLite's UTC text ('YYYY-MM-DD HH:MM:SS').
+
+    Takes ISO 8601 dates and times (a time without offset is UTC), date objects,
+    and relative times such as -30d, -2w, +1h against `now` (default: the clock).
+    """
+    if isinstance(value, datetime.datetime):
+        moment = value
+    elif isinstance(value, datetime.date):
+        moment = datetime.datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        relative = _RELATIVE.match(value)
+        if relative:
+            sign, amount, unit = relative.groups()
+            delta = datetime.timedelta(seconds=int(amount) * _UNIT_SECONDS[unit])
+            base = parse_datetime(now, "now") if now else utcnow()
+            moment = base - delta if sign == "-" else base + delta
+        else:
+            try:
+                moment = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            except ValueError:
+                raise FieldError(
+                    f"{name} {value!r} is not a date: use ISO 8601 (2026-03-01 or "
+                    "2026-03-01T09:30:00Z) or a relative time such as -30d"
+                ) from None
+    else:
+        raise FieldError(f"{name} must be a date string, not {type(value).__name__}")
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def parse_datetime(value, name="time"):
+    return datetime.datetime.strptime(parse_time(value, name=name), "%Y-%m-%d %H:%M:%S")
+
+
+def utcnow():
+    return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None, microsecond=0)
+
+
+def normalize_scope(value):
+    """'/acme/support/' -> '/acme/support'; scopes are absolute paths."""
+    if not isinstance(value, str) or not value.startswith("/"):
+        raise FieldError(f"scope must be a path starting with '/', such as /acme/support, not {value!r}")
+    parts = [p for p in value.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        raise FieldError(f"scope {value!r} may not contain '.' or '..'")
+    return "/" + "/".join(parts)
+
+
+def scope_ancestors(scope):
+    """The scopes a recall pinned at `scope` may read: itself and every parent."""
+    parts = normalize_scope(scope).split("/")[1:]
+    return ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts)) if parts[i]]
+
+
+def normalize_fields(raw):
+    """Check and normalise the knowledge fields in `raw` (keys outside FIELD_NAMES
+    are ignored); raises FieldError naming the first bad one."""
+    fields = {}
+    for name in FIELD_NAMES:
+        value = raw.get(name)
+        if value is None or value == "":
+            continue
+        if name in TIME_FIELDS:
+            fields[name] = parse_time(value, name=name)
+        elif name == "class":
+            if value not in CLASSES:
+                raise FieldError(f"class must be one of {', '.join(CLASSES)}, not {value!r}")
+            fields[name] = value
+        elif name == "scope":
+            fields[name] = normalize_scope(value)
+        elif name == "confidence":
+            fields[name] = _number(name, value, float, 0, 1)
+        elif name == "relevance_tier":
+            fields[name] = _number(name, value, int, 0, 3)
+        else:
+            if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise FieldError(f"{name} must be text, not {type(value).__name__}")
+            fields[name] = str(value)
+    return fields
+
+
+def _number(name, value, kind, low, high):
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = kind(value)
+        if kind is int and number != float(value):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise FieldError(f"{name} must be a number from {low} to {high}, not {value!r}") from None
+    if not low <= number <= high:
+        raise FieldError(f"{name} must be from {low} to {high}, not {value!r}")
+    return number

@@ -1,0 +1,126 @@
+"""`mentions` edges: a chunk that names a known entity (exactly, case-insensitively,
+at word boundaries) ties its document to that entity, so the graph leg can hop
+between documents that never link to each other.
+
+Work is queued in brain_mention_queue inside each document's transaction and
+done by `resolve_mentions`, so an interrupted ingest is finished by the next one.
+New chunks are matched against every entity with one Aho-Corasick automaton;
+entities new to the brain are looked for in older chunks through FTS5 when they
+are few, or with a second automaton over all text when they are many.
+"""
+
+import ahocorasick
+
+from .config import MENTION_FTS_LOOKUP_LIMIT, MENTION_MIN_CHARS
+from .lexical import tokens
+
+QUEUE_TABLE = "brain_mention_queue"
+
+# Entities a mention may name: not tags (taxonomy, reached by tagged_with edges).
+# An alias resolves to the entity it is an alias of.
+_ENTITIES = f"""
+select e.id, e.name, coalesce(
+  (select r.to_entity_id from relationships r
+   where r.from_entity_id = e.id and r.relation_type = 'alias_of' limit 1), e.id) as target
+from entities e
+where coalesce(e.entity_type, '') != 'tag' and length(e.name) >= {MENTION_MIN_CHARS}
+"""
+
+_CHUNKS = """
+select k.id, k.document_id, d.entity_id, coalesce(k.title, '') || char(10) || k.content
+from knowledge k join documents d on d.document_id = k.document_id
+where d.entity_id is not null
+"""
+
+
+def ensure_queue(conn):
+    conn.execute(f"create table if not exists {QUEUE_TABLE} (kind text not null, id integer not null, primary key (kind, id))")
+
+
+def queue(conn, kind, ids):
+    """Queue chunk ids (kind 'chunk') or entity ids (kind 'entity') for matching."""
+    conn.executemany(f"insert or ignore into {QUEUE_TABLE} (kind, id) values (?, ?)", [(kind, i) for i in ids])
+
+
+def _automaton(entities):
+    automaton = ahocorasick.Automaton()
+    for entity_id, name, target in entities:
+        key = name.casefold()
+        existing = automaton.get(key, None)
+        automaton.add_word(key, (existing or ()) + ((len(key), target),))
+    automaton.make_automaton()
+    return automaton
+
+
+def _found(automaton, text):
+    """Targets of entity names standing in `text` as whole words."""
+    folded = text.casefold()
+    found = set()
+    for end, matches in automaton.iter(folded):
+        after = folded[end + 1 : end + 2]
+        if after and (after.isalnum() or after == "_"):
+            continue
+        for length, target in matches:
+            start = end - length + 1
+            before = folded[start - 1 : start] if start > 0 else ""
+            if not before or not (before.isalnum() or before == "_"):
+                found.add(target)
+    return found
+
+
+def resolve_mentions(conn):
+    """Do all queued mention matching; returns how many mentions edges were added."""
+    chunk_ids = {i for (i,) in conn.execute(f"select id from {QUEUE_TABLE} where kind = 'chunk'")}
+    entity_ids = {i for (i,) in conn.execute(f"select id from {QUEUE_TABLE} where kind = 'entity'")}
+    if not chunk_ids and not entity_ids:
+        return 0
+    entities = conn.execute(_ENTITIES).fetchall()
+    edges = set()
+
+    def match(rows, automaton):
+        for knowledge_id, document_id, from_id, text in rows:
+            for target in _found(automaton, text):
+                if target != from_id:
+                    edges.add((from_id, target, knowledge_id, document_id))
+
+    if chunk_ids and entities:
+        match(_rows(conn, " and k.id in (select id from temp_ids)", chunk_ids), _automaton(entities))
+    new_entities = [e for e in entities if e[0] in entity_ids]
+    if new_entities:
+        automaton = _automaton(new_entities)
+        if len(new_entities) <= MENTION_FTS_LOOKUP_LIMIT:
+            candidates = _fts_candidates(conn, new_entities) - chunk_ids
+            rows = _rows(conn, " and k.id in (select id from temp_ids)", candidates)
+        else:
+            rows = (r for r in conn.execute(_CHUNKS) if r[0] not in chunk_ids)
+        match(rows, automaton)
+    before = conn.total_changes
+    conn.executemany(
+        "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, "
+        "knowledge_id, document_id) values (?, ?, 'mentions', ?, ?)",
+        sorted(edges),
+    )
+    added = conn.total_changes - before
+    conn.execute(f"delete from {QUEUE_TABLE}")
+    return added
+
+
+def _rows(conn, where, ids):
+    conn.execute("create temp table if not exists temp_ids (id integer primary key)")
+    conn.execute("delete from temp_ids")
+    conn.executemany("insert into temp_ids (id) values (?)", [(i,) for i in ids])
+    return conn.execute(_CHUNKS + where).fetchall()
+
+
+def _fts_candidates(conn, entities):
+    """Chunks whose full-text index holds all of an entity name's words in order."""
+    candidates = set()
+    for _, name, _ in entities:
+        words = tokens(name)
+        if not words:
+            continue
+        phrase = '"' + " ".join(words) + '"'
+        candidates.update(
+            i for (i,) in conn.execute("select rowid from knowledge_fts where knowledge_fts match ?", (phrase,))
+        )
+    return candidates

@@ -1,0 +1,194 @@
+"""Records (JSON, JSONL, CSV) and plain .txt files as documents.
+
+A record has `title`, `content` or `text`, `_id` or `id`, optional fields that
+map onto knowledge columns, `tags`, and `entities[]` / `relations[]` for
+structured graph ingest. Anything else is kept as metadata.
+"""
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import xxhash
+
+from .chunk import split_text
+from .document import Document, IngestError, IngestFormat, Relation
+from .fields import FIELD_NAMES, FieldError, normalize_fields
+from .hookspecs import hookimpl
+
+TEXT_KEYS = ("content", "text")
+ID_KEYS = ("_id", "id")
+STRUCTURE_KEYS = {"title", "tags", "aliases", "entities", "relations", *TEXT_KEYS, *ID_KEYS}
+
+
+@hookimpl
+def brain_ingest_formats():
+    return [
+        IngestFormat("text", (".txt",), parse_txt, "vault"),
+        IngestFormat("json", (".json",), parse_json, "import"),
+        IngestFormat("jsonl", (".jsonl", ".ndjson"), parse_jsonl, "import"),
+        IngestFormat("csv", (".csv",), parse_csv, "import"),
+    ]
+
+
+def parse_txt(path, text):
+    yield Document(
+        document_id=path, title=Path(path).stem, chunks=split_text(text), source_path=path, line=1
+    )
+
+
+def parse_json(path, text):
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as ex:
+        yield IngestError(path, ex.lineno, f"malformed JSON: {ex.msg}")
+        return
+    items = data if isinstance(data, list) else [data]
+    for number, item in enumerate(items, 1):
+        yield record_document(path, item, None, f"record {number}")
+
+
+def parse_jsonl(path, text):
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as ex:
+            yield IngestError(path, number, f"malformed JSON line: {ex.msg}")
+            continue
+        yield record_document(path, item, number)
+
+
+def parse_csv(path, text):
+    reader = csv.DictReader(io.StringIO(text))
+    if not any(key in (reader.fieldnames or []) for key in TEXT_KEYS):
+        yield IngestError(path, 1, "CSV has no 'content' or 'text' column")
+        return
+    try:
+        for row in reader:
+            line = reader.line_num
+            record = {k: v for k, v in row.items() if k is not None and v not in (None, "")}
+            for key in ("entities", "relations", "metadata"):
+                if isinstance(record.get(key), str):
+                    try:
+                        record[key] = json.loads(record[key])
+                    except json.JSONDecodeError:
+                        yield IngestError(path, line, f"column {key!r} must hold JSON")
+                        break
+            else:
+                yield record_document(path, record, line)
+    except csv.Error as ex:
+        yield IngestError(path, reader.line_num, f"malformed CSV: {ex}")
+
+
+def record_document(path, record, line, where=None):
+    """One record as a Document, or an IngestError naming what is wrong with it."""
+
+    def error(message):
+        return IngestError(path, line, f"{where}: {message}" if where else message)
+
+    if not isinstance(record, dict):
+        return error(f"a record must be a JSON object, not {type(record).__name__}")
+    content = next((record[k] for k in TEXT_KEYS if record.get(k) is not None), None)
+    if not isinstance(content, str) or not content.strip():
+        return error("record has no text: give a non-empty 'content' or 'text'")
+    title = record.get("title")
+    if title is not None and not isinstance(title, (str, int, float)):
+        return error("'title' must be text")
+    title = str(title).strip() if title is not None and str(title).strip() else None
+    external_id = next((record[k] for k in ID_KEYS if record.get(k) not in (None, "")), None)
+    if external_id is not None:
+        if not isinstance(external_id, (str, int)):
+            return error("'_id' / 'id' must be text or a whole number")
+        external_id = str(external_id)
+        key = external_id
+    else:
+        key = xxhash.xxh3_64_hexdigest(f"{title}\n{content}".encode("utf-8"))
+    document = Document(
+        document_id=f"{path}#{key}",
+        title=title,
+        chunks=split_text(content),
+        source_path=path,
+        line=line,
+        external_id=external_id,
+    )
+    result = document_fields(document, record)
+    if isinstance(result, IngestError):
+        return error(result.message)
+    return result
+
+
+def document_fields(document, raw):
+    """Apply a record's or frontmatter's fields, tags, aliases, entities and relations
+    to `document`; an IngestError when one of them is malformed."""
+
+    def error(message):
+        return IngestError(document.source_path, document.line, message)
+
+    try:
+        document.fields = normalize_fields(raw)
+    except FieldError as ex:
+        return error(str(ex))
+    try:
+        document.tags = _names(raw.get("tags"), "tags")
+        document.aliases = _names(raw.get("aliases"), "aliases")
+        document.entities = [_entity(e) for e in _list(raw.get("entities"), "entities")]
+        document.relations = [_relation(r) for r in _list(raw.get("relations"), "relations")]
+    except FieldError as ex:
+        return error(str(ex))
+    metadata = {k: v for k, v in raw.items() if k not in STRUCTURE_KEYS and k not in FIELD_NAMES}
+    nested = metadata.pop("metadata", None)
+    if isinstance(nested, dict):
+        metadata = {**nested, **metadata}
+    elif nested is not None:
+        metadata["metadata"] = nested
+    document.metadata = metadata
+    return document
+
+
+def _list(value, name):
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise FieldError(f"{name} must be a list")
+    return value
+
+
+def _names(value, name):
+    """Tags or aliases: a list, or a comma-separated string."""
+    if isinstance(value, str):
+        value = value.split(",")
+    items = _list(value, name)
+    if not all(isinstance(v, (str, int, float)) for v in items):
+        raise FieldError(f"{name} must be a list of names")
+    return [str(v).strip().lstrip("#") for v in items if str(v).strip().lstrip("#")]
+
+
+def _entity(value):
+    if isinstance(value, str) and value.strip():
+        return value.strip(), "entity"
+    if isinstance(value, dict) and isinstance(value.get("name"), str) and value["name"].strip():
+        return value["name"].strip(), str(value.get("type") or "entity")
+    raise FieldError("each of entities[] must be a name or an object with a 'name'")
+
+
+def _relation(value):
+    if isinstance(value, dict):
+        relation_type = value.get("type") or value.get("relation") or value.get("relation_type")
+        to_name, from_name = value.get("to"), value.get("from")
+        if (
+            isinstance(relation_type, str)
+            and relation_type.strip()
+            and isinstance(to_name, str)
+            and to_name.strip()
+            and (from_name is None or (isinstance(from_name, str) and from_name.strip()))
+        ):
+            return Relation(
+                relation_type.strip(), to_name.strip(), from_name.strip() if from_name else None, 0
+            )
+    raise FieldError(
+        "each of relations[] must be an object with 'type' and 'to' (and an optional 'from'; "
+        "without it the relation starts at the record)"
+    )

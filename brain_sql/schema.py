@@ -1,0 +1,309 @@
+"""The brain schema, built by sqlite-utils migrations.
+
+A superset of the reference schema (brain-server-spec §4): a file written by the
+reference system migrates in place, keeping every row. Fresh files get the
+reference tables first and the same additions, so both paths end identical.
+"""
+
+import sqlite_utils
+from sqlite_utils import Migrations
+
+from .config import NEVER_EXPIRES, configured_model
+from .connection import BrainError, sqlite3
+
+SCHEMA_VERSION = 1
+META_TABLE = "brain_meta"
+
+migrations = Migrations("datasette-brain")
+
+# Columns datasette-brain adds to the reference `knowledge` table.
+KNOWLEDGE_COLUMNS = {
+    "external_id": "TEXT",  # a record's own _id / id
+    "class": "TEXT NOT NULL DEFAULT 'memory'",  # memory | reference | policy
+    "scope": "TEXT NOT NULL DEFAULT '/'",  # a path such as /acme/support
+    "owner": "TEXT",
+    "access": "TEXT",
+    "expires_at": "TIMESTAMP",
+    "relevance_tier": "INTEGER NOT NULL DEFAULT 1",  # 0 archived .. 3 pinned
+    "confidence": "REAL",
+    "node_kind": "TEXT",
+    "lawful_basis": "TEXT",
+    "region": "TEXT",
+    "tags": "TEXT",  # JSON list
+    "metadata": "TEXT",  # JSON object: frontmatter or record fields kept as they are
+    "embedding_model": "TEXT",
+    "updated_at": "TIMESTAMP",
+}
+
+# Columns mirrored into vec_knowledge so every recall filter acts inside the KNN:
+# name -> (vec0 type, value computed from a knowledge row called {row}).
+VEC_METADATA = {
+    "class": ("text", "{row}.class"),
+    "scope": ("text", "{row}.scope"),
+    "source": ("text", "coalesce({row}.source, '')"),
+    "domain": ("text", "coalesce({row}.domain, 'global')"),
+    "created_at": ("text", "coalesce({row}.created_at, '')"),
+    "observed_at": ("text", "coalesce({row}.observed_at, {row}.created_at, '')"),
+    "expires_at": ("text", f"coalesce({{row}}.expires_at, '{NEVER_EXPIRES}')"),
+    "relevance_tier": ("integer", "{row}.relevance_tier"),
+    "flagged": ("integer", "{row}.flagged"),
+}
+
+
+def vec_metadata_values(row):
+    """SQL expressions for the vec_knowledge metadata columns of knowledge row `row`."""
+    return ", ".join(expression.format(row=row) for _, expression in VEC_METADATA.values())
+
+
+def _execute_script(db, sql):
+    """Run each statement of `sql` inside the migration's transaction
+    (executescript would commit it first)."""
+    statement = ""
+    for line in (sql + ";").splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            if statement.strip(" \n;"):
+                db.execute(statement)
+            statement = ""
+
+
+@migrations()
+def m001_reference_tables(db):
+    """The reference system's tables, for fresh files (a reference file has them)."""
+    _execute_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS knowledge (
+          id INTEGER PRIMARY KEY,
+          title TEXT,
+          content TEXT NOT NULL,
+          knowledge_type TEXT,
+          source TEXT DEFAULT 'manual',
+          content_hash TEXT,
+          created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+          flagged INTEGER NOT NULL DEFAULT 0,
+          domain TEXT NOT NULL DEFAULT 'global',
+          observed_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+          valid_from TIMESTAMP,
+          valid_to TIMESTAMP,
+          document_id TEXT,
+          chunk_index INTEGER,
+          heading_path TEXT,
+          line_start INTEGER,
+          line_end INTEGER,
+          source_path TEXT
+        );
+        CREATE INDEX IF NOT EXISTS idx_knowledge_source_path ON knowledge(source_path);
+        CREATE TABLE IF NOT EXISTS entities (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          name TEXT NOT NULL UNIQUE COLLATE NOCASE,
+          entity_type TEXT,
+          created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP
+        );
+        CREATE INDEX IF NOT EXISTS idx_entities_name ON entities(name);
+        CREATE INDEX IF NOT EXISTS idx_entities_type ON entities(entity_type);
+        CREATE TABLE IF NOT EXISTS relationships (
+          id INTEGER PRIMARY KEY AUTOINCREMENT,
+          from_entity_id INTEGER NOT NULL,
+          to_entity_id INTEGER NOT NULL,
+          relation_type TEXT NOT NULL,
+          knowledge_id INTEGER,
+          created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+          FOREIGN KEY(from_entity_id) REFERENCES entities(id) ON DELETE CASCADE,
+          FOREIGN KEY(to_entity_id) REFERENCES entities(id) ON DELETE CASCADE,
+          FOREIGN KEY(knowledge_id) REFERENCES knowledge(id) ON DELETE SET NULL
+        );
+        CREATE INDEX IF NOT EXISTS idx_rels_from ON relationships(from_entity_id);
+        CREATE INDEX IF NOT EXISTS idx_rels_to ON relationships(to_entity_id)
+        """,
+    )
+
+
+@migrations()
+def m002_brain_columns(db):
+    """Scopes, classes, expiry, tiers, provenance tags, documents and the meta table."""
+    knowledge = db["knowledge"]
+    for column, declaration in KNOWLEDGE_COLUMNS.items():
+        if column not in knowledge.columns_dict:
+            db.execute(f"ALTER TABLE knowledge ADD COLUMN [{column}] {declaration}")
+    if "document_id" not in db["relationships"].columns_dict:
+        # the document whose text stated the edge: re-ingesting it replaces its edges
+        db.execute("ALTER TABLE relationships ADD COLUMN document_id TEXT")
+    _execute_script(
+        db,
+        """
+        DROP INDEX IF EXISTS idx_knowledge_hash;
+        CREATE INDEX idx_knowledge_hash ON knowledge(content_hash);
+        CREATE INDEX IF NOT EXISTS idx_knowledge_document ON knowledge(document_id, chunk_index);
+        CREATE INDEX IF NOT EXISTS idx_knowledge_external_id ON knowledge(external_id);
+        CREATE INDEX IF NOT EXISTS idx_knowledge_scope ON knowledge(scope);
+        DROP INDEX IF EXISTS idx_rels_unique;
+        CREATE UNIQUE INDEX idx_rels_unique ON relationships(
+          from_entity_id, to_entity_id, relation_type,
+          ifnull(knowledge_id, 0), ifnull(document_id, ''));
+        CREATE INDEX IF NOT EXISTS idx_rels_knowledge ON relationships(knowledge_id);
+        CREATE INDEX IF NOT EXISTS idx_rels_document ON relationships(document_id);
+        CREATE TABLE IF NOT EXISTS documents (
+          document_id TEXT PRIMARY KEY,
+          title TEXT,
+          source_path TEXT,
+          entity_id INTEGER REFERENCES entities(id),
+          content_hash TEXT,
+          chunks INTEGER NOT NULL DEFAULT 0,
+          ingested_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP
+        );
+        CREATE INDEX IF NOT EXISTS idx_documents_source_path ON documents(source_path)
+        """,
+    )
+    ensure_meta(db.conn, configured_model())
+
+
+@migrations()
+def m003_full_text(db):
+    """FTS5 over title and content, kept in sync by triggers; its vocabulary for PRF."""
+    _execute_script(
+        db,
+        """
+        CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts USING fts5(
+          title, content, content_hash UNINDEXED,
+          content='knowledge', content_rowid='id', tokenize='porter unicode61');
+        CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts_vocab USING fts5vocab(
+          knowledge_fts, 'instance')
+        """,
+    )
+    # Whatever triggers a reference file kept FTS in sync with are replaced by
+    # ours, so no row is indexed twice; then the index is rebuilt from content.
+    for (name,) in db.execute(
+        "select name from sqlite_master where type = 'trigger' and tbl_name = 'knowledge'"
+    ).fetchall():
+        db.execute(f"DROP TRIGGER [{name}]")
+    _execute_script(
+        db,
+        """
+        CREATE TRIGGER knowledge_fts_insert AFTER INSERT ON knowledge BEGIN
+          INSERT INTO knowledge_fts(rowid, title, content, content_hash)
+          VALUES (new.id, new.title, new.content, new.content_hash);
+        END;
+        CREATE TRIGGER knowledge_fts_delete AFTER DELETE ON knowledge BEGIN
+          INSERT INTO knowledge_fts(knowledge_fts, rowid, title, content, content_hash)
+          VALUES ('delete', old.id, old.title, old.content, old.content_hash);
+        END;
+        CREATE TRIGGER knowledge_fts_update AFTER UPDATE OF title, content, content_hash
+        ON knowledge BEGIN
+          INSERT INTO knowledge_fts(knowledge_fts, rowid, title, content, content_hash)
+          VALUES ('delete', old.id, old.title, old.content, old.content_hash);
+          INSERT INTO knowledge_fts(rowid, title, content, content_hash)
+          VALUES (new.id, new.title, new.content, new.content_hash);
+        END;
+        INSERT INTO knowledge_fts(knowledge_fts) VALUES ('rebuild')
+        """,
+    )
+
+
+@migrations()
+def m004_vectors(db):
+    """vec0 with int8 and bit columns sized from the model, filter columns inside the KNN.
+
+    A reference file's vec_knowledge (other columns, another model's vectors) is
+    dropped: vectors are derived data, and every row is re-embedded from its text
+    by the recorded model, so no memory is lost.
+    """
+    model_id, dimension = recorded_model_and_dimension(db.conn)
+    if db["vec_knowledge"].exists():
+        db.execute("DROP TABLE vec_knowledge")
+    metadata = ",\n  ".join(f"{name} {kind}" for name, (kind, _) in VEC_METADATA.items())
+    db.execute(
+        f"""CREATE VIRTUAL TABLE vec_knowledge USING vec0(
+          knowledge_id INTEGER PRIMARY KEY,
+          embedding_int8 INT8[{dimension}] distance_metric=cosine,
+          embedding_bit BIT[{dimension}],
+          {metadata}
+        )"""
+    )
+    assignments = ", ".join(
+        f"[{name}] = {expression.format(row='new')}"
+        for name, (_, expression) in VEC_METADATA.items()
+    )
+    _execute_script(
+        db,
+        f"""
+        CREATE TRIGGER knowledge_vec_delete AFTER DELETE ON knowledge BEGIN
+          DELETE FROM vec_knowledge WHERE knowledge_id = old.id;
+          DELETE FROM relationships WHERE knowledge_id = old.id;
+        END;
+        CREATE TRIGGER knowledge_vec_stale AFTER UPDATE OF title, content ON knowledge
+        WHEN old.content_hash IS NOT new.content_hash BEGIN
+          DELETE FROM vec_knowledge WHERE knowledge_id = old.id;
+        END;
+        CREATE TRIGGER knowledge_vec_filters AFTER UPDATE OF
+          {", ".join(f"[{c}]" for c in VEC_METADATA)} ON knowledge BEGIN
+          UPDATE vec_knowledge SET {assignments} WHERE knowledge_id = new.id;
+        END
+        """,
+    )
+    from .ingest import backfill_vectors
+
+    backfill_vectors(db.conn, model_id)
+
+
+def ensure_meta(conn, model_id):
+    """Create the meta table and record `model_id` unless a model is recorded already."""
+    from .embed import model_dimension
+
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
+    if _meta(conn).get("model") is None:
+        conn.executemany(
+            f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)",
+            [
+                ("model", model_id),
+                ("dimension", str(model_dimension(model_id))),
+                ("schema_version", str(SCHEMA_VERSION)),
+            ],
+        )
+
+
+def _meta(conn):
+    try:
+        return dict(conn.execute(f"select key, value from {META_TABLE}").fetchall())
+    except sqlite3.OperationalError:
+        return {}
+
+
+def recorded_model(conn):
+    """The model id the brain records, or the configured default for a non-brain file."""
+    return _meta(conn).get("model") or configured_model()
+
+
+def recorded_model_and_dimension(conn):
+    meta = _meta(conn)
+    return meta["model"], int(meta["dimension"])
+
+
+def is_brain(conn):
+    return bool(_meta(conn).get("model"))
+
+
+def check_model(conn, model_id):
+    """Fail clearly when `model_id` is not the model this brain was embedded with."""
+    from .embed import model_dimension
+
+    recorded, dimension = recorded_model_and_dimension(conn)
+    if model_id == recorded:
+        return
+    other = model_dimension(model_id)
+    raise BrainError(
+        f"this brain was embedded with {recorded!r} ({dimension} dimensions), not "
+        f"{model_id!r} ({other} dimensions): recall with {recorded!r}, or run "
+        f"`sqlite-utils brain reindex DB --model {model_id}` to re-embed everything"
+    )
+
+
+def migrate(conn, model_id=None):
+    """Create or upgrade the brain schema on `conn`; `model_id` is used for a new brain."""
+    db = sqlite_utils.Database(conn)
+    if model_id:
+        if is_brain(conn):
+            check_model(conn, model_id)
+        else:
+            ensure_meta(conn, model_id)
+    migrations.apply(db)

@@ -1,0 +1,70 @@
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from sqlite_utils.cli import cli
+
+import brain_sql
+
+VAULT = Path(__file__).parent.parent / "docs" / "vault"
+
+
+@pytest.fixture
+def run():
+    """Run `sqlite-utils ...` in-process; returns click's Result."""
+
+    def invoke(*args):
+        return CliRunner().invoke(cli, [str(a) for a in args])
+
+    return invoke
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return tmp_path / "brain.db"
+
+
+@pytest.fixture
+def conn(db_path):
+    connection = brain_sql.connect(db_path)
+    brain_sql.migrate(connection)
+    yield connection
+    connection.close()
+
+
+def rows(conn, sql, params=()):
+    return [tuple(r) for r in conn.execute(sql, params).fetchall()]
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def edges(conn):
+    """{(from name, relation, to name)} of every relationship."""
+    return set(
+        rows(
+            conn,
+            "select f.name, r.relation_type, t.name from relationships r "
+            "join entities f on f.id = r.from_entity_id join entities t on t.id = r.to_entity_id",
+        )
+    )
+
+
+def snapshot(conn):
+    """Everything a user stored or recall reads, for comparing states."""
+    return {
+        "knowledge": rows(conn, "select * from knowledge order by id"),
+        "fts": rows(conn, "select rowid, title, content from knowledge_fts order by rowid"),
+        "vectors": rows(
+            conn, "select knowledge_id, embedding_int8, embedding_bit, scope, class from vec_knowledge order by knowledge_id"
+        ),
+        "entities": rows(conn, "select id, name, entity_type from entities order by id"),
+        "relationships": rows(
+            conn,
+            "select id, from_entity_id, to_entity_id, relation_type, knowledge_id, document_id from relationships order by id",
+        ),
+        "documents": rows(conn, "select document_id, content_hash, entity_id from documents order by document_id"),
+    }

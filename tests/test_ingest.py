@@ -1,0 +1,382 @@
+"""Ingest: every format, edges and mentions, idempotence, edits, dedup, prune, bad input."""
+
+import json
+import os
+
+import pytest
+
+import brain_sql
+from brain_sql import mentions
+
+from .conftest import VAULT, edges, rows, snapshot, write
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def ingest_ok(run, db_path, *paths, extra=()):
+    result = run("brain", "ingest", db_path, *paths, *extra)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_vault_notes_chunks_and_structure(run, db_path):
+    result = ingest_ok(run, db_path, VAULT)
+    assert "8 files, 8 documents" in result.output
+    conn = brain_sql.connect(db_path)
+    chunks = rows(
+        conn,
+        "select heading_path, chunk_index, line_start, line_end, source_path, content from knowledge "
+        "where title = 'Brain File' order by chunk_index",
+    )
+    assert [c[:4] for c in chunks] == [
+        ("Brain File", 0, 6, 10),
+        ("Brain File > Tables", 1, 12, 20),
+        ("Brain File > Migrations", 2, 22, 25),
+    ]
+    source = (VAULT / "Brain File.md").read_text().split("\n")
+    for _, _, start, end, path, content in chunks:
+        assert path == str(VAULT / "Brain File.md")
+        # the line span points at the chunk's own text in the file
+        assert content.startswith(source[start - 1]) and content.endswith(source[end - 1])
+    assert rows(conn, "select tags, metadata from knowledge where title = 'Brain File' limit 1") == [
+        ('["architecture", "storage"]', None)
+    ]
+
+
+def test_vault_edges(run, db_path):
+    ingest_ok(run, db_path, VAULT)
+    conn = brain_sql.connect(db_path)
+    found = edges(conn)
+    assert ("Brain File", "part_of", "datasette-brain") in found  # [[part_of::...]]
+    assert ("Brain File", "references", "Lexical Leg") in found  # [[wikilink]]
+    assert ("Brain File", "tagged_with", "#storage") in found
+    assert ("brain.db", "alias_of", "Brain File") in found
+    assert ("Ingest", "uses", "Embedding Model") in found
+    # an annotation inside `inline code` is an example, not an edge
+    assert not any(name == "Dana Whitfield" for edge in found for name in edge)
+    # a note that names another note's title without linking mentions it
+    assert ("Vector Leg", "mentions", "Embedding Model") in found
+    assert rows(conn, "select entity_type from entities where name = 'Recall'") == [("document",)]
+
+
+def test_relationship_carries_the_chunk_that_stated_it(run, db_path):
+    ingest_ok(run, db_path, VAULT)
+    conn = brain_sql.connect(db_path)
+    [(heading,)] = rows(
+        conn,
+        "select k.heading_path from relationships r join entities t on t.id = r.to_entity_id "
+        "join knowledge k on k.id = r.knowledge_id where t.name = 'Lexical Leg' and r.relation_type = 'references' "
+        "and k.title = 'Brain File'",
+    )
+    assert heading == "Brain File > Tables"
+
+
+def test_frontmatter_fields_and_metadata(run, db_path, tmp_path):
+    write(
+        tmp_path / "v" / "policy.md",
+        "---\ntitle: Refund Policy\nscope: /acme/support/\nclass: policy\nexpires_at: 2027-01-31\n"
+        "confidence: 0.9\nowner: dana\nreviewed: 2026-05-01\nteam: billing\n---\n# Refunds\n\nRefunds within 30 days.\n",
+    )
+    ingest_ok(run, db_path, tmp_path / "v")
+    conn = brain_sql.connect(db_path)
+    row = conn.execute(
+        "select title, scope, class, expires_at, confidence, owner, metadata, source from knowledge"
+    ).fetchone()
+    assert tuple(row[:6]) == ("Refund Policy", "/acme/support", "policy", "2027-01-31 00:00:00", 0.9, "dana")
+    assert json.loads(row[6]) == {"reviewed": "2026-05-01", "team": "billing"}
+    assert row[7] == "vault"
+    assert rows(conn, "select scope, class, expires_at from vec_knowledge") == [
+        ("/acme/support", "policy", "2027-01-31 00:00:00")
+    ]
+
+
+def test_cli_defaults_apply_where_a_note_names_none(run, db_path, tmp_path):
+    write(tmp_path / "v" / "a.md", "# A\n\nalpha\n")
+    write(tmp_path / "v" / "b.md", "---\nscope: /other\n---\n# B\n\nbeta\n")
+    ingest_ok(run, db_path, tmp_path / "v", extra=["--scope", "/acme", "--class", "reference", "--source", "wiki", "--domain", "ops"])
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select title, scope, class, source, domain from knowledge order by title") == [
+        ("a", "/acme", "reference", "wiki", "ops"),
+        ("b", "/other", "reference", "wiki", "ops"),
+    ]
+
+
+def test_long_section_splits_at_paragraphs(run, db_path, tmp_path):
+    paragraphs = [f"Paragraph {i} " + "words " * 150 for i in range(8)]
+    write(tmp_path / "long.md", "# Long\n\n" + "\n\n".join(paragraphs) + "\n")
+    ingest_ok(run, db_path, tmp_path / "long.md")
+    conn = brain_sql.connect(db_path)
+    chunks = rows(conn, "select content, heading_path, line_start from knowledge order by chunk_index")
+    assert len(chunks) > 1
+    assert all(len(c[0]) <= 2000 for c in chunks)
+    assert all(c[1] == "Long" for c in chunks)
+    # no paragraph is cut: each chunk holds whole paragraphs
+    for content, _, _ in chunks:
+        for part in content.split("\n\n"):
+            assert part in ("# Long", *(p.strip() for p in paragraphs))
+
+
+def test_txt_file(run, db_path, tmp_path):
+    write(tmp_path / "standup.txt", "Monday standup.\n\nShip the pager fix.\n")
+    ingest_ok(run, db_path, tmp_path / "standup.txt")
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select title, content, line_start, line_end from knowledge") == [
+        ("standup", "Monday standup.\n\nShip the pager fix.", 1, 3)
+    ]
+
+
+RECORD = {
+    "_id": "m-1", "title": "Deploy window", "content": "Deploys happen on Tuesdays after 10:00.",
+    "scope": "/acme/eng", "class": "policy", "observed_at": "2026-03-01T09:30:00+02:00",
+    "expires_at": "2027-01-01", "confidence": 0.8, "source": "handbook", "domain": "eng",
+    "tags": ["deploys", "process"], "team": "platform",
+    "entities": ["Release Train", {"name": "Platform Team", "type": "team"}],
+    "relations": [{"type": "owned_by", "to": "Platform Team"}, {"from": "Release Train", "type": "runs_on", "to": "Tuesday"}],
+}  # fmt: skip
+
+
+def check_record(conn):
+    row = conn.execute(
+        "select external_id, title, content, scope, class, observed_at, expires_at, confidence, source, domain, tags, metadata "
+        "from knowledge"
+    ).fetchone()
+    assert tuple(row) == (
+        "m-1", "Deploy window", "Deploys happen on Tuesdays after 10:00.", "/acme/eng", "policy",
+        "2026-03-01 07:30:00", "2027-01-01 00:00:00", 0.8, "handbook", "eng", '["deploys", "process"]',
+        '{"team": "platform"}',
+    )  # fmt: skip
+    found = edges(conn)
+    assert {
+        ("Deploy window", "tagged_with", "#deploys"),
+        ("Deploy window", "mentions", "Release Train"),
+        ("Deploy window", "owned_by", "Platform Team"),
+        ("Release Train", "runs_on", "Tuesday"),
+    } <= found
+    assert rows(conn, "select entity_type from entities where name = 'Platform Team'") == [("team",)]
+
+
+@pytest.mark.parametrize("suffix", ["json", "jsonl", "csv"])
+def test_record_formats(run, db_path, tmp_path, suffix):
+    path = tmp_path / f"records.{suffix}"
+    if suffix == "json":
+        write(path, json.dumps([RECORD]))
+    elif suffix == "jsonl":
+        write(path, json.dumps(RECORD) + "\n")
+    else:
+        columns = {k: (json.dumps(v) if isinstance(v, (list, dict)) else str(v)) for k, v in RECORD.items()}
+        columns["tags"] = "deploys, process"
+        header = ",".join(columns)
+        values = ",".join('"' + v.replace('"', '""') + '"' for v in columns.values())
+        write(path, f"{header}\n{values}\n")
+    ingest_ok(run, db_path, path)
+    check_record(brain_sql.connect(db_path))
+
+
+def test_beir_corpus_ingests_as_it_is(run, db_path):
+    ingest_ok(run, db_path, os.path.join(DATA, "beir_corpus_sample.jsonl"))
+    conn = brain_sql.connect(db_path)
+    corpus = [json.loads(line) for line in open(os.path.join(DATA, "beir_corpus_sample.jsonl"))]
+    stored = rows(conn, "select external_id, title, content, chunk_index from knowledge order by id")
+    assert [(r[0], r[1]) for r in stored if r[3] == 0] == [(r["_id"], r["title"]) for r in corpus]
+    for record in corpus:
+        chunks = [r[2] for r in stored if r[0] == record["_id"]]
+        if len(record["text"]) <= 2000:  # one record, one memory
+            assert chunks == [record["text"]]
+        else:  # longer than a chunk: split, every word kept in order
+            assert " ".join(chunks).split() == record["text"].split()
+    assert conn.execute("select count(*) from vec_knowledge").fetchone()[0] == len(stored)
+
+
+def test_mention_of_an_entity_that_arrives_later(run, db_path, tmp_path):
+    write(tmp_path / "a" / "standup.md", "# Standup\n\nThe zephyr project slipped a week.\n\nZephyr Projectile is unrelated.\n")
+    ingest_ok(run, db_path, tmp_path / "a")
+    write(tmp_path / "b" / "Zephyr Project.md", "# Zephyr Project\n\nA new ingest pipeline.\n")
+    ingest_ok(run, db_path, tmp_path / "b")
+    conn = brain_sql.connect(db_path)
+    mention = rows(
+        conn,
+        "select f.name, t.name, k.content from relationships r join entities f on f.id = r.from_entity_id "
+        "join entities t on t.id = r.to_entity_id join knowledge k on k.id = r.knowledge_id "
+        "where r.relation_type = 'mentions'",
+    )
+    assert mention == [("standup", "Zephyr Project", "# Standup\n\nThe zephyr project slipped a week.\n\nZephyr Projectile is unrelated.")]
+
+
+@pytest.mark.parametrize("fts_lookup_limit", [0, 500])
+def test_mentions_same_by_fts_lookup_and_full_scan(run, db_path, tmp_path, monkeypatch, fts_lookup_limit):
+    monkeypatch.setattr(mentions, "MENTION_FTS_LOOKUP_LIMIT", fts_lookup_limit)
+    write(tmp_path / "a" / "one.md", "# One\n\nWe met Ada Lovelace and ada lovelace's notes; not Adam.\n")
+    write(tmp_path / "a" / "two.md", "# Two\n\nNothing here about Ada.\n")
+    ingest_ok(run, db_path, tmp_path / "a")
+    write(tmp_path / "b" / "Ada Lovelace.md", "---\naliases: [Countess of Lovelace]\n---\n# Ada\n\nMathematician.\n")
+    write(tmp_path / "b" / "three.md", "# Three\n\nThe Countess of Lovelace wrote the first program.\n")
+    ingest_ok(run, db_path, tmp_path / "b")
+    conn = brain_sql.connect(db_path)
+    mentioned = {(a, b) for a, t, b in edges(conn) if t == "mentions"}
+    assert mentioned == {("one", "Ada Lovelace"), ("three", "Ada Lovelace")}
+
+
+def test_reingest_unchanged_changes_nothing(run, db_path, tmp_path):
+    ingest_ok(run, db_path, VAULT, os.path.join(DATA, "beir_corpus_sample.jsonl"))
+    conn = brain_sql.connect(db_path)
+    before = snapshot(conn)
+    changes = conn.total_changes
+    result = ingest_ok(run, db_path, VAULT, os.path.join(DATA, "beir_corpus_sample.jsonl"))
+    assert "0 chunks added, 0 updated" in result.output and "0 removed" in result.output
+    assert snapshot(conn) == before
+    assert conn.total_changes == changes
+
+
+def test_edit_replaces_only_what_changed(run, db_path, tmp_path):
+    note = write(
+        tmp_path / "v" / "Ops.md",
+        "# Ops\n\nKeep this paragraph.\n\n## Pager\n\nOld pager vendor is Beeper. [[uses::Beeper]]\n",
+    )
+    write(tmp_path / "v" / "Beeper.md", "# Beeper\n\nA pager vendor.\n")
+    ingest_ok(run, db_path, tmp_path / "v")
+    conn = brain_sql.connect(db_path)
+    [(kept_id,)] = rows(conn, "select id from knowledge where content like '%Keep this%'")
+    kept_vector = rows(conn, "select embedding_int8 from vec_knowledge where knowledge_id = ?", (kept_id,))
+    assert ("Ops", "uses", "Beeper") in edges(conn) and ("Ops", "mentions", "Beeper") in edges(conn)
+
+    note.write_text("# Ops\n\nKeep this paragraph.\n\n## Pager\n\nNew pager vendor is Klaxon. [[uses::Klaxon]]\n")
+    result = ingest_ok(run, db_path, tmp_path / "v")
+    assert "1 chunks added, 1 updated" in result.output and "1 removed" in result.output
+    assert rows(conn, "select id from knowledge where content like '%Keep this%'") == [(kept_id,)]
+    assert rows(conn, "select embedding_int8 from vec_knowledge where knowledge_id = ?", (kept_id,)) == kept_vector
+    assert rows(conn, "select count(*) from knowledge where content like '%Beeper. [[%'") == [(0,)]
+    assert rows(conn, "select knowledge_id from vec_knowledge order by 1") == rows(conn, "select id from knowledge order by 1")
+    [(new_id,)] = rows(conn, "select id from knowledge where content like '%Klaxon%'")
+    assert rows(conn, "select embedding_int8 = brain_embed(?, 'int8') from vec_knowledge where knowledge_id = ?",
+                ("Ops\nOps > Pager\n## Pager\n\nNew pager vendor is Klaxon. [[uses::Klaxon]]", new_id)) == [(1,)]  # fmt: skip
+    assert rows(conn, "select rowid from knowledge_fts where knowledge_fts match 'beeper' and rowid != "
+                "(select id from knowledge where title = 'Beeper')") == []  # fmt: skip
+    assert rows(conn, "select count(*) from knowledge_fts where knowledge_fts match 'klaxon'") == [(1,)]
+    found = edges(conn)
+    assert ("Ops", "uses", "Klaxon") in found
+    assert ("Ops", "uses", "Beeper") not in found and ("Ops", "mentions", "Beeper") not in found
+
+
+def test_dedup_repeated_records_and_shared_vectors(run, db_path, tmp_path):
+    same = {"title": "Wifi", "text": "The guest wifi password rotates monthly."}
+    write(
+        tmp_path / "r.jsonl",
+        "\n".join(json.dumps(r) for r in [same, same, {"_id": "a", **same}, {"_id": "a", **same}, {"_id": "b", **same}]),
+    )
+    ingest_ok(run, db_path, tmp_path / "r.jsonl")
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select external_id from knowledge order by id") == [(None,), ("a",), ("b",)]
+    vectors = {r[0] for r in rows(conn, "select embedding_int8 from vec_knowledge")}
+    assert len(vectors) == 1 and conn.execute("select count(*) from vec_knowledge").fetchone()[0] == 3
+
+
+def test_records_gone_from_a_file_are_removed(run, db_path, tmp_path):
+    path = write(tmp_path / "r.jsonl", '{"_id": 1, "text": "one"}\n{"_id": 2, "text": "two"}\n')
+    ingest_ok(run, db_path, path)
+    path.write_text('{"_id": 1, "text": "one"}\n')
+    ingest_ok(run, db_path, path)
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select external_id from knowledge") == [("1",)]
+    # a file with a bad line keeps what it had: a typo never deletes memories
+    path.write_text("{broken\n")
+    result = run("brain", "ingest", db_path, path)
+    assert result.exit_code == 1
+    assert rows(conn, "select external_id from knowledge") == [("1",)]
+
+
+def test_prune_removes_files_no_longer_present(run, db_path, tmp_path):
+    write(tmp_path / "v" / "keep.md", "# Keep\n\nstays\n")
+    gone = write(tmp_path / "v" / "sub" / "gone.md", "# Gone\n\ngoes [[tagged::X]]\n")
+    ingest_ok(run, db_path, tmp_path / "v")
+    gone.unlink()
+    ingest_ok(run, db_path, tmp_path / "v")
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select title from knowledge order by title") == [("gone",), ("keep",)]
+    result = ingest_ok(run, db_path, tmp_path / "v", extra=["--prune"])
+    assert rows(conn, "select title from knowledge") == [("keep",)]
+    assert rows(conn, "select count(*) from vec_knowledge") == [(1,)]
+    assert rows(conn, "select count(*) from relationships where document_id like '%gone.md'") == [(0,)]
+    assert rows(conn, "select document_id from documents") == [(str(tmp_path / "v" / "keep.md"),)]
+    assert "1 removed" in result.output
+
+
+def bad_inputs(folder):
+    """(file, line, what the message must say) for each kind of bad input."""
+    write(folder / "good.md", "# Good\n\nThis one ingests.\n")
+    (folder / "latin1.md").write_bytes("# Caf\xe9\n".encode("latin-1"))
+    os.symlink("/proc/self/mem", folder / "unreadable.md")
+    write(folder / "lines.jsonl", '{"text": "first ok"}\n{"text": broken}\n{"text": "third ok"}\n')
+    write(folder / "frontmatter.md", "---\ntitle: [unclosed\n---\n# X\n\ntext\n")
+    write(folder / "notext.csv", "title,body\nA,B\n")
+    write(folder / "big.jsonl", json.dumps({"text": "x" * 1_000_001}) + "\n")
+    write(folder / "title.json", json.dumps([{"title": "t" * 501, "text": "fine"}]))
+    return [
+        ("latin1.md", 1, "not UTF-8"),
+        ("unreadable.md", None, "cannot read"),
+        ("lines.jsonl", 2, "malformed JSON line"),
+        ("frontmatter.md", 2, "broken frontmatter"),
+        ("notext.csv", 1, "no 'content' or 'text' column"),
+        ("big.jsonl", 1, "the limit is 1,000,000"),
+        ("title.json", None, "limit is 500"),
+    ]
+
+
+def test_bad_inputs_are_named_and_skipped(run, db_path, tmp_path):
+    expected = bad_inputs(tmp_path / "in")
+    result = run("brain", "ingest", db_path, tmp_path / "in")
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    messages = [line for line in result.output.splitlines() if line.startswith("skipped ")]
+    assert len(messages) == len(expected)
+    for name, line, text in expected:
+        where = f"{tmp_path / 'in' / name}:{line}:" if line else f"{tmp_path / 'in' / name}:"
+        assert any(m.startswith(f"skipped {where}") and text in m for m in messages), (name, messages)
+    conn = brain_sql.connect(db_path)
+    # everything good still ingested, nothing of the bad ones written
+    assert rows(conn, "select content from knowledge order by content") == [
+        ("# Good\n\nThis one ingests.",), ("first ok",), ("third ok",)
+    ]
+    assert conn.execute("select count(*) from vec_knowledge").fetchone()[0] == 3
+    assert conn.execute("select count(*) from knowledge_fts").fetchone()[0] == 3
+    assert "7 skipped" in result.output
+
+
+def test_missing_path_and_unsupported_type(run, db_path, tmp_path):
+    write(tmp_path / "image.png", "not really")
+    result = run("brain", "ingest", db_path, tmp_path / "nope", tmp_path / "image.png")
+    assert result.exit_code == 1
+    assert "no such file or folder" in result.output and "unsupported file type" in result.output
+
+
+def test_bad_cli_scope_is_a_clear_error(run, db_path, tmp_path):
+    write(tmp_path / "a.md", "# A\n\ntext\n")
+    result = run("brain", "ingest", db_path, tmp_path / "a.md", "--scope", "acme")
+    assert result.exit_code == 1
+    assert "scope must be a path starting with '/'" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_record_fields_are_named(run, db_path, tmp_path):
+    write(
+        tmp_path / "r.jsonl",
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"text": "a", "class": "gossip"},
+                {"text": "b", "expires_at": "next tuesday"},
+                {"text": "c", "confidence": 7},
+                {"text": "d", "relations": [{"to": "X"}]},
+                {"text": "e", "tags": ["t"]},
+                {"title": "ok", "text": "f"},
+            ]
+        ),
+    )
+    result = run("brain", "ingest", db_path, tmp_path / "r.jsonl")
+    assert result.exit_code == 1
+    out = result.output
+    assert "r.jsonl:1: class must be one of memory, reference, policy" in out
+    assert "r.jsonl:2: expires_at 'next tuesday' is not a date" in out
+    assert "r.jsonl:3: confidence must be from 0 to 1" in out
+    assert "r.jsonl:4: each of relations[] must be an object with 'type' and 'to'" in out
+    assert "r.jsonl:5: entities, tags, aliases and relations need a title" in out
+    assert rows(brain_sql.connect(db_path), "select title from knowledge") == [("ok",)]
