@@ -36,7 +36,7 @@ MENTION_FTS_LOOKUP_LIMIT = 500
 
 # Documents written per transaction during ingest; each document also gets its
 # own savepoint, so a failure never leaves half a document behind.
-INGEST_BATCH_DOCUMENTS = 200
+INGEST_BATCH_DOCUMENTS = 1000
 
 # Stored in vec0's expires_at metadata column for memories that never expire:
 # vec0 metadata columns cannot hold NULL, and this sorts after any real time.

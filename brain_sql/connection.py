@@ -66,5 +66,7 @@ def connect(path, model_id=None):
     conn.execute("pragma journal_mode = wal")
     conn.execute("pragma synchronous = normal")
     conn.execute("pragma busy_timeout = 30000")
+    conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
+    conn.execute("pragma temp_store = memory")
     prepare_connection(conn, model_id)
     return conn

@@ -9,9 +9,11 @@ each document a savepoint inside it, so nothing is ever half-written.
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import xxhash
 
 from . import embed, mentions
@@ -90,6 +92,16 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
     report = IngestReport()
     files, report.errors = discover(paths)
     writer = _Writer(conn, recorded_model(conn), report)
+    try:
+        _ingest_files(writer, files, defaults, paths if prune else (), progress)
+    finally:
+        writer.close()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _ingest_files(writer, files, defaults, prune_paths, progress):
+    report = writer.report
     for path, fmt in files:
         report.files += 1
         seen, failed = set(), False
@@ -104,22 +116,18 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
             writer.add(item)
             if progress:
                 progress(sum(len(c.content) for c in item.chunks))
-        writer.flush()
         if not failed:
             # records no longer in the file are gone from the brain too; a file
             # with a bad record keeps them, so a typo never deletes memories
             writer.remove_documents("source_path = ?", (path,), keep=seen)
-    if prune:
-        for given in paths:
-            root = str(Path(given).resolve())
-            writer.remove_documents(
-                "source_path = ? or source_path like ? escape '\\'",
-                (root, _like_prefix(root + "/")),
-                gone=True,
-            )
-    writer.flush(resolve=True)
-    report.seconds = time.perf_counter() - started
-    return report
+    for given in prune_paths:
+        root = str(Path(given).resolve())
+        writer.remove_documents(
+            "source_path = ? or source_path like ? escape '\\'",
+            (root, _like_prefix(root + "/")),
+            gone=True,
+        )
+    writer.flush()
 
 
 def _like_prefix(text):
@@ -187,8 +195,8 @@ def _document_hash(document, model_id):
 
 def storage_vectors(texts, model_id):
     """(int8 bytes, bit bytes) per text, None for a text with no known token."""
-    import numpy as np
-
+    if not texts:
+        return []
     vectors = embed.embed(texts, model_id)
     quantized = embed.quantize_int8(vectors)
     bits = np.packbits(vectors > 0, axis=1, bitorder="little")
@@ -226,31 +234,95 @@ def backfill_vectors(conn, model_id, batch=512):
 
 
 class _Writer:
-    """Collects documents into batches and writes each batch in one transaction."""
+    """Collects documents into batches and writes each batch in one transaction.
+
+    Batches move through a two-stage pipeline: while one batch is written, the
+    next one's new text is embedded on a worker thread (the tokenizer and SQLite
+    both release the GIL while they work).
+    """
 
     def __init__(self, conn, model_id, report):
         self.conn, self.model_id, self.report = conn, model_id, report
         self.pending = []
+        self.embedding = None  # (batch, content hashes, future of their vectors) ahead of the writer
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
         self.entity_ids = {}
         mentions.ensure_queue(conn)
 
     def add(self, document):
-        self.pending.append(document)
+        self.pending.append((document, _document_hash(document, self.model_id)))
         if len(self.pending) >= INGEST_BATCH_DOCUMENTS:
-            self.flush()
+            self._advance()
 
-    def flush(self, resolve=False):
+    def _advance(self):
+        """Start embedding the pending documents; write the batch embedded before them."""
         batch, self.pending = self.pending, []
+        texts = self._texts_to_embed(batch)
+        future = self.executor.submit(storage_vectors, list(texts.values()), self.model_id)
+        previous, self.embedding = self.embedding, (batch, list(texts), future)
+        if previous:
+            self._commit(*previous)
+
+    def flush(self):
+        """Write everything added so far, then find the mentions it brought."""
+        if self.pending:
+            self._advance()
+        previous, self.embedding = self.embedding, None
+        if previous:
+            self._commit(*previous)
         with _transaction(self.conn):
-            if batch:
-                self._write_batch(batch)
-            if resolve:
-                self.report.relationships += mentions.resolve_mentions(self.conn)
+            self.report.relationships += mentions.resolve_mentions(self.conn)
+
+    def close(self):
+        self.executor.shutdown(cancel_futures=True)
+
+    def _commit(self, batch, hashes, future):
+        embedded = dict(zip(hashes, future.result()))
+        counts = dict(vars(self.report))
+        try:
+            with _transaction(self.conn):
+                self._write_batch(batch, embedded, isolate=False)
+        except Exception:
+            # Something in the batch failed: write it again one savepoint per
+            # document, so the bad document is reported and the rest land.
+            vars(self.report).update(counts)
+            self.entity_ids.clear()
+            with _transaction(self.conn):
+                self._write_batch(batch, embedded, isolate=True)
+
+    def _texts_to_embed(self, batch):
+        """{content hash: text} of the chunks in `batch` that may need a new vector."""
+        stored = self._stored_hashes(batch)
+        texts = {}
+        for document, digest in batch:
+            if stored.get(document.document_id) != digest:
+                for chunk in document.chunks:
+                    text = _chunk_text(document, chunk)
+                    texts[_digest(text)] = text
+        return {h: t for h, t in texts.items() if self._stored_vector(h) is None}
+
+    def _stored_hashes(self, batch):
+        ids = [d.document_id for d, _ in batch]
+        return dict(
+            self.conn.execute(
+                f"select document_id, content_hash from documents where document_id in ({','.join('?' * len(ids))})",
+                ids,
+            ).fetchall()
+        )
+
+    def _stored_vector(self, content_hash):
+        row = self.conn.execute(
+            "select v.embedding_int8, v.embedding_bit from knowledge k "
+            "join vec_knowledge v on v.knowledge_id = k.id "
+            "where k.content_hash = ? and k.embedding_model = ? limit 1",
+            (content_hash, self.model_id),
+        ).fetchone()
+        return tuple(row) if row else None
 
     def remove_documents(self, where, params, keep=(), gone=False):
         """Delete the documents `where` selects, except those in `keep` (and, with
-        `gone`, those whose file still exists)."""
-        self.flush()
+        `gone`, those whose file still exists). Documents still in the pipeline
+        are never among them: they came from files being ingested, in `keep`."""
         doomed = [
             document_id
             for document_id, path in self.conn.execute(
@@ -267,41 +339,43 @@ class _Writer:
                 self.conn.execute("delete from documents where document_id = ?", (document_id,))
         self.report.documents_removed += len(doomed)
 
-    def _write_batch(self, batch):
+    def _write_batch(self, batch, embedded, isolate):
+        """Write a batch; with `isolate`, each document in a savepoint of its own
+        (slower: vec0 journals every page a savepoint touches)."""
         conn = self.conn
-        ids = [d.document_id for d in batch]
-        stored = dict(
-            conn.execute(
-                f"select document_id, content_hash from documents where document_id in ({','.join('?' * len(ids))})",
-                ids,
-            ).fetchall()
-        )
+        stored = self._stored_hashes(batch)
         plans = []
-        for document in batch:
+        for document, digest in batch:
             self.report.documents += 1
-            digest = _document_hash(document, self.model_id)
             if stored.get(document.document_id) == digest:
                 self.report.chunks_unchanged += len(document.chunks)
                 continue
+            known = document.document_id in stored
             stored[document.document_id] = digest  # a repeat later in the batch is a duplicate
-            plans.append((document, digest, self._plan(document)))
-        vectors = self._vectors([c for _, _, plan in plans for c in plan["new"]])
+            plans.append((document, digest, self._plan(document, known)))
+        vectors = self._vectors([c for _, _, plan in plans for c in plan["new"]], embedded)
+        new_vectors = []
         for document, digest, plan in plans:
+            if not isolate:
+                new_vectors += self._write_document(document, digest, plan, vectors)
+                continue
             conn.execute("savepoint document")
             try:
-                self._write_document(document, digest, plan, vectors)
+                insert_vectors(conn, self._write_document(document, digest, plan, vectors))
             except Exception as ex:
                 conn.execute("rollback to document")
                 self.entity_ids.clear()  # ids created inside the savepoint are gone
                 self.report.errors.append(IngestError(document.source_path, document.line, f"not written: {ex}"))
             conn.execute("release document")
+        insert_vectors(conn, new_vectors)
 
-    def _plan(self, document):
-        """Match the document's chunks to its stored rows by content hash."""
+    def _plan(self, document, known):
+        """Match the document's chunks to its stored rows (if `known`) by content hash."""
         existing = {}
-        for row_id, content_hash in self.conn.execute(
+        stored_rows = self.conn.execute(
             "select id, content_hash from knowledge where document_id = ? order by id", (document.document_id,)
-        ):
+        ) if known else ()  # fmt: skip
+        for row_id, content_hash in stored_rows:
             existing.setdefault(content_hash, []).append(row_id)
         kept, new = [], []
         for index, chunk in enumerate(document.chunks):
@@ -315,24 +389,20 @@ class _Writer:
         removed = [row_id for rows in existing.values() for row_id in rows]
         return {"kept": kept, "new": new, "removed": removed}
 
-    def _vectors(self, new_chunks):
-        """content hash -> (int8, bit): reused from stored rows, else embedded now."""
+    def _vectors(self, new_chunks, embedded):
+        """content hash -> (int8, bit) for new chunks: embedded ahead, reused from a
+        stored row with the same text, or embedded now."""
         vectors = {}
         for content_hash, *_ in new_chunks:
             if content_hash not in vectors:
-                row = self.conn.execute(
-                    "select v.embedding_int8, v.embedding_bit from knowledge k "
-                    "join vec_knowledge v on v.knowledge_id = k.id "
-                    "where k.content_hash = ? and k.embedding_model = ? limit 1",
-                    (content_hash, self.model_id),
-                ).fetchone()
-                vectors[content_hash] = tuple(row) if row else None
+                vectors[content_hash] = embedded.get(content_hash) or self._stored_vector(content_hash)
         todo = {h: t for h, t, *_ in new_chunks if vectors[h] is None}
         for content_hash, vector in zip(todo, storage_vectors(list(todo.values()), self.model_id) if todo else []):
             vectors[content_hash] = vector
         return vectors
 
     def _write_document(self, document, digest, plan, vectors):
+        """Write one document's rows and edges; returns the vectors of its new chunks."""
         conn, report = self.conn, self.report
         columns = self._row_values(document)
         conn.execute("delete from relationships where document_id = ?", (document.document_id,))
@@ -360,7 +430,6 @@ class _Writer:
             chunk_ids[index] = cursor.lastrowid
             if vectors[content_hash]:
                 stored_vectors.append((cursor.lastrowid, *vectors[content_hash]))
-        insert_vectors(conn, stored_vectors)
         report.chunks_added += len(plan["new"])
         entity_id = self._entity(document.title, "document", claim=True) if document.title else None
         conn.execute(
@@ -370,6 +439,7 @@ class _Writer:
         )
         self._write_edges(document, entity_id, chunk_ids)
         mentions.queue(conn, "chunk", chunk_ids.values())
+        return stored_vectors
 
     def _row_values(self, document):
         values = {c: document.fields.get(c) for c in FIELD_COLUMNS}
@@ -417,10 +487,13 @@ class _Writer:
                 entity_id = row[0]
             else:
                 entity_id = self.conn.execute(
-                    "insert into entities (name, entity_type) values (?, ?)", (name, entity_type)
+                    "insert into entities (name, entity_type) values (?, ?)",
+                    (name, "document" if claim else entity_type),
                 ).lastrowid
                 self.report.entities += 1
                 mentions.queue(self.conn, "entity", [entity_id])
+                self.entity_ids[key] = entity_id
+                return entity_id
             self.entity_ids[key] = entity_id
         if claim:
             self.conn.execute("update entities set entity_type = 'document' where id = ? and entity_type is not 'document'", (entity_id,))

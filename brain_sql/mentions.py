@@ -70,9 +70,10 @@ def _found(automaton, text):
 
 def resolve_mentions(conn):
     """Do all queued mention matching; returns how many mentions edges were added."""
-    chunk_ids = {i for (i,) in conn.execute(f"select id from {QUEUE_TABLE} where kind = 'chunk'")}
     entity_ids = {i for (i,) in conn.execute(f"select id from {QUEUE_TABLE} where kind = 'entity'")}
-    if not chunk_ids and not entity_ids:
+    queued_chunks = f"k.id in (select id from {QUEUE_TABLE} where kind = 'chunk')"
+    has_chunks = conn.execute(f"select 1 from {QUEUE_TABLE} where kind = 'chunk' limit 1").fetchone()
+    if not has_chunks and not entity_ids:
         return 0
     entities = conn.execute(_ENTITIES).fetchall()
     edges = set()
@@ -83,16 +84,19 @@ def resolve_mentions(conn):
                 if target != from_id:
                     edges.add((from_id, target, knowledge_id, document_id))
 
-    if chunk_ids and entities:
-        match(_rows(conn, " and k.id in (select id from temp_ids)", chunk_ids), _automaton(entities))
+    if has_chunks and entities:
+        match(conn.execute(f"{_CHUNKS} and {queued_chunks}"), _automaton(entities))
     new_entities = [e for e in entities if e[0] in entity_ids]
     if new_entities:
+        # older chunks, not matched above, may name an entity that is new
         automaton = _automaton(new_entities)
         if len(new_entities) <= MENTION_FTS_LOOKUP_LIMIT:
-            candidates = _fts_candidates(conn, new_entities) - chunk_ids
-            rows = _rows(conn, " and k.id in (select id from temp_ids)", candidates)
+            conn.execute("create temp table if not exists temp_ids (id integer primary key)")
+            conn.execute("delete from temp_ids")
+            conn.executemany("insert into temp_ids (id) values (?)", [(i,) for i in _fts_candidates(conn, new_entities)])
+            rows = conn.execute(f"{_CHUNKS} and k.id in (select id from temp_ids) and not {queued_chunks}")
         else:
-            rows = (r for r in conn.execute(_CHUNKS) if r[0] not in chunk_ids)
+            rows = conn.execute(f"{_CHUNKS} and not {queued_chunks}")
         match(rows, automaton)
     before = conn.total_changes
     conn.executemany(
@@ -103,13 +107,6 @@ def resolve_mentions(conn):
     added = conn.total_changes - before
     conn.execute(f"delete from {QUEUE_TABLE}")
     return added
-
-
-def _rows(conn, where, ids):
-    conn.execute("create temp table if not exists temp_ids (id integer primary key)")
-    conn.execute("delete from temp_ids")
-    conn.executemany("insert into temp_ids (id) values (?)", [(i,) for i in ids])
-    return conn.execute(_CHUNKS + where).fetchall()
 
 
 def _fts_candidates(conn, entities):
