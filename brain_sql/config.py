@@ -19,6 +19,7 @@ PPR_THETA = 50  # hub dampening: w * min(1, θ / deg)
 PPR_DAMPING = 0.5
 EDGE_TYPE_WEIGHTS = {"tagged_with": 0.1, "alias_of": 0.1}
 DEFAULT_EDGE_WEIGHT = 1.0
+DOCUMENT_TIE_WEIGHT = 1.0  # a document entity to each of its own chunks
 
 # Input caps (reference §10).
 MAX_CONTENT_BYTES = 1_000_000
@@ -63,3 +64,23 @@ def graph_enabled():
         "no",
         "off",
     )
+
+# Recall. Leg weights and thresholds were chosen on training data only (SciFact
+# qrels/train.tsv and the multi-hop training samples); bench/tune.py reproduces them.
+RECALL_CANDIDATES = 100  # per leg, before fusion
+FTS_COLUMN_WEIGHTS = (1.0, 1.0)  # bm25 weights of title, content
+PASSAGE_SEEDS = 20  # top passages of each other leg that seed the graph walk
+PASSAGE_SEED_WEIGHT = 0.05  # HippoRAG 2's weight for passage seeds
+NAMED_DOCUMENT_SHARE = 0.5  # of a named document's seed, the share given to its own chunks
+# Leg weights in the fused RRF. When the query names known entities the graph
+# walk leads (multi-hop questions); when it names none, the graph leg is seeded
+# by the other legs' top passages only, and lexical evidence leads.
+LEG_WEIGHTS_WITH_ENTITIES = {"vector": 0.2, "fts": 0.25, "graph": 10.0, "prf": 0.25}
+LEG_WEIGHTS_WITHOUT_ENTITIES = {"vector": 0.1, "fts": 1.0, "graph": 2.0, "prf": 0.6}
+PRF_AGREEMENT_RANK = 3  # PRF only when the top hit is in both legs' top ranks
+PRF_DEPTH = 3  # hits whose terms feed expansion
+PRF_TERMS = 5  # expansion terms added
+ABSTAIN_BELOW = 0.35  # confidence under which recall abstains
+BOOST_SCALE = 0.01  # recency and confidence boosts move a fused score by at most ±0.5%
+RECENCY_DAYS = 365  # linear recency decay to its floor over this many days
+MMR_LAMBDA = 0.7

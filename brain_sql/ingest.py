@@ -410,7 +410,11 @@ class _Writer:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
         chunk_ids = {}
-        assignments = ", ".join(f"[{c}] = ?" for c in (*columns, *_CHUNK_COLUMNS))
+        # a memory is observed when first stored, unless its input says when
+        assignments = ", ".join(
+            "[observed_at] = coalesce(?, observed_at)" if c == "observed_at" else f"[{c}] = ?"
+            for c in (*columns, *_CHUNK_COLUMNS)
+        )
         for row_id, index, chunk in plan["kept"]:
             conn.execute(
                 f"update knowledge set {assignments}, updated_at = current_timestamp where id = ?",
@@ -419,7 +423,8 @@ class _Writer:
             chunk_ids[index] = row_id
         report.chunks_updated += len(plan["kept"])
         names = ("title", "content", "content_hash", "document_id", "heading_path", *columns, *_CHUNK_COLUMNS)
-        insert = f"insert into knowledge ({', '.join(f'[{n}]' for n in names)}) values ({', '.join('?' * len(names))})"
+        values = ", ".join("coalesce(?, current_timestamp)" if n == "observed_at" else "?" for n in names)
+        insert = f"insert into knowledge ({', '.join(f'[{n}]' for n in names)}) values ({values})"
         stored_vectors = []
         for content_hash, _, index, chunk in plan["new"]:
             cursor = conn.execute(

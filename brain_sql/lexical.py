@@ -8,6 +8,7 @@ matches nothing when the text has nothing to search for.
 """
 
 import re
+import threading
 from dataclasses import dataclass, field
 
 # unicode61 treats letters and digits as token characters and all else (the
@@ -32,7 +33,8 @@ STOPWORDS = frozenset(
 @dataclass
 class LexicalSpec:
     terms: list = field(default_factory=list)  # single tokens, OR-ed
-    phrases: list = field(default_factory=list)  # token tuples, all required
+    phrases: list = field(default_factory=list)  # "quoted" token tuples, all required
+    compounds: list = field(default_factory=list)  # code paths, identifiers, hyphenated words: OR-ed phrases
     exclusions: list = field(default_factory=list)  # token tuples, none allowed
 
 
@@ -56,8 +58,8 @@ def parse(text):
         if bare_minus:
             spec.exclusions.append(words)
         elif len(words) > 1:
-            # a code path or identifier: its parts must stand together
-            spec.phrases.append(words)
+            # a code path, identifier or hyphenated word: its parts stand together
+            spec.compounds.append(words)
         elif words[0].lower() not in STOPWORDS:
             spec.terms.append(words[0])
     return spec
@@ -70,7 +72,7 @@ def _quote(words):
 def fts_query(text):
     """A valid FTS5 MATCH expression for any text; MATCH_NOTHING when it has no words."""
     spec = parse(text)
-    optional = list(dict.fromkeys(_quote((t,)) for t in spec.terms))
+    optional = list(dict.fromkeys([_quote(c) for c in spec.compounds] + [_quote((t,)) for t in spec.terms]))
     required = list(dict.fromkeys(_quote(p) for p in spec.phrases))
     excluded = list(dict.fromkeys(_quote(e) for e in spec.exclusions))
     if not optional and not required:
@@ -83,3 +85,32 @@ def fts_query(text):
     for item in excluded[:MAX_ITEMS]:
         expression = f"({expression}) NOT {item}"
     return expression
+
+
+_stemmer = None
+_stemmer_lock = threading.Lock()
+
+
+def stems(words):
+    """{word: the term FTS5's 'porter unicode61' tokenizer indexes it as}.
+
+    Uses a private in-memory FTS5 table with the same tokenizer, so the stems
+    are exactly those in knowledge_fts_vocab; a word that yields no token is left out.
+    """
+    global _stemmer
+    words = list(dict.fromkeys(words))
+    if not words:
+        return {}
+    with _stemmer_lock:
+        if _stemmer is None:
+            from .connection import sqlite3
+
+            _stemmer = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            _stemmer.execute("create virtual table words using fts5(word, tokenize='porter unicode61')")
+            _stemmer.execute("create virtual table word_terms using fts5vocab(words, 'instance')")
+        _stemmer.execute("delete from words")
+        _stemmer.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(words)))
+        found = {}
+        for term, doc in _stemmer.execute("select term, doc from word_terms where offset = 0"):
+            found[words[doc]] = term
+    return found

@@ -9,6 +9,8 @@ entities new to the brain are looked for in older chunks through FTS5 when they
 are few, or with a second automaton over all text when they are many.
 """
 
+import re
+
 import ahocorasick
 
 from .config import MENTION_FTS_LOOKUP_LIMIT, MENTION_MIN_CHARS
@@ -18,7 +20,7 @@ QUEUE_TABLE = "brain_mention_queue"
 
 # Entities a mention may name: not tags (taxonomy, reached by tagged_with edges).
 # An alias resolves to the entity it is an alias of.
-_ENTITIES = f"""
+ENTITY_NAMES = f"""
 select e.id, e.name, coalesce(
   (select r.to_entity_id from relationships r
    where r.from_entity_id = e.id and r.relation_type = 'alias_of' limit 1), e.id) as target
@@ -42,20 +44,35 @@ def queue(conn, kind, ids):
     conn.executemany(f"insert or ignore into {QUEUE_TABLE} (kind, id) values (?, ?)", [(kind, i) for i in ids])
 
 
-def _automaton(entities):
+_DISAMBIGUATOR = re.compile(r"^(.+?)\s+\([^()]+\)$")
+
+
+def names_of(name):
+    """The casefolded forms a name is found by: itself and, for a title with a
+    trailing disambiguator such as "Mark King (musician)", the name before it."""
+    folded = name.casefold()
+    base = _DISAMBIGUATOR.match(folded)
+    if base and len(base.group(1)) >= MENTION_MIN_CHARS:
+        return (folded, base.group(1))
+    return (folded,)
+
+
+def build_automaton(entities):
+    """An Aho-Corasick automaton of (id, name, target) entities, matching casefolded names."""
     automaton = ahocorasick.Automaton()
-    for entity_id, name, target in entities:
-        key = name.casefold()
-        existing = automaton.get(key, None)
-        automaton.add_word(key, (existing or ()) + ((len(key), target),))
+    for _, name, target in entities:
+        for key in names_of(name):
+            entries = automaton.get(key, ())
+            if (len(key), target) not in entries:
+                automaton.add_word(key, entries + ((len(key), target),))
     automaton.make_automaton()
     return automaton
 
 
-def _found(automaton, text):
-    """Targets of entity names standing in `text` as whole words."""
+def spans(automaton, text):
+    """(start, end, target) of each entity name standing in `text` as whole words,
+    in any case; offsets are into the casefolded text."""
     folded = text.casefold()
-    found = set()
     for end, matches in automaton.iter(folded):
         after = folded[end + 1 : end + 2]
         if after and (after.isalnum() or after == "_"):
@@ -64,8 +81,11 @@ def _found(automaton, text):
             start = end - length + 1
             before = folded[start - 1 : start] if start > 0 else ""
             if not before or not (before.isalnum() or before == "_"):
-                found.add(target)
-    return found
+                yield start, end + 1, target
+
+
+def _found(automaton, text):
+    return {target for _, _, target in spans(automaton, text)}
 
 
 def resolve_mentions(conn):
@@ -75,7 +95,7 @@ def resolve_mentions(conn):
     has_chunks = conn.execute(f"select 1 from {QUEUE_TABLE} where kind = 'chunk' limit 1").fetchone()
     if not has_chunks and not entity_ids:
         return 0
-    entities = conn.execute(_ENTITIES).fetchall()
+    entities = conn.execute(ENTITY_NAMES).fetchall()
     edges = set()
 
     def match(rows, automaton):
@@ -85,11 +105,11 @@ def resolve_mentions(conn):
                     edges.add((from_id, target, knowledge_id, document_id))
 
     if has_chunks and entities:
-        match(conn.execute(f"{_CHUNKS} and {queued_chunks}"), _automaton(entities))
+        match(conn.execute(f"{_CHUNKS} and {queued_chunks}"), build_automaton(entities))
     new_entities = [e for e in entities if e[0] in entity_ids]
     if new_entities:
         # older chunks, not matched above, may name an entity that is new
-        automaton = _automaton(new_entities)
+        automaton = build_automaton(new_entities)
         if len(new_entities) <= MENTION_FTS_LOOKUP_LIMIT:
             conn.execute("create temp table if not exists temp_ids (id integer primary key)")
             conn.execute("delete from temp_ids")
@@ -113,11 +133,12 @@ def _fts_candidates(conn, entities):
     """Chunks whose full-text index holds all of an entity name's words in order."""
     candidates = set()
     for _, name, _ in entities:
-        words = tokens(name)
-        if not words:
-            continue
-        phrase = '"' + " ".join(words) + '"'
-        candidates.update(
-            i for (i,) in conn.execute("select rowid from knowledge_fts where knowledge_fts match ?", (phrase,))
-        )
+        for form in names_of(name):
+            words = tokens(form)
+            if not words:
+                continue
+            phrase = '"' + " ".join(words) + '"'
+            candidates.update(
+                i for (i,) in conn.execute("select rowid from knowledge_fts where knowledge_fts match ?", (phrase,))
+            )
     return candidates

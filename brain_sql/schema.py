@@ -246,6 +246,13 @@ def m004_vectors(db):
     backfill_vectors(db.conn, model_id)
 
 
+@migrations()
+def m005_term_frequencies(db):
+    """fts5vocab 'row': each indexed term's document frequency, for the quality
+    estimate and query expansion (the 'instance' table cannot be read by document)."""
+    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts_terms USING fts5vocab(knowledge_fts, 'row')")
+
+
 def ensure_meta(conn, model_id):
     """Create the meta table and record `model_id` unless a model is recorded already."""
     from .embed import model_dimension

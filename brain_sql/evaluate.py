@@ -1,0 +1,95 @@
+"""BEIR-format evaluation of recall: nDCG@10, Recall@2/5/10 and MRR@10 for the
+full pipeline, the pipeline without the graph, and each leg alone.
+
+Corpus ids are the records' own `_id` (knowledge.external_id); a record split
+into several chunks ranks where its best chunk ranks, once.
+"""
+
+import csv
+import dataclasses
+import json
+import math
+import time
+
+from .querydoc import parse
+from .recall import finish, run_legs
+from .schema import recorded_model
+
+MODES = ("full", "no_graph", "vector", "fts", "graph")
+
+
+def load_queries(path):
+    with open(path, encoding="utf-8") as f:
+        return {str(q["_id"]): q["text"] for q in map(json.loads, filter(str.strip, f))}
+
+
+def load_qrels(path):
+    qrels = {}
+    with open(path, encoding="utf-8") as f:
+        for row in csv.reader(f, delimiter="\t"):
+            if len(row) < 3 or not row[2].strip().lstrip("-").isdigit():
+                continue  # header or blank
+            qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+    return qrels
+
+
+def metrics(ranked, relevant):
+    """The five metrics for one query: `ranked` corpus ids, `relevant` {id: grade}."""
+    gains = [relevant.get(doc, 0) for doc in ranked[:10]]
+    dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains))
+    ideal = sorted(relevant.values(), reverse=True)[:10]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    positive = {d for d, g in relevant.items() if g > 0}
+    first = next((i for i, d in enumerate(ranked[:10]) if d in positive), None)
+    result = {"ndcg@10": dcg / idcg if idcg else 0.0}
+    for k in (2, 5, 10):
+        result[f"recall@{k}"] = len(positive & set(ranked[:k])) / len(positive) if positive else 0.0
+    result["mrr@10"] = 1.0 / (first + 1) if first is not None else 0.0
+    return result
+
+
+def _documents(chunk_ids, external, k):
+    """Corpus ids in rank order, each once, at most k."""
+    seen = []
+    for chunk_id in chunk_ids:
+        doc = external.get(chunk_id)
+        if doc is not None and doc not in seen:
+            seen.append(doc)
+            if len(seen) == k:
+                break
+    return seen
+
+
+def evaluate(conn, queries_path, qrels_path, k=10, now=None, progress=None):
+    """({"queries": N, "full": M, "no_graph": M, "vector": M, "fts": M, "graph": M},
+    {"abstained": queries the full pipeline abstained on, "seconds": ...})."""
+    started = time.perf_counter()
+    queries, qrels = load_queries(queries_path), load_qrels(qrels_path)
+    external = dict(conn.execute("select id, external_id from knowledge where external_id is not null"))
+    model_id = recorded_model(conn)
+    totals = {mode: {} for mode in MODES}
+    judged = [qid for qid in qrels if qid in queries]
+    abstained = 0
+    for qid in judged:
+        # more chunks than k, so k distinct records remain after collapsing chunks
+        doc = parse({"q": queries[qid], "k": min(100, 3 * k), **({"now": now} if now else {})})
+        legs = run_legs(conn, doc, model_id, with_graph=True)
+        runs = {leg: legs.ranked.get(leg, []) for leg in ("vector", "fts", "graph")}
+        without = dataclasses.replace(
+            legs, ranked={n: r for n, r in legs.ranked.items() if n != "graph"},
+            raw={n: r for n, r in legs.raw.items() if n != "graph"}, entity_seeds=[], telemetry={},
+        )  # fmt: skip
+        runs["no_graph"] = [h["id"] for h in finish(conn, dataclasses.replace(doc, graph=False), without, model_id)["hits"]]
+        full = finish(conn, doc, legs, model_id)
+        abstained += full["decision"] == "low_confidence"
+        runs["full"] = [h["id"] for h in full["hits"]]
+        for mode in MODES:
+            for name, value in metrics(_documents(runs[mode], external, k), qrels[qid]).items():
+                totals[mode][name] = totals[mode].get(name, 0.0) + value
+        if progress:
+            progress(1)
+    n = len(judged) or 1
+    result = {"queries": len(judged)}
+    for mode in MODES:
+        result[mode] = {name: round(value / n, 4) for name, value in totals[mode].items()}
+    return result, {"abstained": abstained, "seconds": round(time.perf_counter() - started, 1)}

@@ -1,0 +1,175 @@
+"""The graph leg: Personalized PageRank over entities and chunks, with no LLM.
+
+Nodes are entities and chunks. Edges are the relationships between entities,
+weighted by type (tagged_with, alias_of 0.1; others 1.0) and damped at hubs by
+w * min(1, θ / deg), θ = 50; a chunk is tied to its document's entity and to
+both ends of every edge its text stated (relationships.knowledge_id). Seeds are
+the entities a query names, plus the passages the other legs ranked highest as
+weak seeds, as in HippoRAG 2. Invisible chunks — and the edges only they stated —
+are cut out before the walk, so the graph never widens what a caller can read.
+
+The graph is cached per connection and rebuilt when the file changes.
+"""
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import mentions
+from .config import DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS, PPR_DAMPING, PPR_THETA
+from .schema import VEC_METADATA, vec_metadata_values
+
+MAX_ITERATIONS = 50
+TOLERANCE = 1e-8
+
+
+@dataclass
+class Graph:
+    entity_ids: np.ndarray  # node i < E is entity entity_ids[i]
+    chunk_ids: np.ndarray  # node E + j is chunk chunk_ids[j]
+    source: np.ndarray  # directed edges (both directions of every tie)
+    target: np.ndarray
+    weight: np.ndarray  # type weight * hub dampening of the source node
+    owner: np.ndarray  # the chunk index whose visibility the edge needs, -1 for none
+    columns: dict  # chunk filter columns (VEC_METADATA), numpy arrays
+    automaton: object  # entity names (and aliases) -> entity id, for query seeds
+    entity_index: dict  # entity id -> node
+    document_chunks: dict  # document entity node -> its chunk nodes
+    chunk_document: np.ndarray  # per chunk: its document entity's node, -1 for none
+    chunk_share: np.ndarray  # per chunk: 1 / the number of chunks in its document
+
+    @property
+    def entities(self):
+        return len(self.entity_ids)
+
+    def chunk_node(self, chunk_ids):
+        """Node numbers of the given chunk ids (those not in the graph are dropped)."""
+        index = np.searchsorted(self.chunk_ids, chunk_ids)
+        index = np.clip(index, 0, max(len(self.chunk_ids) - 1, 0))
+        found = (len(self.chunk_ids) > 0) & (self.chunk_ids[index] == chunk_ids)
+        return self.entities + index[found], found
+
+    def seeds_in(self, text):
+        """Entity nodes the text names: whole words, any case, longest match wins."""
+        spans = sorted(mentions.spans(self.automaton, text), key=lambda s: (-(s[1] - s[0]), s[0]))
+        taken, nodes = [], []
+        for start, end, target in spans:
+            if any(start < e and s < end for s, e in taken):
+                continue
+            taken.append((start, end))
+            if target in self.entity_index:
+                nodes.append(self.entity_index[target])
+        return sorted(set(nodes))
+
+    def chunk_scores(self, scores):
+        """Each chunk's PPR score plus its share of its document node's: a document
+        and its chunks are one thing to a reader, two nodes to the walk."""
+        shared = np.where(self.chunk_document >= 0, scores[np.maximum(self.chunk_document, 0)], 0.0)
+        return scores[self.entities :] + shared * self.chunk_share
+
+    def rank(self, seeds, visible, damping=None):
+        """PPR scores of every node from `seeds` ({node: weight}), walking only
+        visible chunks and the edges they may see."""
+        damping = PPR_DAMPING if damping is None else damping
+        n = self.entities + len(self.chunk_ids)
+        node_visible = np.concatenate([np.ones(self.entities, dtype=bool), visible])
+        keep = node_visible[self.source] & node_visible[self.target]
+        keep &= (self.owner < 0) | visible[np.maximum(self.owner, 0)]
+        source, target, weight = self.source[keep], self.target[keep], self.weight[keep]
+        out = np.bincount(source, weights=weight, minlength=n)
+        step = weight / out[source]
+        restart = np.zeros(n)
+        for node, value in seeds.items():
+            if node_visible[node]:
+                restart[node] += value
+        if restart.sum() <= 0:
+            return np.zeros(n)
+        restart /= restart.sum()
+        scores = restart.copy()
+        dangling = out == 0
+        for _ in range(MAX_ITERATIONS):
+            spread = np.bincount(target, weights=step * scores[source], minlength=n)
+            # mass at nodes with no way out goes back to the seeds
+            updated = (1 - damping) * restart + damping * (spread + scores[dangling].sum() * restart)
+            if np.abs(updated - scores).sum() < TOLERANCE:
+                scores = updated
+                break
+            scores = updated
+        return scores
+
+
+def build(conn):
+    """Read the whole graph from the brain on `conn`."""
+    entity_ids = np.array([r[0] for r in conn.execute("select id from entities order by id")], dtype=np.int64)
+    entity_index = {int(e): i for i, e in enumerate(entity_ids)}
+    rows = conn.execute(
+        f"select k.id, d.entity_id, {vec_metadata_values('k')} from knowledge k "
+        "left join documents d on d.document_id = k.document_id order by k.id"
+    ).fetchall()
+    chunk_ids = np.array([r[0] for r in rows], dtype=np.int64)
+    chunk_index = {int(c): j for j, c in enumerate(chunk_ids)}
+    columns = {
+        name: np.array([r[2 + i] for r in rows], dtype=np.int64 if kind == "integer" else str)
+        for i, (name, (kind, _)) in enumerate(VEC_METADATA.items())
+    }
+    ties = []  # (a, b, type weight, owner chunk)
+    E = len(entity_ids)
+    document_chunks = {}
+    for j, row in enumerate(rows):  # a chunk belongs to its document
+        if row[1] is not None and row[1] in entity_index:
+            ties.append((entity_index[row[1]], E + j, DOCUMENT_TIE_WEIGHT, j))
+            document_chunks.setdefault(entity_index[row[1]], []).append(E + j)
+    for a, b, relation, knowledge_id, document_id in conn.execute(
+        "select from_entity_id, to_entity_id, relation_type, knowledge_id, document_id from relationships"
+    ):
+        if a not in entity_index or b not in entity_index:
+            continue
+        owner = chunk_index.get(knowledge_id, -1)
+        type_weight = EDGE_TYPE_WEIGHTS.get(relation, DEFAULT_EDGE_WEIGHT)
+        ties.append((entity_index[a], entity_index[b], type_weight, owner))
+        if owner >= 0:  # the chunk that stated it is tied to both ends
+            ties.append((entity_index[a], E + owner, type_weight, owner))
+            ties.append((entity_index[b], E + owner, type_weight, owner))
+    ties = np.array(ties, dtype=np.float64).reshape(-1, 4)
+    a, b = ties[:, 0].astype(np.int64), ties[:, 1].astype(np.int64)
+    source, target = np.concatenate([a, b]), np.concatenate([b, a])
+    type_weight = np.concatenate([ties[:, 2], ties[:, 2]])
+    owner = np.concatenate([ties[:, 3], ties[:, 3]]).astype(np.int64)
+    n = E + len(chunk_ids)
+    degree = np.bincount(source, minlength=n)
+    weight = type_weight * np.minimum(1.0, PPR_THETA / np.maximum(degree[target], 1))
+    chunk_document = np.full(len(chunk_ids), -1, dtype=np.int64)
+    chunk_share = np.zeros(len(chunk_ids))
+    for node, members in document_chunks.items():
+        chunk_document[np.asarray(members) - E] = node
+        chunk_share[np.asarray(members) - E] = 1.0 / len(members)
+    names = conn.execute(mentions.ENTITY_NAMES).fetchall()
+    return Graph(
+        entity_ids, chunk_ids, source, target, weight, owner, columns,
+        mentions.build_automaton(names), entity_index, document_chunks, chunk_document, chunk_share,
+    )  # fmt: skip
+
+
+CACHED_CONNECTIONS = 16
+_cache = OrderedDict()  # id(conn) -> (conn, version, graph); holding conn keeps its id unique
+_lock = threading.Lock()
+
+
+def load(conn):
+    """The graph of the brain on `conn`, rebuilt only when the file has changed
+    (another connection's commit moves PRAGMA data_version, this one's moves
+    total_changes). The most recently used connections keep theirs."""
+    version = (conn.execute("pragma data_version").fetchone()[0], conn.total_changes)
+    with _lock:
+        cached = _cache.get(id(conn))
+        if cached and cached[0] is conn and cached[1] == version:
+            _cache.move_to_end(id(conn))
+            return cached[2]
+    graph = build(conn)
+    with _lock:
+        _cache[id(conn)] = (conn, version, graph)
+        while len(_cache) > CACHED_CONNECTIONS:
+            _cache.popitem(last=False)
+    return graph

@@ -1,0 +1,146 @@
+"""How good is this result? A confidence in [0, 1] from signals that mean
+something on their own — never from the fused RRF score, which is a rank.
+
+Signals:
+- coverage: the idf-weighted share of the query's terms that the top hit contains;
+- known: the idf-weighted share of the query's terms that the brain contains at all;
+- similarity: the best vector hit's cosine similarity to the query;
+- agreement: whether the dense and lexical legs agree on the top hit.
+
+The recommendation follows the reference estimator: return, run_prf (the top hit
+is agreed by both legs within PRF_AGREEMENT_RANK), increase_top_k, clarify_query.
+"""
+
+import json
+import math
+from dataclasses import dataclass
+
+from . import lexical
+from .config import ABSTAIN_BELOW, PRF_AGREEMENT_RANK, PRF_DEPTH, PRF_TERMS
+
+# Weights of the signals in the confidence, and the similarity range mapped to [0, 1].
+SIGNAL_WEIGHTS = {"coverage": 0.35, "known": 0.25, "similarity": 0.25, "agreement": 0.15}
+SIMILARITY_RANGE = (0.2, 0.6)
+RETURN_ABOVE = 0.75
+
+
+@dataclass
+class Assessment:
+    confidence: float
+    recommendation: str
+    signals: dict
+    abstain: bool
+
+    def report(self):
+        return {
+            "confidence": round(self.confidence, 4),
+            "recommendation": self.recommendation,
+            "signals": {k: round(v, 4) for k, v in self.signals.items()},
+        }
+
+
+def _document_count(conn):
+    return conn.execute("select count(*) from knowledge").fetchone()[0] or 1
+
+
+def query_terms(conn, text):
+    """({stem: idf}, {stem: document frequency}) of the query's searchable words."""
+    spec = lexical.parse(text)
+    words = spec.terms + [w for phrase in spec.phrases + spec.compounds for w in phrase]
+    stemmed = lexical.stems(words)
+    terms = sorted(set(stemmed.values()))
+    if not terms:
+        return {}, {}
+    frequencies = dict(
+        conn.execute(
+            "select term, doc from knowledge_fts_terms where term in (select value from json_each(?))",
+            [json.dumps(terms)],
+        ).fetchall()
+    )
+    n = _document_count(conn)
+    return {t: math.log(1 + n / (frequencies.get(t, 0) + 0.5)) for t in terms}, frequencies
+
+
+def _contains(conn, ids, term):
+    """The ids among `ids` whose indexed text contains the (stemmed) term."""
+    return {
+        row[0]
+        for row in conn.execute(
+            "select rowid from knowledge_fts where knowledge_fts match ? "
+            "and rowid in (select value from json_each(?))",
+            ['"' + term.replace('"', '""') + '"', json.dumps(ids)],
+        )
+    }
+
+
+def assess(conn, legs, fused):
+    """The Assessment of a fused result for the query the legs searched."""
+    signals = {"coverage": 0.0, "known": 0.0, "similarity": 0.0, "agreement": 0.0}
+    if not fused:
+        return Assessment(0.0, "clarify_query", signals, True)
+    idf, frequencies = query_terms(conn, legs.text)
+    top = fused[0][0]
+    if idf:
+        total = sum(idf.values())
+        found = [t for t in idf if _contains(conn, [top], t)]
+        signals["coverage"] = sum(idf[t] for t in found) / total
+        signals["known"] = sum(idf[t] for t in idf if frequencies.get(t)) / total
+    vector = legs.raw.get("vector", {})
+    if vector:
+        low, high = SIMILARITY_RANGE
+        best = max(vector.values())
+        signals["similarity"] = min(1.0, max(0.0, (best - low) / (high - low)))
+    signals["agreement"] = 1.0 if agreed(legs, top) else 0.0
+    confidence = sum(SIGNAL_WEIGHTS[name] * value for name, value in signals.items())
+    if confidence >= RETURN_ABOVE:
+        recommendation = "return"
+    elif signals["agreement"]:
+        recommendation = "run_prf"
+    elif signals["coverage"] >= 0.5:
+        recommendation = "increase_top_k"
+    else:
+        recommendation = "clarify_query"
+    return Assessment(confidence, recommendation, signals, confidence < ABSTAIN_BELOW)
+
+
+def agreed(legs, item, within=PRF_AGREEMENT_RANK):
+    """Whether both the dense and the lexical leg rank `item` within `within`."""
+    return all(item in legs.ranked.get(leg, [])[:within] for leg in ("vector", "fts"))
+
+
+def expansion_terms(conn, legs, fused):
+    """Up to PRF_TERMS words to add to the query, from the top PRF_DEPTH hits:
+    frequent in those hits, rare in the brain, not already asked for."""
+    ids = [item for item, _, _ in fused[:PRF_DEPTH]]
+    rows = conn.execute(
+        "select coalesce(title, '') || ' ' || content from knowledge "
+        "where id in (select value from json_each(?)) and flagged = 0",
+        [json.dumps(ids)],
+    ).fetchall()
+    counts = {}
+    for (text,) in rows:
+        for word in lexical.tokens(text.lower()):
+            if len(word) > 2 and not word.isdigit() and word not in lexical.STOPWORDS:
+                counts[word] = counts.get(word, 0) + 1
+    asked = set(lexical.stems(lexical.tokens(legs.text)).values())
+    stemmed = lexical.stems(list(counts))
+    by_stem = {}
+    for word, count in counts.items():
+        stem = stemmed.get(word)
+        if stem and stem not in asked:
+            best = by_stem.get(stem)
+            by_stem[stem] = (best[0] + count, best[1]) if best else (count, word)
+    if not by_stem:
+        return []
+    frequencies = dict(
+        conn.execute(
+            "select term, doc from knowledge_fts_terms where term in (select value from json_each(?))",
+            [json.dumps(list(by_stem))],
+        ).fetchall()
+    )
+    n = _document_count(conn)
+    scored = sorted(
+        ((count * math.log(1 + n / (frequencies.get(stem, 0) + 0.5)), word) for stem, (count, word) in by_stem.items()),
+        key=lambda s: (-s[0], s[1]),
+    )
+    return [word for _, word in scored[:PRF_TERMS]]

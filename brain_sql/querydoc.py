@@ -1,0 +1,123 @@
+"""The QueryDoc: a recall request, checked field by field. Any problem is a
+QueryError naming the field, which the HTTP API turns into a 400."""
+
+from dataclasses import dataclass
+
+from .config import CLASSES, MAX_QUERY_CHARS, graph_enabled
+from .fields import FieldError, normalize_scope, parse_time, utcnow
+
+
+class QueryError(ValueError):
+    """A recall request that cannot be run as given."""
+
+
+@dataclass(frozen=True)
+class QueryDoc:
+    q: str
+    k: int = 10
+    sources: tuple | None = None
+    classes: tuple | None = None
+    scope: str | None = None
+    domain: str | None = None
+    since: str | None = None
+    until: str | None = None
+    now: str | None = None
+    min_relevance: int | None = None
+    include_decayed: bool = False
+    graph: bool = True
+    provenance: bool = True
+    prf: bool = True
+    mmr: bool = False
+    mmr_lambda: float = 0.7
+    max_tokens: int | None = None
+
+
+FIELDS = set(QueryDoc.__dataclass_fields__) | {"source"}
+
+
+def _text(name, value, limit=500):
+    if not isinstance(value, str):
+        raise QueryError(f"{name} must be a string")
+    if len(value) > limit:
+        raise QueryError(f"{name} is {len(value)} characters; the limit is {limit}")
+    return value
+
+
+def _strings(name, value):
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not values or not all(isinstance(v, str) and v for v in values):
+        raise QueryError(f"{name} must be a non-empty string or list of non-empty strings")
+    return tuple(values)
+
+
+def _integer(name, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise QueryError(f"{name} must be a whole number from {low} to {high}")
+    if not low <= value <= high:
+        raise QueryError(f"{name} must be from {low} to {high}, not {value}")
+    return value
+
+
+def _flag(name, value):
+    if not isinstance(value, bool):
+        raise QueryError(f"{name} must be true or false")
+    return value
+
+
+def parse(raw):
+    """A QueryDoc from a JSON object (dict), or a QueryError naming the problem."""
+    if isinstance(raw, QueryDoc):
+        return raw
+    if not isinstance(raw, dict):
+        raise QueryError("the query must be a JSON object with at least 'q'")
+    unknown = sorted(set(raw) - FIELDS)
+    if unknown:
+        raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
+    if "q" not in raw:
+        raise QueryError("q is required: the text to recall memories for")
+    q = _text("q", raw["q"], MAX_QUERY_CHARS)
+    if not q.strip():
+        raise QueryError("q must not be empty")
+    values = {"q": q}
+    if "k" in raw:
+        values["k"] = _integer("k", raw["k"], 1, 100)
+    if "sources" in raw and "source" in raw:
+        raise QueryError("give sources or source, not both")
+    for name in ("sources", "source"):
+        if raw.get(name) is not None:
+            values["sources"] = _strings(name, raw[name])
+    if raw.get("classes") is not None:
+        classes = _strings("classes", raw["classes"])
+        bad = [c for c in classes if c not in CLASSES]
+        if bad:
+            raise QueryError(f"classes must be among {', '.join(CLASSES)}, not {', '.join(bad)}")
+        values["classes"] = classes
+    try:
+        if raw.get("scope") is not None:
+            values["scope"] = normalize_scope(_text("scope", raw["scope"]))
+        now = parse_time(_text("now", raw["now"]), name="now") if raw.get("now") is not None else None
+        if now:
+            values["now"] = now
+        for name in ("since", "until"):
+            if raw.get(name) is not None:
+                values[name] = parse_time(_text(name, raw[name]), now=now, name=name)
+    except FieldError as ex:
+        raise QueryError(str(ex)) from None
+    if raw.get("domain") is not None:
+        values["domain"] = _text("domain", raw["domain"])
+    if raw.get("min_relevance") is not None:
+        values["min_relevance"] = _integer("min_relevance", raw["min_relevance"], 0, 3)
+    for name in ("include_decayed", "graph", "provenance", "prf", "mmr"):
+        if raw.get(name) is not None:
+            values[name] = _flag(name, raw[name])
+    if raw.get("mmr_lambda") is not None:
+        value = raw["mmr_lambda"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise QueryError("mmr_lambda must be a number from 0 to 1")
+        values["mmr_lambda"] = float(value)
+    if raw.get("max_tokens") is not None:
+        values["max_tokens"] = _integer("max_tokens", raw["max_tokens"], 1, 1_000_000)
+    if not graph_enabled():
+        values["graph"] = False
+    values.setdefault("now", utcnow().strftime("%Y-%m-%d %H:%M:%S"))
+    return QueryDoc(**values)

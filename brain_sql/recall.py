@@ -1,0 +1,308 @@
+"""Hybrid recall: vector, lexical and graph legs fused by weighted RRF, with a
+quality estimate, pseudo-relevance feedback, abstention and provenance.
+
+Every leg applies the same Filters, inside its own search: vec0 metadata
+constraints in the KNN, SQL on knowledge in the FTS5 query, a mask in the graph.
+"""
+
+import datetime
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import embed, graph, lexical, quality, temporal
+from .config import (
+    BOOST_SCALE, FTS_COLUMN_WEIGHTS, LEG_WEIGHTS_WITH_ENTITIES, LEG_WEIGHTS_WITHOUT_ENTITIES, NAMED_DOCUMENT_SHARE,
+    PASSAGE_SEED_WEIGHT,
+    PASSAGE_SEEDS, RECALL_CANDIDATES, RECENCY_DAYS, RRF_K,
+)  # fmt: skip
+from .fields import scope_ancestors
+from .filters import Filters
+from .fusion import fuse
+from .querydoc import parse
+from .schema import recorded_model
+
+HIT_COLUMNS = (
+    "id", "title", "content", "class", "scope", "source", "domain", "node_kind", "lawful_basis",
+    "region", "heading_path", "source_path", "line_start", "line_end", "document_id", "external_id",
+    "observed_at", "expires_at", "relevance_tier", "confidence",
+)  # fmt: skip
+
+
+@dataclass
+class Legs:
+    """What each leg found for one query: ranked ids and their raw scores."""
+
+    text: str  # the query text the legs searched (date phrases removed)
+    filters: Filters
+    ranked: dict = field(default_factory=dict)  # leg -> [id, ...] best first
+    raw: dict = field(default_factory=dict)  # leg -> {id: raw score}
+    entity_seeds: list = field(default_factory=list)
+    telemetry: dict = field(default_factory=dict)
+
+    def weights(self):
+        return LEG_WEIGHTS_WITH_ENTITIES if self.entity_seeds else LEG_WEIGHTS_WITHOUT_ENTITIES
+
+
+def _timed(telemetry, name, started):
+    telemetry[f"{name}_ms"] = round((time.perf_counter() - started) * 1000, 3)
+
+
+def build_filters(doc, since, until):
+    return Filters(
+        now=doc.now,
+        scopes=tuple(scope_ancestors(doc.scope)) if doc.scope else None,
+        classes=doc.classes,
+        sources=doc.sources,
+        domain=doc.domain,
+        since=doc.since or since,
+        until=doc.until or until,
+        min_relevance=doc.min_relevance if doc.min_relevance is not None else (0 if doc.include_decayed else 1),
+        include_decayed=doc.include_decayed,
+    )
+
+
+def vector_leg(conn, vector_int8, filters, n=RECALL_CANDIDATES):
+    """[(id, cosine distance)] nearest first; every filter is a vec0 constraint."""
+    condition, params = filters.sql()
+    return conn.execute(
+        "select knowledge_id, distance from vec_knowledge "
+        f"where embedding_int8 match vec_int8(?) and k = ? and {condition} order by distance",
+        [vector_int8, n, *params],
+    ).fetchall()
+
+
+def fts_leg(conn, expression, filters, n=RECALL_CANDIDATES):
+    """[(id, bm25)] best first (FTS5's bm25 is negative: lower is better)."""
+    if expression == lexical.MATCH_NOTHING:
+        return []
+    condition, params = filters.sql("k")
+    return conn.execute(
+        "select f.rowid, bm25(knowledge_fts, ?, ?) as score from knowledge_fts f "
+        f"join knowledge k on k.id = f.rowid where knowledge_fts match ? and {condition} "
+        "order by score, f.rowid limit ?",
+        [*FTS_COLUMN_WEIGHTS, expression, *params, n],
+    ).fetchall()
+
+
+def _normalised(scores):
+    """Min-max normalised {id: score}, higher is better."""
+    if not scores:
+        return {}
+    values = np.array(list(scores.values()), dtype=float)
+    low, span = values.min(), values.max() - values.min()
+    return {k: (v - low) / span if span > 0 else 1.0 for k, v in scores.items()}
+
+
+def graph_leg(conn, text, passages, filters, n=RECALL_CANDIDATES):
+    """([(id, PPR score)] best first, entity seed nodes).
+
+    `passages` is a list of {id: score, higher better} from the other legs; their
+    top PASSAGE_SEEDS each seed the walk at PASSAGE_SEED_WEIGHT x normalised score.
+    """
+    g = graph.load(conn)
+    seeds = {}
+    entity_nodes = g.seeds_in(text)
+    for node in entity_nodes:
+        # a named document is relevant itself: half its seed goes to its chunks
+        chunks = g.document_chunks.get(node, [])
+        seeds[node] = (1 - NAMED_DOCUMENT_SHARE) if chunks else 1.0
+        for chunk in chunks:
+            seeds[chunk] = seeds.get(chunk, 0.0) + NAMED_DOCUMENT_SHARE / len(chunks)
+    for scores in passages:
+        top = dict(sorted(scores.items(), key=lambda kv: -kv[1])[:PASSAGE_SEEDS])
+        for chunk_id, value in _normalised(top).items():
+            nodes, found = g.chunk_node(np.array([chunk_id]))
+            if found.any():
+                seeds[int(nodes[0])] = seeds.get(int(nodes[0]), 0.0) + PASSAGE_SEED_WEIGHT * value
+    visible = filters.mask(g.columns)
+    scores = g.chunk_scores(g.rank(seeds, visible))
+    candidates = np.flatnonzero(visible & (scores > 0))
+    order = candidates[np.lexsort((g.chunk_ids[candidates], -scores[candidates]))][:n]
+    return [(int(g.chunk_ids[j]), float(scores[j])) for j in order], entity_nodes
+
+
+def run_legs(conn, doc, model_id, with_graph=None):
+    """Search every leg once for `doc` (a QueryDoc)."""
+    with_graph = doc.graph if with_graph is None else with_graph
+    now = datetime.datetime.strptime(doc.now, "%Y-%m-%d %H:%M:%S")
+    since, until, text = temporal.extract(doc.q, now)
+    filters = build_filters(doc, since, until)
+    legs = Legs(text=text or doc.q, filters=filters)
+    t = legs.telemetry
+    started = time.perf_counter()
+    vectors = embed.embed([legs.text], model_id)
+    _timed(t, "embed", started)
+    started = time.perf_counter()
+    if vectors.any():
+        hits = vector_leg(conn, embed.quantize_int8(vectors)[0].tobytes(), filters)
+        legs.ranked["vector"] = [h[0] for h in hits]
+        legs.raw["vector"] = {h[0]: 1.0 - h[1] for h in hits}  # cosine similarity
+    _timed(t, "vector", started)
+    started = time.perf_counter()
+    hits = fts_leg(conn, lexical.fts_query(legs.text), filters)
+    legs.ranked["fts"] = [h[0] for h in hits]
+    legs.raw["fts"] = {h[0]: -h[1] for h in hits}
+    _timed(t, "fts", started)
+    if with_graph:
+        started = time.perf_counter()
+        hits, legs.entity_seeds = graph_leg(
+            conn, legs.text, [legs.raw.get("vector", {}), legs.raw["fts"]], filters
+        )
+        legs.ranked["graph"] = [h[0] for h in hits]
+        legs.raw["graph"] = {h[0]: h[1] for h in hits}
+        _timed(t, "graph", started)
+    for name, ids in legs.ranked.items():
+        t[f"{name}_candidates"] = len(ids)
+    return legs
+
+
+def recall(conn, query, model_id=None):
+    """Recall memories for `query` (a QueryDoc or its JSON object) from the brain on `conn`.
+
+    Returns {"decision", "hits", "quality", "telemetry"}; abstains with
+    {"decision": "low_confidence", "hits": []} when the evidence is too weak.
+    """
+    started = time.perf_counter()
+    doc = parse(query)
+    model_id = model_id or recorded_model(conn)
+    legs = run_legs(conn, doc, model_id)
+    result = finish(conn, doc, legs, model_id)
+    result["telemetry"]["total_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    return result
+
+
+def finish(conn, doc, legs, model_id):
+    """Fuse the legs, judge quality, expand or rescue, abstain or return hits."""
+    t = legs.telemetry
+    started = time.perf_counter()
+    fused = fuse(legs.ranked, legs.weights())
+    _timed(t, "fusion", started)
+    assessment = quality.assess(conn, legs, fused)
+    expansion = []
+    if assessment.recommendation == "run_prf" and doc.prf:
+        started = time.perf_counter()
+        expansion = quality.expansion_terms(conn, legs, fused)
+        if expansion:
+            expression = lexical.fts_query(legs.text + " " + " ".join(expansion))
+            hits = fts_leg(conn, expression, legs.filters)
+            legs.ranked["prf"] = [h[0] for h in hits]
+            legs.raw["prf"] = {h[0]: -h[1] for h in hits}
+            fused = fuse(legs.ranked, legs.weights())
+        _timed(t, "prf", started)
+    t["fused_count"] = len(fused)
+    t["rrf_k"] = RRF_K
+    t["entity_seeds"] = len(legs.entity_seeds)
+    t["confidence"] = assessment.confidence
+    t["recommendation"] = assessment.recommendation
+    report = assessment.report()
+    if assessment.abstain:
+        return {"decision": "low_confidence", "hits": [], "quality": report, "telemetry": t}
+    rows = _rows(conn, [item for item, _, _ in fused[: max(doc.k * 3, 30)]])
+    ranked = _boosted(fused, rows, doc.now)
+    if doc.mmr:
+        ranked = _mmr(conn, ranked, doc.k, doc.mmr_lambda)
+    hits = []
+    fused_scores = {item: score for item, score, _ in fused}
+    for item, score, ranks in ranked[: doc.k]:
+        hit = dict(rows[item])
+        hit["score"] = score
+        if doc.provenance:
+            hit["provenance"] = _provenance(legs, item, ranks, fused_scores[item], expansion)
+        hits.append(hit)
+    if doc.max_tokens:
+        hits = _pack(hits, doc.max_tokens, model_id, t)
+    return {"decision": "ok", "hits": hits, "quality": report, "telemetry": t}
+
+
+def _rows(conn, ids):
+    if not ids:
+        return {}
+    placeholders = ",".join("?" * len(ids))
+    cursor = conn.execute(
+        f"select {', '.join(HIT_COLUMNS)} from knowledge where id in ({placeholders})", ids
+    )
+    return {row[0]: dict(zip(HIT_COLUMNS, row)) for row in cursor}
+
+
+def _boosted(fused, rows, now):
+    """Re-sort by fused score nudged by recency and confidence, each bounded so that
+    it only breaks near-ties: a decisive relevance gap is never overridden."""
+    now_day = datetime.datetime.strptime(now, "%Y-%m-%d %H:%M:%S")
+    ranked = []
+    for item, score, ranks in fused:
+        row = rows.get(item)
+        if row is None:
+            continue
+        recency = 0.5
+        if row["observed_at"]:
+            try:
+                age = (now_day - datetime.datetime.fromisoformat(row["observed_at"])).days
+                recency = max(0.0, 1.0 - max(age, 0) / RECENCY_DAYS)
+            except ValueError:
+                pass
+        confidence = row["confidence"] if row["confidence"] is not None else 0.5
+        boost = BOOST_SCALE * ((recency - 0.5) + (confidence - 0.5)) / 2
+        ranked.append((item, score * (1 + boost), ranks))
+    ranked.sort(key=lambda r: (-r[1], r[0]))
+    return ranked
+
+
+def _mmr(conn, ranked, k, lam):
+    """Maximal Marginal Relevance over the candidates' stored vectors."""
+    ids = [item for item, _, _ in ranked]
+    placeholders = ",".join("?" * len(ids))
+    vectors = {
+        row[0]: np.frombuffer(row[1], dtype=np.int8).astype(np.float32)
+        for row in conn.execute(
+            f"select knowledge_id, embedding_int8 from vec_knowledge where knowledge_id in ({placeholders})", ids
+        )
+    }
+    for item, vector in vectors.items():
+        norm = np.linalg.norm(vector)
+        vectors[item] = vector / norm if norm else vector
+    top = max(score for _, score, _ in ranked) if ranked else 1.0
+    chosen, rest = [], list(ranked)
+    while rest and len(chosen) < k:
+        def value(entry):
+            similarity = max(
+                (float(vectors[entry[0]] @ vectors[c[0]]) for c in chosen if entry[0] in vectors and c[0] in vectors),
+                default=0.0,
+            )
+            return lam * entry[1] / top - (1 - lam) * similarity
+
+        best = max(rest, key=lambda e: (value(e), -e[0]))
+        chosen.append(best)
+        rest.remove(best)
+    return chosen + rest
+
+
+def _pack(hits, budget, model_id, telemetry):
+    """The hits, in order, that fit in `budget` tokens of the model's tokenizer."""
+    model = embed.get_model(model_id)
+    packed, used = [], 0
+    for hit in hits:
+        tokens = len(model.tokenizer.encode(hit["content"], add_special_tokens=False).ids)
+        if used + tokens <= budget:
+            packed.append(hit)
+            used += tokens
+    telemetry["tokens"] = used
+    return packed
+
+
+def _provenance(legs, item, ranks, fused_score, expansion):
+    """Why this hit: its rank and raw score in each leg, and the fused score."""
+    bm25 = legs.raw.get("fts", {}).get(item)
+    return {
+        "vector_rank": ranks.get("vector"),
+        "fts_rank": ranks.get("fts"),
+        "graph_rank": ranks.get("graph"),
+        "prf_rank": ranks.get("prf"),
+        "vector_similarity": legs.raw.get("vector", {}).get(item),
+        "fts_bm25": -bm25 if bm25 is not None else None,
+        "graph_score": legs.raw.get("graph", {}).get(item),
+        "fused_score": fused_score,
+        "expansion_terms": expansion,
+        "prf_expanded": bool(expansion),
+    }
