@@ -39,10 +39,6 @@ MENTION_FTS_LOOKUP_LIMIT = 500
 # own savepoint, so a failure never leaves half a document behind.
 INGEST_BATCH_DOCUMENTS = 1000
 
-# Stored in vec0's expires_at metadata column for memories that never expire:
-# vec0 metadata columns cannot hold NULL, and this sorts after any real time.
-NEVER_EXPIRES = "9999-12-31 23:59:59"
-
 DEFAULTS = {
     "class": "memory",
     "scope": "/",
@@ -68,7 +64,7 @@ def graph_enabled():
 # Recall. Leg weights and thresholds were chosen on training data only (SciFact
 # qrels/train.tsv and the multi-hop training samples); bench/tune.py reproduces them.
 RECALL_CANDIDATES = 100  # per leg, before fusion
-FTS_COLUMN_WEIGHTS = (1.0, 1.0)  # bm25 weights of title, content
+FTS_COLUMN_WEIGHTS = (3.0, 1.0)  # bm25 weights of title, content
 PASSAGE_SEEDS = 20  # top passages of each other leg that seed the graph walk
 PASSAGE_SEED_WEIGHT = 0.05  # HippoRAG 2's weight for passage seeds
 NAMED_DOCUMENT_SHARE = 0.5  # of a named document's seed, the share given to its own chunks
@@ -79,8 +75,8 @@ LEG_WEIGHTS_WITH_ENTITIES = {"vector": 0.2, "fts": 0.25, "graph": 10.0, "prf": 0
 LEG_WEIGHTS_WITHOUT_ENTITIES = {"vector": 0.1, "fts": 1.0, "graph": 2.0, "prf": 0.6}
 PRF_AGREEMENT_RANK = 3  # PRF only when the top hit is in both legs' top ranks
 PRF_DEPTH = 3  # hits whose terms feed expansion
-PRF_TERMS = 5  # expansion terms added
-ABSTAIN_BELOW = 0.35  # confidence under which recall abstains
+PRF_TERMS = 10  # expansion terms added
+ABSTAIN_BELOW = 0.3  # confidence under which recall abstains
 BOOST_SCALE = 0.01  # recency and confidence boosts move a fused score by at most ±0.5%
 RECENCY_DAYS = 365  # linear recency decay to its floor over this many days
 MMR_LAMBDA = 0.7

@@ -6,6 +6,8 @@ The columns filtered are exactly vec_knowledge's metadata columns (schema.VEC_ME
 computed from a knowledge row by the same expressions everywhere.
 """
 
+import calendar
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,16 +31,16 @@ class Filters:
         """(column, operator, value) triples; flagged rows are never visible."""
         clauses = [("flagged", "=", 0), ("relevance_tier", ">=", self.min_relevance)]
         if not self.include_decayed:
-            clauses.append(("expires_at", ">", self.now))
+            clauses.append(("expires_at", ">", _epoch(self.now)))
         for column, values in (("scope", self.scopes), ("class", self.classes), ("source", self.sources)):
             if values is not None:
                 clauses.append((column, "in", tuple(values)))
         if self.domain is not None:
             clauses.append(("domain", "=", self.domain))
         if self.since is not None:
-            clauses.append(("observed_at", ">=", self.since))
+            clauses.append(("observed_at", ">=", _epoch(self.since)))
         if self.until is not None:
-            clauses.append(("observed_at", "<", self.until))
+            clauses.append(("observed_at", "<", _epoch(self.until)))
         return clauses
 
     def sql(self, row=None):
@@ -72,6 +74,11 @@ class Filters:
             elif operator == "<":
                 visible &= values < value
         return visible
+
+
+def _epoch(text):
+    """SQLite UTC time text as Unix seconds, as the vec0 time columns hold them."""
+    return calendar.timegm(time.strptime(text, "%Y-%m-%d %H:%M:%S"))
 
 
 def _json_list(values):

@@ -18,7 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import mentions
-from .config import DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS, PPR_DAMPING, PPR_THETA
+from .config import (
+    DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS, NAMED_DOCUMENT_SHARE, PASSAGE_SEED_WEIGHT,
+    PASSAGE_SEEDS, PPR_DAMPING, PPR_THETA, RECALL_CANDIDATES,
+)  # fmt: skip
 from .schema import VEC_METADATA, vec_metadata_values
 
 MAX_ITERATIONS = 50
@@ -98,6 +101,47 @@ class Graph:
                 break
             scores = updated
         return scores
+
+
+def _normalised(scores):
+    """Min-max normalised {id: score}, higher is better."""
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    return {k: (v - low) / (high - low) if high > low else 1.0 for k, v in scores.items()}
+
+
+def walk(conn, text, passages, filters, n=RECALL_CANDIDATES):
+    """The graph leg: ([(chunk id, score)] best first, entity seed nodes).
+
+    Seeds are the entities `text` names — each split between its node and, for a
+    document, its own chunks — and the first PASSAGE_SEEDS passages of each other
+    leg in `passages` ([(leg, chunk id, score)] best first per leg), each at
+    PASSAGE_SEED_WEIGHT x its min-max normalised score within its leg.
+    """
+    g = load(conn)
+    seeds = {}
+    entity_nodes = g.seeds_in(text)
+    for node in entity_nodes:
+        chunks = g.document_chunks.get(node, [])
+        seeds[node] = (1 - NAMED_DOCUMENT_SHARE) if chunks else 1.0
+        for chunk in chunks:
+            seeds[chunk] = seeds.get(chunk, 0.0) + NAMED_DOCUMENT_SHARE / len(chunks)
+    by_leg = {}
+    for leg, chunk_id, score in passages:
+        top = by_leg.setdefault(leg, {})
+        if len(top) < PASSAGE_SEEDS and chunk_id not in top:
+            top[chunk_id] = score
+    for top in by_leg.values():
+        for chunk_id, value in _normalised(top).items():
+            nodes, found = g.chunk_node(np.array([chunk_id], dtype=np.int64))
+            if found.any():
+                seeds[int(nodes[0])] = seeds.get(int(nodes[0]), 0.0) + PASSAGE_SEED_WEIGHT * value
+    visible = filters.mask(g.columns)
+    scores = g.chunk_scores(g.rank(seeds, visible))
+    candidates = np.flatnonzero(visible & (scores > 0))
+    order = candidates[np.lexsort((g.chunk_ids[candidates], -scores[candidates]))][:n]
+    return [(int(g.chunk_ids[j]), float(scores[j])) for j in order], entity_nodes
 
 
 def build(conn):

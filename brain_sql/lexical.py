@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 # underscore included) as separators.
 _TOKEN = re.compile(r"[^\W_]+")
 _ITEM = re.compile(r'(-?)"([^"]*)"?|(-?)(\S+)')
+_CODE_LIKE = re.compile(r"[/\\._:]|\(\)|[a-z][A-Z]")
 MAX_ITEMS = 64
 MATCH_NOTHING = '""'
 
@@ -34,7 +35,7 @@ STOPWORDS = frozenset(
 class LexicalSpec:
     terms: list = field(default_factory=list)  # single tokens, OR-ed
     phrases: list = field(default_factory=list)  # "quoted" token tuples, all required
-    compounds: list = field(default_factory=list)  # code paths, identifiers, hyphenated words: OR-ed phrases
+    compounds: list = field(default_factory=list)  # code paths and identifiers: OR-ed phrases
     exclusions: list = field(default_factory=list)  # token tuples, none allowed
 
 
@@ -57,9 +58,12 @@ def parse(text):
             continue
         if bare_minus:
             spec.exclusions.append(words)
-        elif len(words) > 1:
-            # a code path, identifier or hyphenated word: its parts stand together
+        elif len(words) > 1 and _CODE_LIKE.search(bare):
+            # a code path or identifier: its parts stand together
             spec.compounds.append(words)
+        elif len(words) > 1:
+            # a hyphenated or otherwise joined word: its parts count one by one
+            spec.terms.extend(w for w in words if w.lower() not in STOPWORDS)
         elif words[0].lower() not in STOPWORDS:
             spec.terms.append(words[0])
     return spec

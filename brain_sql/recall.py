@@ -13,9 +13,8 @@ import numpy as np
 
 from . import embed, graph, lexical, quality, temporal
 from .config import (
-    BOOST_SCALE, FTS_COLUMN_WEIGHTS, LEG_WEIGHTS_WITH_ENTITIES, LEG_WEIGHTS_WITHOUT_ENTITIES, NAMED_DOCUMENT_SHARE,
-    PASSAGE_SEED_WEIGHT,
-    PASSAGE_SEEDS, RECALL_CANDIDATES, RECENCY_DAYS, RRF_K,
+    BOOST_SCALE, FTS_COLUMN_WEIGHTS, LEG_WEIGHTS_WITH_ENTITIES, LEG_WEIGHTS_WITHOUT_ENTITIES,
+    RECALL_CANDIDATES, RECENCY_DAYS, RRF_K,
 )  # fmt: skip
 from .fields import scope_ancestors
 from .filters import Filters
@@ -66,11 +65,12 @@ def build_filters(doc, since, until):
 def vector_leg(conn, vector_int8, filters, n=RECALL_CANDIDATES):
     """[(id, cosine distance)] nearest first; every filter is a vec0 constraint."""
     condition, params = filters.sql()
-    return conn.execute(
+    rows = conn.execute(
         "select knowledge_id, distance from vec_knowledge "
-        f"where embedding_int8 match vec_int8(?) and k = ? and {condition} order by distance",
+        f"where embedding_int8 match vec_int8(?) and k = ? and {condition}",
         [vector_int8, n, *params],
     ).fetchall()
+    return sorted(rows, key=lambda row: (row[1], row[0]))  # equal distances: lower id first
 
 
 def fts_leg(conn, expression, filters, n=RECALL_CANDIDATES):
@@ -84,43 +84,6 @@ def fts_leg(conn, expression, filters, n=RECALL_CANDIDATES):
         "order by score, f.rowid limit ?",
         [*FTS_COLUMN_WEIGHTS, expression, *params, n],
     ).fetchall()
-
-
-def _normalised(scores):
-    """Min-max normalised {id: score}, higher is better."""
-    if not scores:
-        return {}
-    values = np.array(list(scores.values()), dtype=float)
-    low, span = values.min(), values.max() - values.min()
-    return {k: (v - low) / span if span > 0 else 1.0 for k, v in scores.items()}
-
-
-def graph_leg(conn, text, passages, filters, n=RECALL_CANDIDATES):
-    """([(id, PPR score)] best first, entity seed nodes).
-
-    `passages` is a list of {id: score, higher better} from the other legs; their
-    top PASSAGE_SEEDS each seed the walk at PASSAGE_SEED_WEIGHT x normalised score.
-    """
-    g = graph.load(conn)
-    seeds = {}
-    entity_nodes = g.seeds_in(text)
-    for node in entity_nodes:
-        # a named document is relevant itself: half its seed goes to its chunks
-        chunks = g.document_chunks.get(node, [])
-        seeds[node] = (1 - NAMED_DOCUMENT_SHARE) if chunks else 1.0
-        for chunk in chunks:
-            seeds[chunk] = seeds.get(chunk, 0.0) + NAMED_DOCUMENT_SHARE / len(chunks)
-    for scores in passages:
-        top = dict(sorted(scores.items(), key=lambda kv: -kv[1])[:PASSAGE_SEEDS])
-        for chunk_id, value in _normalised(top).items():
-            nodes, found = g.chunk_node(np.array([chunk_id]))
-            if found.any():
-                seeds[int(nodes[0])] = seeds.get(int(nodes[0]), 0.0) + PASSAGE_SEED_WEIGHT * value
-    visible = filters.mask(g.columns)
-    scores = g.chunk_scores(g.rank(seeds, visible))
-    candidates = np.flatnonzero(visible & (scores > 0))
-    order = candidates[np.lexsort((g.chunk_ids[candidates], -scores[candidates]))][:n]
-    return [(int(g.chunk_ids[j]), float(scores[j])) for j in order], entity_nodes
 
 
 def run_legs(conn, doc, model_id, with_graph=None):
@@ -147,9 +110,8 @@ def run_legs(conn, doc, model_id, with_graph=None):
     _timed(t, "fts", started)
     if with_graph:
         started = time.perf_counter()
-        hits, legs.entity_seeds = graph_leg(
-            conn, legs.text, [legs.raw.get("vector", {}), legs.raw["fts"]], filters
-        )
+        passages = [(leg, item, legs.raw[leg][item]) for leg in ("vector", "fts") for item in legs.ranked.get(leg, [])]
+        hits, legs.entity_seeds = graph.walk(conn, legs.text, passages, filters)
         legs.ranked["graph"] = [h[0] for h in hits]
         legs.raw["graph"] = {h[0]: h[1] for h in hits}
         _timed(t, "graph", started)

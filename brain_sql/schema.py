@@ -8,7 +8,7 @@ reference tables first and the same additions, so both paths end identical.
 import sqlite_utils
 from sqlite_utils import Migrations
 
-from .config import NEVER_EXPIRES, configured_model
+from .config import configured_model
 from .connection import BrainError, sqlite3
 
 SCHEMA_VERSION = 1
@@ -36,15 +36,17 @@ KNOWLEDGE_COLUMNS = {
 }
 
 # Columns mirrored into vec_knowledge so every recall filter acts inside the KNN:
-# name -> (vec0 type, value computed from a knowledge row called {row}).
+# name -> (vec0 type, value computed from a knowledge row called {row}). Times are
+# Unix seconds: vec0 compares integers far faster than text.
+NEVER_EXPIRES_EPOCH = 253402300799  # 9999-12-31 23:59:59 UTC
 VEC_METADATA = {
     "class": ("text", "{row}.class"),
     "scope": ("text", "{row}.scope"),
     "source": ("text", "coalesce({row}.source, '')"),
     "domain": ("text", "coalesce({row}.domain, 'global')"),
-    "created_at": ("text", "coalesce({row}.created_at, '')"),
-    "observed_at": ("text", "coalesce({row}.observed_at, {row}.created_at, '')"),
-    "expires_at": ("text", f"coalesce({{row}}.expires_at, '{NEVER_EXPIRES}')"),
+    "created_at": ("integer", "coalesce(unixepoch({row}.created_at), 0)"),
+    "observed_at": ("integer", "coalesce(unixepoch({row}.observed_at), unixepoch({row}.created_at), 0)"),
+    "expires_at": ("integer", f"coalesce(unixepoch({{row}}.expires_at), {NEVER_EXPIRES_EPOCH})"),
     "relevance_tier": ("integer", "{row}.relevance_tier"),
     "flagged": ("integer", "{row}.flagged"),
 }

@@ -85,7 +85,7 @@ def test_frontmatter_fields_and_metadata(run, db_path, tmp_path):
     assert tuple(row[:6]) == ("Refund Policy", "/acme/support", "policy", "2027-01-31 00:00:00", 0.9, "dana")
     assert json.loads(row[6]) == {"reviewed": "2026-05-01", "team": "billing"}
     assert row[7] == "vault"
-    assert rows(conn, "select scope, class, expires_at from vec_knowledge") == [
+    assert rows(conn, "select scope, class, datetime(expires_at, 'unixepoch') from vec_knowledge") == [
         ("/acme/support", "policy", "2027-01-31 00:00:00")
     ]
 

@@ -1,0 +1,76 @@
+-- Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and Personalized PageRank,
+-- fused by weighted Reciprocal Rank Fusion. Parameters: :q, :k, and the filters
+-- :scope (a path: it and its parents), :classes, :sources, :domain (comma-separated)
+-- and :since, :until (ISO times); an empty filter admits everything. Flagged,
+-- expired and archived (tier 0) memories never appear. Every filter acts inside
+-- each leg's own search, so a selective filter still fills the result.
+with
+weights as materialized (
+  select brain_leg_weight('vector', :q) as vector, brain_leg_weight('fts', :q) as fts,
+         brain_leg_weight('graph', :q) as graph
+),
+vec as materialized (
+  select knowledge_id as id, distance
+  from vec_knowledge
+  where embedding_int8 match vec_int8(brain_embed(:q, 'int8'))
+    and k = brain_setting('candidates')
+    and scope in (select value from json_each(brain_allowed('scope', :scope)))
+    and class in (select value from json_each(brain_allowed('class', :classes)))
+    and source in (select value from json_each(brain_allowed('source', :sources)))
+    and domain in (select value from json_each(brain_allowed('domain', :domain)))
+    and observed_at >= coalesce(unixepoch(nullif(:since, '')), 0)
+    and observed_at < coalesce(unixepoch(nullif(:until, '')), 253402300800)
+    and expires_at > unixepoch('now')
+    and relevance_tier >= 1
+    and flagged = 0
+),
+vec_ranked as materialized (
+  select id, distance, row_number() over (order by distance, id) as r from vec
+),
+fts_ranked as materialized (
+  select id, bm25, row_number() over (order by bm25, id) as r from (
+    select f.rowid as id,
+           bm25(knowledge_fts, brain_setting('fts_title_weight'), brain_setting('fts_content_weight')) as bm25
+    from knowledge_fts f join knowledge k on k.id = f.rowid
+    where knowledge_fts match brain_fts_query(:q)
+      and k.scope in (select value from json_each(brain_allowed('scope', :scope)))
+      and k.class in (select value from json_each(brain_allowed('class', :classes)))
+      and coalesce(k.source, '') in (select value from json_each(brain_allowed('source', :sources)))
+      and coalesce(k.domain, 'global') in (select value from json_each(brain_allowed('domain', :domain)))
+      and coalesce(unixepoch(k.observed_at), unixepoch(k.created_at), 0) >= coalesce(unixepoch(nullif(:since, '')), 0)
+      and coalesce(unixepoch(k.observed_at), unixepoch(k.created_at), 0) < coalesce(unixepoch(nullif(:until, '')), 253402300800)
+      and coalesce(unixepoch(k.expires_at), 253402300799) > unixepoch('now')
+      and k.relevance_tier >= 1
+      and k.flagged = 0
+    order by bm25, f.rowid
+    limit brain_setting('candidates')
+  )
+),
+graph as materialized (
+  -- seeds: the entities :q names, and the other legs' best passages
+  select j.value ->> 'id' as id, j.key + 1 as r
+  from json_each(brain_ppr(:q,
+    (select json_group_array(json_object('leg', leg, 'id', id, 'score', score)) from (
+       select 'vector' as leg, id, 1.0 - distance as score, r from vec_ranked
+       union all
+       select 'fts', id, -bm25, r from fts_ranked
+       order by leg desc, r)),
+    json_object('scope', :scope, 'classes', :classes, 'sources', :sources, 'domain', :domain,
+                'since', :since, 'until', :until))) j
+),
+fused as (
+  select ids.id,
+         coalesce(brain_rrf(v.r, weights.vector), 0) + coalesce(brain_rrf(f.r, weights.fts), 0)
+           + coalesce(brain_rrf(g.r, weights.graph), 0) as score,
+         v.r as vector_rank, f.r as fts_rank, g.r as graph_rank
+  from (select id from vec_ranked union select id from fts_ranked union select id from graph) ids
+  cross join weights
+  left join vec_ranked v on v.id = ids.id
+  left join fts_ranked f on f.id = ids.id
+  left join graph g on g.id = ids.id
+)
+select k.id, k.title, fused.score, fused.vector_rank, fused.fts_rank, fused.graph_rank,
+       k.class, k.scope, k.source, k.heading_path, k.source_path, k.content
+from fused join knowledge k on k.id = fused.id
+order by fused.score desc, fused.id
+limit coalesce(nullif(:k, ''), 10)
