@@ -65,6 +65,7 @@ def graph_enabled():
 # qrels/train.tsv and the multi-hop training samples); bench/tune.py reproduces them.
 RECALL_CANDIDATES = 100  # per leg, before fusion
 FTS_COLUMN_WEIGHTS = (3.0, 1.0)  # bm25 weights of title, content
+COMMON_TERM_SHARE = 0.3  # query words in more than this share of chunks are not searched for
 PASSAGE_SEEDS = 20  # top passages of each other leg that seed the graph walk
 PASSAGE_SEED_WEIGHT = 0.05  # HippoRAG 2's weight for passage seeds
 NAMED_DOCUMENT_SHARE = 0.5  # of a named document's seed, the share given to its own chunks

@@ -63,7 +63,17 @@ def register_functions(conn, model_id):
         return json.dumps(verify.verify(claim, text))
 
     def brain_fts_query(text):
-        return lexical.fts_query("" if text is None else str(text))
+        """brain_fts_query(text): a safe FTS5 MATCH expression; in a brain, words most
+        chunks contain are left out while rarer ones remain."""
+        from .connection import sqlite3
+        from .quality import common_words
+
+        text = "" if text is None else str(text)
+        try:
+            common = common_words(conn, text)
+        except sqlite3.OperationalError:  # not a brain: no term frequencies
+            common = frozenset()
+        return lexical.fts_query(text, common)
 
     def brain_rrf(rank, weight=1.0, k=config.RRF_K):
         """brain_rrf(rank [, weight [, k]]): one leg's RRF term, weight / (k + rank)."""
@@ -122,4 +132,4 @@ def register_functions(conn, model_id):
     conn.create_function("brain_embed", 1, brain_embed, deterministic=True)
     conn.create_function("brain_embed", 2, brain_embed, deterministic=True)
     conn.create_function("brain_verify", 2, brain_verify, deterministic=True)
-    conn.create_function("brain_fts_query", 1, brain_fts_query, deterministic=True)
+    conn.create_function("brain_fts_query", 1, brain_fts_query)

@@ -13,7 +13,7 @@ The graph is cached per connection and rebuilt when the file changes.
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,8 +24,8 @@ from .config import (
 )  # fmt: skip
 from .schema import VEC_METADATA, vec_metadata_values
 
-MAX_ITERATIONS = 50
-TOLERANCE = 1e-8
+MAX_ITERATIONS = 20
+TOLERANCE = 1e-6
 
 
 @dataclass
@@ -42,6 +42,7 @@ class Graph:
     document_chunks: dict  # document entity node -> its chunk nodes
     chunk_document: np.ndarray  # per chunk: its document entity's node, -1 for none
     chunk_share: np.ndarray  # per chunk: 1 / the number of chunks in its document
+    walks: dict = field(default_factory=dict)  # visibility mask -> prepared walk
 
     @property
     def entities(self):
@@ -72,17 +73,32 @@ class Graph:
         shared = np.where(self.chunk_document >= 0, scores[np.maximum(self.chunk_document, 0)], 0.0)
         return scores[self.entities :] + shared * self.chunk_share
 
-    def rank(self, seeds, visible, damping=None):
-        """PPR scores of every node from `seeds` ({node: weight}), walking only
-        visible chunks and the edges they may see."""
-        damping = PPR_DAMPING if damping is None else damping
+    def _walkable(self, visible):
+        """(source, target, step, dangling) of the walk over visible nodes and
+        edges; the last few visibility masks' walks are kept."""
+        key = hash(visible.tobytes())
+        cached = self.walks.get(key)
+        if cached is not None:
+            return cached
         n = self.entities + len(self.chunk_ids)
         node_visible = np.concatenate([np.ones(self.entities, dtype=bool), visible])
         keep = node_visible[self.source] & node_visible[self.target]
         keep &= (self.owner < 0) | visible[np.maximum(self.owner, 0)]
         source, target, weight = self.source[keep], self.target[keep], self.weight[keep]
         out = np.bincount(source, weights=weight, minlength=n)
-        step = weight / out[source]
+        walk = (source, target, weight / out[source], out == 0, node_visible)
+        if len(self.walks) >= 4:
+            self.walks.pop(next(iter(self.walks)))
+        self.walks[key] = walk
+        return walk
+
+    def rank(self, seeds, visible, damping=None):
+        """PPR scores of every node from `seeds` ({node: weight}), walking only
+        visible chunks and the edges they may see. With damping 0.5 the mass
+        still moving halves each step, so a few steps settle the ranking."""
+        damping = PPR_DAMPING if damping is None else damping
+        n = self.entities + len(self.chunk_ids)
+        source, target, step, dangling, node_visible = self._walkable(visible)
         restart = np.zeros(n)
         for node, value in seeds.items():
             if node_visible[node]:
@@ -91,15 +107,14 @@ class Graph:
             return np.zeros(n)
         restart /= restart.sum()
         scores = restart.copy()
-        dangling = out == 0
         for _ in range(MAX_ITERATIONS):
             spread = np.bincount(target, weights=step * scores[source], minlength=n)
             # mass at nodes with no way out goes back to the seeds
             updated = (1 - damping) * restart + damping * (spread + scores[dangling].sum() * restart)
-            if np.abs(updated - scores).sum() < TOLERANCE:
-                scores = updated
-                break
+            converged = np.abs(updated - scores).sum() < TOLERANCE
             scores = updated
+            if converged:
+                break
         return scores
 
 

@@ -73,10 +73,18 @@ def _quote(words):
     return '"' + " ".join(w.replace('"', '""') for w in words) + '"'
 
 
-def fts_query(text):
-    """A valid FTS5 MATCH expression for any text; MATCH_NOTHING when it has no words."""
+def fts_query(text, common=frozenset()):
+    """A valid FTS5 MATCH expression for any text; MATCH_NOTHING when it has no words.
+
+    Single words in `common` (lowercase; words most documents contain) are left
+    out while rarer words remain: they add little to BM25 and cost a scan of
+    most of the index.
+    """
     spec = parse(text)
-    optional = list(dict.fromkeys([_quote(c) for c in spec.compounds] + [_quote((t,)) for t in spec.terms]))
+    terms = [t for t in spec.terms if t.lower() not in common]
+    if not terms and not spec.compounds and not spec.phrases:
+        terms = spec.terms
+    optional = list(dict.fromkeys([_quote(c) for c in spec.compounds] + [_quote((t,)) for t in terms]))
     required = list(dict.fromkeys(_quote(p) for p in spec.phrases))
     excluded = list(dict.fromkeys(_quote(e) for e in spec.exclusions))
     if not optional and not required:

@@ -7,10 +7,10 @@ Signals:
 - similarity: the best vector hit's cosine similarity to the query;
 - agreement: whether the dense and lexical legs agree on the top hit.
 
-The recommendation follows the reference estimator: run_prf when the top hit is
-agreed by both legs within PRF_AGREEMENT_RANK (expansion then builds on genuine
-signal), return when confident, increase_top_k when the top hit covers the query
-but the legs disagree, clarify_query otherwise.
+The recommendation follows the reference estimator: return when confident;
+run_prf when confidence is moderate and the top hit is agreed by both legs within
+PRF_AGREEMENT_RANK (expansion then builds on genuine signal); increase_top_k when
+the top hit covers the query but the legs disagree; clarify_query otherwise.
 """
 
 import json
@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from . import lexical
-from .config import ABSTAIN_BELOW, PRF_AGREEMENT_RANK, PRF_DEPTH, PRF_TERMS
+from .config import ABSTAIN_BELOW, COMMON_TERM_SHARE, PRF_AGREEMENT_RANK, PRF_DEPTH, PRF_TERMS
 
 # The confidence is a logistic model of the signals, fitted on SciFact's training
 # queries (answerable) against half of tests/data/trap_queries.jsonl (not);
@@ -67,6 +67,22 @@ def query_terms(conn, text):
     return {t: math.log(1 + n / (frequencies.get(t, 0) + 0.5)) for t in terms}, frequencies
 
 
+def common_words(conn, text):
+    """The query's words found in more than COMMON_TERM_SHARE of the brain's chunks."""
+    words = lexical.parse(text).terms
+    stemmed = lexical.stems(words)
+    if not stemmed:
+        return frozenset()
+    frequencies = dict(
+        conn.execute(
+            "select term, doc from knowledge_fts_terms where term in (select value from json_each(?))",
+            [json.dumps(sorted(set(stemmed.values())))],
+        ).fetchall()
+    )
+    limit = COMMON_TERM_SHARE * _document_count(conn)
+    return frozenset(w.lower() for w, stem in stemmed.items() if frequencies.get(stem, 0) > limit)
+
+
 def _contains(conn, ids, term):
     """The ids among `ids` whose indexed text contains the (stemmed) term."""
     return {
@@ -99,10 +115,10 @@ def assess(conn, legs, fused):
     signals["agreement"] = 1.0 if agreed(legs, top) else 0.0
     logit = SIGNAL_BIAS + sum(SIGNAL_WEIGHTS[name] * value for name, value in signals.items())
     confidence = 1.0 / (1.0 + math.exp(-logit))
-    if signals["agreement"]:
-        recommendation = "run_prf"  # the cross-retriever agreement gate holds
-    elif confidence >= RETURN_ABOVE:
+    if confidence >= RETURN_ABOVE:
         recommendation = "return"
+    elif signals["agreement"]:
+        recommendation = "run_prf"  # moderate confidence, and the agreement gate holds
     elif signals["coverage"] >= 0.5:
         recommendation = "increase_top_k"
     else:

@@ -6,6 +6,8 @@ constraints in the KNN, SQL on knowledge in the FTS5 query, a mask in the graph.
 """
 
 import datetime
+import json
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -20,7 +22,7 @@ from .fields import scope_ancestors
 from .filters import Filters
 from .fusion import fuse
 from .querydoc import parse
-from .schema import recorded_model
+from .schema import check_model, recorded_model
 
 HIT_COLUMNS = (
     "id", "title", "content", "class", "scope", "source", "domain", "node_kind", "lawful_basis",
@@ -74,14 +76,34 @@ def vector_leg(conn, vector_int8, filters, n=RECALL_CANDIDATES):
 
 
 def fts_leg(conn, expression, filters, n=RECALL_CANDIDATES):
-    """[(id, bm25)] best first (FTS5's bm25 is negative: lower is better)."""
+    """[(id, bm25)] best first (FTS5's bm25 is negative: lower is better).
+
+    Exact, but cheap when few rows are hidden: the best 2n matches are ranked
+    first and filtered after; only if fewer than n of them are visible is the
+    filter joined into the full match.
+    """
     if expression == lexical.MATCH_NOTHING:
         return []
-    condition, params = filters.sql("k")
-    return conn.execute(
-        "select f.rowid, bm25(knowledge_fts, ?, ?) as score from knowledge_fts f "
-        f"join knowledge k on k.id = f.rowid where knowledge_fts match ? and {condition} "
+    rank = "bm25(knowledge_fts, ?, ?)"
+    top = conn.execute(
+        f"select f.rowid, {rank} as score from knowledge_fts f where knowledge_fts match ? "
         "order by score, f.rowid limit ?",
+        [*FTS_COLUMN_WEIGHTS, expression, 2 * n],
+    ).fetchall()
+    condition, params = filters.sql("k")
+    visible = {
+        row[0]
+        for row in conn.execute(
+            f"select k.id from knowledge k where k.id in (select value from json_each(?)) and {condition}",
+            [json.dumps([row[0] for row in top]), *params],
+        )
+    }
+    hits = [row for row in top if row[0] in visible][:n]
+    if len(hits) == n or len(top) < 2 * n:
+        return hits
+    return conn.execute(
+        f"select f.rowid, {rank} as score from knowledge_fts f join knowledge k on k.id = f.rowid "
+        f"where knowledge_fts match ? and {condition} order by score, f.rowid limit ?",
         [*FTS_COLUMN_WEIGHTS, expression, *params, n],
     ).fetchall()
 
@@ -104,7 +126,7 @@ def run_legs(conn, doc, model_id, with_graph=None):
         legs.raw["vector"] = {h[0]: 1.0 - h[1] for h in hits}  # cosine similarity
     _timed(t, "vector", started)
     started = time.perf_counter()
-    hits = fts_leg(conn, lexical.fts_query(legs.text), filters)
+    hits = fts_leg(conn, lexical.fts_query(legs.text, quality.common_words(conn, legs.text)), filters)
     legs.ranked["fts"] = [h[0] for h in hits]
     legs.raw["fts"] = {h[0]: -h[1] for h in hits}
     _timed(t, "fts", started)
@@ -128,6 +150,8 @@ def recall(conn, query, model_id=None):
     """
     started = time.perf_counter()
     doc = parse(query)
+    if os.environ.get("BRAIN_MODEL"):
+        check_model(conn, os.environ["BRAIN_MODEL"])
     model_id = model_id or recorded_model(conn)
     legs = run_legs(conn, doc, model_id)
     result = finish(conn, doc, legs, model_id)
@@ -147,7 +171,8 @@ def finish(conn, doc, legs, model_id):
         started = time.perf_counter()
         expansion = quality.expansion_terms(conn, legs, fused)
         if expansion:
-            expression = lexical.fts_query(legs.text + " " + " ".join(expansion))
+            expanded = legs.text + " " + " ".join(expansion)
+            expression = lexical.fts_query(expanded, quality.common_words(conn, expanded))
             hits = fts_leg(conn, expression, legs.filters)
             legs.ranked["prf"] = [h[0] for h in hits]
             legs.raw["prf"] = {h[0]: -h[1] for h in hits}

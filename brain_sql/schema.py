@@ -211,17 +211,7 @@ def m004_vectors(db):
     by the recorded model, so no memory is lost.
     """
     model_id, dimension = recorded_model_and_dimension(db.conn)
-    if db["vec_knowledge"].exists():
-        db.execute("DROP TABLE vec_knowledge")
-    metadata = ",\n  ".join(f"{name} {kind}" for name, (kind, _) in VEC_METADATA.items())
-    db.execute(
-        f"""CREATE VIRTUAL TABLE vec_knowledge USING vec0(
-          knowledge_id INTEGER PRIMARY KEY,
-          embedding_int8 INT8[{dimension}] distance_metric=cosine,
-          embedding_bit BIT[{dimension}],
-          {metadata}
-        )"""
-    )
+    create_vector_table(db.conn, dimension)
     assignments = ", ".join(
         f"[{name}] = {expression.format(row='new')}"
         for name, (_, expression) in VEC_METADATA.items()
@@ -234,7 +224,7 @@ def m004_vectors(db):
           DELETE FROM relationships WHERE knowledge_id = old.id;
         END;
         CREATE TRIGGER knowledge_vec_stale AFTER UPDATE OF title, content ON knowledge
-        WHEN old.content_hash IS NOT new.content_hash BEGIN
+        WHEN old.content IS NOT new.content OR old.title IS NOT new.title BEGIN
           DELETE FROM vec_knowledge WHERE knowledge_id = old.id;
         END;
         CREATE TRIGGER knowledge_vec_filters AFTER UPDATE OF
@@ -246,6 +236,43 @@ def m004_vectors(db):
     from .ingest import backfill_vectors
 
     backfill_vectors(db.conn, model_id)
+
+
+def create_vector_table(conn, dimension):
+    """(Re)create vec_knowledge for vectors of `dimension`; it starts empty."""
+    conn.execute("DROP TABLE IF EXISTS vec_knowledge")
+    metadata = ",\n  ".join(f"{name} {kind}" for name, (kind, _) in VEC_METADATA.items())
+    conn.execute(
+        f"""CREATE VIRTUAL TABLE vec_knowledge USING vec0(
+          knowledge_id INTEGER PRIMARY KEY,
+          embedding_int8 INT8[{dimension}] distance_metric=cosine,
+          embedding_bit BIT[{dimension}],
+          {metadata}
+        )"""
+    )
+
+
+def reindex(conn, model_id):
+    """Re-embed every memory with `model_id` and record it as the brain's model,
+    in one transaction: recall keeps working on the old vectors until it commits.
+    Returns the number of vectors written."""
+    from .embed import model_dimension
+    from .ingest import backfill_vectors
+
+    dimension = model_dimension(model_id)
+    conn.execute("begin")
+    try:
+        create_vector_table(conn, dimension)
+        conn.executemany(
+            f"update {META_TABLE} set value = ? where key = ?",
+            [(model_id, "model"), (str(dimension), "dimension")],
+        )
+        written = backfill_vectors(conn, model_id)
+    except BaseException:
+        conn.execute("rollback")
+        raise
+    conn.execute("commit")
+    return written
 
 
 @migrations()

@@ -1,5 +1,6 @@
 """The `sqlite-utils brain` command group."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -73,3 +74,114 @@ def register_commands(cli):
         click.echo(report.summary())
         if report.errors:
             sys.exit(1)
+
+    def _filters(function):
+        for option in reversed(
+            [
+                click.option("--scope", help="recall at this scope: it and its parents, never a sibling"),
+                click.option("--class", "classes", multiple=True, type=click.Choice(["memory", "reference", "policy"])),
+                click.option("--source", "sources", multiple=True, help="only these sources (repeatable)"),
+                click.option("--domain"),
+                click.option("--since", help="ISO time or relative such as -30d"),
+                click.option("--until", help="ISO time or relative such as -1w"),
+                click.option("--now", help="fixed evaluation time (ISO): same inputs and now, same answer"),
+                click.option("--min-relevance", type=click.IntRange(0, 3)),
+                click.option("--include-decayed", is_flag=True, help="include expired and archived memories"),
+            ]
+        ):
+            function = option(function)
+        return function
+
+    @brain.command()
+    @click.argument("db_path", type=click.Path(dir_okay=False))
+    @click.argument("query")
+    @click.option("--k", "k", type=click.IntRange(1, 100), default=10, show_default=True)
+    @click.option("--no-graph", is_flag=True, help="leave the graph leg out")
+    @click.option("--no-prf", is_flag=True, help="never expand the query")
+    @click.option("--mmr", is_flag=True, help="diversify the hits (MMR, lambda 0.7)")
+    @click.option("--max-tokens", type=click.IntRange(1, None), help="pack hits into this many tokens")
+    @_filters
+    @click.option("--json", "as_json", is_flag=True, help="print the JSON API's response")
+    def recall(db_path, query, k, no_graph, no_prf, mmr, max_tokens, as_json, classes, sources, **filters):
+        """Recall the memories that answer QUERY, and why each was chosen."""
+        from brain_sql.recall import recall as run_recall
+
+        conn = _open(db_path)
+        doc = {"q": query, "k": k, "graph": not no_graph, "prf": not no_prf, "mmr": mmr}
+        doc.update({name: value for name, value in filters.items() if value not in (None, False)})
+        if classes:
+            doc["classes"] = list(classes)
+        if sources:
+            doc["sources"] = list(sources)
+        if max_tokens:
+            doc["max_tokens"] = max_tokens
+        try:
+            result = run_recall(conn, doc)
+        except (brain_sql.BrainError, ValueError) as ex:
+            raise click.ClickException(str(ex)) from ex
+        if as_json:
+            click.echo(json.dumps(result, indent=2))
+        else:
+            click.echo(_readable(result))
+
+    @brain.command(name="eval")
+    @click.argument("db_path", type=click.Path(dir_okay=False))
+    @click.option("--queries", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR queries.jsonl")
+    @click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR qrels .tsv")
+    @click.option("--k", "k", type=click.IntRange(1, 100), default=10, show_default=True)
+    @click.option("--now", help="fixed evaluation time (ISO)")
+    def eval_(db_path, queries, qrels, k, now):
+        """Score recall on a BEIR-format query set: one JSON object with nDCG@10,
+        Recall@2/5/10 and MRR@10 for the full pipeline, without the graph, and per leg."""
+        from brain_sql.evaluate import evaluate, load_qrels
+
+        conn = _open(db_path)
+        count = len(load_qrels(qrels))
+        try:
+            with click.progressbar(length=count, label="Evaluating", file=sys.stderr) as bar:
+                result, extra = evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update)
+        except (brain_sql.BrainError, ValueError) as ex:
+            raise click.ClickException(str(ex)) from ex
+        click.echo(json.dumps(result))
+        click.echo(f"{extra['abstained']} abstained; {extra['seconds']}s", err=True)
+
+    @brain.command()
+    @click.argument("db_path", type=click.Path(dir_okay=False))
+    @click.option("--model", required=True, help="model2vec folder or hub id, or wordllama/l2_supercat")
+    def reindex(db_path, model):
+        """Re-embed every memory with another model, and make it the brain's model."""
+        from brain_sql.schema import reindex as run_reindex
+
+        conn = _open(db_path)
+        try:
+            written = run_reindex(conn, model)
+        except brain_sql.BrainError as ex:
+            raise click.ClickException(str(ex)) from ex
+        click.echo(f"{db_path}: {written} memories re-embedded with {model}")
+
+
+def _readable(result):
+    """The recall response as text for a terminal."""
+    quality = result["quality"]
+    if result["decision"] == "low_confidence":
+        return (
+            f"No memory fits this query well enough (confidence {quality['confidence']:.2f}, "
+            f"recommendation: {quality['recommendation']})."
+        )
+    lines = []
+    for rank, hit in enumerate(result["hits"], 1):
+        provenance = hit.get("provenance", {})
+        legs = ", ".join(
+            f"{leg} #{provenance[f'{leg}_rank']}" for leg in ("vector", "fts", "graph") if provenance.get(f"{leg}_rank")
+        )
+        heading = f" › {hit['heading_path']}" if hit["heading_path"] and hit["heading_path"] != hit["title"] else ""
+        where = hit["source_path"] or hit["document_id"] or ""
+        if hit["line_start"]:
+            where += f":{hit['line_start']}-{hit['line_end']}"
+        lines.append(f"{rank}. {hit['title'] or '(untitled)'}{heading}  (score {hit['score']:.4f}; {legs})")
+        lines.append(f"   {where} · {hit['class']} · {hit['scope']} · {hit['source']}")
+        text = " ".join(hit["content"].split())
+        lines.append(f"   {text[:200]}{'…' if len(text) > 200 else ''}")
+    expansion = result["hits"][0].get("provenance", {}).get("expansion_terms") if result["hits"] else None
+    lines.append(f"confidence {quality['confidence']:.2f}" + (f"; expanded with: {', '.join(expansion)}" if expansion else ""))
+    return "\n".join(lines)
