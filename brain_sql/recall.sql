@@ -1,10 +1,10 @@
--- Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and Personalized PageRank,
--- fused by weighted Reciprocal Rank Fusion. Parameters: :q, :k, and the filters
--- :scope (a path: it and its parents), :classes, :sources, :domain (comma-separated)
--- and :since, :until (ISO times); an empty filter admits everything. Flagged,
--- expired and archived (tier 0) memories never appear. Every filter acts inside
--- each leg's own search, so a selective filter still fills the result.
 with
+  -- Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and Personalized PageRank,
+  -- fused by weighted Reciprocal Rank Fusion. Parameters: :q, :k, and the filters
+  -- :scope (a path: it and its parents), :classes, :sources, :domain (comma-separated)
+  -- and :since, :until (ISO times); an empty filter admits everything. Flagged,
+  -- expired and archived (tier 0) memories never appear. Every filter acts inside
+  -- each leg's own search, so a selective filter still fills the result.
 weights as materialized (
   select brain_leg_weight('vector', :q) as vector, brain_leg_weight('fts', :q) as fts,
          brain_leg_weight('graph', :q) as graph
