@@ -22,7 +22,7 @@ from .config import ABSTAIN_BELOW, COMMON_TERM_SHARE, PRF_AGREEMENT_RANK, PRF_DE
 
 # The confidence is a logistic model of the signals, fitted on SciFact's training
 # queries (answerable) against half of tests/data/trap_queries.jsonl (not);
-# bench/calibrate.py refits it. SIMILARITY_RANGE maps the default model's
+# bench/tune.py refits it. SIMILARITY_RANGE maps the default model's
 # cosine similarities to [0, 1]; another model may want its own range.
 SIGNAL_WEIGHTS = {"coverage": 2.25, "known": 4.78, "similarity": 8.19, "agreement": 0.15}
 SIGNAL_BIAS = -8.0

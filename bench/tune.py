@@ -1,0 +1,110 @@
+"""Choose recall's defaults on training data only, as config.py documents them.
+
+    python3 bench/tune.py
+
+1. Leg weights without entity seeds: grid on SciFact qrels/train.tsv (nDCG@10).
+2. Leg weights with entity seeds: grid on the MuSiQue + HotpotQA training samples (Recall@5).
+3. The abstention model: a logistic fit of the quality signals, SciFact training
+   queries (answerable) against the even-numbered trap queries (not), with the
+   abstention rate of every split at config.ABSTAIN_BELOW.
+Prints what it finds; config.py and quality.py hold the chosen values.
+"""
+
+import itertools
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import brain_sql
+from brain_sql import config, quality
+from brain_sql.evaluate import load_qrels, load_queries, metrics
+from brain_sql.fusion import fuse
+from brain_sql.querydoc import parse
+from brain_sql.recall import run_legs
+
+sys.path.insert(0, str(Path(__file__).parent))
+from multihop import hotpotqa, musique, write_beir  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+SCIFACT = ROOT.parent / "shared/data/scifact"
+MULTIHOP = ROOT.parent / "shared/data/multihop-sample/hipporag-legacy-train"
+
+
+def cached_legs(conn, queries, qrels):
+    external = dict(conn.execute("select id, external_id from knowledge"))
+    model = conn.execute("select value from brain_meta where key = 'model'").fetchone()[0]
+    cache = []
+    for qid in qrels:
+        legs = run_legs(conn, parse({"q": queries[qid]}), model)
+        cache.append((qid, legs, {leg: [external[i] for i in ids] for leg, ids in legs.ranked.items()}))
+    return cache
+
+
+def score(cache, qrels, weights_with, weights_without, metric):
+    total = 0.0
+    for qid, legs, ranked in cache:
+        fused = [item for item, _, _ in fuse(ranked, weights_with if legs.entity_seeds else weights_without)]
+        total += metrics(list(dict.fromkeys(fused))[:10], qrels[qid])[metric]
+    return total / len(cache)
+
+
+def main():
+    work = Path(tempfile.mkdtemp(prefix="brain-tune-"))
+    scifact = brain_sql.connect(work / "scifact.db")
+    brain_sql.ingest(scifact, [SCIFACT / "corpus.jsonl"])
+    queries, train = load_queries(SCIFACT / "queries.jsonl"), load_qrels(SCIFACT / "qrels/train.tsv")
+    train_cache = cached_legs(scifact, queries, train)
+
+    grid = []
+    for vector, graph in itertools.product([0, 0.1, 0.2, 0.3, 0.5], [0, 0.5, 1, 2, 3]):
+        weights = {"vector": vector, "fts": 1.0, "graph": graph}
+        grid.append((score(train_cache, train, weights, weights, "ndcg@10"), weights))
+    print("without entities, SciFact train nDCG@10:", *sorted(grid, key=lambda g: -g[0])[:3], sep="\n  ")
+
+    sets = []
+    for name, load in (("musique", musique), ("hotpotqa", hotpotqa)):
+        folder = work / name
+        folder.mkdir()
+        write_beir(folder, *load(MULTIHOP))
+        conn = brain_sql.connect(folder / "brain.db")
+        brain_sql.ingest(conn, [folder / "corpus.jsonl"])
+        qrels = load_qrels(folder / "qrels.tsv")
+        sets.append((cached_legs(conn, load_queries(folder / "queries.jsonl"), qrels), qrels))
+    grid = []
+    for vector, fts, graph in itertools.product([0.1, 0.2, 0.5], [0.25, 0.5, 1.0], [1, 3, 5, 10]):
+        weights = {"vector": vector, "fts": fts, "graph": graph}
+        recalls = [score(cache, qrels, weights, weights, "recall@5") for cache, qrels in sets]
+        grid.append((sum(recalls), [round(r, 4) for r in recalls], weights))
+    print("with entities, (MuSiQue, HotpotQA) Recall@5:", *sorted(grid, key=lambda g: -g[0])[:3], sep="\n  ")
+
+    names = list(quality.SIGNAL_WEIGHTS)
+
+    def signals(cache):
+        return np.array(
+            [[quality.assess(scifact, legs, fuse(legs.ranked, legs.weights())).signals[n] for n in names] for _, legs, _ in cache]
+        )
+
+    traps = [json.loads(line)["text"] for line in open(ROOT / "tests/data/trap_queries.jsonl")]
+    trap_cache = [(None, run_legs(scifact, parse({"q": q}), config.DEFAULT_MODEL), None) for q in traps]
+    answerable, trap = signals(train_cache), signals(trap_cache)
+    x = np.vstack([answerable, trap[::2]])
+    y = np.concatenate([np.ones(len(answerable)), np.zeros(len(trap[::2]))])
+    balance = np.concatenate([np.full(len(answerable), 1 / len(answerable)), np.full(len(trap[::2]), 1 / len(trap[::2]))])
+    w, b = np.zeros(len(names)), 0.0
+    for _ in range(20000):
+        gradient = (1 / (1 + np.exp(-(x @ w + b))) - y) * balance
+        w -= 2.0 * (x.T @ gradient + 1e-3 * w)
+        b -= 2.0 * gradient.sum()
+    print("abstention model:", {n: round(v, 2) for n, v in zip(names, w)}, "bias", round(b, 2))
+    test_cache = cached_legs(scifact, queries, load_qrels(SCIFACT / "qrels/test.tsv"))
+    for name, values in (("SciFact train", answerable), ("SciFact test", signals(test_cache)), ("trap (fit half)", trap[::2]),
+                         ("trap (held-out half)", trap[1::2])):  # fmt: skip
+        confidence = 1 / (1 + np.exp(-(values @ w + b)))
+        print(f"  abstains below {config.ABSTAIN_BELOW}: {name} {np.mean(confidence < config.ABSTAIN_BELOW):.1%}")
+
+
+if __name__ == "__main__":
+    main()
