@@ -39,11 +39,6 @@ MENTION_FTS_LOOKUP_LIMIT = 500
 # own savepoint, so a failure never leaves half a document behind.
 INGEST_BATCH_DOCUMENTS = 1000
 
-DEFAULTS = {
-    "class": "memory",
-    "scope": "/",
-    "domain": "global",
-}
 CLASSES = ("memory", "reference", "policy")
 
 

@@ -41,7 +41,6 @@ class IngestReport:
     chunks_updated: int = 0
     chunks_unchanged: int = 0
     chunks_removed: int = 0
-    documents_removed: int = 0
     entities: int = 0
     relationships: int = 0
     errors: list = field(default_factory=list)
@@ -337,7 +336,6 @@ class _Writer:
                 ).rowcount
                 self.conn.execute("delete from relationships where document_id = ?", (document_id,))
                 self.conn.execute("delete from documents where document_id = ?", (document_id,))
-        self.report.documents_removed += len(doomed)
 
     def _write_batch(self, batch, embedded, isolate):
         """Write a batch; with `isolate`, each document in a savepoint of its own

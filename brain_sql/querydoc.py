@@ -3,7 +3,7 @@ QueryError naming the field, which the HTTP API turns into a 400."""
 
 from dataclasses import dataclass
 
-from .config import CLASSES, MAX_QUERY_CHARS, graph_enabled
+from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
 from .fields import FieldError, normalize_scope, parse_time, utcnow
 
 
@@ -28,7 +28,7 @@ class QueryDoc:
     provenance: bool = True
     prf: bool = True
     mmr: bool = False
-    mmr_lambda: float = 0.7
+    mmr_lambda: float = MMR_LAMBDA
     max_tokens: int | None = None
 
 

@@ -166,6 +166,14 @@ def finish(conn, doc, legs, model_id):
     fused = fuse(legs.ranked, legs.weights())
     _timed(t, "fusion", started)
     assessment = quality.assess(conn, legs, fused)
+    if assessment.recommendation == "clarify_query" and legs.ranked.get("graph") and not legs.entity_seeds:
+        # the graph rescue pass: an ambiguous query gets one bounded re-ranking
+        # led by the graph walk over the other legs' passages, before abstaining
+        rescued = fuse(legs.ranked, LEG_WEIGHTS_WITH_ENTITIES)
+        second = quality.assess(conn, legs, rescued)
+        t["graph_rescue"] = second.confidence > assessment.confidence
+        if t["graph_rescue"]:
+            fused, assessment = rescued, second
     expansion = []
     if assessment.recommendation == "run_prf" and doc.prf:
         started = time.perf_counter()

@@ -172,6 +172,8 @@ def test_nonsense_abstains(brain):
     for q in ("flurbo gnaxle quizzotic zzyzx", "asdfghjkl qwertyuiop", "🧠🧠🧠"):
         result = recall(brain, {"q": q, "now": NOW})
         assert result["decision"] == "low_confidence" and result["hits"] == [], q
+        if result["quality"]["recommendation"] == "clarify_query":
+            assert result["telemetry"]["graph_rescue"] is False  # tried, did not help
 
 
 def test_provenance_on_every_hit(brain):
