@@ -34,20 +34,19 @@ MULTIHOP = ROOT.parent / "shared/data/multihop-sample/hipporag-legacy-train"
 
 
 def cached_legs(conn, queries, qrels):
+    """(query id, Legs, chunk id -> corpus id) for every judged query."""
     external = dict(conn.execute("select id, external_id from knowledge"))
     model = conn.execute("select value from brain_meta where key = 'model'").fetchone()[0]
-    cache = []
-    for qid in qrels:
-        legs = run_legs(conn, parse({"q": queries[qid]}), model)
-        cache.append((qid, legs, {leg: [external[i] for i in ids] for leg, ids in legs.ranked.items()}))
-    return cache
+    return [(qid, run_legs(conn, parse({"q": queries[qid]}), model), external) for qid in qrels]
 
 
 def score(cache, qrels, weights_with, weights_without, metric):
+    """The metric of the fused chunk ranking, collapsed to corpus ids as `brain eval` does."""
     total = 0.0
-    for qid, legs, ranked in cache:
-        fused = [item for item, _, _ in fuse(ranked, weights_with if legs.entity_seeds else weights_without)]
-        total += metrics(list(dict.fromkeys(fused))[:10], qrels[qid])[metric]
+    for qid, legs, external in cache:
+        fused = fuse(legs.ranked, weights_with if legs.entity_seeds else weights_without)
+        ranked = list(dict.fromkeys(external[item] for item, _, _ in fused))
+        total += metrics(ranked[:10], qrels[qid])[metric]
     return total / len(cache)
 
 

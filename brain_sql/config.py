@@ -67,8 +67,8 @@ NAMED_DOCUMENT_SHARE = 0.5  # of a named document's seed, the share given to its
 # Leg weights in the fused RRF. When the query names known entities the graph
 # walk leads (multi-hop questions); when it names none, the graph leg is seeded
 # by the other legs' top passages only, and lexical evidence leads.
-LEG_WEIGHTS_WITH_ENTITIES = {"vector": 0.2, "fts": 0.25, "graph": 10.0, "prf": 0.25}
-LEG_WEIGHTS_WITHOUT_ENTITIES = {"vector": 0.1, "fts": 1.0, "graph": 2.0, "prf": 0.6}
+LEG_WEIGHTS_WITH_ENTITIES = {"vector": 0.1, "fts": 0.25, "graph": 10.0, "prf": 0.25}
+LEG_WEIGHTS_WITHOUT_ENTITIES = {"vector": 0.1, "fts": 1.0, "graph": 1.0, "prf": 0.6}
 PRF_AGREEMENT_RANK = 3  # PRF only when the top hit is in both legs' top ranks
 PRF_DEPTH = 3  # hits whose terms feed expansion
 PRF_TERMS = 10  # expansion terms added
