@@ -8,6 +8,7 @@ each document a savepoint inside it, so nothing is ever half-written.
 """
 
 import json
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -237,7 +238,9 @@ class _Writer:
 
     Batches move through a two-stage pipeline: while one batch is written, the
     next one's new text is embedded on a worker thread (the tokenizer and SQLite
-    both release the GIL while they work).
+    both release the GIL while they work). With the writer busy on one core, the
+    tokenizer's own thread pool would only oversubscribe the other, so it is
+    switched off (TOKENIZERS_PARALLELISM) until the ingest ends.
     """
 
     def __init__(self, conn, model_id, report):
@@ -245,6 +248,8 @@ class _Writer:
         self.pending = []
         self.embedding = None  # (batch, content hashes, future of their vectors) ahead of the writer
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
+        self.parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
         self.entity_ids = {}
         mentions.ensure_queue(conn)
 
@@ -274,6 +279,10 @@ class _Writer:
 
     def close(self):
         self.executor.shutdown(cancel_futures=True)
+        if self.parallelism is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = self.parallelism
 
     def _commit(self, batch, hashes, future):
         embedded = dict(zip(hashes, future.result()))
