@@ -100,6 +100,44 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
     return report
 
 
+def remember(conn, records, *, scope=None, klass=None, source="remember", domain=None):
+    """Store in-memory records (ingest's record fields) as memories, all or none.
+
+    Returns (IngestReport, [[knowledge ids] per record]); when any record is
+    malformed nothing is written and the report's errors say which and why.
+    """
+    from .records import record_document
+
+    started = time.perf_counter()
+    defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
+    report = IngestReport()
+    documents = []
+    for number, record in enumerate(records, 1):
+        item = record_document("remember", record, None, f"record {number}")
+        if isinstance(item, Document):
+            item.source_path = None
+            item = _prepare(item, defaults)
+        if isinstance(item, IngestError):
+            report.errors.append(item)
+        else:
+            documents.append(item)
+    ids = []
+    if not report.errors:
+        writer = _Writer(conn, recorded_model(conn), report)
+        try:
+            for document in documents:
+                writer.add(document)
+            writer.flush()
+        finally:
+            writer.close()
+        ids = [
+            [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (d.document_id,))]
+            for d in documents
+        ]
+    report.seconds = time.perf_counter() - started
+    return report, ids
+
+
 def _ingest_files(writer, files, defaults, prune_paths, progress):
     report = writer.report
     for path, fmt in files:

@@ -1,0 +1,234 @@
+"""The JSON API: recall, verify, remember and OpenAI-compatible embeddings.
+
+Each view checks the database is a brain and the actor may use it, turns the
+request into brain_sql's terms, and runs brain_sql on Datasette's own
+connections (execute_fn has no SQL time limit; recall has its own bounds).
+Every user error is a 400 with {"ok": false, "error", "status"}.
+"""
+
+import json
+
+from datasette import Forbidden, Response
+from datasette.utils import actor_matches_allow
+
+import brain_sql
+from brain_sql import querydoc, schema
+from brain_sql.config import MAX_CONTENT_BYTES, MAX_QUERY_CHARS
+from brain_sql.embed import ModelError, embed, get_model
+from brain_sql.ingest import remember
+from brain_sql.verify import verify
+
+MAX_BODY_BYTES = MAX_CONTENT_BYTES + 100_000
+MAX_EMBEDDING_INPUTS = 256
+WRITE_PERMISSION = "brain-write"
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+class ApiError(Exception):
+    def __init__(self, message, status=400):
+        super().__init__(message)
+        self.status = status
+
+
+def error(message, status=400):
+    return Response.json({"ok": False, "error": message, "status": status}, status=status)
+
+
+def api(view):
+    """Run a view, turning ApiError, QueryError and Forbidden into JSON errors."""
+
+    async def wrapped(datasette, request):
+        try:
+            return await view(datasette, request)
+        except ApiError as ex:
+            return error(str(ex), ex.status)
+        except (querydoc.QueryError, brain_sql.FieldError) as ex:
+            return error(str(ex))
+        except Forbidden as ex:
+            return error(str(ex) or "permission denied", 403)
+
+    return wrapped
+
+
+async def brain_names(datasette):
+    names = []
+    for name, db in datasette.databases.items():
+        if name != "_internal" and await db.execute_fn(schema.is_brain):
+            names.append(name)
+    return names
+
+
+async def brain_database(datasette, request):
+    """The brain database the URL names (or the only one), once the actor may read it."""
+    name = request.url_vars.get("database")
+    if name is None:
+        names = await brain_names(datasette)
+        if len(names) != 1:
+            raise ApiError(
+                f"this instance has {len(names)} brain databases: use /<database>/-/recall", 404
+            )
+        name = names[0]
+    if name not in datasette.databases or name == "_internal":
+        raise ApiError(f"database not found: {name}", 404)
+    db = datasette.get_database(name)
+    if not await db.execute_fn(schema.is_brain):
+        raise ApiError(f"database {name} is not a brain: create one with sqlite-utils brain init", 404)
+    await datasette.ensure_permissions(request.actor, [("view-database", name), "view-instance"])
+    return db
+
+
+async def json_body(request):
+    body = await request.post_body()
+    if len(body) > MAX_BODY_BYTES:
+        raise ApiError(f"the request body is {len(body):,} bytes; the limit is {MAX_BODY_BYTES:,}")
+    try:
+        return json.loads(body or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as ex:
+        raise ApiError(f"the request body is not valid JSON: {ex}") from None
+
+
+def querydoc_from_args(args):
+    """A QueryDoc object from query-string parameters (all strings)."""
+    raw = {}
+    for name in args.keys():
+        values = args.getlist(name)
+        value = values[-1]
+        if name in ("k", "min_relevance", "max_tokens"):
+            if not value.strip().lstrip("-").isdigit():
+                raise ApiError(f"{name} must be a whole number")
+            raw[name] = int(value)
+        elif name in ("include_decayed", "graph", "provenance", "prf", "mmr"):
+            if value.lower() not in _TRUE + _FALSE:
+                raise ApiError(f"{name} must be true or false")
+            raw[name] = value.lower() in _TRUE
+        elif name == "mmr_lambda":
+            try:
+                raw[name] = float(value)
+            except ValueError:
+                raise ApiError("mmr_lambda must be a number from 0 to 1") from None
+        elif name in ("sources", "source", "classes"):
+            raw[name] = [part.strip() for v in values for part in v.split(",") if part.strip()]
+        else:
+            raw[name] = value
+    return raw
+
+
+@api
+async def recall_view(datasette, request):
+    db = await brain_database(datasette, request)
+    if request.method == "POST":
+        raw = await json_body(request)
+    else:
+        raw = querydoc_from_args(request.args)
+    doc = querydoc.parse(raw)
+    try:
+        result = await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
+    except brain_sql.BrainError as ex:
+        raise ApiError(str(ex), 409) from ex
+    return Response.json(result)
+
+
+@api
+async def verify_view(datasette, request):
+    db = await brain_database(datasette, request)
+    if request.method != "POST":
+        raise ApiError("POST {claim, id} or {claim, text}", 405)
+    body = await json_body(request)
+    if not isinstance(body, dict) or not isinstance(body.get("claim"), str):
+        raise ApiError("give claim (a string) and either id or text")
+    unknown = sorted(set(body) - {"claim", "id", "text"})
+    if unknown:
+        raise ApiError(f"unknown field: {', '.join(unknown)}")
+    if ("id" in body) == ("text" in body):
+        raise ApiError("give either id (a memory) or text, not both or neither")
+    if "id" in body:
+        if isinstance(body["id"], bool) or not isinstance(body["id"], int):
+            raise ApiError("id must be a whole number")
+        rows = await db.execute("select content from knowledge where id = ? and flagged = 0", [body["id"]])
+        row = rows.first()
+        if row is None:
+            raise ApiError(f"no memory with id {body['id']}", 404)
+        text = row[0]
+    else:
+        text = body["text"]
+        if not isinstance(text, str):
+            raise ApiError("text must be a string")
+    if len(body["claim"]) > MAX_QUERY_CHARS:
+        raise ApiError(f"claim is {len(body['claim'])} characters; the limit is {MAX_QUERY_CHARS}")
+    return Response.json(verify(body["claim"], text))
+
+
+@api
+async def remember_view(datasette, request):
+    db = await brain_database(datasette, request)
+    if request.method != "POST":
+        raise ApiError("POST a record, or a list of records, to remember", 405)
+    if not await datasette.permission_allowed(request.actor, WRITE_PERMISSION, resource=db.name, default=False):
+        raise Forbidden(f"adding memories needs the {WRITE_PERMISSION} permission")
+    body = await json_body(request)
+    records = body if isinstance(body, list) else [body]
+    if not records or not all(isinstance(r, dict) for r in records):
+        raise ApiError("the body must be a record object or a non-empty list of them")
+    report, ids = await db.execute_write_fn(lambda conn: remember(conn, records), block=True)
+    if report.errors:
+        raise ApiError("; ".join(e.message for e in report.errors))
+    return Response.json(
+        {"ok": True, "ids": ids, "added": report.chunks_added, "unchanged": report.chunks_unchanged},
+        status=201,
+    )
+
+
+@api
+async def embeddings_view(datasette, request):
+    await datasette.ensure_permissions(request.actor, ["view-instance"])
+    if request.method != "POST":
+        raise ApiError("POST {input, model}", 405)
+    body = await json_body(request)
+    if not isinstance(body, dict) or "input" not in body:
+        raise ApiError("give input: a string or a list of strings")
+    inputs = body["input"]
+    inputs = [inputs] if isinstance(inputs, str) else inputs
+    if not isinstance(inputs, list) or not inputs or not all(isinstance(i, str) for i in inputs):
+        raise ApiError("input must be a string or a non-empty list of strings")
+    if len(inputs) > MAX_EMBEDDING_INPUTS:
+        raise ApiError(f"at most {MAX_EMBEDDING_INPUTS} inputs per request")
+    if any(len(i) > MAX_CONTENT_BYTES for i in inputs):
+        raise ApiError(f"each input must be at most {MAX_CONTENT_BYTES:,} characters")
+    model_id = body.get("model")
+    if model_id is None:
+        names = await brain_names(datasette)
+        first = datasette.get_database(names[0]) if names else None
+        model_id = await first.execute_fn(schema.recorded_model) if first else brain_sql.config.configured_model()
+    if not isinstance(model_id, str):
+        raise ApiError("model must be a string")
+    try:
+        vectors = embed(inputs, model_id)
+        tokenizer = get_model(model_id).tokenizer
+    except ModelError as ex:
+        raise ApiError(str(ex)) from ex
+    tokens = sum(len(e.ids) for e in tokenizer.encode_batch(inputs, add_special_tokens=False))
+    return Response.json(
+        {
+            "object": "list",
+            "data": [{"object": "embedding", "embedding": v.tolist(), "index": i} for i, v in enumerate(vectors)],
+            "model": model_id,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+    )
+
+
+def write_allowed(datasette, actor, database):
+    """brain-write: denied unless the plugin's configuration grants it, e.g.
+    plugins: {datasette-brain: {allow_write: {id: agent}}} (per instance or database)."""
+    config = datasette.plugin_config("datasette-brain", database=database) or {}
+    allow = config.get("allow_write")
+    return False if allow is None else actor_matches_allow(actor, allow)
+
+
+API_PATHS = ("/-/recall", "/-/verify", "/-/remember", "/-/brain/v1/embeddings")
+
+
+def is_json_api_request(scope):
+    headers = dict(scope.get("headers") or [])
+    content_type = headers.get(b"content-type", b"").split(b";")[0].strip()
+    return content_type == b"application/json" and scope.get("path", "").endswith(API_PATHS)

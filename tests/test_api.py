@@ -1,0 +1,203 @@
+"""The JSON API through Datasette's own ASGI client: recall, verify, remember,
+embeddings, permissions and errors."""
+
+import json
+import sqlite3 as stdlib_sqlite3
+
+import pytest
+from datasette.app import Datasette
+
+import brain_sql
+
+from .conftest import VAULT
+
+
+@pytest.fixture(scope="module")
+def brain_path(tmp_path_factory):
+    path = tmp_path_factory.mktemp("api") / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [VAULT])
+    conn.close()
+    return path
+
+
+@pytest.fixture
+def plain_path(tmp_path):
+    path = tmp_path / "plain.db"
+    stdlib_sqlite3.connect(path).execute("create table t (x)")
+    return path
+
+
+def actor_cookie(datasette, actor_id):
+    return {"ds_actor": datasette.sign({"a": {"id": actor_id}}, "actor")}
+
+
+@pytest.mark.asyncio
+async def test_recall_get_and_post(brain_path):
+    datasette = Datasette([str(brain_path)])
+    got = await datasette.client.get("/brain/-/recall", params={"q": "what does the graph leg do", "k": "3"})
+    assert got.status_code == 200
+    body = got.json()
+    assert body["decision"] == "ok" and body["hits"][0]["title"] == "Graph Leg"
+    assert {"quality", "telemetry"} <= set(body)
+    posted = await datasette.client.post("/brain/-/recall", json={"q": "what does the graph leg do", "k": 3})
+    assert [h["id"] for h in posted.json()["hits"]] == [h["id"] for h in body["hits"]]
+    # one brain in the instance: /-/recall finds it
+    short = await datasette.client.get("/-/recall", params={"q": "what does the graph leg do", "k": "3"})
+    assert [h["id"] for h in short.json()["hits"]] == [h["id"] for h in body["hits"]]
+
+
+@pytest.mark.asyncio
+async def test_recall_lists_and_flags_from_query_string(brain_path):
+    datasette = Datasette([str(brain_path)])
+    response = await datasette.client.get(
+        "/brain/-/recall", params={"q": "graph leg", "classes": "memory,policy", "graph": "false", "k": "2"}
+    )
+    assert response.status_code == 200
+    assert all(h["provenance"]["graph_rank"] is None for h in response.json()["hits"])
+
+
+@pytest.mark.asyncio
+async def test_routes_exist_only_for_brains(brain_path, plain_path):
+    datasette = Datasette([str(brain_path), str(plain_path)])
+    for path in ("/plain/-/recall", "/missing/-/recall", "/plain/-/verify"):
+        response = await datasette.client.get(path, params={"q": "x"})
+        assert response.status_code == 404
+        assert response.json()["ok"] is False
+    assert "not a brain" in (await datasette.client.get("/plain/-/recall", params={"q": "x"})).json()["error"]
+
+
+@pytest.mark.asyncio
+async def test_two_brains_need_the_database_in_the_path(brain_path, tmp_path):
+    other = tmp_path / "other.db"
+    brain_sql.migrate(brain_sql.connect(other))
+    datasette = Datasette([str(brain_path), str(other)])
+    response = await datasette.client.get("/-/recall", params={"q": "x"})
+    assert response.status_code == 404 and "2 brain databases" in response.json()["error"]
+
+
+BAD_RECALLS = [
+    (b"{not json", "not valid JSON"),
+    (json.dumps(["q"]).encode(), "must be a JSON object"),
+    (json.dumps({"q": 5}).encode(), "q must be a string"),
+    (json.dumps({"q": "x", "k": 101}).encode(), "k must be from 1 to 100"),
+    (json.dumps({"q": "x", "k": "ten"}).encode(), "k must be a whole number"),
+    (json.dumps({"q": "x", "nope": 1}).encode(), "unknown field: nope"),
+    (json.dumps({"q": "x" * 2001}).encode(), "limit is 2000"),
+    (json.dumps({"q": "x", "since": "last blue moon"}).encode(), "is not a date"),
+    (json.dumps({"q": "x", "now": "2026-13-45"}).encode(), "is not a date"),
+    (json.dumps({"q": "x", "scope": "../etc"}).encode(), "scope must be a path"),
+    (b"{" + b'"q": "' + b"x" * 1_200_000 + b'"}', "the limit is"),
+]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("body, message", BAD_RECALLS)
+async def test_bad_recall_is_a_400_naming_the_problem(brain_path, body, message):
+    datasette = Datasette([str(brain_path)])
+    response = await datasette.client.post(
+        "/brain/-/recall", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    error = response.json()
+    assert error["ok"] is False and error["status"] == 400 and message in error["error"]
+
+
+@pytest.mark.asyncio
+async def test_bad_query_string_is_a_400(brain_path):
+    datasette = Datasette([str(brain_path)])
+    for params in ({"q": "x", "k": "many"}, {"q": "x", "graph": "maybe"}, {}, {"q": "x", "until": "-3 fortnights"}):
+        response = await datasette.client.get("/brain/-/recall", params=params)
+        assert response.status_code == 400, params
+
+
+@pytest.mark.asyncio
+async def test_recall_is_not_cut_by_the_sql_time_limit(brain_path):
+    datasette = Datasette([str(brain_path)], settings={"sql_time_limit_ms": 1})
+    response = await datasette.client.get("/brain/-/recall", params={"q": "what does the graph leg do"})
+    assert response.status_code == 200 and response.json()["decision"] == "ok"
+
+
+@pytest.mark.asyncio
+async def test_actor_denied_the_database_gets_403_everywhere(brain_path):
+    metadata = {"databases": {"brain": {"allow": {"id": "alice"}}}}
+    datasette = Datasette([str(brain_path)], metadata=metadata)
+    requests = [
+        ("get", "/brain/-/recall", {"params": {"q": "graph"}}),
+        ("post", "/brain/-/recall", {"json": {"q": "graph"}}),
+        ("post", "/brain/-/verify", {"json": {"claim": "graph", "text": "graph"}}),
+        ("post", "/brain/-/remember", {"json": {"text": "hello"}}),
+    ]
+    for method, path, kwargs in requests:
+        denied = await getattr(datasette.client, method)(path, **kwargs)
+        assert denied.status_code == 403, path
+        assert denied.json()["ok"] is False
+    allowed = await datasette.client.get("/brain/-/recall", params={"q": "graph"}, cookies=actor_cookie(datasette, "alice"))
+    assert allowed.status_code == 200
+
+
+@pytest.mark.asyncio
+async def test_remember_needs_brain_write(tmp_path):
+    path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(path))
+    record = {"title": "Wifi", "text": "The guest wifi password rotates every month.", "scope": "/office"}
+    closed = Datasette([str(path)])
+    denied = await closed.client.post("/brain/-/remember", json=record, cookies=actor_cookie(closed, "agent"))
+    assert denied.status_code == 403 and "brain-write" in denied.json()["error"]
+    config = {"plugins": {"datasette-brain": {"allow_write": {"id": "agent"}}}}
+    datasette = Datasette([str(path)], metadata=config)
+    anonymous = await datasette.client.post("/brain/-/remember", json=record)
+    assert anonymous.status_code == 403
+    stored = await datasette.client.post("/brain/-/remember", json=record, cookies=actor_cookie(datasette, "agent"))
+    assert stored.status_code == 201, stored.text
+    [[memory_id]] = stored.json()["ids"]
+    found = await datasette.client.post("/brain/-/recall", json={"q": "guest wifi password", "scope": "/office"})
+    assert found.json()["hits"][0]["id"] == memory_id
+    again = await datasette.client.post("/brain/-/remember", json=record, cookies=actor_cookie(datasette, "agent"))
+    assert again.json()["ids"] == [[memory_id]] and again.json()["added"] == 0  # deduplicated
+
+
+@pytest.mark.asyncio
+async def test_bad_remember_writes_nothing(tmp_path):
+    path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(path))
+    datasette = Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    batch = [{"title": "Good", "text": "A fine memory."}, {"title": "Bad", "text": "x", "class": "gossip"}]
+    response = await datasette.client.post("/brain/-/remember", json=batch)
+    assert response.status_code == 400 and "record 2: class must be one of" in response.json()["error"]
+    assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0
+    for body in ([], "text", {"title": "no text"}):
+        response = await datasette.client.post("/brain/-/remember", json=body)
+        assert response.status_code == 400, body
+
+
+@pytest.mark.asyncio
+async def test_verify_by_id_and_by_text(brain_path):
+    datasette = Datasette([str(brain_path)])
+    conn = brain_sql.connect(brain_path)
+    memory_id, content = conn.execute("select id, content from knowledge where title = 'Recall'").fetchone()
+    by_id = await datasette.client.post("/brain/-/verify", json={"claim": "reciprocal  RANK fusion", "id": memory_id})
+    result = by_id.json()
+    assert result["decision"] == "supported"
+    assert [content[a:b].lower() for a, b in result["match_ranges"]] == ["reciprocal rank fusion"]
+    by_text = await datasette.client.post("/brain/-/verify", json={"claim": "the moon", "text": "cheese"})
+    assert by_text.json() == {"supported": False, "decision": "unsupported", "match_ranges": []}
+    for body, status in (({"claim": "x"}, 400), ({"claim": "x", "id": 99999}, 404), ({"claim": "x", "id": "1"}, 400),
+                         ({"claim": "x", "text": "y", "id": 1}, 400), ({"claim": 3, "text": "y"}, 400)):  # fmt: skip
+        response = await datasette.client.post("/brain/-/verify", json=body)
+        assert response.status_code == status, body
+
+
+@pytest.mark.asyncio
+async def test_openai_compatible_embeddings(brain_path):
+    datasette = Datasette([str(brain_path)])
+    single = (await datasette.client.post("/-/brain/v1/embeddings", json={"input": "memory palace"})).json()
+    assert single["object"] == "list" and single["model"] == "wordllama/l2_supercat"
+    assert single["data"][0]["object"] == "embedding" and len(single["data"][0]["embedding"]) == 256
+    assert single["usage"]["prompt_tokens"] > 0
+    batch = (await datasette.client.post("/-/brain/v1/embeddings", json={"input": ["memory palace", "graph"]})).json()
+    assert [d["index"] for d in batch["data"]] == [0, 1]
+    assert batch["data"][0]["embedding"] == single["data"][0]["embedding"]
+    for body in ({}, {"input": []}, {"input": [1, 2]}, {"input": "x", "model": "/no/such/model"}):
+        response = await datasette.client.post("/-/brain/v1/embeddings", json=body)
+        assert response.status_code == 400, body
