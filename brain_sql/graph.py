@@ -11,6 +11,7 @@ are cut out before the walk, so the graph never widens what a caller can read.
 The graph is cached per connection and rebuilt when the file changes.
 """
 
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -232,3 +233,28 @@ def load(conn):
         while len(_cache) > CACHED_CONNECTIONS:
             _cache.popitem(last=False)
     return graph
+
+
+def neighbourhood(conn, entity_id, limit=50):
+    """(entity row, neighbours, edges) around one entity, for display: at most
+    `limit` neighbours, the most connected first; edges are (from id, to id, type)."""
+    entity = conn.execute("select id, name, entity_type from entities where id = ?", (entity_id,)).fetchone()
+    if entity is None:
+        return None, [], []
+    neighbours = conn.execute(
+        """
+        select e.id, e.name, e.entity_type, count(*) as ties from relationships r
+        join entities e on e.id = case when r.from_entity_id = :id then r.to_entity_id else r.from_entity_id end
+        where (r.from_entity_id = :id or r.to_entity_id = :id) and e.id != :id
+        group by e.id order by ties desc, e.name limit :limit
+        """,
+        {"id": entity_id, "limit": limit},
+    ).fetchall()
+    shown = [entity_id] + [n[0] for n in neighbours]
+    edges = conn.execute(
+        "select distinct from_entity_id, to_entity_id, relation_type from relationships "
+        "where from_entity_id in (select value from json_each(:ids)) and to_entity_id in (select value from json_each(:ids)) "
+        "and (from_entity_id = :id or to_entity_id = :id) order by 1, 2, 3",
+        {"ids": json.dumps(shown), "id": entity_id},
+    ).fetchall()
+    return tuple(entity), [tuple(n) for n in neighbours], [tuple(e) for e in edges]

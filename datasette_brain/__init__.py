@@ -4,7 +4,7 @@ from datasette import hookimpl
 
 import brain_sql
 
-from . import routes
+from . import pages, routes
 
 
 @hookimpl
@@ -20,6 +20,10 @@ def register_routes():
         (r"^/(?P<database>[^/]+)/-/verify$", routes.verify_view),
         (r"^/(?P<database>[^/]+)/-/remember$", routes.remember_view),
         (r"^/-/brain/v1/embeddings$", routes.embeddings_view),
+        (r"^/(?P<database>[^/]+)/-/brain$", pages.recall_page),
+        (r"^/(?P<database>[^/]+)/-/memory/(?P<id>\d+)$", pages.memory_page),
+        (r"^/(?P<database>[^/]+)/-/entity/(?P<id>\d+)$", pages.entity_page),
+        (r"^/(?P<database>[^/]+)/-/decayed(\.(?P<format>json))?$", pages.decayed_page),
     ]
 
 
@@ -34,3 +38,37 @@ def skip_csrf(scope):
     """JSON posts to the API need no CSRF token: a browser cannot send one
     cross-site without a CORS preflight, which Datasette does not grant."""
     return routes.is_json_api_request(scope)
+
+
+def _links(datasette, database):
+    base = datasette.urls.database(database)
+    return [
+        {"href": f"{base}/-/brain", "label": f"Recall from {database}"},
+        {"href": f"{base}/-/decayed", "label": f"Review decayed memories in {database}"},
+    ]
+
+
+@hookimpl
+def menu_links(datasette, actor):
+    async def inner():
+        links = []
+        for name in await routes.brain_names(datasette):
+            if await datasette.permission_allowed(actor, "view-database", name, default=True):
+                links.extend(_links(datasette, name)[:1])
+        return links
+
+    return inner
+
+
+@hookimpl
+def database_actions(datasette, actor, database):
+    async def inner():
+        return _links(datasette, database) if database in await routes.brain_names(datasette) else []
+
+    return inner
+
+
+@hookimpl
+def table_actions(datasette, actor, database, table):
+    if table == "knowledge":
+        return _links(datasette, database)

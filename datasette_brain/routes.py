@@ -88,10 +88,12 @@ async def json_body(request):
 
 
 def querydoc_from_args(args):
-    """A QueryDoc object from query-string parameters (all strings)."""
+    """A QueryDoc object from query-string parameters (all strings; empty ones are absent)."""
     raw = {}
     for name in args.keys():
-        values = args.getlist(name)
+        values = [v for v in args.getlist(name) if v != ""]
+        if not values:
+            continue
         value = values[-1]
         if name in ("k", "min_relevance", "max_tokens"):
             if not value.strip().lstrip("-").isdigit():

@@ -31,7 +31,8 @@ def test_wheel_ships_both_packages_and_the_migrations(tmp_path):
     [wheel] = tmp_path.glob("datasette_brain-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"brain_sql/__init__.py", "brain_sql/migrations.py", "brain_sql/recall.sql", "datasette_brain/__init__.py",
-            "datasette_brain/cli.py"} <= names  # fmt: skip
+            "datasette_brain/cli.py", "datasette_brain/templates/brain_recall.html",
+            "datasette_brain/templates/brain_entity.html"} <= names  # fmt: skip
     metadata = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith("METADATA"))
     ).decode()

@@ -1,0 +1,194 @@
+"""Pages for people: recall with its decision path, a memory in its document,
+an entity's neighbourhood as a graph, and the decayed-memory review.
+
+Every value reaches the page through Jinja's autoescaping; nothing stored is
+ever marked safe.
+"""
+
+import math
+
+from datasette import Response
+from datasette.utils import path_with_added_args, path_with_removed_args
+
+import brain_sql
+from brain_sql import querydoc
+from brain_sql.fields import utcnow
+from brain_sql.graph import neighbourhood
+
+from .routes import ApiError, api, brain_database, querydoc_from_args
+
+DECAY_BUCKETS = ("expired", "expiring within 7 days", "live")
+FACETS = ("class", "scope", "source", "domain", "decay")
+GRAPH_SIZE = 640
+
+
+@api
+async def recall_page(datasette, request):
+    db = await brain_database(datasette, request)
+    args = {name: request.args.get(name) for name in request.args.keys() if request.args.get(name)}
+    result, error_message = None, None
+    if args.get("q"):
+        try:
+            raw = querydoc_from_args(request.args)
+            doc = querydoc.parse(raw)
+            result = await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
+        except (ApiError, querydoc.QueryError, brain_sql.FieldError, brain_sql.BrainError) as ex:
+            error_message = str(ex)
+    return Response.html(
+        await datasette.render_template(
+            "brain_recall.html",
+            {"database": db.name, "args": args, "result": result, "error": error_message},
+            request=request,
+        )
+    )
+
+
+@api
+async def memory_page(datasette, request):
+    db = await brain_database(datasette, request)
+    memory_id = int(request.url_vars["id"])
+
+    def load(conn):
+        columns = [c[1] for c in conn.execute("pragma table_info(knowledge)")]
+        row = conn.execute("select * from knowledge where id = ?", (memory_id,)).fetchone()
+        if row is None:
+            return None
+        memory = dict(zip(columns, row))
+        siblings = conn.execute(
+            "select id, chunk_index, heading_path, line_start, line_end from knowledge "
+            "where document_id = ? order by chunk_index",
+            (memory["document_id"],),
+        ).fetchall() if memory["document_id"] else []  # fmt: skip
+        edges = conn.execute(
+            "select f.id, f.name, r.relation_type, t.id, t.name from relationships r "
+            "join entities f on f.id = r.from_entity_id join entities t on t.id = r.to_entity_id "
+            "where r.knowledge_id = ? order by r.relation_type, t.name",
+            (memory_id,),
+        ).fetchall()
+        return memory, siblings, edges
+
+    loaded = await db.execute_fn(load)
+    if loaded is None:
+        raise ApiError(f"no memory with id {memory_id}", 404)
+    memory, siblings, edges = loaded
+    return Response.html(
+        await datasette.render_template(
+            "brain_memory.html",
+            {"database": db.name, "memory": memory, "siblings": siblings, "edges": edges},
+            request=request,
+        )
+    )
+
+
+def layout(entity, neighbours, edges, size=GRAPH_SIZE):
+    """Positions for a radial drawing: the entity in the middle, neighbours on one
+    or two rings; edges keep their type for a label at their middle."""
+    centre = size / 2
+    nodes = {entity[0]: {"id": entity[0], "name": entity[1], "type": entity[2], "x": centre, "y": centre, "centre": True}}
+    rings = [neighbours[:24], neighbours[24:]]
+    for ring_index, ring in enumerate(rings):
+        radius = size * (0.3 if ring_index == 0 else 0.44)
+        for i, (node_id, name, kind, _) in enumerate(ring):
+            angle = 2 * math.pi * i / max(len(ring), 1) + ring_index * 0.13
+            nodes[node_id] = {
+                "id": node_id, "name": name, "type": kind, "centre": False,
+                "x": round(centre + radius * math.cos(angle), 1), "y": round(centre + radius * math.sin(angle), 1),
+            }  # fmt: skip
+    labelled = {}
+    for source, target, relation in edges:
+        key = tuple(sorted((source, target)))
+        labelled.setdefault(key, []).append(relation)
+    lines = []
+    for (a, b), relations in labelled.items():
+        lines.append(
+            {
+                "x1": nodes[a]["x"], "y1": nodes[a]["y"], "x2": nodes[b]["x"], "y2": nodes[b]["y"],
+                "label": ", ".join(sorted(set(relations))),
+                "lx": round((nodes[a]["x"] + nodes[b]["x"]) / 2, 1), "ly": round((nodes[a]["y"] + nodes[b]["y"]) / 2, 1),
+            }  # fmt: skip
+        )
+    return list(nodes.values()), lines
+
+
+@api
+async def entity_page(datasette, request):
+    db = await brain_database(datasette, request)
+    entity_id = int(request.url_vars["id"])
+
+    def load(conn):
+        entity, neighbours, edges = neighbourhood(conn, entity_id)
+        documents = conn.execute(
+            "select distinct k.id, k.title, k.heading_path from relationships r join knowledge k on k.id = r.knowledge_id "
+            "where (r.from_entity_id = ? or r.to_entity_id = ?) and k.flagged = 0 order by k.title, k.id limit 50",
+            (entity_id, entity_id),
+        ).fetchall()
+        return entity, neighbours, edges, documents
+
+    entity, neighbours, edges, documents = await db.execute_fn(load)
+    if entity is None:
+        raise ApiError(f"no entity with id {entity_id}", 404)
+    nodes, lines = layout(entity, neighbours, edges)
+    return Response.html(
+        await datasette.render_template(
+            "brain_entity.html",
+            {"database": db.name, "entity": entity, "nodes": nodes, "lines": lines, "size": GRAPH_SIZE,
+             "documents": documents},  # fmt: skip
+            request=request,
+        )
+    )
+
+
+DECAYED_SQL = """
+select id, title, content, class, scope, coalesce(source, '') as source, coalesce(domain, 'global') as domain,
+  expires_at, relevance_tier,
+  case
+    when expires_at is not null and unixepoch(expires_at) <= unixepoch(:now) then 'expired'
+    when expires_at is not null and unixepoch(expires_at) <= unixepoch(:now, '+7 days') then 'expiring within 7 days'
+    else 'live'
+  end as decay
+from knowledge
+where flagged = 0 and (relevance_tier < 1 or (expires_at is not null and unixepoch(expires_at) <= unixepoch(:now, '+7 days')))
+"""
+
+
+@api
+async def decayed_page(datasette, request):
+    """Expired, soon-expiring and archived memories for review, with facets."""
+    db = await brain_database(datasette, request)
+    now = utcnow().strftime("%Y-%m-%d %H:%M:%S")
+    selected = {name: request.args.get(name) for name in FACETS if request.args.get(name)}
+
+    def load(conn):
+        rows = [
+            dict(zip(("id", "title", "content", "class", "scope", "source", "domain", "expires_at", "relevance_tier", "decay"), r))
+            for r in conn.execute(DECAYED_SQL + " order by expires_at, id", {"now": now})
+        ]  # fmt: skip
+        return rows
+
+    rows = [r for r in await db.execute_fn(load) if all(str(r[k]) == v for k, v in selected.items())]
+    facets = {}
+    for name in FACETS:
+        counts = {}
+        for row in rows:
+            counts[str(row[name])] = counts.get(str(row[name]), 0) + 1
+        values = sorted(counts, key=lambda v: (-counts[v], v)) if name != "decay" else [b for b in DECAY_BUCKETS if b in counts]
+        facets[name] = [
+            {
+                "value": value,
+                "count": counts[value],
+                "selected": selected.get(name) == value,
+                "toggle_url": path_with_removed_args(request, {name: value})
+                if selected.get(name) == value
+                else path_with_added_args(request, {name: value}),
+            }
+            for value in values
+        ]
+    if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
+        return Response.json({"now": now, "count": len(rows), "selected": selected, "facets": facets, "rows": rows})
+    return Response.html(
+        await datasette.render_template(
+            "brain_decayed.html",
+            {"database": db.name, "rows": rows, "facets": facets, "selected": selected, "now": now},
+            request=request,
+        )
+    )

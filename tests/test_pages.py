@@ -1,0 +1,136 @@
+"""The pages in a real browser: Debian's chromium driven by Playwright, against
+Datasette served on loopback."""
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+import brain_sql
+
+from .conftest import VAULT, write
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+
+HOSTILE = '<script>window.pwned = 1</script><img src="x" onerror="window.pwned = 2"> Pager policy text.'
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pages")
+    records = [
+        {"_id": "hostile", "title": "<b>Hostile</b> pager note", "text": HOSTILE},
+        {"_id": "expired1", "title": "Old pager rota", "text": "The 2024 pager rota.", "expires_at": "2025-01-01", "class": "policy"},
+        {"_id": "expired2", "title": "Old wifi", "text": "The 2024 wifi password.", "expires_at": "2025-02-01"},
+        {"_id": "archived", "title": "Archived note", "text": "Kept for the record.", "relevance_tier": 0},
+    ]
+    path = write(folder / "records.jsonl", "\n".join(json.dumps(r) for r in records))
+    conn = brain_sql.connect(folder / "brain.db")
+    brain_sql.ingest(conn, [VAULT, path])
+    conn.close()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "datasette", str(folder / "brain.db"), "-h", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(base + "/-/versions.json", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield base
+    process.terminate()
+    process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--no-first-run", "--disable-quic"],  # fmt: skip
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    page = browser.new_page()
+    yield page
+    page.close()
+
+
+def test_recall_page_shows_hits_with_provenance(server, page):
+    page.goto(server + "/brain/-/brain")
+    page.fill("input[name=q]", "what does the graph leg do")
+    page.click("input[type=submit]")
+    page.wait_for_selector(".brain-hit")
+    assert page.locator(".brain-hit h3").first.inner_text().startswith("1. Graph Leg")
+    page.locator(".brain-decision-path summary").first.click()
+    table = page.locator(".brain-path").first.inner_text()
+    assert "vector" in table and "lexical" in table and "graph" in table
+    assert "relevance tier" in page.locator(".brain-decision-path").first.inner_text()
+
+
+def test_recall_page_says_plainly_when_it_abstains(server, page):
+    page.goto(server + "/brain/-/brain?q=flurbo+gnaxle+zzyzx")
+    assert "No memory fits this query" in page.locator("#brain-abstain").inner_text()
+    assert page.locator(".brain-hit").count() == 0
+
+
+def test_entity_page_draws_the_neighbourhood(server, page):
+    page.goto(server + "/brain/entities.json?name=Recall&_shape=array")
+    entity_id = json.loads(page.inner_text("body"))[0]["id"]
+    page.goto(f"{server}/brain/-/entity/{entity_id}")
+    nodes = page.locator("#brain-graph circle")
+    assert nodes.count() >= 5
+    labels = page.locator("#brain-graph .edge-label").all_text_contents()
+    assert any("part_of" in label for label in labels)
+    page.locator("#brain-graph a.node:not(.centre) circle").first.click()
+    page.wait_for_url("**/-/entity/**")
+    assert page.locator("#brain-graph circle").count() >= 2
+
+
+def test_decayed_page_facets_filter(server, page):
+    page.goto(server + "/brain/-/decayed")
+    assert "3 memories" in page.inner_text("body")
+    page.locator("#facet-decay a", has_text="expired").first.click()
+    page.wait_for_url("**decay=expired**")
+    assert "2 memories" in page.inner_text("body")
+    page.locator("#facet-class a", has_text="policy").first.click()
+    page.wait_for_url("**class=policy**")
+    assert "1 memories" in page.inner_text("body")
+    assert page.locator("table.rows-and-columns tbody tr").count() == 1
+
+
+def test_stored_script_renders_as_text_and_never_runs(server, page):
+    page.goto(server + "/brain/-/brain?q=hostile+pager+policy+text")
+    page.wait_for_selector(".brain-hit")
+    assert page.evaluate("window.pwned") is None
+    assert "<script>window.pwned = 1</script>" in page.locator(".brain-content").first.inner_text()
+    link = page.locator(".brain-hit h3 a", has_text="<b>Hostile</b>")
+    assert link.count() == 1  # the title's markup shows as text
+    link.click()
+    page.wait_for_selector("#brain-content")
+    assert page.evaluate("window.pwned") is None
+    # verify highlights the claim in place, still as text
+    page.fill("#brain-verify input[name=claim]", "pager policy")
+    page.click("#brain-verify input[type=submit]")
+    page.wait_for_selector("#brain-content mark")
+    assert page.locator("#brain-content mark").inner_text() == "Pager policy"
+    assert "<script>" in page.locator("#brain-content").inner_text()
+    assert page.evaluate("window.pwned") is None
