@@ -119,7 +119,7 @@ def register_functions(conn, model_id):
         from .querydoc import parse
         from .recall import build_filters
 
-        doc = parse({"q": text or " ", **ppr_filters(filters)})
+        doc = parse({"q": "filters only", **ppr_filters(filters)})  # q plays no part in filters
         seeds = [(p["leg"], p["id"], p["score"]) for p in json.loads(passages or "[]")]
         hits, _ = graph.walk(conn, text or "", seeds, build_filters(doc, None, None))
         return json.dumps([{"id": item, "score": score} for item, score in hits])

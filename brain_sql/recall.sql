@@ -14,6 +14,7 @@ vec as materialized (
   from vec_knowledge
   where embedding_int8 match vec_int8(brain_embed(:q, 'int8'))
     and k = brain_setting('candidates')
+    and trim(coalesce(:q, '')) != ''  -- no query, no nearest neighbours
     and scope in (select value from json_each(brain_allowed('scope', :scope)))
     and class in (select value from json_each(brain_allowed('class', :classes)))
     and source in (select value from json_each(brain_allowed('source', :sources)))

@@ -4,7 +4,9 @@ from datasette import hookimpl
 
 import brain_sql
 
-from . import pages, routes
+import brain_sql.schema
+
+from . import decay, pages, routes
 
 
 @hookimpl
@@ -72,3 +74,31 @@ def database_actions(datasette, actor, database):
 def table_actions(datasette, actor, database, table):
     if table == "knowledge":
         return _links(datasette, database)
+
+
+@hookimpl
+def register_facet_classes():
+    return [decay.DecayFacet]
+
+
+@hookimpl
+def filters_from_request(request, database, table, datasette):
+    if table == "knowledge":
+        return decay.decay_filter(request)
+
+
+@hookimpl
+def canned_queries(datasette, database, actor):
+    async def inner():
+        if not await datasette.get_database(database).execute_fn(brain_sql.schema.is_brain):
+            return {}
+        return {
+            "recall": {
+                "sql": brain_sql.RECALL_SQL,
+                "title": "Recall",
+                "description": "Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and the graph walk, fused by "
+                "weighted RRF. Filters may be left empty; classes and sources are comma-separated.",
+            }
+        }
+
+    return inner

@@ -1,0 +1,88 @@
+"""Datasette integration: metadata.yml, the canned recall query, the decay facet,
+the decayed review JSON, and links from menus and actions."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from datasette.app import Datasette
+
+import brain_sql
+
+from .conftest import VAULT, write
+
+METADATA = yaml.safe_load((Path(__file__).parent.parent / "metadata.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("demo")
+    records = [
+        {"_id": "gone", "title": "Old rota", "text": "The 2024 pager rota.", "expires_at": "2025-01-01", "class": "policy"},
+        {"_id": "soon", "title": "Trial", "text": "The trial licence.", "expires_at": "2999-01-01"},
+        {"_id": "archived", "title": "Archived", "text": "Kept for the record.", "relevance_tier": 0},
+    ]
+    path = write(folder / "records.jsonl", "\n".join(json.dumps(r) for r in records))
+    conn = brain_sql.connect(folder / "demo.db")
+    brain_sql.ingest(conn, [VAULT, path])
+    conn.close()
+    return folder / "demo.db"
+
+
+@pytest.mark.asyncio
+async def test_metadata_titles_facets_and_search(demo):
+    datasette = Datasette([str(demo)], metadata=METADATA)
+    table = (await datasette.client.get("/demo/knowledge.json?_shape=objects&_extra=facet_results")).json()
+    assert {"class", "scope", "source", "domain", "decay"} <= set(table["facet_results"])
+    decay = {r["value"]: r["count"] for r in table["facet_results"]["decay"]["results"]}
+    assert decay == {"expired": 1, "live": 14}
+    page = (await datasette.client.get("/demo/knowledge")).text
+    assert "Memories" in page and 'name="_search"' in page
+    found = (await datasette.client.get("/demo/knowledge.json?_search=reciprocal&_shape=objects")).json()
+    assert [row["title"] for row in found["rows"]] == ["Recall"]
+
+
+@pytest.mark.asyncio
+async def test_decay_filter_selects_a_bucket(demo):
+    datasette = Datasette([str(demo)], metadata=METADATA)
+    expired = (await datasette.client.get("/demo/knowledge.json?_decay=expired&_shape=objects")).json()
+    assert [row["external_id"] for row in expired["rows"]] == ["gone"]
+    nothing = (await datasette.client.get("/demo/knowledge.json?_decay=someday&_shape=objects")).json()
+    assert nothing["rows"] == []
+
+
+@pytest.mark.asyncio
+async def test_canned_recall_query_matches_the_api(demo):
+    datasette = Datasette([str(demo)], metadata=METADATA)
+    params = {"q": "what does the graph leg do", "k": "5", "scope": "", "classes": "", "sources": "",
+              "domain": "", "since": "", "until": "", "_shape": "array"}  # fmt: skip
+    canned = await datasette.client.get("/demo/recall.json", params=params)
+    assert canned.status_code == 200, canned.text
+    api = await datasette.client.post("/demo/-/recall", json={"q": "what does the graph leg do", "k": 5, "prf": False})
+    assert [row["id"] for row in canned.json()] == [hit["id"] for hit in api.json()["hits"]]
+    empty = await datasette.client.get("/demo/recall")
+    assert empty.status_code == 200
+
+
+@pytest.mark.asyncio
+async def test_decayed_json_and_html(demo):
+    datasette = Datasette([str(demo)], metadata=METADATA)
+    data = (await datasette.client.get("/demo/-/decayed.json")).json()
+    assert {row["title"]: row["decay"] for row in data["rows"]} == {"Old rota": "expired", "Archived": "live"}
+    assert {f["value"] for f in data["facets"]["decay"]} == {"expired", "live"}
+    same = (await datasette.client.get("/demo/-/decayed", params={"_format": "json", "decay": "expired"})).json()
+    assert [row["title"] for row in same["rows"]] == ["Old rota"]
+    html = (await datasette.client.get("/demo/-/decayed")).text
+    assert "2 memories" in html and 'id="facet-decay"' in html
+
+
+@pytest.mark.asyncio
+async def test_links_from_menu_database_and_table(demo):
+    datasette = Datasette([str(demo)], metadata=METADATA)
+    home = (await datasette.client.get("/")).text
+    assert "/demo/-/brain" in home
+    database = (await datasette.client.get("/demo")).text
+    assert "/demo/-/decayed" in database
+    table = (await datasette.client.get("/demo/knowledge")).text
+    assert "/demo/-/brain" in table and "/demo/-/decayed" in table
