@@ -42,6 +42,17 @@ def write(path, text):
     return path
 
 
+def vault_brain(path, records):
+    """A brain at `path` holding the docs vault and the given records; returns path."""
+    import json
+
+    records_file = write(path.parent / f"{path.stem}-records.jsonl", "\n".join(json.dumps(r) for r in records))
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [VAULT, records_file])
+    conn.close()
+    return path
+
+
 def edges(conn):
     """{(from name, relation, to name)} of every relationship."""
     return set(

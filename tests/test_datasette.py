@@ -1,16 +1,13 @@
 """Datasette integration: metadata.yml, the canned recall query, the decay facet,
 the decayed review JSON, and links from menus and actions."""
 
-import json
 from pathlib import Path
 
 import pytest
 import yaml
 from datasette.app import Datasette
 
-import brain_sql
-
-from .conftest import VAULT, write
+from .conftest import vault_brain
 
 METADATA = yaml.safe_load((Path(__file__).parent.parent / "metadata.yml").read_text())
 
@@ -23,11 +20,7 @@ def demo(tmp_path_factory):
         {"_id": "soon", "title": "Trial", "text": "The trial licence.", "expires_at": "2999-01-01"},
         {"_id": "archived", "title": "Archived", "text": "Kept for the record.", "relevance_tier": 0},
     ]
-    path = write(folder / "records.jsonl", "\n".join(json.dumps(r) for r in records))
-    conn = brain_sql.connect(folder / "demo.db")
-    brain_sql.ingest(conn, [VAULT, path])
-    conn.close()
-    return folder / "demo.db"
+    return vault_brain(folder / "demo.db", records)
 
 
 @pytest.mark.asyncio

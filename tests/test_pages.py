@@ -11,9 +11,7 @@ import urllib.request
 
 import pytest
 
-import brain_sql
-
-from .conftest import VAULT, write
+from .conftest import vault_brain
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
@@ -30,10 +28,7 @@ def server(tmp_path_factory):
         {"_id": "expired2", "title": "Old wifi", "text": "The 2024 wifi password.", "expires_at": "2025-02-01"},
         {"_id": "archived", "title": "Archived note", "text": "Kept for the record.", "relevance_tier": 0},
     ]
-    path = write(folder / "records.jsonl", "\n".join(json.dumps(r) for r in records))
-    conn = brain_sql.connect(folder / "brain.db")
-    brain_sql.ingest(conn, [VAULT, path])
-    conn.close()
+    vault_brain(folder / "brain.db", records)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
