@@ -1,0 +1,94 @@
+"""Warm HTTP recall on a large brain: p50 / p95 for one client, then throughput
+and p95 with 8 concurrent clients, against in-process recall in this process.
+
+    python3 bench/serve.py [--brain /tmp/brain-50k.db] [--queries 100]
+
+Build the brain first with bench/recall.py (it reuses the same path). Datasette
+serves it on loopback in a child process; clients use urllib in threads.
+"""
+
+import argparse
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import brain_sql
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def post(url, body):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
+    started = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=60) as response:
+        status = response.status
+        response.read()
+    return status, (time.perf_counter() - started) * 1000
+
+
+def percentile(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--brain", default="/tmp/brain-50k.db")
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--query-file", default=str(ROOT.parent / "shared/data/scifact/queries.jsonl"))
+    args = parser.parse_args()
+    queries = [json.loads(line)["text"] for line in open(args.query_file)][: args.queries]
+    name = Path(args.brain).stem
+
+    conn = brain_sql.connect(args.brain)
+    brain_sql.recall(conn, {"q": queries[0]})
+    in_process = []
+    for q in queries:
+        started = time.perf_counter()
+        brain_sql.recall(conn, {"q": q, "k": 10})
+        in_process.append((time.perf_counter() - started) * 1000)
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "datasette", args.brain, "-h", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/{name}/-/recall"
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/-/versions.json", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        for q in queries[:10]:  # warm every read connection's graph and the model
+            post(url, {"q": q})
+        single = [post(url, {"q": q, "k": 10})[1] for q in queries]
+        started = time.perf_counter()
+        with ThreadPoolExecutor(args.clients) as pool:
+            results = list(pool.map(lambda q: post(url, {"q": q, "k": 10}), queries * 2))
+        elapsed = time.perf_counter() - started
+    finally:
+        server.terminate()
+        server.wait(10)
+    failed = sum(1 for status, _ in results if status != 200)
+    concurrent = [ms for _, ms in results]
+    print(f"brain: {args.brain}; {len(queries)} queries")
+    print(f"in-process recall:  p50 {statistics.median(in_process):.1f} ms, p95 {percentile(in_process, 95):.1f} ms")
+    print(f"HTTP, one client:   p50 {statistics.median(single):.1f} ms, p95 {percentile(single, 95):.1f} ms "
+          f"({statistics.median(single) / statistics.median(in_process):.2f}x in-process p50)")  # fmt: skip
+    print(f"HTTP, {args.clients} clients:    {len(results) / elapsed:.1f} requests/s, p50 {statistics.median(concurrent):.1f} ms, "
+          f"p95 {percentile(concurrent, 95):.1f} ms, {failed} failed")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
