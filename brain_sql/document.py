@@ -36,6 +36,7 @@ class Document:
     metadata: dict = field(default_factory=dict)
     entities: list[tuple[str, str]] = field(default_factory=list)  # (name, type)
     relations: list[Relation] = field(default_factory=list)
+    digest: str | None = None  # content hash, set when ingest accepts it
 
 
 @dataclass

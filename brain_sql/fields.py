@@ -38,20 +38,28 @@ def parse_time(value, now=None, name="time"):
             sign, amount, unit = relative.groups()
             delta = datetime.timedelta(seconds=int(amount) * _UNIT_SECONDS[unit])
             base = parse_datetime(now, "now") if now else utcnow()
-            moment = base - delta if sign == "-" else base + delta
+            try:
+                moment = base - delta if sign == "-" else base + delta
+            except OverflowError:
+                raise FieldError(f"{name} {value!r} is out of range") from None
         else:
             try:
                 moment = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-            except ValueError:
+                if moment.tzinfo is not None:
+                    moment = moment.astimezone(datetime.timezone.utc)
+            except (ValueError, OverflowError):
                 raise FieldError(
                     f"{name} {value!r} is not a date: use ISO 8601 (2026-03-01 or "
                     "2026-03-01T09:30:00Z) or a relative time such as -30d"
                 ) from None
     else:
         raise FieldError(f"{name} must be a date string, not {type(value).__name__}")
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(datetime.timezone.utc).replace(tzinfo=None)
-    return moment.strftime("%Y-%m-%d %H:%M:%S")
+    return sqlite_time(moment.replace(tzinfo=None))
+
+
+def sqlite_time(moment):
+    """A naive UTC datetime as SQLite's time text, the year always four digits."""
+    return moment.replace(microsecond=0).isoformat(" ")
 
 
 def parse_datetime(value, name="time"):
@@ -112,7 +120,7 @@ def _number(name, value, kind, low, high):
         number = kind(value)
         if kind is int and number != float(value):
             raise ValueError
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise FieldError(f"{name} must be a number from {low} to {high}, not {value!r}") from None
     if not low <= number <= high:
         raise FieldError(f"{name} must be from {low} to {high}, not {value!r}")

@@ -136,8 +136,12 @@ def walk(conn, text, passages, filters, n=RECALL_CANDIDATES):
     PASSAGE_SEED_WEIGHT x its min-max normalised score within its leg.
     """
     g = load(conn)
+    visible = filters.mask(g.columns)
+    # an entity counts as named only if the caller can reach it: one known only
+    # from hidden memories must not change the ranking, nor show in telemetry
+    walkable = g._walkable(visible)[0]
+    entity_nodes = [node for node in g.seeds_in(text) if np.any(walkable == node)]
     seeds = {}
-    entity_nodes = g.seeds_in(text)
     for node in entity_nodes:
         chunks = g.document_chunks.get(node, [])
         seeds[node] = (1 - NAMED_DOCUMENT_SHARE) if chunks else 1.0
@@ -153,7 +157,6 @@ def walk(conn, text, passages, filters, n=RECALL_CANDIDATES):
             nodes, found = g.chunk_node(np.array([chunk_id], dtype=np.int64))
             if found.any():
                 seeds[int(nodes[0])] = seeds.get(int(nodes[0]), 0.0) + PASSAGE_SEED_WEIGHT * value
-    visible = filters.mask(g.columns)
     scores = g.chunk_scores(g.rank(seeds, visible))
     candidates = np.flatnonzero(visible & (scores > 0))
     order = candidates[np.lexsort((g.chunk_ids[candidates], -scores[candidates]))][:n]

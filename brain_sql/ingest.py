@@ -26,12 +26,12 @@ from .schema import migrate, recorded_model, vec_metadata_values
 
 # knowledge columns written from a document's fields
 FIELD_COLUMNS = (
-    "class", "scope", "source", "domain", "observed_at", "valid_from", "valid_to",
+    "class", "scope", "source", "domain", "created_at", "observed_at", "valid_from", "valid_to",
     "expires_at", "confidence", "relevance_tier", "owner", "access", "node_kind",
     "lawful_basis", "region", "knowledge_type",
 )  # fmt: skip
 _CHUNK_COLUMNS = ("chunk_index", "line_start", "line_end")
-_DOCUMENT_COLUMNS = ("external_id", "source_path", "tags", "metadata", "embedding_model")
+_STORED_TIMES = ("created_at", "observed_at")
 
 
 @dataclass
@@ -111,29 +111,35 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
     started = time.perf_counter()
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
-    documents = []
+    model_id = recorded_model(conn)
+    documents, seen = [], {}
     for number, record in enumerate(records, 1):
         item = record_document("remember", record, None, f"record {number}")
         if isinstance(item, Document):
             item.source_path = None
-            item = _prepare(item, defaults)
+        item = _accept(item, defaults, seen, model_id)
         if isinstance(item, IngestError):
             report.errors.append(item)
-        else:
-            documents.append(item)
+        documents.append(item if isinstance(item, Document) else None)
     ids = []
     if not report.errors:
-        writer = _Writer(conn, recorded_model(conn), report)
+        writer = _Writer(conn, model_id, report, atomic=True)
         try:
-            for document in documents:
+            for document in filter(None, documents):
                 writer.add(document)
             writer.flush()
+        except Exception as ex:
+            report.errors.append(IngestError("remember", None, f"nothing was stored: {ex}"))
+            return report, []
         finally:
             writer.close()
-        ids = [
-            [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (d.document_id,))]
-            for d in documents
-        ]
+        stored = {d.document_id for d in documents if d}
+        by_record = [d.document_id if d else None for d in documents]
+        for document_id in by_record:
+            ids.append(
+                [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (document_id,))]
+                if document_id in stored else []
+            )  # fmt: skip
     report.seconds = time.perf_counter() - started
     return report, ids
 
@@ -142,15 +148,15 @@ def _ingest_files(writer, files, defaults, prune_paths, progress):
     report = writer.report
     for path, fmt in files:
         report.files += 1
-        seen, failed = set(), False
+        seen, failed = {}, False
         for item in _read(path, fmt):
-            if isinstance(item, Document):
-                item = _prepare(item, {"source": fmt.default_source, **defaults})
+            item = _accept(item, {"source": fmt.default_source, **defaults}, seen, writer.model_id)
             if isinstance(item, IngestError):
                 report.errors.append(item)
                 failed = True
                 continue
-            seen.add(item.document_id)
+            if item is None:
+                continue  # the same record again: stored once
             writer.add(item)
             if progress:
                 progress(sum(len(c.content) for c in item.chunks))
@@ -185,6 +191,27 @@ def _read(path, fmt):
         yield IngestError(path, line, f"not UTF-8 text (byte 0x{data[ex.start]:02x} at offset {ex.start})")
         return
     yield from fmt.parse(path, text.removeprefix("\ufeff"))
+
+
+def _accept(item, defaults, seen, model_id):
+    """A prepared Document to write, None for an exact repeat of one already
+    accepted, or an IngestError; `seen` maps document ids to their hashes."""
+    if not isinstance(item, Document):
+        return item
+    try:
+        item = _prepare(item, defaults)
+        if isinstance(item, IngestError):
+            return item
+        digest = _document_hash(item, model_id)
+    except Exception as ex:  # a malformed document never stops the others
+        return IngestError(item.source_path, item.line, f"cannot be read: {ex}")
+    if item.document_id in seen:
+        if seen[item.document_id] == digest:
+            return None
+        return IngestError(item.source_path, item.line, f"repeats the id of an earlier record with other content: {item.external_id}")
+    seen[item.document_id] = digest
+    item.digest = digest
+    return item
 
 
 def _prepare(document, defaults):
@@ -281,8 +308,9 @@ class _Writer:
     switched off (TOKENIZERS_PARALLELISM) until the ingest ends.
     """
 
-    def __init__(self, conn, model_id, report):
+    def __init__(self, conn, model_id, report, atomic=False):
         self.conn, self.model_id, self.report = conn, model_id, report
+        self.atomic = atomic  # all documents or none: no per-document retry
         self.pending = []
         self.embedding = None  # (batch, content hashes, future of their vectors) ahead of the writer
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
@@ -292,7 +320,7 @@ class _Writer:
         mentions.ensure_queue(conn)
 
     def add(self, document):
-        self.pending.append((document, _document_hash(document, self.model_id)))
+        self.pending.append((document, document.digest))
         if len(self.pending) >= INGEST_BATCH_DOCUMENTS:
             self._advance()
 
@@ -329,6 +357,8 @@ class _Writer:
             with _transaction(self.conn):
                 self._write_batch(batch, embedded, isolate=False)
         except Exception:
+            if self.atomic:
+                raise
             # Something in the batch failed: write it again one savepoint per
             # document, so the bad document is reported and the rest land.
             vars(self.report).update(counts)
@@ -455,10 +485,9 @@ class _Writer:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
         chunk_ids = {}
-        # a memory is observed when first stored, unless its input says when
+        # a memory is created and observed when first stored, unless its input says when
         assignments = ", ".join(
-            "[observed_at] = coalesce(?, observed_at)" if c == "observed_at" else f"[{c}] = ?"
-            for c in (*columns, *_CHUNK_COLUMNS)
+            f"[{c}] = coalesce(?, {c})" if c in _STORED_TIMES else f"[{c}] = ?" for c in (*columns, *_CHUNK_COLUMNS)
         )
         for row_id, index, chunk in plan["kept"]:
             conn.execute(
@@ -468,7 +497,7 @@ class _Writer:
             chunk_ids[index] = row_id
         report.chunks_updated += len(plan["kept"])
         names = ("title", "content", "content_hash", "document_id", "heading_path", *columns, *_CHUNK_COLUMNS)
-        values = ", ".join("coalesce(?, current_timestamp)" if n == "observed_at" else "?" for n in names)
+        values = ", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in names)
         insert = f"insert into knowledge ({', '.join(f'[{n}]' for n in names)}) values ({values})"
         stored_vectors = []
         for content_hash, _, index, chunk in plan["new"]:

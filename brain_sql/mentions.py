@@ -65,6 +65,8 @@ def build_automaton(entities):
             entries = automaton.get(key, ())
             if (len(key), target) not in entries:
                 automaton.add_word(key, entries + ((len(key), target),))
+    if not len(automaton):
+        return None  # no names to find; pyahocorasick cannot search an empty automaton
     automaton.make_automaton()
     return automaton
 
@@ -72,6 +74,8 @@ def build_automaton(entities):
 def spans(automaton, text):
     """(start, end, target) of each entity name standing in `text` as whole words,
     in any case; offsets are into the casefolded text."""
+    if automaton is None:
+        return
     folded = text.casefold()
     for end, matches in automaton.iter(folded):
         after = folded[end + 1 : end + 2]

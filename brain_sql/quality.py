@@ -24,7 +24,7 @@ from .config import ABSTAIN_BELOW, COMMON_TERM_SHARE, PRF_AGREEMENT_RANK, PRF_DE
 # queries (answerable) against half of tests/data/trap_queries.jsonl (not);
 # bench/tune.py refits it. SIMILARITY_RANGE maps the default model's
 # cosine similarities to [0, 1]; another model may want its own range.
-SIGNAL_WEIGHTS = {"coverage": 2.25, "known": 4.78, "similarity": 8.19, "agreement": 0.15}
+SIGNAL_WEIGHTS = {"coverage": 2.66, "known": 4.57, "similarity": 8.02, "agreement": 0.32}
 SIGNAL_BIAS = -8.0
 SIMILARITY_RANGE = (0.2, 0.6)
 RETURN_ABOVE = 0.75
@@ -83,16 +83,12 @@ def common_words(conn, text):
     return frozenset(w.lower() for w, stem in stemmed.items() if frequencies.get(stem, 0) > limit)
 
 
-def _contains(conn, ids, term):
-    """The ids among `ids` whose indexed text contains the (stemmed) term."""
-    return {
-        row[0]
-        for row in conn.execute(
-            "select rowid from knowledge_fts where knowledge_fts match ? "
-            "and rowid in (select value from json_each(?))",
-            ['"' + term.replace('"', '""') + '"', json.dumps(ids)],
-        )
-    }
+def _contains(conn, knowledge_id, stem):
+    """Whether the chunk's indexed text holds the stem (read from the index itself:
+    a MATCH would stem the stem again)."""
+    return conn.execute(
+        "select 1 from knowledge_fts_vocab where term = ? and doc = ? limit 1", (stem, knowledge_id)
+    ).fetchone() is not None
 
 
 def assess(conn, legs, fused):
@@ -104,7 +100,7 @@ def assess(conn, legs, fused):
     top = fused[0][0]
     if idf:
         total = sum(idf.values())
-        found = [t for t in idf if _contains(conn, [top], t)]
+        found = [t for t in idf if _contains(conn, top, t)]
         signals["coverage"] = sum(idf[t] for t in found) / total
         signals["known"] = sum(idf[t] for t in idf if frequencies.get(t)) / total
     vector = legs.raw.get("vector", {})

@@ -4,7 +4,7 @@ QueryError naming the field, which the HTTP API turns into a 400."""
 from dataclasses import dataclass
 
 from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
-from .fields import FieldError, normalize_scope, parse_time, utcnow
+from .fields import FieldError, normalize_scope, parse_time, sqlite_time, utcnow
 
 
 class QueryError(ValueError):
@@ -119,5 +119,5 @@ def parse(raw):
         values["max_tokens"] = _integer("max_tokens", raw["max_tokens"], 1, 1_000_000)
     if not graph_enabled():
         values["graph"] = False
-    values.setdefault("now", utcnow().strftime("%Y-%m-%d %H:%M:%S"))
+    values.setdefault("now", sqlite_time(utcnow()))
     return QueryDoc(**values)

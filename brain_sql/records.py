@@ -105,7 +105,7 @@ def record_document(path, record, line, where=None):
         external_id = str(external_id)
         key = external_id
     else:
-        key = xxhash.xxh3_64_hexdigest(f"{title}\n{content}".encode("utf-8"))
+        key = None  # set from the text and fields below
     document = Document(
         document_id=f"{path}#{key}",
         title=title,
@@ -117,6 +117,11 @@ def record_document(path, record, line, where=None):
     result = document_fields(document, record)
     if isinstance(result, IngestError):
         return error(result.message)
+    if external_id is None:
+        # without an id a record is its text and fields: the same text in another
+        # scope or class is another memory, never an update of this one
+        key = "\n".join((str(title), content, json.dumps(result.fields, sort_keys=True)))
+        result.document_id = f"{path}#{xxhash.xxh3_64_hexdigest(key.encode('utf-8'))}"
     return result
 
 
@@ -138,7 +143,7 @@ def document_fields(document, raw):
         document.relations = [_relation(r) for r in _list(raw.get("relations"), "relations")]
     except FieldError as ex:
         return error(str(ex))
-    metadata = {k: v for k, v in raw.items() if k not in STRUCTURE_KEYS and k not in FIELD_NAMES}
+    metadata = {str(k): v for k, v in raw.items() if k not in STRUCTURE_KEYS and k not in FIELD_NAMES}
     nested = metadata.pop("metadata", None)
     if isinstance(nested, dict):
         metadata = {**nested, **metadata}

@@ -9,6 +9,8 @@ import calendar
 import datetime
 import re
 
+from .fields import sqlite_time
+
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
 MONTHS["sept"] = 9
@@ -31,10 +33,6 @@ PATTERNS = [
     ("today", re.compile(r"\btoday\b", re.I)),
     ("in_month", re.compile(rf"\b(?:[Ii]n|[Dd]uring)\s+(?P<month>{_TITLED})\.?(?:\s+(?P<year>\d{{4}}))?\b")),
 ]
-
-
-def _text(moment):
-    return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _month_start(year, month):
@@ -105,8 +103,8 @@ def extract(text, now):
                 since, until = today, today + datetime.timedelta(days=1)
             elif kind == "in_month":
                 since, until = _date(match, now)
-        except ValueError:
+        except (ValueError, OverflowError):
             continue
         text = (text[: match.start()] + " " + text[match.end() :]).strip()
     text = re.sub(r"\s+", " ", text)
-    return (_text(since) if since else None), (_text(until) if until else None), text
+    return (sqlite_time(since) if since else None), (sqlite_time(until) if until else None), text

@@ -10,6 +10,7 @@ import sqlite_utils
 import brain_sql
 from brain_sql.config import configured_model
 from brain_sql.ingest import discover
+from brain_sql.schema import is_brain
 
 
 @sqlite_utils.hookimpl
@@ -17,13 +18,17 @@ def prepare_connection(conn):
     brain_sql.prepare_connection(conn)
 
 
-def _open(db_path, must_exist=True, model_id=None):
+def _open(db_path, must_exist=True, model_id=None, brain=True):
+    """A connection to DB_PATH; with `brain`, it must already hold a brain."""
     if must_exist and not Path(db_path).exists():
         raise click.ClickException(f"{db_path} does not exist: create it with sqlite-utils brain init {db_path}")
     try:
-        return brain_sql.connect(db_path, model_id)
+        conn = brain_sql.connect(db_path, model_id)
     except brain_sql.BrainError as ex:
         raise click.ClickException(str(ex)) from ex
+    if must_exist and brain and not is_brain(conn):
+        raise click.ClickException(f"{db_path} is not a brain: create one with sqlite-utils brain init {db_path}")
+    return conn
 
 
 @sqlite_utils.hookimpl
@@ -158,6 +163,43 @@ def register_commands(cli):
         except brain_sql.BrainError as ex:
             raise click.ClickException(str(ex)) from ex
         click.echo(f"{db_path}: {written} memories re-embedded with {model}")
+
+    _register_check(brain)
+
+
+PROBLEMS = {
+    "integrity": "the SQLite file fails its integrity check (restore a copy; not repairable here)",
+    "pending_migrations": "schema migrations not applied yet",
+    "fts_out_of_sync": "the full-text index disagrees with knowledge",
+    "missing_vectors": "memories without a vector",
+    "orphan_vectors": "vectors without a memory",
+    "stale_vector_filters": "vectors whose filter columns disagree with their memory",
+    "other_model_vectors": "memories embedded by another model than the brain's",
+    "dangling_edges": "relationships whose entity or chunk is gone",
+    "incomplete_documents": "documents whose chunks are not all there",
+    "pending_mentions": "mention matching left unfinished",
+}
+
+
+def _register_check(brain):
+    @brain.command()
+    @click.argument("db_path", type=click.Path(dir_okay=False))
+    @click.option("--repair", is_flag=True, help="mend what disagrees, from knowledge")
+    def check(db_path, repair):
+        """Check that FTS, vectors, edges and documents agree with the memories."""
+        from brain_sql.check import check as run_check
+
+        conn = _open(db_path, brain=False)
+        problems = run_check(conn, repair=repair)
+        for name, items in problems.items():
+            shown = ", ".join(map(str, items[:10])) + (" …" if len(items) > 10 else "")
+            click.echo(f"{PROBLEMS[name]}: {len(items)} ({shown})")
+        if not problems:
+            click.echo(f"{db_path}: consistent")
+        elif repair and "integrity" not in problems and not run_check(conn):
+            click.echo(f"repaired; {db_path} is now consistent")
+        else:
+            sys.exit(1)
 
 
 def _readable(result):

@@ -6,11 +6,17 @@ from datasette.facets import Facet
 from datasette.filters import FilterArguments
 from datasette.utils import path_with_added_args, path_with_removed_args
 
-# one CASE for the facet and the filter, so a bucket always selects what it counted
-BUCKET = """case
-  when expires_at is not null and unixepoch(expires_at) <= unixepoch('now') then 'expired'
-  when expires_at is not null and unixepoch(expires_at) <= unixepoch('now', '+7 days') then 'expiring within 7 days'
+BUCKET_SQL = """case
+  when expires_at is not null and unixepoch(expires_at) <= unixepoch(coalesce({now}, 'now')) then 'expired'
+  when expires_at is not null and unixepoch(expires_at) <= unixepoch(coalesce({now}, 'now'), '+7 days')
+    then 'expiring within 7 days'
   else 'live' end"""
+
+
+def bucket(now="null"):
+    """The one CASE for the facet, the filter and the decayed page, so a bucket
+    always selects what it counted; `now` is SQL for the evaluation time."""
+    return BUCKET_SQL.format(now=now)
 BUCKETS = ("expired", "expiring within 7 days", "live")
 
 
@@ -18,8 +24,8 @@ class DecayFacet(Facet):
     type = "decay"
 
     async def _has_expiry(self):
-        columns = await self.get_columns(self.sql, self.params)
-        return "expires_at" in columns
+        # the _decay filter is knowledge's, so the facet is too
+        return self.table == "knowledge"
 
     async def suggest(self):
         if self.get_configs() or not await self._has_expiry():
@@ -37,24 +43,24 @@ class DecayFacet(Facet):
             return [], []
         rows = await self.ds.execute(
             self.database,
-            f"select {BUCKET} as bucket, count(*) as count from ({self.sql}) group by bucket",
+            f"select {bucket()} as bucket, count(*) as count from ({self.sql}) group by bucket",
             self.params,
             custom_time_limit=self.ds.setting("facet_time_limit_ms"),
         )
         counts = {row["bucket"]: row["count"] for row in rows}
         selected = self.request.args.get("_decay")
         results = []
-        for bucket in BUCKETS:
-            if bucket not in counts:
+        for name in BUCKETS:
+            if name not in counts:
                 continue
-            is_selected = selected == bucket
+            is_selected = selected == name
             path = (
-                path_with_removed_args(self.request, {"_decay": bucket})
+                path_with_removed_args(self.request, {"_decay": name})
                 if is_selected
-                else path_with_added_args(self.request, {"_decay": bucket})
+                else path_with_added_args(self.request, {"_decay": name})
             )
             results.append(
-                {"value": bucket, "label": bucket, "count": counts[bucket], "selected": is_selected,
+                {"value": name, "label": name, "count": counts[name], "selected": is_selected,
                  "toggle_url": self.ds.absolute_url(self.request, path)}  # fmt: skip
             )
         return [
@@ -71,9 +77,9 @@ class DecayFacet(Facet):
 
 def decay_filter(request):
     """?_decay=expired (or another bucket) as a where clause."""
-    bucket = request.args.get("_decay")
-    if bucket is None:
+    selected = request.args.get("_decay")
+    if selected is None:
         return None
-    if bucket not in BUCKETS:
-        return FilterArguments(["0"], human_descriptions=[f"unknown decay bucket {bucket!r}: no rows"])
-    return FilterArguments([f"{BUCKET} = :decay_bucket"], {"decay_bucket": bucket}, [f"decay is {bucket}"])
+    if selected not in BUCKETS:
+        return FilterArguments(["0"], human_descriptions=[f"unknown decay bucket {selected!r}: no rows"])
+    return FilterArguments([f"{bucket()} = :decay_bucket"], {"decay_bucket": selected}, [f"decay is {selected}"])

@@ -12,12 +12,12 @@ from datasette.utils import path_with_added_args, path_with_removed_args
 
 import brain_sql
 from brain_sql import querydoc
-from brain_sql.fields import utcnow
+from brain_sql.fields import sqlite_time, utcnow
 from brain_sql.graph import neighbourhood
 
+from .decay import BUCKETS, bucket
 from .routes import ApiError, api, brain_database, querydoc_from_args
 
-DECAY_BUCKETS = ("expired", "expiring within 7 days", "live")
 FACETS = ("class", "scope", "source", "domain", "decay")
 GRAPH_SIZE = 640
 
@@ -29,7 +29,7 @@ async def recall_page(datasette, request):
     result, error_message = None, None
     if args.get("q"):
         try:
-            raw = querydoc_from_args(request.args)
+            raw = {**querydoc_from_args(request.args), "provenance": True}
             doc = querydoc.parse(raw)
             result = await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
         except (ApiError, querydoc.QueryError, brain_sql.FieldError, brain_sql.BrainError) as ex:
@@ -50,7 +50,7 @@ async def memory_page(datasette, request):
 
     def load(conn):
         columns = [c[1] for c in conn.execute("pragma table_info(knowledge)")]
-        row = conn.execute("select * from knowledge where id = ?", (memory_id,)).fetchone()
+        row = conn.execute("select * from knowledge where id = ? and flagged = 0", (memory_id,)).fetchone()
         if row is None:
             return None
         memory = dict(zip(columns, row))
@@ -138,16 +138,11 @@ async def entity_page(datasette, request):
     )
 
 
-DECAYED_SQL = """
+DECAYED_SQL = f"""
 select id, title, content, class, scope, coalesce(source, '') as source, coalesce(domain, 'global') as domain,
-  expires_at, relevance_tier,
-  case
-    when expires_at is not null and unixepoch(expires_at) <= unixepoch(:now) then 'expired'
-    when expires_at is not null and unixepoch(expires_at) <= unixepoch(:now, '+7 days') then 'expiring within 7 days'
-    else 'live'
-  end as decay
+  expires_at, relevance_tier, {bucket(":now")} as decay
 from knowledge
-where flagged = 0 and (relevance_tier < 1 or (expires_at is not null and unixepoch(expires_at) <= unixepoch(:now, '+7 days')))
+where flagged = 0 and (relevance_tier < 1 or {bucket(":now")} != 'live')
 """
 
 
@@ -155,7 +150,7 @@ where flagged = 0 and (relevance_tier < 1 or (expires_at is not null and unixepo
 async def decayed_page(datasette, request):
     """Expired, soon-expiring and archived memories for review, with facets."""
     db = await brain_database(datasette, request)
-    now = utcnow().strftime("%Y-%m-%d %H:%M:%S")
+    now = sqlite_time(utcnow())
     selected = {name: request.args.get(name) for name in FACETS if request.args.get(name)}
 
     def load(conn):
@@ -171,7 +166,7 @@ async def decayed_page(datasette, request):
         counts = {}
         for row in rows:
             counts[str(row[name])] = counts.get(str(row[name]), 0) + 1
-        values = sorted(counts, key=lambda v: (-counts[v], v)) if name != "decay" else [b for b in DECAY_BUCKETS if b in counts]
+        values = sorted(counts, key=lambda v: (-counts[v], v)) if name != "decay" else [b for b in BUCKETS if b in counts]
         facets[name] = [
             {
                 "value": value,

@@ -6,7 +6,9 @@ connections (execute_fn has no SQL time limit; recall has its own bounds).
 Every user error is a 400 with {"ok": false, "error", "status"}.
 """
 
+import asyncio
 import json
+import re
 
 from datasette import Forbidden, Response
 from datasette.utils import actor_matches_allow
@@ -70,10 +72,13 @@ async def brain_database(datasette, request):
         name = names[0]
     if name not in datasette.databases or name == "_internal":
         raise ApiError(f"database not found: {name}", 404)
+    # memories are the knowledge table's rows: whoever may not see it reads nothing
+    await datasette.ensure_permissions(
+        request.actor, [("view-table", (name, "knowledge")), ("view-database", name), "view-instance"]
+    )
     db = datasette.get_database(name)
     if not await db.execute_fn(schema.is_brain):
         raise ApiError(f"database {name} is not a brain: create one with sqlite-utils brain init", 404)
-    await datasette.ensure_permissions(request.actor, [("view-database", name), "view-instance"])
     return db
 
 
@@ -85,6 +90,8 @@ async def json_body(request):
         return json.loads(body or b"null")
     except (json.JSONDecodeError, UnicodeDecodeError) as ex:
         raise ApiError(f"the request body is not valid JSON: {ex}") from None
+    except RecursionError:
+        raise ApiError("the request body is nested too deeply") from None
 
 
 def querydoc_from_args(args):
@@ -96,7 +103,7 @@ def querydoc_from_args(args):
             continue
         value = values[-1]
         if name in ("k", "min_relevance", "max_tokens"):
-            if not value.strip().lstrip("-").isdigit():
+            if not re.fullmatch(r"-?[0-9]{1,9}", value.strip()):
                 raise ApiError(f"{name} must be a whole number")
             raw[name] = int(value)
         elif name in ("include_decayed", "graph", "provenance", "prf", "mmr"):
@@ -144,8 +151,8 @@ async def verify_view(datasette, request):
     if ("id" in body) == ("text" in body):
         raise ApiError("give either id (a memory) or text, not both or neither")
     if "id" in body:
-        if isinstance(body["id"], bool) or not isinstance(body["id"], int):
-            raise ApiError("id must be a whole number")
+        if isinstance(body["id"], bool) or not isinstance(body["id"], int) or not 0 < body["id"] < 2**63:
+            raise ApiError("id must be a memory's id, a positive whole number")
         rows = await db.execute("select content from knowledge where id = ? and flagged = 0", [body["id"]])
         row = rows.first()
         if row is None:
@@ -175,9 +182,10 @@ async def remember_view(datasette, request):
     if report.errors:
         raise ApiError("; ".join(e.message for e in report.errors))
     return Response.json(
-        {"ok": True, "ids": ids, "added": report.chunks_added, "unchanged": report.chunks_unchanged},
+        {"ok": True, "ids": ids, "added": report.chunks_added, "updated": report.chunks_updated,
+         "unchanged": report.chunks_unchanged},
         status=201,
-    )
+    )  # fmt: skip
 
 
 @api
@@ -196,19 +204,23 @@ async def embeddings_view(datasette, request):
         raise ApiError(f"at most {MAX_EMBEDDING_INPUTS} inputs per request")
     if any(len(i) > MAX_CONTENT_BYTES for i in inputs):
         raise ApiError(f"each input must be at most {MAX_CONTENT_BYTES:,} characters")
-    model_id = body.get("model")
-    if model_id is None:
-        names = await brain_names(datasette)
-        first = datasette.get_database(names[0]) if names else None
-        model_id = await first.execute_fn(schema.recorded_model) if first else brain_sql.config.configured_model()
-    if not isinstance(model_id, str):
-        raise ApiError("model must be a string")
-    try:
+    # only the models this instance's brains use: a request never makes the
+    # server load a folder or fetch a hub model of the caller's choosing
+    models = [await datasette.get_database(n).execute_fn(schema.recorded_model) for n in await brain_names(datasette)]
+    models = list(dict.fromkeys(models)) or [brain_sql.config.configured_model()]
+    model_id = body.get("model", models[0])
+    if model_id not in models:
+        raise ApiError(f"model must be one of this instance's: {', '.join(models)}")
+
+    def run():
         vectors = embed(inputs, model_id)
-        tokenizer = get_model(model_id).tokenizer
+        encodings = get_model(model_id).tokenizer.encode_batch(inputs, add_special_tokens=False)
+        return vectors, sum(len(e.ids) for e in encodings)
+
+    try:
+        vectors, tokens = await asyncio.get_running_loop().run_in_executor(datasette.executor, run)
     except ModelError as ex:
         raise ApiError(str(ex)) from ex
-    tokens = sum(len(e.ids) for e in tokenizer.encode_batch(inputs, add_special_tokens=False))
     return Response.json(
         {
             "object": "list",

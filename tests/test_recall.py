@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import brain_sql
-from brain_sql import quality
+from brain_sql import graph, quality
 from brain_sql.fusion import fuse
 from brain_sql.querydoc import QueryError, parse
 from brain_sql.recall import recall, run_legs
@@ -79,6 +79,12 @@ def test_graph_leg_never_reaches_a_hidden_chunk(tmp_path):
     assert {titles[i] for i in legs.ranked["graph"]} == {"Orion"}
     legs = run_legs(conn, parse({"q": "What do we know about Orion?", "now": NOW}), MODEL)
     assert {titles[i] for i in legs.ranked["graph"]} == {"Orion", "Orion contract"}
+    # an entity known only from hidden memories is not a seed, nor counted
+    hidden = run_legs(conn, parse({"q": "Tell me about the Orion contract", "scope": "/acme/support", "now": NOW}), MODEL)
+    assert [titles.get(n) for n in hidden.entity_seeds] != ["Orion contract"]
+    named = {name for (name,) in conn.execute("select name from entities where id in (select value from json_each(?))",
+             [json.dumps([int(graph.load(conn).entity_ids[n]) for n in hidden.entity_seeds])])}  # fmt: skip
+    assert "Orion contract" not in named
 
 
 def test_selective_filter_still_returns_k_hits(tmp_path):

@@ -1,0 +1,109 @@
+"""Load: 8 concurrent recall clients against a served brain while the CLI ingests
+2,000 more records into the same file. Counts failed requests and lost records.
+
+    python3 bench/load.py [--brain /tmp/brain-50k.db] [--records 2000] [--clients 8]
+
+Works on a copy of the brain (built by bench/recall.py). Datasette serves it on
+loopback in a child process; the ingest is `sqlite-utils brain ingest` in
+another. A record is lost if it is not in the brain, with its vectors and
+full-text rows, once the ingest has exited.
+"""
+
+import argparse
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import brain_sql
+from brain_sql.check import check
+
+sys.path.insert(0, str(Path(__file__).parent))
+from serve import percentile, post  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--brain", default="/tmp/brain-50k.db")
+    parser.add_argument("--records", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--query-file", default=str(ROOT.parent / "shared/data/scifact/queries.jsonl"))
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="brain-load-"))
+    brain = work / "brain.db"
+    source = brain_sql.connect(args.brain)
+    target = brain_sql.connect(brain)
+    source.backup(target)
+    target.close()
+    before = brain_sql.connect(brain).execute("select count(*) from documents").fetchone()[0]
+    records = work / "more.jsonl"
+    with open(records, "w") as out:
+        for i in range(args.records):
+            out.write(json.dumps({"_id": f"load-{i}", "title": f"Load test note {i}",
+                                  "text": f"Load test memory {i}: the pager rota changes on Mondays."}) + "\n")  # fmt: skip
+    queries = [json.loads(line)["text"] for line in open(args.query_file)][:200]
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "datasette", str(brain), "-h", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}/brain/-/recall"
+    results, stop = [], threading.Event()
+
+    def client(offset):
+        i = offset
+        while not stop.is_set():
+            try:
+                results.append(post(url, {"q": queries[i % len(queries)], "k": 10}))
+            except (urllib.error.URLError, OSError) as ex:
+                results.append((getattr(ex, "code", 599), 0.0))
+            i += args.clients
+
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/-/versions.json", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        post(url, {"q": queries[0]})
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(args.clients)]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        ingest = subprocess.run([sys.executable, "-m", "sqlite_utils", "brain", "ingest", str(brain), str(records)],
+                                capture_output=True, text=True)  # fmt: skip
+        ingest_seconds = time.perf_counter() - started
+        stop.set()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+    finally:
+        server.terminate()
+        server.wait(10)
+    conn = brain_sql.connect(brain)
+    stored = conn.execute("select count(*) from knowledge where external_id like 'load-%'").fetchone()[0]
+    after = conn.execute("select count(*) from documents").fetchone()[0]
+    problems = check(conn)
+    failed = sum(1 for status, _ in results if status != 200)
+    times = [ms for status, ms in results if status == 200]
+    print(f"ingest of {args.records} records: exit {ingest.returncode}, {ingest_seconds:.1f}s while serving; {ingest.stdout.strip()}")
+    print(f"recall under load: {len(results)} requests in {elapsed:.1f}s = {len(results) / elapsed:.1f}/s, "
+          f"p50 {statistics.median(times):.0f} ms, p95 {percentile(times, 95):.0f} ms, {failed} failed")  # fmt: skip
+    print(f"records: {stored} of {args.records} stored, {args.records - stored} lost; documents {before} -> {after}; "
+          f"consistent {not problems}")  # fmt: skip
+    sys.exit(0 if not failed and stored == args.records and not problems and ingest.returncode == 0 else 1)
+
+
+if __name__ == "__main__":
+    main()

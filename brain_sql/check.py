@@ -1,0 +1,145 @@
+"""Consistency of a brain: every derived structure agrees with `knowledge`.
+
+`check` finds what disagrees — the SQLite file itself, the full-text index, the
+vectors and their filter columns, edges whose ends are gone, documents left
+without their chunks, vectors from another model, unfinished mention work —
+and `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
+"""
+
+import sqlite_utils
+
+from . import mentions
+from .connection import sqlite3
+from .ingest import backfill_vectors
+from .schema import VEC_METADATA, migrate, migrations, recorded_model, vec_metadata_values
+
+
+def _ids(conn, sql, params=()):
+    return [row[0] for row in conn.execute(sql, params)]
+
+
+def _fts_consistent(conn):
+    try:
+        conn.execute("insert into knowledge_fts(knowledge_fts, rank) values ('integrity-check', 1)")
+        return True
+    except sqlite3.DatabaseError:
+        return False
+
+
+def _stale_filters(conn):
+    """Ids whose vec0 filter columns differ from what their knowledge row says."""
+    columns = ", ".join(f"v.[{name}]" for name in VEC_METADATA)
+    return _ids(
+        conn,
+        f"select k.id from knowledge k join vec_knowledge v on v.knowledge_id = k.id "
+        f"where ({columns}) is not ({vec_metadata_values('k')})",
+    )
+
+
+def check(conn, repair=False):
+    """{problem: [ids or details]} for every inconsistency found; with `repair`,
+    each is mended in one transaction and the result says what was found."""
+    problems = {}
+    integrity = [row[0] for row in conn.execute("pragma integrity_check")]
+    if integrity != ["ok"]:
+        problems["integrity"] = integrity  # not repairable here: restore from a copy
+    pending = [m.name for m in migrations.pending(sqlite_utils.Database(conn))]
+    if pending:
+        # an interrupted first ingest can leave the schema part-built; every
+        # migration is atomic, so finishing them is all the repair it needs
+        problems["pending_migrations"] = pending
+        if repair:
+            migrate(conn)
+        return problems
+    model_id = recorded_model(conn)
+    vector_ids = set(_ids(conn, "select knowledge_id from vec_knowledge"))
+    knowledge_ids = set(_ids(conn, "select id from knowledge"))
+    found = {
+        "fts_out_of_sync": [] if _fts_consistent(conn) else ["knowledge_fts"],
+        "missing_vectors": sorted(knowledge_ids - vector_ids),
+        "orphan_vectors": sorted(vector_ids - knowledge_ids),
+        "stale_vector_filters": _stale_filters(conn),
+        "other_model_vectors": _ids(
+            conn, "select id from knowledge where embedding_model is not null and embedding_model != ?", (model_id,)
+        ),
+        "dangling_edges": _ids(
+            conn,
+            "select r.id from relationships r where r.from_entity_id not in (select id from entities) "
+            "or r.to_entity_id not in (select id from entities) "
+            "or (r.knowledge_id is not null and r.knowledge_id not in (select id from knowledge))",
+        ),
+        "incomplete_documents": _ids(
+            conn,
+            "select document_id from documents d "
+            "where chunks != (select count(*) from knowledge k where k.document_id = d.document_id)",
+        ),
+        "pending_mentions": _ids(conn, f"select id from {mentions.QUEUE_TABLE}")
+        if conn.execute("select 1 from sqlite_master where name = ?", (mentions.QUEUE_TABLE,)).fetchone()
+        else [],
+    }
+    problems.update({name: items for name, items in found.items() if items})
+    if repair and problems:
+        _repair(conn, problems, model_id)
+    return problems
+
+
+def _repair(conn, problems, model_id):
+    conn.execute("begin")
+    try:
+        if "fts_out_of_sync" in problems:
+            conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
+        stale = problems.get("orphan_vectors", []) + problems.get("other_model_vectors", [])
+        conn.executemany("delete from vec_knowledge where knowledge_id = ?", [(i,) for i in stale])
+        for knowledge_id in problems.get("stale_vector_filters", []):
+            assignments = ", ".join(
+                f"[{name}] = (select {expression.format(row='k')} from knowledge k where k.id = ?)"
+                for name, (_, expression) in VEC_METADATA.items()
+            )
+            conn.execute(
+                f"update vec_knowledge set {assignments} where knowledge_id = ?",
+                [knowledge_id] * len(VEC_METADATA) + [knowledge_id],
+            )
+        conn.executemany("delete from relationships where id = ?", [(i,) for i in problems.get("dangling_edges", [])])
+        # forgetting the document's hash makes the next ingest write it whole again
+        conn.executemany(
+            "update documents set content_hash = null, "
+            "chunks = (select count(*) from knowledge k where k.document_id = documents.document_id) "
+            "where document_id = ?",
+            [(d,) for d in problems.get("incomplete_documents", [])],
+        )
+        if problems.get("missing_vectors") or problems.get("other_model_vectors"):
+            backfill_vectors(conn, model_id)
+        if problems.get("pending_mentions"):
+            mentions.resolve_mentions(conn)
+    except BaseException:
+        conn.execute("rollback")
+        raise
+    conn.execute("commit")
+
+
+def fingerprint(conn):
+    """What a brain holds, independent of row ids: for comparing two brains."""
+    return {
+        "chunks": sorted(
+            conn.execute(
+                "select document_id, chunk_index, content_hash, scope, class from knowledge"
+            ).fetchall()
+        ),
+        "vectors": sorted(
+            conn.execute(
+                "select k.document_id, k.chunk_index, v.embedding_int8 from vec_knowledge v "
+                "join knowledge k on k.id = v.knowledge_id"
+            ).fetchall()
+        ),
+        "fts": conn.execute("select count(*) from knowledge_fts").fetchone()[0],
+        "entities": sorted(r[0] for r in conn.execute("select name from entities")),
+        "edges": sorted(
+            conn.execute(
+                "select f.name, r.relation_type, t.name, k.document_id, k.chunk_index from relationships r "
+                "join entities f on f.id = r.from_entity_id join entities t on t.id = r.to_entity_id "
+                "left join knowledge k on k.id = r.knowledge_id"
+            ).fetchall(),
+            key=repr,
+        ),
+        "documents": sorted(conn.execute("select document_id, content_hash, chunks from documents").fetchall()),
+    }

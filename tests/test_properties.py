@@ -1,0 +1,139 @@
+"""Property tests: hostile QueryDocs through HTTP get 200 or 400, never a 500;
+hostile notes and records never crash ingest nor corrupt the file; scopes and
+flags hold in every leg for any query."""
+
+import asyncio
+import json
+import string
+
+import pytest
+from datasette.app import Datasette
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import brain_sql
+from brain_sql.check import check
+from brain_sql.querydoc import parse
+from brain_sql.recall import run_legs
+
+from .conftest import VAULT, write
+
+NOW = "2026-11-29 12:00:00"
+FTS_SYNTAX = st.sampled_from(['"', "-", "*", "^", "(", ")", ":", "NEAR", "AND", "OR", "NOT", "{", "}", "+", "\\", "'"])
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
+QUERY_TEXT = st.lists(st.one_of(TEXT, FTS_SYNTAX, st.sampled_from(["pager", "graph leg", "src/main.rs"])), max_size=6).map(" ".join)
+JSON_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(TEXT, children, max_size=3),
+    max_leaves=6,
+)
+FIELDS = ["q", "k", "sources", "source", "classes", "scope", "domain", "since", "until", "now", "min_relevance",
+          "include_decayed", "graph", "provenance", "prf", "mmr", "mmr_lambda", "max_tokens", "colour"]  # fmt: skip
+QUERYDOC = st.dictionaries(st.sampled_from(FIELDS), JSON_VALUE, max_size=6).flatmap(
+    lambda doc: st.one_of(st.just(doc), QUERY_TEXT.map(lambda q: {**doc, "q": q}))
+)
+
+
+@pytest.fixture(scope="module")
+def datasette(tmp_path_factory):
+    path = tmp_path_factory.mktemp("properties") / "brain.db"
+    brain_sql.ingest(brain_sql.connect(path), [VAULT])
+    return Datasette([str(path)])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(doc=QUERYDOC)
+def test_any_querydoc_gets_200_or_400(datasette, doc):
+    async def both():
+        posted = await datasette.client.post("/brain/-/recall", json=doc)
+        params = {k: v if isinstance(v, str) else json.dumps(v) for k, v in doc.items()}
+        got = await datasette.client.get("/brain/-/recall", params=params)
+        return posted, got
+
+    for response in asyncio.run(both()):
+        assert response.status_code in (200, 400), response.text
+        body = response.json()
+        if response.status_code == 400:
+            assert body["ok"] is False and body["error"]
+        else:
+            assert body["decision"] in ("ok", "low_confidence")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    frontmatter=st.one_of(st.none(), TEXT, st.dictionaries(TEXT, JSON_VALUE, max_size=4).map(json.dumps)),
+    body=st.lists(st.one_of(TEXT, st.sampled_from(["# H", "## H2", "[[a::b]]", "[[x|y]]", "```", "- item", "\n\n"])), max_size=12).map("\n".join),
+    records=st.lists(st.one_of(JSON_VALUE, st.fixed_dictionaries({"text": TEXT}, optional={"title": TEXT, "scope": TEXT, "tags": JSON_VALUE, "relations": JSON_VALUE, "entities": JSON_VALUE})), max_size=5),  # fmt: skip
+)
+def test_hostile_notes_and_records_never_crash_or_corrupt(tmp_path_factory, frontmatter, body, records):
+    folder = tmp_path_factory.mktemp("hostile")
+    note = (f"---\n{frontmatter}\n---\n" if frontmatter is not None else "") + body
+    write(folder / "in" / "note.md", note)
+    write(folder / "in" / "records.jsonl", "\n".join(json.dumps(r) for r in records))
+    conn = brain_sql.connect(folder / "brain.db")
+    report = brain_sql.ingest(conn, [folder / "in"])
+    assert all(error.path and error.message for error in report.errors)
+    assert check(conn) == {}
+
+
+SCOPES = ["/acme", "/acme/support", "/acme/sales", "/other", "/"]
+
+
+@pytest.fixture(scope="module")
+def scoped(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("scoped")
+    records = [
+        {"_id": f"{scope}-{i}", "title": f"Pager {scope} {i}", "scope": scope,
+         "text": f"Pager escalation note {i} for {scope}: call the on-call lead about the graph vendor."}
+        for scope in SCOPES for i in range(4)
+    ]  # fmt: skip
+    records.append({"_id": "flagged", "title": "Pager flagged", "text": "Pager escalation: poisoned advice about vendors."})
+    path = write(folder / "r.jsonl", "\n".join(json.dumps(r) for r in records))
+    conn = brain_sql.connect(folder / "brain.db")
+    brain_sql.ingest(conn, [path])
+    conn.execute("update knowledge set flagged = 1 where external_id = 'flagged'")
+    return conn
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(q=QUERY_TEXT, scope=st.sampled_from(SCOPES))
+def test_scope_and_flags_hold_in_every_leg(scoped, q, scope):
+    if not q.strip():
+        return
+    allowed = {s for s in SCOPES if scope == s or scope.startswith(s.rstrip("/") + "/") or s == "/"}
+    visible = {row[0] for row in scoped.execute("select id from knowledge where flagged = 0 and scope in (select value from json_each(?))", [json.dumps(sorted(allowed))])}  # fmt: skip
+    legs = run_legs(scoped, parse({"q": q, "scope": scope, "now": NOW}), "wordllama/l2_supercat")
+    for leg, ids in legs.ranked.items():
+        assert set(ids) <= visible, leg
+    result = brain_sql.recall(scoped, {"q": q, "scope": scope, "now": NOW, "k": 20})
+    assert {hit["id"] for hit in result["hits"]} <= visible
+    flagged_words = {"poisoned", "advice"}
+    for hit in result["hits"]:
+        assert not flagged_words & set(hit["provenance"]["expansion_terms"])
+
+
+PRIVATE = {"databases": {"brain": {"allow": {"id": "owner"}}}}
+ROUTES = [("get", "/brain/-/recall?q=pager"), ("post", "/brain/-/recall"), ("post", "/brain/-/verify"),
+          ("post", "/brain/-/remember"), ("get", "/brain/-/decayed"), ("get", "/brain/-/decayed.json"),
+          ("get", "/brain/-/brain?q=pager"), ("get", "/brain/-/memory/1"), ("get", "/brain/-/entity/1"),
+          ("get", "/brain/knowledge.json"), ("get", "/brain/recall.json?q=pager")]  # fmt: skip
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(actor=st.one_of(st.none(), st.text(string.ascii_lowercase, min_size=1, max_size=8)))
+def test_actor_without_permission_reads_nothing(datasette, actor):
+    private = Datasette(list(datasette.files), metadata=PRIVATE)
+
+    async def requests():
+        cookies = {"ds_actor": private.sign({"a": {"id": actor}}, "actor")} if actor else {}
+        responses = []
+        for method, path in ROUTES:
+            kwargs = {"json": {"q": "pager", "claim": "x", "text": "x"}} if method == "post" else {}
+            responses.append((path, await getattr(private.client, method)(path, cookies=cookies, **kwargs)))
+        return responses
+
+    for path, response in asyncio.run(requests()):
+        if actor == "owner":
+            continue
+        assert response.status_code == 403, (path, response.status_code)
+        assert "Pager" not in response.text and "graph leg" not in response.text.lower()
