@@ -49,6 +49,16 @@ def _document_count(conn):
     return conn.execute("select count(*) from knowledge").fetchone()[0] or 1
 
 
+def document_frequencies(conn, stems):
+    """{stem: number of chunks holding it} from the FTS5 'row' vocabulary."""
+    return dict(
+        conn.execute(
+            "select term, doc from knowledge_fts_terms where term in (select value from json_each(?))",
+            [json.dumps(sorted(set(stems)))],
+        ).fetchall()
+    )
+
+
 def query_terms(conn, text):
     """({stem: idf}, {stem: document frequency}) of the query's searchable words."""
     spec = lexical.parse(text)
@@ -57,12 +67,7 @@ def query_terms(conn, text):
     terms = sorted(set(stemmed.values()))
     if not terms:
         return {}, {}
-    frequencies = dict(
-        conn.execute(
-            "select term, doc from knowledge_fts_terms where term in (select value from json_each(?))",
-            [json.dumps(terms)],
-        ).fetchall()
-    )
+    frequencies = document_frequencies(conn, terms)
     n = _document_count(conn)
     return {t: math.log(1 + n / (frequencies.get(t, 0) + 0.5)) for t in terms}, frequencies
 
@@ -73,12 +78,7 @@ def common_words(conn, text):
     stemmed = lexical.stems(words)
     if not stemmed:
         return frozenset()
-    frequencies = dict(
-        conn.execute(
-            "select term, doc from knowledge_fts_terms where term in (select value from json_each(?))",
-            [json.dumps(sorted(set(stemmed.values())))],
-        ).fetchall()
-    )
+    frequencies = document_frequencies(conn, stemmed.values())
     limit = COMMON_TERM_SHARE * _document_count(conn)
     return frozenset(w.lower() for w, stem in stemmed.items() if frequencies.get(stem, 0) > limit)
 
@@ -151,12 +151,7 @@ def expansion_terms(conn, legs, fused):
             by_stem[stem] = (best[0] + count, best[1]) if best else (count, word)
     if not by_stem:
         return []
-    frequencies = dict(
-        conn.execute(
-            "select term, doc from knowledge_fts_terms where term in (select value from json_each(?))",
-            [json.dumps(list(by_stem))],
-        ).fetchall()
-    )
+    frequencies = document_frequencies(conn, by_stem)
     n = _document_count(conn)
     scored = sorted(
         ((count * math.log(1 + n / (frequencies.get(stem, 0) + 0.5)), word) for stem, (count, word) in by_stem.items()),

@@ -20,6 +20,7 @@ from .routes import ApiError, api, brain_database, querydoc_from_args
 
 FACETS = ("class", "scope", "source", "domain", "decay")
 GRAPH_SIZE = 640
+DECAYED_LIMIT = 1000  # the review page shows the first thousand, soonest to expire first
 
 
 @api
@@ -156,7 +157,7 @@ async def decayed_page(datasette, request):
     def load(conn):
         rows = [
             dict(zip(("id", "title", "content", "class", "scope", "source", "domain", "expires_at", "relevance_tier", "decay"), r))
-            for r in conn.execute(DECAYED_SQL + " order by expires_at, id", {"now": now})
+            for r in conn.execute(DECAYED_SQL + " order by expires_at, id limit :limit", {"now": now, "limit": DECAYED_LIMIT})
         ]  # fmt: skip
         return rows
 
