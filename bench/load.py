@@ -11,7 +11,6 @@ full-text rows, once the ingest has exited.
 
 import argparse
 import json
-import socket
 import statistics
 import subprocess
 import sys
@@ -19,14 +18,13 @@ import tempfile
 import threading
 import time
 import urllib.error
-import urllib.request
 from pathlib import Path
 
 import brain_sql
 from brain_sql.check import check
 
 sys.path.insert(0, str(Path(__file__).parent))
-from serve import percentile, post  # noqa: E402
+from serve import percentile, post, queries_from, serve  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,14 +48,9 @@ def main():
         for i in range(args.records):
             out.write(json.dumps({"_id": f"load-{i}", "title": f"Load test note {i}",
                                   "text": f"Load test memory {i}: the pager rota changes on Mondays."}) + "\n")  # fmt: skip
-    queries = [json.loads(line)["text"] for line in open(args.query_file)][:200]
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "datasette", str(brain), "-h", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    url = f"http://127.0.0.1:{port}/brain/-/recall"
+    queries = queries_from(args.query_file, 200)
+    server, base = serve(brain)
+    url = f"{base}/brain/-/recall"
     results, stop = [], threading.Event()
 
     def client(offset):
@@ -70,12 +63,6 @@ def main():
             i += args.clients
 
     try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/-/versions.json", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
         post(url, {"q": queries[0]})
         threads = [threading.Thread(target=client, args=(n,)) for n in range(args.clients)]
         started = time.perf_counter()

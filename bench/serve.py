@@ -37,6 +37,29 @@ def percentile(values, p):
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
+def serve(brain):
+    """Datasette serving `brain` on a free loopback port, once it answers: (process, base url)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "datasette", str(brain), "-h", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"{base}/-/versions.json", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    return process, base
+
+
+def queries_from(path, n):
+    return [json.loads(line)["text"] for line in open(path)][:n]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--brain", default="/tmp/brain-50k.db")
@@ -44,7 +67,7 @@ def main():
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--query-file", default=str(ROOT.parent / "shared/data/scifact/queries.jsonl"))
     args = parser.parse_args()
-    queries = [json.loads(line)["text"] for line in open(args.query_file)][: args.queries]
+    queries = queries_from(args.query_file, args.queries)
     name = Path(args.brain).stem
 
     conn = brain_sql.connect(args.brain)
@@ -55,21 +78,9 @@ def main():
         brain_sql.recall(conn, {"q": q, "k": 10})
         in_process.append((time.perf_counter() - started) * 1000)
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "datasette", args.brain, "-h", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/{name}/-/recall"
+    server, base = serve(args.brain)
+    url = f"{base}/{name}/-/recall"
     try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/-/versions.json", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
         for q in queries[:10]:  # warm every read connection's graph and the model
             post(url, {"q": q})
         single = [post(url, {"q": q, "k": 10})[1] for q in queries]

@@ -20,7 +20,7 @@ import xxhash
 from . import embed, mentions
 from .config import INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, MAX_TITLE_CHARS
 from .document import Document, IngestError
-from .fields import FieldError, normalize_fields
+from .fields import normalize_fields
 from .plugins import collect
 from .schema import migrate, recorded_model, vec_metadata_values
 

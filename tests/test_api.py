@@ -201,3 +201,14 @@ async def test_openai_compatible_embeddings(brain_path):
     for body in ({}, {"input": []}, {"input": [1, 2]}, {"input": "x", "model": "/no/such/model"}):
         response = await datasette.client.post("/-/brain/v1/embeddings", json=body)
         assert response.status_code == 400, body
+
+
+@pytest.mark.asyncio
+async def test_form_posts_need_the_csrf_token(tmp_path):
+    path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(path))
+    datasette = Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    cookies = {**actor_cookie(datasette, "agent"), "ds_csrftoken": "anything"}
+    forged = await datasette.client.post("/brain/-/remember", data={"text": "forged memory"}, cookies=cookies)
+    assert forged.status_code == 403
+    assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0

@@ -3,7 +3,6 @@
 import json
 
 import numpy as np
-import pytest
 
 import brain_sql
 from brain_sql.connection import load_sqlite_vec, sqlite3
