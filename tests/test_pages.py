@@ -23,7 +23,9 @@ HOSTILE = '<script>window.pwned = 1</script><img src="x" onerror="window.pwned =
 def server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pages")
     records = [
-        {"_id": "hostile", "title": "<b>Hostile</b> pager note", "text": HOSTILE},
+        {"_id": "hostile", "title": "<b>Hostile</b> pager note", "text": HOSTILE,
+         "entities": ["<script>window.pwned = 3</script>"]},
+        {"_id": "hostile-old", "title": "<i>Expired</i> hostile note", "text": HOSTILE, "expires_at": "2025-03-01"},
         {"_id": "expired1", "title": "Old pager rota", "text": "The 2024 pager rota.", "expires_at": "2025-01-01", "class": "policy"},
         {"_id": "expired2", "title": "Old wifi", "text": "The 2024 wifi password.", "expires_at": "2025-02-01"},
         {"_id": "archived", "title": "Archived note", "text": "Kept for the record.", "relevance_tier": 0},
@@ -102,10 +104,10 @@ def test_entity_page_draws_the_neighbourhood(server, page):
 
 def test_decayed_page_facets_filter(server, page):
     page.goto(server + "/brain/-/decayed")
-    assert "3 memories" in page.inner_text("body")
+    assert "4 memories" in page.inner_text("body")
     page.locator("#facet-decay a", has_text="expired").first.click()
     page.wait_for_url("**decay=expired**")
-    assert "2 memories" in page.inner_text("body")
+    assert "3 memories" in page.inner_text("body")
     page.locator("#facet-class a", has_text="policy").first.click()
     page.wait_for_url("**class=policy**")
     assert "1 memories" in page.inner_text("body")
@@ -128,4 +130,14 @@ def test_stored_script_renders_as_text_and_never_runs(server, page):
     page.wait_for_selector("#brain-content mark")
     assert page.locator("#brain-content mark").inner_text() == "Pager policy"
     assert "<script>" in page.locator("#brain-content").inner_text()
+    assert page.evaluate("window.pwned") is None
+
+
+def test_entity_and_decayed_pages_escape_stored_names(server, page):
+    page.goto(server + "/brain/entities.json?_shape=array&name__startswith=%3Cscript")
+    entity_id = json.loads(page.inner_text("body"))[0]["id"]
+    page.goto(f"{server}/brain/-/entity/{entity_id}")
+    assert page.locator("h1").inner_text() == "<script>window.pwned = 3</script>"
+    page.goto(server + "/brain/-/decayed")
+    assert "<i>Expired</i> hostile note" in page.inner_text("table.rows-and-columns")
     assert page.evaluate("window.pwned") is None
