@@ -112,20 +112,22 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
     model_id = recorded_model(conn)
-    documents, seen = [], {}
+    documents, document_ids, seen = [], [], {}
     for number, record in enumerate(records, 1):
         item = record_document("remember", record, None, f"record {number}")
         if isinstance(item, Document):
             item.source_path = None
+            document_ids.append(item.document_id)
         item = _accept(item, defaults, seen, model_id)
         if isinstance(item, IngestError):
             report.errors.append(item)
-        documents.append(item if isinstance(item, Document) else None)
+        elif item is not None:  # None: a repeat of an earlier record, stored once
+            documents.append(item)
     ids = []
     if not report.errors:
         writer = _Writer(conn, model_id, report, atomic=True)
         try:
-            for document in filter(None, documents):
+            for document in documents:
                 writer.add(document)
             writer.flush()
         except Exception as ex:
@@ -133,13 +135,10 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
             return report, []
         finally:
             writer.close()
-        stored = {d.document_id for d in documents if d}
-        by_record = [d.document_id if d else None for d in documents]
-        for document_id in by_record:
-            ids.append(
-                [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (document_id,))]
-                if document_id in stored else []
-            )  # fmt: skip
+        ids = [
+            [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (d,))]
+            for d in document_ids
+        ]
     report.seconds = time.perf_counter() - started
     return report, ids
 
@@ -320,7 +319,7 @@ class _Writer:
         mentions.ensure_queue(conn)
 
     def add(self, document):
-        self.pending.append((document, document.digest))
+        self.pending.append(document)
         if len(self.pending) >= INGEST_BATCH_DOCUMENTS:
             self._advance()
 
@@ -370,15 +369,15 @@ class _Writer:
         """{content hash: text} of the chunks in `batch` that may need a new vector."""
         stored = self._stored_hashes(batch)
         texts = {}
-        for document, digest in batch:
-            if stored.get(document.document_id) != digest:
+        for document in batch:
+            if stored.get(document.document_id) != document.digest:
                 for chunk in document.chunks:
                     text = _chunk_text(document, chunk)
                     texts[_digest(text)] = text
         return {h: t for h, t in texts.items() if self._stored_vector(h) is None}
 
     def _stored_hashes(self, batch):
-        ids = [d.document_id for d, _ in batch]
+        ids = [d.document_id for d in batch]
         return dict(
             self.conn.execute(
                 f"select document_id, content_hash from documents where document_id in ({','.join('?' * len(ids))})",
@@ -420,23 +419,21 @@ class _Writer:
         conn = self.conn
         stored = self._stored_hashes(batch)
         plans = []
-        for document, digest in batch:
+        for document in batch:
             self.report.documents += 1
-            if stored.get(document.document_id) == digest:
+            if stored.get(document.document_id) == document.digest:
                 self.report.chunks_unchanged += len(document.chunks)
                 continue
-            known = document.document_id in stored
-            stored[document.document_id] = digest  # a repeat later in the batch is a duplicate
-            plans.append((document, digest, self._plan(document, known)))
-        vectors = self._vectors([c for _, _, plan in plans for c in plan["new"]], embedded)
+            plans.append((document, self._plan(document, document.document_id in stored)))
+        vectors = self._vectors([c for _, plan in plans for c in plan["new"]], embedded)
         new_vectors = []
-        for document, digest, plan in plans:
+        for document, plan in plans:
             if not isolate:
-                new_vectors += self._write_document(document, digest, plan, vectors)
+                new_vectors += self._write_document(document, plan, vectors)
                 continue
             conn.execute("savepoint document")
             try:
-                insert_vectors(conn, self._write_document(document, digest, plan, vectors))
+                insert_vectors(conn, self._write_document(document, plan, vectors))
             except Exception as ex:
                 conn.execute("rollback to document")
                 self.entity_ids.clear()  # ids created inside the savepoint are gone
@@ -476,7 +473,7 @@ class _Writer:
             vectors[content_hash] = vector
         return vectors
 
-    def _write_document(self, document, digest, plan, vectors):
+    def _write_document(self, document, plan, vectors):
         """Write one document's rows and edges; returns the vectors of its new chunks."""
         conn, report = self.conn, self.report
         columns = self._row_values(document)
@@ -514,7 +511,7 @@ class _Writer:
         conn.execute(
             "insert or replace into documents (document_id, title, source_path, entity_id, content_hash, chunks) "
             "values (?, ?, ?, ?, ?, ?)",
-            (document.document_id, document.title, document.source_path, entity_id, digest, len(document.chunks)),
+            (document.document_id, document.title, document.source_path, entity_id, document.digest, len(document.chunks)),
         )
         self._write_edges(document, entity_id, chunk_ids)
         mentions.queue(conn, "chunk", chunk_ids.values())

@@ -30,6 +30,9 @@ def test_same_text_in_another_scope_is_another_memory(tmp_path):
         report, ids = remember(conn, [{"title": "Wifi", "text": "The wifi password rotates.", "scope": scope}])
         assert not report.errors and ids[0]
     assert rows(conn, "select scope from knowledge order by scope") == [("/acme",), ("/globex",)]
+    record = {"title": "Door", "text": "The door code changes weekly."}
+    report, ids = remember(conn, [record, record])  # a repeat is stored once and answered with its ids
+    assert not report.errors and ids[0] and ids[0] == ids[1]
 
 
 def test_repeated_ids_in_a_file(run, tmp_path):
