@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import brain_sql
-from brain_sql.check import check, fingerprint
+from brain_sql.consistency import check, fingerprint
 
 
 def corpus(folder, n, edit=False):

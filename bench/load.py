@@ -21,7 +21,7 @@ import urllib.error
 from pathlib import Path
 
 import brain_sql
-from brain_sql.check import check
+from brain_sql.consistency import check
 
 sys.path.insert(0, str(Path(__file__).parent))
 from serve import percentile, post, queries_from, serve  # noqa: E402

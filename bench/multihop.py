@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 import brain_sql
-from brain_sql.evaluate import evaluate
+from brain_sql.evaluation import evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 
 import brain_sql
-from brain_sql.embed import embed, quantize_int8
-from brain_sql.recall import recall
+from brain_sql.embed import embed
+from brain_sql.vectors import quantize_int8
+from brain_sql.hybrid import recall
 from brain_sql.schema import recorded_model
 
 sys.path.insert(0, str(Path(__file__).parent))

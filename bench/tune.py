@@ -20,10 +20,10 @@ import numpy as np
 
 import brain_sql
 from brain_sql import config, quality
-from brain_sql.evaluate import load_qrels, load_queries, metrics
+from brain_sql.evaluation import load_qrels, load_queries, metrics
 from brain_sql.fusion import fuse
 from brain_sql.querydoc import parse
-from brain_sql.recall import run_legs
+from brain_sql.hybrid import run_legs
 
 sys.path.insert(0, str(Path(__file__).parent))
 from multihop import hotpotqa, musique, write_beir  # noqa: E402

@@ -1,11 +1,12 @@
-"""Opening and preparing SQLite connections: one place that loads sqlite-vec and
-registers the brain_* functions, used by plain Python, sqlite-utils and Datasette."""
+"""Opening SQLite connections and writing through them: the driver choice,
+sqlite-vec loading, the pragmas, and the one transaction helper every write uses."""
 
+import contextlib
 import importlib
 
+import sqlite_utils
 
-class BrainError(Exception):
-    """A problem the user can fix; its message says how."""
+from .errors import BrainError
 
 
 def _sqlite3_module():
@@ -21,7 +22,12 @@ sqlite3 = _sqlite3_module()
 
 
 def load_sqlite_vec(conn):
-    """Load sqlite-vec into `conn`, or fail saying what to install."""
+    """Load sqlite-vec into `conn` unless it is there, or fail saying what to install."""
+    try:
+        conn.execute("select vec_version()")
+        return
+    except Exception:  # no such function, as any driver's OperationalError says
+        pass
     try:
         import sqlite_vec
     except ImportError as ex:
@@ -44,29 +50,38 @@ def load_sqlite_vec(conn):
         conn.enable_load_extension(False)
 
 
-def prepare_connection(conn, model_id=None):
-    """Load sqlite-vec and register the brain_* SQL functions on `conn`.
-
-    `model_id` defaults to the model the database records (or the configured
-    default for a database that is not a brain yet).
-    """
-    from .functions import register_functions
-    from .schema import recorded_model
-
-    try:
-        conn.execute("select vec_version()")
-    except sqlite3.OperationalError:
-        load_sqlite_vec(conn)
-    register_functions(conn, model_id or recorded_model(conn))
-
-
-def connect(path, model_id=None):
-    """Open a brain file for reading and writing, ready for every brain_* function."""
+def open_connection(path):
+    """A connection to the file at `path` in autocommit mode, with sqlite-vec loaded
+    and the pragmas a brain is written and read with."""
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     conn.execute("pragma journal_mode = wal")
     conn.execute("pragma synchronous = normal")
     conn.execute("pragma busy_timeout = 30000")
     conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
     conn.execute("pragma temp_store = memory")
-    prepare_connection(conn, model_id)
+    load_sqlite_vec(conn)
     return conn
+
+
+@contextlib.contextmanager
+def atomic(conn):
+    """All or none. The outermost block takes the write lock up front (BEGIN
+    IMMEDIATE), so a writer waits its turn for up to busy_timeout instead of
+    failing when it first writes; nested blocks are sqlite-utils' savepoints."""
+    if conn.in_transaction:
+        with sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False).atomic():
+            yield conn
+        return
+    conn.execute("begin immediate")
+    try:
+        yield conn
+    except BaseException:
+        if conn.in_transaction:  # an error may already have ended it
+            conn.execute("rollback")
+        raise
+    try:
+        conn.execute("commit")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("rollback")
+        raise

@@ -5,6 +5,7 @@ import datetime
 import re
 
 from .config import CLASSES
+from .errors import FieldError
 
 TIME_FIELDS = ("observed_at", "valid_from", "valid_to", "expires_at", "created_at")
 TEXT_FIELDS = (
@@ -16,10 +17,6 @@ FIELD_NAMES = TIME_FIELDS + TEXT_FIELDS + ("class", "scope", "confidence", "rele
 
 _RELATIVE = re.compile(r"^\s*([+-]?)(\d+)\s*([smhdwy])\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-
-
-class FieldError(ValueError):
-    """A field value that cannot be used; the message names the field."""
 
 
 def parse_time(value, now=None, name="time"):

@@ -1,13 +1,17 @@
-"""The brain_* SQL functions, registered on any sqlite3 connection.
-
-Together they make recall plain SQL: see recall.sql, the canned recall query.
-"""
+"""The brain_* SQL functions, registered on any sqlite3 connection, and the SQL
+recall they make possible (recall.sql, whose filter clauses are written from
+filters.CLAUSES, so the SQL and the API filter alike)."""
 
 import json
+from pathlib import Path
 
-from . import config, embed, lexical, verify
-from .fields import scope_ancestors
-from .schema import VEC_METADATA
+from . import claims, config, graph, lexical, querydoc
+from .connection import sqlite3
+from .embed import embed
+from .filters import Filters, column_sql, template
+from .fusion import leg_weights, rrf
+from .terms import TermStats
+from .vectors import quantize_int8
 
 EMBED_FORMATS = ("float32", "int8")
 SETTINGS = {
@@ -17,26 +21,30 @@ SETTINGS = {
     "fts_title_weight": config.FTS_COLUMN_WEIGHTS[0],
     "fts_content_weight": config.FTS_COLUMN_WEIGHTS[1],
 }
-FILTER_COLUMNS = ("scope", "class", "source", "domain")
+# brain_allowed's columns: the QueryDoc field that sets each, and its bound
+ALLOWED = {"scope": ("scope", "scopes"), "class": ("classes", "classes"),
+           "source": ("sources", "sources"), "domain": ("domain", "domains")}  # fmt: skip
 
 
-def _split(value):
-    """'a, b' -> ['a', 'b']; '' or NULL -> None (no filter)."""
-    if value is None or not str(value).strip():
-        return None
-    return [part.strip() for part in str(value).split(",") if part.strip()]
+def _recall_sql():
+    text = (Path(__file__).parent / "recall.sql").read_text()
+    bounds = "(select bounds from visible)"
+    return text.replace("{vector_filters}", template(bounds, indent=4)).replace(
+        "{fts_filters}", template(bounds, row="k", indent=6)
+    )
 
 
-def ppr_filters(raw):
-    """QueryDoc filter fields from brain_ppr's JSON argument; lists may be comma strings."""
-    filters = json.loads(raw) if raw else {}
-    if not isinstance(filters, dict):
-        raise ValueError("brain_ppr filters must be a JSON object of QueryDoc fields")
-    filters = {k: v for k, v in filters.items() if v not in (None, "")}
-    for name in ("classes", "sources"):
-        if isinstance(filters.get(name), str):
-            filters[name] = _split(filters[name])
-    return filters
+# Hybrid recall as one plain SQL query (the canned query Datasette offers).
+RECALL_SQL = _recall_sql()
+
+
+def request_filters(request):
+    """Filters from a JSON object of QueryDoc filter fields (values as text, lists
+    as comma-separated text or JSON arrays), as the SQL functions receive them."""
+    values = json.loads(request) if request else {}
+    if not isinstance(values, dict):
+        raise ValueError("filters must be a JSON object of QueryDoc fields, such as {\"scope\": \"/acme\"}")
+    return Filters.from_querydoc(querydoc.from_strings(values, need_q=False))
 
 
 def register_functions(conn, model_id):
@@ -46,6 +54,9 @@ def register_functions(conn, model_id):
     model itself is loaded on the first call, not here.
     """
 
+    def values_of(column):
+        return [row[0] for row in conn.execute(f"select distinct {column_sql(column, 'knowledge')} from knowledge")]
+
     def brain_embed(text, fmt="float32"):
         """brain_embed(text [, 'float32' | 'int8']): the text's L2-normalised vector as a
         BLOB; 'int8' gives the quantised form stored in vec_knowledge.embedding_int8
@@ -54,40 +65,34 @@ def register_functions(conn, model_id):
             return None
         if fmt not in EMBED_FORMATS:
             raise ValueError(f"brain_embed format must be one of {EMBED_FORMATS}, not {fmt!r}")
-        vectors = embed.embed([str(text)], model_id)
+        vectors = embed([str(text)], model_id)
         if fmt == "int8":
-            vectors = embed.quantize_int8(vectors)
+            vectors = quantize_int8(vectors)
         return vectors[0].tobytes()
 
     def brain_verify(claim, text):
-        return json.dumps(verify.verify(claim, text))
+        return json.dumps(claims.verify(claim, text))
 
     def brain_fts_query(text):
         """brain_fts_query(text): a safe FTS5 MATCH expression; in a brain, words most
         chunks contain are left out while rarer ones remain."""
-        from .connection import sqlite3
-        from .quality import common_words
-
         text = "" if text is None else str(text)
         try:
-            common = common_words(conn, text)
+            common = TermStats(conn).common_words(text)
         except sqlite3.OperationalError:  # not a brain: no term frequencies
             common = frozenset()
         return lexical.fts_query(text, common)
 
     def brain_rrf(rank, weight=1.0, k=config.RRF_K):
         """brain_rrf(rank [, weight [, k]]): one leg's RRF term, weight / (k + rank)."""
-        from .fusion import rrf
-
         return None if rank is None else rrf(rank, k, weight)
 
-    def brain_leg_weight(leg, text):
-        """brain_leg_weight(leg, q): the configured fusion weight of a leg for query q
-        (the graph leads when q names a known entity)."""
-        from . import graph
-
-        seeded = bool(graph.load(conn).seeds_in(text or ""))
-        weights = config.LEG_WEIGHTS_WITH_ENTITIES if seeded else config.LEG_WEIGHTS_WITHOUT_ENTITIES
+    def brain_leg_weight(leg, text, filters=None):
+        """brain_leg_weight(leg, q [, filters]): a leg's fusion weight for query q; the
+        graph leads when q names an entity that memories visible under `filters`
+        (a JSON object of QueryDoc filter fields) tie into the graph."""
+        named = graph.named_entities(conn, text or "", request_filters(filters))
+        weights = leg_weights(bool(named))
         if leg not in weights:
             raise ValueError(f"brain_leg_weight: leg must be one of {', '.join(weights)}")
         return weights[leg]
@@ -97,36 +102,35 @@ def register_functions(conn, model_id):
             raise ValueError(f"brain_setting: name must be one of {', '.join(SETTINGS)}")
         return SETTINGS[name]
 
+    def brain_filters(filters):
+        """brain_filters(filters): JSON object of every filter bound for a JSON object
+        of QueryDoc filter fields, an unset one admitting everything; recall.sql
+        filters each leg with it."""
+        return json.dumps(request_filters(filters).every_bound(values_of))
+
     def brain_allowed(column, value):
         """brain_allowed(column, value): JSON list of the values a filter admits for
         scope / class / source / domain: a scope and its ancestors, a comma-separated
-        list, or, when value is empty, every value the brain holds."""
-        if column not in FILTER_COLUMNS:
-            raise ValueError(f"brain_allowed: column must be one of {', '.join(FILTER_COLUMNS)}")
-        values = _split(value)
-        if values is None:
-            expression = VEC_METADATA[column][1].format(row="knowledge")
-            values = [row[0] for row in conn.execute(f"select distinct {expression} from knowledge")]
-        elif column == "scope":
-            values = scope_ancestors(values[0])
-        return json.dumps(values)
+        list of classes or sources, a domain, or, when value is empty, every value
+        the brain holds."""
+        if column not in ALLOWED:
+            raise ValueError(f"brain_allowed: column must be one of {', '.join(ALLOWED)}")
+        field, bound = ALLOWED[column]
+        filters = Filters.from_querydoc(querydoc.from_strings({field: value}, need_q=False))
+        return json.dumps(filters.every_bound(values_of)[bound])
 
     def brain_ppr(text, passages=None, filters=None):
         """brain_ppr(q [, passages [, filters]]): the graph leg as a JSON array of
         {id, score}, best first. passages: JSON [{leg, id, score}] from the other
         legs, best first per leg; filters: a JSON object of QueryDoc filter fields."""
-        from . import graph
-        from .querydoc import parse
-        from .recall import build_filters
-
-        doc = parse({"q": "filters only", **ppr_filters(filters)})  # q plays no part in filters
         seeds = [(p["leg"], p["id"], p["score"]) for p in json.loads(passages or "[]")]
-        hits, _ = graph.walk(conn, text or "", seeds, build_filters(doc, None, None))
+        hits, _ = graph.walk(conn, text or "", seeds, request_filters(filters))
         return json.dumps([{"id": item, "score": score} for item, score in hits])
 
     conn.create_function("brain_rrf", -1, brain_rrf, deterministic=True)
-    conn.create_function("brain_leg_weight", 2, brain_leg_weight)
+    conn.create_function("brain_leg_weight", -1, brain_leg_weight)
     conn.create_function("brain_setting", 1, brain_setting, deterministic=True)
+    conn.create_function("brain_filters", 1, brain_filters)
     conn.create_function("brain_allowed", 2, brain_allowed)
     conn.create_function("brain_ppr", -1, brain_ppr)
     conn.create_function("brain_embed", 1, brain_embed, deterministic=True)

@@ -1,7 +1,7 @@
 """Reciprocal Rank Fusion: ranks in, a fused order out. The fused score is a sum
 of weighted reciprocal ranks, not a confidence; quality.py judges confidence."""
 
-from .config import RRF_K
+from .config import LEG_WEIGHTS_WITH_ENTITIES, LEG_WEIGHTS_WITHOUT_ENTITIES, RRF_K
 
 
 def rrf(rank, k=RRF_K, weight=1.0):
@@ -21,3 +21,9 @@ def fuse(legs, weights, k=RRF_K):
                 scores[item] = scores.get(item, 0.0) + rrf(rank, k, weight)
     ordered = sorted(scores, key=lambda item: (-scores[item], item))
     return [(item, scores[item], ranks[item]) for item in ordered]
+
+
+def leg_weights(names_entities):
+    """Each leg's fusion weight: the graph walk leads when the query names entities
+    the caller can reach (multi-hop questions); otherwise lexical evidence does."""
+    return LEG_WEIGHTS_WITH_ENTITIES if names_entities else LEG_WEIGHTS_WITHOUT_ENTITIES

@@ -11,7 +11,6 @@ are cut out before the walk, so the graph never widens what a caller can read.
 The graph is cached per connection and rebuilt when the file changes.
 """
 
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from .config import (
     DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS, NAMED_DOCUMENT_SHARE, PASSAGE_SEED_WEIGHT,
     PASSAGE_SEEDS, PPR_DAMPING, PPR_THETA, RECALL_CANDIDATES,
 )  # fmt: skip
-from .schema import VEC_METADATA, vec_metadata_values
+from .vectors import VEC_METADATA, vec_metadata_values
 
 MAX_ITERATIONS = 20
 TOLERANCE = 1e-6
@@ -67,6 +66,12 @@ class Graph:
             if target in self.entity_index:
                 nodes.append(self.entity_index[target])
         return sorted(set(nodes))
+
+    def named_entities(self, text, visible):
+        """The entity nodes `text` names that the caller can reach: an entity known
+        only from hidden memories must not change the ranking, nor show in telemetry."""
+        walkable = self._walkable(visible)[0]
+        return [node for node in self.seeds_in(text) if np.any(walkable == node)]
 
     def chunk_scores(self, scores):
         """Each chunk's PPR score plus its share of its document node's: a document
@@ -137,10 +142,7 @@ def walk(conn, text, passages, filters, n=RECALL_CANDIDATES):
     """
     g = load(conn)
     visible = filters.mask(g.columns)
-    # an entity counts as named only if the caller can reach it: one known only
-    # from hidden memories must not change the ranking, nor show in telemetry
-    walkable = g._walkable(visible)[0]
-    entity_nodes = [node for node in g.seeds_in(text) if np.any(walkable == node)]
+    entity_nodes = g.named_entities(text, visible)
     seeds = {}
     for node in entity_nodes:
         chunks = g.document_chunks.get(node, [])
@@ -238,26 +240,7 @@ def load(conn):
     return graph
 
 
-def neighbourhood(conn, entity_id, limit=50):
-    """(entity row, neighbours, edges) around one entity, for display: at most
-    `limit` neighbours, the most connected first; edges are (from id, to id, type)."""
-    entity = conn.execute("select id, name, entity_type from entities where id = ?", (entity_id,)).fetchone()
-    if entity is None:
-        return None, [], []
-    neighbours = conn.execute(
-        """
-        select e.id, e.name, e.entity_type, count(*) as ties from relationships r
-        join entities e on e.id = case when r.from_entity_id = :id then r.to_entity_id else r.from_entity_id end
-        where (r.from_entity_id = :id or r.to_entity_id = :id) and e.id != :id
-        group by e.id order by ties desc, e.name limit :limit
-        """,
-        {"id": entity_id, "limit": limit},
-    ).fetchall()
-    shown = [entity_id] + [n[0] for n in neighbours]
-    edges = conn.execute(
-        "select distinct from_entity_id, to_entity_id, relation_type from relationships "
-        "where from_entity_id in (select value from json_each(:ids)) and to_entity_id in (select value from json_each(:ids)) "
-        "and (from_entity_id = :id or to_entity_id = :id) order by 1, 2, 3",
-        {"ids": json.dumps(shown), "id": entity_id},
-    ).fetchall()
-    return tuple(entity), [tuple(n) for n in neighbours], [tuple(e) for e in edges]
+def named_entities(conn, text, filters):
+    """The entity nodes `text` names that a caller with `filters` can reach."""
+    g = load(conn)
+    return g.named_entities(text, filters.mask(g.columns))

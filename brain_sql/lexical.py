@@ -11,6 +11,8 @@ import re
 import threading
 from dataclasses import dataclass, field
 
+from .connection import sqlite3
+
 # unicode61 treats letters and digits as token characters and all else (the
 # underscore included) as separators.
 _TOKEN = re.compile(r"[^\W_]+")
@@ -115,8 +117,6 @@ def stems(words):
         return {}
     with _stemmer_lock:
         if _stemmer is None:
-            from .connection import sqlite3
-
             _stemmer = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
             _stemmer.execute("create virtual table words using fts5(word, tokenize='porter unicode61')")
             _stemmer.execute("create virtual table word_terms using fts5vocab(words, 'instance')")

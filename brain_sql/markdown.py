@@ -8,9 +8,8 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from .chunk import pack
-from .document import Document, IngestError, IngestFormat
+from .document import Document, IngestError, IngestFormat, document_fields
 from .hookspecs import hookimpl
-from .records import document_fields
 
 _parser = MarkdownIt("commonmark").use(front_matter_plugin).enable("table")
 

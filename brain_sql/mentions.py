@@ -2,8 +2,9 @@
 at word boundaries) ties its document to that entity, so the graph leg can hop
 between documents that never link to each other.
 
-Work is queued in brain_mention_queue inside each document's transaction and
-done by `resolve_mentions`, so an interrupted ingest is finished by the next one.
+Work is queued in brain_mention_queue (made by a migration) inside each
+document's transaction and done by `resolve_mentions`, so an interrupted ingest
+is finished by the next one.
 New chunks are matched against every entity with one Aho-Corasick automaton;
 entities new to the brain are looked for in older chunks through FTS5 when they
 are few, or with a second automaton over all text when they are many.
@@ -33,10 +34,6 @@ select k.id, k.document_id, d.entity_id, coalesce(k.title, '') || char(10) || k.
 from knowledge k join documents d on d.document_id = k.document_id
 where d.entity_id is not null
 """
-
-
-def ensure_queue(conn):
-    conn.execute(f"create table if not exists {QUEUE_TABLE} (kind text not null, id integer not null, primary key (kind, id))")
 
 
 def queue(conn, kind, ids):

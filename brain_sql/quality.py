@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from . import lexical
-from .config import ABSTAIN_BELOW, COMMON_TERM_SHARE, PRF_AGREEMENT_RANK, PRF_DEPTH, PRF_TERMS
+from .config import ABSTAIN_BELOW, PRF_AGREEMENT_RANK, PRF_DEPTH, PRF_TERMS
 
 # The confidence is a logistic model of the signals, fitted on SciFact's training
 # queries (answerable) against half of tests/data/trap_queries.jsonl (not);
@@ -45,44 +45,6 @@ class Assessment:
         }
 
 
-def _document_count(conn):
-    return conn.execute("select count(*) from knowledge").fetchone()[0] or 1
-
-
-def document_frequencies(conn, stems):
-    """{stem: number of chunks holding it} from the FTS5 'row' vocabulary."""
-    return dict(
-        conn.execute(
-            "select term, doc from knowledge_fts_terms where term in (select value from json_each(?))",
-            [json.dumps(sorted(set(stems)))],
-        ).fetchall()
-    )
-
-
-def query_terms(conn, text):
-    """({stem: idf}, {stem: document frequency}) of the query's searchable words."""
-    spec = lexical.parse(text)
-    words = spec.terms + [w for phrase in spec.phrases + spec.compounds for w in phrase]
-    stemmed = lexical.stems(words)
-    terms = sorted(set(stemmed.values()))
-    if not terms:
-        return {}, {}
-    frequencies = document_frequencies(conn, terms)
-    n = _document_count(conn)
-    return {t: math.log(1 + n / (frequencies.get(t, 0) + 0.5)) for t in terms}, frequencies
-
-
-def common_words(conn, text):
-    """The query's words found in more than COMMON_TERM_SHARE of the brain's chunks."""
-    words = lexical.parse(text).terms
-    stemmed = lexical.stems(words)
-    if not stemmed:
-        return frozenset()
-    frequencies = document_frequencies(conn, stemmed.values())
-    limit = COMMON_TERM_SHARE * _document_count(conn)
-    return frozenset(w.lower() for w, stem in stemmed.items() if frequencies.get(stem, 0) > limit)
-
-
 def _contains(conn, knowledge_id, stem):
     """Whether the chunk's indexed text holds the stem (read from the index itself:
     a MATCH would stem the stem again)."""
@@ -96,13 +58,14 @@ def assess(conn, legs, fused):
     signals = {"coverage": 0.0, "known": 0.0, "similarity": 0.0, "agreement": 0.0}
     if not fused:
         return Assessment(0.0, "clarify_query", signals, True)
-    idf, frequencies = query_terms(conn, legs.text)
+    idf = legs.terms.query_idf(legs.text)
     top = fused[0][0]
     if idf:
         total = sum(idf.values())
+        frequencies = legs.terms.frequencies(idf)
         found = [t for t in idf if _contains(conn, top, t)]
         signals["coverage"] = sum(idf[t] for t in found) / total
-        signals["known"] = sum(idf[t] for t in idf if frequencies.get(t)) / total
+        signals["known"] = sum(idf[t] for t in idf if frequencies[t]) / total
     vector = legs.raw.get("vector", {})
     if vector:
         low, high = SIMILARITY_RANGE
@@ -151,10 +114,9 @@ def expansion_terms(conn, legs, fused):
             by_stem[stem] = (best[0] + count, best[1]) if best else (count, word)
     if not by_stem:
         return []
-    frequencies = document_frequencies(conn, by_stem)
-    n = _document_count(conn)
+    legs.terms.frequencies(by_stem)
     scored = sorted(
-        ((count * math.log(1 + n / (frequencies.get(stem, 0) + 0.5)), word) for stem, (count, word) in by_stem.items()),
+        ((count * legs.terms.idf(stem), word) for stem, (count, word) in by_stem.items()),
         key=lambda s: (-s[0], s[1]),
     )
     return [word for _, word in scored[:PRF_TERMS]]

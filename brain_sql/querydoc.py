@@ -1,14 +1,19 @@
 """The QueryDoc: a recall request, checked field by field. Any problem is a
-QueryError naming the field, which the HTTP API turns into a 400."""
+QueryError naming the field, which the HTTP API turns into a 400.
 
+A request arrives as a JSON object (`parse`) or as text values — query-string
+parameters, CLI options, SQL function arguments — which `from_strings` coerces by
+each field's type before the same checks.
+"""
+
+import re
+import types
+import typing
 from dataclasses import dataclass
 
 from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
-from .fields import FieldError, normalize_scope, parse_time, sqlite_time, utcnow
-
-
-class QueryError(ValueError):
-    """A recall request that cannot be run as given."""
+from .errors import FieldError, QueryError
+from .fields import normalize_scope, parse_time, sqlite_time, utcnow
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,52 @@ class QueryDoc:
 
 
 FIELDS = set(QueryDoc.__dataclass_fields__) | {"source"}
+TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _field_types():
+    """{field: int | float | bool | str | tuple}, read from QueryDoc's annotations."""
+    kinds = {}
+    for name, hint in typing.get_type_hints(QueryDoc).items():
+        if isinstance(hint, types.UnionType):
+            hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+        kinds[name] = hint
+    kinds["source"] = kinds["sources"]
+    return kinds
+
+
+FIELD_TYPES = _field_types()
+
+
+def from_strings(values, need_q=True):
+    """A QueryDoc from {field: text or [texts]}: whole numbers, true/false words,
+    numbers and comma-separated lists are read by the field's type; an empty value
+    is absent; a repeated single-valued field takes its last value."""
+    raw = {}
+    for name, value in values.items():
+        texts = value if isinstance(value, (list, tuple)) else [value]
+        texts = [str(t) for t in texts if t is not None and str(t) != ""]
+        if not texts:
+            continue
+        kind, text = FIELD_TYPES.get(name), texts[-1].strip()
+        if kind is tuple:
+            raw[name] = [part.strip() for t in texts for part in t.split(",") if part.strip()]
+        elif kind is int:
+            if not re.fullmatch(r"-?[0-9]{1,9}", text):
+                raise QueryError(f"{name} must be a whole number")
+            raw[name] = int(text)
+        elif kind is bool:
+            if text.lower() not in TRUE_WORDS + FALSE_WORDS:
+                raise QueryError(f"{name} must be true or false")
+            raw[name] = text.lower() in TRUE_WORDS
+        elif kind is float:
+            try:
+                raw[name] = float(text)
+            except ValueError:
+                raise QueryError(f"{name} must be a number") from None
+        else:  # text, or a name parse() will report as unknown
+            raw[name] = texts[-1]
+    return parse(raw, need_q=need_q)
 
 
 def _text(name, value, limit=500):
@@ -64,8 +115,9 @@ def _flag(name, value):
     return value
 
 
-def parse(raw):
-    """A QueryDoc from a JSON object (dict), or a QueryError naming the problem."""
+def parse(raw, need_q=True):
+    """A QueryDoc from a JSON object (dict), or a QueryError naming the problem.
+    Without `need_q` the request may be filters only (q is then empty)."""
     if isinstance(raw, QueryDoc):
         return raw
     if not isinstance(raw, dict):
@@ -73,10 +125,10 @@ def parse(raw):
     unknown = sorted(set(raw) - FIELDS)
     if unknown:
         raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
-    if "q" not in raw:
+    if "q" not in raw and need_q:
         raise QueryError("q is required: the text to recall memories for")
-    q = _text("q", raw["q"], MAX_QUERY_CHARS)
-    if not q.strip():
+    q = _text("q", raw.get("q", ""), MAX_QUERY_CHARS)
+    if not q.strip() and need_q:
         raise QueryError("q must not be empty")
     values = {"q": q}
     if "k" in raw:

@@ -1,13 +1,23 @@
 with
   -- Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and Personalized PageRank,
   -- fused by weighted Reciprocal Rank Fusion. Parameters: :q, :k, and the filters
-  -- :scope (a path: it and its parents), :classes, :sources, :domain (comma-separated)
-  -- and :since, :until (ISO times); an empty filter admits everything. Flagged,
-  -- expired and archived (tier 0) memories never appear. Every filter acts inside
-  -- each leg's own search, so a selective filter still fills the result.
+  -- :scope (a path: it and its parents), :classes and :sources (comma-separated),
+  -- :domain, and :since, :until (ISO times); an empty filter admits everything.
+  -- Flagged, expired and archived (tier 0) memories never appear. Every filter acts
+  -- inside each leg's own search, so a selective filter still fills the result.
+request as materialized (
+  select json_object('scope', :scope, 'classes', :classes, 'sources', :sources, 'domain', :domain,
+                     'since', :since, 'until', :until) as filters
+),
+visible as materialized (
+  -- every filter's bound, read from the request as the JSON API reads it
+  select brain_filters(filters) as bounds from request
+),
 weights as materialized (
-  select brain_leg_weight('vector', :q) as vector, brain_leg_weight('fts', :q) as fts,
-         brain_leg_weight('graph', :q) as graph
+  -- the graph leads when :q names an entity the request can reach
+  select brain_leg_weight('vector', :q, filters) as vector, brain_leg_weight('fts', :q, filters) as fts,
+         brain_leg_weight('graph', :q, filters) as graph
+  from request
 ),
 vec as materialized (
   select knowledge_id as id, distance
@@ -15,15 +25,7 @@ vec as materialized (
   where embedding_int8 match vec_int8(brain_embed(:q, 'int8'))
     and k = brain_setting('candidates')
     and trim(coalesce(:q, '')) != ''  -- no query, no nearest neighbours
-    and scope in (select value from json_each(brain_allowed('scope', :scope)))
-    and class in (select value from json_each(brain_allowed('class', :classes)))
-    and source in (select value from json_each(brain_allowed('source', :sources)))
-    and domain in (select value from json_each(brain_allowed('domain', :domain)))
-    and observed_at >= coalesce(unixepoch(nullif(:since, '')), 0)
-    and observed_at < coalesce(unixepoch(nullif(:until, '')), 253402300800)
-    and expires_at > unixepoch('now')
-    and relevance_tier >= 1
-    and flagged = 0
+    and {vector_filters}
 ),
 vec_ranked as materialized (
   select id, distance, row_number() over (order by distance, id) as r from vec
@@ -34,15 +36,7 @@ fts_ranked as materialized (
            bm25(knowledge_fts, brain_setting('fts_title_weight'), brain_setting('fts_content_weight')) as bm25
     from knowledge_fts f join knowledge k on k.id = f.rowid
     where knowledge_fts match brain_fts_query(:q)
-      and k.scope in (select value from json_each(brain_allowed('scope', :scope)))
-      and k.class in (select value from json_each(brain_allowed('class', :classes)))
-      and coalesce(k.source, '') in (select value from json_each(brain_allowed('source', :sources)))
-      and coalesce(k.domain, 'global') in (select value from json_each(brain_allowed('domain', :domain)))
-      and coalesce(unixepoch(k.observed_at), unixepoch(k.created_at), 0) >= coalesce(unixepoch(nullif(:since, '')), 0)
-      and coalesce(unixepoch(k.observed_at), unixepoch(k.created_at), 0) < coalesce(unixepoch(nullif(:until, '')), 253402300800)
-      and coalesce(unixepoch(k.expires_at), 253402300799) > unixepoch('now')
-      and k.relevance_tier >= 1
-      and k.flagged = 0
+      and {fts_filters}
     order by bm25, f.rowid
     limit brain_setting('candidates')
   )
@@ -56,8 +50,7 @@ graph as materialized (
        union all
        select 'fts', id, -bm25, r from fts_ranked
        order by leg desc, r)),
-    json_object('scope', :scope, 'classes', :classes, 'sources', :sources, 'domain', :domain,
-                'since', :since, 'until', :until))) j
+    (select filters from request))) j
 ),
 fused as (
   select ids.id,

@@ -13,13 +13,8 @@ from pathlib import Path
 import xxhash
 
 from .chunk import split_text
-from .document import Document, IngestError, IngestFormat, Relation
-from .fields import FIELD_NAMES, FieldError, normalize_fields
+from .document import ID_KEYS, TEXT_KEYS, Document, IngestError, IngestFormat, document_fields
 from .hookspecs import hookimpl
-
-TEXT_KEYS = ("content", "text")
-ID_KEYS = ("_id", "id")
-STRUCTURE_KEYS = {"title", "tags", "aliases", "entities", "relations", *TEXT_KEYS, *ID_KEYS}
 
 
 @hookimpl
@@ -123,77 +118,3 @@ def record_document(path, record, line, where=None):
         key = "\n".join((str(title), content, json.dumps(result.fields, sort_keys=True)))
         result.document_id = f"{path}#{xxhash.xxh3_64_hexdigest(key.encode('utf-8'))}"
     return result
-
-
-def document_fields(document, raw):
-    """Apply a record's or frontmatter's fields, tags, aliases, entities and relations
-    to `document`; an IngestError when one of them is malformed."""
-
-    def error(message):
-        return IngestError(document.source_path, document.line, message)
-
-    try:
-        document.fields = normalize_fields(raw)
-    except FieldError as ex:
-        return error(str(ex))
-    try:
-        document.tags = _names(raw.get("tags"), "tags")
-        document.aliases = _names(raw.get("aliases"), "aliases")
-        document.entities = [_entity(e) for e in _list(raw.get("entities"), "entities")]
-        document.relations = [_relation(r) for r in _list(raw.get("relations"), "relations")]
-    except FieldError as ex:
-        return error(str(ex))
-    metadata = {str(k): v for k, v in raw.items() if k not in STRUCTURE_KEYS and k not in FIELD_NAMES}
-    nested = metadata.pop("metadata", None)
-    if isinstance(nested, dict):
-        metadata = {**nested, **metadata}
-    elif nested is not None:
-        metadata["metadata"] = nested
-    document.metadata = metadata
-    return document
-
-
-def _list(value, name):
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise FieldError(f"{name} must be a list")
-    return value
-
-
-def _names(value, name):
-    """Tags or aliases: a list, or a comma-separated string."""
-    if isinstance(value, str):
-        value = value.split(",")
-    items = _list(value, name)
-    if not all(isinstance(v, (str, int, float)) for v in items):
-        raise FieldError(f"{name} must be a list of names")
-    return [str(v).strip().lstrip("#") for v in items if str(v).strip().lstrip("#")]
-
-
-def _entity(value):
-    if isinstance(value, str) and value.strip():
-        return value.strip(), "entity"
-    if isinstance(value, dict) and isinstance(value.get("name"), str) and value["name"].strip():
-        return value["name"].strip(), str(value.get("type") or "entity")
-    raise FieldError("each of entities[] must be a name or an object with a 'name'")
-
-
-def _relation(value):
-    if isinstance(value, dict):
-        relation_type = value.get("type") or value.get("relation") or value.get("relation_type")
-        to_name, from_name = value.get("to"), value.get("from")
-        if (
-            isinstance(relation_type, str)
-            and relation_type.strip()
-            and isinstance(to_name, str)
-            and to_name.strip()
-            and (from_name is None or (isinstance(from_name, str) and from_name.strip()))
-        ):
-            return Relation(
-                relation_type.strip(), to_name.strip(), from_name.strip() if from_name else None, 0
-            )
-    raise FieldError(
-        "each of relations[] must be an object with 'type' and 'to' (and an optional 'from'; "
-        "without it the relation starts at the record)"
-    )

@@ -9,7 +9,11 @@ import sqlite_utils
 from sqlite_utils import Migrations
 
 from .config import configured_model
-from .connection import BrainError, sqlite3
+from .connection import atomic, sqlite3
+from .embed import model_dimension
+from .errors import BrainError
+from .mentions import QUEUE_TABLE
+from .vectors import VEC_METADATA, backfill_vectors, create_vector_table
 
 SCHEMA_VERSION = 1
 META_TABLE = "brain_meta"
@@ -34,28 +38,6 @@ KNOWLEDGE_COLUMNS = {
     "embedding_model": "TEXT",
     "updated_at": "TIMESTAMP",
 }
-
-# Columns mirrored into vec_knowledge so every recall filter acts inside the KNN:
-# name -> (vec0 type, value computed from a knowledge row called {row}). Times are
-# Unix seconds: vec0 compares integers far faster than text.
-NEVER_EXPIRES_EPOCH = 253402300799  # 9999-12-31 23:59:59 UTC
-VEC_METADATA = {
-    "class": ("text", "{row}.class"),
-    "scope": ("text", "{row}.scope"),
-    "source": ("text", "coalesce({row}.source, '')"),
-    "domain": ("text", "coalesce({row}.domain, 'global')"),
-    "created_at": ("integer", "coalesce(unixepoch({row}.created_at), 0)"),
-    "observed_at": ("integer", "coalesce(unixepoch({row}.observed_at), unixepoch({row}.created_at), 0)"),
-    "expires_at": ("integer", f"coalesce(unixepoch({{row}}.expires_at), {NEVER_EXPIRES_EPOCH})"),
-    "relevance_tier": ("integer", "{row}.relevance_tier"),
-    "flagged": ("integer", "{row}.flagged"),
-}
-
-
-def vec_metadata_values(row):
-    """SQL expressions for the vec_knowledge metadata columns of knowledge row `row`."""
-    return ", ".join(expression.format(row=row) for _, expression in VEC_METADATA.values())
-
 
 def _execute_script(db, sql):
     """Run each statement of `sql` inside the migration's transaction
@@ -233,46 +215,21 @@ def m004_vectors(db):
         END
         """,
     )
-    from .ingest import backfill_vectors
-
     backfill_vectors(db.conn, model_id)
-
-
-def create_vector_table(conn, dimension):
-    """(Re)create vec_knowledge for vectors of `dimension`; it starts empty."""
-    conn.execute("DROP TABLE IF EXISTS vec_knowledge")
-    metadata = ",\n  ".join(f"{name} {kind}" for name, (kind, _) in VEC_METADATA.items())
-    conn.execute(
-        f"""CREATE VIRTUAL TABLE vec_knowledge USING vec0(
-          knowledge_id INTEGER PRIMARY KEY,
-          embedding_int8 INT8[{dimension}] distance_metric=cosine,
-          embedding_bit BIT[{dimension}],
-          {metadata}
-        )"""
-    )
 
 
 def reindex(conn, model_id):
     """Re-embed every memory with `model_id` and record it as the brain's model,
     in one transaction: recall keeps working on the old vectors until it commits.
     Returns the number of vectors written."""
-    from .embed import model_dimension
-    from .ingest import backfill_vectors
-
     dimension = model_dimension(model_id)
-    conn.execute("begin")
-    try:
+    with atomic(conn):
         create_vector_table(conn, dimension)
         conn.executemany(
             f"update {META_TABLE} set value = ? where key = ?",
             [(model_id, "model"), (str(dimension), "dimension")],
         )
-        written = backfill_vectors(conn, model_id)
-    except BaseException:
-        conn.execute("rollback")
-        raise
-    conn.execute("commit")
-    return written
+        return backfill_vectors(conn, model_id)
 
 
 @migrations()
@@ -282,10 +239,17 @@ def m005_term_frequencies(db):
     db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts_terms USING fts5vocab(knowledge_fts, 'row')")
 
 
+@migrations()
+def m006_mention_queue(db):
+    """Mention matching still to do, queued in each document's transaction (brains
+    written before this migration made the table at run time: IF NOT EXISTS)."""
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {QUEUE_TABLE} (kind TEXT NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (kind, id))"
+    )
+
+
 def ensure_meta(conn, model_id):
     """Create the meta table and record `model_id` unless a model is recorded already."""
-    from .embed import model_dimension
-
     conn.execute(f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
     if _meta(conn).get("model") is None:
         conn.executemany(
@@ -321,8 +285,6 @@ def is_brain(conn):
 
 def check_model(conn, model_id):
     """Fail clearly when `model_id` is not the model this brain was embedded with."""
-    from .embed import model_dimension
-
     recorded, dimension = recorded_model_and_dimension(conn)
     if model_id == recorded:
         return
@@ -335,11 +297,29 @@ def check_model(conn, model_id):
 
 
 def migrate(conn, model_id=None):
-    """Create or upgrade the brain schema on `conn`; `model_id` is used for a new brain."""
+    """Create or upgrade the brain schema on `conn`; `model_id` is used for a new
+    brain. Every pending migration is applied in one write transaction."""
     db = sqlite_utils.Database(conn)
-    if model_id:
-        if is_brain(conn):
-            check_model(conn, model_id)
-        else:
+    if model_id and is_brain(conn):
+        check_model(conn, model_id)
+    elif not model_id and not pending_migrations(conn):
+        return  # the common case takes no write lock
+    with atomic(conn):
+        if model_id and not is_brain(conn):
             ensure_meta(conn, model_id)
-    migrations.apply(db)
+        migrations.apply(db)
+
+
+def pending_migrations(conn):
+    """Names of the migrations not applied to the brain on `conn` yet."""
+    return [m.name for m in migrations.pending(sqlite_utils.Database(conn))]
+
+
+def info(conn):
+    """What the brain records about itself: model, dimension and schema version."""
+    meta = _meta(conn)
+    return {
+        "model": meta.get("model"),
+        "dimension": int(meta["dimension"]) if meta.get("dimension") else None,
+        "schema_version": int(meta["schema_version"]) if meta.get("schema_version") else None,
+    }

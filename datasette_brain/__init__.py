@@ -4,8 +4,6 @@ from datasette import hookimpl
 
 import brain_sql
 
-import brain_sql.schema
-
 from . import decay, pages, routes
 
 
@@ -90,7 +88,7 @@ def filters_from_request(request, database, table, datasette):
 @hookimpl
 def canned_queries(datasette, database, actor):
     async def inner():
-        if not await datasette.get_database(database).execute_fn(brain_sql.schema.is_brain):
+        if not await datasette.get_database(database).execute_fn(brain_sql.is_brain):
             return {}
         return {
             "recall": {

@@ -8,9 +8,6 @@ import click
 import sqlite_utils
 
 import brain_sql
-from brain_sql.config import configured_model
-from brain_sql.ingest import discover
-from brain_sql.schema import is_brain
 
 
 @sqlite_utils.hookimpl
@@ -26,7 +23,7 @@ def _open(db_path, must_exist=True, model_id=None, brain=True):
         conn = brain_sql.connect(db_path, model_id)
     except brain_sql.BrainError as ex:
         raise click.ClickException(str(ex)) from ex
-    if must_exist and brain and not is_brain(conn):
+    if must_exist and brain and not brain_sql.is_brain(conn):
         raise click.ClickException(f"{db_path} is not a brain: create one with sqlite-utils brain init {db_path}")
     return conn
 
@@ -39,7 +36,7 @@ def register_commands(cli):
 
     @brain.command()
     @click.argument("db_path", type=click.Path(dir_okay=False))
-    @click.option("--model", help=f"model2vec folder or hub id (default: {configured_model()})")
+    @click.option("--model", help=f"model2vec folder or hub id (default: {brain_sql.configured_model()})")
     def init(db_path, model):
         """Create the brain schema in DB_PATH, or migrate it to the current version."""
         conn = _open(db_path, must_exist=False, model_id=model)
@@ -47,24 +44,21 @@ def register_commands(cli):
             brain_sql.migrate(conn, model or None)
         except brain_sql.BrainError as ex:
             raise click.ClickException(str(ex)) from ex
-        model_id, dimension = conn.execute(
-            "select (select value from brain_meta where key = 'model'), "
-            "(select value from brain_meta where key = 'dimension')"
-        ).fetchone()
-        click.echo(f"{db_path}: brain ready, model {model_id} ({dimension} dimensions)")
+        info = brain_sql.info(conn)
+        click.echo(f"{db_path}: brain ready, model {info['model']} ({info['dimension']} dimensions)")
 
     @brain.command()
     @click.argument("db_path", type=click.Path(dir_okay=False))
     @click.argument("paths", nargs=-1, required=True, type=click.Path())
     @click.option("--scope", help="scope path for memories that name none, e.g. /acme/support")
-    @click.option("--class", "klass", type=click.Choice(["memory", "reference", "policy"]), help="class for memories that name none")
+    @click.option("--class", "klass", type=click.Choice(brain_sql.CLASSES), help="class for memories that name none")
     @click.option("--source", help="source tag for memories that name none")
     @click.option("--domain", help="domain for memories that name none")
     @click.option("--prune", is_flag=True, help="remove memories whose files under PATHS no longer exist")
     def ingest(db_path, paths, scope, klass, source, domain, prune):
         """Ingest Markdown notes and folders, .txt files, and JSON / JSONL / CSV records."""
         conn = _open(db_path, must_exist=False)
-        files, _ = discover(paths)
+        files, _ = brain_sql.discover(paths)
         total = sum(Path(p).stat().st_size for p, _ in files)
         with click.progressbar(length=total, label="Ingesting", file=sys.stderr) as bar:
             try:
@@ -81,17 +75,18 @@ def register_commands(cli):
             sys.exit(1)
 
     def _filters(function):
+        """The QueryDoc's filter options; their values reach the QueryDoc as text."""
         for option in reversed(
             [
                 click.option("--scope", help="recall at this scope: it and its parents, never a sibling"),
-                click.option("--class", "classes", multiple=True, type=click.Choice(["memory", "reference", "policy"])),
-                click.option("--source", "sources", multiple=True, help="only these sources (repeatable)"),
-                click.option("--domain"),
-                click.option("--since", help="ISO time or relative such as -30d"),
-                click.option("--until", help="ISO time or relative such as -1w"),
+                click.option("--class", "classes", multiple=True, help=f"only this class: {', '.join(brain_sql.CLASSES)} (repeatable)"),
+                click.option("--source", "sources", multiple=True, help="only this source (repeatable)"),
+                click.option("--domain", help="only this domain"),
+                click.option("--since", help="observed at or after: ISO time or relative such as -30d"),
+                click.option("--until", help="observed before: ISO time or relative such as -1w"),
                 click.option("--now", help="fixed evaluation time (ISO): same inputs and now, same answer"),
-                click.option("--min-relevance", type=click.IntRange(0, 3)),
-                click.option("--include-decayed", is_flag=True, help="include expired and archived memories"),
+                click.option("--min-relevance", help="lowest relevance tier, 0 (archived) to 3 (pinned); default 1"),
+                click.option("--include-decayed", is_flag=True, default=None, help="include expired and archived memories"),
             ]
         ):
             function = option(function)
@@ -100,28 +95,19 @@ def register_commands(cli):
     @brain.command()
     @click.argument("db_path", type=click.Path(dir_okay=False))
     @click.argument("query")
-    @click.option("--k", "k", type=click.IntRange(1, 100), default=10, show_default=True)
-    @click.option("--no-graph", is_flag=True, help="leave the graph leg out")
-    @click.option("--no-prf", is_flag=True, help="never expand the query")
-    @click.option("--mmr", is_flag=True, help="diversify the hits (MMR, lambda 0.7)")
-    @click.option("--max-tokens", type=click.IntRange(1, None), help="pack hits into this many tokens")
+    @click.option("--k", "k", default="10", show_default=True, help="how many hits, 1 to 100")
+    @click.option("--no-graph", "graph", flag_value="false", help="leave the graph leg out")
+    @click.option("--no-prf", "prf", flag_value="false", help="never expand the query")
+    @click.option("--mmr", is_flag=True, default=None, help="diversify the hits (MMR, lambda 0.7)")
+    @click.option("--max-tokens", help="pack hits into this many tokens")
     @_filters
     @click.option("--json", "as_json", is_flag=True, help="print the JSON API's response")
-    def recall(db_path, query, k, no_graph, no_prf, mmr, max_tokens, as_json, classes, sources, **filters):
+    def recall(db_path, query, as_json, **options):
         """Recall the memories that answer QUERY, and why each was chosen."""
-        from brain_sql.recall import recall as run_recall
-
         conn = _open(db_path)
-        doc = {"q": query, "k": k, "graph": not no_graph, "prf": not no_prf, "mmr": mmr}
-        doc.update({name: value for name, value in filters.items() if value not in (None, False)})
-        if classes:
-            doc["classes"] = list(classes)
-        if sources:
-            doc["sources"] = list(sources)
-        if max_tokens:
-            doc["max_tokens"] = max_tokens
         try:
-            result = run_recall(conn, doc)
+            doc = brain_sql.querydoc_from_strings({"q": query, **options})
+            result = brain_sql.recall(conn, doc)
         except (brain_sql.BrainError, ValueError) as ex:
             raise click.ClickException(str(ex)) from ex
         if as_json:
@@ -138,13 +124,11 @@ def register_commands(cli):
     def eval_(db_path, queries, qrels, k, now):
         """Score recall on a BEIR-format query set: one JSON object with nDCG@10,
         Recall@2/5/10 and MRR@10 for the full pipeline, without the graph, and per leg."""
-        from brain_sql.evaluate import evaluate, load_qrels
-
         conn = _open(db_path)
-        count = len(load_qrels(qrels))
+        count = len(brain_sql.load_qrels(qrels))
         try:
             with click.progressbar(length=count, label="Evaluating", file=sys.stderr) as bar:
-                result, extra = evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update)
+                result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update)
         except (brain_sql.BrainError, ValueError) as ex:
             raise click.ClickException(str(ex)) from ex
         click.echo(json.dumps(result))
@@ -155,11 +139,9 @@ def register_commands(cli):
     @click.option("--model", required=True, help="model2vec folder or hub id, or wordllama/l2_supercat")
     def reindex(db_path, model):
         """Re-embed every memory with another model, and make it the brain's model."""
-        from brain_sql.schema import reindex as run_reindex
-
         conn = _open(db_path)
         try:
-            written = run_reindex(conn, model)
+            written = brain_sql.reindex(conn, model)
         except brain_sql.BrainError as ex:
             raise click.ClickException(str(ex)) from ex
         click.echo(f"{db_path}: {written} memories re-embedded with {model}")
@@ -187,16 +169,14 @@ def _register_check(brain):
     @click.option("--repair", is_flag=True, help="mend what disagrees, from knowledge")
     def check(db_path, repair):
         """Check that FTS, vectors, edges and documents agree with the memories."""
-        from brain_sql.check import check as run_check
-
         conn = _open(db_path, brain=False)
-        problems = run_check(conn, repair=repair)
+        problems = brain_sql.check(conn, repair=repair)
         for name, items in problems.items():
             shown = ", ".join(map(str, items[:10])) + (" …" if len(items) > 10 else "")
             click.echo(f"{PROBLEMS[name]}: {len(items)} ({shown})")
         if not problems:
             click.echo(f"{db_path}: consistent")
-        elif repair and "integrity" not in problems and not run_check(conn):
+        elif repair and "integrity" not in problems and not brain_sql.check(conn):
             click.echo(f"repaired; {db_path} is now consistent")
         else:
             sys.exit(1)

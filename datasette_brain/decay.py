@@ -6,18 +6,9 @@ from datasette.facets import Facet
 from datasette.filters import FilterArguments
 from datasette.utils import path_with_added_args, path_with_removed_args
 
-BUCKET_SQL = """case
-  when expires_at is not null and unixepoch(expires_at) <= unixepoch(coalesce({now}, 'now')) then 'expired'
-  when expires_at is not null and unixepoch(expires_at) <= unixepoch(coalesce({now}, 'now'), '+7 days')
-    then 'expiring within 7 days'
-  else 'live' end"""
+import brain_sql
 
-
-def bucket(now="null"):
-    """The one CASE for the facet, the filter and the decayed page, so a bucket
-    always selects what it counted; `now` is SQL for the evaluation time."""
-    return BUCKET_SQL.format(now=now)
-BUCKETS = ("expired", "expiring within 7 days", "live")
+BUCKETS = brain_sql.DECAY_BUCKETS
 
 
 class DecayFacet(Facet):
@@ -43,7 +34,7 @@ class DecayFacet(Facet):
             return [], []
         rows = await self.ds.execute(
             self.database,
-            f"select {bucket()} as bucket, count(*) as count from ({self.sql}) group by bucket",
+            brain_sql.decay_counts_sql(self.sql),
             self.params,
             custom_time_limit=self.ds.setting("facet_time_limit_ms"),
         )
@@ -82,4 +73,6 @@ def decay_filter(request):
         return None
     if selected not in BUCKETS:
         return FilterArguments(["0"], human_descriptions=[f"unknown decay bucket {selected!r}: no rows"])
-    return FilterArguments([f"{bucket()} = :decay_bucket"], {"decay_bucket": selected}, [f"decay is {selected}"])
+    return FilterArguments(
+        [f"{brain_sql.decay_bucket_sql()} = :decay_bucket"], {"decay_bucket": selected}, [f"decay is {selected}"]
+    )

@@ -5,17 +5,15 @@ Every value reaches the page through Jinja's autoescaping; nothing stored is
 ever marked safe.
 """
 
+import dataclasses
 import math
 
 from datasette import Response
 from datasette.utils import path_with_added_args, path_with_removed_args
 
 import brain_sql
-from brain_sql import querydoc
-from brain_sql.fields import sqlite_time, utcnow
-from brain_sql.graph import neighbourhood
 
-from .decay import BUCKETS, bucket
+from .decay import BUCKETS
 from .routes import ApiError, api, brain_database, querydoc_from_args
 
 FACETS = ("class", "scope", "source", "domain", "decay")
@@ -30,10 +28,9 @@ async def recall_page(datasette, request):
     result, error_message = None, None
     if args.get("q"):
         try:
-            raw = {**querydoc_from_args(request.args), "provenance": True}
-            doc = querydoc.parse(raw)
+            doc = dataclasses.replace(querydoc_from_args(request.args), provenance=True)
             result = await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
-        except (ApiError, querydoc.QueryError, brain_sql.FieldError, brain_sql.BrainError) as ex:
+        except (ApiError, brain_sql.QueryError, brain_sql.FieldError, brain_sql.BrainError) as ex:
             error_message = str(ex)
     return Response.html(
         await datasette.render_template(
@@ -49,26 +46,7 @@ async def memory_page(datasette, request):
     db = await brain_database(datasette, request)
     memory_id = int(request.url_vars["id"])
 
-    def load(conn):
-        columns = [c[1] for c in conn.execute("pragma table_info(knowledge)")]
-        row = conn.execute("select * from knowledge where id = ? and flagged = 0", (memory_id,)).fetchone()
-        if row is None:
-            return None
-        memory = dict(zip(columns, row))
-        siblings = conn.execute(
-            "select id, chunk_index, heading_path, line_start, line_end from knowledge "
-            "where document_id = ? order by chunk_index",
-            (memory["document_id"],),
-        ).fetchall() if memory["document_id"] else []  # fmt: skip
-        edges = conn.execute(
-            "select f.id, f.name, r.relation_type, t.id, t.name from relationships r "
-            "join entities f on f.id = r.from_entity_id join entities t on t.id = r.to_entity_id "
-            "where r.knowledge_id = ? order by r.relation_type, t.name",
-            (memory_id,),
-        ).fetchall()
-        return memory, siblings, edges
-
-    loaded = await db.execute_fn(load)
+    loaded = await db.execute_fn(lambda conn: brain_sql.memory(conn, memory_id))
     if loaded is None:
         raise ApiError(f"no memory with id {memory_id}", 404)
     memory, siblings, edges = loaded
@@ -116,18 +94,10 @@ async def entity_page(datasette, request):
     db = await brain_database(datasette, request)
     entity_id = int(request.url_vars["id"])
 
-    def load(conn):
-        entity, neighbours, edges = neighbourhood(conn, entity_id)
-        documents = conn.execute(
-            "select distinct k.id, k.title, k.heading_path from relationships r join knowledge k on k.id = r.knowledge_id "
-            "where (r.from_entity_id = ? or r.to_entity_id = ?) and k.flagged = 0 order by k.title, k.id limit 50",
-            (entity_id, entity_id),
-        ).fetchall()
-        return entity, neighbours, edges, documents
-
-    entity, neighbours, edges, documents = await db.execute_fn(load)
-    if entity is None:
+    found = await db.execute_fn(lambda conn: brain_sql.entity(conn, entity_id))
+    if found is None:
         raise ApiError(f"no entity with id {entity_id}", 404)
+    entity, neighbours, edges, documents = found
     nodes, lines = layout(entity, neighbours, edges)
     return Response.html(
         await datasette.render_template(
@@ -139,29 +109,13 @@ async def entity_page(datasette, request):
     )
 
 
-DECAYED_SQL = f"""
-select id, title, content, class, scope, coalesce(source, '') as source, coalesce(domain, 'global') as domain,
-  expires_at, relevance_tier, {bucket(":now")} as decay
-from knowledge
-where flagged = 0 and (relevance_tier < 1 or {bucket(":now")} != 'live')
-"""
-
-
 @api
 async def decayed_page(datasette, request):
     """Expired, soon-expiring and archived memories for review, with facets."""
     db = await brain_database(datasette, request)
-    now = sqlite_time(utcnow())
     selected = {name: request.args.get(name) for name in FACETS if request.args.get(name)}
-
-    def load(conn):
-        rows = [
-            dict(zip(("id", "title", "content", "class", "scope", "source", "domain", "expires_at", "relevance_tier", "decay"), r))
-            for r in conn.execute(DECAYED_SQL + " order by expires_at, id limit :limit", {"now": now, "limit": DECAYED_LIMIT})
-        ]  # fmt: skip
-        return rows
-
-    rows = [r for r in await db.execute_fn(load) if all(str(r[k]) == v for k, v in selected.items())]
+    now, rows = await db.execute_fn(lambda conn: brain_sql.decayed(conn, limit=DECAYED_LIMIT))
+    rows = [r for r in rows if all(str(r[k]) == v for k, v in selected.items())]
     facets = {}
     for name in FACETS:
         counts = {}

@@ -8,22 +8,15 @@ Every user error is a 400 with {"ok": false, "error", "status"}.
 
 import asyncio
 import json
-import re
 
 from datasette import Forbidden, Response
 from datasette.utils import actor_matches_allow
 
 import brain_sql
-from brain_sql import querydoc, schema
-from brain_sql.config import MAX_CONTENT_BYTES, MAX_QUERY_CHARS
-from brain_sql.embed import ModelError, embed, get_model
-from brain_sql.ingest import remember
-from brain_sql.verify import verify
 
-MAX_BODY_BYTES = MAX_CONTENT_BYTES + 100_000
+MAX_BODY_BYTES = brain_sql.MAX_CONTENT_BYTES + 100_000
 MAX_EMBEDDING_INPUTS = 256
 WRITE_PERMISSION = "brain-write"
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 class ApiError(Exception):
@@ -44,7 +37,7 @@ def api(view):
             return await view(datasette, request)
         except ApiError as ex:
             return error(str(ex), ex.status)
-        except (querydoc.QueryError, brain_sql.FieldError) as ex:
+        except (brain_sql.QueryError, brain_sql.FieldError) as ex:
             return error(str(ex))
         except Forbidden as ex:
             return error(str(ex) or "permission denied", 403)
@@ -55,7 +48,7 @@ def api(view):
 async def brain_names(datasette):
     names = []
     for name, db in datasette.databases.items():
-        if name != "_internal" and await db.execute_fn(schema.is_brain):
+        if name != "_internal" and await db.execute_fn(brain_sql.is_brain):
             names.append(name)
     return names
 
@@ -77,7 +70,7 @@ async def brain_database(datasette, request):
         request.actor, [("view-table", (name, "knowledge")), ("view-database", name), "view-instance"]
     )
     db = datasette.get_database(name)
-    if not await db.execute_fn(schema.is_brain):
+    if not await db.execute_fn(brain_sql.is_brain):
         raise ApiError(f"database {name} is not a brain: create one with sqlite-utils brain init", 404)
     return db
 
@@ -95,41 +88,17 @@ async def json_body(request):
 
 
 def querydoc_from_args(args):
-    """A QueryDoc object from query-string parameters (all strings; empty ones are absent)."""
-    raw = {}
-    for name in args.keys():
-        values = [v for v in args.getlist(name) if v != ""]
-        if not values:
-            continue
-        value = values[-1]
-        if name in ("k", "min_relevance", "max_tokens"):
-            if not re.fullmatch(r"-?[0-9]{1,9}", value.strip()):
-                raise ApiError(f"{name} must be a whole number")
-            raw[name] = int(value)
-        elif name in ("include_decayed", "graph", "provenance", "prf", "mmr"):
-            if value.lower() not in _TRUE + _FALSE:
-                raise ApiError(f"{name} must be true or false")
-            raw[name] = value.lower() in _TRUE
-        elif name == "mmr_lambda":
-            try:
-                raw[name] = float(value)
-            except ValueError:
-                raise ApiError("mmr_lambda must be a number from 0 to 1") from None
-        elif name in ("sources", "source", "classes"):
-            raw[name] = [part.strip() for v in values for part in v.split(",") if part.strip()]
-        else:
-            raw[name] = value
-    return raw
+    """A QueryDoc from query-string parameters (all strings; empty ones are absent)."""
+    return brain_sql.querydoc_from_strings({name: args.getlist(name) for name in args.keys()})
 
 
 @api
 async def recall_view(datasette, request):
     db = await brain_database(datasette, request)
     if request.method == "POST":
-        raw = await json_body(request)
+        doc = brain_sql.parse_querydoc(await json_body(request))
     else:
-        raw = querydoc_from_args(request.args)
-    doc = querydoc.parse(raw)
+        doc = querydoc_from_args(request.args)
     try:
         result = await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
     except brain_sql.BrainError as ex:
@@ -150,21 +119,18 @@ async def verify_view(datasette, request):
         raise ApiError(f"unknown field: {', '.join(unknown)}")
     if ("id" in body) == ("text" in body):
         raise ApiError("give either id (a memory) or text, not both or neither")
-    if "id" in body:
-        if isinstance(body["id"], bool) or not isinstance(body["id"], int) or not 0 < body["id"] < 2**63:
-            raise ApiError("id must be a memory's id, a positive whole number")
-        rows = await db.execute("select content from knowledge where id = ? and flagged = 0", [body["id"]])
-        row = rows.first()
-        if row is None:
-            raise ApiError(f"no memory with id {body['id']}", 404)
-        text = row[0]
-    else:
-        text = body["text"]
-        if not isinstance(text, str):
-            raise ApiError("text must be a string")
-    if len(body["claim"]) > MAX_QUERY_CHARS:
-        raise ApiError(f"claim is {len(body['claim'])} characters; the limit is {MAX_QUERY_CHARS}")
-    return Response.json(verify(body["claim"], text))
+    if "id" in body and (isinstance(body["id"], bool) or not isinstance(body["id"], int) or not 0 < body["id"] < 2**63):
+        raise ApiError("id must be a memory's id, a positive whole number")
+    if "text" in body and not isinstance(body["text"], str):
+        raise ApiError("text must be a string")
+    if len(body["claim"]) > brain_sql.MAX_QUERY_CHARS:
+        raise ApiError(f"claim is {len(body['claim'])} characters; the limit is {brain_sql.MAX_QUERY_CHARS}")
+    if "text" in body:
+        return Response.json(brain_sql.verify(body["claim"], body["text"]))
+    result = await db.execute_fn(lambda conn: brain_sql.verify_memory(conn, body["claim"], body["id"]))
+    if result is None:
+        raise ApiError(f"no memory with id {body['id']}", 404)
+    return Response.json(result)
 
 
 @api
@@ -178,7 +144,7 @@ async def remember_view(datasette, request):
     records = body if isinstance(body, list) else [body]
     if not records or not all(isinstance(r, dict) for r in records):
         raise ApiError("the body must be a record object or a non-empty list of them")
-    report, ids = await db.execute_write_fn(lambda conn: remember(conn, records), block=True)
+    report, ids = await db.execute_write_fn(lambda conn: brain_sql.remember(conn, records), block=True)
     if report.errors:
         raise ApiError("; ".join(e.message for e in report.errors))
     return Response.json(
@@ -202,24 +168,20 @@ async def embeddings_view(datasette, request):
         raise ApiError("input must be a string or a non-empty list of strings")
     if len(inputs) > MAX_EMBEDDING_INPUTS:
         raise ApiError(f"at most {MAX_EMBEDDING_INPUTS} inputs per request")
-    if any(len(i) > MAX_CONTENT_BYTES for i in inputs):
-        raise ApiError(f"each input must be at most {MAX_CONTENT_BYTES:,} characters")
+    if any(len(i) > brain_sql.MAX_CONTENT_BYTES for i in inputs):
+        raise ApiError(f"each input must be at most {brain_sql.MAX_CONTENT_BYTES:,} characters")
     # only the models this instance's brains use: a request never makes the
     # server load a folder or fetch a hub model of the caller's choosing
-    models = [await datasette.get_database(n).execute_fn(schema.recorded_model) for n in await brain_names(datasette)]
-    models = list(dict.fromkeys(models)) or [brain_sql.config.configured_model()]
+    models = [(await datasette.get_database(n).execute_fn(brain_sql.info))["model"] for n in await brain_names(datasette)]
+    models = list(dict.fromkeys(models)) or [brain_sql.configured_model()]
     model_id = body.get("model", models[0])
     if model_id not in models:
         raise ApiError(f"model must be one of this instance's: {', '.join(models)}")
-
-    def run():
-        vectors = embed(inputs, model_id)
-        encodings = get_model(model_id).tokenizer.encode_batch(inputs, add_special_tokens=False)
-        return vectors, sum(len(e.ids) for e in encodings)
-
     try:
-        vectors, tokens = await asyncio.get_running_loop().run_in_executor(datasette.executor, run)
-    except ModelError as ex:
+        vectors, tokens = await asyncio.get_running_loop().run_in_executor(
+            datasette.executor, brain_sql.embed_with_usage, inputs, model_id
+        )
+    except brain_sql.ModelError as ex:
         raise ApiError(str(ex)) from ex
     return Response.json(
         {

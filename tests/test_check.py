@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import brain_sql
-from brain_sql.check import check
+from brain_sql.consistency import check
 
 from .conftest import VAULT
 

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import brain_sql
-from brain_sql.check import check
+from brain_sql.consistency import check
 from brain_sql.querydoc import parse
-from brain_sql.recall import run_legs
+from brain_sql.hybrid import run_legs
 
 from .conftest import VAULT, write
 

@@ -10,7 +10,7 @@ import brain_sql
 from brain_sql import graph, quality
 from brain_sql.fusion import fuse
 from brain_sql.querydoc import QueryError, parse
-from brain_sql.recall import recall, run_legs
+from brain_sql.hybrid import recall, run_legs
 
 from .conftest import VAULT, rows, write
 

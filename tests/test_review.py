@@ -7,7 +7,7 @@ import pytest
 from datasette.app import Datasette
 
 import brain_sql
-from brain_sql.check import check
+from brain_sql.consistency import check
 
 from .conftest import VAULT, rows, write
 
@@ -24,7 +24,7 @@ def test_recall_on_a_brain_that_names_no_entity(run, tmp_path):
 def test_same_text_in_another_scope_is_another_memory(tmp_path):
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.migrate(conn)
-    from brain_sql.ingest import remember
+    from brain_sql.pipeline import remember
 
     for scope in ("/acme", "/globex"):
         report, ids = remember(conn, [{"title": "Wifi", "text": "The wifi password rotates.", "scope": scope}])

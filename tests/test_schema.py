@@ -6,7 +6,7 @@ import numpy as np
 
 import brain_sql
 from brain_sql.connection import load_sqlite_vec, sqlite3
-from brain_sql.schema import VEC_METADATA
+from brain_sql.vectors import VEC_METADATA
 
 from .conftest import VAULT, rows
 

@@ -14,15 +14,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import embed, graph, lexical, quality, temporal
-from .config import (
-    BOOST_SCALE, FTS_COLUMN_WEIGHTS, LEG_WEIGHTS_WITH_ENTITIES, LEG_WEIGHTS_WITHOUT_ENTITIES,
-    RECALL_CANDIDATES, RECENCY_DAYS, RRF_K,
-)  # fmt: skip
-from .fields import scope_ancestors
+from .config import BOOST_SCALE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES, RECENCY_DAYS, RRF_K
 from .filters import Filters
-from .fusion import fuse
+from .fusion import fuse, leg_weights
 from .querydoc import parse
 from .schema import check_model, recorded_model
+from .terms import TermStats
+from .vectors import quantize_int8
 
 HIT_COLUMNS = (
     "id", "title", "content", "class", "scope", "source", "domain", "node_kind", "lawful_basis",
@@ -37,31 +35,18 @@ class Legs:
 
     text: str  # the query text the legs searched (date phrases removed)
     filters: Filters
+    terms: TermStats  # this query's term statistics, read once
     ranked: dict = field(default_factory=dict)  # leg -> [id, ...] best first
     raw: dict = field(default_factory=dict)  # leg -> {id: raw score}
     entity_seeds: list = field(default_factory=list)
     telemetry: dict = field(default_factory=dict)
 
     def weights(self):
-        return LEG_WEIGHTS_WITH_ENTITIES if self.entity_seeds else LEG_WEIGHTS_WITHOUT_ENTITIES
+        return leg_weights(bool(self.entity_seeds))
 
 
 def _timed(telemetry, name, started):
     telemetry[f"{name}_ms"] = round((time.perf_counter() - started) * 1000, 3)
-
-
-def build_filters(doc, since, until):
-    return Filters(
-        now=doc.now,
-        scopes=tuple(scope_ancestors(doc.scope)) if doc.scope else None,
-        classes=doc.classes,
-        sources=doc.sources,
-        domain=doc.domain,
-        since=doc.since or since,
-        until=doc.until or until,
-        min_relevance=doc.min_relevance if doc.min_relevance is not None else (0 if doc.include_decayed else 1),
-        include_decayed=doc.include_decayed,
-    )
 
 
 def vector_leg(conn, vector_int8, filters, n=RECALL_CANDIDATES):
@@ -113,20 +98,20 @@ def run_legs(conn, doc, model_id, with_graph=None):
     with_graph = doc.graph if with_graph is None else with_graph
     now = datetime.datetime.strptime(doc.now, "%Y-%m-%d %H:%M:%S")
     since, until, text = temporal.extract(doc.q, now)
-    filters = build_filters(doc, since, until)
-    legs = Legs(text=text or doc.q, filters=filters)
+    filters = Filters.from_querydoc(doc, since, until)
+    legs = Legs(text=text or doc.q, filters=filters, terms=TermStats(conn))
     t = legs.telemetry
     started = time.perf_counter()
     vectors = embed.embed([legs.text], model_id)
     _timed(t, "embed", started)
     started = time.perf_counter()
     if vectors.any():
-        hits = vector_leg(conn, embed.quantize_int8(vectors)[0].tobytes(), filters)
+        hits = vector_leg(conn, quantize_int8(vectors)[0].tobytes(), filters)
         legs.ranked["vector"] = [h[0] for h in hits]
         legs.raw["vector"] = {h[0]: 1.0 - h[1] for h in hits}  # cosine similarity
     _timed(t, "vector", started)
     started = time.perf_counter()
-    hits = fts_leg(conn, lexical.fts_query(legs.text, quality.common_words(conn, legs.text)), filters)
+    hits = fts_leg(conn, lexical.fts_query(legs.text, legs.terms.common_words(legs.text)), filters)
     legs.ranked["fts"] = [h[0] for h in hits]
     legs.raw["fts"] = {h[0]: -h[1] for h in hits}
     _timed(t, "fts", started)
@@ -169,7 +154,7 @@ def finish(conn, doc, legs, model_id):
     if assessment.recommendation == "clarify_query" and legs.ranked.get("graph") and not legs.entity_seeds:
         # the graph rescue pass: an ambiguous query gets one bounded re-ranking
         # led by the graph walk over the other legs' passages, before abstaining
-        rescued = fuse(legs.ranked, LEG_WEIGHTS_WITH_ENTITIES)
+        rescued = fuse(legs.ranked, leg_weights(True))
         second = quality.assess(conn, legs, rescued)
         t["graph_rescue"] = second.confidence > assessment.confidence
         if t["graph_rescue"]:
@@ -180,7 +165,7 @@ def finish(conn, doc, legs, model_id):
         expansion = quality.expansion_terms(conn, legs, fused)
         if expansion:
             expanded = legs.text + " " + " ".join(expansion)
-            expression = lexical.fts_query(expanded, quality.common_words(conn, expanded))
+            expression = lexical.fts_query(expanded, legs.terms.common_words(expanded))
             hits = fts_leg(conn, expression, legs.filters)
             legs.ranked["prf"] = [h[0] for h in hits]
             legs.raw["prf"] = {h[0]: -h[1] for h in hits}
@@ -275,10 +260,8 @@ def _mmr(conn, ranked, k, lam):
 
 def _pack(hits, budget, model_id, telemetry):
     """The hits, in order, that fit in `budget` tokens of the model's tokenizer."""
-    model = embed.get_model(model_id)
     packed, used = [], 0
-    for hit in hits:
-        tokens = len(model.tokenizer.encode(hit["content"], add_special_tokens=False).ids)
+    for hit, tokens in zip(hits, embed.count_tokens([h["content"] for h in hits], model_id)):
         if used + tokens <= budget:
             packed.append(hit)
             used += tokens

@@ -12,7 +12,7 @@ import math
 import time
 
 from .querydoc import parse
-from .recall import finish, run_legs
+from .hybrid import finish, run_legs
 from .schema import recorded_model
 
 MODES = ("full", "no_graph", "vector", "fts", "graph")

@@ -6,12 +6,10 @@ without their chunks, vectors from another model, unfinished mention work —
 and `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
 """
 
-import sqlite_utils
-
 from . import mentions
-from .connection import sqlite3
-from .ingest import backfill_vectors
-from .schema import VEC_METADATA, migrate, migrations, recorded_model, vec_metadata_values
+from .connection import atomic, sqlite3
+from .schema import migrate, pending_migrations, recorded_model
+from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
 
 
 def _ids(conn, sql, params=()):
@@ -43,7 +41,7 @@ def check(conn, repair=False):
     integrity = [row[0] for row in conn.execute("pragma integrity_check")]
     if integrity != ["ok"]:
         problems["integrity"] = integrity  # not repairable here: restore from a copy
-    pending = [m.name for m in migrations.pending(sqlite_utils.Database(conn))]
+    pending = pending_migrations(conn)
     if pending:
         # an interrupted first ingest can leave the schema part-built; every
         # migration is atomic, so finishing them is all the repair it needs
@@ -73,9 +71,7 @@ def check(conn, repair=False):
             "select document_id from documents d "
             "where chunks != (select count(*) from knowledge k where k.document_id = d.document_id)",
         ),
-        "pending_mentions": _ids(conn, f"select id from {mentions.QUEUE_TABLE}")
-        if conn.execute("select 1 from sqlite_master where name = ?", (mentions.QUEUE_TABLE,)).fetchone()
-        else [],
+        "pending_mentions": _ids(conn, f"select id from {mentions.QUEUE_TABLE}"),
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:
@@ -84,8 +80,7 @@ def check(conn, repair=False):
 
 
 def _repair(conn, problems, model_id):
-    conn.execute("begin")
-    try:
+    with atomic(conn):
         if "fts_out_of_sync" in problems:
             conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
         stale = problems.get("orphan_vectors", []) + problems.get("other_model_vectors", [])
@@ -111,10 +106,6 @@ def _repair(conn, problems, model_id):
             backfill_vectors(conn, model_id)
         if problems.get("pending_mentions"):
             mentions.resolve_mentions(conn)
-    except BaseException:
-        conn.execute("rollback")
-        raise
-    conn.execute("commit")
 
 
 def fingerprint(conn):

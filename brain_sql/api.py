@@ -1,0 +1,67 @@
+"""The public face of brain_sql: the operations the Datasette plugin, the
+`sqlite-utils brain` commands and Python users need. datasette_brain imports
+nothing else of brain_sql, so everything below this floor can change freely."""
+
+from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, decayed, entity, memory, memory_content
+from .claims import verify
+from .config import CLASSES, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, configured_model
+from .connection import load_sqlite_vec, open_connection
+from .document import IngestError
+from .consistency import check
+from .embed import count_tokens, embed
+from .errors import BrainError, FieldError, ModelError, QueryError
+from .evaluation import evaluate, load_qrels
+from .functions import RECALL_SQL, register_functions
+from .hybrid import recall
+from .pipeline import IngestReport, discover, ingest, remember
+from .querydoc import QueryDoc, from_strings, parse
+from .schema import info, is_brain, migrate, pending_migrations, recorded_model, reindex
+
+__all__ = [
+    "CLASSES", "DECAY_BUCKETS", "MAX_CONTENT_BYTES", "MAX_QUERY_CHARS", "RECALL_SQL",
+    "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError",
+    "check", "configured_model", "connect", "decay_bucket_sql", "decay_counts_sql", "decayed",
+    "discover", "embed_with_usage", "entity", "evaluate", "info", "ingest", "is_brain", "load_qrels",
+    "memory", "migrate", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
+    "recall", "reindex", "remember", "verify", "verify_memory",
+]  # fmt: skip
+
+
+def prepare_connection(conn, model_id=None):
+    """Load sqlite-vec and register the brain_* SQL functions on `conn`.
+
+    `model_id` defaults to the model the database records (or the configured
+    default for a database that is not a brain yet).
+    """
+    load_sqlite_vec(conn)
+    register_functions(conn, model_id or recorded_model(conn))
+
+
+def connect(path, model_id=None):
+    """Open a brain file for reading and writing, ready for every brain_* function."""
+    conn = open_connection(path)
+    prepare_connection(conn, model_id)
+    return conn
+
+
+def parse_querydoc(raw):
+    """A QueryDoc from a JSON object, or a QueryError naming the problem."""
+    return parse(raw)
+
+
+def querydoc_from_strings(values):
+    """A QueryDoc from text values (query-string parameters, CLI options): each is
+    read by its field's type; a QueryError names any problem."""
+    return from_strings(values)
+
+
+def verify_memory(conn, claim, memory_id):
+    """brain_verify's result for `claim` against a stored memory, or None when there
+    is no such visible memory."""
+    text = memory_content(conn, memory_id)
+    return None if text is None else verify(claim, text)
+
+
+def embed_with_usage(texts, model_id):
+    """(vectors, tokens): the texts' L2-normalised vectors and how many tokens they took."""
+    return embed(texts, model_id), sum(count_tokens(texts, model_id))

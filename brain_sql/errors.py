@@ -1,0 +1,17 @@
+"""The errors brain_sql raises for problems a user can fix; each message says how."""
+
+
+class BrainError(Exception):
+    """A problem the user can fix; its message says how."""
+
+
+class ModelError(BrainError):
+    """A model cannot be loaded, or does not match the one a brain was built with."""
+
+
+class FieldError(ValueError):
+    """A field value that cannot be used; the message names the field."""
+
+
+class QueryError(ValueError):
+    """A recall request that cannot be run as given."""

@@ -1,0 +1,67 @@
+"""The built-in embedding models, registered through the brain_embedding_models hook.
+
+The embedded default reads WordLlama's l2_supercat token embeddings and tokenizer
+from the files inside the `wordllama` wheel, so it never touches the network.
+Any model2vec model (a local folder or a hub id) can be configured instead.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .config import DEFAULT_MODEL
+from .errors import ModelError
+from .hookspecs import hookimpl
+
+
+@dataclass(frozen=True)
+class ModelLoader:
+    name: str
+    handles: Callable[[str], bool]
+    load: Callable[[str], object]  # returns an object with .encode(list[str]) -> ndarray
+
+
+def _load_wordllama(model_id):
+    import wordllama
+    from model2vec import StaticModel
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    root = Path(wordllama.__file__).parent
+    weights = root / "weights" / "l2_supercat_256.safetensors"
+    tokenizer = root / "tokenizers" / "l2_supercat_tokenizer_config.json"
+    if not weights.exists() or not tokenizer.exists():
+        raise ModelError(
+            f"the wordllama wheel at {root} does not ship l2_supercat_256 weights; "
+            "reinstall it with: pip install --force-reinstall wordllama"
+        )
+    vectors = load_file(str(weights))["embedding.weight"].astype(np.float32)
+    return StaticModel(
+        vectors=vectors,
+        tokenizer=Tokenizer.from_file(str(tokenizer)),
+        normalize=True,
+        base_model_name=model_id,
+    )
+
+
+def _load_model2vec(model_id):
+    from model2vec import StaticModel
+
+    try:
+        return StaticModel.from_pretrained(model_id)
+    except Exception as ex:  # model2vec raises many kinds; all mean "cannot load"
+        raise ModelError(
+            f"cannot load model2vec model {model_id!r}: {ex}. Give a local folder with "
+            "config.json, model.safetensors and tokenizer.json, or a hub id when the hub "
+            f"is reachable; the offline default is {DEFAULT_MODEL!r}"
+        ) from ex
+
+
+@hookimpl
+def brain_embedding_models():
+    return [
+        ModelLoader("wordllama", lambda model_id: model_id == DEFAULT_MODEL, _load_wordllama),
+        ModelLoader("model2vec", lambda model_id: True, _load_model2vec),
+    ]

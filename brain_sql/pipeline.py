@@ -1,0 +1,363 @@
+"""Ingest: files to documents to chunks, vectors, entities and edges.
+
+Idempotent and exact. A document whose content and fields are unchanged is
+skipped outright; a changed one is written again by writer.DocumentWriter, which
+keeps the chunks whose text is unchanged. Vectors are reused by content hash
+across documents. This module is the pipeline around it: reading and checking
+documents, batching them (one transaction a batch, retried one savepoint per
+document when a batch fails), embedding the next batch while one is written, and
+pruning what is gone.
+"""
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import mentions
+from .config import INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, MAX_TITLE_CHARS
+from .connection import atomic
+from .document import Document, IngestError
+from .fields import normalize_fields
+from .plugins import collect
+from .records import record_document
+from .schema import migrate, recorded_model
+from .vectors import insert_vectors, storage_vectors, stored_vector
+from .writer import DocumentWriter, chunk_text, content_hash
+
+
+@dataclass
+class IngestReport:
+    files: int = 0
+    documents: int = 0
+    chunks_added: int = 0
+    chunks_updated: int = 0
+    chunks_unchanged: int = 0
+    chunks_removed: int = 0
+    entities: int = 0
+    relationships: int = 0
+    errors: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self):
+        return (
+            f"{self.files} files, {self.documents} documents: {self.chunks_added} chunks added, "
+            f"{self.chunks_updated} updated, {self.chunks_unchanged} unchanged, "
+            f"{self.chunks_removed} removed; {self.entities} entities, "
+            f"{self.relationships} relationships added; {len(self.errors)} skipped; "
+            f"{self.seconds:.1f}s"
+        )
+
+
+def discover(paths):
+    """(file path, IngestFormat) for every file to ingest, and errors for paths that cannot be."""
+    formats = {suffix: f for f in collect("brain_ingest_formats") for suffix in f.suffixes}
+    files, errors = [], []
+    for given in paths:
+        path = Path(given).resolve()
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                relative = child.relative_to(path).parts
+                if child.is_file() and child.suffix.lower() in formats and not any(
+                    p.startswith(".") for p in relative
+                ):
+                    files.append((str(child), formats[child.suffix.lower()]))
+        elif path.is_file():
+            if path.suffix.lower() in formats:
+                files.append((str(path), formats[path.suffix.lower()]))
+            else:
+                errors.append(IngestError(str(path), None, f"unsupported file type; ingest takes {', '.join(sorted(formats))}"))
+        else:
+            errors.append(IngestError(str(path), None, "no such file or folder"))
+    return files, errors
+
+
+def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, prune=False, progress=None):
+    """Ingest files and folders into the brain on `conn`; returns an IngestReport.
+
+    scope / klass / source / domain are defaults: a record's or a note's own
+    fields win. `progress(n)` is called with the number of bytes handled.
+    """
+    started = time.perf_counter()
+    migrate(conn)
+    defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
+    report = IngestReport()
+    files, report.errors = discover(paths)
+    with _Pipeline(conn, recorded_model(conn), report) as pipeline:
+        _ingest_files(pipeline, files, defaults, paths if prune else (), progress)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def remember(conn, records, *, scope=None, klass=None, source="remember", domain=None):
+    """Store in-memory records (ingest's record fields) as memories, all or none.
+
+    Returns (IngestReport, [[knowledge ids] per record]); when any record is
+    malformed, or writing fails, nothing is written and the report's errors say
+    which and why. The whole call is one transaction.
+    """
+    started = time.perf_counter()
+    migrate(conn)
+    defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
+    report = IngestReport()
+    model_id = recorded_model(conn)
+    documents, document_ids, seen = [], [], {}
+    for number, record in enumerate(records, 1):
+        item = record_document("remember", record, None, f"record {number}")
+        if isinstance(item, Document):
+            item.source_path = None
+            document_ids.append(item.document_id)
+        item = _accept(item, defaults, seen, model_id)
+        if isinstance(item, IngestError):
+            report.errors.append(item)
+        elif item is not None:  # None: a repeat of an earlier record, stored once
+            documents.append(item)
+    ids = []
+    if not report.errors:
+        try:
+            with atomic(conn), _Pipeline(conn, model_id, report, all_or_none=True) as pipeline:
+                for document in documents:
+                    pipeline.add(document)
+                pipeline.flush()
+        except Exception as ex:
+            report.errors.append(IngestError("remember", None, f"nothing was stored: {ex}"))
+            return report, []
+        ids = [
+            [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (d,))]
+            for d in document_ids
+        ]
+    report.seconds = time.perf_counter() - started
+    return report, ids
+
+
+def _ingest_files(pipeline, files, defaults, prune_paths, progress):
+    report = pipeline.report
+    for path, fmt in files:
+        report.files += 1
+        seen, failed = {}, False
+        for item in _read(path, fmt):
+            item = _accept(item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id)
+            if isinstance(item, IngestError):
+                report.errors.append(item)
+                failed = True
+                continue
+            if item is None:
+                continue  # the same record again: stored once
+            pipeline.add(item)
+            if progress:
+                progress(sum(len(c.content) for c in item.chunks))
+        if not failed:
+            # records no longer in the file are gone from the brain too; a file
+            # with a bad record keeps them, so a typo never deletes memories
+            pipeline.remove_documents("source_path = ?", (path,), keep=seen)
+    for given in prune_paths:
+        root = str(Path(given).resolve())
+        pipeline.remove_documents(
+            "source_path = ? or source_path like ? escape '\\'",
+            (root, _like_prefix(root + "/")),
+            gone=True,
+        )
+    pipeline.flush()
+
+
+def _like_prefix(text):
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _read(path, fmt):
+    try:
+        data = Path(path).read_bytes()
+    except OSError as ex:
+        yield IngestError(path, None, f"cannot read: {ex.strerror}")
+        return
+    try:
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except UnicodeDecodeError as ex:
+        line = data[: ex.start].count(b"\n") + 1
+        yield IngestError(path, line, f"not UTF-8 text (byte 0x{data[ex.start]:02x} at offset {ex.start})")
+        return
+    yield from fmt.parse(path, text.removeprefix("\ufeff"))
+
+
+def _accept(item, defaults, seen, model_id):
+    """A prepared Document to write, None for an exact repeat of one already
+    accepted, or an IngestError; `seen` maps document ids to their hashes."""
+    if not isinstance(item, Document):
+        return item
+    try:
+        item = _prepare(item, defaults)
+        if isinstance(item, IngestError):
+            return item
+        digest = _document_hash(item, model_id)
+    except Exception as ex:  # a malformed document never stops the others
+        return IngestError(item.source_path, item.line, f"cannot be read: {ex}")
+    if item.document_id in seen:
+        if seen[item.document_id] == digest:
+            return None
+        return IngestError(item.source_path, item.line, f"repeats the id of an earlier record with other content: {item.external_id}")
+    seen[item.document_id] = digest
+    item.digest = digest
+    return item
+
+
+def _prepare(document, defaults):
+    """Check a document against the caps, apply defaults, run entity extractors."""
+
+    def error(message):
+        return IngestError(document.source_path, document.line, message)
+
+    if document.title and len(document.title) > MAX_TITLE_CHARS:
+        return error(f"title is {len(document.title)} characters; the limit is {MAX_TITLE_CHARS}")
+    size = sum(len(c.content.encode("utf-8")) for c in document.chunks)
+    if size > MAX_CONTENT_BYTES:
+        return error(f"content is {size:,} bytes; the limit is {MAX_CONTENT_BYTES:,} (1 MB)")
+    if not document.chunks:
+        return error("no text to remember")
+    document.fields = {**defaults, **document.fields}
+    for extractor in collect("brain_entity_extractors"):
+        document.relations = document.relations + list(extractor(document))
+    if not document.title and (
+        document.entities or document.aliases or document.tags
+        or any(r.from_name is None for r in document.relations)
+    ):
+        return error("entities, tags, aliases and relations need a title: the title names the record in the graph")
+    return document
+
+
+def _document_hash(document, model_id):
+    return content_hash(
+        json.dumps(
+            [model_id, document.title, document.external_id, document.fields, document.tags,
+             document.aliases, document.metadata, document.entities,
+             [vars(r) for r in document.relations], [vars(c) for c in document.chunks]],
+            sort_keys=True, default=str,
+        )
+    )  # fmt: skip
+
+
+class _Pipeline:
+    """Collects documents into batches and writes each batch in one transaction.
+
+    Batches move through a two-stage pipeline: while one batch is written, the
+    next one's new text is embedded on a worker thread (the tokenizer and SQLite
+    both release the GIL while they work). With the writer busy on one core, the
+    tokenizer's own thread pool would only oversubscribe the other, so it is
+    switched off (TOKENIZERS_PARALLELISM) until the ingest ends.
+    """
+
+    def __init__(self, conn, model_id, report, all_or_none=False):
+        self.conn, self.model_id, self.report = conn, model_id, report
+        self.all_or_none = all_or_none  # a failure fails the whole run: no per-document retry
+        self.writer = DocumentWriter(conn, model_id, report)
+        self.pending = []
+        self.embedding = None  # (batch, content hashes, future of their vectors) ahead of the writer
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
+        self.parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.executor.shutdown(cancel_futures=True)
+        if self.parallelism is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = self.parallelism
+
+    def add(self, document):
+        self.pending.append(document)
+        if len(self.pending) >= INGEST_BATCH_DOCUMENTS:
+            self._advance()
+
+    def _advance(self):
+        """Start embedding the pending documents; write the batch embedded before them."""
+        batch, self.pending = self.pending, []
+        texts = self._texts_to_embed(batch)
+        future = self.executor.submit(storage_vectors, list(texts.values()), self.model_id)
+        previous, self.embedding = self.embedding, (batch, list(texts), future)
+        if previous:
+            self._commit(*previous)
+
+    def flush(self):
+        """Write everything added so far, then find the mentions it brought."""
+        if self.pending:
+            self._advance()
+        previous, self.embedding = self.embedding, None
+        if previous:
+            self._commit(*previous)
+        with atomic(self.conn):
+            self.report.relationships += mentions.resolve_mentions(self.conn)
+
+    def remove_documents(self, where, params, keep=(), gone=False):
+        """DocumentWriter.remove in a transaction of its own. Documents still in the
+        pipeline are never among those removed: they came from files being
+        ingested, in `keep`."""
+        with atomic(self.conn):
+            self.writer.remove(where, params, keep, gone)
+
+    def _commit(self, batch, hashes, future):
+        embedded = dict(zip(hashes, future.result()))
+        counts = dict(vars(self.report))
+        try:
+            with atomic(self.conn):
+                self._write_batch(batch, embedded, isolate=False)
+        except Exception:
+            if self.all_or_none:
+                raise
+            # Something in the batch failed: write it again one savepoint per
+            # document, so the bad document is reported and the rest land.
+            vars(self.report).update(counts)
+            self.writer.forget_entities()
+            with atomic(self.conn):
+                self._write_batch(batch, embedded, isolate=True)
+
+    def _texts_to_embed(self, batch):
+        """{content hash: text} of the chunks in `batch` that may need a new vector."""
+        stored = self.writer.stored_hashes(batch)
+        texts = {}
+        for document in batch:
+            if stored.get(document.document_id) != document.digest:
+                for chunk in document.chunks:
+                    text = chunk_text(document, chunk)
+                    texts[content_hash(text)] = text
+        return {h: t for h, t in texts.items() if stored_vector(self.conn, h, self.model_id) is None}
+
+    def _write_batch(self, batch, embedded, isolate):
+        """Write a batch; with `isolate`, each document in a savepoint of its own
+        (slower: vec0 journals every page a savepoint touches)."""
+        stored = self.writer.stored_hashes(batch)
+        plans = []
+        for document in batch:
+            self.report.documents += 1
+            if stored.get(document.document_id) == document.digest:
+                self.report.chunks_unchanged += len(document.chunks)
+                continue
+            plans.append((document, self.writer.plan(document, document.document_id in stored)))
+        vectors = self._vectors([c for _, plan in plans for c in plan["new"]], embedded)
+        new_vectors = []
+        for document, plan in plans:
+            if not isolate:
+                new_vectors += self.writer.write(document, plan, vectors)
+                continue
+            try:
+                with atomic(self.conn):
+                    insert_vectors(self.conn, self.writer.write(document, plan, vectors))
+            except Exception as ex:
+                self.writer.forget_entities()
+                self.report.errors.append(IngestError(document.source_path, document.line, f"not written: {ex}"))
+        insert_vectors(self.conn, new_vectors)
+
+    def _vectors(self, new_chunks, embedded):
+        """content hash -> (int8, bit) for new chunks: embedded ahead, reused from a
+        stored row with the same text, or embedded now."""
+        vectors = {}
+        for digest, *_ in new_chunks:
+            if digest not in vectors:
+                vectors[digest] = embedded.get(digest) or stored_vector(self.conn, digest, self.model_id)
+        todo = {h: t for h, t, *_ in new_chunks if vectors[h] is None}
+        for digest, vector in zip(todo, storage_vectors(list(todo.values()), self.model_id) if todo else []):
+            vectors[digest] = vector
+        return vectors

@@ -1,0 +1,112 @@
+"""The vec0 table: its filter columns, int8 and bit quantisation, and writing
+vectors for memories.
+
+Every recall filter acts inside the KNN, so each filtered column of a memory is
+mirrored into vec_knowledge as a vec0 metadata column, computed from the
+knowledge row by the same SQL expression everywhere (VEC_METADATA).
+"""
+
+import numpy as np
+
+from .embed import embed
+
+# name -> (vec0 type, value computed from a knowledge row called {row}). Times are
+# Unix seconds: vec0 compares integers far faster than text.
+NEVER_EXPIRES_EPOCH = 253402300799  # 9999-12-31 23:59:59 UTC
+VEC_METADATA = {
+    "class": ("text", "{row}.class"),
+    "scope": ("text", "{row}.scope"),
+    "source": ("text", "coalesce({row}.source, '')"),
+    "domain": ("text", "coalesce({row}.domain, 'global')"),
+    "created_at": ("integer", "coalesce(unixepoch({row}.created_at), 0)"),
+    "observed_at": ("integer", "coalesce(unixepoch({row}.observed_at), unixepoch({row}.created_at), 0)"),
+    "expires_at": ("integer", f"coalesce(unixepoch({{row}}.expires_at), {NEVER_EXPIRES_EPOCH})"),
+    "relevance_tier": ("integer", "{row}.relevance_tier"),
+    "flagged": ("integer", "{row}.flagged"),
+}
+
+
+def vec_metadata_values(row):
+    """SQL expressions for the vec_knowledge metadata columns of knowledge row `row`."""
+    return ", ".join(expression.format(row=row) for _, expression in VEC_METADATA.values())
+
+
+def create_vector_table(conn, dimension):
+    """(Re)create vec_knowledge for vectors of `dimension`; it starts empty."""
+    conn.execute("DROP TABLE IF EXISTS vec_knowledge")
+    metadata = ",\n  ".join(f"{name} {kind}" for name, (kind, _) in VEC_METADATA.items())
+    conn.execute(
+        f"""CREATE VIRTUAL TABLE vec_knowledge USING vec0(
+          knowledge_id INTEGER PRIMARY KEY,
+          embedding_int8 INT8[{dimension}] distance_metric=cosine,
+          embedding_bit BIT[{dimension}],
+          {metadata}
+        )"""
+    )
+
+
+def quantize_int8(vectors):
+    """int8 rows scaled so each row's largest component is ±127.
+
+    Cosine distance ignores a row's scale, so this keeps far more precision than
+    mapping [-1, 1] to int8: a unit vector of 256 dimensions has components near
+    ±0.06, which a fixed [-1, 1] scale would round to a handful of levels.
+    """
+    peak = np.abs(vectors).max(axis=1, keepdims=True)
+    scale = np.divide(127.0, peak, out=np.zeros_like(peak), where=peak > 0)
+    return np.rint(vectors * scale).astype(np.int8)
+
+
+def storage_vectors(texts, model_id):
+    """(int8 bytes, bit bytes) per text, None for a text with no known token."""
+    if not texts:
+        return []
+    vectors = embed(texts, model_id)
+    quantized = quantize_int8(vectors)
+    bits = np.packbits(vectors > 0, axis=1, bitorder="little")
+    zero = ~vectors.any(axis=1)
+    return [None if z else (q.tobytes(), b.tobytes()) for q, b, z in zip(quantized, bits, zero)]
+
+
+def insert_vectors(conn, rows):
+    """rows: (knowledge_id, int8 bytes, bit bytes); filter columns copied from knowledge."""
+    conn.executemany(
+        "insert into vec_knowledge select ?, vec_int8(?), vec_bit(?), "
+        f"{vec_metadata_values('k')} from knowledge k where k.id = ?",
+        [(kid, q, b, kid) for kid, q, b in rows],
+    )
+
+
+def stored_vector(conn, content_hash, model_id):
+    """(int8, bit) of a stored chunk with the same text and model, or None."""
+    row = conn.execute(
+        "select v.embedding_int8, v.embedding_bit from knowledge k "
+        "join vec_knowledge v on v.knowledge_id = k.id "
+        "where k.content_hash = ? and k.embedding_model = ? limit 1",
+        (content_hash, model_id),
+    ).fetchone()
+    return tuple(row) if row else None
+
+
+def embedded_text(title, heading_path, content):
+    """The text a chunk is embedded (and content-hashed) as."""
+    return "\n".join(p for p in (title, heading_path, content) if p)
+
+
+def backfill_vectors(conn, model_id, batch=512):
+    """Embed every knowledge row that has no vector yet; returns how many were added."""
+    missing = conn.execute(
+        "select id, title, heading_path, content from knowledge "
+        "where id not in (select knowledge_id from vec_knowledge) order by id"
+    ).fetchall()
+    added = 0
+    for start in range(0, len(missing), batch):
+        rows = missing[start : start + batch]
+        vectors = storage_vectors([embedded_text(t, h, c) for _, t, h, c in rows], model_id)
+        insert_vectors(conn, [(r[0], *v) for r, v in zip(rows, vectors) if v])
+        conn.execute(
+            f"update knowledge set embedding_model = ? where id in ({','.join('?' * len(rows))})",
+            [model_id, *(r[0] for r in rows)],
+        )
+        added += sum(1 for v in vectors if v)
+    return added

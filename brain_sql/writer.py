@@ -1,0 +1,196 @@
+"""Writing one prepared document into a brain, inside the caller's transaction.
+
+Its chunks are matched to the rows stored for it by content hash: unchanged text
+keeps its row (and vector), changed text replaces its row, and the document's
+edges are stated again. Entities are created on first mention; each new chunk
+and entity is queued for mention matching in the same transaction.
+"""
+
+import json
+from pathlib import Path
+
+import xxhash
+
+from . import mentions
+from .vectors import embedded_text
+
+# knowledge columns written from a document's fields
+FIELD_COLUMNS = (
+    "class", "scope", "source", "domain", "created_at", "observed_at", "valid_from", "valid_to",
+    "expires_at", "confidence", "relevance_tier", "owner", "access", "node_kind",
+    "lawful_basis", "region", "knowledge_type",
+)  # fmt: skip
+_CHUNK_COLUMNS = ("chunk_index", "line_start", "line_end")
+_STORED_TIMES = ("created_at", "observed_at")
+
+
+def content_hash(text):
+    return xxhash.xxh3_64_hexdigest(text.encode("utf-8"))
+
+
+def chunk_text(document, chunk):
+    """The text a chunk of `document` is embedded and hashed as."""
+    return embedded_text(document.title, chunk.heading_path, chunk.content)
+
+
+class DocumentWriter:
+    """Writes documents and removes them; counts what it did in `report`."""
+
+    def __init__(self, conn, model_id, report):
+        self.conn, self.model_id, self.report = conn, model_id, report
+        self.entity_ids = {}  # casefolded name -> id, for entities seen in this run
+
+    def forget_entities(self):
+        """Drop the entity cache: ids created inside a rolled-back savepoint are gone."""
+        self.entity_ids.clear()
+
+    def stored_hashes(self, documents):
+        """{document id: stored content hash} of those `documents` already stored."""
+        ids = [d.document_id for d in documents]
+        return dict(
+            self.conn.execute(
+                f"select document_id, content_hash from documents where document_id in ({','.join('?' * len(ids))})",
+                ids,
+            ).fetchall()
+        )
+
+    def plan(self, document, known):
+        """Match the document's chunks to its stored rows (if `known`) by content hash:
+        {"kept": [(row id, index, chunk)], "new": [(hash, text, index, chunk)], "removed": [row id]}."""
+        existing = {}
+        stored_rows = self.conn.execute(
+            "select id, content_hash from knowledge where document_id = ? order by id", (document.document_id,)
+        ) if known else ()  # fmt: skip
+        for row_id, stored_hash in stored_rows:
+            existing.setdefault(stored_hash, []).append(row_id)
+        kept, new = [], []
+        for index, chunk in enumerate(document.chunks):
+            text = chunk_text(document, chunk)
+            digest = content_hash(text)
+            rows = existing.get(digest)
+            if rows:
+                kept.append((rows.pop(0), index, chunk))
+            else:
+                new.append((digest, text, index, chunk))
+        removed = [row_id for rows in existing.values() for row_id in rows]
+        return {"kept": kept, "new": new, "removed": removed}
+
+    def write(self, document, plan, vectors):
+        """Write one document's rows and edges; returns (row id, int8, bit) for the
+        vectors of its new chunks, which the caller inserts."""
+        conn, report = self.conn, self.report
+        columns = self._row_values(document)
+        conn.execute("delete from relationships where document_id = ?", (document.document_id,))
+        if plan["removed"]:
+            conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
+        report.chunks_removed += len(plan["removed"])
+        chunk_ids = {}
+        # a memory is created and observed when first stored, unless its input says when
+        assignments = ", ".join(
+            f"[{c}] = coalesce(?, {c})" if c in _STORED_TIMES else f"[{c}] = ?" for c in (*columns, *_CHUNK_COLUMNS)
+        )
+        for row_id, index, chunk in plan["kept"]:
+            conn.execute(
+                f"update knowledge set {assignments}, updated_at = current_timestamp where id = ?",
+                (*columns.values(), index, chunk.line_start, chunk.line_end, row_id),
+            )
+            chunk_ids[index] = row_id
+        report.chunks_updated += len(plan["kept"])
+        names = ("title", "content", "content_hash", "document_id", "heading_path", *columns, *_CHUNK_COLUMNS)
+        values = ", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in names)
+        insert = f"insert into knowledge ({', '.join(f'[{n}]' for n in names)}) values ({values})"
+        stored_vectors = []
+        for digest, _, index, chunk in plan["new"]:
+            cursor = conn.execute(
+                insert,
+                (document.title, chunk.content, digest, document.document_id, chunk.heading_path,
+                 *columns.values(), index, chunk.line_start, chunk.line_end),
+            )  # fmt: skip
+            chunk_ids[index] = cursor.lastrowid
+            if vectors[digest]:
+                stored_vectors.append((cursor.lastrowid, *vectors[digest]))
+        report.chunks_added += len(plan["new"])
+        entity_id = self._entity(document.title, "document", claim=True) if document.title else None
+        conn.execute(
+            "insert or replace into documents (document_id, title, source_path, entity_id, content_hash, chunks) "
+            "values (?, ?, ?, ?, ?, ?)",
+            (document.document_id, document.title, document.source_path, entity_id, document.digest, len(document.chunks)),
+        )
+        self._write_edges(document, entity_id, chunk_ids)
+        mentions.queue(conn, "chunk", chunk_ids.values())
+        return stored_vectors
+
+    def remove(self, where, params, keep=(), gone=False):
+        """Delete the documents `where` selects, except those in `keep` (and, with
+        `gone`, those whose file still exists)."""
+        doomed = [
+            document_id
+            for document_id, path in self.conn.execute(
+                f"select document_id, source_path from documents where {where}", params
+            ).fetchall()
+            if document_id not in keep and not (gone and path and Path(path).exists())
+        ]
+        for document_id in doomed:
+            self.report.chunks_removed += self.conn.execute(
+                "delete from knowledge where document_id = ?", (document_id,)
+            ).rowcount
+            self.conn.execute("delete from relationships where document_id = ?", (document_id,))
+            self.conn.execute("delete from documents where document_id = ?", (document_id,))
+
+    def _row_values(self, document):
+        values = {c: document.fields.get(c) for c in FIELD_COLUMNS}
+        values["class"] = values["class"] or "memory"
+        values["scope"] = values["scope"] or "/"
+        values["domain"] = values["domain"] or "global"
+        values["relevance_tier"] = 1 if values["relevance_tier"] is None else values["relevance_tier"]
+        return {
+            **values,
+            "external_id": document.external_id,
+            "source_path": document.source_path,
+            "tags": json.dumps(document.tags) if document.tags else None,
+            "metadata": json.dumps(document.metadata, default=str) if document.metadata else None,
+            "embedding_model": self.model_id,
+        }
+
+    def _write_edges(self, document, entity_id, chunk_ids):
+        first = chunk_ids.get(0)
+        edges = []
+        for tag in document.tags:
+            edges.append((entity_id, self._entity(f"#{tag}", "tag"), "tagged_with", first))
+        for alias in document.aliases:
+            edges.append((self._entity(alias, "alias"), entity_id, "alias_of", first))
+        for name, entity_type in document.entities:
+            edges.append((entity_id, self._entity(name, entity_type), "mentions", first))
+        for relation in document.relations:
+            source = entity_id if relation.from_name is None else self._entity(relation.from_name, "entity")
+            target = self._entity(relation.to_name, relation.to_type)
+            edges.append((source, target, relation.relation_type, chunk_ids.get(relation.chunk_index, first)))
+        rows = [(a, b, t, k, document.document_id) for a, b, t, k in edges if a != b]
+        cursor = self.conn.executemany(
+            "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, knowledge_id, document_id) "
+            "values (?, ?, ?, ?, ?)",
+            rows,
+        )
+        self.report.relationships += max(cursor.rowcount, 0)
+
+    def _entity(self, name, entity_type, claim=False):
+        """The id of the entity called `name`, created when new; `claim` makes it a document node."""
+        key = name.casefold()
+        entity_id = self.entity_ids.get(key)
+        if entity_id is None:
+            row = self.conn.execute("select id from entities where name = ?", (name,)).fetchone()
+            if row:
+                entity_id = row[0]
+            else:
+                entity_id = self.conn.execute(
+                    "insert into entities (name, entity_type) values (?, ?)",
+                    (name, "document" if claim else entity_type),
+                ).lastrowid
+                self.report.entities += 1
+                mentions.queue(self.conn, "entity", [entity_id])
+                self.entity_ids[key] = entity_id
+                return entity_id
+            self.entity_ids[key] = entity_id
+        if claim:
+            self.conn.execute("update entities set entity_type = 'document' where id = ? and entity_type is not 'document'", (entity_id,))
+        return entity_id
