@@ -33,24 +33,27 @@ def parse_time(value, now=None, name="time"):
         relative = _RELATIVE.match(value)
         if relative:
             sign, amount, unit = relative.groups()
-            delta = datetime.timedelta(seconds=int(amount) * _UNIT_SECONDS[unit])
             base = parse_datetime(now, "now") if now else utcnow()
             try:
+                delta = datetime.timedelta(seconds=int(amount) * _UNIT_SECONDS[unit])
                 moment = base - delta if sign == "-" else base + delta
             except OverflowError:
                 raise FieldError(f"{name} {value!r} is out of range") from None
         else:
             try:
                 moment = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-                if moment.tzinfo is not None:
-                    moment = moment.astimezone(datetime.timezone.utc)
-            except (ValueError, OverflowError):
+            except ValueError:
                 raise FieldError(
                     f"{name} {value!r} is not a date: use ISO 8601 (2026-03-01 or "
                     "2026-03-01T09:30:00Z) or a relative time such as -30d"
                 ) from None
     else:
         raise FieldError(f"{name} must be a date string, not {type(value).__name__}")
+    if moment.tzinfo is not None:  # a time with an offset (YAML gives aware datetimes) is kept in UTC
+        try:
+            moment = moment.astimezone(datetime.timezone.utc)
+        except OverflowError:
+            raise FieldError(f"{name} {value!r} is out of range") from None
     return sqlite_time(moment.replace(tzinfo=None))
 
 

@@ -1,0 +1,90 @@
+"""Splitting text into chunks under a size cap, with the lines each chunk spans."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from brain_sql.chunk import pack, paragraphs, split_text
+from brain_sql.config import CHUNK_MAX_CHARS
+
+
+def spans(chunks):
+    return [(c.content, c.line_start, c.line_end) for c in chunks]
+
+
+def test_paragraphs_are_blank_line_separated_blocks_with_their_first_line():
+    text = "\n\nfirst\nstill first\n\n\n\nsecond\n \t\nthird\n"
+    assert list(paragraphs(text)) == [("first\nstill first", 3), ("second", 8), ("third", 10)]
+
+
+def test_paragraphs_count_lines_from_first_line():
+    assert list(paragraphs("a\n\nb", first_line=10)) == [("a", 10), ("b", 12)]
+
+
+def test_whitespace_only_text_has_no_paragraphs_or_chunks():
+    assert list(paragraphs(" \n\n\t\n")) == []
+    assert split_text(" \n\n\t\n") == []
+
+
+def test_short_paragraphs_pack_into_one_chunk_spanning_their_lines():
+    chunks = split_text("one\n\ntwo\nthree\n\n\nfour", first_line=5, heading_path="Intro")
+    assert spans(chunks) == [("one\n\ntwo\nthree\n\nfour", 5, 11)]
+    assert chunks[0].heading_path == "Intro"
+
+
+def test_paragraphs_pack_while_they_fit_with_the_blank_line_between():
+    assert spans(pack([("a" * 10, 1), ("b" * 5, 4)], max_chars=17)) == [("a" * 10 + "\n\n" + "b" * 5, 1, 4)]
+    assert spans(pack([("a" * 10, 1), ("b" * 5, 4)], max_chars=16)) == [("a" * 10, 1, 1), ("b" * 5, 4, 4)]
+
+
+def test_long_paragraph_is_cut_after_a_sentence_end_before_a_space():
+    assert [c.content for c in pack([("aaaa. bb cc dd", 1)], max_chars=12)] == ["aaaa.", "bb cc dd"]
+
+
+def test_long_paragraph_without_sentence_ends_is_cut_at_a_space():
+    assert [c.content for c in pack([("aaaa bbbb cccc", 1)], max_chars=10)] == ["aaaa bbbb", "cccc"]
+
+
+def test_long_word_is_cut_hard():
+    assert [c.content for c in pack([("a" * 25, 1)], max_chars=10)] == ["a" * 10, "a" * 10, "a" * 5]
+
+
+def test_pieces_of_a_cut_paragraph_keep_their_own_lines():
+    chunks = pack([("first line.\nsecond line.\nthird line here", 3)], max_chars=20)
+    assert spans(chunks) == [("first line.", 3, 3), ("second line.", 4, 4), ("third line here", 5, 5)]
+
+
+def test_split_text_honours_the_configured_cap():
+    text = "word " * (CHUNK_MAX_CHARS // 2) + "\n\n" + "x" * (CHUNK_MAX_CHARS + 1)
+    chunks = split_text(text)
+    assert len(chunks) >= 3
+    assert all(len(c.content) <= CHUNK_MAX_CHARS for c in chunks)
+    assert max(len(c.content) for c in chunks) == CHUNK_MAX_CHARS
+
+
+def non_space_with_lines(text, first_line):
+    """(character, line) for every non-whitespace character of text, in order."""
+    out, line = [], first_line
+    for ch in text:
+        if ch == "\n":
+            line += 1
+        elif not ch.isspace():
+            out.append((ch, line))
+    return out
+
+
+@given(
+    text=st.text(alphabet="ab.!? \t\n", max_size=200),
+    max_chars=st.integers(1, 30),
+    first_line=st.integers(1, 5),
+)
+def test_chunks_fit_the_cap_keep_every_character_and_name_their_lines(text, max_chars, first_line):
+    chunks = pack(paragraphs(text, first_line), max_chars=max_chars)
+    assert all(0 < len(c.content) <= max_chars for c in chunks)
+    expected = non_space_with_lines(text, first_line)
+    assert "".join(ch for c in chunks for ch in c.content if not ch.isspace()) == "".join(ch for ch, _ in expected)
+    position = 0
+    for chunk in chunks:
+        count = sum(not ch.isspace() for ch in chunk.content)
+        assert chunk.line_start == expected[position][1]
+        assert chunk.line_end == expected[position + count - 1][1]
+        position += count

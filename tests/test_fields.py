@@ -1,0 +1,158 @@
+"""Checking and normalising memory fields: times, scopes, classes, confidence, tiers."""
+
+import datetime
+
+import pytest
+
+from brain_sql.fields import FieldError, normalize_fields, normalize_scope, parse_time, scope_ancestors
+
+NOW = "2026-11-29 12:00:00"
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("2026-03-01", "2026-03-01 00:00:00"),
+        ("2026-03-01T09:30", "2026-03-01 09:30:00"),
+        (" 2026-03-01 09:30:15.750 ", "2026-03-01 09:30:15"),
+        ("2026-03-01T09:30:00Z", "2026-03-01 09:30:00"),
+        ("2026-03-01T09:30:00+02:00", "2026-03-01 07:30:00"),
+        ("2026-03-01T01:00:00+02:00", "2026-02-28 23:00:00"),
+        ("2026-12-31T20:00:00-05:00", "2027-01-01 01:00:00"),
+        (datetime.date(2026, 3, 1), "2026-03-01 00:00:00"),
+        (datetime.datetime(2026, 3, 1, 9, 30, 5, 999), "2026-03-01 09:30:05"),
+    ],
+)
+def test_parse_time_gives_sqlite_utc_text(value, expected):
+    assert parse_time(value) == expected
+
+
+def test_parse_time_converts_aware_datetimes_to_utc():
+    moment = datetime.datetime(2026, 3, 1, 9, 30, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))
+    assert parse_time(moment) == "2026-03-01 07:30:00"
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("-30d", "2026-10-30 12:00:00"),
+        ("+1h", "2026-11-29 13:00:00"),
+        ("-2w", "2026-11-15 12:00:00"),
+        (" -90 m ", "2026-11-29 10:30:00"),
+        ("-1y", "2025-11-29 12:00:00"),
+    ],
+)
+def test_relative_times_count_from_now(value, expected):
+    assert parse_time(value, now=NOW) == expected
+    assert parse_time(value, now=datetime.datetime(2026, 11, 29, 12)) == expected
+
+
+def test_relative_time_without_now_counts_from_the_clock():
+    before = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None, microsecond=0)
+    moment = datetime.datetime.fromisoformat(parse_time("+1d"))
+    after = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    assert before + datetime.timedelta(days=1) <= moment <= after + datetime.timedelta(days=1)
+
+
+def test_out_of_range_relative_time_names_the_field():
+    with pytest.raises(FieldError, match="valid_from '-999999y' is out of range"):
+        parse_time("-999999y", now=NOW, name="valid_from")
+
+
+def test_huge_relative_time_is_a_field_error():
+    with pytest.raises(FieldError, match="valid_from"):
+        parse_time("-1000000000d", now=NOW, name="valid_from")
+
+
+@pytest.mark.parametrize("value", ["yesterday", "2026-13-01", "2026-02-30", "30 days ago", "", "-30x"])
+def test_non_dates_are_field_errors_naming_the_field(value):
+    with pytest.raises(FieldError, match="observed_at .* is not a date"):
+        parse_time(value, name="observed_at")
+
+
+@pytest.mark.parametrize("value", [5, 1.5, True, None, ["2026-03-01"]])
+def test_non_string_times_are_field_errors(value):
+    with pytest.raises(FieldError, match="expires_at must be a date string"):
+        parse_time(value, name="expires_at")
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [("/", "/"), ("/acme", "/acme"), ("/acme/support/", "/acme/support"), ("//acme//support//", "/acme/support")],
+)
+def test_normalize_scope_makes_a_canonical_absolute_path(value, expected):
+    assert normalize_scope(value) == expected
+
+
+@pytest.mark.parametrize("value", ["acme", "", "acme/support", "/acme/../secret", "/./acme", None, 3])
+def test_normalize_scope_refuses_relative_paths_and_dot_parts(value):
+    with pytest.raises(FieldError, match="scope"):
+        normalize_scope(value)
+
+
+def test_scope_ancestors_are_the_scope_and_every_parent():
+    assert scope_ancestors("/acme/support/") == ["/", "/acme", "/acme/support"]
+    assert scope_ancestors("/") == ["/"]
+    with pytest.raises(FieldError):
+        scope_ancestors("acme")
+
+
+def test_normalize_fields_normalises_known_fields_and_ignores_the_rest():
+    raw = {
+        "class": "policy",
+        "scope": "/acme/support/",
+        "confidence": "0.75",
+        "relevance_tier": 2.0,
+        "observed_at": "2026-03-01T09:30:00Z",
+        "source": 42,
+        "domain": "",
+        "owner": None,
+        "colour": "red",
+    }
+    assert normalize_fields(raw) == {
+        "observed_at": "2026-03-01 09:30:00",
+        "source": "42",
+        "class": "policy",
+        "scope": "/acme/support",
+        "confidence": 0.75,
+        "relevance_tier": 2,
+    }
+
+
+@pytest.mark.parametrize("value", ["Memory", "note", 1])
+def test_class_must_be_one_of_the_classes(value):
+    with pytest.raises(FieldError, match="class must be one of memory, reference, policy"):
+        normalize_fields({"class": value})
+
+
+@pytest.mark.parametrize("value", [0, 1, "0.5", 0.0])
+def test_confidence_from_zero_to_one_is_accepted(value):
+    assert normalize_fields({"confidence": value}) == {"confidence": float(value)}
+
+
+@pytest.mark.parametrize("value", [-0.01, 1.01, "high", True, float("nan"), float("inf"), [0.5]])
+def test_confidence_outside_zero_to_one_is_refused(value):
+    with pytest.raises(FieldError, match="confidence"):
+        normalize_fields({"confidence": value})
+
+
+@pytest.mark.parametrize("value", [0, 3, "1", 2.0])
+def test_relevance_tier_whole_numbers_zero_to_three_are_accepted(value):
+    assert normalize_fields({"relevance_tier": value}) == {"relevance_tier": int(value)}
+
+
+@pytest.mark.parametrize("value", [-1, 4, 1.5, "two", False, float("inf")])
+def test_relevance_tier_outside_whole_zero_to_three_is_refused(value):
+    with pytest.raises(FieldError, match="relevance_tier"):
+        normalize_fields({"relevance_tier": value})
+
+
+@pytest.mark.parametrize("value", [True, False, ["a"], {"a": 1}])
+def test_text_fields_refuse_booleans_and_containers(value):
+    with pytest.raises(FieldError, match="domain must be text"):
+        normalize_fields({"domain": value})
+
+
+def test_bad_time_field_is_named():
+    with pytest.raises(FieldError, match="valid_to"):
+        normalize_fields({"valid_to": "soon"})

@@ -1,0 +1,107 @@
+"""Recall as SQL (brain_sql.RECALL_SQL): the same order as the API for the same
+request, filters included, and the same leg weights for what the caller can see."""
+
+import json
+
+import pytest
+
+import brain_sql
+from brain_sql.connection import sqlite3
+
+from .conftest import write
+
+NOTES = {
+    "Orion.md": "---\nscope: /acme/support\nclass: policy\nobserved_at: 2026-03-02\n---\n# Orion\n\n"
+    "Orion is our pager vendor; support escalations page through Orion.\n",
+    "Orion contract.md": "---\nscope: /acme/legal\nobserved_at: 2026-04-10\n---\n# Orion contract\n\n"
+    "The Orion contract renews in spring and covers pager escalations.\n",
+}
+RECORDS = [
+    {"_id": f"r{i}", "title": f"Escalation note {i}", "text": text, "scope": scope, "class": klass, "observed_at": when}
+    for i, (text, scope, klass, when) in enumerate([
+        ("Pager escalations for support go to the on-call lead.", "/acme/support", "memory", "2026-02-01"),
+        ("Support escalations: page the lead, then the manager.", "/acme/support", "policy", "2026-05-01"),
+        ("Acme-wide escalation policy: acknowledge pages in ten minutes.", "/acme", "policy", "2026-06-15"),
+        ("Escalations in sales go to the sales lead.", "/acme/sales", "memory", "2026-03-20"),
+        ("Old escalation rota from last decade.", "/acme/support", "memory", "2015-01-01"),
+        ("Root note: a page is an urgent alert to whoever is on call.", "/", "reference", "2026-07-01"),
+        ("Escalation drill for support, quarterly.", "/acme/support", "memory", "2026-09-09"),
+    ])
+]  # fmt: skip
+FILTERS = ("scope", "classes", "sources", "domain", "since", "until")
+
+
+@pytest.fixture(scope="module")
+def conn(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sql")
+    for name, text in NOTES.items():
+        write(folder / "notes" / name, text)
+    write(folder / "records.jsonl", "\n".join(json.dumps(r) for r in RECORDS))
+    connection = brain_sql.connect(folder / "brain.db")
+    report = brain_sql.ingest(connection, [folder / "notes", folder / "records.jsonl"])
+    assert not report.errors
+    return connection
+
+
+def by_sql(conn, q, k=100, **filters):
+    params = {"q": q, "k": k, **{name: filters.get(name, "") for name in FILTERS}}
+    return [(row[0], round(row[2], 12)) for row in conn.execute(brain_sql.RECALL_SQL, params)]
+
+
+def by_api(conn, q, k=100, **filters):
+    """The API's hits in its core fused order: the order before the bounded recency
+    and confidence boosts, which SQL leaves out."""
+    doc = {"q": q, "k": k, "prf": False, **filters}
+    hits = brain_sql.recall(conn, brain_sql.querydoc_from_strings(doc))["hits"]
+    fused = [(hit["id"], round(hit["provenance"]["fused_score"], 12)) for hit in hits]
+    return sorted(fused, key=lambda hit: (-hit[1], hit[0]))
+
+
+@pytest.mark.parametrize(
+    "q, filters",
+    [
+        ("pager escalations on-call lead", {}),
+        ("pager escalations on-call lead", {"scope": "/acme/support"}),
+        ("support escalations", {"scope": "/acme/support", "classes": "policy,memory", "since": "2026-01-01", "until": "2026-12-01"}),
+        ("escalation policy", {"scope": "/acme", "classes": "policy", "since": "2026-02-01T00:00:00Z"}),
+        ("What do we know about Orion?", {"scope": "/acme/support", "until": "2026-08-01"}),
+    ],
+)  # fmt: skip
+def test_sql_order_equals_api_order_with_filters(conn, q, filters):
+    sql = by_sql(conn, q, **filters)
+    assert sql and sql == by_api(conn, q, **filters)
+    # and over the first ten, as a user asks for them
+    assert [i for i, _ in by_sql(conn, q, k=10, **filters)] == [i for i, _ in sql][:10]
+
+
+def test_filters_act_inside_the_sql_legs(conn):
+    scopes = dict(conn.execute("select id, scope from knowledge"))
+    found = [i for i, _ in by_sql(conn, "escalations", scope="/acme/support", since="2026-01-01")]
+    assert found and {scopes[i] for i in found} <= {"/", "/acme", "/acme/support"}
+    observed = dict(conn.execute("select id, observed_at from knowledge"))
+    assert all(observed[i] >= "2026-01-01" for i in found)
+
+
+def test_a_name_known_only_outside_the_scope_leaves_the_weights_alone(conn):
+    """The graph leads only when the query names an entity the caller can reach:
+    'Orion contract' is known only from /acme/legal, which /acme/support cannot read."""
+
+    def weight(q, **filters):
+        return conn.execute("select brain_leg_weight('graph', ?, ?)", [q, json.dumps(filters)]).fetchone()[0]
+
+    q = "Tell me about the Orion contract"
+    assert weight(q) == weight(q, scope="/acme/legal") == 10.0
+    assert weight(q, scope="/acme/support") == weight("renewal dates", scope="/acme/support") == 1.0
+    assert by_sql(conn, q, scope="/acme/support") == by_api(conn, q, scope="/acme/support")
+
+
+def test_brain_filters_reads_the_request_as_the_api_does(conn):
+    bounds = json.loads(conn.execute(
+        "select brain_filters(?)", [json.dumps({"scope": "/acme/support", "classes": "policy, memory", "since": "2026-01-01"})]
+    ).fetchone()[0])  # fmt: skip
+    assert bounds["scopes"] == ["/", "/acme", "/acme/support"]
+    assert bounds["classes"] == ["policy", "memory"]
+    assert bounds["since"] == 1767225600  # 2026-01-01 UTC
+    assert set(bounds["sources"]) == {r[0] for r in conn.execute("select distinct coalesce(source, '') from knowledge")}
+    with pytest.raises(sqlite3.OperationalError):  # scope must be a path
+        conn.execute("select brain_filters(?)", [json.dumps({"scope": "acme"})]).fetchone()

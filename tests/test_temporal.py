@@ -1,0 +1,80 @@
+"""Date phrases in a query resolved into a since/until window against a fixed now."""
+
+import datetime
+
+import pytest
+
+from brain_sql.temporal import extract
+
+NOW = datetime.datetime(2026, 11, 29, 12, 0, 0)  # a Sunday
+
+
+@pytest.mark.parametrize(
+    "query, since, until, rest",
+    [
+        ("pager last week", "2026-11-22 12:00:00", None, "pager"),
+        ("LAST WEEK", "2026-11-22 12:00:00", None, ""),
+        ("past year", "2025-11-29 12:00:00", None, ""),
+        ("in the last month", "2026-10-30 12:00:00", None, ""),
+        ("last 3 days", "2026-11-26 12:00:00", None, ""),
+        ("in the past 2 weeks deploys", "2026-11-15 12:00:00", None, "deploys"),
+        ("yesterday deploy", "2026-11-28 00:00:00", "2026-11-29 00:00:00", "deploy"),
+        ("what happened today", "2026-11-29 00:00:00", "2026-11-30 00:00:00", "what happened"),
+        ("this week", "2026-11-23 00:00:00", None, ""),
+        ("this month", "2026-11-01 00:00:00", None, ""),
+        ("this year", "2026-01-01 00:00:00", None, ""),
+    ],
+)
+def test_relative_phrases_resolve_against_now(query, since, until, rest):
+    assert extract(query, NOW) == (since, until, rest)
+
+
+@pytest.mark.parametrize(
+    "query, since, until, rest",
+    [
+        ("since March 2026 outage", "2026-03-01 00:00:00", None, "outage"),
+        ("after march", "2026-03-01 00:00:00", None, ""),
+        ("since 5 March 2026", "2026-03-05 00:00:00", None, ""),
+        ("since March 5th, 2026", "2026-03-05 00:00:00", None, ""),
+        ("since Jan. 2026", "2026-01-01 00:00:00", None, ""),
+        ("before 2026-01-05 rollout", None, "2026-01-05 00:00:00", "rollout"),
+        ("until 2026-03-01T09:30 x", None, "2026-03-01 09:30:00", "x"),
+        ("till 2026-01-05 10:30 x", None, "2026-01-05 10:30:00", "x"),
+        ("since March 2026 before 2026-06-01", "2026-03-01 00:00:00", "2026-06-01 00:00:00", ""),
+    ],
+)
+def test_since_and_until_take_the_start_of_the_named_date(query, since, until, rest):
+    assert extract(query, NOW) == (since, until, rest)
+
+
+@pytest.mark.parametrize(
+    "query, since, until",
+    [
+        ("alerts in May", "2026-05-01 00:00:00", "2026-06-01 00:00:00"),
+        ("during Sept 2025", "2025-09-01 00:00:00", "2025-10-01 00:00:00"),
+        ("in November", "2026-11-01 00:00:00", "2026-12-01 00:00:00"),
+        # the latest December that has begun is last year's; its window crosses the year
+        ("in December", "2025-12-01 00:00:00", "2026-01-01 00:00:00"),
+    ],
+)
+def test_in_a_month_is_that_whole_month(query, since, until):
+    assert extract(query, NOW)[:2] == (since, until)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "released in 2005",  # a bare year is content, not a filter
+        "in may be broken",  # lowercase "may" is not the month
+        "since February 31 x",  # no such date
+        "after 2026-02-30",
+        "last 5000 years",  # before year 1
+        "pager alert",
+    ],
+)
+def test_text_without_a_valid_window_is_left_alone(query):
+    assert extract(query, NOW) == (None, None, query)
+
+
+def test_removing_a_phrase_collapses_the_whitespace_around_it():
+    assert extract("pager   since March 2026   outage", NOW)[2] == "pager outage"
