@@ -4,12 +4,12 @@ nothing else of brain_sql, so everything below this floor can change freely."""
 
 from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, decayed, entity, memory, memory_content
 from .claims import verify
-from .config import CLASSES, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, configured_model
+from .config import CLASSES, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model
 from .connection import load_sqlite_vec, open_connection
 from .document import IngestError
 from .consistency import check
 from .embed import count_tokens, embed
-from .errors import BrainError, FieldError, ModelError, QueryError
+from .errors import BrainBusy, BrainError, FieldError, ModelError, QueryError, WriteError
 from .evaluation import evaluate, load_qrels
 from .functions import RECALL_SQL, register_functions
 from .hybrid import recall
@@ -19,7 +19,7 @@ from .schema import info, is_brain, migrate, pending_migrations, recorded_model,
 
 __all__ = [
     "CLASSES", "DECAY_BUCKETS", "MAX_CONTENT_BYTES", "MAX_QUERY_CHARS", "RECALL_SQL",
-    "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError",
+    "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError", "WriteError",
     "check", "configured_model", "connect", "decay_bucket_sql", "decay_counts_sql", "decayed",
     "discover", "embed_with_usage", "entity", "evaluate", "info", "ingest", "is_brain", "load_qrels",
     "memory", "migrate", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
@@ -28,13 +28,16 @@ __all__ = [
 
 
 def prepare_connection(conn, model_id=None):
-    """Load sqlite-vec and register the brain_* SQL functions on `conn`.
+    """Load sqlite-vec and register the brain_* SQL functions on `conn`; on a brain,
+    writers also wait as long for the write lock as brain_sql's own connections.
 
     `model_id` defaults to the model the database records (or the configured
     default for a database that is not a brain yet).
     """
     load_sqlite_vec(conn)
     register_functions(conn, model_id or recorded_model(conn))
+    if is_brain(conn):
+        conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")
 
 
 def connect(path, model_id=None):

@@ -47,6 +47,13 @@ def configured_model():
     return os.environ.get("BRAIN_MODEL") or DEFAULT_MODEL
 
 
+def busy_timeout_ms():
+    """How long a writer waits for the write lock before giving up ($BRAIN_BUSY_TIMEOUT_MS,
+    default 30,000): ingest then stops with BrainBusy, /-/remember answers 503."""
+    value = os.environ.get("BRAIN_BUSY_TIMEOUT_MS", "")
+    return int(value) if value.strip().isdigit() else 30_000
+
+
 def graph_enabled():
     """Process-wide kill switch for the graph leg ($BRAIN_RECALL_GRAPH_ENABLED)."""
     return os.environ.get("BRAIN_RECALL_GRAPH_ENABLED", "true").lower() not in (

@@ -6,7 +6,8 @@ import importlib
 
 import sqlite_utils
 
-from .errors import BrainError
+from .config import busy_timeout_ms
+from .errors import BrainBusy, BrainError
 
 
 def _sqlite3_module():
@@ -50,13 +51,20 @@ def load_sqlite_vec(conn):
         conn.enable_load_extension(False)
 
 
+def is_busy(error):
+    """Whether an SQLite error means another connection holds a lock."""
+    return getattr(error, "sqlite_errorname", "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or (
+        "database is locked" in str(error)
+    )
+
+
 def open_connection(path):
     """A connection to the file at `path` in autocommit mode, with sqlite-vec loaded
     and the pragmas a brain is written and read with."""
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     conn.execute("pragma journal_mode = wal")
     conn.execute("pragma synchronous = normal")
-    conn.execute("pragma busy_timeout = 30000")
+    conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")
     conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
     conn.execute("pragma temp_store = memory")
     load_sqlite_vec(conn)
@@ -72,7 +80,16 @@ def atomic(conn):
         with sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False).atomic():
             yield conn
         return
-    conn.execute("begin immediate")
+    try:
+        conn.execute("begin immediate")
+    except sqlite3.OperationalError as ex:
+        if is_busy(ex):
+            timeout = conn.execute("pragma busy_timeout").fetchone()[0] / 1000
+            raise BrainBusy(
+                f"Another writer held the brain's write lock for {timeout:g} s (the busy timeout), "
+                "so this transaction was not written."
+            ) from ex
+        raise
     try:
         yield conn
     except BaseException:

@@ -15,3 +15,12 @@ class FieldError(ValueError):
 
 class QueryError(ValueError):
     """A recall request that cannot be run as given."""
+
+
+class WriteError(BrainError):
+    """Writing failed on the server's side (the disk, the file, the lock): nothing
+    of the failed transaction was stored, and the same request may be tried again."""
+
+
+class BrainBusy(WriteError):
+    """Another writer held the brain's write lock for the whole busy timeout."""

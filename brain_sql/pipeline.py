@@ -18,8 +18,9 @@ from pathlib import Path
 
 from . import mentions
 from .config import INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, MAX_TITLE_CHARS
-from .connection import atomic
+from .connection import atomic, sqlite3
 from .document import Document, IngestError
+from .errors import BrainBusy, WriteError
 from .fields import normalize_fields
 from .plugins import collect
 from .records import record_document
@@ -32,6 +33,9 @@ from .writer import DocumentWriter, chunk_text, content_hash
 class IngestReport:
     files: int = 0
     documents: int = 0
+    documents_added: int = 0  # new to the brain
+    documents_updated: int = 0  # stored before, with other content or fields
+    documents_unchanged: int = 0  # stored before exactly so
     chunks_added: int = 0
     chunks_updated: int = 0
     chunks_unchanged: int = 0
@@ -85,8 +89,14 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
     files, report.errors = discover(paths)
-    with _Pipeline(conn, recorded_model(conn), report) as pipeline:
-        _ingest_files(pipeline, files, defaults, paths if prune else (), progress)
+    try:
+        with _Pipeline(conn, recorded_model(conn), report) as pipeline:
+            _ingest_files(pipeline, files, defaults, paths if prune else (), progress)
+    except BrainBusy as ex:
+        raise BrainBusy(
+            f"{ex} The {report.documents_added + report.documents_updated} documents written before "
+            "are kept: run the same ingest again to write the rest."
+        ) from ex
     report.seconds = time.perf_counter() - started
     return report
 
@@ -95,8 +105,9 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
     """Store in-memory records (ingest's record fields) as memories, all or none.
 
     Returns (IngestReport, [[knowledge ids] per record]); when any record is
-    malformed, or writing fails, nothing is written and the report's errors say
-    which and why. The whole call is one transaction.
+    malformed nothing is written and the report's errors say which and why. The
+    whole call is one transaction: when writing fails (BrainBusy when another
+    writer held the lock too long), nothing is stored and WriteError is raised.
     """
     started = time.perf_counter()
     migrate(conn)
@@ -121,9 +132,8 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
                 for document in documents:
                     pipeline.add(document)
                 pipeline.flush()
-        except Exception as ex:
-            report.errors.append(IngestError("remember", None, f"nothing was stored: {ex}"))
-            return report, []
+        except sqlite3.Error as ex:
+            raise WriteError(f"nothing was stored: {ex}") from ex
         ids = [
             [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (d,))]
             for d in document_ids
@@ -304,9 +314,9 @@ class _Pipeline:
         try:
             with atomic(self.conn):
                 self._write_batch(batch, embedded, isolate=False)
-        except Exception:
-            if self.all_or_none:
-                raise
+        except Exception as ex:
+            if self.all_or_none or isinstance(ex, BrainBusy):
+                raise  # a lock not had is no document's fault: retrying one by one would not help
             # Something in the batch failed: write it again one savepoint per
             # document, so the bad document is reported and the rest land.
             vars(self.report).update(counts)
@@ -328,26 +338,34 @@ class _Pipeline:
     def _write_batch(self, batch, embedded, isolate):
         """Write a batch; with `isolate`, each document in a savepoint of its own
         (slower: vec0 journals every page a savepoint touches)."""
+        report = self.report
         stored = self.writer.stored_hashes(batch)
         plans = []
         for document in batch:
-            self.report.documents += 1
+            report.documents += 1
             if stored.get(document.document_id) == document.digest:
-                self.report.chunks_unchanged += len(document.chunks)
+                report.documents_unchanged += 1
+                report.chunks_unchanged += len(document.chunks)
                 continue
-            plans.append((document, self.writer.plan(document, document.document_id in stored)))
-        vectors = self._vectors([c for _, plan in plans for c in plan["new"]], embedded)
+            known = document.document_id in stored
+            plans.append((document, self.writer.plan(document, known), known))
+        vectors = self._vectors([c for _, plan, _ in plans for c in plan["new"]], embedded)
         new_vectors = []
-        for document, plan in plans:
+        for document, plan, known in plans:
             if not isolate:
                 new_vectors += self.writer.write(document, plan, vectors)
-                continue
-            try:
-                with atomic(self.conn):
-                    insert_vectors(self.conn, self.writer.write(document, plan, vectors))
-            except Exception as ex:
-                self.writer.forget_entities()
-                self.report.errors.append(IngestError(document.source_path, document.line, f"not written: {ex}"))
+            else:
+                try:
+                    with atomic(self.conn):
+                        insert_vectors(self.conn, self.writer.write(document, plan, vectors))
+                except Exception as ex:
+                    self.writer.forget_entities()
+                    report.errors.append(IngestError(document.source_path, document.line, f"not written: {ex}"))
+                    continue
+            if known:
+                report.documents_updated += 1
+            else:
+                report.documents_added += 1
         insert_vectors(self.conn, new_vectors)
 
     def _vectors(self, new_chunks, embedded):

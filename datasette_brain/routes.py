@@ -3,7 +3,9 @@
 Each view checks the database is a brain and the actor may use it, turns the
 request into brain_sql's terms, and runs brain_sql on Datasette's own
 connections (execute_fn has no SQL time limit; recall has its own bounds).
-Every user error is a 400 with {"ok": false, "error", "status"}.
+Every user error is a 400 with {"ok": false, "error", "status"}; a write the
+server could not make (the write lock not had in time, a failing disk) is a 503
+with Retry-After, so a client knows to send the same request again.
 """
 
 import asyncio
@@ -17,6 +19,7 @@ import brain_sql
 MAX_BODY_BYTES = brain_sql.MAX_CONTENT_BYTES + 100_000
 MAX_EMBEDDING_INPUTS = 256
 WRITE_PERMISSION = "brain-write"
+RETRY_AFTER_SECONDS = 2
 
 
 class ApiError(Exception):
@@ -25,8 +28,8 @@ class ApiError(Exception):
         self.status = status
 
 
-def error(message, status=400):
-    return Response.json({"ok": False, "error": message, "status": status}, status=status)
+def error(message, status=400, headers=None):
+    return Response.json({"ok": False, "error": message, "status": status}, status=status, headers=headers)
 
 
 def api(view):
@@ -41,6 +44,8 @@ def api(view):
             return error(str(ex))
         except Forbidden as ex:
             return error(str(ex) or "permission denied", 403)
+        except brain_sql.WriteError as ex:
+            return error(str(ex), 503, {"Retry-After": str(RETRY_AFTER_SECONDS)})
 
     return wrapped
 
@@ -148,8 +153,10 @@ async def remember_view(datasette, request):
     if report.errors:
         raise ApiError("; ".join(e.message for e in report.errors))
     return Response.json(
-        {"ok": True, "ids": ids, "added": report.chunks_added, "updated": report.chunks_updated,
-         "unchanged": report.chunks_unchanged},
+        {"ok": True, "ids": ids, "added": report.documents_added, "updated": report.documents_updated,
+         "unchanged": report.documents_unchanged,
+         "chunks": {"added": report.chunks_added, "updated": report.chunks_updated,
+                    "unchanged": report.chunks_unchanged, "removed": report.chunks_removed}},
         status=201,
     )  # fmt: skip
 
