@@ -1,3 +1,5 @@
+import json
+import shutil
 from pathlib import Path
 
 import datasette.app  # noqa: F401  (loads Datasette's own plugins before the module below)
@@ -14,6 +16,20 @@ import brain_sql
 datasette.handle_exception.rich = None
 
 VAULT = Path(__file__).parent.parent / "docs" / "vault"
+SLOW = "slow: run with --run-slow"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true", default=False, help="also run the tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason=SLOW)
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture
@@ -49,17 +65,6 @@ def write(path, text):
     return path
 
 
-def vault_brain(path, records):
-    """A brain at `path` holding the docs vault and the given records; returns path."""
-    import json
-
-    records_file = write(path.parent / f"{path.stem}-records.jsonl", "\n".join(json.dumps(r) for r in records))
-    conn = brain_sql.connect(path)
-    brain_sql.ingest(conn, [VAULT, records_file])
-    conn.close()
-    return path
-
-
 def edges(conn):
     """{(from name, relation, to name)} of every relationship."""
     return set(
@@ -86,3 +91,53 @@ def snapshot(conn):
         ),
         "documents": rows(conn, "select document_id, content_hash, entity_id from documents order by document_id"),
     }
+
+
+def close_brain(conn):
+    """Close `conn` with its WAL checkpointed, so the .db file alone holds the brain."""
+    conn.execute("pragma wal_checkpoint(truncate)")
+    conn.close()
+
+
+def copy_brain(source, path, records=()):
+    """A private copy at `path` of the closed brain file `source`, with `records`
+    ingested into it; returns path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source, path)
+    if records:
+        records_file = write(path.parent / f"{path.stem}-records.jsonl", "\n".join(json.dumps(r) for r in records))
+        conn = brain_sql.connect(path)
+        brain_sql.ingest(conn, [records_file])
+        close_brain(conn)
+    return path
+
+
+def fingerprint(conn):
+    """snapshot() with the brain's meta and schema: any write changes it."""
+    return {
+        **snapshot(conn),
+        "meta": rows(conn, "select key, value from brain_meta order by key"),
+        "schema": rows(conn, "select type, name, sql from sqlite_master order by name"),
+    }
+
+
+@pytest.fixture(scope="session")
+def vault_brain_path(tmp_path_factory):
+    """The docs vault ingested once per session, at brain.db (Datasette's `brain`).
+    Shared: read it, never write it; a test that writes takes `vault_brain_copy`."""
+    path = tmp_path_factory.mktemp("vault") / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [VAULT])
+    before = fingerprint(conn)
+    close_brain(conn)
+    yield path
+    conn = brain_sql.connect(path)
+    after = fingerprint(conn)
+    conn.close()
+    assert after == before, "a test wrote to the shared vault brain: give it vault_brain_copy"
+
+
+@pytest.fixture
+def vault_brain_copy(vault_brain_path, tmp_path):
+    """A private, writable copy of the session's vault brain."""
+    return copy_brain(vault_brain_path, tmp_path / "vault" / "brain.db")

@@ -1,5 +1,5 @@
 """The JSON API through Datasette's own ASGI client: recall, verify, remember,
-embeddings, permissions and errors."""
+embeddings, permissions, errors, and inputs that once gave a 500."""
 
 import json
 import sqlite3 as stdlib_sqlite3
@@ -8,17 +8,6 @@ import pytest
 from datasette.app import Datasette
 
 import brain_sql
-
-from .conftest import VAULT
-
-
-@pytest.fixture(scope="module")
-def brain_path(tmp_path_factory):
-    path = tmp_path_factory.mktemp("api") / "brain.db"
-    conn = brain_sql.connect(path)
-    brain_sql.ingest(conn, [VAULT])
-    conn.close()
-    return path
 
 
 @pytest.fixture
@@ -33,8 +22,8 @@ def actor_cookie(datasette, actor_id):
 
 
 @pytest.mark.asyncio
-async def test_recall_get_and_post(brain_path):
-    datasette = Datasette([str(brain_path)])
+async def test_recall_get_and_post(vault_brain_path):
+    datasette = Datasette([str(vault_brain_path)])
     got = await datasette.client.get("/brain/-/recall", params={"q": "what does the graph leg do", "k": "3"})
     assert got.status_code == 200
     body = got.json()
@@ -48,8 +37,8 @@ async def test_recall_get_and_post(brain_path):
 
 
 @pytest.mark.asyncio
-async def test_recall_lists_and_flags_from_query_string(brain_path):
-    datasette = Datasette([str(brain_path)])
+async def test_recall_lists_and_flags_from_query_string(vault_brain_path):
+    datasette = Datasette([str(vault_brain_path)])
     response = await datasette.client.get(
         "/brain/-/recall", params={"q": "graph leg", "classes": "memory,policy", "graph": "false", "k": "2"}
     )
@@ -58,8 +47,8 @@ async def test_recall_lists_and_flags_from_query_string(brain_path):
 
 
 @pytest.mark.asyncio
-async def test_routes_exist_only_for_brains(brain_path, plain_path):
-    datasette = Datasette([str(brain_path), str(plain_path)])
+async def test_routes_exist_only_for_brains(vault_brain_path, plain_path):
+    datasette = Datasette([str(vault_brain_path), str(plain_path)])
     for path in ("/plain/-/recall", "/missing/-/recall", "/plain/-/verify"):
         response = await datasette.client.get(path, params={"q": "x"})
         assert response.status_code == 404
@@ -68,10 +57,10 @@ async def test_routes_exist_only_for_brains(brain_path, plain_path):
 
 
 @pytest.mark.asyncio
-async def test_two_brains_need_the_database_in_the_path(brain_path, tmp_path):
+async def test_two_brains_need_the_database_in_the_path(vault_brain_path, tmp_path):
     other = tmp_path / "other.db"
     brain_sql.migrate(brain_sql.connect(other))
-    datasette = Datasette([str(brain_path), str(other)])
+    datasette = Datasette([str(vault_brain_path), str(other)])
     response = await datasette.client.get("/-/recall", params={"q": "x"})
     assert response.status_code == 404 and "2 brain databases" in response.json()["error"]
 
@@ -93,8 +82,8 @@ BAD_RECALLS = [
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("body, message", BAD_RECALLS)
-async def test_bad_recall_is_a_400_naming_the_problem(brain_path, body, message):
-    datasette = Datasette([str(brain_path)])
+async def test_bad_recall_is_a_400_naming_the_problem(vault_brain_path, body, message):
+    datasette = Datasette([str(vault_brain_path)])
     response = await datasette.client.post(
         "/brain/-/recall", content=body, headers={"content-type": "application/json"}
     )
@@ -104,24 +93,24 @@ async def test_bad_recall_is_a_400_naming_the_problem(brain_path, body, message)
 
 
 @pytest.mark.asyncio
-async def test_bad_query_string_is_a_400(brain_path):
-    datasette = Datasette([str(brain_path)])
+async def test_bad_query_string_is_a_400(vault_brain_path):
+    datasette = Datasette([str(vault_brain_path)])
     for params in ({"q": "x", "k": "many"}, {"q": "x", "graph": "maybe"}, {}, {"q": "x", "until": "-3 fortnights"}):
         response = await datasette.client.get("/brain/-/recall", params=params)
         assert response.status_code == 400, params
 
 
 @pytest.mark.asyncio
-async def test_recall_is_not_cut_by_the_sql_time_limit(brain_path):
-    datasette = Datasette([str(brain_path)], settings={"sql_time_limit_ms": 1})
+async def test_recall_is_not_cut_by_the_sql_time_limit(vault_brain_path):
+    datasette = Datasette([str(vault_brain_path)], settings={"sql_time_limit_ms": 1})
     response = await datasette.client.get("/brain/-/recall", params={"q": "what does the graph leg do"})
     assert response.status_code == 200 and response.json()["decision"] == "ok"
 
 
 @pytest.mark.asyncio
-async def test_actor_denied_the_database_gets_403_everywhere(brain_path):
+async def test_actor_denied_the_database_gets_403_everywhere(vault_brain_path):
     metadata = {"databases": {"brain": {"allow": {"id": "alice"}}}}
-    datasette = Datasette([str(brain_path)], metadata=metadata)
+    datasette = Datasette([str(vault_brain_path)], metadata=metadata)
     requests = [
         ("get", "/brain/-/recall", {"params": {"q": "graph"}}),
         ("post", "/brain/-/recall", {"json": {"q": "graph"}}),
@@ -172,9 +161,9 @@ async def test_bad_remember_writes_nothing(tmp_path):
 
 
 @pytest.mark.asyncio
-async def test_verify_by_id_and_by_text(brain_path):
-    datasette = Datasette([str(brain_path)])
-    conn = brain_sql.connect(brain_path)
+async def test_verify_by_id_and_by_text(vault_brain_path):
+    datasette = Datasette([str(vault_brain_path)])
+    conn = brain_sql.connect(vault_brain_path)
     memory_id, content = conn.execute("select id, content from knowledge where title = 'Recall'").fetchone()
     by_id = await datasette.client.post("/brain/-/verify", json={"claim": "reciprocal  RANK fusion", "id": memory_id})
     result = by_id.json()
@@ -189,8 +178,8 @@ async def test_verify_by_id_and_by_text(brain_path):
 
 
 @pytest.mark.asyncio
-async def test_openai_compatible_embeddings(brain_path):
-    datasette = Datasette([str(brain_path)])
+async def test_openai_compatible_embeddings(vault_brain_path):
+    datasette = Datasette([str(vault_brain_path)])
     single = (await datasette.client.post("/-/brain/v1/embeddings", json={"input": "memory palace"})).json()
     assert single["object"] == "list" and single["model"] == "wordllama/l2_supercat"
     assert single["data"][0]["object"] == "embedding" and len(single["data"][0]["embedding"]) == 256
@@ -212,3 +201,29 @@ async def test_form_posts_need_the_csrf_token(tmp_path):
     forged = await datasette.client.post("/brain/-/remember", data={"text": "forged memory"}, cookies=cookies)
     assert forged.status_code == 403
     assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0
+
+
+@pytest.mark.asyncio
+async def test_inputs_that_once_gave_500s(vault_brain_path):
+    datasette = Datasette([str(vault_brain_path)])
+    checks = [
+        ("get", "/brain/-/recall", {"params": {"q": "x", "k": "²"}}, 400),
+        ("get", "/brain/-/recall", {"params": {"q": "x", "since": "-99999y"}}, 400),
+        ("get", "/brain/-/recall", {"params": {"q": "graph leg before 9999-12-31 in the last 99999999 years"}}, 200),
+        ("post", "/brain/-/recall", {"content": b"[" * 100_000, "headers": {"content-type": "application/json"}}, 400),
+        ("get", "/brain/-/memory/99999999999999999", {}, 404),
+        ("get", "/brain/-/memory/999999999999999999999", {}, 404),
+        ("post", "/brain/-/verify", {"json": {"claim": "x", "id": 2**70}}, 400),
+        ("get", "/brain/-/brain", {"params": {"q": "graph leg", "provenance": "false"}}, 200),
+    ]
+    for method, path, kwargs, status in checks:
+        response = await getattr(datasette.client, method)(path, **kwargs)
+        assert response.status_code == status, (path, kwargs, response.text[:200])
+
+
+@pytest.mark.asyncio
+async def test_table_permission_guards_the_memories(vault_brain_path):
+    metadata = {"databases": {"brain": {"tables": {"knowledge": {"allow": False}}}}}
+    datasette = Datasette([str(vault_brain_path)], metadata=metadata)
+    for path in ("/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/decayed.json"):
+        assert (await datasette.client.get(path)).status_code == 403, path

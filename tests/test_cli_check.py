@@ -1,9 +1,5 @@
-"""brain check: every inconsistency found, and repaired from knowledge; ingest
-killed mid-write leaves nothing half-written and converges when run again."""
-
-import subprocess
-import sys
-from pathlib import Path
+"""`sqlite-utils brain check`: every inconsistency found, and repaired from knowledge.
+Ingest killed mid-write is tested in test_check.py."""
 
 import brain_sql
 from brain_sql.consistency import check
@@ -35,12 +31,3 @@ def test_check_finds_and_repairs(run, db_path):
     hits = brain_sql.recall(brain_sql.connect(db_path), {"q": "what does the graph leg do", "scope": "/"})["hits"]
     assert hits[0]["title"] == "Graph Leg"  # the repaired filter column no longer hides a memory
 
-
-def test_killed_ingest_converges(tmp_path):
-    """bench/crash.py with 3 kills; run it by hand for 20 or more."""
-    script = Path(__file__).resolve().parent.parent / "bench" / "crash.py"
-    result = subprocess.run(
-        [sys.executable, str(script), "--kills", "2", "--records", "1500", "--work", str(tmp_path)], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 kills, 0 failed" in result.stdout

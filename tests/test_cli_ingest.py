@@ -1,4 +1,5 @@
-"""Ingest: every format, edges and mentions, idempotence, edits, dedup, prune, bad input."""
+"""`sqlite-utils brain ingest`: every format, edges and mentions, idempotence, edits,
+dedup, repeated ids, prune, bad input."""
 
 import json
 import os
@@ -7,6 +8,7 @@ import pytest
 
 import brain_sql
 from brain_sql import mentions
+from brain_sql.consistency import check
 
 from .conftest import VAULT, edges, rows, snapshot, write
 
@@ -270,6 +272,19 @@ def test_dedup_repeated_records_and_shared_vectors(run, db_path, tmp_path):
     assert len(vectors) == 1 and conn.execute("select count(*) from vec_knowledge").fetchone()[0] == 3
 
 
+def test_repeated_ids_in_a_file(run, tmp_path):
+    same = {"_id": "a", "text": "one"}
+    path = write(tmp_path / "r.jsonl", "\n".join(json.dumps(r) for r in [same, same, {"_id": "b", "text": "two"}]))
+    db_path = tmp_path / "brain.db"
+    for _ in range(2):  # an exact repeat is stored once, run after run
+        assert run("brain", "ingest", db_path, path).exit_code == 0
+        assert rows(brain_sql.connect(db_path), "select external_id from knowledge order by 1") == [("a",), ("b",)]
+    path.write_text("\n".join(json.dumps(r) for r in [same, {"_id": "a", "text": "other"}]))
+    result = run("brain", "ingest", db_path, path)
+    assert result.exit_code == 1 and "repeats the id of an earlier record with other content: a" in result.output
+    assert rows(brain_sql.connect(db_path), "select content from knowledge where external_id = 'a'") == [("one",)]
+
+
 def test_records_gone_from_a_file_are_removed(run, db_path, tmp_path):
     path = write(tmp_path / "r.jsonl", '{"_id": 1, "text": "one"}\n{"_id": 2, "text": "two"}\n')
     ingest_ok(run, db_path, path)
@@ -339,6 +354,20 @@ def test_bad_inputs_are_named_and_skipped(run, db_path, tmp_path):
     assert conn.execute("select count(*) from vec_knowledge").fetchone()[0] == 3
     assert conn.execute("select count(*) from knowledge_fts").fetchone()[0] == 3
     assert "7 skipped" in result.output
+
+
+def test_a_malformed_document_never_stops_the_run(run, tmp_path):
+    write(tmp_path / "in" / "mixed.md", "---\n2024: x\nproject: y\n---\n# Mixed\n\nkeys of two types\n")
+    write(tmp_path / "in" / "r.jsonl", "\n".join(json.dumps(r) for r in [
+        {"text": "far", "observed_at": "-99999y"}, {"text": "huge", "relevance_tier": 1e400}, {"text": "fine"}]))  # fmt: skip
+    db_path = tmp_path / "brain.db"
+    result = run("brain", "ingest", db_path, tmp_path / "in")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "observed_at '-99999y' is out of range" in result.output
+    assert "relevance_tier must be a number" in result.output
+    conn = brain_sql.connect(db_path)
+    assert {r[0] for r in rows(conn, "select content from knowledge")} == {"# Mixed\n\nkeys of two types", "fine"}
+    assert check(conn) == {}
 
 
 def test_missing_path_and_unsupported_type(run, db_path, tmp_path):

@@ -1,6 +1,5 @@
-"""The brain file: fresh schema, sqlite-utils migrations, reference files, models."""
-
-import json
+"""The brain file through the CLI: `brain init`'s fresh schema, `sqlite-utils migrate`,
+reference files, models and `brain reindex`."""
 
 import numpy as np
 
@@ -201,11 +200,17 @@ def test_unloadable_recorded_model_is_a_clear_error(run, db_path, tmp_path):
     assert "Traceback" not in result.output
 
 
-def test_brain_embed_is_normalised_and_deterministic(run, db_path):
-    run("brain", "init", db_path)
-    result = run("query", db_path, "select hex(brain_embed('memory palace')) as a, hex(brain_embed('memory palace')) as b")
-    row = json.loads(result.output)[0]
-    assert row["a"] == row["b"]
-    vector = np.frombuffer(bytes.fromhex(row["a"]), dtype=np.float32)
-    assert vector.shape == (256,)
-    assert abs(np.linalg.norm(vector) - 1) < 1e-5
+def test_reindex_switches_the_model(run, vault_brain_copy, tmp_path, monkeypatch):
+    db_path = vault_brain_copy
+    folder = saved_model(tmp_path / "model")
+    monkeypatch.setenv("BRAIN_MODEL", str(folder))
+    mismatch = run("brain", "recall", db_path, "vectors")
+    assert mismatch.exit_code == 1 and "sqlite-utils brain reindex" in mismatch.output
+    result = run("brain", "reindex", db_path, "--model", folder)
+    assert result.exit_code == 0, result.output
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select value from brain_meta where key = 'model'") == [(str(folder),)]
+    assert conn.execute("select count(*) from vec_knowledge").fetchone()[0] == conn.execute(
+        "select count(*) from knowledge"
+    ).fetchone()[0]
+    assert run("brain", "recall", db_path, "how are vectors stored").exit_code == 0

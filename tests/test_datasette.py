@@ -7,20 +7,20 @@ import pytest
 import yaml
 from datasette.app import Datasette
 
-from .conftest import vault_brain
+from .conftest import copy_brain
 
 METADATA = yaml.safe_load((Path(__file__).parent.parent / "metadata.yml").read_text())
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
+def demo(vault_brain_path, tmp_path_factory):
     folder = tmp_path_factory.mktemp("demo")
     records = [
         {"_id": "gone", "title": "Old rota", "text": "The 2024 pager rota.", "expires_at": "2025-01-01", "class": "policy"},
         {"_id": "soon", "title": "Trial", "text": "The trial licence.", "expires_at": "2999-01-01"},
         {"_id": "archived", "title": "Archived", "text": "Kept for the record.", "relevance_tier": 0},
     ]
-    return vault_brain(folder / "demo.db", records)
+    return copy_brain(vault_brain_path, folder / "demo.db", records)
 
 
 @pytest.mark.asyncio

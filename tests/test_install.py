@@ -1,4 +1,5 @@
-"""The installed package: entry points, the wheel, Datasette and sqlite-utils hooks."""
+"""The installed package: entry points, the wheel, the Datasette hook, a Python that
+cannot load extensions. The sqlite-utils hook: test_cli_functions.py."""
 
 import importlib.metadata
 import sqlite3 as stdlib_sqlite3
@@ -22,6 +23,7 @@ def test_entry_points_are_declared():
     assert sqlite_utils.get("brain") == "datasette_brain.cli"
 
 
+@pytest.mark.slow
 def test_wheel_ships_both_packages_and_the_migrations(tmp_path):
     root = VAULT.parent.parent
     subprocess.run(
@@ -55,13 +57,6 @@ async def test_datasette_lists_the_plugin_and_loads_sqlite_vec(db_path, run):
     )
     assert response.status_code == 200, response.text
     assert response.json() == [{"v": "v0.1.9", "n": 3}]
-
-
-def test_sqlite_utils_query_has_the_functions(db_path, run):
-    run("brain", "init", db_path)
-    result = run("query", db_path, "select vec_version() as v, brain_fts_query('a b') as q")
-    assert result.exit_code == 0, result.output
-    assert '"q": "\\"b\\""' in result.output  # 'a' is a stopword
 
 
 def test_python_without_extension_loading_gets_a_clear_error():

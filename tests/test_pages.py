@@ -11,16 +11,19 @@ import urllib.request
 
 import pytest
 
-from .conftest import vault_brain
+from .conftest import copy_brain
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)"),
+]
 
 HOSTILE = '<script>window.pwned = 1</script><img src="x" onerror="window.pwned = 2"> Pager policy text.'
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(vault_brain_path, tmp_path_factory):
     folder = tmp_path_factory.mktemp("pages")
     records = [
         {"_id": "hostile", "title": "<b>Hostile</b> pager note", "text": HOSTILE,
@@ -30,7 +33,7 @@ def server(tmp_path_factory):
         {"_id": "expired2", "title": "Old wifi", "text": "The 2024 wifi password.", "expires_at": "2025-02-01"},
         {"_id": "archived", "title": "Archived note", "text": "Kept for the record.", "relevance_tier": 0},
     ]
-    vault_brain(folder / "brain.db", records)
+    copy_brain(vault_brain_path, folder / "brain.db", records)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

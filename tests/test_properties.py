@@ -16,7 +16,7 @@ from brain_sql.consistency import check
 from brain_sql.querydoc import parse
 from brain_sql.hybrid import run_legs
 
-from .conftest import VAULT, write
+from .conftest import write
 
 NOW = "2026-11-29 12:00:00"
 FTS_SYNTAX = st.sampled_from(['"', "-", "*", "^", "(", ")", ":", "NEAR", "AND", "OR", "NOT", "{", "}", "+", "\\", "'"])
@@ -35,10 +35,8 @@ QUERYDOC = st.dictionaries(st.sampled_from(FIELDS), JSON_VALUE, max_size=6).flat
 
 
 @pytest.fixture(scope="module")
-def datasette(tmp_path_factory):
-    path = tmp_path_factory.mktemp("properties") / "brain.db"
-    brain_sql.ingest(brain_sql.connect(path), [VAULT])
-    return Datasette([str(path)])
+def datasette(vault_brain_path):
+    return Datasette([str(vault_brain_path)])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

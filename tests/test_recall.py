@@ -1,5 +1,6 @@
-"""Recall: filters inside every leg, scopes, decay, flags, dates, determinism,
-the lexical spec, abstention, and SQL order equal to the API's."""
+"""Recall through the library: filters inside every leg, scopes, decay, flags, dates,
+determinism, the lexical spec, abstention, and SQL order equal to the API's.
+`sqlite-utils brain recall` and `brain eval`: test_cli_recall.py."""
 
 import json
 from pathlib import Path
@@ -12,7 +13,7 @@ from brain_sql.fusion import fuse
 from brain_sql.querydoc import QueryError, parse
 from brain_sql.hybrid import recall, run_legs
 
-from .conftest import VAULT, rows, write
+from .conftest import rows, write
 
 NOW = "2026-11-29 12:00:00"
 MODEL = "wordllama/l2_supercat"
@@ -116,6 +117,15 @@ def test_expired_and_archived_are_excluded_unless_asked_for(tmp_path):
     assert set(ids(conn, recall(conn, {**query, "min_relevance": 0}))) == {"live", "later", "archived"}
     # evaluated at another time, expiry moves with it
     assert set(ids(conn, recall(conn, {**query, "now": "2025-06-01"}))) == {"live", "expired", "later"}
+
+
+def test_ancient_expiry_is_stored_and_expires(tmp_path):
+    path = write(tmp_path / "r.jsonl", json.dumps({"title": "Old", "text": "an ancient rule", "expires_at": "0001-01-01"}))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [path])
+    assert rows(conn, "select expires_at from knowledge") == [("0001-01-01 00:00:00",)]
+    assert brain_sql.recall(conn, {"q": "ancient rule", "include_decayed": True})["hits"]
+    assert not brain_sql.recall(conn, {"q": "ancient rule"})["hits"]
 
 
 def test_flagged_rows_never_returned(brain):
@@ -226,9 +236,8 @@ def test_bad_querydoc_is_a_clear_error(doc, message):
 SQL = brain_sql.RECALL_SQL
 
 
-def test_sql_order_equals_api_order(tmp_path):
-    conn = brain_sql.connect(tmp_path / "brain.db")
-    brain_sql.ingest(conn, [VAULT])
+def test_sql_order_equals_api_order(vault_brain_path):
+    conn = brain_sql.connect(vault_brain_path)
     for q in ("how are vectors stored", "Graph Leg and Recall", "reciprocal rank fusion", "ingest markdown notes"):
         params = {"q": q, "k": 10, "scope": "", "classes": "", "sources": "", "domain": "", "since": "", "until": ""}
         by_sql = [row[0] for row in conn.execute(SQL, params)]
@@ -236,73 +245,10 @@ def test_sql_order_equals_api_order(tmp_path):
         assert by_sql and by_sql == by_api, q
 
 
-def test_sql_recall_runs_in_sqlite_utils_query(run, tmp_path):
-    db_path = tmp_path / "brain.db"
-    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
-    filters = [arg for name in ("classes", "sources", "domain", "since", "until") for arg in ("-p", name, "")]
-    result = run("query", db_path, SQL, "-p", "q", "what does the graph leg do", "-p", "k", "3", "-p", "scope", "/", *filters)
-    assert result.exit_code == 0, result.output
-    hits = json.loads(result.output)
-    assert len(hits) == 3 and hits[0]["title"] == "Graph Leg"
-    assert hits[0]["score"] > hits[1]["score"] >= hits[2]["score"]
-
-
-def test_recall_cli(run, tmp_path):
-    db_path = tmp_path / "brain.db"
-    run("brain", "ingest", db_path, VAULT)
-    readable = run("brain", "recall", db_path, "what does the graph leg do", "--k", "2")
-    assert readable.exit_code == 0, readable.output
-    assert "1. Graph Leg" in readable.output and "Graph Leg.md:5-" in readable.output
-    as_json = json.loads(run("brain", "recall", db_path, "what does the graph leg do", "--json", "--no-graph").output)
-    assert as_json["decision"] == "ok" and all(h["provenance"]["graph_rank"] is None for h in as_json["hits"])
-    nonsense = run("brain", "recall", db_path, "zzyzx qwfp blorft")
-    assert "No memory fits" in nonsense.output
-    bad = run("brain", "recall", db_path, "pager", "--since", "soonish")
-    assert bad.exit_code == 1 and "is not a date" in bad.output
-
-
-def test_eval_prints_the_exact_shape(run, tmp_path):
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_text((Path(__file__).parent / "data" / "beir_corpus_sample.jsonl").read_text())
-    first = [json.loads(line) for line in corpus.read_text().splitlines()[:3]]
-    queries = tmp_path / "queries.jsonl"
-    queries.write_text("\n".join(json.dumps({"_id": f"q{i}", "text": r["title"]}) for i, r in enumerate(first)))
-    qrels = tmp_path / "qrels.tsv"
-    qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\t{r['_id']}\t1\n" for i, r in enumerate(first)))
-    db_path = tmp_path / "brain.db"
-    run("brain", "ingest", db_path, corpus)
-    result = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels)
-    assert result.exit_code == 0, result.output
-    scores = json.loads(result.stdout)
-    assert list(scores) == ["queries", "full", "no_graph", "vector", "fts", "graph"]
-    assert scores["queries"] == 3
-    for mode in ("full", "no_graph", "vector", "fts", "graph"):
-        assert list(scores[mode]) == ["ndcg@10", "recall@2", "recall@5", "recall@10", "mrr@10"]
-    assert scores["fts"]["recall@10"] == 1.0  # a title finds its own record
-
-
-def test_reindex_switches_the_model(run, tmp_path, monkeypatch):
-    from .test_schema import saved_model
-
-    db_path = tmp_path / "brain.db"
-    run("brain", "ingest", db_path, VAULT)
-    folder = saved_model(tmp_path / "model")
-    monkeypatch.setenv("BRAIN_MODEL", str(folder))
-    mismatch = run("brain", "recall", db_path, "vectors")
-    assert mismatch.exit_code == 1 and "sqlite-utils brain reindex" in mismatch.output
-    result = run("brain", "reindex", db_path, "--model", folder)
-    assert result.exit_code == 0, result.output
-    conn = brain_sql.connect(db_path)
-    assert rows(conn, "select value from brain_meta where key = 'model'") == [(str(folder),)]
-    assert conn.execute("select count(*) from vec_knowledge").fetchone()[0] == conn.execute(
-        "select count(*) from knowledge"
-    ).fetchone()[0]
-    assert run("brain", "recall", db_path, "how are vectors stored").exit_code == 0
-
-
 SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scifact"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SCIFACT.exists(), reason="needs ../shared/data/scifact")
 def test_trap_queries_abstain_and_scifact_queries_do_not(tmp_path):
     conn = brain_sql.connect(tmp_path / "scifact.db")

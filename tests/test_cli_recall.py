@@ -1,0 +1,73 @@
+"""Recall through the CLI: `sqlite-utils brain recall`, RECALL_SQL in `sqlite-utils
+query`, `brain eval`, and what recall says of a brain naming no entity or a file
+that is not a brain."""
+
+import json
+from pathlib import Path
+
+import brain_sql
+
+from .conftest import VAULT, write
+
+SQL = brain_sql.RECALL_SQL
+
+
+def test_recall_cli(run, vault_brain_path):
+    db_path = vault_brain_path
+    readable = run("brain", "recall", db_path, "what does the graph leg do", "--k", "2")
+    assert readable.exit_code == 0, readable.output
+    assert "1. Graph Leg" in readable.output and "Graph Leg.md:5-" in readable.output
+    as_json = json.loads(run("brain", "recall", db_path, "what does the graph leg do", "--json", "--no-graph").output)
+    assert as_json["decision"] == "ok" and all(h["provenance"]["graph_rank"] is None for h in as_json["hits"])
+    nonsense = run("brain", "recall", db_path, "zzyzx qwfp blorft")
+    assert "No memory fits" in nonsense.output
+    bad = run("brain", "recall", db_path, "pager", "--since", "soonish")
+    assert bad.exit_code == 1 and "is not a date" in bad.output
+
+
+def test_sql_recall_runs_in_sqlite_utils_query(run, tmp_path):
+    db_path = tmp_path / "brain.db"
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    filters = [arg for name in ("classes", "sources", "domain", "since", "until") for arg in ("-p", name, "")]
+    result = run("query", db_path, SQL, "-p", "q", "what does the graph leg do", "-p", "k", "3", "-p", "scope", "/", *filters)
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.output)
+    assert len(hits) == 3 and hits[0]["title"] == "Graph Leg"
+    assert hits[0]["score"] > hits[1]["score"] >= hits[2]["score"]
+
+
+def test_eval_prints_the_exact_shape(run, tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text((Path(__file__).parent / "data" / "beir_corpus_sample.jsonl").read_text())
+    first = [json.loads(line) for line in corpus.read_text().splitlines()[:3]]
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("\n".join(json.dumps({"_id": f"q{i}", "text": r["title"]}) for i, r in enumerate(first)))
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\t{r['_id']}\t1\n" for i, r in enumerate(first)))
+    db_path = tmp_path / "brain.db"
+    run("brain", "ingest", db_path, corpus)
+    result = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels)
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.stdout)
+    assert list(scores) == ["queries", "full", "no_graph", "vector", "fts", "graph"]
+    assert scores["queries"] == 3
+    for mode in ("full", "no_graph", "vector", "fts", "graph"):
+        assert list(scores[mode]) == ["ndcg@10", "recall@2", "recall@5", "recall@10", "mrr@10"]
+    assert scores["fts"]["recall@10"] == 1.0  # a title finds its own record
+
+
+def test_recall_on_a_brain_that_names_no_entity(run, tmp_path):
+    path = write(tmp_path / "r.jsonl", json.dumps({"text": "The pager rota changes on Mondays."}))
+    db_path = tmp_path / "brain.db"
+    assert run("brain", "ingest", db_path, path).exit_code == 0
+    result = run("brain", "recall", db_path, "when does the pager rota change", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["hits"]
+
+
+def test_cli_refuses_a_file_that_is_not_a_brain(run, tmp_path):
+    import sqlite3
+
+    sqlite3.connect(tmp_path / "plain.db").execute("create table t (x)")
+    result = run("brain", "recall", tmp_path / "plain.db", "anything")
+    assert result.exit_code == 1 and "is not a brain" in result.output and "Traceback" not in result.output
