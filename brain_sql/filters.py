@@ -101,12 +101,16 @@ class Filters:
                 params.append(value)
         return " and ".join(parts), params
 
-    def mask(self, columns):
-        """Boolean numpy mask over rows whose VEC_METADATA columns are the arrays in `columns`."""
+    def mask(self, columns, codes=None):
+        """Boolean numpy mask over rows whose VEC_METADATA columns are the arrays in
+        `columns`; a text column may hold integer codes, given by `codes[column]`
+        ({value: code})."""
         visible = np.ones(len(columns["flagged"]), dtype=bool)
         for column, operator, value in self.clauses():
             values = columns[column]
             if operator == "in":
+                if codes and column in codes:
+                    value = [codes[column][v] for v in value if v in codes[column]]
                 # no dtype forced: a fixed-width cast would truncate longer values
                 visible &= np.isin(values, np.array(value)) if value else False
             elif operator == "=":

@@ -91,7 +91,7 @@ def register_functions(conn, model_id):
         """brain_leg_weight(leg, q [, filters]): a leg's fusion weight for query q; the
         graph leads when q names an entity that memories visible under `filters`
         (a JSON object of QueryDoc filter fields) tie into the graph."""
-        named = graph.named_entities(conn, text or "", request_filters(filters))
+        named = graph.named_in(conn, text or "", request_filters(filters))
         weights = leg_weights(bool(named))
         if leg not in weights:
             raise ValueError(f"brain_leg_weight: leg must be one of {', '.join(weights)}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import embed, graph, lexical, quality, temporal
+from . import state as read_state
 from .config import BOOST_SCALE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES, RECENCY_DAYS, RRF_K
 from .filters import Filters
 from .fusion import fuse, leg_weights
@@ -50,7 +51,8 @@ def _timed(telemetry, name, started):
 
 
 def vector_leg(conn, vector_int8, filters, n=RECALL_CANDIDATES):
-    """[(id, cosine distance)] nearest first; every filter is a vec0 constraint."""
+    """[(id, cosine distance)] nearest first; every filter is a vec0 constraint.
+    The SQL counterpart of ReadState.nearest, which recall uses: both return the same."""
     condition, params = filters.sql()
     rows = conn.execute(
         "select knowledge_id, distance from vec_knowledge "
@@ -105,23 +107,28 @@ def run_legs(conn, doc, model_id, with_graph=None):
     vectors = embed.embed([legs.text], model_id)
     _timed(t, "embed", started)
     started = time.perf_counter()
-    if vectors.any():
-        hits = vector_leg(conn, quantize_int8(vectors)[0].tobytes(), filters)
-        legs.ranked["vector"] = [h[0] for h in hits]
-        legs.raw["vector"] = {h[0]: 1.0 - h[1] for h in hits}  # cosine similarity
-    _timed(t, "vector", started)
-    started = time.perf_counter()
-    hits = fts_leg(conn, lexical.fts_query(legs.text, legs.terms.common_words(legs.text)), filters)
-    legs.ranked["fts"] = [h[0] for h in hits]
-    legs.raw["fts"] = {h[0]: -h[1] for h in hits}
-    _timed(t, "fts", started)
-    if with_graph:
+    state = read_state.current(conn, vectors.shape[1])
+    _timed(t, "state", started)
+    with state.lock:
         started = time.perf_counter()
-        passages = [(leg, item, legs.raw[leg][item]) for leg in ("vector", "fts") for item in legs.ranked.get(leg, [])]
-        hits, legs.entity_seeds = graph.walk(conn, legs.text, passages, filters)
-        legs.ranked["graph"] = [h[0] for h in hits]
-        legs.raw["graph"] = {h[0]: h[1] for h in hits}
-        _timed(t, "graph", started)
+        visible = state.visible_chunks(filters)
+        if vectors.any():
+            hits = state.nearest(quantize_int8(vectors)[0].tobytes(), visible, RECALL_CANDIDATES)
+            legs.ranked["vector"] = [h[0] for h in hits]
+            legs.raw["vector"] = {h[0]: 1.0 - h[1] for h in hits}  # cosine similarity
+        _timed(t, "vector", started)
+        started = time.perf_counter()
+        hits = fts_leg(conn, lexical.fts_query(legs.text, legs.terms.common_words(legs.text)), filters)
+        legs.ranked["fts"] = [h[0] for h in hits]
+        legs.raw["fts"] = {h[0]: -h[1] for h in hits}
+        _timed(t, "fts", started)
+        if with_graph:
+            started = time.perf_counter()
+            passages = [(leg, item, legs.raw[leg][item]) for leg in ("vector", "fts") for item in legs.ranked.get(leg, [])]
+            hits, legs.entity_seeds = graph.walk_in(state, visible, legs.text, passages)
+            legs.ranked["graph"] = [h[0] for h in hits]
+            legs.raw["graph"] = {h[0]: h[1] for h in hits}
+            _timed(t, "graph", started)
     for name, ids in legs.ranked.items():
         t[f"{name}_candidates"] = len(ids)
     return legs

@@ -56,12 +56,21 @@ def names_of(name):
 
 def build_automaton(entities):
     """An Aho-Corasick automaton of (id, name, target) entities, matching casefolded names."""
-    automaton = ahocorasick.Automaton()
+    named = {}
     for _, name, target in entities:
         for key in names_of(name):
-            entries = automaton.get(key, ())
-            if (len(key), target) not in entries:
-                automaton.add_word(key, entries + ((len(key), target),))
+            targets = named.setdefault(key, [])
+            if target not in targets:
+                targets.append(target)
+    return automaton_of(named)
+
+
+def automaton_of(named):
+    """An automaton finding each key of {casefolded name: [targets, in order]}."""
+    automaton = ahocorasick.Automaton()
+    for key, targets in named.items():
+        if targets:
+            automaton.add_word(key, tuple((len(key), target) for target in targets))
     if not len(automaton):
         return None  # no names to find; pyahocorasick cannot search an empty automaton
     automaton.make_automaton()

@@ -248,6 +248,40 @@ def m006_mention_queue(db):
     )
 
 
+CHANGES_TABLE = "brain_changes"
+# table -> (kind, the key column): what the change log records of each table
+CHANGE_KINDS = {"knowledge": ("chunk", "id"), "entities": ("entity", "id"),
+                "relationships": ("edge", "id"), "documents": ("document", "document_id")}  # fmt: skip
+
+
+@migrations()
+def m007_change_log(db):
+    """The change log: which chunk, entity, edge and document each write touched,
+    written by triggers in the writer's own transaction, so the read state that
+    recall keeps in memory follows writes instead of being rebuilt."""
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} "
+        "(seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, key NOT NULL)"
+    )
+    for table, (kind, key) in CHANGE_KINDS.items():
+        for event, row in (("INSERT", "new"), ("UPDATE", "new"), ("DELETE", "old")):
+            db.execute(
+                f"CREATE TRIGGER IF NOT EXISTS {CHANGES_TABLE}_{table}_{event.lower()} AFTER {event} ON {table} "
+                f"BEGIN INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('{kind}', {row}.{key}); END"
+            )
+    # a changed key (an UPDATE of id itself) is logged under its new value; log the old one too
+    for table, (kind, key) in CHANGE_KINDS.items():
+        db.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {CHANGES_TABLE}_{table}_rekey AFTER UPDATE OF {key} ON {table} "
+            f"WHEN old.{key} IS NOT new.{key} BEGIN INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('{kind}', old.{key}); END"
+        )
+
+
+def prune_changes(conn, keep):
+    """Forget all but the newest `keep` changes; a reader further behind rebuilds."""
+    conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE seq <= (SELECT max(seq) FROM {CHANGES_TABLE}) - ?", (keep,))
+
+
 def ensure_meta(conn, model_id):
     """Create the meta table and record `model_id` unless a model is recorded already."""
     conn.execute(f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")

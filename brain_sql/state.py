@@ -1,0 +1,533 @@
+"""The read state: what recall keeps in memory for one brain file — each chunk's
+filter columns and int8 vector, the entity graph, the entity names — one copy per
+file per process, shared by every connection and thread.
+
+It follows writes instead of being rebuilt: triggers log which chunk, entity,
+edge and document each write touched (brain_changes, in the writer's own
+transaction), and a reader applies what was logged since its last look, re-reading
+only those rows. A small write costs work in proportion to the write. A full build
+happens at first use, when more changed than a rebuild would cost, or when the log
+no longer reaches back far enough. SQLite stays the single source of truth:
+everything here is rebuilt from it, and `fingerprint` compares a followed state
+with a fresh build.
+"""
+
+import json
+import os
+import threading
+
+import numpy as np
+
+from . import mentions
+from .config import DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS, MENTION_MIN_CHARS
+from .schema import CHANGES_TABLE
+from .vectors import VEC_METADATA, vec_metadata_values
+
+TEXT_COLUMNS = tuple(name for name, (kind, _) in VEC_METADATA.items() if kind == "text")
+REBUILD_SHARE = 0.25  # apply the log while it names fewer rows than this share of the brain
+PENDING_NAMES = 2000  # names matched by a second, small automaton until the main one is rebuilt
+
+
+class _Slots:
+    """Growable parallel numpy arrays, addressed by slot; a removed row's slot stays dead."""
+
+    def __init__(self, columns, capacity=1024):
+        self.size = 0
+        self.arrays = {name: np.zeros((capacity, *shape), dtype=dtype) for name, (dtype, shape) in columns.items()}
+
+    def add(self, count=1):
+        """Slots for `count` new rows, growing the arrays geometrically."""
+        start, end = self.size, self.size + count
+        capacity = len(next(iter(self.arrays.values())))
+        if end > capacity:
+            capacity = max(end, 2 * capacity)
+            for name, array in self.arrays.items():
+                grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
+                grown[: self.size] = array[: self.size]
+                self.arrays[name] = grown
+        self.size = end
+        return np.arange(start, end)
+
+    def __getattr__(self, name):
+        arrays = self.__dict__.get("arrays", {})
+        if name in arrays:
+            return arrays[name][: self.size]
+        raise AttributeError(name)
+
+
+class ReadState:
+    """The in-memory state of one brain. Read it under `lock` (shared); `refresh`
+    takes it exclusively while it applies changes."""
+
+    def __init__(self, dimension):
+        self.lock = _SharedLock()
+        self.seq = None  # the last change applied (None: the brain has no change log)
+        self.built = False
+        self.token = None  # without a change log: the file's state when built
+        self.version = 0  # bumped by every change, for caches keyed on the state
+        self.dimension = dimension
+        self.codes = {name: {} for name in TEXT_COLUMNS}  # text filter values -> small integers
+        self.chunks = _Slots(
+            {"id": (np.int64, ()), "live": (np.bool_, ()), "node": (np.int64, ()), "doc_node": (np.int64, ()),
+             "has_vector": (np.bool_, ()),
+             "sqnorm": (np.float64, ()), "inverse_norm": (np.float32, ()), "vector": (np.float32, (dimension,)),
+             **{name: (np.int64, ()) for name in VEC_METADATA}}
+        )  # fmt: skip
+        self.chunk_slot = {}  # chunk id -> slot
+        self.chunk_document = {}  # chunk id -> its document_id
+        self.document_chunks = {}  # document_id -> {chunk ids}
+        self.document_entity = {}  # document_id -> entity id
+        self.nodes = _Slots({"live": (np.bool_, ()), "chunk": (np.int64, ()), "entity": (np.int64, ())})
+        self.entity_node = {}  # entity id -> node
+        self.entities = {}  # entity id -> (name, entity_type)
+        self.ties = _Slots({"a": (np.int64, ()), "b": (np.int64, ()), "weight": (np.float64, ()),
+                            "owner": (np.int64, ()), "live": (np.bool_, ())})  # fmt: skip
+        self.edge_ties = {}  # relationship id -> tie slots
+        self.edges = {}  # relationship id -> (from, to, type, knowledge id)
+        self.document_tie = {}  # chunk id -> its tie to its document's entity
+        self.aliases = {}  # entity id -> {relationship id: the entity it is an alias of}
+        self.named_by = {}  # casefolded name -> {entity ids with that name}
+        self.automaton, self.pending, self.pending_ids = None, None, set()
+        self.walks = {}  # (version, visibility) -> prepared walk
+
+    # -- reading ---------------------------------------------------------------
+
+    def chunk_columns(self):
+        """Each chunk slot's filter columns (text ones as codes; see `codes`)."""
+        return {name: self.chunks.arrays[name][: self.chunks.size] for name in VEC_METADATA}
+
+    def visible_chunks(self, filters):
+        """Boolean mask over chunk slots: live chunks the filters admit."""
+        return self.chunks.live & filters.mask(self.chunk_columns(), self.codes)
+
+    def nearest(self, query, visible, n):
+        """[(chunk id, cosine distance)] of the `n` visible chunks nearest to the int8
+        vector `query` (bytes), nearest first, equal distances by id: what the vec0
+        KNN returns. The distance is sqlite-vec's for int8 cosine, to the bit: its
+        integer sums (exact here in float32, as there), then square roots and the
+        division in double, rounded to float."""
+        chunks = self.chunks
+        q = np.frombuffer(query, dtype=np.int8)
+        query_norm = float((q.astype(np.int64) ** 2).sum())
+        searchable = visible & chunks.has_vector
+        if not query_norm or not searchable.any():
+            return []
+        dots = chunks.vector @ q.astype(np.float32)
+        # a float32 cosine finds the shortlist (the n best, and all within a margin
+        # far wider than its rounding); the exact distance orders it
+        cosine = np.where(searchable, dots * chunks.inverse_norm, -np.inf)
+        if searchable.sum() > n:
+            kth = np.partition(cosine, len(cosine) - n)[len(cosine) - n]
+            candidates = np.flatnonzero(searchable & (cosine >= kth - 1e-4))
+        else:
+            candidates = np.flatnonzero(searchable)
+        distance = (1.0 - dots[candidates] / (np.sqrt(chunks.sqnorm[candidates]) * np.sqrt(query_norm))).astype(np.float32)
+        ids = chunks.id[candidates]
+        order = np.lexsort((ids, distance))[:n]
+        return [(int(ids[i]), float(distance[i])) for i in order]
+
+    def alias_target(self, entity_id):
+        """What a name resolves to: the entity it is an alias of (the first such edge), or itself."""
+        targets = self.aliases.get(entity_id)
+        return targets[min(targets)] if targets else entity_id
+
+    def seed_entities(self, text):
+        """Entity ids the text names: whole words, any case, longest match first,
+        each name resolved through alias_of."""
+        found = {}  # (start, end) -> entity ids whose name stands there
+        for automaton in (self.automaton, self.pending):
+            for start, end, entity_id in mentions.spans(automaton, text):
+                found.setdefault((start, end), set()).add(entity_id)
+        taken, seeds = [], set()
+        for start, end in sorted(found, key=lambda span: (-(span[1] - span[0]), span[0])):
+            if any(start < e and s < end for s, e in taken):
+                continue
+            key = text.casefold()[start:end]
+            current = [e for e in found[(start, end)] if e in self.named_by.get(key, ())]
+            if not current:
+                continue  # a name the automaton still holds but no entity has now
+            taken.append((start, end))
+            seeds.add(self.alias_target(min(current)))
+        return sorted(seeds)
+
+    # -- building and following ------------------------------------------------
+
+    def build(self, conn):
+        """Read everything from the brain on `conn` (a fresh state)."""
+        seq = _last_change(conn)
+        entities = conn.execute("select id, name, entity_type from entities order by id").fetchall()
+        self._put_entities(entities)
+        rows = conn.execute(
+            f"select k.id, k.document_id, {vec_metadata_values('k')} from knowledge k order by k.id"
+        ).fetchall()
+        vectors = dict(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge").fetchall())
+        self.document_entity = dict(conn.execute("select document_id, entity_id from documents").fetchall())
+        self._put_chunks(rows, vectors)
+        self._put_edges(conn.execute(
+            "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"
+        ).fetchall())  # fmt: skip
+        self._rebuild_automaton()
+        self.seq, self.built = seq, True
+        self.version += 1
+        return self
+
+    def garbage(self):
+        """The share of slots that removed rows left behind; past REBUILD_SHARE a
+        rebuild compacts them (its cost is then in proportion to the writes)."""
+        used = self.chunks.size + self.nodes.size + self.ties.size
+        dead = (self.chunks.size - len(self.chunk_slot)) + int((~self.nodes.live).sum()) + int((~self.ties.live).sum())
+        return dead / used if used > 1000 else 0.0
+
+    def refresh(self, conn):
+        """Bring the state up to what `conn` sees; True when it must be built anew."""
+        seq = _last_change(conn)
+        if seq == self.seq:
+            return False
+        if seq is None or self.seq is None or seq < self.seq:
+            return True  # no log, or another file at this path
+        first = conn.execute(f"select min(seq) from {CHANGES_TABLE}").fetchone()[0]
+        if first is None or first > self.seq + 1:
+            return True  # the log no longer reaches back to us
+        changed = {}
+        for kind, key in conn.execute(
+            f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ?", (self.seq, seq)
+        ):
+            changed.setdefault(kind, set()).add(key)
+        if sum(map(len, changed.values())) > REBUILD_SHARE * max(self.chunks.size + self.nodes.size, 1000):
+            return True
+        self._apply(conn, changed)
+        self.seq = seq
+        self.version += 1
+        self.walks.clear()
+        return False
+
+    def _apply(self, conn, changed):
+        """Re-read the rows the log names and replace what the state held for them."""
+        if changed.get("entity"):
+            ids = sorted(changed["entity"])
+            rows = _rows_by_id(conn, "select id, name, entity_type from entities where id in ({})", ids)
+            for entity_id in ids:
+                if entity_id not in rows:
+                    self._drop_entity(entity_id)
+            self._put_entities([rows[i] for i in ids if i in rows])
+        documents = set(changed.get("document", ()))
+        if documents:
+            found = dict(_rows_by_id(conn, "select document_id, entity_id from documents where document_id in ({})",
+                                     sorted(documents)).values())  # fmt: skip
+            for document_id in documents:
+                if document_id in found:
+                    self.document_entity[document_id] = found[document_id]
+                else:
+                    self.document_entity.pop(document_id, None)
+        chunk_ids = set(changed.get("chunk", ()))
+        for document_id in documents:  # a document's entity ties all its chunks
+            chunk_ids |= self.document_chunks.get(document_id, set())
+        if chunk_ids:
+            ids = sorted(chunk_ids)
+            rows = _rows_by_id(
+                conn, f"select k.id, k.document_id, {vec_metadata_values('k')} from knowledge k where k.id in ({{}})", ids
+            )
+            vectors = {}
+            for knowledge_id in ids:
+                row = conn.execute(
+                    "select embedding_int8 from vec_knowledge where knowledge_id = ?", (knowledge_id,)
+                ).fetchone()
+                if row:
+                    vectors[knowledge_id] = row[0]
+            for knowledge_id in ids:
+                self._drop_chunk(knowledge_id)
+            self._put_chunks([rows[i] for i in ids if i in rows], vectors)
+        edge_ids = set(changed.get("edge", ()))
+        for edge_id, (_, _, _, knowledge_id) in self.edges.items():
+            if knowledge_id in chunk_ids:
+                edge_ids.add(edge_id)  # its chunk was written again: its owner node moved
+        if edge_ids:
+            ids = sorted(edge_ids)
+            rows = _rows_by_id(
+                conn, "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships "
+                "where id in ({})", ids,
+            )  # fmt: skip
+            for edge_id in ids:
+                self._drop_edge(edge_id)
+            self._put_edges([rows[i] for i in ids if i in rows])
+        if changed.get("entity") or self.pending_ids:
+            self._refresh_automaton()
+
+    def _put_entities(self, rows):
+        new = [row[0] for row in rows if row[0] not in self.entity_node]
+        nodes = self.nodes.add(len(new))
+        self.nodes.arrays["live"][nodes] = True
+        self.nodes.arrays["chunk"][nodes] = -1
+        self.nodes.arrays["entity"][nodes] = new
+        self.entity_node.update(zip(new, nodes.tolist()))
+        for entity_id, name, entity_type in rows:
+            if entity_id in self.entities:
+                self._forget_name(entity_id)
+            self.entities[entity_id] = (name, entity_type)
+            if (entity_type or "") != "tag" and len(name) >= MENTION_MIN_CHARS:
+                for key in mentions.names_of(name):
+                    self.named_by.setdefault(key, set()).add(entity_id)
+                self.pending_ids.add(entity_id)
+
+    def _forget_name(self, entity_id):
+        old = self.entities.pop(entity_id, None)
+        if old:
+            for key in mentions.names_of(old[0]):
+                holders = self.named_by.get(key)
+                if holders:
+                    holders.discard(entity_id)
+                    if not holders:
+                        del self.named_by[key]
+
+    def _drop_entity(self, entity_id):
+        self._forget_name(entity_id)
+        node = self.entity_node.pop(entity_id, None)
+        if node is not None:
+            self.nodes.arrays["live"][node] = False
+
+    def _put_chunks(self, rows, vectors):
+        slots = self.chunks.add(len(rows))
+        nodes = self.nodes.add(len(rows))
+        arrays = self.chunks.arrays
+        arrays["id"][slots] = [row[0] for row in rows]
+        arrays["live"][slots] = True
+        arrays["node"][slots] = nodes
+        arrays["doc_node"][slots] = -1
+        self.nodes.arrays["live"][nodes] = True
+        self.nodes.arrays["chunk"][nodes] = slots
+        self.nodes.arrays["entity"][nodes] = -1
+        for i, name in enumerate(VEC_METADATA):
+            values = [row[2 + i] for row in rows]
+            if name in TEXT_COLUMNS:
+                codes = self.codes[name]
+                values = [codes.setdefault(v, len(codes)) for v in values]
+            arrays[name][slots] = values
+        with_vector = [(slot, vectors[row[0]]) for slot, row in zip(slots.tolist(), rows) if row[0] in vectors]
+        if with_vector:
+            where = np.array([slot for slot, _ in with_vector])
+            matrix = np.frombuffer(b"".join(blob for _, blob in with_vector), dtype=np.int8).reshape(len(where), -1)
+            arrays["vector"][where] = matrix
+            arrays["has_vector"][where] = True
+            written = arrays["vector"][where]
+            # sums of squares of int8 values: whole numbers, exact in float32 at these sizes
+            arrays["sqnorm"][where] = np.einsum("ij,ij->i", written, written)
+            arrays["inverse_norm"][where] = 1.0 / np.sqrt(arrays["sqnorm"][where])
+        ids = [row[0] for row in rows]
+        self.chunk_slot.update(zip(ids, slots.tolist()))
+        ties = []
+        document_entity, entity_node = self.document_entity, self.entity_node
+        for knowledge_id, node, row in zip(ids, nodes.tolist(), rows):
+            document_id = row[1]
+            if document_id is not None:
+                self.chunk_document[knowledge_id] = document_id
+                self.document_chunks.setdefault(document_id, set()).add(knowledge_id)
+                entity = entity_node.get(document_entity.get(document_id))
+                if entity is not None:
+                    ties.append((knowledge_id, entity, node))
+        tie_slots = self._add_ties([(a, b, DOCUMENT_TIE_WEIGHT, b) for _, a, b in ties])
+        for (knowledge_id, entity_node, _), tie in zip(ties, tie_slots):
+            self.document_tie[knowledge_id] = int(tie)
+            arrays["doc_node"][self.chunk_slot[knowledge_id]] = entity_node
+
+    def _drop_chunk(self, knowledge_id):
+        slot = self.chunk_slot.pop(knowledge_id, None)
+        if slot is None:
+            return
+        self.chunks.arrays["live"][slot] = False
+        self.nodes.arrays["live"][self.chunks.arrays["node"][slot]] = False
+        document_id = self.chunk_document.pop(knowledge_id, None)
+        if document_id is not None:
+            members = self.document_chunks.get(document_id)
+            members.discard(knowledge_id)
+            if not members:
+                del self.document_chunks[document_id]
+        tie = self.document_tie.pop(knowledge_id, None)
+        if tie is not None:
+            self.ties.arrays["live"][tie] = False
+
+    def _put_edges(self, rows):
+        """Relationships as ties: between their entities and, when a chunk stated
+        one, from each end to that chunk; the chunk's visibility gates all three."""
+        ties, owners = [], []
+        for edge_id, a, b, relation, knowledge_id in rows:
+            if relation == "alias_of":
+                self.aliases.setdefault(a, {})[edge_id] = b
+                self.pending_ids.add(a)
+            if a not in self.entity_node or b not in self.entity_node:
+                continue  # a dangling edge: `brain check` reports it
+            self.edges[edge_id] = (a, b, relation, knowledge_id)
+            slot = self.chunk_slot.get(knowledge_id)
+            owner = int(self.chunks.arrays["node"][slot]) if slot is not None else -1
+            weight = EDGE_TYPE_WEIGHTS.get(relation, DEFAULT_EDGE_WEIGHT)
+            na, nb = self.entity_node[a], self.entity_node[b]
+            mine = [(na, nb, weight, owner)]
+            if owner >= 0:
+                mine += [(na, owner, weight, owner), (nb, owner, weight, owner)]
+            ties += mine
+            owners.append((edge_id, len(mine)))
+        slots = iter(self._add_ties(ties))
+        for edge_id, count in owners:
+            self.edge_ties[edge_id] = [int(next(slots)) for _ in range(count)]
+
+    def _drop_edge(self, edge_id):
+        edge = self.edges.pop(edge_id, None)
+        for tie in self.edge_ties.pop(edge_id, []):
+            self.ties.arrays["live"][tie] = False
+        for source, targets in list(self.aliases.items()):
+            if targets.pop(edge_id, None) is not None:
+                self.pending_ids.add(source)
+                if not targets:
+                    del self.aliases[source]
+        return edge
+
+    def _add_ties(self, ties):
+        slots = self.ties.add(len(ties))
+        if ties:
+            a, b, weight, owner = (np.array(column) for column in zip(*ties))
+            arrays = self.ties.arrays
+            arrays["a"][slots], arrays["b"][slots] = a, b
+            arrays["weight"][slots], arrays["owner"][slots] = weight, owner
+            arrays["live"][slots] = True
+        return slots
+
+    def _rebuild_automaton(self):
+        self.automaton = mentions.automaton_of({key: sorted(holders) for key, holders in self.named_by.items()})
+        self.pending, self.pending_ids = None, set()
+
+    def _refresh_automaton(self):
+        """New names go to a small second automaton; past PENDING_NAMES the main one
+        is rebuilt, so each name costs a constant share of a rebuild."""
+        if len(self.pending_ids) > PENDING_NAMES:
+            self._rebuild_automaton()
+            return
+        pending = {}
+        for entity_id in sorted(self.pending_ids):
+            if entity_id in self.entities:
+                for key in mentions.names_of(self.entities[entity_id][0]):
+                    if entity_id in self.named_by.get(key, ()):
+                        pending.setdefault(key, []).append(entity_id)
+        self.pending = mentions.automaton_of(pending)
+
+    def fingerprint(self):
+        """What the state holds, independent of slot order: equal for a followed
+        state and a fresh build of the same brain."""
+        chunks = self.chunks
+        live = np.flatnonzero(chunks.live)
+        decode = {name: {code: value for value, code in self.codes[name].items()} for name in TEXT_COLUMNS}
+        node_entity, node_chunk = self.nodes.entity, self.nodes.chunk
+
+        def name(node):
+            return ("entity", int(node_entity[node])) if node_entity[node] >= 0 else ("chunk", int(chunks.id[node_chunk[node]]))
+
+        columns = {
+            int(chunks.id[s]): tuple(decode[c][chunks.arrays[c][s]] if c in decode else int(chunks.arrays[c][s]) for c in VEC_METADATA)
+            for s in live
+        }  # fmt: skip
+        vectors = {int(chunks.id[s]): chunks.vector[s].astype(np.int8).tobytes() for s in live if chunks.has_vector[s]}
+        ties = sorted(
+            (tuple(sorted((name(a), name(b)))), float(w), name(o) if o >= 0 else None)
+            for a, b, w, o, alive in zip(self.ties.a, self.ties.b, self.ties.weight, self.ties.owner, self.ties.live)
+            if alive and self.nodes.live[a] and self.nodes.live[b]
+        )  # fmt: skip
+        names = {key: sorted(holders) for key, holders in self.named_by.items()}
+        targets = {entity_id: self.alias_target(entity_id) for entity_id in self.entities}
+        return {"columns": columns, "vectors": vectors, "ties": ties, "names": names, "targets": targets,
+                "entities": sorted(self.entity_node)}  # fmt: skip
+
+
+def _rows_by_id(conn, sql, ids):
+    """{first column: row} for rows whose key is among `ids`, read in one query."""
+    rows = conn.execute(sql.format("select value from json_each(?)"), [json.dumps(ids)]).fetchall()
+    return {row[0]: tuple(row) for row in rows}
+
+
+def _last_change(conn):
+    try:
+        return conn.execute(f"select coalesce(max(seq), 0) from {CHANGES_TABLE}").fetchone()[0]
+    except Exception:  # a brain from before the change log: it cannot be followed
+        return None
+
+
+class _SharedLock:
+    """Many readers or one writer (the refresh)."""
+
+    def __init__(self):
+        self._condition = threading.Condition()
+        self._readers = 0
+
+    def __enter__(self):
+        with self._condition:
+            self._readers += 1
+
+    def __exit__(self, *exc):
+        with self._condition:
+            self._readers -= 1
+            if not self._readers:
+                self._condition.notify_all()
+
+    def exclusive(self):
+        return _Exclusive(self._condition, self)
+
+
+class _Exclusive:
+    def __init__(self, condition, lock):
+        self.condition, self.lock = condition, lock
+
+    def __enter__(self):
+        self.condition.acquire()
+        self.condition.wait_for(lambda: self.lock._readers == 0)
+
+    def __exit__(self, *exc):
+        self.condition.release()
+
+
+_states = {}
+_states_lock = threading.Lock()
+
+
+def _file_key(conn):
+    """The brain file behind `conn` (its path and inode), or None for an in-memory one."""
+    path = next((row[2] for row in conn.execute("pragma database_list") if row[1] == "main"), "")
+    if not path:
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (os.path.realpath(path), stat.st_dev, stat.st_ino)
+
+
+def _file_token(path):
+    """What changes when a file without a change log is written: its and its WAL's size and time."""
+    token = []
+    for name in (path, path + "-wal"):
+        try:
+            stat = os.stat(name)
+            token.append((stat.st_size, stat.st_mtime_ns))
+        except OSError:
+            token.append(None)
+    return tuple(token)
+
+
+def current(conn, dimension):
+    """The read state of the brain on `conn`, up to date with what `conn` sees.
+    Use it under its shared lock: `with state.lock: ...`."""
+    key = _file_key(conn)
+    with _states_lock:
+        state = _states.get(key) if key else None
+        if state is None or state.dimension != dimension:
+            state = ReadState(dimension)
+            if key:
+                _states[key] = state
+    seq = _last_change(conn)
+    token = _file_token(key[0]) if key and seq is None else None
+    if state.built and seq is not None and seq == state.seq:
+        return state  # the common case: nothing written since
+    with state.lock.exclusive():
+        if state.built and seq is None and token == state.token:
+            return state
+        if not state.built or seq is None or state.refresh(conn) or state.garbage() > REBUILD_SHARE:
+            fresh = ReadState(dimension).build(conn)
+            fresh.version, fresh.token = state.version + 1, token
+            state.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "lock"})
+    return state
