@@ -84,8 +84,10 @@ class ReadState:
                             "owner": (np.int64, ()), "live": (np.bool_, ())})  # fmt: skip
         self.edge_ties = {}  # relationship id -> tie slots
         self.edges = {}  # relationship id -> (from, to, type, knowledge id)
+        self.chunk_edges = {}  # chunk id -> ids of the relationships it stated
         self.document_tie = {}  # chunk id -> its tie to its document's entity
         self.aliases = {}  # entity id -> {relationship id: the entity it is an alias of}
+        self.alias_edges = {}  # alias_of relationship id -> the entity it makes an alias
         self.named_by = {}  # casefolded name -> {entity ids with that name}
         self.automaton, self.pending, self.pending_ids = None, None, set()
         self.walks = {}  # (version, visibility) -> prepared walk
@@ -238,9 +240,8 @@ class ReadState:
                 self._drop_chunk(knowledge_id)
             self._put_chunks([rows[i] for i in ids if i in rows], vectors)
         edge_ids = set(changed.get("edge", ()))
-        for edge_id, (_, _, _, knowledge_id) in self.edges.items():
-            if knowledge_id in chunk_ids:
-                edge_ids.add(edge_id)  # its chunk was written again: its owner node moved
+        for knowledge_id in chunk_ids:  # a chunk written again has a new node: its edges follow
+            edge_ids |= self.chunk_edges.get(knowledge_id, set())
         if edge_ids:
             ids = sorted(edge_ids)
             rows = _rows_by_id(
@@ -280,10 +281,14 @@ class ReadState:
                         del self.named_by[key]
 
     def _drop_entity(self, entity_id):
+        """An entity gone (only plain SQL removes one): its node, and every edge to it,
+        as a fresh build would skip them."""
         self._forget_name(entity_id)
         node = self.entity_node.pop(entity_id, None)
         if node is not None:
             self.nodes.arrays["live"][node] = False
+        for edge_id in [e for e, (a, b, _, _) in self.edges.items() if entity_id in (a, b)]:
+            self._drop_edge(edge_id, aliases=False)  # its row is still there, and still names an alias
 
     def _put_chunks(self, rows, vectors):
         slots = self.chunks.add(len(rows))
@@ -352,10 +357,13 @@ class ReadState:
         for edge_id, a, b, relation, knowledge_id in rows:
             if relation == "alias_of":
                 self.aliases.setdefault(a, {})[edge_id] = b
+                self.alias_edges[edge_id] = a
                 self.pending_ids.add(a)
             if a not in self.entity_node or b not in self.entity_node:
                 continue  # a dangling edge: `brain check` reports it
             self.edges[edge_id] = (a, b, relation, knowledge_id)
+            if knowledge_id is not None:
+                self.chunk_edges.setdefault(knowledge_id, set()).add(edge_id)
             slot = self.chunk_slot.get(knowledge_id)
             owner = int(self.chunks.arrays["node"][slot]) if slot is not None else -1
             weight = EDGE_TYPE_WEIGHTS.get(relation, DEFAULT_EDGE_WEIGHT)
@@ -369,15 +377,22 @@ class ReadState:
         for edge_id, count in owners:
             self.edge_ties[edge_id] = [int(next(slots)) for _ in range(count)]
 
-    def _drop_edge(self, edge_id):
+    def _drop_edge(self, edge_id, aliases=True):
         edge = self.edges.pop(edge_id, None)
+        if edge and edge[3] is not None:
+            stated = self.chunk_edges[edge[3]]
+            stated.discard(edge_id)
+            if not stated:
+                del self.chunk_edges[edge[3]]
         for tie in self.edge_ties.pop(edge_id, []):
             self.ties.arrays["live"][tie] = False
-        for source, targets in list(self.aliases.items()):
-            if targets.pop(edge_id, None) is not None:
-                self.pending_ids.add(source)
-                if not targets:
-                    del self.aliases[source]
+        source = self.alias_edges.pop(edge_id, None) if aliases else None
+        if source is not None:
+            targets = self.aliases[source]
+            del targets[edge_id]
+            self.pending_ids.add(source)
+            if not targets:
+                del self.aliases[source]
         return edge
 
     def _add_ties(self, ties):
