@@ -1,0 +1,159 @@
+"""One writer at a time, by design: writers take the write lock up front and wait
+for it; two ingests and remember traffic into one file all succeed; remember is one
+transaction, and a lock not had in time is a 503 with Retry-After, never a 400."""
+
+import asyncio
+import json
+import shutil
+import subprocess
+import threading
+
+import pytest
+from datasette.app import Datasette
+
+import brain_sql
+from brain_sql import pipeline
+from brain_sql.connection import sqlite3
+from brain_sql.consistency import check
+
+from .conftest import write
+
+SQLITE_UTILS = shutil.which("sqlite-utils") or "sqlite-utils"
+WRITER = {"plugins": {"datasette-brain": {"allow_write": True}}}
+
+
+def jsonl(path, prefix, count):
+    lines = (
+        json.dumps({"_id": f"{prefix}{i}", "title": f"{prefix} note {i}", "text": f"{prefix} record {i} about pager rota {i % 7}"})
+        for i in range(count)
+    )  # fmt: skip
+    return write(path, "\n".join(lines))
+
+
+def count(path):
+    return brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0]
+
+
+def ingest_process(db_path, source):
+    return subprocess.Popen([SQLITE_UTILS, "brain", "ingest", str(db_path), str(source)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_two_ingests_into_one_new_file_both_succeed(tmp_path):
+    db_path = tmp_path / "brain.db"
+    # two batches each, and neither has made the schema yet: they meet in the migrations too
+    first, second = (ingest_process(db_path, jsonl(tmp_path / f"{name}.jsonl", name, 1500)) for name in ("a", "b"))
+    for process in (first, second):
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-2000:]
+        assert "0 skipped" in out
+    assert count(db_path) == 3000
+    assert check(brain_sql.connect(db_path)) == {}
+
+
+@pytest.mark.asyncio
+async def test_ingest_and_remember_together(tmp_path):
+    db_path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(db_path))
+    datasette = Datasette([str(db_path)], metadata=WRITER)
+    ingest = ingest_process(db_path, jsonl(tmp_path / "bulk.jsonl", "bulk", 2500))
+    statuses = []
+    while ingest.poll() is None or len(statuses) < 10:
+        response = await datasette.client.post(
+            "/brain/-/remember", json={"_id": f"turn{len(statuses)}", "text": f"agent turn {len(statuses)}"}
+        )
+        statuses.append(response.status_code)
+        await asyncio.sleep(0.05)
+    out, err = ingest.communicate()
+    assert ingest.returncode == 0, err[-2000:]
+    assert set(statuses) == {201}
+    assert count(db_path) == 2500 + len(statuses)
+    assert check(brain_sql.connect(db_path)) == {}
+
+
+def test_remember_is_one_transaction_whatever_its_size(tmp_path, monkeypatch):
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.migrate(conn)
+    monkeypatch.setattr(pipeline, "INGEST_BATCH_DOCUMENTS", 100)  # several batches in one call
+    written = []
+    original = pipeline.DocumentWriter.write
+
+    def failing(self, document, plan, vectors):
+        written.append(document.document_id)
+        if len(written) == 250:  # the third batch, after two were written
+            raise sqlite3.OperationalError("disk I/O error")
+        return original(self, document, plan, vectors)
+
+    monkeypatch.setattr(pipeline.DocumentWriter, "write", failing)
+    records = [{"_id": f"r{i}", "text": f"memory number {i}"} for i in range(300)]
+    with pytest.raises(brain_sql.WriteError, match="nothing was stored: disk I/O error"):
+        brain_sql.remember(conn, records)
+    assert len(written) == 250
+    assert conn.execute("select count(*) from knowledge").fetchone()[0] == 0
+    assert conn.execute("select count(*) from entities").fetchone()[0] == 0
+    monkeypatch.setattr(pipeline.DocumentWriter, "write", original)
+    report, ids = brain_sql.remember(conn, records)
+    assert (report.documents_added, len(ids)) == (300, 300)
+    again, same = brain_sql.remember(conn, records[:5] + [{"_id": "r5", "text": "memory number five, edited"}])
+    assert (again.documents_added, again.documents_updated, again.documents_unchanged) == (0, 1, 5)
+    assert same[:5] == ids[:5] and len(same[5]) == 1  # a retried request with the same _ids duplicates nothing
+    assert conn.execute("select count(*) from knowledge").fetchone()[0] == 300
+
+
+@pytest.mark.asyncio
+async def test_a_lock_not_had_in_time_is_a_503_and_nothing_is_stored(tmp_path, monkeypatch):
+    monkeypatch.setenv("BRAIN_BUSY_TIMEOUT_MS", "200")
+    db_path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(db_path))
+    datasette = Datasette([str(db_path)], metadata=WRITER)
+    holder = brain_sql.connect(db_path)
+    holder.execute("begin immediate")  # another writer, holding the lock
+    try:
+        response = await datasette.client.post("/brain/-/remember", json={"_id": "x", "text": "a memory"})
+        assert response.status_code == 503, response.text
+        assert response.headers["retry-after"].isdigit()
+        assert "write lock" in response.json()["error"]
+        with pytest.raises(brain_sql.BrainBusy):
+            brain_sql.ingest(brain_sql.connect(db_path), [jsonl(tmp_path / "r.jsonl", "r", 3)])
+    finally:
+        holder.execute("rollback")
+    assert count(db_path) == 0
+    retried = await datasette.client.post("/brain/-/remember", json={"_id": "x", "text": "a memory"})
+    assert retried.status_code == 201 and retried.json()["added"] == 1
+
+
+def test_cli_ingest_says_when_the_lock_was_not_had(run, tmp_path, monkeypatch):
+    monkeypatch.setenv("BRAIN_BUSY_TIMEOUT_MS", "200")
+    db_path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(db_path))
+    holder = brain_sql.connect(db_path)
+    holder.execute("begin immediate")
+    try:
+        result = run("brain", "ingest", db_path, jsonl(tmp_path / "r.jsonl", "r", 3))
+    finally:
+        holder.execute("rollback")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "write lock for 0.2 s" in result.output and "run the same ingest again" in result.output
+    assert run("brain", "ingest", db_path, tmp_path / "r.jsonl").exit_code == 0
+    assert count(db_path) == 3
+
+
+def test_followup_work_waits_for_the_lock_too(tmp_path):
+    """Mention resolution after a run takes the lock like everything else."""
+    db_path = tmp_path / "brain.db"
+    conn = brain_sql.connect(db_path)
+    brain_sql.ingest(conn, [jsonl(tmp_path / "a.jsonl", "a", 5)])
+    other = brain_sql.connect(db_path)
+    other.execute("begin immediate")
+    done = []
+
+    def run_ingest():
+        done.append(brain_sql.ingest(conn, [write(tmp_path / "n.md", "# a note 1\n\nmentions a note 2 and the pager rota.\n")]))
+
+    thread = threading.Thread(target=run_ingest)
+    thread.start()
+    thread.join(0.5)
+    assert thread.is_alive()  # waiting for the lock, not failing
+    other.execute("commit")
+    thread.join(30)
+    assert done and not done[0].errors and done[0].relationships > 0
