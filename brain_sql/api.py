@@ -16,6 +16,7 @@ from .hybrid import recall
 from .pipeline import IngestReport, discover, ingest, remember
 from .querydoc import QueryDoc, from_strings, parse
 from .schema import info, is_brain, migrate, pending_migrations, recorded_model, reindex
+from .state import current as current_state
 
 __all__ = [
     "CLASSES", "DECAY_BUCKETS", "MAX_CONTENT_BYTES", "MAX_QUERY_CHARS", "RECALL_SQL",
@@ -23,7 +24,7 @@ __all__ = [
     "check", "configured_model", "connect", "decay_bucket_sql", "decay_counts_sql", "decayed",
     "discover", "embed_with_usage", "entity", "evaluate", "info", "ingest", "is_brain", "load_qrels",
     "memory", "migrate", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
-    "recall", "reindex", "remember", "verify", "verify_memory",
+    "recall", "reindex", "remember", "verify", "verify_memory", "warm",
 ]  # fmt: skip
 
 
@@ -68,3 +69,16 @@ def verify_memory(conn, claim, memory_id):
 def embed_with_usage(texts, model_id):
     """(vectors, tokens): the texts' L2-normalised vectors and how many tokens they took."""
     return embed(texts, model_id), sum(count_tokens(texts, model_id))
+
+
+def warm(path):
+    """Load the brain's model and build its read state, so the first recall after a
+    server starts is as fast as the rest; opens the file read-only."""
+    conn = open_connection(path, read_only=True)
+    try:
+        if is_brain(conn):
+            found = info(conn)
+            embed(["warm"], found["model"])
+            current_state(conn, found["dimension"])
+    finally:
+        conn.close()

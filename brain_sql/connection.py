@@ -58,11 +58,15 @@ def is_busy(error):
     )
 
 
-def open_connection(path):
+def open_connection(path, read_only=False):
     """A connection to the file at `path` in autocommit mode, with sqlite-vec loaded
-    and the pragmas a brain is written and read with."""
-    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-    conn.execute("pragma journal_mode = wal")
+    and the pragmas a brain is written and read with; `read_only` opens it for
+    reading only, changing nothing about the file."""
+    if read_only:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        conn.execute("pragma journal_mode = wal")
     conn.execute("pragma synchronous = normal")
     conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")
     conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs

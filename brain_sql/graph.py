@@ -15,6 +15,7 @@ following writes.
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 from . import state as read_state
 from .config import NAMED_DOCUMENT_SHARE, PASSAGE_SEED_WEIGHT, PASSAGE_SEEDS, PPR_DAMPING, PPR_THETA, RECALL_CANDIDATES
@@ -22,6 +23,7 @@ from .schema import recorded_model_and_dimension
 
 MAX_ITERATIONS = 20
 TOLERANCE = 1e-6
+SCORE_DECIMALS = 12
 CACHED_WALKS = 4
 
 
@@ -31,8 +33,7 @@ class Walk:
     between them with each step's transition probability."""
 
     source: np.ndarray
-    target: np.ndarray
-    step: np.ndarray
+    transition: csr_matrix  # [target, source]: the share of a node's score each step moves on
     dangling: np.ndarray  # nodes with no way out
     node_visible: np.ndarray
     visible_chunks: np.ndarray  # over chunk slots
@@ -59,7 +60,8 @@ def prepare(state, visible_chunks):
     keep = node_visible[source] & node_visible[target] & ((owner < 0) | node_visible[np.maximum(owner, 0)])
     source, target, weight = source[keep], target[keep], weight[keep]
     out = np.bincount(source, weights=weight, minlength=n)
-    walk = Walk(source, target, weight / out[source], out == 0, node_visible, visible_chunks)
+    transition = csr_matrix((weight / out[source], (target, source)), shape=(n, n))
+    walk = Walk(source, transition, np.flatnonzero(out == 0), node_visible, visible_chunks)
     if len(state.walks) >= CACHED_WALKS:
         state.walks.pop(next(iter(state.walks)))
     state.walks[key] = walk
@@ -80,7 +82,7 @@ def rank(walk, seeds, damping=PPR_DAMPING):
     restart /= restart.sum()
     scores = restart.copy()
     for _ in range(MAX_ITERATIONS):
-        spread = np.bincount(walk.target, weights=walk.step * scores[walk.source], minlength=n)
+        spread = walk.transition @ scores
         # mass at nodes with no way out goes back to the seeds
         updated = (1 - damping) * restart + damping * (spread + scores[walk.dangling].sum() * restart)
         converged = np.abs(updated - scores).sum() < TOLERANCE
@@ -156,6 +158,9 @@ def walk_in(state, visible, text, passages, n=RECALL_CANDIDATES):
     document = np.maximum(chunks.doc_node, 0)
     share = 1.0 / np.maximum(members[document], 1)
     chunk_scores = scores[chunks.node] + np.where(chunks.doc_node >= 0, scores[document], 0.0) * share
+    # to 12 decimals: scores equal but for the order sums were taken in stay equal,
+    # and fall back on the id, whatever order the state holds its nodes in
+    chunk_scores = np.round(chunk_scores, SCORE_DECIMALS)
     candidates = np.flatnonzero(prepared.visible_chunks & (chunk_scores > 0))
     order = candidates[np.lexsort((chunks.id[candidates], -chunk_scores[candidates]))][:n]
     hits = [(int(chunks.id[j]), float(chunk_scores[j])) for j in order]

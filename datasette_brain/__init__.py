@@ -1,5 +1,7 @@
 """The Datasette plugin: thin hooks over brain_sql."""
 
+import threading
+
 from datasette import hookimpl
 
 import brain_sql
@@ -10,6 +12,26 @@ from . import decay, pages, routes
 @hookimpl
 def prepare_connection(conn):
     brain_sql.prepare_connection(conn)
+
+
+@hookimpl
+def startup(datasette):
+    """Warm each brain's model and read state in the background: the server answers
+    at once, and the first recall does not pay for loading."""
+
+    async def inner():
+        paths = [datasette.get_database(name).path for name in await routes.brain_names(datasette)]
+        for path in filter(None, paths):
+            threading.Thread(target=_warm, args=(path,), name="brain-warm", daemon=True).start()
+
+    return inner
+
+
+def _warm(path):
+    try:
+        brain_sql.warm(path)
+    except Exception:  # only a head start: the first recall meets, and reports, the same problem
+        pass
 
 
 @hookimpl
