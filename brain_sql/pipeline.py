@@ -358,6 +358,7 @@ class _Pipeline:
                 try:
                     with atomic(self.conn):
                         insert_vectors(self.conn, self.writer.write(document, plan, vectors))
+                        self.writer.queue_mentions()
                 except Exception as ex:
                     self.writer.forget_entities()
                     report.errors.append(IngestError(document.source_path, document.line, f"not written: {ex}"))
@@ -367,6 +368,7 @@ class _Pipeline:
             else:
                 report.documents_added += 1
         insert_vectors(self.conn, new_vectors)
+        self.writer.queue_mentions()
 
     def _vectors(self, new_chunks, embedded):
         """content hash -> (int8, bit) for new chunks: embedded ahead, reused from a

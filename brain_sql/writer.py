@@ -39,10 +39,20 @@ class DocumentWriter:
     def __init__(self, conn, model_id, report):
         self.conn, self.model_id, self.report = conn, model_id, report
         self.entity_ids = {}  # casefolded name -> id, for entities seen in this run
+        self.queued = {"chunk": [], "entity": []}  # mention work, queued by `queue_mentions`
 
     def forget_entities(self):
-        """Drop the entity cache: ids created inside a rolled-back savepoint are gone."""
+        """Drop the entity cache and the mention work not queued yet: ids created
+        inside a rolled-back savepoint are gone."""
         self.entity_ids.clear()
+        self.queued = {"chunk": [], "entity": []}
+
+    def queue_mentions(self):
+        """Queue the mention work of the documents written since the last call, in
+        the same transaction as them."""
+        for kind, ids in self.queued.items():
+            mentions.queue(self.conn, kind, ids)
+        self.queued = {"chunk": [], "entity": []}
 
     def stored_hashes(self, documents):
         """{document id: stored content hash} of those `documents` already stored."""
@@ -56,7 +66,8 @@ class DocumentWriter:
 
     def plan(self, document, known):
         """Match the document's chunks to its stored rows (if `known`) by content hash:
-        {"kept": [(row id, index, chunk)], "new": [(hash, text, index, chunk)], "removed": [row id]}."""
+        {"kept": [(row id, index, chunk)], "new": [(hash, text, index, chunk)], "removed": [row id],
+        "known": known}."""
         existing = {}
         stored_rows = self.conn.execute(
             "select id, content_hash from knowledge where document_id = ? order by id", (document.document_id,)
@@ -73,14 +84,15 @@ class DocumentWriter:
             else:
                 new.append((digest, text, index, chunk))
         removed = [row_id for rows in existing.values() for row_id in rows]
-        return {"kept": kept, "new": new, "removed": removed}
+        return {"kept": kept, "new": new, "removed": removed, "known": known}
 
     def write(self, document, plan, vectors):
         """Write one document's rows and edges; returns (row id, int8, bit) for the
         vectors of its new chunks, which the caller inserts."""
         conn, report = self.conn, self.report
         columns = self._row_values(document)
-        conn.execute("delete from relationships where document_id = ?", (document.document_id,))
+        if plan["known"]:  # its edges are stated again below
+            conn.execute("delete from relationships where document_id = ?", (document.document_id,))
         if plan["removed"]:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
@@ -117,7 +129,7 @@ class DocumentWriter:
             (document.document_id, document.title, document.source_path, entity_id, document.digest, len(document.chunks)),
         )
         self._write_edges(document, entity_id, chunk_ids)
-        mentions.queue(conn, "chunk", chunk_ids.values())
+        self.queued["chunk"] += chunk_ids.values()
         return stored_vectors
 
     def remove(self, where, params, keep=(), gone=False):
@@ -187,7 +199,7 @@ class DocumentWriter:
                     (name, "document" if claim else entity_type),
                 ).lastrowid
                 self.report.entities += 1
-                mentions.queue(self.conn, "entity", [entity_id])
+                self.queued["entity"].append(entity_id)
                 self.entity_ids[key] = entity_id
                 return entity_id
             self.entity_ids[key] = entity_id
