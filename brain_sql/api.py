@@ -53,10 +53,12 @@ def parse_querydoc(raw):
     return parse(raw)
 
 
-def querydoc_from_strings(values):
+def querydoc_from_strings(values, comma_lists=True):
     """A QueryDoc from text values (query-string parameters, CLI options): each is
-    read by its field's type; a QueryError names any problem."""
-    return from_strings(values)
+    read by its field's type; a QueryError names any problem and its `field`.
+    Query strings may give lists comma-separated (`comma_lists`); repeatable CLI
+    options give one item each."""
+    return from_strings(values, comma_lists=comma_lists)
 
 
 def verify_memory(conn, claim, memory_id):

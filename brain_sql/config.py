@@ -35,6 +35,10 @@ MENTION_MIN_CHARS = 3
 # one Aho-Corasick pass over all text instead of one FTS5 lookup per entity.
 MENTION_FTS_LOOKUP_LIMIT = 500
 
+# The change log keeps this many entries; a process whose read state is further
+# behind (idle through a large ingest) rebuilds it instead of following.
+CHANGE_LOG_KEEP = 100_000
+
 # Documents written per transaction during ingest; each document also gets its
 # own savepoint, so a failure never leaves half a document behind.
 INGEST_BATCH_DOCUMENTS = 1000

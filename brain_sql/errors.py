@@ -14,7 +14,11 @@ class FieldError(ValueError):
 
 
 class QueryError(ValueError):
-    """A recall request that cannot be run as given."""
+    """A recall request that cannot be run as given; `field` names the field at fault."""
+
+    def __init__(self, message, field=None):
+        super().__init__(message)
+        self.field = field
 
 
 class WriteError(BrainError):

@@ -43,7 +43,8 @@ def prepare(state, visible_chunks):
     """The walk over the chunks in `visible_chunks` (a mask over chunk slots) and
     every entity; the last few are kept per state version."""
     key = (state.version, hash(visible_chunks.tobytes()))
-    cached = state.walks.get(key)
+    with state.walks_lock:
+        cached = state.walks.get(key)
     if cached is not None:
         return cached
     nodes, ties = state.nodes, state.ties
@@ -62,9 +63,10 @@ def prepare(state, visible_chunks):
     out = np.bincount(source, weights=weight, minlength=n)
     transition = csr_matrix((weight / out[source], (target, source)), shape=(n, n))
     walk = Walk(source, transition, np.flatnonzero(out == 0), node_visible, visible_chunks)
-    if len(state.walks) >= CACHED_WALKS:
-        state.walks.pop(next(iter(state.walks)))
-    state.walks[key] = walk
+    with state.walks_lock:
+        while len(state.walks) >= CACHED_WALKS:
+            state.walks.pop(next(iter(state.walks)))
+        state.walks[key] = walk
     return walk
 
 

@@ -20,11 +20,12 @@ from .lexical import tokens
 QUEUE_TABLE = "brain_mention_queue"
 
 # Entities a mention may name: not tags (taxonomy, reached by tagged_with edges).
-# An alias resolves to the entity it is an alias of.
+# An alias resolves to the entity it is an alias of (its first alias_of edge, as the
+# read state resolves the names in a query).
 ENTITY_NAMES = f"""
 select e.id, e.name, coalesce(
   (select r.to_entity_id from relationships r
-   where r.from_entity_id = e.id and r.relation_type = 'alias_of' limit 1), e.id) as target
+   where r.from_entity_id = e.id and r.relation_type = 'alias_of' order by r.id limit 1), e.id) as target
 from entities e
 where coalesce(e.entity_type, '') != 'tag' and length(e.name) >= {MENTION_MIN_CHARS}
 """
@@ -128,13 +129,12 @@ def resolve_mentions(conn):
         else:
             rows = conn.execute(f"{_CHUNKS} and not {queued_chunks}")
         match(rows, automaton)
-    before = conn.total_changes
-    conn.executemany(
+    cursor = conn.executemany(
         "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, "
         "knowledge_id, document_id) values (?, ?, 'mentions', ?, ?)",
         sorted(edges),
     )
-    added = conn.total_changes - before
+    added = max(cursor.rowcount, 0)  # rows inserted: total_changes would count the change log's too
     conn.execute(f"delete from {QUEUE_TABLE}")
     return added
 

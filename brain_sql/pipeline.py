@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import mentions
-from .config import INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, MAX_TITLE_CHARS
+from .config import CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, MAX_TITLE_CHARS
 from .connection import atomic, sqlite3
 from .document import Document, IngestError
 from .errors import BrainBusy, WriteError
 from .fields import normalize_fields
 from .plugins import collect
 from .records import record_document
-from .schema import migrate, recorded_model
+from .schema import migrate, prune_changes, recorded_model
 from .vectors import insert_vectors, storage_vectors, stored_vector
 from .writer import DocumentWriter, chunk_text, content_hash
 
@@ -300,6 +300,7 @@ class _Pipeline:
             self._commit(*previous)
         with atomic(self.conn):
             self.report.relationships += mentions.resolve_mentions(self.conn)
+            prune_changes(self.conn, CHANGE_LOG_KEEP)
 
     def remove_documents(self, where, params, keep=(), gone=False):
         """DocumentWriter.remove in a transaction of its own. Documents still in the

@@ -55,32 +55,35 @@ def _field_types():
 FIELD_TYPES = _field_types()
 
 
-def from_strings(values, need_q=True):
+def from_strings(values, need_q=True, comma_lists=True):
     """A QueryDoc from {field: text or [texts]}: whole numbers, true/false words,
-    numbers and comma-separated lists are read by the field's type; an empty value
-    is absent; a repeated single-valued field takes its last value."""
+    numbers and lists are read by the field's type; a repeated single-valued field
+    takes its last value. With `comma_lists` (query strings, SQL arguments) list
+    items may also be comma-separated and an empty value is absent; without it
+    (repeatable CLI options) each text is one item and only None is absent."""
     raw = {}
     for name, value in values.items():
         texts = value if isinstance(value, (list, tuple)) else [value]
-        texts = [str(t) for t in texts if t is not None and str(t) != ""]
+        texts = [str(t) for t in texts if t is not None and (str(t) != "" or not comma_lists)]
         if not texts:
             continue
         kind, text = FIELD_TYPES.get(name), texts[-1].strip()
         if kind is tuple:
-            raw[name] = [part.strip() for t in texts for part in t.split(",") if part.strip()]
+            parts = [part for t in texts for part in (t.split(",") if comma_lists else [t])]
+            raw[name] = [part.strip() for part in parts if part.strip() or not comma_lists]
         elif kind is int:
             if not re.fullmatch(r"-?[0-9]{1,9}", text):
-                raise QueryError(f"{name} must be a whole number")
+                raise QueryError(f"{name} must be a whole number", name)
             raw[name] = int(text)
         elif kind is bool:
             if text.lower() not in TRUE_WORDS + FALSE_WORDS:
-                raise QueryError(f"{name} must be true or false")
+                raise QueryError(f"{name} must be true or false", name)
             raw[name] = text.lower() in TRUE_WORDS
         elif kind is float:
             try:
                 raw[name] = float(text)
             except ValueError:
-                raise QueryError(f"{name} must be a number") from None
+                raise QueryError(f"{name} must be a number", name) from None
         else:  # text, or a name parse() will report as unknown
             raw[name] = texts[-1]
     return parse(raw, need_q=need_q)
@@ -88,30 +91,30 @@ def from_strings(values, need_q=True):
 
 def _text(name, value, limit=500):
     if not isinstance(value, str):
-        raise QueryError(f"{name} must be a string")
+        raise QueryError(f"{name} must be a string", name)
     if len(value) > limit:
-        raise QueryError(f"{name} is {len(value)} characters; the limit is {limit}")
+        raise QueryError(f"{name} is {len(value)} characters; the limit is {limit}", name)
     return value
 
 
 def _strings(name, value):
     values = [value] if isinstance(value, str) else value
     if not isinstance(values, list) or not values or not all(isinstance(v, str) and v for v in values):
-        raise QueryError(f"{name} must be a non-empty string or list of non-empty strings")
+        raise QueryError(f"{name} must be a non-empty string or list of non-empty strings", name)
     return tuple(values)
 
 
 def _integer(name, value, low, high):
     if isinstance(value, bool) or not isinstance(value, int):
-        raise QueryError(f"{name} must be a whole number from {low} to {high}")
+        raise QueryError(f"{name} must be a whole number from {low} to {high}", name)
     if not low <= value <= high:
-        raise QueryError(f"{name} must be from {low} to {high}, not {value}")
+        raise QueryError(f"{name} must be from {low} to {high}, not {value}", name)
     return value
 
 
 def _flag(name, value):
     if not isinstance(value, bool):
-        raise QueryError(f"{name} must be true or false")
+        raise QueryError(f"{name} must be true or false", name)
     return value
 
 
@@ -126,15 +129,15 @@ def parse(raw, need_q=True):
     if unknown:
         raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
     if "q" not in raw and need_q:
-        raise QueryError("q is required: the text to recall memories for")
+        raise QueryError("q is required: the text to recall memories for", "q")
     q = _text("q", raw.get("q", ""), MAX_QUERY_CHARS)
     if not q.strip() and need_q:
-        raise QueryError("q must not be empty")
+        raise QueryError("q must not be empty", "q")
     values = {"q": q}
     if "k" in raw:
         values["k"] = _integer("k", raw["k"], 1, 100)
     if "sources" in raw and "source" in raw:
-        raise QueryError("give sources or source, not both")
+        raise QueryError("give sources or source, not both", "sources")
     for name in ("sources", "source"):
         if raw.get(name) is not None:
             values["sources"] = _strings(name, raw[name])
@@ -142,11 +145,13 @@ def parse(raw, need_q=True):
         classes = _strings("classes", raw["classes"])
         bad = [c for c in classes if c not in CLASSES]
         if bad:
-            raise QueryError(f"classes must be among {', '.join(CLASSES)}, not {', '.join(bad)}")
+            raise QueryError(f"classes must be among {', '.join(CLASSES)}, not {', '.join(bad)}", "classes")
         values["classes"] = classes
+    name = "scope"
     try:
         if raw.get("scope") is not None:
             values["scope"] = normalize_scope(_text("scope", raw["scope"]))
+        name = "now"
         now = parse_time(_text("now", raw["now"]), name="now") if raw.get("now") is not None else None
         if now:
             values["now"] = now
@@ -154,7 +159,7 @@ def parse(raw, need_q=True):
             if raw.get(name) is not None:
                 values[name] = parse_time(_text(name, raw[name]), now=now, name=name)
     except FieldError as ex:
-        raise QueryError(str(ex)) from None
+        raise QueryError(str(ex), name) from None
     if raw.get("domain") is not None:
         values["domain"] = _text("domain", raw["domain"])
     if raw.get("min_relevance") is not None:
@@ -165,7 +170,7 @@ def parse(raw, need_q=True):
     if raw.get("mmr_lambda") is not None:
         value = raw["mmr_lambda"]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise QueryError("mmr_lambda must be a number from 0 to 1")
+            raise QueryError("mmr_lambda must be a number from 0 to 1", "mmr_lambda")
         values["mmr_lambda"] = float(value)
     if raw.get("max_tokens") is not None:
         values["max_tokens"] = _integer("max_tokens", raw["max_tokens"], 1, 1_000_000)

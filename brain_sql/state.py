@@ -12,6 +12,7 @@ everything here is rebuilt from it, and `fingerprint` compares a followed state
 with a fresh build.
 """
 
+import contextlib
 import json
 import os
 import threading
@@ -77,6 +78,7 @@ class ReadState:
         self.chunk_document = {}  # chunk id -> its document_id
         self.document_chunks = {}  # document_id -> {chunk ids}
         self.document_entity = {}  # document_id -> entity id
+        self.entity_documents = {}  # entity id -> {document_ids}
         self.nodes = _Slots({"live": (np.bool_, ()), "chunk": (np.int64, ()), "entity": (np.int64, ())})
         self.entity_node = {}  # entity id -> node
         self.entities = {}  # entity id -> (name, entity_type)
@@ -85,12 +87,14 @@ class ReadState:
         self.edge_ties = {}  # relationship id -> tie slots
         self.edges = {}  # relationship id -> (from, to, type, knowledge id)
         self.chunk_edges = {}  # chunk id -> ids of the relationships it stated
+        self.dangling = {}  # relationship id -> (from, to): an end is missing, so it is not walked
         self.document_tie = {}  # chunk id -> its tie to its document's entity
         self.aliases = {}  # entity id -> {relationship id: the entity it is an alias of}
         self.alias_edges = {}  # alias_of relationship id -> the entity it makes an alias
         self.named_by = {}  # casefolded name -> {entity ids with that name}
         self.automaton, self.pending, self.pending_ids = None, None, set()
         self.walks = {}  # (version, visibility) -> prepared walk
+        self.walks_lock = threading.Lock()  # readers share the state, and all keep walks
 
     # -- reading ---------------------------------------------------------------
 
@@ -163,7 +167,8 @@ class ReadState:
             f"select k.id, k.document_id, {vec_metadata_values('k')} from knowledge k order by k.id"
         ).fetchall()
         vectors = dict(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge").fetchall())
-        self.document_entity = dict(conn.execute("select document_id, entity_id from documents").fetchall())
+        for document_id, entity_id in conn.execute("select document_id, entity_id from documents"):
+            self._set_document(document_id, entity_id)
         self._put_chunks(rows, vectors)
         self._put_edges(conn.execute(
             "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"
@@ -205,22 +210,23 @@ class ReadState:
 
     def _apply(self, conn, changed):
         """Re-read the rows the log names and replace what the state held for them."""
+        arrived = set()
         if changed.get("entity"):
             ids = sorted(changed["entity"])
             rows = _rows_by_id(conn, "select id, name, entity_type from entities where id in ({})", ids)
             for entity_id in ids:
                 if entity_id not in rows:
                     self._drop_entity(entity_id)
+            arrived = {i for i in rows if i not in self.entity_node}
             self._put_entities([rows[i] for i in ids if i in rows])
         documents = set(changed.get("document", ()))
         if documents:
             found = dict(_rows_by_id(conn, "select document_id, entity_id from documents where document_id in ({})",
                                      sorted(documents)).values())  # fmt: skip
             for document_id in documents:
-                if document_id in found:
-                    self.document_entity[document_id] = found[document_id]
-                else:
-                    self.document_entity.pop(document_id, None)
+                self._set_document(document_id, found.get(document_id))
+        for entity_id in arrived:  # an entity back under its id: its documents' chunks tie to it again
+            documents |= self.entity_documents.get(entity_id, set())
         chunk_ids = set(changed.get("chunk", ()))
         for document_id in documents:  # a document's entity ties all its chunks
             chunk_ids |= self.document_chunks.get(document_id, set())
@@ -240,6 +246,8 @@ class ReadState:
                 self._drop_chunk(knowledge_id)
             self._put_chunks([rows[i] for i in ids if i in rows], vectors)
         edge_ids = set(changed.get("edge", ()))
+        if arrived:  # edges waiting for an end that is back
+            edge_ids |= {e for e, (a, b) in self.dangling.items() if a in arrived or b in arrived}
         for knowledge_id in chunk_ids:  # a chunk written again has a new node: its edges follow
             edge_ids |= self.chunk_edges.get(knowledge_id, set())
         if edge_ids:
@@ -253,6 +261,17 @@ class ReadState:
             self._put_edges([rows[i] for i in ids if i in rows])
         if changed.get("entity") or self.pending_ids:
             self._refresh_automaton()
+
+    def _set_document(self, document_id, entity_id):
+        """Record the entity a document's chunks are tied to (None: the document is gone)."""
+        old = self.document_entity.pop(document_id, None)
+        if old is not None:
+            self.entity_documents[old].discard(document_id)
+            if not self.entity_documents[old]:
+                del self.entity_documents[old]
+        if entity_id is not None:
+            self.document_entity[document_id] = entity_id
+            self.entity_documents.setdefault(entity_id, set()).add(document_id)
 
     def _put_entities(self, rows):
         new = [row[0] for row in rows if row[0] not in self.entity_node]
@@ -288,7 +307,8 @@ class ReadState:
         if node is not None:
             self.nodes.arrays["live"][node] = False
         for edge_id in [e for e, (a, b, _, _) in self.edges.items() if entity_id in (a, b)]:
-            self._drop_edge(edge_id, aliases=False)  # its row is still there, and still names an alias
+            a, b, _, _ = self._drop_edge(edge_id, aliases=False)  # its row is still there, and still names an alias
+            self.dangling[edge_id] = (a, b)
 
     def _put_chunks(self, rows, vectors):
         slots = self.chunks.add(len(rows))
@@ -360,7 +380,9 @@ class ReadState:
                 self.alias_edges[edge_id] = a
                 self.pending_ids.add(a)
             if a not in self.entity_node or b not in self.entity_node:
-                continue  # a dangling edge: `brain check` reports it
+                self.dangling[edge_id] = (a, b)  # `brain check` reports it; walked once both ends exist
+                continue
+            self.dangling.pop(edge_id, None)
             self.edges[edge_id] = (a, b, relation, knowledge_id)
             if knowledge_id is not None:
                 self.chunk_edges.setdefault(knowledge_id, set()).add(edge_id)
@@ -378,6 +400,8 @@ class ReadState:
             self.edge_ties[edge_id] = [int(next(slots)) for _ in range(count)]
 
     def _drop_edge(self, edge_id, aliases=True):
+        if aliases:  # the row itself is gone
+            self.dangling.pop(edge_id, None)
         edge = self.edges.pop(edge_id, None)
         if edge and edge[3] is not None:
             stated = self.chunk_edges[edge[3]]
@@ -440,7 +464,7 @@ class ReadState:
         }  # fmt: skip
         vectors = {int(chunks.id[s]): chunks.vector[s].astype(np.int8).tobytes() for s in live if chunks.has_vector[s]}
         ties = sorted(
-            (tuple(sorted((name(a), name(b)))), float(w), name(o) if o >= 0 else None)
+            (tuple(sorted((name(a), name(b)))), float(w), name(o) if o >= 0 else ("none", 0))
             for a, b, w, o, alive in zip(self.ties.a, self.ties.b, self.ties.weight, self.ties.owner, self.ties.live)
             if alive and self.nodes.live[a] and self.nodes.live[b]
         )  # fmt: skip
@@ -464,36 +488,34 @@ def _last_change(conn):
 
 
 class _SharedLock:
-    """Many readers or one writer (the refresh)."""
+    """Many readers, or one writer (a refresh); a waiting writer goes before the
+    readers who come after it, so refreshes are never starved."""
 
     def __init__(self):
         self._condition = threading.Condition()
         self._readers = 0
+        self._writers = 0  # waiting or writing
 
     def __enter__(self):
         with self._condition:
+            self._condition.wait_for(lambda: not self._writers)
             self._readers += 1
 
     def __exit__(self, *exc):
         with self._condition:
             self._readers -= 1
-            if not self._readers:
-                self._condition.notify_all()
+            self._condition.notify_all()
 
+    @contextlib.contextmanager
     def exclusive(self):
-        return _Exclusive(self._condition, self)
-
-
-class _Exclusive:
-    def __init__(self, condition, lock):
-        self.condition, self.lock = condition, lock
-
-    def __enter__(self):
-        self.condition.acquire()
-        self.condition.wait_for(lambda: self.lock._readers == 0)
-
-    def __exit__(self, *exc):
-        self.condition.release()
+        with self._condition:
+            self._writers += 1
+            try:
+                self._condition.wait_for(lambda: not self._readers)
+                yield
+            finally:
+                self._writers -= 1
+                self._condition.notify_all()
 
 
 _states = {}
@@ -534,6 +556,10 @@ def current(conn, dimension):
             state = ReadState(dimension)
             if key:
                 _states[key] = state
+    if conn.in_transaction:
+        # what this connection sees may never be committed (and a rolled-back
+        # change log reuses its numbers): it must not reach the shared state
+        return state if state.built else ReadState(dimension).build(conn)
     seq = _last_change(conn)
     token = _file_token(key[0]) if key and seq is None else None
     if state.built and seq is not None and seq == state.seq:

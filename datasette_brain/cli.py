@@ -78,14 +78,16 @@ def register_commands(cli):
         """The QueryDoc's filter options; their values reach the QueryDoc as text."""
         for option in reversed(
             [
-                click.option("--scope", help="recall at this scope: it and its parents, never a sibling"),
-                click.option("--class", "classes", multiple=True, help=f"only this class: {', '.join(brain_sql.CLASSES)} (repeatable)"),
+                click.option("--scope", metavar="PATH", help="recall at this scope: it and its parents, never a sibling"),
+                click.option("--class", "classes", multiple=True, metavar=f"[{'|'.join(brain_sql.CLASSES)}]",
+                             help="only this class (repeatable)"),
                 click.option("--source", "sources", multiple=True, help="only this source (repeatable)"),
                 click.option("--domain", help="only this domain"),
-                click.option("--since", help="observed at or after: ISO time or relative such as -30d"),
-                click.option("--until", help="observed before: ISO time or relative such as -1w"),
-                click.option("--now", help="fixed evaluation time (ISO): same inputs and now, same answer"),
-                click.option("--min-relevance", help="lowest relevance tier, 0 (archived) to 3 (pinned); default 1"),
+                click.option("--since", metavar="TIME", help="observed at or after: ISO time or relative such as -30d"),
+                click.option("--until", metavar="TIME", help="observed before: ISO time or relative such as -1w"),
+                click.option("--now", metavar="TIME", help="fixed evaluation time (ISO): same inputs and now, same answer"),
+                click.option("--min-relevance", metavar="[0-3]",
+                             help="lowest relevance tier, 0 (archived) to 3 (pinned); default 1"),
                 click.option("--include-decayed", is_flag=True, default=None, help="include expired and archived memories"),
             ]
         ):
@@ -95,18 +97,22 @@ def register_commands(cli):
     @brain.command()
     @click.argument("db_path", type=click.Path(dir_okay=False))
     @click.argument("query")
-    @click.option("--k", "k", default="10", show_default=True, help="how many hits, 1 to 100")
+    @click.option("--k", "k", default="10", show_default=True, metavar="INTEGER", help="how many hits, 1 to 100")
     @click.option("--no-graph", "graph", flag_value="false", help="leave the graph leg out")
     @click.option("--no-prf", "prf", flag_value="false", help="never expand the query")
     @click.option("--mmr", is_flag=True, default=None, help="diversify the hits (MMR, lambda 0.7)")
-    @click.option("--max-tokens", help="pack hits into this many tokens")
+    @click.option("--max-tokens", metavar="INTEGER", help="pack hits into this many tokens")
     @_filters
     @click.option("--json", "as_json", is_flag=True, help="print the JSON API's response")
     def recall(db_path, query, as_json, **options):
         """Recall the memories that answer QUERY, and why each was chosen."""
+        try:
+            doc = brain_sql.querydoc_from_strings({"q": query, **options}, comma_lists=False)
+        except brain_sql.QueryError as ex:
+            where = _option_of(ex.field)
+            raise click.ClickException(f"Invalid value for {where}: {ex}" if where else str(ex)) from ex
         conn = _open(db_path)
         try:
-            doc = brain_sql.querydoc_from_strings({"q": query, **options})
             result = brain_sql.recall(conn, doc)
         except (brain_sql.BrainError, ValueError) as ex:
             raise click.ClickException(str(ex)) from ex
@@ -147,6 +153,14 @@ def register_commands(cli):
         click.echo(f"{db_path}: {written} memories re-embedded with {model}")
 
     _register_check(brain)
+
+
+def _option_of(field):
+    """The recall option (or argument) a QueryDoc field comes from."""
+    if field is None:
+        return None
+    names = {"q": "QUERY", "classes": "--class", "sources": "--source", "graph": "--no-graph", "prf": "--no-prf"}
+    return f"'{names.get(field, '--' + field.replace('_', '-'))}'"
 
 
 PROBLEMS = {

@@ -71,3 +71,24 @@ def test_cli_refuses_a_file_that_is_not_a_brain(run, tmp_path):
     sqlite3.connect(tmp_path / "plain.db").execute("create table t (x)")
     result = run("brain", "recall", tmp_path / "plain.db", "anything")
     assert result.exit_code == 1 and "is not a brain" in result.output and "Traceback" not in result.output
+
+
+def test_recall_options_are_checked_by_the_querydoc_and_named(run, vault_brain_path):
+    for args, message in (
+        (("--k", "0"), "Invalid value for '--k': k must be from 1 to 100, not 0"),
+        (("--k", "abc"), "Invalid value for '--k': k must be a whole number"),
+        (("--min-relevance", "9"), "Invalid value for '--min-relevance': min_relevance must be from 0 to 3"),
+        (("--class", "bogus"), "Invalid value for '--class': classes must be among memory, reference, policy"),
+        (("--scope", ""), "Invalid value for '--scope': scope must be a path"),
+    ):
+        result = run("brain", "recall", vault_brain_path, "graph leg", *args)
+        assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output, args
+    assert "[memory|reference|policy]" in run("brain", "recall", "--help").output
+
+
+def test_a_repeatable_option_takes_each_value_whole(run, tmp_path):
+    path = write(tmp_path / "r.jsonl", json.dumps({"_id": "a", "title": "Invoice", "text": "The invoice run is on the 3rd."}))
+    db_path = tmp_path / "brain.db"
+    assert run("brain", "ingest", db_path, path, "--source", "crm,eu").exit_code == 0
+    found = json.loads(run("brain", "recall", db_path, "invoice run", "--source", "crm,eu", "--json").output)
+    assert [hit["source"] for hit in found["hits"]] == ["crm,eu"]
