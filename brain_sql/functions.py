@@ -38,12 +38,19 @@ def _recall_sql():
 RECALL_SQL = _recall_sql()
 
 
+FILTER_FIELDS = ("scope", "classes", "sources", "source", "domain", "since", "until", "now", "min_relevance",
+                 "include_decayed")  # fmt: skip
+
+
 def request_filters(request):
     """Filters from a JSON object of QueryDoc filter fields (values as text, lists
     as comma-separated text or JSON arrays), as the SQL functions receive them."""
     values = json.loads(request) if request else {}
     if not isinstance(values, dict):
         raise ValueError("filters must be a JSON object of QueryDoc fields, such as {\"scope\": \"/acme\"}")
+    others = sorted(set(values) - set(FILTER_FIELDS))
+    if others:
+        raise ValueError(f"filters take {', '.join(FILTER_FIELDS)}; not {', '.join(others)}")
     return Filters.from_querydoc(querydoc.from_strings(values, need_q=False))
 
 
