@@ -62,12 +62,13 @@ def vector_leg(conn, vector_int8, filters, n=RECALL_CANDIDATES):
     return sorted(rows, key=lambda row: (row[1], row[0]))  # equal distances: lower id first
 
 
-def fts_leg(conn, expression, filters, n=RECALL_CANDIDATES):
+def fts_leg(conn, expression, filters, n=RECALL_CANDIDATES, known=None):
     """[(id, bm25)] best first (FTS5's bm25 is negative: lower is better).
 
     Exact, but cheap when few rows are hidden: the best 2n matches are ranked
     first and filtered after; only if fewer than n of them are visible is the
-    filter joined into the full match.
+    filter joined into the full match. `known` ({id: visible}, the read state's
+    answer for the rows it holds) spares asking SQL about those.
     """
     if expression == lexical.MATCH_NOTHING:
         return []
@@ -78,13 +79,17 @@ def fts_leg(conn, expression, filters, n=RECALL_CANDIDATES):
         [*FTS_COLUMN_WEIGHTS, expression, 2 * n],
     ).fetchall()
     condition, params = filters.sql("k")
-    visible = {
-        row[0]
-        for row in conn.execute(
-            f"select k.id from knowledge k where k.id in (select value from json_each(?)) and {condition}",
-            [json.dumps([row[0] for row in top]), *params],
-        )
-    }
+    known = known(row[0] for row in top) if known else {}
+    visible = {item for item, seen in known.items() if seen}
+    unknown = [row[0] for row in top if row[0] not in known]
+    if unknown:
+        visible |= {
+            row[0]
+            for row in conn.execute(
+                f"select k.id from knowledge k where k.id in (select value from json_each(?)) and {condition}",
+                [json.dumps(unknown), *params],
+            )
+        }
     hits = [row for row in top if row[0] in visible][:n]
     if len(hits) == n or len(top) < 2 * n:
         return hits
@@ -118,7 +123,10 @@ def run_legs(conn, doc, model_id, with_graph=None):
             legs.raw["vector"] = {h[0]: 1.0 - h[1] for h in hits}  # cosine similarity
         _timed(t, "vector", started)
         started = time.perf_counter()
-        hits = fts_leg(conn, lexical.fts_query(legs.text, legs.terms.common_words(legs.text)), filters)
+        expression = lexical.fts_query(legs.text, legs.terms.common_words(legs.text))
+        # inside a transaction of its own, a connection may see rows the shared state does not
+        known = None if conn.in_transaction else (lambda ids: state.visible_among(ids, visible))
+        hits = fts_leg(conn, expression, filters, known=known)
         legs.ranked["fts"] = [h[0] for h in hits]
         legs.raw["fts"] = {h[0]: -h[1] for h in hits}
         _timed(t, "fts", started)

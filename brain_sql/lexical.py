@@ -101,8 +101,17 @@ def fts_query(text, common=frozenset()):
     return expression
 
 
-_stemmer = None
-_stemmer_lock = threading.Lock()
+_local = threading.local()
+
+
+def _tokenizer():
+    """This thread's in-memory FTS5 table with knowledge_fts's tokenizer."""
+    conn = getattr(_local, "conn", None)
+    if conn is None:
+        conn = _local.conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn.execute("create virtual table words using fts5(word, tokenize='porter unicode61')")
+        conn.execute("create virtual table word_terms using fts5vocab(words, 'instance')")
+    return conn
 
 
 def stems(words):
@@ -111,18 +120,18 @@ def stems(words):
     Uses a private in-memory FTS5 table with the same tokenizer, so the stems
     are exactly those in knowledge_fts_vocab; a word that yields no token is left out.
     """
-    global _stemmer
     words = list(dict.fromkeys(words))
     if not words:
         return {}
-    with _stemmer_lock:
-        if _stemmer is None:
-            _stemmer = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
-            _stemmer.execute("create virtual table words using fts5(word, tokenize='porter unicode61')")
-            _stemmer.execute("create virtual table word_terms using fts5vocab(words, 'instance')")
-        _stemmer.execute("delete from words")
-        _stemmer.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(words)))
-        found = {}
-        for term, doc in _stemmer.execute("select term, doc from word_terms where offset = 0"):
-            found[words[doc]] = term
-    return found
+    conn = _tokenizer()
+    conn.execute("delete from words")
+    conn.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(words)))
+    return {words[doc]: term for term, doc in conn.execute("select term, doc from word_terms where offset = 0")}
+
+
+def indexed_terms(text):
+    """Every term knowledge_fts indexes `text` under: what MATCH finds it by."""
+    conn = _tokenizer()
+    conn.execute("delete from words")
+    conn.execute("insert into words (rowid, word) values (0, ?)", (text,))
+    return {term for (term,) in conn.execute("select distinct term from word_terms")}

@@ -45,12 +45,12 @@ class Assessment:
         }
 
 
-def _contains(conn, knowledge_id, stem):
-    """Whether the chunk's indexed text holds the stem (read from the index itself:
-    a MATCH would stem the stem again)."""
-    return conn.execute(
-        "select 1 from knowledge_fts_vocab where term = ? and doc = ? limit 1", (stem, knowledge_id)
-    ).fetchone() is not None
+def _indexed_terms(conn, knowledge_id):
+    """The terms the chunk's title and content are indexed under, found by the
+    same tokenizer the index uses (the index's own per-document lists are slow to
+    read: fts5vocab scans each term's postings)."""
+    row = conn.execute("select coalesce(title, ''), content from knowledge where id = ?", (knowledge_id,)).fetchone()
+    return lexical.indexed_terms(row[0] + "\n" + row[1]) if row else set()
 
 
 def assess(conn, legs, fused):
@@ -63,7 +63,8 @@ def assess(conn, legs, fused):
     if idf:
         total = sum(idf.values())
         frequencies = legs.terms.frequencies(idf)
-        found = [t for t in idf if _contains(conn, top, t)]
+        indexed = _indexed_terms(conn, top)
+        found = [t for t in idf if t in indexed]
         signals["coverage"] = sum(idf[t] for t in found) / total
         signals["known"] = sum(idf[t] for t in idf if frequencies[t]) / total
     vector = legs.raw.get("vector", {})

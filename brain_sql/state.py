@@ -132,6 +132,12 @@ class ReadState:
         order = np.lexsort((ids, distance))[:n]
         return [(int(ids[i]), float(distance[i])) for i in order]
 
+    def visible_among(self, ids, visible):
+        """{id: whether it is visible} for the chunk ids the state holds, given the
+        `visible` mask over chunk slots; ids it does not hold are left out."""
+        slots = self.chunk_slot
+        return {i: bool(visible[slots[i]]) for i in ids if i in slots}
+
     def alias_target(self, entity_id):
         """What a name resolves to: the entity it is an alias of (the first such edge), or itself."""
         targets = self.aliases.get(entity_id)
