@@ -9,6 +9,7 @@ import datetime
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -100,6 +101,17 @@ def fts_leg(conn, expression, filters, n=RECALL_CANDIDATES, known=None):
     ).fetchall()
 
 
+_VECTOR_LEGS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="brain-vector")
+
+
+def _vector_leg(state, vectors, visible):
+    """(hits, milliseconds) of the in-memory vector leg, for a worker thread; the
+    caller holds the state's lock until it has the result."""
+    started = time.perf_counter()
+    hits = state.nearest(quantize_int8(vectors)[0].tobytes(), visible, RECALL_CANDIDATES)
+    return hits, round((time.perf_counter() - started) * 1000, 3)
+
+
 def run_legs(conn, doc, model_id, with_graph=None):
     """Search every leg once for `doc` (a QueryDoc)."""
     with_graph = doc.graph if with_graph is None else with_graph
@@ -115,13 +127,9 @@ def run_legs(conn, doc, model_id, with_graph=None):
     state = read_state.current(conn, vectors.shape[1])
     _timed(t, "state", started)
     with state.lock:
-        started = time.perf_counter()
         visible = state.visible_chunks(filters)
-        if vectors.any():
-            hits = state.nearest(quantize_int8(vectors)[0].tobytes(), visible, RECALL_CANDIDATES)
-            legs.ranked["vector"] = [h[0] for h in hits]
-            legs.raw["vector"] = {h[0]: 1.0 - h[1] for h in hits}  # cosine similarity
-        _timed(t, "vector", started)
+        # the vector leg (numpy) runs beside the lexical one (SQLite): both let go of the GIL
+        nearest = _VECTOR_LEGS.submit(_vector_leg, state, vectors, visible) if vectors.any() else None
         started = time.perf_counter()
         expression = lexical.fts_query(legs.text, legs.terms.common_words(legs.text))
         # inside a transaction of its own, a connection may see rows the shared state does not
@@ -130,6 +138,10 @@ def run_legs(conn, doc, model_id, with_graph=None):
         legs.ranked["fts"] = [h[0] for h in hits]
         legs.raw["fts"] = {h[0]: -h[1] for h in hits}
         _timed(t, "fts", started)
+        if nearest:
+            hits, t["vector_ms"] = nearest.result()
+            legs.ranked["vector"] = [h[0] for h in hits]
+            legs.raw["vector"] = {h[0]: 1.0 - h[1] for h in hits}  # cosine similarity
         if with_graph:
             started = time.perf_counter()
             passages = [(leg, item, legs.raw[leg][item]) for leg in ("vector", "fts") for item in legs.ranked.get(leg, [])]
