@@ -4,7 +4,9 @@ nothing else of brain_sql, so everything below this floor can change freely."""
 
 from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, decayed, entity, memory, memory_content
 from .claims import verify
-from .config import CLASSES, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model
+from threadpoolctl import threadpool_limits
+
+from .config import CLASSES, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
 from .connection import load_sqlite_vec, open_connection
 from .document import IngestError
 from .consistency import check
@@ -24,7 +26,7 @@ __all__ = [
     "check", "configured_model", "connect", "decay_bucket_sql", "decay_counts_sql", "decayed",
     "discover", "embed_with_usage", "entity", "evaluate", "info", "ingest", "is_brain", "load_qrels",
     "memory", "migrate", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
-    "recall", "reindex", "remember", "verify", "verify_memory", "warm",
+    "recall", "reindex", "remember", "serve_many", "verify", "verify_memory", "warm",
 ]  # fmt: skip
 
 
@@ -84,3 +86,9 @@ def warm(path):
             current_state(conn, found["dimension"])
     finally:
         conn.close()
+
+
+def serve_many():
+    """Set the process up for serving recall to several clients at once: BLAS
+    limited to `$BRAIN_BLAS_THREADS` threads (default 1) for the whole process."""
+    threadpool_limits(limits=server_blas_threads(), user_api="blas")

@@ -16,10 +16,12 @@ def prepare_connection(conn):
 
 @hookimpl
 def startup(datasette):
-    """Warm each brain's model and read state in the background: the server answers
-    at once, and the first recall does not pay for loading."""
+    """Set the process up for concurrent recall, and warm each brain's model and
+    read state in the background: the server answers at once, and the first
+    recall does not pay for loading."""
 
     async def inner():
+        brain_sql.serve_many()
         paths = [datasette.get_database(name).path for name in await routes.brain_names(datasette)]
         for path in filter(None, paths):
             threading.Thread(target=_warm, args=(path,), name="brain-warm", daemon=True).start()
