@@ -22,6 +22,8 @@ def annotations_and_wikilinks(document):
     `[[Target]]` / `[[Target|label]]` -> references edge to the note Target."""
     relations = []
     for index, chunk in enumerate(document.chunks):
+        if "[[" not in chunk.content:
+            continue  # no annotation, no wikilink
         text = _CODE.sub(" ", chunk.content)
         for relation_type, name in ANNOTATION.findall(text):
             relations.append(Relation(relation_type, name.strip(), None, index))

@@ -115,12 +115,13 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
     report = IngestReport()
     model_id = recorded_model(conn)
     documents, document_ids, seen = [], [], {}
+    extractors = collect("brain_entity_extractors")
     for number, record in enumerate(records, 1):
         item = record_document("remember", record, None, f"record {number}")
         if isinstance(item, Document):
             item.source_path = None
             document_ids.append(item.document_id)
-        item = _accept(item, defaults, seen, model_id)
+        item = _accept(item, defaults, seen, model_id, extractors)
         if isinstance(item, IngestError):
             report.errors.append(item)
         elif item is not None:  # None: a repeat of an earlier record, stored once
@@ -144,11 +145,12 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
 
 def _ingest_files(pipeline, files, defaults, prune_paths, progress):
     report = pipeline.report
+    extractors = collect("brain_entity_extractors")
     for path, fmt in files:
         report.files += 1
         seen, failed = {}, False
         for item in _read(path, fmt):
-            item = _accept(item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id)
+            item = _accept(item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id, extractors)
             if isinstance(item, IngestError):
                 report.errors.append(item)
                 failed = True
@@ -191,13 +193,13 @@ def _read(path, fmt):
     yield from fmt.parse(path, text.removeprefix("\ufeff"))
 
 
-def _accept(item, defaults, seen, model_id):
+def _accept(item, defaults, seen, model_id, extractors):
     """A prepared Document to write, None for an exact repeat of one already
     accepted, or an IngestError; `seen` maps document ids to their hashes."""
     if not isinstance(item, Document):
         return item
     try:
-        item = _prepare(item, defaults)
+        item = _prepare(item, defaults, extractors)
         if isinstance(item, IngestError):
             return item
         digest = _document_hash(item, model_id)
@@ -212,7 +214,7 @@ def _accept(item, defaults, seen, model_id):
     return item
 
 
-def _prepare(document, defaults):
+def _prepare(document, defaults, extractors):
     """Check a document against the caps, apply defaults, run entity extractors."""
 
     def error(message):
@@ -226,7 +228,7 @@ def _prepare(document, defaults):
     if not document.chunks:
         return error("no text to remember")
     document.fields = {**defaults, **document.fields}
-    for extractor in collect("brain_entity_extractors"):
+    for extractor in extractors:
         document.relations = document.relations + list(extractor(document))
     if not document.title and (
         document.entities or document.aliases or document.tags
