@@ -4,6 +4,8 @@ nothing else of brain_sql, so everything below this floor can change freely."""
 
 from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, decayed, entity, memory, memory_content
 from .claims import verify
+import threading
+
 from threadpoolctl import threadpool_limits
 
 from .config import CLASSES, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
@@ -76,14 +78,16 @@ def embed_with_usage(texts, model_id):
 
 
 def warm(path):
-    """Load the brain's model and build its read state, so the first recall after a
-    server starts is as fast as the rest; opens the file read-only."""
+    """Load the brain's model and build its read state, side by side, so the first
+    recall after a server starts is as fast as the rest; opens the file read-only."""
     conn = open_connection(path, read_only=True)
     try:
         if is_brain(conn):
             found = info(conn)
-            embed(["warm"], found["model"])
+            model = threading.Thread(target=embed, args=(["warm"], found["model"]), name="brain-warm-model")
+            model.start()
             current_state(conn, found["dimension"])
+            model.join()
     finally:
         conn.close()
 

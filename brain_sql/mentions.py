@@ -49,6 +49,8 @@ def names_of(name):
     """The casefolded forms a name is found by: itself and, for a title with a
     trailing disambiguator such as "Mark King (musician)", the name before it."""
     folded = name.casefold()
+    if not folded.endswith(")"):
+        return (folded,)
     base = _DISAMBIGUATOR.match(folded)
     if base and len(base.group(1)) >= MENTION_MIN_CHARS:
         return (folded, base.group(1))

@@ -320,7 +320,9 @@ class ReadState:
         slots = self.chunks.add(len(rows))
         nodes = self.nodes.add(len(rows))
         arrays = self.chunks.arrays
-        arrays["id"][slots] = [row[0] for row in rows]
+        columns = list(zip(*rows)) or [()] * (2 + len(VEC_METADATA))
+        ids = list(columns[0])
+        arrays["id"][slots] = ids
         arrays["live"][slots] = True
         arrays["node"][slots] = nodes
         arrays["doc_node"][slots] = -1
@@ -328,12 +330,12 @@ class ReadState:
         self.nodes.arrays["chunk"][nodes] = slots
         self.nodes.arrays["entity"][nodes] = -1
         for i, name in enumerate(VEC_METADATA):
-            values = [row[2 + i] for row in rows]
+            values = columns[2 + i]
             if name in TEXT_COLUMNS:
                 codes = self.codes[name]
-                values = [codes.setdefault(v, len(codes)) for v in values]
+                values = [codes[v] if v in codes else codes.setdefault(v, len(codes)) for v in values]
             arrays[name][slots] = values
-        with_vector = [(slot, vectors[row[0]]) for slot, row in zip(slots.tolist(), rows) if row[0] in vectors]
+        with_vector = [(slot, vectors[i]) for slot, i in zip(slots.tolist(), ids) if i in vectors]
         if with_vector:
             where = np.array([slot for slot, _ in with_vector])
             matrix = np.frombuffer(b"".join(blob for _, blob in with_vector), dtype=np.int8).reshape(len(where), -1)
@@ -343,12 +345,10 @@ class ReadState:
             # sums of squares of int8 values: whole numbers, exact in float32 at these sizes
             arrays["sqnorm"][where] = np.einsum("ij,ij->i", written, written)
             arrays["inverse_norm"][where] = 1.0 / np.sqrt(arrays["sqnorm"][where])
-        ids = [row[0] for row in rows]
         self.chunk_slot.update(zip(ids, slots.tolist()))
         ties = []
         document_entity, entity_node = self.document_entity, self.entity_node
-        for knowledge_id, node, row in zip(ids, nodes.tolist(), rows):
-            document_id = row[1]
+        for knowledge_id, node, document_id in zip(ids, nodes.tolist(), columns[1]):
             if document_id is not None:
                 self.chunk_document[knowledge_id] = document_id
                 self.document_chunks.setdefault(document_id, set()).add(knowledge_id)
@@ -436,7 +436,9 @@ class ReadState:
         return slots
 
     def _rebuild_automaton(self):
-        self.automaton = mentions.automaton_of({key: sorted(holders) for key, holders in self.named_by.items()})
+        self.automaton = mentions.automaton_of(
+            {key: sorted(holders) if len(holders) > 1 else list(holders) for key, holders in self.named_by.items()}
+        )
         self.pending, self.pending_ids = None, set()
 
     def _refresh_automaton(self):

@@ -2,6 +2,8 @@ import json
 import shutil
 from pathlib import Path
 
+import threading
+
 import datasette.app  # noqa: F401  (loads Datasette's own plugins before the module below)
 import datasette.handle_exception
 import pytest
@@ -141,3 +143,13 @@ def vault_brain_path(tmp_path_factory):
 def vault_brain_copy(vault_brain_path, tmp_path):
     """A private, writable copy of the session's vault brain."""
     return copy_brain(vault_brain_path, tmp_path / "vault" / "brain.db")
+
+
+async def warmed(datasette):
+    """`datasette` once its startup hooks ran and the plugin's background warm-up
+    (model and read state) finished: for tests that time requests."""
+    await datasette.invoke_startup()
+    for thread in threading.enumerate():
+        if thread.name.startswith("brain-warm"):
+            thread.join()
+    return datasette

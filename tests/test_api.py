@@ -9,6 +9,8 @@ from datasette.app import Datasette
 
 import brain_sql
 
+from .conftest import warmed
+
 
 @pytest.fixture
 def plain_path(tmp_path):
@@ -102,7 +104,7 @@ async def test_bad_query_string_is_a_400(vault_brain_path):
 
 @pytest.mark.asyncio
 async def test_recall_is_not_cut_by_the_sql_time_limit(vault_brain_path):
-    datasette = Datasette([str(vault_brain_path)], settings={"sql_time_limit_ms": 1})
+    datasette = await warmed(Datasette([str(vault_brain_path)], settings={"sql_time_limit_ms": 1}))
     response = await datasette.client.get("/brain/-/recall", params={"q": "what does the graph leg do"})
     assert response.status_code == 200 and response.json()["decision"] == "ok"
 
