@@ -206,7 +206,7 @@ def finish(conn, doc, legs, model_id):
     report = assessment.report()
     if assessment.abstain:
         return {"decision": "low_confidence", "hits": [], "quality": report, "telemetry": t}
-    rows = _rows(conn, [item for item, _, _ in fused[: max(doc.k * 3, 30)]])
+    rows = _rows(conn, [item for item, _, _ in fused[: max(doc.k * 3, 30)]], legs.filters)
     ranked = _boosted(fused, rows, doc.now)
     if doc.mmr:
         ranked = _mmr(conn, ranked, doc.k, doc.mmr_lambda)
@@ -223,12 +223,16 @@ def finish(conn, doc, legs, model_id):
     return {"decision": "ok", "hits": hits, "quality": report, "telemetry": t}
 
 
-def _rows(conn, ids):
+def _rows(conn, ids, filters):
+    """The hits' rows, each read with the filters checked again: a row changed
+    since the legs searched (moved to another scope, flagged, rewritten) is never
+    returned as it is now, whatever any leg saw."""
     if not ids:
         return {}
-    placeholders = ",".join("?" * len(ids))
+    condition, params = filters.sql("knowledge")
     cursor = conn.execute(
-        f"select {', '.join(HIT_COLUMNS)} from knowledge where id in ({placeholders})", ids
+        f"select {', '.join(HIT_COLUMNS)} from knowledge where id in (select value from json_each(?)) and {condition}",
+        [json.dumps(ids), *params],
     )
     return {row[0]: dict(zip(HIT_COLUMNS, row)) for row in cursor}
 

@@ -277,6 +277,17 @@ def m007_change_log(db):
         )
 
 
+INSTANCE_TABLE = "brain_instance"
+
+
+@migrations()
+def m008_instance(db):
+    """The brain's own random id: memory kept for a file follows only the brain it was
+    read from, even if another is copied over the file."""
+    db.execute(f"CREATE TABLE IF NOT EXISTS {INSTANCE_TABLE} (instance TEXT PRIMARY KEY)")
+    db.execute(f"INSERT INTO {INSTANCE_TABLE} SELECT lower(hex(randomblob(16))) WHERE NOT EXISTS (SELECT 1 FROM {INSTANCE_TABLE})")
+
+
 def prune_changes(conn, keep):
     """Forget all but the newest `keep` changes; a reader further behind rebuilds."""
     conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE seq <= (SELECT max(seq) FROM {CHANGES_TABLE}) - ?", (keep,))

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import mentions
 from .config import DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS, MENTION_MIN_CHARS
-from .schema import CHANGES_TABLE
+from .schema import CHANGES_TABLE, INSTANCE_TABLE
 from .vectors import VEC_METADATA, vec_metadata_values
 
 TEXT_COLUMNS = tuple(name for name, (kind, _) in VEC_METADATA.items() if kind == "text")
@@ -63,6 +63,8 @@ class ReadState:
     def __init__(self, dimension):
         self.lock = _SharedLock()
         self.seq = None  # the last change applied (None: the brain has no change log)
+        self.last = None  # that change's (kind, key): a file copied over this one says otherwise
+        self.instance = None  # the brain's own id (brain_instance), kept by copies of it
         self.built = False
         self.token = None  # without a change log: the file's state when built
         self.version = 0  # bumped by every change, for caches keyed on the state
@@ -70,7 +72,7 @@ class ReadState:
         self.codes = {name: {} for name in TEXT_COLUMNS}  # text filter values -> small integers
         self.chunks = _Slots(
             {"id": (np.int64, ()), "live": (np.bool_, ()), "node": (np.int64, ()), "doc_node": (np.int64, ()),
-             "has_vector": (np.bool_, ()),
+             "has_vector": (np.bool_, ()), "vec_chunk": (np.int64, ()), "vec_offset": (np.int64, ()),
              "sqnorm": (np.float64, ()), "inverse_norm": (np.float32, ()), "vector": (np.float32, (dimension,)),
              **{name: (np.int64, ()) for name in VEC_METADATA}}
         )  # fmt: skip
@@ -93,6 +95,7 @@ class ReadState:
         self.alias_edges = {}  # alias_of relationship id -> the entity it makes an alias
         self.named_by = {}  # casefolded name -> {entity ids with that name}
         self.automaton, self.pending, self.pending_ids = None, None, set()
+        self.positions = {}  # vec0 placement of vectors being put, see _positions
         self.walks = {}  # (version, visibility) -> prepared walk
         self.walks_lock = threading.Lock()  # readers share the state, and all keep walks
 
@@ -128,8 +131,12 @@ class ReadState:
         else:
             candidates = np.flatnonzero(searchable)
         distance = (1.0 - dots[candidates] / (np.sqrt(chunks.sqnorm[candidates]) * np.sqrt(query_norm))).astype(np.float32)
+        # which of equal distances make the cut is vec0's choice: it scans its chunks in
+        # order, keeps what it has over an equal newcomer, and within a chunk takes the later row
+        kept = np.lexsort((-chunks.vec_offset[candidates], chunks.vec_chunk[candidates], distance))[:n]
+        candidates, distance = candidates[kept], distance[kept]
         ids = chunks.id[candidates]
-        order = np.lexsort((ids, distance))[:n]
+        order = np.lexsort((ids, distance))
         return [(int(ids[i]), float(distance[i])) for i in order]
 
     def visible_among(self, ids, visible):
@@ -166,13 +173,14 @@ class ReadState:
 
     def build(self, conn):
         """Read everything from the brain on `conn` (a fresh state)."""
-        seq = _last_change(conn)
+        seq, self.instance = _last_change(conn)
         entities = conn.execute("select id, name, entity_type from entities order by id").fetchall()
         self._put_entities(entities)
         rows = conn.execute(
             f"select k.id, k.document_id, {vec_metadata_values('k')} from knowledge k order by k.id"
         ).fetchall()
         vectors = dict(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge").fetchall())
+        self.positions = _positions(conn)
         for document_id, entity_id in conn.execute("select document_id, entity_id from documents"):
             self._set_document(document_id, entity_id)
         self._put_chunks(rows, vectors)
@@ -181,6 +189,7 @@ class ReadState:
         ).fetchall())  # fmt: skip
         self._rebuild_automaton()
         self.seq, self.built = seq, True
+        self.last = _entry(conn, seq) if seq else None
         self.version += 1
         return self
 
@@ -193,7 +202,9 @@ class ReadState:
 
     def refresh(self, conn):
         """Bring the state up to what `conn` sees; True when it must be built anew."""
-        seq = _last_change(conn)
+        seq, instance = _last_change(conn)
+        if instance != self.instance:
+            return True  # another brain copied over this file
         if seq == self.seq:
             return False
         if seq is None or self.seq is None or seq < self.seq:
@@ -201,6 +212,8 @@ class ReadState:
         first = conn.execute(f"select min(seq) from {CHANGES_TABLE}").fetchone()[0]
         if first is None or first > self.seq + 1:
             return True  # the log no longer reaches back to us
+        if self.seq and _entry(conn, self.seq) != self.last:
+            return True  # another file now, whose log says other things
         changed = {}
         for kind, key in conn.execute(
             f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ?", (self.seq, seq)
@@ -209,7 +222,7 @@ class ReadState:
         if sum(map(len, changed.values())) > REBUILD_SHARE * max(self.chunks.size + self.nodes.size, 1000):
             return True
         self._apply(conn, changed)
-        self.seq = seq
+        self.seq, self.last = seq, _entry(conn, seq)
         self.version += 1
         self.walks.clear()
         return False
@@ -248,6 +261,7 @@ class ReadState:
                 ).fetchone()
                 if row:
                     vectors[knowledge_id] = row[0]
+            self.positions = _positions(conn, [i for i in ids if i in vectors])
             for knowledge_id in ids:
                 self._drop_chunk(knowledge_id)
             self._put_chunks([rows[i] for i in ids if i in rows], vectors)
@@ -345,6 +359,10 @@ class ReadState:
             # sums of squares of int8 values: whole numbers, exact in float32 at these sizes
             arrays["sqnorm"][where] = np.einsum("ij,ij->i", written, written)
             arrays["inverse_norm"][where] = 1.0 / np.sqrt(arrays["sqnorm"][where])
+            placed = [self.positions.get(i, (0, i)) for i in ids if i in vectors]
+            arrays["vec_chunk"][where] = [chunk for chunk, _ in placed]
+            arrays["vec_offset"][where] = [offset for _, offset in placed]
+        self.positions = {}
         self.chunk_slot.update(zip(ids, slots.tolist()))
         ties = []
         document_entity, entity_node = self.document_entity, self.entity_node
@@ -482,17 +500,42 @@ class ReadState:
                 "entities": sorted(self.entity_node)}  # fmt: skip
 
 
+def _positions(conn, ids=None):
+    """{knowledge id: (vec0 chunk, offset in it)} — where vec0 stores each vector, which
+    decides which of equal distances its KNN keeps. Read from its rowids table; if a
+    sqlite-vec version lays that out otherwise, ids stand in (the append order)."""
+    sql = "select rowid, chunk_id, chunk_offset from vec_knowledge_rowids"
+    try:
+        if ids is None:
+            rows = conn.execute(sql).fetchall()
+        else:
+            rows = conn.execute(f"{sql} where rowid in (select value from json_each(?))", [json.dumps(ids)]).fetchall()
+    except Exception:  # noqa: BLE001 - another layout: fall back as documented
+        return {}
+    return {row[0]: (row[1], row[2]) for row in rows}
+
+
 def _rows_by_id(conn, sql, ids):
     """{first column: row} for rows whose key is among `ids`, read in one query."""
     rows = conn.execute(sql.format("select value from json_each(?)"), [json.dumps(ids)]).fetchall()
     return {row[0]: tuple(row) for row in rows}
 
 
+def _entry(conn, seq):
+    row = conn.execute(f"select kind, key from {CHANGES_TABLE} where seq = ?", (seq,)).fetchone()
+    return tuple(row) if row else None
+
+
 def _last_change(conn):
+    """(the last change's seq, the brain's instance id); seq None for a brain from
+    before the change log, which cannot be followed."""
     try:
-        return conn.execute(f"select coalesce(max(seq), 0) from {CHANGES_TABLE}").fetchone()[0]
-    except Exception:  # a brain from before the change log: it cannot be followed
-        return None
+        return tuple(conn.execute(
+            f"select (select coalesce(max(seq), 0) from {CHANGES_TABLE}), "
+            f"(select instance from {INSTANCE_TABLE})"
+        ).fetchone())  # fmt: skip
+    except Exception:  # noqa: BLE001 - no change log (or no instance yet): not followable
+        return None, None
 
 
 class _SharedLock:
@@ -568,14 +611,19 @@ def current(conn, dimension):
         # what this connection sees may never be committed (and a rolled-back
         # change log reuses its numbers): it must not reach the shared state
         return state if state.built else ReadState(dimension).build(conn)
-    seq = _last_change(conn)
+    seq, instance = _last_change(conn)
     token = _file_token(key[0]) if key and seq is None else None
-    if state.built and seq is not None and seq == state.seq:
+    if state.built and seq is not None and (seq, instance) == (state.seq, state.instance):
         return state  # the common case: nothing written since
     with state.lock.exclusive():
         if state.built and seq is None and token == state.token:
             return state
-        if not state.built or seq is None or state.refresh(conn) or state.garbage() > REBUILD_SHARE:
+        try:
+            stale = not state.built or seq is None or state.refresh(conn) or state.garbage() > REBUILD_SHARE
+        except BaseException:
+            state.built = False  # half applied: the next reader builds it anew
+            raise
+        if stale:
             fresh = ReadState(dimension).build(conn)
             fresh.version, fresh.token = state.version + 1, token
             state.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "lock"})

@@ -225,3 +225,67 @@ def test_the_change_log_is_pruned(tmp_path, monkeypatch):
     # far more than the log kept changed since: the state is built anew, and right
     assert state.current(conn, 256).fingerprint() == state.ReadState(256).build(conn).fingerprint()
     assert followed.seq == conn.execute("select max(seq) from brain_changes").fetchone()[0]
+
+
+@pytest.mark.parametrize("copies, k", [(10, 3), (1100, 5), (1100, 1030)])
+def test_equal_distances_make_the_cut_as_in_vec0(tmp_path, copies, k):
+    """vec0 scans its chunks (1,024 rows each) in order, keeps what it has over an
+    equal newcomer, and within a chunk takes the later row: so does the state."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.remember(conn, [{"_id": f"d{i}", "text": "The pager rota changes on Mondays."} for i in range(copies)]
+                       + [{"_id": "other", "text": "Lunch is at noon."}])  # fmt: skip
+    query = quantize_int8(embed(["pager rota"], MODEL))[0].tobytes()
+    chosen = filters(random.Random(0))
+    current = state.current(conn, 256)
+    with current.lock:
+        assert current.nearest(query, current.visible_chunks(chosen), k) == [
+            tuple(row) for row in vector_leg(conn, query, chosen, n=k)]  # fmt: skip
+
+
+def test_recall_never_returns_a_row_as_it_no_longer_passes_the_filters(tmp_path):
+    path = tmp_path / "brain.db"
+    conn, other = brain_sql.connect(path), brain_sql.connect(path)
+    brain_sql.remember(conn, [{"_id": "s", "title": "Vendor contract", "text": "The vendor contract renews in May.",
+                               "scope": "/acme"}])  # fmt: skip
+    assert brain_sql.recall(conn, {"q": "vendor contract renewal", "scope": "/acme"})["hits"]
+    other.execute("update knowledge set scope = '/elsewhere'")  # committed before the transaction below
+    conn.execute("begin")  # a connection inside its own transaction does not refresh the shared state
+    try:
+        found = brain_sql.recall(conn, {"q": "vendor contract renewal", "scope": "/acme"})
+    finally:
+        conn.execute("rollback")
+    assert found["hits"] == []
+
+
+def test_a_file_copied_over_the_brain_is_read_anew(tmp_path):
+    first, second = tmp_path / "first.db", tmp_path / "second.db"
+    for path, text in ((first, "The alpha pager rota changes on Mondays."), (second, "Beta lunch is at noon.")):
+        conn = brain_sql.connect(path)
+        brain_sql.remember(conn, [{"_id": f"r{i}", "text": f"{text} Note {i}."} for i in range(30 if path == second else 20)])
+        conn.execute("pragma wal_checkpoint(truncate)")
+        conn.close()
+    conn = brain_sql.connect(first)
+    followed = state.current(conn, 256)
+    conn.close()
+    (tmp_path / "first.db").write_bytes(second.read_bytes())  # the same inode, another brain
+    conn = brain_sql.connect(first)
+    assert state.current(conn, 256) is followed
+    assert followed.fingerprint() == state.ReadState(256).build(conn).fingerprint()
+    assert not brain_sql.recall(conn, {"q": "alpha pager rota"})["hits"]
+
+
+def test_a_refresh_that_fails_half_way_is_built_anew(brain, monkeypatch):
+    followed = state.current(brain, 256)
+    brain_sql.remember(brain, [{"_id": "x", "title": "Zebra rota", "text": "The zebra rota changes on Fridays."}])
+    original = state.ReadState._apply
+
+    def failing(self, conn, changed):
+        original(self, conn, changed)
+        raise brain_sql.BrainError("interrupted")
+
+    monkeypatch.setattr(state.ReadState, "_apply", failing)
+    with pytest.raises(brain_sql.BrainError):
+        state.current(brain, 256)
+    monkeypatch.setattr(state.ReadState, "_apply", original)
+    assert state.current(brain, 256) is followed
+    assert followed.fingerprint() == state.ReadState(256).build(brain).fingerprint()
