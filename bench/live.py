@@ -18,7 +18,6 @@ import argparse
 import json
 import statistics
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 import brain_sql
 from brain_sql.consistency import check
 
-from serve import percentile, post, queries_from, serve
+from serve import percentile, post, queries_from, serve, working_copy
 
 ROOT = Path(__file__).resolve().parent.parent
 SQLITE_UTILS = "sqlite-utils"
@@ -75,11 +74,7 @@ def main():
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--query-file", default=str(ROOT.parent / "shared/data/scifact/queries.jsonl"))
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="brain-live-"))
-    brain = work / "brain.db"
-    source, target = brain_sql.connect(args.brain), brain_sql.connect(brain)
-    source.backup(target)
-    target.close()
+    work, brain, source = working_copy(args.brain, "brain-live-")
     chunks = source.execute("select count(*) from knowledge").fetchone()[0]
     queries = queries_from(args.query_file, args.queries)
 

@@ -14,7 +14,6 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -24,7 +23,7 @@ import brain_sql
 from brain_sql.consistency import check
 
 sys.path.insert(0, str(Path(__file__).parent))
-from serve import percentile, post, queries_from, serve  # noqa: E402
+from serve import percentile, post, queries_from, serve, working_copy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,12 +35,7 @@ def main():
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--query-file", default=str(ROOT.parent / "shared/data/scifact/queries.jsonl"))
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="brain-load-"))
-    brain = work / "brain.db"
-    source = brain_sql.connect(args.brain)
-    target = brain_sql.connect(brain)
-    source.backup(target)
-    target.close()
+    work, brain, source = working_copy(args.brain, "brain-load-")
     before = brain_sql.connect(brain).execute("select count(*) from documents").fetchone()[0]
     records = work / "more.jsonl"
     with open(records, "w") as out:

@@ -13,6 +13,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,16 @@ def serve(brain):
         except OSError:
             time.sleep(0.1)
     return process, base
+
+
+def working_copy(brain, prefix):
+    """(folder, copy of `brain` in it, a connection to the original): benchmarks that
+    write work on a copy, so the brain they were given is never changed."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    source, target = brain_sql.connect(brain), brain_sql.connect(work / "brain.db")
+    source.backup(target)
+    target.close()
+    return work, work / "brain.db", source
 
 
 def queries_from(path, n):
