@@ -95,7 +95,6 @@ class ReadState:
         self.alias_edges = {}  # alias_of relationship id -> the entity it makes an alias
         self.named_by = {}  # casefolded name -> {entity ids with that name}
         self.automaton, self.pending, self.pending_ids = None, None, set()
-        self.positions = {}  # vec0 placement of vectors being put, see _positions
         self.walks = {}  # (version, visibility) -> prepared walk
         self.walks_lock = threading.Lock()  # readers share the state, and all keep walks
 
@@ -180,10 +179,10 @@ class ReadState:
             f"select k.id, k.document_id, {vec_metadata_values('k')} from knowledge k order by k.id"
         ).fetchall()
         vectors = dict(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge").fetchall())
-        self.positions = _positions(conn)
+        positions = _positions(conn)
         for document_id, entity_id in conn.execute("select document_id, entity_id from documents"):
             self._set_document(document_id, entity_id)
-        self._put_chunks(rows, vectors)
+        self._put_chunks(rows, vectors, positions)
         self._put_edges(conn.execute(
             "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"
         ).fetchall())  # fmt: skip
@@ -261,10 +260,10 @@ class ReadState:
                 ).fetchone()
                 if row:
                     vectors[knowledge_id] = row[0]
-            self.positions = _positions(conn, [i for i in ids if i in vectors])
+            positions = _positions(conn, [i for i in ids if i in vectors])
             for knowledge_id in ids:
                 self._drop_chunk(knowledge_id)
-            self._put_chunks([rows[i] for i in ids if i in rows], vectors)
+            self._put_chunks([rows[i] for i in ids if i in rows], vectors, positions)
         edge_ids = set(changed.get("edge", ()))
         if arrived:  # edges waiting for an end that is back
             edge_ids |= {e for e, (a, b) in self.dangling.items() if a in arrived or b in arrived}
@@ -330,7 +329,9 @@ class ReadState:
             a, b, _, _ = self._drop_edge(edge_id, aliases=False)  # its row is still there, and still names an alias
             self.dangling[edge_id] = (a, b)
 
-    def _put_chunks(self, rows, vectors):
+    def _put_chunks(self, rows, vectors, positions):
+        """Chunks (knowledge rows with their filter columns), their int8 vectors
+        ({id: blob}) and where vec0 stores them ({id: (chunk, offset)})."""
         slots = self.chunks.add(len(rows))
         nodes = self.nodes.add(len(rows))
         arrays = self.chunks.arrays
@@ -359,10 +360,9 @@ class ReadState:
             # sums of squares of int8 values: whole numbers, exact in float32 at these sizes
             arrays["sqnorm"][where] = np.einsum("ij,ij->i", written, written)
             arrays["inverse_norm"][where] = 1.0 / np.sqrt(arrays["sqnorm"][where])
-            placed = [self.positions.get(i, (0, i)) for i in ids if i in vectors]
+            placed = [positions.get(i, (0, i)) for i in ids if i in vectors]
             arrays["vec_chunk"][where] = [chunk for chunk, _ in placed]
             arrays["vec_offset"][where] = [offset for _, offset in placed]
-        self.positions = {}
         self.chunk_slot.update(zip(ids, slots.tolist()))
         ties = []
         document_entity, entity_node = self.document_entity, self.entity_node
