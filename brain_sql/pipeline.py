@@ -89,9 +89,16 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
     files, report.errors = discover(paths)
+    # only a root that was there is pruned: an unmounted or renamed folder must not
+    # read as "every file in it was deleted"
+    prune_roots = [p for p in paths if Path(p).resolve().exists()] if prune else []
+    if prune:
+        for error in report.errors:
+            if not Path(error.path).exists():
+                error.message += ": nothing under it was pruned"
     try:
         with _Pipeline(conn, recorded_model(conn), report) as pipeline:
-            _ingest_files(pipeline, files, defaults, paths if prune else (), progress)
+            _ingest_files(pipeline, files, defaults, prune_roots, progress)
     except BrainBusy as ex:
         raise BrainBusy(
             f"{ex} The {report.documents_added + report.documents_updated} documents written before "

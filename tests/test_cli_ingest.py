@@ -315,6 +315,18 @@ def test_prune_removes_files_no_longer_present(run, db_path, tmp_path):
     assert "1 removed" in result.output
 
 
+def test_prune_of_a_missing_folder_removes_nothing(run, db_path, tmp_path):
+    """An unmounted or renamed folder is not "every note deleted"."""
+    write(tmp_path / "notes" / "a.md", "# A\n\none\n")
+    write(tmp_path / "notes" / "b.md", "# B\n\ntwo\n")
+    ingest_ok(run, db_path, tmp_path / "notes")
+    (tmp_path / "notes").rename(tmp_path / "moved")
+    result = run("brain", "ingest", db_path, tmp_path / "notes", "--prune")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "no such file or folder: nothing under it was pruned" in result.output and "0 removed" in result.output
+    assert rows(brain_sql.connect(db_path), "select title from knowledge order by title") == [("a",), ("b",)]
+
+
 def bad_inputs(folder):
     """(file, line, what the message must say) for each kind of bad input."""
     write(folder / "good.md", "# Good\n\nThis one ingests.\n")
