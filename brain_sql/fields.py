@@ -74,6 +74,9 @@ def normalize_scope(value):
     """'/acme/support/' -> '/acme/support'; scopes are absolute paths."""
     if not isinstance(value, str) or not value.startswith("/"):
         raise FieldError(f"scope must be a path starting with '/', such as /acme/support, not {value!r}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        # a NUL or newline would make "/b\0" a different scope that reads like /b
+        raise FieldError(f"scope {value!r} may not contain control characters")
     parts = [p for p in value.split("/") if p]
     if any(p in (".", "..") for p in parts):
         raise FieldError(f"scope {value!r} may not contain '.' or '..'")

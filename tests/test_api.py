@@ -229,3 +229,11 @@ async def test_table_permission_guards_the_memories(vault_brain_path):
     datasette = Datasette([str(vault_brain_path)], metadata=metadata)
     for path in ("/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/decayed.json"):
         assert (await datasette.client.get(path)).status_code == 403, path
+
+
+@pytest.mark.asyncio
+async def test_a_scope_with_a_control_character_is_refused(vault_brain_path):
+    datasette = Datasette([str(vault_brain_path)])
+    for scope in ("/b\x00", "/b\n"):
+        response = await datasette.client.post("/brain/-/recall", json={"q": "graph leg", "scope": scope})
+        assert response.status_code == 400 and "control characters" in response.json()["error"], scope

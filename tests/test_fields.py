@@ -156,3 +156,9 @@ def test_text_fields_refuse_booleans_and_containers(value):
 def test_bad_time_field_is_named():
     with pytest.raises(FieldError, match="valid_to"):
         normalize_fields({"valid_to": "soon"})
+
+
+@pytest.mark.parametrize("scope", ["/b\x00", "/a\nb", "/a\tb", "/x\x7f"])
+def test_scope_with_control_characters_is_refused(scope):
+    with pytest.raises(FieldError, match="control characters"):
+        normalize_scope(scope)
