@@ -19,13 +19,13 @@ from .functions import RECALL_SQL, register_functions
 from .hybrid import recall
 from .pipeline import IngestReport, discover, ingest, remember
 from .querydoc import QueryDoc, from_strings, parse
-from .schema import info, is_brain, migrate, pending_migrations, recorded_model, reindex
+from .schema import derived_from_knowledge, info, is_brain, migrate, pending_migrations, recorded_model, reindex
 from .state import current as current_state
 
 __all__ = [
     "CLASSES", "DECAY_BUCKETS", "MAX_CONTENT_BYTES", "MAX_QUERY_CHARS", "RECALL_SQL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError", "WriteError",
-    "check", "configured_model", "connect", "decay_bucket_sql", "decay_counts_sql", "decayed",
+    "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql", "decayed",
     "discover", "embed_with_usage", "entity", "evaluate", "info", "ingest", "is_brain", "load_qrels",
     "memory", "migrate", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
     "recall", "reindex", "remember", "serve_many", "verify", "verify_memory", "warm",

@@ -288,6 +288,17 @@ def m008_instance(db):
     db.execute(f"INSERT INTO {INSTANCE_TABLE} SELECT lower(hex(randomblob(16))) WHERE NOT EXISTS (SELECT 1 FROM {INSTANCE_TABLE})")
 
 
+# Tables whose rows are memories' text, or derived from it: whoever may not read
+# `knowledge` may read none of them.
+DERIVED_TABLES = ("documents", "entities", "relationships", "brain_mention_queue", CHANGES_TABLE)
+DERIVED_PREFIXES = ("knowledge_fts", "vec_knowledge")
+
+
+def derived_from_knowledge(table):
+    """Whether `table` holds memories' text or anything derived from it."""
+    return table in DERIVED_TABLES or table.startswith(DERIVED_PREFIXES)
+
+
 def prune_changes(conn, keep):
     """Forget all but the newest `keep` changes; a reader further behind rebuilds."""
     conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE seq <= (SELECT max(seq) FROM {CHANGES_TABLE}) - ?", (keep,))

@@ -55,6 +55,9 @@ def register_routes():
 def permission_allowed(datasette, actor, action, resource):
     if action == routes.WRITE_PERMISSION:
         return routes.write_allowed(datasette, actor, resource)
+    if action == "view-table" and isinstance(resource, (tuple, list)) and brain_sql.derived_from_knowledge(resource[1]):
+        # full text, vectors, documents and the graph are the memories too
+        return routes.knowledge_readable(datasette, actor, resource[0])
 
 
 @hookimpl
@@ -109,18 +112,31 @@ def filters_from_request(request, database, table, datasette):
         return decay.decay_filter(request)
 
 
+CONFIGURED = "_brain_metadata"  # the metadata's recall entry, as it was written
+
+
 @hookimpl
 def canned_queries(datasette, database, actor):
+    """The recall query, for actors who may read the memories; what the metadata
+    says of it (title, description, allow) is kept."""
+
     async def inner():
         if not await datasette.get_database(database).execute_fn(brain_sql.is_brain):
             return {}
-        return {
-            "recall": {
-                "sql": brain_sql.RECALL_SQL,
-                "title": "Recall",
-                "description": "Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and the graph walk, fused by "
-                "weighted RRF. Filters may be left empty; classes and sources are comma-separated.",
-            }
+        entry = (datasette.metadata("queries", database=database) or {}).get("recall") or {}
+        # Datasette stores what this hook returns over the metadata's own entry, so
+        # the metadata's words travel along with ours, kept under CONFIGURED
+        configured = entry.get(CONFIGURED, entry)
+        query = {
+            CONFIGURED: configured,
+            "title": "Recall",
+            "description": "Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and the graph walk, fused by "
+            "weighted RRF. Filters may be left empty; classes and sources are comma-separated.",
+            **{key: value for key, value in configured.items() if key not in ("sql", CONFIGURED)},
+            "sql": brain_sql.RECALL_SQL,
         }
+        if await routes.knowledge_readable(datasette, actor, database)() is False:
+            query["allow"] = False  # it reads the memories: nobody who may not read them runs it
+        return {"recall": query}
 
     return inner

@@ -17,6 +17,15 @@ from .decay import BUCKETS
 from .routes import ApiError, api, brain_database, querydoc_from_args
 
 FACETS = ("class", "scope", "source", "domain", "decay")
+GRAPH_TABLES = ("entities", "relationships")
+
+
+async def _graph_readable(datasette, actor, database):
+    """Whether `actor` may see the graph: its entities and its relationships."""
+    for table in GRAPH_TABLES:
+        if not await datasette.permission_allowed(actor, "view-table", (database, table), default=True):
+            return False
+    return True
 GRAPH_SIZE = 640
 DECAYED_LIMIT = 1000  # the review page shows the first thousand, soonest to expire first
 
@@ -50,6 +59,8 @@ async def memory_page(datasette, request):
     if loaded is None:
         raise ApiError(f"no memory with id {memory_id}", 404)
     memory, siblings, edges = loaded
+    if not await _graph_readable(datasette, request.actor, db.name):
+        edges = []
     return Response.html(
         await datasette.render_template(
             "brain_memory.html",
@@ -93,6 +104,7 @@ def layout(entity, neighbours, edges, size=GRAPH_SIZE):
 async def entity_page(datasette, request):
     db = await brain_database(datasette, request)
     entity_id = int(request.url_vars["id"])
+    await datasette.ensure_permissions(request.actor, [("view-table", (db.name, table)) for table in GRAPH_TABLES])
 
     found = await db.execute_fn(lambda conn: brain_sql.entity(conn, entity_id))
     if found is None:

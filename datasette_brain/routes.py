@@ -200,6 +200,17 @@ async def embeddings_view(datasette, request):
     )
 
 
+def knowledge_readable(datasette, actor, database):
+    """An awaitable: False when `actor` may not view the knowledge table of
+    `database`, else None (no opinion): what guards everything derived from it."""
+
+    async def inner():
+        allowed = await datasette.permission_allowed(actor, "view-table", (database, "knowledge"), default=True)
+        return None if allowed else False
+
+    return inner
+
+
 def write_allowed(datasette, actor, database):
     """brain-write: denied unless the plugin's configuration grants it, e.g.
     plugins: {datasette-brain: {allow_write: {id: agent}}} (per instance or database)."""

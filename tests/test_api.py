@@ -237,3 +237,38 @@ async def test_a_scope_with_a_control_character_is_refused(vault_brain_path):
     for scope in ("/b\x00", "/b\n"):
         response = await datasette.client.post("/brain/-/recall", json={"q": "graph leg", "scope": scope})
         assert response.status_code == 400 and "control characters" in response.json()["error"], scope
+
+
+@pytest.mark.asyncio
+async def test_a_deny_on_knowledge_covers_everything_derived_from_it(vault_brain_path):
+    metadata = {"databases": {"brain": {"tables": {"knowledge": {"allow": {"id": "admin"}}},
+                                        "queries": {"recall": {"allow": {"id": "admin"}, "title": "Recall (admins)"}}}}}  # fmt: skip
+    datasette = Datasette([str(vault_brain_path)], metadata=metadata)
+    anonymous = [
+        "/brain/recall.json?q=graph+leg&scope=&classes=&sources=&domain=&since=&until=",
+        "/brain/knowledge_fts.json?_search=graph", "/brain/knowledge_fts_vocab.json", "/brain/knowledge_fts_terms.json",
+        "/brain/vec_knowledge.json", "/brain/documents.json", "/brain/entities.json", "/brain/relationships.json",
+        "/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/entity/1",
+    ]  # fmt: skip
+    for path in anonymous:
+        assert (await datasette.client.get(path)).status_code in (403, 404), path
+    listed = (await datasette.client.get("/brain.json")).json()
+    assert not [t["name"] for t in listed["tables"] if brain_sql.derived_from_knowledge(t["name"])]
+    admin = {"ds_actor": datasette.sign({"a": {"id": "admin"}}, "actor")}
+    assert (await datasette.client.get("/brain/entities.json", cookies=admin)).status_code == 200
+    canned = await datasette.client.get(anonymous[0], cookies=admin)
+    assert canned.status_code == 200 and canned.json()["rows"]
+    page = await datasette.client.get("/brain/recall", cookies=admin)
+    assert "Recall (admins)" in page.text  # the metadata's own words for the query are kept
+
+
+@pytest.mark.asyncio
+async def test_a_deny_on_the_graph_tables_holds_on_the_pages(vault_brain_path):
+    metadata = {"databases": {"brain": {"tables": {"relationships": {"allow": False}}}}}
+    datasette = Datasette([str(vault_brain_path)], metadata=metadata)
+    assert (await datasette.client.get("/brain/-/entity/1")).status_code == 403
+    conn = brain_sql.connect(vault_brain_path)
+    [memory_id] = [r[0] for r in conn.execute("select knowledge_id from relationships where knowledge_id is not null limit 1")]
+    page = await datasette.client.get(f"/brain/-/memory/{memory_id}")
+    open_page = await Datasette([str(vault_brain_path)]).client.get(f"/brain/-/memory/{memory_id}")
+    assert page.status_code == 200 and "/-/entity/" in open_page.text and "/-/entity/" not in page.text
