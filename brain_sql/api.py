@@ -15,6 +15,7 @@ from .consistency import check
 from .embed import count_tokens, embed
 from .errors import BrainBusy, BrainError, FieldError, ModelError, QueryError, WriteError
 from .evaluation import evaluate, load_qrels
+from .fields import unencodable
 from .functions import RECALL_SQL, register_functions
 from .hybrid import recall
 from .pipeline import IngestReport, discover, ingest, remember
@@ -28,7 +29,7 @@ __all__ = [
     "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql", "decayed",
     "discover", "embed_with_usage", "entity", "evaluate", "info", "ingest", "is_brain", "load_qrels",
     "memory", "migrate", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
-    "recall", "reindex", "remember", "serve_many", "verify", "verify_memory", "warm",
+    "recall", "reindex", "remember", "serve_many", "unencodable", "verify", "verify_memory", "warm",
 ]  # fmt: skip
 
 

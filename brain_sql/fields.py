@@ -70,6 +70,24 @@ def utcnow():
     return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None, microsecond=0)
 
 
+def unencodable(value, depth=0):
+    """The first string in `value` (a string, list or dict, keys included) that is
+    not valid Unicode — a lone surrogate, which JSON's \\ud800 escapes can make — or None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value
+        return None
+    if depth > 100:
+        return None
+    if isinstance(value, dict):
+        value = [item for pair in value.items() for item in pair]
+    if isinstance(value, (list, tuple)):
+        return next((bad for item in value if (bad := unencodable(item, depth + 1)) is not None), None)
+    return None
+
+
 def normalize_scope(value):
     """'/acme/support/' -> '/acme/support'; scopes are absolute paths."""
     if not isinstance(value, str) or not value.startswith("/"):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
 from .errors import FieldError, QueryError
-from .fields import normalize_scope, parse_time, sqlite_time, utcnow
+from .fields import normalize_scope, parse_time, sqlite_time, unencodable, utcnow
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,8 @@ def from_strings(values, need_q=True, comma_lists=True):
 def _text(name, value, limit=500):
     if not isinstance(value, str):
         raise QueryError(f"{name} must be a string", name)
+    if unencodable(value) is not None:
+        raise QueryError(f"{name} is not valid Unicode (it has a lone surrogate)", name)
     if len(value) > limit:
         raise QueryError(f"{name} is {len(value)} characters; the limit is {limit}", name)
     return value

@@ -14,6 +14,7 @@ import xxhash
 
 from .chunk import split_text
 from .document import ID_KEYS, TEXT_KEYS, Document, IngestError, IngestFormat, document_fields
+from .fields import unencodable
 from .hookspecs import hookimpl
 
 
@@ -86,6 +87,9 @@ def record_document(path, record, line, where=None):
 
     if not isinstance(record, dict):
         return error(f"a record must be a JSON object, not {type(record).__name__}")
+    bad = unencodable(record)
+    if bad is not None:
+        return error(f"text {bad[:40]!r} is not valid Unicode (a lone surrogate)")
     content = next((record[k] for k in TEXT_KEYS if record.get(k) is not None), None)
     if not isinstance(content, str) or not content.strip():
         return error("record has no text: give a non-empty 'content' or 'text'")

@@ -85,11 +85,15 @@ async def json_body(request):
     if len(body) > MAX_BODY_BYTES:
         raise ApiError(f"the request body is {len(body):,} bytes; the limit is {MAX_BODY_BYTES:,}")
     try:
-        return json.loads(body or b"null")
+        value = json.loads(body or b"null")
     except (json.JSONDecodeError, UnicodeDecodeError) as ex:
         raise ApiError(f"the request body is not valid JSON: {ex}") from None
     except RecursionError:
         raise ApiError("the request body is nested too deeply") from None
+    bad = brain_sql.unencodable(value)
+    if bad is not None:
+        raise ApiError(f"the request body has text that is not valid Unicode (a lone surrogate) in {bad[:40]!r}")
+    return value
 
 
 def querydoc_from_args(args):

@@ -135,3 +135,58 @@ def test_actor_without_permission_reads_nothing(datasette, actor):
             continue
         assert response.status_code == 403, (path, response.status_code)
         assert "Pager" not in response.text and "graph leg" not in response.text.lower()
+
+
+HOSTILE_TEXT = st.one_of(
+    st.text(max_size=40),  # lone surrogates included
+    st.sampled_from(["\x00", "a\x00b", "\ud800", "x\udfff", "-999999999y", "+9999999999999999999999d", "9999-12-31",
+                     "0001-01-01", "/b\x00", "/acme\n", "1e400"]),
+)  # fmt: skip
+HOSTILE_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | HOSTILE_TEXT,
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(HOSTILE_TEXT, children, max_size=3),
+    max_leaves=6,
+)
+RECORD_FIELDS = ["_id", "title", "text", "content", "scope", "class", "source", "domain", "observed_at", "expires_at",
+                 "valid_from", "confidence", "relevance_tier", "tags", "aliases", "entities", "relations", "metadata"]  # fmt: skip
+HOSTILE_RECORD = st.dictionaries(st.sampled_from(RECORD_FIELDS), HOSTILE_VALUE, max_size=6).map(
+    lambda record: {"text": "a memory", **record}
+)
+
+
+@pytest.fixture(scope="module")
+def writable(tmp_path_factory, vault_brain_path):
+    from .conftest import copy_brain
+
+    path = copy_brain(vault_brain_path, tmp_path_factory.mktemp("hostile-routes") / "brain.db")
+    return Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    route=st.sampled_from(["/brain/-/recall", "/brain/-/remember", "/brain/-/verify", "/-/brain/v1/embeddings"]),
+    body=st.one_of(HOSTILE_VALUE, HOSTILE_RECORD, st.lists(HOSTILE_RECORD, max_size=3),
+                   st.dictionaries(st.sampled_from(FIELDS + ["claim", "id", "input", "model"]), HOSTILE_VALUE, max_size=5)),
+)  # fmt: skip
+def test_hostile_values_on_every_route_get_a_clear_answer(writable, route, body):
+    """Lone surrogates, NULs, out-of-range numbers and dates: a 2xx or a 4xx with a
+    JSON error, never a 500."""
+    content = json.dumps(body).encode()  # escapes surrogates as \\ud800, as a client may send them
+    response = asyncio.run(writable.client.post(route, content=content, headers={"content-type": "application/json"}))
+    assert response.status_code < 500, (route, body, response.text[:300])
+    if response.status_code >= 400:
+        payload = response.json()
+        assert payload.get("error"), payload
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(HOSTILE_RECORD, min_size=1, max_size=5))
+def test_hostile_records_are_skipped_one_by_one(tmp_path_factory, records):
+    folder = tmp_path_factory.mktemp("hostile-records")
+    good = {"_id": "good", "text": "A memory that is fine."}
+    path = write(folder / "records.jsonl", "\n".join(json.dumps(r) for r in [*records, good]))
+    conn = brain_sql.connect(folder / "brain.db")
+    report = brain_sql.ingest(conn, [path])
+    assert all(error.path == str(path) and error.line for error in report.errors)
+    assert conn.execute("select count(*) from knowledge where external_id = 'good'").fetchone()[0] == 1
+    assert check(conn) == {}
