@@ -25,6 +25,8 @@ DOCUMENT_TIE_WEIGHT = 1.0  # a document entity to each of its own chunks
 MAX_CONTENT_BYTES = 1_000_000
 MAX_TITLE_CHARS = 500
 MAX_QUERY_CHARS = 2_000
+MAX_FRONTMATTER_ALIASES = 100  # YAML *aliases in one note's frontmatter (an alias bomb grows without them)
+MAX_METADATA_BYTES = 64_000  # a memory's metadata (frontmatter or record fields kept as they are), as JSON
 
 # Chunking: sections longer than this are split at paragraph boundaries.
 CHUNK_MAX_CHARS = 2_000

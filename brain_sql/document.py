@@ -6,6 +6,7 @@ for every format."""
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from .config import MAX_METADATA_BYTES
 from .errors import FieldError
 from .fields import FIELD_NAMES, normalize_fields
 
@@ -76,6 +77,9 @@ def document_fields(document, raw):
     def error(message):
         return IngestError(document.source_path, document.line, message)
 
+    if _expanded_size(raw) > MAX_METADATA_BYTES:
+        # YAML aliases share one object many times over: a small file can expand to gigabytes
+        return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
     try:
         document.fields = normalize_fields(raw)
     except FieldError as ex:
@@ -95,6 +99,24 @@ def document_fields(document, raw):
         metadata["metadata"] = nested
     document.metadata = metadata
     return document
+
+
+def _expanded_size(value, budget=MAX_METADATA_BYTES + 1):
+    """Roughly how many bytes `value` takes written out, counting shared parts every
+    time they appear, and stopping as soon as it passes `budget`."""
+    size, stack = 0, [value]
+    while stack and size <= budget:
+        item = stack.pop()
+        if isinstance(item, dict):
+            size += 2
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            size += 2
+            stack.extend(item)
+        else:
+            size += len(str(item)) + 2
+    return size
 
 
 def _list(value, name):

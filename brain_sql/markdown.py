@@ -8,6 +8,7 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from .chunk import pack
+from .config import MAX_FRONTMATTER_ALIASES
 from .document import Document, IngestError, IngestFormat, document_fields
 from .hookspecs import hookimpl
 
@@ -26,7 +27,7 @@ def parse_markdown(path, text):
     frontmatter = {}
     if tokens and tokens[0].type == "front_matter":
         try:
-            frontmatter = yaml.safe_load(tokens[0].content)
+            frontmatter = _load_frontmatter(tokens[0].content)
         except yaml.YAMLError as ex:
             mark = getattr(ex, "problem_mark", None)
             line = mark.line + 2 if mark else 1
@@ -44,6 +45,28 @@ def parse_markdown(path, text):
         Document(document_id=path, title=str(title), chunks=chunks, source_path=path, line=1),
         frontmatter,
     )
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses more than MAX_FRONTMATTER_ALIASES aliases: a few
+    hundred bytes of nested anchors and aliases can otherwise expand to gigabytes."""
+
+    aliases = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_FRONTMATTER_ALIASES:
+                raise yaml.YAMLError(f"more than {MAX_FRONTMATTER_ALIASES} YAML aliases (*name)")
+        return super().compose_node(parent, index)
+
+
+def _load_frontmatter(text):
+    loader = _BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def _sections(tokens, lines):

@@ -421,3 +421,18 @@ def test_bad_record_fields_are_named(run, db_path, tmp_path):
     assert "r.jsonl:4: each of relations[] must be an object with 'type' and 'to'" in out
     assert "r.jsonl:5: entities, tags, aliases and relations need a title" in out
     assert rows(brain_sql.connect(db_path), "select title from knowledge") == [("ok",)]
+
+
+def test_frontmatter_that_expands_is_refused_and_the_rest_goes_in(run, db_path, tmp_path):
+    """A YAML alias bomb: a few hundred bytes that would expand to gigabytes."""
+    bomb = ["---", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    bomb += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    write(tmp_path / "in" / "bomb.md", "\n".join(bomb + ["---", "# Bomb", "", "boom"]) + "\n")
+    aliases = "\n".join(f"k{i}: *x" for i in range(150))
+    write(tmp_path / "in" / "aliases.md", f"---\nx: &x 1\n{aliases}\n---\n# Aliases\n\nmany\n")
+    write(tmp_path / "in" / "fine.md", "---\nx: &x 1\ny: *x\n---\n# Fine\n\nok\n")
+    result = run("brain", "ingest", db_path, tmp_path / "in")
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "bomb.md:1: its fields and metadata come to more than 64,000 bytes" in result.output
+    assert "aliases.md" in result.output and "more than 100 YAML aliases" in result.output
+    assert rows(brain_sql.connect(db_path), "select title from knowledge") == [("fine",)]
