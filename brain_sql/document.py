@@ -77,7 +77,7 @@ def document_fields(document, raw):
     def error(message):
         return IngestError(document.source_path, document.line, message)
 
-    if _expanded_size(raw) > MAX_METADATA_BYTES:
+    if _expanded_size({k: v for k, v in raw.items() if k not in TEXT_KEYS}) > MAX_METADATA_BYTES:
         # YAML aliases share one object many times over: a small file can expand to gigabytes
         return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
     try:
