@@ -261,32 +261,37 @@ def _boosted(fused, rows, now):
 
 
 def _mmr(conn, ranked, k, lam):
-    """Maximal Marginal Relevance over the candidates' stored vectors."""
-    ids = [item for item, _, _ in ranked]
-    placeholders = ",".join("?" * len(ids))
-    vectors = {
-        row[0]: np.frombuffer(row[1], dtype=np.int8).astype(np.float32)
-        for row in conn.execute(
-            f"select knowledge_id, embedding_int8 from vec_knowledge where knowledge_id in ({placeholders})", ids
-        )
-    }
-    for item, vector in vectors.items():
-        norm = np.linalg.norm(vector)
-        vectors[item] = vector / norm if norm else vector
-    top = max(score for _, score, _ in ranked) if ranked else 1.0
-    chosen, rest = [], list(ranked)
-    while rest and len(chosen) < k:
-        def value(entry):
-            similarity = max(
-                (float(vectors[entry[0]] @ vectors[c[0]]) for c in chosen if entry[0] in vectors and c[0] in vectors),
-                default=0.0,
-            )
-            return lam * entry[1] / top - (1 - lam) * similarity
-
-        best = max(rest, key=lambda e: (value(e), -e[0]))
-        chosen.append(best)
-        rest.remove(best)
-    return chosen + rest
+    """Maximal Marginal Relevance over the candidates' stored vectors, one matrix
+    product a pick: value = lam * relevance - (1 - lam) * the highest similarity to
+    a hit already chosen (0 until one with a vector is), ties to the lower id."""
+    if not ranked:
+        return ranked
+    ids = np.array([item for item, _, _ in ranked])
+    stored = dict(conn.execute(
+        "select knowledge_id, embedding_int8 from vec_knowledge where knowledge_id in (select value from json_each(?))",
+        [json.dumps(ids.tolist())],
+    ).fetchall())  # fmt: skip
+    has = np.array([item in stored for item in ids.tolist()])
+    vectors = np.zeros((len(ids), len(next(iter(stored.values()), b"\0"))), dtype=np.float32)
+    for row, item in enumerate(ids.tolist()):
+        if item in stored:
+            vectors[row] = np.frombuffer(stored[item], dtype=np.int8)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    relevance = np.array([score for _, score, _ in ranked]) / max(score for _, score, _ in ranked)
+    nearest = np.full(len(ids), -np.inf)  # highest similarity to a chosen hit with a vector
+    open_ = np.ones(len(ids), dtype=bool)
+    chosen = []
+    for _ in range(min(k, len(ids))):
+        similarity = np.where(has & np.isfinite(nearest), nearest, 0.0)
+        value = np.where(open_, lam * relevance - (1 - lam) * similarity, -np.inf)
+        tied = np.flatnonzero(value == value.max())
+        pick = tied[np.argmin(ids[tied])]
+        chosen.append(pick)
+        open_[pick] = False
+        if has[pick]:
+            nearest = np.maximum(nearest, np.where(has, vectors @ vectors[pick], -np.inf))
+    return [ranked[i] for i in chosen] + [ranked[i] for i in np.flatnonzero(open_)]
 
 
 def _pack(hits, budget, model_id, telemetry):

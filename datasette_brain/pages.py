@@ -14,7 +14,7 @@ from datasette.utils import path_with_added_args, path_with_removed_args
 import brain_sql
 
 from .decay import BUCKETS
-from .routes import ApiError, api, brain_database, querydoc_from_args
+from .routes import ApiError, api, brain_database, querydoc_from_args, run_recall
 
 FACETS = ("class", "scope", "source", "domain", "decay")
 GRAPH_TABLES = ("entities", "relationships")
@@ -38,7 +38,7 @@ async def recall_page(datasette, request):
     if args.get("q"):
         try:
             doc = dataclasses.replace(querydoc_from_args(request.args), provenance=True)
-            result = await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
+            result = await run_recall(datasette, db, doc)
         except (ApiError, brain_sql.QueryError, brain_sql.FieldError, brain_sql.BrainError) as ex:
             error_message = str(ex)
     return Response.html(

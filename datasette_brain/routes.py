@@ -10,6 +10,8 @@ with Retry-After, so a client knows to send the same request again.
 
 import asyncio
 import json
+import threading
+import weakref
 
 from datasette import Forbidden, Response
 from datasette.utils import actor_matches_allow
@@ -23,9 +25,9 @@ RETRY_AFTER_SECONDS = 2
 
 
 class ApiError(Exception):
-    def __init__(self, message, status=400):
+    def __init__(self, message, status=400, headers=None):
         super().__init__(message)
-        self.status = status
+        self.status, self.headers = status, headers
 
 
 def error(message, status=400, headers=None):
@@ -39,7 +41,7 @@ def api(view):
         try:
             return await view(datasette, request)
         except ApiError as ex:
-            return error(str(ex), ex.status)
+            return error(str(ex), ex.status, ex.headers)
         except (brain_sql.QueryError, brain_sql.FieldError) as ex:
             return error(str(ex))
         except Forbidden as ex:
@@ -80,10 +82,27 @@ async def brain_database(datasette, request):
     return db
 
 
+async def read_body(request, limit=MAX_BODY_BYTES):
+    """The request body, read a chunk at a time and refused (413) as soon as it is
+    past `limit`: a huge body is never held in memory whole."""
+    too_big = ApiError(f"the request body is larger than the limit; the limit is {limit:,} bytes", 413)
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise too_big
+    chunks, size, more = [], 0, True
+    while more:
+        message = await request.receive()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise too_big
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
 async def json_body(request):
-    body = await request.post_body()
-    if len(body) > MAX_BODY_BYTES:
-        raise ApiError(f"the request body is {len(body):,} bytes; the limit is {MAX_BODY_BYTES:,}")
+    body = await read_body(request)
     try:
         value = json.loads(body or b"null")
     except (json.JSONDecodeError, UnicodeDecodeError) as ex:
@@ -109,10 +128,34 @@ async def recall_view(datasette, request):
     else:
         doc = querydoc_from_args(request.args)
     try:
-        result = await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
+        result = await run_recall(datasette, db, doc)
     except brain_sql.BrainError as ex:
         raise ApiError(str(ex), 409) from ex
     return Response.json(result)
+
+
+RECALL_WAIT_SECONDS = 5
+_recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> its semaphore
+
+
+async def run_recall(datasette, db, doc):
+    """brain_sql.recall on one of Datasette's threads, at most one fewer at once than
+    it has (`num_sql_threads`), so table pages always find a thread free; a recall
+    that finds no slot within RECALL_WAIT_SECONDS is a 503 with Retry-After."""
+    slots = _recall_slots.get(datasette)
+    if slots is None:
+        slots = _recall_slots[datasette] = threading.BoundedSemaphore(max(1, datasette.setting("num_sql_threads") - 1))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RECALL_WAIT_SECONDS
+    while not slots.acquire(blocking=False):
+        if loop.time() >= deadline:
+            raise ApiError("the server is busy with other recalls; try again shortly", 503,
+                           {"Retry-After": str(RETRY_AFTER_SECONDS)})  # fmt: skip
+        await asyncio.sleep(0.01)
+    try:
+        return await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
+    finally:
+        slots.release()
 
 
 @api

@@ -1,8 +1,10 @@
 """The JSON API through Datasette's own ASGI client: recall, verify, remember,
 embeddings, permissions, errors, and inputs that once gave a 500."""
 
+import asyncio
 import json
 import sqlite3 as stdlib_sqlite3
+import threading
 
 import pytest
 from datasette.app import Datasette
@@ -78,7 +80,6 @@ BAD_RECALLS = [
     (json.dumps({"q": "x", "since": "last blue moon"}).encode(), "is not a date"),
     (json.dumps({"q": "x", "now": "2026-13-45"}).encode(), "is not a date"),
     (json.dumps({"q": "x", "scope": "../etc"}).encode(), "scope must be a path"),
-    (b"{" + b'"q": "' + b"x" * 1_200_000 + b'"}', "the limit is"),
 ]
 
 
@@ -272,3 +273,50 @@ async def test_a_deny_on_the_graph_tables_holds_on_the_pages(vault_brain_path):
     page = await datasette.client.get(f"/brain/-/memory/{memory_id}")
     open_page = await Datasette([str(vault_brain_path)]).client.get(f"/brain/-/memory/{memory_id}")
     assert page.status_code == 200 and "/-/entity/" in open_page.text and "/-/entity/" not in page.text
+
+
+@pytest.mark.asyncio
+async def test_a_body_past_the_limit_is_refused_as_it_arrives(vault_brain_path):
+    datasette = Datasette([str(vault_brain_path)])
+    limit = 1_100_000
+
+    async def chunks():  # no content-length: the server must count as it reads
+        for _ in range(40):
+            yield b" " * 100_000
+
+    response = await datasette.client.post("/brain/-/recall", content=chunks(), headers={"content-type": "application/json"})
+    assert response.status_code == 413 and "larger than the limit" in response.json()["error"]
+    declared = await datasette.client.post("/brain/-/recall", content=b" " * (limit + 1), headers={"content-type": "application/json"})
+    assert declared.status_code == 413
+    # a body past the limit was a 400 once; it is a 413 now, and still names the limit
+    big = await datasette.client.post("/brain/-/recall", content=b"{" + b'"q": "' + b"x" * 1_200_000 + b'"}',
+                                      headers={"content-type": "application/json"})  # fmt: skip
+    assert big.status_code == 413 and big.json()["status"] == 413 and "the limit is" in big.json()["error"]
+
+
+@pytest.mark.asyncio
+async def test_recalls_leave_a_thread_for_everything_else(vault_brain_path, monkeypatch):
+    """With every recall slot taken, a table page still answers, and a recall that
+    finds no slot in time is a 503 with Retry-After."""
+    from datasette_brain import routes
+
+    datasette = Datasette([str(vault_brain_path)], settings={"num_sql_threads": 2})
+    release, started = threading.Event(), threading.Event()
+    original = brain_sql.recall
+
+    def slow(conn, doc):
+        started.set()
+        release.wait(10)
+        return original(conn, doc)
+
+    monkeypatch.setattr(brain_sql, "recall", slow)
+    monkeypatch.setattr(routes, "RECALL_WAIT_SECONDS", 0.2)
+    held = asyncio.ensure_future(datasette.client.get("/brain/-/recall", params={"q": "graph leg"}))
+    while not started.is_set():
+        await asyncio.sleep(0.01)
+    table = await datasette.client.get("/brain/knowledge.json?_size=1")
+    busy = await datasette.client.get("/brain/-/recall", params={"q": "graph leg"})
+    release.set()
+    assert table.status_code == 200
+    assert busy.status_code == 503 and busy.headers["retry-after"].isdigit() and "busy" in busy.json()["error"]
+    assert (await held).status_code == 200
