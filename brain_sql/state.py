@@ -21,12 +21,14 @@ import numpy as np
 
 from . import mentions
 from .config import DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS, MENTION_MIN_CHARS
+from .connection import open_connection
 from .schema import CHANGES_TABLE, INSTANCE_TABLE
 from .vectors import VEC_METADATA, vec_metadata_values
 
 TEXT_COLUMNS = tuple(name for name, (kind, _) in VEC_METADATA.items() if kind == "text")
 REBUILD_SHARE = 0.25  # apply the log while it names fewer rows than this share of the brain
 PENDING_NAMES = 2000  # names matched by a second, small automaton until the main one is rebuilt
+MIN_COMPACT_SLOTS = 1000  # a smaller state is never worth compacting
 
 
 class _Slots:
@@ -66,6 +68,7 @@ class ReadState:
         self.last = None  # that change's (kind, key): a file copied over this one says otherwise
         self.instance = None  # the brain's own id (brain_instance), kept by copies of it
         self.built = False
+        self.compacting = False  # a copy without dead slots is being built aside
         self.token = None  # without a change log: the file's state when built
         self.version = 0  # bumped by every change, for caches keyed on the state
         self.dimension = dimension
@@ -197,7 +200,7 @@ class ReadState:
         rebuild compacts them (its cost is then in proportion to the writes)."""
         used = self.chunks.size + self.nodes.size + self.ties.size
         dead = (self.chunks.size - len(self.chunk_slot)) + int((~self.nodes.live).sum()) + int((~self.ties.live).sum())
-        return dead / used if used > 1000 else 0.0
+        return dead / used if used > MIN_COMPACT_SLOTS else 0.0
 
     def refresh(self, conn):
         """Bring the state up to what `conn` sees; True when it must be built anew."""
@@ -475,7 +478,11 @@ class ReadState:
 
     def fingerprint(self):
         """What the state holds, independent of slot order: equal for a followed
-        state and a fresh build of the same brain."""
+        state and a fresh build of the same brain. Takes the shared lock itself."""
+        with self.lock:
+            return self._fingerprint()
+
+    def _fingerprint(self):
         chunks = self.chunks
         live = np.flatnonzero(chunks.live)
         decode = {name: {code: value for value, code in self.codes[name].items()} for name in TEXT_COLUMNS}
@@ -615,16 +622,44 @@ def current(conn, dimension):
     token = _file_token(key[0]) if key and seq is None else None
     if state.built and seq is not None and (seq, instance) == (state.seq, state.instance):
         return state  # the common case: nothing written since
+    compact = False
     with state.lock.exclusive():
         if state.built and seq is None and token == state.token:
             return state
         try:
-            stale = not state.built or seq is None or state.refresh(conn) or state.garbage() > REBUILD_SHARE
+            stale = not state.built or seq is None or state.refresh(conn)
         except BaseException:
             state.built = False  # half applied: the next reader builds it anew
             raise
         if stale:
-            fresh = ReadState(dimension).build(conn)
-            fresh.version, fresh.token = state.version + 1, token
-            state.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "lock"})
+            _replace(state, ReadState(dimension).build(conn), token)
+        elif state.garbage() > REBUILD_SHARE and not state.compacting:
+            # current, but full of dead slots: a copy without them is built aside,
+            # while readers go on with this one
+            state.compacting = compact = bool(key)
+    if compact:
+        threading.Thread(target=_compact, args=(state, key[0], dimension), name="brain-compact", daemon=True).start()
     return state
+
+
+def _replace(state, fresh, token):
+    """Put `fresh` in place of what `state` holds (under its exclusive lock)."""
+    fresh.version, fresh.token = state.version + 1, token
+    state.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "lock"})
+
+
+def _compact(state, path, dimension):
+    """Build `state` anew on a connection of its own while readers go on; then, under
+    the lock, bring the copy up to the writes made meanwhile and swap it in."""
+    try:
+        conn = open_connection(path, read_only=True)
+        try:
+            fresh = ReadState(dimension).build(conn)
+            with state.lock.exclusive():
+                if state.built and fresh.instance == state.instance and not fresh.refresh(conn):
+                    _replace(state, fresh, state.token)
+        finally:
+            conn.close()
+    finally:
+        with state.lock.exclusive():
+            state.compacting = False

@@ -289,3 +289,23 @@ def test_a_refresh_that_fails_half_way_is_built_anew(brain, monkeypatch):
     monkeypatch.setattr(state.ReadState, "_apply", original)
     assert state.current(brain, 256) is followed
     assert followed.fingerprint() == state.ReadState(256).build(brain).fingerprint()
+
+
+def test_slots_left_by_removed_rows_are_compacted_aside(brain, tmp_path, monkeypatch):
+    """A state full of dead slots is rebuilt on a thread of its own while readers go
+    on with it, then swapped in, brought up to the writes made meanwhile."""
+    monkeypatch.setattr(state, "REBUILD_SHARE", 0.02)
+    monkeypatch.setattr(state, "MIN_COMPACT_SLOTS", 0)
+    compacted = []
+    original = state._compact
+    monkeypatch.setattr(state, "_compact", lambda *args: compacted.append(1) or original(*args))
+    followed = state.current(brain, 256)
+    sequence = writes(random.Random(5), brain, tmp_path)
+    for _ in range(12):
+        next(sequence)
+        assert state.current(brain, 256) is followed
+        for thread in threading.enumerate():
+            if thread.name == "brain-compact":
+                thread.join()
+    assert compacted and (followed.garbage() <= 0.02 or followed.compacting)
+    assert state.current(brain, 256).fingerprint() == state.ReadState(256).build(brain).fingerprint()
