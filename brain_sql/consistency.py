@@ -8,7 +8,7 @@ and `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
 
 from . import mentions
 from .connection import atomic, sqlite3
-from .schema import migrate, pending_migrations, recorded_model
+from .schema import CHANGES_TABLE, expected_triggers, migrate, pending_migrations, recorded_model
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
 
 
@@ -50,9 +50,15 @@ def check(conn, repair=False):
             migrate(conn)
         return problems
     model_id = recorded_model(conn)
+    present = dict(conn.execute("select name, sql from sqlite_master where type = 'trigger'").fetchall())
+    expected = expected_triggers()
     vector_ids = set(_ids(conn, "select knowledge_id from vec_knowledge"))
     knowledge_ids = set(_ids(conn, "select id from knowledge"))
     found = {
+        # a table rebuilt by a tool (`sqlite-utils transform`) loses its triggers, and
+        # with them the full text, the vectors and the change log stop following it
+        "missing_triggers": [name for name in expected if name not in present],
+        "altered_triggers": [name for name in expected if name in present and _same(present[name]) != _same(expected[name])],
         "fts_out_of_sync": [] if _fts_consistent(conn) else ["knowledge_fts"],
         "missing_vectors": sorted(knowledge_ids - vector_ids),
         "orphan_vectors": sorted(vector_ids - knowledge_ids),
@@ -79,8 +85,22 @@ def check(conn, repair=False):
     return problems
 
 
+def _same(sql):
+    """A trigger's SQL as compared: spacing and IF NOT EXISTS aside."""
+    return " ".join((sql or "").replace("IF NOT EXISTS ", "").split()).lower()
+
+
 def _repair(conn, problems, model_id):
     with atomic(conn):
+        broken = problems.get("missing_triggers", []) + problems.get("altered_triggers", [])
+        if broken:
+            expected = expected_triggers()
+            for name in problems.get("altered_triggers", []):
+                conn.execute(f"DROP TRIGGER [{name}]")
+            for name in broken:
+                conn.execute(expected[name])
+            # what was written while they were gone was never logged: readers rebuild
+            conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('all', 0)")
         if "fts_out_of_sync" in problems:
             conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
         stale = problems.get("orphan_vectors", []) + problems.get("other_model_vectors", [])

@@ -161,27 +161,30 @@ def m003_full_text(db):
         "select name from sqlite_master where type = 'trigger' and tbl_name = 'knowledge'"
     ).fetchall():
         db.execute(f"DROP TRIGGER [{name}]")
-    _execute_script(
-        db,
-        """
-        CREATE TRIGGER knowledge_fts_insert AFTER INSERT ON knowledge BEGIN
+    for sql in fts_triggers().values():
+        db.execute(sql)
+    db.execute("INSERT INTO knowledge_fts(knowledge_fts) VALUES ('rebuild')")
+
+
+def fts_triggers():
+    """{name: CREATE TRIGGER} keeping knowledge_fts in step with knowledge."""
+    return {
+        "knowledge_fts_insert": """CREATE TRIGGER knowledge_fts_insert AFTER INSERT ON knowledge BEGIN
           INSERT INTO knowledge_fts(rowid, title, content, content_hash)
           VALUES (new.id, new.title, new.content, new.content_hash);
-        END;
-        CREATE TRIGGER knowledge_fts_delete AFTER DELETE ON knowledge BEGIN
+        END""",
+        "knowledge_fts_delete": """CREATE TRIGGER knowledge_fts_delete AFTER DELETE ON knowledge BEGIN
           INSERT INTO knowledge_fts(knowledge_fts, rowid, title, content, content_hash)
           VALUES ('delete', old.id, old.title, old.content, old.content_hash);
-        END;
-        CREATE TRIGGER knowledge_fts_update AFTER UPDATE OF title, content, content_hash
+        END""",
+        "knowledge_fts_update": """CREATE TRIGGER knowledge_fts_update AFTER UPDATE OF title, content, content_hash
         ON knowledge BEGIN
           INSERT INTO knowledge_fts(knowledge_fts, rowid, title, content, content_hash)
           VALUES ('delete', old.id, old.title, old.content, old.content_hash);
           INSERT INTO knowledge_fts(rowid, title, content, content_hash)
           VALUES (new.id, new.title, new.content, new.content_hash);
-        END;
-        INSERT INTO knowledge_fts(knowledge_fts) VALUES ('rebuild')
-        """,
-    )
+        END""",
+    }
 
 
 @migrations()
@@ -194,28 +197,32 @@ def m004_vectors(db):
     """
     model_id, dimension = recorded_model_and_dimension(db.conn)
     create_vector_table(db.conn, dimension)
+    for sql in vec_triggers().values():
+        db.execute(sql)
+    backfill_vectors(db.conn, model_id)
+
+
+def vec_triggers():
+    """{name: CREATE TRIGGER} keeping vec_knowledge (and the edges a chunk stated)
+    in step with knowledge."""
     assignments = ", ".join(
         f"[{name}] = {expression.format(row='new')}"
         for name, (_, expression) in VEC_METADATA.items()
     )
-    _execute_script(
-        db,
-        f"""
-        CREATE TRIGGER knowledge_vec_delete AFTER DELETE ON knowledge BEGIN
+    return {
+        "knowledge_vec_delete": """CREATE TRIGGER knowledge_vec_delete AFTER DELETE ON knowledge BEGIN
           DELETE FROM vec_knowledge WHERE knowledge_id = old.id;
           DELETE FROM relationships WHERE knowledge_id = old.id;
-        END;
-        CREATE TRIGGER knowledge_vec_stale AFTER UPDATE OF title, content ON knowledge
+        END""",
+        "knowledge_vec_stale": """CREATE TRIGGER knowledge_vec_stale AFTER UPDATE OF title, content ON knowledge
         WHEN old.content IS NOT new.content OR old.title IS NOT new.title BEGIN
           DELETE FROM vec_knowledge WHERE knowledge_id = old.id;
-        END;
-        CREATE TRIGGER knowledge_vec_filters AFTER UPDATE OF
+        END""",
+        "knowledge_vec_filters": f"""CREATE TRIGGER knowledge_vec_filters AFTER UPDATE OF
           {", ".join(f"[{c}]" for c in VEC_METADATA)} ON knowledge BEGIN
           UPDATE vec_knowledge SET {assignments} WHERE knowledge_id = new.id;
-        END
-        """,
-    )
-    backfill_vectors(db.conn, model_id)
+        END""",
+    }
 
 
 def reindex(conn, model_id):
@@ -263,18 +270,30 @@ def m007_change_log(db):
         f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} "
         "(seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, key NOT NULL)"
     )
+    for sql in change_triggers().values():
+        db.execute(sql)
+
+
+def change_triggers():
+    """{name: CREATE TRIGGER} writing the change log: a row's key on every insert,
+    update and delete, and the old key too when an update changes it."""
+    triggers = {}
     for table, (kind, key) in CHANGE_KINDS.items():
         for event, row in (("INSERT", "new"), ("UPDATE", "new"), ("DELETE", "old")):
-            db.execute(
-                f"CREATE TRIGGER IF NOT EXISTS {CHANGES_TABLE}_{table}_{event.lower()} AFTER {event} ON {table} "
+            triggers[f"{CHANGES_TABLE}_{table}_{event.lower()}"] = (
+                f"CREATE TRIGGER {CHANGES_TABLE}_{table}_{event.lower()} AFTER {event} ON {table} "
                 f"BEGIN INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('{kind}', {row}.{key}); END"
             )
-    # a changed key (an UPDATE of id itself) is logged under its new value; log the old one too
-    for table, (kind, key) in CHANGE_KINDS.items():
-        db.execute(
-            f"CREATE TRIGGER IF NOT EXISTS {CHANGES_TABLE}_{table}_rekey AFTER UPDATE OF {key} ON {table} "
+        triggers[f"{CHANGES_TABLE}_{table}_rekey"] = (
+            f"CREATE TRIGGER {CHANGES_TABLE}_{table}_rekey AFTER UPDATE OF {key} ON {table} "
             f"WHEN old.{key} IS NOT new.{key} BEGIN INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('{kind}', old.{key}); END"
         )
+    return triggers
+
+
+def expected_triggers():
+    """Every trigger a brain keeps its derived data and change log in step with."""
+    return {**fts_triggers(), **vec_triggers(), **change_triggers()}
 
 
 INSTANCE_TABLE = "brain_instance"

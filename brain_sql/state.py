@@ -221,8 +221,8 @@ class ReadState:
             f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ?", (self.seq, seq)
         ):
             changed.setdefault(kind, set()).add(key)
-        if sum(map(len, changed.values())) > REBUILD_SHARE * max(self.chunks.size + self.nodes.size, 1000):
-            return True
+        if "all" in changed or sum(map(len, changed.values())) > REBUILD_SHARE * max(self.chunks.size + self.nodes.size, 1000):
+            return True  # a repair says anything may have changed, or too much did
         self._apply(conn, changed)
         self.seq, self.last = seq, _entry(conn, seq)
         self.version += 1

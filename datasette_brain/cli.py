@@ -166,6 +166,8 @@ def _option_of(field):
 PROBLEMS = {
     "integrity": "the SQLite file fails its integrity check (restore a copy; not repairable here)",
     "pending_migrations": "schema migrations not applied yet",
+    "missing_triggers": "triggers missing (a tool that rebuilds tables drops them): full text, vectors or the change log stop following",
+    "altered_triggers": "triggers that differ from the brain's own",
     "fts_out_of_sync": "the full-text index disagrees with knowledge",
     "missing_vectors": "memories without a vector",
     "orphan_vectors": "vectors without a memory",

@@ -31,3 +31,20 @@ def test_check_finds_and_repairs(run, db_path):
     hits = brain_sql.recall(brain_sql.connect(db_path), {"q": "what does the graph leg do", "scope": "/"})["hits"]
     assert hits[0]["title"] == "Graph Leg"  # the repaired filter column no longer hides a memory
 
+
+
+def test_triggers_a_tool_drops_are_found_and_restored(run, db_path):
+    """`sqlite-utils transform` rebuilds a table without its triggers: full text,
+    vectors and the change log would silently stop following it."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    assert run("transform", db_path, "knowledge", "--type", "confidence", "float").exit_code == 0
+    conn = brain_sql.connect(db_path)
+    conn.execute("update knowledge set flagged = 1 where title = 'Graph Leg'")  # unseen by FTS and vectors now
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1 and "triggers missing" in found.output and "knowledge_vec_filters" in found.output
+    assert run("brain", "check", db_path, "--repair").exit_code == 0
+    assert run("brain", "check", db_path).output.strip().endswith("consistent")
+    hits = brain_sql.recall(conn, {"q": "what does the graph leg do", "k": 10})["hits"]
+    assert "Graph Leg" not in [hit["title"] for hit in hits]
+    conn.execute("update knowledge set flagged = 0 where title = 'Graph Leg'")  # followed again
+    assert [hit["title"] for hit in brain_sql.recall(conn, {"q": "what does the graph leg do"})["hits"]][0] == "Graph Leg"
