@@ -61,16 +61,24 @@ def is_busy(error):
 def open_connection(path, read_only=False):
     """A connection to the file at `path` in autocommit mode, with sqlite-vec loaded
     and the pragmas a brain is written and read with; `read_only` opens it for
-    reading only, changing nothing about the file."""
+    reading only, changing nothing about the file. A file that is not an SQLite
+    database (or is damaged past opening) is a BrainError naming it."""
     if read_only:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
     else:
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        conn.execute("pragma journal_mode = wal")
-    conn.execute("pragma synchronous = normal")
-    conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")
-    conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
-    conn.execute("pragma temp_store = memory")
+    try:
+        if not read_only:
+            conn.execute("pragma journal_mode = wal")
+        conn.execute("pragma synchronous = normal")
+        conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")
+        conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
+        conn.execute("pragma temp_store = memory")
+    except sqlite3.DatabaseError as ex:
+        conn.close()
+        if is_busy(ex):
+            raise
+        raise BrainError(f"{path} is not an SQLite database, or is damaged ({ex}): restore it from a copy") from ex
     load_sqlite_vec(conn)
     return conn
 

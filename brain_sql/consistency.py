@@ -38,7 +38,10 @@ def check(conn, repair=False):
     """{problem: [ids or details]} for every inconsistency found; with `repair`,
     each is mended in one transaction and the result says what was found."""
     problems = {}
-    integrity = [row[0] for row in conn.execute("pragma integrity_check")]
+    try:
+        integrity = [row[0] for row in conn.execute("pragma integrity_check")]
+    except sqlite3.DatabaseError as ex:  # damaged past checking
+        return {"integrity": [str(ex)]}
     if integrity != ["ok"]:
         problems["integrity"] = integrity  # not repairable here: restore from a copy
     pending = pending_migrations(conn)

@@ -192,6 +192,8 @@ async def remember_view(datasette, request):
         raise ApiError("POST a record, or a list of records, to remember", 405)
     if not await datasette.permission_allowed(request.actor, WRITE_PERMISSION, resource=db.name, default=False):
         raise Forbidden(f"adding memories needs the {WRITE_PERMISSION} permission")
+    if not db.is_mutable:
+        raise ApiError(f"database {db.name} is served immutable (datasette -i): nothing can be written to it", 403)
     body = await json_body(request)
     records = body if isinstance(body, list) else [body]
     if not records or not all(isinstance(r, dict) for r in records):

@@ -320,3 +320,11 @@ async def test_recalls_leave_a_thread_for_everything_else(vault_brain_path, monk
     assert table.status_code == 200
     assert busy.status_code == 503 and busy.headers["retry-after"].isdigit() and "busy" in busy.json()["error"]
     assert (await held).status_code == 200
+
+
+@pytest.mark.asyncio
+async def test_remember_on_an_immutable_brain_says_so(vault_brain_path):
+    datasette = Datasette(immutables=[str(vault_brain_path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    response = await datasette.client.post("/brain/-/remember", json={"text": "a memory"})
+    assert response.status_code == 403 and "immutable" in response.json()["error"]
+    assert (await datasette.client.get("/brain/-/recall", params={"q": "graph leg"})).status_code == 200

@@ -48,3 +48,12 @@ def test_triggers_a_tool_drops_are_found_and_restored(run, db_path):
     assert "Graph Leg" not in [hit["title"] for hit in hits]
     conn.execute("update knowledge set flagged = 0 where title = 'Graph Leg'")  # followed again
     assert [hit["title"] for hit in brain_sql.recall(conn, {"q": "what does the graph leg do"})["hits"]][0] == "Graph Leg"
+
+
+def test_a_file_that_is_not_a_brain_or_is_damaged_is_named(run, tmp_path):
+    path = tmp_path / "noise.db"
+    path.write_bytes(bytes(range(256)) * 40)
+    for args in (("check", path), ("recall", path, "x"), ("ingest", path, VAULT)):
+        result = run("brain", *args)
+        assert result.exit_code == 1 and "Traceback" not in result.output, args
+        assert "is not an SQLite database, or is damaged" in result.output, args
