@@ -41,7 +41,7 @@ def prepare_connection(conn, model_id=None):
     default for a database that is not a brain yet).
     """
     load_sqlite_vec(conn)
-    register_functions(conn, model_id or recorded_model(conn))
+    register_functions(conn, model_id)
     if is_brain(conn):
         conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")
 

@@ -10,6 +10,7 @@ from .connection import sqlite3
 from .embed import embed
 from .filters import Filters, column_sql, template
 from .fusion import leg_weights, rrf
+from .schema import recorded_model
 from .terms import TermStats
 from .vectors import quantize_int8
 
@@ -54,11 +55,12 @@ def request_filters(request):
     return Filters.from_querydoc(querydoc.from_strings(values, need_q=False))
 
 
-def register_functions(conn, model_id):
+def register_functions(conn, model_id=None):
     """Register the brain_* functions on `conn`.
 
-    brain_embed uses `model_id`, the model the database was built with; the
-    model itself is loaded on the first call, not here.
+    brain_embed uses `model_id`, or else the model the database records at the time
+    of each call, so a server notices `reindex` without a restart; the model
+    itself is loaded on the first call, not here.
     """
 
     def values_of(column):
@@ -72,7 +74,7 @@ def register_functions(conn, model_id):
             return None
         if fmt not in EMBED_FORMATS:
             raise ValueError(f"brain_embed format must be one of {EMBED_FORMATS}, not {fmt!r}")
-        vectors = embed([str(text)], model_id)
+        vectors = embed([str(text)], model_id or recorded_model(conn))
         if fmt == "int8":
             vectors = quantize_int8(vectors)
         return vectors[0].tobytes()

@@ -2,6 +2,7 @@
 reference files, models and `brain reindex`."""
 
 import numpy as np
+import pytest
 
 import brain_sql
 from brain_sql.connection import load_sqlite_vec, sqlite3
@@ -214,3 +215,26 @@ def test_reindex_switches_the_model(run, vault_brain_copy, tmp_path, monkeypatch
         "select count(*) from knowledge"
     ).fetchone()[0]
     assert run("brain", "recall", db_path, "how are vectors stored").exit_code == 0
+
+
+@pytest.mark.asyncio
+async def test_a_running_server_notices_reindex(vault_brain_copy, tmp_path):
+    """Another model, of another dimension, put in by `reindex` while Datasette runs."""
+    from datasette.app import Datasette
+    from model2vec import StaticModel
+
+    from brain_sql.embed import get_model
+
+    base = get_model("wordllama/l2_supercat")
+    folder = tmp_path / "model128"
+    StaticModel(vectors=np.ascontiguousarray(base.embedding[:, :128]), tokenizer=base.tokenizer,
+                normalize=True).save_pretrained(str(folder))  # fmt: skip
+    datasette = Datasette([str(vault_brain_copy)])
+    name = vault_brain_copy.stem
+    canned = f"/{name}/recall.json?q=graph+leg&scope=&classes=&sources=&domain=&since=&until="
+    assert (await datasette.client.get(canned)).status_code == 200
+    brain_sql.reindex(brain_sql.connect(vault_brain_copy), str(folder))
+    after = await datasette.client.get(canned)
+    assert after.status_code == 200 and after.json()["rows"], after.text[:300]
+    api = await datasette.client.get(f"/{name}/-/recall", params={"q": "graph leg"})
+    assert api.status_code == 200 and api.json()["hits"]
