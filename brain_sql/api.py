@@ -20,7 +20,7 @@ from .functions import RECALL_SQL, register_functions
 from .hybrid import recall
 from .pipeline import IngestReport, discover, ingest, remember
 from .querydoc import QueryDoc, from_strings, parse
-from .schema import derived_from_knowledge, info, is_brain, migrate, pending_migrations, recorded_model, reindex
+from .schema import derived_from_knowledge, info, is_brain, migrate, pending_migrations, reindex
 from .state import current as current_state
 
 __all__ = [
