@@ -68,10 +68,10 @@ def open_connection(path, read_only=False):
     else:
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     try:
+        conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")  # first: WAL waits for a writer making the file
         if not read_only:
             conn.execute("pragma journal_mode = wal")
         conn.execute("pragma synchronous = normal")
-        conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")
         conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
         conn.execute("pragma temp_store = memory")
     except sqlite3.DatabaseError as ex:

@@ -5,13 +5,13 @@ filters.CLAUSES, so the SQL and the API filter alike)."""
 import json
 from pathlib import Path
 
-from . import claims, config, graph, lexical, querydoc
+from . import bm25, claims, config, graph, lexical, querydoc
+from . import reach as reachable
 from .connection import sqlite3
 from .embed import embed
 from .filters import Filters, column_sql, template
 from .fusion import leg_weights, rrf
 from .schema import recorded_model
-from .terms import TermStats
 from .vectors import quantize_int8
 
 EMBED_FORMATS = ("float32", "int8")
@@ -30,9 +30,7 @@ ALLOWED = {"scope": ("scope", "scopes"), "class": ("classes", "classes"),
 def _recall_sql():
     text = (Path(__file__).parent / "recall.sql").read_text()
     bounds = "(select bounds from visible)"
-    return text.replace("{vector_filters}", template(bounds, indent=4)).replace(
-        "{fts_filters}", template(bounds, row="k", indent=6)
-    )
+    return text.replace("{vector_filters}", template(bounds, indent=4))
 
 
 # Hybrid recall as one plain SQL query (the canned query Datasette offers).
@@ -82,15 +80,28 @@ def register_functions(conn, model_id=None):
     def brain_verify(claim, text):
         return json.dumps(claims.verify(claim, text))
 
-    def brain_fts_query(text):
-        """brain_fts_query(text): a safe FTS5 MATCH expression; in a brain, words most
-        chunks contain are left out while rarer ones remain."""
+    def term_stats(filters):
+        return bm25.TermStats(conn, reachable.of(conn, request_filters(filters)))
+
+    def brain_fts_query(text, filters=None):
+        """brain_fts_query(text [, filters]): a safe FTS5 MATCH expression; in a brain,
+        words most chunks reachable under `filters` contain are left out while
+        rarer ones remain."""
         text = "" if text is None else str(text)
         try:
-            common = TermStats(conn).common_words(text)
+            common = term_stats(filters).common_words(text)
         except sqlite3.OperationalError:  # not a brain: no term frequencies
             common = frozenset()
         return lexical.fts_query(text, common)
+
+    def brain_fts(text, filters=None):
+        """brain_fts(q [, filters]): the lexical leg as a JSON array of {id, bm25},
+        best first: FTS5's bm25 with its statistics taken over the rows `filters`
+        admit, so rows the request cannot see change no score."""
+        terms = term_stats(filters)
+        text = "" if text is None else str(text)
+        hits = bm25.search(terms, lexical.plan(text, terms.common_words(text)))
+        return json.dumps([{"id": item, "bm25": score} for item, score in hits])
 
     def brain_rrf(rank, weight=1.0, k=config.RRF_K):
         """brain_rrf(rank [, weight [, k]]): one leg's RRF term, weight / (k + rank)."""
@@ -145,4 +156,5 @@ def register_functions(conn, model_id=None):
     conn.create_function("brain_embed", 1, brain_embed, deterministic=True)
     conn.create_function("brain_embed", 2, brain_embed, deterministic=True)
     conn.create_function("brain_verify", 2, brain_verify, deterministic=True)
-    conn.create_function("brain_fts_query", 1, brain_fts_query)
+    conn.create_function("brain_fts_query", -1, brain_fts_query)
+    conn.create_function("brain_fts", -1, brain_fts)

@@ -52,14 +52,25 @@ def prepare(state, visible_chunks):
     is_chunk = nodes.chunk >= 0
     node_visible[is_chunk] &= visible_chunks[nodes.chunk[is_chunk]]
     alive = ties.live & nodes.live[ties.a] & nodes.live[ties.b]
-    a, b, type_weight, owner = ties.a[alive], ties.b[alive], ties.weight[alive], ties.owner[alive]
-    source, target = np.concatenate([a, b]), np.concatenate([b, a])
-    type_weight, owner = np.concatenate([type_weight, type_weight]), np.concatenate([owner, owner])
+    a, b, type_weight, owner, mention, edge_a, edge_b = (
+        ties.arrays[name][: ties.size][alive] for name in ("a", "b", "weight", "owner", "mention", "edge_a", "edge_b")
+    )
     n = nodes.size
+    seen = node_visible[a] & node_visible[b] & ((owner < 0) | node_visible[np.maximum(owner, 0)])
+    # an entity is known to the caller only from what it may read: a visible
+    # chunk's document, or a relationship a visible chunk stated. A mention of a
+    # name that only hidden memories introduce is not walked.
+    introduced = is_chunk.copy()
+    stated = seen & ~mention
+    introduced[a[stated]] = True
+    introduced[b[stated]] = True
+    node_visible &= introduced
+    keep = seen & (~mention | (introduced[np.maximum(edge_a, 0)] & introduced[np.maximum(edge_b, 0)]))
+    source, target = np.concatenate([a[keep], b[keep]]), np.concatenate([b[keep], a[keep]])
+    type_weight = np.concatenate([type_weight[keep], type_weight[keep]])
+    # hubs are damped by the degree the caller sees: hidden edges count for nothing
     degree = np.bincount(source, minlength=n)
     weight = type_weight * np.minimum(1.0, PPR_THETA / np.maximum(degree[target], 1))
-    keep = node_visible[source] & node_visible[target] & ((owner < 0) | node_visible[np.maximum(owner, 0)])
-    source, target, weight = source[keep], target[keep], weight[keep]
     out = np.bincount(source, weights=weight, minlength=n)
     transition = csr_matrix((weight / out[source], (target, source)), shape=(n, n))
     walk = Walk(source, transition, np.flatnonzero(out == 0), node_visible, visible_chunks)
@@ -99,7 +110,12 @@ def named_entities(state, walk, text):
     only from hidden memories must not change the ranking, nor show in telemetry."""
     reachable = np.zeros(len(walk.node_visible), dtype=bool)
     reachable[walk.source] = True
-    nodes = (state.entity_node.get(entity_id) for entity_id in state.seed_entities(text))
+
+    def can_reach(entity_id):
+        node = state.entity_node.get(entity_id)
+        return node is not None and bool(reachable[node])
+
+    nodes = (state.entity_node.get(e) for e in state.seed_entities(text, can_reach, walk.visible_chunks))
     return sorted(node for node in nodes if node is not None and reachable[node])
 
 
@@ -135,7 +151,7 @@ def walk_in(state, visible, text, passages, n=RECALL_CANDIDATES):
     chunks = state.chunks
     prepared = prepare(state, visible)
     entity_nodes = named_entities(state, prepared, text)
-    live_documents = chunks.live & (chunks.doc_node >= 0)
+    live_documents = prepared.visible_chunks & (chunks.doc_node >= 0)  # a document's share: its visible chunks
     members = np.bincount(chunks.doc_node[live_documents], minlength=state.nodes.size)
     seeds = {}
     for node in entity_nodes:

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import embed, graph, lexical, quality, temporal
+from . import bm25, embed, graph, lexical, quality, temporal
+from . import reach as reachable
 from . import state as read_state
 from .config import BOOST_SCALE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES, RECENCY_DAYS, RRF_K
 from .filters import Filters
 from .fusion import fuse, leg_weights
 from .querydoc import parse
 from .schema import check_model, recorded_model
-from .terms import TermStats
 from .vectors import quantize_int8
 
 HIT_COLUMNS = (
@@ -37,7 +37,7 @@ class Legs:
 
     text: str  # the query text the legs searched (date phrases removed)
     filters: Filters
-    terms: TermStats  # this query's term statistics, read once
+    terms: bm25.TermStats  # this query's term statistics over the rows it can reach, read once
     ranked: dict = field(default_factory=dict)  # leg -> [id, ...] best first
     raw: dict = field(default_factory=dict)  # leg -> {id: raw score}
     entity_seeds: list = field(default_factory=list)
@@ -63,42 +63,11 @@ def vector_leg(conn, vector_int8, filters, n=RECALL_CANDIDATES):
     return sorted(rows, key=lambda row: (row[1], row[0]))  # equal distances: lower id first
 
 
-def fts_leg(conn, expression, filters, n=RECALL_CANDIDATES, known=None):
-    """[(id, bm25)] best first (FTS5's bm25 is negative: lower is better).
-
-    Exact, but cheap when few rows are hidden: the best 2n matches are ranked
-    first and filtered after; only if fewer than n of them are visible is the
-    filter joined into the full match. `known` ({id: visible}, the read state's
-    answer for the rows it holds) spares asking SQL about those.
-    """
-    if expression == lexical.MATCH_NOTHING:
-        return []
-    rank = "bm25(knowledge_fts, ?, ?)"
-    top = conn.execute(
-        f"select f.rowid, {rank} as score from knowledge_fts f where knowledge_fts match ? "
-        "order by score, f.rowid limit ?",
-        [*FTS_COLUMN_WEIGHTS, expression, 2 * n],
-    ).fetchall()
-    condition, params = filters.sql("k")
-    known = known(row[0] for row in top) if known else {}
-    visible = {item for item, seen in known.items() if seen}
-    unknown = [row[0] for row in top if row[0] not in known]
-    if unknown:
-        visible |= {
-            row[0]
-            for row in conn.execute(
-                f"select k.id from knowledge k where k.id in (select value from json_each(?)) and {condition}",
-                [json.dumps(unknown), *params],
-            )
-        }
-    hits = [row for row in top if row[0] in visible][:n]
-    if len(hits) == n or len(top) < 2 * n:
-        return hits
-    return conn.execute(
-        f"select f.rowid, {rank} as score from knowledge_fts f join knowledge k on k.id = f.rowid "
-        f"where knowledge_fts match ? and {condition} order by score, f.rowid limit ?",
-        [*FTS_COLUMN_WEIGHTS, expression, *params, n],
-    ).fetchall()
+def fts_leg(terms, text):
+    """[(id, bm25)] best first for `text`, over the rows `terms` (a TermStats) can
+    reach, its words most of those rows hold left out (FTS5's bm25 is negative:
+    lower is better)."""
+    return bm25.search(terms, lexical.plan(text, terms.common_words(text)))
 
 
 _VECTOR_LEGS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="brain-vector")
@@ -118,23 +87,24 @@ def run_legs(conn, doc, model_id, with_graph=None):
     now = datetime.datetime.strptime(doc.now, "%Y-%m-%d %H:%M:%S")
     since, until, text = temporal.extract(doc.q, now)
     filters = Filters.from_querydoc(doc, since, until)
-    legs = Legs(text=text or doc.q, filters=filters, terms=TermStats(conn))
-    t = legs.telemetry
+    text = text or doc.q
+    telemetry = {}
     started = time.perf_counter()
-    vectors = embed.embed([legs.text], model_id)
-    _timed(t, "embed", started)
+    vectors = embed.embed([text], model_id)
+    _timed(telemetry, "embed", started)
     started = time.perf_counter()
     state = read_state.current(conn, vectors.shape[1])
-    _timed(t, "state", started)
+    _timed(telemetry, "state", started)
     with state.lock:
         visible = state.visible_chunks(filters)
+        # inside a transaction of its own, a connection may see rows the shared state does not
+        reach = reachable.of(conn, filters) if conn.in_transaction else reachable.in_state(state, visible)
+        legs = Legs(text=text, filters=filters, terms=bm25.TermStats(conn, reach), telemetry=telemetry)
+        t = legs.telemetry
         # the vector leg (numpy) runs beside the lexical one (SQLite): both let go of the GIL
         nearest = _VECTOR_LEGS.submit(_vector_leg, state, vectors, visible) if vectors.any() else None
         started = time.perf_counter()
-        expression = lexical.fts_query(legs.text, legs.terms.common_words(legs.text))
-        # inside a transaction of its own, a connection may see rows the shared state does not
-        known = None if conn.in_transaction else (lambda ids: state.visible_among(ids, visible))
-        hits = fts_leg(conn, expression, filters, known=known)
+        hits = fts_leg(legs.terms, legs.text)
         legs.ranked["fts"] = [h[0] for h in hits]
         legs.raw["fts"] = {h[0]: -h[1] for h in hits}
         _timed(t, "fts", started)
@@ -191,9 +161,7 @@ def finish(conn, doc, legs, model_id):
         started = time.perf_counter()
         expansion = quality.expansion_terms(conn, legs, fused)
         if expansion:
-            expanded = legs.text + " " + " ".join(expansion)
-            expression = lexical.fts_query(expanded, legs.terms.common_words(expanded))
-            hits = fts_leg(conn, expression, legs.filters)
+            hits = fts_leg(legs.terms, legs.text + " " + " ".join(expansion))
             legs.ranked["prf"] = [h[0] for h in hits]
             legs.raw["prf"] = {h[0]: -h[1] for h in hits}
             fused = fuse(legs.ranked, legs.weights())

@@ -75,8 +75,33 @@ def _quote(words):
     return '"' + " ".join(w.replace('"', '""') for w in words) + '"'
 
 
-def fts_query(text, common=frozenset()):
-    """A valid FTS5 MATCH expression for any text; MATCH_NOTHING when it has no words.
+@dataclass(frozen=True)
+class Match:
+    """What a query matches, as word tuples: a row must hold every `required`
+    phrase, one of `any_of` (the required ones among them, as FTS5 is told) and
+    none of `excluded`."""
+
+    required: tuple = ()
+    any_of: tuple = ()
+    excluded: tuple = ()
+
+    def expression(self):
+        """The FTS5 MATCH expression: always valid, MATCH_NOTHING when empty."""
+        if not self.any_of:
+            return MATCH_NOTHING
+        any_of = " OR ".join(_quote(p) for p in self.any_of)
+        expression = " AND ".join([_quote(p) for p in self.required] + [f"({any_of})"]) if self.required else any_of
+        for item in self.excluded:
+            expression = f"({expression}) NOT {_quote(item)}"
+        return expression
+
+    def phrases(self):
+        """Every phrase of the expression, in its order: FTS5 scores each one."""
+        return (self.required + self.any_of + self.excluded) if self.any_of else ()
+
+
+def plan(text, common=frozenset()):
+    """The Match for any text; nothing to match when it has no words.
 
     Single words in `common` (lowercase; words most documents contain) are left
     out while rarer words remain: they add little to BM25 and cost a scan of
@@ -86,19 +111,17 @@ def fts_query(text, common=frozenset()):
     terms = [t for t in spec.terms if t.lower() not in common]
     if not terms and not spec.compounds and not spec.phrases:
         terms = spec.terms
-    optional = list(dict.fromkeys([_quote(c) for c in spec.compounds] + [_quote((t,)) for t in terms]))
-    required = list(dict.fromkeys(_quote(p) for p in spec.phrases))
-    excluded = list(dict.fromkeys(_quote(e) for e in spec.exclusions))
+    optional = list(dict.fromkeys([tuple(c) for c in spec.compounds] + [(t,) for t in terms]))
+    required = list(dict.fromkeys(tuple(p) for p in spec.phrases))
+    excluded = list(dict.fromkeys(tuple(e) for e in spec.exclusions))
     if not optional and not required:
-        return MATCH_NOTHING
-    any_of = " OR ".join((required + optional)[:MAX_ITEMS])
-    if required:
-        expression = " AND ".join(required[:MAX_ITEMS] + [f"({any_of})"])
-    else:
-        expression = any_of
-    for item in excluded[:MAX_ITEMS]:
-        expression = f"({expression}) NOT {item}"
-    return expression
+        return Match()
+    return Match(tuple(required[:MAX_ITEMS]), tuple((required + optional)[:MAX_ITEMS]), tuple(excluded[:MAX_ITEMS]))
+
+
+def fts_query(text, common=frozenset()):
+    """A valid FTS5 MATCH expression for any text (see `plan`)."""
+    return plan(text, common).expression()
 
 
 _local = threading.local()
@@ -127,6 +150,14 @@ def stems(words):
     conn.execute("delete from words")
     conn.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(words)))
     return {words[doc]: term for term, doc in conn.execute("select term, doc from word_terms where offset = 0")}
+
+
+def phrase_terms(words):
+    """The terms FTS5 looks for, in order, for a quoted phrase of `words`."""
+    conn = _tokenizer()
+    conn.execute("delete from words")
+    conn.execute("insert into words (rowid, word) values (0, ?)", (" ".join(words),))
+    return tuple(term for (term,) in conn.execute("select term from word_terms order by offset"))
 
 
 def indexed_terms(text):

@@ -15,6 +15,8 @@ import re
 import ahocorasick
 
 from .config import MENTION_FTS_LOOKUP_LIMIT, MENTION_MIN_CHARS
+
+MENTIONS = "mentions"  # the relation a chunk's text naming an entity is recorded as
 from .lexical import tokens
 
 QUEUE_TABLE = "brain_mention_queue"
@@ -133,7 +135,7 @@ def resolve_mentions(conn):
         match(rows, automaton)
     cursor = conn.executemany(
         "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, "
-        "knowledge_id, document_id) values (?, ?, 'mentions', ?, ?)",
+        f"knowledge_id, document_id) values (?, ?, '{MENTIONS}', ?, ?)",
         sorted(edges),
     )
     added = max(cursor.rowcount, 0)  # rows inserted: total_changes would count the change log's too

@@ -3,7 +3,8 @@ something on their own — never from the fused RRF score, which is a rank.
 
 Signals:
 - coverage: the idf-weighted share of the query's terms that the top hit contains;
-- known: the idf-weighted share of the query's terms that the brain contains at all;
+- known: the idf-weighted share of the query's terms that the rows the request
+  can reach contain at all (hidden rows count for nothing here, as everywhere);
 - similarity: the best vector hit's cosine similarity to the query;
 - agreement: whether the dense and lexical legs agree on the top hit.
 
@@ -62,11 +63,10 @@ def assess(conn, legs, fused):
     top = fused[0][0]
     if idf:
         total = sum(idf.values())
-        frequencies = legs.terms.frequencies(idf)
         indexed = _indexed_terms(conn, top)
         found = [t for t in idf if t in indexed]
         signals["coverage"] = sum(idf[t] for t in found) / total
-        signals["known"] = sum(idf[t] for t in idf if frequencies[t]) / total
+        signals["known"] = sum(idf[t] for t in idf if legs.terms.rows(t)) / total
     vector = legs.raw.get("vector", {})
     if vector:
         low, high = SIMILARITY_RANGE
@@ -115,9 +115,14 @@ def expansion_terms(conn, legs, fused):
             by_stem[stem] = (best[0] + count, best[1]) if best else (count, word)
     if not by_stem:
         return []
-    legs.terms.frequencies(by_stem)
+    # only stems whose best possible score could make the cut are counted exactly
+    bounds = legs.terms.idf_bounds(by_stem)
+    lowest = sorted((count * bounds[stem][0] for stem, (count, _) in by_stem.items()), reverse=True)
+    cut = lowest[PRF_TERMS - 1] if len(lowest) >= PRF_TERMS else -math.inf
+    contenders = {stem: entry for stem, entry in by_stem.items() if entry[0] * bounds[stem][1] >= cut}
+    legs.terms.frequencies([word for _, word in contenders.values()])
     scored = sorted(
-        ((count * legs.terms.idf(stem), word) for stem, (count, word) in by_stem.items()),
+        ((count * legs.terms.idf(stem), word) for stem, (count, word) in contenders.items()),
         key=lambda s: (-s[0], s[1]),
     )
     return [word for _, word in scored[:PRF_TERMS]]

@@ -31,15 +31,9 @@ vec_ranked as materialized (
   select id, distance, row_number() over (order by distance, id) as r from vec
 ),
 fts_ranked as materialized (
-  select id, bm25, row_number() over (order by bm25, id) as r from (
-    select f.rowid as id,
-           bm25(knowledge_fts, brain_setting('fts_title_weight'), brain_setting('fts_content_weight')) as bm25
-    from knowledge_fts f join knowledge k on k.id = f.rowid
-    where knowledge_fts match brain_fts_query(:q)
-      and {fts_filters}
-    order by bm25, f.rowid
-    limit brain_setting('candidates')
-  )
+  -- FTS5's bm25, its statistics counted over the rows the filters admit
+  select j.value ->> 'id' as id, j.value ->> 'bm25' as bm25, j.key + 1 as r
+  from request, json_each(brain_fts(:q, request.filters)) j
 ),
 graph as materialized (
   -- seeds: the entities :q names, and the other legs' best passages

@@ -398,3 +398,15 @@ def info(conn):
         "dimension": int(meta["dimension"]) if meta.get("dimension") else None,
         "schema_version": int(meta["schema_version"]) if meta.get("schema_version") else None,
     }
+
+
+def fts_length(size_blob):
+    """The tokens of a row across its columns, from its FTS5 docsize record (a
+    SQLite varint per column, seven bits a byte, most significant first): the
+    length FTS5's bm25 takes for it."""
+    total = value = 0
+    for byte in size_blob or b"":
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            total, value = total + value, 0
+    return total

@@ -22,7 +22,7 @@ import numpy as np
 from . import mentions
 from .config import DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS, MENTION_MIN_CHARS
 from .connection import open_connection
-from .schema import CHANGES_TABLE, INSTANCE_TABLE
+from .schema import CHANGES_TABLE, INSTANCE_TABLE, fts_length
 from .vectors import VEC_METADATA, vec_metadata_values
 
 TEXT_COLUMNS = tuple(name for name, (kind, _) in VEC_METADATA.items() if kind == "text")
@@ -77,6 +77,7 @@ class ReadState:
             {"id": (np.int64, ()), "live": (np.bool_, ()), "node": (np.int64, ()), "doc_node": (np.int64, ()),
              "has_vector": (np.bool_, ()), "vec_chunk": (np.int64, ()), "vec_offset": (np.int64, ()),
              "sqnorm": (np.float64, ()), "inverse_norm": (np.float32, ()), "vector": (np.float32, (dimension,)),
+             "length": (np.int64, ()),
              **{name: (np.int64, ()) for name in VEC_METADATA}}
         )  # fmt: skip
         self.chunk_slot = {}  # chunk id -> slot
@@ -88,7 +89,8 @@ class ReadState:
         self.entity_node = {}  # entity id -> node
         self.entities = {}  # entity id -> (name, entity_type)
         self.ties = _Slots({"a": (np.int64, ()), "b": (np.int64, ()), "weight": (np.float64, ()),
-                            "owner": (np.int64, ()), "live": (np.bool_, ())})  # fmt: skip
+                            "owner": (np.int64, ()), "live": (np.bool_, ()), "mention": (np.bool_, ()),
+                            "edge_a": (np.int64, ()), "edge_b": (np.int64, ())})  # fmt: skip
         self.edge_ties = {}  # relationship id -> tie slots
         self.edges = {}  # relationship id -> (from, to, type, knowledge id)
         self.chunk_edges = {}  # chunk id -> ids of the relationships it stated
@@ -141,24 +143,34 @@ class ReadState:
         order = np.lexsort((ids, distance))
         return [(int(ids[i]), float(distance[i])) for i in order]
 
-    def visible_among(self, ids, visible):
-        """{id: whether it is visible} for the chunk ids the state holds, given the
-        `visible` mask over chunk slots; ids it does not hold are left out."""
-        slots = self.chunk_slot
-        return {i: bool(visible[slots[i]]) for i in ids if i in slots}
-
-    def alias_target(self, entity_id):
-        """What a name resolves to: the entity it is an alias of (the first such edge), or itself."""
+    def alias_target(self, entity_id, visible=None):
+        """What a name resolves to: the entity it is an alias of (the first such
+        edge a chunk in `visible` stated, when given), or itself."""
         targets = self.aliases.get(entity_id)
+        if targets and visible is not None:
+            targets = {edge: target for edge, target in targets.items() if self._stated_in(edge, visible)}
         return targets[min(targets)] if targets else entity_id
 
-    def seed_entities(self, text):
+    def _stated_in(self, edge_id, visible):
+        """Whether the relationship was stated by no chunk or by one in `visible`."""
+        edge = self.edges.get(edge_id)
+        if edge is None or edge[3] is None:
+            return edge is not None
+        knowledge_id = edge[3]
+        slot = self.chunk_slot.get(knowledge_id)
+        return slot is not None and bool(visible[slot])
+
+    def seed_entities(self, text, reachable=None, visible=None):
         """Entity ids the text names: whole words, any case, longest match first,
-        each name resolved through alias_of."""
+        each name resolved through alias_of. Given `reachable` (entity id -> bool)
+        and `visible` (a mask over chunk slots), only reachable entities stand for a
+        name and only visible chunks' alias_of edges resolve one: a name known
+        only from hidden memories changes nothing."""
         found = {}  # (start, end) -> entity ids whose name stands there
         for automaton in (self.automaton, self.pending):
             for start, end, entity_id in mentions.spans(automaton, text):
-                found.setdefault((start, end), set()).add(entity_id)
+                if reachable is None or reachable(entity_id):
+                    found.setdefault((start, end), set()).add(entity_id)
         taken, seeds = [], set()
         for start, end in sorted(found, key=lambda span: (-(span[1] - span[0]), span[0])):
             if any(start < e and s < end for s, e in taken):
@@ -168,7 +180,7 @@ class ReadState:
             if not current:
                 continue  # a name the automaton still holds but no entity has now
             taken.append((start, end))
-            seeds.add(self.alias_target(min(current)))
+            seeds.add(self.alias_target(min(current), visible))
         return sorted(seeds)
 
     # -- building and following ------------------------------------------------
@@ -179,7 +191,8 @@ class ReadState:
         entities = conn.execute("select id, name, entity_type from entities order by id").fetchall()
         self._put_entities(entities)
         rows = conn.execute(
-            f"select k.id, k.document_id, {vec_metadata_values('k')} from knowledge k order by k.id"
+            f"select k.id, k.document_id, {vec_metadata_values('k')}, d.sz from knowledge k "
+            "left join knowledge_fts_docsize d on d.id = k.id order by k.id"
         ).fetchall()
         vectors = dict(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge").fetchall())
         positions = _positions(conn)
@@ -254,7 +267,8 @@ class ReadState:
         if chunk_ids:
             ids = sorted(chunk_ids)
             rows = _rows_by_id(
-                conn, f"select k.id, k.document_id, {vec_metadata_values('k')} from knowledge k where k.id in ({{}})", ids
+                conn, f"select k.id, k.document_id, {vec_metadata_values('k')}, d.sz from knowledge k "
+                "left join knowledge_fts_docsize d on d.id = k.id where k.id in ({})", ids
             )
             vectors = {}
             for knowledge_id in ids:
@@ -333,14 +347,15 @@ class ReadState:
             self.dangling[edge_id] = (a, b)
 
     def _put_chunks(self, rows, vectors, positions):
-        """Chunks (knowledge rows with their filter columns), their int8 vectors
+        """Chunks (knowledge rows with their filter columns and FTS5 sizes), their int8 vectors
         ({id: blob}) and where vec0 stores them ({id: (chunk, offset)})."""
         slots = self.chunks.add(len(rows))
         nodes = self.nodes.add(len(rows))
         arrays = self.chunks.arrays
-        columns = list(zip(*rows)) or [()] * (2 + len(VEC_METADATA))
+        columns = list(zip(*rows)) or [()] * (3 + len(VEC_METADATA))
         ids = list(columns[0])
         arrays["id"][slots] = ids
+        arrays["length"][slots] = [fts_length(size) for size in columns[2 + len(VEC_METADATA)]]
         arrays["live"][slots] = True
         arrays["node"][slots] = nodes
         arrays["doc_node"][slots] = -1
@@ -376,7 +391,7 @@ class ReadState:
                 entity = entity_node.get(document_entity.get(document_id))
                 if entity is not None:
                     ties.append((knowledge_id, entity, node))
-        tie_slots = self._add_ties([(a, b, DOCUMENT_TIE_WEIGHT, b) for _, a, b in ties])
+        tie_slots = self._add_ties([(a, b, DOCUMENT_TIE_WEIGHT, b, False, -1, -1) for _, a, b in ties])
         for (knowledge_id, entity_node, _), tie in zip(ties, tie_slots):
             self.document_tie[knowledge_id] = int(tie)
             arrays["doc_node"][self.chunk_slot[knowledge_id]] = entity_node
@@ -417,9 +432,10 @@ class ReadState:
             owner = int(self.chunks.arrays["node"][slot]) if slot is not None else -1
             weight = EDGE_TYPE_WEIGHTS.get(relation, DEFAULT_EDGE_WEIGHT)
             na, nb = self.entity_node[a], self.entity_node[b]
-            mine = [(na, nb, weight, owner)]
+            edge = (owner, relation == mentions.MENTIONS, na, nb)  # each tie knows the relationship's ends
+            mine = [(na, nb, weight, *edge)]
             if owner >= 0:
-                mine += [(na, owner, weight, owner), (nb, owner, weight, owner)]
+                mine += [(na, owner, weight, *edge), (nb, owner, weight, *edge)]
             ties += mine
             owners.append((edge_id, len(mine)))
         slots = iter(self._add_ties(ties))
@@ -449,10 +465,9 @@ class ReadState:
     def _add_ties(self, ties):
         slots = self.ties.add(len(ties))
         if ties:
-            a, b, weight, owner = (np.array(column) for column in zip(*ties))
             arrays = self.ties.arrays
-            arrays["a"][slots], arrays["b"][slots] = a, b
-            arrays["weight"][slots], arrays["owner"][slots] = weight, owner
+            for name, column in zip(("a", "b", "weight", "owner", "mention", "edge_a", "edge_b"), zip(*ties)):
+                arrays[name][slots] = column
             arrays["live"][slots] = True
         return slots
 
@@ -493,6 +508,7 @@ class ReadState:
 
         columns = {
             int(chunks.id[s]): tuple(decode[c][chunks.arrays[c][s]] if c in decode else int(chunks.arrays[c][s]) for c in VEC_METADATA)
+            + (int(chunks.length[s]),)
             for s in live
         }  # fmt: skip
         vectors = {int(chunks.id[s]): chunks.vector[s].astype(np.int8).tobytes() for s in live if chunks.has_vector[s]}

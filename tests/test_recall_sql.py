@@ -84,14 +84,17 @@ def test_filters_act_inside_the_sql_legs(conn):
 
 def test_a_name_known_only_outside_the_scope_leaves_the_weights_alone(conn):
     """The graph leads only when the query names an entity the caller can reach:
-    'Orion contract' is known only from /acme/legal, which /acme/support cannot read."""
+    'Orion contract' is known only from /acme/legal, which /acme/support cannot
+    read — there it neither leads nor hides the 'Orion' inside it, as in a brain
+    that never held it."""
 
     def weight(q, **filters):
         return conn.execute("select brain_leg_weight('graph', ?, ?)", [q, json.dumps(filters)]).fetchone()[0]
 
     q = "Tell me about the Orion contract"
     assert weight(q) == weight(q, scope="/acme/legal") == 10.0
-    assert weight(q, scope="/acme/support") == weight("renewal dates", scope="/acme/support") == 1.0
+    assert weight("the contract renewal dates", scope="/acme/support") == 1.0
+    assert weight(q, scope="/acme/support") == weight("Tell me about Orion", scope="/acme/support") == 10.0
     assert by_sql(conn, q, scope="/acme/support") == by_api(conn, q, scope="/acme/support")
 
 

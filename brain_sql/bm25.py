@@ -1,0 +1,205 @@
+"""The lexical leg's scoring: BM25 over the rows a request can reach.
+
+FTS5's bm25() takes its statistics — row count, average length, each phrase's
+document frequency — from the whole index, hidden rows included, so a flagged or
+out-of-scope row would move a visible row's score and tell of itself. Here the
+same formula, FTS5's to the operation (k1 = 1.2, b = 0.75, column weights, each
+phrase's idf floored at 1e-6), is computed from the index's own postings
+(knowledge_fts_vocab, fts5vocab 'instance') with every statistic counted over
+the reachable rows (a Reach) alone. With nothing hidden it is FTS5's bm25, to
+the bit, so FTS5 computes it then.
+
+TermStats reads each term's postings once per query, for the common-word cut,
+the quality estimate's idf weights and expansion as well as the scoring.
+"""
+
+import json
+import math
+
+import numpy as np
+
+from . import lexical
+from .config import COMMON_TERM_SHARE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES
+
+K1, B = 1.2, 0.75
+FTS_COLUMNS = ("title", "content")  # the columns FTS_COLUMN_WEIGHTS weigh, in order
+_COLUMN_NUMBER = "case col " + " ".join(f"when '{c}' then {i}" for i, c in enumerate(FTS_COLUMNS)) + f" else {len(FTS_COLUMNS)} end"
+_COLUMN_WEIGHTS = np.array([*FTS_COLUMN_WEIGHTS, 1.0])  # by column number; 1.0 for any other column, as FTS5
+
+
+class TermStats:
+    """Term statistics over one Reach, each read once per query."""
+
+    def __init__(self, conn, reach):
+        self.conn = conn
+        self.reach = reach
+        self._postings = {}  # term or phrase -> (reach positions, weighted occurrences)
+        self._rows = {}  # stem -> number of reachable rows holding it
+        self._anywhere = {}  # stem -> number of rows holding it, hidden ones included
+
+    @property
+    def documents(self):
+        """The number of reachable rows (at least 1, so ratios are defined)."""
+        return max(self.reach.count, 1)
+
+    def postings(self, words):
+        """(positions in the reach, weighted occurrences) of the reachable rows
+        holding the phrase `words` (its terms one after another in one column),
+        each occurrence weighted by its column's FTS weight."""
+        terms = lexical.phrase_terms(words)
+        if terms not in self._postings:
+            if len(terms) == 1:
+                # each occurrence as (doc, column number), summed here: faster than GROUP BY
+                found = np.array(
+                    self.conn.execute(f"select doc, {_COLUMN_NUMBER} from knowledge_fts_vocab where term = ?", terms).fetchall(),
+                    dtype=np.int64,
+                ).reshape(-1, 2)
+                docs, each = np.unique(found[:, 0], return_inverse=True)
+                weights = np.bincount(each, weights=_COLUMN_WEIGHTS[found[:, 1]], minlength=len(docs))
+            else:
+                totals = self._phrase_occurrences(terms)
+                docs = np.array(sorted(totals), dtype=np.int64)
+                weights = np.array([totals[doc] for doc in docs.tolist()], dtype=np.float64)
+            at = self.reach.positions(docs)
+            self._postings[terms] = (at[at >= 0], weights[at >= 0])
+        return self._postings[terms]
+
+    def _phrase_occurrences(self, terms):
+        """{doc: weighted occurrences} of `terms` one after another in one column."""
+        weight = dict(zip(FTS_COLUMNS, FTS_COLUMN_WEIGHTS))
+        starts = None
+        for i, term in enumerate(terms):
+            found = {
+                (doc, col, offset - i)
+                for doc, col, offset in self.conn.execute(
+                    "select doc, col, offset from knowledge_fts_vocab where term = ?", [term]
+                )
+            }  # fmt: skip
+            starts = found if starts is None else starts & found
+            if not starts:
+                return {}
+        totals = {}
+        for doc, col, _ in starts:
+            totals[doc] = totals.get(doc, 0.0) + weight.get(col, 1.0)
+        return totals
+
+    def idf_bounds(self, stems):
+        """{stem: (lowest, highest) idf it can have}, from counts over every row:
+        without reading postings, enough to rule a stem out."""
+        everywhere = self._everywhere(stems)
+        hidden = self.reach.hidden
+
+        def idf(rows):
+            return math.log(1 + self.documents / (rows + 0.5))
+
+        return {s: (idf(everywhere[s]), idf(max(0, everywhere[s] - hidden))) for s in stems}
+
+    def _everywhere(self, stems):
+        """{stem: rows holding it, hidden ones included}: a bound, never an answer."""
+        unknown = sorted(set(stems) - self._anywhere.keys())
+        if unknown:
+            found = dict(self.conn.execute(
+                "select term, doc from knowledge_fts_terms where term in (select value from json_each(?))",
+                [json.dumps(unknown)],
+            ).fetchall())  # fmt: skip
+            self._anywhere.update({stem: found.get(stem, 0) for stem in unknown})
+        return self._anywhere
+
+    def frequencies(self, words):
+        """{stem: number of reachable rows holding it} for `words`."""
+        stemmed = lexical.stems(words)
+        everywhere = self._everywhere(stemmed.values())
+        for word, stem in stemmed.items():
+            if stem not in self._rows:
+                if not everywhere[stem] or self.reach.complete:
+                    self._rows[stem] = everywhere[stem]
+                elif (stem,) in self._postings:
+                    self._rows[stem] = len(self._postings[(stem,)][0])
+                else:
+                    self._rows[stem] = self._count((word,))
+        return {stem: self._rows[stem] for stem in stemmed.values()}
+
+    def _count(self, words):
+        """Reachable rows matching the phrase `words` (row ids only: cheaper than postings)."""
+        expression = lexical.Match(any_of=(words,)).expression()
+        docs = np.array(
+            [row[0] for row in self.conn.execute("select rowid from knowledge_fts where knowledge_fts match ?", [expression])],
+            dtype=np.int64,
+        )
+        return int((self.reach.positions(docs) >= 0).sum())
+
+    def rows(self, stem):
+        """The reachable rows holding a stem frequencies() has counted."""
+        return self._rows[stem]
+
+    def idf(self, stem):
+        """The idf of a stem frequencies() has counted."""
+        return math.log(1 + self.documents / (self._rows[stem] + 0.5))
+
+    def query_idf(self, text):
+        """{stem: idf} of every searchable word of `text` (terms, phrases, compounds)."""
+        spec = lexical.parse(text)
+        words = spec.terms + [w for phrase in spec.phrases + spec.compounds for w in phrase]
+        return {stem: self.idf(stem) for stem in sorted(set(self.frequencies(words)))}
+
+    def common_words(self, text):
+        """The query's single words found in more than COMMON_TERM_SHARE of the
+        reachable rows; only words whose count over every row leaves it open are
+        counted."""
+        stemmed = lexical.stems(lexical.parse(text).terms)
+        limit = COMMON_TERM_SHARE * self.documents
+        everywhere = self._everywhere(stemmed.values())
+        surely = {word for word, stem in stemmed.items() if everywhere[stem] - self.reach.hidden > limit}
+        maybe = [word for word, stem in stemmed.items() if everywhere[stem] > limit and word not in surely]
+        frequencies = self.frequencies(maybe)
+        return frozenset(w.lower() for w in [*surely, *maybe] if w in surely or frequencies[stemmed[w]] > limit)
+
+
+def search(stats, match, n=RECALL_CANDIDATES):
+    """[(id, bm25)] of the `n` best reachable rows for `match` (a lexical.Match),
+    best first, equal scores by id; bm25 is negative, lower is better, as FTS5's."""
+    reach = stats.reach
+    phrases = match.phrases()
+    if not phrases or not reach.count:
+        return []
+    if reach.complete:  # FTS5's statistics are the reach's: its bm25 is this one, and faster
+        weights = ", ".join("?" * len(FTS_COLUMN_WEIGHTS))
+        return [tuple(row) for row in stats.conn.execute(
+            f"select rowid, bm25(knowledge_fts, {weights}) as score from knowledge_fts where knowledge_fts match ? "
+            "order by score, rowid limit ?", [*FTS_COLUMN_WEIGHTS, match.expression(), n],
+        )]  # fmt: skip
+    postings = {phrase: stats.postings(phrase) for phrase in set(phrases)}
+
+    def holds(phrase):
+        held = np.zeros(reach.count, dtype=bool)
+        held[postings[phrase][0]] = True
+        return held
+
+    matched = np.zeros(reach.count, dtype=bool)
+    for phrase in match.any_of:
+        matched |= holds(phrase)
+    for phrase in match.required:
+        matched &= holds(phrase)
+    for phrase in match.excluded:
+        matched &= ~holds(phrase)
+    rows = np.flatnonzero(matched)
+    if not len(rows):
+        return []
+    # as fts5_aux.c computes it, operation for operation
+    avgdl = float(reach.tokens) / float(reach.count)
+    length = reach.lengths[rows].astype(np.float64)
+    score = np.zeros(len(rows))
+    for phrase in phrases:
+        at, weight = postings[phrase]
+        hits = len(at)
+        idf = math.log((reach.count - hits + 0.5) / (hits + 0.5))
+        if idf <= 0.0:
+            idf = 1e-6
+        frequency = np.zeros(reach.count)
+        frequency[at] = weight
+        frequency = frequency[rows]
+        score += idf * ((frequency * (K1 + 1.0)) / (frequency + K1 * (1 - B + B * length / avgdl)))
+    bm25 = -1.0 * score
+    ids = reach.ids[rows]
+    order = np.lexsort((ids, bm25))[:n]
+    return [(int(ids[i]), float(bm25[i])) for i in order]

@@ -1,0 +1,59 @@
+"""The rows a request can reach — live rows its filters admit — as lexical
+statistics count them: each one's id and length in tokens.
+
+BM25's row count, average length and document frequencies, and every term
+statistic behind the quality estimate, are taken over these rows alone, so a row
+the request cannot see (flagged, expired, in another scope, filtered out) moves
+nothing it is told.
+"""
+
+import numpy as np
+
+from . import state as read_state
+from .schema import fts_length, recorded_model_and_dimension
+
+
+class Reach:
+    """Reachable rows: ids ascending, with their lengths in tokens, out of `total`
+    rows in the index (None: unknown). `complete` when they are all of them:
+    FTS5's own statistics are then theirs."""
+
+    def __init__(self, ids, lengths, total=None):
+        ids, lengths = np.asarray(ids, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
+        order = np.argsort(ids, kind="stable")  # a state holds its chunks nearly in id order
+        self.ids, self.lengths = ids[order], lengths[order]
+        self.count = len(self.ids)
+        self.tokens = int(self.lengths.sum())
+        self.total = self.count if total is None else total
+        self.complete = self.count == total
+        self.hidden = self.total - self.count
+
+    def positions(self, ids):
+        """Each of `ids` (an int array) as its index here, or -1 when it is not reachable."""
+        if not self.count:
+            return np.full(len(ids), -1)
+        at = np.minimum(np.searchsorted(self.ids, ids), self.count - 1)
+        return np.where(self.ids[at] == ids, at, -1)
+
+
+def in_state(state, visible):
+    """The Reach of the chunk slots in `visible`, from the read state (under its lock)."""
+    chunks = state.chunks
+    ids = chunks.id[visible]
+    return Reach(ids, chunks.length[visible], total=len(state.chunk_slot))
+
+
+def of(conn, filters):
+    """The Reach of `filters` on `conn`'s brain: from the shared read state, or
+    from SQL for a connection inside a transaction of its own, which may see rows
+    the state does not."""
+    if not conn.in_transaction:
+        state = read_state.current(conn, recorded_model_and_dimension(conn)[1])
+        with state.lock:
+            return in_state(state, state.visible_chunks(filters))
+    condition, params = filters.sql("k")
+    rows = conn.execute(
+        f"select k.id, d.sz from knowledge k join knowledge_fts_docsize d on d.id = k.id where {condition}", params
+    ).fetchall()
+    every = conn.execute("select count(*) from knowledge").fetchone()[0]
+    return Reach([row[0] for row in rows], [fts_length(row[1]) for row in rows], total=every)
