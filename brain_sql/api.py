@@ -13,7 +13,7 @@ from .connection import load_sqlite_vec, open_connection
 from .document import IngestError
 from .consistency import check
 from .embed import count_tokens, embed
-from .errors import BrainBusy, BrainError, FieldError, ModelError, QueryError, WriteError
+from .errors import BrainBusy, BrainError, FieldError, ModelError, QueryError, ReadOnlyBrain, WriteError
 from .evaluation import evaluate, load_qrels
 from .fields import unencodable
 from .functions import RECALL_SQL, register_functions
@@ -25,7 +25,7 @@ from .state import current as current_state
 
 __all__ = [
     "CLASSES", "DECAY_BUCKETS", "MAX_CONTENT_BYTES", "MAX_QUERY_CHARS", "RECALL_SQL",
-    "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError", "WriteError",
+    "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError", "ReadOnlyBrain", "WriteError",
     "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql", "decayed",
     "discover", "embed_with_usage", "entity", "evaluate", "info", "ingest", "is_brain", "load_qrels",
     "memory", "migrate", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",

@@ -27,9 +27,13 @@ def decay_counts_sql(rows_sql):
     return f"select {decay_bucket_sql()} as bucket, count(*) as count from ({rows_sql}) group by bucket"
 
 
+# relationships a reader may see: stated by no memory, or by one not flagged
+_SEEN = "(r.knowledge_id is null or exists (select 1 from knowledge s where s.id = r.knowledge_id and s.flagged = 0))"
+
+
 def memory(conn, memory_id):
-    """(memory row as a dict, its document's chunks, the edges its text stated),
-    or None when there is no such visible memory."""
+    """(memory row as a dict, its document's other visible chunks, the edges its
+    text stated), or None when there is no such visible memory."""
     columns = [c[1] for c in conn.execute("pragma table_info(knowledge)")]
     row = conn.execute("select * from knowledge where id = ? and flagged = 0", (memory_id,)).fetchone()
     if row is None:
@@ -37,7 +41,7 @@ def memory(conn, memory_id):
     found = dict(zip(columns, row))
     siblings = conn.execute(
         "select id, chunk_index, heading_path, line_start, line_end from knowledge "
-        "where document_id = ? order by chunk_index",
+        "where document_id = ? and flagged = 0 order by chunk_index",
         (found["document_id"],),
     ).fetchall() if found["document_id"] else []  # fmt: skip
     edges = conn.execute(
@@ -52,24 +56,37 @@ def memory(conn, memory_id):
 def entity(conn, entity_id, limit=50):
     """(entity row, neighbours, edges, memories that state its edges) around one
     entity, or None: at most `limit` neighbours, the most connected first; edges
-    are (from id, to id, type)."""
+    are (from id, to id, type). Only relationships a reader may see count: what
+    flagged memories alone stated is not shown, nor an entity known only from them."""
     row = conn.execute("select id, name, entity_type from entities where id = ?", (entity_id,)).fetchone()
     if row is None:
         return None
+    hidden = conn.execute(
+        f"""
+        select exists (select 1 from relationships r where r.from_entity_id = :id or r.to_entity_id = :id)
+               and not exists (select 1 from relationships r where (r.from_entity_id = :id or r.to_entity_id = :id)
+                               and {_SEEN})
+               and not exists (select 1 from documents d join knowledge k on k.document_id = d.document_id
+                               where d.entity_id = :id and k.flagged = 0)
+        """,
+        {"id": entity_id},
+    ).fetchone()[0]
+    if hidden:
+        return None
     neighbours = conn.execute(
-        """
+        f"""
         select e.id, e.name, e.entity_type, count(*) as ties from relationships r
         join entities e on e.id = case when r.from_entity_id = :id then r.to_entity_id else r.from_entity_id end
-        where (r.from_entity_id = :id or r.to_entity_id = :id) and e.id != :id
+        where (r.from_entity_id = :id or r.to_entity_id = :id) and e.id != :id and {_SEEN}
         group by e.id order by ties desc, e.name limit :limit
         """,
         {"id": entity_id, "limit": limit},
     ).fetchall()
     shown = [entity_id] + [n[0] for n in neighbours]
     edges = conn.execute(
-        "select distinct from_entity_id, to_entity_id, relation_type from relationships "
+        "select distinct from_entity_id, to_entity_id, relation_type from relationships r "
         "where from_entity_id in (select value from json_each(:ids)) and to_entity_id in (select value from json_each(:ids)) "
-        "and (from_entity_id = :id or to_entity_id = :id) order by 1, 2, 3",
+        f"and (from_entity_id = :id or to_entity_id = :id) and {_SEEN} order by 1, 2, 3",
         {"ids": json.dumps(shown), "id": entity_id},
     ).fetchall()
     documents = conn.execute(

@@ -3,11 +3,12 @@ sqlite-vec loading, the pragmas, and the one transaction helper every write uses
 
 import contextlib
 import importlib
+from pathlib import Path
 
 import sqlite_utils
 
 from .config import busy_timeout_ms
-from .errors import BrainBusy, BrainError
+from .errors import BrainBusy, BrainError, ReadOnlyBrain
 
 
 def _sqlite3_module():
@@ -58,29 +59,61 @@ def is_busy(error):
     )
 
 
+def cannot_write(error):
+    """Whether an SQLite error means the file, its folder or its filesystem is read-only."""
+    name = getattr(error, "sqlite_errorname", "")
+    return name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")) or any(
+        words in str(error) for words in ("readonly database", "unable to open database file")
+    )
+
+
+def _connect(path, mode=None):
+    if mode is None:
+        return sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    uri = f"{Path(path).resolve().as_uri()}?{mode}"
+    return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+
+
 def open_connection(path, read_only=False):
     """A connection to the file at `path` in autocommit mode, with sqlite-vec loaded
     and the pragmas a brain is written and read with; `read_only` opens it for
-    reading only, changing nothing about the file. A file that is not an SQLite
-    database (or is damaged past opening) is a BrainError naming it."""
-    if read_only:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
-    else:
-        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-    try:
-        conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")  # first: WAL waits for a writer making the file
-        if not read_only:
-            conn.execute("pragma journal_mode = wal")
-        conn.execute("pragma synchronous = normal")
-        conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
-        conn.execute("pragma temp_store = memory")
-    except sqlite3.DatabaseError as ex:
-        conn.close()
-        if is_busy(ex):
-            raise
-        raise BrainError(f"{path} is not an SQLite database, or is damaged ({ex}): restore it from a copy") from ex
+    reading only, changing nothing about the file. A file that cannot be written
+    (read-only, or on a read-only filesystem) is opened for reading: recall works,
+    and a write says the file is read-only. A file that is not an SQLite database
+    (or is damaged past opening) is a BrainError naming it."""
+    modes = ["mode=ro", "immutable=1"] if read_only else [None, "mode=ro", "immutable=1"]
+    for mode in modes:
+        conn = _connect(path, mode)
+        try:
+            conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")  # first: WAL waits for a writer making the file
+            if mode is None:
+                conn.execute("pragma journal_mode = wal")
+            conn.execute("pragma synchronous = normal")
+            conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
+            conn.execute("pragma temp_store = memory")
+            conn.execute("select count(*) from sqlite_master").fetchone()  # a read-only WAL file may fail only here
+            break
+        except sqlite3.DatabaseError as ex:
+            conn.close()
+            if is_busy(ex):
+                raise
+            if cannot_write(ex) and mode != modes[-1]:
+                continue  # read it as it is: without a -shm file when the folder is read-only too
+            raise BrainError(f"{path} is not an SQLite database, or is damaged ({ex}): restore it from a copy") from ex
     load_sqlite_vec(conn)
     return conn
+
+
+def read_only_error(path):
+    return ReadOnlyBrain(
+        f"{path} is read-only (the file, its folder or its filesystem): it can be recalled from, "
+        "but nothing can be written to it"
+    )
+
+
+def _file_of(conn):
+    row = conn.execute("select file from pragma_database_list where name = 'main'").fetchone()
+    return row[0] if row and row[0] else "the brain"
 
 
 @contextlib.contextmanager
@@ -95,6 +128,8 @@ def atomic(conn):
     try:
         conn.execute("begin immediate")
     except sqlite3.OperationalError as ex:
+        if cannot_write(ex):
+            raise read_only_error(_file_of(conn)) from ex
         if is_busy(ex):
             timeout = conn.execute("pragma busy_timeout").fetchone()[0] / 1000
             raise BrainBusy(
@@ -104,9 +139,11 @@ def atomic(conn):
         raise
     try:
         yield conn
-    except BaseException:
+    except BaseException as ex:
         if conn.in_transaction:  # an error may already have ended it
             conn.execute("rollback")
+        if isinstance(ex, sqlite3.OperationalError) and cannot_write(ex):
+            raise read_only_error(_file_of(conn)) from ex
         raise
     try:
         conn.execute("commit")

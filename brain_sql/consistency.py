@@ -7,7 +7,7 @@ and `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
 """
 
 from . import mentions
-from .connection import atomic, sqlite3
+from .connection import atomic, cannot_write, sqlite3
 from .schema import CHANGES_TABLE, expected_triggers, migrate, pending_migrations, recorded_model
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
 
@@ -17,11 +17,21 @@ def _ids(conn, sql, params=()):
 
 
 def _fts_consistent(conn):
+    """FTS5's integrity-check against the content table; a read-only file cannot
+    run it (it is an INSERT), so there the index is checked to hold every row and
+    no other."""
     try:
         conn.execute("insert into knowledge_fts(knowledge_fts, rank) values ('integrity-check', 1)")
         return True
+    except sqlite3.OperationalError as ex:
+        if not cannot_write(ex):
+            return False
     except sqlite3.DatabaseError:
         return False
+    return not conn.execute(
+        "select exists (select id from knowledge except select id from knowledge_fts_docsize) "
+        "or exists (select id from knowledge_fts_docsize except select id from knowledge)"
+    ).fetchone()[0]
 
 
 def _stale_filters(conn):

@@ -21,6 +21,11 @@ class QueryError(ValueError):
         self.field = field
 
 
+class ReadOnlyBrain(BrainError):
+    """The brain file (or its folder, or its filesystem) cannot be written: it can
+    be recalled from, and nothing was changed."""
+
+
 class WriteError(BrainError):
     """Writing failed on the server's side (the disk, the file, the lock): nothing
     of the failed transaction was stored, and the same request may be tried again."""

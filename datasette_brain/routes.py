@@ -46,6 +46,8 @@ def api(view):
             return error(str(ex))
         except Forbidden as ex:
             return error(str(ex) or "permission denied", 403)
+        except brain_sql.ReadOnlyBrain as ex:
+            return error(str(ex), 403)
         except brain_sql.WriteError as ex:
             return error(str(ex), 503, {"Retry-After": str(RETRY_AFTER_SECONDS)})
 

@@ -276,6 +276,30 @@ async def test_a_deny_on_the_graph_tables_holds_on_the_pages(vault_brain_path):
 
 
 @pytest.mark.asyncio
+async def test_flagged_memories_show_on_no_page(tmp_path):
+    """Neither a flagged section's heading among its siblings, nor the entities
+    and edges only flagged text stated, nor an entity known only from it."""
+    notes = tmp_path / "notes"
+    (notes).mkdir()
+    (notes / "Orion.md").write_text("# Orion\n\nOrion is our pager vendor.\n\n## Secret terms\n\n"
+                                    "Orion pays a kickback to [[owned_by::Zebra Holdings]].\n\n## Support\n\nCall Orion.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [notes])
+    orion, zebra = (conn.execute("select id from entities where name = ?", [n]).fetchone()[0] for n in ("Orion", "Zebra Holdings"))
+    first = conn.execute("select id from knowledge where heading_path = 'Orion'").fetchone()[0]
+    datasette = Datasette([str(tmp_path / "brain.db")])
+    before = [(await datasette.client.get(p)).text for p in (f"/brain/-/memory/{first}", f"/brain/-/entity/{orion}")]
+    assert all("Secret terms" in t or "Zebra Holdings" in t for t in before)
+    with conn:
+        conn.execute("update knowledge set flagged = 1 where heading_path like '%Secret terms'")
+    memory = await datasette.client.get(f"/brain/-/memory/{first}")
+    assert memory.status_code == 200 and "Secret terms" not in memory.text and "Support" in memory.text
+    orion_page = await datasette.client.get(f"/brain/-/entity/{orion}")
+    assert orion_page.status_code == 200 and "Zebra Holdings" not in orion_page.text and "kickback" not in orion_page.text
+    assert (await datasette.client.get(f"/brain/-/entity/{zebra}")).status_code == 404
+
+
+@pytest.mark.asyncio
 async def test_a_body_past_the_limit_is_refused_as_it_arrives(vault_brain_path):
     datasette = Datasette([str(vault_brain_path)])
     limit = 1_100_000

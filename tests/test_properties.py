@@ -5,11 +5,14 @@ flags hold in every leg for any query."""
 import asyncio
 import json
 import string
+from urllib.parse import quote
 
 import pytest
+from click.testing import CliRunner
 from datasette.app import Datasette
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlite_utils.cli import cli
 
 import brain_sql
 from brain_sql.consistency import check
@@ -190,3 +193,43 @@ def test_hostile_records_are_skipped_one_by_one(tmp_path_factory, records):
     assert all(error.path == str(path) and error.line for error in report.errors)
     assert conn.execute("select count(*) from knowledge where external_id = 'good'").fetchone()[0] == 1
     assert check(conn) == {}
+
+
+def _query_string(params):
+    """A query string as any client may send it: lone surrogates and NULs
+    percent-encoded as their (invalid) UTF-8 bytes."""
+    return "&".join(
+        f"{quote(name)}={quote(value.encode('utf-8', 'surrogatepass'), safe='')}" for name, value in params.items()
+    )
+
+
+GET_ROUTES = ["/brain/-/recall", "/brain/-/brain", "/brain/-/decayed", "/brain/-/decayed.json", "/brain/recall.json",
+              "/brain/-/memory/{}", "/brain/-/entity/{}", "/brain/knowledge_fts.json"]  # fmt: skip
+QUERY_PARAMS = FIELDS + ["_search", "decay", "class", "_format", "sql"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    route=st.sampled_from(GET_ROUTES),
+    segment=HOSTILE_TEXT,
+    params=st.dictionaries(st.sampled_from(QUERY_PARAMS), HOSTILE_TEXT, max_size=5),
+)
+def test_hostile_query_strings_and_paths_get_a_clear_answer(writable, route, segment, params):
+    """Every GET route and page, its path and its query string hostile: never a 500."""
+    path = route.format(quote(segment.encode("utf-8", "surrogatepass"), safe="")) if "{}" in route else route
+    response = asyncio.run(writable.client.get(f"{path}?{_query_string(params)}"))
+    assert response.status_code < 500, (path, params, response.text[:300])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    q=HOSTILE_TEXT,
+    options=st.dictionaries(st.sampled_from(["--scope", "--since", "--until", "--now", "--domain", "--source",
+                                             "--k", "--max-tokens", "--min-relevance"]), HOSTILE_TEXT, max_size=4),
+)  # fmt: skip
+def test_hostile_cli_recall_gets_a_message_not_a_traceback(vault_brain_path, q, options):
+    args = ["brain", "recall", str(vault_brain_path), q, *[item for pair in options.items() for item in pair], "--json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code in (0, 1, 2), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output

@@ -1,0 +1,63 @@
+"""A brain that cannot be written — a read-only file in a read-only folder, as on
+a read-only filesystem: recall, check and pages work; every write says the file
+is read-only, and nothing changes. The file is made immutable (chattr +i), which
+holds even for root; where that is not possible the tests are skipped."""
+
+import subprocess
+
+import pytest
+from datasette.app import Datasette
+
+import brain_sql
+
+from .conftest import copy_brain, fingerprint, write
+
+
+def _chattr(flag, *paths):
+    return subprocess.run(["chattr", flag, *map(str, paths)], capture_output=True).returncode == 0
+
+
+@pytest.fixture
+def frozen(vault_brain_path, tmp_path):
+    path = copy_brain(vault_brain_path, tmp_path / "frozen" / "brain.db")
+    if not _chattr("+i", path, path.parent):
+        pytest.skip("chattr +i is not possible here")
+    try:
+        with pytest.raises(OSError):
+            (path.parent / "probe").write_text("")
+        yield path
+    finally:
+        _chattr("-i", path, path.parent)
+
+
+def test_recall_works_and_writes_say_read_only(frozen):
+    conn = brain_sql.connect(frozen)
+    before = fingerprint(conn)
+    result = brain_sql.recall(conn, {"q": "How does the graph leg rank memories?"})
+    assert result["decision"] == "ok" and result["hits"]
+    with pytest.raises(brain_sql.ReadOnlyBrain, match="read-only"):
+        brain_sql.remember(conn, [{"title": "New", "text": "A memory that cannot be stored."}])
+    assert brain_sql.check(conn) == {}
+    assert fingerprint(conn) == before
+
+
+def test_cli_writes_fail_clearly_and_reads_work(frozen, run, tmp_path):
+    note = write(tmp_path / "notes" / "New.md", "# New\n\nA note that cannot be stored.\n")
+    for command in (["ingest", frozen, note.parent], ["reindex", "--model", "wordllama/l2_supercat", frozen], ["check", "--repair", frozen]):
+        result = run("brain", *command)
+        if command[0] == "check":  # nothing to repair: a consistent read-only brain
+            assert result.exit_code == 0 and "consistent" in result.output, result.output
+        else:
+            assert result.exit_code != 0 and "read-only" in result.output, (command, result.output)
+            assert "Traceback" not in result.output
+    result = run("brain", "recall", frozen, "graph leg")
+    assert result.exit_code == 0 and "Graph Leg" in result.output, result.output
+
+
+@pytest.mark.asyncio
+async def test_served_immutable_it_recalls_and_refuses_writes(frozen):
+    datasette = Datasette(immutables=[str(frozen)])
+    response = await datasette.client.post("/brain/-/recall", json={"q": "graph leg"})
+    assert response.status_code == 200 and response.json()["hits"]
+    page = await datasette.client.get("/brain/-/recall?q=graph+leg")
+    assert page.status_code == 200 and "Graph Leg" in page.text
