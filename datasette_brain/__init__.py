@@ -58,6 +58,9 @@ def permission_allowed(datasette, actor, action, resource):
     if action == "view-table" and isinstance(resource, (tuple, list)) and brain_sql.derived_from_knowledge(resource[1]):
         # full text, vectors, documents and the graph are the memories too
         return routes.knowledge_readable(datasette, actor, resource[0])
+    if action == "execute-sql" and isinstance(resource, str):
+        # arbitrary SQL reads every table: not for whoever may not read the memories
+        return routes.knowledge_readable(datasette, actor, resource)
 
 
 @hookimpl

@@ -250,6 +250,7 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(vault_brain
         "/brain/knowledge_fts.json?_search=graph", "/brain/knowledge_fts_vocab.json", "/brain/knowledge_fts_terms.json",
         "/brain/vec_knowledge.json", "/brain/documents.json", "/brain/entities.json", "/brain/relationships.json",
         "/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/entity/1",
+        "/brain.json?sql=select+content+from+knowledge",
     ]  # fmt: skip
     for path in anonymous:
         assert (await datasette.client.get(path)).status_code in (403, 404), path
@@ -257,6 +258,7 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(vault_brain
     assert not [t["name"] for t in listed["tables"] if brain_sql.derived_from_knowledge(t["name"])]
     admin = {"ds_actor": datasette.sign({"a": {"id": "admin"}}, "actor")}
     assert (await datasette.client.get("/brain/entities.json", cookies=admin)).status_code == 200
+    assert (await datasette.client.get("/brain.json?sql=select+count(*)+from+knowledge", cookies=admin)).status_code == 200
     canned = await datasette.client.get(anonymous[0], cookies=admin)
     assert canned.status_code == 200 and canned.json()["rows"]
     page = await datasette.client.get("/brain/recall", cookies=admin)
