@@ -9,27 +9,30 @@ import threading
 from threadpoolctl import threadpool_limits
 
 from .config import CLASSES, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
-from .connection import load_sqlite_vec, open_connection
+from .connection import faults_named, load_sqlite_vec, open_connection
 from .document import IngestError
 from .consistency import check
 from .embed import count_tokens, embed
 from .errors import BrainBusy, BrainError, FieldError, ModelError, QueryError, ReadOnlyBrain, WriteError
 from .evaluation import evaluate, load_qrels
+from .forgetting import forget
 from .fields import unencodable
 from .functions import RECALL_SQL, register_functions
-from .hybrid import recall
+from . import hybrid
 from .pipeline import IngestReport, discover, ingest, remember
 from .querydoc import QueryDoc, from_strings, parse
-from .schema import derived_from_knowledge, info, is_brain, migrate, pending_migrations, reindex
+from . import schema
+from .schema import derived_from_knowledge, info, is_brain, migrate, pending_migrations
+from .inventory import stats
 from .state import current as current_state
 
 __all__ = [
     "CLASSES", "DECAY_BUCKETS", "MAX_CONTENT_BYTES", "MAX_QUERY_CHARS", "RECALL_SQL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError", "ReadOnlyBrain", "WriteError",
     "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql", "decayed",
-    "discover", "embed_with_usage", "entity", "evaluate", "info", "ingest", "is_brain", "load_qrels",
+    "discover", "embed_with_usage", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels",
     "memory", "migrate", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
-    "recall", "reindex", "remember", "serve_many", "unencodable", "verify", "verify_memory", "warm",
+    "recall", "reindex", "remember", "serve_many", "stats", "unencodable", "verify", "verify_memory", "warm",
 ]  # fmt: skip
 
 
@@ -51,6 +54,19 @@ def connect(path, model_id=None):
     conn = open_connection(path)
     prepare_connection(conn, model_id)
     return conn
+
+
+def recall(conn, query, model_id=None):
+    """Recall memories for `query` (a QueryDoc or its JSON object); see hybrid.recall.
+    A damaged file is a BrainError that says to run check."""
+    with faults_named():
+        return hybrid.recall(conn, query, model_id)
+
+
+def reindex(conn, model_id):
+    """Re-embed every memory with `model_id` in one transaction; see schema.reindex."""
+    with faults_named():
+        return schema.reindex(conn, model_id)
 
 
 def parse_querydoc(raw):

@@ -7,7 +7,7 @@ same formula, FTS5's to the operation (k1 = 1.2, b = 0.75, column weights, each
 phrase's idf floored at 1e-6), is computed from the index's own postings
 (knowledge_fts_vocab, fts5vocab 'instance') with every statistic counted over
 the reachable rows (a Reach) alone. With nothing hidden it is FTS5's bm25, to
-the bit, so FTS5 computes it then.
+the bit, so for a query of optional words FTS5 computes it then.
 
 TermStats reads each term's postings once per query, for the common-word cut,
 the quality estimate's idf weights and expansion as well as the scoring.
@@ -56,8 +56,8 @@ class TermStats:
                 ).reshape(-1, 2)
                 docs, each = np.unique(found[:, 0], return_inverse=True)
                 weights = np.bincount(each, weights=_COLUMN_WEIGHTS[found[:, 1]], minlength=len(docs))
-            else:
-                totals = self._phrase_occurrences(terms)
+            else:  # several terms, or none (a phrase FTS5 finds no token in matches nothing)
+                totals = self._phrase_occurrences(terms) if terms else {}
                 docs = np.array(sorted(totals), dtype=np.int64)
                 weights = np.array([totals[doc] for doc in docs.tolist()], dtype=np.float64)
             at = self.reach.positions(docs)
@@ -162,7 +162,10 @@ def search(stats, match, n=RECALL_CANDIDATES):
     phrases = match.phrases()
     if not phrases or not reach.count:
         return []
-    if reach.complete:  # FTS5's statistics are the reach's: its bm25 is this one, and faster
+    if reach.complete and not match.required and not match.excluded:
+        # FTS5's statistics are the reach's: its bm25 is this one, and faster. Not
+        # with AND or NOT: there FTS5 may leave out instances of a phrase that the
+        # row holds (an earlier row holding a required phrase's words apart is enough)
         weights = ", ".join("?" * len(FTS_COLUMN_WEIGHTS))
         return [tuple(row) for row in stats.conn.execute(
             f"select rowid, bm25(knowledge_fts, {weights}) as score from knowledge_fts where knowledge_fts match ? "

@@ -61,9 +61,12 @@ def entity(conn, entity_id, limit=50):
     row = conn.execute("select id, name, entity_type from entities where id = ?", (entity_id,)).fetchone()
     if row is None:
         return None
+    # known from something: a relationship or a document; known to a reader from
+    # a relationship it may see, or a document with a section not flagged
     hidden = conn.execute(
         f"""
-        select exists (select 1 from relationships r where r.from_entity_id = :id or r.to_entity_id = :id)
+        select (exists (select 1 from relationships r where r.from_entity_id = :id or r.to_entity_id = :id)
+                or exists (select 1 from documents d where d.entity_id = :id))
                and not exists (select 1 from relationships r where (r.from_entity_id = :id or r.to_entity_id = :id)
                                and {_SEEN})
                and not exists (select 1 from documents d join knowledge k on k.document_id = d.document_id

@@ -27,6 +27,7 @@ MAX_TITLE_CHARS = 500
 MAX_QUERY_CHARS = 2_000
 MAX_FRONTMATTER_ALIASES = 100  # YAML *aliases in one note's frontmatter (an alias bomb grows without them)
 MAX_METADATA_BYTES = 64_000  # a memory's metadata (frontmatter or record fields kept as they are), as JSON
+MAX_FORGET_ITEMS = 10_000  # ids and external ids in one forget request
 
 # Chunking: sections longer than this are split at paragraph boundaries.
 CHUNK_MAX_CHARS = 2_000
@@ -95,6 +96,13 @@ PRF_AGREEMENT_RANK = 3  # PRF only when the top hit is in both legs' top ranks
 PRF_DEPTH = 3  # hits whose terms feed expansion
 PRF_TERMS = 10  # expansion terms added
 ABSTAIN_BELOW = 0.3  # confidence under which recall abstains
+# A hit whose relevance (quality.Evidence: terms, similarity, entities) is below
+# this carries no evidence for the query and is left out unless `cutoff: false`.
+# Chosen on training data: the lowest relevance of any judged-relevant hit in the
+# top 10 (below the first) is 0.256 on SciFact train, 0.275 on the MuSiQue and
+# 0.078 on the HotpotQA training samples; rounded down to a multiple of 0.05,
+# it cuts none of them.
+RELEVANCE_CUTOFF = 0.05
 BOOST_SCALE = 0.01  # recency and confidence boosts move a fused score by at most ±0.5%
 RECENCY_DAYS = 365  # linear recency decay to its floor over this many days
 MMR_LAMBDA = 0.7

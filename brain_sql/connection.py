@@ -104,6 +104,23 @@ def open_connection(path, read_only=False):
     return conn
 
 
+DAMAGE = ("malformed", "not a database", "no such column", "no such table")
+
+
+@contextlib.contextmanager
+def faults_named():
+    """SQLite saying the file is damaged, or that a table lost columns a tool
+    rebuilt it without, becomes a BrainError saying what to do."""
+    try:
+        yield
+    except sqlite3.DatabaseError as ex:
+        if not any(words in str(ex) for words in DAMAGE):
+            raise
+        raise BrainError(
+            f"the brain file is damaged, or a tool changed its tables ({ex}): run sqlite-utils brain check"
+        ) from ex
+
+
 def read_only_error(path):
     return ReadOnlyBrain(
         f"{path} is read-only (the file, its folder or its filesystem): it can be recalled from, "

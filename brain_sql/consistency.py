@@ -8,7 +8,7 @@ and `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
 
 from . import mentions
 from .connection import atomic, cannot_write, sqlite3
-from .schema import CHANGES_TABLE, expected_triggers, migrate, pending_migrations, recorded_model
+from .schema import CHANGES_TABLE, damaged_tables, expected_triggers, migrate, pending_migrations, recorded_model
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
 
 
@@ -54,6 +54,11 @@ def check(conn, repair=False):
         return {"integrity": [str(ex)]}
     if integrity != ["ok"]:
         problems["integrity"] = integrity  # not repairable here: restore from a copy
+    damaged = damaged_tables(conn)
+    if damaged:
+        # columns gone: nothing past here can be checked, and only a copy restores them
+        problems["damaged_tables"] = [f"{table}: no column {', '.join(columns)}" for table, columns in damaged.items()]
+        return problems
     pending = pending_migrations(conn)
     if pending:
         # an interrupted first ingest can leave the schema part-built; every

@@ -1,5 +1,7 @@
 """BEIR-format evaluation of recall: nDCG@10, Recall@2/5/10 and MRR@10 for the
-full pipeline, the pipeline without the graph, and each leg alone.
+full pipeline, the pipeline without the graph, and each leg alone. Rankings are
+measured without the relevance cut-off (`cutoff: false`), so figures stay
+comparable whatever it is set to.
 
 Corpus ids are the records' own `_id` (knowledge.external_id); a record split
 into several chunks ranks where its best chunk ranks, once.
@@ -71,13 +73,14 @@ def evaluate(conn, queries_path, qrels_path, k=10, now=None, progress=None):
     judged = [qid for qid in qrels if qid in queries]
     abstained = 0
     for qid in judged:
-        # more chunks than k, so k distinct records remain after collapsing chunks
-        doc = parse({"q": queries[qid], "k": min(100, 3 * k), **({"now": now} if now else {})})
+        # more chunks than k, so k distinct records remain after collapsing chunks;
+        # rankings are measured whole: no relevance cut-off
+        doc = parse({"q": queries[qid], "k": min(100, 3 * k), "cutoff": False, **({"now": now} if now else {})})
         legs = run_legs(conn, doc, model_id, with_graph=True)
         runs = {leg: legs.ranked.get(leg, []) for leg in ("vector", "fts", "graph")}
         without = dataclasses.replace(
             legs, ranked={n: r for n, r in legs.ranked.items() if n != "graph"},
-            raw={n: r for n, r in legs.raw.items() if n != "graph"}, entity_seeds=[], telemetry={},
+            raw={n: r for n, r in legs.raw.items() if n != "graph"}, entity_seeds=[], entity_chunks={}, telemetry={},
         )  # fmt: skip
         runs["no_graph"] = [h["id"] for h in finish(conn, dataclasses.replace(doc, graph=False), without, model_id)["hits"]]
         full = finish(conn, doc, legs, model_id)

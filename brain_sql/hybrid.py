@@ -1,10 +1,15 @@
 """Hybrid recall: vector, lexical and graph legs fused by weighted RRF, with a
 quality estimate, pseudo-relevance feedback, abstention and provenance.
 
+Every answer explains itself: `query` echoes the request as it was run (defaults
+applied, dates read from the text, the text searched), an empty answer says why
+(`reason`), and each hit carries its own `relevance` (quality.hit_relevance).
+
 Every leg applies the same Filters, inside its own search: vec0 metadata
 constraints in the KNN, SQL on knowledge in the FTS5 query, a mask in the graph.
 """
 
+import dataclasses
 import datetime
 import json
 import os
@@ -17,7 +22,7 @@ import numpy as np
 from . import bm25, embed, graph, lexical, quality, temporal
 from . import reach as reachable
 from . import state as read_state
-from .config import BOOST_SCALE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES, RECENCY_DAYS, RRF_K
+from .config import ABSTAIN_BELOW, BOOST_SCALE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES, RECENCY_DAYS, RELEVANCE_CUTOFF, RRF_K
 from .filters import Filters
 from .fusion import fuse, leg_weights
 from .querydoc import parse
@@ -42,6 +47,8 @@ class Legs:
     raw: dict = field(default_factory=dict)  # leg -> {id: raw score}
     entity_seeds: list = field(default_factory=list)
     telemetry: dict = field(default_factory=dict)
+    vectors: np.ndarray | None = None  # the query's embedding (float32, one row)
+    entity_chunks: dict = field(default_factory=dict)  # seeded entity id -> (chunk ids tied to it, one step away)
 
     def weights(self):
         return leg_weights(bool(self.entity_seeds))
@@ -81,8 +88,9 @@ def _vector_leg(state, vectors, visible):
     return hits, round((time.perf_counter() - started) * 1000, 3)
 
 
-def run_legs(conn, doc, model_id, with_graph=None):
-    """Search every leg once for `doc` (a QueryDoc)."""
+def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
+    """Search every leg once for `doc` (a QueryDoc); `vectors` is the searched
+    text's embedding when the caller has it already."""
     with_graph = doc.graph if with_graph is None else with_graph
     now = datetime.datetime.strptime(doc.now, "%Y-%m-%d %H:%M:%S")
     since, until, text = temporal.extract(doc.q, now)
@@ -90,7 +98,8 @@ def run_legs(conn, doc, model_id, with_graph=None):
     text = text or doc.q
     telemetry = {}
     started = time.perf_counter()
-    vectors = embed.embed([text], model_id)
+    if vectors is None:
+        vectors = embed.embed([text], model_id)
     _timed(telemetry, "embed", started)
     started = time.perf_counter()
     state = read_state.current(conn, vectors.shape[1])
@@ -99,7 +108,7 @@ def run_legs(conn, doc, model_id, with_graph=None):
         visible = state.visible_chunks(filters)
         # inside a transaction of its own, a connection may see rows the shared state does not
         reach = reachable.of(conn, filters) if conn.in_transaction else reachable.in_state(state, visible)
-        legs = Legs(text=text, filters=filters, terms=bm25.TermStats(conn, reach), telemetry=telemetry)
+        legs = Legs(text=text, filters=filters, terms=bm25.TermStats(conn, reach), telemetry=telemetry, vectors=vectors)
         t = legs.telemetry
         # the vector leg (numpy) runs beside the lexical one (SQLite): both let go of the GIL
         nearest = _VECTOR_LEGS.submit(_vector_leg, state, vectors, visible) if vectors.any() else None
@@ -118,17 +127,53 @@ def run_legs(conn, doc, model_id, with_graph=None):
             hits, legs.entity_seeds = graph.walk_in(state, visible, legs.text, passages)
             legs.ranked["graph"] = [h[0] for h in hits]
             legs.raw["graph"] = {h[0]: h[1] for h in hits}
+            legs.entity_chunks = _tied_chunks(state, visible, legs.entity_seeds)
             _timed(t, "graph", started)
     for name, ids in legs.ranked.items():
         t[f"{name}_candidates"] = len(ids)
     return legs
 
 
+def _tied_chunks(state, visible, entity_ids):
+    """{entity id: (chunk ids tied to it, chunk ids one step away)}, each sorted, in
+    the graph as the caller may walk it. Tied: the chunk mentions the entity,
+    states an edge with it, or belongs to its document. One step away: the chunk
+    belongs to the document of another entity that a relationship or a tied
+    chunk links to it (the passage a multi-hop question bridges to). Call it
+    under the state's lock."""
+    if not entity_ids:
+        return {}
+    walk = graph.prepare(state, visible)  # the walk just taken: cached
+    transition, nodes, chunks = walk.transition, state.nodes, state.chunks
+    slots = np.flatnonzero(walk.visible_chunks)
+    documents = chunks.doc_node[slots]
+
+    def neighbours(of):
+        # edges go both ways: the nodes moving score into `of` are its neighbours
+        return np.unique(transition[of].indices)
+
+    tied = {}
+    for entity_id in entity_ids:
+        seed = state.entity_node[entity_id]
+        near = neighbours([seed])
+        near_chunks = near[nodes.chunk[near] >= 0]
+        linked = np.zeros(nodes.size, dtype=bool)
+        linked[near] = True
+        linked[neighbours(near_chunks)] = True
+        linked[nodes.chunk >= 0] = False
+        linked[seed] = False
+        direct = np.unique(chunks.id[nodes.chunk[near_chunks]])
+        bridged = chunks.id[slots[(documents >= 0) & linked[np.maximum(documents, 0)]]]
+        tied[entity_id] = (direct, np.setdiff1d(bridged, direct))
+    return tied
+
+
 def recall(conn, query, model_id=None):
     """Recall memories for `query` (a QueryDoc or its JSON object) from the brain on `conn`.
 
-    Returns {"decision", "hits", "quality", "telemetry"}; abstains with
-    {"decision": "low_confidence", "hits": []} when the evidence is too weak.
+    Returns {"decision", "reason", "message", "query", "hits", "quality",
+    "telemetry"}; abstains with {"decision": "low_confidence", "hits": []} when
+    the evidence is too weak, and says why any answer is empty.
     """
     started = time.perf_counter()
     doc = parse(query)
@@ -173,22 +218,115 @@ def finish(conn, doc, legs, model_id):
     t["recommendation"] = assessment.recommendation
     report = assessment.report()
     if assessment.abstain:
-        return {"decision": "low_confidence", "hits": [], "quality": report, "telemetry": t}
+        reason = "no_candidates" if not fused else "low_confidence"
+        return _answer(conn, doc, legs, model_id, "low_confidence", [], report, reason)
     rows = _rows(conn, [item for item, _, _ in fused[: max(doc.k * 3, 30)]], legs.filters)
     ranked = _boosted(fused, rows, doc.now)
     if doc.mmr:
         ranked = _mmr(conn, ranked, doc.k, doc.mmr_lambda)
-    hits = []
     fused_scores = {item: score for item, score, _ in fused}
-    for item, score, ranks in ranked[: doc.k]:
+    chosen = _evidenced(conn, legs, ranked, doc.k, doc.cutoff)
+    hits = []
+    for (item, score, ranks), evidence in chosen:
         hit = dict(rows[item])
         hit["score"] = score
+        hit["relevance"] = round(evidence.relevance, 4)
         if doc.provenance:
-            hit["provenance"] = _provenance(legs, item, ranks, fused_scores[item], expansion)
+            hit["provenance"] = _provenance(legs, item, ranks, fused_scores[item], expansion, evidence)
         hits.append(hit)
-    if doc.max_tokens:
-        hits = _pack(hits, doc.max_tokens, model_id, t)
-    return {"decision": "ok", "hits": hits, "quality": report, "telemetry": t}
+    reason = "no_candidates" if not hits else None  # every row changed since the legs searched
+    if doc.max_tokens and hits:
+        hits, first = _pack(hits, doc.max_tokens, model_id, t)
+        if not hits:
+            reason = "token_budget"
+            t["first_hit_tokens"] = first
+    return _answer(conn, doc, legs, model_id, "ok", hits, report, reason)
+
+
+def _evidenced(conn, legs, ranked, k, cutoff):
+    """[((item, score, ranks), quality.Evidence)] of the first `k` of `ranked`; with
+    `cutoff`, a hit whose relevance is below RELEVANCE_CUTOFF (no evidence for the
+    query) is left out — never the first: whether to answer at all is abstention's
+    call. Relevance is read a batch of `k` at a time, as far down as needed."""
+    chosen, at = [], 0
+    while len(chosen) < k and at < len(ranked):
+        batch = ranked[at : at + k]
+        at += len(batch)
+        evidence = quality.hit_relevance(conn, legs, [item for item, _, _ in batch])
+        for entry in batch:
+            found = evidence[entry[0]]
+            if cutoff and chosen and found.relevance < RELEVANCE_CUTOFF:
+                continue
+            chosen.append((entry, found))
+            if len(chosen) == k:
+                break
+        if not cutoff:
+            break
+    return chosen
+
+
+REASONS = {
+    "low_confidence": "nothing the request can reach answers the query with enough confidence (below {abstain})",
+    "no_candidates": "no memory the request can reach matched the query",
+    "no_memories": "the filters leave no memory to search",
+    "only_decayed": "nothing live matches; expired or archived memories do: recall with include_decayed: true to see them",
+    "token_budget": "the first hit takes {tokens} tokens, more than max_tokens ({budget}) allows",
+}
+
+
+def _answer(conn, doc, legs, model_id, decision, hits, report, reason):
+    """The response: `reason` (and a `message` saying it in words) only when
+    there are no hits; an empty answer to a request that left out expired and
+    archived memories is checked for matches among them (only_decayed)."""
+    t = legs.telemetry
+    message_key = reason
+    if not hits and reason in ("low_confidence", "no_candidates") and not doc.include_decayed:
+        started = time.perf_counter()
+        if _only_decayed(conn, doc, legs, model_id):
+            reason = message_key = "only_decayed"
+        _timed(t, "decayed_check", started)
+    if reason == "no_candidates" and not legs.terms.reach.count:
+        message_key = "no_memories"
+    message = None
+    if reason:
+        message = REASONS[message_key].format(abstain=ABSTAIN_BELOW, tokens=t.get("first_hit_tokens"), budget=doc.max_tokens)
+    return {
+        "decision": decision,
+        "reason": reason,
+        "message": message,
+        "query": _echo(doc, legs),
+        "hits": hits,
+        "quality": report,
+        "telemetry": t,
+    }
+
+
+def _echo(doc, legs):
+    """The request as it was run: every QueryDoc field with its default applied,
+    since / until as applied (from the request, or else read from the text), and
+    the text that was searched (the query without its date phrases)."""
+    echo = {name: getattr(doc, name) for name in doc.__dataclass_fields__}
+    for name in ("sources", "classes"):
+        echo[name] = list(echo[name]) if echo[name] is not None else None
+    echo["since"], echo["until"] = legs.filters.since, legs.filters.until
+    echo["min_relevance"] = legs.filters.min_relevance
+    echo["searched"] = legs.text
+    return echo
+
+
+def _only_decayed(conn, doc, legs, model_id):
+    """Whether expired or archived memories answer the query that live ones do
+    not: the lexical and vector legs run again with them admitted (same
+    embedding, no graph), and their fused answer must be confident and led by a
+    decayed memory. Run only for an empty answer."""
+    wider = dataclasses.replace(doc, include_decayed=True)
+    if reachable.of(conn, Filters.from_querydoc(wider, legs.filters.since, legs.filters.until)).count <= legs.terms.reach.count:
+        return False  # nothing expired or archived in reach
+    decayed = run_legs(conn, wider, model_id, with_graph=False, vectors=legs.vectors)
+    fused = fuse(decayed.ranked, decayed.weights())
+    if quality.assess(conn, decayed, fused).abstain:
+        return False
+    return not _rows(conn, [fused[0][0]], legs.filters)  # the top hit is not live
 
 
 def _rows(conn, ids, filters):
@@ -263,18 +401,23 @@ def _mmr(conn, ranked, k, lam):
 
 
 def _pack(hits, budget, model_id, telemetry):
-    """The hits, in order, that fit in `budget` tokens of the model's tokenizer."""
+    """(the hits that fit in `budget` tokens of the model's tokenizer, the first
+    hit's tokens): taken in rank order up to the first that does not fit, so a
+    lower hit never takes the place of a higher one."""
     packed, used = [], 0
-    for hit, tokens in zip(hits, embed.count_tokens([h["content"] for h in hits], model_id)):
-        if used + tokens <= budget:
-            packed.append(hit)
-            used += tokens
+    counts = embed.count_tokens([h["content"] for h in hits], model_id)
+    for hit, tokens in zip(hits, counts):
+        if used + tokens > budget:
+            break
+        packed.append(hit)
+        used += tokens
     telemetry["tokens"] = used
-    return packed
+    return packed, counts[0]
 
 
-def _provenance(legs, item, ranks, fused_score, expansion):
-    """Why this hit: its rank and raw score in each leg, and the fused score."""
+def _provenance(legs, item, ranks, fused_score, expansion, evidence):
+    """Why this hit: its rank and raw score in each leg, the fused score, and the
+    evidence its relevance was read from."""
     bm25 = legs.raw.get("fts", {}).get(item)
     return {
         "vector_rank": ranks.get("vector"),
@@ -287,4 +430,5 @@ def _provenance(legs, item, ranks, fused_score, expansion):
         "fused_score": fused_score,
         "expansion_terms": expansion,
         "prf_expanded": bool(expansion),
+        "evidence": evidence.report(),
     }

@@ -46,16 +46,16 @@ def tokens(text):
 
 
 def parse(text):
-    """Split user text into terms, required phrases and exclusions."""
+    """Split user text into terms, required phrases and exclusions, each word a
+    token as FTS5's unicode61 tokenizer cuts it (see fts_tokens)."""
     spec = LexicalSpec()
-    for match in _ITEM.finditer(text or ""):
-        quoted_minus, quoted, bare_minus, bare = match.groups()
+    items = [match.groups() for match in _ITEM.finditer(text or "")]
+    cut = fts_tokens([quoted if quoted is not None else bare for _, quoted, _, bare in items])
+    for (quoted_minus, quoted, bare_minus, bare), words in zip(items, map(tuple, cut)):
         if quoted is not None:
-            words = tuple(tokens(quoted))
             if words:
                 (spec.exclusions if quoted_minus else spec.phrases).append(words)
             continue
-        words = tuple(tokens(bare))
         if not words:
             continue
         if bare_minus:
@@ -65,8 +65,8 @@ def parse(text):
             spec.compounds.append(words)
         elif len(words) > 1:
             # a hyphenated or otherwise joined word: its parts count one by one
-            spec.terms.extend(w for w in words if w.lower() not in STOPWORDS)
-        elif words[0].lower() not in STOPWORDS:
+            spec.terms.extend(w for w in words if w not in STOPWORDS)
+        elif words[0] not in STOPWORDS:
             spec.terms.append(words[0])
     return spec
 
@@ -128,13 +128,33 @@ _local = threading.local()
 
 
 def _tokenizer():
-    """This thread's in-memory FTS5 table with knowledge_fts's tokenizer."""
+    """This thread's in-memory FTS5 tables: one with knowledge_fts's tokenizer,
+    one with the unicode61 under its stemmer."""
     conn = getattr(_local, "conn", None)
     if conn is None:
         conn = _local.conn = sqlite3.connect(":memory:", isolation_level=None)
         conn.execute("create virtual table words using fts5(word, tokenize='porter unicode61')")
         conn.execute("create virtual table word_terms using fts5vocab(words, 'instance')")
+        conn.execute("create virtual table plain using fts5(text, tokenize='unicode61')")
+        conn.execute("create virtual table plain_terms using fts5vocab(plain, 'instance')")
     return conn
+
+
+def fts_tokens(texts):
+    """Each text's words as FTS5 cuts them — case folded, diacritics removed, not
+    stemmed — in order. Python's idea of a letter is a newer Unicode's than
+    FTS5's, so the index's own tokenizer decides: a quoted token then matches
+    exactly what the index holds for it."""
+    texts = list(texts)
+    if not texts:
+        return []
+    conn = _tokenizer()
+    conn.execute("delete from plain")
+    conn.executemany("insert into plain (rowid, text) values (?, ?)", list(enumerate(texts)))
+    found = [[] for _ in texts]
+    for doc, term in conn.execute("select doc, term from plain_terms order by doc, offset"):
+        found[doc].append(term)
+    return found
 
 
 def stems(words):
@@ -166,3 +186,19 @@ def indexed_terms(text):
     conn.execute("delete from words")
     conn.execute("insert into words (rowid, word) values (0, ?)", (text,))
     return {term for (term,) in conn.execute("select distinct term from word_terms")}
+
+
+def terms_held(texts, terms):
+    """For each of `texts`, the set of `terms` (index terms, as stems() gives them)
+    knowledge_fts would index it under: one pass of the tokenizer over them all."""
+    texts, terms = list(texts), sorted(set(terms))
+    held = [set() for _ in texts]
+    if not texts or not terms:
+        return held
+    conn = _tokenizer()
+    conn.execute("delete from words")
+    conn.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(texts)))
+    for term in terms:
+        for (doc,) in conn.execute("select distinct doc from word_terms where term = ?", (term,)):
+            held[doc].add(term)
+    return held

@@ -28,10 +28,11 @@ def parse_markdown(path, text):
     if tokens and tokens[0].type == "front_matter":
         try:
             frontmatter = _load_frontmatter(tokens[0].content)
-        except yaml.YAMLError as ex:
+        except (yaml.YAMLError, ValueError, RecursionError) as ex:  # a number past Python's digit limit, too deep
             mark = getattr(ex, "problem_mark", None)
             line = mark.line + 2 if mark else 1
-            yield IngestError(path, line, f"broken frontmatter: {getattr(ex, 'problem', ex)}")
+            problem = getattr(ex, "problem", None) or str(ex) or "nested too deeply"
+            yield IngestError(path, line, f"broken frontmatter: {problem}")
             return
         if frontmatter is None:
             frontmatter = {}

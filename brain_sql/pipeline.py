@@ -62,12 +62,12 @@ def discover(paths):
     for given in paths:
         path = Path(given).resolve()
         if path.is_dir():
-            for child in sorted(path.rglob("*")):
-                relative = child.relative_to(path).parts
-                if child.is_file() and child.suffix.lower() in formats and not any(
-                    p.startswith(".") for p in relative
-                ):
-                    files.append((str(child), formats[child.suffix.lower()]))
+            found = []
+            # a folder that cannot be read is reported, not passed over in silence
+            for folder, folders, names in os.walk(path, onerror=lambda ex: errors.append(_unreadable(ex))):
+                folders[:] = sorted(f for f in folders if not f.startswith("."))
+                found += [Path(folder) / n for n in names if not n.startswith(".") and Path(n).suffix.lower() in formats]
+            files += [(str(child), formats[child.suffix.lower()]) for child in sorted(found)]
         elif path.is_file():
             if path.suffix.lower() in formats:
                 files.append((str(path), formats[path.suffix.lower()]))
@@ -76,6 +76,16 @@ def discover(paths):
         else:
             errors.append(IngestError(str(path), None, "no such file or folder"))
     return files, errors
+
+
+def _under(path, root):
+    """Whether `path` is `root` or inside it (paths as given or resolved)."""
+    path, root = Path(path).resolve(), Path(root).resolve()
+    return path == root or root in path.parents
+
+
+def _unreadable(error):
+    return IngestError(str(error.filename), None, f"cannot read this folder ({error.strerror or error})")
 
 
 def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, prune=False, progress=None):
@@ -91,11 +101,12 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
     files, report.errors = discover(paths)
     # only a root that was there is pruned: an unmounted or renamed folder must not
     # read as "every file in it was deleted"
+    # read as "every file in it was deleted"; nor is one with a folder it could not read
     prune_roots = [p for p in paths if Path(p).resolve().exists()] if prune else []
     if prune:
         for error in report.errors:
-            if not Path(error.path).exists():
-                error.message += ": nothing under it was pruned"
+            prune_roots = [p for p in prune_roots if not _under(error.path, p)]
+            error.message += ": nothing under it was pruned"
     try:
         with _Pipeline(conn, recorded_model(conn), report) as pipeline:
             _ingest_files(pipeline, files, defaults, prune_roots, progress)
@@ -108,11 +119,14 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
     return report
 
 
-def remember(conn, records, *, scope=None, klass=None, source="remember", domain=None):
+def remember(conn, records, *, scope=None, klass=None, source="remember", domain=None, lines=None):
     """Store in-memory records (ingest's record fields) as memories, all or none.
 
+    A record whose `_id` is stored already replaces that memory (counted as
+    updated, or unchanged when nothing in it changed), wherever it came from.
     Returns (IngestReport, [[knowledge ids] per record]); when any record is
-    malformed nothing is written and the report's errors say which and why. The
+    malformed nothing is written and the report's errors say which and why
+    (`lines`, the line each record starts on in its input, puts it in them). The
     whole call is one transaction: when writing fails (BrainBusy when another
     writer held the lock too long), nothing is stored and WriteError is raised.
     """
@@ -124,12 +138,17 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
     documents, document_ids, seen = [], [], {}
     extractors = collect("brain_entity_extractors")
     for number, record in enumerate(records, 1):
-        item = record_document("remember", record, None, f"record {number}")
+        line = lines[number - 1] if lines else None
+        item = record_document("remember", record, line, f"record {number}")
         if isinstance(item, Document):
             item.source_path = None
+            item = _stored_as(conn, item, number)
+        if isinstance(item, Document):
             document_ids.append(item.document_id)
         item = _accept(item, defaults, seen, model_id, extractors)
         if isinstance(item, IngestError):
+            if not item.message.startswith(f"record {number}:"):
+                item = IngestError("remember", line, f"record {number}: {item.message}")
             report.errors.append(item)
         elif item is not None:  # None: a repeat of an earlier record, stored once
             documents.append(item)
@@ -148,6 +167,32 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
         ]
     report.seconds = time.perf_counter() - started
     return report, ids
+
+
+def _stored_as(conn, document, number):
+    """A remembered record under the id of the document it updates: the one stored
+    with its `_id` (a record ingested from a file keeps that file's document id),
+    else its own. An `_id` that several stored documents carry is an IngestError:
+    which of them to replace is not the record's to guess."""
+    if document.external_id is None:
+        return document
+    stored = [
+        document_id
+        for (document_id,) in conn.execute(
+            "select distinct document_id from knowledge where external_id = ? and document_id is not null "
+            "order by document_id",
+            (document.external_id,),
+        )
+    ]
+    if len(stored) > 1 and document.document_id not in stored:
+        return IngestError(
+            "remember", document.line,
+            f"record {number}: _id {document.external_id!r} is stored in {len(stored)} documents "
+            f"({', '.join(stored[:3])}{' …' if len(stored) > 3 else ''}): forget all but one of them first",
+        )  # fmt: skip
+    if len(stored) == 1:
+        document.document_id = stored[0]
+    return document
 
 
 def _ingest_files(pipeline, files, defaults, prune_paths, progress):

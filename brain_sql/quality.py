@@ -12,14 +12,21 @@ The recommendation follows the reference estimator: return when confident;
 run_prf when confidence is moderate and the top hit is agreed by both legs within
 PRF_AGREEMENT_RANK (expansion then builds on genuine signal); increase_top_k when
 the top hit covers the query but the legs disagree; clarify_query otherwise.
+
+Each hit's own relevance (hit_relevance) is read from the same kinds of signal,
+for that hit: the share of the query's terms it holds, its own vector similarity,
+and its ties to the entities the query names.
 """
 
 import json
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import lexical
 from .config import ABSTAIN_BELOW, PRF_AGREEMENT_RANK, PRF_DEPTH, PRF_TERMS
+from .vectors import quantize_int8
 
 # The confidence is a logistic model of the signals, fitted on SciFact's training
 # queries (answerable) against half of tests/data/trap_queries.jsonl (not);
@@ -29,6 +36,7 @@ SIGNAL_WEIGHTS = {"coverage": 2.66, "known": 4.57, "similarity": 8.02, "agreemen
 SIGNAL_BIAS = -8.0
 SIMILARITY_RANGE = (0.2, 0.6)
 RETURN_ABOVE = 0.75
+BRIDGED_EVIDENCE = 0.5  # a hit one step from a named entity in the graph holds half the evidence of one tied to it
 
 
 @dataclass
@@ -126,3 +134,84 @@ def expansion_terms(conn, legs, fused):
         key=lambda s: (-s[0], s[1]),
     )
     return [word for _, word in scored[:PRF_TERMS]]
+
+
+@dataclass
+class Evidence:
+    """What one hit holds of the query, each signal in [0, 1]:
+    - terms: the idf-weighted share of the query's terms the hit contains (idf over
+      the rows the request can reach), as `coverage` is for the top hit;
+    - similarity: its own cosine similarity to the query, mapped through
+      SIMILARITY_RANGE (0 at what unrelated text scores, 1 near a paraphrase);
+    - entities: over the entities the query names, the mean of 1 for each it is
+      tied to in the graph (mentions it, states an edge with it, or is its
+      document), BRIDGED_EVIDENCE for each it is one step from (it is the
+      document of an entity linked to it), 0 otherwise; None when the query
+      names none.
+    relevance = 1 - (1 - terms)(1 - similarity)(1 - entities): the evidence of
+    any one signal counts, and signals that agree add up."""
+
+    terms: float
+    similarity: float
+    entities: float | None
+    relevance: float = 0.0
+
+    def __post_init__(self):
+        self.relevance = 1.0 - (1.0 - self.terms) * (1.0 - self.similarity) * (1.0 - (self.entities or 0.0))
+
+    def report(self):
+        values = {"terms": self.terms, "similarity": self.similarity, "entities": self.entities}
+        return {name: round(value, 4) if value is not None else None for name, value in values.items()}
+
+
+def hit_relevance(conn, legs, ids):
+    """{id: Evidence} of the rows `ids` for the query the legs searched."""
+    if not ids:
+        return {}
+    idf = legs.terms.query_idf(legs.text)
+    total = sum(idf.values())
+    texts = dict(conn.execute(
+        "select id, coalesce(title, '') || char(10) || content from knowledge where id in (select value from json_each(?))",
+        [json.dumps(ids)],
+    ).fetchall())  # fmt: skip
+    similarities = _similarities(conn, legs, ids)
+    low, high = SIMILARITY_RANGE
+    named = legs.entity_chunks
+    held = dict(zip(texts, lexical.terms_held(texts.values(), idf)))
+    found = {}
+    for item in ids:
+        holds = held.get(item, set())
+        # summed in idf's own order, so a hit holding every term has exactly 1
+        terms = sum(weight for term, weight in idf.items() if term in holds) / total if total else 0.0
+        similarity = min(1.0, max(0.0, (similarities.get(item, 0.0) - low) / (high - low)))
+        entities = sum(_tie(item, *chunks) for chunks in named.values()) / len(named) if named else None
+        found[item] = Evidence(terms, similarity, entities)
+    return found
+
+
+def _tie(item, direct, bridged):
+    """1 for a chunk tied to a named entity, BRIDGED_EVIDENCE for one a step away, else 0."""
+    if _holds(direct, item):
+        return 1.0
+    return BRIDGED_EVIDENCE if _holds(bridged, item) else 0.0
+
+
+def _holds(ids, item):
+    at = np.searchsorted(ids, item)
+    return bool(at < len(ids) and ids[at] == item)
+
+
+def _similarities(conn, legs, ids):
+    """{id: cosine similarity to the query}: the vector leg's own, or for a row it
+    did not rank, sqlite-vec's int8 cosine (the distance its KNN ranks by)."""
+    vector = legs.raw.get("vector", {})
+    known = {item: vector[item] for item in ids if item in vector}
+    missing = [item for item in ids if item not in known]
+    if missing and legs.vectors is not None and legs.vectors.any():
+        rows = conn.execute(
+            "select knowledge_id, vec_distance_cosine(embedding_int8, vec_int8(?)) from vec_knowledge "
+            "where knowledge_id in (select value from json_each(?))",
+            [quantize_int8(legs.vectors)[0].tobytes(), json.dumps(missing)],
+        ).fetchall()
+        known.update({item: 1.0 - distance for item, distance in rows if distance is not None})
+    return known

@@ -6,6 +6,7 @@ parameters, CLI options, SQL function arguments — which `from_strings` coerces
 each field's type before the same checks.
 """
 
+import difflib
 import re
 import types
 import typing
@@ -35,9 +36,19 @@ class QueryDoc:
     mmr: bool = False
     mmr_lambda: float = MMR_LAMBDA
     max_tokens: int | None = None
+    cutoff: bool = True  # leave out hits with no evidence for the query (config.RELEVANCE_CUTOFF)
 
 
 FIELDS = set(QueryDoc.__dataclass_fields__) | {"source"}
+# names other tools give these fields, suggested when a request uses them
+ALIASES = {
+    "query": "q", "question": "q", "text": "q", "prompt": "q", "search": "q",
+    "limit": "k", "top_k": "k", "topk": "k", "top_n": "k", "n": "k",
+    "class": "classes", "kind": "classes", "namespace": "scope",
+    "from": "since", "after": "since", "to": "until", "before": "until",
+    "token_budget": "max_tokens", "budget": "max_tokens", "diversity": "mmr", "expand": "prf",
+    "threshold": "cutoff", "min_score": "cutoff",
+}  # fmt: skip
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -120,6 +131,20 @@ def _flag(name, value):
     return value
 
 
+def nearest_field(name):
+    """The known field an unknown `name` most likely meant: an alias other tools
+    use (query -> q, limit -> k), else the closest spelling; None when nothing is close."""
+    if not isinstance(name, str):
+        return None
+    key = name.strip().lower().replace("-", "_")
+    if key in ALIASES:
+        return ALIASES[key]
+    if key in FIELDS:
+        return key
+    close = difflib.get_close_matches(key, sorted(FIELDS), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def parse(raw, need_q=True):
     """A QueryDoc from a JSON object (dict), or a QueryError naming the problem.
     Without `need_q` the request may be filters only (q is then empty)."""
@@ -127,9 +152,10 @@ def parse(raw, need_q=True):
         return raw
     if not isinstance(raw, dict):
         raise QueryError("the query must be a JSON object with at least 'q'")
-    unknown = sorted(set(raw) - FIELDS)
+    unknown = sorted(set(raw) - FIELDS, key=str)
     if unknown:
-        raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}")
+        named = ", ".join(f"{name} (did you mean {near}?)" if (near := nearest_field(name)) else str(name) for name in unknown)
+        raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {named}")
     if "q" not in raw and need_q:
         raise QueryError("q is required: the text to recall memories for", "q")
     q = _text("q", raw.get("q", ""), MAX_QUERY_CHARS)
@@ -166,7 +192,7 @@ def parse(raw, need_q=True):
         values["domain"] = _text("domain", raw["domain"])
     if raw.get("min_relevance") is not None:
         values["min_relevance"] = _integer("min_relevance", raw["min_relevance"], 0, 3)
-    for name in ("include_decayed", "graph", "provenance", "prf", "mmr"):
+    for name in ("include_decayed", "graph", "provenance", "prf", "mmr", "cutoff"):
         if raw.get(name) is not None:
             values[name] = _flag(name, raw[name])
     if raw.get("mmr_lambda") is not None:

@@ -37,8 +37,8 @@ def parse_txt(path, text):
 def parse_json(path, text):
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as ex:
-        yield IngestError(path, ex.lineno, f"malformed JSON: {ex.msg}")
+    except (ValueError, RecursionError) as ex:  # not JSON, a number past Python's digit limit, nested too deep
+        yield IngestError(path, getattr(ex, "lineno", 1), f"malformed JSON: {getattr(ex, 'msg', ex)}")
         return
     items = data if isinstance(data, list) else [data]
     for number, item in enumerate(items, 1):
@@ -51,8 +51,8 @@ def parse_jsonl(path, text):
             continue
         try:
             item = json.loads(line)
-        except json.JSONDecodeError as ex:
-            yield IngestError(path, number, f"malformed JSON line: {ex.msg}")
+        except (ValueError, RecursionError) as ex:
+            yield IngestError(path, number, f"malformed JSON line: {getattr(ex, 'msg', ex)}")
             continue
         yield record_document(path, item, number)
 
@@ -70,7 +70,7 @@ def parse_csv(path, text):
                 if isinstance(record.get(key), str):
                     try:
                         record[key] = json.loads(record[key])
-                    except json.JSONDecodeError:
+                    except (ValueError, RecursionError):
                         yield IngestError(path, line, f"column {key!r} must hold JSON")
                         break
             else:
@@ -99,7 +99,7 @@ def record_document(path, record, line, where=None):
     title = str(title).strip() if title is not None and str(title).strip() else None
     external_id = next((record[k] for k in ID_KEYS if record.get(k) not in (None, "")), None)
     if external_id is not None:
-        if not isinstance(external_id, (str, int)):
+        if isinstance(external_id, bool) or not isinstance(external_id, (str, int)):
             return error("'_id' / 'id' must be text or a whole number")
         external_id = str(external_id)
         key = external_id

@@ -309,7 +309,8 @@ def m008_instance(db):
 
 # Tables whose rows are memories' text, or derived from it: whoever may not read
 # `knowledge` may read none of them.
-DERIVED_TABLES = ("documents", "entities", "relationships", "brain_mention_queue", CHANGES_TABLE)
+DERIVED_TABLES = ("documents", "entities", "relationships", "brain_mention_queue", CHANGES_TABLE,
+                  "sqlite_sequence")  # its counters tell how many rows each table ever had  # fmt: skip
 DERIVED_PREFIXES = ("knowledge_fts", "vec_knowledge")
 
 
@@ -410,3 +411,21 @@ def fts_length(size_blob):
         if not byte & 0x80:
             total, value = total + value, 0
     return total
+
+
+def damaged_tables(conn):
+    """{table: [missing columns]} for the brain's own tables, compared with what
+    the migrations make: a tool that rebuilt a table (`sqlite-utils transform
+    --rename/--drop`) can leave it without columns recall needs."""
+    fresh = sqlite_utils.Database(memory=True)
+    m001_reference_tables(fresh)
+    m002_brain_columns(fresh)
+    db = sqlite_utils.Database(conn)
+    damaged = {}
+    for table in fresh.table_names():
+        if table == "sqlite_sequence" or not db[table].exists():
+            continue
+        missing = sorted(set(fresh[table].columns_dict) - set(db[table].columns_dict))
+        if missing:
+            damaged[table] = missing
+    return damaged

@@ -140,14 +140,9 @@ class DocumentWriter:
             for document_id, path in self.conn.execute(
                 f"select document_id, source_path from documents where {where}", params
             ).fetchall()
-            if document_id not in keep and not (gone and path and Path(path).exists())
+            if document_id not in keep and not (gone and path and _may_exist(path))
         ]
-        for document_id in doomed:
-            self.report.chunks_removed += self.conn.execute(
-                "delete from knowledge where document_id = ?", (document_id,)
-            ).rowcount
-            self.conn.execute("delete from relationships where document_id = ?", (document_id,))
-            self.conn.execute("delete from documents where document_id = ?", (document_id,))
+        self.report.chunks_removed += remove_documents(self.conn, doomed)
 
     def _row_values(self, document):
         values = {c: document.fields.get(c) for c in FIELD_COLUMNS}
@@ -206,3 +201,25 @@ class DocumentWriter:
         if claim:
             self.conn.execute("update entities set entity_type = 'document' where id = ? and entity_type is not 'document'", (entity_id,))
         return entity_id
+
+
+def remove_documents(conn, document_ids):
+    """Delete documents whole, inside the caller's transaction: their chunks (the
+    triggers take each chunk's full-text row, vector and the edges it stated), the
+    other edges the document stated, and its documents row. Ingest's pruning and
+    forget both remove through here. Returns how many chunks went."""
+    removed = 0
+    for document_id in document_ids:
+        removed += conn.execute("delete from knowledge where document_id = ?", (document_id,)).rowcount
+        conn.execute("delete from relationships where document_id = ?", (document_id,))
+        conn.execute("delete from documents where document_id = ?", (document_id,))
+    return removed
+
+
+def _may_exist(path):
+    """Whether the file may still be there: one that cannot be looked at (a folder
+    we may not read) counts as there, so it is never pruned."""
+    try:
+        return Path(path).exists()
+    except OSError:
+        return True

@@ -6,7 +6,7 @@ from datasette import hookimpl
 
 import brain_sql
 
-from . import decay, pages, routes
+from . import decay, mcp_tools, pages, routes, tools
 
 
 @hookimpl
@@ -22,7 +22,7 @@ def startup(datasette):
 
     async def inner():
         brain_sql.serve_many()
-        paths = [datasette.get_database(name).path for name in await routes.brain_names(datasette)]
+        paths = [datasette.get_database(name).path for name in await tools.brain_names(datasette)]
         for path in filter(None, paths):
             threading.Thread(target=_warm, args=(path,), name="brain-warm", daemon=True).start()
 
@@ -43,6 +43,7 @@ def register_routes():
         (r"^/-/recall$", routes.recall_view),
         (r"^/(?P<database>[^/]+)/-/verify$", routes.verify_view),
         (r"^/(?P<database>[^/]+)/-/remember$", routes.remember_view),
+        (r"^/(?P<database>[^/]+)/-/forget$", routes.forget_view),
         (r"^/-/brain/v1/embeddings$", routes.embeddings_view),
         (r"^/(?P<database>[^/]+)/-/brain$", pages.recall_page),
         (r"^/(?P<database>[^/]+)/-/memory/(?P<id>\d{1,18})$", pages.memory_page),
@@ -53,21 +54,29 @@ def register_routes():
 
 @hookimpl
 def permission_allowed(datasette, actor, action, resource):
-    if action == routes.WRITE_PERMISSION:
-        return routes.write_allowed(datasette, actor, resource)
+    if action == tools.WRITE_PERMISSION:
+        return tools.write_allowed(datasette, actor, resource)
     if action == "view-table" and isinstance(resource, (tuple, list)) and brain_sql.derived_from_knowledge(resource[1]):
         # full text, vectors, documents and the graph are the memories too
         return routes.knowledge_readable(datasette, actor, resource[0])
-    if action == "execute-sql" and isinstance(resource, str):
-        # arbitrary SQL reads every table: not for whoever may not read the memories
+    if action in ("execute-sql", "view-database-download") and isinstance(resource, str):
+        # arbitrary SQL reads every table, a download is the whole file: neither is
+        # for whoever may not read the memories
         return routes.knowledge_readable(datasette, actor, resource)
 
 
 @hookimpl
+def register_mcp_tools(datasette, mcp):
+    """datasette-mcp's hook: the brain's tools beside its SQL ones at /-/mcp."""
+    mcp_tools.register(datasette, mcp)
+
+
+@hookimpl
 def skip_csrf(scope):
-    """JSON posts to the API need no CSRF token: a browser cannot send one
-    cross-site without a CORS preflight, which Datasette does not grant."""
-    return routes.is_json_api_request(scope)
+    """Posts to the JSON API need no CSRF token: the API reads only JSON bodies
+    sent as application/json, which a browser cannot send cross-site without a
+    CORS preflight, and refuses anything else in JSON (routes.json_body)."""
+    return routes.is_api_post(scope)
 
 
 def _links(datasette, database):
@@ -82,7 +91,7 @@ def _links(datasette, database):
 def menu_links(datasette, actor):
     async def inner():
         links = []
-        for name in await routes.brain_names(datasette):
+        for name in await tools.brain_names(datasette):
             if await datasette.permission_allowed(actor, "view-database", name, default=True):
                 links.extend(_links(datasette, name)[:1])
         return links
@@ -93,7 +102,7 @@ def menu_links(datasette, actor):
 @hookimpl
 def database_actions(datasette, actor, database):
     async def inner():
-        return _links(datasette, database) if database in await routes.brain_names(datasette) else []
+        return _links(datasette, database) if database in await tools.brain_names(datasette) else []
 
     return inner
 

@@ -1,5 +1,6 @@
 """The `sqlite-utils brain` command group."""
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -8,6 +9,8 @@ import click
 import sqlite_utils
 
 import brain_sql
+
+from . import stdio
 
 
 @sqlite_utils.hookimpl
@@ -32,13 +35,24 @@ def _open(db_path, must_exist=True, model_id=None, brain=True):
 def register_commands(cli):
     @cli.group()
     def brain():
-        """A long-term memory in this SQLite file: ingest, recall, evaluate."""
+        """A long-term memory in this SQLite file: ingest, remember, recall, forget.
+
+        \b
+        Example:
+            sqlite-utils brain ingest brain.db notes/
+            sqlite-utils brain recall brain.db "who owns the support runbook?"
+        """
 
     @brain.command()
     @click.argument("db_path", type=click.Path(dir_okay=False))
     @click.option("--model", help=f"model2vec folder or hub id (default: {brain_sql.configured_model()})")
     def init(db_path, model):
-        """Create the brain schema in DB_PATH, or migrate it to the current version."""
+        """Create the brain schema in DB_PATH, or migrate it to the current version.
+
+        \b
+        Example:
+            sqlite-utils brain init brain.db
+        """
         conn = _open(db_path, must_exist=False, model_id=model)
         try:
             brain_sql.migrate(conn, model or None)
@@ -56,7 +70,12 @@ def register_commands(cli):
     @click.option("--domain", help="domain for memories that name none")
     @click.option("--prune", is_flag=True, help="remove memories whose files under PATHS no longer exist")
     def ingest(db_path, paths, scope, klass, source, domain, prune):
-        """Ingest Markdown notes and folders, .txt files, and JSON / JSONL / CSV records."""
+        """Ingest Markdown notes and folders, .txt files, and JSON / JSONL / CSV records.
+
+        \b
+        Example:
+            sqlite-utils brain ingest brain.db ~/notes crm.jsonl --scope /acme --source crm
+        """
         conn = _open(db_path, must_exist=False)
         files, _ = brain_sql.discover(paths)
         total = sum(Path(p).stat().st_size for p, _ in files)
@@ -105,7 +124,12 @@ def register_commands(cli):
     @_filters
     @click.option("--json", "as_json", is_flag=True, help="print the JSON API's response")
     def recall(db_path, query, as_json, **options):
-        """Recall the memories that answer QUERY, and why each was chosen."""
+        """Recall the memories that answer QUERY, and why each was chosen.
+
+        \b
+        Example:
+            sqlite-utils brain recall brain.db "who owns the support runbook?" --scope /acme/support
+        """
         try:
             doc = brain_sql.querydoc_from_strings({"q": query, **options}, comma_lists=False)
         except brain_sql.QueryError as ex:
@@ -125,11 +149,17 @@ def register_commands(cli):
     @click.argument("db_path", type=click.Path(dir_okay=False))
     @click.option("--queries", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR queries.jsonl")
     @click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR qrels .tsv")
-    @click.option("--k", "k", type=click.IntRange(1, 100), default=10, show_default=True)
+    @click.option("--k", "k", type=click.IntRange(1, 100), default=10, show_default=True,
+                  help="hits recalled per query, 1 to 100")
     @click.option("--now", help="fixed evaluation time (ISO)")
     def eval_(db_path, queries, qrels, k, now):
         """Score recall on a BEIR-format query set: one JSON object with nDCG@10,
-        Recall@2/5/10 and MRR@10 for the full pipeline, without the graph, and per leg."""
+        Recall@2/5/10 and MRR@10 for the full pipeline, without the graph, and per leg.
+
+        \b
+        Example:
+            sqlite-utils brain eval scifact.db --queries queries.jsonl --qrels qrels/test.tsv
+        """
         conn = _open(db_path)
         count = len(brain_sql.load_qrels(qrels))
         try:
@@ -144,7 +174,12 @@ def register_commands(cli):
     @click.argument("db_path", type=click.Path(dir_okay=False))
     @click.option("--model", required=True, help="model2vec folder or hub id, or wordllama/l2_supercat")
     def reindex(db_path, model):
-        """Re-embed every memory with another model, and make it the brain's model."""
+        """Re-embed every memory with another model, and make it the brain's model.
+
+        \b
+        Example:
+            sqlite-utils brain reindex brain.db --model ./my-model2vec-folder
+        """
         conn = _open(db_path)
         try:
             written = brain_sql.reindex(conn, model)
@@ -153,6 +188,25 @@ def register_commands(cli):
         click.echo(f"{db_path}: {written} memories re-embedded with {model}")
 
     _register_check(brain)
+    _register_memory_commands(brain)
+
+    @brain.command()
+    @click.argument("db_path", type=click.Path(dir_okay=False, exists=True))
+    def mcp(db_path):
+        """Serve the brain's MCP tools (brain_recall, brain_remember, brain_verify,
+        brain_forget, brain_memory) over stdin and stdout, for an agent without a
+        server: the same tools and JSON as datasette-mcp's /-/mcp, acting as the
+        file's owner.
+
+        \b
+        Example:
+            sqlite-utils brain mcp brain.db
+        or in an MCP client's configuration:
+            {"command": "sqlite-utils", "args": ["brain", "mcp", "/path/to/brain.db"]}
+        """
+        conn = _open(db_path)  # a clear message for a file that is not a brain, before the protocol starts
+        conn.close()
+        asyncio.run(stdio.serve(db_path))
 
 
 def _option_of(field):
@@ -165,6 +219,7 @@ def _option_of(field):
 
 PROBLEMS = {
     "integrity": "the SQLite file fails its integrity check (restore a copy; not repairable here)",
+    "damaged_tables": "tables rebuilt without columns the brain needs (restore a copy; not repairable here)",
     "pending_migrations": "schema migrations not applied yet",
     "missing_triggers": "triggers missing (a tool that rebuilds tables drops them): full text, vectors or the change log stop following",
     "altered_triggers": "triggers that differ from the brain's own",
@@ -184,18 +239,200 @@ def _register_check(brain):
     @click.argument("db_path", type=click.Path(dir_okay=False))
     @click.option("--repair", is_flag=True, help="mend what disagrees, from knowledge")
     def check(db_path, repair):
-        """Check that FTS, vectors, edges and documents agree with the memories."""
+        """Check that FTS, vectors, edges and documents agree with the memories.
+
+        \b
+        Example:
+            sqlite-utils brain check brain.db --repair
+        """
         conn = _open(db_path, brain=False)
-        problems = brain_sql.check(conn, repair=repair)
+        try:
+            problems = brain_sql.check(conn, repair=repair)
+        except brain_sql.BrainError as ex:  # a read-only file to repair, say
+            raise click.ClickException(str(ex)) from ex
         for name, items in problems.items():
             shown = ", ".join(map(str, items[:10])) + (" …" if len(items) > 10 else "")
             click.echo(f"{PROBLEMS[name]}: {len(items)} ({shown})")
         if not problems:
             click.echo(f"{db_path}: consistent")
-        elif repair and "integrity" not in problems and not brain_sql.check(conn):
+        elif repair and not {"integrity", "damaged_tables"} & set(problems) and not brain_sql.check(conn):
             click.echo(f"repaired; {db_path} is now consistent")
         else:
             sys.exit(1)
+
+
+def _register_memory_commands(brain):
+    @brain.command()
+    @click.argument("db_path", type=click.Path(dir_okay=False))
+    @click.argument("file", default="-", type=click.Path(dir_okay=False, allow_dash=True))
+    @click.option("--scope", help="scope path for records that name none, e.g. /acme/support")
+    @click.option("--class", "klass", type=click.Choice(brain_sql.CLASSES), help="class for records that name none")
+    @click.option("--source", default="remember", show_default=True, help="source tag for records that name none")
+    @click.option("--domain", help="domain for records that name none")
+    @click.option("--json", "as_json", is_flag=True, help="print the answer /-/remember gives, as JSON")
+    def remember(db_path, file, scope, klass, source, domain, as_json):
+        """Remember records from FILE, or from stdin when FILE is - or absent: a JSON
+        object, a JSON array of them, or JSON lines, with ingest's record fields. All
+        are stored in one transaction, or none; a record whose _id is stored already
+        replaces that memory.
+
+        \b
+        Example:
+            echo '{"_id": "m-1", "text": "Deploys happen on Tuesdays."}' | sqlite-utils brain remember brain.db
+            sqlite-utils brain remember brain.db records.jsonl --scope /acme/eng
+        """
+        name = "stdin" if file == "-" else file
+        try:
+            with click.open_file(file, "rb") as stream:
+                data = stream.read()
+        except OSError as ex:
+            raise click.ClickException(f"cannot read {name}: {ex.strerror}") from ex
+        records, lines = _records(data, name)
+        conn = _open(db_path, must_exist=False)
+        try:
+            report, ids = brain_sql.remember(
+                conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines
+            )
+        except (brain_sql.BrainError, brain_sql.FieldError) as ex:
+            raise click.ClickException(str(ex)) from ex
+        if report.errors:
+            problems = "\n".join(f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors)
+            raise click.ClickException(f"{problems}\nnothing was stored")
+        answer = {"ids": ids, "added": report.documents_added, "updated": report.documents_updated,
+                  "unchanged": report.documents_unchanged,
+                  "chunks": {"added": report.chunks_added, "updated": report.chunks_updated,
+                             "unchanged": report.chunks_unchanged, "removed": report.chunks_removed}}  # fmt: skip
+        if as_json:
+            click.echo(json.dumps(answer))
+            return
+        click.echo(
+            f"{_count(len(records), 'record')}: {answer['added']} added, {answer['updated']} updated, "
+            f"{answer['unchanged']} unchanged"
+        )
+        click.echo(f"ids: {json.dumps(ids)}")
+
+    @brain.command()
+    @click.argument("db_path", type=click.Path(dir_okay=False))
+    @click.option("--id", "ids", type=int, multiple=True, metavar="ID", help="a memory's id, knowledge.id (repeatable)")
+    @click.option("--external-id", "external_ids", multiple=True, metavar="ID",
+                  help="a record's own _id, knowledge.external_id (repeatable)")
+    @click.option("--json", "as_json", is_flag=True, help="print what was removed and not found, as JSON")
+    def forget(db_path, ids, external_ids, as_json):
+        """Forget memories, each with the rest of its note or record: their full text,
+        vectors and the edges they stated, and entities nothing else ties into the
+        graph. One transaction; ids that match nothing are reported.
+
+        \b
+        Example:
+            sqlite-utils brain forget brain.db --id 12 --external-id m-1
+        """
+        if not ids and not external_ids:
+            raise click.UsageError("give the memories to forget: --id N or --external-id X, each repeatable")
+        conn = _open(db_path)
+        try:
+            result = brain_sql.forget(conn, ids=ids, external_ids=external_ids)
+        except (brain_sql.BrainError, brain_sql.FieldError) as ex:
+            raise click.ClickException(str(ex)) from ex
+        if as_json:
+            click.echo(json.dumps(result))
+            return
+        removed, missing = result["removed"], result["not_found"]
+        if removed["memories"]:
+            click.echo(
+                f"forgot {_count(len(removed['memories']), 'memory', 'memories')} of "
+                f"{_count(removed['documents'], 'document')} ({_named(removed['memories'], removed['external_ids'])}); "
+                f"with them {_count(removed['relationships'], 'relationship')} and "
+                f"{_count(removed['entities'], 'entity', 'entities')}"
+            )
+        else:
+            click.echo("nothing forgotten")
+        if missing["ids"] or missing["external_ids"]:
+            click.echo(f"not found: {_named(missing['ids'], missing['external_ids'])}")
+
+    @brain.command()
+    @click.argument("db_path", type=click.Path(dir_okay=False))
+    @click.option("--json", "as_json", is_flag=True, help="print the counts as one JSON object")
+    def stats(db_path, as_json):
+        """Count what the brain holds: memories per class, scope and source, decayed
+        and flagged memories, documents, entities, relationships, the model and the
+        file's size.
+
+        \b
+        Example:
+            sqlite-utils brain stats brain.db --json
+        """
+        conn = _open(db_path)
+        try:
+            found = brain_sql.stats(conn)
+        except brain_sql.BrainError as ex:
+            raise click.ClickException(str(ex)) from ex
+        if as_json:
+            click.echo(json.dumps(found, indent=2))
+            return
+        decayed = found["decayed"]
+
+        def listed(counts):
+            return ", ".join(f"{name or '(none)'} {n}" for name, n in counts.items()) or "-"
+
+        click.echo(
+            f"{db_path}: {_count(found['memories'], 'memory', 'memories')} in {_count(found['documents'], 'document')}; "
+            f"{_count(found['entities'], 'entity', 'entities')}, {_count(found['relationships'], 'relationship')}"
+        )
+        click.echo(f"class: {listed(found['by_class'])}")
+        click.echo(f"scope: {listed(found['by_scope'])}")
+        click.echo(f"source: {listed(found['by_source'])}")
+        click.echo(
+            f"decayed: {decayed['expired']} expired, {decayed['expiring within 7 days']} expiring within 7 days, "
+            f"{decayed['archived']} archived; {found['flagged']} flagged"
+        )
+        click.echo(f"model: {found['model']} ({found['dimension']} dimensions), schema version {found['schema_version']}")
+        click.echo(f"file: {found['file_bytes']:,} bytes (+ {found['wal_bytes']:,} in the write-ahead log)")
+
+
+def _count(n, singular, plural=None):
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
+def _named(ids, external_ids):
+    """`ids 7, 9; external id m-1`: those of the two lists that are not empty."""
+    return "; ".join(
+        f"{label if len(values) == 1 else label + 's'} {', '.join(map(str, values))}"
+        for label, values in (("id", ids), ("external id", external_ids))
+        if values
+    )
+
+
+def _records(data, name):
+    """(records, the line each starts on) from a JSON object, a JSON array of
+    objects, or JSON lines; a ClickException naming the line of anything malformed."""
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as ex:
+        line = data[: ex.start].count(b"\n") + 1
+        raise click.ClickException(f"{name}:{line}: not UTF-8 text (byte 0x{data[ex.start]:02x})") from ex
+    if not text.strip():
+        raise click.ClickException(f"{name}: no records: give a JSON object, a JSON array of them, or JSON lines")
+    first = len(text) - len(text.lstrip())
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError as ex:
+        if ex.msg != "Extra data":  # one JSON value, malformed
+            raise click.ClickException(f"{name}:{ex.lineno}: malformed JSON: {ex.msg}") from ex
+    else:
+        if isinstance(whole, list):
+            return whole, None  # an array's records are named by their number
+        return [whole], [text[:first].count("\n") + 1]
+    records, lines, problems = [], [], []
+    for number, line in enumerate(text.split("\n"), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+                lines.append(number)
+            except json.JSONDecodeError as ex:
+                problems.append(f"{name}:{number}: malformed JSON line: {ex.msg}")
+    if problems:
+        raise click.ClickException("\n".join(problems) + "\nnothing was stored")
+    return records, lines
 
 
 def _readable(result):

@@ -14,18 +14,13 @@ from datasette.utils import path_with_added_args, path_with_removed_args
 import brain_sql
 
 from .decay import BUCKETS
-from .routes import ApiError, api, brain_database, querydoc_from_args, run_recall
+from . import tools
+from .routes import api, brain_database, querydoc_from_args
+from .tools import ApiError, run_recall
 
 FACETS = ("class", "scope", "source", "domain", "decay")
-GRAPH_TABLES = ("entities", "relationships")
 
 
-async def _graph_readable(datasette, actor, database):
-    """Whether `actor` may see the graph: its entities and its relationships."""
-    for table in GRAPH_TABLES:
-        if not await datasette.permission_allowed(actor, "view-table", (database, table), default=True):
-            return False
-    return True
 GRAPH_SIZE = 640
 DECAYED_LIMIT = 1000  # the review page shows the first thousand, soonest to expire first
 
@@ -52,21 +47,9 @@ async def recall_page(datasette, request):
 
 @api
 async def memory_page(datasette, request):
-    db = await brain_database(datasette, request)
-    memory_id = int(request.url_vars["id"])
-
-    loaded = await db.execute_fn(lambda conn: brain_sql.memory(conn, memory_id))
-    if loaded is None:
-        raise ApiError(f"no memory with id {memory_id}", 404)
-    memory, siblings, edges = loaded
-    if not await _graph_readable(datasette, request.actor, db.name):
-        edges = []
+    loaded = await tools.memory(datasette, request.actor, request.url_vars.get("database"), int(request.url_vars["id"]))
     return Response.html(
-        await datasette.render_template(
-            "brain_memory.html",
-            {"database": db.name, "memory": memory, "siblings": siblings, "edges": edges},
-            request=request,
-        )
+        await datasette.render_template("brain_memory.html", {"database": request.url_vars["database"], **loaded}, request=request)
     )
 
 
@@ -104,7 +87,7 @@ def layout(entity, neighbours, edges, size=GRAPH_SIZE):
 async def entity_page(datasette, request):
     db = await brain_database(datasette, request)
     entity_id = int(request.url_vars["id"])
-    await datasette.ensure_permissions(request.actor, [("view-table", (db.name, table)) for table in GRAPH_TABLES])
+    await datasette.ensure_permissions(request.actor, [("view-table", (db.name, table)) for table in tools.GRAPH_TABLES])
 
     found = await db.execute_fn(lambda conn: brain_sql.entity(conn, entity_id))
     if found is None:

@@ -1,87 +1,58 @@
-"""The JSON API: recall, verify, remember and OpenAI-compatible embeddings.
+"""The JSON API over HTTP: recall, verify, remember, forget (doors to tools.py,
+which the MCP tools share) and OpenAI-compatible embeddings.
 
-Each view checks the database is a brain and the actor may use it, turns the
-request into brain_sql's terms, and runs brain_sql on Datasette's own
-connections (execute_fn has no SQL time limit; recall has its own bounds).
-Every user error is a 400 with {"ok": false, "error", "status"}; a write the
-server could not make (the write lock not had in time, a failing disk) is a 503
-with Retry-After, so a client knows to send the same request again.
+Each view checks the actor may use the brain before reading a body, which must
+be JSON sent as application/json. Every user error is a 400 with {"ok": false,
+"error", "status"} (the embeddings route answers in OpenAI's error shape
+instead); a write the server could not make (the write lock not had in time, a
+failing disk) is a 503 with Retry-After, so a client knows to send the same
+request again.
 """
 
 import asyncio
+import base64
 import json
-import threading
-import weakref
 
-from datasette import Forbidden, Response
-from datasette.utils import actor_matches_allow
+from datasette import Response
 
 import brain_sql
 
+from . import tools
+from .tools import ApiError, brain_names
+
 MAX_BODY_BYTES = brain_sql.MAX_CONTENT_BYTES + 100_000
 MAX_EMBEDDING_INPUTS = 256
-WRITE_PERMISSION = "brain-write"
-RETRY_AFTER_SECONDS = 2
-
-
-class ApiError(Exception):
-    def __init__(self, message, status=400, headers=None):
-        super().__init__(message)
-        self.status, self.headers = status, headers
 
 
 def error(message, status=400, headers=None):
-    return Response.json({"ok": False, "error": message, "status": status}, status=status, headers=headers)
+    return Response.json(tools.error_body(message, status), status=status, headers=headers)
 
 
-def api(view):
-    """Run a view, turning ApiError, QueryError and Forbidden into JSON errors."""
+def answering_errors(respond):
+    """A decorator for views: the errors tools.as_api_error knows become the
+    response `respond(ApiError)` makes; any other is a bug, and surfaces."""
 
-    async def wrapped(datasette, request):
-        try:
-            return await view(datasette, request)
-        except ApiError as ex:
-            return error(str(ex), ex.status, ex.headers)
-        except (brain_sql.QueryError, brain_sql.FieldError) as ex:
-            return error(str(ex))
-        except Forbidden as ex:
-            return error(str(ex) or "permission denied", 403)
-        except brain_sql.ReadOnlyBrain as ex:
-            return error(str(ex), 403)
-        except brain_sql.WriteError as ex:
-            return error(str(ex), 503, {"Retry-After": str(RETRY_AFTER_SECONDS)})
+    def decorate(view):
+        async def wrapped(datasette, request):
+            try:
+                return await view(datasette, request)
+            except Exception as ex:
+                known = tools.as_api_error(ex)
+                if known is None:
+                    raise
+                return respond(known)
 
-    return wrapped
+        return wrapped
+
+    return decorate
 
 
-async def brain_names(datasette):
-    names = []
-    for name, db in datasette.databases.items():
-        if name != "_internal" and await db.execute_fn(brain_sql.is_brain):
-            names.append(name)
-    return names
+api = answering_errors(lambda ex: error(str(ex), ex.status, ex.headers))
 
 
 async def brain_database(datasette, request):
     """The brain database the URL names (or the only one), once the actor may read it."""
-    name = request.url_vars.get("database")
-    if name is None:
-        names = await brain_names(datasette)
-        if len(names) != 1:
-            raise ApiError(
-                f"this instance has {len(names)} brain databases: use /<database>/-/recall", 404
-            )
-        name = names[0]
-    if name not in datasette.databases or name == "_internal":
-        raise ApiError(f"database not found: {name}", 404)
-    # memories are the knowledge table's rows: whoever may not see it reads nothing
-    await datasette.ensure_permissions(
-        request.actor, [("view-table", (name, "knowledge")), ("view-database", name), "view-instance"]
-    )
-    db = datasette.get_database(name)
-    if not await db.execute_fn(brain_sql.is_brain):
-        raise ApiError(f"database {name} is not a brain: create one with sqlite-utils brain init", 404)
-    return db
+    return await tools.open_brain(datasette, request.actor, request.url_vars.get("database"))
 
 
 async def read_body(request, limit=MAX_BODY_BYTES):
@@ -103,11 +74,24 @@ async def read_body(request, limit=MAX_BODY_BYTES):
     return b"".join(chunks)
 
 
+def _content_type(scope):
+    headers = dict(scope.get("headers") or [])
+    return headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+
+
 async def json_body(request):
+    """The request's JSON body. Only `Content-Type: application/json` is read: a
+    browser cannot send that cross-site without a CORS preflight, so that header
+    is this API's CSRF protection, and anything else is refused in JSON."""
+    if _content_type(request.scope) != b"application/json":
+        raise ApiError(
+            "send the body as JSON with Content-Type: application/json (other posts are refused: "
+            "a cross-site form could send them with your cookies)", 403
+        )
     body = await read_body(request)
     try:
         value = json.loads(body or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as ex:
+    except ValueError as ex:  # not JSON, not UTF-8, or a number past Python's digit limit
         raise ApiError(f"the request body is not valid JSON: {ex}") from None
     except RecursionError:
         raise ApiError("the request body is nested too deeply") from None
@@ -124,127 +108,165 @@ def querydoc_from_args(args):
 
 @api
 async def recall_view(datasette, request):
-    db = await brain_database(datasette, request)
+    await tools.open_brain(datasette, request.actor, request.url_vars.get("database"))  # permission before the body
     if request.method == "POST":
         doc = brain_sql.parse_querydoc(await json_body(request))
     else:
         doc = querydoc_from_args(request.args)
-    try:
-        result = await run_recall(datasette, db, doc)
-    except brain_sql.BrainError as ex:
-        raise ApiError(str(ex), 409) from ex
-    return Response.json(result)
+    return Response.json(await tools.recall(datasette, request.actor, request.url_vars.get("database"), doc))
 
 
-RECALL_WAIT_SECONDS = 5
-_recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> its semaphore
+def _post_view(operation, usage, status=200, writes=False):
+    """A JSON POST route for one of tools' operations; its permissions are checked
+    before the body is read."""
+
+    @api
+    async def view(datasette, request):
+        database = request.url_vars.get("database")
+        await tools.open_brain(datasette, request.actor, database)
+        if request.method != "POST":
+            raise ApiError(usage, 405)
+        if writes:
+            await tools.writable_brain(datasette, request.actor, database)
+        result = await operation(datasette, request.actor, database, await json_body(request))
+        return Response.json(result, status=status)
+
+    return view
 
 
-async def run_recall(datasette, db, doc):
-    """brain_sql.recall on one of Datasette's threads, at most one fewer at once than
-    it has (`num_sql_threads`), so table pages always find a thread free; a recall
-    that finds no slot within RECALL_WAIT_SECONDS is a 503 with Retry-After."""
-    slots = _recall_slots.get(datasette)
-    if slots is None:
-        slots = _recall_slots[datasette] = threading.BoundedSemaphore(max(1, datasette.setting("num_sql_threads") - 1))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + RECALL_WAIT_SECONDS
-    while not slots.acquire(blocking=False):
-        if loop.time() >= deadline:
-            raise ApiError("the server is busy with other recalls; try again shortly", 503,
-                           {"Retry-After": str(RETRY_AFTER_SECONDS)})  # fmt: skip
-        await asyncio.sleep(0.01)
-    try:
-        return await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
-    finally:
-        slots.release()
+verify_view = _post_view(tools.verify, "POST {claim, id} or {claim, text}")
+remember_view = _post_view(tools.remember, "POST a record, or a list of records, to remember", status=201, writes=True)
+forget_view = _post_view(tools.forget, 'POST {"ids": [...]} or {"external_ids": [...]} to forget', writes=True)
 
 
-@api
-async def verify_view(datasette, request):
-    db = await brain_database(datasette, request)
-    if request.method != "POST":
-        raise ApiError("POST {claim, id} or {claim, text}", 405)
-    body = await json_body(request)
-    if not isinstance(body, dict) or not isinstance(body.get("claim"), str):
-        raise ApiError("give claim (a string) and either id or text")
-    unknown = sorted(set(body) - {"claim", "id", "text"})
-    if unknown:
-        raise ApiError(f"unknown field: {', '.join(unknown)}")
-    if ("id" in body) == ("text" in body):
-        raise ApiError("give either id (a memory) or text, not both or neither")
-    if "id" in body and (isinstance(body["id"], bool) or not isinstance(body["id"], int) or not 0 < body["id"] < 2**63):
-        raise ApiError("id must be a memory's id, a positive whole number")
-    if "text" in body and not isinstance(body["text"], str):
-        raise ApiError("text must be a string")
-    if len(body["claim"]) > brain_sql.MAX_QUERY_CHARS:
-        raise ApiError(f"claim is {len(body['claim'])} characters; the limit is {brain_sql.MAX_QUERY_CHARS}")
-    if "text" in body:
-        return Response.json(brain_sql.verify(body["claim"], body["text"]))
-    result = await db.execute_fn(lambda conn: brain_sql.verify_memory(conn, body["claim"], body["id"]))
-    if result is None:
-        raise ApiError(f"no memory with id {body['id']}", 404)
-    return Response.json(result)
+EMBEDDING_FIELDS = ("input", "model", "encoding_format", "dimensions", "user")  # OpenAI's; `user` is ignored
+ENCODING_FORMATS = ("float", "base64")
 
 
-@api
-async def remember_view(datasette, request):
-    db = await brain_database(datasette, request)
-    if request.method != "POST":
-        raise ApiError("POST a record, or a list of records, to remember", 405)
-    if not await datasette.permission_allowed(request.actor, WRITE_PERMISSION, resource=db.name, default=False):
-        raise Forbidden(f"adding memories needs the {WRITE_PERMISSION} permission")
-    if not db.is_mutable:
-        raise ApiError(f"database {db.name} is served immutable (datasette -i): nothing can be written to it", 403)
-    body = await json_body(request)
-    records = body if isinstance(body, list) else [body]
-    if not records or not all(isinstance(r, dict) for r in records):
-        raise ApiError("the body must be a record object or a non-empty list of them")
-    report, ids = await db.execute_write_fn(lambda conn: brain_sql.remember(conn, records), block=True)
-    if report.errors:
-        raise ApiError("; ".join(e.message for e in report.errors))
-    return Response.json(
-        {"ok": True, "ids": ids, "added": report.documents_added, "updated": report.documents_updated,
-         "unchanged": report.documents_unchanged,
-         "chunks": {"added": report.chunks_added, "updated": report.chunks_updated,
-                    "unchanged": report.chunks_unchanged, "removed": report.chunks_removed}},
-        status=201,
-    )  # fmt: skip
+class OpenAIError(ApiError):
+    """An ApiError that names the body field at fault (`param`) and, where OpenAI
+    has one, its error code."""
+
+    def __init__(self, message, param=None, status=400, code=None, headers=None):
+        super().__init__(message, status, headers)
+        self.param, self.code = param, code
 
 
-@api
+def openai_error(message, status, param=None, code=None, headers=None):
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    body = {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    return Response.json(body, status=status, headers=headers)
+
+
+# like api, but every error in OpenAI's shape, which OpenAI's clients parse and show
+openai_api = answering_errors(
+    lambda ex: openai_error(str(ex), ex.status, getattr(ex, "param", None), getattr(ex, "code", None), ex.headers)
+)
+
+
+def embedding_inputs(value):
+    """The texts `input` gives: a non-empty string, or a list of them."""
+    if value is None:
+        raise OpenAIError("give input: the text to embed, as a string or a list of strings", "input")
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list) or not texts:
+        raise OpenAIError("input must be a string or a non-empty list of strings", "input")
+    if len(texts) > MAX_EMBEDDING_INPUTS:
+        raise OpenAIError(f"input has {len(texts)} texts; the limit is {MAX_EMBEDDING_INPUTS} per request", "input")
+    for i, text in enumerate(texts):
+        where = "input" if texts is not value else f"input[{i}]"
+        if isinstance(text, (int, list)) and not isinstance(text, bool):
+            raise OpenAIError(
+                f"{where} is token ids: this server embeds text only (its model's tokenizer is not OpenAI's); "
+                "send the text as a string", "input")  # fmt: skip
+        if not isinstance(text, str):
+            raise OpenAIError("input must be a string or a non-empty list of strings", "input")
+        if not text:
+            raise OpenAIError(f"{where} is an empty string: give text to embed", "input")
+        if len(text) > brain_sql.MAX_CONTENT_BYTES:
+            raise OpenAIError(f"{where} is {len(text):,} characters; the limit is {brain_sql.MAX_CONTENT_BYTES:,}", "input")
+    return texts
+
+
+async def served_models(datasette):
+    """{model id: dimension} of the models this instance's brains use; with no brain,
+    the configured model (its dimension not known before it is loaded). Only these:
+    a request never makes the server load a folder or fetch a hub model it names."""
+    models = {}
+    for name in await brain_names(datasette):
+        found = await datasette.get_database(name).execute_fn(brain_sql.info)
+        models.setdefault(found["model"], found["dimension"])
+    return models or {brain_sql.configured_model(): None}
+
+
+def chosen_model(name, models):
+    """The model to embed with: the instance's only model whatever `name` says (the
+    official client sends "text-embedding-3-small" by default), else the one named."""
+    if name is not None and not isinstance(name, str):
+        raise OpenAIError("model must be a string", "model")
+    if len(models) == 1:
+        return next(iter(models))
+    if name in models:
+        return name
+    served = ", ".join(models)
+    if name is None:
+        raise OpenAIError(f"give model: this instance's brains use several models: {served}", "model")
+    raise OpenAIError(f"model {name[:100]!r} is not served here; this instance's brains use: {served}", "model",
+                      code="model_not_found")  # fmt: skip
+
+
+def check_dimensions(dimensions, actual, model_id):
+    if dimensions is not None and actual is not None and dimensions != actual:
+        raise OpenAIError(
+            f"dimensions is {dimensions}, but {model_id} makes {actual}-dimensional vectors and cannot shorten "
+            f"them: leave dimensions out or give {actual}", "dimensions")  # fmt: skip
+
+
+def encoded(vector, encoding_format):
+    """One vector as OpenAI sends it: a list of floats, or base64 of its
+    little-endian float32 bytes."""
+    if encoding_format == "base64":
+        return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+    return vector.tolist()
+
+
+@openai_api
 async def embeddings_view(datasette, request):
-    await datasette.ensure_permissions(request.actor, ["view-instance"])
+    """OpenAI's POST /v1/embeddings, for the model this instance's brains use."""
+    if not await datasette.permission_allowed(request.actor, "view-instance", default=True):
+        raise OpenAIError("permission denied: this actor may not use this Datasette instance", status=403)
     if request.method != "POST":
-        raise ApiError("POST {input, model}", 405)
+        raise OpenAIError("POST {input, model} to embed text", status=405, headers={"Allow": "POST"})
     body = await json_body(request)
-    if not isinstance(body, dict) or "input" not in body:
-        raise ApiError("give input: a string or a list of strings")
-    inputs = body["input"]
-    inputs = [inputs] if isinstance(inputs, str) else inputs
-    if not isinstance(inputs, list) or not inputs or not all(isinstance(i, str) for i in inputs):
-        raise ApiError("input must be a string or a non-empty list of strings")
-    if len(inputs) > MAX_EMBEDDING_INPUTS:
-        raise ApiError(f"at most {MAX_EMBEDDING_INPUTS} inputs per request")
-    if any(len(i) > brain_sql.MAX_CONTENT_BYTES for i in inputs):
-        raise ApiError(f"each input must be at most {brain_sql.MAX_CONTENT_BYTES:,} characters")
-    # only the models this instance's brains use: a request never makes the
-    # server load a folder or fetch a hub model of the caller's choosing
-    models = [(await datasette.get_database(n).execute_fn(brain_sql.info))["model"] for n in await brain_names(datasette)]
-    models = list(dict.fromkeys(models)) or [brain_sql.configured_model()]
-    model_id = body.get("model", models[0])
-    if model_id not in models:
-        raise ApiError(f"model must be one of this instance's: {', '.join(models)}")
+    if not isinstance(body, dict):
+        raise OpenAIError("the body must be a JSON object: {input, model}")
+    unknown = [name for name in body if name not in EMBEDDING_FIELDS]
+    if unknown:
+        raise OpenAIError(
+            f"unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(repr(n[:40]) for n in unknown)}; "
+            f"this route takes {', '.join(EMBEDDING_FIELDS)}", unknown[0][:40], code="unknown_parameter")  # fmt: skip
+    texts = embedding_inputs(body.get("input"))
+    models = await served_models(datasette)
+    model_id = chosen_model(body.get("model"), models)
+    encoding_format = "float" if body.get("encoding_format") is None else body["encoding_format"]
+    if encoding_format not in ENCODING_FORMATS:
+        raise OpenAIError('encoding_format must be "float" or "base64"', "encoding_format")
+    dimensions = body.get("dimensions")
+    if dimensions is not None and (isinstance(dimensions, bool) or not isinstance(dimensions, int)):
+        raise OpenAIError("dimensions must be a whole number", "dimensions")
+    check_dimensions(dimensions, models[model_id], model_id)
     try:
         vectors, tokens = await asyncio.get_running_loop().run_in_executor(
-            datasette.executor, brain_sql.embed_with_usage, inputs, model_id
+            datasette.executor, brain_sql.embed_with_usage, texts, model_id
         )
     except brain_sql.ModelError as ex:
-        raise ApiError(str(ex)) from ex
+        raise OpenAIError(str(ex), "model") from ex
+    check_dimensions(dimensions, vectors.shape[1], model_id)
     return Response.json(
         {
             "object": "list",
-            "data": [{"object": "embedding", "embedding": v.tolist(), "index": i} for i, v in enumerate(vectors)],
+            "data": [{"object": "embedding", "embedding": encoded(v, encoding_format), "index": i}
+                     for i, v in enumerate(vectors)],  # fmt: skip
             "model": model_id,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
@@ -262,18 +284,9 @@ def knowledge_readable(datasette, actor, database):
     return inner
 
 
-def write_allowed(datasette, actor, database):
-    """brain-write: denied unless the plugin's configuration grants it, e.g.
-    plugins: {datasette-brain: {allow_write: {id: agent}}} (per instance or database)."""
-    config = datasette.plugin_config("datasette-brain", database=database) or {}
-    allow = config.get("allow_write")
-    return False if allow is None else actor_matches_allow(actor, allow)
+API_PATHS = ("/-/recall", "/-/verify", "/-/remember", "/-/forget", "/-/brain/v1/embeddings")
 
 
-API_PATHS = ("/-/recall", "/-/verify", "/-/remember", "/-/brain/v1/embeddings")
-
-
-def is_json_api_request(scope):
-    headers = dict(scope.get("headers") or [])
-    content_type = headers.get(b"content-type", b"").split(b";")[0].strip()
-    return content_type == b"application/json" and scope.get("path", "").endswith(API_PATHS)
+def is_api_post(scope):
+    """A POST to the JSON API: its CSRF check is json_body's, which answers in JSON."""
+    return scope.get("method") == "POST" and scope.get("path", "").endswith(API_PATHS)

@@ -190,9 +190,14 @@ async def test_openai_compatible_embeddings(vault_brain_path):
     batch = (await datasette.client.post("/-/brain/v1/embeddings", json={"input": ["memory palace", "graph"]})).json()
     assert [d["index"] for d in batch["data"]] == [0, 1]
     assert batch["data"][0]["embedding"] == single["data"][0]["embedding"]
-    for body in ({}, {"input": []}, {"input": [1, 2]}, {"input": "x", "model": "/no/such/model"}):
+    # one model served: whatever model the client names, the brain's embeds (and is named)
+    named = (await datasette.client.post("/-/brain/v1/embeddings", json={"input": "x", "model": "/no/such/model"})).json()
+    assert named["model"] == "wordllama/l2_supercat"
+    for body in ({}, {"input": []}, {"input": [1, 2]}, {"input": ""}, {"input": "x", "model": 3}, {"input": "x", "k": 1}):
         response = await datasette.client.post("/-/brain/v1/embeddings", json=body)
         assert response.status_code == 400, body
+        error = response.json()["error"]  # OpenAI's shape
+        assert error["message"] and error["type"] == "invalid_request_error" and "param" in error and "code" in error
 
 
 @pytest.mark.asyncio
@@ -250,10 +255,12 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(vault_brain
         "/brain/knowledge_fts.json?_search=graph", "/brain/knowledge_fts_vocab.json", "/brain/knowledge_fts_terms.json",
         "/brain/vec_knowledge.json", "/brain/documents.json", "/brain/entities.json", "/brain/relationships.json",
         "/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/entity/1",
-        "/brain.json?sql=select+content+from+knowledge",
+        "/brain.json?sql=select+content+from+knowledge", "/brain/sqlite_sequence.json",
     ]  # fmt: skip
     for path in anonymous:
         assert (await datasette.client.get(path)).status_code in (403, 404), path
+    immutable = Datasette(immutables=[str(vault_brain_path)], metadata=metadata)
+    assert (await immutable.client.get("/brain.db")).status_code == 403  # the whole file, downloadable under -i
     listed = (await datasette.client.get("/brain.json")).json()
     assert not [t["name"] for t in listed["tables"] if brain_sql.derived_from_knowledge(t["name"])]
     admin = {"ds_actor": datasette.sign({"a": {"id": "admin"}}, "actor")}
@@ -299,6 +306,14 @@ async def test_flagged_memories_show_on_no_page(tmp_path):
     orion_page = await datasette.client.get(f"/brain/-/entity/{orion}")
     assert orion_page.status_code == 200 and "Zebra Holdings" not in orion_page.text and "kickback" not in orion_page.text
     assert (await datasette.client.get(f"/brain/-/entity/{zebra}")).status_code == 404
+    # a flagged note that states no edge at all: its own entity is gone from the pages too
+    (notes / "Payroll.md").write_text("# Payroll\n\nThe payroll password is hunter2.\n")
+    brain_sql.ingest(conn, [notes])
+    payroll = conn.execute("select id from entities where name = 'Payroll'").fetchone()[0]
+    assert (await datasette.client.get(f"/brain/-/entity/{payroll}")).status_code == 200
+    with conn:
+        conn.execute("update knowledge set flagged = 1 where title = 'Payroll'")
+    assert (await datasette.client.get(f"/brain/-/entity/{payroll}")).status_code == 404
 
 
 @pytest.mark.asyncio
@@ -324,7 +339,7 @@ async def test_a_body_past_the_limit_is_refused_as_it_arrives(vault_brain_path):
 async def test_recalls_leave_a_thread_for_everything_else(vault_brain_path, monkeypatch):
     """With every recall slot taken, a table page still answers, and a recall that
     finds no slot in time is a 503 with Retry-After."""
-    from datasette_brain import routes
+    from datasette_brain import tools
 
     datasette = Datasette([str(vault_brain_path)], settings={"num_sql_threads": 2})
     release, started = threading.Event(), threading.Event()
@@ -336,7 +351,7 @@ async def test_recalls_leave_a_thread_for_everything_else(vault_brain_path, monk
         return original(conn, doc)
 
     monkeypatch.setattr(brain_sql, "recall", slow)
-    monkeypatch.setattr(routes, "RECALL_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(tools, "RECALL_WAIT_SECONDS", 0.2)
     held = asyncio.ensure_future(datasette.client.get("/brain/-/recall", params={"q": "graph leg"}))
     while not started.is_set():
         await asyncio.sleep(0.01)

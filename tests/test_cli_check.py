@@ -1,6 +1,8 @@
 """`sqlite-utils brain check`: every inconsistency found, and repaired from knowledge.
 Ingest killed mid-write is tested in test_check.py."""
 
+import pytest
+
 import brain_sql
 from brain_sql.consistency import check
 
@@ -48,6 +50,23 @@ def test_triggers_a_tool_drops_are_found_and_restored(run, db_path):
     assert "Graph Leg" not in [hit["title"] for hit in hits]
     conn.execute("update knowledge set flagged = 0 where title = 'Graph Leg'")  # followed again
     assert [hit["title"] for hit in brain_sql.recall(conn, {"q": "what does the graph leg do"})["hits"]][0] == "Graph Leg"
+
+
+@pytest.mark.parametrize("change", [["--drop", "flagged"], ["--rename", "title", "headline"]])
+def test_a_table_rebuilt_without_its_columns_is_named_not_a_traceback(run, db_path, change):
+    """A column a tool renamed or dropped cannot be mended from the rest: check
+    names it, --repair refuses, and recall says to run check."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    assert run("transform", db_path, "knowledge", *change).exit_code == 0
+    missing = change[1]
+    for command in (["check"], ["check", "--repair"], ["recall", "graph leg"]):
+        result = run("brain", command[0], db_path, *command[1:])
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+        assert "Traceback" not in result.output
+        if command[0] == "check":
+            assert f"knowledge: no column {missing}" in result.output and "restore a copy" in result.output, result.output
+        else:
+            assert "run sqlite-utils brain check" in result.output, result.output
 
 
 def test_a_file_that_is_not_a_brain_or_is_damaged_is_named(run, tmp_path):

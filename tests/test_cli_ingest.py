@@ -3,6 +3,10 @@ dedup, repeated ids, prune, bad input."""
 
 import json
 import os
+import shlex
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -337,6 +341,7 @@ def bad_inputs(folder):
     write(folder / "notext.csv", "title,body\nA,B\n")
     write(folder / "big.jsonl", json.dumps({"text": "x" * 1_000_001}) + "\n")
     write(folder / "title.json", json.dumps([{"title": "t" * 501, "text": "fine"}]))
+    write(folder / "boolid.jsonl", '{"_id": true, "text": "an id that is not one"}\n')
     return [
         ("latin1.md", 1, "not UTF-8"),
         ("unreadable.md", None, "cannot read"),
@@ -345,6 +350,7 @@ def bad_inputs(folder):
         ("notext.csv", 1, "no 'content' or 'text' column"),
         ("big.jsonl", 1, "the limit is 1,000,000"),
         ("title.json", None, "limit is 500"),
+        ("boolid.jsonl", 1, "'_id' / 'id' must be text or a whole number"),
     ]
 
 
@@ -365,7 +371,7 @@ def test_bad_inputs_are_named_and_skipped(run, db_path, tmp_path):
     ]
     assert conn.execute("select count(*) from vec_knowledge").fetchone()[0] == 3
     assert conn.execute("select count(*) from knowledge_fts").fetchone()[0] == 3
-    assert "7 skipped" in result.output
+    assert f"{len(expected)} skipped" in result.output
 
 
 def test_a_malformed_document_never_stops_the_run(run, tmp_path):
@@ -436,3 +442,26 @@ def test_frontmatter_that_expands_is_refused_and_the_rest_goes_in(run, db_path, 
     assert "bomb.md:1: its fields and metadata come to more than 64,000 bytes" in result.output
     assert "aliases.md" in result.output and "more than 100 YAML aliases" in result.output
     assert rows(brain_sql.connect(db_path), "select title from knowledge") == [("fine",)]
+
+
+def test_prune_with_an_unreadable_folder_removes_nothing_under_it(db_path, tmp_path):
+    """A folder ingest may not read is reported, the run exits non-zero, and the
+    memories from it stay: it was not read, so nothing says they were deleted.
+    Root reads any folder, so as root the command runs without that power (capsh)."""
+    write(tmp_path / "notes" / "a.md", "# A\n\none\n")
+    write(tmp_path / "notes" / "sub" / "b.md", "# B\n\ntwo\n")
+    command = [sys.executable, "-m", "sqlite_utils", "brain", "ingest", str(db_path), str(tmp_path / "notes"), "--prune"]
+    assert subprocess.run(command, capture_output=True).returncode == 0
+    if os.geteuid() == 0:
+        if not shutil.which("capsh"):
+            pytest.skip("root reads every folder, and capsh is not here to drop that")
+        command = ["capsh", "--drop=cap_dac_override,cap_dac_read_search", "--", "-c", shlex.join(command)]
+    (tmp_path / "notes" / "sub").chmod(0)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True)
+    finally:
+        (tmp_path / "notes" / "sub").chmod(0o755)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1 and "Traceback" not in output, output
+    assert "cannot read this folder" in output and "nothing under it was pruned" in output, output
+    assert rows(brain_sql.connect(db_path), "select title from knowledge order by title") == [("a",), ("b",)]

@@ -28,3 +28,25 @@ def test_the_report_counts_what_was_stored(tmp_path):
               for table in ("knowledge", "entities", "relationships", "documents")}  # fmt: skip
     assert (report.chunks_added, report.entities, report.relationships, report.documents_added) == (
         stored["knowledge"], stored["entities"], stored["relationships"], stored["documents"])  # fmt: skip
+
+
+def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_path):
+    """json and yaml raise ValueError for an integer of over 4,300 digits, and
+    RecursionError for deep nesting: each is that record's problem, named with
+    its file and line, and the rest still go in."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    big = "9" * 5000
+    (folder / "records.jsonl").write_text(
+        '{"_id": "ok1", "text": "fine"}\n{"_id": "big", "text": "x", "confidence": ' + big + '}\n'
+        + '{"_id": "deep", "text": "x", "metadata": ' + "[" * 3000 + "]" * 3000 + "}\n"
+        + '{"_id": "ok2", "text": "also fine"}\n'
+    )
+    (folder / "big.md").write_text(f"---\nconfidence: {big}\n---\n# Big\n\ntext\n")
+    (folder / "deep.md").write_text("---\nx: " + "[" * 3000 + "]" * 3000 + "\n---\n# Deep\n\ntext\n")
+    (folder / "fine.md").write_text("# Fine\n\na note that is fine\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [folder])
+    problems = sorted((e.path.rsplit("/", 1)[-1], e.line) for e in report.errors)
+    assert problems == [("big.md", 1), ("deep.md", 1), ("records.jsonl", 2), ("records.jsonl", 3)], report.errors
+    assert {r[0] for r in rows(conn, "select coalesce(external_id, title) from knowledge")} == {"ok1", "ok2", "fine"}

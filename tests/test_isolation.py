@@ -128,3 +128,21 @@ def test_with_nothing_hidden_the_lexical_leg_is_fts5s_bm25(brains):
             [match.expression()],
         ).fetchall()
         assert ours == [tuple(r) for r in theirs], q
+
+
+def test_a_required_phrase_and_an_exclusion_score_alike(tmp_path):
+    """FTS5's own bm25 may leave out instances after AND and NOT (an earlier row
+    holding a required phrase's words apart): such queries are scored here
+    whether or not anything is hidden, so a hidden row changes nothing."""
+    rows = [{"_id": "a", "title": "First", "text": "audit x support"},
+            {"_id": "b", "title": "Second", "text": "invoice audit support"}]  # fmt: skip
+    rows += [{"_id": f"f{i}", "title": f"Filler {i}", "text": f"filler words number {i} nothing"} for i in range(8)]
+    hidden = {"_id": "h", "title": "Secret", "text": "unrelated secret words", "scope": "/a/secret"}
+    answers = []
+    for name, extra in (("quiet", []), ("crowded", [hidden])):
+        path = write(tmp_path / name / "r.jsonl", "\n".join(json.dumps({"scope": "/b", **r}) for r in rows + extra))
+        conn = brain_sql.connect(tmp_path / name / "brain.db")
+        brain_sql.ingest(conn, [path])
+        result = brain_sql.recall(conn, {"q": 'invoice "audit support" -vendor', "scope": "/b", "now": NOW})
+        answers.append([(h["title"], h["provenance"]["fts_bm25"]) for h in result["hits"]])
+    assert answers[0] == answers[1] and answers[0]

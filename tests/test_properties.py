@@ -31,7 +31,8 @@ JSON_VALUE = st.recursive(
     max_leaves=6,
 )
 FIELDS = ["q", "k", "sources", "source", "classes", "scope", "domain", "since", "until", "now", "min_relevance",
-          "include_decayed", "graph", "provenance", "prf", "mmr", "mmr_lambda", "max_tokens", "colour"]  # fmt: skip
+          "include_decayed", "graph", "provenance", "prf", "mmr", "mmr_lambda", "max_tokens", "cutoff", "colour",
+          "query"]  # fmt: skip
 QUERYDOC = st.dictionaries(st.sampled_from(FIELDS), JSON_VALUE, max_size=6).flatmap(
     lambda doc: st.one_of(st.just(doc), QUERY_TEXT.map(lambda q: {**doc, "q": q}))
 )
@@ -58,6 +59,9 @@ def test_any_querydoc_gets_200_or_400(datasette, doc):
             assert body["ok"] is False and body["error"]
         else:
             assert body["decision"] in ("ok", "low_confidence")
+            # an explained answer: the request as run, why it is empty, each hit's relevance
+            assert body["query"]["k"] >= len(body["hits"]) and (body["reason"] is None) == bool(body["hits"])
+            assert all(0 <= hit["relevance"] <= 1 for hit in body["hits"])
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

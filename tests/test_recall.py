@@ -1,5 +1,7 @@
 """Recall through the library: filters inside every leg, scopes, decay, flags, dates,
-determinism, the lexical spec, abstention, and SQL order equal to the API's.
+determinism, the lexical spec, abstention, SQL order equal to the API's, and
+answers that explain themselves (the query echoed, why an answer is empty, each
+hit's relevance, the cut-off, packing, field suggestions).
 `sqlite-utils brain recall` and `brain eval`: test_cli_recall.py."""
 
 import json
@@ -9,6 +11,7 @@ import pytest
 
 import brain_sql
 from brain_sql import quality
+from brain_sql.config import RELEVANCE_CUTOFF
 from brain_sql.fusion import fuse
 from brain_sql.querydoc import QueryError, parse
 from brain_sql.hybrid import recall, run_legs
@@ -225,6 +228,7 @@ def test_mmr_and_token_budget(brain):
         ({"q": "x", "k": 0}, "k must be from 1 to 100"),
         ({"q": "x", "k": "5"}, "k must be a whole number"),
         ({"q": "x", "colour": "red"}, "unknown field: colour"),
+        ({"q": "x", "cutoff": "no"}, "cutoff must be true or false"),
         ({"q": "x", "since": "yesterday-ish"}, "since 'yesterday-ish' is not a date"),
         ({"q": "x", "classes": ["gossip"]}, "classes must be among"),
         ({"q": "x", "scope": "acme"}, "scope must be a path"),
@@ -244,8 +248,17 @@ def test_sql_order_equals_api_order(vault_brain_path):
     for q in ("how are vectors stored", "Graph Leg and Recall", "reciprocal rank fusion", "ingest markdown notes"):
         params = {"q": q, "k": 10, "scope": "", "classes": "", "sources": "", "domain": "", "since": "", "until": ""}
         by_sql = [row[0] for row in conn.execute(SQL, params)]
-        by_api = [hit["id"] for hit in recall(conn, {"q": q, "k": 10, "prf": False})["hits"]]
+        # the SQL has no relevance cut-off: compare the API's full k
+        by_api = [hit["id"] for hit in recall(conn, {"q": q, "k": 10, "prf": False, "cutoff": False})["hits"]]
         assert by_sql and by_sql == by_api, q
+        # with the cut-off, the API's hits are the SQL's order with only hits that
+        # carry no evidence left out (later ones take their places)
+        cut = [hit["id"] for hit in recall(conn, {"q": q, "k": 10, "prf": False})["hits"]]
+        whole = recall(conn, {"q": q, "k": 30, "prf": False, "cutoff": False})["hits"]
+        assert [h["id"] for h in whole] == [row[0] for row in conn.execute(SQL, {**params, "k": 30})], q
+        left_out = [h for h in whole[: [h["id"] for h in whole].index(cut[-1])] if h["id"] not in cut]
+        assert cut == [h["id"] for h in whole if h["id"] in cut], q
+        assert all(h["relevance"] < RELEVANCE_CUTOFF for h in left_out), q
 
 
 SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scifact"
@@ -264,3 +277,194 @@ def test_trap_queries_abstain_and_scifact_queries_do_not(tmp_path):
     test_ids = {line.split("\t")[0] for line in open(SCIFACT / "qrels" / "test.tsv")} - {"query-id"}
     abstained = sum(recall(conn, {"q": queries[i], "now": NOW})["decision"] == "low_confidence" for i in test_ids)
     assert abstained / len(test_ids) <= 0.02
+
+
+# -- explained answers ----------------------------------------------------------
+
+DEPLOYS = [
+    record("deploy", "Deploys happen on Tuesdays and Thursdays between 10:00 and 12:00; never on Fridays.",
+           title="Deploy window"),
+    record("office", "The office is closed on public holidays and between Christmas and New Year.", title="Office closure"),
+    record("x", "x", title="x"),
+]  # fmt: skip
+
+
+@pytest.fixture
+def deploys(tmp_path):
+    path = write(tmp_path / "r.jsonl", "\n".join(json.dumps(r) for r in DEPLOYS))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    assert not brain_sql.ingest(conn, [path]).errors
+    return conn
+
+
+def test_the_query_is_echoed_as_it_was_run(tmp_path):
+    records = [record("recent", "Standup notes: the pager rotation changed.", observed_at="2026-11-25T10:00:00Z")]
+    path = write(tmp_path / "r.jsonl", json.dumps(records[0]))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [path])
+    result = recall(conn, {"q": "standup notes pager last week", "now": NOW})
+    assert result["query"] == {
+        "q": "standup notes pager last week", "searched": "standup notes pager", "k": 10, "sources": None,
+        "classes": None, "scope": None, "domain": None, "since": "2026-11-22 12:00:00", "until": None, "now": NOW,
+        "min_relevance": 1, "include_decayed": False, "graph": True, "provenance": True, "prf": True, "mmr": False,
+        "mmr_lambda": 0.7, "max_tokens": None, "cutoff": True,
+    }  # fmt: skip
+    assert ids(conn, result) == ["recent"]
+    # a window the request names wins over one read from the text; the text searched loses the phrase either way
+    named = recall(conn, {"q": "standup notes pager last week", "now": NOW, "since": "2026-01-01", "classes": "memory",
+                          "scope": "/acme/", "include_decayed": True, "k": 3})  # fmt: skip
+    echo = named["query"]
+    assert (echo["since"], echo["until"], echo["searched"]) == ("2026-01-01 00:00:00", None, "standup notes pager")
+    assert (echo["classes"], echo["scope"], echo["min_relevance"], echo["k"]) == (["memory"], "/acme", 0, 3)
+    # echoed on an empty answer too, and in the same shape
+    empty = recall(conn, {"q": "standup notes pager in March", "now": NOW})
+    assert empty["hits"] == [] and empty["query"]["since"] == "2026-03-01 00:00:00"
+    assert empty["query"]["until"] == "2026-04-01 00:00:00" and set(empty["query"]) == set(result["query"])
+    assert json.loads(json.dumps(result)) == result  # plain JSON
+
+
+def test_an_answer_with_hits_has_no_reason(deploys):
+    result = recall(deploys, {"q": "when do deploys happen", "now": NOW})
+    assert result["hits"] and result["reason"] is None and result["message"] is None
+
+
+def test_abstention_says_low_confidence(brain):
+    result = recall(brain, {"q": "flurbo gnaxle quizzotic zzyzx", "now": NOW})
+    assert (result["decision"], result["hits"], result["reason"]) == ("low_confidence", [], "low_confidence")
+    assert "confidence" in result["message"]
+
+
+def test_filters_that_leave_nothing_say_no_candidates(brain):
+    result = recall(brain, {"q": "sev1 pager escalation", "classes": "policy", "now": NOW})
+    assert (result["hits"], result["reason"]) == ([], "no_candidates")
+    assert "filters leave no memory" in result["message"]
+    # a date window read from the text filters too
+    result = recall(brain, {"q": "sev1 pager escalation before 2001-01-01", "now": NOW})
+    assert (result["hits"], result["reason"], result["query"]["until"]) == ([], "no_candidates", "2001-01-01 00:00:00")
+
+
+def test_matches_only_among_decayed_memories_say_so(tmp_path):
+    records = [
+        record("expired", "The coffee machine is descaled on Mondays.", expires_at="2026-01-01", source="kitchen"),
+        record("archived", "The coffee machine descaling kit is in the cupboard.", relevance_tier=0, source="kitchen"),
+        record("live", "Pager escalation: sev1 pages go to the on-call lead.", source="ops"),
+    ]
+    path = write(tmp_path / "r.jsonl", "\n".join(json.dumps(r) for r in records))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [path])
+    query = {"q": "when is the coffee machine descaled", "now": NOW}
+    result = recall(conn, query)
+    assert (result["hits"], result["reason"]) == ([], "only_decayed")
+    assert "include_decayed: true" in result["message"] and "expired or archived" in result["message"]
+    assert "expired" in ids(conn, recall(conn, {**query, "include_decayed": True}))
+    # with nothing live in reach at all, it is still the decayed memories that match
+    assert recall(conn, {**query, "sources": "kitchen"})["reason"] == "only_decayed"
+    assert recall(conn, {**query, "sources": "nowhere"})["reason"] == "no_candidates"
+    # a query nothing answers, live or decayed, is low confidence
+    assert recall(conn, {"q": "flurbo gnaxle quizzotic zzyzx", "now": NOW})["reason"] == "low_confidence"
+    # asked with include_decayed, an empty answer is never only_decayed
+    assert recall(conn, {"q": "flurbo gnaxle quizzotic zzyzx", "now": NOW, "include_decayed": True})["reason"] != "only_decayed"
+
+
+def test_a_token_budget_below_the_first_hit_says_so(brain):
+    base = {"q": "sev1 pager escalation on-call lead", "now": NOW, "k": 5}
+    first = recall(brain, base)["hits"][0]
+    tokens = brain_sql.embed.count_tokens([first["content"]], MODEL)[0]
+    result = recall(brain, {**base, "max_tokens": tokens - 1})
+    assert (result["decision"], result["hits"], result["reason"]) == ("ok", [], "token_budget")
+    assert f"{tokens} tokens" in result["message"] and result["telemetry"]["first_hit_tokens"] == tokens
+    assert recall(brain, {**base, "max_tokens": tokens})["hits"][0]["id"] == first["id"]
+
+
+def test_packing_never_drops_a_higher_hit_for_a_lower_one():
+    from brain_sql.hybrid import _pack
+
+    hits = [{"content": "one two three four five six seven eight"}, {"content": "one two three four five"}, {"content": "one"}]
+    counts = brain_sql.embed.count_tokens([h["content"] for h in hits], MODEL)
+    assert counts[0] > counts[1] > counts[2]
+    telemetry = {}
+    # the second does not fit after the first; the third would, but packing stops at the second
+    packed, first = _pack(hits, counts[0] + counts[2], MODEL, telemetry)
+    assert (packed, first, telemetry["tokens"]) == (hits[:1], counts[0], counts[0])
+    # below the first hit: nothing, rather than a lower hit in its place
+    assert _pack(hits, counts[0] - 1, MODEL, {})[0] == []
+    assert _pack(hits, sum(counts), MODEL, {})[0] == hits
+
+
+def test_each_hit_has_a_relevance_from_its_own_evidence(deploys):
+    result = recall(deploys, {"q": "when do deploys happen", "now": NOW, "cutoff": False})
+    hits = {h["title"]: h for h in result["hits"]}
+    assert set(hits) == {"Deploy window", "Office closure", "x"}
+    for hit in result["hits"]:
+        assert 0 <= hit["relevance"] <= 1
+        evidence = hit["provenance"]["evidence"]
+        assert set(evidence) == {"terms", "similarity", "entities"}
+        expected = 1 - (1 - evidence["terms"]) * (1 - evidence["similarity"]) * (1 - (evidence["entities"] or 0))
+        assert hit["relevance"] == pytest.approx(expected, abs=1e-3)
+    # the deploy window holds every word searched for; the others none, and are no nearer than unrelated text
+    assert hits["Deploy window"]["provenance"]["evidence"]["terms"] == 1.0
+    assert hits["Deploy window"]["relevance"] == 1.0
+    assert hits["Office closure"]["relevance"] == hits["x"]["relevance"] == 0.0
+    # relevance is not the fused score relabelled: that stays a rank
+    assert hits["Deploy window"]["score"] == pytest.approx(hits["Deploy window"]["provenance"]["fused_score"], rel=0.01)
+    assert hits["Deploy window"]["score"] < 0.1
+    # each holds one of two words that each one memory holds: half the query's (idf-weighted) terms each
+    partial = recall(deploys, {"q": "deploys christmas", "now": NOW, "cutoff": False})
+    terms = {h["title"]: h["provenance"]["evidence"]["terms"] for h in partial["hits"]}
+    assert terms == {"Deploy window": 0.5, "Office closure": 0.5, "x": 0.0}
+
+
+def test_hits_tied_to_a_named_entity_have_graph_evidence(tmp_path):
+    notes = tmp_path / "notes"
+    write(notes / "Orion.md", "# Orion\n\nOrion is our pager vendor. [[based_in::Reykjavik]]\n")
+    write(notes / "Reykjavik.md", "# Reykjavik\n\nA harbour city with long winter nights.\n")
+    write(notes / "Lunch.md", "# Lunch\n\nSoup on Mondays.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [notes])
+    result = recall(conn, {"q": "Orion", "now": NOW, "cutoff": False})
+    evidence = {h["title"]: h["provenance"]["evidence"]["entities"] for h in result["hits"]}
+    assert evidence["Orion"] == 1.0  # its own document
+    assert evidence["Reykjavik"] == 0.5  # one step away: Orion's note links to it
+    assert evidence.get("Lunch", 0.0) == 0.0
+    assert recall(conn, {"q": "Orion", "now": NOW, "graph": False})["hits"][0]["provenance"]["evidence"]["entities"] is None
+
+
+def test_recall_stops_before_hits_with_no_evidence(deploys):
+    """The issue's example: not three hits all under one confidence."""
+    result = recall(deploys, {"q": "when do deploys happen", "now": NOW})
+    assert [h["title"] for h in result["hits"]] == ["Deploy window"]
+    whole = recall(deploys, {"q": "when do deploys happen", "now": NOW, "cutoff": False})
+    assert [h["title"] for h in whole["hits"]][0] == "Deploy window" and len(whole["hits"]) == 3
+    assert all(h["relevance"] < RELEVANCE_CUTOFF for h in whole["hits"][1:])
+    # the first hit is never cut: whether to answer at all is abstention's call
+    assert recall(deploys, {"q": "x", "now": NOW})["hits"][:1] == recall(deploys, {"q": "x", "now": NOW, "cutoff": False})["hits"][:1]
+
+
+def test_the_cut_off_fills_k_from_further_down(tmp_path):
+    noise = [record(f"noise{i}", f"Lunch menu {i}: soup and bread.") for i in range(12)]
+    pager = [record(f"pager{i}", f"Pager escalation rule {i}: page the on-call lead.") for i in range(12)]
+    path = write(tmp_path / "r.jsonl", "\n".join(json.dumps(r) for r in noise + pager))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [path])
+    result = recall(conn, {"q": "pager escalation", "now": NOW, "k": 12})
+    assert sorted(ids(conn, result)) == sorted(f"pager{i}" for i in range(12))
+    assert all(h["relevance"] >= RELEVANCE_CUTOFF for h in result["hits"])
+
+
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({"query": "deploys"}, r"unknown field: query \(did you mean q\?\)"),
+        ({"q": "x", "limit": 3}, r"unknown field: limit \(did you mean k\?\)"),
+        ({"q": "x", "top_k": 3}, r"unknown field: top_k \(did you mean k\?\)"),
+        ({"q": "x", "scop": "/a"}, r"unknown field: scop \(did you mean scope\?\)"),
+        ({"q": "x", "include_decay": True}, r"did you mean include_decayed\?"),
+        ({"q": "x", "cut_off": False, "maxtokens": 5}, r"unknown fields: cut_off \(did you mean cutoff\?\), maxtokens \(did you mean max_tokens\?\)"),
+        ({"q": "x", "colour": "red"}, r"unknown field: colour$"),
+    ],
+)  # fmt: skip
+def test_an_unknown_field_suggests_the_nearest_known_one(doc, message):
+    with pytest.raises(QueryError, match=message):
+        parse(doc)
+    with pytest.raises(QueryError, match=message):
+        brain_sql.querydoc_from_strings({k: str(v) for k, v in doc.items()})

@@ -51,7 +51,7 @@ def by_sql(conn, q, k=100, **filters):
 def by_api(conn, q, k=100, **filters):
     """The API's hits in its core fused order: the order before the bounded recency
     and confidence boosts, which SQL leaves out."""
-    doc = {"q": q, "k": k, "prf": False, **filters}
+    doc = {"q": q, "k": k, "prf": False, "cutoff": False, **filters}  # the SQL has no relevance cut-off
     hits = brain_sql.recall(conn, brain_sql.querydoc_from_strings(doc))["hits"]
     fused = [(hit["id"], round(hit["provenance"]["fused_score"], 12)) for hit in hits]
     return sorted(fused, key=lambda hit: (-hit[1], hit[0]))

@@ -1,0 +1,212 @@
+"""What an agent may do with a brain — recall, remember, verify, forget, read one
+memory — each checking the caller's permissions as Datasette would and returning
+plain JSON. The HTTP routes and the MCP tools are two doors to these same
+functions, so they cannot answer differently.
+"""
+
+import asyncio
+import threading
+import weakref
+
+from datasette import Forbidden
+from datasette.utils import actor_matches_allow
+
+import brain_sql
+
+WRITE_PERMISSION = "brain-write"
+RETRY_AFTER_SECONDS = 2
+RECALL_WAIT_SECONDS = 5
+GRAPH_TABLES = ("entities", "relationships")
+
+
+class ApiError(Exception):
+    """A request that cannot be answered as asked: its message, HTTP status and headers."""
+
+    def __init__(self, message, status=400, headers=None):
+        super().__init__(message)
+        self.status, self.headers = status, headers
+
+
+def as_api_error(ex):
+    """The ApiError (message, status, headers) an exception means to a caller, or
+    None for one that is not the caller's to see (a bug: let it surface)."""
+    if isinstance(ex, ApiError):
+        return ex
+    if isinstance(ex, (brain_sql.QueryError, brain_sql.FieldError)):
+        return ApiError(str(ex))
+    if isinstance(ex, Forbidden):
+        return ApiError(str(ex) or "permission denied", 403)
+    if isinstance(ex, brain_sql.ReadOnlyBrain):
+        return ApiError(str(ex), 403)
+    if isinstance(ex, brain_sql.WriteError):
+        return ApiError(str(ex), 503, {"Retry-After": str(RETRY_AFTER_SECONDS)})
+    return None
+
+
+def error_body(message, status):
+    """The JSON every error answers with, over HTTP and MCP alike."""
+    return {"ok": False, "error": message, "status": status}
+
+
+async def brain_names(datasette):
+    names = []
+    for name, db in datasette.databases.items():
+        if name != "_internal" and await db.execute_fn(brain_sql.is_brain):
+            names.append(name)
+    return names
+
+
+async def open_brain(datasette, actor, name=None):
+    """The brain database `name` names (or the only one), once `actor` may read it."""
+    if name is None:
+        names = await brain_names(datasette)
+        if len(names) != 1:
+            raise ApiError(f"this instance has {len(names)} brain databases: name one ({', '.join(names)})", 404)
+        name = names[0]
+    if name not in datasette.databases or name == "_internal":
+        raise ApiError(f"database not found: {name}", 404)
+    # memories are the knowledge table's rows: whoever may not see it reads nothing
+    await datasette.ensure_permissions(actor, [("view-table", (name, "knowledge")), ("view-database", name), "view-instance"])
+    db = datasette.get_database(name)
+    if not await db.execute_fn(brain_sql.is_brain):
+        raise ApiError(f"database {name} is not a brain: create one with sqlite-utils brain init", 404)
+    return db
+
+
+async def graph_readable(datasette, actor, database):
+    """Whether `actor` may see the graph: its entities and its relationships."""
+    for table in GRAPH_TABLES:
+        if not await datasette.permission_allowed(actor, "view-table", (database, table), default=True):
+            return False
+    return True
+
+
+_recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> its semaphore
+
+
+async def run_recall(datasette, db, doc):
+    """brain_sql.recall on one of Datasette's threads, at most one fewer at once than
+    it has (`num_sql_threads`), so table pages always find a thread free; a recall
+    that finds no slot within RECALL_WAIT_SECONDS is a 503 with Retry-After."""
+    slots = _recall_slots.get(datasette)
+    if slots is None:
+        slots = _recall_slots[datasette] = threading.BoundedSemaphore(max(1, datasette.setting("num_sql_threads") - 1))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RECALL_WAIT_SECONDS
+    while not slots.acquire(blocking=False):
+        if loop.time() >= deadline:
+            raise ApiError("the server is busy with other recalls; try again shortly", 503,
+                           {"Retry-After": str(RETRY_AFTER_SECONDS)})  # fmt: skip
+        await asyncio.sleep(0.01)
+    try:
+        return await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
+    except brain_sql.BrainError as ex:
+        raise ApiError(str(ex), 409) from ex
+    finally:
+        slots.release()
+
+
+async def recall(datasette, actor, database, doc):
+    """Recall for a QueryDoc (or its JSON object)."""
+    db = await open_brain(datasette, actor, database)
+    if not isinstance(doc, brain_sql.QueryDoc):
+        doc = brain_sql.parse_querydoc(doc)
+    return await run_recall(datasette, db, doc)
+
+
+async def verify(datasette, actor, database, body):
+    """brain_verify for {claim, id} (a stored memory) or {claim, text}."""
+    db = await open_brain(datasette, actor, database)
+    if not isinstance(body, dict) or not isinstance(body.get("claim"), str):
+        raise ApiError("give claim (a string) and either id or text")
+    unknown = sorted(set(body) - {"claim", "id", "text"})
+    if unknown:
+        raise ApiError(f"unknown field: {', '.join(unknown)}")
+    if ("id" in body) == ("text" in body):
+        raise ApiError("give either id (a memory) or text, not both or neither")
+    if "id" in body:
+        _check_id(body["id"])
+    if "text" in body and not isinstance(body["text"], str):
+        raise ApiError("text must be a string")
+    if len(body["claim"]) > brain_sql.MAX_QUERY_CHARS:
+        raise ApiError(f"claim is {len(body['claim'])} characters; the limit is {brain_sql.MAX_QUERY_CHARS}")
+    if "text" in body:
+        return brain_sql.verify(body["claim"], body["text"])
+    result = await db.execute_fn(lambda conn: brain_sql.verify_memory(conn, body["claim"], body["id"]))
+    if result is None:
+        raise ApiError(f"no memory with id {body['id']}", 404)
+    return result
+
+
+def _check_id(value, name="id"):
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+        raise ApiError(f"{name} must be a memory's id, a positive whole number")
+
+
+async def writable_brain(datasette, actor, database):
+    """The brain, once `actor` may read it and write to it and it can be written."""
+    db = await open_brain(datasette, actor, database)
+    if not await datasette.permission_allowed(actor, WRITE_PERMISSION, resource=db.name, default=False):
+        raise Forbidden(f"changing memories needs the {WRITE_PERMISSION} permission")
+    if not db.is_mutable:
+        raise ApiError(f"database {db.name} is served immutable (datasette -i): nothing can be written to it", 403)
+    return db
+
+
+async def remember(datasette, actor, database, body):
+    """Store a record or a list of records, as one transaction: all or none."""
+    db = await writable_brain(datasette, actor, database)
+    records = body if isinstance(body, list) else [body]
+    if not records or not all(isinstance(r, dict) for r in records):
+        raise ApiError("give a record object or a non-empty list of them")
+    report, ids = await db.execute_write_fn(lambda conn: brain_sql.remember(conn, records), block=True)
+    if report.errors:
+        raise ApiError("; ".join(e.message for e in report.errors))
+    return {
+        "ok": True, "ids": ids, "added": report.documents_added, "updated": report.documents_updated,
+        "unchanged": report.documents_unchanged,
+        "chunks": {"added": report.chunks_added, "updated": report.chunks_updated,
+                   "unchanged": report.chunks_unchanged, "removed": report.chunks_removed},
+    }  # fmt: skip
+
+
+async def forget(datasette, actor, database, body):
+    """Remove memories by {"ids": [...]} and/or {"external_ids": [...]}, with what
+    was derived from them, as one transaction; says what it removed."""
+    db = await writable_brain(datasette, actor, database)
+    if not isinstance(body, dict) or not ({"ids", "external_ids"} & set(body)):
+        raise ApiError('give {"ids": [memory ids]} and/or {"external_ids": [record _ids]}')
+    unknown = sorted(set(body) - {"ids", "external_ids"})
+    if unknown:
+        raise ApiError(f"unknown field: {', '.join(unknown)}; forget takes ids and external_ids")
+    ids, external_ids = body.get("ids", []), body.get("external_ids", [])
+    result = await db.execute_write_fn(
+        lambda conn: brain_sql.forget(conn, ids=ids, external_ids=external_ids), block=True
+    )
+    return {"ok": True, **result}
+
+
+async def memory(datasette, actor, database, memory_id):
+    """One visible memory with its document's other sections and, for whoever may
+    see the graph, the edges its text stated."""
+    db = await open_brain(datasette, actor, database)
+    _check_id(memory_id)
+    loaded = await db.execute_fn(lambda conn: brain_sql.memory(conn, memory_id))
+    if loaded is None:
+        raise ApiError(f"no memory with id {memory_id}", 404)
+    found, siblings, edges = loaded
+    if not await graph_readable(datasette, actor, db.name):
+        edges = []
+    return {
+        "memory": found,
+        "siblings": [dict(zip(("id", "chunk_index", "heading_path", "line_start", "line_end"), s)) for s in siblings],
+        "edges": [{"from": {"id": a, "name": an}, "relation": r, "to": {"id": b, "name": bn}} for a, an, r, b, bn in edges],
+    }
+
+
+def write_allowed(datasette, actor, database):
+    """brain-write: denied unless the plugin's configuration grants it, e.g.
+    plugins: {datasette-brain: {allow_write: {id: agent}}} (per instance or database)."""
+    config = datasette.plugin_config("datasette-brain", database=database) or {}
+    allow = config.get("allow_write")
+    return False if allow is None else actor_matches_allow(actor, allow)

@@ -1,0 +1,152 @@
+"""An agent's session end to end, as the README's "Agents" section tells it: a
+real `datasette serve` with datasette-auth-tokens (a bearer token read from an
+environment variable) and datasette-mcp; remember, recall and forget over HTTP and
+over MCP with the MCP SDK's own client, and over stdio (`sqlite-utils brain mcp`)."""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from .conftest import copy_brain
+
+TOKEN = "s3cret-agent-token"
+METADATA = {
+    "plugins": {
+        "datasette-auth-tokens": {"tokens": [{"token": {"$env": "BRAIN_AGENT_TOKEN"}, "actor": {"id": "agent"}}]},
+        "datasette-brain": {"allow_write": {"id": "agent"}},
+    }
+}
+NOTE = {"_id": "deploys", "title": "Deploy window", "text": "Deploys happen on Tuesdays between 10:00 and 12:00 UTC."}
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(vault_brain_path, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("agents")
+    path = copy_brain(vault_brain_path, folder / "brain.db")
+    (folder / "metadata.json").write_text(json.dumps(METADATA))
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "datasette", "serve", str(path), "-m", str(folder / "metadata.json"), "-p", str(port)],
+        env={**os.environ, "BRAIN_AGENT_TOKEN": TOKEN}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/-/versions.json").status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(process.stdout.read().decode())
+        time.sleep(0.2)
+    yield url, path
+    process.terminate()
+    process.wait(10)
+
+
+def bearer(token=TOKEN):
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_a_session_over_http(server):
+    url, _ = server
+    with httpx.Client(base_url=url) as http:
+        stored = http.post("/brain/-/remember", json=NOTE, headers=bearer())
+        assert stored.status_code == 201, stored.text
+        [[memory_id]] = stored.json()["ids"]
+        again = http.post("/brain/-/remember", json={**NOTE, "text": NOTE["text"] + " Never on Fridays."}, headers=bearer())
+        assert again.json()["updated"] == 1 and again.json()["added"] == 0
+        for headers in ({}, bearer("wrong")):
+            refused = http.post("/brain/-/remember", json=NOTE, headers=headers)
+            assert refused.status_code == 403 and refused.json()["ok"] is False, refused.text
+        found = http.post("/brain/-/recall", json={"q": "when do deploys happen?"}).json()
+        assert found["hits"][0]["title"] == "Deploy window"
+        assert "Never on Fridays" in found["hits"][0]["content"]
+        gone = http.post("/brain/-/forget", json={"external_ids": ["deploys"]}, headers=bearer())
+        assert gone.status_code == 200 and gone.json()["removed"]["external_ids"] == ["deploys"], gone.text
+        after = http.post("/brain/-/recall", json={"q": "when do deploys happen?"}).json()
+        assert all(hit["title"] != "Deploy window" for hit in after["hits"])
+        assert http.get(f"/brain/-/memory/{memory_id}").status_code == 404
+
+
+def _over_http(url, token=TOKEN):
+    headers = bearer(token) if token else {}
+    return Client(streamable_http_client(f"{url}/-/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=60)))
+
+
+def test_a_session_over_mcp(server):
+    url, _ = server
+
+    async def session():
+        async with _over_http(url) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"brain_recall", "brain_remember", "brain_verify", "brain_forget", "brain_memory"} <= names
+            assert "execute_sql" in names  # datasette-mcp's own, beside ours
+            stored = await client.call_tool("brain_remember", {"records": [{**NOTE, "_id": "mcp-deploys"}]})
+            assert not stored.is_error, stored.content
+            [[memory_id]] = stored.structured_content["ids"]
+            found = await client.call_tool("brain_recall", {"q": "when do deploys happen?", "k": 3})
+            assert found.structured_content["hits"][0]["id"] == memory_id
+            one = await client.call_tool("brain_memory", {"id": memory_id})
+            assert one.structured_content["memory"]["external_id"] == "mcp-deploys"
+            checked = await client.call_tool("brain_verify", {"claim": "deploys happen on tuesdays", "id": memory_id})
+            assert checked.structured_content["supported"] is True
+            gone = await client.call_tool("brain_forget", {"ids": [memory_id]})
+            assert gone.structured_content["removed"]["memories"] == [memory_id]
+        async with _over_http(url, token=None) as anonymous:
+            refused = await anonymous.call_tool("brain_remember", {"records": [NOTE]})
+            assert refused.is_error and '"status": 403' in refused.content[0].text
+            read = await anonymous.call_tool("brain_recall", {"q": "graph leg"})
+            assert not read.is_error  # reading is open here, as over HTTP
+
+    asyncio.run(session())
+
+
+def test_the_same_json_over_mcp_and_http(server):
+    url, _ = server
+    doc = {"q": "How does the graph leg rank memories?", "k": 3, "now": "2026-11-29 12:00:00"}
+
+    async def both():
+        async with _over_http(url) as client:
+            over_mcp = (await client.call_tool("brain_recall", doc)).structured_content
+        async with httpx.AsyncClient(base_url=url) as http:
+            over_http = (await http.post("/brain/-/recall", json=doc)).json()
+        return over_mcp, over_http
+
+    over_mcp, over_http = asyncio.run(both())
+    for result in (over_mcp, over_http):
+        result["telemetry"] = {k: v for k, v in result["telemetry"].items() if not k.endswith("_ms")}
+    assert over_mcp == over_http
+
+
+def test_a_session_over_stdio(vault_brain_copy):
+    async def session():
+        params = StdioServerParameters(command=sys.executable, args=["-m", "sqlite_utils", "brain", "mcp", str(vault_brain_copy)])
+        async with Client(params) as client:
+            stored = await client.call_tool("brain_remember", {"records": [NOTE]})
+            [[memory_id]] = stored.structured_content["ids"]
+            found = await client.call_tool("brain_recall", {"q": "when do deploys happen?"})
+            assert found.structured_content["hits"][0]["id"] == memory_id
+            gone = await client.call_tool("brain_forget", {"external_ids": ["deploys"]})
+            assert gone.structured_content["removed"]["memories"] == [memory_id]
+            bad = await client.call_tool("brain_recall", {"q": "x", "k": 1000})
+            assert bad.is_error and '"status": 400' in bad.content[0].text
+
+    asyncio.run(session())

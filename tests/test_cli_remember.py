@@ -1,0 +1,139 @@
+"""`sqlite-utils brain remember`, `forget` and `stats`, and the help of every
+`brain` command: each option explained, each command with an example."""
+
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+from sqlite_utils.cli import cli
+
+import brain_sql
+
+from .conftest import rows, snapshot, write
+
+DEPLOY = {"_id": "m-1", "title": "Deploy window", "text": "Deploys happen on Tuesdays.", "scope": "/acme/eng",
+          "relations": [{"type": "owned_by", "to": "Platform Team"}]}  # fmt: skip
+
+
+def piped(*args, input):
+    """Run `sqlite-utils ...` with `input` on stdin."""
+    return CliRunner().invoke(cli, [str(a) for a in args], input=input)
+
+
+def test_remember_from_stdin_then_update(db_path):
+    result = piped("brain", "remember", db_path, input=json.dumps(DEPLOY))
+    assert result.exit_code == 0, result.output
+    conn = brain_sql.connect(db_path)
+    [[memory_id]] = rows(conn, "select id from knowledge where external_id = 'm-1'")
+    assert result.output == f"1 record: 1 added, 0 updated, 0 unchanged\nids: [[{memory_id}]]\n"
+    edited = {**DEPLOY, "text": "Deploys happen on Wednesdays."}
+    result = piped("brain", "remember", db_path, "-", "--json", input=json.dumps(edited))
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    assert (answer["added"], answer["updated"], answer["unchanged"]) == (0, 1, 0)
+    assert rows(conn, "select content from knowledge where external_id = 'm-1'") == [(edited["text"],)]
+    assert "1 unchanged" in piped("brain", "remember", db_path, input=json.dumps(edited)).output
+
+
+@pytest.mark.parametrize("shape", ["array", "jsonl", "pretty"])
+def test_remember_from_a_file_in_every_shape(run, db_path, tmp_path, shape):
+    records = [DEPLOY, {"text": "Lunch is at noon."}]
+    text = {
+        "array": json.dumps(records, indent=2),
+        "jsonl": "\n".join(json.dumps(r) for r in records) + "\n\n",
+        "pretty": json.dumps(records[0], indent=2),
+    }[shape]
+    result = run("brain", "remember", db_path, write(tmp_path / "in.json", text), "--scope", "/acme", "--source", "crm")
+    assert result.exit_code == 0, result.output
+    count = 1 if shape == "pretty" else 2
+    assert result.output.startswith(f"{count} record{'s' if count > 1 else ''}: {count} added")
+    conn = brain_sql.connect(db_path)
+    stored = rows(conn, "select scope, source from knowledge order by id")
+    assert stored == [("/acme/eng", "crm"), ("/acme", "crm")][:count]  # a record's own scope wins
+    assert brain_sql.check(conn) == {}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"text": "ok"}\n{"text": "fine"}\n{"text": oops}\n', "in.jsonl:3: malformed JSON line"),
+        ('{"text": "ok"}\n\n{"title": "no text"}\n', "in.jsonl:3: record 2: record has no text"),
+        ('{"text": "ok"}\n{"text": "x", "class": "gossip"}\n', "in.jsonl:2: record 2: class must be one of"),
+        ('[{"text": "ok"}, {"text": "x", "expires_at": "soon"}]', "in.jsonl: record 2: "),
+        ('{"text": "ok",\n "scope": }', "in.jsonl:2: malformed JSON"),
+        ("", "no records"),
+        ("42", "in.jsonl:1: record 1: a record must be a JSON object"),
+    ],
+)
+def test_a_bad_record_is_an_error_naming_its_line_and_nothing_is_stored(run, db_path, tmp_path, text, message):
+    brain_sql.migrate(brain_sql.connect(db_path))
+    before = snapshot(brain_sql.connect(db_path))
+    result = run("brain", "remember", db_path, write(tmp_path / "in.jsonl", text))
+    assert result.exit_code == 1 and message in result.output, result.output
+    assert "Traceback" not in result.output
+    assert snapshot(brain_sql.connect(db_path)) == before
+
+
+def test_remember_input_that_is_not_utf8_or_not_there(run, db_path, tmp_path):
+    bad = tmp_path / "in.jsonl"
+    bad.write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
+    result = run("brain", "remember", db_path, bad)
+    assert result.exit_code == 1 and "in.jsonl:2: not UTF-8 text" in result.output
+    result = run("brain", "remember", db_path, tmp_path / "missing.jsonl")
+    assert result.exit_code == 1 and "cannot read" in result.output
+
+
+def test_forget_by_id_and_external_id(run, db_path):
+    piped("brain", "remember", db_path, input="\n".join(json.dumps(r) for r in [
+        DEPLOY, {"_id": "m-2", "text": "Backups run nightly."}, {"_id": "m-3", "text": "Lunch is at noon."}]))  # fmt: skip
+    conn = brain_sql.connect(db_path)
+    ids = dict(rows(conn, "select external_id, id from knowledge"))
+    result = run("brain", "forget", db_path, "--external-id", "m-1", "--id", ids["m-2"], "--id", 999, "--external-id", "x")
+    assert result.exit_code == 0, result.output
+    assert result.output == (
+        f"forgot 2 memories of 2 documents (ids {ids['m-1']}, {ids['m-2']}; external ids m-1, m-2); "
+        "with them 1 relationship and 2 entities\nnot found: id 999; external id x\n"
+    )
+    assert rows(conn, "select external_id from knowledge") == [("m-3",)]
+    result = run("brain", "forget", db_path, "--external-id", "m-3", "--json")
+    assert json.loads(result.output)["removed"]["external_ids"] == ["m-3"]
+    assert run("brain", "forget", db_path, "--id", 1).output == "nothing forgotten\nnot found: id 1\n"
+    assert brain_sql.check(conn) == {}
+
+
+def test_forget_needs_something_to_forget_and_a_brain(run, db_path, tmp_path):
+    brain_sql.migrate(brain_sql.connect(db_path))
+    result = run("brain", "forget", db_path)
+    assert result.exit_code == 2 and "--id N or --external-id X" in result.output
+    result = run("brain", "forget", db_path, "--id", "twelve")
+    assert result.exit_code == 2 and "'twelve' is not a valid integer" in result.output
+    result = run("brain", "forget", tmp_path / "missing.db", "--id", 1)
+    assert result.exit_code == 1 and "does not exist" in result.output
+
+
+def test_stats_readable_and_json(run, db_path):
+    piped("brain", "remember", db_path, input=json.dumps(DEPLOY))
+    result = run("brain", "stats", db_path)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == f"{db_path}: 1 memory in 1 document; 2 entities, 1 relationship"
+    assert "class: memory 1" in lines and "scope: /acme/eng 1" in lines and "source: remember 1" in lines
+    assert "decayed: 0 expired, 0 expiring within 7 days, 0 archived; 0 flagged" in lines
+    assert any(line.startswith("model: wordllama/l2_supercat (256 dimensions)") for line in lines)
+    found = json.loads(run("brain", "stats", db_path, "--json").output)
+    assert found == brain_sql.stats(brain_sql.connect(db_path)) | {"wal_bytes": found["wal_bytes"]}
+
+
+def test_every_brain_command_explains_every_option_and_gives_an_example(run):
+    group = cli.commands["brain"]
+    assert "Example:" in run("brain", "--help").output
+    assert {"remember", "forget", "stats"} <= set(group.commands)
+    for name, command in group.commands.items():
+        result = run("brain", name, "--help")
+        assert result.exit_code == 0, (name, result.output)
+        assert "Example:" in result.output and f"sqlite-utils brain {name}" in result.output, name
+        for param in command.params:
+            if isinstance(param, click.Option) and param.name != "help":
+                assert param.help, f"brain {name} {param.opts[0]} has no help text"
+                assert param.opts[0] in result.output, (name, param.opts)

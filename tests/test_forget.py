@@ -1,0 +1,270 @@
+"""Forget and correct: brain_sql.forget removes memories whole (their document,
+full text, vectors, the edges they stated and the entities only they tied in) in
+one transaction; remembering a stored `_id` replaces that memory and says so."""
+
+import importlib
+import json
+
+import pytest
+
+import brain_sql
+from brain_sql import state
+from brain_sql.connection import sqlite3
+
+from .conftest import edges, rows, snapshot, write
+
+ZEBRA = {
+    "_id": "r-zebra", "title": "Zebra rota", "text": "The zebra rota changes on Fridays.", "scope": "/acme",
+    "tags": ["zebrarota"], "entities": ["Quokka Crew"], "relations": [{"type": "owned_by", "to": "Okapi Office"}],
+}  # fmt: skip
+OTHER = {"_id": "r-lunch", "title": "Lunch", "text": "Lunch is served at noon in the atrium.", "tags": ["office"]}
+
+
+@pytest.fixture
+def brain(vault_brain_copy):
+    conn = brain_sql.connect(vault_brain_copy)
+    brain_sql.remember(conn, [ZEBRA, OTHER])
+    yield conn
+    conn.close()
+
+
+def memory_ids(conn, external_id):
+    return [i for (i,) in conn.execute("select id from knowledge where external_id = ? order by id", (external_id,))]
+
+
+def orphans(conn):
+    """Entities nothing ties into the graph: no edge and no document."""
+    return set(
+        rows(
+            conn,
+            "select name from entities e where not exists (select 1 from relationships r "
+            "where r.from_entity_id = e.id or r.to_entity_id = e.id) "
+            "and not exists (select 1 from documents d where d.entity_id = e.id)",
+        )
+    )
+
+
+def without(before, removed_ids, removed_documents):
+    """A snapshot with the rows of removed memories and documents left out."""
+    ids = set(removed_ids)
+    return {
+        "knowledge": [r for r in before["knowledge"] if r[0] not in ids],
+        "fts": [r for r in before["fts"] if r[0] not in ids],
+        "vectors": [r for r in before["vectors"] if r[0] not in ids],
+        "relationships": [r for r in before["relationships"] if r[4] not in ids and r[5] not in removed_documents],
+        "documents": [r for r in before["documents"] if r[0] not in removed_documents],
+    }
+
+
+def test_forgetting_a_record_removes_it_and_all_it_brought(brain):
+    [zebra] = memory_ids(brain, "r-zebra")
+    first = brain_sql.recall(brain, {"q": "zebra rota", "k": 3})  # builds the read state before the removal
+    assert first["hits"][0]["id"] == zebra
+    stated = rows(brain, "select id from relationships where knowledge_id = ? or document_id = 'remember#r-zebra'", (zebra,))
+    assert len(stated) == 3  # tagged_with #zebrarota, mentions Quokka Crew, owned_by Okapi Office
+    before, orphans_before = snapshot(brain), orphans(brain)
+
+    result = brain_sql.forget(brain, external_ids=["r-zebra"])
+
+    assert result == {
+        "removed": {"memories": [zebra], "external_ids": ["r-zebra"], "documents": 1, "relationships": len(stated),
+                    "entities": 4},
+        "not_found": {"ids": [], "external_ids": []},
+    }  # fmt: skip
+    assert not rows(brain, "select id from knowledge where id = ? or external_id = 'r-zebra'", (zebra,))
+    assert not rows(brain, "select rowid from knowledge_fts where knowledge_fts match 'zebra'")
+    assert not rows(brain, "select knowledge_id from vec_knowledge where knowledge_id = ?", (zebra,))
+    assert not rows(brain, "select id from relationships where knowledge_id = ? or document_id = 'remember#r-zebra'", (zebra,))
+    assert not rows(brain, "select document_id from documents where document_id = 'remember#r-zebra'")
+    names = {name for (name,) in rows(brain, "select name from entities")}
+    assert not names & {"Zebra rota", "#zebrarota", "Quokka Crew", "Okapi Office"}
+    assert "#office" in names  # the other record's tag
+    assert orphans(brain) <= orphans_before
+    # every other memory, its full text, vector, edges and document as they were
+    after = snapshot(brain)
+    expected = without(before, [zebra], {"remember#r-zebra"})
+    assert {k: after[k] for k in expected} == expected
+    assert brain_sql.check(brain) == {}
+    # the read state built before follows the removal; so does a fresh connection
+    assert all(hit["id"] != zebra for hit in brain_sql.recall(brain, {"q": "zebra rota", "k": 10})["hits"])
+    assert state.current(brain, 256).fingerprint() == state.ReadState(256).build(brain).fingerprint()
+    assert brain_sql.recall(brain, {"q": "lunch atrium noon", "k": 1})["hits"][0]["title"] == "Lunch"
+
+
+def test_forgetting_one_chunk_forgets_its_whole_note(brain):
+    chunks = rows(brain, "select id, document_id from knowledge where title = 'Brain File' order by chunk_index")
+    assert len(chunks) == 3
+    document_id = chunks[0][1]
+    ids = [i for i, _ in chunks]
+    brain_sql.recall(brain, {"q": "brain file tables migrations"})
+    stated = rows(
+        brain, "select count(*) from relationships where document_id = ? or knowledge_id in (?, ?, ?)", (document_id, *ids)
+    )[0][0]
+    before, orphans_before = snapshot(brain), orphans(brain)
+
+    result = brain_sql.forget(brain, ids=[ids[1]])
+
+    assert result["removed"]["memories"] == ids and result["removed"]["documents"] == 1
+    assert result["removed"]["relationships"] == stated > 0 and result["removed"]["external_ids"] == []
+    assert not rows(brain, "select id from knowledge where document_id = ?", (document_id,))
+    assert not rows(brain, "select 1 from documents where document_id = ?", (document_id,))
+    assert not rows(brain, "select rowid from knowledge_fts where rowid in (?, ?, ?)", ids)
+    assert not rows(brain, "select knowledge_id from vec_knowledge where knowledge_id in (?, ?, ?)", ids)
+    names = {name for (name,) in rows(brain, "select name from entities")}
+    assert "brain.db" not in names  # its alias: only the note stated it
+    # the note's own name stays while other notes link to it, with only their edges
+    assert {edge for edge in edges(brain) if "Brain File" in edge} == {
+        ("Ingest", "references", "Brain File"), ("datasette-brain", "references", "Brain File"),
+        ("Ingest", "mentions", "Brain File"), ("datasette-brain", "mentions", "Brain File"),
+    }  # fmt: skip
+    assert orphans(brain) <= orphans_before
+    expected = without(before, ids, {document_id})
+    assert {k: snapshot(brain)[k] for k in expected} == expected
+    assert brain_sql.check(brain) == {}
+    assert all(h["id"] not in ids for h in brain_sql.recall(brain, {"q": "brain file tables migrations", "k": 20})["hits"])
+    assert state.current(brain, 256).fingerprint() == state.ReadState(256).build(brain).fingerprint()
+
+
+def test_unknown_ids_are_reported_and_change_nothing(brain):
+    before = snapshot(brain)
+    result = brain_sql.forget(brain, ids=[10**9, -1], external_ids=["nobody", 404])
+    assert result == {
+        "removed": {"memories": [], "external_ids": [], "documents": 0, "relationships": 0, "entities": 0},
+        "not_found": {"ids": [10**9, -1], "external_ids": ["nobody", "404"]},
+    }
+    assert snapshot(brain) == before
+    # found and not found in one request; a repeated id counts once
+    [lunch] = memory_ids(brain, "r-lunch")
+    result = brain_sql.forget(brain, ids=[lunch, lunch, 10**9], external_ids=["r-lunch"])
+    assert result["removed"]["memories"] == [lunch] and result["not_found"] == {"ids": [10**9], "external_ids": []}
+
+
+def test_a_whole_number_external_id_is_the_text_remember_stored(brain):
+    brain_sql.remember(brain, [{"_id": 7, "text": "Seven is a whole-number id."}])
+    assert brain_sql.forget(brain, external_ids=[7])["removed"]["external_ids"] == ["7"]
+
+
+@pytest.mark.parametrize(
+    "request_, message",
+    [
+        ({}, "give the ids or external_ids"),
+        ({"ids": [], "external_ids": []}, "give the ids or external_ids"),
+        ({"ids": ["12"]}, "ids must be whole numbers"),
+        ({"ids": [1.5]}, "ids must be whole numbers"),
+        ({"ids": [True]}, "ids must be whole numbers"),
+        ({"ids": 12}, "ids must be a list"),
+        ({"ids": [2**63]}, "out of range"),
+        ({"external_ids": "r-zebra"}, "external_ids must be a list"),
+        ({"external_ids": [None]}, "external_ids must be non-empty text"),
+        ({"external_ids": [""]}, "external_ids must be non-empty text"),
+        ({"external_ids": [{"_id": "x"}]}, "external_ids must be non-empty text"),
+        ({"external_ids": ["\ud800"]}, "not valid Unicode"),
+        ({"ids": list(range(6000)), "external_ids": [str(i) for i in range(4001)]}, "at most 10,000"),
+    ],
+)
+def test_bad_requests_name_the_problem_and_change_nothing(brain, request_, message):
+    before = snapshot(brain)
+    with pytest.raises(brain_sql.FieldError, match=message):
+        brain_sql.forget(brain, **request_)
+    assert snapshot(brain) == before
+
+
+def test_ten_thousand_items_is_not_too_many(brain):
+    result = brain_sql.forget(brain, ids=list(range(10**6, 10**6 + 9999)), external_ids=["r-lunch"])
+    assert len(result["not_found"]["ids"]) == 9999 and result["removed"]["external_ids"] == ["r-lunch"]
+
+
+def test_forget_is_one_transaction(brain, monkeypatch):
+    before = snapshot(brain)
+    module = importlib.import_module("brain_sql.forgetting")
+
+    def fail(conn, keep):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(module, "prune_changes", fail)  # the last step, after every delete
+    with pytest.raises(brain_sql.WriteError, match="nothing was forgotten"):
+        brain_sql.forget(brain, external_ids=["r-zebra", "r-lunch"])
+    assert snapshot(brain) == before and not brain.in_transaction
+
+
+def test_forget_on_a_file_that_is_not_a_brain(tmp_path):
+    conn = brain_sql.connect(tmp_path / "plain.db")
+    conn.execute("create table t (x)")
+    with pytest.raises(brain_sql.BrainError, match="not a brain"):
+        brain_sql.forget(conn, ids=[1])
+
+
+# -- correcting: remembering an _id that is stored already
+
+
+def test_remembering_a_stored_id_updates_it(conn):
+    first, [[memory_id]] = brain_sql.remember(conn, [ZEBRA])
+    assert (first.documents_added, first.documents_updated, first.documents_unchanged) == (1, 0, 0)
+    edited = {"_id": "r-zebra", "title": "Zebra rota", "text": "The zebra rota changes on Mondays now."}
+    report, [ids] = brain_sql.remember(conn, [edited])
+    assert (report.documents_added, report.documents_updated, report.documents_unchanged) == (0, 1, 0)
+    assert memory_ids(conn, "r-zebra") == ids
+    again, [same] = brain_sql.remember(conn, [edited])
+    assert (again.documents_added, again.documents_updated, again.documents_unchanged) == (0, 0, 1) and same == ids
+    assert brain_sql.check(conn) == {}
+
+
+def test_an_update_replaces_the_whole_record(conn):
+    full = {**ZEBRA, "expires_at": "2030-01-01", "observed_at": "2026-01-05", "confidence": 0.5, "owner": "dana",
+            "class": "policy", "relevance_tier": 3, "color": "red"}  # fmt: skip
+    brain_sql.remember(conn, [full])
+    [memory_id] = memory_ids(conn, "r-zebra")
+    conn.execute("update knowledge set flagged = 1 where id = ?", (memory_id,))
+    created = rows(conn, "select created_at from knowledge where id = ?", (memory_id,))
+    # the same text with most fields left out
+    brain_sql.remember(conn, [{"_id": "r-zebra", "title": "Zebra rota", "text": ZEBRA["text"]}])
+    row = dict(
+        zip(
+            ("id", "expires_at", "confidence", "owner", "class", "scope", "relevance_tier", "source", "tags", "metadata",
+             "observed_at", "flagged"),
+            rows(conn, "select id, expires_at, confidence, owner, class, scope, relevance_tier, source, tags, metadata, "
+                       "observed_at, flagged from knowledge where external_id = 'r-zebra'")[0],
+        )
+    )  # fmt: skip
+    assert row == {"id": memory_id, "expires_at": None, "confidence": None, "owner": None, "class": "memory",
+                   "scope": "/", "relevance_tier": 1, "source": "remember", "tags": None, "metadata": None,
+                   "observed_at": "2026-01-05 00:00:00", "flagged": 1}  # fmt: skip
+    assert rows(conn, "select created_at from knowledge where id = ?", (memory_id,)) == created
+    assert not rows(conn, "select id from relationships where document_id = 'remember#r-zebra'")
+    # the names it no longer states stay known; forget removes them
+    assert {"Quokka Crew", "Okapi Office"} <= {n for (n,) in rows(conn, "select name from entities")}
+    # changed text is a new chunk: not flagged, and may have another id
+    brain_sql.remember(conn, [{"_id": "r-zebra", "title": "Zebra rota", "text": "Now on Mondays."}])
+    assert rows(conn, "select flagged from knowledge where external_id = 'r-zebra'") == [(0,)]
+    assert brain_sql.check(conn) == {}
+
+
+def test_remembering_the_id_of_a_file_record_updates_that_record(conn, tmp_path):
+    path = write(tmp_path / "crm.jsonl", json.dumps({**ZEBRA, "expires_at": "2030-01-01"}) + "\n")
+    brain_sql.ingest(conn, [path])
+    [memory_id] = memory_ids(conn, "r-zebra")
+    edited = {"_id": "r-zebra", "title": "Zebra rota", "text": "The zebra rota changes on Mondays now."}
+    report, [ids] = brain_sql.remember(conn, [edited])
+    assert (report.documents_added, report.documents_updated) == (0, 1)
+    assert memory_ids(conn, "r-zebra") == ids
+    assert rows(conn, "select document_id, source_path, content from knowledge where external_id = 'r-zebra'") == [
+        (f"{path}#r-zebra", None, edited["text"])
+    ]
+    assert brain_sql.remember(conn, [edited])[0].documents_unchanged == 1
+    # the file is still its record's source: ingesting it again puts its version back
+    again = brain_sql.ingest(conn, [path])
+    assert again.documents_updated == 1
+    assert rows(conn, "select source_path, content from knowledge where external_id = 'r-zebra'") == [
+        (str(path), ZEBRA["text"])
+    ]
+    assert brain_sql.check(conn) == {}
+
+
+def test_an_id_stored_in_two_files_is_not_guessed(conn, tmp_path):
+    for name in ("a.jsonl", "b.jsonl"):
+        brain_sql.ingest(conn, [write(tmp_path / name, json.dumps({"_id": "1", "text": f"From {name}."}))])
+    before = snapshot(conn)
+    report, ids = brain_sql.remember(conn, [{"text": "fine"}, {"_id": 1, "text": "Which one?"}])
+    assert ids == [] and len(report.errors) == 1
+    assert report.errors[0].message.startswith("record 2: _id '1' is stored in 2 documents")
+    assert snapshot(conn) == before

@@ -1,0 +1,125 @@
+"""POST /-/brain/v1/embeddings through the official `openai` client, against
+Datasette's real ASGI app in-process: OpenAI's own decoding and error parsing."""
+
+import base64
+
+import httpx
+import numpy as np
+import openai
+import pytest
+from datasette.app import Datasette
+
+import brain_sql
+
+MODEL = "wordllama/l2_supercat"
+TEXTS = ["who owns the support runbook?", "graph leg"]
+
+
+def client_for(datasette):
+    transport = httpx.ASGITransport(app=datasette.app())
+    return openai.AsyncOpenAI(base_url="http://localhost/-/brain/v1", api_key="x", max_retries=0,
+                              http_client=httpx.AsyncClient(transport=transport))  # fmt: skip
+
+
+@pytest.fixture
+def client(vault_brain_path):
+    return client_for(Datasette([str(vault_brain_path)]))
+
+
+def matrix(response):
+    return np.array([d.embedding for d in response.data], dtype=np.float32)
+
+
+@pytest.mark.asyncio
+async def test_the_clients_default_model_gets_the_brains_model(client):
+    # the client's defaults: a model of OpenAI's, and base64 that it decodes itself
+    response = await client.embeddings.create(input=TEXTS, model="text-embedding-3-small")
+    assert response.model == MODEL
+    assert [d.index for d in response.data] == [0, 1]
+    expected, tokens = brain_sql.embed_with_usage(TEXTS, MODEL)
+    assert matrix(response).shape == (2, 256)
+    np.testing.assert_array_equal(matrix(response), expected)
+    assert response.usage.prompt_tokens == response.usage.total_tokens == tokens > 0
+
+
+@pytest.mark.asyncio
+async def test_base64_and_float_give_the_same_vectors(client):
+    floats = await client.embeddings.create(input=TEXTS, model=MODEL, encoding_format="float")
+    assert all(isinstance(d.embedding, list) for d in floats.data)
+    encoded = await client.embeddings.create(input=TEXTS, model=MODEL, encoding_format="base64")
+    # asked for explicitly, base64 is left to the caller: little-endian float32 bytes
+    decoded = np.array([np.frombuffer(base64.b64decode(d.embedding), dtype="<f4") for d in encoded.data])
+    np.testing.assert_array_equal(decoded, matrix(floats))
+    np.testing.assert_array_equal(matrix(floats), brain_sql.embed_with_usage(TEXTS, MODEL)[0])
+    single = await client.embeddings.create(input=TEXTS[0], model=MODEL, encoding_format="float")
+    np.testing.assert_array_equal(matrix(single)[0], matrix(floats)[0])
+
+
+@pytest.mark.asyncio
+async def test_the_models_own_dimension_is_accepted_and_no_other(client):
+    same = await client.embeddings.create(input="graph leg", model=MODEL, dimensions=256)
+    assert len(same.data[0].embedding) == 256
+    with pytest.raises(openai.BadRequestError) as raised:
+        await client.embeddings.create(input="graph leg", model=MODEL, dimensions=128)
+    assert "dimensions" in raised.value.message and "256" in raised.value.message
+    assert raised.value.param == "dimensions"
+    assert raised.value.body["type"] == "invalid_request_error"
+
+
+@pytest.mark.asyncio
+async def test_bad_input_is_a_400_the_client_can_read(client):
+    cases = [
+        ({"input": ""}, "input is an empty string", "input"),
+        ({"input": ["graph", ""]}, "input[1] is an empty string", "input"),
+        ({"input": [1917, 374]}, "text only", "input"),
+        ({"input": [[1917, 374]]}, "text only", "input"),
+        ({"input": "x", "encoding_format": "int8"}, "encoding_format", "encoding_format"),
+        ({"input": "x", "extra_body": {"truncate": "END"}}, "unknown field: 'truncate'", "truncate"),
+    ]
+    for kwargs, message, param in cases:
+        with pytest.raises(openai.BadRequestError) as raised:
+            await client.embeddings.create(model=MODEL, **kwargs)
+        assert message in raised.value.message, kwargs
+        assert raised.value.param == param, kwargs
+    ignored = await client.embeddings.create(input="graph leg", model=MODEL, user="agent-7")
+    assert len(ignored.data[0].embedding) == 256
+
+
+@pytest.mark.asyncio
+async def test_permission_size_and_method_errors_in_openais_shape(vault_brain_path):
+    denied = client_for(Datasette([str(vault_brain_path)], metadata={"allow": False}))
+    with pytest.raises(openai.PermissionDeniedError) as raised:
+        await denied.embeddings.create(input="graph leg", model=MODEL)
+    assert raised.value.status_code == 403 and raised.value.body["message"]
+    datasette = Datasette([str(vault_brain_path)])
+    with pytest.raises(openai.APIStatusError) as raised:
+        await client_for(datasette).embeddings.create(input="x" * 1_200_000, model=MODEL)
+    assert raised.value.status_code == 413 and "the limit is" in raised.value.message
+    get = await datasette.client.get("/-/brain/v1/embeddings")
+    assert get.status_code == 405 and get.headers["allow"] == "POST"
+    assert set(get.json()["error"]) == {"message", "type", "param", "code"}
+
+
+@pytest.mark.asyncio
+async def test_several_models_must_be_named(vault_brain_path, tmp_path):
+    from model2vec import StaticModel
+
+    from brain_sql.embed import get_model
+
+    base = get_model(MODEL)
+    folder = tmp_path / "model128"
+    StaticModel(vectors=np.ascontiguousarray(base.embedding[:, :128]), tokenizer=base.tokenizer,
+                normalize=True).save_pretrained(str(folder))  # fmt: skip
+    other = tmp_path / "other.db"
+    conn = brain_sql.connect(other, str(folder))
+    brain_sql.migrate(conn, str(folder))
+    conn.close()
+    client = client_for(Datasette([str(vault_brain_path), str(other)]))
+    with pytest.raises(openai.BadRequestError) as raised:
+        await client.embeddings.create(input="graph leg", model="text-embedding-3-small")
+    assert MODEL in raised.value.message and str(folder) in raised.value.message
+    assert raised.value.code == "model_not_found"
+    small = await client.embeddings.create(input="graph leg", model=str(folder))
+    assert small.model == str(folder) and len(small.data[0].embedding) == 128
+    with pytest.raises(openai.BadRequestError, match="dimensions"):
+        await client.embeddings.create(input="graph leg", model=str(folder), dimensions=256)
