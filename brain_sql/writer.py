@@ -91,8 +91,14 @@ class DocumentWriter:
         vectors of its new chunks, which the caller inserts."""
         conn, report = self.conn, self.report
         columns = self._row_values(document)
+        flagged = 0
         if plan["known"]:  # its edges are stated again below
             conn.execute("delete from relationships where document_id = ?", (document.document_id,))
+            # a document someone flagged stays flagged where it is rewritten: an edit
+            # never brings flagged text back into recall unreviewed
+            flagged = conn.execute(
+                "select coalesce(max(flagged), 0) from knowledge where document_id = ?", (document.document_id,)
+            ).fetchone()[0]
         if plan["removed"]:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
@@ -119,6 +125,8 @@ class DocumentWriter:
                  *columns.values(), index, chunk.line_start, chunk.line_end),
             )  # fmt: skip
             chunk_ids[index] = cursor.lastrowid
+            if flagged:
+                conn.execute("update knowledge set flagged = 1 where id = ?", (cursor.lastrowid,))
             if vectors[digest]:
                 stored_vectors.append((cursor.lastrowid, *vectors[digest]))
         report.chunks_added += len(plan["new"])

@@ -121,6 +121,8 @@ def register_commands(cli):
     @click.option("--no-prf", "prf", flag_value="false", help="never expand the query")
     @click.option("--mmr", is_flag=True, default=None, help="diversify the hits (MMR, lambda 0.7)")
     @click.option("--max-tokens", metavar="INTEGER", help="pack hits into this many tokens")
+    @click.option("--no-cutoff", "cutoff", flag_value="false",
+                  help="return all k hits, also those with no evidence for the query")
     @_filters
     @click.option("--json", "as_json", is_flag=True, help="print the JSON API's response")
     def recall(db_path, query, as_json, **options):
@@ -438,9 +440,10 @@ def _records(data, name):
 def _readable(result):
     """The recall response as text for a terminal."""
     quality = result["quality"]
-    if result["decision"] == "low_confidence":
+    if not result["hits"]:
+        because = result.get("message") or result.get("reason") or "no memory fits this query well enough"
         return (
-            f"No memory fits this query well enough (confidence {quality['confidence']:.2f}, "
+            f"No memory returned: {because} (confidence {quality['confidence']:.2f}, "
             f"recommendation: {quality['recommendation']})."
         )
     lines = []
@@ -453,10 +456,14 @@ def _readable(result):
         where = hit["source_path"] or hit["document_id"] or ""
         if hit["line_start"]:
             where += f":{hit['line_start']}-{hit['line_end']}"
-        lines.append(f"{rank}. {hit['title'] or '(untitled)'}{heading}  (score {hit['score']:.4f}; {legs})")
+        lines.append(f"{rank}. {hit['title'] or '(untitled)'}{heading}  "
+                     f"(relevance {hit['relevance']:.2f}; score {hit['score']:.4f}; {legs})")
         lines.append(f"   {where} · {hit['class']} · {hit['scope']} · {hit['source']}")
         text = " ".join(hit["content"].split())
         lines.append(f"   {text[:200]}{'…' if len(text) > 200 else ''}")
     expansion = result["hits"][0].get("provenance", {}).get("expansion_terms") if result["hits"] else None
-    lines.append(f"confidence {quality['confidence']:.2f}" + (f"; expanded with: {', '.join(expansion)}" if expansion else ""))
+    searched = result.get("query") or {}
+    dates = ", ".join(f"{name} {searched[name]}" for name in ("since", "until") if searched.get(name))
+    lines.append(f"confidence {quality['confidence']:.2f}" + (f"; expanded with: {', '.join(expansion)}" if expansion else "")
+                 + (f"; {dates}" if dates else ""))
     return "\n".join(lines)

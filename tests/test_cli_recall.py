@@ -17,10 +17,13 @@ def test_recall_cli(run, vault_brain_path):
     readable = run("brain", "recall", db_path, "what does the graph leg do", "--k", "2")
     assert readable.exit_code == 0, readable.output
     assert "1. Graph Leg" in readable.output and "Graph Leg.md:5-" in readable.output
+    assert "(relevance 1.00; score" in readable.output
+    everything = json.loads(run("brain", "recall", db_path, "what does the graph leg do", "--k", "8", "--no-cutoff", "--json").output)
+    assert len(everything["hits"]) == 8 and everything["query"]["cutoff"] is False
     as_json = json.loads(run("brain", "recall", db_path, "what does the graph leg do", "--json", "--no-graph").output)
     assert as_json["decision"] == "ok" and all(h["provenance"]["graph_rank"] is None for h in as_json["hits"])
     nonsense = run("brain", "recall", db_path, "zzyzx qwfp blorft")
-    assert "No memory fits" in nonsense.output
+    assert "No memory returned" in nonsense.output and "confidence" in nonsense.output
     bad = run("brain", "recall", db_path, "pager", "--since", "soonish")
     assert bad.exit_code == 1 and "is not a date" in bad.output
 

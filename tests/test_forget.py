@@ -233,9 +233,9 @@ def test_an_update_replaces_the_whole_record(conn):
     assert not rows(conn, "select id from relationships where document_id = 'remember#r-zebra'")
     # the names it no longer states stay known; forget removes them
     assert {"Quokka Crew", "Okapi Office"} <= {n for (n,) in rows(conn, "select name from entities")}
-    # changed text is a new chunk: not flagged, and may have another id
+    # changed text is a new chunk, which may have another id, and stays flagged
     brain_sql.remember(conn, [{"_id": "r-zebra", "title": "Zebra rota", "text": "Now on Mondays."}])
-    assert rows(conn, "select flagged from knowledge where external_id = 'r-zebra'") == [(0,)]
+    assert rows(conn, "select flagged from knowledge where external_id = 'r-zebra'") == [(1,)]
     assert brain_sql.check(conn) == {}
 
 
@@ -268,3 +268,15 @@ def test_an_id_stored_in_two_files_is_not_guessed(conn, tmp_path):
     assert ids == [] and len(report.errors) == 1
     assert report.errors[0].message.startswith("record 2: _id '1' is stored in 2 documents")
     assert snapshot(conn) == before
+
+
+def test_an_edit_of_a_flagged_memory_stays_flagged(conn):
+    """Someone flagged it: rewriting it through remember must not put it back in recall."""
+    brain_sql.remember(conn, [{"_id": "leak", "title": "Leak", "text": "The vault code is 4711."}])
+    with conn:
+        conn.execute("update knowledge set flagged = 1 where external_id = 'leak'")
+    report, _ = brain_sql.remember(conn, [{"_id": "leak", "title": "Leak", "text": "The vault code is 4711, or 4712."}])
+    assert report.documents_updated == 1
+    assert conn.execute("select flagged from knowledge where external_id = 'leak'").fetchall() == [(1,)]
+    hits = brain_sql.recall(conn, {"q": "vault code", "cutoff": False})["hits"]
+    assert all(hit["title"] != "Leak" for hit in hits)
