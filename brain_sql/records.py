@@ -119,6 +119,12 @@ def record_document(path, record, line, where=None):
     if external_id is None:
         # without an id a record is its text and fields: the same text in another
         # scope or class is another memory, never an update of this one
-        key = "\n".join((str(title), content, json.dumps(result.fields, sort_keys=True)))
+        # tags, metadata and the rest count too, added only when given, so a record
+        # without them keeps the key it always had (a re-ingest duplicates nothing)
+        extra = {"tags": result.tags, "aliases": result.aliases, "metadata": result.metadata,
+                 "entities": result.entities, "relations": [repr(r) for r in result.relations]}  # fmt: skip
+        extra = {name: value for name, value in extra.items() if value}
+        parts = (str(title), content, json.dumps(result.fields, sort_keys=True))
+        key = "\n".join(parts + ((json.dumps(extra, sort_keys=True, default=str),) if extra else ()))
         result.document_id = f"{path}#{xxhash.xxh3_64_hexdigest(key.encode('utf-8'))}"
     return result

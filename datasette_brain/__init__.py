@@ -46,7 +46,7 @@ def register_routes():
         (r"^/(?P<database>[^/]+)/-/forget$", routes.forget_view),
         (r"^/-/brain/v1/embeddings$", routes.embeddings_view),
         (r"^/(?P<database>[^/]+)/-/brain$", pages.recall_page),
-        (r"^/(?P<database>[^/]+)/-/memory/(?P<id>\d{1,18})$", pages.memory_page),
+        (r"^/(?P<database>[^/]+)/-/memory/(?P<id>\d{1,18})(\.(?P<format>json))?$", pages.memory_page),
         (r"^/(?P<database>[^/]+)/-/entity/(?P<id>\d{1,18})$", pages.entity_page),
         (r"^/(?P<database>[^/]+)/-/decayed(\.(?P<format>json))?$", pages.decayed_page),
     ]

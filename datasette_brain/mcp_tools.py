@@ -2,15 +2,19 @@
 and brain_memory. datasette-mcp serves them at /-/mcp with Datasette's actor on
 every call (its register_mcp_tools hook); `sqlite-utils brain mcp DB` serves them
 over stdio for an agent without a server. Each is a door to the same function in
-tools.py as its HTTP route: the same permissions, the same JSON.
+tools.py as its HTTP route: the same permissions, the same checks, the same JSON.
+
+The arguments reach tools.py as the JSON that arrived: each parameter is declared
+as any JSON value (its schema still says the type the route expects), so the MCP
+SDK never turns `true` into 1 or "2" into 2 where the route would refuse them,
+and an error is the route's own JSON, as structured content.
 """
 
 import json
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from . import tools
@@ -18,15 +22,47 @@ from . import tools
 READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 REMOVES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
-Database = Annotated[Optional[str], Field(description="the brain database to use; needed only when the server holds several")]
 
 INSTRUCTIONS = (
     "A long-term memory. Call brain_recall with a question before answering from memory; "
-    "each hit has its source and why it was found, and an empty answer says why. "
+    "each hit has its source, its relevance and why it was found, and an empty answer says why. "
     "Store what should be remembered with brain_remember (a record: text, title, optional _id "
     "to update it later), read one memory in full with brain_memory, check a claim against "
     "a memory with brain_verify, and remove memories with brain_forget."
 )
+
+
+def json_arg(kind, description, **schema):
+    """A parameter taking any JSON value, its schema saying what the route expects."""
+    return Annotated[Any, Field(description=description, json_schema_extra={"type": kind, **schema})]
+
+
+Database = json_arg("string", "the brain database to use; needed only when the server holds several")
+Domain = json_arg("string", "only this domain")
+Sources = json_arg("array", "only these sources", items={"type": "string"})
+Question = json_arg("string", "the question or words to recall memories for")
+HowMany = json_arg("integer", "how many hits, 1 to 100 (default 10)")
+ScopePath = json_arg("string", "a scope path: it and its parents are read, never a sibling")
+Classes = json_arg("array", "only these classes: memory, reference, policy", items={"type": "string"})
+Since = json_arg("string", "observed at or after: an ISO time, or relative such as -30d")
+Until = json_arg("string", "observed before: an ISO time, or relative such as -1w")
+Now = json_arg("string", "a fixed evaluation time (ISO): same inputs and now, same answer")
+IncludeDecayed = json_arg("boolean", "include expired and archived memories")
+MinRelevance = json_arg("integer", "the lowest relevance tier, 0 (archived) to 3 (pinned); default 1")
+GraphLeg = json_arg("boolean", "false leaves the graph walk out")
+WithProvenance = json_arg("boolean", "false leaves each hit's provenance out")
+Expansion = json_arg("boolean", "false never expands the query")
+Diversify = json_arg("boolean", "diversify the hits")
+MmrLambda = json_arg("number", "MMR's balance of relevance and diversity, 0 to 1")
+MaxTokens = json_arg("integer", "pack hits, in rank order, into this many tokens")
+Cutoff = json_arg("boolean", "false returns all k hits, also those with no evidence for the query")
+Records = json_arg("array", "the records to store, all or none", items={"type": "object"})
+Claim = json_arg("string", "the words to look for")
+StoredId = json_arg("integer", "a stored memory's id")
+LookIn = json_arg("string", "a text to look in, instead of a memory")
+Ids = json_arg("array", "memory ids (knowledge.id)", items={"type": "integer"})
+ExternalIds = json_arg("array", "the _ids records were remembered with", items={"type": "string"})
+MemoryId = json_arg("integer", "the memory's id")
 
 
 def _actor(ctx):
@@ -37,87 +73,123 @@ def _actor(ctx):
     return actor if isinstance(actor, dict) else None
 
 
+def _arguments(ctx):
+    """The tool call's arguments as sent, when the SDK keeps them: how an argument
+    the tool does not take is seen at all (the SDK would drop it)."""
+    params = getattr(ctx, "_input_params", None)
+    arguments = getattr(params, "arguments", None)
+    return arguments if isinstance(arguments, dict) else None
+
+
+def _failure(known):
+    body = tools.error_body(str(known), known.status)
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], structured_content=body, is_error=True)
+
+
 def register(datasette, mcp, actor=None):
     """Add the brain's tools to `mcp` (an MCPServer). Each call acts as the
     request's actor, or as `actor` when given (stdio, where there is no request)."""
 
-    async def call(operation, ctx, *args):
+    async def call(ctx, tool, takes, operation, *args):
+        """Run one of tools.py's operations as its route would, for this caller."""
         try:
+            sent = _arguments(ctx) or {}
+            unknown = sorted(set(sent) - set(takes) - {"database"})
+            if unknown:
+                raise tools.ApiError(f"unknown argument: {', '.join(unknown)}; {tool} takes {', '.join(takes)}, database")
+            if len(json.dumps(sent, ensure_ascii=False).encode("utf-8", "surrogatepass")) > tools.MAX_BODY_BYTES:
+                raise tools.ApiError(f"the arguments are larger than the limit; the limit is {tools.MAX_BODY_BYTES:,} bytes", 413)
             return await operation(datasette, actor if actor is not None else _actor(ctx), *args)
         except Exception as ex:
             known = tools.as_api_error(ex)
             if known is None:
                 raise
-            raise ToolError(json.dumps(tools.error_body(str(known), known.status))) from None
+            return _failure(known)
 
     @mcp.tool(annotations=READS)
     async def brain_recall(
-        q: str,
         ctx: Context,
+        q: Question = None,
         database: Database = None,
-        k: Optional[int] = None,
-        scope: Optional[str] = None,
-        classes: Optional[list[str]] = None,
-        sources: Optional[list[str]] = None,
-        domain: Optional[str] = None,
-        since: Optional[str] = None,
-        until: Optional[str] = None,
-        now: Optional[str] = None,
-        include_decayed: Optional[bool] = None,
-        min_relevance: Optional[int] = None,
-        graph: Optional[bool] = None,
-        prf: Optional[bool] = None,
-        mmr: Optional[bool] = None,
-        max_tokens: Optional[int] = None,
-        cutoff: Optional[bool] = None,
+        k: HowMany = None,
+        scope: ScopePath = None,
+        classes: Classes = None,
+        sources: Sources = None,
+        domain: Domain = None,
+        since: Since = None,
+        until: Until = None,
+        now: Now = None,
+        include_decayed: IncludeDecayed = None,
+        min_relevance: MinRelevance = None,
+        graph: GraphLeg = None,
+        provenance: WithProvenance = None,
+        prf: Expansion = None,
+        mmr: Diversify = None,
+        mmr_lambda: MmrLambda = None,
+        max_tokens: MaxTokens = None,
+        cutoff: Cutoff = None,
     ) -> dict[str, Any]:
         """Recall the memories that answer `q`, best first, each with its provenance
-        (source file and lines, which search found it and how well). `scope` reads a
-        path and its parents (/acme/support reads /acme and /, never /acme/sales);
-        `since`/`until` take ISO times or -30d; dates in `q` ("last week") are read
-        too. An empty answer has a `reason`."""
+        (source file and lines, which search found it and how well) and its
+        relevance. `scope` reads a path and its parents (/acme/support reads /acme
+        and /, never /acme/sales); dates in `q` ("last week") are read too, and the
+        answer's `query` says what was searched. An empty answer has a `reason`."""
         given = dict(q=q, k=k, scope=scope, classes=classes, sources=sources, domain=domain, since=since,
                      until=until, now=now, include_decayed=include_decayed, min_relevance=min_relevance,
-                     graph=graph, prf=prf, mmr=mmr, max_tokens=max_tokens, cutoff=cutoff)  # fmt: skip
-        return await call(tools.recall, ctx, database, {name: v for name, v in given.items() if v is not None})
+                     graph=graph, provenance=provenance, prf=prf, mmr=mmr, mmr_lambda=mmr_lambda,
+                     max_tokens=max_tokens, cutoff=cutoff)  # fmt: skip
+        sent = _arguments(ctx)
+        # the request as sent (a field the tool does not name is the QueryDoc's to refuse, with a suggestion)
+        doc = {n: v for n, v in sent.items() if n != "database"} if sent is not None else {n: v for n, v in given.items() if v is not None}
+        return await call(ctx, "brain_recall", [*given, *doc], tools.recall, database, doc)
 
     @mcp.tool(annotations=WRITES)
-    async def brain_remember(records: list[dict[str, Any]], ctx: Context, database: Database = None) -> dict[str, Any]:
+    async def brain_remember(
+        ctx: Context,
+        records: Records = None,
+        database: Database = None,
+    ) -> dict[str, Any]:
         """Store records as memories, all or none. A record: `text` (required),
         `title`, `_id` (your id for it: remembering the same `_id` again updates it),
         `scope`, `class` (memory, reference or policy), `source`, `tags`,
         `observed_at`, `expires_at`, `confidence`, `entities`, `relations`, `metadata`."""
-        return await call(tools.remember, ctx, database, records)
+        return await call(ctx, "brain_remember", ["records"], tools.remember, database, records)
 
     @mcp.tool(annotations=READS)
     async def brain_verify(
-        claim: str,
         ctx: Context,
-        id: Optional[int] = None,
-        text: Optional[str] = None,
+        claim: Claim = None,
+        id: StoredId = None,
+        text: LookIn = None,
         database: Database = None,
     ) -> dict[str, Any]:
         """Whether `claim` is stated, word for word (case and spacing aside), in a
         stored memory (`id`) or in `text`, with where it matches."""
-        body = {"claim": claim, **({"id": id} if id is not None else {}), **({"text": text} if text is not None else {})}
-        return await call(tools.verify, ctx, database, body)
+        sent = _arguments(ctx)
+        body = {n: v for n, v in sent.items() if n != "database"} if sent is not None else {
+            n: v for n, v in dict(claim=claim, id=id, text=text).items() if v is not None}  # fmt: skip
+        return await call(ctx, "brain_verify", ["claim", "id", "text"], tools.verify, database, body)
 
     @mcp.tool(annotations=REMOVES)
     async def brain_forget(
         ctx: Context,
-        ids: Optional[list[int]] = None,
-        external_ids: Optional[list[str]] = None,
+        ids: Ids = None,
+        external_ids: ExternalIds = None,
         database: Database = None,
     ) -> dict[str, Any]:
         """Remove memories by their ids or by the `_id`s they were remembered with,
         together with the rest of their note or record and the edges only they
-        stated; says what was removed."""
-        body = {**({"ids": ids} if ids is not None else {}), **({"external_ids": external_ids} if external_ids is not None else {})}
-        return await call(tools.forget, ctx, database, body)
+        stated; says what was removed and what was not found."""
+        body = {n: v for n, v in dict(ids=ids, external_ids=external_ids).items() if v is not None}
+        return await call(ctx, "brain_forget", ["ids", "external_ids"], tools.forget, database, body)
 
     @mcp.tool(annotations=READS)
-    async def brain_memory(id: int, ctx: Context, database: Database = None) -> dict[str, Any]:
+    async def brain_memory(
+        ctx: Context,
+        id: MemoryId = None,
+        database: Database = None,
+    ) -> dict[str, Any]:
         """One memory in full: its text and provenance (source, lines, heading,
         scope, class, dates), the other sections of its document, and the entities
         and edges its text states."""
-        return await call(tools.memory, ctx, database, id)
+        return await call(ctx, "brain_memory", ["id"], tools.memory, database, id)

@@ -48,6 +48,8 @@ async def recall_page(datasette, request):
 @api
 async def memory_page(datasette, request):
     loaded = await tools.memory(datasette, request.actor, request.url_vars.get("database"), int(request.url_vars["id"]))
+    if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
+        return Response.json(loaded)  # what the brain_memory MCP tool answers
     return Response.html(
         await datasette.render_template("brain_memory.html", {"database": request.url_vars["database"], **loaded}, request=request)
     )

@@ -18,9 +18,8 @@ from datasette import Response
 import brain_sql
 
 from . import tools
-from .tools import ApiError, brain_names
+from .tools import MAX_BODY_BYTES, ApiError, brain_names
 
-MAX_BODY_BYTES = brain_sql.MAX_CONTENT_BYTES + 100_000
 MAX_EMBEDDING_INPUTS = 256
 
 

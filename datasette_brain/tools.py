@@ -13,6 +13,7 @@ from datasette.utils import actor_matches_allow
 
 import brain_sql
 
+MAX_BODY_BYTES = brain_sql.MAX_CONTENT_BYTES + 100_000  # a request's body, or an MCP call's arguments
 WRITE_PERMISSION = "brain-write"
 RETRY_AFTER_SECONDS = 2
 RECALL_WAIT_SECONDS = 5
@@ -61,7 +62,8 @@ async def open_brain(datasette, actor, name=None):
     if name is None:
         names = await brain_names(datasette)
         if len(names) != 1:
-            raise ApiError(f"this instance has {len(names)} brain databases: name one ({', '.join(names)})", 404)
+            visible = [n for n in names if await datasette.permission_allowed(actor, "view-database", n, default=True)]
+            raise ApiError(f"this instance has {len(names)} brain databases: name one ({', '.join(visible)})", 404)
         name = names[0]
     if name not in datasette.databases or name == "_internal":
         raise ApiError(f"database not found: {name}", 404)

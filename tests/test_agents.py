@@ -106,6 +106,8 @@ def test_a_session_over_mcp(server):
             assert found.structured_content["hits"][0]["id"] == memory_id
             one = await client.call_tool("brain_memory", {"id": memory_id})
             assert one.structured_content["memory"]["external_id"] == "mcp-deploys"
+            async with httpx.AsyncClient(base_url=url) as http:
+                assert (await http.get(f"/brain/-/memory/{memory_id}.json")).json() == one.structured_content
             checked = await client.call_tool("brain_verify", {"claim": "deploys happen on tuesdays", "id": memory_id})
             assert checked.structured_content["supported"] is True
             gone = await client.call_tool("brain_forget", {"ids": [memory_id]})
@@ -150,3 +152,54 @@ def test_a_session_over_stdio(vault_brain_copy):
             assert bad.is_error and '"status": 400' in bad.content[0].text
 
     asyncio.run(session())
+
+
+def test_mcp_arguments_are_checked_as_the_routes_check_them(server):
+    """JSON as sent: `true` is not an id, "2" is not a k, an unknown argument is
+    named with a suggestion, and each refusal is the route's own JSON."""
+    url, _ = server
+
+    async def calls():
+        async with _over_http(url) as client:
+            return [
+                await client.call_tool(name, arguments)
+                for name, arguments in [
+                    ("brain_forget", {"ids": [True]}),
+                    ("brain_memory", {"id": True}),
+                    ("brain_recall", {"q": "deploys", "k": "2"}),
+                    ("brain_recall", {"q": "deploys", "limit": 3}),
+                    ("brain_verify", {"claim": "x", "id": "1"}),
+                    ("brain_remember", {"records": [{"text": "x" * 1_200_000}]}),
+                ]
+            ]
+
+    forget, memory, k, limit, verify, huge = asyncio.run(calls())
+    for result in (forget, memory, k, limit, verify):
+        assert result.is_error and result.structured_content["status"] == 400, result.content
+        assert json.loads(result.content[0].text) == result.structured_content
+    assert "did you mean k" in limit.structured_content["error"]
+    assert huge.is_error and huge.structured_content["status"] == 413
+    with httpx.Client(base_url=url) as http:
+        assert http.post("/brain/-/forget", json={"ids": [True]}, headers=bearer()).status_code == 400
+        assert http.get("/brain/-/memory/1").status_code == 200  # memory 1 is still there
+
+
+def test_stdio_serves_a_brain_that_cannot_be_written(vault_brain_path, tmp_path):
+    """A read-only file in a read-only folder (chattr +i holds for root too)."""
+    path = copy_brain(vault_brain_path, tmp_path / "frozen" / "brain.db")
+    if subprocess.run(["chattr", "+i", str(path), str(path.parent)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not possible here")
+
+    async def session():
+        params = StdioServerParameters(command=sys.executable, args=["-m", "sqlite_utils", "brain", "mcp", str(path)])
+        async with Client(params) as client:
+            found = await client.call_tool("brain_recall", {"q": "How does the graph leg rank memories?"})
+            stored = await client.call_tool("brain_remember", {"records": [NOTE]})
+            return found, stored
+
+    try:
+        found, stored = asyncio.run(session())
+    finally:
+        subprocess.run(["chattr", "-i", str(path), str(path.parent)])
+    assert not found.is_error and found.structured_content["hits"]
+    assert stored.is_error and stored.structured_content["status"] == 403

@@ -280,3 +280,14 @@ def test_an_edit_of_a_flagged_memory_stays_flagged(conn):
     assert conn.execute("select flagged from knowledge where external_id = 'leak'").fetchall() == [(1,)]
     hits = brain_sql.recall(conn, {"q": "vault code", "cutoff": False})["hits"]
     assert all(hit["title"] != "Leak" for hit in hits)
+
+
+def test_a_record_without_an_id_is_its_text_and_everything_it_gives(conn):
+    """The same text with other metadata or tags is another memory, not an update."""
+    brain_sql.remember(conn, [{"text": "same text here"}])
+    report, _ = brain_sql.remember(conn, [{"text": "same text here", "metadata": {"a": 1}}])
+    assert (report.documents_added, report.documents_updated) == (1, 0)
+    report, _ = brain_sql.remember(conn, [{"text": "same text here", "confidence": 0.5, "metadata": {"a": 2}}])
+    assert (report.documents_added, report.documents_updated) == (1, 0)
+    report, _ = brain_sql.remember(conn, [{"text": "same text here"}])
+    assert report.documents_unchanged == 1
