@@ -2,35 +2,32 @@
 `sqlite-utils brain` commands and Python users need. datasette_brain imports
 nothing else of brain_sql, so everything below this floor can change freely."""
 
-from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, decayed, entity, memory, memory_content
-from .claims import verify
+import functools
 import threading
 
 from threadpoolctl import threadpool_limits
 
+from . import browse, consistency, forgetting, hybrid, inventory, pipeline, schema
+from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, memory_content
+from .claims import verify
 from .config import CLASSES, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
-from .connection import faults_named, load_sqlite_vec, open_connection
+from .connection import faults_named, load_sqlite_vec, open_connection, sqlite3
 from .document import IngestError
-from .consistency import check
 from .embed import count_tokens, embed
 from .errors import BrainBusy, BrainError, FieldError, ModelError, QueryError, ReadOnlyBrain, WriteError
 from .evaluation import evaluate, load_qrels
-from .forgetting import forget
-from .fields import unencodable
+from .fields import loads_json, unencodable
 from .functions import RECALL_SQL, register_functions
-from . import hybrid
-from .pipeline import IngestReport, discover, ingest, remember
+from .pipeline import IngestReport, discover
 from .querydoc import QueryDoc, from_strings, parse
-from . import schema
-from .schema import derived_from_knowledge, info, is_brain, migrate, pending_migrations
-from .inventory import stats
+from .schema import derived_from_knowledge, info, migrate, pending_migrations
 from .state import current as current_state
 
 __all__ = [
     "CLASSES", "DECAY_BUCKETS", "MAX_CONTENT_BYTES", "MAX_QUERY_CHARS", "RECALL_SQL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError", "ReadOnlyBrain", "WriteError",
     "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql", "decayed",
-    "discover", "embed_with_usage", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels",
+    "discover", "embed_with_usage", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels", "loads_json",
     "memory", "migrate", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
     "recall", "reindex", "remember", "serve_many", "stats", "unencodable", "verify", "verify_memory", "warm",
 ]  # fmt: skip
@@ -45,8 +42,11 @@ def prepare_connection(conn, model_id=None):
     """
     load_sqlite_vec(conn)
     register_functions(conn, model_id)
-    if is_brain(conn):
-        conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")
+    try:
+        if schema.is_brain(conn):
+            conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")
+    except sqlite3.DatabaseError:  # damaged: whatever is done with it next says so
+        pass
 
 
 def connect(path, model_id=None):
@@ -56,17 +56,30 @@ def connect(path, model_id=None):
     return conn
 
 
-def recall(conn, query, model_id=None):
-    """Recall memories for `query` (a QueryDoc or its JSON object); see hybrid.recall.
-    A damaged file is a BrainError that says to run check."""
-    with faults_named():
-        return hybrid.recall(conn, query, model_id)
+def _faults_named(operation):
+    """`operation`, with a damaged file, or tables a tool rebuilt without their
+    columns, a BrainError that says to run check instead of SQLite's own error."""
+
+    @functools.wraps(operation)
+    def named(*args, **kwargs):
+        with faults_named():
+            return operation(*args, **kwargs)
+
+    return named
 
 
-def reindex(conn, model_id):
-    """Re-embed every memory with `model_id` in one transaction; see schema.reindex."""
-    with faults_named():
-        return schema.reindex(conn, model_id)
+# the operations on a brain's rows
+is_brain = _faults_named(schema.is_brain)
+recall = _faults_named(hybrid.recall)
+reindex = _faults_named(schema.reindex)
+ingest = _faults_named(pipeline.ingest)
+remember = _faults_named(pipeline.remember)
+forget = _faults_named(forgetting.forget)
+stats = _faults_named(inventory.stats)
+check = _faults_named(consistency.check)
+memory = _faults_named(browse.memory)
+entity = _faults_named(browse.entity)
+decayed = _faults_named(browse.decayed)
 
 
 def parse_querydoc(raw):
@@ -82,6 +95,7 @@ def querydoc_from_strings(values, comma_lists=True):
     return from_strings(values, comma_lists=comma_lists)
 
 
+@_faults_named
 def verify_memory(conn, claim, memory_id):
     """brain_verify's result for `claim` against a stored memory, or None when there
     is no such visible memory."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import sqlite_utils
 
 from .config import busy_timeout_ms
-from .errors import BrainBusy, BrainError, ReadOnlyBrain
+from .errors import BrainBusy, BrainError, ReadOnlyBrain, WriteError
 
 
 def _sqlite3_module():
@@ -104,18 +104,18 @@ def open_connection(path, read_only=False):
     return conn
 
 
-DAMAGE = ("malformed", "not a database", "no such column", "no such table")
-
-
 @contextlib.contextmanager
 def faults_named():
-    """SQLite saying the file is damaged, or that a table lost columns a tool
-    rebuilt it without, becomes a BrainError saying what to do."""
+    """An SQLite error that is not about waiting for a lock, a read-only file or an
+    interrupted query means the file is damaged, or a tool changed its tables
+    (dropped or retyped columns): a BrainError saying what to do."""
     try:
         yield
     except sqlite3.DatabaseError as ex:
-        if not any(words in str(ex) for words in DAMAGE):
+        if is_busy(ex) or cannot_write(ex) or "interrupted" in str(ex):
             raise
+        if any(words in str(ex) for words in ("disk I/O error", "disk is full")):  # the server's trouble: try again
+            raise WriteError(f"writing failed ({ex}): nothing of this transaction was stored") from ex
         raise BrainError(
             f"the brain file is damaged, or a tool changed its tables ({ex}): run sqlite-utils brain check"
         ) from ex

@@ -57,7 +57,7 @@ def check(conn, repair=False):
     damaged = damaged_tables(conn)
     if damaged:
         # columns gone: nothing past here can be checked, and only a copy restores them
-        problems["damaged_tables"] = [f"{table}: no column {', '.join(columns)}" for table, columns in damaged.items()]
+        problems["damaged_tables"] = [f"{table}: {'; '.join(found)}" for table, found in damaged.items()]
         return problems
     pending = pending_migrations(conn)
     if pending:

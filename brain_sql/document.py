@@ -8,7 +8,7 @@ from typing import Callable, Iterable
 
 from .config import MAX_METADATA_BYTES
 from .errors import FieldError
-from .fields import FIELD_NAMES, normalize_fields
+from .fields import FIELD_NAMES, normalize_fields, unencodable
 
 TEXT_KEYS = ("content", "text")
 ID_KEYS = ("_id", "id")
@@ -72,14 +72,24 @@ class IngestFormat:
 
 def document_fields(document, raw):
     """Apply a record's or frontmatter's fields, tags, aliases, entities and relations
-    to `document`; an IngestError when one of them is malformed."""
+    to `document`; an IngestError when one of them is malformed — any value, of any
+    size or depth, is this record's problem, never the run's."""
+    try:
+        return _document_fields(document, raw)
+    except (ValueError, OverflowError, RecursionError) as ex:  # a number past Python's digit limit, say
+        return IngestError(document.source_path, document.line, f"a value cannot be read: {str(ex)[:200]}")
 
+
+def _document_fields(document, raw):
     def error(message):
         return IngestError(document.source_path, document.line, message)
 
     if _expanded_size({k: v for k, v in raw.items() if k not in TEXT_KEYS}) > MAX_METADATA_BYTES:
         # YAML aliases share one object many times over: a small file can expand to gigabytes
         return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
+    bad = unencodable(raw)  # after the size: it walks every shared part
+    if bad is not None:
+        return error(f"text {bad[:40]!r} is not valid Unicode (a lone surrogate)")
     try:
         document.fields = normalize_fields(raw)
     except FieldError as ex:

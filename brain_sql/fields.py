@@ -2,6 +2,7 @@
 confidence and tiers. Shared by every ingest format, the CLI and recall filters."""
 
 import datetime
+import json
 import re
 
 from .config import CLASSES
@@ -68,6 +69,16 @@ def parse_datetime(value, name="time"):
 
 def utcnow():
     return datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None, microsecond=0)
+
+
+def _not_json(constant):
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def loads_json(text):
+    """JSON as the brain reads it: Python's json, but NaN and Infinity, which it
+    accepts and SQLite's JSON does not, are refused (a ValueError, like bad JSON)."""
+    return json.loads(text, parse_constant=_not_json)
 
 
 def unencodable(value, depth=0):

@@ -22,7 +22,7 @@ import numpy as np
 from . import bm25, embed, graph, lexical, quality, temporal
 from . import reach as reachable
 from . import state as read_state
-from .config import ABSTAIN_BELOW, BOOST_SCALE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES, RECENCY_DAYS, RELEVANCE_CUTOFF, RRF_K
+from .config import ABSTAIN_BELOW, BOOST_SCALE, RECALL_CANDIDATES, RECENCY_DAYS, RELEVANCE_CUTOFF, RRF_K
 from .filters import Filters
 from .fusion import fuse, leg_weights
 from .querydoc import parse

@@ -39,7 +39,11 @@ def parse_markdown(path, text):
         if not isinstance(frontmatter, dict):
             yield IngestError(path, 1, "broken frontmatter: it must be a mapping of keys to values")
             return
-    title = frontmatter.get("title") or Path(path).stem
+    title = frontmatter.get("title")
+    if isinstance(title, (bool, dict, list, set, bytes)):
+        yield IngestError(path, 1, "'title' must be text")
+        return
+    title = title if title not in (None, "") else Path(path).stem
     units_by_section = _sections(tokens, lines)
     chunks = [c for heading_path, units in units_by_section for c in pack(units, heading_path)]
     yield document_fields(

@@ -14,7 +14,7 @@ import xxhash
 
 from .chunk import split_text
 from .document import ID_KEYS, TEXT_KEYS, Document, IngestError, IngestFormat, document_fields
-from .fields import unencodable
+from .fields import loads_json, unencodable
 from .hookspecs import hookimpl
 
 
@@ -36,7 +36,7 @@ def parse_txt(path, text):
 
 def parse_json(path, text):
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except (ValueError, RecursionError) as ex:  # not JSON, a number past Python's digit limit, nested too deep
         yield IngestError(path, getattr(ex, "lineno", 1), f"malformed JSON: {getattr(ex, 'msg', ex)}")
         return
@@ -50,7 +50,7 @@ def parse_jsonl(path, text):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = loads_json(line)
         except (ValueError, RecursionError) as ex:
             yield IngestError(path, number, f"malformed JSON line: {getattr(ex, 'msg', ex)}")
             continue
@@ -69,7 +69,7 @@ def parse_csv(path, text):
             for key in ("entities", "relations", "metadata"):
                 if isinstance(record.get(key), str):
                     try:
-                        record[key] = json.loads(record[key])
+                        record[key] = loads_json(record[key])
                     except (ValueError, RecursionError):
                         yield IngestError(path, line, f"column {key!r} must hold JSON")
                         break
@@ -94,7 +94,7 @@ def record_document(path, record, line, where=None):
     if not isinstance(content, str) or not content.strip():
         return error("record has no text: give a non-empty 'content' or 'text'")
     title = record.get("title")
-    if title is not None and not isinstance(title, (str, int, float)):
+    if title is not None and (isinstance(title, bool) or not isinstance(title, (str, int, float))):
         return error("'title' must be text")
     title = str(title).strip() if title is not None and str(title).strip() else None
     external_id = next((record[k] for k in ID_KEYS if record.get(k) not in (None, "")), None)

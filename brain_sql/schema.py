@@ -414,9 +414,10 @@ def fts_length(size_blob):
 
 
 def damaged_tables(conn):
-    """{table: [missing columns]} for the brain's own tables, compared with what
-    the migrations make: a tool that rebuilt a table (`sqlite-utils transform
-    --rename/--drop`) can leave it without columns recall needs."""
+    """{table: [what is wrong]} for the brain's own tables, compared with what the
+    migrations make: a tool that rebuilt a table (`sqlite-utils transform
+    --rename/--drop/--type`) can leave it without columns recall needs, or with
+    another type where vec0 and the keys need integers."""
     fresh = sqlite_utils.Database(memory=True)
     m001_reference_tables(fresh)
     m002_brain_columns(fresh)
@@ -425,7 +426,11 @@ def damaged_tables(conn):
     for table in fresh.table_names():
         if table == "sqlite_sequence" or not db[table].exists():
             continue
-        missing = sorted(set(fresh[table].columns_dict) - set(db[table].columns_dict))
-        if missing:
-            damaged[table] = missing
+        expected, found = fresh[table].columns_dict, db[table].columns_dict
+        problems = [f"no column {name}" for name in sorted(set(expected) - set(found))]
+        problems += [f"column {name} holds {found[name].__name__}, not {kind.__name__}"
+                     for name, kind in sorted(expected.items(), key=lambda item: item[0])
+                     if name in found and found[name] is not kind]  # fmt: skip
+        if problems:
+            damaged[table] = problems
     return damaged

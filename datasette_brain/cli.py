@@ -78,7 +78,7 @@ def register_commands(cli):
         """
         conn = _open(db_path, must_exist=False)
         files, _ = brain_sql.discover(paths)
-        total = sum(Path(p).stat().st_size for p, _ in files)
+        total = sum(map(_size, (p for p, _ in files)))
         with click.progressbar(length=total, label="Ingesting", file=sys.stderr) as bar:
             try:
                 report = brain_sql.ingest(
@@ -209,6 +209,15 @@ def register_commands(cli):
         conn = _open(db_path)  # a clear message for a file that is not a brain, before the protocol starts
         conn.close()
         asyncio.run(stdio.serve(db_path))
+
+
+def _size(path):
+    """A file's size for the progress bar; 0 for one that cannot be looked at
+    (ingest reports it by name)."""
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0
 
 
 def _option_of(field):

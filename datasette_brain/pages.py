@@ -89,7 +89,7 @@ def layout(entity, neighbours, edges, size=GRAPH_SIZE):
 async def entity_page(datasette, request):
     db = await brain_database(datasette, request)
     entity_id = int(request.url_vars["id"])
-    await datasette.ensure_permissions(request.actor, [("view-table", (db.name, table)) for table in tools.GRAPH_TABLES])
+    await tools.ensure_permissions(datasette, request.actor, db.name, [("view-table", (db.name, t)) for t in tools.GRAPH_TABLES])
 
     found = await db.execute_fn(lambda conn: brain_sql.entity(conn, entity_id))
     if found is None:

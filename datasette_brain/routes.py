@@ -11,7 +11,6 @@ request again.
 
 import asyncio
 import base64
-import json
 
 from datasette import Response
 
@@ -89,7 +88,7 @@ async def json_body(request):
         )
     body = await read_body(request)
     try:
-        value = json.loads(body or b"null")
+        value = brain_sql.loads_json(body or b"null")
     except ValueError as ex:  # not JSON, not UTF-8, or a number past Python's digit limit
         raise ApiError(f"the request body is not valid JSON: {ex}") from None
     except RecursionError:

@@ -9,7 +9,7 @@ import threading
 import weakref
 
 from datasette import Forbidden
-from datasette.utils import actor_matches_allow
+from datasette.utils import actor_matches_allow, sqlite3
 
 import brain_sql
 
@@ -41,6 +41,8 @@ def as_api_error(ex):
         return ApiError(str(ex), 403)
     if isinstance(ex, brain_sql.WriteError):
         return ApiError(str(ex), 503, {"Retry-After": str(RETRY_AFTER_SECONDS)})
+    if isinstance(ex, brain_sql.BrainError):  # the file's state (damaged, another model): not the request's fault
+        return ApiError(str(ex), 409)
     return None
 
 
@@ -50,9 +52,16 @@ def error_body(message, status):
 
 
 async def brain_names(datasette):
+    """The brain databases served; a damaged file counts, so that what is asked of
+    it says it is damaged."""
     names = []
     for name, db in datasette.databases.items():
-        if name != "_internal" and await db.execute_fn(brain_sql.is_brain):
+        if name == "_internal":
+            continue
+        try:
+            if await db.execute_fn(brain_sql.is_brain):
+                names.append(name)
+        except brain_sql.BrainError:
             names.append(name)
     return names
 
@@ -68,11 +77,20 @@ async def open_brain(datasette, actor, name=None):
     if name not in datasette.databases or name == "_internal":
         raise ApiError(f"database not found: {name}", 404)
     # memories are the knowledge table's rows: whoever may not see it reads nothing
-    await datasette.ensure_permissions(actor, [("view-table", (name, "knowledge")), ("view-database", name), "view-instance"])
+    await ensure_permissions(datasette, actor, name, [("view-table", (name, "knowledge")), ("view-database", name), "view-instance"])
     db = datasette.get_database(name)
     if not await db.execute_fn(brain_sql.is_brain):
         raise ApiError(f"database {name} is not a brain: create one with sqlite-utils brain init", 404)
     return db
+
+
+async def ensure_permissions(datasette, actor, name, permissions):
+    """Datasette's ensure_permissions; a file too damaged for Datasette to find its
+    tables is a 409 that says so, not a 500."""
+    try:
+        await datasette.ensure_permissions(actor, permissions)
+    except sqlite3.DatabaseError as ex:
+        raise ApiError(f"database {name} is damaged ({ex}): run sqlite-utils brain check", 409) from ex
 
 
 async def graph_readable(datasette, actor, database):

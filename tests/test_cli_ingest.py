@@ -382,7 +382,7 @@ def test_a_malformed_document_never_stops_the_run(run, tmp_path):
     result = run("brain", "ingest", db_path, tmp_path / "in")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "observed_at '-99999y' is out of range" in result.output
-    assert "relevance_tier must be a number" in result.output
+    assert "r.jsonl:2: malformed JSON line: Infinity is not a JSON number" in result.output
     conn = brain_sql.connect(db_path)
     assert {r[0] for r in rows(conn, "select content from knowledge")} == {"# Mixed\n\nkeys of two types", "fine"}
     assert check(conn) == {}

@@ -45,8 +45,14 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
     (folder / "big.md").write_text(f"---\nconfidence: {big}\n---\n# Big\n\ntext\n")
     (folder / "deep.md").write_text("---\nx: " + "[" * 3000 + "]" * 3000 + "\n---\n# Deep\n\ntext\n")
     (folder / "fine.md").write_text("# Fine\n\na note that is fine\n")
+    (folder / "hex.md").write_text("---\nextra: 0x" + "f" * 4000 + "\n---\n# Hex\n\ntext\n")
+    (folder / "surrogate.md").write_text('---\ntitle: "\\uD800"\n---\n# S\n\ntext\n')
+    (folder / "yes.md").write_text("---\ntitle: yes\n---\n# Yes\n\ntext\n")
+    (folder / "bools.jsonl").write_text('{"title": true, "text": "a title that is not one"}\n'
+                                        '{"_id": "nan", "text": "x", "metadata": {"x": NaN}}\n')
     conn = brain_sql.connect(tmp_path / "brain.db")
     report = brain_sql.ingest(conn, [folder])
     problems = sorted((e.path.rsplit("/", 1)[-1], e.line) for e in report.errors)
-    assert problems == [("big.md", 1), ("deep.md", 1), ("records.jsonl", 2), ("records.jsonl", 3)], report.errors
+    assert problems == [("big.md", 1), ("bools.jsonl", 1), ("bools.jsonl", 2), ("deep.md", 1), ("hex.md", 1), ("records.jsonl", 2),
+                        ("records.jsonl", 3), ("surrogate.md", 1), ("yes.md", 1)], report.errors  # fmt: skip
     assert {r[0] for r in rows(conn, "select coalesce(external_id, title) from knowledge")} == {"ok1", "ok2", "fine"}
