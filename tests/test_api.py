@@ -207,7 +207,11 @@ async def test_form_posts_need_the_csrf_token(tmp_path):
     datasette = Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
     cookies = {**actor_cookie(datasette, "agent"), "ds_csrftoken": "anything"}
     forged = await datasette.client.post("/brain/-/remember", data={"text": "forged memory"}, cookies=cookies)
-    assert forged.status_code == 403
+    assert forged.status_code == 403 and "application/json" in forged.json()["error"]
+    for route in ("/brain/-/remember", "/brain/-/forget"):
+        plain = await datasette.client.post(route, content=b'{"text": "forged", "ids": [1]}', cookies=cookies,
+                                            headers={"content-type": "text/plain"})  # fmt: skip
+        assert plain.status_code == 403 and plain.json()["ok"] is False, route
     assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0
 
 
