@@ -7,7 +7,7 @@ import threading
 
 from threadpoolctl import threadpool_limits
 
-from . import browse, consistency, forgetting, hybrid, inventory, pipeline, schema
+from . import browse, consistency, forgetting, hybrid, inventory, pipeline, review, schema
 from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, memory_content
 from .claims import verify
 from .config import CLASSES, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
@@ -16,6 +16,7 @@ from .document import IngestError
 from .embed import count_tokens, embed
 from .errors import BrainBusy, BrainError, FieldError, ModelError, QueryError, ReadOnlyBrain, WriteError
 from .evaluation import evaluate, load_qrels
+from .extract import entity_links
 from .fields import loads_json, unencodable
 from .functions import RECALL_SQL, register_functions
 from .pipeline import IngestReport, discover
@@ -27,7 +28,8 @@ __all__ = [
     "CLASSES", "DECAY_BUCKETS", "MAX_CONTENT_BYTES", "MAX_QUERY_CHARS", "RECALL_SQL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError", "ReadOnlyBrain", "WriteError",
     "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql", "decayed",
-    "discover", "embed_with_usage", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels", "loads_json",
+    "decayed_facets", "archive", "examples", "extend_expiry", "flag", "restore",
+    "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels", "loads_json",
     "memory", "migrate", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
     "recall", "reindex", "remember", "serve_many", "stats", "unencodable", "verify", "verify_memory", "warm",
 ]  # fmt: skip
@@ -79,7 +81,15 @@ stats = _faults_named(inventory.stats)
 check = _faults_named(consistency.check)
 memory = _faults_named(browse.memory)
 entity = _faults_named(browse.entity)
+entities = _faults_named(browse.entities)
 decayed = _faults_named(browse.decayed)
+decayed_facets = _faults_named(browse.decayed_facets)
+examples = _faults_named(browse.examples)
+# decisions about decayed memories: one transaction each
+extend_expiry = _faults_named(review.extend_expiry)
+archive = _faults_named(review.archive)
+restore = _faults_named(review.restore)
+flag = _faults_named(review.flag)
 
 
 def parse_querydoc(raw):

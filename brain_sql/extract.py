@@ -30,7 +30,24 @@ def annotations_and_wikilinks(document):
         for target in WIKILINK.findall(text):
             if "::" in target:
                 continue
-            name = PurePosixPath(target.strip()).name.removesuffix(".md").strip()
+            name = _note_name(target)
             if name:
                 relations.append(Relation("references", name, None, index, "document"))
     return relations
+
+
+def _note_name(target):
+    """The note a wikilink's target names: `folder/Note.md` -> `Note`."""
+    return PurePosixPath(target.strip()).name.removesuffix(".md").strip()
+
+
+def entity_links(text):
+    """(start, end, entity name) of each `[[relation::Entity]]` and `[[wikilink]]`
+    in `text` outside code, in order: the spans ingest reads as naming entities."""
+    masked = _CODE.sub(lambda m: " " * len(m.group()), text)  # offsets kept
+    found = [(m.start(), m.end(), m.group(2).strip()) for m in ANNOTATION.finditer(masked)]
+    for m in WIKILINK.finditer(masked):
+        name = "" if "::" in m.group(1) else _note_name(m.group(1))
+        if name:
+            found.append((m.start(), m.end(), name))
+    return sorted(found)

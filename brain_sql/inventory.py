@@ -41,7 +41,7 @@ def _counts(conn):
             conn.execute(f"select coalesce([{column}], '') as value, count(*) from knowledge group by 1 order by 2 desc, 1")
         )
 
-    buckets = dict(conn.execute(decay_counts_sql("select expires_at from knowledge")))
+    buckets = dict(conn.execute(decay_counts_sql("select expires_at, relevance_tier from knowledge")))
     return {
         "memories": count("select count(*) from knowledge"),
         "by_class": per("class"),

@@ -6,7 +6,7 @@ from datasette import hookimpl
 
 import brain_sql
 
-from . import decay, mcp_tools, pages, routes, tools
+from . import decay, links, mcp_tools, pages, routes, tools
 
 
 @hookimpl
@@ -22,6 +22,7 @@ def startup(datasette):
 
     async def inner():
         brain_sql.serve_many()
+        await links.remember_brains(datasette)
         paths = [datasette.get_database(name).path for name in await tools.brain_names(datasette)]
         for path in filter(None, paths):
             threading.Thread(target=_warm, args=(path,), name="brain-warm", daemon=True).start()
@@ -48,7 +49,9 @@ def register_routes():
         (r"^/(?P<database>[^/]+)/-/brain$", pages.recall_page),
         (r"^/(?P<database>[^/]+)/-/memory/(?P<id>\d{1,18})(\.(?P<format>json))?$", pages.memory_page),
         (r"^/(?P<database>[^/]+)/-/entity/(?P<id>\d{1,18})$", pages.entity_page),
+        (r"^/(?P<database>[^/]+)/-/entities(\.(?P<format>json))?$", pages.entities_page),
         (r"^/(?P<database>[^/]+)/-/decayed(\.(?P<format>json))?$", pages.decayed_page),
+        (r"^/(?P<database>[^/]+)/-/decayed/act$", pages.decayed_act),  # form posts: CSRF-checked
     ]
 
 
@@ -114,6 +117,31 @@ def table_actions(datasette, actor, database, table):
 
 
 @hookimpl
+def get_metadata(datasette, key, database, table):
+    """Brains' internal tables hidden and the knowledge table searchable, with or
+    without metadata.yml (whose words win)."""
+    return links.metadata(datasette)
+
+
+@hookimpl
+def render_cell(row, value, column, table, database, datasette):
+    """Memories, entities and [[wikilinks]] link to the brain's pages."""
+    return links.render_cell(row, value, column, table, database, datasette)
+
+
+@hookimpl
+def extra_template_vars(template, database, table, datasette):
+    """For the templates that extend Datasette's own (database.html, table.html,
+    query.html): whether this is a brain, and the table page's arrangement."""
+    if database is None:
+        return {}
+    variables = {"is_brain_database": links.is_brain(datasette, database)}
+    if table is not None:
+        variables["brain_arrange"] = links.table_arranger(datasette, database, table)
+    return variables
+
+
+@hookimpl
 def register_facet_classes():
     return [decay.DecayFacet]
 
@@ -142,6 +170,7 @@ def canned_queries(datasette, database, actor):
         query = {
             CONFIGURED: configured,
             "title": "Recall",
+            "hide_sql": True,  # its 60 lines of SQL one click away, the form and results first
             "description": "Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and the graph walk, fused by "
             "weighted RRF. Filters may be left empty; classes and sources are comma-separated.",
             **{key: value for key, value in configured.items() if key not in ("sql", CONFIGURED)},

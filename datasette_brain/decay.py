@@ -1,5 +1,5 @@
-"""The decay facet: memories bucketed by expiry — expired, expiring within 7
-days, live — on any table with an expires_at column, and the _decay filter that
+"""The decay facet: memories bucketed by relevance tier and expiry — expired,
+expiring within 7 days, archived (tier 0), live — on any table with an expires_at column, and the _decay filter that
 selecting a bucket applies."""
 
 from datasette.facets import Facet

@@ -6,136 +6,345 @@ ever marked safe.
 """
 
 import dataclasses
-import math
+import urllib.parse
 
 from datasette import Response
-from datasette.utils import path_with_added_args, path_with_removed_args
+from datasette.utils import path_with_added_args, path_with_removed_args, path_with_replaced_args
 
 import brain_sql
 
 from .decay import BUCKETS
 from . import tools
-from .routes import api, brain_database, querydoc_from_args
+from .html_errors import html_page
+from .links import linked_text
+from .routes import api, brain_database, querydoc_from_args, read_body
 from .tools import ApiError, run_recall
+from .layout import layout
 
 FACETS = ("class", "scope", "source", "domain", "decay")
 
 
-GRAPH_SIZE = 640
-DECAYED_LIMIT = 1000  # the review page shows the first thousand, soonest to expire first
+ENTITY_PAGE = 50  # the entities browser's rows per page
+DECAYED_LIMIT = 1000  # the review page's rows a page, soonest to expire first
 
 
-@api
+# the recall form: each API filter, its kind and its default
+RECALL_FIELDS = {
+    "k": ("number", "10"), "scope": ("text", ""), "classes": ("text", ""), "sources": ("text", ""),
+    "domain": ("text", ""), "since": ("text", ""), "until": ("text", ""), "now": ("text", ""),
+    "min_relevance": ("number", ""), "max_tokens": ("number", ""), "mmr_lambda": ("number", "0.7"),
+    "include_decayed": ("bool", False), "graph": ("bool", True), "prf": ("bool", True), "mmr": ("bool", False),
+    "cutoff": ("bool", True),
+}  # fmt: skip
+RECOMMENDATIONS = {
+    "return": "Confident: the top hits answer the query.",
+    "run_prf": "Fairly confident: words from the top hits were, or could be, added to the search to find more.",
+    "increase_top_k": "The top hit covers the query but the search methods disagree on it: asking for more hits may help.",
+    "clarify_query": "Not confident: try other words, or say more about what you are looking for.",
+}
+REASONS = {
+    "low_confidence": "No memory fits this query well enough.",
+    "no_candidates": "No memory matches: the filters (dates read from the query included) leave nothing to search, or nothing matched.",
+    "only_decayed": "Nothing current matches, but expired or archived memories do.",
+    "token_budget": "The best hit is longer than the token budget (max tokens) allows.",
+}
+TIERS = {0: "archived", 1: "normal", 2: "important", 3: "pinned"}
+PREVIEW_CHARS, PREVIEW_LINES = 320, 4
+
+
+def score(value, places=3):
+    """A score for people: rounded, and never a bare 0 for something small."""
+    if value is None:
+        return "–"
+    if value and abs(value) < 10**-places:
+        return f"{'−' if value < 0 else ''}<{10**-places:.{places}f}"
+    return f"{value:.{places}f}".replace("-", "−")
+
+
+def preview(content):
+    """(the first lines of `content`, ending at a line or word boundary, whether
+    there is more): the rest is a click away."""
+    content = (content or "").strip("\n")
+    lines = content.split("\n")
+    shown = "\n".join(lines[:PREVIEW_LINES])
+    if len(shown) > PREVIEW_CHARS:
+        cut = shown[:PREVIEW_CHARS]
+        shown = cut[: cut.rfind(" ")] if " " in cut[PREVIEW_CHARS // 2 :] else cut
+    return shown, shown != content
+
+
+def shown_time(value):
+    """SQLite UTC text as people read it: midnight without its clock."""
+    return value[:-9] if value and value.endswith(" 00:00:00") else value
+
+
+def hit_view(hit):
+    """What the page shows of a hit besides its title and content: only fields that have a value."""
+    facts = [("class", hit.get("class")), ("scope", hit.get("scope")), ("source", hit.get("source")),
+             ("domain", hit.get("domain")), ("tier", TIERS.get(hit.get("relevance_tier"))),
+             ("observed", shown_time(hit.get("observed_at"))), ("expires", shown_time(hit.get("expires_at"))),
+             ("node kind", hit.get("node_kind")), ("lawful basis", hit.get("lawful_basis")),
+             ("region", hit.get("region"))]  # fmt: skip
+    where = hit.get("source_path") or ""
+    if where and hit.get("line_start"):
+        where += f":{hit['line_start']}" + (f"–{hit['line_end']}" if hit.get("line_end") not in (None, hit["line_start"]) else "")
+    text, more = preview(hit.get("content"))
+    return {"facts": [(k, v) for k, v in facts if v not in (None, "")], "where": where, "preview": text, "more": more}
+
+
+def recall_form(request):
+    """{field: value shown in the form}: the last value given (as recall reads
+    it), or the default; check boxes as True/False."""
+    form = {"q": request.args.get("q") or ""}
+    for name, (kind, default) in RECALL_FIELDS.items():
+        given = [v for v in request.args.getlist(name) if v != ""]
+        if kind == "bool":
+            form[name] = given[-1].lower() in ("1", "true", "yes", "on") if given else default
+        else:
+            form[name] = given[-1] if given else default
+    return form
+
+
+def applied_filters(request, query):
+    """[(label, value, where it came from)]: the filters recall applied, dates read
+    from the query's words among them."""
+    applied = []
+    for name, label in (("scope", "scope"), ("classes", "classes"), ("sources", "sources"), ("domain", "domain")):
+        value = query.get(name)
+        if value:
+            applied.append((label, ", ".join(value) if isinstance(value, list) else value, "filter"))
+    for name in ("since", "until"):
+        if query.get(name):
+            given = any(v for v in request.args.getlist(name))
+            applied.append((name, shown_time(query[name]), "filter" if given else "read from the query"))
+    if request.args.get("now"):
+        applied.append(("as of", shown_time(query.get("now")), "filter"))
+    if query.get("include_decayed"):
+        applied.append(("expired and archived", "included", "filter"))
+    return applied
+
+
+@html_page
 async def recall_page(datasette, request):
     db = await brain_database(datasette, request)
-    args = {name: request.args.get(name) for name in request.args.keys() if request.args.get(name)}
-    result, error_message = None, None
-    if args.get("q"):
+    form = recall_form(request)
+    result, error_message, context = None, None, {}
+    if form["q"]:
         try:
             doc = dataclasses.replace(querydoc_from_args(request.args), provenance=True)
             result = await run_recall(datasette, db, doc)
         except (ApiError, brain_sql.QueryError, brain_sql.FieldError, brain_sql.BrainError) as ex:
             error_message = str(ex)
+    if result is not None:
+        query = result["query"]
+        context = {
+            "applied": applied_filters(request, query),
+            "searched": query.get("searched") if query.get("searched") != query.get("q") else None,
+            "recommendation": RECOMMENDATIONS.get(result["quality"]["recommendation"], ""),
+            "reason": REASONS.get(result.get("reason"), "No memory returned."),
+            "decayed_url": path_with_added_args(request, {"include_decayed": "true"}),
+            "views": [hit_view(hit) for hit in result["hits"]],
+        }
+    elif not form["q"]:
+        context = {
+            "examples": await db.execute_fn(brain_sql.examples),
+            "stats": await db.execute_fn(brain_sql.stats),
+        }
     return Response.html(
         await datasette.render_template(
             "brain_recall.html",
-            {"database": db.name, "args": args, "result": result, "error": error_message},
+            {"database": db.name, "form": form, "result": result, "error": error_message, "score": score,
+             "tiers": TIERS, **context},  # fmt: skip
             request=request,
         )
     )
 
 
-@api
+@html_page
 async def memory_page(datasette, request):
     loaded = await tools.memory(datasette, request.actor, request.url_vars.get("database"), int(request.url_vars["id"]))
     if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
         return Response.json(loaded)  # what the brain_memory MCP tool answers
     return Response.html(
-        await datasette.render_template("brain_memory.html", {"database": request.url_vars["database"], **loaded}, request=request)
+        await datasette.render_template(
+            "brain_memory.html",
+            {
+                "database": request.url_vars["database"],
+                **loaded,
+                "content_html": await linked_text(
+                    datasette, request.url_vars["database"], loaded["memory"]["content"],
+                    entities=await tools.graph_readable(datasette, request.actor, request.url_vars["database"]),
+                ),  # fmt: skip
+            },
+            request=request,
+        )
     )
 
 
-def layout(entity, neighbours, edges, size=GRAPH_SIZE):
-    """Positions for a radial drawing: the entity in the middle, neighbours on one
-    or two rings; edges keep their type for a label at their middle."""
-    centre = size / 2
-    nodes = {entity[0]: {"id": entity[0], "name": entity[1], "type": entity[2], "x": centre, "y": centre, "centre": True}}
-    rings = [neighbours[:24], neighbours[24:]]
-    for ring_index, ring in enumerate(rings):
-        radius = size * (0.3 if ring_index == 0 else 0.44)
-        for i, (node_id, name, kind, _) in enumerate(ring):
-            angle = 2 * math.pi * i / max(len(ring), 1) + ring_index * 0.13
-            nodes[node_id] = {
-                "id": node_id, "name": name, "type": kind, "centre": False,
-                "x": round(centre + radius * math.cos(angle), 1), "y": round(centre + radius * math.sin(angle), 1),
-            }  # fmt: skip
-    labelled = {}
-    for source, target, relation in edges:
-        key = tuple(sorted((source, target)))
-        labelled.setdefault(key, []).append(relation)
-    lines = []
-    for (a, b), relations in labelled.items():
-        lines.append(
-            {
-                "x1": nodes[a]["x"], "y1": nodes[a]["y"], "x2": nodes[b]["x"], "y2": nodes[b]["y"],
-                "label": ", ".join(sorted(set(relations))),
-                "lx": round((nodes[a]["x"] + nodes[b]["x"]) / 2, 1), "ly": round((nodes[a]["y"] + nodes[b]["y"]) / 2, 1),
-            }  # fmt: skip
-        )
-    return list(nodes.values()), lines
-
-
-@api
+@html_page
 async def entity_page(datasette, request):
+    """An entity's neighbourhood, 1 or 2 hops deep, drawn with arrows and a legend."""
     db = await brain_database(datasette, request)
     entity_id = int(request.url_vars["id"])
     await tools.ensure_permissions(datasette, request.actor, db.name, [("view-table", (db.name, t)) for t in tools.GRAPH_TABLES])
-
-    found = await db.execute_fn(lambda conn: brain_sql.entity(conn, entity_id))
+    hops = request.args.get("hops") or "1"
+    if hops not in ("1", "2"):
+        raise ApiError("hops is 1 or 2", 400)
+    found = await db.execute_fn(lambda conn: brain_sql.entity(conn, entity_id, hops=int(hops)))
     if found is None:
         raise ApiError(f"no entity with id {entity_id}", 404)
-    entity, neighbours, edges, documents = found
-    nodes, lines = layout(entity, neighbours, edges)
+    drawing = layout(found["nodes"], found["edges"], entity_id)
     return Response.html(
         await datasette.render_template(
             "brain_entity.html",
-            {"database": db.name, "entity": entity, "nodes": nodes, "lines": lines, "size": GRAPH_SIZE,
-             "documents": documents},  # fmt: skip
+            {"database": db.name, "entity": found["entity"], "graph": drawing, "hops": int(hops), "rest": found["rest"],
+             "more": found["more"], "documents": found["documents"]},  # fmt: skip
             request=request,
         )
     )
 
 
-@api
-async def decayed_page(datasette, request):
-    """Expired, soon-expiring and archived memories for review, with facets."""
+@html_page
+async def entities_page(datasette, request):
+    """The entities a reader may see, most connected first: searchable by name,
+    filtered by type, a page at a time; also as JSON."""
     db = await brain_database(datasette, request)
-    selected = {name: request.args.get(name) for name in FACETS if request.args.get(name)}
-    now, rows = await db.execute_fn(lambda conn: brain_sql.decayed(conn, limit=DECAYED_LIMIT))
-    rows = [r for r in rows if all(str(r[k]) == v for k, v in selected.items())]
+    await tools.ensure_permissions(datasette, request.actor, db.name, [("view-table", (db.name, t)) for t in tools.GRAPH_TABLES])
+    q, kind, page = request.args.get("q") or None, request.args.get("type") or None, request.args.get("page") or "1"
+    if not (page.isascii() and page.isdigit() and 1 <= int(page) <= 1_000_000):
+        raise ApiError("page is a whole number from 1", 400)
+    found = await db.execute_fn(lambda conn: brain_sql.entities(conn, q=q, entity_type=kind, page=int(page), per_page=ENTITY_PAGE))
+    base = datasette.urls.database(db.name)
+    rows = [{"id": i, "name": n, "type": t, "degree": d, "url": f"{base}/-/entity/{i}"} for i, n, t, d in found["rows"]]
+    pages = max(1, -(-found["total"] // ENTITY_PAGE))
+    links = {
+        "next": path_with_replaced_args(request, {"page": str(int(page) + 1)}) if int(page) < pages else None,
+        "previous": path_with_replaced_args(request, {"page": str(int(page) - 1)}) if int(page) > 1 else None,
+    }
+    if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
+        return Response.json({"q": q, "type": kind, "page": int(page), "pages": pages, "total": found["total"],
+                              "types": dict(found["types"]), "rows": rows, **links})  # fmt: skip
+    types = [{"type": t, "count": c, "selected": t == kind,
+              "url": path_with_replaced_args(request, {"type": None if t == kind else t, "page": None})}
+             for t, c in found["types"]]  # fmt: skip
+    return Response.html(
+        await datasette.render_template(
+            "brain_entities.html",
+            {"database": db.name, "q": q or "", "type": kind, "page": int(page), "pages": pages, "total": found["total"],
+             "types": types, "rows": rows, **links},  # fmt: skip
+            request=request,
+        )
+    )
+
+
+DECAY_ACTIONS = {"extend": brain_sql.extend_expiry, "archive": brain_sql.archive, "restore": brain_sql.restore,
+                 "flag": brain_sql.flag}  # fmt: skip
+EXTEND_CHOICES = ((30, "+30 days"), (365, "+1 year"))
+DONE = {"extend": "Extended the expiry of", "archive": "Archived", "restore": "Restored", "flag": "Flagged"}
+
+
+def decayed_query(selected, page=1, size=DECAYED_LIMIT, **changes):
+    """The decayed page's query string for `selected` facets with `changes`
+    (a value of None removes that facet), page and size."""
+    values = {**selected, **changes}
+    pairs = [(name, values[name]) for name in FACETS if values.get(name) is not None]
+    pairs += [("page", str(page))] if page > 1 else []
+    pairs += [("size", str(size))] if size != DECAYED_LIMIT else []
+    return "?" + urllib.parse.urlencode(pairs) if pairs else ""
+
+
+def decayed_args(args):
+    """(selected facets, page, page size) from query-string parameters."""
+    selected = {name: args.get(name) for name in FACETS if args.get(name)}
+    try:
+        page = int(args.get("page") or 1)
+        size = int(args.get("size") or DECAYED_LIMIT)
+    except ValueError:
+        raise ApiError("page and size must be whole numbers") from None
+    if page < 1 or not 1 <= size <= DECAYED_LIMIT:
+        raise ApiError(f"page must be 1 or more, and size from 1 to {DECAYED_LIMIT:,}")
+    return selected, page, size
+
+
+@html_page
+async def decayed_page(datasette, request):
+    """Expired, soon-expiring and archived memories for review, with facets, a
+    page at a time; for actors with brain-write, what to do about each."""
+    db = await brain_database(datasette, request)
+    selected, page, size = decayed_args(request.args)
+
+    def read(conn):
+        now, rows = brain_sql.decayed(conn, limit=size, offset=(page - 1) * size, selected=selected)
+        return now, rows, *brain_sql.decayed_facets(conn, now, selected)
+
+    now, rows, count, counts = await db.execute_fn(read)
     facets = {}
     for name in FACETS:
-        counts = {}
-        for row in rows:
-            counts[str(row[name])] = counts.get(str(row[name]), 0) + 1
-        values = sorted(counts, key=lambda v: (-counts[v], v)) if name != "decay" else [b for b in BUCKETS if b in counts]
-        facets[name] = [
-            {
-                "value": value,
-                "count": counts[value],
-                "selected": selected.get(name) == value,
-                "toggle_url": path_with_removed_args(request, {name: value})
-                if selected.get(name) == value
-                else path_with_added_args(request, {name: value}),
-            }
-            for value in values
-        ]
+        found = counts[name]
+        values = [b for b in BUCKETS if b in found] if name == "decay" else sorted(found, key=lambda v: (-found[v], str(v)))
+        facets[name] = []
+        for value in values:
+            chosen = selected.get(name) == str(value)
+            toggled = decayed_query(selected, size=size, **{name: None if chosen else str(value)})
+            facets[name].append({"value": value, "count": found[value], "selected": chosen, "toggle_url": request.path + toggled})
+    pages = max(1, -(-count // size))
+    links = {
+        "next": request.path + decayed_query(selected, page + 1, size) if page < pages else None,
+        "previous": request.path + decayed_query(selected, page - 1, size) if page > 1 else None,
+    }
     if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
-        return Response.json({"now": now, "count": len(rows), "selected": selected, "facets": facets, "rows": rows})
+        return Response.json({"now": now, "count": count, "page": page, "pages": pages, "size": size, **links,
+                              "selected": selected, "facets": facets, "rows": rows})  # fmt: skip
+    can_write = db.is_mutable and await datasette.permission_allowed(
+        request.actor, tools.WRITE_PERMISSION, resource=db.name, default=False
+    )
     return Response.html(
         await datasette.render_template(
             "brain_decayed.html",
-            {"database": db.name, "rows": rows, "facets": facets, "selected": selected, "now": now},
+            {"database": db.name, "rows": rows, "facets": facets, "selected": selected, "now": now, "count": count,
+             "page": page, "pages": pages, "first": (page - 1) * size + 1, **links, "can_write": can_write,
+             "back": decayed_query(selected, page, size)[1:], "extend_choices": EXTEND_CHOICES,
+             "json_url": f"{request.path}.json{decayed_query(selected, page, size)}"},  # fmt: skip
             request=request,
         )
     )
+
+
+async def decide(datasette, actor, database, action, ids, days=None):
+    """Extend, archive, restore or flag memories: what a form on the decayed page
+    posts, done by brain_sql in one transaction, for actors with brain-write."""
+    db = await tools.writable_brain(datasette, actor, database)
+    if action not in DECAY_ACTIONS:
+        raise ApiError(f"unknown action {action[:40]!r}: one of {', '.join(DECAY_ACTIONS)}")
+    operation = DECAY_ACTIONS[action]
+    if action == "extend":
+        return await db.execute_write_fn(lambda conn: operation(conn, ids, days), block=True)
+    return await db.execute_write_fn(lambda conn: operation(conn, ids), block=True)
+
+
+@html_page
+async def decayed_act(datasette, request):
+    """POST id (repeatable), action (extend:DAYS, archive, restore, flag) and the
+    page's csrftoken from the decayed page's forms; back to the page it came from."""
+    database = request.url_vars.get("database")
+    await tools.open_brain(datasette, request.actor, database)
+    if request.method != "POST":
+        raise ApiError("POST id and action (extend:DAYS, archive, restore or flag) from the decayed page", 405)
+    await tools.writable_brain(datasette, request.actor, database)
+    form = urllib.parse.parse_qs((await read_body(request)).decode("utf-8", "replace"))
+    action, _, days = (form.get("action") or [""])[-1].partition(":")
+    try:
+        ids = [int(v) for v in form.get("id", [])]
+        days = int(days) if action == "extend" else None
+    except ValueError:
+        raise ApiError("id must be memory ids and extend's days a whole number") from None
+    result = await decide(datasette, request.actor, database, action, ids, days)
+    changed, missing = result["changed"], result["not_found"]
+    message = f"{DONE[action]} {len(changed)} memor{'y' if len(changed) == 1 else 'ies'}"
+    message += f" (id {', '.join(map(str, changed))})" if changed else ""
+    message += f" by {days} days." if action == "extend" and changed else "."
+    if missing:
+        message += f" Not found (or flagged): {', '.join(map(str, missing))}."
+    datasette.add_message(request, message, datasette.INFO if changed else datasette.WARNING)
+    selected, page, size = decayed_args(dict(urllib.parse.parse_qsl((form.get("back") or [""])[-1])))
+    return Response.redirect(f"{datasette.urls.database(database)}/-/decayed{decayed_query(selected, page, size)}")

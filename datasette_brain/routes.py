@@ -13,6 +13,7 @@ import asyncio
 import base64
 
 from datasette import Response
+from datasette.utils import await_me_maybe
 
 import brain_sql
 
@@ -28,7 +29,8 @@ def error(message, status=400, headers=None):
 
 def answering_errors(respond):
     """A decorator for views: the errors tools.as_api_error knows become the
-    response `respond(ApiError)` makes; any other is a bug, and surfaces."""
+    response `respond(ApiError, datasette, request)` makes (or awaits); any other
+    is a bug, and surfaces."""
 
     def decorate(view):
         async def wrapped(datasette, request):
@@ -38,14 +40,14 @@ def answering_errors(respond):
                 known = tools.as_api_error(ex)
                 if known is None:
                     raise
-                return respond(known)
+                return await await_me_maybe(respond(known, datasette, request))
 
         return wrapped
 
     return decorate
 
 
-api = answering_errors(lambda ex: error(str(ex), ex.status, ex.headers))
+api = answering_errors(lambda ex, *_: error(str(ex), ex.status, ex.headers))
 
 
 async def brain_database(datasette, request):
@@ -158,7 +160,7 @@ def openai_error(message, status, param=None, code=None, headers=None):
 
 # like api, but every error in OpenAI's shape, which OpenAI's clients parse and show
 openai_api = answering_errors(
-    lambda ex: openai_error(str(ex), ex.status, getattr(ex, "param", None), getattr(ex, "code", None), ex.headers)
+    lambda ex, *_: openai_error(str(ex), ex.status, getattr(ex, "param", None), getattr(ex, "code", None), ex.headers)
 )
 
 

@@ -1,5 +1,11 @@
+import contextlib
 import json
 import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import threading
@@ -153,3 +159,28 @@ async def warmed(datasette):
         if thread.name.startswith("brain-warm"):
             thread.join()
     return datasette
+
+
+@contextlib.contextmanager
+def datasette_server(*args, cwd=None):
+    """`python -m datasette *args` on a free loopback port, once it answers; yields
+    its base URL and stops it after."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "datasette", *map(str, args), "-h", "127.0.0.1", "-p", str(port)],
+        cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(base + "/-/versions.json", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(10)

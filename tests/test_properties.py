@@ -208,8 +208,9 @@ def _query_string(params):
 
 
 GET_ROUTES = ["/brain/-/recall", "/brain/-/brain", "/brain/-/decayed", "/brain/-/decayed.json", "/brain/recall.json",
-              "/brain/-/memory/{}", "/brain/-/entity/{}", "/brain/knowledge_fts.json"]  # fmt: skip
-QUERY_PARAMS = FIELDS + ["_search", "decay", "class", "_format", "sql"]
+              "/brain/-/memory/{}", "/brain/-/entity/{}", "/brain/knowledge_fts.json", "/brain/-/entities",
+              "/brain/-/entities.json", "/brain/-/memory/{}.json"]  # fmt: skip
+QUERY_PARAMS = FIELDS + ["_search", "decay", "class", "_format", "sql", "hops", "page", "size", "type"]
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -1,0 +1,99 @@
+"""Deciding about decayed memories: extend a memory's expiry, archive it
+(relevance tier 0), restore it, or flag it. Each is one transaction over a list
+of memory ids (knowledge rows), and the triggers carry the change to the vectors'
+filter columns and the change log, so recall sees it at once.
+
+Only visible memories are acted on: flagged ones are never shown, so an id of a
+flagged memory is reported as not found, like one that does not exist. A memory
+ingested from a file keeps the decision until that file's document changes and
+is ingested again, when the file's fields are stored again.
+"""
+
+import json
+
+from .config import CHANGE_LOG_KEEP, MAX_FORGET_ITEMS
+from .connection import atomic, sqlite3
+from .errors import BrainError, FieldError, WriteError
+from .fields import parse_time, sqlite_time, utcnow
+from .schema import is_brain, prune_changes
+
+MAX_EXTEND_DAYS = 36_500
+ACTIONS = ("extend", "archive", "restore", "flag")
+
+# each action's change to the visible rows it names; :now is the evaluation time
+_UPDATES = {
+    # expiry `days` after the later of the current expiry and now: an expired
+    # memory extended by 30 days is live for 30 days from now
+    "extend": "expires_at = datetime(max(unixepoch(coalesce(expires_at, :now)), unixepoch(:now)) + :seconds, 'unixepoch')",
+    "archive": "relevance_tier = 0",
+    # back in recall for good: at least the default tier, and no expiry
+    "restore": "relevance_tier = max(relevance_tier, 1), expires_at = null",
+    "flag": "flagged = 1",
+}
+
+
+def extend_expiry(conn, ids, days, now=None):
+    """Move the expiry of the memories `ids` to `days` days after the later of
+    their expiry and `now` (a memory without one gets one)."""
+    if isinstance(days, bool) or not isinstance(days, int) or not 0 < days <= MAX_EXTEND_DAYS:
+        raise FieldError(f"days must be a whole number from 1 to {MAX_EXTEND_DAYS:,}")
+    return _act(conn, "extend", ids, now, days * 86_400)
+
+
+def archive(conn, ids):
+    """Archive the memories `ids`: relevance tier 0, which recall leaves out
+    (unless asked for min_relevance 0 or include_decayed)."""
+    return _act(conn, "archive", ids)
+
+
+def restore(conn, ids):
+    """Bring the memories `ids` back into recall: relevance tier at least 1 (a
+    higher tier is kept) and no expiry."""
+    return _act(conn, "restore", ids)
+
+
+def flag(conn, ids):
+    """Flag the memories `ids`: recall, the pages and the graph stop showing them."""
+    return _act(conn, "flag", ids)
+
+
+def _act(conn, action, ids, now=None, seconds=0):
+    """{"action", "changed": [ids], "not_found": [ids]}: `action` applied to the
+    visible memories among `ids`, in one transaction; nothing when it fails
+    (WriteError, BrainBusy when the write lock was not had in time)."""
+    ids = _memory_ids(ids)
+    now = parse_time(now, name="now") if now is not None else sqlite_time(utcnow())
+    if not is_brain(conn):
+        raise BrainError("this file is not a brain: there is nothing to change")
+    try:
+        with atomic(conn):
+            found = [
+                row[0]
+                for row in conn.execute(
+                    "select id from knowledge where flagged = 0 and id in (select value from json_each(?)) order by id",
+                    (json.dumps(ids),),
+                )
+            ]
+            conn.execute(
+                f"update knowledge set {_UPDATES[action]} where id in (select value from json_each(:ids))",
+                {"ids": json.dumps(found), "now": now, "seconds": seconds},
+            )
+            prune_changes(conn, CHANGE_LOG_KEEP)
+    except sqlite3.Error as ex:
+        raise WriteError(f"nothing was changed: {ex}") from ex
+    return {"action": action, "changed": found, "not_found": sorted(set(ids) - set(found))}
+
+
+def _memory_ids(ids):
+    """The distinct memory ids of a non-empty list, in order."""
+    if isinstance(ids, (str, bytes, dict)) or not hasattr(ids, "__iter__"):
+        raise FieldError("ids must be a list of memory ids")
+    ids = list(ids)
+    for value in ids:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+            raise FieldError(f"ids must be memory ids (positive whole numbers), not {str(value)[:40]!r}")
+    if not ids:
+        raise FieldError("give the ids of the memories to change")
+    if len(ids) > MAX_FORGET_ITEMS:
+        raise FieldError(f"{len(ids):,} ids: at most {MAX_FORGET_ITEMS:,} in one request")
+    return list(dict.fromkeys(ids))

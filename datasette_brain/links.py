@@ -1,0 +1,208 @@
+"""Datasette's own pages on a brain, made to lead to the brain's: cells that link
+to memory and entity pages, `[[wikilinks]]` that link to the entities they name,
+the internal tables hidden, the knowledge table searchable and its useful
+columns first, even with no metadata.
+
+Stored text is escaped before anything is added to it; the only markup on these
+pages is the <a> tags built here, around text that was escaped.
+"""
+
+import re
+import weakref
+
+from markupsafe import Markup, escape
+
+import brain_sql
+
+from . import tools
+
+_brains = weakref.WeakKeyDictionary()  # Datasette instance -> the names of its brain databases
+
+# the tables people have no use for: vec0's and FTS5's internals (every table whose
+# name starts with one of these is hidden too), the change log and bookkeeping
+HIDDEN_TABLES = ("vec_knowledge", "knowledge_fts", "brain_changes", "brain_instance", "brain_mention_queue",
+                 "brain_meta", "sqlite_sequence", "_sqlite_migrations")  # fmt: skip
+
+# the knowledge table's columns as people read them; the rest follow, as stored
+KNOWLEDGE_COLUMNS = ("id", "title", "content", "class", "scope", "source", "domain", "observed_at", "expires_at",
+                     "relevance_tier", "flagged", "confidence", "tags", "heading_path", "source_path",
+                     "line_start", "line_end", "external_id")  # fmt: skip
+
+CONTENT_CHARS = 160  # of a memory's text in a table cell; the memory page has all of it
+
+# the columns the recall canned query returns: its rows are memories
+RECALL_COLUMNS = {"id", "title", "score", "vector_rank", "fts_rank", "graph_rank", "content"}
+
+
+async def remember_brains(datasette):
+    """Note which of `datasette`'s databases are brains: the hooks below that
+    cannot wait for a query (metadata) read this."""
+    _brains[datasette] = frozenset(await tools.brain_names(datasette))
+
+
+def is_brain(datasette, database):
+    return database in _brains.get(datasette, ())
+
+
+def memory_url(datasette, database, memory_id):
+    return f"{datasette.urls.database(database)}/-/memory/{int(memory_id)}"
+
+
+def entity_url(datasette, database, entity_id):
+    return f"{datasette.urls.database(database)}/-/entity/{int(entity_id)}"
+
+
+def link(href, text, css_class=None):
+    """<a href>text</a>, `text` escaped."""
+    attribute = f' class="{css_class}"' if css_class else ""
+    return Markup(f'<a href="{escape(href)}"{attribute}>{escape(text)}</a>')
+
+
+def metadata(datasette):
+    """What Datasette's metadata says of each brain database unless metadata.yml
+    says otherwise: internals hidden, full-text search on the knowledge table. A
+    fresh dictionary each time: Datasette merges the next source into it."""
+    return {
+        "databases": {
+            name: {
+                "tables": {
+                    **{table: {"hidden": True} for table in HIDDEN_TABLES},
+                    "knowledge": {"fts_table": "knowledge_fts", "fts_pk": "id"},
+                }
+            }
+            for name in _brains.get(datasette, ())
+        }
+    }
+
+
+# rendering text
+
+
+async def entity_ids(db, names):
+    """{name as given: entity id} of the names that are entities (names match in any case)."""
+    names = sorted(set(names))
+    if not names:
+        return {}
+    found = await db.execute(
+        f"select id, name from entities where name in ({', '.join('?' for _ in names)})", names
+    )
+    ids = {row["name"].casefold(): row["id"] for row in found.rows}
+    return {name: ids[name.casefold()] for name in names if name.casefold() in ids}
+
+
+def _flat(text):
+    return re.sub(r"\s+", " ", text)
+
+
+async def linked_text(datasette, database, text, limit=None, more_href=None, entities=True):
+    """Markup for `text`: escaped, each `[[wikilink]]` or `[[relation::Entity]]` that
+    names an entity wrapped, as written, in a link to that entity's page (unless
+    not `entities`: for a reader who may not see the graph). With `limit`, the
+    first `limit` characters on one line, then a link to the rest."""
+    cut = limit is not None and len(text) > limit
+    shown = text[:limit] if cut else text
+    spans = brain_sql.entity_links(shown) if entities else []
+    ids = await entity_ids(datasette.get_database(database), [name for _, _, name in spans]) if spans else {}
+    plain = _flat if limit is not None else str
+    parts, at = [], 0
+    for start, end, name in spans:
+        if name not in ids:
+            continue
+        parts.append(escape(plain(shown[at:start])))
+        parts.append(link(entity_url(datasette, database, ids[name]), shown[start:end], "brain-entity-link"))
+        at = end
+    parts.append(escape(plain(shown[at:])))
+    if cut:
+        parts.append(Markup("… ") + link(more_href, "more", "brain-more") if more_href else Markup("…"))
+    return Markup("").join(parts)
+
+
+# render_cell
+
+
+async def _content_cell(datasette, database, text, href):
+    # render_cell is not told who is reading: entities link only where anyone may see the graph
+    entities = await tools.graph_readable(datasette, None, database)
+    return await linked_text(datasette, database, text, CONTENT_CHARS, href, entities)
+
+
+def _value_and_label(value):
+    """A cell's value and what to show for it: Datasette expands a foreign key
+    into {"value", "label"}."""
+    if isinstance(value, dict):
+        return value.get("value"), value.get("label") or value.get("value")
+    return value, value
+
+
+def _as_id(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def render_cell(row, value, column, table, database, datasette):
+    """The cell's markup, or None for Datasette's own rendering; an awaitable
+    where entities must be looked up."""
+    if value is None or not is_brain(datasette, database):
+        return None
+    if table is None and RECALL_COLUMNS <= set(row.keys()):
+        if column == "score" and isinstance(value, float):
+            return f"{value:.4f}"
+        table = "knowledge"  # the recall canned query's rows are memories
+    if table == "knowledge":
+        memory_id = _as_id(row["id"])
+        if memory_id is None:
+            return None
+        href = memory_url(datasette, database, memory_id)
+        if column in ("id", "title"):
+            return link(href, value if value != "" else "(untitled)")
+        if column == "content" and isinstance(value, str):
+            return _content_cell(datasette, database, value, href)
+        return None
+    if (table, column) in (("entities", "name"), ("entities", "id")):
+        entity_id = _as_id(row["id"])
+        return None if entity_id is None else link(entity_url(datasette, database, entity_id), value)
+    target = {
+        ("relationships", "from_entity_id"): entity_url,
+        ("relationships", "to_entity_id"): entity_url,
+        ("documents", "entity_id"): entity_url,
+        ("relationships", "knowledge_id"): memory_url,
+    }.get((table, column))
+    if target is None:
+        return None
+    key, label = _value_and_label(value)
+    key = _as_id(key)
+    return None if key is None else link(target(datasette, database, key), label)
+
+
+# the table page: columns in order, and its row links to the brain's pages
+
+
+def table_arranger(datasette, database, table):
+    """A function (display_columns, display_rows) -> the same, for the table
+    template: the knowledge table's useful columns first, and the link each row
+    starts with leading to the memory or entity page rather than the row page."""
+    if not is_brain(datasette, database) or table not in ("knowledge", "entities"):
+        return lambda columns, rows: (columns, rows)
+    page = memory_url if table == "knowledge" else entity_url
+    order = KNOWLEDGE_COLUMNS if table == "knowledge" else ()
+
+    def rank(name):
+        return order.index(name) if name in order else len(order)
+
+    def arrange(columns, rows):
+        names = [column["name"] for column in columns]
+        ordered = sorted(range(len(names)), key=lambda i: (rank(names[i]), i))
+        arranged_rows = []
+        for row in rows:
+            cells = [dict(cell) for cell in row]
+            for cell in cells:
+                if cell.get("value_type") == "pk" and not cell.get("is_special_link_column"):
+                    key = _as_id(cell.get("raw"))
+                    if key is not None:
+                        cell["value"] = link(page(datasette, database, key), key)
+            arranged_rows.append([cells[i] for i in ordered] if len(cells) == len(names) else cells)
+        return [columns[i] for i in ordered], arranged_rows
+
+    return arrange

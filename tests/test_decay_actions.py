@@ -1,0 +1,264 @@
+"""Deciding about decayed memories: brain_sql's extend_expiry, archive, restore and
+flag (one transaction each, seen by recall at once), and the decayed page's
+CSRF-protected forms over them, with pagination past a thousand rows."""
+
+import datetime
+import re
+
+import pytest
+from datasette.app import Datasette
+
+import brain_sql
+
+from .conftest import close_brain, copy_brain, rows
+
+QUERY = {"q": "when is the zephyr turbine serviced", "k": 5}
+RECORDS = [
+    {"_id": "live", "title": "Zephyr turbine", "text": "The zephyr turbine is serviced every Monday by the night crew."},
+    {"_id": "expired", "title": "Old zephyr rota", "text": "The zephyr turbine was serviced on Thursdays in 2024.",
+     "expires_at": "2025-01-01"},
+    {"_id": "archived", "title": "Zephyr manual", "text": "The zephyr turbine manual, first edition, serviced yearly.",
+     "relevance_tier": 0},
+    {"_id": "later", "title": "Zephyr warranty", "text": "The zephyr turbine warranty is serviced by the vendor.",
+     "expires_at": "2999-01-01"},
+]  # fmt: skip
+WRITE = {"plugins": {"datasette-brain": {"allow_write": {"id": "keeper"}}}}
+
+
+@pytest.fixture
+def brain(vault_brain_path, tmp_path):
+    path = copy_brain(vault_brain_path, tmp_path / "brain.db", RECORDS)
+    conn = brain_sql.connect(path)
+    yield conn
+    conn.close()
+
+
+def memory_id(conn, external_id):
+    return rows(conn, "select id from knowledge where external_id = ?", (external_id,))[0][0]
+
+
+def recalled(conn, **extra):
+    found = brain_sql.recall(conn, {**QUERY, **extra})
+    return {hit["external_id"] for hit in found["hits"]}
+
+
+def state(conn, external_id):
+    return rows(conn, "select relevance_tier, expires_at, flagged from knowledge where external_id = ?", (external_id,))[0]
+
+
+def decay_of(conn, external_id):
+    _, listed = brain_sql.decayed(conn)
+    return {row["id"]: row["decay"] for row in listed}.get(memory_id(conn, external_id), "live")
+
+
+def test_an_archived_memory_is_archived_not_live(brain):
+    assert decay_of(brain, "archived") == "archived"
+    assert decay_of(brain, "expired") == "expired"
+    assert decay_of(brain, "live") == "live"
+    # the knowledge table's facet and filter use the same buckets
+    counted = dict(brain.execute(brain_sql.decay_counts_sql("select * from knowledge where external_id is not null")))
+    assert counted == {"archived": 1, "expired": 1, "live": 2}
+
+
+def test_archive_takes_a_memory_out_of_recall(brain):
+    assert "live" in recalled(brain)
+    target = memory_id(brain, "live")
+    archived_before = brain_sql.stats(brain)["decayed"]["archived"]
+    assert brain_sql.archive(brain, [target, 99_999_999]) == {"action": "archive", "changed": [target], "not_found": [99_999_999]}
+    assert state(brain, "live")[0] == 0
+    assert decay_of(brain, "live") == "archived"
+    assert "live" not in recalled(brain)
+    assert "live" in recalled(brain, include_decayed=True)
+    assert brain_sql.stats(brain)["decayed"]["archived"] == archived_before + 1
+
+
+def test_extend_expiry_brings_an_expired_memory_back(brain):
+    assert "expired" not in recalled(brain)
+    before = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    brain_sql.extend_expiry(brain, [memory_id(brain, "expired")], 30)
+    expires = datetime.datetime.fromisoformat(state(brain, "expired")[1])
+    # 30 days from now, not from the old expiry (which would still be past)
+    assert datetime.timedelta(days=30) - datetime.timedelta(seconds=5) <= expires - before <= datetime.timedelta(days=30, seconds=5)
+    assert decay_of(brain, "expired") == "live"
+    assert "expired" in recalled(brain)
+    # a later expiry moves on from itself
+    brain_sql.extend_expiry(brain, [memory_id(brain, "later")], 365)
+    assert state(brain, "later")[1] == "3000-01-01 00:00:00"
+    brain_sql.extend_expiry(brain, [memory_id(brain, "later")], 1, now="2999-06-01")
+    assert state(brain, "later")[1] == "3000-01-02 00:00:00"
+
+
+def test_restore_makes_a_memory_live_with_no_expiry(brain):
+    archived, expired = memory_id(brain, "archived"), memory_id(brain, "expired")
+    assert not {"archived", "expired"} & recalled(brain)
+    assert brain_sql.restore(brain, [archived, expired])["changed"] == sorted([archived, expired])
+    assert state(brain, "archived") == (1, None, 0) and state(brain, "expired") == (1, None, 0)
+    assert {"archived", "expired"} <= recalled(brain)
+    assert decay_of(brain, "archived") == decay_of(brain, "expired") == "live"
+    brain.execute("update knowledge set relevance_tier = 3 where external_id = 'live'")
+    brain_sql.restore(brain, [memory_id(brain, "live")])
+    assert state(brain, "live")[0] == 3  # a higher tier is kept
+
+
+def test_flag_hides_a_memory_everywhere(brain):
+    target = memory_id(brain, "expired")
+    brain_sql.flag(brain, [target])
+    assert state(brain, "expired")[2] == 1
+    assert "expired" not in recalled(brain, include_decayed=True)
+    assert brain_sql.memory(brain, target) is None
+    assert target not in {row["id"] for row in brain_sql.decayed(brain)[1]}
+    # a flagged memory is not found by the other actions either
+    assert brain_sql.restore(brain, [target]) == {"action": "restore", "changed": [], "not_found": [target]}
+    assert state(brain, "expired") == (1, "2025-01-01 00:00:00", 1)
+
+
+def test_each_action_is_one_transaction(brain):
+    first, second = memory_id(brain, "live"), memory_id(brain, "later")
+    before = rows(brain, "select * from knowledge order by id")
+    brain.execute(
+        f"create temp trigger refuse before update on knowledge when new.id = {second} "
+        "begin select raise(abort, 'refused'); end"
+    )
+    for action in (lambda ids: brain_sql.archive(brain, ids), lambda ids: brain_sql.extend_expiry(brain, ids, 30),
+                   lambda ids: brain_sql.restore(brain, ids), lambda ids: brain_sql.flag(brain, ids)):  # fmt: skip
+        with pytest.raises(brain_sql.WriteError, match="nothing was changed"):
+            action([first, second])
+        assert rows(brain, "select * from knowledge order by id") == before
+    assert not brain.in_transaction
+
+
+def test_bad_requests_change_nothing(brain):
+    before = rows(brain, "select * from knowledge order by id")
+    for call, message in [
+        (lambda: brain_sql.archive(brain, []), "give the ids"),
+        (lambda: brain_sql.archive(brain, "1"), "must be a list"),
+        (lambda: brain_sql.flag(brain, [True]), "memory ids"),
+        (lambda: brain_sql.restore(brain, [0]), "memory ids"),
+        (lambda: brain_sql.extend_expiry(brain, [1], 0), "days must be"),
+        (lambda: brain_sql.extend_expiry(brain, [1], "30"), "days must be"),
+        (lambda: brain_sql.archive(brain, list(range(1, 10_002))), "at most"),
+    ]:
+        with pytest.raises(brain_sql.FieldError, match=message):
+            call()
+    assert rows(brain, "select * from knowledge order by id") == before
+
+
+# the decayed page's forms, through Datasette's own client
+
+
+def cookies_for(datasette, actor_id=None):
+    return {"ds_actor": datasette.sign({"a": {"id": actor_id}}, "actor")} if actor_id else {}
+
+
+async def page_with_token(datasette, cookies, path="/brain/-/decayed"):
+    """(page HTML, cookies with the CSRF cookie the page set)."""
+    response = await datasette.client.get(path, cookies=cookies)
+    assert response.status_code == 200, response.text
+    return response.text, {**cookies, "ds_csrftoken": response.cookies.get("ds_csrftoken", "")}
+
+
+def token_in(html):
+    found = re.search(r'name="csrftoken" value="([^"]+)"', html)
+    return found.group(1) if found else None
+
+
+@pytest.fixture
+def served(brain):
+    path = brain.execute("select file from pragma_database_list where name = 'main'").fetchone()[0]
+    close_brain(brain)
+    return path
+
+
+@pytest.mark.asyncio
+async def test_writers_see_actions_and_they_work(served):
+    datasette = Datasette([served], metadata=WRITE)
+    keeper = cookies_for(datasette, "keeper")
+    html, cookies = await page_with_token(datasette, keeper, "/brain/-/decayed?decay=expired")
+    assert 'action="/brain/-/decayed/act"' in html and 'value="archive"' in html
+    conn = brain_sql.connect(served)
+    target = memory_id(conn, "expired")
+    posted = await datasette.client.post(
+        "/brain/-/decayed/act", cookies=cookies,
+        data={"csrftoken": token_in(html), "id": str(target), "action": "archive", "back": "decay=expired"},
+    )  # fmt: skip
+    assert posted.status_code == 302, posted.text
+    assert posted.headers["location"] == "/brain/-/decayed?decay=expired"
+    assert state(conn, "expired")[0] == 0
+    shown = (await datasette.client.get("/brain/-/decayed.json", params={"decay": "archived"})).json()
+    assert target in {row["id"] for row in shown["rows"]}
+    # extend by a year, then restore
+    for action in ("extend:365", "restore"):
+        posted = await datasette.client.post(
+            "/brain/-/decayed/act", cookies=cookies, data={"csrftoken": token_in(html), "id": str(target), "action": action}
+        )
+        assert posted.status_code == 302, posted.text
+    assert state(conn, "expired") == (1, None, 0)
+    assert "expired" in recalled(conn)
+    bad = await datasette.client.post(
+        "/brain/-/decayed/act", cookies=cookies, data={"csrftoken": token_in(html), "id": str(target), "action": "burn"}
+    )
+    assert bad.status_code == 400 and "unknown action" in bad.text
+    conn.close()
+
+
+@pytest.mark.asyncio
+async def test_without_brain_write_no_buttons_and_posts_refused(served):
+    datasette = Datasette([served], metadata=WRITE)
+    conn = brain_sql.connect(served)
+    target = memory_id(conn, "expired")
+    # a valid token and its cookie, from a writer's page: the permission, not the token, refuses
+    writers_page, csrf = await page_with_token(datasette, cookies_for(datasette, "keeper"))
+    for actor in (None, "visitor"):
+        html = (await datasette.client.get("/brain/-/decayed", cookies=cookies_for(datasette, actor))).text
+        assert "Old zephyr rota" in html
+        assert "/-/decayed/act" not in html and 'value="archive"' not in html and "brain-write permission" in html
+        cookies = {**cookies_for(datasette, actor), "ds_csrftoken": csrf["ds_csrftoken"]}
+        refused = await datasette.client.post(
+            "/brain/-/decayed/act", cookies=cookies,
+            data={"csrftoken": token_in(writers_page), "id": str(target), "action": "archive"},
+        )  # fmt: skip
+        assert refused.status_code == 403 and "brain-write" in refused.text
+    assert state(conn, "expired")[0] == 1
+    conn.close()
+
+
+@pytest.mark.asyncio
+async def test_a_post_without_the_csrf_token_is_refused(served):
+    datasette = Datasette([served], metadata=WRITE)
+    keeper = cookies_for(datasette, "keeper")
+    conn = brain_sql.connect(served)
+    target = memory_id(conn, "expired")
+    html, cookies = await page_with_token(datasette, keeper)
+    for data, sent in [({"id": str(target), "action": "archive"}, cookies),  # no token in the form
+                       ({"id": str(target), "action": "archive", "csrftoken": token_in(html)}, keeper),  # no cookie
+                       ({"id": str(target), "action": "archive", "csrftoken": "forged"}, cookies)]:  # fmt: skip
+        refused = await datasette.client.post("/brain/-/decayed/act", cookies=sent, data=data)
+        assert refused.status_code == 403, refused.text
+    # a JSON body is no way round it: the route is not one of the JSON API's
+    refused = await datasette.client.post("/brain/-/decayed/act", cookies=keeper, json={"id": [target], "action": "archive"})
+    assert refused.status_code == 403
+    assert state(conn, "expired")[0] == 1
+    conn.close()
+
+
+@pytest.mark.asyncio
+async def test_decayed_pages_past_a_thousand(vault_brain_path, tmp_path):
+    records = [{"_id": f"old-{i}", "text": f"Archived note number {i}.", "relevance_tier": 0} for i in range(1_005)]
+    path = copy_brain(vault_brain_path, tmp_path / "brain.db", records)
+    datasette = Datasette([str(path)])
+    first = (await datasette.client.get("/brain/-/decayed.json")).json()
+    total = first["count"]
+    assert total >= 1_005 and first["pages"] == 2 and len(first["rows"]) == 1_000
+    assert first["next"] == "/brain/-/decayed.json?page=2" and first["previous"] is None
+    second = (await datasette.client.get(first["next"])).json()
+    assert len(second["rows"]) == total - 1_000 and second["next"] is None
+    assert not {r["id"] for r in first["rows"]} & {r["id"] for r in second["rows"]}
+    # the facets count every page's rows
+    assert {f["value"]: f["count"] for f in first["facets"]["decay"]}["archived"] >= 1_005
+    small = (await datasette.client.get("/brain/-/decayed.json", params={"size": "400", "page": "3", "decay": "archived"})).json()
+    assert small["page"] == 3 and small["pages"] == -(-small["count"] // 400)
+    assert small["previous"] == "/brain/-/decayed.json?decay=archived&page=2&size=400"
+    html = (await datasette.client.get("/brain/-/decayed")).text
+    assert f"{total:,} memories" in html and 'rel="next"' in html
+    bad = await datasette.client.get("/brain/-/decayed.json", params={"page": "0"})
+    assert bad.status_code == 400

@@ -1,0 +1,100 @@
+"""The entity graph's layout: the same drawing every time, one arrow per relation
+and direction, and no label overlapping another label or a node."""
+
+import brain_sql
+import pytest
+
+from datasette_brain.layout import layout, text_width
+
+
+def overlapping(boxes):
+    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]
+            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]  # fmt: skip
+
+
+def star(count, relations=("mentions", "owned_by")):
+    nodes = [{"id": 0, "name": "Support Runbook", "type": "document", "hop": 0, "degree": count * len(relations)}]
+    nodes += [{"id": i, "name": f"Neighbour number {i}", "type": ("person", "tag", "alias")[i % 3], "hop": 1, "degree": 2}
+              for i in range(1, count + 1)]  # fmt: skip
+    edges = [(0, i, r) if k % 2 == 0 else (i, 0, r) for i in range(1, count + 1) for k, r in enumerate(relations)]
+    return nodes, edges
+
+
+@pytest.mark.parametrize("count", [1, 6, 39])
+def test_a_star_draws_without_overlapping_labels(count):
+    nodes, edges = star(count)
+    drawing = layout(nodes, edges, 0)
+    assert overlapping(drawing["label_boxes"]) == []
+    assert len(drawing["label_boxes"]) == len(nodes) + len(edges)
+    circles = [(n["x"] - n["r"], n["y"] - n["r"], n["x"] + n["r"], n["y"] + n["r"]) for n in drawing["nodes"]]
+    assert all(not overlapping([box, circle]) for box in drawing["label_boxes"] for circle in circles)
+    assert all(0 <= b[0] and b[2] <= drawing["width"] and 0 <= b[1] and b[3] <= drawing["height"] for b in drawing["label_boxes"])
+
+
+def test_the_same_input_gives_the_same_drawing():
+    nodes, edges = star(20)
+    assert layout(nodes, edges, 0) == layout([dict(n) for n in nodes], list(edges), 0)
+
+
+def test_each_relation_and_direction_has_its_own_arrow_and_label():
+    nodes = [{"id": 1, "name": "Support Runbook", "type": "document", "hop": 0, "degree": 3},
+             {"id": 2, "name": "Dana Whitfield", "type": "person", "hop": 1, "degree": 3}]  # fmt: skip
+    edges = [(1, 2, "owned_by"), (2, 1, "owned_by"), (1, 2, "mentions")]
+    drawing = layout(nodes, edges, 1)
+    assert sorted((e["from"], e["to"], e["label"]) for e in drawing["edges"]) == sorted(edges)
+    assert len({e["d"] for e in drawing["edges"]}) == 3  # bowed apart, not drawn over each other
+    assert overlapping(drawing["label_boxes"]) == []
+
+
+def test_legend_colours_are_distinct_per_type_and_sizes_follow_degree():
+    nodes, edges = star(12)
+    nodes.append({"id": 99, "name": "Made-up", "type": "gadget", "hop": 1, "degree": 40})
+    edges.append((0, 99, "uses"))
+    drawing = layout(nodes, edges, 0)
+    legend = {kind: colour for kind, colour, _ in drawing["legend"]}
+    assert set(legend) == {"document", "person", "tag", "alias", "gadget"}
+    assert len(set(legend.values())) == len(legend)
+    radius = {n["id"]: n["r"] for n in drawing["nodes"]}
+    assert radius[99] > radius[1]
+
+
+def test_label_widths_follow_the_text():
+    assert text_width("WWW", 14) > text_width("iii", 14) > 0
+    assert text_width("日本", 10) == 20
+
+
+def test_two_hop_neighbourhoods_of_the_demo_vault_draw_cleanly(vault_brain_path):
+    conn = brain_sql.connect(vault_brain_path)
+    try:
+        top = [row[0] for row in brain_sql.entities(conn)["rows"][:5]]
+        for entity_id in top:
+            one, two = brain_sql.entity(conn, entity_id, hops=1), brain_sql.entity(conn, entity_id, hops=2)
+            assert len(two["nodes"]) >= len(one["nodes"])
+            for found in (one, two):
+                drawing = layout(found["nodes"], found["edges"], entity_id)
+                assert overlapping(drawing["label_boxes"]) == []
+                assert len(found["nodes"]) <= 40
+                assert len(set(found["edges"])) == len(found["edges"])
+    finally:
+        conn.close()
+
+
+def test_two_hops_leave_out_what_only_flagged_memories_state(tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "Alpha.md").write_text("# Alpha\n\nAlpha is run by [[owned_by::Bravo]].\n")
+    (notes / "Bravo.md").write_text("# Bravo\n\nBravo works with [[works_with::Charlie]].\n\n## Secret\n\n"
+                                    "Bravo pays [[pays::Zebra Holdings]].\n")  # fmt: skip
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [notes])
+    alpha = conn.execute("select id from entities where name = 'Alpha'").fetchone()[0]
+    names = lambda found: {n["name"] for n in found["nodes"]}  # noqa: E731
+    assert {"Charlie", "Zebra Holdings"} <= names(brain_sql.entity(conn, alpha, hops=2))
+    with conn:
+        conn.execute("update knowledge set flagged = 1 where heading_path like '%Secret'")
+    two = brain_sql.entity(conn, alpha, hops=2)
+    assert "Charlie" in names(two) and "Zebra Holdings" not in names(two)
+    assert "Zebra Holdings" not in {n["name"] for n in two["rest"]}
+    assert not any(row[1] == "Zebra Holdings" for row in brain_sql.entities(conn)["rows"])
+    assert brain_sql.entity(conn, alpha, hops=1)["nodes"][1]["name"] == "Bravo"
+    conn.close()
