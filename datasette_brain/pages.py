@@ -9,17 +9,17 @@ import dataclasses
 import urllib.parse
 
 from datasette import Response
-from datasette.utils import path_with_added_args, path_with_removed_args, path_with_replaced_args
+from datasette.utils import path_with_added_args, path_with_replaced_args
 
 import brain_sql
 
-from .decay import BUCKETS
 from . import tools
+from .decay import BUCKETS
 from .html_errors import html_page
-from .links import linked_text
-from .routes import api, brain_database, querydoc_from_args, read_body
-from .tools import ApiError, run_recall
 from .layout import layout
+from .links import linked_text
+from .routes import brain_database, querydoc_from_args, read_body
+from .tools import ApiError, run_recall
 
 FACETS = ("class", "scope", "source", "domain", "decay")
 
@@ -145,6 +145,9 @@ async def recall_page(datasette, request):
             "decayed_url": path_with_added_args(request, {"include_decayed": "true"}),
             "views": [hit_view(hit) for hit in result["hits"]],
         }
+        entities = await tools.graph_readable(datasette, request.actor, db.name)
+        for view, hit in zip(context["views"], result["hits"]):
+            view["linked"] = await linked_text(datasette, db.name, hit["content"], entities=entities)
     elif not form["q"]:
         context = {
             "examples": await db.execute_fn(brain_sql.examples),

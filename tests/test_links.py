@@ -122,6 +122,16 @@ async def test_memory_page_links_wikilinks_safely(datasette, demo):
 
 
 @pytest.mark.asyncio
+async def test_recall_page_links_wikilinks_safely(datasette, demo):
+    entity_id = ids(demo, "select id from entities where name = 'Brain File'")[0]
+    page = (await datasette.client.get("/demo/-/brain", params={"q": "Brain File migrations tables", "cutoff": "false"})).text
+    assert f'<a href="/demo/-/entity/{entity_id}" class="brain-entity-link">[[Brain File]]</a>' in page
+    hostile = (await datasette.client.get("/demo/-/brain", params={"q": "onerror alert long text", "cutoff": "false"})).text
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in hostile and "<script>alert(2)" not in hostile
+    assert "<img src=x" not in hostile
+
+
+@pytest.mark.asyncio
 async def test_html_pages_answer_errors_as_pages_and_json_forms_as_json(datasette):
     for path, status in [("/demo/-/memory/99999", 404), ("/demo/-/entity/99999", 404), ("/nope/-/brain", 404),
                          ("/nope/-/decayed", 404), ("/demo/-/entity/1?hops=7", 400)]:  # fmt: skip
