@@ -3,10 +3,11 @@
 import threading
 
 from datasette import hookimpl
+from datasette.utils.asgi import NotFound
 
 import brain_sql
 
-from . import decay, links, mcp_tools, pages, routes, tools
+from . import decay, html_errors, links, mcp_tools, pages, routes, tools
 
 
 @hookimpl
@@ -66,6 +67,13 @@ def permission_allowed(datasette, actor, action, resource):
         # arbitrary SQL reads every table, a download is the whole file: neither is
         # for whoever may not read the memories
         return routes.knowledge_readable(datasette, actor, resource)
+
+
+@hookimpl
+def handle_exception(datasette, request, exception):
+    """A malformed page URL (/-/memory/abc) is the pages' HTML 404, not Datasette's."""
+    if isinstance(exception, NotFound) and html_errors.PAGE_PATH.match(request.path):
+        return html_errors.not_found_page(datasette, request, exception)
 
 
 @hookimpl

@@ -89,6 +89,7 @@ def register_commands(cli):
                 raise click.ClickException(str(ex)) from ex
         for error in report.errors:
             click.echo(f"skipped {error}", err=True)
+        _settle(conn)
         click.echo(report.summary())
         if report.errors:
             sys.exit(1)
@@ -211,6 +212,16 @@ def register_commands(cli):
         asyncio.run(stdio.serve(db_path))
 
 
+def _settle(conn):
+    """Copy the write-ahead log into the file and empty it, so that when a write
+    command ends the .db file alone holds the brain (a copy of it is whole). A
+    reader holding the log back only delays that: its own close finishes it."""
+    try:
+        conn.execute("pragma wal_checkpoint(truncate)")
+    except Exception:  # noqa: BLE001 - busy or read-only: the log stays, nothing is lost
+        pass
+
+
 def _size(path):
     """A file's size for the progress bar; 0 for one that cannot be looked at
     (ingest reports it by name)."""
@@ -306,6 +317,7 @@ def _register_memory_commands(brain):
             )
         except (brain_sql.BrainError, brain_sql.FieldError) as ex:
             raise click.ClickException(str(ex)) from ex
+        _settle(conn)
         if report.errors:
             problems = "\n".join(f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors)
             raise click.ClickException(f"{problems}\nnothing was stored")
@@ -344,6 +356,7 @@ def _register_memory_commands(brain):
             result = brain_sql.forget(conn, ids=ids, external_ids=external_ids)
         except (brain_sql.BrainError, brain_sql.FieldError) as ex:
             raise click.ClickException(str(ex)) from ex
+        _settle(conn)
         if as_json:
             click.echo(json.dumps(result))
             return

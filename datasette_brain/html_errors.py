@@ -1,9 +1,15 @@
 """The people's pages answer errors with a page (brain_error.html) and the
 error's status; their `.json` forms, like the JSON API, answer in JSON."""
 
+import re
+
 from datasette import Response
 
 from . import routes
+from .tools import ApiError
+
+# the people's pages, also where a URL is malformed (/-/memory/abc matches no route)
+PAGE_PATH = re.compile(r"^/[^/]+/-/(brain|memory|entity|entities|decayed)(/|\.|$)")
 
 TITLES = {
     400: "Bad request", 403: "Permission denied", 404: "Not found", 405: "Method not allowed",
@@ -35,3 +41,8 @@ async def error_page(error, datasette, request):
 # a decorator for page views: the errors tools.as_api_error knows become an error
 # page; any other is a bug, and surfaces
 html_page = routes.answering_errors(error_page)
+
+
+async def not_found_page(datasette, request, exception):
+    """Datasette's own 404 under a page's path, as the pages answer errors."""
+    return await error_page(ApiError(str(exception) or "no such page", 404), datasette, request)

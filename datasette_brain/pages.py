@@ -159,7 +159,8 @@ async def recall_page(datasette, request):
             {"database": db.name, "form": form, "result": result, "error": error_message, "score": score,
              "tiers": TIERS, **context},  # fmt: skip
             request=request,
-        )
+        ),
+        status=400 if error_message else 200,  # the page says what is wrong, and so does its status
     )
 
 

@@ -134,11 +134,14 @@ async def test_recall_page_links_wikilinks_safely(datasette, demo):
 @pytest.mark.asyncio
 async def test_html_pages_answer_errors_as_pages_and_json_forms_as_json(datasette):
     for path, status in [("/demo/-/memory/99999", 404), ("/demo/-/entity/99999", 404), ("/nope/-/brain", 404),
-                         ("/nope/-/decayed", 404), ("/demo/-/entity/1?hops=7", 400)]:  # fmt: skip
+                         ("/nope/-/decayed", 404), ("/demo/-/entity/1?hops=7", 400), ("/demo/-/memory/abc", 404),
+                         ("/demo/-/memory/1/x", 404), ("/demo/-/entity/1.5", 404), ("/demo/-/memory/-1", 404)]:  # fmt: skip
         response = await datasette.client.get(path)
         assert response.status_code == status, path
         assert response.headers["content-type"].startswith("text/html"), path
         assert 'id="brain-error"' in response.text and "<!DOCTYPE html>" in response.text
+    bad = await datasette.client.get("/demo/-/brain?q=x&k=abc")
+    assert bad.status_code == 400 and "k must be" in bad.text and bad.headers["content-type"].startswith("text/html")
     missing = await datasette.client.get("/demo/-/memory/99999.json")
     assert missing.status_code == 404 and missing.json() == {"ok": False, "error": "no memory with id 99999", "status": 404}
     assert (await datasette.client.get("/nope/-/decayed.json")).json()["status"] == 404
