@@ -33,6 +33,8 @@ def decay_counts_sql(rows_sql):
 DECAYED_FACETS = ("class", "scope", "source", "domain", "decay")
 
 
+MEMORIES_LISTED = 50  # an entity page lists this many of its memories, and says how many there are
+
 # relationships a reader may see: stated by no memory, or by one not flagged
 _SEEN = "(r.knowledge_id is null or exists (select 1 from knowledge s where s.id = r.knowledge_id and s.flagged = 0))"
 
@@ -133,14 +135,17 @@ def entity(conn, entity_id, hops=1, limit=ENTITY_NODES, listed=ENTITY_REST):
         {"ids": json.dumps(list(drawn))},
     ).fetchall()
     edges = [tuple(e) for e in edges if min(drawn[e[0]]["hop"], drawn[e[1]]["hop"]) < hops]
-    documents = conn.execute(
-        "select distinct k.id, k.title, k.heading_path from relationships r join knowledge k on k.id = r.knowledge_id "
-        "where (r.from_entity_id = ? or r.to_entity_id = ?) and k.flagged = 0 order by k.title, k.id limit 50",
-        (entity_id, entity_id),
-    ).fetchall()
+    # the memories that state its edges, and its own document's (an entity with no
+    # edge still leads to its note), at most MEMORIES_LISTED of them, and how many
+    memories = """
+        select k.id, k.title, k.heading_path from knowledge k where k.flagged = 0 and (
+          k.id in (select knowledge_id from relationships where from_entity_id = :id or to_entity_id = :id)
+          or k.document_id in (select document_id from documents where entity_id = :id))"""
+    documents = conn.execute(f"{memories} order by k.title, k.id limit {MEMORIES_LISTED}", {"id": entity_id}).fetchall()
+    total = conn.execute(f"select count(*) from ({memories})", {"id": entity_id}).fetchone()[0]
     return {
         "entity": tuple(row), "nodes": nodes, "edges": edges, "rest": rest[:listed], "more": len(rest) > listed,
-        "documents": [tuple(d) for d in documents],
+        "documents": [tuple(d) for d in documents], "documents_total": total,
     }  # fmt: skip
 
 

@@ -242,8 +242,10 @@ def _edges(drawn, edges, centre_id, boxes):
         anchor = _curve(p0, control, p2, preferred)
         x, y = _place(boxes, _edge_candidates(p0, control, p2, preferred, EDGE_FONT), line["width"], EDGE_FONT, anchor)
         line["lx"], line["ly"] = x, y
-        far = math.hypot(x - anchor[0], y - anchor[1]) > 4 * EDGE_FONT
-        line["leader"] = (anchor[0], anchor[1], x, y) if far else None
+        # a label not on its own edge gets a line to it: never read as another edge's
+        nearest = min((_curve(p0, control, p2, i / 40) for i in range(41)), key=lambda p: math.hypot(x - p[0], y - p[1]))
+        far = math.hypot(x - nearest[0], y - nearest[1]) > 0.8 * EDGE_FONT
+        line["leader"] = (nearest[0], nearest[1], x, y) if far else None
     return lines
 
 

@@ -202,7 +202,7 @@ async def entity_page(datasette, request):
         await datasette.render_template(
             "brain_entity.html",
             {"database": db.name, "entity": found["entity"], "graph": drawing, "hops": int(hops), "rest": found["rest"],
-             "more": found["more"], "documents": found["documents"]},  # fmt: skip
+             "more": found["more"], "documents": found["documents"], "documents_total": found["documents_total"]},  # fmt: skip
             request=request,
         )
     )

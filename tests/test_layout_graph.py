@@ -98,3 +98,27 @@ def test_two_hops_leave_out_what_only_flagged_memories_state(tmp_path):
     assert not any(row[1] == "Zebra Holdings" for row in brain_sql.entities(conn)["rows"])
     assert brain_sql.entity(conn, alpha, hops=1)["nodes"][1]["name"] == "Bravo"
     conn.close()
+
+
+def _on_curve(d, t):
+    (x0, y0), (cx, cy), (x2, y2) = (tuple(map(float, p.split(","))) for p in d.replace("M", "").replace("Q", "").split())
+    return ((1 - t) ** 2 * x0 + 2 * (1 - t) * t * cx + t**2 * x2, (1 - t) ** 2 * y0 + 2 * (1 - t) * t * cy + t**2 * y2)
+
+
+def test_every_edge_label_is_on_its_own_edge_or_tied_to_it(vault_brain_path):
+    """A label pushed off its edge gets a line to it, so it is never read as the
+    label of an edge that happens to pass closer."""
+    conn = brain_sql.connect(vault_brain_path)
+    try:
+        for entity_id in [row[0] for row in brain_sql.entities(conn)["rows"][:5]]:
+            found = brain_sql.entity(conn, entity_id, hops=2)
+            for edge in layout(found["nodes"], found["edges"], entity_id)["edges"]:
+                points = [_on_curve(edge["d"], i / 200) for i in range(201)]
+                distance = min(((edge["lx"] - x) ** 2 + (edge["ly"] - y) ** 2) ** 0.5 for x, y in points)
+                if edge["leader"]:
+                    x1, y1 = edge["leader"][:2]
+                    assert min(((x1 - x) ** 2 + (y1 - y) ** 2) ** 0.5 for x, y in points) < 6, edge  # the drawn curve stops at the nodes
+                else:
+                    assert distance <= 0.8 * 12 + 1, edge
+    finally:
+        conn.close()
