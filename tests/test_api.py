@@ -8,8 +8,11 @@ import threading
 
 import pytest
 from datasette.app import Datasette
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
 
 import brain_sql
+from datasette_brain import mcp_tools
 
 from .conftest import warmed
 
@@ -373,3 +376,27 @@ async def test_remember_on_an_immutable_brain_says_so(vault_brain_path):
     response = await datasette.client.post("/brain/-/remember", json={"text": "a memory"})
     assert response.status_code == 403 and "immutable" in response.json()["error"]
     assert (await datasette.client.get("/brain/-/recall", params={"q": "graph leg"})).status_code == 200
+
+
+@pytest.mark.asyncio
+async def test_new_routes_read_nothing_for_an_actor_denied_the_database_or_knowledge(vault_brain_path):
+    """The entities browser, the memory JSON, forget, the decayed actions and the
+    MCP tools: a database deny and a deny on `knowledge` alone both read nothing."""
+    denies = [{"databases": {"brain": {"allow": {"id": "owner"}}}},
+              {"databases": {"brain": {"tables": {"knowledge": {"allow": {"id": "owner"}}}}}}]  # fmt: skip
+    for metadata in denies:
+        metadata = {**metadata, "plugins": {"datasette-brain": {"allow_write": True}}}
+        datasette = Datasette([str(vault_brain_path)], metadata=metadata)
+        for path in ("/brain/-/entities", "/brain/-/entities.json", "/brain/-/memory/1.json", "/brain/-/entity/1?hops=2"):
+            response = await datasette.client.get(path)
+            assert response.status_code == 403 and "Graph Leg" not in response.text, (path, metadata)
+        forget = await datasette.client.post("/brain/-/forget", json={"ids": [1]})
+        assert forget.status_code == 403, metadata
+        server = MCPServer("test")
+        mcp_tools.register(datasette, server)
+        async with Client(server) as client:
+            for name, arguments in [("brain_recall", {"q": "graph leg"}), ("brain_memory", {"id": 1}),
+                                    ("brain_verify", {"claim": "graph", "id": 1}), ("brain_forget", {"ids": [1]})]:  # fmt: skip
+                result = await client.call_tool(name, arguments)
+                assert result.is_error and result.structured_content["status"] == 403, (name, metadata)
+    assert brain_sql.connect(vault_brain_path).execute("select count(*) from knowledge where id = 1").fetchone()[0] == 1

@@ -157,3 +157,27 @@ def test_followup_work_waits_for_the_lock_too(tmp_path):
     other.execute("commit")
     thread.join(30)
     assert done and not done[0].errors and done[0].relationships > 0
+
+
+@pytest.mark.asyncio
+async def test_forget_and_the_decayed_actions_wait_for_the_lock_or_answer_503(tmp_path, monkeypatch):
+    """The other writes through the API: a lock not had in time changes nothing and
+    says to try again; with the lock free, the same request succeeds."""
+    monkeypatch.setenv("BRAIN_BUSY_TIMEOUT_MS", "200")
+    db_path = tmp_path / "brain.db"
+    conn = brain_sql.connect(db_path)
+    brain_sql.remember(conn, [{"_id": "x", "text": "a memory to forget"}, {"_id": "y", "text": "one to archive"}])
+    datasette = Datasette([str(db_path)], metadata=WRITER)
+    holder = brain_sql.connect(db_path)
+    holder.execute("begin immediate")  # another writer, holding the lock
+    try:
+        response = await datasette.client.post("/brain/-/forget", json={"external_ids": ["x"]})
+        assert response.status_code == 503 and response.headers["retry-after"].isdigit(), response.text
+        with pytest.raises(brain_sql.BrainBusy):
+            brain_sql.archive(brain_sql.connect(db_path), [conn.execute("select id from knowledge where external_id = 'y'").fetchone()[0]])
+    finally:
+        holder.execute("rollback")
+    assert count(db_path) == 2
+    assert conn.execute("select relevance_tier from knowledge where external_id = 'y'").fetchone()[0] == 1
+    retried = await datasette.client.post("/brain/-/forget", json={"external_ids": ["x"]})
+    assert retried.status_code == 200 and retried.json()["removed"]["external_ids"] == ["x"]
