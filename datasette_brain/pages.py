@@ -190,7 +190,7 @@ async def entity_page(datasette, request):
     """An entity's neighbourhood, 1 or 2 hops deep, drawn with arrows and a legend."""
     db = await brain_database(datasette, request)
     entity_id = int(request.url_vars["id"])
-    await tools.ensure_permissions(datasette, request.actor, db.name, [("view-table", (db.name, t)) for t in tools.GRAPH_TABLES])
+    await tools.ensure_graph(datasette, request.actor, db.name)
     hops = request.args.get("hops") or "1"
     if hops not in ("1", "2"):
         raise ApiError("hops is 1 or 2", 400)
@@ -213,7 +213,7 @@ async def entities_page(datasette, request):
     """The entities a reader may see, most connected first: searchable by name,
     filtered by type, a page at a time; also as JSON."""
     db = await brain_database(datasette, request)
-    await tools.ensure_permissions(datasette, request.actor, db.name, [("view-table", (db.name, t)) for t in tools.GRAPH_TABLES])
+    await tools.ensure_graph(datasette, request.actor, db.name)
     q, kind, page = request.args.get("q") or None, request.args.get("type") or None, request.args.get("page") or "1"
     if not (page.isascii() and page.isdigit() and 1 <= int(page) <= 1_000_000):
         raise ApiError("page is a whole number from 1", 400)

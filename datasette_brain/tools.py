@@ -93,6 +93,11 @@ async def ensure_permissions(datasette, actor, name, permissions):
         raise ApiError(f"database {name} is damaged ({ex}): run sqlite-utils brain check", 409) from ex
 
 
+async def ensure_graph(datasette, actor, name):
+    """The graph pages' permission: view on both of the graph's tables."""
+    await ensure_permissions(datasette, actor, name, [("view-table", (name, table)) for table in GRAPH_TABLES])
+
+
 async def graph_readable(datasette, actor, database):
     """Whether `actor` may see the graph: its entities and its relationships."""
     for table in GRAPH_TABLES:
