@@ -108,12 +108,13 @@ def querydoc_from_args(args):
 
 @api
 async def recall_view(datasette, request):
-    await tools.open_brain(datasette, request.actor, request.url_vars.get("database"))  # permission before the body
+    database = request.url_vars.get("database")
+    db = await tools.open_brain(datasette, request.actor, database)  # permission before the body
     if request.method == "POST":
         doc = brain_sql.parse_querydoc(await json_body(request))
     else:
         doc = querydoc_from_args(request.args)
-    return Response.json(await tools.recall(datasette, request.actor, request.url_vars.get("database"), doc))
+    return Response.json(await tools.recall(datasette, request.actor, database, doc, db=db))
 
 
 def _post_view(operation, usage, status=200, writes=False):
@@ -123,12 +124,12 @@ def _post_view(operation, usage, status=200, writes=False):
     @api
     async def view(datasette, request):
         database = request.url_vars.get("database")
-        await tools.open_brain(datasette, request.actor, database)
+        db = await tools.open_brain(datasette, request.actor, database)
         if request.method != "POST":
             raise ApiError(usage, 405)
         if writes:
-            await tools.writable_brain(datasette, request.actor, database)
-        result = await operation(datasette, request.actor, database, await json_body(request))
+            db = await tools.writable_brain(datasette, request.actor, database, db)
+        result = await operation(datasette, request.actor, database, await json_body(request), db=db)
         return Response.json(result, status=status)
 
     return view

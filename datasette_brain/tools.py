@@ -66,8 +66,11 @@ async def brain_names(datasette):
     return names
 
 
-async def open_brain(datasette, actor, name=None):
-    """The brain database `name` names (or the only one), once `actor` may read it."""
+async def open_brain(datasette, actor, name=None, db=None):
+    """The brain database `name` names (or the only one), once `actor` may read it;
+    `db` when a route opened it already for this actor."""
+    if db is not None:
+        return db
     if name is None:
         names = await brain_names(datasette)
         if len(names) != 1:
@@ -125,23 +128,21 @@ async def run_recall(datasette, db, doc):
         await asyncio.sleep(0.01)
     try:
         return await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
-    except brain_sql.BrainError as ex:
-        raise ApiError(str(ex), 409) from ex
     finally:
         slots.release()
 
 
-async def recall(datasette, actor, database, doc):
+async def recall(datasette, actor, database, doc, db=None):
     """Recall for a QueryDoc (or its JSON object)."""
-    db = await open_brain(datasette, actor, database)
+    db = await open_brain(datasette, actor, database, db)
     if not isinstance(doc, brain_sql.QueryDoc):
         doc = brain_sql.parse_querydoc(doc)
     return await run_recall(datasette, db, doc)
 
 
-async def verify(datasette, actor, database, body):
+async def verify(datasette, actor, database, body, db=None):
     """brain_verify for {claim, id} (a stored memory) or {claim, text}."""
-    db = await open_brain(datasette, actor, database)
+    db = await open_brain(datasette, actor, database, db)
     if not isinstance(body, dict) or not isinstance(body.get("claim"), str):
         raise ApiError("give claim (a string) and either id or text")
     unknown = sorted(set(body) - {"claim", "id", "text"})
@@ -168,9 +169,9 @@ def _check_id(value, name="id"):
         raise ApiError(f"{name} must be a memory's id, a positive whole number")
 
 
-async def writable_brain(datasette, actor, database):
+async def writable_brain(datasette, actor, database, db=None):
     """The brain, once `actor` may read it and write to it and it can be written."""
-    db = await open_brain(datasette, actor, database)
+    db = await open_brain(datasette, actor, database, db)
     if not await datasette.permission_allowed(actor, WRITE_PERMISSION, resource=db.name, default=False):
         raise Forbidden(f"changing memories needs the {WRITE_PERMISSION} permission")
     if not db.is_mutable:
@@ -178,9 +179,9 @@ async def writable_brain(datasette, actor, database):
     return db
 
 
-async def remember(datasette, actor, database, body):
+async def remember(datasette, actor, database, body, db=None):
     """Store a record or a list of records, as one transaction: all or none."""
-    db = await writable_brain(datasette, actor, database)
+    db = await writable_brain(datasette, actor, database, db)
     records = body if isinstance(body, list) else [body]
     if not records or not all(isinstance(r, dict) for r in records):
         raise ApiError("give a record object or a non-empty list of them")
@@ -195,10 +196,10 @@ async def remember(datasette, actor, database, body):
     }  # fmt: skip
 
 
-async def forget(datasette, actor, database, body):
+async def forget(datasette, actor, database, body, db=None):
     """Remove memories by {"ids": [...]} and/or {"external_ids": [...]}, with what
     was derived from them, as one transaction; says what it removed."""
-    db = await writable_brain(datasette, actor, database)
+    db = await writable_brain(datasette, actor, database, db)
     if not isinstance(body, dict) or not ({"ids", "external_ids"} & set(body)):
         raise ApiError('give {"ids": [memory ids]} and/or {"external_ids": [record _ids]}')
     unknown = sorted(set(body) - {"ids", "external_ids"})
@@ -211,10 +212,10 @@ async def forget(datasette, actor, database, body):
     return {"ok": True, **result}
 
 
-async def memory(datasette, actor, database, memory_id):
+async def memory(datasette, actor, database, memory_id, db=None):
     """One visible memory with its document's other sections and, for whoever may
     see the graph, the edges its text stated."""
-    db = await open_brain(datasette, actor, database)
+    db = await open_brain(datasette, actor, database, db)
     _check_id(memory_id)
     loaded = await db.execute_fn(lambda conn: brain_sql.memory(conn, memory_id))
     if loaded is None:
