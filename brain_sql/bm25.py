@@ -22,7 +22,7 @@ from . import lexical
 from .config import COMMON_TERM_SHARE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES
 
 K1, B = 1.2, 0.75
-FTS_COLUMNS = ("title", "content")  # the columns FTS_COLUMN_WEIGHTS weigh, in order
+FTS_COLUMNS = ("title", "content", "context")  # the columns FTS_COLUMN_WEIGHTS weigh, in order
 _COLUMN_NUMBER = "case col " + " ".join(f"when '{c}' then {i}" for i, c in enumerate(FTS_COLUMNS)) + f" else {len(FTS_COLUMNS)} end"
 _COLUMN_WEIGHTS = np.array([*FTS_COLUMN_WEIGHTS, 1.0])  # by column number; 1.0 for any other column, as FTS5
 

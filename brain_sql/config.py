@@ -32,6 +32,9 @@ MAX_FORGET_ITEMS = 10_000  # ids and external ids in one forget request
 # Chunking: sections longer than this are split at paragraph boundaries.
 CHUNK_MAX_CHARS = 2_000
 
+# A conversation turn is searched with this many turns before it in its session.
+CONVERSATION_CONTEXT_TURNS = 2
+
 # Entity names shorter than this are not looked for as mentions in text.
 MENTION_MIN_CHARS = 3
 # Above this many new entities in one run, mentions in older chunks are found by
@@ -82,7 +85,7 @@ def graph_enabled():
 # Recall. Leg weights and thresholds were chosen on training data only (SciFact
 # qrels/train.tsv and the multi-hop training samples); bench/tune.py reproduces them.
 RECALL_CANDIDATES = 100  # per leg, before fusion
-FTS_COLUMN_WEIGHTS = (3.0, 1.0)  # bm25 weights of title, content
+FTS_COLUMN_WEIGHTS = (3.0, 1.0, 0.5)  # bm25 weights of title, content, context
 COMMON_TERM_SHARE = 0.3  # query words in more than this share of chunks are not searched for
 PASSAGE_SEEDS = 20  # top passages of each other leg that seed the graph walk
 PASSAGE_SEED_WEIGHT = 0.05  # HippoRAG 2's weight for passage seeds

@@ -22,6 +22,9 @@ class Chunk:
     heading_path: str | None = None
     line_start: int | None = None
     line_end: int | None = None
+    # searched with the chunk but never returned as its text: what a conversation
+    # turn needs to be found (its speaker, its time, the turns before it)
+    context: str | None = None
 
 
 @dataclass

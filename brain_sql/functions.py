@@ -21,6 +21,7 @@ SETTINGS = {
     "passage_seeds": config.PASSAGE_SEEDS,
     "fts_title_weight": config.FTS_COLUMN_WEIGHTS[0],
     "fts_content_weight": config.FTS_COLUMN_WEIGHTS[1],
+    "fts_context_weight": config.FTS_COLUMN_WEIGHTS[2],
 }
 # brain_allowed's columns: the QueryDoc field that sets each, and its bound
 ALLOWED = {"scope": ("scope", "scopes"), "class": ("classes", "classes"),

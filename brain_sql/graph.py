@@ -18,7 +18,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 from . import state as read_state
-from .config import NAMED_DOCUMENT_SHARE, PASSAGE_SEED_WEIGHT, PASSAGE_SEEDS, PPR_DAMPING, PPR_THETA, RECALL_CANDIDATES
+from .config import COMMON_TERM_SHARE, NAMED_DOCUMENT_SHARE, PASSAGE_SEED_WEIGHT, PASSAGE_SEEDS, PPR_DAMPING, PPR_THETA, RECALL_CANDIDATES
 from .schema import recorded_model_and_dimension
 
 MAX_ITERATIONS = 20
@@ -33,6 +33,7 @@ class Walk:
     between them with each step's transition probability."""
 
     source: np.ndarray
+    chunk_degree: np.ndarray  # per node: the visible chunks of other documents tied to it
     transition: csr_matrix  # [target, source]: the share of a node's score each step moves on
     dangling: np.ndarray  # nodes with no way out
     node_visible: np.ndarray
@@ -73,7 +74,12 @@ def prepare(state, visible_chunks):
     weight = type_weight * np.minimum(1.0, PPR_THETA / np.maximum(degree[target], 1))
     out = np.bincount(source, weights=weight, minlength=n)
     transition = csr_matrix((weight / out[source], (target, source)), shape=(n, n))
-    walk = Walk(source, transition, np.flatnonzero(out == 0), node_visible, visible_chunks)
+    # the chunks of other documents tied to each node: a document's own chunks never make it common
+    from_chunk = is_chunk[source]
+    own = state.chunks.doc_node[nodes.chunk[source[from_chunk]]] == target[from_chunk]
+    pairs = np.unique(np.stack([target[from_chunk][~own], source[from_chunk][~own]]), axis=1)  # a chunk tied twice counts once
+    chunk_degree = np.bincount(pairs[0], minlength=n)
+    walk = Walk(source, chunk_degree, transition, np.flatnonzero(out == 0), node_visible, visible_chunks)
     with state.walks_lock:
         while len(state.walks) >= CACHED_WALKS:
             state.walks.pop(next(iter(state.walks)))
@@ -107,9 +113,13 @@ def rank(walk, seeds, damping=PPR_DAMPING):
 
 def named_entities(state, walk, text):
     """The entity nodes `text` names that the caller can reach: an entity known
-    only from hidden memories must not change the ranking, nor show in telemetry."""
+    only from hidden memories must not change the ranking, nor show in telemetry.
+    Like a common word, a name tied to more than COMMON_TERM_SHARE of the visible
+    chunks (the speaker of half a conversation) tells them apart no better than
+    it would the whole brain: it is not a seed."""
     reachable = np.zeros(len(walk.node_visible), dtype=bool)
     reachable[walk.source] = True
+    reachable &= walk.chunk_degree <= COMMON_TERM_SHARE * max(int(walk.visible_chunks.sum()), 1)
 
     def can_reach(entity_id):
         node = state.entity_node.get(entity_id)

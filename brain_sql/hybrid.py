@@ -93,7 +93,11 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
     text's embedding when the caller has it already."""
     with_graph = doc.graph if with_graph is None else with_graph
     now = datetime.datetime.strptime(doc.now, "%Y-%m-%d %H:%M:%S")
-    since, until, text = temporal.extract(doc.q, now)
+
+    def covered(since, until):  # whether the request reaches memories observed then
+        return reachable.of(conn, Filters.from_querydoc(doc, since, until)).count > 0
+
+    since, until, text = temporal.extract(doc.q, now, covered)
     filters = Filters.from_querydoc(doc, since, until)
     text = text or doc.q
     telemetry = {}

@@ -19,7 +19,8 @@ from pathlib import Path
 from . import mentions
 from .config import CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, MAX_TITLE_CHARS
 from .connection import atomic, sqlite3
-from .document import Document, IngestError
+from .conversation import Sessions, stored_turns
+from .document import ID_KEYS, Document, IngestError
 from .errors import BrainBusy, WriteError
 from .fields import normalize_fields
 from .plugins import collect
@@ -137,9 +138,11 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
     model_id = recorded_model(conn)
     documents, document_ids, seen = [], [], {}
     extractors = collect("brain_entity_extractors")
+    rewritten = [r.get(k) for r in records if isinstance(r, dict) for k in ID_KEYS if r.get(k) not in (None, "")]
+    sessions = Sessions(lambda session: stored_turns(conn, session, rewritten))
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
-        item = record_document("remember", record, line, f"record {number}")
+        item = sessions.add(record_document("remember", record, line, f"record {number}"))
         if isinstance(item, Document):
             item.source_path = None
             item = _stored_as(conn, item, number)
@@ -201,7 +204,7 @@ def _ingest_files(pipeline, files, defaults, prune_paths, progress):
     for path, fmt in files:
         report.files += 1
         seen, failed = {}, False
-        for item in _read(path, fmt):
+        for item in Sessions().link(_read(path, fmt)):
             item = _accept(item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id, extractors)
             if isinstance(item, IngestError):
                 report.errors.append(item)

@@ -58,7 +58,9 @@ def _indexed_terms(conn, knowledge_id):
     """The terms the chunk's title and content are indexed under, found by the
     same tokenizer the index uses (the index's own per-document lists are slow to
     read: fts5vocab scans each term's postings)."""
-    row = conn.execute("select coalesce(title, ''), content from knowledge where id = ?", (knowledge_id,)).fetchone()
+    row = conn.execute(
+        "select coalesce(title, ''), content || char(10) || coalesce(context, '') from knowledge where id = ?", (knowledge_id,)
+    ).fetchone()
     return lexical.indexed_terms(row[0] + "\n" + row[1]) if row else set()
 
 
@@ -104,7 +106,7 @@ def expansion_terms(conn, legs, fused):
     frequent in those hits, rare in the brain, not already asked for."""
     ids = [item for item, _, _ in fused[:PRF_DEPTH]]
     rows = conn.execute(
-        "select coalesce(title, '') || ' ' || content from knowledge "
+        "select coalesce(title, '') || ' ' || content || ' ' || coalesce(context, '') from knowledge "
         "where id in (select value from json_each(?)) and flagged = 0",
         [json.dumps(ids)],
     ).fetchall()
@@ -171,7 +173,8 @@ def hit_relevance(conn, legs, ids):
     idf = legs.terms.query_idf(legs.text)
     total = sum(idf.values())
     texts = dict(conn.execute(
-        "select id, coalesce(title, '') || char(10) || content from knowledge where id in (select value from json_each(?))",
+        "select id, coalesce(title, '') || char(10) || content || char(10) || coalesce(context, '') from knowledge "
+        "where id in (select value from json_each(?))",
         [json.dumps(ids)],
     ).fetchall())  # fmt: skip
     similarities = _similarities(conn, legs, ids)

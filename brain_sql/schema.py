@@ -17,6 +17,8 @@ from .vectors import VEC_METADATA, backfill_vectors, create_vector_table
 
 SCHEMA_VERSION = 1
 META_TABLE = "brain_meta"
+# knowledge's columns in knowledge_fts, in order: the searched ones, then the hash
+FTS_INDEXED = ("title", "content", "context", "content_hash")
 
 migrations = Migrations("datasette-brain")
 
@@ -37,6 +39,7 @@ KNOWLEDGE_COLUMNS = {
     "metadata": "TEXT",  # JSON object: frontmatter or record fields kept as they are
     "embedding_model": "TEXT",
     "updated_at": "TIMESTAMP",
+    "context": "TEXT",  # searched with the memory, never returned as it: a turn's speaker, time, earlier turns
 }
 
 def _execute_script(db, sql):
@@ -161,28 +164,31 @@ def m003_full_text(db):
         "select name from sqlite_master where type = 'trigger' and tbl_name = 'knowledge'"
     ).fetchall():
         db.execute(f"DROP TRIGGER [{name}]")
-    for sql in fts_triggers().values():
+    for sql in _fts_triggers(("title", "content", "content_hash")).values():
         db.execute(sql)
     db.execute("INSERT INTO knowledge_fts(knowledge_fts) VALUES ('rebuild')")
 
 
 def fts_triggers():
     """{name: CREATE TRIGGER} keeping knowledge_fts in step with knowledge."""
+    return _fts_triggers(FTS_INDEXED)
+
+
+def _fts_triggers(indexed):
+    columns = ", ".join(indexed)
+    old = ", ".join(f"old.{c}" for c in indexed)
+    new = ", ".join(f"new.{c}" for c in indexed)
     return {
-        "knowledge_fts_insert": """CREATE TRIGGER knowledge_fts_insert AFTER INSERT ON knowledge BEGIN
-          INSERT INTO knowledge_fts(rowid, title, content, content_hash)
-          VALUES (new.id, new.title, new.content, new.content_hash);
+        "knowledge_fts_insert": f"""CREATE TRIGGER knowledge_fts_insert AFTER INSERT ON knowledge BEGIN
+          INSERT INTO knowledge_fts(rowid, {columns}) VALUES (new.id, {new});
         END""",
-        "knowledge_fts_delete": """CREATE TRIGGER knowledge_fts_delete AFTER DELETE ON knowledge BEGIN
-          INSERT INTO knowledge_fts(knowledge_fts, rowid, title, content, content_hash)
-          VALUES ('delete', old.id, old.title, old.content, old.content_hash);
+        "knowledge_fts_delete": f"""CREATE TRIGGER knowledge_fts_delete AFTER DELETE ON knowledge BEGIN
+          INSERT INTO knowledge_fts(knowledge_fts, rowid, {columns}) VALUES ('delete', old.id, {old});
         END""",
-        "knowledge_fts_update": """CREATE TRIGGER knowledge_fts_update AFTER UPDATE OF title, content, content_hash
+        "knowledge_fts_update": f"""CREATE TRIGGER knowledge_fts_update AFTER UPDATE OF {columns}
         ON knowledge BEGIN
-          INSERT INTO knowledge_fts(knowledge_fts, rowid, title, content, content_hash)
-          VALUES ('delete', old.id, old.title, old.content, old.content_hash);
-          INSERT INTO knowledge_fts(rowid, title, content, content_hash)
-          VALUES (new.id, new.title, new.content, new.content_hash);
+          INSERT INTO knowledge_fts(knowledge_fts, rowid, {columns}) VALUES ('delete', old.id, {old});
+          INSERT INTO knowledge_fts(rowid, {columns}) VALUES (new.id, {new});
         END""",
     }
 
@@ -305,6 +311,26 @@ def m008_instance(db):
     read from, even if another is copied over the file."""
     db.execute(f"CREATE TABLE IF NOT EXISTS {INSTANCE_TABLE} (instance TEXT PRIMARY KEY)")
     db.execute(f"INSERT INTO {INSTANCE_TABLE} SELECT lower(hex(randomblob(16))) WHERE NOT EXISTS (SELECT 1 FROM {INSTANCE_TABLE})")
+
+
+@migrations()
+def m009_searched_context(db):
+    """knowledge.context, searched beside title and content (a conversation turn's
+    speaker, time and earlier turns): knowledge_fts is made again with it and
+    rebuilt from knowledge; its fts5vocab tables read it by name."""
+    if "context" not in db["knowledge"].columns_dict:
+        db.execute("ALTER TABLE knowledge ADD COLUMN context TEXT")
+    for name in fts_triggers():
+        db.execute(f"DROP TRIGGER IF EXISTS [{name}]")
+    db.execute("DROP TABLE IF EXISTS knowledge_fts")
+    searched = ", ".join(FTS_INDEXED[:-1])
+    db.execute(
+        f"CREATE VIRTUAL TABLE knowledge_fts USING fts5({searched}, content_hash UNINDEXED, "
+        "content='knowledge', content_rowid='id', tokenize='porter unicode61')"
+    )
+    for sql in fts_triggers().values():
+        db.execute(sql)
+    db.execute("INSERT INTO knowledge_fts(knowledge_fts) VALUES ('rebuild')")
 
 
 # Tables whose rows are memories' text, or derived from it: whoever may not read

@@ -66,10 +66,28 @@ def _date(match, now):
     return start, _next_month(start)
 
 
-def extract(text, now):
+MONTH_LOOKBACK_YEARS = 10
+
+
+def _latest_covered(start, covered):
+    """(since, until) of the latest month like `start` (same month, this year or
+    up to MONTH_LOOKBACK_YEARS before) in which `covered` finds memories; `start`'s
+    own when none has any."""
+    for back in range(MONTH_LOOKBACK_YEARS + 1):
+        since = start.replace(year=start.year - back)
+        if covered(sqlite_time(since), sqlite_time(_next_month(since))):
+            return since, _next_month(since)
+    return start, _next_month(start)
+
+
+def extract(text, now, covered=None):
     """(since, until, text without the phrases); since/until None where not named.
 
     `now` is a naive UTC datetime; invalid dates ("February 31") are left as text.
+    A month named without its year ("in June") is the latest June by `now` —
+    or, given `covered(since, until)` (whether memories were observed then), the
+    latest of the last MONTH_LOOKBACK_YEARS Junes that has any: asked in
+    November about a conversation held two years ago, "in June" means its June.
     """
     since = until = None
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
@@ -103,8 +121,72 @@ def extract(text, now):
                 since, until = today, today + datetime.timedelta(days=1)
             elif kind == "in_month":
                 since, until = _date(match, now)
+                if covered and not groups.get("year"):
+                    since, until = _latest_covered(since, covered)
         except (ValueError, OverflowError):
             continue
         text = (text[: match.start()] + " " + text[match.end() :]).strip()
     text = re.sub(r"\s+", " ", text)
     return (sqlite_time(since) if since else None), (sqlite_time(until) if until else None), text
+
+
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3}  # fmt: skip
+_COUNT = "|".join(sorted(map(re.escape, _NUMBERS), key=len, reverse=True))
+RELATIVE = re.compile(
+    r"\b(?:(?P<day>yesterday|today|tonight|tomorrow|last night|this morning)"
+    r"|(?P<step>last|next|this|past|coming)\s+(?P<unit>week(?:end)?|month|year|summer|winter|spring|fall|autumn)"
+    rf"|(?P<count>\d+|{_COUNT})\s+(?P<units>day|week|month|year)s?\s+ago)\b",
+    re.I,
+)
+
+
+def day_label(moment):
+    """'8 May 2023': a date as people write and ask for it."""
+    return f"{moment.day} {calendar.month_name[moment.month]} {moment.year}"
+
+
+def _month_label(year, month):
+    return f"{calendar.month_name[month]} {year}"
+
+
+def resolve_relative(text, at):
+    """['yesterday: 7 May 2023', ...]: the relative time phrases of `text` ("last
+    week", "two years ago") read against `at`, when the text was said — so a turn
+    says when its events happened, not only when it was spoken."""
+    resolved = []
+    for match in RELATIVE.finditer(text):
+        phrase = match.group(0)
+        label = _relative_label(match, at)
+        if label and f"{phrase.lower()}: {label}" not in resolved:
+            resolved.append(f"{phrase.lower()}: {label}")
+    return resolved
+
+
+def _relative_label(match, at):
+    day, step, count = match.group("day"), match.group("step"), match.group("count")
+    if day:
+        shift = {"yesterday": -1, "tomorrow": 1}.get(day.lower(), 0)
+        return day_label(at + datetime.timedelta(days=shift))
+    if count:
+        n = int(count) if count.isdigit() else _NUMBERS[count.lower()]
+        unit = match.group("units").lower()
+        if unit == "year":
+            return str(at.year - n)
+        if unit == "month":
+            month = (at.year * 12 + at.month - 1) - n
+            return _month_label(month // 12, month % 12 + 1)
+        return day_label(at - datetime.timedelta(days=n * _UNITS[unit]))
+    step, unit = step.lower(), match.group("unit").lower()
+    sign = {"last": -1, "past": -1, "next": 1, "coming": 1}.get(step, 0)
+    if unit in ("week", "weekend"):
+        start = at - datetime.timedelta(days=at.weekday()) + datetime.timedelta(weeks=sign)
+        if unit == "weekend":
+            start += datetime.timedelta(days=5)
+        return f"the {unit} of {day_label(start)}"
+    if unit == "month":
+        month = at.year * 12 + at.month - 1 + sign
+        return _month_label(month // 12, month % 12 + 1)
+    if unit == "year":
+        return str(at.year + sign)
+    return f"{unit} {at.year + sign}"  # a season: the one of the year before, this year or the next

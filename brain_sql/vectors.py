@@ -88,21 +88,22 @@ def stored_vector(conn, content_hash, model_id):
     return tuple(row) if row else None
 
 
-def embedded_text(title, heading_path, content):
-    """The text a chunk is embedded (and content-hashed) as."""
-    return "\n".join(p for p in (title, heading_path, content) if p)
+def embedded_text(title, heading_path, content, context=None):
+    """The text a chunk is embedded (and content-hashed) as: its context too, so
+    the dense leg, like the lexical one, finds a turn by what surrounds it."""
+    return "\n".join(p for p in (title, heading_path, content, context) if p)
 
 
 def backfill_vectors(conn, model_id, batch=512):
     """Embed every knowledge row that has no vector yet; returns how many were added."""
     missing = conn.execute(
-        "select id, title, heading_path, content from knowledge "
+        "select id, title, heading_path, content, context from knowledge "
         "where id not in (select knowledge_id from vec_knowledge) order by id"
     ).fetchall()
     added = 0
     for start in range(0, len(missing), batch):
         rows = missing[start : start + batch]
-        vectors = storage_vectors([embedded_text(t, h, c) for _, t, h, c in rows], model_id)
+        vectors = storage_vectors([embedded_text(*row[1:]) for row in rows], model_id)
         insert_vectors(conn, [(r[0], *v) for r, v in zip(rows, vectors) if v])
         conn.execute(
             f"update knowledge set embedding_model = ? where id in ({','.join('?' * len(rows))})",

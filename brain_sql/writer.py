@@ -20,7 +20,7 @@ FIELD_COLUMNS = (
     "expires_at", "confidence", "relevance_tier", "owner", "access", "node_kind",
     "lawful_basis", "region", "knowledge_type",
 )  # fmt: skip
-_CHUNK_COLUMNS = ("chunk_index", "line_start", "line_end")
+_CHUNK_COLUMNS = ("chunk_index", "line_start", "line_end", "context")
 _STORED_TIMES = ("created_at", "observed_at")
 
 
@@ -30,7 +30,7 @@ def content_hash(text):
 
 def chunk_text(document, chunk):
     """The text a chunk of `document` is embedded and hashed as."""
-    return embedded_text(document.title, chunk.heading_path, chunk.content)
+    return embedded_text(document.title, chunk.heading_path, chunk.content, chunk.context)
 
 
 class DocumentWriter:
@@ -110,7 +110,7 @@ class DocumentWriter:
         for row_id, index, chunk in plan["kept"]:
             conn.execute(
                 f"update knowledge set {assignments}, updated_at = current_timestamp where id = ?",
-                (*columns.values(), index, chunk.line_start, chunk.line_end, row_id),
+                (*columns.values(), index, chunk.line_start, chunk.line_end, chunk.context, row_id),
             )
             chunk_ids[index] = row_id
         report.chunks_updated += len(plan["kept"])
@@ -122,7 +122,7 @@ class DocumentWriter:
             cursor = conn.execute(
                 insert,
                 (document.title, chunk.content, digest, document.document_id, chunk.heading_path,
-                 *columns.values(), index, chunk.line_start, chunk.line_end),
+                 *columns.values(), index, chunk.line_start, chunk.line_end, chunk.context),
             )  # fmt: skip
             chunk_ids[index] = cursor.lastrowid
             if flagged:

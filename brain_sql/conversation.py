@@ -1,0 +1,102 @@
+"""Conversation transcripts: the turns of a session as memories a question finds.
+
+A record with a speaker (`speaker`, or `role` in chat exports) and a session
+(`session_id`, `conversation_id` or `thread_id`) is a turn. A turn alone rarely
+says what a question about it needs: "I went yesterday and it was so powerful"
+names neither who spoke, nor when, nor what "it" was. So each turn is searched
+with a context (knowledge.context, never returned as its text): its speaker, the
+day it was said, its relative time phrases read against that day ("yesterday:
+7 May 2023") and the turns just before it in its session. In the graph a turn is
+`said_by` its speaker and `in_session` its session, in order (its record's line).
+"""
+
+import datetime
+import json
+
+from .config import CONVERSATION_CONTEXT_TURNS
+from .document import Document, Relation
+from .temporal import day_label, resolve_relative
+
+SPEAKER_KEYS = ("speaker", "role")
+SESSION_KEYS = ("session_id", "conversation_id", "thread_id")
+
+
+def turn_of(document):
+    """(speaker, session) of a turn, or None for any other document."""
+    metadata = document.metadata
+    speaker = next((metadata[k] for k in SPEAKER_KEYS if isinstance(metadata.get(k), (str, int))), None)
+    session = next((metadata[k] for k in SESSION_KEYS if isinstance(metadata.get(k), (str, int))), None)
+    if speaker is None or session is None or not str(speaker).strip() or not str(session).strip():
+        return None
+    return str(speaker).strip(), str(session).strip()
+
+
+class Sessions:
+    """The last turns of each session seen so far, for the context of the next."""
+
+    def __init__(self, earlier=None):
+        # earlier(session): [(speaker, text)] stored before this run, oldest first
+        self.earlier, self.keep = earlier, CONVERSATION_CONTEXT_TURNS
+        self.turns = {}
+
+    def link(self, items):
+        """Yield `items` (Documents and IngestErrors, in input order), each turn
+        given its context, a title when it has none, and its graph edges."""
+        for item in items:
+            yield self.add(item)
+
+    def add(self, item):
+        """`item`, linked into its session if it is a turn."""
+        if isinstance(item, Document):
+            turn = turn_of(item)
+            if turn is not None:
+                self._link(item, *turn)
+        return item
+
+    def _link(self, document, speaker, session):
+        if session not in self.turns:
+            self.turns[session] = list(self.earlier(session))[-self.keep :] if self.earlier else []
+        before = self.turns[session]
+        said = _said_at(document.fields.get("observed_at"))
+        if not document.title:
+            document.title = f"{speaker}, {day_label(said)}" if said else f"{speaker} in {session}"
+        text = "\n".join(chunk.content for chunk in document.chunks)
+        lines = [f"{speaker}, {day_label(said)}" if said else speaker]
+        if said:
+            lines += resolve_relative(text, said)
+        lines += [f"{who}: {what}" for who, what in before]
+        for chunk in document.chunks:
+            chunk.context = "\n".join(lines)
+        document.relations = document.relations + [
+            Relation("said_by", speaker, None, 0, "person"),
+            Relation("in_session", session, None, 0, "session"),
+        ]
+        self.turns[session] = (before + [(speaker, text)])[-self.keep :]
+
+
+def stored_turns(conn, session, before_ids=()):
+    """[(speaker, text)] of the session's stored turns, oldest first, the last
+    CONVERSATION_CONTEXT_TURNS of them: an agent remembers a conversation a turn
+    at a time, and each turn's context comes from those stored before it. Turns
+    whose `_id` is in `before_ids` (being written again) are left out."""
+    keys = ", ".join(f"json_extract(metadata, '$.{key}')" for key in SESSION_KEYS)
+    rows = conn.execute(
+        f"select metadata, content from knowledge where json_valid(metadata) and coalesce({keys}) = ? "
+        "and chunk_index = 0 and coalesce(external_id, '') not in (select value from json_each(?)) "
+        "order by id desc limit ?",
+        [session, json.dumps([str(i) for i in before_ids]), CONVERSATION_CONTEXT_TURNS],
+    ).fetchall()
+    turns = []
+    for metadata, content in reversed(rows):
+        turn = turn_of(Document("", None, [], metadata=json.loads(metadata)))
+        if turn is not None:
+            turns.append((turn[0], content))
+    return turns
+
+
+def _said_at(value):
+    """The observed time of a turn as a datetime, None when it has none."""
+    try:
+        return datetime.datetime.fromisoformat(value) if value else None
+    except (TypeError, ValueError):
+        return None

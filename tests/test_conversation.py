@@ -1,0 +1,134 @@
+"""Conversation transcripts: a turn is a memory tied to its speaker and session,
+searched with what a question about it needs (speaker, day, resolved relative
+dates, the turns before it) and returned as the turn alone."""
+
+import json
+
+import brain_sql
+from brain_sql.pipeline import remember
+
+from .conftest import edges, rows, write
+
+TURNS = [
+    {"_id": "S1:1", "text": "Hey Mel! How was your weekend?", "speaker": "Caroline"},
+    {"_id": "S1:2", "text": "Great! We hiked up to the old lighthouse with the kids.", "speaker": "Melanie"},
+    {"_id": "S1:3", "text": "I went to a support group yesterday and it was so powerful.", "speaker": "Caroline"},
+    {"_id": "S1:4", "text": "What did the counsellor say about it?", "speaker": "Melanie"},
+    {"_id": "S1:5", "text": "That I should keep going every week.", "speaker": "Caroline"},
+]
+
+
+def transcript(tmp_path, turns=TURNS, session="chat/1", observed_at="2023-05-08T13:56:00"):
+    lines = [json.dumps({**t, "session_id": session, "observed_at": observed_at}) for t in turns]
+    return write(tmp_path / "chat.jsonl", "\n".join(lines) + "\n")
+
+
+def by_external_id(conn):
+    return {row[0]: row[1:] for row in rows(conn, "select external_id, title, content, context from knowledge")}
+
+
+def test_a_turn_is_stored_as_said_and_searched_with_its_speaker_day_and_earlier_turns(conn, tmp_path):
+    report = brain_sql.ingest(conn, [transcript(tmp_path)])
+    assert not report.errors
+    stored = by_external_id(conn)
+    title, content, context = stored["S1:3"]
+    assert content == TURNS[2]["text"]  # the turn itself, never its context
+    assert title == "Caroline, 8 May 2023"  # a turn without a title is named by who said it, and when
+    assert context.splitlines() == [
+        "Caroline, 8 May 2023",
+        "yesterday: 7 May 2023",
+        "Caroline: Hey Mel! How was your weekend?",
+        "Melanie: Great! We hiked up to the old lighthouse with the kids.",
+    ]
+    # only the last two turns before it, and none after it
+    assert "Hey Mel" not in stored["S1:4"][2] and "keep going" not in stored["S1:4"][2]
+    assert {("Caroline, 8 May 2023", "said_by", "Caroline"), ("Melanie, 8 May 2023", "said_by", "Melanie"),
+            ("Caroline, 8 May 2023", "in_session", "chat/1")} <= edges(conn)  # fmt: skip
+    types = dict(rows(conn, "select name, entity_type from entities where name in ('Caroline', 'chat/1')"))
+    assert types == {"Caroline": "person", "chat/1": "session"}
+    # speaker and session stay with the memory, as the record gave them
+    metadata = json.loads(conn.execute("select metadata from knowledge where external_id = 'S1:3'").fetchone()[0])
+    assert metadata == {"speaker": "Caroline", "session_id": "chat/1"}
+
+
+def test_a_question_finds_the_turn_its_words_are_only_around(conn, tmp_path):
+    """"What did the counsellor say?" is answered by S1:5, which names no counsellor:
+    the turn before it does. The hit is the turn, with its own text."""
+    brain_sql.ingest(conn, [transcript(tmp_path)])
+    result = brain_sql.recall(conn, {"q": "what did the counsellor advise Caroline", "k": 3, "cutoff": False})
+    ids = [hit["external_id"] for hit in result["hits"]]
+    assert "S1:5" in ids
+    hit = next(h for h in result["hits"] if h["external_id"] == "S1:5")
+    assert hit["content"] == "That I should keep going every week."
+
+
+def test_a_month_without_a_year_is_the_latest_one_with_memories(conn, tmp_path):
+    """Asked in 2026 about a conversation held in 2023, "in May" means May 2023."""
+    brain_sql.ingest(conn, [transcript(tmp_path)])
+    result = brain_sql.recall(conn, {"q": "support group in May", "now": "2026-11-29", "cutoff": False})
+    assert result["query"]["since"] == "2023-05-01 00:00:00"
+    assert result["query"]["until"] == "2023-06-01 00:00:00"
+    assert "S1:3" in [hit["external_id"] for hit in result["hits"]]
+    # with no memory in any May of the last ten years, the latest May it stays
+    empty = brain_sql.recall(conn, {"q": "support group in March", "now": "2026-11-29"})
+    assert empty["query"]["since"] == "2026-03-01 00:00:00" and empty["hits"] == []
+
+
+def test_remembered_turns_take_their_context_from_the_turns_stored_before(conn):
+    """An agent remembers a conversation a turn at a time."""
+    for turn in TURNS[:4]:
+        report, _ = remember(conn, [{**turn, "session_id": "chat/1", "observed_at": "2023-05-08T13:56:00"}])
+        assert not report.errors
+    context = by_external_id(conn)["S1:4"][2]
+    assert context.splitlines()[-2:] == [
+        "Melanie: Great! We hiked up to the old lighthouse with the kids.",
+        "Caroline: I went to a support group yesterday and it was so powerful.",
+    ]
+    # remembering a turn again (same _id) never takes itself for an earlier turn
+    remember(conn, [{**TURNS[3], "text": "What did the counsellor say?", "session_id": "chat/1"}])
+    again = by_external_id(conn)["S1:4"][2]
+    assert "counsellor" not in again and again.splitlines()[-1].startswith("Caroline: I went")
+
+
+def test_a_speaker_of_most_turns_does_not_lead_the_walk(conn, tmp_path):
+    """A name tied to more than COMMON_TERM_SHARE of what the caller can read is as
+    common as a common word: it seeds nothing. Among many other memories, the same
+    name seeds the walk again."""
+    brain_sql.ingest(conn, [transcript(tmp_path)])
+    query = {"q": "what did Caroline say about the lighthouse", "cutoff": False}
+    assert brain_sql.recall(conn, query)["telemetry"]["entity_seeds"] == 0  # 3 of 5 turns are hers
+    notes = [{"_id": f"n{i}", "title": f"Note {i}", "text": f"Inventory item {i} is on shelf {i}."} for i in range(10)]
+    brain_sql.ingest(conn, [write(tmp_path / "notes.json", json.dumps(notes))])
+    assert brain_sql.recall(conn, query)["telemetry"]["entity_seeds"] == 1  # 3 of 15
+
+
+def test_records_without_a_session_are_not_turns(conn, tmp_path):
+    path = write(tmp_path / "notes.jsonl", json.dumps({"_id": "n1", "text": "Plain note.", "speaker": "Ann"}) + "\n")
+    brain_sql.ingest(conn, [path])
+    assert by_external_id(conn)["n1"] == (None, "Plain note.", None)
+
+
+def test_a_brain_made_before_context_was_searched_is_migrated(db_path, tmp_path):
+    """knowledge_fts is made again with the context column and rebuilt from
+    knowledge: every memory stays searchable, and context is searched."""
+    conn = brain_sql.connect(db_path)
+    brain_sql.ingest(conn, [transcript(tmp_path)])
+    # back to the shape of a brain written before m009
+    conn.execute("delete from _sqlite_migrations where name = 'm009_searched_context'")
+    for name in ("knowledge_fts_insert", "knowledge_fts_delete", "knowledge_fts_update"):
+        conn.execute(f"drop trigger {name}")
+    conn.execute("drop table knowledge_fts")
+    conn.execute(
+        "create virtual table knowledge_fts using fts5(title, content, content_hash UNINDEXED, "
+        "content='knowledge', content_rowid='id', tokenize='porter unicode61')"
+    )
+    conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
+    conn.commit()
+    assert brain_sql.pending_migrations(conn) == ["m009_searched_context"]
+    brain_sql.migrate(conn)
+    columns = [row[1] for row in conn.execute("pragma table_info(knowledge_fts)")]
+    assert columns == ["title", "content", "context", "content_hash"]
+    found = rows(conn, "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
+                       "where knowledge_fts match 'counsellor' order by k.external_id")  # fmt: skip
+    assert found == [("S1:4",), ("S1:5",)]  # S1:5 by its context alone
+    assert brain_sql.check(conn) == {}
