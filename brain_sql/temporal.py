@@ -88,6 +88,9 @@ def extract(text, now, covered=None):
     or, given `covered(since, until)` (whether memories were observed then), the
     latest of the last MONTH_LOOKBACK_YEARS Junes that has any: asked in
     November about a conversation held two years ago, "in June" means its June.
+    Given `covered`, a phrase relative to now ("last year", "in June") whose
+    window holds no memory is left in the text, not applied: asked of an old
+    conversation, "the camping trip last year" is about the trip.
     """
     since = until = None
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
@@ -99,32 +102,33 @@ def extract(text, now, covered=None):
         try:
             if kind in ("since", "until"):
                 start, end = _date(match, now)
-                if kind == "since":
-                    since = start
-                else:
-                    until = start
+                window = (start, None) if kind == "since" else (None, start)
             elif kind == "last_n":
-                since = now - datetime.timedelta(days=int(groups["n"]) * _UNITS[groups["unit"].lower()])
+                window = (now - datetime.timedelta(days=int(groups["n"]) * _UNITS[groups["unit"].lower()]), None)
             elif kind == "last":
-                since = now - datetime.timedelta(days=_UNITS[groups["unit"].lower()])
+                window = (now - datetime.timedelta(days=_UNITS[groups["unit"].lower()]), None)
             elif kind == "this":
                 unit = groups["unit"].lower()
                 if unit == "week":
-                    since = today - datetime.timedelta(days=today.weekday())
+                    window = (today - datetime.timedelta(days=today.weekday()), None)
                 elif unit == "month":
-                    since = today.replace(day=1)
+                    window = (today.replace(day=1), None)
                 else:
-                    since = today.replace(month=1, day=1)
+                    window = (today.replace(month=1, day=1), None)
             elif kind == "yesterday":
-                since, until = today - datetime.timedelta(days=1), today
+                window = (today - datetime.timedelta(days=1), today)
             elif kind == "today":
-                since, until = today, today + datetime.timedelta(days=1)
-            elif kind == "in_month":
-                since, until = _date(match, now)
+                window = (today, today + datetime.timedelta(days=1))
+            else:  # in_month
+                window = _date(match, now)
                 if covered and not groups.get("year"):
-                    since, until = _latest_covered(since, covered)
+                    window = _latest_covered(window[0], covered)
         except (ValueError, OverflowError):
             continue
+        relative = kind not in ("since", "until") and not groups.get("year")
+        if relative and covered and not covered(*(sqlite_time(t) if t else None for t in window)):
+            continue  # a window relative to now holding no memory: the phrase is about something else
+        since, until = window[0] or since, window[1] or until
         text = (text[: match.start()] + " " + text[match.end() :]).strip()
     text = re.sub(r"\s+", " ", text)
     return (sqlite_time(since) if since else None), (sqlite_time(until) if until else None), text

@@ -69,9 +69,15 @@ def test_a_month_without_a_year_is_the_latest_one_with_memories(conn, tmp_path):
     assert result["query"]["since"] == "2023-05-01 00:00:00"
     assert result["query"]["until"] == "2023-06-01 00:00:00"
     assert "S1:3" in [hit["external_id"] for hit in result["hits"]]
-    # with no memory in any May of the last ten years, the latest May it stays
-    empty = brain_sql.recall(conn, {"q": "support group in March", "now": "2026-11-29"})
-    assert empty["query"]["since"] == "2026-03-01 00:00:00" and empty["hits"] == []
+    # with no memory in any March of the last ten years, "in March" is searched as text
+    march = brain_sql.recall(conn, {"q": "support group in March", "now": "2026-11-29"})
+    assert (march["query"]["since"], march["query"]["searched"]) == (None, "support group in March")
+    # and so is a window relative to now that holds none: the trip was "last year" to the speaker
+    last_year = brain_sql.recall(conn, {"q": "support group last year", "now": "2026-11-29"})
+    assert (last_year["query"]["since"], last_year["query"]["searched"]) == (None, "support group last year")
+    # a window named with its year is applied, whatever it holds
+    named = brain_sql.recall(conn, {"q": "support group in May 2022", "now": "2026-11-29"})
+    assert (named["query"]["since"], named["hits"]) == ("2022-05-01 00:00:00", [])
 
 
 def test_remembered_turns_take_their_context_from_the_turns_stored_before(conn):

@@ -316,10 +316,14 @@ def test_the_query_is_echoed_as_it_was_run(tmp_path):
     echo = named["query"]
     assert (echo["since"], echo["until"], echo["searched"]) == ("2026-01-01 00:00:00", None, "standup notes pager")
     assert (echo["classes"], echo["scope"], echo["min_relevance"], echo["k"]) == (["memory"], "/acme", 0, 3)
+    # a window read from the text that holds no memory is not applied: the phrase is searched as text
+    march = recall(conn, {"q": "standup notes pager in March", "now": NOW})
+    assert (march["query"]["since"], march["query"]["until"]) == (None, None)
+    assert march["query"]["searched"] == "standup notes pager in March" and ids(conn, march) == ["recent"]
     # echoed on an empty answer too, and in the same shape
-    empty = recall(conn, {"q": "standup notes pager in March", "now": NOW})
-    assert empty["hits"] == [] and empty["query"]["since"] == "2026-03-01 00:00:00"
-    assert empty["query"]["until"] == "2026-04-01 00:00:00" and set(empty["query"]) == set(result["query"])
+    empty = recall(conn, {"q": "standup notes pager", "now": NOW, "until": "2026-01-01"})
+    assert empty["hits"] == [] and empty["query"]["until"] == "2026-01-01 00:00:00"
+    assert set(empty["query"]) == set(result["query"])
     assert json.loads(json.dumps(result)) == result  # plain JSON
 
 
