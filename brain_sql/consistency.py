@@ -54,18 +54,19 @@ def check(conn, repair=False):
         return {"integrity": [str(ex)]}
     if integrity != ["ok"]:
         problems["integrity"] = integrity  # not repairable here: restore from a copy
-    damaged = damaged_tables(conn)
-    if damaged:
-        # columns gone: nothing past here can be checked, and only a copy restores them
-        problems["damaged_tables"] = [f"{table}: {'; '.join(found)}" for table, found in damaged.items()]
-        return problems
     pending = pending_migrations(conn)
     if pending:
-        # an interrupted first ingest can leave the schema part-built; every
+        # an interrupted first ingest, or an older brain, leaves the schema part-built
+        # (columns a later migration adds are missing, not damaged); every
         # migration is atomic, so finishing them is all the repair it needs
         problems["pending_migrations"] = pending
         if repair:
             migrate(conn)
+        return problems
+    damaged = damaged_tables(conn)
+    if damaged:
+        # columns gone: nothing past here can be checked, and only a copy restores them
+        problems["damaged_tables"] = [f"{table}: {'; '.join(found)}" for table, found in damaged.items()]
         return problems
     model_id = recorded_model(conn)
     present = dict(conn.execute("select name, sql from sqlite_master where type = 'trigger'").fetchall())

@@ -31,7 +31,7 @@ def test_recall_cli(run, vault_brain_path):
 def test_sql_recall_runs_in_sqlite_utils_query(run, tmp_path):
     db_path = tmp_path / "brain.db"
     assert run("brain", "ingest", db_path, VAULT).exit_code == 0
-    filters = [arg for name in ("classes", "sources", "domain", "since", "until") for arg in ("-p", name, "")]
+    filters = [arg for name in ("classes", "sources", "domain", "since", "until", "as_of") for arg in ("-p", name, "")]
     result = run("query", db_path, SQL, "-p", "q", "what does the graph leg do", "-p", "k", "3", "-p", "scope", "/", *filters)
     assert result.exit_code == 0, result.output
     hits = json.loads(result.output)

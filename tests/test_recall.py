@@ -246,7 +246,7 @@ SQL = brain_sql.RECALL_SQL
 def test_sql_order_equals_api_order(vault_brain_path):
     conn = brain_sql.connect(vault_brain_path)
     for q in ("how are vectors stored", "Graph Leg and Recall", "reciprocal rank fusion", "ingest markdown notes"):
-        params = {"q": q, "k": 10, "scope": "", "classes": "", "sources": "", "domain": "", "since": "", "until": ""}
+        params = {"q": q, "k": 10, "scope": "", "classes": "", "sources": "", "domain": "", "since": "", "until": "", "as_of": ""}
         by_sql = [row[0] for row in conn.execute(SQL, params)]
         # the SQL has no relevance cut-off: compare the API's full k
         by_api = [hit["id"] for hit in recall(conn, {"q": q, "k": 10, "prf": False, "cutoff": False})["hits"]]

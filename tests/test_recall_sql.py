@@ -28,7 +28,7 @@ RECORDS = [
         ("Escalation drill for support, quarterly.", "/acme/support", "memory", "2026-09-09"),
     ])
 ]  # fmt: skip
-FILTERS = ("scope", "classes", "sources", "domain", "since", "until")
+FILTERS = ("scope", "classes", "sources", "domain", "since", "until", "as_of")
 
 
 @pytest.fixture(scope="module")
