@@ -6,7 +6,7 @@ without their chunks, vectors from another model, unfinished mention work —
 and `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
 """
 
-from . import mentions
+from . import mentions, validity
 from .connection import atomic, cannot_write, sqlite3
 from .schema import CHANGES_TABLE, damaged_tables, expected_triggers, migrate, pending_migrations, recorded_model
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
@@ -97,6 +97,13 @@ def check(conn, repair=False):
             "where chunks != (select count(*) from knowledge k where k.document_id = d.document_id)",
         ),
         "pending_mentions": _ids(conn, f"select id from {mentions.QUEUE_TABLE}"),
+        # earlier versions whose record's current version is gone (deleted by plain SQL)
+        "orphan_versions": _ids(
+            conn,
+            "select distinct version_of from knowledge where version_of is not null "
+            "and version_of not in (select document_id from knowledge where document_id is not null)",
+        ),
+        "stale_supersession": sorted(validity.stale(conn)),
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:
@@ -145,6 +152,9 @@ def _repair(conn, problems, model_id):
             backfill_vectors(conn, model_id)
         if problems.get("pending_mentions"):
             mentions.resolve_mentions(conn)
+        validity.promote(conn, problems.get("orphan_versions", []))
+        if problems.get("stale_supersession"):
+            validity.rederive(conn)
 
 
 def fingerprint(conn):

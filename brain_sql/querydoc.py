@@ -28,7 +28,7 @@ class QueryDoc:
     since: str | None = None
     until: str | None = None
     now: str | None = None
-    as_of: str | None = None  # what was true then: validity and supersession read at this time (default: now)
+    as_of: str | None = None  # what was true then: validity and supersession read at this time (parse: now)
     min_relevance: int | None = None
     include_decayed: bool = False
     graph: bool = True
@@ -207,4 +207,5 @@ def parse(raw, need_q=True):
     if not graph_enabled():
         values["graph"] = False
     values.setdefault("now", sqlite_time(utcnow()))
+    values.setdefault("as_of", values["now"])  # without as_of, what is true now
     return QueryDoc(**values)

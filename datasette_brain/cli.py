@@ -106,6 +106,8 @@ def register_commands(cli):
                 click.option("--since", metavar="TIME", help="observed at or after: ISO time or relative such as -30d"),
                 click.option("--until", metavar="TIME", help="observed before: ISO time or relative such as -1w"),
                 click.option("--now", metavar="TIME", help="fixed evaluation time (ISO): same inputs and now, same answer"),
+                click.option("--as-of", metavar="TIME",
+                             help="what was true then (valid, not yet superseded): ISO time or relative such as -30d; default now"),
                 click.option("--min-relevance", metavar="[0-3]",
                              help="lowest relevance tier, 0 (archived) to 3 (pinned); default 1"),
                 click.option("--include-decayed", is_flag=True, default=None, help="include expired and archived memories"),
@@ -253,6 +255,8 @@ PROBLEMS = {
     "dangling_edges": "relationships whose entity or chunk is gone",
     "incomplete_documents": "documents whose chunks are not all there",
     "pending_mentions": "mention matching left unfinished",
+    "orphan_versions": "earlier versions of records whose current version is gone",
+    "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
 }
 
 
@@ -486,6 +490,8 @@ def _readable(result):
     expansion = result["hits"][0].get("provenance", {}).get("expansion_terms") if result["hits"] else None
     searched = result.get("query") or {}
     dates = ", ".join(f"{name} {searched[name]}" for name in ("since", "until") if searched.get(name))
+    if searched.get("as_of") and searched["as_of"] != searched.get("now"):
+        dates = ", ".join(part for part in (dates, f"as of {searched['as_of']}") if part)
     lines.append(f"confidence {quality['confidence']:.2f}" + (f"; expanded with: {', '.join(expansion)}" if expansion else "")
                  + (f"; {dates}" if dates else ""))
     return "\n".join(lines)

@@ -306,7 +306,7 @@ def test_the_query_is_echoed_as_it_was_run(tmp_path):
     assert result["query"] == {
         "q": "standup notes pager last week", "searched": "standup notes pager", "k": 10, "sources": None,
         "classes": None, "scope": None, "domain": None, "since": "2026-11-22 12:00:00", "until": None, "now": NOW,
-        "min_relevance": 1, "include_decayed": False, "graph": True, "provenance": True, "prf": True, "mmr": False,
+        "as_of": NOW, "min_relevance": 1, "include_decayed": False, "graph": True, "provenance": True, "prf": True, "mmr": False,
         "mmr_lambda": 0.7, "max_tokens": None, "cutoff": True,
     }  # fmt: skip
     assert ids(conn, result) == ["recent"]
