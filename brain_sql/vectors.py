@@ -67,12 +67,15 @@ def rebuild_vector_table(conn, dimension):
     present = {column[0] for column in conn.execute("select * from vec_knowledge limit 0").description}
     if set(VEC_METADATA) <= present:
         return False
-    conn.execute("CREATE TEMP TABLE brain_vectors_kept AS SELECT knowledge_id, embedding_int8, embedding_bit FROM vec_knowledge")
+    conn.execute(
+        "CREATE TEMP TABLE brain_vectors_kept AS SELECT knowledge_id, embedding_int8, embedding_bit FROM vec_knowledge "
+        "ORDER BY knowledge_id"
+    )
     create_vector_table(conn, dimension)
+    # no ORDER BY here: SQLite's sorter would drop the vectors' int8 and bit subtypes
     conn.execute(
         "insert into vec_knowledge select v.knowledge_id, vec_int8(v.embedding_int8), vec_bit(v.embedding_bit), "
-        f"{vec_metadata_values('k')} from temp.brain_vectors_kept v join knowledge k on k.id = v.knowledge_id "
-        "order by v.knowledge_id"
+        f"{vec_metadata_values('k')} from temp.brain_vectors_kept v join knowledge k on k.id = v.knowledge_id"
     )
     conn.execute("DROP TABLE temp.brain_vectors_kept")
     return True

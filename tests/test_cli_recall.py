@@ -95,3 +95,16 @@ def test_a_repeatable_option_takes_each_value_whole(run, tmp_path):
     assert run("brain", "ingest", db_path, path, "--source", "crm,eu").exit_code == 0
     found = json.loads(run("brain", "recall", db_path, "invoice run", "--source", "crm,eu", "--json").output)
     assert [hit["source"] for hit in found["hits"]] == ["crm,eu"]
+
+
+def test_recall_as_of(run, tmp_path):
+    records = [{"_id": "rota", "title": "Weekend rota", "text": "Kim leads escalations on weekends.",
+                "valid_from": "2024-01-01", "valid_to": "2025-01-01"}]  # fmt: skip
+    db_path = tmp_path / "brain.db"
+    assert run("brain", "ingest", db_path, write(tmp_path / "r.jsonl", json.dumps(records[0]))).exit_code == 0
+    then = run("brain", "recall", db_path, "who leads escalations on weekends?", "--as-of", "2024-06-01")
+    assert then.exit_code == 0 and "1. Weekend rota" in then.output and "as of 2024-06-01 00:00:00" in then.output
+    found = json.loads(run("brain", "recall", db_path, "who leads escalations on weekends?", "--json").output)
+    assert found["hits"] == [] and found["query"]["as_of"] == found["query"]["now"]
+    bad = run("brain", "recall", db_path, "rota", "--as-of", "back then")
+    assert bad.exit_code == 1 and "Invalid value for '--as-of': as_of 'back then' is not a date" in bad.output
