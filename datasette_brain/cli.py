@@ -157,7 +157,9 @@ def register_commands(cli):
     @click.option("--k", "k", type=click.IntRange(1, 100), default=10, show_default=True,
                   help="hits recalled per query, 1 to 100")
     @click.option("--now", help="fixed evaluation time (ISO)")
-    def eval_(db_path, queries, qrels, k, now):
+    @click.option("--per-query", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+                  help="also write each query's metrics per mode here, as JSON lines (compare two with bench/compare.py)")
+    def eval_(db_path, queries, qrels, k, now, per_query):
         """Score recall on a BEIR-format query set: one JSON object with nDCG@10,
         Recall@2/5/10 and MRR@10 for the full pipeline, without the graph, and per leg.
 
@@ -169,8 +171,9 @@ def register_commands(cli):
         count = len(brain_sql.load_qrels(qrels))
         try:
             with click.progressbar(length=count, label="Evaluating", file=sys.stderr) as bar:
-                result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update)
-        except (brain_sql.BrainError, ValueError) as ex:
+                result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update,
+                                                   per_query=per_query)  # fmt: skip
+        except (brain_sql.BrainError, ValueError, OSError) as ex:
             raise click.ClickException(str(ex)) from ex
         click.echo(json.dumps(result))
         click.echo(f"{extra['abstained']} abstained; {extra['seconds']}s", err=True)
