@@ -83,6 +83,8 @@ def hit_view(hit):
     facts = [("class", hit.get("class")), ("scope", hit.get("scope")), ("source", hit.get("source")),
              ("domain", hit.get("domain")), ("tier", TIERS.get(hit.get("relevance_tier"))),
              ("observed", shown_time(hit.get("observed_at"))), ("expires", shown_time(hit.get("expires_at"))),
+             ("valid from", shown_time(hit.get("valid_from"))), ("valid to", shown_time(hit.get("valid_to"))),
+             ("superseded", shown_time(hit.get("superseded_at"))),
              ("node kind", hit.get("node_kind")), ("lawful basis", hit.get("lawful_basis")),
              ("region", hit.get("region"))]  # fmt: skip
     where = hit.get("source_path") or ""
