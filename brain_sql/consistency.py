@@ -6,7 +6,7 @@ without their chunks, vectors from another model, unfinished mention work —
 and `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
 """
 
-from . import mentions
+from . import mentions, validity
 from .connection import atomic, cannot_write, sqlite3
 from .schema import CHANGES_TABLE, damaged_tables, expected_triggers, migrate, pending_migrations, recorded_model
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
@@ -54,18 +54,19 @@ def check(conn, repair=False):
         return {"integrity": [str(ex)]}
     if integrity != ["ok"]:
         problems["integrity"] = integrity  # not repairable here: restore from a copy
-    damaged = damaged_tables(conn)
-    if damaged:
-        # columns gone: nothing past here can be checked, and only a copy restores them
-        problems["damaged_tables"] = [f"{table}: {'; '.join(found)}" for table, found in damaged.items()]
-        return problems
     pending = pending_migrations(conn)
     if pending:
-        # an interrupted first ingest can leave the schema part-built; every
+        # an interrupted first ingest, or an older brain, leaves the schema part-built
+        # (columns a later migration adds are missing, not damaged); every
         # migration is atomic, so finishing them is all the repair it needs
         problems["pending_migrations"] = pending
         if repair:
             migrate(conn)
+        return problems
+    damaged = damaged_tables(conn)
+    if damaged:
+        # columns gone: nothing past here can be checked, and only a copy restores them
+        problems["damaged_tables"] = [f"{table}: {'; '.join(found)}" for table, found in damaged.items()]
         return problems
     model_id = recorded_model(conn)
     present = dict(conn.execute("select name, sql from sqlite_master where type = 'trigger'").fetchall())
@@ -96,6 +97,13 @@ def check(conn, repair=False):
             "where chunks != (select count(*) from knowledge k where k.document_id = d.document_id)",
         ),
         "pending_mentions": _ids(conn, f"select id from {mentions.QUEUE_TABLE}"),
+        # earlier versions whose record's current version is gone (deleted by plain SQL)
+        "orphan_versions": _ids(
+            conn,
+            "select distinct version_of from knowledge where version_of is not null "
+            "and version_of not in (select document_id from knowledge where document_id is not null)",
+        ),
+        "stale_supersession": sorted(validity.stale(conn)),
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:
@@ -144,6 +152,9 @@ def _repair(conn, problems, model_id):
             backfill_vectors(conn, model_id)
         if problems.get("pending_mentions"):
             mentions.resolve_mentions(conn)
+        validity.promote(conn, problems.get("orphan_versions", []))
+        if problems.get("stale_supersession"):
+            validity.rederive(conn)
 
 
 def fingerprint(conn):

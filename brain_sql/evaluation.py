@@ -5,8 +5,15 @@ comparable whatever it is set to.
 
 Corpus ids are the records' own `_id` (knowledge.external_id); a record split
 into several chunks ranks where its best chunk ranks, once.
+
+With `per_query`, each query's metrics per mode are also written as JSON lines,
+so two runs can be compared query by query (bench/compare.py): one line a query,
+{"query_id", "text", "judged": relevant ids, "abstained": whether the full
+pipeline abstained, "<mode>": {metric: value} for each mode, "ranked": {mode:
+corpus ids in rank order, at most k}}.
 """
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -62,9 +69,15 @@ def _documents(chunk_ids, external, k):
     return seen
 
 
-def evaluate(conn, queries_path, qrels_path, k=10, now=None, progress=None):
+def evaluate(conn, queries_path, qrels_path, k=10, now=None, progress=None, per_query=None):
     """({"queries": N, "full": M, "no_graph": M, "vector": M, "fts": M, "graph": M},
-    {"abstained": queries the full pipeline abstained on, "seconds": ...})."""
+    {"abstained": queries the full pipeline abstained on, "seconds": ...}); with
+    `per_query` (a path), each query's metrics are written there as JSON lines."""
+    with open(per_query, "w", encoding="utf-8") if per_query else contextlib.nullcontext() as lines:
+        return _evaluate(conn, queries_path, qrels_path, k, now, progress, lines)
+
+
+def _evaluate(conn, queries_path, qrels_path, k, now, progress, lines):
     started = time.perf_counter()
     queries, qrels = load_queries(queries_path), load_qrels(qrels_path)
     external = dict(conn.execute("select id, external_id from knowledge where external_id is not null"))
@@ -86,9 +99,15 @@ def evaluate(conn, queries_path, qrels_path, k=10, now=None, progress=None):
         full = finish(conn, doc, legs, model_id)
         abstained += full["decision"] == "low_confidence"
         runs["full"] = [h["id"] for h in full["hits"]]
+        line = {"query_id": qid, "text": queries[qid], "judged": sorted(d for d, g in qrels[qid].items() if g > 0),
+                "abstained": full["decision"] == "low_confidence", "ranked": {}}  # fmt: skip
         for mode in MODES:
-            for name, value in metrics(_documents(runs[mode], external, k), qrels[qid]).items():
+            ranked = line["ranked"][mode] = _documents(runs[mode], external, k)
+            line[mode] = metrics(ranked, qrels[qid])
+            for name, value in line[mode].items():
                 totals[mode][name] = totals[mode].get(name, 0.0) + value
+        if lines:
+            lines.write(json.dumps(line, ensure_ascii=False) + "\n")
         if progress:
             progress(1)
     n = len(judged) or 1

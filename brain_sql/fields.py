@@ -11,7 +11,7 @@ from .errors import FieldError
 TIME_FIELDS = ("observed_at", "valid_from", "valid_to", "expires_at", "created_at")
 TEXT_FIELDS = (
     "source", "domain", "owner", "access", "node_kind", "lawful_basis", "region",
-    "knowledge_type",
+    "knowledge_type", "supersedes",  # supersedes: the _id of the memory this one replaces
 )  # fmt: skip
 # Every input key that maps onto a knowledge column.
 FIELD_NAMES = TIME_FIELDS + TEXT_FIELDS + ("class", "scope", "confidence", "relevance_tier")

@@ -25,9 +25,12 @@ CLAUSES = (
     ("domains", "domain", "in"),
     ("since", "observed_at", ">="),
     ("until", "observed_at", "<"),
+    # valid at `as_of` (default: now): begun, not ended, not superseded
+    ("valid_at", "valid_from", "<="),
+    ("valid_at", "valid_until", ">"),
 )
 # what an unset bound is in SQL, where every clause is always written
-_OPEN_BOUNDS = {">=": -(2**62), ">": -(2**62), "<": 2**62}
+_OPEN_BOUNDS = {">=": -(2**62), ">": -(2**62), "<": 2**62, "<=": 2**62}
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class Filters:
     until: str | None = None
     min_relevance: int = 1
     include_decayed: bool = False
+    as_of: str | None = None  # memories valid at this time; None: at `now`
 
     @classmethod
     def from_querydoc(cls, doc, since=None, until=None):
@@ -56,6 +60,7 @@ class Filters:
             until=doc.until or until,
             min_relevance=doc.min_relevance if doc.min_relevance is not None else (0 if doc.include_decayed else 1),
             include_decayed=doc.include_decayed,
+            as_of=doc.as_of,
         )
 
     def bounds(self):
@@ -70,6 +75,7 @@ class Filters:
             "domains": self.domains,
             "since": _epoch(self.since) if self.since else None,
             "until": _epoch(self.until) if self.until else None,
+            "valid_at": _epoch(self.as_of or self.now),
         }
         return {name: value for name, value in values.items() if value is not None}
 
@@ -117,6 +123,8 @@ class Filters:
                 visible &= values == value
             elif operator == ">=":
                 visible &= values >= value
+            elif operator == "<=":
+                visible &= values <= value
             elif operator == ">":
                 visible &= values > value
             elif operator == "<":

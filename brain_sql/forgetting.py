@@ -10,7 +10,7 @@ states any more must not keep seeding recall or matching mentions.
 
 import json
 
-from . import mentions
+from . import mentions, validity
 from .config import CHANGE_LOG_KEEP, MAX_FORGET_ITEMS
 from .connection import atomic, sqlite3
 from .errors import BrainError, FieldError, WriteError
@@ -119,6 +119,7 @@ def _forget(conn, ids, external_ids):
     ).fetchone()[0]
 
     remove_documents(conn, documents)
+    validity.promote(conn, documents)  # a forgotten current version's latest earlier one is current again
     conn.execute("delete from knowledge where id in (select value from json_each(?))", (chunks["loose"],))
     conn.execute(
         f"delete from {mentions.QUEUE_TABLE} where kind = 'chunk' and id in (select value from json_each(?))", (doomed_ids,)

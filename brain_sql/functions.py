@@ -38,8 +38,8 @@ def _recall_sql():
 RECALL_SQL = _recall_sql()
 
 
-FILTER_FIELDS = ("scope", "classes", "sources", "source", "domain", "since", "until", "now", "min_relevance",
-                 "include_decayed")  # fmt: skip
+FILTER_FIELDS = ("scope", "classes", "sources", "source", "domain", "since", "until", "as_of", "now",
+                 "min_relevance", "include_decayed")  # fmt: skip
 
 
 def request_filters(request):

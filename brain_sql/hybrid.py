@@ -32,7 +32,8 @@ from .vectors import quantize_int8
 HIT_COLUMNS = (
     "id", "title", "content", "class", "scope", "source", "domain", "node_kind", "lawful_basis",
     "region", "heading_path", "source_path", "line_start", "line_end", "document_id", "external_id",
-    "observed_at", "expires_at", "relevance_tier", "confidence",
+    "observed_at", "expires_at", "relevance_tier", "confidence", "valid_from", "valid_to", "superseded_at",
+    "superseded_by",
 )  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import mentions
+from . import mentions, validity
 from .config import CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, MAX_TITLE_CHARS
 from .connection import atomic, sqlite3
 from .conversation import Sessions, stored_turns
@@ -183,7 +183,7 @@ def _stored_as(conn, document, number):
         document_id
         for (document_id,) in conn.execute(
             "select distinct document_id from knowledge where external_id = ? and document_id is not null "
-            "order by document_id",
+            "and version_of is null order by document_id",  # earlier versions kept as history are not updated
             (document.external_id,),
         )
     ]
@@ -398,7 +398,9 @@ class _Pipeline:
         (slower: vec0 journals every page a savepoint touches)."""
         report = self.report
         stored = self.writer.stored_hashes(batch)
-        plans = []
+        changing = [d.document_id for d in batch if stored.get(d.document_id) != d.digest]
+        before = validity.touched(self.conn, changing)
+        plans, versions = [], {}
         for document in batch:
             report.documents += 1
             if stored.get(document.document_id) == document.digest:
@@ -406,16 +408,19 @@ class _Pipeline:
                 report.chunks_unchanged += len(document.chunks)
                 continue
             known = document.document_id in stored
+            if known and validity.later_version(self.conn, document):
+                versions[document.document_id] = document  # the stored version stays, as history
+                known = False
             plans.append((document, self.writer.plan(document, known), known))
         vectors = self._vectors([c for _, plan, _ in plans for c in plan["new"]], embedded)
         new_vectors = []
         for document, plan, known in plans:
             if not isolate:
-                new_vectors += self.writer.write(document, plan, vectors)
+                new_vectors += self._write(document, plan, vectors, versions)
             else:
                 try:
                     with atomic(self.conn):
-                        insert_vectors(self.conn, self.writer.write(document, plan, vectors))
+                        insert_vectors(self.conn, self._write(document, plan, vectors, versions))
                         self.writer.queue_mentions()
                 except Exception as ex:
                     self.writer.forget_entities()
@@ -427,6 +432,15 @@ class _Pipeline:
                 report.documents_added += 1
         insert_vectors(self.conn, new_vectors)
         self.writer.queue_mentions()
+        validity.settle(self.conn, before, validity.touched(self.conn, changing))
+
+    def _write(self, document, plan, vectors, versions):
+        """writer.write, the stored version first kept as history when this is a later one."""
+        flagged = validity.keep_as_history(self.conn, document) if document.document_id in versions else False
+        written = self.writer.write(document, plan, vectors)
+        if flagged:  # a new version of a flagged memory is flagged too: it goes into recall only reviewed
+            self.conn.execute("update knowledge set flagged = 1 where document_id = ?", (document.document_id,))
+        return written
 
     def _vectors(self, new_chunks, embedded):
         """content hash -> (int8, bit) for new chunks: embedded ahead, reused from a

@@ -28,6 +28,7 @@ class QueryDoc:
     since: str | None = None
     until: str | None = None
     now: str | None = None
+    as_of: str | None = None  # what was true then: validity and supersession read at this time (parse: now)
     min_relevance: int | None = None
     include_decayed: bool = False
     graph: bool = True
@@ -46,6 +47,7 @@ ALIASES = {
     "limit": "k", "top_k": "k", "topk": "k", "top_n": "k", "n": "k",
     "class": "classes", "kind": "classes", "namespace": "scope",
     "from": "since", "after": "since", "to": "until", "before": "until",
+    "at": "as_of", "asof": "as_of", "valid_at": "as_of", "point_in_time": "as_of",
     "token_budget": "max_tokens", "budget": "max_tokens", "diversity": "mmr", "expand": "prf",
     "threshold": "cutoff", "min_score": "cutoff",
 }  # fmt: skip
@@ -183,7 +185,7 @@ def parse(raw, need_q=True):
         now = parse_time(_text("now", raw["now"]), name="now") if raw.get("now") is not None else None
         if now:
             values["now"] = now
-        for name in ("since", "until"):
+        for name in ("since", "until", "as_of"):
             if raw.get(name) is not None:
                 values[name] = parse_time(_text(name, raw[name]), now=now, name=name)
     except FieldError as ex:
@@ -205,4 +207,5 @@ def parse(raw, need_q=True):
     if not graph_enabled():
         values["graph"] = False
     values.setdefault("now", sqlite_time(utcnow()))
+    values.setdefault("as_of", values["now"])  # without as_of, what is true now
     return QueryDoc(**values)

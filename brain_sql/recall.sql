@@ -2,12 +2,14 @@ with
   -- Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and Personalized PageRank,
   -- fused by weighted Reciprocal Rank Fusion. Parameters: :q, :k, and the filters
   -- :scope (a path: it and its parents), :classes and :sources (comma-separated),
-  -- :domain, and :since, :until (ISO times); an empty filter admits everything.
-  -- Flagged, expired and archived (tier 0) memories never appear. Every filter acts
+  -- :domain, :since, :until (ISO times), and :as_of (ISO time: memories valid then;
+  -- empty: now); an empty filter admits everything. Flagged, expired and archived
+  -- (tier 0) memories never appear, nor memories not valid at :as_of (begun,
+  -- not ended by valid_to, not superseded by a newer memory). Every filter acts
   -- inside each leg's own search, so a selective filter still fills the result.
 request as materialized (
   select json_object('scope', :scope, 'classes', :classes, 'sources', :sources, 'domain', :domain,
-                     'since', :since, 'until', :until) as filters
+                     'since', :since, 'until', :until, 'as_of', :as_of) as filters
 ),
 visible as materialized (
   -- every filter's bound, read from the request as the JSON API reads it

@@ -13,7 +13,7 @@ from .connection import atomic, sqlite3
 from .embed import model_dimension
 from .errors import BrainError
 from .mentions import QUEUE_TABLE
-from .vectors import VEC_METADATA, backfill_vectors, create_vector_table
+from .vectors import VEC_METADATA, VEC_SOURCE_COLUMNS, backfill_vectors, create_vector_table, rebuild_vector_table
 
 SCHEMA_VERSION = 1
 META_TABLE = "brain_meta"
@@ -40,6 +40,13 @@ KNOWLEDGE_COLUMNS = {
     "embedding_model": "TEXT",
     "updated_at": "TIMESTAMP",
     "context": "TEXT",  # searched with the memory, never returned as it: a turn's speaker, time, earlier turns
+    # validity in time (m009): the _id a memory replaces, and, derived from that and
+    # from later versions of the same record (validity.py), when and by which
+    # document it was replaced; a kept earlier version names its current document
+    "supersedes": "TEXT",
+    "superseded_at": "TIMESTAMP",
+    "superseded_by": "TEXT",
+    "version_of": "TEXT",
 }
 
 def _execute_script(db, sql):
@@ -109,10 +116,7 @@ def m001_reference_tables(db):
 @migrations()
 def m002_brain_columns(db):
     """Scopes, classes, expiry, tiers, provenance tags, documents and the meta table."""
-    knowledge = db["knowledge"]
-    for column, declaration in KNOWLEDGE_COLUMNS.items():
-        if column not in knowledge.columns_dict:
-            db.execute(f"ALTER TABLE knowledge ADD COLUMN [{column}] {declaration}")
+    _add_knowledge_columns(db)
     if "document_id" not in db["relationships"].columns_dict:
         # the document whose text stated the edge: re-ingesting it replaces its edges
         db.execute("ALTER TABLE relationships ADD COLUMN document_id TEXT")
@@ -143,6 +147,13 @@ def m002_brain_columns(db):
         """,
     )
     ensure_meta(db.conn, configured_model())
+
+
+def _add_knowledge_columns(db):
+    knowledge = db["knowledge"]
+    for column, declaration in KNOWLEDGE_COLUMNS.items():
+        if column not in knowledge.columns_dict:
+            db.execute(f"ALTER TABLE knowledge ADD COLUMN [{column}] {declaration}")
 
 
 @migrations()
@@ -225,7 +236,7 @@ def vec_triggers():
           DELETE FROM vec_knowledge WHERE knowledge_id = old.id;
         END""",
         "knowledge_vec_filters": f"""CREATE TRIGGER knowledge_vec_filters AFTER UPDATE OF
-          {", ".join(f"[{c}]" for c in VEC_METADATA)} ON knowledge BEGIN
+          {", ".join(f"[{c}]" for c in VEC_SOURCE_COLUMNS)} ON knowledge BEGIN
           UPDATE vec_knowledge SET {assignments} WHERE knowledge_id = new.id;
         END""",
     }
@@ -314,7 +325,21 @@ def m008_instance(db):
 
 
 @migrations()
-def m009_searched_context(db):
+def m009_validity(db):
+    """Validity in time: the supersession columns, and vec_knowledge rebuilt with
+    the valid_from / valid_until filter columns, keeping its vectors. Readers
+    rebuild their read state."""
+    _add_knowledge_columns(db)
+    db.execute("CREATE INDEX IF NOT EXISTS idx_knowledge_supersedes ON knowledge(supersedes)")
+    db.execute("CREATE INDEX IF NOT EXISTS idx_knowledge_version_of ON knowledge(version_of)")
+    rebuild_vector_table(db.conn, recorded_model_and_dimension(db.conn)[1])
+    db.execute("DROP TRIGGER IF EXISTS knowledge_vec_filters")
+    db.execute(vec_triggers()["knowledge_vec_filters"])
+    db.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('all', 0)")
+
+
+@migrations()
+def m010_searched_context(db):
     """knowledge.context, searched beside title and content (a conversation turn's
     speaker, time and earlier turns): knowledge_fts is made again with it and
     rebuilt from knowledge; its fts5vocab tables read it by name."""

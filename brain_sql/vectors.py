@@ -6,6 +6,8 @@ mirrored into vec_knowledge as a vec0 metadata column, computed from the
 knowledge row by the same SQL expression everywhere (VEC_METADATA).
 """
 
+import re
+
 import numpy as np
 
 from .embed import embed
@@ -13,6 +15,7 @@ from .embed import embed
 # name -> (vec0 type, value computed from a knowledge row called {row}). Times are
 # Unix seconds: vec0 compares integers far faster than text.
 NEVER_EXPIRES_EPOCH = 253402300799  # 9999-12-31 23:59:59 UTC
+ALWAYS_VALID_EPOCH = -62135596800  # 0001-01-01 00:00:00 UTC: a memory without valid_from
 VEC_METADATA = {
     "class": ("text", "{row}.class"),
     "scope": ("text", "{row}.scope"),
@@ -23,7 +26,19 @@ VEC_METADATA = {
     "expires_at": ("integer", f"coalesce(unixepoch({{row}}.expires_at), {NEVER_EXPIRES_EPOCH})"),
     "relevance_tier": ("integer", "{row}.relevance_tier"),
     "flagged": ("integer", "{row}.flagged"),
+    # validity in time: from valid_from, until valid_to or until a newer memory
+    # superseded it (superseded_at), whichever is first
+    "valid_from": ("integer", f"coalesce(unixepoch({{row}}.valid_from), {ALWAYS_VALID_EPOCH})"),
+    "valid_until": (
+        "integer",
+        f"min(coalesce(unixepoch({{row}}.valid_to), {NEVER_EXPIRES_EPOCH}), "
+        f"coalesce(unixepoch({{row}}.superseded_at), {NEVER_EXPIRES_EPOCH}))",
+    ),
 }
+# the knowledge columns the filter columns are computed from, in order of first use
+VEC_SOURCE_COLUMNS = tuple(dict.fromkeys(
+    column for _, expression in VEC_METADATA.values() for column in re.findall(r"\{row\}\.(\w+)", expression)
+))  # fmt: skip
 
 
 def vec_metadata_values(row):
@@ -43,6 +58,27 @@ def create_vector_table(conn, dimension):
           {metadata}
         )"""
     )
+
+
+def rebuild_vector_table(conn, dimension):
+    """Recreate vec_knowledge with the filter columns VEC_METADATA names now,
+    keeping every stored vector (nothing is embedded again); False when it has
+    them already."""
+    present = {column[0] for column in conn.execute("select * from vec_knowledge limit 0").description}
+    if set(VEC_METADATA) <= present:
+        return False
+    conn.execute(
+        "CREATE TEMP TABLE brain_vectors_kept AS SELECT knowledge_id, embedding_int8, embedding_bit FROM vec_knowledge "
+        "ORDER BY knowledge_id"
+    )
+    create_vector_table(conn, dimension)
+    # no ORDER BY here: SQLite's sorter would drop the vectors' int8 and bit subtypes
+    conn.execute(
+        "insert into vec_knowledge select v.knowledge_id, vec_int8(v.embedding_int8), vec_bit(v.embedding_bit), "
+        f"{vec_metadata_values('k')} from temp.brain_vectors_kept v join knowledge k on k.id = v.knowledge_id"
+    )
+    conn.execute("DROP TABLE temp.brain_vectors_kept")
+    return True
 
 
 def quantize_int8(vectors):

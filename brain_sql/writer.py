@@ -11,14 +11,14 @@ from pathlib import Path
 
 import xxhash
 
-from . import mentions
+from . import mentions, validity
 from .vectors import embedded_text
 
 # knowledge columns written from a document's fields
 FIELD_COLUMNS = (
     "class", "scope", "source", "domain", "created_at", "observed_at", "valid_from", "valid_to",
     "expires_at", "confidence", "relevance_tier", "owner", "access", "node_kind",
-    "lawful_basis", "region", "knowledge_type",
+    "lawful_basis", "region", "knowledge_type", "supersedes",
 )  # fmt: skip
 _CHUNK_COLUMNS = ("chunk_index", "line_start", "line_end", "context")
 _STORED_TIMES = ("created_at", "observed_at")
@@ -145,10 +145,12 @@ class DocumentWriter:
         `gone`, those whose file still exists)."""
         doomed = [
             document_id
-            for document_id, path in self.conn.execute(
-                f"select document_id, source_path from documents where {where}", params
+            for document_id, path, version_of in self.conn.execute(
+                "select document_id, source_path, (select k.version_of from knowledge k where k.document_id = "
+                f"documents.document_id limit 1) from documents where {where}", params
             ).fetchall()
-            if document_id not in keep and not (gone and path and _may_exist(path))
+            # a kept record keeps its earlier versions (validity.keep_as_history)
+            if document_id not in keep and version_of not in keep and not (gone and path and _may_exist(path))
         ]
         self.report.chunks_removed += remove_documents(self.conn, doomed)
 
@@ -217,10 +219,12 @@ def remove_documents(conn, document_ids):
     other edges the document stated, and its documents row. Ingest's pruning and
     forget both remove through here. Returns how many chunks went."""
     removed = 0
+    before = validity.touched(conn, document_ids)
     for document_id in document_ids:
         removed += conn.execute("delete from knowledge where document_id = ?", (document_id,)).rowcount
         conn.execute("delete from relationships where document_id = ?", (document_id,))
         conn.execute("delete from documents where document_id = ?", (document_id,))
+    validity.settle(conn, before)  # what they superseded is current again
     return removed
 
 

@@ -106,6 +106,8 @@ def register_commands(cli):
                 click.option("--since", metavar="TIME", help="observed at or after: ISO time or relative such as -30d"),
                 click.option("--until", metavar="TIME", help="observed before: ISO time or relative such as -1w"),
                 click.option("--now", metavar="TIME", help="fixed evaluation time (ISO): same inputs and now, same answer"),
+                click.option("--as-of", metavar="TIME",
+                             help="what was true then (valid, not yet superseded): ISO time or relative such as -30d; default now"),
                 click.option("--min-relevance", metavar="[0-3]",
                              help="lowest relevance tier, 0 (archived) to 3 (pinned); default 1"),
                 click.option("--include-decayed", is_flag=True, default=None, help="include expired and archived memories"),
@@ -155,7 +157,9 @@ def register_commands(cli):
     @click.option("--k", "k", type=click.IntRange(1, 100), default=10, show_default=True,
                   help="hits recalled per query, 1 to 100")
     @click.option("--now", help="fixed evaluation time (ISO)")
-    def eval_(db_path, queries, qrels, k, now):
+    @click.option("--per-query", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+                  help="also write each query's metrics per mode here, as JSON lines (compare two with bench/compare.py)")
+    def eval_(db_path, queries, qrels, k, now, per_query):
         """Score recall on a BEIR-format query set: one JSON object with nDCG@10,
         Recall@2/5/10 and MRR@10 for the full pipeline, without the graph, and per leg.
 
@@ -167,8 +171,9 @@ def register_commands(cli):
         count = len(brain_sql.load_qrels(qrels))
         try:
             with click.progressbar(length=count, label="Evaluating", file=sys.stderr) as bar:
-                result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update)
-        except (brain_sql.BrainError, ValueError) as ex:
+                result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update,
+                                                   per_query=per_query)  # fmt: skip
+        except (brain_sql.BrainError, ValueError, OSError) as ex:
             raise click.ClickException(str(ex)) from ex
         click.echo(json.dumps(result))
         click.echo(f"{extra['abstained']} abstained; {extra['seconds']}s", err=True)
@@ -253,6 +258,8 @@ PROBLEMS = {
     "dangling_edges": "relationships whose entity or chunk is gone",
     "incomplete_documents": "documents whose chunks are not all there",
     "pending_mentions": "mention matching left unfinished",
+    "orphan_versions": "earlier versions of records whose current version is gone",
+    "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
 }
 
 
@@ -486,6 +493,8 @@ def _readable(result):
     expansion = result["hits"][0].get("provenance", {}).get("expansion_terms") if result["hits"] else None
     searched = result.get("query") or {}
     dates = ", ".join(f"{name} {searched[name]}" for name in ("since", "until") if searched.get(name))
+    if searched.get("as_of") and searched["as_of"] != searched.get("now"):
+        dates = ", ".join(part for part in (dates, f"as of {searched['as_of']}") if part)
     lines.append(f"confidence {quality['confidence']:.2f}" + (f"; expanded with: {', '.join(expansion)}" if expansion else "")
                  + (f"; {dates}" if dates else ""))
     return "\n".join(lines)

@@ -47,6 +47,8 @@ Classes = json_arg("array", "only these classes: memory, reference, policy", ite
 Since = json_arg("string", "observed at or after: an ISO time, or relative such as -30d")
 Until = json_arg("string", "observed before: an ISO time, or relative such as -1w")
 Now = json_arg("string", "a fixed evaluation time (ISO): same inputs and now, same answer")
+AsOf = json_arg("string", "what was true then: memories valid at this time and not yet superseded (ISO, or relative "
+                "such as -30d); default now")
 IncludeDecayed = json_arg("boolean", "include expired and archived memories")
 MinRelevance = json_arg("integer", "the lowest relevance tier, 0 (archived) to 3 (pinned); default 1")
 GraphLeg = json_arg("boolean", "false leaves the graph walk out")
@@ -119,6 +121,7 @@ def register(datasette, mcp, actor=None):
         since: Since = None,
         until: Until = None,
         now: Now = None,
+        as_of: AsOf = None,
         include_decayed: IncludeDecayed = None,
         min_relevance: MinRelevance = None,
         graph: GraphLeg = None,
@@ -135,7 +138,7 @@ def register(datasette, mcp, actor=None):
         and /, never /acme/sales); dates in `q` ("last week") are read too, and the
         answer's `query` says what was searched. An empty answer has a `reason`."""
         given = dict(q=q, k=k, scope=scope, classes=classes, sources=sources, domain=domain, since=since,
-                     until=until, now=now, include_decayed=include_decayed, min_relevance=min_relevance,
+                     until=until, now=now, as_of=as_of, include_decayed=include_decayed, min_relevance=min_relevance,
                      graph=graph, provenance=provenance, prf=prf, mmr=mmr, mmr_lambda=mmr_lambda,
                      max_tokens=max_tokens, cutoff=cutoff)  # fmt: skip
         sent = _arguments(ctx)
@@ -152,7 +155,9 @@ def register(datasette, mcp, actor=None):
         """Store records as memories, all or none. A record: `text` (required),
         `title`, `_id` (your id for it: remembering the same `_id` again updates it),
         `scope`, `class` (memory, reference or policy), `source`, `tags`,
-        `observed_at`, `expires_at`, `confidence`, `entities`, `relations`, `metadata`."""
+        `observed_at`, `valid_from` / `valid_to` (a later `valid_from` under the same `_id` keeps
+        the earlier version as history), `supersedes` (the `_id` this one replaces), `expires_at`,
+        `confidence`, `entities`, `relations`, `metadata`."""
         return await call(ctx, "brain_remember", ["records"], tools.remember, database, records)
 
     @mcp.tool(annotations=READS)

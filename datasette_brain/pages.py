@@ -31,7 +31,7 @@ DECAYED_LIMIT = 1000  # the review page's rows a page, soonest to expire first
 # the recall form: each API filter, its kind and its default
 RECALL_FIELDS = {
     "k": ("number", "10"), "scope": ("text", ""), "classes": ("text", ""), "sources": ("text", ""),
-    "domain": ("text", ""), "since": ("text", ""), "until": ("text", ""), "now": ("text", ""),
+    "domain": ("text", ""), "since": ("text", ""), "until": ("text", ""), "as_of": ("text", ""), "now": ("text", ""),
     "min_relevance": ("number", ""), "max_tokens": ("number", ""), "mmr_lambda": ("number", "0.7"),
     "include_decayed": ("bool", False), "graph": ("bool", True), "prf": ("bool", True), "mmr": ("bool", False),
     "cutoff": ("bool", True),
@@ -83,6 +83,8 @@ def hit_view(hit):
     facts = [("class", hit.get("class")), ("scope", hit.get("scope")), ("source", hit.get("source")),
              ("domain", hit.get("domain")), ("tier", TIERS.get(hit.get("relevance_tier"))),
              ("observed", shown_time(hit.get("observed_at"))), ("expires", shown_time(hit.get("expires_at"))),
+             ("valid from", shown_time(hit.get("valid_from"))), ("valid to", shown_time(hit.get("valid_to"))),
+             ("superseded", shown_time(hit.get("superseded_at"))),
              ("node kind", hit.get("node_kind")), ("lawful basis", hit.get("lawful_basis")),
              ("region", hit.get("region"))]  # fmt: skip
     where = hit.get("source_path") or ""
@@ -118,7 +120,9 @@ def applied_filters(request, query):
             given = any(v for v in request.args.getlist(name))
             applied.append((name, shown_time(query[name]), "filter" if given else "read from the query"))
     if request.args.get("now"):
-        applied.append(("as of", shown_time(query.get("now")), "filter"))
+        applied.append(("now", shown_time(query.get("now")), "filter"))
+    if request.args.get("as_of"):
+        applied.append(("valid as of", shown_time(query.get("as_of")), "filter"))
     if query.get("include_decayed"):
         applied.append(("expired and archived", "included", "filter"))
     return applied

@@ -82,6 +82,9 @@ BAD_RECALLS = [
     (json.dumps({"q": "x" * 2001}).encode(), "limit is 2000"),
     (json.dumps({"q": "x", "since": "last blue moon"}).encode(), "is not a date"),
     (json.dumps({"q": "x", "now": "2026-13-45"}).encode(), "is not a date"),
+    (json.dumps({"q": "x", "as_of": "once upon a time"}).encode(), "as_of 'once upon a time' is not a date"),
+    (json.dumps({"q": "x", "as_of": 2025}).encode(), "as_of must be a string"),
+    (json.dumps({"q": "x", "as_of": "-99999y"}).encode(), "as_of '-99999y' is out of range"),
     (json.dumps({"q": "x", "scope": "../etc"}).encode(), "scope must be a path"),
 ]
 
@@ -101,7 +104,8 @@ async def test_bad_recall_is_a_400_naming_the_problem(vault_brain_path, body, me
 @pytest.mark.asyncio
 async def test_bad_query_string_is_a_400(vault_brain_path):
     datasette = Datasette([str(vault_brain_path)])
-    for params in ({"q": "x", "k": "many"}, {"q": "x", "graph": "maybe"}, {}, {"q": "x", "until": "-3 fortnights"}):
+    for params in ({"q": "x", "k": "many"}, {"q": "x", "graph": "maybe"}, {}, {"q": "x", "until": "-3 fortnights"},
+                   {"q": "x", "as_of": "yesteryear"}):
         response = await datasette.client.get("/brain/-/recall", params=params)
         assert response.status_code == 400, params
 

@@ -3,6 +3,8 @@ query`, `brain eval`, and what recall says of a brain naming no entity or a file
 that is not a brain."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import brain_sql
@@ -10,6 +12,7 @@ import brain_sql
 from .conftest import VAULT, write
 
 SQL = brain_sql.RECALL_SQL
+ROOT = Path(__file__).parent.parent
 
 
 def test_recall_cli(run, vault_brain_path):
@@ -31,7 +34,7 @@ def test_recall_cli(run, vault_brain_path):
 def test_sql_recall_runs_in_sqlite_utils_query(run, tmp_path):
     db_path = tmp_path / "brain.db"
     assert run("brain", "ingest", db_path, VAULT).exit_code == 0
-    filters = [arg for name in ("classes", "sources", "domain", "since", "until") for arg in ("-p", name, "")]
+    filters = [arg for name in ("classes", "sources", "domain", "since", "until", "as_of") for arg in ("-p", name, "")]
     result = run("query", db_path, SQL, "-p", "q", "what does the graph leg do", "-p", "k", "3", "-p", "scope", "/", *filters)
     assert result.exit_code == 0, result.output
     hits = json.loads(result.output)
@@ -57,6 +60,53 @@ def test_eval_prints_the_exact_shape(run, tmp_path):
     for mode in ("full", "no_graph", "vector", "fts", "graph"):
         assert list(scores[mode]) == ["ndcg@10", "recall@2", "recall@5", "recall@10", "mrr@10"]
     assert scores["fts"]["recall@10"] == 1.0  # a title finds its own record
+
+
+def test_eval_per_query_writes_each_querys_metrics(run, tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text((Path(__file__).parent / "data" / "beir_corpus_sample.jsonl").read_text())
+    first = [json.loads(line) for line in corpus.read_text().splitlines()[:4]]
+    queries = write(tmp_path / "queries.jsonl", "\n".join(json.dumps({"_id": f"q{i}", "text": r["title"]}) for i, r in enumerate(first)))
+    qrels = write(tmp_path / "qrels.tsv", "".join(f"q{i}\t{r['_id']}\t1\n" for i, r in enumerate(first)))
+    db_path = tmp_path / "brain.db"
+    run("brain", "ingest", db_path, corpus)
+    result = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--per-query", tmp_path / "a.jsonl")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    lines = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [line["query_id"] for line in lines] == ["q0", "q1", "q2", "q3"]
+    assert lines[0]["text"] == first[0]["title"] and lines[0]["judged"] == [first[0]["_id"]]
+    for mode in ("full", "no_graph", "vector", "fts", "graph"):
+        for metric, mean in summary[mode].items():  # the summary is the mean of the lines
+            assert round(sum(line[mode][metric] for line in lines) / len(lines), 4) == mean
+        assert all(len(line["ranked"][mode]) <= 10 for line in lines)
+    # two runs compared query by query
+    run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--k", "2", "--per-query", tmp_path / "b.jsonl")
+    compared = subprocess.run([sys.executable, ROOT / "bench" / "compare.py", tmp_path / "a.jsonl", tmp_path / "b.jsonl",
+                               "--json"], capture_output=True, text=True)  # fmt: skip
+    assert compared.returncode == 0, compared.stderr
+    found = json.loads(compared.stdout)
+    assert found["queries"] == 4 and found["only_a"] == found["only_b"] == 0
+    same = found["fts"]["recall@2"]  # the top two are the top two, whatever k
+    assert (same["wins"], same["losses"], same["ties"], same["mean_delta"], same["sign_p"]) == (0, 0, 4, 0.0, 1.0)
+    assert same["t_p"] is None
+    bad = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--per-query", tmp_path / "no" / "c.jsonl")
+    assert bad.exit_code == 1 and "No such file or directory" in bad.output
+
+
+def test_compare_counts_wins_and_tests_them(tmp_path):
+    def lines(values):
+        return "\n".join(json.dumps({"query_id": f"q{i}", "full": {"ndcg@10": v}}) for i, v in enumerate(values))
+
+    write(tmp_path / "a.jsonl", lines([0.5] * 8))
+    write(tmp_path / "b.jsonl", lines([0.6] * 7 + [0.4]))
+    compared = subprocess.run([sys.executable, ROOT / "bench" / "compare.py", tmp_path / "a.jsonl", tmp_path / "b.jsonl",
+                               "--modes", "full"], capture_output=True, text=True)  # fmt: skip
+    assert compared.returncode == 0, compared.stderr
+    header, row = compared.stdout.splitlines()[2:4]
+    assert header.split() == ["mode", "metric", "A", "B", "B", "-", "A", "wins", "losses", "ties", "sign", "p", "t", "p"]
+    # 7 wins, 1 loss: sign test p = 2 * 9/256; mean delta (7 * 0.1 - 0.1) / 8 = 0.075
+    assert row.split()[:9] == ["full", "ndcg@10", "0.5000", "0.5750", "+0.0750", "7", "1", "0", "0.0703"]
 
 
 def test_recall_on_a_brain_that_names_no_entity(run, tmp_path):
@@ -95,3 +145,16 @@ def test_a_repeatable_option_takes_each_value_whole(run, tmp_path):
     assert run("brain", "ingest", db_path, path, "--source", "crm,eu").exit_code == 0
     found = json.loads(run("brain", "recall", db_path, "invoice run", "--source", "crm,eu", "--json").output)
     assert [hit["source"] for hit in found["hits"]] == ["crm,eu"]
+
+
+def test_recall_as_of(run, tmp_path):
+    records = [{"_id": "rota", "title": "Weekend rota", "text": "Kim leads escalations on weekends.",
+                "valid_from": "2024-01-01", "valid_to": "2025-01-01"}]  # fmt: skip
+    db_path = tmp_path / "brain.db"
+    assert run("brain", "ingest", db_path, write(tmp_path / "r.jsonl", json.dumps(records[0]))).exit_code == 0
+    then = run("brain", "recall", db_path, "who leads escalations on weekends?", "--as-of", "2024-06-01")
+    assert then.exit_code == 0 and "1. Weekend rota" in then.output and "as of 2024-06-01 00:00:00" in then.output
+    found = json.loads(run("brain", "recall", db_path, "who leads escalations on weekends?", "--json").output)
+    assert found["hits"] == [] and found["query"]["as_of"] == found["query"]["now"]
+    bad = run("brain", "recall", db_path, "rota", "--as-of", "back then")
+    assert bad.exit_code == 1 and "Invalid value for '--as-of': as_of 'back then' is not a date" in bad.output

@@ -120,7 +120,7 @@ def test_a_brain_made_before_context_was_searched_is_migrated(db_path, tmp_path)
     conn = brain_sql.connect(db_path)
     brain_sql.ingest(conn, [transcript(tmp_path)])
     # back to the shape of a brain written before m009
-    conn.execute("delete from _sqlite_migrations where name = 'm009_searched_context'")
+    conn.execute("delete from _sqlite_migrations where name = 'm010_searched_context'")
     for name in ("knowledge_fts_insert", "knowledge_fts_delete", "knowledge_fts_update"):
         conn.execute(f"drop trigger {name}")
     conn.execute("drop table knowledge_fts")
@@ -130,7 +130,7 @@ def test_a_brain_made_before_context_was_searched_is_migrated(db_path, tmp_path)
     )
     conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
     conn.commit()
-    assert brain_sql.pending_migrations(conn) == ["m009_searched_context"]
+    assert brain_sql.pending_migrations(conn) == ["m010_searched_context"]
     brain_sql.migrate(conn)
     columns = [row[1] for row in conn.execute("pragma table_info(knowledge_fts)")]
     assert columns == ["title", "content", "context", "content_hash"]

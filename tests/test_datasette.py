@@ -53,7 +53,7 @@ async def test_decay_filter_selects_a_bucket(demo):
 async def test_canned_recall_query_matches_the_api(demo):
     datasette = Datasette([str(demo)], metadata=METADATA)
     params = {"q": "what does the graph leg do", "k": "5", "scope": "", "classes": "", "sources": "",
-              "domain": "", "since": "", "until": "", "_shape": "array"}  # fmt: skip
+              "domain": "", "since": "", "until": "", "as_of": "", "_shape": "array"}  # fmt: skip
     canned = await datasette.client.get("/demo/recall.json", params=params)
     assert canned.status_code == 200, canned.text
     api = await datasette.client.post("/demo/-/recall", json={"q": "what does the graph leg do", "k": 5, "prf": False})

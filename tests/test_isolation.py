@@ -92,7 +92,7 @@ def test_hidden_rows_change_nothing_a_caller_is_told(brains, query):
 @pytest.mark.parametrize("query", QUERIES, ids=[q["q"] for q in QUERIES])
 def test_the_sql_recall_is_as_blind(brains, query):
     params = {"q": query["q"], "k": 10, "scope": "/b/public", "classes": "", "sources": "", "domain": "", "since": "",
-              "until": ""}  # fmt: skip
+              "until": "", "as_of": ""}  # fmt: skip
     found = []
     for conn in brains:
         names = {row[0]: row[1:] for row in conn.execute("select id, title, heading_path from knowledge")}

@@ -26,7 +26,7 @@ RECORDS = [
     {"_id": "archived", "title": "Archived fax note", "text": "The fax machine number.", "relevance_tier": 0},
     {"_id": "untouched", "title": "Old parking rule", "text": "Parking was free in 2024.", "expires_at": "2025-02-01"},
 ]
-FILTERS = ("q", "k", "scope", "classes", "sources", "domain", "since", "until", "now", "min_relevance",
+FILTERS = ("q", "k", "scope", "classes", "sources", "domain", "since", "until", "as_of", "now", "min_relevance",
            "include_decayed", "graph", "prf", "mmr", "mmr_lambda", "max_tokens", "cutoff")  # fmt: skip
 INTERNAL = ("clarify_query", "run_prf", "increase_top_k", "low_confidence", "no_candidates", "only_decayed", "token_budget")
 

@@ -30,7 +30,7 @@ JSON_VALUE = st.recursive(
     lambda children: st.lists(children, max_size=3) | st.dictionaries(TEXT, children, max_size=3),
     max_leaves=6,
 )
-FIELDS = ["q", "k", "sources", "source", "classes", "scope", "domain", "since", "until", "now", "min_relevance",
+FIELDS = ["q", "k", "sources", "source", "classes", "scope", "domain", "since", "until", "now", "as_of", "min_relevance",
           "include_decayed", "graph", "provenance", "prf", "mmr", "mmr_lambda", "max_tokens", "cutoff", "colour",
           "query"]  # fmt: skip
 QUERYDOC = st.dictionaries(st.sampled_from(FIELDS), JSON_VALUE, max_size=6).flatmap(
@@ -155,7 +155,7 @@ HOSTILE_VALUE = st.recursive(
     max_leaves=6,
 )
 RECORD_FIELDS = ["_id", "title", "text", "content", "scope", "class", "source", "domain", "observed_at", "expires_at",
-                 "valid_from", "confidence", "relevance_tier", "tags", "aliases", "entities", "relations", "metadata"]  # fmt: skip
+                 "valid_from", "valid_to", "supersedes", "confidence", "relevance_tier", "tags", "aliases", "entities", "relations", "metadata"]  # fmt: skip
 HOSTILE_RECORD = st.dictionaries(st.sampled_from(RECORD_FIELDS), HOSTILE_VALUE, max_size=6).map(
     lambda record: {"text": "a memory", **record}
 )

@@ -162,7 +162,8 @@ def test_the_documented_response_is_the_demo_recall(demo):
     actual = json.loads(
         sqlite_utils('sqlite-utils brain recall demo.db "who owns the support runbook?" --scope /acme/support --json', demo)
     )
-    del documented["query"]["now"]  # the clock
+    del documented["query"]["now"], documented["query"]["as_of"]  # the clock
+    assert actual["query"]["as_of"] == actual["query"]["now"]
     timings = [key for key in documented["telemetry"] if key.endswith("_ms")]
     assert set(timings) <= set(actual["telemetry"])
     matches({key: value for key, value in documented["telemetry"].items() if key not in timings}, actual["telemetry"])
@@ -295,3 +296,22 @@ def test_the_screenshots_the_readme_shows_exist():
     for image in images:
         assert (ROOT / image).is_file(), f"{image}: run python3 bench/screenshots.py"
     assert "python3 bench/screenshots.py" in README
+
+
+def test_the_validity_in_time_example(tmp_path):
+    command, documented = output_after("sqlite-utils brain remember history.db")
+    printed = []
+    for command in commands(command):
+        if command.startswith("echo"):  # echo '<record>' | sqlite-utils brain remember ...
+            echo, pipe = command.split(" | ", 1)
+            with contextlib.chdir(tmp_path):
+                result = CliRunner().invoke(cli, argv(pipe.strip()), input=shlex.split(echo)[1])
+            assert result.exit_code == 0 and "1 added" in result.output, result.output
+        else:
+            printed += sqlite_utils(command, tmp_path).splitlines()
+    assert [line.rstrip() for line in printed] == documented.strip().splitlines()
+    # the analyst's query of the same section
+    _, sql = block_with("(superseded_at is null or :t < superseded_at)", "sql")
+    conn = brain_sql.connect(tmp_path / "history.db")
+    assert [row[1] for row in conn.execute(sql, {"t": "2025-06-01"})] == ["Kim leads the weekend pager rota."]
+    assert [row[1] for row in conn.execute(sql, {"t": "2026-06-01"})] == ["Sam leads the weekend pager rota."]

@@ -246,7 +246,7 @@ SQL = brain_sql.RECALL_SQL
 def test_sql_order_equals_api_order(vault_brain_path):
     conn = brain_sql.connect(vault_brain_path)
     for q in ("how are vectors stored", "Graph Leg and Recall", "reciprocal rank fusion", "ingest markdown notes"):
-        params = {"q": q, "k": 10, "scope": "", "classes": "", "sources": "", "domain": "", "since": "", "until": ""}
+        params = {"q": q, "k": 10, "scope": "", "classes": "", "sources": "", "domain": "", "since": "", "until": "", "as_of": ""}
         by_sql = [row[0] for row in conn.execute(SQL, params)]
         # the SQL has no relevance cut-off: compare the API's full k
         by_api = [hit["id"] for hit in recall(conn, {"q": q, "k": 10, "prf": False, "cutoff": False})["hits"]]
@@ -306,7 +306,7 @@ def test_the_query_is_echoed_as_it_was_run(tmp_path):
     assert result["query"] == {
         "q": "standup notes pager last week", "searched": "standup notes pager", "k": 10, "sources": None,
         "classes": None, "scope": None, "domain": None, "since": "2026-11-22 12:00:00", "until": None, "now": NOW,
-        "min_relevance": 1, "include_decayed": False, "graph": True, "provenance": True, "prf": True, "mmr": False,
+        "as_of": NOW, "min_relevance": 1, "include_decayed": False, "graph": True, "provenance": True, "prf": True, "mmr": False,
         "mmr_lambda": 0.7, "max_tokens": None, "cutoff": True,
     }  # fmt: skip
     assert ids(conn, result) == ["recent"]

@@ -27,8 +27,16 @@ RECORDS = [
         ("Root note: a page is an urgent alert to whoever is on call.", "/", "reference", "2026-07-01"),
         ("Escalation drill for support, quarterly.", "/acme/support", "memory", "2026-09-09"),
     ])
+] + [
+    # validity in time: an ended rota, and a rota a newer one supersedes
+    {"_id": "rota-2024", "title": "Escalation rota 2024", "text": "Support escalations page Kim first.",
+     "scope": "/acme/support", "valid_from": "2024-01-01", "valid_to": "2025-01-01"},
+    {"_id": "rota-2025", "title": "Escalation rota 2025", "text": "Support escalations page Dana first.",
+     "scope": "/acme/support", "valid_from": "2025-01-01"},
+    {"_id": "rota-2026", "title": "Escalation rota 2026", "text": "Support escalations page Sam first.",
+     "scope": "/acme/support", "valid_from": "2026-01-01", "supersedes": "rota-2025"},
 ]  # fmt: skip
-FILTERS = ("scope", "classes", "sources", "domain", "since", "until")
+FILTERS = ("scope", "classes", "sources", "domain", "since", "until", "as_of")
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +73,9 @@ def by_api(conn, q, k=100, **filters):
         ("support escalations", {"scope": "/acme/support", "classes": "policy,memory", "since": "2026-01-01", "until": "2026-12-01"}),
         ("escalation policy", {"scope": "/acme", "classes": "policy", "since": "2026-02-01T00:00:00Z"}),
         ("What do we know about Orion?", {"scope": "/acme/support", "until": "2026-08-01"}),
+        ("who do support escalations page first", {}),
+        ("who do support escalations page first", {"as_of": "2024-06-01"}),
+        ("who do support escalations page first", {"as_of": "2025-06-01T00:00:00Z", "scope": "/acme/support"}),
     ],
 )  # fmt: skip
 def test_sql_order_equals_api_order_with_filters(conn, q, filters):
@@ -72,6 +83,18 @@ def test_sql_order_equals_api_order_with_filters(conn, q, filters):
     assert sql and sql == by_api(conn, q, **filters)
     # and over the first ten, as a user asks for them
     assert [i for i, _ in by_sql(conn, q, k=10, **filters)] == [i for i, _ in sql][:10]
+
+
+def test_as_of_acts_inside_the_sql_legs(conn):
+    external = dict(conn.execute("select id, external_id from knowledge"))
+
+    def rotas(**filters):
+        return [external[i] for i, _ in by_sql(conn, "who do support escalations page first", **filters)
+                if (external[i] or "").startswith("rota")]  # fmt: skip
+
+    assert rotas() == ["rota-2026"]
+    assert rotas(as_of="2024-06-01") == ["rota-2024"]
+    assert rotas(as_of="2025-06-01") == ["rota-2025"]
 
 
 def test_filters_act_inside_the_sql_legs(conn):

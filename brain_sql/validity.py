@@ -1,0 +1,144 @@
+"""Supersession: when a newer memory replaced an older one, kept in plain columns
+of `knowledge` so recall can answer "what was true then" (as_of) as well as now.
+
+A memory is valid at T when valid_from <= T < valid_to (an unset end is open)
+and it was not superseded by T. `superseded_at` / `superseded_by` (the time, and
+the document_id of the memory that replaced it) are derived data, recomputed
+from what memories state whenever a write touches them, so they are the same
+after any sequence of writes and forgets, and `brain check` compares them with
+a fresh derivation. A memory is replaced by:
+
+- a memory whose `supersedes` names its `_id` (external_id), from that memory's
+  valid_from (else observed_at, else created_at) — if it had begun by then;
+- a later version of its own record: the same `_id` stored again with a later
+  valid_from keeps the stored version as history (a document of its own whose
+  `version_of` names the record's current document), replaced from the next
+  version's valid_from; the current version replaces all of its history.
+
+The vec0 column valid_until (vectors.VEC_METADATA) is min(valid_to, superseded_at).
+"""
+
+import json
+
+# what replaced knowledge row `k` first: [time, document_id], or null; ties by document_id
+_REPLACED_BY = """(
+  select json_array(at, by) from (
+    select coalesce(e.valid_from, e.observed_at, e.created_at) as at, e.document_id as by
+    from knowledge e
+    where k.external_id is not null and e.supersedes = k.external_id and e.document_id is not k.document_id
+      and (k.valid_from is null or k.valid_from <= coalesce(e.valid_from, e.observed_at, e.created_at))
+    union all
+    select coalesce(e.valid_from, e.observed_at, e.created_at), e.document_id
+    from knowledge e
+    where k.version_of is not null and (e.document_id = k.version_of or e.version_of = k.version_of)
+      and e.document_id != k.document_id
+      and (e.version_of is null or coalesce(e.valid_from, '') > coalesce(k.valid_from, ''))
+  ) order by at, by limit 1
+)"""
+
+
+def stale(conn, where="1", params=()):
+    """{knowledge id: (superseded_at, superseded_by)} for rows selected by `where`
+    (on knowledge `k`) whose stored supersession differs from a fresh derivation."""
+    found = {}
+    for knowledge_id, at, by, derived in conn.execute(
+        f"select k.id, k.superseded_at, k.superseded_by, {_REPLACED_BY} from knowledge k where {where}", params
+    ):
+        expected = tuple(json.loads(derived)) if derived else (None, None)
+        if (at, by) != expected:
+            found[knowledge_id] = expected
+    return found
+
+
+def rederive(conn, where="1", params=()):
+    """Write the derived supersession of the rows `where` selects, changing only
+    those that differ (each change is logged and mirrored to vec0). Returns their ids."""
+    changed = stale(conn, where, params)
+    conn.executemany(
+        "update knowledge set superseded_at = ?, superseded_by = ? where id = ?",
+        [(at, by, knowledge_id) for knowledge_id, (at, by) in changed.items()],
+    )
+    return sorted(changed)
+
+
+def touched(conn, document_ids):
+    """(external ids, lineages) whose supersession these documents bear on: their
+    own `_id`s, the `_id`s they supersede, and the records they are versions of.
+    Read before and after a write: what it changed lies in the union."""
+    external_ids, lineages = set(), set()
+    for external_id, supersedes, lineage in conn.execute(
+        "select distinct external_id, supersedes, coalesce(version_of, document_id) from knowledge "
+        "where document_id in (select value from json_each(?))",
+        [json.dumps(sorted(set(document_ids)))],
+    ):
+        external_ids |= {x for x in (external_id, supersedes) if x is not None}
+        lineages.add(lineage)
+    return external_ids, lineages
+
+
+def settle(conn, *found):
+    """Re-derive the supersession of every row the `touched` results bear on."""
+    external_ids = sorted(set().union(*(ids for ids, _ in found)))
+    lineages = json.dumps(sorted(set().union(*(lines for _, lines in found))))
+    return rederive(
+        conn,
+        "k.external_id in (select value from json_each(?)) or k.document_id in (select value from json_each(?)) "
+        "or k.version_of in (select value from json_each(?))",
+        [json.dumps(external_ids), lineages, lineages],
+    )
+
+
+def later_version(conn, document):
+    """Whether `document` is a later version of the record stored under its document
+    id: it has an `_id` and a valid_from later than the stored version's (or the
+    stored one has none). Then the stored version is kept as history (see
+    keep_as_history); otherwise a same-_id write is a correction, made in place."""
+    later = document.fields.get("valid_from")
+    if document.external_id is None or not later:
+        return False
+    stored = conn.execute(
+        "select valid_from from knowledge where document_id = ? and version_of is null limit 1", (document.document_id,)
+    ).fetchone()
+    return stored is not None and (stored[0] is None or stored[0] < later)
+
+
+def keep_as_history(conn, document):
+    """Move the version stored under `document`'s id aside as history — its rows,
+    edges and documents row under a document id of its own, `version_of` naming
+    the record's — so the new version is added beside it, not over it. Returns
+    whether the stored version was flagged."""
+    valid_from, flagged = conn.execute(
+        "select min(valid_from), max(flagged) from knowledge where document_id = ?", (document.document_id,)
+    ).fetchone()
+    history = f"{document.document_id}@{valid_from or 'start'}"
+    taken = conn.execute("select count(*) from documents where document_id like ? escape '\\'",
+                         (_like(history) + "%",)).fetchone()[0]  # fmt: skip
+    if taken:
+        history += f"~{taken + 1}"
+    _move(conn, document.document_id, history, version_of=document.document_id)
+    return bool(flagged)
+
+
+def promote(conn, document_ids):
+    """After the current versions `document_ids` were forgotten, the latest history
+    version of each (by valid_from) becomes its record's current version again."""
+    for document_id in document_ids:
+        row = conn.execute(
+            "select document_id from knowledge where version_of = ? "
+            "group by document_id order by max(coalesce(valid_from, '')) desc, document_id desc limit 1",
+            (document_id,),
+        ).fetchone()
+        if row:
+            _move(conn, row[0], document_id, version_of=None)
+            settle(conn, (set(), {document_id}))
+
+
+def _move(conn, old, new, version_of):
+    """Put document `old` (its chunks, the edges it stated, its documents row) under id `new`."""
+    conn.execute("update knowledge set document_id = ?, version_of = ? where document_id = ?", (new, version_of, old))
+    conn.execute("update relationships set document_id = ? where document_id = ?", (new, old))
+    conn.execute("update documents set document_id = ? where document_id = ?", (new, old))
+
+
+def _like(text):
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

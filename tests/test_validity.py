@@ -1,0 +1,233 @@
+"""Validity in time: `as_of` recalls what was true then; a memory whose validity
+ended, or that a newer one superseded, is out of today's answers and found as of
+a time inside its validity — in every leg, through the API and the SQL recall."""
+
+import json
+
+import pytest
+
+import brain_sql
+from brain_sql import state
+from brain_sql.hybrid import run_legs, vector_leg
+from brain_sql.querydoc import parse
+from brain_sql.vectors import quantize_int8
+
+from .conftest import write
+
+NOW = "2026-11-29 12:00:00"
+MODEL = "wordllama/l2_supercat"
+Q = "what is Alice's role?"
+
+
+def remember(conn, *records):
+    report, ids = brain_sql.remember(conn, list(records))
+    assert not report.errors, report.errors
+    return report, ids
+
+
+def contents(conn, **query):
+    result = brain_sql.recall(conn, {"q": Q, "now": NOW, "cutoff": False, **query})
+    return [hit["content"] for hit in result["hits"]]
+
+
+def role(text, **fields):
+    return {"_id": "alice-role", "title": "Alice's role", "text": text, **fields}
+
+
+def versions(conn):
+    return conn.execute(
+        "select content, valid_from, superseded_at, superseded_by, version_of from knowledge order by id"
+    ).fetchall()
+
+
+def test_an_ended_validity_is_out_of_todays_answers_and_found_as_of_then(conn):
+    remember(conn, role("Alice ran the support desk.", valid_from="2023-01-01", valid_to="2025-01-01"))
+    assert contents(conn) == []
+    assert contents(conn, as_of="2024-06-01") == ["Alice ran the support desk."]
+    assert contents(conn, as_of="2022-06-01") == []  # not yet valid
+    assert contents(conn, as_of="2025-01-01") == []  # valid_to is the first moment it no longer holds
+    echoed = brain_sql.recall(conn, {"q": Q, "now": NOW, "as_of": "-2y"})["query"]
+    assert echoed["as_of"] == "2024-11-29 12:00:00" and echoed["now"] == NOW
+    assert brain_sql.recall(conn, {"q": Q, "now": NOW})["query"]["as_of"] == NOW
+
+
+def test_a_later_valid_from_keeps_the_stored_version_as_history(conn):
+    _, [[first]] = remember(conn, role("Alice is a support engineer.", valid_from="2024-01-01"))
+    report, [[second]] = remember(conn, role("Alice is the support manager.", valid_from="2026-03-01"))
+    assert (report.documents_added, report.documents_updated) == (1, 0)
+    assert second != first and conn.execute("select count(*) from knowledge where id = ?", (first,)).fetchone()[0]
+    assert versions(conn) == [
+        ("Alice is a support engineer.", "2024-01-01 00:00:00", "2026-03-01 00:00:00", "remember#alice-role",
+         "remember#alice-role"),
+        ("Alice is the support manager.", "2026-03-01 00:00:00", None, None, None),
+    ]  # fmt: skip
+    assert contents(conn) == ["Alice is the support manager."]
+    assert contents(conn, as_of="2025-06-01") == ["Alice is a support engineer."]
+    # a third version: the second is history too, each valid until the next begins
+    remember(conn, role("Alice is head of support.", valid_from="2026-09-01"))
+    assert contents(conn, as_of="2026-05-01") == ["Alice is the support manager."]
+    assert contents(conn) == ["Alice is head of support."]
+    assert brain_sql.check(conn) == {}
+
+
+def test_the_same_or_an_earlier_valid_from_or_none_corrects_in_place(conn):
+    _, [[first]] = remember(conn, role("Alice is a support engineer.", valid_from="2026-01-01"))
+    for fields in ({"valid_from": "2026-01-01"}, {"valid_from": "2025-01-01"}, {}):
+        report, _ = remember(conn, role(f"Alice is a support engineer ({len(fields)}).", **fields))
+        assert report.documents_updated == 1
+        assert conn.execute("select count(*) from knowledge").fetchone()[0] == 1
+    assert contents(conn) == ["Alice is a support engineer (0)."]
+
+
+def test_supersedes_names_the_memory_a_newer_one_replaces(conn):
+    remember(conn, role("Alice is a support engineer.", valid_from="2024-01-01"))
+    remember(conn, {"_id": "promotion", "title": "Alice promoted", "text": "Alice is now the support manager.",
+                    "supersedes": "alice-role", "valid_from": "2026-03-01"})  # fmt: skip
+    assert contents(conn) == ["Alice is now the support manager."]
+    assert contents(conn, as_of="2025-01-01") == ["Alice is a support engineer."]
+    superseded = conn.execute("select superseded_at, superseded_by from knowledge where external_id = 'alice-role'")
+    assert superseded.fetchone() == ("2026-03-01 00:00:00", "remember#promotion")
+    # forgetting the newer memory makes the older one current again
+    brain_sql.forget(conn, external_ids=["promotion"])
+    assert contents(conn) == ["Alice is a support engineer."]
+    assert versions(conn)[0][2:] == (None, None, None)
+
+
+def test_supersedes_without_valid_from_replaces_from_when_it_was_observed(conn):
+    remember(conn, role("Alice is a support engineer."))
+    remember(conn, {"_id": "n", "title": "Alice's new role", "text": "Alice leads support now.", "supersedes": "alice-role",
+                    "observed_at": "2026-06-01T09:00:00Z"})  # fmt: skip
+    assert conn.execute("select superseded_at from knowledge where external_id = 'alice-role'").fetchone()[0] == (
+        "2026-06-01 09:00:00"
+    )
+    # a memory without valid_from holds at any time; the one it replaced, until it was observed
+    assert "Alice is a support engineer." in contents(conn, as_of="2026-05-01")
+    assert contents(conn) == ["Alice leads support now."]
+
+
+def test_forgetting_a_version(conn):
+    _, [[first]] = remember(conn, role("Alice is a support engineer.", valid_from="2024-01-01"))
+    _, [[second]] = remember(conn, role("Alice is the support manager.", valid_from="2026-03-01"))
+    # by id: that version goes, and the one before it is the record's current version again
+    brain_sql.forget(conn, ids=[second])
+    assert versions(conn) == [("Alice is a support engineer.", "2024-01-01 00:00:00", None, None, None)]
+    assert conn.execute("select document_id from knowledge").fetchone()[0] == "remember#alice-role"
+    assert contents(conn) == ["Alice is a support engineer."]
+    # by _id: every version goes
+    remember(conn, role("Alice is the support manager.", valid_from="2026-03-01"))
+    removed = brain_sql.forget(conn, external_ids=["alice-role"])["removed"]
+    assert len(removed["memories"]) == 2 and not versions(conn)
+    assert brain_sql.check(conn) == {}
+
+
+def test_a_new_version_of_a_flagged_memory_is_flagged(conn):
+    remember(conn, role("Alice is a support engineer.", valid_from="2024-01-01"))
+    with conn:
+        conn.execute("update knowledge set flagged = 1")
+    remember(conn, role("Alice is the support manager.", valid_from="2026-03-01"))
+    assert conn.execute("select count(*) from knowledge where flagged = 0").fetchone()[0] == 0
+
+
+def test_a_file_keeps_the_history_of_its_records(conn, tmp_path):
+    path = tmp_path / "people.jsonl"
+    write(path, json.dumps(role("Alice is a support engineer.", valid_from="2024-01-01")))
+    brain_sql.ingest(conn, [path])
+    write(path, json.dumps(role("Alice is the support manager.", valid_from="2026-03-01")))
+    report = brain_sql.ingest(conn, [path])
+    assert report.chunks_removed == 0 and len(versions(conn)) == 2
+    assert brain_sql.ingest(conn, [path]).documents_unchanged == 1  # idempotent: the history stays
+    assert contents(conn, as_of="2025-01-01") == ["Alice is a support engineer."]
+    # a record gone from its file goes with its history
+    write(path, json.dumps({"_id": "other", "text": "Bob runs sales."}))
+    brain_sql.ingest(conn, [path])
+    assert [row[0] for row in versions(conn)] == ["Bob runs sales."]
+
+
+RECORDS = [
+    {"_id": "rota-2024", "title": "Pager rota", "text": "The pager rota: Kim leads escalations on weekends.",
+     "valid_from": "2024-01-01", "valid_to": "2025-01-01"},
+    {"_id": "rota-2025", "title": "Pager rota", "text": "The pager rota: Dana leads escalations on weekends.",
+     "valid_from": "2025-01-01"},
+    {"_id": "rota-2026", "title": "Pager rota", "text": "The pager rota: Sam leads escalations on weekends.",
+     "valid_from": "2026-01-01", "supersedes": "rota-2025"},
+] + [
+    # nearer to the query than any rota, and valid only from 2030: a validity
+    # filter applied after the k cut would leave the vector leg empty
+    {"_id": f"later{i}", "title": "Pager rota", "text": f"Who leads escalations on weekends? Dana Sam Kim, rota {i}.",
+     "valid_from": "2030-01-01"}
+    for i in range(120)
+] + [{"_id": f"other{i}", "text": f"Other note {i}: {topic}."} for i, topic in enumerate(
+    ["the office closes at six", "invoices go out monthly", "the garden needs water", "lunch is at noon",
+     "the printer is on floor two", "badges are blue", "parking is free", "the wifi password changed"])]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def rotas(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("validity")
+    path = write(folder / "rotas.jsonl", "\n".join(json.dumps(r) for r in RECORDS))
+    connection = brain_sql.connect(folder / "brain.db")
+    assert not brain_sql.ingest(connection, [path]).errors
+    return connection
+
+
+@pytest.mark.parametrize("as_of, found", [(None, "rota-2026"), ("2025-06-01", "rota-2025"), ("2024-06-01", "rota-2024")])
+def test_every_leg_applies_as_of_inside_its_own_search(rotas, as_of, found):
+    external = dict(rotas.execute("select id, external_id from knowledge"))
+    doc = parse({"q": "who leads escalations on weekends? Dana Sam Kim", "now": NOW, **({"as_of": as_of} if as_of else {})})
+    legs = run_legs(rotas, doc, MODEL)
+    for leg, ranked in legs.ranked.items():
+        rotas_found = [external[i] for i in ranked if external[i].startswith("rota")]
+        assert rotas_found == [found], leg
+        assert not any(external[i].startswith("later") for i in ranked), leg
+    # the vector leg as vec0 computes it, with the filters as its constraints, agrees
+    in_sql = vector_leg(rotas, quantize_int8(legs.vectors)[0].tobytes(), legs.filters)
+    assert [i for i, _ in in_sql] == legs.ranked["vector"]
+
+
+def test_the_read_state_follows_versions_and_forgets(conn):
+    remember(conn, role("Alice is a support engineer.", valid_from="2024-01-01"))
+    state.current(conn, 256)  # built before the writes below, then followed
+    remember(conn, role("Alice is the support manager.", valid_from="2026-03-01"))
+    remember(conn, {"_id": "p", "title": "Alice promoted", "text": "Alice leads.", "supersedes": "alice-role"})
+    brain_sql.forget(conn, external_ids=["p"])
+    assert state.current(conn, 256).fingerprint() == state.ReadState(256).build(conn).fingerprint()
+
+
+def test_check_finds_and_repairs_stale_supersession(conn):
+    remember(conn, role("Alice is a support engineer.", valid_from="2024-01-01"))
+    remember(conn, role("Alice is the support manager.", valid_from="2026-03-01"))
+    with conn:
+        conn.execute("update knowledge set superseded_at = null, superseded_by = null")
+    problems = brain_sql.check(conn, repair=True)
+    assert len(problems["stale_supersession"]) == 1
+    assert brain_sql.check(conn) == {}
+    assert contents(conn) == ["Alice is the support manager."]
+
+
+def test_an_older_brain_migrates_keeping_its_vectors(conn):
+    remember(conn, role("Alice is a support engineer.", valid_from="2024-01-01", valid_to="2025-01-01"))
+    vectors = conn.execute("select knowledge_id, embedding_int8, embedding_bit from vec_knowledge").fetchall()
+    # as a brain written before validity: no supersession columns, no validity filter columns
+    with conn:
+        conn.execute("drop trigger knowledge_vec_filters")  # m009 writes it anew
+        conn.execute("drop index idx_knowledge_supersedes")
+        conn.execute("drop index idx_knowledge_version_of")
+        for column in ("supersedes", "superseded_at", "superseded_by", "version_of"):
+            conn.execute(f"alter table knowledge drop column {column}")
+        conn.execute("drop table vec_knowledge")
+        conn.execute("create virtual table vec_knowledge using vec0(knowledge_id integer primary key, "
+                     "embedding_int8 int8[256] distance_metric=cosine, embedding_bit bit[256], class text)")  # fmt: skip
+        conn.executemany("insert into vec_knowledge values (?, vec_int8(?), vec_bit(?), 'memory')", vectors)
+        conn.execute("delete from _sqlite_migrations where name = 'm009_validity'")
+    assert brain_sql.check(conn) == {"pending_migrations": ["m009_validity"]}
+    brain_sql.migrate(conn)
+    assert conn.execute("select knowledge_id, embedding_int8, embedding_bit from vec_knowledge").fetchall() == vectors
+    assert brain_sql.check(conn) == {}
+    assert contents(conn, as_of="2024-06-01") == ["Alice is a support engineer."] and contents(conn) == []
+
+
+def test_bad_as_of_is_a_query_error():
+    for value, message in (("someday", "is not a date"), (7, "must be a string"), ("-99999y", "out of range")):
+        with pytest.raises(brain_sql.QueryError, match=message) as raised:
+            brain_sql.parse_querydoc({"q": "x", "as_of": value})
+        assert raised.value.field == "as_of"
