@@ -63,11 +63,28 @@ def _faults_named(operation):
     columns, a BrainError that says to run check instead of SQLite's own error."""
 
     @functools.wraps(operation)
-    def named(*args, **kwargs):
-        with faults_named():
-            return operation(*args, **kwargs)
+    def named(conn, *args, **kwargs):
+        try:
+            with faults_named():
+                return operation(conn, *args, **kwargs)
+        except BrainError as ex:
+            if type(ex) is BrainError and _outdated(conn):
+                raise BrainError(
+                    "this brain was written by an older datasette-brain and its schema is not migrated yet "
+                    "(a running server migrates it when it starts): run sqlite-utils brain init DB"
+                ) from ex
+            raise
 
     return named
+
+
+def _outdated(conn):
+    """Whether the brain on `conn` has migrations still to apply (False when even
+    that cannot be read)."""
+    try:
+        return bool(pending_migrations(conn))
+    except sqlite3.DatabaseError:
+        return False
 
 
 # the operations on a brain's rows
@@ -120,9 +137,15 @@ def embed_with_usage(texts, model_id):
 
 def warm(path):
     """Load the brain's model and build its read state, side by side, so the first
-    recall after a server starts is as fast as the rest; opens the file read-only."""
+    recall after a server starts is as fast as the rest; opens the file read-only,
+    unless it has schema migrations to apply."""
     conn = open_connection(path, read_only=True)
     try:
+        if is_brain(conn) and pending_migrations(conn):
+            conn.close()
+            # a brain an older version wrote: migrated before its first recall needs it
+            conn = connect(path)
+            migrate(conn)
         if is_brain(conn):
             found = info(conn)
             model = threading.Thread(target=embed, args=(["warm"], found["model"]), name="brain-warm-model")

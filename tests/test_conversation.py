@@ -4,6 +4,8 @@ dates, the turns before it) and returned as the turn alone."""
 
 import json
 
+import pytest
+
 import brain_sql
 from brain_sql.pipeline import remember
 
@@ -129,9 +131,21 @@ def test_a_brain_made_before_context_was_searched_is_migrated(db_path, tmp_path)
         "content='knowledge', content_rowid='id', tokenize='porter unicode61')"
     )
     conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
+    conn.execute("alter table knowledge drop column context")
+    conn.execute("update documents set content_hash = 'hashed without context'")
     conn.commit()
     assert brain_sql.pending_migrations(conn) == ["m010_searched_context"]
-    brain_sql.migrate(conn)
+    # recall on it says what to do, never SQLite's "no such column"
+    with pytest.raises(brain_sql.BrainError, match="not migrated yet.*sqlite-utils brain init"):
+        brain_sql.recall(conn, {"q": "counsellor"})
+    conn.close()
+    brain_sql.warm(db_path)  # what a server does for each brain when it starts
+    conn = brain_sql.connect(db_path)
+    assert brain_sql.pending_migrations(conn) == []
+    assert brain_sql.recall(conn, {"q": "what did the counsellor say", "cutoff": False})["hits"]
+    # turns stored before have no context until their file is ingested again
+    report = brain_sql.ingest(conn, [transcript(tmp_path)])
+    assert (report.documents_updated, report.errors) == (5, [])
     columns = [row[1] for row in conn.execute("pragma table_info(knowledge_fts)")]
     assert columns == ["title", "content", "context", "content_hash"]
     found = rows(conn, "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
