@@ -21,7 +21,7 @@ import numpy as np
 import brain_sql
 from brain_sql import config, quality
 from brain_sql.evaluation import load_qrels, load_queries, metrics
-from brain_sql.fusion import fuse
+from brain_sql.fusion import convex, fuse
 from brain_sql.querydoc import parse
 from brain_sql.hybrid import run_legs
 
@@ -41,10 +41,15 @@ def cached_legs(conn, queries, qrels):
 
 
 def score(cache, qrels, weights_with, weights_without, metric):
-    """The metric of the fused chunk ranking, collapsed to corpus ids as `brain eval` does."""
+    """The metric of the fused chunk ranking, collapsed to corpus ids as `brain eval`
+    does: RRF with `weights_with` when the query names entities, else the convex
+    combination with `weights_without`."""
     total = 0.0
     for qid, legs, external in cache:
-        fused = fuse(legs.ranked, weights_with if legs.entity_seeds else weights_without)
+        if legs.entity_seeds:
+            fused = fuse(legs.ranked, weights_with)
+        else:
+            fused = convex(legs.ranked, legs.raw, weights_without)
         ranked = list(dict.fromkeys(external[item] for item, _, _ in fused))
         total += metrics(ranked[:10], qrels[qid])[metric]
     return total / len(cache)
@@ -58,9 +63,9 @@ def main():
     train_cache = cached_legs(scifact, queries, train)
 
     grid = []
-    for vector, graph in itertools.product([0, 0.1, 0.2, 0.3, 0.5], [0, 0.5, 1, 2, 3]):
-        weights = {"vector": vector, "fts": 1.0, "graph": graph}
-        grid.append((score(train_cache, train, weights, weights, "ndcg@10"), weights))
+    for vector, graph in itertools.product([0, 0.1, 0.2, 0.3, 0.4, 0.5], [0, 0.1, 0.2, 0.3]):
+        weights = {"vector": vector, "fts": round(1.0 - vector, 2), "graph": graph}
+        grid.append((score(train_cache, train, config.LEG_WEIGHTS_WITH_ENTITIES, weights, "ndcg@10"), weights))
     print("without entities, SciFact train nDCG@10:", *sorted(grid, key=lambda g: -g[0])[:3], sep="\n  ")
 
     sets = []
@@ -75,7 +80,7 @@ def main():
     grid = []
     for vector, fts, graph in itertools.product([0.1, 0.2, 0.5], [0.25, 0.5, 1.0], [1, 3, 5, 10]):
         weights = {"vector": vector, "fts": fts, "graph": graph}
-        recalls = [score(cache, qrels, weights, weights, "recall@5") for cache, qrels in sets]
+        recalls = [score(cache, qrels, weights, config.CONVEX_WEIGHTS, "recall@5") for cache, qrels in sets]
         grid.append((sum(recalls), [round(r, 4) for r in recalls], weights))
     print("with entities, (MuSiQue, HotpotQA) Recall@5:", *sorted(grid, key=lambda g: -g[0])[:3], sep="\n  ")
 
@@ -83,7 +88,7 @@ def main():
 
     def signals(cache):
         return np.array(
-            [[quality.assess(scifact, legs, fuse(legs.ranked, legs.weights())).signals[n] for n in names] for _, legs, _ in cache]
+            [[quality.assess(scifact, legs, legs.fuse()).signals[n] for n in names] for _, legs, _ in cache]
         )
 
     traps = [json.loads(line)["text"] for line in open(ROOT / "tests/data/trap_queries.jsonl")]

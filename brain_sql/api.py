@@ -7,7 +7,7 @@ import threading
 
 from threadpoolctl import threadpool_limits
 
-from . import browse, consistency, forgetting, hybrid, inventory, pipeline, review, schema
+from . import browse, consistency, evaluation, forgetting, hybrid, inventory, pipeline, review, schema
 from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, memory_content
 from .claims import verify
 from .config import CLASSES, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
@@ -15,7 +15,7 @@ from .connection import faults_named, load_sqlite_vec, open_connection, sqlite3
 from .document import IngestError
 from .embed import count_tokens, embed
 from .errors import BrainBusy, BrainError, FieldError, ModelError, QueryError, ReadOnlyBrain, WriteError
-from .evaluation import evaluate, load_qrels
+from .evaluation import load_qrels
 from .extract import entity_links
 from .fields import loads_json, unencodable
 from .functions import RECALL_SQL, register_functions
@@ -79,10 +79,10 @@ def _faults_named(operation):
 
 
 def _outdated(conn):
-    """Whether the brain on `conn` has migrations still to apply (False when even
-    that cannot be read)."""
+    """Whether `conn` holds a brain with migrations still to apply (False for a
+    file that is no brain, or when even that cannot be read)."""
     try:
-        return bool(pending_migrations(conn))
+        return schema.is_brain(conn) and bool(pending_migrations(conn))
     except sqlite3.DatabaseError:
         return False
 
@@ -90,6 +90,7 @@ def _outdated(conn):
 # the operations on a brain's rows
 is_brain = _faults_named(schema.is_brain)
 recall = _faults_named(hybrid.recall)
+evaluate = _faults_named(evaluation.evaluate)
 reindex = _faults_named(schema.reindex)
 ingest = _faults_named(pipeline.ingest)
 remember = _faults_named(pipeline.remember)

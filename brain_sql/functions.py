@@ -9,8 +9,9 @@ from . import bm25, claims, config, graph, lexical, querydoc
 from . import reach as reachable
 from .connection import sqlite3
 from .embed import embed
+from .fields import parse_datetime, utcnow
 from .filters import Filters, column_sql, template
-from .fusion import leg_weights, rrf
+from .fusion import LEGS, boosted, leg_weights, method, rrf
 from .schema import recorded_model
 from .vectors import quantize_int8
 
@@ -109,14 +110,28 @@ def register_functions(conn, model_id=None):
         return None if rank is None else rrf(rank, k, weight)
 
     def brain_leg_weight(leg, text, filters=None):
-        """brain_leg_weight(leg, q [, filters]): a leg's fusion weight for query q; the
-        graph leads when q names an entity that memories visible under `filters`
-        (a JSON object of QueryDoc filter fields) tie into the graph."""
+        """brain_leg_weight(leg, q [, filters]): a leg's fusion weight for query q, in
+        the fusion brain_fusion names: the graph leads when q names an entity that
+        memories visible under `filters` (a JSON object of QueryDoc filter fields)
+        tie into the graph."""
+        if leg not in LEGS:
+            raise ValueError(f"brain_leg_weight: leg must be one of {', '.join(LEGS)}")
         named = graph.named_in(conn, text or "", request_filters(filters))
-        weights = leg_weights(bool(named))
-        if leg not in weights:
-            raise ValueError(f"brain_leg_weight: leg must be one of {', '.join(weights)}")
-        return weights[leg]
+        return leg_weights(bool(named)).get(leg, 0.0)
+
+    def brain_fusion(text, filters=None):
+        """brain_fusion(q [, filters]): how recall fuses the legs for query q, 'rrf'
+        when q names an entity that memories visible under `filters` tie into the
+        graph (the graph leads), else 'convex'."""
+        return method(bool(graph.named_in(conn, text or "", request_filters(filters))))
+
+    def brain_boost(score, observed_at, confidence, now=None):
+        """brain_boost(score, observed_at, confidence [, now]): a fused score nudged by
+        recency and confidence (at most ±0.5%: it breaks near-ties), as recall does."""
+        if score is None:
+            return None
+        moment = parse_datetime(now, "now") if now else utcnow()
+        return boosted(score, observed_at, confidence, moment)
 
     def brain_setting(name):
         if name not in SETTINGS:
@@ -150,6 +165,8 @@ def register_functions(conn, model_id=None):
 
     conn.create_function("brain_rrf", -1, brain_rrf, deterministic=True)
     conn.create_function("brain_leg_weight", -1, brain_leg_weight)
+    conn.create_function("brain_fusion", -1, brain_fusion)
+    conn.create_function("brain_boost", -1, brain_boost)
     conn.create_function("brain_setting", 1, brain_setting, deterministic=True)
     conn.create_function("brain_filters", 1, brain_filters)
     conn.create_function("brain_allowed", 2, brain_allowed)

@@ -22,9 +22,9 @@ import numpy as np
 from . import bm25, embed, graph, lexical, quality, temporal
 from . import reach as reachable
 from . import state as read_state
-from .config import ABSTAIN_BELOW, BOOST_SCALE, RECALL_CANDIDATES, RECENCY_DAYS, RELEVANCE_CUTOFF, RRF_K
+from .config import ABSTAIN_BELOW, RECALL_CANDIDATES, RELEVANCE_CUTOFF, RRF_K
 from .filters import Filters
-from .fusion import fuse, leg_weights
+from .fusion import boosted, fuse, fused, leg_weights, method
 from .querydoc import parse
 from .schema import check_model, recorded_model
 from .vectors import quantize_int8
@@ -53,6 +53,10 @@ class Legs:
 
     def weights(self):
         return leg_weights(bool(self.entity_seeds))
+
+    def fuse(self):
+        """[(id, fused score, {leg: rank})] best first: fusion.fused for this query."""
+        return fused(self.ranked, self.raw, bool(self.entity_seeds))
 
 
 def _timed(telemetry, name, started):
@@ -195,7 +199,7 @@ def finish(conn, doc, legs, model_id):
     """Fuse the legs, judge quality, expand or rescue, abstain or return hits."""
     t = legs.telemetry
     started = time.perf_counter()
-    fused = fuse(legs.ranked, legs.weights())
+    fused = legs.fuse()
     _timed(t, "fusion", started)
     assessment = quality.assess(conn, legs, fused)
     if assessment.recommendation == "clarify_query" and legs.ranked.get("graph") and not legs.entity_seeds:
@@ -207,16 +211,17 @@ def finish(conn, doc, legs, model_id):
         if t["graph_rescue"]:
             fused, assessment = rescued, second
     expansion = []
-    if assessment.recommendation == "run_prf" and doc.prf:
+    if assessment.recommendation == "run_prf" and doc.prf and legs.weights().get("prf"):
         started = time.perf_counter()
         expansion = quality.expansion_terms(conn, legs, fused)
         if expansion:
             hits = fts_leg(legs.terms, legs.text + " " + " ".join(expansion))
             legs.ranked["prf"] = [h[0] for h in hits]
             legs.raw["prf"] = {h[0]: -h[1] for h in hits}
-            fused = fuse(legs.ranked, legs.weights())
+            fused = legs.fuse()
         _timed(t, "prf", started)
     t["fused_count"] = len(fused)
+    t["fusion"] = "rrf" if t.get("graph_rescue") else method(bool(legs.entity_seeds))
     t["rrf_k"] = RRF_K
     t["entity_seeds"] = len(legs.entity_seeds)
     t["confidence"] = assessment.confidence
@@ -328,7 +333,7 @@ def _only_decayed(conn, doc, legs, model_id):
     if reachable.of(conn, Filters.from_querydoc(wider, legs.filters.since, legs.filters.until)).count <= legs.terms.reach.count:
         return False  # nothing expired or archived in reach
     decayed = run_legs(conn, wider, model_id, with_graph=False, vectors=legs.vectors)
-    fused = fuse(decayed.ranked, decayed.weights())
+    fused = decayed.fuse()
     if quality.assess(conn, decayed, fused).abstain:
         return False
     return not _rows(conn, [fused[0][0]], legs.filters)  # the top hit is not live
@@ -349,24 +354,10 @@ def _rows(conn, ids, filters):
 
 
 def _boosted(fused, rows, now):
-    """Re-sort by fused score nudged by recency and confidence, each bounded so that
-    it only breaks near-ties: a decisive relevance gap is never overridden."""
+    """Re-sort by fused score nudged by recency and confidence (fusion.boosted)."""
     now_day = datetime.datetime.strptime(now, "%Y-%m-%d %H:%M:%S")
-    ranked = []
-    for item, score, ranks in fused:
-        row = rows.get(item)
-        if row is None:
-            continue
-        recency = 0.5
-        if row["observed_at"]:
-            try:
-                age = (now_day - datetime.datetime.fromisoformat(row["observed_at"])).days
-                recency = max(0.0, 1.0 - max(age, 0) / RECENCY_DAYS)
-            except ValueError:
-                pass
-        confidence = row["confidence"] if row["confidence"] is not None else 0.5
-        boost = BOOST_SCALE * ((recency - 0.5) + (confidence - 0.5)) / 2
-        ranked.append((item, score * (1 + boost), ranks))
+    ranked = [(item, boosted(score, rows[item]["observed_at"], rows[item]["confidence"], now_day), ranks)
+              for item, score, ranks in fused if item in rows]  # fmt: skip
     ranked.sort(key=lambda r: (-r[1], r[0]))
     return ranked
 

@@ -1,6 +1,8 @@
 with
   -- Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and Personalized PageRank,
-  -- fused by weighted Reciprocal Rank Fusion. Parameters: :q, :k, and the filters
+  -- fused by weighted Reciprocal Rank Fusion when :q names an entity (the graph
+  -- leads), else by a convex combination of each leg's min-max normalised
+  -- scores. Parameters: :q, :k, and the filters
   -- :scope (a path: it and its parents), :classes and :sources (comma-separated),
   -- :domain, :since, :until (ISO times), and :as_of (ISO time: memories valid then;
   -- empty: now); an empty filter admits everything. Flagged, expired and archived
@@ -16,9 +18,9 @@ visible as materialized (
   select brain_filters(filters) as bounds from request
 ),
 weights as materialized (
-  -- the graph leads when :q names an entity the request can reach
-  select brain_leg_weight('vector', :q, filters) as vector, brain_leg_weight('fts', :q, filters) as fts,
-         brain_leg_weight('graph', :q, filters) as graph
+  -- the graph leads (rrf) when :q names an entity the request can reach; else convex
+  select brain_fusion(:q, filters) as fusion, brain_leg_weight('vector', :q, filters) as vector,
+         brain_leg_weight('fts', :q, filters) as fts, brain_leg_weight('graph', :q, filters) as graph
   from request
 ),
 vec as materialized (
@@ -30,7 +32,7 @@ vec as materialized (
     and {vector_filters}
 ),
 vec_ranked as materialized (
-  select id, distance, row_number() over (order by distance, id) as r from vec
+  select id, distance, 1.0 - distance as score, row_number() over (order by distance, id) as r from vec
 ),
 fts_ranked as materialized (
   -- FTS5's bm25, its statistics counted over the rows the filters admit
@@ -39,7 +41,7 @@ fts_ranked as materialized (
 ),
 graph as materialized (
   -- seeds: the entities :q names, and the other legs' best passages
-  select j.value ->> 'id' as id, j.key + 1 as r
+  select j.value ->> 'id' as id, j.value ->> 'score' as score, j.key + 1 as r
   from json_each(brain_ppr(:q,
     (select json_group_array(json_object('leg', leg, 'id', id, 'score', score)) from (
        select 'vector' as leg, id, 1.0 - distance as score, r from vec_ranked
@@ -48,19 +50,35 @@ graph as materialized (
        order by leg desc, r)),
     (select filters from request))) j
 ),
+normalised as (
+  -- each leg's scores, higher better, min-max normalised over its own candidates
+  select 'vector' as leg, id, r, score, min(score) over () as low, max(score) over () as high from vec_ranked
+  union all
+  select 'fts', id, r, -bm25, min(-bm25) over (), max(-bm25) over () from fts_ranked
+  union all
+  select 'graph', id, r, score, min(score) over (), max(score) over () from graph
+),
+legs as (
+  select leg, id, r, case when high > low then (score - low) / (high - low) else 1.0 end as norm from normalised
+),
 fused as (
   select ids.id,
-         coalesce(brain_rrf(v.r, weights.vector), 0) + coalesce(brain_rrf(f.r, weights.fts), 0)
-           + coalesce(brain_rrf(g.r, weights.graph), 0) as score,
+         case weights.fusion
+           when 'rrf' then coalesce(brain_rrf(v.r, weights.vector), 0) + coalesce(brain_rrf(f.r, weights.fts), 0)
+                           + coalesce(brain_rrf(g.r, weights.graph), 0)
+           else coalesce(weights.vector * v.norm, 0) + coalesce(weights.fts * f.norm, 0)
+                + coalesce(weights.graph * g.norm, 0)
+         end as score,
          v.r as vector_rank, f.r as fts_rank, g.r as graph_rank
-  from (select id from vec_ranked union select id from fts_ranked union select id from graph) ids
+  from (select distinct id from legs) ids
   cross join weights
-  left join vec_ranked v on v.id = ids.id
-  left join fts_ranked f on f.id = ids.id
-  left join graph g on g.id = ids.id
+  left join legs v on v.leg = 'vector' and v.id = ids.id
+  left join legs f on f.leg = 'fts' and f.id = ids.id
+  left join legs g on g.leg = 'graph' and g.id = ids.id
 )
-select k.id, k.title, fused.score, fused.vector_rank, fused.fts_rank, fused.graph_rank,
+select k.id, k.title, brain_boost(fused.score, k.observed_at, k.confidence) as score,
+       fused.vector_rank, fused.fts_rank, fused.graph_rank,
        k.class, k.scope, k.source, k.heading_path, k.source_path, k.content
 from fused join knowledge k on k.id = fused.id
-order by fused.score desc, fused.id
+order by 3 desc, fused.id
 limit coalesce(nullif(:k, ''), 10)

@@ -1,9 +1,9 @@
-"""Reciprocal Rank Fusion: weighted reciprocal ranks summed, ranks kept per leg."""
+"""Fusion: weighted reciprocal ranks (RRF) or a convex combination of normalised scores, ranks kept per leg."""
 
 import pytest
 
 from brain_sql.config import RRF_K
-from brain_sql.fusion import fuse, rrf
+from brain_sql.fusion import convex, fuse, rrf
 
 
 def test_rrf_is_weight_over_k_plus_rank():
@@ -52,10 +52,27 @@ def test_no_legs_fuse_to_nothing():
 
 
 def test_the_graph_leads_only_when_the_query_names_entities():
-    from brain_sql.config import LEG_WEIGHTS_WITH_ENTITIES, LEG_WEIGHTS_WITHOUT_ENTITIES
-    from brain_sql.fusion import leg_weights
+    from brain_sql.config import CONVEX_WEIGHTS, LEG_WEIGHTS_WITH_ENTITIES
+    from brain_sql.fusion import leg_weights, method
 
-    assert leg_weights(True) == LEG_WEIGHTS_WITH_ENTITIES
-    assert leg_weights(False) == LEG_WEIGHTS_WITHOUT_ENTITIES
+    assert (leg_weights(True), method(True)) == (LEG_WEIGHTS_WITH_ENTITIES, "rrf")
+    assert (leg_weights(False), method(False)) == (CONVEX_WEIGHTS, "convex")
     assert leg_weights(True)["graph"] > leg_weights(True)["fts"]
-    assert leg_weights(False)["fts"] >= leg_weights(False)["graph"]
+    assert leg_weights(False)["fts"] > leg_weights(False)["vector"] > 0
+
+
+def test_convex_fusion_weighs_how_far_apart_scores_are_not_only_their_order():
+    """Rank fusion gives a leg's second candidate its full reciprocal rank however
+    far behind the first it is; the convex combination of min-max normalised scores
+    gives it what its score is worth."""
+    legs = {"vector": ["a", "b"], "fts": ["b", "c", "a"]}
+    raw = {"vector": {"a": 0.9, "b": 0.1}, "fts": {"b": 10.0, "c": 9.0, "a": 1.0}}
+    fused = convex(legs, raw, {"vector": 0.3, "fts": 0.7})
+    assert [(item, round(score, 6)) for item, score, _ in fused] == [("b", 0.7), ("c", 0.622222), ("a", 0.3)]
+    assert fused[0][2] == {"vector": 2, "fts": 1}  # every leg's rank kept for provenance
+    # a leg without weight ranks nothing, but its candidates keep their ranks
+    fused = convex({"fts": ["a"], "graph": ["z"]}, {"fts": {"a": 2.0}, "graph": {"z": 5.0}}, {"fts": 1.0})
+    assert fused == [("a", 1.0, {"fts": 1}), ("z", 0.0, {"graph": 1})]
+    # equal scores all normalise to 1; ties fall back on the id
+    fused = convex({"fts": ["y", "x"]}, {"fts": {"y": 3.0, "x": 3.0}}, {"fts": 1.0})
+    assert [(item, score) for item, score, _ in fused] == [("x", 1.0), ("y", 1.0)]

@@ -6,6 +6,7 @@ import json
 import pytest
 
 import brain_sql
+from brain_sql.config import CONVEX_WEIGHTS
 from brain_sql.connection import sqlite3
 
 from .conftest import write
@@ -57,12 +58,11 @@ def by_sql(conn, q, k=100, **filters):
 
 
 def by_api(conn, q, k=100, **filters):
-    """The API's hits in its core fused order: the order before the bounded recency
-    and confidence boosts, which SQL leaves out."""
+    """The API's hits in its order, with their scores: fused, then nudged by the
+    bounded recency and confidence boosts, as the SQL does (brain_boost)."""
     doc = {"q": q, "k": k, "prf": False, "cutoff": False, **filters}  # the SQL has no relevance cut-off
     hits = brain_sql.recall(conn, brain_sql.querydoc_from_strings(doc))["hits"]
-    fused = [(hit["id"], round(hit["provenance"]["fused_score"], 12)) for hit in hits]
-    return sorted(fused, key=lambda hit: (-hit[1], hit[0]))
+    return [(hit["id"], round(hit["score"], 12)) for hit in hits]
 
 
 @pytest.mark.parametrize(
@@ -115,8 +115,13 @@ def test_a_name_known_only_outside_the_scope_leaves_the_weights_alone(conn):
         return conn.execute("select brain_leg_weight('graph', ?, ?)", [q, json.dumps(filters)]).fetchone()[0]
 
     q = "Tell me about the Orion contract"
+    def fusion(q, **filters):
+        return conn.execute("select brain_fusion(?, ?)", [q, json.dumps(filters)]).fetchone()[0]
+
     assert weight(q) == weight(q, scope="/acme/legal") == 10.0
-    assert weight("the contract renewal dates", scope="/acme/support") == 1.0
+    assert fusion(q) == fusion(q, scope="/acme/legal") == "rrf"
+    assert weight("the contract renewal dates", scope="/acme/support") == CONVEX_WEIGHTS["graph"]
+    assert fusion("the contract renewal dates", scope="/acme/support") == "convex"
     assert weight(q, scope="/acme/support") == weight("Tell me about Orion", scope="/acme/support") == 10.0
     assert by_sql(conn, q, scope="/acme/support") == by_api(conn, q, scope="/acme/support")
 
