@@ -64,7 +64,7 @@ class Sessions:
         lines = [f"{speaker}, {day_label(said)}" if said else speaker]
         if said:
             lines += resolve_relative(text, said)
-        lines += [f"{who}: {what}" for who, what in before]
+        lines += [entry(who, what) for who, what in before]
         for chunk in document.chunks:
             chunk.context = "\n".join(lines)
         document.relations = document.relations + [
@@ -74,23 +74,62 @@ class Sessions:
         self.turns[session] = (before + [(speaker, text)])[-self.keep :]
 
 
+def entry(speaker, text):
+    """How a turn is quoted in the context of the turns after it."""
+    return f"{speaker}: {text}"
+
+
+def entry_of(document):
+    """(session, entry) of a turn, None for any other document."""
+    turn = turn_of(document)
+    if turn is None:
+        return None
+    return turn[1], entry(turn[0], "\n".join(chunk.content for chunk in document.chunks))
+
+
+def session_sql(row="knowledge"):
+    """SQL for the session a stored memory's metadata names (NULL for no turn)."""
+    keys = ", ".join(f"json_extract({row}.metadata, '$.{key}')" for key in SESSION_KEYS)
+    return f"(case when json_valid({row}.metadata) then coalesce({keys}) end)"
+
+
+def stored_entries(conn, document_ids):
+    """{document id: (session, entry)} of the stored turns among `document_ids`:
+    what the contexts of the turns after each quote of it."""
+    found = {}
+    rows = conn.execute(
+        "select document_id, metadata, group_concat(content, char(10)) from "
+        "(select document_id, metadata, content from knowledge where document_id in (select value from json_each(?)) "
+        "order by document_id, chunk_index) group by document_id",
+        [json.dumps(list(document_ids))],
+    ).fetchall()
+    for document_id, metadata, text in rows:
+        try:
+            turn = turn_of(Document("", None, [], metadata=json.loads(metadata))) if metadata else None
+        except ValueError:
+            turn = None
+        if turn is not None:
+            found[document_id] = (turn[1], entry(turn[0], text))
+    return found
+
+
 def stored_turns(conn, session, before_ids=()):
     """[(speaker, text)] of the session's stored turns, oldest first, the last
     CONVERSATION_CONTEXT_TURNS of them: an agent remembers a conversation a turn
     at a time, and each turn's context comes from those stored before it. Turns
     whose `_id` is in `before_ids` (being written again) are left out."""
-    keys = ", ".join(f"json_extract(metadata, '$.{key}')" for key in SESSION_KEYS)
     rows = conn.execute(
-        f"select metadata, content from knowledge where json_valid(metadata) and coalesce({keys}) = ? "
-        "and chunk_index = 0 and coalesce(external_id, '') not in (select value from json_each(?)) "
-        "order by id desc limit ?",
+        "select metadata, group_concat(content, char(10)), min(id) as first from "
+        f"(select document_id, metadata, content, id from knowledge where {session_sql()} = ? "
+        "and coalesce(external_id, '') not in (select value from json_each(?)) order by document_id, chunk_index) "
+        "group by document_id order by first desc limit ?",
         [session, json.dumps([str(i) for i in before_ids]), CONVERSATION_CONTEXT_TURNS],
     ).fetchall()
     turns = []
-    for metadata, content in reversed(rows):
+    for metadata, text, _ in reversed(rows):
         turn = turn_of(Document("", None, [], metadata=json.loads(metadata)))
         if turn is not None:
-            turns.append((turn[0], content))
+            turns.append((turn[0], text))
     return turns
 
 

@@ -15,6 +15,8 @@ from .config import BOOST_SCALE, CONVEX_WEIGHTS, LEG_WEIGHTS_WITH_ENTITIES, RECE
 
 # legs in the order their terms are summed, as recall.sql sums them
 LEGS = ("vector", "fts", "graph", "prf")
+# the convex weights scaled to sum to 1: a fused score is in [0, 1]
+CONVEX = {leg: weight / sum(CONVEX_WEIGHTS.values()) for leg, weight in CONVEX_WEIGHTS.items()}
 
 
 def rrf(rank, k=RRF_K, weight=1.0):
@@ -70,7 +72,7 @@ def leg_weights(names_entities):
     """Each leg's fusion weight: the graph walk leads (RRF) when the query names
     entities the caller can reach (multi-hop questions); otherwise the convex
     combination's weights."""
-    return LEG_WEIGHTS_WITH_ENTITIES if names_entities else CONVEX_WEIGHTS
+    return LEG_WEIGHTS_WITH_ENTITIES if names_entities else CONVEX
 
 
 def fused(legs, raw, names_entities):
@@ -78,7 +80,7 @@ def fused(legs, raw, names_entities):
     entities, else the convex combination of normalised scores."""
     if names_entities:
         return fuse(legs, LEG_WEIGHTS_WITH_ENTITIES)
-    return convex(legs, raw, CONVEX_WEIGHTS)
+    return convex(legs, raw, CONVEX)
 
 
 def method(names_entities):

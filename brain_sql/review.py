@@ -15,7 +15,9 @@ from .config import CHANGE_LOG_KEEP, MAX_FORGET_ITEMS
 from .connection import atomic, sqlite3
 from .errors import BrainError, FieldError, WriteError
 from .fields import parse_time, sqlite_time, utcnow
+from .conversation import stored_entries
 from .schema import is_brain, prune_changes
+from .writer import restate
 
 MAX_EXTEND_DAYS = 36_500
 ACTIONS = ("extend", "archive", "restore", "flag")
@@ -78,10 +80,22 @@ def _act(conn, action, ids, now=None, seconds=0):
                 f"update knowledge set {_UPDATES[action]} where id in (select value from json_each(:ids))",
                 {"ids": json.dumps(found), "now": now, "seconds": seconds},
             )
+            if action == "flag":  # a flagged turn is not found through the turns after it either
+                _unquote(conn, found)
             prune_changes(conn, CHANGE_LOG_KEEP)
     except sqlite3.Error as ex:
         raise WriteError(f"nothing was changed: {ex}") from ex
     return {"action": action, "changed": found, "not_found": sorted(set(ids) - set(found))}
+
+
+def _unquote(conn, ids):
+    """Drop the turns among memories `ids` from the contexts that quote them."""
+    documents = [row[0] for row in conn.execute(
+        "select distinct document_id from knowledge where id in (select value from json_each(?)) and document_id is not null",
+        [json.dumps(ids)],
+    )]  # fmt: skip
+    for session, entry in stored_entries(conn, documents).values():
+        restate(conn, session, entry, None)
 
 
 def _memory_ids(ids):

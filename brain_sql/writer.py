@@ -7,12 +7,14 @@ and entity is queued for mention matching in the same transaction.
 """
 
 import json
+import re
 from pathlib import Path
 
 import xxhash
 
-from . import mentions, validity
-from .vectors import embedded_text
+from . import conversation, mentions, validity
+from .schema import recorded_model
+from .vectors import embedded_text, insert_vectors, storage_vectors
 
 # knowledge columns written from a document's fields
 FIELD_COLUMNS = (
@@ -92,6 +94,7 @@ class DocumentWriter:
         conn, report = self.conn, self.report
         columns = self._row_values(document)
         flagged = 0
+        quoted = conversation.stored_entries(conn, [document.document_id]).get(document.document_id) if plan["known"] else None
         if plan["known"]:  # its edges are stated again below
             conn.execute("delete from relationships where document_id = ?", (document.document_id,))
             # a document someone flagged stays flagged where it is rewritten: an edit
@@ -138,6 +141,10 @@ class DocumentWriter:
         )
         self._write_edges(document, entity_id, chunk_ids)
         self.queued["chunk"] += chunk_ids.values()
+        if quoted:  # a corrected turn is quoted as it is now in the turns after it
+            now = conversation.entry_of(document)
+            if now != quoted:
+                restate(conn, quoted[0], quoted[1], now[1] if now and now[0] == quoted[0] else None, document.document_id)
         return stored_vectors
 
     def remove(self, where, params, keep=(), gone=False):
@@ -217,15 +224,52 @@ def remove_documents(conn, document_ids):
     """Delete documents whole, inside the caller's transaction: their chunks (the
     triggers take each chunk's full-text row, vector and the edges it stated), the
     other edges the document stated, and its documents row. Ingest's pruning and
-    forget both remove through here. Returns how many chunks went."""
+    forget both remove through here. A removed conversation turn leaves no quote
+    of itself in the contexts of the turns after it. Returns how many chunks went."""
     removed = 0
     before = validity.touched(conn, document_ids)
+    quoted = conversation.stored_entries(conn, document_ids)
     for document_id in document_ids:
         removed += conn.execute("delete from knowledge where document_id = ?", (document_id,)).rowcount
         conn.execute("delete from relationships where document_id = ?", (document_id,))
         conn.execute("delete from documents where document_id = ?", (document_id,))
     validity.settle(conn, before)  # what they superseded is current again
+    for session, entry in quoted.values():
+        restate(conn, session, entry, None)
     return removed
+
+
+def restate(conn, session, old, new, skip=None):
+    """Replace the quote `old` of a turn in the contexts of the other turns of
+    `session` by `new` (None: drop it), inside the caller's transaction: a turn
+    forgotten, flagged or corrected is not found through what it used to say. A
+    changed context is embedded again (the vector is of the text with its
+    context), and its document is marked for rewriting at its next ingest."""
+    rows = conn.execute(
+        f"select id, document_id, title, heading_path, content, context from knowledge "
+        f"where {conversation.session_sql()} = ? and instr(context, ?) and document_id is not ?",
+        [session, "\n" + old, skip],
+    ).fetchall()
+    if not rows:
+        return
+    model_id = recorded_model(conn)
+    changed = []
+    for row_id, document_id, title, heading_path, content, context in rows:
+        # the whole quote, once: another quote may begin with the same words
+        context = re.sub(re.escape("\n" + old) + r"(?=\n|$)", lambda _: "\n" + new if new is not None else "", context, count=1)
+        text = embedded_text(title, heading_path, content, context)
+        conn.execute(
+            "update knowledge set context = ?, content_hash = ?, updated_at = current_timestamp where id = ?",
+            (context, content_hash(text), row_id),
+        )
+        conn.execute("update documents set content_hash = null where document_id = ?", (document_id,))
+        changed.append((row_id, text))
+    conn.execute(
+        "delete from vec_knowledge where knowledge_id in (select value from json_each(?))",
+        [json.dumps([row_id for row_id, _ in changed])],
+    )
+    vectors = storage_vectors([text for _, text in changed], model_id)
+    insert_vectors(conn, [(row_id, *vector) for (row_id, _), vector in zip(changed, vectors) if vector])
 
 
 def _may_exist(path):

@@ -152,3 +152,46 @@ def test_a_brain_made_before_context_was_searched_is_migrated(db_path, tmp_path)
                        "where knowledge_fts match 'counsellor' order by k.external_id")  # fmt: skip
     assert found == [("S1:4",), ("S1:5",)]  # S1:5 by its context alone
     assert brain_sql.check(conn) == {}
+
+
+def quotes(conn, external_id):
+    return conn.execute("select context from knowledge where external_id = ?", [external_id]).fetchone()[0]
+
+
+def test_a_forgotten_flagged_or_corrected_turn_is_not_found_through_the_turns_after_it(conn, tmp_path):
+    """The turns after a turn quote it in their contexts: forgetting it, flagging it
+    or correcting it restates those quotes (and their vectors), so its old words
+    find nothing."""
+    brain_sql.ingest(conn, [transcript(tmp_path)])
+    assert "Caroline: I went to a support group" in quotes(conn, "S1:4")
+    assert "Caroline: I went to a support group" in quotes(conn, "S1:5")
+    vector = conn.execute("select embedding_int8 from vec_knowledge v join knowledge k on k.id = v.knowledge_id "
+                          "where k.external_id = 'S1:4'").fetchone()[0]  # fmt: skip
+    brain_sql.forget(conn, external_ids=["S1:3"])
+    assert "support group" not in quotes(conn, "S1:4") and "support group" not in quotes(conn, "S1:5")
+    assert quotes(conn, "S1:4").splitlines() == ["Melanie, 8 May 2023", "Melanie: Great! We hiked up to the old lighthouse with the kids."]
+    found = rows(conn, "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
+                       "where knowledge_fts match 'powerful'")  # fmt: skip
+    assert found == []
+    stored = conn.execute("select v.embedding_int8, k.content_hash from vec_knowledge v join knowledge k "
+                          "on k.id = v.knowledge_id where k.external_id = 'S1:4'").fetchone()  # fmt: skip
+    assert stored[0] != vector  # embedded again, with its context as it is now
+    assert brain_sql.check(conn) == {}
+
+    # corrected: the turns after it quote it as it is now
+    remember(conn, [{**TURNS[1], "text": "Great! We sailed to the island.", "session_id": "chat/1"}])
+    assert "sailed to the island" in quotes(conn, "S1:4") and "lighthouse" not in quotes(conn, "S1:4")
+
+    # flagged: never shown, nor quoted
+    flagged = conn.execute("select id from knowledge where external_id = 'S1:2'").fetchone()[0]
+    brain_sql.flag(conn, [flagged])
+    assert "island" not in quotes(conn, "S1:4")
+    assert brain_sql.check(conn) == {}
+
+
+def test_a_quote_is_dropped_whole_never_a_longer_one_that_begins_alike(conn, tmp_path):
+    turns = [{"_id": "a", "text": "Hi", "speaker": "Ann"}, {"_id": "b", "text": "Hi there", "speaker": "Ann"},
+             {"_id": "c", "text": "Hello both", "speaker": "Bo"}]  # fmt: skip
+    brain_sql.ingest(conn, [transcript(tmp_path, turns)])
+    brain_sql.forget(conn, external_ids=["a"])
+    assert quotes(conn, "c").splitlines()[1:] == ["Ann: Hi there"]

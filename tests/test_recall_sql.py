@@ -6,7 +6,7 @@ import json
 import pytest
 
 import brain_sql
-from brain_sql.config import CONVEX_WEIGHTS
+from brain_sql.fusion import CONVEX
 from brain_sql.connection import sqlite3
 
 from .conftest import write
@@ -120,7 +120,7 @@ def test_a_name_known_only_outside_the_scope_leaves_the_weights_alone(conn):
 
     assert weight(q) == weight(q, scope="/acme/legal") == 10.0
     assert fusion(q) == fusion(q, scope="/acme/legal") == "rrf"
-    assert weight("the contract renewal dates", scope="/acme/support") == CONVEX_WEIGHTS["graph"]
+    assert weight("the contract renewal dates", scope="/acme/support") == CONVEX["graph"]
     assert fusion("the contract renewal dates", scope="/acme/support") == "convex"
     assert weight(q, scope="/acme/support") == weight("Tell me about Orion", scope="/acme/support") == 10.0
     assert by_sql(conn, q, scope="/acme/support") == by_api(conn, q, scope="/acme/support")
