@@ -24,10 +24,13 @@ TOKENIZER = Path(__file__).parent / "data" / "minilm" / "tokenizer.json"
 # sentence-transformers' max_seq_length for this model: it was trained on 256
 # word pieces. The shipped tokenizer.json fixes 128 (and pads every text to it).
 MAX_TOKENS = 256
-# Texts run through the model this many at a time, sorted by length so a batch
-# pads little: memory grows with batch x longest (measured peak RSS embedding
-# SciFact abstracts: 1.6 GB at 32, 0.6 GB at 16, 0.45 GB at 8).
-BATCH = 8
+# Texts run through the model sorted by length, so a batch pads little, and as
+# many at a time as keep batch x longest within this many tokens: memory grows
+# with it (measured peak RSS embedding SciFact abstracts, 256 tokens each: 1.6 GB
+# 32 at a time, 0.6 GB 16, 0.45 GB 8), while short texts (conversation turns)
+# run many to a batch.
+BATCH_TOKENS = 8 * MAX_TOKENS
+MAX_BATCH = 64
 
 _threads = None  # intra-op threads of sessions made from now on; None: every usable core
 
@@ -81,11 +84,15 @@ class MiniLM:
     def encode(self, texts, use_multiprocessing=False):
         texts = list(texts)
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        encodings = self.truncating.encode_batch(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        for start in range(0, len(order), BATCH):
-            rows = order[start : start + BATCH]
-            vectors[rows] = self._run([encodings[i].ids for i in rows])
+        ids = [e.ids for e in self.truncating.encode_batch(texts)]
+        rows = []
+        for i in sorted(range(len(texts)), key=lambda i: len(ids[i])):
+            if rows and (len(rows) == MAX_BATCH or (len(rows) + 1) * len(ids[i]) > BATCH_TOKENS):
+                vectors[rows] = self._run([ids[r] for r in rows])
+                rows = []
+            rows.append(i)
+        if rows:
+            vectors[rows] = self._run([ids[r] for r in rows])
         return vectors
 
     @property
