@@ -112,3 +112,10 @@ def test_a_missing_extra_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now fails
     with pytest.raises(brain_sql.ModelError, match=r"pip install 'datasette-brain\[minilm\]'"):
         minilm.load(brain_sql.MINILM_MODEL)
+
+
+def test_a_server_runs_the_model_on_as_many_threads_as_it_lets_blas(monkeypatch):
+    monkeypatch.setattr(minilm, "_threads", None)
+    assert minilm.load(brain_sql.MINILM_MODEL).session.get_session_options().intra_op_num_threads >= 1
+    minilm.limit_threads(1)  # what serve_many does with $BRAIN_BLAS_THREADS (default 1)
+    assert minilm.load(brain_sql.MINILM_MODEL).session.get_session_options().intra_op_num_threads == 1
