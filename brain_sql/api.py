@@ -10,7 +10,7 @@ from threadpoolctl import threadpool_limits
 from . import browse, consistency, evaluation, forgetting, hybrid, inventory, pipeline, review, schema
 from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, memory_content
 from .claims import verify
-from .config import CLASSES, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
+from .config import CLASSES, DEFAULT_MODEL, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
 from .connection import faults_named, load_sqlite_vec, open_connection, sqlite3
 from .document import IngestError
 from .embed import count_tokens, embed
@@ -19,13 +19,15 @@ from .evaluation import load_qrels
 from .extract import entity_links
 from .fields import loads_json, unencodable
 from .functions import RECALL_SQL, register_functions
+from .minilm import MODEL_ID as MINILM_MODEL
+from .minilm import limit_threads as limit_model_threads
 from .pipeline import IngestReport, discover
 from .querydoc import QueryDoc, from_strings, parse
 from .schema import derived_from_knowledge, info, migrate, pending_migrations
 from .state import current as current_state
 
 __all__ = [
-    "CLASSES", "DECAY_BUCKETS", "MAX_CONTENT_BYTES", "MAX_QUERY_CHARS", "RECALL_SQL",
+    "CLASSES", "DECAY_BUCKETS", "DEFAULT_MODEL", "MAX_CONTENT_BYTES", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError", "ReadOnlyBrain", "WriteError",
     "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql", "decayed",
     "decayed_facets", "archive", "examples", "extend_expiry", "flag", "restore",
@@ -158,6 +160,8 @@ def warm(path):
 
 
 def serve_many():
-    """Set the process up for serving recall to several clients at once: BLAS
-    limited to `$BRAIN_BLAS_THREADS` threads (default 1) for the whole process."""
+    """Set the process up for serving recall to several clients at once: BLAS, and
+    the onnxruntime of models loaded from now on, limited to `$BRAIN_BLAS_THREADS`
+    threads (default 1) for the whole process."""
     threadpool_limits(limits=server_blas_threads(), user_api="blas")
+    limit_model_threads(server_blas_threads())

@@ -2,7 +2,8 @@
 
 The embedded default reads WordLlama's l2_supercat token embeddings and tokenizer
 from the files inside the `wordllama` wheel, so it never touches the network.
-Any model2vec model (a local folder or a hub id) can be configured instead.
+Any model2vec model (a local folder or a hub id) can be configured instead, or
+all-MiniLM-L6-v2 when the optional `minilm` extra is installed (minilm.py).
 """
 
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Callable
 import numpy as np
 
 from .config import DEFAULT_MODEL
+from . import minilm
 from .errors import ModelError
 from .hookspecs import hookimpl
 
@@ -63,5 +65,6 @@ def _load_model2vec(model_id):
 def brain_embedding_models():
     return [
         ModelLoader("wordllama", lambda model_id: model_id == DEFAULT_MODEL, _load_wordllama),
+        ModelLoader("minilm", lambda model_id: model_id == minilm.MODEL_ID, minilm.load),
         ModelLoader("model2vec", lambda model_id: True, _load_model2vec),
     ]

@@ -12,7 +12,7 @@ pruning what is gone.
 import json
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,13 +21,20 @@ from .config import CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, 
 from .connection import atomic, sqlite3
 from .conversation import Sessions, stored_turns
 from .document import ID_KEYS, Document, IngestError
-from .errors import BrainBusy, WriteError
+from .errors import BrainBusy, ModelError, WriteError
 from .fields import normalize_fields
 from .plugins import collect
 from .records import record_document
-from .schema import migrate, prune_changes, recorded_model
+from .schema import is_brain, migrate, prune_changes, recorded_model
 from .vectors import insert_vectors, storage_vectors, stored_vector
 from .writer import DocumentWriter, chunk_text, content_hash
+
+
+# While a batch is embedded, progress is reported this often; its text is embedded
+# this many texts at a time, so that there is progress to report (MiniLM takes
+# half a minute over a batch of 1000 documents).
+PROGRESS_SECONDS = 0.5
+EMBED_SLICE = 32
 
 
 @dataclass
@@ -89,14 +96,20 @@ def _unreadable(error):
     return IngestError(str(error.filename), None, f"cannot read this folder ({error.strerror or error})")
 
 
-def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, prune=False, progress=None):
+def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, prune=False, progress=None,
+           model=None):  # fmt: skip
     """Ingest files and folders into the brain on `conn`; returns an IngestReport.
 
     scope / klass / source / domain are defaults: a record's or a note's own
-    fields win. `progress(n)` is called with the number of bytes handled.
+    fields win. `model` creates a new brain with that embedding model; a brain
+    made with another one is a BrainError (re-embed it with reindex).
+    `progress(n, documents)` is called as the work goes on, embedding included,
+    with the characters of content handled since the last call and the number of
+    documents handled so far.
     """
     started = time.perf_counter()
-    migrate(conn)
+    _check_model(conn, model)
+    migrate(conn, model)
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
     files, report.errors = discover(paths)
@@ -109,8 +122,8 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
             prune_roots = [p for p in prune_roots if not _under(error.path, p)]
             error.message += ": nothing under it was pruned"
     try:
-        with _Pipeline(conn, recorded_model(conn), report) as pipeline:
-            _ingest_files(pipeline, files, defaults, prune_roots, progress)
+        with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
+            _ingest_files(pipeline, files, defaults, prune_roots)
     except BrainBusy as ex:
         raise BrainBusy(
             f"{ex} The {report.documents_added + report.documents_updated} documents written before "
@@ -118,6 +131,16 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
         ) from ex
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _check_model(conn, model):
+    """A ModelError when `model` is given for a brain made with another model:
+    its vectors could not be compared with the new ones."""
+    if model and is_brain(conn) and recorded_model(conn) != model:
+        raise ModelError(
+            f"this brain was made with the model {recorded_model(conn)!r}, not {model!r}: ingest without --model "
+            f"to add to it with its own model, or re-embed it first with `sqlite-utils brain reindex DB --model {model}`"
+        )
 
 
 def remember(conn, records, *, scope=None, klass=None, source="remember", domain=None, lines=None):
@@ -198,7 +221,7 @@ def _stored_as(conn, document, number):
     return document
 
 
-def _ingest_files(pipeline, files, defaults, prune_paths, progress):
+def _ingest_files(pipeline, files, defaults, prune_paths):
     report = pipeline.report
     extractors = collect("brain_entity_extractors")
     for path, fmt in files:
@@ -213,8 +236,6 @@ def _ingest_files(pipeline, files, defaults, prune_paths, progress):
             if item is None:
                 continue  # the same record again: stored once
             pipeline.add(item)
-            if progress:
-                progress(sum(len(c.content) for c in item.chunks))
         if not failed:
             # records no longer in the file are gone from the brain too; a file
             # with a bad record keeps them, so a typo never deletes memories
@@ -314,12 +335,14 @@ class _Pipeline:
     switched off (TOKENIZERS_PARALLELISM) until the ingest ends.
     """
 
-    def __init__(self, conn, model_id, report, all_or_none=False):
+    def __init__(self, conn, model_id, report, all_or_none=False, progress=None):
         self.conn, self.model_id, self.report = conn, model_id, report
         self.all_or_none = all_or_none  # a failure fails the whole run: no per-document retry
+        self.progress = progress  # progress(characters, documents done), as ingest() says
+        self.done = 0  # documents whose batch is written
         self.writer = DocumentWriter(conn, model_id, report)
         self.pending = []
-        self.embedding = None  # (batch, content hashes, future of their vectors) ahead of the writer
+        self.embedding = None  # the _Batch embedded ahead of the writer
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
         self.parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -341,12 +364,35 @@ class _Pipeline:
 
     def _advance(self):
         """Start embedding the pending documents; write the batch embedded before them."""
-        batch, self.pending = self.pending, []
-        texts = self._texts_to_embed(batch)
-        future = self.executor.submit(storage_vectors, list(texts.values()), self.model_id)
-        previous, self.embedding = self.embedding, (batch, list(texts), future)
+        documents, self.pending = self.pending, []
+        batch = _Batch(documents, self._texts_to_embed(documents))
+        batch.future = self.executor.submit(self._embed, batch)
+        previous, self.embedding = self.embedding, batch
         if previous:
-            self._commit(*previous)
+            self._commit(previous)
+
+    def _embed(self, batch):
+        """storage_vectors of the batch's texts, a slice at a time, counting the
+        characters embedded (the writer's thread reports them as progress)."""
+        texts, vectors = list(batch.texts.values()), []
+        for start in range(0, len(texts), EMBED_SLICE):
+            part = texts[start : start + EMBED_SLICE]
+            vectors += storage_vectors(part, self.model_id)
+            batch.embedded += sum(map(len, part))
+        return vectors
+
+    def _embedded(self, batch):
+        """{content hash: vectors} of the batch, reporting progress while they come."""
+        while self.progress and not wait([batch.future], timeout=PROGRESS_SECONDS).done:
+            self._report_progress(batch, batch.embedded / batch.characters)
+        return dict(zip(batch.texts, batch.future.result()))
+
+    def _report_progress(self, batch, share):
+        """Report `share` of the batch done: its embedding so far, or 1 once written."""
+        if self.progress:
+            size = round(batch.size * share)
+            self.progress(size - batch.reported, self.done + round(len(batch.documents) * share))
+            batch.reported = size
 
     def flush(self):
         """Write everything added so far, then find the mentions it brought."""
@@ -354,7 +400,7 @@ class _Pipeline:
             self._advance()
         previous, self.embedding = self.embedding, None
         if previous:
-            self._commit(*previous)
+            self._commit(previous)
         with atomic(self.conn):
             self.report.relationships += mentions.resolve_mentions(self.conn)
             prune_changes(self.conn, CHANGE_LOG_KEEP)
@@ -366,12 +412,12 @@ class _Pipeline:
         with atomic(self.conn):
             self.writer.remove(where, params, keep, gone)
 
-    def _commit(self, batch, hashes, future):
-        embedded = dict(zip(hashes, future.result()))
+    def _commit(self, batch):
+        embedded, documents = self._embedded(batch), batch.documents
         counts = dict(vars(self.report))
         try:
             with atomic(self.conn):
-                self._write_batch(batch, embedded, isolate=False)
+                self._write_batch(documents, embedded, isolate=False)
         except Exception as ex:
             if self.all_or_none or isinstance(ex, BrainBusy):
                 raise  # a lock not had is no document's fault: retrying one by one would not help
@@ -380,7 +426,9 @@ class _Pipeline:
             vars(self.report).update(counts)
             self.writer.forget_entities()
             with atomic(self.conn):
-                self._write_batch(batch, embedded, isolate=True)
+                self._write_batch(documents, embedded, isolate=True)
+        self._report_progress(batch, 1.0)
+        self.done += len(documents)
 
     def _texts_to_embed(self, batch):
         """{content hash: text} of the chunks in `batch` that may need a new vector."""
@@ -453,3 +501,23 @@ class _Pipeline:
         for digest, vector in zip(todo, storage_vectors(list(todo.values()), self.model_id) if todo else []):
             vectors[digest] = vector
         return vectors
+
+
+@dataclass
+class _Batch:
+    """Documents written in one transaction, and the new text embedded for them."""
+
+    documents: list
+    texts: dict  # {content hash: text} to embed ahead of the writer
+    future: object = None  # of storage_vectors(texts), in order
+    embedded: int = 0  # characters of `texts` embedded so far (counted by the embedding thread)
+    reported: int = 0  # characters of content reported as progress
+
+    @property
+    def size(self):
+        """Characters of content in the batch: what progress counts."""
+        return sum(len(c.content) for d in self.documents for c in d.chunks)
+
+    @property
+    def characters(self):
+        return sum(map(len, self.texts.values())) or 1

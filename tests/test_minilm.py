@@ -1,0 +1,121 @@
+"""The optional MiniLM model (`datasette-brain[minilm]`): a brain made with it
+records it, keeps recalling with it (library, SQL, Datasette) without any
+setting, has 384-dimensional vectors, and refuses another model; a missing extra
+is a ModelError that says what to install."""
+
+import json
+import sys
+
+import pytest
+from datasette.app import Datasette
+
+import brain_sql
+from brain_sql import embed, minilm
+
+from .conftest import write
+
+pytestmark = pytest.mark.slow  # loads and runs a transformer: seconds
+
+RECORDS = [
+    {"_id": "bike", "title": "Bicycle maintenance",
+     "text": "Oil the chain every few hundred kilometres and check the tyre pressure before long rides."},
+    {"_id": "bread", "title": "Sourdough", "text": "Feed the starter with flour and water the night before you bake."},
+    {"_id": "tax", "title": "Income tax", "text": "The annual return must be filed by the end of April."},
+    {"_id": "fern", "title": "Houseplants", "text": "Water the fern twice a week and keep it out of direct sunlight."},
+    {"_id": "outage", "title": "Outage", "text": "The database server crashed at midnight because its disk was full."},
+]  # fmt: skip
+QUERY = "how often should I oil my bike chain?"
+# no word in common with the bicycle record: only the vectors can find it
+PARAPHRASE = "how do I look after my bike?"
+
+
+@pytest.fixture
+def minilm_brain(tmp_path, monkeypatch):
+    monkeypatch.delenv("BRAIN_MODEL", raising=False)
+    corpus = write(tmp_path / "corpus.jsonl", "".join(json.dumps(r) + "\n" for r in RECORDS))
+    path = tmp_path / "minilm.db"
+    conn = brain_sql.connect(path)
+    report = brain_sql.ingest(conn, [corpus], model=brain_sql.MINILM_MODEL)
+    assert report.documents_added == len(RECORDS) and not report.errors
+    conn.close()
+    return path
+
+
+def test_a_brain_made_with_minilm_records_it_and_its_dimension(minilm_brain):
+    conn = brain_sql.connect(minilm_brain)
+    assert brain_sql.info(conn)["model"] == "minilm/all-MiniLM-L6-v2-int8"
+    assert brain_sql.info(conn)["dimension"] == 384
+    lengths = {r[0] for r in conn.execute("select vec_length(embedding_int8) from vec_knowledge")}
+    assert lengths == {384}
+    assert conn.execute("select count(*) from vec_knowledge").fetchone()[0] == len(RECORDS)
+    assert {r[0] for r in conn.execute("select embedding_model from knowledge")} == {brain_sql.MINILM_MODEL}
+
+
+def test_recall_uses_the_recorded_model(minilm_brain):
+    conn = brain_sql.connect(minilm_brain)
+    result = brain_sql.recall(conn, brain_sql.parse_querydoc({"q": QUERY}))
+    assert result["hits"][0]["title"] == "Bicycle maintenance"
+    assert result["hits"][0]["provenance"]["vector_rank"] == 1
+    # brain_embed in SQL embeds with the brain's model too
+    nearest = conn.execute(
+        "select k.title from vec_knowledge v join knowledge k on k.id = v.knowledge_id "
+        "where v.embedding_int8 match vec_int8(brain_embed(?, 'int8')) and v.k = 1",
+        [PARAPHRASE],
+    ).fetchall()
+    assert nearest == [("Bicycle maintenance",)]
+
+
+def test_vectors_are_unit_length_and_tell_texts_apart():
+    vectors = embed.embed(["a bicycle needs its chain oiled", "bike maintenance", "the tax return"], brain_sql.MINILM_MODEL)
+    assert vectors.shape == (3, 384)
+    assert abs(float((vectors**2).sum(axis=1).max()) - 1) < 1e-5
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+
+
+def test_texts_are_read_up_to_256_word_pieces_and_never_padded_alone():
+    model = embed.get_model(brain_sql.MINILM_MODEL)
+    assert model.truncating.padding is None and model.truncating.truncation["max_length"] == 256
+    long = " ".join(["word"] * 2000)
+    assert embed.embed([long, "short"], brain_sql.MINILM_MODEL).shape == (2, 384)
+    # token counts (for a recall's token budget) are the text's own, never cut or padded
+    assert embed.count_tokens(["hello world", long], brain_sql.MINILM_MODEL) == [2, 2000]
+
+
+def test_a_batch_sorted_by_length_keeps_each_text_its_own_vector():
+    texts = ["short", "a much longer text about bicycles, chains and tyre pressure " * 5, "middle length text"]
+    together = embed.embed(texts, brain_sql.MINILM_MODEL)
+    alone = [embed.embed([t], brain_sql.MINILM_MODEL)[0] for t in texts]
+    for vector, single in zip(together, alone):
+        assert float(vector @ single) > 0.999
+
+
+def test_ingest_with_another_model_is_refused(minilm_brain, tmp_path):
+    conn = brain_sql.connect(minilm_brain)
+    extra = write(tmp_path / "more.jsonl", json.dumps({"_id": "new", "title": "New", "text": "More text."}) + "\n")
+    with pytest.raises(brain_sql.ModelError, match="reindex"):
+        brain_sql.ingest(conn, [extra], model=brain_sql.DEFAULT_MODEL)
+    assert conn.execute("select count(*) from knowledge where external_id = 'new'").fetchone()[0] == 0
+    # without a model, ingest adds to the brain with its own
+    assert brain_sql.ingest(conn, [extra], model=None).documents_added == 1
+    assert brain_sql.info(conn)["model"] == brain_sql.MINILM_MODEL
+
+
+@pytest.mark.asyncio
+async def test_datasette_recalls_with_the_recorded_model(minilm_brain):
+    datasette = Datasette([str(minilm_brain)])
+    response = await datasette.client.get("/minilm/-/recall", params={"q": QUERY})
+    assert response.status_code == 200, response.text
+    assert response.json()["hits"][0]["title"] == "Bicycle maintenance"
+
+
+def test_a_missing_extra_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now fails
+    with pytest.raises(brain_sql.ModelError, match=r"pip install 'datasette-brain\[minilm\]'"):
+        minilm.load(brain_sql.MINILM_MODEL)
+
+
+def test_a_server_runs_the_model_on_as_many_threads_as_it_lets_blas(monkeypatch):
+    monkeypatch.setattr(minilm, "_threads", None)
+    assert minilm.load(brain_sql.MINILM_MODEL).session.get_session_options().intra_op_num_threads >= 1
+    minilm.limit_threads(1)  # what serve_many does with $BRAIN_BLAS_THREADS (default 1)
+    assert minilm.load(brain_sql.MINILM_MODEL).session.get_session_options().intra_op_num_threads == 1
