@@ -3,6 +3,7 @@ sqlite-vec loading, the pragmas, and the one transaction helper every write uses
 
 import contextlib
 import importlib
+import time
 from pathlib import Path
 
 import sqlite_utils
@@ -74,6 +75,21 @@ def _connect(path, mode=None):
     return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
 
 
+def _wal(conn):
+    """Switch to WAL. While another process creates the file in rollback mode the
+    switch can fail at once as busy, its busy handler never called: it is tried
+    again until the busy timeout has passed."""
+    deadline = time.monotonic() + busy_timeout_ms() / 1000
+    while True:
+        try:
+            conn.execute("pragma journal_mode = wal")
+            return
+        except sqlite3.OperationalError as ex:
+            if not is_busy(ex) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def open_connection(path, read_only=False):
     """A connection to the file at `path` in autocommit mode, with sqlite-vec loaded
     and the pragmas a brain is written and read with; `read_only` opens it for
@@ -87,7 +103,7 @@ def open_connection(path, read_only=False):
         try:
             conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")  # first: WAL waits for a writer making the file
             if mode is None:
-                conn.execute("pragma journal_mode = wal")
+                _wal(conn)
             conn.execute("pragma synchronous = normal")
             conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
             conn.execute("pragma temp_store = memory")
