@@ -32,31 +32,26 @@ def turn_of(document):
 
 
 class Sessions:
-    """The last turns of each session seen so far, for the context of the next."""
+    """The last turns of each session seen so far, for the context of the next.
+    A turn quotes only earlier turns in its own scope: whoever may read it may
+    read them."""
 
     def __init__(self, earlier=None):
-        # earlier(session): [(speaker, text)] stored before this run, oldest first
+        # earlier(session, scope): [(speaker, text)] stored before this run, oldest first
         self.earlier, self.keep = earlier, CONVERSATION_CONTEXT_TURNS
         self.turns = {}
 
-    def link(self, items):
-        """Yield `items` (Documents and IngestErrors, in input order), each turn
-        given its context, a title when it has none, and its graph edges."""
-        for item in items:
-            yield self.add(item)
-
-    def add(self, item):
-        """`item`, linked into its session if it is a turn."""
-        if isinstance(item, Document):
-            turn = turn_of(item)
-            if turn is not None:
-                self._link(item, *turn)
-        return item
+    def add(self, document):
+        """Link `document` (its fields' defaults applied) into its session if it is a turn."""
+        turn = turn_of(document)
+        if turn is not None:
+            self._link(document, *turn)
 
     def _link(self, document, speaker, session):
-        if session not in self.turns:
-            self.turns[session] = list(self.earlier(session))[-self.keep :] if self.earlier else []
-        before = self.turns[session]
+        key = (session, scope_of(document.fields))
+        if key not in self.turns:
+            self.turns[key] = list(self.earlier(*key))[-self.keep :] if self.earlier else []
+        before = self.turns[key]
         said = _said_at(document.fields.get("observed_at"))
         if not document.title:
             document.title = f"{speaker}, {day_label(said)}" if said else f"{speaker} in {session}"
@@ -71,7 +66,12 @@ class Sessions:
             Relation("said_by", speaker, None, 0, "person"),
             Relation("in_session", session, None, 0, "session"),
         ]
-        self.turns[session] = (before + [(speaker, text)])[-self.keep :]
+        self.turns[key] = (before + [(speaker, text)])[-self.keep :]
+
+
+def scope_of(fields):
+    """The scope a memory with `fields` is stored under (the writer's default: /)."""
+    return fields.get("scope") or "/"
 
 
 def entry(speaker, text):
@@ -80,11 +80,11 @@ def entry(speaker, text):
 
 
 def entry_of(document):
-    """(session, entry) of a turn, None for any other document."""
+    """((session, scope), entry) of a turn, None for any other document."""
     turn = turn_of(document)
     if turn is None:
         return None
-    return turn[1], entry(turn[0], "\n".join(chunk.content for chunk in document.chunks))
+    return (turn[1], scope_of(document.fields)), entry(turn[0], "\n".join(chunk.content for chunk in document.chunks))
 
 
 def session_sql(row="knowledge"):
@@ -94,40 +94,47 @@ def session_sql(row="knowledge"):
 
 
 def stored_entries(conn, document_ids):
-    """{document id: (session, entry)} of the stored turns among `document_ids`:
-    what the contexts of the turns after each quote of it."""
+    """{document id: ((session, scope), entry)} of the stored turns among
+    `document_ids`: what the contexts of the turns after each quote of it."""
     found = {}
     rows = conn.execute(
-        "select document_id, metadata, group_concat(content, char(10)) from "
-        "(select document_id, metadata, content from knowledge where document_id in (select value from json_each(?)) "
-        "order by document_id, chunk_index) group by document_id",
+        "select document_id, metadata, scope, group_concat(content, char(10)) from "
+        "(select document_id, metadata, scope, content from knowledge "
+        "where document_id in (select value from json_each(?)) order by document_id, chunk_index) group by document_id",
         [json.dumps(list(document_ids))],
     ).fetchall()
-    for document_id, metadata, text in rows:
-        try:
-            turn = turn_of(Document("", None, [], metadata=json.loads(metadata))) if metadata else None
-        except ValueError:
-            turn = None
+    for document_id, metadata, scope, text in rows:
+        turn = _stored_turn(metadata)
         if turn is not None:
-            found[document_id] = (turn[1], entry(turn[0], text))
+            found[document_id] = ((turn[1], scope), entry(turn[0], text))
     return found
 
 
-def stored_turns(conn, session, before_ids=()):
-    """[(speaker, text)] of the session's stored turns, oldest first, the last
-    CONVERSATION_CONTEXT_TURNS of them: an agent remembers a conversation a turn
-    at a time, and each turn's context comes from those stored before it. Turns
-    whose `_id` is in `before_ids` (being written again) are left out."""
+def _stored_turn(metadata):
+    """(speaker, session) of a stored memory's metadata (JSON text), or None."""
+    try:
+        values = json.loads(metadata) if metadata else None
+    except ValueError:
+        return None
+    return turn_of(Document("", None, [], metadata=values)) if isinstance(values, dict) else None
+
+
+def stored_turns(conn, session, scope, before_ids=()):
+    """[(speaker, text)] of the session's stored turns in `scope`, oldest first,
+    the last CONVERSATION_CONTEXT_TURNS of them: an agent remembers a conversation
+    a turn at a time, and each turn's context comes from those stored before it.
+    Flagged turns, and turns whose `_id` is in `before_ids` (being written
+    again), are left out."""
     rows = conn.execute(
         "select metadata, group_concat(content, char(10)), min(id) as first from "
-        f"(select document_id, metadata, content, id from knowledge where {session_sql()} = ? "
-        "and coalesce(external_id, '') not in (select value from json_each(?)) order by document_id, chunk_index) "
-        "group by document_id order by first desc limit ?",
-        [session, json.dumps([str(i) for i in before_ids]), CONVERSATION_CONTEXT_TURNS],
+        f"(select document_id, metadata, content, id from knowledge where {session_sql()} = ? and scope = ? "
+        "and not flagged and coalesce(external_id, '') not in (select value from json_each(?)) "
+        "order by document_id, chunk_index) group by document_id order by first desc limit ?",
+        [session, scope, json.dumps([str(i) for i in before_ids]), CONVERSATION_CONTEXT_TURNS],
     ).fetchall()
     turns = []
     for metadata, text, _ in reversed(rows):
-        turn = turn_of(Document("", None, [], metadata=json.loads(metadata)))
+        turn = _stored_turn(metadata)
         if turn is not None:
             turns.append((turn[0], text))
     return turns

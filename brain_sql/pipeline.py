@@ -162,16 +162,16 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
     documents, document_ids, seen = [], [], {}
     extractors = collect("brain_entity_extractors")
     rewritten = [r.get(k) for r in records if isinstance(r, dict) for k in ID_KEYS if r.get(k) not in (None, "")]
-    sessions = Sessions(lambda session: stored_turns(conn, session, rewritten))
+    sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten))
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
-        item = sessions.add(record_document("remember", record, line, f"record {number}"))
+        item = record_document("remember", record, line, f"record {number}")
         if isinstance(item, Document):
             item.source_path = None
             item = _stored_as(conn, item, number)
         if isinstance(item, Document):
             document_ids.append(item.document_id)
-        item = _accept(item, defaults, seen, model_id, extractors)
+        item = _accept(item, defaults, seen, model_id, extractors, sessions)
         if isinstance(item, IngestError):
             if not item.message.startswith(f"record {number}:"):
                 item = IngestError("remember", line, f"record {number}: {item.message}")
@@ -227,8 +227,9 @@ def _ingest_files(pipeline, files, defaults, prune_paths):
     for path, fmt in files:
         report.files += 1
         seen, failed = {}, False
-        for item in Sessions().link(_read(path, fmt)):
-            item = _accept(item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id, extractors)
+        sessions = Sessions()
+        for item in _read(path, fmt):
+            item = _accept(item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id, extractors, sessions)
             if isinstance(item, IngestError):
                 report.errors.append(item)
                 failed = True
@@ -269,13 +270,13 @@ def _read(path, fmt):
     yield from fmt.parse(path, text.removeprefix("\ufeff"))
 
 
-def _accept(item, defaults, seen, model_id, extractors):
+def _accept(item, defaults, seen, model_id, extractors, sessions):
     """A prepared Document to write, None for an exact repeat of one already
     accepted, or an IngestError; `seen` maps document ids to their hashes."""
     if not isinstance(item, Document):
         return item
     try:
-        item = _prepare(item, defaults, extractors)
+        item = _prepare(item, defaults, extractors, sessions)
         if isinstance(item, IngestError):
             return item
         digest = _document_hash(item, model_id)
@@ -290,8 +291,9 @@ def _accept(item, defaults, seen, model_id, extractors):
     return item
 
 
-def _prepare(document, defaults, extractors):
-    """Check a document against the caps, apply defaults, run entity extractors."""
+def _prepare(document, defaults, extractors, sessions):
+    """Check a document against the caps, apply defaults, run entity extractors,
+    link a conversation turn into its session (`sessions`, a conversation.Sessions)."""
 
     def error(message):
         return IngestError(document.source_path, document.line, message)
@@ -306,6 +308,7 @@ def _prepare(document, defaults, extractors):
     document.fields = {**defaults, **document.fields}
     for extractor in extractors:
         document.relations = document.relations + list(extractor(document))
+    sessions.add(document)
     if not document.title and (
         document.entities or document.aliases or document.tags
         or any(r.from_name is None for r in document.relations)

@@ -94,8 +94,8 @@ def _unquote(conn, ids):
         "select distinct document_id from knowledge where id in (select value from json_each(?)) and document_id is not null",
         [json.dumps(ids)],
     )]  # fmt: skip
-    for session, entry in stored_entries(conn, documents).values():
-        restate(conn, session, entry, None)
+    for where, entry in stored_entries(conn, documents).values():
+        restate(conn, where, entry, None)
 
 
 def _memory_ids(ids):

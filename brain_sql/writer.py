@@ -143,7 +143,7 @@ class DocumentWriter:
         self.queued["chunk"] += chunk_ids.values()
         if quoted:  # a corrected turn is quoted as it is now in the turns after it
             now = conversation.entry_of(document)
-            if now != quoted:
+            if now != quoted:  # moved to another session or scope: no longer quoted where it was
                 restate(conn, quoted[0], quoted[1], now[1] if now and now[0] == quoted[0] else None, document.document_id)
         return stored_vectors
 
@@ -234,21 +234,21 @@ def remove_documents(conn, document_ids):
         conn.execute("delete from relationships where document_id = ?", (document_id,))
         conn.execute("delete from documents where document_id = ?", (document_id,))
     validity.settle(conn, before)  # what they superseded is current again
-    for session, entry in quoted.values():
-        restate(conn, session, entry, None)
+    for where, entry in quoted.values():
+        restate(conn, where, entry, None)
     return removed
 
 
-def restate(conn, session, old, new, skip=None):
-    """Replace the quote `old` of a turn in the contexts of the other turns of
-    `session` by `new` (None: drop it), inside the caller's transaction: a turn
+def restate(conn, where, old, new, skip=None):
+    """Replace the quote `old` of a turn in the contexts of the other turns of its
+    session and scope (`where`) by `new` (None: drop it), inside the caller's transaction: a turn
     forgotten, flagged or corrected is not found through what it used to say. A
     changed context is embedded again (the vector is of the text with its
     context), and its document is marked for rewriting at its next ingest."""
     rows = conn.execute(
         f"select id, document_id, title, heading_path, content, context from knowledge "
-        f"where {conversation.session_sql()} = ? and instr(context, ?) and document_id is not ?",
-        [session, "\n" + old, skip],
+        f"where {conversation.session_sql()} = ? and scope = ? and instr(context, ?) and document_id is not ?",
+        [*where, "\n" + old, skip],
     ).fetchall()
     if not rows:
         return

@@ -195,3 +195,21 @@ def test_a_quote_is_dropped_whole_never_a_longer_one_that_begins_alike(conn, tmp
     brain_sql.ingest(conn, [transcript(tmp_path, turns)])
     brain_sql.forget(conn, external_ids=["a"])
     assert quotes(conn, "c").splitlines()[1:] == ["Ann: Hi there"]
+
+
+def test_a_turn_quotes_only_earlier_turns_in_its_own_scope(conn, tmp_path):
+    """Whoever may read a turn may read what its context quotes: a session whose
+    turns lie in two scopes keeps each scope's words to itself."""
+    turns = [{"_id": "p1", "text": "The zebrafish budget is secret.", "speaker": "Ann", "scope": "/acme/legal"},
+             {"_id": "q1", "text": "What's for lunch?", "speaker": "Bo", "scope": "/acme/support"},
+             {"_id": "q2", "text": "Soup, I think.", "speaker": "Ann", "scope": "/acme/support"}]  # fmt: skip
+    brain_sql.ingest(conn, [transcript(tmp_path, turns)])
+    assert "zebrafish" not in quotes(conn, "q1") + quotes(conn, "q2")
+    assert quotes(conn, "q2").splitlines()[-1] == "Bo: What's for lunch?"
+    # remembered a turn at a time, the same holds
+    remember(conn, [{"_id": "q3", "text": "Ok.", "speaker": "Bo", "session_id": "chat/1", "scope": "/acme/support"}])
+    assert "zebrafish" not in quotes(conn, "q3") and "Soup" in quotes(conn, "q3")
+    hits = brain_sql.recall(conn, {"q": "zebrafish budget", "scope": "/acme/support", "cutoff": False})["hits"]
+    assert all("zebrafish" not in (h["content"] + (h["title"] or "")) for h in hits)
+    assert not rows(conn, "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
+                          "where knowledge_fts match 'zebrafish' and k.scope = '/acme/support'")  # fmt: skip
