@@ -73,7 +73,7 @@ def _faults_named(operation):
             if type(ex) is BrainError and _outdated(conn):
                 raise BrainError(
                     "this brain was written by an older datasette-brain and its schema is not migrated yet "
-                    "(a running server migrates it when it starts): run sqlite-utils brain init DB"
+                    "(a server migrates a brain it may write when it starts): run sqlite-utils brain init DB"
                 ) from ex
             raise
 
@@ -138,13 +138,14 @@ def embed_with_usage(texts, model_id):
     return embed(texts, model_id), sum(count_tokens(texts, model_id))
 
 
-def warm(path):
+def warm(path, migrate_it=True):
     """Load the brain's model and build its read state, side by side, so the first
     recall after a server starts is as fast as the rest; opens the file read-only,
-    unless it has schema migrations to apply."""
+    unless it has schema migrations to apply and `migrate_it` (a file served
+    immutable is never written)."""
     conn = open_connection(path, read_only=True)
     try:
-        if is_brain(conn) and pending_migrations(conn):
+        if migrate_it and is_brain(conn) and pending_migrations(conn):
             conn.close()
             # a brain an older version wrote: migrated before its first recall needs it
             conn = connect(path)

@@ -37,6 +37,11 @@ CHUNK_MAX_CHARS = 2_000
 # pipeline Recall@10): 2 turns 0.778 (1: 0.752, 3: 0.775, 4: 0.764), weight 0.5
 # (0.3: 0.761, 0.8: 0.772).
 CONVERSATION_CONTEXT_TURNS = 2
+# Of each turn quoted in a context, at most this many characters (a context is
+# stored with every chunk of a turn: it must stay small however long turns are).
+CONVERSATION_QUOTE_CHARS = 1_000
+# At most this many relative time phrases of a turn are resolved into its context.
+CONVERSATION_DATES = 10
 
 # Entity names shorter than this are not looked for as mentions in text.
 MENTION_MIN_CHARS = 3

@@ -13,7 +13,7 @@ day it was said, its relative time phrases read against that day ("yesterday:
 import datetime
 import json
 
-from .config import CONVERSATION_CONTEXT_TURNS
+from .config import CONVERSATION_CONTEXT_TURNS, CONVERSATION_DATES, CONVERSATION_QUOTE_CHARS, MAX_TITLE_CHARS
 from .document import Document, Relation
 from .temporal import day_label, resolve_relative
 
@@ -24,11 +24,16 @@ SESSION_KEYS = ("session_id", "conversation_id", "thread_id")
 def turn_of(document):
     """(speaker, session) of a turn, or None for any other document."""
     metadata = document.metadata
-    speaker = next((metadata[k] for k in SPEAKER_KEYS if isinstance(metadata.get(k), (str, int))), None)
-    session = next((metadata[k] for k in SESSION_KEYS if isinstance(metadata.get(k), (str, int))), None)
+    speaker = next((metadata[k] for k in SPEAKER_KEYS if _name(metadata.get(k))), None)
+    session = next((metadata[k] for k in SESSION_KEYS if _name(metadata.get(k))), None)
     if speaker is None or session is None or not str(speaker).strip() or not str(session).strip():
         return None
     return str(speaker).strip(), str(session).strip()
+
+
+def _name(value):
+    """Whether `value` names a speaker or a session: text or a number, never true/false."""
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool) and bool(str(value).strip())
 
 
 class Sessions:
@@ -36,9 +41,10 @@ class Sessions:
     A turn quotes only earlier turns in its own scope: whoever may read it may
     read them."""
 
-    def __init__(self, earlier=None):
-        # earlier(session, scope): [(speaker, text)] stored before this run, oldest first
-        self.earlier, self.keep = earlier, CONVERSATION_CONTEXT_TURNS
+    def __init__(self, earlier=None, hidden=None):
+        # earlier(session, scope): [(speaker, text) or None for a flagged one] stored before, oldest first;
+        # hidden(document id): whether the stored turn is flagged, so never quoted
+        self.earlier, self.hidden, self.keep = earlier, hidden, CONVERSATION_CONTEXT_TURNS
         self.turns = {}
 
     def add(self, document):
@@ -53,20 +59,23 @@ class Sessions:
             self.turns[key] = list(self.earlier(*key))[-self.keep :] if self.earlier else []
         before = self.turns[key]
         said = _said_at(document.fields.get("observed_at"))
-        if not document.title:
-            document.title = f"{speaker}, {day_label(said)}" if said else f"{speaker} in {session}"
+        if not document.title:  # within the title cap, however long the names
+            title = f"{speaker}, {day_label(said)}" if said else f"{speaker} in {session}"
+            document.title = title if len(title) <= MAX_TITLE_CHARS else title[: MAX_TITLE_CHARS - 1] + "…"
         text = "\n".join(chunk.content for chunk in document.chunks)
         lines = [f"{speaker}, {day_label(said)}" if said else speaker]
         if said:
-            lines += resolve_relative(text, said)
-        lines += [entry(who, what) for who, what in before]
+            lines += resolve_relative(text, said, CONVERSATION_DATES)
+        lines += [entry(*turn) for turn in before if turn is not None]
         for chunk in document.chunks:
             chunk.context = "\n".join(lines)
         document.relations = document.relations + [
             Relation("said_by", speaker, None, 0, "person"),
             Relation("in_session", session, None, 0, "session"),
         ]
-        self.turns[key] = (before + [(speaker, text)])[-self.keep :]
+        # a flagged turn keeps its place among the turns before the next, unquoted
+        quotable = None if self.hidden and self.hidden(document.document_id) else (speaker, text)
+        self.turns[key] = (before + [quotable])[-self.keep :]
 
 
 def scope_of(fields):
@@ -75,7 +84,11 @@ def scope_of(fields):
 
 
 def entry(speaker, text):
-    """How a turn is quoted in the context of the turns after it."""
+    """How a turn is quoted in the context of the turns after it: its first
+    CONVERSATION_QUOTE_CHARS characters, so a context stays small however long
+    the turns before it."""
+    if len(text) > CONVERSATION_QUOTE_CHARS:
+        text = text[:CONVERSATION_QUOTE_CHARS] + "…"
     return f"{speaker}: {text}"
 
 
@@ -119,24 +132,30 @@ def _stored_turn(metadata):
     return turn_of(Document("", None, [], metadata=values)) if isinstance(values, dict) else None
 
 
+def flagged(conn, document_id):
+    """Whether the stored document `document_id` is flagged: a flagged turn is
+    quoted by no other, whatever writes it again."""
+    return bool(conn.execute("select 1 from knowledge where document_id = ? and flagged limit 1", [document_id]).fetchone())
+
+
 def stored_turns(conn, session, scope, before_ids=()):
     """[(speaker, text)] of the session's stored turns in `scope`, oldest first,
-    the last CONVERSATION_CONTEXT_TURNS of them: an agent remembers a conversation
-    a turn at a time, and each turn's context comes from those stored before it.
-    Flagged turns, and turns whose `_id` is in `before_ids` (being written
-    again), are left out."""
+    the last CONVERSATION_CONTEXT_TURNS of them, None for a flagged one (it keeps
+    its place, unquoted): an agent remembers a conversation a turn at a time, and
+    each turn's context comes from those stored before it. Turns whose `_id` is
+    in `before_ids` (being written again) are left out."""
     rows = conn.execute(
-        "select metadata, group_concat(content, char(10)), min(id) as first from "
-        f"(select document_id, metadata, content, id from knowledge where {session_sql()} = ? and scope = ? "
-        "and not flagged and coalesce(external_id, '') not in (select value from json_each(?)) "
+        "select metadata, group_concat(content, char(10)), min(id) as first, max(flagged) from "
+        f"(select document_id, metadata, content, id, flagged from knowledge where {session_sql()} = ? and scope = ? "
+        "and coalesce(external_id, '') not in (select value from json_each(?)) "
         "order by document_id, chunk_index) group by document_id order by first desc limit ?",
         [session, scope, json.dumps([str(i) for i in before_ids]), CONVERSATION_CONTEXT_TURNS],
     ).fetchall()
     turns = []
-    for metadata, text, _ in reversed(rows):
+    for metadata, text, _, hidden in reversed(rows):
         turn = _stored_turn(metadata)
         if turn is not None:
-            turns.append((turn[0], text))
+            turns.append(None if hidden else (turn[0], text))
     return turns
 
 

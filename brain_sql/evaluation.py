@@ -18,6 +18,7 @@ import csv
 import dataclasses
 import json
 import math
+import os
 import time
 
 from .querydoc import parse
@@ -28,8 +29,21 @@ MODES = ("full", "no_graph", "vector", "fts", "graph")
 
 
 def load_queries(path):
+    """{query id: text} of a BEIR queries.jsonl; a ValueError names the file and
+    line of anything else."""
+    queries = {}
     with open(path, encoding="utf-8") as f:
-        return {str(q["_id"]): q["text"] for q in map(json.loads, filter(str.strip, f))}
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                query = json.loads(line)
+            except ValueError as ex:
+                raise ValueError(f"{path}:{number}: not a JSON object ({ex})") from ex
+            if not isinstance(query, dict) or query.get("_id") is None or not isinstance(query.get("text"), str):
+                raise ValueError(f'{path}:{number}: a query needs "_id" and "text"')
+            queries[str(query["_id"])] = query["text"]
+    return queries
 
 
 def load_qrels(path):
@@ -73,13 +87,18 @@ def evaluate(conn, queries_path, qrels_path, k=10, now=None, progress=None, per_
     """({"queries": N, "full": M, "no_graph": M, "vector": M, "fts": M, "graph": M},
     {"abstained": queries the full pipeline abstained on, "seconds": ...}); with
     `per_query` (a path), each query's metrics are written there as JSON lines."""
-    with open(per_query, "w", encoding="utf-8") if per_query else contextlib.nullcontext() as lines:
-        return _evaluate(conn, queries_path, qrels_path, k, now, progress, lines)
-
-
-def _evaluate(conn, queries_path, qrels_path, k, now, progress, lines):
-    started = time.perf_counter()
     queries, qrels = load_queries(queries_path), load_qrels(qrels_path)
+    if per_query:
+        brain = conn.execute("select file from pragma_database_list where name = 'main'").fetchone()[0]
+        for given in (queries_path, qrels_path, brain):
+            if given and os.path.exists(per_query) and os.path.samefile(per_query, given):
+                raise ValueError(f"--per-query {per_query} is {given}, an input: give another file")
+    with open(per_query, "w", encoding="utf-8") if per_query else contextlib.nullcontext() as lines:
+        return _evaluate(conn, queries, qrels, k, now, progress, lines)
+
+
+def _evaluate(conn, queries, qrels, k, now, progress, lines):
+    started = time.perf_counter()
     external = dict(conn.execute("select id, external_id from knowledge where external_id is not null"))
     model_id = recorded_model(conn)
     totals = {mode: {} for mode in MODES}

@@ -14,12 +14,13 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from . import mentions, validity
 from .config import CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, MAX_TITLE_CHARS
 from .connection import atomic, sqlite3
-from .conversation import Sessions, stored_turns
+from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError
 from .errors import BrainBusy, ModelError, WriteError
 from .fields import normalize_fields
@@ -162,7 +163,7 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
     documents, document_ids, seen = [], [], {}
     extractors = collect("brain_entity_extractors")
     rewritten = [r.get(k) for r in records if isinstance(r, dict) for k in ID_KEYS if r.get(k) not in (None, "")]
-    sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten))
+    sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten), partial(flagged, conn))
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
         item = record_document("remember", record, line, f"record {number}")
@@ -227,7 +228,7 @@ def _ingest_files(pipeline, files, defaults, prune_paths):
     for path, fmt in files:
         report.files += 1
         seen, failed = {}, False
-        sessions = Sessions()
+        sessions = Sessions(hidden=partial(flagged, pipeline.conn))
         for item in _read(path, fmt):
             item = _accept(item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id, extractors, sessions)
             if isinstance(item, IngestError):

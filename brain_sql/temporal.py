@@ -69,25 +69,37 @@ def _date(match, now):
 MONTH_LOOKBACK_YEARS = 10
 
 
-def _latest_covered(start, covered):
-    """(since, until) of the latest month like `start` (same month, this year or
-    up to MONTH_LOOKBACK_YEARS before) in which `covered` finds memories; `start`'s
-    own when none has any."""
+def _latest_covered(window, covered):
+    """The latest of `window` (since, until; either may be None) and the same
+    window up to MONTH_LOOKBACK_YEARS years earlier in which `covered` finds
+    memories; `window` itself when none has any."""
     for back in range(MONTH_LOOKBACK_YEARS + 1):
-        since = start.replace(year=start.year - back)
-        if covered(sqlite_time(since), sqlite_time(_next_month(since))):
-            return since, _next_month(since)
-    return start, _next_month(start)
+        try:
+            shifted = tuple(t.replace(year=t.year - back) if t else None for t in window)
+        except ValueError:  # 29 February in a year without one
+            continue
+        if covered(*(sqlite_time(t) if t else None for t in shifted)):
+            return shifted
+    return window
+
+
+def _yearless(kind, groups):
+    """Whether the phrase names its window relative to now: every phrase but a
+    date given with its year ("since March 2026", "before 2026-06-01")."""
+    if kind in ("since", "until"):
+        iso = (groups.get("date") or "")[:1].isdigit()
+        return not (iso or groups.get("year") or groups.get("year2"))
+    return not groups.get("year")
 
 
 def extract(text, now, covered=None):
     """(since, until, text without the phrases); since/until None where not named.
 
     `now` is a naive UTC datetime; invalid dates ("February 31") are left as text.
-    A month named without its year ("in June") is the latest June by `now` —
-    or, given `covered(since, until)` (whether memories were observed then), the
-    latest of the last MONTH_LOOKBACK_YEARS Junes that has any: asked in
-    November about a conversation held two years ago, "in June" means its June.
+    A month named without its year ("in June", "since June") is the latest June
+    by `now` — or, given `covered(since, until)` (whether memories were observed
+    then), the latest of the last MONTH_LOOKBACK_YEARS Junes that has any: asked
+    in November about a conversation held two years ago, "in June" means its June.
     Given `covered`, a phrase relative to now ("last year", "in June") whose
     window holds no memory is left in the text, not applied: asked of an old
     conversation, "the camping trip last year" is about the trip.
@@ -103,6 +115,8 @@ def extract(text, now, covered=None):
             if kind in ("since", "until"):
                 start, end = _date(match, now)
                 window = (start, None) if kind == "since" else (None, start)
+                if covered and kind == "since" and _yearless(kind, groups):
+                    window = _latest_covered(window, covered)
             elif kind == "last_n":
                 window = (now - datetime.timedelta(days=int(groups["n"]) * _UNITS[groups["unit"].lower()]), None)
             elif kind == "last":
@@ -121,12 +135,11 @@ def extract(text, now, covered=None):
                 window = (today, today + datetime.timedelta(days=1))
             else:  # in_month
                 window = _date(match, now)
-                if covered and not groups.get("year"):
-                    window = _latest_covered(window[0], covered)
+                if covered and _yearless(kind, groups):
+                    window = _latest_covered(window, covered)
         except (ValueError, OverflowError):
             continue
-        relative = kind not in ("since", "until") and not groups.get("year")
-        if relative and covered and not covered(*(sqlite_time(t) if t else None for t in window)):
+        if _yearless(kind, groups) and covered and not covered(*(sqlite_time(t) if t else None for t in window)):
             continue  # a window relative to now holding no memory: the phrase is about something else
         since, until = window[0] or since, window[1] or until
         text = (text[: match.start()] + " " + text[match.end() :]).strip()
@@ -154,14 +167,19 @@ def _month_label(year, month):
     return f"{calendar.month_name[month]} {year}"
 
 
-def resolve_relative(text, at):
+def resolve_relative(text, at, limit):
     """['yesterday: 7 May 2023', ...]: the relative time phrases of `text` ("last
     week", "two years ago") read against `at`, when the text was said — so a turn
-    says when its events happened, not only when it was spoken."""
+    says when its events happened, not only when it was spoken. At most `limit`."""
     resolved = []
     for match in RELATIVE.finditer(text):
+        if len(resolved) == limit:
+            break
         phrase = match.group(0)
-        label = _relative_label(match, at)
+        try:
+            label = _relative_label(match, at)
+        except (OverflowError, ValueError):  # "999999999 days ago", "tomorrow" on 9999-12-31: left unresolved
+            continue
         if label and f"{phrase.lower()}: {label}" not in resolved:
             resolved.append(f"{phrase.lower()}: {label}")
     return resolved

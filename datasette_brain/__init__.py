@@ -24,16 +24,17 @@ def startup(datasette):
     async def inner():
         brain_sql.serve_many()
         await links.remember_brains(datasette)
-        paths = [datasette.get_database(name).path for name in await tools.brain_names(datasette)]
-        for path in filter(None, paths):
-            threading.Thread(target=_warm, args=(path,), name="brain-warm", daemon=True).start()
+        databases = [datasette.get_database(name) for name in await tools.brain_names(datasette)]
+        for db in databases:
+            if db.path:  # a brain served immutable (-i) is never written, not even migrated
+                threading.Thread(target=_warm, args=(db.path, db.is_mutable), name="brain-warm", daemon=True).start()
 
     return inner
 
 
-def _warm(path):
+def _warm(path, migrate):
     try:
-        brain_sql.warm(path)
+        brain_sql.warm(path, migrate)
     except Exception:  # only a head start: the first recall meets, and reports, the same problem
         pass
 

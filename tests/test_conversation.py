@@ -71,6 +71,8 @@ def test_a_month_without_a_year_is_the_latest_one_with_memories(conn, tmp_path):
     assert result["query"]["since"] == "2023-05-01 00:00:00"
     assert result["query"]["until"] == "2023-06-01 00:00:00"
     assert "S1:3" in [hit["external_id"] for hit in result["hits"]]
+    since = brain_sql.recall(conn, {"q": "support group since May", "now": "2026-11-29", "cutoff": False})
+    assert (since["query"]["since"], since["query"]["until"]) == ("2023-05-01 00:00:00", None)
     # with no memory in any March of the last ten years, "in March" is searched as text
     march = brain_sql.recall(conn, {"q": "support group in March", "now": "2026-11-29"})
     assert (march["query"]["since"], march["query"]["searched"]) == (None, "support group in March")
@@ -182,11 +184,22 @@ def test_a_forgotten_flagged_or_corrected_turn_is_not_found_through_the_turns_af
     remember(conn, [{**TURNS[1], "text": "Great! We sailed to the island.", "session_id": "chat/1"}])
     assert "sailed to the island" in quotes(conn, "S1:4") and "lighthouse" not in quotes(conn, "S1:4")
 
-    # flagged: never shown, nor quoted
+    # flagged: never shown, nor quoted, even when its file is ingested again
     flagged = conn.execute("select id from knowledge where external_id = 'S1:2'").fetchone()[0]
     brain_sql.flag(conn, [flagged])
     assert "island" not in quotes(conn, "S1:4")
     assert brain_sql.check(conn) == {}
+    brain_sql.ingest(conn, [transcript(tmp_path)])  # S1:3 is back (forgetting is not deleting from the file)
+    assert "lighthouse" not in quotes(conn, "S1:3") + quotes(conn, "S1:4")
+
+
+def test_a_flagged_turn_stays_unquoted_when_its_file_is_ingested_again(conn, tmp_path):
+    brain_sql.ingest(conn, [transcript(tmp_path)])
+    brain_sql.flag(conn, [conn.execute("select id from knowledge where external_id = 'S1:2'").fetchone()[0]])
+    ids = dict(rows(conn, "select external_id, id from knowledge"))
+    report = brain_sql.ingest(conn, [transcript(tmp_path)])
+    assert "lighthouse" not in quotes(conn, "S1:3") + quotes(conn, "S1:4")
+    assert report.chunks_added == 0 and dict(rows(conn, "select external_id, id from knowledge")) == ids  # same memories
 
 
 def test_a_quote_is_dropped_whole_never_a_longer_one_that_begins_alike(conn, tmp_path):
@@ -213,3 +226,24 @@ def test_a_turn_quotes_only_earlier_turns_in_its_own_scope(conn, tmp_path):
     assert all("zebrafish" not in (h["content"] + (h["title"] or "")) for h in hits)
     assert not rows(conn, "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
                           "where knowledge_fts match 'zebrafish' and k.scope = '/acme/support'")  # fmt: skip
+
+
+def test_odd_turns_are_stored_and_bounded(conn, tmp_path):
+    """A phrase that cannot be read as a date stays unread, never refusing the turn;
+    a made-up title stays within the title cap; a quote of a long turn is cut; a
+    true/false speaker is no speaker."""
+    turns = [
+        {"_id": "t1", "text": "tomorrow then", "speaker": "Al", "observed_at": "9999-12-31T10:00:00"},
+        {"_id": "t2", "text": "That happened 999999999 days ago. " + "word " * 1000, "speaker": "S" * 600},
+        {"_id": "t3", "text": "Right.", "speaker": "Al"},
+        {"_id": "t4", "text": "Not a turn.", "speaker": True},
+    ]
+    lines = [json.dumps({**t, "session_id": "odd"}) for t in turns]
+    report = brain_sql.ingest(conn, [write(tmp_path / "odd.jsonl", "\n".join(lines))])
+    assert not report.errors
+    stored = by_external_id(conn)
+    assert stored["t1"][2].splitlines()[0] == "Al, 31 December 9999"
+    assert len(stored["t2"][0]) <= 500 and "days ago:" not in stored["t2"][2]
+    quote = stored["t3"][2][stored["t3"][2].index("S" * 600) :]  # the quote of t2, after the one of t1
+    assert quote.startswith("S" * 600 + ": That happened") and quote.endswith("…") and len(quote) == 600 + 2 + 1000 + 1
+    assert stored["t4"][2] is None
