@@ -6,10 +6,11 @@ without their chunks, vectors from another model, unfinished mention work —
 and `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
 """
 
-from . import mentions, validity
+from . import conversation, mentions, validity
 from .connection import atomic, cannot_write, sqlite3
 from .schema import CHANGES_TABLE, damaged_tables, expected_triggers, migrate, pending_migrations, recorded_model
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
+from .writer import restate
 
 
 def _ids(conn, sql, params=()):
@@ -104,6 +105,8 @@ def check(conn, repair=False):
             "and version_of not in (select document_id from knowledge where document_id is not null)",
         ),
         "stale_supersession": sorted(validity.stale(conn)),
+        # a turn flagged with plain SQL is still quoted by the turns after it
+        "quoted_flagged_turns": sorted(conversation.quoted_flagged(conn)),
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:
@@ -155,6 +158,8 @@ def _repair(conn, problems, model_id):
         validity.promote(conn, problems.get("orphan_versions", []))
         if problems.get("stale_supersession"):
             validity.rederive(conn)
+        for where, said in conversation.quoted_flagged(conn).values():
+            restate(conn, where, said, None)
 
 
 def fingerprint(conn):

@@ -132,6 +132,23 @@ def _stored_turn(metadata):
     return turn_of(Document("", None, [], metadata=values)) if isinstance(values, dict) else None
 
 
+def quoted_flagged(conn):
+    """{document id: ((session, scope), entry)} of the flagged turns that another
+    turn's context still quotes (a turn flagged with plain SQL): for check."""
+    documents = [row[0] for row in conn.execute(
+        f"select distinct document_id from knowledge where flagged and document_id is not null and {session_sql()} is not null"
+    )]  # fmt: skip
+    quoted = {}
+    for document_id, (where, said) in stored_entries(conn, documents).items():
+        if conn.execute(
+            f"select 1 from knowledge where {session_sql()} = ? and scope = ? and instr(context, ?) "
+            "and document_id is not ? limit 1",
+            [*where, "\n" + said, document_id],
+        ).fetchone():
+            quoted[document_id] = (where, said)
+    return quoted
+
+
 def flagged(conn, document_id):
     """Whether the stored document `document_id` is flagged: a flagged turn is
     quoted by no other, whatever writes it again."""

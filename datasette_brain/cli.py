@@ -281,6 +281,7 @@ PROBLEMS = {
     "pending_mentions": "mention matching left unfinished",
     "orphan_versions": "earlier versions of records whose current version is gone",
     "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
+    "quoted_flagged_turns": "flagged conversation turns still quoted in the context of the turns after them",
 }
 
 

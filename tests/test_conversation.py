@@ -247,3 +247,13 @@ def test_odd_turns_are_stored_and_bounded(conn, tmp_path):
     quote = stored["t3"][2][stored["t3"][2].index("S" * 600) :]  # the quote of t2, after the one of t1
     assert quote.startswith("S" * 600 + ": That happened") and quote.endswith("…") and len(quote) == 600 + 2 + 1000 + 1
     assert stored["t4"][2] is None
+
+
+def test_a_turn_flagged_with_plain_sql_is_found_by_check_and_repaired(conn, tmp_path):
+    brain_sql.ingest(conn, [transcript(tmp_path)])
+    conn.execute("update knowledge set flagged = 1 where external_id = 'S1:3'")
+    document = conn.execute("select document_id from knowledge where external_id = 'S1:3'").fetchone()[0]
+    assert brain_sql.check(conn) == {"quoted_flagged_turns": [document]}
+    brain_sql.check(conn, repair=True)
+    assert "support group" not in quotes(conn, "S1:4") + quotes(conn, "S1:5")
+    assert brain_sql.check(conn) == {}
