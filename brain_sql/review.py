@@ -11,6 +11,7 @@ is ingested again, when the file's fields are stored again.
 
 import json
 
+from . import validity
 from .config import CHANGE_LOG_KEEP, MAX_FORGET_ITEMS
 from .connection import atomic, sqlite3
 from .errors import BrainError, FieldError, WriteError
@@ -80,20 +81,26 @@ def _act(conn, action, ids, now=None, seconds=0):
                 f"update knowledge set {_UPDATES[action]} where id in (select value from json_each(:ids))",
                 {"ids": json.dumps(found), "now": now, "seconds": seconds},
             )
-            if action == "flag":  # a flagged turn is not found through the turns after it either
-                _unquote(conn, found)
+            if action == "flag":  # a flagged memory replaces nothing, and a flagged turn is quoted nowhere
+                documents = _documents(conn, found)
+                validity.settle(conn, validity.touched(conn, documents))
+                _unquote(conn, documents)
             prune_changes(conn, CHANGE_LOG_KEEP)
     except sqlite3.Error as ex:
         raise WriteError(f"nothing was changed: {ex}") from ex
     return {"action": action, "changed": found, "not_found": sorted(set(ids) - set(found))}
 
 
-def _unquote(conn, ids):
-    """Drop the turns among memories `ids` from the contexts that quote them."""
-    documents = [row[0] for row in conn.execute(
+def _documents(conn, ids):
+    """The documents of the memories `ids`."""
+    return [row[0] for row in conn.execute(
         "select distinct document_id from knowledge where id in (select value from json_each(?)) and document_id is not null",
         [json.dumps(ids)],
     )]  # fmt: skip
+
+
+def _unquote(conn, documents):
+    """Drop the turns among `documents` from the contexts that quote them."""
     for where, entry in stored_entries(conn, documents).values():
         restate(conn, where, entry, None)
 

@@ -6,7 +6,11 @@ and it was not superseded by T. `superseded_at` / `superseded_by` (the time, and
 the document_id of the memory that replaced it) are derived data, recomputed
 from what memories state whenever a write touches them, so they are the same
 after any sequence of writes and forgets, and `brain check` compares them with
-a fresh derivation. A memory is replaced by:
+a fresh derivation.
+
+Only a memory that anyone who may read the older one may read too replaces it
+(not flagged; in its scope or a parent scope), so no reader's answer changes
+because of a memory it cannot see. A memory is replaced by:
 
 - a memory whose `supersedes` names its `_id` (external_id), from that memory's
   valid_from (else observed_at, else created_at) — if it had begun by then;
@@ -20,19 +24,25 @@ The vec0 column valid_until (vectors.VEC_METADATA) is min(valid_to, superseded_a
 
 import json
 
+# Only a memory that whoever may read `k` may read too replaces it: not flagged,
+# and in k's scope or one of its parents (a reader of a scope reads its parents).
+_VISIBLE_WITH_K = """not e.flagged
+      and (e.scope = '/' or e.scope = k.scope or substr(k.scope, 1, length(e.scope) + 1) = e.scope || '/')"""
 # what replaced knowledge row `k` first: [time, document_id], or null; ties by document_id
-_REPLACED_BY = """(
+_REPLACED_BY = f"""(
   select json_array(at, by) from (
     select coalesce(e.valid_from, e.observed_at, e.created_at) as at, e.document_id as by
     from knowledge e
     where k.external_id is not null and e.supersedes = k.external_id and e.document_id is not k.document_id
       and (k.valid_from is null or k.valid_from <= coalesce(e.valid_from, e.observed_at, e.created_at))
+      and {_VISIBLE_WITH_K}
     union all
     select coalesce(e.valid_from, e.observed_at, e.created_at), e.document_id
     from knowledge e
     where k.version_of is not null and (e.document_id = k.version_of or e.version_of = k.version_of)
       and e.document_id != k.document_id
       and (e.version_of is null or coalesce(e.valid_from, '') > coalesce(k.valid_from, ''))
+      and {_VISIBLE_WITH_K}
   ) order by at, by limit 1
 )"""
 

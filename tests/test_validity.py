@@ -231,3 +231,21 @@ def test_bad_as_of_is_a_query_error():
         with pytest.raises(brain_sql.QueryError, match=message) as raised:
             brain_sql.parse_querydoc({"q": "x", "as_of": value})
         assert raised.value.field == "as_of"
+
+
+def test_only_a_memory_its_readers_may_read_supersedes_one(conn):
+    """A newer memory in another scope (one a reader of the old one may not read),
+    or a flagged one, replaces nothing: no reader's answer changes because of a
+    memory it cannot see. In a parent scope it does."""
+    old = {"_id": "pager-old", "title": "Pager lead", "text": "Kim leads the pager rota.", "scope": "/acme/support",
+           "valid_from": "2025-01-01"}  # fmt: skip
+    remember(conn, old, {"_id": "pager-legal", "title": "Pager lead", "text": "Legal's pager rota.", "scope": "/acme/legal",
+                         "valid_from": "2026-01-01", "supersedes": "pager-old"})  # fmt: skip
+    assert versions(conn)[0][2:4] == (None, None)
+    flagged = {"_id": "pager-new", "title": "Pager lead", "text": "Sam leads the pager rota.", "scope": "/acme",
+               "valid_from": "2026-02-01", "supersedes": "pager-old"}  # fmt: skip
+    _, ids = remember(conn, flagged)
+    assert versions(conn)[0][2] == "2026-02-01 00:00:00"  # /acme is a parent of /acme/support: it replaces
+    brain_sql.flag(conn, ids[0])
+    assert versions(conn)[0][2:4] == (None, None)  # flagged, it replaces nothing
+    assert brain_sql.check(conn) == {}
