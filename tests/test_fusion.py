@@ -77,3 +77,13 @@ def test_convex_fusion_weighs_how_far_apart_scores_are_not_only_their_order():
     # equal scores all normalise to 1; ties fall back on the id
     fused = convex({"fts": ["y", "x"]}, {"fts": {"y": 3.0, "x": 3.0}}, {"fts": 1.0})
     assert [(item, score) for item, score, _ in fused] == [("x", 1.0), ("y", 1.0)]
+
+
+def test_a_stronger_dense_model_gets_its_own_weights():
+    from brain_sql.config import MINILM_MODEL
+    from brain_sql.fusion import leg_weights
+
+    default, minilm = leg_weights(False), leg_weights(False, MINILM_MODEL)
+    assert minilm["vector"] > default["vector"] and sum(minilm.values()) == pytest.approx(1.0)
+    assert leg_weights(False, "some/other-model") == default
+    assert leg_weights(True, MINILM_MODEL) == leg_weights(True)  # the graph leads alike
