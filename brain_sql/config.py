@@ -42,6 +42,7 @@ CONVERSATION_CONTEXT_TURNS = 2
 # Of each turn quoted in a context, at most this many characters (a context is
 # stored with every chunk of a turn: it must stay small however long turns are).
 CONVERSATION_QUOTE_CHARS = 1_000
+CONVERSATION_NAME_CHARS = 100  # of a speaker's name, in a context
 # At most this many relative time phrases of a turn are resolved into its context.
 CONVERSATION_DATES = 10
 

@@ -158,8 +158,8 @@ def _repair(conn, problems, model_id):
         validity.promote(conn, problems.get("orphan_versions", []))
         if problems.get("stale_supersession"):
             validity.rederive(conn)
-        for where, said in conversation.quoted_flagged(conn).values():
-            restate(conn, where, said, None)
+        for quote in conversation.quoted_flagged(conn).values():
+            restate(conn, quote)
 
 
 def fingerprint(conn):

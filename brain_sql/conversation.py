@@ -12,8 +12,12 @@ day it was said, its relative time phrases read against that day ("yesterday:
 
 import datetime
 import json
+import re
+from dataclasses import dataclass
 
-from .config import CONVERSATION_CONTEXT_TURNS, CONVERSATION_DATES, CONVERSATION_QUOTE_CHARS, MAX_TITLE_CHARS
+from .config import (
+    CONVERSATION_CONTEXT_TURNS, CONVERSATION_DATES, CONVERSATION_NAME_CHARS, CONVERSATION_QUOTE_CHARS, MAX_TITLE_CHARS,
+)
 from .document import Document, Relation
 from .temporal import day_label, resolve_relative
 
@@ -63,7 +67,8 @@ class Sessions:
             title = f"{speaker}, {day_label(said)}" if said else f"{speaker} in {session}"
             document.title = title if len(title) <= MAX_TITLE_CHARS else title[: MAX_TITLE_CHARS - 1] + "…"
         text = "\n".join(chunk.content for chunk in document.chunks)
-        lines = [f"{speaker}, {day_label(said)}" if said else speaker]
+        name = _cut(speaker, CONVERSATION_NAME_CHARS)
+        lines = [f"{name}, {day_label(said)}" if said else name]
         if said:
             lines += resolve_relative(text, said, CONVERSATION_DATES)
         lines += [entry(*turn) for turn in before if turn is not None]
@@ -84,12 +89,14 @@ def scope_of(fields):
 
 
 def entry(speaker, text):
-    """How a turn is quoted in the context of the turns after it: its first
-    CONVERSATION_QUOTE_CHARS characters, so a context stays small however long
-    the turns before it."""
-    if len(text) > CONVERSATION_QUOTE_CHARS:
-        text = text[:CONVERSATION_QUOTE_CHARS] + "…"
-    return f"{speaker}: {text}"
+    """How a turn is quoted in the context of the turns after it: its speaker's
+    name and its text, each cut (CONVERSATION_QUOTE_CHARS), so a context stays
+    small however long the turns before it or the names in them."""
+    return f"{_cut(speaker, CONVERSATION_NAME_CHARS)}: {_cut(text, CONVERSATION_QUOTE_CHARS)}"
+
+
+def _cut(text, limit):
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def entry_of(document):
@@ -106,21 +113,60 @@ def session_sql(row="knowledge"):
     return f"(case when json_valid({row}.metadata) then coalesce({keys}) end)"
 
 
-def stored_entries(conn, document_ids):
-    """{document id: ((session, scope), entry)} of the stored turns among
-    `document_ids`: what the contexts of the turns after each quote of it."""
-    found = {}
-    rows = conn.execute(
-        "select document_id, metadata, scope, group_concat(content, char(10)) from "
-        "(select document_id, metadata, scope, content from knowledge "
-        "where document_id in (select value from json_each(?)) order by document_id, chunk_index) group by document_id",
-        [json.dumps(list(document_ids))],
-    ).fetchall()
-    for document_id, metadata, scope, text in rows:
+@dataclass(frozen=True)
+class Quote:
+    """A stored turn as the turns after it quote it: its session and scope, the
+    quote, and the documents that may hold it — every other turn of its session
+    and scope (only the turns just after it quote it, and the quote names it),
+    or, when another turn there says exactly the same, only the next
+    CONVERSATION_CONTEXT_TURNS stored after it."""
+
+    where: tuple
+    entry: str
+    followers: tuple
+
+    def held_in(self, context):
+        """Whether `context` holds this quote whole (not a longer one beginning alike)."""
+        return re.search(self.pattern(), context or "") is not None
+
+    def pattern(self):
+        return re.escape("\n" + self.entry) + r"(?=\n|$)"
+
+
+def stored_quotes(conn, document_ids):
+    """{document id: Quote} of the stored turns among `document_ids`."""
+    found, sessions = {}, {}
+    for document_id, metadata, scope, _, _ in _stored_documents(conn, "document_id in (select value from json_each(?))",
+                                                               [json.dumps(list(document_ids))]):  # fmt: skip
         turn = _stored_turn(metadata)
-        if turn is not None:
-            found[document_id] = ((turn[1], scope), entry(turn[0], text))
+        if turn is None:
+            continue
+        where = (turn[1], scope)
+        if where not in sessions:
+            sessions[where] = [
+                (other, entry(said[0], text), first)
+                for other, meta, _, text, first in _stored_documents(conn, f"{session_sql()} = ? and scope = ?", list(where))
+                if (said := _stored_turn(meta)) is not None
+            ]  # fmt: skip
+        turns = sessions[where]
+        mine = next((said, first) for other, said, first in turns if other == document_id)
+        others = [(other, first) for other, said, first in turns if other != document_id]
+        if any(said == mine[0] for other, said, first in turns if other != document_id):
+            others = sorted((first, other) for other, first in others if first > mine[1])[:CONVERSATION_CONTEXT_TURNS]
+            others = [(other, first) for first, other in others]
+        found[document_id] = Quote(where, mine[0], tuple(other for other, _ in others))
     return found
+
+
+def _stored_documents(conn, where, params):
+    """(document id, metadata, scope, text, first row id) of the documents whose
+    rows `where` selects, each one's chunks joined in order."""
+    return conn.execute(
+        "select document_id, metadata, scope, group_concat(content, char(10)), min(id) from "
+        f"(select document_id, metadata, scope, content, id from knowledge where {where} and document_id is not null "
+        "order by document_id, chunk_index) group by document_id",
+        params,
+    ).fetchall()
 
 
 def _stored_turn(metadata):
@@ -133,19 +179,19 @@ def _stored_turn(metadata):
 
 
 def quoted_flagged(conn):
-    """{document id: ((session, scope), entry)} of the flagged turns that another
-    turn's context still quotes (a turn flagged with plain SQL): for check."""
+    """{document id: Quote} of the flagged turns that a turn after them still
+    quotes (a turn flagged with plain SQL): for check."""
     documents = [row[0] for row in conn.execute(
         f"select distinct document_id from knowledge where flagged and document_id is not null and {session_sql()} is not null"
     )]  # fmt: skip
     quoted = {}
-    for document_id, (where, said) in stored_entries(conn, documents).items():
-        if conn.execute(
-            f"select 1 from knowledge where {session_sql()} = ? and scope = ? and instr(context, ?) "
-            "and document_id is not ? limit 1",
-            [*where, "\n" + said, document_id],
-        ).fetchone():
-            quoted[document_id] = (where, said)
+    for document_id, quote in stored_quotes(conn, documents).items():
+        contexts = conn.execute(
+            "select context from knowledge where document_id in (select value from json_each(?))",
+            [json.dumps(quote.followers)],
+        )
+        if any(quote.held_in(context) for (context,) in contexts):
+            quoted[document_id] = quote
     return quoted
 
 

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import time
+from pathlib import Path
 
 from .querydoc import parse
 from .hybrid import finish, run_legs
@@ -32,28 +33,38 @@ def load_queries(path):
     """{query id: text} of a BEIR queries.jsonl; a ValueError names the file and
     line of anything else."""
     queries = {}
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                query = json.loads(line)
-            except ValueError as ex:
-                raise ValueError(f"{path}:{number}: not a JSON object ({ex})") from ex
-            if not isinstance(query, dict) or query.get("_id") is None or not isinstance(query.get("text"), str):
-                raise ValueError(f'{path}:{number}: a query needs "_id" and "text"')
-            queries[str(query["_id"])] = query["text"]
+    for number, line in enumerate(_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            query = json.loads(line)
+        except ValueError as ex:
+            raise ValueError(f"{path}:{number}: not a JSON object ({ex})") from ex
+        if not isinstance(query, dict) or query.get("_id") is None or not isinstance(query.get("text"), str):
+            raise ValueError(f'{path}:{number}: a query needs "_id" and "text"')
+        if str(query["_id"]) in queries:
+            raise ValueError(f"{path}:{number}: query id {query['_id']!r} again")
+        queries[str(query["_id"])] = query["text"]
     return queries
 
 
 def load_qrels(path):
+    """{query id: {corpus id: grade}} of a BEIR qrels .tsv (a header and blank
+    lines are passed over)."""
     qrels = {}
-    with open(path, encoding="utf-8") as f:
-        for row in csv.reader(f, delimiter="\t"):
-            if len(row) < 3 or not row[2].strip().lstrip("-").isdigit():
-                continue  # header or blank
-            qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+    for row in csv.reader(_text(path).splitlines(), delimiter="\t"):
+        if len(row) < 3 or not row[2].strip().lstrip("-").isdigit():
+            continue  # header or blank
+        qrels.setdefault(row[0], {})[row[1]] = int(row[2])
     return qrels
+
+
+def _text(path):
+    """A file's text; a ValueError names it when it is not UTF-8."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as ex:
+        raise ValueError(f"{path}: not UTF-8 text ({ex.reason} at byte {ex.start})") from ex
 
 
 def metrics(ranked, relevant):
@@ -88,6 +99,8 @@ def evaluate(conn, queries_path, qrels_path, k=10, now=None, progress=None, per_
     {"abstained": queries the full pipeline abstained on, "seconds": ...}); with
     `per_query` (a path), each query's metrics are written there as JSON lines."""
     queries, qrels = load_queries(queries_path), load_qrels(qrels_path)
+    if not any(qid in queries for qid in qrels):
+        raise ValueError(f"no query of {queries_path} is judged in {qrels_path} (query-id, corpus-id, score per line)")
     if per_query:
         brain = conn.execute("select file from pragma_database_list where name = 'main'").fetchone()[0]
         for given in (queries_path, qrels_path, brain):

@@ -323,7 +323,10 @@ def _document_hash(document, model_id):
         json.dumps(
             [model_id, document.title, document.external_id, document.fields, document.tags,
              document.aliases, document.metadata, document.entities,
-             [vars(r) for r in document.relations], [vars(c) for c in document.chunks]],
+             [vars(r) for r in document.relations],
+             # a turn's context leaves it out: the quotes in it follow forgets, flags and
+             # corrections in place (writer.restate), which an unchanged file must not undo
+             [{k: v for k, v in vars(c).items() if k != "context"} for c in document.chunks]],
             sort_keys=True, default=str,
         )
     )  # fmt: skip

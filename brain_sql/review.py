@@ -16,7 +16,7 @@ from .config import CHANGE_LOG_KEEP, MAX_FORGET_ITEMS
 from .connection import atomic, sqlite3
 from .errors import BrainError, FieldError, WriteError
 from .fields import parse_time, sqlite_time, utcnow
-from .conversation import stored_entries
+from .conversation import stored_quotes
 from .schema import is_brain, prune_changes
 from .writer import restate
 
@@ -101,8 +101,8 @@ def _documents(conn, ids):
 
 def _unquote(conn, documents):
     """Drop the turns among `documents` from the contexts that quote them."""
-    for where, entry in stored_entries(conn, documents).values():
-        restate(conn, where, entry, None)
+    for quote in stored_quotes(conn, documents).values():
+        restate(conn, quote)
 
 
 def _memory_ids(ids):

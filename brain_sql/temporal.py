@@ -114,9 +114,11 @@ def extract(text, now, covered=None):
         try:
             if kind in ("since", "until"):
                 start, end = _date(match, now)
+                if covered and _yearless(kind, groups):
+                    # "since June": the latest June with memories after it; "before June": with memories on both sides
+                    both = (lambda a, b: covered(a, None) and covered(None, a)) if kind == "until" else covered
+                    start = _latest_covered((start, None), both)[0]
                 window = (start, None) if kind == "since" else (None, start)
-                if covered and kind == "since" and _yearless(kind, groups):
-                    window = _latest_covered(window, covered)
             elif kind == "last_n":
                 window = (now - datetime.timedelta(days=int(groups["n"]) * _UNITS[groups["unit"].lower()]), None)
             elif kind == "last":
@@ -180,6 +182,8 @@ def resolve_relative(text, at, limit):
             label = _relative_label(match, at)
         except (OverflowError, ValueError):  # "999999999 days ago", "tomorrow" on 9999-12-31: left unresolved
             continue
+        if not any(year.isdigit() and 1 <= int(year) <= 9999 for year in label.split()[-1:]):
+            continue  # "next year" said in 9999: no year to name
         if label and f"{phrase.lower()}: {label}" not in resolved:
             resolved.append(f"{phrase.lower()}: {label}")
     return resolved

@@ -94,7 +94,7 @@ class DocumentWriter:
         conn, report = self.conn, self.report
         columns = self._row_values(document)
         flagged = 0
-        quoted = conversation.stored_entries(conn, [document.document_id]).get(document.document_id) if plan["known"] else None
+        quoted = conversation.stored_quotes(conn, [document.document_id]).get(document.document_id) if plan["known"] else None
         if plan["known"]:  # its edges are stated again below
             conn.execute("delete from relationships where document_id = ?", (document.document_id,))
             # a document someone flagged stays flagged where it is rewritten: an edit
@@ -143,8 +143,8 @@ class DocumentWriter:
         self.queued["chunk"] += chunk_ids.values()
         if quoted:  # a corrected turn is quoted as it is now in the turns after it
             now = conversation.entry_of(document)
-            if now != quoted:  # moved to another session or scope: no longer quoted where it was
-                restate(conn, quoted[0], quoted[1], now[1] if now and now[0] == quoted[0] else None, document.document_id)
+            if now != (quoted.where, quoted.entry):  # moved to another session or scope: no longer quoted there
+                restate(conn, quoted, now[1] if now and now[0] == quoted.where and not flagged else None)
         return stored_vectors
 
     def remove(self, where, params, keep=(), gone=False):
@@ -228,47 +228,48 @@ def remove_documents(conn, document_ids):
     of itself in the contexts of the turns after it. Returns how many chunks went."""
     removed = 0
     before = validity.touched(conn, document_ids)
-    quoted = conversation.stored_entries(conn, document_ids)
+    quoted = conversation.stored_quotes(conn, document_ids)
     for document_id in document_ids:
         removed += conn.execute("delete from knowledge where document_id = ?", (document_id,)).rowcount
         conn.execute("delete from relationships where document_id = ?", (document_id,))
         conn.execute("delete from documents where document_id = ?", (document_id,))
     validity.settle(conn, before)  # what they superseded is current again
-    for where, entry in quoted.values():
-        restate(conn, where, entry, None)
+    for quote in quoted.values():
+        restate(conn, quote)
     return removed
 
 
-def restate(conn, where, old, new, skip=None):
-    """Replace the quote `old` of a turn in the contexts of the other turns of its
-    session and scope (`where`) by `new` (None: drop it), inside the caller's transaction: a turn
-    forgotten, flagged or corrected is not found through what it used to say. A
-    changed context is embedded again (the vector is of the text with its
-    context), and its document is marked for rewriting at its next ingest."""
+def restate(conn, quote, new=None):
+    """Replace a stored turn's quote (a conversation.Quote) in the contexts of the
+    turns after it by `new` (None: drop it), inside the caller's transaction: a
+    turn forgotten, flagged or corrected is not found through what it used to
+    say. Each changed context is embedded again (the vector is of the text with
+    its context), in place: the memories keep their ids, and a document's digest
+    leaves contexts out, so ingesting its file again keeps them as they are."""
     rows = conn.execute(
-        f"select id, document_id, title, heading_path, content, context from knowledge "
-        f"where {conversation.session_sql()} = ? and scope = ? and instr(context, ?) and document_id is not ?",
-        [*where, "\n" + old, skip],
+        "select id, title, heading_path, content, context from knowledge "
+        "where document_id in (select value from json_each(?)) order by id",
+        [json.dumps(quote.followers)],
     ).fetchall()
-    if not rows:
-        return
-    model_id = recorded_model(conn)
+    replacement = "\n" + new if new is not None else ""
     changed = []
-    for row_id, document_id, title, heading_path, content, context in rows:
-        # the whole quote, once: another quote may begin with the same words
-        context = re.sub(re.escape("\n" + old) + r"(?=\n|$)", lambda _: "\n" + new if new is not None else "", context, count=1)
+    for row_id, title, heading_path, content, context in rows:
+        if not quote.held_in(context):
+            continue
+        context = re.sub(quote.pattern(), lambda _: replacement, context, count=1)
         text = embedded_text(title, heading_path, content, context)
         conn.execute(
             "update knowledge set context = ?, content_hash = ?, updated_at = current_timestamp where id = ?",
             (context, content_hash(text), row_id),
         )
-        conn.execute("update documents set content_hash = null where document_id = ?", (document_id,))
         changed.append((row_id, text))
+    if not changed:
+        return
     conn.execute(
         "delete from vec_knowledge where knowledge_id in (select value from json_each(?))",
         [json.dumps([row_id for row_id, _ in changed])],
     )
-    vectors = storage_vectors([text for _, text in changed], model_id)
+    vectors = storage_vectors([text for _, text in changed], recorded_model(conn))
     insert_vectors(conn, [(row_id, *vector) for (row_id, _), vector in zip(changed, vectors) if vector])
 
 

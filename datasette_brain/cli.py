@@ -177,7 +177,10 @@ def register_commands(cli):
             sqlite-utils brain eval scifact.db --queries queries.jsonl --qrels qrels/test.tsv
         """
         conn = _open(db_path)
-        count = len(brain_sql.load_qrels(qrels))
+        try:
+            count = len(brain_sql.load_qrels(qrels))
+        except ValueError as ex:
+            raise click.ClickException(str(ex)) from ex
         try:
             with click.progressbar(length=count, label="Evaluating", file=sys.stderr) as bar:
                 result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update,

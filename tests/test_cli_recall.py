@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import brain_sql
 
 from .conftest import VAULT, write
@@ -92,6 +94,30 @@ def test_eval_per_query_writes_each_querys_metrics(run, tmp_path):
     assert same["t_p"] is None
     bad = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--per-query", tmp_path / "no" / "c.jsonl")
     assert bad.exit_code == 1 and "No such file or directory" in bad.output
+    # an input is never the output: the queries, the qrels and the brain stay whole
+    for given in (queries, qrels, db_path):
+        before = given.read_bytes()
+        bad = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--per-query", given)
+        assert bad.exit_code == 1 and "an input" in bad.output and given.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "queries, qrels, message",
+    [
+        ('{"_id": "q0"}\n', "q0\tx\t1\n", 'queries.jsonl:1: a query needs "_id" and "text"'),
+        ('{"_id": "q0", "text": "a"}\n{oops\n', "q0\tx\t1\n", "queries.jsonl:2: not a JSON object"),
+        ('{"_id": "q0", "text": "a"}\n{"_id": "q0", "text": "b"}\n', "q0\tx\t1\n", "queries.jsonl:2: query id 'q0' again"),
+        ('{"_id": "q0", "text": "a"}\n', "query\tcorpus\tscore\n", "no query of"),
+        ('{"_id": "q0", "text": "a"}\n', b"\xff\xfe", "qrels.tsv: not UTF-8 text"),
+    ],
+)
+def test_eval_names_what_is_wrong_with_its_inputs(run, tmp_path, queries, qrels, message):
+    db_path = tmp_path / "brain.db"
+    run("brain", "remember", db_path, write(tmp_path / "r.jsonl", '{"_id": "x", "text": "a"}'))
+    (tmp_path / "queries.jsonl").write_text(queries)
+    (tmp_path / "qrels.tsv").write_bytes(qrels if isinstance(qrels, bytes) else qrels.encode())
+    result = run("brain", "eval", db_path, "--queries", tmp_path / "queries.jsonl", "--qrels", tmp_path / "qrels.tsv")
+    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
 
 
 def test_compare_counts_wins_and_tests_them(tmp_path):

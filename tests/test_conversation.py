@@ -73,6 +73,10 @@ def test_a_month_without_a_year_is_the_latest_one_with_memories(conn, tmp_path):
     assert "S1:3" in [hit["external_id"] for hit in result["hits"]]
     since = brain_sql.recall(conn, {"q": "support group since May", "now": "2026-11-29", "cutoff": False})
     assert (since["query"]["since"], since["query"]["until"]) == ("2023-05-01 00:00:00", None)
+    later = [{"_id": "L1", "text": "Back from the coast.", "speaker": "Ann", "session_id": "chat/2", "observed_at": "2023-08-01"}]
+    remember(conn, later)
+    before = brain_sql.recall(conn, {"q": "support group before June", "now": "2026-11-29", "cutoff": False})
+    assert before["query"]["until"] == "2023-06-01 00:00:00"  # the June with memories on both sides
     # with no memory in any March of the last ten years, "in March" is searched as text
     march = brain_sql.recall(conn, {"q": "support group in March", "now": "2026-11-29"})
     assert (march["query"]["since"], march["query"]["searched"]) == (None, "support group in March")
@@ -244,8 +248,8 @@ def test_odd_turns_are_stored_and_bounded(conn, tmp_path):
     stored = by_external_id(conn)
     assert stored["t1"][2].splitlines()[0] == "Al, 31 December 9999"
     assert len(stored["t2"][0]) <= 500 and "days ago:" not in stored["t2"][2]
-    quote = stored["t3"][2][stored["t3"][2].index("S" * 600) :]  # the quote of t2, after the one of t1
-    assert quote.startswith("S" * 600 + ": That happened") and quote.endswith("…") and len(quote) == 600 + 2 + 1000 + 1
+    quote = stored["t3"][2][stored["t3"][2].index("S" * 100) :]  # the quote of t2, after the one of t1
+    assert quote.startswith("S" * 100 + "…: That happened") and quote.endswith("…") and len(quote) == 101 + 2 + 1001
     assert stored["t4"][2] is None
 
 
@@ -257,3 +261,40 @@ def test_a_turn_flagged_with_plain_sql_is_found_by_check_and_repaired(conn, tmp_
     brain_sql.check(conn, repair=True)
     assert "support group" not in quotes(conn, "S1:4") + quotes(conn, "S1:5")
     assert brain_sql.check(conn) == {}
+
+
+def test_the_same_words_said_twice_are_told_apart(conn, tmp_path):
+    """Short turns repeat ("Thanks"): flagging one drops its quote only from the
+    turns after it, never the other's quote; check stays clean and ingesting the
+    file again changes nothing."""
+    turns = [{"_id": "t1", "text": "Thanks", "speaker": "Bob"}, {"_id": "t2", "text": "Sure.", "speaker": "Ann"},
+             {"_id": "t3", "text": "Thanks", "speaker": "Bob"}, {"_id": "t4", "text": "Bye!", "speaker": "Ann"},
+             {"_id": "t5", "text": "Yes", "speaker": "Bob"}, {"_id": "t6", "text": "Yes, absolutely wonderful", "speaker": "Bob"},
+             {"_id": "t7", "text": "Good.", "speaker": "Ann"}]  # fmt: skip
+    path = transcript(tmp_path, turns)
+    brain_sql.ingest(conn, [path])
+    assert quotes(conn, "t4").splitlines()[1:] == ["Ann: Sure.", "Bob: Thanks"]
+    brain_sql.flag(conn, [conn.execute("select id from knowledge where external_id = 't1'").fetchone()[0]])
+    assert quotes(conn, "t4").splitlines()[1:] == ["Ann: Sure.", "Bob: Thanks"]  # t3's quote, kept
+    assert quotes(conn, "t3").splitlines()[1:] == ["Ann: Sure."]  # t1's, dropped
+    brain_sql.flag(conn, [conn.execute("select id from knowledge where external_id = 't5'").fetchone()[0]])
+    assert quotes(conn, "t7").splitlines()[1:] == ["Bob: Yes, absolutely wonderful"]
+    assert brain_sql.check(conn) == {}
+    ids = dict(rows(conn, "select external_id, id from knowledge"))
+    report = brain_sql.ingest(conn, [path])
+    assert (report.documents_unchanged, dict(rows(conn, "select external_id, id from knowledge"))) == (7, ids)
+
+
+def test_review_decisions_on_the_turns_after_a_flagged_one_outlive_ingesting_its_file_again(conn, tmp_path):
+    path = transcript(tmp_path)
+    brain_sql.ingest(conn, [path])
+    ids = dict(rows(conn, "select external_id, id from knowledge"))
+    brain_sql.flag(conn, [ids["S1:3"]])
+    brain_sql.archive(conn, [ids["S1:4"]])
+    brain_sql.extend_expiry(conn, [ids["S1:5"]], 30)
+    decided = rows(conn, "select external_id, relevance_tier, expires_at from knowledge order by id")
+    brain_sql.ingest(conn, [path])
+    assert rows(conn, "select external_id, relevance_tier, expires_at from knowledge order by id") == decided
+    brain_sql.forget(conn, ids=[ids["S1:2"]])
+    assert "lighthouse" not in quotes(conn, "S1:4")  # forgotten: its quote goes, in place
+    assert dict(rows(conn, "select external_id, id from knowledge"))["S1:4"] == ids["S1:4"]
