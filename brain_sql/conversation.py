@@ -6,8 +6,8 @@ says what a question about it needs: "I went yesterday and it was so powerful"
 names neither who spoke, nor when, nor what "it" was. So each turn is searched
 with a context (knowledge.context, never returned as its text): its speaker, the
 day it was said, its relative time phrases read against that day ("yesterday:
-7 May 2023") and the turns just before it in its session. In the graph a turn is
-`said_by` its speaker and `in_session` its session, in order (its record's line).
+7 May 2023") and the turns just before it in its session and scope. In the graph
+a turn is `said_by` its speaker and `in_session` its session.
 """
 
 import datetime
@@ -136,7 +136,7 @@ class Quote:
 def stored_quotes(conn, document_ids):
     """{document id: Quote} of the stored turns among `document_ids`."""
     found, sessions = {}, {}
-    for document_id, metadata, scope, _, _ in _stored_documents(conn, "document_id in (select value from json_each(?))",
+    for document_id, metadata, scope, *_ in _stored_documents(conn, "document_id in (select value from json_each(?))",
                                                                [json.dumps(list(document_ids))]):  # fmt: skip
         turn = _stored_turn(metadata)
         if turn is None:
@@ -145,7 +145,7 @@ def stored_quotes(conn, document_ids):
         if where not in sessions:
             sessions[where] = [
                 (other, entry(said[0], text), first)
-                for other, meta, _, text, first in _stored_documents(conn, f"{session_sql()} = ? and scope = ?", list(where))
+                for other, meta, _, text, first, _ in _stored_documents(conn, f"{session_sql()} = ? and scope = ?", list(where))
                 if (said := _stored_turn(meta)) is not None
             ]  # fmt: skip
         turns = sessions[where]
@@ -158,14 +158,16 @@ def stored_quotes(conn, document_ids):
     return found
 
 
-def _stored_documents(conn, where, params):
-    """(document id, metadata, scope, text, first row id) of the documents whose
-    rows `where` selects, each one's chunks joined in order."""
+def _stored_documents(conn, where, params, last=None):
+    """(document id, metadata, scope, text, first row id, flagged) of the documents
+    whose rows `where` selects, each one's chunks joined in order; with `last`,
+    only the last that many stored, newest first."""
     return conn.execute(
-        "select document_id, metadata, scope, group_concat(content, char(10)), min(id) from "
-        f"(select document_id, metadata, scope, content, id from knowledge where {where} and document_id is not null "
-        "order by document_id, chunk_index) group by document_id",
-        params,
+        "select document_id, metadata, scope, group_concat(content, char(10)), min(id) as first, max(flagged) from "
+        f"(select document_id, metadata, scope, content, id, flagged from knowledge where {where} "
+        "and document_id is not null order by document_id, chunk_index) group by document_id"
+        + (" order by first desc limit ?" if last else ""),
+        [*params, last] if last else params,
     ).fetchall()
 
 
@@ -207,15 +209,12 @@ def stored_turns(conn, session, scope, before_ids=()):
     its place, unquoted): an agent remembers a conversation a turn at a time, and
     each turn's context comes from those stored before it. Turns whose `_id` is
     in `before_ids` (being written again) are left out."""
-    rows = conn.execute(
-        "select metadata, group_concat(content, char(10)), min(id) as first, max(flagged) from "
-        f"(select document_id, metadata, content, id, flagged from knowledge where {session_sql()} = ? and scope = ? "
-        "and coalesce(external_id, '') not in (select value from json_each(?)) "
-        "order by document_id, chunk_index) group by document_id order by first desc limit ?",
-        [session, scope, json.dumps([str(i) for i in before_ids]), CONVERSATION_CONTEXT_TURNS],
-    ).fetchall()
+    rows = _stored_documents(
+        conn, f"{session_sql()} = ? and scope = ? and coalesce(external_id, '') not in (select value from json_each(?))",
+        [session, scope, json.dumps([str(i) for i in before_ids])], last=CONVERSATION_CONTEXT_TURNS,
+    )  # fmt: skip
     turns = []
-    for metadata, text, _, hidden in reversed(rows):
+    for _, metadata, _, text, _, hidden in reversed(rows):
         turn = _stored_turn(metadata)
         if turn is not None:
             turns.append(None if hidden else (turn[0], text))
