@@ -133,15 +133,20 @@ class Quote:
         return re.escape("\n" + self.entry) + r"(?=\n|$)"
 
 
-def stored_quotes(conn, document_ids):
-    """{document id: Quote} of the stored turns among `document_ids`."""
+def stored_quotes(conn, document_ids, unless=None):
+    """{document id: Quote} of the stored turns among `document_ids`, but for one
+    quoted as `unless` says it now is ({document id: (where, entry)}): a rewrite
+    that leaves a turn's quote as it was reads nothing more of its session."""
     found, sessions = {}, {}
-    for document_id, metadata, scope, *_ in _stored_documents(conn, "document_id in (select value from json_each(?))",
-                                                               [json.dumps(list(document_ids))]):  # fmt: skip
+    for document_id, metadata, scope, text, *_ in _stored_documents(
+        conn, "document_id in (select value from json_each(?))", [json.dumps(list(document_ids))]
+    ):
         turn = _stored_turn(metadata)
         if turn is None:
             continue
         where = (turn[1], scope)
+        if unless and unless.get(document_id) == (where, entry(turn[0], text)):
+            continue
         if where not in sessions:
             sessions[where] = [
                 (other, entry(said[0], text), first)

@@ -184,7 +184,7 @@ def resolve_relative(text, at, limit):
             continue
         if not any(year.isdigit() and 1 <= int(year) <= 9999 for year in label.split()[-1:]):
             continue  # "next year" said in 9999: no year to name
-        if label and f"{phrase.lower()}: {label}" not in resolved:
+        if f"{phrase.lower()}: {label}" not in resolved:
             resolved.append(f"{phrase.lower()}: {label}")
     return resolved
 

@@ -94,8 +94,10 @@ class DocumentWriter:
         conn, report = self.conn, self.report
         columns = self._row_values(document)
         flagged = 0
-        quoted = conversation.stored_quotes(conn, [document.document_id]).get(document.document_id) if plan["known"] else None
-        if plan["known"]:  # its edges are stated again below
+        said, quoted = conversation.entry_of(document), None
+        if plan["known"]:  # its edges are stated again below; a turn quoted as before needs no restating
+            quoted = conversation.stored_quotes(conn, [document.document_id], {document.document_id: said})
+            quoted = quoted.get(document.document_id)
             conn.execute("delete from relationships where document_id = ?", (document.document_id,))
             # a document someone flagged stays flagged where it is rewritten: an edit
             # never brings flagged text back into recall unreviewed
@@ -141,10 +143,8 @@ class DocumentWriter:
         )
         self._write_edges(document, entity_id, chunk_ids)
         self.queued["chunk"] += chunk_ids.values()
-        if quoted:  # a corrected turn is quoted as it is now in the turns after it
-            now = conversation.entry_of(document)
-            if now != (quoted.where, quoted.entry):  # moved to another session or scope: no longer quoted there
-                restate(conn, quoted, now[1] if now and now[0] == quoted.where and not flagged else None)
+        if quoted:  # a corrected turn is quoted as it is now in the turns after it; moved elsewhere, not at all
+            restate(conn, quoted, said[1] if said and said[0] == quoted.where and not flagged else None)
         return stored_vectors
 
     def remove(self, where, params, keep=(), gone=False):
