@@ -7,12 +7,13 @@ from datasette.utils.asgi import NotFound
 
 import brain_sql
 
-from . import decay, html_errors, links, mcp_tools, pages, routes, tools
+from . import crossdb, decay, html_errors, links, mcp_tools, pages, routes, tools
 
 
 @hookimpl
-def prepare_connection(conn):
+def prepare_connection(conn, datasette):
     brain_sql.prepare_connection(conn)
+    crossdb.guard_connection(conn, datasette)  # another connection that attaches a brain reads it only if anyone may
 
 
 @hookimpl
@@ -23,8 +24,9 @@ def startup(datasette):
 
     async def inner():
         brain_sql.serve_many()
-        await links.remember_brains(datasette)
-        databases = [datasette.get_database(name) for name in await tools.brain_names(datasette)]
+        brains = await links.remember_brains(datasette)
+        await crossdb.learn(datasette, brains)
+        databases = [datasette.get_database(name) for name in brains]
         for db in databases:
             if db.path:  # a brain served immutable (-i) is never written, not even migrated
                 threading.Thread(target=_warm, args=(db.path, db.is_mutable), name="brain-warm", daemon=True).start()
@@ -141,10 +143,13 @@ def render_cell(row, value, column, table, database, datasette):
 @hookimpl
 def extra_template_vars(template, database, table, datasette):
     """For the templates that extend Datasette's own (database.html, table.html,
-    query.html): whether this is a brain, and the table page's arrangement."""
+    query.html): whether this is a brain, the table page's arrangement, and where
+    a refused crossdb query may read."""
     if database is None:
         return {}
     variables = {"is_brain_database": links.is_brain(datasette, database)}
+    if template == "query.html":
+        variables["brain_explain_error"] = lambda error: crossdb.explain(datasette, error)
     if table is not None:
         variables["brain_arrange"] = links.table_arranger(datasette, database, table)
     return variables

@@ -79,12 +79,27 @@ async def open_brain(datasette, actor, name=None, db=None):
         name = names[0]
     if name not in datasette.databases or name == "_internal":
         raise ApiError(f"database not found: {name}", 404)
-    # memories are the knowledge table's rows: whoever may not see it reads nothing
-    await ensure_permissions(datasette, actor, name, [("view-table", (name, "knowledge")), ("view-database", name), "view-instance"])
+    await ensure_permissions(datasette, actor, name, memory_permissions(name))
     db = datasette.get_database(name)
     if not await db.execute_fn(brain_sql.is_brain):
         raise ApiError(f"database {name} is not a brain: create one with sqlite-utils brain init", 404)
     return db
+
+
+def memory_permissions(name):
+    """What reading brain `name`'s memories takes, as Datasette's ensure_permissions
+    checks it: memories are the knowledge table's rows, and whoever may not see it
+    reads nothing."""
+    return [("view-table", (name, "knowledge")), ("view-database", name), "view-instance"]
+
+
+async def memories_readable(datasette, actor, name):
+    """Whether `actor` may read brain `name`'s memories (not when it is too damaged to tell)."""
+    try:
+        await ensure_permissions(datasette, actor, name, memory_permissions(name))
+    except (Forbidden, ApiError):
+        return False
+    return True
 
 
 async def ensure_permissions(datasette, actor, name, permissions):
