@@ -106,7 +106,7 @@ def menu_links(datasette, actor):
     async def inner():
         links = []
         for name in await tools.brain_names(datasette):
-            if await datasette.permission_allowed(actor, "view-database", name, default=True):
+            if await tools.memories_readable(datasette, actor, name):
                 links.extend(_links(datasette, name)[:1])
         return links
 
@@ -115,16 +115,24 @@ def menu_links(datasette, actor):
 
 @hookimpl
 def database_actions(datasette, actor, database):
+    """The brain's pages, for whoever may read its memories (the pages answer nobody else)."""
+
     async def inner():
-        return _links(datasette, database) if database in await tools.brain_names(datasette) else []
+        if database in await tools.brain_names(datasette) and await tools.memories_readable(datasette, actor, database):
+            return _links(datasette, database)
+        return []
 
     return inner
 
 
 @hookimpl
 def table_actions(datasette, actor, database, table):
-    if table == "knowledge":
-        return _links(datasette, database)
+    async def inner():
+        if table == "knowledge" and await tools.memories_readable(datasette, actor, database):
+            return _links(datasette, database)
+        return []
+
+    return inner
 
 
 @hookimpl
@@ -141,18 +149,26 @@ def render_cell(row, value, column, table, database, datasette):
 
 
 @hookimpl
-def extra_template_vars(template, database, table, datasette):
+def extra_template_vars(template, database, table, request, datasette):
     """For the templates that extend Datasette's own (database.html, table.html,
-    query.html): whether this is a brain, the table page's arrangement, and where
-    a refused crossdb query may read."""
+    query.html): whether this is a brain (and its pages are the actor's to see),
+    the table page's arrangement, and where a refused crossdb query may read."""
     if database is None:
         return {}
-    variables = {"is_brain_database": links.is_brain(datasette, database)}
-    if template == "query.html":
-        variables["brain_explain_error"] = lambda error: crossdb.explain(datasette, error)
-    if table is not None:
-        variables["brain_arrange"] = links.table_arranger(datasette, database, table)
-    return variables
+
+    async def inner():
+        brain = links.is_brain(datasette, database)
+        variables = {"is_brain_database": brain}
+        if brain and template == "database.html":
+            actor = request.actor if request else None
+            variables["brain_links"] = await tools.memories_readable(datasette, actor, database)
+        if template == "query.html":
+            variables["brain_explain_error"] = lambda error: crossdb.explain(datasette, error)
+        if table is not None:
+            variables["brain_arrange"] = links.table_arranger(datasette, database, table)
+        return variables
+
+    return inner
 
 
 @hookimpl
