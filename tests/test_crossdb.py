@@ -8,6 +8,7 @@ import pytest
 from datasette import hookimpl
 from datasette.app import Datasette
 from datasette.plugins import pm
+from datasette.utils import sqlite3 as datasette_sqlite3
 
 from .conftest import copy_brain
 
@@ -59,12 +60,14 @@ async def test_crossdb_reads_nothing_of_a_brain_anonymous_may_not_read(secret_br
     for sql in LEAKS:
         assert await refused(datasette, "/_memory.json", sql), sql
     assert (await datasette.client.get("/_memory/-/recall", params={"q": "vault code"})).status_code == 404
-    assert (await datasette.client.get("/brain.json", params={"sql": "select content from knowledge"})).status_code == 403
+    own = await datasette.client.get("/brain.json", params={"sql": "select content from knowledge"})
+    assert own.status_code == 403
 
 
 @pytest.mark.asyncio
 async def test_a_canned_query_of_memory_reads_nothing_of_it(secret_brain):
-    metadata = {"databases": {**DENY["databases"], "_memory": {"queries": {"peek": "select content from brain.knowledge"}}}}
+    peek = {"queries": {"peek": "select content from brain.knowledge"}}
+    metadata = {"databases": {**DENY["databases"], "_memory": peek}}
     datasette = Datasette([str(secret_brain)], crossdb=True, metadata=metadata)
     response = await datasette.client.get("/_memory/peek.json")
     assert response.status_code == 400 and SECRET not in response.text
@@ -79,11 +82,13 @@ async def test_only_the_protected_brain_is_refused_and_admin_reads_it_through_it
     assert {"brain", "brain_2"} <= set(datasette.databases)
     open_brain = await datasette.client.get("/_memory.json", params={"sql": "select count(*) from brain_2.knowledge"})
     assert open_brain.status_code == 200 and open_brain.json()["rows"][0][0] > 0
-    own = await datasette.client.get("/brain.json", params={"sql": "select content from knowledge"}, cookies=admin(datasette))
+    cookies = admin(datasette)
+    own = await datasette.client.get("/brain.json", params={"sql": "select content from knowledge"}, cookies=cookies)
     assert own.status_code == 200 and SECRET in own.text
     # admin too: the crossdb connection is shared by every actor, so it refuses everyone
-    assert await refused(datasette, "/_memory.json", "select content from brain.knowledge", cookies=admin(datasette))
-    page = await datasette.client.get("/_memory", params={"sql": "select content from brain.knowledge"}, cookies=admin(datasette))
+    assert await refused(datasette, "/_memory.json", "select content from brain.knowledge", cookies=cookies)
+    refusal = {"sql": "select content from brain.knowledge"}
+    page = await datasette.client.get("/_memory", params=refusal, cookies=cookies)
     assert "query it through its own database" in page.text and 'href="/brain"' in page.text
 
 
@@ -91,7 +96,7 @@ async def test_only_the_protected_brain_is_refused_and_admin_reads_it_through_it
 async def test_a_brain_with_no_deny_answers_crossdb_queries_once_started(vault_brain_path):
     datasette = Datasette([str(vault_brain_path)], crossdb=True)
     # until the server knows which brains are protected, it refuses (fails closed)
-    with pytest.raises(Exception, match="prohibited|not authorized"):
+    with pytest.raises(datasette_sqlite3.DatabaseError, match="prohibited|not authorized"):
         await datasette.execute("_memory", "select count(*) from brain.knowledge")
     await datasette.invoke_startup()
     assert (await datasette.execute("_memory", "select count(*) from brain.knowledge")).rows[0][0] > 0
