@@ -105,8 +105,8 @@ def check(conn, repair=False):
             "and version_of not in (select document_id from knowledge where document_id is not null)",
         ),
         "stale_supersession": sorted(validity.stale(conn)),
-        # a turn flagged with plain SQL is still quoted by the turns after it
-        "quoted_flagged_turns": sorted(conversation.quoted_flagged(conn)),
+        # turns whose contexts quote a turn flagged, changed, deleted or moved with plain SQL
+        "stale_quotes": sorted(conversation.stale_quotes(conn)),
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:
@@ -158,8 +158,9 @@ def _repair(conn, problems, model_id):
         validity.promote(conn, problems.get("orphan_versions", []))
         if problems.get("stale_supersession"):
             validity.rederive(conn)
-        for quote in conversation.quoted_flagged(conn).values():
-            restate(conn, quote)
+        for quotes in conversation.stale_quotes(conn).values():
+            for quote in quotes:
+                restate(conn, quote)
 
 
 def fingerprint(conn):

@@ -284,7 +284,7 @@ PROBLEMS = {
     "pending_mentions": "mention matching left unfinished",
     "orphan_versions": "earlier versions of records whose current version is gone",
     "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
-    "quoted_flagged_turns": "flagged conversation turns still quoted in the context of the turns after them",
+    "stale_quotes": "conversation turns quoting a turn that is flagged, changed, gone or in another session or scope",
 }
 
 
