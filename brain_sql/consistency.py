@@ -1,12 +1,13 @@
 """Consistency of a brain: every derived structure agrees with `knowledge`.
 
-`check` finds what disagrees — the SQLite file itself, the full-text index, the
-vectors and their filter columns, edges whose ends are gone, documents left
-without their chunks, vectors from another model, unfinished mention work —
-and `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
+`check` finds what disagrees — the SQLite file itself, values of the wrong kind
+(values.py), the full-text index, the vectors and their filter columns, edges
+whose ends are gone, documents left without their chunks, vectors from another
+model, unfinished mention work, quotes of turns that changed — and
+`check(conn, repair=True)` mends each from `knowledge`, which is the truth.
 """
 
-from . import conversation, mentions, validity
+from . import conversation, mentions, validity, values
 from .connection import atomic, cannot_write, sqlite3
 from .schema import CHANGES_TABLE, damaged_tables, expected_triggers, migrate, pending_migrations, recorded_model
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
@@ -69,6 +70,16 @@ def check(conn, repair=False):
         # columns gone: nothing past here can be checked, and only a copy restores them
         problems["damaged_tables"] = [f"{table}: {'; '.join(found)}" for table, found in damaged.items()]
         return problems
+    wrong = values.invalid(conn)
+    if wrong:
+        # the checks below read these values (their text, their numbers): they are
+        # mended first, in the same transaction as the rest, or the repair refuses
+        problems["invalid_values"] = [str(item) for item in wrong]
+        if not repair:
+            return problems
+        with atomic(conn):
+            values.mend(conn, wrong)
+            return {**problems, **check(conn, repair=True)}
     model_id = recorded_model(conn)
     present = dict(conn.execute("select name, sql from sqlite_master where type = 'trigger'").fetchall())
     expected = expected_triggers()
