@@ -7,7 +7,7 @@ import threading
 
 from threadpoolctl import threadpool_limits
 
-from . import browse, consistency, evaluation, forgetting, hybrid, inventory, pipeline, review, schema
+from . import browse, consistency, evaluation, forgetting, hybrid, inventory, pipeline, review, schema, values
 from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, memory_content
 from .claims import verify
 from .config import CLASSES, DEFAULT_MODEL, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
@@ -61,23 +61,42 @@ def connect(path, model_id=None):
 
 
 def _faults_named(operation):
-    """`operation`, with a damaged file, or tables a tool rebuilt without their
-    columns, a BrainError that says to run check instead of SQLite's own error."""
+    """`operation`, with a damaged file, tables a tool rebuilt without their
+    columns, or values of the wrong kind written with plain SQL (a failure they
+    caused, or a BLOB read where text belongs), a BrainError that says to run
+    check instead of SQLite's or Python's own error."""
 
     @functools.wraps(operation)
     def named(conn, *args, **kwargs):
         try:
             with faults_named():
-                return operation(conn, *args, **kwargs)
+                result = operation(conn, *args, **kwargs)
         except BrainError as ex:
             if type(ex) is BrainError and _outdated(conn):
                 raise BrainError(
                     "this brain was written by an older datasette-brain and its schema is not migrated yet "
                     "(a server migrates a brain it may write when it starts): run sqlite-utils brain init DB"
                 ) from ex
+            if isinstance(ex.__cause__, sqlite3.DatabaseError):  # SQLite's own, on a BLOB that is no UTF-8 text, say
+                _blame_values(conn, ex)
             raise
+        except (TypeError, ValueError, AttributeError) as ex:
+            if not isinstance(ex, (QueryError, FieldError)):  # those are the caller's mistake
+                _blame_values(conn, ex)
+            raise  # a bug: as it is
+        if values.holds_bytes(result):  # a BLOB read where text belongs
+            _blame_values(conn)
+        return result
 
     return named
+
+
+def _blame_values(conn, cause=None):
+    """Raise check's BrainError when the brain holds values of the wrong kind:
+    what went wrong (`cause`) is theirs to answer for."""
+    fault = values.fault(conn)
+    if fault is not None:
+        raise fault from cause
 
 
 def _outdated(conn):

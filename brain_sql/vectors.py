@@ -60,6 +60,13 @@ def create_vector_table(conn, dimension):
     )
 
 
+def vector_dimension(conn):
+    """The dimension vec_knowledge was made for (its vectors'), or None without one."""
+    row = conn.execute("select sql from sqlite_master where name = 'vec_knowledge'").fetchone()
+    found = re.search(r"embedding_int8\s+INT8\[(\d+)\]", row[0] or "", re.I) if row else None
+    return int(found.group(1)) if found else None
+
+
 def rebuild_vector_table(conn, dimension):
     """Recreate vec_knowledge with the filter columns VEC_METADATA names now,
     keeping every stored vector (nothing is embedded again); False when it has

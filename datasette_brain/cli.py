@@ -272,6 +272,7 @@ PROBLEMS = {
     "integrity": "the SQLite file fails its integrity check (restore a copy; not repairable here)",
     "damaged_tables": "tables rebuilt without columns the brain needs (restore a copy; not repairable here)",
     "pending_migrations": "schema migrations not applied yet",
+    "invalid_values": "values of the wrong kind, as plain SQL can write them (the rest is checked once they are mended)",
     "missing_triggers": "triggers missing (a tool that rebuilds tables drops them): full text, vectors or the change log stop following",
     "altered_triggers": "triggers that differ from the brain's own",
     "fts_out_of_sync": "the full-text index disagrees with knowledge",
@@ -284,7 +285,7 @@ PROBLEMS = {
     "pending_mentions": "mention matching left unfinished",
     "orphan_versions": "earlier versions of records whose current version is gone",
     "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
-    "quoted_flagged_turns": "flagged conversation turns still quoted in the context of the turns after them",
+    "stale_quotes": "conversation turns quoting a turn that is flagged, changed, gone or in another session or scope",
 }
 
 
@@ -305,8 +306,11 @@ def _register_check(brain):
         except brain_sql.BrainError as ex:  # a read-only file to repair, say
             raise click.ClickException(str(ex)) from ex
         for name, items in problems.items():
-            shown = ", ".join(map(str, items[:10])) + (" …" if len(items) > 10 else "")
-            click.echo(f"{PROBLEMS[name]}: {len(items)} ({shown})")
+            shown = [str(item) for item in items[:10]] + (["…"] if len(items) > 10 else [])
+            if name == "invalid_values":  # each names its row and column, and what to do: a line each
+                click.echo(f"{PROBLEMS[name]}: {len(items)}\n" + "\n".join(f"  {line}" for line in shown))
+            else:
+                click.echo(f"{PROBLEMS[name]}: {len(items)} ({', '.join(shown)})")
         if not problems:
             click.echo(f"{db_path}: consistent")
         elif repair and not {"integrity", "damaged_tables"} & set(problems) and not brain_sql.check(conn):

@@ -132,13 +132,13 @@ def applied_filters(request, query):
 async def recall_page(datasette, request):
     db = await brain_database(datasette, request)
     form = recall_form(request)
-    result, error_message, context = None, None, {}
+    result, error, context = None, None, {}
     if form["q"]:
         try:
             doc = dataclasses.replace(querydoc_from_args(request.args), provenance=True)
             result = await run_recall(datasette, db, doc)
         except (ApiError, brain_sql.QueryError, brain_sql.FieldError, brain_sql.BrainError) as ex:
-            error_message = str(ex)
+            error = tools.as_api_error(ex)
     if result is not None:
         query = result["query"]
         context = {
@@ -160,11 +160,13 @@ async def recall_page(datasette, request):
     return Response.html(
         await datasette.render_template(
             "brain_recall.html",
-            {"database": db.name, "form": form, "result": result, "error": error_message, "score": score,
+            {"database": db.name, "form": form, "result": result, "error": error and str(error), "score": score,
              "tiers": TIERS, **context},  # fmt: skip
             request=request,
         ),
-        status=400 if error_message else 200,  # the page says what is wrong, and so does its status
+        # the page says what is wrong, and so does its status: the request's fault, or the brain's
+        status=error.status if error else 200,
+        headers=error.headers if error else None,
     )
 
 

@@ -2,6 +2,7 @@
 embeddings, permissions, errors, and inputs that once gave a 500."""
 
 import asyncio
+import html
 import json
 import sqlite3 as stdlib_sqlite3
 import threading
@@ -404,3 +405,35 @@ async def test_new_routes_read_nothing_for_an_actor_denied_the_database_or_knowl
                 result = await client.call_tool(name, arguments)
                 assert result.is_error and result.structured_content["status"] == 403, (name, metadata)
     assert brain_sql.connect(vault_brain_path).execute("select count(*) from knowledge where id = 1").fetchone()[0] == 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("change, named, paths", [
+    ("update knowledge set confidence = 'high' where title = 'Graph Leg'", "confidence: 'high'",
+     ["/brain/-/recall?q=what+does+the+graph+leg+do", "/brain/-/brain?q=what+does+the+graph+leg+do"]),
+    ("update knowledge set title = cast(title as blob) where title = 'Graph Leg'", "title: a BLOB",
+     ["/brain/-/recall?q=what+does+the+graph+leg+do", "/brain/-/memory/{knowledge}", "/brain/-/memory/{knowledge}.json"]),
+    ("update brain_meta set value = '64' where key = 'dimension'", "brain_meta dimension value: '64'",
+     ["/brain/-/recall?q=zzqx+unknown+words"]),
+    ("update entities set name = cast(name as blob) where name = 'Graph Leg'", "name: a BLOB",
+     ["/brain/-/entity/{entity}", "/brain/-/recall?q=graph+leg"]),
+])  # fmt: skip
+async def test_values_of_the_wrong_kind_are_a_409_saying_to_run_check(vault_brain_copy, change, named, paths):
+    """Plain SQL stores a value of any kind in any column; recall, the pages and
+    MCP then answer 409 naming it and saying to run check, never a 500."""
+    conn = brain_sql.connect(vault_brain_copy)
+    ids = {"knowledge": conn.execute("select id from knowledge where title = 'Graph Leg'").fetchone()[0],
+           "entity": conn.execute("select id from entities where name = 'Graph Leg'").fetchone()[0]}  # fmt: skip
+    conn.execute(change)
+    conn.close()
+    datasette = Datasette([str(vault_brain_copy)])
+    for path in paths:
+        response = await datasette.client.get(path.format(**ids))
+        text = html.unescape(response.text)
+        assert response.status_code == 409 and "run sqlite-utils brain check" in text and named in text, (path, text[:300])
+    server = MCPServer("test")
+    mcp_tools.register(datasette, server)
+    q = paths[0].split("q=")[-1].replace("+", " ") if "q=" in paths[0] else "graph leg"
+    async with Client(server) as client:
+        result = await client.call_tool("brain_recall", {"q": q})
+    assert result.is_error and result.structured_content["status"] == 409, result
