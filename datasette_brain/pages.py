@@ -24,10 +24,6 @@ from .tools import ApiError, run_recall
 FACETS = ("class", "scope", "source", "domain", "decay")
 
 
-ENTITY_PAGE = 50  # the entities browser's rows per page
-DECAYED_LIMIT = 1000  # the review page's rows a page, soonest to expire first
-
-
 # the recall form: each API filter, its kind and its default
 RECALL_FIELDS = {
     "k": ("number", "10"), "scope": ("text", ""), "classes": ("text", ""), "sources": ("text", ""),
@@ -168,9 +164,19 @@ async def recall_page(datasette, request):
     )
 
 
+def path_id(request, kind):
+    """The id the page's URL names; a URL whose id is not one names nothing: a 404."""
+    text = request.url_vars["id"]
+    try:
+        return brain_sql.whole_number(text, "id")
+    except brain_sql.FieldError:
+        raise ApiError(f"no {kind} with id {text[:40]}", 404) from None
+
+
 @html_page
 async def memory_page(datasette, request):
-    loaded = await tools.memory(datasette, request.actor, request.url_vars.get("database"), int(request.url_vars["id"]))
+    memory_id = path_id(request, "memory")
+    loaded = await tools.memory(datasette, request.actor, request.url_vars.get("database"), memory_id)
     if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
         return Response.json(loaded)  # what the brain_memory MCP tool answers
     return Response.html(
@@ -193,7 +199,7 @@ async def memory_page(datasette, request):
 async def entity_page(datasette, request):
     """An entity's neighbourhood, 1 or 2 hops deep, drawn with arrows and a legend."""
     db = await brain_database(datasette, request)
-    entity_id = int(request.url_vars["id"])
+    entity_id = path_id(request, "entity")
     await tools.ensure_graph(datasette, request.actor, db.name)
     hops = request.args.get("hops") or "1"
     if hops not in ("1", "2"):
@@ -218,19 +224,18 @@ async def entities_page(datasette, request):
     filtered by type, a page at a time; also as JSON."""
     db = await brain_database(datasette, request)
     await tools.ensure_graph(datasette, request.actor, db.name)
-    q, kind, page = request.args.get("q") or None, request.args.get("type") or None, request.args.get("page") or "1"
-    if not (page.isascii() and page.isdigit() and 1 <= int(page) <= 1_000_000):
-        raise ApiError("page is a whole number from 1", 400)
-    found = await db.execute_fn(lambda conn: brain_sql.entities(conn, q=q, entity_type=kind, page=int(page), per_page=ENTITY_PAGE))
+    q, kind = request.args.get("q") or None, request.args.get("type") or None
+    page, _ = brain_sql.page_numbers(request.args.get("page") or 1)
+    found = await db.execute_fn(lambda conn: brain_sql.entities(conn, q=q, entity_type=kind, page=page))
     base = datasette.urls.database(db.name)
     rows = [{"id": i, "name": n, "type": t, "degree": d, "url": f"{base}/-/entity/{i}"} for i, n, t, d in found["rows"]]
-    pages = max(1, -(-found["total"] // ENTITY_PAGE))
+    pages = max(1, -(-found["total"] // brain_sql.ENTITY_PAGE_ROWS))
     links = {
-        "next": path_with_replaced_args(request, {"page": str(int(page) + 1)}) if int(page) < pages else None,
-        "previous": path_with_replaced_args(request, {"page": str(int(page) - 1)}) if int(page) > 1 else None,
+        "next": path_with_replaced_args(request, {"page": str(page + 1)}) if page < pages else None,
+        "previous": path_with_replaced_args(request, {"page": str(page - 1)}) if page > 1 else None,
     }
     if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
-        return Response.json({"q": q, "type": kind, "page": int(page), "pages": pages, "total": found["total"],
+        return Response.json({"q": q, "type": kind, "page": page, "pages": pages, "total": found["total"],
                               "types": dict(found["types"]), "rows": rows, **links})  # fmt: skip
     types = [{"type": t, "count": c, "selected": t == kind,
               "url": path_with_replaced_args(request, {"type": None if t == kind else t, "page": None})}
@@ -238,7 +243,7 @@ async def entities_page(datasette, request):
     return Response.html(
         await datasette.render_template(
             "brain_entities.html",
-            {"database": db.name, "q": q or "", "type": kind, "page": int(page), "pages": pages, "total": found["total"],
+            {"database": db.name, "q": q or "", "type": kind, "page": page, "pages": pages, "total": found["total"],
              "types": types, "rows": rows, **links},  # fmt: skip
             request=request,
         )
@@ -251,26 +256,20 @@ EXTEND_CHOICES = ((30, "+30 days"), (365, "+1 year"))
 DONE = {"extend": "Extended the expiry of", "archive": "Archived", "restore": "Restored", "flag": "Flagged"}
 
 
-def decayed_query(selected, page=1, size=DECAYED_LIMIT, **changes):
+def decayed_query(selected, page=1, size=brain_sql.MAX_PAGE_ROWS, **changes):
     """The decayed page's query string for `selected` facets with `changes`
     (a value of None removes that facet), page and size."""
     values = {**selected, **changes}
     pairs = [(name, values[name]) for name in FACETS if values.get(name) is not None]
     pairs += [("page", str(page))] if page > 1 else []
-    pairs += [("size", str(size))] if size != DECAYED_LIMIT else []
+    pairs += [("size", str(size))] if size != brain_sql.MAX_PAGE_ROWS else []
     return "?" + urllib.parse.urlencode(pairs) if pairs else ""
 
 
 def decayed_args(args):
     """(selected facets, page, page size) from query-string parameters."""
     selected = {name: args.get(name) for name in FACETS if args.get(name)}
-    try:
-        page = int(args.get("page") or 1)
-        size = int(args.get("size") or DECAYED_LIMIT)
-    except ValueError:
-        raise ApiError("page and size must be whole numbers") from None
-    if page < 1 or not 1 <= size <= DECAYED_LIMIT:
-        raise ApiError(f"page must be 1 or more, and size from 1 to {DECAYED_LIMIT:,}")
+    page, size = brain_sql.page_numbers(args.get("page") or 1, args.get("size") or brain_sql.MAX_PAGE_ROWS)
     return selected, page, size
 
 
@@ -282,7 +281,7 @@ async def decayed_page(datasette, request):
     selected, page, size = decayed_args(request.args)
 
     def read(conn):
-        now, rows = brain_sql.decayed(conn, limit=size, offset=(page - 1) * size, selected=selected)
+        now, rows = brain_sql.decayed(conn, page=page, size=size, selected=selected)
         return now, rows, *brain_sql.decayed_facets(conn, now, selected)
 
     now, rows, count, counts = await db.execute_fn(read)
