@@ -276,7 +276,8 @@ def decayed_args(args):
 @html_page
 async def decayed_page(datasette, request):
     """Expired, soon-expiring and archived memories for review, with facets, a
-    page at a time; for actors with brain-write, what to do about each."""
+    page at a time; for actors with brain-write, what to do about each, unless
+    the brain cannot be written (the page then says why, once)."""
     db = await brain_database(datasette, request)
     selected, page, size = decayed_args(request.args)
 
@@ -302,7 +303,8 @@ async def decayed_page(datasette, request):
     if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
         return Response.json({"now": now, "count": count, "page": page, "pages": pages, "size": size, **links,
                               "selected": selected, "facets": facets, "rows": rows})  # fmt: skip
-    can_write = db.is_mutable and await datasette.permission_allowed(
+    read_only = tools.read_only(db)
+    can_write = read_only is None and await datasette.permission_allowed(
         request.actor, tools.WRITE_PERMISSION, resource=db.name, default=False
     )
     return Response.html(
@@ -310,7 +312,7 @@ async def decayed_page(datasette, request):
             "brain_decayed.html",
             {"database": db.name, "rows": rows, "facets": facets, "selected": selected, "now": now, "count": count,
              "page": page, "pages": pages, "first": (page - 1) * size + 1, **links, "can_write": can_write,
-             "back": decayed_query(selected, page, size)[1:], "extend_choices": EXTEND_CHOICES,
+             "read_only": read_only, "back": decayed_query(selected, page, size)[1:], "extend_choices": EXTEND_CHOICES,
              "json_url": f"{request.path}.json{decayed_query(selected, page, size)}"},  # fmt: skip
             request=request,
         )
