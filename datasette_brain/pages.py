@@ -319,35 +319,40 @@ async def decayed_page(datasette, request):
     )
 
 
-async def decide(datasette, actor, database, action, ids, days=None):
-    """Extend, archive, restore or flag memories: what a form on the decayed page
-    posts, done by brain_sql in one transaction, for actors with brain-write."""
-    db = await tools.writable_brain(datasette, actor, database)
+def decision(form):
+    """(action, ids, days, the query string of the page to go back to) from a
+    decayed page's form, all of it checked before anything is written."""
+    action, _, days = (form.get("action") or [""])[-1].partition(":")
     if action not in DECAY_ACTIONS:
         raise ApiError(f"unknown action {action[:40]!r}: one of {', '.join(DECAY_ACTIONS)}")
-    operation = DECAY_ACTIONS[action]
-    if action == "extend":
-        return await db.execute_write_fn(lambda conn: operation(conn, ids, days), block=True)
-    return await db.execute_write_fn(lambda conn: operation(conn, ids), block=True)
+    ids = [brain_sql.whole_number(value, "id") for value in form.get("id", [])]
+    days = brain_sql.whole_number(days, "extend's days", 1, brain_sql.MAX_EXTEND_DAYS) if action == "extend" else None
+    try:
+        selected, page, size = decayed_args(dict(urllib.parse.parse_qsl((form.get("back") or [""])[-1])))
+    except brain_sql.FieldError as ex:
+        raise ApiError(f"back, the page to go back to: {ex}") from None
+    return action, ids, days, decayed_query(selected, page, size)
 
 
 @html_page
 async def decayed_act(datasette, request):
-    """POST id (repeatable), action (extend:DAYS, archive, restore, flag) and the
-    page's csrftoken from the decayed page's forms; back to the page it came from."""
+    """POST id (repeatable), action (extend:DAYS, archive, restore, flag), back
+    (the decayed page's query string) and the page's csrftoken from the decayed
+    page's forms, for actors with brain-write: done by brain_sql in one
+    transaction, then back to the page it came from, which says what was done.
+    A request with anything wrong in it changes nothing, and says so."""
     database = request.url_vars.get("database")
     await tools.open_brain(datasette, request.actor, database)
     if request.method != "POST":
         raise ApiError("POST id and action (extend:DAYS, archive, restore or flag) from the decayed page", 405)
-    await tools.writable_brain(datasette, request.actor, database)
+    db = await tools.writable_brain(datasette, request.actor, database)
     form = urllib.parse.parse_qs((await read_body(request)).decode("utf-8", "replace"))
-    action, _, days = (form.get("action") or [""])[-1].partition(":")
     try:
-        ids = [int(v) for v in form.get("id", [])]
-        days = int(days) if action == "extend" else None
-    except ValueError:
-        raise ApiError("id must be memory ids and extend's days a whole number") from None
-    result = await decide(datasette, request.actor, database, action, ids, days)
+        action, ids, days, back = decision(form)
+        operation, arguments = DECAY_ACTIONS[action], (ids, days) if action == "extend" else (ids,)
+        result = await db.execute_write_fn(lambda conn: operation(conn, *arguments), block=True)
+    except (ApiError, brain_sql.FieldError) as ex:  # the request's fault, found before writing
+        raise ApiError(f"Nothing was changed: {ex}", getattr(ex, "status", 400)) from None
     changed, missing = result["changed"], result["not_found"]
     message = f"{DONE[action]} {len(changed)} memor{'y' if len(changed) == 1 else 'ies'}"
     message += f" (id {', '.join(map(str, changed))})" if changed else ""
@@ -355,5 +360,4 @@ async def decayed_act(datasette, request):
     if missing:
         message += f" Not found (or flagged): {', '.join(map(str, missing))}."
     datasette.add_message(request, message, datasette.INFO if changed else datasette.WARNING)
-    selected, page, size = decayed_args(dict(urllib.parse.parse_qsl((form.get("back") or [""])[-1])))
-    return Response.redirect(f"{datasette.urls.database(database)}/-/decayed{decayed_query(selected, page, size)}")
+    return Response.redirect(f"{datasette.urls.database(database)}/-/decayed{back}")
