@@ -8,16 +8,17 @@ import threading
 from threadpoolctl import threadpool_limits
 
 from . import browse, consistency, evaluation, forgetting, hybrid, inventory, pipeline, review, schema, values
-from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, memory_content
+from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, memory_content, page_numbers
 from .claims import verify
-from .config import CLASSES, DEFAULT_MODEL, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
+from .config import CLASSES, DEFAULT_MODEL, ENTITY_PAGE_ROWS, MAX_CONTENT_BYTES, MAX_EXTEND_DAYS, MAX_PAGE_ROWS
+from .config import MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
 from .connection import faults_named, load_sqlite_vec, open_connection, sqlite3
 from .document import IngestError
 from .embed import count_tokens, embed
 from .errors import BrainBusy, BrainError, FieldError, ModelError, QueryError, ReadOnlyBrain, WriteError
 from .evaluation import load_qrels
 from .extract import entity_links
-from .fields import loads_json, unencodable
+from .fields import loads_json, unencodable, whole_number
 from .functions import RECALL_SQL, register_functions
 from .minilm import MODEL_ID as MINILM_MODEL
 from .minilm import limit_threads as limit_model_threads
@@ -27,13 +28,14 @@ from .schema import derived_from_knowledge, info, migrate, pending_migrations
 from .state import current as current_state
 
 __all__ = [
-    "CLASSES", "DECAY_BUCKETS", "DEFAULT_MODEL", "MAX_CONTENT_BYTES", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL",
+    "CLASSES", "DECAY_BUCKETS", "DEFAULT_MODEL", "ENTITY_PAGE_ROWS", "MAX_CONTENT_BYTES", "MAX_EXTEND_DAYS",
+    "MAX_PAGE_ROWS", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError", "ReadOnlyBrain", "WriteError",
     "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql", "decayed",
     "decayed_facets", "archive", "examples", "extend_expiry", "flag", "restore",
     "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels", "loads_json",
-    "memory", "migrate", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
-    "recall", "reindex", "remember", "serve_many", "stats", "unencodable", "verify", "verify_memory", "warm",
+    "memory", "migrate", "page_numbers", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
+    "recall", "reindex", "remember", "serve_many", "stats", "unencodable", "verify", "verify_memory", "warm", "whole_number",
 ]  # fmt: skip
 
 

@@ -145,6 +145,21 @@ def normalize_fields(raw):
     return fields
 
 
+_DIGITS = re.compile(r"[0-9]{1,19}")
+
+
+def whole_number(value, name, low=1, high=2**63 - 1):
+    """`value`, a whole number or its digits as text (as a URL or a form gives
+    them), when it is from `low` to `high`; FieldError naming the range otherwise.
+    Text is ASCII digits only: int() would also take signs, spaces, '_' and other
+    scripts' digits."""
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise FieldError(f"{name} must be a whole number from {low:,} to {high:,}, not {str(value)[:40]!r}")
+    return value
+
+
 def _number(name, value, kind, low, high):
     try:
         if isinstance(value, bool):

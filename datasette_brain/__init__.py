@@ -3,7 +3,6 @@
 import threading
 
 from datasette import hookimpl
-from datasette.utils.asgi import NotFound
 
 import brain_sql
 
@@ -51,11 +50,13 @@ def register_routes():
         (r"^/(?P<database>[^/]+)/-/forget$", routes.forget_view),
         (r"^/-/brain/v1/embeddings$", routes.embeddings_view),
         (r"^/(?P<database>[^/]+)/-/brain$", pages.recall_page),
-        (r"^/(?P<database>[^/]+)/-/memory/(?P<id>\d{1,18})(\.(?P<format>json))?$", pages.memory_page),
-        (r"^/(?P<database>[^/]+)/-/entity/(?P<id>\d{1,18})$", pages.entity_page),
+        # any id: the page answers one that names nothing with its own 404
+        (r"^/(?P<database>[^/]+)/-/memory/(?P<id>[^/]+?)(\.(?P<format>json))?$", pages.memory_page),
+        (r"^/(?P<database>[^/]+)/-/entity/(?P<id>[^/]+)$", pages.entity_page),
         (r"^/(?P<database>[^/]+)/-/entities(\.(?P<format>json))?$", pages.entities_page),
         (r"^/(?P<database>[^/]+)/-/decayed(\.(?P<format>json))?$", pages.decayed_page),
         (r"^/(?P<database>[^/]+)/-/decayed/act$", pages.decayed_act),  # form posts: CSRF-checked
+        (html_errors.OTHER_PAGE_PATHS, html_errors.no_such_page),
     ]
 
 
@@ -70,13 +71,6 @@ def permission_allowed(datasette, actor, action, resource):
         # arbitrary SQL reads every table, a download is the whole file: neither is
         # for whoever may not read the memories
         return routes.knowledge_readable(datasette, actor, resource)
-
-
-@hookimpl
-def handle_exception(datasette, request, exception):
-    """A malformed page URL (/-/memory/abc) is the pages' HTML 404, not Datasette's."""
-    if isinstance(exception, NotFound) and html_errors.PAGE_PATH.match(request.path):
-        return html_errors.not_found_page(datasette, request, exception)
 
 
 @hookimpl

@@ -5,8 +5,10 @@ functions, so they cannot answer differently.
 """
 
 import asyncio
+import os
 import threading
 import weakref
+from pathlib import Path
 
 from datasette import Forbidden
 from datasette.utils import actor_matches_allow, sqlite3
@@ -184,13 +186,29 @@ def _check_id(value, name="id"):
         raise ApiError(f"{name} must be a memory's id, a positive whole number")
 
 
+def file_writable(path):
+    """Whether the file, and its folder (WAL's -shm and -wal files go there), can be written."""
+    path = Path(path).resolve()
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def read_only(db):
+    """Why nothing can be written to the Datasette database `db`, or None."""
+    if not db.is_mutable:
+        return f"database {db.name} is served immutable (datasette -i)"
+    if db.path and not file_writable(db.path):
+        return f"the file of database {db.name} is read-only (the file or its folder)"
+    return None
+
+
 async def writable_brain(datasette, actor, database, db=None):
     """The brain, once `actor` may read it and write to it and it can be written."""
     db = await open_brain(datasette, actor, database, db)
     if not await datasette.permission_allowed(actor, WRITE_PERMISSION, resource=db.name, default=False):
         raise Forbidden(f"changing memories needs the {WRITE_PERMISSION} permission")
-    if not db.is_mutable:
-        raise ApiError(f"database {db.name} is served immutable (datasette -i): nothing can be written to it", 403)
+    reason = read_only(db)
+    if reason:
+        raise ApiError(f"{reason}: nothing can be written to it", 403)
     return db
 
 

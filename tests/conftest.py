@@ -10,18 +10,11 @@ from pathlib import Path
 
 import threading
 
-import datasette.app  # noqa: F401  (loads Datasette's own plugins before the module below)
-import datasette.handle_exception
 import pytest
 from click.testing import CliRunner
 from sqlite_utils.cli import cli
 
 import brain_sql
-
-# Datasette 0.65 prints every handled error with rich when rich is installed (the
-# import-linter test dependency brings it); under datasette.client no exception is
-# active at that point and rich raises instead of printing. Print nothing.
-datasette.handle_exception.rich = None
 
 VAULT = Path(__file__).parent.parent / "docs" / "vault"
 SLOW = "slow: run with --run-slow"
