@@ -53,6 +53,31 @@ def error_body(message, status):
     return {"ok": False, "error": message, "status": status}
 
 
+def too_large(what, limit=MAX_BODY_BYTES):
+    """The 413 for a body, or an MCP call's arguments, past `limit` bytes."""
+    return ApiError(f"{what} is larger than the limit; the limit is {limit:,} bytes", 413)
+
+
+def read_json(data, what="the request body"):
+    """The JSON value in `data` (bytes): a request's body, or an MCP call's arguments
+    as they arrived, held to the same rules whichever door they came in by. Refused
+    (400, 413) when too large, not JSON (NaN and Infinity included, numbers past
+    Python's digit limit), nested too deeply, or holding text that is not valid
+    Unicode (a lone surrogate, which a \\ud800 escape makes)."""
+    if len(data) > MAX_BODY_BYTES:
+        raise too_large(what)
+    try:
+        value = brain_sql.loads_json(data or b"null")
+    except ValueError as ex:  # not JSON, not UTF-8, or a number past Python's digit limit
+        raise ApiError(f"{what} is not valid JSON: {ex}") from None
+    except RecursionError:
+        raise ApiError(f"{what} is nested too deeply") from None
+    bad = brain_sql.unencodable(value)
+    if bad is not None:
+        raise ApiError(f"{what} has text that is not valid Unicode (a lone surrogate) in {bad[:40]!r}")
+    return value
+
+
 async def brain_names(datasette):
     """The brain databases served; a damaged file counts, so that what is asked of
     it says it is damaged."""
@@ -73,6 +98,8 @@ async def open_brain(datasette, actor, name=None, db=None):
     `db` when a route opened it already for this actor."""
     if db is not None:
         return db
+    if name is not None and not isinstance(name, str):
+        raise ApiError("database must be a string: the name of a brain database")
     if name is None:
         names = await brain_names(datasette)
         if len(names) != 1:

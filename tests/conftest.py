@@ -155,15 +155,15 @@ async def warmed(datasette):
 
 
 @contextlib.contextmanager
-def datasette_server(*args, cwd=None):
+def datasette_server(*args, cwd=None, log=subprocess.DEVNULL):
     """`python -m datasette *args` on a free loopback port, once it answers; yields
-    its base URL and stops it after."""
+    its base URL and stops it after. Its output goes to `log` (a file), if given."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, "-m", "datasette", *map(str, args), "-h", "127.0.0.1", "-p", str(port)],
-        cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
