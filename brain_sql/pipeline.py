@@ -441,11 +441,12 @@ class _Pipeline:
                     "select count(*), count(distinct source_path) from knowledge "
                     "where document_id in (select value from json_each(?))", [json.dumps(doomed)]
                 ).fetchone()
+                lost = "the one memory" if memories == 1 else f"all {memories:,} memories"
+                gone = "its one file is" if files == 1 else f"all {files:,} of its files are"
                 return (
-                    f"nothing under {root} was pruned: that would remove all {memories:,} "
-                    f"memor{'y' if memories == 1 else 'ies'} it holds, as none of their {files:,} "
-                    f"file{'' if files == 1 else 's'} is there (an unmounted drive, a sync that failed?); "
-                    "look at the folder, or prune with --prune-all to remove them"
+                    f"nothing under {root} was pruned: that would remove {lost} it holds, as {gone} gone "
+                    "(an unmounted drive, a sync that failed?); look at the folder, or prune with --prune-all "
+                    f"to remove {'it' if memories == 1 else 'them'}"
                 )
             self.writer.remove(doomed)
         return None

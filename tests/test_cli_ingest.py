@@ -351,7 +351,7 @@ def test_prune_of_an_emptied_folder_is_refused_unless_confirmed(run, db_path, tm
     result = run("brain", "ingest", db_path, tmp_path / "v", other, "--prune")
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     assert f"nothing under {tmp_path / 'v'} was pruned: that would remove all 2 memories it holds" in result.output
-    assert "as none of their 2 files is there" in result.output and "--prune-all" in result.output
+    assert "as all 2 of its files are gone" in result.output and "--prune-all" in result.output
     assert "0 removed" in result.output  # the report of what did go in is still told
     conn = brain_sql.connect(db_path)
     stored = [("a",), ("b",), ("c1",), ("c2",)]
