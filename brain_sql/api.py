@@ -15,7 +15,7 @@ from .config import MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_b
 from .connection import faults_named, load_sqlite_vec, open_connection, sqlite3
 from .document import IngestError
 from .embed import count_tokens, embed
-from .errors import BrainBusy, BrainError, FieldError, ModelError, QueryError, ReadOnlyBrain, WriteError
+from .errors import BrainBusy, BrainError, FieldError, ModelError, PruneRefused, QueryError, ReadOnlyBrain, WriteError
 from .evaluation import load_qrels
 from .extract import entity_links
 from .fields import loads_json, unencodable, whole_number
@@ -30,7 +30,8 @@ from .state import current as current_state
 __all__ = [
     "CLASSES", "DECAY_BUCKETS", "DEFAULT_MODEL", "ENTITY_PAGE_ROWS", "MAX_CONTENT_BYTES", "MAX_EXTEND_DAYS",
     "MAX_PAGE_ROWS", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL",
-    "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError", "ReadOnlyBrain", "WriteError",
+    "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "PruneRefused", "QueryDoc",
+    "QueryError", "ReadOnlyBrain", "WriteError",
     "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql", "decayed",
     "decayed_facets", "archive", "examples", "extend_expiry", "flag", "restore",
     "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels", "loads_json",

@@ -22,7 +22,7 @@ from .config import CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, 
 from .connection import atomic, sqlite3
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError
-from .errors import BrainBusy, ModelError, WriteError
+from .errors import BrainBusy, ModelError, PruneRefused, WriteError
 from .fields import normalize_fields
 from .plugins import collect
 from .records import record_document
@@ -97,13 +97,17 @@ def _unreadable(error):
     return IngestError(str(error.filename), None, f"cannot read this folder ({error.strerror or error})")
 
 
-def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, prune=False, progress=None,
-           model=None):  # fmt: skip
+def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, prune=False, prune_all=False,
+           progress=None, model=None):  # fmt: skip
     """Ingest files and folders into the brain on `conn`; returns an IngestReport.
 
     scope / klass / source / domain are defaults: a record's or a note's own
     fields win. `model` creates a new brain with that embedding model; a brain
     made with another one is a BrainError (re-embed it with reindex).
+    `prune` removes the memories whose files under the folders in `paths` are
+    gone, except under a folder that would keep none of its memories (empty:
+    unmounted, or a sync that failed): that one keeps them all, and once the rest
+    of the ingest is in, PruneRefused names it. `prune_all` prunes it too.
     `progress(n, documents)` is called as the work goes on, embedding included,
     with the characters of content handled since the last call and the number of
     documents handled so far.
@@ -114,8 +118,8 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
     files, report.errors = discover(paths)
+    prune = prune or prune_all
     # only a root that was there is pruned: an unmounted or renamed folder must not
-    # read as "every file in it was deleted"
     # read as "every file in it was deleted"; nor is one with a folder it could not read
     prune_roots = [p for p in paths if Path(p).resolve().exists()] if prune else []
     if prune:
@@ -124,13 +128,15 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
             error.message += ": nothing under it was pruned"
     try:
         with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
-            _ingest_files(pipeline, files, defaults, prune_roots)
+            refused = _ingest_files(pipeline, files, defaults, prune_roots, prune_all)
     except BrainBusy as ex:
         raise BrainBusy(
             f"{ex} The {report.documents_added + report.documents_updated} documents written before "
             "are kept: run the same ingest again to write the rest."
         ) from ex
     report.seconds = time.perf_counter() - started
+    if refused:
+        raise PruneRefused("; ".join(refused), report)
     return report
 
 
@@ -222,7 +228,8 @@ def _stored_as(conn, document, number):
     return document
 
 
-def _ingest_files(pipeline, files, defaults, prune_paths):
+def _ingest_files(pipeline, files, defaults, prune_paths, prune_all):
+    """Ingest `files`, then prune under `prune_paths`; returns why roots were not pruned."""
     report = pipeline.report
     extractors = collect("brain_entity_extractors")
     for path, fmt in files:
@@ -242,14 +249,10 @@ def _ingest_files(pipeline, files, defaults, prune_paths):
             # records no longer in the file are gone from the brain too; a file
             # with a bad record keeps them, so a typo never deletes memories
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
-    for given in prune_paths:
-        root = str(Path(given).resolve())
-        pipeline.remove_documents(
-            "source_path = ? or source_path like ? escape '\\'",
-            (root, _like_prefix(root + "/")),
-            gone=True,
-        )
+    pipeline.write_pending()  # a root that gained memories in this run keeps some
+    refused = [pipeline.prune(given, prune_all) for given in prune_paths]
     pipeline.flush()
+    return [why for why in refused if why]
 
 
 def _like_prefix(text):
@@ -401,23 +404,52 @@ class _Pipeline:
             self.progress(size - batch.reported, self.done + round(len(batch.documents) * share))
             batch.reported = size
 
-    def flush(self):
-        """Write everything added so far, then find the mentions it brought."""
+    def write_pending(self):
+        """Write everything added so far."""
         if self.pending:
             self._advance()
         previous, self.embedding = self.embedding, None
         if previous:
             self._commit(previous)
+
+    def flush(self):
+        """Write everything added so far, then find the mentions it brought."""
+        self.write_pending()
         with atomic(self.conn):
             self.report.relationships += mentions.resolve_mentions(self.conn)
             prune_changes(self.conn, CHANGE_LOG_KEEP)
 
-    def remove_documents(self, where, params, keep=(), gone=False):
-        """DocumentWriter.remove in a transaction of its own. Documents still in the
-        pipeline are never among those removed: they came from files being
-        ingested, in `keep`."""
+    def remove_documents(self, where, params, keep=()):
+        """Remove the documents `where` selects but those in `keep`, in a transaction
+        of its own. Documents still in the pipeline are never among those removed:
+        they came from files being ingested, in `keep`."""
         with atomic(self.conn):
-            self.writer.remove(where, params, keep, gone)
+            self.writer.remove(self.writer.removable(where, params, keep)[1])
+
+    def prune(self, root, everything=False):
+        """Remove the documents from files under `root` that are gone, in a
+        transaction of its own; unless `everything`, not when that is every one
+        `root` holds (its folder is empty, or none of its files is there): then
+        nothing is removed and the reason is returned."""
+        root = str(Path(root).resolve())
+        with atomic(self.conn):
+            held, doomed = self.writer.removable(
+                "source_path = ? or source_path like ? escape '\\'", (root, _like_prefix(root + "/")), gone=True
+            )
+            if doomed and len(doomed) == len(held) and not everything:
+                memories, files = self.conn.execute(
+                    "select count(*), count(distinct source_path) from knowledge "
+                    "where document_id in (select value from json_each(?))", [json.dumps(doomed)]
+                ).fetchone()
+                lost = "the one memory" if memories == 1 else f"all {memories:,} memories"
+                gone = "its one file is" if files == 1 else f"all {files:,} of its files are"
+                return (
+                    f"nothing under {root} was pruned: that would remove {lost} it holds, as {gone} gone "
+                    "(an unmounted drive, a sync that failed?); look at the folder, or prune with --prune-all "
+                    f"to remove {'it' if memories == 1 else 'them'}"
+                )
+            self.writer.remove(doomed)
+        return None
 
     def _commit(self, batch):
         embedded, documents = self._embedded(batch), batch.documents

@@ -147,19 +147,24 @@ class DocumentWriter:
             restate(conn, quoted, said[1] if said and said[0] == quoted.where and not flagged else None)
         return stored_vectors
 
-    def remove(self, where, params, keep=(), gone=False):
-        """Delete the documents `where` selects, except those in `keep` (and, with
-        `gone`, those whose file still exists)."""
+    def remove(self, document_ids):
+        """Delete these documents whole (remove_documents), counting their chunks."""
+        self.report.chunks_removed += remove_documents(self.conn, document_ids)
+
+    def removable(self, where, params, keep=(), gone=False):
+        """(the ids of the documents `where` selects, the ids of those of them to
+        remove: all but those in `keep` and, with `gone`, those whose file is there)."""
+        selected = self.conn.execute(
+            "select document_id, source_path, (select k.version_of from knowledge k where k.document_id = "
+            f"documents.document_id limit 1) from documents where {where}", params
+        ).fetchall()
         doomed = [
             document_id
-            for document_id, path, version_of in self.conn.execute(
-                "select document_id, source_path, (select k.version_of from knowledge k where k.document_id = "
-                f"documents.document_id limit 1) from documents where {where}", params
-            ).fetchall()
+            for document_id, path, version_of in selected
             # a kept record keeps its earlier versions (validity.keep_as_history)
             if document_id not in keep and version_of not in keep and not (gone and path and _may_exist(path))
         ]
-        self.report.chunks_removed += remove_documents(self.conn, doomed)
+        return [document_id for document_id, _, _ in selected], doomed
 
     def _row_values(self, document):
         values = {c: document.fields.get(c) for c in FIELD_COLUMNS}

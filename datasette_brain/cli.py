@@ -75,9 +75,13 @@ def register_commands(cli):
     @click.option("--class", "klass", type=click.Choice(brain_sql.CLASSES), help="class for memories that name none")
     @click.option("--source", help="source tag for memories that name none")
     @click.option("--domain", help="domain for memories that name none")
-    @click.option("--prune", is_flag=True, help="remove memories whose files under PATHS no longer exist")
+    @click.option("--prune", is_flag=True,
+                  help="remove memories whose files under PATHS no longer exist; a folder that would keep none "
+                  "of its memories (empty or emptied: unmounted, a sync that failed) is not pruned, and the "
+                  "command exits 1 naming it")  # fmt: skip
+    @click.option("--prune-all", is_flag=True, help="--prune, also a folder that would keep none of its memories")
     @click.option("--model", help=f"embedding model of a new brain; {MODEL_HELP}")
-    def ingest(db_path, paths, scope, klass, source, domain, prune, model):
+    def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model):
         """Ingest Markdown notes and folders, .txt files, and JSON / JSONL / CSV records.
 
         \b
@@ -88,18 +92,23 @@ def register_commands(cli):
         conn = _open(db_path, must_exist=False)
         files, _ = brain_sql.discover(paths)
         total = sum(map(_size, (p for p, _ in files)))
+        refused = None
         with click.progressbar(length=total, label="Ingesting", file=sys.stderr, item_show_func=_rate()) as bar:
             try:
                 report = brain_sql.ingest(
                     conn, paths, scope=scope, klass=klass, source=source, domain=domain, prune=prune,
-                    progress=bar.update, model=model,
+                    prune_all=prune_all, progress=bar.update, model=model,
                 )  # fmt: skip
+            except brain_sql.PruneRefused as ex:  # the rest went in: its report is still told
+                report, refused = ex.report, ex
             except (brain_sql.BrainError, brain_sql.FieldError) as ex:
                 raise click.ClickException(str(ex)) from ex
         for error in report.errors:
             click.echo(f"skipped {error}", err=True)
         _settle(conn)
         click.echo(report.summary())
+        if refused:
+            raise click.ClickException(str(refused))
         if report.errors:
             sys.exit(1)
 

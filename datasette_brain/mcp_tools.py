@@ -63,7 +63,7 @@ Claim = json_arg("string", "the words to look for")
 StoredId = json_arg("integer", "a stored memory's id")
 LookIn = json_arg("string", "a text to look in, instead of a memory")
 Ids = json_arg("array", "memory ids (knowledge.id)", items={"type": "integer"})
-ExternalIds = json_arg("array", "the _ids records were remembered with", items={"type": "string"})
+ExternalIds = json_arg("array", "the _ids records were remembered with", items={"type": ["string", "integer"]})
 MemoryId = json_arg("integer", "the memory's id")
 
 

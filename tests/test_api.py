@@ -437,3 +437,60 @@ async def test_values_of_the_wrong_kind_are_a_409_saying_to_run_check(vault_brai
     async with Client(server) as client:
         result = await client.call_tool("brain_recall", {"q": q})
     assert result.is_error and result.structured_content["status"] == 409, result
+
+
+@pytest.mark.asyncio
+async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(tmp_path):
+    """Over HTTP and MCP alike: a record valid_to before its valid_from, or a scope
+    with a trailing space or a zero-width space, is refused by name; nothing is stored."""
+    path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(path))
+    datasette = Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    backwards = {"text": "Bob ran support.", "valid_from": "2025-01-01", "valid_to": "2024-01-01"}
+    bad = [
+        ("remember", backwards, "record 1: valid_to (2024-01-01 00:00:00) must be later than valid_from"),
+        ("remember", {"text": "x", "scope": "/acme "}, "record 1: scope '/acme ' may not have a space at the start"),
+        ("remember", {"text": "x", "scope": "/acme\u200b"}, "may not contain U+200B ZERO WIDTH SPACE"),
+        ("recall", {"q": "support", "scope": "/acme\u200b"}, "may not contain U+200B ZERO WIDTH SPACE"),
+        ("recall", {"q": "support", "scope": "/acme "}, "may not have a space at the start or end"),
+    ]
+    for route, body, message in bad:
+        response = await datasette.client.post(f"/brain/-/{route}", json=body)
+        assert response.status_code == 400 and message in response.json()["error"], (body, response.text)
+    server = MCPServer("test")
+    mcp_tools.register(datasette, server)
+    async with Client(server) as client:
+        for route, body, message in bad:
+            arguments = {"records": [body]} if route == "remember" else body
+            result = await client.call_tool(f"brain_{route}", arguments)
+            assert result.is_error and result.structured_content["status"] == 400, body
+            assert message in result.structured_content["error"], (body, result.structured_content)
+    assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0
+
+
+NOT_AN_ID = "external_ids must be records' _ids: non-empty text or whole numbers"
+
+
+@pytest.mark.asyncio
+async def test_forget_takes_a_whole_number_external_id_as_remember_stored_it(tmp_path):
+    """A record's `_id` may be text or a whole number (stored as its text), so forget
+    takes both, over HTTP and MCP; anything else is refused by name."""
+    path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(path))
+    datasette = Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    records = [{"_id": 1, "text": "one"}, {"_id": 2, "text": "two"}]
+    stored = await datasette.client.post("/brain/-/remember", json=records)
+    assert stored.status_code == 201, stored.text
+    for value in (1.0, True, [1]):
+        refused = await datasette.client.post("/brain/-/forget", json={"external_ids": [value]})
+        assert refused.status_code == 400 and NOT_AN_ID in refused.json()["error"], value
+    gone = await datasette.client.post("/brain/-/forget", json={"external_ids": [1]})
+    assert gone.status_code == 200 and gone.json()["removed"]["external_ids"] == ["1"]
+    server = MCPServer("test")
+    mcp_tools.register(datasette, server)
+    async with Client(server) as client:
+        result = await client.call_tool("brain_forget", {"external_ids": [2]})
+        assert not result.is_error and result.structured_content["removed"]["external_ids"] == ["2"]
+        refused = await client.call_tool("brain_forget", {"external_ids": [2.5]})
+        assert refused.is_error and NOT_AN_ID in refused.structured_content["error"]
+    assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0

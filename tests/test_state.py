@@ -53,7 +53,7 @@ def writes(rng, conn, folder):
             brain_sql.ingest(conn, [notes], prune=True)
         elif kind == "delete_note":
             rng.choice(existing).unlink()
-            brain_sql.ingest(conn, [notes], prune=True)
+            brain_sql.ingest(conn, [notes], prune_all=True)  # the last note may go: prune_all prunes to empty
         elif kind == "records":
             path = write(folder / f"records{rng.randrange(3)}.jsonl",
                          "\n".join(json.dumps(r) for r in records(rng, rng.randrange(50), rng.randrange(1, 6))))  # fmt: skip
