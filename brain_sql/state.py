@@ -1,6 +1,11 @@
-"""The read state: what recall keeps in memory for one brain file — each chunk's
-filter columns and int8 vector, the entity graph, the entity names — one copy per
-file per process, shared by every connection and thread.
+"""The read state: what recall keeps in memory for one brain file, one copy per
+file per process, shared by every connection and thread. Its parts:
+
+- the chunk index (chunk_index.py): each chunk's filter columns, length and int8
+  vector: the filters and the vector leg;
+- the entity graph (entity_graph.py): entities, chunks and their ties, the names
+  a query can name, and the graph leg's walk;
+- the follower (ReadState.refresh, below): it applies the change log.
 
 It follows writes instead of being rebuilt: triggers log which chunk, entity,
 edge and document each write touched (brain_changes, in the writer's own
@@ -17,45 +22,16 @@ import json
 import os
 import threading
 
-import numpy as np
-
-from . import mentions
-from .config import DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS, MENTION_MIN_CHARS
+from .chunk_index import ChunkIndex
 from .connection import open_connection
-from .schema import CHANGES_TABLE, INSTANCE_TABLE, fts_length
-from .vectors import VEC_METADATA, vec_metadata_values
+from .entity_graph import EntityGraph
+from .schema import CHANGES_TABLE, INSTANCE_TABLE
+from .vectors import vec_metadata_values
 
-TEXT_COLUMNS = tuple(name for name, (kind, _) in VEC_METADATA.items() if kind == "text")
 REBUILD_SHARE = 0.25  # apply the log while it names fewer rows than this share of the brain
-PENDING_NAMES = 2000  # names matched by a second, small automaton until the main one is rebuilt
 MIN_COMPACT_SLOTS = 1000  # a smaller state is never worth compacting
-
-
-class _Slots:
-    """Growable parallel numpy arrays, addressed by slot; a removed row's slot stays dead."""
-
-    def __init__(self, columns, capacity=1024):
-        self.size = 0
-        self.arrays = {name: np.zeros((capacity, *shape), dtype=dtype) for name, (dtype, shape) in columns.items()}
-
-    def add(self, count=1):
-        """Slots for `count` new rows, growing the arrays geometrically."""
-        start, end = self.size, self.size + count
-        capacity = len(next(iter(self.arrays.values())))
-        if end > capacity:
-            capacity = max(end, 2 * capacity)
-            for name, array in self.arrays.items():
-                grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
-                grown[: self.size] = array[: self.size]
-                self.arrays[name] = grown
-        self.size = end
-        return np.arange(start, end)
-
-    def __getattr__(self, name):
-        arrays = self.__dict__.get("arrays", {})
-        if name in arrays:
-            return arrays[name][: self.size]
-        raise AttributeError(name)
+POINT_READS = 2000  # vectors of fewer chunks than this are read one by one; more, in one scan
+CHUNK_ROWS = "select k.id, k.document_id, {}, d.sz from knowledge k left join knowledge_fts_docsize d on d.id = k.id"
 
 
 class ReadState:
@@ -72,147 +48,43 @@ class ReadState:
         self.token = None  # without a change log: the file's state when built
         self.version = 0  # bumped by every change, for caches keyed on the state
         self.dimension = dimension
-        self.codes = {name: {} for name in TEXT_COLUMNS}  # text filter values -> small integers
-        self.chunks = _Slots(
-            {"id": (np.int64, ()), "live": (np.bool_, ()), "node": (np.int64, ()), "doc_node": (np.int64, ()),
-             "has_vector": (np.bool_, ()), "vec_chunk": (np.int64, ()), "vec_offset": (np.int64, ()),
-             "sqnorm": (np.float64, ()), "inverse_norm": (np.float32, ()), "vector": (np.float32, (dimension,)),
-             "length": (np.int64, ()),
-             **{name: (np.int64, ()) for name in VEC_METADATA}}
-        )  # fmt: skip
-        self.chunk_slot = {}  # chunk id -> slot
-        self.chunk_document = {}  # chunk id -> its document_id
-        self.document_chunks = {}  # document_id -> {chunk ids}
-        self.document_entity = {}  # document_id -> entity id
-        self.entity_documents = {}  # entity id -> {document_ids}
-        self.nodes = _Slots({"live": (np.bool_, ()), "chunk": (np.int64, ()), "entity": (np.int64, ())})
-        self.entity_node = {}  # entity id -> node
-        self.entities = {}  # entity id -> (name, entity_type)
-        self.ties = _Slots({"a": (np.int64, ()), "b": (np.int64, ()), "weight": (np.float64, ()),
-                            "owner": (np.int64, ()), "live": (np.bool_, ()), "mention": (np.bool_, ()),
-                            "edge_a": (np.int64, ()), "edge_b": (np.int64, ())})  # fmt: skip
-        self.edge_ties = {}  # relationship id -> tie slots
-        self.edges = {}  # relationship id -> (from, to, type, knowledge id)
-        self.chunk_edges = {}  # chunk id -> ids of the relationships it stated
-        self.dangling = {}  # relationship id -> (from, to): an end is missing, so it is not walked
-        self.document_tie = {}  # chunk id -> its tie to its document's entity
-        self.aliases = {}  # entity id -> {relationship id: the entity it is an alias of}
-        self.alias_edges = {}  # alias_of relationship id -> the entity it makes an alias
-        self.named_by = {}  # casefolded name -> {entity ids with that name}
-        self.automaton, self.pending, self.pending_ids = None, None, set()
-        self.walks = {}  # (version, visibility) -> prepared walk
-        self.walks_lock = threading.Lock()  # readers share the state, and all keep walks
-
-    # -- reading ---------------------------------------------------------------
-
-    def chunk_columns(self):
-        """Each chunk slot's filter columns (text ones as codes; see `codes`)."""
-        return {name: self.chunks.arrays[name][: self.chunks.size] for name in VEC_METADATA}
-
-    def visible_chunks(self, filters):
-        """Boolean mask over chunk slots: live chunks the filters admit."""
-        return self.chunks.live & filters.mask(self.chunk_columns(), self.codes)
-
-    def nearest(self, query, visible, n):
-        """[(chunk id, cosine distance)] of the `n` visible chunks nearest to the int8
-        vector `query` (bytes), nearest first, equal distances by id: what the vec0
-        KNN returns. The distance is sqlite-vec's for int8 cosine, to the bit: its
-        integer sums (exact here in float32, as there), then square roots and the
-        division in double, rounded to float."""
-        chunks = self.chunks
-        q = np.frombuffer(query, dtype=np.int8)
-        query_norm = float((q.astype(np.int64) ** 2).sum())
-        searchable = visible & chunks.has_vector
-        if not query_norm or not searchable.any():
-            return []
-        dots = chunks.vector @ q.astype(np.float32)
-        # a float32 cosine finds the shortlist (the n best, and all within a margin
-        # far wider than its rounding); the exact distance orders it
-        cosine = np.where(searchable, dots * chunks.inverse_norm, -np.inf)
-        if searchable.sum() > n:
-            kth = np.partition(cosine, len(cosine) - n)[len(cosine) - n]
-            candidates = np.flatnonzero(searchable & (cosine >= kth - 1e-4))
-        else:
-            candidates = np.flatnonzero(searchable)
-        distance = (1.0 - dots[candidates] / (np.sqrt(chunks.sqnorm[candidates]) * np.sqrt(query_norm))).astype(np.float32)
-        # which of equal distances make the cut is vec0's choice: it scans its chunks in
-        # order, keeps what it has over an equal newcomer, and within a chunk takes the later row
-        kept = np.lexsort((-chunks.vec_offset[candidates], chunks.vec_chunk[candidates], distance))[:n]
-        candidates, distance = candidates[kept], distance[kept]
-        ids = chunks.id[candidates]
-        order = np.lexsort((ids, distance))
-        return [(int(ids[i]), float(distance[i])) for i in order]
-
-    def alias_target(self, entity_id, visible=None):
-        """What a name resolves to: the entity it is an alias of (the first such
-        edge a chunk in `visible` stated, when given), or itself."""
-        targets = self.aliases.get(entity_id)
-        if targets and visible is not None:
-            targets = {edge: target for edge, target in targets.items() if self._stated_in(edge, visible)}
-        return targets[min(targets)] if targets else entity_id
-
-    def _stated_in(self, edge_id, visible):
-        """Whether the relationship was stated by no chunk or by one in `visible`."""
-        edge = self.edges.get(edge_id)
-        if edge is None or edge[3] is None:
-            return edge is not None
-        knowledge_id = edge[3]
-        slot = self.chunk_slot.get(knowledge_id)
-        return slot is not None and bool(visible[slot])
-
-    def seed_entities(self, text, reachable=None, visible=None):
-        """Entity ids the text names: whole words, any case, longest match first,
-        each name resolved through alias_of. Given `reachable` (entity id -> bool)
-        and `visible` (a mask over chunk slots), only reachable entities stand for a
-        name and only visible chunks' alias_of edges resolve one: a name known
-        only from hidden memories changes nothing."""
-        found = {}  # (start, end) -> entity ids whose name stands there
-        for automaton in (self.automaton, self.pending):
-            for start, end, entity_id in mentions.spans(automaton, text):
-                if reachable is None or reachable(entity_id):
-                    found.setdefault((start, end), set()).add(entity_id)
-        taken, seeds = [], set()
-        for start, end in sorted(found, key=lambda span: (-(span[1] - span[0]), span[0])):
-            if any(start < e and s < end for s, e in taken):
-                continue
-            key = text.casefold()[start:end]
-            current = [e for e in found[(start, end)] if e in self.named_by.get(key, ())]
-            if not current:
-                continue  # a name the automaton still holds but no entity has now
-            taken.append((start, end))
-            seeds.add(self.alias_target(min(current), visible))
-        return sorted(seeds)
+        self.chunks = ChunkIndex(dimension)
+        self.graph = EntityGraph()
+        self.graph.slot_of = self.chunks.slot_of
 
     # -- building and following ------------------------------------------------
 
     def build(self, conn):
         """Read everything from the brain on `conn` (a fresh state)."""
         seq, self.instance = _last_change(conn)
-        entities = conn.execute("select id, name, entity_type from entities order by id").fetchall()
-        self._put_entities(entities)
-        rows = conn.execute(
-            f"select k.id, k.document_id, {vec_metadata_values('k')}, d.sz from knowledge k "
-            "left join knowledge_fts_docsize d on d.id = k.id order by k.id"
-        ).fetchall()
-        vectors = dict(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge").fetchall())
-        positions = _positions(conn)
+        graph = self.graph
+        graph.put_entities(conn.execute("select id, name, entity_type from entities order by id").fetchall())
         for document_id, entity_id in conn.execute("select document_id, entity_id from documents"):
-            self._set_document(document_id, entity_id)
-        self._put_chunks(rows, vectors, positions)
-        self._put_edges(conn.execute(
+            graph.set_document(document_id, entity_id)
+        rows = conn.execute(CHUNK_ROWS.format(vec_metadata_values("k")) + " order by k.id").fetchall()
+        vectors = dict(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge").fetchall())
+        self._put_chunks(rows, vectors, _positions(conn))
+        graph.put_edges(conn.execute(
             "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"
         ).fetchall())  # fmt: skip
-        self._rebuild_automaton()
+        graph.names.merge()
+        graph.index_ties()
         self.seq, self.built = seq, True
         self.last = _entry(conn, seq) if seq else None
         self.version += 1
         return self
 
+    def _put_chunks(self, rows, vectors, positions):
+        """Chunks as (id, document_id, *filter columns, FTS5 docsize) rows, with
+        their int8 vectors ({id: blob}) and where vec0 stores them."""
+        slots = self.chunks.add([(row[0], *row[2:]) for row in rows], vectors, positions)
+        self.graph.add_chunks(slots, [row[0] for row in rows], [row[1] for row in rows])
+
     def garbage(self):
         """The share of slots that removed rows left behind; past REBUILD_SHARE a
         rebuild compacts them (its cost is then in proportion to the writes)."""
-        used = self.chunks.size + self.nodes.size + self.ties.size
-        dead = (self.chunks.size - len(self.chunk_slot)) + int((~self.nodes.live).sum()) + int((~self.ties.live).sum())
+        dead, used = self.graph.garbage()
+        dead, used = dead + self.chunks.dead(), used + self.chunks.size
         return dead / used if used > MIN_COMPACT_SLOTS else 0.0
 
     def refresh(self, conn):
@@ -234,58 +106,48 @@ class ReadState:
             f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ?", (self.seq, seq)
         ):
             changed.setdefault(kind, set()).add(key)
-        if "all" in changed or sum(map(len, changed.values())) > REBUILD_SHARE * max(self.chunks.size + self.nodes.size, 1000):
+        size = self.chunks.count + len(self.graph.node_of_entity)
+        if "all" in changed or sum(map(len, changed.values())) > REBUILD_SHARE * max(size, 1000):
             return True  # a repair says anything may have changed, or too much did
         self._apply(conn, changed)
         self.seq, self.last = seq, _entry(conn, seq)
         self.version += 1
-        self.walks.clear()
         return False
 
     def _apply(self, conn, changed):
         """Re-read the rows the log names and replace what the state held for them."""
+        graph = self.graph
         arrived = set()
         if changed.get("entity"):
             ids = sorted(changed["entity"])
             rows = _rows_by_id(conn, "select id, name, entity_type from entities where id in ({})", ids)
             for entity_id in ids:
                 if entity_id not in rows:
-                    self._drop_entity(entity_id)
-            arrived = {i for i in rows if i not in self.entity_node}
-            self._put_entities([rows[i] for i in ids if i in rows])
+                    graph.drop_entity(entity_id)
+            arrived = {i for i in rows if i not in graph.node_of_entity}
+            graph.put_entities([rows[i] for i in ids if i in rows])
         documents = set(changed.get("document", ()))
         if documents:
             found = dict(_rows_by_id(conn, "select document_id, entity_id from documents where document_id in ({})",
                                      sorted(documents)).values())  # fmt: skip
             for document_id in documents:
-                self._set_document(document_id, found.get(document_id))
-        for entity_id in arrived:  # an entity back under its id: its documents' chunks tie to it again
-            documents |= self.entity_documents.get(entity_id, set())
-        chunk_ids = set(changed.get("chunk", ()))
-        for document_id in documents:  # a document's entity ties all its chunks
-            chunk_ids |= self.document_chunks.get(document_id, set())
+                graph.set_document(document_id, found.get(document_id))
+        if arrived:  # an entity back under its id: its documents' chunks tie to it again
+            documents |= graph.documents_of_entities(arrived)
+        # a document's entity ties all its chunks
+        chunk_ids = set(changed.get("chunk", ())) | graph.chunks_of_documents(documents)
         if chunk_ids:
             ids = sorted(chunk_ids)
-            rows = _rows_by_id(
-                conn, f"select k.id, k.document_id, {vec_metadata_values('k')}, d.sz from knowledge k "
-                "left join knowledge_fts_docsize d on d.id = k.id where k.id in ({})", ids
-            )
-            vectors = {}
-            for knowledge_id in ids:
-                row = conn.execute(
-                    "select embedding_int8 from vec_knowledge where knowledge_id = ?", (knowledge_id,)
-                ).fetchone()
-                if row:
-                    vectors[knowledge_id] = row[0]
+            rows = _rows_by_id(conn, CHUNK_ROWS.format(vec_metadata_values("k")) + " where k.id in ({})", ids)
+            vectors = _vectors(conn, ids)
             positions = _positions(conn, [i for i in ids if i in vectors])
-            for knowledge_id in ids:
-                self._drop_chunk(knowledge_id)
+            graph.drop_chunks(self.chunks.remove(ids))
             self._put_chunks([rows[i] for i in ids if i in rows], vectors, positions)
         edge_ids = set(changed.get("edge", ()))
         if arrived:  # edges waiting for an end that is back
-            edge_ids |= {e for e, (a, b) in self.dangling.items() if a in arrived or b in arrived}
-        for knowledge_id in chunk_ids:  # a chunk written again has a new node: its edges follow
-            edge_ids |= self.chunk_edges.get(knowledge_id, set())
+            edge_ids |= graph.edges_waiting_for(arrived)
+        if chunk_ids:  # a chunk written again has a new node: its edges follow
+            edge_ids |= graph.edges_of_chunks(chunk_ids)
         if edge_ids:
             ids = sorted(edge_ids)
             rows = _rows_by_id(
@@ -293,234 +155,29 @@ class ReadState:
                 "where id in ({})", ids,
             )  # fmt: skip
             for edge_id in ids:
-                self._drop_edge(edge_id)
-            self._put_edges([rows[i] for i in ids if i in rows])
-        if changed.get("entity") or self.pending_ids:
-            self._refresh_automaton()
-
-    def _set_document(self, document_id, entity_id):
-        """Record the entity a document's chunks are tied to (None: the document is gone)."""
-        old = self.document_entity.pop(document_id, None)
-        if old is not None:
-            self.entity_documents[old].discard(document_id)
-            if not self.entity_documents[old]:
-                del self.entity_documents[old]
-        if entity_id is not None:
-            self.document_entity[document_id] = entity_id
-            self.entity_documents.setdefault(entity_id, set()).add(document_id)
-
-    def _put_entities(self, rows):
-        new = [row[0] for row in rows if row[0] not in self.entity_node]
-        nodes = self.nodes.add(len(new))
-        self.nodes.arrays["live"][nodes] = True
-        self.nodes.arrays["chunk"][nodes] = -1
-        self.nodes.arrays["entity"][nodes] = new
-        self.entity_node.update(zip(new, nodes.tolist()))
-        for entity_id, name, entity_type in rows:
-            if entity_id in self.entities:
-                self._forget_name(entity_id)
-            self.entities[entity_id] = (name, entity_type)
-            if (entity_type or "") != "tag" and len(name) >= MENTION_MIN_CHARS:
-                for key in mentions.names_of(name):
-                    self.named_by.setdefault(key, set()).add(entity_id)
-                self.pending_ids.add(entity_id)
-
-    def _forget_name(self, entity_id):
-        old = self.entities.pop(entity_id, None)
-        if old:
-            for key in mentions.names_of(old[0]):
-                holders = self.named_by.get(key)
-                if holders:
-                    holders.discard(entity_id)
-                    if not holders:
-                        del self.named_by[key]
-
-    def _drop_entity(self, entity_id):
-        """An entity gone (only plain SQL removes one): its node, and every edge to it,
-        as a fresh build would skip them."""
-        self._forget_name(entity_id)
-        node = self.entity_node.pop(entity_id, None)
-        if node is not None:
-            self.nodes.arrays["live"][node] = False
-        for edge_id in [e for e, (a, b, _, _) in self.edges.items() if entity_id in (a, b)]:
-            a, b, _, _ = self._drop_edge(edge_id, aliases=False)  # its row is still there, and still names an alias
-            self.dangling[edge_id] = (a, b)
-
-    def _put_chunks(self, rows, vectors, positions):
-        """Chunks (knowledge rows with their filter columns and FTS5 sizes), their int8 vectors
-        ({id: blob}) and where vec0 stores them ({id: (chunk, offset)})."""
-        slots = self.chunks.add(len(rows))
-        nodes = self.nodes.add(len(rows))
-        arrays = self.chunks.arrays
-        columns = list(zip(*rows)) or [()] * (3 + len(VEC_METADATA))
-        ids = list(columns[0])
-        arrays["id"][slots] = ids
-        arrays["length"][slots] = [fts_length(size) for size in columns[2 + len(VEC_METADATA)]]
-        arrays["live"][slots] = True
-        arrays["node"][slots] = nodes
-        arrays["doc_node"][slots] = -1
-        self.nodes.arrays["live"][nodes] = True
-        self.nodes.arrays["chunk"][nodes] = slots
-        self.nodes.arrays["entity"][nodes] = -1
-        for i, name in enumerate(VEC_METADATA):
-            values = columns[2 + i]
-            if name in TEXT_COLUMNS:
-                codes = self.codes[name]
-                values = [codes[v] if v in codes else codes.setdefault(v, len(codes)) for v in values]
-            arrays[name][slots] = values
-        with_vector = [(slot, vectors[i]) for slot, i in zip(slots.tolist(), ids) if i in vectors]
-        if with_vector:
-            where = np.array([slot for slot, _ in with_vector])
-            matrix = np.frombuffer(b"".join(blob for _, blob in with_vector), dtype=np.int8).reshape(len(where), -1)
-            arrays["vector"][where] = matrix
-            arrays["has_vector"][where] = True
-            written = arrays["vector"][where]
-            # sums of squares of int8 values: whole numbers, exact in float32 at these sizes
-            arrays["sqnorm"][where] = np.einsum("ij,ij->i", written, written)
-            arrays["inverse_norm"][where] = 1.0 / np.sqrt(arrays["sqnorm"][where])
-            placed = [positions.get(i, (0, i)) for i in ids if i in vectors]
-            arrays["vec_chunk"][where] = [chunk for chunk, _ in placed]
-            arrays["vec_offset"][where] = [offset for _, offset in placed]
-        self.chunk_slot.update(zip(ids, slots.tolist()))
-        ties = []
-        document_entity, entity_node = self.document_entity, self.entity_node
-        for knowledge_id, node, document_id in zip(ids, nodes.tolist(), columns[1]):
-            if document_id is not None:
-                self.chunk_document[knowledge_id] = document_id
-                self.document_chunks.setdefault(document_id, set()).add(knowledge_id)
-                entity = entity_node.get(document_entity.get(document_id))
-                if entity is not None:
-                    ties.append((knowledge_id, entity, node))
-        tie_slots = self._add_ties([(a, b, DOCUMENT_TIE_WEIGHT, b, False, -1, -1) for _, a, b in ties])
-        for (knowledge_id, entity_node, _), tie in zip(ties, tie_slots):
-            self.document_tie[knowledge_id] = int(tie)
-            arrays["doc_node"][self.chunk_slot[knowledge_id]] = entity_node
-
-    def _drop_chunk(self, knowledge_id):
-        slot = self.chunk_slot.pop(knowledge_id, None)
-        if slot is None:
-            return
-        self.chunks.arrays["live"][slot] = False
-        self.nodes.arrays["live"][self.chunks.arrays["node"][slot]] = False
-        document_id = self.chunk_document.pop(knowledge_id, None)
-        if document_id is not None:
-            members = self.document_chunks.get(document_id)
-            members.discard(knowledge_id)
-            if not members:
-                del self.document_chunks[document_id]
-        tie = self.document_tie.pop(knowledge_id, None)
-        if tie is not None:
-            self.ties.arrays["live"][tie] = False
-
-    def _put_edges(self, rows):
-        """Relationships as ties: between their entities and, when a chunk stated
-        one, from each end to that chunk; the chunk's visibility gates all three."""
-        ties, owners = [], []
-        for edge_id, a, b, relation, knowledge_id in rows:
-            if relation == "alias_of":
-                self.aliases.setdefault(a, {})[edge_id] = b
-                self.alias_edges[edge_id] = a
-                self.pending_ids.add(a)
-            if a not in self.entity_node or b not in self.entity_node:
-                self.dangling[edge_id] = (a, b)  # `brain check` reports it; walked once both ends exist
-                continue
-            self.dangling.pop(edge_id, None)
-            self.edges[edge_id] = (a, b, relation, knowledge_id)
-            if knowledge_id is not None:
-                self.chunk_edges.setdefault(knowledge_id, set()).add(edge_id)
-            slot = self.chunk_slot.get(knowledge_id)
-            owner = int(self.chunks.arrays["node"][slot]) if slot is not None else -1
-            weight = EDGE_TYPE_WEIGHTS.get(relation, DEFAULT_EDGE_WEIGHT)
-            na, nb = self.entity_node[a], self.entity_node[b]
-            edge = (owner, relation == mentions.MENTIONS, na, nb)  # each tie knows the relationship's ends
-            mine = [(na, nb, weight, *edge)]
-            if owner >= 0:
-                mine += [(na, owner, weight, *edge), (nb, owner, weight, *edge)]
-            ties += mine
-            owners.append((edge_id, len(mine)))
-        slots = iter(self._add_ties(ties))
-        for edge_id, count in owners:
-            self.edge_ties[edge_id] = [int(next(slots)) for _ in range(count)]
-
-    def _drop_edge(self, edge_id, aliases=True):
-        if aliases:  # the row itself is gone
-            self.dangling.pop(edge_id, None)
-        edge = self.edges.pop(edge_id, None)
-        if edge and edge[3] is not None:
-            stated = self.chunk_edges[edge[3]]
-            stated.discard(edge_id)
-            if not stated:
-                del self.chunk_edges[edge[3]]
-        for tie in self.edge_ties.pop(edge_id, []):
-            self.ties.arrays["live"][tie] = False
-        source = self.alias_edges.pop(edge_id, None) if aliases else None
-        if source is not None:
-            targets = self.aliases[source]
-            del targets[edge_id]
-            self.pending_ids.add(source)
-            if not targets:
-                del self.aliases[source]
-        return edge
-
-    def _add_ties(self, ties):
-        slots = self.ties.add(len(ties))
-        if ties:
-            arrays = self.ties.arrays
-            for name, column in zip(("a", "b", "weight", "owner", "mention", "edge_a", "edge_b"), zip(*ties)):
-                arrays[name][slots] = column
-            arrays["live"][slots] = True
-        return slots
-
-    def _rebuild_automaton(self):
-        self.automaton = mentions.automaton_of(
-            {key: sorted(holders) if len(holders) > 1 else list(holders) for key, holders in self.named_by.items()}
-        )
-        self.pending, self.pending_ids = None, set()
-
-    def _refresh_automaton(self):
-        """New names go to a small second automaton; past PENDING_NAMES the main one
-        is rebuilt, so each name costs a constant share of a rebuild."""
-        if len(self.pending_ids) > PENDING_NAMES:
-            self._rebuild_automaton()
-            return
-        pending = {}
-        for entity_id in sorted(self.pending_ids):
-            if entity_id in self.entities:
-                for key in mentions.names_of(self.entities[entity_id][0]):
-                    if entity_id in self.named_by.get(key, ()):
-                        pending.setdefault(key, []).append(entity_id)
-        self.pending = mentions.automaton_of(pending)
+                graph.drop_edge(edge_id)
+            graph.put_edges([rows[i] for i in ids if i in rows])
+        graph.index_ties()
 
     def fingerprint(self):
         """What the state holds, independent of slot order: equal for a followed
         state and a fresh build of the same brain. Takes the shared lock itself."""
         with self.lock:
-            return self._fingerprint()
+            columns, vectors = self.chunks.fingerprint()
+            return {"columns": columns, "vectors": vectors, **self.graph.fingerprint(self.graph.chunks.id)}
 
-    def _fingerprint(self):
-        chunks = self.chunks
-        live = np.flatnonzero(chunks.live)
-        decode = {name: {code: value for value, code in self.codes[name].items()} for name in TEXT_COLUMNS}
-        node_entity, node_chunk = self.nodes.entity, self.nodes.chunk
 
-        def name(node):
-            return ("entity", int(node_entity[node])) if node_entity[node] >= 0 else ("chunk", int(chunks.id[node_chunk[node]]))
-
-        columns = {
-            int(chunks.id[s]): tuple(decode[c][chunks.arrays[c][s]] if c in decode else int(chunks.arrays[c][s]) for c in VEC_METADATA)
-            + (int(chunks.length[s]),)
-            for s in live
-        }  # fmt: skip
-        vectors = {int(chunks.id[s]): chunks.vector[s].astype(np.int8).tobytes() for s in live if chunks.has_vector[s]}
-        ties = sorted(
-            (tuple(sorted((name(a), name(b)))), float(w), name(o) if o >= 0 else ("none", 0))
-            for a, b, w, o, alive in zip(self.ties.a, self.ties.b, self.ties.weight, self.ties.owner, self.ties.live)
-            if alive and self.nodes.live[a] and self.nodes.live[b]
-        )  # fmt: skip
-        names = {key: sorted(holders) for key, holders in self.named_by.items()}
-        targets = {entity_id: self.alias_target(entity_id) for entity_id in self.entities}
-        return {"columns": columns, "vectors": vectors, "ties": ties, "names": names, "targets": targets,
-                "entities": sorted(self.entity_node)}  # fmt: skip
+def _vectors(conn, ids):
+    """{id: int8 blob} of chunks `ids`: vec0 finds a few by key, many faster in one scan."""
+    if len(ids) < POINT_READS:
+        found = {}
+        for knowledge_id in ids:
+            row = conn.execute("select embedding_int8 from vec_knowledge where knowledge_id = ?", (knowledge_id,)).fetchone()
+            if row:
+                found[knowledge_id] = row[0]
+        return found
+    wanted = set(ids)
+    return {k: v for k, v in conn.execute("select knowledge_id, embedding_int8 from vec_knowledge") if k in wanted}
 
 
 def _positions(conn, ids=None):

@@ -122,10 +122,10 @@ def test_in_memory_vector_leg_equals_vec0(brain, tmp_path):
             for _ in range(4):
                 chosen = filters(rng)
                 with current.lock:
-                    in_memory = current.nearest(query, current.visible_chunks(chosen), 100)
+                    in_memory = current.chunks.nearest(query, current.chunks.visible(chosen), 100)
                 assert in_memory == [tuple(row) for row in vector_leg(brain, query, chosen)], (round_, q, chosen)
                 with current.lock:  # and under a smaller k, where the cut falls inside the brain
-                    assert current.nearest(query, current.visible_chunks(chosen), 5) == [
+                    assert current.chunks.nearest(query, current.chunks.visible(chosen), 5) == [
                         tuple(row) for row in vector_leg(brain, query, chosen, n=5)]  # fmt: skip
         for _ in range(4):
             next(sequence)
@@ -143,8 +143,8 @@ def test_graph_leg_equals_a_fresh_build(brain, tmp_path):
         chosen = filters(rng)
         passages = [("vector", i, rng.random()) for i in rng.sample(ids, 10)]
         with followed.lock:
-            walked = graph.walk_in(followed, followed.visible_chunks(chosen), q, passages)
-        again = graph.walk_in(fresh, fresh.visible_chunks(chosen), q, passages)
+            walked = graph.walk_in(followed, followed.chunks.visible(chosen), q, passages)
+        again = graph.walk_in(fresh, fresh.chunks.visible(chosen), q, passages)
         assert [hit for hit, _ in walked[0]] == [hit for hit, _ in again[0]] and walked[1] == again[1], q
         assert [score for _, score in walked[0]] == pytest.approx([score for _, score in again[0]], rel=1e-9)
 
@@ -158,7 +158,7 @@ def test_every_connection_to_a_file_shares_one_state(tmp_path):
     brain_sql.remember(second, [{"_id": "x", "title": "Zebra rota", "text": "The zebra rota changes on Fridays."}])
     found = brain_sql.recall(first, {"q": "zebra rota", "k": 3})
     assert found["hits"] and found["hits"][0]["title"] == "Zebra rota"
-    assert state.current(first, 256) is shared and "zebra rota" in shared.named_by
+    assert state.current(first, 256) is shared and shared.graph.named("zebra rota")
 
 
 def test_a_rolled_back_write_never_reaches_the_shared_state(tmp_path):
@@ -201,7 +201,7 @@ def test_concurrent_readers_with_different_filters(brain):
             for _ in range(30):
                 chosen = filters(rng)
                 with current.lock:
-                    graph.walk_in(current, current.visible_chunks(chosen), "the graph leg", [])
+                    graph.walk_in(current, current.chunks.visible(chosen), "the graph leg", [])
         except Exception as ex:  # noqa: BLE001 - any failure in a reader is the finding
             failures.append(ex)
 
@@ -238,7 +238,7 @@ def test_equal_distances_make_the_cut_as_in_vec0(tmp_path, copies, k):
     chosen = filters(random.Random(0))
     current = state.current(conn, 256)
     with current.lock:
-        assert current.nearest(query, current.visible_chunks(chosen), k) == [
+        assert current.chunks.nearest(query, current.chunks.visible(chosen), k) == [
             tuple(row) for row in vector_leg(conn, query, chosen, n=k)]  # fmt: skip
 
 

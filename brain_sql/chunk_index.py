@@ -1,0 +1,172 @@
+"""The read state's chunk index: for every chunk, its id, its filter columns (the
+ones vec_knowledge mirrors), its length in tokens and its int8 vector — what the
+filters and the vector leg read, in numpy arrays.
+
+The vector leg is exact: the same cosine distances vec0 computes, the same
+answer with the same ties. A SIMD kernel (simsimd, the one usearch is built on)
+computes the int8 cosine of every visible row at memory speed, in integers where
+vec0 does; its float rounding (about 1e-7) is far inside the margin within which
+candidates are scored again with vec0's own arithmetic.
+"""
+
+import numpy as np
+import simsimd
+
+from .schema import fts_length
+from .slots import DenseMap, Slots
+from .vectors import VEC_METADATA
+
+TEXT_COLUMNS = tuple(name for name, (kind, _) in VEC_METADATA.items() if kind == "text")
+SHORTLIST_MARGIN = 1e-5  # a candidate within this of the n-th distance is scored exactly
+GATHER_SHARE = 0.25  # below this share of rows visible, their vectors are gathered first
+
+
+class ChunkIndex:
+    """Chunks in slots; `slot_of` maps a knowledge id to its slot."""
+
+    def __init__(self, dimension):
+        self.dimension = dimension
+        self.codes = {name: {} for name in TEXT_COLUMNS}  # text filter values -> small integers
+        self.rows = Slots(
+            {"id": (np.int64, ()), "live": (np.bool_, ()), "length": (np.int64, ()), "has_vector": (np.bool_, ()),
+             "sqnorm": (np.int64, ()), "vec_chunk": (np.int64, ()), "vec_offset": (np.int64, ()),
+             "vector": (np.int8, (dimension,)), **{name: (np.int64, ()) for name in VEC_METADATA}}
+        )  # fmt: skip
+        self.slot_of = DenseMap()
+        self.count = 0  # live chunks
+
+    # -- reading ---------------------------------------------------------------
+
+    @property
+    def size(self):
+        return self.rows.size
+
+    def columns(self):
+        """Each slot's filter columns (text ones as codes; see `codes`)."""
+        return {name: self.rows.arrays[name][: self.rows.size] for name in VEC_METADATA}
+
+    def visible(self, filters):
+        """Boolean mask over slots: live chunks the filters admit."""
+        return self.rows.live & filters.mask(self.columns(), self.codes)
+
+    def ids(self, slots):
+        return self.rows.id[slots]
+
+    def lengths(self, slots):
+        return self.rows.length[slots]
+
+    def nearest(self, query, visible, n):
+        """[(chunk id, cosine distance)] of the `n` visible chunks nearest to the int8
+        vector `query` (bytes), nearest first, equal distances by id: what the vec0
+        KNN returns, to the bit (its integer sums, then square roots and the
+        division in double, rounded to float; equal distances cut as it cuts them)."""
+        rows = self.rows
+        q = np.frombuffer(query, dtype=np.int8)
+        query_norm = float((q.astype(np.int64) ** 2).sum())
+        searchable = visible & rows.has_vector
+        count = int(searchable.sum())
+        if not query_norm or not count:
+            return []
+        if count < GATHER_SHARE * rows.size:
+            slots = np.flatnonzero(searchable)
+            approximate = np.asarray(simsimd.cdist(q[None], rows.vector[slots], metric="cosine"))[0]
+        else:
+            slots = None
+            approximate = np.asarray(simsimd.cdist(q[None], rows.vector, metric="cosine"))[0]
+            approximate[~searchable] = np.inf
+        if count > n:
+            kth = np.partition(approximate, n - 1)[n - 1]
+            within = np.flatnonzero(approximate <= kth + SHORTLIST_MARGIN)
+        else:
+            within = np.flatnonzero(np.isfinite(approximate))
+        candidates = within if slots is None else slots[within]
+        vectors = rows.vector[candidates].astype(np.int64)
+        dots = (vectors @ q.astype(np.int64)).astype(np.float64)
+        distance = (1.0 - dots / (np.sqrt(rows.sqnorm[candidates].astype(np.float64)) * np.sqrt(query_norm))).astype(
+            np.float32
+        )
+        # which of equal distances make the cut is vec0's choice: it scans its chunks in
+        # order, keeps what it has over an equal newcomer, and within a chunk takes the later row
+        kept = np.lexsort((-rows.vec_offset[candidates], rows.vec_chunk[candidates], distance))[:n]
+        candidates, distance = candidates[kept], distance[kept]
+        ids = rows.id[candidates]
+        order = np.lexsort((ids, distance))
+        return [(int(ids[i]), float(distance[i])) for i in order]
+
+    # -- writing ---------------------------------------------------------------
+
+    def add(self, rows, vectors, positions):
+        """Slots for chunks: `rows` are (id, *VEC_METADATA values, FTS5 docsize blob),
+        `vectors` {id: int8 blob}, `positions` {id: (vec0 chunk, offset)}."""
+        slots = self.rows.add(len(rows))
+        arrays = self.rows.arrays
+        columns = list(zip(*rows)) or [()] * (2 + len(VEC_METADATA))
+        ids = list(columns[0])
+        arrays["id"][slots] = ids
+        arrays["length"][slots] = [fts_length(size) for size in columns[1 + len(VEC_METADATA)]]
+        arrays["live"][slots] = True
+        for i, name in enumerate(VEC_METADATA):
+            values = columns[1 + i]
+            if name in TEXT_COLUMNS:
+                codes = self.codes[name]
+                values = [codes[v] if v in codes else codes.setdefault(v, len(codes)) for v in values]
+            arrays[name][slots] = values
+        with_vector = [(slot, vectors[i]) for slot, i in zip(slots.tolist(), ids) if i in vectors]
+        if with_vector:
+            where = np.array([slot for slot, _ in with_vector])
+            matrix = np.frombuffer(b"".join(blob for _, blob in with_vector), dtype=np.int8).reshape(len(where), -1)
+            arrays["vector"][where] = matrix
+            arrays["has_vector"][where] = True
+            wide = matrix.astype(np.int64)
+            arrays["sqnorm"][where] = np.einsum("ij,ij->i", wide, wide)
+            placed = [positions.get(i, (0, i)) for i in ids if i in vectors]
+            arrays["vec_chunk"][where] = [chunk for chunk, _ in placed]
+            arrays["vec_offset"][where] = [offset for _, offset in placed]
+        self.slot_of.set(ids, slots)
+        self.count += len(ids)
+        return slots
+
+    def remove(self, ids):
+        """Retire the slots of chunks `ids` (those it holds); returns them."""
+        slots = self.slot_of.many(ids)
+        slots = slots[slots >= 0]
+        if len(slots):
+            self.rows.arrays["live"][slots] = False
+            self.slot_of.set(self.rows.id[slots], -1)
+            self.count -= len(slots)
+        return slots
+
+    def dead(self):
+        return self.rows.size - self.count
+
+    # -- comparing and persisting ----------------------------------------------
+
+    def fingerprint(self):
+        """{id: filter columns and length}, {id: vector}: independent of slot order."""
+        rows = self.rows
+        live = np.flatnonzero(rows.live)
+        decode = {name: {code: value for value, code in self.codes[name].items()} for name in TEXT_COLUMNS}
+        columns = {
+            int(rows.id[s]): tuple(
+                decode[c][rows.arrays[c][s]] if c in decode else int(rows.arrays[c][s]) for c in VEC_METADATA
+            ) + (int(rows.length[s]),)
+            for s in live
+        }
+        vectors = {int(rows.id[s]): rows.vector[s].tobytes() for s in live if rows.has_vector[s]}
+        return columns, vectors
+
+    def to_arrays(self):
+        return self.rows.to_arrays("chunks")
+
+    def meta(self):
+        return {"codes": {name: list(codes) for name, codes in self.codes.items()}}
+
+    @classmethod
+    def from_arrays(cls, dimension, arrays, meta):
+        index = cls(dimension)
+        index.rows.load(arrays, "chunks")
+        index.codes = {name: {value: code for code, value in enumerate(values)} for name, values in meta["codes"].items()}
+        live = np.flatnonzero(index.rows.live)
+        index.slot_of.set(index.rows.id[live], live)
+        index.count = len(live)
+        return index

@@ -1,0 +1,95 @@
+"""Growable numpy columns for the read state's parts: rows live in slots that
+never move (a removed row's slot stays dead until a rebuild compacts them), and
+dense maps from the brain's integer ids to slots. Plain arrays, so a part is
+cheap to hold at a million rows and to persist (snapshot.py)."""
+
+import numpy as np
+
+
+class Slots:
+    """Parallel numpy columns addressed by slot, grown geometrically."""
+
+    def __init__(self, columns, capacity=1024):
+        self.size = 0
+        self.arrays = {name: np.zeros((capacity, *shape), dtype=dtype) for name, (dtype, shape) in columns.items()}
+
+    def add(self, count=1):
+        """Slots for `count` new rows."""
+        start, end = self.size, self.size + count
+        capacity = len(next(iter(self.arrays.values())))
+        if end > capacity:
+            capacity = max(end, 2 * capacity)
+            for name, array in self.arrays.items():
+                grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
+                grown[: self.size] = array[: self.size]
+                self.arrays[name] = grown
+        self.size = end
+        return np.arange(start, end)
+
+    def __getattr__(self, name):
+        arrays = self.__dict__.get("arrays", {})
+        if name in arrays:
+            return arrays[name][: self.size]
+        raise AttributeError(name)
+
+    def to_arrays(self, prefix):
+        return {f"{prefix}.{name}": array[: self.size] for name, array in self.arrays.items()}
+
+    def load(self, arrays, prefix):
+        """Take the columns `to_arrays` gave (a snapshot's), with room to grow."""
+        for name in self.arrays:
+            stored = arrays[f"{prefix}.{name}"]
+            self.size = len(stored)
+            grown = np.zeros((max(1024, len(stored) + len(stored) // 4), *stored.shape[1:]), dtype=stored.dtype)
+            grown[: len(stored)] = stored
+            self.arrays[name] = grown
+
+
+class DenseMap:
+    """A map from the brain's row ids (small non-negative integers: SQLite rowids)
+    to slots, as one array indexed by id; -1 where an id has none."""
+
+    def __init__(self):
+        self.array = np.full(1024, -1, dtype=np.int64)
+
+    def __getitem__(self, key):
+        return int(self.array[key]) if 0 <= key < len(self.array) else -1
+
+    def get(self, key):
+        """The slot of `key`, or None."""
+        found = self[key]
+        return None if found < 0 else found
+
+    def many(self, keys):
+        """The slots of an int array of ids; -1 for those without one."""
+        keys = np.asarray(keys, dtype=np.int64)
+        inside = (keys >= 0) & (keys < len(self.array))
+        found = np.full(len(keys), -1, dtype=np.int64)
+        found[inside] = self.array[keys[inside]]
+        return found
+
+    def set(self, keys, values):
+        keys = np.asarray(keys, dtype=np.int64)
+        if not len(keys):
+            return
+        top = int(keys.max())
+        if top >= len(self.array):
+            grown = np.full(max(top + 1, 2 * len(self.array)), -1, dtype=np.int64)
+            grown[: len(self.array)] = self.array
+            self.array = grown
+        self.array[keys] = values
+
+    def pop(self, key):
+        found = self.get(key)
+        if found is not None:
+            self.array[key] = -1
+        return found
+
+    def keys(self):
+        return np.flatnonzero(self.array >= 0)
+
+    def __len__(self):
+        return int((self.array >= 0).sum())
+
+    def __contains__(self, key):
+        return self[key] >= 0
