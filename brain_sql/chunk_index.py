@@ -11,6 +11,7 @@ candidates are scored again with vec0's own arithmetic.
 
 import numpy as np
 import simsimd
+import xxhash
 
 from .schema import fts_length
 from .slots import DenseMap, Slots
@@ -19,6 +20,23 @@ from .vectors import VEC_METADATA
 TEXT_COLUMNS = tuple(name for name, (kind, _) in VEC_METADATA.items() if kind == "text")
 SHORTLIST_MARGIN = 1e-5  # a candidate within this of the n-th distance is scored exactly
 GATHER_SHARE = 0.25  # below this share of rows visible, their vectors are gathered first
+
+
+class StoredVectors:
+    """Int8 vectors by chunk id, with where vec0 stores each (its chunk and the
+    offset in it, which decide which of equal distances its KNN keeps)."""
+
+    def __init__(self, ids, matrix, chunk, offset):
+        order = np.argsort(ids, kind="stable")
+        self.ids, self.matrix = ids[order], matrix[order]
+        self.chunk, self.offset = chunk[order], offset[order]
+
+    def take(self, ids):
+        """(found mask over `ids`, their vectors, vec0 chunks, offsets)."""
+        at = np.minimum(np.searchsorted(self.ids, ids), max(len(self.ids) - 1, 0))
+        found = (self.ids[at] == ids) if len(self.ids) else np.zeros(len(ids), dtype=bool)
+        at = at[found]
+        return found, self.matrix[at], self.chunk[at], self.offset[at]
 
 
 class ChunkIndex:
@@ -95,13 +113,13 @@ class ChunkIndex:
 
     # -- writing ---------------------------------------------------------------
 
-    def add(self, rows, vectors, positions):
+    def add(self, rows, vectors):
         """Slots for chunks: `rows` are (id, *VEC_METADATA values, FTS5 docsize blob),
-        `vectors` {id: int8 blob}, `positions` {id: (vec0 chunk, offset)}."""
+        `vectors` a StoredVectors holding theirs (where vec0 has them)."""
         slots = self.rows.add(len(rows))
         arrays = self.rows.arrays
         columns = list(zip(*rows)) or [()] * (2 + len(VEC_METADATA))
-        ids = list(columns[0])
+        ids = np.array(columns[0], dtype=np.int64)
         arrays["id"][slots] = ids
         arrays["length"][slots] = [fts_length(size) for size in columns[1 + len(VEC_METADATA)]]
         arrays["live"][slots] = True
@@ -111,17 +129,15 @@ class ChunkIndex:
                 codes = self.codes[name]
                 values = [codes[v] if v in codes else codes.setdefault(v, len(codes)) for v in values]
             arrays[name][slots] = values
-        with_vector = [(slot, vectors[i]) for slot, i in zip(slots.tolist(), ids) if i in vectors]
-        if with_vector:
-            where = np.array([slot for slot, _ in with_vector])
-            matrix = np.frombuffer(b"".join(blob for _, blob in with_vector), dtype=np.int8).reshape(len(where), -1)
+        found, matrix, chunk, offset = vectors.take(ids)
+        where = slots[found]
+        if len(where):
             arrays["vector"][where] = matrix
             arrays["has_vector"][where] = True
-            wide = matrix.astype(np.int64)
-            arrays["sqnorm"][where] = np.einsum("ij,ij->i", wide, wide)
-            placed = [positions.get(i, (0, i)) for i in ids if i in vectors]
-            arrays["vec_chunk"][where] = [chunk for chunk, _ in placed]
-            arrays["vec_offset"][where] = [offset for _, offset in placed]
+            for start in range(0, len(where), 65536):  # int64 sums of squares, a slice at a time
+                part = matrix[start : start + 65536].astype(np.int64)
+                arrays["sqnorm"][where[start : start + 65536]] = np.einsum("ij,ij->i", part, part)
+            arrays["vec_chunk"][where], arrays["vec_offset"][where] = chunk, offset
         self.slot_of.set(ids, slots)
         self.count += len(ids)
         return slots
@@ -154,6 +170,23 @@ class ChunkIndex:
         }
         vectors = {int(rows.id[s]): rows.vector[s].tobytes() for s in live if rows.has_vector[s]}
         return columns, vectors
+
+    def digest(self):
+        """A hash of `fingerprint`'s contents, computed in bulk: for comparing a
+        million chunks with a fresh build."""
+        rows = self.rows
+        live = np.flatnonzero(rows.live)
+        live = live[np.argsort(rows.id[live], kind="stable")]
+        digest = xxhash.xxh64()
+        for name in ("id", "length", "has_vector", *VEC_METADATA):
+            column = rows.arrays[name][live]
+            if name in TEXT_COLUMNS:
+                values = np.array(list(self.codes[name]) or [""], dtype=object)
+                digest.update("\0".join(values[column]).encode("utf-8", "surrogatepass"))
+            else:
+                digest.update(np.ascontiguousarray(column).tobytes())
+        digest.update(np.ascontiguousarray(rows.vector[live]).tobytes())
+        return digest.hexdigest()
 
     def to_arrays(self):
         return self.rows.to_arrays("chunks")

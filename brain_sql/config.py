@@ -64,6 +64,14 @@ MENTION_FTS_LOOKUP_LIMIT = 500
 # behind (idle through a large ingest) rebuilds it instead of following.
 CHANGE_LOG_KEEP = 100_000
 
+# The read state's snapshot (snapshot.py): written for brains of at least this many
+# chunks (a smaller one builds from SQL in well under a second), by `ingest` when it
+# ends and by a server once it has applied this many changes since the last one and
+# no write has landed for a few seconds.
+SNAPSHOT_MIN_CHUNKS = 20_000
+SNAPSHOT_EVERY = 20_000
+SNAPSHOT_QUIET_SECONDS = 3.0
+
 # Documents written per transaction during ingest; each document also gets its
 # own savepoint, so a failure never leaves half a document behind.
 INGEST_BATCH_DOCUMENTS = 1000

@@ -8,8 +8,10 @@ model, unfinished mention work, quotes of turns that changed — and
 """
 
 from . import conversation, mentions, validity, values
+from . import state as read_state
 from .connection import atomic, cannot_write, sqlite3
 from .schema import CHANGES_TABLE, damaged_tables, expected_triggers, migrate, pending_migrations, recorded_model
+from .schema import recorded_model_and_dimension
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
 from .writer import restate
 
@@ -122,6 +124,13 @@ def check(conn, repair=False):
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:
         _repair(conn, problems, model_id)
+    # the read state's snapshot (derived, beside the file): checked once the brain is whole
+    dimension = recorded_model_and_dimension(conn)[1]
+    snapshot = read_state.snapshot_problem(conn, dimension)
+    if snapshot:
+        problems["stale_snapshot"] = [snapshot]
+        if repair:
+            read_state.rewrite_snapshot(conn, dimension)
     return problems
 
 

@@ -25,7 +25,7 @@ import xxhash
 from . import mentions
 from .config import (COMMON_TERM_SHARE, DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS,
                      MENTION_MIN_CHARS, PPR_DAMPING, PPR_THETA)  # fmt: skip
-from .slots import DenseMap, Slots
+from .slots import DenseMap, Slots, Strings
 
 MAX_ITERATIONS = 20
 TOLERANCE = 1e-6
@@ -95,15 +95,15 @@ class EntityGraph:
     def __init__(self):
         self.nodes = Slots({"live": (np.bool_, ()), "chunk": (np.int64, ()), "entity": (np.int64, ()),
                             "tag": (np.bool_, ())})  # fmt: skip
-        self.node_names = []  # by node: the entity's name (None for a chunk)
-        self.entity_types = []  # by node: the entity's type
+        self.node_names = Strings()  # by node: the entity's name (None for a chunk)
+        self.entity_types = Strings()  # by node: the entity's type
         self.node_of_entity = DenseMap()
         self.names = NameIndex()
         # per chunk slot, beside the chunk index's: its node, document and tie to its document's entity
         self.chunks = Slots({"node": (np.int64, ()), "document": (np.int64, ()), "doc_tie": (np.int64, ()),
                              "id": (np.int64, ())})  # fmt: skip
-        self.document_index = {}  # document_id -> index
-        self.document_ids = []  # index -> document_id
+        self._document_index = {}  # document_id -> index (built on first use after a load)
+        self.document_ids = Strings()  # index -> document_id
         self.documents = Slots({"entity": (np.int64, ())})  # by index: its entity id, -1 for none
         self.ties = Slots({"a": (np.int64, ()), "b": (np.int64, ()), "weight": (np.float64, ()),
                            "owner": (np.int64, ()), "live": (np.bool_, ()), "mention": (np.bool_, ()),
@@ -221,6 +221,12 @@ class EntityGraph:
         return sorted(seeds)
 
     # -- documents and chunks ------------------------------------------------------
+
+    @property
+    def document_index(self):
+        if self._document_index is None:
+            self._document_index = {document_id: i for i, document_id in enumerate(self.document_ids)}
+        return self._document_index
 
     def set_document(self, document_id, entity_id):
         """The entity a document's chunks are tied to (None: the document is gone)."""
@@ -451,6 +457,71 @@ class EntityGraph:
         targets = {entity_id: self.alias_target(entity_id) for entity_id in entities}
         return {"ties": ties, "names": {k: sorted(v) for k, v in names.items()}, "targets": targets,
                 "entities": sorted(entities), "dangling": self.dangling()}  # fmt: skip
+
+    def digest(self, chunk_ids):
+        """A hash of `fingerprint`'s contents, computed in bulk."""
+        nodes, t = self.nodes, self.ties
+        keys = np.where(nodes.entity >= 0, nodes.entity, -1 - chunk_ids[np.maximum(nodes.chunk, 0)])
+        alive = t.live & nodes.live[t.a] & nodes.live[t.b]
+        a, b = keys[t.a[alive]], keys[t.b[alive]]
+        owner = np.where(t.owner[alive] >= 0, keys[np.maximum(t.owner[alive], 0)], np.iinfo(np.int64).min)
+        low, high, weight = np.minimum(a, b), np.maximum(a, b), t.weight[alive]
+        order = np.lexsort((owner, weight, high, low))
+        digest = xxhash.xxh64()
+        for column in (low, high, weight, owner):
+            digest.update(np.ascontiguousarray(column[order]).tobytes())
+        entities = np.sort(self.entity_ids())
+        digest.update(entities.tobytes())
+        names = sorted((key, int(e)) for e in entities.tolist() for key in self._keys(e))
+        digest.update(repr(names).encode("utf-8", "surrogatepass"))
+        digest.update(repr(sorted((e, self.alias_target(e)) for e in self.aliases)).encode())
+        digest.update(repr(sorted(self.dangling().items())).encode())
+        return digest.hexdigest()
+
+    def _keys(self, entity_id):
+        node = self.node_of_entity[entity_id]
+        name = self.node_names[node]
+        if self.nodes.arrays["tag"][node] or name is None or len(name) < MENTION_MIN_CHARS:
+            return ()
+        return mentions.names_of(name)
+
+    def to_arrays(self):
+        arrays = {}
+        for name in ("nodes", "chunks", "documents", "ties", "edges"):
+            arrays.update(getattr(self, name).to_arrays(f"graph.{name}"))
+        arrays["graph.node_of_entity"], arrays["graph.edge_row"] = self.node_of_entity.array, self.edge_row.array
+        for name in ("node_names", "entity_types", "document_ids"):
+            arrays.update(getattr(self, name).to_arrays(f"graph.{name}"))
+        pointers, ties, sides, _ = self.adjacency
+        arrays.update({"graph.adjacency.pointers": pointers, "graph.adjacency.ties": ties, "graph.adjacency.sides": sides})
+        arrays.update(self.names.to_arrays())
+        return arrays
+
+    def meta(self):
+        return {"relations": self.relations, "indexed_ties": self.adjacency[3] if self.adjacency else 0,
+                "recent_ties": [[node, tie, side] for node, held in self.recent_ties.items() for tie, side in held],
+                "aliases": [[entity, edge, target] for entity, held in self.aliases.items() for edge, target in held.items()]}  # fmt: skip
+
+    @classmethod
+    def from_arrays(cls, arrays, meta):
+        graph = cls()
+        for name in ("nodes", "chunks", "documents", "ties", "edges"):
+            getattr(graph, name).load(arrays, f"graph.{name}")
+        graph.node_of_entity.array = arrays["graph.node_of_entity"].copy()
+        graph.edge_row.array = arrays["graph.edge_row"].copy()
+        for name in ("node_names", "entity_types", "document_ids"):
+            setattr(graph, name, Strings.from_arrays(arrays, f"graph.{name}"))
+        graph._document_index = None
+        graph.names.load(arrays)
+        graph.relations = dict(meta["relations"])
+        for entity, edge, target in meta["aliases"]:
+            graph.aliases.setdefault(entity, {})[edge] = target
+            graph.alias_edges[edge] = entity
+        graph.adjacency = (arrays["graph.adjacency.pointers"], arrays["graph.adjacency.ties"],
+                           arrays["graph.adjacency.sides"], meta["indexed_ties"])  # fmt: skip
+        for node, tie, side in meta["recent_ties"]:
+            graph.recent_ties.setdefault(node, []).append((tie, side))
+        return graph
 
     def garbage(self):
         """Dead nodes and ties, and all slots."""

@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 
 from . import mentions, validity
+from . import state as read_state
 from .config import CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, MAX_TITLE_CHARS
 from .connection import atomic, sqlite3
 from .conversation import Sessions, flagged, stored_turns
@@ -134,6 +135,9 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
             f"{ex} The {report.documents_added + report.documents_updated} documents written before "
             "are kept: run the same ingest again to write the rest."
         ) from ex
+    # a big brain's read state is saved now, so that a server starting next loads it
+    # instead of building it (state.persist); the time it takes is the ingest's
+    read_state.persist(conn)
     report.seconds = time.perf_counter() - started
     if refused:
         raise PruneRefused("; ".join(refused), report)

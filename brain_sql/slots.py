@@ -36,13 +36,12 @@ class Slots:
         return {f"{prefix}.{name}": array[: self.size] for name, array in self.arrays.items()}
 
     def load(self, arrays, prefix):
-        """Take the columns `to_arrays` gave (a snapshot's), with room to grow."""
+        """Take the columns `to_arrays` gave (a snapshot's) as they are: the first
+        row added copies them into room to grow."""
         for name in self.arrays:
             stored = arrays[f"{prefix}.{name}"]
             self.size = len(stored)
-            grown = np.zeros((max(1024, len(stored) + len(stored) // 4), *stored.shape[1:]), dtype=stored.dtype)
-            grown[: len(stored)] = stored
-            self.arrays[name] = grown
+            self.arrays[name] = stored if stored.flags.writeable else stored.copy()
 
 
 class DenseMap:
@@ -93,3 +92,57 @@ class DenseMap:
 
     def __contains__(self, key):
         return self[key] >= 0
+
+
+class Strings:
+    """A growable column of str (or None) that loads from a snapshot without
+    decoding each value: the stored ones stay one text, sliced on demand."""
+
+    def __init__(self):
+        self.text, self.ends, self.none = "", np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.bool_)
+        self.changed = {}  # index -> value, over the stored ones
+        self.added = []
+
+    def __len__(self):
+        return len(self.ends) + len(self.added)
+
+    def __getitem__(self, index):
+        stored = len(self.ends)
+        if index >= stored:
+            return self.added[index - stored]
+        if index in self.changed:
+            return self.changed[index]
+        if self.none[index]:
+            return None
+        return self.text[self.ends[index - 1] if index else 0 : self.ends[index]]
+
+    def __setitem__(self, index, value):
+        stored = len(self.ends)
+        if index >= stored:
+            self.added[index - stored] = value
+        else:
+            self.changed[index] = value
+
+    def extend(self, values):
+        self.added.extend(values)
+
+    def append(self, value):
+        self.added.append(value)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def to_arrays(self, prefix):
+        values = list(self)
+        text = "".join(v or "" for v in values)
+        ends = np.cumsum([len(v or "") for v in values], dtype=np.int64)
+        none = np.array([v is None for v in values], dtype=np.bool_)
+        return {f"{prefix}.text": np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8),
+                f"{prefix}.ends": ends, f"{prefix}.none": none}  # fmt: skip
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix):
+        column = cls()
+        column.text = arrays[f"{prefix}.text"].tobytes().decode("utf-8", "surrogatepass")
+        column.ends, column.none = arrays[f"{prefix}.ends"], arrays[f"{prefix}.none"]
+        return column

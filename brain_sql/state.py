@@ -21,11 +21,16 @@ import contextlib
 import json
 import os
 import threading
+import time
 
-from .chunk_index import ChunkIndex
+import numpy as np
+
+from .chunk_index import ChunkIndex, StoredVectors
 from .connection import open_connection
 from .entity_graph import EntityGraph
-from .schema import CHANGES_TABLE, INSTANCE_TABLE
+from . import snapshot
+from .config import SNAPSHOT_EVERY, SNAPSHOT_MIN_CHUNKS, SNAPSHOT_QUIET_SECONDS
+from .schema import CHANGES_TABLE, INSTANCE_TABLE, recorded_model_and_dimension
 from .vectors import vec_metadata_values
 
 REBUILD_SHARE = 0.25  # apply the log while it names fewer rows than this share of the brain
@@ -51,22 +56,29 @@ class ReadState:
         self.chunks = ChunkIndex(dimension)
         self.graph = EntityGraph()
         self.graph.slot_of = self.chunks.slot_of
+        self.saved = None  # the change its snapshot holds
+        self.saving = False
 
     # -- building and following ------------------------------------------------
 
     def build(self, conn):
-        """Read everything from the brain on `conn` (a fresh state)."""
+        """Read everything from the brain on `conn` (a fresh state), a batch of rows
+        at a time."""
         seq, self.instance = _last_change(conn)
         graph = self.graph
-        graph.put_entities(conn.execute("select id, name, entity_type from entities order by id").fetchall())
-        for document_id, entity_id in conn.execute("select document_id, entity_id from documents"):
-            graph.set_document(document_id, entity_id)
-        rows = conn.execute(CHUNK_ROWS.format(vec_metadata_values("k")) + " order by k.id").fetchall()
-        vectors = dict(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge").fetchall())
-        self._put_chunks(rows, vectors, _positions(conn))
-        graph.put_edges(conn.execute(
+        for rows in _batches(conn.execute("select id, name, entity_type from entities order by id")):
+            graph.put_entities(rows)
+        for rows in _batches(conn.execute("select document_id, entity_id from documents")):
+            for document_id, entity_id in rows:
+                graph.set_document(document_id, entity_id)
+        vectors = _stored_vectors(conn, self.dimension)
+        for rows in _batches(conn.execute(CHUNK_ROWS.format(vec_metadata_values("k")) + " order by k.id")):
+            self._put_chunks(rows, vectors)
+        del vectors
+        for rows in _batches(conn.execute(
             "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"
-        ).fetchall())  # fmt: skip
+        )):  # fmt: skip
+            graph.put_edges(rows)
         graph.names.merge()
         graph.index_ties()
         self.seq, self.built = seq, True
@@ -74,10 +86,10 @@ class ReadState:
         self.version += 1
         return self
 
-    def _put_chunks(self, rows, vectors, positions):
+    def _put_chunks(self, rows, vectors):
         """Chunks as (id, document_id, *filter columns, FTS5 docsize) rows, with
-        their int8 vectors ({id: blob}) and where vec0 stores them."""
-        slots = self.chunks.add([(row[0], *row[2:]) for row in rows], vectors, positions)
+        their vectors (a StoredVectors)."""
+        slots = self.chunks.add([(row[0], *row[2:]) for row in rows], vectors)
         self.graph.add_chunks(slots, [row[0] for row in rows], [row[1] for row in rows])
 
     def garbage(self):
@@ -139,10 +151,9 @@ class ReadState:
         if chunk_ids:
             ids = sorted(chunk_ids)
             rows = _rows_by_id(conn, CHUNK_ROWS.format(vec_metadata_values("k")) + " where k.id in ({})", ids)
-            vectors = _vectors(conn, ids)
-            positions = _positions(conn, [i for i in ids if i in vectors])
+            vectors = _stored_vectors(conn, self.dimension, ids)
             graph.drop_chunks(self.chunks.remove(ids))
-            self._put_chunks([rows[i] for i in ids if i in rows], vectors, positions)
+            self._put_chunks([rows[i] for i in ids if i in rows], vectors)
         edge_ids = set(changed.get("edge", ()))
         if arrived:  # edges waiting for an end that is back
             edge_ids |= graph.edges_waiting_for(arrived)
@@ -159,6 +170,38 @@ class ReadState:
             graph.put_edges([rows[i] for i in ids if i in rows])
         graph.index_ties()
 
+    # -- persisting ----------------------------------------------------------------
+
+    def save(self, path):
+        """Write this state's snapshot to `path` (call it under the shared lock)."""
+        manifest = {"instance": self.instance, "seq": self.seq, "last": self.last, "dimension": self.dimension,
+                    "chunks": self.chunks.meta(), "graph": self.graph.meta()}  # fmt: skip
+        snapshot.save(path, manifest, {**self.chunks.to_arrays(), **self.graph.to_arrays()})
+
+    @classmethod
+    def load(cls, path, dimension):
+        """The state a snapshot holds; SnapshotError when it cannot be used."""
+        manifest, arrays = snapshot.load(path)
+        if manifest.get("dimension") != dimension or manifest.get("seq") is None:
+            raise snapshot.SnapshotError(f"{path} holds another model's state, or one without a change log")
+        state = cls(dimension)
+        try:
+            state.chunks = ChunkIndex.from_arrays(dimension, arrays, manifest["chunks"])
+            state.graph = EntityGraph.from_arrays(arrays, manifest["graph"])
+        except (KeyError, TypeError, ValueError) as ex:
+            raise snapshot.SnapshotError(f"{path} is damaged: {ex}") from ex
+        state.graph.slot_of = state.chunks.slot_of
+        state.instance, state.seq = manifest["instance"], manifest["seq"]
+        state.last = tuple(manifest["last"]) if manifest["last"] else None
+        state.built = True
+        return state
+
+    def digest(self):
+        """A hash of what the state holds, equal for states holding the same; cheap
+        enough for a million memories (check compares a snapshot with a build by it)."""
+        with self.lock:
+            return self.chunks.digest() + self.graph.digest(self.graph.chunks.id)
+
     def fingerprint(self):
         """What the state holds, independent of slot order: equal for a followed
         state and a fresh build of the same brain. Takes the shared lock itself."""
@@ -167,32 +210,90 @@ class ReadState:
             return {"columns": columns, "vectors": vectors, **self.graph.fingerprint(self.graph.chunks.id)}
 
 
-def _vectors(conn, ids):
-    """{id: int8 blob} of chunks `ids`: vec0 finds a few by key, many faster in one scan."""
-    if len(ids) < POINT_READS:
-        found = {}
-        for knowledge_id in ids:
-            row = conn.execute("select embedding_int8 from vec_knowledge where knowledge_id = ?", (knowledge_id,)).fetchone()
-            if row:
-                found[knowledge_id] = row[0]
-        return found
-    wanted = set(ids)
-    return {k: v for k, v in conn.execute("select knowledge_id, embedding_int8 from vec_knowledge") if k in wanted}
+def snapshot_problem(conn, dimension):
+    """What is wrong with the brain's snapshot, in words, or None: it cannot be
+    read, is another brain's, is too far behind the change log to be followed, or
+    followed to now holds other than a fresh build. None without one."""
+    key = _file_key(conn)
+    where = snapshot.path_for(key[0]) if key else None
+    if where is None or not os.path.exists(where):
+        return None
+    try:
+        loaded = ReadState.load(where, dimension)
+    except snapshot.SnapshotError as ex:
+        return str(ex)
+    seq, instance = _last_change(conn)
+    if loaded.instance != instance:
+        return f"{where} is another brain's (its instance id differs)"
+    if loaded.refresh(conn):
+        return f"{where} is too far behind the change log to be followed"
+    if loaded.digest() != ReadState(dimension).build(conn).digest():
+        return f"{where} does not hold what the brain holds"
+    return None
 
 
-def _positions(conn, ids=None):
-    """{knowledge id: (vec0 chunk, offset in it)} — where vec0 stores each vector, which
-    decides which of equal distances its KNN keeps. Read from its rowids table; if a
-    sqlite-vec version lays that out otherwise, ids stand in (the append order)."""
+def rewrite_snapshot(conn, dimension):
+    """Replace the brain's snapshot with one of a fresh build, or remove it when
+    the brain is too small for one."""
+    key = _file_key(conn)
+    if key is None:
+        return
+    where = snapshot.path_for(key[0])
+    fresh = ReadState(dimension).build(conn)
+    if fresh.chunks.count >= SNAPSHOT_MIN_CHUNKS:
+        fresh.save(where)
+    elif os.path.exists(where):
+        os.unlink(where)
+
+
+def _batches(cursor, size=50_000):
+    while True:
+        rows = cursor.fetchmany(size)
+        if not rows:
+            return
+        yield rows
+
+
+def _stored_vectors(conn, dimension, ids=None):
+    """The StoredVectors of chunks `ids` (all when None): vec0 finds a few by key,
+    many faster in one scan."""
+    if ids is not None and len(ids) < POINT_READS:
+        batches = [[(i, row[0]) for i in ids
+                    for row in conn.execute("select embedding_int8 from vec_knowledge where knowledge_id = ?", (i,))]]  # fmt: skip
+    else:
+        wanted = None if ids is None else set(ids)
+        batches = ([row for row in rows if wanted is None or row[0] in wanted]
+                   for rows in _batches(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge")))  # fmt: skip
+    found, matrices = [np.zeros(0, dtype=np.int64)], [np.zeros((0, dimension), dtype=np.int8)]
+    for rows in batches:  # a batch's bytes at a time, never a million blobs at once
+        found.append(np.array([i for i, _ in rows], dtype=np.int64))
+        matrices.append(np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.int8).reshape(len(rows), dimension))
+    found, matrix = np.concatenate(found), np.concatenate(matrices)
+    del matrices
+    chunk, offset = _positions(conn, found, None if ids is None else found)
+    return StoredVectors(found, matrix, chunk, offset)
+
+
+def _positions(conn, ids, only=None):
+    """(vec0 chunk, offset in it) of each of `ids` — where vec0 stores each vector,
+    which decides which of equal distances its KNN keeps. Read from its rowids
+    table; if a sqlite-vec version lays that out otherwise, ids stand in (the
+    append order)."""
     sql = "select rowid, chunk_id, chunk_offset from vec_knowledge_rowids"
     try:
-        if ids is None:
-            rows = conn.execute(sql).fetchall()
+        if only is None:
+            rows = np.array(conn.execute(sql).fetchall(), dtype=np.int64).reshape(-1, 3)
         else:
-            rows = conn.execute(f"{sql} where rowid in (select value from json_each(?))", [json.dumps(ids)]).fetchall()
+            rows = np.array(conn.execute(f"{sql} where rowid in (select value from json_each(?))",
+                                         [json.dumps(only.tolist())]).fetchall(), dtype=np.int64).reshape(-1, 3)  # fmt: skip
     except Exception:  # noqa: BLE001 - another layout: fall back as documented
-        return {}
-    return {row[0]: (row[1], row[2]) for row in rows}
+        rows = np.zeros((0, 3), dtype=np.int64)
+    rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    if not len(rows):
+        return np.zeros(len(ids), dtype=np.int64), np.asarray(ids, dtype=np.int64)
+    at = np.minimum(np.searchsorted(rows[:, 0], ids), len(rows) - 1)
+    found = rows[at, 0] == ids
+    return np.where(found, rows[at, 1], 0), np.where(found, rows[at, 2], ids)
 
 
 def _rows_by_id(conn, sql, ids):
@@ -279,7 +380,8 @@ def _file_token(path):
 
 def current(conn, dimension):
     """The read state of the brain on `conn`, up to date with what `conn` sees.
-    Use it under its shared lock: `with state.lock: ...`."""
+    Use it under its shared lock: `with state.lock: ...`. A state not built yet is
+    loaded from the brain's snapshot when one fits, else built from SQL."""
     key = _file_key(conn)
     with _states_lock:
         state = _states.get(key) if key else None
@@ -295,10 +397,15 @@ def current(conn, dimension):
     token = _file_token(key[0]) if key and seq is None else None
     if state.built and seq is not None and (seq, instance) == (state.seq, state.instance):
         return state  # the common case: nothing written since
-    compact = False
+    compact = save = False
     with state.lock.exclusive():
         if state.built and seq is None and token == state.token:
             return state
+        if not state.built and seq is not None and key:
+            loaded = _from_snapshot(conn, key[0], dimension, instance)
+            if loaded is not None:
+                _replace(state, loaded, token)
+                state.saved = state.seq
         try:
             stale = not state.built or seq is None or state.refresh(conn)
         except BaseException:
@@ -310,15 +417,83 @@ def current(conn, dimension):
             # current, but full of dead slots: a copy without them is built aside,
             # while readers go on with this one
             state.compacting = compact = bool(key)
+        save = bool(key) and seq is not None and _worth_saving(state)
     if compact:
         threading.Thread(target=_compact, args=(state, key[0], dimension), name="brain-compact", daemon=True).start()
+    elif save:
+        state.saving = True
+        threading.Thread(target=_save_when_quiet, args=(state, key[0]), name="brain-snapshot", daemon=True).start()
     return state
+
+
+def _from_snapshot(conn, path, dimension, instance):
+    """The state the brain's snapshot holds, brought up to what `conn` sees; None
+    when there is none that fits (another brain's, damaged, or too far behind)."""
+    where = snapshot.path_for(path)
+    if not os.path.exists(where):
+        return None
+    try:
+        loaded = ReadState.load(where, dimension)
+    except snapshot.SnapshotError:
+        return None
+    if loaded.instance != instance or loaded.refresh(conn):
+        return None
+    return loaded
+
+
+def _worth_saving(state):
+    """Whether the brain is big enough for a snapshot to beat a build, and this
+    state holds enough it has not saved."""
+    if state.saving or state.chunks.count < SNAPSHOT_MIN_CHUNKS:
+        return False
+    return state.saved is None or state.seq - state.saved >= SNAPSHOT_EVERY
+
+
+def _save_when_quiet(state, path):
+    """Save the snapshot once no write has landed for SNAPSHOT_QUIET_SECONDS: while
+    it is written, changes wait to be applied."""
+    try:
+        while True:
+            seen = state.seq
+            time.sleep(SNAPSHOT_QUIET_SECONDS)
+            if state.seq == seen:
+                break
+        with state.lock:
+            saved = state.seq
+            state.save(snapshot.path_for(path))
+        state.saved = saved
+    except OSError:  # a folder it may not write, a full disk: the snapshot only saves time
+        pass
+    finally:
+        state.saving = False
+
+
+def persist(conn):
+    """Bring the snapshot of the brain on `conn` up to date now (after an ingest),
+    when the brain is big enough for one to pay; returns whether it was written."""
+    key = _file_key(conn)
+    seq, _ = _last_change(conn)
+    if key is None or seq is None:
+        return False
+    state = current(conn, recorded_model_and_dimension(conn)[1])
+    if state.chunks.count < SNAPSHOT_MIN_CHUNKS:
+        return False
+    with state.lock:
+        if state.saved == state.seq:
+            return False
+        saved = state.seq
+        try:
+            state.save(snapshot.path_for(key[0]))
+        except OSError:
+            return False
+        state.saved = saved
+    return True
 
 
 def _replace(state, fresh, token):
     """Put `fresh` in place of what `state` holds (under its exclusive lock)."""
     fresh.version, fresh.token = state.version + 1, token
-    state.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "lock"})
+    state.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in ("lock", "saving")})
 
 
 def _compact(state, path, dimension):
