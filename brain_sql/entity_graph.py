@@ -23,7 +23,7 @@ import numpy as np
 import xxhash
 
 from . import mentions
-from .config import (COMMON_TERM_SHARE, DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS,
+from .config import (DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS,
                      MENTION_MIN_CHARS, PPR_DAMPING, PPR_THETA)  # fmt: skip
 from .slots import DenseMap, Slots, Strings
 

@@ -27,7 +27,7 @@ from .filters import Filters
 from .fusion import boosted, fuse, fused, leg_weights, method
 from .querydoc import parse
 from .schema import check_model, recorded_model
-from .vectors import quantize_int8
+from .vectors import quantize_int8, vector_rows
 
 HIT_COLUMNS = (
     "id", "title", "content", "class", "scope", "source", "domain", "node_kind", "lawful_basis",
@@ -337,10 +337,7 @@ def _mmr(conn, ranked, k, lam):
     if not ranked:
         return ranked
     ids = np.array([item for item, _, _ in ranked])
-    stored = dict(conn.execute(
-        "select knowledge_id, embedding_int8 from vec_knowledge where knowledge_id in (select value from json_each(?))",
-        [json.dumps(ids.tolist())],
-    ).fetchall())  # fmt: skip
+    stored = dict(vector_rows(conn, "embedding_int8", ids.tolist()))
     has = np.array([item in stored for item in ids.tolist()])
     vectors = np.zeros((len(ids), len(next(iter(stored.values()), b"\0"))), dtype=np.float32)
     for row, item in enumerate(ids.tolist()):

@@ -31,7 +31,7 @@ from .entity_graph import EntityGraph
 from . import snapshot
 from .config import SNAPSHOT_EVERY, SNAPSHOT_MIN_CHUNKS, SNAPSHOT_QUIET_SECONDS
 from .schema import CHANGES_TABLE, INSTANCE_TABLE, recorded_model_and_dimension
-from .vectors import vec_metadata_values
+from .vectors import vec_metadata_values, vector_rows
 
 REBUILD_SHARE = 0.25  # apply the log while it names fewer rows than this share of the brain
 MIN_COMPACT_SLOTS = 1000  # a smaller state is never worth compacting
@@ -258,8 +258,7 @@ def _stored_vectors(conn, dimension, ids=None):
     """The StoredVectors of chunks `ids` (all when None): vec0 finds a few by key,
     many faster in one scan."""
     if ids is not None and len(ids) < POINT_READS:
-        batches = [[(i, row[0]) for i in ids
-                    for row in conn.execute("select embedding_int8 from vec_knowledge where knowledge_id = ?", (i,))]]  # fmt: skip
+        batches = [vector_rows(conn, "embedding_int8", ids)]
     else:
         wanted = None if ids is None else set(ids)
         batches = ([row for row in rows if wanted is None or row[0] in wanted]

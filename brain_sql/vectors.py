@@ -41,6 +41,17 @@ VEC_SOURCE_COLUMNS = tuple(dict.fromkeys(
 ))  # fmt: skip
 
 
+def vector_rows(conn, select, ids, params=()):
+    """(knowledge_id, *`select`) of the vec_knowledge rows of `ids`, read one key at
+    a time: vec0 finds a row by its key at once, but reads every row for a
+    `knowledge_id in (...)`. `params` fill `select`'s placeholders."""
+    rows = []
+    for knowledge_id in ids:
+        rows += conn.execute(f"select knowledge_id, {select} from vec_knowledge where knowledge_id = ?",
+                             [*params, knowledge_id]).fetchall()  # fmt: skip
+    return rows
+
+
 def vec_metadata_values(row):
     """SQL expressions for the vec_knowledge metadata columns of knowledge row `row`."""
     return ", ".join(expression.format(row=row) for _, expression in VEC_METADATA.values())

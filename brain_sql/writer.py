@@ -270,10 +270,8 @@ def restate(conn, quote, new=None):
         changed.append((row_id, text))
     if not changed:
         return
-    conn.execute(
-        "delete from vec_knowledge where knowledge_id in (select value from json_each(?))",
-        [json.dumps([row_id for row_id, _ in changed])],
-    )
+    # one key at a time: vec0 reads every row for `in (...)`
+    conn.executemany("delete from vec_knowledge where knowledge_id = ?", [(row_id,) for row_id, _ in changed])
     vectors = storage_vectors([text for _, text in changed], recorded_model(conn))
     insert_vectors(conn, [(row_id, *vector) for (row_id, _), vector in zip(changed, vectors) if vector])
 
