@@ -468,21 +468,28 @@ def _save_when_quiet(state, path):
 
 
 def persist(conn):
-    """Bring the snapshot of the brain on `conn` up to date now (after an ingest),
-    when the brain is big enough for one to pay; returns whether it was written."""
+    """Bring the snapshot of the brain on `conn` up to date now (at the end of an
+    ingest), when the brain is big enough for one to pay and the snapshot is
+    SNAPSHOT_EVERY changes or more behind (a server follows a smaller gap
+    itself); returns whether it was written."""
     key = _file_key(conn)
-    seq, _ = _last_change(conn)
+    seq, instance = _last_change(conn)
     if key is None or seq is None:
         return False
-    state = current(conn, recorded_model_and_dimension(conn)[1])
-    if state.chunks.count < SNAPSHOT_MIN_CHUNKS:
-        return False
-    with state.lock:
-        if state.saved == state.seq:
+    where = snapshot.path_for(key[0])
+    try:
+        manifest, _ = snapshot.read_manifest(where)
+        if manifest.get("instance") == instance and 0 <= seq - (manifest.get("seq") or 0) < SNAPSHOT_EVERY:
             return False
+    except snapshot.SnapshotError:
+        pass
+    if conn.execute("select count(*) from knowledge").fetchone()[0] < SNAPSHOT_MIN_CHUNKS:
+        return False
+    state = current(conn, recorded_model_and_dimension(conn)[1])
+    with state.lock:
         saved = state.seq
         try:
-            state.save(snapshot.path_for(key[0]))
+            state.save(where)
         except OSError:
             return False
         state.saved = saved

@@ -151,3 +151,20 @@ def test_the_snapshot_names_what_it_holds(small_snapshots, tmp_path):
     seq = conn.execute(f"select max(seq) from {schema.CHANGES_TABLE}").fetchone()[0]
     assert (manifest["instance"], manifest["seq"], manifest["format"]) == (instance, seq, snapshot.FORMAT)
     assert json.dumps(manifest)  # plain JSON
+
+
+def test_an_ingest_rewrites_the_snapshot_only_once_it_is_far_behind(small_snapshots, monkeypatch, tmp_path):
+    """A small ingest into a big brain leaves a recent snapshot alone (a server
+    follows the gap); once it is SNAPSHOT_EVERY changes behind, ingest rewrites it."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    folder = notes(tmp_path / "notes", 0, 12)
+    brain_sql.ingest(conn, [folder])
+    where = tmp_path / "brain.db-brainstate"
+    first = snapshot.read_manifest(where)[0]["seq"]
+    monkeypatch.setattr(state, "SNAPSHOT_EVERY", 10_000)
+    brain_sql.ingest(conn, [notes(folder, 12, 2)])
+    assert snapshot.read_manifest(where)[0]["seq"] == first
+    monkeypatch.setattr(state, "SNAPSHOT_EVERY", 1)
+    brain_sql.ingest(conn, [notes(folder, 14, 2)])
+    latest = conn.execute(f"select max(seq) from {schema.CHANGES_TABLE}").fetchone()[0]
+    assert snapshot.read_manifest(where)[0]["seq"] == latest > first
