@@ -5,38 +5,29 @@ file per process, shared by every connection and thread. Its parts:
   vector: the filters and the vector leg;
 - the entity graph (entity_graph.py): entities, chunks and their ties, the names
   a query can name, and the graph leg's walk;
-- the follower (ReadState.refresh, below): it applies the change log.
+- the lexical postings (postings.py): each term's chunks, for the lexical leg;
+- the follower (follower.py): it builds the parts from SQL and applies the change
+  log to them.
 
-It follows writes instead of being rebuilt: triggers log which chunk, entity,
-edge and document each write touched (brain_changes, in the writer's own
-transaction), and a reader applies what was logged since its last look, re-reading
-only those rows. A small write costs work in proportion to the write. A full build
-happens at first use, when more changed than a rebuild would cost, or when the log
-no longer reaches back far enough. SQLite stays the single source of truth:
-everything here is rebuilt from it, and `fingerprint` compares a followed state
-with a fresh build.
+A state is loaded from the brain's snapshot (snapshot.py) or built at first use,
+then follows writes. SQLite stays the single source of truth: everything here is
+rebuilt from it, and `fingerprint` compares a followed state with a fresh build.
 """
 
 import contextlib
-import json
 import os
 import threading
 import time
 
-import numpy as np
-
-from .chunk_index import ChunkIndex, StoredVectors
+from . import follower, snapshot
+from .chunk_index import ChunkIndex
+from .config import SNAPSHOT_EVERY, SNAPSHOT_MIN_CHUNKS, SNAPSHOT_QUIET_SECONDS
 from .connection import open_connection
 from .entity_graph import EntityGraph
-from . import snapshot
-from .config import SNAPSHOT_EVERY, SNAPSHOT_MIN_CHUNKS, SNAPSHOT_QUIET_SECONDS
-from .schema import CHANGES_TABLE, INSTANCE_TABLE, recorded_model_and_dimension
-from .vectors import vec_metadata_values, vector_rows
+from .follower import REBUILD_SHARE, _last_change
+from .schema import recorded_model_and_dimension
 
-REBUILD_SHARE = 0.25  # apply the log while it names fewer rows than this share of the brain
 MIN_COMPACT_SLOTS = 1000  # a smaller state is never worth compacting
-POINT_READS = 2000  # vectors of fewer chunks than this are read one by one; more, in one scan
-CHUNK_ROWS = "select k.id, k.document_id, {}, d.sz from knowledge k left join knowledge_fts_docsize d on d.id = k.id"
 
 
 class ReadState:
@@ -62,35 +53,15 @@ class ReadState:
     # -- building and following ------------------------------------------------
 
     def build(self, conn):
-        """Read everything from the brain on `conn` (a fresh state), a batch of rows
-        at a time."""
-        seq, self.instance = _last_change(conn)
-        graph = self.graph
-        for rows in _batches(conn.execute("select id, name, entity_type from entities order by id")):
-            graph.put_entities(rows)
-        for rows in _batches(conn.execute("select document_id, entity_id from documents")):
-            for document_id, entity_id in rows:
-                graph.set_document(document_id, entity_id)
-        vectors = _stored_vectors(conn, self.dimension)
-        for rows in _batches(conn.execute(CHUNK_ROWS.format(vec_metadata_values("k")) + " order by k.id")):
-            self._put_chunks(rows, vectors)
-        del vectors
-        for rows in _batches(conn.execute(
-            "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"
-        )):  # fmt: skip
-            graph.put_edges(rows)
-        graph.names.merge()
-        graph.index_ties()
-        self.seq, self.built = seq, True
-        self.last = _entry(conn, seq) if seq else None
-        self.version += 1
-        return self
+        """Read everything from the brain on `conn` (a fresh state)."""
+        return follower.build(self, conn)
 
-    def _put_chunks(self, rows, vectors):
-        """Chunks as (id, document_id, *filter columns, FTS5 docsize) rows, with
-        their vectors (a StoredVectors)."""
-        slots = self.chunks.add([(row[0], *row[2:]) for row in rows], vectors)
-        self.graph.add_chunks(slots, [row[0] for row in rows], [row[1] for row in rows])
+    def refresh(self, conn):
+        """Bring the state up to what `conn` sees; True when it must be built anew."""
+        return follower.follow(self, conn)
+
+    def _apply(self, conn, changed):
+        follower.apply(self, conn, changed)
 
     def garbage(self):
         """The share of slots that removed rows left behind; past REBUILD_SHARE a
@@ -98,77 +69,6 @@ class ReadState:
         dead, used = self.graph.garbage()
         dead, used = dead + self.chunks.dead(), used + self.chunks.size
         return dead / used if used > MIN_COMPACT_SLOTS else 0.0
-
-    def refresh(self, conn):
-        """Bring the state up to what `conn` sees; True when it must be built anew."""
-        seq, instance = _last_change(conn)
-        if instance != self.instance:
-            return True  # another brain copied over this file
-        if seq == self.seq:
-            return False
-        if seq is None or self.seq is None or seq < self.seq:
-            return True  # no log, or another file at this path
-        first = conn.execute(f"select min(seq) from {CHANGES_TABLE}").fetchone()[0]
-        if first is None or first > self.seq + 1:
-            return True  # the log no longer reaches back to us
-        if self.seq and _entry(conn, self.seq) != self.last:
-            return True  # another file now, whose log says other things
-        changed = {}
-        for kind, key in conn.execute(
-            f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ?", (self.seq, seq)
-        ):
-            changed.setdefault(kind, set()).add(key)
-        size = self.chunks.count + len(self.graph.node_of_entity)
-        if "all" in changed or sum(map(len, changed.values())) > REBUILD_SHARE * max(size, 1000):
-            return True  # a repair says anything may have changed, or too much did
-        self._apply(conn, changed)
-        self.seq, self.last = seq, _entry(conn, seq)
-        self.version += 1
-        return False
-
-    def _apply(self, conn, changed):
-        """Re-read the rows the log names and replace what the state held for them."""
-        graph = self.graph
-        arrived = set()
-        if changed.get("entity"):
-            ids = sorted(changed["entity"])
-            rows = _rows_by_id(conn, "select id, name, entity_type from entities where id in ({})", ids)
-            for entity_id in ids:
-                if entity_id not in rows:
-                    graph.drop_entity(entity_id)
-            arrived = {i for i in rows if i not in graph.node_of_entity}
-            graph.put_entities([rows[i] for i in ids if i in rows])
-        documents = set(changed.get("document", ()))
-        if documents:
-            found = dict(_rows_by_id(conn, "select document_id, entity_id from documents where document_id in ({})",
-                                     sorted(documents)).values())  # fmt: skip
-            for document_id in documents:
-                graph.set_document(document_id, found.get(document_id))
-        if arrived:  # an entity back under its id: its documents' chunks tie to it again
-            documents |= graph.documents_of_entities(arrived)
-        # a document's entity ties all its chunks
-        chunk_ids = set(changed.get("chunk", ())) | graph.chunks_of_documents(documents)
-        if chunk_ids:
-            ids = sorted(chunk_ids)
-            rows = _rows_by_id(conn, CHUNK_ROWS.format(vec_metadata_values("k")) + " where k.id in ({})", ids)
-            vectors = _stored_vectors(conn, self.dimension, ids)
-            graph.drop_chunks(self.chunks.remove(ids))
-            self._put_chunks([rows[i] for i in ids if i in rows], vectors)
-        edge_ids = set(changed.get("edge", ()))
-        if arrived:  # edges waiting for an end that is back
-            edge_ids |= graph.edges_waiting_for(arrived)
-        if chunk_ids:  # a chunk written again has a new node: its edges follow
-            edge_ids |= graph.edges_of_chunks(chunk_ids)
-        if edge_ids:
-            ids = sorted(edge_ids)
-            rows = _rows_by_id(
-                conn, "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships "
-                "where id in ({})", ids,
-            )  # fmt: skip
-            for edge_id in ids:
-                graph.drop_edge(edge_id)
-            graph.put_edges([rows[i] for i in ids if i in rows])
-        graph.index_ties()
 
     # -- persisting ----------------------------------------------------------------
 
@@ -244,78 +144,6 @@ def rewrite_snapshot(conn, dimension):
         fresh.save(where)
     elif os.path.exists(where):
         os.unlink(where)
-
-
-def _batches(cursor, size=50_000):
-    while True:
-        rows = cursor.fetchmany(size)
-        if not rows:
-            return
-        yield rows
-
-
-def _stored_vectors(conn, dimension, ids=None):
-    """The StoredVectors of chunks `ids` (all when None): vec0 finds a few by key,
-    many faster in one scan."""
-    if ids is not None and len(ids) < POINT_READS:
-        batches = [vector_rows(conn, "embedding_int8", ids)]
-    else:
-        wanted = None if ids is None else set(ids)
-        batches = ([row for row in rows if wanted is None or row[0] in wanted]
-                   for rows in _batches(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge")))  # fmt: skip
-    found, matrices = [np.zeros(0, dtype=np.int64)], [np.zeros((0, dimension), dtype=np.int8)]
-    for rows in batches:  # a batch's bytes at a time, never a million blobs at once
-        found.append(np.array([i for i, _ in rows], dtype=np.int64))
-        matrices.append(np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.int8).reshape(len(rows), dimension))
-    found, matrix = np.concatenate(found), np.concatenate(matrices)
-    del matrices
-    chunk, offset = _positions(conn, found, None if ids is None else found)
-    return StoredVectors(found, matrix, chunk, offset)
-
-
-def _positions(conn, ids, only=None):
-    """(vec0 chunk, offset in it) of each of `ids` — where vec0 stores each vector,
-    which decides which of equal distances its KNN keeps. Read from its rowids
-    table; if a sqlite-vec version lays that out otherwise, ids stand in (the
-    append order)."""
-    sql = "select rowid, chunk_id, chunk_offset from vec_knowledge_rowids"
-    try:
-        if only is None:
-            rows = np.array(conn.execute(sql).fetchall(), dtype=np.int64).reshape(-1, 3)
-        else:
-            rows = np.array(conn.execute(f"{sql} where rowid in (select value from json_each(?))",
-                                         [json.dumps(only.tolist())]).fetchall(), dtype=np.int64).reshape(-1, 3)  # fmt: skip
-    except Exception:  # noqa: BLE001 - another layout: fall back as documented
-        rows = np.zeros((0, 3), dtype=np.int64)
-    rows = rows[np.argsort(rows[:, 0], kind="stable")]
-    if not len(rows):
-        return np.zeros(len(ids), dtype=np.int64), np.asarray(ids, dtype=np.int64)
-    at = np.minimum(np.searchsorted(rows[:, 0], ids), len(rows) - 1)
-    found = rows[at, 0] == ids
-    return np.where(found, rows[at, 1], 0), np.where(found, rows[at, 2], ids)
-
-
-def _rows_by_id(conn, sql, ids):
-    """{first column: row} for rows whose key is among `ids`, read in one query."""
-    rows = conn.execute(sql.format("select value from json_each(?)"), [json.dumps(ids)]).fetchall()
-    return {row[0]: tuple(row) for row in rows}
-
-
-def _entry(conn, seq):
-    row = conn.execute(f"select kind, key from {CHANGES_TABLE} where seq = ?", (seq,)).fetchone()
-    return tuple(row) if row else None
-
-
-def _last_change(conn):
-    """(the last change's seq, the brain's instance id); seq None for a brain from
-    before the change log, which cannot be followed."""
-    try:
-        return tuple(conn.execute(
-            f"select (select coalesce(max(seq), 0) from {CHANGES_TABLE}), "
-            f"(select instance from {INSTANCE_TABLE})"
-        ).fetchone())  # fmt: skip
-    except Exception:  # noqa: BLE001 - no change log (or no instance yet): not followable
-        return None, None
 
 
 class _SharedLock:
