@@ -15,11 +15,13 @@ import xxhash
 
 from .schema import fts_length
 from .slots import DenseMap, Slots
-from .vectors import VEC_METADATA
+from .vectors import ALWAYS_VALID_EPOCH, NEVER_EXPIRES_EPOCH, VEC_METADATA
 
 TEXT_COLUMNS = tuple(name for name, (kind, _) in VEC_METADATA.items() if kind == "text")
 SHORTLIST_MARGIN = 1e-5  # a candidate within this of the n-th distance is scored exactly
 GATHER_SHARE = 0.25  # below this share of rows visible, their vectors are gathered first
+TIME_COLUMNS = ("expires_at", "valid_from", "valid_until")  # the filter columns compared with `now`
+CACHED_MASKS = 8
 
 
 class StoredVectors:
@@ -52,6 +54,9 @@ class ChunkIndex:
         )  # fmt: skip
         self.slot_of = DenseMap()
         self.count = 0  # live chunks
+        self.changes = 0  # bumped by every add and remove: what the cached masks were made at
+        self._masks = {}  # (changes, timeless clauses) -> mask
+        self._timed_at, self._timed_slots = None, None
 
     # -- reading ---------------------------------------------------------------
 
@@ -64,8 +69,41 @@ class ChunkIndex:
         return {name: self.rows.arrays[name][: self.rows.size] for name in VEC_METADATA}
 
     def visible(self, filters):
-        """Boolean mask over slots: live chunks the filters admit."""
-        return self.rows.live & filters.mask(self.columns(), self.codes)
+        """Boolean mask over slots: live chunks the filters admit (read-only).
+
+        Most clauses name no time, and most chunks never expire nor end: the mask
+        of the timeless clauses is kept until the index changes, and the clauses
+        on `now` are applied to the few chunks with a time bound only."""
+        columns = self.columns()
+        timeless = {name: column for name, column in columns.items() if name not in TIME_COLUMNS}
+        key = (self.changes, tuple(filters.clauses(timeless)))
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = self.rows.live & filters.mask(timeless, self.codes)
+            mask.flags.writeable = False
+            if len(self._masks) >= CACHED_MASKS:
+                self._masks.pop(next(iter(self._masks)), None)
+            self._masks[key] = mask
+        timed = self._timed()
+        timed = timed[mask[timed]]
+        if not len(timed) or not filters.clauses(TIME_COLUMNS):
+            return mask
+        ok = filters.mask({name: columns[name][timed] for name in TIME_COLUMNS})
+        if ok.all():
+            return mask
+        mask = mask.copy()
+        mask[timed[~ok]] = False
+        mask.flags.writeable = False
+        return mask
+
+    def _timed(self):
+        """Live slots with a time bound: an expiry, or a validity that begins or ends."""
+        if self._timed_at != self.changes:
+            rows = self.rows
+            bounded = (rows.expires_at != NEVER_EXPIRES_EPOCH) | (rows.valid_from != ALWAYS_VALID_EPOCH)
+            self._timed_slots = np.flatnonzero(rows.live & (bounded | (rows.valid_until != NEVER_EXPIRES_EPOCH)))
+            self._timed_at = self.changes
+        return self._timed_slots
 
     def ids(self, slots):
         return self.rows.id[slots]
@@ -140,6 +178,7 @@ class ChunkIndex:
             arrays["vec_chunk"][where], arrays["vec_offset"][where] = chunk, offset
         self.slot_of.set(ids, slots)
         self.count += len(ids)
+        self.changes += 1
         return slots
 
     def remove(self, ids):
@@ -150,6 +189,7 @@ class ChunkIndex:
             self.rows.arrays["live"][slots] = False
             self.slot_of.set(self.rows.id[slots], -1)
             self.count -= len(slots)
+        self.changes += 1
         return slots
 
     def dead(self):
@@ -202,4 +242,5 @@ class ChunkIndex:
         live = np.flatnonzero(index.rows.live)
         index.slot_of.set(index.rows.id[live], live)
         index.count = len(live)
+        index.changes = 1
         return index

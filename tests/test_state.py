@@ -6,6 +6,7 @@ import json
 import random
 import threading
 
+import numpy as np
 import pytest
 
 import brain_sql
@@ -309,3 +310,27 @@ def test_slots_left_by_removed_rows_are_compacted_aside(brain, tmp_path, monkeyp
                 thread.join()
     assert compacted and (followed.garbage() <= 0.02 or followed.compacting)
     assert state.current(brain, 256).fingerprint() == state.ReadState(256).build(brain).fingerprint()
+
+
+def test_the_visible_mask_follows_time_and_writes(tmp_path):
+    """The chunk index keeps the mask of the clauses that name no time until it
+    changes and applies `now` to the chunks with a time bound: at every moment and
+    after every write it equals the filters applied to every row."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    records = [{"_id": f"m{i}", "text": f"pager rota {i}", "scope": SCOPES[i % len(SCOPES)],
+                **({"expires_at": f"2026-0{1 + i % 9}-15"} if i % 3 == 0 else {}),
+                **({"valid_from": f"2026-0{1 + i % 5}-01", "valid_to": f"2026-0{5 + i % 5}-01"} if i % 4 == 0 else {})}
+               for i in range(40)]  # fmt: skip
+    brain_sql.remember(conn, records)
+    for step in range(3):
+        current = state.current(conn, 256)
+        for month in range(1, 13):
+            for raw in ({"q": "x", "now": f"2026-{month:02d}-10 12:00:00"},
+                        {"q": "x", "now": f"2026-{month:02d}-10 12:00:00", "scope": "/acme", "as_of": "2026-03-02"},
+                        {"q": "x", "now": f"2026-{month:02d}-10 12:00:00", "include_decayed": True}):  # fmt: skip
+                chosen = Filters.from_querydoc(querydoc.parse(raw))
+                with current.lock:
+                    everything = current.chunks.rows.live & chosen.mask(current.chunks.columns(), current.chunks.codes)
+                    assert np.array_equal(current.chunks.visible(chosen), everything), (step, raw)
+        brain_sql.forget(conn, external_ids=[f"m{step}", f"m{step + 3}"])
+        brain_sql.remember(conn, [{"_id": f"n{step}", "text": "night pager", "expires_at": "2026-06-01"}])
