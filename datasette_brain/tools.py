@@ -6,7 +6,6 @@ functions, so they cannot answer differently.
 
 import asyncio
 import os
-import threading
 import weakref
 from pathlib import Path
 
@@ -153,23 +152,24 @@ async def graph_readable(datasette, actor, database):
     return True
 
 
-_recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> its semaphore
+_recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> {event loop: its semaphore}
 
 
 async def run_recall(datasette, db, doc):
     """brain_sql.recall on one of Datasette's threads, at most one fewer at once than
-    it has (`num_sql_threads`), so table pages always find a thread free; a recall
-    that finds no slot within RECALL_WAIT_SECONDS is a 503 with Retry-After."""
-    slots = _recall_slots.get(datasette)
-    if slots is None:
-        slots = _recall_slots[datasette] = threading.BoundedSemaphore(max(1, datasette.setting("num_sql_threads") - 1))
+    it has (`num_sql_threads`), so table pages always find a thread free; waiting
+    recalls go first come, first served, and one that finds no slot within
+    RECALL_WAIT_SECONDS is a 503 with Retry-After."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + RECALL_WAIT_SECONDS
-    while not slots.acquire(blocking=False):
-        if loop.time() >= deadline:
-            raise ApiError("the server is busy with other recalls; try again shortly", 503,
-                           {"Retry-After": str(RETRY_AFTER_SECONDS)})  # fmt: skip
-        await asyncio.sleep(0.01)
+    per_loop = _recall_slots.setdefault(datasette, weakref.WeakKeyDictionary())
+    slots = per_loop.get(loop)
+    if slots is None:
+        slots = per_loop[loop] = asyncio.Semaphore(max(1, datasette.setting("num_sql_threads") - 1))
+    try:
+        await asyncio.wait_for(slots.acquire(), RECALL_WAIT_SECONDS)
+    except asyncio.TimeoutError:
+        raise ApiError("the server is busy with other recalls; try again shortly", 503,
+                       {"Retry-After": str(RETRY_AFTER_SECONDS)}) from None  # fmt: skip
     try:
         return await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
     finally:
