@@ -38,14 +38,15 @@ def percentile(values, p):
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
-def serve(brain):
-    """Datasette serving `brain` on a free loopback port, once it answers: (process, base url)."""
+def serve(brain, options=(), env=None):
+    """Datasette serving `brain` on a free loopback port, once it answers: (process, base url).
+    `options` are more `datasette` arguments; `env` its environment."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, "-m", "datasette", str(brain), "-h", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "datasette", str(brain), "-h", "127.0.0.1", "-p", str(port), *options],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     for _ in range(300):

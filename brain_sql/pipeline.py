@@ -4,11 +4,12 @@ Idempotent and exact. A document whose content and fields are unchanged is
 skipped outright; a changed one is written again by writer.DocumentWriter, which
 keeps the chunks whose text is unchanged. Vectors are reused by content hash
 across documents. This module is the pipeline around it: reading and checking
-documents, batching them (one transaction a batch, retried one savepoint per
-document when a batch fails), embedding the next batch while one is written, and
-pruning what is gone.
+documents, batching them, embedding the next batch while one is written, writing
+in short transactions that other writers take turns with (each document whole;
+retried one savepoint per document when one fails), and pruning what is gone.
 """
 
+import contextlib
 import json
 import os
 import time
@@ -18,7 +19,10 @@ from functools import partial
 from pathlib import Path
 
 from . import mentions, validity
-from .config import CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, MAX_TITLE_CHARS
+from .config import (
+    CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, INGEST_PAUSE_SECONDS, INGEST_TRANSACTION_SECONDS, MAX_CONTENT_BYTES,
+    MAX_TITLE_CHARS,
+)  # fmt: skip
 from .connection import atomic, sqlite3
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError
@@ -333,13 +337,18 @@ def _document_hash(document, model_id):
 
 
 class _Pipeline:
-    """Collects documents into batches and writes each batch in one transaction.
+    """Collects documents into batches and writes them in short transactions.
 
     Batches move through a two-stage pipeline: while one batch is written, the
     next one's new text is embedded on a worker thread (the tokenizer and SQLite
     both release the GIL while they work). With the writer busy on one core, the
     tokenizer's own thread pool would only oversubscribe the other, so it is
     switched off (TOKENIZERS_PARALLELISM) until the ingest ends.
+
+    Other writers take turns with it: an ingest writes in transactions of about
+    INGEST_TRANSACTION_SECONDS of work each, every document whole, and begins the
+    next one only after a pause (`_turn`). A remember (`all_or_none`) writes in
+    its caller's one transaction.
     """
 
     def __init__(self, conn, model_id, report, all_or_none=False, progress=None):
@@ -347,6 +356,7 @@ class _Pipeline:
         self.all_or_none = all_or_none  # a failure fails the whole run: no per-document retry
         self.progress = progress  # progress(characters, documents done), as ingest() says
         self.done = 0  # documents whose batch is written
+        self.ended = float("-inf")  # time.perf_counter() when its last transaction ended
         self.writer = DocumentWriter(conn, model_id, report)
         self.pending = []
         self.embedding = None  # the _Batch embedded ahead of the writer
@@ -408,34 +418,70 @@ class _Pipeline:
         previous, self.embedding = self.embedding, None
         if previous:
             self._commit(previous)
-        with atomic(self.conn):
-            self.report.relationships += mentions.resolve_mentions(self.conn)
+        if self.all_or_none:  # a remember: its own mentions, in its caller's transaction
+            mentioned = self.writer.mentioned
+            self.report.relationships += mentions.resolve_mentions(self.conn, mentioned["chunk"], mentioned["entity"])
             prune_changes(self.conn, CHANGE_LOG_KEEP)
+            return
+        resolution = mentions.Resolution(self.conn).prepare()  # its automatons built before taking the lock
+        self._in_turns(resolution.step)
+        self.report.relationships += resolution.added
+        self._in_turns(partial(prune_changes, self.conn, CHANGE_LOG_KEEP))
 
     def remove_documents(self, where, params, keep=(), gone=False):
-        """DocumentWriter.remove in a transaction of its own. Documents still in the
+        """DocumentWriter.remove, in transactions of its own. Documents still in the
         pipeline are never among those removed: they came from files being
         ingested, in `keep`."""
-        with atomic(self.conn):
-            self.writer.remove(where, params, keep, gone)
+        self._in_turns(partial(self.writer.remove, where, params, keep, gone))
+
+    def _in_turns(self, work):
+        """Call work(deadline), which does some of its work until the deadline and
+        says whether any is left, in transactions (`_turn`) until none is."""
+        more = True
+        while more:
+            with self._turn() as deadline:
+                more = work(deadline)
+
+    @contextlib.contextmanager
+    def _turn(self):
+        """One write transaction of the ingest, yielding the time (perf_counter) to
+        commit by. It begins no sooner than INGEST_PAUSE_SECONDS after the last one
+        ended, and waits for the lock as a bulk writer: a writer waiting meanwhile
+        gets the lock in between."""
+        time.sleep(max(0.0, self.ended + INGEST_PAUSE_SECONDS - time.perf_counter()))
+        try:
+            with atomic(self.conn, bulk=True):
+                yield time.perf_counter() + INGEST_TRANSACTION_SECONDS
+        finally:
+            self.ended = time.perf_counter()
 
     def _commit(self, batch):
         embedded, documents = self._embedded(batch), batch.documents
+        if self.all_or_none:
+            with atomic(self.conn):  # a savepoint in the caller's transaction
+                self._write_batch(documents, embedded, isolate=False)
+        else:
+            while documents:
+                documents = documents[self._transaction(documents, embedded) :]
+        self._report_progress(batch, 1.0)
+        self.done += len(batch.documents)
+
+    def _transaction(self, documents, embedded):
+        """Write documents from the start of `documents` in one transaction, for
+        INGEST_TRANSACTION_SECONDS; returns how many were written."""
         counts = dict(vars(self.report))
         try:
-            with atomic(self.conn):
-                self._write_batch(documents, embedded, isolate=False)
+            with self._turn() as deadline:
+                return self._write_batch(documents, embedded, isolate=False, deadline=deadline)
         except Exception as ex:
-            if self.all_or_none or isinstance(ex, BrainBusy):
+            if isinstance(ex, BrainBusy):
                 raise  # a lock not had is no document's fault: retrying one by one would not help
-            # Something in the batch failed: write it again one savepoint per
-            # document, so the bad document is reported and the rest land.
+            # Something in it failed: write from the same document again, one
+            # savepoint per document, so the bad document is reported and the rest land.
             vars(self.report).update(counts)
             self.writer.forget_entities()
-            with atomic(self.conn):
-                self._write_batch(documents, embedded, isolate=True)
-        self._report_progress(batch, 1.0)
-        self.done += len(documents)
+            with self._turn() as deadline:
+                return self._write_batch(documents, embedded, isolate=True, deadline=deadline)
 
     def _texts_to_embed(self, batch):
         """{content hash: text} of the chunks in `batch` that may need a new vector."""
@@ -448,54 +494,58 @@ class _Pipeline:
                     texts[content_hash(text)] = text
         return {h: t for h, t in texts.items() if stored_vector(self.conn, h, self.model_id) is None}
 
-    def _write_batch(self, batch, embedded, isolate):
-        """Write a batch; with `isolate`, each document in a savepoint of its own
-        (slower: vec0 journals every page a savepoint touches)."""
+    def _write_batch(self, batch, embedded, isolate, deadline=None):
+        """Write documents of `batch` in order until `deadline` (time.perf_counter)
+        has passed, at least one, or all when None; returns how many it wrote.
+        With `isolate`, each in a savepoint of its own (slower: vec0 journals every
+        page a savepoint touches)."""
         report = self.report
         stored = self.writer.stored_hashes(batch)
         changing = [d.document_id for d in batch if stored.get(d.document_id) != d.digest]
         before = validity.touched(self.conn, changing)
-        plans, versions = [], {}
+        written = 0
         for document in batch:
+            written += 1
             report.documents += 1
             if stored.get(document.document_id) == document.digest:
                 report.documents_unchanged += 1
                 report.chunks_unchanged += len(document.chunks)
-                continue
-            known = document.document_id in stored
-            if known and validity.later_version(self.conn, document):
-                versions[document.document_id] = document  # the stored version stays, as history
-                known = False
-            plans.append((document, self.writer.plan(document, known), known))
-        vectors = self._vectors([c for _, plan, _ in plans for c in plan["new"]], embedded)
-        new_vectors = []
-        for document, plan, known in plans:
-            if not isolate:
-                new_vectors += self._write(document, plan, vectors, versions)
+            elif not isolate:
+                self._count(self._write(document, stored, embedded))
             else:
                 try:
                     with atomic(self.conn):
-                        insert_vectors(self.conn, self._write(document, plan, vectors, versions))
+                        known = self._write(document, stored, embedded)
                         self.writer.queue_mentions()
+                    self._count(known)
                 except Exception as ex:
                     self.writer.forget_entities()
                     report.errors.append(IngestError(document.source_path, document.line, f"not written: {ex}"))
-                    continue
-            if known:
-                report.documents_updated += 1
-            else:
-                report.documents_added += 1
-        insert_vectors(self.conn, new_vectors)
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))
+        return written
 
-    def _write(self, document, plan, vectors, versions):
-        """writer.write, the stored version first kept as history when this is a later one."""
-        flagged = validity.keep_as_history(self.conn, document) if document.document_id in versions else False
-        written = self.writer.write(document, plan, vectors)
+    def _write(self, document, stored, embedded):
+        """writer.write of a new or changed document, and its new vectors; returns
+        whether it updates a stored one. A later version of the stored one is new:
+        that is kept as history first."""
+        known = document.document_id in stored
+        flagged = False
+        if known and validity.later_version(self.conn, document):
+            flagged, known = validity.keep_as_history(self.conn, document), False
+        plan = self.writer.plan(document, known)
+        insert_vectors(self.conn, self.writer.write(document, plan, self._vectors(plan["new"], embedded)))
         if flagged:  # a new version of a flagged memory is flagged too: it goes into recall only reviewed
             self.conn.execute("update knowledge set flagged = 1 where document_id = ?", (document.document_id,))
-        return written
+        return known
+
+    def _count(self, known):
+        if known:
+            self.report.documents_updated += 1
+        else:
+            self.report.documents_added += 1
 
     def _vectors(self, new_chunks, embedded):
         """content hash -> (int8, bit) for new chunks: embedded ahead, reused from a

@@ -8,6 +8,7 @@ and entity is queued for mention matching in the same transaction.
 
 import json
 import re
+import time
 from pathlib import Path
 
 import xxhash
@@ -24,6 +25,7 @@ FIELD_COLUMNS = (
 )  # fmt: skip
 _CHUNK_COLUMNS = ("chunk_index", "line_start", "line_end", "context")
 _STORED_TIMES = ("created_at", "observed_at")
+REMOVE_AT_ONCE = 50  # documents removed between looks at the clock
 
 
 def content_hash(text):
@@ -42,6 +44,7 @@ class DocumentWriter:
         self.conn, self.model_id, self.report = conn, model_id, report
         self.entity_ids = {}  # casefolded name -> id, for entities seen in this run
         self.queued = {"chunk": [], "entity": []}  # mention work, queued by `queue_mentions`
+        self.mentioned = {"chunk": [], "entity": []}  # all it queued: what a remember resolves
 
     def forget_entities(self):
         """Drop the entity cache and the mention work not queued yet: ids created
@@ -54,6 +57,7 @@ class DocumentWriter:
         the same transaction as them."""
         for kind, ids in self.queued.items():
             mentions.queue(self.conn, kind, ids)
+            self.mentioned[kind] += ids
         self.queued = {"chunk": [], "entity": []}
 
     def stored_hashes(self, documents):
@@ -147,9 +151,10 @@ class DocumentWriter:
             restate(conn, quoted, said[1] if said and said[0] == quoted.where and not flagged else None)
         return stored_vectors
 
-    def remove(self, where, params, keep=(), gone=False):
+    def remove(self, where, params, keep=(), gone=False, deadline=None):
         """Delete the documents `where` selects, except those in `keep` (and, with
-        `gone`, those whose file still exists)."""
+        `gone`, those whose file still exists), each whole, until `deadline`
+        (time.perf_counter; None: all); returns whether any are left."""
         doomed = [
             document_id
             for document_id, path, version_of in self.conn.execute(
@@ -159,7 +164,11 @@ class DocumentWriter:
             # a kept record keeps its earlier versions (validity.keep_as_history)
             if document_id not in keep and version_of not in keep and not (gone and path and _may_exist(path))
         ]
-        self.report.chunks_removed += remove_documents(self.conn, doomed)
+        for start in range(0, len(doomed), REMOVE_AT_ONCE):
+            self.report.chunks_removed += remove_documents(self.conn, doomed[start : start + REMOVE_AT_ONCE])
+            if deadline is not None and time.perf_counter() >= deadline:
+                return start + REMOVE_AT_ONCE < len(doomed)
+        return False
 
     def _row_values(self, document):
         values = {c: document.fields.get(c) for c in FIELD_COLUMNS}
