@@ -102,8 +102,7 @@ class _Lookup:
     longest name: for a few texts, quicker than building an automaton of all names."""
 
     def __init__(self, named):
-        self.named = {key: tuple((len(key), t) for t in targets) for key, targets in named.items() if targets}
-        self.longest = max(map(len, self.named), default=0)
+        self.named, self.longest = named, max(map(len, named), default=0)
 
     def iter(self, folded):
         breaks = [m.start() for m in _WORD_BREAK.finditer(folded)] + [len(folded)]
@@ -112,7 +111,7 @@ class _Lookup:
             for end in breaks[i : bisect.bisect_right(breaks, start + self.longest, lo=i)]:
                 found = self.named.get(folded[start:end])
                 if found:
-                    yield end - 1, found
+                    yield end - 1, tuple((end - start, target) for target in found)
             start = stop + 1
 
 
@@ -168,21 +167,23 @@ def resolve_mentions(conn, chunks=None, entities=None):
 class Resolution:
     """The queued mention matching, done a step at a time in the caller's write
     transactions (`step`): first the queued chunks, matched with every entity name,
-    then the queued entities, looked for in older chunks. `chunks` / `entities`
-    limit it to those ids; by default it is all that is queued. `prepare`, outside
-    any transaction, builds the automatons ahead (the slow part) for `step` to
-    bring up to date."""
+    then the queued entities, looked for in older chunks. It is the work queued
+    when it is made (of the `chunks` / `entities` ids only, when given): what other
+    writers queue meanwhile is theirs to match. `prepare`, outside any transaction,
+    builds the automatons ahead (the slow part) for `step` to bring up to date."""
 
     def __init__(self, conn, chunks=None, entities=None):
-        self.conn, self.chunk_ids, self.entity_ids = conn, chunks, entities
+        self.conn = conn
+        self.chunk_ids, self.entity_ids = self._queued("chunk", chunks), self._queued("entity", entities)
         self.added = 0  # mentions edges
         self.names = None  # Names of every entity, for the queued chunks
         self.new_names = None  # Names of the queued entities, for older chunks
         self.scanned = 0  # how far (chunk id) older chunks were scanned for new_names
+        self.matched = set()  # chunks matched with every name here: no older chunks for new_names
 
     def prepare(self):
-        self.names = Names(self.conn, many=len(self._queued("chunk", self.chunk_ids)) > MENTION_LOOKUP_CHUNKS)
-        self.new_names = Names(self.conn, self._queued("entity", self.entity_ids))
+        self.names = Names(self.conn, many=len(self.chunk_ids) > MENTION_LOOKUP_CHUNKS)
+        self.new_names = Names(self.conn, self.entity_ids)
         return self
 
     def step(self, deadline=None):
@@ -207,13 +208,14 @@ class Resolution:
             self.names.refresh(self.conn)
         edges, done = set(), ids[-1]  # chunks without a row here (gone, or of no document entity) are done too
         rows = self.conn.execute(f"{_CHUNKS} and k.id in (select value from json_each(?)) order by k.id", [json.dumps(ids)])
-        for knowledge_id, document_id, from_id, text in rows:
-            edges |= {(from_id, target, knowledge_id, document_id) for target in self.names.found(text) if target != from_id}
+        for row in rows:
+            edges |= _edges([row], self.names)
             if _passed(deadline):
-                done = knowledge_id
+                done = row[0]
                 break
         self._add(edges)
         finished = [i for i in ids if i <= done]
+        self.matched.update(finished)
         self._unqueue("chunk", finished)
         return len(finished) < len(ids)
 
@@ -221,18 +223,18 @@ class Resolution:
         """Look for the queued entities in chunks matched before they were made;
         returns whether any are left."""
         if self.new_names is None:
-            self.new_names = Names(self.conn, self._queued("entity", self.entity_ids))
-        ids = sorted(set(self._queued("entity", self.entity_ids)) & set(self.new_names.ids))
+            self.new_names = Names(self.conn, self.entity_ids)
+        ids = self._queued("entity", self.entity_ids)
         if not ids:
             return False
         self.new_names.refresh(self.conn)
         older = f"k.id not in (select id from {QUEUE_TABLE} where kind = 'chunk')"
         edges, done = set(), ids
-        if len(self.new_names.ids) <= MENTION_FTS_LOOKUP_LIMIT:
+        if len(self.entity_ids) <= MENTION_FTS_LOOKUP_LIMIT:
             # one FTS5 lookup an entity, as many as the time allows
             for n, entity_id in enumerate(ids):
                 entity = self.new_names.entities.get(entity_id)
-                candidates = _fts_candidates(self.conn, [(entity_id, *entity)] if entity else [])
+                candidates = _fts_candidates(self.conn, [(entity_id, *entity)] if entity else []) - self.matched
                 rows = self.conn.execute(f"{_CHUNKS} and k.id in (select value from json_each(?)) and {older}",
                                          [json.dumps(sorted(candidates))])  # fmt: skip
                 edges |= _edges(rows, self.new_names)
@@ -243,7 +245,8 @@ class Resolution:
             # one pass over all older text, as far as the time allows
             rows = self.conn.execute(f"{_CHUNKS} and k.id > ? and {older} order by k.id", [self.scanned])
             for row in rows:
-                edges |= _edges([row], self.new_names)
+                if row[0] not in self.matched:
+                    edges |= _edges([row], self.new_names)
                 self.scanned = row[0]
                 if _passed(deadline):
                     done = []

@@ -503,7 +503,7 @@ class _Pipeline:
         stored = self.writer.stored_hashes(batch)
         changing = [d.document_id for d in batch if stored.get(d.document_id) != d.digest]
         before = validity.touched(self.conn, changing)
-        written = 0
+        new_vectors, written = [], 0
         for document in batch:
             written += 1
             report.documents += 1
@@ -511,11 +511,14 @@ class _Pipeline:
                 report.documents_unchanged += 1
                 report.chunks_unchanged += len(document.chunks)
             elif not isolate:
-                self._count(self._write(document, stored, embedded))
+                vectors, known = self._write(document, stored, embedded)
+                new_vectors += vectors  # inserted together: vec0 takes many rows at once faster
+                self._count(known)
             else:
                 try:
                     with atomic(self.conn):
-                        known = self._write(document, stored, embedded)
+                        vectors, known = self._write(document, stored, embedded)
+                        insert_vectors(self.conn, vectors)
                         self.writer.queue_mentions()
                     self._count(known)
                 except Exception as ex:
@@ -523,23 +526,24 @@ class _Pipeline:
                     report.errors.append(IngestError(document.source_path, document.line, f"not written: {ex}"))
             if deadline is not None and time.perf_counter() >= deadline:
                 break
+        insert_vectors(self.conn, new_vectors)
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))
         return written
 
     def _write(self, document, stored, embedded):
-        """writer.write of a new or changed document, and its new vectors; returns
-        whether it updates a stored one. A later version of the stored one is new:
-        that is kept as history first."""
+        """writer.write of a new or changed document: (its new vectors, whether it
+        updates a stored one). A later version of the stored one is new: that is
+        kept as history first."""
         known = document.document_id in stored
         flagged = False
         if known and validity.later_version(self.conn, document):
             flagged, known = validity.keep_as_history(self.conn, document), False
         plan = self.writer.plan(document, known)
-        insert_vectors(self.conn, self.writer.write(document, plan, self._vectors(plan["new"], embedded)))
+        vectors = self.writer.write(document, plan, self._vectors(plan["new"], embedded))
         if flagged:  # a new version of a flagged memory is flagged too: it goes into recall only reviewed
             self.conn.execute("update knowledge set flagged = 1 where document_id = ?", (document.document_id,))
-        return known
+        return vectors, known
 
     def _count(self, known):
         if known:
