@@ -18,6 +18,7 @@ import argparse
 import json
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -25,44 +26,12 @@ from pathlib import Path
 import brain_sql
 from brain_sql.consistency import check
 
-from serve import percentile, post, queries_from, serve, working_copy
+sys.path.insert(0, str(Path(__file__).parent))
+from harness import clients, first_recall, memory_mb, percentile, post, queries_from, serve, stop, summary  # noqa: E402
+from harness import working_copy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SQLITE_UTILS = "sqlite-utils"
-
-
-def rss_mb(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def clients(url, queries, count, until):
-    """Recall from `count` threads until `until()` is true: [(status, ms)]."""
-    results = []
-
-    def client(offset):
-        i = offset
-        while not until():
-            try:
-                results.append(post(url, {"q": queries[i % len(queries)], "k": 10}))
-            except OSError as ex:  # a refused or failed request counts as failed
-                results.append((getattr(ex, "code", 599), float("nan")))
-            i += count
-
-    threads = [threading.Thread(target=client, args=(n,)) for n in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return results
-
-
-def summary(results, seconds=None):
-    ok = [ms for status, ms in results if status == 200]
-    line = f"p50 {statistics.median(ok):.1f} ms, p99 {percentile(ok, 99):.1f} ms, {len(results) - len(ok)} failed"
-    return (f"{len(results) / seconds:.1f} recalls/s, " if seconds else "") + line, statistics.median(ok), percentile(ok, 99)
 
 
 def main():
@@ -83,16 +52,12 @@ def main():
     up = time.perf_counter() - started
     url = f"{base}/brain/-/recall"
     try:
-        first = None
-        while first is None:
-            try:
-                if post(url, {"q": queries[0]})[0] == 200:
-                    first = time.perf_counter() - started
-            except OSError:
-                time.sleep(0.02)
+        first = first_recall(server, url, queries[0], started, timeout=120)
+        if first is None:
+            raise SystemExit("the server answered no recall within 120 s of its start")
         for q in queries[:20]:
             post(url, {"q": q})
-        rss = rss_mb(server.pid)
+        rss = memory_mb(server.pid)[0]
         single = [post(url, {"q": q, "k": 10})[1] for q in queries]
         deadline = time.perf_counter() + 15
         began = time.perf_counter()
@@ -123,10 +88,9 @@ def main():
         loaded = clients(url, queries, args.clients, done.is_set)
         thread.join()
         loaded_line, loaded_p50, loaded_p99 = summary(loaded, time.perf_counter() - began)
-        served_rss = rss_mb(server.pid)
+        served_rss = memory_mb(server.pid)[0]
     finally:
-        server.terminate()
-        server.wait(10)
+        stop(server)
     conn = brain_sql.connect(brain)
     stored = conn.execute("select count(*) from knowledge where external_id like 'live-%'").fetchone()[0]
     problems = check(conn)

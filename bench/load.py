@@ -16,14 +16,13 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
 from pathlib import Path
 
 import brain_sql
 from brain_sql.consistency import check
 
 sys.path.insert(0, str(Path(__file__).parent))
-from serve import percentile, post, queries_from, serve, working_copy  # noqa: E402
+from harness import percentile, post, queries_from, serve, stop, working_copy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,15 +44,12 @@ def main():
     queries = queries_from(args.query_file, 200)
     server, base = serve(brain)
     url = f"{base}/brain/-/recall"
-    results, stop = [], threading.Event()
+    results, done = [], threading.Event()
 
     def client(offset):
         i = offset
-        while not stop.is_set():
-            try:
-                results.append(post(url, {"q": queries[i % len(queries)], "k": 10}))
-            except (urllib.error.URLError, OSError) as ex:
-                results.append((getattr(ex, "code", 599), 0.0))
+        while not done.is_set():
+            results.append(post(url, {"q": queries[i % len(queries)], "k": 10}))
             i += args.clients
 
     try:
@@ -65,13 +61,12 @@ def main():
         ingest = subprocess.run([sys.executable, "-m", "sqlite_utils", "brain", "ingest", str(brain), str(records)],
                                 capture_output=True, text=True)  # fmt: skip
         ingest_seconds = time.perf_counter() - started
-        stop.set()
+        done.set()
         for thread in threads:
             thread.join()
         elapsed = time.perf_counter() - started
     finally:
-        server.terminate()
-        server.wait(10)
+        stop(server)
     conn = brain_sql.connect(brain)
     stored = conn.execute("select count(*) from knowledge where external_id like 'load-%'").fetchone()[0]
     after = conn.execute("select count(*) from documents").fetchone()[0]

@@ -8,68 +8,18 @@ serves it on loopback in a child process; clients use urllib in threads.
 """
 
 import argparse
-import json
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import brain_sql
 
+sys.path.insert(0, str(Path(__file__).parent))
+from harness import percentile, post, queries_from, serve, stop  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def post(url, body):
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json"})
-    started = time.perf_counter()
-    with urllib.request.urlopen(request, timeout=60) as response:
-        status = response.status
-        response.read()
-    return status, (time.perf_counter() - started) * 1000
-
-
-def percentile(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
-
-
-def serve(brain, options=(), env=None):
-    """Datasette serving `brain` on a free loopback port, once it answers: (process, base url).
-    `options` are more `datasette` arguments; `env` its environment."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "datasette", str(brain), "-h", "127.0.0.1", "-p", str(port), *options],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(f"{base}/-/versions.json", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
-    return process, base
-
-
-def working_copy(brain, prefix):
-    """(folder, copy of `brain` in it, a connection to the original): benchmarks that
-    write work on a copy, so the brain they were given is never changed."""
-    work = Path(tempfile.mkdtemp(prefix=prefix))
-    source, target = brain_sql.connect(brain), brain_sql.connect(work / "brain.db")
-    source.backup(target)
-    target.close()
-    return work, work / "brain.db", source
-
-
-def queries_from(path, n):
-    return [json.loads(line)["text"] for line in open(path)][:n]
 
 
 def main():
@@ -101,8 +51,7 @@ def main():
             results = list(pool.map(lambda q: post(url, {"q": q, "k": 10}), queries * 2))
         elapsed = time.perf_counter() - started
     finally:
-        server.terminate()
-        server.wait(10)
+        stop(server)
     failed = sum(1 for status, _ in results if status != 200)
     concurrent = [ms for _, ms in results]
     print(f"brain: {args.brain}; {len(queries)} queries")

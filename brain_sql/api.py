@@ -7,17 +7,18 @@ import threading
 
 from threadpoolctl import threadpool_limits
 
-from . import browse, consistency, evaluation, forgetting, hybrid, inventory, pipeline, review, schema
-from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, memory_content
+from . import browse, consistency, evaluation, forgetting, hybrid, inventory, pipeline, review, schema, values
+from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, memory_content, page_numbers
 from .claims import verify
-from .config import CLASSES, DEFAULT_MODEL, MAX_CONTENT_BYTES, MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
+from .config import CLASSES, DEFAULT_MODEL, ENTITY_PAGE_ROWS, MAX_CONTENT_BYTES, MAX_EXTEND_DAYS, MAX_PAGE_ROWS
+from .config import MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
 from .connection import faults_named, load_sqlite_vec, open_connection, sqlite3
 from .document import IngestError
 from .embed import count_tokens, embed
-from .errors import BrainBusy, BrainError, FieldError, ModelError, QueryError, ReadOnlyBrain, WriteError
+from .errors import BrainBusy, BrainError, FieldError, ModelError, PruneRefused, QueryError, ReadOnlyBrain, WriteError
 from .evaluation import load_qrels
 from .extract import entity_links
-from .fields import loads_json, unencodable
+from .fields import loads_json, unencodable, whole_number
 from .functions import RECALL_SQL, register_functions
 from .minilm import MODEL_ID as MINILM_MODEL
 from .minilm import limit_threads as limit_model_threads
@@ -27,13 +28,15 @@ from .schema import derived_from_knowledge, info, migrate, pending_migrations
 from .state import current as current_state
 
 __all__ = [
-    "CLASSES", "DECAY_BUCKETS", "DEFAULT_MODEL", "MAX_CONTENT_BYTES", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL",
-    "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "QueryDoc", "QueryError", "ReadOnlyBrain", "WriteError",
+    "CLASSES", "DECAY_BUCKETS", "DEFAULT_MODEL", "ENTITY_PAGE_ROWS", "MAX_CONTENT_BYTES", "MAX_EXTEND_DAYS",
+    "MAX_PAGE_ROWS", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL",
+    "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "PruneRefused", "QueryDoc",
+    "QueryError", "ReadOnlyBrain", "WriteError",
     "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql", "decayed",
     "decayed_facets", "archive", "examples", "extend_expiry", "flag", "restore",
     "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels", "loads_json",
-    "memory", "migrate", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
-    "recall", "reindex", "remember", "serve_many", "stats", "unencodable", "verify", "verify_memory", "warm",
+    "memory", "migrate", "page_numbers", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
+    "recall", "reindex", "remember", "serve_many", "stats", "unencodable", "verify", "verify_memory", "warm", "whole_number",
 ]  # fmt: skip
 
 
@@ -61,23 +64,42 @@ def connect(path, model_id=None):
 
 
 def _faults_named(operation):
-    """`operation`, with a damaged file, or tables a tool rebuilt without their
-    columns, a BrainError that says to run check instead of SQLite's own error."""
+    """`operation`, with a damaged file, tables a tool rebuilt without their
+    columns, or values of the wrong kind written with plain SQL (a failure they
+    caused, or a BLOB read where text belongs), a BrainError that says to run
+    check instead of SQLite's or Python's own error."""
 
     @functools.wraps(operation)
     def named(conn, *args, **kwargs):
         try:
             with faults_named():
-                return operation(conn, *args, **kwargs)
+                result = operation(conn, *args, **kwargs)
         except BrainError as ex:
             if type(ex) is BrainError and _outdated(conn):
                 raise BrainError(
                     "this brain was written by an older datasette-brain and its schema is not migrated yet "
                     "(a server migrates a brain it may write when it starts): run sqlite-utils brain init DB"
                 ) from ex
+            if isinstance(ex.__cause__, sqlite3.DatabaseError):  # SQLite's own, on a BLOB that is no UTF-8 text, say
+                _blame_values(conn, ex)
             raise
+        except (TypeError, ValueError, AttributeError) as ex:
+            if not isinstance(ex, (QueryError, FieldError)):  # those are the caller's mistake
+                _blame_values(conn, ex)
+            raise  # a bug: as it is
+        if values.holds_bytes(result):  # a BLOB read where text belongs
+            _blame_values(conn)
+        return result
 
     return named
+
+
+def _blame_values(conn, cause=None):
+    """Raise check's BrainError when the brain holds values of the wrong kind:
+    what went wrong (`cause`) is theirs to answer for."""
+    fault = values.fault(conn)
+    if fault is not None:
+        raise fault from cause
 
 
 def _outdated(conn):

@@ -4,7 +4,8 @@ Flagged memories are never shown."""
 
 import json
 
-from .fields import sqlite_time, utcnow
+from .config import ENTITY_PAGE_ROWS, MAX_PAGE, MAX_PAGE_ROWS
+from .fields import sqlite_time, utcnow, whole_number
 
 DECAY_BUCKETS = ("expired", "expiring within 7 days", "archived", "live")
 # archived (relevance tier 0) is a decision someone made, so it wins over expiry
@@ -149,14 +150,19 @@ def entity(conn, entity_id, hops=1, limit=ENTITY_NODES, listed=ENTITY_REST):
     }  # fmt: skip
 
 
-ENTITY_PAGE = 50  # rows per page of the entities browser
+def page_numbers(page=1, size=MAX_PAGE_ROWS):
+    """(page, size) of a page of rows: a page number from 1 to MAX_PAGE and a size
+    from 1 to MAX_PAGE_ROWS, given as whole numbers or as their text (a URL's);
+    FieldError saying the bounds otherwise."""
+    return whole_number(page, "page", 1, MAX_PAGE), whole_number(size, "size", 1, MAX_PAGE_ROWS)
 
 
-def entities(conn, q=None, entity_type=None, page=1, per_page=ENTITY_PAGE):
+def entities(conn, q=None, entity_type=None, page=1, per_page=ENTITY_PAGE_ROWS):
     """The entities a reader may see, most connected first: a dict of `rows` (id,
-    name, type, degree: distinct visible edges) for `page` (from 1), the `total`
-    matching, and `types` (type, count) among those whose name matches `q`
-    (a substring, any case)."""
+    name, type, degree: distinct visible edges) for `page` (from 1) of `per_page`
+    rows (page_numbers' bounds), the `total` matching, and `types` (type, count)
+    among those whose name matches `q` (a substring, any case)."""
+    page, per_page = page_numbers(page, per_page)
     pattern = None if not q else "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     seen = f"""
     with seen as (select distinct r.from_entity_id as f, r.to_entity_id as t, r.relation_type from relationships r where {_SEEN}),
@@ -192,14 +198,17 @@ def _decayed_rows(now, selected):
     return sql, {"now": now, **{f"f_{name}": value for name, value in selected.items()}}
 
 
-def decayed(conn, now=None, limit=1000, offset=0, selected=None):
+def decayed(conn, now=None, page=1, size=MAX_PAGE_ROWS, selected=None):
     """(now, rows): expired, soon-expiring and archived memories as dicts, soonest to
-    expire first (archived ones without expiry before them), at most `limit` from
-    `offset`; `selected` keeps only rows whose facet columns (DECAYED_FACETS) have
-    the values it gives; `now` is SQLite UTC text (default: the clock)."""
+    expire first (archived ones without expiry before them), page `page` of `size`
+    rows (page_numbers' bounds); `selected` keeps only rows whose facet columns
+    (DECAYED_FACETS) have the values it gives; `now` is SQLite UTC text (default:
+    the clock)."""
+    page, size = page_numbers(page, size)
     now = now or sqlite_time(utcnow())
     sql, params = _decayed_rows(now, selected)
-    rows = conn.execute(f"{sql} order by expires_at, id limit :limit offset :offset", {**params, "limit": limit, "offset": offset})
+    params.update(limit=size, offset=(page - 1) * size)
+    rows = conn.execute(f"{sql} order by expires_at, id limit :limit offset :offset", params)
     return now, [dict(zip(DECAYED_COLUMNS, r)) for r in rows]
 
 

@@ -30,6 +30,14 @@ MAX_QUERY_CHARS = 2_000
 MAX_FRONTMATTER_ALIASES = 100  # YAML *aliases in one note's frontmatter (an alias bomb grows without them)
 MAX_METADATA_BYTES = 64_000  # a memory's metadata (frontmatter or record fields kept as they are), as JSON
 MAX_FORGET_ITEMS = 10_000  # ids and external ids in one forget request
+MAX_EXTEND_DAYS = 36_500  # the most days a decayed memory's expiry is extended by at once
+
+# The pages people browse (decayed memories, entities) show rows a page at a time:
+# a page number past MAX_PAGE or a page of more than MAX_PAGE_ROWS rows is refused,
+# so no request asks SQLite for an offset past its integers.
+MAX_PAGE = 1_000_000
+MAX_PAGE_ROWS = 1_000  # also the decayed-memory review's rows a page by default
+ENTITY_PAGE_ROWS = 50  # the entities browser's rows a page
 
 # Chunking: sections longer than this are split at paragraph boundaries.
 CHUNK_MAX_CHARS = 2_000
@@ -60,6 +68,14 @@ MENTION_LOOKUP_CHUNKS = 200
 # The change log keeps this many entries; a process whose read state is further
 # behind (idle through a large ingest) rebuilds it instead of following.
 CHANGE_LOG_KEEP = 100_000
+
+# The read state's snapshot (snapshot.py): written for brains of at least this many
+# chunks (a smaller one builds from SQL in well under a second), by `ingest` when it
+# ends and by a server once it has applied this many changes since the last one and
+# no write has landed for a few seconds.
+SNAPSHOT_MIN_CHUNKS = 20_000
+SNAPSHOT_EVERY = 20_000
+SNAPSHOT_QUIET_SECONDS = 3.0
 
 # Documents embedded together during ingest (the next batch is embedded while one
 # is written).

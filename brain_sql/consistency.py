@@ -1,14 +1,17 @@
 """Consistency of a brain: every derived structure agrees with `knowledge`.
 
-`check` finds what disagrees — the SQLite file itself, the full-text index, the
-vectors and their filter columns, edges whose ends are gone, documents left
-without their chunks, vectors from another model, unfinished mention work —
-and `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
+`check` finds what disagrees — the SQLite file itself, values of the wrong kind
+(values.py), the full-text index, the vectors and their filter columns, edges
+whose ends are gone, documents left without their chunks, vectors from another
+model, unfinished mention work, quotes of turns that changed — and
+`check(conn, repair=True)` mends each from `knowledge`, which is the truth.
 """
 
-from . import conversation, mentions, validity
+from . import conversation, mentions, validity, values
+from . import state as read_state
 from .connection import atomic, cannot_write, sqlite3
 from .schema import CHANGES_TABLE, damaged_tables, expected_triggers, migrate, pending_migrations, recorded_model
+from .schema import recorded_model_and_dimension
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
 from .writer import restate
 
@@ -69,6 +72,16 @@ def check(conn, repair=False):
         # columns gone: nothing past here can be checked, and only a copy restores them
         problems["damaged_tables"] = [f"{table}: {'; '.join(found)}" for table, found in damaged.items()]
         return problems
+    wrong = values.invalid(conn)
+    if wrong:
+        # the checks below read these values (their text, their numbers): they are
+        # mended first, in the same transaction as the rest, or the repair refuses
+        problems["invalid_values"] = [str(item) for item in wrong]
+        if not repair:
+            return problems
+        with atomic(conn):
+            values.mend(conn, wrong)
+            return {**problems, **check(conn, repair=True)}
     model_id = recorded_model(conn)
     present = dict(conn.execute("select name, sql from sqlite_master where type = 'trigger'").fetchall())
     expected = expected_triggers()
@@ -105,12 +118,19 @@ def check(conn, repair=False):
             "and version_of not in (select document_id from knowledge where document_id is not null)",
         ),
         "stale_supersession": sorted(validity.stale(conn)),
-        # a turn flagged with plain SQL is still quoted by the turns after it
-        "quoted_flagged_turns": sorted(conversation.quoted_flagged(conn)),
+        # turns whose contexts quote a turn flagged, changed, deleted or moved with plain SQL
+        "stale_quotes": sorted(conversation.stale_quotes(conn)),
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:
         _repair(conn, problems, model_id)
+    # the read state's snapshot (derived, beside the file): checked once the brain is whole
+    dimension = recorded_model_and_dimension(conn)[1]
+    snapshot = read_state.snapshot_problem(conn, dimension)
+    if snapshot:
+        problems["stale_snapshot"] = [snapshot]
+        if repair:
+            read_state.rewrite_snapshot(conn, dimension)
     return problems
 
 
@@ -158,8 +178,9 @@ def _repair(conn, problems, model_id):
         validity.promote(conn, problems.get("orphan_versions", []))
         if problems.get("stale_supersession"):
             validity.rederive(conn)
-        for quote in conversation.quoted_flagged(conn).values():
-            restate(conn, quote)
+        for quotes in conversation.stale_quotes(conn).values():
+            for quote in quotes:
+                restate(conn, quote)
 
 
 def fingerprint(conn):

@@ -19,7 +19,7 @@ from .config import (
     CONVERSATION_CONTEXT_TURNS, CONVERSATION_DATES, CONVERSATION_NAME_CHARS, CONVERSATION_QUOTE_CHARS, MAX_TITLE_CHARS,
 )
 from .document import Document, Relation
-from .temporal import day_label, resolve_relative
+from .temporal import RELATIVE, day_label, resolve_relative
 
 SPEAKER_KEYS = ("speaker", "role")
 SESSION_KEYS = ("session_id", "conversation_id", "thread_id")
@@ -185,21 +185,82 @@ def _stored_turn(metadata):
     return turn_of(Document("", None, [], metadata=values)) if isinstance(values, dict) else None
 
 
-def quoted_flagged(conn):
-    """{document id: Quote} of the flagged turns that a turn after them still
-    quotes (a turn flagged with plain SQL): for check."""
-    documents = [row[0] for row in conn.execute(
-        f"select distinct document_id from knowledge where flagged and document_id is not null and {session_sql()} is not null"
-    )]  # fmt: skip
-    quoted = {}
-    for document_id, quote in stored_quotes(conn, documents).items():
-        contexts = conn.execute(
-            "select context from knowledge where document_id in (select value from json_each(?))",
-            [json.dumps(quote.followers)],
-        )
-        if any(quote.held_in(context) for (context,) in contexts):
-            quoted[document_id] = quote
-    return quoted
+def stale_quotes(conn):
+    """{document id: [Quote]} of the quotes in stored contexts whose turn is no
+    longer what the quote says, there: gone, flagged, its words changed, or moved
+    to another session or scope (plain SQL does all of these): for check, whose
+    repair restates each. A quote's turn is the one of the quoting turn's session
+    and scope that says it, other than itself; of several saying the same, those
+    stored last before the quoting turn, in order. A document is named once per
+    quote its contexts hold, however many of its chunks hold it."""
+    said, own = {}, {}  # (session, scope) -> {entry: [(first id, document id, flagged)]}; document -> (speaker, where, first)
+    for document_id, metadata, scope, text, first, hidden in _stored_documents(conn, f"{session_sql()} is not null", []):
+        turn = _stored_turn(metadata)
+        if turn is not None:
+            said.setdefault((turn[1], scope), {}).setdefault(entry(turn[0], text), []).append((first, document_id, hidden))
+            own[document_id] = (turn[0], (turn[1], scope), first)
+    lines = {}  # (session, scope) -> {an entry's first line: [entries]}
+    stale = {}  # document id -> {quote: how many times}, the most any of its chunks holds
+    for document_id, context in conn.execute(
+        "select document_id, context from knowledge where context is not null and document_id is not null order by id"
+    ):
+        speaker, where, first = own.get(document_id, (None, None, None))
+        if where not in lines:
+            lines[where] = {}
+            for quoted in said.get(where, {}):
+                lines[where].setdefault(quoted.split("\n", 1)[0], []).append(quoted)
+        quotes = _quotes(context, speaker, lines[where])
+        for quoted in dict.fromkeys(quotes):
+            holders = sorted(h for h in said.get(where, {}).get(quoted, ()) if h[1] != document_id)
+            unsourced = _unsourced(holders, first, quotes.count(quoted))
+            if unsourced:
+                counts = stale.setdefault(document_id, {})
+                counts[quoted] = max(counts.get(quoted, 0), unsourced)
+    return {
+        document_id: [Quote(own.get(document_id, (None, None))[1], quoted, (document_id,))
+                      for quoted, times in counts.items() for _ in range(times)]
+        for document_id, counts in stale.items()
+    }  # fmt: skip
+
+
+def _unsourced(holders, first, times):
+    """How many of the `times` quotes of the same words in the context of a turn
+    stored first as `first` no unflagged turn says: `holders`, the (first id,
+    document id, flagged) of the other turns there that say them, are their
+    sources — those stored last before it, in order, then those after it."""
+    before = [h for h in holders if h[0] < first]
+    sources = before[-times:] + [h for h in holders if h[0] > first][: max(times - len(before), 0)]
+    return times - sum(1 for source in sources if not source[2])
+
+
+def _quotes(context, speaker, lines):
+    """The quotes in a turn's context, in order: what follows its own lines (its
+    speaker and day, then its resolved time phrases), cut into the entries of
+    `lines` ({first line: [entries]}); a run of lines that is none of them is one quote."""
+    name = _cut(speaker, CONVERSATION_NAME_CHARS) if speaker is not None else ""
+    start = context.find("\n", len(name) if context.startswith(name) else 0)
+    quotes, run = [], None
+    while start != -1:
+        at = start + 1
+        end = context.find("\n", at)
+        line = context[at:] if end == -1 else context[at:end]
+        match = max((e for e in lines.get(line, ()) if context.startswith(e, at)
+                     and context[at + len(e) : at + len(e) + 1] in ("", "\n")), key=len, default=None)  # fmt: skip
+        if match is None:
+            if run is None and not quotes and _time_line(line):
+                start = end  # one of its own resolved time phrases
+                continue
+            run, start = line if run is None else run + "\n" + line, end
+            continue
+        quotes += [run, match] if run is not None else [match]
+        run, start = None, (at + len(match) if at + len(match) < len(context) else -1)
+    return quotes + ([run] if run is not None else [])
+
+
+def _time_line(line):
+    """Whether `line` reads as a resolved time phrase ('yesterday: 7 May 2023')."""
+    phrase, colon, _ = line.partition(": ")
+    return bool(colon) and RELATIVE.fullmatch(phrase) is not None
 
 
 def flagged(conn, document_id):

@@ -33,3 +33,14 @@ class WriteError(BrainError):
 
 class BrainBusy(WriteError):
     """Another writer held the brain's write lock for the whole busy timeout."""
+
+
+class PruneRefused(BrainError):
+    """A prune would have removed every memory of a root (an empty folder: an
+    unmounted drive, a failed sync), and was not confirmed with prune_all. Nothing
+    under those roots was removed; the rest of the ingest went in, and `report`,
+    its IngestReport, says what it did."""
+
+    def __init__(self, message, report=None):
+        super().__init__(message)
+        self.report = report

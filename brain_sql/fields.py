@@ -4,6 +4,7 @@ confidence and tiers. Shared by every ingest format, the CLI and recall filters.
 import datetime
 import json
 import re
+import unicodedata
 
 from .config import CLASSES
 from .errors import FieldError
@@ -99,16 +100,41 @@ def unencodable(value, depth=0):
     return None
 
 
+# Characters that show as nothing (Unicode's Default_Ignorable_Code_Point: zero-width
+# spaces and joiners, bidi marks, variation selectors, the byte order mark, ...).
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+
+
 def normalize_scope(value):
-    """'/acme/support/' -> '/acme/support'; scopes are absolute paths."""
+    """'/acme/support/' -> '/acme/support'; scopes are absolute paths.
+
+    A scope that would read like another on a page is refused, not stored as a
+    separate scope: control and invisible characters, spaces other than the plain
+    one, and a space at the start or end of a part ('/acme ')."""
     if not isinstance(value, str) or not value.startswith("/"):
         raise FieldError(f"scope must be a path starting with '/', such as /acme/support, not {value!r}")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if any(unicodedata.category(c) == "Cc" for c in value):
         # a NUL or newline would make "/b\0" a different scope that reads like /b
         raise FieldError(f"scope {value!r} may not contain control characters")
+    unseen = _INVISIBLE.search(value) or re.search(r"[^\S ]", value)
+    if unseen:
+        character = unseen.group()
+        name = unicodedata.name(character, "")
+        raise FieldError(
+            f"scope {value!r} may not contain U+{ord(character):04X}{f' {name}' if name else ''}: "
+            "it would be a separate scope that looks like another"
+        )
     parts = [p for p in value.split("/") if p]
     if any(p in (".", "..") for p in parts):
         raise FieldError(f"scope {value!r} may not contain '.' or '..'")
+    if any(p != p.strip() for p in parts):
+        raise FieldError(
+            f"scope {value!r} may not have a space at the start or end of a part: "
+            "it would be a separate scope that looks like another"
+        )
     return "/" + "/".join(parts)
 
 
@@ -142,7 +168,28 @@ def normalize_fields(raw):
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                 raise FieldError(f"{name} must be text, not {type(value).__name__}")
             fields[name] = str(value)
+    if fields.get("valid_to") and fields.get("valid_from") and fields["valid_to"] <= fields["valid_from"]:
+        # valid from <= T < to holds at no T: the memory could never be recalled
+        raise FieldError(
+            f"valid_to ({fields['valid_to']}) must be later than valid_from ({fields['valid_from']}): "
+            "a memory holds from valid_from until valid_to, and would hold at no time"
+        )
     return fields
+
+
+_DIGITS = re.compile(r"[0-9]{1,19}")
+
+
+def whole_number(value, name, low=1, high=2**63 - 1):
+    """`value`, a whole number or its digits as text (as a URL or a form gives
+    them), when it is from `low` to `high`; FieldError naming the range otherwise.
+    Text is ASCII digits only: int() would also take signs, spaces, '_' and other
+    scripts' digits."""
+    if isinstance(value, str) and _DIGITS.fullmatch(value):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise FieldError(f"{name} must be a whole number from {low:,} to {high:,}, not {str(value)[:40]!r}")
+    return value
 
 
 def _number(name, value, kind, low, high):

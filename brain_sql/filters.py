@@ -88,10 +88,12 @@ class Filters:
                 bounds[name] = list(values_of(column)) if operator == "in" else _OPEN_BOUNDS[operator]
         return {name: list(value) if isinstance(value, tuple) else value for name, value in bounds.items()}
 
-    def clauses(self):
-        """(column, operator, value) of each clause that restricts anything."""
+    def clauses(self, columns=None):
+        """(column, operator, value) of each clause that restricts anything (on
+        `columns` only, when given)."""
         bounds = self.bounds()
-        return [(column, operator, bounds[name]) for name, column, operator in CLAUSES if name in bounds]
+        return [(column, operator, bounds[name]) for name, column, operator in CLAUSES
+                if name in bounds and (columns is None or column in columns)]  # fmt: skip
 
     def sql(self, row=None):
         """(SQL condition, params) on vec_knowledge's columns, or with `row` on the
@@ -109,10 +111,10 @@ class Filters:
 
     def mask(self, columns, codes=None):
         """Boolean numpy mask over rows whose VEC_METADATA columns are the arrays in
-        `columns`; a text column may hold integer codes, given by `codes[column]`
-        ({value: code})."""
-        visible = np.ones(len(columns["flagged"]), dtype=bool)
-        for column, operator, value in self.clauses():
+        `columns` (the clauses on the columns given); a text column may hold
+        integer codes, given by `codes[column]` ({value: code})."""
+        visible = np.ones(len(next(iter(columns.values()))), dtype=bool)
+        for column, operator, value in self.clauses(columns):
             values = columns[column]
             if operator == "in":
                 if codes and column in codes:

@@ -68,11 +68,12 @@ def _memory_id(value, name):
 
 
 def _external_id(value, name):
-    """A record's `_id` as stored: text, or a whole number as its text (as remember keeps it)."""
+    """A record's `_id` as stored: text, or a whole number as its text. Records take
+    both (records.record_document stores `_id: 1` as "1"), so forget does too."""
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if not isinstance(value, str) or not value:
-        raise FieldError(f"{name} must be non-empty text (a record's _id), not {_shown(value)}")
+        raise FieldError(f"{name} must be records' _ids: non-empty text or whole numbers, not {_shown(value)}")
     if unencodable(value) is not None:
         raise FieldError(f"{name}: {_shown(value)} is not valid Unicode (a lone surrogate)")
     return value

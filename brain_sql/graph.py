@@ -1,114 +1,20 @@
 """The graph leg: Personalized PageRank over entities and chunks, with no LLM.
 
-Nodes are entities and chunks. Edges are the relationships between entities,
-weighted by type (tagged_with, alias_of 0.1; others 1.0) and damped at hubs by
-w * min(1, θ / deg), θ = 50; a chunk is tied to its document's entity and to
-both ends of every edge its text stated (relationships.knowledge_id). Seeds are
-the entities a query names, plus the passages the other legs ranked highest as
-weak seeds, as in HippoRAG 2. Invisible chunks — and the edges only they stated —
-are cut out before the walk, so the graph never widens what a caller can read.
-
-The graph is the read state's (state.py): one copy per brain file and process,
-following writes.
+Seeds are the entities a query names, plus the passages the other legs ranked
+highest as weak seeds, as in HippoRAG 2. The walk itself, and the graph it
+walks, are the read state's entity graph (entity_graph.py): one copy per brain
+file and process, following writes; invisible chunks, and the edges only they
+stated, are never walked, so the graph never widens what a caller can read.
 """
 
-from dataclasses import dataclass
-
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from . import state as read_state
-from .config import COMMON_TERM_SHARE, NAMED_DOCUMENT_SHARE, PASSAGE_SEED_WEIGHT, PASSAGE_SEEDS, PPR_DAMPING, PPR_THETA, RECALL_CANDIDATES
+from .config import COMMON_TERM_SHARE, NAMED_DOCUMENT_SHARE, PASSAGE_SEED_WEIGHT, PASSAGE_SEEDS, RECALL_CANDIDATES
+from .entity_graph import Walk, _chunk_degree
 from .schema import recorded_model_and_dimension
 
-MAX_ITERATIONS = 20
-TOLERANCE = 1e-6
 SCORE_DECIMALS = 12
-CACHED_WALKS = 4
-
-
-@dataclass
-class Walk:
-    """The graph as one caller may walk it: visible nodes, and the directed edges
-    between them with each step's transition probability."""
-
-    source: np.ndarray
-    chunk_degree: np.ndarray  # per node: the visible chunks of other documents tied to it
-    transition: csr_matrix  # [target, source]: the share of a node's score each step moves on
-    dangling: np.ndarray  # nodes with no way out
-    node_visible: np.ndarray
-    visible_chunks: np.ndarray  # over chunk slots
-
-
-def prepare(state, visible_chunks):
-    """The walk over the chunks in `visible_chunks` (a mask over chunk slots) and
-    every entity; the last few are kept per state version."""
-    key = (state.version, hash(visible_chunks.tobytes()))
-    with state.walks_lock:
-        cached = state.walks.get(key)
-    if cached is not None:
-        return cached
-    nodes, ties = state.nodes, state.ties
-    node_visible = nodes.live.copy()
-    is_chunk = nodes.chunk >= 0
-    node_visible[is_chunk] &= visible_chunks[nodes.chunk[is_chunk]]
-    alive = ties.live & nodes.live[ties.a] & nodes.live[ties.b]
-    a, b, type_weight, owner, mention, edge_a, edge_b = (
-        ties.arrays[name][: ties.size][alive] for name in ("a", "b", "weight", "owner", "mention", "edge_a", "edge_b")
-    )
-    n = nodes.size
-    seen = node_visible[a] & node_visible[b] & ((owner < 0) | node_visible[np.maximum(owner, 0)])
-    # an entity is known to the caller only from what it may read: a visible
-    # chunk's document, or a relationship a visible chunk stated. A mention of a
-    # name that only hidden memories introduce is not walked.
-    introduced = is_chunk.copy()
-    stated = seen & ~mention
-    introduced[a[stated]] = True
-    introduced[b[stated]] = True
-    node_visible &= introduced
-    keep = seen & (~mention | (introduced[np.maximum(edge_a, 0)] & introduced[np.maximum(edge_b, 0)]))
-    source, target = np.concatenate([a[keep], b[keep]]), np.concatenate([b[keep], a[keep]])
-    type_weight = np.concatenate([type_weight[keep], type_weight[keep]])
-    # hubs are damped by the degree the caller sees: hidden edges count for nothing
-    degree = np.bincount(source, minlength=n)
-    weight = type_weight * np.minimum(1.0, PPR_THETA / np.maximum(degree[target], 1))
-    out = np.bincount(source, weights=weight, minlength=n)
-    transition = csr_matrix((weight / out[source], (target, source)), shape=(n, n))
-    # the chunks of other documents tied to each node: a document's own chunks never make it common
-    from_chunk = is_chunk[source]
-    own = state.chunks.doc_node[nodes.chunk[source[from_chunk]]] == target[from_chunk]
-    pairs = np.unique(np.stack([target[from_chunk][~own], source[from_chunk][~own]]), axis=1)  # a chunk tied twice counts once
-    chunk_degree = np.bincount(pairs[0], minlength=n)
-    walk = Walk(source, chunk_degree, transition, np.flatnonzero(out == 0), node_visible, visible_chunks)
-    with state.walks_lock:
-        while len(state.walks) >= CACHED_WALKS:
-            state.walks.pop(next(iter(state.walks)))
-        state.walks[key] = walk
-    return walk
-
-
-def rank(walk, seeds, damping=PPR_DAMPING):
-    """PPR scores of every node from `seeds` ({node: weight}), walking only visible
-    nodes and edges. With damping 0.5 the mass still moving halves each step, so a
-    few steps settle the ranking."""
-    n = len(walk.node_visible)
-    restart = np.zeros(n)
-    for node, value in seeds.items():
-        if walk.node_visible[node]:
-            restart[node] += value
-    if restart.sum() <= 0:
-        return np.zeros(n)
-    restart /= restart.sum()
-    scores = restart.copy()
-    for _ in range(MAX_ITERATIONS):
-        spread = walk.transition @ scores
-        # mass at nodes with no way out goes back to the seeds
-        updated = (1 - damping) * restart + damping * (spread + scores[walk.dangling].sum() * restart)
-        converged = np.abs(updated - scores).sum() < TOLERANCE
-        scores = updated
-        if converged:
-            break
-    return scores
 
 
 def named_entities(state, walk, text):
@@ -117,16 +23,22 @@ def named_entities(state, walk, text):
     Like a common word, a name tied to more than COMMON_TERM_SHARE of the visible
     chunks (the speaker of half a conversation) tells them apart no better than
     it would the whole brain: it is not a seed."""
-    reachable = np.zeros(len(walk.node_visible), dtype=bool)
-    reachable[walk.source] = True
-    reachable &= walk.chunk_degree <= COMMON_TERM_SHARE * max(int(walk.visible_chunks.sum()), 1)
+    graph = state.graph
+    limit = COMMON_TERM_SHARE * max(int(walk.visible.sum()), 1)
+    known = {}
+
+    def reachable(node):
+        if node not in known:
+            nodes = np.array([node])
+            known[node] = bool(walk.degree(nodes)[0] > 0 and _chunk_degree(graph, walk, nodes)[0] <= limit)
+        return known[node]
 
     def can_reach(entity_id):
-        node = state.entity_node.get(entity_id)
-        return node is not None and bool(reachable[node])
+        node = graph.entity_node(entity_id)
+        return node is not None and reachable(node)
 
-    nodes = (state.entity_node.get(e) for e in state.seed_entities(text, can_reach, walk.visible_chunks))
-    return sorted(node for node in nodes if node is not None and reachable[node])
+    nodes = (graph.entity_node(e) for e in graph.seed_entities(text, can_reach, walk.visible))
+    return sorted(node for node in nodes if node is not None and reachable(node))
 
 
 def _normalised(scores):
@@ -145,7 +57,7 @@ def walk(conn, text, passages, filters, n=RECALL_CANDIDATES):
     """The graph leg on `conn`'s brain for a caller with `filters`: see walk_in."""
     state = _current(conn)
     with state.lock:
-        return walk_in(state, state.visible_chunks(filters), text, passages, n)
+        return walk_in(state, state.chunks.visible(filters), text, passages, n)
 
 
 def walk_in(state, visible, text, passages, n=RECALL_CANDIDATES):
@@ -158,17 +70,17 @@ def walk_in(state, visible, text, passages, n=RECALL_CANDIDATES):
     PASSAGE_SEED_WEIGHT x its min-max normalised score within its leg. Call it
     under the state's lock.
     """
-    chunks = state.chunks
-    prepared = prepare(state, visible)
-    entity_nodes = named_entities(state, prepared, text)
-    live_documents = prepared.visible_chunks & (chunks.doc_node >= 0)  # a document's share: its visible chunks
-    members = np.bincount(chunks.doc_node[live_documents], minlength=state.nodes.size)
+    graph, chunks = state.graph, state.chunks
+    walk = Walk(graph, visible)
+    entity_nodes = named_entities(state, walk, text)
     seeds = {}
-    for node in entity_nodes:
-        own = chunks.node[live_documents & (chunks.doc_node == node)]
-        seeds[node] = (1 - NAMED_DOCUMENT_SHARE) if len(own) else 1.0
-        for chunk_node in own:
-            seeds[int(chunk_node)] = seeds.get(int(chunk_node), 0.0) + NAMED_DOCUMENT_SHARE / len(own)
+    if entity_nodes:
+        where, own = walk.document_chunks(np.array(entity_nodes))
+        for i, node in enumerate(entity_nodes):
+            mine = graph.chunks.node[own[where == i]]
+            seeds[node] = (1 - NAMED_DOCUMENT_SHARE) if len(mine) else 1.0
+            for chunk_node in mine.tolist():
+                seeds[chunk_node] = seeds.get(chunk_node, 0.0) + NAMED_DOCUMENT_SHARE / len(mine)
     by_leg = {}
     for leg, chunk_id, score in passages:
         top = by_leg.setdefault(leg, {})
@@ -176,28 +88,76 @@ def walk_in(state, visible, text, passages, n=RECALL_CANDIDATES):
             top[chunk_id] = score
     for top in by_leg.values():
         for chunk_id, value in _normalised(top).items():
-            slot = state.chunk_slot.get(chunk_id)
+            slot = chunks.slot_of.get(chunk_id)
             if slot is not None:
-                node = int(chunks.node[slot])
+                node = int(graph.chunks.node[slot])
                 seeds[node] = seeds.get(node, 0.0) + PASSAGE_SEED_WEIGHT * value
-    scores = rank(prepared, seeds)
-    # a document and its chunks are one thing to a reader, two nodes to the walk:
-    # each chunk also gets its share of its document node's score
-    document = np.maximum(chunks.doc_node, 0)
-    share = 1.0 / np.maximum(members[document], 1)
-    chunk_scores = scores[chunks.node] + np.where(chunks.doc_node >= 0, scores[document], 0.0) * share
+    nodes, scores = walk.rank(seeds)
+    hits = _chunk_scores(graph, walk, nodes, scores, chunks, n)
+    seed_ids = [int(graph.nodes.entity[node]) for node in entity_nodes]
+    return hits, seed_ids
+
+
+def _chunk_scores(graph, walk, nodes, scores, chunks, n):
+    """[(chunk id, score)] of the `n` best visible chunks. A document and its chunks
+    are one thing to a reader, two nodes to the walk: each chunk also gets its
+    share of its document node's score, shared among the document's visible chunks."""
+    if not len(nodes):
+        return []
+    slot_of_node = graph.nodes.chunk[nodes]
+    own = {}
+    is_chunk = slot_of_node >= 0
+    for slot, score in zip(slot_of_node[is_chunk].tolist(), scores[is_chunk].tolist()):
+        own[slot] = own.get(slot, 0.0) + score
+    documents = np.flatnonzero(~is_chunk & (scores > 0))
+    where, members = walk.document_chunks(nodes[documents]) if len(documents) else (np.zeros(0, int), np.zeros(0, int))
+    count = np.bincount(where, minlength=len(documents))
+    shared = {}
+    for i, slot in zip(where.tolist(), members.tolist()):
+        shared[slot] = scores[documents[i]] * (1.0 / max(count[i], 1))
+    slots = np.array(sorted(set(own) | set(shared)), dtype=np.int64)
+    if not len(slots):
+        return []
+    total = np.array([own.get(s, 0.0) + shared.get(s, 0.0) for s in slots.tolist()])
     # to 12 decimals: scores equal but for the order sums were taken in stay equal,
     # and fall back on the id, whatever order the state holds its nodes in
-    chunk_scores = np.round(chunk_scores, SCORE_DECIMALS)
-    candidates = np.flatnonzero(prepared.visible_chunks & (chunk_scores > 0))
-    order = candidates[np.lexsort((chunks.id[candidates], -chunk_scores[candidates]))][:n]
-    hits = [(int(chunks.id[j]), float(chunk_scores[j])) for j in order]
-    seed_ids = [int(state.nodes.entity[node]) for node in entity_nodes]
-    return hits, seed_ids
+    total = np.round(total, SCORE_DECIMALS)
+    keep = walk.visible[slots] & (total > 0)
+    slots, total = slots[keep], total[keep]
+    ids = chunks.ids(slots)
+    order = np.lexsort((ids, -total))[:n]
+    return [(int(ids[i]), float(total[i])) for i in order]
+
+
+def tied_chunks(state, visible, entity_ids):
+    """{entity id: (chunk ids tied to it, chunk ids one step away)}, each sorted, in
+    the graph as the caller may walk it. Tied: the chunk mentions the entity,
+    states an edge with it, or belongs to its document. One step away: the chunk
+    belongs to the document of another entity that a relationship or a tied
+    chunk links to it (the passage a multi-hop question bridges to). Call it
+    under the state's lock."""
+    if not entity_ids:
+        return {}
+    graph = state.graph
+    walk = Walk(graph, visible)
+    is_chunk = graph.nodes.chunk
+    tied = {}
+    for entity_id in entity_ids:
+        seed = graph.entity_node(entity_id)
+        near = walk.neighbours(np.array([seed]))
+        near_chunks = near[is_chunk[near] >= 0]
+        linked = np.union1d(near, walk.neighbours(near_chunks) if len(near_chunks) else near[:0])
+        linked = linked[(is_chunk[linked] < 0) & (linked != seed)]
+        direct = np.unique(state.chunks.ids(is_chunk[near_chunks]))
+        _, bridged_slots = walk.document_chunks(linked) if len(linked) else (None, np.zeros(0, dtype=np.int64))
+        bridged = state.chunks.ids(bridged_slots)
+        tied[entity_id] = (direct, np.setdiff1d(bridged, direct))
+    return tied
 
 
 def named_in(conn, text, filters):
     """Entity ids `text` names that a caller with `filters` can reach."""
     state = _current(conn)
     with state.lock:
-        return [int(state.nodes.entity[node]) for node in named_entities(state, prepare(state, state.visible_chunks(filters)), text)]
+        walk = Walk(state.graph, state.chunks.visible(filters))
+        return [int(state.graph.nodes.entity[node]) for node in named_entities(state, walk, text)]

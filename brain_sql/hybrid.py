@@ -27,7 +27,7 @@ from .filters import Filters
 from .fusion import boosted, fuse, fused, leg_weights, method
 from .querydoc import parse
 from .schema import check_model, recorded_model
-from .vectors import quantize_int8
+from .vectors import quantize_int8, vector_rows
 
 HIT_COLUMNS = (
     "id", "title", "content", "class", "scope", "source", "domain", "node_kind", "lawful_basis",
@@ -66,7 +66,7 @@ def _timed(telemetry, name, started):
 
 def vector_leg(conn, vector_int8, filters, n=RECALL_CANDIDATES):
     """[(id, cosine distance)] nearest first; every filter is a vec0 constraint.
-    The SQL counterpart of ReadState.nearest, which recall uses: both return the same."""
+    The SQL counterpart of ChunkIndex.nearest, which recall uses: both return the same."""
     condition, params = filters.sql()
     rows = conn.execute(
         "select knowledge_id, distance from vec_knowledge "
@@ -90,7 +90,7 @@ def _vector_leg(state, vectors, visible):
     """(hits, milliseconds) of the in-memory vector leg, for a worker thread; the
     caller holds the state's lock until it has the result."""
     started = time.perf_counter()
-    hits = state.nearest(quantize_int8(vectors)[0].tobytes(), visible, RECALL_CANDIDATES)
+    hits = state.chunks.nearest(quantize_int8(vectors)[0].tobytes(), visible, RECALL_CANDIDATES)
     return hits, round((time.perf_counter() - started) * 1000, 3)
 
 
@@ -115,7 +115,7 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
     state = read_state.current(conn, vectors.shape[1])
     _timed(telemetry, "state", started)
     with state.lock:
-        visible = state.visible_chunks(filters)
+        visible = state.chunks.visible(filters)
         # inside a transaction of its own, a connection may see rows the shared state does not
         reach = reachable.of(conn, filters) if conn.in_transaction else reachable.in_state(state, visible)
         legs = Legs(text=text, filters=filters, terms=bm25.TermStats(conn, reach), telemetry=telemetry, vectors=vectors,
@@ -138,45 +138,11 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
             hits, legs.entity_seeds = graph.walk_in(state, visible, legs.text, passages)
             legs.ranked["graph"] = [h[0] for h in hits]
             legs.raw["graph"] = {h[0]: h[1] for h in hits}
-            legs.entity_chunks = _tied_chunks(state, visible, legs.entity_seeds)
+            legs.entity_chunks = graph.tied_chunks(state, visible, legs.entity_seeds)
             _timed(t, "graph", started)
     for name, ids in legs.ranked.items():
         t[f"{name}_candidates"] = len(ids)
     return legs
-
-
-def _tied_chunks(state, visible, entity_ids):
-    """{entity id: (chunk ids tied to it, chunk ids one step away)}, each sorted, in
-    the graph as the caller may walk it. Tied: the chunk mentions the entity,
-    states an edge with it, or belongs to its document. One step away: the chunk
-    belongs to the document of another entity that a relationship or a tied
-    chunk links to it (the passage a multi-hop question bridges to). Call it
-    under the state's lock."""
-    if not entity_ids:
-        return {}
-    walk = graph.prepare(state, visible)  # the walk just taken: cached
-    transition, nodes, chunks = walk.transition, state.nodes, state.chunks
-    slots = np.flatnonzero(walk.visible_chunks)
-    documents = chunks.doc_node[slots]
-
-    def neighbours(of):
-        # edges go both ways: the nodes moving score into `of` are its neighbours
-        return np.unique(transition[of].indices)
-
-    tied = {}
-    for entity_id in entity_ids:
-        seed = state.entity_node[entity_id]
-        near = neighbours([seed])
-        near_chunks = near[nodes.chunk[near] >= 0]
-        linked = np.zeros(nodes.size, dtype=bool)
-        linked[near] = True
-        linked[neighbours(near_chunks)] = True
-        linked[nodes.chunk >= 0] = False
-        linked[seed] = False
-        direct = np.unique(chunks.id[nodes.chunk[near_chunks]])
-        bridged = chunks.id[slots[(documents >= 0) & linked[np.maximum(documents, 0)]]]
-        tied[entity_id] = (direct, np.setdiff1d(bridged, direct))
-    return tied
 
 
 def recall(conn, query, model_id=None):
@@ -371,10 +337,7 @@ def _mmr(conn, ranked, k, lam):
     if not ranked:
         return ranked
     ids = np.array([item for item, _, _ in ranked])
-    stored = dict(conn.execute(
-        "select knowledge_id, embedding_int8 from vec_knowledge where knowledge_id in (select value from json_each(?))",
-        [json.dumps(ids.tolist())],
-    ).fetchall())  # fmt: skip
+    stored = dict(vector_rows(conn, "embedding_int8", ids.tolist()))
     has = np.array([item in stored for item in ids.tolist()])
     vectors = np.zeros((len(ids), len(next(iter(stored.values()), b"\0"))), dtype=np.float32)
     for row, item in enumerate(ids.tolist()):

@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 
 from . import mentions, validity
+from . import state as read_state
 from .config import (
     CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, INGEST_PAUSE_SECONDS, INGEST_TRANSACTION_SECONDS, MAX_CONTENT_BYTES,
     MAX_TITLE_CHARS,
@@ -26,7 +27,7 @@ from .config import (
 from .connection import atomic, sqlite3
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError
-from .errors import BrainBusy, ModelError, WriteError
+from .errors import BrainBusy, ModelError, PruneRefused, WriteError
 from .fields import normalize_fields
 from .plugins import collect
 from .records import record_document
@@ -101,13 +102,17 @@ def _unreadable(error):
     return IngestError(str(error.filename), None, f"cannot read this folder ({error.strerror or error})")
 
 
-def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, prune=False, progress=None,
-           model=None):  # fmt: skip
+def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, prune=False, prune_all=False,
+           progress=None, model=None):  # fmt: skip
     """Ingest files and folders into the brain on `conn`; returns an IngestReport.
 
     scope / klass / source / domain are defaults: a record's or a note's own
     fields win. `model` creates a new brain with that embedding model; a brain
     made with another one is a BrainError (re-embed it with reindex).
+    `prune` removes the memories whose files under the folders in `paths` are
+    gone, except under a folder that would keep none of its memories (empty:
+    unmounted, or a sync that failed): that one keeps them all, and once the rest
+    of the ingest is in, PruneRefused names it. `prune_all` prunes it too.
     `progress(n, documents)` is called as the work goes on, embedding included,
     with the characters of content handled since the last call and the number of
     documents handled so far.
@@ -118,8 +123,8 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
     files, report.errors = discover(paths)
+    prune = prune or prune_all
     # only a root that was there is pruned: an unmounted or renamed folder must not
-    # read as "every file in it was deleted"
     # read as "every file in it was deleted"; nor is one with a folder it could not read
     prune_roots = [p for p in paths if Path(p).resolve().exists()] if prune else []
     if prune:
@@ -128,13 +133,18 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
             error.message += ": nothing under it was pruned"
     try:
         with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
-            _ingest_files(pipeline, files, defaults, prune_roots)
+            refused = _ingest_files(pipeline, files, defaults, prune_roots, prune_all)
     except BrainBusy as ex:
         raise BrainBusy(
             f"{ex} The {report.documents_added + report.documents_updated} documents written before "
             "are kept: run the same ingest again to write the rest."
         ) from ex
+    # a big brain's read state is saved now, so that a server starting next loads it
+    # instead of building it (state.persist); the time it takes is the ingest's
+    read_state.persist(conn)
     report.seconds = time.perf_counter() - started
+    if refused:
+        raise PruneRefused("; ".join(refused), report)
     return report
 
 
@@ -226,7 +236,8 @@ def _stored_as(conn, document, number):
     return document
 
 
-def _ingest_files(pipeline, files, defaults, prune_paths):
+def _ingest_files(pipeline, files, defaults, prune_paths, prune_all):
+    """Ingest `files`, then prune under `prune_paths`; returns why roots were not pruned."""
     report = pipeline.report
     extractors = collect("brain_entity_extractors")
     for path, fmt in files:
@@ -246,14 +257,10 @@ def _ingest_files(pipeline, files, defaults, prune_paths):
             # records no longer in the file are gone from the brain too; a file
             # with a bad record keeps them, so a typo never deletes memories
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
-    for given in prune_paths:
-        root = str(Path(given).resolve())
-        pipeline.remove_documents(
-            "source_path = ? or source_path like ? escape '\\'",
-            (root, _like_prefix(root + "/")),
-            gone=True,
-        )
+    pipeline.write_pending()  # a root that gained memories in this run keeps some
+    refused = [pipeline.prune(given, prune_all) for given in prune_paths]
     pipeline.flush()
+    return [why for why in refused if why]
 
 
 def _like_prefix(text):
@@ -411,13 +418,17 @@ class _Pipeline:
             self.progress(size - batch.reported, self.done + round(len(batch.documents) * share))
             batch.reported = size
 
-    def flush(self):
-        """Write everything added so far, then find the mentions it brought."""
+    def write_pending(self):
+        """Write everything added so far."""
         if self.pending:
             self._advance()
         previous, self.embedding = self.embedding, None
         if previous:
             self._commit(previous)
+
+    def flush(self):
+        """Write everything added so far, then find the mentions it brought."""
+        self.write_pending()
         if self.all_or_none:  # a remember: its own mentions, in its caller's transaction
             mentioned = self.writer.mentioned
             self.report.relationships += mentions.resolve_mentions(self.conn, mentioned["chunk"], mentioned["entity"])
@@ -428,11 +439,44 @@ class _Pipeline:
         self.report.relationships += resolution.added
         self._in_turns(partial(prune_changes, self.conn, CHANGE_LOG_KEEP))
 
-    def remove_documents(self, where, params, keep=(), gone=False):
-        """DocumentWriter.remove, in transactions of its own. Documents still in the
-        pipeline are never among those removed: they came from files being
-        ingested, in `keep`."""
-        self._in_turns(partial(self.writer.remove, where, params, keep, gone))
+    def remove_documents(self, where, params, keep=()):
+        """Remove the documents `where` selects but those in `keep`, in transactions
+        of their own. Documents still in the pipeline are never among those removed:
+        they came from files being ingested, in `keep`."""
+        self._remove(where, params, keep)
+
+    def prune(self, root, everything=False):
+        """Remove the documents from files under `root` that are gone, in
+        transactions of their own; unless `everything`, not when that is every one
+        `root` holds (its folder is empty, or none of its files is there): then
+        nothing is removed and the reason is returned."""
+        root = str(Path(root).resolve())
+        under = ("source_path = ? or source_path like ? escape '\\'", (root, _like_prefix(root + "/")))
+        held, doomed = self.writer.removable(*under, gone=True)
+        if doomed and len(doomed) == len(held) and not everything:
+            memories, files = self.conn.execute(
+                "select count(*), count(distinct source_path) from knowledge "
+                "where document_id in (select value from json_each(?))", [json.dumps(doomed)]
+            ).fetchone()
+            lost = "the one memory" if memories == 1 else f"all {memories:,} memories"
+            gone = "its one file is" if files == 1 else f"all {files:,} of its files are"
+            return (
+                f"nothing under {root} was pruned: that would remove {lost} it holds, as {gone} gone "
+                "(an unmounted drive, a sync that failed?); look at the folder, or prune with --prune-all "
+                f"to remove {'it' if memories == 1 else 'them'}"
+            )
+        self._remove(*under, gone=True, only=set(doomed))
+        return None
+
+    def _remove(self, where, params, keep=(), gone=False, only=None):
+        """writer.remove of the documents writer.removable selects (of `only`, when
+        given), in turns: each looks again, so a document written meanwhile stays."""
+
+        def remove(deadline):
+            doomed = self.writer.removable(where, params, keep, gone)[1]
+            return bool(self.writer.remove([d for d in doomed if only is None or d in only], deadline))
+
+        self._in_turns(remove)
 
     def _in_turns(self, work):
         """Call work(deadline), which does some of its work until the deadline and

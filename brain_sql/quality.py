@@ -26,7 +26,7 @@ import numpy as np
 
 from . import lexical
 from .config import ABSTAIN_BELOW, PRF_AGREEMENT_RANK, PRF_DEPTH, PRF_TERMS
-from .vectors import quantize_int8
+from .vectors import quantize_int8, vector_rows
 
 # The confidence is a logistic model of the signals, fitted on SciFact's training
 # queries (answerable) against half of tests/data/trap_queries.jsonl (not);
@@ -211,10 +211,7 @@ def _similarities(conn, legs, ids):
     known = {item: vector[item] for item in ids if item in vector}
     missing = [item for item in ids if item not in known]
     if missing and legs.vectors is not None and legs.vectors.any():
-        rows = conn.execute(
-            "select knowledge_id, vec_distance_cosine(embedding_int8, vec_int8(?)) from vec_knowledge "
-            "where knowledge_id in (select value from json_each(?))",
-            [quantize_int8(legs.vectors)[0].tobytes(), json.dumps(missing)],
-        ).fetchall()
+        rows = vector_rows(conn, "vec_distance_cosine(embedding_int8, vec_int8(?))", missing,
+                           [quantize_int8(legs.vectors)[0].tobytes()])  # fmt: skip
         known.update({item: 1.0 - distance for item, distance in rows if distance is not None})
     return known

@@ -38,9 +38,8 @@ class Reach:
 
 def in_state(state, visible):
     """The Reach of the chunk slots in `visible`, from the read state (under its lock)."""
-    chunks = state.chunks
-    ids = chunks.id[visible]
-    return Reach(ids, chunks.length[visible], total=len(state.chunk_slot))
+    slots = visible.nonzero()[0]
+    return Reach(state.chunks.ids(slots), state.chunks.lengths(slots), total=state.chunks.count)
 
 
 def of(conn, filters):
@@ -50,7 +49,7 @@ def of(conn, filters):
     if not conn.in_transaction:
         state = read_state.current(conn, recorded_model_and_dimension(conn)[1])
         with state.lock:
-            return in_state(state, state.visible_chunks(filters))
+            return in_state(state, state.chunks.visible(filters))
     condition, params = filters.sql("k")
     rows = conn.execute(
         f"select k.id, d.sz from knowledge k join knowledge_fts_docsize d on d.id = k.id where {condition}", params

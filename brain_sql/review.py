@@ -12,7 +12,7 @@ is ingested again, when the file's fields are stored again.
 import json
 
 from . import validity
-from .config import CHANGE_LOG_KEEP, MAX_FORGET_ITEMS
+from .config import CHANGE_LOG_KEEP, MAX_EXTEND_DAYS, MAX_FORGET_ITEMS
 from .connection import atomic, sqlite3
 from .errors import BrainError, FieldError, WriteError
 from .fields import parse_time, sqlite_time, utcnow
@@ -20,7 +20,6 @@ from .conversation import stored_quotes
 from .schema import is_brain, prune_changes
 from .writer import restate
 
-MAX_EXTEND_DAYS = 36_500
 ACTIONS = ("extend", "archive", "restore", "flag")
 
 # each action's change to the visible rows it names; :now is the evaluation time

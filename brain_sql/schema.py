@@ -403,8 +403,9 @@ def ensure_meta(conn, model_id):
 
 
 def _meta(conn):
+    # main's own: a connection that attached a brain (Datasette's --crossdb) is not one
     try:
-        return dict(conn.execute(f"select key, value from {META_TABLE}").fetchall())
+        return dict(conn.execute(f"select key, value from main.{META_TABLE}").fetchall())
     except sqlite3.OperationalError:
         return {}
 

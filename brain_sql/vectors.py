@@ -41,6 +41,17 @@ VEC_SOURCE_COLUMNS = tuple(dict.fromkeys(
 ))  # fmt: skip
 
 
+def vector_rows(conn, select, ids, params=()):
+    """(knowledge_id, *`select`) of the vec_knowledge rows of `ids`, read one key at
+    a time: vec0 finds a row by its key at once, but reads every row for a
+    `knowledge_id in (...)`. `params` fill `select`'s placeholders."""
+    rows = []
+    for knowledge_id in ids:
+        rows += conn.execute(f"select knowledge_id, {select} from vec_knowledge where knowledge_id = ?",
+                             [*params, knowledge_id]).fetchall()  # fmt: skip
+    return rows
+
+
 def vec_metadata_values(row):
     """SQL expressions for the vec_knowledge metadata columns of knowledge row `row`."""
     return ", ".join(expression.format(row=row) for _, expression in VEC_METADATA.values())
@@ -58,6 +69,13 @@ def create_vector_table(conn, dimension):
           {metadata}
         )"""
     )
+
+
+def vector_dimension(conn):
+    """The dimension vec_knowledge was made for (its vectors'), or None without one."""
+    row = conn.execute("select sql from sqlite_master where name = 'vec_knowledge'").fetchone()
+    found = re.search(r"embedding_int8\s+INT8\[(\d+)\]", row[0] or "", re.I) if row else None
+    return int(found.group(1)) if found else None
 
 
 def rebuild_vector_table(conn, dimension):

@@ -151,24 +151,29 @@ class DocumentWriter:
             restate(conn, quoted, said[1] if said and said[0] == quoted.where and not flagged else None)
         return stored_vectors
 
-    def remove(self, where, params, keep=(), gone=False, deadline=None):
-        """Delete the documents `where` selects, except those in `keep` (and, with
-        `gone`, those whose file still exists), each whole, until `deadline`
-        (time.perf_counter; None: all); returns whether any are left."""
+    def remove(self, document_ids, deadline=None):
+        """Delete these documents, each whole (remove_documents), counting their
+        chunks, until `deadline` (time.perf_counter; None: all); returns the ids left."""
+        for start in range(0, len(document_ids), REMOVE_AT_ONCE):
+            self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
+            if deadline is not None and time.perf_counter() >= deadline:
+                return document_ids[start + REMOVE_AT_ONCE :]
+        return []
+
+    def removable(self, where, params, keep=(), gone=False):
+        """(the ids of the documents `where` selects, the ids of those of them to
+        remove: all but those in `keep` and, with `gone`, those whose file is there)."""
+        selected = self.conn.execute(
+            "select document_id, source_path, (select k.version_of from knowledge k where k.document_id = "
+            f"documents.document_id limit 1) from documents where {where}", params
+        ).fetchall()
         doomed = [
             document_id
-            for document_id, path, version_of in self.conn.execute(
-                "select document_id, source_path, (select k.version_of from knowledge k where k.document_id = "
-                f"documents.document_id limit 1) from documents where {where}", params
-            ).fetchall()
+            for document_id, path, version_of in selected
             # a kept record keeps its earlier versions (validity.keep_as_history)
             if document_id not in keep and version_of not in keep and not (gone and path and _may_exist(path))
         ]
-        for start in range(0, len(doomed), REMOVE_AT_ONCE):
-            self.report.chunks_removed += remove_documents(self.conn, doomed[start : start + REMOVE_AT_ONCE])
-            if deadline is not None and time.perf_counter() >= deadline:
-                return start + REMOVE_AT_ONCE < len(doomed)
-        return False
+        return [document_id for document_id, _, _ in selected], doomed
 
     def _row_values(self, document):
         values = {c: document.fields.get(c) for c in FIELD_COLUMNS}
@@ -274,10 +279,8 @@ def restate(conn, quote, new=None):
         changed.append((row_id, text))
     if not changed:
         return
-    conn.execute(
-        "delete from vec_knowledge where knowledge_id in (select value from json_each(?))",
-        [json.dumps([row_id for row_id, _ in changed])],
-    )
+    # one key at a time: vec0 reads every row for `in (...)`
+    conn.executemany("delete from vec_knowledge where knowledge_id = ?", [(row_id,) for row_id, _ in changed])
     vectors = storage_vectors([text for _, text in changed], recorded_model(conn))
     insert_vectors(conn, [(row_id, *vector) for (row_id, _), vector in zip(changed, vectors) if vector])
 

@@ -3,16 +3,16 @@
 import threading
 
 from datasette import hookimpl
-from datasette.utils.asgi import NotFound
 
 import brain_sql
 
-from . import decay, html_errors, links, mcp_tools, pages, routes, tools
+from . import crossdb, decay, html_errors, links, mcp_tools, pages, routes, tools
 
 
 @hookimpl
-def prepare_connection(conn):
+def prepare_connection(conn, datasette):
     brain_sql.prepare_connection(conn)
+    crossdb.guard_connection(conn, datasette)  # another connection that attaches a brain reads it only if anyone may
 
 
 @hookimpl
@@ -23,8 +23,9 @@ def startup(datasette):
 
     async def inner():
         brain_sql.serve_many()
-        await links.remember_brains(datasette)
-        databases = [datasette.get_database(name) for name in await tools.brain_names(datasette)]
+        brains = await links.remember_brains(datasette)
+        await crossdb.learn(datasette, brains)
+        databases = [datasette.get_database(name) for name in brains]
         for db in databases:
             if db.path:  # a brain served immutable (-i) is never written, not even migrated
                 threading.Thread(target=_warm, args=(db.path, db.is_mutable), name="brain-warm", daemon=True).start()
@@ -49,11 +50,13 @@ def register_routes():
         (r"^/(?P<database>[^/]+)/-/forget$", routes.forget_view),
         (r"^/-/brain/v1/embeddings$", routes.embeddings_view),
         (r"^/(?P<database>[^/]+)/-/brain$", pages.recall_page),
-        (r"^/(?P<database>[^/]+)/-/memory/(?P<id>\d{1,18})(\.(?P<format>json))?$", pages.memory_page),
-        (r"^/(?P<database>[^/]+)/-/entity/(?P<id>\d{1,18})$", pages.entity_page),
+        # any id: the page answers one that names nothing with its own 404
+        (r"^/(?P<database>[^/]+)/-/memory/(?P<id>[^/]+?)(\.(?P<format>json))?$", pages.memory_page),
+        (r"^/(?P<database>[^/]+)/-/entity/(?P<id>[^/]+)$", pages.entity_page),
         (r"^/(?P<database>[^/]+)/-/entities(\.(?P<format>json))?$", pages.entities_page),
         (r"^/(?P<database>[^/]+)/-/decayed(\.(?P<format>json))?$", pages.decayed_page),
         (r"^/(?P<database>[^/]+)/-/decayed/act$", pages.decayed_act),  # form posts: CSRF-checked
+        (html_errors.OTHER_PAGE_PATHS, html_errors.no_such_page),
     ]
 
 
@@ -68,13 +71,6 @@ def permission_allowed(datasette, actor, action, resource):
         # arbitrary SQL reads every table, a download is the whole file: neither is
         # for whoever may not read the memories
         return routes.knowledge_readable(datasette, actor, resource)
-
-
-@hookimpl
-def handle_exception(datasette, request, exception):
-    """A malformed page URL (/-/memory/abc) is the pages' HTML 404, not Datasette's."""
-    if isinstance(exception, NotFound) and html_errors.PAGE_PATH.match(request.path):
-        return html_errors.not_found_page(datasette, request, exception)
 
 
 @hookimpl
@@ -104,7 +100,7 @@ def menu_links(datasette, actor):
     async def inner():
         links = []
         for name in await tools.brain_names(datasette):
-            if await datasette.permission_allowed(actor, "view-database", name, default=True):
+            if await tools.memories_readable(datasette, actor, name):
                 links.extend(_links(datasette, name)[:1])
         return links
 
@@ -113,16 +109,24 @@ def menu_links(datasette, actor):
 
 @hookimpl
 def database_actions(datasette, actor, database):
+    """The brain's pages, for whoever may read its memories (the pages answer nobody else)."""
+
     async def inner():
-        return _links(datasette, database) if database in await tools.brain_names(datasette) else []
+        if database in await tools.brain_names(datasette) and await tools.memories_readable(datasette, actor, database):
+            return _links(datasette, database)
+        return []
 
     return inner
 
 
 @hookimpl
 def table_actions(datasette, actor, database, table):
-    if table == "knowledge":
-        return _links(datasette, database)
+    async def inner():
+        if table == "knowledge" and await tools.memories_readable(datasette, actor, database):
+            return _links(datasette, database)
+        return []
+
+    return inner
 
 
 @hookimpl
@@ -139,15 +143,26 @@ def render_cell(row, value, column, table, database, datasette):
 
 
 @hookimpl
-def extra_template_vars(template, database, table, datasette):
+def extra_template_vars(template, database, table, request, datasette):
     """For the templates that extend Datasette's own (database.html, table.html,
-    query.html): whether this is a brain, and the table page's arrangement."""
+    query.html): whether this is a brain (and its pages are the actor's to see),
+    the table page's arrangement, and where a refused crossdb query may read."""
     if database is None:
         return {}
-    variables = {"is_brain_database": links.is_brain(datasette, database)}
-    if table is not None:
-        variables["brain_arrange"] = links.table_arranger(datasette, database, table)
-    return variables
+
+    async def inner():
+        brain = links.is_brain(datasette, database)
+        variables = {"is_brain_database": brain}
+        if brain and template == "database.html":
+            actor = request.actor if request else None
+            variables["brain_links"] = await tools.memories_readable(datasette, actor, database)
+        if template == "query.html":
+            variables["brain_explain_error"] = lambda error: crossdb.explain(datasette, error)
+        if table is not None:
+            variables["brain_arrange"] = links.table_arranger(datasette, database, table)
+        return variables
+
+    return inner
 
 
 @hookimpl

@@ -75,9 +75,13 @@ def register_commands(cli):
     @click.option("--class", "klass", type=click.Choice(brain_sql.CLASSES), help="class for memories that name none")
     @click.option("--source", help="source tag for memories that name none")
     @click.option("--domain", help="domain for memories that name none")
-    @click.option("--prune", is_flag=True, help="remove memories whose files under PATHS no longer exist")
+    @click.option("--prune", is_flag=True,
+                  help="remove memories whose files under PATHS no longer exist; a folder that would keep none "
+                  "of its memories (empty or emptied: unmounted, a sync that failed) is not pruned, and the "
+                  "command exits 1 naming it")  # fmt: skip
+    @click.option("--prune-all", is_flag=True, help="--prune, also a folder that would keep none of its memories")
     @click.option("--model", help=f"embedding model of a new brain; {MODEL_HELP}")
-    def ingest(db_path, paths, scope, klass, source, domain, prune, model):
+    def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model):
         """Ingest Markdown notes and folders, .txt files, and JSON / JSONL / CSV records.
 
         \b
@@ -88,18 +92,23 @@ def register_commands(cli):
         conn = _open(db_path, must_exist=False)
         files, _ = brain_sql.discover(paths)
         total = sum(map(_size, (p for p, _ in files)))
+        refused = None
         with click.progressbar(length=total, label="Ingesting", file=sys.stderr, item_show_func=_rate()) as bar:
             try:
                 report = brain_sql.ingest(
                     conn, paths, scope=scope, klass=klass, source=source, domain=domain, prune=prune,
-                    progress=bar.update, model=model,
+                    prune_all=prune_all, progress=bar.update, model=model,
                 )  # fmt: skip
+            except brain_sql.PruneRefused as ex:  # the rest went in: its report is still told
+                report, refused = ex.report, ex
             except (brain_sql.BrainError, brain_sql.FieldError) as ex:
                 raise click.ClickException(str(ex)) from ex
         for error in report.errors:
             click.echo(f"skipped {error}", err=True)
         _settle(conn)
         click.echo(report.summary())
+        if refused:
+            raise click.ClickException(str(refused))
         if report.errors:
             sys.exit(1)
 
@@ -272,6 +281,7 @@ PROBLEMS = {
     "integrity": "the SQLite file fails its integrity check (restore a copy; not repairable here)",
     "damaged_tables": "tables rebuilt without columns the brain needs (restore a copy; not repairable here)",
     "pending_migrations": "schema migrations not applied yet",
+    "invalid_values": "values of the wrong kind, as plain SQL can write them (the rest is checked once they are mended)",
     "missing_triggers": "triggers missing (a tool that rebuilds tables drops them): full text, vectors or the change log stop following",
     "altered_triggers": "triggers that differ from the brain's own",
     "fts_out_of_sync": "the full-text index disagrees with knowledge",
@@ -284,7 +294,7 @@ PROBLEMS = {
     "pending_mentions": "mention matching left unfinished",
     "orphan_versions": "earlier versions of records whose current version is gone",
     "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
-    "quoted_flagged_turns": "flagged conversation turns still quoted in the context of the turns after them",
+    "stale_quotes": "conversation turns quoting a turn that is flagged, changed, gone or in another session or scope",
 }
 
 
@@ -305,8 +315,11 @@ def _register_check(brain):
         except brain_sql.BrainError as ex:  # a read-only file to repair, say
             raise click.ClickException(str(ex)) from ex
         for name, items in problems.items():
-            shown = ", ".join(map(str, items[:10])) + (" …" if len(items) > 10 else "")
-            click.echo(f"{PROBLEMS[name]}: {len(items)} ({shown})")
+            shown = [str(item) for item in items[:10]] + (["…"] if len(items) > 10 else [])
+            if name == "invalid_values":  # each names its row and column, and what to do: a line each
+                click.echo(f"{PROBLEMS[name]}: {len(items)}\n" + "\n".join(f"  {line}" for line in shown))
+            else:
+                click.echo(f"{PROBLEMS[name]}: {len(items)} ({', '.join(shown)})")
         if not problems:
             click.echo(f"{db_path}: consistent")
         elif repair and not {"integrity", "damaged_tables"} & set(problems) and not brain_sql.check(conn):

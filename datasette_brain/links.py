@@ -36,8 +36,9 @@ RECALL_COLUMNS = {"id", "title", "score", "vector_rank", "fts_rank", "graph_rank
 
 async def remember_brains(datasette):
     """Note which of `datasette`'s databases are brains: the hooks below that
-    cannot wait for a query (metadata) read this."""
-    _brains[datasette] = frozenset(await tools.brain_names(datasette))
+    cannot wait for a query (metadata) read this; returns them."""
+    brains = _brains[datasette] = frozenset(await tools.brain_names(datasette))
+    return brains
 
 
 def is_brain(datasette, database):

@@ -63,7 +63,7 @@ Claim = json_arg("string", "the words to look for")
 StoredId = json_arg("integer", "a stored memory's id")
 LookIn = json_arg("string", "a text to look in, instead of a memory")
 Ids = json_arg("array", "memory ids (knowledge.id)", items={"type": "integer"})
-ExternalIds = json_arg("array", "the _ids records were remembered with", items={"type": "string"})
+ExternalIds = json_arg("array", "the _ids records were remembered with", items={"type": ["string", "integer"]})
 MemoryId = json_arg("integer", "the memory's id")
 
 
@@ -75,12 +75,13 @@ def _actor(ctx):
     return actor if isinstance(actor, dict) else None
 
 
-def _arguments(ctx):
+def _sent(ctx, **given):
     """The tool call's arguments as sent, when the SDK keeps them: how an argument
-    the tool does not take is seen at all (the SDK would drop it)."""
+    the tool does not take, or a null, is seen at all (the SDK would drop the one
+    and default the other); else those `given` that are not None."""
     params = getattr(ctx, "_input_params", None)
     arguments = getattr(params, "arguments", None)
-    return arguments if isinstance(arguments, dict) else None
+    return arguments if isinstance(arguments, dict) else {n: v for n, v in given.items() if v is not None}
 
 
 def _failure(known):
@@ -88,25 +89,45 @@ def _failure(known):
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], structured_content=body, is_error=True)
 
 
+def _read(tool, sent):
+    """The arguments held to the rules of an HTTP route's JSON body (tools.read_json),
+    as the JSON they arrived as: NaN, Infinity, a number past Python's digit limit
+    and a lone surrogate, which the SDK's own parser may let through, are refused."""
+    what = f"the {tool} call"
+    try:
+        data = json.dumps(sent, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    except ValueError as ex:  # an integer past Python's digit limit
+        raise tools.ApiError(f"{what} is not valid JSON: {ex}") from None
+    except RecursionError:
+        raise tools.ApiError(f"{what} is nested too deeply") from None
+    tools.read_json(data, what)
+
+
 def register(datasette, mcp, actor=None):
     """Add the brain's tools to `mcp` (an MCPServer). Each call acts as the
     request's actor, or as `actor` when given (stdio, where there is no request)."""
 
-    async def call(ctx, tool, takes, operation, *args):
-        """Run one of tools.py's operations as its route would, for this caller."""
+    async def call(ctx, tool, sent, takes, operation, argument, writes=False):
+        """Run one of tools.py's operations as its route would, for this caller:
+        `argument` is the part of `sent` that is the route's body, `database` its
+        URL's. As the route, the caller's permissions come before the body's checks."""
         try:
-            sent = _arguments(ctx) or {}
+            caller, database = actor if actor is not None else _actor(ctx), sent.get("database")
+            db = await (tools.writable_brain if writes else tools.open_brain)(datasette, caller, database)
             unknown = sorted(set(sent) - set(takes) - {"database"})
             if unknown:
                 raise tools.ApiError(f"unknown argument: {', '.join(unknown)}; {tool} takes {', '.join(takes)}, database")
-            if len(json.dumps(sent, ensure_ascii=False).encode("utf-8", "surrogatepass")) > tools.MAX_BODY_BYTES:
-                raise tools.ApiError(f"the arguments are larger than the limit; the limit is {tools.MAX_BODY_BYTES:,} bytes", 413)
-            return await operation(datasette, actor if actor is not None else _actor(ctx), *args)
+            _read(tool, sent)
+            return await operation(datasette, caller, database, argument, db=db)
         except Exception as ex:
             known = tools.as_api_error(ex)
             if known is None:
                 raise
             return _failure(known)
+
+    def body(sent):
+        """The arguments but `database`: the JSON body the HTTP route reads."""
+        return {n: v for n, v in sent.items() if n != "database"}
 
     @mcp.tool(annotations=READS)
     async def brain_recall(
@@ -137,14 +158,12 @@ def register(datasette, mcp, actor=None):
         relevance. `scope` reads a path and its parents (/acme/support reads /acme
         and /, never /acme/sales); dates in `q` ("last week") are read too, and the
         answer's `query` says what was searched. An empty answer has a `reason`."""
-        given = dict(q=q, k=k, scope=scope, classes=classes, sources=sources, domain=domain, since=since,
-                     until=until, now=now, as_of=as_of, include_decayed=include_decayed, min_relevance=min_relevance,
-                     graph=graph, provenance=provenance, prf=prf, mmr=mmr, mmr_lambda=mmr_lambda,
-                     max_tokens=max_tokens, cutoff=cutoff)  # fmt: skip
-        sent = _arguments(ctx)
-        # the request as sent (a field the tool does not name is the QueryDoc's to refuse, with a suggestion)
-        doc = {n: v for n, v in sent.items() if n != "database"} if sent is not None else {n: v for n, v in given.items() if v is not None}
-        return await call(ctx, "brain_recall", [*given, *doc], tools.recall, database, doc)
+        sent = _sent(ctx, database=database, q=q, k=k, scope=scope, classes=classes, sources=sources, domain=domain,
+                     since=since, until=until, now=now, as_of=as_of, include_decayed=include_decayed,
+                     min_relevance=min_relevance, graph=graph, provenance=provenance, prf=prf, mmr=mmr,
+                     mmr_lambda=mmr_lambda, max_tokens=max_tokens, cutoff=cutoff)  # fmt: skip
+        # every field goes to the QueryDoc, which refuses one it does not know with a suggestion
+        return await call(ctx, "brain_recall", sent, body(sent), tools.recall, body(sent))
 
     @mcp.tool(annotations=WRITES)
     async def brain_remember(
@@ -158,7 +177,8 @@ def register(datasette, mcp, actor=None):
         `observed_at`, `valid_from` / `valid_to` (a later `valid_from` under the same `_id` keeps
         the earlier version as history), `supersedes` (the `_id` this one replaces), `expires_at`,
         `confidence`, `entities`, `relations`, `metadata`."""
-        return await call(ctx, "brain_remember", ["records"], tools.remember, database, records)
+        sent = _sent(ctx, records=records, database=database)
+        return await call(ctx, "brain_remember", sent, ["records"], tools.remember, sent.get("records"), writes=True)
 
     @mcp.tool(annotations=READS)
     async def brain_verify(
@@ -170,10 +190,8 @@ def register(datasette, mcp, actor=None):
     ) -> dict[str, Any]:
         """Whether `claim` is stated, word for word (case and spacing aside), in a
         stored memory (`id`) or in `text`, with where it matches."""
-        sent = _arguments(ctx)
-        body = {n: v for n, v in sent.items() if n != "database"} if sent is not None else {
-            n: v for n, v in dict(claim=claim, id=id, text=text).items() if v is not None}  # fmt: skip
-        return await call(ctx, "brain_verify", ["claim", "id", "text"], tools.verify, database, body)
+        sent = _sent(ctx, claim=claim, id=id, text=text, database=database)
+        return await call(ctx, "brain_verify", sent, ["claim", "id", "text"], tools.verify, body(sent))
 
     @mcp.tool(annotations=REMOVES)
     async def brain_forget(
@@ -185,8 +203,8 @@ def register(datasette, mcp, actor=None):
         """Remove memories by their ids or by the `_id`s they were remembered with,
         together with the rest of their note or record and the edges only they
         stated; says what was removed and what was not found."""
-        body = {n: v for n, v in dict(ids=ids, external_ids=external_ids).items() if v is not None}
-        return await call(ctx, "brain_forget", ["ids", "external_ids"], tools.forget, database, body)
+        sent = _sent(ctx, ids=ids, external_ids=external_ids, database=database)
+        return await call(ctx, "brain_forget", sent, ["ids", "external_ids"], tools.forget, body(sent), writes=True)
 
     @mcp.tool(annotations=READS)
     async def brain_memory(
@@ -197,4 +215,5 @@ def register(datasette, mcp, actor=None):
         """One memory in full: its text and provenance (source, lines, heading,
         scope, class, dates), the other sections of its document, and the entities
         and edges its text states."""
-        return await call(ctx, "brain_memory", ["id"], tools.memory, database, id)
+        sent = _sent(ctx, id=id, database=database)
+        return await call(ctx, "brain_memory", sent, ["id"], tools.memory, sent.get("id"))

@@ -24,10 +24,6 @@ from .tools import ApiError, run_recall
 FACETS = ("class", "scope", "source", "domain", "decay")
 
 
-ENTITY_PAGE = 50  # the entities browser's rows per page
-DECAYED_LIMIT = 1000  # the review page's rows a page, soonest to expire first
-
-
 # the recall form: each API filter, its kind and its default
 RECALL_FIELDS = {
     "k": ("number", "10"), "scope": ("text", ""), "classes": ("text", ""), "sources": ("text", ""),
@@ -132,13 +128,13 @@ def applied_filters(request, query):
 async def recall_page(datasette, request):
     db = await brain_database(datasette, request)
     form = recall_form(request)
-    result, error_message, context = None, None, {}
+    result, error, context = None, None, {}
     if form["q"]:
         try:
             doc = dataclasses.replace(querydoc_from_args(request.args), provenance=True)
             result = await run_recall(datasette, db, doc)
         except (ApiError, brain_sql.QueryError, brain_sql.FieldError, brain_sql.BrainError) as ex:
-            error_message = str(ex)
+            error = tools.as_api_error(ex)
     if result is not None:
         query = result["query"]
         context = {
@@ -160,17 +156,29 @@ async def recall_page(datasette, request):
     return Response.html(
         await datasette.render_template(
             "brain_recall.html",
-            {"database": db.name, "form": form, "result": result, "error": error_message, "score": score,
+            {"database": db.name, "form": form, "result": result, "error": error and str(error), "score": score,
              "tiers": TIERS, **context},  # fmt: skip
             request=request,
         ),
-        status=400 if error_message else 200,  # the page says what is wrong, and so does its status
+        # the page says what is wrong, and so does its status: the request's fault, or the brain's
+        status=error.status if error else 200,
+        headers=error.headers if error else None,
     )
+
+
+def path_id(request, kind):
+    """The id the page's URL names; a URL whose id is not one names nothing: a 404."""
+    text = request.url_vars["id"]
+    try:
+        return brain_sql.whole_number(text, "id")
+    except brain_sql.FieldError:
+        raise ApiError(f"no {kind} with id {text[:40]}", 404) from None
 
 
 @html_page
 async def memory_page(datasette, request):
-    loaded = await tools.memory(datasette, request.actor, request.url_vars.get("database"), int(request.url_vars["id"]))
+    memory_id = path_id(request, "memory")
+    loaded = await tools.memory(datasette, request.actor, request.url_vars.get("database"), memory_id)
     if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
         return Response.json(loaded)  # what the brain_memory MCP tool answers
     return Response.html(
@@ -193,7 +201,7 @@ async def memory_page(datasette, request):
 async def entity_page(datasette, request):
     """An entity's neighbourhood, 1 or 2 hops deep, drawn with arrows and a legend."""
     db = await brain_database(datasette, request)
-    entity_id = int(request.url_vars["id"])
+    entity_id = path_id(request, "entity")
     await tools.ensure_graph(datasette, request.actor, db.name)
     hops = request.args.get("hops") or "1"
     if hops not in ("1", "2"):
@@ -218,19 +226,18 @@ async def entities_page(datasette, request):
     filtered by type, a page at a time; also as JSON."""
     db = await brain_database(datasette, request)
     await tools.ensure_graph(datasette, request.actor, db.name)
-    q, kind, page = request.args.get("q") or None, request.args.get("type") or None, request.args.get("page") or "1"
-    if not (page.isascii() and page.isdigit() and 1 <= int(page) <= 1_000_000):
-        raise ApiError("page is a whole number from 1", 400)
-    found = await db.execute_fn(lambda conn: brain_sql.entities(conn, q=q, entity_type=kind, page=int(page), per_page=ENTITY_PAGE))
+    q, kind = request.args.get("q") or None, request.args.get("type") or None
+    page, _ = brain_sql.page_numbers(request.args.get("page") or 1)
+    found = await db.execute_fn(lambda conn: brain_sql.entities(conn, q=q, entity_type=kind, page=page))
     base = datasette.urls.database(db.name)
     rows = [{"id": i, "name": n, "type": t, "degree": d, "url": f"{base}/-/entity/{i}"} for i, n, t, d in found["rows"]]
-    pages = max(1, -(-found["total"] // ENTITY_PAGE))
+    pages = max(1, -(-found["total"] // brain_sql.ENTITY_PAGE_ROWS))
     links = {
-        "next": path_with_replaced_args(request, {"page": str(int(page) + 1)}) if int(page) < pages else None,
-        "previous": path_with_replaced_args(request, {"page": str(int(page) - 1)}) if int(page) > 1 else None,
+        "next": path_with_replaced_args(request, {"page": str(page + 1)}) if page < pages else None,
+        "previous": path_with_replaced_args(request, {"page": str(page - 1)}) if page > 1 else None,
     }
     if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
-        return Response.json({"q": q, "type": kind, "page": int(page), "pages": pages, "total": found["total"],
+        return Response.json({"q": q, "type": kind, "page": page, "pages": pages, "total": found["total"],
                               "types": dict(found["types"]), "rows": rows, **links})  # fmt: skip
     types = [{"type": t, "count": c, "selected": t == kind,
               "url": path_with_replaced_args(request, {"type": None if t == kind else t, "page": None})}
@@ -238,7 +245,7 @@ async def entities_page(datasette, request):
     return Response.html(
         await datasette.render_template(
             "brain_entities.html",
-            {"database": db.name, "q": q or "", "type": kind, "page": int(page), "pages": pages, "total": found["total"],
+            {"database": db.name, "q": q or "", "type": kind, "page": page, "pages": pages, "total": found["total"],
              "types": types, "rows": rows, **links},  # fmt: skip
             request=request,
         )
@@ -251,38 +258,33 @@ EXTEND_CHOICES = ((30, "+30 days"), (365, "+1 year"))
 DONE = {"extend": "Extended the expiry of", "archive": "Archived", "restore": "Restored", "flag": "Flagged"}
 
 
-def decayed_query(selected, page=1, size=DECAYED_LIMIT, **changes):
+def decayed_query(selected, page=1, size=brain_sql.MAX_PAGE_ROWS, **changes):
     """The decayed page's query string for `selected` facets with `changes`
     (a value of None removes that facet), page and size."""
     values = {**selected, **changes}
     pairs = [(name, values[name]) for name in FACETS if values.get(name) is not None]
     pairs += [("page", str(page))] if page > 1 else []
-    pairs += [("size", str(size))] if size != DECAYED_LIMIT else []
+    pairs += [("size", str(size))] if size != brain_sql.MAX_PAGE_ROWS else []
     return "?" + urllib.parse.urlencode(pairs) if pairs else ""
 
 
 def decayed_args(args):
     """(selected facets, page, page size) from query-string parameters."""
     selected = {name: args.get(name) for name in FACETS if args.get(name)}
-    try:
-        page = int(args.get("page") or 1)
-        size = int(args.get("size") or DECAYED_LIMIT)
-    except ValueError:
-        raise ApiError("page and size must be whole numbers") from None
-    if page < 1 or not 1 <= size <= DECAYED_LIMIT:
-        raise ApiError(f"page must be 1 or more, and size from 1 to {DECAYED_LIMIT:,}")
+    page, size = brain_sql.page_numbers(args.get("page") or 1, args.get("size") or brain_sql.MAX_PAGE_ROWS)
     return selected, page, size
 
 
 @html_page
 async def decayed_page(datasette, request):
     """Expired, soon-expiring and archived memories for review, with facets, a
-    page at a time; for actors with brain-write, what to do about each."""
+    page at a time; for actors with brain-write, what to do about each, unless
+    the brain cannot be written (the page then says why, once)."""
     db = await brain_database(datasette, request)
     selected, page, size = decayed_args(request.args)
 
     def read(conn):
-        now, rows = brain_sql.decayed(conn, limit=size, offset=(page - 1) * size, selected=selected)
+        now, rows = brain_sql.decayed(conn, page=page, size=size, selected=selected)
         return now, rows, *brain_sql.decayed_facets(conn, now, selected)
 
     now, rows, count, counts = await db.execute_fn(read)
@@ -303,7 +305,8 @@ async def decayed_page(datasette, request):
     if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
         return Response.json({"now": now, "count": count, "page": page, "pages": pages, "size": size, **links,
                               "selected": selected, "facets": facets, "rows": rows})  # fmt: skip
-    can_write = db.is_mutable and await datasette.permission_allowed(
+    read_only = tools.read_only(db)
+    can_write = read_only is None and await datasette.permission_allowed(
         request.actor, tools.WRITE_PERMISSION, resource=db.name, default=False
     )
     return Response.html(
@@ -311,42 +314,47 @@ async def decayed_page(datasette, request):
             "brain_decayed.html",
             {"database": db.name, "rows": rows, "facets": facets, "selected": selected, "now": now, "count": count,
              "page": page, "pages": pages, "first": (page - 1) * size + 1, **links, "can_write": can_write,
-             "back": decayed_query(selected, page, size)[1:], "extend_choices": EXTEND_CHOICES,
+             "read_only": read_only, "back": decayed_query(selected, page, size)[1:], "extend_choices": EXTEND_CHOICES,
              "json_url": f"{request.path}.json{decayed_query(selected, page, size)}"},  # fmt: skip
             request=request,
         )
     )
 
 
-async def decide(datasette, actor, database, action, ids, days=None):
-    """Extend, archive, restore or flag memories: what a form on the decayed page
-    posts, done by brain_sql in one transaction, for actors with brain-write."""
-    db = await tools.writable_brain(datasette, actor, database)
+def decision(form):
+    """(action, ids, days, the query string of the page to go back to) from a
+    decayed page's form, all of it checked before anything is written."""
+    action, _, days = (form.get("action") or [""])[-1].partition(":")
     if action not in DECAY_ACTIONS:
         raise ApiError(f"unknown action {action[:40]!r}: one of {', '.join(DECAY_ACTIONS)}")
-    operation = DECAY_ACTIONS[action]
-    if action == "extend":
-        return await db.execute_write_fn(lambda conn: operation(conn, ids, days), block=True)
-    return await db.execute_write_fn(lambda conn: operation(conn, ids), block=True)
+    ids = [brain_sql.whole_number(value, "id") for value in form.get("id", [])]
+    days = brain_sql.whole_number(days, "extend's days", 1, brain_sql.MAX_EXTEND_DAYS) if action == "extend" else None
+    try:
+        selected, page, size = decayed_args(dict(urllib.parse.parse_qsl((form.get("back") or [""])[-1])))
+    except brain_sql.FieldError as ex:
+        raise ApiError(f"back, the page to go back to: {ex}") from None
+    return action, ids, days, decayed_query(selected, page, size)
 
 
 @html_page
 async def decayed_act(datasette, request):
-    """POST id (repeatable), action (extend:DAYS, archive, restore, flag) and the
-    page's csrftoken from the decayed page's forms; back to the page it came from."""
+    """POST id (repeatable), action (extend:DAYS, archive, restore, flag), back
+    (the decayed page's query string) and the page's csrftoken from the decayed
+    page's forms, for actors with brain-write: done by brain_sql in one
+    transaction, then back to the page it came from, which says what was done.
+    A request with anything wrong in it changes nothing, and says so."""
     database = request.url_vars.get("database")
     await tools.open_brain(datasette, request.actor, database)
     if request.method != "POST":
         raise ApiError("POST id and action (extend:DAYS, archive, restore or flag) from the decayed page", 405)
-    await tools.writable_brain(datasette, request.actor, database)
+    db = await tools.writable_brain(datasette, request.actor, database)
     form = urllib.parse.parse_qs((await read_body(request)).decode("utf-8", "replace"))
-    action, _, days = (form.get("action") or [""])[-1].partition(":")
     try:
-        ids = [int(v) for v in form.get("id", [])]
-        days = int(days) if action == "extend" else None
-    except ValueError:
-        raise ApiError("id must be memory ids and extend's days a whole number") from None
-    result = await decide(datasette, request.actor, database, action, ids, days)
+        action, ids, days, back = decision(form)
+        operation, arguments = DECAY_ACTIONS[action], (ids, days) if action == "extend" else (ids,)
+        result = await db.execute_write_fn(lambda conn: operation(conn, *arguments), block=True)
+    except (ApiError, brain_sql.FieldError) as ex:  # the request's fault, found before writing
+        raise ApiError(f"Nothing was changed: {ex}", getattr(ex, "status", 400)) from None
     changed, missing = result["changed"], result["not_found"]
     message = f"{DONE[action]} {len(changed)} memor{'y' if len(changed) == 1 else 'ies'}"
     message += f" (id {', '.join(map(str, changed))})" if changed else ""
@@ -354,5 +362,4 @@ async def decayed_act(datasette, request):
     if missing:
         message += f" Not found (or flagged): {', '.join(map(str, missing))}."
     datasette.add_message(request, message, datasette.INFO if changed else datasette.WARNING)
-    selected, page, size = decayed_args(dict(urllib.parse.parse_qsl((form.get("back") or [""])[-1])))
-    return Response.redirect(f"{datasette.urls.database(database)}/-/decayed{decayed_query(selected, page, size)}")
+    return Response.redirect(f"{datasette.urls.database(database)}/-/decayed{back}")

@@ -58,7 +58,7 @@ async def brain_database(datasette, request):
 async def read_body(request, limit=MAX_BODY_BYTES):
     """The request body, read a chunk at a time and refused (413) as soon as it is
     past `limit`: a huge body is never held in memory whole."""
-    too_big = ApiError(f"the request body is larger than the limit; the limit is {limit:,} bytes", 413)
+    too_big = tools.too_large("the request body", limit)
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
         raise too_big
@@ -88,17 +88,7 @@ async def json_body(request):
             "send the body as JSON with Content-Type: application/json (other posts are refused: "
             "a cross-site form could send them with your cookies)", 403
         )
-    body = await read_body(request)
-    try:
-        value = brain_sql.loads_json(body or b"null")
-    except ValueError as ex:  # not JSON, not UTF-8, or a number past Python's digit limit
-        raise ApiError(f"the request body is not valid JSON: {ex}") from None
-    except RecursionError:
-        raise ApiError("the request body is nested too deeply") from None
-    bad = brain_sql.unencodable(value)
-    if bad is not None:
-        raise ApiError(f"the request body has text that is not valid Unicode (a lone surrogate) in {bad[:40]!r}")
-    return value
+    return tools.read_json(await read_body(request))
 
 
 def querydoc_from_args(args):

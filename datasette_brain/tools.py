@@ -5,8 +5,10 @@ functions, so they cannot answer differently.
 """
 
 import asyncio
+import os
 import threading
 import weakref
+from pathlib import Path
 
 from datasette import Forbidden
 from datasette.utils import actor_matches_allow, sqlite3
@@ -51,6 +53,31 @@ def error_body(message, status):
     return {"ok": False, "error": message, "status": status}
 
 
+def too_large(what, limit=MAX_BODY_BYTES):
+    """The 413 for a body, or an MCP call's arguments, past `limit` bytes."""
+    return ApiError(f"{what} is larger than the limit; the limit is {limit:,} bytes", 413)
+
+
+def read_json(data, what="the request body"):
+    """The JSON value in `data` (bytes): a request's body, or an MCP call's arguments
+    as they arrived, held to the same rules whichever door they came in by. Refused
+    (400, 413) when too large, not JSON (NaN and Infinity included, numbers past
+    Python's digit limit), nested too deeply, or holding text that is not valid
+    Unicode (a lone surrogate, which a \\ud800 escape makes)."""
+    if len(data) > MAX_BODY_BYTES:
+        raise too_large(what)
+    try:
+        value = brain_sql.loads_json(data or b"null")
+    except ValueError as ex:  # not JSON, not UTF-8, or a number past Python's digit limit
+        raise ApiError(f"{what} is not valid JSON: {ex}") from None
+    except RecursionError:
+        raise ApiError(f"{what} is nested too deeply") from None
+    bad = brain_sql.unencodable(value)
+    if bad is not None:
+        raise ApiError(f"{what} has text that is not valid Unicode (a lone surrogate) in {bad[:40]!r}")
+    return value
+
+
 async def brain_names(datasette):
     """The brain databases served; a damaged file counts, so that what is asked of
     it says it is damaged."""
@@ -71,6 +98,8 @@ async def open_brain(datasette, actor, name=None, db=None):
     `db` when a route opened it already for this actor."""
     if db is not None:
         return db
+    if name is not None and not isinstance(name, str):
+        raise ApiError("database must be a string: the name of a brain database")
     if name is None:
         names = await brain_names(datasette)
         if len(names) != 1:
@@ -79,12 +108,27 @@ async def open_brain(datasette, actor, name=None, db=None):
         name = names[0]
     if name not in datasette.databases or name == "_internal":
         raise ApiError(f"database not found: {name}", 404)
-    # memories are the knowledge table's rows: whoever may not see it reads nothing
-    await ensure_permissions(datasette, actor, name, [("view-table", (name, "knowledge")), ("view-database", name), "view-instance"])
+    await ensure_permissions(datasette, actor, name, memory_permissions(name))
     db = datasette.get_database(name)
     if not await db.execute_fn(brain_sql.is_brain):
         raise ApiError(f"database {name} is not a brain: create one with sqlite-utils brain init", 404)
     return db
+
+
+def memory_permissions(name):
+    """What reading brain `name`'s memories takes, as Datasette's ensure_permissions
+    checks it: memories are the knowledge table's rows, and whoever may not see it
+    reads nothing."""
+    return [("view-table", (name, "knowledge")), ("view-database", name), "view-instance"]
+
+
+async def memories_readable(datasette, actor, name):
+    """Whether `actor` may read brain `name`'s memories (not when it is too damaged to tell)."""
+    try:
+        await ensure_permissions(datasette, actor, name, memory_permissions(name))
+    except (Forbidden, ApiError):
+        return False
+    return True
 
 
 async def ensure_permissions(datasette, actor, name, permissions):
@@ -169,13 +213,29 @@ def _check_id(value, name="id"):
         raise ApiError(f"{name} must be a memory's id, a positive whole number")
 
 
+def file_writable(path):
+    """Whether the file, and its folder (WAL's -shm and -wal files go there), can be written."""
+    path = Path(path).resolve()
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def read_only(db):
+    """Why nothing can be written to the Datasette database `db`, or None."""
+    if not db.is_mutable:
+        return f"database {db.name} is served immutable (datasette -i)"
+    if db.path and not file_writable(db.path):
+        return f"the file of database {db.name} is read-only (the file or its folder)"
+    return None
+
+
 async def writable_brain(datasette, actor, database, db=None):
     """The brain, once `actor` may read it and write to it and it can be written."""
     db = await open_brain(datasette, actor, database, db)
     if not await datasette.permission_allowed(actor, WRITE_PERMISSION, resource=db.name, default=False):
         raise Forbidden(f"changing memories needs the {WRITE_PERMISSION} permission")
-    if not db.is_mutable:
-        raise ApiError(f"database {db.name} is served immutable (datasette -i): nothing can be written to it", 403)
+    reason = read_only(db)
+    if reason:
+        raise ApiError(f"{reason}: nothing can be written to it", 403)
     return db
 
 

@@ -10,18 +10,11 @@ from pathlib import Path
 
 import threading
 
-import datasette.app  # noqa: F401  (loads Datasette's own plugins before the module below)
-import datasette.handle_exception
 import pytest
 from click.testing import CliRunner
 from sqlite_utils.cli import cli
 
 import brain_sql
-
-# Datasette 0.65 prints every handled error with rich when rich is installed (the
-# import-linter test dependency brings it); under datasette.client no exception is
-# active at that point and rich raises instead of printing. Print nothing.
-datasette.handle_exception.rich = None
 
 VAULT = Path(__file__).parent.parent / "docs" / "vault"
 SLOW = "slow: run with --run-slow"
@@ -162,15 +155,15 @@ async def warmed(datasette):
 
 
 @contextlib.contextmanager
-def datasette_server(*args, cwd=None):
+def datasette_server(*args, cwd=None, log=subprocess.DEVNULL):
     """`python -m datasette *args` on a free loopback port, once it answers; yields
-    its base URL and stops it after."""
+    its base URL and stops it after. Its output goes to `log` (a file), if given."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, "-m", "datasette", *map(str, args), "-h", "127.0.0.1", "-p", str(port)],
-        cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:

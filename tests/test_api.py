@@ -2,6 +2,7 @@
 embeddings, permissions, errors, and inputs that once gave a 500."""
 
 import asyncio
+import html
 import json
 import sqlite3 as stdlib_sqlite3
 import threading
@@ -404,3 +405,92 @@ async def test_new_routes_read_nothing_for_an_actor_denied_the_database_or_knowl
                 result = await client.call_tool(name, arguments)
                 assert result.is_error and result.structured_content["status"] == 403, (name, metadata)
     assert brain_sql.connect(vault_brain_path).execute("select count(*) from knowledge where id = 1").fetchone()[0] == 1
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("change, named, paths", [
+    ("update knowledge set confidence = 'high' where title = 'Graph Leg'", "confidence: 'high'",
+     ["/brain/-/recall?q=what+does+the+graph+leg+do", "/brain/-/brain?q=what+does+the+graph+leg+do"]),
+    ("update knowledge set title = cast(title as blob) where title = 'Graph Leg'", "title: a BLOB",
+     ["/brain/-/recall?q=what+does+the+graph+leg+do", "/brain/-/memory/{knowledge}", "/brain/-/memory/{knowledge}.json"]),
+    ("update brain_meta set value = '64' where key = 'dimension'", "brain_meta dimension value: '64'",
+     ["/brain/-/recall?q=zzqx+unknown+words"]),
+    ("update entities set name = cast(name as blob) where name = 'Graph Leg'", "name: a BLOB",
+     ["/brain/-/entity/{entity}", "/brain/-/recall?q=graph+leg"]),
+])  # fmt: skip
+async def test_values_of_the_wrong_kind_are_a_409_saying_to_run_check(vault_brain_copy, change, named, paths):
+    """Plain SQL stores a value of any kind in any column; recall, the pages and
+    MCP then answer 409 naming it and saying to run check, never a 500."""
+    conn = brain_sql.connect(vault_brain_copy)
+    ids = {"knowledge": conn.execute("select id from knowledge where title = 'Graph Leg'").fetchone()[0],
+           "entity": conn.execute("select id from entities where name = 'Graph Leg'").fetchone()[0]}  # fmt: skip
+    conn.execute(change)
+    conn.close()
+    datasette = Datasette([str(vault_brain_copy)])
+    for path in paths:
+        response = await datasette.client.get(path.format(**ids))
+        text = html.unescape(response.text)
+        assert response.status_code == 409 and "run sqlite-utils brain check" in text and named in text, (path, text[:300])
+    server = MCPServer("test")
+    mcp_tools.register(datasette, server)
+    q = paths[0].split("q=")[-1].replace("+", " ") if "q=" in paths[0] else "graph leg"
+    async with Client(server) as client:
+        result = await client.call_tool("brain_recall", {"q": q})
+    assert result.is_error and result.structured_content["status"] == 409, result
+
+
+@pytest.mark.asyncio
+async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(tmp_path):
+    """Over HTTP and MCP alike: a record valid_to before its valid_from, or a scope
+    with a trailing space or a zero-width space, is refused by name; nothing is stored."""
+    path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(path))
+    datasette = Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    backwards = {"text": "Bob ran support.", "valid_from": "2025-01-01", "valid_to": "2024-01-01"}
+    bad = [
+        ("remember", backwards, "record 1: valid_to (2024-01-01 00:00:00) must be later than valid_from"),
+        ("remember", {"text": "x", "scope": "/acme "}, "record 1: scope '/acme ' may not have a space at the start"),
+        ("remember", {"text": "x", "scope": "/acme\u200b"}, "may not contain U+200B ZERO WIDTH SPACE"),
+        ("recall", {"q": "support", "scope": "/acme\u200b"}, "may not contain U+200B ZERO WIDTH SPACE"),
+        ("recall", {"q": "support", "scope": "/acme "}, "may not have a space at the start or end"),
+    ]
+    for route, body, message in bad:
+        response = await datasette.client.post(f"/brain/-/{route}", json=body)
+        assert response.status_code == 400 and message in response.json()["error"], (body, response.text)
+    server = MCPServer("test")
+    mcp_tools.register(datasette, server)
+    async with Client(server) as client:
+        for route, body, message in bad:
+            arguments = {"records": [body]} if route == "remember" else body
+            result = await client.call_tool(f"brain_{route}", arguments)
+            assert result.is_error and result.structured_content["status"] == 400, body
+            assert message in result.structured_content["error"], (body, result.structured_content)
+    assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0
+
+
+NOT_AN_ID = "external_ids must be records' _ids: non-empty text or whole numbers"
+
+
+@pytest.mark.asyncio
+async def test_forget_takes_a_whole_number_external_id_as_remember_stored_it(tmp_path):
+    """A record's `_id` may be text or a whole number (stored as its text), so forget
+    takes both, over HTTP and MCP; anything else is refused by name."""
+    path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(path))
+    datasette = Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    records = [{"_id": 1, "text": "one"}, {"_id": 2, "text": "two"}]
+    stored = await datasette.client.post("/brain/-/remember", json=records)
+    assert stored.status_code == 201, stored.text
+    for value in (1.0, True, [1]):
+        refused = await datasette.client.post("/brain/-/forget", json={"external_ids": [value]})
+        assert refused.status_code == 400 and NOT_AN_ID in refused.json()["error"], value
+    gone = await datasette.client.post("/brain/-/forget", json={"external_ids": [1]})
+    assert gone.status_code == 200 and gone.json()["removed"]["external_ids"] == ["1"]
+    server = MCPServer("test")
+    mcp_tools.register(datasette, server)
+    async with Client(server) as client:
+        result = await client.call_tool("brain_forget", {"external_ids": [2]})
+        assert not result.is_error and result.structured_content["removed"]["external_ids"] == ["2"]
+        refused = await client.call_tool("brain_forget", {"external_ids": [2.5]})
+        assert refused.is_error and NOT_AN_ID in refused.structured_content["error"]
+    assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0

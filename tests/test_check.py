@@ -1,11 +1,18 @@
-"""Ingest killed mid-write leaves nothing half-written and converges when run
-again. `sqlite-utils brain check` is tested in test_cli_check.py."""
+"""`check` and its repair, called from Python; ingest killed mid-write leaves
+nothing half-written and converges when run again. The command
+`sqlite-utils brain check` is tested in test_cli_check.py."""
 
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import brain_sql
+from brain_sql.pipeline import remember
+
+from .conftest import rows
+from .test_conversation import TURNS, quotes, transcript
 
 
 @pytest.mark.slow
@@ -17,3 +24,60 @@ def test_killed_ingest_converges(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 kills, 0 failed" in result.stdout
+
+
+@pytest.mark.parametrize("change", [
+    "update knowledge set scope = '/b' where external_id = 'S1:3'",  # moved to another scope
+    "update knowledge set metadata = json_set(metadata, '$.session_id', 'chat/2') where external_id = 'S1:3'",
+    "update knowledge set content = 'I stayed home.' where external_id = 'S1:3'",  # its words changed
+    "delete from knowledge where external_id = 'S1:3'",
+])  # fmt: skip
+def test_quotes_of_a_turn_moved_changed_or_deleted_with_plain_sql_are_found_and_restated(conn, tmp_path, change):
+    """The turns after a turn quote it in their contexts; a turn moved to another
+    scope or session, rewritten or deleted with plain SQL is no longer what they
+    quote there, and a recall in their scope would find its old words."""
+    brain_sql.ingest(conn, [transcript(tmp_path, [{**t, "scope": "/a"} for t in TURNS])])
+    assert brain_sql.check(conn) == {}
+    conn.execute(change)
+    quoting = rows(conn, "select document_id from knowledge where external_id in ('S1:4', 'S1:5') order by 1")
+    assert brain_sql.check(conn)["stale_quotes"][-2:] == [row[0] for row in quoting]
+    brain_sql.check(conn, repair=True)
+    assert brain_sql.check(conn) == {}
+    assert "support group" not in quotes(conn, "S1:4") + quotes(conn, "S1:5")
+    assert quotes(conn, "S1:5").splitlines()[1:] == ["Melanie: What did the counsellor say about it?"]
+    assert not rows(conn, "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
+                          "where knowledge_fts match 'powerful' and k.external_id in ('S1:4', 'S1:5')")  # fmt: skip
+
+
+def test_a_turn_moved_to_another_scope_keeps_no_quote_of_its_old_one(conn, tmp_path):
+    brain_sql.ingest(conn, [transcript(tmp_path, [{**t, "scope": "/a"} for t in TURNS])])
+    conn.execute("update knowledge set scope = '/b' where external_id = 'S1:5'")
+    moved = conn.execute("select document_id from knowledge where external_id = 'S1:5'").fetchone()[0]
+    assert brain_sql.check(conn) == {"stale_quotes": [moved]}
+    brain_sql.check(conn, repair=True)
+    assert quotes(conn, "S1:5") == "Caroline, 8 May 2023"  # its own lines stay
+    assert not rows(conn, "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
+                          "where knowledge_fts match 'counsellor' and k.scope = '/b'")  # fmt: skip
+
+
+def test_contexts_as_ingest_writes_them_are_consistent(conn, tmp_path):
+    """Long names and turns cut in quotes, time phrases, several lines, repeated
+    words, a session over two scopes: check finds nothing to restate, until a
+    turn quoting the same words twice is moved."""
+    turns = [{"_id": "1", "text": "Yesterday was long.\nLast week too.", "speaker": "Today"},
+             {"_id": "2", "text": "x " * 900, "speaker": "S" * 300},
+             {"_id": "3", "text": "Thanks", "speaker": "Bo\nB"}, {"_id": "4", "text": "Thanks", "speaker": "Bo\nB"},
+             {"_id": "5", "text": "Two days ago?", "speaker": "Al", "scope": "/x"},
+             {"_id": "6", "text": "Thanks", "speaker": "Bo\nB"}, {"_id": "7", "text": "Ok.", "speaker": "Al"}]  # fmt: skip
+    brain_sql.ingest(conn, [transcript(tmp_path, turns)])
+    assert brain_sql.check(conn) == {}
+    remember(conn, [{**turns[1], "text": "Shorter now.", "session_id": "chat/1"}])  # corrected: quoted as it is now
+    brain_sql.flag(conn, [conn.execute("select id from knowledge where external_id = '3'").fetchone()[0]])
+    assert brain_sql.check(conn) == {}
+    # 7 quotes both of 4 and 6's "Thanks"; 2, rewritten after it, quotes 6 and 7
+    conn.execute("update knowledge set scope = '/x' where external_id = '7'")
+    stale = rows(conn, "select document_id from knowledge where external_id in ('2', '7') order by 1")
+    assert brain_sql.check(conn) == {"stale_quotes": [row[0] for row in stale]}
+    brain_sql.check(conn, repair=True)
+    assert (quotes(conn, "7"), quotes(conn, "2").splitlines()[-2:]) == ("Al, 8 May 2023", ["Bo", "B: Thanks"])
+    assert brain_sql.check(conn) == {}

@@ -9,7 +9,7 @@ from datasette.app import Datasette
 import brain_sql
 from brain_sql.consistency import check
 
-from .conftest import VAULT
+from .conftest import VAULT, snapshot
 
 
 def test_check_finds_and_repairs(run, db_path):
@@ -104,3 +104,61 @@ def test_damaged_pages_are_named_by_every_command_and_route(run, vault_brain_cop
 
     for path, status in asyncio.run(routes()):
         assert status < 500, path
+
+
+def test_values_of_the_wrong_kind_are_named_and_mended_when_they_read_one_way(run, db_path):
+    """Plain SQL stores any value anywhere: a BLOB holding a title's or a name's
+    UTF-8 text, a number as bytes, another dimension in brain_meta. Check names
+    each row and column; --repair makes each what it reads as, and recall works."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    graph_leg = conn.execute("select id from knowledge where title = 'Graph Leg'").fetchone()[0]
+    entity = conn.execute("select id from entities where name = 'Graph Leg'").fetchone()[0]
+    conn.execute("update knowledge set title = cast(title as blob), confidence = cast('0.5' as blob) where id = ?",
+                 [graph_leg])  # fmt: skip
+    conn.execute("update entities set name = cast(name as blob) where id = ?", [entity])
+    conn.execute("update brain_meta set value = '64' where key = 'dimension'")
+    conn.close()
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1 and "Traceback" not in found.output
+    for named in (f"knowledge {graph_leg} title: a BLOB of 9 bytes", f"knowledge {graph_leg} confidence: a BLOB",
+                  f"entities {entity} name: a BLOB", "brain_meta dimension value: '64', not 256"):  # fmt: skip
+        assert named in found.output, found.output
+    recalled = run("brain", "recall", db_path, "zzqx unknown words")
+    assert recalled.exit_code == 1 and "run sqlite-utils brain check" in recalled.output, recalled.output
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    conn = brain_sql.connect(db_path)
+    assert conn.execute("select title, confidence from knowledge where id = ?", [graph_leg]).fetchone() == ("Graph Leg", 0.5)
+    assert conn.execute("select name from entities where id = ?", [entity]).fetchone()[0] == "Graph Leg"
+    assert conn.execute("select value from brain_meta where key = 'dimension'").fetchone()[0] == "256"
+    hits = brain_sql.recall(conn, {"q": "what does the graph leg do"})["hits"]
+    assert hits[0]["title"] == "Graph Leg"
+    assert run("brain", "recall", db_path, "zzqx unknown words").exit_code == 0
+
+
+def test_a_value_that_reads_no_one_way_is_named_and_repair_refuses_changing_nothing(run, db_path):
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    conn.execute("update knowledge set confidence = 'high' where id = 1")
+    conn.execute("update knowledge set title = x'ff00' where id = 2")  # no UTF-8 text
+    conn.execute("update entities set name = cast(name as blob) where id = 1")  # mendable, but not alone
+    conn.close()
+    before = snapshot(brain_sql.connect(db_path))
+    refused = run("brain", "check", db_path, "--repair")
+    assert refused.exit_code == 1 and isinstance(refused.exception, SystemExit), refused.output
+    assert "cannot tell what these values should be" in refused.output
+    assert "knowledge 1 confidence: 'high', not a number from 0 to 1" in refused.output
+    assert "knowledge 2 title: a BLOB of 2 bytes, not text or NULL (set it with SQL)" in refused.output
+    assert snapshot(brain_sql.connect(db_path)) == before  # all or nothing
+    for command in (["recall", db_path, "graph leg"], ["stats", db_path]):
+        result = run("brain", *command)
+        assert "Traceback" not in result.output and not isinstance(result.exception, TypeError), result.output
+    recalled = run("brain", "recall", db_path, "what does the graph leg do")
+    assert recalled.exit_code == 1 and "run sqlite-utils brain check" in recalled.output
+    conn = brain_sql.connect(db_path)
+    conn.execute("update knowledge set confidence = 0.9 where id = 1")
+    conn.execute("update knowledge set title = 'Two' where id = 2")
+    conn.close()
+    assert run("brain", "check", db_path, "--repair").exit_code == 0
+    assert run("brain", "check", db_path).output.strip().endswith("consistent")

@@ -333,6 +333,74 @@ def test_prune_of_a_missing_folder_removes_nothing(run, db_path, tmp_path):
     assert rows(brain_sql.connect(db_path), "select title from knowledge order by title") == [("a",), ("b",)]
 
 
+@pytest.mark.parametrize("leftover", [None, "lost+found/", "cover.png"])
+def test_prune_of_an_emptied_folder_is_refused_unless_confirmed(run, db_path, tmp_path, leftover):
+    """An empty mount point, or a sync that took every file: --prune would leave
+    the folder's memories none, so it prunes nothing there, names the folder and
+    what it would remove, and exits non-zero; the rest of the ingest still goes in.
+    --prune-all removes them."""
+    write(tmp_path / "v" / "a.md", "# A\n\none\n")
+    write(tmp_path / "v" / "sub" / "b.md", "# B\n\ntwo\n")
+    other = write(tmp_path / "crm.jsonl", '{"_id": "c1", "text": "first"}\n')
+    ingest_ok(run, db_path, tmp_path / "v", other)
+    (tmp_path / "v").rename(tmp_path / "v.away")
+    (tmp_path / "v").mkdir()
+    if leftover:
+        write(tmp_path / "v" / leftover / "x" if leftover.endswith("/") else tmp_path / "v" / leftover, "")
+    write(other, '{"_id": "c1", "text": "first"}\n{"_id": "c2", "text": "second"}\n')
+    result = run("brain", "ingest", db_path, tmp_path / "v", other, "--prune")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"nothing under {tmp_path / 'v'} was pruned: that would remove all 2 memories it holds" in result.output
+    assert "as all 2 of its files are gone" in result.output and "--prune-all" in result.output
+    assert "0 removed" in result.output  # the report of what did go in is still told
+    conn = brain_sql.connect(db_path)
+    stored = [("a",), ("b",), ("c1",), ("c2",)]
+    assert rows(conn, "select coalesce(title, external_id) from knowledge order by 1") == stored
+    result = ingest_ok(run, db_path, tmp_path / "v", other, extra=["--prune-all"])
+    assert "2 removed" in result.output
+    assert rows(conn, "select external_id from knowledge order by 1") == [("c1",), ("c2",)]
+    assert check(conn) == {}
+
+
+def test_prune_of_a_folder_whose_files_were_all_replaced_prunes(run, db_path, tmp_path):
+    """A folder that keeps memories (new files in it) is not empty: the old ones go."""
+    write(tmp_path / "v" / "a.md", "# A\n\none\n")
+    ingest_ok(run, db_path, tmp_path / "v")
+    (tmp_path / "v" / "a.md").rename(tmp_path / "v" / "renamed.md")
+    result = ingest_ok(run, db_path, tmp_path / "v", extra=["--prune"])
+    assert "1 removed" in result.output
+    assert rows(brain_sql.connect(db_path), "select title from knowledge") == [("renamed",)]
+
+
+def test_ingest_help_says_what_prune_refuses(run):
+    result = run("brain", "ingest", "--help")
+    text = " ".join(result.output.split())
+    assert "a folder that would keep none of its memories" in text and "--prune-all" in text
+
+
+def test_a_record_valid_to_before_its_valid_from_is_skipped_with_its_line(run, db_path, tmp_path):
+    path = write(tmp_path / "roles.jsonl", "\n".join([
+        '{"_id": "ok", "text": "Alice ran support.", "valid_from": "2023-01-01", "valid_to": "2025-01-01"}',
+        '{"_id": "back", "text": "Bob ran support.", "valid_from": "2025-01-01", "valid_to": "2024-01-01"}',
+    ]))  # fmt: skip
+    result = run("brain", "ingest", db_path, path)
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert (f"{path}:2: valid_to (2024-01-01 00:00:00) must be later than valid_from (2025-01-01 00:00:00)"
+            in result.output), result.output  # fmt: skip
+    assert rows(brain_sql.connect(db_path), "select external_id from knowledge") == [("ok",)]
+
+
+@pytest.mark.parametrize("scope, named", [("/acme ", "a space at the start or end"),
+                                          ("/acme\u200b", "U+200B ZERO WIDTH SPACE")])  # fmt: skip
+def test_a_scope_option_that_looks_like_another_is_refused(run, db_path, tmp_path, scope, named):
+    path = write(tmp_path / "a.md", "# A\n\none\n")
+    result = run("brain", "ingest", db_path, path, "--scope", scope)
+    assert result.exit_code == 1 and "Traceback" not in result.output and named in result.output, result.output
+    ingest_ok(run, db_path, path)
+    result = run("brain", "recall", db_path, "one", "--scope", scope)
+    assert result.exit_code != 0 and "Traceback" not in result.output and named in result.output, result.output
+
+
 def bad_inputs(folder):
     """(file, line, what the message must say) for each kind of bad input."""
     write(folder / "good.md", "# Good\n\nThis one ingests.\n")

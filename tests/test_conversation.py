@@ -195,6 +195,7 @@ def test_a_forgotten_flagged_or_corrected_turn_is_not_found_through_the_turns_af
     assert brain_sql.check(conn) == {}
     brain_sql.ingest(conn, [transcript(tmp_path)])  # S1:3 is back (forgetting is not deleting from the file)
     assert "lighthouse" not in quotes(conn, "S1:3") + quotes(conn, "S1:4")
+    assert brain_sql.check(conn) == {}
 
 
 def test_a_flagged_turn_stays_unquoted_when_its_file_is_ingested_again(conn, tmp_path):
@@ -256,8 +257,8 @@ def test_odd_turns_are_stored_and_bounded(conn, tmp_path):
 def test_a_turn_flagged_with_plain_sql_is_found_by_check_and_repaired(conn, tmp_path):
     brain_sql.ingest(conn, [transcript(tmp_path)])
     conn.execute("update knowledge set flagged = 1 where external_id = 'S1:3'")
-    document = conn.execute("select document_id from knowledge where external_id = 'S1:3'").fetchone()[0]
-    assert brain_sql.check(conn) == {"quoted_flagged_turns": [document]}
+    quoting = [row[0] for row in conn.execute("select document_id from knowledge where external_id in ('S1:4', 'S1:5')")]
+    assert brain_sql.check(conn) == {"stale_quotes": sorted(quoting)}
     brain_sql.check(conn, repair=True)
     assert "support group" not in quotes(conn, "S1:4") + quotes(conn, "S1:5")
     assert brain_sql.check(conn) == {}

@@ -84,3 +84,16 @@ async def test_links_from_menu_database_and_table(demo):
     assert "/demo/-/decayed" in database
     table = (await datasette.client.get("/demo/knowledge")).text
     assert "/demo/-/brain" in table and "/demo/-/decayed" in table
+
+
+@pytest.mark.asyncio
+async def test_links_only_for_actors_who_may_read_the_memories(demo):
+    metadata = {"databases": {"demo": {"tables": {"knowledge": {"allow": {"id": "admin"}}}}}}
+    datasette = Datasette([str(demo)], metadata=metadata, crossdb=True)
+    anonymous = [(await datasette.client.get(path)).text for path in ("/", "/demo")]
+    assert not [page for page in anonymous if "/demo/-/brain" in page or "/demo/-/decayed" in page]
+    admin = {"ds_actor": datasette.sign({"a": {"id": "admin"}}, "actor")}
+    pages = ("/", "/demo", "/demo/knowledge")
+    home, database, table = [(await datasette.client.get(path, cookies=admin)).text for path in pages]
+    assert "/demo/-/brain" in home and "/demo/-/decayed" in database and "/demo/-/brain" in table
+    assert "/_memory/-/brain" not in home  # --crossdb's _memory attaches the brain, and is not one

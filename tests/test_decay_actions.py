@@ -10,7 +10,7 @@ from datasette.app import Datasette
 
 import brain_sql
 
-from .conftest import close_brain, copy_brain, rows
+from .conftest import close_brain, copy_brain, fingerprint, rows
 
 QUERY = {"q": "when is the zephyr turbine serviced", "k": 5}
 RECORDS = [
@@ -238,6 +238,31 @@ async def test_a_post_without_the_csrf_token_is_refused(served):
     refused = await datasette.client.post("/brain/-/decayed/act", cookies=keeper, json={"id": [target], "action": "archive"})
     assert refused.status_code == 403
     assert state(conn, "expired")[0] == 1
+    conn.close()
+
+
+@pytest.mark.asyncio
+async def test_a_post_with_anything_wrong_changes_nothing_and_says_so(served):
+    datasette = Datasette([served], metadata=WRITE)
+    html, cookies = await page_with_token(datasette, cookies_for(datasette, "keeper"))
+    conn = brain_sql.connect(served)
+    target = str(memory_id(conn, "expired"))
+    before = fingerprint(conn)
+    good = {"csrftoken": token_in(html), "id": target, "action": "archive", "back": "decay=expired"}
+    for wrong, named in [({"back": "page=0"}, "back"), ({"back": "page=100000000000000000"}, "back"),
+                         ({"back": "size=1000&page=9223372036854775807"}, "back"), ({"back": "size=abc"}, "back"),
+                         ({"id": "\uff11"}, "id"), ({"id": f" {target}"}, "id"), ({"id": "9223372036854775808"}, "id"),
+                         ({"action": "extend:99999999999999999999"}, "days"), ({"action": "extend"}, "days"),
+                         ({"action": "burn"}, "unknown action")]:  # fmt: skip
+        refused = await datasette.client.post("/brain/-/decayed/act", cookies=cookies, data={**good, **wrong})
+        assert refused.status_code == 400, (wrong, refused.text)
+        assert "Nothing was changed" in refused.text and named in refused.text, wrong
+        assert fingerprint(conn) == before, wrong
+    # the same request, whole: done, and back on a page that answers
+    done = await datasette.client.post("/brain/-/decayed/act", cookies=cookies, data=good)
+    assert done.status_code == 302 and state(conn, "expired")[0] == 0
+    back = await datasette.client.get(done.headers["location"], cookies={**cookies, **dict(done.cookies)})
+    assert back.status_code == 200 and f"Archived 1 memory (id {target})." in back.text
     conn.close()
 
 

@@ -1,6 +1,7 @@
 """Checking and normalising memory fields: times, scopes, classes, confidence, tiers."""
 
 import datetime
+import re
 
 import pytest
 
@@ -162,3 +163,48 @@ def test_bad_time_field_is_named():
 def test_scope_with_control_characters_is_refused(scope):
     with pytest.raises(FieldError, match="control characters"):
         normalize_scope(scope)
+
+
+@pytest.mark.parametrize(
+    "scope, named",
+    [
+        ("/acme ", "a space at the start or end of a part"),
+        ("/ acme/support", "a space at the start or end of a part"),
+        ("/acme/ /support", "a space at the start or end of a part"),
+        ("/acme\u200b", "U+200B ZERO WIDTH SPACE"),
+        ("/ac\u200dme", "U+200D ZERO WIDTH JOINER"),
+        ("/\ufeffacme", "U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+        ("/acme\u202e", "U+202E RIGHT-TO-LEFT OVERRIDE"),
+        ("/ac\u00adme", "U+00AD SOFT HYPHEN"),
+        ("/acme\u00a0corp", "U+00A0 NO-BREAK SPACE"),
+        ("/acme\u3000corp", "U+3000 IDEOGRAPHIC SPACE"),
+        ("/acme\x85", "control characters"),
+    ],
+)
+def test_a_scope_that_looks_like_another_is_refused_by_name(scope, named):
+    """'/acme ' or '/acme' with a zero-width space would be separate scopes that read as /acme."""
+    with pytest.raises(FieldError, match=re.escape(named)):
+        normalize_scope(scope)
+    with pytest.raises(FieldError, match=re.escape(named)):
+        normalize_fields({"scope": scope})
+
+
+def test_a_scope_keeps_inner_spaces_and_accents():
+    assert normalize_scope("/acme corp/café/") == "/acme corp/café"
+
+
+@pytest.mark.parametrize(
+    "valid_from, valid_to",
+    [("2025-01-01", "2024-06-01"), ("2025-01-01", "2025-01-01"), ("2025-01-01T08:30:00Z", "2025-01-01T10:00:00+02:00")],
+)
+def test_valid_to_not_after_valid_from_is_refused_by_name(valid_from, valid_to):
+    """valid_from <= T < valid_to would hold at no time: the memory could never be recalled."""
+    with pytest.raises(FieldError, match="valid_to .* must be later than valid_from"):
+        normalize_fields({"valid_from": valid_from, "valid_to": valid_to})
+
+
+def test_valid_to_after_valid_from_or_alone_is_accepted():
+    assert normalize_fields({"valid_from": "2024-01-01", "valid_to": "2024-01-01T00:00:01"})["valid_to"] == (
+        "2024-01-01 00:00:01"
+    )
+    assert normalize_fields({"valid_to": "2000-01-01"}) == {"valid_to": "2000-01-01 00:00:00"}

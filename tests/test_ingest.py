@@ -63,6 +63,59 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
     assert {r[0] for r in rows(conn, "select coalesce(external_id, title) from knowledge")} == {"ok1", "ok2", "fine"}
 
 
+def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
+    """PruneRefused names the folder; nothing under it is removed, another root's
+    files and its pruning still go in, and the exception carries the report."""
+    empty, kept = tmp_path / "mounted", tmp_path / "kept"
+    for folder in (empty, kept):
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / f"{folder.name} a.md").write_text("# A\n\none\n")
+        (folder / f"{folder.name} b.md").write_text("# B\n\ntwo\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [empty, kept])
+    for path in (empty / "sub" / "mounted a.md", empty / "mounted b.md", kept / "kept b.md"):
+        path.unlink()
+    (kept / "kept c.md").write_text("# C\n\nthree\n")
+    with pytest.raises(brain_sql.PruneRefused) as raised:
+        brain_sql.ingest(conn, [empty, kept], prune=True)
+    assert str(raised.value) == (
+        f"nothing under {empty} was pruned: that would remove all 2 memories it holds, as all 2 of its files are "
+        "gone (an unmounted drive, a sync that failed?); look at the folder, or prune with --prune-all "
+        "to remove them"
+    )
+    assert isinstance(raised.value, brain_sql.BrainError)
+    report = raised.value.report
+    assert (report.documents_added, report.chunks_removed) == (1, 1)
+    assert rows(conn, "select title from knowledge order by title") == [
+        ("kept a",), ("kept c",), ("mounted a",), ("mounted b",)]  # fmt: skip
+    report = brain_sql.ingest(conn, [empty, kept], prune_all=True)
+    assert report.chunks_removed == 2 and not report.errors
+    assert rows(conn, "select title from knowledge order by title") == [("kept a",), ("kept c",)]
+
+
+def test_a_record_whose_validity_ends_before_it_begins_is_skipped_with_its_line(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "roles.jsonl").write_text(
+        '{"_id": "ok", "text": "Alice ran support.", "valid_from": "2023-01-01", "valid_to": "2025-01-01"}\n'
+        '{"_id": "back", "text": "Bob ran support.", "valid_from": "2025-01-01", "valid_to": "2024-01-01"}\n'
+    )
+    (folder / "role.md").write_text("---\nvalid_from: 2025-01-01\nvalid_to: 2025-01-01\n---\n# Role\n\nCarol\n")
+    (folder / "scoped.csv").write_text('text,scope\nfine,/acme\nhidden,"/acme\u200b"\n')
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [folder])
+    problems = sorted((e.path.rsplit("/", 1)[-1], e.line, e.message) for e in report.errors)
+    assert problems == [
+        ("role.md", 1, "valid_to (2025-01-01 00:00:00) must be later than valid_from (2025-01-01 00:00:00): "
+                       "a memory holds from valid_from until valid_to, and would hold at no time"),
+        ("roles.jsonl", 2, "valid_to (2024-01-01 00:00:00) must be later than valid_from (2025-01-01 00:00:00): "
+                           "a memory holds from valid_from until valid_to, and would hold at no time"),
+        ("scoped.csv", 3, "scope '/acme\\u200b' may not contain U+200B ZERO WIDTH SPACE: "
+                          "it would be a separate scope that looks like another"),
+    ]  # fmt: skip
+    assert rows(conn, "select coalesce(external_id, content) from knowledge order by 1") == [("fine",), ("ok",)]
+
+
 @pytest.mark.parametrize("lookup_chunks", [0, 200])  # every name in one automaton, or looked up run by run
 def test_mentions_found_alike_by_automaton_and_lookup(tmp_path, monkeypatch, lookup_chunks):
     monkeypatch.setattr(mentions, "MENTION_LOOKUP_CHUNKS", lookup_chunks)

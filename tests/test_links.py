@@ -135,7 +135,11 @@ async def test_recall_page_links_wikilinks_safely(datasette, demo):
 async def test_html_pages_answer_errors_as_pages_and_json_forms_as_json(datasette):
     for path, status in [("/demo/-/memory/99999", 404), ("/demo/-/entity/99999", 404), ("/nope/-/brain", 404),
                          ("/nope/-/decayed", 404), ("/demo/-/entity/1?hops=7", 400), ("/demo/-/memory/abc", 404),
-                         ("/demo/-/memory/1/x", 404), ("/demo/-/entity/1.5", 404), ("/demo/-/memory/-1", 404)]:  # fmt: skip
+                         ("/demo/-/memory/1/x", 404), ("/demo/-/entity/1.5", 404), ("/demo/-/memory/-1", 404),
+                         ("/demo/-/memory/9223372036854775808", 404), ("/demo/-/entity/1234567890123456789", 404),
+                         ("/demo/-/entity/%EF%BC%91", 404), ("/demo/-/decayed.csv", 404), ("/demo/-/brain/x", 404),
+                         ("/demo/-/decayed?size=1000&page=9223372036854775807", 400),
+                         ("/demo/-/entities?page=99999999999999999999", 400)]:  # fmt: skip
         response = await datasette.client.get(path)
         assert response.status_code == status, path
         assert response.headers["content-type"].startswith("text/html"), path
@@ -145,6 +149,9 @@ async def test_html_pages_answer_errors_as_pages_and_json_forms_as_json(datasett
     missing = await datasette.client.get("/demo/-/memory/99999.json")
     assert missing.status_code == 404 and missing.json() == {"ok": False, "error": "no memory with id 99999", "status": 404}
     assert (await datasette.client.get("/nope/-/decayed.json")).json()["status"] == 404
+    assert (await datasette.client.get("/demo/-/memory/abc.json")).json()["status"] == 404
+    deep = await datasette.client.get("/demo/-/decayed.json?page=100000000000000000")
+    assert deep.status_code == 400 and "page must be a whole number from 1 to 1,000,000" in deep.json()["error"]
     assert (await datasette.client.get("/demo/-/recall?q=")).headers["content-type"].startswith("application/json")
 
 

@@ -1,16 +1,18 @@
 """Property tests: hostile QueryDocs through HTTP get 200 or 400, never a 500;
 hostile notes and records never crash ingest nor corrupt the file; scopes and
-flags hold in every leg for any query."""
+flags hold in every leg for any query; a hostile decision posted from the
+decayed page writes nothing unless it is done whole."""
 
 import asyncio
 import json
+import re
 import string
 from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
 from datasette.app import Datasette
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from sqlite_utils.cli import cli
 
@@ -19,7 +21,7 @@ from brain_sql.consistency import check
 from brain_sql.querydoc import parse
 from brain_sql.hybrid import run_legs
 
-from .conftest import write
+from .conftest import copy_brain, rows, warmed, write
 
 NOW = "2026-11-29 12:00:00"
 FTS_SYNTAX = st.sampled_from(['"', "-", "*", "^", "(", ")", ":", "NEAR", "AND", "OR", "NOT", "{", "}", "+", "\\", "'"])
@@ -163,8 +165,6 @@ HOSTILE_RECORD = st.dictionaries(st.sampled_from(RECORD_FIELDS), HOSTILE_VALUE, 
 
 @pytest.fixture(scope="module")
 def writable(tmp_path_factory, vault_brain_path):
-    from .conftest import copy_brain
-
     path = copy_brain(vault_brain_path, tmp_path_factory.mktemp("hostile-routes") / "brain.db")
     return Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
 
@@ -200,11 +200,10 @@ def test_hostile_records_are_skipped_one_by_one(tmp_path_factory, records):
 
 
 def _query_string(params):
-    """A query string as any client may send it: lone surrogates and NULs
-    percent-encoded as their (invalid) UTF-8 bytes."""
-    return "&".join(
-        f"{quote(name)}={quote(value.encode('utf-8', 'surrogatepass'), safe='')}" for name, value in params.items()
-    )
+    """A query string (or form body) of a dict or (name, value) pairs as any client
+    may send it: lone surrogates and NULs percent-encoded as their (invalid) UTF-8 bytes."""
+    pairs = params.items() if isinstance(params, dict) else params
+    return "&".join(f"{quote(name)}={quote(value.encode('utf-8', 'surrogatepass'), safe='')}" for name, value in pairs)
 
 
 GET_ROUTES = ["/brain/-/recall", "/brain/-/brain", "/brain/-/decayed", "/brain/-/decayed.json", "/brain/recall.json",
@@ -238,3 +237,79 @@ def test_hostile_cli_recall_gets_a_message_not_a_traceback(vault_brain_path, q, 
     assert result.exit_code in (0, 1, 2), result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in result.output
+
+
+REVIEWED = [{"_id": f"old-{i}", "title": f"Old rota {i}", "text": f"The old pager rota, version {i}.",
+             "expires_at": "2025-01-01", **({"relevance_tier": 0} if i % 3 == 0 else {})} for i in range(8)]  # fmt: skip
+NUMBER_TEXT = st.one_of(
+    st.integers().map(str),
+    st.sampled_from(["0", "-1", "1e3", "0x10", " 1", "1 ", "1_0", "+1", "\uff11", "\u0661", "9223372036854775807",
+                     "9223372036854775808", "100000000000000000", "1" * 5000]),
+    HOSTILE_TEXT,
+)  # fmt: skip
+# each part of a decision mostly well formed, so that some are done whole
+ACTIONS = st.sampled_from(["archive", "restore", "flag", "extend:30", "extend:365"])
+DECISION = st.one_of(
+    ACTIONS, ACTIONS,
+    st.one_of(st.sampled_from(["extend", "extend:", "burn", ""]), NUMBER_TEXT.map("extend:{}".format), HOSTILE_TEXT),
+)  # fmt: skip
+GOOD_BACK = st.sampled_from(["", "decay=expired", "decay=archived&page=2&size=3", "size=1000&page=1"])
+BACK_ARGS = st.dictionaries(st.sampled_from(["page", "size", "decay", "class", "scope", "colour"]), NUMBER_TEXT, max_size=3)
+BACK = st.one_of(GOOD_BACK, GOOD_BACK, BACK_ARGS.map(_query_string), HOSTILE_TEXT)
+CSRF = ["valid"] * 4 + ["no token", "forged token", "no cookie", "JSON body"]
+
+
+@pytest.fixture(scope="module")
+def reviewing(tmp_path_factory, vault_brain_path):
+    """(Datasette over a brain with decayed memories, a writer's cookies and the
+    CSRF token the decayed page gives, their ids, a connection that watches the file)."""
+    path = copy_brain(vault_brain_path, tmp_path_factory.mktemp("hostile-decisions") / "brain.db", REVIEWED)
+    datasette = Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": {"id": "keeper"}}}})
+    asyncio.run(warmed(datasette))  # the warm-up's own reads and migrations, done before anything is watched
+    cookies = {"ds_actor": datasette.sign({"a": {"id": "keeper"}}, "actor")}
+    page = asyncio.run(datasette.client.get("/brain/-/decayed", cookies=cookies))
+    token = re.search(r'name="csrftoken" value="([^"]+)"', page.text).group(1)
+    conn = brain_sql.connect(path)
+    ids = [row[0] for row in conn.execute("select id from knowledge where external_id like 'old-%'")]
+    yield datasette, {**cookies, "ds_csrftoken": page.cookies["ds_csrftoken"]}, token, ids, conn
+    conn.close()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), csrf=st.sampled_from(CSRF))
+def test_hostile_decisions_on_the_decayed_page_write_nothing_when_refused(reviewing, data, csrf):
+    """Hostile ids, actions, days and back URLs posted from the decayed page's
+    forms, with and without the CSRF token: a redirect to a page that answers
+    when the decision was done, else a 4xx that wrote nothing; never a 500."""
+    datasette, cookies, token, ids, conn = reviewing
+    real = st.sampled_from(ids).map(str)
+    form = data.draw(st.fixed_dictionaries(
+        {"id": st.lists(real, min_size=1, max_size=3) | st.lists(real | NUMBER_TEXT, max_size=3), "action": DECISION},
+        optional={"back": BACK},
+    ))  # fmt: skip
+    pairs = [("id", value) for value in form["id"]] + [(name, form[name]) for name in ("action", "back") if name in form]
+    pairs += data.draw(st.lists(st.tuples(st.sampled_from(["id", "action", "back", "days"]), HOSTILE_TEXT), max_size=1))
+    pairs += {"valid": [("csrftoken", token)], "no cookie": [("csrftoken", token)], "forged token": [("csrftoken", "x")]}.get(csrf, [])
+    sent = {name: value for name, value in cookies.items() if csrf != "no cookie" or name != "ds_csrftoken"}
+    if csrf == "JSON body":
+        body, kind = json.dumps(data.draw(HOSTILE_VALUE | st.just({**form, "csrftoken": token}))), "application/json"
+    else:
+        body, kind = _query_string(pairs), "application/x-www-form-urlencoded"
+    version, before = conn.execute("pragma data_version").fetchone()[0], rows(conn, "select * from knowledge order by id")
+
+    async def post():
+        headers = {"content-type": kind}
+        return await datasette.client.post("/brain/-/decayed/act", content=body.encode(), cookies=sent, headers=headers)
+
+    response = asyncio.run(post())
+    event(f"{csrf}: {response.status_code}")  # how often each answer comes (--hypothesis-show-statistics)
+    assert response.status_code in (302, 400, 403), (pairs, response.status_code, response.text[-500:])
+    if response.status_code == 302:
+        assert csrf == "valid"
+        back = asyncio.run(datasette.client.get(response.headers["location"], cookies=sent))
+        assert back.status_code == 200, (response.headers["location"], back.text[-500:])
+    else:
+        assert conn.execute("pragma data_version").fetchone()[0] == version, (pairs, response.text[-500:])
+        assert rows(conn, "select * from knowledge order by id") == before
+        if response.status_code == 400:
+            assert "Nothing was changed" in response.text

@@ -3,6 +3,7 @@ a read-only filesystem: recall, check and pages work; every write says the file
 is read-only, and nothing changes. The file is made immutable (chattr +i), which
 holds even for root; where that is not possible the tests are skipped."""
 
+import contextlib
 import subprocess
 
 import pytest
@@ -17,17 +18,35 @@ def _chattr(flag, *paths):
     return subprocess.run(["chattr", flag, *map(str, paths)], capture_output=True).returncode == 0
 
 
-@pytest.fixture
-def frozen(vault_brain_path, tmp_path):
-    path = copy_brain(vault_brain_path, tmp_path / "frozen" / "brain.db")
-    if not _chattr("+i", path, path.parent):
+DECAYED = [{"_id": "old", "title": "Old pager rota", "text": "The 2024 pager rota.", "expires_at": "2025-01-01"}]
+
+
+@contextlib.contextmanager
+def _immutable(*paths):
+    if not _chattr("+i", *paths):
         pytest.skip("chattr +i is not possible here")
     try:
         with pytest.raises(OSError):
-            (path.parent / "probe").write_text("")
-        yield path
+            paths[0].open("ab").close()
+        yield
     finally:
-        _chattr("-i", path, path.parent)
+        _chattr("-i", *paths)
+
+
+@pytest.fixture
+def frozen(vault_brain_path, tmp_path):
+    path = copy_brain(vault_brain_path, tmp_path / "frozen" / "brain.db")
+    with _immutable(path, path.parent):
+        yield path
+
+
+@pytest.fixture
+def frozen_file(vault_brain_path, tmp_path):
+    """Only the file read-only, in a folder that can be written (SQLite makes its
+    -shm and -wal files there, so Datasette can serve it without -i)."""
+    path = copy_brain(vault_brain_path, tmp_path / "frozen" / "brain.db", DECAYED)
+    with _immutable(path):
+        yield path
 
 
 def test_recall_works_and_writes_say_read_only(frozen):
@@ -61,3 +80,25 @@ async def test_served_immutable_it_recalls_and_refuses_writes(frozen):
     assert response.status_code == 200 and response.json()["hits"]
     page = await datasette.client.get("/brain/-/recall?q=graph+leg")
     assert page.status_code == 200 and "Graph Leg" in page.text
+
+
+@pytest.mark.asyncio
+async def test_the_decayed_page_offers_no_decisions_and_says_why_once(frozen_file):
+    write = {"plugins": {"datasette-brain": {"allow_write": {"id": "keeper"}}}}
+    conn = brain_sql.connect(frozen_file)
+    before = fingerprint(conn)
+    target = conn.execute("select id from knowledge where external_id = 'old'").fetchone()[0]
+    for datasette, why in [(Datasette(immutables=[str(frozen_file)], metadata=write), "served immutable (datasette -i)"),
+                           (Datasette([str(frozen_file)], metadata=write), "is read-only")]:  # fmt: skip
+        keeper = {"ds_actor": datasette.sign({"a": {"id": "keeper"}}, "actor")}
+        page = await datasette.client.get("/brain/-/decayed", cookies=keeper)
+        assert page.status_code == 200 and "Old pager rota" in page.text
+        assert "/-/decayed/act" not in page.text and 'value="archive"' not in page.text
+        assert page.text.count(why) == 1 and "brain-write permission" not in page.text
+        token = page.cookies.get("ds_csrftoken")
+        refused = await datasette.client.post(
+            "/brain/-/decayed/act", cookies={**keeper, "ds_csrftoken": token},
+            data={"csrftoken": token, "id": str(target), "action": "archive"},
+        )  # fmt: skip
+        assert refused.status_code == 403 and why in refused.text
+    assert fingerprint(conn) == before

@@ -6,6 +6,7 @@ import json
 import random
 import threading
 
+import numpy as np
 import pytest
 
 import brain_sql
@@ -53,7 +54,7 @@ def writes(rng, conn, folder):
             brain_sql.ingest(conn, [notes], prune=True)
         elif kind == "delete_note":
             rng.choice(existing).unlink()
-            brain_sql.ingest(conn, [notes], prune=True)
+            brain_sql.ingest(conn, [notes], prune_all=True)  # the last note may go: prune_all prunes to empty
         elif kind == "records":
             path = write(folder / f"records{rng.randrange(3)}.jsonl",
                          "\n".join(json.dumps(r) for r in records(rng, rng.randrange(50), rng.randrange(1, 6))))  # fmt: skip
@@ -122,10 +123,10 @@ def test_in_memory_vector_leg_equals_vec0(brain, tmp_path):
             for _ in range(4):
                 chosen = filters(rng)
                 with current.lock:
-                    in_memory = current.nearest(query, current.visible_chunks(chosen), 100)
+                    in_memory = current.chunks.nearest(query, current.chunks.visible(chosen), 100)
                 assert in_memory == [tuple(row) for row in vector_leg(brain, query, chosen)], (round_, q, chosen)
                 with current.lock:  # and under a smaller k, where the cut falls inside the brain
-                    assert current.nearest(query, current.visible_chunks(chosen), 5) == [
+                    assert current.chunks.nearest(query, current.chunks.visible(chosen), 5) == [
                         tuple(row) for row in vector_leg(brain, query, chosen, n=5)]  # fmt: skip
         for _ in range(4):
             next(sequence)
@@ -143,8 +144,8 @@ def test_graph_leg_equals_a_fresh_build(brain, tmp_path):
         chosen = filters(rng)
         passages = [("vector", i, rng.random()) for i in rng.sample(ids, 10)]
         with followed.lock:
-            walked = graph.walk_in(followed, followed.visible_chunks(chosen), q, passages)
-        again = graph.walk_in(fresh, fresh.visible_chunks(chosen), q, passages)
+            walked = graph.walk_in(followed, followed.chunks.visible(chosen), q, passages)
+        again = graph.walk_in(fresh, fresh.chunks.visible(chosen), q, passages)
         assert [hit for hit, _ in walked[0]] == [hit for hit, _ in again[0]] and walked[1] == again[1], q
         assert [score for _, score in walked[0]] == pytest.approx([score for _, score in again[0]], rel=1e-9)
 
@@ -158,7 +159,7 @@ def test_every_connection_to_a_file_shares_one_state(tmp_path):
     brain_sql.remember(second, [{"_id": "x", "title": "Zebra rota", "text": "The zebra rota changes on Fridays."}])
     found = brain_sql.recall(first, {"q": "zebra rota", "k": 3})
     assert found["hits"] and found["hits"][0]["title"] == "Zebra rota"
-    assert state.current(first, 256) is shared and "zebra rota" in shared.named_by
+    assert state.current(first, 256) is shared and shared.graph.named("zebra rota")
 
 
 def test_a_rolled_back_write_never_reaches_the_shared_state(tmp_path):
@@ -201,7 +202,7 @@ def test_concurrent_readers_with_different_filters(brain):
             for _ in range(30):
                 chosen = filters(rng)
                 with current.lock:
-                    graph.walk_in(current, current.visible_chunks(chosen), "the graph leg", [])
+                    graph.walk_in(current, current.chunks.visible(chosen), "the graph leg", [])
         except Exception as ex:  # noqa: BLE001 - any failure in a reader is the finding
             failures.append(ex)
 
@@ -238,7 +239,7 @@ def test_equal_distances_make_the_cut_as_in_vec0(tmp_path, copies, k):
     chosen = filters(random.Random(0))
     current = state.current(conn, 256)
     with current.lock:
-        assert current.nearest(query, current.visible_chunks(chosen), k) == [
+        assert current.chunks.nearest(query, current.chunks.visible(chosen), k) == [
             tuple(row) for row in vector_leg(conn, query, chosen, n=k)]  # fmt: skip
 
 
@@ -309,3 +310,27 @@ def test_slots_left_by_removed_rows_are_compacted_aside(brain, tmp_path, monkeyp
                 thread.join()
     assert compacted and (followed.garbage() <= 0.02 or followed.compacting)
     assert state.current(brain, 256).fingerprint() == state.ReadState(256).build(brain).fingerprint()
+
+
+def test_the_visible_mask_follows_time_and_writes(tmp_path):
+    """The chunk index keeps the mask of the clauses that name no time until it
+    changes and applies `now` to the chunks with a time bound: at every moment and
+    after every write it equals the filters applied to every row."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    records = [{"_id": f"m{i}", "text": f"pager rota {i}", "scope": SCOPES[i % len(SCOPES)],
+                **({"expires_at": f"2026-0{1 + i % 9}-15"} if i % 3 == 0 else {}),
+                **({"valid_from": f"2026-0{1 + i % 5}-01", "valid_to": f"2026-0{5 + i % 5}-01"} if i % 4 == 0 else {})}
+               for i in range(40)]  # fmt: skip
+    brain_sql.remember(conn, records)
+    for step in range(3):
+        current = state.current(conn, 256)
+        for month in range(1, 13):
+            for raw in ({"q": "x", "now": f"2026-{month:02d}-10 12:00:00"},
+                        {"q": "x", "now": f"2026-{month:02d}-10 12:00:00", "scope": "/acme", "as_of": "2026-03-02"},
+                        {"q": "x", "now": f"2026-{month:02d}-10 12:00:00", "include_decayed": True}):  # fmt: skip
+                chosen = Filters.from_querydoc(querydoc.parse(raw))
+                with current.lock:
+                    everything = current.chunks.rows.live & chosen.mask(current.chunks.columns(), current.chunks.codes)
+                    assert np.array_equal(current.chunks.visible(chosen), everything), (step, raw)
+        brain_sql.forget(conn, external_ids=[f"m{step}", f"m{step + 3}"])
+        brain_sql.remember(conn, [{"_id": f"n{step}", "text": "night pager", "expires_at": "2026-06-01"}])

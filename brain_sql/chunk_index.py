@@ -1,0 +1,246 @@
+"""The read state's chunk index: for every chunk, its id, its filter columns (the
+ones vec_knowledge mirrors), its length in tokens and its int8 vector — what the
+filters and the vector leg read, in numpy arrays.
+
+The vector leg is exact: the same cosine distances vec0 computes, the same
+answer with the same ties. A SIMD kernel (simsimd, the one usearch is built on)
+computes the int8 cosine of every visible row at memory speed, in integers where
+vec0 does; its float rounding (about 1e-7) is far inside the margin within which
+candidates are scored again with vec0's own arithmetic.
+"""
+
+import numpy as np
+import simsimd
+import xxhash
+
+from .schema import fts_length
+from .slots import DenseMap, Slots
+from .vectors import ALWAYS_VALID_EPOCH, NEVER_EXPIRES_EPOCH, VEC_METADATA
+
+TEXT_COLUMNS = tuple(name for name, (kind, _) in VEC_METADATA.items() if kind == "text")
+SHORTLIST_MARGIN = 1e-5  # a candidate within this of the n-th distance is scored exactly
+GATHER_SHARE = 0.25  # below this share of rows visible, their vectors are gathered first
+TIME_COLUMNS = ("expires_at", "valid_from", "valid_until")  # the filter columns compared with `now`
+CACHED_MASKS = 8
+
+
+class StoredVectors:
+    """Int8 vectors by chunk id, with where vec0 stores each (its chunk and the
+    offset in it, which decide which of equal distances its KNN keeps)."""
+
+    def __init__(self, ids, matrix, chunk, offset):
+        order = np.argsort(ids, kind="stable")
+        self.ids, self.matrix = ids[order], matrix[order]
+        self.chunk, self.offset = chunk[order], offset[order]
+
+    def take(self, ids):
+        """(found mask over `ids`, their vectors, vec0 chunks, offsets)."""
+        at = np.minimum(np.searchsorted(self.ids, ids), max(len(self.ids) - 1, 0))
+        found = (self.ids[at] == ids) if len(self.ids) else np.zeros(len(ids), dtype=bool)
+        at = at[found]
+        return found, self.matrix[at], self.chunk[at], self.offset[at]
+
+
+class ChunkIndex:
+    """Chunks in slots; `slot_of` maps a knowledge id to its slot."""
+
+    def __init__(self, dimension):
+        self.dimension = dimension
+        self.codes = {name: {} for name in TEXT_COLUMNS}  # text filter values -> small integers
+        self.rows = Slots(
+            {"id": (np.int64, ()), "live": (np.bool_, ()), "length": (np.int64, ()), "has_vector": (np.bool_, ()),
+             "sqnorm": (np.int64, ()), "vec_chunk": (np.int64, ()), "vec_offset": (np.int64, ()),
+             "vector": (np.int8, (dimension,)), **{name: (np.int64, ()) for name in VEC_METADATA}}
+        )  # fmt: skip
+        self.slot_of = DenseMap()
+        self.count = 0  # live chunks
+        self.changes = 0  # bumped by every add and remove: what the cached masks were made at
+        self._masks = {}  # (changes, timeless clauses) -> mask
+        self._timed_at, self._timed_slots = None, None
+
+    # -- reading ---------------------------------------------------------------
+
+    @property
+    def size(self):
+        return self.rows.size
+
+    def columns(self):
+        """Each slot's filter columns (text ones as codes; see `codes`)."""
+        return {name: self.rows.arrays[name][: self.rows.size] for name in VEC_METADATA}
+
+    def visible(self, filters):
+        """Boolean mask over slots: live chunks the filters admit (read-only).
+
+        Most clauses name no time, and most chunks never expire nor end: the mask
+        of the timeless clauses is kept until the index changes, and the clauses
+        on `now` are applied to the few chunks with a time bound only."""
+        columns = self.columns()
+        timeless = {name: column for name, column in columns.items() if name not in TIME_COLUMNS}
+        key = (self.changes, tuple(filters.clauses(timeless)))
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = self.rows.live & filters.mask(timeless, self.codes)
+            mask.flags.writeable = False
+            if len(self._masks) >= CACHED_MASKS:
+                self._masks.pop(next(iter(self._masks)), None)
+            self._masks[key] = mask
+        timed = self._timed()
+        timed = timed[mask[timed]]
+        if not len(timed) or not filters.clauses(TIME_COLUMNS):
+            return mask
+        ok = filters.mask({name: columns[name][timed] for name in TIME_COLUMNS})
+        if ok.all():
+            return mask
+        mask = mask.copy()
+        mask[timed[~ok]] = False
+        mask.flags.writeable = False
+        return mask
+
+    def _timed(self):
+        """Live slots with a time bound: an expiry, or a validity that begins or ends."""
+        if self._timed_at != self.changes:
+            rows = self.rows
+            bounded = (rows.expires_at != NEVER_EXPIRES_EPOCH) | (rows.valid_from != ALWAYS_VALID_EPOCH)
+            self._timed_slots = np.flatnonzero(rows.live & (bounded | (rows.valid_until != NEVER_EXPIRES_EPOCH)))
+            self._timed_at = self.changes
+        return self._timed_slots
+
+    def ids(self, slots):
+        return self.rows.id[slots]
+
+    def lengths(self, slots):
+        return self.rows.length[slots]
+
+    def nearest(self, query, visible, n):
+        """[(chunk id, cosine distance)] of the `n` visible chunks nearest to the int8
+        vector `query` (bytes), nearest first, equal distances by id: what the vec0
+        KNN returns, to the bit (its integer sums, then square roots and the
+        division in double, rounded to float; equal distances cut as it cuts them)."""
+        rows = self.rows
+        q = np.frombuffer(query, dtype=np.int8)
+        query_norm = float((q.astype(np.int64) ** 2).sum())
+        searchable = visible & rows.has_vector
+        count = int(searchable.sum())
+        if not query_norm or not count:
+            return []
+        if count < GATHER_SHARE * rows.size:
+            slots = np.flatnonzero(searchable)
+            approximate = np.asarray(simsimd.cdist(q[None], rows.vector[slots], metric="cosine"))[0]
+        else:
+            slots = None
+            approximate = np.asarray(simsimd.cdist(q[None], rows.vector, metric="cosine"))[0]
+            approximate[~searchable] = np.inf
+        if count > n:
+            kth = np.partition(approximate, n - 1)[n - 1]
+            within = np.flatnonzero(approximate <= kth + SHORTLIST_MARGIN)
+        else:
+            within = np.flatnonzero(np.isfinite(approximate))
+        candidates = within if slots is None else slots[within]
+        vectors = rows.vector[candidates].astype(np.int64)
+        dots = (vectors @ q.astype(np.int64)).astype(np.float64)
+        distance = (1.0 - dots / (np.sqrt(rows.sqnorm[candidates].astype(np.float64)) * np.sqrt(query_norm))).astype(
+            np.float32
+        )
+        # which of equal distances make the cut is vec0's choice: it scans its chunks in
+        # order, keeps what it has over an equal newcomer, and within a chunk takes the later row
+        kept = np.lexsort((-rows.vec_offset[candidates], rows.vec_chunk[candidates], distance))[:n]
+        candidates, distance = candidates[kept], distance[kept]
+        ids = rows.id[candidates]
+        order = np.lexsort((ids, distance))
+        return [(int(ids[i]), float(distance[i])) for i in order]
+
+    # -- writing ---------------------------------------------------------------
+
+    def add(self, rows, vectors):
+        """Slots for chunks: `rows` are (id, *VEC_METADATA values, FTS5 docsize blob),
+        `vectors` a StoredVectors holding theirs (where vec0 has them)."""
+        slots = self.rows.add(len(rows))
+        arrays = self.rows.arrays
+        columns = list(zip(*rows)) or [()] * (2 + len(VEC_METADATA))
+        ids = np.array(columns[0], dtype=np.int64)
+        arrays["id"][slots] = ids
+        arrays["length"][slots] = [fts_length(size) for size in columns[1 + len(VEC_METADATA)]]
+        arrays["live"][slots] = True
+        for i, name in enumerate(VEC_METADATA):
+            values = columns[1 + i]
+            if name in TEXT_COLUMNS:
+                codes = self.codes[name]
+                values = [codes[v] if v in codes else codes.setdefault(v, len(codes)) for v in values]
+            arrays[name][slots] = values
+        found, matrix, chunk, offset = vectors.take(ids)
+        where = slots[found]
+        if len(where):
+            arrays["vector"][where] = matrix
+            arrays["has_vector"][where] = True
+            for start in range(0, len(where), 65536):  # int64 sums of squares, a slice at a time
+                part = matrix[start : start + 65536].astype(np.int64)
+                arrays["sqnorm"][where[start : start + 65536]] = np.einsum("ij,ij->i", part, part)
+            arrays["vec_chunk"][where], arrays["vec_offset"][where] = chunk, offset
+        self.slot_of.set(ids, slots)
+        self.count += len(ids)
+        self.changes += 1
+        return slots
+
+    def remove(self, ids):
+        """Retire the slots of chunks `ids` (those it holds); returns them."""
+        slots = self.slot_of.many(ids)
+        slots = slots[slots >= 0]
+        if len(slots):
+            self.rows.arrays["live"][slots] = False
+            self.slot_of.set(self.rows.id[slots], -1)
+            self.count -= len(slots)
+        self.changes += 1
+        return slots
+
+    def dead(self):
+        return self.rows.size - self.count
+
+    # -- comparing and persisting ----------------------------------------------
+
+    def fingerprint(self):
+        """{id: filter columns and length}, {id: vector}: independent of slot order."""
+        rows = self.rows
+        live = np.flatnonzero(rows.live)
+        decode = {name: {code: value for value, code in self.codes[name].items()} for name in TEXT_COLUMNS}
+        columns = {
+            int(rows.id[s]): tuple(
+                decode[c][rows.arrays[c][s]] if c in decode else int(rows.arrays[c][s]) for c in VEC_METADATA
+            ) + (int(rows.length[s]),)
+            for s in live
+        }
+        vectors = {int(rows.id[s]): rows.vector[s].tobytes() for s in live if rows.has_vector[s]}
+        return columns, vectors
+
+    def digest(self):
+        """A hash of `fingerprint`'s contents, computed in bulk: for comparing a
+        million chunks with a fresh build."""
+        rows = self.rows
+        live = np.flatnonzero(rows.live)
+        live = live[np.argsort(rows.id[live], kind="stable")]
+        digest = xxhash.xxh64()
+        for name in ("id", "length", "has_vector", *VEC_METADATA):
+            column = rows.arrays[name][live]
+            if name in TEXT_COLUMNS:
+                values = np.array(list(self.codes[name]) or [""], dtype=object)
+                digest.update("\0".join(values[column]).encode("utf-8", "surrogatepass"))
+            else:
+                digest.update(np.ascontiguousarray(column).tobytes())
+        digest.update(np.ascontiguousarray(rows.vector[live]).tobytes())
+        return digest.hexdigest()
+
+    def to_arrays(self):
+        return self.rows.to_arrays("chunks")
+
+    def meta(self):
+        return {"codes": {name: list(codes) for name, codes in self.codes.items()}}
+
+    @classmethod
+    def from_arrays(cls, dimension, arrays, meta):
+        index = cls(dimension)
+        index.rows.load(arrays, "chunks")
+        index.codes = {name: {value: code for code, value in enumerate(values)} for name, values in meta["codes"].items()}
+        live = np.flatnonzero(index.rows.live)
+        index.slot_of.set(index.rows.id[live], live)
+        index.count = len(live)
+        index.changes = 1
+        return index

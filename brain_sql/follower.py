@@ -1,0 +1,199 @@
+"""The follower: it reads the brain's rows into the read state's parts (state.py)
+— every row (`build`), or only the rows the change log names since the state
+last looked (`follow`), re-read and put in place of what the parts held, so a
+small write costs work in proportion to the write.
+
+Triggers log which chunk, entity, edge and document each write touched
+(brain_changes, in the writer's own transaction). A state follows while the log
+reaches back to where it stopped and names less than REBUILD_SHARE of the brain;
+otherwise, or after a repair that says anything may have changed, it is built anew.
+"""
+
+import json
+
+import numpy as np
+
+from .chunk_index import StoredVectors
+from .schema import CHANGES_TABLE, INSTANCE_TABLE
+from .vectors import vec_metadata_values, vector_rows
+
+REBUILD_SHARE = 0.25  # apply the log while it names fewer rows than this share of the brain
+POINT_READS = 2000  # vectors of fewer chunks than this are read one by one; more, in one scan
+CHUNK_ROWS = "select k.id, k.document_id, {}, d.sz from knowledge k left join knowledge_fts_docsize d on d.id = k.id"
+
+
+def build(state, conn):
+    """Read everything from the brain on `conn` (a fresh state), a batch of rows
+    at a time."""
+    seq, state.instance = _last_change(conn)
+    graph = state.graph
+    for rows in _batches(conn.execute("select id, name, entity_type from entities order by id")):
+        graph.put_entities(rows)
+    for rows in _batches(conn.execute("select document_id, entity_id from documents")):
+        for document_id, entity_id in rows:
+            graph.set_document(document_id, entity_id)
+    vectors = _stored_vectors(conn, state.dimension)
+    for rows in _batches(conn.execute(CHUNK_ROWS.format(vec_metadata_values("k")) + " order by k.id")):
+        put_chunks(state, rows, vectors)
+    del vectors
+    for rows in _batches(conn.execute(
+        "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"
+    )):  # fmt: skip
+        graph.put_edges(rows)
+    graph.names.merge()
+    graph.index_ties()
+    state.seq, state.built = seq, True
+    state.last = _entry(conn, seq) if seq else None
+    state.version += 1
+    return state
+
+
+def put_chunks(state, rows, vectors):
+    """Chunks as (id, document_id, *filter columns, FTS5 docsize) rows, with
+    their vectors (a StoredVectors)."""
+    slots = state.chunks.add([(row[0], *row[2:]) for row in rows], vectors)
+    state.graph.add_chunks(slots, [row[0] for row in rows], [row[1] for row in rows])
+
+
+def follow(state, conn):
+    """Bring the state up to what `conn` sees; True when it must be built anew."""
+    seq, instance = _last_change(conn)
+    if instance != state.instance:
+        return True  # another brain copied over this file
+    if seq == state.seq:
+        return False
+    if seq is None or state.seq is None or seq < state.seq:
+        return True  # no log, or another file at this path
+    first = conn.execute(f"select min(seq) from {CHANGES_TABLE}").fetchone()[0]
+    if first is None or first > state.seq + 1:
+        return True  # the log no longer reaches back to us
+    if state.seq and _entry(conn, state.seq) != state.last:
+        return True  # another file now, whose log says other things
+    changed = {}
+    for kind, key in conn.execute(
+        f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ?", (state.seq, seq)
+    ):
+        changed.setdefault(kind, set()).add(key)
+    size = state.chunks.count + len(state.graph.node_of_entity)
+    if "all" in changed or sum(map(len, changed.values())) > REBUILD_SHARE * max(size, 1000):
+        return True  # a repair says anything may have changed, or too much did
+    state._apply(conn, changed)
+    state.seq, state.last = seq, _entry(conn, seq)
+    state.version += 1
+    return False
+
+def apply(state, conn, changed):
+    """Re-read the rows the log names and replace what the state held for them."""
+    graph = state.graph
+    arrived = set()
+    if changed.get("entity"):
+        ids = sorted(changed["entity"])
+        rows = _rows_by_id(conn, "select id, name, entity_type from entities where id in ({})", ids)
+        for entity_id in ids:
+            if entity_id not in rows:
+                graph.drop_entity(entity_id)
+        arrived = {i for i in rows if i not in graph.node_of_entity}
+        graph.put_entities([rows[i] for i in ids if i in rows])
+    documents = set(changed.get("document", ()))
+    if documents:
+        found = dict(_rows_by_id(conn, "select document_id, entity_id from documents where document_id in ({})",
+                                 sorted(documents)).values())  # fmt: skip
+        for document_id in documents:
+            graph.set_document(document_id, found.get(document_id))
+    if arrived:  # an entity back under its id: its documents' chunks tie to it again
+        documents |= graph.documents_of_entities(arrived)
+    # a document's entity ties all its chunks
+    chunk_ids = set(changed.get("chunk", ())) | graph.chunks_of_documents(documents)
+    if chunk_ids:
+        ids = sorted(chunk_ids)
+        rows = _rows_by_id(conn, CHUNK_ROWS.format(vec_metadata_values("k")) + " where k.id in ({})", ids)
+        vectors = _stored_vectors(conn, state.dimension, ids)
+        graph.drop_chunks(state.chunks.remove(ids))
+        put_chunks(state, [rows[i] for i in ids if i in rows], vectors)
+    edge_ids = set(changed.get("edge", ()))
+    if arrived:  # edges waiting for an end that is back
+        edge_ids |= graph.edges_waiting_for(arrived)
+    if chunk_ids:  # a chunk written again has a new node: its edges follow
+        edge_ids |= graph.edges_of_chunks(chunk_ids)
+    if edge_ids:
+        ids = sorted(edge_ids)
+        rows = _rows_by_id(
+            conn, "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships "
+            "where id in ({})", ids,
+        )  # fmt: skip
+        for edge_id in ids:
+            graph.drop_edge(edge_id)
+        graph.put_edges([rows[i] for i in ids if i in rows])
+    graph.index_ties()
+
+
+def _batches(cursor, size=50_000):
+    while True:
+        rows = cursor.fetchmany(size)
+        if not rows:
+            return
+        yield rows
+
+
+def _stored_vectors(conn, dimension, ids=None):
+    """The StoredVectors of chunks `ids` (all when None): vec0 finds a few by key,
+    many faster in one scan."""
+    if ids is not None and len(ids) < POINT_READS:
+        batches = [vector_rows(conn, "embedding_int8", ids)]
+    else:
+        wanted = None if ids is None else set(ids)
+        batches = ([row for row in rows if wanted is None or row[0] in wanted]
+                   for rows in _batches(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge")))  # fmt: skip
+    found, matrices = [np.zeros(0, dtype=np.int64)], [np.zeros((0, dimension), dtype=np.int8)]
+    for rows in batches:  # a batch's bytes at a time, never a million blobs at once
+        found.append(np.array([i for i, _ in rows], dtype=np.int64))
+        matrices.append(np.frombuffer(b"".join(blob for _, blob in rows), dtype=np.int8).reshape(len(rows), dimension))
+    found, matrix = np.concatenate(found), np.concatenate(matrices)
+    del matrices
+    chunk, offset = _positions(conn, found, None if ids is None else found)
+    return StoredVectors(found, matrix, chunk, offset)
+
+
+def _positions(conn, ids, only=None):
+    """(vec0 chunk, offset in it) of each of `ids` — where vec0 stores each vector,
+    which decides which of equal distances its KNN keeps. Read from its rowids
+    table; if a sqlite-vec version lays that out otherwise, ids stand in (the
+    append order)."""
+    sql = "select rowid, chunk_id, chunk_offset from vec_knowledge_rowids"
+    try:
+        if only is None:
+            rows = np.array(conn.execute(sql).fetchall(), dtype=np.int64).reshape(-1, 3)
+        else:
+            rows = np.array(conn.execute(f"{sql} where rowid in (select value from json_each(?))",
+                                         [json.dumps(only.tolist())]).fetchall(), dtype=np.int64).reshape(-1, 3)  # fmt: skip
+    except Exception:  # noqa: BLE001 - another layout: fall back as documented
+        rows = np.zeros((0, 3), dtype=np.int64)
+    rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    if not len(rows):
+        return np.zeros(len(ids), dtype=np.int64), np.asarray(ids, dtype=np.int64)
+    at = np.minimum(np.searchsorted(rows[:, 0], ids), len(rows) - 1)
+    found = rows[at, 0] == ids
+    return np.where(found, rows[at, 1], 0), np.where(found, rows[at, 2], ids)
+
+
+def _rows_by_id(conn, sql, ids):
+    """{first column: row} for rows whose key is among `ids`, read in one query."""
+    rows = conn.execute(sql.format("select value from json_each(?)"), [json.dumps(ids)]).fetchall()
+    return {row[0]: tuple(row) for row in rows}
+
+
+def _entry(conn, seq):
+    row = conn.execute(f"select kind, key from {CHANGES_TABLE} where seq = ?", (seq,)).fetchone()
+    return tuple(row) if row else None
+
+
+def _last_change(conn):
+    """(the last change's seq, the brain's instance id); seq None for a brain from
+    before the change log, which cannot be followed."""
+    try:
+        return tuple(conn.execute(
+            f"select (select coalesce(max(seq), 0) from {CHANGES_TABLE}), "
+            f"(select instance from {INSTANCE_TABLE})"
+        ).fetchone())  # fmt: skip
+    except Exception:  # noqa: BLE001 - no change log (or no instance yet): not followable
+        return None, None

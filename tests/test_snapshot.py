@@ -1,0 +1,170 @@
+"""The read state's snapshot: a server loads it instead of building the state from
+SQL, follows the change log from where it stops, and never trusts one that is
+damaged, another brain's or out of the log's reach; check verifies it."""
+
+import json
+import shutil
+
+import pytest
+
+import brain_sql
+from brain_sql import schema, snapshot, state
+
+from .conftest import write
+
+
+@pytest.fixture
+def small_snapshots(monkeypatch):
+    monkeypatch.setattr(state, "SNAPSHOT_MIN_CHUNKS", 1)
+    monkeypatch.setattr(state, "_states", {})
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """How many times a state was built from SQL."""
+    counted = []
+    original = state.ReadState.build
+    monkeypatch.setattr(state.ReadState, "build", lambda self, conn: counted.append(1) or original(self, conn))
+    return counted
+
+
+def notes(folder, start, count):
+    for i in range(start, start + count):
+        write(folder / f"Note {i}.md", f"# Note {i}\n\nThe pager rota of team {i} [[owned_by::Person {i % 3}]].\n")
+    return folder
+
+
+def fresh_state(conn):
+    return state.ReadState(256).build(conn)
+
+
+def reopen(path):
+    """A new process's view: no state held yet."""
+    state._states.clear()
+    return brain_sql.connect(path)
+
+
+def test_ingest_saves_a_snapshot_that_a_new_process_loads_instead_of_building(small_snapshots, builds, tmp_path):
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    assert (tmp_path / "brain.db-brainstate").exists()
+    conn = reopen(path)
+    builds.clear()
+    loaded = state.current(conn, 256)
+    assert builds == []  # loaded, not built
+    assert loaded.fingerprint() == fresh_state(conn).fingerprint()
+    assert brain_sql.recall(conn, {"q": "pager rota team 7"})["hits"]
+
+
+def test_a_snapshot_behind_the_brain_is_followed_to_now(small_snapshots, builds, tmp_path):
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    folder = notes(tmp_path / "notes", 0, 12)
+    brain_sql.ingest(conn, [folder])
+    saved = (tmp_path / "brain.db-brainstate").read_bytes()
+    (folder / "Note 3.md").unlink()
+    brain_sql.ingest(conn, [notes(folder, 12, 3)], prune=True)
+    brain_sql.remember(conn, [{"_id": "extra", "title": "Extra", "text": "a pager rota for the night"}])
+    (tmp_path / "brain.db-brainstate").write_bytes(saved)  # the older snapshot
+    conn = reopen(path)
+    builds.clear()
+    followed = state.current(conn, 256)
+    assert builds == []
+    assert followed.fingerprint() == fresh_state(conn).fingerprint()
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "format", "other_brain", "out_of_reach"])
+def test_a_snapshot_that_cannot_be_trusted_is_rebuilt_and_check_says_so(small_snapshots, builds, tmp_path, damage):
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    where = tmp_path / "brain.db-brainstate"
+    data = bytearray(where.read_bytes())
+    if damage == "flip":
+        data[-100] ^= 0xFF
+        where.write_bytes(bytes(data))
+    elif damage == "truncate":
+        where.write_bytes(bytes(data[: len(data) // 2]))
+    elif damage == "format":
+        manifest, _ = snapshot.read_manifest(where)
+        where.write_bytes(bytes(data).replace(b'"format": 1', b'"format": 9'))
+    elif damage == "other_brain":
+        other = tmp_path / "other.db"
+        other_conn = brain_sql.connect(other)
+        brain_sql.ingest(other_conn, [notes(tmp_path / "other", 100, 12)])
+        shutil.copy(tmp_path / "other.db-brainstate", where)
+    elif damage == "out_of_reach":
+        brain_sql.ingest(conn, [notes(tmp_path / "notes", 12, 6)])
+        where.write_bytes(bytes(data))
+        schema.prune_changes(conn, 1)  # the log keeps only its last entry
+    conn = reopen(path)
+    builds.clear()
+    current = state.current(conn, 256)
+    assert builds == [1]  # built from SQL, the snapshot not trusted
+    assert current.fingerprint() == fresh_state(conn).fingerprint()
+    found = brain_sql.check(conn)
+    assert list(found) == ["stale_snapshot"], found
+    brain_sql.check(conn, repair=True)
+    assert brain_sql.check(conn) == {}
+
+
+def test_a_snapshot_holding_other_rows_is_found_by_check(small_snapshots, tmp_path):
+    """A snapshot whose checksums hold but whose contents are not the brain's
+    (written by a bug, or edited): check compares it with a build."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    loaded = state.ReadState.load(tmp_path / "brain.db-brainstate", 256)
+    loaded.chunks.rows.arrays["length"][0] += 1
+    loaded.save(tmp_path / "brain.db-brainstate")
+    assert "does not hold what the brain holds" in brain_sql.check(conn)["stale_snapshot"][0]
+    assert brain_sql.check(conn, repair=True)
+    assert brain_sql.check(conn) == {}
+
+
+def test_a_copy_of_the_file_alone_recalls_the_same(small_snapshots, tmp_path):
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    expected = brain_sql.recall(conn, {"q": "pager rota team 4", "now": "2026-01-01 00:00:00"})
+    conn.close()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(path, elsewhere / "brain.db")
+    copy = reopen(elsewhere / "brain.db")
+    found = brain_sql.recall(copy, {"q": "pager rota team 4", "now": "2026-01-01 00:00:00"})
+    assert [h["id"] for h in found["hits"]] == [h["id"] for h in expected["hits"]]
+
+
+def test_small_brains_write_no_snapshot(tmp_path):
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 5)])
+    assert not (tmp_path / "brain.db-brainstate").exists()
+
+
+def test_the_snapshot_names_what_it_holds(small_snapshots, tmp_path):
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 5)])
+    manifest, _ = snapshot.read_manifest(tmp_path / "brain.db-brainstate")
+    instance = conn.execute(f"select instance from {schema.INSTANCE_TABLE}").fetchone()[0]
+    seq = conn.execute(f"select max(seq) from {schema.CHANGES_TABLE}").fetchone()[0]
+    assert (manifest["instance"], manifest["seq"], manifest["format"]) == (instance, seq, snapshot.FORMAT)
+    assert json.dumps(manifest)  # plain JSON
+
+
+def test_an_ingest_rewrites_the_snapshot_only_once_it_is_far_behind(small_snapshots, monkeypatch, tmp_path):
+    """A small ingest into a big brain leaves a recent snapshot alone (a server
+    follows the gap); once it is SNAPSHOT_EVERY changes behind, ingest rewrites it."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    folder = notes(tmp_path / "notes", 0, 12)
+    brain_sql.ingest(conn, [folder])
+    where = tmp_path / "brain.db-brainstate"
+    first = snapshot.read_manifest(where)[0]["seq"]
+    monkeypatch.setattr(state, "SNAPSHOT_EVERY", 10_000)
+    brain_sql.ingest(conn, [notes(folder, 12, 2)])
+    assert snapshot.read_manifest(where)[0]["seq"] == first
+    monkeypatch.setattr(state, "SNAPSHOT_EVERY", 1)
+    brain_sql.ingest(conn, [notes(folder, 14, 2)])
+    latest = conn.execute(f"select max(seq) from {schema.CHANGES_TABLE}").fetchone()[0]
+    assert snapshot.read_manifest(where)[0]["seq"] == latest > first
