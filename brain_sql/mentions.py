@@ -182,16 +182,20 @@ class Resolution:
         self.matched = set()  # chunks matched with every name here: no older chunks for new_names
 
     def prepare(self):
-        self.names = Names(self.conn, many=len(self.chunk_ids) > MENTION_LOOKUP_CHUNKS)
-        self.new_names = Names(self.conn, self.entity_ids)
+        if self.chunk_ids:
+            self.names = Names(self.conn, many=len(self.chunk_ids) > MENTION_LOOKUP_CHUNKS)
+        if self.entity_ids:
+            self.new_names = Names(self.conn, self.entity_ids)
         return self
 
     def step(self, deadline=None):
         """Match until `deadline` (time.perf_counter) has passed, at least one chunk
         or entity, or all when None; returns whether anything is left to match."""
         chunks = self._queued("chunk", self.chunk_ids)
-        if chunks and (self._chunks(chunks, deadline) or _passed(deadline)):
-            return True  # the entities, if any, in a step of their own
+        if chunks and self._chunks(chunks, deadline):
+            return True
+        if chunks and _passed(deadline):  # the entities in a step of their own
+            return bool(self._queued("entity", self.entity_ids))
         return self._entities(deadline)
 
     def _queued(self, kind, ids):

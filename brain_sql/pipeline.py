@@ -435,9 +435,8 @@ class _Pipeline:
             prune_changes(self.conn, CHANGE_LOG_KEEP)
             return
         resolution = mentions.Resolution(self.conn).prepare()  # its automatons built before taking the lock
-        self._in_turns(resolution.step)
+        self._in_turns(resolution.step, partial(prune_changes, self.conn, CHANGE_LOG_KEEP))
         self.report.relationships += resolution.added
-        self._in_turns(partial(prune_changes, self.conn, CHANGE_LOG_KEEP))
 
     def remove_documents(self, where, params, keep=()):
         """Remove the documents `where` selects but those in `keep`, in transactions
@@ -472,19 +471,23 @@ class _Pipeline:
         """writer.remove of the documents writer.removable selects (of `only`, when
         given), in turns: each looks again, so a document written meanwhile stays."""
 
-        def remove(deadline):
-            doomed = self.writer.removable(where, params, keep, gone)[1]
-            return bool(self.writer.remove([d for d in doomed if only is None or d in only], deadline))
+        def doomed():
+            return [d for d in self.writer.removable(where, params, keep, gone)[1] if only is None or d in only]
 
-        self._in_turns(remove)
+        if doomed():  # looked at first without the lock: most files lost no records
+            self._in_turns(lambda deadline: bool(self.writer.remove(doomed(), deadline)))
 
-    def _in_turns(self, work):
-        """Call work(deadline), which does some of its work until the deadline and
-        says whether any is left, in transactions (`_turn`) until none is."""
-        more = True
-        while more:
+    def _in_turns(self, *works):
+        """Call each work(deadline), which does some of its work until the deadline
+        and says whether any is left, in transactions (`_turn`) until none is; the
+        next work begins in the same transaction when there is time left."""
+        works = list(works)
+        while works:
             with self._turn() as deadline:
-                more = work(deadline)
+                while works and not works[0](deadline):
+                    works.pop(0)
+                    if time.perf_counter() >= deadline:
+                        break
 
     @contextlib.contextmanager
     def _turn(self):
