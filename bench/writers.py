@@ -74,14 +74,14 @@ def finished(process, started, outputs, records):
     return process.returncode, records / wall, float(reported.group(1)) if reported else float("nan"), cpu, error
 
 
-def remember_client(url, records, every, stop):
-    """POST `records` five at a time every `every` s until `stop` is set: [(status, ms)]."""
+def remember_client(url, records, every, enough):
+    """POST `records` five at a time every `every` s until `enough` is set: [(status, ms)]."""
     results, n = [], 0
     began = time.perf_counter()
-    while not stop.is_set():
+    while not enough.is_set():
         results.append(post(url, records[5 * n : 5 * n + 5]))
         n += 1
-        stop.wait(max(0.0, began + n * every - time.perf_counter()))
+        enough.wait(max(0.0, began + n * every - time.perf_counter()))
     return results
 
 
@@ -103,14 +103,14 @@ def run(code, work, args, base_records, batches, remembered):
     url = f"{url}/live/-/remember"
     try:
         post(url, [{"_id": "warm-up", "text": "the server's model is loaded before the clock starts"}])
-        stop = threading.Event()
+        enough = threading.Event()
         results = []
-        client = threading.Thread(target=lambda: results.extend(remember_client(url, remembered, args.every, stop)))
+        client = threading.Thread(target=lambda: results.extend(remember_client(url, remembered, args.every, enough)))
         client.start()
         time.sleep(1.0)  # remember alone first
         ingests = [ingest(brain, batch, env) for batch in batches]
         done = [finished(*started, args.records) for started in ingests]
-        stop.set()
+        enough.set()
         client.join()
     finally:
         stop(server)

@@ -4,6 +4,7 @@ transaction, and a lock not had in time is a 503 with Retry-After, never a 400."
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -13,7 +14,7 @@ from datasette.app import Datasette
 
 import brain_sql
 from brain_sql import pipeline, writer
-from brain_sql.connection import sqlite3
+from brain_sql.connection import atomic, sqlite3
 from brain_sql.consistency import check
 
 from .conftest import write
@@ -265,3 +266,39 @@ def test_pruning_many_documents_takes_turns_too(tmp_path, monkeypatch):
     assert report.chunks_removed == 100 and not report.errors
     assert seen == [(120, 120), (70, 70)]  # the first fifty gone, whole, before the rest
     assert count(db_path) == 20 and check(reader) == {}
+
+
+def test_an_ingest_that_loses_the_lock_midway_keeps_what_it_committed_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "INGEST_TRANSACTION_SECONDS", 0, raising=False)
+    db_path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(db_path))
+    holder = brain_sql.connect(db_path)  # waits for the lock as long as it takes
+    monkeypatch.setenv("BRAIN_BUSY_TIMEOUT_MS", "200")
+    conn, holding, release = brain_sql.connect(db_path), threading.Event(), threading.Event()
+    original = pipeline.DocumentWriter.write
+
+    def hold():
+        with atomic(holder):  # between two of the ingest's transactions, and for longer than it waits
+            holding.set()
+            release.wait(60)
+
+    def write(self, document, plan, vectors):
+        if document.external_id == "r5":
+            threading.Thread(target=hold).start()
+        return original(self, document, plan, vectors)
+
+    monkeypatch.setattr(pipeline.DocumentWriter, "write", write)
+    source = long_records(tmp_path / "r.jsonl", 40)
+    try:
+        with pytest.raises(brain_sql.BrainBusy) as raised:
+            brain_sql.ingest(conn, [source])
+    finally:
+        release.set()
+    assert holding.is_set()
+    kept = int(re.search(r"The (\d+) documents written before are kept", str(raised.value)).group(1))
+    assert 5 < kept < 40 and "run the same ingest again" in str(raised.value)
+    assert count(db_path) == 3 * kept  # each of them whole
+    monkeypatch.setattr(pipeline.DocumentWriter, "write", original)
+    again = brain_sql.ingest(brain_sql.connect(db_path), [source])
+    assert (again.documents_added, again.documents_unchanged) == (40 - kept, kept)
+    assert check(brain_sql.connect(db_path)) == {}
