@@ -211,7 +211,9 @@ class Resolution:
         else:
             self.names.refresh(self.conn)
         edges, done = set(), ids[-1]  # chunks without a row here (gone, or of no document entity) are done too
-        rows = self.conn.execute(f"{_CHUNKS} and k.id in (select value from json_each(?)) order by k.id", [json.dumps(ids)])
+        rows = self.conn.execute(
+            f"{_CHUNKS} and k.id in (select value from json_each(?)) order by k.id", [json.dumps(ids)]
+        )
         for row in rows:
             edges |= _edges([row], self.names)
             if _passed(deadline):
@@ -269,7 +271,8 @@ class Resolution:
 
     def _unqueue(self, kind, ids):
         self.conn.execute(
-            f"delete from {QUEUE_TABLE} where kind = ? and id in (select value from json_each(?))", [kind, json.dumps(ids)]
+            f"delete from {QUEUE_TABLE} where kind = ? and id in (select value from json_each(?))",
+            [kind, json.dumps(ids)],
         )
 
 

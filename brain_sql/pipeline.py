@@ -365,6 +365,8 @@ class _Pipeline:
         self.done = 0  # documents whose batch is written
         self.ended = float("-inf")  # time.perf_counter() when its last transaction ended
         self.writer = DocumentWriter(conn, model_id, report)
+        if all_or_none:
+            self.writer.mentioned = {"chunk": [], "entity": []}
         self.pending = []
         self.embedding = None  # the _Batch embedded ahead of the writer
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")

@@ -44,7 +44,7 @@ class DocumentWriter:
         self.conn, self.model_id, self.report = conn, model_id, report
         self.entity_ids = {}  # casefolded name -> id, for entities seen in this run
         self.queued = {"chunk": [], "entity": []}  # mention work, queued by `queue_mentions`
-        self.mentioned = {"chunk": [], "entity": []}  # all it queued: what a remember resolves
+        self.mentioned = None  # when a dict like `queued`: all it queued (a remember matches just that)
 
     def forget_entities(self):
         """Drop the entity cache and the mention work not queued yet: ids created
@@ -57,7 +57,8 @@ class DocumentWriter:
         the same transaction as them."""
         for kind, ids in self.queued.items():
             mentions.queue(self.conn, kind, ids)
-            self.mentioned[kind] += ids
+            if self.mentioned is not None:
+                self.mentioned[kind] += ids
         self.queued = {"chunk": [], "entity": []}
 
     def stored_hashes(self, documents):
