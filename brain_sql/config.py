@@ -91,8 +91,8 @@ INGEST_TRANSACTION_SECONDS = 0.5
 WRITER_POLL_SECONDS = 0.005
 # An ingest, between its transactions, tries this much less often (default 50 ms)
 # and begins its next transaction no sooner than INGEST_PAUSE_SECONDS (30 ms)
-# after its last one ended: writers of one request waiting with it go first, and
-# other ingests get their turns.
+# after its last one ended (or as long as that one held the lock, when shorter):
+# writers of one request waiting with it go first, and other ingests get turns.
 INGEST_POLL_SECONDS = 0.05
 INGEST_PAUSE_SECONDS = 0.03
 

@@ -363,7 +363,7 @@ class _Pipeline:
         self.all_or_none = all_or_none  # a failure fails the whole run: no per-document retry
         self.progress = progress  # progress(characters, documents done), as ingest() says
         self.done = 0  # documents whose batch is written
-        self.ended = float("-inf")  # time.perf_counter() when its last transaction ended
+        self.ended, self.held = float("-inf"), 0.0  # when its last transaction ended (perf_counter), for how long
         self.writer = DocumentWriter(conn, model_id, report)
         if all_or_none:
             self.writer.mentioned = {"chunk": [], "entity": []}
@@ -495,14 +495,17 @@ class _Pipeline:
     def _turn(self):
         """One write transaction of the ingest, yielding the time (perf_counter) to
         commit by. It begins no sooner than INGEST_PAUSE_SECONDS after the last one
-        ended, and waits for the lock as a bulk writer: a writer waiting meanwhile
-        gets the lock in between."""
-        time.sleep(max(0.0, self.ended + INGEST_PAUSE_SECONDS - time.perf_counter()))
+        ended (or as long as that one held the lock, when shorter), and waits for
+        the lock as a bulk writer: a writer waiting meanwhile gets it in between."""
+        time.sleep(max(0.0, self.ended + min(INGEST_PAUSE_SECONDS, self.held) - time.perf_counter()))
+        began = None
         try:
             with atomic(self.conn, bulk=True):
-                yield time.perf_counter() + INGEST_TRANSACTION_SECONDS
+                began = time.perf_counter()
+                yield began + INGEST_TRANSACTION_SECONDS
         finally:
             self.ended = time.perf_counter()
+            self.held = self.ended - began if began else 0.0
 
     def _commit(self, batch):
         embedded, documents = self._embedded(batch), batch.documents
