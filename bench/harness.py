@@ -54,20 +54,21 @@ def median(values):
     return statistics.median(values) if values else float("nan")
 
 
-def start_server(brain, port=None, immutable=False, log=subprocess.DEVNULL):
-    """`datasette serve` of `brain` on loopback, started and not waited for: (process, base url)."""
+def start_server(brain, port=None, immutable=False, log=subprocess.DEVNULL, options=(), env=None):
+    """`datasette serve` of `brain` on loopback, started and not waited for: (process, base url).
+    `options` are more `datasette serve` arguments; `env` its environment."""
     if not port:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-    command = [sys.executable, "-m", "datasette", "serve", *(["-i"] if immutable else []), str(brain)]
-    process = subprocess.Popen([*command, "-h", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log)
+    command = [sys.executable, "-m", "datasette", "serve", *(["-i"] if immutable else []), str(brain), *options]
+    process = subprocess.Popen([*command, "-h", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log, env=env)
     return process, f"http://127.0.0.1:{port}"
 
 
-def serve(brain, timeout=30):
+def serve(brain, timeout=30, options=(), env=None):
     """Datasette serving `brain` on a free loopback port, once it answers: (process, base url)."""
-    process, base = start_server(brain)
+    process, base = start_server(brain, options=options, env=env)
     deadline = time.perf_counter() + timeout
     while get(f"{base}/-/versions.json", timeout=1)[0] != 200:
         if process.poll() is not None or time.perf_counter() > deadline:

@@ -59,6 +59,11 @@ MENTION_MIN_CHARS = 3
 # Above this many new entities in one run, mentions in older chunks are found by
 # one Aho-Corasick pass over all text instead of one FTS5 lookup per entity.
 MENTION_FTS_LOOKUP_LIMIT = 500
+# Up to this many new chunks (a remember), the entity names they mention are found
+# by looking up each run of their words in a dict of all names; past it, by one
+# Aho-Corasick automaton of all names, which takes longer to build (about 0.3 s
+# for 20,000 names) than the lookups take for this many chunks.
+MENTION_LOOKUP_CHUNKS = 200
 
 # The change log keeps this many entries; a process whose read state is further
 # behind (idle through a large ingest) rebuilds it instead of following.
@@ -72,9 +77,24 @@ SNAPSHOT_MIN_CHUNKS = 20_000
 SNAPSHOT_EVERY = 20_000
 SNAPSHOT_QUIET_SECONDS = 3.0
 
-# Documents written per transaction during ingest; each document also gets its
-# own savepoint, so a failure never leaves half a document behind.
+# Documents embedded together during ingest (the next batch is embedded while one
+# is written).
 INGEST_BATCH_DOCUMENTS = 1000
+# Writers take turns with the write lock. Ingest writes in transactions of about
+# this much work (default 0.5 s), each document whole, so that another writer
+# (a remember, another ingest) waits about that long for the lock, not for a whole
+# run; its mention matching and change log pruning after the run are cut the same way.
+INGEST_TRANSACTION_SECONDS = 0.5
+# A writer waiting for the lock tries again about this often (default 5 ms):
+# SQLite's own busy handler waits up to 100 ms between tries, and would miss the
+# moments between another writer's transactions.
+WRITER_POLL_SECONDS = 0.005
+# An ingest, between its transactions, tries this much less often (default 50 ms)
+# and begins its next transaction no sooner than INGEST_PAUSE_SECONDS (30 ms)
+# after its last one ended (or as long as that one held the lock, when shorter):
+# writers of one request waiting with it go first, and other ingests get turns.
+INGEST_POLL_SECONDS = 0.05
+INGEST_PAUSE_SECONDS = 0.03
 
 CLASSES = ("memory", "reference", "policy")
 

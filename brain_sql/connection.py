@@ -3,12 +3,13 @@ sqlite-vec loading, the pragmas, and the one transaction helper every write uses
 
 import contextlib
 import importlib
+import random
 import time
 from pathlib import Path
 
 import sqlite_utils
 
-from .config import busy_timeout_ms
+from .config import INGEST_POLL_SECONDS, WRITER_POLL_SECONDS, busy_timeout_ms
 from .errors import BrainBusy, BrainError, ReadOnlyBrain, WriteError
 
 
@@ -144,22 +145,45 @@ def read_only_error(path):
     )
 
 
+def _begin(conn, poll):
+    """BEGIN IMMEDIATE, tried every `poll` seconds (give or take half, so waiters
+    do not keep step) until the connection's busy timeout has passed: SQLite's own
+    busy handler sleeps up to 100 ms between tries, and a writer that commits and
+    begins again at once would have the lock back before a waiter looked."""
+    timeout = conn.execute("pragma busy_timeout").fetchone()[0]
+    deadline = time.monotonic() + timeout / 1000
+    conn.execute("pragma busy_timeout = 0")
+    try:
+        while True:
+            try:
+                conn.execute("begin immediate")
+                return
+            except sqlite3.OperationalError as ex:
+                if not is_busy(ex) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(min(poll * random.uniform(0.5, 1.5), max(0.0, deadline - time.monotonic())))
+    finally:
+        conn.execute(f"pragma busy_timeout = {timeout}")
+
+
 def _file_of(conn):
     row = conn.execute("select file from pragma_database_list where name = 'main'").fetchone()
     return row[0] if row and row[0] else "the brain"
 
 
 @contextlib.contextmanager
-def atomic(conn):
+def atomic(conn, bulk=False):
     """All or none. The outermost block takes the write lock up front (BEGIN
     IMMEDIATE), so a writer waits its turn for up to busy_timeout instead of
-    failing when it first writes; nested blocks are sqlite-utils' savepoints."""
+    failing when it first writes; nested blocks are sqlite-utils' savepoints.
+    A `bulk` writer, one transaction of many (ingest), tries for the lock less
+    often while it waits, so that a writer of one request waiting too goes first."""
     if conn.in_transaction:
         with sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False).atomic():
             yield conn
         return
     try:
-        conn.execute("begin immediate")
+        _begin(conn, INGEST_POLL_SECONDS if bulk else WRITER_POLL_SECONDS)
     except sqlite3.OperationalError as ex:
         if cannot_write(ex):
             raise read_only_error(_file_of(conn)) from ex

@@ -4,11 +4,12 @@ Idempotent and exact. A document whose content and fields are unchanged is
 skipped outright; a changed one is written again by writer.DocumentWriter, which
 keeps the chunks whose text is unchanged. Vectors are reused by content hash
 across documents. This module is the pipeline around it: reading and checking
-documents, batching them (one transaction a batch, retried one savepoint per
-document when a batch fails), embedding the next batch while one is written, and
-pruning what is gone.
+documents, batching them, embedding the next batch while one is written, writing
+in short transactions that other writers take turns with (each document whole;
+retried one savepoint per document when one fails), and pruning what is gone.
 """
 
+import contextlib
 import json
 import os
 import time
@@ -19,7 +20,10 @@ from pathlib import Path
 
 from . import mentions, validity
 from . import state as read_state
-from .config import CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, MAX_CONTENT_BYTES, MAX_TITLE_CHARS
+from .config import (
+    CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, INGEST_PAUSE_SECONDS, INGEST_TRANSACTION_SECONDS, MAX_CONTENT_BYTES,
+    MAX_TITLE_CHARS,
+)  # fmt: skip
 from .connection import atomic, sqlite3
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError
@@ -340,13 +344,18 @@ def _document_hash(document, model_id):
 
 
 class _Pipeline:
-    """Collects documents into batches and writes each batch in one transaction.
+    """Collects documents into batches and writes them in short transactions.
 
     Batches move through a two-stage pipeline: while one batch is written, the
     next one's new text is embedded on a worker thread (the tokenizer and SQLite
     both release the GIL while they work). With the writer busy on one core, the
     tokenizer's own thread pool would only oversubscribe the other, so it is
     switched off (TOKENIZERS_PARALLELISM) until the ingest ends.
+
+    Other writers take turns with it: an ingest writes in transactions of about
+    INGEST_TRANSACTION_SECONDS of work each, every document whole, and begins the
+    next one only after a pause (`_turn`). A remember (`all_or_none`) writes in
+    its caller's one transaction.
     """
 
     def __init__(self, conn, model_id, report, all_or_none=False, progress=None):
@@ -354,7 +363,10 @@ class _Pipeline:
         self.all_or_none = all_or_none  # a failure fails the whole run: no per-document retry
         self.progress = progress  # progress(characters, documents done), as ingest() says
         self.done = 0  # documents whose batch is written
+        self.ended, self.held = float("-inf"), 0.0  # when its last transaction ended (perf_counter), for how long
         self.writer = DocumentWriter(conn, model_id, report)
+        if all_or_none:
+            self.writer.mentioned = {"chunk": [], "entity": []}
         self.pending = []
         self.embedding = None  # the _Batch embedded ahead of the writer
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
@@ -419,59 +431,109 @@ class _Pipeline:
     def flush(self):
         """Write everything added so far, then find the mentions it brought."""
         self.write_pending()
-        with atomic(self.conn):
-            self.report.relationships += mentions.resolve_mentions(self.conn)
+        if self.all_or_none:  # a remember: its own mentions, in its caller's transaction
+            mentioned = self.writer.mentioned
+            self.report.relationships += mentions.resolve_mentions(self.conn, mentioned["chunk"], mentioned["entity"])
             prune_changes(self.conn, CHANGE_LOG_KEEP)
+            return
+        resolution = mentions.Resolution(self.conn).prepare()  # its automatons built before taking the lock
+        self._in_turns(resolution.step, partial(prune_changes, self.conn, CHANGE_LOG_KEEP))
+        self.report.relationships += resolution.added
 
     def remove_documents(self, where, params, keep=()):
-        """Remove the documents `where` selects but those in `keep`, in a transaction
-        of its own. Documents still in the pipeline are never among those removed:
+        """Remove the documents `where` selects but those in `keep`, in transactions
+        of their own. Documents still in the pipeline are never among those removed:
         they came from files being ingested, in `keep`."""
-        with atomic(self.conn):
-            self.writer.remove(self.writer.removable(where, params, keep)[1])
+        self._remove(where, params, keep)
 
     def prune(self, root, everything=False):
-        """Remove the documents from files under `root` that are gone, in a
-        transaction of its own; unless `everything`, not when that is every one
+        """Remove the documents from files under `root` that are gone, in
+        transactions of their own; unless `everything`, not when that is every one
         `root` holds (its folder is empty, or none of its files is there): then
         nothing is removed and the reason is returned."""
         root = str(Path(root).resolve())
-        with atomic(self.conn):
-            held, doomed = self.writer.removable(
-                "source_path = ? or source_path like ? escape '\\'", (root, _like_prefix(root + "/")), gone=True
+        under = ("source_path = ? or source_path like ? escape '\\'", (root, _like_prefix(root + "/")))
+        held, doomed = self.writer.removable(*under, gone=True)
+        if doomed and len(doomed) == len(held) and not everything:
+            memories, files = self.conn.execute(
+                "select count(*), count(distinct source_path) from knowledge "
+                "where document_id in (select value from json_each(?))", [json.dumps(doomed)]
+            ).fetchone()
+            lost = "the one memory" if memories == 1 else f"all {memories:,} memories"
+            gone = "its one file is" if files == 1 else f"all {files:,} of its files are"
+            return (
+                f"nothing under {root} was pruned: that would remove {lost} it holds, as {gone} gone "
+                "(an unmounted drive, a sync that failed?); look at the folder, or prune with --prune-all "
+                f"to remove {'it' if memories == 1 else 'them'}"
             )
-            if doomed and len(doomed) == len(held) and not everything:
-                memories, files = self.conn.execute(
-                    "select count(*), count(distinct source_path) from knowledge "
-                    "where document_id in (select value from json_each(?))", [json.dumps(doomed)]
-                ).fetchone()
-                lost = "the one memory" if memories == 1 else f"all {memories:,} memories"
-                gone = "its one file is" if files == 1 else f"all {files:,} of its files are"
-                return (
-                    f"nothing under {root} was pruned: that would remove {lost} it holds, as {gone} gone "
-                    "(an unmounted drive, a sync that failed?); look at the folder, or prune with --prune-all "
-                    f"to remove {'it' if memories == 1 else 'them'}"
-                )
-            self.writer.remove(doomed)
+        self._remove(*under, gone=True, only=set(doomed))
         return None
+
+    def _remove(self, where, params, keep=(), gone=False, only=None):
+        """writer.remove of the documents writer.removable selects (of `only`, when
+        given), in turns: each looks again, so a document written meanwhile stays."""
+
+        def doomed():
+            return [d for d in self.writer.removable(where, params, keep, gone)[1] if only is None or d in only]
+
+        if doomed():  # looked at first without the lock: most files lost no records
+            self._in_turns(lambda deadline: bool(self.writer.remove(doomed(), deadline)))
+
+    def _in_turns(self, *works):
+        """Call each work(deadline), which does some of its work until the deadline
+        and says whether any is left, in transactions (`_turn`) until none is; the
+        next work begins in the same transaction when there is time left."""
+        works = list(works)
+        while works:
+            with self._turn() as deadline:
+                while works and not works[0](deadline):
+                    works.pop(0)
+                    if time.perf_counter() >= deadline:
+                        break
+
+    @contextlib.contextmanager
+    def _turn(self):
+        """One write transaction of the ingest, yielding the time (perf_counter) to
+        commit by. It begins no sooner than INGEST_PAUSE_SECONDS after the last one
+        ended (or as long as that one held the lock, when shorter), and waits for
+        the lock as a bulk writer: a writer waiting meanwhile gets it in between."""
+        time.sleep(max(0.0, self.ended + min(INGEST_PAUSE_SECONDS, self.held) - time.perf_counter()))
+        began = None
+        try:
+            with atomic(self.conn, bulk=True):
+                began = time.perf_counter()
+                yield began + INGEST_TRANSACTION_SECONDS
+        finally:
+            self.ended = time.perf_counter()
+            self.held = self.ended - began if began else 0.0
 
     def _commit(self, batch):
         embedded, documents = self._embedded(batch), batch.documents
+        if self.all_or_none:
+            with atomic(self.conn):  # a savepoint in the caller's transaction
+                self._write_batch(documents, embedded, isolate=False)
+        else:
+            while documents:
+                documents = documents[self._transaction(documents, embedded) :]
+        self._report_progress(batch, 1.0)
+        self.done += len(batch.documents)
+
+    def _transaction(self, documents, embedded):
+        """Write documents from the start of `documents` in one transaction, for
+        INGEST_TRANSACTION_SECONDS; returns how many were written."""
         counts = dict(vars(self.report))
         try:
-            with atomic(self.conn):
-                self._write_batch(documents, embedded, isolate=False)
+            with self._turn() as deadline:
+                return self._write_batch(documents, embedded, isolate=False, deadline=deadline)
         except Exception as ex:
-            if self.all_or_none or isinstance(ex, BrainBusy):
+            if isinstance(ex, BrainBusy):
                 raise  # a lock not had is no document's fault: retrying one by one would not help
-            # Something in the batch failed: write it again one savepoint per
-            # document, so the bad document is reported and the rest land.
+            # Something in it failed: write from the same document again, one
+            # savepoint per document, so the bad document is reported and the rest land.
             vars(self.report).update(counts)
             self.writer.forget_entities()
-            with atomic(self.conn):
-                self._write_batch(documents, embedded, isolate=True)
-        self._report_progress(batch, 1.0)
-        self.done += len(documents)
+            with self._turn() as deadline:
+                return self._write_batch(documents, embedded, isolate=True, deadline=deadline)
 
     def _texts_to_embed(self, batch):
         """{content hash: text} of the chunks in `batch` that may need a new vector."""
@@ -484,54 +546,62 @@ class _Pipeline:
                     texts[content_hash(text)] = text
         return {h: t for h, t in texts.items() if stored_vector(self.conn, h, self.model_id) is None}
 
-    def _write_batch(self, batch, embedded, isolate):
-        """Write a batch; with `isolate`, each document in a savepoint of its own
-        (slower: vec0 journals every page a savepoint touches)."""
+    def _write_batch(self, batch, embedded, isolate, deadline=None):
+        """Write documents of `batch` in order until `deadline` (time.perf_counter)
+        has passed, at least one, or all when None; returns how many it wrote.
+        With `isolate`, each in a savepoint of its own (slower: vec0 journals every
+        page a savepoint touches)."""
         report = self.report
         stored = self.writer.stored_hashes(batch)
         changing = [d.document_id for d in batch if stored.get(d.document_id) != d.digest]
         before = validity.touched(self.conn, changing)
-        plans, versions = [], {}
+        new_vectors, written = [], 0
         for document in batch:
+            written += 1
             report.documents += 1
             if stored.get(document.document_id) == document.digest:
                 report.documents_unchanged += 1
                 report.chunks_unchanged += len(document.chunks)
-                continue
-            known = document.document_id in stored
-            if known and validity.later_version(self.conn, document):
-                versions[document.document_id] = document  # the stored version stays, as history
-                known = False
-            plans.append((document, self.writer.plan(document, known), known))
-        vectors = self._vectors([c for _, plan, _ in plans for c in plan["new"]], embedded)
-        new_vectors = []
-        for document, plan, known in plans:
-            if not isolate:
-                new_vectors += self._write(document, plan, vectors, versions)
+            elif not isolate:
+                vectors, known = self._write(document, stored, embedded)
+                new_vectors += vectors  # inserted together: vec0 takes many rows at once faster
+                self._count(known)
             else:
                 try:
                     with atomic(self.conn):
-                        insert_vectors(self.conn, self._write(document, plan, vectors, versions))
+                        vectors, known = self._write(document, stored, embedded)
+                        insert_vectors(self.conn, vectors)
                         self.writer.queue_mentions()
+                    self._count(known)
                 except Exception as ex:
                     self.writer.forget_entities()
                     report.errors.append(IngestError(document.source_path, document.line, f"not written: {ex}"))
-                    continue
-            if known:
-                report.documents_updated += 1
-            else:
-                report.documents_added += 1
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
         insert_vectors(self.conn, new_vectors)
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))
+        return written
 
-    def _write(self, document, plan, vectors, versions):
-        """writer.write, the stored version first kept as history when this is a later one."""
-        flagged = validity.keep_as_history(self.conn, document) if document.document_id in versions else False
-        written = self.writer.write(document, plan, vectors)
+    def _write(self, document, stored, embedded):
+        """writer.write of a new or changed document: (its new vectors, whether it
+        updates a stored one). A later version of the stored one is new: that is
+        kept as history first."""
+        known = document.document_id in stored
+        flagged = False
+        if known and validity.later_version(self.conn, document):
+            flagged, known = validity.keep_as_history(self.conn, document), False
+        plan = self.writer.plan(document, known)
+        vectors = self.writer.write(document, plan, self._vectors(plan["new"], embedded))
         if flagged:  # a new version of a flagged memory is flagged too: it goes into recall only reviewed
             self.conn.execute("update knowledge set flagged = 1 where document_id = ?", (document.document_id,))
-        return written
+        return vectors, known
+
+    def _count(self, known):
+        if known:
+            self.report.documents_updated += 1
+        else:
+            self.report.documents_added += 1
 
     def _vectors(self, new_chunks, embedded):
         """content hash -> (int8, bit) for new chunks: embedded ahead, reused from a

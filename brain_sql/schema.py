@@ -5,6 +5,8 @@ reference system migrates in place, keeping every row. Fresh files get the
 reference tables first and the same additions, so both paths end identical.
 """
 
+import time
+
 import sqlite_utils
 from sqlite_utils import Migrations
 
@@ -370,9 +372,20 @@ def derived_from_knowledge(table):
     return table in DERIVED_TABLES or table.startswith(DERIVED_PREFIXES)
 
 
-def prune_changes(conn, keep):
-    """Forget all but the newest `keep` changes; a reader further behind rebuilds."""
-    conn.execute(f"DELETE FROM {CHANGES_TABLE} WHERE seq <= (SELECT max(seq) FROM {CHANGES_TABLE}) - ?", (keep,))
+def prune_changes(conn, keep, deadline=None):
+    """Forget all but the newest `keep` changes; a reader further behind rebuilds.
+    They go a thousand at a time until `deadline` (time.perf_counter; None: all of
+    them); returns whether any are left to forget."""
+    while True:
+        forgotten = conn.execute(
+            f"DELETE FROM {CHANGES_TABLE} WHERE seq IN (SELECT seq FROM {CHANGES_TABLE} "
+            f"WHERE seq <= (SELECT max(seq) FROM {CHANGES_TABLE}) - ? ORDER BY seq LIMIT 1000)",
+            (keep,),
+        ).rowcount
+        if forgotten < 1000:
+            return False
+        if deadline is not None and time.perf_counter() >= deadline:
+            return True
 
 
 def ensure_meta(conn, model_id):

@@ -8,6 +8,7 @@ and entity is queued for mention matching in the same transaction.
 
 import json
 import re
+import time
 from pathlib import Path
 
 import xxhash
@@ -24,6 +25,7 @@ FIELD_COLUMNS = (
 )  # fmt: skip
 _CHUNK_COLUMNS = ("chunk_index", "line_start", "line_end", "context")
 _STORED_TIMES = ("created_at", "observed_at")
+REMOVE_AT_ONCE = 50  # documents removed between looks at the clock
 
 
 def content_hash(text):
@@ -42,6 +44,7 @@ class DocumentWriter:
         self.conn, self.model_id, self.report = conn, model_id, report
         self.entity_ids = {}  # casefolded name -> id, for entities seen in this run
         self.queued = {"chunk": [], "entity": []}  # mention work, queued by `queue_mentions`
+        self.mentioned = None  # when a dict like `queued`: all it queued (a remember matches just that)
 
     def forget_entities(self):
         """Drop the entity cache and the mention work not queued yet: ids created
@@ -54,6 +57,8 @@ class DocumentWriter:
         the same transaction as them."""
         for kind, ids in self.queued.items():
             mentions.queue(self.conn, kind, ids)
+            if self.mentioned is not None:
+                self.mentioned[kind] += ids
         self.queued = {"chunk": [], "entity": []}
 
     def stored_hashes(self, documents):
@@ -147,9 +152,14 @@ class DocumentWriter:
             restate(conn, quoted, said[1] if said and said[0] == quoted.where and not flagged else None)
         return stored_vectors
 
-    def remove(self, document_ids):
-        """Delete these documents whole (remove_documents), counting their chunks."""
-        self.report.chunks_removed += remove_documents(self.conn, document_ids)
+    def remove(self, document_ids, deadline=None):
+        """Delete these documents, each whole (remove_documents), counting their
+        chunks, until `deadline` (time.perf_counter; None: all); returns the ids left."""
+        for start in range(0, len(document_ids), REMOVE_AT_ONCE):
+            self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
+            if deadline is not None and time.perf_counter() >= deadline:
+                return document_ids[start + REMOVE_AT_ONCE :]
+        return []
 
     def removable(self, where, params, keep=(), gone=False):
         """(the ids of the documents `where` selects, the ids of those of them to

@@ -4,6 +4,7 @@ transaction, and a lock not had in time is a 503 with Retry-After, never a 400."
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -12,8 +13,8 @@ import pytest
 from datasette.app import Datasette
 
 import brain_sql
-from brain_sql import pipeline
-from brain_sql.connection import sqlite3
+from brain_sql import pipeline, writer
+from brain_sql.connection import atomic, sqlite3
 from brain_sql.consistency import check
 
 from .conftest import write
@@ -181,3 +182,123 @@ async def test_forget_and_the_decayed_actions_wait_for_the_lock_or_answer_503(tm
     assert conn.execute("select relevance_tier from knowledge where external_id = 'y'").fetchone()[0] == 1
     retried = await datasette.client.post("/brain/-/forget", json={"external_ids": ["x"]})
     assert retried.status_code == 200 and retried.json()["removed"]["external_ids"] == ["x"]
+
+
+def long_records(path, count):
+    """Records of three chunks each: a document half written would show."""
+    return write(path, "".join(json.dumps({"_id": f"r{i}", "title": f"Long record {i}", "text": "\n\n".join(
+        f"Part {part} of record {i}: " + "the pager rota moves on Thursdays. " * 50 for part in range(3))}) + "\n"
+        for i in range(count)))  # fmt: skip
+
+
+def test_a_long_ingest_commits_as_it_goes_each_document_whole(tmp_path, monkeypatch):
+    """Another connection sees an ingest's documents land while it runs, never part of one."""
+    monkeypatch.setattr(pipeline, "INGEST_TRANSACTION_SECONDS", 0, raising=False)  # each document a transaction
+    db_path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(db_path))
+    reader, seen, original = brain_sql.connect(db_path), [], pipeline.DocumentWriter.write
+
+    def write_and_look(self, document, plan, vectors):
+        if document.external_id == "r20":  # in the ingest's middle: what has landed so far?
+            seen.append(reader.execute(
+                "select (select count(*) from documents), (select count(*) from knowledge), "
+                "(select count(*) from vec_knowledge), (select count(*) from knowledge_fts_docsize), "
+                "(select count(*) from documents d where chunks != "
+                " (select count(*) from knowledge k where k.document_id = d.document_id))"
+            ).fetchone())  # fmt: skip
+        return original(self, document, plan, vectors)
+
+    monkeypatch.setattr(pipeline.DocumentWriter, "write", write_and_look)
+    report = brain_sql.ingest(brain_sql.connect(db_path), [long_records(tmp_path / "r.jsonl", 40)])
+    assert report.documents_added == 40 and report.chunks_added == 120 and not report.errors
+    # the twenty documents before it, each whole: its three chunks, their vectors and full-text rows
+    assert seen == [(20, 60, 60, 60, 0)]
+    assert check(reader) == {}
+
+
+def test_a_waiting_writer_gets_the_lock_between_an_ingests_transactions(tmp_path, monkeypatch):
+    """A writer that starts waiting while an ingest writes gets its turn before the
+    ingest ends, not after it: writers take turns with the lock."""
+    monkeypatch.setattr(pipeline, "INGEST_TRANSACTION_SECONDS", 0, raising=False)
+    db_path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(db_path))
+    other, writing, turns = brain_sql.connect(db_path), threading.Event(), []
+    original = pipeline.DocumentWriter.write
+
+    def write(self, document, plan, vectors):
+        writing.set()
+        return original(self, document, plan, vectors)
+
+    def remember_meanwhile():
+        assert writing.wait(60)
+        report, _ = brain_sql.remember(other, [{"_id": "turn", "text": "an agent's turn, remembered mid-ingest"}])
+        turns.append((report.documents_added, count(db_path)))
+
+    monkeypatch.setattr(pipeline.DocumentWriter, "write", write)
+    thread = threading.Thread(target=remember_meanwhile)
+    thread.start()
+    report = brain_sql.ingest(brain_sql.connect(db_path), [long_records(tmp_path / "r.jsonl", 100)])
+    thread.join(60)
+    assert report.documents_added == 100 and not report.errors
+    [(added, chunks)] = turns
+    assert added == 1 and 1 < chunks < 301  # the remember landed while the ingest had more to write
+    assert count(db_path) == 301 and check(brain_sql.connect(db_path)) == {}
+
+
+def test_pruning_many_documents_takes_turns_too(tmp_path, monkeypatch):
+    """--prune of many gone files removes them in several transactions, each document whole."""
+    monkeypatch.setattr(pipeline, "INGEST_TRANSACTION_SECONDS", 0, raising=False)
+    notes = tmp_path / "notes"
+    for i in range(120):
+        write(notes / f"n{i}.md", f"# Note {i}\n\nThe pager rota, week {i}.\n")
+    db_path = tmp_path / "brain.db"
+    brain_sql.ingest(brain_sql.connect(db_path), [notes])
+    for i in range(100):
+        (notes / f"n{i}.md").unlink()
+    reader, seen, original = brain_sql.connect(db_path), [], writer.remove_documents
+
+    def remove_and_look(conn, document_ids):
+        seen.append(reader.execute("select (select count(*) from documents), (select count(*) from knowledge)").fetchone())
+        return original(conn, document_ids)
+
+    monkeypatch.setattr(writer, "remove_documents", remove_and_look)
+    report = brain_sql.ingest(brain_sql.connect(db_path), [notes], prune=True)
+    assert report.chunks_removed == 100 and not report.errors
+    assert seen == [(120, 120), (70, 70)]  # the first fifty gone, whole, before the rest
+    assert count(db_path) == 20 and check(reader) == {}
+
+
+def test_an_ingest_that_loses_the_lock_midway_keeps_what_it_committed_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "INGEST_TRANSACTION_SECONDS", 0, raising=False)
+    db_path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(db_path))
+    holder = brain_sql.connect(db_path)  # waits for the lock as long as it takes
+    monkeypatch.setenv("BRAIN_BUSY_TIMEOUT_MS", "200")
+    conn, holding, release = brain_sql.connect(db_path), threading.Event(), threading.Event()
+    original = pipeline.DocumentWriter.write
+
+    def hold():
+        with atomic(holder):  # between two of the ingest's transactions, and for longer than it waits
+            holding.set()
+            release.wait(60)
+
+    def write(self, document, plan, vectors):
+        if document.external_id == "r5":
+            threading.Thread(target=hold).start()
+        return original(self, document, plan, vectors)
+
+    monkeypatch.setattr(pipeline.DocumentWriter, "write", write)
+    source = long_records(tmp_path / "r.jsonl", 40)
+    try:
+        with pytest.raises(brain_sql.BrainBusy) as raised:
+            brain_sql.ingest(conn, [source])
+    finally:
+        release.set()
+    assert holding.is_set()
+    kept = int(re.search(r"The (\d+) documents written before are kept", str(raised.value)).group(1))
+    assert 5 < kept < 40 and "run the same ingest again" in str(raised.value)
+    assert count(db_path) == 3 * kept  # each of them whole
+    monkeypatch.setattr(pipeline.DocumentWriter, "write", original)
+    again = brain_sql.ingest(brain_sql.connect(db_path), [source])
+    assert (again.documents_added, again.documents_unchanged) == (40 - kept, kept)
+    assert check(brain_sql.connect(db_path)) == {}
