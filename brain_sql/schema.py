@@ -358,6 +358,34 @@ def m010_searched_context(db):
     db.execute("INSERT INTO knowledge_fts(knowledge_fts) VALUES ('rebuild')")
 
 
+# rows that are, or may become, decayed (decay_bucket_sql): archived, or with an expiry
+DECAYING = "expires_at IS NOT NULL OR relevance_tier < 1"
+
+
+@migrations()
+def m011_page_indexes(db):
+    """Indexes for the pages people browse, so each answers in Datasette's time limits
+    on a million memories: the facet columns (class, source, domain; scope has one)
+    and the newest-first order by observed_at; the decaying rows alone, with what the
+    decayed page and the decay facet read of them; which memories are flagged; each
+    entity's document, and the documents by their number of chunks. Each is built
+    from one pass over its table."""
+    _execute_script(
+        db,
+        f"""
+        CREATE INDEX IF NOT EXISTS idx_knowledge_class ON knowledge(class);
+        CREATE INDEX IF NOT EXISTS idx_knowledge_source ON knowledge(source);
+        CREATE INDEX IF NOT EXISTS idx_knowledge_domain ON knowledge(domain);
+        CREATE INDEX IF NOT EXISTS idx_knowledge_observed ON knowledge(observed_at);
+        CREATE INDEX IF NOT EXISTS idx_knowledge_decaying
+          ON knowledge(expires_at, id, relevance_tier, flagged, class, scope, source, domain) WHERE {DECAYING};
+        CREATE INDEX IF NOT EXISTS idx_knowledge_flagged ON knowledge(document_id) WHERE flagged != 0;
+        CREATE INDEX IF NOT EXISTS idx_documents_entity ON documents(entity_id);
+        CREATE INDEX IF NOT EXISTS idx_documents_chunks ON documents(chunks, entity_id)
+        """,
+    )
+
+
 # Tables whose rows are memories' text, or derived from it: whoever may not read
 # `knowledge` may read none of them.
 DERIVED_TABLES = ("documents", "entities", "relationships", "brain_mention_queue", CHANGES_TABLE,

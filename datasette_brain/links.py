@@ -7,6 +7,7 @@ Stored text is escaped before anything is added to it; the only markup on these
 pages is the <a> tags built here, around text that was escaped.
 """
 
+import asyncio
 import re
 import weakref
 
@@ -121,10 +122,16 @@ async def linked_text(datasette, database, text, limit=None, more_href=None, ent
 # render_cell
 
 
+_graph_public = weakref.WeakKeyDictionary()  # a request's task -> {database: whether anyone may see the graph}
+
+
 async def _content_cell(datasette, database, text, href):
-    # render_cell is not told who is reading: entities link only where anyone may see the graph
-    entities = await tools.graph_readable(datasette, None, database)
-    return await linked_text(datasette, database, text, CONTENT_CHARS, href, entities)
+    # render_cell is not told who is reading: entities link only where anyone may see the
+    # graph, asked once a request (its task renders every cell) rather than once a cell
+    public = _graph_public.setdefault(asyncio.current_task(), {})
+    if database not in public:
+        public[database] = await tools.graph_readable(datasette, None, database)
+    return await linked_text(datasette, database, text, CONTENT_CHARS, href, public[database])
 
 
 def _value_and_label(value):
