@@ -28,13 +28,12 @@ def decay_bucket_sql(now="null"):
 
 def decay_counts_sql(rows_sql):
     """(bucket, count) for each decay bucket that holds any of the knowledge rows
-    `rows_sql` selects (with their id, expires_at and relevance_tier). Only the
-    decaying rows (schema.DECAYING, found on idx_knowledge_decaying whatever else
-    the rows are chosen by) are bucketed one by one: all others are live, so live
-    is the rest of the total."""
+    `rows_sql` selects (with their expires_at and relevance_tier). Only the decaying
+    rows (schema.DECAYING: idx_knowledge_decaying holds them, with what they are
+    bucketed by) are bucketed one by one: all others are live, so live is the rest
+    of the total."""
     return f"""with decaying as (
-  select {decay_bucket_sql()} as bucket, count(*) as n from ({rows_sql})
-  where id in (select id from knowledge where {DECAYING}) group by bucket),
+  select {decay_bucket_sql()} as bucket, count(*) as n from ({rows_sql}) where ({DECAYING}) group by bucket),
 total as materialized (select count(*) as n from ({rows_sql})),
 counted as (
   select bucket, n from decaying where bucket != 'live'

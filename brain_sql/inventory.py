@@ -47,7 +47,7 @@ def _counts(conn):
         return dict(sorted(counted.items(), key=lambda item: (-item[1], sql_order(item[0]))))
 
     memories = count("select count(*) from knowledge")
-    buckets = dict(conn.execute(decay_counts_sql("select id, expires_at, relevance_tier from knowledge")))
+    buckets = dict(conn.execute(decay_counts_sql("select expires_at, relevance_tier from knowledge")))
     return {
         "memories": memories,
         "by_class": per("class"),

@@ -8,6 +8,11 @@ the first 1,000 rows; these classes do that for a brain's tables, the first by
 key (every other table keeps Datasette's own).
 """
 
+import asyncio
+import json
+import weakref
+
+from datasette.database import QueryInterrupted
 from datasette.facets import ArrayFacet, ColumnFacet, DateFacet
 from datasette.utils import escape_sqlite
 
@@ -16,15 +21,40 @@ from . import links
 SUGGEST_ROWS = 1_000  # the rows of a brain's table a facet suggestion considers, as Datasette 1.0
 
 
+_first = weakref.WeakKeyDictionary()  # a request's task -> {(database, sql, params): its first rows' SQL}
+
+
 async def first_rows(facet):
-    """SQL for the first SUGGEST_ROWS rows `facet` counts, in key order: without an
-    order, SQLite may read them along the suggested column's index, its smallest
-    values alone."""
+    """SQL for the first SUGGEST_ROWS rows `facet` counts, in key order (unordered,
+    SQLite may read them along the suggested column's index: its smallest values
+    alone), or None when even finding them takes longer than a facet may. Found
+    once a request, by key: each of the suggestions then reads just those rows,
+    not every row the page's filters look at."""
+    found = _first.setdefault(asyncio.current_task(), {})
+    key = (facet.database, facet.sql, json.dumps(facet.params, sort_keys=True, default=repr))
+    if key not in found:
+        found[key] = await _first_rows(facet)
+    return found[key]
+
+
+async def _first_rows(facet):
     db = facet.ds.get_database(facet.database)
-    if facet.table in await db.view_names():
-        return f"select * from ({facet.sql}) limit {SUGGEST_ROWS}"
-    order = ", ".join(escape_sqlite(key) for key in await db.primary_keys(facet.table)) or "rowid"
-    return f"select * from ({facet.sql} order by {order} limit {SUGGEST_ROWS})"
+    keys = None if facet.table in await db.view_names() else await db.primary_keys(facet.table)
+    if keys is None or len(keys) > 1:  # a view, or a key of several columns: the rows as they come, or by key
+        order = f" order by {', '.join(escape_sqlite(k) for k in keys)}" if keys else ""
+        return f"select * from ({facet.sql}{order} limit {SUGGEST_ROWS})"
+    column = escape_sqlite(keys[0]) if keys else "rowid"
+    try:
+        rows = await db.execute(f"select {column} from ({facet.sql} order by {column} limit {SUGGEST_ROWS})",
+                                facet.params, custom_time_limit=facet.ds.setting("facet_time_limit_ms"))  # fmt: skip
+    except QueryInterrupted:
+        return None
+    values = [row[0] for row in rows.rows]
+    if any(isinstance(value, bytes) for value in values):
+        return f"select * from ({facet.sql} order by {column} limit {SUGGEST_ROWS})"
+    listed = json.dumps(values).replace("'", "''")
+    return (f"select {'*' if keys else 'rowid, *'} from {escape_sqlite(facet.table)} "
+            f"where {column} in (select value from json_each('{listed}'))")  # fmt: skip
 
 
 def _sampled(facet_class):
@@ -32,8 +62,11 @@ def _sampled(facet_class):
         async def suggest(self):
             if self.table is None or not links.is_brain(self.ds, self.database):
                 return await super().suggest()
-            first = facet_class(self.ds, self.request, self.database, sql=await first_rows(self), table=self.table,
-                                params=self.params, metadata=self.metadata, row_count=self.row_count)  # fmt: skip
+            sql = await first_rows(self)
+            if sql is None:
+                return []
+            first = facet_class(self.ds, self.request, self.database, sql=sql, table=self.table, params=self.params,
+                                metadata=self.metadata, row_count=self.row_count)  # fmt: skip
             return await facet_class.suggest(first)
 
     Sampled.__name__ = Sampled.__qualname__ = facet_class.__name__

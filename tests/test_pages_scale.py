@@ -285,6 +285,9 @@ async def test_facet_suggestions_consider_a_brains_first_thousand_rows(decaying_
     datasette = Datasette([str(decaying_brain)])
     suggested = (await datasette.client.get("/decaying/knowledge.json")).json()["suggested_facets"]
     assert {"domain", "decay"} <= {facet["name"] for facet in suggested}
+    # on a filtered page, from the first rows the filter keeps (found once, then read by id)
+    suggested = (await datasette.client.get("/decaying/knowledge.json?_decay=expired")).json()["suggested_facets"]
+    assert "domain" in {facet["name"] for facet in suggested}
     # every table's and view's page answers: vec0 and FTS5's, WITHOUT ROWID ones, a view
     names = await datasette.get_database("decaying").execute("select name from sqlite_master where type in ('table', 'view')")
     for (name,) in names.rows:
