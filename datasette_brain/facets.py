@@ -8,7 +8,6 @@ the first 1,000 rows; these classes do that for a brain's tables, the first by
 key (every other table keeps Datasette's own).
 """
 
-import asyncio
 import json
 import weakref
 
@@ -21,7 +20,7 @@ from . import links
 SUGGEST_ROWS = 1_000  # the rows of a brain's table a facet suggestion considers, as Datasette 1.0
 
 
-_first = weakref.WeakKeyDictionary()  # a request's task -> {(database, sql, params): its first rows' SQL}
+_first = weakref.WeakKeyDictionary()  # a request -> {(database, sql, params): its first rows' SQL}
 
 
 async def first_rows(facet):
@@ -30,11 +29,8 @@ async def first_rows(facet):
     alone), or None when even finding them takes longer than a facet may. Found
     once a request, by key: each of the suggestions then reads just those rows,
     not every row the page's filters look at."""
-    found = _first.setdefault(asyncio.current_task(), {})
     key = (facet.database, facet.sql, json.dumps(facet.params, sort_keys=True, default=repr))
-    if key not in found:
-        found[key] = await _first_rows(facet)
-    return found[key]
+    return await links.once_for(facet.request, _first, key, lambda: _first_rows(facet))
 
 
 async def _first_rows(facet):
