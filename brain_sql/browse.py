@@ -184,14 +184,15 @@ degree as (select id, count(*) as degree from (select f as id from seen union al
            group by id)"""
 _NAMED = "(:pattern is null or e.name like :pattern escape '\\')"
 _MATCHING = f"{_NAMED} and (:type is null or coalesce(e.entity_type, 'entity') = :type)"
-# the only entities a reader may be kept from, usually few: the ends of edges only flagged (or
-# deleted) memories stated, and the entities of documents with a flagged chunk or with none
-# (a document keeps its chunks: check's incomplete_documents), each then tested by _VISIBLE
-_MAYBE_HIDDEN = f"""
+# the entities a reader may not see, usually few: found among the ends of edges only flagged
+# (or deleted) memories stated and the entities of documents with a flagged chunk or none
+# (a document keeps its chunks: check's incomplete_documents), which are all that may be
+_HIDDEN = f"""select e.id, coalesce(e.entity_type, 'entity') as type from entities e where e.id in (
   select from_entity_id from relationships r where not {_SEEN}
   union select to_entity_id from relationships r where not {_SEEN}
   union select entity_id from documents where chunks = 0
-  union select entity_id from documents where document_id in (select document_id from knowledge where flagged != 0)"""
+  union select entity_id from documents where document_id in (select document_id from knowledge where flagged != 0))
+  and {_NAMED} and not {_VISIBLE.format(e='e.id', seen=_SEEN)}"""
 
 
 def entities(conn, q=None, entity_type=None, page=1, per_page=ENTITY_PAGE_ROWS):
@@ -200,13 +201,23 @@ def entities(conn, q=None, entity_type=None, page=1, per_page=ENTITY_PAGE_ROWS):
     rows (page_numbers' bounds), the `total` matching, and `types` (type, count)
     among those whose name matches `q` (a substring, any case).
 
-    Read without visiting every entity: the connected ones through their edges,
-    then the others in name order (idx_entities_name) until the page is full;
-    counts are every entity's by type (idx_entities_type) less the few hidden."""
+    Read without testing every entity: the connected ones through their edges, the
+    others along idx_entities_name but for the few hidden; counts are every
+    entity's by type (idx_entities_type) less the hidden ones."""
     page, per_page = page_numbers(page, per_page)
     pattern = None if not q else "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     offset = (page - 1) * per_page
     params = {"pattern": pattern, "type": entity_type, "limit": per_page, "offset": offset}
+    counts = {}
+    for kind, count in conn.execute(f"select e.entity_type, count(*) from entities e where {_NAMED} group by 1", params):
+        kind = "entity" if kind is None else kind
+        counts[kind] = counts.get(kind, 0) + count
+    for kind, count in conn.execute(f"select type, count(*) from ({_HIDDEN}) group by 1", params):
+        counts[kind] -= count
+    types = sorted(((kind, count) for kind, count in counts.items() if count > 0), key=lambda t: (-t[1], sql_order(t[0])))
+    total = sum(count for kind, count in types if entity_type is None or kind == entity_type)
+    if offset >= total:
+        return {"rows": [], "total": total, "types": types}
     connected = (f"{_DEGREES} select e.id, e.name, coalesce(e.entity_type, 'entity'), degree.degree "
                  f"from degree join entities e on e.id = degree.id where {_MATCHING}")  # fmt: skip
     rows = conn.execute(
@@ -216,25 +227,11 @@ def entities(conn, q=None, entity_type=None, page=1, per_page=ENTITY_PAGE_ROWS):
     if len(rows) < per_page:  # then the unconnected, by name, after as many as the connected ones on earlier pages
         before = 0 if offset == 0 else conn.execute(f"select count(*) from ({connected})", params).fetchone()[0]
         rows += conn.execute(
-            f"select e.id, e.name, coalesce(e.entity_type, 'entity'), 0 from entities e where {_MATCHING} "
-            "and not exists (select 1 from relationships r where (r.from_entity_id = e.id or r.to_entity_id = e.id) "
-            f"and {_SEEN}) and {_VISIBLE.format(e='e.id', seen=_SEEN)} "
-            "order by e.name collate nocase, e.id limit :limit offset :offset",
+            f"{_DEGREES}, hidden as ({_HIDDEN}) select e.id, e.name, coalesce(e.entity_type, 'entity'), 0 "
+            f"from entities e where {_MATCHING} and e.id not in (select id from degree) "
+            "and e.id not in (select id from hidden) order by e.name collate nocase, e.id limit :limit offset :offset",
             {**params, "limit": per_page - len(rows), "offset": max(0, offset - before)},
         ).fetchall()
-    counts = {}
-    for kind, count in conn.execute(f"select e.entity_type, count(*) from entities e where {_NAMED} group by 1", params):
-        kind = "entity" if kind is None else kind
-        counts[kind] = counts.get(kind, 0) + count
-    hidden = conn.execute(
-        f"select coalesce(e.entity_type, 'entity'), count(*) from entities e where e.id in ({_MAYBE_HIDDEN}) "
-        f"and {_NAMED} and not {_VISIBLE.format(e='e.id', seen=_SEEN)} group by 1",
-        params,
-    )
-    for kind, count in hidden:
-        counts[kind] -= count
-    types = sorted(((kind, count) for kind, count in counts.items() if count > 0), key=lambda t: (-t[1], sql_order(t[0])))
-    total = sum(count for kind, count in types if entity_type is None or kind == entity_type)
     return {"rows": rows, "total": total, "types": types}
 
 
