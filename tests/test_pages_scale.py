@@ -51,6 +51,17 @@ def test_a_brain_made_before_the_page_indexes_gets_them(run, vault_brain_copy, h
     assert brain_sql.entities(conn) == listed
 
 
+def test_page_indexes_a_tool_dropped_are_named_and_rebuilt_by_check(run, vault_brain_copy):
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute("drop index idx_knowledge_decaying")
+    conn.execute("drop index idx_documents_entity")
+    found = run("brain", "check", vault_brain_copy)
+    assert found.exit_code == 1 and "pages read every memory: 2 (idx_documents_entity, idx_knowledge_decaying)" in found.output
+    assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
+    assert PAGE_INDEXES <= indexes(conn)
+    assert brain_sql.check(conn) == {}
+
+
 # brains made of a few documents, chunks, entities and edges, the corners included:
 # flagged, archived, expired and soon-expiring chunks, untitled ones, a document
 # without chunks, edges a flagged or deleted memory stated, names with LIKE's signs
