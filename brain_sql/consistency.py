@@ -9,15 +9,8 @@ model, unfinished mention work, quotes of turns that changed — and
 
 from . import conversation, mentions, validity, values
 from .connection import atomic, cannot_write, sqlite3
-from .schema import (
-    CHANGES_TABLE,
-    damaged_tables,
-    expected_triggers,
-    migrate,
-    page_indexes,
-    pending_migrations,
-    recorded_model,
-)
+from .schema import CHANGES_TABLE, damaged_tables, expected_triggers, migrate, page_indexes
+from .schema import pending_migrations, recorded_model
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
 from .writer import restate
 
