@@ -8,7 +8,7 @@ import threading
 from threadpoolctl import threadpool_limits
 
 from . import browse, consistency, evaluation, forgetting, hybrid, inventory, pipeline, review, schema, values
-from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, memory_content, page_numbers
+from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, decay_filter_sql, memory_content, page_numbers
 from .claims import verify
 from .config import CLASSES, DEFAULT_MODEL, ENTITY_PAGE_ROWS, MAX_CONTENT_BYTES, MAX_EXTEND_DAYS, MAX_PAGE_ROWS
 from .config import MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
@@ -32,7 +32,8 @@ __all__ = [
     "MAX_PAGE_ROWS", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "PruneRefused", "QueryDoc",
     "QueryError", "ReadOnlyBrain", "WriteError",
-    "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql", "decayed",
+    "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql",
+    "decay_filter_sql", "decayed",
     "decayed_facets", "archive", "examples", "extend_expiry", "flag", "restore",
     "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels", "loads_json",
     "memory", "migrate", "page_numbers", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",

@@ -6,6 +6,7 @@ import json
 
 from .config import ENTITY_PAGE_ROWS, MAX_PAGE, MAX_PAGE_ROWS
 from .fields import sqlite_time, utcnow, whole_number
+from .schema import DECAYING
 
 DECAY_BUCKETS = ("expired", "expiring within 7 days", "archived", "live")
 # archived (relevance tier 0) is a decision someone made, so it wins over expiry
@@ -26,9 +27,28 @@ def decay_bucket_sql(now="null"):
 
 
 def decay_counts_sql(rows_sql):
-    """Rows per decay bucket of the knowledge rows `rows_sql` selects (with their
-    expires_at and relevance_tier)."""
-    return f"select {decay_bucket_sql()} as bucket, count(*) as count from ({rows_sql}) group by bucket"
+    """(bucket, count) for each decay bucket that holds any of the knowledge rows
+    `rows_sql` selects (with their expires_at and relevance_tier). Only the decaying
+    rows (schema.DECAYING: idx_knowledge_decaying holds them, with what they are
+    bucketed by) are bucketed one by one: all others are live, so live is the rest
+    of the total."""
+    return f"""with decaying as (
+  select {decay_bucket_sql()} as bucket, count(*) as n from ({rows_sql}) where ({DECAYING}) group by bucket),
+total as materialized (select count(*) as n from ({rows_sql})),
+counted as (
+  select bucket, n from decaying where bucket != 'live'
+  union all
+  select 'live', (select n from total) - (select coalesce(sum(n), 0) from decaying where bucket != 'live'))
+select bucket, n as count from counted where n > 0"""
+
+
+def decay_filter_sql(bucket, param=":decay_bucket"):
+    """A where clause keeping the knowledge rows in decay `bucket` (one of
+    DECAY_BUCKETS, bound to `param`): the decayed ones are found among the decaying
+    rows alone, live ones are all but those, so no bucket is worked out row by row."""
+    if bucket == "live":
+        return f"id not in (select id from knowledge where ({DECAYING}) and {decay_bucket_sql()} != 'live')"
+    return f"id in (select id from knowledge where ({DECAYING}) and {decay_bucket_sql()} = {param})"
 
 
 DECAYED_FACETS = ("class", "scope", "source", "domain", "decay")
@@ -157,43 +177,75 @@ def page_numbers(page=1, size=MAX_PAGE_ROWS):
     return whole_number(page, "page", 1, MAX_PAGE), whole_number(size, "size", 1, MAX_PAGE_ROWS)
 
 
+# the distinct visible edges (from, to, type), and each entity's degree: how many touch it (a loop once)
+_DEGREES = f"""with seen as (
+  select distinct r.from_entity_id as f, r.to_entity_id as t, r.relation_type from relationships r where {_SEEN}),
+degree as (select id, count(*) as degree from (select f as id from seen union all select t from seen where t != f)
+           group by id)"""
+_NAMED = "(:pattern is null or e.name like :pattern escape '\\')"
+_MATCHING = f"{_NAMED} and (:type is null or coalesce(e.entity_type, 'entity') = :type)"
+# the entities a reader may not see, usually few: found among the ends of edges only flagged
+# (or deleted) memories stated and the entities of documents with a flagged chunk or none
+# (a document keeps its chunks: check's incomplete_documents), which are all that may be
+_HIDDEN = f"""select e.id, coalesce(e.entity_type, 'entity') as type from entities e where e.id in (
+  select from_entity_id from relationships r where not {_SEEN}
+  union select to_entity_id from relationships r where not {_SEEN}
+  union select entity_id from documents where chunks = 0
+  union select entity_id from documents where document_id in (select document_id from knowledge where flagged != 0))
+  and {_NAMED} and not {_VISIBLE.format(e='e.id', seen=_SEEN)}"""
+
+
 def entities(conn, q=None, entity_type=None, page=1, per_page=ENTITY_PAGE_ROWS):
     """The entities a reader may see, most connected first: a dict of `rows` (id,
     name, type, degree: distinct visible edges) for `page` (from 1) of `per_page`
     rows (page_numbers' bounds), the `total` matching, and `types` (type, count)
-    among those whose name matches `q` (a substring, any case)."""
+    among those whose name matches `q` (a substring, any case).
+
+    Read without testing every entity: the connected ones through their edges, the
+    others along idx_entities_name but for the few hidden; counts are every
+    entity's by type (idx_entities_type) less the hidden ones."""
     page, per_page = page_numbers(page, per_page)
     pattern = None if not q else "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    seen = f"""
-    with seen as (select distinct r.from_entity_id as f, r.to_entity_id as t, r.relation_type from relationships r where {_SEEN}),
-    degree as (select id, count(*) as degree from (select f as id from seen union all select t from seen where t != f) group by id),
-    visible as (
-      select e.id, e.name, coalesce(e.entity_type, 'entity') as type, coalesce(degree.degree, 0) as degree
-      from entities e left join degree on degree.id = e.id
-      where (:pattern is null or e.name like :pattern escape '\\')
-        and (degree.degree is not null or {_VISIBLE.format(e='e.id', seen=_SEEN)}))"""
-    params = {"pattern": pattern, "type": entity_type, "limit": per_page, "offset": (page - 1) * per_page}
+    offset = (page - 1) * per_page
+    params = {"pattern": pattern, "type": entity_type, "limit": per_page, "offset": offset}
+    counts = {}
+    for kind, count in conn.execute(f"select e.entity_type, count(*) from entities e where {_NAMED} group by 1", params):
+        kind = "entity" if kind is None else kind
+        counts[kind] = counts.get(kind, 0) + count
+    for kind, count in conn.execute(f"select type, count(*) from ({_HIDDEN}) group by 1", params):
+        counts[kind] -= count
+    types = sorted(((kind, count) for kind, count in counts.items() if count > 0), key=lambda t: (-t[1], sql_order(t[0])))
+    total = sum(count for kind, count in types if entity_type is None or kind == entity_type)
+    if offset >= total:
+        return {"rows": [], "total": total, "types": types}
+    connected = (f"{_DEGREES} select e.id, e.name, coalesce(e.entity_type, 'entity'), degree.degree "
+                 f"from degree join entities e on e.id = degree.id where {_MATCHING}")  # fmt: skip
     rows = conn.execute(
-        seen + " select id, name, type, degree, count(*) over () from visible where :type is null or type = :type "
-        "order by degree desc, name collate nocase, id limit :limit offset :offset",
-        params,
+        f"{connected} order by degree.degree desc, e.name collate nocase, e.id limit :limit offset :offset", params
     ).fetchall()
-    types = conn.execute(seen + " select type, count(*) from visible group by type order by count(*) desc, type", params)
-    total = rows[0][4] if rows else conn.execute(
-        seen + " select count(*) from visible where :type is null or type = :type", params
-    ).fetchone()[0]  # fmt: skip
-    return {"rows": [r[:4] for r in rows], "total": total, "types": [tuple(t) for t in types]}
+    rows = [tuple(r) for r in rows]
+    if len(rows) < per_page:  # then the unconnected, by name, after as many as the connected ones on earlier pages
+        before = 0 if offset == 0 else conn.execute(f"select count(*) from ({connected})", params).fetchone()[0]
+        rows += conn.execute(
+            f"{_DEGREES}, hidden as ({_HIDDEN}) select e.id, e.name, coalesce(e.entity_type, 'entity'), 0 "
+            f"from entities e where {_MATCHING} and e.id not in (select id from degree) "
+            "and e.id not in (select id from hidden) order by e.name collate nocase, e.id limit :limit offset :offset",
+            {**params, "limit": per_page - len(rows), "offset": max(0, offset - before)},
+        ).fetchall()
+    return {"rows": rows, "total": total, "types": types}
 
 
 def _decayed_rows(now, selected):
     """(SQL, params) selecting the decayed rows (expired, soon-expiring and
-    archived, never flagged) whose facet columns equal `selected`'s values."""
+    archived, never flagged) whose facet columns equal `selected`'s values; read
+    from the decaying rows alone (idx_knowledge_decaying holds every column used)."""
     selected = {name: str(value) for name, value in (selected or {}).items() if name in DECAYED_FACETS}
-    where = "".join(f" and [{name}] = :f_{name}" for name in selected)
+    # unary + keeps the facet columns' own indexes out: the decaying rows are fewer
+    where = "".join(f" and +[{name}] = :f_{name}" for name in selected)
     sql = (
         f"select * from (select id, title, content, class, scope, coalesce(source, '') as source, "
         f"coalesce(domain, 'global') as domain, expires_at, relevance_tier, {decay_bucket_sql(':now')} as decay "
-        f"from knowledge where flagged = 0) where decay != 'live'{where}"
+        f"from knowledge where flagged = 0 and ({DECAYING})) where decay != 'live'{where}"
     )
     return sql, {"now": now, **{f"f_{name}": value for name, value in selected.items()}}
 
@@ -213,26 +265,86 @@ def decayed(conn, now=None, page=1, size=MAX_PAGE_ROWS, selected=None):
 
 
 def decayed_facets(conn, now, selected=None):
-    """(count, {facet: {value: count}}) over the decayed rows `selected` keeps."""
+    """(count, {facet: {value: count}}) over the decayed rows `selected` keeps,
+    counted in one pass over them."""
     sql, params = _decayed_rows(now, selected)
-    counts = {
-        name: dict(conn.execute(f"select [{name}], count(*) from ({sql}) group by 1 order by 2 desc, 1", params))
-        for name in DECAYED_FACETS
-    }
-    return sum(counts["decay"].values()), counts
+    names = ", ".join(f"[{name}]" for name in DECAYED_FACETS)
+    counts = {name: {} for name in DECAYED_FACETS}
+    for *values, count in conn.execute(f"select {names}, count(*) from ({sql}) group by {names}", params):
+        for name, value in zip(DECAYED_FACETS, values):
+            counts[name][value] = counts[name].get(value, 0) + count
+    ordered = {name: dict(sorted(found.items(), key=lambda item: (-item[1], sql_order(item[0]))))
+               for name, found in counts.items()}  # fmt: skip
+    return sum(counts["decay"].values()), ordered
+
+
+def sql_order(value):
+    """A sort key ordering values as SQLite does: null, numbers, text, blobs."""
+    if value is None:
+        return (0, 0)
+    return (1, value) if isinstance(value, (int, float)) else (2, value) if isinstance(value, str) else (3, value)
+
+
+# a chunk an example may come from: live, titled
+_EXAMPLE = ("flagged = 0 and relevance_tier >= 1 and title is not null and title != '' "
+            "and (expires_at is null or unixepoch(expires_at) > :now)")  # fmt: skip
+EXAMPLE_BATCH = 2_000  # the documents whose live sections are counted in one query
 
 
 def examples(conn, limit=6):
-    """Titles of the live documents with the most sections: queries the brain can answer."""
-    return [
-        row[0]
-        for row in conn.execute(
-            "select min(title) from knowledge where flagged = 0 and relevance_tier >= 1 and title is not null "
-            "and title != '' and (expires_at is null or unixepoch(expires_at) > unixepoch('now')) "
-            "group by coalesce(document_id, -id) order by count(*) desc, min(id) limit ?",
-            (limit,),
-        )
-    ]
+    """Titles of the live documents with the most live sections (the first stored
+    among equals; a chunk without a document is one of its own): queries the brain
+    can answer.
+
+    Found without grouping every chunk: a document has at most as many live sections
+    as chunks (documents.chunks, on idx_documents_chunks; check keeps it true), so
+    documents are taken from the most chunks down, a level at a time, until `limit`
+    are known to beat the rest; on a level of many documents, chunks are read in id
+    order until enough are found."""
+    now = conn.execute("select unixepoch('now')").fetchone()[0]
+    levels = conn.execute("select chunks, count(*) from documents group by chunks order by chunks desc").fetchall()
+    found = {}  # group (a document_id, or a loose chunk's -id) -> (live sections, first live id, title)
+    counted, few = 0, None
+    for chunks, documents in levels:  # the top levels, as long as their documents are few
+        if chunks <= 1 or counted + documents > EXAMPLE_BATCH:
+            break
+        counted, few = counted + documents, chunks
+    if few is not None:  # every document with at least `few` chunks, counted exactly at once
+        for document_id, live, first, title in conn.execute(
+            f"select document_id, count(*), min(id), min(title) from knowledge where {_EXAMPLE} and document_id in "
+            "(select document_id from documents where chunks >= :few) group by document_id",
+            {"now": now, "few": few},
+        ):
+            found[document_id] = (live, first, title)
+    for level in [chunks for chunks, _ in levels if chunks > 1] + [1]:
+        if few is None or level < few:
+            _walk_level(conn, found, level, limit, now)
+        if sum(live >= level for live, _, _ in found.values()) >= limit:
+            break  # every other document has fewer chunks than these have live sections
+    return [title for _, _, title in sorted(found.values(), key=lambda f: (-f[0], f[1]))[:limit]]
+
+
+def _walk_level(conn, found, level, limit, now):
+    """Add to `found` the groups of `level` chunks, reading live chunks in id order
+    (each group first met at its first live chunk) until `limit` groups with at
+    least `level` live sections come before where the reading is."""
+    for chunk_id, document_id, title in conn.execute(f"select id, document_id, title from knowledge where {_EXAMPLE} "
+                                                     "order by id", {"now": now}):  # fmt: skip
+        group = -chunk_id if document_id is None else document_id
+        if group in found:
+            continue
+        if document_id is None:
+            found[group] = (1, chunk_id, title)
+        else:
+            chunks = conn.execute("select chunks from documents where document_id = ?", (document_id,)).fetchone()
+            if chunks is not None and chunks[0] != level:
+                continue  # another level's: known already, or met in its own turn
+            found[group] = tuple(conn.execute(
+                f"select count(*), min(id), min(title) from knowledge where document_id = :d and {_EXAMPLE}",
+                {"d": document_id, "now": now},
+            ).fetchone())  # fmt: skip
+        if sum(live > level or live == level and first <= chunk_id for live, first, _ in found.values()) >= limit:
+            return
 
 
 def memory_content(conn, memory_id):

@@ -10,8 +10,8 @@ model, unfinished mention work, quotes of turns that changed — and
 from . import conversation, mentions, validity, values
 from . import state as read_state
 from .connection import atomic, cannot_write, sqlite3
-from .schema import CHANGES_TABLE, damaged_tables, expected_triggers, migrate, pending_migrations, recorded_model
-from .schema import recorded_model_and_dimension
+from .schema import CHANGES_TABLE, damaged_tables, expected_triggers, migrate, page_indexes
+from .schema import pending_migrations, recorded_model, recorded_model_and_dimension
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
 from .writer import restate
 
@@ -92,6 +92,8 @@ def check(conn, repair=False):
         # with them the full text, the vectors and the change log stop following it
         "missing_triggers": [name for name in expected if name not in present],
         "altered_triggers": [name for name in expected if name in present and _same(present[name]) != _same(expected[name])],
+        # ... and indexes: the pages people browse would read every memory again
+        "missing_indexes": sorted(set(page_indexes()) - set(_ids(conn, "select name from sqlite_master where type = 'index'"))),
         "fts_out_of_sync": [] if _fts_consistent(conn) else ["knowledge_fts"],
         "missing_vectors": sorted(knowledge_ids - vector_ids),
         "orphan_vectors": sorted(vector_ids - knowledge_ids),
@@ -150,6 +152,8 @@ def _repair(conn, problems, model_id):
                 conn.execute(expected[name])
             # what was written while they were gone was never logged: readers rebuild
             conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('all', 0)")
+        for name in problems.get("missing_indexes", []):
+            conn.execute(page_indexes()[name])
         if "fts_out_of_sync" in problems:
             conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
         stale = problems.get("orphan_vectors", []) + problems.get("other_model_vectors", [])

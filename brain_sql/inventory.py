@@ -3,7 +3,7 @@ how big a memory has grown and how much of it has decayed."""
 
 import os
 
-from .browse import decay_counts_sql
+from .browse import decay_counts_sql, sql_order
 from .errors import BrainError
 from .schema import info, is_brain
 
@@ -33,25 +33,27 @@ def stats(conn):
 
 
 def _counts(conn):
+    """Each count read through an index (m011): a group by a column walks that
+    column's index, the decay buckets and the flagged rows read theirs alone."""
+
     def count(sql):
         return conn.execute(sql).fetchone()[0]
 
     def per(column):
-        return dict(
-            conn.execute(f"select coalesce([{column}], '') as value, count(*) from knowledge group by 1 order by 2 desc, 1")
-        )
+        counted = {}
+        for value, n in conn.execute(f"select [{column}], count(*) from knowledge group by 1"):
+            value = "" if value is None else value  # null and '' are one value
+            counted[value] = counted.get(value, 0) + n
+        return dict(sorted(counted.items(), key=lambda item: (-item[1], sql_order(item[0]))))
 
+    memories = count("select count(*) from knowledge")
     buckets = dict(conn.execute(decay_counts_sql("select expires_at, relevance_tier from knowledge")))
     return {
-        "memories": count("select count(*) from knowledge"),
+        "memories": memories,
         "by_class": per("class"),
         "by_scope": per("scope"),
         "by_source": per("source"),
-        "decayed": {
-            "expired": buckets.get("expired", 0),
-            "expiring within 7 days": buckets.get("expiring within 7 days", 0),
-            "archived": count("select count(*) from knowledge where relevance_tier < 1"),
-        },
+        "decayed": {name: buckets.get(name, 0) for name in ("expired", "expiring within 7 days", "archived")},
         "flagged": count("select count(*) from knowledge where flagged != 0"),
         "documents": count("select count(*) from documents"),
         "entities": count("select count(*) from entities"),

@@ -360,6 +360,38 @@ def m010_searched_context(db):
     db.execute("INSERT INTO knowledge_fts(knowledge_fts) VALUES ('rebuild')")
 
 
+# rows that are, or may become, decayed (decay_bucket_sql): archived, or with an expiry
+DECAYING = "expires_at IS NOT NULL OR relevance_tier < 1"
+
+
+def page_indexes():
+    """{name: CREATE INDEX} for the pages people browse (m011): the facet columns
+    (class, source, domain; scope has one) and the newest-first order by observed_at;
+    the decaying rows alone, with what the decayed page and the decay facet read of
+    them; which memories are flagged; each entity's document, and the documents by
+    their number of chunks. check recreates any a tool dropped."""
+    indexes = {
+        "idx_knowledge_class": "knowledge(class)",
+        "idx_knowledge_source": "knowledge(source)",
+        "idx_knowledge_domain": "knowledge(domain)",
+        "idx_knowledge_observed": "knowledge(observed_at)",
+        "idx_knowledge_decaying": "knowledge(expires_at, id, relevance_tier, flagged, class, scope, source, domain) "
+                                  f"WHERE {DECAYING}",
+        "idx_knowledge_flagged": "knowledge(document_id) WHERE flagged != 0",
+        "idx_documents_entity": "documents(entity_id)",
+        "idx_documents_chunks": "documents(chunks, entity_id)",
+    }  # fmt: skip
+    return {name: f"CREATE INDEX IF NOT EXISTS {name} ON {on}" for name, on in indexes.items()}
+
+
+@migrations()
+def m011_page_indexes(db):
+    """page_indexes(), so each page answers in Datasette's time limits on a million
+    memories; each is built from one pass over its table (seconds on a million)."""
+    for sql in page_indexes().values():
+        db.execute(sql)
+
+
 # Tables whose rows are memories' text, or derived from it: whoever may not read
 # `knowledge` may read none of them.
 DERIVED_TABLES = ("documents", "entities", "relationships", "brain_mention_queue", CHANGES_TABLE,

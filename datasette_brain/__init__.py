@@ -6,7 +6,7 @@ from datasette import hookimpl
 
 import brain_sql
 
-from . import crossdb, decay, html_errors, links, mcp_tools, pages, routes, tools
+from . import crossdb, decay, facets, html_errors, links, mcp_tools, pages, routes, tools
 
 
 @hookimpl
@@ -168,6 +168,14 @@ def extra_template_vars(template, database, table, request, datasette):
 @hookimpl
 def register_facet_classes():
     return [decay.DecayFacet]
+
+
+@hookimpl(hookwrapper=True, specname="register_facet_classes")
+def sampled_facet_classes():
+    """Datasette's facets (from every plugin's register_facet_classes) suggest
+    from a brain table's first rows (facets.py)."""
+    outcome = yield
+    outcome.force_result([facets.sampled(classes) for classes in outcome.get_result()])
 
 
 @hookimpl

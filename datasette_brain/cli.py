@@ -284,6 +284,7 @@ PROBLEMS = {
     "invalid_values": "values of the wrong kind, as plain SQL can write them (the rest is checked once they are mended)",
     "missing_triggers": "triggers missing (a tool that rebuilds tables drops them): full text, vectors or the change log stop following",
     "altered_triggers": "triggers that differ from the brain's own",
+    "missing_indexes": "indexes the pages read missing (a tool that rebuilds tables drops them): pages read every memory",
     "fts_out_of_sync": "the full-text index disagrees with knowledge",
     "missing_vectors": "memories without a vector",
     "orphan_vectors": "vectors without a memory",

@@ -2,6 +2,7 @@
 expiring within 7 days, archived (tier 0), live — on any table with an expires_at column, and the _decay filter that
 selecting a bucket applies."""
 
+from datasette.database import QueryInterrupted
 from datasette.facets import Facet
 from datasette.filters import FilterArguments
 from datasette.utils import path_with_added_args, path_with_removed_args
@@ -32,12 +33,15 @@ class DecayFacet(Facet):
     async def facet_results(self):
         if not self.get_configs() or not await self._has_expiry():
             return [], []
-        rows = await self.ds.execute(
-            self.database,
-            brain_sql.decay_counts_sql(self.sql),
-            self.params,
-            custom_time_limit=self.ds.setting("facet_time_limit_ms"),
-        )
+        try:
+            rows = await self.ds.execute(
+                self.database,
+                brain_sql.decay_counts_sql(self.sql),
+                self.params,
+                custom_time_limit=self.ds.setting("facet_time_limit_ms"),
+            )
+        except QueryInterrupted:  # as Datasette's own facets: said to have timed out, the page still answers
+            return [], ["decay"]
         counts = {row["bucket"]: row["count"] for row in rows}
         selected = self.request.args.get("_decay")
         results = []
@@ -73,6 +77,4 @@ def decay_filter(request):
         return None
     if selected not in BUCKETS:
         return FilterArguments(["0"], human_descriptions=[f"unknown decay bucket {selected!r}: no rows"])
-    return FilterArguments(
-        [f"{brain_sql.decay_bucket_sql()} = :decay_bucket"], {"decay_bucket": selected}, [f"decay is {selected}"]
-    )
+    return FilterArguments([brain_sql.decay_filter_sql(selected)], {"decay_bucket": selected}, [f"decay is {selected}"])
