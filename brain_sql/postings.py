@@ -189,7 +189,13 @@ class _Held:
         return [(int(seg.peak[e]) / UNIT, float(seg.shortest[e])) for seg, _, _, e in self.pieces]
 
 
-def _saturation(frequency, length, avgdl):
+def idf(rows, hits):
+    """A phrase's idf, as fts5_aux.c computes it: `hits` of `rows` rows hold it."""
+    value = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return value if value > 0.0 else IDF_FLOOR
+
+
+def saturation(frequency, length, avgdl):
     """BM25's term frequency part, as fts5_aux.c computes it."""
     return (frequency * (K1 + 1.0)) / (frequency + K1 * (1 - B + B * length / avgdl))
 
@@ -263,8 +269,8 @@ class Postings:
         left out), `lengths` being the rows' lengths at their new slots."""
         slot_of = np.asarray(slot_of, dtype=np.int64)
         lengths = np.asarray(lengths, dtype=np.int64)
-        kept = slot_of[: self.size][slot_of[: self.size] >= 0]
-        if np.any(np.diff(kept) <= 0):
+        moved = slot_of[: self.size][slot_of[: self.size] >= 0]
+        if np.any(np.diff(moved) <= 0):
             raise ValueError("slots kept must keep their order")
         fresh = Postings()
         fresh.vocabulary = dict(self.vocabulary)
@@ -275,7 +281,7 @@ class Postings:
             if kept.any():
                 fresh._append(term[kept], new[kept], units[kept], lengths[new[kept]])
         fresh._seal(before=1 << 62)
-        fresh.size = int(kept.max()) + 1 if len(kept) else 0
+        fresh.size = int(moved[-1]) + 1 if len(moved) else 0
         return fresh
 
     # -- reading -------------------------------------------------------------------
@@ -328,12 +334,8 @@ class Postings:
                     held[p] = _Held(slots=slots, frequencies=frequencies)
         lengths = np.asarray(lengths)
         avgdl = float(int(np.sum(lengths[: len(visible)], where=visible))) / float(view.rows)
-        idf = {}
-        for p in distinct:
-            hits = view.count(held[p])
-            value = math.log((view.rows - hits + 0.5) / (hits + 0.5))
-            idf[p] = value if value > 0.0 else IDF_FLOOR
-        scorer = _Scorer(phrases, held, idf, lengths, avgdl)
+        weights = {p: idf(view.rows, view.count(held[p])) for p in distinct}
+        scorer = _Scorer(phrases, held, weights, lengths, avgdl)
         required, any_of, excluded = (
             list(dict.fromkeys(_phrase_terms(tuple(w)) for w in part)) for part in (match.required, match.any_of, match.excluded)
         )
@@ -451,7 +453,7 @@ class _Scorer:
         for p in self.phrases:
             if p in frequency:
                 # as fts5_aux.c: idf * ((f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl)))
-                score += self.idf[p] * _saturation(frequency[p], length, self.avgdl)
+                score += self.idf[p] * saturation(frequency[p], length, self.avgdl)
         return score
 
     def bound(self, p):
@@ -459,7 +461,7 @@ class _Scorer:
         peaks = self.held[p].peaks(self.lengths)
         if not peaks:
             return 0.0
-        each = max(self.idf[p] * _saturation(f, d, self.avgdl) for f, d in peaks)
+        each = max(self.idf[p] * saturation(f, d, self.avgdl) for f, d in peaks)
         return self.times[p] * each * (1 + SLACK)
 
 
