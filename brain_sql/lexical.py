@@ -280,7 +280,7 @@ def index_terms(rows, weights):
     told apart in numpy and only a batch's distinct ones are looked up."""
     rows = list(rows)
     if not rows:
-        return Indexed([], *(np.zeros(0, np.int64) for _ in range(3)), np.zeros(0, np.int64))
+        return Indexed([], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
     parts = [text.encode() if text else b"" for row in rows for text in row]
     assert len(parts) == len(rows) * len(weights), "one text per column in every row"
     text = b" ".join(parts).translate(_FOLD) + b" " * SHORT_RUN

@@ -81,11 +81,6 @@ class _Segment:
     def __len__(self):
         return len(self.low)
 
-    def find(self, term):
-        """Index of `term` among this segment's terms, or -1."""
-        i = int(np.searchsorted(self.terms, term))
-        return i if i < len(self.terms) and self.terms[i] == term else -1
-
     def units_in(self, a, b):
         """The weights of postings a:b, in units."""
         units = self.units[a:b].astype(np.uint32)
@@ -493,31 +488,59 @@ def _every(any_of, excluded, view, scorer):
 
 
 def _max_score(any_of, excluded, view, scorer, n):
-    """The matching rows that can be among the `n` best, scored, by MaxScore: phrases
-    in falling order of their bound; a row holding only phrases whose bounds sum to
-    less than the n-th best score so far cannot be among the best, so the rows of
-    the remaining phrases are not read once that holds."""
-    held = scorer.held
+    """The matching rows that can be among the `n` best, scored, by MaxScore.
+
+    Phrases are taken in falling order of their bound, each one's rows given the
+    partial score it adds (a lower bound of their score), until the bounds of the
+    phrases left sum to less than the n-th best partial score: a row holding only
+    those cannot be among the best, so their (long) lists are not read in full.
+    The rows read are then narrowed phrase by phrase, each remaining phrase looked
+    up for the rows its bound and theirs still leave in reach of the n-th best;
+    those left are scored exactly."""
+    held, times, idf = scorer.held, scorer.times, scorer.idf
     bound = {p: scorer.bound(p) for p in any_of}
     ordered = sorted(any_of, key=lambda p: (-bound[p], held[p].count))
-    rest = np.cumsum([bound[p] for p in ordered][::-1])[::-1]  # bound of a row holding only ordered[i:]
-    seen = np.zeros(view.size, dtype=bool)
-    best_slots, best_scores = np.zeros(0, np.int64), np.zeros(0)
-    threshold = 0.0
-    for i, p in enumerate(ordered):
-        if len(best_scores) >= n and rest[i] < threshold:
+    rest = [*np.cumsum([bound[p] for p in ordered][::-1])[::-1].tolist(), 0.0]  # rows holding only ordered[i:]
+    blocked = ~view.visible[: view.size]
+    for p in excluded:
+        blocked[held[p].slots()] = True
+    partial, seen = np.zeros(view.size), np.zeros(view.size, dtype=bool)
+
+    def add(p, slots, frequencies):
+        partial[slots] += times[p] * idf[p] * saturation(frequencies, scorer.lengths[slots].astype(np.float64), scorer.avgdl)
+
+    def nth_best(candidates):
+        if len(candidates) < n:
+            return 0.0
+        return float(np.partition(partial[candidates], len(candidates) - n)[len(candidates) - n]) * (1 - SLACK)
+
+    found, read, threshold = [], 0, 0.0
+    for p in ordered:
+        if read and rest[read] < threshold:
             break
-        slots = view.keep(held[p].slots())
-        slots = slots[~seen[slots]]
+        slots = held[p].slots()
+        open_ = ~blocked[slots]
+        slots = slots[open_]
+        add(p, slots, held[p].frequencies()[open_])
+        found.append(slots[~seen[slots]])
         seen[slots] = True
-        slots = _without(slots, excluded, scorer)
-        if not len(slots):
-            continue
-        scores = scorer.scores(slots, absent=set(ordered[:i]) | set(excluded))
-        best_slots, best_scores = np.concatenate((best_slots, slots)), np.concatenate((best_scores, scores))
-        if len(best_scores) >= n:
-            threshold = np.partition(best_scores, len(best_scores) - n)[len(best_scores) - n]
-            keep = best_scores >= threshold
-            best_slots, best_scores = best_slots[keep], best_scores[keep]
-    order = np.argsort(best_slots, kind="stable")
-    return best_slots[order], best_scores[order]
+        read += 1
+        threshold = nth_best(np.concatenate(found))
+    candidates = np.sort(np.concatenate(found)) if found else np.zeros(0, np.int64)
+    for i in range(read, len(ordered) + 1):
+        candidates = candidates[(partial[candidates] + rest[i]) * (1 + SLACK) >= threshold]
+        if i == len(ordered) or not len(candidates):
+            break
+        p = ordered[i]
+        if held[p].count < 16 * len(candidates):  # reading its list costs less than looking each row up
+            seen[:] = False
+            seen[candidates] = True
+            slots = held[p].slots()
+            hit = seen[slots]
+            add(p, slots[hit], held[p].frequencies()[hit])
+        else:
+            frequencies = held[p].lookup(candidates)
+            hit = frequencies > 0
+            add(p, candidates[hit], frequencies[hit])
+        threshold = max(threshold, nth_best(candidates))
+    return candidates, scorer.scores(candidates, absent=set(excluded))

@@ -214,7 +214,8 @@ def match_texts(brain, count, seed):
         words = lexical.fts_tokens([rng.choice(found)[0] or "x"])[0] or ["x"]
         at = rng.randrange(len(words))
         parts = rng.sample(brain.vocabulary, rng.randint(0, 3))
-        if rng.random() < 0.5:
+        for _ in range(rng.choice([0, 1, 1, 2])):
+            at = rng.randrange(len(words))
             parts.append('"' + " ".join(words[at : at + 2]) + '"')
         if rng.random() < 0.4:
             parts.append("-" + rng.choice(brain.vocabulary))
@@ -225,7 +226,7 @@ def match_texts(brain, count, seed):
     return texts
 
 
-@pytest.mark.parametrize("share_hidden", [0.0, 0.1, 0.6])
+@pytest.mark.parametrize("share_hidden", [0.0, 0.002, 0.1, 0.6])
 def test_scores_are_bm25_searchs_over_the_visible_rows(vault, scifact, share_hidden):
     for brain in (vault, scifact):
         rng = np.random.default_rng(3)
@@ -233,6 +234,12 @@ def test_scores_are_bm25_searchs_over_the_visible_rows(vault, scifact, share_hid
         for text in queries(brain, 40, seed=4) + match_texts(brain, 60, seed=5):
             match = lexical.plan(text)
             assert brain.ours(match, visible) == brain.reach(match, visible), text
+
+
+def test_a_phrase_fts5_finds_no_token_in_matches_nothing(vault):
+    match = lexical.Match(any_of=(("pager",), ("\u2013",), ("team",)))
+    assert vault.ours(match) == vault.fts5(match) != []
+    assert vault.ours(lexical.Match(any_of=(("\u2013",),))) == []
 
 
 def test_rows_holding_a_term_are_counted_over_the_visible_rows(scifact):
@@ -318,6 +325,20 @@ def test_postings_that_followed_writes_search_as_a_fresh_build():
     assert compacted.size == fresh.size
     assert arrays_equal(compacted, fresh)
     assert arrays_equal(Postings.from_arrays(followed.to_arrays()), followed)
+
+
+def test_slots_must_ascend_and_visible_must_cover_them():
+    postings = Postings()
+    assert postings.add([], []).tolist() == []
+    postings.add([3, 5], [("a b", "c", None), (None, "b", "d")])
+    for slots in ([5], [7, 6], [8, 8]):
+        with pytest.raises(ValueError):
+            postings.add(slots, [("x", None, None)] * len(slots))
+    with pytest.raises(ValueError):
+        postings.search(lexical.plan("b"), np.ones(5, dtype=bool), np.ones(5), 10)
+    found = postings.search(lexical.plan("b"), np.ones(6, dtype=bool), np.array([0, 0, 0, 3, 0, 2]), 10)
+    fts = fts_brain([(None, None, None)] * 3 + [("a b", "c", None), (None, None, None), (None, "b", "d")])
+    assert [(slot + 1, score) for slot, score in found] == [tuple(r) for r in fts.execute(BM25_SQL, ['"b"', 10])]
 
 
 def arrays_equal(a, b):

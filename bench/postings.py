@@ -1,0 +1,160 @@
+"""The lexical leg's postings against FTS5, on a brain's rows: build time and
+memory, and search latency beside FTS5's bm25() and bm25.search.
+
+    python3 bench/postings.py [--brain /work/scale/brain-1m.db] [--sizes 50000,200000] [--queries 300]
+
+The brain is opened read-only. For each size N, its first N chunks are indexed
+into Postings (build seconds, bytes per posting, the term dictionary's size, the
+process's RSS), then each SciFact query text is searched for, top 100:
+- nothing hidden: FTS5's bm25() (on an in-memory knowledge_fts of the N rows, or
+  the brain's own when N is every row) against Postings.search;
+- 1% of the rows hidden: bm25.search over the reach (the index's postings read
+  through fts5vocab) against Postings.search with the visible mask;
+p50 / p95 of each, and every answer checked equal to the other's (ids, scores).
+First, the tokenizer alone on the first --tokenize rows: lexical.index_terms
+against an in-memory FTS5 table and its instance vocabulary.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from brain_sql import bm25, lexical
+from brain_sql.config import FTS_COLUMN_WEIGHTS
+from brain_sql.connection import sqlite3
+from brain_sql.postings import Postings
+from brain_sql.reach import Reach
+from brain_sql.schema import fts_length
+
+ROOT = Path(__file__).resolve().parent.parent
+QUERIES = next((p / "shared/data/scifact/queries.jsonl" for p in ROOT.parents if (p / "shared/data/scifact").exists()), None)
+COLUMNS = "title, content, context"
+TOP = 100
+
+
+def rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def percentile(values, share):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def timed(function, items):
+    """([result], [ms]) of function(item) for each item."""
+    results, times = [], []
+    for item in items:
+        start = time.perf_counter()
+        results.append(function(item))
+        times.append((time.perf_counter() - start) * 1000)
+    return results, times
+
+
+def fts_memory(rows, vocabulary=True):
+    """An in-memory contentless knowledge_fts of `rows` (rowid, title, content, context)."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(f"create virtual table knowledge_fts using fts5({COLUMNS}, content='', tokenize='porter unicode61')")
+    if vocabulary:
+        conn.execute("create virtual table knowledge_fts_vocab using fts5vocab(knowledge_fts, 'instance')")
+        conn.execute("create virtual table knowledge_fts_terms using fts5vocab(knowledge_fts, 'row')")
+    conn.executemany(f"insert into knowledge_fts (rowid, {COLUMNS}) values (?, ?, ?, ?)", rows)
+    return conn
+
+
+def tokenizer(brain, count):
+    rows = brain.execute(f"select id, {COLUMNS} from knowledge order by id limit ?", [count]).fetchall()
+    weights = dict(zip(("title", "content", "context"), FTS_COLUMN_WEIGHTS))
+    start = time.perf_counter()
+    conn = fts_memory(rows)
+    held = {}
+    for term, doc, col in conn.execute("select term, doc, col from knowledge_fts_vocab"):
+        held[doc, term] = held.get((doc, term), 0) + weights[col]
+    fts = time.perf_counter() - start
+    start = time.perf_counter()
+    found = [lexical.index_terms([r[1:] for r in rows[at : at + 2048]], FTS_COLUMN_WEIGHTS) for at in range(0, len(rows), 2048)]
+    ours = time.perf_counter() - start
+    mine = {}
+    for at, batch in zip(range(0, len(rows), 2048), found):
+        for i, terms in enumerate(batch.by_row()):
+            mine.update({(rows[at + i][0], term): weight for term, weight in terms.items()})
+    print(f"tokenizer, {len(rows):,} rows: in-memory FTS5 + instance vocabulary {len(rows) / fts:,.0f} rows/s, "
+          f"lexical.index_terms {len(rows) / ours:,.0f} rows/s ({fts / ours:.1f}x); same terms: {held == mine}")  # fmt: skip
+
+
+def scale(brain, size, total, texts, seed=0):
+    every = size >= total
+    rows = brain.execute(f"select id, {COLUMNS} from knowledge order by id limit ?", [size]).fetchall()
+    ids = np.array([row[0] for row in rows], dtype=np.int64)
+    rss = rss_mb()
+    start = time.perf_counter()
+    postings = Postings()
+    lengths = np.zeros(len(rows), dtype=np.int64)
+    for at in range(0, len(rows), 50_000):  # as the read state would: its rows in batches
+        lengths[at : at + 50_000] = postings.add(np.arange(at, min(at + 50_000, len(rows))), [r[1:] for r in rows[at : at + 50_000]])
+    built = time.perf_counter() - start
+    count, nbytes = postings.postings_count(), postings.nbytes()
+    terms = sys.getsizeof(postings.vocabulary) + sum(sys.getsizeof(t) + 28 for t in postings.vocabulary)
+    print(f"\n{len(rows):,} rows: built in {built:.1f}s ({len(rows) / built:,.0f} rows/s); {count:,} postings, "
+          f"{nbytes / 2**20:.0f} MB ({nbytes / count:.2f} bytes each) + term dictionary ~{terms / 2**20:.0f} MB "
+          f"({len(postings.vocabulary):,} terms); RSS {rss:.0f} -> {rss_mb():.0f} MB")  # fmt: skip
+    del rows
+    conn = brain if every else fts_memory(brain.execute(
+        f"select id, {COLUMNS} from knowledge order by id limit ?", [size]))  # fmt: skip
+    sizes = dict(conn.execute("select id, sz from knowledge_fts_docsize"))
+    assert [fts_length(sizes[i]) for i in ids.tolist()] == lengths.tolist(), "lengths are FTS5's docsizes"
+    matches = [lexical.plan(text) for text in texts]
+
+    def phrase_postings(terms):
+        found = bm25.phrase_occurrences(conn, terms)
+        return np.searchsorted(ids, list(found)), list(found.values())
+
+    def ours(visible):
+        return lambda match: [(int(ids[s]), score) for s, score in postings.search(
+            match, visible, lengths, TOP, order=ids, phrase_postings=phrase_postings)]  # fmt: skip
+
+    weights = ", ".join(map(str, FTS_COLUMN_WEIGHTS))
+    sql = f"select rowid, bm25(knowledge_fts, {weights}) s from knowledge_fts where knowledge_fts match ? order by s, rowid limit ?"
+    everything = np.ones(len(ids), dtype=bool)
+    theirs, fts_ms = timed(lambda m: [tuple(r) for r in conn.execute(sql, [m.expression(), TOP])], matches)
+    mine, our_ms = timed(ours(everything), matches)
+    same = sum(a == b for a, b in zip(theirs, mine))
+    print(f"  nothing hidden: FTS5 bm25() p50 {statistics.median(fts_ms):.1f} ms p95 {percentile(fts_ms, 0.95):.1f} ms; "
+          f"postings p50 {statistics.median(our_ms):.2f} ms p95 {percentile(our_ms, 0.95):.2f} ms; "
+          f"equal {same}/{len(matches)}")  # fmt: skip
+    visible = np.random.default_rng(seed).random(len(ids)) >= 0.01
+    reach = Reach(ids[visible], lengths[visible], total=len(ids))
+    theirs, reach_ms = timed(lambda m: bm25.search(bm25.TermStats(conn, reach), m, TOP), matches)
+    mine, our_ms = timed(ours(visible), matches)
+    same = sum(a == b for a, b in zip(theirs, mine))
+    print(f"  1% hidden: bm25.search p50 {statistics.median(reach_ms):.1f} ms p95 {percentile(reach_ms, 0.95):.1f} ms; "
+          f"postings p50 {statistics.median(our_ms):.2f} ms p95 {percentile(our_ms, 0.95):.2f} ms; "
+          f"equal {same}/{len(matches)}")  # fmt: skip
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--brain", default="/work/scale/brain-1m.db")
+    parser.add_argument("--sizes", default="50000,200000")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--tokenize", type=int, default=10_000)
+    parser.add_argument("--query-file", default=str(QUERIES))
+    args = parser.parse_args()
+    brain = sqlite3.connect(f"file:{args.brain}?immutable=1", uri=True)
+    total = brain.execute("select count(*) from knowledge").fetchone()[0]
+    texts = [json.loads(line)["text"] for line in open(args.query_file)][: args.queries]
+    tokenizer(brain, args.tokenize)
+    for size in map(int, args.sizes.split(",")):
+        scale(brain, min(size, total), total, texts)
+
+
+if __name__ == "__main__":
+    main()
