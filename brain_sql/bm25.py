@@ -29,20 +29,22 @@ _COLUMN_WEIGHTS = np.array([*FTS_COLUMN_WEIGHTS, 1.0])  # by column number; 1.0 
 
 def phrase_occurrences(conn, terms):
     """{row id: weighted occurrences} of the index terms `terms` one after another
-    in one column, each occurrence weighed by its column's FTS weight."""
+    in one column, each occurrence weighed by its column's FTS weight. Matched
+    inside SQLite, each term's instances read once: only the rows holding the
+    phrase come out."""
+    if not terms:
+        return {}
+    later = [f"t{i} as materialized (select doc, col, offset - {i} as start from knowledge_fts_vocab where term = ?)"
+             for i in range(1, len(terms))]  # fmt: skip
+    joins = "".join(f" join t{i} on t{i}.doc = v.doc and t{i}.col = v.col and t{i}.start = v.offset" for i in range(1, len(terms)))
     weight = dict(zip(FTS_COLUMNS, FTS_COLUMN_WEIGHTS))
-    starts = None
-    for i, term in enumerate(terms):
-        found = {
-            (doc, col, offset - i)
-            for doc, col, offset in conn.execute("select doc, col, offset from knowledge_fts_vocab where term = ?", [term])
-        }
-        starts = found if starts is None else starts & found
-        if not starts:
-            return {}
     totals = {}
-    for doc, col, _ in starts:
-        totals[doc] = totals.get(doc, 0.0) + weight.get(col, 1.0)
+    for doc, col, count in conn.execute(
+        (f"with {', '.join(later)} " if later else "")
+        + f"select v.doc, v.col, count(*) from knowledge_fts_vocab v{joins} where v.term = ? group by v.doc, v.col",
+        [*terms[1:], terms[0]],
+    ):
+        totals[doc] = totals.get(doc, 0.0) + weight.get(col, 1.0) * count
     return totals
 
 

@@ -217,38 +217,39 @@ class Postings:
         if len(slots) and (slots[0] < self.size or np.any(np.diff(slots) <= 0)):
             raise ValueError("slots must ascend, above every slot added before")
         lengths = np.zeros(len(rows), dtype=np.int64)
-        pending = []
-        for at in range(0, len(rows), BATCH):
-            found = lexical.index_terms(rows[at : at + BATCH], UNIT_WEIGHTS)
-            number = np.array([self.vocabulary.setdefault(term, len(self.vocabulary)) for term in found.terms], np.int64)
-            lengths[at : at + BATCH] = found.tokens
-            batch = slots[at : at + BATCH]
-            pending.append((number[found.term], batch[found.row], found.weight.astype(np.uint32), found.tokens[found.row]))
-            if sum(len(p[0]) for p in pending) >= 1 << 22 or at + BATCH >= len(rows):
-                self._append(*(np.concatenate(arrays) for arrays in zip(*pending)))
-                pending = []
+        for start, end in _batches(slots):
+            found = lexical.index_terms(rows[start:end], UNIT_WEIGHTS)
+            vocabulary = self.vocabulary
+            number = np.array([vocabulary.setdefault(term, len(vocabulary)) for term in found.terms], np.int64)
+            lengths[start:end] = found.tokens
+            # found is by term (its own numbering) then row: put its terms in our order
+            count = np.bincount(found.term, minlength=len(number))
+            order = np.argsort(number)
+            at = np.repeat(np.cumsum(count) - count - (np.cumsum(count[order]) - count[order])[np.argsort(order)], count)
+            by_number = np.empty(len(at), dtype=np.int64)
+            by_number[np.arange(len(at)) - at] = np.arange(len(at))
+            row = found.row[by_number]
+            self._append(number[found.term[by_number]], slots[start:end][row], found.weight[by_number].astype(np.uint32), found.tokens[row])
         if len(slots):
             self.size = int(slots[-1]) + 1
+        if len(rows) >= BATCH and self.segments:  # many rows: one segment, as fewer make searches quicker
+            self._seal(before=self.segments[-1].block + 1)
         return lengths
 
     def _append(self, term, slot, units, length):
-        """Add postings (any order) as segments, one per block, merged as they grow."""
-        block = slot >> BLOCK_BITS
-        order = np.argsort((block << 47) | (term << BLOCK_BITS) | (slot & 0xFFFF))
-        term, slot, units, length, block = term[order], slot[order], units[order], length[order], block[order]
-        cuts = np.flatnonzero(np.diff(block)) + 1
-        for part in np.split(np.arange(len(term)), cuts):
-            if not len(part):
-                continue
-            number = int(block[part[0]])
-            self._seal(before=number)
-            self.segments.append(_Segment.build(number, term[part], slot[part] & 0xFFFF, units[part], length[part]))
-            while (
-                len(self.segments) > 1
-                and self.segments[-2].block == number
-                and len(self.segments[-2]) <= 2 * len(self.segments[-1])
-            ):
-                self.segments[-2:] = [_merge(*self.segments[-2:])]
+        """Add postings of one block, sorted by term then slot, as a segment: merged
+        with the ones before it as they grow, the earlier blocks' sealed into one."""
+        number = int(slot[0]) >> BLOCK_BITS if len(slot) else 0
+        if not len(slot):
+            return
+        self._seal(before=number)
+        self.segments.append(_Segment.build(number, term, slot & 0xFFFF, units, length))
+        while (
+            len(self.segments) > 1
+            and self.segments[-2].block == number
+            and len(self.segments[-2]) <= 2 * len(self.segments[-1])
+        ):
+            self.segments[-2:] = [_merge(*self.segments[-2:])]
 
     def _seal(self, before):
         """Merge the segments of each block before `before` into one."""
@@ -272,8 +273,8 @@ class Postings:
         for seg in self.segments:
             term, slot, units = seg.postings()
             new = slot_of[slot]
-            kept = new >= 0
-            if kept.any():
+            for block in np.unique(new[new >= 0] >> BLOCK_BITS).tolist():
+                kept = (new >> BLOCK_BITS) == block
                 fresh._append(term[kept], new[kept], units[kept], lengths[new[kept]])
         fresh._seal(before=1 << 62)
         fresh.size = int(moved[-1]) + 1 if len(moved) else 0
@@ -383,21 +384,33 @@ class Postings:
 
 
 def _merge(a, b):
-    """One segment from two of the same block, `b`'s slots after `a`'s."""
-    term_a, slot_a, units_a = a.postings()
-    term_b, slot_b, units_b = b.postings()
-    term, slot, units = np.concatenate((term_a, term_b)), np.concatenate((slot_a, slot_b)), np.concatenate((units_a, units_b))
-    order = np.argsort((term << BLOCK_BITS) | (slot & 0xFFFF), kind="stable")  # two sorted runs: merged
-    shortest = np.minimum(_per_posting(a, term[order]), _per_posting(b, term[order]))
-    return _Segment.build(a.block, term[order], slot[order] & 0xFFFF, units[order], shortest)
+    """One segment from two of the same block, `b`'s slots after `a`'s: each term's
+    postings in `a`, then those in `b`."""
+    terms = np.union1d(a.terms, b.terms)
+    in_a, in_b = np.searchsorted(terms, a.terms), np.searchsorted(terms, b.terms)
+    count_a, count_b = np.zeros(len(terms), np.int64), np.zeros(len(terms), np.int64)
+    count_a[in_a], count_b[in_b] = np.diff(a.starts), np.diff(b.starts)
+    starts = np.concatenate(([0], np.cumsum(count_a + count_b)))
+    to_a = np.arange(len(a)) + np.repeat(starts[in_a] - a.starts[:-1], np.diff(a.starts))
+    to_b = np.arange(len(b)) + np.repeat(starts[in_b] + count_a[in_b] - b.starts[:-1], np.diff(b.starts))
+    low, units = np.empty(len(a) + len(b), np.uint16), np.empty(len(a) + len(b), np.uint8)
+    low[to_a], low[to_b], units[to_a], units[to_b] = a.low, b.low, a.units, b.units
+    wide_at = np.concatenate((to_a[a.wide_at], to_b[b.wide_at]))
+    order = np.argsort(wide_at)
+    peak, shortest = np.zeros(len(terms), np.uint32), np.full(len(terms), np.iinfo(np.int32).max, np.int32)
+    peak[in_a], shortest[in_a] = a.peak, a.shortest
+    peak[in_b], shortest[in_b] = np.maximum(peak[in_b], b.peak), np.minimum(shortest[in_b], b.shortest)
+    return _Segment(
+        a.block, terms=terms.astype(np.int32), starts=starts, low=low, units=units, wide_at=wide_at[order],
+        wide_units=np.concatenate((a.wide_units, b.wide_units))[order], peak=peak, shortest=shortest,
+    )
 
 
-def _per_posting(seg, term):
-    """The segment's `shortest` for each of `term` (sorted), the largest int32 where absent."""
-    at = np.minimum(np.searchsorted(seg.terms, term), max(len(seg.terms) - 1, 0))
-    if not len(seg.terms):
-        return np.full(len(term), np.iinfo(np.int32).max, np.int32)
-    return np.where(seg.terms[at] == term, seg.shortest[at], np.iinfo(np.int32).max)
+def _batches(slots):
+    """(start, end) of runs of at most BATCH of `slots`, none across a block."""
+    cuts = np.flatnonzero(np.diff(slots >> BLOCK_BITS)) + 1
+    bounds = [0, *cuts.tolist(), len(slots)]
+    return [(at, min(at + BATCH, end)) for start, end in zip(bounds, bounds[1:]) for at in range(start, end, BATCH)]
 
 
 class _View:
