@@ -105,12 +105,8 @@ class _Segment:
         """For sorted `slots` in this segment's range, their positions among
         postings a:b, or -1 where they hold no posting there."""
         keys = (slots - self.base).astype(np.uint16)
-        low = self.low[a:b]
-        at = np.searchsorted(low, keys)
-        inside = at < len(low)
-        found = np.zeros(len(keys), dtype=bool)
-        found[inside] = low[at[inside]] == keys[inside]
-        return np.where(found, at + a, -1)
+        at = np.minimum(np.searchsorted(self.low[a:b], keys), b - a - 1) + a
+        return np.where(self.low[at] == keys, at, -1)
 
     def postings(self):
         """(term, slot, units) of every posting, in order."""
@@ -165,9 +161,7 @@ class _Held:
         return found
 
     def count_in(self, slots):
-        """How many of sorted `slots` hold this phrase."""
-        if self.given:
-            return int(np.isin(slots, self.slots_, assume_unique=True).sum())
+        """How many of sorted `slots` hold this term."""
         count = 0
         for seg, a, b, _ in self.pieces:
             i, j = seg.within(slots)
@@ -314,7 +308,7 @@ class Postings:
         row holding it; `prune=False` scores every matching row (for comparison)."""
         phrases = [_phrase_terms(tuple(words)) for words in match.phrases()]
         view = _View(self, visible)
-        if not phrases or not view.rows:
+        if not phrases or not view.rows or n < 1:
             return []
         distinct = list(dict.fromkeys(phrases))
         single = [p for p in distinct if len(p) == 1]
@@ -329,7 +323,7 @@ class Postings:
                     slots, frequencies = phrase_postings(p)
                     held[p] = _Held(slots=slots, frequencies=frequencies)
         lengths = np.asarray(lengths)
-        avgdl = float(int(np.sum(lengths[: len(visible)], where=visible))) / float(view.rows)
+        avgdl = float(int(np.sum(lengths[: view.size], where=view.visible))) / float(view.rows)
         weights = {p: idf(view.rows, view.count(held[p])) for p in distinct}
         scorer = _Scorer(phrases, held, weights, lengths, avgdl)
         required, any_of, excluded = (
@@ -422,18 +416,20 @@ class _View:
             raise ValueError(f"visible covers {len(visible)} slots, not every one of {postings.size}")
         self.visible = visible
         self.rows = int(np.count_nonzero(visible))
-        self.size = postings.size
+        self.size = len(visible)
         self._hidden = None
 
     @property
     def hidden(self):
-        """Slots holding postings that are not visible, ascending."""
+        """Slots not visible, ascending."""
         if self._hidden is None:
-            self._hidden = np.flatnonzero(~self.visible[: self.size])
+            self._hidden = np.flatnonzero(~self.visible)
         return self._hidden
 
     def count(self, held):
         """How many visible rows hold it."""
+        if held.given:
+            return int(np.count_nonzero(self.visible[held.slots()]))
         if not held.count or not len(self.hidden):
             return held.count
         if len(self.hidden) * 8 < held.count:
@@ -522,12 +518,15 @@ def _max_score(any_of, excluded, view, scorer, n):
     def add(p, slots, frequencies):
         partial[slots] += times[p] * idf[p] * saturation(frequencies, scorer.lengths[slots].astype(np.float64), scorer.avgdl)
 
-    def nth_best(candidates):
+    def best(candidates):
+        """The `n` of distinct `candidates` with the highest partial scores, and the
+        n-th of those (less a margin): the best are at least that."""
         if len(candidates) < n:
-            return 0.0
-        return float(np.partition(partial[candidates], len(candidates) - n)[len(candidates) - n]) * (1 - SLACK)
+            return candidates, 0.0
+        at = np.argpartition(partial[candidates], len(candidates) - n)[len(candidates) - n :]
+        return candidates[at], float(partial[candidates[at]].min()) * (1 - SLACK)
 
-    found, read, threshold = [], 0, 0.0
+    found, read, threshold, top = [], 0, 0.0, np.zeros(0, np.int64)
     for p in ordered:
         if read and rest[read] < threshold:
             break
@@ -538,7 +537,9 @@ def _max_score(any_of, excluded, view, scorer, n):
         found.append(slots[~seen[slots]])
         seen[slots] = True
         read += 1
-        threshold = nth_best(np.concatenate(found))
+        # the best so far among the rows scored before and those this phrase added to
+        elsewhere = top[slots[np.minimum(np.searchsorted(slots, top), max(len(slots) - 1, 0))] != top] if len(slots) else top
+        top, threshold = best(np.concatenate((elsewhere, slots)))
     candidates = np.sort(np.concatenate(found)) if found else np.zeros(0, np.int64)
     for i in range(read, len(ordered) + 1):
         candidates = candidates[(partial[candidates] + rest[i]) * (1 + SLACK) >= threshold]
@@ -555,5 +556,5 @@ def _max_score(any_of, excluded, view, scorer, n):
             frequencies = held[p].lookup(candidates)
             hit = frequencies > 0
             add(p, candidates[hit], frequencies[hit])
-        threshold = max(threshold, nth_best(candidates))
+        threshold = max(threshold, best(candidates)[1])
     return candidates, scorer.scores(candidates, absent=set(excluded))
