@@ -282,7 +282,8 @@ def index_terms(rows, weights):
     if not rows:
         return Indexed([], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
     parts = [text.encode() if text else b"" for row in rows for text in row]
-    assert len(parts) == len(rows) * len(weights), "one text per column in every row"
+    if len(parts) != len(rows) * len(weights):
+        raise ValueError("one text (or None) per weight in every row")
     text = b" ".join(parts).translate(_FOLD) + b" " * SHORT_RUN
     chars = np.frombuffer(text, np.uint8)
     part_start = np.cumsum([0] + [len(part) + 1 for part in parts[:-1]])
@@ -291,7 +292,7 @@ def index_terms(rows, weights):
     if inside[0]:
         edges = np.concatenate(([0], edges))
     start, end = edges[0::2], edges[1::2]
-    part = np.searchsorted(part_start, start, "right") - 1 if len(parts) else start
+    part = np.searchsorted(part_start, start, "right") - 1  # row * columns + column
     slow = end - start > SHORT_RUN  # ...and runs with any byte beyond ASCII
     slow[np.searchsorted(start, np.flatnonzero(chars >= 128), "right") - 1] = True
     # short ASCII runs: one token each, grouped by their bytes (two little-endian words)
@@ -300,11 +301,14 @@ def index_terms(rows, weights):
     at, size = start[short], end[short] - start[short]
     low = words[at] & _LOW_BYTES[np.minimum(size, 8)]
     high = words[at + 8] & _LOW_BYTES[np.clip(size - 8, 0, 8)]
-    # sorted by a hash of them (40 bits, with each run's place in the low 24), equal runs come
-    # together: runs that only share a hash may interleave, and then make more than one group
-    assert len(short) < 1 << 24
+    # sorted by a hash of them, equal runs come together: runs that only share a hash may
+    # interleave, and then make more than one group (of the same term)
     mixed = (low * np.uint64(0x9E3779B97F4A7C15)) ^ (high * np.uint64(0xC2B2AE3D27D4EB4F))
-    order = (np.sort((mixed & ~np.uint64(0xFFFFFF)) | np.arange(len(short), dtype=np.uint64)) & np.uint64(0xFFFFFF)).astype(np.int64)
+    if len(short) < 1 << 24:  # the hash's top 40 bits, each run's place in the low 24: a sort, not an argsort
+        place = np.arange(len(short), dtype=np.uint64)
+        order = (np.sort((mixed & ~np.uint64(0xFFFFFF)) | place) & np.uint64(0xFFFFFF)).astype(np.int64)
+    else:
+        order = np.argsort(mixed)
     low, high = low[order], high[order]
     new = np.ones(len(order), dtype=bool)
     new[1:] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])

@@ -303,7 +303,8 @@ class Postings:
         `order` (an int array by slot: e.g. rowids) or else by slot.
 
         `visible` is a boolean mask over slots (live rows the request may read),
-        `lengths` the rows' lengths in tokens by slot. A phrase of several terms
+        `lengths` the rows' lengths in tokens by slot, as `add` gave them (FTS5's
+        docsizes: the bounds that prune rest on them). A phrase of several terms
         needs `phrase_postings(terms)` -> (slots, weighted frequencies) of every
         row holding it; `prune=False` scores every matching row (for comparison)."""
         phrases = [_phrase_terms(tuple(words)) for words in match.phrases()]
