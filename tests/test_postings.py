@@ -202,6 +202,17 @@ def test_scores_are_fts5s_bm25_on_random_texts(words, query, n, repeated):
     assert brain.ours(match, n=n) == brain.fts5(match, n=n)
 
 
+@given(rows_of_texts, st.data())
+@SLOW_EXAMPLES
+def test_scores_are_fts5s_bm25_on_texts_of_any_characters(rows, data):
+    brain = Brain(fts_brain(rows))
+    words = brain.vocabulary + ["nothing"]
+    query = data.draw(st.lists(st.sampled_from(words), min_size=1, max_size=5))
+    match = lexical.Match(any_of=tuple((word,) for word in dict.fromkeys(query)))
+    n = data.draw(st.integers(1, 10))
+    assert brain.ours(match, n=n) == brain.fts5(match, n=n)
+
+
 # -- statistics over the visible rows, AND, NOT and phrases --------------------------------
 
 
