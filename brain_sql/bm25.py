@@ -19,12 +19,33 @@ import math
 import numpy as np
 
 from . import lexical
+from .postings import idf, saturation
 from .config import COMMON_TERM_SHARE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES
 
-K1, B = 1.2, 0.75
 FTS_COLUMNS = ("title", "content", "context")  # the columns FTS_COLUMN_WEIGHTS weigh, in order
 _COLUMN_NUMBER = "case col " + " ".join(f"when '{c}' then {i}" for i, c in enumerate(FTS_COLUMNS)) + f" else {len(FTS_COLUMNS)} end"
 _COLUMN_WEIGHTS = np.array([*FTS_COLUMN_WEIGHTS, 1.0])  # by column number; 1.0 for any other column, as FTS5
+
+
+def phrase_occurrences(conn, terms):
+    """{row id: weighted occurrences} of the index terms `terms` one after another
+    in one column, each occurrence weighed by its column's FTS weight. Matched
+    inside SQLite, each term's instances read once: only the rows holding the
+    phrase come out."""
+    if not terms:
+        return {}
+    later = [f"t{i} as materialized (select doc, col, offset - {i} as start from knowledge_fts_vocab where term = ?)"
+             for i in range(1, len(terms))]  # fmt: skip
+    joins = "".join(f" join t{i} on t{i}.doc = v.doc and t{i}.col = v.col and t{i}.start = v.offset" for i in range(1, len(terms)))
+    weight = dict(zip(FTS_COLUMNS, FTS_COLUMN_WEIGHTS))
+    totals = {}
+    for doc, col, count in conn.execute(
+        (f"with {', '.join(later)} " if later else "")
+        + f"select v.doc, v.col, count(*) from knowledge_fts_vocab v{joins} where v.term = ? group by v.doc, v.col",
+        [*terms[1:], terms[0]],
+    ):
+        totals[doc] = totals.get(doc, 0.0) + weight.get(col, 1.0) * count
+    return totals
 
 
 class TermStats:
@@ -57,31 +78,12 @@ class TermStats:
                 docs, each = np.unique(found[:, 0], return_inverse=True)
                 weights = np.bincount(each, weights=_COLUMN_WEIGHTS[found[:, 1]], minlength=len(docs))
             else:  # several terms, or none (a phrase FTS5 finds no token in matches nothing)
-                totals = self._phrase_occurrences(terms) if terms else {}
+                totals = phrase_occurrences(self.conn, terms) if terms else {}
                 docs = np.array(sorted(totals), dtype=np.int64)
                 weights = np.array([totals[doc] for doc in docs.tolist()], dtype=np.float64)
             at = self.reach.positions(docs)
             self._postings[terms] = (at[at >= 0], weights[at >= 0])
         return self._postings[terms]
-
-    def _phrase_occurrences(self, terms):
-        """{doc: weighted occurrences} of `terms` one after another in one column."""
-        weight = dict(zip(FTS_COLUMNS, FTS_COLUMN_WEIGHTS))
-        starts = None
-        for i, term in enumerate(terms):
-            found = {
-                (doc, col, offset - i)
-                for doc, col, offset in self.conn.execute(
-                    "select doc, col, offset from knowledge_fts_vocab where term = ?", [term]
-                )
-            }  # fmt: skip
-            starts = found if starts is None else starts & found
-            if not starts:
-                return {}
-        totals = {}
-        for doc, col, _ in starts:
-            totals[doc] = totals.get(doc, 0.0) + weight.get(col, 1.0)
-        return totals
 
     def idf_bounds(self, stems):
         """{stem: (lowest, highest) idf it can have}, from counts over every row:
@@ -194,14 +196,10 @@ def search(stats, match, n=RECALL_CANDIDATES):
     score = np.zeros(len(rows))
     for phrase in phrases:
         at, weight = postings[phrase]
-        hits = len(at)
-        idf = math.log((reach.count - hits + 0.5) / (hits + 0.5))
-        if idf <= 0.0:
-            idf = 1e-6
         frequency = np.zeros(reach.count)
         frequency[at] = weight
         frequency = frequency[rows]
-        score += idf * ((frequency * (K1 + 1.0)) / (frequency + K1 * (1 - B + B * length / avgdl)))
+        score += idf(reach.count, len(at)) * saturation(frequency, length, avgdl)
     bm25 = -1.0 * score
     ids = reach.ids[rows]
     order = np.lexsort((ids, bm25))[:n]
