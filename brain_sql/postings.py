@@ -21,6 +21,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
+import xxhash
 
 from . import lexical
 from .config import FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES
@@ -340,6 +341,40 @@ class Postings:
         ties = slots if order is None else np.asarray(order)[slots]
         best = np.lexsort((ties, bm25))[:n]
         return [(int(slots[i]), float(bm25[i])) for i in best]
+
+    # -- comparing -------------------------------------------------------------------
+
+    def _live_postings(self, ids, live):
+        """(term text rank, chunk id, units) of every posting of a live slot, sorted."""
+        terms = sorted(self.vocabulary, key=self.vocabulary.__getitem__)
+        rank = np.empty(len(terms), dtype=np.int64)
+        rank[np.argsort(np.array(terms, dtype=object))] = np.arange(len(terms))
+        parts = [seg.postings() for seg in self.segments] or [(np.zeros(0, np.int64),) * 3]
+        term, slot, units = (np.concatenate(column) for column in zip(*parts))
+        keep = live[slot]
+        term, chunk, units = rank[term[keep]], ids[slot[keep]], units[keep]
+        order = np.lexsort((chunk, term))
+        return terms, rank, term[order], chunk[order], units[order]
+
+    def contents(self, ids, live):
+        """{term: {chunk id: weighted frequency}} of the live slots (`ids` and `live`
+        by slot): what a fresh build of the same rows holds, whatever its slots."""
+        terms, rank, term, chunk, units = self._live_postings(ids, live)
+        by_rank = dict(zip(rank.tolist(), terms))
+        found = {}
+        for t, c, u in zip(term.tolist(), chunk.tolist(), units.tolist()):
+            found.setdefault(by_rank[t], {})[c] = u / UNIT
+        return found
+
+    def digest(self, ids, live):
+        """A hash of `contents`, computed in bulk."""
+        terms, rank, term, chunk, units = self._live_postings(ids, live)
+        digest = xxhash.xxh64()
+        by_rank = sorted(terms)
+        digest.update("\0".join(by_rank[r] for r in np.unique(term).tolist()).encode("utf-8", "surrogatepass"))
+        for column in (term, chunk, units):
+            digest.update(np.ascontiguousarray(column, dtype=np.int64).tobytes())
+        return digest.hexdigest()
 
     # -- memory ----------------------------------------------------------------------
 
