@@ -19,23 +19,87 @@ import math
 import numpy as np
 
 from . import lexical
+from . import reach as reachable
+from .postings import idf, saturation
 from .config import COMMON_TERM_SHARE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES
 
-K1, B = 1.2, 0.75
 FTS_COLUMNS = ("title", "content", "context")  # the columns FTS_COLUMN_WEIGHTS weigh, in order
 _COLUMN_NUMBER = "case col " + " ".join(f"when '{c}' then {i}" for i, c in enumerate(FTS_COLUMNS)) + f" else {len(FTS_COLUMNS)} end"
 _COLUMN_WEIGHTS = np.array([*FTS_COLUMN_WEIGHTS, 1.0])  # by column number; 1.0 for any other column, as FTS5
 
 
-class TermStats:
-    """Term statistics over one Reach, each read once per query."""
+def phrase_occurrences(conn, terms):
+    """{row id: weighted occurrences} of the index terms `terms` one after another
+    in one column, each occurrence weighed by its column's FTS weight. Matched
+    inside SQLite, each term's instances read once: only the rows holding the
+    phrase come out."""
+    if not terms:
+        return {}
+    later = [f"t{i} as materialized (select doc, col, offset - {i} as start from knowledge_fts_vocab where term = ?)"
+             for i in range(1, len(terms))]  # fmt: skip
+    joins = "".join(f" join t{i} on t{i}.doc = v.doc and t{i}.col = v.col and t{i}.start = v.offset" for i in range(1, len(terms)))
+    weight = dict(zip(FTS_COLUMNS, FTS_COLUMN_WEIGHTS))
+    totals = {}
+    for doc, col, count in conn.execute(
+        (f"with {', '.join(later)} " if later else "")
+        + f"select v.doc, v.col, count(*) from knowledge_fts_vocab v{joins} where v.term = ? group by v.doc, v.col",
+        [*terms[1:], terms[0]],
+    ):
+        totals[doc] = totals.get(doc, 0.0) + weight.get(col, 1.0) * count
+    return totals
 
-    def __init__(self, conn, reach):
+
+class StateIndex:
+    """The read state's postings as one request sees them: counts and searches
+    over the chunk slots in `visible`. It takes the state's shared lock for each
+    read, so it may be used after the legs have let go of it."""
+
+    def __init__(self, state, visible, conn):
+        self.state, self.visible, self.conn = state, visible, conn
+
+    def _visible(self):
+        """The request's mask, as long as the postings now are (later slots: not its)."""
+        size = self.state.postings.size
+        if len(self.visible) >= size:
+            return self.visible
+        return np.concatenate([self.visible, np.zeros(size - len(self.visible), dtype=bool)])
+
+    def counts(self, stems):
+        """{stem: visible rows holding it}."""
+        with self.state.lock:
+            return self.state.postings.frequencies(list(stems), self._visible())
+
+    def search(self, match, n):
+        """[(id, bm25)] of the `n` best visible rows for `match`, as `search` answers."""
+        state = self.state
+
+        def phrase_postings(terms):
+            found = phrase_occurrences(self.conn, terms)
+            ids = np.array(sorted(found), dtype=np.int64)
+            slots = state.chunks.slot_of.many(ids)
+            kept = slots >= 0
+            return slots[kept], np.array([found[i] for i in ids[kept].tolist()], dtype=np.float64)
+
+        with state.lock:
+            rows = state.chunks.rows
+            hits = state.postings.search(match, self._visible(), rows.length, n, order=rows.id,
+                                         phrase_postings=phrase_postings)  # fmt: skip
+            return [(int(rows.id[slot]), score) for slot, score in hits]
+
+
+class TermStats:
+    """Term statistics over one Reach, each read once per query: from the read
+    state's postings (`index`, a StateIndex) when the request reads through it,
+    exactly; else from the index's own tables in SQL, for a connection inside a
+    transaction of its own."""
+
+    def __init__(self, conn, reach, index=None):
         self.conn = conn
         self.reach = reach
+        self.index = index
         self._postings = {}  # term or phrase -> (reach positions, weighted occurrences)
         self._rows = {}  # stem -> number of reachable rows holding it
-        self._anywhere = {}  # stem -> number of rows holding it, hidden ones included
+        self._anywhere = {}  # stem -> number of rows holding it, hidden ones included (exact with an index)
 
     @property
     def documents(self):
@@ -57,37 +121,18 @@ class TermStats:
                 docs, each = np.unique(found[:, 0], return_inverse=True)
                 weights = np.bincount(each, weights=_COLUMN_WEIGHTS[found[:, 1]], minlength=len(docs))
             else:  # several terms, or none (a phrase FTS5 finds no token in matches nothing)
-                totals = self._phrase_occurrences(terms) if terms else {}
+                totals = phrase_occurrences(self.conn, terms) if terms else {}
                 docs = np.array(sorted(totals), dtype=np.int64)
                 weights = np.array([totals[doc] for doc in docs.tolist()], dtype=np.float64)
             at = self.reach.positions(docs)
             self._postings[terms] = (at[at >= 0], weights[at >= 0])
         return self._postings[terms]
 
-    def _phrase_occurrences(self, terms):
-        """{doc: weighted occurrences} of `terms` one after another in one column."""
-        weight = dict(zip(FTS_COLUMNS, FTS_COLUMN_WEIGHTS))
-        starts = None
-        for i, term in enumerate(terms):
-            found = {
-                (doc, col, offset - i)
-                for doc, col, offset in self.conn.execute(
-                    "select doc, col, offset from knowledge_fts_vocab where term = ?", [term]
-                )
-            }  # fmt: skip
-            starts = found if starts is None else starts & found
-            if not starts:
-                return {}
-        totals = {}
-        for doc, col, _ in starts:
-            totals[doc] = totals.get(doc, 0.0) + weight.get(col, 1.0)
-        return totals
-
     def idf_bounds(self, stems):
         """{stem: (lowest, highest) idf it can have}, from counts over every row:
         without reading postings, enough to rule a stem out."""
         everywhere = self._everywhere(stems)
-        hidden = self.reach.hidden
+        hidden = 0 if self.index else self.reach.hidden  # an index's counts are the reach's already
 
         def idf(rows):
             return math.log(1 + self.documents / (rows + 0.5))
@@ -97,7 +142,10 @@ class TermStats:
     def _everywhere(self, stems):
         """{stem: rows holding it, hidden ones included}: a bound, never an answer."""
         unknown = sorted(set(stems) - self._anywhere.keys())
-        if unknown:
+        if unknown and self.index:
+            self._anywhere.update(self.index.counts(unknown))
+            self._rows.update({stem: self._anywhere[stem] for stem in unknown})
+        elif unknown:
             found = dict(self.conn.execute(
                 "select term, doc from knowledge_fts_terms where term in (select value from json_each(?))",
                 [json.dumps(unknown)],
@@ -149,15 +197,30 @@ class TermStats:
         stemmed = lexical.stems(lexical.parse(text).terms)
         limit = COMMON_TERM_SHARE * self.documents
         everywhere = self._everywhere(stemmed.values())
-        surely = {word for word, stem in stemmed.items() if everywhere[stem] - self.reach.hidden > limit}
+        hidden = 0 if self.index else self.reach.hidden
+        surely = {word for word, stem in stemmed.items() if everywhere[stem] - hidden > limit}
         maybe = [word for word, stem in stemmed.items() if everywhere[stem] > limit and word not in surely]
         frequencies = self.frequencies(maybe)
         return frozenset(w.lower() for w in [*surely, *maybe] if w in surely or frequencies[stemmed[w]] > limit)
 
 
+def for_request(conn, filters):
+    """The TermStats of a request with `filters`: over the read state's postings,
+    or from SQL on a connection inside a transaction of its own (which may see rows
+    the state does not)."""
+    if conn.in_transaction:
+        return TermStats(conn, reachable.of(conn, filters))
+    state = reachable.state_of(conn)
+    with state.lock:
+        visible = state.chunks.visible(filters)
+        return TermStats(conn, reachable.in_state(state, visible), StateIndex(state, visible, conn))
+
+
 def search(stats, match, n=RECALL_CANDIDATES):
     """[(id, bm25)] of the `n` best reachable rows for `match` (a lexical.Match),
     best first, equal scores by id; bm25 is negative, lower is better, as FTS5's."""
+    if stats.index:
+        return stats.index.search(match, n) if match.phrases() else []
     reach = stats.reach
     phrases = match.phrases()
     if not phrases or not reach.count:
@@ -194,14 +257,10 @@ def search(stats, match, n=RECALL_CANDIDATES):
     score = np.zeros(len(rows))
     for phrase in phrases:
         at, weight = postings[phrase]
-        hits = len(at)
-        idf = math.log((reach.count - hits + 0.5) / (hits + 0.5))
-        if idf <= 0.0:
-            idf = 1e-6
         frequency = np.zeros(reach.count)
         frequency[at] = weight
         frequency = frequency[rows]
-        score += idf * ((frequency * (K1 + 1.0)) / (frequency + K1 * (1 - B + B * length / avgdl)))
+        score += idf(reach.count, len(at)) * saturation(frequency, length, avgdl)
     bm25 = -1.0 * score
     ids = reach.ids[rows]
     order = np.lexsort((ids, bm25))[:n]

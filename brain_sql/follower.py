@@ -19,7 +19,12 @@ from .vectors import vec_metadata_values, vector_rows
 
 REBUILD_SHARE = 0.25  # apply the log while it names fewer rows than this share of the brain
 POINT_READS = 2000  # vectors of fewer chunks than this are read one by one; more, in one scan
-CHUNK_ROWS = "select k.id, k.document_id, {}, d.sz from knowledge k left join knowledge_fts_docsize d on d.id = k.id"
+# each chunk: its id, document, filter columns, FTS5 docsize and the columns FTS5 indexes
+CHUNK_ROWS = (
+    f"select k.id, k.document_id, {vec_metadata_values('k')}, d.sz, k.title, k.content, k.context "
+    "from knowledge k left join knowledge_fts_docsize d on d.id = k.id"
+)
+TEXTS = 3  # title, content, context: the last columns of CHUNK_ROWS
 
 
 def build(state, conn):
@@ -33,7 +38,7 @@ def build(state, conn):
         for document_id, entity_id in rows:
             graph.set_document(document_id, entity_id)
     vectors = _stored_vectors(conn, state.dimension)
-    for rows in _batches(conn.execute(CHUNK_ROWS.format(vec_metadata_values("k")) + " order by k.id")):
+    for rows in _batches(conn.execute(CHUNK_ROWS + " order by k.id")):
         put_chunks(state, rows, vectors)
     del vectors
     for rows in _batches(conn.execute(
@@ -49,10 +54,11 @@ def build(state, conn):
 
 
 def put_chunks(state, rows, vectors):
-    """Chunks as (id, document_id, *filter columns, FTS5 docsize) rows, with
-    their vectors (a StoredVectors)."""
-    slots = state.chunks.add([(row[0], *row[2:]) for row in rows], vectors)
+    """Chunks as CHUNK_ROWS reads them, with their vectors (a StoredVectors), into
+    every part: new slots in the chunk index, nodes in the graph, postings."""
+    slots = state.chunks.add([(row[0], *row[2:-TEXTS]) for row in rows], vectors)
     state.graph.add_chunks(slots, [row[0] for row in rows], [row[1] for row in rows])
+    state.postings.add(slots, [row[-TEXTS:] for row in rows])
 
 
 def follow(state, conn):
@@ -106,7 +112,7 @@ def apply(state, conn, changed):
     chunk_ids = set(changed.get("chunk", ())) | graph.chunks_of_documents(documents)
     if chunk_ids:
         ids = sorted(chunk_ids)
-        rows = _rows_by_id(conn, CHUNK_ROWS.format(vec_metadata_values("k")) + " where k.id in ({})", ids)
+        rows = _rows_by_id(conn, CHUNK_ROWS + " where k.id in ({})", ids)
         vectors = _stored_vectors(conn, state.dimension, ids)
         graph.drop_chunks(state.chunks.remove(ids))
         put_chunks(state, [rows[i] for i in ids if i in rows], vectors)

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 from . import bm25, claims, config, graph, lexical, querydoc
-from . import reach as reachable
 from .connection import sqlite3
 from .embed import embed
 from .fields import parse_datetime, utcnow
@@ -83,7 +82,7 @@ def register_functions(conn, model_id=None):
         return json.dumps(claims.verify(claim, text))
 
     def term_stats(filters):
-        return bm25.TermStats(conn, reachable.of(conn, request_filters(filters)))
+        return bm25.for_request(conn, request_filters(filters))
 
     def brain_fts_query(text, filters=None):
         """brain_fts_query(text [, filters]): a safe FTS5 MATCH expression; in a brain,

@@ -118,8 +118,9 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
         visible = state.chunks.visible(filters)
         # inside a transaction of its own, a connection may see rows the shared state does not
         reach = reachable.of(conn, filters) if conn.in_transaction else reachable.in_state(state, visible)
-        legs = Legs(text=text, filters=filters, terms=bm25.TermStats(conn, reach), telemetry=telemetry, vectors=vectors,
-                    model_id=model_id)  # fmt: skip
+        index = None if conn.in_transaction else bm25.StateIndex(state, visible, conn)
+        legs = Legs(text=text, filters=filters, terms=bm25.TermStats(conn, reach, index), telemetry=telemetry,
+                    vectors=vectors, model_id=model_id)  # fmt: skip
         t = legs.telemetry
         # the vector leg (numpy) runs beside the lexical one (SQLite): both let go of the GIL
         nearest = _VECTOR_LEGS.submit(_vector_leg, state, vectors, visible) if vectors.any() else None

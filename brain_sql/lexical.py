@@ -11,6 +11,8 @@ import re
 import threading
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .connection import sqlite3
 
 # unicode61 treats letters and digits as token characters and all else (the
@@ -129,13 +131,14 @@ _local = threading.local()
 
 def _tokenizer():
     """This thread's in-memory FTS5 tables: one with knowledge_fts's tokenizer,
-    one with the unicode61 under its stemmer."""
+    one with the unicode61 under its stemmer. Contentless, so 'delete-all' empties
+    them at once: deleted rows would stay in the index and slow every later read."""
     conn = getattr(_local, "conn", None)
     if conn is None:
         conn = _local.conn = sqlite3.connect(":memory:", isolation_level=None)
-        conn.execute("create virtual table words using fts5(word, tokenize='porter unicode61')")
+        conn.execute("create virtual table words using fts5(word, tokenize='porter unicode61', content='')")
         conn.execute("create virtual table word_terms using fts5vocab(words, 'instance')")
-        conn.execute("create virtual table plain using fts5(text, tokenize='unicode61')")
+        conn.execute("create virtual table plain using fts5(text, tokenize='unicode61', content='')")
         conn.execute("create virtual table plain_terms using fts5vocab(plain, 'instance')")
     return conn
 
@@ -149,7 +152,7 @@ def fts_tokens(texts):
     if not texts:
         return []
     conn = _tokenizer()
-    conn.execute("delete from plain")
+    conn.execute("insert into plain (plain) values ('delete-all')")
     conn.executemany("insert into plain (rowid, text) values (?, ?)", list(enumerate(texts)))
     found = [[] for _ in texts]
     for doc, term in conn.execute("select doc, term from plain_terms order by doc, offset"):
@@ -167,7 +170,7 @@ def stems(words):
     if not words:
         return {}
     conn = _tokenizer()
-    conn.execute("delete from words")
+    conn.execute("insert into words (words) values ('delete-all')")
     conn.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(words)))
     return {words[doc]: term for term, doc in conn.execute("select term, doc from word_terms where offset = 0")}
 
@@ -175,7 +178,7 @@ def stems(words):
 def phrase_terms(words):
     """The terms FTS5 looks for, in order, for a quoted phrase of `words`."""
     conn = _tokenizer()
-    conn.execute("delete from words")
+    conn.execute("insert into words (words) values ('delete-all')")
     conn.execute("insert into words (rowid, word) values (0, ?)", (" ".join(words),))
     return tuple(term for (term,) in conn.execute("select term from word_terms order by offset"))
 
@@ -183,7 +186,7 @@ def phrase_terms(words):
 def indexed_terms(text):
     """Every term knowledge_fts indexes `text` under: what MATCH finds it by."""
     conn = _tokenizer()
-    conn.execute("delete from words")
+    conn.execute("insert into words (words) values ('delete-all')")
     conn.execute("insert into words (rowid, word) values (0, ?)", (text,))
     return {term for (term,) in conn.execute("select distinct term from word_terms")}
 
@@ -196,9 +199,142 @@ def terms_held(texts, terms):
     if not texts or not terms:
         return held
     conn = _tokenizer()
-    conn.execute("delete from words")
+    conn.execute("insert into words (words) values ('delete-all')")
     conn.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(texts)))
     for term in terms:
         for (doc,) in conn.execute("select distinct doc from word_terms where term = ?", (term,)):
             held[doc].add(term)
     return held
+
+
+# unicode61 ends a token at every ASCII character but a letter or digit, and such a
+# character never belongs to one: UTF-8 text cut at them gives runs FTS5 tokenizes
+# one by one. A run of ASCII letters and digits is one token, its letters lowercased.
+_FOLD = bytes(b + 32 if 65 <= b <= 90 else b if b >= 128 or chr(b).isalnum() else 32 for b in range(256))
+FTS_MAX_TOKEN = 32768  # bytes of a token FTS5 indexes (FTS5_MAX_TOKEN_SIZE); the rest is cut off
+PORTER_MIN, PORTER_MAX = 3, 64  # porter stems tokens of this many bytes only
+SHORT_RUN = 16  # ASCII runs this long at most are told apart in numpy, by their bytes as two integers
+RUN_CACHE = 500_000  # runs whose terms are remembered; all are forgotten when there are more
+_known = {}  # run (UTF-8, ASCII letters lowercased) -> its term, or a tuple when it is not one token
+_LOW_BYTES = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+
+
+def _terms_of(runs):
+    """Each of `runs`' term, or a tuple of terms when it is not one token: ASCII
+    ones stemmed by FTS5's porter when it would stem them, others tokenized by
+    FTS5 itself. Remembered."""
+    found = list(map(_known.get, runs))
+    if None not in found:
+        return found
+    missing = [i for i, terms in enumerate(found) if terms is None]
+    learnt, stemmed, other = {}, {}, []
+    for run in {runs[i] for i in missing}:
+        if not run.isascii():
+            other.append(run)
+        elif PORTER_MIN <= len(run) <= PORTER_MAX and not run.isdigit():  # a stem has a letter
+            stemmed[run.decode()] = run
+        else:  # as it is (not remembered: numbers would crowd out words)
+            learnt[run] = run[:FTS_MAX_TOKEN].decode()
+    remembered = {stemmed[token]: stem for token, stem in stems(stemmed).items()}
+    if other:
+        cut = [[] for _ in other]
+        conn = _tokenizer()
+        conn.execute("insert into words (words) values ('delete-all')")
+        conn.executemany("insert into words (rowid, word) values (?, ?)", [(i, run.decode()) for i, run in enumerate(other)])
+        for doc, term in conn.execute("select doc, term from word_terms order by doc, offset"):
+            cut[doc].append(term)
+        remembered.update((run, terms[0] if len(terms) == 1 else tuple(terms)) for run, terms in zip(other, cut))
+    if len(_known) + len(remembered) > RUN_CACHE:
+        _known.clear()
+    _known.update(remembered)
+    learnt.update(remembered)
+    for i in missing:
+        found[i] = learnt[runs[i]]
+    return found
+
+
+@dataclass
+class Indexed:
+    """The terms a batch of rows is indexed under: (term, row, weight) triples,
+    sorted by term then row, `term` indexing `terms`; and each row's tokens."""
+
+    terms: list
+    term: np.ndarray
+    row: np.ndarray
+    weight: np.ndarray
+    tokens: np.ndarray
+
+    def by_row(self):
+        """[{term: weight}] for each row."""
+        held = [{} for _ in self.tokens]
+        for term, row, weight in zip(self.term.tolist(), self.row.tolist(), self.weight.tolist()):
+            held[row][self.terms[term]] = weight
+        return held
+
+
+def index_terms(rows, weights):
+    """What knowledge_fts indexes `rows` under (each row its columns' texts, None
+    for an empty one): each term with its occurrences weighed by their column's
+    weight and summed, and each row's number of tokens (FTS5's docsize, the length
+    its bm25 takes). As FTS5 cuts and stems them, to the term; runs of text are
+    told apart in numpy and only a batch's distinct ones are looked up."""
+    rows = list(rows)
+    if not rows:
+        return Indexed([], np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64))
+    parts = [text.encode() if text else b"" for row in rows for text in row]
+    if len(parts) != len(rows) * len(weights):
+        raise ValueError("one text (or None) per weight in every row")
+    text = b" ".join(parts).translate(_FOLD) + b" " * SHORT_RUN
+    chars = np.frombuffer(text, np.uint8)
+    part_start = np.cumsum([0] + [len(part) + 1 for part in parts[:-1]])
+    inside = chars != 32
+    edges = np.flatnonzero(inside[1:] != inside[:-1]) + 1
+    if inside[0]:
+        edges = np.concatenate(([0], edges))
+    start, end = edges[0::2], edges[1::2]
+    part = np.searchsorted(part_start, start, "right") - 1  # row * columns + column
+    slow = end - start > SHORT_RUN  # ...and runs with any byte beyond ASCII
+    slow[np.searchsorted(start, np.flatnonzero(chars >= 128), "right") - 1] = True
+    # short ASCII runs: one token each, grouped by their bytes (two little-endian words)
+    short = np.flatnonzero(~slow)
+    words = np.ndarray((len(chars) - 7,), dtype="<u8", buffer=text, strides=(1,))
+    at, size = start[short], end[short] - start[short]
+    low = words[at] & _LOW_BYTES[np.minimum(size, 8)]
+    high = words[at + 8] & _LOW_BYTES[np.clip(size - 8, 0, 8)]
+    # sorted by a hash of them, equal runs come together: runs that only share a hash may
+    # interleave, and then make more than one group (of the same term)
+    mixed = (low * np.uint64(0x9E3779B97F4A7C15)) ^ (high * np.uint64(0xC2B2AE3D27D4EB4F))
+    if len(short) < 1 << 24:  # the hash's top 40 bits, each run's place in the low 24: a sort, not an argsort
+        place = np.arange(len(short), dtype=np.uint64)
+        order = (np.sort((mixed & ~np.uint64(0xFFFFFF)) | place) & np.uint64(0xFFFFFF)).astype(np.int64)
+    else:
+        order = np.argsort(mixed)
+    low, high = low[order], high[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])
+    firsts = short[order[new]]
+    found = _terms_of([text[a:b] for a, b in zip(start[firsts].tolist(), end[firsts].tolist())])
+    terms = {}
+    group_term = np.array([terms.setdefault(term, len(terms)) for term in found], dtype=np.int64)
+    short_term = np.empty(len(short), dtype=np.int64)
+    short_term[order] = group_term[np.cumsum(new) - 1]
+    # the rest, one by one
+    rest = np.flatnonzero(slow)
+    runs = [text[a:b] for a, b in zip(start[rest].tolist(), end[rest].tolist())]
+    rest_part, rest_term = [], []
+    for at_part, spelt in zip(part[rest].tolist(), _terms_of(runs)):
+        for term in (spelt,) if spelt.__class__ is str else spelt:
+            rest_part.append(at_part)
+            rest_term.append(terms.setdefault(term, len(terms)))
+    every_part = np.concatenate((part[short], np.array(rest_part, dtype=np.int64)))
+    every_term = np.concatenate((short_term, np.array(rest_term, dtype=np.int64)))
+    # every part is (row, column): sorted by term, row and column, equal ones together
+    width = len(rows) * len(weights)
+    key = np.sort(every_term * width + every_part)
+    first = np.ones(len(key), dtype=bool)
+    first[1:] = key[1:] // len(weights) != key[:-1] // len(weights)
+    weight = np.asarray(weights, dtype=np.float64)[key % len(weights)]
+    summed = np.add.reduceat(weight, np.flatnonzero(first)) if len(key) else weight
+    term, part = np.divmod(key[first], width)
+    row_tokens = np.bincount(every_part // len(weights), minlength=len(rows))
+    return Indexed(list(terms), term, part // len(weights), summed, row_tokens)

@@ -16,17 +16,32 @@ from .schema import fts_length, recorded_model_and_dimension
 class Reach:
     """Reachable rows: ids ascending, with their lengths in tokens, out of `total`
     rows in the index (None: unknown). `complete` when they are all of them:
-    FTS5's own statistics are then theirs."""
+    FTS5's own statistics are then theirs. The ids are sorted when first asked for:
+    a request the read state's postings answer only counts them."""
 
     def __init__(self, ids, lengths, total=None):
-        ids, lengths = np.asarray(ids, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
-        order = np.argsort(ids, kind="stable")  # a state holds its chunks nearly in id order
-        self.ids, self.lengths = ids[order], lengths[order]
-        self.count = len(self.ids)
-        self.tokens = int(self.lengths.sum())
+        self._ids, self._lengths = np.asarray(ids, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
+        self._sorted = False
+        self.count = len(self._ids)
+        self.tokens = int(self._lengths.sum())
         self.total = self.count if total is None else total
         self.complete = self.count == total
         self.hidden = self.total - self.count
+
+    def _sort(self):
+        if not self._sorted:
+            order = np.argsort(self._ids, kind="stable")  # a state holds its chunks nearly in id order
+            self._ids, self._lengths, self._sorted = self._ids[order], self._lengths[order], True
+
+    @property
+    def ids(self):
+        self._sort()
+        return self._ids
+
+    @property
+    def lengths(self):
+        self._sort()
+        return self._lengths
 
     def positions(self, ids):
         """Each of `ids` (an int array) as its index here, or -1 when it is not reachable."""
@@ -47,7 +62,7 @@ def of(conn, filters):
     from SQL for a connection inside a transaction of its own, which may see rows
     the state does not."""
     if not conn.in_transaction:
-        state = read_state.current(conn, recorded_model_and_dimension(conn)[1])
+        state = state_of(conn)
         with state.lock:
             return in_state(state, state.chunks.visible(filters))
     condition, params = filters.sql("k")
@@ -56,3 +71,8 @@ def of(conn, filters):
     ).fetchall()
     every = conn.execute("select count(*) from knowledge").fetchone()[0]
     return Reach([row[0] for row in rows], [fts_length(row[1]) for row in rows], total=every)
+
+
+def state_of(conn):
+    """The read state of `conn`'s brain, up to date."""
+    return read_state.current(conn, recorded_model_and_dimension(conn)[1])

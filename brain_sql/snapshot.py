@@ -22,7 +22,7 @@ import numpy as np
 import xxhash
 
 MAGIC = b"datasette-brain read state\n"
-FORMAT = 1
+FORMAT = 2  # 2: with the lexical postings
 ALIGN = 64
 SUFFIX = "-brainstate"
 

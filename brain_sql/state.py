@@ -24,6 +24,7 @@ from .chunk_index import ChunkIndex
 from .config import SNAPSHOT_EVERY, SNAPSHOT_MIN_CHUNKS, SNAPSHOT_QUIET_SECONDS
 from .connection import open_connection
 from .entity_graph import EntityGraph
+from .postings import Postings
 from .follower import REBUILD_SHARE, _last_change
 from .schema import recorded_model_and_dimension
 
@@ -47,6 +48,7 @@ class ReadState:
         self.chunks = ChunkIndex(dimension)
         self.graph = EntityGraph()
         self.graph.slot_of = self.chunks.slot_of
+        self.postings = Postings()
         self.saved = None  # the change its snapshot holds
         self.saving = False
 
@@ -76,7 +78,8 @@ class ReadState:
         """Write this state's snapshot to `path` (call it under the shared lock)."""
         manifest = {"instance": self.instance, "seq": self.seq, "last": self.last, "dimension": self.dimension,
                     "chunks": self.chunks.meta(), "graph": self.graph.meta()}  # fmt: skip
-        snapshot.save(path, manifest, {**self.chunks.to_arrays(), **self.graph.to_arrays()})
+        postings = {f"postings.{name}": array for name, array in self.postings.to_arrays().items()}
+        snapshot.save(path, manifest, {**self.chunks.to_arrays(), **self.graph.to_arrays(), **postings})
 
     @classmethod
     def load(cls, path, dimension):
@@ -88,6 +91,9 @@ class ReadState:
         try:
             state.chunks = ChunkIndex.from_arrays(dimension, arrays, manifest["chunks"])
             state.graph = EntityGraph.from_arrays(arrays, manifest["graph"])
+            state.postings = Postings.from_arrays(
+                {name.removeprefix("postings."): array for name, array in arrays.items() if name.startswith("postings.")}
+            )
         except (KeyError, TypeError, ValueError) as ex:
             raise snapshot.SnapshotError(f"{path} is damaged: {ex}") from ex
         state.graph.slot_of = state.chunks.slot_of
@@ -100,14 +106,18 @@ class ReadState:
         """A hash of what the state holds, equal for states holding the same; cheap
         enough for a million memories (check compares a snapshot with a build by it)."""
         with self.lock:
-            return self.chunks.digest() + self.graph.digest(self.graph.chunks.id)
+            live = self.chunks.rows.live
+            ids = self.chunks.rows.id
+            return self.chunks.digest() + self.graph.digest(self.graph.chunks.id) + self.postings.digest(ids, live)
 
     def fingerprint(self):
         """What the state holds, independent of slot order: equal for a followed
         state and a fresh build of the same brain. Takes the shared lock itself."""
         with self.lock:
             columns, vectors = self.chunks.fingerprint()
-            return {"columns": columns, "vectors": vectors, **self.graph.fingerprint(self.graph.chunks.id)}
+            postings = self.postings.contents(self.chunks.rows.id, self.chunks.rows.live)
+            return {"columns": columns, "vectors": vectors, "postings": postings,
+                    **self.graph.fingerprint(self.graph.chunks.id)}  # fmt: skip
 
 
 def snapshot_problem(conn, dimension):
@@ -148,22 +158,30 @@ def rewrite_snapshot(conn, dimension):
 
 class _SharedLock:
     """Many readers, or one writer (a refresh); a waiting writer goes before the
-    readers who come after it, so refreshes are never starved."""
+    readers who come after it, so refreshes are never starved. A reader may take
+    it again inside its own hold (the legs hold it while the lexical statistics
+    take it for themselves)."""
 
     def __init__(self):
         self._condition = threading.Condition()
         self._readers = 0
         self._writers = 0  # waiting or writing
+        self._held = threading.local()  # this thread's depth of shared holds
 
     def __enter__(self):
-        with self._condition:
-            self._condition.wait_for(lambda: not self._writers)
-            self._readers += 1
+        depth = getattr(self._held, "depth", 0)
+        if not depth:
+            with self._condition:
+                self._condition.wait_for(lambda: not self._writers)
+                self._readers += 1
+        self._held.depth = depth + 1
 
     def __exit__(self, *exc):
-        with self._condition:
-            self._readers -= 1
-            self._condition.notify_all()
+        self._held.depth -= 1
+        if not self._held.depth:
+            with self._condition:
+                self._readers -= 1
+                self._condition.notify_all()
 
     @contextlib.contextmanager
     def exclusive(self):

@@ -81,14 +81,16 @@ def test_a_snapshot_that_cannot_be_trusted_is_rebuilt_and_check_says_so(small_sn
     brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
     where = tmp_path / "brain.db-brainstate"
     data = bytearray(where.read_bytes())
-    if damage == "flip":
-        data[-100] ^= 0xFF
+    if damage == "flip":  # a byte in the middle of the largest array
+        manifest, start = snapshot.read_manifest(where)
+        entry = max(manifest["arrays"].values(), key=lambda e: e["bytes"])
+        data[start + entry["offset"] + entry["bytes"] // 2] ^= 0xFF
         where.write_bytes(bytes(data))
     elif damage == "truncate":
         where.write_bytes(bytes(data[: len(data) // 2]))
     elif damage == "format":
         manifest, _ = snapshot.read_manifest(where)
-        where.write_bytes(bytes(data).replace(b'"format": 1', b'"format": 9'))
+        where.write_bytes(bytes(data).replace(b'"format": 2', b'"format": 9'))
     elif damage == "other_brain":
         other = tmp_path / "other.db"
         other_conn = brain_sql.connect(other)
