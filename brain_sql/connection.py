@@ -8,6 +8,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from . import copies
 from .config import busy_timeout_ms
 from .errors import BrainBusy, BrainError, ReadOnlyBrain, WriteError
 
@@ -96,8 +97,14 @@ def open_connection(path, read_only=False):
     reading only, changing nothing about the file. A file that cannot be written
     (read-only, or on a read-only filesystem) is opened for reading: recall works,
     and a write says the file is read-only. A file that is not an SQLite database
-    (or is damaged past opening) is a BrainError naming it."""
-    modes = ["mode=ro", "immutable=1"] if read_only else [None, "mode=ro", "immutable=1"]
+    (or is damaged past opening) is a BrainError naming it. A copy Litestream
+    follows is only ever read, and read so that it sees each change the follower
+    writes (copies.py): never immutable, which would not."""
+    copy = copies.is_copy(path)
+    if copy:
+        modes = ["mode=ro"]
+    else:
+        modes = ["mode=ro", "immutable=1"] if read_only else [None, "mode=ro", "immutable=1"]
     for mode in modes:
         conn = _connect(path, mode)
         try:
@@ -105,7 +112,10 @@ def open_connection(path, read_only=False):
             if mode is None:
                 _wal(conn)
             conn.execute("pragma synchronous = normal")
-            conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
+            if copy:
+                copies.prepare_reader(conn)
+            else:
+                conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
             conn.execute("pragma temp_store = memory")
             conn.execute("select count(*) from sqlite_master").fetchone()  # a read-only WAL file may fail only here
             break
@@ -138,6 +148,10 @@ def faults_named():
 
 
 def read_only_error(path):
+    if copies.is_copy(path):
+        return ReadOnlyBrain(
+            f"{path} is a read-only replica (a copy Litestream follows): it can be recalled from; write to its primary"
+        )
     return ReadOnlyBrain(
         f"{path} is read-only (the file, its folder or its filesystem): it can be recalled from, "
         "but nothing can be written to it"
@@ -149,11 +163,21 @@ def _file_of(conn):
     return row[0] if row and row[0] else "the brain"
 
 
+def touch_page_one(conn):
+    """Rewrite page 1 (user_version set to itself) in the open transaction. Copies
+    Litestream follows learn of a change only from page 1 (copies.py): without
+    it, a write that fits in pages it had (a small remember) stays unseen, by
+    FTS5 above all, on every replica that keeps its connections open."""
+    version = conn.execute("pragma user_version").fetchone()[0]
+    conn.execute(f"pragma user_version = {int(version)}")
+
+
 @contextlib.contextmanager
 def atomic(conn):
     """All or none. The outermost block takes the write lock up front (BEGIN
     IMMEDIATE), so a writer waits its turn for up to busy_timeout instead of
-    failing when it first writes; nested blocks are sqlite-utils' savepoints."""
+    failing when it first writes; nested blocks are sqlite-utils' savepoints.
+    Each transaction rewrites page 1, so replicas see it (touch_page_one)."""
     if conn.in_transaction:
         with sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False).atomic():
             yield conn
@@ -179,6 +203,7 @@ def atomic(conn):
             raise read_only_error(_file_of(conn)) from ex
         raise
     try:
+        touch_page_one(conn)
         conn.execute("commit")
     except BaseException:
         if conn.in_transaction:
