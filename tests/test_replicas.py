@@ -343,3 +343,52 @@ def test_replicas_outlive_the_primary_and_a_restore_holds_every_acknowledged_wri
     recalled = brain_sql.recall(conn, {"q": "final-4 puffin note", "k": 3})
     assert any(hit["title"] or hit["content"] for hit in recalled["hits"])
     conn.close()
+
+
+@pytest.mark.asyncio
+async def test_connections_kept_open_on_a_copy_see_every_write_and_the_read_state_follows_it(tmp_path, monkeypatch):
+    """Datasette keeps its connections open, and a busy replica reads all the
+    time: each write reaches a connection that stays open on the copy (FTS5
+    included, whose structure SQLite keeps between transactions), and the read
+    state follows it change by change, built once."""
+    from brain_sql import follower
+
+    from .conftest import in_thread
+
+    builds = []
+    real_build = follower.build
+    monkeypatch.setattr(follower, "build", lambda state, conn: builds.append(1) or real_build(state, conn))
+    primary, copy = tmp_path / "primary" / "brain.db", tmp_path / "replica" / "brain.db"
+    primary.parent.mkdir()
+    writer = brain_sql.connect(primary)
+    brain_sql.remember(writer, SEED)
+    with writer:  # a table of the primary's own, written with plain SQL: no page 1 for the follower to send
+        writer.execute("create table notes (id integer primary key, body text)")
+        writer.executemany("insert into notes (body) values (?)", [("x" * 200,)] * 2000)
+    store = (tmp_path / "store").as_uri()
+    with in_thread(brain_sql.replicate, primary, store):
+        wait_for(lambda: list((tmp_path / "store").glob("ltx/9/*.ltx")), what="the first snapshot")
+        with in_thread(brain_sql.follow, store, copy, interval=0.5):
+            wait_for(lambda: copy.exists() and _following(copy), what="the copy")
+            reader = brain_sql.connect(copy)  # kept open throughout, reading all the time
+            datasette = Datasette([str(copy)])
+            assert (await datasette.client.get("/brain/-/recall", params={"q": "harbour owner"})).status_code == 200
+            for i in range(5):
+                word = f"kx{i}stoat"
+                [[memory_id]] = brain_sql.remember(writer, [{"_id": f"open-{i}", "text": f"The {word} lives here."}])[1]
+
+                def seen():
+                    found = reader.execute("select rowid from knowledge_fts where knowledge_fts match ?", [word]).fetchall()
+                    return found == [(memory_id,)]
+
+                wait_for(seen, seconds=30, every=0.02, what=f"{word} on the open connection")
+                response = await datasette.client.get("/brain/-/recall", params={"q": word, "k": 3})
+                assert memory_id in [hit["id"] for hit in response.json()["hits"]]
+                with writer:
+                    writer.execute("update notes set body = ? where id = 1500", [word])
+                wait_for(lambda: reader.execute("select body from notes where id = 1500").fetchone() == (word,),
+                         seconds=30, every=0.02, what="a plain write on the open connection")  # fmt: skip
+            reader.close()
+    writer.close()
+    assert len(builds) == 1  # built once when first read; every change after that followed, not rebuilt
+    assert not [p.name for p in copy.parent.iterdir() if p.name.endswith(("-wal", "-shm", "-journal"))]
