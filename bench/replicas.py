@@ -166,8 +166,8 @@ def main():
         for i in range(args.writes):
             started = time.monotonic()
             word = f"zq{i}replicamarker"
-            status, _, body = request(f"{primary_url}/brain/-/remember",
-                                      {"_id": f"bench-{i}", "title": f"Marker {i}", "text": f"The {word} is here."})  # fmt: skip
+            record = {"_id": f"bench-{i}", "title": f"Marker {i}", "text": f"The {word} is here."}
+            status, _, body = request(f"{primary_url}/brain/-/remember", record)
             if status != 201:
                 raise SystemExit(f"the primary refused a write: {status} {body}")
             acknowledged, memory_id = time.monotonic(), body["ids"][0][0]

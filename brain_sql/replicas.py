@@ -123,7 +123,7 @@ class Follower:
         self.binary = litestream_binary()
         self.status = {"url": url, "copy": str(self.copy), "pid": os.getpid(), "state": "starting", "message": None}
         self.head = self.behind_since = self.checked_at = None
-        self.resume_until = None
+        self.resume_until, self.written = None, 0.0
         if self.copy.exists() and not copies.is_copy(self.copy):
             raise ReplicaError(f"{copy} exists and is not a copy brain follow made (no {self.copy.name}"
                                f"{copies.TXID_SUFFIX} beside it): name a file that does not exist yet")  # fmt: skip
@@ -159,7 +159,8 @@ class Follower:
         done = subprocess.run([self.binary, "ltx", "-json", "-level", "all", self.url], capture_output=True,
                               text=True, timeout=60)  # fmt: skip
         if done.returncode != 0:
-            raise ReplicaError(f"the replica at {self.url} cannot be listed: {(done.stderr or done.stdout).strip()[-500:]}")
+            said = (done.stderr or done.stdout).strip()[-500:]
+            raise ReplicaError(f"the replica at {self.url} cannot be listed: {said}")
         try:
             files = [(f["level"], int(f["min_txid"], 16), int(f["max_txid"], 16), _epoch(f["timestamp"]))
                      for f in json.loads(done.stdout or "[]") or []]  # fmt: skip
@@ -173,7 +174,9 @@ class Follower:
         """Restore the copy at the newest snapshot, in rollback mode, then name it."""
         snapshot = _newest_snapshot(files)
         if snapshot is None:
-            raise ReplicaError(f"the replica at {self.url} holds no snapshot yet: is brain replicate running on its primary?")
+            raise ReplicaError(
+                f"the replica at {self.url} holds no snapshot yet: is brain replicate running on its primary?"
+            )
         self._set("restoring", f"restoring the snapshot at transaction {snapshot}")
         staging = self.copy.with_name(self.copy.name + ".restoring")
         for leftover in (staging, Path(f"{staging}.tmp"), *_sidecars(self.copy)):
@@ -248,12 +251,18 @@ class Follower:
             self._set(state, message, applied=applied)
 
     def _set(self, state, message, applied=None):
+        """Update the status, and write it when it changed or once a second (its
+        age tells a replica whether brain follow is running)."""
+        before = dict(self.status)
         self.status.update(state=state, message=message, head_txid=self.head, behind_since=self.behind_since,
                            checked_at=self.checked_at, resume_until=self.resume_until)  # fmt: skip
         if applied is not None:
             self.status["applied_txid"] = applied
-        with contextlib.suppress(OSError):
-            copies.write_status(self.copy, self.status)
+        now = time.monotonic()
+        if self.status != before or now - self.written >= 1.0:
+            self.written = now
+            with contextlib.suppress(OSError):
+                copies.write_status(self.copy, self.status)
 
 
 def _newest_snapshot(files):
@@ -351,8 +360,8 @@ def replica_status(path, conn=None):
     message = status.get("message")
     if state != "stopped" and (updated is None or now - updated > FOLLOW_STATUS_STALE_SECONDS):
         state = "not running"
-        message = (f"brain follow has not written its status for {now - updated:.0f} s" if updated else
-                   "no brain follow has written a status for this copy") + f": the copy stays at transaction {txid}"  # fmt: skip
+        silent = f"has not written its status for {now - updated:.0f} s" if updated else "has written no status"
+        message = f"brain follow {silent}: the copy stays at transaction {txid}"
     head, behind_since = status.get("head_txid"), status.get("behind_since")
     running = state not in ("not running", "stopped", "failed")
     change = None

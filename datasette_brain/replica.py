@@ -37,7 +37,9 @@ def primary_of(datasette, database):
 def refusal(db):
     return ApiError(
         f"database {db.name} is a read-only replica (a copy Litestream follows): nothing can be written to it here; "
-        "write to its primary, or give this server the plugin setting primary to forward writes there", 403)  # fmt: skip
+        "write to its primary, or give this server the plugin setting primary to forward writes there",
+        403,
+    )
 
 
 def forwards(datasette, db):

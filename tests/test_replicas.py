@@ -192,7 +192,8 @@ def test_writes_on_a_replica_reach_the_primary_with_the_callers_credentials(clus
     memory_id = _remember(r1, record, cookies=_cookie())
     wait_for(lambda: _recalls(r1, "pelican ledger boathouse", memory_id), what="the forwarded write on the replica")
     token = {"Authorization": f"Bearer {TOKEN}"}  # the replica does not know the token; the primary does
-    other = _remember(r1, {"_id": "fwd-token", "title": "Heron", "text": "The heron count is on the gate."}, headers=token)
+    heron = {"_id": "fwd-token", "title": "Heron", "text": "The heron count is on the gate."}
+    other = _remember(r1, heron, headers=token)
     forgot = httpx.post(f"{r1}/brain/-/forget", json={"ids": [other]}, headers=token)
     assert forgot.status_code == 200 and forgot.json()["removed"]["memories"] == [other]
     bad = httpx.post(f"{r1}/brain/-/remember", json={"title": "no text"}, headers=token)
@@ -200,15 +201,19 @@ def test_writes_on_a_replica_reach_the_primary_with_the_callers_credentials(clus
     readonly = httpx.post(f"{r2}/brain/-/remember", json=record, headers=token)
     assert readonly.status_code == 403 and "read-only replica" in readonly.json()["error"]
 
+    def mcp(headers=None):
+        http = httpx2.AsyncClient(headers=headers, timeout=60)
+        return Client(streamable_http_client(f"{r1}/-/mcp", http_client=http))
+
     async def over_mcp():
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        client = Client(streamable_http_client(f"{r1}/-/mcp", http_client=httpx2.AsyncClient(headers=headers, timeout=60)))
-        async with client:
-            stored = await client.call_tool("brain_remember", {"records": [{"_id": "fwd-mcp", "text": "The ibis roost."}]})
+        async with mcp({"Authorization": f"Bearer {TOKEN}"}) as client:
+            ibis = {"_id": "fwd-mcp", "text": "The ibis roost."}
+            stored = await client.call_tool("brain_remember", {"records": [ibis]})
             assert not stored.is_error, stored.content
             gone = await client.call_tool("brain_forget", {"external_ids": ["fwd-mcp"]})
-            assert not gone.is_error and gone.structured_content["removed"]["memories"] == stored.structured_content["ids"][0]
-        async with Client(streamable_http_client(f"{r1}/-/mcp", http_client=httpx2.AsyncClient(timeout=60))) as anonymous:
+            assert not gone.is_error
+            assert gone.structured_content["removed"]["memories"] == stored.structured_content["ids"][0]
+        async with mcp() as anonymous:
             refused = await anonymous.call_tool("brain_remember", {"records": [{"text": "The ibis roost."}]})
             assert refused.is_error and refused.structured_content["status"] == 403
 
@@ -284,11 +289,20 @@ def test_a_restarted_follower_resumes_without_copying_again(cluster):
     wait_for(lambda: _following(copy), what="follow1 following again")
 
 
+def _first(ltx_file):
+    return int(ltx_file.stem.split("-")[0], 16)
+
+
+def _last(ltx_file):
+    return int(ltx_file.stem.split("-")[1], 16)
+
+
 @pytest.mark.asyncio
 async def test_a_follower_that_cannot_bridge_a_gap_says_it_is_stalled(tmp_path):
     """Litestream issue 1515: a change missing from the store's lower levels leaves
     its follower behind for good, and Litestream says nothing. brain follow does."""
-    primary, copy, ltx = tmp_path / "primary" / "brain.db", tmp_path / "replica" / "brain.db", tmp_path / "store" / "ltx"
+    primary, copy = tmp_path / "primary" / "brain.db", tmp_path / "replica" / "brain.db"
+    ltx = tmp_path / "store" / "ltx"
     primary.parent.mkdir()
     conn = brain_sql.connect(primary)
     brain_sql.remember(conn, SEED)
@@ -302,12 +316,12 @@ async def test_a_follower_that_cannot_bridge_a_gap_says_it_is_stalled(tmp_path):
         brain_sql.remember(conn, [{"_id": "gap-1", "text": "The lost gannet note."}])
 
         def covering(txid):
-            return [p for p in ltx.glob("[0-8]/*.ltx") if int(p.stem.split("-")[0], 16) <= txid <= int(p.stem.split("-")[1], 16)]
+            return [p for p in ltx.glob("[0-8]/*.ltx") if _first(p) <= txid <= _last(p)]
 
         for path in wait_for(lambda: covering(at + 1), what="the next change in the store"):
             path.unlink()  # a change the store lost: no level below the snapshots covers it any more
         brain_sql.remember(conn, [{"_id": "gap-2", "text": "The later gannet note."}])
-        wait_for(lambda: any(int(p.stem.split("-")[1], 16) > at + 1 for p in ltx.glob("0/*.ltx")), what="a later change")
+        wait_for(lambda: any(_last(p) > at + 1 for p in ltx.glob("0/*.ltx")), what="a later change")
         processes.start("follow", _brain("follow", store, copy, "--interval", "0.5", "--stall-after", "3"))
         status = wait_for(lambda: (s := brain_sql.replica_status(copy))["state"] == "stalled" and s, what="the stall")
         assert status["stalled"] is True and status["behind"] > 0 and "1515" in status["message"]
@@ -333,7 +347,8 @@ def test_replicas_outlive_the_primary_and_a_restore_holds_every_acknowledged_wri
     down = httpx.post(f"{r1}/brain/-/remember", json={"text": "too late"}, cookies=_cookie())
     assert down.status_code == 503 and down.headers["retry-after"] and "could not be reached" in down.json()["error"]
     restored = cluster.folder / "restored" / "brain.db"
-    subprocess.run([litestream_binary(), "restore", "-o", str(restored), cluster.store], check=True, capture_output=True)
+    restore = [litestream_binary(), "restore", "-o", str(restored), cluster.store]
+    subprocess.run(restore, check=True, capture_output=True)
     conn = brain_sql.connect(restored)
     assert brain_sql.check(conn) == {}
     held = {row[0] for row in conn.execute("select external_id from knowledge where external_id is not null")}
@@ -378,8 +393,8 @@ async def test_connections_kept_open_on_a_copy_see_every_write_and_the_read_stat
                 [[memory_id]] = brain_sql.remember(writer, [{"_id": f"open-{i}", "text": f"The {word} lives here."}])[1]
 
                 def seen():
-                    found = reader.execute("select rowid from knowledge_fts where knowledge_fts match ?", [word]).fetchall()
-                    return found == [(memory_id,)]
+                    found = reader.execute("select rowid from knowledge_fts where knowledge_fts match ?", [word])
+                    return found.fetchall() == [(memory_id,)]
 
                 wait_for(seen, seconds=30, every=0.02, what=f"{word} on the open connection")
                 response = await datasette.client.get("/brain/-/recall", params={"q": word, "k": 3})
