@@ -177,13 +177,14 @@ def atomic(conn):
     """All or none. The outermost block takes the write lock up front (BEGIN
     IMMEDIATE), so a writer waits its turn for up to busy_timeout instead of
     failing when it first writes; nested blocks are sqlite-utils' savepoints.
-    Each transaction rewrites page 1, so replicas see it (touch_page_one)."""
+    Each transaction that wrote rows rewrites page 1, so replicas see it (touch_page_one)."""
     if conn.in_transaction:
         with sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False).atomic():
             yield conn
         return
     try:
         conn.execute("begin immediate")
+        changes = conn.total_changes
     except sqlite3.OperationalError as ex:
         if cannot_write(ex):
             raise read_only_error(_file_of(conn)) from ex
@@ -203,9 +204,12 @@ def atomic(conn):
             raise read_only_error(_file_of(conn)) from ex
         raise
     try:
-        touch_page_one(conn)
+        if conn.total_changes != changes:  # a transaction that wrote nothing has nothing to tell replicas
+            touch_page_one(conn)
         conn.execute("commit")
-    except BaseException:
+    except BaseException as ex:
         if conn.in_transaction:
             conn.execute("rollback")
+        if isinstance(ex, sqlite3.OperationalError) and cannot_write(ex):
+            raise read_only_error(_file_of(conn)) from ex
         raise
