@@ -25,7 +25,8 @@ async def test_a_replica_never_writes_its_copy(vault_replica_path, run, tmp_path
         await db.execute_write("update knowledge set title = 'changed'", block=True)
     for action in ("insert-row", "update-row", "delete-row", "create-table", "drop-table", "alter-table"):
         assert await datasette.permission_allowed({"id": "root"}, action, ("brain", "knowledge"), default=True) is False
-    for path, body in (("/brain/-/remember", {"text": "A memory a replica cannot keep."}), ("/brain/-/forget", {"ids": [1]})):
+    writes = [("/brain/-/remember", {"text": "A memory a replica cannot keep."}), ("/brain/-/forget", {"ids": [1]})]
+    for path, body in writes:
         refused = await datasette.client.post(path, json=body)
         assert refused.status_code == 403 and "read-only replica" in refused.json()["error"], refused.text
     page = await datasette.client.get("/brain/-/decayed")
