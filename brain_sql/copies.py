@@ -76,9 +76,11 @@ def write_status(path, status):
 
 
 def ensure_ready(path):
-    """Raise ReplicaNotReady while the copy at `path` is being brought back after a restart."""
+    """Raise ReplicaNotReady while the copy at `path` is being brought back after a
+    restart: set back to a snapshot, and not yet past where it was."""
     status = follower_status(path) if is_copy(path) else None
-    if status and status.get("state") == "resuming":
+    until = status.get("resume_until") if status else None
+    if isinstance(until, int) and (read_txid(path) or 0) < until:
         raise ReplicaNotReady(
             f"this replica is catching up after its follower restarted (to transaction "
             f"{status.get('resume_until')}): reading it now could mix transactions; try again in a moment"

@@ -214,6 +214,7 @@ class Follower:
         """Until `stop` or the follower exits: note each change applied, list the
         store every FOLLOW_CHECK_SECONDS, and keep the status file current."""
         applied, progressed, checked, reported = copies.read_txid(self.copy), time.monotonic(), 0.0, None
+        unlisted = None  # why the store could not be listed, the last time it could not
         with contextlib.suppress(OSError):
             self.status.setdefault("applied_at", os.path.getmtime(f"{self.copy}{copies.TXID_SUFFIX}"))
         while not self.stop.wait(0.2) and process.poll() is None:
@@ -227,16 +228,16 @@ class Follower:
                 try:
                     files = self._list()
                 except (ReplicaError, subprocess.TimeoutExpired) as ex:
-                    self.status["message"] = f"the store could not be listed: {ex}"
+                    unlisted = f"the store could not be listed, so the lag is as of {_iso(self.checked_at)}: {ex}"
                 else:
+                    unlisted = None
                     pending = [f[3] for f in files if applied is not None and f[2] > applied]
                     self.behind_since = min(pending) if pending else None
             behind = self.head is not None and applied is not None and applied < self.head
-            if not behind:
+            resuming = self.resume_until is not None and (applied or 0) < self.resume_until
+            if not behind and not resuming:
                 progressed = now
-            if self.resume_until is not None and (applied or 0) < self.resume_until:
-                state, message = "resuming", self.status.get("message")
-            elif behind and now - progressed > self.stall_after:
+            if now - progressed > self.stall_after:  # a stuck replay too: readers wait, and are told why
                 state = "stalled"
                 message = (f"no change applied for {now - progressed:.0f} s while the replica holds transactions up "
                            f"to {self.head} and the copy is at {applied}: Litestream's follower cannot bridge the gap "
@@ -245,9 +246,11 @@ class Follower:
                 if reported != applied:
                     reported = applied
                     self.say(f"brain follow: stalled: {message}")
+            elif resuming:
+                state, message = "resuming", self.status.get("message")
             else:
                 self.resume_until = None
-                state, message = "following", None
+                state, message = "following", unlisted
             self._set(state, message, applied=applied)
 
     def _set(self, state, message, applied=None):
