@@ -7,13 +7,14 @@ import threading
 
 from threadpoolctl import threadpool_limits
 
-from . import browse, consistency, copies, evaluation, forgetting, hybrid, inventory, pipeline, replicas, review, schema, values
+from . import browse, consistency, copies, evaluation, forgetting, hybrid, inventory, pipeline, replicas, review
+from . import schema, values
 from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, memory_content, page_numbers
 from .claims import verify
 from .config import CLASSES, DEFAULT_MODEL, ENTITY_PAGE_ROWS, MAX_CONTENT_BYTES, MAX_EXTEND_DAYS, MAX_PAGE_ROWS
 from .config import FOLLOW_INTERVAL_SECONDS, FOLLOW_STALL_SECONDS, REPLICA_SYNC_INTERVAL
 from .config import MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
-from .connection import faults_named, load_sqlite_vec, open_connection, sqlite3
+from .connection import faults_named, load_sqlite_vec, main_file, open_connection, sqlite3
 from .copies import ReplicaNotReady, ensure_ready, is_copy
 from .document import IngestError
 from .embed import count_tokens, embed
@@ -53,7 +54,7 @@ def prepare_connection(conn, model_id=None):
     default for a database that is not a brain yet). A connection to a copy
     Litestream follows never writes it, and sees every change it is sent.
     """
-    if copies.is_copy(_main_file(conn)):
+    if copies.is_copy(main_file(conn)):
         copies.prepare_reader(conn)  # first: nothing is read before it
     load_sqlite_vec(conn)
     register_functions(conn, model_id)
@@ -62,10 +63,6 @@ def prepare_connection(conn, model_id=None):
             conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")
     except sqlite3.DatabaseError:  # damaged: whatever is done with it next says so
         pass
-
-
-def _main_file(conn):
-    return next((row[2] for row in conn.execute("pragma database_list") if row[1] == "main"), "")
 
 
 def connect(path, model_id=None):

@@ -158,9 +158,13 @@ def read_only_error(path):
     )
 
 
+def main_file(conn):
+    """The path of the file `conn` opened as main ("" for an in-memory database)."""
+    return next((row[2] for row in conn.execute("pragma database_list") if row[1] == "main"), "") or ""
+
+
 def _file_of(conn):
-    row = conn.execute("select file from pragma_database_list where name = 'main'").fetchone()
-    return row[0] if row and row[0] else "the brain"
+    return main_file(conn) or "the brain"
 
 
 def touch_page_one(conn):

@@ -22,7 +22,7 @@ import time
 from . import copies, follower, snapshot
 from .chunk_index import ChunkIndex
 from .config import SNAPSHOT_EVERY, SNAPSHOT_MIN_CHUNKS, SNAPSHOT_QUIET_SECONDS
-from .connection import open_connection
+from .connection import main_file, open_connection
 from .entity_graph import EntityGraph
 from .follower import REBUILD_SHARE, _last_change
 from .schema import recorded_model_and_dimension
@@ -183,7 +183,7 @@ _states_lock = threading.Lock()
 
 def _file_key(conn):
     """The brain file behind `conn` (its path and inode), or None for an in-memory one."""
-    path = next((row[2] for row in conn.execute("pragma database_list") if row[1] == "main"), "")
+    path = main_file(conn)
     if not path:
         return None
     try:
