@@ -156,8 +156,11 @@ class Follower:
 
     def _list(self):
         """The store's LTX files: [(level, min txid, max txid, created at)]."""
-        done = subprocess.run([self.binary, "ltx", "-json", "-level", "all", self.url], capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
+        try:
+            done = subprocess.run([self.binary, "ltx", "-json", "-level", "all", self.url], capture_output=True,
+                                  text=True, timeout=60)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise ReplicaError(f"listing the replica at {self.url} took more than 60 s") from None
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip()[-500:]
             raise ReplicaError(f"the replica at {self.url} cannot be listed: {said}")
@@ -182,10 +185,16 @@ class Follower:
         for leftover in (staging, Path(f"{staging}.tmp"), *_sidecars(self.copy)):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
-        done = subprocess.run([self.binary, "restore", "-txid", f"{snapshot:016x}", "-o", str(staging), self.url],
-                              capture_output=True, text=True)  # fmt: skip
-        if done.returncode != 0:
-            raise ReplicaError(f"restoring {self.url} failed: {(done.stderr or done.stdout).strip()[-500:]}")
+        process, output = _start([self.binary, "restore", "-txid", f"{snapshot:016x}", "-o", str(staging), self.url],
+                                 None)  # fmt: skip
+        try:
+            while process.poll() is None:
+                if self.stop.wait(0.2):
+                    raise ReplicaError("stopped while restoring the snapshot")
+        finally:
+            _end(process)
+        if process.returncode != 0:
+            raise ReplicaError(f"restoring {self.url} failed: " + " / ".join(output)[-500:])
         _rollback_mode(staging)
         copies.write_txid(self.copy, snapshot)
         os.replace(staging, self.copy)
@@ -227,7 +236,7 @@ class Follower:
                 checked = now
                 try:
                     files = self._list()
-                except (ReplicaError, subprocess.TimeoutExpired) as ex:
+                except ReplicaError as ex:
                     unlisted = f"the store could not be listed, so the lag is as of {_iso(self.checked_at)}: {ex}"
                 else:
                     unlisted = None
