@@ -127,4 +127,9 @@ async def status(datasette, db):
     found = await db.execute_fn(lambda conn: brain_sql.replica_status(db.path, conn)) if db.path else None
     if found is None:
         return {"replica": False}
-    return {**found, "primary": primary_of(datasette, db.name)}
+    found["primary"] = primary_of(datasette, db.name)
+    # served immutable, this server never sees the follower's changes; without locks, it reads them half-written
+    misread = "-i (immutable)" if not db.is_mutable else "--nolock" if datasette.nolock else None
+    if misread:
+        found.update(stalled=True, message=f"served with {misread}: serve the copy as a plain file for it to follow")
+    return found

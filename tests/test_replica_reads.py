@@ -33,6 +33,8 @@ async def test_a_replica_never_writes_its_copy(vault_replica_path, run, tmp_path
     assert "read-only replica" in page.text and 'name="action"' not in page.text
     status = (await datasette.client.get("/brain/-/replica")).json()
     assert status["replica"] is True and status["primary"] is None and status["state"] == "stopped"
+    frozen = await Datasette(immutables=[str(vault_replica_path)]).client.get("/brain/-/replica")
+    assert "immutable" in frozen.json()["message"]  # it would never see a change: said, not silent
     note = write(tmp_path / "new.jsonl", '{"text": "A memory a replica cannot keep."}')
     refused = run("brain", "remember", vault_replica_path, note)
     assert refused.exit_code != 0 and "read-only replica" in refused.output, refused.output
