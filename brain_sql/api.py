@@ -7,12 +7,15 @@ import threading
 
 from threadpoolctl import threadpool_limits
 
-from . import browse, consistency, evaluation, forgetting, hybrid, inventory, pipeline, review, schema, values
+from . import browse, consistency, copies, evaluation, forgetting, hybrid, inventory, pipeline, replicas, review
+from . import schema, values
 from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, decay_filter_sql, memory_content, page_numbers
 from .claims import verify
 from .config import CLASSES, DEFAULT_MODEL, ENTITY_PAGE_ROWS, MAX_CONTENT_BYTES, MAX_EXTEND_DAYS, MAX_PAGE_ROWS
+from .config import FOLLOW_INTERVAL_SECONDS, FOLLOW_STALL_SECONDS, REPLICA_SYNC_INTERVAL
 from .config import MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
-from .connection import faults_named, load_sqlite_vec, open_connection, sqlite3
+from .connection import faults_named, load_sqlite_vec, main_file, open_connection, sqlite3
+from .copies import ReplicaNotReady, ensure_ready, is_copy
 from .document import IngestError
 from .embed import count_tokens, embed
 from .errors import BrainBusy, BrainError, FieldError, ModelError, PruneRefused, QueryError, ReadOnlyBrain, WriteError
@@ -24,20 +27,23 @@ from .minilm import MODEL_ID as MINILM_MODEL
 from .minilm import limit_threads as limit_model_threads
 from .pipeline import IngestReport, discover
 from .querydoc import QueryDoc, from_strings, parse
+from .replicas import ReplicaError, follow, replicate
 from .schema import derived_from_knowledge, info, migrate, pending_migrations
 from .state import current as current_state
 
 __all__ = [
     "CLASSES", "DECAY_BUCKETS", "DEFAULT_MODEL", "ENTITY_PAGE_ROWS", "MAX_CONTENT_BYTES", "MAX_EXTEND_DAYS",
-    "MAX_PAGE_ROWS", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL",
+    "MAX_PAGE_ROWS", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL", "FOLLOW_INTERVAL_SECONDS", "FOLLOW_STALL_SECONDS",
+    "REPLICA_SYNC_INTERVAL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "PruneRefused", "QueryDoc",
-    "QueryError", "ReadOnlyBrain", "WriteError",
+    "QueryError", "ReadOnlyBrain", "ReplicaError", "ReplicaNotReady", "WriteError",
     "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql",
     "decay_filter_sql", "decayed",
     "decayed_facets", "archive", "examples", "extend_expiry", "flag", "restore",
     "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels", "loads_json",
     "memory", "migrate", "page_numbers", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
-    "recall", "reindex", "remember", "serve_many", "stats", "unencodable", "verify", "verify_memory", "warm", "whole_number",
+    "recall", "reindex", "remember", "serve_many", "ensure_ready", "follow", "is_copy", "replica_status", "replicate",
+    "stats", "unencodable", "verify", "verify_memory", "warm", "whole_number",
 ]  # fmt: skip
 
 
@@ -46,8 +52,11 @@ def prepare_connection(conn, model_id=None):
     writers also wait as long for the write lock as brain_sql's own connections.
 
     `model_id` defaults to the model the database records (or the configured
-    default for a database that is not a brain yet).
+    default for a database that is not a brain yet). A connection to a copy
+    Litestream follows never writes it, and sees every change it is sent.
     """
+    if copies.is_copy(main_file(conn)):
+        copies.prepare_reader(conn)  # first: nothing is read before it
     load_sqlite_vec(conn)
     register_functions(conn, model_id)
     try:
@@ -156,6 +165,12 @@ def verify_memory(conn, claim, memory_id):
     return None if text is None else verify(claim, text)
 
 
+def replica_status(path, conn=None):
+    """What the replica at `path` follows, its last change applied and its lag
+    (replicas.replica_status); None for a file that is no replica."""
+    return replicas.replica_status(path, conn)
+
+
 def embed_with_usage(texts, model_id):
     """(vectors, tokens): the texts' L2-normalised vectors and how many tokens they took."""
     return embed(texts, model_id), sum(count_tokens(texts, model_id))
@@ -165,10 +180,10 @@ def warm(path, migrate_it=True):
     """Load the brain's model and build its read state, side by side, so the first
     recall after a server starts is as fast as the rest; opens the file read-only,
     unless it has schema migrations to apply and `migrate_it` (a file served
-    immutable is never written)."""
+    immutable is never written, nor is a replica: its primary migrates)."""
     conn = open_connection(path, read_only=True)
     try:
-        if migrate_it and is_brain(conn) and pending_migrations(conn):
+        if migrate_it and not is_copy(path) and is_brain(conn) and pending_migrations(conn):
             conn.close()
             # a brain an older version wrote: migrated before its first recall needs it
             conn = connect(path)

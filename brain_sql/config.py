@@ -165,3 +165,14 @@ RELEVANCE_CUTOFF = 0.05
 BOOST_SCALE = 0.01  # recency and confidence boosts move a fused score by at most ±0.5%
 RECENCY_DAYS = 365  # linear recency decay to its floor over this many days
 MMR_LAMBDA = 0.7
+
+# Replicas (replicas.py): the primary streams its changes to object storage with
+# Litestream, and followers keep read-only copies. A change reaches the store
+# within the sync interval (plus Litestream's 1 s WAL monitor), and a copy
+# within the follow interval after that.
+REPLICA_SYNC_INTERVAL = "1s"  # Litestream's default: the recovery point, too
+FOLLOW_INTERVAL_SECONDS = 1.0  # how often the follower looks for new changes (Litestream's -follow-interval)
+FOLLOW_CHECK_SECONDS = 2.0  # how often brain follow lists the store, for lag and stalls
+FOLLOW_STALL_SECONDS = 30.0  # behind the store and nothing applied for this long: the follower is stuck
+FOLLOW_RESTART_SECONDS = 5.0  # a follower that exited is started again after this long
+FOLLOW_STATUS_STALE_SECONDS = 15.0  # a status not rewritten for this long: brain follow is not running

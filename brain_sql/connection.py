@@ -9,6 +9,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from . import copies
 from .config import INGEST_POLL_SECONDS, WRITER_POLL_SECONDS, busy_timeout_ms
 from .errors import BrainBusy, BrainError, ReadOnlyBrain, WriteError
 
@@ -97,8 +98,14 @@ def open_connection(path, read_only=False):
     reading only, changing nothing about the file. A file that cannot be written
     (read-only, or on a read-only filesystem) is opened for reading: recall works,
     and a write says the file is read-only. A file that is not an SQLite database
-    (or is damaged past opening) is a BrainError naming it."""
-    modes = ["mode=ro", "immutable=1"] if read_only else [None, "mode=ro", "immutable=1"]
+    (or is damaged past opening) is a BrainError naming it. A copy Litestream
+    follows is only ever read, and read so that it sees each change the follower
+    writes (copies.py): never immutable, which would not."""
+    copy = copies.is_copy(path)
+    if copy:
+        modes = ["mode=ro"]
+    else:
+        modes = ["mode=ro", "immutable=1"] if read_only else [None, "mode=ro", "immutable=1"]
     for mode in modes:
         conn = _connect(path, mode)
         try:
@@ -106,7 +113,10 @@ def open_connection(path, read_only=False):
             if mode is None:
                 _wal(conn)
             conn.execute("pragma synchronous = normal")
-            conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
+            if copy:
+                copies.prepare_reader(conn)
+            else:
+                conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
             conn.execute("pragma temp_store = memory")
             conn.execute("select count(*) from sqlite_master").fetchone()  # a read-only WAL file may fail only here
             break
@@ -139,6 +149,10 @@ def faults_named():
 
 
 def read_only_error(path):
+    if copies.is_copy(path):
+        return ReadOnlyBrain(
+            f"{path} is a read-only replica (a copy Litestream follows): it can be recalled from; write to its primary"
+        )
     return ReadOnlyBrain(
         f"{path} is read-only (the file, its folder or its filesystem): it can be recalled from, "
         "but nothing can be written to it"
@@ -166,9 +180,22 @@ def _begin(conn, poll):
         conn.execute(f"pragma busy_timeout = {timeout}")
 
 
+def main_file(conn):
+    """The path of the file `conn` opened as main ("" for an in-memory database)."""
+    return next((row[2] for row in conn.execute("pragma database_list") if row[1] == "main"), "") or ""
+
+
 def _file_of(conn):
-    row = conn.execute("select file from pragma_database_list where name = 'main'").fetchone()
-    return row[0] if row and row[0] else "the brain"
+    return main_file(conn) or "the brain"
+
+
+def touch_page_one(conn):
+    """Rewrite page 1 (user_version set to itself) in the open transaction. Copies
+    Litestream follows learn of a change only from page 1 (copies.py): without
+    it, a write that fits in pages it had (a small remember) stays unseen, by
+    FTS5 above all, on every replica that keeps its connections open."""
+    version = conn.execute("pragma user_version").fetchone()[0]
+    conn.execute(f"pragma user_version = {int(version)}")
 
 
 @contextlib.contextmanager
@@ -177,13 +204,15 @@ def atomic(conn, bulk=False):
     IMMEDIATE), so a writer waits its turn for up to busy_timeout instead of
     failing when it first writes; nested blocks are sqlite-utils' savepoints.
     A `bulk` writer, one transaction of many (ingest), tries for the lock less
-    often while it waits, so that a writer of one request waiting too goes first."""
+    often while it waits, so that a writer of one request waiting too goes first.
+    Each transaction that wrote rows rewrites page 1, so replicas see it (touch_page_one)."""
     if conn.in_transaction:
         with sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False).atomic():
             yield conn
         return
     try:
         _begin(conn, INGEST_POLL_SECONDS if bulk else WRITER_POLL_SECONDS)
+        changes = conn.total_changes
     except sqlite3.OperationalError as ex:
         if cannot_write(ex):
             raise read_only_error(_file_of(conn)) from ex
@@ -203,8 +232,12 @@ def atomic(conn, bulk=False):
             raise read_only_error(_file_of(conn)) from ex
         raise
     try:
+        if conn.total_changes != changes:  # a transaction that wrote nothing has nothing to tell replicas
+            touch_page_one(conn)
         conn.execute("commit")
-    except BaseException:
+    except BaseException as ex:
         if conn.in_transaction:
             conn.execute("rollback")
+        if isinstance(ex, sqlite3.OperationalError) and cannot_write(ex):
+            raise read_only_error(_file_of(conn)) from ex
         raise

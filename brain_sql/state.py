@@ -19,10 +19,10 @@ import os
 import threading
 import time
 
-from . import follower, snapshot
+from . import copies, follower, snapshot
 from .chunk_index import ChunkIndex
 from .config import SNAPSHOT_EVERY, SNAPSHOT_MIN_CHUNKS, SNAPSHOT_QUIET_SECONDS
-from .connection import open_connection
+from .connection import main_file, open_connection
 from .entity_graph import EntityGraph
 from .postings import Postings
 from .follower import REBUILD_SHARE, _last_change
@@ -201,7 +201,7 @@ _states_lock = threading.Lock()
 
 def _file_key(conn):
     """The brain file behind `conn` (its path and inode), or None for an in-memory one."""
-    path = next((row[2] for row in conn.execute("pragma database_list") if row[1] == "main"), "")
+    path = main_file(conn)
     if not path:
         return None
     try:
@@ -226,8 +226,12 @@ def _file_token(path):
 def current(conn, dimension):
     """The read state of the brain on `conn`, up to date with what `conn` sees.
     Use it under its shared lock: `with state.lock: ...`. A state not built yet is
-    loaded from the brain's snapshot when one fits, else built from SQL."""
+    loaded from the brain's snapshot when one fits, else built from SQL. On a
+    replica whose follower is replaying changes after a restart, ReplicaNotReady:
+    what it would read could mix transactions, and would stay in the state."""
     key = _file_key(conn)
+    if key:
+        copies.ensure_ready(key[0])
     with _states_lock:
         state = _states.get(key) if key else None
         if state is None or state.dimension != dimension:

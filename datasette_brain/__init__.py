@@ -6,7 +6,7 @@ from datasette import hookimpl
 
 import brain_sql
 
-from . import crossdb, decay, facets, html_errors, links, mcp_tools, pages, routes, tools
+from . import crossdb, decay, facets, html_errors, links, mcp_tools, pages, replica, routes, tools
 
 
 @hookimpl
@@ -27,7 +27,7 @@ def startup(datasette):
         await crossdb.learn(datasette, brains)
         databases = [datasette.get_database(name) for name in brains]
         for db in databases:
-            if db.path:  # a brain served immutable (-i) is never written, not even migrated
+            if db.path:  # a brain served immutable (-i) is never written, not even migrated; nor is a replica
                 threading.Thread(target=_warm, args=(db.path, db.is_mutable), name="brain-warm", daemon=True).start()
 
     return inner
@@ -50,6 +50,7 @@ def register_routes():
         (r"^/(?P<database>[^/]+)/-/forget$", routes.forget_view),
         (r"^/-/brain/v1/embeddings$", routes.embeddings_view),
         (r"^/(?P<database>[^/]+)/-/brain$", pages.recall_page),
+        (r"^/(?P<database>[^/]+)/-/replica$", routes.replica_view),
         # any id: the page answers one that names nothing with its own 404
         (r"^/(?P<database>[^/]+)/-/memory/(?P<id>[^/]+?)(\.(?P<format>json))?$", pages.memory_page),
         (r"^/(?P<database>[^/]+)/-/entity/(?P<id>[^/]+)$", pages.entity_page),
@@ -62,6 +63,10 @@ def register_routes():
 
 @hookimpl
 def permission_allowed(datasette, actor, action, resource):
+    if action in replica.WRITE_ACTIONS:
+        database = resource[0] if isinstance(resource, (tuple, list)) else resource
+        if replica.is_replica(datasette.databases.get(database)):
+            return False  # a replica never writes its copy: Litestream's follower alone does
     if action == tools.WRITE_PERMISSION:
         return tools.write_allowed(datasette, actor, resource)
     if action == "view-table" and isinstance(resource, (tuple, list)) and brain_sql.derived_from_knowledge(resource[1]):

@@ -2,7 +2,9 @@
 
 import asyncio
 import json
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -218,6 +220,7 @@ def register_commands(cli):
 
     _register_check(brain)
     _register_memory_commands(brain)
+    _register_replica_commands(brain)
 
     @brain.command()
     @click.argument("db_path", type=click.Path(dir_okay=False, exists=True))
@@ -457,6 +460,62 @@ def _register_memory_commands(brain):
         )
         click.echo(f"model: {found['model']} ({found['dimension']} dimensions), schema version {found['schema_version']}")
         click.echo(f"file: {found['file_bytes']:,} bytes (+ {found['wal_bytes']:,} in the write-ahead log)")
+
+
+def _until_stopped(operation, *args, **kwargs):
+    """Run `operation` with a `stop` event that Ctrl-C and SIGTERM set."""
+    stop = threading.Event()
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, lambda *_: stop.set())
+    try:
+        return operation(*args, stop=stop, **kwargs)
+    except brain_sql.BrainError as ex:
+        raise click.ClickException(str(ex)) from ex
+
+
+def _register_replica_commands(brain):
+    @brain.command()
+    @click.argument("db_path", type=click.Path(dir_okay=False, exists=True))
+    @click.argument("url", required=False)
+    @click.option("--config", type=click.Path(dir_okay=False, exists=True),
+                  help="run Litestream with this litestream.yml (which must list DB_PATH) instead of URL")
+    @click.option("--sync-interval", default=brain_sql.REPLICA_SYNC_INTERVAL, show_default=True,
+                  help="how often changes are sent to the replica (a Litestream duration): the recovery point")
+    def replicate(db_path, url, config, sync_interval):
+        """Stream DB_PATH to a Litestream replica URL until stopped (Ctrl-C).
+
+        URL is file:///path or s3://bucket/path (?endpoint=...&region=... for
+        S3-compatible stores; credentials in AWS_ACCESS_KEY_ID and
+        AWS_SECRET_ACCESS_KEY, as Litestream reads them).
+
+        \b
+        Example:
+            sqlite-utils brain replicate brain.db s3://bucket/brain
+        """
+        if (url is None) == (config is None):
+            raise click.UsageError("give URL or --config, not both")
+        _until_stopped(brain_sql.replicate, db_path, url, config=config, sync_interval=sync_interval,
+                       say=lambda line: click.echo(line, err=True))  # fmt: skip
+
+    @brain.command()
+    @click.argument("url")
+    @click.argument("copy_path", metavar="COPY", type=click.Path(dir_okay=False))
+    @click.option("--interval", type=click.FloatRange(0.1, 60), default=brain_sql.FOLLOW_INTERVAL_SECONDS,
+                  show_default=True, help="seconds between looks for new changes")
+    @click.option("--stall-after", type=click.FloatRange(1), default=brain_sql.FOLLOW_STALL_SECONDS,
+                  show_default=True, help="seconds behind the replica without progress before it is reported stalled")
+    def follow(url, copy_path, interval, stall_after):
+        """Keep COPY a live, read-only copy of the Litestream replica at URL until
+        stopped (Ctrl-C); started again, it resumes where it stopped. Serve COPY
+        with Datasette for recall; its status is COPY-follow, and /DB/-/replica.
+
+        \b
+        Example:
+            sqlite-utils brain follow s3://bucket/brain replica/brain.db
+            datasette replica/brain.db
+        """
+        _until_stopped(brain_sql.follow, url, copy_path, interval=interval, stall_after=stall_after,
+                       say=lambda line: click.echo(line, err=True))  # fmt: skip
 
 
 def _count(n, singular, plural=None):

@@ -20,9 +20,11 @@ from . import tools
 _brains = weakref.WeakKeyDictionary()  # Datasette instance -> the names of its brain databases
 
 # the tables people have no use for: vec0's and FTS5's internals (every table whose
-# name starts with one of these is hidden too), the change log and bookkeeping
+# name starts with one of these is hidden too), the change log and bookkeeping, and
+# Litestream's own tables in a brain it replicates
 HIDDEN_TABLES = ("vec_knowledge", "knowledge_fts", "brain_changes", "brain_instance", "brain_mention_queue",
-                 "brain_meta", "sqlite_sequence", "_sqlite_migrations")  # fmt: skip
+                 "brain_meta", "sqlite_sequence", "_sqlite_migrations",
+                 "_litestream_seq", "_litestream_lock")  # fmt: skip
 
 # the knowledge table's columns as people read them; the rest follow, as stored
 KNOWLEDGE_COLUMNS = ("id", "title", "content", "class", "scope", "source", "domain", "observed_at", "expires_at",

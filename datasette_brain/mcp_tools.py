@@ -17,8 +17,9 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from . import tools
+from . import replica, tools
 
+ROUTES = {"brain_remember": "remember", "brain_forget": "forget"}  # a write tool's HTTP route, on a replica's primary
 READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 REMOVES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -113,11 +114,17 @@ def register(datasette, mcp, actor=None):
         URL's. As the route, the caller's permissions come before the body's checks."""
         try:
             caller, database = actor if actor is not None else _actor(ctx), sent.get("database")
-            db = await (tools.writable_brain if writes else tools.open_brain)(datasette, caller, database)
+            db = await tools.open_brain(datasette, caller, database)
+            # on a replica served over HTTP, the primary's route takes the write with the caller's credentials
+            forward = writes and actor is None and replica.is_replica(db)
+            if writes and not forward:
+                db = await tools.writable_brain(datasette, caller, database, db)
             unknown = sorted(set(sent) - set(takes) - {"database"})
             if unknown:
                 raise tools.ApiError(f"unknown argument: {', '.join(unknown)}; {tool} takes {', '.join(takes)}, database")
             _read(tool, sent)
+            if forward:
+                return await replica.write_tool(datasette, ctx.request_context.request, db, ROUTES[tool], argument)
             return await operation(datasette, caller, database, argument, db=db)
         except Exception as ex:
             known = tools.as_api_error(ex)

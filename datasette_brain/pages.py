@@ -13,7 +13,7 @@ from datasette.utils import path_with_added_args, path_with_replaced_args
 
 import brain_sql
 
-from . import tools
+from . import replica, tools
 from .decay import BUCKETS
 from .html_errors import html_page
 from .layout import layout
@@ -129,6 +129,8 @@ async def recall_page(datasette, request):
     db = await brain_database(datasette, request)
     form = recall_form(request)
     result, error, context = None, None, {}
+    if replica.is_replica(db):
+        context["replica"] = await replica.status(datasette, db)
     if form["q"]:
         try:
             doc = dataclasses.replace(querydoc_from_args(request.args), provenance=True)
@@ -144,6 +146,7 @@ async def recall_page(datasette, request):
             "reason": REASONS.get(result.get("reason"), "No memory returned."),
             "decayed_url": path_with_added_args(request, {"include_decayed": "true"}),
             "views": [hit_view(hit) for hit in result["hits"]],
+            **context,
         }
         entities = await tools.graph_readable(datasette, request.actor, db.name)
         for view, hit in zip(context["views"], result["hits"]):
@@ -152,6 +155,7 @@ async def recall_page(datasette, request):
         context = {
             "examples": await db.execute_fn(brain_sql.examples),
             "stats": await db.execute_fn(brain_sql.stats),
+            **context,
         }
     return Response.html(
         await datasette.render_template(
@@ -305,7 +309,7 @@ async def decayed_page(datasette, request):
     if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
         return Response.json({"now": now, "count": count, "page": page, "pages": pages, "size": size, **links,
                               "selected": selected, "facets": facets, "rows": rows})  # fmt: skip
-    read_only = tools.read_only(db)
+    read_only = None if replica.forwards(datasette, db) else tools.read_only(db)
     can_write = read_only is None and await datasette.permission_allowed(
         request.actor, tools.WRITE_PERMISSION, resource=db.name, default=False
     )
@@ -347,6 +351,8 @@ async def decayed_act(datasette, request):
     await tools.open_brain(datasette, request.actor, database)
     if request.method != "POST":
         raise ApiError("POST id and action (extend:DAYS, archive, restore or flag) from the decayed page", 405)
+    if replica.is_replica(datasette.databases.get(database)):  # the primary decides, and says where to go back to
+        return await replica.write_request(datasette, request, await read_body(request))
     db = await tools.writable_brain(datasette, request.actor, database)
     form = urllib.parse.parse_qs((await read_body(request)).decode("utf-8", "replace"))
     try:

@@ -17,7 +17,7 @@ from datasette.utils import await_me_maybe
 
 import brain_sql
 
-from . import tools
+from . import replica, tools
 from .tools import MAX_BODY_BYTES, ApiError, brain_names
 
 MAX_EMBEDDING_INPUTS = 256
@@ -114,6 +114,8 @@ def _post_view(operation, usage, status=200, writes=False):
     @api
     async def view(datasette, request):
         database = request.url_vars.get("database")
+        if writes and request.method == "POST" and replica.is_replica(datasette.databases.get(database)):
+            return await replica.write_request(datasette, request, await read_body(request))  # the primary decides
         db = await tools.open_brain(datasette, request.actor, database)
         if request.method != "POST":
             raise ApiError(usage, 405)
@@ -128,6 +130,14 @@ def _post_view(operation, usage, status=200, writes=False):
 verify_view = _post_view(tools.verify, "POST {claim, id} or {claim, text}")
 remember_view = _post_view(tools.remember, "POST a record, or a list of records, to remember", status=201, writes=True)
 forget_view = _post_view(tools.forget, 'POST {"ids": [...]} or {"external_ids": [...]} to forget', writes=True)
+
+
+@api
+async def replica_view(datasette, request):
+    """GET /DB/-/replica: what the replica follows, the last change it applied and
+    its lag ({"replica": false} on a primary), for whoever may read the memories."""
+    db = await tools.open_brain(datasette, request.actor, request.url_vars.get("database"), ready=False)
+    return Response.json(await replica.status(datasette, db))
 
 
 EMBEDDING_FIELDS = ("input", "model", "encoding_format", "dimensions", "user")  # OpenAI's; `user` is ignored

@@ -40,6 +40,8 @@ def as_api_error(ex):
         return ApiError(str(ex) or "permission denied", 403)
     if isinstance(ex, brain_sql.ReadOnlyBrain):
         return ApiError(str(ex), 403)
+    if isinstance(ex, brain_sql.ReplicaNotReady):  # a replica catching up after its follower restarted
+        return ApiError(str(ex), 503, {"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(ex, brain_sql.WriteError):
         return ApiError(str(ex), 503, {"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(ex, brain_sql.BrainError):  # the file's state (damaged, another model): not the request's fault
@@ -92,9 +94,10 @@ async def brain_names(datasette):
     return names
 
 
-async def open_brain(datasette, actor, name=None, db=None):
+async def open_brain(datasette, actor, name=None, db=None, ready=True):
     """The brain database `name` names (or the only one), once `actor` may read it;
-    `db` when a route opened it already for this actor."""
+    `db` when a route opened it already for this actor. A replica catching up after
+    its follower restarted is not read (a 503) unless `ready` is False."""
     if db is not None:
         return db
     if name is not None and not isinstance(name, str):
@@ -111,6 +114,8 @@ async def open_brain(datasette, actor, name=None, db=None):
     db = datasette.get_database(name)
     if not await db.execute_fn(brain_sql.is_brain):
         raise ApiError(f"database {name} is not a brain: create one with sqlite-utils brain init", 404)
+    if ready and db.path:
+        brain_sql.ensure_ready(db.path)
     return db
 
 
@@ -221,6 +226,8 @@ def file_writable(path):
 
 def read_only(db):
     """Why nothing can be written to the Datasette database `db`, or None."""
+    if db.path and brain_sql.is_copy(db.path):
+        return f"database {db.name} is a read-only replica (a copy Litestream follows)"
     if not db.is_mutable:
         return f"database {db.name} is served immutable (datasette -i)"
     if db.path and not file_writable(db.path):

@@ -177,3 +177,75 @@ def datasette_server(*args, cwd=None, log=subprocess.DEVNULL):
     finally:
         process.terminate()
         process.wait(10)
+
+
+def wait_for(check, seconds=60, every=0.1, what="the condition"):
+    """check()'s first truthy value, polled until `seconds` have passed (a bound
+    on waiting, not a timing the test asserts)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        found = check()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {seconds} s")
+        time.sleep(every)
+
+
+@contextlib.contextmanager
+def in_thread(operation, *args, **kwargs):
+    """Run brain_sql.replicate or brain_sql.follow in a thread until the block ends."""
+    stop = threading.Event()
+    thread = threading.Thread(target=operation, args=args, kwargs={**kwargs, "stop": stop, "say": lambda line: None},
+                              daemon=True)  # fmt: skip
+    thread.start()
+    try:
+        yield thread
+    finally:
+        stop.set()
+        thread.join(60)
+
+
+def replica_of(primary, folder, records=()):
+    """A copy at `folder`/brain.db that Litestream's follower made of the brain file
+    `primary` (through a file:// replica in `folder`/store), with `records`
+    remembered on the primary while it was followed; the follower stopped."""
+    url, copy = (folder / "store").as_uri(), folder / "replica" / "brain.db"
+    with in_thread(brain_sql.replicate, primary, url):
+        wait_for(lambda: list((folder / "store").glob("ltx/9/*.ltx")), what="the first snapshot")
+        with in_thread(brain_sql.follow, url, copy):
+            conn = brain_sql.connect(primary)
+            if records:
+                brain_sql.remember(conn, list(records))
+            target = conn.execute("select max(seq) from brain_changes").fetchone()[0]
+            conn.close()
+
+            def caught_up():
+                status = brain_sql.replica_status(copy)
+                if not status or status["state"] != "following":
+                    return False
+                conn = brain_sql.connect(copy)
+                try:
+                    return conn.execute("select max(seq) from brain_changes").fetchone()[0] == target
+                finally:
+                    conn.close()
+
+            wait_for(caught_up, what="the copy catching up")
+    return copy
+
+
+@pytest.fixture(scope="session")
+def vault_replica_path(vault_brain_path, tmp_path_factory):
+    """A replica of the docs vault brain: a copy Litestream followed, at
+    replica/brain.db (Datasette's `brain`, as the primary's). Read it only."""
+    folder = tmp_path_factory.mktemp("vault-replica")
+    primary = copy_brain(vault_brain_path, folder / "primary" / "brain.db")
+    return replica_of(primary, folder)
+
+
+@pytest.fixture(params=["primary", "replica"])
+def served_brain(request, vault_brain_path):
+    """The vault brain, and a replica of it: permission tests run against both."""
+    if request.param == "primary":
+        return vault_brain_path
+    return request.getfixturevalue("vault_replica_path")

@@ -119,9 +119,9 @@ async def test_recall_is_not_cut_by_the_sql_time_limit(vault_brain_path):
 
 
 @pytest.mark.asyncio
-async def test_actor_denied_the_database_gets_403_everywhere(vault_brain_path):
+async def test_actor_denied_the_database_gets_403_everywhere(served_brain):
     metadata = {"databases": {"brain": {"allow": {"id": "alice"}}}}
-    datasette = Datasette([str(vault_brain_path)], metadata=metadata)
+    datasette = Datasette([str(served_brain)], metadata=metadata)
     requests = [
         ("get", "/brain/-/recall", {"params": {"q": "graph"}}),
         ("post", "/brain/-/recall", {"json": {"q": "graph"}}),
@@ -242,9 +242,9 @@ async def test_inputs_that_once_gave_500s(vault_brain_path):
 
 
 @pytest.mark.asyncio
-async def test_table_permission_guards_the_memories(vault_brain_path):
+async def test_table_permission_guards_the_memories(served_brain):
     metadata = {"databases": {"brain": {"tables": {"knowledge": {"allow": False}}}}}
-    datasette = Datasette([str(vault_brain_path)], metadata=metadata)
+    datasette = Datasette([str(served_brain)], metadata=metadata)
     for path in ("/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/decayed.json"):
         assert (await datasette.client.get(path)).status_code == 403, path
 
@@ -258,10 +258,10 @@ async def test_a_scope_with_a_control_character_is_refused(vault_brain_path):
 
 
 @pytest.mark.asyncio
-async def test_a_deny_on_knowledge_covers_everything_derived_from_it(vault_brain_path):
+async def test_a_deny_on_knowledge_covers_everything_derived_from_it(served_brain):
     metadata = {"databases": {"brain": {"tables": {"knowledge": {"allow": {"id": "admin"}}},
                                         "queries": {"recall": {"allow": {"id": "admin"}, "title": "Recall (admins)"}}}}}  # fmt: skip
-    datasette = Datasette([str(vault_brain_path)], metadata=metadata)
+    datasette = Datasette([str(served_brain)], metadata=metadata)
     anonymous = [
         "/brain/recall.json?q=graph+leg&scope=&classes=&sources=&domain=&since=&until=",
         "/brain/knowledge_fts.json?_search=graph", "/brain/knowledge_fts_vocab.json", "/brain/knowledge_fts_terms.json",
@@ -271,7 +271,7 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(vault_brain
     ]  # fmt: skip
     for path in anonymous:
         assert (await datasette.client.get(path)).status_code in (403, 404), path
-    immutable = Datasette(immutables=[str(vault_brain_path)], metadata=metadata)
+    immutable = Datasette(immutables=[str(served_brain)], metadata=metadata)
     assert (await immutable.client.get("/brain.db")).status_code == 403  # the whole file, downloadable under -i
     listed = (await datasette.client.get("/brain.json")).json()
     assert not [t["name"] for t in listed["tables"] if brain_sql.derived_from_knowledge(t["name"])]
@@ -285,14 +285,14 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(vault_brain
 
 
 @pytest.mark.asyncio
-async def test_a_deny_on_the_graph_tables_holds_on_the_pages(vault_brain_path):
+async def test_a_deny_on_the_graph_tables_holds_on_the_pages(served_brain):
     metadata = {"databases": {"brain": {"tables": {"relationships": {"allow": False}}}}}
-    datasette = Datasette([str(vault_brain_path)], metadata=metadata)
+    datasette = Datasette([str(served_brain)], metadata=metadata)
     assert (await datasette.client.get("/brain/-/entity/1")).status_code == 403
-    conn = brain_sql.connect(vault_brain_path)
+    conn = brain_sql.connect(served_brain)
     [memory_id] = [r[0] for r in conn.execute("select knowledge_id from relationships where knowledge_id is not null limit 1")]
     page = await datasette.client.get(f"/brain/-/memory/{memory_id}")
-    open_page = await Datasette([str(vault_brain_path)]).client.get(f"/brain/-/memory/{memory_id}")
+    open_page = await Datasette([str(served_brain)]).client.get(f"/brain/-/memory/{memory_id}")
     assert page.status_code == 200 and "/-/entity/" in open_page.text and "/-/entity/" not in page.text
 
 
@@ -384,14 +384,14 @@ async def test_remember_on_an_immutable_brain_says_so(vault_brain_path):
 
 
 @pytest.mark.asyncio
-async def test_new_routes_read_nothing_for_an_actor_denied_the_database_or_knowledge(vault_brain_path):
+async def test_new_routes_read_nothing_for_an_actor_denied_the_database_or_knowledge(served_brain):
     """The entities browser, the memory JSON, forget, the decayed actions and the
     MCP tools: a database deny and a deny on `knowledge` alone both read nothing."""
     denies = [{"databases": {"brain": {"allow": {"id": "owner"}}}},
               {"databases": {"brain": {"tables": {"knowledge": {"allow": {"id": "owner"}}}}}}]  # fmt: skip
     for metadata in denies:
         metadata = {**metadata, "plugins": {"datasette-brain": {"allow_write": True}}}
-        datasette = Datasette([str(vault_brain_path)], metadata=metadata)
+        datasette = Datasette([str(served_brain)], metadata=metadata)
         for path in ("/brain/-/entities", "/brain/-/entities.json", "/brain/-/memory/1.json", "/brain/-/entity/1?hops=2"):
             response = await datasette.client.get(path)
             assert response.status_code == 403 and "Graph Leg" not in response.text, (path, metadata)
@@ -404,7 +404,7 @@ async def test_new_routes_read_nothing_for_an_actor_denied_the_database_or_knowl
                                     ("brain_verify", {"claim": "graph", "id": 1}), ("brain_forget", {"ids": [1]})]:  # fmt: skip
                 result = await client.call_tool(name, arguments)
                 assert result.is_error and result.structured_content["status"] == 403, (name, metadata)
-    assert brain_sql.connect(vault_brain_path).execute("select count(*) from knowledge where id = 1").fetchone()[0] == 1
+    assert brain_sql.connect(served_brain).execute("select count(*) from knowledge where id = 1").fetchone()[0] == 1
 
 
 @pytest.mark.asyncio

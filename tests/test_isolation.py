@@ -10,7 +10,7 @@ import pytest
 import brain_sql
 from brain_sql import RECALL_SQL
 
-from .conftest import write
+from .conftest import close_brain, replica_of, write
 
 NOW = "2026-11-29 12:00:00"
 PUBLIC = "---\nscope: /b/public\n---\n"
@@ -66,9 +66,16 @@ def build(folder, hidden):
     return conn
 
 
-@pytest.fixture(scope="module")
-def brains(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("quiet"), False), build(tmp_path_factory.mktemp("crowded"), True)
+@pytest.fixture(scope="module", params=["primary", "replica"])
+def brains(request, tmp_path_factory):
+    """The quiet and the crowded brain; or replicas of them, read as a replica reads."""
+    built = [(tmp_path_factory.mktemp(name), hidden) for name, hidden in (("quiet", False), ("crowded", True))]
+    conns = [build(folder, hidden) for folder, hidden in built]
+    if request.param == "primary":
+        return conns
+    for conn in conns:
+        close_brain(conn)
+    return [brain_sql.connect(replica_of(folder / "brain.db", folder)) for folder, _ in built]
 
 
 def comparable(conn, result):

@@ -1,0 +1,97 @@
+"""A copy Litestream follows (`sqlite-utils brain follow`): how to tell one, how to
+read it so that every change the follower writes is seen, and what its follower
+last said of it.
+
+Litestream's follower (`litestream restore -f`) writes the changed pages straight
+into the copy, under SQLite's exclusive lock, and keeps the last transaction it
+applied in `COPY-txid`. Readers must therefore:
+
+- read it in rollback mode: a reader in WAL mode holds a shared lock for as long
+  as its connection is open, and the follower waits for it forever (brain follow
+  writes the copy's header in rollback mode before anyone opens it);
+- never cache a page across transactions: the follower tells other connections
+  of a change only through page 1's change counter, and a transaction that did
+  not touch page 1 leaves their caches stale. Reads go through mmap (pages are
+  the file's, not copies) and the page cache is off for anything mmap misses.
+  FTS5 keeps its structure across transactions until `data_version` moves, which
+  takes page 1: every brain write rewrites it (connection.atomic);
+- never write it: `query_only` on every connection.
+"""
+
+import json
+import os
+import time
+
+from .errors import BrainError
+
+TXID_SUFFIX = "-txid"  # Litestream's: the last transaction applied to the copy
+STATUS_SUFFIX = "-follow"  # brain follow's: what it follows, how far it is, and whether it is stuck
+MMAP_BYTES = 1 << 40  # SQLite caps it at its build's SQLITE_MAX_MMAP_SIZE
+
+
+class ReplicaNotReady(BrainError):
+    """The copy is being brought back to where it was after its follower restarted
+    (Litestream replays changes it already holds): reading it now could mix
+    transactions. Try again in a moment."""
+
+
+def is_copy(path):
+    """Whether the file at `path` is a copy Litestream follows (its -txid file is beside it)."""
+    return bool(path) and os.path.exists(str(path) + TXID_SUFFIX)
+
+
+def prepare_reader(conn):
+    """Set up a connection to a copy: never written, no page cached across transactions."""
+    conn.execute("pragma query_only = 1")
+    conn.execute(f"pragma mmap_size = {MMAP_BYTES}")
+    conn.execute("pragma cache_size = 0")
+
+
+def read_txid(path):
+    """The last transaction Litestream applied to the copy at `path`, or None."""
+    try:
+        with open(str(path) + TXID_SUFFIX) as handle:
+            return int(handle.read().strip(), 16)
+    except (OSError, ValueError):
+        return None
+
+
+def write_txid(path, txid):
+    """Write the copy's -txid file as Litestream does (16 hex digits), atomically and durably."""
+    _write_atomic(str(path) + TXID_SUFFIX, f"{txid:016x}\n", sync=True)
+
+
+def follower_status(path):
+    """What brain follow last wrote of the copy at `path` (a dict), or None."""
+    try:
+        with open(str(path) + STATUS_SUFFIX) as handle:
+            status = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return status if isinstance(status, dict) else None
+
+
+def write_status(path, status):
+    _write_atomic(str(path) + STATUS_SUFFIX, json.dumps({**status, "updated_at": time.time()}))
+
+
+def ensure_ready(path):
+    """Raise ReplicaNotReady while the copy at `path` is being brought back after a
+    restart: set back to a snapshot, and not yet past where it was."""
+    status = follower_status(path) if is_copy(path) else None
+    until = status.get("resume_until") if status else None
+    if isinstance(until, int) and (read_txid(path) or 0) < until:
+        raise ReplicaNotReady(
+            f"this replica is catching up after its follower restarted (to transaction "
+            f"{status.get('resume_until')}): reading it now could mix transactions; try again in a moment"
+        )
+
+
+def _write_atomic(path, text, sync=False):
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w") as handle:
+        handle.write(text)
+        if sync:
+            handle.flush()
+            os.fsync(handle.fileno())
+    os.replace(temporary, path)

@@ -1,0 +1,46 @@
+"""A replica's Datasette and CLI on a copy Litestream followed (the session's
+replica of the vault brain): they read it, never write it, and say why."""
+
+import hashlib
+
+import pytest
+from datasette.app import Datasette
+
+import brain_sql
+
+from .conftest import write
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.asyncio
+async def test_a_replica_never_writes_its_copy(vault_replica_path, run, tmp_path):
+    before = _digest(vault_replica_path)
+    metadata = {"plugins": {"datasette-brain": {"allow_write": True}}}
+    datasette = Datasette([str(vault_replica_path)], metadata=metadata)
+    db = datasette.get_database("brain")
+    with pytest.raises(Exception, match="readonly"):  # even Datasette's own write connection is query_only
+        await db.execute_write("update knowledge set title = 'changed'", block=True)
+    for action in ("insert-row", "update-row", "delete-row", "create-table", "drop-table", "alter-table"):
+        assert await datasette.permission_allowed({"id": "root"}, action, ("brain", "knowledge"), default=True) is False
+    writes = [("/brain/-/remember", {"text": "A memory a replica cannot keep."}), ("/brain/-/forget", {"ids": [1]})]
+    for path, body in writes:
+        refused = await datasette.client.post(path, json=body)
+        assert refused.status_code == 403 and "read-only replica" in refused.json()["error"], refused.text
+    page = await datasette.client.get("/brain/-/decayed")
+    assert "read-only replica" in page.text and 'name="action"' not in page.text
+    status = (await datasette.client.get("/brain/-/replica")).json()
+    assert status["replica"] is True and status["primary"] is None and status["state"] == "stopped"
+    frozen = await Datasette(immutables=[str(vault_replica_path)]).client.get("/brain/-/replica")
+    assert "immutable" in frozen.json()["message"]  # it would never see a change: said, not silent
+    note = write(tmp_path / "new.jsonl", '{"text": "A memory a replica cannot keep."}')
+    refused = run("brain", "remember", vault_replica_path, note)
+    assert refused.exit_code != 0 and "read-only replica" in refused.output, refused.output
+    assert "Graph Leg" in run("brain", "recall", vault_replica_path, "graph leg").output
+    conn = brain_sql.connect(vault_replica_path)
+    assert conn.execute("pragma query_only").fetchone()[0] == 1 and brain_sql.check(conn) == {}
+    conn.close()
+    assert _digest(vault_replica_path) == before
+    assert not list(vault_replica_path.parent.glob("brain.db-wal"))  # never opened in WAL mode
