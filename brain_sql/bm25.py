@@ -13,7 +13,6 @@ TermStats reads each term's postings once per query, for the common-word cut,
 the quality estimate's idf weights and expansion as well as the scoring.
 """
 
-import json
 import math
 
 import numpy as np
@@ -35,15 +34,17 @@ def phrase_occurrences(conn, terms):
     phrase come out."""
     if not terms:
         return {}
-    later = [f"t{i} as materialized (select doc, col, offset - {i} as start from knowledge_fts_vocab where term = ?)"
+    later = [f"t{i} as materialized (select doc, col, offset - {i} as start from knowledge_fts_vocab "
+             f"where term = cast(? as text))"
              for i in range(1, len(terms))]  # fmt: skip
     joins = "".join(f" join t{i} on t{i}.doc = v.doc and t{i}.col = v.col and t{i}.start = v.offset" for i in range(1, len(terms)))
     weight = dict(zip(FTS_COLUMNS, FTS_COLUMN_WEIGHTS))
     totals = {}
     for doc, col, count in conn.execute(
         (f"with {', '.join(later)} " if later else "")
-        + f"select v.doc, v.col, count(*) from knowledge_fts_vocab v{joins} where v.term = ? group by v.doc, v.col",
-        [*terms[1:], terms[0]],
+        + f"select v.doc, v.col, count(*) from knowledge_fts_vocab v{joins} where v.term = cast(? as text) "
+        "group by v.doc, v.col",
+        [lexical.term_bytes(t) for t in [*terms[1:], terms[0]]],
     ):
         totals[doc] = totals.get(doc, 0.0) + weight.get(col, 1.0) * count
     return totals
@@ -115,7 +116,8 @@ class TermStats:
             if len(terms) == 1:
                 # each occurrence as (doc, column number), summed here: faster than GROUP BY
                 found = np.array(
-                    self.conn.execute(f"select doc, {_COLUMN_NUMBER} from knowledge_fts_vocab where term = ?", terms).fetchall(),
+                    self.conn.execute(f"select doc, {_COLUMN_NUMBER} from knowledge_fts_vocab where term = cast(? as text)",
+                                      [lexical.term_bytes(terms[0])]).fetchall(),  # fmt: skip
                     dtype=np.int64,
                 ).reshape(-1, 2)
                 docs, each = np.unique(found[:, 0], return_inverse=True)
@@ -146,10 +148,12 @@ class TermStats:
             self._anywhere.update(self.index.counts(unknown))
             self._rows.update({stem: self._anywhere[stem] for stem in unknown})
         elif unknown:
-            found = dict(self.conn.execute(
-                "select term, doc from knowledge_fts_terms where term in (select value from json_each(?))",
-                [json.dumps(unknown)],
-            ).fetchall())  # fmt: skip
+            found = {}
+            for stem in unknown:  # one by one: a term need not be UTF-8, which JSON cannot carry
+                row = self.conn.execute(
+                    "select doc from knowledge_fts_terms where term = cast(? as text)", [lexical.term_bytes(stem)]
+                ).fetchone()
+                found[stem] = row[0] if row else 0
             self._anywhere.update({stem: found.get(stem, 0) for stem in unknown})
         return self._anywhere
 

@@ -126,6 +126,19 @@ def fts_query(text, common=frozenset()):
     return plan(text, common).expression()
 
 
+def term_text(raw):
+    """An index term as FTS5 holds it (bytes): its porter stemmer may cut a token
+    inside a character, so a term is not always UTF-8; the bytes it cannot decode
+    are kept as Python does for file names (surrogateescape), to go back as they were."""
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def term_bytes(term):
+    """A term as term_text gave it, as the bytes to compare with FTS5's (`term =
+    cast(? as text)`)."""
+    return term.encode("utf-8", "surrogateescape")
+
+
 _local = threading.local()
 
 
@@ -155,8 +168,8 @@ def fts_tokens(texts):
     conn.execute("insert into plain (plain) values ('delete-all')")
     conn.executemany("insert into plain (rowid, text) values (?, ?)", list(enumerate(texts)))
     found = [[] for _ in texts]
-    for doc, term in conn.execute("select doc, term from plain_terms order by doc, offset"):
-        found[doc].append(term)
+    for doc, term in conn.execute("select doc, cast(term as blob) from plain_terms order by doc, offset"):
+        found[doc].append(term_text(term))
     return found
 
 
@@ -172,7 +185,7 @@ def stems(words):
     conn = _tokenizer()
     conn.execute("insert into words (words) values ('delete-all')")
     conn.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(words)))
-    return {words[doc]: term for term, doc in conn.execute("select term, doc from word_terms where offset = 0")}
+    return {words[doc]: term_text(term) for term, doc in conn.execute("select cast(term as blob), doc from word_terms where offset = 0")}
 
 
 def phrase_terms(words):
@@ -180,7 +193,7 @@ def phrase_terms(words):
     conn = _tokenizer()
     conn.execute("insert into words (words) values ('delete-all')")
     conn.execute("insert into words (rowid, word) values (0, ?)", (" ".join(words),))
-    return tuple(term for (term,) in conn.execute("select term from word_terms order by offset"))
+    return tuple(term_text(term) for (term,) in conn.execute("select cast(term as blob) from word_terms order by offset"))
 
 
 def indexed_terms(text):
@@ -188,7 +201,7 @@ def indexed_terms(text):
     conn = _tokenizer()
     conn.execute("insert into words (words) values ('delete-all')")
     conn.execute("insert into words (rowid, word) values (0, ?)", (text,))
-    return {term for (term,) in conn.execute("select distinct term from word_terms")}
+    return {term_text(term) for (term,) in conn.execute("select distinct cast(term as blob) from word_terms")}
 
 
 def terms_held(texts, terms):
@@ -202,7 +215,7 @@ def terms_held(texts, terms):
     conn.execute("insert into words (words) values ('delete-all')")
     conn.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(texts)))
     for term in terms:
-        for (doc,) in conn.execute("select distinct doc from word_terms where term = ?", (term,)):
+        for (doc,) in conn.execute("select distinct doc from word_terms where term = cast(? as text)", (term_bytes(term),)):
             held[doc].add(term)
     return held
 
@@ -241,8 +254,8 @@ def _terms_of(runs):
         conn = _tokenizer()
         conn.execute("insert into words (words) values ('delete-all')")
         conn.executemany("insert into words (rowid, word) values (?, ?)", [(i, run.decode()) for i, run in enumerate(other)])
-        for doc, term in conn.execute("select doc, term from word_terms order by doc, offset"):
-            cut[doc].append(term)
+        for doc, term in conn.execute("select doc, cast(term as blob) from word_terms order by doc, offset"):
+            cut[doc].append(term_text(term))
         remembered.update((run, terms[0] if len(terms) == 1 else tuple(terms)) for run, terms in zip(other, cut))
     if len(_known) + len(remembered) > RUN_CACHE:
         _known.clear()

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import brain_sql
 from brain_sql import bm25, lexical
 from brain_sql.config import FTS_COLUMN_WEIGHTS
 from brain_sql.connection import sqlite3
@@ -63,7 +64,8 @@ def fts_indexed(conn):
     """{rowid: ({term: weighted occurrences}, docsize tokens)} as FTS5 holds them."""
     weight = dict(zip(("title", "content", "context"), FTS_COLUMN_WEIGHTS))
     held = {rowid: ({}, fts_length(size)) for rowid, size in conn.execute("select id, sz from knowledge_fts_docsize")}
-    for term, doc, col in conn.execute("select term, doc, col from knowledge_fts_vocab"):
+    for term, doc, col in conn.execute("select cast(term as blob), doc, col from knowledge_fts_vocab"):
+        term = lexical.term_text(term)
         held[doc][0][term] = held[doc][0].get(term, 0) + weight[col]
     return held
 
@@ -365,3 +367,18 @@ def arrays_equal(a, b):
         return found
 
     return postings(a, spelled_a) == postings(b, spelled_b)
+
+
+def test_a_term_fts5_stems_inside_a_character_is_recalled(tmp_path):
+    """FTS5's porter stemmer may cut a private-use character in two, so an index term
+    need not be UTF-8: recall finds such a memory, from the read state's postings
+    and from SQL inside a transaction alike, and its statistics count it."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.remember(conn, [{"_id": "odd", "text": "a\ue000ing gadget"}, {"_id": "plain", "text": "a gadget"}])
+    hits = brain_sql.recall(conn, {"q": "a\ue000ing", "cutoff": False})["hits"]
+    assert hits and hits[0]["external_id"] == "odd"
+    conn.execute("begin")
+    try:
+        assert brain_sql.recall(conn, {"q": "a\ue000ing", "cutoff": False})["hits"][0]["external_id"] == "odd"
+    finally:
+        conn.execute("rollback")
