@@ -56,9 +56,23 @@ CONVERSATION_DATES = 10
 
 # Entity names shorter than this are not looked for as mentions in text.
 MENTION_MIN_CHARS = 3
-# Above this many new entities in one run, mentions in older chunks are found by
-# one Aho-Corasick pass over all text instead of one FTS5 lookup per entity.
-MENTION_FTS_LOOKUP_LIMIT = 500
+# New chunks are matched against the names their words find in the name index
+# while their text is shorter than this many characters per entity in the brain,
+# else against every name (one automaton of them all). Measured: about a
+# microsecond a character for the lookups against 15 a name for the automaton.
+MENTION_INDEX_CHARS_PER_NAME = 20
+# Older chunks are searched for the entities new in a run by one FTS5 lookup per
+# entity while they are more than this many per new entity, else by one automaton
+# pass over all their text (measured: about a millisecond a lookup, 50
+# microseconds a chunk).
+MENTION_SCAN_CHUNKS_PER_ENTITY = 20
+# A word in fewer chunks than this is rare. An FTS5 lookup for a name asks for the
+# chunks holding all its rare words, and reads them when they are fewer than
+# MENTION_FTS_CANDIDATES; else it asks for the name's phrase, which reads the
+# whole index of each of its words (of "the" too: tens of milliseconds in a
+# million chunks).
+MENTION_FTS_RARE = 1000
+MENTION_FTS_CANDIDATES = 100
 
 # The change log keeps this many entries; a process whose read state is further
 # behind (idle through a large ingest) rebuilds it instead of following.

@@ -5,22 +5,32 @@ between documents that never link to each other.
 Work is queued in brain_mention_queue (made by a migration) inside each
 document's transaction and done by `resolve_mentions`, so an interrupted ingest
 is finished by the next one.
-New chunks are matched against every entity with one Aho-Corasick automaton;
-entities new to the brain are looked for in older chunks through FTS5 when they
-are few, or with a second automaton over all text when they are many.
+
+New chunks are matched with one Aho-Corasick automaton. A few new chunks in a big
+brain do not read every name for it: the words of their text are looked up in
+the name index (brain_mention_names: each entity name by the hash of its words,
+kept up to date from the change log), and only the names found there go into the
+automaton, which decides as before. Many new chunks next to few names take every
+name. Entities new to the brain are looked for in older chunks through FTS5, by
+their rarest words, unless one automaton pass over all older text costs less.
 """
 
+import json
 import re
 
 import ahocorasick
+import xxhash
 
-from .config import MENTION_FTS_LOOKUP_LIMIT, MENTION_MIN_CHARS
+from .config import (
+    MENTION_FTS_CANDIDATES, MENTION_FTS_RARE, MENTION_INDEX_CHARS_PER_NAME, MENTION_MIN_CHARS,
+    MENTION_SCAN_CHUNKS_PER_ENTITY,
+)  # fmt: skip
+from .lexical import tokens
+from .schema import CHANGES_TABLE, MENTION_NAMES_SEEN_TABLE, MENTION_NAMES_TABLE, QUEUE_TABLE
 
 MENTIONS = "mentions"  # the relation a chunk's text naming an entity is recorded as
-from .lexical import tokens
 
-QUEUE_TABLE = "brain_mention_queue"
-
+_ELIGIBLE = f"coalesce(e.entity_type, '') != 'tag' and length(e.name) >= {MENTION_MIN_CHARS}"
 # Entities a mention may name: not tags (taxonomy, reached by tagged_with edges).
 # An alias resolves to the entity it is an alias of (its first alias_of edge, as the
 # read state resolves the names in a query).
@@ -29,7 +39,7 @@ select e.id, e.name, coalesce(
   (select r.to_entity_id from relationships r
    where r.from_entity_id = e.id and r.relation_type = 'alias_of' order by r.id limit 1), e.id) as target
 from entities e
-where coalesce(e.entity_type, '') != 'tag' and length(e.name) >= {MENTION_MIN_CHARS}
+where {_ELIGIBLE}
 """
 
 _CHUNKS = """
@@ -37,6 +47,9 @@ select k.id, k.document_id, d.entity_id, coalesce(k.title, '') || char(10) || k.
 from knowledge k join documents d on d.document_id = k.document_id
 where d.entity_id is not null
 """
+
+# A word as `spans` bounds names: a run of characters that are alphanumeric or "_".
+_WORD = re.compile(r"\w+")
 
 
 def queue(conn, kind, ids):
@@ -110,7 +123,7 @@ def resolve_mentions(conn):
     has_chunks = conn.execute(f"select 1 from {QUEUE_TABLE} where kind = 'chunk' limit 1").fetchone()
     if not has_chunks and not entity_ids:
         return 0
-    entities = conn.execute(ENTITY_NAMES).fetchall()
+    _follow_names(conn)
     edges = set()
 
     def match(rows, automaton):
@@ -119,13 +132,24 @@ def resolve_mentions(conn):
                 if target != from_id:
                     edges.add((from_id, target, knowledge_id, document_id))
 
-    if has_chunks and entities:
-        match(conn.execute(f"{_CHUNKS} and {queued_chunks}"), build_automaton(entities))
-    new_entities = [e for e in entities if e[0] in entity_ids]
+    if has_chunks:
+        size, count = conn.execute(
+            f"select coalesce(sum(length(k.content) + length(coalesce(k.title, ''))), 0), count(*) from knowledge k "
+            f"where {queued_chunks}"
+        ).fetchone()
+        names = conn.execute("select coalesce(max(id), 0) from entities").fetchone()[0]  # at least as many as there are
+        if size < MENTION_INDEX_CHARS_PER_NAME * names:
+            chunks = conn.execute(f"{_CHUNKS} and {queued_chunks}").fetchall()
+            entities = _named_entities(conn, [text for *_, text in chunks])
+        else:
+            chunks, entities = conn.execute(f"{_CHUNKS} and {queued_chunks}"), conn.execute(ENTITY_NAMES).fetchall()
+        match(chunks, build_automaton(entities))
+    new_entities = _entities(conn, entity_ids)
     if new_entities:
         # older chunks, not matched above, may name an entity that is new
         automaton = build_automaton(new_entities)
-        if len(new_entities) <= MENTION_FTS_LOOKUP_LIMIT:
+        older = conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0] - (count if has_chunks else 0)
+        if older > MENTION_SCAN_CHUNKS_PER_ENTITY * len(new_entities):
             conn.execute("create temp table if not exists temp_ids (id integer primary key)")
             conn.execute("delete from temp_ids")
             conn.executemany("insert into temp_ids (id) values (?)", [(i,) for i in _fts_candidates(conn, new_entities)])
@@ -143,16 +167,131 @@ def resolve_mentions(conn):
     return added
 
 
+def _entities(conn, ids):
+    """ENTITY_NAMES rows of the entities with these ids, by id."""
+    if not ids:
+        return []
+    return conn.execute(f"{ENTITY_NAMES} and e.id in (select value from json_each(?)) order by e.id",
+                        [json.dumps(sorted(ids))]).fetchall()  # fmt: skip
+
+
 def _fts_candidates(conn, entities):
-    """Chunks whose full-text index holds all of an entity name's words in order."""
-    candidates = set()
+    """Chunks whose full-text index holds an entity name's words: all of its rare
+    words, when they pick few enough chunks to read, else its phrase (which reads
+    the whole index of each of its words, "the" included)."""
+    candidates, counts = set(), {}
+
+    def count(query, limit):  # chunks the query matches, up to `limit`
+        return conn.execute(
+            "select count(*) from (select 1 from knowledge_fts where knowledge_fts match ? limit ?)", (query, limit)
+        ).fetchone()[0]
+
     for _, name, _ in entities:
         for form in names_of(name):
             words = tokens(form)
-            if not words:
-                continue
-            phrase = '"' + " ".join(words) + '"'
+            for word in words:
+                if word not in counts:
+                    counts[word] = count(f'"{word}"', MENTION_FTS_RARE)
+            if not words or not all(counts[word] for word in words):
+                continue  # a word no chunk holds: no chunk names it
+            rare = " AND ".join(f'"{word}"' for word in dict.fromkeys(words) if counts[word] < MENTION_FTS_RARE)
+            query = rare if rare and count(rare, MENTION_FTS_CANDIDATES) < MENTION_FTS_CANDIDATES else None
+            query = query or '"' + " ".join(words) + '"'
             candidates.update(
-                i for (i,) in conn.execute("select rowid from knowledge_fts where knowledge_fts match ?", (phrase,))
+                i for (i,) in conn.execute("select rowid from knowledge_fts where knowledge_fts match ?", (query,))
             )
     return candidates
+
+
+# -- the name index -------------------------------------------------------------
+
+
+def _hash(words):
+    """A signed 64-bit hash of a sequence of words (SQLite's integers are signed)."""
+    value = xxhash.xxh3_64_intdigest(" ".join(words).encode("utf-8", "surrogatepass"))
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def name_keys(name):
+    """(head, words, hash) of each form of `name` (names_of): the hash of its words,
+    their number, and the hash of its first two (all of them, when fewer). A form
+    standing in a text as whole words is a run of the text's words (its edges are
+    not word characters, nor what stands beside it), so it is found by looking up
+    the runs that start at each word."""
+    keys = set()
+    for form in names_of(name):
+        words = _WORD.findall(form)
+        keys.add((_hash(words[:2]), len(words), _hash(words)))
+    return keys
+
+
+def _follow_names(conn):
+    """Bring the name index up to the entities as they are now: re-index the
+    entities the change log names since the index last looked (all of them when
+    the log no longer reaches back that far, or says anything may have changed)."""
+    seen = conn.execute(f"select seq from {MENTION_NAMES_SEEN_TABLE}").fetchone()
+    first, last = conn.execute(f"select min(seq), coalesce(max(seq), 0) from {CHANGES_TABLE}").fetchone()
+    changed = None  # everything
+    if seen is not None and first is not None and first <= seen[0] + 1 and last >= seen[0]:
+        logged = conn.execute(
+            f"select kind, key from {CHANGES_TABLE} where seq > ? and kind in ('entity', 'all')", seen
+        ).fetchall()
+        if all(kind == "entity" for kind, _ in logged):
+            changed = sorted({key for _, key in logged})
+    if changed is None:
+        conn.execute(f"delete from {MENTION_NAMES_TABLE}")
+        rows = conn.execute(f"select e.id, e.name from entities e where {_ELIGIBLE}")
+    else:
+        conn.executemany(f"delete from {MENTION_NAMES_TABLE} where entity_id = ?", [(i,) for i in changed])
+        rows = conn.execute(f"select e.id, e.name from entities e where {_ELIGIBLE} and e.id in "
+                            "(select value from json_each(?))", [json.dumps(changed)]).fetchall()  # fmt: skip
+    conn.executemany(
+        f"insert or ignore into {MENTION_NAMES_TABLE} (head, words, hash, entity_id) values (?, ?, ?, ?)",
+        ((*key, entity_id) for entity_id, name in rows for key in name_keys(name)),
+    )
+    conn.execute(f"delete from {MENTION_NAMES_SEEN_TABLE}")
+    conn.execute(f"insert into {MENTION_NAMES_SEEN_TABLE} (seq) values (?)", (last,))
+
+
+# Of each head, the numbers of words its names have: each the least above the last
+# (an index seek each, however many names share the head).
+_LENGTHS = f"""
+with recursive lengths(head, words) as (
+  select value, (select min(words) from {MENTION_NAMES_TABLE} where head = value) from json_each(?)
+  union all
+  select head, (select min(n.words) from {MENTION_NAMES_TABLE} n
+                where n.head = lengths.head and n.words > lengths.words)
+  from lengths where words is not null)
+select head, words from lengths where words is not null
+"""
+
+
+def _named_entities(conn, texts):
+    """ENTITY_NAMES rows of the entities whose names' words stand in `texts` as a
+    run (with the names that have no words): those a full automaton could find there."""
+    runs = []
+    for text in texts:
+        words = _WORD.findall(text.casefold())
+        runs.append((words, [_hash(words[i : i + 2]) for i in range(len(words) - 1)]))
+    heads = sorted({head for _, pairs in runs for head in pairs})
+    lengths = {}
+    for head, count in conn.execute(_LENGTHS, [json.dumps(heads)]):
+        lengths.setdefault(head, []).append(count)
+    probes = {(_hash(()), 0, _hash(()))}  # names without a word are looked for in every text
+    for words, pairs in runs:
+        for i, word in enumerate(words):
+            single = _hash((word,))
+            probes.add((single, 1, single))
+            for count in lengths.get(pairs[i], ()) if i < len(pairs) else ():
+                if i + count <= len(words):
+                    probes.add((pairs[i], count, _hash(words[i : i + count])))
+    ids = {
+        entity_id
+        for (entity_id,) in conn.execute(
+            f"select n.entity_id from json_each(?) p join {MENTION_NAMES_TABLE} n "
+            "on n.head = json_extract(p.value, '$[0]') and n.words = json_extract(p.value, '$[1]') "
+            "and n.hash = json_extract(p.value, '$[2]')",
+            [json.dumps(sorted(probes))],
+        )
+    }
+    return _entities(conn, ids)

@@ -21,7 +21,7 @@ _brains = weakref.WeakKeyDictionary()  # Datasette instance -> the names of its 
 # the tables people have no use for: vec0's and FTS5's internals (every table whose
 # name starts with one of these is hidden too), the change log and bookkeeping
 HIDDEN_TABLES = ("vec_knowledge", "knowledge_fts", "brain_changes", "brain_instance", "brain_mention_queue",
-                 "brain_meta", "sqlite_sequence", "_sqlite_migrations")  # fmt: skip
+                 "brain_mention_names", "brain_meta", "sqlite_sequence", "_sqlite_migrations")  # fmt: skip
 
 # the knowledge table's columns as people read them; the rest follow, as stored
 KNOWLEDGE_COLUMNS = ("id", "title", "content", "class", "scope", "source", "domain", "observed_at", "expires_at",

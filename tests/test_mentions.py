@@ -1,0 +1,110 @@
+"""Mentions: the name index finds what one automaton of every name finds, follows
+entities changed with plain SQL, and keeps a small ingest into a big brain from
+reading every name; older chunks are found by FTS5 lookups as by a full scan."""
+
+import pytest
+
+import brain_sql
+from brain_sql import mentions
+
+from .conftest import edges
+
+# names of every shape a name can take: punctuation at either edge, inside words or
+# alone, other scripts and casefolding, disambiguators, a tag, a short one, an
+# alias, names inside names, names sharing their first words
+NAMES = [
+    ".NET Core", "C++", "AT&T", "Zürich", "Straße", "R2-D2", "???", "hello_world", "Io", "Dr. Who",
+    "New York", "New York City", "Mark King (musician)", "Battle of Hastings", "Battle of Britain",
+    "Foo  Bar", "The Long Dark Tea Time of the Soul by Douglas Adams", "Ada Lovelace",
+]  # fmt: skip
+TEXTS = [
+    "We moved from ASP.NET Core to .NET Core; C++ and C++11 too, via AT&T's network.",
+    "ZÜRICH and STRASSE, r2-d2 said ??? twice (not who???), HELLO_WORLD, io, Dr. Who and dr who.",
+    "New York City is not York. Mark King played; mark king (musician) too. The battle of hastings!",
+    "foo bar; the long dark tea time of the soul by douglas adams; the Countess of Lovelace wrote #rust code.",
+]
+
+
+def _remember_names(conn):
+    records = [{"_id": f"n{i}", "title": name, "text": f"A note about thing {i}."} for i, name in enumerate(NAMES)]
+    records[-1]["aliases"] = ["Countess of Lovelace"]
+    records[0]["tags"] = ["rust"]
+    brain_sql.remember(conn, records)
+
+
+def _mentioned(conn):
+    return {(a, b) for a, t, b in edges(conn) if t == "mentions"}
+
+
+@pytest.fixture
+def brain(tmp_path):
+    def make(name):
+        conn = brain_sql.connect(tmp_path / f"{name}.db")
+        brain_sql.migrate(conn)
+        return conn
+
+    return make
+
+
+def test_name_index_finds_what_every_name_finds(brain, monkeypatch):
+    found = {}
+    for path, chars_per_name in (("index", 10**9), ("automaton", 0)):
+        monkeypatch.setattr(mentions, "MENTION_INDEX_CHARS_PER_NAME", chars_per_name)
+        conn = brain(path)
+        _remember_names(conn)
+        brain_sql.remember(conn, [{"_id": f"t{i}", "title": f"text {i}", "text": t} for i, t in enumerate(TEXTS)])
+        found[path] = _mentioned(conn)
+    assert found["index"] == found["automaton"]
+    named = {b for _, b in found["index"]}
+    assert {".NET Core", "C++", "AT&T", "Zürich", "Straße", "R2-D2", "???", "hello_world", "Dr. Who", "New York",
+            "New York City", "Mark King (musician)", "Battle of Hastings", "Ada Lovelace",
+            "The Long Dark Tea Time of the Soul by Douglas Adams"} == named  # fmt: skip
+    assert ("text 0", "C++") in found["index"] and ("text 3", "Ada Lovelace") in found["index"]
+
+
+def test_a_small_ingest_reads_only_the_names_its_text_may_hold(conn, monkeypatch):
+    brain_sql.remember(conn, [{"_id": f"e{i}", "title": f"Entity number {i}", "text": "x"} for i in range(600)])
+    built = []
+    real = mentions.build_automaton
+
+    def spy(entities):
+        entities = list(entities)
+        built.append(len(entities))
+        return real(entities)
+
+    monkeypatch.setattr(mentions, "build_automaton", spy)
+    brain_sql.remember(conn, [{"_id": "new", "title": "Fresh", "text": "Entity number 12 met entity NUMBER 345."}])
+    assert _mentioned(conn) == {("Fresh", "Entity number 12"), ("Fresh", "Entity number 345")}
+    # the names its words find, and the new entity: not the 600 others
+    assert built and max(built) <= 3, built
+
+
+def test_name_index_follows_entities_changed_with_plain_sql(conn, monkeypatch):
+    monkeypatch.setattr(mentions, "MENTION_INDEX_CHARS_PER_NAME", 10**9)
+    brain_sql.remember(conn, [{"_id": "r", "title": "Acme Rocket", "text": "A rocket."},
+                              {"_id": "g", "title": "Gone Thing", "text": "Soon gone."}])  # fmt: skip
+    conn.execute("update entities set name = 'Zenith Rocket' where name = 'Acme Rocket'")
+    conn.execute("update entities set entity_type = 'tag' where name = 'Gone Thing'")
+    brain_sql.remember(conn, [{"_id": "a", "title": "One", "text": "Acme Rocket, Zenith Rocket, Gone Thing."}])
+    assert _mentioned(conn) == {("One", "Zenith Rocket")}
+    # the change log pruned past where the index looked: it is built again
+    conn.execute("update entities set name = 'Nadir Rocket' where name = 'Zenith Rocket'")
+    conn.execute("update entities set entity_type = 'document' where name = 'Gone Thing'")
+    conn.execute("delete from brain_changes")
+    brain_sql.remember(conn, [{"_id": "b", "title": "Two", "text": "Zenith Rocket, Nadir Rocket, Gone Thing."}])
+    assert _mentioned(conn) == {("One", "Nadir Rocket"), ("Two", "Nadir Rocket"), ("Two", "Gone Thing")}
+
+
+@pytest.mark.parametrize("mode", ["scan", "rare words", "phrase"])
+def test_older_chunks_naming_new_entities(conn, monkeypatch, mode):
+    monkeypatch.setattr(mentions, "MENTION_SCAN_CHUNKS_PER_ENTITY", 10**9 if mode == "scan" else 0)
+    monkeypatch.setattr(mentions, "MENTION_FTS_RARE", 1 if mode == "phrase" else 1000)
+    common = [{"_id": f"c{i}", "title": f"c{i}", "text": "the harbor lights of the old town."} for i in range(30)]
+    brain_sql.remember(conn, common + [
+        {"_id": "a", "title": "Log", "text": "The Quartz Harbor Lights shone; quartz harbor-lights did not."},
+        {"_id": "b", "title": "Note", "text": "Old Town, the old town and OLD TOWN."},
+    ])  # fmt: skip
+    brain_sql.remember(conn, [{"_id": "q", "title": "Quartz Harbor Lights", "text": "A lighthouse."},
+                              {"_id": "o", "title": "Old Town", "text": "A quarter."}])  # fmt: skip
+    expected = {("Log", "Quartz Harbor Lights"), ("Note", "Old Town")} | {(f"c{i}", "Old Town") for i in range(30)}
+    assert _mentioned(conn) == expected
