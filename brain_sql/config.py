@@ -61,16 +61,17 @@ MENTION_MIN_CHARS = 3
 # else against every name (one automaton of them all). Measured: about a
 # microsecond a character for the lookups against 15 a name for the automaton.
 MENTION_INDEX_CHARS_PER_NAME = 20
-# Older chunks are searched for the entities new in a run by one FTS5 lookup per
-# entity while they are more than this many per new entity, else by one automaton
-# pass over all their text (measured: about a millisecond a lookup, 50
-# microseconds a chunk).
-MENTION_SCAN_CHUNKS_PER_ENTITY = 20
+# Older chunks are searched for the entities new in a run through FTS5 while they
+# are more than this many per new entity, else by reading all their text (one
+# automaton of the new names): a lookup by a name's rare words (below) costs about
+# as much as reading 10 chunks, one by its phrase about 400 (measured on a
+# million SciFact-style chunks: 0.3 ms, 20 ms and 45 microseconds a chunk).
+MENTION_SCAN_CHUNKS_PER_ENTITY = 10
+MENTION_SCAN_CHUNKS_PER_PHRASE = 400
 # A word in fewer chunks than this is rare. An FTS5 lookup for a name asks for the
 # chunks holding all its rare words, and reads them when they are fewer than
 # MENTION_FTS_CANDIDATES; else it asks for the name's phrase, which reads the
-# whole index of each of its words (of "the" too: tens of milliseconds in a
-# million chunks).
+# whole index of each of its words (of "the" too).
 MENTION_FTS_RARE = 1000
 MENTION_FTS_CANDIDATES = 100
 

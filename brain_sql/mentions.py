@@ -23,7 +23,7 @@ import xxhash
 
 from .config import (
     MENTION_FTS_CANDIDATES, MENTION_FTS_RARE, MENTION_INDEX_CHARS_PER_NAME, MENTION_MIN_CHARS,
-    MENTION_SCAN_CHUNKS_PER_ENTITY,
+    MENTION_SCAN_CHUNKS_PER_ENTITY, MENTION_SCAN_CHUNKS_PER_PHRASE,
 )  # fmt: skip
 from .lexical import tokens
 from .schema import CHANGES_TABLE, MENTION_NAMES_SEEN_TABLE, MENTION_NAMES_TABLE, QUEUE_TABLE
@@ -146,17 +146,23 @@ def resolve_mentions(conn):
         match(chunks, build_automaton(entities))
     new_entities = _entities(conn, entity_ids)
     if new_entities:
-        # older chunks, not matched above, may name an entity that is new
-        automaton = build_automaton(new_entities)
+        # older chunks, not matched above, may name an entity that is new: found
+        # through FTS5 while its lookups cost less than reading all their text
         older = conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0] - (count if has_chunks else 0)
+        scanned = new_entities
         if older > MENTION_SCAN_CHUNKS_PER_ENTITY * len(new_entities):
+            candidates, phrases = _fts_candidates(conn, new_entities)
+            scan = len(phrases) * MENTION_SCAN_CHUNKS_PER_PHRASE > older  # cheaper than their phrases' lookups
+            scanned = [entity for entity in new_entities if entity in phrases] if scan else []
+            for entity in set(phrases) - set(scanned):
+                candidates.update(_fts_rows(conn, *phrases[entity]))
             conn.execute("create temp table if not exists temp_ids (id integer primary key)")
             conn.execute("delete from temp_ids")
-            conn.executemany("insert into temp_ids (id) values (?)", [(i,) for i in _fts_candidates(conn, new_entities)])
-            rows = conn.execute(f"{_CHUNKS} and k.id in (select id from temp_ids) and not {queued_chunks}")
-        else:
-            rows = conn.execute(f"{_CHUNKS} and not {queued_chunks}")
-        match(rows, automaton)
+            conn.executemany("insert into temp_ids (id) values (?)", [(i,) for i in candidates])
+            match(conn.execute(f"{_CHUNKS} and k.id in (select id from temp_ids) and not {queued_chunks}"),
+                  build_automaton(new_entities))  # fmt: skip
+        if scanned:
+            match(conn.execute(f"{_CHUNKS} and not {queued_chunks}"), build_automaton(scanned))
     cursor = conn.executemany(
         "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, "
         f"knowledge_id, document_id) values (?, ?, '{MENTIONS}', ?, ?)",
@@ -176,31 +182,38 @@ def _entities(conn, ids):
 
 
 def _fts_candidates(conn, entities):
-    """Chunks whose full-text index holds an entity name's words: all of its rare
-    words, when they pick few enough chunks to read, else its phrase (which reads
-    the whole index of each of its words, "the" included)."""
-    candidates, counts = set(), {}
-
-    def count(query, limit):  # chunks the query matches, up to `limit`
-        return conn.execute(
-            "select count(*) from (select 1 from knowledge_fts where knowledge_fts match ? limit ?)", (query, limit)
-        ).fetchone()[0]
-
-    for _, name, _ in entities:
-        for form in names_of(name):
+    """(the chunks whose full-text index holds all the rare words of an entity's
+    name, {entity: the phrases of its names to look up}) for the entities whose
+    names' rare words pick too many chunks to read, or have none: a phrase
+    lookup reads the whole index of each of its words, of "the" too."""
+    candidates, phrases, counts = set(), {}, {}
+    for entity in entities:
+        for form in names_of(entity[1]):
             words = tokens(form)
             for word in words:
                 if word not in counts:
-                    counts[word] = count(f'"{word}"', MENTION_FTS_RARE)
+                    counts[word] = _fts_count(conn, f'"{word}"', MENTION_FTS_RARE)
             if not words or not all(counts[word] for word in words):
                 continue  # a word no chunk holds: no chunk names it
             rare = " AND ".join(f'"{word}"' for word in dict.fromkeys(words) if counts[word] < MENTION_FTS_RARE)
-            query = rare if rare and count(rare, MENTION_FTS_CANDIDATES) < MENTION_FTS_CANDIDATES else None
-            query = query or '"' + " ".join(words) + '"'
-            candidates.update(
-                i for (i,) in conn.execute("select rowid from knowledge_fts where knowledge_fts match ?", (query,))
-            )
-    return candidates
+            if rare and _fts_count(conn, rare, MENTION_FTS_CANDIDATES) < MENTION_FTS_CANDIDATES:
+                candidates.update(_fts_rows(conn, rare))
+            else:
+                phrases.setdefault(entity, []).append('"' + " ".join(words) + '"')
+    return candidates, phrases
+
+
+def _fts_count(conn, query, limit):
+    """How many chunks the FTS5 query matches, up to `limit`."""
+    return conn.execute(
+        "select count(*) from (select 1 from knowledge_fts where knowledge_fts match ? limit ?)", (query, limit)
+    ).fetchone()[0]
+
+
+def _fts_rows(conn, *queries):
+    """The chunks any of the FTS5 queries match."""
+    sql = "select rowid from knowledge_fts where knowledge_fts match ?"
+    return {i for query in queries for (i,) in conn.execute(sql, (query,))}
 
 
 # -- the name index -------------------------------------------------------------

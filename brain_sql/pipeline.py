@@ -500,10 +500,13 @@ class _Pipeline:
                 known = False
             plans.append((document, self.writer.plan(document, known), known))
         vectors = self._vectors([c for _, plan, _ in plans for c in plan["new"]], embedded)
-        new_vectors = []
+        new_vectors, fresh = [], []  # fresh: new documents in a row, written together (DocumentWriter.write_new)
         for document, plan, known in plans:
-            if not isolate:
-                new_vectors += self._write(document, plan, vectors, versions)
+            if not isolate and not known and document.document_id not in versions:
+                fresh.append((document, plan))
+            elif not isolate:
+                new_vectors += self.writer.write_new(fresh, vectors) + self._write(document, plan, vectors, versions)
+                fresh = []
             else:
                 try:
                     with atomic(self.conn):
@@ -517,6 +520,7 @@ class _Pipeline:
                 report.documents_updated += 1
             else:
                 report.documents_added += 1
+        new_vectors += self.writer.write_new(fresh, vectors)
         insert_vectors(self.conn, new_vectors)
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))

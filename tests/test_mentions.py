@@ -95,10 +95,11 @@ def test_name_index_follows_entities_changed_with_plain_sql(conn, monkeypatch):
     assert _mentioned(conn) == {("One", "Nadir Rocket"), ("Two", "Nadir Rocket"), ("Two", "Gone Thing")}
 
 
-@pytest.mark.parametrize("mode", ["scan", "rare words", "phrase"])
+@pytest.mark.parametrize("mode", ["scan", "rare words", "phrases", "scan for the names of common words"])
 def test_older_chunks_naming_new_entities(conn, monkeypatch, mode):
     monkeypatch.setattr(mentions, "MENTION_SCAN_CHUNKS_PER_ENTITY", 10**9 if mode == "scan" else 0)
-    monkeypatch.setattr(mentions, "MENTION_FTS_RARE", 1 if mode == "phrase" else 1000)
+    monkeypatch.setattr(mentions, "MENTION_FTS_RARE", 1000 if mode == "rare words" else 1)
+    monkeypatch.setattr(mentions, "MENTION_SCAN_CHUNKS_PER_PHRASE", 10**9 if mode.startswith("scan for") else 0)
     common = [{"_id": f"c{i}", "title": f"c{i}", "text": "the harbor lights of the old town."} for i in range(30)]
     brain_sql.remember(conn, common + [
         {"_id": "a", "title": "Log", "text": "The Quartz Harbor Lights shone; quartz harbor-lights did not."},

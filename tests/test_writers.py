@@ -76,22 +76,22 @@ def test_remember_is_one_transaction_whatever_its_size(tmp_path, monkeypatch):
     brain_sql.migrate(conn)
     monkeypatch.setattr(pipeline, "INGEST_BATCH_DOCUMENTS", 100)  # several batches in one call
     written = []
-    original = pipeline.DocumentWriter.write
+    original = pipeline.DocumentWriter._finish  # each document's last step, however its chunks were written
 
-    def failing(self, document, plan, vectors):
+    def failing(self, document, chunk_ids):
         written.append(document.document_id)
         if len(written) == 250:  # the third batch, after two were written
             raise sqlite3.OperationalError("disk I/O error")
-        return original(self, document, plan, vectors)
+        return original(self, document, chunk_ids)
 
-    monkeypatch.setattr(pipeline.DocumentWriter, "write", failing)
+    monkeypatch.setattr(pipeline.DocumentWriter, "_finish", failing)
     records = [{"_id": f"r{i}", "text": f"memory number {i}"} for i in range(300)]
     with pytest.raises(brain_sql.WriteError, match="nothing was stored: disk I/O error"):
         brain_sql.remember(conn, records)
     assert len(written) == 250
     assert conn.execute("select count(*) from knowledge").fetchone()[0] == 0
     assert conn.execute("select count(*) from entities").fetchone()[0] == 0
-    monkeypatch.setattr(pipeline.DocumentWriter, "write", original)
+    monkeypatch.setattr(pipeline.DocumentWriter, "_finish", original)
     report, ids = brain_sql.remember(conn, records)
     assert (report.documents_added, len(ids)) == (300, 300)
     again, same = brain_sql.remember(conn, records[:5] + [{"_id": "r5", "text": "memory number five, edited"}])
