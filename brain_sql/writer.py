@@ -27,13 +27,15 @@ _STORED_TIMES = ("created_at", "observed_at")
 # a chunk's columns that come from its document (DocumentWriter._row_values)
 _ROW_COLUMNS = (*FIELD_COLUMNS, "external_id", "source_path", "tags", "metadata", "embedding_model")
 # a memory is created and observed when first stored, unless its input says when
-_UPDATE_KEPT = "update knowledge set {}, updated_at = current_timestamp where id = ?".format(
-    ", ".join(f"[{c}] = coalesce(?, {c})" if c in _STORED_TIMES else f"[{c}] = ?" for c in (*_ROW_COLUMNS, *_CHUNK_COLUMNS))
-)
+_UPDATE_KEPT = "update knowledge set {}, updated_at = current_timestamp where id = ?".format(", ".join(
+    f"[{c}] = coalesce(?, {c})" if c in _STORED_TIMES else f"[{c}] = ?" for c in (*_ROW_COLUMNS, *_CHUNK_COLUMNS)
+))
 _INSERTED = ("id", "title", "content", "content_hash", "document_id", "heading_path", *_ROW_COLUMNS, *_CHUNK_COLUMNS,
              "flagged")  # fmt: skip
 _INSERT_CHUNKS = f"insert into knowledge ({', '.join(f'[{n}]' for n in _INSERTED)}) values "
-_CHUNK_VALUES = "({})".format(", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in _INSERTED))
+_CHUNK_VALUES = "({})".format(
+    ", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in _INSERTED)
+)
 _ROWS_PER_INSERT = 999 // len(_INSERTED)  # SQLite before 3.32 takes up to 999 parameters a statement
 
 
