@@ -13,6 +13,7 @@ from pathlib import Path
 import xxhash
 
 from . import conversation, mentions, validity
+from .connection import max_variables
 from .schema import recorded_model
 from .vectors import embedded_text, insert_vectors, storage_vectors
 
@@ -33,10 +34,10 @@ _UPDATE_KEPT = "update knowledge set {}, updated_at = current_timestamp where id
 _INSERTED = ("id", "title", "content", "content_hash", "document_id", "heading_path", *_ROW_COLUMNS, *_CHUNK_COLUMNS,
              "flagged")  # fmt: skip
 _INSERT_CHUNKS = f"insert into knowledge ({', '.join(f'[{n}]' for n in _INSERTED)}) values "
+_MOST_ROWS_PER_INSERT = 500  # statements of up to 80 kB (SQLite takes up to 1 MB)
 _CHUNK_VALUES = "({})".format(
     ", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in _INSERTED)
 )
-_ROWS_PER_INSERT = 999 // len(_INSERTED)  # SQLite before 3.32 takes up to 999 parameters a statement
 
 
 def content_hash(text):
@@ -162,8 +163,9 @@ class DocumentWriter:
         first = self.conn.execute("select coalesce(max(id), 0) + 1 from knowledge").fetchone()[0]
         if first + len(rows) <= 1 << 63:
             ids = range(first, first + len(rows))  # what SQLite would give them one by one
-            for start in range(0, len(rows), _ROWS_PER_INSERT):
-                part = rows[start : start + _ROWS_PER_INSERT]
+            per_statement = min(max_variables() // len(_INSERTED), _MOST_ROWS_PER_INSERT)
+            for start in range(0, len(rows), per_statement):
+                part = rows[start : start + per_statement]
                 self.conn.execute(
                     _INSERT_CHUNKS + ", ".join([_CHUNK_VALUES] * len(part)),
                     [value for row_id, row in zip(ids[start:], part) for value in (row_id, *row)],
