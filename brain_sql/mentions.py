@@ -15,10 +15,12 @@ name. Entities new to the brain are looked for in older chunks through FTS5, by
 their rarest words, unless one automaton pass over all older text costs less.
 """
 
+import itertools
 import json
 import re
 
 import ahocorasick
+import numpy as np
 import xxhash
 
 from .config import (
@@ -219,9 +221,19 @@ def _fts_rows(conn, *queries):
 # -- the name index -------------------------------------------------------------
 
 
+_SEED, _MIX, _MASK = 0x243F6A8885A308D3, 0x9E3779B97F4A7C15, (1 << 64) - 1
+
+
+def _word_hash(word):
+    return xxhash.xxh3_64_intdigest(word.encode("utf-8", "surrogatepass"))
+
+
 def _hash(words):
-    """A signed 64-bit hash of a sequence of words (SQLite's integers are signed)."""
-    value = xxhash.xxh3_64_intdigest(" ".join(words).encode("utf-8", "surrogatepass"))
+    """A signed 64-bit hash of a sequence of words (SQLite's integers are signed):
+    each word's hash folded in, as `_run_hashes` does for every run of a text."""
+    value = _SEED
+    for word in words:
+        value = ((value ^ _word_hash(word)) * _MIX) & _MASK
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
@@ -282,29 +294,57 @@ select head, words from lengths where words is not null
 def _named_entities(conn, texts):
     """ENTITY_NAMES rows of the entities whose names' words stand in `texts` as a
     run (with the names that have no words): those a full automaton could find there."""
-    runs = []
-    for text in texts:
-        words = _WORD.findall(text.casefold())
-        runs.append((words, [_hash(words[i : i + 2]) for i in range(len(words) - 1)]))
-    heads = sorted({head for _, pairs in runs for head in pairs})
-    lengths = {}
-    for head, count in conn.execute(_LENGTHS, [json.dumps(heads)]):
-        lengths.setdefault(head, []).append(count)
-    probes = {(_hash(()), 0, _hash(()))}  # names without a word are looked for in every text
-    for words, pairs in runs:
-        for i, word in enumerate(words):
-            single = _hash((word,))
-            probes.add((single, 1, single))
-            for count in lengths.get(pairs[i], ()) if i < len(pairs) else ():
-                if i + count <= len(words):
-                    probes.add((pairs[i], count, _hash(words[i : i + count])))
+    words = [_WORD.findall(text.casefold()) for text in texts]
+    runs = _Runs([_word_hash(word) for text in words for word in text], [len(text) for text in words])
+    folds = runs.hashes()
+    _, singles = next(folds)
+    _, pairs = next(folds)
+    heads = {}  # number of words -> the heads of names of that many words
+    for head, count in conn.execute(_LENGTHS, [json.dumps(np.unique(pairs[runs.starting(2)]).tolist())]):
+        heads.setdefault(count, []).append(head)
+    # names of one word are looked up at every word, names without a word in every text
+    probes = [np.stack([singles, np.ones_like(singles), singles], axis=1), np.array([[_hash(()), 0, _hash(())]])]
+    for count, hashes in itertools.chain([(2, pairs)], folds):
+        if count > max(heads, default=0):
+            break
+        if count in heads:  # runs of `count` words whose first two begin such a name
+            at = runs.starting(count) & np.isin(pairs, np.array(heads[count], dtype=np.int64))
+            probes.append(np.stack([pairs[at], np.full(at.sum(), count), hashes[at]], axis=1))
     ids = {
         entity_id
         for (entity_id,) in conn.execute(
             f"select n.entity_id from json_each(?) p join {MENTION_NAMES_TABLE} n "
             "on n.head = json_extract(p.value, '$[0]') and n.words = json_extract(p.value, '$[1]') "
             "and n.hash = json_extract(p.value, '$[2]')",
-            [json.dumps(sorted(probes))],
+            [json.dumps(_unique_rows(np.concatenate(probes)).tolist())],
         )
     }
     return _entities(conn, ids)
+
+
+def _unique_rows(probes):
+    """The (head, words, hash) probes without repeats: a run's hash tells it apart."""
+    return probes[np.unique(probes[:, 2], return_index=True)[1]]
+
+
+class _Runs:
+    """The runs of words of several texts, as the texts' word hashes in one array."""
+
+    def __init__(self, word_hashes, lengths):
+        self.words = np.array(word_hashes, dtype=np.uint64)
+        # where each word's text ends: a run must not reach past it
+        self.ends = np.repeat(np.cumsum(lengths), lengths).astype(np.int64)
+
+    def starting(self, count):
+        """Mask of the words a run of `count` words starts at."""
+        return np.arange(len(self.words)) + count <= self.ends
+
+    def hashes(self):
+        """(count, `_hash` of the run of `count` words starting at each word) for
+        count 1, 2, ... (signed; where no such run starts, a hash of what follows)."""
+        folded, count = np.full(len(self.words), _SEED, dtype=np.uint64), 0
+        with np.errstate(over="ignore"):
+            while True:
+                following = np.concatenate([self.words[count:], np.zeros(min(count, len(self.words)), dtype=np.uint64)])
+                folded, count = (folded ^ following) * np.uint64(_MIX), count + 1
+                yield count, folded.view(np.int64)
