@@ -7,12 +7,13 @@ document's transaction and done by `resolve_mentions`, so an interrupted ingest
 is finished by the next one.
 
 New chunks are matched with one Aho-Corasick automaton. A few new chunks in a big
-brain do not read every name for it: the words of their text are looked up in
-the name index (brain_mention_names: each entity name by the hash of its words,
-kept up to date from the change log), and only the names found there go into the
-automaton, which decides as before. Many new chunks next to few names take every
-name. Entities new to the brain are looked for in older chunks through FTS5, by
-their rarest words, unless one automaton pass over all older text costs less.
+brain do not read every name for it: the runs of words of their text are looked
+up in the name index (brain_mention_names: each entity name by the hash of its
+words, kept up to date from the change log), and only the names found there go
+into the automaton, which decides as before. Many new chunks next to few names
+take every name. Entities new to the brain are looked for in older chunks
+through FTS5, by their rare words or their phrase, unless reading all older text
+costs less.
 """
 
 import itertools
@@ -121,7 +122,6 @@ def _found(automaton, text):
 def resolve_mentions(conn):
     """Do all queued mention matching; returns how many mentions edges were added."""
     entity_ids = {i for (i,) in conn.execute(f"select id from {QUEUE_TABLE} where kind = 'entity'")}
-    queued_chunks = f"k.id in (select id from {QUEUE_TABLE} where kind = 'chunk')"
     has_chunks = conn.execute(f"select 1 from {QUEUE_TABLE} where kind = 'chunk' limit 1").fetchone()
     if not has_chunks and not entity_ids:
         return 0
@@ -134,37 +134,10 @@ def resolve_mentions(conn):
                 if target != from_id:
                     edges.add((from_id, target, knowledge_id, document_id))
 
-    if has_chunks:
-        size, count = conn.execute(
-            f"select coalesce(sum(length(k.content) + length(coalesce(k.title, ''))), 0), count(*) from knowledge k "
-            f"where {queued_chunks}"
-        ).fetchone()
-        names = conn.execute("select coalesce(max(id), 0) from entities").fetchone()[0]  # at least as many as there are
-        if size < MENTION_INDEX_CHARS_PER_NAME * names:
-            chunks = conn.execute(f"{_CHUNKS} and {queued_chunks}").fetchall()
-            entities = _named_entities(conn, [text for *_, text in chunks])
-        else:
-            chunks, entities = conn.execute(f"{_CHUNKS} and {queued_chunks}"), conn.execute(ENTITY_NAMES).fetchall()
-        match(chunks, build_automaton(entities))
+    queued = _match_new_chunks(conn, match) if has_chunks else 0
     new_entities = _entities(conn, entity_ids)
     if new_entities:
-        # older chunks, not matched above, may name an entity that is new: found
-        # through FTS5 while its lookups cost less than reading all their text
-        older = conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0] - (count if has_chunks else 0)
-        scanned = new_entities
-        if older > MENTION_SCAN_CHUNKS_PER_ENTITY * len(new_entities):
-            candidates, phrases = _fts_candidates(conn, new_entities)
-            scan = len(phrases) * MENTION_SCAN_CHUNKS_PER_PHRASE > older  # cheaper than their phrases' lookups
-            scanned = [entity for entity in new_entities if entity in phrases] if scan else []
-            for entity in set(phrases) - set(scanned):
-                candidates.update(_fts_rows(conn, *phrases[entity]))
-            conn.execute("create temp table if not exists temp_ids (id integer primary key)")
-            conn.execute("delete from temp_ids")
-            conn.executemany("insert into temp_ids (id) values (?)", [(i,) for i in candidates])
-            match(conn.execute(f"{_CHUNKS} and k.id in (select id from temp_ids) and not {queued_chunks}"),
-                  build_automaton(new_entities))  # fmt: skip
-        if scanned:
-            match(conn.execute(f"{_CHUNKS} and not {queued_chunks}"), build_automaton(scanned))
+        _match_older_chunks(conn, new_entities, queued, match)
     cursor = conn.executemany(
         "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, "
         f"knowledge_id, document_id) values (?, ?, '{MENTIONS}', ?, ?)",
@@ -173,6 +146,47 @@ def resolve_mentions(conn):
     added = max(cursor.rowcount, 0)  # rows inserted: total_changes would count the change log's too
     conn.execute(f"delete from {QUEUE_TABLE}")
     return added
+
+
+_QUEUED = f"k.id in (select id from {QUEUE_TABLE} where kind = 'chunk')"
+
+
+def _match_new_chunks(conn, match):
+    """Match the queued chunks against the names the name index finds in them, or
+    against every name when their text is long next to how many there are; returns
+    how many chunks were queued."""
+    size, count = conn.execute(
+        f"select coalesce(sum(length(k.content) + length(coalesce(k.title, ''))), 0), count(*) from knowledge k "
+        f"where {_QUEUED}"
+    ).fetchone()
+    names = conn.execute("select coalesce(max(id), 0) from entities").fetchone()[0]  # at least as many as there are
+    if size < MENTION_INDEX_CHARS_PER_NAME * names:
+        chunks = conn.execute(f"{_CHUNKS} and {_QUEUED}").fetchall()
+        entities = _named_entities(conn, [text for *_, text in chunks])
+    else:
+        chunks, entities = conn.execute(f"{_CHUNKS} and {_QUEUED}"), conn.execute(ENTITY_NAMES).fetchall()
+    match(chunks, build_automaton(entities))
+    return count
+
+
+def _match_older_chunks(conn, new_entities, queued, match):
+    """Match the chunks not queued against the entities new to the brain: those
+    FTS5 finds for them while its lookups cost less than reading all their text."""
+    older = conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0] - queued
+    scanned = new_entities
+    if older > MENTION_SCAN_CHUNKS_PER_ENTITY * len(new_entities):
+        candidates, phrases = _fts_candidates(conn, new_entities)
+        scan = len(phrases) * MENTION_SCAN_CHUNKS_PER_PHRASE > older  # cheaper than their phrases' lookups
+        scanned = [entity for entity in new_entities if entity in phrases] if scan else []
+        for entity in set(phrases) - set(scanned):
+            candidates.update(_fts_rows(conn, *phrases[entity]))
+        conn.execute("create temp table if not exists temp_ids (id integer primary key)")
+        conn.execute("delete from temp_ids")
+        conn.executemany("insert into temp_ids (id) values (?)", [(i,) for i in candidates])
+        rows = conn.execute(f"{_CHUNKS} and k.id in (select id from temp_ids) and not {_QUEUED}")
+        match(rows, build_automaton(new_entities))
+    if scanned:
+        match(conn.execute(f"{_CHUNKS} and not {_QUEUED}"), build_automaton(scanned))
 
 
 def _entities(conn, ids):
