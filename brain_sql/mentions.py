@@ -173,6 +173,8 @@ def _match_older_chunks(conn, new_entities, queued, match):
     """Match the chunks not queued against the entities new to the brain: those
     FTS5 finds for them while its lookups cost less than reading all their text."""
     older = conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0] - queued
+    if older <= 0:
+        return  # all chunks are new: matched already
     scanned = new_entities
     if older > MENTION_SCAN_CHUNKS_PER_ENTITY * len(new_entities):
         candidates, phrases = _fts_candidates(conn, new_entities)
