@@ -3,6 +3,8 @@ entities changed with plain SQL, and keeps a small ingest into a big brain from
 reading every name; older chunks are found by FTS5 lookups as by a full scan."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import brain_sql
 from brain_sql import mentions
@@ -109,3 +111,25 @@ def test_older_chunks_naming_new_entities(conn, monkeypatch, mode):
                               {"_id": "o", "title": "Old Town", "text": "A quarter."}])  # fmt: skip
     expected = {("Log", "Quartz Harbor Lights"), ("Note", "Old Town")} | {(f"c{i}", "Old Town") for i in range(30)}
     assert _mentioned(conn) == expected
+
+
+_CHARS = "abAB ß.-_'é()#1\u01c5\u0301"
+
+
+@given(
+    names=st.lists(st.text(alphabet=_CHARS, min_size=3, max_size=12), min_size=1, max_size=8),
+    picks=st.lists(st.tuples(st.integers(0, 7), st.text(alphabet=_CHARS, max_size=4)), max_size=12),
+)
+@settings(max_examples=80, deadline=None)
+def test_the_name_index_proposes_every_name_an_automaton_of_all_finds(names, picks):
+    """Whatever the names and the text around them, every entity the automaton of
+    all names finds in a text is among those the index proposes for it."""
+    text = "".join(names[i % len(names)] + around for i, around in picks)
+    conn = brain_sql.connect(":memory:")
+    brain_sql.migrate(conn)
+    conn.executemany("insert or ignore into entities (name, entity_type) values (?, 'document')", [(n,) for n in names])
+    mentions._follow_names(conn)
+    automaton = mentions.build_automaton(conn.execute(mentions.ENTITY_NAMES).fetchall())
+    texts = [text, text.upper()]
+    found = {target for each in texts for target in mentions._found(automaton, each)}
+    assert found <= {target for _, _, target in mentions._named_entities(conn, texts)}
