@@ -253,6 +253,11 @@ def _hash(words):
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
+# How name_keys makes keys: bump it with any change to them (or to names_of), and
+# every brain's name index is made again at its next ingest.
+NAME_KEYS_VERSION = 1
+
+
 def name_keys(name):
     """(head, words, hash) of each form of `name` (names_of): the hash of its words,
     their number, and the hash of its first two (all of them, when fewer). A form
@@ -269,13 +274,19 @@ def name_keys(name):
 def _follow_names(conn):
     """Bring the name index up to the entities as they are now: re-index the
     entities the change log names since the index last looked (all of them when
-    the log no longer reaches back that far, or says anything may have changed)."""
-    seen = conn.execute(f"select seq from {MENTION_NAMES_SEEN_TABLE}").fetchone()
+    the log no longer reaches back that far, says anything may have changed, or
+    the index was made with other keys)."""
+    seen = conn.execute(f"select seq, keys from {MENTION_NAMES_SEEN_TABLE}").fetchone()
     first, last = conn.execute(f"select min(seq), coalesce(max(seq), 0) from {CHANGES_TABLE}").fetchone()
     changed = None  # everything
-    if seen is not None and first is not None and first <= seen[0] + 1 and last >= seen[0]:
+    followable = (
+        seen is not None and seen[1] == NAME_KEYS_VERSION  # made with these keys
+        and first is not None and first <= seen[0] + 1  # the log reaches back to where it looked
+        and last >= seen[0]  # and goes on from there (it is this brain's log)
+    )  # fmt: skip
+    if followable:
         logged = conn.execute(
-            f"select kind, key from {CHANGES_TABLE} where seq > ? and kind in ('entity', 'all')", seen
+            f"select kind, key from {CHANGES_TABLE} where seq > ? and kind in ('entity', 'all')", (seen[0],)
         ).fetchall()
         if all(kind == "entity" for kind, _ in logged):
             changed = sorted({key for _, key in logged})
@@ -291,7 +302,7 @@ def _follow_names(conn):
         ((*key, entity_id) for entity_id, name in rows for key in name_keys(name)),
     )
     conn.execute(f"delete from {MENTION_NAMES_SEEN_TABLE}")
-    conn.execute(f"insert into {MENTION_NAMES_SEEN_TABLE} (seq) values (?)", (last,))
+    conn.execute(f"insert into {MENTION_NAMES_SEEN_TABLE} (seq, keys) values (?, ?)", (last, NAME_KEYS_VERSION))
 
 
 # Of each head, the numbers of words its names have: each the least above the last

@@ -18,7 +18,7 @@ SCHEMA_VERSION = 1
 META_TABLE = "brain_meta"
 QUEUE_TABLE = "brain_mention_queue"  # mention matching still to do (mentions.py)
 # the name index mentions.py finds entity names in new text by, and the last change
-# it has followed
+# it has followed (with the version of its keys)
 MENTION_NAMES_TABLE = "brain_mention_names"
 MENTION_NAMES_SEEN_TABLE = "brain_mention_names_seen"
 # knowledge's columns in knowledge_fts, in order: the searched ones, then the hash
@@ -372,7 +372,7 @@ def m011_mention_names(db):
         "hash INTEGER NOT NULL, entity_id INTEGER NOT NULL, PRIMARY KEY (head, words, hash, entity_id)) WITHOUT ROWID"
     )
     db.execute(f"CREATE INDEX IF NOT EXISTS idx_mention_names_entity ON {MENTION_NAMES_TABLE}(entity_id)")
-    db.execute(f"CREATE TABLE IF NOT EXISTS {MENTION_NAMES_SEEN_TABLE} (seq INTEGER NOT NULL)")
+    db.execute(f"CREATE TABLE IF NOT EXISTS {MENTION_NAMES_SEEN_TABLE} (seq INTEGER NOT NULL, keys INTEGER NOT NULL)")
 
 
 # Tables whose rows are memories' text, or derived from it: whoever may not read

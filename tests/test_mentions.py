@@ -95,6 +95,11 @@ def test_name_index_follows_entities_changed_with_plain_sql(conn, monkeypatch):
     conn.execute("delete from brain_changes")
     brain_sql.remember(conn, [{"_id": "b", "title": "Two", "text": "Zenith Rocket, Nadir Rocket, Gone Thing."}])
     assert _mentioned(conn) == {("One", "Nadir Rocket"), ("Two", "Nadir Rocket"), ("Two", "Gone Thing")}
+    # an index made with other keys (by an older version) is made again
+    conn.execute("update brain_mention_names set hash = hash + 1")
+    conn.execute("update brain_mention_names_seen set keys = keys - 1")
+    brain_sql.remember(conn, [{"_id": "c", "title": "Three", "text": "Nadir Rocket again."}])
+    assert ("Three", "Nadir Rocket") in _mentioned(conn)
 
 
 @pytest.mark.parametrize("mode", ["scan", "rare words", "phrases", "scan for the names of common words"])
