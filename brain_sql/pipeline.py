@@ -33,7 +33,7 @@ from .plugins import collect
 from .records import record_document
 from .schema import is_brain, migrate, prune_changes, recorded_model
 from .vectors import insert_vectors, storage_vectors, stored_vector
-from .writer import DocumentWriter, chunk_text, content_hash
+from .writer import CHUNKS_PER_INSERT, DocumentWriter, chunk_text, content_hash
 
 
 # While a batch is embedded, progress is reported this often; its text is embedded
@@ -436,6 +436,7 @@ class _Pipeline:
             self.report.relationships += mentions.resolve_mentions(self.conn, mentioned["chunk"], mentioned["entity"])
             prune_changes(self.conn, CHANGE_LOG_KEEP)
             return
+        self._in_turns(partial(mentions.follow_names, self.conn))  # the name index up to date, for prepare
         resolution = mentions.Resolution(self.conn).prepare()  # its automatons built before taking the lock
         self._in_turns(resolution.step, partial(prune_changes, self.conn, CHANGE_LOG_KEEP))
         self.report.relationships += resolution.added
@@ -549,28 +550,48 @@ class _Pipeline:
     def _write_batch(self, batch, embedded, isolate, deadline=None):
         """Write documents of `batch` in order until `deadline` (time.perf_counter)
         has passed, at least one, or all when None; returns how many it wrote.
-        With `isolate`, each in a savepoint of its own (slower: vec0 journals every
-        page a savepoint touches)."""
+        Documents new to the brain in a row are written together, up to
+        CHUNKS_PER_INSERT chunks at once (DocumentWriter.write_new), so the
+        deadline may pass by the time of writing that many. With `isolate`, each
+        in a savepoint of its own (slower: vec0 journals every page a savepoint touches)."""
         report = self.report
         stored = self.writer.stored_hashes(batch)
         changing = [d.document_id for d in batch if stored.get(d.document_id) != d.digest]
         before = validity.touched(self.conn, changing)
         new_vectors, written = [], 0
+        fresh, vectors, chunks = [], {}, 0  # new documents not written yet, as (document, plan); their chunks
+
+        def write_fresh():
+            nonlocal chunks
+            new_vectors.extend(self.writer.write_new(fresh, vectors))
+            fresh.clear()
+            vectors.clear()
+            chunks = 0
+
         for document in batch:
             written += 1
             report.documents += 1
             if stored.get(document.document_id) == document.digest:
                 report.documents_unchanged += 1
                 report.chunks_unchanged += len(document.chunks)
+            elif not isolate and document.document_id not in stored:
+                plan = self.writer.plan(document, False)
+                if chunks + len(plan["new"]) > CHUNKS_PER_INSERT:
+                    write_fresh()
+                fresh.append((document, plan))
+                chunks += len(plan["new"])
+                vectors.update(self._vectors(plan["new"], embedded))
+                self._count(False)
             elif not isolate:
-                vectors, known = self._write(document, stored, embedded)
-                new_vectors += vectors  # inserted together: vec0 takes many rows at once faster
+                write_fresh()  # first: documents are written in order
+                written_vectors, known = self._write(document, stored, embedded)
+                new_vectors.extend(written_vectors)  # inserted together: vec0 takes many rows at once faster
                 self._count(known)
             else:
                 try:
                     with atomic(self.conn):
-                        vectors, known = self._write(document, stored, embedded)
-                        insert_vectors(self.conn, vectors)
+                        written_vectors, known = self._write(document, stored, embedded)
+                        insert_vectors(self.conn, written_vectors)
                         self.writer.queue_mentions()
                     self._count(known)
                 except Exception as ex:
@@ -578,6 +599,7 @@ class _Pipeline:
                     report.errors.append(IngestError(document.source_path, document.line, f"not written: {ex}"))
             if deadline is not None and time.perf_counter() >= deadline:
                 break
+        write_fresh()
         insert_vectors(self.conn, new_vectors)
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))

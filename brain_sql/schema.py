@@ -14,11 +14,15 @@ from .config import configured_model
 from .connection import atomic, sqlite3
 from .embed import model_dimension
 from .errors import BrainError
-from .mentions import QUEUE_TABLE
 from .vectors import VEC_METADATA, VEC_SOURCE_COLUMNS, backfill_vectors, create_vector_table, rebuild_vector_table
 
 SCHEMA_VERSION = 1
 META_TABLE = "brain_meta"
+QUEUE_TABLE = "brain_mention_queue"  # mention matching still to do (mentions.py)
+# the name index mentions.py finds entity names in new text by, and where it has
+# looked (the last change it followed, the version of its keys, how far it was made again)
+MENTION_NAMES_TABLE = "brain_mention_names"
+MENTION_NAMES_SEEN_TABLE = "brain_mention_names_seen"
 # knowledge's columns in knowledge_fts, in order: the searched ones, then the hash
 FTS_INDEXED = ("title", "content", "context", "content_hash")
 
@@ -392,10 +396,27 @@ def m011_page_indexes(db):
         db.execute(sql)
 
 
+@migrations()
+def m012_mention_names(db):
+    """The name index: each entity name's (head, words, hash) as mentions.name_keys
+    makes them, so that a few new chunks are matched without reading every name;
+    and where it has looked (mentions.follow_names). Filled from the entities at the
+    next ingest (or over the next remembers), then kept up with the change log."""
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {MENTION_NAMES_TABLE} (head INTEGER NOT NULL, words INTEGER NOT NULL, "
+        "hash INTEGER NOT NULL, entity_id INTEGER NOT NULL, PRIMARY KEY (head, words, hash, entity_id)) WITHOUT ROWID"
+    )
+    db.execute(f"CREATE INDEX IF NOT EXISTS idx_mention_names_entity ON {MENTION_NAMES_TABLE}(entity_id)")
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {MENTION_NAMES_SEEN_TABLE} "
+        "(seq INTEGER NOT NULL, keys INTEGER NOT NULL, rebuilt INTEGER)"
+    )
+
+
 # Tables whose rows are memories' text, or derived from it: whoever may not read
 # `knowledge` may read none of them.
-DERIVED_TABLES = ("documents", "entities", "relationships", "brain_mention_queue", CHANGES_TABLE,
-                  "sqlite_sequence")  # its counters tell how many rows each table ever had  # fmt: skip
+DERIVED_TABLES = ("documents", "entities", "relationships", QUEUE_TABLE, MENTION_NAMES_TABLE, MENTION_NAMES_SEEN_TABLE,
+                  CHANGES_TABLE, "sqlite_sequence")  # its counters tell how many rows each table ever had  # fmt: skip
 DERIVED_PREFIXES = ("knowledge_fts", "vec_knowledge")
 
 

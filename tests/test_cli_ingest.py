@@ -210,9 +210,9 @@ def test_mention_of_an_entity_that_arrives_later(run, db_path, tmp_path):
     assert mention == [("standup", "Zephyr Project", "# Standup\n\nThe zephyr project slipped a week.\n\nZephyr Projectile is unrelated.")]
 
 
-@pytest.mark.parametrize("fts_lookup_limit", [0, 500])
-def test_mentions_same_by_fts_lookup_and_full_scan(run, db_path, tmp_path, monkeypatch, fts_lookup_limit):
-    monkeypatch.setattr(mentions, "MENTION_FTS_LOOKUP_LIMIT", fts_lookup_limit)
+@pytest.mark.parametrize("chunks_per_entity", [0, 10**9])
+def test_mentions_same_by_fts_lookup_and_full_scan(run, db_path, tmp_path, monkeypatch, chunks_per_entity):
+    monkeypatch.setattr(mentions, "MENTION_SCAN_CHUNKS_PER_ENTITY", chunks_per_entity)
     write(tmp_path / "a" / "one.md", "# One\n\nWe met Ada Lovelace and ada lovelace's notes; not Adam.\n")
     write(tmp_path / "a" / "two.md", "# Two\n\nNothing here about Ada.\n")
     ingest_ok(run, db_path, tmp_path / "a")
