@@ -5,7 +5,9 @@ between documents that never link to each other.
 Work is queued in brain_mention_queue (made by a migration) inside each
 document's transaction and done by `resolve_mentions` (a remember's, in its own
 transaction) or a `Resolution` step by step (ingest's, in short transactions of
-their own), so an interrupted ingest is finished by the next one.
+their own), so an interrupted ingest is finished by the next one. A step reads
+its own part of the work, and again only the entities the change log names since
+the step before: its cost grows with what it matches, not with the brain.
 
 New chunks are matched against the names of the entities they may name: a few
 new chunks in a big brain do not read every name for it. The runs of words of
@@ -40,14 +42,14 @@ MENTIONS = "mentions"  # the relation a chunk's text naming an entity is recorde
 
 # Entities a mention may name: not tags (taxonomy, reached by tagged_with edges).
 _ELIGIBLE = f"coalesce(e.entity_type, '') != 'tag' and length(e.name) >= {MENTION_MIN_CHARS}"
+_NAMES = f"select e.id, e.name from entities e where {_ELIGIBLE}"
 # An alias resolves to the entity it is an alias of (its first alias_of edge, as the
 # read state resolves the names in a query).
-ENTITY_NAMES = f"""
-select e.id, e.name, coalesce(
+_TARGETS = """
+select e.id, coalesce(
   (select r.to_entity_id from relationships r
-   where r.from_entity_id = e.id and r.relation_type = 'alias_of' order by r.id limit 1), e.id) as target
-from entities e
-where {_ELIGIBLE}
+   where r.from_entity_id = e.id and r.relation_type = 'alias_of' order by r.id limit 1), e.id)
+from entities e where e.id in (select value from json_each(?))
 """
 
 _CHUNKS = """
@@ -134,48 +136,63 @@ class _Lookup:
 
 
 class Names:
-    """The names of the entities a chunk may mention (ENTITY_NAMES; those of `ids`
+    """The names of the entities a chunk may mention (those _NAMES reads; of `ids`
     only, when given), found in text by `found`: by an automaton when texts are
-    `many`, else by lookups. `refresh` inside each later transaction keeps it exact
-    across transactions: names new since are found too (by one more finder), and
-    each name found is checked against its entity as it is now (gone, renamed, or
-    an alias since). With `since` (a change log seq), `ids` are those the name index
-    found as of that change, and the entities the log names after it join them at
-    each refresh (all entities do, when the log no longer tells)."""
+    `many`, else by lookups. `refresh` inside each later transaction keeps them
+    exact across transactions, reading again just the entities the change log
+    names since it last looked (all, when the log no longer tells): names new
+    since are found too (by one more finder), and a name found is one its entity
+    has now. With `since`, `ids` are those the name index found as of that change
+    (`_named_entities`), and the entities the log names after it join them. Which
+    entity an alias stands for is read as edges are written (`_targets`)."""
 
     def __init__(self, conn, ids=None, many=True, since=None):
-        self.ids, self.many, self.since = None if ids is None else set(ids), many, since
-        self.entities, self.finders = {}, []
+        self.many, self.names, self.finders = many, {}, []  # names: {entity id: its name, as the finders have it}
+        self.only = None if ids is None or since is not None else set(ids)  # the entities it is of, when fixed
+        self.since = _last_change(conn) if since is None else since  # read first: what changes after is read again
+        self._read(conn, None if ids is None else set(ids))
         self.refresh(conn)
 
     def refresh(self, conn):
-        if self.since is not None and self.ids is not None:
-            changed, self.since = _changed_entities(conn, self.since)
-            self.ids = None if changed is None else self.ids | changed
-        sql, params = ENTITY_NAMES, []
-        if self.ids is not None:
-            sql, params = f"{ENTITY_NAMES} and e.id in (select value from json_each(?))", [json.dumps(sorted(self.ids))]
-        current = {i: (name, target) for i, name, target in conn.execute(sql, params)}
-        named = {}
-        for i, (name, _) in current.items():
-            if self.entities.get(i, (None,))[0] != name:
-                for key in names_of(name):
-                    named.setdefault(key, []).append(i)
-        self.entities = current
-        if named:
-            self.finders.append(automaton_of(named) if self.many else _Lookup(named))
+        changed, self.since = _changed_entities(conn, self.since)
+        if self.only is not None:
+            changed = self.only if changed is None else changed & self.only
+        self._read(conn, changed)
         return self
 
+    def _read(self, conn, ids):
+        """Read the names of the entities `ids` (all when None) as they are now; a
+        finder more for those new or renamed."""
+        if ids is None:
+            current = dict(conn.execute(_NAMES))
+            gone = set(self.names) - set(current)
+        elif ids:
+            current = dict(conn.execute(f"{_NAMES} and e.id in (select value from json_each(?))",
+                                        [json.dumps(sorted(ids))]))  # fmt: skip
+            gone = ids - set(current)
+        else:
+            return
+        for i in gone:
+            self.names.pop(i, None)
+        named = {}
+        for i, name in current.items():
+            if self.names.get(i) != name:
+                self.names[i] = name
+                for key in names_of(name):
+                    named.setdefault(key, []).append(i)
+        if named:
+            self.finders.append(automaton_of(named) if self.many else _Lookup(named))
+
     def found(self, text):
-        """The entities `text` names (the entities they are aliases of)."""
-        targets, folded = set(), None
+        """The ids of the entities `text` names."""
+        found, folded = set(), None
         for finder in self.finders:
             for start, end, entity_id in spans(finder, text):
                 folded = folded or text.casefold()
-                entity = self.entities.get(entity_id)
-                if entity and folded[start:end] in names_of(entity[0]):
-                    targets.add(entity[1])
-        return targets
+                name = self.names.get(entity_id)
+                if name is not None and folded[start:end] in names_of(name):
+                    found.add(entity_id)
+        return found
 
 
 def resolve_mentions(conn, chunks=None, entities=None):
@@ -188,6 +205,7 @@ def resolve_mentions(conn, chunks=None, entities=None):
 
 
 _TEXTS_AT_ONCE = 1000  # chunks whose text is looked up in the name index together
+_CHUNKS_AT_ONCE = 1000  # queued chunks a step reads at once (what is still queued of them, and their text)
 _SCAN_AT_ONCE = 1000  # older chunks read between looks at the clock
 
 
@@ -207,25 +225,28 @@ class Resolution:
         self.chunk_ids, self.entity_ids = self._queued("chunk", chunks), self._queued("entity", entities)
         self.added = 0  # mentions edges
         self.names = None  # Names for the queued chunks
-        self.new_names = None  # Names of the queued entities, for older chunks
-        self.looking = None  # the search of older chunks for them (_look_in_older_chunks), as far as it went
+        self.upto = 0  # chunk_ids[:upto] are matched (or were not queued any more)
         self.matched = set()  # chunks matched here with every name they may hold: no older chunks for new_names
+        self.new_names = None  # Names of the queued entities, for older chunks
+        self.looked_for = None  # those of entity_ids still queued when the search of older chunks began
+        self.looking = None  # that search (_look_in_older_chunks), as far as it went
 
     def prepare(self):
         if self.chunk_ids:
             self.names = self._chunk_names(self.chunk_ids)
-        if self.entity_ids:
+        if self.entity_ids and self._older() > 0:
             self.new_names = Names(self.conn, self.entity_ids)
         return self
 
     def step(self, deadline=None):
         """Match until `deadline` (time.perf_counter) has passed, at least one chunk
-        or entity, or all when None; returns whether anything is left to match."""
-        chunks = self._queued("chunk", self.chunk_ids)
-        if chunks and self._chunks(chunks, deadline):
-            return True
-        if chunks and _passed(deadline):  # the entities in a step of their own
-            return bool(self._queued("entity", self.entity_ids))
+        or entity, or all when None; returns whether anything is left to match.
+        A step's own work grows with what it matches, not with all there is to match."""
+        if self.upto < len(self.chunk_ids):
+            if self._chunks(deadline):
+                return True
+            if _passed(deadline):  # the entities in a step of their own
+                return bool(self.entity_ids) and self.looked_for != []
         return self._entities(deadline)
 
     def _queued(self, kind, ids):
@@ -255,38 +276,43 @@ class Resolution:
                 return Names(self.conn, found, many, since)
         return Names(self.conn, many=many)
 
-    def _chunks(self, ids, deadline):
-        """Match queued chunks (`ids`) in id order; returns whether any are left."""
+    def _chunks(self, deadline):
+        """Match the queued chunks in id order from where the last step stopped, a
+        part at a time; returns whether any are left."""
         if self.names is None:
             follow_names(self.conn, time.perf_counter() + MENTION_INDEX_REMEMBER_SECONDS)
-            self.names = self._chunk_names(ids)
+            self.names = self._chunk_names(self.chunk_ids)
         else:
             self.names.refresh(self.conn)
-        edges, done = set(), ids[-1]  # chunks without a row here (gone, or of no document entity) are done too
-        rows = self.conn.execute(f"{_CHUNKS} and {_IN} order by k.id", [json.dumps(ids)])
-        for row in rows:
-            edges |= _edges([row], self.names)
+        edges = set()
+        while self.upto < len(self.chunk_ids):
+            part = self._queued("chunk", self.chunk_ids[self.upto : self.upto + _CHUNKS_AT_ONCE])  # not matched since
+            done = self.chunk_ids[min(self.upto + _CHUNKS_AT_ONCE, len(self.chunk_ids)) - 1]
+            # chunks without a row here (gone, or of no document entity) are done too
+            for row in self.conn.execute(f"{_CHUNKS} and {_IN} order by k.id", [json.dumps(part)]):
+                edges |= _edges([row], self.names)
+                if _passed(deadline):
+                    done = row[0]
+                    break
+            finished = [i for i in part if i <= done]
+            self.matched.update(finished)
+            self._unqueue("chunk", finished)
+            self.upto = bisect.bisect_right(self.chunk_ids, done)
             if _passed(deadline):
-                done = row[0]
                 break
         self._add(edges)
-        finished = [i for i in ids if i <= done]
-        self.matched.update(finished)
-        self._unqueue("chunk", finished)
-        return len(finished) < len(ids)
+        return self.upto < len(self.chunk_ids)
 
     def _entities(self, deadline):
         """Look for the queued entities in chunks matched before they were made;
         returns whether any are left."""
-        ids = self._queued("entity", self.entity_ids)
-        if not ids:
+        if self.looked_for is None:
+            self.looked_for = self._queued("entity", self.entity_ids)
+            self.looking = self._look_in_older_chunks(self.looked_for)
+        if not self.looked_for:
             return False
-        if self.new_names is None:
-            self.new_names = Names(self.conn, self.entity_ids)
-        else:
+        if self.new_names is not None:
             self.new_names.refresh(self.conn)
-        if self.looking is None:
-            self.looking = self._look_in_older_chunks(ids)
         edges, done, left = set(), [], False
         for found, finished in self.looking:
             edges |= found
@@ -295,7 +321,9 @@ class Resolution:
                 left = True
                 break
         self._add(edges)
-        self._unqueue("entity", done if left else ids)
+        self._unqueue("entity", done if left else self.looked_for)
+        if not left:
+            self.looked_for = []
         return left
 
     def _look_in_older_chunks(self, ids):
@@ -303,15 +331,17 @@ class Resolution:
         entities `ids` in the chunks not matched here: through FTS5 by each one's
         rare words, then by the phrases of those whose rare words pick too many
         chunks; or by reading all older text, when that costs less than the lookups."""
-        older = self.conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0] - len(self.chunk_ids)
+        older = self._older()
         if older <= 0:
             return  # every chunk is new: matched here already
+        if self.new_names is None:
+            self.new_names = Names(self.conn, self.entity_ids)
         scan = older <= MENTION_SCAN_CHUNKS_PER_ENTITY * len(ids)
         if not scan:
             phrases, counts = {}, {}
             for entity_id in ids:
-                entity = self.new_names.entities.get(entity_id)  # none: gone, or no longer a name to find
-                candidates, phrased = _fts_candidates(self.conn, [(entity_id, *entity)] if entity else [], counts)
+                name = self.new_names.names.get(entity_id)  # none: gone, or no longer a name to find
+                candidates, phrased = _fts_candidates(self.conn, [(entity_id, name)] if name else [], counts)
                 phrases.update(phrased)
                 yield self._older_edges(candidates), [] if phrased else [entity_id]
             scan = len(phrases) * MENTION_SCAN_CHUNKS_PER_PHRASE > older  # cheaper than their phrases' lookups
@@ -329,6 +359,10 @@ class Resolution:
             last = rows[-1][0]
             yield _edges([row for row in rows if row[0] not in self.matched], self.new_names), []
 
+    def _older(self):
+        """About how many chunks there are that were not queued when this was made."""
+        return self.conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0] - len(self.chunk_ids)
+
     def _older_edges(self, candidates):
         """The edges of the candidate chunks not matched here to the queued entities."""
         rows = self.conn.execute(
@@ -337,10 +371,16 @@ class Resolution:
         return _edges(rows, self.new_names)
 
     def _add(self, edges):
+        """Write the mentions edges (from, entity named, chunk, document), each to the
+        entity the named one stands for now (itself, or the one it is an alias of)."""
+        targets = dict(self.conn.execute(_TARGETS, [json.dumps(sorted({named for _, named, _, _ in edges}))]))
+        rows = {(from_id, targets[named], knowledge_id, document_id)
+                for from_id, named, knowledge_id, document_id in edges
+                if named in targets and targets[named] != from_id}  # fmt: skip
         cursor = self.conn.executemany(
             "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, "
             f"knowledge_id, document_id) values (?, ?, '{MENTIONS}', ?, ?)",
-            sorted(edges),
+            sorted(rows),
         )
         self.added += max(cursor.rowcount, 0)  # rows inserted: total_changes would count the change log's too
 
@@ -352,10 +392,10 @@ class Resolution:
 
 
 def _edges(rows, names):
-    """mentions edges (from, to, chunk, document) of `_CHUNKS` rows naming `names`."""
-    return {(from_id, target, knowledge_id, document_id)
+    """(from, entity named, chunk, document) of the `_CHUNKS` rows naming `names`."""
+    return {(from_id, named, knowledge_id, document_id)
             for knowledge_id, document_id, from_id, text in rows
-            for target in names.found(text) if target != from_id}  # fmt: skip
+            for named in names.found(text)}  # fmt: skip
 
 
 def _passed(deadline):
@@ -364,12 +404,12 @@ def _passed(deadline):
 
 def _fts_candidates(conn, entities, counts=None):
     """(the chunks whose full-text index holds all the rare words of a name of one
-    of the (id, name, target) `entities`, {entity id: the phrases of its names to
+    of the (id, name) `entities`, {entity id: the phrases of its names to
     look up}) for the names whose rare words pick too many chunks to read, or that
     have none: a phrase lookup reads the whole index of each of its words, of "the"
     too. `counts` keeps {word: chunks holding it, up to MENTION_FTS_RARE} across calls."""
     candidates, phrases, counts = set(), {}, {} if counts is None else counts
-    for entity_id, name, _ in entities:
+    for entity_id, name in entities:
         for form in names_of(name):
             words = tokens(form)
             for word in words:
@@ -482,13 +522,16 @@ def follow_names(conn, deadline=None):
 
 def _log_follows(conn, seq):
     """(whether the change log tells every change after `seq`, the last change's
-    seq): it reaches back to there and goes on from there (it is this brain's).
-    The last is sqlite_sequence's: the log's newest entries may be gone too."""
-    first = conn.execute(f"select min(seq) from {CHANGES_TABLE}").fetchone()[0]
-    last = conn.execute(
-        "select coalesce(max(seq), 0) from sqlite_sequence where name = ?", [CHANGES_TABLE]
-    ).fetchone()[0]
+    seq): it reaches back to there and goes on from there (it is this brain's)."""
+    first, last = conn.execute(f"select min(seq) from {CHANGES_TABLE}").fetchone()[0], _last_change(conn)
     return last == seq or (first is not None and first <= seq + 1 and last >= seq), last
+
+
+def _last_change(conn):
+    """The seq of the last change logged (sqlite_sequence's: the log's newest
+    entries may be gone too)."""
+    sql = "select coalesce(max(seq), 0) from sqlite_sequence where name = ?"
+    return conn.execute(sql, [CHANGES_TABLE]).fetchone()[0]
 
 
 def _changed_entities(conn, since):

@@ -268,6 +268,7 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(served_brai
         "/brain/vec_knowledge.json", "/brain/documents.json", "/brain/entities.json", "/brain/relationships.json",
         "/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/entity/1",
         "/brain.json?sql=select+content+from+knowledge", "/brain/sqlite_sequence.json",
+        "/brain/brain_mention_names.json", "/brain/brain_mention_names_seen.json",
     ]  # fmt: skip
     for path in anonymous:
         assert (await datasette.client.get(path)).status_code in (403, 404), path

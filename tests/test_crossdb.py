@@ -29,6 +29,8 @@ LEAKS = [
     "select relation_type from brain.relationships",
     "select document_id from brain.documents",
     "select name, seq from brain.sqlite_sequence",
+    "select entity_id from brain.brain_mention_names",  # the name index: which entities the brain holds
+    "select seq from brain.brain_mention_names_seen",
     "with m as (select content from brain.knowledge) select * from m",
     "select (select content from brain.knowledge order by id desc limit 1)",
     "select exists(select 1 from brain.knowledge where content like '%vault code%')",

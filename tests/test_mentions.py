@@ -71,7 +71,7 @@ def test_a_small_ingest_reads_only_the_names_its_text_may_hold(conn, monkeypatch
 
     def spy(self, conn):
         real(self, conn)
-        read.append(len(self.entities))
+        read.append(len(self.names))
         return self
 
     monkeypatch.setattr(mentions.Names, "refresh", spy)
@@ -136,7 +136,7 @@ def test_the_name_index_proposes_every_name_an_automaton_of_all_finds(names, pic
     mentions.follow_names(conn)
     every_name = mentions.Names(conn)
     texts = [text, text.upper()]
-    found = {entity_id for each in texts for entity_id in every_name.found(each)}  # no aliases: each its own
+    found = {entity_id for each in texts for entity_id in every_name.found(each)}
     assert found <= mentions._named_entities(conn, texts)
 
 
@@ -208,3 +208,48 @@ def test_older_chunks_looked_at_a_part_a_transaction_find_the_same(conn, monkeyp
     assert steps > 2
     assert _mentioned(conn) == {("Log", "Quartz Harbor Lights")} | {(f"c{i}", "Old Town") for i in range(40)}
     assert not conn.execute("select * from brain_mention_queue").fetchall()
+
+
+def test_each_step_reads_only_what_it_matches_and_what_changed_since(db_path, monkeypatch):
+    """Ingest matches in many short transactions: each reads its own part of the
+    queued chunks and the names of the entities the change log names since the one
+    before, not every queued chunk and every name again (which took a million-name
+    brain a second a step, so that each matched one chunk), and still finds an
+    entity made between two of them."""
+    monkeypatch.setattr(mentions, "MENTION_INDEX_CHARS_PER_NAME", 0)  # every name, as many chunks take
+    monkeypatch.setattr(mentions, "_CHUNKS_AT_ONCE", 4)
+    conn, other = brain_sql.connect(db_path), brain_sql.connect(db_path)
+    brain_sql.remember(conn, [{"_id": f"t{i}", "title": f"Thing {i}", "text": "z"} for i in range(300)])
+    _, notes = brain_sql.remember(conn, [{"_id": f"n{i}", "title": f"Note {i}", "text": f"Thing {i} and Late Thing."}
+                                         for i in range(20)])  # fmt: skip
+    with atomic(conn):  # their matching still to do, as an interrupted ingest leaves it
+        conn.execute("delete from relationships where relation_type = 'mentions'")
+        mentions.queue(conn, "chunk", [i for ids in notes for i in ids])
+    resolution, names_read, chunks_read = mentions.Resolution(conn).prepare(), [], []
+    real_read, real_queued = mentions.Names._read, mentions.Resolution._queued
+
+    def read(self, conn, ids):
+        if self is resolution.names:  # not the other remember's
+            names_read.append("all" if ids is None else len(ids))
+        return real_read(self, conn, ids)
+
+    def queued(self, kind, ids):
+        if self is resolution:
+            chunks_read.append(len(ids))
+        return real_queued(self, kind, ids)
+
+    monkeypatch.setattr(mentions.Names, "_read", read)
+    monkeypatch.setattr(mentions.Resolution, "_queued", queued)
+    steps = 0
+    while True:
+        if steps == 5:
+            brain_sql.remember(other, [{"_id": "late", "title": "Late Thing", "text": "Made meanwhile."}])
+        with atomic(conn):
+            left = resolution.step(deadline=0)  # a chunk a step
+        steps += 1
+        if not left:
+            break
+    assert steps >= 20 and "all" not in names_read and sum(names_read) <= 3, names_read
+    assert max(chunks_read) <= 4, chunks_read
+    assert _mentioned(conn) == {(f"Note {i}", f"Thing {i}") for i in range(20)} | {
+        (f"Note {i}", "Late Thing") for i in range(20)}  # fmt: skip
