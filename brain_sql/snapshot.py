@@ -35,8 +35,9 @@ def path_for(brain_path):
     return str(brain_path) + SUFFIX
 
 
-def save(path, manifest, arrays):
-    """Write `arrays` ({name: numpy array}) and `manifest` (JSON-able) to `path`."""
+def save(path, manifest, arrays, like=None):
+    """Write `arrays` ({name: numpy array}) and `manifest` (JSON-able) to `path`,
+    readable by whoever may read the file `like` (the brain) when given."""
     entries, offset = {}, 0
     for name, array in arrays.items():
         array = np.ascontiguousarray(array)
@@ -54,6 +55,8 @@ def save(path, manifest, arrays):
             for name, array in arrays.items():
                 out.seek(start + entries[name]["offset"])
                 out.write(memoryview(np.ascontiguousarray(array)).cast("B"))
+        if like is not None:  # mkstemp makes it the owner's alone: a server run by another user reads it too
+            os.chmod(temporary, os.stat(like).st_mode & 0o666)
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):

@@ -74,12 +74,13 @@ class ReadState:
 
     # -- persisting ----------------------------------------------------------------
 
-    def save(self, path):
-        """Write this state's snapshot to `path` (call it under the shared lock)."""
+    def save(self, path, brain=None):
+        """Write this state's snapshot to `path`, readable as the file `brain` is
+        (call it under the shared lock)."""
         manifest = {"instance": self.instance, "seq": self.seq, "last": self.last, "dimension": self.dimension,
                     "chunks": self.chunks.meta(), "graph": self.graph.meta()}  # fmt: skip
         postings = {f"postings.{name}": array for name, array in self.postings.to_arrays().items()}
-        snapshot.save(path, manifest, {**self.chunks.to_arrays(), **self.graph.to_arrays(), **postings})
+        snapshot.save(path, manifest, {**self.chunks.to_arrays(), **self.graph.to_arrays(), **postings}, like=brain)
 
     @classmethod
     def load(cls, path, dimension):
@@ -151,7 +152,7 @@ def rewrite_snapshot(conn, dimension):
     where = snapshot.path_for(key[0])
     fresh = ReadState(dimension).build(conn)
     if fresh.chunks.count >= SNAPSHOT_MIN_CHUNKS:
-        fresh.save(where)
+        fresh.save(where, key[0])
     elif os.path.exists(where):
         os.unlink(where)
 
@@ -309,7 +310,7 @@ def _save_when_quiet(state, path):
                 break
         with state.lock:
             saved = state.seq
-            state.save(snapshot.path_for(path))
+            state.save(snapshot.path_for(path), path)
         state.saved = saved
     except OSError:  # a folder it may not write, a full disk: the snapshot only saves time
         pass
@@ -339,7 +340,7 @@ def persist(conn):
     with state.lock:
         saved = state.seq
         try:
-            state.save(where)
+            state.save(where, key[0])
         except OSError:
             return False
         state.saved = saved

@@ -170,3 +170,13 @@ def test_an_ingest_rewrites_the_snapshot_only_once_it_is_far_behind(small_snapsh
     brain_sql.ingest(conn, [notes(folder, 14, 2)])
     latest = conn.execute(f"select max(seq) from {schema.CHANGES_TABLE}").fetchone()[0]
     assert snapshot.read_manifest(where)[0]["seq"] == latest > first
+
+
+def test_the_snapshot_is_as_readable_as_the_brain(small_snapshots, tmp_path):
+    """Written by one user's ingest, read by a server another user runs: the
+    snapshot takes the brain file's read permissions, not a temporary file's."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    path.chmod(0o644)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 5)])
+    assert (tmp_path / "brain.db-brainstate").stat().st_mode & 0o777 == 0o644
