@@ -360,3 +360,19 @@ def test_a_build_with_its_postings_made_by_a_second_process_is_the_same(brain, m
     built = state.ReadState(256).build(brain)
     assert taken == [child == "works"]
     assert built.fingerprint() == single.fingerprint()
+
+
+def test_the_chunk_index_distances_are_vec0s(brain):
+    """The hits' similarities the quality estimate reads from the chunk index are
+    sqlite-vec's vec_distance_cosine, to the bit."""
+    from brain_sql.vectors import vector_rows
+
+    brain_sql.ingest(brain, [VAULT])
+    current = state.current(brain, 256)
+    ids = [row[0] for row in brain.execute("select id from knowledge")]
+    for q in ("who owns the runbook", "vectors and quantisation", "zzz"):
+        query = quantize_int8(embed([q], MODEL))[0].tobytes()
+        with current.lock:
+            found = current.chunks.distances(query, ids + [10**9])
+        expected = dict(vector_rows(brain, "vec_distance_cosine(embedding_int8, vec_int8(?))", ids, [query]))
+        assert found == expected
