@@ -132,7 +132,9 @@ def check(conn, repair=False):
     if snapshot:
         problems["stale_snapshot"] = [snapshot]
         if repair:
-            read_state.rewrite_snapshot(conn, dimension)
+            refused = read_state.rewrite_snapshot(conn, dimension)
+            if refused:
+                problems["stale_snapshot"].append(refused)
     return problems
 
 
@@ -151,7 +153,7 @@ def _repair(conn, problems, model_id):
             for name in broken:
                 conn.execute(expected[name])
             # what was written while they were gone was never logged: readers rebuild
-            conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('all', 0)")
+            conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
         for name in problems.get("missing_indexes", []):
             conn.execute(page_indexes()[name])
         if "fts_out_of_sync" in problems:

@@ -289,8 +289,14 @@ def m007_change_log(db):
         f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} "
         "(seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, key NOT NULL)"
     )
-    for sql in change_triggers().values():
+    for sql in _change_triggers_m007().values():
         db.execute(sql)
+
+
+def _change_triggers_m007():
+    """The change log's triggers as m007 made them (m012 adds each change's stamp)."""
+    return {name: sql.replace(", stamp) VALUES", ") VALUES").replace(", random()); END", "); END")
+            for name, sql in change_triggers().items()}  # fmt: skip
 
 
 def change_triggers():
@@ -301,11 +307,12 @@ def change_triggers():
         for event, row in (("INSERT", "new"), ("UPDATE", "new"), ("DELETE", "old")):
             triggers[f"{CHANGES_TABLE}_{table}_{event.lower()}"] = (
                 f"CREATE TRIGGER {CHANGES_TABLE}_{table}_{event.lower()} AFTER {event} ON {table} "
-                f"BEGIN INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('{kind}', {row}.{key}); END"
+                f"BEGIN INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('{kind}', {row}.{key}, random()); END"
             )
         triggers[f"{CHANGES_TABLE}_{table}_rekey"] = (
             f"CREATE TRIGGER {CHANGES_TABLE}_{table}_rekey AFTER UPDATE OF {key} ON {table} "
-            f"WHEN old.{key} IS NOT new.{key} BEGIN INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('{kind}', old.{key}); END"
+            f"WHEN old.{key} IS NOT new.{key} BEGIN INSERT INTO {CHANGES_TABLE} (kind, key, stamp) "
+            f"VALUES ('{kind}', old.{key}, random()); END"
         )
     return triggers
 
@@ -389,6 +396,17 @@ def m011_page_indexes(db):
     """page_indexes(), so each page answers in Datasette's time limits on a million
     memories; each is built from one pass over its table (seconds on a million)."""
     for sql in page_indexes().values():
+        db.execute(sql)
+
+
+@migrations()
+def m012_change_stamps(db):
+    """Each change of the log carries a random stamp: a brain restored from a backup
+    and written again holds other stamps at the same positions, so a read state or
+    snapshot of what was written before the restore is never taken for it."""
+    db.execute(f"ALTER TABLE {CHANGES_TABLE} ADD COLUMN stamp INTEGER")
+    for name, sql in change_triggers().items():
+        db.execute(f"DROP TRIGGER IF EXISTS {name}")
         db.execute(sql)
 
 

@@ -299,6 +299,7 @@ PROBLEMS = {
     "orphan_versions": "earlier versions of records whose current version is gone",
     "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
     "stale_quotes": "conversation turns quoting a turn that is flagged, changed, gone or in another session or scope",
+    "stale_snapshot": "the read state's snapshot beside the file cannot be used (a server builds the state from SQL)",
 }
 
 
@@ -321,9 +322,9 @@ def _register_check(brain):
         for name, items in problems.items():
             shown = [str(item) for item in items[:10]] + (["…"] if len(items) > 10 else [])
             if name == "invalid_values":  # each names its row and column, and what to do: a line each
-                click.echo(f"{PROBLEMS[name]}: {len(items)}\n" + "\n".join(f"  {line}" for line in shown))
+                click.echo(f"{PROBLEMS.get(name, name)}: {len(items)}\n" + "\n".join(f"  {line}" for line in shown))
             else:
-                click.echo(f"{PROBLEMS[name]}: {len(items)} ({', '.join(shown)})")
+                click.echo(f"{PROBLEMS.get(name, name)}: {len(items)} ({', '.join(shown)})")
         if not problems:
             click.echo(f"{db_path}: consistent")
         elif repair and not {"integrity", "damaged_tables"} & set(problems) and not brain_sql.check(conn):
