@@ -285,6 +285,28 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(served_brai
 
 
 @pytest.mark.asyncio
+async def test_analyze_statistics_are_derived_from_the_memories(vault_brain_copy):
+    """sqlite_stat4 samples every index's rows (entity names, scopes, source paths),
+    sqlite_stat1 counts them: after `sqlite-utils analyze`, read by whoever may read knowledge alone."""
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute("analyze")
+    names = {row[0] for row in conn.execute("select name from entities")}
+    conn.close()
+    metadata = {"databases": {"brain": {"tables": {"knowledge": {"allow": {"id": "admin"}}}}}}
+    datasette = Datasette([str(vault_brain_copy)], metadata=metadata)
+    paths = ["/brain/sqlite_stat4.json?idx=idx_entities_name", "/brain/sqlite_stat4.json?idx=idx_knowledge_scope",
+             "/brain/SQLITE_STAT4.json", "/brain/sqlite_stat1.json", "/brain/sqlite_stat1.json?tbl=knowledge"]
+    for path in paths:
+        response = await datasette.client.get(path)
+        assert response.status_code in (403, 404) and not any(name in response.text for name in names), path
+    listed = (await datasette.client.get("/brain.json")).json()
+    assert not [t["name"] for t in listed["tables"] if t["name"].startswith("sqlite_stat")]
+    admin = {"ds_actor": datasette.sign({"a": {"id": "admin"}}, "actor")}
+    samples = await datasette.client.get(paths[0] + "&_shape=array", cookies=admin)
+    assert samples.status_code == 200 and samples.json()
+
+
+@pytest.mark.asyncio
 async def test_a_deny_on_the_graph_tables_holds_on_the_pages(served_brain):
     metadata = {"databases": {"brain": {"tables": {"relationships": {"allow": False}}}}}
     datasette = Datasette([str(served_brain)], metadata=metadata)
