@@ -284,6 +284,31 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(served_brai
     assert "Recall (admins)" in page.text  # the metadata's own words for the query are kept
 
 
+# canned queries of the brain's own, in its metadata: each reads the memories
+CANNED = {"count_by_scope": "select scope, count(*) as n from knowledge group by scope",
+          "titles": {"sql": "select title from knowledge where title like :p", "title": "Titles"}}  # fmt: skip
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("deny", ["database", "table"])
+async def test_a_brains_canned_queries_are_for_whoever_may_read_its_memories(served_brain, deny):
+    admins = {"allow": {"id": "admin"}}
+    brain = {"queries": CANNED, **(admins if deny == "database" else {"tables": {"knowledge": admins}})}
+    datasette = Datasette([str(served_brain)], metadata={"databases": {"brain": brain}})
+    admin = {"ds_actor": datasette.sign({"a": {"id": "admin"}}, "actor")}
+    for path in ("/brain/count_by_scope.json", "/brain/titles.json?p=%25", "/brain/count_by_scope", "/brain/titles"):
+        refused = await datasette.client.get(path)
+        assert refused.status_code == 403 and "/acme" not in refused.text, path
+        allowed = await datasette.client.get(path, cookies=admin)
+        assert allowed.status_code == 200, path
+    assert (await datasette.client.get("/brain/count_by_scope.json", cookies=admin)).json()["rows"]
+    if deny == "table":  # the database page lists none of them to whoever may not run them
+        listed = (await datasette.client.get("/brain.json")).json()
+        assert not {q["name"] for q in listed["queries"]} & {"recall", *CANNED}
+    listed = (await datasette.client.get("/brain.json", cookies=admin)).json()
+    assert {"recall", *CANNED} <= {q["name"] for q in listed["queries"]}
+
+
 @pytest.mark.asyncio
 async def test_analyze_statistics_are_derived_from_the_memories(vault_brain_copy):
     """sqlite_stat4 samples every index's rows (entity names, scopes, source paths),
