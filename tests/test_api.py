@@ -500,6 +500,11 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
         ("remember", {"text": "x", "scope": "/acme\u200b"}, "may not contain U+200B ZERO WIDTH SPACE"),
         ("recall", {"q": "support", "scope": "/acme\u200b"}, "may not contain U+200B ZERO WIDTH SPACE"),
         ("recall", {"q": "support", "scope": "/acme "}, "may not have a space at the start or end"),
+        ("remember", {"text": "x", "scope": "/acme/e\u0301"}, "not in Unicode's composed form (NFC)"),
+        ("recall", {"q": "support", "scope": "/acme/e\u0301"}, "write é as U+00E9"),
+        ("remember", {"text": "x", "scope": "/acme\u2800"}, "may not contain U+2800 BRAILLE PATTERN BLANK"),
+        ("recall", {"q": "support", "scope": "/acme\u2800"}, "may not contain U+2800 BRAILLE PATTERN BLANK"),
+        ("remember", {"text": "x", "scope": "/acme/\u0301"}, "begins with U+0301 COMBINING ACUTE ACCENT"),
     ]
     for route, body, message in bad:
         response = await datasette.client.post(f"/brain/-/{route}", json=body)
