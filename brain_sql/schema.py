@@ -414,7 +414,10 @@ def m012_change_stamps(db):
 # `knowledge` may read none of them.
 DERIVED_TABLES = ("documents", "entities", "relationships", "brain_mention_queue", CHANGES_TABLE,
                   "sqlite_sequence")  # its counters tell how many rows each table ever had  # fmt: skip
-DERIVED_PREFIXES = ("knowledge_fts", "vec_knowledge")
+# the FTS and vector tables and their shadows; and ANALYZE's statistics, sqlite_stat1
+# to sqlite_stat4: row counts of every table and index, and sample rows of each index
+# (entity names, scopes, source paths)
+DERIVED_PREFIXES = ("knowledge_fts", "vec_knowledge", "sqlite_stat")
 
 
 def derived_from_knowledge(table):

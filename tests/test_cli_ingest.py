@@ -391,7 +391,9 @@ def test_a_record_valid_to_before_its_valid_from_is_skipped_with_its_line(run, d
 
 
 @pytest.mark.parametrize("scope, named", [("/acme ", "a space at the start or end"),
-                                          ("/acme\u200b", "U+200B ZERO WIDTH SPACE")])  # fmt: skip
+                                          ("/acme\u200b", "U+200B ZERO WIDTH SPACE"),
+                                          ("/acme\u2800", "U+2800 BRAILLE PATTERN BLANK"),
+                                          ("/acme/e\u0301", "write é as U+00E9")])  # fmt: skip
 def test_a_scope_option_that_looks_like_another_is_refused(run, db_path, tmp_path, scope, named):
     path = write(tmp_path / "a.md", "# A\n\none\n")
     result = run("brain", "ingest", db_path, path, "--scope", scope)
