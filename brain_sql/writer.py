@@ -14,7 +14,7 @@ from pathlib import Path
 import xxhash
 
 from . import conversation, mentions, validity
-from .schema import recorded_model
+from .schema import next_knowledge_id, recorded_model
 from .vectors import embedded_text, insert_vectors, storage_vectors
 
 # knowledge columns written from a document's fields
@@ -124,15 +124,15 @@ class DocumentWriter:
             )
             chunk_ids[index] = row_id
         report.chunks_updated += len(plan["kept"])
-        names = ("title", "content", "content_hash", "document_id", "heading_path", *columns, *_CHUNK_COLUMNS)
+        names = ("id", "title", "content", "content_hash", "document_id", "heading_path", *columns, *_CHUNK_COLUMNS)
         values = ", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in names)
         insert = f"insert into knowledge ({', '.join(f'[{n}]' for n in names)}) values ({values})"
         stored_vectors = []
         for digest, _, index, chunk in plan["new"]:
             cursor = conn.execute(
                 insert,
-                (document.title, chunk.content, digest, document.document_id, chunk.heading_path,
-                 *columns.values(), index, chunk.line_start, chunk.line_end, chunk.context),
+                (next_knowledge_id(conn), document.title, chunk.content, digest, document.document_id,
+                 chunk.heading_path, *columns.values(), index, chunk.line_start, chunk.line_end, chunk.context),
             )  # fmt: skip
             chunk_ids[index] = cursor.lastrowid
             if flagged:
