@@ -172,7 +172,7 @@ class DocumentWriter:
             document_id
             for document_id, path, version_of in selected
             # a kept record keeps its earlier versions (validity.keep_as_history)
-            if document_id not in keep and version_of not in keep and not (gone and path and _may_exist(path))
+            if document_id not in keep and version_of not in keep and not (gone and path and may_exist(path))
         ]
         return [document_id for document_id, _, _ in selected], doomed
 
@@ -286,9 +286,9 @@ def restate(conn, quote, new=None):
     insert_vectors(conn, [(row_id, *vector) for (row_id, _), vector in zip(changed, vectors) if vector])
 
 
-def _may_exist(path):
-    """Whether the file may still be there: one that cannot be looked at (a folder
-    we may not read) counts as there, so it is never pruned."""
+def may_exist(path):
+    """Whether the file (or folder) may still be there: one that cannot be looked
+    at (in a folder we may not read) counts as there, so it is never pruned."""
     try:
         return Path(path).exists()
     except OSError:
