@@ -207,9 +207,10 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
                 pipeline.flush()
         except sqlite3.Error as ex:
             raise WriteError(f"nothing was stored: {ex}") from ex
+        placed = {d.version_of: d.document_id for d in documents if d.version_of}  # earlier versions, as history
         ids = [
             [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (d,))]
-            for d in document_ids
+            for d in (placed.get(d, d) for d in document_ids)
         ]
     report.seconds = time.perf_counter() - started
     return report, ids
@@ -620,6 +621,8 @@ class _Pipeline:
         With `isolate`, each in a savepoint of its own (slower: vec0 journals every
         page a savepoint touches)."""
         report = self.report
+        for document in batch:
+            validity.place_earlier(self.conn, document)  # an earlier version is history, never over a later one
         stored = self.writer.stored_hashes(batch)
         changing = [d.document_id for d in batch if stored.get(d.document_id) != d.digest]
         before = validity.touched(self.conn, changing)
@@ -654,7 +657,8 @@ class _Pipeline:
     def _write(self, document, stored, embedded):
         """writer.write of a new or changed document: (its new vectors, whether it
         updates a stored one). A later version of the stored one is new: that is
-        kept as history first."""
+        kept as history first; an earlier one (placed by validity.place_earlier)
+        is written as history."""
         known = document.document_id in stored
         flagged = False
         if known and validity.later_version(self.conn, document):
@@ -663,6 +667,8 @@ class _Pipeline:
         vectors = self.writer.write(document, plan, self._vectors(plan["new"], embedded))
         if flagged:  # a new version of a flagged memory is flagged too: it goes into recall only reviewed
             self.conn.execute("update knowledge set flagged = 1 where document_id = ?", (document.document_id,))
+        if document.version_of:
+            validity.mark_history(self.conn, document)
         return vectors, known
 
     def _count(self, known):
