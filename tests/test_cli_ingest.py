@@ -388,7 +388,8 @@ def test_a_prune_is_judged_against_what_the_folder_held_before_the_ingest(run, d
     # its one file renamed: every memory the folder held would go, until the new name's is one it held
     (vault / "README.txt").rename(vault / "READ ME.txt")
     result = run("brain", "ingest", db_path, vault, "--prune")
-    assert result.exit_code == 1 and "the one memory it held before this ingest, as its one file is gone" in result.output
+    assert result.exit_code == 1
+    assert "the one memory it held before this ingest, as its one file is gone" in result.output
     assert rows(conn, "select title from knowledge order by title") == [("READ ME",), ("README",)]
     result = ingest_ok(run, db_path, vault, extra=["--prune"])
     assert "1 removed" in result.output

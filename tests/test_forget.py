@@ -297,8 +297,8 @@ def test_a_forgotten_id_is_never_given_to_another_memory(conn):
     """An agent holding the id of a forgotten memory reads nothing, never another
     memory: new memories get ids above every id ever given, by remember and ingest
     alike, and the read state follows them."""
-    _, [[first], [highest]] = brain_sql.remember(conn, [{"_id": "a", "text": "The gate code is 1234."},
-                                                        {"_id": "b", "text": "The boiler is serviced in May."}])  # fmt: skip
+    records = [{"_id": "a", "text": "The gate code is 1234."}, {"_id": "b", "text": "The boiler is serviced in May."}]
+    _, [[first], [highest]] = brain_sql.remember(conn, records)
     state.current(conn, 256)  # built now, then follows the changes below
     brain_sql.forget(conn, ids=[highest])
     _, [[new]] = brain_sql.remember(conn, [{"_id": "c", "text": "Parcels go to the side door."}])
