@@ -414,7 +414,8 @@ def id_mark_triggers():
         f"{IDS_TABLE}_knowledge_{name}": (
             f"CREATE TRIGGER {IDS_TABLE}_knowledge_{name} AFTER {event} ON knowledge "
             f"WHEN new.id > coalesce((SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge'), -1) "
-            f"BEGIN INSERT OR REPLACE INTO {IDS_TABLE} (name, seq) VALUES ('knowledge', new.id); END"
+            f"BEGIN INSERT INTO {IDS_TABLE} (name, seq) VALUES ('knowledge', new.id) "
+            "ON CONFLICT (name) DO UPDATE SET seq = excluded.seq; END"
         )
         for name, event in (("insert", "INSERT"), ("rekey", "UPDATE OF id"))
     }

@@ -130,7 +130,7 @@ class DocumentWriter:
         stored_vectors = []
         for digest, _, index, chunk in plan["new"]:
             cursor = conn.execute(
-                insert,
+                insert,  # with an id above every id given before: a forgotten memory's is never another's
                 (next_knowledge_id(conn), document.title, chunk.content, digest, document.document_id,
                  chunk.heading_path, *columns.values(), index, chunk.line_start, chunk.line_end, chunk.context),
             )  # fmt: skip
