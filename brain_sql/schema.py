@@ -318,8 +318,8 @@ def change_triggers():
 
 
 def expected_triggers():
-    """Every trigger a brain keeps its derived data and change log in step with."""
-    return {**fts_triggers(), **vec_triggers(), **change_triggers()}
+    """Every trigger a brain keeps its derived data, change log and id mark in step with."""
+    return {**fts_triggers(), **vec_triggers(), **change_triggers(), **id_mark_triggers()}
 
 
 INSTANCE_TABLE = "brain_instance"
@@ -410,10 +410,50 @@ def m012_change_stamps(db):
         db.execute(sql)
 
 
+IDS_TABLE = "brain_ids"
+
+
+@migrations()
+def m013_id_mark(db):
+    """The highest memory id ever given (brain_ids), raised by a trigger on every
+    insert: writers give new memories ids above it, so an id forgotten is never
+    another memory's (an agent holding it reads nothing, not a stranger). Seeded
+    from the highest id stored; `knowledge` itself is not rebuilt (AUTOINCREMENT
+    would copy every row, and FTS5 and vec0 key on the same ids)."""
+    db.execute(f"CREATE TABLE IF NOT EXISTS {IDS_TABLE} (name TEXT PRIMARY KEY, seq INTEGER NOT NULL)")
+    db.execute(f"INSERT OR IGNORE INTO {IDS_TABLE} SELECT 'knowledge', coalesce(max(id), 0) FROM knowledge")
+    for sql in id_mark_triggers().values():
+        db.execute(sql)
+
+
+def id_mark_triggers():
+    """{name: CREATE TRIGGER} raising the id mark to any id written above it."""
+    return {
+        f"{IDS_TABLE}_knowledge_{name}": (
+            f"CREATE TRIGGER {IDS_TABLE}_knowledge_{name} AFTER {event} ON knowledge "
+            f"WHEN new.id > coalesce((SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge'), -1) "
+            f"BEGIN INSERT INTO {IDS_TABLE} (name, seq) VALUES ('knowledge', new.id) "
+            "ON CONFLICT (name) DO UPDATE SET seq = excluded.seq; END"
+        )
+        for name, event in (("insert", "INSERT"), ("rekey", "UPDATE OF id"))
+    }
+
+
+def next_knowledge_id(conn):
+    """The id for the next new memory: above every id ever given (the mark, and
+    the rows, should the mark's trigger have been dropped). None past the largest
+    integer SQLite keys take: SQLite then picks an unused one."""
+    mark = conn.execute(
+        f"SELECT max(coalesce((SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge'), 0), "
+        "coalesce((SELECT max(id) FROM knowledge), 0))"
+    ).fetchone()[0]
+    return mark + 1 if mark < 2**63 - 1 else None
+
+
 # Tables whose rows are memories' text, or derived from it: whoever may not read
 # `knowledge` may read none of them.
 DERIVED_TABLES = ("documents", "entities", "relationships", "brain_mention_queue", CHANGES_TABLE,
-                  "sqlite_sequence")  # its counters tell how many rows each table ever had  # fmt: skip
+                  "sqlite_sequence", IDS_TABLE)  # counters tell how many rows a table ever had  # fmt: skip
 # the FTS and vector tables and their shadows; and ANALYZE's statistics, sqlite_stat1
 # to sqlite_stat4: row counts of every table and index, and sample rows of each index
 # (entity names, scopes, source paths)

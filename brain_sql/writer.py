@@ -14,7 +14,7 @@ from pathlib import Path
 import xxhash
 
 from . import conversation, mentions, validity
-from .schema import recorded_model
+from .schema import next_knowledge_id, recorded_model
 from .vectors import embedded_text, insert_vectors, storage_vectors
 
 # knowledge columns written from a document's fields
@@ -124,15 +124,15 @@ class DocumentWriter:
             )
             chunk_ids[index] = row_id
         report.chunks_updated += len(plan["kept"])
-        names = ("title", "content", "content_hash", "document_id", "heading_path", *columns, *_CHUNK_COLUMNS)
+        names = ("id", "title", "content", "content_hash", "document_id", "heading_path", *columns, *_CHUNK_COLUMNS)
         values = ", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in names)
         insert = f"insert into knowledge ({', '.join(f'[{n}]' for n in names)}) values ({values})"
         stored_vectors = []
         for digest, _, index, chunk in plan["new"]:
             cursor = conn.execute(
-                insert,
-                (document.title, chunk.content, digest, document.document_id, chunk.heading_path,
-                 *columns.values(), index, chunk.line_start, chunk.line_end, chunk.context),
+                insert,  # with an id above every id given before: a forgotten memory's is never another's
+                (next_knowledge_id(conn), document.title, chunk.content, digest, document.document_id,
+                 chunk.heading_path, *columns.values(), index, chunk.line_start, chunk.line_end, chunk.context),
             )  # fmt: skip
             chunk_ids[index] = cursor.lastrowid
             if flagged:
@@ -172,7 +172,7 @@ class DocumentWriter:
             document_id
             for document_id, path, version_of in selected
             # a kept record keeps its earlier versions (validity.keep_as_history)
-            if document_id not in keep and version_of not in keep and not (gone and path and _may_exist(path))
+            if document_id not in keep and version_of not in keep and not (gone and path and may_exist(path))
         ]
         return [document_id for document_id, _, _ in selected], doomed
 
@@ -286,9 +286,9 @@ def restate(conn, quote, new=None):
     insert_vectors(conn, [(row_id, *vector) for (row_id, _), vector in zip(changed, vectors) if vector])
 
 
-def _may_exist(path):
-    """Whether the file may still be there: one that cannot be looked at (a folder
-    we may not read) counts as there, so it is never pruned."""
+def may_exist(path):
+    """Whether the file (or folder) may still be there: one that cannot be looked
+    at (in a folder we may not read) counts as there, so it is never pruned."""
     try:
         return Path(path).exists()
     except OSError:
