@@ -6,6 +6,7 @@ Every wait here is bounded: a server that never answers is reported, not waited 
 
 import http.client
 import json
+import shutil
 import os
 import socket
 import sqlite3
@@ -105,6 +106,9 @@ def working_copy(brain, prefix="brain-copy-", folder=None):
     target = sqlite3.connect(work / "brain.db")
     source.backup(target)
     target.close()
+    state = Path(f"{Path(brain).resolve()}-brainstate")
+    if state.exists():  # the read state's snapshot: the copy holds the same rows, so it fits the copy too
+        shutil.copyfile(state, work / "brain.db-brainstate")
     return work, work / "brain.db", source
 
 

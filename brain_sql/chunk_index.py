@@ -136,11 +136,7 @@ class ChunkIndex:
         else:
             within = np.flatnonzero(np.isfinite(approximate))
         candidates = within if slots is None else slots[within]
-        vectors = rows.vector[candidates].astype(np.int64)
-        dots = (vectors @ q.astype(np.int64)).astype(np.float64)
-        distance = (1.0 - dots / (np.sqrt(rows.sqnorm[candidates].astype(np.float64)) * np.sqrt(query_norm))).astype(
-            np.float32
-        )
+        distance = self._exact(candidates, q, query_norm)
         # which of equal distances make the cut is vec0's choice: it scans its chunks in
         # order, keeps what it has over an equal newcomer, and within a chunk takes the later row
         kept = np.lexsort((-rows.vec_offset[candidates], rows.vec_chunk[candidates], distance))[:n]
@@ -148,6 +144,26 @@ class ChunkIndex:
         ids = rows.id[candidates]
         order = np.lexsort((ids, distance))
         return [(int(ids[i]), float(distance[i])) for i in order]
+
+    def distances(self, query, ids):
+        """{id: cosine distance to the int8 vector `query` (bytes)} of those of chunks
+        `ids` it holds with a vector: vec0's distance to the bit, as `nearest` gives it."""
+        rows = self.rows
+        slots = self.slot_of.many(ids)
+        slots = slots[slots >= 0]
+        slots = slots[rows.has_vector[slots]]
+        q = np.frombuffer(query, dtype=np.int8)
+        query_norm = float((q.astype(np.int64) ** 2).sum())
+        if not len(slots) or not query_norm:
+            return {}
+        return dict(zip(rows.id[slots].tolist(), self._exact(slots, q, query_norm).tolist()))
+
+    def _exact(self, slots, q, query_norm):
+        """vec0's int8 cosine distance of `slots` to `q`: integer sums, then square
+        roots and the division in double, rounded to float."""
+        rows = self.rows
+        dots = (rows.vector[slots].astype(np.int64) @ q.astype(np.int64)).astype(np.float64)
+        return (1.0 - dots / (np.sqrt(rows.sqnorm[slots].astype(np.float64)) * np.sqrt(query_norm))).astype(np.float32)
 
     # -- writing ---------------------------------------------------------------
 

@@ -10,10 +10,17 @@ otherwise, or after a repair that says anything may have changed, it is built an
 """
 
 import json
+import os
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 
+from . import snapshot
 from .chunk_index import StoredVectors
+from .connection import main_file, open_connection
+from .postings import Postings
 from .schema import CHANGES_TABLE, INSTANCE_TABLE
 from .vectors import vec_metadata_values, vector_rows
 
@@ -25,49 +32,130 @@ CHUNK_ROWS = (
     "from knowledge k left join knowledge_fts_docsize d on d.id = k.id"
 )
 TEXTS = 3  # title, content, context: the last columns of CHUNK_ROWS
+CHUNK_ROWS_WITHOUT_TEXT = CHUNK_ROWS.replace(", k.title, k.content, k.context", "")
+PARALLEL_BUILD_CHUNKS = 200_000  # a brain this big builds its postings in a second process (smaller: not worth its start)
 
 
 def build(state, conn):
-    """Read everything from the brain on `conn` (a fresh state), a batch of rows
-    at a time."""
-    seq, state.instance = _last_change(conn)
-    graph = state.graph
-    for rows in _batches(conn.execute("select id, name, entity_type from entities order by id")):
-        graph.put_entities(rows)
-    for rows in _batches(conn.execute("select document_id, entity_id from documents")):
-        for document_id, entity_id in rows:
-            graph.set_document(document_id, entity_id)
-    vectors = _stored_vectors(conn, state.dimension)
-    for rows in _batches(conn.execute(CHUNK_ROWS + " order by k.id")):
-        put_chunks(state, rows, vectors)
-    del vectors
-    for rows in _batches(conn.execute(
-        "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"
-    )):  # fmt: skip
-        graph.put_edges(rows)
-    graph.names.merge()
-    graph.index_ties()
+    """Read everything from the brain on `conn` into a fresh state, a batch of rows
+    at a time, inside one read transaction (every part sees the same rows).
+
+    A big brain's postings are built beside the rest by a second process
+    (`python -m brain_sql.follower`), which reads the same rows in its own read
+    transaction: a machine's second core halves the build. Its work is taken only
+    if it saw the same change-log position; else the postings are built here."""
+    path = main_file(conn)
+    began = not conn.in_transaction
+    if began:
+        conn.execute("begin")
+    try:
+        seq, state.instance, _ = _last_change(conn)
+        count = conn.execute("select count(*) from knowledge").fetchone()[0]
+        beside = _postings_beside(path, seq) if path and seq is not None and count >= PARALLEL_BUILD_CHUNKS else None
+        graph = state.graph
+        for rows in _batches(conn.execute("select id, name, entity_type from entities order by id")):
+            graph.put_entities(rows)
+        for rows in _batches(conn.execute("select document_id, entity_id from documents")):
+            for document_id, entity_id in rows:
+                graph.set_document(document_id, entity_id)
+        vectors = _stored_vectors(conn, state.dimension)
+        rows_sql = CHUNK_ROWS_WITHOUT_TEXT if beside else CHUNK_ROWS
+        for rows in _batches(conn.execute(rows_sql + " order by k.id")):
+            put_chunks(state, rows, vectors, texts=not beside)
+        del vectors
+        for rows in _batches(conn.execute(
+            "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"
+        )):  # fmt: skip
+            graph.put_edges(rows)
+        graph.names.merge()
+        graph.index_ties()
+        if beside:
+            state.postings = beside.result(seq, state.chunks.size) or _postings_here(conn)
+        state.last = _entry(conn, seq) if seq else None
+    finally:
+        if began:
+            conn.execute("commit")
     state.seq, state.built = seq, True
-    state.last = _entry(conn, seq) if seq else None
     state.version += 1
     return state
 
 
-def put_chunks(state, rows, vectors):
+def put_chunks(state, rows, vectors, texts=True):
     """Chunks as CHUNK_ROWS reads them, with their vectors (a StoredVectors), into
-    every part: new slots in the chunk index, nodes in the graph, postings."""
-    slots = state.chunks.add([(row[0], *row[2:-TEXTS]) for row in rows], vectors)
+    every part: new slots in the chunk index, nodes in the graph, postings (unless
+    `texts` is False: rows of CHUNK_ROWS_WITHOUT_TEXT, their postings built apart)."""
+    meta = (lambda row: row[2:-TEXTS]) if texts else (lambda row: row[2:])
+    slots = state.chunks.add([(row[0], *meta(row)) for row in rows], vectors)
     state.graph.add_chunks(slots, [row[0] for row in rows], [row[1] for row in rows])
-    state.postings.add(slots, [row[-TEXTS:] for row in rows])
+    if texts:
+        state.postings.add(slots, [row[-TEXTS:] for row in rows])
+
+
+class _Beside:
+    """The postings build running in a second process, and the file it writes."""
+
+    def __init__(self, process, out):
+        self.process, self.out = process, out
+
+    def result(self, seq, size):
+        """Its Postings, when it read the same rows (the change-log position `seq`
+        and `size` chunks); else None."""
+        try:
+            if self.process.wait() != 0:
+                return None
+            manifest, arrays = snapshot.load(self.out)
+            if manifest.get("seq") != seq or manifest.get("rows") != size:
+                return None
+            return Postings.from_arrays(arrays)
+        except (OSError, snapshot.SnapshotError):
+            return None
+        finally:
+            if os.path.exists(self.out):
+                os.unlink(self.out)
+
+
+def _postings_beside(path, seq):
+    """Start building the postings of the brain at `path` in a second process."""
+    handle, out = tempfile.mkstemp(prefix=".brain-postings-", dir=os.path.dirname(os.path.abspath(path)))
+    os.close(handle)
+    try:
+        process = subprocess.Popen([sys.executable, "-m", "brain_sql.follower", path, out],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    except OSError:
+        os.unlink(out)
+        return None
+    return _Beside(process, out)
+
+
+def _postings_here(conn):
+    """The postings of every chunk, at slots in their order by id, built here."""
+    postings = Postings()
+    at = 0
+    for rows in _batches(conn.execute("select title, content, context from knowledge order by id")):
+        postings.add(np.arange(at, at + len(rows)), rows)
+        at += len(rows)
+    return postings
+
+
+def _build_postings(path, out):
+    """The second process's work: the postings of the brain at `path`, written to
+    `out` with the change-log position and the number of rows they were read at."""
+    conn = open_connection(path, read_only=True)
+    conn.execute("begin")
+    seq, _, _ = _last_change(conn)
+    postings = _postings_here(conn)
+    rows = conn.execute("select count(*) from knowledge").fetchone()[0]
+    conn.execute("commit")
+    snapshot.save(out, {"seq": seq, "rows": rows}, postings.to_arrays())
 
 
 def follow(state, conn):
     """Bring the state up to what `conn` sees; True when it must be built anew."""
-    seq, instance = _last_change(conn)
+    seq, instance, stamp = _last_change(conn)
     if instance != state.instance:
         return True  # another brain copied over this file
-    if seq == state.seq:
-        return False
+    if seq == state.seq:  # nothing new; or a copy restored and written again to the same position
+        return bool(seq) and (state.last is None or stamp != state.last[2])
     if seq is None or state.seq is None or seq < state.seq:
         return True  # no log, or another file at this path
     first = conn.execute(f"select min(seq) from {CHANGES_TABLE}").fetchone()[0]
@@ -189,17 +277,23 @@ def _rows_by_id(conn, sql, ids):
 
 
 def _entry(conn, seq):
-    row = conn.execute(f"select kind, key from {CHANGES_TABLE} where seq = ?", (seq,)).fetchone()
+    """The change at `seq`: its kind, key and random stamp (what tells this file's
+    history from another's at the same position)."""
+    row = conn.execute(f"select kind, key, stamp from {CHANGES_TABLE} where seq = ?", (seq,)).fetchone()
     return tuple(row) if row else None
 
 
 def _last_change(conn):
-    """(the last change's seq, the brain's instance id); seq None for a brain from
-    before the change log, which cannot be followed."""
+    """(the last change's seq, the brain's instance id, that change's stamp); seq
+    None for a brain from before the change log, which cannot be followed."""
     try:
         return tuple(conn.execute(
-            f"select (select coalesce(max(seq), 0) from {CHANGES_TABLE}), "
-            f"(select instance from {INSTANCE_TABLE})"
+            f"select (select coalesce(max(seq), 0) from {CHANGES_TABLE}), (select instance from {INSTANCE_TABLE}), "
+            f"(select stamp from {CHANGES_TABLE} order by seq desc limit 1)"
         ).fetchone())  # fmt: skip
-    except Exception:  # noqa: BLE001 - no change log (or no instance yet): not followable
-        return None, None
+    except Exception:  # noqa: BLE001 - no change log (or no instance yet, or no stamps): not followable
+        return None, None, None
+
+
+if __name__ == "__main__":  # the second process of a build: python -m brain_sql.follower BRAIN OUT
+    _build_postings(sys.argv[1], sys.argv[2])

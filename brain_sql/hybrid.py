@@ -51,6 +51,7 @@ class Legs:
     vectors: np.ndarray | None = None  # the query's embedding (float32, one row)
     entity_chunks: dict = field(default_factory=dict)  # seeded entity id -> (chunk ids tied to it, one step away)
     model_id: str | None = None  # the brain's model: its dense leg's strength sets its weight
+    state: object = None  # the read state the legs searched (None inside a transaction of the connection's own)
 
     def weights(self):
         return leg_weights(bool(self.entity_seeds), self.model_id)
@@ -120,7 +121,7 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
         reach = reachable.of(conn, filters) if conn.in_transaction else reachable.in_state(state, visible)
         index = None if conn.in_transaction else bm25.StateIndex(state, visible, conn)
         legs = Legs(text=text, filters=filters, terms=bm25.TermStats(conn, reach, index), telemetry=telemetry,
-                    vectors=vectors, model_id=model_id)  # fmt: skip
+                    vectors=vectors, model_id=model_id, state=None if conn.in_transaction else state)  # fmt: skip
         t = legs.telemetry
         # the vector leg (numpy) runs beside the lexical one (SQLite): both let go of the GIL
         nearest = _VECTOR_LEGS.submit(_vector_leg, state, vectors, visible) if vectors.any() else None

@@ -388,11 +388,10 @@ class Postings:
     def to_arrays(self):
         """{name: numpy array}: everything, for from_arrays."""
         terms = sorted(self.vocabulary, key=self.vocabulary.__getitem__)
-        encoded = [t.encode("utf-8", "surrogatepass") for t in terms]
+        # one line a term (FTS5's tokens never hold a line break): read back in one split
         arrays = {
             "size": np.array([self.size], np.int64),
-            "term_text": np.frombuffer(b"".join(encoded), np.uint8).copy(),
-            "term_end": np.cumsum([len(e) for e in encoded], dtype=np.int64),
+            "terms": np.frombuffer("\n".join(terms).encode("utf-8", "surrogatepass"), np.uint8).copy(),
             "blocks": np.array([seg.block for seg in self.segments], np.int64),
         }
         for i, seg in enumerate(self.segments):
@@ -403,9 +402,9 @@ class Postings:
     def from_arrays(cls, arrays):
         postings = cls()
         postings.size = int(arrays["size"][0])
-        text, ends = bytes(arrays["term_text"]), arrays["term_end"].tolist()
-        starts = [0] + ends[:-1]
-        postings.vocabulary = {text[a:b].decode("utf-8", "surrogatepass"): i for i, (a, b) in enumerate(zip(starts, ends))}
+        text = arrays["terms"].tobytes().decode("utf-8", "surrogatepass")
+        terms = text.split("\n") if text else []
+        postings.vocabulary = dict(zip(terms, range(len(terms))))
         postings.segments = [
             _Segment(int(block), **{name: arrays[f"{i}.{name}"] for name in _Segment.ARRAYS})
             for i, block in enumerate(arrays["blocks"].tolist())

@@ -211,7 +211,11 @@ def _similarities(conn, legs, ids):
     known = {item: vector[item] for item in ids if item in vector}
     missing = [item for item in ids if item not in known]
     if missing and legs.vectors is not None and legs.vectors.any():
-        rows = vector_rows(conn, "vec_distance_cosine(embedding_int8, vec_int8(?))", missing,
-                           [quantize_int8(legs.vectors)[0].tobytes()])  # fmt: skip
+        query = quantize_int8(legs.vectors)[0].tobytes()
+        if legs.state is not None:  # the read state holds them, and computes vec0's distance
+            with legs.state.lock:
+                known.update({item: 1.0 - distance for item, distance in legs.state.chunks.distances(query, missing).items()})
+            missing = [item for item in missing if item not in known]
+        rows = vector_rows(conn, "vec_distance_cosine(embedding_int8, vec_int8(?))", missing, [query])
         known.update({item: 1.0 - distance for item, distance in rows if distance is not None})
     return known

@@ -15,6 +15,7 @@ reader never sees half of one.
 
 import json
 import os
+import stat
 import struct
 import tempfile
 
@@ -22,7 +23,7 @@ import numpy as np
 import xxhash
 
 MAGIC = b"datasette-brain read state\n"
-FORMAT = 2  # 2: with the lexical postings
+FORMAT = 4  # 2: with the lexical postings; 3: their terms one a line; 4: changes with stamps
 ALIGN = 64
 SUFFIX = "-brainstate"
 
@@ -35,8 +36,9 @@ def path_for(brain_path):
     return str(brain_path) + SUFFIX
 
 
-def save(path, manifest, arrays):
-    """Write `arrays` ({name: numpy array}) and `manifest` (JSON-able) to `path`."""
+def save(path, manifest, arrays, like=None):
+    """Write `arrays` ({name: numpy array}) and `manifest` (JSON-able) to `path`,
+    readable by whoever may read the file `like` (the brain) when given."""
     entries, offset = {}, 0
     for name, array in arrays.items():
         array = np.ascontiguousarray(array)
@@ -54,6 +56,8 @@ def save(path, manifest, arrays):
             for name, array in arrays.items():
                 out.seek(start + entries[name]["offset"])
                 out.write(memoryview(np.ascontiguousarray(array)).cast("B"))
+        if like is not None:  # mkstemp makes it the owner's alone: a server run by another user reads it too
+            os.chmod(temporary, os.stat(like).st_mode & 0o666)
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
@@ -61,8 +65,19 @@ def save(path, manifest, arrays):
         raise
 
 
+def _regular(path):
+    """A SnapshotError unless `path` is a regular file (a pipe or device left there
+    would block a reader, or never end)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise SnapshotError(f"{path} is not a regular file")
+    except OSError as ex:
+        raise SnapshotError(f"{path} cannot be read: {ex}") from ex
+
+
 def read_manifest(path):
     """(manifest, where the arrays start) of the snapshot at `path`."""
+    _regular(path)
     try:
         with open(path, "rb") as handle:
             if handle.read(len(MAGIC)) != MAGIC:
@@ -87,10 +102,10 @@ def load(path):
         with open(path, "rb") as handle:
             for name, entry in manifest["arrays"].items():
                 handle.seek(start + entry["offset"])
-                data = bytearray(entry["bytes"])  # writable: the state's arrays are these
-                if handle.readinto(data) != entry["bytes"] or xxhash.xxh64_hexdigest(data) != entry["xxh64"]:
+                data = np.empty(entry["bytes"], dtype=np.uint8)  # writable, not zeroed: the state's arrays are these
+                if handle.readinto(memoryview(data)) != entry["bytes"] or xxhash.xxh64_hexdigest(data) != entry["xxh64"]:
                     raise SnapshotError(f"{path}: array {name} is damaged")
-                arrays[name] = np.frombuffer(data, dtype=np.dtype(entry["dtype"])).reshape(entry["shape"])
+                arrays[name] = data.view(np.dtype(entry["dtype"])).reshape(entry["shape"])
     except (OSError, KeyError, TypeError, ValueError) as ex:
         raise SnapshotError(f"{path} cannot be read: {ex}") from ex
     return manifest, arrays

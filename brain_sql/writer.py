@@ -15,7 +15,7 @@ import xxhash
 
 from . import conversation, mentions, validity
 from .connection import max_variables
-from .schema import recorded_model
+from .schema import next_knowledge_id, recorded_model
 from .vectors import embedded_text, insert_vectors, storage_vectors
 
 # knowledge columns written from a document's fields
@@ -165,9 +165,9 @@ class DocumentWriter:
                              *columns, index, chunk.line_start, chunk.line_end, chunk.context, flagged))  # fmt: skip
                 placed.append((chunk_ids[-1], index, digest))
             self.report.chunks_added += len(plan["new"])
-        first = self.conn.execute("select coalesce(max(id), 0) + 1 from knowledge").fetchone()[0]
-        if first + len(rows) <= 1 << 63:
-            ids = range(first, first + len(rows))  # what SQLite would give them one by one
+        first = next_knowledge_id(self.conn)
+        if first is not None and first + len(rows) <= 1 << 63:
+            ids = range(first, first + len(rows))  # above every id ever given: a forgotten one is never reused
             per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)
             for start in range(0, len(rows), per_statement):
                 part = rows[start : start + per_statement]
@@ -215,7 +215,7 @@ class DocumentWriter:
             document_id
             for document_id, path, version_of in selected
             # a kept record keeps its earlier versions (validity.keep_as_history)
-            if document_id not in keep and version_of not in keep and not (gone and path and _may_exist(path))
+            if document_id not in keep and version_of not in keep and not (gone and path and may_exist(path))
         ]
         return [document_id for document_id, _, _ in selected], doomed
 
@@ -330,9 +330,9 @@ def restate(conn, quote, new=None):
     insert_vectors(conn, [(row_id, *vector) for (row_id, _), vector in zip(changed, vectors) if vector])
 
 
-def _may_exist(path):
-    """Whether the file may still be there: one that cannot be looked at (a folder
-    we may not read) counts as there, so it is never pruned."""
+def may_exist(path):
+    """Whether the file (or folder) may still be there: one that cannot be looked
+    at (in a folder we may not read) counts as there, so it is never pruned."""
     try:
         return Path(path).exists()
     except OSError:

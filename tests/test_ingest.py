@@ -79,7 +79,8 @@ def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_pat
     with pytest.raises(brain_sql.PruneRefused) as raised:
         brain_sql.ingest(conn, [empty, kept], prune=True)
     assert str(raised.value) == (
-        f"nothing under {empty} was pruned: that would remove all 2 memories it holds, as all 2 of its files are "
+        f"nothing under {empty} was pruned: that would remove all 2 memories it held before this ingest, as all 2 "
+        "of its files are "
         "gone (an unmounted drive, a sync that failed?); look at the folder, or prune with --prune-all "
         "to remove them"
     )

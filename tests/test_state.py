@@ -334,3 +334,45 @@ def test_the_visible_mask_follows_time_and_writes(tmp_path):
                     assert np.array_equal(current.chunks.visible(chosen), everything), (step, raw)
         brain_sql.forget(conn, external_ids=[f"m{step}", f"m{step + 3}"])
         brain_sql.remember(conn, [{"_id": f"n{step}", "text": "night pager", "expires_at": "2026-06-01"}])
+
+
+@pytest.mark.parametrize("child", ["works", "fails", "read_other_rows"])
+def test_a_build_with_its_postings_made_by_a_second_process_is_the_same(brain, monkeypatch, child):
+    """A big brain's postings are built by a second process beside the rest; the
+    state is the one a single process builds, and when that process fails or read
+    other rows than the build, the postings are built in the first one."""
+    from brain_sql import follower
+
+    brain_sql.ingest(brain, [VAULT])
+    single = state.ReadState(256).build(brain)
+    monkeypatch.setattr(follower, "PARALLEL_BUILD_CHUNKS", 1)
+    taken = []
+    original = follower._Beside.result
+
+    def result(self, seq, size):
+        found = original(self, seq if child != "read_other_rows" else seq + 1, size)
+        taken.append(found is not None)
+        return found
+
+    monkeypatch.setattr(follower._Beside, "result", result)
+    if child == "fails":
+        monkeypatch.setattr(follower.sys, "executable", "/bin/false")
+    built = state.ReadState(256).build(brain)
+    assert taken == [child == "works"]
+    assert built.fingerprint() == single.fingerprint()
+
+
+def test_the_chunk_index_distances_are_vec0s(brain):
+    """The hits' similarities the quality estimate reads from the chunk index are
+    sqlite-vec's vec_distance_cosine, to the bit."""
+    from brain_sql.vectors import vector_rows
+
+    brain_sql.ingest(brain, [VAULT])
+    current = state.current(brain, 256)
+    ids = [row[0] for row in brain.execute("select id from knowledge")]
+    for q in ("who owns the runbook", "vectors and quantisation", "zzz"):
+        query = quantize_int8(embed([q], MODEL))[0].tobytes()
+        with current.lock:
+            found = current.chunks.distances(query, ids + [10**9])
+        expected = dict(vector_rows(brain, "vec_distance_cosine(embedding_int8, vec_int8(?))", ids, [query]))
+        assert found == expected

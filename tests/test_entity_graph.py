@@ -1,0 +1,128 @@
+"""The read state's entity graph: its local walk scores every node as Personalized
+PageRank's power iteration over the whole visible graph does (a matrix over every
+node, as the graph leg once built per write), and its name index finds in a
+query what an Aho-Corasick automaton of every name finds."""
+
+import random
+
+import numpy as np
+import pytest
+
+import brain_sql
+from brain_sql import mentions, state
+from brain_sql.config import MENTION_MIN_CHARS, PPR_DAMPING, PPR_THETA
+from brain_sql.entity_graph import MAX_ITERATIONS, TOLERANCE, Walk
+
+from .conftest import VAULT, write
+
+
+def reference_rank(graph, visible, seeds, damping=PPR_DAMPING):
+    """PPR over every node with a dense transition matrix: the walk's definition."""
+    nodes, ties = graph.nodes, graph.ties
+    n = nodes.size
+    node_visible = nodes.live.copy()
+    is_chunk = nodes.chunk >= 0
+    node_visible[is_chunk] &= visible[nodes.chunk[is_chunk]]
+    alive = ties.live & nodes.live[ties.a] & nodes.live[ties.b]
+    a, b, weight, owner, mention, edge_a, edge_b = (
+        ties.arrays[name][: ties.size][alive] for name in ("a", "b", "weight", "owner", "mention", "edge_a", "edge_b")
+    )
+    seen = node_visible[a] & node_visible[b] & ((owner < 0) | node_visible[np.maximum(owner, 0)])
+    introduced = is_chunk.copy()
+    introduced[a[seen & ~mention]] = True
+    introduced[b[seen & ~mention]] = True
+    node_visible &= introduced
+    keep = seen & (~mention | (introduced[np.maximum(edge_a, 0)] & introduced[np.maximum(edge_b, 0)]))
+    source, target = np.concatenate([a[keep], b[keep]]), np.concatenate([b[keep], a[keep]])
+    weight = np.concatenate([weight[keep], weight[keep]])
+    degree = np.bincount(source, minlength=n)
+    weight = weight * np.minimum(1.0, PPR_THETA / np.maximum(degree[target], 1))
+    out = np.bincount(source, weights=weight, minlength=n)
+    transition = np.zeros((n, n))
+    np.add.at(transition, (target, source), weight / out[source])
+    restart = np.zeros(n)
+    for node, value in seeds.items():
+        if node_visible[node]:
+            restart[node] += value
+    if restart.sum() <= 0:
+        return np.zeros(n)
+    restart /= restart.sum()
+    scores, dangling = restart.copy(), out == 0
+    for _ in range(MAX_ITERATIONS):
+        updated = (1 - damping) * restart + damping * (transition @ scores + scores[dangling].sum() * restart)
+        converged = np.abs(updated - scores).sum() < TOLERANCE
+        scores = updated
+        if converged:
+            break
+    return scores
+
+
+def linked_brain(tmp_path, seed):
+    """Notes that name and link each other, in several scopes, some flagged."""
+    rng = random.Random(seed)
+    folder = tmp_path / "notes"
+    people = [f"Person {i}" for i in range(6)]
+    for i in range(30):
+        links = " ".join(f"[[{rng.choice(['owned_by', 'works_with', 'tagged_with'])}::{rng.choice(people)}]]"
+                         for _ in range(rng.randrange(3)))  # fmt: skip
+        names = " ".join(rng.sample(people + [f"Note {j}" for j in range(30)], 3))
+        scope = rng.choice(["/", "/acme", "/acme/support", "/other"])
+        write(folder / f"Note {i}.md", f"---\nscope: {scope}\n---\n# Note {i}\n\nAbout {names}. {links}\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [folder, VAULT])
+    conn.execute("update knowledge set flagged = 1 where id % 7 = 0")
+    return conn
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_local_walk_scores_as_the_whole_graph_does(tmp_path, seed):
+    conn = linked_brain(tmp_path, seed)
+    current = state.current(conn, 256)
+    rng = random.Random(seed)
+    graph, chunks = current.graph, current.chunks
+    scopes = [None, ("/", "/acme"), ("/", "/acme", "/acme/support"), ("/", "/other")]
+    with current.lock:
+        for _ in range(12):
+            visible = chunks.rows.live & (chunks.rows.flagged == 0)
+            scope = rng.choice(scopes)
+            if scope:
+                codes = [chunks.codes["scope"][s] for s in scope if s in chunks.codes["scope"]]
+                visible &= np.isin(chunks.rows.scope, codes)
+            live_nodes = np.flatnonzero(graph.nodes.live)
+            seeds = {int(n): rng.random() for n in rng.sample(live_nodes.tolist(), rng.randrange(1, 6))}
+            nodes, scores = Walk(graph, visible).rank(seeds)
+            expected = reference_rank(graph, visible, seeds)
+            found = np.zeros(graph.nodes.size)
+            found[nodes] = scores
+            assert np.allclose(found, expected, atol=1e-9), (seeds, np.abs(found - expected).max())
+
+
+def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path):
+    conn = linked_brain(tmp_path, 3)
+    brain_sql.remember(conn, [{"title": "Mark King (musician)", "text": "bass", "entities": ["O'Neil & Sons", "ß-Team"]},
+                              {"title": "Dana Whitfield", "text": "owns the runbook"}])  # fmt: skip
+    current = state.current(conn, 256)
+    graph = current.graph
+    named = {}
+    for entity_id in graph.entity_ids().tolist():
+        node = graph.entity_node(entity_id)
+        name = graph.node_names[node]
+        if not graph.nodes.tag[node] and len(name) >= MENTION_MIN_CHARS:
+            for key in mentions.names_of(name):
+                named.setdefault(key, []).append(entity_id)
+    automaton = mentions.automaton_of(named)
+    texts = ["who is mark king", "MARK KING (MUSICIAN) and dana whitfield", "o'neil & sons vs ß-team", "note 1 note 12",
+             "person 3's notes about Note 2.", "nothing here", "person", "Dana Whitfield's note 7"]  # fmt: skip
+    for text in texts:
+        with current.lock:
+            found = graph.seed_entities(text)
+        # the automaton's matches, longest first, non-overlapping, as the graph takes them
+        spans = {}
+        for start, end, target in mentions.spans(automaton, text):
+            spans.setdefault((start, end), set()).add(target)
+        taken, expected = [], set()
+        for start, end in sorted(spans, key=lambda s: (-(s[1] - s[0]), s[0])):
+            if not any(start < e and s < end for s, e in taken):
+                taken.append((start, end))
+                expected.add(graph.alias_target(min(spans[(start, end)])))
+        assert found == sorted(expected), text
