@@ -142,14 +142,15 @@ class Names:
     exact across transactions, reading again just the entities the change log
     names since it last looked (all, when the log no longer tells): names new
     since are found too (by one more finder), and a name found is one its entity
-    has now. With `since`, `ids` are those the name index found as of that change
-    (`_named_entities`), and the entities the log names after it join them. Which
-    entity an alias stands for is read as edges are written (`_targets`)."""
+    has now. With `since` (a position in the log, `_position`), `ids` are those the
+    name index found as of that change (`_named_entities`), and the entities the log
+    names after it join them. Which entity an alias stands for is read as edges are
+    written (`_targets`)."""
 
     def __init__(self, conn, ids=None, many=True, since=None):
         self.many, self.names, self.finders = many, {}, []  # names: {entity id: its name, as the finders have it}
         self.only = None if ids is None or since is not None else set(ids)  # the entities it is of, when fixed
-        self.since = _last_change(conn) if since is None else since  # read first: what changes after is read again
+        self.since = _position(conn) if since is None else since  # read first: what changes after is read again
         self._read(conn, None if ids is None else set(ids))
         self.refresh(conn)
 
@@ -261,7 +262,7 @@ class Resolution:
         quarter of a microsecond a character to look up, 20 a name for an automaton
         of every name), else of every entity."""
         many = len(ids) > MENTION_LOOKUP_CHUNKS
-        since = _index_seq(self.conn)
+        since = _index_position(self.conn)
         if since is not None:
             size = self.conn.execute(
                 "select coalesce(sum(length(k.content) + length(coalesce(k.title, ''))), 0) "
@@ -486,11 +487,12 @@ def follow_names(conn, deadline=None):
     names since it last looked, as they are now. When the log no longer reaches
     back there or says anything may have changed, or the index was made with other
     keys, it is made again, entity id by entity id, and is not used until it is
-    (`_index_seq`); then it follows the log from where that began."""
+    (`_index_position`); then it follows the log from where that began."""
     while True:
-        seq, keys, rebuilt = conn.execute(f"select seq, keys, rebuilt from {MENTION_NAMES_SEEN_TABLE}").fetchone() or (
-            0, None, None)  # fmt: skip
-        follows, last = _log_follows(conn, seq)
+        seq, stamp, keys, rebuilt = conn.execute(
+            f"select seq, stamp, keys, rebuilt from {MENTION_NAMES_SEEN_TABLE}"
+        ).fetchone() or (0, None, None, None)  # fmt: skip
+        follows, last = _log_follows(conn, (seq, stamp))
         if keys != NAME_KEYS_VERSION or not follows:
             _seen(conn, last, rebuilt=0)
             continue
@@ -502,11 +504,11 @@ def follow_names(conn, deadline=None):
                 _index(conn, "{id} > ?", [rebuilt])
             else:
                 _index(conn, "{id} > ? and {id} <= ?", [rebuilt, upto])
-            _seen(conn, seq, rebuilt=upto)
-        elif seq == last:
+            _seen(conn, (seq, stamp), rebuilt=upto)
+        elif seq == last[0]:
             return False
         else:  # following: the next changes
-            upto = min(seq + _FOLLOW_AT_ONCE, last)
+            upto = min(seq + _FOLLOW_AT_ONCE, last[0])
             logged = conn.execute(
                 f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ? and kind in ('entity', 'all')",
                 (seq, upto),
@@ -515,33 +517,47 @@ def follow_names(conn, deadline=None):
                 _seen(conn, last, rebuilt=0)
                 continue
             _index(conn, "{id} in (select value from json_each(?))", [json.dumps(sorted({key for _, key in logged}))])
-            _seen(conn, upto)
+            _seen(conn, (upto, _stamp(conn, upto)))
         if _passed(deadline):
             return True
 
 
-def _log_follows(conn, seq):
-    """(whether the change log tells every change after `seq`, the last change's
-    seq): it reaches back to there and goes on from there (it is this brain's)."""
-    first, last = conn.execute(f"select min(seq) from {CHANGES_TABLE}").fetchone()[0], _last_change(conn)
-    return last == seq or (first is not None and first <= seq + 1 and last >= seq), last
+def _log_follows(conn, since):
+    """(whether the change log tells every change after the position `since`, the
+    position now): it holds the change there still, with its stamp (a brain
+    restored from a backup and written again, or a log begun again, holds others
+    at the same seqs), and every one after it."""
+    seq, stamp = since
+    now = _position(conn)
+    if now[0] == seq:
+        return now[1] == stamp, now
+    first = conn.execute(f"select min(seq) from {CHANGES_TABLE}").fetchone()[0]
+    return first is not None and first <= seq + 1 and now[0] > seq and _stamp(conn, seq) == stamp, now
 
 
-def _last_change(conn):
-    """The seq of the last change logged (sqlite_sequence's: the log's newest
-    entries may be gone too)."""
+def _position(conn):
+    """Where the change log stands: (the seq of the last change logged, as
+    sqlite_sequence has it, the log's newest entries may be gone too; its stamp)."""
     sql = "select coalesce(max(seq), 0) from sqlite_sequence where name = ?"
-    return conn.execute(sql, [CHANGES_TABLE]).fetchone()[0]
+    seq = conn.execute(sql, [CHANGES_TABLE]).fetchone()[0]
+    return seq, _stamp(conn, seq)
+
+
+def _stamp(conn, seq):
+    """The random stamp of change `seq` (None when it is gone, or from before m012)."""
+    row = conn.execute(f"select stamp from {CHANGES_TABLE} where seq = ?", (seq,)).fetchone()
+    return row[0] if row else None
 
 
 def _changed_entities(conn, since):
-    """(the ids of the entities the change log names after seq `since`, or None
-    when it may not tell them all; the last change's seq)."""
+    """(the ids of the entities the change log names after the position `since`,
+    or None when it may not tell them all; the position now)."""
     follows, last = _log_follows(conn, since)
     if not follows:
         return None, last
     logged = conn.execute(
-        f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ? and kind in ('entity', 'all')", (since, last)
+        f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ? and kind in ('entity', 'all')",
+        (since[0], last[0]),
     ).fetchall()
     return (None if any(kind == "all" for kind, _ in logged) else {key for _, key in logged}), last
 
@@ -557,19 +573,19 @@ def _index(conn, ids, params):
     )
 
 
-def _seen(conn, seq, rebuilt=None):
-    """Where the index has looked: the change log up to `seq`; entity ids up to
-    `rebuilt` while it is made again (None: all)."""
+def _seen(conn, position, rebuilt=None):
+    """Where the index has looked: the change log up to `position` (seq, stamp);
+    entity ids up to `rebuilt` while it is made again (None: all)."""
     conn.execute(f"delete from {MENTION_NAMES_SEEN_TABLE}")
-    conn.execute(f"insert into {MENTION_NAMES_SEEN_TABLE} (seq, keys, rebuilt) values (?, ?, ?)",
-                 (seq, NAME_KEYS_VERSION, rebuilt))  # fmt: skip
+    conn.execute(f"insert into {MENTION_NAMES_SEEN_TABLE} (seq, stamp, keys, rebuilt) values (?, ?, ?, ?)",
+                 (*position, NAME_KEYS_VERSION, rebuilt))  # fmt: skip
 
 
-def _index_seq(conn):
-    """The seq of the change the name index is complete up to, or None while it is
-    made again (or by other keys)."""
-    seen = conn.execute(f"select seq, keys, rebuilt from {MENTION_NAMES_SEEN_TABLE}").fetchone()
-    return seen[0] if seen and seen[1] == NAME_KEYS_VERSION and seen[2] is None else None
+def _index_position(conn):
+    """The position in the log (seq, stamp) of the change the name index is
+    complete up to, or None while it is made again (or by other keys)."""
+    seen = conn.execute(f"select seq, stamp, keys, rebuilt from {MENTION_NAMES_SEEN_TABLE}").fetchone()
+    return tuple(seen[:2]) if seen and seen[2] == NAME_KEYS_VERSION and seen[3] is None else None
 
 
 # Of each head, the numbers of words its names have: each the least above the last

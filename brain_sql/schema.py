@@ -458,16 +458,19 @@ def next_knowledge_id(conn):
 def m014_mention_names(db):
     """The name index: each entity name's (head, words, hash) as mentions.name_keys
     makes them, so that a few new chunks are matched without reading every name;
-    and where it has looked (mentions.follow_names). Filled from the entities at the
-    next ingest (or over the next remembers), then kept up with the change log."""
+    and where it has looked, the change log's seq and stamp (mentions.follow_names).
+    Filled from the entities at the next ingest (or over the next remembers), then
+    kept up with the change log. A _seen table without stamps (from a development
+    version of this migration) is dropped: the index is then made again."""
     db.execute(
         f"CREATE TABLE IF NOT EXISTS {MENTION_NAMES_TABLE} (head INTEGER NOT NULL, words INTEGER NOT NULL, "
         "hash INTEGER NOT NULL, entity_id INTEGER NOT NULL, PRIMARY KEY (head, words, hash, entity_id)) WITHOUT ROWID"
     )
     db.execute(f"CREATE INDEX IF NOT EXISTS idx_mention_names_entity ON {MENTION_NAMES_TABLE}(entity_id)")
+    db.execute(f"DROP TABLE IF EXISTS {MENTION_NAMES_SEEN_TABLE}")
     db.execute(
-        f"CREATE TABLE IF NOT EXISTS {MENTION_NAMES_SEEN_TABLE} "
-        "(seq INTEGER NOT NULL, keys INTEGER NOT NULL, rebuilt INTEGER)"
+        f"CREATE TABLE {MENTION_NAMES_SEEN_TABLE} "
+        "(seq INTEGER NOT NULL, stamp INTEGER, keys INTEGER NOT NULL, rebuilt INTEGER)"
     )
 
 

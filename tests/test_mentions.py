@@ -155,7 +155,7 @@ def test_the_name_index_is_made_again_a_part_at_a_time(conn, monkeypatch):
     monkeypatch.setattr(mentions, "_FOLLOW_AT_ONCE", 5)
     monkeypatch.setattr(mentions, "MENTION_INDEX_REMEMBER_SECONDS", 0)
     brain_sql.remember(conn, [{"_id": "a", "title": "Alpha", "text": "Gadget 25, gadget 3 and Gizmo 7."}])  # a part
-    assert mentions._index_seq(conn) is None  # still being made
+    assert mentions._index_position(conn) is None  # still being made
     assert _mentioned(conn) == {("Alpha", "Gadget 25"), ("Alpha", "Gadget 3"), ("Alpha", "Gizmo 7")}
     parts = 1
     while True:
@@ -164,7 +164,7 @@ def test_the_name_index_is_made_again_a_part_at_a_time(conn, monkeypatch):
         parts += 1
         if not left:
             break
-    assert parts >= 6 and mentions._index_seq(conn) is not None
+    assert parts >= 6 and mentions._index_position(conn) is not None
     assert _index_rows(conn) == {(*key, i) for i, name in conn.execute("select id, name from entities")
                                  for key in mentions.name_keys(name)}  # fmt: skip
 
@@ -178,8 +178,8 @@ def test_an_index_behind_the_change_log_is_used_with_the_entities_changed_since(
     for start in range(0, 50, 5):
         widgets = [{"_id": f"e{i}", "title": f"Widget {i}", "text": "y"} for i in range(start, start + 5)]
         brain_sql.remember(conn, widgets)
-    seq = mentions._index_seq(conn)
-    assert seq is not None and seq < conn.execute("select max(seq) from brain_changes").fetchone()[0]  # behind
+    position = mentions._index_position(conn)
+    assert position is not None and position[0] < conn.execute("select max(seq) from brain_changes").fetchone()[0]
     brain_sql.remember(conn, [{"_id": "n", "title": "Notes", "text": "Widget 48, widget 2 and Widget 31."}])
     assert _mentioned(conn) == {("Notes", "Widget 48"), ("Notes", "Widget 2"), ("Notes", "Widget 31")}
 
@@ -253,3 +253,52 @@ def test_each_step_reads_only_what_it_matches_and_what_changed_since(db_path, mo
     assert max(chunks_read) <= 4, chunks_read
     assert _mentioned(conn) == {(f"Note {i}", f"Thing {i}") for i in range(20)} | {
         (f"Note {i}", "Late Thing") for i in range(20)}  # fmt: skip
+
+
+@pytest.mark.parametrize("chars_per_name", [10**9, 0], ids=["names the index finds", "every name"])
+def test_a_brain_restored_during_matching_is_matched_with_its_own_names(db_path, tmp_path, monkeypatch,
+                                                                          chars_per_name):
+    """Restored from a backup while an ingest matches (sqlite3's .restore, under its
+    open connection) and written again past where the matching read its names: the
+    names are read again as the restored brain has them, not followed from a
+    position its log now holds other changes at (each change has its stamp)."""
+    monkeypatch.setattr(mentions, "MENTION_INDEX_CHARS_PER_NAME", chars_per_name)
+    conn = brain_sql.connect(db_path)
+    brain_sql.remember(conn, [{"_id": "a", "title": "Alpha Corp", "text": "A firm."}])
+    _, notes = brain_sql.remember(conn, [{"_id": f"n{i}", "title": f"Note {i}", "text": "Beta Corp."}
+                                         for i in range(3)])  # fmt: skip
+    with atomic(conn):  # their matching still to do, as an interrupted ingest leaves it
+        conn.execute("delete from relationships where relation_type = 'mentions'")
+        mentions.queue(conn, "chunk", [i for ids in notes for i in ids])
+    backup = brain_sql.connect(tmp_path / "backup.db")
+    conn.backup(backup)
+    with atomic(conn):  # then Alpha Corp renamed, and more written
+        conn.execute("update entities set name = 'Beta Corp' where name = 'Alpha Corp'")
+    brain_sql.remember(conn, [{"_id": f"f{i}", "title": f"Filler {i}", "text": "x"} for i in range(10)])
+    resolution = mentions.Resolution(conn).prepare()  # Beta Corp is entity a here
+    backup.backup(conn)  # restored: a is Alpha Corp again
+    brain_sql.remember(conn, [{"_id": "b", "title": "Beta Corp", "text": "Another firm."}])  # an entity of its own
+    brain_sql.remember(conn, [{"_id": f"g{i}", "title": f"Other {i}", "text": "x"} for i in range(20)])
+    while True:
+        with atomic(conn):
+            if not resolution.step():
+                break
+    named = {(a, b) for a, b in _mentioned(conn) if a.startswith("Note")}
+    assert named == {(f"Note {i}", "Beta Corp") for i in range(3)}
+    assert conn.execute("select name from entities where id = (select min(id) from entities)").fetchone() == (
+        "Alpha Corp",)  # fmt: skip
+
+
+def test_a_change_log_begun_again_makes_the_name_index_again(conn, monkeypatch):
+    """The change log cleared with its counter (by hand, or by a tool) and written
+    past where the name index looked: the change at that position is another
+    one (its stamp tells), so the index is made again, not followed from there."""
+    monkeypatch.setattr(mentions, "MENTION_INDEX_CHARS_PER_NAME", 10**9)
+    brain_sql.remember(conn, [{"_id": "r", "title": "Acme Rocket", "text": "A rocket."}])
+    with atomic(conn):
+        conn.execute("delete from brain_changes")
+        conn.execute("delete from sqlite_sequence where name = 'brain_changes'")
+        conn.execute("update entities set name = 'Zenith Rocket' where name = 'Acme Rocket'")  # change 1
+    brain_sql.remember(conn, [{"_id": f"f{i}", "title": f"Filler {i}", "text": "x"} for i in range(20)])
+    brain_sql.remember(conn, [{"_id": "a", "title": "One", "text": "Zenith Rocket lifts off."}])
+    assert _mentioned(conn) == {("One", "Zenith Rocket")}
