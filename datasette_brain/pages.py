@@ -229,11 +229,13 @@ async def entity_page(datasette, request):
     if found is None:
         raise ApiError(f"no entity with id {entity_id}", 404)
     drawing = layout(found["nodes"], found["edges"], entity_id)
+    narrow = layout(found["nodes"], found["edges"], entity_id, narrow=True)
     return Response.html(
         await datasette.render_template(
             "brain_entity.html",
-            {"database": db.name, "entity": found["entity"], "graph": drawing, "hops": int(hops), "rest": found["rest"],
-             "more": found["more"], "documents": found["documents"], "documents_total": found["documents_total"]},  # fmt: skip
+            {"database": db.name, "entity": found["entity"], "graph": drawing, "narrow": narrow, "hops": int(hops),
+             "rest": found["rest"], "more": found["more"], "documents": found["documents"],
+             "documents_total": found["documents_total"]},  # fmt: skip
             request=request,
         )
     )
