@@ -150,10 +150,19 @@ def render_cell(row, value, column, table, database, datasette):
 
 
 @hookimpl
+def extra_css_urls(database, datasette):
+    """A brain's pages, Datasette's among them, fit a phone's screen (static/brain.css)."""
+    if database is not None and links.is_brain(datasette, database):
+        return [datasette.urls.static_plugins("datasette-brain", "brain.css")]
+    return []
+
+
+@hookimpl
 def extra_template_vars(template, database, table, request, datasette):
     """For the templates that extend Datasette's own (database.html, table.html,
     query.html): whether this is a brain (and its pages are the actor's to see),
-    the table page's arrangement, and where a refused crossdb query may read."""
+    the table page's arrangement and the columns a phone shows, and where a
+    refused crossdb query may read."""
     if database is None:
         return {}
 
@@ -167,6 +176,7 @@ def extra_template_vars(template, database, table, request, datasette):
             variables["brain_explain_error"] = lambda error: crossdb.explain(datasette, error)
         if table is not None:
             variables["brain_arrange"] = links.table_arranger(datasette, database, table)
+            variables["brain_phone_columns"] = links.phone_columns(datasette, database, table, request)
         return variables
 
     return inner

@@ -31,6 +31,9 @@ KNOWLEDGE_COLUMNS = ("id", "title", "content", "class", "scope", "source", "doma
                      "relevance_tier", "flagged", "confidence", "tags", "heading_path", "source_path",
                      "line_start", "line_end", "external_id")  # fmt: skip
 
+# what a phone shows of a knowledge row, its card; the memory page has the rest
+PHONE_COLUMNS = ("id", "title", "content", "class", "scope", "source", "observed_at", "expires_at")
+
 CONTENT_CHARS = 160  # of a memory's text in a table cell; the memory page has all of it
 
 # the columns the recall canned query returns: its rows are memories
@@ -225,3 +228,16 @@ def table_arranger(datasette, database, table):
         return [columns[i] for i in ordered], arranged_rows
 
     return arrange
+
+
+def phone_columns(datasette, database, table, request):
+    """The columns a phone shows of the table page's rows, or None for all: of the
+    knowledge table, PHONE_COLUMNS and those the request filters or sorts by,
+    unless it picks its columns itself (_col, _nocol)."""
+    if not is_brain(datasette, database) or table != "knowledge" or request is None:
+        return None
+    if "_col" in request.args or "_nocol" in request.args:
+        return None
+    named = {key.split("__")[0] for key in request.args if not key.startswith("_")}
+    named.update(request.args.get(key) for key in ("_sort", "_sort_desc") if request.args.get(key))
+    return frozenset(PHONE_COLUMNS).union(named)

@@ -170,6 +170,20 @@ async def recall_page(datasette, request):
     )
 
 
+# the memory page's provenance, in the order people read it
+PROVENANCE = ("source_path", "line_start", "line_end", "document_id", "chunk_index", "external_id", "class", "scope",
+              "source", "domain", "node_kind", "lawful_basis", "region", "observed_at", "created_at", "valid_from",
+              "valid_to", "supersedes", "superseded_at", "superseded_by", "version_of", "expires_at", "relevance_tier",
+              "confidence", "flagged", "embedding_model")  # fmt: skip
+
+
+def provenance(memory):
+    """([(field, value)] of the fields `memory` has a value for, [the fields it has
+    none for]): a row each for the first, one line naming the others."""
+    given = [(name, memory.get(name)) for name in PROVENANCE if memory.get(name) not in (None, "")]
+    return given, [name for name in PROVENANCE if memory.get(name) in (None, "")]
+
+
 def path_id(request, kind):
     """The id the page's URL names; a URL whose id is not one names nothing: a 404."""
     text = request.url_vars["id"]
@@ -191,6 +205,7 @@ async def memory_page(datasette, request):
             {
                 "database": request.url_vars["database"],
                 **loaded,
+                "provenance": provenance(loaded["memory"]),
                 "content_html": await linked_text(
                     datasette, request.url_vars["database"], loaded["memory"]["content"],
                     entities=await tools.graph_readable(datasette, request.actor, request.url_vars["database"]),
@@ -214,11 +229,13 @@ async def entity_page(datasette, request):
     if found is None:
         raise ApiError(f"no entity with id {entity_id}", 404)
     drawing = layout(found["nodes"], found["edges"], entity_id)
+    narrow = layout(found["nodes"], found["edges"], entity_id, narrow=True)
     return Response.html(
         await datasette.render_template(
             "brain_entity.html",
-            {"database": db.name, "entity": found["entity"], "graph": drawing, "hops": int(hops), "rest": found["rest"],
-             "more": found["more"], "documents": found["documents"], "documents_total": found["documents_total"]},  # fmt: skip
+            {"database": db.name, "entity": found["entity"], "graph": drawing, "narrow": narrow, "hops": int(hops),
+             "rest": found["rest"], "more": found["more"], "documents": found["documents"],
+             "documents_total": found["documents_total"]},  # fmt: skip
             request=request,
         )
     )
