@@ -120,7 +120,7 @@ class DocumentWriter:
         for row_id, index, chunk in plan["kept"]:
             conn.execute(
                 f"update knowledge set {assignments}, updated_at = current_timestamp where id = ?",
-                (*columns.values(), index, chunk.line_start, chunk.line_end, chunk.context, row_id),
+                (*{**columns, **chunk.fields}.values(), index, chunk.line_start, chunk.line_end, chunk.context, row_id),
             )
             chunk_ids[index] = row_id
         report.chunks_updated += len(plan["kept"])
@@ -130,9 +130,11 @@ class DocumentWriter:
         stored_vectors = []
         for digest, _, index, chunk in plan["new"]:
             cursor = conn.execute(
-                insert,  # with an id above every id given before: a forgotten memory's is never another's
-                (next_knowledge_id(conn), document.title, chunk.content, digest, document.document_id,
-                 chunk.heading_path, *columns.values(), index, chunk.line_start, chunk.line_end, chunk.context),
+                insert,  # with an id above every id given before (an exported chunk's own, if it is): a
+                # forgotten memory's is never another's
+                (next_knowledge_id(conn, chunk.memory_id), document.title, chunk.content, digest, document.document_id,
+                 chunk.heading_path, *{**columns, **chunk.fields}.values(), index, chunk.line_start, chunk.line_end,
+                 chunk.context),
             )  # fmt: skip
             chunk_ids[index] = cursor.lastrowid
             if flagged:
@@ -140,6 +142,10 @@ class DocumentWriter:
             if vectors[digest]:
                 stored_vectors.append((cursor.lastrowid, *vectors[digest]))
         report.chunks_added += len(plan["new"])
+        marked = [(chunk_ids[i],) for i, chunk in enumerate(document.chunks) if chunk.flagged]
+        if marked:  # an exported chunk that was flagged is flagged again (a record never unflags one)
+            conn.executemany("update knowledge set flagged = 1 where id = ?", marked)
+            flagged = 1
         entity_id = self._entity(document.title, "document", claim=True) if document.title else None
         conn.execute(
             "insert or replace into documents (document_id, title, source_path, entity_id, content_hash, chunks) "
@@ -201,7 +207,7 @@ class DocumentWriter:
         for name, entity_type in document.entities:
             edges.append((entity_id, self._entity(name, entity_type), "mentions", first))
         for relation in document.relations:
-            source = entity_id if relation.from_name is None else self._entity(relation.from_name, "entity")
+            source = entity_id if relation.from_name is None else self._entity(relation.from_name, relation.from_type)
             target = self._entity(relation.to_name, relation.to_type)
             edges.append((source, target, relation.relation_type, chunk_ids.get(relation.chunk_index, first)))
         rows = [(a, b, t, k, document.document_id) for a, b, t, k in edges if a != b]
