@@ -212,9 +212,14 @@ class ExportStream:
             self.give_back()
 
     async def _gone(self):
-        """Return once the client has gone away (the request's body was read before)."""
-        while (await self.receive())["type"] != "http.disconnect":
-            pass
+        """True once the client has gone away; False when the server cannot tell
+        (its receive failed): then the export is sent whole, never cut short."""
+        try:
+            while (await self.receive())["type"] != "http.disconnect":
+                pass
+        except Exception:  # noqa: BLE001 - no word of a disconnect: keep sending
+            return False
+        return True
 
     async def asgi_send(self, send):
         gone = asyncio.ensure_future(self._gone())
@@ -222,7 +227,7 @@ class ExportStream:
             headers = [[b"content-type", b"application/x-ndjson; charset=utf-8"]]
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             body = self.first
-            while body and not gone.done():  # a client gone is sent no more: the rest is not read
+            while body and not (gone.done() and gone.result()):  # a client gone is sent no more: the rest is not read
                 await send({"type": "http.response.body", "body": body, "more_body": True})
                 body = await self._run(self._next)
             await send({"type": "http.response.body", "body": b""})

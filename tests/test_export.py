@@ -119,6 +119,13 @@ def test_an_export_ingested_into_a_new_brain_is_the_same_brain(brain, tmp_path):
     assert "coming-out" not in copy.execute("select context from knowledge where external_id = 'D1:4'").fetchone()[0]
 
 
+def test_an_export_remembered_all_at_once_is_the_same_brain_too(brain, tmp_path):
+    first = exported(brain)
+    copy = brain_sql.connect(tmp_path / "remembered.db")
+    report, _ = brain_sql.remember(copy, [json.loads(line) for line in first.splitlines()])
+    assert not report.errors and exported(copy) == first
+
+
 def test_an_export_reads_one_snapshot_a_page_at_a_time(brain, monkeypatch):
     exporting = importlib.import_module("brain_sql.exporting")
     whole = exported(brain)
