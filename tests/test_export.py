@@ -43,8 +43,8 @@ QUERIES = ["what is Alice's role?", "who carries the pager?", "when do deploys h
 @pytest.fixture
 def brain(vault_brain_copy):
     """The vault, records with versions, supersession, typed relations and metadata,
-    a conversation; and decisions made a memory at a time: in a note of several
-    chunks one archived, another's expiry extended, a turn flagged."""
+    a conversation; and what holds a memory at a time: in a note of several chunks
+    one stored earlier, one archived, another's expiry extended; a turn flagged."""
     conn = brain_sql.connect(vault_brain_copy)
     for records in RECORDS:
         report, _ = brain_sql.remember(conn, records)
@@ -53,6 +53,8 @@ def brain(vault_brain_copy):
         "select id from knowledge where document_id = (select document_id from knowledge group by document_id "
         "order by count(*) desc, document_id limit 1) order by chunk_index")]  # fmt: skip
     assert len(chunks) >= 3
+    # its first section stored long before the rest (a note edited since: the kept chunk keeps its time)
+    conn.execute("update knowledge set created_at = '2020-01-01 08:00:00' where id = ?", [chunks[0]])
     brain_sql.archive(conn, [chunks[1]])
     brain_sql.extend_expiry(conn, [chunks[2]], 30, now=NOW)
     brain_sql.flag(conn, [conn.execute("select id from knowledge where external_id = 'D1:3'").fetchone()[0]])
@@ -114,6 +116,7 @@ def test_an_export_ingested_into_a_new_brain_is_the_same_brain(brain, tmp_path):
         deploy["_chunks"][0]["relations"])
     note = max(lines, key=lambda r: len(r["_chunks"]))
     assert note["_chunks"][1]["relevance_tier"] == 0 and "relevance_tier" not in note["_chunks"][0]
+    assert note["created_at"] == "2020-01-01 08:00:00" and note["_chunks"][1]["created_at"] != note["created_at"]
     assert note["_chunks"][2]["expires_at"] and all("heading_path" in c for c in note["_chunks"])
     # the flagged turn is quoted by no other, in the copy as in the brain
     assert "coming-out" not in copy.execute("select context from knowledge where external_id = 'D1:4'").fetchone()[0]
