@@ -38,6 +38,13 @@ MAX_EXTEND_DAYS = 36_500  # the most days a decayed memory's expiry is extended 
 MAX_PAGE = 1_000_000
 MAX_PAGE_ROWS = 1_000  # also the decayed-memory review's rows a page by default
 ENTITY_PAGE_ROWS = 50  # the entities browser's rows a page
+LIST_PAGE_ROWS = 20  # the memories a listing (/-/memories.json, brain_list) gives a page unless asked for more
+
+# An export reads this many documents a page (with their memories and edges): what
+# it holds in memory at once, however large the brain.
+EXPORT_PAGE_DOCUMENTS = 500
+# A server streams at most this many exports at once; one more is a 503 with Retry-After.
+EXPORTS_AT_ONCE = 2
 
 # Chunking: sections longer than this are split at paragraph boundaries.
 CHUNK_MAX_CHARS = 2_000

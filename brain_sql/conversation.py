@@ -79,7 +79,8 @@ class Sessions:
             Relation("in_session", session, None, 0, "session"),
         ]
         # a flagged turn keeps its place among the turns before the next, unquoted
-        quotable = None if self.hidden and self.hidden(document.document_id) else (speaker, text)
+        hidden = any(c.flagged for c in document.chunks) or (self.hidden and self.hidden(document.document_id))
+        quotable = None if hidden else (speaker, text)
         self.turns[key] = (before + [quotable])[-self.keep :]
 
 

@@ -186,7 +186,7 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
         item = record_document("remember", record, line, f"record {number}")
-        if isinstance(item, Document):
+        if isinstance(item, Document) and not item.placed:  # a placed one is put back where it was
             item.source_path = None
             item = _stored_as(conn, item, number)
         if isinstance(item, Document):
@@ -373,13 +373,24 @@ def _document_hash(document, model_id):
         json.dumps(
             [model_id, document.title, document.external_id, document.fields, document.tags,
              document.aliases, document.metadata, document.entities,
-             [vars(r) for r in document.relations],
+             [_given(r, _DEFAULTS["relation"]) for r in document.relations],
              # a turn's context leaves it out: the quotes in it follow forgets, flags and
              # corrections in place (writer.restate), which an unchanged file must not undo
-             [{k: v for k, v in vars(c).items() if k != "context"} for c in document.chunks]],
+             [_given(c, _DEFAULTS["chunk"]) for c in document.chunks]],
             sort_keys=True, default=str,
         )
     )  # fmt: skip
+
+
+# what an exported record alone gives a chunk or a relation, at the value every other
+# input leaves it: left out of the hash, so that such a document hashes as it always has
+_DEFAULTS = {"chunk": {"memory_id": None, "fields": {}, "flagged": False, "context": object()},
+             "relation": {"from_type": "entity"}}  # fmt: skip
+
+
+def _given(item, defaults):
+    """`item`'s attributes but those at their `defaults` (context: always left out)."""
+    return {k: v for k, v in vars(item).items() if k not in defaults or (k != "context" and v != defaults[k])}
 
 
 class _Pipeline:

@@ -443,14 +443,18 @@ def id_mark_triggers():
     }
 
 
-def next_knowledge_id(conn):
+def next_knowledge_id(conn, wanted=None):
     """The id for the next new memory: above every id ever given (the mark, and
-    the rows, should the mark's trigger have been dropped). None past the largest
-    integer SQLite keys take: SQLite then picks an unused one."""
+    the rows, should the mark's trigger have been dropped); `wanted` (an exported
+    memory's own id) when it is above them too, so a brain an export is ingested
+    into keeps the ids it can. None past the largest integer SQLite keys take:
+    SQLite then picks an unused one."""
     mark = conn.execute(
         f"SELECT max(coalesce((SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge'), 0), "
         "coalesce((SELECT max(id) FROM knowledge), 0))"
     ).fetchone()[0]
+    if wanted is not None and mark < wanted < 2**63:
+        return wanted
     return mark + 1 if mark < 2**63 - 1 else None
 
 

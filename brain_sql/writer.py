@@ -42,6 +42,28 @@ _CHUNK_VALUES = "({})".format(
 )
 
 
+
+def _chunk_values(columns, chunk):
+    """A chunk's _ROW_COLUMNS values: its document's, but where its own input gives
+    one (an exported chunk's times, expiry or tier)."""
+    if not chunk.fields:
+        return columns
+    return tuple(chunk.fields.get(name, value) for name, value in zip(_ROW_COLUMNS, columns))
+
+
+def _new_ids(first, wanted):
+    """Ids for new chunks, in order, from `first` (next_knowledge_id's): each above
+    every id before it, a chunk's own wanted id (an exported memory's) where it is
+    above them. None when they would pass the largest id SQLite keys take."""
+    if first is None:
+        return None
+    ids, mark = [], first - 1
+    for own in wanted:
+        mark = own if own is not None and mark < own < 1 << 63 else mark + 1
+        ids.append(mark)
+    return ids if mark < 1 << 63 else None
+
+
 def content_hash(text):
     return xxhash.xxh3_64_hexdigest(text.encode("utf-8"))
 
@@ -128,11 +150,16 @@ class DocumentWriter:
         report.chunks_removed += len(plan["removed"])
         chunk_ids = {}
         for row_id, index, chunk in plan["kept"]:
-            conn.execute(_UPDATE_KEPT, (*columns, index, chunk.line_start, chunk.line_end, chunk.context, row_id))
+            conn.execute(_UPDATE_KEPT, (*_chunk_values(columns, chunk), index, chunk.line_start, chunk.line_end,
+                                        chunk.context, row_id))  # fmt: skip
             chunk_ids[index] = row_id
         report.chunks_updated += len(plan["kept"])
+        marked = [(row_id,) for row_id, _, chunk in plan["kept"] if chunk.flagged]
+        if marked:  # an exported chunk that was flagged is flagged again (a record never unflags one)
+            conn.executemany("update knowledge set flagged = 1 where id = ? and flagged = 0", marked)
         stored_vectors, [added] = self._insert_chunks([(document, plan, columns, flagged)], vectors)
         chunk_ids.update(added)
+        flagged = flagged or int(any(chunk.flagged for chunk in document.chunks))
         self._finish(document, chunk_ids)
         if quoted:  # a corrected turn is quoted as it is now in the turns after it; moved elsewhere, not at all
             restate(conn, quoted, said[1] if said and said[0] == quoted.where and not flagged else None)
@@ -157,17 +184,18 @@ class DocumentWriter:
         chunk would write a segment of the index a chunk, which it then merges.
         Returns (row id, int8, bit) of the new chunks' vectors, and each item's
         {chunk index: row id}."""
-        rows, placed, chunk_ids = [], [], []
+        rows, placed, chunk_ids, wanted = [], [], [], []
         for document, plan, columns, flagged in items:
             chunk_ids.append({})
             for digest, _, index, chunk in plan["new"]:
                 rows.append((document.title, chunk.content, digest, document.document_id, chunk.heading_path,
-                             *columns, index, chunk.line_start, chunk.line_end, chunk.context, flagged))  # fmt: skip
+                             *_chunk_values(columns, chunk), index, chunk.line_start, chunk.line_end, chunk.context,
+                             flagged or int(chunk.flagged)))  # fmt: skip
                 placed.append((chunk_ids[-1], index, digest))
+                wanted.append(chunk.memory_id)
             self.report.chunks_added += len(plan["new"])
-        first = next_knowledge_id(self.conn)
-        if first is not None and first + len(rows) <= 1 << 63:
-            ids = range(first, first + len(rows))  # above every id ever given: a forgotten one is never reused
+        ids = _new_ids(next_knowledge_id(self.conn), wanted)
+        if ids is not None:  # above every id ever given: a forgotten one is never reused
             per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)
             for start in range(0, len(rows), per_statement):
                 part = rows[start : start + per_statement]
@@ -245,7 +273,7 @@ class DocumentWriter:
         for name, entity_type in document.entities:
             edges.append((entity_id, self._entity(name, entity_type), "mentions", first))
         for relation in document.relations:
-            source = entity_id if relation.from_name is None else self._entity(relation.from_name, "entity")
+            source = entity_id if relation.from_name is None else self._entity(relation.from_name, relation.from_type)
             target = self._entity(relation.to_name, relation.to_type)
             edges.append((source, target, relation.relation_type, chunk_ids.get(relation.chunk_index, first)))
         rows = [(a, b, t, k, document.document_id) for a, b, t, k in edges if a != b]

@@ -49,6 +49,10 @@ def register_routes():
         (r"^/(?P<database>[^/]+)/-/remember$", routes.remember_view),
         (r"^/(?P<database>[^/]+)/-/forget$", routes.forget_view),
         (r"^/-/brain/v1/embeddings$", routes.embeddings_view),
+        (r"^/-/brain/v1/models$", routes.models_view),
+        (r"^/-/brain/v1/models/(?P<model>.+)$", routes.model_view),  # an id may hold slashes (wordllama/l2_supercat)
+        (r"^/(?P<database>[^/]+)/-/memories\.json$", routes.memories_view),
+        (r"^/(?P<database>[^/]+)/-/export\.jsonl$", routes.export_view),
         (r"^/(?P<database>[^/]+)/-/brain$", pages.recall_page),
         (r"^/(?P<database>[^/]+)/-/replica$", routes.replica_view),
         # any id: the page answers one that names nothing with its own 404

@@ -1,7 +1,9 @@
 """The `sqlite-utils brain` command group."""
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -27,12 +29,13 @@ def prepare_connection(conn):
     brain_sql.prepare_connection(conn)
 
 
-def _open(db_path, must_exist=True, model_id=None, brain=True):
-    """A connection to DB_PATH; with `brain`, it must already hold a brain."""
+def _open(db_path, must_exist=True, model_id=None, brain=True, read_only=False):
+    """A connection to DB_PATH; with `brain`, it must already hold a brain;
+    `read_only`: one that changes nothing about the file."""
     if must_exist and not Path(db_path).exists():
         raise click.ClickException(f"{db_path} does not exist: create it with sqlite-utils brain init {db_path}")
     try:
-        conn = brain_sql.connect(db_path, model_id)
+        conn = brain_sql.connect(db_path, model_id, read_only=read_only)
     except brain_sql.BrainError as ex:
         raise click.ClickException(str(ex)) from ex
     if must_exist and brain and not brain_sql.is_brain(conn):
@@ -228,7 +231,7 @@ def register_commands(cli):
     @click.argument("db_path", type=click.Path(dir_okay=False, exists=True))
     def mcp(db_path):
         """Serve the brain's MCP tools (brain_recall, brain_remember, brain_verify,
-        brain_forget, brain_memory) over stdin and stdout, for an agent without a
+        brain_forget, brain_memory, brain_list) over stdin and stdout, for an agent without a
         server: the same tools and JSON as datasette-mcp's /-/mcp, acting as the
         file's owner.
 
@@ -253,14 +256,14 @@ def _settle(conn):
         pass
 
 
-def _rate():
-    """The progress bar's note on ingest's pace: records done and records/s."""
+def _rate(what="records"):
+    """The progress bar's note on the pace: records (or `what`) done and how many a second."""
     started = time.perf_counter()
 
-    def show(documents):
-        if documents is None:
+    def show(done):
+        if done is None:
             return None
-        return f"{documents:,} records, {documents / max(time.perf_counter() - started, 1e-3):,.0f}/s"
+        return f"{done:,} {what}, {done / max(time.perf_counter() - started, 1e-3):,.0f}/s"
 
     return show
 
@@ -385,6 +388,44 @@ def _register_memory_commands(brain):
             f"{answer['unchanged']} unchanged"
         )
         click.echo(f"ids: {json.dumps(ids)}")
+
+    @brain.command()
+    @click.argument("db_path", type=click.Path(dir_okay=False))
+    def export(db_path):
+        """Write every memory to stdout as JSON lines, a document a line, in the
+        record format ingest reads: with its ids, scope, class, source, validity,
+        tier, expiry, review state, metadata and relations. Ingesting the file into
+        a new brain (with another --model too) gives the same memories. Read from
+        one snapshot; the file is not changed. Progress goes to stderr.
+
+        \b
+        Example:
+            sqlite-utils brain export brain.db > brain.jsonl
+            sqlite-utils brain ingest copy.db brain.jsonl --model minilm/all-MiniLM-L6-v2-int8
+        """
+        conn = _open(db_path, read_only=True)
+        out = sys.stdout.buffer  # the lines are UTF-8, whatever the locale
+        with contextlib.ExitStack() as stack:
+            bars = []
+
+            def progress(done, total):
+                if not bars:  # its length known once the export's snapshot is read
+                    bar = click.progressbar(length=total, label="Exporting", file=sys.stderr,
+                                            item_show_func=_rate("memories"))  # fmt: skip
+                    bars.append(stack.enter_context(bar))
+                bars[0].update(done - bars[0].pos, done)
+
+            lines = brain_sql.export(conn, progress=progress)
+            try:
+                for line in lines:
+                    out.write(line.encode("utf-8"))
+                out.flush()
+            except brain_sql.BrainError as ex:
+                raise click.ClickException(str(ex)) from ex
+            except BrokenPipeError:  # `export | head`: the reader has what it wanted
+                lines.close()
+                os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+                sys.exit(1)
 
     @brain.command()
     @click.argument("db_path", type=click.Path(dir_okay=False))

@@ -163,10 +163,15 @@ _recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> {event loop
 
 
 async def run_recall(datasette, db, doc):
-    """brain_sql.recall on one of Datasette's threads, at most one fewer at once than
-    it has (`num_sql_threads`), so table pages always find a thread free; waiting
-    recalls go first come, first served, and one that finds no slot within
-    RECALL_WAIT_SECONDS is a 503 with Retry-After."""
+    """brain_sql.recall for `doc` (run_read)."""
+    return await run_read(datasette, db, lambda conn: brain_sql.recall(conn, doc))
+
+
+async def run_read(datasette, db, operation):
+    """operation(conn) — a recall, a listing — on one of Datasette's threads, at
+    most one fewer at once than it has (`num_sql_threads`), so table pages always
+    find a thread free; waiting reads go first come, first served, and one that
+    finds no slot within RECALL_WAIT_SECONDS is a 503 with Retry-After."""
     loop = asyncio.get_running_loop()
     per_loop = _recall_slots.setdefault(datasette, weakref.WeakKeyDictionary())
     slots = per_loop.get(loop)
@@ -175,10 +180,10 @@ async def run_recall(datasette, db, doc):
     try:
         await asyncio.wait_for(slots.acquire(), RECALL_WAIT_SECONDS)
     except asyncio.TimeoutError:
-        raise ApiError("the server is busy with other recalls; try again shortly", 503,
+        raise ApiError("the server is busy with other recalls and listings; try again shortly", 503,
                        {"Retry-After": str(RETRY_AFTER_SECONDS)}) from None  # fmt: skip
     try:
-        return await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
+        return await db.execute_fn(operation)
     finally:
         slots.release()
 
@@ -189,6 +194,48 @@ async def recall(datasette, actor, database, doc, db=None):
     if not isinstance(doc, brain_sql.QueryDoc):
         doc = brain_sql.parse_querydoc(doc)
     return await run_recall(datasette, db, doc)
+
+
+async def memories(datasette, actor, database, body, db=None):
+    """What was stored, newest first: brain_sql.memories for a Listing or its JSON
+    object (filters and paging), the memories `actor` may read."""
+    db = await open_brain(datasette, actor, database, db)
+    listing = brain_sql.parse_listing(body)
+    return await run_read(datasette, db, lambda conn: brain_sql.memories(conn, listing))
+
+
+_exports = weakref.WeakKeyDictionary()  # Datasette instance -> exports streaming now
+
+
+def take_export_slot(datasette):
+    """One of the brain_sql.EXPORTS_AT_ONCE exports a server streams at once, or a
+    503 with Retry-After when none is free; returns what gives it back (once)."""
+    if _exports.get(datasette, 0) >= brain_sql.EXPORTS_AT_ONCE:
+        raise ApiError(f"the server is streaming {brain_sql.EXPORTS_AT_ONCE} exports already; try again shortly",
+                       503, {"Retry-After": str(RETRY_AFTER_SECONDS)})  # fmt: skip
+    _exports[datasette] = _exports.get(datasette, 0) + 1
+    given_back = []
+
+    def give_back():
+        if not given_back:
+            given_back.append(True)
+            _exports[datasette] -= 1
+
+    return give_back
+
+
+async def exportable_brain(datasette, actor, database, db=None):
+    """The brain, once `actor` may read its memories and its graph (an export holds
+    both) and it is a file an export can open."""
+    db = await open_brain(datasette, actor, database, db)
+    try:
+        await ensure_graph(datasette, actor, db.name)
+    except Forbidden:
+        raise Forbidden("an export holds the graph too: it needs view permission on the knowledge, entities "
+                        "and relationships tables") from None
+    if not db.path:
+        raise ApiError(f"database {db.name} is held in memory: only a brain file can be exported", 409)
+    return db
 
 
 async def verify(datasette, actor, database, body, db=None):

@@ -103,13 +103,20 @@ def test_a_session_over_mcp(server):
     async def session():
         async with _over_http(url) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
-            assert {"brain_recall", "brain_remember", "brain_verify", "brain_forget", "brain_memory"} <= names
+            assert {"brain_recall", "brain_remember", "brain_verify", "brain_forget", "brain_memory",
+                    "brain_list"} <= names  # fmt: skip
             assert "execute_sql" in names  # datasette-mcp's own, beside ours
             stored = await client.call_tool("brain_remember", {"records": [{**NOTE, "_id": "mcp-deploys"}]})
             assert not stored.is_error, stored.content
             [[memory_id]] = stored.structured_content["ids"]
             found = await client.call_tool("brain_recall", {"q": "when do deploys happen?", "k": 3})
             assert found.structured_content["hits"][0]["id"] == memory_id
+            newest = await client.call_tool("brain_list", {"size": 1})
+            assert newest.structured_content["memories"][0]["id"] == memory_id and newest.structured_content["more"]
+            async with httpx.AsyncClient(base_url=url) as http:
+                assert (await http.get("/brain/-/memories.json?size=1")).json() == newest.structured_content
+            refused = await client.call_tool("brain_list", {"size": "1"})
+            assert refused.is_error and refused.structured_content["status"] == 400
             one = await client.call_tool("brain_memory", {"id": memory_id})
             assert one.structured_content["memory"]["external_id"] == "mcp-deploys"
             async with httpx.AsyncClient(base_url=url) as http:

@@ -245,7 +245,8 @@ async def test_inputs_that_once_gave_500s(vault_brain_path):
 async def test_table_permission_guards_the_memories(served_brain):
     metadata = {"databases": {"brain": {"tables": {"knowledge": {"allow": False}}}}}
     datasette = Datasette([str(served_brain)], metadata=metadata)
-    for path in ("/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/decayed.json"):
+    for path in ("/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/decayed.json", "/brain/-/memories.json",
+                 "/brain/-/export.jsonl"):  # fmt: skip
         assert (await datasette.client.get(path)).status_code == 403, path
 
 
@@ -266,8 +267,8 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(served_brai
         "/brain/recall.json?q=graph+leg&scope=&classes=&sources=&domain=&since=&until=",
         "/brain/knowledge_fts.json?_search=graph", "/brain/knowledge_fts_vocab.json", "/brain/knowledge_fts_terms.json",
         "/brain/vec_knowledge.json", "/brain/documents.json", "/brain/entities.json", "/brain/relationships.json",
-        "/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/entity/1",
-        "/brain.json?sql=select+content+from+knowledge", "/brain/sqlite_sequence.json",
+        "/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/entity/1", "/brain/-/memories.json",
+        "/brain/-/export.jsonl", "/brain.json?sql=select+content+from+knowledge", "/brain/sqlite_sequence.json",
         "/brain/brain_mention_names.json", "/brain/brain_mention_names_seen.json",
     ]  # fmt: skip
     for path in anonymous:

@@ -97,7 +97,7 @@ def test_damaged_pages_are_named_by_every_command_and_route(run, vault_brain_cop
         data[number * page : number * page + 64] = bytes(range(64))
     vault_brain_copy.write_bytes(bytes(data))
     commands = [("check",), ("recall", "graph leg"), ("stats",), ("ingest", VAULT), ("forget", "--id", "1"),
-                ("reindex", "--model", "wordllama/l2_supercat")]  # fmt: skip
+                ("reindex", "--model", "wordllama/l2_supercat"), ("export",)]  # fmt: skip
     for command in commands:
         result = run("brain", command[0], vault_brain_copy, *command[1:])
         assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (command, result.output)
@@ -106,7 +106,7 @@ def test_damaged_pages_are_named_by_every_command_and_route(run, vault_brain_cop
     async def routes():
         datasette = Datasette([str(vault_brain_copy)])
         paths = ["/brain/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg", "/brain/-/memory/1", "/brain/-/entity/1",
-                 "/brain/-/decayed.json"]  # fmt: skip
+                 "/brain/-/decayed.json", "/brain/-/memories.json", "/brain/-/export.jsonl"]  # fmt: skip
         return [(path, (await datasette.client.get(path)).status_code) for path in paths]
 
     for path, status in asyncio.run(routes()):
