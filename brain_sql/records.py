@@ -16,6 +16,7 @@ from .chunk import split_text
 from .document import ID_KEYS, TEXT_KEYS, Document, IngestError, IngestFormat, document_fields
 from .fields import loads_json, unencodable
 from .hookspecs import hookimpl
+from .wording import shown
 
 
 @hookimpl
@@ -71,7 +72,7 @@ def parse_csv(path, text):
                     try:
                         record[key] = loads_json(record[key])
                     except (ValueError, RecursionError):
-                        yield IngestError(path, line, f"column {key!r} must hold JSON")
+                        yield IngestError(path, line, f"column {shown(key)} must hold JSON")
                         break
             else:
                 yield record_document(path, record, line)
@@ -86,10 +87,10 @@ def record_document(path, record, line, where=None):
         return IngestError(path, line, f"{where}: {message}" if where else message)
 
     if not isinstance(record, dict):
-        return error(f"a record must be a JSON object, not {type(record).__name__}")
+        return error(f"a record must be a JSON object, not {shown(record)}")
     bad = unencodable(record)
     if bad is not None:
-        return error(f"text {bad[:40]!r} is not valid Unicode (a lone surrogate)")
+        return error(f"text {shown(bad)} is not valid Unicode (a lone surrogate)")
     content = next((record[k] for k in TEXT_KEYS if record.get(k) is not None), None)
     if not isinstance(content, str) or not content.strip():
         return error("record has no text: give a non-empty 'content' or 'text'")

@@ -229,7 +229,7 @@ def test_mmr_and_token_budget(brain):
         ({"q": "x", "k": "5"}, "k must be a whole number"),
         ({"q": "x", "colour": "red"}, "unknown field: colour"),
         ({"q": "x", "cutoff": "no"}, "cutoff must be true or false"),
-        ({"q": "x", "since": "yesterday-ish"}, "since 'yesterday-ish' is not a date"),
+        ({"q": "x", "since": "yesterday-ish"}, 'since "yesterday-ish" is not a date'),
         ({"q": "x", "classes": ["gossip"]}, "classes must be among"),
         ({"q": "x", "scope": "acme"}, "scope must be a path"),
         ({"q": "x", "graph": "no"}, "graph must be true or false"),
@@ -433,9 +433,9 @@ def test_relevance_tells_the_top_hits_apart(vault_brain_path):
     conn = brain_sql.connect(vault_brain_path)
     result = recall(conn, {"q": "who owns the support runbook?", "scope": "/acme/support", "now": NOW})
     top = result["hits"][:3]
-    assert [h["provenance"]["evidence"]["tied"] for h in top] == [["Support Runbook"]] * 3
     relevances = [h["relevance"] for h in top]
     assert len(set(relevances)) == 3 and max(relevances) == relevances[0] < 1, relevances
+    assert [h["provenance"]["evidence"]["tied"] for h in top] == [["Support Runbook"]] * 3
     assert result["hits"][0]["provenance"]["evidence"]["matched"] == ["owns", "support", "runbook"]
 
 
