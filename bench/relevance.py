@@ -21,7 +21,9 @@ hits recall returns.
 Queries are split by a hash of their id: four in five fit the model (each data
 set weighed alike, L2 1e-3), one in five is held out. For each data set's held-out
 part it prints the Brier score and log loss of the model, of a constant (the fit
-part's rate of relevant hits) and of the evidence strength used as a probability.
+part's rate of relevant hits) and of the evidence strength used as a probability,
+and for the first hits of its answers the mean relevance against the share that
+is relevant (and the lowest: an answer recall gives reads as worth giving).
 --write puts the fitted coefficients between the `relevance model` markers of
 brain_sql/config.py.
 """
@@ -163,7 +165,7 @@ def main():
         weight += [1.0 / len(fitting)] * len(fitting)  # each data set weighs alike
     x, y, weight = np.array(x), np.array(y), np.array(weight)
     w, b = fit(x, y, weight)
-    print("relevance model:", {n: round(v, 3) for n, v in zip(NAMES, w)}, "bias", round(b, 3))
+    print("relevance model:", {n: round(float(v), 3) for n, v in zip(NAMES, w)}, "bias", round(float(b), 3))
     print("held out (one query in five): Brier score / log loss of the model, a constant, the evidence strength")
     figures = []
     for name, rows in data.items():
@@ -177,6 +179,13 @@ def main():
               f"{model[1]:.4f}, constant {constant[0]:.4f} / {constant[1]:.4f}, strength {strength[0]:.4f} / "
               f"{strength[1]:.4f}")  # fmt: skip
         figures.append((name, model[0], constant[0]))
+        # the first hit of each answer: how likely it reads, against how often it is relevant
+        first = NAMES.index("inverse_rank")
+        firsts = np.array([row[1] for row in test if row[1][first] == 1.0])
+        chance = 1 / (1 + np.exp(-(firsts @ w + b)))
+        right = np.mean([row[3] for row in test if row[1][first] == 1.0])
+        print(f"    first hits: relevance {chance.mean():.3f} on average (lowest {chance.min():.3f}), "
+              f"relevant {right:.3f}")  # fmt: skip
     if args.write:
         write(w, b, figures)
         print("written to brain_sql/config.py")

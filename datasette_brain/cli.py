@@ -261,7 +261,7 @@ def _rate():
     def show(documents):
         if documents is None:
             return None
-        return f"{documents:,} records, {documents / max(time.perf_counter() - started, 1e-3):,.0f}/s"
+        return f"{counted(documents, 'record')}, {documents / max(time.perf_counter() - started, 1e-3):,.0f}/s"
 
     return show
 

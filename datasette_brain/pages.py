@@ -238,7 +238,8 @@ async def entity_page(datasette, request):
         await datasette.render_template(
             "brain_entity.html",
             {"database": db.name, "entity": found["entity"], "graph": drawing, "hops": int(hops), "rest": found["rest"],
-             "more": found["more"], "documents": found["documents"], "documents_total": found["documents_total"]},  # fmt: skip
+             "more": found["more"], "documents": found["documents"], "documents_total": found["documents_total"],
+             "counted": brain_sql.counted, "section": brain_sql.section},  # fmt: skip
             request=request,
         )
     )

@@ -134,13 +134,16 @@ def test_a_section_does_not_repeat_its_notes_title(run, vault_brain_path):
     assert brain_sql.section("Support Runbook", "Support Runbook") is None
     assert brain_sql.section("Notes", "Other > Part") == "Other > Part"
 
-    async def page():
+    async def pages():
         datasette = Datasette([str(vault_brain_path)])
         query = {"q": "who owns the support runbook?", "scope": "/acme/support"}
-        return unescape((await datasette.client.get("/brain/-/brain", params=query)).text)
+        recalled = (await datasette.client.get("/brain/-/brain", params=query)).text
+        [runbook] = (await datasette.client.get("/brain/entities.json?_shape=array&name=Support+Runbook")).json()
+        return unescape(recalled), unescape((await datasette.client.get(f"/brain/-/entity/{runbook['id']}")).text)
 
-    html = asyncio.run(page())
-    assert "<small>› Severity</small>" in html and "› Support Runbook &gt;" not in html and "› Support Runbook >" not in html
+    html, entity = asyncio.run(pages())
+    assert "<small>› Severity</small>" in html and "› Support Runbook >" not in html
+    assert "</a> › Severity</li>" in entity and "› Support Runbook >" not in entity
     # and each hit shows the evidence its relevance was read from
     evidence = re.findall(r'class="brain-evidence">\((.*?)\)</span>', html)
     assert evidence[0] == "words owns, support, runbook · similarity 0.87 · tied to Support Runbook", evidence
