@@ -34,6 +34,7 @@ from .querydoc import QueryDoc, from_strings, parse
 from .replicas import ReplicaError, follow, replicate
 from .schema import derived_from_knowledge, info, migrate, pending_migrations
 from .state import current as current_state
+from .wording import counted, section, shown
 
 __all__ = [
     "CLASSES", "DECAY_BUCKETS", "DEFAULT_MODEL", "ENTITY_PAGE_ROWS", "EXPORTS_AT_ONCE", "LIST_PAGE_ROWS",
@@ -43,14 +44,14 @@ __all__ = [
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "Listing", "ModelError", "PruneRefused",
     "QueryDoc",
     "QueryError", "ReadOnlyBrain", "ReplicaError", "ReplicaNotReady", "WriteError",
-    "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql",
+    "check", "configured_model", "connect", "counted", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql",
     "decay_filter_sql", "decayed", "decayed_selection",
     "decayed_facets", "archive", "examples", "extend_expiry", "flag", "restore",
     "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "export", "forget", "info",
     "ingest", "is_brain", "listing_from_strings", "load_qrels", "loads_json", "memories", "memory", "migrate",
     "page_numbers", "parse_listing", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
     "recall", "reindex", "remember", "serve_many", "ensure_ready", "follow", "is_copy", "replica_status", "replicate",
-    "stats", "unencodable", "verify", "verify_memory", "warm", "whole_number",
+    "section", "shown", "stats", "unencodable", "verify", "verify_memory", "warm", "whole_number",
 ]  # fmt: skip
 
 

@@ -182,13 +182,24 @@ PRF_AGREEMENT_RANK = 3  # PRF only when the top hit is in both legs' top ranks
 PRF_DEPTH = 3  # hits whose terms feed expansion
 PRF_TERMS = 10  # expansion terms added
 ABSTAIN_BELOW = 0.3  # confidence under which recall abstains
-# A hit whose relevance (quality.Evidence: terms, similarity, entities) is below
-# this carries no evidence for the query and is left out unless `cutoff: false`.
-# Chosen on training data: the lowest relevance of any judged-relevant hit in the
-# top 10 (below the first) is 0.256 on SciFact train, 0.275 on the MuSiQue and
-# 0.078 on the HotpotQA training samples; rounded down to a multiple of 0.05,
-# it cuts none of them.
-RELEVANCE_CUTOFF = 0.05
+# A hit whose evidence strength (quality.Evidence: 1 - (1 - terms)(1 - similarity)
+# (1 - entities)) is below this carries no evidence for the query and is left out
+# unless `cutoff: false`. Chosen on training data: the lowest strength of any
+# judged-relevant hit in the top 10 (below the first) is 0.256 on SciFact train,
+# 0.275 on the MuSiQue and 0.078 on the HotpotQA training samples; rounded down to
+# a multiple of 0.05, it cuts none of them.
+EVIDENCE_CUTOFF = 0.05
+# Each hit's relevance: the probability that it is relevant, a logistic model of
+# its evidence and standing (quality.Evidence.features) and the answer's
+# confidence. Written by `python3 bench/relevance.py --write`, fitted on training
+# data only (see that script).
+# relevance model: begin
+# Held-out Brier score (a constant's): scifact-train 0.0673 (0.1059); musique-train 0.1031 (0.1436); hotpotqa-train
+# 0.0748 (0.1552); locomo-conv-26 0.0517 (0.0807).
+RELEVANCE_MODEL = {"bias": -5.323, "weights": {"terms": 0.366, "similarity": 0.332, "entities": 1.312,
+                   "names_entities": 0.276, "inverse_rank": 3.391, "fused_share": 0.858, "lexical_share": 0.898,
+                   "confidence": 0.146}}
+# relevance model: end
 BOOST_SCALE = 0.01  # recency and confidence boosts move a fused score by at most ±0.5%
 RECENCY_DAYS = 365  # linear recency decay to its floor over this many days
 MMR_LAMBDA = 0.7

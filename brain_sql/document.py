@@ -9,6 +9,7 @@ from typing import Callable, Iterable
 from .config import MAX_METADATA_BYTES
 from .errors import FieldError
 from .fields import FIELD_NAMES, normalize_fields, unencodable
+from .wording import shown
 
 TEXT_KEYS = ("content", "text")
 ID_KEYS = ("_id", "id")
@@ -105,7 +106,7 @@ def _document_fields(document, raw):
         return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
     bad = unencodable(raw)  # after the size: it walks every shared part
     if bad is not None:
-        return error(f"text {bad[:40]!r} is not valid Unicode (a lone surrogate)")
+        return error(f"text {shown(bad)} is not valid Unicode (a lone surrogate)")
     try:
         document.fields = normalize_fields(raw)
     except FieldError as ex:

@@ -33,6 +33,7 @@ from .plugins import collect
 from .records import record_document
 from .schema import is_brain, migrate, prune_changes, recorded_model
 from .vectors import insert_vectors, storage_vectors, stored_vector
+from .wording import counted
 from .writer import CHUNKS_PER_INSERT, DocumentWriter, chunk_text, content_hash, may_exist
 
 
@@ -59,13 +60,23 @@ class IngestReport:
     errors: list = field(default_factory=list)
     seconds: float = 0.0
 
+    def answer(self, ids):
+        """What a remember of these records answers, over HTTP, MCP and `remember --json`
+        alike: `ids` per record, documents added, updated and unchanged, and chunks."""
+        return {
+            "ok": True, "ids": ids, "added": self.documents_added, "updated": self.documents_updated,
+            "unchanged": self.documents_unchanged,
+            "chunks": {"added": self.chunks_added, "updated": self.chunks_updated,
+                       "unchanged": self.chunks_unchanged, "removed": self.chunks_removed},
+        }  # fmt: skip
+
     def summary(self):
         return (
-            f"{self.files} files, {self.documents} documents: {self.chunks_added} chunks added, "
-            f"{self.chunks_updated} updated, {self.chunks_unchanged} unchanged, "
-            f"{self.chunks_removed} removed; {self.entities} entities, "
-            f"{self.relationships} relationships added; {len(self.errors)} skipped; "
-            f"{self.seconds:.1f}s"
+            f"{counted(self.files, 'file')}, {counted(self.documents, 'document')}: "
+            f"{counted(self.chunks_added, 'chunk')} added, {self.chunks_updated:,} updated, "
+            f"{self.chunks_unchanged:,} unchanged, {self.chunks_removed:,} removed; "
+            f"{counted(self.entities, 'entity', 'entities')}, {counted(self.relationships, 'relationship')} added; "
+            f"{len(self.errors):,} skipped; {self.seconds:.1f}s"
         )
 
 
@@ -141,8 +152,9 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
             refused = _ingest_files(pipeline, files, defaults, roots, prune_all)
     except BrainBusy as ex:
         raise BrainBusy(
-            f"{ex} The {report.documents_added + report.documents_updated} documents written before "
-            "are kept: run the same ingest again to write the rest."
+            f"{ex} What was written before is kept "
+            f"({counted(report.documents_added + report.documents_updated, 'document')}): "
+            "run the same ingest again to write the rest."
         ) from ex
     # a big brain's read state is saved now, so that a server starting next loads it
     # instead of building it (state.persist); the time it takes is the ingest's

@@ -25,6 +25,7 @@ from .document import expanded_size, relation
 from .errors import FieldError
 from .fields import loads_json, normalize_fields, unencodable, whole_number
 from .hookspecs import hookimpl
+from .wording import shown
 
 
 @hookimpl
@@ -80,7 +81,7 @@ def parse_csv(path, text):
                     try:
                         record[key] = loads_json(record[key])
                     except (ValueError, RecursionError):
-                        yield IngestError(path, line, f"column {key!r} must hold JSON")
+                        yield IngestError(path, line, f"column {shown(key)} must hold JSON")
                         break
             else:
                 yield record_document(path, record, line)
@@ -95,10 +96,10 @@ def record_document(path, record, line, where=None):
         return IngestError(path, line, f"{where}: {message}" if where else message)
 
     if not isinstance(record, dict):
-        return error(f"a record must be a JSON object, not {type(record).__name__}")
+        return error(f"a record must be a JSON object, not {shown(record)}")
     bad = unencodable(record)
     if bad is not None:
-        return error(f"text {bad[:40]!r} is not valid Unicode (a lone surrogate)")
+        return error(f"text {shown(bad)} is not valid Unicode (a lone surrogate)")
     content = next((record[k] for k in TEXT_KEYS if record.get(k) is not None), None)
     try:
         place = _placement(record)

@@ -225,9 +225,10 @@ def canned_queries(datasette, database, actor):
             CONFIGURED: configured,
             "title": "Recall",
             "hide_sql": True,  # its 60 lines of SQL one click away, the form and results first
-            "description": "Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and the graph walk, fused by "
-            "weighted RRF. Filters may be left empty; classes and sources are comma-separated; as_of (ISO) "
-            "recalls what was true then.",
+            "description": "Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and the graph walk, fused by a "
+            "convex combination of their normalised scores, or by weighted Reciprocal Rank Fusion when q names "
+            "an entity (the graph walk then leads). Filters may be left empty; classes and sources are "
+            "comma-separated; as_of (ISO) recalls what was true then.",
             **{key: value for key, value in configured.items() if key not in ("sql", CONFIGURED)},
             "sql": brain_sql.RECALL_SQL,
         }

@@ -14,6 +14,7 @@ import click
 import sqlite_utils
 
 import brain_sql
+from brain_sql import counted
 
 from . import stdio
 
@@ -100,7 +101,7 @@ def register_commands(cli):
         files, _ = brain_sql.discover(paths)
         total = sum(map(_size, (p for p, _ in files)))
         refused = None
-        with click.progressbar(length=total, label="Ingesting", file=sys.stderr, item_show_func=_rate()) as bar:
+        with click.progressbar(length=total, label="Ingesting", file=sys.stderr, item_show_func=_rate("record")) as bar:
             try:
                 report = brain_sql.ingest(
                     conn, paths, scope=scope, klass=klass, source=source, domain=domain, prune=prune,
@@ -221,7 +222,7 @@ def register_commands(cli):
             written = brain_sql.reindex(conn, model)
         except brain_sql.BrainError as ex:
             raise click.ClickException(str(ex)) from ex
-        click.echo(f"{db_path}: {written} memories re-embedded with {model}")
+        click.echo(f"{db_path}: {counted(written, 'memory', 'memories')} re-embedded with {model}")
 
     _register_check(brain)
     _register_memory_commands(brain)
@@ -256,14 +257,14 @@ def _settle(conn):
         pass
 
 
-def _rate(what="records"):
-    """The progress bar's note on the pace: records (or `what`) done and how many a second."""
+def _rate(*what):
+    """The progress bar's note on the pace: how many of `what` (counted's words) are done, and a second."""
     started = time.perf_counter()
 
     def show(done):
         if done is None:
             return None
-        return f"{done:,} {what}, {done / max(time.perf_counter() - started, 1e-3):,.0f}/s"
+        return f"{counted(done, *what)}, {done / max(time.perf_counter() - started, 1e-3):,.0f}/s"
 
     return show
 
@@ -376,15 +377,12 @@ def _register_memory_commands(brain):
         if report.errors:
             problems = "\n".join(f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors)
             raise click.ClickException(f"{problems}\nnothing was stored")
-        answer = {"ids": ids, "added": report.documents_added, "updated": report.documents_updated,
-                  "unchanged": report.documents_unchanged,
-                  "chunks": {"added": report.chunks_added, "updated": report.chunks_updated,
-                             "unchanged": report.chunks_unchanged, "removed": report.chunks_removed}}  # fmt: skip
+        answer = report.answer(ids)
         if as_json:
             click.echo(json.dumps(answer))
             return
         click.echo(
-            f"{_count(len(records), 'record')}: {answer['added']} added, {answer['updated']} updated, "
+            f"{counted(len(records), 'record')}: {answer['added']} added, {answer['updated']} updated, "
             f"{answer['unchanged']} unchanged"
         )
         click.echo(f"ids: {json.dumps(ids)}")
@@ -411,7 +409,7 @@ def _register_memory_commands(brain):
             def progress(done, total):
                 if not bars:  # its length known once the export's snapshot is read
                     bar = click.progressbar(length=total, label="Exporting", file=sys.stderr,
-                                            item_show_func=_rate("memories"))  # fmt: skip
+                                            item_show_func=_rate("memory", "memories"))  # fmt: skip
                     bars.append(stack.enter_context(bar))
                 bars[0].update(done - bars[0].pos, done)
 
@@ -456,10 +454,10 @@ def _register_memory_commands(brain):
         removed, missing = result["removed"], result["not_found"]
         if removed["memories"]:
             click.echo(
-                f"forgot {_count(len(removed['memories']), 'memory', 'memories')} of "
-                f"{_count(removed['documents'], 'document')} ({_named(removed['memories'], removed['external_ids'])}); "
-                f"with them {_count(removed['relationships'], 'relationship')} and "
-                f"{_count(removed['entities'], 'entity', 'entities')}"
+                f"forgot {counted(len(removed['memories']), 'memory', 'memories')} of "
+                f"{counted(removed['documents'], 'document')} ({_named(removed['memories'], removed['external_ids'])}); "
+                f"with them {counted(removed['relationships'], 'relationship')} and "
+                f"{counted(removed['entities'], 'entity', 'entities')}"
             )
         else:
             click.echo("nothing forgotten")
@@ -492,8 +490,8 @@ def _register_memory_commands(brain):
             return ", ".join(f"{name or '(none)'} {n}" for name, n in counts.items()) or "-"
 
         click.echo(
-            f"{db_path}: {_count(found['memories'], 'memory', 'memories')} in {_count(found['documents'], 'document')}; "
-            f"{_count(found['entities'], 'entity', 'entities')}, {_count(found['relationships'], 'relationship')}"
+            f"{db_path}: {counted(found['memories'], 'memory', 'memories')} in {counted(found['documents'], 'document')}; "
+            f"{counted(found['entities'], 'entity', 'entities')}, {counted(found['relationships'], 'relationship')}"
         )
         click.echo(f"class: {listed(found['by_class'])}")
         click.echo(f"scope: {listed(found['by_scope'])}")
@@ -562,10 +560,6 @@ def _register_replica_commands(brain):
                        say=lambda line: click.echo(line, err=True))  # fmt: skip
 
 
-def _count(n, singular, plural=None):
-    return f"{n} {singular if n == 1 else plural or singular + 's'}"
-
-
 def _named(ids, external_ids):
     """`ids 7, 9; external id m-1`: those of the two lists that are not empty."""
     return "; ".join(
@@ -612,6 +606,9 @@ def _readable(result):
     """The recall response as text for a terminal."""
     quality = result["quality"]
     if not result["hits"]:
+        if result.get("reason") == "only_decayed":  # the query's words are not the trouble: no advice on them
+            return ("No memory returned: nothing current matches; expired or archived memories do: "
+                    "--include-decayed shows them.")
         because = result.get("message") or result.get("reason") or "no memory fits this query well enough"
         return (
             f"No memory returned: {because} (confidence {quality['confidence']:.2f}, "
@@ -623,7 +620,8 @@ def _readable(result):
         legs = ", ".join(
             f"{leg} #{provenance[f'{leg}_rank']}" for leg in ("vector", "fts", "graph") if provenance.get(f"{leg}_rank")
         )
-        heading = f" › {hit['heading_path']}" if hit["heading_path"] and hit["heading_path"] != hit["title"] else ""
+        section = brain_sql.section(hit["title"], hit["heading_path"])
+        heading = f" › {section}" if section else ""
         where = hit["source_path"] or hit["document_id"] or ""
         if hit["line_start"]:
             where += f":{hit['line_start']}-{hit['line_end']}"

@@ -35,6 +35,7 @@ KNOWLEDGE_COLUMNS = ("id", "title", "content", "class", "scope", "source", "doma
 PHONE_COLUMNS = ("id", "title", "content", "class", "scope", "source", "observed_at", "expires_at")
 
 CONTENT_CHARS = 160  # of a memory's text in a table cell; the memory page has all of it
+LINK_SLACK = 200  # characters a cut text may run past its limit to end a [[link]] rather than cut it
 
 # the columns the recall canned query returns: its rows are memories
 RECALL_COLUMNS = {"id", "title", "score", "vector_rank", "fts_rank", "graph_rank", "content"}
@@ -101,13 +102,26 @@ def _flat(text):
     return re.sub(r"\s+", " ", text)
 
 
+def whole_links(text, at):
+    """Where to cut `text` near `at` so that no `[[link]]` is cut in half: at the end
+    of the one `at` falls inside (if it ends within LINK_SLACK), else at its start."""
+    opened = text.rfind("[[", 0, at)
+    if opened < 0 or text.find("]]", opened, at) >= 0:
+        return at
+    closed = text.find("]]", at - 1, at + LINK_SLACK)
+    if closed >= 0 and "\n" not in text[opened:closed]:
+        return closed + 2
+    return opened
+
+
 async def linked_text(datasette, database, text, limit=None, more_href=None, entities=True):
     """Markup for `text`: escaped, each `[[wikilink]]` or `[[relation::Entity]]` that
     names an entity wrapped, as written, in a link to that entity's page (unless
     not `entities`: for a reader who may not see the graph). With `limit`, the
-    first `limit` characters on one line, then a link to the rest."""
-    cut = limit is not None and len(text) > limit
-    shown = text[:limit] if cut else text
+    first `limit` characters on one line (with the whole of a link they would cut),
+    then a link to the rest."""
+    shown = text[: whole_links(text, limit)] if limit is not None and len(text) > limit else text
+    cut = len(shown) < len(text)
     spans = brain_sql.entity_links(shown) if entities else []
     ids = await entity_ids(datasette.get_database(database), [name for _, _, name in spans]) if spans else {}
     plain = _flat if limit is not None else str

@@ -316,8 +316,8 @@ def chosen_model(name, models):
     served = ", ".join(models)
     if name is None:
         raise OpenAIError(f"give model: this instance's brains use several models: {served}", "model")
-    raise OpenAIError(f"model {name[:100]!r} is not served here; this instance's brains use: {served}", "model",
-                      code="model_not_found")  # fmt: skip
+    raise OpenAIError(f"model {brain_sql.shown(name, 100)} is not served here; this instance's brains use: {served}",
+                      "model", code="model_not_found")  # fmt: skip
 
 
 def check_dimensions(dimensions, actual, model_id):

@@ -83,9 +83,9 @@ BAD_RECALLS = [
     (json.dumps({"q": "x" * 2001}).encode(), "limit is 2000"),
     (json.dumps({"q": "x", "since": "last blue moon"}).encode(), "is not a date"),
     (json.dumps({"q": "x", "now": "2026-13-45"}).encode(), "is not a date"),
-    (json.dumps({"q": "x", "as_of": "once upon a time"}).encode(), "as_of 'once upon a time' is not a date"),
+    (json.dumps({"q": "x", "as_of": "once upon a time"}).encode(), 'as_of "once upon a time" is not a date'),
     (json.dumps({"q": "x", "as_of": 2025}).encode(), "as_of must be a string"),
-    (json.dumps({"q": "x", "as_of": "-99999y"}).encode(), "as_of '-99999y' is out of range"),
+    (json.dumps({"q": "x", "as_of": "-99999y"}).encode(), 'as_of "-99999y" is out of range'),
     (json.dumps({"q": "x", "scope": "../etc"}).encode(), "scope must be a path"),
 ]
 
@@ -498,7 +498,7 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
     backwards = {"text": "Bob ran support.", "valid_from": "2025-01-01", "valid_to": "2024-01-01"}
     bad = [
         ("remember", backwards, "record 1: valid_to (2024-01-01 00:00:00) must be later than valid_from"),
-        ("remember", {"text": "x", "scope": "/acme "}, "record 1: scope '/acme ' may not have a space at the start"),
+        ("remember", {"text": "x", "scope": "/acme "}, 'record 1: scope "/acme " may not have a space at the start'),
         ("remember", {"text": "x", "scope": "/acme\u200b"}, "may not contain U+200B ZERO WIDTH SPACE"),
         ("recall", {"q": "support", "scope": "/acme\u200b"}, "may not contain U+200B ZERO WIDTH SPACE"),
         ("recall", {"q": "support", "scope": "/acme "}, "may not have a space at the start or end"),

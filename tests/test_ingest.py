@@ -111,7 +111,7 @@ def test_a_record_whose_validity_ends_before_it_begins_is_skipped_with_its_line(
                        "a memory holds from valid_from until valid_to, and would hold at no time"),
         ("roles.jsonl", 2, "valid_to (2024-01-01 00:00:00) must be later than valid_from (2025-01-01 00:00:00): "
                            "a memory holds from valid_from until valid_to, and would hold at no time"),
-        ("scoped.csv", 3, "scope '/acme\\u200b' may not contain U+200B ZERO WIDTH SPACE: "
+        ("scoped.csv", 3, 'scope "/acme\\u200b" may not contain U+200B ZERO WIDTH SPACE: '
                           "it would be a separate scope that looks like another"),
     ]  # fmt: skip
     assert rows(conn, "select coalesce(external_id, content) from knowledge order by 1") == [("fine",), ("ok",)]

@@ -295,7 +295,7 @@ def test_an_ingest_that_loses_the_lock_midway_keeps_what_it_committed_and_says_s
     finally:
         release.set()
     assert holding.is_set()
-    kept = int(re.search(r"The (\d+) documents written before are kept", str(raised.value)).group(1))
+    kept = int(re.search(r"What was written before is kept \((\d+) documents\)", str(raised.value)).group(1))
     assert 5 < kept < 40 and "run the same ingest again" in str(raised.value)
     assert count(db_path) == 3 * kept  # each of them whole
     monkeypatch.setattr(pipeline.DocumentWriter, "_finish", original)
