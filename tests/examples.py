@@ -83,7 +83,7 @@ def substituted(code):
 
 
 def argv(command):
-    """A `sqlite-utils ...` command's arguments (the part after a pipe), each
+    """A `sqlite-utils ...` command's arguments (the part after a pipe, before a redirection), each
     "$(python3 -c '...')" replaced by what it prints."""
     command = command.split(" | ", 1)[-1].strip()
     outputs = []
@@ -93,6 +93,7 @@ def argv(command):
         return f"SUBSTITUTION{len(outputs) - 1}"
 
     words = shlex.split(_SUBSTITUTION.sub(placeholder, command), comments=True)
+    words = words[: next((i for i, word in enumerate(words) if word in (">", ">>")), len(words))]  # its output to a file
     assert words[0] == "sqlite-utils", command
     return [re.sub(r"SUBSTITUTION(\d+)", lambda m: outputs[int(m.group(1))], word) for word in words[1:]]
 

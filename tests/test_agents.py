@@ -19,7 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from .conftest import copy_brain
-from .examples import DOCS_AGENTS, block_with, printed_comment, run_python
+from .examples import DOCS_AGENTS, ROOT, block_with, printed_comment, run_python
 
 TOKEN = "s3cret-agent-token"
 METADATA = {
@@ -249,3 +249,10 @@ def test_the_documented_openai_example(server, tmp_path, monkeypatch):
     url, _ = server
     code, printed = run_agents_example("from openai import OpenAI", url, tmp_path, monkeypatch)
     assert printed.strip() == printed_comment(code) == "wordllama/l2_supercat 256"
+
+
+def test_the_documented_models_example(server, tmp_path):
+    url, _ = server
+    _, code = block_with("client.models.list()", "python", ROOT / "docs" / "export.md")
+    printed = run_python(code, tmp_path, replace=[("http://localhost:8001", url)])
+    assert printed.strip() == printed_comment(code) == "['wordllama/l2_supercat']"

@@ -47,6 +47,7 @@ PYTHON_RUN_BY = {
     'brain_sql.connect("demo.db")': "test_python_recall_example",
     'brain_sql.connect("brain.db")': "test_the_python_ingest_example",
     "127.0.0.1:8002": "tests/test_agents.py",
+    "client.models.list()": "tests/test_agents.py",
 }
 
 
