@@ -316,14 +316,25 @@ def expected_triggers():
 
 
 INSTANCE_TABLE = "brain_instance"
+_INSTANCE = f"CREATE TABLE IF NOT EXISTS {INSTANCE_TABLE} (instance TEXT PRIMARY KEY)"
+_NEW_INSTANCE = "lower(hex(randomblob(16)))"
 
 
 @migrations()
 def m008_instance(db):
     """The brain's own random id: memory kept for a file follows only the brain it was
     read from, even if another is copied over the file."""
-    db.execute(f"CREATE TABLE IF NOT EXISTS {INSTANCE_TABLE} (instance TEXT PRIMARY KEY)")
-    db.execute(f"INSERT INTO {INSTANCE_TABLE} SELECT lower(hex(randomblob(16))) WHERE NOT EXISTS (SELECT 1 FROM {INSTANCE_TABLE})")
+    db.execute(_INSTANCE)
+    db.execute(f"INSERT INTO {INSTANCE_TABLE} SELECT {_NEW_INSTANCE} WHERE NOT EXISTS (SELECT 1 FROM {INSTANCE_TABLE})")
+
+
+def renew_instance(conn):
+    """Give the brain a new instance id, its only one (check's repair of a
+    brain_instance plain SQL emptied, filled or dropped): every reader builds its
+    read state again."""
+    conn.execute(_INSTANCE)
+    conn.execute(f"DELETE FROM {INSTANCE_TABLE}")
+    conn.execute(f"INSERT INTO {INSTANCE_TABLE} VALUES ({_NEW_INSTANCE})")
 
 
 @migrations()
@@ -390,6 +401,15 @@ def m011_page_indexes(db):
     memories; each is built from one pass over its table (seconds on a million)."""
     for sql in page_indexes().values():
         db.execute(sql)
+
+
+# a time as the brain writes one: a date (ISO 8601), then what unixepoch() reads, or
+# NULL; SQLite's 'now', a bare time or a Julian day number read as times too, but
+# name no moment of their own (SQL over the value {c}: true or false, never NULL)
+TIME_SQL = ("typeof({c}) = 'null' or (typeof({c}) = 'text' and {c} glob '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*' "
+            "and unixepoch({c}) is not null)")  # fmt: skip
+TIME_SAYS = "a time such as 2026-03-01 09:30:00 (ISO 8601), or NULL"
+ENTITY_SQL = "exists (select 1 from entities e where e.id = {c})"
 
 
 # Tables whose rows are memories' text, or derived from it: whoever may not read
