@@ -37,10 +37,11 @@ from entities e
 where coalesce(e.entity_type, '') != 'tag' and length(e.name) >= {MENTION_MIN_CHARS}
 """
 
+# chunks whose document's entity is there (plain SQL may delete one; an edge from it is refused)
 _CHUNKS = """
 select k.id, k.document_id, d.entity_id, coalesce(k.title, '') || char(10) || k.content
 from knowledge k join documents d on d.document_id = k.document_id
-where d.entity_id is not null
+where exists (select 1 from entities e where e.id = d.entity_id)
 """
 
 

@@ -23,7 +23,9 @@ def test_check_finds_and_repairs(run, db_path):
         "select 'delete', id, title, content, content_hash from knowledge where id = 2"
     )
     conn.execute("update vec_knowledge set scope = '/elsewhere' where knowledge_id = 3")
-    conn.execute("insert into relationships (from_entity_id, to_entity_id, relation_type) values (9999, 1, 'x')")
+    gone = conn.execute("insert into entities (name) values ('Gone')").lastrowid  # an entity deleted under its edge
+    conn.execute("insert into relationships (from_entity_id, to_entity_id, relation_type) values (?, 1, 'x')", [gone])
+    conn.execute("delete from entities where id = ?", [gone])
     conn.execute("update documents set chunks = chunks + 1 where rowid = 1")
     problems = check(conn)
     assert set(problems) == {"fts_out_of_sync", "missing_vectors", "stale_vector_filters", "dangling_edges",
