@@ -3,9 +3,12 @@
 `check` finds what disagrees — the SQLite file itself, values of the wrong kind
 (values.py), the full-text index, the vectors and their filter columns, edges
 whose ends are gone, documents left without their chunks, vectors from another
-model, unfinished mention work, quotes of turns that changed — and
+model, unfinished mention work, quotes of turns that changed and turns' own
+lines (speaker, day) that no longer say what their turn does — and
 `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
 """
+
+from functools import partial
 
 from . import conversation, mentions, validity, values
 from . import state as read_state
@@ -13,7 +16,7 @@ from .connection import atomic, cannot_write, sqlite3
 from .schema import CHANGES_TABLE, INSTANCE_TABLE, damaged_tables, expected_triggers, migrate, page_indexes
 from .schema import pending_migrations, recorded_model, recorded_model_and_dimension, renew_instance
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
-from .writer import restate
+from .writer import edited, restate, rewrite_contexts
 
 
 def _ids(conn, sql, params=()):
@@ -136,6 +139,8 @@ def _check(conn, repair=False):
         "stale_supersession": sorted(validity.stale(conn)),
         # turns whose contexts quote a turn flagged, changed, deleted or moved with plain SQL
         "stale_quotes": sorted(conversation.stale_quotes(conn)),
+        # ... or begin with a speaker, day or time phrases plain SQL changed under them
+        "stale_own_lines": sorted(conversation.stale_own_lines(conn)),
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:
@@ -209,9 +214,14 @@ def _repair(conn, problems, model_id):
         validity.promote(conn, problems.get("orphan_versions", []))
         if problems.get("stale_supersession"):
             validity.rederive(conn)
-        for quotes in conversation.stale_quotes(conn).values():
+        # a quote of a turn still at its place quotes its words now, as remember's
+        # correction does; the quotes go first: making a turn's own lines again
+        # rehashes it, and its hash is what tells a turn whose words plain SQL changed
+        for quotes in conversation.stale_quotes(conn, partial(edited, conn)).values():
             for quote in quotes:
-                restate(conn, quote)
+                restate(conn, quote, quote.now)
+        for contexts in conversation.stale_own_lines(conn).values():
+            rewrite_contexts(conn, contexts)
 
 
 def fingerprint(conn):

@@ -300,6 +300,7 @@ PROBLEMS = {
     "orphan_versions": "earlier versions of records whose current version is gone",
     "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
     "stale_quotes": "conversation turns quoting a turn that is flagged, changed, gone or in another session or scope",
+    "stale_own_lines": "conversation turns whose context begins with another speaker, day or time phrases than theirs",
 }
 
 
