@@ -22,7 +22,7 @@ from .errors import BrainBusy, BrainError, FieldError, ModelError, PruneRefused,
 from .evaluation import load_qrels
 from .extract import entity_links
 from .fields import loads_json, unencodable, whole_number
-from .functions import RECALL_SQL, register_functions
+from .functions import RECALL_SQL, recall_params_error, register_functions
 from .minilm import MODEL_ID as MINILM_MODEL
 from .minilm import limit_threads as limit_model_threads
 from .pipeline import IngestReport, discover
@@ -42,7 +42,8 @@ __all__ = [
     "decayed_facets", "archive", "examples", "extend_expiry", "flag", "restore",
     "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels", "loads_json",
     "memory", "migrate", "page_numbers", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
-    "recall", "reindex", "remember", "serve_many", "ensure_ready", "follow", "is_copy", "replica_status", "replicate",
+    "recall", "recall_params_error",
+    "reindex", "remember", "serve_many", "ensure_ready", "follow", "is_copy", "replica_status", "replicate",
     "stats", "unencodable", "verify", "verify_memory", "warm", "whole_number",
 ]  # fmt: skip
 
