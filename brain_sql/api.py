@@ -9,7 +9,8 @@ from threadpoolctl import threadpool_limits
 
 from . import browse, consistency, copies, evaluation, forgetting, hybrid, inventory, pipeline, replicas, review
 from . import schema, values
-from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, decay_filter_sql, memory_content, page_numbers
+from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, decay_filter_sql, decayed_selection
+from .browse import memory_content, page_numbers
 from .claims import verify
 from .config import CLASSES, DEFAULT_MODEL, ENTITY_PAGE_ROWS, MAX_CONTENT_BYTES, MAX_EXTEND_DAYS, MAX_PAGE_ROWS
 from .config import FOLLOW_INTERVAL_SECONDS, FOLLOW_STALL_SECONDS, REPLICA_SYNC_INTERVAL
@@ -38,7 +39,7 @@ __all__ = [
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "PruneRefused", "QueryDoc",
     "QueryError", "ReadOnlyBrain", "ReplicaError", "ReplicaNotReady", "WriteError",
     "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql",
-    "decay_filter_sql", "decayed",
+    "decay_filter_sql", "decayed", "decayed_selection",
     "decayed_facets", "archive", "examples", "extend_expiry", "flag", "restore",
     "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels", "loads_json",
     "memory", "migrate", "page_numbers", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",

@@ -4,8 +4,9 @@ Flagged memories are never shown."""
 
 import json
 
-from .config import ENTITY_PAGE_ROWS, MAX_PAGE, MAX_PAGE_ROWS
-from .fields import sqlite_time, utcnow, whole_number
+from .config import CLASSES, ENTITY_PAGE_ROWS, MAX_PAGE, MAX_PAGE_ROWS
+from .errors import FieldError
+from .fields import normalize_scope, sqlite_time, utcnow, whole_number
 from .schema import DECAYING
 
 DECAY_BUCKETS = ("expired", "expiring within 7 days", "archived", "live")
@@ -52,6 +53,38 @@ def decay_filter_sql(bucket, param=":decay_bucket"):
 
 
 DECAYED_FACETS = ("class", "scope", "source", "domain", "decay")
+DECAYED_PARAMETERS = DECAYED_FACETS + ("page", "size")  # the decayed page's query: all it takes
+
+
+def decayed_selection(pairs, strict=True):
+    """(selected facets, page, size) of the decayed page's query, its (name, value)
+    pairs as a URL gives them: DECAYED_FACETS' values (an empty one selects nothing),
+    page and size (page_numbers' bounds). A FieldError names the first part that is
+    no such query: a name given twice, a NUL, a class not among CLASSES, a bucket the
+    page does not show (live), a scope normalize_scope refuses, and, `strict`, a name
+    the page does not take (else it is left alone, as a URL's other parameters)."""
+    given = {}
+    for name, value in pairs:
+        if name not in DECAYED_PARAMETERS:
+            if strict:
+                taken = ", ".join(DECAYED_PARAMETERS)
+                raise FieldError(f"{name[:40]!r} is no parameter of the decayed page, which takes {taken}")
+            continue
+        if name in given:
+            raise FieldError(f"{name} is given twice")
+        if "\x00" in value:
+            raise FieldError(f"{name} {value[:40]!r} may not contain NUL")
+        given[name] = value
+    selected = {name: given[name] for name in DECAYED_FACETS if given.get(name)}
+    if "scope" in selected:
+        selected["scope"] = normalize_scope(selected["scope"])
+    if selected.get("class", CLASSES[0]) not in CLASSES:
+        raise FieldError(f"class must be one of {', '.join(CLASSES)}, not {selected['class'][:40]!r}")
+    shown = [bucket for bucket in DECAY_BUCKETS if bucket != "live"]
+    if selected.get("decay", shown[0]) not in shown:
+        raise FieldError(f"decay must be one of {', '.join(shown)}, not {selected['decay'][:40]!r}")
+    page, size = page_numbers(given.get("page") or 1, given.get("size") or MAX_PAGE_ROWS)
+    return selected, page, size
 
 
 MEMORIES_LISTED = 50  # an entity page lists this many of its memories, and says how many there are

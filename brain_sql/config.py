@@ -56,14 +56,34 @@ CONVERSATION_DATES = 10
 
 # Entity names shorter than this are not looked for as mentions in text.
 MENTION_MIN_CHARS = 3
-# Above this many new entities in one run, mentions in older chunks are found by
-# one Aho-Corasick pass over all text instead of one FTS5 lookup per entity.
-MENTION_FTS_LOOKUP_LIMIT = 500
-# Up to this many new chunks (a remember), the entity names they mention are found
-# by looking up each run of their words in a dict of all names; past it, by one
-# Aho-Corasick automaton of all names, which takes longer to build (about 0.3 s
-# for 20,000 names) than the lookups take for this many chunks.
+# Up to this many new chunks (a remember), the entity names they may mention are
+# found by looking up each run of their words in a dict of those names; past it, by
+# one Aho-Corasick automaton of them, which takes longer to build (about 0.3 s for
+# 20,000 names) than the lookups take for this many chunks.
 MENTION_LOOKUP_CHUNKS = 200
+# New chunks are matched against the names their words find in the name index
+# while their text is shorter than this many characters per entity in the brain,
+# else against every name. Measured on a million SciFact-style names: a quarter of
+# a microsecond a character for the lookups, 20 microseconds a name for an automaton.
+MENTION_INDEX_CHARS_PER_NAME = 100
+# A remember spends up to this long (default 0.2 s) bringing the name index up to
+# date before it matches; one made again (after an upgrade, or when the change log
+# no longer reaches back to where it last looked) takes several, or the next ingest,
+# and until then mentions are matched against every name.
+MENTION_INDEX_REMEMBER_SECONDS = 0.2
+# Older chunks are searched for the entities new in a run through FTS5 while they
+# are more than this many per new entity, else by reading all their text: a lookup
+# by a name's rare words (below) costs about as much as reading 10 chunks, one by
+# its phrase about 400 (measured on a million SciFact-style chunks: 0.3 ms, 20 ms
+# and 45 microseconds a chunk).
+MENTION_SCAN_CHUNKS_PER_ENTITY = 10
+MENTION_SCAN_CHUNKS_PER_PHRASE = 400
+# A word in fewer chunks than this is rare. An FTS5 lookup for a name asks for the
+# chunks holding all its rare words, and reads them when they are fewer than
+# MENTION_FTS_CANDIDATES; else it asks for the name's phrase, which reads the
+# whole index of each of its words (of "the" too).
+MENTION_FTS_RARE = 1000
+MENTION_FTS_CANDIDATES = 100
 
 # The change log keeps this many entries; a process whose read state is further
 # behind (idle through a large ingest) rebuilds it instead of following.

@@ -2,6 +2,7 @@
 sqlite-vec loading, the pragmas, and the one transaction helper every write uses."""
 
 import contextlib
+import functools
 import importlib
 import random
 import time
@@ -129,6 +130,19 @@ def open_connection(path, read_only=False):
             raise BrainError(f"{path} is not an SQLite database, or is damaged ({ex}): restore it from a copy") from ex
     load_sqlite_vec(conn)
     return conn
+
+
+@functools.cache
+def max_variables():
+    """The most parameters SQLite takes in one statement: 32,766 since 3.32, 999
+    before, or what it was built with."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        options = [row[0] for row in conn.execute("pragma compile_options")]
+    finally:
+        conn.close()
+    built = [int(o.split("=", 1)[1]) for o in options if o.startswith("MAX_VARIABLE_NUMBER=")]
+    return built[0] if built else 32766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999
 
 
 @contextlib.contextmanager

@@ -13,8 +13,8 @@ from functools import partial
 from . import conversation, mentions, validity, values
 from . import state as read_state
 from .connection import atomic, cannot_write, sqlite3
-from .schema import CHANGES_TABLE, INSTANCE_TABLE, damaged_tables, expected_triggers, migrate, page_indexes
-from .schema import pending_migrations, recorded_model, recorded_model_and_dimension, renew_instance
+from .schema import CHANGES_TABLE, IDS_TABLE, INSTANCE_TABLE, damaged_tables, expected_triggers, migrate
+from .schema import page_indexes, pending_migrations, recorded_model, recorded_model_and_dimension, renew_instance
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
 from .writer import edited, restate, rewrite_contexts
 
@@ -130,6 +130,11 @@ def _check(conn, repair=False):
             "where chunks != (select count(*) from knowledge k where k.document_id = d.document_id)",
         ),
         "pending_mentions": _ids(conn, f"select id from {mentions.QUEUE_TABLE}"),
+        # ids written while the id mark's trigger was gone: forgetting them would let them be given again
+        "id_mark_behind": _ids(
+            conn, f"select max(id) from knowledge having max(id) > "
+            f"coalesce((select seq from {IDS_TABLE} where name = 'knowledge'), 0)"
+        ),
         # earlier versions whose record's current version is gone (deleted by plain SQL)
         "orphan_versions": _ids(
             conn,
@@ -151,7 +156,9 @@ def _check(conn, repair=False):
     if snapshot:
         problems["stale_snapshot"] = [snapshot]
         if repair:
-            read_state.rewrite_snapshot(conn, dimension)
+            refused = read_state.rewrite_snapshot(conn, dimension)
+            if refused:
+                problems["stale_snapshot"].append(refused)
     return problems
 
 
@@ -181,7 +188,7 @@ def _repair(conn, problems, model_id):
             for name in broken:
                 conn.execute(expected[name])
             # what was written while they were gone was never logged: readers rebuild
-            conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('all', 0)")
+            conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
         if problems.get("instance_id"):
             renew_instance(conn)
         for name in problems.get("missing_indexes", []):
@@ -209,6 +216,9 @@ def _repair(conn, problems, model_id):
         )
         if problems.get("missing_vectors") or problems.get("other_model_vectors"):
             backfill_vectors(conn, model_id)
+        if problems.get("id_mark_behind"):
+            conn.execute(f"insert or replace into {IDS_TABLE} (name, seq) values ('knowledge', ?)",
+                         problems["id_mark_behind"])  # fmt: skip
         if problems.get("pending_mentions"):
             mentions.resolve_mentions(conn)
         validity.promote(conn, problems.get("orphan_versions", []))

@@ -51,6 +51,8 @@ class Document:
     entities: list[tuple[str, str]] = field(default_factory=list)  # (name, type)
     relations: list[Relation] = field(default_factory=list)
     digest: str | None = None  # content hash, set when ingest accepts it
+    # its record's document id, when it is written as an earlier version (validity.place_earlier)
+    version_of: str | None = None
 
 
 @dataclass

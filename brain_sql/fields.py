@@ -100,32 +100,51 @@ def unencodable(value, depth=0):
     return None
 
 
-# Characters that show as nothing (Unicode's Default_Ignorable_Code_Point: zero-width
-# spaces and joiners, bidi marks, variation selectors, the byte order mark, ...).
+# Characters that show as nothing: Unicode's Default_Ignorable_Code_Point (zero-width
+# spaces and joiners, bidi marks, variation selectors, Hangul fillers, the byte order
+# mark, ...) and the blank symbols that are not (braille pattern blank, the musical null
+# notehead, the Khitan filler). White_Space other than the plain space is refused as
+# whitespace, format characters (Cf) by their category.
 _INVISIBLE = re.compile(
     "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
-    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+    "\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U00016fe4\U0001bca0-\U0001bca3\U0001d159"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
 )
+
+
+def _unseen(character):
+    """Whether `character` shows as nothing, or as a space other than the plain one."""
+    return (unicodedata.category(character) == "Cf" or (character.isspace() and character != " ")
+            or _INVISIBLE.match(character) is not None)  # fmt: skip
+
+
+def _shown(character):
+    name = unicodedata.name(character, "")
+    return f"U+{ord(character):04X}{f' {name}' if name else ''}"
 
 
 def normalize_scope(value):
     """'/acme/support/' -> '/acme/support'; scopes are absolute paths.
 
     A scope that would read like another on a page is refused, not stored as a
-    separate scope: control and invisible characters, spaces other than the plain
-    one, and a space at the start or end of a part ('/acme ')."""
+    separate scope: control, format and invisible characters, spaces other than the
+    plain one, a space at the start or end of a part ('/acme '), a part that begins
+    with a combining mark, and text not in Unicode's composed form (NFC), where é
+    is one character, not e and a combining accent."""
     if not isinstance(value, str) or not value.startswith("/"):
         raise FieldError(f"scope must be a path starting with '/', such as /acme/support, not {value!r}")
     if any(unicodedata.category(c) == "Cc" for c in value):
         # a NUL or newline would make "/b\0" a different scope that reads like /b
         raise FieldError(f"scope {value!r} may not contain control characters")
-    unseen = _INVISIBLE.search(value) or re.search(r"[^\S ]", value)
+    unseen = next((c for c in value if _unseen(c)), None)
     if unseen:
-        character = unseen.group()
-        name = unicodedata.name(character, "")
         raise FieldError(
-            f"scope {value!r} may not contain U+{ord(character):04X}{f' {name}' if name else ''}: "
-            "it would be a separate scope that looks like another"
+            f"scope {value!r} may not contain {_shown(unseen)}: it would be a separate scope that looks like another"
+        )
+    if not unicodedata.is_normalized("NFC", value):
+        raise FieldError(
+            f"scope {value!r} is not in Unicode's composed form (NFC): write each accented letter as one "
+            "character (write é as U+00E9, not as e and U+0301 COMBINING ACUTE ACCENT)"
         )
     parts = [p for p in value.split("/") if p]
     if any(p in (".", "..") for p in parts):
@@ -133,6 +152,12 @@ def normalize_scope(value):
     if any(p != p.strip() for p in parts):
         raise FieldError(
             f"scope {value!r} may not have a space at the start or end of a part: "
+            "it would be a separate scope that looks like another"
+        )
+    marked = next((p[0] for p in parts if unicodedata.category(p[0]).startswith("M")), None)
+    if marked:
+        raise FieldError(
+            f"scope {value!r} has a part that begins with {_shown(marked)}, a mark with no letter to go on: "
             "it would be a separate scope that looks like another"
         )
     return "/" + "/".join(parts)

@@ -50,7 +50,7 @@ def build(state, conn):
     if began:
         conn.execute("begin")
     try:
-        seq, state.instance = _last_change(conn)
+        seq, state.instance, _ = _last_change(conn)
         count = conn.execute("select count(*) from knowledge").fetchone()[0]
         beside = _postings_beside(path, seq) if path and seq is not None and count >= PARALLEL_BUILD_CHUNKS else None
         graph = state.graph
@@ -143,7 +143,7 @@ def _build_postings(path, out):
     `out` with the change-log position and the number of rows they were read at."""
     conn = open_connection(path, read_only=True)
     conn.execute("begin")
-    seq, _ = _last_change(conn)
+    seq, _, _ = _last_change(conn)
     postings = _postings_here(conn)
     rows = conn.execute("select count(*) from knowledge").fetchone()[0]
     conn.execute("commit")
@@ -152,11 +152,11 @@ def _build_postings(path, out):
 
 def follow(state, conn):
     """Bring the state up to what `conn` sees; True when it must be built anew."""
-    seq, instance = _last_change(conn)
+    seq, instance, stamp = _last_change(conn)
     if instance != state.instance:
         return True  # another brain copied over this file
-    if seq == state.seq:
-        return False
+    if seq == state.seq:  # nothing new; or a copy restored and written again to the same position
+        return bool(seq) and (state.last is None or stamp != state.last[2])
     if seq is None or state.seq is None or seq < state.seq:
         return True  # no log, or another file at this path
     first = conn.execute(f"select min(seq) from {CHANGES_TABLE}").fetchone()[0]
@@ -298,20 +298,22 @@ def _rows_by_id(conn, sql, ids):
 
 
 def _entry(conn, seq):
-    row = conn.execute(f"select kind, key from {CHANGES_TABLE} where seq = ?", (seq,)).fetchone()
+    """The change at `seq`: its kind, key and random stamp (what tells this file's
+    history from another's at the same position)."""
+    row = conn.execute(f"select kind, key, stamp from {CHANGES_TABLE} where seq = ?", (seq,)).fetchone()
     return tuple(row) if row else None
 
 
 def _last_change(conn):
-    """(the last change's seq, the brain's instance id); seq None for a brain from
-    before the change log, which cannot be followed."""
+    """(the last change's seq, the brain's instance id, that change's stamp); seq
+    None for a brain from before the change log, which cannot be followed."""
     try:
         return tuple(conn.execute(
-            f"select (select coalesce(max(seq), 0) from {CHANGES_TABLE}), "
-            f"(select instance from {INSTANCE_TABLE})"
+            f"select (select coalesce(max(seq), 0) from {CHANGES_TABLE}), (select instance from {INSTANCE_TABLE}), "
+            f"(select stamp from {CHANGES_TABLE} order by seq desc limit 1)"
         ).fetchone())  # fmt: skip
-    except Exception:  # noqa: BLE001 - no change log (or no instance yet): not followable
-        return None, None
+    except Exception:  # noqa: BLE001 - no change log (or no instance yet, or no stamps): not followable
+        return None, None, None
 
 
 if __name__ == "__main__":  # the second process of a build: python -m brain_sql.follower BRAIN OUT

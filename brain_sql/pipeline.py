@@ -33,7 +33,7 @@ from .plugins import collect
 from .records import record_document
 from .schema import is_brain, migrate, prune_changes, recorded_model
 from .vectors import insert_vectors, storage_vectors, stored_vector
-from .writer import DocumentWriter, chunk_text, content_hash
+from .writer import CHUNKS_PER_INSERT, DocumentWriter, chunk_text, content_hash, may_exist
 
 
 # While a batch is embedded, progress is reported this often; its text is embedded
@@ -110,9 +110,12 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
     fields win. `model` creates a new brain with that embedding model; a brain
     made with another one is a BrainError (re-embed it with reindex).
     `prune` removes the memories whose files under the folders in `paths` are
-    gone, except under a folder that would keep none of its memories (empty:
-    unmounted, or a sync that failed): that one keeps them all, and once the rest
-    of the ingest is in, PruneRefused names it. `prune_all` prunes it too.
+    gone, except where that looks like a folder unmounted or a sync that failed
+    rather than files deleted: a root whose memories from before this run would
+    all go (whatever new files arrived), or a folder under it that held memories
+    and is still there but holds nothing to ingest. Those keep theirs, and once
+    the rest of the ingest is in, PruneRefused names them; a folder deleted is
+    pruned. `prune_all` prunes them too.
     `progress(n, documents)` is called as the work goes on, embedding included,
     with the characters of content handled since the last call and the number of
     documents handled so far.
@@ -133,7 +136,9 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
             error.message += ": nothing under it was pruned"
     try:
         with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
-            refused = _ingest_files(pipeline, files, defaults, prune_roots, prune_all)
+            # what each root held before this run: new files never make a prune of all of that look partial
+            roots = {root: pipeline.documents_under(root) for root in prune_roots}
+            refused = _ingest_files(pipeline, files, defaults, roots, prune_all)
     except BrainBusy as ex:
         raise BrainBusy(
             f"{ex} The {report.documents_added + report.documents_updated} documents written before "
@@ -202,9 +207,10 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
                 pipeline.flush()
         except sqlite3.Error as ex:
             raise WriteError(f"nothing was stored: {ex}") from ex
+        placed = {d.version_of: d.document_id for d in documents if d.version_of}  # earlier versions, as history
         ids = [
             [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (d,))]
-            for d in document_ids
+            for d in (placed.get(d, d) for d in document_ids)
         ]
     report.seconds = time.perf_counter() - started
     return report, ids
@@ -236,8 +242,9 @@ def _stored_as(conn, document, number):
     return document
 
 
-def _ingest_files(pipeline, files, defaults, prune_paths, prune_all):
-    """Ingest `files`, then prune under `prune_paths`; returns why roots were not pruned."""
+def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
+    """Ingest `files`, then prune under `prune_roots` ({root: the documents it held
+    before}); returns why roots or folders under them were not pruned."""
     report = pipeline.report
     extractors = collect("brain_entity_extractors")
     for path, fmt in files:
@@ -257,14 +264,46 @@ def _ingest_files(pipeline, files, defaults, prune_paths, prune_all):
             # records no longer in the file are gone from the brain too; a file
             # with a bad record keeps them, so a typo never deletes memories
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
-    pipeline.write_pending()  # a root that gained memories in this run keeps some
-    refused = [pipeline.prune(given, prune_all) for given in prune_paths]
+    pipeline.write_pending()
+    live = _folders_of(path for path, _ in files)
+    refused = [why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all)]
     pipeline.flush()
-    return [why for why in refused if why]
+    return refused
+
+
+def _folders_of(paths):
+    """Every folder that holds one of `paths`, at any depth."""
+    folders = set()
+    for path in paths:
+        folder = os.path.dirname(path)
+        while folder not in folders and folder != os.path.dirname(folder):
+            folders.add(folder)
+            folder = os.path.dirname(folder)
+    return folders
+
+
+def _emptied_folder(folder, root, live):
+    """The outermost folder under `root` that holds `folder` (a gone file's) and is
+    still there but holds nothing to ingest (`live`: the folders that do); None
+    when the nearest of them still there is the root or holds files: the file, or
+    a folder of it, was deleted."""
+    while folder.startswith(root + os.sep) and not may_exist(folder):
+        folder = os.path.dirname(folder)
+    if not folder.startswith(root + os.sep) or folder in live:
+        return None
+    while os.path.dirname(folder) != root and os.path.dirname(folder) not in live:
+        folder = os.path.dirname(folder)
+    return folder
 
 
 def _like_prefix(text):
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _documents_under(root):
+    """(where, params) selecting the documents from files under `root` (resolved)."""
+    root = str(Path(root).resolve())
+    return "source_path = ? or source_path like ? escape '\\'", (root, _like_prefix(root + "/"))
 
 
 def _read(path, fmt):
@@ -436,6 +475,7 @@ class _Pipeline:
             self.report.relationships += mentions.resolve_mentions(self.conn, mentioned["chunk"], mentioned["entity"])
             prune_changes(self.conn, CHANGE_LOG_KEEP)
             return
+        self._in_turns(partial(mentions.follow_names, self.conn))  # the name index up to date, for prepare
         resolution = mentions.Resolution(self.conn).prepare()  # its automatons built before taking the lock
         self._in_turns(resolution.step, partial(prune_changes, self.conn, CHANGE_LOG_KEEP))
         self.report.relationships += resolution.added
@@ -446,28 +486,58 @@ class _Pipeline:
         they came from files being ingested, in `keep`."""
         self._remove(where, params, keep)
 
-    def prune(self, root, everything=False):
+    def documents_under(self, root):
+        """The ids of the documents from files under `root`."""
+        where, params = _documents_under(root)
+        return {row[0] for row in self.conn.execute(f"select document_id from documents where {where}", params)}
+
+    def prune(self, root, before, live, everything=False):
         """Remove the documents from files under `root` that are gone, in
-        transactions of their own; unless `everything`, not when that is every one
-        `root` holds (its folder is empty, or none of its files is there): then
-        nothing is removed and the reason is returned."""
+        transactions of their own; returns why some were not (a list). Unless
+        `everything`, nothing is removed when that would take every document of
+        `before` (what `root` held before this run) still stored: its folder is
+        empty or none of its files is there. Nor under a folder in it that held
+        some and is still there but holds no file to ingest (`live`: the folders
+        that do): an unmounted drive mounted there, a sync that failed."""
         root = str(Path(root).resolve())
-        under = ("source_path = ? or source_path like ? escape '\\'", (root, _like_prefix(root + "/")))
+        under = _documents_under(root)
         held, doomed = self.writer.removable(*under, gone=True)
-        if doomed and len(doomed) == len(held) and not everything:
-            memories, files = self.conn.execute(
-                "select count(*), count(distinct source_path) from knowledge "
-                "where document_id in (select value from json_each(?))", [json.dumps(doomed)]
-            ).fetchone()
-            lost = "the one memory" if memories == 1 else f"all {memories:,} memories"
-            gone = "its one file is" if files == 1 else f"all {files:,} of its files are"
-            return (
-                f"nothing under {root} was pruned: that would remove {lost} it holds, as {gone} gone "
-                "(an unmounted drive, a sync that failed?); look at the folder, or prune with --prune-all "
-                f"to remove {'it' if memories == 1 else 'them'}"
-            )
-        self._remove(*under, gone=True, only=set(doomed))
-        return None
+        before = before & set(held)
+        if everything or not doomed:
+            refused = {}
+        elif before and before <= set(doomed):
+            refused = {root: doomed}
+        else:
+            paths = dict(self.conn.execute(
+                "select document_id, source_path from documents where document_id in (select value from json_each(?))",
+                [json.dumps(doomed)],
+            ).fetchall())  # fmt: skip
+            refused, emptied = {}, {}  # emptied: {a gone file's folder: _emptied_folder of it}
+            for document_id in doomed:
+                folder = os.path.dirname(paths.get(document_id) or root)
+                if folder not in emptied:
+                    emptied[folder] = _emptied_folder(folder, root, live)
+                if emptied[folder]:
+                    refused.setdefault(emptied[folder], []).append(document_id)
+        kept = {document_id for documents in refused.values() for document_id in documents}
+        self._remove(*under, gone=True, only=set(doomed) - kept)
+        return [self._refusal(folder, documents, folder == root) for folder, documents in sorted(refused.items())]
+
+    def _refusal(self, folder, documents, whole_root):
+        """Why the documents of `folder` were not pruned."""
+        memories, files = self.conn.execute(
+            "select count(*), count(distinct source_path) from knowledge "
+            "where document_id in (select value from json_each(?))", [json.dumps(documents)]
+        ).fetchone()
+        lost = "the one memory" if memories == 1 else f"all {memories:,} memories"
+        gone = "its one file is" if files == 1 else f"all {files:,} of its files are"
+        why = (f"that would remove {lost} it held before this ingest, as {gone} gone" if whole_root
+               else f"the folder is there but holds nothing to ingest, and that would remove {lost} from it")
+        return (
+            f"nothing under {folder} was pruned: {why} (an unmounted drive, a sync that failed?); look at the "
+            f"folder, {'' if whole_root else 'delete it if its notes are meant to go, '}or prune with --prune-all "
+            f"to remove {'it' if memories == 1 else 'them'}"
+        )
 
     def _remove(self, where, params, keep=(), gone=False, only=None):
         """writer.remove of the documents writer.removable selects (of `only`, when
@@ -549,28 +619,50 @@ class _Pipeline:
     def _write_batch(self, batch, embedded, isolate, deadline=None):
         """Write documents of `batch` in order until `deadline` (time.perf_counter)
         has passed, at least one, or all when None; returns how many it wrote.
-        With `isolate`, each in a savepoint of its own (slower: vec0 journals every
-        page a savepoint touches)."""
+        Documents new to the brain in a row are written together, up to
+        CHUNKS_PER_INSERT chunks at once (DocumentWriter.write_new), so the
+        deadline may pass by the time of writing that many. With `isolate`, each
+        in a savepoint of its own (slower: vec0 journals every page a savepoint touches)."""
         report = self.report
+        for document in batch:
+            validity.place_earlier(self.conn, document)  # an earlier version is history, never over a later one
         stored = self.writer.stored_hashes(batch)
         changing = [d.document_id for d in batch if stored.get(d.document_id) != d.digest]
         before = validity.touched(self.conn, changing)
         new_vectors, written = [], 0
+        fresh, vectors, chunks = [], {}, 0  # new documents not written yet, as (document, plan); their chunks
+
+        def write_fresh():
+            nonlocal chunks
+            new_vectors.extend(self.writer.write_new(fresh, vectors))
+            fresh.clear()
+            vectors.clear()
+            chunks = 0
+
         for document in batch:
             written += 1
             report.documents += 1
             if stored.get(document.document_id) == document.digest:
                 report.documents_unchanged += 1
                 report.chunks_unchanged += len(document.chunks)
+            elif not isolate and document.document_id not in stored and not document.version_of:
+                plan = self.writer.plan(document, False)  # an earlier version (place_earlier) is _write's
+                if chunks + len(plan["new"]) > CHUNKS_PER_INSERT:
+                    write_fresh()
+                fresh.append((document, plan))
+                chunks += len(plan["new"])
+                vectors.update(self._vectors(plan["new"], embedded))
+                self._count(False)
             elif not isolate:
-                vectors, known = self._write(document, stored, embedded)
-                new_vectors += vectors  # inserted together: vec0 takes many rows at once faster
+                write_fresh()  # first: documents are written in order
+                written_vectors, known = self._write(document, stored, embedded)
+                new_vectors.extend(written_vectors)  # inserted together: vec0 takes many rows at once faster
                 self._count(known)
             else:
                 try:
                     with atomic(self.conn):
-                        vectors, known = self._write(document, stored, embedded)
-                        insert_vectors(self.conn, vectors)
+                        written_vectors, known = self._write(document, stored, embedded)
+                        insert_vectors(self.conn, written_vectors)
                         self.writer.queue_mentions()
                     self._count(known)
                 except Exception as ex:
@@ -578,6 +670,7 @@ class _Pipeline:
                     report.errors.append(IngestError(document.source_path, document.line, f"not written: {ex}"))
             if deadline is not None and time.perf_counter() >= deadline:
                 break
+        write_fresh()
         insert_vectors(self.conn, new_vectors)
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))
@@ -586,7 +679,8 @@ class _Pipeline:
     def _write(self, document, stored, embedded):
         """writer.write of a new or changed document: (its new vectors, whether it
         updates a stored one). A later version of the stored one is new: that is
-        kept as history first."""
+        kept as history first; an earlier one (placed by validity.place_earlier)
+        is written as history."""
         known = document.document_id in stored
         flagged = False
         if known and validity.later_version(self.conn, document):
@@ -595,6 +689,8 @@ class _Pipeline:
         vectors = self.writer.write(document, plan, self._vectors(plan["new"], embedded))
         if flagged:  # a new version of a flagged memory is flagged too: it goes into recall only reviewed
             self.conn.execute("update knowledge set flagged = 1 where document_id = ?", (document.document_id,))
+        if document.version_of:
+            validity.mark_history(self.conn, document)
         return vectors, known
 
     def _count(self, known):

@@ -14,11 +14,15 @@ from .config import configured_model
 from .connection import atomic, sqlite3
 from .embed import model_dimension
 from .errors import RULE_MARK, BrainError
-from .mentions import QUEUE_TABLE
 from .vectors import VEC_METADATA, VEC_SOURCE_COLUMNS, backfill_vectors, create_vector_table, rebuild_vector_table
 
 SCHEMA_VERSION = 1
 META_TABLE = "brain_meta"
+QUEUE_TABLE = "brain_mention_queue"  # mention matching still to do (mentions.py)
+# the name index mentions.py finds entity names in new text by, and where it has
+# looked (the last change it followed, the version of its keys, how far it was made again)
+MENTION_NAMES_TABLE = "brain_mention_names"
+MENTION_NAMES_SEEN_TABLE = "brain_mention_names_seen"
 # knowledge's columns in knowledge_fts, in order: the searched ones, then the hash
 FTS_INDEXED = ("title", "content", "context", "content_hash")
 
@@ -289,8 +293,14 @@ def m007_change_log(db):
         f"CREATE TABLE IF NOT EXISTS {CHANGES_TABLE} "
         "(seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, key NOT NULL)"
     )
-    for sql in change_triggers().values():
+    for sql in _change_triggers_m007().values():
         db.execute(sql)
+
+
+def _change_triggers_m007():
+    """The change log's triggers as m007 made them (m012 adds each change's stamp)."""
+    return {name: sql.replace(", stamp) VALUES", ") VALUES").replace(", random()); END", "); END")
+            for name, sql in change_triggers().items()}  # fmt: skip
 
 
 def change_triggers():
@@ -301,19 +311,20 @@ def change_triggers():
         for event, row in (("INSERT", "new"), ("UPDATE", "new"), ("DELETE", "old")):
             triggers[f"{CHANGES_TABLE}_{table}_{event.lower()}"] = (
                 f"CREATE TRIGGER {CHANGES_TABLE}_{table}_{event.lower()} AFTER {event} ON {table} "
-                f"BEGIN INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('{kind}', {row}.{key}); END"
+                f"BEGIN INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('{kind}', {row}.{key}, random()); END"
             )
         triggers[f"{CHANGES_TABLE}_{table}_rekey"] = (
             f"CREATE TRIGGER {CHANGES_TABLE}_{table}_rekey AFTER UPDATE OF {key} ON {table} "
-            f"WHEN old.{key} IS NOT new.{key} BEGIN INSERT INTO {CHANGES_TABLE} (kind, key) VALUES ('{kind}', old.{key}); END"
+            f"WHEN old.{key} IS NOT new.{key} BEGIN INSERT INTO {CHANGES_TABLE} (kind, key, stamp) "
+            f"VALUES ('{kind}', old.{key}, random()); END"
         )
     return triggers
 
 
 def expected_triggers():
-    """Every trigger a brain keeps its derived data and change log in step with,
+    """Every trigger a brain keeps its derived data, change log and id mark in step with,
     and its rules with."""
-    return {**fts_triggers(), **vec_triggers(), **change_triggers(), **rule_triggers()}
+    return {**fts_triggers(), **vec_triggers(), **change_triggers(), **id_mark_triggers(), **rule_triggers()}
 
 
 INSTANCE_TABLE = "brain_instance"
@@ -404,6 +415,77 @@ def m011_page_indexes(db):
         db.execute(sql)
 
 
+@migrations()
+def m012_change_stamps(db):
+    """Each change of the log carries a random stamp: a brain restored from a backup
+    and written again holds other stamps at the same positions, so a read state or
+    snapshot of what was written before the restore is never taken for it."""
+    db.execute(f"ALTER TABLE {CHANGES_TABLE} ADD COLUMN stamp INTEGER")
+    for name, sql in change_triggers().items():
+        db.execute(f"DROP TRIGGER IF EXISTS {name}")
+        db.execute(sql)
+
+
+IDS_TABLE = "brain_ids"
+
+
+@migrations()
+def m013_id_mark(db):
+    """The highest memory id ever given (brain_ids), raised by a trigger on every
+    insert: writers give new memories ids above it, so an id forgotten is never
+    another memory's (an agent holding it reads nothing, not a stranger). Seeded
+    from the highest id stored; `knowledge` itself is not rebuilt (AUTOINCREMENT
+    would copy every row, and FTS5 and vec0 key on the same ids)."""
+    db.execute(f"CREATE TABLE IF NOT EXISTS {IDS_TABLE} (name TEXT PRIMARY KEY, seq INTEGER NOT NULL)")
+    db.execute(f"INSERT OR IGNORE INTO {IDS_TABLE} SELECT 'knowledge', coalesce(max(id), 0) FROM knowledge")
+    for sql in id_mark_triggers().values():
+        db.execute(sql)
+
+
+def id_mark_triggers():
+    """{name: CREATE TRIGGER} raising the id mark to any id written above it."""
+    return {
+        f"{IDS_TABLE}_knowledge_{name}": (
+            f"CREATE TRIGGER {IDS_TABLE}_knowledge_{name} AFTER {event} ON knowledge "
+            f"WHEN new.id > coalesce((SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge'), -1) "
+            f"BEGIN INSERT INTO {IDS_TABLE} (name, seq) VALUES ('knowledge', new.id) "
+            "ON CONFLICT (name) DO UPDATE SET seq = excluded.seq; END"
+        )
+        for name, event in (("insert", "INSERT"), ("rekey", "UPDATE OF id"))
+    }
+
+
+def next_knowledge_id(conn):
+    """The id for the next new memory: above every id ever given (the mark, and
+    the rows, should the mark's trigger have been dropped). None past the largest
+    integer SQLite keys take: SQLite then picks an unused one."""
+    mark = conn.execute(
+        f"SELECT max(coalesce((SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge'), 0), "
+        "coalesce((SELECT max(id) FROM knowledge), 0))"
+    ).fetchone()[0]
+    return mark + 1 if mark < 2**63 - 1 else None
+
+
+@migrations()
+def m014_mention_names(db):
+    """The name index: each entity name's (head, words, hash) as mentions.name_keys
+    makes them, so that a few new chunks are matched without reading every name;
+    and where it has looked, the change log's seq and stamp (mentions.follow_names).
+    Filled from the entities at the next ingest (or over the next remembers), then
+    kept up with the change log. A _seen table without stamps (from a development
+    version of this migration) is dropped: the index is then made again."""
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {MENTION_NAMES_TABLE} (head INTEGER NOT NULL, words INTEGER NOT NULL, "
+        "hash INTEGER NOT NULL, entity_id INTEGER NOT NULL, PRIMARY KEY (head, words, hash, entity_id)) WITHOUT ROWID"
+    )
+    db.execute(f"CREATE INDEX IF NOT EXISTS idx_mention_names_entity ON {MENTION_NAMES_TABLE}(entity_id)")
+    db.execute(f"DROP TABLE IF EXISTS {MENTION_NAMES_SEEN_TABLE}")
+    db.execute(
+        f"CREATE TABLE {MENTION_NAMES_SEEN_TABLE} "
+        "(seq INTEGER NOT NULL, stamp INTEGER, keys INTEGER NOT NULL, rebuilt INTEGER)"
+    )
+
+
 # a time as the brain writes one: a date (ISO 8601), then what unixepoch() reads, or
 # NULL; SQLite's 'now', a bare time or a Julian day number read as times too, but
 # name no moment of their own (SQL over the value {c}: true or false, never NULL)
@@ -463,9 +545,12 @@ def m015_rules(db):
 
 # Tables whose rows are memories' text, or derived from it: whoever may not read
 # `knowledge` may read none of them.
-DERIVED_TABLES = ("documents", "entities", "relationships", "brain_mention_queue", CHANGES_TABLE,
-                  "sqlite_sequence")  # its counters tell how many rows each table ever had  # fmt: skip
-DERIVED_PREFIXES = ("knowledge_fts", "vec_knowledge")
+DERIVED_TABLES = ("documents", "entities", "relationships", QUEUE_TABLE, MENTION_NAMES_TABLE, MENTION_NAMES_SEEN_TABLE,
+                  CHANGES_TABLE, "sqlite_sequence", IDS_TABLE)  # counters: rows a table ever had  # fmt: skip
+# the FTS and vector tables and their shadows; and ANALYZE's statistics, sqlite_stat1
+# to sqlite_stat4: row counts of every table and index, and sample rows of each index
+# (entity names, scopes, source paths)
+DERIVED_PREFIXES = ("knowledge_fts", "vec_knowledge", "sqlite_stat")
 
 
 def derived_from_knowledge(table):

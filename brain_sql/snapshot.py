@@ -15,6 +15,7 @@ reader never sees half of one.
 
 import json
 import os
+import stat
 import struct
 import tempfile
 
@@ -22,7 +23,7 @@ import numpy as np
 import xxhash
 
 MAGIC = b"datasette-brain read state\n"
-FORMAT = 3  # 2: with the lexical postings; 3: their terms one a line
+FORMAT = 4  # 2: with the lexical postings; 3: their terms one a line; 4: changes with stamps
 ALIGN = 64
 SUFFIX = "-brainstate"
 
@@ -64,8 +65,19 @@ def save(path, manifest, arrays, like=None):
         raise
 
 
+def _regular(path):
+    """A SnapshotError unless `path` is a regular file (a pipe or device left there
+    would block a reader, or never end)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise SnapshotError(f"{path} is not a regular file")
+    except OSError as ex:
+        raise SnapshotError(f"{path} cannot be read: {ex}") from ex
+
+
 def read_manifest(path):
     """(manifest, where the arrays start) of the snapshot at `path`."""
+    _regular(path)
     try:
         with open(path, "rb") as handle:
             if handle.read(len(MAGIC)) != MAGIC:

@@ -38,7 +38,7 @@ class ReadState:
     def __init__(self, dimension):
         self.lock = _SharedLock()
         self.seq = None  # the last change applied (None: the brain has no change log)
-        self.last = None  # that change's (kind, key): a file copied over this one says otherwise
+        self.last = None  # that change's (kind, key, stamp): a file copied over this one says otherwise
         self.instance = None  # the brain's own id (brain_instance), kept by copies of it
         self.built = False
         self.compacting = False  # a copy without dead slots is being built aside
@@ -127,17 +127,17 @@ def snapshot_problem(conn, dimension):
     followed to now holds other than a fresh build. None without one."""
     key = _file_key(conn)
     where = snapshot.path_for(key[0]) if key else None
-    if where is None or not os.path.exists(where):
+    if where is None or not os.path.lexists(where):
         return None
     try:
         loaded = ReadState.load(where, dimension)
     except snapshot.SnapshotError as ex:
         return str(ex)
-    seq, instance = _last_change(conn)
+    seq, instance, _ = _last_change(conn)
     if loaded.instance != instance:
         return f"{where} is another brain's (its instance id differs)"
     if loaded.refresh(conn):
-        return f"{where} is too far behind the change log to be followed"
+        return None  # older than the change log reaches: not wrong, only not used (the next ingest or server writes anew)
     if loaded.digest() != ReadState(dimension).build(conn).digest():
         return f"{where} does not hold what the brain holds"
     return None
@@ -145,16 +145,20 @@ def snapshot_problem(conn, dimension):
 
 def rewrite_snapshot(conn, dimension):
     """Replace the brain's snapshot with one of a fresh build, or remove it when
-    the brain is too small for one."""
+    the brain is too small for one; what stands in the way, in words, or None."""
     key = _file_key(conn)
     if key is None:
-        return
+        return None
     where = snapshot.path_for(key[0])
     fresh = ReadState(dimension).build(conn)
-    if fresh.chunks.count >= SNAPSHOT_MIN_CHUNKS:
-        fresh.save(where, key[0])
-    elif os.path.exists(where):
-        os.unlink(where)
+    try:
+        if fresh.chunks.count >= SNAPSHOT_MIN_CHUNKS:
+            fresh.save(where, key[0])
+        elif os.path.lexists(where):
+            os.unlink(where)
+    except OSError as ex:
+        return f"{where} could not be replaced ({ex}): move it away"
+    return None
 
 
 class _SharedLock:
@@ -243,9 +247,11 @@ def current(conn, dimension):
         # what this connection sees may never be committed (and a rolled-back
         # change log reuses its numbers): it must not reach the shared state
         return state if state.built else ReadState(dimension).build(conn)
-    seq, instance = _last_change(conn)
+    seq, instance, stamp = _last_change(conn)
     token = _file_token(key[0]) if key and seq is None else None
-    if state.built and seq is not None and (seq, instance) == (state.seq, state.instance):
+    if state.built and seq is not None and (seq, instance) == (state.seq, state.instance) and (
+        not seq or (state.last is not None and stamp == state.last[2])
+    ):
         return state  # the common case: nothing written since
     compact = save = False
     with state.lock.exclusive():
@@ -280,7 +286,7 @@ def _from_snapshot(conn, path, dimension, instance):
     """The state the brain's snapshot holds, brought up to what `conn` sees; None
     when there is none that fits (another brain's, damaged, or too far behind)."""
     where = snapshot.path_for(path)
-    if not os.path.exists(where):
+    if not os.path.lexists(where):
         return None
     try:
         loaded = ReadState.load(where, dimension)
@@ -324,7 +330,7 @@ def persist(conn):
     SNAPSHOT_EVERY changes or more behind (a server follows a smaller gap
     itself); returns whether it was written."""
     key = _file_key(conn)
-    seq, instance = _last_change(conn)
+    seq, instance, _ = _last_change(conn)
     if key is None or seq is None:
         return False
     where = snapshot.path_for(key[0])

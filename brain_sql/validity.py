@@ -17,7 +17,11 @@ because of a memory it cannot see. A memory is replaced by:
 - a later version of its own record: the same `_id` stored again with a later
   valid_from keeps the stored version as history (a document of its own whose
   `version_of` names the record's current document), replaced from the next
-  version's valid_from; the current version replaces all of its history.
+  version's valid_from; the current version replaces all of its history. One
+  stored with an earlier valid_from than the current version's is history
+  itself, never over a later one (one with the same valid_from as a history
+  version corrects that one). Without valid_from on either side, or the same
+  as the current version's, a write corrects the current version in place.
 
 The vec0 column valid_until (vectors.VEC_METADATA) is min(valid_to, superseded_at).
 """
@@ -120,13 +124,51 @@ def keep_as_history(conn, document):
     valid_from, flagged = conn.execute(
         "select min(valid_from), max(flagged) from knowledge where document_id = ?", (document.document_id,)
     ).fetchone()
-    history = f"{document.document_id}@{valid_from or 'start'}"
+    record = document.document_id
+    _move(conn, record, _history_id(conn, record, valid_from), version_of=record)
+    return bool(flagged)
+
+
+def place_earlier(conn, document):
+    """When `document` is an earlier version of the record stored under its id (an
+    `_id`, and a valid_from before the current version's), write it as history
+    instead of over the later version: under the id of the history version with
+    the same valid_from (a correction of that one), else a new one; its
+    `version_of` names the record. Returns whether it was placed so."""
+    begins = document.fields.get("valid_from")
+    if document.external_id is None or not begins or document.version_of is not None:
+        return False
+    record = document.document_id
+    current = conn.execute(
+        "select valid_from from knowledge where document_id = ? and version_of is null limit 1", (record,)
+    ).fetchone()
+    if current is None or current[0] is None or current[0] <= begins:
+        return False
+    same = conn.execute(
+        "select document_id from knowledge where version_of = ? and valid_from = ? order by document_id limit 1",
+        (record, begins),
+    ).fetchone()
+    document.document_id, document.version_of = same[0] if same else _history_id(conn, record, begins), record
+    return True
+
+
+def mark_history(conn, document):
+    """After an earlier version (place_earlier) is written: its rows name their
+    record, and are flagged when the record's current version is (a version of a
+    flagged memory goes into recall only reviewed)."""
+    conn.execute(
+        "update knowledge set version_of = :record, flagged = max(flagged, "
+        "(select coalesce(max(flagged), 0) from knowledge where document_id = :record)) where document_id = :history",
+        {"record": document.version_of, "history": document.document_id},
+    )
+
+
+def _history_id(conn, record, valid_from):
+    """A new document id for a version of `record` kept as history: `record@valid_from`."""
+    history = f"{record}@{valid_from or 'start'}"
     taken = conn.execute("select count(*) from documents where document_id like ? escape '\\'",
                          (_like(history) + "%",)).fetchone()[0]  # fmt: skip
-    if taken:
-        history += f"~{taken + 1}"
-    _move(conn, document.document_id, history, version_of=document.document_id)
-    return bool(flagged)
+    return f"{history}~{taken + 1}" if taken else history
 
 
 def promote(conn, document_ids):

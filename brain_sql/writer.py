@@ -14,7 +14,8 @@ from pathlib import Path
 import xxhash
 
 from . import conversation, mentions, validity
-from .schema import recorded_model
+from .connection import max_variables
+from .schema import next_knowledge_id, recorded_model
 from .vectors import embedded_text, insert_vectors, storage_vectors
 
 # knowledge columns written from a document's fields
@@ -26,6 +27,19 @@ FIELD_COLUMNS = (
 _CHUNK_COLUMNS = ("chunk_index", "line_start", "line_end", "context")
 _STORED_TIMES = ("created_at", "observed_at")
 REMOVE_AT_ONCE = 50  # documents removed between looks at the clock
+# a chunk's columns that come from its document (DocumentWriter._row_values)
+_ROW_COLUMNS = (*FIELD_COLUMNS, "external_id", "source_path", "tags", "metadata", "embedding_model")
+# a memory is created and observed when first stored, unless its input says when
+_UPDATE_KEPT = "update knowledge set {}, updated_at = current_timestamp where id = ?".format(", ".join(
+    f"[{c}] = coalesce(?, {c})" if c in _STORED_TIMES else f"[{c}] = ?" for c in (*_ROW_COLUMNS, *_CHUNK_COLUMNS)
+))
+_INSERTED = ("id", "title", "content", "content_hash", "document_id", "heading_path", *_ROW_COLUMNS, *_CHUNK_COLUMNS,
+             "flagged")  # fmt: skip
+_INSERT_CHUNKS = f"insert into knowledge ({', '.join(f'[{n}]' for n in _INSERTED)}) values "
+CHUNKS_PER_INSERT = 500  # new chunks a statement at most: statements of up to 80 kB (SQLite takes up to 1 MB)
+_CHUNK_VALUES = "({})".format(
+    ", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in _INSERTED)
+)
 
 
 def content_hash(text):
@@ -113,44 +127,73 @@ class DocumentWriter:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
         chunk_ids = {}
-        # a memory is created and observed when first stored, unless its input says when
-        assignments = ", ".join(
-            f"[{c}] = coalesce(?, {c})" if c in _STORED_TIMES else f"[{c}] = ?" for c in (*columns, *_CHUNK_COLUMNS)
-        )
         for row_id, index, chunk in plan["kept"]:
-            conn.execute(
-                f"update knowledge set {assignments}, updated_at = current_timestamp where id = ?",
-                (*columns.values(), index, chunk.line_start, chunk.line_end, chunk.context, row_id),
-            )
+            conn.execute(_UPDATE_KEPT, (*columns, index, chunk.line_start, chunk.line_end, chunk.context, row_id))
             chunk_ids[index] = row_id
         report.chunks_updated += len(plan["kept"])
-        names = ("title", "content", "content_hash", "document_id", "heading_path", *columns, *_CHUNK_COLUMNS)
-        values = ", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in names)
-        insert = f"insert into knowledge ({', '.join(f'[{n}]' for n in names)}) values ({values})"
+        stored_vectors, [added] = self._insert_chunks([(document, plan, columns, flagged)], vectors)
+        chunk_ids.update(added)
+        self._finish(document, chunk_ids)
+        if quoted:  # a corrected turn is quoted as it is now in the turns after it; moved elsewhere, not at all
+            restate(conn, quoted, said[1] if said and said[0] == quoted.where and not flagged else None)
+        return stored_vectors
+
+    def write_new(self, items, vectors):
+        """Write documents new to the brain, each a (document, plan): as `write`
+        would one by one, with the chunks of them all inserted together."""
+        if not items:
+            return []
+        stored_vectors, chunk_ids = self._insert_chunks(
+            [(document, plan, self._row_values(document), 0) for document, plan in items], vectors
+        )
+        for (document, _), ids in zip(items, chunk_ids):
+            self._finish(document, ids)
+        return stored_vectors
+
+    def _insert_chunks(self, items, vectors):
+        """Insert the new chunks of (document, plan, its row values, flagged) items,
+        in order, a few statements for them all: FTS5 writes out its pending terms at
+        the start of each statement that writes through a trigger, so a statement a
+        chunk would write a segment of the index a chunk, which it then merges.
+        Returns (row id, int8, bit) of the new chunks' vectors, and each item's
+        {chunk index: row id}."""
+        rows, placed, chunk_ids = [], [], []
+        for document, plan, columns, flagged in items:
+            chunk_ids.append({})
+            for digest, _, index, chunk in plan["new"]:
+                rows.append((document.title, chunk.content, digest, document.document_id, chunk.heading_path,
+                             *columns, index, chunk.line_start, chunk.line_end, chunk.context, flagged))  # fmt: skip
+                placed.append((chunk_ids[-1], index, digest))
+            self.report.chunks_added += len(plan["new"])
+        first = next_knowledge_id(self.conn)
+        if first is not None and first + len(rows) <= 1 << 63:
+            ids = range(first, first + len(rows))  # above every id ever given: a forgotten one is never reused
+            per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)
+            for start in range(0, len(rows), per_statement):
+                part = rows[start : start + per_statement]
+                self.conn.execute(
+                    _INSERT_CHUNKS + ", ".join([_CHUNK_VALUES] * len(part)),
+                    [value for row_id, row in zip(ids[start:], part) for value in (row_id, *row)],
+                )
+        else:  # past the largest id: SQLite picks unused ones
+            ids = [self.conn.execute(_INSERT_CHUNKS + _CHUNK_VALUES, (None, *row)).lastrowid for row in rows]
         stored_vectors = []
-        for digest, _, index, chunk in plan["new"]:
-            cursor = conn.execute(
-                insert,
-                (document.title, chunk.content, digest, document.document_id, chunk.heading_path,
-                 *columns.values(), index, chunk.line_start, chunk.line_end, chunk.context),
-            )  # fmt: skip
-            chunk_ids[index] = cursor.lastrowid
-            if flagged:
-                conn.execute("update knowledge set flagged = 1 where id = ?", (cursor.lastrowid,))
+        for row_id, (ids_of, index, digest) in zip(ids, placed):
+            ids_of[index] = row_id
             if vectors[digest]:
-                stored_vectors.append((cursor.lastrowid, *vectors[digest]))
-        report.chunks_added += len(plan["new"])
+                stored_vectors.append((row_id, *vectors[digest]))
+        return stored_vectors, chunk_ids
+
+    def _finish(self, document, chunk_ids):
+        """A written document's entity, documents row and edges; its chunks queued for mentions."""
         entity_id = self._entity(document.title, "document", claim=True) if document.title else None
-        conn.execute(
+        self.conn.execute(
             "insert or replace into documents (document_id, title, source_path, entity_id, content_hash, chunks) "
             "values (?, ?, ?, ?, ?, ?)",
             (document.document_id, document.title, document.source_path, entity_id, document.digest, len(document.chunks)),
         )
         self._write_edges(document, entity_id, chunk_ids)
         self.queued["chunk"] += chunk_ids.values()
-        if quoted:  # a corrected turn is quoted as it is now in the turns after it; moved elsewhere, not at all
-            restate(conn, quoted, said[1] if said and said[0] == quoted.where and not flagged else None)
-        return stored_vectors
 
     def remove(self, document_ids, deadline=None):
         """Delete these documents, each whole (remove_documents), counting their
@@ -172,24 +215,25 @@ class DocumentWriter:
             document_id
             for document_id, path, version_of in selected
             # a kept record keeps its earlier versions (validity.keep_as_history)
-            if document_id not in keep and version_of not in keep and not (gone and path and _may_exist(path))
+            if document_id not in keep and version_of not in keep and not (gone and path and may_exist(path))
         ]
         return [document_id for document_id, _, _ in selected], doomed
 
     def _row_values(self, document):
+        """The document's values of the _ROW_COLUMNS of each of its chunks, in order."""
         values = {c: document.fields.get(c) for c in FIELD_COLUMNS}
         values["class"] = values["class"] or "memory"
         values["scope"] = values["scope"] or "/"
         values["domain"] = values["domain"] or "global"
         values["relevance_tier"] = 1 if values["relevance_tier"] is None else values["relevance_tier"]
-        return {
-            **values,
-            "external_id": document.external_id,
-            "source_path": document.source_path,
-            "tags": json.dumps(document.tags) if document.tags else None,
-            "metadata": json.dumps(document.metadata, default=str) if document.metadata else None,
-            "embedding_model": self.model_id,
-        }
+        return (
+            *values.values(),
+            document.external_id,
+            document.source_path,
+            json.dumps(document.tags) if document.tags else None,
+            json.dumps(document.metadata, default=str) if document.metadata else None,
+            self.model_id,
+        )
 
     def _write_edges(self, document, entity_id, chunk_ids):
         first = chunk_ids.get(0)
@@ -306,9 +350,9 @@ def edited(conn, document_id):
     )
 
 
-def _may_exist(path):
-    """Whether the file may still be there: one that cannot be looked at (a folder
-    we may not read) counts as there, so it is never pruned."""
+def may_exist(path):
+    """Whether the file (or folder) may still be there: one that cannot be looked
+    at (in a folder we may not read) counts as there, so it is never pruned."""
     try:
         return Path(path).exists()
     except OSError:

@@ -78,6 +78,8 @@ def permission_allowed(datasette, actor, action, resource):
     if action == "view-table" and isinstance(resource, (tuple, list)) and brain_sql.derived_from_knowledge(resource[1]):
         # full text, vectors, documents and the graph are the memories too
         return routes.knowledge_readable(datasette, actor, resource[0])
+    if action == "view-query" and isinstance(resource, (tuple, list)):
+        return routes.queries_runnable(datasette, actor, resource[0])
     if action in ("execute-sql", "view-database-download") and isinstance(resource, str):
         # arbitrary SQL reads every table, a download is the whole file: neither is
         # for whoever may not read the memories
@@ -123,7 +125,7 @@ def database_actions(datasette, actor, database):
     """The brain's pages, for whoever may read its memories (the pages answer nobody else)."""
 
     async def inner():
-        if database in await tools.brain_names(datasette) and await tools.memories_readable(datasette, actor, database):
+        if await tools.is_brain(datasette, database) and await tools.memories_readable(datasette, actor, database):
             return _links(datasette, database)
         return []
 
@@ -203,8 +205,9 @@ CONFIGURED = "_brain_metadata"  # the metadata's recall entry, as it was written
 
 @hookimpl
 def canned_queries(datasette, database, actor):
-    """The recall query, for actors who may read the memories; what the metadata
-    says of it (title, description, allow) is kept."""
+    """The recall query; what the metadata says of it (title, description, allow)
+    is kept. Whoever may not read the memories runs none of a brain's canned
+    queries (permission_allowed's view-query)."""
 
     async def inner():
         if not await datasette.get_database(database).execute_fn(brain_sql.is_brain):
@@ -223,8 +226,6 @@ def canned_queries(datasette, database, actor):
             **{key: value for key, value in configured.items() if key not in ("sql", CONFIGURED)},
             "sql": brain_sql.RECALL_SQL,
         }
-        if await routes.knowledge_readable(datasette, actor, database)() is False:
-            query["allow"] = False  # it reads the memories: nobody who may not read them runs it
         return {"recall": query}
 
     return inner

@@ -78,10 +78,12 @@ def register_commands(cli):
     @click.option("--source", help="source tag for memories that name none")
     @click.option("--domain", help="domain for memories that name none")
     @click.option("--prune", is_flag=True,
-                  help="remove memories whose files under PATHS no longer exist; a folder that would keep none "
-                  "of its memories (empty or emptied: unmounted, a sync that failed) is not pruned, and the "
-                  "command exits 1 naming it")  # fmt: skip
-    @click.option("--prune-all", is_flag=True, help="--prune, also a folder that would keep none of its memories")
+                  help="remove memories whose files under PATHS no longer exist. Not pruned, and named as the "
+                  "command exits 1 (an unmounted drive, a sync that failed?): a PATH that would lose every memory "
+                  "it held before this ingest, whatever new files it has, and a folder in it that held memories "
+                  "and is still there but holds nothing to ingest. A folder deleted is pruned")  # fmt: skip
+    @click.option("--prune-all", is_flag=True, help="--prune, also where it would refuse (every memory of a PATH, "
+                  "a folder left with nothing to ingest)")  # fmt: skip
     @click.option("--model", help=f"embedding model of a new brain; {MODEL_HELP}")
     def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model):
         """Ingest Markdown notes and folders, .txt files, and JSON / JSONL / CSV records.
@@ -301,6 +303,7 @@ PROBLEMS = {
     "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
     "stale_quotes": "conversation turns quoting a turn that is flagged, changed, gone or in another session or scope",
     "stale_own_lines": "conversation turns whose context begins with another speaker, day or time phrases than theirs",
+    "stale_snapshot": "the read state's snapshot beside the file cannot be used (a server builds the state from SQL)",
 }
 
 
@@ -337,9 +340,9 @@ def _echo_problems(problems, indent=""):
     for name, items in problems.items():
         shown = [str(item) for item in items[:10]] + (["…"] if len(items) > 10 else [])
         if name == "invalid_values":  # each names its row and column, and what to do: a line each
-            click.echo(f"{indent}{PROBLEMS[name]}: {len(items)}\n" + "\n".join(f"{indent}  {line}" for line in shown))
+            click.echo(f"{indent}{PROBLEMS.get(name, name)}: {len(items)}\n" + "\n".join(f"{indent}  {line}" for line in shown))
         else:
-            click.echo(f"{indent}{PROBLEMS[name]}: {len(items)} ({', '.join(shown)})")
+            click.echo(f"{indent}{PROBLEMS.get(name, name)}: {len(items)} ({', '.join(shown)})")
 
 
 def _register_memory_commands(brain):

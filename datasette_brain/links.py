@@ -23,7 +23,7 @@ _brains = weakref.WeakKeyDictionary()  # Datasette instance -> the names of its 
 # name starts with one of these is hidden too), the change log and bookkeeping, and
 # Litestream's own tables in a brain it replicates
 HIDDEN_TABLES = ("vec_knowledge", "knowledge_fts", "brain_changes", "brain_instance", "brain_mention_queue",
-                 "brain_meta", "sqlite_sequence", "_sqlite_migrations",
+                 "brain_mention_names", "brain_ids", "brain_meta", "sqlite_sequence", "_sqlite_migrations",
                  "_litestream_seq", "_litestream_lock")  # fmt: skip
 
 # the knowledge table's columns as people read them; the rest follow, as stored

@@ -272,11 +272,14 @@ def decayed_query(selected, page=1, size=brain_sql.MAX_PAGE_ROWS, **changes):
     return "?" + urllib.parse.urlencode(pairs) if pairs else ""
 
 
-def decayed_args(args):
-    """(selected facets, page, page size) from query-string parameters."""
-    selected = {name: args.get(name) for name in FACETS if args.get(name)}
-    page, size = brain_sql.page_numbers(args.get("page") or 1, args.get("size") or brain_sql.MAX_PAGE_ROWS)
-    return selected, page, size
+def back_pairs(back):
+    """The (name, value) pairs of `back`, a decayed page's query string; an ApiError
+    when it is none (a part without '=', percent-encoding that is not UTF-8)."""
+    try:
+        return urllib.parse.parse_qsl(back, keep_blank_values=True, strict_parsing=True, errors="strict")
+    except ValueError:
+        shown = back[:80]
+        raise ApiError(f"back, the page to go back to, is no query string (percent-encoded UTF-8): {shown!r}") from None
 
 
 @html_page
@@ -285,7 +288,8 @@ async def decayed_page(datasette, request):
     page at a time; for actors with brain-write, what to do about each, unless
     the brain cannot be written (the page then says why, once)."""
     db = await brain_database(datasette, request)
-    selected, page, size = decayed_args(request.args)
+    given = [(name, value) for name in request.args.keys() for value in request.args.getlist(name)]
+    selected, page, size = brain_sql.decayed_selection(given, strict=False)
 
     def read(conn):
         now, rows = brain_sql.decayed(conn, page=page, size=size, selected=selected)
@@ -334,7 +338,7 @@ def decision(form):
     ids = [brain_sql.whole_number(value, "id") for value in form.get("id", [])]
     days = brain_sql.whole_number(days, "extend's days", 1, brain_sql.MAX_EXTEND_DAYS) if action == "extend" else None
     try:
-        selected, page, size = decayed_args(dict(urllib.parse.parse_qsl((form.get("back") or [""])[-1])))
+        selected, page, size = brain_sql.decayed_selection(back_pairs((form.get("back") or [""])[-1]))
     except brain_sql.FieldError as ex:
         raise ApiError(f"back, the page to go back to: {ex}") from None
     return action, ids, days, decayed_query(selected, page, size)
@@ -354,7 +358,11 @@ async def decayed_act(datasette, request):
     if replica.is_replica(datasette.databases.get(database)):  # the primary decides, and says where to go back to
         return await replica.write_request(datasette, request, await read_body(request))
     db = await tools.writable_brain(datasette, request.actor, database)
-    form = urllib.parse.parse_qs((await read_body(request)).decode("utf-8", "replace"))
+    try:
+        # strictly: a value whose bytes are not UTF-8 would reach the page changed (U+FFFD for each)
+        form = urllib.parse.parse_qs((await read_body(request)).decode("utf-8"), errors="strict")
+    except ValueError:
+        raise ApiError("Nothing was changed: the form is not percent-encoded UTF-8") from None
     try:
         action, ids, days, back = decision(form)
         operation, arguments = DECAY_ACTIONS[action], (ids, days) if action == "extend" else (ids,)

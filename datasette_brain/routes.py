@@ -285,6 +285,19 @@ def knowledge_readable(datasette, actor, database):
     return inner
 
 
+def queries_runnable(datasette, actor, database):
+    """An awaitable: False when `database` is a brain whose memories `actor` may not
+    read, else None: a brain's canned queries (its metadata's own too) read them,
+    or what derives from them."""
+
+    async def inner():
+        if await tools.is_brain(datasette, database):
+            return await knowledge_readable(datasette, actor, database)()
+        return None
+
+    return inner
+
+
 API_PATHS = ("/-/recall", "/-/verify", "/-/remember", "/-/forget", "/-/brain/v1/embeddings")
 
 

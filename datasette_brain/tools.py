@@ -80,18 +80,20 @@ def read_json(data, what="the request body"):
 
 
 async def brain_names(datasette):
-    """The brain databases served; a damaged file counts, so that what is asked of
-    it says it is damaged."""
-    names = []
-    for name, db in datasette.databases.items():
-        if name == "_internal":
-            continue
-        try:
-            if await db.execute_fn(brain_sql.is_brain):
-                names.append(name)
-        except brain_sql.BrainError:
-            names.append(name)
-    return names
+    """The brain databases served."""
+    return [name for name in list(datasette.databases) if await is_brain(datasette, name)]
+
+
+async def is_brain(datasette, name):
+    """Whether database `name` is a brain; a damaged file counts, so that what is
+    asked of it says it is damaged."""
+    db = datasette.databases.get(name)
+    if db is None or name == "_internal":
+        return False
+    try:
+        return bool(await db.execute_fn(brain_sql.is_brain))
+    except brain_sql.BrainError:
+        return True
 
 
 async def open_brain(datasette, actor, name=None, db=None, ready=True):

@@ -268,6 +268,7 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(served_brai
         "/brain/vec_knowledge.json", "/brain/documents.json", "/brain/entities.json", "/brain/relationships.json",
         "/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/entity/1",
         "/brain.json?sql=select+content+from+knowledge", "/brain/sqlite_sequence.json",
+        "/brain/brain_mention_names.json", "/brain/brain_mention_names_seen.json",
     ]  # fmt: skip
     for path in anonymous:
         assert (await datasette.client.get(path)).status_code in (403, 404), path
@@ -282,6 +283,53 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(served_brai
     assert canned.status_code == 200 and canned.json()["rows"]
     page = await datasette.client.get("/brain/recall", cookies=admin)
     assert "Recall (admins)" in page.text  # the metadata's own words for the query are kept
+
+
+# canned queries of the brain's own, in its metadata: each reads the memories
+CANNED = {"count_by_scope": "select scope, count(*) as n from knowledge group by scope",
+          "titles": {"sql": "select title from knowledge where title like :p", "title": "Titles"}}  # fmt: skip
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("deny", ["database", "table"])
+async def test_a_brains_canned_queries_are_for_whoever_may_read_its_memories(served_brain, deny):
+    admins = {"allow": {"id": "admin"}}
+    brain = {"queries": CANNED, **(admins if deny == "database" else {"tables": {"knowledge": admins}})}
+    datasette = Datasette([str(served_brain)], metadata={"databases": {"brain": brain}})
+    admin = {"ds_actor": datasette.sign({"a": {"id": "admin"}}, "actor")}
+    for path in ("/brain/count_by_scope.json", "/brain/titles.json?p=%25", "/brain/count_by_scope", "/brain/titles"):
+        refused = await datasette.client.get(path)
+        assert refused.status_code == 403 and "/acme" not in refused.text, path
+        allowed = await datasette.client.get(path, cookies=admin)
+        assert allowed.status_code == 200, path
+    assert (await datasette.client.get("/brain/count_by_scope.json", cookies=admin)).json()["rows"]
+    if deny == "table":  # the database page lists none of them to whoever may not run them
+        listed = (await datasette.client.get("/brain.json")).json()
+        assert not {q["name"] for q in listed["queries"]} & {"recall", *CANNED}
+    listed = (await datasette.client.get("/brain.json", cookies=admin)).json()
+    assert {"recall", *CANNED} <= {q["name"] for q in listed["queries"]}
+
+
+@pytest.mark.asyncio
+async def test_analyze_statistics_are_derived_from_the_memories(vault_brain_copy):
+    """sqlite_stat4 samples every index's rows (entity names, scopes, source paths),
+    sqlite_stat1 counts them: after `sqlite-utils analyze`, read by whoever may read knowledge alone."""
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute("analyze")
+    names = {row[0] for row in conn.execute("select name from entities")}
+    conn.close()
+    metadata = {"databases": {"brain": {"tables": {"knowledge": {"allow": {"id": "admin"}}}}}}
+    datasette = Datasette([str(vault_brain_copy)], metadata=metadata)
+    paths = ["/brain/sqlite_stat4.json?idx=idx_entities_name", "/brain/sqlite_stat4.json?idx=idx_knowledge_scope",
+             "/brain/SQLITE_STAT4.json", "/brain/sqlite_stat1.json", "/brain/sqlite_stat1.json?tbl=knowledge"]
+    for path in paths:
+        response = await datasette.client.get(path)
+        assert response.status_code in (403, 404) and not any(name in response.text for name in names), path
+    listed = (await datasette.client.get("/brain.json")).json()
+    assert not [t["name"] for t in listed["tables"] if t["name"].startswith("sqlite_stat")]
+    admin = {"ds_actor": datasette.sign({"a": {"id": "admin"}}, "actor")}
+    samples = await datasette.client.get(paths[0] + "&_shape=array", cookies=admin)
+    assert samples.status_code == 200 and samples.json()
 
 
 @pytest.mark.asyncio
@@ -453,6 +501,11 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
         ("remember", {"text": "x", "scope": "/acme\u200b"}, "may not contain U+200B ZERO WIDTH SPACE"),
         ("recall", {"q": "support", "scope": "/acme\u200b"}, "may not contain U+200B ZERO WIDTH SPACE"),
         ("recall", {"q": "support", "scope": "/acme "}, "may not have a space at the start or end"),
+        ("remember", {"text": "x", "scope": "/acme/e\u0301"}, "not in Unicode's composed form (NFC)"),
+        ("recall", {"q": "support", "scope": "/acme/e\u0301"}, "write é as U+00E9"),
+        ("remember", {"text": "x", "scope": "/acme\u2800"}, "may not contain U+2800 BRAILLE PATTERN BLANK"),
+        ("recall", {"q": "support", "scope": "/acme\u2800"}, "may not contain U+2800 BRAILLE PATTERN BLANK"),
+        ("remember", {"text": "x", "scope": "/acme/\u0301"}, "begins with U+0301 COMBINING ACUTE ACCENT"),
     ]
     for route, body, message in bad:
         response = await datasette.client.post(f"/brain/-/{route}", json=body)

@@ -210,9 +210,9 @@ def test_mention_of_an_entity_that_arrives_later(run, db_path, tmp_path):
     assert mention == [("standup", "Zephyr Project", "# Standup\n\nThe zephyr project slipped a week.\n\nZephyr Projectile is unrelated.")]
 
 
-@pytest.mark.parametrize("fts_lookup_limit", [0, 500])
-def test_mentions_same_by_fts_lookup_and_full_scan(run, db_path, tmp_path, monkeypatch, fts_lookup_limit):
-    monkeypatch.setattr(mentions, "MENTION_FTS_LOOKUP_LIMIT", fts_lookup_limit)
+@pytest.mark.parametrize("chunks_per_entity", [0, 10**9])
+def test_mentions_same_by_fts_lookup_and_full_scan(run, db_path, tmp_path, monkeypatch, chunks_per_entity):
+    monkeypatch.setattr(mentions, "MENTION_SCAN_CHUNKS_PER_ENTITY", chunks_per_entity)
     write(tmp_path / "a" / "one.md", "# One\n\nWe met Ada Lovelace and ada lovelace's notes; not Adam.\n")
     write(tmp_path / "a" / "two.md", "# Two\n\nNothing here about Ada.\n")
     ingest_ok(run, db_path, tmp_path / "a")
@@ -310,6 +310,7 @@ def test_prune_removes_files_no_longer_present(run, db_path, tmp_path):
     gone = write(tmp_path / "v" / "sub" / "gone.md", "# Gone\n\ngoes [[tagged::X]]\n")
     ingest_ok(run, db_path, tmp_path / "v")
     gone.unlink()
+    gone.parent.rmdir()  # a folder left with nothing to ingest is not pruned (see below); one deleted is
     ingest_ok(run, db_path, tmp_path / "v")
     conn = brain_sql.connect(db_path)
     assert rows(conn, "select title from knowledge order by title") == [("gone",), ("keep",)]
@@ -350,7 +351,7 @@ def test_prune_of_an_emptied_folder_is_refused_unless_confirmed(run, db_path, tm
     write(other, '{"_id": "c1", "text": "first"}\n{"_id": "c2", "text": "second"}\n')
     result = run("brain", "ingest", db_path, tmp_path / "v", other, "--prune")
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    assert f"nothing under {tmp_path / 'v'} was pruned: that would remove all 2 memories it holds" in result.output
+    assert f"nothing under {tmp_path / 'v'} was pruned: that would remove all 2 memories it held" in result.output
     assert "as all 2 of its files are gone" in result.output and "--prune-all" in result.output
     assert "0 removed" in result.output  # the report of what did go in is still told
     conn = brain_sql.connect(db_path)
@@ -362,20 +363,71 @@ def test_prune_of_an_emptied_folder_is_refused_unless_confirmed(run, db_path, tm
     assert check(conn) == {}
 
 
-def test_prune_of_a_folder_whose_files_were_all_replaced_prunes(run, db_path, tmp_path):
-    """A folder that keeps memories (new files in it) is not empty: the old ones go."""
-    write(tmp_path / "v" / "a.md", "# A\n\none\n")
-    ingest_ok(run, db_path, tmp_path / "v")
-    (tmp_path / "v" / "a.md").rename(tmp_path / "v" / "renamed.md")
-    result = ingest_ok(run, db_path, tmp_path / "v", extra=["--prune"])
+def test_a_prune_is_judged_against_what_the_folder_held_before_the_ingest(run, db_path, tmp_path):
+    """The vault replaced by an empty folder with a placeholder note: the new file
+    is ingested, but the prune that would take every memory the folder held
+    before is refused, as for an empty folder; renaming every file is no different."""
+    vault = shutil.copytree(VAULT, tmp_path / "notes")
+    stored = len(list(VAULT.rglob("*.md")))
+    ingest_ok(run, db_path, vault)
+    conn = brain_sql.connect(db_path)
+    held = rows(conn, "select count(*) from knowledge")[0][0]
+    shutil.rmtree(vault)
+    write(vault / "lost+found" / "x", "")
+    write(vault / ".DS_Store", "\0\0")
+    write(vault / "README.txt", "This folder is a mount point: the notes drive mounts here.\n")
+    result = run("brain", "ingest", db_path, vault, "--prune")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert (f"nothing under {vault} was pruned: that would remove all {held} memories it held before this ingest, "
+            f"as all {stored} of its files are gone") in " ".join(result.output.split())  # fmt: skip
+    assert "0 removed" in result.output
+    assert rows(conn, "select count(*) from knowledge") == [(held + 1,)]  # the placeholder is in; nothing went
+    result = ingest_ok(run, db_path, vault, extra=["--prune-all"])
+    assert f"{held} removed" in result.output
+    assert rows(conn, "select title from knowledge") == [("README",)]
+    # its one file renamed: every memory the folder held would go, until the new name's is one it held
+    (vault / "README.txt").rename(vault / "READ ME.txt")
+    result = run("brain", "ingest", db_path, vault, "--prune")
+    assert result.exit_code == 1
+    assert "the one memory it held before this ingest, as its one file is gone" in result.output
+    assert rows(conn, "select title from knowledge order by title") == [("READ ME",), ("README",)]
+    result = ingest_ok(run, db_path, vault, extra=["--prune"])
     assert "1 removed" in result.output
-    assert rows(brain_sql.connect(db_path), "select title from knowledge") == [("renamed",)]
+    assert rows(conn, "select title from knowledge") == [("READ ME",)]
+
+
+def test_a_folder_in_the_root_emptied_is_refused_and_a_folder_deleted_is_pruned(run, db_path, tmp_path):
+    """acme/ emptied (a drive unmounted from it leaves lost+found/ and .DS_Store):
+    its memories stay, the ingest names it and exits 1, a note deleted elsewhere
+    is still pruned; once the folder itself is deleted, its memories go."""
+    vault = shutil.copytree(VAULT, tmp_path / "notes")
+    ingest_ok(run, db_path, vault)
+    conn = brain_sql.connect(db_path)
+    in_acme = rows(conn, "select count(*) from knowledge where source_path like ?", (f"{vault}/acme/%",))[0][0]
+    shutil.rmtree(vault / "acme")
+    write(vault / "acme" / "lost+found" / "x", "")
+    write(vault / "acme" / ".DS_Store", "\0\0")
+    (vault / "Vector Leg.md").unlink()
+    result = run("brain", "ingest", db_path, vault, "--prune")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    text = " ".join(result.output.split())
+    assert (f"nothing under {vault / 'acme'} was pruned: the folder is there but holds nothing to ingest, "
+            f"and that would remove all {in_acme} memories from it") in text and "--prune-all" in text  # fmt: skip
+    assert rows(conn, "select count(*) from knowledge where source_path like ?", (f"{vault}/acme/%",)) == [(in_acme,)]
+    assert rows(conn, "select count(*) from knowledge where title = 'Vector Leg'") == [(0,)]
+    shutil.rmtree(vault / "acme")  # deleted: the user's intent
+    result = ingest_ok(run, db_path, vault, extra=["--prune"])
+    assert f"{in_acme} removed" in result.output
+    assert rows(conn, "select count(*) from knowledge where source_path like ?", (f"{vault}/acme/%",)) == [(0,)]
+    assert check(conn) == {}
 
 
 def test_ingest_help_says_what_prune_refuses(run):
     result = run("brain", "ingest", "--help")
     text = " ".join(result.output.split())
-    assert "a folder that would keep none of its memories" in text and "--prune-all" in text
+    assert "a PATH that would lose every memory it held before this ingest, whatever new files it has" in text
+    assert "a folder in it that held memories and is still there but holds nothing to ingest" in text
+    assert "A folder deleted is pruned" in text and "--prune-all" in text
 
 
 def test_a_record_valid_to_before_its_valid_from_is_skipped_with_its_line(run, db_path, tmp_path):
@@ -391,7 +443,9 @@ def test_a_record_valid_to_before_its_valid_from_is_skipped_with_its_line(run, d
 
 
 @pytest.mark.parametrize("scope, named", [("/acme ", "a space at the start or end"),
-                                          ("/acme\u200b", "U+200B ZERO WIDTH SPACE")])  # fmt: skip
+                                          ("/acme\u200b", "U+200B ZERO WIDTH SPACE"),
+                                          ("/acme\u2800", "U+2800 BRAILLE PATTERN BLANK"),
+                                          ("/acme/e\u0301", "write é as U+00E9")])  # fmt: skip
 def test_a_scope_option_that_looks_like_another_is_refused(run, db_path, tmp_path, scope, named):
     path = write(tmp_path / "a.md", "# A\n\none\n")
     result = run("brain", "ingest", db_path, path, "--scope", scope)

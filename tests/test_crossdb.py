@@ -29,6 +29,11 @@ LEAKS = [
     "select relation_type from brain.relationships",
     "select document_id from brain.documents",
     "select name, seq from brain.sqlite_sequence",
+    "select entity_id from brain.brain_mention_names",  # the name index: which entities the brain holds
+    "select seq from brain.brain_mention_names_seen",
+    "select tbl, idx, stat from brain.sqlite_stat1",  # ANALYZE's row counts
+    "select idx, sample from brain.sqlite_stat4",  # and its sample rows of every index: entity names, scopes
+    "select sample from brain.SQLITE_STAT4 where idx = 'idx_entities_name'",
     "with m as (select content from brain.knowledge) select * from m",
     "select (select content from brain.knowledge order by id desc limit 1)",
     "select exists(select 1 from brain.knowledge where content like '%vault code%')",
@@ -42,7 +47,12 @@ LEAKS = [
 @pytest.fixture(scope="module")
 def secret_brain(vault_brain_path, tmp_path_factory):
     record = {"_id": "code", "title": "Zanzibar", "text": f"The vault code is {SECRET}.", "scope": "/private"}
-    return copy_brain(vault_brain_path, tmp_path_factory.mktemp("secret") / "brain.db", [record])
+    path = copy_brain(vault_brain_path, tmp_path_factory.mktemp("secret") / "brain.db", [record])
+    conn = datasette_sqlite3.connect(path)
+    conn.execute("analyze")  # as `sqlite-utils analyze` does: sqlite_stat1, and sqlite_stat4 (pysqlite3 has STAT4)
+    assert conn.execute("select count(*) from sqlite_stat4 where idx = 'idx_entities_name'").fetchone()[0]
+    conn.close()
+    return path
 
 
 def admin(datasette):
@@ -123,7 +133,8 @@ async def test_a_database_that_attaches_the_brain_reads_nothing_of_it(secret_bra
     pm.register(AttachBrain(secret_brain), name="attach-brain")
     try:
         for sql in ("select content from mirror.knowledge", "select content from knowledge",
-                    "select block from mirror.knowledge_fts_data", "select name from mirror.entities"):  # fmt: skip
+                    "select block from mirror.knowledge_fts_data", "select name from mirror.entities",
+                    "select * from mirror.sqlite_stat1", "select * from mirror.sqlite_stat4"):  # fmt: skip
             assert await refused(datasette, "/plain.json", sql), sql
         mine = await datasette.client.get("/plain.json", params={"sql": "select x from t"})
         assert mine.status_code == 200 and mine.json()["rows"] == [[1]]

@@ -4,6 +4,7 @@ CSRF-protected forms over them, with pagination past a thousand rows."""
 
 import datetime
 import re
+from html import unescape
 
 import pytest
 from datasette.app import Datasette
@@ -253,17 +254,53 @@ async def test_a_post_with_anything_wrong_changes_nothing_and_says_so(served):
                          ({"back": "size=1000&page=9223372036854775807"}, "back"), ({"back": "size=abc"}, "back"),
                          ({"id": "\uff11"}, "id"), ({"id": f" {target}"}, "id"), ({"id": "9223372036854775808"}, "id"),
                          ({"action": "extend:99999999999999999999"}, "days"), ({"action": "extend"}, "days"),
-                         ({"action": "burn"}, "unknown action")]:  # fmt: skip
+                         ({"action": "burn"}, "unknown action"),
+                         # a back that is no query of the decayed page, any part of it: never dropped silently
+                         ({"back": "%ff%fe"}, "back"), ({"back": "_size=1e9"}, "'_size' is no parameter"),
+                         ({"back": "facet=%00"}, "'facet' is no parameter"), ({"back": "?decay=expired"}, "back"),
+                         ({"back": "decay=expired&decay=archived"}, "decay is given twice"),
+                         ({"back": "decay=live"}, "decay must be one of"), ({"back": "class=nope"}, "class must be"),
+                         ({"back": "source=%00"}, "NUL"), ({"back": "decay=expired&"}, "back"),
+                         ({"back": "scope=%2Fa%20"}, "a space at the start or end"),
+                         ({"back": "scope=/acme%E2%80%8B"}, "U+200B ZERO WIDTH SPACE"),
+                         ({"back": "scope=/acme/e%CC%81"}, "NFC"),
+                         ({"action": "extend:30", "back": "_size=1e9"}, "back")]:  # fmt: skip
         refused = await datasette.client.post("/brain/-/decayed/act", cookies=cookies, data={**good, **wrong})
         assert refused.status_code == 400, (wrong, refused.text)
-        assert "Nothing was changed" in refused.text and named in refused.text, wrong
+        assert "Nothing was changed" in refused.text and named in unescape(refused.text), (wrong, refused.text[-3000:])
         assert fingerprint(conn) == before, wrong
+    # a form whose bytes are not UTF-8: a back of source=%FF would reach the page as U+FFFD
+    body = f"csrftoken={good['csrftoken']}&id={target}&action=archive&back=source%3D%FF".encode()
+    headers = {"content-type": "application/x-www-form-urlencoded"}
+    refused = await datasette.client.post("/brain/-/decayed/act", cookies=cookies, content=body, headers=headers)
+    assert refused.status_code == 400 and "Nothing was changed" in refused.text and fingerprint(conn) == before
     # the same request, whole: done, and back on a page that answers
     done = await datasette.client.post("/brain/-/decayed/act", cookies=cookies, data=good)
     assert done.status_code == 302 and state(conn, "expired")[0] == 0
     back = await datasette.client.get(done.headers["location"], cookies={**cookies, **dict(done.cookies)})
     assert back.status_code == 200 and f"Archived 1 memory (id {target})." in back.text
     conn.close()
+
+
+@pytest.mark.asyncio
+async def test_the_decayed_pages_filters_are_checked_as_recall_checks_them(served):
+    """A scope recall refuses is a 400 here too, not an empty page: one check of scopes."""
+    datasette = Datasette([served])
+    for query, named in [("scope=%2Fa%20", "a space at the start or end"), ("scope=/acme%E2%80%8B", "U+200B"),
+                         ("scope=/acme%E2%A0%80", "U+2800 BRAILLE PATTERN BLANK"), ("scope=/acme/e%CC%81", "NFC"),
+                         ("scope=acme", "starting with '/'"), ("decay=live", "decay must be one of"),
+                         ("class=nope", "class must be one of"),
+                         ("decay=expired&decay=archived", "given twice")]:  # fmt: skip
+        recall = await datasette.client.get(f"/brain/-/recall?q=zephyr&{query}")
+        page = await datasette.client.get(f"/brain/-/decayed?{query}")
+        listed = await datasette.client.get(f"/brain/-/decayed.json?{query}")
+        assert page.status_code == 400 and named in unescape(page.text), query
+        assert listed.status_code == 400 and named in listed.json()["error"], query
+        if query.startswith("scope="):
+            assert recall.status_code == 400 and named in recall.json()["error"], query
+    # the scope as recall reads it, and parameters the page does not take left alone, as on any page
+    shown = await datasette.client.get("/brain/-/decayed.json?scope=%2F&colour=blue")
+    assert shown.status_code == 200 and shown.json()["selected"] == {"scope": "/"} and shown.json()["rows"]
 
 
 @pytest.mark.asyncio

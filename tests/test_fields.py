@@ -4,6 +4,7 @@ import datetime
 import re
 
 import pytest
+import regex
 
 from brain_sql.fields import FieldError, normalize_fields, normalize_scope, parse_time, scope_ancestors
 
@@ -179,6 +180,20 @@ def test_scope_with_control_characters_is_refused(scope):
         ("/acme\u00a0corp", "U+00A0 NO-BREAK SPACE"),
         ("/acme\u3000corp", "U+3000 IDEOGRAPHIC SPACE"),
         ("/acme\x85", "control characters"),
+        # blank though not Default_Ignorable: symbols drawn empty, format characters
+        ("/acme\u2800", "U+2800 BRAILLE PATTERN BLANK"),
+        ("/acme/\U0001d159", "U+1D159 MUSICAL SYMBOL NULL NOTEHEAD"),
+        ("/ac\U00016fe4me", "U+16FE4 KHITAN SMALL SCRIPT FILLER"),
+        ("/acme\ufff9", "U+FFF9 INTERLINEAR ANNOTATION ANCHOR"),
+        ("/acme\u3164", "U+3164 HANGUL FILLER"),
+        ("/\u115facme", "U+115F HANGUL CHOSEONG FILLER"),
+        ("/acme\uffa0", "U+FFA0 HALFWIDTH HANGUL FILLER"),
+        # a part that is only marks, or starts with one: the mark sits on the slash
+        ("/acme/\u0301", "a part that begins with U+0301 COMBINING ACUTE ACCENT"),
+        ("/acme/\u0308x", "a part that begins with U+0308 COMBINING DIAERESIS"),
+        # é as e and a combining accent: the same on a page as é in one character
+        ("/acme/e\u0301", "write é as U+00E9, not as e and U+0301 COMBINING ACUTE ACCENT"),
+        ("/caf\u0065\u0301/support", "not in Unicode's composed form (NFC)"),
     ],
 )
 def test_a_scope_that_looks_like_another_is_refused_by_name(scope, named):
@@ -191,6 +206,34 @@ def test_a_scope_that_looks_like_another_is_refused_by_name(scope, named):
 
 def test_a_scope_keeps_inner_spaces_and_accents():
     assert normalize_scope("/acme corp/café/") == "/acme corp/café"
+
+
+def test_look_alike_scopes_are_never_two_scopes():
+    """é composed is a scope, é decomposed is refused (not silently composed:
+    nothing stored is changed); other scripts, marks on letters and fullwidth
+    letters are visible, and stay."""
+    assert normalize_scope("/acme/\u00e9") == "/acme/\u00e9"
+    with pytest.raises(FieldError, match="NFC"):
+        normalize_scope("/acme/e\u0301")
+    for scope in ("/\uff41\uff43\uff4d\uff45", "/acme/j\u0301", "/\u0928\u092e\u0938\u094d\u0924\u0947", "/\u4e2d\u6587",
+                  "/\ud55c\uad6d", "/caf\u00e9/\u00fcber"):  # fmt: skip
+        assert normalize_scope(scope) == scope
+
+
+def test_every_blank_character_unicode_names_is_refused():
+    """Unicode's own lists: every Default_Ignorable_Code_Point and every White_Space
+    character but the plain space (the regex module reads them from Unicode's data)."""
+    blank = regex.compile(r"[\p{Default_Ignorable_Code_Point}\p{White_Space}]")
+    accepted = []
+    for code in range(0x110000):
+        character = chr(code)
+        if character != " " and not 0xD800 <= code < 0xE000 and blank.match(character):
+            try:
+                normalize_scope(f"/a{character}b")
+                accepted.append(f"U+{code:04X}")
+            except FieldError:
+                pass
+    assert accepted == []
 
 
 @pytest.mark.parametrize(

@@ -291,3 +291,52 @@ def test_a_record_without_an_id_is_its_text_and_everything_it_gives(conn):
     assert (report.documents_added, report.documents_updated) == (1, 0)
     report, _ = brain_sql.remember(conn, [{"text": "same text here"}])
     assert report.documents_unchanged == 1
+
+
+def test_a_forgotten_id_is_never_given_to_another_memory(conn):
+    """An agent holding the id of a forgotten memory reads nothing, never another
+    memory: new memories get ids above every id ever given, by remember and ingest
+    alike, and the read state follows them."""
+    records = [{"_id": "a", "text": "The gate code is 1234."}, {"_id": "b", "text": "The boiler is serviced in May."}]
+    _, [[first], [highest]] = brain_sql.remember(conn, records)
+    state.current(conn, 256)  # built now, then follows the changes below
+    brain_sql.forget(conn, ids=[highest])
+    _, [[new]] = brain_sql.remember(conn, [{"_id": "c", "text": "Parcels go to the side door."}])
+    assert new > highest and brain_sql.memory(conn, highest) is None
+    brain_sql.forget(conn, ids=[new, first])  # the brain empty: still no id is given again
+    _, [[newer]] = brain_sql.remember(conn, [{"_id": "d", "text": "Bins go out on Tuesday."}])
+    assert newer > new
+    assert state.current(conn, 256).fingerprint() == state.ReadState(256).build(conn).fingerprint()
+    assert brain_sql.check(conn) == {}
+
+
+def test_a_brain_from_before_the_id_mark_migrates_and_gives_no_id_again(conn):
+    """m013 seeds the mark from the highest id stored: ids forgotten before it ran
+    may have been given again then, none after."""
+    _, [[low], [high]] = brain_sql.remember(conn, [{"text": "first note"}, {"text": "second note"}])
+    with conn:  # as a brain written before m013
+        for name in ("brain_ids_knowledge_insert", "brain_ids_knowledge_rekey"):
+            conn.execute(f"drop trigger {name}")
+        conn.execute("drop table brain_ids")
+        conn.execute("delete from _sqlite_migrations where name = 'm013_id_mark'")
+    assert brain_sql.pending_migrations(conn) == ["m013_id_mark"]
+    brain_sql.migrate(conn)
+    brain_sql.forget(conn, ids=[high])
+    _, [[new]] = brain_sql.remember(conn, [{"text": "third note"}])
+    assert new > high and brain_sql.check(conn) == {}
+
+
+def test_check_finds_and_repairs_an_id_mark_left_behind(conn):
+    """Rows written by plain SQL while the mark's trigger was dropped: check names
+    the trigger and the mark, and --repair raises the mark over them."""
+    brain_sql.remember(conn, [{"text": "first note"}])
+    with conn:
+        conn.execute("drop trigger brain_ids_knowledge_insert")
+        conn.execute("insert into knowledge (id, content) values (40, 'written by hand')")
+    found = brain_sql.check(conn)
+    assert found["missing_triggers"] == ["brain_ids_knowledge_insert"] and found["id_mark_behind"] == [40]
+    brain_sql.check(conn, repair=True)
+    assert not {"missing_triggers", "id_mark_behind"} & set(brain_sql.check(conn))
+    brain_sql.forget(conn, ids=[40])
+    _, [[new]] = brain_sql.remember(conn, [{"text": "second note"}])
+    assert new == 41

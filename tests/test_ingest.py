@@ -4,7 +4,7 @@
 import pytest
 
 import brain_sql
-from brain_sql import mentions
+from brain_sql import mentions, writer
 from brain_sql.connection import atomic
 from brain_sql.consistency import check
 
@@ -79,7 +79,8 @@ def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_pat
     with pytest.raises(brain_sql.PruneRefused) as raised:
         brain_sql.ingest(conn, [empty, kept], prune=True)
     assert str(raised.value) == (
-        f"nothing under {empty} was pruned: that would remove all 2 memories it holds, as all 2 of its files are "
+        f"nothing under {empty} was pruned: that would remove all 2 memories it held before this ingest, as all 2 "
+        "of its files are "
         "gone (an unmounted drive, a sync that failed?); look at the folder, or prune with --prune-all "
         "to remove them"
     )
@@ -150,3 +151,35 @@ def test_mentions_matched_later_follow_the_entities_as_they_are_then(tmp_path):
         assert not resolution.step()
     assert {(a, b) for a, relation, b in edges(conn) if relation == "mentions"} == {("Notes", "Okapi Office")}
     assert check(conn) == {}
+
+
+def _fts_segments_written(conn):
+    """FTS5's count of the index segments it has ever written: the third varint of
+    its structure record (knowledge_fts_data row 10), after a 4-byte cookie and the
+    numbers of levels and of segments."""
+    block, numbers, value = conn.execute("select block from knowledge_fts_data where id = 10").fetchone()[0][4:], [], 0
+    for byte in block:
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            numbers.append(value)
+            value = 0
+            if len(numbers) == 3:
+                return numbers[2]
+
+
+@pytest.mark.parametrize("parameters", [None, 100])
+def test_a_batch_of_new_documents_writes_few_index_segments(tmp_path, monkeypatch, parameters):
+    """FTS5 writes out what it holds at every statement that may roll back alone;
+    one such statement a memory made a segment a memory, to merge again later.
+    (An SQLite taking fewer parameters a statement takes more statements.)"""
+    if parameters:
+        monkeypatch.setattr(writer, "max_variables", lambda: parameters)
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.migrate(conn)
+    records = [{"_id": f"r{i}", "title": f"Note {i}", "text": f"Memory {i}."} for i in range(300)]
+    report, ids = brain_sql.remember(conn, records)
+    assert not report.errors and [i for [i] in ids] == list(range(1, 301))  # the ids given one by one
+    assert parameters or _fts_segments_written(conn) < 30
+    assert rows(conn, "select rowid from knowledge_fts where knowledge_fts match 'memory' order by rowid") == [
+        (i,) for i in range(1, 301)
+    ]

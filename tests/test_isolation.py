@@ -13,8 +13,9 @@ from brain_sql import RECALL_SQL
 from .conftest import close_brain, replica_of, write
 
 NOW = "2026-11-29 12:00:00"
-PUBLIC = "---\nscope: /b/public\n---\n"
-SECRET = "---\nscope: /a/secret\n---\n"
+# observed at a set time: two brains built a second apart tell nothing apart but what they hold
+PUBLIC = "---\nscope: /b/public\nobserved_at: 2026-11-01 09:00:00\n---\n"
+SECRET = "---\nscope: /a/secret\nobserved_at: 2026-11-01 09:00:00\n---\n"
 
 PUBLIC_NOTES = {
     "Orion.md": PUBLIC + "# Orion\n\nOrion is our pager vendor. The support team staff page Orion for escalations. "
@@ -28,7 +29,7 @@ SECRET_NOTES = {
     "Orion contract.md": SECRET + "# Orion contract\n\nThe Orion contract renews in May; zebrafish clause 7 "
     "caps the support team staff fees. [[part_of::Orion]] [[uses::Pager]]\n",
     "Staff.md": SECRET + "# Staff\n\n" + "Support team staff salaries, staff bonuses, staff reviews. " * 5 + "\n",
-    "Zebrafish.md": "---\nscope: /a/secret\naliases: [Pager]\n---\n# Zebrafish\n\nZebrafish is the code name of the pager "
+    "Zebrafish.md": "---\nscope: /a/secret\nobserved_at: 2026-11-01 09:00:00\naliases: [Pager]\n---\n# Zebrafish\n\nZebrafish is the code name of the pager "
     "replacement; the support team staff have not been told.\n",
 }
 FLAGGED = {"Leak.md": PUBLIC + "# Leak\n\nThe zebrafish escalation pager password is hunter2; support team staff "

@@ -7,7 +7,7 @@ import asyncio
 import json
 import re
 import string
-from urllib.parse import quote
+from urllib.parse import parse_qsl, quote, urlsplit
 
 import pytest
 from click.testing import CliRunner
@@ -253,9 +253,16 @@ DECISION = st.one_of(
     ACTIONS, ACTIONS,
     st.one_of(st.sampled_from(["extend", "extend:", "burn", ""]), NUMBER_TEXT.map("extend:{}".format), HOSTILE_TEXT),
 )  # fmt: skip
-GOOD_BACK = st.sampled_from(["", "decay=expired", "decay=archived&page=2&size=3", "size=1000&page=1"])
+GOOD_BACK = st.sampled_from(["", "decay=expired", "decay=archived&page=2&size=3", "size=1000&page=1", "scope=%2F",
+                             "class=memory&decay=expired&source=", "scope=/&domain=global"])  # fmt: skip
+# backs that are no query of the decayed page, alone or after a good one: the decision is refused whole
+BAD_BACK = st.sampled_from(["%ff%fe", "_size=1e9", "facet=%00", "?decay=expired", "decay=expired&", "&", "=", "x",
+                            "decay=expired&decay=archived", "decay=live", "class=nope", "source=%00", "page=-1",
+                            "scope=%2Fa%20", "scope=/acme%E2%80%8B", "scope=/acme%E2%A0%80",
+                            "scope=/acme/e%CC%81"])  # fmt: skip
 BACK_ARGS = st.dictionaries(st.sampled_from(["page", "size", "decay", "class", "scope", "colour"]), NUMBER_TEXT, max_size=3)
-BACK = st.one_of(GOOD_BACK, GOOD_BACK, BACK_ARGS.map(_query_string), HOSTILE_TEXT)
+GOOD_THEN_BAD = st.tuples(GOOD_BACK, BAD_BACK).map(lambda parts: "&".join(part for part in parts if part))
+BACK = st.one_of(GOOD_BACK, GOOD_BACK, BACK_ARGS.map(_query_string), HOSTILE_TEXT, BAD_BACK, GOOD_THEN_BAD)
 CSRF = ["valid"] * 4 + ["no token", "forged token", "no cookie", "JSON body"]
 
 
@@ -273,6 +280,19 @@ def reviewing(tmp_path_factory, vault_brain_path):
     ids = [row[0] for row in conn.execute("select id from knowledge where external_id like 'old-%'")]
     yield datasette, {**cookies, "ds_csrftoken": page.cookies["ds_csrftoken"]}, token, ids, conn
     conn.close()
+
+
+def carried(back, location):
+    """Whether the page `location` names keeps every part of `back` that selects
+    something (page and size aside, which it leaves out at their defaults): a part
+    dropped on the way would send the reviewer back to another page than the one
+    they decided on, as would a back that is no query string at all."""
+    try:
+        asked = parse_qsl(back, keep_blank_values=True, strict_parsing=True, errors="strict")
+    except ValueError:
+        return False
+    kept = {name for name, _ in parse_qsl(urlsplit(location).query)}
+    return all(name in kept for name, value in asked if value and name not in ("page", "size"))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -306,6 +326,8 @@ def test_hostile_decisions_on_the_decayed_page_write_nothing_when_refused(review
     assert response.status_code in (302, 400, 403), (pairs, response.status_code, response.text[-500:])
     if response.status_code == 302:
         assert csrf == "valid"
+        sent_back = ([value for name, value in pairs if name == "back" and value] or [""])[-1]  # the form's last back
+        assert carried(sent_back, response.headers["location"]), (pairs, response.headers["location"])
         back = asyncio.run(datasette.client.get(response.headers["location"], cookies=sent))
         assert back.status_code == 200, (response.headers["location"], back.text[-500:])
     else:
@@ -313,3 +335,24 @@ def test_hostile_decisions_on_the_decayed_page_write_nothing_when_refused(review
         assert rows(conn, "select * from knowledge order by id") == before
         if response.status_code == 400:
             assert "Nothing was changed" in response.text
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(back=BACK, action=ACTIONS, data=st.data())
+def test_a_decision_is_done_only_with_a_back_the_decayed_page_takes(reviewing, back, action, data):
+    """A decision whole but for its back: done, and back on the very page it was made
+    on, when every part of back is a query of the decayed page; else nothing is written."""
+    datasette, cookies, token, ids, conn = reviewing
+    pairs = [("id", str(data.draw(st.sampled_from(ids)))), ("action", action), ("back", back), ("csrftoken", token)]
+    version = conn.execute("pragma data_version").fetchone()[0]
+    body, headers = _query_string(pairs).encode(), {"content-type": "application/x-www-form-urlencoded"}
+    response = asyncio.run(datasette.client.post("/brain/-/decayed/act", content=body, cookies=cookies, headers=headers))
+    event(f"{response.status_code}")
+    assert response.status_code in (302, 400), (back, response.status_code, response.text[-500:])
+    if response.status_code == 302:
+        assert carried(back, response.headers["location"]), (back, response.headers["location"])
+        page = asyncio.run(datasette.client.get(response.headers["location"], cookies=cookies))
+        assert page.status_code == 200, (response.headers["location"], page.text[-500:])
+    else:
+        assert "Nothing was changed" in response.text and "back" in response.text, (back, response.text[-500:])
+        assert conn.execute("pragma data_version").fetchone()[0] == version, back

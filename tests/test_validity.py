@@ -70,13 +70,57 @@ def test_a_later_valid_from_keeps_the_stored_version_as_history(conn):
     assert brain_sql.check(conn) == {}
 
 
-def test_the_same_or_an_earlier_valid_from_or_none_corrects_in_place(conn):
+def test_the_same_valid_from_or_none_corrects_in_place(conn):
     _, [[first]] = remember(conn, role("Alice is a support engineer.", valid_from="2026-01-01"))
-    for fields in ({"valid_from": "2026-01-01"}, {"valid_from": "2025-01-01"}, {}):
+    for fields in ({"valid_from": "2026-01-01"}, {}):
         report, _ = remember(conn, role(f"Alice is a support engineer ({len(fields)}).", **fields))
         assert report.documents_updated == 1
         assert conn.execute("select count(*) from knowledge").fetchone()[0] == 1
     assert contents(conn) == ["Alice is a support engineer (0)."]
+
+
+def test_an_earlier_valid_from_is_kept_as_history_never_over_the_later_version(conn):
+    """A back-dated version arriving after a later one destroys nothing: it is
+    history, valid until the later one begins; stored again it is unchanged, and
+    with the same valid_from it corrects that history version."""
+    _, [[june]] = remember(conn, role("Alice is the support manager.", valid_from="2024-06-01"))
+    report, [[january]] = remember(conn, role("Alice is a support engineer.", valid_from="2024-01-01"))
+    assert (report.documents_added, report.documents_updated) == (1, 0) and january != june
+    assert versions(conn) == [
+        ("Alice is the support manager.", "2024-06-01 00:00:00", None, None, None),
+        ("Alice is a support engineer.", "2024-01-01 00:00:00", "2024-06-01 00:00:00", "remember#alice-role",
+         "remember#alice-role"),
+    ]  # fmt: skip
+    assert contents(conn) == ["Alice is the support manager."]
+    assert contents(conn, as_of="2024-03-01") == ["Alice is a support engineer."]
+    report, [[again]] = remember(conn, role("Alice is a support engineer.", valid_from="2024-01-01"))
+    assert (report.documents_unchanged, again) == (1, january)
+    report, _ = remember(conn, role("Alice is a support engineer (corrected).", valid_from="2024-01-01"))
+    remember(conn, role("Alice is an intern.", valid_from="2023-01-01"))
+    assert [row[0] for row in versions(conn)] == [
+        "Alice is the support manager.", "Alice is a support engineer (corrected).", "Alice is an intern."]  # fmt: skip
+    assert contents(conn, as_of="2023-06-01") == ["Alice is an intern."]
+    assert contents(conn, as_of="2024-03-01") == ["Alice is a support engineer (corrected)."]
+    assert brain_sql.check(conn) == {}
+    # forgetting the current version makes the latest earlier one current again
+    brain_sql.forget(conn, ids=[june])
+    assert contents(conn) == ["Alice is a support engineer (corrected)."]
+    assert brain_sql.check(conn) == {}
+
+
+def test_a_file_back_dating_a_record_keeps_the_later_version(conn, tmp_path):
+    path = tmp_path / "prices.jsonl"
+    write(path, json.dumps({"_id": "h1", "title": "Hat price", "text": "The hat costs 10 dollars.",
+                            "valid_from": "2024-06-01"}))  # fmt: skip
+    brain_sql.ingest(conn, [path])
+    write(path, json.dumps({"_id": "h1", "title": "Hat price", "text": "The hat costs 12 dollars.",
+                            "valid_from": "2024-01-01"}))  # fmt: skip
+    report = brain_sql.ingest(conn, [path])
+    assert (report.documents_added, report.chunks_removed) == (1, 0)
+    assert brain_sql.ingest(conn, [path]).documents_unchanged == 1  # idempotent: nothing is added again
+    found = conn.execute("select content, superseded_at from knowledge order by valid_from").fetchall()
+    assert found == [("The hat costs 12 dollars.", "2024-06-01 00:00:00"), ("The hat costs 10 dollars.", None)]
+    assert brain_sql.check(conn) == {}
 
 
 def test_supersedes_names_the_memory_a_newer_one_replaces(conn):
@@ -125,7 +169,8 @@ def test_a_new_version_of_a_flagged_memory_is_flagged(conn):
     with conn:
         conn.execute("update knowledge set flagged = 1")
     remember(conn, role("Alice is the support manager.", valid_from="2026-03-01"))
-    assert conn.execute("select count(*) from knowledge where flagged = 0").fetchone()[0] == 0
+    remember(conn, role("Alice was an intern.", valid_from="2023-01-01"))  # an earlier one, kept as history
+    assert conn.execute("select count(*), sum(flagged) from knowledge").fetchone() == (3, 3)
 
 
 def test_a_file_keeps_the_history_of_its_records(conn, tmp_path):
