@@ -26,7 +26,7 @@ from .evaluation import load_qrels
 from .extract import entity_links
 from .listing import Listing, listing_from_strings, parse_listing
 from .fields import loads_json, unencodable, whole_number
-from .functions import RECALL_SQL, register_functions
+from .functions import RECALL_SQL, recall_params_error, register_functions
 from .minilm import MODEL_ID as MINILM_MODEL
 from .minilm import limit_threads as limit_model_threads
 from .pipeline import IngestReport, discover
@@ -50,7 +50,7 @@ __all__ = [
     "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "export", "forget", "info",
     "ingest", "is_brain", "listing_from_strings", "load_qrels", "loads_json", "memories", "memory", "migrate",
     "page_numbers", "parse_listing", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
-    "recall", "reindex", "remember", "serve_many", "ensure_ready", "follow", "is_copy", "replica_status", "replicate",
+    "recall", "recall_params_error", "reindex", "remember", "serve_many", "ensure_ready", "follow", "is_copy", "replica_status", "replicate",
     "section", "shown", "stats", "unencodable", "verify", "verify_memory", "warm", "whole_number",
 ]  # fmt: skip
 

@@ -12,7 +12,7 @@ import sqlite_utils
 
 from . import copies
 from .config import INGEST_POLL_SECONDS, WRITER_POLL_SECONDS, busy_timeout_ms
-from .errors import BrainBusy, BrainError, ReadOnlyBrain, WriteError
+from .errors import RULE_MARK, BrainBusy, BrainError, ReadOnlyBrain, RuleRefused, WriteError
 
 
 def _sqlite3_module():
@@ -244,6 +244,8 @@ def atomic(conn, bulk=False):
             conn.execute("rollback")
         if isinstance(ex, sqlite3.OperationalError) and cannot_write(ex):
             raise read_only_error(_file_of(conn)) from ex
+        if isinstance(ex, sqlite3.IntegrityError) and str(ex).startswith(RULE_MARK):  # the brain's rules (schema.py)
+            raise RuleRefused(f"{ex}; nothing of this transaction was written") from ex
         raise
     try:
         if conn.total_changes != changes:  # a transaction that wrote nothing has nothing to tell replicas

@@ -52,10 +52,11 @@ select e.id, coalesce(
 from entities e where e.id in (select value from json_each(?))
 """
 
+# chunks whose document's entity is there (plain SQL may delete one; an edge from it is refused)
 _CHUNKS = """
 select k.id, k.document_id, d.entity_id, coalesce(k.title, '') || char(10) || k.content
 from knowledge k join documents d on d.document_id = k.document_id
-where d.entity_id is not null
+where exists (select 1 from entities e where e.id = d.entity_id)
 """
 _IN = "k.id in (select value from json_each(?))"
 _OLDER = f"k.id not in (select id from {QUEUE_TABLE} where kind = 'chunk')"  # not queued to be matched with every name

@@ -330,24 +330,31 @@ def restate(conn, quote, new=None):
     """Replace a stored turn's quote (a conversation.Quote) in the contexts of the
     turns after it by `new` (None: drop it), inside the caller's transaction: a
     turn forgotten, flagged or corrected is not found through what it used to
-    say. Each changed context is embedded again (the vector is of the text with
-    its context), in place: the memories keep their ids, and a document's digest
-    leaves contexts out, so ingesting its file again keeps them as they are."""
+    say."""
     rows = conn.execute(
-        "select id, title, heading_path, content, context from knowledge "
-        "where document_id in (select value from json_each(?)) order by id",
+        "select id, context from knowledge where document_id in (select value from json_each(?)) order by id",
         [json.dumps(quote.followers)],
     ).fetchall()
     replacement = "\n" + new if new is not None else ""
+    rewrite_contexts(conn, {row_id: re.sub(quote.pattern(), lambda _: replacement, context, count=1)
+                            for row_id, context in rows if quote.held_in(context)})  # fmt: skip
+
+
+def rewrite_contexts(conn, contexts):
+    """Store new contexts ({row id: context}), inside the caller's transaction.
+    Each changed one is embedded again (the vector is of the text with its
+    context), in place: the memories keep their ids, and a document's digest
+    leaves contexts out, so ingesting its file again keeps them as they are."""
     changed = []
-    for row_id, title, heading_path, content, context in rows:
-        if not quote.held_in(context):
-            continue
-        context = re.sub(quote.pattern(), lambda _: replacement, context, count=1)
-        text = embedded_text(title, heading_path, content, context)
+    for row_id, title, heading_path, content in conn.execute(
+        "select id, title, heading_path, content from knowledge "
+        "where id in (select value from json_each(?)) order by id",
+        [json.dumps(list(contexts))],
+    ).fetchall():
+        text = embedded_text(title, heading_path, content, contexts[row_id])
         conn.execute(
             "update knowledge set context = ?, content_hash = ?, updated_at = current_timestamp where id = ?",
-            (context, content_hash(text), row_id),
+            (contexts[row_id], content_hash(text), row_id),
         )
         changed.append((row_id, text))
     if not changed:
@@ -356,6 +363,19 @@ def restate(conn, quote, new=None):
     conn.executemany("delete from vec_knowledge where knowledge_id = ?", [(row_id,) for row_id, _ in changed])
     vectors = storage_vectors([text for _, text in changed], recorded_model(conn))
     insert_vectors(conn, [(row_id, *vector) for (row_id, _), vector in zip(changed, vectors) if vector])
+
+
+def edited(conn, document_id):
+    """Whether plain SQL changed the text of the stored document `document_id`:
+    a chunk's content hash is not that of its text (what the writer, and restating
+    a context, store with it)."""
+    return any(
+        stored != content_hash(embedded_text(title, heading_path, content, context))
+        for stored, title, heading_path, content, context in conn.execute(
+            "select content_hash, title, heading_path, content, context from knowledge where document_id = ?",
+            [document_id],
+        )
+    )
 
 
 def may_exist(path):

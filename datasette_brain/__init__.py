@@ -6,7 +6,7 @@ from datasette import hookimpl
 
 import brain_sql
 
-from . import crossdb, decay, facets, html_errors, links, mcp_tools, pages, replica, routes, tools
+from . import canned, crossdb, decay, facets, html_errors, links, mcp_tools, pages, replica, routes, tools
 
 
 @hookimpl
@@ -38,6 +38,12 @@ def _warm(path, migrate):
         brain_sql.warm(path, migrate)
     except Exception:  # only a head start: the first recall meets, and reports, the same problem
         pass
+
+
+@hookimpl
+def asgi_wrapper(datasette):
+    """A 400 of a brain's recall canned query names the parameter at fault (canned.py)."""
+    return lambda app: canned.recall_errors_named(datasette, app)
 
 
 @hookimpl
@@ -177,7 +183,10 @@ def extra_template_vars(template, database, table, request, datasette):
             actor = request.actor if request else None
             variables["brain_links"] = await tools.memories_readable(datasette, actor, database)
         if template == "query.html":
-            variables["brain_explain_error"] = lambda error: crossdb.explain(datasette, error)
+            recall = brain and request is not None and canned.RECALL_PATH.match(request.path)
+            variables["brain_explain_error"] = lambda error: (
+                canned.explained(error, request) if recall else crossdb.explain(datasette, error)
+            )
         if table is not None:
             variables["brain_arrange"] = links.table_arranger(datasette, database, table)
             variables["brain_phone_columns"] = links.phone_columns(datasette, database, table, request)

@@ -293,6 +293,7 @@ PROBLEMS = {
     "invalid_values": "values of the wrong kind, as plain SQL can write them (the rest is checked once they are mended)",
     "missing_triggers": "triggers missing (a tool that rebuilds tables drops them): full text, vectors or the change log stop following",
     "altered_triggers": "triggers that differ from the brain's own",
+    "instance_id": "the brain's instance id, which readers tell it from another copied over its file by, is not one id",
     "missing_indexes": "indexes the pages read missing (a tool that rebuilds tables drops them): pages read every memory",
     "fts_out_of_sync": "the full-text index disagrees with knowledge",
     "missing_vectors": "memories without a vector",
@@ -305,6 +306,7 @@ PROBLEMS = {
     "orphan_versions": "earlier versions of records whose current version is gone",
     "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
     "stale_quotes": "conversation turns quoting a turn that is flagged, changed, gone or in another session or scope",
+    "stale_own_lines": "conversation turns whose context begins with another speaker, day or time phrases than theirs",
     "stale_snapshot": "the read state's snapshot beside the file cannot be used (a server builds the state from SQL)",
 }
 
@@ -325,18 +327,26 @@ def _register_check(brain):
             problems = brain_sql.check(conn, repair=repair)
         except brain_sql.BrainError as ex:  # a read-only file to repair, say
             raise click.ClickException(str(ex)) from ex
-        for name, items in problems.items():
-            shown = [str(item) for item in items[:10]] + (["…"] if len(items) > 10 else [])
-            if name == "invalid_values":  # each names its row and column, and what to do: a line each
-                click.echo(f"{PROBLEMS.get(name, name)}: {len(items)}\n" + "\n".join(f"  {line}" for line in shown))
-            else:
-                click.echo(f"{PROBLEMS.get(name, name)}: {len(items)} ({', '.join(shown)})")
+        left = problems.pop("unrepaired", {})
+        _echo_problems(problems)
         if not problems:
             click.echo(f"{db_path}: consistent")
-        elif repair and not {"integrity", "damaged_tables"} & set(problems) and not brain_sql.check(conn):
+        elif repair and not left:
             click.echo(f"repaired; {db_path} is now consistent")
         else:
+            if left:
+                click.echo(f"repaired what it could; {db_path} still has:")
+                _echo_problems(left, "  ")
             sys.exit(1)
+
+
+def _echo_problems(problems, indent=""):
+    for name, items in problems.items():
+        shown = [str(item) for item in items[:10]] + (["…"] if len(items) > 10 else [])
+        if name == "invalid_values":  # each names its row and column, and what to do: a line each
+            click.echo(f"{indent}{PROBLEMS.get(name, name)}: {len(items)}\n" + "\n".join(f"{indent}  {line}" for line in shown))
+        else:
+            click.echo(f"{indent}{PROBLEMS.get(name, name)}: {len(items)} ({', '.join(shown)})")
 
 
 def _register_memory_commands(brain):
