@@ -1,57 +1,49 @@
-"""The public face of brain_sql: the operations the Datasette plugin, the
-`sqlite-utils brain` commands and Python users need. datasette_brain imports
-nothing else of brain_sql, so everything below this floor can change freely."""
+"""The public face of brain_sql: what Python users, the Datasette plugin and the
+`sqlite-utils brain` commands do with a brain, each name in docs/python.md and
+annotated (a type checker holds them to it: tests/test_types.py). What only the
+plugin needs is in brain_sql.for_plugin; datasette_brain imports nothing else of
+brain_sql, so everything below this floor can change freely."""
 
-import functools
 import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from threadpoolctl import threadpool_limits
 
 from . import browse, consistency, copies, evaluation, exporting, forgetting, hybrid, inventory, listing
 from . import pipeline, replicas, review
-from . import schema, values
-from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, decay_filter_sql, decayed_selection
-from .browse import memory_content, page_numbers
+from . import schema
+from .browse import memory_content
 from .claims import verify
-from .config import CLASSES, DEFAULT_MODEL, ENTITY_PAGE_ROWS, EXPORTS_AT_ONCE, LIST_PAGE_ROWS, MAX_CONTENT_BYTES
-from .config import MAX_EXTEND_DAYS, MAX_PAGE_ROWS
-from .config import FOLLOW_INTERVAL_SECONDS, FOLLOW_STALL_SECONDS, REPLICA_SYNC_INTERVAL
-from .config import MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
-from .connection import faults_named, load_sqlite_vec, main_file, open_connection, sqlite3
-from .copies import ReplicaNotReady, ensure_ready, is_copy
+from .config import CLASSES, DEFAULT_MODEL, busy_timeout_ms, server_blas_threads
+from .connection import Connection, faults_named, load_sqlite_vec, main_file, open_connection, sqlite3
+from .copies import ReplicaNotReady, is_copy
 from .document import IngestError
 from .embed import count_tokens, embed
 from .errors import BrainBusy, BrainError, FieldError, ModelError, PruneRefused, QueryError, ReadOnlyBrain, WriteError
 from .evaluation import load_qrels
-from .extract import entity_links
+from .faults import NOT_MIGRATED, named, outdated
 from .listing import Listing, listing_from_strings, parse_listing
-from .fields import loads_json, unencodable, whole_number
-from .functions import RECALL_SQL, recall_params_error, register_functions
+from .functions import RECALL_SQL, register_functions
 from .minilm import MODEL_ID as MINILM_MODEL
 from .minilm import limit_threads as limit_model_threads
 from .pipeline import IngestReport, discover
 from .querydoc import QueryDoc, from_strings, parse
 from .replicas import ReplicaError, follow, replicate
-from .schema import derived_from_knowledge, info, migrate, pending_migrations
+from .schema import info, migrate, pending_migrations
 from .state import current as current_state
-from .wording import counted, section, shown
 
+# each name is in docs/python.md (tests/test_types.py compares); what only
+# datasette_brain needs is in brain_sql.for_plugin
 __all__ = [
-    "CLASSES", "DECAY_BUCKETS", "DEFAULT_MODEL", "ENTITY_PAGE_ROWS", "EXPORTS_AT_ONCE", "LIST_PAGE_ROWS",
-    "MAX_CONTENT_BYTES", "MAX_EXTEND_DAYS",
-    "MAX_PAGE_ROWS", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL", "FOLLOW_INTERVAL_SECONDS", "FOLLOW_STALL_SECONDS",
-    "REPLICA_SYNC_INTERVAL",
+    "CLASSES", "DEFAULT_MODEL", "MINILM_MODEL", "RECALL_SQL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "Listing", "ModelError", "PruneRefused",
-    "QueryDoc",
-    "QueryError", "ReadOnlyBrain", "ReplicaError", "ReplicaNotReady", "WriteError",
-    "check", "configured_model", "connect", "counted", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql",
-    "decay_filter_sql", "decayed", "decayed_selection",
-    "decayed_facets", "archive", "examples", "extend_expiry", "flag", "restore",
-    "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "export", "forget", "info",
-    "ingest", "is_brain", "listing_from_strings", "load_qrels", "loads_json", "memories", "memory", "migrate",
-    "page_numbers", "parse_listing", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
-    "recall", "recall_params_error", "reindex", "remember", "serve_many", "ensure_ready", "follow", "is_copy", "replica_status", "replicate",
-    "section", "shown", "stats", "unencodable", "verify", "verify_memory", "warm", "whole_number",
+    "QueryDoc", "QueryError", "ReadOnlyBrain", "ReplicaError", "ReplicaNotReady", "WriteError",
+    "archive", "check", "connect", "decayed", "discover", "embed_with_usage", "entities", "entity", "evaluate",
+    "export", "extend_expiry", "flag", "follow", "forget", "info", "ingest", "is_brain", "listing_from_strings",
+    "load_qrels", "memories", "memory", "migrate", "parse_listing", "parse_querydoc", "pending_migrations",
+    "prepare_connection", "querydoc_from_strings", "recall", "reindex", "remember", "replica_status", "replicate",
+    "restore", "serve_many", "stats", "verify", "verify_memory", "warm",
 ]  # fmt: skip
 
 
@@ -82,76 +74,26 @@ def connect(path, model_id=None, read_only=False):
     return conn
 
 
-def _faults_named(operation):
-    """`operation`, with a damaged file, tables a tool rebuilt without their
-    columns, or values of the wrong kind written with plain SQL (a failure they
-    caused, or a BLOB read where text belongs), a BrainError that says to run
-    check instead of SQLite's or Python's own error."""
-
-    @functools.wraps(operation)
-    def named(conn, *args, **kwargs):
-        try:
-            with faults_named():
-                result = operation(conn, *args, **kwargs)
-        except BrainError as ex:
-            if type(ex) is BrainError and _outdated(conn):
-                raise BrainError(
-                    "this brain was written by an older datasette-brain and its schema is not migrated yet "
-                    "(a server migrates a brain it may write when it starts): run sqlite-utils brain init DB"
-                ) from ex
-            if isinstance(ex.__cause__, sqlite3.DatabaseError):  # SQLite's own, on a BLOB that is no UTF-8 text, say
-                _blame_values(conn, ex)
-            raise
-        except (TypeError, ValueError, AttributeError) as ex:
-            if not isinstance(ex, (QueryError, FieldError)):  # those are the caller's mistake
-                _blame_values(conn, ex)
-            raise  # a bug: as it is
-        if values.holds_bytes(result):  # a BLOB read where text belongs
-            _blame_values(conn)
-        return result
-
-    return named
-
-
-def _blame_values(conn, cause=None):
-    """Raise check's BrainError when the brain holds values of the wrong kind:
-    what went wrong (`cause`) is theirs to answer for."""
-    fault = values.fault(conn)
-    if fault is not None:
-        raise fault from cause
-
-
-def _outdated(conn):
-    """Whether `conn` holds a brain with migrations still to apply (False for a
-    file that is no brain, or when even that cannot be read)."""
-    try:
-        return schema.is_brain(conn) and bool(pending_migrations(conn))
-    except sqlite3.DatabaseError:
-        return False
-
-
 # the operations on a brain's rows
-is_brain = _faults_named(schema.is_brain)
-recall = _faults_named(hybrid.recall)
-evaluate = _faults_named(evaluation.evaluate)
-reindex = _faults_named(schema.reindex)
-ingest = _faults_named(pipeline.ingest)
-remember = _faults_named(pipeline.remember)
-forget = _faults_named(forgetting.forget)
-stats = _faults_named(inventory.stats)
-check = _faults_named(consistency.check)
-memory = _faults_named(browse.memory)
-entity = _faults_named(browse.entity)
-entities = _faults_named(browse.entities)
-decayed = _faults_named(browse.decayed)
-decayed_facets = _faults_named(browse.decayed_facets)
-memories = _faults_named(listing.memories)
-examples = _faults_named(browse.examples)
+is_brain = named(schema.is_brain)
+recall = named(hybrid.recall)
+evaluate = named(evaluation.evaluate)
+reindex = named(schema.reindex)
+ingest = named(pipeline.ingest)
+remember = named(pipeline.remember)
+forget = named(forgetting.forget)
+stats = named(inventory.stats)
+check = named(consistency.check)
+memory = named(browse.memory)
+entity = named(browse.entity)
+entities = named(browse.entities)
+decayed = named(browse.decayed)
+memories = named(listing.memories)
 # decisions about decayed memories: one transaction each
-extend_expiry = _faults_named(review.extend_expiry)
-archive = _faults_named(review.archive)
-restore = _faults_named(review.restore)
-flag = _faults_named(review.flag)
+extend_expiry = named(review.extend_expiry)
+archive = named(review.archive)
+restore = named(review.restore)
+flag = named(review.flag)
 
 
 def export(conn, progress=None):
@@ -167,9 +109,8 @@ def export(conn, progress=None):
             except StopIteration:
                 return
             except BrainError as ex:
-                if type(ex) is BrainError and _outdated(conn):
-                    raise BrainError("this brain was written by an older datasette-brain and its schema is not "
-                                     "migrated yet: run sqlite-utils brain init DB") from ex
+                if type(ex) is BrainError and outdated(conn):
+                    raise BrainError(f"{NOT_MIGRATED}: run sqlite-utils brain init DB") from ex
                 raise
             yield line
     finally:
@@ -189,7 +130,7 @@ def querydoc_from_strings(values, comma_lists=True):
     return from_strings(values, comma_lists=comma_lists)
 
 
-@_faults_named
+@named
 def verify_memory(conn, claim, memory_id):
     """brain_verify's result for `claim` against a stored memory, or None when there
     is no such visible memory."""

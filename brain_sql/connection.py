@@ -7,6 +7,7 @@ import importlib
 import random
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlite_utils
 
@@ -25,6 +26,11 @@ def _sqlite3_module():
 
 
 sqlite3 = _sqlite3_module()
+
+if TYPE_CHECKING:  # the type the annotations name: pysqlite3's connections have the standard library's interface
+    from sqlite3 import Connection
+else:
+    Connection = sqlite3.Connection
 
 
 def load_sqlite_vec(conn):

@@ -8,7 +8,7 @@ import re
 from datasette.utils import tilde_decode
 from datasette.utils.asgi import Request
 
-import brain_sql
+from brain_sql import for_plugin
 
 from . import links
 
@@ -19,7 +19,7 @@ RECALL_PATH = re.compile(r"^/(?P<database>[^/]+)/recall(?P<json>\.json)?$")
 def explained(error, request):
     """What is wrong with the parameters of the recall query `request` asks for,
     or `error` (Datasette's) when nothing is."""
-    return brain_sql.recall_params_error({name: request.args.get(name) for name in request.args}) or error
+    return for_plugin.recall_params_error({name: request.args.get(name) for name in request.args}) or error
 
 
 def recall_errors_named(datasette, app):

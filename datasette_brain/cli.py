@@ -14,7 +14,8 @@ import click
 import sqlite_utils
 
 import brain_sql
-from brain_sql import counted
+from brain_sql import for_plugin
+from brain_sql.for_plugin import counted
 
 from . import stdio
 
@@ -531,7 +532,7 @@ def _register_replica_commands(brain):
     @click.argument("url", required=False)
     @click.option("--config", type=click.Path(dir_okay=False, exists=True),
                   help="run Litestream with this litestream.yml (which must list DB_PATH) instead of URL")
-    @click.option("--sync-interval", default=brain_sql.REPLICA_SYNC_INTERVAL, show_default=True,
+    @click.option("--sync-interval", default=for_plugin.REPLICA_SYNC_INTERVAL, show_default=True,
                   help="how often changes are sent to the replica (a Litestream duration): the recovery point")
     def replicate(db_path, url, config, sync_interval):
         """Stream DB_PATH to a Litestream replica URL until stopped (Ctrl-C).
@@ -552,9 +553,9 @@ def _register_replica_commands(brain):
     @brain.command()
     @click.argument("url")
     @click.argument("copy_path", metavar="COPY", type=click.Path(dir_okay=False))
-    @click.option("--interval", type=click.FloatRange(0.1, 60), default=brain_sql.FOLLOW_INTERVAL_SECONDS,
+    @click.option("--interval", type=click.FloatRange(0.1, 60), default=for_plugin.FOLLOW_INTERVAL_SECONDS,
                   show_default=True, help="seconds between looks for new changes")
-    @click.option("--stall-after", type=click.FloatRange(1), default=brain_sql.FOLLOW_STALL_SECONDS,
+    @click.option("--stall-after", type=click.FloatRange(1), default=for_plugin.FOLLOW_STALL_SECONDS,
                   show_default=True, help="seconds behind the replica without progress before it is reported stalled")
     def follow(url, copy_path, interval, stall_after):
         """Keep COPY a live, read-only copy of the Litestream replica at URL until
@@ -630,7 +631,7 @@ def _readable(result):
         legs = ", ".join(
             f"{leg} #{provenance[f'{leg}_rank']}" for leg in ("vector", "fts", "graph") if provenance.get(f"{leg}_rank")
         )
-        section = brain_sql.section(hit["title"], hit["heading_path"])
+        section = for_plugin.section(hit["title"], hit["heading_path"])
         heading = f" › {section}" if section else ""
         where = hit["source_path"] or hit["document_id"] or ""
         if hit["line_start"]:

@@ -19,7 +19,7 @@ import weakref
 from datasette.utils import sqlite3
 from markupsafe import Markup
 
-import brain_sql
+from brain_sql import for_plugin
 
 from . import tools
 
@@ -30,7 +30,7 @@ TABLE_ACTIONS = frozenset((sqlite3.SQLITE_READ, sqlite3.SQLITE_INSERT, sqlite3.S
 
 def memory_table(table):
     """Whether `table` is a brain's memories or derived from them."""
-    return table == "knowledge" or brain_sql.derived_from_knowledge(table)
+    return table == "knowledge" or for_plugin.derived_from_knowledge(table)
 
 
 class Guard:

@@ -7,9 +7,9 @@ from datasette.facets import Facet
 from datasette.filters import FilterArguments
 from datasette.utils import path_with_added_args, path_with_removed_args
 
-import brain_sql
+from brain_sql import for_plugin
 
-BUCKETS = brain_sql.DECAY_BUCKETS
+BUCKETS = for_plugin.DECAY_BUCKETS
 
 
 class DecayFacet(Facet):
@@ -36,7 +36,7 @@ class DecayFacet(Facet):
         try:
             rows = await self.ds.execute(
                 self.database,
-                brain_sql.decay_counts_sql(self.sql),
+                for_plugin.decay_counts_sql(self.sql),
                 self.params,
                 custom_time_limit=self.ds.setting("facet_time_limit_ms"),
             )
@@ -76,5 +76,5 @@ def decay_filter(request):
     if selected is None:
         return None
     if selected not in BUCKETS:
-        return FilterArguments(["0"], human_descriptions=[f"unknown decay bucket {brain_sql.shown(selected)}: no rows"])
-    return FilterArguments([brain_sql.decay_filter_sql(selected)], {"decay_bucket": selected}, [f"decay is {selected}"])
+        return FilterArguments(["0"], human_descriptions=[f"unknown decay bucket {for_plugin.shown(selected)}: no rows"])
+    return FilterArguments([for_plugin.decay_filter_sql(selected)], {"decay_bucket": selected}, [f"decay is {selected}"])

@@ -13,7 +13,7 @@ import weakref
 
 from markupsafe import Markup, escape
 
-import brain_sql
+from brain_sql import for_plugin
 
 from . import tools
 
@@ -122,7 +122,7 @@ async def linked_text(datasette, database, text, limit=None, more_href=None, ent
     then a link to the rest."""
     shown = text[: whole_links(text, limit)] if limit is not None and len(text) > limit else text
     cut = len(shown) < len(text)
-    spans = brain_sql.entity_links(shown) if entities else []
+    spans = for_plugin.entity_links(shown) if entities else []
     ids = await entity_ids(datasette.get_database(database), [name for _, _, name in spans]) if spans else {}
     plain = _flat if limit is not None else str
     parts, at = [], 0

@@ -12,6 +12,7 @@ from datasette import Response
 from datasette.utils import path_with_added_args, path_with_replaced_args
 
 import brain_sql
+from brain_sql import for_plugin
 
 from . import replica, tools
 from .decay import BUCKETS
@@ -103,7 +104,7 @@ def hit_view(hit):
         where += f":{hit['line_start']}" + (f"–{hit['line_end']}" if hit.get("line_end") not in (None, hit["line_start"]) else "")
     text, more = preview(hit.get("content"))
     return {"facts": [(k, v) for k, v in facts if v not in (None, "")], "where": where, "preview": text, "more": more,
-            "section": brain_sql.section(hit.get("title"), hit.get("heading_path")),
+            "section": for_plugin.section(hit.get("title"), hit.get("heading_path")),
             "evidence": evidence_view((hit.get("provenance") or {}).get("evidence"))}  # fmt: skip
 
 
@@ -173,7 +174,7 @@ async def recall_page(datasette, request):
             view["preview"] = await linked_text(datasette, db.name, view["preview"], entities=entities)
     elif not form["q"]:
         context = {
-            "examples": await db.execute_fn(brain_sql.examples),
+            "examples": await db.execute_fn(for_plugin.examples),
             "stats": await db.execute_fn(brain_sql.stats),
             **context,
         }
@@ -181,7 +182,7 @@ async def recall_page(datasette, request):
         await datasette.render_template(
             "brain_recall.html",
             {"database": db.name, "form": form, "result": result, "error": error and str(error), "score": score,
-             "tiers": TIERS, "counted": brain_sql.counted, **context},  # fmt: skip
+             "tiers": TIERS, "counted": for_plugin.counted, **context},  # fmt: skip
             request=request,
         ),
         # the page says what is wrong, and so does its status: the request's fault, or the brain's
@@ -208,7 +209,7 @@ def path_id(request, kind):
     """The id the page's URL names; a URL whose id is not one names nothing: a 404."""
     text = request.url_vars["id"]
     try:
-        return brain_sql.whole_number(text, "id")
+        return for_plugin.whole_number(text, "id")
     except brain_sql.FieldError:
         raise ApiError(f"no {kind} with id {text[:40]}", 404) from None
 
@@ -255,7 +256,7 @@ async def entity_page(datasette, request):
             "brain_entity.html",
             {"database": db.name, "entity": found["entity"], "graph": drawing, "narrow": narrow, "hops": int(hops),
              "rest": found["rest"], "more": found["more"], "documents": found["documents"],
-             "documents_total": found["documents_total"], "counted": brain_sql.counted, "section": brain_sql.section},  # fmt: skip
+             "documents_total": found["documents_total"], "counted": for_plugin.counted, "section": for_plugin.section},  # fmt: skip
             request=request,
         )
     )
@@ -268,11 +269,11 @@ async def entities_page(datasette, request):
     db = await brain_database(datasette, request)
     await tools.ensure_graph(datasette, request.actor, db.name)
     q, kind = request.args.get("q") or None, request.args.get("type") or None
-    page, _ = brain_sql.page_numbers(request.args.get("page") or 1)
+    page, _ = for_plugin.page_numbers(request.args.get("page") or 1)
     found = await db.execute_fn(lambda conn: brain_sql.entities(conn, q=q, entity_type=kind, page=page))
     base = datasette.urls.database(db.name)
     rows = [{"id": i, "name": n, "type": t, "degree": d, "url": f"{base}/-/entity/{i}"} for i, n, t, d in found["rows"]]
-    pages = max(1, -(-found["total"] // brain_sql.ENTITY_PAGE_ROWS))
+    pages = max(1, -(-found["total"] // for_plugin.ENTITY_PAGE_ROWS))
     links = {
         "next": path_with_replaced_args(request, {"page": str(page + 1)}) if page < pages else None,
         "previous": path_with_replaced_args(request, {"page": str(page - 1)}) if page > 1 else None,
@@ -299,13 +300,13 @@ EXTEND_CHOICES = ((30, "+30 days"), (365, "+1 year"))
 DONE = {"extend": "Extended the expiry of", "archive": "Archived", "restore": "Restored", "flag": "Flagged"}
 
 
-def decayed_query(selected, page=1, size=brain_sql.MAX_PAGE_ROWS, **changes):
+def decayed_query(selected, page=1, size=for_plugin.MAX_PAGE_ROWS, **changes):
     """The decayed page's query string for `selected` facets with `changes`
     (a value of None removes that facet), page and size."""
     values = {**selected, **changes}
     pairs = [(name, values[name]) for name in FACETS if values.get(name) is not None]
     pairs += [("page", str(page))] if page > 1 else []
-    pairs += [("size", str(size))] if size != brain_sql.MAX_PAGE_ROWS else []
+    pairs += [("size", str(size))] if size != for_plugin.MAX_PAGE_ROWS else []
     return "?" + urllib.parse.urlencode(pairs) if pairs else ""
 
 
@@ -315,7 +316,7 @@ def back_pairs(back):
     try:
         return urllib.parse.parse_qsl(back, keep_blank_values=True, strict_parsing=True, errors="strict")
     except ValueError:
-        shown = brain_sql.shown(back, 80)
+        shown = for_plugin.shown(back, 80)
         raise ApiError(f"back, the page to go back to, is no query string (percent-encoded UTF-8): {shown}") from None
 
 
@@ -326,11 +327,11 @@ async def decayed_page(datasette, request):
     the brain cannot be written (the page then says why, once)."""
     db = await brain_database(datasette, request)
     given = [(name, value) for name in request.args.keys() for value in request.args.getlist(name)]
-    selected, page, size = brain_sql.decayed_selection(given, strict=False)
+    selected, page, size = for_plugin.decayed_selection(given, strict=False)
 
     def read(conn):
         now, rows = brain_sql.decayed(conn, page=page, size=size, selected=selected)
-        return now, rows, *brain_sql.decayed_facets(conn, now, selected)
+        return now, rows, *for_plugin.decayed_facets(conn, now, selected)
 
     now, rows, count, counts = await db.execute_fn(read)
     facets = {}
@@ -360,7 +361,7 @@ async def decayed_page(datasette, request):
             {"database": db.name, "rows": rows, "facets": facets, "selected": selected, "now": now, "count": count,
              "page": page, "pages": pages, "first": (page - 1) * size + 1, **links, "can_write": can_write,
              "read_only": read_only, "back": decayed_query(selected, page, size)[1:], "extend_choices": EXTEND_CHOICES,
-             "json_url": f"{request.path}.json{decayed_query(selected, page, size)}", "counted": brain_sql.counted,
+             "json_url": f"{request.path}.json{decayed_query(selected, page, size)}", "counted": for_plugin.counted,
              "write_how": tools.WRITE_HOW},  # fmt: skip
             request=request,
         )
@@ -372,11 +373,11 @@ def decision(form):
     decayed page's form, all of it checked before anything is written."""
     action, _, days = (form.get("action") or [""])[-1].partition(":")
     if action not in DECAY_ACTIONS:
-        raise ApiError(f"unknown action {brain_sql.shown(action)}: one of {', '.join(DECAY_ACTIONS)}")
-    ids = [brain_sql.whole_number(value, "id") for value in form.get("id", [])]
-    days = brain_sql.whole_number(days, "extend's days", 1, brain_sql.MAX_EXTEND_DAYS) if action == "extend" else None
+        raise ApiError(f"unknown action {for_plugin.shown(action)}: one of {', '.join(DECAY_ACTIONS)}")
+    ids = [for_plugin.whole_number(value, "id") for value in form.get("id", [])]
+    days = for_plugin.whole_number(days, "extend's days", 1, for_plugin.MAX_EXTEND_DAYS) if action == "extend" else None
     try:
-        selected, page, size = brain_sql.decayed_selection(back_pairs((form.get("back") or [""])[-1]))
+        selected, page, size = for_plugin.decayed_selection(back_pairs((form.get("back") or [""])[-1]))
     except brain_sql.FieldError as ex:
         raise ApiError(f"back, the page to go back to: {ex}") from None
     return action, ids, days, decayed_query(selected, page, size)
@@ -408,9 +409,9 @@ async def decayed_act(datasette, request):
     except (ApiError, brain_sql.FieldError) as ex:  # the request's fault, found before writing
         raise ApiError(f"Nothing was changed: {ex}", getattr(ex, "status", 400)) from None
     changed, missing = result["changed"], result["not_found"]
-    message = f"{DONE[action]} {brain_sql.counted(len(changed), 'memory', 'memories')}"
+    message = f"{DONE[action]} {for_plugin.counted(len(changed), 'memory', 'memories')}"
     message += f" (id {', '.join(map(str, changed))})" if changed else ""
-    message += f" by {brain_sql.counted(days, 'day')}." if action == "extend" and changed else "."
+    message += f" by {for_plugin.counted(days, 'day')}." if action == "extend" and changed else "."
     if missing:
         message += f" Not found (or flagged): {', '.join(map(str, missing))}."
     datasette.add_message(request, message, datasette.INFO if changed else datasette.WARNING)

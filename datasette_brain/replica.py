@@ -11,6 +11,7 @@ import json
 
 import httpx
 import brain_sql
+from brain_sql import for_plugin
 
 from . import tools
 from .tools import ApiError
@@ -24,7 +25,7 @@ WRITE_ACTIONS = frozenset({"insert-row", "delete-row", "update-row", "create-tab
 
 def is_replica(db):
     """Whether the Datasette database `db` is served from a copy Litestream follows."""
-    return db is not None and bool(db.path) and brain_sql.is_copy(db.path)
+    return db is not None and bool(db.path) and for_plugin.is_copy(db.path)
 
 
 def primary_of(datasette, database):

@@ -17,6 +17,7 @@ from datasette import Response
 from datasette.utils import await_me_maybe
 
 import brain_sql
+from brain_sql import for_plugin
 
 from . import replica, tools
 from .tools import MAX_BODY_BYTES, ApiError, brain_names
@@ -288,8 +289,8 @@ def embedding_inputs(value):
             raise OpenAIError("input must be a string or a non-empty list of strings", "input")
         if not text:
             raise OpenAIError(f"{where} is an empty string: give text to embed", "input")
-        if len(text) > brain_sql.MAX_CONTENT_BYTES:
-            raise OpenAIError(f"{where} is {len(text):,} characters; the limit is {brain_sql.MAX_CONTENT_BYTES:,}", "input")
+        if len(text) > for_plugin.MAX_CONTENT_BYTES:
+            raise OpenAIError(f"{where} is {len(text):,} characters; the limit is {for_plugin.MAX_CONTENT_BYTES:,}", "input")
     return texts
 
 
@@ -301,7 +302,7 @@ async def served_models(datasette):
     for name in await brain_names(datasette):
         found = await datasette.get_database(name).execute_fn(brain_sql.info)
         models.setdefault(found["model"], found["dimension"])
-    return models or {brain_sql.configured_model(): None}
+    return models or {for_plugin.configured_model(): None}
 
 
 def chosen_model(name, models):
@@ -316,7 +317,7 @@ def chosen_model(name, models):
     served = ", ".join(models)
     if name is None:
         raise OpenAIError(f"give model: this instance's brains use several models: {served}", "model")
-    raise OpenAIError(f"model {brain_sql.shown(name, 100)} is not served here; this instance's brains use: {served}",
+    raise OpenAIError(f"model {for_plugin.shown(name, 100)} is not served here; this instance's brains use: {served}",
                       "model", code="model_not_found")  # fmt: skip
 
 

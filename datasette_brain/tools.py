@@ -13,8 +13,9 @@ from datasette import Forbidden
 from datasette.utils import actor_matches_allow, sqlite3
 
 import brain_sql
+from brain_sql import for_plugin
 
-MAX_BODY_BYTES = brain_sql.MAX_CONTENT_BYTES + 100_000  # a request's body, or an MCP call's arguments
+MAX_BODY_BYTES = for_plugin.MAX_CONTENT_BYTES + 100_000  # a request's body, or an MCP call's arguments
 WRITE_PERMISSION = "brain-write"
 # how an actor gets it, said wherever it is missing
 WRITE_HOW = ("the plugin's configuration grants it to the actors it names, e.g. plugins: "
@@ -72,14 +73,14 @@ def read_json(data, what="the request body"):
     if len(data) > MAX_BODY_BYTES:
         raise too_large(what)
     try:
-        value = brain_sql.loads_json(data or b"null")
+        value = for_plugin.loads_json(data or b"null")
     except ValueError as ex:  # not JSON, not UTF-8, or a number past Python's digit limit
         raise ApiError(f"{what} is not valid JSON: {ex}") from None
     except RecursionError:
         raise ApiError(f"{what} is nested too deeply") from None
-    bad = brain_sql.unencodable(value)
+    bad = for_plugin.unencodable(value)
     if bad is not None:
-        raise ApiError(f"{what} has text that is not valid Unicode (a lone surrogate) in {brain_sql.shown(bad)}")
+        raise ApiError(f"{what} has text that is not valid Unicode (a lone surrogate) in {for_plugin.shown(bad)}")
     return value
 
 
@@ -121,7 +122,7 @@ async def open_brain(datasette, actor, name=None, db=None, ready=True):
     if not await db.execute_fn(brain_sql.is_brain):
         raise ApiError(f"database {name} is not a brain: create one with sqlite-utils brain init", 404)
     if ready and db.path:
-        brain_sql.ensure_ready(db.path)
+        for_plugin.ensure_ready(db.path)
     return db
 
 
@@ -212,10 +213,10 @@ _exports = weakref.WeakKeyDictionary()  # Datasette instance -> exports streamin
 
 
 def take_export_slot(datasette):
-    """One of the brain_sql.EXPORTS_AT_ONCE exports a server streams at once, or a
+    """One of the brain_sql.for_plugin.EXPORTS_AT_ONCE exports a server streams at once, or a
     503 with Retry-After when none is free; returns what gives it back (once)."""
-    if _exports.get(datasette, 0) >= brain_sql.EXPORTS_AT_ONCE:
-        raise ApiError(f"the server is streaming {brain_sql.EXPORTS_AT_ONCE} exports already; try again shortly",
+    if _exports.get(datasette, 0) >= for_plugin.EXPORTS_AT_ONCE:
+        raise ApiError(f"the server is streaming {for_plugin.EXPORTS_AT_ONCE} exports already; try again shortly",
                        503, {"Retry-After": str(RETRY_AFTER_SECONDS)})  # fmt: skip
     _exports[datasette] = _exports.get(datasette, 0) + 1
     given_back = []
@@ -256,8 +257,8 @@ async def verify(datasette, actor, database, body, db=None):
         _check_id(body["id"])
     if "text" in body and not isinstance(body["text"], str):
         raise ApiError("text must be a string")
-    if len(body["claim"]) > brain_sql.MAX_QUERY_CHARS:
-        raise ApiError(f"claim is {len(body['claim'])} characters; the limit is {brain_sql.MAX_QUERY_CHARS}")
+    if len(body["claim"]) > for_plugin.MAX_QUERY_CHARS:
+        raise ApiError(f"claim is {len(body['claim'])} characters; the limit is {for_plugin.MAX_QUERY_CHARS}")
     if "text" in body:
         return brain_sql.verify(body["claim"], body["text"])
     result = await db.execute_fn(lambda conn: brain_sql.verify_memory(conn, body["claim"], body["id"]))
@@ -279,7 +280,7 @@ def file_writable(path):
 
 def read_only(db):
     """Why nothing can be written to the Datasette database `db`, or None."""
-    if db.path and brain_sql.is_copy(db.path):
+    if db.path and for_plugin.is_copy(db.path):
         return f"database {db.name} is a read-only replica (a copy Litestream follows)"
     if not db.is_mutable:
         return f"database {db.name} is served immutable (datasette -i)"

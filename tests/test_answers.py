@@ -19,6 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 import brain_sql
+from brain_sql import for_plugin
 
 from .conftest import copy_brain, rows, write
 
@@ -93,7 +94,7 @@ async def test_values_in_messages_are_the_json_that_was_sent(brain, tmp_path):
     ]:
         answer = await datasette.client.post(f"/brain/-/{route}", json=body, cookies=keeper)
         assert answer.status_code == 400 and said in answer.json()["error"], (body, answer.text)
-    assert brain_sql.shown("\u200b/acme\x00") == '"\\u200b/acme\\u0000"'  # what does not print is escaped
+    assert for_plugin.shown("\u200b/acme\x00") == '"\\u200b/acme\\u0000"'  # what does not print is escaped
 
 
 def test_remember_json_prints_what_the_route_answers(run, brain, tmp_path):
@@ -130,9 +131,9 @@ def test_only_decayed_answers_give_no_advice_on_the_query_words(run, vault_brain
 def test_a_section_does_not_repeat_its_notes_title(run, vault_brain_path):
     said = run("brain", "recall", vault_brain_path, "who owns the support runbook?", "--scope", "/acme/support").output
     assert "Support Runbook › Severity" in said and "Support Runbook › Support Runbook" not in said
-    assert brain_sql.section("Support Runbook", "Support Runbook > Severity") == "Severity"
-    assert brain_sql.section("Support Runbook", "Support Runbook") is None
-    assert brain_sql.section("Notes", "Other > Part") == "Other > Part"
+    assert for_plugin.section("Support Runbook", "Support Runbook > Severity") == "Severity"
+    assert for_plugin.section("Support Runbook", "Support Runbook") is None
+    assert for_plugin.section("Notes", "Other > Part") == "Other > Part"
 
     async def pages():
         datasette = Datasette([str(vault_brain_path)])

@@ -13,6 +13,7 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
 import brain_sql
+from brain_sql import for_plugin
 from datasette_brain import mcp_tools
 
 from .conftest import warmed
@@ -276,7 +277,7 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(served_brai
     immutable = Datasette(immutables=[str(served_brain)], metadata=metadata)
     assert (await immutable.client.get("/brain.db")).status_code == 403  # the whole file, downloadable under -i
     listed = (await datasette.client.get("/brain.json")).json()
-    assert not [t["name"] for t in listed["tables"] if brain_sql.derived_from_knowledge(t["name"])]
+    assert not [t["name"] for t in listed["tables"] if for_plugin.derived_from_knowledge(t["name"])]
     admin = {"ds_actor": datasette.sign({"a": {"id": "admin"}}, "actor")}
     assert (await datasette.client.get("/brain/entities.json", cookies=admin)).status_code == 200
     assert (await datasette.client.get("/brain.json?sql=select+count(*)+from+knowledge", cookies=admin)).status_code == 200

@@ -10,6 +10,7 @@ import pytest
 from datasette.app import Datasette
 
 import brain_sql
+from brain_sql import for_plugin
 
 from .conftest import close_brain, copy_brain, fingerprint, rows
 
@@ -57,7 +58,7 @@ def test_an_archived_memory_is_archived_not_live(brain):
     assert decay_of(brain, "expired") == "expired"
     assert decay_of(brain, "live") == "live"
     # the knowledge table's facet and filter use the same buckets
-    counted = dict(brain.execute(brain_sql.decay_counts_sql("select * from knowledge where external_id is not null")))
+    counted = dict(brain.execute(for_plugin.decay_counts_sql("select * from knowledge where external_id is not null")))
     assert counted == {"archived": 1, "expired": 1, "live": 2}
 
 

@@ -13,6 +13,7 @@ import pytest
 from datasette.app import Datasette
 
 import brain_sql
+from brain_sql import for_plugin
 from datasette_brain import routes, tools
 
 from .conftest import rows, write
@@ -273,14 +274,14 @@ def test_a_client_gone_is_sent_no_more_and_frees_its_export(vault_brain_path, mo
     bodies, status = asyncio.run(asgi_get(datasette.app(), "/brain/-/export.jsonl", gone_after=2))
     assert status == 200 and 2 <= len(bodies) < 20
     # its slot given back: as many exports as ever may run at once
-    give_back = [tools.take_export_slot(datasette) for _ in range(brain_sql.EXPORTS_AT_ONCE)]
+    give_back = [tools.take_export_slot(datasette) for _ in range(for_plugin.EXPORTS_AT_ONCE)]
     for given in give_back:
         given()
 
 
 def test_too_many_exports_at_once_is_a_503(vault_brain_path):
     datasette = Datasette([str(vault_brain_path)])
-    taken = [tools.take_export_slot(datasette) for _ in range(brain_sql.EXPORTS_AT_ONCE)]
+    taken = [tools.take_export_slot(datasette) for _ in range(for_plugin.EXPORTS_AT_ONCE)]
     busy = get(datasette, "/brain/-/export.jsonl")
     assert busy.status_code == 503 and busy.headers["retry-after"] == "2" and busy.json()["ok"] is False
     taken[0]()

@@ -24,7 +24,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
 
-import brain_sql
+from brain_sql import for_plugin
 from datasette_brain import mcp_tools
 
 from .conftest import copy_brain, datasette_server
@@ -309,7 +309,7 @@ def test_hostile_arguments_in_process_get_the_routes_answer(in_process, call):
     """Lone surrogates too: refused as the HTTP route refuses them in a body."""
     tool, arguments = call
     result = in_process.call(tool, arguments)
-    if brain_sql.unencodable(arguments) is not None and arguments.get("database") in (None, "brain"):
+    if for_plugin.unencodable(arguments) is not None and arguments.get("database") in (None, "brain"):
         assert result.is_error and "not valid Unicode (a lone surrogate)" in result.structured_content["error"], result
 
 

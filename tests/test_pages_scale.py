@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import brain_sql
+from brain_sql import for_plugin
 from brain_sql import browse, inventory, migrations
 from datasette_brain import decay
 
@@ -180,11 +181,11 @@ def test_each_page_says_what_the_plain_query_said(conn, monkeypatch, world):
             for limit in (1, 3, 6):
                 assert browse.examples(conn, limit) == plain_examples(conn, limit)
         for where in ("", "where scope = '/a'", "where class = 'policy' and flagged = 0"):
-            counted = rows(conn, brain_sql.decay_counts_sql(f"select * from knowledge {where}"))
+            counted = rows(conn, for_plugin.decay_counts_sql(f"select * from knowledge {where}"))
             plain = rows(conn, f"select {browse.decay_bucket_sql()}, count(*) from knowledge {where} group by 1")
             assert sorted(counted) == sorted(plain)
-        for bucket in brain_sql.DECAY_BUCKETS:
-            chosen = rows(conn, f"select id from knowledge where {brain_sql.decay_filter_sql(bucket)}", {"decay_bucket": bucket})
+        for bucket in for_plugin.DECAY_BUCKETS:
+            chosen = rows(conn, f"select id from knowledge where {for_plugin.decay_filter_sql(bucket)}", {"decay_bucket": bucket})
             assert chosen == rows(conn, f"select id from knowledge where {browse.decay_bucket_sql()} = ?", (bucket,))
         for selected in ({}, {"decay": "expired"}, {"scope": "/a", "class": "policy"}, {"source": ""}):
             listed, facets = plain_decayed(conn, selected)
@@ -235,7 +236,7 @@ def test_the_decayed_page_reads_only_the_decaying_memories(conn):
 
     def review():
         brain_sql.decayed(conn, NOW)
-        brain_sql.decayed_facets(conn, NOW, {"scope": "/s1"})
+        for_plugin.decayed_facets(conn, NOW, {"scope": "/s1"})
         rows(conn, f"select id from knowledge where {expired.where_clauses[0]} order by id limit 101", expired.params)
 
     before = work(conn, review)
