@@ -1,12 +1,15 @@
 """The public face of brain_sql: what Python users, the Datasette plugin and the
 `sqlite-utils brain` commands do with a brain, each name in docs/python.md and
-annotated (a type checker holds them to it: tests/test_types.py). What only the
+annotated (a type checker holds them to it: tests/test_face.py). What only the
 plugin needs is in brain_sql.for_plugin; datasette_brain imports nothing else of
 brain_sql, so everything below this floor can change freely."""
 
+import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from threadpoolctl import threadpool_limits
 
@@ -33,7 +36,7 @@ from .replicas import ReplicaError, follow, replicate
 from .schema import info, migrate, pending_migrations
 from .state import current as current_state
 
-# each name is in docs/python.md (tests/test_types.py compares); what only
+# each name is in docs/python.md (tests/test_face.py compares); what only
 # datasette_brain needs is in brain_sql.for_plugin
 __all__ = [
     "CLASSES", "DEFAULT_MODEL", "MINILM_MODEL", "RECALL_SQL",
@@ -47,7 +50,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-def prepare_connection(conn, model_id=None):
+def prepare_connection(conn: Connection, model_id: str | None = None) -> None:
     """Load sqlite-vec and register the brain_* SQL functions on `conn`; on a brain,
     writers also wait as long for the write lock as brain_sql's own connections.
 
@@ -66,7 +69,7 @@ def prepare_connection(conn, model_id=None):
         pass
 
 
-def connect(path, model_id=None, read_only=False):
+def connect(path: str | os.PathLike[str], model_id: str | None = None, read_only: bool = False) -> Connection:
     """Open a brain file for reading and writing (`read_only`: for reading only,
     changing nothing about the file), ready for every brain_* function."""
     conn = open_connection(path, read_only=read_only)
@@ -96,7 +99,7 @@ restore = named(review.restore)
 flag = named(review.flag)
 
 
-def export(conn, progress=None):
+def export(conn: Connection, progress: Callable[[int, int], object] | None = None) -> Generator[str, None, None]:
     """Every memory of the brain on `conn`, a document a JSON line, in the record
     format ingest reads back (export.export), read in one transaction, ended when
     this generator is closed or done. A damaged or outdated file is a BrainError."""
@@ -117,12 +120,12 @@ def export(conn, progress=None):
         lines.close()
 
 
-def parse_querydoc(raw):
+def parse_querydoc(raw: QueryDoc | dict[str, Any]) -> QueryDoc:
     """A QueryDoc from a JSON object, or a QueryError naming the problem."""
     return parse(raw)
 
 
-def querydoc_from_strings(values, comma_lists=True):
+def querydoc_from_strings(values: Mapping[str, str | Sequence[str] | None], comma_lists: bool = True) -> QueryDoc:
     """A QueryDoc from text values (query-string parameters, CLI options): each is
     read by its field's type; a QueryError names any problem and its `field`.
     Query strings may give lists comma-separated (`comma_lists`); repeatable CLI
@@ -131,25 +134,25 @@ def querydoc_from_strings(values, comma_lists=True):
 
 
 @named
-def verify_memory(conn, claim, memory_id):
+def verify_memory(conn: Connection, claim: str, memory_id: int) -> dict[str, Any] | None:
     """brain_verify's result for `claim` against a stored memory, or None when there
     is no such visible memory."""
     text = memory_content(conn, memory_id)
     return None if text is None else verify(claim, text)
 
 
-def replica_status(path, conn=None):
+def replica_status(path: str | os.PathLike[str], conn: Connection | None = None) -> dict[str, Any] | None:
     """What the replica at `path` follows, its last change applied and its lag
     (replicas.replica_status); None for a file that is no replica."""
     return replicas.replica_status(path, conn)
 
 
-def embed_with_usage(texts, model_id):
+def embed_with_usage(texts: Sequence[str], model_id: str) -> tuple[np.ndarray, int]:
     """(vectors, tokens): the texts' L2-normalised vectors and how many tokens they took."""
     return embed(texts, model_id), sum(count_tokens(texts, model_id))
 
 
-def warm(path, migrate_it=True):
+def warm(path: str | os.PathLike[str], migrate_it: bool = True) -> None:
     """Load the brain's model and build its read state, side by side, so the first
     recall after a server starts is as fast as the rest; opens the file read-only,
     unless it has schema migrations to apply and `migrate_it` (a file served
@@ -171,7 +174,7 @@ def warm(path, migrate_it=True):
         conn.close()
 
 
-def serve_many():
+def serve_many() -> None:
     """Set the process up for serving recall to several clients at once: BLAS, and
     the onnxruntime of models loaded from now on, limited to `$BRAIN_BLAS_THREADS`
     threads (default 1) for the whole process."""

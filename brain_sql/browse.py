@@ -3,8 +3,11 @@ the memories that have decayed (expired, expiring soon, archived) for review.
 Flagged memories are never shown."""
 
 import json
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .config import CLASSES, ENTITY_PAGE_ROWS, MAX_PAGE, MAX_PAGE_ROWS
+from .connection import Connection
 from .errors import FieldError
 from .fields import normalize_scope, sqlite_time, utcnow, whole_number
 from .schema import DECAYING
@@ -21,14 +24,14 @@ _BUCKET_SQL = """case
 DECAYED_COLUMNS = ("id", "title", "content", "class", "scope", "source", "domain", "expires_at", "relevance_tier", "decay")
 
 
-def decay_bucket_sql(now="null"):
+def decay_bucket_sql(now: str = "null") -> str:
     """The one CASE that buckets a knowledge row by relevance tier and expiry — for the facet, the
     filter and the decayed page, so a bucket always selects what it counted;
     `now` is SQL for the evaluation time (null: the clock)."""
     return _BUCKET_SQL.format(now=now)
 
 
-def decay_counts_sql(rows_sql):
+def decay_counts_sql(rows_sql: str) -> str:
     """(bucket, count) for each decay bucket that holds any of the knowledge rows
     `rows_sql` selects (with their expires_at and relevance_tier). Only the decaying
     rows (schema.DECAYING: idx_knowledge_decaying holds them, with what they are
@@ -44,7 +47,7 @@ counted as (
 select bucket, n as count from counted where n > 0"""
 
 
-def decay_filter_sql(bucket, param=":decay_bucket"):
+def decay_filter_sql(bucket: str, param: str = ":decay_bucket") -> str:
     """A where clause keeping the knowledge rows in decay `bucket` (one of
     DECAY_BUCKETS, bound to `param`): the decayed ones are found among the decaying
     rows alone, live ones are all but those, so no bucket is worked out row by row."""
@@ -57,7 +60,7 @@ DECAYED_FACETS = ("class", "scope", "source", "domain", "decay")
 DECAYED_PARAMETERS = DECAYED_FACETS + ("page", "size")  # the decayed page's query: all it takes
 
 
-def decayed_selection(pairs, strict=True):
+def decayed_selection(pairs: Iterable[tuple[str, str]], strict: bool = True) -> tuple[dict[str, str], int, int]:
     """(selected facets, page, size) of the decayed page's query, its (name, value)
     pairs as a URL gives them: DECAYED_FACETS' values (an empty one selects nothing),
     page and size (page_numbers' bounds). A FieldError names the first part that is
@@ -94,7 +97,7 @@ MEMORIES_LISTED = 50  # an entity page lists this many of its memories, and says
 _SEEN = "(r.knowledge_id is null or exists (select 1 from knowledge s where s.id = r.knowledge_id and s.flagged = 0))"
 
 
-def memory(conn, memory_id):
+def memory(conn: Connection, memory_id: int) -> tuple[dict[str, Any], list[Any], list[Any]] | None:
     """(memory row as a dict, its document's other visible chunks, the edges its
     text stated), or None when there is no such visible memory."""
     columns = [c[1] for c in conn.execute("pragma table_info(knowledge)")]
@@ -147,7 +150,9 @@ def _around(conn, ids, known, limit):
     return [{"id": i, "name": n, "type": t, "ties": ties} for i, n, t, ties in rows]
 
 
-def entity(conn, entity_id, hops=1, limit=ENTITY_NODES, listed=ENTITY_REST):
+def entity(
+    conn: Connection, entity_id: int, hops: int = 1, limit: int = ENTITY_NODES, listed: int = ENTITY_REST
+) -> dict[str, Any] | None:
     """An entity's neighbourhood `hops` (1 or 2) visible edges deep, or None: a dict
     of `entity` (id, name, type), `nodes` drawn (the entity first; each with its
     `hop` and visible `degree`, at most `limit`), `edges` among them, (from id, to
@@ -204,7 +209,7 @@ def entity(conn, entity_id, hops=1, limit=ENTITY_NODES, listed=ENTITY_REST):
     }  # fmt: skip
 
 
-def page_numbers(page=1, size=MAX_PAGE_ROWS):
+def page_numbers(page: int | str = 1, size: int | str = MAX_PAGE_ROWS) -> tuple[int, int]:
     """(page, size) of a page of rows: a page number from 1 to MAX_PAGE and a size
     from 1 to MAX_PAGE_ROWS, given as whole numbers or as their text (a URL's);
     FieldError saying the bounds otherwise."""
@@ -229,7 +234,13 @@ _HIDDEN = f"""select e.id, coalesce(e.entity_type, 'entity') as type from entiti
   and {_NAMED} and not {_VISIBLE.format(e='e.id', seen=_SEEN)}"""
 
 
-def entities(conn, q=None, entity_type=None, page=1, per_page=ENTITY_PAGE_ROWS):
+def entities(
+    conn: Connection,
+    q: str | None = None,
+    entity_type: str | None = None,
+    page: int | str = 1,
+    per_page: int | str = ENTITY_PAGE_ROWS,
+) -> dict[str, Any]:
     """The entities a reader may see, most connected first: a dict of `rows` (id,
     name, type, degree: distinct visible edges) for `page` (from 1) of `per_page`
     rows (page_numbers' bounds), the `total` matching, and `types` (type, count)
@@ -242,7 +253,7 @@ def entities(conn, q=None, entity_type=None, page=1, per_page=ENTITY_PAGE_ROWS):
     pattern = None if not q else "%" + q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     offset = (page - 1) * per_page
     params = {"pattern": pattern, "type": entity_type, "limit": per_page, "offset": offset}
-    counts = {}
+    counts: dict[str, int] = {}
     for kind, count in conn.execute(f"select e.entity_type, count(*) from entities e where {_NAMED} group by 1", params):
         kind = "entity" if kind is None else kind
         counts[kind] = counts.get(kind, 0) + count
@@ -284,7 +295,13 @@ def _decayed_rows(now, selected):
     return sql, {"now": now, **{f"f_{name}": value for name, value in selected.items()}}
 
 
-def decayed(conn, now=None, page=1, size=MAX_PAGE_ROWS, selected=None):
+def decayed(
+    conn: Connection,
+    now: str | None = None,
+    page: int | str = 1,
+    size: int | str = MAX_PAGE_ROWS,
+    selected: Mapping[str, object] | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
     """(now, rows): expired, soon-expiring and archived memories as dicts, soonest to
     expire first (archived ones without expiry before them), page `page` of `size`
     rows (page_numbers' bounds); `selected` keeps only rows whose facet columns
@@ -298,12 +315,14 @@ def decayed(conn, now=None, page=1, size=MAX_PAGE_ROWS, selected=None):
     return now, [dict(zip(DECAYED_COLUMNS, r)) for r in rows]
 
 
-def decayed_facets(conn, now, selected=None):
+def decayed_facets(
+    conn: Connection, now: str, selected: Mapping[str, object] | None = None
+) -> tuple[int, dict[str, dict[Any, int]]]:
     """(count, {facet: {value: count}}) over the decayed rows `selected` keeps,
     counted in one pass over them."""
     sql, params = _decayed_rows(now, selected)
     names = ", ".join(f"[{name}]" for name in DECAYED_FACETS)
-    counts = {name: {} for name in DECAYED_FACETS}
+    counts: dict[str, dict[Any, int]] = {name: {} for name in DECAYED_FACETS}
     for *values, count in conn.execute(f"select {names}, count(*) from ({sql}) group by {names}", params):
         for name, value in zip(DECAYED_FACETS, values):
             counts[name][value] = counts[name].get(value, 0) + count
@@ -325,7 +344,7 @@ _EXAMPLE = ("flagged = 0 and relevance_tier >= 1 and title is not null and title
 EXAMPLE_BATCH = 2_000  # the documents whose live sections are counted in one query
 
 
-def examples(conn, limit=6):
+def examples(conn: Connection, limit: int = 6) -> list[str]:
     """Titles of the live documents with the most live sections (the first stored
     among equals; a chunk without a document is one of its own): queries the brain
     can answer.
@@ -381,7 +400,7 @@ def _walk_level(conn, found, level, limit, now):
             return
 
 
-def memory_content(conn, memory_id):
+def memory_content(conn: Connection, memory_id: int) -> str | None:
     """The text of a visible memory, or None."""
     row = conn.execute("select content from knowledge where id = ? and flagged = 0", (memory_id,)).fetchone()
     return row[0] if row else None

@@ -2,11 +2,12 @@
 tolerant of whitespace, with the character ranges where the claim stands."""
 
 import re
+from typing import Any
 
 _EDGE_PUNCTUATION = " \t\r\n.,;:!?\"'()[]{}"
 
 
-def verify(claim, text):
+def verify(claim: str | None, text: str | None) -> dict[str, Any]:
     """{"supported", "decision", "match_ranges"}: match_ranges are [start, end)
     character offsets into `text` of each occurrence of the claim."""
     words = (claim or "").strip(_EDGE_PUNCTUATION).split()

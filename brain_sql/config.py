@@ -126,7 +126,7 @@ INGEST_PAUSE_SECONDS = 0.03
 CLASSES = ("memory", "reference", "policy")
 
 
-def configured_model():
+def configured_model() -> str:
     """The model a new brain is created with: $BRAIN_MODEL, else the embedded default."""
     return os.environ.get("BRAIN_MODEL") or DEFAULT_MODEL
 

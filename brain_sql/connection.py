@@ -4,6 +4,7 @@ sqlite-vec loading, the pragmas, and the one transaction helper every write uses
 import contextlib
 import functools
 import importlib
+import os
 import random
 import time
 from pathlib import Path
@@ -99,7 +100,7 @@ def _wal(conn):
             time.sleep(0.05)
 
 
-def open_connection(path, read_only=False):
+def open_connection(path: str | os.PathLike[str], read_only: bool = False) -> Connection:
     """A connection to the file at `path` in autocommit mode, with sqlite-vec loaded
     and the pragmas a brain is written and read with; `read_only` opens it for
     reading only, changing nothing about the file. A file that cannot be written
@@ -109,6 +110,7 @@ def open_connection(path, read_only=False):
     follows is only ever read, and read so that it sees each change the follower
     writes (copies.py): never immutable, which would not."""
     copy = copies.is_copy(path)
+    modes: list[str | None]
     if copy:
         modes = ["mode=ro"]
     else:

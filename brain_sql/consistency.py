@@ -9,10 +9,11 @@ lines (speaker, day) that no longer say what their turn does — and
 """
 
 from functools import partial
+from typing import Any
 
 from . import conversation, mentions, validity, values
 from . import state as read_state
-from .connection import atomic, cannot_write, sqlite3
+from .connection import Connection, atomic, cannot_write, sqlite3
 from .schema import CHANGES_TABLE, IDS_TABLE, INSTANCE_TABLE, damaged_tables, expected_triggers, migrate
 from .schema import page_indexes, pending_migrations, recorded_model, recorded_model_and_dimension, renew_instance
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
@@ -51,7 +52,7 @@ def _stale_filters(conn):
     )
 
 
-def check(conn, repair=False):
+def check(conn: Connection, repair: bool = False) -> dict[str, Any]:
     """{problem: [ids or details]} for every inconsistency found; with `repair`,
     each is mended in one transaction, the brain is checked again, and the result
     says what was found and, under "unrepaired" ({problem: [ids or details]}), what

@@ -131,7 +131,7 @@ class Quote:
     where: tuple
     entry: str
     followers: tuple
-    now: str = None  # what its turn says now, to quote instead (None: the quote goes)
+    now: str | None = None  # what its turn says now, to quote instead (None: the quote goes)
 
     def held_in(self, context):
         """Whether `context` holds this quote whole (not a longer one beginning alike)."""

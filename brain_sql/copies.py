@@ -35,7 +35,7 @@ class ReplicaNotReady(BrainError):
     transactions. Try again in a moment."""
 
 
-def is_copy(path):
+def is_copy(path: str | os.PathLike[str] | None) -> bool:
     """Whether the file at `path` is a copy Litestream follows (its -txid file is beside it)."""
     return bool(path) and os.path.exists(str(path) + TXID_SUFFIX)
 
@@ -75,7 +75,7 @@ def write_status(path, status):
     _write_atomic(str(path) + STATUS_SUFFIX, json.dumps({**status, "updated_at": time.time()}))
 
 
-def ensure_ready(path):
+def ensure_ready(path: str | os.PathLike[str]) -> None:
     """Raise ReplicaNotReady while the copy at `path` is being brought back after a
     restart: set back to a snapshot, and not yet past where it was."""
     status = follower_status(path) if is_copy(path) else None
@@ -83,7 +83,7 @@ def ensure_ready(path):
     if isinstance(until, int) and (read_txid(path) or 0) < until:
         raise ReplicaNotReady(
             f"this replica is catching up after its follower restarted (to transaction "
-            f"{status.get('resume_until')}): reading it now could mix transactions; try again in a moment"
+            f"{until}): reading it now could mix transactions; try again in a moment"
         )
 
 

@@ -73,7 +73,7 @@ class IngestError:
     line: int | None
     message: str
 
-    def __str__(self):
+    def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
         return f"{where}: {self.message}"
 

@@ -2,12 +2,13 @@
 thread, from whichever plugin handles the model id first."""
 
 import threading
+from typing import Any
 
 import numpy as np
 
 from .plugins import collect
 
-_models = {}
+_models: dict[str, Any] = {}  # model id -> the model, loaded once
 _lock = threading.Lock()
 
 

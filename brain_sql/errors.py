@@ -1,5 +1,7 @@
 """The errors brain_sql raises for problems a user can fix; each message says how."""
 
+from typing import Any
+
 
 class BrainError(Exception):
     """A problem the user can fix; its message says how."""
@@ -16,7 +18,7 @@ class FieldError(ValueError):
 class QueryError(ValueError):
     """A recall request that cannot be run as given; `field` names the field at fault."""
 
-    def __init__(self, message, field=None):
+    def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
 
@@ -50,6 +52,6 @@ class PruneRefused(BrainError):
     under those roots was removed; the rest of the ingest went in, and `report`,
     its IngestReport, says what it did."""
 
-    def __init__(self, message, report=None):
+    def __init__(self, message: str, report: Any = None) -> None:  # an IngestReport: pipeline.py, floors above
         super().__init__(message)
         self.report = report

@@ -20,8 +20,11 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from .connection import Connection
 from .querydoc import parse
 from .hybrid import finish, run_legs
 from .schema import recorded_model
@@ -48,10 +51,10 @@ def load_queries(path):
     return queries
 
 
-def load_qrels(path):
+def load_qrels(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
     """{query id: {corpus id: grade}} of a BEIR qrels .tsv (a header and blank
     lines are passed over)."""
-    qrels = {}
+    qrels: dict[str, dict[str, int]] = {}
     for row in csv.reader(_text(path).splitlines(), delimiter="\t"):
         if len(row) < 3 or not row[2].strip().lstrip("-").isdigit():
             continue  # header or blank
@@ -94,7 +97,15 @@ def _documents(chunk_ids, external, k):
     return seen
 
 
-def evaluate(conn, queries_path, qrels_path, k=10, now=None, progress=None, per_query=None):
+def evaluate(
+    conn: Connection,
+    queries_path: str | os.PathLike[str],
+    qrels_path: str | os.PathLike[str],
+    k: int = 10,
+    now: str | None = None,
+    progress: Callable[[int], object] | None = None,
+    per_query: str | os.PathLike[str] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """({"queries": N, "full": M, "no_graph": M, "vector": M, "fts": M, "graph": M},
     {"abstained": queries the full pipeline abstained on, "seconds": ...}); with
     `per_query` (a path), each query's metrics are written there as JSON lines."""

@@ -41,7 +41,7 @@ def _note_name(target):
     return PurePosixPath(target.strip()).name.removesuffix(".md").strip()
 
 
-def entity_links(text):
+def entity_links(text: str) -> list[tuple[int, int, str]]:
     """(start, end, entity name) of each `[[relation::Entity]]` and `[[wikilink]]`
     in `text` outside code, in order: the spans ingest reads as naming entities."""
     masked = _CODE.sub(lambda m: " " * len(m.group()), text)  # offsets kept

@@ -5,6 +5,7 @@ import datetime
 import json
 import re
 import unicodedata
+from typing import Any
 
 from .config import CLASSES
 from .errors import FieldError
@@ -77,13 +78,13 @@ def _not_json(constant):
     raise ValueError(f"{constant} is not a JSON number")
 
 
-def loads_json(text):
+def loads_json(text: str | bytes) -> Any:
     """JSON as the brain reads it: Python's json, but NaN and Infinity, which it
     accepts and SQLite's JSON does not, are refused (a ValueError, like bad JSON)."""
     return json.loads(text, parse_constant=_not_json)
 
 
-def unencodable(value, depth=0):
+def unencodable(value: object, depth: int = 0) -> str | None:
     """The first string in `value` (a string, list or dict, keys included) that is
     not valid Unicode — a lone surrogate, which JSON's \\ud800 escapes can make — or None."""
     if isinstance(value, str):
@@ -207,7 +208,7 @@ def normalize_fields(raw):
 _DIGITS = re.compile(r"[0-9]{1,19}")
 
 
-def whole_number(value, name, low=1, high=2**63 - 1):
+def whole_number(value: object, name: str, low: int = 1, high: int = 2**63 - 1) -> int:
     """`value`, a whole number or its digits as text (as a URL or a form gives
     them), when it is from `low` to `high`; FieldError naming the range otherwise.
     Text is ASCII digits only: int() would also take signs, spaces, '_' and other

@@ -9,10 +9,12 @@ states any more must not keep seeding recall or matching mentions.
 """
 
 import json
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from . import mentions, validity
 from .config import CHANGE_LOG_KEEP, MAX_FORGET_ITEMS
-from .connection import atomic, sqlite3
+from .connection import Connection, atomic, sqlite3
 from .errors import BrainError, FieldError, WriteError
 from .fields import unencodable
 from .schema import is_brain, migrate, prune_changes
@@ -22,7 +24,9 @@ from .writer import remove_documents
 _SQLITE_INTEGERS = range(-(2**63), 2**63)
 
 
-def forget(conn, ids=(), external_ids=()):
+def forget(
+    conn: Connection, ids: Iterable[int] | None = (), external_ids: Iterable[str | int] | None = ()
+) -> dict[str, Any]:
     """Remove the memories with these knowledge `ids` and record `external_ids`
     (a record's `_id`), each with the rest of its document, in one transaction.
 
@@ -51,7 +55,7 @@ def forget(conn, ids=(), external_ids=()):
         raise WriteError(f"nothing was forgotten: {ex}") from ex
 
 
-def _checked(values, name, check):
+def _checked(values: Iterable[Any] | None, name: str, check: Callable[[Any, str], Any]) -> list[Any]:
     """The distinct values of a list, in order, each passed through `check`."""
     if values is None:
         return []

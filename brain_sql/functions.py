@@ -3,6 +3,7 @@ recall they make possible (recall.sql, whose filter clauses are written from
 filters.CLAUSES, so the SQL and the API filter alike)."""
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from . import bm25, claims, config, graph, lexical, querydoc
@@ -45,7 +46,7 @@ FILTER_FIELDS = ("scope", "classes", "sources", "source", "domain", "since", "un
 RECALL_PARAMS = ("q", "k", "scope", "classes", "sources", "domain", "since", "until", "as_of")
 
 
-def recall_params_error(params):
+def recall_params_error(params: Mapping[str, str | None]) -> str | None:
     """What is wrong with RECALL_SQL's parameters ({name: text}), read as the JSON
     API reads them; None when nothing is. SQLite tells a brain_* function's error
     only as "user-defined function raised exception": this names it."""

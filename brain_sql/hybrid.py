@@ -18,16 +18,18 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from . import bm25, embed, graph, lexical, quality, temporal
 from . import reach as reachable
 from . import state as read_state
+from .connection import Connection
 from .config import ABSTAIN_BELOW, EVIDENCE_CUTOFF, RECALL_CANDIDATES, RRF_K
 from .filters import Filters
 from .fusion import boosted, fuse, fused, leg_weights, method
-from .querydoc import parse
+from .querydoc import QueryDoc, parse
 from .schema import check_model, recorded_model
 from .vectors import quantize_int8, vector_rows
 
@@ -149,7 +151,7 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
     return legs
 
 
-def recall(conn, query, model_id=None):
+def recall(conn: Connection, query: QueryDoc | dict[str, Any], model_id: str | None = None) -> dict[str, Any]:
     """Recall memories for `query` (a QueryDoc or its JSON object) from the brain on `conn`.
 
     Returns {"decision", "reason", "message", "query", "hits", "quality",

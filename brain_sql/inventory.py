@@ -2,13 +2,15 @@
 how big a memory has grown and how much of it has decayed."""
 
 import os
+from typing import Any
 
 from .browse import decay_counts_sql, sql_order
+from .connection import Connection
 from .errors import BrainError
 from .schema import info, is_brain
 
 
-def stats(conn):
+def stats(conn: Connection) -> dict[str, Any]:
     """A JSON-able summary of the brain on `conn`, read from one snapshot:
 
     {"memories": n, "by_class": {class: n}, "by_scope": {scope: n}, "by_source":

@@ -228,7 +228,8 @@ FTS_MAX_TOKEN = 32768  # bytes of a token FTS5 indexes (FTS5_MAX_TOKEN_SIZE); th
 PORTER_MIN, PORTER_MAX = 3, 64  # porter stems tokens of this many bytes only
 SHORT_RUN = 16  # ASCII runs this long at most are told apart in numpy, by their bytes as two integers
 RUN_CACHE = 500_000  # runs whose terms are remembered; all are forgotten when there are more
-_known = {}  # run (UTF-8, ASCII letters lowercased) -> its term, or a tuple when it is not one token
+# run (UTF-8, ASCII letters lowercased) -> its term, or a tuple when it is not one token
+_known: dict[bytes, str | tuple[str, ...]] = {}
 _LOW_BYTES = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 
 

@@ -9,10 +9,13 @@ never how many memories there are.
 
 import difflib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from .browse import page_numbers
 from .config import LIST_PAGE_ROWS
+from .connection import Connection
 from .errors import FieldError, QueryError
 from .fields import scope_ancestors
 from .hybrid import HIT_COLUMNS
@@ -34,7 +37,7 @@ class Listing:
     size: int = LIST_PAGE_ROWS
 
 
-def parse_listing(raw):
+def parse_listing(raw: Listing | dict[str, Any] | None) -> Listing:
     """A Listing from a JSON object ({} or None: the first page of everything); a
     QueryError names the field at fault, as recall's do."""
     if isinstance(raw, Listing):
@@ -49,7 +52,7 @@ def parse_listing(raw):
     return _listing(raw, lambda filters: parse(filters, need_q=False))
 
 
-def listing_from_strings(values):
+def listing_from_strings(values: Mapping[str, str | list[str] | None]) -> Listing:
     """A Listing from text values ({name: [texts]}, as a query string gives them):
     lists comma-separated, as recall's query strings take them."""
     values = {name: given for name, given in values.items() if given not in (None, "", [], [""])}
@@ -89,7 +92,7 @@ def _nearest(name):
     return close[0] if close else None
 
 
-def memories(conn, listing=None):
+def memories(conn: Connection, listing: Listing | dict[str, Any] | None = None) -> dict[str, Any]:
     """{"memories": rows (recall's hit fields), "page", "size", "more": whether a
     next page holds any, "query": the filters applied}, newest first."""
     listing = parse_listing(listing)

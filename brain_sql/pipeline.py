@@ -13,10 +13,12 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from . import mentions, validity
 from . import state as read_state
@@ -24,9 +26,9 @@ from .config import (
     CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, INGEST_PAUSE_SECONDS, INGEST_TRANSACTION_SECONDS, MAX_CONTENT_BYTES,
     MAX_TITLE_CHARS,
 )  # fmt: skip
-from .connection import atomic, sqlite3
+from .connection import Connection, atomic, sqlite3
 from .conversation import Sessions, flagged, stored_turns
-from .document import ID_KEYS, Document, IngestError
+from .document import ID_KEYS, Document, IngestError, IngestFormat
 from .errors import BrainBusy, ModelError, PruneRefused, WriteError
 from .fields import normalize_fields
 from .plugins import collect
@@ -57,10 +59,10 @@ class IngestReport:
     chunks_removed: int = 0
     entities: int = 0
     relationships: int = 0
-    errors: list = field(default_factory=list)
+    errors: list[IngestError] = field(default_factory=list)
     seconds: float = 0.0
 
-    def answer(self, ids):
+    def answer(self, ids: list[list[int]]) -> dict[str, Any]:
         """What a remember of these records answers, over HTTP, MCP and `remember --json`
         alike: `ids` per record, documents added, updated and unchanged, and chunks."""
         return {
@@ -70,7 +72,8 @@ class IngestReport:
                        "unchanged": self.chunks_unchanged, "removed": self.chunks_removed},
         }  # fmt: skip
 
-    def summary(self):
+    def summary(self) -> str:
+        """One line: files, documents, chunks, entities and relationships, what was skipped, the time."""
         return (
             f"{counted(self.files, 'file')}, {counted(self.documents, 'document')}: "
             f"{counted(self.chunks_added, 'chunk')} added, {self.chunks_updated:,} updated, "
@@ -80,7 +83,9 @@ class IngestReport:
         )
 
 
-def discover(paths):
+def discover(
+    paths: Iterable[str | os.PathLike[str]],
+) -> tuple[list[tuple[str, IngestFormat]], list[IngestError]]:
     """(file path, IngestFormat) for every file to ingest, and errors for paths that cannot be."""
     formats = {suffix: f for f in collect("brain_ingest_formats") for suffix in f.suffixes}
     files, errors = [], []
@@ -113,8 +118,19 @@ def _unreadable(error):
     return IngestError(str(error.filename), None, f"cannot read this folder ({error.strerror or error})")
 
 
-def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, prune=False, prune_all=False,
-           progress=None, model=None):  # fmt: skip
+def ingest(
+    conn: Connection,
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    scope: str | None = None,
+    klass: str | None = None,
+    source: str | None = None,
+    domain: str | None = None,
+    prune: bool = False,
+    prune_all: bool = False,
+    progress: Callable[[int, int], object] | None = None,
+    model: str | None = None,
+) -> IngestReport:
     """Ingest files and folders into the brain on `conn`; returns an IngestReport.
 
     scope / klass / source / domain are defaults: a record's or a note's own
@@ -175,7 +191,16 @@ def _check_model(conn, model):
         )
 
 
-def remember(conn, records, *, scope=None, klass=None, source="remember", domain=None, lines=None):
+def remember(
+    conn: Connection,
+    records: Sequence[object],
+    *,
+    scope: str | None = None,
+    klass: str | None = None,
+    source: str | None = "remember",
+    domain: str | None = None,
+    lines: Sequence[int | None] | None = None,
+) -> tuple[IngestReport, list[list[int]]]:
     """Store in-memory records (ingest's record fields) as memories, all or none.
 
     A record whose `_id` is stored already replaces that memory (counted as
@@ -191,7 +216,8 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
     model_id = recorded_model(conn)
-    documents, document_ids, seen = [], [], {}
+    documents, document_ids = [], []
+    seen: dict[str, str] = {}  # document id -> its content's hash
     extractors = collect("brain_entity_extractors")
     rewritten = [r.get(k) for r in records if isinstance(r, dict) for k in ID_KEYS if r.get(k) not in (None, "")]
     sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten), partial(flagged, conn))

@@ -10,7 +10,9 @@ import difflib
 import re
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
 from .errors import FieldError, QueryError
@@ -68,13 +70,15 @@ def _field_types():
 FIELD_TYPES = _field_types()
 
 
-def from_strings(values, need_q=True, comma_lists=True):
+def from_strings(
+    values: Mapping[str, Any], need_q: bool = True, comma_lists: bool = True
+) -> QueryDoc:
     """A QueryDoc from {field: text or [texts]}: whole numbers, true/false words,
     numbers and lists are read by the field's type; a repeated single-valued field
     takes its last value. With `comma_lists` (query strings, SQL arguments) list
     items may also be comma-separated and an empty value is absent; without it
     (repeatable CLI options) each text is one item and only None is absent."""
-    raw = {}
+    raw: dict[str, Any] = {}
     for name, value in values.items():
         texts = value if isinstance(value, (list, tuple)) else [value]
         texts = [str(t) for t in texts if t is not None and (str(t) != "" or not comma_lists)]
@@ -147,7 +151,7 @@ def nearest_field(name):
     return close[0] if close else None
 
 
-def parse(raw, need_q=True):
+def parse(raw: QueryDoc | dict[str, Any], need_q: bool = True) -> QueryDoc:
     """A QueryDoc from a JSON object (dict), or a QueryError naming the problem.
     Without `need_q` the request may be filters only (q is then empty)."""
     if isinstance(raw, QueryDoc):

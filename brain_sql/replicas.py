@@ -27,14 +27,16 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from . import copies
 from .config import (FOLLOW_CHECK_SECONDS, FOLLOW_INTERVAL_SECONDS, FOLLOW_RESTART_SECONDS, FOLLOW_STALL_SECONDS,
                      FOLLOW_STATUS_STALE_SECONDS, REPLICA_SYNC_INTERVAL)  # fmt: skip
-from .connection import open_connection
+from .connection import Connection, open_connection
 from .errors import BrainError
 from .schema import CHANGES_TABLE, is_brain
 
@@ -65,7 +67,14 @@ def litestream_binary():
 # -- the primary ---------------------------------------------------------------
 
 
-def replicate(db_path, url=None, config=None, sync_interval=REPLICA_SYNC_INTERVAL, stop=None, say=None):
+def replicate(
+    db_path: str | os.PathLike[str],
+    url: str | None = None,
+    config: str | os.PathLike[str] | None = None,
+    sync_interval: str = REPLICA_SYNC_INTERVAL,
+    stop: threading.Event | None = None,
+    say: Callable[[str], object] | None = None,
+) -> int | None:
     """Stream the brain at `db_path` to the Litestream replica `url` until `stop`
     (a threading.Event) is set; or, with `config`, run Litestream with that
     litestream.yml, which must list `db_path`. Litestream's output goes to `say`."""
@@ -106,7 +115,14 @@ def _check_config(config, db):
 # -- a replica -----------------------------------------------------------------
 
 
-def follow(url, copy, interval=FOLLOW_INTERVAL_SECONDS, stall_after=FOLLOW_STALL_SECONDS, stop=None, say=None):
+def follow(
+    url: str,
+    copy: str | os.PathLike[str],
+    interval: float = FOLLOW_INTERVAL_SECONDS,
+    stall_after: float = FOLLOW_STALL_SECONDS,
+    stop: threading.Event | None = None,
+    say: Callable[[str], object] | None = None,
+) -> None:
     """Keep `copy` a live, read-only copy of the Litestream replica at `url` until
     `stop` is set: restore it at the store's newest snapshot if it does not exist,
     else resume where it stopped; then Litestream follows, and the copy's status
@@ -359,7 +375,7 @@ def _run(args, stop, say):
 # -- a replica's status --------------------------------------------------------------
 
 
-def replica_status(path, conn=None):
+def replica_status(path: str | os.PathLike[str], conn: Connection | None = None) -> dict[str, Any] | None:
     """What the replica at `path` follows, the last change applied and its lag, as
     its follower last wrote them; None when `path` is no copy Litestream follows.
     A follower that has stopped writing its status, or is stuck, is `stalled`."""

@@ -10,10 +10,12 @@ is ingested again, when the file's fields are stored again.
 """
 
 import json
+from collections.abc import Iterable
+from typing import Any
 
 from . import validity
 from .config import CHANGE_LOG_KEEP, MAX_EXTEND_DAYS, MAX_FORGET_ITEMS
-from .connection import atomic, sqlite3
+from .connection import Connection, atomic, sqlite3
 from .errors import BrainError, FieldError, WriteError
 from .fields import parse_time, sqlite_time, utcnow
 from .conversation import stored_quotes
@@ -35,7 +37,7 @@ _UPDATES = {
 }
 
 
-def extend_expiry(conn, ids, days, now=None):
+def extend_expiry(conn: Connection, ids: Iterable[int], days: int, now: str | None = None) -> dict[str, Any]:
     """Move the expiry of the memories `ids` to `days` days after the later of
     their expiry and `now` (a memory without one gets one)."""
     if isinstance(days, bool) or not isinstance(days, int) or not 0 < days <= MAX_EXTEND_DAYS:
@@ -43,19 +45,19 @@ def extend_expiry(conn, ids, days, now=None):
     return _act(conn, "extend", ids, now, days * 86_400)
 
 
-def archive(conn, ids):
+def archive(conn: Connection, ids: Iterable[int]) -> dict[str, Any]:
     """Archive the memories `ids`: relevance tier 0, which recall leaves out
     (unless asked for min_relevance 0 or include_decayed)."""
     return _act(conn, "archive", ids)
 
 
-def restore(conn, ids):
+def restore(conn: Connection, ids: Iterable[int]) -> dict[str, Any]:
     """Bring the memories `ids` back into recall: relevance tier at least 1 (a
     higher tier is kept) and no expiry."""
     return _act(conn, "restore", ids)
 
 
-def flag(conn, ids):
+def flag(conn: Connection, ids: Iterable[int]) -> dict[str, Any]:
     """Flag the memories `ids`: recall, the pages and the graph stop showing them."""
     return _act(conn, "flag", ids)
 

@@ -6,12 +6,13 @@ reference tables first and the same additions, so both paths end identical.
 """
 
 import time
+from typing import Any
 
 import sqlite_utils
 from sqlite_utils import Migrations
 
 from .config import configured_model
-from .connection import atomic, sqlite3
+from .connection import Connection, atomic, sqlite3
 from .embed import model_dimension
 from .errors import RULE_MARK, BrainError
 from .vectors import VEC_METADATA, VEC_SOURCE_COLUMNS, backfill_vectors, create_vector_table, rebuild_vector_table
@@ -248,7 +249,7 @@ def vec_triggers():
     }
 
 
-def reindex(conn, model_id):
+def reindex(conn: Connection, model_id: str) -> int:
     """Re-embed every memory with `model_id` and record it as the brain's model,
     in one transaction: recall keeps working on the old vectors until it commits.
     Returns the number of vectors written."""
@@ -557,7 +558,7 @@ DERIVED_TABLES = ("documents", "entities", "relationships", QUEUE_TABLE, MENTION
 DERIVED_PREFIXES = ("knowledge_fts", "vec_knowledge", "sqlite_stat")
 
 
-def derived_from_knowledge(table):
+def derived_from_knowledge(table: str) -> bool:
     """Whether `table` holds memories' text or anything derived from it."""
     return table in DERIVED_TABLES or table.startswith(DERIVED_PREFIXES)
 
@@ -610,7 +611,8 @@ def recorded_model_and_dimension(conn):
     return meta["model"], int(meta["dimension"])
 
 
-def is_brain(conn):
+def is_brain(conn: Connection) -> bool:
+    """Whether the main database of `conn` is a brain: its meta records a model."""
     return bool(_meta(conn).get("model"))
 
 
@@ -627,7 +629,7 @@ def check_model(conn, model_id):
     )
 
 
-def migrate(conn, model_id=None):
+def migrate(conn: Connection, model_id: str | None = None) -> None:
     """Create or upgrade the brain schema on `conn`; `model_id` is used for a new
     brain. Every pending migration is applied in one write transaction."""
     db = sqlite_utils.Database(conn)
@@ -641,12 +643,12 @@ def migrate(conn, model_id=None):
         migrations.apply(db)
 
 
-def pending_migrations(conn):
+def pending_migrations(conn: Connection) -> list[str]:
     """Names of the migrations not applied to the brain on `conn` yet."""
     return [m.name for m in migrations.pending(sqlite_utils.Database(conn))]
 
 
-def info(conn):
+def info(conn: Connection) -> dict[str, Any]:
     """What the brain records about itself: model, dimension and schema version."""
     meta = _meta(conn)
     return {

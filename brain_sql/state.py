@@ -200,7 +200,7 @@ class _SharedLock:
                 self._condition.notify_all()
 
 
-_states = {}
+_states: dict[tuple[str, int, int], "ReadState"] = {}  # the brain file (_file_key) -> its read state
 _states_lock = threading.Lock()
 
 

@@ -37,7 +37,7 @@ class Rule:
     says: str
     kind: str = "text"
     normal: object = None
-    derived: str = None
+    derived: str | None = None
 
 
 TEXT = Rule("typeof({c}) in ('text', 'null')", "text or NULL")
@@ -107,7 +107,7 @@ class Invalid:
     column: str
     value: object
     says: str
-    repair: tuple = None
+    repair: tuple | None = None
 
     def __str__(self):
         found = f"a BLOB of {len(self.value)} bytes" if isinstance(self.value, bytes) else repr(self.value)[:60]

@@ -7,12 +7,12 @@ import json
 SHOWN_CHARS = 40  # of a value quoted in a message
 
 
-def counted(n, singular, plural=None):
+def counted(n: int, singular: str, plural: str | None = None) -> str:
     """'1 file', '2 files', '1,000 memories' (with plural='memories')."""
     return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
 
 
-def shown(value, limit=SHOWN_CHARS):
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     """`value` as JSON, as the caller sent it (true, not True; "a", not 'a'), cut to
     `limit` characters; characters that do not print (a NUL, a zero-width space, a
     lone surrogate) escaped, so that a message shows what is there."""
@@ -27,7 +27,7 @@ def shown(value, limit=SHOWN_CHARS):
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def section(title, heading_path):
+def section(title: str | None, heading_path: str | None) -> str | None:
     """A chunk's heading path as shown after its note's title: without the title
     again at its start ('Support Runbook > Severity' under 'Support Runbook' is
     'Severity'); None when nothing is left."""

@@ -54,7 +54,7 @@ async def _first_rows(facet):
 
 
 def _sampled(facet_class):
-    class Sampled(facet_class):
+    class Sampled(facet_class):  # type: ignore[misc, valid-type]  # Datasette's facet class, given at run time
         async def suggest(self):
             if self.table is None or not links.is_brain(self.ds, self.database):
                 return await super().suggest()

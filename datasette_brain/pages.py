@@ -7,6 +7,8 @@ ever marked safe.
 
 import dataclasses
 import urllib.parse
+from collections.abc import Callable
+from typing import Any
 
 from datasette import Response
 from datasette.utils import path_with_added_args, path_with_replaced_args
@@ -294,7 +296,7 @@ async def entities_page(datasette, request):
     )
 
 
-DECAY_ACTIONS = {"extend": brain_sql.extend_expiry, "archive": brain_sql.archive, "restore": brain_sql.restore,
+DECAY_ACTIONS: dict[str, Callable[..., dict[str, Any]]] = {"extend": brain_sql.extend_expiry, "archive": brain_sql.archive, "restore": brain_sql.restore,
                  "flag": brain_sql.flag}  # fmt: skip
 EXTEND_CHOICES = ((30, "+30 days"), (365, "+1 year"))
 DONE = {"extend": "Extended the expiry of", "archive": "Archived", "restore": "Restored", "flag": "Flagged"}

@@ -12,6 +12,7 @@ request again.
 import asyncio
 import base64
 import urllib.parse
+from collections.abc import Generator
 
 from datasette import Response
 from datasette.utils import await_me_maybe
@@ -173,7 +174,8 @@ class ExportStream:
     def __init__(self, datasette, path, give_back, receive):
         self.datasette, self.path, self.give_back = datasette, path, give_back  # give_back: the export slot
         self.receive = receive  # the request's: it tells when the client went away
-        self.conn = self.lines = self.first = None
+        self.conn = self.first = None
+        self.lines: Generator[str, None, None] | None = None  # brain_sql.export's
 
     async def _run(self, operation):
         if self.datasette.executor is None:
@@ -183,7 +185,7 @@ class ExportStream:
     def _next(self):
         """The next lines, at most EXPORT_LINES of them, as bytes (b"" when done)."""
         taken = []
-        for line in self.lines:
+        for line in self.lines or ():  # start opened them
             taken.append(line)
             if len(taken) >= EXPORT_LINES:
                 break
