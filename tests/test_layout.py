@@ -1,8 +1,10 @@
 """The layout holds: brain_sql's floors never import upward (import-linter's
-contracts in pyproject.toml), no package import hides inside a function, and
-datasette_brain reaches brain_sql only through its public face."""
+contracts in pyproject.toml), no package import hides inside a function,
+datasette_brain reaches brain_sql only through its two faces, and
+docs/architecture.md lists the floors the contract holds."""
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -44,9 +46,39 @@ def test_the_floors_contract_fails_on_an_upward_import(tmp_path):
     assert "brain_sql.lexical -> brain_sql.graph" in result.stdout
 
 
-def test_nothing_inside_brain_sql_imports_its_public_face():
+def test_the_faces_contract_fails_on_an_import_past_the_faces(tmp_path):
+    """The plugin may import brain_sql and brain_sql.for_plugin, nothing else: a copy
+    whose pages import brain_sql.browse breaks the contract, as pyproject.toml has it."""
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    with open(tmp_path / "datasette_brain" / "pages.py", "a") as f:
+        f.write("\nfrom brain_sql import browse  # noqa\n")
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports; "
+         "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, no_logo=True))"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "brain_sql floors KEPT" in result.stdout
+    assert "datasette_brain.pages -> brain_sql.browse" in result.stdout
+
+
+def test_nothing_inside_brain_sql_imports_its_faces():
     graph = grimp.build_graph("brain_sql")
     assert graph.find_modules_that_directly_import("brain_sql") == set()
+    assert graph.find_modules_that_directly_import("brain_sql.api") == {"brain_sql"}  # __init__ re-exports it
+    assert graph.find_modules_that_directly_import("brain_sql.for_plugin") == set()
+
+
+def test_the_architecture_page_lists_the_floors_of_the_contract():
+    """docs/architecture.md's numbered floors are the contract's layers, in order."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layers = next(c for c in config["contracts"] if c["type"] == "layers")["layers"]
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page.split("## The floors", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\d+\. `([^`]+)`", section, flags=re.MULTILINE)
+    assert listed == [" | ".join(part.strip() for part in layer.split("|")) for layer in layers]
 
 
 def _imports_inside_functions(path):
