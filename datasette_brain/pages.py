@@ -296,8 +296,9 @@ async def entities_page(datasette, request):
     )
 
 
-DECAY_ACTIONS: dict[str, Callable[..., dict[str, Any]]] = {"extend": brain_sql.extend_expiry, "archive": brain_sql.archive, "restore": brain_sql.restore,
-                 "flag": brain_sql.flag}  # fmt: skip
+DECAY_ACTIONS: dict[str, Callable[..., dict[str, Any]]] = {
+    "extend": brain_sql.extend_expiry, "archive": brain_sql.archive, "restore": brain_sql.restore, "flag": brain_sql.flag,
+}
 EXTEND_CHOICES = ((30, "+30 days"), (365, "+1 year"))
 DONE = {"extend": "Extended the expiry of", "archive": "Archived", "restore": "Restored", "flag": "Flagged"}
 

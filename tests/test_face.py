@@ -23,7 +23,7 @@ FACES = {"brain_sql": brain_sql.api, "for_plugin": for_plugin}
 
 
 def test_brain_sql_exports_exactly_its_face():
-    public = {name for name, value in vars(brain_sql).items() if not name.startswith("_") and not inspect.ismodule(value)}
+    public = {name for name, value in vars(brain_sql).items() if not (name.startswith("_") or inspect.ismodule(value))}
     assert public == set(brain_sql.api.__all__)
     assert len(brain_sql.api.__all__) == len(set(brain_sql.api.__all__))
     assert len(for_plugin.__all__) == len(set(for_plugin.__all__))
@@ -81,7 +81,8 @@ def _unannotated(label, function):
     """The parameters (and 'return') of `function` with no annotation; a face's
     operations are read through their wrapper (brain_sql.faults.named)."""
     signature = inspect.signature(function)  # follows __wrapped__
-    missing = [p.name for p in signature.parameters.values() if p.annotation is p.empty and p.name not in ("self", "cls")]
+    parameters = [p for p in signature.parameters.values() if p.name not in ("self", "cls")]
+    missing = [p.name for p in parameters if p.annotation is p.empty]
     if signature.return_annotation is signature.empty:
         missing.append("return")
     return [f"{label}: {name}" for name in missing]
@@ -93,9 +94,9 @@ def test_every_function_of_the_faces_is_annotated():
         for name in face.__all__:
             value = getattr(face, name)
             if inspect.isclass(value):
-                methods = {m: f for m, f in vars(value).items() if inspect.isfunction(f) and (m == "__init__" or not m.startswith("_"))}
-                for method, function in methods.items():
-                    missing += _unannotated(f"{name}.{method}", function)
+                for method, function in vars(value).items():
+                    if inspect.isfunction(function) and (method == "__init__" or not method.startswith("_")):
+                        missing += _unannotated(f"{name}.{method}", function)
             elif callable(value):
                 missing += _unannotated(name, value)
     assert missing == []
@@ -125,4 +126,5 @@ def test_the_type_check_fails_on_a_call_the_face_refuses(tmp_path):
     )
     result = _mypy(tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert 'wrong.py:5: error: Argument "ids" has incompatible type "str"; expected "Iterable[int] | None"' in result.stdout
+    refused = 'Argument "ids" has incompatible type "str"; expected "Iterable[int] | None"'
+    assert f"wrong.py:5: error: {refused}" in result.stdout

@@ -23,42 +23,34 @@ def test_import_linter_contracts_hold(monkeypatch):
     assert lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True) == 0
 
 
+def _lint_a_copy(folder, module, line):
+    """lint-imports, with pyproject.toml's contracts, on a copy of both packages in
+    `folder` whose `module` (a path) has `line` added; run by a fresh interpreter in
+    the copy's folder, so the packages it reads are the copy."""
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, folder / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", folder)
+    with open(folder / module, "a") as f:
+        f.write(f"\n{line}  # noqa\n")
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports; "
+         "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, no_logo=True))"],
+        cwd=folder, capture_output=True, text=True,
+    )  # fmt: skip
+
+
 def test_the_floors_contract_fails_on_an_upward_import(tmp_path):
     """The contract is not vacuous: a copy of brain_sql whose lexer imports the
     graph leg (two floors up) breaks it."""
-    shutil.copytree(ROOT / "brain_sql", tmp_path / "brain_sql", ignore=shutil.ignore_patterns("__pycache__"))
-    with open(tmp_path / "brain_sql" / "lexical.py", "a") as f:
-        f.write("\nfrom . import graph  # noqa\n")
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    floors = next(c for c in config["contracts"] if c["type"] == "layers")
-    (tmp_path / ".importlinter").write_text(
-        "[importlinter]\nroot_package = brain_sql\n\n[importlinter:contract:floors]\n"
-        f"name = {floors['name']}\ntype = layers\ncontainers = brain_sql\nexhaustive = true\nlayers =\n"
-        + "".join(f"    {layer}\n" for layer in floors["layers"])
-    )
-    # a fresh interpreter in the copy's folder, so `brain_sql` is the copy
-    result = subprocess.run(
-        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports; "
-         "sys.exit(lint_imports(config_filename='.importlinter', no_cache=True, no_logo=True))"],
-        cwd=tmp_path, capture_output=True, text=True,
-    )  # fmt: skip
+    result = _lint_a_copy(tmp_path, "brain_sql/lexical.py", "from . import graph")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "brain_sql.lexical -> brain_sql.graph" in result.stdout
 
 
 def test_the_faces_contract_fails_on_an_import_past_the_faces(tmp_path):
     """The plugin may import brain_sql and brain_sql.for_plugin, nothing else: a copy
-    whose pages import brain_sql.browse breaks the contract, as pyproject.toml has it."""
-    for package in PACKAGES:
-        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    with open(tmp_path / "datasette_brain" / "pages.py", "a") as f:
-        f.write("\nfrom brain_sql import browse  # noqa\n")
-    result = subprocess.run(
-        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports; "
-         "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, no_logo=True))"],
-        cwd=tmp_path, capture_output=True, text=True,
-    )  # fmt: skip
+    whose pages import brain_sql.browse breaks the contract."""
+    result = _lint_a_copy(tmp_path, "datasette_brain/pages.py", "from brain_sql import browse")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "brain_sql floors KEPT" in result.stdout
     assert "datasette_brain.pages -> brain_sql.browse" in result.stdout
