@@ -26,11 +26,13 @@ from .embed import count_tokens, embed
 from .errors import BrainBusy, BrainError, FieldError, ModelError, PruneRefused, QueryError, ReadOnlyBrain, WriteError
 from .evaluation import load_qrels
 from .faults import NOT_MIGRATED, named, outdated
+from .listing import FIELDS as LISTING_FIELDS
 from .listing import Listing, listing_from_strings, parse_listing
 from .functions import RECALL_SQL, register_functions
 from .minilm import MODEL_ID as MINILM_MODEL
 from .minilm import limit_threads as limit_model_threads
 from .pipeline import IngestReport, discover
+from .querydoc import FIELDS as QUERY_FIELDS
 from .querydoc import QueryDoc, from_strings, parse
 from .replicas import ReplicaError, follow, replicate
 from .schema import info, migrate, pending_migrations
@@ -39,7 +41,7 @@ from .state import current as current_state
 # each name is in docs/python.md (tests/test_face.py compares); what only
 # datasette_brain needs is in brain_sql.for_plugin
 __all__ = [
-    "CLASSES", "DEFAULT_MODEL", "MINILM_MODEL", "RECALL_SQL",
+    "CLASSES", "DEFAULT_MODEL", "LISTING_FIELDS", "MINILM_MODEL", "QUERY_FIELDS", "RECALL_SQL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "Listing", "ModelError", "PruneRefused",
     "QueryDoc", "QueryError", "ReadOnlyBrain", "ReplicaError", "ReplicaNotReady", "WriteError",
     "archive", "check", "connect", "decayed", "discover", "embed_with_usage", "entities", "entity", "evaluate",
