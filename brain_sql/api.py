@@ -21,7 +21,8 @@ from .connection import faults_named, load_sqlite_vec, main_file, open_connectio
 from .copies import ReplicaNotReady, ensure_ready, is_copy
 from .document import IngestError
 from .embed import count_tokens, embed
-from .errors import BrainBusy, BrainError, FieldError, ModelError, PruneRefused, QueryError, ReadOnlyBrain, WriteError
+from .errors import BrainBusy, BrainError, FieldError, InputError, ModelError, PruneRefused, QueryError, ReadOnlyBrain
+from .errors import WriteError
 from .evaluation import load_qrels
 from .extract import entity_links
 from .listing import Listing, listing_from_strings, parse_listing
@@ -42,7 +43,7 @@ __all__ = [
     "MAX_PAGE_ROWS", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL", "FOLLOW_INTERVAL_SECONDS", "FOLLOW_STALL_SECONDS",
     "REPLICA_SYNC_INTERVAL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "Listing", "ModelError", "PruneRefused",
-    "QueryDoc",
+    "InputError", "QueryDoc",
     "QueryError", "ReadOnlyBrain", "ReplicaError", "ReplicaNotReady", "WriteError",
     "check", "configured_model", "connect", "counted", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql",
     "decay_filter_sql", "decayed", "decayed_selection",
@@ -103,7 +104,7 @@ def _faults_named(operation):
                 _blame_values(conn, ex)
             raise
         except (TypeError, ValueError, AttributeError) as ex:
-            if not isinstance(ex, (QueryError, FieldError)):  # those are the caller's mistake
+            if not isinstance(ex, InputError):  # the caller's mistake
                 _blame_values(conn, ex)
             raise  # a bug: as it is
         if values.holds_bytes(result):  # a BLOB read where text belongs

@@ -25,6 +25,50 @@ MODEL_HELP = (
 )
 
 
+# sysexits' EX_TEMPFAIL: a script may run the same command again, as an HTTP client does after a 503
+TRY_AGAIN_EXIT = 75
+
+
+class TryAgain(click.ClickException):
+    """A write the brain could not take now (another writer held the write lock, the
+    disk failed): what it says was not stored, and the same command may be run again."""
+
+    exit_code = TRY_AGAIN_EXIT
+
+    def format_message(self):
+        return f"{self.message}\nBusy: try the same command again shortly."
+
+
+class BrainCommand(click.Command):
+    """A brain command: what brain_sql raises is answered here, once for every
+    command, as the HTTP API answers it (tools.as_api_error): a caller's bad input
+    is a usage error naming its option (400), a write not taken now is TryAgain
+    (503), any other BrainError its message (the file's state); anything else is
+    a bug, and surfaces."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except brain_sql.InputError as ex:
+            param = _param_of(ctx, getattr(ex, "field", None))
+            raise (click.BadParameter(str(ex), ctx, param) if param else click.UsageError(str(ex), ctx)) from ex
+        except (brain_sql.WriteError, brain_sql.ReplicaNotReady) as ex:
+            raise TryAgain(str(ex)) from ex
+        except brain_sql.BrainError as ex:
+            raise click.ClickException(str(ex)) from ex
+
+
+class BrainGroup(click.Group):
+    command_class = BrainCommand
+
+
+def _param_of(ctx, field):
+    """The command's option or argument a field (a QueryDoc's) comes from: the one
+    of its name, QUERY for q."""
+    name = "query" if field == "q" else field
+    return next((param for param in ctx.command.params if param.name == name), None) if field else None
+
+
 @sqlite_utils.hookimpl
 def prepare_connection(conn):
     brain_sql.prepare_connection(conn)
@@ -35,10 +79,7 @@ def _open(db_path, must_exist=True, model_id=None, brain=True, read_only=False):
     `read_only`: one that changes nothing about the file."""
     if must_exist and not Path(db_path).exists():
         raise click.ClickException(f"{db_path} does not exist: create it with sqlite-utils brain init {db_path}")
-    try:
-        conn = brain_sql.connect(db_path, model_id, read_only=read_only)
-    except brain_sql.BrainError as ex:
-        raise click.ClickException(str(ex)) from ex
+    conn = brain_sql.connect(db_path, model_id, read_only=read_only)
     if must_exist and brain and not brain_sql.is_brain(conn):
         raise click.ClickException(f"{db_path} is not a brain: create one with sqlite-utils brain init {db_path}")
     return conn
@@ -46,7 +87,7 @@ def _open(db_path, must_exist=True, model_id=None, brain=True, read_only=False):
 
 @sqlite_utils.hookimpl
 def register_commands(cli):
-    @cli.group()
+    @cli.group(cls=BrainGroup)
     def brain():
         """A long-term memory in this SQLite file: ingest, remember, recall, forget.
 
@@ -67,10 +108,7 @@ def register_commands(cli):
             sqlite-utils brain init brain.db
         """
         conn = _open(db_path, must_exist=False, model_id=model)
-        try:
-            brain_sql.migrate(conn, model or None)
-        except brain_sql.BrainError as ex:
-            raise click.ClickException(str(ex)) from ex
+        brain_sql.migrate(conn, model or None)
         info = brain_sql.info(conn)
         click.echo(f"{db_path}: brain ready, model {info['model']} ({info['dimension']} dimensions)")
 
@@ -109,14 +147,12 @@ def register_commands(cli):
                 )  # fmt: skip
             except brain_sql.PruneRefused as ex:  # the rest went in: its report is still told
                 report, refused = ex.report, ex
-            except (brain_sql.BrainError, brain_sql.FieldError) as ex:
-                raise click.ClickException(str(ex)) from ex
         for error in report.errors:
             click.echo(f"skipped {error}", err=True)
         _settle(conn)
         click.echo(report.summary())
         if refused:
-            raise click.ClickException(str(refused))
+            raise refused
         if report.errors:
             sys.exit(1)
 
@@ -161,16 +197,8 @@ def register_commands(cli):
         Example:
             sqlite-utils brain recall brain.db "who owns the support runbook?" --scope /acme/support
         """
-        try:
-            doc = brain_sql.querydoc_from_strings({"q": query, **options}, comma_lists=False)
-        except brain_sql.QueryError as ex:
-            where = _option_of(ex.field)
-            raise click.ClickException(f"Invalid value for {where}: {ex}" if where else str(ex)) from ex
-        conn = _open(db_path)
-        try:
-            result = brain_sql.recall(conn, doc)
-        except (brain_sql.BrainError, ValueError) as ex:
-            raise click.ClickException(str(ex)) from ex
+        doc = brain_sql.querydoc_from_strings({"q": query, **options}, comma_lists=False)
+        result = brain_sql.recall(_open(db_path), doc)
         if as_json:
             click.echo(json.dumps(result, indent=2))
         else:
@@ -194,16 +222,10 @@ def register_commands(cli):
             sqlite-utils brain eval scifact.db --queries queries.jsonl --qrels qrels/test.tsv
         """
         conn = _open(db_path)
-        try:
-            count = len(brain_sql.load_qrels(qrels))
-        except ValueError as ex:
-            raise click.ClickException(str(ex)) from ex
-        try:
-            with click.progressbar(length=count, label="Evaluating", file=sys.stderr) as bar:
-                result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update,
-                                                   per_query=per_query)  # fmt: skip
-        except (brain_sql.BrainError, ValueError, OSError) as ex:
-            raise click.ClickException(str(ex)) from ex
+        count = len(brain_sql.load_qrels(qrels))
+        with click.progressbar(length=count, label="Evaluating", file=sys.stderr) as bar:
+            result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update,
+                                               per_query=per_query)  # fmt: skip
         click.echo(json.dumps(result))
         click.echo(f"{extra['abstained']} abstained; {extra['seconds']}s", err=True)
 
@@ -217,11 +239,7 @@ def register_commands(cli):
         Example:
             sqlite-utils brain reindex brain.db --model ./my-model2vec-folder
         """
-        conn = _open(db_path)
-        try:
-            written = brain_sql.reindex(conn, model)
-        except brain_sql.BrainError as ex:
-            raise click.ClickException(str(ex)) from ex
+        written = brain_sql.reindex(_open(db_path), model)
         click.echo(f"{db_path}: {counted(written, 'memory', 'memories')} re-embedded with {model}")
 
     _register_check(brain)
@@ -278,14 +296,6 @@ def _size(path):
         return 0
 
 
-def _option_of(field):
-    """The recall option (or argument) a QueryDoc field comes from."""
-    if field is None:
-        return None
-    names = {"q": "QUERY", "classes": "--class", "sources": "--source", "graph": "--no-graph", "prf": "--no-prf"}
-    return f"'{names.get(field, '--' + field.replace('_', '-'))}'"
-
-
 PROBLEMS = {
     "integrity": "the SQLite file fails its integrity check (restore a copy; not repairable here)",
     "damaged_tables": "tables rebuilt without columns the brain needs (restore a copy; not repairable here)",
@@ -322,11 +332,7 @@ def _register_check(brain):
         Example:
             sqlite-utils brain check brain.db --repair
         """
-        conn = _open(db_path, brain=False)
-        try:
-            problems = brain_sql.check(conn, repair=repair)
-        except brain_sql.BrainError as ex:  # a read-only file to repair, say
-            raise click.ClickException(str(ex)) from ex
+        problems = brain_sql.check(_open(db_path, brain=False), repair=repair)
         left = problems.pop("unrepaired", {})
         _echo_problems(problems)
         if not problems:
@@ -377,12 +383,7 @@ def _register_memory_commands(brain):
             raise click.ClickException(f"cannot read {name}: {ex.strerror}") from ex
         records, lines = _records(data, name)
         conn = _open(db_path, must_exist=False)
-        try:
-            report, ids = brain_sql.remember(
-                conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines
-            )
-        except (brain_sql.BrainError, brain_sql.FieldError) as ex:
-            raise click.ClickException(str(ex)) from ex
+        report, ids = brain_sql.remember(conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines)
         _settle(conn)
         if report.errors:
             problems = "\n".join(f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors)
@@ -428,8 +429,6 @@ def _register_memory_commands(brain):
                 for line in lines:
                     out.write(line.encode("utf-8"))
                 out.flush()
-            except brain_sql.BrainError as ex:
-                raise click.ClickException(str(ex)) from ex
             except BrokenPipeError:  # `export | head`: the reader has what it wanted
                 lines.close()
                 os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
@@ -453,10 +452,7 @@ def _register_memory_commands(brain):
         if not ids and not external_ids:
             raise click.UsageError("give the memories to forget: --id N or --external-id X, each repeatable")
         conn = _open(db_path)
-        try:
-            result = brain_sql.forget(conn, ids=ids, external_ids=external_ids)
-        except (brain_sql.BrainError, brain_sql.FieldError) as ex:
-            raise click.ClickException(str(ex)) from ex
+        result = brain_sql.forget(conn, ids=ids, external_ids=external_ids)
         _settle(conn)
         if as_json:
             click.echo(json.dumps(result))
@@ -486,11 +482,7 @@ def _register_memory_commands(brain):
         Example:
             sqlite-utils brain stats brain.db --json
         """
-        conn = _open(db_path)
-        try:
-            found = brain_sql.stats(conn)
-        except brain_sql.BrainError as ex:
-            raise click.ClickException(str(ex)) from ex
+        found = brain_sql.stats(_open(db_path))
         if as_json:
             click.echo(json.dumps(found, indent=2))
             return
@@ -519,10 +511,7 @@ def _until_stopped(operation, *args, **kwargs):
     stop = threading.Event()
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, lambda *_: stop.set())
-    try:
-        return operation(*args, stop=stop, **kwargs)
-    except brain_sql.BrainError as ex:
-        raise click.ClickException(str(ex)) from ex
+    return operation(*args, stop=stop, **kwargs)
 
 
 def _register_replica_commands(brain):

@@ -152,8 +152,10 @@ async def recall_page(datasette, request):
         try:
             doc = dataclasses.replace(querydoc_from_args(request.args), provenance=True)
             result = await run_recall(datasette, db, doc)
-        except (ApiError, brain_sql.QueryError, brain_sql.FieldError, brain_sql.BrainError) as ex:
+        except Exception as ex:  # noqa: BLE001 - what as_api_error knows is said on the page; the rest surfaces
             error = tools.as_api_error(ex)
+            if error is None:
+                raise
     if result is not None:
         query = result["query"]
         context = {
@@ -405,7 +407,7 @@ async def decayed_act(datasette, request):
         action, ids, days, back = decision(form)
         operation, arguments = DECAY_ACTIONS[action], (ids, days) if action == "extend" else (ids,)
         result = await tools.write(db, lambda conn: operation(conn, *arguments))
-    except (ApiError, brain_sql.FieldError) as ex:  # the request's fault, found before writing
+    except (ApiError, brain_sql.InputError) as ex:  # the request's fault, found before writing
         raise ApiError(f"Nothing was changed: {ex}", getattr(ex, "status", 400)) from None
     changed, missing = result["changed"], result["not_found"]
     message = f"{DONE[action]} {brain_sql.counted(len(changed), 'memory', 'memories')}"
