@@ -1,4 +1,4 @@
-"""The layout holds: brain_sql's floors never import upward (import-linter's
+"""The import floors hold: brain_sql's floors never import upward (import-linter's
 contracts in pyproject.toml), no package import hides inside a function, and
 datasette_brain reaches brain_sql only through its public face."""
 
