@@ -383,7 +383,9 @@ def _register_memory_commands(brain):
             raise click.ClickException(f"cannot read {name}: {ex.strerror}") from ex
         records, lines = _records(data, name)
         conn = _open(db_path, must_exist=False)
-        report, ids = brain_sql.remember(conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines)
+        report, ids = brain_sql.remember(
+            conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines
+        )
         _settle(conn)
         if report.errors:
             problems = "\n".join(f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors)

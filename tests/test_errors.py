@@ -28,7 +28,8 @@ def brain_path(tmp_path, monkeypatch):
     monkeypatch.setenv("BRAIN_BUSY_TIMEOUT_MS", "200")
     path = tmp_path / "brain.db"
     conn = brain_sql.connect(path)
-    brain_sql.remember(conn, [{"_id": "rota", "text": "The pager rota changes on Mondays.", "expires_at": "2020-01-01"}])
+    expired = {"_id": "rota", "text": "The pager rota changes on Mondays.", "expires_at": "2020-01-01"}
+    brain_sql.remember(conn, [expired])
     conn.close()
     return path
 
@@ -97,10 +98,12 @@ def test_the_command_line(run, brain_path, tmp_path):
         assert "write lock" in result.output and "Busy: try the same command again shortly." in result.output
     assert stored(brain_path) == before
     assert run("brain", "remember", brain_path, record).exit_code == 0  # tried again, it is stored
-    for args, message in [(("recall", brain_path, "rota", "--k", "0"), "Invalid value for '--k': k must be from 1"),
-                          (("recall", brain_path, "", "--scope", "/a"), "Invalid value for 'QUERY': q must not be empty"),
-                          (("remember", brain_path, record, "--scope", "acme"), "scope must be a path starting with '/'"),
-                          (("forget", brain_path, "--id", str(2**64)), "is out of range for a memory id")]:  # fmt: skip
+    for args, message in [
+        (("recall", brain_path, "rota", "--k", "0"), "Invalid value for '--k': k must be from 1"),
+        (("recall", brain_path, "", "--scope", "/a"), "Invalid value for 'QUERY': q must not be empty"),
+        (("remember", brain_path, record, "--scope", "acme"), "scope must be a path starting with '/'"),
+        (("forget", brain_path, "--id", str(2**64)), "is out of range for a memory id"),
+    ]:
         result = run("brain", *args)
         assert result.exit_code == 2 and message in result.output and "Usage: " in result.output, result.output
 
@@ -110,7 +113,7 @@ async def test_the_http_routes(brain_path, monkeypatch):
     datasette = served(brain_path)
     before = stored(brain_path)
     with write_lock_held(brain_path):
-        remembered = await datasette.client.post("/brain/-/remember", json={"_id": "new", "text": "Deploys on Tuesdays."})
+        remembered = await datasette.client.post("/brain/-/remember", json={"_id": "new", "text": "On Tuesdays."})
         forgotten = await datasette.client.post("/brain/-/forget", json={"external_ids": ["rota"]})
     assert busy(remembered) and "write lock" in remembered.json()["error"], remembered.text
     assert busy(forgotten) and forgotten.json() == {"ok": False, "error": forgotten.json()["error"], "status": 503}
