@@ -126,9 +126,14 @@ INGEST_PAUSE_SECONDS = 0.03
 CLASSES = ("memory", "reference", "policy")
 
 
+def requested_model():
+    """The model $BRAIN_MODEL names, or None: recall refuses a brain built with another."""
+    return os.environ.get("BRAIN_MODEL") or None
+
+
 def configured_model():
     """The model a new brain is created with: $BRAIN_MODEL, else the embedded default."""
-    return os.environ.get("BRAIN_MODEL") or DEFAULT_MODEL
+    return requested_model() or DEFAULT_MODEL
 
 
 def busy_timeout_ms():

@@ -15,7 +15,7 @@ import brain_sql
 
 from . import replica, tools
 from .decay import BUCKETS
-from .html_errors import html_page
+from .html_errors import html_page, wants_json
 from .layout import layout
 from .links import linked_text, whole_links
 from .routes import brain_database, querydoc_from_args, read_body
@@ -219,7 +219,7 @@ def path_id(request, kind):
 async def memory_page(datasette, request):
     memory_id = path_id(request, "memory")
     loaded = await tools.memory(datasette, request.actor, request.url_vars.get("database"), memory_id)
-    if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
+    if wants_json(request):
         return Response.json(loaded)  # what the brain_memory MCP tool answers
     return Response.html(
         await datasette.render_template(
@@ -279,7 +279,7 @@ async def entities_page(datasette, request):
         "next": path_with_replaced_args(request, {"page": str(page + 1)}) if page < pages else None,
         "previous": path_with_replaced_args(request, {"page": str(page - 1)}) if page > 1 else None,
     }
-    if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
+    if wants_json(request):
         return Response.json({"q": q, "type": kind, "page": page, "pages": pages, "total": found["total"],
                               "types": dict(found["types"]), "rows": rows, **links})  # fmt: skip
     types = [{"type": t, "count": c, "selected": t == kind,
@@ -349,7 +349,7 @@ async def decayed_page(datasette, request):
         "next": request.path + decayed_query(selected, page + 1, size) if page < pages else None,
         "previous": request.path + decayed_query(selected, page - 1, size) if page > 1 else None,
     }
-    if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
+    if wants_json(request):
         return Response.json({"now": now, "count": count, "page": page, "pages": pages, "size": size, **links,
                               "selected": selected, "facets": facets, "rows": rows})  # fmt: skip
     read_only = None if replica.forwards(datasette, db) else tools.read_only(db)
