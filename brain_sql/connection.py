@@ -117,7 +117,7 @@ def open_connection(path, read_only=False):
             if copy:
                 copies.prepare_reader(conn)
             else:
-                conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
+                conn.execute("pragma cache_size = -64000")  # 64 MB: vec0 rewrites chunk blobs
             conn.execute("pragma temp_store = memory")
             conn.execute("select count(*) from sqlite_master").fetchone()  # a read-only WAL file may fail only here
             break
