@@ -4,10 +4,8 @@ on the pages and in MCP, and "try again" (exit 75) on the command line, with
 nothing changed; a caller's bad input is a 400, or a usage error (exit 2) naming
 its option."""
 
-import asyncio
 import contextlib
 import re
-import threading
 
 import pytest
 from datasette.app import Datasette
@@ -15,9 +13,9 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
 import brain_sql
-from datasette_brain import mcp_tools, tools
+from datasette_brain import mcp_tools
 
-from .conftest import write
+from .conftest import read_slots_taken, write
 
 WRITER = {"plugins": {"datasette-brain": {"allow_write": True}}}
 
@@ -35,7 +33,7 @@ def brain_path(tmp_path, monkeypatch):
 
 
 def served(path):
-    return Datasette([str(path)], metadata=WRITER, settings={"num_sql_threads": 2})  # one recall slot
+    return Datasette([str(path)], metadata=WRITER, settings={"num_sql_threads": 2})  # one read slot
 
 
 def stored(path):
@@ -57,30 +55,6 @@ def write_lock_held(path):
     finally:
         holder.execute("rollback")
         holder.close()
-
-
-@contextlib.asynccontextmanager
-async def recall_slots_taken(datasette, monkeypatch):
-    """Every recall slot of `datasette` held by a recall that waits until the block ends."""
-    release, started = threading.Event(), threading.Event()
-    original = brain_sql.recall
-
-    def waiting(conn, doc):
-        started.set()
-        release.wait(10)
-        return original(conn, doc)
-
-    monkeypatch.setattr(brain_sql, "recall", waiting)
-    monkeypatch.setattr(tools, "RECALL_WAIT_SECONDS", 0.2)
-    held = asyncio.ensure_future(datasette.client.get("/brain/-/recall", params={"q": "pager rota"}))
-    while not started.is_set():
-        await asyncio.sleep(0.01)
-    try:
-        yield
-    finally:
-        release.set()
-        assert (await held).status_code == 200
-        monkeypatch.setattr(brain_sql, "recall", original)
 
 
 def busy(response):
@@ -118,7 +92,7 @@ async def test_the_http_routes(brain_path, monkeypatch):
     assert busy(remembered) and "write lock" in remembered.json()["error"], remembered.text
     assert busy(forgotten) and forgotten.json() == {"ok": False, "error": forgotten.json()["error"], "status": 503}
     assert stored(brain_path) == before
-    async with recall_slots_taken(datasette, monkeypatch):
+    async with read_slots_taken(datasette, monkeypatch):
         recalled = await datasette.client.get("/brain/-/recall", params={"q": "pager rota"})
         listed = await datasette.client.get("/brain/-/memories.json")
     assert busy(recalled) and busy(listed) and "try again" in recalled.json()["error"]
@@ -135,7 +109,7 @@ async def test_the_http_routes(brain_path, monkeypatch):
 async def test_the_pages(brain_path, monkeypatch):
     datasette = served(brain_path)
     before = stored(brain_path)
-    async with recall_slots_taken(datasette, monkeypatch):
+    async with read_slots_taken(datasette, monkeypatch):
         page = await datasette.client.get("/brain/-/brain", params={"q": "pager rota"})
     assert busy(page) and "try again shortly" in page.text, page.text[:500]
     decayed = await datasette.client.get("/brain/-/decayed")
@@ -164,7 +138,7 @@ async def test_the_mcp_tools(brain_path, monkeypatch):
         with write_lock_held(brain_path):
             remembered = await client.call_tool("brain_remember", {"records": [{"_id": "new", "text": "Tuesdays."}]})
             forgotten = await client.call_tool("brain_forget", {"external_ids": ["rota"]})
-        async with recall_slots_taken(datasette, monkeypatch):
+        async with read_slots_taken(datasette, monkeypatch):
             recalled = await client.call_tool("brain_recall", {"q": "pager rota"})
         for result in (remembered, forgotten, recalled):
             assert result.is_error and result.structured_content["status"] == 503, result
