@@ -25,12 +25,14 @@ from .errors import BrainBusy, BrainError, FieldError, InputError, ModelError, P
 from .errors import WriteError
 from .evaluation import load_qrels
 from .extract import entity_links
+from .listing import FIELDS as LISTING_FIELDS
 from .listing import Listing, listing_from_strings, parse_listing
 from .fields import loads_json, unencodable, whole_number
 from .functions import RECALL_SQL, recall_params_error, register_functions
 from .minilm import MODEL_ID as MINILM_MODEL
 from .minilm import limit_threads as limit_model_threads
 from .pipeline import IngestReport, discover
+from .querydoc import FIELDS as QUERY_FIELDS
 from .querydoc import QueryDoc, from_strings, parse
 from .replicas import ReplicaError, follow, replicate
 from .schema import derived_from_knowledge, info, migrate, pending_migrations
@@ -39,7 +41,7 @@ from .wording import counted, section, shown
 
 __all__ = [
     "CLASSES", "DECAY_BUCKETS", "DEFAULT_MODEL", "ENTITY_PAGE_ROWS", "EXPORTS_AT_ONCE", "LIST_PAGE_ROWS",
-    "MAX_CONTENT_BYTES", "MAX_EXTEND_DAYS",
+    "LISTING_FIELDS", "MAX_CONTENT_BYTES", "MAX_EXTEND_DAYS", "QUERY_FIELDS",
     "MAX_PAGE_ROWS", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL", "FOLLOW_INTERVAL_SECONDS", "FOLLOW_STALL_SECONDS",
     "REPLICA_SYNC_INTERVAL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "Listing", "ModelError", "PruneRefused",

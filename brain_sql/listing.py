@@ -12,14 +12,20 @@ import json
 from dataclasses import dataclass
 
 from .browse import page_numbers
-from .config import LIST_PAGE_ROWS
+from .config import LIST_PAGE_ROWS, MAX_PAGE, MAX_PAGE_ROWS
 from .errors import FieldError, QueryError
 from .fields import scope_ancestors
 from .hybrid import HIT_COLUMNS
-from .querydoc import from_strings, nearest_field, parse
+from .querydoc import BY_NAME, GIVEN_AS, Field, from_strings, nearest_field, parse
 
-FILTERS = ("scope", "classes", "sources", "source", "domain", "since", "until", "now")
-FIELDS = (*FILTERS, "page", "size")
+# the listing's request: recall's filters, as recall defines them, and paging
+FIELDS = (
+    *(BY_NAME[name] for name in ("scope", "classes", "sources", "domain", "since", "until", "now")),
+    Field("page", int, 1, f"the page, 1 to {MAX_PAGE:,}", bounds=(1, MAX_PAGE)),
+    Field("size", int, LIST_PAGE_ROWS, f"memories a page, 1 to {MAX_PAGE_ROWS:,}", bounds=(1, MAX_PAGE_ROWS)),
+)
+FILTERS = tuple(name for field in FIELDS[:-2] for name in GIVEN_AS[field.name])  # and the names they go by
+NAMES = (*FILTERS, "page", "size")
 
 
 @dataclass(frozen=True)
@@ -59,11 +65,11 @@ def listing_from_strings(values):
 
 
 def _listing(raw, read_filters):
-    unknown = sorted((name for name in raw if name not in FIELDS), key=str)
+    unknown = sorted((name for name in raw if name not in NAMES), key=str)
     if unknown:
         named = ", ".join(f"{str(n)[:40]} (did you mean {near}?)" if (near := _nearest(n)) else str(n)[:40]
                           for n in unknown)  # fmt: skip
-        raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {named}; a listing takes {', '.join(FIELDS)}")
+        raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {named}; a listing takes {', '.join(NAMES)}")
     doc = read_filters({name: value for name, value in raw.items() if name in FILTERS})
     paging = {"page": 1, "size": LIST_PAGE_ROWS}
     for name in paging:
@@ -83,9 +89,9 @@ def _nearest(name):
     """The field an unknown `name` most likely meant, or None."""
     key = str(name).strip().lower().replace("-", "_")
     near = _ALIASES.get(key) or nearest_field(name)
-    if near in FIELDS:
+    if near in NAMES:
         return near
-    close = difflib.get_close_matches(key, FIELDS, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(key, NAMES, n=1, cutoff=0.6)
     return close[0] if close else None
 
 

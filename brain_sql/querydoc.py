@@ -1,11 +1,17 @@
 """The QueryDoc: a recall request, checked field by field. Any problem is a
 QueryError naming the field, which the HTTP API turns into a 400.
 
+Each field is defined once, in QueryDoc: its name, type and default, and in its
+metadata its help, its bounds and what else the doors need to offer it. FIELDS
+is that table, and the doors are built from it: the MCP tool's arguments, the
+CLI's recall options, the recall page's form (tests hold docs/recall.md to it).
+
 A request arrives as a JSON object (`parse`) or as text values — query-string
 parameters, CLI options, SQL function arguments — which `from_strings` coerces by
 each field's type before the same checks.
 """
 
+import dataclasses
 import difflib
 import re
 import types
@@ -18,29 +24,88 @@ from .fields import normalize_scope, parse_time, sqlite_time, unencodable, utcno
 
 
 @dataclass(frozen=True)
+class Field:
+    """One field of a request, as every door offers it."""
+
+    name: str
+    type: type  # str, int, float, bool, or tuple (of strings)
+    default: object  # None: absent unless given (q, which has none, is required)
+    help: str  # what it does, in a sentence: the CLI's help, the MCP argument's description, the page's tooltip
+    label: str = ""  # a person's short name for it: the recall page's label (default: the name, spaced)
+    bounds: tuple | None = None  # (lowest, highest) of a number
+    choices: tuple | None = None  # the values a list's items are among
+    shape: str | None = None  # of a text: "time" (ISO, or relative such as -30d) or "path" (a scope)
+    one: str | None = None  # a list's name for one item: a repeatable CLI option's
+
+    @property
+    def description(self):
+        """The help, with the default when the field has one."""
+        if self.default is None:
+            return self.help
+        default = str(self.default).lower() if isinstance(self.default, bool) else self.default
+        return f"{self.help} (default {default})"
+
+
+def _about(help, label="", default=None, **details):
+    """A QueryDoc field's default, with the rest of its Field in its metadata."""
+    return dataclasses.field(default=default, metadata={"help": help, "label": label, **details})
+
+
+@dataclass(frozen=True)
 class QueryDoc:
-    q: str
-    k: int = 10
-    sources: tuple | None = None
-    classes: tuple | None = None
-    scope: str | None = None
-    domain: str | None = None
-    since: str | None = None
-    until: str | None = None
-    now: str | None = None
-    as_of: str | None = None  # what was true then: validity and supersession read at this time (parse: now)
-    min_relevance: int | None = None
-    include_decayed: bool = False
-    graph: bool = True
-    provenance: bool = True
-    prf: bool = True
-    mmr: bool = False
-    mmr_lambda: float = MMR_LAMBDA
-    max_tokens: int | None = None
-    cutoff: bool = True  # leave out hits with no evidence for the query (config.EVIDENCE_CUTOFF)
+    """A recall request. Each field carries what every door needs to offer it:
+    read as a table, FIELDS."""
+
+    q: str = _about("the question or words to recall memories for", "query", default=dataclasses.MISSING)
+    k: int = _about("how many hits, 1 to 100", "hits (k)", default=10, bounds=(1, 100))
+    sources: tuple | None = _about("only these sources", one="source")
+    classes: tuple | None = _about(f"only these classes: {', '.join(CLASSES)}", choices=CLASSES, one="class")
+    scope: str | None = _about("a scope path: it and its parents are read, never a sibling", shape="path")
+    domain: str | None = _about("only this domain")
+    since: str | None = _about("observed at or after: an ISO time, or relative such as -30d", shape="time")
+    until: str | None = _about("observed before: an ISO time, or relative such as -1w", shape="time")
+    now: str | None = _about("a fixed evaluation time (ISO): same inputs and now, same answer", shape="time")
+    as_of: str | None = _about("what was true then: memories valid at this time and not yet superseded (an ISO time, "
+                               "or relative such as -30d); default now", "valid as of", shape="time")
+    min_relevance: int | None = _about("the lowest relevance tier, 0 (archived) to 3 (pinned); default 1, or 0 when "
+                                       "decayed memories are included", "lowest relevance tier", bounds=(0, 3))
+    include_decayed: bool = _about("include expired and archived memories", "include expired and archived memories",
+                                   default=False)
+    graph: bool = _about("follow the entity graph: the graph leg", "follow the entity graph", default=True)
+    provenance: bool = _about("give each hit's provenance: where it came from and how each search found it",
+                              "show where each hit came from", default=True)
+    prf: bool = _about("expand the query with words from its top hits when that may find more",
+                       "expand the query with related words", default=True)
+    mmr: bool = _about("diversify the hits with MMR", "diversify the hits", default=False)
+    mmr_lambda: float = _about("MMR's balance of relevance (1) and diversity (0), 0 to 1", "diversity weight",
+                               default=MMR_LAMBDA, bounds=(0, 1))
+    max_tokens: int | None = _about("pack hits, in rank order, into this many tokens", "token budget",
+                                    bounds=(1, 1_000_000))
+    # leave out hits with no evidence for the query (config.EVIDENCE_CUTOFF)
+    cutoff: bool = _about("leave out hits with no evidence for the query; false returns all k hits",
+                          "leave out hits with no evidence", default=True)
 
 
-FIELDS = set(QueryDoc.__dataclass_fields__) | {"source"}
+def _fields(doc_class=QueryDoc):
+    """QueryDoc's fields as the table of Fields the doors are built from."""
+    hints, table = typing.get_type_hints(doc_class), []
+    for field in dataclasses.fields(doc_class):
+        if "help" not in field.metadata:
+            raise TypeError(f"QueryDoc's field {field.name} needs its help and bounds: declare it with _about()")
+        kind = hints[field.name]
+        if isinstance(kind, types.UnionType):
+            kind = next(arg for arg in typing.get_args(kind) if arg is not type(None))
+        default = None if field.default is dataclasses.MISSING else field.default
+        about = {**field.metadata, "label": field.metadata["label"] or field.name.replace("_", " ")}
+        table.append(Field(field.name, kind, default, **about))
+    return tuple(table)
+
+
+FIELDS = _fields()
+BY_NAME = {field.name: field for field in FIELDS}
+ALSO = {"source": "sources"}  # another name a request may give a field by
+NAMES = set(BY_NAME) | set(ALSO)
+GIVEN_AS = {name: (name, *(also for also, field in ALSO.items() if field == name)) for name in BY_NAME}
 # names other tools give these fields, suggested when a request uses them
 ALIASES = {
     "query": "q", "question": "q", "text": "q", "prompt": "q", "search": "q",
@@ -52,20 +117,7 @@ ALIASES = {
     "threshold": "cutoff", "min_score": "cutoff",
 }  # fmt: skip
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-
-
-def _field_types():
-    """{field: int | float | bool | str | tuple}, read from QueryDoc's annotations."""
-    kinds = {}
-    for name, hint in typing.get_type_hints(QueryDoc).items():
-        if isinstance(hint, types.UnionType):
-            hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-        kinds[name] = hint
-    kinds["source"] = kinds["sources"]
-    return kinds
-
-
-FIELD_TYPES = _field_types()
+FIELD_TYPES = {name: BY_NAME[ALSO.get(name, name)].type for name in NAMES}
 
 
 def from_strings(values, need_q=True, comma_lists=True):
@@ -141,9 +193,9 @@ def nearest_field(name):
     key = name.strip().lower().replace("-", "_")
     if key in ALIASES:
         return ALIASES[key]
-    if key in FIELDS:
+    if key in NAMES:
         return key
-    close = difflib.get_close_matches(key, sorted(FIELDS), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(key, sorted(NAMES), n=1, cutoff=0.6)
     return close[0] if close else None
 
 
@@ -154,7 +206,7 @@ def parse(raw, need_q=True):
         return raw
     if not isinstance(raw, dict):
         raise QueryError("the query must be a JSON object with at least 'q'")
-    unknown = sorted(set(raw) - FIELDS, key=str)
+    unknown = sorted(set(raw) - NAMES, key=str)
     if unknown:
         named = ", ".join(f"{name} (did you mean {near}?)" if (near := nearest_field(name)) else str(name) for name in unknown)
         raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {named}")
@@ -164,48 +216,46 @@ def parse(raw, need_q=True):
     if not q.strip() and need_q:
         raise QueryError("q must not be empty", "q")
     values = {"q": q}
-    if "k" in raw:
-        values["k"] = _integer("k", raw["k"], 1, 100)
-    if "sources" in raw and "source" in raw:
-        raise QueryError("give sources or source, not both", "sources")
-    for name in ("sources", "source"):
-        if raw.get(name) is not None:
-            values["sources"] = _strings(name, raw[name])
-    if raw.get("classes") is not None:
-        classes = _strings("classes", raw["classes"])
-        bad = [c for c in classes if c not in CLASSES]
-        if bad:
-            raise QueryError(f"classes must be among {', '.join(CLASSES)}, not {', '.join(bad)}", "classes")
-        values["classes"] = classes
-    name = "scope"
-    try:
-        if raw.get("scope") is not None:
-            values["scope"] = normalize_scope(_text("scope", raw["scope"]))
-        name = "now"
-        now = parse_time(_text("now", raw["now"]), name="now") if raw.get("now") is not None else None
-        if now:
-            values["now"] = now
-        for name in ("since", "until", "as_of"):
-            if raw.get(name) is not None:
-                values[name] = parse_time(_text(name, raw[name]), now=now, name=name)
-    except FieldError as ex:
-        raise QueryError(str(ex), name) from None
-    if raw.get("domain") is not None:
-        values["domain"] = _text("domain", raw["domain"])
-    if raw.get("min_relevance") is not None:
-        values["min_relevance"] = _integer("min_relevance", raw["min_relevance"], 0, 3)
-    for name in ("include_decayed", "graph", "provenance", "prf", "mmr", "cutoff"):
-        if raw.get(name) is not None:
-            values[name] = _flag(name, raw[name])
-    if raw.get("mmr_lambda") is not None:
-        value = raw["mmr_lambda"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-            raise QueryError("mmr_lambda must be a number from 0 to 1", "mmr_lambda")
-        values["mmr_lambda"] = float(value)
-    if raw.get("max_tokens") is not None:
-        values["max_tokens"] = _integer("max_tokens", raw["max_tokens"], 1, 1_000_000)
+    for also, name in ALSO.items():
+        if name in raw and also in raw:
+            raise QueryError(f"give {name} or {also}, not both", name)
+    # now first: the other times may be relative to it
+    for field in sorted(FIELDS[1:], key=lambda field: field.name != "now"):
+        given = [name for name in GIVEN_AS[field.name] if name in raw]
+        # null is absent, but for k, which was always refused
+        if given and (raw[given[0]] is not None or field.name == "k"):
+            values[field.name] = _checked(field, given[0], raw[given[0]], values.get("now"))
     if not graph_enabled():
         values["graph"] = False
     values.setdefault("now", sqlite_time(utcnow()))
     values.setdefault("as_of", values["now"])  # without as_of, what is true now
     return QueryDoc(**values)
+
+
+def _checked(field, name, value, now):
+    """`value`, given for `field` by `name`, checked by the field's type, bounds and
+    shape (times read relative to `now`, None: the clock's)."""
+    if field.type is int:
+        return _integer(name, value, *field.bounds)
+    if field.type is bool:
+        return _flag(name, value)
+    if field.type is float:
+        low, high = field.bounds
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise QueryError(f"{name} must be a number from {low} to {high}", name)
+        return float(value)
+    if field.type is tuple:
+        items = _strings(name, value)
+        bad = [item for item in items if field.choices and item not in field.choices]
+        if bad:
+            raise QueryError(f"{name} must be among {', '.join(field.choices)}, not {', '.join(bad)}", name)
+        return items
+    text = _text(name, value)
+    try:
+        if field.shape == "path":
+            return normalize_scope(text)
+        if field.shape == "time":
+            return parse_time(text, now=now, name=name)
+    except FieldError as ex:
+        raise QueryError(str(ex), name) from None
+    return text

@@ -163,40 +163,38 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
         sys.exit(1)
 
 
-def _filters(function):
-    """The QueryDoc's filter options; their values reach the QueryDoc as text."""
-    for option in reversed(
-        [
-            click.option("--scope", metavar="PATH", help="recall at this scope: it and its parents, never a sibling"),
-            click.option("--class", "classes", multiple=True, metavar=f"[{'|'.join(brain_sql.CLASSES)}]",
-                         help="only this class (repeatable)"),
-            click.option("--source", "sources", multiple=True, help="only this source (repeatable)"),
-            click.option("--domain", help="only this domain"),
-            click.option("--since", metavar="TIME", help="observed at or after: ISO time or relative such as -30d"),
-            click.option("--until", metavar="TIME", help="observed before: ISO time or relative such as -1w"),
-            click.option("--now", metavar="TIME", help="fixed evaluation time (ISO): same inputs and now, same answer"),
-            click.option("--as-of", metavar="TIME",
-                         help="what was true then (valid, not yet superseded): ISO time or relative such as -30d; default now"),
-            click.option("--min-relevance", metavar="[0-3]",
-                         help="lowest relevance tier, 0 (archived) to 3 (pinned); default 1"),
-            click.option("--include-decayed", is_flag=True, default=None, help="include expired and archived memories"),
-        ]
-    ):
-        function = option(function)
-    return function
+METAVARS = {int: "INTEGER", float: "NUMBER", "time": "TIME", "path": "PATH"}
+
+
+def _option_name(field):
+    """The recall option's --name for a QueryDoc field: a list's is named for one item."""
+    return "--" + (field.one or field.name).replace("_", "-")
+
+
+def _option(field):
+    """The recall option a QueryDoc field (brain_sql.QUERY_FIELDS) is given by: a
+    true/false field a --name/--no-name pair, a list a repeatable option; its text
+    reaches the QueryDoc, which checks it."""
+    name = _option_name(field)
+    if field.type is bool:
+        return click.option(f"{name}/--no-{name[2:]}", field.name, default=None, help=field.description)
+    metavar = f"[{'|'.join(field.choices)}]" if field.choices else METAVARS.get(field.shape or field.type)
+    if field.type is tuple:
+        return click.option(name, field.name, multiple=True, metavar=metavar, help=f"{field.description} (repeatable)")
+    return click.option(name, field.name, metavar=metavar, help=field.description)
+
+
+def recall_options(command):
+    """The recall command's options: each QueryDoc field but q, its QUERY argument."""
+    for field in reversed(brain_sql.QUERY_FIELDS[1:]):
+        command = _option(field)(command)
+    return command
 
 
 @brain.command()
 @click.argument("db_path", type=click.Path(dir_okay=False))
 @click.argument("query")
-@click.option("--k", "k", default="10", show_default=True, metavar="INTEGER", help="how many hits, 1 to 100")
-@click.option("--no-graph", "graph", flag_value="false", help="leave the graph leg out")
-@click.option("--no-prf", "prf", flag_value="false", help="never expand the query")
-@click.option("--mmr", is_flag=True, default=None, help="diversify the hits (MMR, lambda 0.7)")
-@click.option("--max-tokens", metavar="INTEGER", help="pack hits into this many tokens")
-@click.option("--no-cutoff", "cutoff", flag_value="false",
-              help="return all k hits, also those with no evidence for the query")
-@_filters
+@recall_options
 @click.option("--json", "as_json", is_flag=True, help="print the JSON API's response")
 def recall(db_path, query, as_json, **options):
     """Recall the memories that answer QUERY, and why each was chosen.
@@ -635,7 +633,7 @@ def _readable(result):
         if hit["line_start"]:
             where += f":{hit['line_start']}-{hit['line_end']}"
         lines.append(f"{rank}. {hit['title'] or '(untitled)'}{heading}  "
-                     f"(relevance {hit['relevance']:.2f}; score {hit['score']:.4f}; {legs})")
+                     f"(relevance {hit['relevance']:.2f}; score {hit['score']:.4f}{'; ' + legs if legs else ''})")
         lines.append(f"   {where} · {hit['class']} · {hit['scope']} · {hit['source']}")
         text = " ".join(hit["content"].split())
         lines.append(f"   {text[:200]}{'…' if len(text) > 200 else ''}")

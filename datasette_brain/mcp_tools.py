@@ -7,15 +7,20 @@ tools.py as its HTTP route: the same permissions, the same checks, the same JSON
 The arguments reach tools.py as the JSON that arrived: each parameter is declared
 as any JSON value (its schema still says the type the route expects), so the MCP
 SDK never turns `true` into 1 or "2" into 2 where the route would refuse them,
-and an error is the route's own JSON, as structured content.
+and an error is the route's own JSON, as structured content. brain_recall's and
+brain_list's parameters are their requests' fields (brain_sql.QUERY_FIELDS,
+LISTING_FIELDS), with the help and bounds those define.
 """
 
+import inspect
 import json
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
+
+import brain_sql
 
 from . import replica, tools
 
@@ -40,26 +45,32 @@ def json_arg(kind, description, **schema):
 
 
 Database = json_arg("string", "the brain database to use; needed only when the server holds several")
-Domain = json_arg("string", "only this domain")
-Sources = json_arg("array", "only these sources", items={"type": "string"})
-Question = json_arg("string", "the question or words to recall memories for")
-HowMany = json_arg("integer", "how many hits, 1 to 100 (default 10)")
-ScopePath = json_arg("string", "a scope path: it and its parents are read, never a sibling")
-Classes = json_arg("array", "only these classes: memory, reference, policy", items={"type": "string"})
-Since = json_arg("string", "observed at or after: an ISO time, or relative such as -30d")
-Until = json_arg("string", "observed before: an ISO time, or relative such as -1w")
-Now = json_arg("string", "a fixed evaluation time (ISO): same inputs and now, same answer")
-AsOf = json_arg("string", "what was true then: memories valid at this time and not yet superseded (ISO, or relative "
-                "such as -30d); default now")
-IncludeDecayed = json_arg("boolean", "include expired and archived memories")
-MinRelevance = json_arg("integer", "the lowest relevance tier, 0 (archived) to 3 (pinned); default 1")
-GraphLeg = json_arg("boolean", "false leaves the graph walk out")
-WithProvenance = json_arg("boolean", "false leaves each hit's provenance out")
-Expansion = json_arg("boolean", "false never expands the query")
-Diversify = json_arg("boolean", "diversify the hits")
-MmrLambda = json_arg("number", "MMR's balance of relevance and diversity, 0 to 1")
-MaxTokens = json_arg("integer", "pack hits, in rank order, into this many tokens")
-Cutoff = json_arg("boolean", "false returns all k hits, also those with no evidence for the query")
+JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", tuple: "array"}
+
+
+def field_arg(field):
+    """A request's field (brain_sql.QUERY_FIELDS, LISTING_FIELDS) as a parameter."""
+    schema = {"minimum": field.bounds[0], "maximum": field.bounds[1]} if field.bounds else {}
+    if field.type is tuple:
+        schema["items"] = {"type": "string", **({"enum": list(field.choices)} if field.choices else {})}
+    return json_arg(JSON_TYPES[field.type], field.description, **schema)
+
+
+def taking(fields):
+    """A tool of signature (ctx, **arguments) made one taking `fields`, then
+    `database`, each None unless sent: the SDK reads a tool's parameters from its
+    signature, and this one is built from the request's definition."""
+
+    def made(function):
+        parameters = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Context)]
+        for name, kind in [*((field.name, field_arg(field)) for field in fields), ("database", Database)]:
+            parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind))
+        function.__signature__ = inspect.Signature(parameters, return_annotation=dict[str, Any])
+        return function
+
+    return made
+
+
 Records = json_arg("array", "the records to store, all or none", items={"type": "object"})
 Claim = json_arg("string", "the words to look for")
 StoredId = json_arg("integer", "a stored memory's id")
@@ -67,11 +78,6 @@ LookIn = json_arg("string", "a text to look in, instead of a memory")
 Ids = json_arg("array", "memory ids (knowledge.id)", items={"type": "integer"})
 ExternalIds = json_arg("array", "the _ids records were remembered with", items={"type": ["string", "integer"]})
 MemoryId = json_arg("integer", "the memory's id")
-ListedSince = json_arg("string", "observed at or after: an ISO time, or relative such as -7d")
-ListedUntil = json_arg("string", "observed before: an ISO time, or relative such as -1d")
-Page = json_arg("integer", "the page, from 1 (default 1)")
-PageSize = json_arg("integer", "memories a page, 1 to 1000 (default 20)")
-
 
 def _actor(ctx):
     """The actor Datasette authenticated for this MCP request (None over stdio)."""
@@ -142,38 +148,14 @@ def register(datasette, mcp, actor=None):
         return {n: v for n, v in sent.items() if n != "database"}
 
     @mcp.tool(annotations=READS)
-    async def brain_recall(
-        ctx: Context,
-        q: Question = None,
-        database: Database = None,
-        k: HowMany = None,
-        scope: ScopePath = None,
-        classes: Classes = None,
-        sources: Sources = None,
-        domain: Domain = None,
-        since: Since = None,
-        until: Until = None,
-        now: Now = None,
-        as_of: AsOf = None,
-        include_decayed: IncludeDecayed = None,
-        min_relevance: MinRelevance = None,
-        graph: GraphLeg = None,
-        provenance: WithProvenance = None,
-        prf: Expansion = None,
-        mmr: Diversify = None,
-        mmr_lambda: MmrLambda = None,
-        max_tokens: MaxTokens = None,
-        cutoff: Cutoff = None,
-    ) -> dict[str, Any]:
+    @taking(brain_sql.QUERY_FIELDS)
+    async def brain_recall(ctx: Context, **arguments) -> dict[str, Any]:
         """Recall the memories that answer `q`, best first, each with its provenance
         (source file and lines, which search found it and how well) and its
         relevance. `scope` reads a path and its parents (/acme/support reads /acme
         and /, never /acme/sales); dates in `q` ("last week") are read too, and the
         answer's `query` says what was searched. An empty answer has a `reason`."""
-        sent = _sent(ctx, database=database, q=q, k=k, scope=scope, classes=classes, sources=sources, domain=domain,
-                     since=since, until=until, now=now, as_of=as_of, include_decayed=include_decayed,
-                     min_relevance=min_relevance, graph=graph, provenance=provenance, prf=prf, mmr=mmr,
-                     mmr_lambda=mmr_lambda, max_tokens=max_tokens, cutoff=cutoff)  # fmt: skip
+        sent = _sent(ctx, **arguments)
         # every field goes to the QueryDoc, which refuses one it does not know with a suggestion
         return await call(ctx, "brain_recall", sent, body(sent), tools.recall, body(sent))
 
@@ -231,24 +213,12 @@ def register(datasette, mcp, actor=None):
         return await call(ctx, "brain_memory", sent, ["id"], tools.memory, sent.get("id"))
 
     @mcp.tool(annotations=READS)
-    async def brain_list(
-        ctx: Context,
-        scope: ScopePath = None,
-        classes: Classes = None,
-        sources: Sources = None,
-        domain: Domain = None,
-        since: ListedSince = None,
-        until: ListedUntil = None,
-        now: Now = None,
-        page: Page = None,
-        size: PageSize = None,
-        database: Database = None,
-    ) -> dict[str, Any]:
+    @taking(brain_sql.LISTING_FIELDS)
+    async def brain_list(ctx: Context, **arguments) -> dict[str, Any]:
         """List what was stored, newest first (by when it was observed), a page at a
         time: each memory with its id, title, text, class, scope, source, dates and
         validity; `more` says whether another page follows. The filters are
         brain_recall's: `scope` reads a path and its parents, never a sibling."""
-        sent = _sent(ctx, scope=scope, classes=classes, sources=sources, domain=domain, since=since, until=until,
-                     now=now, page=page, size=size, database=database)  # fmt: skip
-        takes = ["scope", "classes", "sources", "domain", "since", "until", "now", "page", "size"]
+        sent = _sent(ctx, **arguments)
+        takes = [field.name for field in brain_sql.LISTING_FIELDS]
         return await call(ctx, "brain_list", sent, takes, tools.memories, body(sent))

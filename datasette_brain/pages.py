@@ -24,13 +24,14 @@ from .tools import ApiError, run_recall
 FACETS = ("class", "scope", "source", "domain", "decay")
 
 
-# the recall form: each API filter, its kind and its default
-RECALL_FIELDS = {
-    "k": ("number", "10"), "scope": ("text", ""), "classes": ("text", ""), "sources": ("text", ""),
-    "domain": ("text", ""), "since": ("text", ""), "until": ("text", ""), "as_of": ("text", ""), "now": ("text", ""),
-    "min_relevance": ("number", ""), "max_tokens": ("number", ""), "mmr_lambda": ("number", "0.7"),
-    "include_decayed": ("bool", False), "graph": ("bool", True), "prf": ("bool", True), "mmr": ("bool", False),
-    "cutoff": ("bool", True),
+# the recall form is built from brain_sql.QUERY_FIELDS: q is its search line, these fields its
+# first row, the rest behind "More options"; provenance is always shown, as the page shows why each hit was found
+FIRST_ROW = ("k", "scope", "classes", "sources", "domain", "since", "until")
+NOT_ON_THE_PAGE = ("q", "provenance")
+PLACEHOLDERS = {
+    "scope": "/acme/support", "classes": "memory,policy", "sources": "vault,crm", "domain": "global",
+    "since": "-30d or 2026-01-01", "until": "2026-12-31", "as_of": "-1y or 2025-06-01", "now": "2026-06-01",
+    "min_relevance": "1",
 }  # fmt: skip
 RECOMMENDATIONS = {
     "return": "Confident: the top hits answer the query.",
@@ -107,16 +108,38 @@ def hit_view(hit):
             "evidence": evidence_view((hit.get("provenance") or {}).get("evidence"))}  # fmt: skip
 
 
+def form_fields():
+    """The recall form's inputs, one a QueryDoc field: {name, label, help, input
+    (its type), min, max, step, placeholder, default (as the form shows it), row
+    ("first", "more", or "checks")}."""
+    inputs = []
+    for field in brain_sql.QUERY_FIELDS:
+        if field.name in NOT_ON_THE_PAGE:
+            continue
+        low, high = field.bounds or (None, None)
+        number = field.type in (int, float)
+        inputs.append({
+            "name": field.name, "label": field.label, "help": field.description,
+            "input": "checkbox" if field.type is bool else "number" if number else "text",
+            "min": low, "max": high, "step": (high - low) / 20 if field.type is float else None,
+            "placeholder": PLACEHOLDERS.get(field.name, ""),
+            "default": field.default if field.type is bool else "" if field.default is None else str(field.default),
+            "row": "first" if field.name in FIRST_ROW else "checks" if field.type is bool else "more",
+        })  # fmt: skip
+    order = {name: place for place, name in enumerate(FIRST_ROW)}
+    return sorted(inputs, key=lambda field: order.get(field["name"], len(order)))
+
+
 def recall_form(request):
     """{field: value shown in the form}: the last value given (as recall reads
     it), or the default; check boxes as True/False."""
     form = {"q": request.args.get("q") or ""}
-    for name, (kind, default) in RECALL_FIELDS.items():
-        given = [v for v in request.args.getlist(name) if v != ""]
-        if kind == "bool":
-            form[name] = given[-1].lower() in ("1", "true", "yes", "on") if given else default
+    for field in form_fields():
+        given = [v for v in request.args.getlist(field["name"]) if v != ""]
+        if field["input"] == "checkbox":
+            form[field["name"]] = given[-1].lower() in ("1", "true", "yes", "on") if given else field["default"]
         else:
-            form[name] = given[-1] if given else default
+            form[field["name"]] = given[-1] if given else field["default"]
     return form
 
 
@@ -144,7 +167,9 @@ def applied_filters(request, query):
 @html_page
 async def recall_page(datasette, request):
     db = await brain_database(datasette, request)
-    form = recall_form(request)
+    form, fields = recall_form(request), form_fields()
+    # "More options" stays open while one of its fields is not its default
+    more_open = any(form[field["name"]] != field["default"] for field in fields if field["row"] != "first")
     result, error, context = None, None, {}
     if replica.is_replica(db):
         context["replica"] = await replica.status(datasette, db)
@@ -182,8 +207,9 @@ async def recall_page(datasette, request):
     return Response.html(
         await datasette.render_template(
             "brain_recall.html",
-            {"database": db.name, "form": form, "result": result, "error": error and str(error), "score": score,
-             "tiers": TIERS, "counted": brain_sql.counted, **context},  # fmt: skip
+            {"database": db.name, "form": form, "fields": fields, "more_open": more_open, "result": result,
+             "error": error and str(error), "score": score, "tiers": TIERS, "counted": brain_sql.counted,
+             **context},  # fmt: skip
             request=request,
         ),
         # the page says what is wrong, and so does its status: the request's fault, or the brain's

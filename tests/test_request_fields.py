@@ -1,0 +1,213 @@
+"""A recall request is defined once: QueryDoc's fields, with their help and bounds
+(brain_sql.QUERY_FIELDS; the listing's, LISTING_FIELDS). Each door takes exactly
+those fields, as they define them: the MCP tools' arguments, the CLI's recall
+options, the recall page's form; the QueryDoc's checks keep their bounds; the docs
+name every one. A field added to the table reaches every door built from it, and
+the docs test names it until it is written down."""
+
+import asyncio
+import dataclasses
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+from datasette.app import Datasette
+from mcp.server.mcpserver import MCPServer
+from sqlite_utils.cli import cli
+
+import brain_sql
+from brain_sql import querydoc
+from datasette_brain import cli as brain_cli
+from datasette_brain import mcp_tools, pages
+
+from .examples import ROOT, block_with
+
+JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", tuple: "array"}
+
+
+def names(fields):
+    return [field.name for field in fields]
+
+
+def test_the_table_is_querydocs_fields_and_the_checks_keep_its_bounds():
+    assert names(brain_sql.QUERY_FIELDS) == [field.name for field in dataclasses.fields(brain_sql.QueryDoc)]
+    parsed = brain_sql.parse_querydoc({"q": "x"})
+    for field in brain_sql.QUERY_FIELDS[1:]:
+        assert field.help and field.label, field.name
+        if field.default is not None:
+            assert getattr(parsed, field.name) == field.default, field.name
+        if field.bounds:
+            low, high = field.bounds
+            for fine in (low, high):
+                assert getattr(brain_sql.parse_querydoc({"q": "x", field.name: fine}), field.name) == fine
+            for wrong in (low - 1, high + 1):
+                with pytest.raises(brain_sql.QueryError) as refused:
+                    brain_sql.parse_querydoc({"q": "x", field.name: wrong})
+                assert refused.value.field == field.name and f"{low} to {high}" in str(refused.value)
+        if field.choices:
+            with pytest.raises(brain_sql.QueryError, match=f"{field.name} must be among"):
+                brain_sql.parse_querydoc({"q": "x", field.name: ["nonesuch"]})
+
+
+def test_the_listing_is_recalls_filters_and_its_paging_keeps_its_bounds():
+    recalls = {field.name: field for field in brain_sql.QUERY_FIELDS}
+    *filters, page, size = brain_sql.LISTING_FIELDS
+    assert all(field is recalls[field.name] for field in filters)
+    for field in (page, size):
+        low, high = field.bounds
+        assert getattr(brain_sql.parse_listing({field.name: high}), field.name) == high
+        for wrong in (low - 1, high + 1):
+            with pytest.raises(brain_sql.QueryError) as refused:
+                brain_sql.parse_listing({field.name: wrong})
+            assert refused.value.field == field.name and f"{low} to {high:,}" in str(refused.value)
+    assert brain_sql.parse_listing({}).size == size.default
+
+
+def test_a_querydoc_field_without_its_help_is_refused():
+    plain = dataclasses.make_dataclass("Plain", [("freshness", float, dataclasses.field(default=0.5))],
+                                       bases=(brain_sql.QueryDoc,), frozen=True)  # fmt: skip
+    with pytest.raises(TypeError, match="freshness"):
+        querydoc._fields(plain)
+
+
+def tool_schemas():
+    server = MCPServer("test")
+    mcp_tools.register(Datasette([]), server)
+    return {tool.name: tool.input_schema["properties"] for tool in asyncio.run(server.list_tools())}
+
+
+@pytest.mark.parametrize("tool, fields", [("brain_recall", "QUERY_FIELDS"), ("brain_list", "LISTING_FIELDS")])
+def test_the_mcp_tools_take_the_fields(tool, fields):
+    fields = getattr(brain_sql, fields)
+    arguments = tool_schemas()[tool]
+    assert list(arguments) == [*names(fields), "database"]
+    for field in fields:
+        schema = arguments[field.name]
+        assert schema["type"] == JSON_TYPES[field.type] and schema["description"] == field.description, field.name
+        assert (schema.get("minimum"), schema.get("maximum")) == (field.bounds or (None, None)), field.name
+    if tool == "brain_recall":
+        assert arguments["classes"]["items"]["enum"] == list(brain_sql.CLASSES)
+
+
+def recall_command():
+    return cli.commands["brain"].commands["recall"]
+
+
+def test_the_cli_recall_options_are_the_fields():
+    options = {param.name: param for param in recall_command().params}
+    assert [name for name in options if name not in ("db_path", "as_json")] == [
+        "query", *(field.name for field in dataclasses.fields(brain_sql.QueryDoc)[1:])
+    ]
+    for field in brain_sql.QUERY_FIELDS[1:]:
+        option = options[field.name]
+        assert option.help.startswith(field.description), field.name
+        assert option.multiple is (field.type is tuple), field.name
+        if field.type is bool:  # a pair: --graph / --no-graph
+            assert option.opts == [f"--{field.name.replace('_', '-')}"] and option.secondary_opts, field.name
+
+
+def test_each_cli_option_reaches_its_field(run, vault_brain_path):
+    given = {"k": "3", "scope": "/acme", "classes": "policy", "sources": "vault", "domain": "global",
+             "since": "2000-01-01", "until": "2999-01-01", "now": "2026-06-01", "as_of": "2026-05-01",
+             "min_relevance": "2", "mmr_lambda": "0.25", "max_tokens": "5000"}  # fmt: skip
+    argv = []
+    for field in brain_sql.QUERY_FIELDS[1:]:
+        name = "--" + (field.one or field.name).replace("_", "-")
+        if field.type is bool:  # given as the opposite of its default
+            argv.append(name.replace("--", "--no-") if field.default else name)
+        else:
+            argv += [name, given[field.name]]
+    result = run("brain", "recall", vault_brain_path, "support runbook", *argv, "--json")
+    assert result.exit_code == 0, result.output
+    query = json.loads(result.output)["query"]
+    for field in brain_sql.QUERY_FIELDS[1:]:
+        if field.type is bool:
+            assert query[field.name] is (not field.default), field.name
+        elif field.shape == "time":
+            assert query[field.name].startswith(given[field.name]), field.name
+        else:
+            expected = [given[field.name]] if field.type is tuple else field.type(given[field.name])
+            assert query[field.name] == expected, field.name
+
+
+class FormInputs(HTMLParser):
+    """The named inputs of the recall form: {name: [attributes of each]}."""
+
+    def __init__(self):
+        super().__init__()
+        self.inputs, self.in_form = {}, False
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "form":
+            self.in_form = attrs.get("id") == "brain-recall-form"
+        elif tag == "input" and self.in_form and attrs.get("name"):
+            self.inputs.setdefault(attrs["name"], []).append(attrs)
+
+    def handle_endtag(self, tag):
+        if tag == "form":
+            self.in_form = False
+
+
+@pytest.mark.asyncio
+async def test_the_recall_page_form_has_every_field(vault_brain_path):
+    datasette = Datasette([str(vault_brain_path)])
+    response = await datasette.client.get(f"/{vault_brain_path.stem}/-/brain")
+    assert response.status_code == 200
+    form = FormInputs()
+    form.feed(response.text)
+    # provenance is always on: the page shows why each hit was found
+    assert sorted(form.inputs) == sorted(set(f.name for f in dataclasses.fields(brain_sql.QueryDoc)) - {"provenance"})
+    for field in brain_sql.QUERY_FIELDS[1:]:
+        if field.name == "provenance":
+            continue
+        shown = form.inputs[field.name][-1]
+        assert shown["type"] == ("checkbox" if field.type is bool else "number" if field.bounds else "text"), field.name
+        if field.bounds:
+            assert (float(shown["min"]), float(shown["max"])) == field.bounds, field.name
+    # a choice behind "More options" keeps them open; a default one does not
+    for query, opened in (("?q=runbook&mmr_lambda=0.3", True), ("?q=runbook&mmr_lambda=0.7", False)):
+        page = (await datasette.client.get(f"/{vault_brain_path.stem}/-/brain{query}")).text
+        assert bool(re.search(r'<details id="brain-more-options"\s+open', page)) is opened, query
+
+
+def recall_docs_options():
+    """The options docs/recall.md's command-line section names."""
+    text = (ROOT / "docs" / "recall.md").read_text(encoding="utf-8")
+    section = text[text.index("## From the command line"):text.index("## From Python")]
+    return set(re.findall(r"`(--[a-z-]+)", section))
+
+
+def undocumented(fields):
+    """The fields docs/recall.md does not name: neither an option of the CLI's
+    section (either of a pair) nor a field of the documented response's query."""
+    options = recall_docs_options()
+    _, text = block_with('"hits": [{"id"', "json")
+    query = json.loads(text)["query"]
+    missing = []
+    for field in fields:
+        option = "--" + (field.one or field.name).replace("_", "-")
+        spelled = {option, option.replace("--", "--no-")} if field.type is bool else {option}
+        if field.name != "q" and not spelled & options or field.name not in query:
+            missing.append(field.name)
+    return missing
+
+
+def test_the_docs_name_every_field():
+    assert undocumented(brain_sql.QUERY_FIELDS) == []
+    _, text = block_with('"hits": [{"id"', "json")
+    assert list(json.loads(text)["query"]) == [*names(brain_sql.QUERY_FIELDS), "searched"]
+    listing = (ROOT / "docs" / "export.md").read_text(encoding="utf-8")
+    table = listing[listing.index("| parameter |"):listing.index("```json", listing.index("| parameter |"))]
+    assert [name for name in names(brain_sql.LISTING_FIELDS) if f"`{name}`" not in table] == []
+
+
+def test_a_field_added_reaches_every_door_and_the_docs_test_names_it(monkeypatch):
+    new = querydoc.Field("freshness", float, None, "how much newer memories count", bounds=(0, 1))
+    monkeypatch.setattr(brain_sql, "QUERY_FIELDS", (*brain_sql.QUERY_FIELDS, new))
+    assert "freshness" in tool_schemas()["brain_recall"]
+    options = brain_cli.recall_options(lambda **options: None).__click_params__
+    assert [option.name for option in options if option.name == "freshness"] == ["freshness"]
+    assert "freshness" in [field["name"] for field in pages.form_fields()]
+    assert undocumented(brain_sql.QUERY_FIELDS) == ["freshness"]
