@@ -23,7 +23,8 @@ from .connection import Connection, faults_named, load_sqlite_vec, main_file, op
 from .copies import ReplicaNotReady, is_copy
 from .document import IngestError
 from .embed import count_tokens, embed
-from .errors import BrainBusy, BrainError, FieldError, ModelError, PruneRefused, QueryError, ReadOnlyBrain, WriteError
+from .errors import BrainBusy, BrainError, FieldError, InputError, ModelError, PruneRefused, QueryError, ReadOnlyBrain
+from .errors import WriteError
 from .evaluation import load_qrels
 from .faults import NOT_MIGRATED, named, outdated
 from .listing import FIELDS as LISTING_FIELDS
@@ -43,7 +44,7 @@ from .state import current as current_state
 __all__ = [
     "CLASSES", "DEFAULT_MODEL", "LISTING_FIELDS", "MINILM_MODEL", "QUERY_FIELDS", "RECALL_SQL",
     "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "Listing", "ModelError", "PruneRefused",
-    "QueryDoc", "QueryError", "ReadOnlyBrain", "ReplicaError", "ReplicaNotReady", "WriteError",
+    "InputError", "QueryDoc", "QueryError", "ReadOnlyBrain", "ReplicaError", "ReplicaNotReady", "WriteError",
     "archive", "check", "connect", "decayed", "discover", "embed_with_usage", "entities", "entity", "evaluate",
     "export", "extend_expiry", "flag", "follow", "forget", "info", "ingest", "is_brain", "listing_from_strings",
     "load_qrels", "memories", "memory", "migrate", "parse_listing", "parse_querydoc", "pending_migrations",

@@ -1,7 +1,7 @@
 """Every tunable of datasette-brain, with its documented default, in one place.
 
-Constants named by the reference system (RRF k = 60, hub dampening θ = 50, the
-edge-type weights) are defined here once and imported everywhere else.
+Constants of recall's formulas (RRF k = 60, hub dampening θ = 50, the edge-type
+weights) are defined here once and imported everywhere else.
 Settings that a deployer may change are read from environment variables.
 """
 
@@ -23,7 +23,8 @@ EDGE_TYPE_WEIGHTS = {"tagged_with": 0.1, "alias_of": 0.1}
 DEFAULT_EDGE_WEIGHT = 1.0
 DOCUMENT_TIE_WEIGHT = 1.0  # a document entity to each of its own chunks
 
-# Input caps (reference §10).
+# Input caps: a memory's content, a title or a query past these is refused, naming the cap
+# (ingest skips that record with its file and line), so one request's work stays bounded.
 MAX_CONTENT_BYTES = 1_000_000
 MAX_TITLE_CHARS = 500
 MAX_QUERY_CHARS = 2_000
@@ -126,9 +127,14 @@ INGEST_PAUSE_SECONDS = 0.03
 CLASSES = ("memory", "reference", "policy")
 
 
+def requested_model() -> str | None:
+    """The model $BRAIN_MODEL names, or None: recall refuses a brain built with another."""
+    return os.environ.get("BRAIN_MODEL") or None
+
+
 def configured_model() -> str:
     """The model a new brain is created with: $BRAIN_MODEL, else the embedded default."""
-    return os.environ.get("BRAIN_MODEL") or DEFAULT_MODEL
+    return requested_model() or DEFAULT_MODEL
 
 
 def busy_timeout_ms():

@@ -125,7 +125,7 @@ def open_connection(path: str | os.PathLike[str], read_only: bool = False) -> Co
             if copy:
                 copies.prepare_reader(conn)
             else:
-                conn.execute("pragma cache_size = -64000")  # 64 MB, as the reference; vec0 rewrites chunk blobs
+                conn.execute("pragma cache_size = -64000")  # 64 MB: vec0 rewrites chunk blobs
             conn.execute("pragma temp_store = memory")
             conn.execute("select count(*) from sqlite_master").fetchone()  # a read-only WAL file may fail only here
             break

@@ -11,11 +11,17 @@ class ModelError(BrainError):
     """A model cannot be loaded, or does not match the one a brain was built with."""
 
 
-class FieldError(ValueError):
+class InputError(ValueError):
+    """A caller's input that cannot be used as given (a field, a request, a file
+    of queries): the caller's to fix, never the brain's. The HTTP API answers it
+    400, the CLI with a usage error."""
+
+
+class FieldError(InputError):
     """A field value that cannot be used; the message names the field."""
 
 
-class QueryError(ValueError):
+class QueryError(InputError):
     """A recall request that cannot be run as given; `field` names the field at fault."""
 
     def __init__(self, message: str, field: str | None = None) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .connection import Connection
+from .errors import InputError
 from .querydoc import parse
 from .hybrid import finish, run_legs
 from .schema import recorded_model
@@ -33,7 +34,7 @@ MODES = ("full", "no_graph", "vector", "fts", "graph")
 
 
 def load_queries(path):
-    """{query id: text} of a BEIR queries.jsonl; a ValueError names the file and
+    """{query id: text} of a BEIR queries.jsonl; an InputError names the file and
     line of anything else."""
     queries = {}
     for number, line in enumerate(_text(path).splitlines(), 1):
@@ -42,11 +43,11 @@ def load_queries(path):
         try:
             query = json.loads(line)
         except ValueError as ex:
-            raise ValueError(f"{path}:{number}: not a JSON object ({ex})") from ex
+            raise InputError(f"{path}:{number}: not a JSON object ({ex})") from ex
         if not isinstance(query, dict) or query.get("_id") is None or not isinstance(query.get("text"), str):
-            raise ValueError(f'{path}:{number}: a query needs "_id" and "text"')
+            raise InputError(f'{path}:{number}: a query needs "_id" and "text"')
         if str(query["_id"]) in queries:
-            raise ValueError(f"{path}:{number}: query id {query['_id']!r} again")
+            raise InputError(f"{path}:{number}: query id {query['_id']!r} again")
         queries[str(query["_id"])] = query["text"]
     return queries
 
@@ -63,11 +64,13 @@ def load_qrels(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
 
 
 def _text(path):
-    """A file's text; a ValueError names it when it is not UTF-8."""
+    """A file's text; an InputError names it when it cannot be read or is not UTF-8."""
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as ex:
-        raise ValueError(f"{path}: not UTF-8 text ({ex.reason} at byte {ex.start})") from ex
+        raise InputError(f"{path}: not UTF-8 text ({ex.reason} at byte {ex.start})") from ex
+    except OSError as ex:
+        raise InputError(f"{path} cannot be read: {ex.strerror or ex}") from ex
 
 
 def metrics(ranked, relevant):
@@ -111,13 +114,17 @@ def evaluate(
     `per_query` (a path), each query's metrics are written there as JSON lines."""
     queries, qrels = load_queries(queries_path), load_qrels(qrels_path)
     if not any(qid in queries for qid in qrels):
-        raise ValueError(f"no query of {queries_path} is judged in {qrels_path} (query-id, corpus-id, score per line)")
+        raise InputError(f"no query of {queries_path} is judged in {qrels_path} (query-id, corpus-id, score per line)")
     if per_query:
         brain = conn.execute("select file from pragma_database_list where name = 'main'").fetchone()[0]
         for given in (queries_path, qrels_path, brain):
             if given and os.path.exists(per_query) and os.path.samefile(per_query, given):
-                raise ValueError(f"--per-query {per_query} is {given}, an input: give another file")
-    with open(per_query, "w", encoding="utf-8") if per_query else contextlib.nullcontext() as lines:
+                raise InputError(f"--per-query {per_query} is {given}, an input: give another file")
+    try:
+        out = open(per_query, "w", encoding="utf-8") if per_query else contextlib.nullcontext()
+    except OSError as ex:
+        raise InputError(f"--per-query {per_query} cannot be written: {ex.strerror or ex}") from ex
+    with out as lines:
         return _evaluate(conn, queries, qrels, k, now, progress, lines)
 
 

@@ -10,7 +10,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from . import schema, values
 from .connection import Connection, faults_named, sqlite3
-from .errors import BrainError, FieldError, QueryError
+from .errors import BrainError, InputError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -40,7 +40,7 @@ def named(operation: Callable[Concatenate[Connection, P], R]) -> Callable[Concat
                 _blame_values(conn, ex)
             raise
         except (TypeError, ValueError, AttributeError) as ex:
-            if not isinstance(ex, (QueryError, FieldError)):  # those are the caller's mistake
+            if not isinstance(ex, InputError):  # the caller's mistake
                 _blame_values(conn, ex)
             raise  # a bug: as it is
         if values.holds_bytes(result):  # a BLOB read where text belongs

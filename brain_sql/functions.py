@@ -9,7 +9,7 @@ from pathlib import Path
 from . import bm25, claims, config, graph, lexical, querydoc
 from .connection import sqlite3
 from .embed import embed
-from .errors import QueryError
+from .errors import InputError, QueryError
 from .fields import parse_datetime, utcnow
 from .filters import Filters, column_sql, template
 from .fusion import LEGS, boosted, leg_weights, method, rrf
@@ -62,10 +62,10 @@ def request_filters(request):
     as comma-separated text or JSON arrays), as the SQL functions receive them."""
     values = json.loads(request) if request else {}
     if not isinstance(values, dict):
-        raise ValueError("filters must be a JSON object of QueryDoc fields, such as {\"scope\": \"/acme\"}")
+        raise InputError("filters must be a JSON object of QueryDoc fields, such as {\"scope\": \"/acme\"}")
     others = sorted(set(values) - set(FILTER_FIELDS))
     if others:
-        raise ValueError(f"filters take {', '.join(FILTER_FIELDS)}; not {', '.join(others)}")
+        raise InputError(f"filters take {', '.join(FILTER_FIELDS)}; not {', '.join(others)}")
     return Filters.from_querydoc(querydoc.from_strings(values, need_q=False))
 
 
@@ -87,7 +87,7 @@ def register_functions(conn, model_id=None):
         if text is None:
             return None
         if fmt not in EMBED_FORMATS:
-            raise ValueError(f"brain_embed format must be one of {EMBED_FORMATS}, not {fmt!r}")
+            raise InputError(f"brain_embed format must be one of {EMBED_FORMATS}, not {fmt!r}")
         vectors = embed([str(text)], model_id or recorded_model(conn))
         if fmt == "int8":
             vectors = quantize_int8(vectors)
@@ -129,7 +129,7 @@ def register_functions(conn, model_id=None):
         memories visible under `filters` (a JSON object of QueryDoc filter fields)
         tie into the graph."""
         if leg not in LEGS:
-            raise ValueError(f"brain_leg_weight: leg must be one of {', '.join(LEGS)}")
+            raise InputError(f"brain_leg_weight: leg must be one of {', '.join(LEGS)}")
         named = graph.named_in(conn, text or "", request_filters(filters))
         return leg_weights(bool(named), model_id or recorded_model(conn)).get(leg, 0.0)
 
@@ -154,7 +154,7 @@ def register_functions(conn, model_id=None):
 
     def brain_setting(name):
         if name not in SETTINGS:
-            raise ValueError(f"brain_setting: name must be one of {', '.join(SETTINGS)}")
+            raise InputError(f"brain_setting: name must be one of {', '.join(SETTINGS)}")
         return SETTINGS[name]
 
     def brain_filters(filters):
@@ -169,7 +169,7 @@ def register_functions(conn, model_id=None):
         list of classes or sources, a domain, or, when value is empty, every value
         the brain holds."""
         if column not in ALLOWED:
-            raise ValueError(f"brain_allowed: column must be one of {', '.join(ALLOWED)}")
+            raise InputError(f"brain_allowed: column must be one of {', '.join(ALLOWED)}")
         field, bound = ALLOWED[column]
         filters = Filters.from_querydoc(querydoc.from_strings({field: value}, need_q=False))
         return json.dumps(filters.every_bound(values_of)[bound])

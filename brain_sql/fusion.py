@@ -3,8 +3,8 @@
 When the query names entities the caller can reach, the graph walk leads and the
 legs are fused by weighted Reciprocal Rank Fusion: a sum of weighted reciprocal
 ranks, which lets the walk's order win whatever its scores. Otherwise the legs'
-raw scores are fused by a convex combination of their min-max normalised values
-(the reference's convex alternative): rank fusion gives a weak dense leg's rank
+raw scores are fused by a convex combination of their min-max normalised values:
+rank fusion gives a weak dense leg's rank
 10 the same say as a strong lexical leg's rank 10, while the scores say how far
 apart candidates are. Neither fused score is a confidence; quality.py judges that.
 """

@@ -14,7 +14,6 @@ constraints in the KNN, SQL on knowledge in the FTS5 query, a mask in the graph.
 import dataclasses
 import datetime
 import json
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from . import bm25, embed, graph, lexical, quality, temporal
 from . import reach as reachable
 from . import state as read_state
 from .connection import Connection
-from .config import ABSTAIN_BELOW, EVIDENCE_CUTOFF, RECALL_CANDIDATES, RRF_K
+from .config import ABSTAIN_BELOW, EVIDENCE_CUTOFF, RECALL_CANDIDATES, RRF_K, requested_model
 from .filters import Filters
 from .fusion import boosted, fuse, fused, leg_weights, method
 from .querydoc import QueryDoc, parse
@@ -160,8 +159,9 @@ def recall(conn: Connection, query: QueryDoc | dict[str, Any], model_id: str | N
     """
     started = time.perf_counter()
     doc = parse(query)
-    if os.environ.get("BRAIN_MODEL"):
-        check_model(conn, os.environ["BRAIN_MODEL"])
+    requested = requested_model()
+    if requested:
+        check_model(conn, requested)
     model_id = model_id or recorded_model(conn)
     legs = run_legs(conn, doc, model_id)
     result = finish(conn, doc, legs, model_id)

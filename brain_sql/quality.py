@@ -8,7 +8,7 @@ Signals:
 - similarity: the best vector hit's cosine similarity to the query;
 - agreement: whether the dense and lexical legs agree on the top hit.
 
-The recommendation follows the reference estimator: return when confident;
+The recommendation: return when confident;
 run_prf when confidence is moderate and the top hit is agreed by both legs within
 PRF_AGREEMENT_RANK (expansion then builds on genuine signal); increase_top_k when
 the top hit covers the query but the legs disagree; clarify_query otherwise.

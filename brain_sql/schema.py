@@ -1,7 +1,8 @@
 """The brain schema, built by sqlite-utils migrations.
 
-A superset of the reference schema (brain-server-spec §4): a file written by the
-reference system migrates in place, keeping every row. Fresh files get the
+A superset of the reference system's schema (Brain Server's knowledge, entities and
+relationships tables, m001_reference_tables): a file written by the reference
+system migrates in place, keeping every row. Fresh files get the
 reference tables first and the same additions, so both paths end identical.
 """
 

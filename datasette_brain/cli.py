@@ -26,6 +26,50 @@ MODEL_HELP = (
 )
 
 
+# sysexits' EX_TEMPFAIL: a script may run the same command again, as an HTTP client does after a 503
+TRY_AGAIN_EXIT = 75
+
+
+class TryAgain(click.ClickException):
+    """A write the brain could not take now (another writer held the write lock, the
+    disk failed): what it says was not stored, and the same command may be run again."""
+
+    exit_code = TRY_AGAIN_EXIT
+
+    def format_message(self):
+        return f"{self.message}\nBusy: try the same command again shortly."
+
+
+class BrainCommand(click.Command):
+    """A brain command: what brain_sql raises is answered here, once for every
+    command, as the HTTP API answers it (tools.as_api_error): a caller's bad input
+    is a usage error naming its option (400), a write not taken now is TryAgain
+    (503), any other BrainError its message (the file's state); anything else is
+    a bug, and surfaces."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except brain_sql.InputError as ex:
+            param = _param_of(ctx, getattr(ex, "field", None))
+            raise (click.BadParameter(str(ex), ctx, param) if param else click.UsageError(str(ex), ctx)) from ex
+        except (brain_sql.WriteError, brain_sql.ReplicaNotReady) as ex:
+            raise TryAgain(str(ex)) from ex
+        except brain_sql.BrainError as ex:
+            raise click.ClickException(str(ex)) from ex
+
+
+class BrainGroup(click.Group):
+    command_class = BrainCommand
+
+
+def _param_of(ctx, field):
+    """The command's option or argument a field (a QueryDoc's) comes from: the one
+    of its name, QUERY for q."""
+    name = "query" if field == "q" else field
+    return next((param for param in ctx.command.params if param.name == name), None) if field else None
+
+
 @sqlite_utils.hookimpl
 def prepare_connection(conn):
     brain_sql.prepare_connection(conn)
@@ -36,187 +80,195 @@ def _open(db_path, must_exist=True, model_id=None, brain=True, read_only=False):
     `read_only`: one that changes nothing about the file."""
     if must_exist and not Path(db_path).exists():
         raise click.ClickException(f"{db_path} does not exist: create it with sqlite-utils brain init {db_path}")
-    try:
-        conn = brain_sql.connect(db_path, model_id, read_only=read_only)
-    except brain_sql.BrainError as ex:
-        raise click.ClickException(str(ex)) from ex
+    conn = brain_sql.connect(db_path, model_id, read_only=read_only)
     if must_exist and brain and not brain_sql.is_brain(conn):
         raise click.ClickException(f"{db_path} is not a brain: create one with sqlite-utils brain init {db_path}")
     return conn
 
 
+@click.group(cls=BrainGroup)
+def brain():
+    """A long-term memory in this SQLite file: ingest, remember, recall, forget.
+
+    \b
+    Example:
+        sqlite-utils brain ingest brain.db notes/
+        sqlite-utils brain recall brain.db "who owns the support runbook?"
+    """
+
+
 @sqlite_utils.hookimpl
 def register_commands(cli):
-    @cli.group()
-    def brain():
-        """A long-term memory in this SQLite file: ingest, remember, recall, forget.
+    """The brain group, its commands defined below, each at module level."""
+    cli.add_command(brain)
 
-        \b
-        Example:
-            sqlite-utils brain ingest brain.db notes/
-            sqlite-utils brain recall brain.db "who owns the support runbook?"
-        """
 
-    @brain.command()
-    @click.argument("db_path", type=click.Path(dir_okay=False))
-    @click.option("--model", help=MODEL_HELP)
-    def init(db_path, model):
-        """Create the brain schema in DB_PATH, or migrate it to the current version.
+@brain.command()
+@click.argument("db_path", type=click.Path(dir_okay=False))
+@click.option("--model", help=MODEL_HELP)
+def init(db_path, model):
+    """Create the brain schema in DB_PATH, or migrate it to the current version.
 
-        \b
-        Example:
-            sqlite-utils brain init brain.db
-        """
-        conn = _open(db_path, must_exist=False, model_id=model)
+    \b
+    Example:
+        sqlite-utils brain init brain.db
+    """
+    conn = _open(db_path, must_exist=False, model_id=model)
+    brain_sql.migrate(conn, model or None)
+    info = brain_sql.info(conn)
+    click.echo(f"{db_path}: brain ready, model {info['model']} ({info['dimension']} dimensions)")
+
+
+@brain.command()
+@click.argument("db_path", type=click.Path(dir_okay=False))
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--scope", help="scope path for memories that name none, e.g. /acme/support")
+@click.option("--class", "klass", type=click.Choice(brain_sql.CLASSES), help="class for memories that name none")
+@click.option("--source", help="source tag for memories that name none")
+@click.option("--domain", help="domain for memories that name none")
+@click.option("--prune", is_flag=True,
+              help="remove memories whose files under PATHS no longer exist. Not pruned, and named as the "
+              "command exits 1 (an unmounted drive, a sync that failed?): a PATH that would lose every memory "
+              "it held before this ingest, whatever new files it has, and a folder in it that held memories "
+              "and is still there but holds nothing to ingest. A folder deleted is pruned")  # fmt: skip
+@click.option("--prune-all", is_flag=True, help="--prune, also where it would refuse (every memory of a PATH, "
+              "a folder left with nothing to ingest)")  # fmt: skip
+@click.option("--model", help=f"embedding model of a new brain; {MODEL_HELP}")
+def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model):
+    """Ingest Markdown notes and folders, .txt files, and JSON / JSONL / CSV records.
+
+    \b
+    Example:
+        sqlite-utils brain ingest brain.db ~/notes crm.jsonl --scope /acme --source crm
+        sqlite-utils brain ingest scifact.db corpus.jsonl --model minilm/all-MiniLM-L6-v2-int8
+    """
+    conn = _open(db_path, must_exist=False)
+    files, _ = brain_sql.discover(paths)
+    total = sum(map(_size, (p for p, _ in files)))
+    refused = None
+    with click.progressbar(length=total, label="Ingesting", file=sys.stderr, item_show_func=_rate("record")) as bar:
         try:
-            brain_sql.migrate(conn, model or None)
-        except brain_sql.BrainError as ex:
-            raise click.ClickException(str(ex)) from ex
-        info = brain_sql.info(conn)
-        click.echo(f"{db_path}: brain ready, model {info['model']} ({info['dimension']} dimensions)")
+            report = brain_sql.ingest(
+                conn, paths, scope=scope, klass=klass, source=source, domain=domain, prune=prune,
+                prune_all=prune_all, progress=bar.update, model=model,
+            )  # fmt: skip
+        except brain_sql.PruneRefused as ex:  # the rest went in: its report is still told
+            report, refused = ex.report, ex
+    for error in report.errors:
+        click.echo(f"skipped {error}", err=True)
+    _settle(conn)
+    click.echo(report.summary())
+    if refused:
+        raise refused
+    if report.errors:
+        sys.exit(1)
 
-    @brain.command()
-    @click.argument("db_path", type=click.Path(dir_okay=False))
-    @click.argument("paths", nargs=-1, required=True, type=click.Path())
-    @click.option("--scope", help="scope path for memories that name none, e.g. /acme/support")
-    @click.option("--class", "klass", type=click.Choice(brain_sql.CLASSES), help="class for memories that name none")
-    @click.option("--source", help="source tag for memories that name none")
-    @click.option("--domain", help="domain for memories that name none")
-    @click.option("--prune", is_flag=True,
-                  help="remove memories whose files under PATHS no longer exist. Not pruned, and named as the "
-                  "command exits 1 (an unmounted drive, a sync that failed?): a PATH that would lose every memory "
-                  "it held before this ingest, whatever new files it has, and a folder in it that held memories "
-                  "and is still there but holds nothing to ingest. A folder deleted is pruned")  # fmt: skip
-    @click.option("--prune-all", is_flag=True, help="--prune, also where it would refuse (every memory of a PATH, "
-                  "a folder left with nothing to ingest)")  # fmt: skip
-    @click.option("--model", help=f"embedding model of a new brain; {MODEL_HELP}")
-    def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model):
-        """Ingest Markdown notes and folders, .txt files, and JSON / JSONL / CSV records.
 
-        \b
-        Example:
-            sqlite-utils brain ingest brain.db ~/notes crm.jsonl --scope /acme --source crm
-            sqlite-utils brain ingest scifact.db corpus.jsonl --model minilm/all-MiniLM-L6-v2-int8
-        """
-        conn = _open(db_path, must_exist=False)
-        files, _ = brain_sql.discover(paths)
-        total = sum(map(_size, (p for p, _ in files)))
-        refused = None
-        with click.progressbar(length=total, label="Ingesting", file=sys.stderr, item_show_func=_rate("record")) as bar:
-            try:
-                report = brain_sql.ingest(
-                    conn, paths, scope=scope, klass=klass, source=source, domain=domain, prune=prune,
-                    prune_all=prune_all, progress=bar.update, model=model,
-                )  # fmt: skip
-            except brain_sql.PruneRefused as ex:  # the rest went in: its report is still told
-                report, refused = ex.report, ex
-            except (brain_sql.BrainError, brain_sql.FieldError) as ex:
-                raise click.ClickException(str(ex)) from ex
-        for error in report.errors:
-            click.echo(f"skipped {error}", err=True)
-        _settle(conn)
-        click.echo(report.summary())
-        if refused:
-            raise click.ClickException(str(refused))
-        if report.errors:
-            sys.exit(1)
+METAVARS = {int: "INTEGER", float: "NUMBER", "time": "TIME", "path": "PATH"}
 
-    @brain.command()
-    @click.argument("db_path", type=click.Path(dir_okay=False))
-    @click.argument("query")
-    @recall_options
-    @click.option("--json", "as_json", is_flag=True, help="print the JSON API's response")
-    def recall(db_path, query, as_json, **options):
-        """Recall the memories that answer QUERY, and why each was chosen.
 
-        \b
-        Example:
-            sqlite-utils brain recall brain.db "who owns the support runbook?" --scope /acme/support
-        """
-        try:
-            doc = brain_sql.querydoc_from_strings({"q": query, **options}, comma_lists=False)
-        except brain_sql.QueryError as ex:
-            where = _option_of(ex.field)
-            raise click.ClickException(f"Invalid value for {where}: {ex}" if where else str(ex)) from ex
-        conn = _open(db_path)
-        try:
-            result = brain_sql.recall(conn, doc)
-        except (brain_sql.BrainError, ValueError) as ex:
-            raise click.ClickException(str(ex)) from ex
-        if as_json:
-            click.echo(json.dumps(result, indent=2))
-        else:
-            click.echo(_readable(result))
+def _option_name(field):
+    """The recall option's --name for a QueryDoc field: a list's is named for one item."""
+    return "--" + (field.one or field.name).replace("_", "-")
 
-    @brain.command(name="eval")
-    @click.argument("db_path", type=click.Path(dir_okay=False))
-    @click.option("--queries", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR queries.jsonl")
-    @click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR qrels .tsv")
-    @click.option("--k", "k", type=click.IntRange(1, 100), default=10, show_default=True,
-                  help="hits recalled per query, 1 to 100")
-    @click.option("--now", help="fixed evaluation time (ISO)")
-    @click.option("--per-query", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
-                  help="also write each query's metrics per mode here, as JSON lines (compare two with bench/compare.py)")
-    def eval_(db_path, queries, qrels, k, now, per_query):
-        """Score recall on a BEIR-format query set: one JSON object with nDCG@10,
-        Recall@2/5/10 and MRR@10 for the full pipeline, without the graph, and per leg.
 
-        \b
-        Example:
-            sqlite-utils brain eval scifact.db --queries queries.jsonl --qrels qrels/test.tsv
-        """
-        conn = _open(db_path)
-        try:
-            count = len(brain_sql.load_qrels(qrels))
-        except ValueError as ex:
-            raise click.ClickException(str(ex)) from ex
-        try:
-            with click.progressbar(length=count, label="Evaluating", file=sys.stderr) as bar:
-                result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update,
-                                                   per_query=per_query)  # fmt: skip
-        except (brain_sql.BrainError, ValueError, OSError) as ex:
-            raise click.ClickException(str(ex)) from ex
-        click.echo(json.dumps(result))
-        click.echo(f"{extra['abstained']} abstained; {extra['seconds']}s", err=True)
+def _option(field):
+    """The recall option a QueryDoc field (brain_sql.QUERY_FIELDS) is given by: a
+    true/false field a --name/--no-name pair, a list a repeatable option; its text
+    reaches the QueryDoc, which checks it."""
+    name = _option_name(field)
+    if field.type is bool:
+        return click.option(f"{name}/--no-{name[2:]}", field.name, default=None, help=field.description)
+    metavar = f"[{'|'.join(field.choices)}]" if field.choices else METAVARS.get(field.shape or field.type)
+    if field.type is tuple:
+        return click.option(name, field.name, multiple=True, metavar=metavar, help=f"{field.description} (repeatable)")
+    return click.option(name, field.name, metavar=metavar, help=field.description)
 
-    @brain.command()
-    @click.argument("db_path", type=click.Path(dir_okay=False))
-    @click.option("--model", required=True, help=MODEL_HELP)
-    def reindex(db_path, model):
-        """Re-embed every memory with another model, and make it the brain's model.
 
-        \b
-        Example:
-            sqlite-utils brain reindex brain.db --model ./my-model2vec-folder
-        """
-        conn = _open(db_path)
-        try:
-            written = brain_sql.reindex(conn, model)
-        except brain_sql.BrainError as ex:
-            raise click.ClickException(str(ex)) from ex
-        click.echo(f"{db_path}: {counted(written, 'memory', 'memories')} re-embedded with {model}")
+def recall_options(command):
+    """The recall command's options: each QueryDoc field but q, its QUERY argument."""
+    for field in reversed(brain_sql.QUERY_FIELDS[1:]):
+        command = _option(field)(command)
+    return command
 
-    _register_check(brain)
-    _register_memory_commands(brain)
-    _register_replica_commands(brain)
 
-    @brain.command()
-    @click.argument("db_path", type=click.Path(dir_okay=False, exists=True))
-    def mcp(db_path):
-        """Serve the brain's MCP tools (brain_recall, brain_remember, brain_verify,
-        brain_forget, brain_memory, brain_list) over stdin and stdout, for an agent without a
-        server: the same tools and JSON as datasette-mcp's /-/mcp, acting as the
-        file's owner.
+@brain.command()
+@click.argument("db_path", type=click.Path(dir_okay=False))
+@click.argument("query")
+@recall_options
+@click.option("--json", "as_json", is_flag=True, help="print the JSON API's response")
+def recall(db_path, query, as_json, **options):
+    """Recall the memories that answer QUERY, and why each was chosen.
 
-        \b
-        Example:
-            sqlite-utils brain mcp brain.db
-        or in an MCP client's configuration:
-            {"command": "sqlite-utils", "args": ["brain", "mcp", "/path/to/brain.db"]}
-        """
-        conn = _open(db_path)  # a clear message for a file that is not a brain, before the protocol starts
-        conn.close()
-        asyncio.run(stdio.serve(db_path))
+    \b
+    Example:
+        sqlite-utils brain recall brain.db "who owns the support runbook?" --scope /acme/support
+    """
+    doc = brain_sql.querydoc_from_strings({"q": query, **options}, comma_lists=False)
+    result = brain_sql.recall(_open(db_path), doc)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(_readable(result))
+
+
+@brain.command(name="eval")
+@click.argument("db_path", type=click.Path(dir_okay=False))
+@click.option("--queries", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR queries.jsonl")
+@click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR qrels .tsv")
+@click.option("--k", "k", type=click.IntRange(1, 100), default=10, show_default=True,
+              help="hits recalled per query, 1 to 100")
+@click.option("--now", help="fixed evaluation time (ISO)")
+@click.option("--per-query", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              help="also write each query's metrics per mode here, as JSON lines (compare two with bench/compare.py)")
+def eval_(db_path, queries, qrels, k, now, per_query):
+    """Score recall on a BEIR-format query set: one JSON object with nDCG@10,
+    Recall@2/5/10 and MRR@10 for the full pipeline, without the graph, and per leg.
+
+    \b
+    Example:
+        sqlite-utils brain eval scifact.db --queries queries.jsonl --qrels qrels/test.tsv
+    """
+    conn = _open(db_path)
+    count = len(brain_sql.load_qrels(qrels))
+    with click.progressbar(length=count, label="Evaluating", file=sys.stderr) as bar:
+        result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update,
+                                           per_query=per_query)  # fmt: skip
+    click.echo(json.dumps(result))
+    click.echo(f"{extra['abstained']} abstained; {extra['seconds']}s", err=True)
+
+
+@brain.command()
+@click.argument("db_path", type=click.Path(dir_okay=False))
+@click.option("--model", required=True, help=MODEL_HELP)
+def reindex(db_path, model):
+    """Re-embed every memory with another model, and make it the brain's model.
+
+    \b
+    Example:
+        sqlite-utils brain reindex brain.db --model ./my-model2vec-folder
+    """
+    written = brain_sql.reindex(_open(db_path), model)
+    click.echo(f"{db_path}: {counted(written, 'memory', 'memories')} re-embedded with {model}")
+
+
+@brain.command()
+@click.argument("db_path", type=click.Path(dir_okay=False, exists=True))
+def mcp(db_path):
+    """Serve the brain's MCP tools (brain_recall, brain_remember, brain_verify,
+    brain_forget, brain_memory, brain_list) over stdin and stdout, for an agent without a
+    server: the same tools and JSON as datasette-mcp's /-/mcp, acting as the
+    file's owner.
+
+    \b
+    Example:
+        sqlite-utils brain mcp brain.db
+    or in an MCP client's configuration:
+        {"command": "sqlite-utils", "args": ["brain", "mcp", "/path/to/brain.db"]}
+    """
+    conn = _open(db_path)  # a clear message for a file that is not a brain, before the protocol starts
+    conn.close()
+    asyncio.run(stdio.serve(db_path))
 
 
 def _settle(conn):
@@ -250,42 +302,6 @@ def _size(path):
         return 0
 
 
-METAVARS = {int: "INTEGER", float: "NUMBER", "time": "TIME", "path": "PATH"}
-
-
-def _option_name(field):
-    """The recall option's --name for a QueryDoc field: a list's is named for one item."""
-    return "--" + (field.one or field.name).replace("_", "-")
-
-
-def _option(field):
-    """The recall option a QueryDoc field (brain_sql.QUERY_FIELDS) is given by: a
-    true/false field a --name/--no-name pair, a list a repeatable option; its text
-    reaches the QueryDoc, which checks it."""
-    name = _option_name(field)
-    if field.type is bool:
-        return click.option(f"{name}/--no-{name[2:]}", field.name, default=None, help=field.description)
-    metavar = f"[{'|'.join(field.choices)}]" if field.choices else METAVARS.get(field.shape or field.type)
-    if field.type is tuple:
-        return click.option(name, field.name, multiple=True, metavar=metavar, help=f"{field.description} (repeatable)")
-    return click.option(name, field.name, metavar=metavar, help=field.description)
-
-
-def recall_options(command):
-    """The recall command's options: each QueryDoc field but q, its QUERY argument."""
-    for field in reversed(brain_sql.QUERY_FIELDS[1:]):
-        command = _option(field)(command)
-    return command
-
-
-def _option_of(name):
-    """The recall option (or argument) a QueryDoc field comes from."""
-    field = next((field for field in brain_sql.QUERY_FIELDS if field.name == name), None)
-    if field is None:
-        return None
-    return "'QUERY'" if name == "q" else f"'{_option_name(field)}'"
-
-
 PROBLEMS = {
     "integrity": "the SQLite file fails its integrity check (restore a copy; not repairable here)",
     "damaged_tables": "tables rebuilt without columns the brain needs (restore a copy; not repairable here)",
@@ -311,33 +327,28 @@ PROBLEMS = {
 }
 
 
-def _register_check(brain):
-    @brain.command()
-    @click.argument("db_path", type=click.Path(dir_okay=False))
-    @click.option("--repair", is_flag=True, help="mend what disagrees, from knowledge")
-    def check(db_path, repair):
-        """Check that FTS, vectors, edges and documents agree with the memories.
+@brain.command()
+@click.argument("db_path", type=click.Path(dir_okay=False))
+@click.option("--repair", is_flag=True, help="mend what disagrees, from knowledge")
+def check(db_path, repair):
+    """Check that FTS, vectors, edges and documents agree with the memories.
 
-        \b
-        Example:
-            sqlite-utils brain check brain.db --repair
-        """
-        conn = _open(db_path, brain=False)
-        try:
-            problems = brain_sql.check(conn, repair=repair)
-        except brain_sql.BrainError as ex:  # a read-only file to repair, say
-            raise click.ClickException(str(ex)) from ex
-        left = problems.pop("unrepaired", {})
-        _echo_problems(problems)
-        if not problems:
-            click.echo(f"{db_path}: consistent")
-        elif repair and not left:
-            click.echo(f"repaired; {db_path} is now consistent")
-        else:
-            if left:
-                click.echo(f"repaired what it could; {db_path} still has:")
-                _echo_problems(left, "  ")
-            sys.exit(1)
+    \b
+    Example:
+        sqlite-utils brain check brain.db --repair
+    """
+    problems = brain_sql.check(_open(db_path, brain=False), repair=repair)
+    left = problems.pop("unrepaired", {})
+    _echo_problems(problems)
+    if not problems:
+        click.echo(f"{db_path}: consistent")
+    elif repair and not left:
+        click.echo(f"repaired; {db_path} is now consistent")
+    else:
+        if left:
+            click.echo(f"repaired what it could; {db_path} still has:")
+            _echo_problems(left, "  ")
+        sys.exit(1)
 
 
 def _echo_problems(problems, indent=""):
@@ -349,169 +360,159 @@ def _echo_problems(problems, indent=""):
             click.echo(f"{indent}{PROBLEMS.get(name, name)}: {len(items)} ({', '.join(shown)})")
 
 
-def _register_memory_commands(brain):
-    @brain.command()
-    @click.argument("db_path", type=click.Path(dir_okay=False))
-    @click.argument("file", default="-", type=click.Path(dir_okay=False, allow_dash=True))
-    @click.option("--scope", help="scope path for records that name none, e.g. /acme/support")
-    @click.option("--class", "klass", type=click.Choice(brain_sql.CLASSES), help="class for records that name none")
-    @click.option("--source", default="remember", show_default=True, help="source tag for records that name none")
-    @click.option("--domain", help="domain for records that name none")
-    @click.option("--json", "as_json", is_flag=True, help="print the answer /-/remember gives, as JSON")
-    def remember(db_path, file, scope, klass, source, domain, as_json):
-        """Remember records from FILE, or from stdin when FILE is - or absent: a JSON
-        object, a JSON array of them, or JSON lines, with ingest's record fields. All
-        are stored in one transaction, or none; a record whose _id is stored already
-        replaces that memory.
+@brain.command()
+@click.argument("db_path", type=click.Path(dir_okay=False))
+@click.argument("file", default="-", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--scope", help="scope path for records that name none, e.g. /acme/support")
+@click.option("--class", "klass", type=click.Choice(brain_sql.CLASSES), help="class for records that name none")
+@click.option("--source", default="remember", show_default=True, help="source tag for records that name none")
+@click.option("--domain", help="domain for records that name none")
+@click.option("--json", "as_json", is_flag=True, help="print the answer /-/remember gives, as JSON")
+def remember(db_path, file, scope, klass, source, domain, as_json):
+    """Remember records from FILE, or from stdin when FILE is - or absent: a JSON
+    object, a JSON array of them, or JSON lines, with ingest's record fields. All
+    are stored in one transaction, or none; a record whose _id is stored already
+    replaces that memory.
 
-        \b
-        Example:
-            echo '{"_id": "m-1", "text": "Deploys happen on Tuesdays."}' | sqlite-utils brain remember brain.db
-            sqlite-utils brain remember brain.db records.jsonl --scope /acme/eng
-        """
-        name = "stdin" if file == "-" else file
+    \b
+    Example:
+        echo '{"_id": "m-1", "text": "Deploys happen on Tuesdays."}' | sqlite-utils brain remember brain.db
+        sqlite-utils brain remember brain.db records.jsonl --scope /acme/eng
+    """
+    name = "stdin" if file == "-" else file
+    try:
+        with click.open_file(file, "rb") as stream:
+            data = stream.read()
+    except OSError as ex:
+        raise click.ClickException(f"cannot read {name}: {ex.strerror}") from ex
+    records, lines = _records(data, name)
+    conn = _open(db_path, must_exist=False)
+    report, ids = brain_sql.remember(
+        conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines
+    )
+    _settle(conn)
+    if report.errors:
+        problems = "\n".join(f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors)
+        raise click.ClickException(f"{problems}\nnothing was stored")
+    answer = report.answer(ids)
+    if as_json:
+        click.echo(json.dumps(answer))
+        return
+    click.echo(
+        f"{counted(len(records), 'record')}: {answer['added']} added, {answer['updated']} updated, "
+        f"{answer['unchanged']} unchanged"
+    )
+    click.echo(f"ids: {json.dumps(ids)}")
+
+
+@brain.command()
+@click.argument("db_path", type=click.Path(dir_okay=False))
+def export(db_path):
+    """Write every memory to stdout as JSON lines, a document a line, in the
+    record format ingest reads: with its ids, scope, class, source, validity,
+    tier, expiry, review state, metadata and relations. Ingesting the file into
+    a new brain (with another --model too) gives the same memories. Read from
+    one snapshot; the file is not changed. Progress goes to stderr.
+
+    \b
+    Example:
+        sqlite-utils brain export brain.db > brain.jsonl
+        sqlite-utils brain ingest copy.db brain.jsonl --model minilm/all-MiniLM-L6-v2-int8
+    """
+    conn = _open(db_path, read_only=True)
+    out = sys.stdout.buffer  # the lines are UTF-8, whatever the locale
+    with contextlib.ExitStack() as stack:
+        bars = []
+
+        def progress(done, total):
+            if not bars:  # its length known once the export's snapshot is read
+                bar = click.progressbar(length=total, label="Exporting", file=sys.stderr,
+                                        item_show_func=_rate("memory", "memories"))  # fmt: skip
+                bars.append(stack.enter_context(bar))
+            bars[0].update(done - bars[0].pos, done)
+
+        lines = brain_sql.export(conn, progress=progress)
         try:
-            with click.open_file(file, "rb") as stream:
-                data = stream.read()
-        except OSError as ex:
-            raise click.ClickException(f"cannot read {name}: {ex.strerror}") from ex
-        records, lines = _records(data, name)
-        conn = _open(db_path, must_exist=False)
-        try:
-            report, ids = brain_sql.remember(
-                conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines
-            )
-        except (brain_sql.BrainError, brain_sql.FieldError) as ex:
-            raise click.ClickException(str(ex)) from ex
-        _settle(conn)
-        if report.errors:
-            problems = "\n".join(f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors)
-            raise click.ClickException(f"{problems}\nnothing was stored")
-        answer = report.answer(ids)
-        if as_json:
-            click.echo(json.dumps(answer))
-            return
+            for line in lines:
+                out.write(line.encode("utf-8"))
+            out.flush()
+        except BrokenPipeError:  # `export | head`: the reader has what it wanted
+            lines.close()
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+            sys.exit(1)
+
+
+@brain.command()
+@click.argument("db_path", type=click.Path(dir_okay=False))
+@click.option("--id", "ids", type=int, multiple=True, metavar="ID", help="a memory's id, knowledge.id (repeatable)")
+@click.option("--external-id", "external_ids", multiple=True, metavar="ID",
+              help="a record's own _id, knowledge.external_id (repeatable)")
+@click.option("--json", "as_json", is_flag=True, help="print what was removed and not found, as JSON")
+def forget(db_path, ids, external_ids, as_json):
+    """Forget memories, each with the rest of its note or record: their full text,
+    vectors and the edges they stated, and entities nothing else ties into the
+    graph. One transaction; ids that match nothing are reported.
+
+    \b
+    Example:
+        sqlite-utils brain forget brain.db --id 12 --external-id m-1
+    """
+    if not ids and not external_ids:
+        raise click.UsageError("give the memories to forget: --id N or --external-id X, each repeatable")
+    conn = _open(db_path)
+    result = brain_sql.forget(conn, ids=ids, external_ids=external_ids)
+    _settle(conn)
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    removed, missing = result["removed"], result["not_found"]
+    if removed["memories"]:
         click.echo(
-            f"{counted(len(records), 'record')}: {answer['added']} added, {answer['updated']} updated, "
-            f"{answer['unchanged']} unchanged"
+            f"forgot {counted(len(removed['memories']), 'memory', 'memories')} of "
+            f"{counted(removed['documents'], 'document')} ({_named(removed['memories'], removed['external_ids'])}); "
+            f"with them {counted(removed['relationships'], 'relationship')} and "
+            f"{counted(removed['entities'], 'entity', 'entities')}"
         )
-        click.echo(f"ids: {json.dumps(ids)}")
+    else:
+        click.echo("nothing forgotten")
+    if missing["ids"] or missing["external_ids"]:
+        click.echo(f"not found: {_named(missing['ids'], missing['external_ids'])}")
 
-    @brain.command()
-    @click.argument("db_path", type=click.Path(dir_okay=False))
-    def export(db_path):
-        """Write every memory to stdout as JSON lines, a document a line, in the
-        record format ingest reads: with its ids, scope, class, source, validity,
-        tier, expiry, review state, metadata and relations. Ingesting the file into
-        a new brain (with another --model too) gives the same memories. Read from
-        one snapshot; the file is not changed. Progress goes to stderr.
 
-        \b
-        Example:
-            sqlite-utils brain export brain.db > brain.jsonl
-            sqlite-utils brain ingest copy.db brain.jsonl --model minilm/all-MiniLM-L6-v2-int8
-        """
-        conn = _open(db_path, read_only=True)
-        out = sys.stdout.buffer  # the lines are UTF-8, whatever the locale
-        with contextlib.ExitStack() as stack:
-            bars = []
+@brain.command()
+@click.argument("db_path", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="print the counts as one JSON object")
+def stats(db_path, as_json):
+    """Count what the brain holds: memories per class, scope and source, decayed
+    and flagged memories, documents, entities, relationships, the model and the
+    file's size.
 
-            def progress(done, total):
-                if not bars:  # its length known once the export's snapshot is read
-                    bar = click.progressbar(length=total, label="Exporting", file=sys.stderr,
-                                            item_show_func=_rate("memory", "memories"))  # fmt: skip
-                    bars.append(stack.enter_context(bar))
-                bars[0].update(done - bars[0].pos, done)
+    \b
+    Example:
+        sqlite-utils brain stats brain.db --json
+    """
+    found = brain_sql.stats(_open(db_path))
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+        return
+    decayed = found["decayed"]
 
-            lines = brain_sql.export(conn, progress=progress)
-            try:
-                for line in lines:
-                    out.write(line.encode("utf-8"))
-                out.flush()
-            except brain_sql.BrainError as ex:
-                raise click.ClickException(str(ex)) from ex
-            except BrokenPipeError:  # `export | head`: the reader has what it wanted
-                lines.close()
-                os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
-                sys.exit(1)
+    def listed(counts):
+        return ", ".join(f"{name or '(none)'} {n}" for name, n in counts.items()) or "-"
 
-    @brain.command()
-    @click.argument("db_path", type=click.Path(dir_okay=False))
-    @click.option("--id", "ids", type=int, multiple=True, metavar="ID", help="a memory's id, knowledge.id (repeatable)")
-    @click.option("--external-id", "external_ids", multiple=True, metavar="ID",
-                  help="a record's own _id, knowledge.external_id (repeatable)")
-    @click.option("--json", "as_json", is_flag=True, help="print what was removed and not found, as JSON")
-    def forget(db_path, ids, external_ids, as_json):
-        """Forget memories, each with the rest of its note or record: their full text,
-        vectors and the edges they stated, and entities nothing else ties into the
-        graph. One transaction; ids that match nothing are reported.
-
-        \b
-        Example:
-            sqlite-utils brain forget brain.db --id 12 --external-id m-1
-        """
-        if not ids and not external_ids:
-            raise click.UsageError("give the memories to forget: --id N or --external-id X, each repeatable")
-        conn = _open(db_path)
-        try:
-            result = brain_sql.forget(conn, ids=ids, external_ids=external_ids)
-        except (brain_sql.BrainError, brain_sql.FieldError) as ex:
-            raise click.ClickException(str(ex)) from ex
-        _settle(conn)
-        if as_json:
-            click.echo(json.dumps(result))
-            return
-        removed, missing = result["removed"], result["not_found"]
-        if removed["memories"]:
-            click.echo(
-                f"forgot {counted(len(removed['memories']), 'memory', 'memories')} of "
-                f"{counted(removed['documents'], 'document')} ({_named(removed['memories'], removed['external_ids'])}); "
-                f"with them {counted(removed['relationships'], 'relationship')} and "
-                f"{counted(removed['entities'], 'entity', 'entities')}"
-            )
-        else:
-            click.echo("nothing forgotten")
-        if missing["ids"] or missing["external_ids"]:
-            click.echo(f"not found: {_named(missing['ids'], missing['external_ids'])}")
-
-    @brain.command()
-    @click.argument("db_path", type=click.Path(dir_okay=False))
-    @click.option("--json", "as_json", is_flag=True, help="print the counts as one JSON object")
-    def stats(db_path, as_json):
-        """Count what the brain holds: memories per class, scope and source, decayed
-        and flagged memories, documents, entities, relationships, the model and the
-        file's size.
-
-        \b
-        Example:
-            sqlite-utils brain stats brain.db --json
-        """
-        conn = _open(db_path)
-        try:
-            found = brain_sql.stats(conn)
-        except brain_sql.BrainError as ex:
-            raise click.ClickException(str(ex)) from ex
-        if as_json:
-            click.echo(json.dumps(found, indent=2))
-            return
-        decayed = found["decayed"]
-
-        def listed(counts):
-            return ", ".join(f"{name or '(none)'} {n}" for name, n in counts.items()) or "-"
-
-        click.echo(
-            f"{db_path}: {counted(found['memories'], 'memory', 'memories')} in {counted(found['documents'], 'document')}; "
-            f"{counted(found['entities'], 'entity', 'entities')}, {counted(found['relationships'], 'relationship')}"
-        )
-        click.echo(f"class: {listed(found['by_class'])}")
-        click.echo(f"scope: {listed(found['by_scope'])}")
-        click.echo(f"source: {listed(found['by_source'])}")
-        click.echo(
-            f"decayed: {decayed['expired']} expired, {decayed['expiring within 7 days']} expiring within 7 days, "
-            f"{decayed['archived']} archived; {found['flagged']} flagged"
-        )
-        click.echo(f"model: {found['model']} ({found['dimension']} dimensions), schema version {found['schema_version']}")
-        click.echo(f"file: {found['file_bytes']:,} bytes (+ {found['wal_bytes']:,} in the write-ahead log)")
+    click.echo(
+        f"{db_path}: {counted(found['memories'], 'memory', 'memories')} in {counted(found['documents'], 'document')}; "
+        f"{counted(found['entities'], 'entity', 'entities')}, {counted(found['relationships'], 'relationship')}"
+    )
+    click.echo(f"class: {listed(found['by_class'])}")
+    click.echo(f"scope: {listed(found['by_scope'])}")
+    click.echo(f"source: {listed(found['by_source'])}")
+    click.echo(
+        f"decayed: {decayed['expired']} expired, {decayed['expiring within 7 days']} expiring within 7 days, "
+        f"{decayed['archived']} archived; {found['flagged']} flagged"
+    )
+    click.echo(f"model: {found['model']} ({found['dimension']} dimensions), schema version {found['schema_version']}")
+    click.echo(f"file: {found['file_bytes']:,} bytes (+ {found['wal_bytes']:,} in the write-ahead log)")
 
 
 def _until_stopped(operation, *args, **kwargs):
@@ -519,55 +520,52 @@ def _until_stopped(operation, *args, **kwargs):
     stop = threading.Event()
     for number in (signal.SIGINT, signal.SIGTERM):
         signal.signal(number, lambda *_: stop.set())
-    try:
-        return operation(*args, stop=stop, **kwargs)
-    except brain_sql.BrainError as ex:
-        raise click.ClickException(str(ex)) from ex
+    return operation(*args, stop=stop, **kwargs)
 
 
-def _register_replica_commands(brain):
-    @brain.command()
-    @click.argument("db_path", type=click.Path(dir_okay=False, exists=True))
-    @click.argument("url", required=False)
-    @click.option("--config", type=click.Path(dir_okay=False, exists=True),
-                  help="run Litestream with this litestream.yml (which must list DB_PATH) instead of URL")
-    @click.option("--sync-interval", default=for_plugin.REPLICA_SYNC_INTERVAL, show_default=True,
-                  help="how often changes are sent to the replica (a Litestream duration): the recovery point")
-    def replicate(db_path, url, config, sync_interval):
-        """Stream DB_PATH to a Litestream replica URL until stopped (Ctrl-C).
+@brain.command()
+@click.argument("db_path", type=click.Path(dir_okay=False, exists=True))
+@click.argument("url", required=False)
+@click.option("--config", type=click.Path(dir_okay=False, exists=True),
+              help="run Litestream with this litestream.yml (which must list DB_PATH) instead of URL")
+@click.option("--sync-interval", default=for_plugin.REPLICA_SYNC_INTERVAL, show_default=True,
+              help="how often changes are sent to the replica (a Litestream duration): the recovery point")
+def replicate(db_path, url, config, sync_interval):
+    """Stream DB_PATH to a Litestream replica URL until stopped (Ctrl-C).
 
-        URL is file:///path or s3://bucket/path (?endpoint=...&region=... for
-        S3-compatible stores; credentials in AWS_ACCESS_KEY_ID and
-        AWS_SECRET_ACCESS_KEY, as Litestream reads them).
+    URL is file:///path or s3://bucket/path (?endpoint=...&region=... for
+    S3-compatible stores; credentials in AWS_ACCESS_KEY_ID and
+    AWS_SECRET_ACCESS_KEY, as Litestream reads them).
 
-        \b
-        Example:
-            sqlite-utils brain replicate brain.db s3://bucket/brain
-        """
-        if (url is None) == (config is None):
-            raise click.UsageError("give URL or --config, not both")
-        _until_stopped(brain_sql.replicate, db_path, url, config=config, sync_interval=sync_interval,
-                       say=lambda line: click.echo(line, err=True))  # fmt: skip
+    \b
+    Example:
+        sqlite-utils brain replicate brain.db s3://bucket/brain
+    """
+    if (url is None) == (config is None):
+        raise click.UsageError("give URL or --config, not both")
+    _until_stopped(brain_sql.replicate, db_path, url, config=config, sync_interval=sync_interval,
+                   say=lambda line: click.echo(line, err=True))  # fmt: skip
 
-    @brain.command()
-    @click.argument("url")
-    @click.argument("copy_path", metavar="COPY", type=click.Path(dir_okay=False))
-    @click.option("--interval", type=click.FloatRange(0.1, 60), default=for_plugin.FOLLOW_INTERVAL_SECONDS,
-                  show_default=True, help="seconds between looks for new changes")
-    @click.option("--stall-after", type=click.FloatRange(1), default=for_plugin.FOLLOW_STALL_SECONDS,
-                  show_default=True, help="seconds behind the replica without progress before it is reported stalled")
-    def follow(url, copy_path, interval, stall_after):
-        """Keep COPY a live, read-only copy of the Litestream replica at URL until
-        stopped (Ctrl-C); started again, it resumes where it stopped. Serve COPY
-        with Datasette for recall; its status is COPY-follow, and /DB/-/replica.
 
-        \b
-        Example:
-            sqlite-utils brain follow s3://bucket/brain replica/brain.db
-            datasette replica/brain.db
-        """
-        _until_stopped(brain_sql.follow, url, copy_path, interval=interval, stall_after=stall_after,
-                       say=lambda line: click.echo(line, err=True))  # fmt: skip
+@brain.command()
+@click.argument("url")
+@click.argument("copy_path", metavar="COPY", type=click.Path(dir_okay=False))
+@click.option("--interval", type=click.FloatRange(0.1, 60), default=for_plugin.FOLLOW_INTERVAL_SECONDS,
+              show_default=True, help="seconds between looks for new changes")
+@click.option("--stall-after", type=click.FloatRange(1), default=for_plugin.FOLLOW_STALL_SECONDS,
+              show_default=True, help="seconds behind the replica without progress before it is reported stalled")
+def follow(url, copy_path, interval, stall_after):
+    """Keep COPY a live, read-only copy of the Litestream replica at URL until
+    stopped (Ctrl-C); started again, it resumes where it stopped. Serve COPY
+    with Datasette for recall; its status is COPY-follow, and /DB/-/replica.
+
+    \b
+    Example:
+        sqlite-utils brain follow s3://bucket/brain replica/brain.db
+        datasette replica/brain.db
+    """
+    _until_stopped(brain_sql.follow, url, copy_path, interval=interval, stall_after=stall_after,
+                   say=lambda line: click.echo(line, err=True))  # fmt: skip
 
 
 def _named(ids, external_ids):

@@ -17,6 +17,7 @@ TITLES = {
 
 
 def wants_json(request):
+    """Whether a page is asked for as JSON: its .json form, or ?_format=json."""
     return request.url_vars.get("format") == "json" or request.args.get("_format") == "json"
 
 

@@ -18,7 +18,7 @@ from brain_sql import for_plugin
 
 from . import replica, tools
 from .decay import BUCKETS
-from .html_errors import html_page
+from .html_errors import html_page, wants_json
 from .layout import layout
 from .links import linked_text, whole_links
 from .routes import brain_database, querydoc_from_args, read_body
@@ -181,8 +181,10 @@ async def recall_page(datasette, request):
         try:
             doc = dataclasses.replace(querydoc_from_args(request.args), provenance=True)
             result = await run_recall(datasette, db, doc)
-        except (ApiError, brain_sql.QueryError, brain_sql.FieldError, brain_sql.BrainError) as ex:
+        except Exception as ex:  # noqa: BLE001 - what as_api_error knows is said on the page; the rest surfaces
             error = tools.as_api_error(ex)
+            if error is None:
+                raise
     if result is not None:
         query = result["query"]
         context = {
@@ -247,7 +249,7 @@ def path_id(request, kind):
 async def memory_page(datasette, request):
     memory_id = path_id(request, "memory")
     loaded = await tools.memory(datasette, request.actor, request.url_vars.get("database"), memory_id)
-    if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
+    if wants_json(request):
         return Response.json(loaded)  # what the brain_memory MCP tool answers
     return Response.html(
         await datasette.render_template(
@@ -307,7 +309,7 @@ async def entities_page(datasette, request):
         "next": path_with_replaced_args(request, {"page": str(page + 1)}) if page < pages else None,
         "previous": path_with_replaced_args(request, {"page": str(page - 1)}) if page > 1 else None,
     }
-    if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
+    if wants_json(request):
         return Response.json({"q": q, "type": kind, "page": page, "pages": pages, "total": found["total"],
                               "types": dict(found["types"]), "rows": rows, **links})  # fmt: skip
     types = [{"type": t, "count": c, "selected": t == kind,
@@ -378,7 +380,7 @@ async def decayed_page(datasette, request):
         "next": request.path + decayed_query(selected, page + 1, size) if page < pages else None,
         "previous": request.path + decayed_query(selected, page - 1, size) if page > 1 else None,
     }
-    if request.url_vars.get("format") == "json" or request.args.get("_format") == "json":
+    if wants_json(request):
         return Response.json({"now": now, "count": count, "page": page, "pages": pages, "size": size, **links,
                               "selected": selected, "facets": facets, "rows": rows})  # fmt: skip
     read_only = None if replica.forwards(datasette, db) else tools.read_only(db)
@@ -436,7 +438,7 @@ async def decayed_act(datasette, request):
         action, ids, days, back = decision(form)
         operation, arguments = DECAY_ACTIONS[action], (ids, days) if action == "extend" else (ids,)
         result = await tools.write(db, lambda conn: operation(conn, *arguments))
-    except (ApiError, brain_sql.FieldError) as ex:  # the request's fault, found before writing
+    except (ApiError, brain_sql.InputError) as ex:  # the request's fault, found before writing
         raise ApiError(f"Nothing was changed: {ex}", getattr(ex, "status", 400)) from None
     changed, missing = result["changed"], result["not_found"]
     message = f"{DONE[action]} {for_plugin.counted(len(changed), 'memory', 'memories')}"

@@ -39,7 +39,7 @@ def as_api_error(ex):
     None for one that is not the caller's to see (a bug: let it surface)."""
     if isinstance(ex, ApiError):
         return ex
-    if isinstance(ex, (brain_sql.QueryError, brain_sql.FieldError)):
+    if isinstance(ex, brain_sql.InputError):
         return ApiError(str(ex))
     if isinstance(ex, Forbidden):
         return ApiError(str(ex) or "permission denied", 403)

@@ -1,3 +1,4 @@
+import asyncio
 import contextlib
 import json
 import shutil
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 from sqlite_utils.cli import cli
 
 import brain_sql
+from datasette_brain import tools
 
 VAULT = Path(__file__).parent.parent / "docs" / "vault"
 SLOW = "slow: run with --run-slow"
@@ -149,6 +151,28 @@ def vault_brain_path(tmp_path_factory):
 def vault_brain_copy(vault_brain_path, tmp_path):
     """A private, writable copy of the session's vault brain."""
     return copy_brain(vault_brain_path, tmp_path / "vault" / "brain.db")
+
+
+@contextlib.asynccontextmanager
+async def read_slots_taken(datasette, monkeypatch, database="brain"):
+    """Every read slot of `datasette` (for recalls and listings: one fewer than its
+    SQL threads) held by a read that waits until the block ends; another read
+    waits 0.05 s for one."""
+    monkeypatch.setattr(tools, "RECALL_WAIT_SECONDS", 0.05)
+    inside, release = threading.Event(), threading.Event()
+
+    def hold(conn):
+        inside.set()
+        release.wait(30)
+
+    holder = asyncio.ensure_future(tools.run_read(datasette, datasette.get_database(database), hold))
+    while not inside.is_set():
+        await asyncio.sleep(0.01)
+    try:
+        yield
+    finally:
+        release.set()
+        await holder
 
 
 async def warmed(datasette):

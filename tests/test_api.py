@@ -1,11 +1,9 @@
 """The JSON API through Datasette's own ASGI client: recall, verify, remember,
 embeddings, permissions, errors, and inputs that once gave a 500."""
 
-import asyncio
 import html
 import json
 import sqlite3 as stdlib_sqlite3
-import threading
 
 import pytest
 from datasette.app import Datasette
@@ -16,7 +14,7 @@ import brain_sql
 from brain_sql import for_plugin
 from datasette_brain import mcp_tools
 
-from .conftest import warmed
+from .conftest import read_slots_taken, warmed
 
 
 @pytest.fixture
@@ -401,28 +399,13 @@ async def test_a_body_past_the_limit_is_refused_as_it_arrives(vault_brain_path):
 async def test_recalls_leave_a_thread_for_everything_else(vault_brain_path, monkeypatch):
     """With every recall slot taken, a table page still answers, and a recall that
     finds no slot in time is a 503 with Retry-After."""
-    from datasette_brain import tools
-
     datasette = Datasette([str(vault_brain_path)], settings={"num_sql_threads": 2})
-    release, started = threading.Event(), threading.Event()
-    original = brain_sql.recall
-
-    def slow(conn, doc):
-        started.set()
-        release.wait(10)
-        return original(conn, doc)
-
-    monkeypatch.setattr(brain_sql, "recall", slow)
-    monkeypatch.setattr(tools, "RECALL_WAIT_SECONDS", 0.2)
-    held = asyncio.ensure_future(datasette.client.get("/brain/-/recall", params={"q": "graph leg"}))
-    while not started.is_set():
-        await asyncio.sleep(0.01)
-    table = await datasette.client.get("/brain/knowledge.json?_size=1")
-    busy = await datasette.client.get("/brain/-/recall", params={"q": "graph leg"})
-    release.set()
+    async with read_slots_taken(datasette, monkeypatch):
+        table = await datasette.client.get("/brain/knowledge.json?_size=1")
+        busy = await datasette.client.get("/brain/-/recall", params={"q": "graph leg"})
     assert table.status_code == 200
     assert busy.status_code == 503 and busy.headers["retry-after"].isdigit() and "busy" in busy.json()["error"]
-    assert (await held).status_code == 200
+    assert (await datasette.client.get("/brain/-/recall", params={"q": "graph leg"})).status_code == 200
 
 
 @pytest.mark.asyncio

@@ -1,5 +1,5 @@
 """`sqlite-utils brain check`: every inconsistency found, and repaired from knowledge.
-Ingest killed mid-write is tested in test_check.py."""
+Ingest killed mid-write is tested in test_crash_recovery.py."""
 
 import asyncio
 

@@ -449,7 +449,7 @@ def test_a_record_valid_to_before_its_valid_from_is_skipped_with_its_line(run, d
 def test_a_scope_option_that_looks_like_another_is_refused(run, db_path, tmp_path, scope, named):
     path = write(tmp_path / "a.md", "# A\n\none\n")
     result = run("brain", "ingest", db_path, path, "--scope", scope)
-    assert result.exit_code == 1 and "Traceback" not in result.output and named in result.output, result.output
+    assert result.exit_code == 2 and "Traceback" not in result.output and named in result.output, result.output
     ingest_ok(run, db_path, path)
     result = run("brain", "recall", db_path, "one", "--scope", scope)
     assert result.exit_code != 0 and "Traceback" not in result.output and named in result.output, result.output
@@ -522,7 +522,7 @@ def test_missing_path_and_unsupported_type(run, db_path, tmp_path):
 def test_bad_cli_scope_is_a_clear_error(run, db_path, tmp_path):
     write(tmp_path / "a.md", "# A\n\ntext\n")
     result = run("brain", "ingest", db_path, tmp_path / "a.md", "--scope", "acme")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "scope must be a path starting with '/'" in result.output
     assert "Traceback" not in result.output
 

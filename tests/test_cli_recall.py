@@ -31,7 +31,7 @@ def test_recall_cli(run, vault_brain_path):
     nonsense = run("brain", "recall", db_path, "zzyzx qwfp blorft")
     assert "No memory returned" in nonsense.output and "confidence" in nonsense.output
     bad = run("brain", "recall", db_path, "pager", "--since", "soonish")
-    assert bad.exit_code == 1 and "is not a date" in bad.output
+    assert bad.exit_code == 2 and "is not a date" in bad.output
 
 
 def test_sql_recall_runs_in_sqlite_utils_query(run, tmp_path):
@@ -94,12 +94,12 @@ def test_eval_per_query_writes_each_querys_metrics(run, tmp_path):
     assert (same["wins"], same["losses"], same["ties"], same["mean_delta"], same["sign_p"]) == (0, 0, 4, 0.0, 1.0)
     assert same["t_p"] is None
     bad = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--per-query", tmp_path / "no" / "c.jsonl")
-    assert bad.exit_code == 1 and "No such file or directory" in bad.output
+    assert bad.exit_code == 2 and "No such file or directory" in bad.output
     # an input is never the output: the queries, the qrels and the brain stay whole
     for given in (queries, qrels, db_path):
         before = given.read_bytes()
         bad = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--per-query", given)
-        assert bad.exit_code == 1 and "an input" in bad.output and given.read_bytes() == before
+        assert bad.exit_code == 2 and "an input" in bad.output and given.read_bytes() == before
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_eval_names_what_is_wrong_with_its_inputs(run, tmp_path, queries, qrels,
     (tmp_path / "queries.jsonl").write_text(queries)
     (tmp_path / "qrels.tsv").write_bytes(qrels if isinstance(qrels, bytes) else qrels.encode())
     result = run("brain", "eval", db_path, "--queries", tmp_path / "queries.jsonl", "--qrels", tmp_path / "qrels.tsv")
-    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
 
 
 def test_compare_counts_wins_and_tests_them(tmp_path):
@@ -162,7 +162,7 @@ def test_recall_options_are_checked_by_the_querydoc_and_named(run, vault_brain_p
         (("--scope", ""), "Invalid value for '--scope': scope must be a path"),
     ):
         result = run("brain", "recall", vault_brain_path, "graph leg", *args)
-        assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output, args
+        assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output, args
     assert "[memory|reference|policy]" in run("brain", "recall", "--help").output
 
 
@@ -184,4 +184,4 @@ def test_recall_as_of(run, tmp_path):
     found = json.loads(run("brain", "recall", db_path, "who leads escalations on weekends?", "--json").output)
     assert found["hits"] == [] and found["query"]["as_of"] == found["query"]["now"]
     bad = run("brain", "recall", db_path, "rota", "--as-of", "back then")
-    assert bad.exit_code == 1 and "Invalid value for '--as-of': as_of \"back then\" is not a date" in bad.output
+    assert bad.exit_code == 2 and "Invalid value for '--as-of': as_of \"back then\" is not a date" in bad.output

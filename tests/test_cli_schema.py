@@ -65,7 +65,7 @@ REFERENCE_ROWS = [
 
 
 def reference_file(path):
-    """A brain written with the reference system's §4 DDL, with rows in every table."""
+    """A brain written with the reference system's DDL (REFERENCE_DDL), with rows in every table."""
     conn = sqlite3.connect(str(path), isolation_level=None)
     load_sqlite_vec(conn)
     conn.executescript(REFERENCE_DDL)

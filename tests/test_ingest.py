@@ -1,28 +1,13 @@
-"""Ingest through the library: remember stores records as memories, a repeat once.
-`sqlite-utils brain ingest` is tested in test_cli_ingest.py."""
+"""Ingest through the library: its report counts what was stored, a bad record is
+skipped with its file and line while the rest go in, and a prune that would empty
+a folder is refused. `sqlite-utils brain ingest` is tested in test_cli_ingest.py,
+remember in test_remember.py."""
 
 import pytest
 
 import brain_sql
-from brain_sql import mentions, writer
-from brain_sql.connection import atomic
-from brain_sql.consistency import check
 
-from .conftest import VAULT, edges, rows
-
-
-def test_same_text_in_another_scope_is_another_memory(tmp_path):
-    conn = brain_sql.connect(tmp_path / "brain.db")
-    brain_sql.migrate(conn)
-    from brain_sql.pipeline import remember
-
-    for scope in ("/acme", "/globex"):
-        report, ids = remember(conn, [{"title": "Wifi", "text": "The wifi password rotates.", "scope": scope}])
-        assert not report.errors and ids[0]
-    assert rows(conn, "select scope from knowledge order by scope") == [("/acme",), ("/globex",)]
-    record = {"title": "Door", "text": "The door code changes weekly."}
-    report, ids = remember(conn, [record, record])  # a repeat is stored once and answered with its ids
-    assert not report.errors and ids[0] and ids[0] == ids[1]
+from .conftest import VAULT, rows
 
 
 def test_the_report_counts_what_was_stored(tmp_path):
@@ -115,71 +100,3 @@ def test_a_record_whose_validity_ends_before_it_begins_is_skipped_with_its_line(
                           "it would be a separate scope that looks like another"),
     ]  # fmt: skip
     assert rows(conn, "select coalesce(external_id, content) from knowledge order by 1") == [("fine",), ("ok",)]
-
-
-@pytest.mark.parametrize("lookup_chunks", [0, 200])  # every name in one automaton, or looked up run by run
-def test_mentions_found_alike_by_automaton_and_lookup(tmp_path, monkeypatch, lookup_chunks):
-    monkeypatch.setattr(mentions, "MENTION_LOOKUP_CHUNKS", lookup_chunks)
-    conn = brain_sql.connect(tmp_path / "brain.db")
-    names = ["C++", ".NET Core", "Straße", "Mark King (musician)", "New York", "New York City", "data_set"]
-    brain_sql.remember(conn, [{"_id": f"n{i}", "title": name, "text": f"About {i}."} for i, name in enumerate(names)])
-    brain_sql.remember(conn, [
-        {"_id": "yes", "title": "Port notes", "text": "We ported the c++ parser to .NET CORE in the STRASSE office "
-                                                      "with Mark King, in New York City; data_set."},
-        {"_id": "no", "title": "Near misses", "text": "Not xC++, data_set2, NewYork, Mark Kingdom or mark-kingly."},
-    ])  # fmt: skip
-    mentioned = {(a, b) for a, relation, b in edges(conn) if relation == "mentions"}
-    assert mentioned == {("Port notes", name) for name in names} | {("New York City", "New York")}  # its title
-    assert check(conn) == {}
-
-
-def test_mentions_matched_later_follow_the_entities_as_they_are_then(tmp_path):
-    """Ingest matches queued mentions in transactions of their own, with names read
-    before them: an entity forgotten meanwhile is not mentioned, one made meanwhile is."""
-    db_path = tmp_path / "brain.db"
-    conn = brain_sql.connect(db_path)
-    brain_sql.remember(conn, [{"_id": "quokka", "title": "Quokka Crew", "text": "A team."}])
-    _, [notes] = brain_sql.remember(conn, [{"_id": "notes", "title": "Notes", "text": "The Quokka Crew met the Okapi Office."}])
-    with atomic(conn):  # its matching still to do, as an interrupted ingest leaves it
-        conn.execute("delete from relationships where relation_type = 'mentions'")
-        mentions.queue(conn, "chunk", notes)
-    resolution = mentions.Resolution(conn).prepare()
-    other = brain_sql.connect(db_path)
-    assert brain_sql.forget(other, external_ids=["quokka"])["removed"]["entities"] == 1
-    brain_sql.remember(other, [{"_id": "okapi", "title": "Okapi Office", "text": "Another team."}])
-    with atomic(conn):
-        assert not resolution.step()
-    assert {(a, b) for a, relation, b in edges(conn) if relation == "mentions"} == {("Notes", "Okapi Office")}
-    assert check(conn) == {}
-
-
-def _fts_segments_written(conn):
-    """FTS5's count of the index segments it has ever written: the third varint of
-    its structure record (knowledge_fts_data row 10), after a 4-byte cookie and the
-    numbers of levels and of segments."""
-    block, numbers, value = conn.execute("select block from knowledge_fts_data where id = 10").fetchone()[0][4:], [], 0
-    for byte in block:
-        value = (value << 7) | (byte & 0x7F)
-        if not byte & 0x80:
-            numbers.append(value)
-            value = 0
-            if len(numbers) == 3:
-                return numbers[2]
-
-
-@pytest.mark.parametrize("parameters", [None, 100])
-def test_a_batch_of_new_documents_writes_few_index_segments(tmp_path, monkeypatch, parameters):
-    """FTS5 writes out what it holds at every statement that may roll back alone;
-    one such statement a memory made a segment a memory, to merge again later.
-    (An SQLite taking fewer parameters a statement takes more statements.)"""
-    if parameters:
-        monkeypatch.setattr(writer, "max_variables", lambda: parameters)
-    conn = brain_sql.connect(tmp_path / "brain.db")
-    brain_sql.migrate(conn)
-    records = [{"_id": f"r{i}", "title": f"Note {i}", "text": f"Memory {i}."} for i in range(300)]
-    report, ids = brain_sql.remember(conn, records)
-    assert not report.errors and [i for [i] in ids] == list(range(1, 301))  # the ids given one by one
-    assert parameters or _fts_segments_written(conn) < 30
-    assert rows(conn, "select rowid from knowledge_fts where knowledge_fts match 'memory' order by rowid") == [
-        (i,) for i in range(1, 301)
-    ]

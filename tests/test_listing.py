@@ -4,13 +4,13 @@ memories never listed nor counted, bad input a 400, a busy server a 503, and
 nothing for whoever may not read the memories."""
 
 import asyncio
-import threading
 
 import pytest
 from datasette.app import Datasette
 
 import brain_sql
-from datasette_brain import tools
+
+from .conftest import read_slots_taken
 
 NOW = "2026-06-01 00:00:00"
 RECORDS = [
@@ -119,21 +119,10 @@ def test_a_busy_server_says_when_to_try_again(brain, monkeypatch):
     bound and is a 503 with Retry-After; once one is free it is answered."""
     path = brain.execute("select file from pragma_database_list").fetchone()[0]
     datasette = Datasette([path], settings={"num_sql_threads": 2})
-    monkeypatch.setattr(tools, "RECALL_WAIT_SECONDS", 0.05)
-    inside, release = threading.Event(), threading.Event()
-
-    def hold(conn):
-        inside.set()
-        release.wait(30)
 
     async def scenario():
-        db = datasette.get_database("brain")
-        holder = asyncio.ensure_future(tools.run_read(datasette, db, hold))
-        while not inside.is_set():
-            await asyncio.sleep(0.01)
-        busy = await datasette.client.get("/brain/-/memories.json")
-        release.set()
-        await holder
+        async with read_slots_taken(datasette, monkeypatch):
+            busy = await datasette.client.get("/brain/-/memories.json")
         return busy, await datasette.client.get("/brain/-/memories.json")
 
     busy, answered = asyncio.run(scenario())

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import brain_sql
 from brain_sql import mentions
 from brain_sql.connection import atomic
+from brain_sql.consistency import check
 
 from .conftest import edges
 
@@ -302,3 +303,39 @@ def test_a_change_log_begun_again_makes_the_name_index_again(conn, monkeypatch):
     brain_sql.remember(conn, [{"_id": f"f{i}", "title": f"Filler {i}", "text": "x"} for i in range(20)])
     brain_sql.remember(conn, [{"_id": "a", "title": "One", "text": "Zenith Rocket lifts off."}])
     assert _mentioned(conn) == {("One", "Zenith Rocket")}
+
+
+@pytest.mark.parametrize("lookup_chunks", [0, 200])  # every name in one automaton, or looked up run by run
+def test_mentions_found_alike_by_automaton_and_lookup(tmp_path, monkeypatch, lookup_chunks):
+    monkeypatch.setattr(mentions, "MENTION_LOOKUP_CHUNKS", lookup_chunks)
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    names = ["C++", ".NET Core", "Straße", "Mark King (musician)", "New York", "New York City", "data_set"]
+    brain_sql.remember(conn, [{"_id": f"n{i}", "title": name, "text": f"About {i}."} for i, name in enumerate(names)])
+    brain_sql.remember(conn, [
+        {"_id": "yes", "title": "Port notes", "text": "We ported the c++ parser to .NET CORE in the STRASSE office "
+                                                      "with Mark King, in New York City; data_set."},
+        {"_id": "no", "title": "Near misses", "text": "Not xC++, data_set2, NewYork, Mark Kingdom or mark-kingly."},
+    ])  # fmt: skip
+    mentioned = {(a, b) for a, relation, b in edges(conn) if relation == "mentions"}
+    assert mentioned == {("Port notes", name) for name in names} | {("New York City", "New York")}  # its title
+    assert check(conn) == {}
+
+
+def test_mentions_matched_later_follow_the_entities_as_they_are_then(tmp_path):
+    """Ingest matches queued mentions in transactions of their own, with names read
+    before them: an entity forgotten meanwhile is not mentioned, one made meanwhile is."""
+    db_path = tmp_path / "brain.db"
+    conn = brain_sql.connect(db_path)
+    brain_sql.remember(conn, [{"_id": "quokka", "title": "Quokka Crew", "text": "A team."}])
+    _, [notes] = brain_sql.remember(conn, [{"_id": "notes", "title": "Notes", "text": "The Quokka Crew met the Okapi Office."}])
+    with atomic(conn):  # its matching still to do, as an interrupted ingest leaves it
+        conn.execute("delete from relationships where relation_type = 'mentions'")
+        mentions.queue(conn, "chunk", notes)
+    resolution = mentions.Resolution(conn).prepare()
+    other = brain_sql.connect(db_path)
+    assert brain_sql.forget(other, external_ids=["quokka"])["removed"]["entities"] == 1
+    brain_sql.remember(other, [{"_id": "okapi", "title": "Okapi Office", "text": "Another team."}])
+    with atomic(conn):
+        assert not resolution.step()
+    assert {(a, b) for a, relation, b in edges(conn) if relation == "mentions"} == {("Notes", "Okapi Office")}
+    assert check(conn) == {}

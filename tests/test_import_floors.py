@@ -1,7 +1,8 @@
-"""The layout holds: brain_sql's floors never import upward (import-linter's
+"""The import floors hold: brain_sql's floors never import upward (import-linter's
 contracts in pyproject.toml), no package import hides inside a function,
-datasette_brain reaches brain_sql only through its two faces, and
-docs/architecture.md lists the floors the contract holds."""
+datasette_brain reaches brain_sql only through its two faces, docs/architecture.md
+lists the floors the contract holds, and settings are read from the environment in
+brain_sql/config.py alone."""
 
 import ast
 import re
@@ -93,3 +94,28 @@ def test_no_package_import_hides_inside_a_function():
     hidden = [place for package in PACKAGES for path in sorted((ROOT / package).glob("*.py"))
               for place in _imports_inside_functions(path)]  # fmt: skip
     assert hidden == []
+
+
+def _settings_read(path):
+    """Where `path` reads a BRAIN_ environment variable (os.environ or os.getenv)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Subscript):
+            key, held = node.slice, node.value
+        elif isinstance(node, ast.Call) and node.args:
+            key, held = node.args[0], node.func
+        else:
+            continue
+        if not (isinstance(key, ast.Constant) and str(key.value).startswith("BRAIN_")):
+            continue
+        source = ast.unparse(held)
+        if "environ" in source or source.endswith("getenv"):
+            yield f"{path.relative_to(ROOT)}:{node.lineno}"
+
+
+def test_the_settings_are_read_in_config_alone():
+    """brain_sql/config.py reads every setting from the environment, with its
+    default documented there; other modules ask it."""
+    elsewhere = [place for package in PACKAGES for path in sorted((ROOT / package).glob("*.py"))
+                 if path.name != "config.py" for place in _settings_read(path)]  # fmt: skip
+    assert elsewhere == []
+    assert list(_settings_read(ROOT / "brain_sql" / "config.py"))  # the check finds a read where there is one

@@ -1,0 +1,151 @@
+"""Every door says the same of the same failure. A busy brain (another writer holds
+the write lock, or every recall slot is taken) is a 503 with Retry-After over HTTP,
+on the pages and in MCP, and "try again" (exit 75) on the command line, with
+nothing changed; a caller's bad input is a 400, or a usage error (exit 2) naming
+its option."""
+
+import contextlib
+import re
+
+import pytest
+from datasette.app import Datasette
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+
+import brain_sql
+from datasette_brain import mcp_tools
+
+from .conftest import read_slots_taken, write
+
+WRITER = {"plugins": {"datasette-brain": {"allow_write": True}}}
+
+
+@pytest.fixture
+def brain_path(tmp_path, monkeypatch):
+    """A brain with one expired memory; a writer waits 0.2 s for the lock."""
+    monkeypatch.setenv("BRAIN_BUSY_TIMEOUT_MS", "200")
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    expired = {"_id": "rota", "text": "The pager rota changes on Mondays.", "expires_at": "2020-01-01"}
+    brain_sql.remember(conn, [expired])
+    conn.close()
+    return path
+
+
+def served(path):
+    return Datasette([str(path)], metadata=WRITER, settings={"num_sql_threads": 2})  # one read slot
+
+
+def stored(path):
+    """What the brain holds: its memories' external ids and relevance tiers."""
+    conn = brain_sql.connect(path)
+    try:
+        return conn.execute("select external_id, relevance_tier from knowledge order by external_id").fetchall()
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def write_lock_held(path):
+    """Another writer holding the brain's write lock."""
+    holder = brain_sql.connect(path)
+    holder.execute("begin immediate")
+    try:
+        yield
+    finally:
+        holder.execute("rollback")
+        holder.close()
+
+
+def busy(response):
+    return response.status_code == 503 and response.headers["retry-after"].isdigit()
+
+
+def test_the_command_line(run, brain_path, tmp_path):
+    before = stored(brain_path)
+    record = write(tmp_path / "r.jsonl", '{"_id": "new", "text": "Deploys happen on Tuesdays."}')
+    with write_lock_held(brain_path):
+        answers = [run("brain", "remember", brain_path, record), run("brain", "ingest", brain_path, record),
+                   run("brain", "forget", brain_path, "--external-id", "rota")]  # fmt: skip
+    for result in answers:
+        assert result.exit_code == 75 and "Traceback" not in result.output, result.output
+        assert "write lock" in result.output and "Busy: try the same command again shortly." in result.output
+    assert stored(brain_path) == before
+    assert run("brain", "remember", brain_path, record).exit_code == 0  # tried again, it is stored
+    for args, message in [
+        (("recall", brain_path, "rota", "--k", "0"), "Invalid value for '--k': k must be from 1"),
+        (("recall", brain_path, "", "--scope", "/a"), "Invalid value for 'QUERY': q must not be empty"),
+        (("remember", brain_path, record, "--scope", "acme"), "scope must be a path starting with '/'"),
+        (("forget", brain_path, "--id", str(2**64)), "is out of range for a memory id"),
+    ]:
+        result = run("brain", *args)
+        assert result.exit_code == 2 and message in result.output and "Usage: " in result.output, result.output
+
+
+@pytest.mark.asyncio
+async def test_the_http_routes(brain_path, monkeypatch):
+    datasette = served(brain_path)
+    before = stored(brain_path)
+    with write_lock_held(brain_path):
+        remembered = await datasette.client.post("/brain/-/remember", json={"_id": "new", "text": "On Tuesdays."})
+        forgotten = await datasette.client.post("/brain/-/forget", json={"external_ids": ["rota"]})
+    assert busy(remembered) and "write lock" in remembered.json()["error"], remembered.text
+    assert busy(forgotten) and forgotten.json() == {"ok": False, "error": forgotten.json()["error"], "status": 503}
+    assert stored(brain_path) == before
+    async with read_slots_taken(datasette, monkeypatch):
+        recalled = await datasette.client.get("/brain/-/recall", params={"q": "pager rota"})
+        listed = await datasette.client.get("/brain/-/memories.json")
+    assert busy(recalled) and busy(listed) and "try again" in recalled.json()["error"]
+    bad = [await datasette.client.post("/brain/-/recall", json={"q": "pager rota", "k": 0}),
+           await datasette.client.get("/brain/-/recall", params={"q": "pager rota", "include_decayed": "maybe"}),
+           await datasette.client.post("/brain/-/remember", json={"text": "x", "scope": "acme"}),
+           await datasette.client.post("/brain/-/forget", json={"ids": ["x"]})]  # fmt: skip
+    for response in bad:
+        assert response.status_code == 400 and response.json()["status"] == 400, response.text
+    assert stored(brain_path) == before
+
+
+@pytest.mark.asyncio
+async def test_the_pages(brain_path, monkeypatch):
+    datasette = served(brain_path)
+    before = stored(brain_path)
+    async with read_slots_taken(datasette, monkeypatch):
+        page = await datasette.client.get("/brain/-/brain", params={"q": "pager rota"})
+    assert busy(page) and "try again shortly" in page.text, page.text[:500]
+    decayed = await datasette.client.get("/brain/-/decayed")
+    token = re.search(r'name="csrftoken" value="([^"]+)"', decayed.text).group(1)
+    target = brain_sql.connect(brain_path).execute("select id from knowledge").fetchone()[0]
+    form = {"csrftoken": token, "id": str(target), "action": "archive"}
+    cookies = {"ds_csrftoken": decayed.cookies["ds_csrftoken"]}
+    with write_lock_held(brain_path):
+        archived = await datasette.client.post("/brain/-/decayed/act", cookies=cookies, data=form)
+    assert busy(archived) and "Busy: try again shortly" in archived.text and "write lock" in archived.text
+    assert stored(brain_path) == before
+    bad = [await datasette.client.get("/brain/-/brain", params={"q": "pager rota", "k": "0"}),
+           await datasette.client.post("/brain/-/decayed/act", cookies=cookies, data={**form, "action": "extend:0"})]
+    for response in bad:
+        assert response.status_code == 400 and "must be" in response.text, response.text[:500]
+    assert stored(brain_path) == before
+
+
+@pytest.mark.asyncio
+async def test_the_mcp_tools(brain_path, monkeypatch):
+    datasette = served(brain_path)
+    server = MCPServer("test")
+    mcp_tools.register(datasette, server)
+    before = stored(brain_path)
+    async with Client(server) as client:
+        with write_lock_held(brain_path):
+            remembered = await client.call_tool("brain_remember", {"records": [{"_id": "new", "text": "Tuesdays."}]})
+            forgotten = await client.call_tool("brain_forget", {"external_ids": ["rota"]})
+        async with read_slots_taken(datasette, monkeypatch):
+            recalled = await client.call_tool("brain_recall", {"q": "pager rota"})
+        for result in (remembered, forgotten, recalled):
+            assert result.is_error and result.structured_content["status"] == 503, result
+        assert stored(brain_path) == before
+        for tool, arguments in [("brain_recall", {"q": "pager rota", "k": 0}),
+                                ("brain_remember", {"records": [{"text": "x", "scope": "acme"}]}),
+                                ("brain_forget", {"ids": ["x"]})]:  # fmt: skip
+            result = await client.call_tool(tool, arguments)
+            assert result.is_error and result.structured_content["status"] == 400, (tool, result)
+    assert stored(brain_path) == before
