@@ -25,7 +25,7 @@ def startup(datasette):
     async def inner():
         brain_sql.serve_many()
         brains = await links.remember_brains(datasette)
-        await crossdb.learn(datasette, brains)
+        await crossdb.learn(datasette)
         databases = [datasette.get_database(name) for name in brains]
         for db in databases:
             if db.path:  # a brain served immutable (-i) is never written, not even migrated; nor is a replica

@@ -6,7 +6,8 @@ connection Datasette opens, which no route, canned query or SQL function gets pa
 
 The authorizer cannot know the actor (queries run on executor threads, and sqlite3
 reuses a statement prepared for one actor for the next), so it decides by the brain
-alone. A brain whose memories an anonymous actor may not read is *protected*: no
+alone. A database whose memories an anonymous actor may not read (a brain, or a
+file that may become one) is *protected*: no
 other connection reads anything of it, whoever asks; its own database still answers
 whoever may read it. A schema that is not one of Datasette's databases (another
 plugin's ATTACH) may be a protected brain under another name: while any brain is
@@ -70,10 +71,13 @@ def guard_connection(conn, datasette):
     conn.set_authorizer(_guard(datasette).authorize)
 
 
-async def learn(datasette, brains):
-    """Which of the brains `brains` names are protected: from now on the authorizers
-    know, and refuse only those."""
-    protected = [name for name in brains if not await tools.memories_readable(datasette, None, name)]
+async def learn(datasette):
+    """Which databases are protected: from now on the authorizers know, and refuse
+    only those. Every database an anonymous actor may not read `knowledge` of counts,
+    whether or not it is a brain yet: a file served empty and ingested into later
+    (the usual way to start) is protected from its first memory."""
+    names = [name for name in datasette.databases if name not in ("_memory", "_internal")]
+    protected = [name for name in names if not await tools.memories_readable(datasette, None, name)]
     _guard(datasette).known = (frozenset(datasette.databases), frozenset(protected))
 
 

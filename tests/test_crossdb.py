@@ -2,6 +2,7 @@
 --crossdb, its canned queries, and a database a plugin attached the brain to.
 Whoever may not read `knowledge` reads nothing of it that way either."""
 
+import json
 import sqlite3
 
 import pytest
@@ -9,6 +10,8 @@ from datasette import hookimpl
 from datasette.app import Datasette
 from datasette.plugins import pm
 from datasette.utils import sqlite3 as datasette_sqlite3
+
+import brain_sql
 
 from .conftest import copy_brain
 
@@ -110,6 +113,25 @@ async def test_a_brain_with_no_deny_answers_crossdb_queries_once_started(vault_b
         await datasette.execute("_memory", "select count(*) from brain.knowledge")
     await datasette.invoke_startup()
     assert (await datasette.execute("_memory", "select count(*) from brain.knowledge")).rows[0][0] > 0
+
+
+
+@pytest.mark.asyncio
+async def test_a_file_served_empty_and_ingested_into_later_is_protected(tmp_path):
+    """Served before it is a brain (an empty file), then ingested into: anonymous
+    reads nothing of its memories through _memory."""
+    path = tmp_path / "brain.db"
+    path.write_bytes(b"")
+    datasette = Datasette([str(path)], crossdb=True, metadata=DENY)
+    await datasette.invoke_startup()
+    record = {"_id": "code", "title": "Zanzibar", "text": f"The vault code is {SECRET}.", "scope": "/private"}
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps(record))
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [records])
+    conn.close()
+    for sql in ("select title, content from brain.knowledge", "select count(*) from brain.knowledge"):
+        assert await refused(datasette, "/_memory.json", sql), sql
 
 
 class AttachBrain:
