@@ -142,7 +142,8 @@ def ingest(
     all go (whatever new files arrived), or a folder under it that held memories
     and is still there but holds nothing to ingest. Those keep theirs, and once
     the rest of the ingest is in, PruneRefused names them; a folder deleted is
-    pruned. `prune_all` prunes them too.
+    pruned. A records file that held memories and now holds no record (emptied by
+    a failed sync) keeps them too, with or without `prune`. `prune_all` removes them.
     `progress(n, documents)` is called as the work goes on, embedding included,
     with the characters of content handled since the last call and the number of
     documents handled so far.
@@ -285,6 +286,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
     before}); returns why roots or folders under them were not pruned."""
     report = pipeline.report
     extractors = collect("brain_entity_extractors")
+    emptied = []
     for path, fmt in files:
         report.files += 1
         seen, failed = {}, False
@@ -298,7 +300,11 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
             if item is None:
                 continue  # the same record again: stored once
             pipeline.add(item)
-        if not failed:
+        if not failed and not seen and not prune_all and pipeline.holds_documents("source_path = ?", (path,)):
+            # a file that held records and now holds none was emptied by a failed sync or a
+            # full disk far more often than on purpose: its memories stay, and the ingest says so
+            emptied.append(f"{path} holds no records now: the memories it held were kept (--prune-all removes them)")
+        elif not failed:
             # records no longer in the file are gone from the brain too; a file
             # with a bad record keeps them, so a typo never deletes memories
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
@@ -306,7 +312,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
     live = _folders_of(path for path, _ in files)
     refused = [why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all)]
     pipeline.flush()
-    return refused
+    return emptied + refused
 
 
 def _folders_of(paths):
@@ -534,6 +540,10 @@ class _Pipeline:
         of their own. Documents still in the pipeline are never among those removed:
         they came from files being ingested, in `keep`."""
         self._remove(where, params, keep)
+
+    def holds_documents(self, where, params):
+        """Whether any stored document is one `where` selects."""
+        return self.conn.execute(f"select 1 from documents where {where} limit 1", params).fetchone() is not None
 
     def documents_under(self, root):
         """The ids of the documents from files under `root`."""

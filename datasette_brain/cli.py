@@ -132,7 +132,8 @@ def init(db_path, model):
               "it held before this ingest, whatever new files it has, and a folder in it that held memories "
               "and is still there but holds nothing to ingest. A folder deleted is pruned")  # fmt: skip
 @click.option("--prune-all", is_flag=True, help="--prune, also where it would refuse (every memory of a PATH, "
-              "a folder left with nothing to ingest)")  # fmt: skip
+              "a folder left with nothing to ingest), and remove the memories of a records file that now holds "
+              "no record (kept otherwise, and named as the command exits 1)")  # fmt: skip
 @click.option("--model", help=f"embedding model of a new brain; {MODEL_HELP}")
 def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model):
     """Ingest Markdown notes and folders, .txt files, and JSON / JSONL / CSV records.

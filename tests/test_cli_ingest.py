@@ -363,6 +363,31 @@ def test_prune_of_an_emptied_folder_is_refused_unless_confirmed(run, db_path, tm
     assert check(conn) == {}
 
 
+
+@pytest.mark.parametrize("emptied", ["", "[]", "id,text\n"])
+@pytest.mark.parametrize("prune", [[], ["--prune"]])
+def test_a_records_file_emptied_keeps_its_memories_unless_confirmed(run, db_path, tmp_path, emptied, prune):
+    """A records file a failed sync left empty (no record at all) does not take
+    its memories with it, with or without --prune: it is named and the command
+    exits 1, the other files still go in; --prune-all removes them."""
+    suffix = {"": "jsonl", "[]": "json", "id,text\n": "csv"}[emptied]
+    records = {"jsonl": '{"_id": "r1", "text": "first"}\n{"_id": "r2", "text": "second"}\n',
+               "json": '[{"_id": "r1", "text": "first"}, {"_id": "r2", "text": "second"}]',
+               "csv": "_id,text\nr1,first\nr2,second\n"}[suffix]  # fmt: skip
+    crm = write(tmp_path / f"crm.{suffix}", records)
+    other = write(tmp_path / "notes.jsonl", '{"_id": "n1", "text": "kept"}\n')
+    ingest_ok(run, db_path, crm, other)
+    write(crm, emptied)
+    write(other, '{"_id": "n1", "text": "kept"}\n{"_id": "n2", "text": "new"}\n')
+    result = run("brain", "ingest", db_path, crm, other, *prune)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"{crm} holds no records now" in result.output and "--prune-all" in result.output
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select external_id from knowledge order by 1") == [("n1",), ("n2",), ("r1",), ("r2",)]
+    ingest_ok(run, db_path, crm, other, extra=["--prune-all"])
+    assert rows(conn, "select external_id from knowledge order by 1") == [("n1",), ("n2",)]
+
+
 def test_a_prune_is_judged_against_what_the_folder_held_before_the_ingest(run, db_path, tmp_path):
     """The vault replaced by an empty folder with a placeholder note: the new file
     is ingested, but the prune that would take every memory the folder held
