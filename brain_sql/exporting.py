@@ -63,7 +63,7 @@ def export(conn, progress=None):
             edges = _edges(conn, [row["document_id"] for row in firsts if row["document_id"] is not None])
             for first in firsts:
                 rows = [first] if first.pop("_rows") <= 1 else _rows(conn, first["document_id"])
-                yield json.dumps(_record(rows, edges.get(first["document_id"], {})), ensure_ascii=False) + "\n"
+                yield _line(_record(rows, edges.get(first["document_id"], {})))
                 done += len(rows)
             if progress:
                 progress(done, total)
@@ -139,3 +139,16 @@ def _json(text):
         return json.loads(text)
     except (TypeError, ValueError):
         return text
+
+
+def _line(record):
+    """A record as a JSON line. A value plain SQL wrote of a kind no record holds (a
+    BLOB where text belongs, an infinite number) is the brain's fault, named as
+    check names it, never a half-written line or a number JSON has not."""
+    try:
+        return json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
+    except (TypeError, ValueError) as ex:
+        raise BrainError(
+            f"memory {record.get('_chunks', [{}])[0].get('id', '?')} holds a value of a kind JSON has not ({ex}): "
+            "run sqlite-utils brain check"
+        ) from ex

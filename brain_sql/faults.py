@@ -45,6 +45,7 @@ def named(operation: Callable[Concatenate[Connection, P], R]) -> Callable[Concat
             raise  # a bug: as it is
         if values.holds_bytes(result):  # a BLOB read where text belongs
             _blame_values(conn)
+            raise BrainError(f"{operation.__name__}: the brain holds bytes (a BLOB) where text belongs: run sqlite-utils brain check")
         return result
 
     return named
