@@ -1,4 +1,6 @@
-"""The `sqlite-utils brain` command group."""
+"""The `sqlite-utils brain` command group. sqlite-utils imports it for every command
+it runs: it imports brain_sql's constants alone (the engines load when a command
+calls one), and `brain mcp` alone loads Datasette and the MCP SDK."""
 
 import asyncio
 import json
@@ -12,8 +14,6 @@ import click
 import sqlite_utils
 
 import brain_sql
-
-from . import stdio
 
 
 MODEL_HELP = (
@@ -238,6 +238,8 @@ def register_commands(cli):
         or in an MCP client's configuration:
             {"command": "sqlite-utils", "args": ["brain", "mcp", "/path/to/brain.db"]}
         """
+        from . import stdio  # Datasette's app and the MCP SDK: a second to load, for this command alone
+
         conn = _open(db_path)  # a clear message for a file that is not a brain, before the protocol starts
         conn.close()
         asyncio.run(stdio.serve(db_path))

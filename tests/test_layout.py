@@ -60,12 +60,17 @@ def _imports_inside_functions(path):
                 else:
                     continue
                 if any(n == "." or n.split(".")[0] in PACKAGES for n in names):
-                    yield f"{path.relative_to(ROOT)}:{inner.lineno}"
+                    yield f"{path.relative_to(ROOT)}: {ast.unparse(inner)}"
+
+
+# imports deferred for start-up time, not to hide a circle: the commands sqlite-utils loads
+# for every command it runs import stdio (Datasette's app, the MCP SDK) for `brain mcp` alone
+DEFERRED = ["datasette_brain/cli.py: from . import stdio"]
 
 
 def test_no_package_import_hides_inside_a_function():
     """Imports placed in functions once held an import circle together; each
     module now imports what it needs at the top, from the floors below it."""
-    hidden = [place for package in PACKAGES for path in sorted((ROOT / package).glob("*.py"))
-              for place in _imports_inside_functions(path)]  # fmt: skip
-    assert hidden == []
+    hidden = {place for package in PACKAGES for path in sorted((ROOT / package).glob("*.py"))
+              for place in _imports_inside_functions(path)}  # fmt: skip
+    assert sorted(hidden) == DEFERRED
