@@ -7,7 +7,7 @@ from datasette import hookimpl
 
 import brain_sql
 
-from . import crossdb, decay, facets, html_errors, links, mcp_tools, pages, replica, routes, tools
+from . import crossdb, decay, facets, html_errors, links, pages, replica, routes, tools
 
 
 @hookimpl
@@ -84,6 +84,8 @@ def permission_allowed(datasette, actor, action, resource):
 @hookimpl
 def register_mcp_tools(datasette, mcp):
     """datasette-mcp's hook: the brain's tools beside its SQL ones at /-/mcp."""
+    from . import mcp_tools  # the MCP SDK: loaded when datasette-mcp is there to ask for the tools
+
     mcp_tools.register(datasette, mcp)
 
 

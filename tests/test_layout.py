@@ -64,8 +64,9 @@ def _imports_inside_functions(path):
 
 
 # imports deferred for start-up time, not to hide a circle: the commands sqlite-utils loads
-# for every command it runs import stdio (Datasette's app, the MCP SDK) for `brain mcp` alone
-DEFERRED = ["datasette_brain/cli.py: from . import stdio"]
+# for every command it runs import stdio (Datasette's app, the MCP SDK) for `brain mcp` alone,
+# and the plugin imports its MCP tools (the MCP SDK) when datasette-mcp asks for them
+DEFERRED = ["datasette_brain/cli.py: from . import stdio", "datasette_brain/plugin.py: from . import mcp_tools"]
 
 
 def test_no_package_import_hides_inside_a_function():

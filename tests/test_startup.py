@@ -60,6 +60,24 @@ def test_a_recall_loads_the_model_not_the_mcp_sdk_or_datasette(vault_brain_copy)
     assert heavy(imported(recall)) == ["model2vec", "tokenizers", "safetensors", "brain_sql.api"]
 
 
+def test_the_default_model_loads_from_the_wordllama_wheel_without_importing_it():
+    """Its files are read where the wheel put them; the package itself imports an HTTP
+    stack (requests, urllib3) a local model never uses."""
+    embed = "import brain_sql; brain_sql.embed_with_usage(['a test'], brain_sql.DEFAULT_MODEL)"
+    modules = imported(embed)
+    assert "model2vec" in modules and "wordllama" not in modules and "requests" not in modules
+
+
+def test_after_warming_the_first_recall_loads_nothing(vault_brain_copy):
+    """What the first recall would load (the model, the read state, numpy's parts imported
+    on first use) the server's warm-up at startup has loaded: the first answer is as fast
+    as the rest."""
+    path = str(vault_brain_copy)
+    warm = f"import brain_sql; brain_sql.warm({path!r}, False); conn = brain_sql.connect({path!r})"
+    recall = "brain_sql.recall(conn, brain_sql.parse_querydoc({'q': 'who owns the support runbook?'}))"
+    assert imported(recall, before=warm) == []
+
+
 @pytest.mark.asyncio
 async def test_datasette_registers_every_hook_of_the_plugin(vault_brain_copy):
     """The hooks live in datasette_brain.plugin and load when Datasette reads the package
@@ -78,3 +96,21 @@ async def test_datasette_registers_every_hook_of_the_plugin(vault_brain_copy):
     response = await datasette.client.post("/brain/-/recall", json={"q": "who owns the support runbook?"})
     assert response.status_code == 200 and response.json()["hits"]
 
+
+def test_without_datasette_mcp_the_plugin_serves_recall_and_never_loads_the_mcp_sdk(vault_brain_copy):
+    """The plugin imports its MCP tools (and the MCP SDK) when datasette-mcp asks for them."""
+    hide = ("import importlib.metadata as metadata; every = metadata.distributions; metadata.distributions = "
+            "lambda **kw: (d for d in every(**kw) if d.metadata['Name'] != 'datasette-mcp')")  # fmt: skip
+    serve = f"""
+import asyncio
+from datasette.app import Datasette
+
+async def recall():
+    datasette = Datasette([{str(vault_brain_copy)!r}])
+    response = await datasette.client.post("/brain/-/recall", json={{"q": "who owns the support runbook?"}})
+    assert response.status_code == 200 and response.json()["hits"], response.text
+
+asyncio.run(recall())
+"""
+    modules = imported(serve, before=hide)
+    assert "datasette_brain.plugin" in modules and "datasette_mcp" not in modules and "mcp" not in modules
