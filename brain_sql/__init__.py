@@ -4,9 +4,9 @@ Importable without Datasette. `connect()` opens a brain with sqlite-vec loaded
 and the brain_* SQL functions registered; `ingest()` adds notes and records,
 `recall()` answers queries. Everything public is defined in `brain_sql.api`.
 
-The public face loads on first use (PEP 562), but for the constants below:
-`sqlite-utils` imports the brain's commands for every command it runs, and their
-options name only these, so its help and other commands never load the engines.
+The public face loads on first use (PEP 562), but for the light names below:
+`sqlite-utils` imports the brain's commands for every command it runs, and until
+one runs they name only these, so its help and other commands never load the engines.
 """
 
 import importlib
@@ -14,6 +14,7 @@ import importlib.util
 
 from .config import CLASSES, DEFAULT_MODEL, FOLLOW_INTERVAL_SECONDS, FOLLOW_STALL_SECONDS, MINILM_MODEL
 from .config import REPLICA_SYNC_INTERVAL
+from .wording import counted
 
 
 def __getattr__(name):

@@ -7,12 +7,14 @@ import threading
 
 from threadpoolctl import threadpool_limits
 
-from . import browse, consistency, copies, evaluation, forgetting, hybrid, inventory, pipeline, replicas, review
+from . import browse, consistency, copies, evaluation, exporting, forgetting, hybrid, inventory, listing
+from . import pipeline, replicas, review
 from . import schema, values
 from .browse import DECAY_BUCKETS, decay_bucket_sql, decay_counts_sql, decay_filter_sql, decayed_selection
 from .browse import memory_content, page_numbers
 from .claims import verify
-from .config import CLASSES, DEFAULT_MODEL, ENTITY_PAGE_ROWS, MAX_CONTENT_BYTES, MAX_EXTEND_DAYS, MAX_PAGE_ROWS
+from .config import CLASSES, DEFAULT_MODEL, ENTITY_PAGE_ROWS, EXPORTS_AT_ONCE, LIST_PAGE_ROWS, MAX_CONTENT_BYTES
+from .config import MAX_EXTEND_DAYS, MAX_PAGE_ROWS
 from .config import FOLLOW_INTERVAL_SECONDS, FOLLOW_STALL_SECONDS, REPLICA_SYNC_INTERVAL
 from .config import MAX_QUERY_CHARS, busy_timeout_ms, configured_model, server_blas_threads
 from .connection import faults_named, load_sqlite_vec, main_file, open_connection, sqlite3
@@ -22,8 +24,9 @@ from .embed import count_tokens, embed
 from .errors import BrainBusy, BrainError, FieldError, ModelError, PruneRefused, QueryError, ReadOnlyBrain, WriteError
 from .evaluation import load_qrels
 from .extract import entity_links
+from .listing import Listing, listing_from_strings, parse_listing
 from .fields import loads_json, unencodable, whole_number
-from .functions import RECALL_SQL, register_functions
+from .functions import RECALL_SQL, recall_params_error, register_functions
 from .minilm import MODEL_ID as MINILM_MODEL
 from .minilm import limit_threads as limit_model_threads
 from .pipeline import IngestReport, discover
@@ -31,20 +34,24 @@ from .querydoc import QueryDoc, from_strings, parse
 from .replicas import ReplicaError, follow, replicate
 from .schema import derived_from_knowledge, info, migrate, pending_migrations
 from .state import current as current_state
+from .wording import counted, section, shown
 
 __all__ = [
-    "CLASSES", "DECAY_BUCKETS", "DEFAULT_MODEL", "ENTITY_PAGE_ROWS", "MAX_CONTENT_BYTES", "MAX_EXTEND_DAYS",
+    "CLASSES", "DECAY_BUCKETS", "DEFAULT_MODEL", "ENTITY_PAGE_ROWS", "EXPORTS_AT_ONCE", "LIST_PAGE_ROWS",
+    "MAX_CONTENT_BYTES", "MAX_EXTEND_DAYS",
     "MAX_PAGE_ROWS", "MINILM_MODEL", "MAX_QUERY_CHARS", "RECALL_SQL", "FOLLOW_INTERVAL_SECONDS", "FOLLOW_STALL_SECONDS",
     "REPLICA_SYNC_INTERVAL",
-    "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "ModelError", "PruneRefused", "QueryDoc",
+    "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "Listing", "ModelError", "PruneRefused",
+    "QueryDoc",
     "QueryError", "ReadOnlyBrain", "ReplicaError", "ReplicaNotReady", "WriteError",
-    "check", "configured_model", "connect", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql",
+    "check", "configured_model", "connect", "counted", "derived_from_knowledge", "decay_bucket_sql", "decay_counts_sql",
     "decay_filter_sql", "decayed", "decayed_selection",
     "decayed_facets", "archive", "examples", "extend_expiry", "flag", "restore",
-    "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "forget", "info", "ingest", "is_brain", "load_qrels", "loads_json",
-    "memory", "migrate", "page_numbers", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
-    "recall", "reindex", "remember", "serve_many", "ensure_ready", "follow", "is_copy", "replica_status", "replicate",
-    "stats", "unencodable", "verify", "verify_memory", "warm", "whole_number",
+    "discover", "embed_with_usage", "entity_links", "entities", "entity", "evaluate", "export", "forget", "info",
+    "ingest", "is_brain", "listing_from_strings", "load_qrels", "loads_json", "memories", "memory", "migrate",
+    "page_numbers", "parse_listing", "parse_querydoc", "pending_migrations", "prepare_connection", "querydoc_from_strings",
+    "recall", "recall_params_error", "reindex", "remember", "serve_many", "ensure_ready", "follow", "is_copy", "replica_status", "replicate",
+    "section", "shown", "stats", "unencodable", "verify", "verify_memory", "warm", "whole_number",
 ]  # fmt: skip
 
 
@@ -67,9 +74,10 @@ def prepare_connection(conn, model_id=None):
         pass
 
 
-def connect(path, model_id=None):
-    """Open a brain file for reading and writing, ready for every brain_* function."""
-    conn = open_connection(path)
+def connect(path, model_id=None, read_only=False):
+    """Open a brain file for reading and writing (`read_only`: for reading only,
+    changing nothing about the file), ready for every brain_* function."""
+    conn = open_connection(path, read_only=read_only)
     prepare_connection(conn, model_id)
     return conn
 
@@ -137,12 +145,35 @@ entity = _faults_named(browse.entity)
 entities = _faults_named(browse.entities)
 decayed = _faults_named(browse.decayed)
 decayed_facets = _faults_named(browse.decayed_facets)
+memories = _faults_named(listing.memories)
 examples = _faults_named(browse.examples)
 # decisions about decayed memories: one transaction each
 extend_expiry = _faults_named(review.extend_expiry)
 archive = _faults_named(review.archive)
 restore = _faults_named(review.restore)
 flag = _faults_named(review.flag)
+
+
+def export(conn, progress=None):
+    """Every memory of the brain on `conn`, a document a JSON line, in the record
+    format ingest reads back (export.export), read in one transaction, ended when
+    this generator is closed or done. A damaged or outdated file is a BrainError."""
+    lines = exporting.export(conn, progress)
+    try:
+        while True:
+            try:
+                with faults_named():
+                    line = next(lines)
+            except StopIteration:
+                return
+            except BrainError as ex:
+                if type(ex) is BrainError and _outdated(conn):
+                    raise BrainError("this brain was written by an older datasette-brain and its schema is not "
+                                     "migrated yet: run sqlite-utils brain init DB") from ex
+                raise
+            yield line
+    finally:
+        lines.close()
 
 
 def parse_querydoc(raw):

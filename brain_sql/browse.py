@@ -8,6 +8,7 @@ from .config import CLASSES, ENTITY_PAGE_ROWS, MAX_PAGE, MAX_PAGE_ROWS
 from .errors import FieldError
 from .fields import normalize_scope, sqlite_time, utcnow, whole_number
 from .schema import DECAYING
+from .wording import shown
 
 DECAY_BUCKETS = ("expired", "expiring within 7 days", "archived", "live")
 # archived (relevance tier 0) is a decision someone made, so it wins over expiry
@@ -68,21 +69,21 @@ def decayed_selection(pairs, strict=True):
         if name not in DECAYED_PARAMETERS:
             if strict:
                 taken = ", ".join(DECAYED_PARAMETERS)
-                raise FieldError(f"{name[:40]!r} is no parameter of the decayed page, which takes {taken}")
+                raise FieldError(f"{shown(name)} is no parameter of the decayed page, which takes {taken}")
             continue
         if name in given:
             raise FieldError(f"{name} is given twice")
         if "\x00" in value:
-            raise FieldError(f"{name} {value[:40]!r} may not contain NUL")
+            raise FieldError(f"{name} {shown(value)} may not contain NUL")
         given[name] = value
     selected = {name: given[name] for name in DECAYED_FACETS if given.get(name)}
     if "scope" in selected:
         selected["scope"] = normalize_scope(selected["scope"])
     if selected.get("class", CLASSES[0]) not in CLASSES:
-        raise FieldError(f"class must be one of {', '.join(CLASSES)}, not {selected['class'][:40]!r}")
-    shown = [bucket for bucket in DECAY_BUCKETS if bucket != "live"]
-    if selected.get("decay", shown[0]) not in shown:
-        raise FieldError(f"decay must be one of {', '.join(shown)}, not {selected['decay'][:40]!r}")
+        raise FieldError(f"class must be one of {', '.join(CLASSES)}, not {shown(selected['class'])}")
+    buckets = [bucket for bucket in DECAY_BUCKETS if bucket != "live"]
+    if selected.get("decay", buckets[0]) not in buckets:
+        raise FieldError(f"decay must be one of {', '.join(buckets)}, not {shown(selected['decay'])}")
     page, size = page_numbers(given.get("page") or 1, given.get("size") or MAX_PAGE_ROWS)
     return selected, page, size
 

@@ -38,6 +38,13 @@ MAX_EXTEND_DAYS = 36_500  # the most days a decayed memory's expiry is extended 
 MAX_PAGE = 1_000_000
 MAX_PAGE_ROWS = 1_000  # also the decayed-memory review's rows a page by default
 ENTITY_PAGE_ROWS = 50  # the entities browser's rows a page
+LIST_PAGE_ROWS = 20  # the memories a listing (/-/memories.json, brain_list) gives a page unless asked for more
+
+# An export reads this many documents a page (with their memories and edges): what
+# it holds in memory at once, however large the brain.
+EXPORT_PAGE_DOCUMENTS = 500
+# A server streams at most this many exports at once; one more is a 503 with Retry-After.
+EXPORTS_AT_ONCE = 2
 
 # Chunking: sections longer than this are split at paragraph boundaries.
 CHUNK_MAX_CHARS = 2_000
@@ -56,14 +63,34 @@ CONVERSATION_DATES = 10
 
 # Entity names shorter than this are not looked for as mentions in text.
 MENTION_MIN_CHARS = 3
-# Above this many new entities in one run, mentions in older chunks are found by
-# one Aho-Corasick pass over all text instead of one FTS5 lookup per entity.
-MENTION_FTS_LOOKUP_LIMIT = 500
-# Up to this many new chunks (a remember), the entity names they mention are found
-# by looking up each run of their words in a dict of all names; past it, by one
-# Aho-Corasick automaton of all names, which takes longer to build (about 0.3 s
-# for 20,000 names) than the lookups take for this many chunks.
+# Up to this many new chunks (a remember), the entity names they may mention are
+# found by looking up each run of their words in a dict of those names; past it, by
+# one Aho-Corasick automaton of them, which takes longer to build (about 0.3 s for
+# 20,000 names) than the lookups take for this many chunks.
 MENTION_LOOKUP_CHUNKS = 200
+# New chunks are matched against the names their words find in the name index
+# while their text is shorter than this many characters per entity in the brain,
+# else against every name. Measured on a million SciFact-style names: a quarter of
+# a microsecond a character for the lookups, 20 microseconds a name for an automaton.
+MENTION_INDEX_CHARS_PER_NAME = 100
+# A remember spends up to this long (default 0.2 s) bringing the name index up to
+# date before it matches; one made again (after an upgrade, or when the change log
+# no longer reaches back to where it last looked) takes several, or the next ingest,
+# and until then mentions are matched against every name.
+MENTION_INDEX_REMEMBER_SECONDS = 0.2
+# Older chunks are searched for the entities new in a run through FTS5 while they
+# are more than this many per new entity, else by reading all their text: a lookup
+# by a name's rare words (below) costs about as much as reading 10 chunks, one by
+# its phrase about 400 (measured on a million SciFact-style chunks: 0.3 ms, 20 ms
+# and 45 microseconds a chunk).
+MENTION_SCAN_CHUNKS_PER_ENTITY = 10
+MENTION_SCAN_CHUNKS_PER_PHRASE = 400
+# A word in fewer chunks than this is rare. An FTS5 lookup for a name asks for the
+# chunks holding all its rare words, and reads them when they are fewer than
+# MENTION_FTS_CANDIDATES; else it asks for the name's phrase, which reads the
+# whole index of each of its words (of "the" too).
+MENTION_FTS_RARE = 1000
+MENTION_FTS_CANDIDATES = 100
 
 # The change log keeps this many entries; a process whose read state is further
 # behind (idle through a large ingest) rebuilds it instead of following.
@@ -155,13 +182,24 @@ PRF_AGREEMENT_RANK = 3  # PRF only when the top hit is in both legs' top ranks
 PRF_DEPTH = 3  # hits whose terms feed expansion
 PRF_TERMS = 10  # expansion terms added
 ABSTAIN_BELOW = 0.3  # confidence under which recall abstains
-# A hit whose relevance (quality.Evidence: terms, similarity, entities) is below
-# this carries no evidence for the query and is left out unless `cutoff: false`.
-# Chosen on training data: the lowest relevance of any judged-relevant hit in the
-# top 10 (below the first) is 0.256 on SciFact train, 0.275 on the MuSiQue and
-# 0.078 on the HotpotQA training samples; rounded down to a multiple of 0.05,
-# it cuts none of them.
-RELEVANCE_CUTOFF = 0.05
+# A hit whose evidence strength (quality.Evidence: 1 - (1 - terms)(1 - similarity)
+# (1 - entities)) is below this carries no evidence for the query and is left out
+# unless `cutoff: false`. Chosen on training data: the lowest strength of any
+# judged-relevant hit in the top 10 (below the first) is 0.256 on SciFact train,
+# 0.275 on the MuSiQue and 0.078 on the HotpotQA training samples; rounded down to
+# a multiple of 0.05, it cuts none of them.
+EVIDENCE_CUTOFF = 0.05
+# Each hit's relevance: the probability that it is relevant, a logistic model of
+# its evidence and standing (quality.Evidence.features) and the answer's
+# confidence. Written by `python3 bench/relevance.py --write`, fitted on training
+# data only (see that script).
+# relevance model: begin
+# Held-out Brier score (a constant's): scifact-train 0.0673 (0.1059); musique-train 0.1031 (0.1436); hotpotqa-train
+# 0.0748 (0.1552); locomo-conv-26 0.0517 (0.0807).
+RELEVANCE_MODEL = {"bias": -5.323, "weights": {"terms": 0.366, "similarity": 0.332, "entities": 1.312,
+                   "names_entities": 0.276, "inverse_rank": 3.391, "fused_share": 0.858, "lexical_share": 0.898,
+                   "confidence": 0.146}}
+# relevance model: end
 BOOST_SCALE = 0.01  # recency and confidence boosts move a fused score by at most ±0.5%
 RECENCY_DAYS = 365  # linear recency decay to its floor over this many days
 MMR_LAMBDA = 0.7

@@ -2,6 +2,7 @@
 sqlite-vec loading, the pragmas, and the one transaction helper every write uses."""
 
 import contextlib
+import functools
 import importlib
 import random
 import time
@@ -11,7 +12,7 @@ import sqlite_utils
 
 from . import copies
 from .config import INGEST_POLL_SECONDS, WRITER_POLL_SECONDS, busy_timeout_ms
-from .errors import BrainBusy, BrainError, ReadOnlyBrain, WriteError
+from .errors import RULE_MARK, BrainBusy, BrainError, ReadOnlyBrain, RuleRefused, WriteError
 
 
 def _sqlite3_module():
@@ -131,6 +132,19 @@ def open_connection(path, read_only=False):
     return conn
 
 
+@functools.cache
+def max_variables():
+    """The most parameters SQLite takes in one statement: 32,766 since 3.32, 999
+    before, or what it was built with."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        options = [row[0] for row in conn.execute("pragma compile_options")]
+    finally:
+        conn.close()
+    built = [int(o.split("=", 1)[1]) for o in options if o.startswith("MAX_VARIABLE_NUMBER=")]
+    return built[0] if built else 32766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999
+
+
 @contextlib.contextmanager
 def faults_named():
     """An SQLite error that is not about waiting for a lock, a read-only file or an
@@ -230,6 +244,8 @@ def atomic(conn, bulk=False):
             conn.execute("rollback")
         if isinstance(ex, sqlite3.OperationalError) and cannot_write(ex):
             raise read_only_error(_file_of(conn)) from ex
+        if isinstance(ex, sqlite3.IntegrityError) and str(ex).startswith(RULE_MARK):  # the brain's rules (schema.py)
+            raise RuleRefused(f"{ex}; nothing of this transaction was written") from ex
         raise
     try:
         if conn.total_changes != changes:  # a transaction that wrote nothing has nothing to tell replicas

@@ -3,17 +3,20 @@
 `check` finds what disagrees — the SQLite file itself, values of the wrong kind
 (values.py), the full-text index, the vectors and their filter columns, edges
 whose ends are gone, documents left without their chunks, vectors from another
-model, unfinished mention work, quotes of turns that changed — and
+model, unfinished mention work, quotes of turns that changed and turns' own
+lines (speaker, day) that no longer say what their turn does — and
 `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
 """
+
+from functools import partial
 
 from . import conversation, mentions, validity, values
 from . import state as read_state
 from .connection import atomic, cannot_write, sqlite3
-from .schema import CHANGES_TABLE, IDS_TABLE, damaged_tables, expected_triggers, migrate, page_indexes
-from .schema import pending_migrations, recorded_model, recorded_model_and_dimension
+from .schema import CHANGES_TABLE, IDS_TABLE, INSTANCE_TABLE, damaged_tables, expected_triggers, migrate
+from .schema import page_indexes, pending_migrations, recorded_model, recorded_model_and_dimension, renew_instance
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
-from .writer import restate
+from .writer import edited, restate, rewrite_contexts
 
 
 def _ids(conn, sql, params=()):
@@ -50,7 +53,18 @@ def _stale_filters(conn):
 
 def check(conn, repair=False):
     """{problem: [ids or details]} for every inconsistency found; with `repair`,
-    each is mended in one transaction and the result says what was found."""
+    each is mended in one transaction, the brain is checked again, and the result
+    says what was found and, under "unrepaired" ({problem: [ids or details]}), what
+    is still there: a repair never claims what it did not reach."""
+    problems = _check(conn, repair)
+    if repair and problems:
+        left = _check(conn)
+        if left:
+            problems["unrepaired"] = left
+    return problems
+
+
+def _check(conn, repair=False):
     problems = {}
     try:
         integrity = [row[0] for row in conn.execute("pragma integrity_check")]
@@ -64,9 +78,10 @@ def check(conn, repair=False):
         # (columns a later migration adds are missing, not damaged); every
         # migration is atomic, so finishing them is all the repair it needs
         problems["pending_migrations"] = pending
-        if repair:
-            migrate(conn)
-        return problems
+        if not repair:
+            return problems
+        migrate(conn)
+        return {**problems, **_check(conn, repair=True)}
     damaged = damaged_tables(conn)
     if damaged:
         # columns gone: nothing past here can be checked, and only a copy restores them
@@ -81,7 +96,7 @@ def check(conn, repair=False):
             return problems
         with atomic(conn):
             values.mend(conn, wrong)
-            return {**problems, **check(conn, repair=True)}
+            return {**problems, **_check(conn, repair=True)}
     model_id = recorded_model(conn)
     present = dict(conn.execute("select name, sql from sqlite_master where type = 'trigger'").fetchall())
     expected = expected_triggers()
@@ -94,6 +109,8 @@ def check(conn, repair=False):
         "altered_triggers": [name for name in expected if name in present and _same(present[name]) != _same(expected[name])],
         # ... and indexes: the pages people browse would read every memory again
         "missing_indexes": sorted(set(page_indexes()) - set(_ids(conn, "select name from sqlite_master where type = 'index'"))),
+        # readers tell this brain from another copied over its file by its one instance id
+        "instance_id": _instance(conn),
         "fts_out_of_sync": [] if _fts_consistent(conn) else ["knowledge_fts"],
         "missing_vectors": sorted(knowledge_ids - vector_ids),
         "orphan_vectors": sorted(vector_ids - knowledge_ids),
@@ -127,6 +144,8 @@ def check(conn, repair=False):
         "stale_supersession": sorted(validity.stale(conn)),
         # turns whose contexts quote a turn flagged, changed, deleted or moved with plain SQL
         "stale_quotes": sorted(conversation.stale_quotes(conn)),
+        # ... or begin with a speaker, day or time phrases plain SQL changed under them
+        "stale_own_lines": sorted(conversation.stale_own_lines(conn)),
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:
@@ -141,6 +160,17 @@ def check(conn, repair=False):
             if refused:
                 problems["stale_snapshot"].append(refused)
     return problems
+
+
+def _instance(conn):
+    """What is wrong with brain_instance, which holds the brain's one instance id."""
+    try:
+        ids = _ids(conn, f"select instance from {INSTANCE_TABLE}")
+    except sqlite3.OperationalError:  # dropped
+        return [f"no {INSTANCE_TABLE} table"]
+    if len(ids) != 1:
+        return [f"{INSTANCE_TABLE} holds {len(ids)} rows, not one"]
+    return [] if isinstance(ids[0], str) and ids[0] else [f"{INSTANCE_TABLE} holds {ids[0]!r:.60}, not an id (text)"]
 
 
 def _same(sql):
@@ -159,6 +189,8 @@ def _repair(conn, problems, model_id):
                 conn.execute(expected[name])
             # what was written while they were gone was never logged: readers rebuild
             conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
+        if problems.get("instance_id"):
+            renew_instance(conn)
         for name in problems.get("missing_indexes", []):
             conn.execute(page_indexes()[name])
         if "fts_out_of_sync" in problems:
@@ -192,9 +224,14 @@ def _repair(conn, problems, model_id):
         validity.promote(conn, problems.get("orphan_versions", []))
         if problems.get("stale_supersession"):
             validity.rederive(conn)
-        for quotes in conversation.stale_quotes(conn).values():
+        # a quote of a turn still at its place quotes its words now, as remember's
+        # correction does; the quotes go first: making a turn's own lines again
+        # rehashes it, and its hash is what tells a turn whose words plain SQL changed
+        for quotes in conversation.stale_quotes(conn, partial(edited, conn)).values():
             for quote in quotes:
-                restate(conn, quote)
+                restate(conn, quote, quote.now)
+        for contexts in conversation.stale_own_lines(conn).values():
+            rewrite_contexts(conn, contexts)
 
 
 def fingerprint(conn):

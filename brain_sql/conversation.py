@@ -67,11 +67,7 @@ class Sessions:
             title = f"{speaker}, {day_label(said)}" if said else f"{speaker} in {session}"
             document.title = title if len(title) <= MAX_TITLE_CHARS else title[: MAX_TITLE_CHARS - 1] + "…"
         text = "\n".join(chunk.content for chunk in document.chunks)
-        name = _cut(speaker, CONVERSATION_NAME_CHARS)
-        lines = [f"{name}, {day_label(said)}" if said else name]
-        if said:
-            lines += resolve_relative(text, said, CONVERSATION_DATES)
-        lines += [entry(*turn) for turn in before if turn is not None]
+        lines = own_lines(speaker, said, text) + [entry(*turn) for turn in before if turn is not None]
         for chunk in document.chunks:
             chunk.context = "\n".join(lines)
         document.relations = document.relations + [
@@ -79,8 +75,19 @@ class Sessions:
             Relation("in_session", session, None, 0, "session"),
         ]
         # a flagged turn keeps its place among the turns before the next, unquoted
-        quotable = None if self.hidden and self.hidden(document.document_id) else (speaker, text)
+        hidden = any(c.flagged for c in document.chunks) or (self.hidden and self.hidden(document.document_id))
+        quotable = None if hidden else (speaker, text)
         self.turns[key] = (before + [quotable])[-self.keep :]
+
+
+def own_lines(speaker, said, text):
+    """The lines a turn's context begins with: its speaker and the day it was
+    `said` (a datetime, None when unknown), then its relative time phrases read
+    against that day."""
+    name = _cut(speaker, CONVERSATION_NAME_CHARS)
+    if said is None:
+        return [name]
+    return [f"{name}, {day_label(said)}"] + resolve_relative(text, said, CONVERSATION_DATES)
 
 
 def scope_of(fields):
@@ -124,6 +131,7 @@ class Quote:
     where: tuple
     entry: str
     followers: tuple
+    now: str = None  # what its turn says now, to quote instead (None: the quote goes)
 
     def held_in(self, context):
         """Whether `context` holds this quote whole (not a longer one beginning alike)."""
@@ -185,61 +193,145 @@ def _stored_turn(metadata):
     return turn_of(Document("", None, [], metadata=values)) if isinstance(values, dict) else None
 
 
-def stale_quotes(conn):
+def stale_quotes(conn, edited=None):
     """{document id: [Quote]} of the quotes in stored contexts whose turn is no
     longer what the quote says, there: gone, flagged, its words changed, or moved
     to another session or scope (plain SQL does all of these): for check, whose
     repair restates each. A quote's turn is the one of the quoting turn's session
     and scope that says it, other than itself; of several saying the same, those
     stored last before the quoting turn, in order. A document is named once per
-    quote its contexts hold, however many of its chunks hold it."""
-    said, own = {}, {}  # (session, scope) -> {entry: [(first id, document id, flagged)]}; document -> (speaker, where, first)
-    for document_id, metadata, scope, text, first, hidden in _stored_documents(conn, f"{session_sql()} is not null", []):
-        turn = _stored_turn(metadata)
-        if turn is not None:
-            said.setdefault((turn[1], scope), {}).setdefault(entry(turn[0], text), []).append((first, document_id, hidden))
-            own[document_id] = (turn[0], (turn[1], scope), first)
-    lines = {}  # (session, scope) -> {an entry's first line: [entries]}
-    stale = {}  # document id -> {quote: how many times}, the most any of its chunks holds
+    quote its contexts hold, however many of its chunks hold it.
+
+    With `edited` (document id -> whether its words were changed where the writer
+    did not see it, by plain SQL), a quote whose turn is still at its place — between
+    the turns quoted before and after it, which still say what they are quoted as —
+    with other words is given them to quote (Quote.now), as correcting the turn
+    through remember would; a quote of a flagged, moved or deleted turn goes."""
+    turns, own = _stored_turns(conn)
+    said, lines = {}, {}  # (session, scope) -> {entry: [turns]}, {an entry's first line: [entries]}
+    for where, stored in turns.items():
+        for turn in stored:
+            said.setdefault(where, {}).setdefault(turn[3], []).append(turn)
+        lines[where] = _first_lines(said[where])
+    stale = {}  # document id -> [Quote], of the chunk holding most
     for document_id, context in conn.execute(
         "select document_id, context from knowledge where context is not null and document_id is not null order by id"
     ):
-        speaker, where, first = own.get(document_id, (None, None, None))
-        if where not in lines:
-            lines[where] = {}
-            for quoted in said.get(where, {}):
-                lines[where].setdefault(quoted.split("\n", 1)[0], []).append(quoted)
-        quotes = _quotes(context, speaker, lines[where])
-        for quoted in dict.fromkeys(quotes):
-            holders = sorted(h for h in said.get(where, {}).get(quoted, ()) if h[1] != document_id)
-            unsourced = _unsourced(holders, first, quotes.count(quoted))
-            if unsourced:
-                counts = stale.setdefault(document_id, {})
-                counts[quoted] = max(counts.get(quoted, 0), unsourced)
-    return {
-        document_id: [Quote(own.get(document_id, (None, None))[1], quoted, (document_id,))
-                      for quoted, times in counts.items() for _ in range(times)]
-        for document_id, counts in stale.items()
-    }  # fmt: skip
+        speaker, where, first, _ = own.get(document_id, (None, None, None, None))
+        quotes = _parse(context, speaker, lines.get(where, {}))[1]
+        sources = _sources(quotes, said.get(where, {}), document_id, first)
+        if all(source is not None and not source[2] for source in sources):
+            continue
+        now = _requoted(sources, turns.get(where, []), document_id, first, edited) if edited else {}
+        found = [Quote(where, quoted, (document_id,), now.get(at))
+                 for at, (quoted, source) in enumerate(zip(quotes, sources)) if source is None or source[2]]  # fmt: skip
+        if len(found) > len(stale.get(document_id, ())):
+            stale[document_id] = found
+    return stale
 
 
-def _unsourced(holders, first, times):
-    """How many of the `times` quotes of the same words in the context of a turn
-    stored first as `first` no unflagged turn says: `holders`, the (first id,
-    document id, flagged) of the other turns there that say them, are their
-    sources — those stored last before it, in order, then those after it."""
-    before = [h for h in holders if h[0] < first]
-    sources = before[-times:] + [h for h in holders if h[0] > first][: max(times - len(before), 0)]
-    return times - sum(1 for source in sources if not source[2])
+def stale_own_lines(conn):
+    """{document id: {row id: context}} of the turns whose contexts begin with
+    other lines than their speaker, day and words now give (own_lines: plain SQL
+    changed the observed_at, the speaker or the words), each context with its own
+    lines made again. A context without a day stays without one: its record named
+    none (the observed_at it holds is when it was stored)."""
+    turns, own = _stored_turns(conn)
+    lines = {where: _first_lines(turn[3] for turn in stored) for where, stored in turns.items()}
+    stale = {}
+    for row_id, document_id, context, observed_at in conn.execute(
+        "select id, document_id, context, observed_at from knowledge "
+        "where context is not null and document_id is not null order by id"
+    ):
+        if document_id not in own:
+            continue
+        speaker, where, _, text = own[document_id]
+        end = _parse(context, speaker, lines[where])[0]
+        name = _cut(speaker, CONVERSATION_NAME_CHARS)
+        first = context[len(name) :] if context.startswith(name) else context  # a name may hold a newline
+        said = _said_at(observed_at) if _DAY.match(first.split("\n", 1)[0]) else None
+        header = "\n".join(own_lines(speaker, said, text))
+        if context[:end] != header:
+            stale.setdefault(document_id, {})[row_id] = header + context[end:]
+    return stale
 
 
-def _quotes(context, speaker, lines):
-    """The quotes in a turn's context, in order: what follows its own lines (its
-    speaker and day, then its resolved time phrases), cut into the entries of
-    `lines` ({first line: [entries]}); a run of lines that is none of them is one quote."""
+# what follows the speaker's name on a context's first line that names a day ("Caroline, 8 May 2023")
+_DAY = re.compile(r", \d{1,2} [A-Z][a-z]+ \d{1,4}$")
+
+
+def _stored_turns(conn):
+    """({(session, scope): [(first row id, document id, flagged, entry)], in the
+    order stored}, {document id: (speaker, (session, scope), first row id, text)})
+    of every stored turn."""
+    turns, own = {}, {}
+    stored = _stored_documents(conn, f"{session_sql()} is not null", [])
+    for document_id, metadata, scope, text, first, hidden in stored:
+        turn = _stored_turn(metadata)
+        if turn is not None:
+            turns.setdefault((turn[1], scope), []).append((first, document_id, hidden, entry(turn[0], text)))
+            own[document_id] = (turn[0], (turn[1], scope), first, text)
+    for stored in turns.values():
+        stored.sort()
+    return turns, own
+
+
+def _first_lines(entries):
+    """{an entry's first line: [entries]}: how _parse knows quotes from other lines."""
+    lines = {}
+    for quoted in dict.fromkeys(entries):
+        lines.setdefault(quoted.split("\n", 1)[0], []).append(quoted)
+    return lines
+
+
+def _sources(quotes, said, document_id, first):
+    """The turn each of a context's `quotes` quotes ((first id, document id,
+    flagged, entry), None when no turn says it): of the other turns there that
+    say the same words (`said`: {entry: [turns]}), those stored last before the
+    quoting turn (stored first as `first`), in order, then those after it."""
+    sources = [None] * len(quotes)
+    for quoted in dict.fromkeys(quotes):
+        at = [i for i, q in enumerate(quotes) if q == quoted]
+        holders = [h for h in said.get(quoted, ()) if h[1] != document_id]
+        before = [h for h in holders if h[0] < first]
+        found = before[-len(at) :] + [h for h in holders if h[0] > first][: max(len(at) - len(before), 0)]
+        for i, source in zip(at[len(at) - len(found) :], found):
+            sources[i] = source
+    return sources
+
+
+def _requoted(sources, turns, document_id, first, edited):
+    """{position: what to quote} for the quotes no turn says (`sources` None)
+    whose turn is still at its place with other words: each run of them is
+    paired, in order, with the last as many turns `edited` between the turns
+    quoted around the run (stored `turns` of the session and scope, in order)."""
+    now, at = {}, 0
+    taken = {source[1] for source in sources if source is not None}
+    while at < len(sources):
+        if sources[at] is not None:
+            at += 1
+            continue
+        end = next((i for i in range(at, len(sources)) if sources[i] is not None), len(sources))
+        low = sources[at - 1][0] if at else None
+        high = sources[end][0] if end < len(sources) else first
+        places = [turn for turn in turns if (low is None or turn[0] > low) and turn[0] < high
+                  and turn[1] != document_id and turn[1] not in taken and edited(turn[1])]  # fmt: skip
+        if len(places) >= end - at:
+            for i, turn in zip(range(at, end), places[len(places) - (end - at) :]):
+                if not turn[2]:  # a flagged turn is quoted by none
+                    now[i] = turn[3]
+        at = end
+    return now
+
+
+def _parse(context, speaker, lines):
+    """(where a turn's own lines end in its context, the quotes after them in
+    order): its own lines are its speaker and day, then its resolved time
+    phrases; what follows is cut into the entries of `lines` ({first line:
+    [entries]}); a run of lines that is none of them is one quote."""
     name = _cut(speaker, CONVERSATION_NAME_CHARS) if speaker is not None else ""
     start = context.find("\n", len(name) if context.startswith(name) else 0)
-    quotes, run = [], None
+    own, quotes, run = (len(context) if start == -1 else start), [], None
     while start != -1:
         at = start + 1
         end = context.find("\n", at)
@@ -249,12 +341,13 @@ def _quotes(context, speaker, lines):
         if match is None:
             if run is None and not quotes and _time_line(line):
                 start = end  # one of its own resolved time phrases
+                own = len(context) if end == -1 else end
                 continue
             run, start = line if run is None else run + "\n" + line, end
             continue
         quotes += [run, match] if run is not None else [match]
         run, start = None, (at + len(match) if at + len(match) < len(context) else -1)
-    return quotes + ([run] if run is not None else [])
+    return own, quotes + ([run] if run is not None else [])
 
 
 def _time_line(line):

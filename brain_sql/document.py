@@ -9,11 +9,15 @@ from typing import Callable, Iterable
 from .config import MAX_METADATA_BYTES
 from .errors import FieldError
 from .fields import FIELD_NAMES, normalize_fields, unencodable
+from .wording import shown
 
 TEXT_KEYS = ("content", "text")
 ID_KEYS = ("_id", "id")
 # keys of a record or frontmatter that shape the document; the rest is metadata
 STRUCTURE_KEYS = {"title", "tags", "aliases", "entities", "relations", *TEXT_KEYS, *ID_KEYS}
+# the columns a chunk of a document may hold a value of its own in (review decisions
+# are made a memory at a time; a chunk added later was created and observed later)
+CHUNK_FIELDS = ("created_at", "observed_at", "expires_at", "relevance_tier")
 
 
 @dataclass
@@ -25,6 +29,12 @@ class Chunk:
     # searched with the chunk but never returned as its text: what a conversation
     # turn needs to be found (its speaker, its time, the turns before it)
     context: str | None = None
+    # an exported chunk put back as it was (records' `_chunks`): its memory id, the
+    # columns that are its own (CHUNK_FIELDS: what a review changed of it alone),
+    # and whether it was flagged
+    memory_id: int | None = None
+    fields: dict = field(default_factory=dict)
+    flagged: bool = False
 
 
 @dataclass
@@ -33,7 +43,8 @@ class Relation:
     to_name: str
     from_name: str | None = None  # None: the document itself
     chunk_index: int | None = None  # the chunk whose text states it
-    to_type: str = "entity"
+    to_type: str = "entity"  # the type an entity it names first is created with
+    from_type: str = "entity"
 
 
 @dataclass
@@ -53,6 +64,7 @@ class Document:
     digest: str | None = None  # content hash, set when ingest accepts it
     # its record's document id, when it is written as an earlier version (validity.place_earlier)
     version_of: str | None = None
+    placed: bool = False  # its document id (and file) given by the record (`_document`): put back where it was
 
 
 @dataclass
@@ -89,12 +101,12 @@ def _document_fields(document, raw):
     def error(message):
         return IngestError(document.source_path, document.line, message)
 
-    if _expanded_size({k: v for k, v in raw.items() if k not in TEXT_KEYS}) > MAX_METADATA_BYTES:
+    if expanded_size({k: v for k, v in raw.items() if k not in TEXT_KEYS}) > MAX_METADATA_BYTES:
         # YAML aliases share one object many times over: a small file can expand to gigabytes
         return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
     bad = unencodable(raw)  # after the size: it walks every shared part
     if bad is not None:
-        return error(f"text {bad[:40]!r} is not valid Unicode (a lone surrogate)")
+        return error(f"text {shown(bad)} is not valid Unicode (a lone surrogate)")
     try:
         document.fields = normalize_fields(raw)
     except FieldError as ex:
@@ -103,7 +115,7 @@ def _document_fields(document, raw):
         document.tags = _names(raw.get("tags"), "tags")
         document.aliases = _names(raw.get("aliases"), "aliases")
         document.entities = [_entity(e) for e in _list(raw.get("entities"), "entities")]
-        document.relations = [_relation(r) for r in _list(raw.get("relations"), "relations")]
+        document.relations = [relation(r) for r in _list(raw.get("relations"), "relations")]
     except FieldError as ex:
         return error(str(ex))
     metadata = {str(k): v for k, v in raw.items() if k not in STRUCTURE_KEYS and k not in FIELD_NAMES}
@@ -116,7 +128,7 @@ def _document_fields(document, raw):
     return document
 
 
-def _expanded_size(value, budget=MAX_METADATA_BYTES + 1):
+def expanded_size(value, budget=MAX_METADATA_BYTES + 1):
     """Roughly how many bytes `value` takes written out, counting shared parts every
     time they appear, and stopping as soon as it passes `budget`."""
     size, stack = 0, [value]
@@ -160,21 +172,26 @@ def _entity(value):
     raise FieldError("each of entities[] must be a name or an object with a 'name'")
 
 
-def _relation(value):
+def relation(value, chunk_index=0):
+    """A relation object of a record (`relations[]`) as a Relation stated by chunk
+    `chunk_index`. `to_type` / `from_type` are the types its entities are created
+    with when they are new (default entity): an export names each entity's type."""
     if isinstance(value, dict):
         relation_type = value.get("type") or value.get("relation") or value.get("relation_type")
         to_name, from_name = value.get("to"), value.get("from")
+        types = [value.get(key) for key in ("to_type", "from_type")]
         if (
             isinstance(relation_type, str)
             and relation_type.strip()
             and isinstance(to_name, str)
             and to_name.strip()
             and (from_name is None or (isinstance(from_name, str) and from_name.strip()))
+            and all(kind is None or (isinstance(kind, str) and kind.strip()) for kind in types)
         ):
-            return Relation(
-                relation_type.strip(), to_name.strip(), from_name.strip() if from_name else None, 0
-            )
+            to_type, from_type = (kind.strip() if kind else "entity" for kind in types)
+            return Relation(relation_type.strip(), to_name.strip(), from_name.strip() if from_name else None,
+                            chunk_index, to_type, from_type)  # fmt: skip
     raise FieldError(
         "each of relations[] must be an object with 'type' and 'to' (and an optional 'from'; "
-        "without it the relation starts at the record)"
+        "without it the relation starts at the record; optional 'to_type' and 'from_type' name the types)"
     )

@@ -21,6 +21,15 @@ class QueryError(ValueError):
         self.field = field
 
 
+class RuleRefused(BrainError):
+    """A write the brain's own triggers refused (schema.rule_triggers): its message
+    names the column and what it must hold."""
+
+
+# how the triggers' messages begin: their refusals told from other constraints'
+RULE_MARK = "brain rule: "
+
+
 class ReadOnlyBrain(BrainError):
     """The brain file (or its folder, or its filesystem) cannot be written: it can
     be recalled from, and nothing was changed."""

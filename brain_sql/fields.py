@@ -8,6 +8,7 @@ import unicodedata
 
 from .config import CLASSES
 from .errors import FieldError
+from .wording import shown
 
 TIME_FIELDS = ("observed_at", "valid_from", "valid_to", "expires_at", "created_at")
 TEXT_FIELDS = (
@@ -40,22 +41,22 @@ def parse_time(value, now=None, name="time"):
                 delta = datetime.timedelta(seconds=int(amount) * _UNIT_SECONDS[unit])
                 moment = base - delta if sign == "-" else base + delta
             except OverflowError:
-                raise FieldError(f"{name} {value!r} is out of range") from None
+                raise FieldError(f"{name} {shown(value)} is out of range") from None
         else:
             try:
                 moment = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
             except ValueError:
                 raise FieldError(
-                    f"{name} {value!r} is not a date: use ISO 8601 (2026-03-01 or "
+                    f"{name} {shown(value)} is not a date: use ISO 8601 (2026-03-01 or "
                     "2026-03-01T09:30:00Z) or a relative time such as -30d"
                 ) from None
     else:
-        raise FieldError(f"{name} must be a date string, not {type(value).__name__}")
+        raise FieldError(f"{name} must be a date string, not {shown(value)}")
     if moment.tzinfo is not None:  # a time with an offset (YAML gives aware datetimes) is kept in UTC
         try:
             moment = moment.astimezone(datetime.timezone.utc)
         except OverflowError:
-            raise FieldError(f"{name} {value!r} is out of range") from None
+            raise FieldError(f"{name} {shown(value)} is out of range") from None
     return sqlite_time(moment.replace(tzinfo=None))
 
 
@@ -118,7 +119,7 @@ def _unseen(character):
             or _INVISIBLE.match(character) is not None)  # fmt: skip
 
 
-def _shown(character):
+def _character(character):
     name = unicodedata.name(character, "")
     return f"U+{ord(character):04X}{f' {name}' if name else ''}"
 
@@ -132,32 +133,33 @@ def normalize_scope(value):
     with a combining mark, and text not in Unicode's composed form (NFC), where é
     is one character, not e and a combining accent."""
     if not isinstance(value, str) or not value.startswith("/"):
-        raise FieldError(f"scope must be a path starting with '/', such as /acme/support, not {value!r}")
+        raise FieldError(f"scope must be a path starting with '/', such as /acme/support, not {shown(value)}")
     if any(unicodedata.category(c) == "Cc" for c in value):
         # a NUL or newline would make "/b\0" a different scope that reads like /b
-        raise FieldError(f"scope {value!r} may not contain control characters")
+        raise FieldError(f"scope {shown(value)} may not contain control characters")
     unseen = next((c for c in value if _unseen(c)), None)
     if unseen:
         raise FieldError(
-            f"scope {value!r} may not contain {_shown(unseen)}: it would be a separate scope that looks like another"
+            f"scope {shown(value)} may not contain {_character(unseen)}: "
+            "it would be a separate scope that looks like another"
         )
     if not unicodedata.is_normalized("NFC", value):
         raise FieldError(
-            f"scope {value!r} is not in Unicode's composed form (NFC): write each accented letter as one "
+            f"scope {shown(value)} is not in Unicode's composed form (NFC): write each accented letter as one "
             "character (write é as U+00E9, not as e and U+0301 COMBINING ACUTE ACCENT)"
         )
     parts = [p for p in value.split("/") if p]
     if any(p in (".", "..") for p in parts):
-        raise FieldError(f"scope {value!r} may not contain '.' or '..'")
+        raise FieldError(f"scope {shown(value)} may not contain '.' or '..'")
     if any(p != p.strip() for p in parts):
         raise FieldError(
-            f"scope {value!r} may not have a space at the start or end of a part: "
+            f"scope {shown(value)} may not have a space at the start or end of a part: "
             "it would be a separate scope that looks like another"
         )
     marked = next((p[0] for p in parts if unicodedata.category(p[0]).startswith("M")), None)
     if marked:
         raise FieldError(
-            f"scope {value!r} has a part that begins with {_shown(marked)}, a mark with no letter to go on: "
+            f"scope {shown(value)} has a part that begins with {_character(marked)}, a mark with no letter to go on: "
             "it would be a separate scope that looks like another"
         )
     return "/" + "/".join(parts)
@@ -181,7 +183,7 @@ def normalize_fields(raw):
             fields[name] = parse_time(value, name=name)
         elif name == "class":
             if value not in CLASSES:
-                raise FieldError(f"class must be one of {', '.join(CLASSES)}, not {value!r}")
+                raise FieldError(f"class must be one of {', '.join(CLASSES)}, not {shown(value)}")
             fields[name] = value
         elif name == "scope":
             fields[name] = normalize_scope(value)
@@ -191,7 +193,7 @@ def normalize_fields(raw):
             fields[name] = _number(name, value, int, 0, 3)
         else:
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-                raise FieldError(f"{name} must be text, not {type(value).__name__}")
+                raise FieldError(f"{name} must be text, not {shown(value)}")
             fields[name] = str(value)
     if fields.get("valid_to") and fields.get("valid_from") and fields["valid_to"] <= fields["valid_from"]:
         # valid from <= T < to holds at no T: the memory could never be recalled
@@ -213,7 +215,7 @@ def whole_number(value, name, low=1, high=2**63 - 1):
     if isinstance(value, str) and _DIGITS.fullmatch(value):
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise FieldError(f"{name} must be a whole number from {low:,} to {high:,}, not {str(value)[:40]!r}")
+        raise FieldError(f"{name} must be a whole number from {low:,} to {high:,}, not {shown(value)}")
     return value
 
 
@@ -225,7 +227,7 @@ def _number(name, value, kind, low, high):
         if kind is int and number != float(value):
             raise ValueError
     except (TypeError, ValueError, OverflowError):
-        raise FieldError(f"{name} must be a number from {low} to {high}, not {value!r}") from None
+        raise FieldError(f"{name} must be a number from {low} to {high}, not {shown(value)}") from None
     if not low <= number <= high:
-        raise FieldError(f"{name} must be from {low} to {high}, not {value!r}")
+        raise FieldError(f"{name} must be from {low} to {high}, not {shown(value)}")
     return number

@@ -20,6 +20,7 @@ import numpy as np
 from . import snapshot
 from .chunk_index import StoredVectors
 from .connection import main_file, open_connection
+from .errors import BrainError
 from .postings import Postings
 from .schema import CHANGES_TABLE, INSTANCE_TABLE
 from .vectors import vec_metadata_values, vector_rows
@@ -56,7 +57,7 @@ def build(state, conn):
         for rows in _batches(conn.execute("select id, name, entity_type from entities order by id")):
             graph.put_entities(rows)
         for rows in _batches(conn.execute("select document_id, entity_id from documents")):
-            for document_id, entity_id in rows:
+            for document_id, entity_id in _ids(rows, "documents", ENTITY_OF):
                 graph.set_document(document_id, entity_id)
         vectors = _stored_vectors(conn, state.dimension)
         rows_sql = CHUNK_ROWS_WITHOUT_TEXT if beside else CHUNK_ROWS
@@ -66,7 +67,7 @@ def build(state, conn):
         for rows in _batches(conn.execute(
             "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"
         )):  # fmt: skip
-            graph.put_edges(rows)
+            graph.put_edges(_ids(rows, "relationships", EDGE_IDS))
         graph.names.merge()
         graph.index_ties()
         if beside:
@@ -190,8 +191,8 @@ def apply(state, conn, changed):
         graph.put_entities([rows[i] for i in ids if i in rows])
     documents = set(changed.get("document", ()))
     if documents:
-        found = dict(_rows_by_id(conn, "select document_id, entity_id from documents where document_id in ({})",
-                                 sorted(documents)).values())  # fmt: skip
+        found = dict(_ids(_rows_by_id(conn, "select document_id, entity_id from documents where document_id in ({})",
+                                      sorted(documents)).values(), "documents", ENTITY_OF))  # fmt: skip
         for document_id in documents:
             graph.set_document(document_id, found.get(document_id))
     if arrived:  # an entity back under its id: its documents' chunks tie to it again
@@ -215,10 +216,30 @@ def apply(state, conn, changed):
             conn, "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships "
             "where id in ({})", ids,
         )  # fmt: skip
+        edges = _ids([rows[i] for i in ids if i in rows], "relationships", EDGE_IDS)
         for edge_id in ids:
             graph.drop_edge(edge_id)
-        graph.put_edges([rows[i] for i in ids if i in rows])
+        graph.put_edges(edges)
     graph.index_ties()
+
+
+# the columns of the rows read above that the graph's arrays hold as ids: {position: column}
+ENTITY_OF = {1: "entity_id"}
+EDGE_IDS = {1: "from_entity_id", 2: "to_entity_id", 4: "knowledge_id"}
+
+
+def _ids(rows, table, columns):
+    """`rows` of `table`, when their `columns` ({position: name}) hold ids (whole
+    numbers) or NULL; else a BrainError naming the first that does not — plain SQL
+    can write anything there, and the graph's arrays would crash on it, or, given
+    2.5, quietly take 2 (check names such values, and its repair mends them)."""
+    if all(type(row[at]) is int or row[at] is None for row in rows for at in columns):
+        return rows
+    for row in rows:
+        for at, column in columns.items():
+            if not (type(row[at]) is int or row[at] is None):
+                shown = f"a BLOB of {len(row[at])} bytes" if isinstance(row[at], bytes) else repr(row[at])[:60]
+                raise BrainError(f"{table} {row[0]} {column} holds {shown}, not an id: run sqlite-utils brain check")
 
 
 def _batches(cursor, size=50_000):

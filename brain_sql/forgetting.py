@@ -16,6 +16,7 @@ from .connection import atomic, sqlite3
 from .errors import BrainError, FieldError, WriteError
 from .fields import unencodable
 from .schema import is_brain, migrate, prune_changes
+from .wording import shown
 from .writer import remove_documents
 
 _SQLITE_INTEGERS = range(-(2**63), 2**63)
@@ -61,7 +62,7 @@ def _checked(values, name, check):
 
 def _memory_id(value, name):
     if isinstance(value, bool) or not isinstance(value, int):
-        raise FieldError(f"{name} must be whole numbers (memory ids), not {_shown(value)}")
+        raise FieldError(f"{name} must be whole numbers (memory ids), not {shown(value)}")
     if value not in _SQLITE_INTEGERS:
         raise FieldError(f"{name}: {value} is out of range for a memory id")
     return value
@@ -73,15 +74,10 @@ def _external_id(value, name):
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if not isinstance(value, str) or not value:
-        raise FieldError(f"{name} must be records' _ids: non-empty text or whole numbers, not {_shown(value)}")
+        raise FieldError(f"{name} must be records' _ids: non-empty text or whole numbers, not {shown(value)}")
     if unencodable(value) is not None:
-        raise FieldError(f"{name}: {_shown(value)} is not valid Unicode (a lone surrogate)")
+        raise FieldError(f"{name}: {shown(value)} is not valid Unicode (a lone surrogate)")
     return value
-
-
-def _shown(value):
-    text = repr(value)
-    return text if len(text) <= 40 else text[:40] + "…"
 
 
 def _forget(conn, ids, external_ids):

@@ -8,6 +8,7 @@ from pathlib import Path
 from . import bm25, claims, config, graph, lexical, querydoc
 from .connection import sqlite3
 from .embed import embed
+from .errors import QueryError
 from .fields import parse_datetime, utcnow
 from .filters import Filters, column_sql, template
 from .fusion import LEGS, boosted, leg_weights, method, rrf
@@ -40,6 +41,19 @@ RECALL_SQL = _recall_sql()
 
 FILTER_FIELDS = ("scope", "classes", "sources", "source", "domain", "since", "until", "as_of", "now",
                  "min_relevance", "include_decayed")  # fmt: skip
+# the parameters of RECALL_SQL
+RECALL_PARAMS = ("q", "k", "scope", "classes", "sources", "domain", "since", "until", "as_of")
+
+
+def recall_params_error(params):
+    """What is wrong with RECALL_SQL's parameters ({name: text}), read as the JSON
+    API reads them; None when nothing is. SQLite tells a brain_* function's error
+    only as "user-defined function raised exception": this names it."""
+    try:
+        querydoc.from_strings({name: params.get(name) for name in RECALL_PARAMS}, need_q=False)
+    except QueryError as ex:
+        return str(ex)
+    return None
 
 
 def request_filters(request):
@@ -132,6 +146,11 @@ def register_functions(conn, model_id=None):
         moment = parse_datetime(now, "now") if now else utcnow()
         return boosted(score, observed_at, confidence, moment)
 
+    def brain_k(k):
+        """brain_k(k): how many hits recall returns for `k` (text or a number; empty:
+        the default), read as the JSON API reads it; an error for any other."""
+        return querydoc.from_strings({"k": k}, need_q=False).k
+
     def brain_setting(name):
         if name not in SETTINGS:
             raise ValueError(f"brain_setting: name must be one of {', '.join(SETTINGS)}")
@@ -167,6 +186,7 @@ def register_functions(conn, model_id=None):
     conn.create_function("brain_fusion", -1, brain_fusion)
     conn.create_function("brain_boost", -1, brain_boost)
     conn.create_function("brain_setting", 1, brain_setting, deterministic=True)
+    conn.create_function("brain_k", 1, brain_k, deterministic=True)
     conn.create_function("brain_filters", 1, brain_filters)
     conn.create_function("brain_allowed", 2, brain_allowed)
     conn.create_function("brain_ppr", -1, brain_ppr)

@@ -1,9 +1,11 @@
-"""Hybrid recall: vector, lexical and graph legs fused by weighted RRF, with a
+"""Hybrid recall: vector, lexical and graph legs fused (fusion.py: a convex
+combination of their scores, or weighted RRF when the graph leads), with a
 quality estimate, pseudo-relevance feedback, abstention and provenance.
 
 Every answer explains itself: `query` echoes the request as it was run (defaults
 applied, dates read from the text, the text searched), an empty answer says why
-(`reason`), and each hit carries its own `relevance` (quality.hit_relevance).
+(`reason`), and each hit carries its own `relevance`, the probability that it is
+relevant (quality.hit_relevance).
 
 Every leg applies the same Filters, inside its own search: vec0 metadata
 constraints in the KNN, SQL on knowledge in the FTS5 query, a mask in the graph.
@@ -22,7 +24,7 @@ import numpy as np
 from . import bm25, embed, graph, lexical, quality, temporal
 from . import reach as reachable
 from . import state as read_state
-from .config import ABSTAIN_BELOW, RECALL_CANDIDATES, RELEVANCE_CUTOFF, RRF_K
+from .config import ABSTAIN_BELOW, EVIDENCE_CUTOFF, RECALL_CANDIDATES, RRF_K
 from .filters import Filters
 from .fusion import boosted, fuse, fused, leg_weights, method
 from .querydoc import parse
@@ -205,7 +207,7 @@ def finish(conn, doc, legs, model_id):
     if doc.mmr:
         ranked = _mmr(conn, ranked, doc.k, doc.mmr_lambda)
     fused_scores = {item: score for item, score, _ in fused}
-    chosen = _evidenced(conn, legs, ranked, doc.k, doc.cutoff)
+    chosen = _evidenced(conn, legs, ranked, fused_scores, assessment.confidence, doc.k, doc.cutoff)
     hits = []
     for (item, score, ranks), evidence in chosen:
         hit = dict(rows[item])
@@ -223,19 +225,24 @@ def finish(conn, doc, legs, model_id):
     return _answer(conn, doc, legs, model_id, "ok", hits, report, reason)
 
 
-def _evidenced(conn, legs, ranked, k, cutoff):
+def _evidenced(conn, legs, ranked, fused_scores, confidence, k, cutoff):
     """[((item, score, ranks), quality.Evidence)] of the first `k` of `ranked`; with
-    `cutoff`, a hit whose relevance is below RELEVANCE_CUTOFF (no evidence for the
-    query) is left out — never the first: whether to answer at all is abstention's
-    call. Relevance is read a batch of `k` at a time, as far down as needed."""
+    `cutoff`, a hit whose evidence strength is below EVIDENCE_CUTOFF (no evidence
+    for the query) is left out — never the first: whether to answer at all is
+    abstention's call. Evidence is read a batch of `k` at a time, as far down as
+    needed; each hit's standing is its place in `ranked` and its share of the
+    first's fused score."""
     chosen, at = [], 0
+    best = max(fused_scores.values(), default=0.0)
     while len(chosen) < k and at < len(ranked):
         batch = ranked[at : at + k]
+        standing = {item: (at + i + 1, fused_scores[item] / best if best > 0 else 0.0)
+                    for i, (item, _, _) in enumerate(batch)}  # fmt: skip
         at += len(batch)
-        evidence = quality.hit_relevance(conn, legs, [item for item, _, _ in batch])
+        evidence = quality.hit_relevance(conn, legs, standing, confidence)
         for entry in batch:
             found = evidence[entry[0]]
-            if cutoff and chosen and found.relevance < RELEVANCE_CUTOFF:
+            if cutoff and chosen and found.strength < EVIDENCE_CUTOFF:
                 continue
             chosen.append((entry, found))
             if len(chosen) == k:

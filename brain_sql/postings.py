@@ -190,12 +190,91 @@ def saturation(frequency, length, avgdl):
     return (frequency * (K1 + 1.0)) / (frequency + K1 * (1 - B + B * length / avgdl))
 
 
+def _spelled(term):
+    """A term's bytes as the snapshot holds them (any lone surrogate term_text kept, too)."""
+    return term.encode("utf-8", "surrogatepass")
+
+
+def _hash(spelled):
+    return xxhash.xxh3_64_intdigest(spelled)
+
+
+class Terms:
+    """Term -> its number, numbered in the order terms came. Loaded from a snapshot it
+    is the terms' bytes and a table of their hashes, sorted: no Python object a term, so
+    a million terms load in no time (a dict of them took most of a second); terms that
+    come later are kept in a dict beside it."""
+
+    def __init__(self, blob=b"", hashes=None, order=None):
+        self._blob = blob  # the first terms' bytes, one a line
+        nl = np.flatnonzero(np.frombuffer(blob, np.uint8) == 10) if blob else np.zeros(0, np.int64)
+        self._starts = np.concatenate(([0], nl + 1)) if blob else np.zeros(0, np.int64)
+        self._ends = np.concatenate((nl, [len(blob)])) if blob else np.zeros(0, np.int64)
+        self._hashes = np.zeros(0, np.uint64) if hashes is None else hashes  # ascending
+        self._order = np.zeros(0, np.int64) if order is None else order  # the number of each hash's term
+        self._added = {}  # the later terms
+
+    def __len__(self):
+        return len(self._starts) + len(self._added)
+
+    def get(self, term, default=-1):
+        number = self._added.get(term)
+        if number is not None:
+            return number
+        if len(self._hashes):
+            spelled = _spelled(term)
+            key = np.uint64(_hash(spelled))
+            at = int(np.searchsorted(self._hashes, key))
+            while at < len(self._hashes) and self._hashes[at] == key:
+                number = int(self._order[at])
+                if self._blob[self._starts[number] : self._ends[number]] == spelled:
+                    return number
+                at += 1
+        return default
+
+    def number(self, term):
+        """The term's number, a new one for a new term."""
+        number = self.get(term)
+        if number < 0:
+            number = self._added[term] = len(self)
+        return number
+
+    def in_order(self):
+        """Every term, by number."""
+        first = self._blob.decode("utf-8", "surrogatepass").split("\n") if self._blob else []
+        return first + sorted(self._added, key=self._added.__getitem__)
+
+    def items(self):
+        return zip(self.in_order(), range(len(self)))
+
+    def to_arrays(self):
+        terms = self.in_order()
+        spelled = [_spelled(t) for t in terms]
+        hashes = np.fromiter((_hash(b) for b in spelled), np.uint64, len(spelled))
+        order = np.argsort(hashes, kind="stable")
+        return {
+            "terms": np.frombuffer(b"\n".join(spelled), np.uint8).copy(),
+            "term_hashes": hashes[order],
+            "term_order": order.astype(np.int64),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays):
+        return cls(arrays["terms"].tobytes(), arrays["term_hashes"], arrays["term_order"])
+
+    def copy(self):
+        fresh = Terms()
+        fresh._blob, fresh._starts, fresh._ends = self._blob, self._starts, self._ends
+        fresh._hashes, fresh._order, fresh._added = self._hashes, self._order, dict(self._added)
+        return fresh
+
+
 class Postings:
     """Postings of rows kept at slots (the read state's chunk slots: integers that
     only grow). See the module's docstring."""
 
     def __init__(self):
-        self.vocabulary = {}  # term -> its number
+        self.vocabulary = Terms()
         self.segments = []  # by slot
         self.size = 0  # one past the highest slot added
 
@@ -214,8 +293,7 @@ class Postings:
         lengths = np.zeros(len(rows), dtype=np.int64)
         for start, end in _batches(slots):
             found = lexical.index_terms(rows[start:end], UNIT_WEIGHTS)
-            vocabulary = self.vocabulary
-            number = np.array([vocabulary.setdefault(term, len(vocabulary)) for term in found.terms], np.int64)
+            number = np.array([self.vocabulary.number(term) for term in found.terms], np.int64)
             lengths[start:end] = found.tokens
             # found is by term (its own numbering) then row: put its terms in our order
             count = np.bincount(found.term, minlength=len(number))
@@ -264,7 +342,7 @@ class Postings:
         if np.any(np.diff(moved) <= 0):
             raise ValueError("slots kept must keep their order")
         fresh = Postings()
-        fresh.vocabulary = dict(self.vocabulary)
+        fresh.vocabulary = self.vocabulary.copy()
         for seg in self.segments:
             term, slot, units = seg.postings()
             new = slot_of[slot]
@@ -346,7 +424,7 @@ class Postings:
 
     def _live_postings(self, ids, live):
         """(term text rank, chunk id, units) of every posting of a live slot, sorted."""
-        terms = sorted(self.vocabulary, key=self.vocabulary.__getitem__)
+        terms = self.vocabulary.in_order()
         rank = np.empty(len(terms), dtype=np.int64)
         rank[np.argsort(np.array(terms, dtype=object))] = np.arange(len(terms))
         parts = [seg.postings() for seg in self.segments] or [(np.zeros(0, np.int64),) * 3]
@@ -387,11 +465,10 @@ class Postings:
 
     def to_arrays(self):
         """{name: numpy array}: everything, for from_arrays."""
-        terms = sorted(self.vocabulary, key=self.vocabulary.__getitem__)
-        # one line a term (FTS5's tokens never hold a line break): read back in one split
+        # the terms one a line (FTS5's tokens never hold a line break), and their hashes
         arrays = {
             "size": np.array([self.size], np.int64),
-            "terms": np.frombuffer("\n".join(terms).encode("utf-8", "surrogatepass"), np.uint8).copy(),
+            **self.vocabulary.to_arrays(),
             "blocks": np.array([seg.block for seg in self.segments], np.int64),
         }
         for i, seg in enumerate(self.segments):
@@ -402,9 +479,7 @@ class Postings:
     def from_arrays(cls, arrays):
         postings = cls()
         postings.size = int(arrays["size"][0])
-        text = arrays["terms"].tobytes().decode("utf-8", "surrogatepass")
-        terms = text.split("\n") if text else []
-        postings.vocabulary = dict(zip(terms, range(len(terms))))
+        postings.vocabulary = Terms.from_arrays(arrays)
         postings.segments = [
             _Segment(int(block), **{name: arrays[f"{i}.{name}"] for name in _Segment.ARRAYS})
             for i, block in enumerate(arrays["blocks"].tolist())

@@ -13,9 +13,10 @@ run_prf when confidence is moderate and the top hit is agreed by both legs withi
 PRF_AGREEMENT_RANK (expansion then builds on genuine signal); increase_top_k when
 the top hit covers the query but the legs disagree; clarify_query otherwise.
 
-Each hit's own relevance (hit_relevance) is read from the same kinds of signal,
-for that hit: the share of the query's terms it holds, its own vector similarity,
-and its ties to the entities the query names.
+Each hit's own relevance (hit_relevance) is a probability that it is relevant,
+read from the same kinds of signal for that hit (the share of the query's terms it
+holds, its own vector similarity, its ties to the entities the query names), from
+where it stands in the fused answer, and from the answer's confidence.
 """
 
 import json
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import lexical
-from .config import ABSTAIN_BELOW, PRF_AGREEMENT_RANK, PRF_DEPTH, PRF_TERMS
+from .config import ABSTAIN_BELOW, PRF_AGREEMENT_RANK, PRF_DEPTH, PRF_TERMS, RELEVANCE_MODEL
 from .vectors import quantize_int8, vector_rows
 
 # The confidence is a logistic model of the signals, fitted on SciFact's training
@@ -140,38 +141,78 @@ def expansion_terms(conn, legs, fused):
 
 @dataclass
 class Evidence:
-    """What one hit holds of the query, each signal in [0, 1]:
+    """What one hit holds of the query, and where it stands in the answer.
+
+    Its own evidence, each in [0, 1]:
     - terms: the idf-weighted share of the query's terms the hit contains (idf over
-      the rows the request can reach), as `coverage` is for the top hit;
+      the rows the request can reach), as `coverage` is for the top hit; `matched`
+      names the query's words it holds;
     - similarity: its own cosine similarity to the query, mapped through
       SIMILARITY_RANGE (0 at what unrelated text scores, 1 near a paraphrase);
     - entities: over the entities the query names, the mean of 1 for each it is
       tied to in the graph (mentions it, states an edge with it, or is its
       document), BRIDGED_EVIDENCE for each it is one step from (it is the
       document of an entity linked to it), 0 otherwise; None when the query
-      names none.
-    relevance = 1 - (1 - terms)(1 - similarity)(1 - entities): the evidence of
-    any one signal counts, and signals that agree add up."""
+      names none. `tied` names those it is tied to or one step from.
+    Its standing: `fused_rank` (1 for the first of the fused order, before the
+    cut-off), `fused_share` (its fused score over the first's) and
+    `lexical_share` (its BM25 over the lexical leg's best; 0 when that leg did
+    not find it).
+
+    strength = 1 - (1 - terms)(1 - similarity)(1 - entities): whether the hit
+    holds any evidence at all (the cut-off reads it). `relevance` is the
+    probability that the hit is relevant: a logistic model of all of the above
+    and the answer's confidence, fitted on training data (config.RELEVANCE_MODEL,
+    bench/relevance.py)."""
 
     terms: float
     similarity: float
     entities: float | None
-    relevance: float = 0.0
+    matched: tuple = ()
+    tied: tuple = ()
+    fused_rank: int = 1
+    fused_share: float = 1.0
+    lexical_share: float = 0.0
+    confidence: float = 0.0  # the answer's (Assessment.confidence)
 
-    def __post_init__(self):
-        self.relevance = 1.0 - (1.0 - self.terms) * (1.0 - self.similarity) * (1.0 - (self.entities or 0.0))
+    @property
+    def strength(self):
+        return 1.0 - (1.0 - self.terms) * (1.0 - self.similarity) * (1.0 - (self.entities or 0.0))
+
+    def features(self):
+        """{name: value} of what the relevance model reads (config.RELEVANCE_MODEL's names)."""
+        return {
+            "terms": self.terms, "similarity": self.similarity, "entities": self.entities or 0.0,
+            "names_entities": float(self.entities is not None), "inverse_rank": 1.0 / self.fused_rank,
+            "fused_share": self.fused_share, "lexical_share": self.lexical_share, "confidence": self.confidence,
+        }  # fmt: skip
+
+    @property
+    def relevance(self):
+        return relevance(self.features())
 
     def report(self):
-        values = {"terms": self.terms, "similarity": self.similarity, "entities": self.entities}
-        return {name: round(value, 4) if value is not None else None for name, value in values.items()}
+        values = {"terms": self.terms, "similarity": self.similarity, "entities": self.entities,
+                  "fused_share": self.fused_share, "lexical_share": self.lexical_share, "strength": self.strength}
+        report = {name: round(value, 4) if value is not None else None for name, value in values.items()}
+        return {**report, "matched": list(self.matched), "tied": list(self.tied), "fused_rank": self.fused_rank}
 
 
-def hit_relevance(conn, legs, ids):
-    """{id: Evidence} of the rows `ids` for the query the legs searched."""
+def relevance(features):
+    """The relevance model: a probability from {name: value} (Evidence.features)."""
+    logit = RELEVANCE_MODEL["bias"] + sum(weight * features[name] for name, weight in RELEVANCE_MODEL["weights"].items())
+    return 1.0 / (1.0 + math.exp(-logit))
+
+
+def hit_relevance(conn, legs, standing, confidence):
+    """{id: Evidence} of the rows in `standing` ({id: (fused rank, fused share)})
+    for the query the legs searched, in an answer of `confidence`."""
+    ids = list(standing)
     if not ids:
         return {}
     idf = legs.terms.query_idf(legs.text)
     total = sum(idf.values())
+    words = _searched_words(legs.text, idf)
     texts = dict(conn.execute(
         "select id, coalesce(title, '') || char(10) || content || char(10) || coalesce(context, '') from knowledge "
         "where id in (select value from json_each(?))",
@@ -180,16 +221,50 @@ def hit_relevance(conn, legs, ids):
     similarities = _similarities(conn, legs, ids)
     low, high = SIMILARITY_RANGE
     named = legs.entity_chunks
+    names = _entity_names(conn, named)
     held = dict(zip(texts, lexical.terms_held(texts.values(), idf)))
+    bm25 = legs.raw.get("fts", {})
+    best_bm25 = max(bm25.values(), default=0.0)
     found = {}
     for item in ids:
         holds = held.get(item, set())
         # summed in idf's own order, so a hit holding every term has exactly 1
         terms = sum(weight for term, weight in idf.items() if term in holds) / total if total else 0.0
         similarity = min(1.0, max(0.0, (similarities.get(item, 0.0) - low) / (high - low)))
-        entities = sum(_tie(item, *chunks) for chunks in named.values()) / len(named) if named else None
-        found[item] = Evidence(terms, similarity, entities)
+        ties = {entity: _tie(item, *chunks) for entity, chunks in named.items()}
+        entities = sum(ties.values()) / len(named) if named else None
+        rank, share = standing[item]
+        found[item] = Evidence(
+            terms, similarity, entities,
+            matched=tuple(word for word, stem in words if stem in holds),
+            tied=tuple(names.get(entity, str(entity)) for entity, tie in ties.items() if tie),
+            fused_rank=rank, fused_share=share,
+            lexical_share=bm25[item] / best_bm25 if item in bm25 and best_bm25 > 0 else 0.0,
+            confidence=confidence,
+        )  # fmt: skip
     return found
+
+
+def _searched_words(text, idf):
+    """[(word, its index term)] of the query's searched words, each term once, in
+    the order the query has them."""
+    spec = lexical.parse(text)
+    words = spec.terms + [w for phrase in spec.phrases + spec.compounds for w in phrase]
+    stemmed = lexical.stems(words)
+    seen, found = set(), []
+    for word in words:
+        stem = stemmed.get(word)
+        if stem in idf and stem not in seen:
+            seen.add(stem)
+            found.append((word, stem))
+    return found
+
+
+def _entity_names(conn, named):
+    """{entity id: name} of the entities the query names."""
+    rows = conn.execute("select id, name from entities where id in (select value from json_each(?))",
+                        [json.dumps(sorted(named))]) if named else []  # fmt: skip
+    return dict(rows)
 
 
 def _tie(item, direct, bridged):

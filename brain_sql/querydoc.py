@@ -37,7 +37,7 @@ class QueryDoc:
     mmr: bool = False
     mmr_lambda: float = MMR_LAMBDA
     max_tokens: int | None = None
-    cutoff: bool = True  # leave out hits with no evidence for the query (config.RELEVANCE_CUTOFF)
+    cutoff: bool = True  # leave out hits with no evidence for the query (config.EVIDENCE_CUTOFF)
 
 
 FIELDS = set(QueryDoc.__dataclass_fields__) | {"source"}

@@ -81,4 +81,4 @@ select k.id, k.title, brain_boost(fused.score, k.observed_at, k.confidence) as s
        k.class, k.scope, k.source, k.heading_path, k.source_path, k.content
 from fused join knowledge k on k.id = fused.id
 order by 3 desc, fused.id
-limit coalesce(nullif(:k, ''), 10)
+limit brain_k(:k)

@@ -3,6 +3,12 @@
 A record has `title`, `content` or `text`, `_id` or `id`, optional fields that
 map onto knowledge columns, `tags`, and `entities[]` / `relations[]` for
 structured graph ingest. Anything else is kept as metadata.
+
+A record `export` wrote puts its memories back where they were: `_chunks` (each
+chunk's text taken as it is, with its memory id, heading, lines, own review
+state and edges) instead of a text to split, and `_document`, `_source_path`,
+`_version_of` (the document it was, its file, the record it is an earlier
+version of) instead of a document id made from the file ingested.
 """
 
 import csv
@@ -13,9 +19,13 @@ from pathlib import Path
 import xxhash
 
 from .chunk import split_text
-from .document import ID_KEYS, TEXT_KEYS, Document, IngestError, IngestFormat, document_fields
-from .fields import loads_json, unencodable
+from .config import MAX_METADATA_BYTES
+from .document import CHUNK_FIELDS, ID_KEYS, TEXT_KEYS, Chunk, Document, IngestError, IngestFormat, document_fields
+from .document import expanded_size, relation
+from .errors import FieldError
+from .fields import loads_json, normalize_fields, unencodable, whole_number
 from .hookspecs import hookimpl
+from .wording import shown
 
 
 @hookimpl
@@ -71,7 +81,7 @@ def parse_csv(path, text):
                     try:
                         record[key] = loads_json(record[key])
                     except (ValueError, RecursionError):
-                        yield IngestError(path, line, f"column {key!r} must hold JSON")
+                        yield IngestError(path, line, f"column {shown(key)} must hold JSON")
                         break
             else:
                 yield record_document(path, record, line)
@@ -86,13 +96,24 @@ def record_document(path, record, line, where=None):
         return IngestError(path, line, f"{where}: {message}" if where else message)
 
     if not isinstance(record, dict):
-        return error(f"a record must be a JSON object, not {type(record).__name__}")
+        return error(f"a record must be a JSON object, not {shown(record)}")
     bad = unencodable(record)
     if bad is not None:
-        return error(f"text {bad[:40]!r} is not valid Unicode (a lone surrogate)")
+        return error(f"text {shown(bad)} is not valid Unicode (a lone surrogate)")
     content = next((record[k] for k in TEXT_KEYS if record.get(k) is not None), None)
-    if not isinstance(content, str) or not content.strip():
-        return error("record has no text: give a non-empty 'content' or 'text'")
+    try:
+        place = _placement(record)
+        if record.get("_chunks") is not None:
+            if content is not None:
+                return error("give 'content' / 'text' or '_chunks' (an export's chunks), not both")
+            chunks, stated = given_chunks(record["_chunks"])
+        elif not isinstance(content, str) or not content.strip():
+            return error("record has no text: give a non-empty 'content' or 'text'")
+        else:
+            chunks, stated = split_text(content), []
+    except FieldError as ex:
+        return error(str(ex))
+    record = {k: v for k, v in record.items() if k not in PLACEMENT_KEYS}
     title = record.get("title")
     if title is not None and (isinstance(title, bool) or not isinstance(title, (str, int, float))):
         return error("'title' must be text")
@@ -108,7 +129,7 @@ def record_document(path, record, line, where=None):
     document = Document(
         document_id=f"{path}#{key}",
         title=title,
-        chunks=split_text(content),
+        chunks=chunks,
         source_path=path,
         line=line,
         external_id=external_id,
@@ -116,7 +137,11 @@ def record_document(path, record, line, where=None):
     result = document_fields(document, record)
     if isinstance(result, IngestError):
         return error(result.message)
-    if external_id is None:
+    result.relations = result.relations + stated
+    if place is not None:
+        result.document_id, result.source_path, result.version_of = place
+        result.placed = True
+    elif external_id is None:
         # without an id a record is its text and fields: the same text in another
         # scope or class is another memory, never an update of this one
         # tags, metadata and the rest count too, added only when given, so a record
@@ -125,6 +150,82 @@ def record_document(path, record, line, where=None):
                  "entities": result.entities, "relations": [repr(r) for r in result.relations]}  # fmt: skip
         extra = {name: value for name, value in extra.items() if value}
         parts = (str(title), content, json.dumps(result.fields, sort_keys=True))
+        if content is None:  # given as chunks: each with what it holds of its own
+            parts = (str(title), json.dumps([_chunk_key(c) for c in chunks], default=str), parts[2])
         key = "\n".join(parts + ((json.dumps(extra, sort_keys=True, default=str),) if extra else ()))
         result.document_id = f"{path}#{xxhash.xxh3_64_hexdigest(key.encode('utf-8'))}"
     return result
+
+
+# keys of an exported record that say where it was: they place it, and are no metadata
+PLACEMENT_KEYS = ("_document", "_source_path", "_version_of", "_chunks")
+CHUNK_KEYS = ("id", *TEXT_KEYS, "heading_path", "line_start", "line_end", *CHUNK_FIELDS, "flagged", "relations")
+
+
+def _placement(record):
+    """(document id, source path, version_of) a record names with `_document`,
+    `_source_path` and `_version_of`, or None when it names no `_document`."""
+    given = {key: record.get(key) for key in PLACEMENT_KEYS[:3]}
+    for key, value in given.items():
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise FieldError(f"{key!r} must be text: the document id or path the export gave")
+    if given["_document"] is None:
+        if given["_source_path"] is not None or given["_version_of"] is not None:
+            raise FieldError("'_source_path' and '_version_of' place a record only with its '_document'")
+        return None
+    return given["_document"], given["_source_path"], given["_version_of"]
+
+
+def given_chunks(value):
+    """(chunks, the relations they state) of an exported record's `_chunks`: each
+    an object with its text (`content`), optional memory `id`, `heading_path`,
+    `line_start` / `line_end`, values of its own for CHUNK_FIELDS (null clears
+    one), `flagged` and `relations`; taken as they are, never split again.
+    FieldError names the first bad one."""
+    if not isinstance(value, list) or not value:
+        raise FieldError("'_chunks' must be a non-empty list of chunk objects, each with its 'content'")
+    chunks, stated = [], []
+    for index, item in enumerate(value):
+        where = f"_chunks[{index}]"
+        if not isinstance(item, dict):
+            raise FieldError(f"{where} must be an object with its 'content'")
+        unknown = sorted(set(item) - set(CHUNK_KEYS), key=str)
+        if unknown:
+            raise FieldError(f"{where} has an unknown key {str(unknown[0])[:40]!r}; a chunk takes {', '.join(CHUNK_KEYS)}")
+        if expanded_size({k: v for k, v in item.items() if k not in TEXT_KEYS}) > MAX_METADATA_BYTES:
+            raise FieldError(f"{where}: its fields and relations come to more than {MAX_METADATA_BYTES:,} bytes")
+        content = next((item[k] for k in TEXT_KEYS if item.get(k) is not None), None)
+        if not isinstance(content, str) or not content.strip():
+            raise FieldError(f"{where} has no text: give a non-empty 'content'")
+        try:
+            chunk = Chunk(content, _text(item, "heading_path"), *(_line(item, key) for key in ("line_start", "line_end")))
+            chunk.memory_id = whole_number(item["id"], "id") if item.get("id") is not None else None
+            chunk.fields = {**normalize_fields({k: item.get(k) for k in CHUNK_FIELDS}),
+                            **{k: None for k in CHUNK_FIELDS[:3] if k in item and item[k] is None}}  # fmt: skip
+            if not isinstance(item.get("flagged", False), bool):
+                raise FieldError("flagged must be true or false")
+            chunk.flagged = item.get("flagged", False)
+            relations = item.get("relations") or []
+            if not isinstance(relations, list):
+                raise FieldError("relations must be a list")
+            stated += [relation(r, index) for r in relations]
+        except FieldError as ex:
+            raise FieldError(f"{where}: {ex}") from None
+        chunks.append(chunk)
+    return chunks, stated
+
+
+def _text(item, key):
+    value = item.get(key)
+    if value is not None and not isinstance(value, str):
+        raise FieldError(f"{key} must be text")
+    return value
+
+
+def _line(item, key):
+    return whole_number(item[key], key, 0) if item.get(key) is not None else None
+
+
+def _chunk_key(chunk):
+    """What a given chunk holds, for the key of a record without an `_id`."""
+    return {k: v for k, v in vars(chunk).items() if v not in (None, {}, False) and k != "context"}

@@ -18,6 +18,7 @@ from .errors import BrainError, FieldError, WriteError
 from .fields import parse_time, sqlite_time, utcnow
 from .conversation import stored_quotes
 from .schema import is_brain, prune_changes
+from .wording import shown
 from .writer import restate
 
 ACTIONS = ("extend", "archive", "restore", "flag")
@@ -111,7 +112,7 @@ def _memory_ids(ids):
     ids = list(ids)
     for value in ids:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
-            raise FieldError(f"ids must be memory ids (positive whole numbers), not {str(value)[:40]!r}")
+            raise FieldError(f"ids must be memory ids (positive whole numbers), not {shown(value)}")
     if not ids:
         raise FieldError("give the ids of the memories to change")
     if len(ids) > MAX_FORGET_ITEMS:

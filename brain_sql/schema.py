@@ -13,12 +13,16 @@ from sqlite_utils import Migrations
 from .config import configured_model
 from .connection import atomic, sqlite3
 from .embed import model_dimension
-from .errors import BrainError
-from .mentions import QUEUE_TABLE
+from .errors import RULE_MARK, BrainError
 from .vectors import VEC_METADATA, VEC_SOURCE_COLUMNS, backfill_vectors, create_vector_table, rebuild_vector_table
 
 SCHEMA_VERSION = 1
 META_TABLE = "brain_meta"
+QUEUE_TABLE = "brain_mention_queue"  # mention matching still to do (mentions.py)
+# the name index mentions.py finds entity names in new text by, and where it has
+# looked (the last change it followed, the version of its keys, how far it was made again)
+MENTION_NAMES_TABLE = "brain_mention_names"
+MENTION_NAMES_SEEN_TABLE = "brain_mention_names_seen"
 # knowledge's columns in knowledge_fts, in order: the searched ones, then the hash
 FTS_INDEXED = ("title", "content", "context", "content_hash")
 
@@ -318,19 +322,31 @@ def change_triggers():
 
 
 def expected_triggers():
-    """Every trigger a brain keeps its derived data, change log and id mark in step with."""
-    return {**fts_triggers(), **vec_triggers(), **change_triggers(), **id_mark_triggers()}
+    """Every trigger a brain keeps its derived data, change log and id mark in step with,
+    and its rules with."""
+    return {**fts_triggers(), **vec_triggers(), **change_triggers(), **id_mark_triggers(), **rule_triggers()}
 
 
 INSTANCE_TABLE = "brain_instance"
+_INSTANCE = f"CREATE TABLE IF NOT EXISTS {INSTANCE_TABLE} (instance TEXT PRIMARY KEY)"
+_NEW_INSTANCE = "lower(hex(randomblob(16)))"
 
 
 @migrations()
 def m008_instance(db):
     """The brain's own random id: memory kept for a file follows only the brain it was
     read from, even if another is copied over the file."""
-    db.execute(f"CREATE TABLE IF NOT EXISTS {INSTANCE_TABLE} (instance TEXT PRIMARY KEY)")
-    db.execute(f"INSERT INTO {INSTANCE_TABLE} SELECT lower(hex(randomblob(16))) WHERE NOT EXISTS (SELECT 1 FROM {INSTANCE_TABLE})")
+    db.execute(_INSTANCE)
+    db.execute(f"INSERT INTO {INSTANCE_TABLE} SELECT {_NEW_INSTANCE} WHERE NOT EXISTS (SELECT 1 FROM {INSTANCE_TABLE})")
+
+
+def renew_instance(conn):
+    """Give the brain a new instance id, its only one (check's repair of a
+    brain_instance plain SQL emptied, filled or dropped): every reader builds its
+    read state again."""
+    conn.execute(_INSTANCE)
+    conn.execute(f"DELETE FROM {INSTANCE_TABLE}")
+    conn.execute(f"INSERT INTO {INSTANCE_TABLE} VALUES ({_NEW_INSTANCE})")
 
 
 @migrations()
@@ -439,21 +455,102 @@ def id_mark_triggers():
     }
 
 
-def next_knowledge_id(conn):
+def next_knowledge_id(conn, wanted=None):
     """The id for the next new memory: above every id ever given (the mark, and
-    the rows, should the mark's trigger have been dropped). None past the largest
-    integer SQLite keys take: SQLite then picks an unused one."""
+    the rows, should the mark's trigger have been dropped); `wanted` (an exported
+    memory's own id) when it is above them too, so a brain an export is ingested
+    into keeps the ids it can. None past the largest integer SQLite keys take:
+    SQLite then picks an unused one."""
     mark = conn.execute(
         f"SELECT max(coalesce((SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge'), 0), "
         "coalesce((SELECT max(id) FROM knowledge), 0))"
     ).fetchone()[0]
+    if wanted is not None and mark < wanted < 2**63:
+        return wanted
     return mark + 1 if mark < 2**63 - 1 else None
+
+
+@migrations()
+def m014_mention_names(db):
+    """The name index: each entity name's (head, words, hash) as mentions.name_keys
+    makes them, so that a few new chunks are matched without reading every name;
+    and where it has looked, the change log's seq and stamp (mentions.follow_names).
+    Filled from the entities at the next ingest (or over the next remembers), then
+    kept up with the change log. A _seen table without stamps (from a development
+    version of this migration) is dropped: the index is then made again."""
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {MENTION_NAMES_TABLE} (head INTEGER NOT NULL, words INTEGER NOT NULL, "
+        "hash INTEGER NOT NULL, entity_id INTEGER NOT NULL, PRIMARY KEY (head, words, hash, entity_id)) WITHOUT ROWID"
+    )
+    db.execute(f"CREATE INDEX IF NOT EXISTS idx_mention_names_entity ON {MENTION_NAMES_TABLE}(entity_id)")
+    db.execute(f"DROP TABLE IF EXISTS {MENTION_NAMES_SEEN_TABLE}")
+    db.execute(
+        f"CREATE TABLE {MENTION_NAMES_SEEN_TABLE} "
+        "(seq INTEGER NOT NULL, stamp INTEGER, keys INTEGER NOT NULL, rebuilt INTEGER)"
+    )
+
+
+# a time as the brain writes one: a date (ISO 8601), then what unixepoch() reads, or
+# NULL; SQLite's 'now', a bare time or a Julian day number read as times too, but
+# name no moment of their own (SQL over the value {c}: true or false, never NULL)
+TIME_SQL = ("typeof({c}) = 'null' or (typeof({c}) = 'text' and {c} glob '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*' "
+            "and unixepoch({c}) is not null)")  # fmt: skip
+TIME_SAYS = "a time such as 2026-03-01 09:30:00 (ISO 8601), or NULL"
+TIME_COLUMNS = {
+    "knowledge": ("created_at", "observed_at", "valid_from", "valid_to", "expires_at", "updated_at", "superseded_at"),
+    "entities": ("created_at",), "relationships": ("created_at",), "documents": ("ingested_at",),
+}  # fmt: skip
+ENTITY_SQL = "exists (select 1 from entities e where e.id = {c})"
+
+
+def refused():
+    """{table: {column: (SQL over the value {c} that holds, what it says)}}: what
+    the brain's own writes always hold, and rule_triggers() refuse plain SQL to
+    write otherwise."""
+    rules = {table: {column: (TIME_SQL, TIME_SAYS) for column in columns} for table, columns in TIME_COLUMNS.items()}
+    rules["relationships"].update({
+        "from_entity_id": (ENTITY_SQL, "the id of an entity"), "to_entity_id": (ENTITY_SQL, "the id of an entity"),
+        "knowledge_id": ("typeof({c}) = 'null' or exists (select 1 from knowledge k where k.id = {c})",
+                         "the id of a memory (the one that stated the edge), or NULL"),
+    })  # fmt: skip
+    rules["documents"]["entity_id"] = (f"typeof({{c}}) = 'null' or {ENTITY_SQL}", "the id of an entity, or NULL")
+    return rules
+
+
+def rule_triggers():
+    """{name: CREATE TRIGGER} refusing a write that breaks refused()'s rules, with
+    a message naming the column (SQLite answers it as a constraint failed): a
+    time that is no moment ('now', 'yesterday'), an edge or a document naming an
+    entity that is not there. A value is judged when it is written, not again
+    when other columns of its row change (check names one stored before)."""
+    triggers = {}
+    for table, rules in refused().items():
+        for event in ("INSERT", "UPDATE"):
+            body = "".join(
+                f"  SELECT RAISE(ABORT, '{RULE_MARK}{table}.{column} must be {says}') WHERE "
+                + (f"new.{column} IS NOT old.{column} AND " if event == "UPDATE" else "")
+                + f"NOT ({valid.format(c=f'new.{column}')});\n"
+                for column, (valid, says) in rules.items()
+            )
+            name = f"brain_rules_{table}_{event.lower()}"
+            on = event if event == "INSERT" else f"UPDATE OF {', '.join(rules)}"
+            triggers[name] = f"CREATE TRIGGER {name} BEFORE {on} ON {table} BEGIN\n{body}END"
+    return triggers
+
+
+@migrations()
+def m015_rules(db):
+    """rule_triggers(): plain SQL can no longer store a time that is no moment, or
+    an edge or a document naming an entity that is not there. Values stored
+    before stay as they are; check names them."""
+    for sql in rule_triggers().values():
+        db.execute(sql)
 
 
 # Tables whose rows are memories' text, or derived from it: whoever may not read
 # `knowledge` may read none of them.
-DERIVED_TABLES = ("documents", "entities", "relationships", "brain_mention_queue", CHANGES_TABLE,
-                  "sqlite_sequence", IDS_TABLE)  # counters tell how many rows a table ever had  # fmt: skip
+DERIVED_TABLES = ("documents", "entities", "relationships", QUEUE_TABLE, MENTION_NAMES_TABLE, MENTION_NAMES_SEEN_TABLE,
+                  CHANGES_TABLE, "sqlite_sequence", IDS_TABLE)  # counters: rows a table ever had  # fmt: skip
 # the FTS and vector tables and their shadows; and ANALYZE's statistics, sqlite_stat1
 # to sqlite_stat4: row counts of every table and index, and sample rows of each index
 # (entity names, scopes, source paths)

@@ -23,7 +23,7 @@ import numpy as np
 import xxhash
 
 MAGIC = b"datasette-brain read state\n"
-FORMAT = 4  # 2: with the lexical postings; 3: their terms one a line; 4: changes with stamps
+FORMAT = 5  # 2: with the lexical postings; 3: their terms one a line; 4: changes with stamps; 5: terms hashed
 ALIGN = 64
 SUFFIX = "-brainstate"
 

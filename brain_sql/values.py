@@ -2,53 +2,67 @@
 something else.
 
 SQLite keeps whatever it is given: `update knowledge set confidence = 'high'`, a
-BLOB title or another dimension in brain_meta is stored, and recall, pages and
-repairs then meet a value they cannot read. `invalid` names each such row and
-column, with the value it can be mended to when it reads one way only (a BLOB
-holding UTF-8 text is that text; a number written as text is that number);
-`mend` writes those, or refuses; `fault` is the BrainError that says to run check.
+BLOB title, an edge whose end is `'abc'` or another dimension in brain_meta is
+stored, and recall, pages and repairs then meet a value they cannot read.
+`invalid` names each such row and column, with what repair does about it: the
+value it reads as one way only (a BLOB holding UTF-8 text is that text; a number
+written as text is that number), the value derived data is made again from, or,
+for a row that is derived whole (an edge, queued mention work), deleting it;
+`mend` does those, or refuses; `fault` is the BrainError that says to run check.
 """
 
+import json
 import math
 from dataclasses import dataclass
 
 from .config import CLASSES
 from .connection import sqlite3
-from .errors import BrainError
-from .schema import META_TABLE
+from .errors import BrainError, FieldError
+from .fields import normalize_scope
+from .schema import ENTITY_SQL, META_TABLE, TIME_SAYS, TIME_SQL
 from .vectors import vector_dimension
 
 
 @dataclass(frozen=True)
 class Rule:
-    """A column's valid values: `valid`, SQL over the value `{c}` (true or false,
-    never NULL), `says` them in words, and `kind`, what a wrong value may be read
-    as ('text', 'real' or 'integer')."""
+    """A column's valid values: `valid`, SQL over the value `{c}` and the rest of its
+    row (true or false, never NULL), `says` them in words, and `kind`, what a wrong
+    value may be read as ('text', 'real' or 'integer'). `normal`, when set, is the
+    function that checks such values on their way in (fields.py): a valid value
+    comes out of it unchanged, a wrong one is mended to what it gives. `derived`,
+    SQL over the row, is what a value of a derived column that reads no one way is
+    made again from."""
 
     valid: str
     says: str
     kind: str = "text"
+    normal: object = None
+    derived: str = None
 
 
 TEXT = Rule("typeof({c}) in ('text', 'null')", "text or NULL")
 REQUIRED = Rule("typeof({c}) = 'text'", "text")
-TIME = Rule(
-    "typeof({c}) = 'null' or (typeof({c}) = 'text' and unixepoch({c}) is not null)",
-    "a time such as 2026-03-01 09:30:00, or NULL",
-)
+TIME = Rule(TIME_SQL, TIME_SAYS)
 WHOLE = Rule("typeof({c}) in ('integer', 'null')", "a whole number or NULL", "integer")
+ID = Rule("typeof({c}) = 'integer'", "an id (a whole number)", "integer")
+OPTIONAL_ID = Rule("typeof({c}) in ('integer', 'null')", "an id (a whole number) or NULL", "integer")
 _CLASSES = ", ".join(f"'{name}'" for name in CLASSES)
 
 # table -> (its key column, {column: Rule})
 RULES = {
     "knowledge": ("id", {
         "title": TEXT, "content": REQUIRED, "knowledge_type": TEXT, "source": TEXT, "content_hash": TEXT,
-        "created_at": TIME, "flagged": Rule("typeof({c}) = 'integer'", "0, or 1 for flagged", "integer"),
-        "domain": REQUIRED, "observed_at": TIME, "valid_from": TIME, "valid_to": TIME, "document_id": TEXT,
-        "chunk_index": WHOLE, "heading_path": TEXT, "line_start": WHOLE, "line_end": WHOLE, "source_path": TEXT,
-        "external_id": TEXT,
+        "created_at": TIME,
+        "flagged": Rule("typeof({c}) = 'integer' and {c} in (0, 1)", "0, or 1 for flagged", "integer"),
+        "domain": REQUIRED, "observed_at": TIME, "valid_from": TIME,
+        # valid from <= T < to holds at no time T otherwise (fields.normalize_fields refuses it too)
+        "valid_to": Rule(f"({TIME.valid}) and coalesce(unixepoch({{c}}) > unixepoch([valid_from]), 1)",
+                         "a time later than valid_from, or NULL"),
+        "document_id": TEXT, "chunk_index": WHOLE, "heading_path": TEXT, "line_start": WHOLE, "line_end": WHOLE,
+        "source_path": TEXT, "external_id": TEXT,
         "class": Rule(f"typeof({{c}}) = 'text' and {{c}} in ({_CLASSES})", f"one of {', '.join(CLASSES)}"),
-        "scope": Rule("typeof({c}) = 'text' and substr({c}, 1, 1) = '/'", "a path starting with /, such as /acme"),
+        "scope": Rule("typeof({c}) = 'text' and substr({c}, 1, 1) = '/'",
+                      "a scope such as /acme/support (as ingest takes it)", normal=normalize_scope),
         "owner": TEXT, "access": TEXT, "expires_at": TIME,
         "relevance_tier": Rule("typeof({c}) = 'integer' and {c} between 0 and 3", "a whole number from 0 to 3", "integer"),
         "confidence": Rule(
@@ -60,26 +74,49 @@ RULES = {
         "superseded_by": TEXT, "version_of": TEXT,
     }),
     "entities": ("id", {"name": REQUIRED, "entity_type": TEXT, "created_at": TIME}),
-    "relationships": ("id", {"relation_type": REQUIRED, "document_id": TEXT, "created_at": TIME}),
-    "documents": ("document_id", {"title": TEXT, "source_path": TEXT, "content_hash": TEXT, "ingested_at": TIME}),
+    "relationships": ("id", {
+        "from_entity_id": ID, "to_entity_id": ID, "relation_type": REQUIRED, "knowledge_id": OPTIONAL_ID,
+        "document_id": TEXT, "created_at": TIME,
+    }),
+    "documents": ("document_id", {
+        "document_id": REQUIRED, "title": TEXT, "source_path": TEXT, "content_hash": TEXT, "ingested_at": TIME,
+        # the entity named by its title (writer.py), and how many chunks it has
+        "entity_id": Rule(f"typeof({{c}}) = 'null' or (typeof({{c}}) = 'integer' and {ENTITY_SQL})",
+                          "the id of an entity, or NULL", "integer",
+                          derived="(select e.id from entities e where e.name = documents.title)"),
+        "chunks": Rule("typeof({c}) = 'integer' and {c} >= 0", "a whole number of chunks", "integer",
+                       derived="(select count(*) from knowledge k where k.document_id = documents.document_id)"),
+    }),
+    "brain_mention_queue": ("rowid", {
+        "kind": Rule("typeof({c}) = 'text' and {c} in ('chunk', 'entity')", "chunk or entity"), "id": ID,
+    }),
 }  # fmt: skip
+# tables whose rows are derived whole: a row holding a value that reads no one way is
+# deleted (an edge whose end is no id is dangling; its document's next ingest states it again)
+DERIVED_ROWS = ("relationships", "brain_mention_queue")
 
 
 @dataclass(frozen=True)
 class Invalid:
     """One stored value of the wrong kind: where it is, what it is, what it should
-    be, and what it is mended to (None: it cannot be told)."""
+    be, and what --repair does: ("set", value), ("delete", None) for a derived row,
+    or None when it cannot be told."""
 
     table: str
     key: object
     column: str
     value: object
     says: str
-    mended: object = None
+    repair: tuple = None
 
     def __str__(self):
         found = f"a BLOB of {len(self.value)} bytes" if isinstance(self.value, bytes) else repr(self.value)[:60]
-        mend = f"--repair makes it {self.mended!r}"[:80] if self.mended is not None else "set it with SQL"
+        if self.repair is None:
+            mend = "set it with SQL"
+        elif self.repair[0] == "delete":
+            mend = "--repair deletes the row: it is derived"
+        else:
+            mend = f"--repair makes it {'NULL' if self.repair[1] is None else repr(self.repair[1])}"[:80]
         return f"{self.table} {self.key} {self.column}: {found}, not {self.says} ({mend})"
 
 
@@ -93,17 +130,43 @@ def invalid(conn, limit=None):
         rules = {column: rule for column, rule in rules.items() if column in present}
         if not rules:
             continue
-        wrong = [f"not ({rule.valid.format(c=f'[{column}]')})" for column, rule in rules.items()]
+        wrong, params = [], []
+        for column, rule in rules.items():
+            test = f"not ({rule.valid.format(c=f'[{column}]')})"
+            abnormal = _abnormal(conn, table, column, rule)
+            if abnormal:
+                test += f" or [{column}] in (select value from json_each(?))"
+                params.append(json.dumps(abnormal))
+            wrong.append(f"({test})")
         sql = (
             f"select [{key}], {', '.join(wrong)}, {', '.join(f'[{c}]' for c in rules)} from [{table}] "
             f"where {' or '.join(wrong)} order by [{key}]" + (f" limit {int(limit)}" if limit else "")
         )
-        for row in conn.execute(sql).fetchall():
+        for row in conn.execute(sql, params * 2).fetchall():
             flags, stored = row[1 : 1 + len(rules)], row[1 + len(rules) :]
             for (column, rule), bad, value in zip(rules.items(), flags, stored):
                 if bad:
-                    found.append(Invalid(table, row[0], column, value, rule.says, _mended(conn, rule, value)))
+                    repair = _repair(conn, rule, value, table, key, row[0])
+                    found.append(Invalid(table, row[0], column, value, rule.says, repair))
     return found + _meta(conn)
+
+
+def _abnormal(conn, table, column, rule):
+    """The distinct values of a column with a `normal` function that its SQL rule
+    takes and the function does not give back unchanged (few: a column's index
+    reads them)."""
+    if rule.normal is None:
+        return []
+    values = conn.execute(f"select distinct [{column}] from [{table}] where {rule.valid.format(c=f'[{column}]')}")
+    return [value for (value,) in values if _normal(rule, value) != value]
+
+
+def _normal(rule, value):
+    """What `rule.normal` makes of `value`; None when it refuses it."""
+    try:
+        return rule.normal(value)
+    except FieldError:
+        return None
 
 
 def _meta(conn):
@@ -113,38 +176,63 @@ def _meta(conn):
     found = []
     if not isinstance(meta.get("model"), str):
         value = meta.get("model")
-        found.append(Invalid(META_TABLE, "model", "value", value, "text", _mended(conn, REQUIRED, value)))
+        found.append(Invalid(META_TABLE, "model", "value", value, "text", _repair(conn, REQUIRED, value)))
     dimension = vector_dimension(conn)
     if dimension is not None and meta.get("dimension") != str(dimension):
         says = f"{dimension}, the dimension of the stored vectors"
-        found.append(Invalid(META_TABLE, "dimension", "value", meta.get("dimension"), says, str(dimension)))
+        found.append(Invalid(META_TABLE, "dimension", "value", meta.get("dimension"), says, ("set", str(dimension))))
     return found
 
 
-def _mended(conn, rule, value):
-    """What `value` reads as one way only, when that is valid under `rule`; else None."""
+def _repair(conn, rule, value, table=None, key=None, at=None):
+    """What --repair does about `value`, stored in row `at` of `table` (Invalid.repair)."""
+    if rule.derived is not None:
+        value = conn.execute(f"select {rule.derived} from [{table}] where [{key}] = ?", [at]).fetchone()[0]
+        return ("set", value) if _valid(conn, rule, value, table, key, at) else None
+    value = _read(rule, value)
+    if value is not _UNREAD and _valid(conn, rule, value, table, key, at):
+        return ("set", value)
+    return ("delete", None) if table in DERIVED_ROWS else None
+
+
+_UNREAD = object()
+
+
+def _read(rule, value):
+    """What `value` reads as one way only under `rule`; _UNREAD when it does not."""
     if isinstance(value, bytes):
         try:
             value = value.decode("utf-8")
         except UnicodeDecodeError:
-            return None
+            return _UNREAD
     if isinstance(value, str) and rule.kind != "text":
         try:
-            number = float(value.strip())
+            value = float(value.strip())
         except ValueError:
-            return None
-        if not math.isfinite(number) or (rule.kind == "integer" and not number.is_integer()):
-            return None
-        value = int(number) if rule.kind == "integer" else number
-    if value is None or not conn.execute(f"select {rule.valid.format(c='?1')}", [value]).fetchone()[0]:
-        return None
-    return value
+            return _UNREAD
+    if isinstance(value, float) and rule.kind != "text":
+        if not math.isfinite(value) or (rule.kind == "integer" and not value.is_integer()):
+            return _UNREAD
+        value = int(value) if rule.kind == "integer" else value
+    if isinstance(value, str) and rule.normal is not None:
+        value = _normal(rule, value)
+    return _UNREAD if value is None else value
+
+
+def _valid(conn, rule, value, table=None, key=None, at=None):
+    """Whether `rule` takes `value` in place of what row `at` of `table` holds."""
+    if rule.normal is not None and _normal(rule, value) != value:
+        return False
+    if table is None:
+        return bool(conn.execute(f"select {rule.valid.format(c='?1')}", [value]).fetchone()[0])
+    row = conn.execute(f"select {rule.valid.format(c='?1')} from [{table}] where [{key}] = ?2", [value, at]).fetchone()
+    return bool(row and row[0])
 
 
 def mend(conn, found):
-    """Write the mended value of each of `found` (inside the caller's transaction),
-    or, when any cannot be mended, change nothing and raise a BrainError naming them."""
-    stuck = [item for item in found if item.mended is None]
+    """Do what --repair does about each of `found` (inside the caller's transaction),
+    or, when any cannot be told, change nothing and raise a BrainError naming them."""
+    stuck = [item for item in found if item.repair is None]
     if stuck:
         raise BrainError(
             "check --repair cannot tell what these values should be: "
@@ -153,10 +241,21 @@ def mend(conn, found):
         )
     for item in found:
         if item.table == META_TABLE:
-            conn.execute(f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [item.key, item.mended])
-        else:
-            key = RULES[item.table][0]
-            conn.execute(f"update [{item.table}] set [{item.column}] = ? where [{key}] = ?", [item.mended, item.key])
+            conn.execute(f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [item.key, item.repair[1]])
+            continue
+        key = RULES[item.table][0]
+        if item.repair[0] == "set":
+            try:
+                conn.execute(f"update [{item.table}] set [{item.column}] = ? where [{key}] = ?",
+                             [item.repair[1], item.key])  # fmt: skip
+                continue
+            except sqlite3.IntegrityError as ex:  # another row holds that already: a derived one is a repeat
+                if item.table not in DERIVED_ROWS:
+                    raise BrainError(
+                        f"check --repair cannot make {item.table} {item.key} {item.column} {item.repair[1]!r} "
+                        f"({ex}): set it with SQL, then run check --repair again"
+                    ) from ex
+        conn.execute(f"delete from [{item.table}] where [{key}] = ?", [item.key])
 
 
 def fault(conn):

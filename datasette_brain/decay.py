@@ -76,5 +76,5 @@ def decay_filter(request):
     if selected is None:
         return None
     if selected not in BUCKETS:
-        return FilterArguments(["0"], human_descriptions=[f"unknown decay bucket {selected!r}: no rows"])
+        return FilterArguments(["0"], human_descriptions=[f"unknown decay bucket {brain_sql.shown(selected)}: no rows"])
     return FilterArguments([brain_sql.decay_filter_sql(selected)], {"decay_bucket": selected}, [f"decay is {selected}"])

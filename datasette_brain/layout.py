@@ -19,6 +19,11 @@ PAD = 5  # kept clear around every label (its white halo included)
 MARGIN = 12
 NAME_CHARS = 36  # longer names are cut, with the whole name in the tooltip
 RELATION_CHARS = 28
+# a phone's drawing (layout's narrow): about this many units across, labels and
+# all, which a 375 px screen shows at a readable scale
+NARROW_WIDTH = 430
+NARROW_MOST = 0.3  # its rings squeezed at most to this fraction of their width
+NARROW_TRIES = 3
 
 # Helvetica's advance widths (thousandths of an em) for printable ASCII
 _WIDTHS = dict(zip(
@@ -193,13 +198,34 @@ def _edge_candidates(p0, control, p2, preferred, size):
             yield x - ty * shift * 1.2 * size, y + tx * shift * 1.2 * size
 
 
-def layout(nodes, edges, centre_id):
+def layout(nodes, edges, centre_id, narrow=False):
     """The drawing of `nodes` (dicts with id, name, type, hop, degree; the centre's
     hop 0) and `edges` ((from id, to id, relation type), each drawn once): a dict
     with `width` and `height` of the drawing, `nodes` and `edges` with their
     geometry and label positions, and the `legend` (type, colour, count). The
-    same input always gives the same drawing, and no two labels overlap."""
+    same input always gives the same drawing, and no two labels overlap.
+
+    `narrow`, for a phone: the rings squeezed into a tall ellipse, narrowed by
+    the factor that makes the drawing NARROW_WIDTH across (found in a few
+    tries, since the labels take room too, and never below NARROW_MOST) and
+    made taller by its square root. A phone scrolls down through it, not across."""
     positions = _rings(nodes, edges, centre_id)
+    drawing = _draw(nodes, edges, centre_id, positions)
+    span = 2 * max(abs(x) for x, _ in positions.values())
+    factor = 1.0
+    for _ in range(NARROW_TRIES if narrow and span else 0):
+        labels = drawing["width"] - span * factor  # what the labels and margins add to the nodes' span
+        fitting = max(NARROW_MOST, (NARROW_WIDTH - labels) / span)
+        if drawing["width"] <= NARROW_WIDTH or fitting >= factor:
+            break
+        factor = fitting
+        squeezed = {key: (x * factor, y / math.sqrt(factor)) for key, (x, y) in positions.items()}
+        drawing = _draw(nodes, edges, centre_id, squeezed)
+    return drawing
+
+
+def _draw(nodes, edges, centre_id, positions):
+    """layout's drawing with the nodes at `positions`."""
     palette = colours({n["type"] for n in nodes})
     boxes = _Boxes()
     drawn = {}

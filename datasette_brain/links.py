@@ -23,7 +23,7 @@ _brains = weakref.WeakKeyDictionary()  # Datasette instance -> the names of its 
 # name starts with one of these is hidden too), the change log and bookkeeping, and
 # Litestream's own tables in a brain it replicates
 HIDDEN_TABLES = ("vec_knowledge", "knowledge_fts", "brain_changes", "brain_instance", "brain_mention_queue",
-                 "brain_ids", "brain_meta", "sqlite_sequence", "_sqlite_migrations",
+                 "brain_mention_names", "brain_ids", "brain_meta", "sqlite_sequence", "_sqlite_migrations",
                  "_litestream_seq", "_litestream_lock")  # fmt: skip
 
 # the knowledge table's columns as people read them; the rest follow, as stored
@@ -31,7 +31,11 @@ KNOWLEDGE_COLUMNS = ("id", "title", "content", "class", "scope", "source", "doma
                      "relevance_tier", "flagged", "confidence", "tags", "heading_path", "source_path",
                      "line_start", "line_end", "external_id")  # fmt: skip
 
+# what a phone shows of a knowledge row, its card; the memory page has the rest
+PHONE_COLUMNS = ("id", "title", "content", "class", "scope", "source", "observed_at", "expires_at")
+
 CONTENT_CHARS = 160  # of a memory's text in a table cell; the memory page has all of it
+LINK_SLACK = 200  # characters a cut text may run past its limit to end a [[link]] rather than cut it
 
 # the columns the recall canned query returns: its rows are memories
 RECALL_COLUMNS = {"id", "title", "score", "vector_rank", "fts_rank", "graph_rank", "content"}
@@ -98,13 +102,26 @@ def _flat(text):
     return re.sub(r"\s+", " ", text)
 
 
+def whole_links(text, at):
+    """Where to cut `text` near `at` so that no `[[link]]` is cut in half: at the end
+    of the one `at` falls inside (if it ends within LINK_SLACK), else at its start."""
+    opened = text.rfind("[[", 0, at)
+    if opened < 0 or text.find("]]", opened, at) >= 0:
+        return at
+    closed = text.find("]]", at - 1, at + LINK_SLACK)
+    if closed >= 0 and "\n" not in text[opened:closed]:
+        return closed + 2
+    return opened
+
+
 async def linked_text(datasette, database, text, limit=None, more_href=None, entities=True):
     """Markup for `text`: escaped, each `[[wikilink]]` or `[[relation::Entity]]` that
     names an entity wrapped, as written, in a link to that entity's page (unless
     not `entities`: for a reader who may not see the graph). With `limit`, the
-    first `limit` characters on one line, then a link to the rest."""
-    cut = limit is not None and len(text) > limit
-    shown = text[:limit] if cut else text
+    first `limit` characters on one line (with the whole of a link they would cut),
+    then a link to the rest."""
+    shown = text[: whole_links(text, limit)] if limit is not None and len(text) > limit else text
+    cut = len(shown) < len(text)
     spans = brain_sql.entity_links(shown) if entities else []
     ids = await entity_ids(datasette.get_database(database), [name for _, _, name in spans]) if spans else {}
     plain = _flat if limit is not None else str
@@ -225,3 +242,16 @@ def table_arranger(datasette, database, table):
         return [columns[i] for i in ordered], arranged_rows
 
     return arrange
+
+
+def phone_columns(datasette, database, table, request):
+    """The columns a phone shows of the table page's rows, or None for all: of the
+    knowledge table, PHONE_COLUMNS and those the request filters or sorts by,
+    unless it picks its columns itself (_col, _nocol)."""
+    if not is_brain(datasette, database) or table != "knowledge" or request is None:
+        return None
+    if "_col" in request.args or "_nocol" in request.args:
+        return None
+    named = {key.split("__")[0] for key in request.args if not key.startswith("_")}
+    named.update(request.args.get(key) for key in ("_sort", "_sort_desc") if request.args.get(key))
+    return frozenset(PHONE_COLUMNS).union(named)

@@ -1,6 +1,6 @@
-"""The brain's MCP tools: brain_recall, brain_remember, brain_verify, brain_forget
-and brain_memory. datasette-mcp serves them at /-/mcp with Datasette's actor on
-every call (its register_mcp_tools hook); `sqlite-utils brain mcp DB` serves them
+"""The brain's MCP tools: brain_recall, brain_remember, brain_verify, brain_forget,
+brain_memory and brain_list. datasette-mcp serves them at /-/mcp with Datasette's
+actor on every call (its register_mcp_tools hook); `sqlite-utils brain mcp DB` serves them
 over stdio for an agent without a server. Each is a door to the same function in
 tools.py as its HTTP route: the same permissions, the same checks, the same JSON.
 
@@ -29,7 +29,8 @@ INSTRUCTIONS = (
     "each hit has its source, its relevance and why it was found, and an empty answer says why. "
     "Store what should be remembered with brain_remember (a record: text, title, optional _id "
     "to update it later), read one memory in full with brain_memory, check a claim against "
-    "a memory with brain_verify, and remove memories with brain_forget."
+    "a memory with brain_verify, and remove memories with brain_forget; brain_list lists what was "
+    "stored, newest first."
 )
 
 
@@ -66,6 +67,10 @@ LookIn = json_arg("string", "a text to look in, instead of a memory")
 Ids = json_arg("array", "memory ids (knowledge.id)", items={"type": "integer"})
 ExternalIds = json_arg("array", "the _ids records were remembered with", items={"type": ["string", "integer"]})
 MemoryId = json_arg("integer", "the memory's id")
+ListedSince = json_arg("string", "observed at or after: an ISO time, or relative such as -7d")
+ListedUntil = json_arg("string", "observed before: an ISO time, or relative such as -1d")
+Page = json_arg("integer", "the page, from 1 (default 1)")
+PageSize = json_arg("integer", "memories a page, 1 to 1000 (default 20)")
 
 
 def _actor(ctx):
@@ -224,3 +229,26 @@ def register(datasette, mcp, actor=None):
         and edges its text states."""
         sent = _sent(ctx, id=id, database=database)
         return await call(ctx, "brain_memory", sent, ["id"], tools.memory, sent.get("id"))
+
+    @mcp.tool(annotations=READS)
+    async def brain_list(
+        ctx: Context,
+        scope: ScopePath = None,
+        classes: Classes = None,
+        sources: Sources = None,
+        domain: Domain = None,
+        since: ListedSince = None,
+        until: ListedUntil = None,
+        now: Now = None,
+        page: Page = None,
+        size: PageSize = None,
+        database: Database = None,
+    ) -> dict[str, Any]:
+        """List what was stored, newest first (by when it was observed), a page at a
+        time: each memory with its id, title, text, class, scope, source, dates and
+        validity; `more` says whether another page follows. The filters are
+        brain_recall's: `scope` reads a path and its parents, never a sibling."""
+        sent = _sent(ctx, scope=scope, classes=classes, sources=sources, domain=domain, since=since, until=until,
+                     now=now, page=page, size=size, database=database)  # fmt: skip
+        takes = ["scope", "classes", "sources", "domain", "since", "until", "now", "page", "size"]
+        return await call(ctx, "brain_list", sent, takes, tools.memories, body(sent))

@@ -17,7 +17,7 @@ from . import replica, tools
 from .decay import BUCKETS
 from .html_errors import html_page
 from .layout import layout
-from .links import linked_text
+from .links import linked_text, whole_links
 from .routes import brain_database, querydoc_from_args, read_body
 from .tools import ApiError, run_recall
 
@@ -58,20 +58,35 @@ def score(value, places=3):
 
 
 def preview(content):
-    """(the first lines of `content`, ending at a line or word boundary, whether
-    there is more): the rest is a click away."""
+    """(the first lines of `content`, ending at a line or word boundary and never
+    inside a [[link]], whether there is more): the rest is a click away."""
     content = (content or "").strip("\n")
     lines = content.split("\n")
     shown = "\n".join(lines[:PREVIEW_LINES])
     if len(shown) > PREVIEW_CHARS:
         cut = shown[:PREVIEW_CHARS]
-        shown = cut[: cut.rfind(" ")] if " " in cut[PREVIEW_CHARS // 2 :] else cut
+        at = cut.rfind(" ") if " " in cut[PREVIEW_CHARS // 2 :] else PREVIEW_CHARS
+        shown = shown[: whole_links(shown, at)]
     return shown, shown != content
 
 
 def shown_time(value):
     """SQLite UTC text as people read it: midnight without its clock."""
     return value[:-9] if value and value.endswith(" 00:00:00") else value
+
+
+def evidence_view(evidence):
+    """The evidence a hit's relevance was read from, in words: the query's words it
+    holds, its similarity, the entities the query names that it is tied to."""
+    if not evidence:
+        return None
+    words = ", ".join(evidence["matched"])
+    parts = [f"words {words}" if words else "none of the query's words",
+             f"similarity {score(evidence['similarity'], 2)}"]  # fmt: skip
+    if evidence.get("entities") is not None:
+        tied = ", ".join(evidence["tied"])
+        parts.append(f"tied to {tied}" if tied else "tied to none of the entities the query names")
+    return " · ".join(parts)
 
 
 def hit_view(hit):
@@ -87,7 +102,9 @@ def hit_view(hit):
     if where and hit.get("line_start"):
         where += f":{hit['line_start']}" + (f"–{hit['line_end']}" if hit.get("line_end") not in (None, hit["line_start"]) else "")
     text, more = preview(hit.get("content"))
-    return {"facts": [(k, v) for k, v in facts if v not in (None, "")], "where": where, "preview": text, "more": more}
+    return {"facts": [(k, v) for k, v in facts if v not in (None, "")], "where": where, "preview": text, "more": more,
+            "section": brain_sql.section(hit.get("title"), hit.get("heading_path")),
+            "evidence": evidence_view((hit.get("provenance") or {}).get("evidence"))}  # fmt: skip
 
 
 def recall_form(request):
@@ -142,7 +159,9 @@ async def recall_page(datasette, request):
         context = {
             "applied": applied_filters(request, query),
             "searched": query.get("searched") if query.get("searched") != query.get("q") else None,
-            "recommendation": RECOMMENDATIONS.get(result["quality"]["recommendation"], ""),
+            # advice on the words of the query, unless the answer is empty for another reason
+            "recommendation": "" if result.get("reason") in ("only_decayed", "token_budget")
+            else RECOMMENDATIONS.get(result["quality"]["recommendation"], ""),
             "reason": REASONS.get(result.get("reason"), "No memory returned."),
             "decayed_url": path_with_added_args(request, {"include_decayed": "true"}),
             "views": [hit_view(hit) for hit in result["hits"]],
@@ -151,6 +170,7 @@ async def recall_page(datasette, request):
         entities = await tools.graph_readable(datasette, request.actor, db.name)
         for view, hit in zip(context["views"], result["hits"]):
             view["linked"] = await linked_text(datasette, db.name, hit["content"], entities=entities)
+            view["preview"] = await linked_text(datasette, db.name, view["preview"], entities=entities)
     elif not form["q"]:
         context = {
             "examples": await db.execute_fn(brain_sql.examples),
@@ -161,13 +181,27 @@ async def recall_page(datasette, request):
         await datasette.render_template(
             "brain_recall.html",
             {"database": db.name, "form": form, "result": result, "error": error and str(error), "score": score,
-             "tiers": TIERS, **context},  # fmt: skip
+             "tiers": TIERS, "counted": brain_sql.counted, **context},  # fmt: skip
             request=request,
         ),
         # the page says what is wrong, and so does its status: the request's fault, or the brain's
         status=error.status if error else 200,
         headers=error.headers if error else None,
     )
+
+
+# the memory page's provenance, in the order people read it
+PROVENANCE = ("source_path", "line_start", "line_end", "document_id", "chunk_index", "external_id", "class", "scope",
+              "source", "domain", "node_kind", "lawful_basis", "region", "observed_at", "created_at", "valid_from",
+              "valid_to", "supersedes", "superseded_at", "superseded_by", "version_of", "expires_at", "relevance_tier",
+              "confidence", "flagged", "embedding_model")  # fmt: skip
+
+
+def provenance(memory):
+    """([(field, value)] of the fields `memory` has a value for, [the fields it has
+    none for]): a row each for the first, one line naming the others."""
+    given = [(name, memory.get(name)) for name in PROVENANCE if memory.get(name) not in (None, "")]
+    return given, [name for name in PROVENANCE if memory.get(name) in (None, "")]
 
 
 def path_id(request, kind):
@@ -191,6 +225,7 @@ async def memory_page(datasette, request):
             {
                 "database": request.url_vars["database"],
                 **loaded,
+                "provenance": provenance(loaded["memory"]),
                 "content_html": await linked_text(
                     datasette, request.url_vars["database"], loaded["memory"]["content"],
                     entities=await tools.graph_readable(datasette, request.actor, request.url_vars["database"]),
@@ -214,11 +249,13 @@ async def entity_page(datasette, request):
     if found is None:
         raise ApiError(f"no entity with id {entity_id}", 404)
     drawing = layout(found["nodes"], found["edges"], entity_id)
+    narrow = layout(found["nodes"], found["edges"], entity_id, narrow=True)
     return Response.html(
         await datasette.render_template(
             "brain_entity.html",
-            {"database": db.name, "entity": found["entity"], "graph": drawing, "hops": int(hops), "rest": found["rest"],
-             "more": found["more"], "documents": found["documents"], "documents_total": found["documents_total"]},  # fmt: skip
+            {"database": db.name, "entity": found["entity"], "graph": drawing, "narrow": narrow, "hops": int(hops),
+             "rest": found["rest"], "more": found["more"], "documents": found["documents"],
+             "documents_total": found["documents_total"], "counted": brain_sql.counted, "section": brain_sql.section},  # fmt: skip
             request=request,
         )
     )
@@ -278,8 +315,8 @@ def back_pairs(back):
     try:
         return urllib.parse.parse_qsl(back, keep_blank_values=True, strict_parsing=True, errors="strict")
     except ValueError:
-        shown = back[:80]
-        raise ApiError(f"back, the page to go back to, is no query string (percent-encoded UTF-8): {shown!r}") from None
+        shown = brain_sql.shown(back, 80)
+        raise ApiError(f"back, the page to go back to, is no query string (percent-encoded UTF-8): {shown}") from None
 
 
 @html_page
@@ -323,7 +360,8 @@ async def decayed_page(datasette, request):
             {"database": db.name, "rows": rows, "facets": facets, "selected": selected, "now": now, "count": count,
              "page": page, "pages": pages, "first": (page - 1) * size + 1, **links, "can_write": can_write,
              "read_only": read_only, "back": decayed_query(selected, page, size)[1:], "extend_choices": EXTEND_CHOICES,
-             "json_url": f"{request.path}.json{decayed_query(selected, page, size)}"},  # fmt: skip
+             "json_url": f"{request.path}.json{decayed_query(selected, page, size)}", "counted": brain_sql.counted,
+             "write_how": tools.WRITE_HOW},  # fmt: skip
             request=request,
         )
     )
@@ -334,7 +372,7 @@ def decision(form):
     decayed page's form, all of it checked before anything is written."""
     action, _, days = (form.get("action") or [""])[-1].partition(":")
     if action not in DECAY_ACTIONS:
-        raise ApiError(f"unknown action {action[:40]!r}: one of {', '.join(DECAY_ACTIONS)}")
+        raise ApiError(f"unknown action {brain_sql.shown(action)}: one of {', '.join(DECAY_ACTIONS)}")
     ids = [brain_sql.whole_number(value, "id") for value in form.get("id", [])]
     days = brain_sql.whole_number(days, "extend's days", 1, brain_sql.MAX_EXTEND_DAYS) if action == "extend" else None
     try:
@@ -366,13 +404,13 @@ async def decayed_act(datasette, request):
     try:
         action, ids, days, back = decision(form)
         operation, arguments = DECAY_ACTIONS[action], (ids, days) if action == "extend" else (ids,)
-        result = await db.execute_write_fn(lambda conn: operation(conn, *arguments), block=True)
+        result = await tools.write(db, lambda conn: operation(conn, *arguments))
     except (ApiError, brain_sql.FieldError) as ex:  # the request's fault, found before writing
         raise ApiError(f"Nothing was changed: {ex}", getattr(ex, "status", 400)) from None
     changed, missing = result["changed"], result["not_found"]
-    message = f"{DONE[action]} {len(changed)} memor{'y' if len(changed) == 1 else 'ies'}"
+    message = f"{DONE[action]} {brain_sql.counted(len(changed), 'memory', 'memories')}"
     message += f" (id {', '.join(map(str, changed))})" if changed else ""
-    message += f" by {days} days." if action == "extend" and changed else "."
+    message += f" by {brain_sql.counted(days, 'day')}." if action == "extend" and changed else "."
     if missing:
         message += f" Not found (or flagged): {', '.join(map(str, missing))}."
     datasette.add_message(request, message, datasette.INFO if changed else datasette.WARNING)

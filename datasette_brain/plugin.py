@@ -7,7 +7,7 @@ from datasette import hookimpl
 
 import brain_sql
 
-from . import crossdb, decay, facets, html_errors, links, pages, replica, routes, tools
+from . import canned, crossdb, decay, facets, html_errors, links, pages, replica, routes, tools
 
 
 @hookimpl
@@ -42,6 +42,12 @@ def _warm(path, migrate):
 
 
 @hookimpl
+def asgi_wrapper(datasette):
+    """A 400 of a brain's recall canned query names the parameter at fault (canned.py)."""
+    return lambda app: canned.recall_errors_named(datasette, app)
+
+
+@hookimpl
 def register_routes():
     return [
         (r"^/(?P<database>[^/]+)/-/recall$", routes.recall_view),
@@ -50,6 +56,10 @@ def register_routes():
         (r"^/(?P<database>[^/]+)/-/remember$", routes.remember_view),
         (r"^/(?P<database>[^/]+)/-/forget$", routes.forget_view),
         (r"^/-/brain/v1/embeddings$", routes.embeddings_view),
+        (r"^/-/brain/v1/models$", routes.models_view),
+        (r"^/-/brain/v1/models/(?P<model>.+)$", routes.model_view),  # an id may hold slashes (wordllama/l2_supercat)
+        (r"^/(?P<database>[^/]+)/-/memories\.json$", routes.memories_view),
+        (r"^/(?P<database>[^/]+)/-/export\.jsonl$", routes.export_view),
         (r"^/(?P<database>[^/]+)/-/brain$", pages.recall_page),
         (r"^/(?P<database>[^/]+)/-/replica$", routes.replica_view),
         # any id: the page answers one that names nothing with its own 404
@@ -153,10 +163,19 @@ def render_cell(row, value, column, table, database, datasette):
 
 
 @hookimpl
+def extra_css_urls(database, datasette):
+    """A brain's pages, Datasette's among them, fit a phone's screen (static/brain.css)."""
+    if database is not None and links.is_brain(datasette, database):
+        return [datasette.urls.static_plugins("datasette-brain", "brain.css")]
+    return []
+
+
+@hookimpl
 def extra_template_vars(template, database, table, request, datasette):
     """For the templates that extend Datasette's own (database.html, table.html,
     query.html): whether this is a brain (and its pages are the actor's to see),
-    the table page's arrangement, and where a refused crossdb query may read."""
+    the table page's arrangement and the columns a phone shows, and where a
+    refused crossdb query may read."""
     if database is None:
         return {}
 
@@ -167,9 +186,13 @@ def extra_template_vars(template, database, table, request, datasette):
             actor = request.actor if request else None
             variables["brain_links"] = await tools.memories_readable(datasette, actor, database)
         if template == "query.html":
-            variables["brain_explain_error"] = lambda error: crossdb.explain(datasette, error)
+            recall = brain and request is not None and canned.RECALL_PATH.match(request.path)
+            variables["brain_explain_error"] = lambda error: (
+                canned.explained(error, request) if recall else crossdb.explain(datasette, error)
+            )
         if table is not None:
             variables["brain_arrange"] = links.table_arranger(datasette, database, table)
+            variables["brain_phone_columns"] = links.phone_columns(datasette, database, table, request)
         return variables
 
     return inner
@@ -214,9 +237,10 @@ def canned_queries(datasette, database, actor):
             CONFIGURED: configured,
             "title": "Recall",
             "hide_sql": True,  # its 60 lines of SQL one click away, the form and results first
-            "description": "Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and the graph walk, fused by "
-            "weighted RRF. Filters may be left empty; classes and sources are comma-separated; as_of (ISO) "
-            "recalls what was true then.",
+            "description": "Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and the graph walk, fused by a "
+            "convex combination of their normalised scores, or by weighted Reciprocal Rank Fusion when q names "
+            "an entity (the graph walk then leads). Filters may be left empty; classes and sources are "
+            "comma-separated; as_of (ISO) recalls what was true then.",
             **{key: value for key, value in configured.items() if key not in ("sql", CONFIGURED)},
             "sql": brain_sql.RECALL_SQL,
         }

@@ -11,6 +11,7 @@ request again.
 
 import asyncio
 import base64
+import urllib.parse
 
 from datasette import Response
 from datasette.utils import await_me_maybe
@@ -133,6 +134,109 @@ forget_view = _post_view(tools.forget, 'POST {"ids": [...]} or {"external_ids": 
 
 
 @api
+async def memories_view(datasette, request):
+    """GET /DB/-/memories.json: what was stored, newest first, filters and paging
+    as query parameters (brain_sql.memories)."""
+    database = request.url_vars.get("database")
+    db = await tools.open_brain(datasette, request.actor, database)
+    if request.method != "GET":
+        raise ApiError("GET the memories, with filters and paging as query parameters", 405, {"Allow": "GET"})
+    listing = brain_sql.listing_from_strings({name: request.args.getlist(name) for name in request.args.keys()})
+    return Response.json(await tools.memories(datasette, request.actor, database, listing, db=db))
+
+
+EXPORT_LINES = 200  # lines of an export sent in one body message: what a stream holds at once
+
+
+@api
+async def export_view(datasette, request):
+    """GET /DB/-/export.jsonl: brain_sql.export streamed, read a page of lines at a
+    time on Datasette's threads from one connection and one snapshot of its own.
+    What stops an export before its first line (permissions, a damaged or outdated
+    file, too many exports at once) is the JSON error any route gives."""
+    db = await tools.exportable_brain(datasette, request.actor, request.url_vars.get("database"))
+    if request.method != "GET":
+        raise ApiError("GET the export: it takes no parameters", 405, {"Allow": "GET"})
+    if request.args:
+        raise ApiError(f"the export takes no parameters, not {', '.join(sorted(request.args.keys()))[:100]}")
+    stream = ExportStream(datasette, db.path, tools.take_export_slot(datasette), request.receive)
+    await stream.start()
+    return stream
+
+
+class ExportStream:
+    """A streaming response of an export's lines (Datasette sends what a view
+    returns through its asgi_send), holding its connection, its snapshot and its
+    export slot until the last line is sent or the client goes away."""
+
+    def __init__(self, datasette, path, give_back, receive):
+        self.datasette, self.path, self.give_back = datasette, path, give_back  # give_back: the export slot
+        self.receive = receive  # the request's: it tells when the client went away
+        self.conn = self.lines = self.first = None
+
+    async def _run(self, operation):
+        if self.datasette.executor is None:
+            return operation()
+        return await asyncio.get_running_loop().run_in_executor(self.datasette.executor, operation)
+
+    def _next(self):
+        """The next lines, at most EXPORT_LINES of them, as bytes (b"" when done)."""
+        taken = []
+        for line in self.lines:
+            taken.append(line)
+            if len(taken) >= EXPORT_LINES:
+                break
+        return "".join(taken).encode("utf-8")
+
+    async def start(self):
+        """Open the connection and read the first lines: a failure is still a JSON error."""
+
+        def opened():
+            self.conn = brain_sql.connect(self.path, read_only=True)
+            self.lines = brain_sql.export(self.conn)
+            return self._next()
+
+        try:
+            self.first = await self._run(opened)
+        except BaseException:
+            await self._run(self._close)
+            raise
+
+    def _close(self):
+        try:
+            if self.lines is not None:
+                self.lines.close()
+            if self.conn is not None:
+                self.conn.close()
+        finally:
+            self.give_back()
+
+    async def _gone(self):
+        """True once the client has gone away; False when the server cannot tell
+        (its receive failed): then the export is sent whole, never cut short."""
+        try:
+            while (await self.receive())["type"] != "http.disconnect":
+                pass
+        except Exception:  # noqa: BLE001 - no word of a disconnect: keep sending
+            return False
+        return True
+
+    async def asgi_send(self, send):
+        gone = asyncio.ensure_future(self._gone())
+        try:
+            headers = [[b"content-type", b"application/x-ndjson; charset=utf-8"]]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            body = self.first
+            while body and not (gone.done() and gone.result()):  # a client gone is sent no more: the rest is not read
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                body = await self._run(self._next)
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            gone.cancel()
+            await self._run(self._close)
+
+
+@api
 async def replica_view(datasette, request):
     """GET /DB/-/replica: what the replica follows, the last change it applied and
     its lag ({"replica": false} on a primary), for whoever may read the memories."""
@@ -212,8 +316,8 @@ def chosen_model(name, models):
     served = ", ".join(models)
     if name is None:
         raise OpenAIError(f"give model: this instance's brains use several models: {served}", "model")
-    raise OpenAIError(f"model {name[:100]!r} is not served here; this instance's brains use: {served}", "model",
-                      code="model_not_found")  # fmt: skip
+    raise OpenAIError(f"model {brain_sql.shown(name, 100)} is not served here; this instance's brains use: {served}",
+                      "model", code="model_not_found")  # fmt: skip
 
 
 def check_dimensions(dimensions, actual, model_id):
@@ -272,6 +376,39 @@ async def embeddings_view(datasette, request):
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
     )
+
+
+async def _models_served(datasette, request):
+    """served_models, for an actor who may use this instance (as embeddings_view)."""
+    if not await datasette.permission_allowed(request.actor, "view-instance", default=True):
+        raise OpenAIError("permission denied: this actor may not use this Datasette instance", status=403)
+    if request.method != "GET":
+        raise OpenAIError("GET the models this instance serves", status=405, headers={"Allow": "GET"})
+    return await served_models(datasette)
+
+
+def model_object(model_id):
+    """A model as OpenAI lists one. A brain records no time its model was made: created is 0."""
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": "datasette-brain"}
+
+
+@openai_api
+async def models_view(datasette, request):
+    """OpenAI's GET /v1/models: the models this instance's brains embed with,
+    which /-/brain/v1/embeddings takes."""
+    models = await _models_served(datasette, request)
+    return Response.json({"object": "list", "data": [model_object(model_id) for model_id in models]})
+
+
+@openai_api
+async def model_view(datasette, request):
+    """OpenAI's GET /v1/models/{model}: one served model, or a 404 in OpenAI's shape."""
+    models = await _models_served(datasette, request)
+    model_id = urllib.parse.unquote(request.url_vars["model"])  # OpenAI's client sends wordllama%2Fl2_supercat
+    if model_id not in models:
+        raise OpenAIError(f"model {model_id[:100]!r} is not served here; this instance's brains use: "
+                          f"{', '.join(models)}", "model", status=404, code="model_not_found")  # fmt: skip
+    return Response.json(model_object(model_id))
 
 
 def knowledge_readable(datasette, actor, database):

@@ -16,6 +16,10 @@ import brain_sql
 
 MAX_BODY_BYTES = brain_sql.MAX_CONTENT_BYTES + 100_000  # a request's body, or an MCP call's arguments
 WRITE_PERMISSION = "brain-write"
+# how an actor gets it, said wherever it is missing
+WRITE_HOW = ("the plugin's configuration grants it to the actors it names, e.g. plugins: "
+             "{datasette-brain: {allow_write: {id: you}}} in the metadata; sign in as one of them, "
+             "or send a token that acts as one (datasette-auth-tokens)")  # fmt: skip
 RETRY_AFTER_SECONDS = 2
 RECALL_WAIT_SECONDS = 5
 GRAPH_TABLES = ("entities", "relationships")
@@ -75,7 +79,7 @@ def read_json(data, what="the request body"):
         raise ApiError(f"{what} is nested too deeply") from None
     bad = brain_sql.unencodable(value)
     if bad is not None:
-        raise ApiError(f"{what} has text that is not valid Unicode (a lone surrogate) in {bad[:40]!r}")
+        raise ApiError(f"{what} has text that is not valid Unicode (a lone surrogate) in {brain_sql.shown(bad)}")
     return value
 
 
@@ -163,10 +167,15 @@ _recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> {event loop
 
 
 async def run_recall(datasette, db, doc):
-    """brain_sql.recall on one of Datasette's threads, at most one fewer at once than
-    it has (`num_sql_threads`), so table pages always find a thread free; waiting
-    recalls go first come, first served, and one that finds no slot within
-    RECALL_WAIT_SECONDS is a 503 with Retry-After."""
+    """brain_sql.recall for `doc` (run_read)."""
+    return await run_read(datasette, db, lambda conn: brain_sql.recall(conn, doc))
+
+
+async def run_read(datasette, db, operation):
+    """operation(conn) — a recall, a listing — on one of Datasette's threads, at
+    most one fewer at once than it has (`num_sql_threads`), so table pages always
+    find a thread free; waiting reads go first come, first served, and one that
+    finds no slot within RECALL_WAIT_SECONDS is a 503 with Retry-After."""
     loop = asyncio.get_running_loop()
     per_loop = _recall_slots.setdefault(datasette, weakref.WeakKeyDictionary())
     slots = per_loop.get(loop)
@@ -175,10 +184,10 @@ async def run_recall(datasette, db, doc):
     try:
         await asyncio.wait_for(slots.acquire(), RECALL_WAIT_SECONDS)
     except asyncio.TimeoutError:
-        raise ApiError("the server is busy with other recalls; try again shortly", 503,
+        raise ApiError("the server is busy with other recalls and listings; try again shortly", 503,
                        {"Retry-After": str(RETRY_AFTER_SECONDS)}) from None  # fmt: skip
     try:
-        return await db.execute_fn(lambda conn: brain_sql.recall(conn, doc))
+        return await db.execute_fn(operation)
     finally:
         slots.release()
 
@@ -189,6 +198,48 @@ async def recall(datasette, actor, database, doc, db=None):
     if not isinstance(doc, brain_sql.QueryDoc):
         doc = brain_sql.parse_querydoc(doc)
     return await run_recall(datasette, db, doc)
+
+
+async def memories(datasette, actor, database, body, db=None):
+    """What was stored, newest first: brain_sql.memories for a Listing or its JSON
+    object (filters and paging), the memories `actor` may read."""
+    db = await open_brain(datasette, actor, database, db)
+    listing = brain_sql.parse_listing(body)
+    return await run_read(datasette, db, lambda conn: brain_sql.memories(conn, listing))
+
+
+_exports = weakref.WeakKeyDictionary()  # Datasette instance -> exports streaming now
+
+
+def take_export_slot(datasette):
+    """One of the brain_sql.EXPORTS_AT_ONCE exports a server streams at once, or a
+    503 with Retry-After when none is free; returns what gives it back (once)."""
+    if _exports.get(datasette, 0) >= brain_sql.EXPORTS_AT_ONCE:
+        raise ApiError(f"the server is streaming {brain_sql.EXPORTS_AT_ONCE} exports already; try again shortly",
+                       503, {"Retry-After": str(RETRY_AFTER_SECONDS)})  # fmt: skip
+    _exports[datasette] = _exports.get(datasette, 0) + 1
+    given_back = []
+
+    def give_back():
+        if not given_back:
+            given_back.append(True)
+            _exports[datasette] -= 1
+
+    return give_back
+
+
+async def exportable_brain(datasette, actor, database, db=None):
+    """The brain, once `actor` may read its memories and its graph (an export holds
+    both) and it is a file an export can open."""
+    db = await open_brain(datasette, actor, database, db)
+    try:
+        await ensure_graph(datasette, actor, db.name)
+    except Forbidden:
+        raise Forbidden("an export holds the graph too: it needs view permission on the knowledge, entities "
+                        "and relationships tables") from None
+    if not db.path:
+        raise ApiError(f"database {db.name} is held in memory: only a brain file can be exported", 409)
+    return db
 
 
 async def verify(datasette, actor, database, body, db=None):
@@ -241,11 +292,29 @@ async def writable_brain(datasette, actor, database, db=None):
     """The brain, once `actor` may read it and write to it and it can be written."""
     db = await open_brain(datasette, actor, database, db)
     if not await datasette.permission_allowed(actor, WRITE_PERMISSION, resource=db.name, default=False):
-        raise Forbidden(f"changing memories needs the {WRITE_PERMISSION} permission")
+        raise Forbidden(f"changing memories needs the {WRITE_PERMISSION} permission: {WRITE_HOW}")
     reason = read_only(db)
     if reason:
         raise ApiError(f"{reason}: nothing can be written to it", 403)
     return db
+
+
+async def write(db, operation):
+    """`operation(conn)` on the brain's write connection, Datasette's write thread.
+    What it raises is raised here, to be answered as any error is, and only here:
+    that thread also writes each exception it sees to stderr, which for `brain mcp`
+    is the agent's log, not its answer."""
+
+    def caught(conn):
+        try:
+            return operation(conn), None
+        except Exception as ex:  # noqa: BLE001 - handed to the caller, whatever it is
+            return None, ex
+
+    result, failure = await db.execute_write_fn(caught, block=True)
+    if failure is not None:
+        raise failure
+    return result
 
 
 async def remember(datasette, actor, database, body, db=None):
@@ -254,15 +323,10 @@ async def remember(datasette, actor, database, body, db=None):
     records = body if isinstance(body, list) else [body]
     if not records or not all(isinstance(r, dict) for r in records):
         raise ApiError("give a record object or a non-empty list of them")
-    report, ids = await db.execute_write_fn(lambda conn: brain_sql.remember(conn, records), block=True)
+    report, ids = await write(db, lambda conn: brain_sql.remember(conn, records))
     if report.errors:
         raise ApiError("; ".join(e.message for e in report.errors))
-    return {
-        "ok": True, "ids": ids, "added": report.documents_added, "updated": report.documents_updated,
-        "unchanged": report.documents_unchanged,
-        "chunks": {"added": report.chunks_added, "updated": report.chunks_updated,
-                   "unchanged": report.chunks_unchanged, "removed": report.chunks_removed},
-    }  # fmt: skip
+    return report.answer(ids)
 
 
 async def forget(datasette, actor, database, body, db=None):
@@ -275,9 +339,7 @@ async def forget(datasette, actor, database, body, db=None):
     if unknown:
         raise ApiError(f"unknown field: {', '.join(unknown)}; forget takes ids and external_ids")
     ids, external_ids = body.get("ids", []), body.get("external_ids", [])
-    result = await db.execute_write_fn(
-        lambda conn: brain_sql.forget(conn, ids=ids, external_ids=external_ids), block=True
-    )
+    result = await write(db, lambda conn: brain_sql.forget(conn, ids=ids, external_ids=external_ids))
     return {"ok": True, **result}
 
 

@@ -1,7 +1,8 @@
-"""An agent's session end to end, as the README's "Agents" section tells it: a
-real `datasette serve` with datasette-auth-tokens (a bearer token read from an
-environment variable) and datasette-mcp; remember, recall and forget over HTTP and
-over MCP with the MCP SDK's own client, and over stdio (`sqlite-utils brain mcp`)."""
+"""An agent's session end to end, as docs/agents.md tells it: a real `datasette
+serve` with datasette-auth-tokens (a bearer token read from an environment
+variable) and datasette-mcp; remember, recall and forget over HTTP and over MCP with
+the MCP SDK's own client, and over stdio (`sqlite-utils brain mcp`); and that
+page's Python examples, run against the server as written."""
 
 import asyncio
 import json
@@ -18,6 +19,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from .conftest import copy_brain
+from .examples import DOCS_AGENTS, ROOT, block_with, printed_comment, run_python
 
 TOKEN = "s3cret-agent-token"
 METADATA = {
@@ -61,6 +63,10 @@ def server(vault_brain_path, tmp_path_factory):
     process.wait(10)
 
 
+# the address the examples of docs/agents.md talk to: the server its token recipe starts
+DOCUMENTED = "http://127.0.0.1:8002"
+
+
 def bearer(token=TOKEN):
     return {"Authorization": f"Bearer {token}"}
 
@@ -97,13 +103,20 @@ def test_a_session_over_mcp(server):
     async def session():
         async with _over_http(url) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
-            assert {"brain_recall", "brain_remember", "brain_verify", "brain_forget", "brain_memory"} <= names
+            assert {"brain_recall", "brain_remember", "brain_verify", "brain_forget", "brain_memory",
+                    "brain_list"} <= names  # fmt: skip
             assert "execute_sql" in names  # datasette-mcp's own, beside ours
             stored = await client.call_tool("brain_remember", {"records": [{**NOTE, "_id": "mcp-deploys"}]})
             assert not stored.is_error, stored.content
             [[memory_id]] = stored.structured_content["ids"]
             found = await client.call_tool("brain_recall", {"q": "when do deploys happen?", "k": 3})
             assert found.structured_content["hits"][0]["id"] == memory_id
+            newest = await client.call_tool("brain_list", {"size": 1})
+            assert newest.structured_content["memories"][0]["id"] == memory_id and newest.structured_content["more"]
+            async with httpx.AsyncClient(base_url=url) as http:
+                assert (await http.get("/brain/-/memories.json?size=1")).json() == newest.structured_content
+            refused = await client.call_tool("brain_list", {"size": "1"})
+            assert refused.is_error and refused.structured_content["status"] == 400
             one = await client.call_tool("brain_memory", {"id": memory_id})
             assert one.structured_content["memory"]["external_id"] == "mcp-deploys"
             async with httpx.AsyncClient(base_url=url) as http:
@@ -203,3 +216,43 @@ def test_stdio_serves_a_brain_that_cannot_be_written(vault_brain_path, tmp_path)
         subprocess.run(["chattr", "-i", str(path), str(path.parent)])
     assert not found.is_error and found.structured_content["hits"]
     assert stored.is_error and stored.structured_content["status"] == 403
+
+
+def run_agents_example(text, url, tmp_path, monkeypatch):
+    """What the docs/agents.md Python example containing `text` prints, run against
+    the test server in place of the documented one, with the agent's token."""
+    _, code = block_with(text, "python", DOCS_AGENTS)
+    monkeypatch.setenv("BRAIN_AGENT_TOKEN", TOKEN)
+    return code, run_python(code, tmp_path, replace=[(DOCUMENTED, url)])
+
+
+def test_the_documented_mcp_example(server, tmp_path, monkeypatch):
+    url, path = server
+    _, printed = run_agents_example("streamable_http_client", url, tmp_path, monkeypatch)
+    assert printed.strip() == "Deploys happen on Tuesdays."
+    with httpx.Client(base_url=url) as http:  # and it forgot what it stored
+        found = http.post("/brain/-/recall", json={"q": "when do deploys happen?", "cutoff": False}).json()
+    assert all(hit["external_id"] != "deploys" for hit in found["hits"])
+
+
+def test_the_documented_prompt_example(server, tmp_path, monkeypatch):
+    url, _ = server
+    _, printed = run_agents_example("def recall_prompt", url, tmp_path, monkeypatch)
+    sources = printed.split("\n\nQuestion: ")[0]
+    assert printed.startswith("Answer from these memories only, citing them as [n].")
+    assert sources.split("\n\n")[1].startswith("[1] Support Runbook (")
+    assert "Escalations go to Dana Whitfield first." in sources
+    assert printed.rstrip().endswith("Question: who owns the support runbook?")
+
+
+def test_the_documented_openai_example(server, tmp_path, monkeypatch):
+    url, _ = server
+    code, printed = run_agents_example("from openai import OpenAI", url, tmp_path, monkeypatch)
+    assert printed.strip() == printed_comment(code) == "wordllama/l2_supercat 256"
+
+
+def test_the_documented_models_example(server, tmp_path):
+    url, _ = server
+    _, code = block_with("client.models.list()", "python", ROOT / "docs" / "export.md")
+    printed = run_python(code, tmp_path, replace=[("http://localhost:8001", url)])
+    assert printed.strip() == printed_comment(code) == "['wordllama/l2_supercat']"

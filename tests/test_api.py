@@ -83,9 +83,9 @@ BAD_RECALLS = [
     (json.dumps({"q": "x" * 2001}).encode(), "limit is 2000"),
     (json.dumps({"q": "x", "since": "last blue moon"}).encode(), "is not a date"),
     (json.dumps({"q": "x", "now": "2026-13-45"}).encode(), "is not a date"),
-    (json.dumps({"q": "x", "as_of": "once upon a time"}).encode(), "as_of 'once upon a time' is not a date"),
+    (json.dumps({"q": "x", "as_of": "once upon a time"}).encode(), 'as_of "once upon a time" is not a date'),
     (json.dumps({"q": "x", "as_of": 2025}).encode(), "as_of must be a string"),
-    (json.dumps({"q": "x", "as_of": "-99999y"}).encode(), "as_of '-99999y' is out of range"),
+    (json.dumps({"q": "x", "as_of": "-99999y"}).encode(), 'as_of "-99999y" is out of range'),
     (json.dumps({"q": "x", "scope": "../etc"}).encode(), "scope must be a path"),
 ]
 
@@ -245,7 +245,8 @@ async def test_inputs_that_once_gave_500s(vault_brain_path):
 async def test_table_permission_guards_the_memories(served_brain):
     metadata = {"databases": {"brain": {"tables": {"knowledge": {"allow": False}}}}}
     datasette = Datasette([str(served_brain)], metadata=metadata)
-    for path in ("/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/decayed.json"):
+    for path in ("/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/decayed.json", "/brain/-/memories.json",
+                 "/brain/-/export.jsonl"):  # fmt: skip
         assert (await datasette.client.get(path)).status_code == 403, path
 
 
@@ -266,8 +267,9 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(served_brai
         "/brain/recall.json?q=graph+leg&scope=&classes=&sources=&domain=&since=&until=",
         "/brain/knowledge_fts.json?_search=graph", "/brain/knowledge_fts_vocab.json", "/brain/knowledge_fts_terms.json",
         "/brain/vec_knowledge.json", "/brain/documents.json", "/brain/entities.json", "/brain/relationships.json",
-        "/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/entity/1",
-        "/brain.json?sql=select+content+from+knowledge", "/brain/sqlite_sequence.json",
+        "/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/entity/1", "/brain/-/memories.json",
+        "/brain/-/export.jsonl", "/brain.json?sql=select+content+from+knowledge", "/brain/sqlite_sequence.json",
+        "/brain/brain_mention_names.json", "/brain/brain_mention_names_seen.json",
     ]  # fmt: skip
     for path in anonymous:
         assert (await datasette.client.get(path)).status_code in (403, 404), path
@@ -496,7 +498,7 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
     backwards = {"text": "Bob ran support.", "valid_from": "2025-01-01", "valid_to": "2024-01-01"}
     bad = [
         ("remember", backwards, "record 1: valid_to (2024-01-01 00:00:00) must be later than valid_from"),
-        ("remember", {"text": "x", "scope": "/acme "}, "record 1: scope '/acme ' may not have a space at the start"),
+        ("remember", {"text": "x", "scope": "/acme "}, 'record 1: scope "/acme " may not have a space at the start'),
         ("remember", {"text": "x", "scope": "/acme\u200b"}, "may not contain U+200B ZERO WIDTH SPACE"),
         ("recall", {"q": "support", "scope": "/acme\u200b"}, "may not contain U+200B ZERO WIDTH SPACE"),
         ("recall", {"q": "support", "scope": "/acme "}, "may not have a space at the start or end"),

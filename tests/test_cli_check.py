@@ -9,7 +9,7 @@ from datasette.app import Datasette
 import brain_sql
 from brain_sql.consistency import check
 
-from .conftest import VAULT, snapshot
+from .conftest import VAULT, snapshot, without_rules
 
 
 def test_check_finds_and_repairs(run, db_path):
@@ -23,7 +23,9 @@ def test_check_finds_and_repairs(run, db_path):
         "select 'delete', id, title, content, content_hash from knowledge where id = 2"
     )
     conn.execute("update vec_knowledge set scope = '/elsewhere' where knowledge_id = 3")
-    conn.execute("insert into relationships (from_entity_id, to_entity_id, relation_type) values (9999, 1, 'x')")
+    gone = conn.execute("insert into entities (name) values ('Gone')").lastrowid  # an entity deleted under its edge
+    conn.execute("insert into relationships (from_entity_id, to_entity_id, relation_type) values (?, 1, 'x')", [gone])
+    conn.execute("delete from entities where id = ?", [gone])
     conn.execute("update documents set chunks = chunks + 1 where rowid = 1")
     problems = check(conn)
     assert set(problems) == {"fts_out_of_sync", "missing_vectors", "stale_vector_filters", "dangling_edges",
@@ -97,7 +99,7 @@ def test_damaged_pages_are_named_by_every_command_and_route(run, vault_brain_cop
         data[number * page : number * page + 64] = bytes(range(64))
     vault_brain_copy.write_bytes(bytes(data))
     commands = [("check",), ("recall", "graph leg"), ("stats",), ("ingest", VAULT), ("forget", "--id", "1"),
-                ("reindex", "--model", "wordllama/l2_supercat")]  # fmt: skip
+                ("reindex", "--model", "wordllama/l2_supercat"), ("export",)]  # fmt: skip
     for command in commands:
         result = run("brain", command[0], vault_brain_copy, *command[1:])
         assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (command, result.output)
@@ -106,7 +108,7 @@ def test_damaged_pages_are_named_by_every_command_and_route(run, vault_brain_cop
     async def routes():
         datasette = Datasette([str(vault_brain_copy)])
         paths = ["/brain/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg", "/brain/-/memory/1", "/brain/-/entity/1",
-                 "/brain/-/decayed.json"]  # fmt: skip
+                 "/brain/-/decayed.json", "/brain/-/memories.json", "/brain/-/export.jsonl"]  # fmt: skip
         return [(path, (await datasette.client.get(path)).status_code) for path in paths]
 
     for path, status in asyncio.run(routes()):
@@ -169,3 +171,93 @@ def test_a_value_that_reads_no_one_way_is_named_and_repair_refuses_changing_noth
     conn.close()
     assert run("brain", "check", db_path, "--repair").exit_code == 0
     assert run("brain", "check", db_path).output.strip().endswith("consistent")
+
+
+@pytest.mark.parametrize("change, named, mended", [
+    ("update knowledge set flagged = 2 where id = 1", "knowledge 1 flagged: 2, not 0, or 1 for flagged", None),
+    ("update knowledge set valid_from = '2024-02-01', valid_to = '2024-01-01' where id = 1",
+     "knowledge 1 valid_to: '2024-01-01', not a time later than valid_from", None),
+    ("update knowledge set scope = '/acme/support/' where id = 1", "knowledge 1 scope: '/acme/support/'",
+     "/acme/support"),
+    ("update knowledge set scope = '/acme/../support' where id = 1", "knowledge 1 scope: '/acme/../support'", None),
+    ("update knowledge set scope = '/acme' || char(8203) where id = 1", "knowledge 1 scope: '/acme\\u200b'", None),
+    ("update knowledge set observed_at = 'now' where id = 1", "knowledge 1 observed_at: 'now'", None),  # before the rules
+])  # fmt: skip
+def test_values_outside_the_rules_are_named_not_passed_over(run, db_path, change, named, mended):
+    """A flag of 2, a validity that ends before it begins, a scope ingest would
+    refuse or store otherwise, a time that is no moment: check names each; --repair
+    mends what reads one way only (a scope as ingest stores it), refuses the rest."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    without_rules(conn)  # a brain written before them may hold a time that is no moment
+    conn.execute(change)
+    conn.close()
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1 and named in found.output, found.output
+    repaired = run("brain", "check", db_path, "--repair")
+    if mended is None:
+        assert repaired.exit_code == 1 and "cannot tell what these values should be" in repaired.output
+        assert named in repaired.output and "(set it with SQL)" in repaired.output, repaired.output
+    else:
+        assert repaired.exit_code == 0 and f"--repair makes it {mended!r}" in repaired.output, repaired.output
+        assert brain_sql.connect(db_path).execute("select scope from knowledge where id = 1").fetchone()[0] == mended
+
+
+@pytest.mark.parametrize("change", [
+    "delete from brain_instance", "insert into brain_instance values ('copied')", "drop table brain_instance",
+])  # fmt: skip
+def test_a_brain_instance_emptied_filled_or_dropped_is_named_and_given_a_new_id(run, db_path, change):
+    """Readers tell a brain from another copied over its file by its one instance
+    id: check names a table holding none or several, and --repair gives the brain
+    a new one, so no reader takes it for what it read before."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    before = conn.execute("select instance from brain_instance").fetchall()
+    conn.execute(change)
+    conn.close()
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1 and "the brain's instance id" in found.output, found.output
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    after = brain_sql.connect(db_path).execute("select instance from brain_instance").fetchall()
+    assert len(after) == 1 and after != before and after[0][0] != "copied"
+
+
+def test_repair_checks_again_and_says_what_is_still_there(run, db_path):
+    """--repair mends what it can, then checks the brain again: what it did not
+    reach (an index that disagrees with its table) is named, never claimed mended."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    conn.execute("delete from vec_knowledge where knowledge_id = 1")
+    conn.execute("pragma writable_schema = on")  # an index of another column than its entries: integrity_check fails
+    conn.execute("update sqlite_master set sql = 'CREATE INDEX idx_knowledge_source ON knowledge(domain)' "
+                 "where name = 'idx_knowledge_source'")  # fmt: skip
+    conn.close()
+    result = check(brain_sql.connect(db_path), repair=True)
+    assert result["missing_vectors"] == [1] and set(result["unrepaired"]) == {"integrity"}, result
+    assert "row 1 missing from index idx_knowledge_source" in result["unrepaired"]["integrity"]
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 1 and "memories without a vector" not in repaired.output, repaired.output
+    assert f"{db_path} still has:\n  the SQLite file fails its integrity check" in repaired.output, repaired.output
+
+
+@pytest.mark.parametrize("change", [
+    "update relationships set from_entity_id = 2.5 where id = 1",
+    "update relationships set knowledge_id = 3.5 where id = 1",
+    "update documents set entity_id = 1.5 where rowid = 1",
+    "update relationships set to_entity_id = 'abc' where id = 1",
+])  # fmt: skip
+def test_an_id_that_is_no_whole_number_is_named_when_recall_reads_it(run, db_path, change):
+    """The graph holds ids in arrays of whole numbers: recall reading 2.5 or 'abc'
+    where an id belongs says to run check (which names it, and deletes the edge or
+    derives the document's entity again), not a traceback, nor takes 2 for it."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    without_rules(conn)  # as a brain written before them may hold
+    conn.execute(change)
+    conn.close()
+    recalled = run("brain", "recall", db_path, "what does the graph leg do")
+    assert recalled.exit_code == 1 and isinstance(recalled.exception, SystemExit), recalled.output
+    assert "run sqlite-utils brain check" in recalled.output, recalled.output
+    assert run("brain", "check", db_path, "--repair").exit_code == 0
+    assert run("brain", "recall", db_path, "what does the graph leg do").exit_code == 0

@@ -210,9 +210,9 @@ def test_mention_of_an_entity_that_arrives_later(run, db_path, tmp_path):
     assert mention == [("standup", "Zephyr Project", "# Standup\n\nThe zephyr project slipped a week.\n\nZephyr Projectile is unrelated.")]
 
 
-@pytest.mark.parametrize("fts_lookup_limit", [0, 500])
-def test_mentions_same_by_fts_lookup_and_full_scan(run, db_path, tmp_path, monkeypatch, fts_lookup_limit):
-    monkeypatch.setattr(mentions, "MENTION_FTS_LOOKUP_LIMIT", fts_lookup_limit)
+@pytest.mark.parametrize("chunks_per_entity", [0, 10**9])
+def test_mentions_same_by_fts_lookup_and_full_scan(run, db_path, tmp_path, monkeypatch, chunks_per_entity):
+    monkeypatch.setattr(mentions, "MENTION_SCAN_CHUNKS_PER_ENTITY", chunks_per_entity)
     write(tmp_path / "a" / "one.md", "# One\n\nWe met Ada Lovelace and ada lovelace's notes; not Adam.\n")
     write(tmp_path / "a" / "two.md", "# Two\n\nNothing here about Ada.\n")
     ingest_ok(run, db_path, tmp_path / "a")
@@ -249,7 +249,7 @@ def test_edit_replaces_only_what_changed(run, db_path, tmp_path):
 
     note.write_text("# Ops\n\nKeep this paragraph.\n\n## Pager\n\nNew pager vendor is Klaxon. [[uses::Klaxon]]\n")
     result = ingest_ok(run, db_path, tmp_path / "v")
-    assert "1 chunks added, 1 updated" in result.output and "1 removed" in result.output
+    assert "1 chunk added, 1 updated" in result.output and "1 removed" in result.output
     assert rows(conn, "select id from knowledge where content like '%Keep this%'") == [(kept_id,)]
     assert rows(conn, "select embedding_int8 from vec_knowledge where knowledge_id = ?", (kept_id,)) == kept_vector
     assert rows(conn, "select count(*) from knowledge where content like '%Beeper. [[%'") == [(0,)]
@@ -505,7 +505,7 @@ def test_a_malformed_document_never_stops_the_run(run, tmp_path):
     db_path = tmp_path / "brain.db"
     result = run("brain", "ingest", db_path, tmp_path / "in")
     assert result.exit_code == 1 and "Traceback" not in result.output
-    assert "observed_at '-99999y' is out of range" in result.output
+    assert 'observed_at "-99999y" is out of range' in result.output
     assert "r.jsonl:2: malformed JSON line: Infinity is not a JSON number" in result.output
     conn = brain_sql.connect(db_path)
     assert {r[0] for r in rows(conn, "select content from knowledge")} == {"# Mixed\n\nkeys of two types", "fine"}
@@ -546,7 +546,7 @@ def test_bad_record_fields_are_named(run, db_path, tmp_path):
     assert result.exit_code == 1
     out = result.output
     assert "r.jsonl:1: class must be one of memory, reference, policy" in out
-    assert "r.jsonl:2: expires_at 'next tuesday' is not a date" in out
+    assert 'r.jsonl:2: expires_at "next tuesday" is not a date' in out
     assert "r.jsonl:3: confidence must be from 0 to 1" in out
     assert "r.jsonl:4: each of relations[] must be an object with 'type' and 'to'" in out
     assert "r.jsonl:5: entities, tags, aliases and relations need a title" in out

@@ -29,6 +29,8 @@ LEAKS = [
     "select relation_type from brain.relationships",
     "select document_id from brain.documents",
     "select name, seq from brain.sqlite_sequence",
+    "select entity_id from brain.brain_mention_names",  # the name index: which entities the brain holds
+    "select seq from brain.brain_mention_names_seen",
     "select tbl, idx, stat from brain.sqlite_stat1",  # ANALYZE's row counts
     "select idx, sample from brain.sqlite_stat4",  # and its sample rows of every index: entity names, scopes
     "select sample from brain.SQLITE_STAT4 where idx = 'idx_entities_name'",

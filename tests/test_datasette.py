@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from markupsafe import escape
 from datasette.app import Datasette
 
 from .conftest import copy_brain
@@ -60,6 +61,30 @@ async def test_canned_recall_query_matches_the_api(demo):
     assert [row["id"] for row in canned.json()] == [hit["id"] for hit in api.json()["hits"]]
     empty = await datasette.client.get("/demo/recall")
     assert empty.status_code == 200
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("params, named", [
+    ({"since": "notadate"}, "since 'notadate' is not a date"),
+    ({"as_of": "yesterday"}, "as_of 'yesterday' is not a date"),
+    ({"scope": "acme"}, "scope must be a path starting with '/'"),
+    ({"classes": "memory,bogus"}, "classes must be among memory, reference, policy, not bogus"),
+    ({"k": "abc"}, "k must be a whole number"),
+    ({"k": "-3"}, "k must be from 1 to 100, not -3"),  # not every row
+])  # fmt: skip
+async def test_the_canned_recall_query_names_a_bad_parameter(demo, params, named):
+    """SQLite says of a brain_* function's error only that it raised one: the
+    query's 400 names the parameter at fault instead, in its JSON and on its page,
+    as the JSON API would; whoever may not run it still gets Datasette's 403."""
+    datasette = Datasette([str(demo)], metadata=METADATA)
+    for shape in ({}, {"_shape": "array"}):
+        answer = await datasette.client.get("/demo/recall.json", params={"q": "graph leg", **params, **shape})
+        assert answer.status_code == 400 and named in answer.json()["error"], answer.text[:300]
+    page = await datasette.client.get("/demo/recall", params={"q": "graph leg", **params})
+    assert page.status_code == 400 and escape(named) in page.text
+    private = Datasette([str(demo)], metadata={"databases": {"demo": {"tables": {"knowledge": {"allow": False}}}}})
+    refused = await private.client.get("/demo/recall.json", params={"q": "graph leg", **params})
+    assert refused.status_code == 403 and named not in refused.text
 
 
 @pytest.mark.asyncio

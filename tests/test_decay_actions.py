@@ -256,8 +256,8 @@ async def test_a_post_with_anything_wrong_changes_nothing_and_says_so(served):
                          ({"action": "extend:99999999999999999999"}, "days"), ({"action": "extend"}, "days"),
                          ({"action": "burn"}, "unknown action"),
                          # a back that is no query of the decayed page, any part of it: never dropped silently
-                         ({"back": "%ff%fe"}, "back"), ({"back": "_size=1e9"}, "'_size' is no parameter"),
-                         ({"back": "facet=%00"}, "'facet' is no parameter"), ({"back": "?decay=expired"}, "back"),
+                         ({"back": "%ff%fe"}, "back"), ({"back": "_size=1e9"}, '"_size" is no parameter'),
+                         ({"back": "facet=%00"}, '"facet" is no parameter'), ({"back": "?decay=expired"}, "back"),
                          ({"back": "decay=expired&decay=archived"}, "decay is given twice"),
                          ({"back": "decay=live"}, "decay must be one of"), ({"back": "class=nope"}, "class must be"),
                          ({"back": "source=%00"}, "NUL"), ({"back": "decay=expired&"}, "back"),

@@ -57,7 +57,7 @@ def test_relative_time_without_now_counts_from_the_clock():
 
 
 def test_out_of_range_relative_time_names_the_field():
-    with pytest.raises(FieldError, match="valid_from '-999999y' is out of range"):
+    with pytest.raises(FieldError, match='valid_from "-999999y" is out of range'):
         parse_time("-999999y", now=NOW, name="valid_from")
 
 

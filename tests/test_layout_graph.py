@@ -4,7 +4,7 @@ and direction, and no label overlapping another label or a node."""
 import brain_sql
 import pytest
 
-from datasette_brain.layout import layout, text_width
+from datasette_brain.layout import NARROW_WIDTH, layout, text_width
 
 
 def overlapping(boxes):
@@ -20,10 +20,11 @@ def star(count, relations=("mentions", "owned_by")):
     return nodes, edges
 
 
+@pytest.mark.parametrize("narrow", [False, True])
 @pytest.mark.parametrize("count", [1, 6, 39])
-def test_a_star_draws_without_overlapping_labels(count):
+def test_a_star_draws_without_overlapping_labels(count, narrow):
     nodes, edges = star(count)
-    drawing = layout(nodes, edges, 0)
+    drawing = layout(nodes, edges, 0, narrow=narrow)
     assert overlapping(drawing["label_boxes"]) == []
     assert len(drawing["label_boxes"]) == len(nodes) + len(edges)
     circles = [(n["x"] - n["r"], n["y"] - n["r"], n["x"] + n["r"], n["y"] + n["r"]) for n in drawing["nodes"]]
@@ -71,10 +72,30 @@ def test_two_hop_neighbourhoods_of_the_demo_vault_draw_cleanly(vault_brain_path)
             one, two = brain_sql.entity(conn, entity_id, hops=1), brain_sql.entity(conn, entity_id, hops=2)
             assert len(two["nodes"]) >= len(one["nodes"])
             for found in (one, two):
-                drawing = layout(found["nodes"], found["edges"], entity_id)
-                assert overlapping(drawing["label_boxes"]) == []
+                for narrow in (False, True):
+                    drawing = layout(found["nodes"], found["edges"], entity_id, narrow=narrow)
+                    assert overlapping(drawing["label_boxes"]) == []
                 assert len(found["nodes"]) <= 40
                 assert len(set(found["edges"])) == len(found["edges"])
+    finally:
+        conn.close()
+
+
+def test_a_phones_drawing_is_narrower(vault_brain_path):
+    """A phone's drawing of any one-hop neighbourhood in the demo vault is at most
+    NARROW_WIDTH across (a 375 px screen draws it at 0.8 or more); at two hops it
+    is narrower than the wide drawing wherever that is wider, and never wider."""
+    conn = brain_sql.connect(vault_brain_path)
+    try:
+        for (entity_id,) in conn.execute("select id from entities").fetchall():
+            for hops in (1, 2):
+                found = brain_sql.entity(conn, entity_id, hops=hops)
+                wide = layout(found["nodes"], found["edges"], entity_id)
+                narrow = layout(found["nodes"], found["edges"], entity_id, narrow=True)
+                assert narrow["width"] <= (NARROW_WIDTH if hops == 1 else max(NARROW_WIDTH, wide["width"]))
+                if wide["width"] > NARROW_WIDTH:
+                    assert narrow["width"] < wide["width"]
+                assert len(narrow["nodes"]) == len(wide["nodes"]) and len(narrow["edges"]) == len(wide["edges"])
     finally:
         conn.close()
 

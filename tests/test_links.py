@@ -156,6 +156,21 @@ async def test_html_pages_answer_errors_as_pages_and_json_forms_as_json(datasett
 
 
 @pytest.mark.asyncio
+async def test_a_brains_pages_carry_the_stylesheet_that_fits_a_phone(datasette, demo):
+    """static/brain.css (tests/test_pages_phones.py has what it does in a browser)."""
+    memory_id = ids(demo, "select min(id) from knowledge")[0]
+    hrefs = set()
+    for path in ("/demo", "/demo/knowledge", "/demo/recall", "/demo/-/brain", f"/demo/-/memory/{memory_id}",
+                 "/demo/-/decayed", "/demo/-/entities"):  # fmt: skip
+        page = (await datasette.client.get(path)).text
+        [href] = re.findall(r'<link rel="stylesheet" href="([^"]*/brain\.css)"', page)
+        hrefs.add(href)
+    [href] = hrefs
+    css = await datasette.client.get(href)
+    assert css.status_code == 200 and "@media only screen and (max-width: 576px)" in css.text
+
+
+@pytest.mark.asyncio
 async def test_not_a_brain_is_left_alone(tmp_path):
     other = tmp_path / "other.db"
     conn = sqlite3.connect(other)
@@ -165,5 +180,5 @@ async def test_not_a_brain_is_left_alone(tmp_path):
     conn.close()
     datasette = Datasette([str(other)])
     page = (await datasette.client.get("/other/knowledge")).text
-    assert "/-/memory/" not in page and "/-/entity/" not in page
+    assert "/-/memory/" not in page and "/-/entity/" not in page and "brain.css" not in page
     assert 'class="brain-links"' not in (await datasette.client.get("/other")).text

@@ -37,6 +37,7 @@ VALID = {
     "brain_verify": {"claim": "graph", "id": 1},
     "brain_forget": {"external_ids": ["no-such-record"]},
     "brain_memory": {"id": 1},
+    "brain_list": {"size": 2},
 }
 ARGUMENTS = {
     "brain_recall": ["q", "k", "scope", "classes", "sources", "domain", "since", "until", "now", "as_of",
@@ -46,6 +47,7 @@ ARGUMENTS = {
     "brain_verify": ["claim", "id", "text", "database"],
     "brain_forget": ["ids", "external_ids", "database"],
     "brain_memory": ["id", "database"],
+    "brain_list": ["scope", "classes", "sources", "domain", "since", "until", "now", "page", "size", "database"],
 }  # fmt: skip
 ROUTES = {"brain_recall": "recall", "brain_remember": "remember", "brain_verify": "verify", "brain_forget": "forget"}
 
@@ -195,6 +197,8 @@ def route_answer(routes, tool, arguments):
     """The HTTP route's answer to the same JSON: (status, error), or None where the
     route is not the same request (another database in its URL, an id its URL cannot hold)."""
     if arguments.get("database") not in (None, "brain"):
+        return None
+    if tool == "brain_list":  # the route takes a query string: text, not the JSON values the tool takes
         return None
     if tool == "brain_memory":
         memory_id = arguments.get("id")

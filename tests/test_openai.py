@@ -119,7 +119,24 @@ async def test_several_models_must_be_named(vault_brain_path, tmp_path):
         await client.embeddings.create(input="graph leg", model="text-embedding-3-small")
     assert MODEL in raised.value.message and str(folder) in raised.value.message
     assert raised.value.code == "model_not_found"
+    assert sorted(m.id for m in (await client.models.list()).data) == sorted([MODEL, str(folder)])
     small = await client.embeddings.create(input="graph leg", model=str(folder))
     assert small.model == str(folder) and len(small.data[0].embedding) == 128
     with pytest.raises(openai.BadRequestError, match="dimensions"):
         await client.embeddings.create(input="graph leg", model=str(folder), dimensions=256)
+
+
+@pytest.mark.asyncio
+async def test_the_models_are_listed_as_openai_lists_them(vault_brain_path, tmp_path):
+    client = client_for(Datasette([str(vault_brain_path)]))
+    listed = await client.models.list()
+    assert [(m.id, m.object, m.owned_by) for m in listed.data] == [(MODEL, "model", "datasette-brain")]
+    assert isinstance(listed.data[0].created, int)
+    one = await client.models.retrieve(MODEL)
+    assert one.id == MODEL
+    with pytest.raises(openai.NotFoundError) as raised:
+        await client.models.retrieve("text-embedding-3-small")
+    assert raised.value.code == "model_not_found" and MODEL in raised.value.message
+    denied = client_for(Datasette([str(vault_brain_path)], metadata={"allow": False}))
+    with pytest.raises(openai.PermissionDeniedError):
+        await denied.models.list()

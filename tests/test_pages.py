@@ -88,7 +88,7 @@ def test_entity_page_draws_the_neighbourhood(server, page):
 def test_decayed_page_facets_filter(server, page):
     def shown():
         rows = page.locator("table.rows-and-columns tbody tr")
-        assert f"{rows.count()} memories" in page.inner_text("body")
+        assert f"{rows.count()} memor{'y' if rows.count() == 1 else 'ies'}" in page.inner_text("body")
         return rows.all_inner_texts()
 
     page.goto(server + "/brain/-/decayed")
@@ -122,6 +122,31 @@ def test_stored_script_renders_as_text_and_never_runs(server, page):
     assert page.locator("#brain-content mark").inner_text() == "Pager policy"
     assert "<script>" in page.locator("#brain-content").inner_text()
     assert page.evaluate("window.pwned") is None
+    assert page.inner_text("#brain-verify-result") == "supported (1 match)"
+
+
+def test_verify_highlights_and_keeps_the_links(server, page):
+    """A claim across a [[link]]: marked, and the link is still a link to its entity."""
+    page.goto(server + "/brain/knowledge.json?_shape=array&title=Support+Runbook&heading_path=Support+Runbook")
+    memory_id = json.loads(page.inner_text("body"))[0]["id"]
+    page.goto(f"{server}/brain/-/memory/{memory_id}")
+    links = page.locator("#brain-content a.brain-entity-link")
+    before = [(links.nth(i).inner_text(), links.nth(i).get_attribute("href")) for i in range(links.count())]
+    assert ("[[owned_by::Dana Whitfield]]", before[0][1]) in before
+    text = page.inner_text("#brain-content")
+    for claim, marks in (("dana whitfield first. [[owned_by", 2), ("escalations go", 1)):
+        page.fill("#brain-verify input[name=claim]", claim)
+        page.click("#brain-verify input[type=submit]")
+        page.wait_for_function("document.querySelectorAll('#brain-content mark').length == %d" % marks)
+        after = [(links.nth(i).inner_text(), links.nth(i).get_attribute("href")) for i in range(links.count())]
+        assert after == before and page.inner_text("#brain-content") == text
+        assert "".join(page.locator("#brain-content mark").all_inner_texts()).lower() == claim
+    # a mark inside the link: the link holds it
+    assert page.locator("#brain-content a.brain-entity-link mark").count() == 0
+    page.fill("#brain-verify input[name=claim]", "owned_by::Dana")
+    page.click("#brain-verify input[type=submit]")
+    page.wait_for_selector("#brain-content a.brain-entity-link mark")
+    assert page.locator("#brain-content a.brain-entity-link mark").inner_text() == "owned_by::Dana"
 
 
 def test_entity_and_decayed_pages_escape_stored_names(server, page):

@@ -15,7 +15,7 @@ import brain_sql
 from brain_sql import browse, inventory, migrations
 from datasette_brain import decay
 
-from .conftest import close_brain, rows
+from .conftest import close_brain, rows, without_rules
 
 PAGE_INDEXES = {"idx_knowledge_class", "idx_knowledge_source", "idx_knowledge_domain", "idx_knowledge_observed",
                 "idx_knowledge_decaying", "idx_knowledge_flagged", "idx_documents_entity", "idx_documents_chunks"}  # fmt: skip
@@ -88,6 +88,7 @@ WORLD = st.fixed_dictionaries({
 
 
 def build(conn, world):
+    without_rules(conn)  # its corners (an expiry of 'garbage', an edge a memory gone stated) are brains of before them
     entity_ids = [
         conn.execute("insert into entities (name, entity_type) values (?, ?)", (NAMES[i], kind)).lastrowid
         for i, kind in enumerate(world["entities"])

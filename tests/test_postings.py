@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import brain_sql
 from brain_sql import bm25, lexical
+from brain_sql import postings as postings_module
 from brain_sql.config import FTS_COLUMN_WEIGHTS
 from brain_sql.connection import sqlite3
 from brain_sql.postings import BLOCK_BITS, Postings
@@ -338,6 +339,34 @@ def test_postings_that_followed_writes_search_as_a_fresh_build():
     assert compacted.size == fresh.size
     assert arrays_equal(compacted, fresh)
     assert arrays_equal(Postings.from_arrays(followed.to_arrays()), followed)
+
+
+
+@pytest.mark.parametrize("colliding", [False, True])
+def test_postings_loaded_from_arrays_search_and_follow_as_the_ones_saved(monkeypatch, colliding):
+    """Loaded from a snapshot's arrays, the terms are found by their hashes and bytes
+    (also when every hash is the same), a term FTS5 cut inside a character among
+    them; rows added after loading number new terms after the loaded ones and
+    search as the same rows added to the postings saved."""
+    if colliding:
+        monkeypatch.setattr(postings_module, "_hash", lambda spelled: 7)
+    rows = read_rows(SAMPLE, 40)
+    saved = Postings()
+    saved.add(np.arange(len(rows)), rows)
+    saved.vocabulary.number(lexical.term_text(b"caf\xc3"))  # as FTS5's stemmer may cut "café"
+    loaded = Postings.from_arrays(saved.to_arrays())
+    assert list(loaded.vocabulary.items()) == list(saved.vocabulary.items())
+    assert all(loaded.vocabulary.get(term) == number for term, number in saved.vocabulary.items())
+    assert loaded.vocabulary.get("zzyzx") == -1
+    more = [("zzyzx quokka " + (title or ""), content, None) for title, content, _ in rows[:5]]
+    for p in (saved, loaded):
+        p.add(np.arange(len(rows), len(rows) + 5), more)
+    assert list(loaded.vocabulary.items()) == list(saved.vocabulary.items())
+    visible, lengths = np.ones(saved.size, dtype=bool), np.ones(saved.size)
+    for text in ["zzyzx", "quokka diffusion", "white matter", "cortex -zzyzx"]:
+        assert loaded.search(lexical.plan(text), visible, lengths, 10) == saved.search(lexical.plan(text), visible, lengths, 10)
+    again = Postings.from_arrays(loaded.to_arrays())
+    assert arrays_equal(again, saved) and again.vocabulary.get("zzyzx") == saved.vocabulary.get("zzyzx") >= 0
 
 
 def test_slots_must_ascend_and_visible_must_cover_them():

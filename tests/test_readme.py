@@ -1,80 +1,80 @@
-"""The README's examples, run against the demo brain of its quick start
-(`sqlite-utils brain ingest demo.db docs/vault`), each checked against the result
-the README documents. The commands and outputs are read from README.md itself, so
-an example that stops being true fails here."""
+"""The examples of the README and of docs/*.md, run against the demo brain of the
+README's quick start (`sqlite-utils brain ingest demo.db docs/vault`) and checked
+against what the pages say they give. Each example is a fenced code block read from
+the pages themselves (tests/examples.py), so an example that stops being true fails
+here. By kind:
 
+- `sqlite-utils` commands: each one is parsed by the real command-line interface
+  (a command it has, options it takes); those on the demo brain run, and print the
+  output block that follows them; the sessions on a new brain (history.db in
+  docs/recall.md, brain.db in docs/ingest.md) run in order and print theirs;
+- the README's HTTP and MCP recalls run on the demo brain, the agents' HTTP session
+  on a served copy; docs/agents.md's Python runs against a real server
+  (test_agents.py); the wheel command of the README runs in test_install.py;
+- JSON and YAML parse; Python compiles, and each Python example runs in one named
+  test; SQL runs on the demo brain;
+- links lead to a file, and to a heading of the page they name."""
+
+import asyncio
 import contextlib
-import io
 import json
 import os
 import re
 import shlex
 import shutil
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import click
 import pytest
 import yaml
 from click.testing import CliRunner
 from datasette.app import Datasette
+from mcp import Client, StdioServerParameters
 from sqlite_utils.cli import cli
 
 import brain_sql
 
-ROOT = Path(__file__).parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+from .examples import (
+    BLOCKS, PAGES, README, ROOT, TEXT, argv, block_with, commands, output_after, printed_comment, run_python,
+    sqlite_utils_commands,
+)  # fmt: skip
+
 METADATA = yaml.safe_load((ROOT / "metadata.yml").read_text(encoding="utf-8"))
-RECALL_SQL_SUBSTITUTION = "\"$(python3 -c 'import brain_sql; print(brain_sql.RECALL_SQL)')\""
-
-
-def blocks():
-    """[(language, text)] of the README's top-level fenced code blocks, in order."""
-    return re.findall(r"^```(\w*)\n(.*?)^```", README, flags=re.MULTILINE | re.DOTALL)
-
-
-def block_with(text, language=None):
-    """(index, block text) of the first block containing `text`."""
-    for index, (lang, body) in enumerate(blocks()):
-        if text in body and (language is None or lang == language):
-            return index, body
-    raise AssertionError(f"no README code block contains {text!r}")
-
-
-def output_after(text):
-    """The command block containing `text` and the output block right after it."""
-    index, command = block_with(text, "bash")
-    return command, blocks()[index + 1][1]
-
-
-def commands(block):
-    """The shell commands of a bash block: continuation lines joined, comments and
-    blank lines dropped; a command that opens a quote runs on until it closes."""
-    found, current = [], ""
-    for line in block.replace("\\\n", " ").split("\n"):
-        if not current and (not line.strip() or line.lstrip().startswith("#")):
-            continue
-        current = f"{current}\n{line}" if current else line
-        try:
-            shlex.split(current.replace(RECALL_SQL_SUBSTITUTION, "RECALL_SQL"))
-        except ValueError:  # an open quote: the command goes on
-            continue
-        found.append(current)
-        current = ""
-    return found
-
-
-def argv(command):
-    """A `sqlite-utils ...` command's arguments, the recall SQL substituted."""
-    words = shlex.split(command.replace(RECALL_SQL_SUBSTITUTION, "RECALL_SQL"))
-    assert words[0] == "sqlite-utils", command
-    return [brain_sql.RECALL_SQL if word == "RECALL_SQL" else word for word in words[1:]]
+DOCS = ROOT / "docs"
+# Python examples, each by what marks it, and the test that runs it
+PYTHON_RUN_BY = {
+    'brain_sql.connect("demo.db")': "test_python_recall_example",
+    'brain_sql.connect("brain.db")': "test_the_python_ingest_example",
+    "127.0.0.1:8002": "tests/test_agents.py",
+    "client.models.list()": "tests/test_agents.py",
+}
 
 
 def sqlite_utils(command, cwd):
-    """Run a README `sqlite-utils ...` command in-process in `cwd`; its stdout."""
+    """Run a page's `sqlite-utils ...` command in-process in `cwd` (with its piped
+    `echo '...'` as input); its stdout."""
+    stdin = shlex.split(command.split(" | ", 1)[0])[1] if command.startswith("echo ") else None
     with contextlib.chdir(cwd):
-        result = CliRunner().invoke(cli, argv(command))
+        result = CliRunner().invoke(cli, argv(command), input=stdin)
     assert result.exit_code == 0, (command, result.output)
     return result.stdout
+
+
+def session(page, database, folder):
+    """Run, in order and in `folder`, the commands on `database` of every bash block
+    of `page` that an output block follows; each block must print its output."""
+    ran = 0
+    for index, (where, language, body) in enumerate(BLOCKS[:-1]):
+        after = BLOCKS[index + 1]
+        if where != page or language != "bash" or after[0] != page or after[1] != "":
+            continue
+        steps = [c for c in sqlite_utils_commands(body) if database in argv(c)]
+        if steps:
+            printed = [line.rstrip() for step in steps for line in sqlite_utils(step, folder).splitlines()]
+            assert printed == after[2].strip().splitlines(), body
+            ran += 1
+    return ran
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +82,8 @@ def demo(tmp_path_factory):
     """The quick start's demo brain: its ingest command run as written, from a
     folder holding this checkout's docs/vault; returns that folder."""
     folder = tmp_path_factory.mktemp("readme")
-    (folder / "docs").symlink_to(ROOT / "docs")
-    quick_start = block_with("datasette demo.db -m metadata.yml", "bash")[1]
+    (folder / "docs").symlink_to(DOCS)
+    quick_start = block_with("datasette demo.db -m metadata.yml", "bash", README)[1]
     [ingest] = [part.strip() for part in quick_start.split("&&") if "brain ingest" in part]
     assert ingest == "sqlite-utils brain ingest demo.db docs/vault"
     sqlite_utils(ingest, folder)
@@ -93,10 +93,30 @@ def demo(tmp_path_factory):
     return folder
 
 
+def test_the_readme_is_a_front_door():
+    assert len(TEXT[README].splitlines()) <= 200
+    first = " ".join(TEXT[README].split("\n\n")[1].split())  # what it is, in plain words
+    assert "convex" not in first and "SQLite file" in first
+
+
+def test_every_docs_page_is_linked_from_the_index():
+    index = TEXT[DOCS / "index.md"]
+    for page in PAGES:
+        if page.parent == DOCS and page.name != "index.md":
+            assert f"]({page.name})" in index, page.name
+
+
+def test_ci_runs_the_readmes_test_command():
+    quick = TEXT[README].split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    [test_command] = [body.strip() for body in re.findall(r"^```bash\n(.*?)^```", quick, re.M | re.S) if "pytest" in body]
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == test_command
+
+
 def test_both_quick_start_commands_install_the_checkout_editable():
     # one install mode: the second command reinstalling does not take away the files
     # a server started by the first one serves
-    quick = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    quick = TEXT[README].split("## Quick start", 1)[1].split("\n## ", 1)[0]
     code = "\n".join(re.findall(r"^```bash\n(.*?)^```", quick, flags=re.MULTILINE | re.DOTALL))
     installs = re.findall(r"pip install ([^&]*?)(?: &&|$)", code, flags=re.MULTILINE)
     assert len(installs) == 2, installs
@@ -113,7 +133,7 @@ async def test_quick_start_serves_the_demo_with_its_metadata(demo):
 
 
 def test_recall_command_prints_the_documented_hit(demo):
-    command, documented = output_after('brain recall demo.db "who owns the support runbook?"')
+    command, documented = output_after('brain recall demo.db "who owns the support runbook?"', README)
     printed = sqlite_utils(command.strip(), demo).splitlines()
     expected = documented.strip().splitlines()
     assert printed[0] == expected[0]
@@ -123,13 +143,49 @@ def test_recall_command_prints_the_documented_hit(demo):
     assert printed[-1] == expected[-1] == "confidence 1.00"
 
 
+@pytest.mark.asyncio
+async def test_the_readmes_http_recall(demo):
+    _, block = block_with("curl -s 'http://127.0.0.1:8001/demo/-/recall", "bash", README)
+    [command] = commands(block)
+    url = urlsplit(next(word for word in shlex.split(command) if word.startswith("http")))
+    assert url.netloc == "127.0.0.1:8001"  # the quick start's server
+    datasette = Datasette([str(demo / "demo.db")], metadata=METADATA)
+    response = await datasette.client.get(f"{url.path}?{url.query}")
+    assert response.status_code == 200, response.text
+    hits = response.json()["hits"]
+    assert hits[0]["title"] == "Support Runbook" and len(hits) <= 3
+
+
+def test_the_readmes_mcp_recall(demo, tmp_path):
+    # the client configuration as written, run from a folder holding a copy of the demo brain
+    _, config = block_with('"mcpServers"', "json", README)
+    [server] = json.loads(config)["mcpServers"].values()
+    _, arguments = block_with('"q": "who owns the support runbook?"', "json", README)
+    shutil.copy(demo / "demo.db", tmp_path / "demo.db")
+
+    async def call():
+        params = StdioServerParameters(command=server["command"], args=server["args"], cwd=str(tmp_path), env=dict(os.environ))
+        async with Client(params) as client:
+            return await client.call_tool("brain_recall", json.loads(arguments))
+
+    result = asyncio.run(call())
+    assert not result.is_error, result.content
+    hits = result.structured_content["hits"]
+    assert hits[0]["title"] == "Support Runbook" and len(hits) <= 3
+
+
 def test_python_recall_example(demo):
     _, code = block_with('result = brain_sql.recall(conn, {"q": "who owns the support runbook?"', "python")
-    [expected] = re.findall(r"print\(.*\)\s+# (.*)", code)
-    out = io.StringIO()
-    with contextlib.chdir(demo), contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md", "exec"), {})
-    assert out.getvalue().strip() == expected == "Support Runbook"
+    assert run_python(code, demo).strip() == printed_comment(code) == "Support Runbook"
+
+
+def test_the_python_ingest_example(tmp_path):
+    _, code = block_with('brain_sql.connect("brain.db")', "python")
+    (tmp_path / "notes").symlink_to(DOCS / "vault")
+    printed = run_python(code, tmp_path)
+    assert printed.startswith("20 files, 20 documents: 26 chunks added"), printed
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    assert {scope for (scope,) in conn.execute("select distinct scope from knowledge")} >= {"/acme", "/acme/support"}
 
 
 def matches(documented, actual, where="response"):
@@ -182,7 +238,8 @@ def test_the_only_decayed_example(demo):
 
 
 def test_scope_reads_itself_and_its_parents_never_a_sibling(demo):
-    assert "a recall at `/acme/support` reads `/acme/support`, `/acme` and\n`/`, never `/acme/sales`" in README
+    said = " ".join(TEXT[DOCS / "recall.md"].split())
+    assert "a recall at `/acme/support` reads `/acme/support`, `/acme` and `/`, never `/acme/sales`" in said
     conn = brain_sql.connect(demo / "demo.db")
     q = "how much discount may we give on annual plans?"
     sales = brain_sql.recall(conn, {"q": q, "scope": "/acme/sales"})
@@ -234,19 +291,21 @@ def test_stats_prints_the_documented_counts(demo):
 
 @pytest.mark.asyncio
 async def test_the_http_session(demo, tmp_path):
-    # the Agents section's curl session, against a copy of the demo served as `brain`
+    # the agents' curl session, against a copy of the demo served as `brain`
     shutil.copy(demo / "demo.db", tmp_path / "brain.db")
     datasette = Datasette([str(tmp_path / "brain.db")], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
     _, block = block_with("curl -s $B/-/remember", "bash")
     base = re.search(r"^B=(\S+)", block, flags=re.MULTILINE).group(1)
+    # the server the token recipe starts, not the quick start's
+    _, recipe = block_with("datasette serve brain.db -m agents.yml", "bash")
+    assert f"-p {urlsplit(base).port}" in recipe and urlsplit(base).port != 8001
     answers = {}
     for command in commands(block):
         if not command.startswith("curl"):
             continue
         words = shlex.split(command.replace("$B", base))
-        url = next(word for word in words if word.startswith("http"))
+        path = urlsplit(next(word for word in words if word.startswith("http"))).path
         body = json.loads(words[words.index("-d") + 1])
-        path = url.split("127.0.0.1:8001", 1)[1]
         response = await datasette.client.post(path, json=body)
         assert response.status_code in (200, 201), (path, response.text)
         answers[path.rsplit("/", 1)[1]] = response.json()
@@ -287,31 +346,127 @@ def test_the_demo_vault_holds_what_the_examples_ask_about(demo):
     assert ("Dana Whitfield", "reports_to", "Priya Raman") in edges
     scopes = {scope for (scope,) in conn.execute("select distinct scope from knowledge where class = 'policy'")}
     assert {"/acme", "/acme/support", "/acme/sales"} <= scopes
-    assert os.path.isdir(ROOT / "docs" / "vault" / "acme")
+    assert os.path.isdir(DOCS / "vault" / "acme")
 
 
-def test_the_screenshots_the_readme_shows_exist():
-    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README)
-    assert {Path(image).name for image in images} >= {"recall.png", "memory.png", "entity.png", "decayed.png"}
-    for image in images:
-        assert (ROOT / image).is_file(), f"{image}: run python3 bench/screenshots.py"
-    assert "python3 bench/screenshots.py" in README
+def test_the_screenshots_the_pages_show_exist():
+    shown = set()
+    for page in PAGES:
+        for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", TEXT[page]):
+            assert (page.parent / image).is_file(), f"{page.name}: {image}: run python3 bench/screenshots.py"
+            shown.add(Path(image).name)
+    assert shown >= {"recall.png", "memory.png", "entity.png", "decayed.png"}
+    assert "python3 bench/screenshots.py" in TEXT[DOCS / "pages.md"]
 
 
-def test_the_validity_in_time_example(tmp_path):
-    command, documented = output_after("sqlite-utils brain remember history.db")
-    printed = []
-    for command in commands(command):
-        if command.startswith("echo"):  # echo '<record>' | sqlite-utils brain remember ...
-            echo, pipe = command.split(" | ", 1)
-            with contextlib.chdir(tmp_path):
-                result = CliRunner().invoke(cli, argv(pipe.strip()), input=shlex.split(echo)[1])
-            assert result.exit_code == 0 and "1 added" in result.output, result.output
-        else:
-            printed += sqlite_utils(command, tmp_path).splitlines()
-    assert [line.rstrip() for line in printed] == documented.strip().splitlines()
-    # the analyst's query of the same section
+def test_the_validity_in_time_session(tmp_path):
+    assert session(DOCS / "recall.md", "history.db", tmp_path) == 1
+    # the analyst's query of the same history
     _, sql = block_with("(superseded_at is null or :t < superseded_at)", "sql")
     conn = brain_sql.connect(tmp_path / "history.db")
     assert [row[1] for row in conn.execute(sql, {"t": "2025-06-01"})] == ["Kim leads the weekend pager rota."]
     assert [row[1] for row in conn.execute(sql, {"t": "2026-06-01"})] == ["Sam leads the weekend pager rota."]
+
+
+def test_the_remember_correct_forget_session(tmp_path):
+    assert session(DOCS / "ingest.md", "brain.db", tmp_path) == 3
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    assert conn.execute("select count(*) from knowledge").fetchone()[0] == 0
+
+
+# every example, by kind
+
+
+def examples(*languages):
+    return [pytest.param(body, id=f"{page.name}:{n}") for n, (page, lang, body) in enumerate(BLOCKS) if lang in languages]
+
+
+def test_every_example_is_of_a_kind_the_tests_check():
+    for page, language, body in BLOCKS:
+        assert language in {"bash", "json", "python", "sql", "yaml", ""}, f"{page.name}: ```{language}"
+
+
+@pytest.mark.parametrize("body", examples("json"))
+def test_json_examples_parse(body):
+    json.loads(body)
+
+
+@pytest.mark.parametrize("body", examples("yaml"))
+def test_yaml_examples_parse(body):
+    assert isinstance(yaml.safe_load(body), dict)
+
+
+@pytest.mark.parametrize("body", examples("python"))
+def test_python_examples_compile_and_each_runs_in_a_test(body):
+    compile(body, "<example>", "exec")
+    assert sum(marker in body for marker in PYTHON_RUN_BY) == 1, "give the example a test that runs it"
+
+
+@pytest.mark.parametrize("body", examples("sql"))
+def test_sql_examples_run_on_the_demo(body, demo):
+    conn = brain_sql.connect(demo / "demo.db")
+    conn.execute(body, {name: None for name in re.findall(r":(\w+)", body)}).fetchall()
+
+
+def parsed(args):
+    """click's parse of a sqlite-utils command line, without running it: a command
+    it has, options it takes, the arguments it needs. Files it would read are the
+    reader's, so their existence is not checked."""
+    command, name = cli, "sqlite-utils"
+    while isinstance(command, click.Group):
+        name, *args = args
+        command = command.get_command(click.Context(cli), name)
+        assert command is not None, f"no command {name}"
+    paths = [p.type for p in command.params if isinstance(p.type, click.Path) and p.type.exists]
+    for path in paths:
+        path.exists = False
+    try:
+        return command.make_context(name, list(args))
+    finally:
+        for path in paths:
+            path.exists = True
+
+
+SQLITE_UTILS = [
+    pytest.param(command, id=f"{page.name}:{n}")
+    for n, (page, language, body) in enumerate(BLOCKS) if language == "bash"
+    for command in sqlite_utils_commands(body)
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", SQLITE_UTILS)
+def test_every_sqlite_utils_command_parses(command):
+    parsed(argv(command))
+
+
+@pytest.mark.parametrize("command", [c for c in SQLITE_UTILS if "demo.db" in argv(c.values[0])])
+def test_every_command_on_the_demo_runs(command, demo, tmp_path):
+    # on a copy: what one command does is never what the next one's example shows
+    shutil.copy(demo / "demo.db", tmp_path / "demo.db")
+    (tmp_path / "docs").symlink_to(DOCS)
+    sqlite_utils(command, tmp_path)
+
+
+def test_the_bench_scripts_the_pages_name_exist():
+    for page in PAGES:
+        for script in set(re.findall(r"\bbench/(\w+\.py)", TEXT[page])):
+            assert (ROOT / "bench" / script).is_file(), f"{page.name}: bench/{script}"
+
+
+def slug(heading):
+    """GitHub's anchor for a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_leads_to_a_file_and_a_heading():
+    for page in PAGES:
+        prose = re.sub(r"^( *)```.*?^\1```", "", TEXT[page], flags=re.MULTILINE | re.DOTALL)
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            assert file.exists(), f"{page.name}: {target}"
+            if anchor:
+                headings = re.findall(r"^#+ (.*)$", file.read_text(encoding="utf-8"), flags=re.MULTILINE)
+                assert anchor in {slug(h) for h in headings}, f"{page.name}: {target}"

@@ -11,7 +11,7 @@ import pytest
 
 import brain_sql
 from brain_sql import quality
-from brain_sql.config import RELEVANCE_CUTOFF
+from brain_sql.config import EVIDENCE_CUTOFF
 from brain_sql.fusion import fuse
 from brain_sql.querydoc import QueryError, parse
 from brain_sql.hybrid import recall, run_legs
@@ -229,7 +229,7 @@ def test_mmr_and_token_budget(brain):
         ({"q": "x", "k": "5"}, "k must be a whole number"),
         ({"q": "x", "colour": "red"}, "unknown field: colour"),
         ({"q": "x", "cutoff": "no"}, "cutoff must be true or false"),
-        ({"q": "x", "since": "yesterday-ish"}, "since 'yesterday-ish' is not a date"),
+        ({"q": "x", "since": "yesterday-ish"}, 'since "yesterday-ish" is not a date'),
         ({"q": "x", "classes": ["gossip"]}, "classes must be among"),
         ({"q": "x", "scope": "acme"}, "scope must be a path"),
         ({"q": "x", "graph": "no"}, "graph must be true or false"),
@@ -258,7 +258,7 @@ def test_sql_order_equals_api_order(vault_brain_path):
         assert [h["id"] for h in whole] == [row[0] for row in conn.execute(SQL, {**params, "k": 30})], q
         left_out = [h for h in whole[: [h["id"] for h in whole].index(cut[-1])] if h["id"] not in cut]
         assert cut == [h["id"] for h in whole if h["id"] in cut], q
-        assert all(h["relevance"] < RELEVANCE_CUTOFF for h in left_out), q
+        assert all(h["provenance"]["evidence"]["strength"] < EVIDENCE_CUTOFF for h in left_out), q
 
 
 SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scifact"
@@ -399,24 +399,44 @@ def test_each_hit_has_a_relevance_from_its_own_evidence(deploys):
     result = recall(deploys, {"q": "when do deploys happen", "now": NOW, "cutoff": False})
     hits = {h["title"]: h for h in result["hits"]}
     assert set(hits) == {"Deploy window", "Office closure", "x"}
-    for hit in result["hits"]:
+    for rank, hit in enumerate(result["hits"], 1):
         assert 0 <= hit["relevance"] <= 1
         evidence = hit["provenance"]["evidence"]
-        assert set(evidence) == {"terms", "similarity", "entities"}
-        expected = 1 - (1 - evidence["terms"]) * (1 - evidence["similarity"]) * (1 - (evidence["entities"] or 0))
-        assert hit["relevance"] == pytest.approx(expected, abs=1e-3)
+        assert set(evidence) == {"terms", "matched", "similarity", "entities", "tied", "fused_rank", "fused_share",
+                                 "lexical_share", "strength"}  # fmt: skip
+        assert evidence["fused_rank"] == rank
+        strength = 1 - (1 - evidence["terms"]) * (1 - evidence["similarity"]) * (1 - (evidence["entities"] or 0))
+        assert evidence["strength"] == pytest.approx(strength, abs=1e-3)
+        # the probability is the relevance model's, read from the evidence shown and the answer's confidence
+        shown = quality.Evidence(evidence["terms"], evidence["similarity"], evidence["entities"],
+                                 fused_rank=rank, fused_share=evidence["fused_share"],
+                                 lexical_share=evidence["lexical_share"], confidence=result["quality"]["confidence"])
+        assert hit["relevance"] == pytest.approx(quality.relevance(shown.features()), abs=1e-3)
     # the deploy window holds every word searched for; the others none, and are no nearer than unrelated text
-    assert hits["Deploy window"]["provenance"]["evidence"]["terms"] == 1.0
-    assert hits["Deploy window"]["relevance"] == 1.0
-    assert hits["Office closure"]["relevance"] == hits["x"]["relevance"] == 0.0
+    window = hits["Deploy window"]["provenance"]["evidence"]
+    assert (window["terms"], window["matched"]) == (1.0, ["deploys", "happen"])
+    assert hits["Office closure"]["provenance"]["evidence"]["strength"] == hits["x"]["provenance"]["evidence"]["strength"] == 0
+    assert hits["Deploy window"]["relevance"] > 0.5 > 0.1 > hits["Office closure"]["relevance"] >= hits["x"]["relevance"]
     # relevance is not the fused score relabelled: that orders the hits, and says nothing of evidence
     assert hits["Deploy window"]["score"] == pytest.approx(hits["Deploy window"]["provenance"]["fused_score"], rel=0.01)
     assert result["telemetry"]["fusion"] == "convex"
-    assert hits["Office closure"]["score"] > 0 == hits["Office closure"]["relevance"]
     # each holds one of two words that each one memory holds: half the query's (idf-weighted) terms each
     partial = recall(deploys, {"q": "deploys christmas", "now": NOW, "cutoff": False})
     terms = {h["title"]: h["provenance"]["evidence"]["terms"] for h in partial["hits"]}
     assert terms == {"Deploy window": 0.5, "Office closure": 0.5, "x": 0.0}
+
+
+def test_relevance_tells_the_top_hits_apart(vault_brain_path):
+    """The README's demo query: its first hits are all tied to the runbook the query
+    names, which made each of them certain (1.000) before; as a probability they differ,
+    the first hit, which holds every word of the query, the most likely."""
+    conn = brain_sql.connect(vault_brain_path)
+    result = recall(conn, {"q": "who owns the support runbook?", "scope": "/acme/support", "now": NOW})
+    top = result["hits"][:3]
+    relevances = [h["relevance"] for h in top]
+    assert len(set(relevances)) == 3 and max(relevances) == relevances[0] < 1, relevances
+    assert [h["provenance"]["evidence"]["tied"] for h in top] == [["Support Runbook"]] * 3
+    assert result["hits"][0]["provenance"]["evidence"]["matched"] == ["owns", "support", "runbook"]
 
 
 def test_hits_tied_to_a_named_entity_have_graph_evidence(tmp_path):
@@ -440,7 +460,7 @@ def test_recall_stops_before_hits_with_no_evidence(deploys):
     assert [h["title"] for h in result["hits"]] == ["Deploy window"]
     whole = recall(deploys, {"q": "when do deploys happen", "now": NOW, "cutoff": False})
     assert [h["title"] for h in whole["hits"]][0] == "Deploy window" and len(whole["hits"]) == 3
-    assert all(h["relevance"] < RELEVANCE_CUTOFF for h in whole["hits"][1:])
+    assert all(h["provenance"]["evidence"]["strength"] < EVIDENCE_CUTOFF for h in whole["hits"][1:])
     # the first hit is never cut: whether to answer at all is abstention's call
     assert recall(deploys, {"q": "x", "now": NOW})["hits"][:1] == recall(deploys, {"q": "x", "now": NOW, "cutoff": False})["hits"][:1]
 
@@ -453,7 +473,7 @@ def test_the_cut_off_fills_k_from_further_down(tmp_path):
     brain_sql.ingest(conn, [path])
     result = recall(conn, {"q": "pager escalation", "now": NOW, "k": 12})
     assert sorted(ids(conn, result)) == sorted(f"pager{i}" for i in range(12))
-    assert all(h["relevance"] >= RELEVANCE_CUTOFF for h in result["hits"])
+    assert all(h["provenance"]["evidence"]["strength"] >= EVIDENCE_CUTOFF for h in result["hits"])
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ def _digest(path):
 
 
 @pytest.mark.asyncio
-async def test_a_replica_never_writes_its_copy(vault_replica_path, run, tmp_path):
+async def test_a_replica_never_writes_its_copy(vault_replica_path, vault_brain_path, run, tmp_path):
     before = _digest(vault_replica_path)
     metadata = {"plugins": {"datasette-brain": {"allow_write": True}}}
     datasette = Datasette([str(vault_replica_path)], metadata=metadata)
@@ -39,6 +39,13 @@ async def test_a_replica_never_writes_its_copy(vault_replica_path, run, tmp_path
     refused = run("brain", "remember", vault_replica_path, note)
     assert refused.exit_code != 0 and "read-only replica" in refused.output, refused.output
     assert "Graph Leg" in run("brain", "recall", vault_replica_path, "graph leg").output
+    # its export, over HTTP and from the CLI, is its primary's (a copy of the vault brain); its listing reads it
+    primary = brain_sql.connect(vault_brain_path, read_only=True)
+    exported = "".join(brain_sql.export(primary))
+    primary.close()
+    assert (await datasette.client.get("/brain/-/export.jsonl")).text == exported
+    assert run("brain", "export", vault_replica_path).stdout == exported
+    assert len((await datasette.client.get("/brain/-/memories.json?size=3")).json()["memories"]) == 3
     conn = brain_sql.connect(vault_replica_path)
     assert conn.execute("pragma query_only").fetchone()[0] == 1 and brain_sql.check(conn) == {}
     conn.close()

@@ -91,7 +91,7 @@ def test_a_snapshot_that_cannot_be_trusted_is_rebuilt_and_check_says_so(small_sn
         where.write_bytes(bytes(data[: len(data) // 2]))
     elif damage == "format":
         manifest, _ = snapshot.read_manifest(where)
-        where.write_bytes(bytes(data).replace(b'"format": 4', b'"format": 9'))
+        where.write_bytes(bytes(data).replace(f'"format": {snapshot.FORMAT}'.encode(), b'"format": 99'))
     elif damage == "other_brain":
         other = tmp_path / "other.db"
         other_conn = brain_sql.connect(other)

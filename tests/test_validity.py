@@ -12,7 +12,7 @@ from brain_sql.hybrid import run_legs, vector_leg
 from brain_sql.querydoc import parse
 from brain_sql.vectors import quantize_int8
 
-from .conftest import write
+from .conftest import without_rules, write
 
 NOW = "2026-11-29 12:00:00"
 MODEL = "wordllama/l2_supercat"
@@ -254,6 +254,8 @@ def test_an_older_brain_migrates_keeping_its_vectors(conn):
     vectors = conn.execute("select knowledge_id, embedding_int8, embedding_bit from vec_knowledge").fetchall()
     # as a brain written before validity: no supersession columns, no validity filter columns
     with conn:
+        without_rules(conn)  # nor the rules, which m015 made later
+        conn.execute("delete from _sqlite_migrations where name = 'm015_rules'")
         conn.execute("drop trigger knowledge_vec_filters")  # m009 writes it anew
         conn.execute("drop index idx_knowledge_supersedes")
         conn.execute("drop index idx_knowledge_version_of")
@@ -264,7 +266,7 @@ def test_an_older_brain_migrates_keeping_its_vectors(conn):
                      "embedding_int8 int8[256] distance_metric=cosine, embedding_bit bit[256], class text)")  # fmt: skip
         conn.executemany("insert into vec_knowledge values (?, vec_int8(?), vec_bit(?), 'memory')", vectors)
         conn.execute("delete from _sqlite_migrations where name = 'm009_validity'")
-    assert brain_sql.check(conn) == {"pending_migrations": ["m009_validity"]}
+    assert brain_sql.check(conn) == {"pending_migrations": ["m009_validity", "m015_rules"]}
     brain_sql.migrate(conn)
     assert conn.execute("select knowledge_id, embedding_int8, embedding_bit from vec_knowledge").fetchall() == vectors
     assert brain_sql.check(conn) == {}

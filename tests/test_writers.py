@@ -77,22 +77,22 @@ def test_remember_is_one_transaction_whatever_its_size(tmp_path, monkeypatch):
     brain_sql.migrate(conn)
     monkeypatch.setattr(pipeline, "INGEST_BATCH_DOCUMENTS", 100)  # several batches in one call
     written = []
-    original = pipeline.DocumentWriter.write
+    original = pipeline.DocumentWriter._finish  # each document's last step, however its chunks were written
 
-    def failing(self, document, plan, vectors):
+    def failing(self, document, chunk_ids):
         written.append(document.document_id)
         if len(written) == 250:  # the third batch, after two were written
             raise sqlite3.OperationalError("disk I/O error")
-        return original(self, document, plan, vectors)
+        return original(self, document, chunk_ids)
 
-    monkeypatch.setattr(pipeline.DocumentWriter, "write", failing)
+    monkeypatch.setattr(pipeline.DocumentWriter, "_finish", failing)
     records = [{"_id": f"r{i}", "text": f"memory number {i}"} for i in range(300)]
     with pytest.raises(brain_sql.WriteError, match="nothing was stored: disk I/O error"):
         brain_sql.remember(conn, records)
     assert len(written) == 250
     assert conn.execute("select count(*) from knowledge").fetchone()[0] == 0
     assert conn.execute("select count(*) from entities").fetchone()[0] == 0
-    monkeypatch.setattr(pipeline.DocumentWriter, "write", original)
+    monkeypatch.setattr(pipeline.DocumentWriter, "_finish", original)
     report, ids = brain_sql.remember(conn, records)
     assert (report.documents_added, len(ids)) == (300, 300)
     again, same = brain_sql.remember(conn, records[:5] + [{"_id": "r5", "text": "memory number five, edited"}])
@@ -196,9 +196,9 @@ def test_a_long_ingest_commits_as_it_goes_each_document_whole(tmp_path, monkeypa
     monkeypatch.setattr(pipeline, "INGEST_TRANSACTION_SECONDS", 0, raising=False)  # each document a transaction
     db_path = tmp_path / "brain.db"
     brain_sql.migrate(brain_sql.connect(db_path))
-    reader, seen, original = brain_sql.connect(db_path), [], pipeline.DocumentWriter.write
+    reader, seen, original = brain_sql.connect(db_path), [], pipeline.DocumentWriter._finish
 
-    def write_and_look(self, document, plan, vectors):
+    def write_and_look(self, document, chunk_ids):  # each document's last step, however its chunks were written
         if document.external_id == "r20":  # in the ingest's middle: what has landed so far?
             seen.append(reader.execute(
                 "select (select count(*) from documents), (select count(*) from knowledge), "
@@ -206,9 +206,9 @@ def test_a_long_ingest_commits_as_it_goes_each_document_whole(tmp_path, monkeypa
                 "(select count(*) from documents d where chunks != "
                 " (select count(*) from knowledge k where k.document_id = d.document_id))"
             ).fetchone())  # fmt: skip
-        return original(self, document, plan, vectors)
+        return original(self, document, chunk_ids)
 
-    monkeypatch.setattr(pipeline.DocumentWriter, "write", write_and_look)
+    monkeypatch.setattr(pipeline.DocumentWriter, "_finish", write_and_look)
     report = brain_sql.ingest(brain_sql.connect(db_path), [long_records(tmp_path / "r.jsonl", 40)])
     assert report.documents_added == 40 and report.chunks_added == 120 and not report.errors
     # the twenty documents before it, each whole: its three chunks, their vectors and full-text rows
@@ -223,18 +223,18 @@ def test_a_waiting_writer_gets_the_lock_between_an_ingests_transactions(tmp_path
     db_path = tmp_path / "brain.db"
     brain_sql.migrate(brain_sql.connect(db_path))
     other, writing, turns = brain_sql.connect(db_path), threading.Event(), []
-    original = pipeline.DocumentWriter.write
+    original = pipeline.DocumentWriter._finish
 
-    def write(self, document, plan, vectors):
+    def write(self, document, chunk_ids):
         writing.set()
-        return original(self, document, plan, vectors)
+        return original(self, document, chunk_ids)
 
     def remember_meanwhile():
         assert writing.wait(60)
         report, _ = brain_sql.remember(other, [{"_id": "turn", "text": "an agent's turn, remembered mid-ingest"}])
         turns.append((report.documents_added, count(db_path)))
 
-    monkeypatch.setattr(pipeline.DocumentWriter, "write", write)
+    monkeypatch.setattr(pipeline.DocumentWriter, "_finish", write)
     thread = threading.Thread(target=remember_meanwhile)
     thread.start()
     report = brain_sql.ingest(brain_sql.connect(db_path), [long_records(tmp_path / "r.jsonl", 100)])
@@ -275,19 +275,19 @@ def test_an_ingest_that_loses_the_lock_midway_keeps_what_it_committed_and_says_s
     holder = brain_sql.connect(db_path)  # waits for the lock as long as it takes
     monkeypatch.setenv("BRAIN_BUSY_TIMEOUT_MS", "200")
     conn, holding, release = brain_sql.connect(db_path), threading.Event(), threading.Event()
-    original = pipeline.DocumentWriter.write
+    original = pipeline.DocumentWriter._finish
 
     def hold():
         with atomic(holder):  # between two of the ingest's transactions, and for longer than it waits
             holding.set()
             release.wait(60)
 
-    def write(self, document, plan, vectors):
+    def write(self, document, chunk_ids):
         if document.external_id == "r5":
             threading.Thread(target=hold).start()
-        return original(self, document, plan, vectors)
+        return original(self, document, chunk_ids)
 
-    monkeypatch.setattr(pipeline.DocumentWriter, "write", write)
+    monkeypatch.setattr(pipeline.DocumentWriter, "_finish", write)
     source = long_records(tmp_path / "r.jsonl", 40)
     try:
         with pytest.raises(brain_sql.BrainBusy) as raised:
@@ -295,10 +295,10 @@ def test_an_ingest_that_loses_the_lock_midway_keeps_what_it_committed_and_says_s
     finally:
         release.set()
     assert holding.is_set()
-    kept = int(re.search(r"The (\d+) documents written before are kept", str(raised.value)).group(1))
+    kept = int(re.search(r"What was written before is kept \((\d+) documents\)", str(raised.value)).group(1))
     assert 5 < kept < 40 and "run the same ingest again" in str(raised.value)
     assert count(db_path) == 3 * kept  # each of them whole
-    monkeypatch.setattr(pipeline.DocumentWriter, "write", original)
+    monkeypatch.setattr(pipeline.DocumentWriter, "_finish", original)
     again = brain_sql.ingest(brain_sql.connect(db_path), [source])
     assert (again.documents_added, again.documents_unchanged) == (40 - kept, kept)
     assert check(brain_sql.connect(db_path)) == {}

@@ -1,0 +1,141 @@
+"""Export: every memory as the record `ingest` reads, so that a brain can be
+copied into a new one (another model, another machine) and nothing is lost.
+
+One JSON line per document, in the order its first memory was stored: its `_id`,
+title, fields, tags and metadata, where it was (`_document`, `_source_path`,
+`_version_of`: records.py puts it back there) and `_chunks`, each with its memory
+id, text, heading and lines, the values of CHUNK_FIELDS it holds of its own, its
+flag, and the edges its text states (with their entities' types). What is derived
+— vectors, full text, contexts of conversation turns, superseded_at/by, mentions'
+resolution — is derived again when the export is ingested.
+
+Read a page of documents at a time, by id, inside one read transaction: a
+consistent snapshot whatever is written meanwhile, in memory bounded by a page.
+"""
+
+import json
+
+from .config import EXPORT_PAGE_DOCUMENTS
+from .document import CHUNK_FIELDS
+from .errors import BrainError
+from .schema import is_brain
+from .writer import FIELD_COLUMNS
+
+# the first stored row of each document (and each row no document holds), by id
+_FIRST_ROWS = """
+select k.*, (select count(*) from knowledge m where m.document_id = k.document_id) as _rows
+from knowledge k
+where k.id >= :start and (k.document_id is null
+  or not exists (select 1 from knowledge m where m.document_id = k.document_id and m.id < k.id))
+order by k.id limit :size"""
+# the edges the documents `:documents` state, with their entities' names and types
+# (null: the document's own entity) and the memory that states each
+_EDGES = """
+select r.document_id, r.knowledge_id, r.relation_type,
+  t.name, coalesce(t.entity_type, 'entity'),
+  case when r.from_entity_id is not d.entity_id then f.name end, coalesce(f.entity_type, 'entity')
+from relationships r
+join entities f on f.id = r.from_entity_id join entities t on t.id = r.to_entity_id
+left join documents d on d.document_id = r.document_id
+where r.document_id in (select value from json_each(:documents))
+order by r.document_id, r.relation_type, f.name, t.name"""
+
+def export(conn, progress=None):
+    """Each document of the brain on `conn` as one JSON line (text ending in a
+    newline) that ingest reads back into the same memories. `progress(done,
+    total)` is called as pages are read, with the memories exported so far and
+    all there are. Reads in one transaction of its own (unless `conn` is in one),
+    ended when the lines are all read or the generator is closed."""
+    if not is_brain(conn):
+        raise BrainError("this file is not a brain: there is nothing to export")
+    began = not conn.in_transaction
+    if began:
+        conn.execute("begin")
+    try:
+        start, done = -(2**63), 0
+        total = conn.execute("select count(*) from knowledge").fetchone()[0] if progress else None
+        while True:
+            cursor = conn.execute(_FIRST_ROWS, {"start": start, "size": EXPORT_PAGE_DOCUMENTS})
+            columns = [c[0] for c in cursor.description]
+            firsts = [dict(zip(columns, row)) for row in cursor.fetchall()]
+            if not firsts:
+                return
+            edges = _edges(conn, [row["document_id"] for row in firsts if row["document_id"] is not None])
+            for first in firsts:
+                rows = [first] if first.pop("_rows") <= 1 else _rows(conn, first["document_id"])
+                yield json.dumps(_record(rows, edges.get(first["document_id"], {})), ensure_ascii=False) + "\n"
+                done += len(rows)
+            if progress:
+                progress(done, total)
+            start = firsts[-1]["id"] + 1
+    finally:
+        if began and conn.in_transaction:
+            conn.execute("rollback")  # a read: nothing to keep
+
+
+def _rows(conn, document_id):
+    """The rows of a document of several, in chunk order."""
+    cursor = conn.execute("select * from knowledge where document_id = ? order by chunk_index, id", (document_id,))
+    columns = [c[0] for c in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor]
+
+
+def _edges(conn, document_ids):
+    """{document id: {memory id (None: stated by no memory): [relation objects]}}."""
+    found = {}
+    for document_id, knowledge_id, kind, to_name, to_type, from_name, from_type in conn.execute(
+        _EDGES, {"documents": json.dumps(document_ids)}
+    ):
+        relation = {"type": kind, "to": to_name}
+        if to_type != "entity":
+            relation["to_type"] = to_type
+        if from_name is not None:
+            relation["from"] = from_name
+            if from_type != "entity":
+                relation["from_type"] = from_type
+        found.setdefault(document_id, {}).setdefault(knowledge_id, []).append(relation)
+    return found
+
+
+def _record(rows, edges):
+    """A document's record: what its first chunk holds, and each chunk in `_chunks`."""
+    first = rows[0]
+    record = {}
+    for key, column in (("_id", "external_id"), ("_document", "document_id")):
+        if first[column] is not None:
+            record[key] = first[column]
+    if first["document_id"] is not None:  # only a placed record takes these
+        for key, column in (("_source_path", "source_path"), ("_version_of", "version_of")):
+            if first[column] is not None:
+                record[key] = first[column]
+    if first["title"] is not None:
+        record["title"] = first["title"]
+    record.update((column, first[column]) for column in FIELD_COLUMNS if first[column] is not None)
+    for column in ("tags", "metadata"):
+        if first[column] is not None:
+            record[column] = _json(first[column])
+    ids = {row["id"] for row in rows}
+    loose = [relation for memory_id, relations in edges.items() if memory_id not in ids for relation in relations]
+    record["_chunks"] = [_chunk(row, first, edges.get(row["id"], []) + (loose if row is first else [])) for row in rows]
+    return record
+
+
+def _chunk(row, first, relations):
+    chunk = {"id": row["id"], "content": row["content"]}
+    for column in ("heading_path", "line_start", "line_end"):
+        if row[column] is not None:
+            chunk[column] = row[column]
+    chunk.update((column, row[column]) for column in CHUNK_FIELDS if row[column] != first[column])
+    if row["flagged"]:
+        chunk["flagged"] = True
+    if relations:
+        chunk["relations"] = relations
+    return chunk
+
+
+def _json(text):
+    """A JSON column's value; text that is no JSON, as it is (kept as metadata)."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text

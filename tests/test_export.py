@@ -1,0 +1,306 @@
+"""Export and import: brain_sql.export writes every memory as the record ingest
+reads, and ingesting that into a new brain gives the same memories — ids,
+fields, review decisions made a memory at a time, history versions,
+conversation turns, relations with their entities' types — so exporting the
+new brain gives the same lines, and recall answers alike. One snapshot, read a
+page at a time."""
+
+import asyncio
+import importlib
+import json
+
+import pytest
+from datasette.app import Datasette
+
+import brain_sql
+from datasette_brain import routes, tools
+
+from .conftest import rows, write
+
+NOW = "2026-11-29 12:00:00"
+RECORDS = [
+    [{"_id": "alice-role", "title": "Alice's role", "text": "Alice is a support engineer.", "valid_from": "2024-01-01"}],
+    [{"_id": "alice-role", "title": "Alice's role", "text": "Alice is the support manager.", "valid_from": "2026-03-01"},
+     {"_id": "pager", "title": "Pager duty", "text": "Bob carries the pager on weekends.", "valid_from": "2025-01-01"},
+     {"_id": "pager-2026", "title": "Pager duty in 2026", "text": "Carol carries the pager on weekends.",
+      "supersedes": "pager", "valid_from": "2026-01-01"},
+     {"_id": "m-1", "title": "Deploy window", "text": "Deploys happen on Tuesdays.", "scope": "/acme/eng",
+      "class": "policy", "confidence": 0.8, "owner": "platform", "region": "eu", "lawful_basis": "contract",
+      "tags": ["deploys"], "entities": ["Release Train", {"name": "Platform Team", "type": "team"}],
+      "relations": [{"type": "owned_by", "to": "Platform Team"},
+                    {"from": "Release Train", "type": "runs_on", "to": "Tuesday", "to_type": "weekday"}],
+      "metadata": {"ticket": "OPS-7", "reviewers": ["ann", "ben"]}}],
+    [{"_id": f"D1:{n}", "text": text, "speaker": speaker, "session_id": "chat-1", "observed_at": f"2023-05-08T13:5{n}:00"}
+     for n, (speaker, text) in enumerate([("Caroline", "I went to a support group yesterday and it was so powerful."),
+                                          ("Mel", "That sounds great! What was it like?"),
+                                          ("Caroline", "Everyone there shared their coming-out stories."),
+                                          ("Mel", "I painted a sunrise over the lake last week.")], 1)],
+]  # fmt: skip
+QUERIES = ["what is Alice's role?", "who carries the pager?", "when do deploys happen?", "what did Caroline go to?",
+           "How does the graph leg rank memories?", "who owns the support runbook?"]  # fmt: skip
+
+
+@pytest.fixture
+def brain(vault_brain_copy):
+    """The vault, records with versions, supersession, typed relations and metadata,
+    a conversation; and what holds a memory at a time: in a note of several chunks
+    one stored earlier, one archived, another's expiry extended; a turn flagged."""
+    conn = brain_sql.connect(vault_brain_copy)
+    for records in RECORDS:
+        report, _ = brain_sql.remember(conn, records)
+        assert not report.errors, report.errors
+    chunks = [i for (i,) in conn.execute(
+        "select id from knowledge where document_id = (select document_id from knowledge group by document_id "
+        "order by count(*) desc, document_id limit 1) order by chunk_index")]  # fmt: skip
+    assert len(chunks) >= 3
+    # its first section stored long before the rest (a note edited since: the kept chunk keeps its time)
+    conn.execute("update knowledge set created_at = '2020-01-01 08:00:00' where id = ?", [chunks[0]])
+    brain_sql.archive(conn, [chunks[1]])
+    brain_sql.extend_expiry(conn, [chunks[2]], 30, now=NOW)
+    brain_sql.flag(conn, [conn.execute("select id from knowledge where external_id = 'D1:3'").fetchone()[0]])
+    yield conn
+    conn.close()
+
+
+def exported(conn):
+    return "".join(brain_sql.export(conn))
+
+
+def imported(lines, tmp_path, name="copy"):
+    """A new brain with the export `lines` ingested from a file."""
+    path = write(tmp_path / f"{name}.jsonl", lines)
+    conn = brain_sql.connect(tmp_path / f"{name}.db")
+    report = brain_sql.ingest(conn, [path])
+    assert not report.errors, report.errors
+    return conn
+
+
+def stored(conn):
+    """What a brain stores of its memories, but the time each row was last written:
+    every other column of every memory, the edges by their entities' names and
+    types and the memory and document stating them, every entity, the documents."""
+    columns = [c for (c,) in conn.execute("select name from pragma_table_info('knowledge')") if c != "updated_at"]
+    return {
+        "knowledge": rows(conn, f"select {', '.join(f'[{c}]' for c in columns)} from knowledge order by id"),
+        "edges": sorted(rows(conn, "select f.name, f.entity_type, r.relation_type, t.name, t.entity_type, "
+                                   "r.knowledge_id, r.document_id from relationships r join entities f on f.id = "
+                                   "r.from_entity_id join entities t on t.id = r.to_entity_id")),  # fmt: skip
+        "entities": sorted(rows(conn, "select name, entity_type from entities")),
+        "documents": rows(conn, "select document_id, title, source_path, chunks from documents order by document_id"),
+    }
+
+
+def recalled(conn, q):
+    return [(hit["id"], hit["content"]) for hit in brain_sql.recall(conn, {"q": q, "now": NOW})["hits"]]
+
+
+def test_an_export_ingested_into_a_new_brain_is_the_same_brain(brain, tmp_path):
+    first = exported(brain)
+    copy = imported(first, tmp_path)
+    assert exported(copy) == first
+    assert stored(copy) == stored(brain)
+    assert brain_sql.check(copy) == {}
+    for q in QUERIES:
+        assert recalled(copy, q) == recalled(brain, q), q
+    # what the round trip had to carry, spelled out
+    lines = [json.loads(line) for line in first.splitlines()]
+    assert len(lines) == brain.execute("select count(distinct document_id) from knowledge").fetchone()[0]
+    history = next(r for r in lines if r.get("_version_of") == "remember#alice-role")
+    assert history["_id"] == "alice-role" and history["valid_from"] == "2024-01-01 00:00:00"
+    assert copy.execute("select superseded_at, superseded_by from knowledge where external_id = 'pager'").fetchone() == (
+        "2026-01-01 00:00:00", "remember#pager-2026")
+    turn = next(r for r in lines if r.get("_id") == "D1:3")
+    assert turn["_chunks"][0]["flagged"] is True and turn["metadata"] == {"speaker": "Caroline", "session_id": "chat-1"}
+    deploy = next(r for r in lines if r.get("_id") == "m-1")
+    assert {"type": "runs_on", "to": "Tuesday", "to_type": "weekday", "from": "Release Train"} in (
+        deploy["_chunks"][0]["relations"])
+    note = max(lines, key=lambda r: len(r["_chunks"]))
+    assert note["_chunks"][1]["relevance_tier"] == 0 and "relevance_tier" not in note["_chunks"][0]
+    assert note["created_at"] == "2020-01-01 08:00:00" and note["_chunks"][1]["created_at"] != note["created_at"]
+    assert note["_chunks"][2]["expires_at"] and all("heading_path" in c for c in note["_chunks"])
+    # the flagged turn is quoted by no other, in the copy as in the brain
+    assert "coming-out" not in copy.execute("select context from knowledge where external_id = 'D1:4'").fetchone()[0]
+
+
+def test_an_export_remembered_all_at_once_is_the_same_brain_too(brain, tmp_path):
+    first = exported(brain)
+    copy = brain_sql.connect(tmp_path / "remembered.db")
+    report, _ = brain_sql.remember(copy, [json.loads(line) for line in first.splitlines()])
+    assert not report.errors and exported(copy) == first
+
+
+def test_an_export_reads_one_snapshot_a_page_at_a_time(brain, monkeypatch):
+    exporting = importlib.import_module("brain_sql.exporting")
+    whole = exported(brain)
+    for size in (1, 3):  # pages that end inside the run of a note's chunks: nothing twice, nothing lost
+        monkeypatch.setattr(exporting, "EXPORT_PAGE_DOCUMENTS", size)
+        assert exported(brain) == whole
+    monkeypatch.setattr(exporting, "EXPORT_PAGE_DOCUMENTS", 1)  # the pages after the first read after the writes
+    other = brain_sql.connect(brain.execute("select file from pragma_database_list").fetchone()[0])
+    last = brain.execute("select max(id) from knowledge").fetchone()[0]
+    lines = brain_sql.export(brain)
+    first = next(lines)
+    # written while the export reads: a memory added, the last one forgotten
+    brain_sql.remember(other, [{"_id": "late", "text": "Stored while the export was being read."}])
+    brain_sql.forget(other, ids=[last])
+    assert first + "".join(lines) == whole
+    assert not brain.in_transaction  # its read transaction ended with it
+    lines = brain_sql.export(brain)
+    next(lines)
+    assert brain.in_transaction
+    lines.close()  # a reader that stops early ends it too
+    assert not brain.in_transaction
+    assert '"late"' in exported(brain) and f'"id": {last},' not in exported(brain)
+
+
+def test_an_export_ingested_where_its_ids_were_given_puts_back_what_was_forgotten(brain, tmp_path):
+    """Into the brain it came from: a forgotten memory comes back under a new id
+    (an id once given is never another memory's), the rest are unchanged."""
+    before = exported(brain)
+    forgotten = brain.execute("select id from knowledge where external_id = 'm-1'").fetchone()[0]
+    brain_sql.forget(brain, ids=[forgotten])
+    report = brain_sql.ingest(brain, [write(tmp_path / "back.jsonl", before)])
+    assert not report.errors and report.documents_added == 1
+    back = brain.execute("select id, content from knowledge where external_id = 'm-1'").fetchone()
+    assert back[0] > forgotten and back[1] == "Deploys happen on Tuesdays."
+    after = before.replace(f'"id": {forgotten},', f'"id": {back[0]},')
+    assert sorted(exported(brain).splitlines()) == sorted(after.splitlines())  # the memory last now: stored last
+
+
+def test_chunks_that_cannot_be_read_skip_their_record_with_its_line(tmp_path):
+    good = {"_id": "ok", "title": "Fine", "_chunks": [{"id": 7, "content": "A chunk taken as it is.\n\n\n\nEven so."}]}
+    bad = [
+        {"_id": "b1", "text": "both", "_chunks": [{"content": "x"}]},
+        {"_id": "b2", "_chunks": []},
+        {"_id": "b3", "_chunks": [{"content": "x", "colour": "red"}]},
+        {"_id": "b4", "_chunks": [{"content": "x", "id": True}]},
+        {"_id": "b5", "_chunks": [{"content": "x", "relevance_tier": 9}]},
+        {"_id": "b6", "_chunks": [{"content": "x", "relations": [{"type": "t"}]}]},
+        {"_id": "b7", "_chunks": [{"content": "x", "flagged": "yes"}]},
+        {"_id": "b8", "_source_path": "/notes/a.md", "_chunks": [{"content": "x"}]},
+    ]
+    path = write(tmp_path / "records.jsonl", "\n".join(json.dumps(r) for r in [good, *bad]))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [path])
+    assert [error.line for error in report.errors] == list(range(2, 10))
+    messages = [error.message for error in report.errors]
+    assert "not both" in messages[0] and "non-empty list" in messages[1] and "'colour'" in messages[2]
+    assert "_chunks[0]: id must be a whole number" in messages[3] and "relevance_tier" in messages[4]
+    assert "relations[]" in messages[5] and "flagged must be true or false" in messages[6]
+    assert "only with its '_document'" in messages[7]
+    # the good one: its memory id kept, its text not split again
+    assert rows(conn, "select id, content from knowledge") == [(7, "A chunk taken as it is.\n\n\n\nEven so.")]
+
+
+def test_progress_counts_every_memory(brain, monkeypatch):
+    monkeypatch.setattr(importlib.import_module("brain_sql.exporting"), "EXPORT_PAGE_DOCUMENTS", 4)
+    calls = []
+    "".join(brain_sql.export(brain, progress=lambda done, total: calls.append((done, total))))
+    total = brain.execute("select count(*) from knowledge").fetchone()[0]
+    assert len(calls) > 2 and calls[-1] == (total, total)
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls) and {t for _, t in calls} == {total}
+
+
+# the route: GET /DB/-/export.jsonl
+
+
+def get(datasette, path):
+    return asyncio.run(datasette.client.get(path))
+
+
+def test_the_route_streams_the_same_export(vault_brain_path):
+    conn = brain_sql.connect(vault_brain_path, read_only=True)
+    response = get(Datasette([str(vault_brain_path)]), "/brain/-/export.jsonl")
+    assert response.status_code == 200 and response.headers["content-type"] == "application/x-ndjson; charset=utf-8"
+    assert response.text == "".join(brain_sql.export(conn))
+
+
+async def asgi_get(app, path, on_body=None, gone_after=None):
+    """GET `path` from the ASGI `app` itself: ([body messages], the status); calls
+    on_body(n) as the nth body message arrives; with `gone_after`, the client goes
+    away once that many have."""
+    messages, gone = [], asyncio.Event()
+    scope = {"type": "http", "http_version": "1.1", "method": "GET", "path": path, "raw_path": path.encode(),
+             "query_string": b"", "headers": [], "scheme": "http", "server": ("localhost", 80), "root_path": ""}
+    requested = []
+
+    async def receive():
+        if not requested:
+            requested.append(True)
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        if message["type"] == "http.response.start":
+            messages.append(message["status"])
+        elif message.get("body"):
+            messages.append(message["body"])
+            if on_body:
+                on_body(len(messages) - 1)
+            if gone_after and len(messages) - 1 >= gone_after:
+                gone.set()
+
+    await app(scope, receive, send)
+    gone.set()
+    return messages[1:], messages[0]
+
+
+def test_the_export_is_streamed_from_one_snapshot(vault_brain_copy, monkeypatch):
+    """Sent a few lines at a time, as they are read; what is written meanwhile is
+    not in it, what is forgotten meanwhile still is."""
+    monkeypatch.setattr(routes, "EXPORT_LINES", 3)
+    monkeypatch.setattr(importlib.import_module("brain_sql.exporting"), "EXPORT_PAGE_DOCUMENTS", 2)
+    conn = brain_sql.connect(vault_brain_copy)
+    whole = "".join(brain_sql.export(conn))
+    last = conn.execute("select max(id) from knowledge").fetchone()[0]
+
+    def write_meanwhile(n):
+        if n == 1:
+            brain_sql.remember(conn, [{"_id": "late", "text": "Stored while the export was being sent."}])
+            brain_sql.forget(conn, ids=[last])
+
+    bodies, status = asyncio.run(asgi_get(Datasette([str(vault_brain_copy)]).app(), "/brain/-/export.jsonl",
+                                          write_meanwhile))  # fmt: skip
+    assert status == 200 and len(bodies) == 7  # 20 lines, 3 a message
+    assert b"".join(bodies).decode() == whole
+    assert '"late"' in "".join(brain_sql.export(conn))
+
+
+def test_a_client_gone_is_sent_no_more_and_frees_its_export(vault_brain_path, monkeypatch):
+    monkeypatch.setattr(routes, "EXPORT_LINES", 1)
+    datasette = Datasette([str(vault_brain_path)])
+    bodies, status = asyncio.run(asgi_get(datasette.app(), "/brain/-/export.jsonl", gone_after=2))
+    assert status == 200 and 2 <= len(bodies) < 20
+    # its slot given back: as many exports as ever may run at once
+    give_back = [tools.take_export_slot(datasette) for _ in range(brain_sql.EXPORTS_AT_ONCE)]
+    for given in give_back:
+        given()
+
+
+def test_too_many_exports_at_once_is_a_503(vault_brain_path):
+    datasette = Datasette([str(vault_brain_path)])
+    taken = [tools.take_export_slot(datasette) for _ in range(brain_sql.EXPORTS_AT_ONCE)]
+    busy = get(datasette, "/brain/-/export.jsonl")
+    assert busy.status_code == 503 and busy.headers["retry-after"] == "2" and busy.json()["ok"] is False
+    taken[0]()
+    assert get(datasette, "/brain/-/export.jsonl").status_code == 200
+
+
+@pytest.mark.parametrize("metadata, words", [
+    ({"allow": False}, "view-database"),
+    ({"databases": {"brain": {"tables": {"knowledge": {"allow": False}}}}}, ""),
+    ({"databases": {"brain": {"tables": {"relationships": {"allow": False}}}}}, "holds the graph too"),
+])  # fmt: skip
+def test_whoever_may_not_read_the_memories_and_their_graph_exports_nothing(vault_brain_path, metadata, words):
+    response = get(Datasette([str(vault_brain_path)], metadata=metadata), "/brain/-/export.jsonl")
+    assert response.status_code == 403 and words in response.json()["error"]
+    assert "_chunks" not in response.text
+
+
+def test_the_export_takes_no_parameters_and_only_get(vault_brain_path):
+    datasette = Datasette([str(vault_brain_path)])
+    refused = get(datasette, "/brain/-/export.jsonl?scope=/acme")
+    assert refused.status_code == 400 and "takes no parameters" in refused.json()["error"]
+    posted = asyncio.run(datasette.client.post("/brain/-/export.jsonl"))
+    assert posted.status_code == 405 and posted.headers["allow"] == "GET"
