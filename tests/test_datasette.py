@@ -65,8 +65,8 @@ async def test_canned_recall_query_matches_the_api(demo):
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("params, named", [
-    ({"since": "notadate"}, "since 'notadate' is not a date"),
-    ({"as_of": "yesterday"}, "as_of 'yesterday' is not a date"),
+    ({"since": "notadate"}, 'since "notadate" is not a date'),
+    ({"as_of": "yesterday"}, 'as_of "yesterday" is not a date'),
     ({"scope": "acme"}, "scope must be a path starting with '/'"),
     ({"classes": "memory,bogus"}, "classes must be among memory, reference, policy, not bogus"),
     ({"k": "abc"}, "k must be a whole number"),
