@@ -55,14 +55,16 @@ def median(values):
     return statistics.median(values) if values else float("nan")
 
 
-def start_server(brain, port=None, immutable=False, log=subprocess.DEVNULL, options=(), env=None):
+def start_server(brain, port=None, immutable=False, log=subprocess.DEVNULL, options=(), env=None,
+                 python=("-m", "datasette")):  # fmt: skip
     """`datasette serve` of `brain` on loopback, started and not waited for: (process, base url).
-    `options` are more `datasette serve` arguments; `env` its environment."""
+    `options` are more `datasette serve` arguments; `env` its environment; `python` what
+    Python runs (its arguments before `serve`)."""
     if not port:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-    command = [sys.executable, "-m", "datasette", "serve", *(["-i"] if immutable else []), str(brain), *options]
+    command = [sys.executable, *python, "serve", *(["-i"] if immutable else []), str(brain), *options]
     process = subprocess.Popen([*command, "-h", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log, env=env)
     return process, f"http://127.0.0.1:{port}"
 

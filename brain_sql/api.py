@@ -156,10 +156,11 @@ def embed_with_usage(texts: Sequence[str], model_id: str) -> tuple[np.ndarray, i
 
 
 def warm(path: str | os.PathLike[str], migrate_it: bool = True) -> None:
-    """Load the brain's model and build its read state, side by side, so the first
-    recall after a server starts is as fast as the rest; opens the file read-only,
-    unless it has schema migrations to apply and `migrate_it` (a file served
-    immutable is never written, nor is a replica: its primary migrates)."""
+    """Load the brain's model and build its read state, side by side, then answer one
+    recall (what a recall loads on first use: numpy's parts, say), so the first recall
+    after a server starts is as fast as the rest; opens the file read-only, unless it
+    has schema migrations to apply and `migrate_it` (a file served immutable is never
+    written, nor is a replica: its primary migrates)."""
     conn = open_connection(path, read_only=True)
     try:
         if migrate_it and not is_copy(path) and is_brain(conn) and pending_migrations(conn):
@@ -173,6 +174,7 @@ def warm(path: str | os.PathLike[str], migrate_it: bool = True) -> None:
             model.start()
             current_state(conn, found["dimension"])
             model.join()
+            recall(conn, {"q": "warm"})
     finally:
         conn.close()
 

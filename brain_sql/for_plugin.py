@@ -5,18 +5,24 @@ the wording of its messages. Python users need none of it, and it may change
 with the plugin; datasette_brain imports nothing of brain_sql but the two faces
 (the import-linter contract in pyproject.toml)."""
 
-from . import browse
-from .browse import DECAY_BUCKETS, decay_counts_sql, decay_filter_sql, decayed_selection, page_numbers
+import importlib
+from typing import Any
+
 from .config import ENTITY_PAGE_ROWS, EXPORTS_AT_ONCE, MAX_CONTENT_BYTES, MAX_EXTEND_DAYS, MAX_PAGE_ROWS
 from .config import FOLLOW_INTERVAL_SECONDS, FOLLOW_STALL_SECONDS, MAX_QUERY_CHARS, REPLICA_SYNC_INTERVAL
 from .config import configured_model
-from .copies import ensure_ready, is_copy
-from .extract import entity_links
-from .faults import named
-from .fields import loads_json, unencodable, whole_number
-from .functions import recall_params_error
-from .schema import derived_from_knowledge
 from .wording import counted, section, shown
+
+# the names that need the engines, loaded on first use (PEP 562): sqlite-utils imports
+# the brain's commands for every command it runs, and they name only the light ones above
+_MODULE_OF = {
+    "page_numbers": ".browse", "DECAY_BUCKETS": ".browse", "decay_counts_sql": ".browse", "decay_filter_sql": ".browse",
+    "decayed_selection": ".browse", "ensure_ready": ".copies", "is_copy": ".copies", "entity_links": ".extract",
+    "loads_json": ".fields", "unencodable": ".fields", "whole_number": ".fields",
+    "recall_params_error": ".functions", "derived_from_knowledge": ".schema",
+}  # fmt: skip
+# operations on a brain's rows, their faults named as the public face's are (brain_sql.faults)
+_OPERATIONS = ("decayed_facets", "examples")
 
 __all__ = [
     # bounds: request bodies and queries, pages of rows, exports at once, days a decayed memory is extended by
@@ -38,6 +44,14 @@ __all__ = [
     "counted", "section", "shown",
 ]  # fmt: skip
 
-# operations on a brain's rows, their faults named as the public face's are (brain_sql.faults)
-decayed_facets = named(browse.decayed_facets)
-examples = named(browse.examples)
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULE_OF:
+        value = getattr(importlib.import_module(_MODULE_OF[name], __package__), name)
+    elif name in _OPERATIONS:
+        faults, browse = (importlib.import_module(m, __package__) for m in (".faults", ".browse"))
+        value = faults.named(getattr(browse, name))
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value

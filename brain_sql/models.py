@@ -6,6 +6,7 @@ Any model2vec model (a local folder or a hub id) can be configured instead, or
 all-MiniLM-L6-v2 when the optional `minilm` extra is installed (minilm.py).
 """
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -26,12 +27,14 @@ class ModelLoader:
 
 
 def _load_wordllama(model_id):
-    import wordllama
     from model2vec import StaticModel
     from safetensors.numpy import load_file
     from tokenizers import Tokenizer
 
-    root = Path(wordllama.__file__).parent
+    # the wheel's files, found without importing the package: it imports an HTTP stack
+    # (requests, urllib3) a local model never uses, a third of the load
+    spec = importlib.util.find_spec("wordllama")
+    root = Path(spec.origin).parent if spec and spec.origin else Path("(not installed)")
     weights = root / "weights" / "l2_supercat_256.safetensors"
     tokenizer = root / "tokenizers" / "l2_supercat_tokenizer_config.json"
     if not weights.exists() or not tokenizer.exists():
@@ -40,12 +43,12 @@ def _load_wordllama(model_id):
             "reinstall it with: pip install --force-reinstall wordllama"
         )
     vectors = load_file(str(weights))["embedding.weight"].astype(np.float32)
-    return StaticModel(
-        vectors=vectors,
-        tokenizer=Tokenizer.from_file(str(tokenizer)),
-        normalize=True,
-        base_model_name=model_id,
-    )
+    tokenizer = Tokenizer.from_file(str(tokenizer))
+    # StaticModel keeps a deep copy of the tokenizer it is given, lest its settings reach
+    # the caller's: a JSON round trip, a third of the load. This one is new and the
+    # model's alone, so the copy is the tokenizer itself.
+    tokenizer.__deepcopy__ = lambda memo: tokenizer
+    return StaticModel(vectors=vectors, tokenizer=tokenizer, normalize=True, base_model_name=model_id)
 
 
 def _load_model2vec(model_id):

@@ -1,4 +1,6 @@
-"""The `sqlite-utils brain` command group."""
+"""The `sqlite-utils brain` command group. sqlite-utils imports it for every command
+it runs: it imports brain_sql's constants alone (the engines load when a command
+calls one), and `brain mcp` alone loads Datasette and the MCP SDK."""
 
 import asyncio
 import contextlib
@@ -17,7 +19,6 @@ import brain_sql
 from brain_sql import for_plugin
 from brain_sql.for_plugin import counted
 
-from . import stdio
 
 
 MODEL_HELP = (
@@ -267,6 +268,8 @@ def mcp(db_path):
     or in an MCP client's configuration:
         {"command": "sqlite-utils", "args": ["brain", "mcp", "/path/to/brain.db"]}
     """
+    from . import stdio  # Datasette's app and the MCP SDK: a second to load, for this command alone
+
     conn = _open(db_path)  # a clear message for a file that is not a brain, before the protocol starts
     conn.close()
     asyncio.run(stdio.serve(db_path))

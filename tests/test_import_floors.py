@@ -60,7 +60,7 @@ def test_the_faces_contract_fails_on_an_import_past_the_faces(tmp_path):
 def test_nothing_inside_brain_sql_imports_its_faces():
     graph = grimp.build_graph("brain_sql")
     assert graph.find_modules_that_directly_import("brain_sql") == set()
-    assert graph.find_modules_that_directly_import("brain_sql.api") == {"brain_sql"}  # __init__ re-exports it
+    assert graph.find_modules_that_directly_import("brain_sql.api") == set()  # __init__ loads it on first use
     assert graph.find_modules_that_directly_import("brain_sql.for_plugin") == set()
 
 
@@ -85,15 +85,21 @@ def _imports_inside_functions(path):
                 else:
                     continue
                 if any(n == "." or n.split(".")[0] in PACKAGES for n in names):
-                    yield f"{path.relative_to(ROOT)}:{inner.lineno}"
+                    yield f"{path.relative_to(ROOT)}: {ast.unparse(inner)}"
+
+
+# imports deferred for start-up time, not to hide a circle: the commands sqlite-utils loads
+# for every command it runs import stdio (Datasette's app, the MCP SDK) for `brain mcp` alone,
+# and the plugin imports its MCP tools (the MCP SDK) when datasette-mcp asks for them
+DEFERRED = ["datasette_brain/cli.py: from . import stdio", "datasette_brain/plugin.py: from . import mcp_tools"]
 
 
 def test_no_package_import_hides_inside_a_function():
     """Imports placed in functions once held an import circle together; each
     module now imports what it needs at the top, from the floors below it."""
-    hidden = [place for package in PACKAGES for path in sorted((ROOT / package).glob("*.py"))
-              for place in _imports_inside_functions(path)]  # fmt: skip
-    assert hidden == []
+    hidden = {place for package in PACKAGES for path in sorted((ROOT / package).glob("*.py"))
+              for place in _imports_inside_functions(path)}  # fmt: skip
+    assert sorted(hidden) == DEFERRED
 
 
 def _settings_read(path):

@@ -1,0 +1,250 @@
+"""The Datasette plugin's hooks: thin, over brain_sql. Datasette reads them through the
+package its entry point names (__init__.py)."""
+
+import threading
+
+from datasette import hookimpl
+
+import brain_sql
+from brain_sql import for_plugin
+
+from . import canned, crossdb, decay, facets, html_errors, links, pages, replica, routes, tools
+
+
+@hookimpl
+def prepare_connection(conn, datasette):
+    brain_sql.prepare_connection(conn)
+    crossdb.guard_connection(conn, datasette)  # another connection that attaches a brain reads it only if anyone may
+
+
+@hookimpl
+def startup(datasette):
+    """Set the process up for concurrent recall, and warm each brain's model and
+    read state in the background: the server answers at once, and the first
+    recall does not pay for loading."""
+
+    async def inner():
+        brain_sql.serve_many()
+        brains = await links.remember_brains(datasette)
+        await crossdb.learn(datasette)
+        databases = [datasette.get_database(name) for name in brains]
+        for db in databases:
+            if db.path:  # a brain served immutable (-i) is never written, not even migrated; nor is a replica
+                threading.Thread(target=_warm, args=(db.path, db.is_mutable), name="brain-warm", daemon=True).start()
+
+    return inner
+
+
+def _warm(path, migrate):
+    try:
+        brain_sql.warm(path, migrate)
+    except Exception:  # only a head start: the first recall meets, and reports, the same problem
+        pass
+
+
+@hookimpl
+def asgi_wrapper(datasette):
+    """A 400 of a brain's recall canned query names the parameter at fault (canned.py)."""
+    return lambda app: canned.recall_errors_named(datasette, app)
+
+
+@hookimpl
+def register_routes():
+    return [
+        (r"^/(?P<database>[^/]+)/-/recall$", routes.recall_view),
+        (r"^/-/recall$", routes.recall_view),
+        (r"^/(?P<database>[^/]+)/-/verify$", routes.verify_view),
+        (r"^/(?P<database>[^/]+)/-/remember$", routes.remember_view),
+        (r"^/(?P<database>[^/]+)/-/forget$", routes.forget_view),
+        (r"^/-/brain/v1/embeddings$", routes.embeddings_view),
+        (r"^/-/brain/v1/models$", routes.models_view),
+        (r"^/-/brain/v1/models/(?P<model>.+)$", routes.model_view),  # an id may hold slashes (wordllama/l2_supercat)
+        (r"^/(?P<database>[^/]+)/-/memories\.json$", routes.memories_view),
+        (r"^/(?P<database>[^/]+)/-/export\.jsonl$", routes.export_view),
+        (r"^/(?P<database>[^/]+)/-/brain$", pages.recall_page),
+        (r"^/(?P<database>[^/]+)/-/replica$", routes.replica_view),
+        # any id: the page answers one that names nothing with its own 404
+        (r"^/(?P<database>[^/]+)/-/memory/(?P<id>[^/]+?)(\.(?P<format>json))?$", pages.memory_page),
+        (r"^/(?P<database>[^/]+)/-/entity/(?P<id>[^/]+)$", pages.entity_page),
+        (r"^/(?P<database>[^/]+)/-/entities(\.(?P<format>json))?$", pages.entities_page),
+        (r"^/(?P<database>[^/]+)/-/decayed(\.(?P<format>json))?$", pages.decayed_page),
+        (r"^/(?P<database>[^/]+)/-/decayed/act$", pages.decayed_act),  # form posts: CSRF-checked
+        (html_errors.OTHER_PAGE_PATHS, html_errors.no_such_page),
+    ]
+
+
+@hookimpl
+def permission_allowed(datasette, actor, action, resource):
+    if action in replica.WRITE_ACTIONS:
+        database = resource[0] if isinstance(resource, (tuple, list)) else resource
+        if replica.is_replica(datasette.databases.get(database)):
+            return False  # a replica never writes its copy: Litestream's follower alone does
+    if action == tools.WRITE_PERMISSION:
+        return tools.write_allowed(datasette, actor, resource)
+    if action == "view-table" and isinstance(resource, (tuple, list)) and for_plugin.derived_from_knowledge(resource[1]):
+        # full text, vectors, documents and the graph are the memories too
+        return routes.knowledge_readable(datasette, actor, resource[0])
+    if action == "view-query" and isinstance(resource, (tuple, list)):
+        return routes.queries_runnable(datasette, actor, resource[0])
+    if action in ("execute-sql", "view-database-download") and isinstance(resource, str):
+        # arbitrary SQL reads every table, a download is the whole file: neither is
+        # for whoever may not read the memories
+        return routes.knowledge_readable(datasette, actor, resource)
+
+
+@hookimpl
+def register_mcp_tools(datasette, mcp):
+    """datasette-mcp's hook: the brain's tools beside its SQL ones at /-/mcp."""
+    from . import mcp_tools  # the MCP SDK: loaded when datasette-mcp is there to ask for the tools
+
+    mcp_tools.register(datasette, mcp)
+
+
+@hookimpl
+def skip_csrf(scope):
+    """Posts to the JSON API need no CSRF token: the API reads only JSON bodies
+    sent as application/json, which a browser cannot send cross-site without a
+    CORS preflight, and refuses anything else in JSON (routes.json_body)."""
+    return routes.is_api_post(scope)
+
+
+def _links(datasette, database):
+    base = datasette.urls.database(database)
+    return [
+        {"href": f"{base}/-/brain", "label": f"Recall from {database}"},
+        {"href": f"{base}/-/decayed", "label": f"Review decayed memories in {database}"},
+    ]
+
+
+@hookimpl
+def menu_links(datasette, actor):
+    async def inner():
+        links = []
+        for name in await tools.brain_names(datasette):
+            if await tools.memories_readable(datasette, actor, name):
+                links.extend(_links(datasette, name)[:1])
+        return links
+
+    return inner
+
+
+@hookimpl
+def database_actions(datasette, actor, database):
+    """The brain's pages, for whoever may read its memories (the pages answer nobody else)."""
+
+    async def inner():
+        if await tools.is_brain(datasette, database) and await tools.memories_readable(datasette, actor, database):
+            return _links(datasette, database)
+        return []
+
+    return inner
+
+
+@hookimpl
+def table_actions(datasette, actor, database, table):
+    async def inner():
+        if table == "knowledge" and await tools.memories_readable(datasette, actor, database):
+            return _links(datasette, database)
+        return []
+
+    return inner
+
+
+@hookimpl
+def get_metadata(datasette, key, database, table):
+    """Brains' internal tables hidden and the knowledge table searchable, with or
+    without metadata.yml (whose words win)."""
+    return links.metadata(datasette)
+
+
+@hookimpl
+def render_cell(row, value, column, table, database, datasette):
+    """Memories, entities and [[wikilinks]] link to the brain's pages."""
+    return links.render_cell(row, value, column, table, database, datasette)
+
+
+@hookimpl
+def extra_css_urls(database, datasette):
+    """A brain's pages, Datasette's among them, fit a phone's screen (static/brain.css)."""
+    if database is not None and links.is_brain(datasette, database):
+        return [datasette.urls.static_plugins("datasette-brain", "brain.css")]
+    return []
+
+
+@hookimpl
+def extra_template_vars(template, database, table, request, datasette):
+    """For the templates that extend Datasette's own (database.html, table.html,
+    query.html): whether this is a brain (and its pages are the actor's to see),
+    the table page's arrangement and the columns a phone shows, and where a
+    refused crossdb query may read."""
+    if database is None:
+        return {}
+
+    async def inner():
+        brain = links.is_brain(datasette, database)
+        variables = {"is_brain_database": brain}
+        if brain and template == "database.html":
+            actor = request.actor if request else None
+            variables["brain_links"] = await tools.memories_readable(datasette, actor, database)
+        if template == "query.html":
+            recall = brain and request is not None and canned.RECALL_PATH.match(request.path)
+            variables["brain_explain_error"] = lambda error: (
+                canned.explained(error, request) if recall else crossdb.explain(datasette, error)
+            )
+        if table is not None:
+            variables["brain_arrange"] = links.table_arranger(datasette, database, table)
+            variables["brain_phone_columns"] = links.phone_columns(datasette, database, table, request)
+        return variables
+
+    return inner
+
+
+@hookimpl
+def register_facet_classes():
+    return [decay.DecayFacet]
+
+
+@hookimpl(hookwrapper=True, specname="register_facet_classes")
+def sampled_facet_classes():
+    """Datasette's facets (from every plugin's register_facet_classes) suggest
+    from a brain table's first rows (facets.py)."""
+    outcome = yield
+    outcome.force_result([facets.sampled(classes) for classes in outcome.get_result()])
+
+
+@hookimpl
+def filters_from_request(request, database, table, datasette):
+    if table == "knowledge":
+        return decay.decay_filter(request)
+
+
+CONFIGURED = "_brain_metadata"  # the metadata's recall entry, as it was written
+
+
+@hookimpl
+def canned_queries(datasette, database, actor):
+    """The recall query; what the metadata says of it (title, description, allow)
+    is kept. Whoever may not read the memories runs none of a brain's canned
+    queries (permission_allowed's view-query)."""
+
+    async def inner():
+        if not await datasette.get_database(database).execute_fn(brain_sql.is_brain):
+            return {}
+        entry = (datasette.metadata("queries", database=database) or {}).get("recall") or {}
+        # Datasette stores what this hook returns over the metadata's own entry, so
+        # the metadata's words travel along with ours, kept under CONFIGURED
+        configured = entry.get(CONFIGURED, entry)
+        query = {
+            CONFIGURED: configured,
+            "title": "Recall",
+            "hide_sql": True,  # its 60 lines of SQL one click away, the form and results first
+            "description": "Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and the graph walk, fused by a "
+            "convex combination of their normalised scores, or by weighted Reciprocal Rank Fusion when q names "
+            "an entity (the graph walk then leads). Filters may be left empty; classes and sources are "
+            "comma-separated; as_of (ISO) recalls what was true then.",
+            **{key: value for key, value in configured.items() if key not in ("sql", CONFIGURED)},
+            "sql": brain_sql.RECALL_SQL,
+        }
+        return {"recall": query}
+
+    return inner
