@@ -281,6 +281,6 @@ def holds_bytes(value, depth=0):
         return False
     if isinstance(value, dict):
         return any(holds_bytes(v, depth + 1) for v in value.values())
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, sqlite3.Row)):  # a Row: a Datasette connection's rows
         return any(holds_bytes(v, depth + 1) for v in value)
     return False

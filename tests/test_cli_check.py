@@ -2,6 +2,7 @@
 Ingest killed mid-write is tested in test_crash_recovery.py."""
 
 import asyncio
+import sqlite3
 
 import pytest
 from datasette.app import Datasette
@@ -113,6 +114,29 @@ def test_damaged_pages_are_named_by_every_command_and_route(run, vault_brain_cop
 
     for path, status in asyncio.run(routes()):
         assert status < 500, path
+
+
+
+def test_a_blob_where_a_name_belongs_is_a_409_on_every_route_and_command(run, vault_brain_copy):
+    """A BLOB written over an entity's name and an edge's type with plain SQL: the
+    memory page's JSON (read through Datasette's connections, whose rows are Rows),
+    the export and the CLI's export say to run check, never a 500 or a traceback."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        conn.execute("update entities set name = x'ff00' where id = (select min(from_entity_id) from relationships)")
+        conn.execute("update relationships set relation_type = x'ff00' where rowid = (select min(rowid) from relationships)")
+    conn.close()
+    memory_id = sqlite3.connect(vault_brain_copy).execute("select min(knowledge_id) from relationships").fetchone()[0]
+
+    async def routes():
+        datasette = Datasette([str(vault_brain_copy)])
+        for path in (f"/brain/-/memory/{memory_id}.json", f"/brain/-/memory/{memory_id}", "/brain/-/export.jsonl"):
+            answer = await datasette.client.get(path)
+            assert answer.status_code == 409 and "check" in answer.text, (path, answer.status_code, answer.text[:200])
+
+    asyncio.run(routes())
+    result = run("brain", "export", vault_brain_copy)
+    assert result.exit_code == 1 and "Traceback" not in result.output and "check" in result.output
 
 
 def test_values_of_the_wrong_kind_are_named_and_mended_when_they_read_one_way(run, db_path):
