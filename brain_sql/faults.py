@@ -43,9 +43,12 @@ def named(operation: Callable[Concatenate[Connection, P], R]) -> Callable[Concat
             if not isinstance(ex, InputError):  # the caller's mistake
                 _blame_values(conn, ex)
             raise  # a bug: as it is
-        if values.holds_bytes(result):  # a BLOB read where text belongs
+        if values.holds_unreadable(result):  # a BLOB read where text belongs, an infinite number
             _blame_values(conn)
-            raise BrainError(f"{operation.__name__}: the brain holds bytes (a BLOB) where text belongs: run sqlite-utils brain check")
+            raise BrainError(
+                f"{operation.__name__}: the brain holds a value of the wrong kind (a BLOB where text belongs, "
+                "an infinite number): run sqlite-utils brain check"
+            )
         return result
 
     return named

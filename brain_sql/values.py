@@ -273,12 +273,18 @@ def fault(conn):
     )
 
 
-def holds_bytes(value, depth=0):
-    """Whether a result holds bytes anywhere: what a BLOB in a text column reads as."""
-    if isinstance(value, bytes):
+def holds_unreadable(value, depth=0):
+    """Whether a result holds what no answer can carry: bytes (a BLOB read where text
+    belongs) or a number JSON has not (an infinity or NaN plain SQL wrote)."""
+    if isinstance(value, bytes) or (isinstance(value, float) and not math.isfinite(value)):
         return True
     if depth > 20:
         return False
+    if isinstance(value, dict):
+        return any(holds_unreadable(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple, sqlite3.Row)):  # a Row: a Datasette connection's rows
+        return any(holds_unreadable(v, depth + 1) for v in value)
+    return False
     if isinstance(value, dict):
         return any(holds_bytes(v, depth + 1) for v in value.values())
     if isinstance(value, (list, tuple, sqlite3.Row)):  # a Row: a Datasette connection's rows

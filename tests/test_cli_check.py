@@ -139,6 +139,27 @@ def test_a_blob_where_a_name_belongs_is_a_409_on_every_route_and_command(run, va
     assert result.exit_code == 1 and "Traceback" not in result.output and "check" in result.output
 
 
+
+def test_an_infinite_confidence_is_a_409_not_json_it_has_not(run, vault_brain_copy):
+    """confidence = 1e999 (an infinity plain SQL may write): check names it, and the
+    memory's JSON, the listing and the export say to run check instead of answering
+    `Infinity`, which is no JSON."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        without_rules(conn)
+        conn.execute("update knowledge set confidence = 1e999 where id = 1")
+    conn.close()
+
+    async def routes():
+        datasette = Datasette([str(vault_brain_copy)])
+        for path in ("/brain/-/memory/1.json", "/brain/-/memories.json?size=1000", "/brain/-/export.jsonl"):
+            answer = await datasette.client.get(path)
+            assert answer.status_code == 409 and "Infinity" not in answer.text, (path, answer.text[:200])
+
+    asyncio.run(routes())
+    assert "confidence" in run("brain", "check", vault_brain_copy).output
+
+
 def test_values_of_the_wrong_kind_are_named_and_mended_when_they_read_one_way(run, db_path):
     """Plain SQL stores any value anywhere: a BLOB holding a title's or a name's
     UTF-8 text, a number as bytes, another dimension in brain_meta. Check names
