@@ -11,9 +11,13 @@ one runs they name only these, so its help and other commands never load the eng
 
 import importlib
 import importlib.util
+import typing
 
 from .config import CLASSES, DEFAULT_MODEL, MINILM_MODEL
 from .querydoc import FIELDS as QUERY_FIELDS
+
+if typing.TYPE_CHECKING:  # what a type checker reads: the face, as __getattr__ gives it at run time
+    from .api import *  # noqa: F403
 
 
 def __getattr__(name):
