@@ -23,6 +23,7 @@ import argparse
 import collections
 import json
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -116,14 +117,14 @@ def padding(calls, model):
     return run / real
 
 
-def operator_shares(model, make_session, graph, texts):
+def operator_shares(model, make_session, graph, texts, work):
     """Each kind of operator's share of onnxruntime's time embedding `texts` as
-    `model` does, in a session `make_session` makes of `graph`, profiled."""
+    `model` does, in a session `make_session` makes of `graph`, profiled into `work`."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.enable_profiling = True
-    options.profile_file_prefix = str(Path(tempfile.mkdtemp(prefix="brain-minilm-")) / "profile")
+    options.profile_file_prefix = str(work / "profile")
     threads = model.session.get_session_options().intra_op_num_threads
     session = make_session(graph, threads, options)
     profiled = minilm.MiniLM(session, workers=model.workers, batch_tokens=model.batch_tokens)
@@ -198,7 +199,7 @@ def main():
         ("before", old_session, shipped, before),
         ("after", minilm.session, unguarded, after),
     ):
-        shares = operator_shares(model, make, graph, texts[:64])
+        shares = operator_shares(model, make, graph, texts[:64], work)
         print(f"operators, {name}: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()))
     one = minilm.MiniLM(minilm.session(unguarded, 1))
     print(
@@ -219,6 +220,7 @@ def main():
             f"| {name} | {len(steps) / seconds:.1f} | {cpu / len(steps) * 1000:.1f} | {np.abs(vectors - reference).max():.1g} |"
         )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+    shutil.rmtree(work)
 
 
 if __name__ == "__main__":
