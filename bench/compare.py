@@ -61,27 +61,36 @@ def compare(a, b, modes=MODES):
             deltas = [y - x for x, y in zip(before, after)]
             wins, losses = sum(d > 0 for d in deltas), sum(d < 0 for d in deltas)
             result[mode][name] = {
-                "wins": wins, "losses": losses, "ties": len(deltas) - wins - losses,
-                "mean_a": sum(before) / len(before), "mean_b": sum(after) / len(after),
+                "wins": wins,
+                "losses": losses,
+                "ties": len(deltas) - wins - losses,
+                "mean_a": sum(before) / len(before),
+                "mean_b": sum(after) / len(after),
                 "mean_delta": sum(deltas) / len(deltas),
-                "sign_p": sign_test(wins, losses), "t_p": paired_t(deltas),
-            }  # fmt: skip
+                "sign_p": sign_test(wins, losses),
+                "t_p": paired_t(deltas),
+            }
     return result
 
 
 def table(result):
     """The comparison as text: one row per mode and metric."""
-    rows = [f"{result['queries']} queries paired ({result['only_a']} only in A, {result['only_b']} only in B); "
-            "wins and losses are B's", "",
-            f"{'mode':<9} {'metric':<10} {'A':>7} {'B':>7} {'B - A':>8} {'wins':>5} {'losses':>6} {'ties':>5} "
-            f"{'sign p':>8} {'t p':>8}"]  # fmt: skip
+    rows = [
+        f"{result['queries']} queries paired ({result['only_a']} only in A, {result['only_b']} only in B); "
+        "wins and losses are B's",
+        "",
+        f"{'mode':<9} {'metric':<10} {'A':>7} {'B':>7} {'B - A':>8} {'wins':>5} {'losses':>6} {'ties':>5} "
+        f"{'sign p':>8} {'t p':>8}",
+    ]
     for mode, found in result.items():
         if not isinstance(found, dict):
             continue
         for name, c in found.items():
             t_p = "-" if c["t_p"] is None else f"{c['t_p']:.4f}"
-            rows.append(f"{mode:<9} {name:<10} {c['mean_a']:>7.4f} {c['mean_b']:>7.4f} {c['mean_delta']:>+8.4f} "
-                        f"{c['wins']:>5} {c['losses']:>6} {c['ties']:>5} {c['sign_p']:>8.4f} {t_p:>8}")  # fmt: skip
+            rows.append(
+                f"{mode:<9} {name:<10} {c['mean_a']:>7.4f} {c['mean_b']:>7.4f} {c['mean_delta']:>+8.4f} "
+                f"{c['wins']:>5} {c['losses']:>6} {c['ties']:>5} {c['sign_p']:>8.4f} {t_p:>8}"
+            )
     return "\n".join(rows)
 
 

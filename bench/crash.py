@@ -36,8 +36,13 @@ def corpus(folder, n, edit=False):
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / "records.jsonl", "w") as out:
         for i in range(n):
-            record = {"_id": f"r{i}", "title": f"Record {i}", "text": " ".join(rng.choice(words) for _ in range(60)),
-                      "tags": [rng.choice(words)], "entities": [f"Record {(i * 7) % n}"]}  # fmt: skip
+            record = {
+                "_id": f"r{i}",
+                "title": f"Record {i}",
+                "text": " ".join(rng.choice(words) for _ in range(60)),
+                "tags": [rng.choice(words)],
+                "entities": [f"Record {(i * 7) % n}"],
+            }
             if edit and i % 3 == 0:
                 record["text"] += " edited"
             if not (edit and i >= n * 0.9):
@@ -51,8 +56,9 @@ def corpus(folder, n, edit=False):
 def ingest(db, data):
     return subprocess.Popen(
         [sys.executable, "-m", "sqlite_utils", "brain", "ingest", str(db), str(data)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def main():
@@ -103,8 +109,10 @@ def main():
         conn.close()
         ok = not problems and converged
         failures += not ok
-        print(f"kill {kill:2d} after {delay:4.1f}s{' (re-ingest)' if kill % 2 == 0 else ''}: {chunks} chunks, "
-              f"{pending} mentions queued; consistent {not problems}; converged {converged}")  # fmt: skip
+        print(
+            f"kill {kill:2d} after {delay:4.1f}s{' (re-ingest)' if kill % 2 == 0 else ''}: {chunks} chunks, "
+            f"{pending} mentions queued; consistent {not problems}; converged {converged}"
+        )
     print(f"{args.kills} kills, {failures} failed; an uninterrupted ingest takes {full:.1f}s; files in {work}")
     sys.exit(1 if failures else 0)
 

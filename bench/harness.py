@@ -6,8 +6,8 @@ Every wait here is bounded: a server that never answers is reported, not waited 
 
 import http.client
 import json
-import shutil
 import os
+import shutil
 import socket
 import sqlite3
 import statistics
@@ -55,8 +55,9 @@ def median(values):
     return statistics.median(values) if values else float("nan")
 
 
-def start_server(brain, port=None, immutable=False, log=subprocess.DEVNULL, options=(), env=None,
-                 python=("-m", "datasette")):  # fmt: skip
+def start_server(
+    brain, port=None, immutable=False, log=subprocess.DEVNULL, options=(), env=None, python=("-m", "datasette")
+):
     """`datasette serve` of `brain` on loopback, started and not waited for: (process, base url).
     `options` are more `datasette serve` arguments; `env` its environment; `python` what
     Python runs (its arguments before `serve`)."""
@@ -166,4 +167,3 @@ def memory_mb(pid):
         rss += int(fields.get("VmRSS", "0 kB").split()[0])
         hwm += int(fields.get("VmHWM", "0 kB").split()[0])
     return rss / 1024, hwm / 1024
-

@@ -82,7 +82,9 @@ def main():
     print(report.summary())
     print(f"records:            {args.records:,}")
     print(f"brain ingest:       {full:.1f} s = {args.records / full:,.0f} records/s")
-    print(f"baseline (parse + embed + sqlite-utils insert): {baseline:.1f} s = {args.records / baseline:,.0f} records/s")
+    print(
+        f"baseline (parse + embed + sqlite-utils insert): {baseline:.1f} s = {args.records / baseline:,.0f} records/s"
+    )
     print(f"ratio:              {full / baseline:.2f}x the baseline's time")
     print(f"peak memory:        {full_peak:,.0f} MB during ingest ({before:,.0f} MB with the model loaded)")
     print(f"brain file:         {(work / 'brain.db').stat().st_size / 1e6:,.0f} MB in {work}")

@@ -81,8 +81,13 @@ def write(path, records):
 def run(tree, brain, records):
     env = {**os.environ, "PYTHONPATH": str(tree)}
     # run from the records' folder: `python -c` puts the working folder first on sys.path
-    done = subprocess.run([sys.executable, "-c", CHILD, str(brain), str(records)], env=env, cwd=Path(records).parent,
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(brain), str(records)],
+        env=env,
+        cwd=Path(records).parent,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode:
         sys.exit(f"{tree}: {done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -104,9 +109,12 @@ def compare(label, trees, repeat, measure):
     for i in range(repeat):
         for tree in trees:
             result = measure(tree, i)
-            print(f"  {label} {Path(tree).name} run {i + 1}: {result['rate']:,.0f} records/s "
-                  f"({result['records']:,} in {result['seconds']:.2f} s, CPU {result['cpu']:.2f} s, "
-                  f"peak RSS {result['rss_mb']:,.0f} MB)", flush=True)  # fmt: skip
+            print(
+                f"  {label} {Path(tree).name} run {i + 1}: {result['rate']:,.0f} records/s "
+                f"({result['records']:,} in {result['seconds']:.2f} s, CPU {result['cpu']:.2f} s, "
+                f"peak RSS {result['rss_mb']:,.0f} MB)",
+                flush=True,
+            )
             if tree not in best or result["rate"] > best[tree]["rate"]:
                 best[tree] = result
     line = f"{label}: " + ", ".join(f"{Path(t).name} {best[t]['rate']:,.0f} records/s" for t in trees)
@@ -157,10 +165,14 @@ def main():
                 pool = make_records(args.corpus, args.slices * args.repeat)
                 for i in range(args.repeat):
                     batch = [next(pool) for _ in range(args.slices)]
-                    result = run(tree, brain, write(work / f"slice-{i}.jsonl", batch))  # a file each: none prunes another
-                    print(f"  slices {Path(tree).name}: records {i * args.slices:,}-{(i + 1) * args.slices:,}: "
-                          f"{result['rate']:,.0f} records/s, CPU {result['cpu'] / args.slices * 1e3:.2f} ms a record",
-                          flush=True)  # fmt: skip
+                    result = run(
+                        tree, brain, write(work / f"slice-{i}.jsonl", batch)
+                    )  # a file each: none prunes another
+                    print(
+                        f"  slices {Path(tree).name}: records {i * args.slices:,}-{(i + 1) * args.slices:,}: "
+                        f"{result['rate']:,.0f} records/s, CPU {result['cpu'] / args.slices * 1e3:.2f} ms a record",
+                        flush=True,
+                    )
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)

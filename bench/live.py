@@ -27,8 +27,18 @@ import brain_sql
 from brain_sql.consistency import check
 
 sys.path.insert(0, str(Path(__file__).parent))
-from harness import clients, first_recall, memory_mb, percentile, post, queries_from, serve, stop, summary  # noqa: E402
-from harness import working_copy  # noqa: E402
+from harness import (  # noqa: E402
+    clients,
+    first_recall,
+    memory_mb,
+    percentile,
+    post,
+    queries_from,
+    serve,
+    stop,
+    summary,
+    working_copy,  # noqa: E402
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SQLITE_UTILS = "sqlite-utils"
@@ -70,13 +80,22 @@ def main():
         def writer():
             for n in range(args.ingests):
                 path = work / f"batch{n}.jsonl"
-                path.write_text("\n".join(json.dumps({
-                    "_id": f"live-{n}-{i}", "title": f"Live note {n}.{i}",
-                    "text": f"Agent turn {n}.{i}: the deploy window moved to Thursday {i} for team {n}."})
-                    for i in range(args.batch)))  # fmt: skip
+                path.write_text(
+                    "\n".join(
+                        json.dumps(
+                            {
+                                "_id": f"live-{n}-{i}",
+                                "title": f"Live note {n}.{i}",
+                                "text": f"Agent turn {n}.{i}: the deploy window moved to Thursday {i} for team {n}.",
+                            }
+                        )
+                        for i in range(args.batch)
+                    )
+                )
                 tick = time.perf_counter()
-                result = subprocess.run([SQLITE_UTILS, "brain", "ingest", str(brain), str(path)],
-                                        capture_output=True, text=True)  # fmt: skip
+                result = subprocess.run(
+                    [SQLITE_UTILS, "brain", "ingest", str(brain), str(path)], capture_output=True, text=True
+                )
                 if result.returncode:
                     ingest_errors.append(result.stderr[-500:])
                 time.sleep(max(0.0, 1.0 - (time.perf_counter() - tick)))
@@ -95,14 +114,20 @@ def main():
     stored = conn.execute("select count(*) from knowledge where external_id like 'live-%'").fetchone()[0]
     problems = check(conn)
     print(f"brain: {chunks:,} chunks ({args.brain}); {len(queries)} queries")
-    print(f"start: server up in {up:.2f} s, first recall answered {first:.2f} s after start; RSS {rss:.0f} MB warm, "
-          f"{served_rss:.0f} MB after the writes")  # fmt: skip
+    print(
+        f"start: server up in {up:.2f} s, first recall answered {first:.2f} s after start; RSS {rss:.0f} MB warm, "
+        f"{served_rss:.0f} MB after the writes"
+    )
     print(f"quiet, 1 client:     p50 {statistics.median(single):.1f} ms, p95 {percentile(single, 95):.1f} ms")
     print(f"quiet, {args.clients} clients:    {quiet_line}")
-    print(f"writing, {args.clients} clients:  {loaded_line} "
-          f"(p50 {loaded_p50 / quiet_p50:.2f}x quiet; {args.ingests} ingests of {args.batch} records)")  # fmt: skip
-    print(f"records: {stored} of {args.ingests * args.batch} stored; ingest failures {len(ingest_errors)}; "
-          f"check: {problems or 'consistent'}")  # fmt: skip
+    print(
+        f"writing, {args.clients} clients:  {loaded_line} "
+        f"(p50 {loaded_p50 / quiet_p50:.2f}x quiet; {args.ingests} ingests of {args.batch} records)"
+    )
+    print(
+        f"records: {stored} of {args.ingests * args.batch} stored; ingest failures {len(ingest_errors)}; "
+        f"check: {problems or 'consistent'}"
+    )
 
 
 if __name__ == "__main__":

@@ -39,8 +39,16 @@ def main():
     records = work / "more.jsonl"
     with open(records, "w") as out:
         for i in range(args.records):
-            out.write(json.dumps({"_id": f"load-{i}", "title": f"Load test note {i}",
-                                  "text": f"Load test memory {i}: the pager rota changes on Mondays."}) + "\n")  # fmt: skip
+            out.write(
+                json.dumps(
+                    {
+                        "_id": f"load-{i}",
+                        "title": f"Load test note {i}",
+                        "text": f"Load test memory {i}: the pager rota changes on Mondays.",
+                    }
+                )
+                + "\n"
+            )
     queries = queries_from(args.query_file, 200)
     server, base = serve(brain)
     url = f"{base}/brain/-/recall"
@@ -58,8 +66,11 @@ def main():
         started = time.perf_counter()
         for thread in threads:
             thread.start()
-        ingest = subprocess.run([sys.executable, "-m", "sqlite_utils", "brain", "ingest", str(brain), str(records)],
-                                capture_output=True, text=True)  # fmt: skip
+        ingest = subprocess.run(
+            [sys.executable, "-m", "sqlite_utils", "brain", "ingest", str(brain), str(records)],
+            capture_output=True,
+            text=True,
+        )
         ingest_seconds = time.perf_counter() - started
         done.set()
         for thread in threads:
@@ -73,11 +84,17 @@ def main():
     problems = check(conn)
     failed = sum(1 for status, _ in results if status != 200)
     times = [ms for status, ms in results if status == 200]
-    print(f"ingest of {args.records} records: exit {ingest.returncode}, {ingest_seconds:.1f}s while serving; {ingest.stdout.strip()}")
-    print(f"recall under load: {len(results)} requests in {elapsed:.1f}s = {len(results) / elapsed:.1f}/s, "
-          f"p50 {statistics.median(times):.0f} ms, p95 {percentile(times, 95):.0f} ms, {failed} failed")  # fmt: skip
-    print(f"records: {stored} of {args.records} stored, {args.records - stored} lost; documents {before} -> {after}; "
-          f"consistent {not problems}")  # fmt: skip
+    print(
+        f"ingest of {args.records} records: exit {ingest.returncode}, {ingest_seconds:.1f}s while serving; {ingest.stdout.strip()}"
+    )
+    print(
+        f"recall under load: {len(results)} requests in {elapsed:.1f}s = {len(results) / elapsed:.1f}/s, "
+        f"p50 {statistics.median(times):.0f} ms, p95 {percentile(times, 95):.0f} ms, {failed} failed"
+    )
+    print(
+        f"records: {stored} of {args.records} stored, {args.records - stored} lost; documents {before} -> {after}; "
+        f"consistent {not problems}"
+    )
     sys.exit(0 if not failed and stored == args.records and not problems and ingest.returncode == 0 else 1)
 
 

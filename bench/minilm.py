@@ -131,9 +131,15 @@ def operator_shares(model, make_session, graph, texts, work):
     profiled.encode(texts)
     with open(profiled.session.end_profiling(), encoding="utf-8") as profile:
         events = json.load(profile)
-    kinds = {"MatMul": "matrix products", "FusedMatMul": "matrix products", "IsNaN": "Where / IsNaN",
-             "Where": "Where / IsNaN", "SkipLayerNormalization": "layer norms", "LayerNormalization": "layer norms",
-             "Softmax": "softmax"}  # fmt: skip
+    kinds = {
+        "MatMul": "matrix products",
+        "FusedMatMul": "matrix products",
+        "IsNaN": "Where / IsNaN",
+        "Where": "Where / IsNaN",
+        "SkipLayerNormalization": "layer norms",
+        "LayerNormalization": "layer norms",
+        "Softmax": "softmax",
+    }
     spent = collections.Counter()
     for event in events:
         if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
@@ -183,16 +189,20 @@ def main():
     print("\n| ingest | records/s | CPU s |\n| --- | --- | --- |")
     for name, (rate, cpu) in best.items():
         print(f"| {name} | {rate:.1f} | {cpu:.0f} |")
-    print(f"ratio after / before: {best['after'][0] / best['before'][0]:.2f}x records/s, "
-          f"{best['before'][1] / best['after'][1]:.2f}x less CPU; stored int8 vectors equal: {same:.1%}")  # fmt: skip
+    print(
+        f"ratio after / before: {best['after'][0] / best['before'][0]:.2f}x records/s, "
+        f"{best['before'][1] / best['after'][1]:.2f}x less CPU; stored int8 vectors equal: {same:.1%}"
+    )
 
     texts = [t for call in calls for t in call]
     tokenizer = after.truncating
     started = time.process_time()
     lengths = [len(e.ids) for call in calls for e in tokenizer.encode_batch(call)]
     tokenising = time.process_time() - started
-    print(f"\n{len(texts):,} texts embedded in {len(calls)} calls; {np.mean(lengths):.0f} tokens on average, "
-          f"{np.mean(np.array(lengths) == minilm.MAX_TOKENS):.0%} cut at {minilm.MAX_TOKENS}")  # fmt: skip
+    print(
+        f"\n{len(texts):,} texts embedded in {len(calls)} calls; {np.mean(lengths):.0f} tokens on average, "
+        f"{np.mean(np.array(lengths) == minilm.MAX_TOKENS):.0%} cut at {minilm.MAX_TOKENS}"
+    )
     print(f"tokenising: {tokenising:.2f} CPU s, {tokenising / best['after'][1]:.1%} of the after ingest's CPU")
     print(f"padding (tokens run / real): before {padding(calls, before):.3f}, after {padding(calls, after):.3f}")
     for name, make, graph, model in (

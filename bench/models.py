@@ -67,8 +67,10 @@ def main():
     work = Path(args.keep or tempfile.mkdtemp(prefix="brain-models-"))
     work.mkdir(parents=True, exist_ok=True)
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; brains in {work}")
-    print("| model | set | records | ingest records/s | ingest peak RSS MB | query embed ms | dense nDCG@10 "
-          "| full nDCG@10 | dense R@5 | full R@5 |")
+    print(
+        "| model | set | records | ingest records/s | ingest peak RSS MB | query embed ms | dense nDCG@10 "
+        "| full nDCG@10 | dense R@5 | full R@5 |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for model in args.models.split(","):
         for name in args.sets.split(","):

@@ -28,7 +28,9 @@ def musique(data):
 
 
 def hotpotqa(data):
-    corpus = [(title, "".join(sentences)) for title, sentences in json.load(open(data / "hotpotqa_train_corpus.json")).items()]
+    corpus = [
+        (title, "".join(sentences)) for title, sentences in json.load(open(data / "hotpotqa_train_corpus.json")).items()
+    ]
     questions = []
     for q in json.load(open(data / "hotpotqa_train.json")):
         gold_titles = {title for title, _ in q["supporting_facts"]}
@@ -62,8 +64,16 @@ def main():
         conn = brain_sql.connect(folder / "brain.db")
         brain_sql.ingest(conn, [folder / "corpus.jsonl"])
         result, extra = evaluate(conn, folder / "queries.jsonl", folder / "qrels.tsv")
-        print(name, json.dumps({mode: {m: result[mode][m] for m in ("recall@2", "recall@5")}
-                                for mode in ("full", "no_graph", "graph", "fts", "vector")}), extra)  # fmt: skip
+        print(
+            name,
+            json.dumps(
+                {
+                    mode: {m: result[mode][m] for m in ("recall@2", "recall@5")}
+                    for mode in ("full", "no_graph", "graph", "fts", "vector")
+                }
+            ),
+            extra,
+        )
 
 
 if __name__ == "__main__":

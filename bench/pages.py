@@ -101,7 +101,9 @@ async def run(args):
     db = datasette.get_database(name)
     memory_id = (await db.execute("select max(id) / 2 from knowledge")).first()[0]
     entity_id = (await db.execute("select max(id) / 2 from entities")).first()[0]
-    memory_id = (await db.execute("select min(id) from knowledge where id >= ? and flagged = 0", [memory_id])).first()[0]
+    memory_id = (await db.execute("select min(id) from knowledge where id >= ? and flagged = 0", [memory_id])).first()[
+        0
+    ]
     entity_id = (await db.execute("select min(id) from entities where id >= ?", [entity_id])).first()[0]
     times = {}
     print(f"{'page':<36} {'first s':>8} {'median s':>8}  status")
@@ -121,7 +123,9 @@ async def run(args):
         median = statistics.median(runs)
         table = "/-/" not in url and "/" in url.strip("/")
         said = await notes(datasette.client, url, response.text) if table else ""
-        print(f"{label:<36} {first:8.3f} {median:8.3f}  {response.status_code}{'  ' + said if said else ''}", flush=True)
+        print(
+            f"{label:<36} {first:8.3f} {median:8.3f}  {response.status_code}{'  ' + said if said else ''}", flush=True
+        )
         times[label] = round(median, 4)
     print(json.dumps(times), flush=True)
 

@@ -33,7 +33,9 @@ from brain_sql.reach import Reach
 from brain_sql.schema import fts_length
 
 ROOT = Path(__file__).resolve().parent.parent
-QUERIES = next((p / "shared/data/scifact/queries.jsonl" for p in ROOT.parents if (p / "shared/data/scifact").exists()), None)
+QUERIES = next(
+    (p / "shared/data/scifact/queries.jsonl" for p in ROOT.parents if (p / "shared/data/scifact").exists()), None
+)
 COLUMNS = "title, content, context"
 TOP = 100
 
@@ -94,15 +96,20 @@ def tokenizer(brain, count):
     rates = []
     for _ in range(2):  # first with nothing remembered, then as when the brain's words are known
         start = time.process_time()
-        found = [lexical.index_terms([r[1:] for r in rows[at : at + 2048]], FTS_COLUMN_WEIGHTS) for at in range(0, len(rows), 2048)]
+        found = [
+            lexical.index_terms([r[1:] for r in rows[at : at + 2048]], FTS_COLUMN_WEIGHTS)
+            for at in range(0, len(rows), 2048)
+        ]
         rates.append(len(rows) / (time.process_time() - start))
     mine = {}
     for at, batch in zip(range(0, len(rows), 2048), found):
         for i, terms in enumerate(batch.by_row()):
             mine.update({(rows[at + i][0], term): weight for term, weight in terms.items()})
-    print(f"tokenizer, {len(rows):,} rows: in-memory FTS5 + instance vocabulary {len(rows) / fts:,.0f} rows/s; "
-          f"lexical.index_terms {rates[0]:,.0f} rows/s at first ({rates[0] * fts / len(rows):.1f}x), "
-          f"{rates[1]:,.0f} rows/s with its words known ({rates[1] * fts / len(rows):.1f}x); same terms: {held == mine}")  # fmt: skip
+    print(
+        f"tokenizer, {len(rows):,} rows: in-memory FTS5 + instance vocabulary {len(rows) / fts:,.0f} rows/s; "
+        f"lexical.index_terms {rates[0]:,.0f} rows/s at first ({rates[0] * fts / len(rows):.1f}x), "
+        f"{rates[1]:,.0f} rows/s with its words known ({rates[1] * fts / len(rows):.1f}x); same terms: {held == mine}"
+    )
 
 
 def scale(brain, size, total, texts, seed=0):
@@ -119,11 +126,15 @@ def scale(brain, size, total, texts, seed=0):
     ids, lengths = np.array(ids, dtype=np.int64), np.concatenate(lengths)
     count, nbytes = postings.postings_count(), postings.nbytes()
     terms = sys.getsizeof(postings.vocabulary) + sum(sys.getsizeof(t) + 28 for t in postings.vocabulary)
-    print(f"\n{len(ids):,} rows: built in {built:.1f}s CPU ({len(ids) / built:,.0f} rows/s; {wall:.1f}s wall); {count:,} postings, "
-          f"{nbytes / 2**20:.0f} MB ({nbytes / count:.2f} bytes each) + term dictionary ~{terms / 2**20:.0f} MB "
-          f"({len(postings.vocabulary):,} terms); RSS {rss:.0f} -> {rss_mb():.0f} MB")  # fmt: skip
+    print(
+        f"\n{len(ids):,} rows: built in {built:.1f}s CPU ({len(ids) / built:,.0f} rows/s; {wall:.1f}s wall); {count:,} postings, "
+        f"{nbytes / 2**20:.0f} MB ({nbytes / count:.2f} bytes each) + term dictionary ~{terms / 2**20:.0f} MB "
+        f"({len(postings.vocabulary):,} terms); RSS {rss:.0f} -> {rss_mb():.0f} MB"
+    )
     conn = brain if every else fts_memory(brain.execute(read, [size]))
-    sizes = [fts_length(size) for (size,) in conn.execute("select sz from knowledge_fts_docsize order by id limit ?", [size])]
+    sizes = [
+        fts_length(size) for (size,) in conn.execute("select sz from knowledge_fts_docsize order by id limit ?", [size])
+    ]
     assert sizes == lengths.tolist(), "lengths are FTS5's docsizes"
     matches = [lexical.plan(text) for text in texts]
 
@@ -132,8 +143,10 @@ def scale(brain, size, total, texts, seed=0):
         return np.searchsorted(ids, list(found)), list(found.values())
 
     def ours(visible):
-        return lambda match: [(int(ids[s]), score) for s, score in postings.search(
-            match, visible, lengths, TOP, order=ids, phrase_postings=phrase_postings)]  # fmt: skip
+        return lambda match: [
+            (int(ids[s]), score)
+            for s, score in postings.search(match, visible, lengths, TOP, order=ids, phrase_postings=phrase_postings)
+        ]
 
     weights = ", ".join(map(str, FTS_COLUMN_WEIGHTS))
     sql = f"select rowid, bm25(knowledge_fts, {weights}) s from knowledge_fts where knowledge_fts match ? order by s, rowid limit ?"

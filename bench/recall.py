@@ -18,9 +18,9 @@ import numpy as np
 
 import brain_sql
 from brain_sql.embed import embed
-from brain_sql.vectors import quantize_int8
 from brain_sql.hybrid import recall
 from brain_sql.schema import recorded_model
+from brain_sql.vectors import quantize_int8
 
 sys.path.insert(0, str(Path(__file__).parent))
 from ingest import ROOT, make_records  # noqa: E402
@@ -86,8 +86,10 @@ def main():
     print(f"numpy exact scan:  p50 {statistics.median(floor):.1f} ms (embed + matmul + top 100)")
     print(f"ratio:             full recall p50 = {p50 / statistics.median(floor):.1f}x the exact-scan floor")
     vector = statistics.median(legs["vector_ms"])
-    print(f"vector leg:        p50 {vector:.1f} ms = {vector / statistics.median(scan):.2f}x a numpy scan of the same "
-          f"vectors (matmul + top 100, p50 {statistics.median(scan):.1f} ms)")  # fmt: skip
+    print(
+        f"vector leg:        p50 {vector:.1f} ms = {vector / statistics.median(scan):.2f}x a numpy scan of the same "
+        f"vectors (matmul + top 100, p50 {statistics.median(scan):.1f} ms)"
+    )
     print(f"memory:            RSS {warm_rss:.0f} MB once warm (Python, the model, the read state)")
 
 

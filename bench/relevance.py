@@ -30,7 +30,6 @@ brain_sql/config.py.
 
 import argparse
 import hashlib
-import json
 import re
 import sys
 import tempfile
@@ -68,18 +67,30 @@ def brain(work, name, corpus):
 def sets(work, data):
     """(name, connection, queries, qrels) of each training set."""
     scifact = data / "scifact"
-    yield ("scifact-train", brain(work, "scifact", scifact / "corpus.jsonl"),
-           load_queries(scifact / "queries.jsonl"), load_qrels(scifact / "qrels/train.tsv"))  # fmt: skip
+    yield (
+        "scifact-train",
+        brain(work, "scifact", scifact / "corpus.jsonl"),
+        load_queries(scifact / "queries.jsonl"),
+        load_qrels(scifact / "qrels/train.tsv"),
+    )
     for name, load in (("musique-train", musique), ("hotpotqa-train", hotpotqa)):
         folder = work / name
         if not (folder / "corpus.jsonl").exists():
             folder.mkdir(parents=True, exist_ok=True)
             write_beir(folder, *load(data / "multihop-sample/hipporag-legacy-train"))
-        yield (name, brain(work, name, folder / "corpus.jsonl"), load_queries(folder / "queries.jsonl"),
-               load_qrels(folder / "qrels.tsv"))  # fmt: skip
+        yield (
+            name,
+            brain(work, name, folder / "corpus.jsonl"),
+            load_queries(folder / "queries.jsonl"),
+            load_qrels(folder / "qrels.tsv"),
+        )
     conv = data / "locomo-dev/conv-26"
-    yield ("locomo-conv-26", brain(work, "conv-26", conv / "corpus.jsonl"), load_queries(conv / "queries.jsonl"),
-           load_qrels(conv / "qrels/test.tsv"))  # fmt: skip
+    yield (
+        "locomo-conv-26",
+        brain(work, "conv-26", conv / "corpus.jsonl"),
+        load_queries(conv / "queries.jsonl"),
+        load_qrels(conv / "qrels/test.tsv"),
+    )
 
 
 def examples(conn, queries, qrels):
@@ -95,9 +106,14 @@ def examples(conn, queries, qrels):
         for hit in result["hits"]:
             evidence = hit["provenance"]["evidence"]
             features = quality.Evidence(
-                evidence["terms"], evidence["similarity"], evidence["entities"], fused_rank=evidence["fused_rank"],
-                fused_share=evidence["fused_share"], lexical_share=evidence["lexical_share"], confidence=confidence,
-            ).features()  # fmt: skip
+                evidence["terms"],
+                evidence["similarity"],
+                evidence["entities"],
+                fused_rank=evidence["fused_rank"],
+                fused_share=evidence["fused_share"],
+                lexical_share=evidence["lexical_share"],
+                confidence=confidence,
+            ).features()
             found.append((qid, [features[n] for n in NAMES], evidence["strength"], external.get(hit["id"]) in relevant))
     return found
 
@@ -124,10 +140,20 @@ def write(w, b, figures):
     weights = ", ".join(f'"{n}": {v:.3f}' for n, v in zip(NAMES, w))
     block = f'RELEVANCE_MODEL = {{"bias": {b:.3f}, "weights": {{{weights}}}}}\n'
     said = "; ".join(f"{name} {model:.4f} ({constant:.4f})" for name, model, constant in figures)
-    comment = "\n".join(textwrap.wrap(f"Held-out Brier score (a constant's): {said}.", 116, initial_indent="# ",
-                                      subsequent_indent="# ")) + "\n"
-    text = re.sub(r"(# relevance model: begin\n).*?(# relevance model: end\n)",
-                  lambda m: m.group(1) + comment + _wrapped(block) + m.group(2), path.read_text(), flags=re.S)  # fmt: skip
+    comment = (
+        "\n".join(
+            textwrap.wrap(
+                f"Held-out Brier score (a constant's): {said}.", 116, initial_indent="# ", subsequent_indent="# "
+            )
+        )
+        + "\n"
+    )
+    text = re.sub(
+        r"(# relevance model: begin\n).*?(# relevance model: end\n)",
+        lambda m: m.group(1) + comment + _wrapped(block) + m.group(2),
+        path.read_text(),
+        flags=re.S,
+    )
     path.write_text(text)
 
 
@@ -155,8 +181,11 @@ def main():
     data = {}
     for name, conn, queries, qrels in sets(work, Path(args.data)):
         data[name] = examples(conn, queries, qrels)
-        print(f"{name}: {len(data[name])} hits of {len({e[0] for e in data[name]})} answered queries, "
-              f"{np.mean([e[3] for e in data[name]]):.3f} relevant", flush=True)  # fmt: skip
+        print(
+            f"{name}: {len(data[name])} hits of {len({e[0] for e in data[name]})} answered queries, "
+            f"{np.mean([e[3] for e in data[name]]):.3f} relevant",
+            flush=True,
+        )
     x, y, weight = [], [], []
     for rows in data.values():
         fitting = [row for row in rows if not held_out(row[0])]
@@ -175,17 +204,21 @@ def main():
         model = scores(1 / (1 + np.exp(-(tx @ w + b))), ty)
         constant = scores(np.full(len(ty), base), ty)
         strength = scores(np.array([row[2] for row in test]), ty)
-        print(f"  {name} ({len(test)} hits, {len({row[0] for row in test})} queries): model {model[0]:.4f} / "
-              f"{model[1]:.4f}, constant {constant[0]:.4f} / {constant[1]:.4f}, strength {strength[0]:.4f} / "
-              f"{strength[1]:.4f}")  # fmt: skip
+        print(
+            f"  {name} ({len(test)} hits, {len({row[0] for row in test})} queries): model {model[0]:.4f} / "
+            f"{model[1]:.4f}, constant {constant[0]:.4f} / {constant[1]:.4f}, strength {strength[0]:.4f} / "
+            f"{strength[1]:.4f}"
+        )
         figures.append((name, model[0], constant[0]))
         # the first hit of each answer: how likely it reads, against how often it is relevant
         first = NAMES.index("inverse_rank")
         firsts = np.array([row[1] for row in test if row[1][first] == 1.0])
         chance = 1 / (1 + np.exp(-(firsts @ w + b)))
         right = np.mean([row[3] for row in test if row[1][first] == 1.0])
-        print(f"    first hits: relevance {chance.mean():.3f} on average (lowest {chance.min():.3f}), "
-              f"relevant {right:.3f}")  # fmt: skip
+        print(
+            f"    first hits: relevance {chance.mean():.3f} on average (lowest {chance.min():.3f}), "
+            f"relevant {right:.3f}"
+        )
     if args.write:
         write(w, b, figures)
         print("written to brain_sql/config.py")

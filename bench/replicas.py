@@ -65,8 +65,10 @@ def serve(path, metadata, log):
         port = s.getsockname()[1]
     meta = Path(log).with_suffix(".json")
     meta.write_text(json.dumps(metadata))
-    process = start([sys.executable, "-m", "datasette", "serve", str(path), "-m", str(meta), "-h", "127.0.0.1",
-                     "-p", str(port)], log)  # fmt: skip
+    process = start(
+        [sys.executable, "-m", "datasette", "serve", str(path), "-m", str(meta), "-h", "127.0.0.1", "-p", str(port)],
+        log,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     while request(f"{url}/-/versions.json", timeout=2)[0] != 200:
@@ -106,8 +108,9 @@ def summary(results):
     failed = len(results) - len(ok)
     if not ok:
         return f"{len(results)} requests, all failed"
-    return (f"{len(results)} requests, p50 {statistics.median(ok):.0f} ms, p99 {percentile(ok, 99):.0f} ms, "
-            f"{failed} failed")  # fmt: skip
+    return (
+        f"{len(results)} requests, p50 {statistics.median(ok):.0f} ms, p99 {percentile(ok, 99):.0f} ms, {failed} failed"
+    )
 
 
 def main():
@@ -193,9 +196,11 @@ def main():
         for thread in threads:
             thread.join()
         lags.sort()
-        print(f"lag, acknowledged on the primary to recalled on a replica, over {len(lags)} (write, replica) pairs: "
-              f"p50 {statistics.median(lags):.2f} s, p99 {percentile(lags, 99):.2f} s, max {lags[-1]:.2f} s; "
-              f"{missing} never seen within 60 s")  # fmt: skip
+        print(
+            f"lag, acknowledged on the primary to recalled on a replica, over {len(lags)} (write, replica) pairs: "
+            f"p50 {statistics.median(lags):.2f} s, p99 {percentile(lags, 99):.2f} s, max {lags[-1]:.2f} s; "
+            f"{missing} never seen within 60 s"
+        )
         print(f"recall on the replicas while the primary wrote: {summary(busy)}")
     finally:
         for process in reversed(processes):

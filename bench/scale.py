@@ -33,8 +33,20 @@ from brain_sql.connection import open_connection
 from brain_sql.schema import recorded_model_and_dimension
 
 sys.path.insert(0, str(Path(__file__).parent))
-from harness import FAILED, clients, first_recall, get, median, memory_mb, percentile, post, queries_from  # noqa: E402
-from harness import start_server, stop, working_copy  # noqa: E402
+from harness import (  # noqa: E402  # noqa: E402
+    FAILED,
+    clients,
+    first_recall,
+    get,
+    median,
+    memory_mb,
+    percentile,
+    post,
+    queries_from,
+    start_server,
+    stop,
+    working_copy,
+)
 from ingest import ROOT, make_records  # noqa: E402
 
 GOALS = {  # row: (goal at 50,000, goal at 1,000,000, the figure is at least or at most the goal)
@@ -66,8 +78,9 @@ def build(args, work):
             out.write(json.dumps(record) + "\n")
     started = time.perf_counter()
     try:
-        result = subprocess.run([*INGEST, str(brain), str(records)], capture_output=True, text=True,
-                                timeout=300 + args.records / 100)  # fmt: skip
+        result = subprocess.run(
+            [*INGEST, str(brain), str(records)], capture_output=True, text=True, timeout=300 + args.records / 100
+        )
         seconds = time.perf_counter() - started
     except subprocess.TimeoutExpired as ex:
         raise SystemExit(f"the ingest of {args.records:,} records took more than {ex.timeout:.0f} s") from None
@@ -99,8 +112,13 @@ def writer(brain, work, args, deadline, log):
             lines = (json.dumps({**next(fresh), "_id": f"live-{n}-{i}"}) + "\n" for i in range(args.batch))
             path.write_text("".join(lines))
             with open(err, "w") as stderr:
-                running.append((subprocess.Popen([*INGEST, str(brain), str(path)], stdout=subprocess.DEVNULL,
-                                                 stderr=stderr), now, err))  # fmt: skip
+                running.append(
+                    (
+                        subprocess.Popen([*INGEST, str(brain), str(path)], stdout=subprocess.DEVNULL, stderr=stderr),
+                        now,
+                        err,
+                    )
+                )
             n, due = n + 1, now + 1
         time.sleep(0.02)
 
@@ -113,15 +131,18 @@ def pages_by_http(base, db, timeout):
         status, ms = get(base + path.format(db=db), timeout)
         times[page] = ms / 1000 if status == 200 else None
         if status != 200:
-            print(f"page {page}: {'no answer' if status == FAILED else status} after {ms / 1000:.1f} s", file=sys.stderr)
+            print(
+                f"page {page}: {'no answer' if status == FAILED else status} after {ms / 1000:.1f} s", file=sys.stderr
+            )
     return times
 
 
 def pages_by_script(brain, timeout):
     """{page: seconds} from bench/pages.py's final JSON line; None for each page if it fails."""
     try:
-        result = subprocess.run([sys.executable, str(PAGES_SCRIPT), "--brain", str(brain)],
-                                capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, str(PAGES_SCRIPT), "--brain", str(brain)], capture_output=True, text=True, timeout=timeout
+        )
         return json.loads(result.stdout.strip().splitlines()[-1])
     except (subprocess.TimeoutExpired, ValueError, IndexError) as ex:
         print(f"bench/pages.py failed: {ex}", file=sys.stderr)
@@ -148,8 +169,12 @@ def main():
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--records", type=int, help="build a fresh brain of N records")
     source.add_argument("--reuse", metavar="DB", help="serve an existing brain")
-    parser.add_argument("--copy", action=argparse.BooleanOptionalAction, default=True,
-                        help="with --reuse, serve a copy (default); --no-copy serves DB immutable, without writes")
+    parser.add_argument(
+        "--copy",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --reuse, serve a copy (default); --no-copy serves DB immutable, without writes",
+    )
     parser.add_argument("--queries", type=int, default=None, help="distinct queries to use (default all)")
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=15, help="seconds per recall phase")
@@ -212,8 +237,10 @@ def run(args, work, queries, figures, load_before):
         try:
             figures["first_recall_s"] = first_recall(server, base + url_path, queries[-1], started, args.start_timeout)
             if figures["first_recall_s"] is None:
-                print(f"the server answered no recall within {args.start_timeout:.0f} s of its start "
-                      f"(exit {server.poll()}); its log ends:\n{(work / 'server.log').read_text()[-1500:]}")  # fmt: skip
+                print(
+                    f"the server answered no recall within {args.start_timeout:.0f} s of its start "
+                    f"(exit {server.poll()}); its log ends:\n{(work / 'server.log').read_text()[-1500:]}"
+                )
                 print(json.dumps(figures))
                 return 2
             for q in queries[-1 - 2 * args.clients : -1]:  # every read thread's state, once
@@ -222,21 +249,33 @@ def run(args, work, queries, figures, load_before):
             single, _ = phase(lambda: time.perf_counter() > deadline, 1)
             deadline = time.perf_counter() + args.seconds
             quiet, quiet_s = phase(lambda: time.perf_counter() > deadline, args.clients)
-            figures.update(single_p50_ms=median(ok(single)), single_p95_ms=percentile(ok(single), 95),
-                           single_n=len(single), single_failed=len(single) - len(ok(single)),
-                           quiet_recalls_per_s=len(quiet) / quiet_s, quiet_p50_ms=median(ok(quiet)),
-                           quiet_p99_ms=percentile(ok(quiet), 99), quiet_failed=len(quiet) - len(ok(quiet)))  # fmt: skip
+            figures.update(
+                single_p50_ms=median(ok(single)),
+                single_p95_ms=percentile(ok(single), 95),
+                single_n=len(single),
+                single_failed=len(single) - len(ok(single)),
+                quiet_recalls_per_s=len(quiet) / quiet_s,
+                quiet_p50_ms=median(ok(quiet)),
+                quiet_p99_ms=percentile(ok(quiet), 99),
+                quiet_failed=len(quiet) - len(ok(quiet)),
+            )
             if writable:
                 ingests, deadline = [], time.perf_counter() + args.seconds
                 thread = threading.Thread(target=writer, args=(brain, work, args, deadline, ingests), daemon=True)
                 thread.start()
                 loaded, loaded_s = phase(lambda: not thread.is_alive(), args.clients)
-                figures.update(writing_recalls_per_s=len(loaded) / loaded_s, writing_p50_ms=median(ok(loaded)),
-                               writing_p99_ms=percentile(ok(loaded), 99), writing_failed=len(loaded) - len(ok(loaded)),
-                               writing_503=sum(status == 503 for status, _ in loaded), ingests=len(ingests),
-                               ingest_failures=[status for status, _ in ingests if status],
-                               ingest_p50_s=median([s for _, s in ingests]), records_sent=args.batch * len(ingests),
-                               commits_per_s=sum(1 for status, _ in ingests if not status) / loaded_s)  # fmt: skip
+                figures.update(
+                    writing_recalls_per_s=len(loaded) / loaded_s,
+                    writing_p50_ms=median(ok(loaded)),
+                    writing_p99_ms=percentile(ok(loaded), 99),
+                    writing_failed=len(loaded) - len(ok(loaded)),
+                    writing_503=sum(status == 503 for status, _ in loaded),
+                    ingests=len(ingests),
+                    ingest_failures=[status for status, _ in ingests if status],
+                    ingest_p50_s=median([s for _, s in ingests]),
+                    records_sent=args.batch * len(ingests),
+                    commits_per_s=sum(1 for status, _ in ingests if not status) / loaded_s,
+                )
             if not PAGES_SCRIPT.exists():
                 figures["pages_s"] = pages_by_http(base, db, args.timeout)
             figures["rss_mb"], figures["rss_peak_mb"] = memory_mb(server.pid)
@@ -248,7 +287,7 @@ def run(args, work, queries, figures, load_before):
         conn = open_connection(brain, read_only=True)
         figures["records_stored"] = conn.execute(
             "select count(distinct external_id) from knowledge where external_id >= 'live-' and external_id < 'live.'"
-        ).fetchone()[0]  # fmt: skip
+        ).fetchone()[0]
         conn.close()
     figures["numpy_scan_p50_ms"] = numpy_scan_ms(chunks, dimension)
     figures["load_before"], figures["load_after"] = load_before, os.getloadavg()
@@ -265,38 +304,62 @@ def report(f, column, dimension):
         passed[name] = None if figure is None and text.startswith("not measured") else met and also
         rows.append((label, {None: "n/a", True: "pass", False: "FAIL"}[passed[name]], f"{how} {goal:,}", text))
 
-    print(f"brain: {f['chunks']:,} chunks ({f['brain'] or format(f['records'], ',') + ' records built'}); "
-          f"{f['clients']} clients, {f['seconds']:g} s a phase; goals at {('50,000', '1,000,000')[column]}; "
-          f"{os.cpu_count()} cores")  # fmt: skip
+    print(
+        f"brain: {f['chunks']:,} chunks ({f['brain'] or format(f['records'], ',') + ' records built'}); "
+        f"{f['clients']} clients, {f['seconds']:g} s a phase; goals at {('50,000', '1,000,000')[column]}; "
+        f"{os.cpu_count()} cores"
+    )
     rate = f.get("ingest_records_per_s")
-    row("ingest", "ingest, whole run (records/s)", rate,
-        f"{rate:,.0f} ({f['records']:,} in {f['ingest_s']:.1f} s)" if rate else "not measured (--reuse)")  # fmt: skip
+    row(
+        "ingest",
+        "ingest, whole run (records/s)",
+        rate,
+        f"{rate:,.0f} ({f['records']:,} in {f['ingest_s']:.1f} s)" if rate else "not measured (--reuse)",
+    )
     row("first_recall", "first recall from start (s)", f["first_recall_s"], f"{f['first_recall_s']:.2f}")
     scan = f["numpy_scan_p50_ms"]
-    row("single_p50", "1 client HTTP recall p50 (ms)", f["single_p50_ms"],
+    row(
+        "single_p50",
+        "1 client HTTP recall p50 (ms)",
+        f["single_p50_ms"],
         f"{f['single_p50_ms']:.1f} (p95 {f['single_p95_ms']:.1f}, {f['single_n']} recalls, {f['single_failed']} failed; "
         f"{f['single_p50_ms'] / scan:.1f}x a numpy scan of {f['chunks']:,} {dimension}-d floats, {scan:.2f} ms)",
-        f["single_failed"] == 0)  # fmt: skip
-    row("quiet", f"{f['clients']} clients quiet (recalls/s)", f["quiet_recalls_per_s"],
+        f["single_failed"] == 0,
+    )
+    row(
+        "quiet",
+        f"{f['clients']} clients quiet (recalls/s)",
+        f["quiet_recalls_per_s"],
         f"{f['quiet_recalls_per_s']:.1f} (p50 {f['quiet_p50_ms']:.0f} ms, p99 {f['quiet_p99_ms']:.0f} ms, "
-        f"{f['quiet_failed']} failed)", f["quiet_failed"] == 0)  # fmt: skip
+        f"{f['quiet_failed']} failed)",
+        f["quiet_failed"] == 0,
+    )
     label = f"{f['clients']} clients, ingests (p99 ms)"
     if "writing_p99_ms" in f:
         failures = f["ingest_failures"]
         for failure in failures[:3]:
             print(f"an ingest failed: {failure}", file=sys.stderr)
-        row("writing", label, f["writing_p99_ms"],
+        row(
+            "writing",
+            label,
+            f["writing_p99_ms"],
             f"{f['writing_p99_ms']:.0f} (p50 {f['writing_p50_ms']:.0f} ms, {f['writing_recalls_per_s']:.1f} recalls/s, "
             f"{f['writing_failed']} failed, {f['writing_503']} 503; {f['ingests']} ingests, "
             f"{f['commits_per_s']:.2f}/s, ~{f['ingest_p50_s']:.1f} s each, {len(failures)} failed; "
             f"{f['records_stored']:,} of {f['records_sent']:,} records stored)",
-            f["writing_failed"] == 0 and not failures and f["records_stored"] == f["records_sent"])  # fmt: skip
+            f["writing_failed"] == 0 and not failures and f["records_stored"] == f["records_sent"],
+        )
     else:
         row("writing", label, None, "not measured (--no-copy)")
     row("rss", "server RSS after the run (MB)", f["rss_mb"], f"{f['rss_mb']:,.0f} (peak {f['rss_peak_mb']:,.0f})")
     for page, seconds in f["pages_s"].items():
-        row(f"page {page}", f"page: {page} (s)", float("nan") if seconds is None else seconds,
-            "failed" if seconds is None else f"{seconds:.2f}", goal_row="page")  # fmt: skip
+        row(
+            f"page {page}",
+            f"page: {page} (s)",
+            float("nan") if seconds is None else seconds,
+            "failed" if seconds is None else f"{seconds:.2f}",
+            goal_row="page",
+        )
     width = max(len(label) for label, *_ in rows)
     for label, verdict, goal, text in rows:
         print(f"{label:<{width}}  {verdict:<4}  {goal:>9}  {text}")

@@ -29,9 +29,19 @@ def build(folder):
     """The quick start's demo brain in `folder`: demo.db."""
     path = folder / "demo.db"
     subprocess.run(
-        [sys.executable, "-c", "from sqlite_utils.cli import cli; cli()", "brain", "ingest", str(path), str(ROOT / "docs" / "vault")],
-        check=True, stdout=subprocess.DEVNULL, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "from sqlite_utils.cli import cli; cli()",
+            "brain",
+            "ingest",
+            str(path),
+            str(ROOT / "docs" / "vault"),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
     return path
 
 
@@ -41,9 +51,21 @@ def serve(path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, "-m", "datasette", str(path), "-m", str(ROOT / "metadata.yml"), "-h", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "datasette",
+            str(path),
+            "-m",
+            str(ROOT / "metadata.yml"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -76,8 +98,9 @@ def main():
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         raise SystemExit("needs Debian's chromium: apt-get install chromium")
-    from playwright.sync_api import sync_playwright
     from urllib.parse import urlencode
+
+    from playwright.sync_api import sync_playwright
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -95,8 +118,15 @@ def main():
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(
                     executable_path=chromium,
-                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                          "--disable-sync", "--no-first-run", "--disable-quic"],  # fmt: skip
+                    args=[
+                        "--no-sandbox",
+                        "--disable-gpu",
+                        "--disable-background-networking",
+                        "--disable-component-update",
+                        "--disable-sync",
+                        "--no-first-run",
+                        "--disable-quic",
+                    ],
                 )
                 page = browser.new_page(viewport={"width": args.width, "height": args.height})
                 for name, url in pages.items():
@@ -105,8 +135,11 @@ def main():
                         raise SystemExit(f"{url}: {response and response.status}")
                     page.wait_for_load_state("networkidle")
                     height = min(page.evaluate("document.documentElement.scrollHeight"), args.max_height)
-                    page.screenshot(path=str(out / name), full_page=True,
-                                    clip={"x": 0, "y": 0, "width": args.width, "height": height})
+                    page.screenshot(
+                        path=str(out / name),
+                        full_page=True,
+                        clip={"x": 0, "y": 0, "width": args.width, "height": height},
+                    )
                     print(out / name)
                 browser.close()
         finally:

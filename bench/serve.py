@@ -56,10 +56,14 @@ def main():
     concurrent = [ms for _, ms in results]
     print(f"brain: {args.brain}; {len(queries)} queries")
     print(f"in-process recall:  p50 {statistics.median(in_process):.1f} ms, p95 {percentile(in_process, 95):.1f} ms")
-    print(f"HTTP, one client:   p50 {statistics.median(single):.1f} ms, p95 {percentile(single, 95):.1f} ms "
-          f"({statistics.median(single) / statistics.median(in_process):.2f}x in-process p50)")  # fmt: skip
-    print(f"HTTP, {args.clients} clients:    {len(results) / elapsed:.1f} requests/s, p50 {statistics.median(concurrent):.1f} ms, "
-          f"p95 {percentile(concurrent, 95):.1f} ms, {failed} failed")  # fmt: skip
+    print(
+        f"HTTP, one client:   p50 {statistics.median(single):.1f} ms, p95 {percentile(single, 95):.1f} ms "
+        f"({statistics.median(single) / statistics.median(in_process):.2f}x in-process p50)"
+    )
+    print(
+        f"HTTP, {args.clients} clients:    {len(results) / elapsed:.1f} requests/s, p50 {statistics.median(concurrent):.1f} ms, "
+        f"p95 {percentile(concurrent, 95):.1f} ms, {failed} failed"
+    )
 
 
 if __name__ == "__main__":

@@ -152,13 +152,16 @@ def prepare(code, work, args):
     else:
         brain = Path(args.brain)
     action = "rewrite" if args.copy else "keep"  # the copy's snapshot, written again by `code` if it does not fit
-    result = subprocess.run([sys.executable, "-c", SNAPSHOT_FITS, str(brain), action], env=env, capture_output=True,
-                            text=True)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", SNAPSHOT_FITS, str(brain), action], env=env, capture_output=True, text=True
+    )
     if result.returncode:
         raise SystemExit(f"reading the snapshot of {brain} failed:\n{result.stderr[-1500:]}")
     if result.stdout.strip():
-        print(f"{code}: the snapshot is not the brain's now ({result.stdout.strip()}): "
-              + ("written again on the copy" if args.copy else "the server follows the change log, or builds it"))  # fmt: skip
+        print(
+            f"{code}: the snapshot is not the brain's now ({result.stdout.strip()}): "
+            + ("written again on the copy" if args.copy else "the server follows the change log, or builds it")
+        )
     return env, demo, brain, [] if args.copy else ["-i"]  # a brain not copied is served immutable: never written
 
 
@@ -220,10 +223,16 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="rounds; each row's figure is its median")
     parser.add_argument("--brain", help="a brain to serve (with its -brainstate snapshot beside it)")
-    parser.add_argument("--copy", action=argparse.BooleanOptionalAction, default=True,
-                        help="serve a copy of --brain (default); --no-copy serves it immutable")
+    parser.add_argument(
+        "--copy",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="serve a copy of --brain (default); --no-copy serves it immutable",
+    )
     parser.add_argument("--compare", help="another checkout's root, e.g. /work/main, run in the same rounds")
-    parser.add_argument("--query", default="Aspirin reduces the risk of heart attacks.", help="the first recall's query")
+    parser.add_argument(
+        "--query", default="Aspirin reduces the risk of heart attacks.", help="the first recall's query"
+    )
     parser.add_argument("--timeout", type=float, default=300, help="seconds the server may take to its first recall")
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -238,27 +247,43 @@ def main():
         for n in range(args.runs):
             for name in codes:
                 rounds[name].append(one_round(*setups[name], args))
-            print(f"round {n + 1}/{args.runs}: " + ", ".join(
-                f"{name} first recall {rounds[name][-1].get('first_recall', [float('nan')])[0]:.2f} s" for name in codes),
-                file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"round {n + 1}/{args.runs}: "
+                + ", ".join(
+                    f"{name} first recall {rounds[name][-1].get('first_recall', [float('nan')])[0]:.2f} s"
+                    for name in codes
+                ),
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         os.chdir(tempfile.gettempdir())
         shutil.rmtree(work, ignore_errors=True)
-    medians = {name: {row: [statistics.median(r[row][i] for r in rs) for i in (0, 1)] for row in rs[0]}
-               for name, rs in rounds.items()}  # fmt: skip
+    medians = {
+        name: {row: [statistics.median(r[row][i] for r in rs) for i in (0, 1)] for row in rs[0]}
+        for name, rs in rounds.items()
+    }
     return report(medians, codes, chunks, args, load_before)
 
 
 def report(medians, codes, chunks, args, load_before):
     """Print each row's medians, goals and ratios; 0 if this checkout meets every goal."""
     this, compare = medians["this"], medians.get("compare")
-    print(f"{args.runs} rounds; {os.cpu_count()} cores; this: {codes['this']}"
-          + (f"; compare: {codes['compare']}" if compare else "")
-          + (f"; served: {args.brain} ({chunks:,} chunks{', a copy' if args.copy else ', immutable'})"
-             if args.brain else ""))  # fmt: skip
+    print(
+        f"{args.runs} rounds; {os.cpu_count()} cores; this: {codes['this']}"
+        + (f"; compare: {codes['compare']}" if compare else "")
+        + (
+            f"; served: {args.brain} ({chunks:,} chunks{', a copy' if args.copy else ', immutable'})"
+            if args.brain
+            else ""
+        )
+    )
     width = max(len(label) for label in LABELS.values())
-    print(f"{'seconds (CPU seconds)':<{width}}  {'this':>15}" + (f"  {'compare':>15}  {'ratio':>6}" if compare else "")
-          + "  goal")  # fmt: skip
+    print(
+        f"{'seconds (CPU seconds)':<{width}}  {'this':>15}"
+        + (f"  {'compare':>15}  {'ratio':>6}" if compare else "")
+        + "  goal"
+    )
     passed = {}
     for row, label in LABELS.items():
         if row not in this:
@@ -274,8 +299,18 @@ def report(medians, codes, chunks, args, load_before):
         print(line)
     before, after = (" ".join(f"{x:.2f}" for x in load) for load in (load_before, os.getloadavg()))
     print(f"load average (1, 5, 15 min): before {before}, after {after}")
-    print(json.dumps({"runs": args.runs, "chunks": chunks, "medians": medians, "passed": passed,
-                      "load_before": load_before, "load_after": os.getloadavg()}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "runs": args.runs,
+                "chunks": chunks,
+                "medians": medians,
+                "passed": passed,
+                "load_before": load_before,
+                "load_after": os.getloadavg(),
+            }
+        )
+    )
     return 0 if all(passed.values()) else 1
 
 

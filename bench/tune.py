@@ -22,8 +22,8 @@ import brain_sql
 from brain_sql import config, quality
 from brain_sql.evaluation import load_qrels, load_queries, metrics
 from brain_sql.fusion import convex, fuse
-from brain_sql.querydoc import parse
 from brain_sql.hybrid import run_legs
+from brain_sql.querydoc import parse
 
 sys.path.insert(0, str(Path(__file__).parent))
 from multihop import hotpotqa, musique, write_beir  # noqa: E402
@@ -96,7 +96,9 @@ def main():
     answerable, trap = signals(train_cache), signals(trap_cache)
     x = np.vstack([answerable, trap[::2]])
     y = np.concatenate([np.ones(len(answerable)), np.zeros(len(trap[::2]))])
-    balance = np.concatenate([np.full(len(answerable), 1 / len(answerable)), np.full(len(trap[::2]), 1 / len(trap[::2]))])
+    balance = np.concatenate(
+        [np.full(len(answerable), 1 / len(answerable)), np.full(len(trap[::2]), 1 / len(trap[::2]))]
+    )
     w, b = np.zeros(len(names)), 0.0
     for _ in range(20000):
         gradient = (1 / (1 + np.exp(-(x @ w + b))) - y) * balance
@@ -104,8 +106,12 @@ def main():
         b -= 2.0 * gradient.sum()
     print("abstention model:", {n: round(v, 2) for n, v in zip(names, w)}, "bias", round(b, 2))
     test_cache = cached_legs(scifact, queries, load_qrels(SCIFACT / "qrels/test.tsv"))
-    for name, values in (("SciFact train", answerable), ("SciFact test", signals(test_cache)), ("trap (fit half)", trap[::2]),
-                         ("trap (held-out half)", trap[1::2])):  # fmt: skip
+    for name, values in (
+        ("SciFact train", answerable),
+        ("SciFact test", signals(test_cache)),
+        ("trap (fit half)", trap[::2]),
+        ("trap (held-out half)", trap[1::2]),
+    ):
         confidence = 1 / (1 + np.exp(-(values @ w + b)))
         print(f"  abstains below {config.ABSTAIN_BELOW}: {name} {np.mean(confidence < config.ABSTAIN_BELOW):.1%}")
 

@@ -55,8 +55,9 @@ def copy(source, target):
 def ingest(brain, source, env):
     """Start `sqlite-utils brain ingest brain source`: (process, start time, its output files)."""
     out, err = (tempfile.TemporaryFile("w+") for _ in range(2))
-    process = subprocess.Popen([SQLITE_UTILS, "brain", "ingest", str(brain), str(source)], env=env,
-                               stdout=out, stderr=err, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [SQLITE_UTILS, "brain", "ingest", str(brain), str(source)], env=env, stdout=out, stderr=err, text=True
+    )
     return process, time.perf_counter(), (out, err)
 
 
@@ -123,24 +124,38 @@ def run(code, work, args, base_records, batches, remembered):
     for status, _ in results:
         statuses[status] = statuses.get(status, 0) + 1
     return {
-        "base_rate": base_rate, "alone_rate": alone_rate, "alone_reported": args.records / alone_reported,
+        "base_rate": base_rate,
+        "alone_rate": alone_rate,
+        "alone_reported": args.records / alone_reported,
         "alone_cpu": args.records / alone_cpu,
-        "ingests": done, "remembers": len(results), "statuses": statuses,
-        "p50": statistics.median(latencies) / 1000, "p99": percentile(latencies, 99) / 1000,
-        "max": max(latencies) / 1000, "stored": stored, "expected": expected, "check": check(conn) or "consistent",
-    }  # fmt: skip
+        "ingests": done,
+        "remembers": len(results),
+        "statuses": statuses,
+        "p50": statistics.median(latencies) / 1000,
+        "p99": percentile(latencies, 99) / 1000,
+        "max": max(latencies) / 1000,
+        "stored": stored,
+        "expected": expected,
+        "check": check(conn) or "consistent",
+    }
 
 
 def show(name, figures):
     print(f"{name}:")
     print(f"  base brain:  {figures['base_rate']:,.0f} records/s (CLI ingest into an empty file, wall time)")
-    print(f"  alone:       {figures['alone_rate']:,.0f} records/s wall, {figures['alone_reported']:,.0f} records/s "
-          f"as the ingest reports it, {figures['alone_cpu']:,.0f} records per CPU-second of the process")  # fmt: skip
+    print(
+        f"  alone:       {figures['alone_rate']:,.0f} records/s wall, {figures['alone_reported']:,.0f} records/s "
+        f"as the ingest reports it, {figures['alone_cpu']:,.0f} records per CPU-second of the process"
+    )
     for n, (status, rate, reported, cpu, error) in enumerate(figures["ingests"]):
-        print(f"  ingest {n}:    exit {status}, {rate:,.0f} records/s wall, {cpu:.1f} CPU-s{'; ' + error if error else ''}")
+        print(
+            f"  ingest {n}:    exit {status}, {rate:,.0f} records/s wall, {cpu:.1f} CPU-s{'; ' + error if error else ''}"
+        )
     statuses = ", ".join(f"{count} x {status}" for status, count in sorted(figures["statuses"].items()))
-    print(f"  remember:    {figures['remembers']} requests ({statuses}); p50 {figures['p50']:.2f} s, "
-          f"p99 {figures['p99']:.2f} s, max {figures['max']:.2f} s")  # fmt: skip
+    print(
+        f"  remember:    {figures['remembers']} requests ({statuses}); p50 {figures['p50']:.2f} s, "
+        f"p99 {figures['p99']:.2f} s, max {figures['max']:.2f} s"
+    )
     print(f"  stored:      {figures['stored']:,} of {figures['expected']:,} documents; check: {figures['check']}")
 
 
@@ -157,25 +172,31 @@ def main():
     records = list(make_records(args.corpus, args.base + args.ingests * args.records))
     base = write_jsonl(work / "base.jsonl", records[: args.base])
     batches = [
-        write_jsonl(work / f"batch{n}.jsonl", records[args.base + n * args.records : args.base + (n + 1) * args.records])
+        write_jsonl(
+            work / f"batch{n}.jsonl", records[args.base + n * args.records : args.base + (n + 1) * args.records]
+        )
         for n in range(args.ingests)
     ]
     remembered = [{**r, "_id": f"m{i}"} for i, r in enumerate(make_records(args.corpus, 2_000, seed=11))]
     runs = {}
     for name, code in ([("compare", args.compare)] if args.compare else []) + [("this", ROOT)]:
         runs[name] = run(code, work / name, args, base, batches, remembered)
-    print(f"{args.ingests} ingests of {args.records:,} records into a {args.base:,}-record brain, remember of 5 "
-          f"records every {args.every} s; {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; files in {work}")  # fmt: skip
+    print(
+        f"{args.ingests} ingests of {args.records:,} records into a {args.base:,}-record brain, remember of 5 "
+        f"records every {args.every} s; {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; files in {work}"
+    )
     for name, figures in runs.items():
         show(f"{args.compare} (compare)" if name == "compare" else f"{ROOT} (this)", figures)
     if args.compare:
         a, b = runs["compare"], runs["this"]
         rates = [statistics.mean(r for _, r, *_ in x["ingests"]) for x in (a, b)]
-        print(f"ratios this / compare: ingest alone {b['alone_rate'] / a['alone_rate']:.2f}x (wall), "
-              f"{b['alone_reported'] / a['alone_reported']:.2f}x (reported), {b['alone_cpu'] / a['alone_cpu']:.2f}x "
-              f"(per CPU-second); concurrent ingest mean rate {rates[1] / rates[0]:.2f}x; remember p50 "
-              f"{b['p50'] / a['p50']:.2f}x, p99 {b['p99'] / a['p99']:.2f}x; remembers answered "
-              f"{b['remembers'] / a['remembers']:.2f}x")  # fmt: skip
+        print(
+            f"ratios this / compare: ingest alone {b['alone_rate'] / a['alone_rate']:.2f}x (wall), "
+            f"{b['alone_reported'] / a['alone_reported']:.2f}x (reported), {b['alone_cpu'] / a['alone_cpu']:.2f}x "
+            f"(per CPU-second); concurrent ingest mean rate {rates[1] / rates[0]:.2f}x; remember p50 "
+            f"{b['p50'] / a['p50']:.2f}x, p99 {b['p99'] / a['p99']:.2f}x; remembers answered "
+            f"{b['remembers'] / a['remembers']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -10,12 +10,23 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-
 from threadpoolctl import threadpool_limits
 
-from . import browse, consistency, copies, evaluation, exporting, forgetting, hybrid, inventory, listing
-from . import pipeline, replicas, review
-from . import schema
+from . import (
+    browse,
+    consistency,
+    copies,
+    evaluation,
+    exporting,
+    forgetting,
+    hybrid,
+    inventory,
+    listing,
+    pipeline,
+    replicas,
+    review,
+    schema,
+)
 from .browse import memory_content
 from .claims import verify
 from .config import CLASSES, DEFAULT_MODEL, busy_timeout_ms, server_blas_threads
@@ -23,13 +34,22 @@ from .connection import Connection, faults_named, load_sqlite_vec, main_file, op
 from .copies import ReplicaNotReady, is_copy
 from .document import IngestError
 from .embed import count_tokens, embed
-from .errors import BrainBusy, BrainError, FieldError, InputError, ModelError, PruneRefused, QueryError, ReadOnlyBrain
-from .errors import WriteError
+from .errors import (
+    BrainBusy,
+    BrainError,
+    FieldError,
+    InputError,
+    ModelError,
+    PruneRefused,
+    QueryError,
+    ReadOnlyBrain,
+    WriteError,
+)
 from .evaluation import load_qrels
 from .faults import NOT_MIGRATED, named, outdated
+from .functions import RECALL_SQL, register_functions
 from .listing import FIELDS as LISTING_FIELDS
 from .listing import Listing, listing_from_strings, parse_listing
-from .functions import RECALL_SQL, register_functions
 from .minilm import MODEL_ID as MINILM_MODEL
 from .minilm import limit_threads as limit_model_threads
 from .pipeline import IngestReport, discover
@@ -42,15 +62,66 @@ from .state import current as current_state
 # each name is in docs/python.md (tests/test_face.py compares); what only
 # datasette_brain needs is in brain_sql.for_plugin
 __all__ = [
-    "CLASSES", "DEFAULT_MODEL", "LISTING_FIELDS", "MINILM_MODEL", "QUERY_FIELDS", "RECALL_SQL",
-    "BrainBusy", "BrainError", "FieldError", "IngestError", "IngestReport", "Listing", "ModelError", "PruneRefused",
-    "InputError", "QueryDoc", "QueryError", "ReadOnlyBrain", "ReplicaError", "ReplicaNotReady", "WriteError",
-    "archive", "check", "connect", "decayed", "discover", "embed_with_usage", "entities", "entity", "evaluate",
-    "export", "extend_expiry", "flag", "follow", "forget", "info", "ingest", "is_brain", "listing_from_strings",
-    "load_qrels", "memories", "memory", "migrate", "parse_listing", "parse_querydoc", "pending_migrations",
-    "prepare_connection", "querydoc_from_strings", "recall", "reindex", "remember", "replica_status", "replicate",
-    "restore", "serve_many", "stats", "verify", "verify_memory", "warm",
-]  # fmt: skip
+    "CLASSES",
+    "DEFAULT_MODEL",
+    "LISTING_FIELDS",
+    "MINILM_MODEL",
+    "QUERY_FIELDS",
+    "RECALL_SQL",
+    "BrainBusy",
+    "BrainError",
+    "FieldError",
+    "IngestError",
+    "IngestReport",
+    "Listing",
+    "ModelError",
+    "PruneRefused",
+    "InputError",
+    "QueryDoc",
+    "QueryError",
+    "ReadOnlyBrain",
+    "ReplicaError",
+    "ReplicaNotReady",
+    "WriteError",
+    "archive",
+    "check",
+    "connect",
+    "decayed",
+    "discover",
+    "embed_with_usage",
+    "entities",
+    "entity",
+    "evaluate",
+    "export",
+    "extend_expiry",
+    "flag",
+    "follow",
+    "forget",
+    "info",
+    "ingest",
+    "is_brain",
+    "listing_from_strings",
+    "load_qrels",
+    "memories",
+    "memory",
+    "migrate",
+    "parse_listing",
+    "parse_querydoc",
+    "pending_migrations",
+    "prepare_connection",
+    "querydoc_from_strings",
+    "recall",
+    "reindex",
+    "remember",
+    "replica_status",
+    "replicate",
+    "restore",
+    "serve_many",
+    "stats",
+    "verify",
+    "verify_memory",
+    "warm",
+]
 
 
 def prepare_connection(conn: Connection, model_id: str | None = None) -> None:

@@ -19,11 +19,13 @@ import numpy as np
 
 from . import lexical
 from . import reach as reachable
-from .postings import idf, saturation
 from .config import COMMON_TERM_SHARE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES
+from .postings import idf, saturation
 
 FTS_COLUMNS = ("title", "content", "context")  # the columns FTS_COLUMN_WEIGHTS weigh, in order
-_COLUMN_NUMBER = "case col " + " ".join(f"when '{c}' then {i}" for i, c in enumerate(FTS_COLUMNS)) + f" else {len(FTS_COLUMNS)} end"
+_COLUMN_NUMBER = (
+    "case col " + " ".join(f"when '{c}' then {i}" for i, c in enumerate(FTS_COLUMNS)) + f" else {len(FTS_COLUMNS)} end"
+)
 _COLUMN_WEIGHTS = np.array([*FTS_COLUMN_WEIGHTS, 1.0])  # by column number; 1.0 for any other column, as FTS5
 
 
@@ -34,10 +36,14 @@ def phrase_occurrences(conn, terms):
     phrase come out."""
     if not terms:
         return {}
-    later = [f"t{i} as materialized (select doc, col, offset - {i} as start from knowledge_fts_vocab "
-             f"where term = cast(? as text))"
-             for i in range(1, len(terms))]  # fmt: skip
-    joins = "".join(f" join t{i} on t{i}.doc = v.doc and t{i}.col = v.col and t{i}.start = v.offset" for i in range(1, len(terms)))
+    later = [
+        f"t{i} as materialized (select doc, col, offset - {i} as start from knowledge_fts_vocab "
+        f"where term = cast(? as text))"
+        for i in range(1, len(terms))
+    ]
+    joins = "".join(
+        f" join t{i} on t{i}.doc = v.doc and t{i}.col = v.col and t{i}.start = v.offset" for i in range(1, len(terms))
+    )
     weight = dict(zip(FTS_COLUMNS, FTS_COLUMN_WEIGHTS))
     totals = {}
     for doc, col, count in conn.execute(
@@ -83,8 +89,9 @@ class StateIndex:
 
         with state.lock:
             rows = state.chunks.rows
-            hits = state.postings.search(match, self._visible(), rows.length, n, order=rows.id,
-                                         phrase_postings=phrase_postings)  # fmt: skip
+            hits = state.postings.search(
+                match, self._visible(), rows.length, n, order=rows.id, phrase_postings=phrase_postings
+            )
             return [(int(rows.id[slot]), score) for slot, score in hits]
 
 
@@ -116,8 +123,10 @@ class TermStats:
             if len(terms) == 1:
                 # each occurrence as (doc, column number), summed here: faster than GROUP BY
                 found = np.array(
-                    self.conn.execute(f"select doc, {_COLUMN_NUMBER} from knowledge_fts_vocab where term = cast(? as text)",
-                                      [lexical.term_bytes(terms[0])]).fetchall(),  # fmt: skip
+                    self.conn.execute(
+                        f"select doc, {_COLUMN_NUMBER} from knowledge_fts_vocab where term = cast(? as text)",
+                        [lexical.term_bytes(terms[0])],
+                    ).fetchall(),
                     dtype=np.int64,
                 ).reshape(-1, 2)
                 docs, each = np.unique(found[:, 0], return_inverse=True)
@@ -175,7 +184,12 @@ class TermStats:
         """Reachable rows matching the phrase `words` (row ids only: cheaper than postings)."""
         expression = lexical.Match(any_of=(words,)).expression()
         docs = np.array(
-            [row[0] for row in self.conn.execute("select rowid from knowledge_fts where knowledge_fts match ?", [expression])],
+            [
+                row[0]
+                for row in self.conn.execute(
+                    "select rowid from knowledge_fts where knowledge_fts match ?", [expression]
+                )
+            ],
             dtype=np.int64,
         )
         return int((self.reach.positions(docs) >= 0).sum())
@@ -234,10 +248,14 @@ def search(stats, match, n=RECALL_CANDIDATES):
         # with AND or NOT: there FTS5 may leave out instances of a phrase that the
         # row holds (an earlier row holding a required phrase's words apart is enough)
         weights = ", ".join("?" * len(FTS_COLUMN_WEIGHTS))
-        return [tuple(row) for row in stats.conn.execute(
-            f"select rowid, bm25(knowledge_fts, {weights}) as score from knowledge_fts where knowledge_fts match ? "
-            "order by score, rowid limit ?", [*FTS_COLUMN_WEIGHTS, match.expression(), n],
-        )]  # fmt: skip
+        return [
+            tuple(row)
+            for row in stats.conn.execute(
+                f"select rowid, bm25(knowledge_fts, {weights}) as score from knowledge_fts where knowledge_fts match ? "
+                "order by score, rowid limit ?",
+                [*FTS_COLUMN_WEIGHTS, match.expression(), n],
+            )
+        ]
     postings = {phrase: stats.postings(phrase) for phrase in set(phrases)}
 
     def holds(phrase):

@@ -21,7 +21,18 @@ _BUCKET_SQL = """case
   when expires_at is not null and unixepoch(expires_at) <= unixepoch(coalesce({now}, 'now'), '+7 days')
     then 'expiring within 7 days'
   else 'live' end"""
-DECAYED_COLUMNS = ("id", "title", "content", "class", "scope", "source", "domain", "expires_at", "relevance_tier", "decay")
+DECAYED_COLUMNS = (
+    "id",
+    "title",
+    "content",
+    "class",
+    "scope",
+    "source",
+    "domain",
+    "expires_at",
+    "relevance_tier",
+    "decay",
+)
 
 
 def decay_bucket_sql(now: str = "null") -> str:
@@ -105,11 +116,15 @@ def memory(conn: Connection, memory_id: int) -> tuple[dict[str, Any], list[Any],
     if row is None:
         return None
     found = dict(zip(columns, row))
-    siblings = conn.execute(
-        "select id, chunk_index, heading_path, line_start, line_end from knowledge "
-        "where document_id = ? and flagged = 0 order by chunk_index",
-        (found["document_id"],),
-    ).fetchall() if found["document_id"] else []  # fmt: skip
+    siblings = (
+        conn.execute(
+            "select id, chunk_index, heading_path, line_start, line_end from knowledge "
+            "where document_id = ? and flagged = 0 order by chunk_index",
+            (found["document_id"],),
+        ).fetchall()
+        if found["document_id"]
+        else []
+    )
     edges = conn.execute(
         "select f.id, f.name, r.relation_type, t.id, t.name from relationships r "
         "join entities f on f.id = r.from_entity_id join entities t on t.id = r.to_entity_id "
@@ -204,9 +219,14 @@ def entity(
     documents = conn.execute(f"{memories} order by k.title, k.id limit {MEMORIES_LISTED}", {"id": entity_id}).fetchall()
     total = conn.execute(f"select count(*) from ({memories})", {"id": entity_id}).fetchone()[0]
     return {
-        "entity": tuple(row), "nodes": nodes, "edges": edges, "rest": rest[:listed], "more": len(rest) > listed,
-        "documents": [tuple(d) for d in documents], "documents_total": total,
-    }  # fmt: skip
+        "entity": tuple(row),
+        "nodes": nodes,
+        "edges": edges,
+        "rest": rest[:listed],
+        "more": len(rest) > listed,
+        "documents": [tuple(d) for d in documents],
+        "documents_total": total,
+    }
 
 
 def page_numbers(page: int | str = 1, size: int | str = MAX_PAGE_ROWS) -> tuple[int, int]:
@@ -231,7 +251,7 @@ _HIDDEN = f"""select e.id, coalesce(e.entity_type, 'entity') as type from entiti
   union select to_entity_id from relationships r where not {_SEEN}
   union select entity_id from documents where chunks = 0
   union select entity_id from documents where document_id in (select document_id from knowledge where flagged != 0))
-  and {_NAMED} and not {_VISIBLE.format(e='e.id', seen=_SEEN)}"""
+  and {_NAMED} and not {_VISIBLE.format(e="e.id", seen=_SEEN)}"""
 
 
 def entities(
@@ -254,17 +274,23 @@ def entities(
     offset = (page - 1) * per_page
     params = {"pattern": pattern, "type": entity_type, "limit": per_page, "offset": offset}
     counts: dict[str, int] = {}
-    for kind, count in conn.execute(f"select e.entity_type, count(*) from entities e where {_NAMED} group by 1", params):
+    for kind, count in conn.execute(
+        f"select e.entity_type, count(*) from entities e where {_NAMED} group by 1", params
+    ):
         kind = "entity" if kind is None else kind
         counts[kind] = counts.get(kind, 0) + count
     for kind, count in conn.execute(f"select type, count(*) from ({_HIDDEN}) group by 1", params):
         counts[kind] -= count
-    types = sorted(((kind, count) for kind, count in counts.items() if count > 0), key=lambda t: (-t[1], sql_order(t[0])))
+    types = sorted(
+        ((kind, count) for kind, count in counts.items() if count > 0), key=lambda t: (-t[1], sql_order(t[0]))
+    )
     total = sum(count for kind, count in types if entity_type is None or kind == entity_type)
     if offset >= total:
         return {"rows": [], "total": total, "types": types}
-    connected = (f"{_DEGREES} select e.id, e.name, coalesce(e.entity_type, 'entity'), degree.degree "
-                 f"from degree join entities e on e.id = degree.id where {_MATCHING}")  # fmt: skip
+    connected = (
+        f"{_DEGREES} select e.id, e.name, coalesce(e.entity_type, 'entity'), degree.degree "
+        f"from degree join entities e on e.id = degree.id where {_MATCHING}"
+    )
     rows = conn.execute(
         f"{connected} order by degree.degree desc, e.name collate nocase, e.id limit :limit offset :offset", params
     ).fetchall()
@@ -326,8 +352,10 @@ def decayed_facets(
     for *values, count in conn.execute(f"select {names}, count(*) from ({sql}) group by {names}", params):
         for name, value in zip(DECAYED_FACETS, values):
             counts[name][value] = counts[name].get(value, 0) + count
-    ordered = {name: dict(sorted(found.items(), key=lambda item: (-item[1], sql_order(item[0]))))
-               for name, found in counts.items()}  # fmt: skip
+    ordered = {
+        name: dict(sorted(found.items(), key=lambda item: (-item[1], sql_order(item[0]))))
+        for name, found in counts.items()
+    }
     return sum(counts["decay"].values()), ordered
 
 
@@ -339,8 +367,10 @@ def sql_order(value):
 
 
 # a chunk an example may come from: live, titled
-_EXAMPLE = ("flagged = 0 and relevance_tier >= 1 and title is not null and title != '' "
-            "and (expires_at is null or unixepoch(expires_at) > :now)")  # fmt: skip
+_EXAMPLE = (
+    "flagged = 0 and relevance_tier >= 1 and title is not null and title != '' "
+    "and (expires_at is null or unixepoch(expires_at) > :now)"
+)
 EXAMPLE_BATCH = 2_000  # the documents whose live sections are counted in one query
 
 
@@ -381,8 +411,9 @@ def _walk_level(conn, found, level, limit, now):
     """Add to `found` the groups of `level` chunks, reading live chunks in id order
     (each group first met at its first live chunk) until `limit` groups with at
     least `level` live sections come before where the reading is."""
-    for chunk_id, document_id, title in conn.execute(f"select id, document_id, title from knowledge where {_EXAMPLE} "
-                                                     "order by id", {"now": now}):  # fmt: skip
+    for chunk_id, document_id, title in conn.execute(
+        f"select id, document_id, title from knowledge where {_EXAMPLE} order by id", {"now": now}
+    ):
         group = -chunk_id if document_id is None else document_id
         if group in found:
             continue
@@ -392,10 +423,12 @@ def _walk_level(conn, found, level, limit, now):
             chunks = conn.execute("select chunks from documents where document_id = ?", (document_id,)).fetchone()
             if chunks is not None and chunks[0] != level:
                 continue  # another level's: known already, or met in its own turn
-            found[group] = tuple(conn.execute(
-                f"select count(*), min(id), min(title) from knowledge where document_id = :d and {_EXAMPLE}",
-                {"d": document_id, "now": now},
-            ).fetchone())  # fmt: skip
+            found[group] = tuple(
+                conn.execute(
+                    f"select count(*), min(id), min(title) from knowledge where document_id = :d and {_EXAMPLE}",
+                    {"d": document_id, "now": now},
+                ).fetchone()
+            )
         if sum(live > level or live == level and first <= chunk_id for live, first, _ in found.values()) >= limit:
             return
 

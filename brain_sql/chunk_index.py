@@ -48,10 +48,18 @@ class ChunkIndex:
         self.dimension = dimension
         self.codes = {name: {} for name in TEXT_COLUMNS}  # text filter values -> small integers
         self.rows = Slots(
-            {"id": (np.int64, ()), "live": (np.bool_, ()), "length": (np.int64, ()), "has_vector": (np.bool_, ()),
-             "sqnorm": (np.int64, ()), "vec_chunk": (np.int64, ()), "vec_offset": (np.int64, ()),
-             "vector": (np.int8, (dimension,)), **{name: (np.int64, ()) for name in VEC_METADATA}}
-        )  # fmt: skip
+            {
+                "id": (np.int64, ()),
+                "live": (np.bool_, ()),
+                "length": (np.int64, ()),
+                "has_vector": (np.bool_, ()),
+                "sqnorm": (np.int64, ()),
+                "vec_chunk": (np.int64, ()),
+                "vec_offset": (np.int64, ()),
+                "vector": (np.int8, (dimension,)),
+                **{name: (np.int64, ()) for name in VEC_METADATA},
+            }
+        )
         self.slot_of = DenseMap()
         self.count = 0  # live chunks
         self.changes = 0  # bumped by every add and remove: what the cached masks were made at
@@ -221,7 +229,8 @@ class ChunkIndex:
         columns = {
             int(rows.id[s]): tuple(
                 decode[c][rows.arrays[c][s]] if c in decode else int(rows.arrays[c][s]) for c in VEC_METADATA
-            ) + (int(rows.length[s]),)
+            )
+            + (int(rows.length[s]),)
             for s in live
         }
         vectors = {int(rows.id[s]): rows.vector[s].tobytes() for s in live if rows.has_vector[s]}
@@ -254,7 +263,9 @@ class ChunkIndex:
     def from_arrays(cls, dimension, arrays, meta):
         index = cls(dimension)
         index.rows.load(arrays, "chunks")
-        index.codes = {name: {value: code for code, value in enumerate(values)} for name, values in meta["codes"].items()}
+        index.codes = {
+            name: {value: code for code, value in enumerate(values)} for name, values in meta["codes"].items()
+        }
         live = np.flatnonzero(index.rows.live)
         index.slot_of.set(index.rows.id[live], live)
         index.count = len(live)

@@ -162,6 +162,7 @@ def graph_enabled():
         "off",
     )
 
+
 # Recall. Leg weights and thresholds were chosen on training data only (SciFact
 # qrels/train.tsv and the multi-hop training samples); bench/tune.py reproduces them.
 RECALL_CANDIDATES = 100  # per leg, before fusion
@@ -202,9 +203,19 @@ EVIDENCE_CUTOFF = 0.05
 # relevance model: begin
 # Held-out Brier score (a constant's): scifact-train 0.0673 (0.1059); musique-train 0.1031 (0.1436); hotpotqa-train
 # 0.0748 (0.1552); locomo-conv-26 0.0517 (0.0807).
-RELEVANCE_MODEL = {"bias": -5.323, "weights": {"terms": 0.366, "similarity": 0.332, "entities": 1.312,
-                   "names_entities": 0.276, "inverse_rank": 3.391, "fused_share": 0.858, "lexical_share": 0.898,
-                   "confidence": 0.146}}
+RELEVANCE_MODEL = {
+    "bias": -5.323,
+    "weights": {
+        "terms": 0.366,
+        "similarity": 0.332,
+        "entities": 1.312,
+        "names_entities": 0.276,
+        "inverse_rank": 3.391,
+        "fused_share": 0.858,
+        "lexical_share": 0.898,
+        "confidence": 0.146,
+    },
+}
 # relevance model: end
 BOOST_SCALE = 0.01  # recency and confidence boosts move a fused score by at most ±0.5%
 RECENCY_DAYS = 365  # linear recency decay to its floor over this many days

@@ -14,8 +14,19 @@ from typing import Any
 from . import conversation, mentions, validity, values
 from . import state as read_state
 from .connection import Connection, atomic, cannot_write, sqlite3
-from .schema import CHANGES_TABLE, IDS_TABLE, INSTANCE_TABLE, damaged_tables, expected_triggers, migrate
-from .schema import page_indexes, pending_migrations, recorded_model, recorded_model_and_dimension, renew_instance
+from .schema import (
+    CHANGES_TABLE,
+    IDS_TABLE,
+    INSTANCE_TABLE,
+    damaged_tables,
+    expected_triggers,
+    migrate,
+    page_indexes,
+    pending_migrations,
+    recorded_model,
+    recorded_model_and_dimension,
+    renew_instance,
+)
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
 from .writer import edited, restate, rewrite_contexts
 
@@ -107,9 +118,13 @@ def _check(conn, repair=False):
         # a table rebuilt by a tool (`sqlite-utils transform`) loses its triggers, and
         # with them the full text, the vectors and the change log stop following it
         "missing_triggers": [name for name in expected if name not in present],
-        "altered_triggers": [name for name in expected if name in present and _same(present[name]) != _same(expected[name])],
+        "altered_triggers": [
+            name for name in expected if name in present and _same(present[name]) != _same(expected[name])
+        ],
         # ... and indexes: the pages people browse would read every memory again
-        "missing_indexes": sorted(set(page_indexes()) - set(_ids(conn, "select name from sqlite_master where type = 'index'"))),
+        "missing_indexes": sorted(
+            set(page_indexes()) - set(_ids(conn, "select name from sqlite_master where type = 'index'"))
+        ),
         # readers tell this brain from another copied over its file by its one instance id
         "instance_id": _instance(conn),
         "fts_out_of_sync": [] if _fts_consistent(conn) else ["knowledge_fts"],
@@ -133,8 +148,9 @@ def _check(conn, repair=False):
         "pending_mentions": _ids(conn, f"select id from {mentions.QUEUE_TABLE}"),
         # ids written while the id mark's trigger was gone: forgetting them would let them be given again
         "id_mark_behind": _ids(
-            conn, f"select max(id) from knowledge having max(id) > "
-            f"coalesce((select seq from {IDS_TABLE} where name = 'knowledge'), 0)"
+            conn,
+            f"select max(id) from knowledge having max(id) > "
+            f"coalesce((select seq from {IDS_TABLE} where name = 'knowledge'), 0)",
         ),
         # earlier versions whose record's current version is gone (deleted by plain SQL)
         "orphan_versions": _ids(
@@ -218,8 +234,9 @@ def _repair(conn, problems, model_id):
         if problems.get("missing_vectors") or problems.get("other_model_vectors"):
             backfill_vectors(conn, model_id)
         if problems.get("id_mark_behind"):
-            conn.execute(f"insert or replace into {IDS_TABLE} (name, seq) values ('knowledge', ?)",
-                         problems["id_mark_behind"])  # fmt: skip
+            conn.execute(
+                f"insert or replace into {IDS_TABLE} (name, seq) values ('knowledge', ?)", problems["id_mark_behind"]
+            )
         if problems.get("pending_mentions"):
             mentions.resolve_mentions(conn)
         validity.promote(conn, problems.get("orphan_versions", []))
@@ -239,9 +256,7 @@ def fingerprint(conn):
     """What a brain holds, independent of row ids: for comparing two brains."""
     return {
         "chunks": sorted(
-            conn.execute(
-                "select document_id, chunk_index, content_hash, scope, class from knowledge"
-            ).fetchall()
+            conn.execute("select document_id, chunk_index, content_hash, scope, class from knowledge").fetchall()
         ),
         "vectors": sorted(
             conn.execute(

@@ -16,7 +16,11 @@ import re
 from dataclasses import dataclass
 
 from .config import (
-    CONVERSATION_CONTEXT_TURNS, CONVERSATION_DATES, CONVERSATION_NAME_CHARS, CONVERSATION_QUOTE_CHARS, MAX_TITLE_CHARS,
+    CONVERSATION_CONTEXT_TURNS,
+    CONVERSATION_DATES,
+    CONVERSATION_NAME_CHARS,
+    CONVERSATION_QUOTE_CHARS,
+    MAX_TITLE_CHARS,
 )
 from .document import Document, Relation
 from .temporal import RELATIVE, day_label, resolve_relative
@@ -158,9 +162,11 @@ def stored_quotes(conn, document_ids, unless=None):
         if where not in sessions:
             sessions[where] = [
                 (other, entry(said[0], text), first)
-                for other, meta, _, text, first, _ in _stored_documents(conn, f"{session_sql()} = ? and scope = ?", list(where))
+                for other, meta, _, text, first, _ in _stored_documents(
+                    conn, f"{session_sql()} = ? and scope = ?", list(where)
+                )
                 if (said := _stored_turn(meta)) is not None
-            ]  # fmt: skip
+            ]
         turns = sessions[where]
         mine = next((said, first) for other, said, first in turns if other == document_id)
         others = [(other, first) for other, said, first in turns if other != document_id]
@@ -223,8 +229,11 @@ def stale_quotes(conn, edited=None):
         if all(source is not None and not source[2] for source in sources):
             continue
         now = _requoted(sources, turns.get(where, []), document_id, first, edited) if edited else {}
-        found = [Quote(where, quoted, (document_id,), now.get(at))
-                 for at, (quoted, source) in enumerate(zip(quotes, sources)) if source is None or source[2]]  # fmt: skip
+        found = [
+            Quote(where, quoted, (document_id,), now.get(at))
+            for at, (quoted, source) in enumerate(zip(quotes, sources))
+            if source is None or source[2]
+        ]
         if len(found) > len(stale.get(document_id, ())):
             stale[document_id] = found
     return stale
@@ -314,8 +323,15 @@ def _requoted(sources, turns, document_id, first, edited):
         end = next((i for i in range(at, len(sources)) if sources[i] is not None), len(sources))
         low = sources[at - 1][0] if at else None
         high = sources[end][0] if end < len(sources) else first
-        places = [turn for turn in turns if (low is None or turn[0] > low) and turn[0] < high
-                  and turn[1] != document_id and turn[1] not in taken and edited(turn[1])]  # fmt: skip
+        places = [
+            turn
+            for turn in turns
+            if (low is None or turn[0] > low)
+            and turn[0] < high
+            and turn[1] != document_id
+            and turn[1] not in taken
+            and edited(turn[1])
+        ]
         if len(places) >= end - at:
             for i, turn in zip(range(at, end), places[len(places) - (end - at) :]):
                 if not turn[2]:  # a flagged turn is quoted by none
@@ -336,8 +352,15 @@ def _parse(context, speaker, lines):
         at = start + 1
         end = context.find("\n", at)
         line = context[at:] if end == -1 else context[at:end]
-        match = max((e for e in lines.get(line, ()) if context.startswith(e, at)
-                     and context[at + len(e) : at + len(e) + 1] in ("", "\n")), key=len, default=None)  # fmt: skip
+        match = max(
+            (
+                e
+                for e in lines.get(line, ())
+                if context.startswith(e, at) and context[at + len(e) : at + len(e) + 1] in ("", "\n")
+            ),
+            key=len,
+            default=None,
+        )
         if match is None:
             if run is None and not quotes and _time_line(line):
                 start = end  # one of its own resolved time phrases
@@ -359,7 +382,9 @@ def _time_line(line):
 def flagged(conn, document_id):
     """Whether the stored document `document_id` is flagged: a flagged turn is
     quoted by no other, whatever writes it again."""
-    return bool(conn.execute("select 1 from knowledge where document_id = ? and flagged limit 1", [document_id]).fetchone())
+    return bool(
+        conn.execute("select 1 from knowledge where document_id = ? and flagged limit 1", [document_id]).fetchone()
+    )
 
 
 def stored_turns(conn, session, scope, before_ids=()):
@@ -369,9 +394,11 @@ def stored_turns(conn, session, scope, before_ids=()):
     each turn's context comes from those stored before it. Turns whose `_id` is
     in `before_ids` (being written again) are left out."""
     rows = _stored_documents(
-        conn, f"{session_sql()} = ? and scope = ? and coalesce(external_id, '') not in (select value from json_each(?))",
-        [session, scope, json.dumps([str(i) for i in before_ids])], last=CONVERSATION_CONTEXT_TURNS,
-    )  # fmt: skip
+        conn,
+        f"{session_sql()} = ? and scope = ? and coalesce(external_id, '') not in (select value from json_each(?))",
+        [session, scope, json.dumps([str(i) for i in before_ids])],
+        last=CONVERSATION_CONTEXT_TURNS,
+    )
     turns = []
     for _, metadata, _, text, _, hidden in reversed(rows):
         turn = _stored_turn(metadata)

@@ -189,8 +189,14 @@ def relation(value, chunk_index=0):
             and all(kind is None or (isinstance(kind, str) and kind.strip()) for kind in types)
         ):
             to_type, from_type = (kind.strip() if kind else "entity" for kind in types)
-            return Relation(relation_type.strip(), to_name.strip(), from_name.strip() if from_name else None,
-                            chunk_index, to_type, from_type)  # fmt: skip
+            return Relation(
+                relation_type.strip(),
+                to_name.strip(),
+                from_name.strip() if from_name else None,
+                chunk_index,
+                to_type,
+                from_type,
+            )
     raise FieldError(
         "each of relations[] must be an object with 'type' and 'to' (and an optional 'from'; "
         "without it the relation starts at the record; optional 'to_type' and 'from_type' name the types)"

@@ -23,8 +23,14 @@ import numpy as np
 import xxhash
 
 from . import mentions
-from .config import (DEFAULT_EDGE_WEIGHT, DOCUMENT_TIE_WEIGHT, EDGE_TYPE_WEIGHTS,
-                     MENTION_MIN_CHARS, PPR_DAMPING, PPR_THETA)  # fmt: skip
+from .config import (
+    DEFAULT_EDGE_WEIGHT,
+    DOCUMENT_TIE_WEIGHT,
+    EDGE_TYPE_WEIGHTS,
+    MENTION_MIN_CHARS,
+    PPR_DAMPING,
+    PPR_THETA,
+)
 from .slots import DenseMap, Slots, Strings
 
 MAX_ITERATIONS = 20
@@ -75,14 +81,20 @@ class NameIndex:
 
     def candidates(self, key):
         h = _key_hash(key)
-        low, high = np.searchsorted(self.hashes, np.uint64(h), "left"), np.searchsorted(self.hashes, np.uint64(h), "right")
+        low, high = (
+            np.searchsorted(self.hashes, np.uint64(h), "left"),
+            np.searchsorted(self.hashes, np.uint64(h), "right"),
+        )
         found = self.entities[low:high].tolist()
         return found + self.recent.get(h, [])
 
     def to_arrays(self):
         self.merge()
-        return {"names.hashes": self.hashes, "names.entities": self.entities,
-                "names.lengths": np.array(sorted(self.lengths), dtype=np.int64)}  # fmt: skip
+        return {
+            "names.hashes": self.hashes,
+            "names.entities": self.entities,
+            "names.lengths": np.array(sorted(self.lengths), dtype=np.int64),
+        }
 
     def load(self, arrays):
         self.hashes, self.entities = arrays["names.hashes"].copy(), arrays["names.entities"].copy()
@@ -93,26 +105,46 @@ class EntityGraph:
     """Nodes, ties, relationships, documents and names of one brain."""
 
     def __init__(self):
-        self.nodes = Slots({"live": (np.bool_, ()), "chunk": (np.int64, ()), "entity": (np.int64, ()),
-                            "tag": (np.bool_, ())})  # fmt: skip
+        self.nodes = Slots(
+            {"live": (np.bool_, ()), "chunk": (np.int64, ()), "entity": (np.int64, ()), "tag": (np.bool_, ())}
+        )
         self.node_names = Strings()  # by node: the entity's name (None for a chunk)
         self.entity_types = Strings()  # by node: the entity's type
         self.node_of_entity = DenseMap()
         self.names = NameIndex()
         # per chunk slot, beside the chunk index's: its node, document and tie to its document's entity
-        self.chunks = Slots({"node": (np.int64, ()), "document": (np.int64, ()), "doc_tie": (np.int64, ()),
-                             "id": (np.int64, ())})  # fmt: skip
+        self.chunks = Slots(
+            {"node": (np.int64, ()), "document": (np.int64, ()), "doc_tie": (np.int64, ()), "id": (np.int64, ())}
+        )
         self._document_index = {}  # document_id -> index (built on first use after a load)
         self.document_ids = Strings()  # index -> document_id
         self.documents = Slots({"entity": (np.int64, ())})  # by index: its entity id, -1 for none
-        self.ties = Slots({"a": (np.int64, ()), "b": (np.int64, ()), "weight": (np.float64, ()),
-                           "owner": (np.int64, ()), "live": (np.bool_, ()), "mention": (np.bool_, ()),
-                           "edge_a": (np.int64, ()), "edge_b": (np.int64, ())})  # fmt: skip
+        self.ties = Slots(
+            {
+                "a": (np.int64, ()),
+                "b": (np.int64, ()),
+                "weight": (np.float64, ()),
+                "owner": (np.int64, ()),
+                "live": (np.bool_, ()),
+                "mention": (np.bool_, ()),
+                "edge_a": (np.int64, ()),
+                "edge_b": (np.int64, ()),
+            }
+        )
         # relationships by id: their ends, relation, the chunk that stated them, their ties
         self.edge_row = DenseMap()
-        self.edges = Slots({"id": (np.int64, ()), "a": (np.int64, ()), "b": (np.int64, ()), "kind": (np.int64, ()),
-                            "chunk": (np.int64, ()), "tie": (np.int64, ()), "ties": (np.int64, ()),
-                            "status": (np.int64, ())})  # fmt: skip
+        self.edges = Slots(
+            {
+                "id": (np.int64, ()),
+                "a": (np.int64, ()),
+                "b": (np.int64, ()),
+                "kind": (np.int64, ()),
+                "chunk": (np.int64, ()),
+                "tie": (np.int64, ()),
+                "ties": (np.int64, ()),
+                "status": (np.int64, ()),
+            }
+        )
         self.relations = {}  # relation type -> code
         self.aliases = {}  # entity id -> {relationship id: the entity it is an alias of}
         self.alias_edges = {}  # alias_of relationship id -> the entity it makes an alias
@@ -263,8 +295,9 @@ class EntityGraph:
         arrays["live"][nodes], arrays["chunk"][nodes], arrays["entity"][nodes] = True, slots, -1
         columns = self.chunks.arrays
         columns["node"][slots], columns["id"][slots], columns["doc_tie"][slots] = nodes, ids, -1
-        documents = np.array([self.document_index.get(d, -1) if d is not None else -1 for d in document_ids],
-                             dtype=np.int64)
+        documents = np.array(
+            [self.document_index.get(d, -1) if d is not None else -1 for d in document_ids], dtype=np.int64
+        )
         columns["document"][slots] = documents
         entities = self.documents.arrays["entity"][np.maximum(documents, 0)]
         ties = []
@@ -420,7 +453,9 @@ class EntityGraph:
         offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(starts, counts)
         ties, sides = tie_of[offsets], side_of[offsets]
         if self.recent_ties:
-            extra = [(i, tie, side) for i, node in enumerate(nodes.tolist()) for tie, side in self.recent_ties.get(node, ())]
+            extra = [
+                (i, tie, side) for i, node in enumerate(nodes.tolist()) for tie, side in self.recent_ties.get(node, ())
+            ]
             if extra:
                 where = np.concatenate([where, np.array([e[0] for e in extra], dtype=np.int64)])
                 ties = np.concatenate([ties, np.array([e[1] for e in extra], dtype=np.int64)])
@@ -438,7 +473,11 @@ class EntityGraph:
         node_entity, node_chunk = nodes.entity, nodes.chunk
 
         def name(node):
-            return ("entity", int(node_entity[node])) if node_entity[node] >= 0 else ("chunk", int(chunk_ids[node_chunk[node]]))
+            return (
+                ("entity", int(node_entity[node]))
+                if node_entity[node] >= 0
+                else ("chunk", int(chunk_ids[node_chunk[node]]))
+            )
 
         t = self.ties
         ties = sorted(
@@ -455,8 +494,13 @@ class EntityGraph:
                 for key in mentions.names_of(name_):
                     names.setdefault(key, []).append(entity_id)
         targets = {entity_id: self.alias_target(entity_id) for entity_id in entities}
-        return {"ties": ties, "names": {k: sorted(v) for k, v in names.items()}, "targets": targets,
-                "entities": sorted(entities), "dangling": self.dangling()}  # fmt: skip
+        return {
+            "ties": ties,
+            "names": {k: sorted(v) for k, v in names.items()},
+            "targets": targets,
+            "entities": sorted(entities),
+            "dangling": self.dangling(),
+        }
 
     def digest(self, chunk_ids):
         """A hash of `fingerprint`'s contents, computed in bulk."""
@@ -493,14 +537,21 @@ class EntityGraph:
         for name in ("node_names", "entity_types", "document_ids"):
             arrays.update(getattr(self, name).to_arrays(f"graph.{name}"))
         pointers, ties, sides, _ = self.adjacency
-        arrays.update({"graph.adjacency.pointers": pointers, "graph.adjacency.ties": ties, "graph.adjacency.sides": sides})
+        arrays.update(
+            {"graph.adjacency.pointers": pointers, "graph.adjacency.ties": ties, "graph.adjacency.sides": sides}
+        )
         arrays.update(self.names.to_arrays())
         return arrays
 
     def meta(self):
-        return {"relations": self.relations, "indexed_ties": self.adjacency[3] if self.adjacency else 0,
-                "recent_ties": [[node, tie, side] for node, held in self.recent_ties.items() for tie, side in held],
-                "aliases": [[entity, edge, target] for entity, held in self.aliases.items() for edge, target in held.items()]}  # fmt: skip
+        return {
+            "relations": self.relations,
+            "indexed_ties": self.adjacency[3] if self.adjacency else 0,
+            "recent_ties": [[node, tie, side] for node, held in self.recent_ties.items() for tie, side in held],
+            "aliases": [
+                [entity, edge, target] for entity, held in self.aliases.items() for edge, target in held.items()
+            ],
+        }
 
     @classmethod
     def from_arrays(cls, arrays, meta):
@@ -517,8 +568,12 @@ class EntityGraph:
         for entity, edge, target in meta["aliases"]:
             graph.aliases.setdefault(entity, {})[edge] = target
             graph.alias_edges[edge] = entity
-        graph.adjacency = (arrays["graph.adjacency.pointers"], arrays["graph.adjacency.ties"],
-                           arrays["graph.adjacency.sides"], meta["indexed_ties"])  # fmt: skip
+        graph.adjacency = (
+            arrays["graph.adjacency.pointers"],
+            arrays["graph.adjacency.ties"],
+            arrays["graph.adjacency.sides"],
+            meta["indexed_ties"],
+        )
         for node, tie, side in meta["recent_ties"]:
             graph.recent_ties.setdefault(node, []).append((tie, side))
         return graph
@@ -539,7 +594,9 @@ def _chunk_degree(graph, walk, nodes):
     is_chunk = chunk_slot >= 0
     where, other, chunk_slot = where[is_chunk], other[is_chunk], chunk_slot[is_chunk]
     own = graph.doc_nodes(chunk_slot) == np.asarray(nodes)[where]
-    pairs = np.unique(np.stack([where[~own], other[~own]]), axis=1) if (~own).any() else np.zeros((2, 0), dtype=np.int64)
+    pairs = (
+        np.unique(np.stack([where[~own], other[~own]]), axis=1) if (~own).any() else np.zeros((2, 0), dtype=np.int64)
+    )
     return np.bincount(pairs[0], minlength=len(nodes))
 
 
@@ -568,8 +625,11 @@ class Walk:
     def seen(self, ties):
         t = self.graph.ties
         owner = t.owner[ties]
-        return (self.node_visible(t.a[ties]) & self.node_visible(t.b[ties])
-                & ((owner < 0) | self.node_visible(np.maximum(owner, 0))))  # fmt: skip
+        return (
+            self.node_visible(t.a[ties])
+            & self.node_visible(t.b[ties])
+            & ((owner < 0) | self.node_visible(np.maximum(owner, 0)))
+        )
 
     def introduced(self, nodes):
         nodes = np.asarray(nodes, dtype=np.int64)
@@ -673,7 +733,11 @@ class Walk:
                 sources.append(todo[where])
                 targets.append(position[to] - 1)
                 chances.append(chance)
-                sources, targets, chances = [np.concatenate(sources)], [np.concatenate(targets)], [np.concatenate(chances)]
+                sources, targets, chances = (
+                    [np.concatenate(sources)],
+                    [np.concatenate(targets)],
+                    [np.concatenate(chances)],
+                )
             spread = np.bincount(targets[0], weights=chances[0] * scores[sources[0]], minlength=len(active))
             updated = (1 - damping) * restart + damping * (spread + scores[dangling].sum() * restart)
             converged = np.abs(updated - scores).sum() < TOLERANCE

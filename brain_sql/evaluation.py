@@ -26,8 +26,8 @@ from typing import Any
 
 from .connection import Connection
 from .errors import InputError
-from .querydoc import parse
 from .hybrid import finish, run_legs
+from .querydoc import parse
 from .schema import recorded_model
 
 MODES = ("full", "no_graph", "vector", "fts", "graph")
@@ -142,15 +142,26 @@ def _evaluate(conn, queries, qrels, k, now, progress, lines):
         legs = run_legs(conn, doc, model_id, with_graph=True)
         runs = {leg: legs.ranked.get(leg, []) for leg in ("vector", "fts", "graph")}
         without = dataclasses.replace(
-            legs, ranked={n: r for n, r in legs.ranked.items() if n != "graph"},
-            raw={n: r for n, r in legs.raw.items() if n != "graph"}, entity_seeds=[], entity_chunks={}, telemetry={},
-        )  # fmt: skip
-        runs["no_graph"] = [h["id"] for h in finish(conn, dataclasses.replace(doc, graph=False), without, model_id)["hits"]]
+            legs,
+            ranked={n: r for n, r in legs.ranked.items() if n != "graph"},
+            raw={n: r for n, r in legs.raw.items() if n != "graph"},
+            entity_seeds=[],
+            entity_chunks={},
+            telemetry={},
+        )
+        runs["no_graph"] = [
+            h["id"] for h in finish(conn, dataclasses.replace(doc, graph=False), without, model_id)["hits"]
+        ]
         full = finish(conn, doc, legs, model_id)
         abstained += full["decision"] == "low_confidence"
         runs["full"] = [h["id"] for h in full["hits"]]
-        line = {"query_id": qid, "text": queries[qid], "judged": sorted(d for d, g in qrels[qid].items() if g > 0),
-                "abstained": full["decision"] == "low_confidence", "ranked": {}}  # fmt: skip
+        line = {
+            "query_id": qid,
+            "text": queries[qid],
+            "judged": sorted(d for d, g in qrels[qid].items() if g > 0),
+            "abstained": full["decision"] == "low_confidence",
+            "ranked": {},
+        }
         for mode in MODES:
             ranked = line["ranked"][mode] = _documents(runs[mode], external, k)
             line[mode] = metrics(ranked, qrels[qid])

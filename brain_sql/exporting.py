@@ -40,6 +40,7 @@ left join documents d on d.document_id = r.document_id
 where r.document_id in (select value from json_each(:documents))
 order by r.document_id, r.relation_type, f.name, t.name"""
 
+
 def export(conn, progress=None):
     """Each document of the brain on `conn` as one JSON line (text ending in a
     newline) that ingest reads back into the same memories. `progress(done,

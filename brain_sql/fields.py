@@ -13,9 +13,16 @@ from .wording import shown
 
 TIME_FIELDS = ("observed_at", "valid_from", "valid_to", "expires_at", "created_at")
 TEXT_FIELDS = (
-    "source", "domain", "owner", "access", "node_kind", "lawful_basis", "region",
-    "knowledge_type", "supersedes",  # supersedes: the _id of the memory this one replaces
-)  # fmt: skip
+    "source",
+    "domain",
+    "owner",
+    "access",
+    "node_kind",
+    "lawful_basis",
+    "region",
+    "knowledge_type",
+    "supersedes",  # supersedes: the _id of the memory this one replaces
+)
 # Every input key that maps onto a knowledge column.
 FIELD_NAMES = TIME_FIELDS + TEXT_FIELDS + ("class", "scope", "confidence", "relevance_tier")
 
@@ -116,8 +123,11 @@ _INVISIBLE = re.compile(
 
 def _unseen(character):
     """Whether `character` shows as nothing, or as a space other than the plain one."""
-    return (unicodedata.category(character) == "Cf" or (character.isspace() and character != " ")
-            or _INVISIBLE.match(character) is not None)  # fmt: skip
+    return (
+        unicodedata.category(character) == "Cf"
+        or (character.isspace() and character != " ")
+        or _INVISIBLE.match(character) is not None
+    )
 
 
 def _character(character):

@@ -92,8 +92,11 @@ class Filters:
         """(column, operator, value) of each clause that restricts anything (on
         `columns` only, when given)."""
         bounds = self.bounds()
-        return [(column, operator, bounds[name]) for name, column, operator in CLAUSES
-                if name in bounds and (columns is None or column in columns)]  # fmt: skip
+        return [
+            (column, operator, bounds[name])
+            for name, column, operator in CLAUSES
+            if name in bounds and (columns is None or column in columns)
+        ]
 
     def sql(self, row=None):
         """(SQL condition, params) on vec_knowledge's columns, or with `row` on the

@@ -34,7 +34,9 @@ CHUNK_ROWS = (
 )
 TEXTS = 3  # title, content, context: the last columns of CHUNK_ROWS
 CHUNK_ROWS_WITHOUT_TEXT = CHUNK_ROWS.replace(", k.title, k.content, k.context", "")
-PARALLEL_BUILD_CHUNKS = 200_000  # a brain this big builds its postings in a second process (smaller: not worth its start)
+PARALLEL_BUILD_CHUNKS = (
+    200_000  # a brain this big builds its postings in a second process (smaller: not worth its start)
+)
 
 
 def build(state, conn):
@@ -64,9 +66,11 @@ def build(state, conn):
         for rows in _batches(conn.execute(rows_sql + " order by k.id")):
             put_chunks(state, rows, vectors, texts=not beside)
         del vectors
-        for rows in _batches(conn.execute(
-            "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"
-        )):  # fmt: skip
+        for rows in _batches(
+            conn.execute(
+                "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"
+            )
+        ):
             graph.put_edges(_ids(rows, "relationships", EDGE_IDS))
         graph.names.merge()
         graph.index_ties()
@@ -120,8 +124,11 @@ def _postings_beside(path, seq):
     handle, out = tempfile.mkstemp(prefix=".brain-postings-", dir=os.path.dirname(os.path.abspath(path)))
     os.close(handle)
     try:
-        process = subprocess.Popen([sys.executable, "-m", "brain_sql.follower", path, out],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        process = subprocess.Popen(
+            [sys.executable, "-m", "brain_sql.follower", path, out],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     except OSError:
         os.unlink(out)
         return None
@@ -177,6 +184,7 @@ def follow(state, conn):
     state.version += 1
     return False
 
+
 def apply(state, conn, changed):
     """Re-read the rows the log names and replace what the state held for them."""
     graph = state.graph
@@ -191,8 +199,15 @@ def apply(state, conn, changed):
         graph.put_entities([rows[i] for i in ids if i in rows])
     documents = set(changed.get("document", ()))
     if documents:
-        found = dict(_ids(_rows_by_id(conn, "select document_id, entity_id from documents where document_id in ({})",
-                                      sorted(documents)).values(), "documents", ENTITY_OF))  # fmt: skip
+        found = dict(
+            _ids(
+                _rows_by_id(
+                    conn, "select document_id, entity_id from documents where document_id in ({})", sorted(documents)
+                ).values(),
+                "documents",
+                ENTITY_OF,
+            )
+        )
         for document_id in documents:
             graph.set_document(document_id, found.get(document_id))
     if arrived:  # an entity back under its id: its documents' chunks tie to it again
@@ -213,9 +228,10 @@ def apply(state, conn, changed):
     if edge_ids:
         ids = sorted(edge_ids)
         rows = _rows_by_id(
-            conn, "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships "
-            "where id in ({})", ids,
-        )  # fmt: skip
+            conn,
+            "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships where id in ({})",
+            ids,
+        )
         edges = _ids([rows[i] for i in ids if i in rows], "relationships", EDGE_IDS)
         for edge_id in ids:
             graph.drop_edge(edge_id)
@@ -257,8 +273,10 @@ def _stored_vectors(conn, dimension, ids=None):
         batches = [vector_rows(conn, "embedding_int8", ids)]
     else:
         wanted = None if ids is None else set(ids)
-        batches = ([row for row in rows if wanted is None or row[0] in wanted]
-                   for rows in _batches(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge")))  # fmt: skip
+        batches = (
+            [row for row in rows if wanted is None or row[0] in wanted]
+            for rows in _batches(conn.execute("select knowledge_id, embedding_int8 from vec_knowledge"))
+        )
     found, matrices = [np.zeros(0, dtype=np.int64)], [np.zeros((0, dimension), dtype=np.int8)]
     for rows in batches:  # a batch's bytes at a time, never a million blobs at once
         found.append(np.array([i for i, _ in rows], dtype=np.int64))
@@ -279,8 +297,12 @@ def _positions(conn, ids, only=None):
         if only is None:
             rows = np.array(conn.execute(sql).fetchall(), dtype=np.int64).reshape(-1, 3)
         else:
-            rows = np.array(conn.execute(f"{sql} where rowid in (select value from json_each(?))",
-                                         [json.dumps(only.tolist())]).fetchall(), dtype=np.int64).reshape(-1, 3)  # fmt: skip
+            rows = np.array(
+                conn.execute(
+                    f"{sql} where rowid in (select value from json_each(?))", [json.dumps(only.tolist())]
+                ).fetchall(),
+                dtype=np.int64,
+            ).reshape(-1, 3)
     except Exception:  # noqa: BLE001 - another layout: fall back as documented
         rows = np.zeros((0, 3), dtype=np.int64)
     rows = rows[np.argsort(rows[:, 0], kind="stable")]
@@ -308,10 +330,12 @@ def _last_change(conn):
     """(the last change's seq, the brain's instance id, that change's stamp); seq
     None for a brain from before the change log, which cannot be followed."""
     try:
-        return tuple(conn.execute(
-            f"select (select coalesce(max(seq), 0) from {CHANGES_TABLE}), (select instance from {INSTANCE_TABLE}), "
-            f"(select stamp from {CHANGES_TABLE} order by seq desc limit 1)"
-        ).fetchone())  # fmt: skip
+        return tuple(
+            conn.execute(
+                f"select (select coalesce(max(seq), 0) from {CHANGES_TABLE}), (select instance from {INSTANCE_TABLE}), "
+                f"(select stamp from {CHANGES_TABLE} order by seq desc limit 1)"
+            ).fetchone()
+        )
     except Exception:  # noqa: BLE001 - no change log (or no instance yet, or no stamps): not followable
         return None, None, None
 

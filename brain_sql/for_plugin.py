@@ -8,41 +8,78 @@ with the plugin; datasette_brain imports nothing of brain_sql but the two faces
 import importlib
 from typing import Any
 
-from .config import ENTITY_PAGE_ROWS, EXPORTS_AT_ONCE, MAX_CONTENT_BYTES, MAX_EXTEND_DAYS, MAX_PAGE_ROWS
-from .config import FOLLOW_INTERVAL_SECONDS, FOLLOW_STALL_SECONDS, MAX_QUERY_CHARS, REPLICA_SYNC_INTERVAL
-from .config import configured_model
+from .config import (
+    ENTITY_PAGE_ROWS,
+    EXPORTS_AT_ONCE,
+    FOLLOW_INTERVAL_SECONDS,
+    FOLLOW_STALL_SECONDS,
+    MAX_CONTENT_BYTES,
+    MAX_EXTEND_DAYS,
+    MAX_PAGE_ROWS,
+    MAX_QUERY_CHARS,
+    REPLICA_SYNC_INTERVAL,
+    configured_model,
+)
 from .wording import counted, section, shown
 
 # the names that need the engines, loaded on first use (PEP 562): sqlite-utils imports
 # the brain's commands for every command it runs, and they name only the light ones above
 _MODULE_OF = {
-    "page_numbers": ".browse", "DECAY_BUCKETS": ".browse", "decay_counts_sql": ".browse", "decay_filter_sql": ".browse",
-    "decayed_selection": ".browse", "ensure_ready": ".copies", "is_copy": ".copies", "entity_links": ".extract",
-    "loads_json": ".fields", "unencodable": ".fields", "whole_number": ".fields",
-    "recall_params_error": ".functions", "derived_from_knowledge": ".schema",
-}  # fmt: skip
+    "page_numbers": ".browse",
+    "DECAY_BUCKETS": ".browse",
+    "decay_counts_sql": ".browse",
+    "decay_filter_sql": ".browse",
+    "decayed_selection": ".browse",
+    "ensure_ready": ".copies",
+    "is_copy": ".copies",
+    "entity_links": ".extract",
+    "loads_json": ".fields",
+    "unencodable": ".fields",
+    "whole_number": ".fields",
+    "recall_params_error": ".functions",
+    "derived_from_knowledge": ".schema",
+}
 # operations on a brain's rows, their faults named as the public face's are (brain_sql.faults)
 _OPERATIONS = ("decayed_facets", "examples")
 
 __all__ = [
     # bounds: request bodies and queries, pages of rows, exports at once, days a decayed memory is extended by
-    "MAX_CONTENT_BYTES", "MAX_QUERY_CHARS", "ENTITY_PAGE_ROWS", "MAX_PAGE_ROWS", "EXPORTS_AT_ONCE", "MAX_EXTEND_DAYS",
-    "page_numbers", "whole_number",
+    "MAX_CONTENT_BYTES",
+    "MAX_QUERY_CHARS",
+    "ENTITY_PAGE_ROWS",
+    "MAX_PAGE_ROWS",
+    "EXPORTS_AT_ONCE",
+    "MAX_EXTEND_DAYS",
+    "page_numbers",
+    "whole_number",
     # the defaults of `brain replicate` and `brain follow`; the model a new brain gets ($BRAIN_MODEL)
-    "REPLICA_SYNC_INTERVAL", "FOLLOW_INTERVAL_SECONDS", "FOLLOW_STALL_SECONDS", "configured_model",
+    "REPLICA_SYNC_INTERVAL",
+    "FOLLOW_INTERVAL_SECONDS",
+    "FOLLOW_STALL_SECONDS",
+    "configured_model",
     # the decayed-memory page and the decay facet of Datasette's table pages
-    "DECAY_BUCKETS", "decay_counts_sql", "decay_filter_sql", "decayed_selection", "decayed_facets",
+    "DECAY_BUCKETS",
+    "decay_counts_sql",
+    "decay_filter_sql",
+    "decayed_selection",
+    "decayed_facets",
     # the recall page's example queries: titles of the documents with the most sections
     "examples",
     # permissions: the tables whoever may not read `knowledge` may not read either
     "derived_from_knowledge",
     # a copy Litestream follows: telling one, and whether it may be read yet
-    "is_copy", "ensure_ready",
+    "is_copy",
+    "ensure_ready",
     # JSON as the brain reads it; entity links in a memory's text; the canned recall query's parameters
-    "loads_json", "unencodable", "entity_links", "recall_params_error",
+    "loads_json",
+    "unencodable",
+    "entity_links",
+    "recall_params_error",
     # the wording of messages and pages
-    "counted", "section", "shown",
-]  # fmt: skip
+    "counted",
+    "section",
+    "shown",
+]
 
 
 def __getattr__(name: str) -> Any:

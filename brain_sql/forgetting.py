@@ -123,7 +123,8 @@ def _forget(conn, ids, external_ids):
     validity.promote(conn, documents)  # a forgotten current version's latest earlier one is current again
     conn.execute("delete from knowledge where id in (select value from json_each(?))", (chunks["loose"],))
     conn.execute(
-        f"delete from {mentions.QUEUE_TABLE} where kind = 'chunk' and id in (select value from json_each(?))", (doomed_ids,)
+        f"delete from {mentions.QUEUE_TABLE} where kind = 'chunk' and id in (select value from json_each(?))",
+        (doomed_ids,),
     )
     orphans = [
         entity_id

@@ -26,8 +26,12 @@ SETTINGS = {
     "fts_context_weight": config.FTS_COLUMN_WEIGHTS[2],
 }
 # brain_allowed's columns: the QueryDoc field that sets each, and its bound
-ALLOWED = {"scope": ("scope", "scopes"), "class": ("classes", "classes"),
-           "source": ("sources", "sources"), "domain": ("domain", "domains")}  # fmt: skip
+ALLOWED = {
+    "scope": ("scope", "scopes"),
+    "class": ("classes", "classes"),
+    "source": ("sources", "sources"),
+    "domain": ("domain", "domains"),
+}
 
 
 def _recall_sql():
@@ -40,8 +44,19 @@ def _recall_sql():
 RECALL_SQL = _recall_sql()
 
 
-FILTER_FIELDS = ("scope", "classes", "sources", "source", "domain", "since", "until", "as_of", "now",
-                 "min_relevance", "include_decayed")  # fmt: skip
+FILTER_FIELDS = (
+    "scope",
+    "classes",
+    "sources",
+    "source",
+    "domain",
+    "since",
+    "until",
+    "as_of",
+    "now",
+    "min_relevance",
+    "include_decayed",
+)
 # the parameters of RECALL_SQL
 RECALL_PARAMS = ("q", "k", "scope", "classes", "sources", "domain", "since", "until", "as_of")
 
@@ -62,7 +77,7 @@ def request_filters(request):
     as comma-separated text or JSON arrays), as the SQL functions receive them."""
     values = json.loads(request) if request else {}
     if not isinstance(values, dict):
-        raise InputError("filters must be a JSON object of QueryDoc fields, such as {\"scope\": \"/acme\"}")
+        raise InputError('filters must be a JSON object of QueryDoc fields, such as {"scope": "/acme"}')
     others = sorted(set(values) - set(FILTER_FIELDS))
     if others:
         raise InputError(f"filters take {', '.join(FILTER_FIELDS)}; not {', '.join(others)}")

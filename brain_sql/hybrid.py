@@ -24,8 +24,8 @@ import numpy as np
 from . import bm25, embed, graph, lexical, quality, temporal
 from . import reach as reachable
 from . import state as read_state
-from .connection import Connection
 from .config import ABSTAIN_BELOW, EVIDENCE_CUTOFF, RECALL_CANDIDATES, RRF_K, requested_model
+from .connection import Connection
 from .filters import Filters
 from .fusion import boosted, fuse, fused, leg_weights, method
 from .querydoc import QueryDoc, parse
@@ -33,11 +33,31 @@ from .schema import check_model, recorded_model
 from .vectors import quantize_int8, vector_rows
 
 HIT_COLUMNS = (
-    "id", "title", "content", "class", "scope", "source", "domain", "node_kind", "lawful_basis",
-    "region", "heading_path", "source_path", "line_start", "line_end", "document_id", "external_id",
-    "observed_at", "expires_at", "relevance_tier", "confidence", "valid_from", "valid_to", "superseded_at",
+    "id",
+    "title",
+    "content",
+    "class",
+    "scope",
+    "source",
+    "domain",
+    "node_kind",
+    "lawful_basis",
+    "region",
+    "heading_path",
+    "source_path",
+    "line_start",
+    "line_end",
+    "document_id",
+    "external_id",
+    "observed_at",
+    "expires_at",
+    "relevance_tier",
+    "confidence",
+    "valid_from",
+    "valid_to",
+    "superseded_at",
     "superseded_by",
-)  # fmt: skip
+)
 
 
 @dataclass
@@ -123,8 +143,15 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
         # inside a transaction of its own, a connection may see rows the shared state does not
         reach = reachable.of(conn, filters) if conn.in_transaction else reachable.in_state(state, visible)
         index = None if conn.in_transaction else bm25.StateIndex(state, visible, conn)
-        legs = Legs(text=text, filters=filters, terms=bm25.TermStats(conn, reach, index), telemetry=telemetry,
-                    vectors=vectors, model_id=model_id, state=None if conn.in_transaction else state)  # fmt: skip
+        legs = Legs(
+            text=text,
+            filters=filters,
+            terms=bm25.TermStats(conn, reach, index),
+            telemetry=telemetry,
+            vectors=vectors,
+            model_id=model_id,
+            state=None if conn.in_transaction else state,
+        )
         t = legs.telemetry
         # the vector leg (numpy) runs beside the lexical one (SQLite): both let go of the GIL
         nearest = _VECTOR_LEGS.submit(_vector_leg, state, vectors, visible) if vectors.any() else None
@@ -139,7 +166,9 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
             legs.raw["vector"] = {h[0]: 1.0 - h[1] for h in hits}  # cosine similarity
         if with_graph:
             started = time.perf_counter()
-            passages = [(leg, item, legs.raw[leg][item]) for leg in ("vector", "fts") for item in legs.ranked.get(leg, [])]
+            passages = [
+                (leg, item, legs.raw[leg][item]) for leg in ("vector", "fts") for item in legs.ranked.get(leg, [])
+            ]
             hits, legs.entity_seeds = graph.walk_in(state, visible, legs.text, passages)
             legs.ranked["graph"] = [h[0] for h in hits]
             legs.raw["graph"] = {h[0]: h[1] for h in hits}
@@ -238,8 +267,9 @@ def _evidenced(conn, legs, ranked, fused_scores, confidence, k, cutoff):
     best = max(fused_scores.values(), default=0.0)
     while len(chosen) < k and at < len(ranked):
         batch = ranked[at : at + k]
-        standing = {item: (at + i + 1, fused_scores[item] / best if best > 0 else 0.0)
-                    for i, (item, _, _) in enumerate(batch)}  # fmt: skip
+        standing = {
+            item: (at + i + 1, fused_scores[item] / best if best > 0 else 0.0) for i, (item, _, _) in enumerate(batch)
+        }
         at += len(batch)
         evidence = quality.hit_relevance(conn, legs, standing, confidence)
         for entry in batch:
@@ -278,7 +308,9 @@ def _answer(conn, doc, legs, model_id, decision, hits, report, reason):
         message_key = "no_memories"
     message = None
     if reason:
-        message = REASONS[message_key].format(abstain=ABSTAIN_BELOW, tokens=t.get("first_hit_tokens"), budget=doc.max_tokens)
+        message = REASONS[message_key].format(
+            abstain=ABSTAIN_BELOW, tokens=t.get("first_hit_tokens"), budget=doc.max_tokens
+        )
     return {
         "decision": decision,
         "reason": reason,
@@ -309,7 +341,10 @@ def _only_decayed(conn, doc, legs, model_id):
     embedding, no graph), and their fused answer must be confident and led by a
     decayed memory. Run only for an empty answer."""
     wider = dataclasses.replace(doc, include_decayed=True)
-    if reachable.of(conn, Filters.from_querydoc(wider, legs.filters.since, legs.filters.until)).count <= legs.terms.reach.count:
+    if (
+        reachable.of(conn, Filters.from_querydoc(wider, legs.filters.since, legs.filters.until)).count
+        <= legs.terms.reach.count
+    ):
         return False  # nothing expired or archived in reach
     decayed = run_legs(conn, wider, model_id, with_graph=False, vectors=legs.vectors)
     fused = decayed.fuse()
@@ -335,8 +370,11 @@ def _rows(conn, ids, filters):
 def _boosted(fused, rows, now):
     """Re-sort by fused score nudged by recency and confidence (fusion.boosted)."""
     now_day = datetime.datetime.strptime(now, "%Y-%m-%d %H:%M:%S")
-    ranked = [(item, boosted(score, rows[item]["observed_at"], rows[item]["confidence"], now_day), ranks)
-              for item, score, ranks in fused if item in rows]  # fmt: skip
+    ranked = [
+        (item, boosted(score, rows[item]["observed_at"], rows[item]["confidence"], now_day), ranks)
+        for item, score, ranks in fused
+        if item in rows
+    ]
     ranked.sort(key=lambda r: (-r[1], r[0]))
     return ranked
 

@@ -185,7 +185,10 @@ def stems(words):
     conn = _tokenizer()
     conn.execute("insert into words (words) values ('delete-all')")
     conn.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(words)))
-    return {words[doc]: term_text(term) for term, doc in conn.execute("select cast(term as blob), doc from word_terms where offset = 0")}
+    return {
+        words[doc]: term_text(term)
+        for term, doc in conn.execute("select cast(term as blob), doc from word_terms where offset = 0")
+    }
 
 
 def phrase_terms(words):
@@ -193,7 +196,9 @@ def phrase_terms(words):
     conn = _tokenizer()
     conn.execute("insert into words (words) values ('delete-all')")
     conn.execute("insert into words (rowid, word) values (0, ?)", (" ".join(words),))
-    return tuple(term_text(term) for (term,) in conn.execute("select cast(term as blob) from word_terms order by offset"))
+    return tuple(
+        term_text(term) for (term,) in conn.execute("select cast(term as blob) from word_terms order by offset")
+    )
 
 
 def indexed_terms(text):
@@ -215,7 +220,9 @@ def terms_held(texts, terms):
     conn.execute("insert into words (words) values ('delete-all')")
     conn.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(texts)))
     for term in terms:
-        for (doc,) in conn.execute("select distinct doc from word_terms where term = cast(? as text)", (term_bytes(term),)):
+        for (doc,) in conn.execute(
+            "select distinct doc from word_terms where term = cast(? as text)", (term_bytes(term),)
+        ):
             held[doc].add(term)
     return held
 
@@ -254,7 +261,9 @@ def _terms_of(runs):
         cut = [[] for _ in other]
         conn = _tokenizer()
         conn.execute("insert into words (words) values ('delete-all')")
-        conn.executemany("insert into words (rowid, word) values (?, ?)", [(i, run.decode()) for i, run in enumerate(other)])
+        conn.executemany(
+            "insert into words (rowid, word) values (?, ?)", [(i, run.decode()) for i, run in enumerate(other)]
+        )
         for doc, term in conn.execute("select doc, cast(term as blob) from word_terms order by doc, offset"):
             cut[doc].append(term_text(term))
         remembered.update((run, terms[0] if len(terms) == 1 else tuple(terms)) for run, terms in zip(other, cut))

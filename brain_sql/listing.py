@@ -62,16 +62,19 @@ def listing_from_strings(values: Mapping[str, str | list[str] | None]) -> Listin
     """A Listing from text values ({name: [texts]}, as a query string gives them):
     lists comma-separated, as recall's query strings take them."""
     values = {name: given for name, given in values.items() if given not in (None, "", [], [""])}
-    raw = {name: (given[-1] if isinstance(given, list) else given) if name in ("page", "size") else given
-           for name, given in values.items()}  # fmt: skip
+    raw = {
+        name: (given[-1] if isinstance(given, list) else given) if name in ("page", "size") else given
+        for name, given in values.items()
+    }
     return _listing(raw, lambda filters: from_strings(filters, need_q=False))
 
 
 def _listing(raw, read_filters):
     unknown = sorted((name for name in raw if name not in NAMES), key=str)
     if unknown:
-        named = ", ".join(f"{str(n)[:40]} (did you mean {near}?)" if (near := _nearest(n)) else str(n)[:40]
-                          for n in unknown)  # fmt: skip
+        named = ", ".join(
+            f"{str(n)[:40]} (did you mean {near}?)" if (near := _nearest(n)) else str(n)[:40] for n in unknown
+        )
         raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {named}; a listing takes {', '.join(NAMES)}")
     doc = read_filters({name: value for name, value in raw.items() if name in FILTERS})
     paging = {"page": 1, "size": LIST_PAGE_ROWS}
@@ -108,8 +111,11 @@ def memories(conn: Connection, listing: Listing | dict[str, Any] | None = None) 
         if value is not None:
             where.append(f"[{column}] in (select value from json_each(:{name}))")
             params[name] = json.dumps(scope_ancestors(value) if name == "scope" else list(value))
-    for name, condition in (("domain", "domain = :domain"), ("since", "observed_at >= :since"),
-                            ("until", "observed_at < :until")):  # fmt: skip
+    for name, condition in (
+        ("domain", "domain = :domain"),
+        ("since", "observed_at >= :since"),
+        ("until", "observed_at < :until"),
+    ):
         if getattr(listing, name) is not None:
             where.append(condition)
             params[name] = getattr(listing, name)
@@ -118,9 +124,15 @@ def memories(conn: Connection, listing: Listing | dict[str, Any] | None = None) 
         "order by observed_at desc, id desc limit :limit offset :offset",
         {**params, "limit": listing.size + 1, "offset": (listing.page - 1) * listing.size},
     ).fetchall()
-    query = {name: list(value) if isinstance(value, tuple) else value
-             for name, value in vars(listing).items() if value is not None and name not in ("page", "size")}  # fmt: skip
+    query = {
+        name: list(value) if isinstance(value, tuple) else value
+        for name, value in vars(listing).items()
+        if value is not None and name not in ("page", "size")
+    }
     return {
         "memories": [dict(zip(HIT_COLUMNS, row)) for row in rows[: listing.size]],
-        "page": listing.page, "size": listing.size, "more": len(rows) > listing.size, "query": query,
-    }  # fmt: skip
+        "page": listing.page,
+        "size": listing.size,
+        "more": len(rows) > listing.size,
+        "query": query,
+    }

@@ -32,9 +32,15 @@ import numpy as np
 import xxhash
 
 from .config import (
-    MENTION_FTS_CANDIDATES, MENTION_FTS_RARE, MENTION_INDEX_CHARS_PER_NAME, MENTION_INDEX_REMEMBER_SECONDS,
-    MENTION_LOOKUP_CHUNKS, MENTION_MIN_CHARS, MENTION_SCAN_CHUNKS_PER_ENTITY, MENTION_SCAN_CHUNKS_PER_PHRASE,
-)  # fmt: skip
+    MENTION_FTS_CANDIDATES,
+    MENTION_FTS_RARE,
+    MENTION_INDEX_CHARS_PER_NAME,
+    MENTION_INDEX_REMEMBER_SECONDS,
+    MENTION_LOOKUP_CHUNKS,
+    MENTION_MIN_CHARS,
+    MENTION_SCAN_CHUNKS_PER_ENTITY,
+    MENTION_SCAN_CHUNKS_PER_PHRASE,
+)
 from .lexical import tokens
 from .schema import CHANGES_TABLE, MENTION_NAMES_SEEN_TABLE, MENTION_NAMES_TABLE, QUEUE_TABLE
 
@@ -169,8 +175,9 @@ class Names:
             current = dict(conn.execute(_NAMES))
             gone = set(self.names) - set(current)
         elif ids:
-            current = dict(conn.execute(f"{_NAMES} and e.id in (select value from json_each(?))",
-                                        [json.dumps(sorted(ids))]))  # fmt: skip
+            current = dict(
+                conn.execute(f"{_NAMES} and e.id in (select value from json_each(?))", [json.dumps(sorted(ids))])
+            )
             gone = ids - set(current)
         else:
             return
@@ -267,7 +274,8 @@ class Resolution:
         if since is not None:
             size = self.conn.execute(
                 "select coalesce(sum(length(k.content) + length(coalesce(k.title, ''))), 0) "
-                f"from knowledge k where {_IN}", [json.dumps(ids)]
+                f"from knowledge k where {_IN}",
+                [json.dumps(ids)],
             ).fetchone()[0]
             entities = self.conn.execute("select coalesce(max(id), 0) from entities").fetchone()[0]  # at least as many
             if size < MENTION_INDEX_CHARS_PER_NAME * entities:
@@ -376,9 +384,11 @@ class Resolution:
         """Write the mentions edges (from, entity named, chunk, document), each to the
         entity the named one stands for now (itself, or the one it is an alias of)."""
         targets = dict(self.conn.execute(_TARGETS, [json.dumps(sorted({named for _, named, _, _ in edges}))]))
-        rows = {(from_id, targets[named], knowledge_id, document_id)
-                for from_id, named, knowledge_id, document_id in edges
-                if named in targets and targets[named] != from_id}  # fmt: skip
+        rows = {
+            (from_id, targets[named], knowledge_id, document_id)
+            for from_id, named, knowledge_id, document_id in edges
+            if named in targets and targets[named] != from_id
+        }
         cursor = self.conn.executemany(
             "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, "
             f"knowledge_id, document_id) values (?, ?, '{MENTIONS}', ?, ?)",
@@ -395,9 +405,11 @@ class Resolution:
 
 def _edges(rows, names):
     """(from, entity named, chunk, document) of the `_CHUNKS` rows naming `names`."""
-    return {(from_id, named, knowledge_id, document_id)
-            for knowledge_id, document_id, from_id, text in rows
-            for named in names.found(text)}  # fmt: skip
+    return {
+        (from_id, named, knowledge_id, document_id)
+        for knowledge_id, document_id, from_id, text in rows
+        for named in names.found(text)
+    }
 
 
 def _passed(deadline):
@@ -492,7 +504,7 @@ def follow_names(conn, deadline=None):
     while True:
         seq, stamp, keys, rebuilt = conn.execute(
             f"select seq, stamp, keys, rebuilt from {MENTION_NAMES_SEEN_TABLE}"
-        ).fetchone() or (0, None, None, None)  # fmt: skip
+        ).fetchone() or (0, None, None, None)
         follows, last = _log_follows(conn, (seq, stamp))
         if keys != NAME_KEYS_VERSION or not follows:
             _seen(conn, last, rebuilt=0)
@@ -578,8 +590,10 @@ def _seen(conn, position, rebuilt=None):
     """Where the index has looked: the change log up to `position` (seq, stamp);
     entity ids up to `rebuilt` while it is made again (None: all)."""
     conn.execute(f"delete from {MENTION_NAMES_SEEN_TABLE}")
-    conn.execute(f"insert into {MENTION_NAMES_SEEN_TABLE} (seq, stamp, keys, rebuilt) values (?, ?, ?, ?)",
-                 (*position, NAME_KEYS_VERSION, rebuilt))  # fmt: skip
+    conn.execute(
+        f"insert into {MENTION_NAMES_SEEN_TABLE} (seq, stamp, keys, rebuilt) values (?, ?, ?, ?)",
+        (*position, NAME_KEYS_VERSION, rebuilt),
+    )
 
 
 def _index_position(conn):

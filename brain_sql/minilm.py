@@ -128,10 +128,12 @@ def _model_proto():
     node.field.add(name="input", number=1, type=field.TYPE_STRING, label=field.LABEL_REPEATED)
     node.field.add(name="output", number=2, type=field.TYPE_STRING, label=field.LABEL_REPEATED)
     node.field.add(name="op_type", number=4, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
-    graph.field.add(name="node", number=1, type=field.TYPE_MESSAGE, type_name=".brain_onnx.NodeProto",
-                    label=field.LABEL_REPEATED)  # fmt: skip
-    model.field.add(name="graph", number=7, type=field.TYPE_MESSAGE, type_name=".brain_onnx.GraphProto",
-                    label=field.LABEL_OPTIONAL)  # fmt: skip
+    graph.field.add(
+        name="node", number=1, type=field.TYPE_MESSAGE, type_name=".brain_onnx.NodeProto", label=field.LABEL_REPEATED
+    )
+    model.field.add(
+        name="graph", number=7, type=field.TYPE_MESSAGE, type_name=".brain_onnx.GraphProto", label=field.LABEL_OPTIONAL
+    )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(schema)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("brain_onnx.ModelProto"))

@@ -13,8 +13,8 @@ from typing import Callable
 
 import numpy as np
 
-from .config import DEFAULT_MODEL
 from . import minilm
+from .config import DEFAULT_MODEL
 from .errors import ModelError
 from .hookspecs import hookimpl
 

@@ -23,9 +23,13 @@ from typing import Any
 from . import mentions, validity
 from . import state as read_state
 from .config import (
-    CHANGE_LOG_KEEP, INGEST_BATCH_DOCUMENTS, INGEST_PAUSE_SECONDS, INGEST_TRANSACTION_SECONDS, MAX_CONTENT_BYTES,
+    CHANGE_LOG_KEEP,
+    INGEST_BATCH_DOCUMENTS,
+    INGEST_PAUSE_SECONDS,
+    INGEST_TRANSACTION_SECONDS,
+    MAX_CONTENT_BYTES,
     MAX_TITLE_CHARS,
-)  # fmt: skip
+)
 from .connection import Connection, atomic, sqlite3
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError, IngestFormat
@@ -37,7 +41,6 @@ from .schema import is_brain, migrate, prune_changes, recorded_model
 from .vectors import insert_vectors, storage_vectors, stored_vector
 from .wording import counted
 from .writer import CHUNKS_PER_INSERT, DocumentWriter, chunk_text, content_hash, may_exist
-
 
 # While a batch is embedded, progress is reported this often; its text is embedded
 # this many texts at a time, so that there is progress to report (MiniLM takes
@@ -66,11 +69,18 @@ class IngestReport:
         """What a remember of these records answers, over HTTP, MCP and `remember --json`
         alike: `ids` per record, documents added, updated and unchanged, and chunks."""
         return {
-            "ok": True, "ids": ids, "added": self.documents_added, "updated": self.documents_updated,
+            "ok": True,
+            "ids": ids,
+            "added": self.documents_added,
+            "updated": self.documents_updated,
             "unchanged": self.documents_unchanged,
-            "chunks": {"added": self.chunks_added, "updated": self.chunks_updated,
-                       "unchanged": self.chunks_unchanged, "removed": self.chunks_removed},
-        }  # fmt: skip
+            "chunks": {
+                "added": self.chunks_added,
+                "updated": self.chunks_updated,
+                "unchanged": self.chunks_unchanged,
+                "removed": self.chunks_removed,
+            },
+        }
 
     def summary(self) -> str:
         """One line: files, documents, chunks, entities and relationships, what was skipped, the time."""
@@ -96,13 +106,17 @@ def discover(
             # a folder that cannot be read is reported, not passed over in silence
             for folder, folders, names in os.walk(path, onerror=lambda ex: errors.append(_unreadable(ex))):
                 folders[:] = sorted(f for f in folders if not f.startswith("."))
-                found += [Path(folder) / n for n in names if not n.startswith(".") and Path(n).suffix.lower() in formats]
+                found += [
+                    Path(folder) / n for n in names if not n.startswith(".") and Path(n).suffix.lower() in formats
+                ]
             files += [(str(child), formats[child.suffix.lower()]) for child in sorted(found)]
         elif path.is_file():
             if path.suffix.lower() in formats:
                 files.append((str(path), formats[path.suffix.lower()]))
             else:
-                errors.append(IngestError(str(path), None, f"unsupported file type; ingest takes {', '.join(sorted(formats))}"))
+                errors.append(
+                    IngestError(str(path), None, f"unsupported file type; ingest takes {', '.join(sorted(formats))}")
+                )
         else:
             errors.append(IngestError(str(path), None, "no such file or folder"))
     return files, errors
@@ -272,10 +286,11 @@ def _stored_as(conn, document, number):
     ]
     if len(stored) > 1 and document.document_id not in stored:
         return IngestError(
-            "remember", document.line,
+            "remember",
+            document.line,
             f"record {number}: _id {document.external_id!r} is stored in {len(stored)} documents "
             f"({', '.join(stored[:3])}{' …' if len(stored) > 3 else ''}): forget all but one of them first",
-        )  # fmt: skip
+        )
     if len(stored) == 1:
         document.document_id = stored[0]
     return document
@@ -292,7 +307,9 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
         seen, failed = {}, False
         sessions = Sessions(hidden=partial(flagged, pipeline.conn))
         for item in _read(path, fmt):
-            item = _accept(item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id, extractors, sessions)
+            item = _accept(
+                item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id, extractors, sessions
+            )
             if isinstance(item, IngestError):
                 report.errors.append(item)
                 failed = True
@@ -380,7 +397,9 @@ def _accept(item, defaults, seen, model_id, extractors, sessions):
     if item.document_id in seen:
         if seen[item.document_id] == digest:
             return None
-        return IngestError(item.source_path, item.line, f"repeats the id of an earlier record with other content: {item.external_id}")
+        return IngestError(
+            item.source_path, item.line, f"repeats the id of an earlier record with other content: {item.external_id}"
+        )
     seen[item.document_id] = digest
     item.digest = digest
     return item
@@ -405,8 +424,7 @@ def _prepare(document, defaults, extractors, sessions):
         document.relations = document.relations + list(extractor(document))
     sessions.add(document)
     if not document.title and (
-        document.entities or document.aliases or document.tags
-        or any(r.from_name is None for r in document.relations)
+        document.entities or document.aliases or document.tags or any(r.from_name is None for r in document.relations)
     ):
         return error("entities, tags, aliases and relations need a title: the title names the record in the graph")
     return document
@@ -415,21 +433,32 @@ def _prepare(document, defaults, extractors, sessions):
 def _document_hash(document, model_id):
     return content_hash(
         json.dumps(
-            [model_id, document.title, document.external_id, document.fields, document.tags,
-             document.aliases, document.metadata, document.entities,
-             [_given(r, _DEFAULTS["relation"]) for r in document.relations],
-             # a turn's context leaves it out: the quotes in it follow forgets, flags and
-             # corrections in place (writer.restate), which an unchanged file must not undo
-             [_given(c, _DEFAULTS["chunk"]) for c in document.chunks]],
-            sort_keys=True, default=str,
+            [
+                model_id,
+                document.title,
+                document.external_id,
+                document.fields,
+                document.tags,
+                document.aliases,
+                document.metadata,
+                document.entities,
+                [_given(r, _DEFAULTS["relation"]) for r in document.relations],
+                # a turn's context leaves it out: the quotes in it follow forgets, flags and
+                # corrections in place (writer.restate), which an unchanged file must not undo
+                [_given(c, _DEFAULTS["chunk"]) for c in document.chunks],
+            ],
+            sort_keys=True,
+            default=str,
         )
-    )  # fmt: skip
+    )
 
 
 # what an exported record alone gives a chunk or a relation, at the value every other
 # input leaves it: left out of the hash, so that such a document hashes as it always has
-_DEFAULTS = {"chunk": {"memory_id": None, "fields": {}, "flagged": False, "context": object()},
-             "relation": {"from_type": "entity"}}  # fmt: skip
+_DEFAULTS = {
+    "chunk": {"memory_id": None, "fields": {}, "flagged": False, "context": object()},
+    "relation": {"from_type": "entity"},
+}
 
 
 def _given(item, defaults):
@@ -567,10 +596,12 @@ class _Pipeline:
         elif before and before <= set(doomed):
             refused = {root: doomed}
         else:
-            paths = dict(self.conn.execute(
-                "select document_id, source_path from documents where document_id in (select value from json_each(?))",
-                [json.dumps(doomed)],
-            ).fetchall())  # fmt: skip
+            paths = dict(
+                self.conn.execute(
+                    "select document_id, source_path from documents where document_id in (select value from json_each(?))",
+                    [json.dumps(doomed)],
+                ).fetchall()
+            )
             refused, emptied = {}, {}  # emptied: {a gone file's folder: _emptied_folder of it}
             for document_id in doomed:
                 folder = os.path.dirname(paths.get(document_id) or root)
@@ -586,12 +617,16 @@ class _Pipeline:
         """Why the documents of `folder` were not pruned."""
         memories, files = self.conn.execute(
             "select count(*), count(distinct source_path) from knowledge "
-            "where document_id in (select value from json_each(?))", [json.dumps(documents)]
+            "where document_id in (select value from json_each(?))",
+            [json.dumps(documents)],
         ).fetchone()
         lost = "the one memory" if memories == 1 else f"all {memories:,} memories"
         gone = "its one file is" if files == 1 else f"all {files:,} of its files are"
-        why = (f"that would remove {lost} it held before this ingest, as {gone} gone" if whole_root
-               else f"the folder is there but holds nothing to ingest, and that would remove {lost} from it")
+        why = (
+            f"that would remove {lost} it held before this ingest, as {gone} gone"
+            if whole_root
+            else f"the folder is there but holds nothing to ingest, and that would remove {lost} from it"
+        )
         return (
             f"nothing under {folder} was pruned: {why} (an unmounted drive, a sync that failed?); look at the "
             f"folder, {'' if whole_root else 'delete it if its notes are meant to go, '}or prune with --prune-all "

@@ -127,7 +127,10 @@ class _Held:
         self.given = slots is not None
         if self.given:
             order = np.argsort(slots, kind="stable")
-            self.slots_, self.frequencies_ = np.asarray(slots, np.int64)[order], np.asarray(frequencies, np.float64)[order]
+            self.slots_, self.frequencies_ = (
+                np.asarray(slots, np.int64)[order],
+                np.asarray(frequencies, np.float64)[order],
+            )
         self.count = len(self.slots_) if self.given else sum(b - a for _, a, b, _ in self.pieces)
 
     def slots(self):
@@ -298,11 +301,18 @@ class Postings:
             # found is by term (its own numbering) then row: put its terms in our order
             count = np.bincount(found.term, minlength=len(number))
             order = np.argsort(number)
-            at = np.repeat(np.cumsum(count) - count - (np.cumsum(count[order]) - count[order])[np.argsort(order)], count)
+            at = np.repeat(
+                np.cumsum(count) - count - (np.cumsum(count[order]) - count[order])[np.argsort(order)], count
+            )
             by_number = np.empty(len(at), dtype=np.int64)
             by_number[np.arange(len(at)) - at] = np.arange(len(at))
             row = found.row[by_number]
-            self._append(number[found.term[by_number]], slots[start:end][row], found.weight[by_number].astype(np.uint32), found.tokens[row])
+            self._append(
+                number[found.term[by_number]],
+                slots[start:end][row],
+                found.weight[by_number].astype(np.uint32),
+                found.tokens[row],
+            )
         if len(slots):
             self.size = int(slots[-1]) + 1
         if len(rows) >= BATCH and self.segments:  # many rows: one segment, as fewer make searches quicker
@@ -407,7 +417,8 @@ class Postings:
         weights = {p: idf(view.rows, view.count(held[p])) for p in distinct}
         scorer = _Scorer(phrases, held, weights, lengths, avgdl)
         required, any_of, excluded = (
-            list(dict.fromkeys(_phrase_terms(tuple(w)) for w in part)) for part in (match.required, match.any_of, match.excluded)
+            list(dict.fromkeys(_phrase_terms(tuple(w)) for w in part))
+            for part in (match.required, match.any_of, match.excluded)
         )
         if required:
             slots, scores = _all_of(required, excluded, view, scorer)
@@ -505,8 +516,15 @@ def _merge(a, b):
     peak[in_a], shortest[in_a] = a.peak, a.shortest
     peak[in_b], shortest[in_b] = np.maximum(peak[in_b], b.peak), np.minimum(shortest[in_b], b.shortest)
     return _Segment(
-        a.block, terms=terms.astype(np.int32), starts=starts, low=low, units=units, wide_at=wide_at[order],
-        wide_units=np.concatenate((a.wide_units, b.wide_units))[order], peak=peak, shortest=shortest,
+        a.block,
+        terms=terms.astype(np.int32),
+        starts=starts,
+        low=low,
+        units=units,
+        wide_at=wide_at[order],
+        wide_units=np.concatenate((a.wide_units, b.wide_units))[order],
+        peak=peak,
+        shortest=shortest,
     )
 
 
@@ -626,7 +644,9 @@ def _max_score(any_of, excluded, view, scorer, n):
     partial, seen = np.zeros(view.size), np.zeros(view.size, dtype=bool)
 
     def add(p, slots, frequencies):
-        partial[slots] += times[p] * idf[p] * saturation(frequencies, scorer.lengths[slots].astype(np.float64), scorer.avgdl)
+        partial[slots] += (
+            times[p] * idf[p] * saturation(frequencies, scorer.lengths[slots].astype(np.float64), scorer.avgdl)
+        )
 
     def best(candidates):
         """The `n` of distinct `candidates` with the highest partial scores, and the
@@ -648,7 +668,9 @@ def _max_score(any_of, excluded, view, scorer, n):
         seen[slots] = True
         read += 1
         # the best so far among the rows scored before and those this phrase added to
-        elsewhere = top[slots[np.minimum(np.searchsorted(slots, top), max(len(slots) - 1, 0))] != top] if len(slots) else top
+        elsewhere = (
+            top[slots[np.minimum(np.searchsorted(slots, top), max(len(slots) - 1, 0))] != top] if len(slots) else top
+        )
         top, threshold = best(np.concatenate((elsewhere, slots)))
     candidates = np.sort(np.concatenate(found)) if found else np.zeros(0, np.int64)
     for i in range(read, len(ordered) + 1):

@@ -60,7 +60,8 @@ def _indexed_terms(conn, knowledge_id):
     same tokenizer the index uses (the index's own per-document lists are slow to
     read: fts5vocab scans each term's postings)."""
     row = conn.execute(
-        "select coalesce(title, ''), content || char(10) || coalesce(context, '') from knowledge where id = ?", (knowledge_id,)
+        "select coalesce(title, ''), content || char(10) || coalesce(context, '') from knowledge where id = ?",
+        (knowledge_id,),
     ).fetchone()
     return lexical.indexed_terms(row[0] + "\n" + row[1]) if row else set()
 
@@ -182,25 +183,38 @@ class Evidence:
     def features(self):
         """{name: value} of what the relevance model reads (config.RELEVANCE_MODEL's names)."""
         return {
-            "terms": self.terms, "similarity": self.similarity, "entities": self.entities or 0.0,
-            "names_entities": float(self.entities is not None), "inverse_rank": 1.0 / self.fused_rank,
-            "fused_share": self.fused_share, "lexical_share": self.lexical_share, "confidence": self.confidence,
-        }  # fmt: skip
+            "terms": self.terms,
+            "similarity": self.similarity,
+            "entities": self.entities or 0.0,
+            "names_entities": float(self.entities is not None),
+            "inverse_rank": 1.0 / self.fused_rank,
+            "fused_share": self.fused_share,
+            "lexical_share": self.lexical_share,
+            "confidence": self.confidence,
+        }
 
     @property
     def relevance(self):
         return relevance(self.features())
 
     def report(self):
-        values = {"terms": self.terms, "similarity": self.similarity, "entities": self.entities,
-                  "fused_share": self.fused_share, "lexical_share": self.lexical_share, "strength": self.strength}
+        values = {
+            "terms": self.terms,
+            "similarity": self.similarity,
+            "entities": self.entities,
+            "fused_share": self.fused_share,
+            "lexical_share": self.lexical_share,
+            "strength": self.strength,
+        }
         report = {name: round(value, 4) if value is not None else None for name, value in values.items()}
         return {**report, "matched": list(self.matched), "tied": list(self.tied), "fused_rank": self.fused_rank}
 
 
 def relevance(features):
     """The relevance model: a probability from {name: value} (Evidence.features)."""
-    logit = RELEVANCE_MODEL["bias"] + sum(weight * features[name] for name, weight in RELEVANCE_MODEL["weights"].items())
+    logit = RELEVANCE_MODEL["bias"] + sum(
+        weight * features[name] for name, weight in RELEVANCE_MODEL["weights"].items()
+    )
     return 1.0 / (1.0 + math.exp(-logit))
 
 
@@ -213,11 +227,13 @@ def hit_relevance(conn, legs, standing, confidence):
     idf = legs.terms.query_idf(legs.text)
     total = sum(idf.values())
     words = _searched_words(legs.text, idf)
-    texts = dict(conn.execute(
-        "select id, coalesce(title, '') || char(10) || content || char(10) || coalesce(context, '') from knowledge "
-        "where id in (select value from json_each(?))",
-        [json.dumps(ids)],
-    ).fetchall())  # fmt: skip
+    texts = dict(
+        conn.execute(
+            "select id, coalesce(title, '') || char(10) || content || char(10) || coalesce(context, '') from knowledge "
+            "where id in (select value from json_each(?))",
+            [json.dumps(ids)],
+        ).fetchall()
+    )
     similarities = _similarities(conn, legs, ids)
     low, high = SIMILARITY_RANGE
     named = legs.entity_chunks
@@ -235,13 +251,16 @@ def hit_relevance(conn, legs, standing, confidence):
         entities = sum(ties.values()) / len(named) if named else None
         rank, share = standing[item]
         found[item] = Evidence(
-            terms, similarity, entities,
+            terms,
+            similarity,
+            entities,
             matched=tuple(word for word, stem in words if stem in holds),
             tied=tuple(names.get(entity, str(entity)) for entity, tie in ties.items() if tie),
-            fused_rank=rank, fused_share=share,
+            fused_rank=rank,
+            fused_share=share,
             lexical_share=bm25[item] / best_bm25 if item in bm25 and best_bm25 > 0 else 0.0,
             confidence=confidence,
-        )  # fmt: skip
+        )
     return found
 
 
@@ -262,8 +281,13 @@ def _searched_words(text, idf):
 
 def _entity_names(conn, named):
     """{entity id: name} of the entities the query names."""
-    rows = conn.execute("select id, name from entities where id in (select value from json_each(?))",
-                        [json.dumps(sorted(named))]) if named else []  # fmt: skip
+    rows = (
+        conn.execute(
+            "select id, name from entities where id in (select value from json_each(?))", [json.dumps(sorted(named))]
+        )
+        if named
+        else []
+    )
     return dict(rows)
 
 
@@ -289,7 +313,9 @@ def _similarities(conn, legs, ids):
         query = quantize_int8(legs.vectors)[0].tobytes()
         if legs.state is not None:  # the read state holds them, and computes vec0's distance
             with legs.state.lock:
-                known.update({item: 1.0 - distance for item, distance in legs.state.chunks.distances(query, missing).items()})
+                known.update(
+                    {item: 1.0 - distance for item, distance in legs.state.chunks.distances(query, missing).items()}
+                )
             missing = [item for item in missing if item not in known]
         rows = vector_rows(conn, "vec_distance_cosine(embedding_int8, vec_int8(?))", missing, [query])
         known.update({item: 1.0 - distance for item, distance in rows if distance is not None})

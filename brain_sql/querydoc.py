@@ -67,25 +67,47 @@ class QueryDoc:
     since: str | None = _about("observed at or after: an ISO time, or relative such as -30d", shape="time")
     until: str | None = _about("observed before: an ISO time, or relative such as -1w", shape="time")
     now: str | None = _about("a fixed evaluation time (ISO): same inputs and now, same answer", shape="time")
-    as_of: str | None = _about("what was true then: memories valid at this time and not yet superseded (an ISO time, "
-                               "or relative such as -30d); default now", "valid as of", shape="time")
-    min_relevance: int | None = _about("the lowest relevance tier, 0 (archived) to 3 (pinned); default 1, or 0 when "
-                                       "decayed memories are included", "lowest relevance tier", bounds=(0, 3))
-    include_decayed: bool = _about("include expired and archived memories", "include expired and archived memories",
-                                   default=False)
+    as_of: str | None = _about(
+        "what was true then: memories valid at this time and not yet superseded (an ISO time, "
+        "or relative such as -30d); default now",
+        "valid as of",
+        shape="time",
+    )
+    min_relevance: int | None = _about(
+        "the lowest relevance tier, 0 (archived) to 3 (pinned); default 1, or 0 when decayed memories are included",
+        "lowest relevance tier",
+        bounds=(0, 3),
+    )
+    include_decayed: bool = _about(
+        "include expired and archived memories", "include expired and archived memories", default=False
+    )
     graph: bool = _about("follow the entity graph: the graph leg", "follow the entity graph", default=True)
-    provenance: bool = _about("give each hit's provenance: where it came from and how each search found it",
-                              "show where each hit came from", default=True)
-    prf: bool = _about("expand the query with words from its top hits when that may find more",
-                       "expand the query with related words", default=True)
+    provenance: bool = _about(
+        "give each hit's provenance: where it came from and how each search found it",
+        "show where each hit came from",
+        default=True,
+    )
+    prf: bool = _about(
+        "expand the query with words from its top hits when that may find more",
+        "expand the query with related words",
+        default=True,
+    )
     mmr: bool = _about("diversify the hits with MMR", "diversify the hits", default=False)
-    mmr_lambda: float = _about("MMR's balance of relevance (1) and diversity (0), 0 to 1", "diversity weight",
-                               default=MMR_LAMBDA, bounds=(0, 1))
-    max_tokens: int | None = _about("pack hits, in rank order, into this many tokens", "token budget",
-                                    bounds=(1, 1_000_000))
+    mmr_lambda: float = _about(
+        "MMR's balance of relevance (1) and diversity (0), 0 to 1",
+        "diversity weight",
+        default=MMR_LAMBDA,
+        bounds=(0, 1),
+    )
+    max_tokens: int | None = _about(
+        "pack hits, in rank order, into this many tokens", "token budget", bounds=(1, 1_000_000)
+    )
     # leave out hits with no evidence for the query (config.EVIDENCE_CUTOFF)
-    cutoff: bool = _about("leave out hits with no evidence for the query; false returns all k hits",
-                          "leave out hits with no evidence", default=True)
+    cutoff: bool = _about(
+        "leave out hits with no evidence for the query; false returns all k hits",
+        "leave out hits with no evidence",
+        default=True,
+    )
 
 
 def _fields(doc_class=QueryDoc):
@@ -110,21 +132,39 @@ NAMES = set(BY_NAME) | set(ALSO)
 GIVEN_AS = {name: (name, *(also for also, field in ALSO.items() if field == name)) for name in BY_NAME}
 # names other tools give these fields, suggested when a request uses them
 ALIASES = {
-    "query": "q", "question": "q", "text": "q", "prompt": "q", "search": "q",
-    "limit": "k", "top_k": "k", "topk": "k", "top_n": "k", "n": "k",
-    "class": "classes", "kind": "classes", "namespace": "scope",
-    "from": "since", "after": "since", "to": "until", "before": "until",
-    "at": "as_of", "asof": "as_of", "valid_at": "as_of", "point_in_time": "as_of",
-    "token_budget": "max_tokens", "budget": "max_tokens", "diversity": "mmr", "expand": "prf",
-    "threshold": "cutoff", "min_score": "cutoff",
-}  # fmt: skip
+    "query": "q",
+    "question": "q",
+    "text": "q",
+    "prompt": "q",
+    "search": "q",
+    "limit": "k",
+    "top_k": "k",
+    "topk": "k",
+    "top_n": "k",
+    "n": "k",
+    "class": "classes",
+    "kind": "classes",
+    "namespace": "scope",
+    "from": "since",
+    "after": "since",
+    "to": "until",
+    "before": "until",
+    "at": "as_of",
+    "asof": "as_of",
+    "valid_at": "as_of",
+    "point_in_time": "as_of",
+    "token_budget": "max_tokens",
+    "budget": "max_tokens",
+    "diversity": "mmr",
+    "expand": "prf",
+    "threshold": "cutoff",
+    "min_score": "cutoff",
+}
 TRUE_WORDS, FALSE_WORDS = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 FIELD_TYPES = {name: BY_NAME[ALSO.get(name, name)].type for name in NAMES}
 
 
-def from_strings(
-    values: Mapping[str, Any], need_q: bool = True, comma_lists: bool = True
-) -> QueryDoc:
+def from_strings(values: Mapping[str, Any], need_q: bool = True, comma_lists: bool = True) -> QueryDoc:
     """A QueryDoc from {field: text or [texts]}: whole numbers, true/false words,
     numbers and lists are read by the field's type; a repeated single-valued field
     takes its last value. With `comma_lists` (query strings, SQL arguments) list
@@ -212,7 +252,9 @@ def parse(raw: QueryDoc | dict[str, Any], need_q: bool = True) -> QueryDoc:
         raise QueryError("the query must be a JSON object with at least 'q'")
     unknown = sorted(set(raw) - NAMES, key=str)
     if unknown:
-        named = ", ".join(f"{name} (did you mean {near}?)" if (near := nearest_field(name)) else str(name) for name in unknown)
+        named = ", ".join(
+            f"{name} (did you mean {near}?)" if (near := nearest_field(name)) else str(name) for name in unknown
+        )
         raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {named}")
     if "q" not in raw and need_q:
         raise QueryError("q is required: the text to recall memories for", "q")

@@ -20,8 +20,18 @@ import xxhash
 
 from .chunk import split_text
 from .config import MAX_METADATA_BYTES
-from .document import CHUNK_FIELDS, ID_KEYS, TEXT_KEYS, Chunk, Document, IngestError, IngestFormat, document_fields
-from .document import expanded_size, relation
+from .document import (
+    CHUNK_FIELDS,
+    ID_KEYS,
+    TEXT_KEYS,
+    Chunk,
+    Document,
+    IngestError,
+    IngestFormat,
+    document_fields,
+    expanded_size,
+    relation,
+)
 from .errors import FieldError
 from .fields import loads_json, normalize_fields, unencodable, whole_number
 from .hookspecs import hookimpl
@@ -39,9 +49,7 @@ def brain_ingest_formats():
 
 
 def parse_txt(path, text):
-    yield Document(
-        document_id=path, title=Path(path).stem, chunks=split_text(text), source_path=path, line=1
-    )
+    yield Document(document_id=path, title=Path(path).stem, chunks=split_text(text), source_path=path, line=1)
 
 
 def parse_json(path, text):
@@ -146,8 +154,13 @@ def record_document(path, record, line, where=None):
         # scope or class is another memory, never an update of this one
         # tags, metadata and the rest count too, added only when given, so a record
         # without them keeps the key it always had (a re-ingest duplicates nothing)
-        extra = {"tags": result.tags, "aliases": result.aliases, "metadata": result.metadata,
-                 "entities": result.entities, "relations": [repr(r) for r in result.relations]}  # fmt: skip
+        extra = {
+            "tags": result.tags,
+            "aliases": result.aliases,
+            "metadata": result.metadata,
+            "entities": result.entities,
+            "relations": [repr(r) for r in result.relations],
+        }
         extra = {name: value for name, value in extra.items() if value}
         parts = (str(title), content, json.dumps(result.fields, sort_keys=True))
         if content is None:  # given as chunks: each with what it holds of its own
@@ -191,17 +204,23 @@ def given_chunks(value):
             raise FieldError(f"{where} must be an object with its 'content'")
         unknown = sorted(set(item) - set(CHUNK_KEYS), key=str)
         if unknown:
-            raise FieldError(f"{where} has an unknown key {str(unknown[0])[:40]!r}; a chunk takes {', '.join(CHUNK_KEYS)}")
+            raise FieldError(
+                f"{where} has an unknown key {str(unknown[0])[:40]!r}; a chunk takes {', '.join(CHUNK_KEYS)}"
+            )
         if expanded_size({k: v for k, v in item.items() if k not in TEXT_KEYS}) > MAX_METADATA_BYTES:
             raise FieldError(f"{where}: its fields and relations come to more than {MAX_METADATA_BYTES:,} bytes")
         content = next((item[k] for k in TEXT_KEYS if item.get(k) is not None), None)
         if not isinstance(content, str) or not content.strip():
             raise FieldError(f"{where} has no text: give a non-empty 'content'")
         try:
-            chunk = Chunk(content, _text(item, "heading_path"), *(_line(item, key) for key in ("line_start", "line_end")))
+            chunk = Chunk(
+                content, _text(item, "heading_path"), *(_line(item, key) for key in ("line_start", "line_end"))
+            )
             chunk.memory_id = whole_number(item["id"], "id") if item.get("id") is not None else None
-            chunk.fields = {**normalize_fields({k: item.get(k) for k in CHUNK_FIELDS}),
-                            **{k: None for k in CHUNK_FIELDS[:3] if k in item and item[k] is None}}  # fmt: skip
+            chunk.fields = {
+                **normalize_fields({k: item.get(k) for k in CHUNK_FIELDS}),
+                **{k: None for k in CHUNK_FIELDS[:3] if k in item and item[k] is None},
+            }
             if not isinstance(item.get("flagged", False), bool):
                 raise FieldError("flagged must be true or false")
             chunk.flagged = item.get("flagged", False)

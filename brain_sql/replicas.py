@@ -34,8 +34,14 @@ from typing import Any
 import yaml
 
 from . import copies
-from .config import (FOLLOW_CHECK_SECONDS, FOLLOW_INTERVAL_SECONDS, FOLLOW_RESTART_SECONDS, FOLLOW_STALL_SECONDS,
-                     FOLLOW_STATUS_STALE_SECONDS, REPLICA_SYNC_INTERVAL)  # fmt: skip
+from .config import (
+    FOLLOW_CHECK_SECONDS,
+    FOLLOW_INTERVAL_SECONDS,
+    FOLLOW_RESTART_SECONDS,
+    FOLLOW_STALL_SECONDS,
+    FOLLOW_STATUS_STALE_SECONDS,
+    REPLICA_SYNC_INTERVAL,
+)
 from .connection import Connection, open_connection
 from .errors import BrainError
 from .schema import CHANGES_TABLE, is_brain
@@ -141,8 +147,10 @@ class Follower:
         self.head = self.behind_since = self.checked_at = None
         self.resume_until, self.written = None, 0.0
         if self.copy.exists() and not copies.is_copy(self.copy):
-            raise ReplicaError(f"{copy} exists and is not a copy brain follow made (no {self.copy.name}"
-                               f"{copies.TXID_SUFFIX} beside it): name a file that does not exist yet")  # fmt: skip
+            raise ReplicaError(
+                f"{copy} exists and is not a copy brain follow made (no {self.copy.name}"
+                f"{copies.TXID_SUFFIX} beside it): name a file that does not exist yet"
+            )
 
     def run(self):
         try:
@@ -161,8 +169,10 @@ class Follower:
         if not self.copy.exists():
             self._restore(files)
         self._prepare_resume(files)
-        process, output = _start([self.binary, "restore", "-f", "-follow-interval", f"{self.interval}s",
-                                  "-o", str(self.copy), self.url], self.say)  # fmt: skip
+        process, output = _start(
+            [self.binary, "restore", "-f", "-follow-interval", f"{self.interval}s", "-o", str(self.copy), self.url],
+            self.say,
+        )
         try:
             self._watch(process)
         finally:
@@ -173,16 +183,19 @@ class Follower:
     def _list(self):
         """The store's LTX files: [(level, min txid, max txid, created at)]."""
         try:
-            done = subprocess.run([self.binary, "ltx", "-json", "-level", "all", self.url], capture_output=True,
-                                  text=True, timeout=60)  # fmt: skip
+            done = subprocess.run(
+                [self.binary, "ltx", "-json", "-level", "all", self.url], capture_output=True, text=True, timeout=60
+            )
         except subprocess.TimeoutExpired:
             raise ReplicaError(f"listing the replica at {self.url} took more than 60 s") from None
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip()[-500:]
             raise ReplicaError(f"the replica at {self.url} cannot be listed: {said}")
         try:
-            files = [(f["level"], int(f["min_txid"], 16), int(f["max_txid"], 16), _epoch(f["timestamp"]))
-                     for f in json.loads(done.stdout or "[]") or []]  # fmt: skip
+            files = [
+                (f["level"], int(f["min_txid"], 16), int(f["max_txid"], 16), _epoch(f["timestamp"]))
+                for f in json.loads(done.stdout or "[]") or []
+            ]
         except (ValueError, KeyError, TypeError) as ex:
             raise ReplicaError(f"Litestream listed the replica at {self.url} in a form not understood: {ex}") from ex
         self.checked_at = time.time()
@@ -201,8 +214,9 @@ class Follower:
         for leftover in (staging, Path(f"{staging}.tmp"), *_sidecars(self.copy)):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
-        process, output = _start([self.binary, "restore", "-txid", f"{snapshot:016x}", "-o", str(staging), self.url],
-                                 None)  # fmt: skip
+        process, output = _start(
+            [self.binary, "restore", "-txid", f"{snapshot:016x}", "-o", str(staging), self.url], None
+        )
         try:
             while process.poll() is None:
                 if self.stop.wait(0.2):
@@ -227,7 +241,8 @@ class Follower:
             raise ReplicaError(
                 f"{self.copy} is at transaction {applied}, but the replica at {self.url} holds only up to {self.head}: "
                 f"it is another database's, or was started anew; remove {self.copy} and its {copies.TXID_SUFFIX} "
-                "file to copy it again")  # fmt: skip
+                "file to copy it again"
+            )
         self.resume_until = None
         if snapshot is not None and applied > snapshot:
             self.resume_until = applied
@@ -264,10 +279,12 @@ class Follower:
                 progressed = now
             if now - progressed > self.stall_after:  # a stuck replay too: readers wait, and are told why
                 state = "stalled"
-                message = (f"no change applied for {now - progressed:.0f} s while the replica holds transactions up "
-                           f"to {self.head} and the copy is at {applied}: Litestream's follower cannot bridge the gap "
-                           "(Litestream issue 1515). Stop brain follow, remove the copy and its -txid file, start it "
-                           "again and restart the replica's Datasette")  # fmt: skip
+                message = (
+                    f"no change applied for {now - progressed:.0f} s while the replica holds transactions up "
+                    f"to {self.head} and the copy is at {applied}: Litestream's follower cannot bridge the gap "
+                    "(Litestream issue 1515). Stop brain follow, remove the copy and its -txid file, start it "
+                    "again and restart the replica's Datasette"
+                )
                 if reported != applied:
                     reported = applied
                     self.say(f"brain follow: stalled: {message}")
@@ -282,8 +299,14 @@ class Follower:
         """Update the status, and write it when it changed or once a second (its
         age tells a replica whether brain follow is running)."""
         before = dict(self.status)
-        self.status.update(state=state, message=message, head_txid=self.head, behind_since=self.behind_since,
-                           checked_at=self.checked_at, resume_until=self.resume_until)  # fmt: skip
+        self.status.update(
+            state=state,
+            message=message,
+            head_txid=self.head,
+            behind_since=self.behind_since,
+            checked_at=self.checked_at,
+            resume_until=self.resume_until,
+        )
         if applied is not None:
             self.status["applied_txid"] = applied
         now = time.monotonic()
@@ -335,8 +358,13 @@ def _die_with_parent():
 def _start(args, say):
     """Start `args` with its output passed to `say` a line at a time; returns the
     process and a deque of its last lines."""
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)  # fmt: skip
+    process = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+    )
     output = deque(maxlen=OUTPUT_LINES)
 
     def pump():

@@ -16,9 +16,9 @@ from typing import Any
 from . import validity
 from .config import CHANGE_LOG_KEEP, MAX_EXTEND_DAYS, MAX_FORGET_ITEMS
 from .connection import Connection, atomic, sqlite3
+from .conversation import stored_quotes
 from .errors import BrainError, FieldError, WriteError
 from .fields import parse_time, sqlite_time, utcnow
-from .conversation import stored_quotes
 from .schema import is_brain, prune_changes
 from .wording import shown
 from .writer import restate
@@ -95,10 +95,13 @@ def _act(conn, action, ids, now=None, seconds=0):
 
 def _documents(conn, ids):
     """The documents of the memories `ids`."""
-    return [row[0] for row in conn.execute(
-        "select distinct document_id from knowledge where id in (select value from json_each(?)) and document_id is not null",
-        [json.dumps(ids)],
-    )]  # fmt: skip
+    return [
+        row[0]
+        for row in conn.execute(
+            "select distinct document_id from knowledge where id in (select value from json_each(?)) and document_id is not null",
+            [json.dumps(ids)],
+        )
+    ]
 
 
 def _unquote(conn, documents):

@@ -57,6 +57,7 @@ KNOWLEDGE_COLUMNS = {
     "version_of": "TEXT",
 }
 
+
 def _execute_script(db, sql):
     """Run each statement of `sql` inside the migration's transaction
     (executescript would commit it first)."""
@@ -231,8 +232,7 @@ def vec_triggers():
     """{name: CREATE TRIGGER} keeping vec_knowledge (and the edges a chunk stated)
     in step with knowledge."""
     assignments = ", ".join(
-        f"[{name}] = {expression.format(row='new')}"
-        for name, (_, expression) in VEC_METADATA.items()
+        f"[{name}] = {expression.format(row='new')}" for name, (_, expression) in VEC_METADATA.items()
     )
     return {
         "knowledge_vec_delete": """CREATE TRIGGER knowledge_vec_delete AFTER DELETE ON knowledge BEGIN
@@ -282,8 +282,12 @@ def m006_mention_queue(db):
 
 CHANGES_TABLE = "brain_changes"
 # table -> (kind, the key column): what the change log records of each table
-CHANGE_KINDS = {"knowledge": ("chunk", "id"), "entities": ("entity", "id"),
-                "relationships": ("edge", "id"), "documents": ("document", "document_id")}  # fmt: skip
+CHANGE_KINDS = {
+    "knowledge": ("chunk", "id"),
+    "entities": ("entity", "id"),
+    "relationships": ("edge", "id"),
+    "documents": ("document", "document_id"),
+}
 
 
 @migrations()
@@ -301,8 +305,10 @@ def m007_change_log(db):
 
 def _change_triggers_m007():
     """The change log's triggers as m007 made them (m012 adds each change's stamp)."""
-    return {name: sql.replace(", stamp) VALUES", ") VALUES").replace(", random()); END", "); END")
-            for name, sql in change_triggers().items()}  # fmt: skip
+    return {
+        name: sql.replace(", stamp) VALUES", ") VALUES").replace(", random()); END", "); END")
+        for name, sql in change_triggers().items()
+    }
 
 
 def change_triggers():
@@ -401,11 +407,11 @@ def page_indexes():
         "idx_knowledge_domain": "knowledge(domain)",
         "idx_knowledge_observed": "knowledge(observed_at)",
         "idx_knowledge_decaying": "knowledge(expires_at, id, relevance_tier, flagged, class, scope, source, domain) "
-                                  f"WHERE {DECAYING}",
+        f"WHERE {DECAYING}",
         "idx_knowledge_flagged": "knowledge(document_id) WHERE flagged != 0",
         "idx_documents_entity": "documents(entity_id)",
         "idx_documents_chunks": "documents(chunks, entity_id)",
-    }  # fmt: skip
+    }
     return {name: f"CREATE INDEX IF NOT EXISTS {name} ON {on}" for name, on in indexes.items()}
 
 
@@ -495,13 +501,17 @@ def m014_mention_names(db):
 # a time as the brain writes one: a date (ISO 8601), then what unixepoch() reads, or
 # NULL; SQLite's 'now', a bare time or a Julian day number read as times too, but
 # name no moment of their own (SQL over the value {c}: true or false, never NULL)
-TIME_SQL = ("typeof({c}) = 'null' or (typeof({c}) = 'text' and {c} glob '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*' "
-            "and unixepoch({c}) is not null)")  # fmt: skip
+TIME_SQL = (
+    "typeof({c}) = 'null' or (typeof({c}) = 'text' and {c} glob '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*' "
+    "and unixepoch({c}) is not null)"
+)
 TIME_SAYS = "a time such as 2026-03-01 09:30:00 (ISO 8601), or NULL"
 TIME_COLUMNS = {
     "knowledge": ("created_at", "observed_at", "valid_from", "valid_to", "expires_at", "updated_at", "superseded_at"),
-    "entities": ("created_at",), "relationships": ("created_at",), "documents": ("ingested_at",),
-}  # fmt: skip
+    "entities": ("created_at",),
+    "relationships": ("created_at",),
+    "documents": ("ingested_at",),
+}
 ENTITY_SQL = "exists (select 1 from entities e where e.id = {c})"
 
 
@@ -510,11 +520,16 @@ def refused():
     the brain's own writes always hold, and rule_triggers() refuse plain SQL to
     write otherwise."""
     rules = {table: {column: (TIME_SQL, TIME_SAYS) for column in columns} for table, columns in TIME_COLUMNS.items()}
-    rules["relationships"].update({
-        "from_entity_id": (ENTITY_SQL, "the id of an entity"), "to_entity_id": (ENTITY_SQL, "the id of an entity"),
-        "knowledge_id": ("typeof({c}) = 'null' or exists (select 1 from knowledge k where k.id = {c})",
-                         "the id of a memory (the one that stated the edge), or NULL"),
-    })  # fmt: skip
+    rules["relationships"].update(
+        {
+            "from_entity_id": (ENTITY_SQL, "the id of an entity"),
+            "to_entity_id": (ENTITY_SQL, "the id of an entity"),
+            "knowledge_id": (
+                "typeof({c}) = 'null' or exists (select 1 from knowledge k where k.id = {c})",
+                "the id of a memory (the one that stated the edge), or NULL",
+            ),
+        }
+    )
     rules["documents"]["entity_id"] = (f"typeof({{c}}) = 'null' or {ENTITY_SQL}", "the id of an entity, or NULL")
     return rules
 
@@ -551,8 +566,17 @@ def m015_rules(db):
 
 # Tables whose rows are memories' text, or derived from it: whoever may not read
 # `knowledge` may read none of them.
-DERIVED_TABLES = ("documents", "entities", "relationships", QUEUE_TABLE, MENTION_NAMES_TABLE, MENTION_NAMES_SEEN_TABLE,
-                  CHANGES_TABLE, "sqlite_sequence", IDS_TABLE)  # counters: rows a table ever had  # fmt: skip
+DERIVED_TABLES = (
+    "documents",
+    "entities",
+    "relationships",
+    QUEUE_TABLE,
+    MENTION_NAMES_TABLE,
+    MENTION_NAMES_SEEN_TABLE,
+    CHANGES_TABLE,
+    "sqlite_sequence",
+    IDS_TABLE,
+)  # counters: rows a table ever had
 # the FTS and vector tables and their shadows; and ANALYZE's statistics, sqlite_stat1
 # to sqlite_stat4: row counts of every table and index, and sample rows of each index
 # (entity names, scopes, source paths)
@@ -686,9 +710,11 @@ def damaged_tables(conn):
             continue
         expected, found = fresh[table].columns_dict, db[table].columns_dict
         problems = [f"no column {name}" for name in sorted(set(expected) - set(found))]
-        problems += [f"column {name} holds {found[name].__name__}, not {kind.__name__}"
-                     for name, kind in sorted(expected.items(), key=lambda item: item[0])
-                     if name in found and found[name] is not kind]  # fmt: skip
+        problems += [
+            f"column {name} holds {found[name].__name__}, not {kind.__name__}"
+            for name, kind in sorted(expected.items(), key=lambda item: item[0])
+            if name in found and found[name] is not kind
+        ]
         if problems:
             damaged[table] = problems
     return damaged

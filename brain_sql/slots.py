@@ -137,8 +137,11 @@ class Strings:
         text = "".join(v or "" for v in values)
         ends = np.cumsum([len(v or "") for v in values], dtype=np.int64)
         none = np.array([v is None for v in values], dtype=np.bool_)
-        return {f"{prefix}.text": np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8),
-                f"{prefix}.ends": ends, f"{prefix}.none": none}  # fmt: skip
+        return {
+            f"{prefix}.text": np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8),
+            f"{prefix}.ends": ends,
+            f"{prefix}.none": none,
+        }
 
     @classmethod
     def from_arrays(cls, arrays, prefix):

@@ -42,8 +42,13 @@ def save(path, manifest, arrays, like=None):
     entries, offset = {}, 0
     for name, array in arrays.items():
         array = np.ascontiguousarray(array)
-        entries[name] = {"dtype": array.dtype.str, "shape": list(array.shape), "offset": offset,
-                         "bytes": array.nbytes, "xxh64": xxhash.xxh64_hexdigest(memoryview(array).cast("B"))}  # fmt: skip
+        entries[name] = {
+            "dtype": array.dtype.str,
+            "shape": list(array.shape),
+            "offset": offset,
+            "bytes": array.nbytes,
+            "xxh64": xxhash.xxh64_hexdigest(memoryview(array).cast("B")),
+        }
         offset += -(-array.nbytes // ALIGN) * ALIGN
     header = json.dumps({**manifest, "format": FORMAT, "arrays": entries}).encode("utf-8")
     folder = os.path.dirname(os.path.abspath(path))
@@ -103,7 +108,10 @@ def load(path):
             for name, entry in manifest["arrays"].items():
                 handle.seek(start + entry["offset"])
                 data = np.empty(entry["bytes"], dtype=np.uint8)  # writable, not zeroed: the state's arrays are these
-                if handle.readinto(memoryview(data)) != entry["bytes"] or xxhash.xxh64_hexdigest(data) != entry["xxh64"]:
+                if (
+                    handle.readinto(memoryview(data)) != entry["bytes"]
+                    or xxhash.xxh64_hexdigest(data) != entry["xxh64"]
+                ):
                     raise SnapshotError(f"{path}: array {name} is damaged")
                 arrays[name] = data.view(np.dtype(entry["dtype"])).reshape(entry["shape"])
     except (OSError, KeyError, TypeError, ValueError) as ex:

@@ -24,8 +24,8 @@ from .chunk_index import ChunkIndex
 from .config import SNAPSHOT_EVERY, SNAPSHOT_MIN_CHUNKS, SNAPSHOT_QUIET_SECONDS
 from .connection import main_file, open_connection
 from .entity_graph import EntityGraph
-from .postings import Postings
 from .follower import REBUILD_SHARE, _last_change
+from .postings import Postings
 from .schema import recorded_model_and_dimension
 
 MIN_COMPACT_SLOTS = 1000  # a smaller state is never worth compacting
@@ -77,8 +77,14 @@ class ReadState:
     def save(self, path, brain=None):
         """Write this state's snapshot to `path`, readable as the file `brain` is
         (call it under the shared lock)."""
-        manifest = {"instance": self.instance, "seq": self.seq, "last": self.last, "dimension": self.dimension,
-                    "chunks": self.chunks.meta(), "graph": self.graph.meta()}  # fmt: skip
+        manifest = {
+            "instance": self.instance,
+            "seq": self.seq,
+            "last": self.last,
+            "dimension": self.dimension,
+            "chunks": self.chunks.meta(),
+            "graph": self.graph.meta(),
+        }
         postings = {f"postings.{name}": array for name, array in self.postings.to_arrays().items()}
         snapshot.save(path, manifest, {**self.chunks.to_arrays(), **self.graph.to_arrays(), **postings}, like=brain)
 
@@ -93,7 +99,11 @@ class ReadState:
             state.chunks = ChunkIndex.from_arrays(dimension, arrays, manifest["chunks"])
             state.graph = EntityGraph.from_arrays(arrays, manifest["graph"])
             state.postings = Postings.from_arrays(
-                {name.removeprefix("postings."): array for name, array in arrays.items() if name.startswith("postings.")}
+                {
+                    name.removeprefix("postings."): array
+                    for name, array in arrays.items()
+                    if name.startswith("postings.")
+                }
             )
         except (KeyError, TypeError, ValueError) as ex:
             raise snapshot.SnapshotError(f"{path} is damaged: {ex}") from ex
@@ -117,8 +127,12 @@ class ReadState:
         with self.lock:
             columns, vectors = self.chunks.fingerprint()
             postings = self.postings.contents(self.chunks.rows.id, self.chunks.rows.live)
-            return {"columns": columns, "vectors": vectors, "postings": postings,
-                    **self.graph.fingerprint(self.graph.chunks.id)}  # fmt: skip
+            return {
+                "columns": columns,
+                "vectors": vectors,
+                "postings": postings,
+                **self.graph.fingerprint(self.graph.chunks.id),
+            }
 
 
 def snapshot_problem(conn, dimension):
@@ -137,7 +151,9 @@ def snapshot_problem(conn, dimension):
     if loaded.instance != instance:
         return f"{where} is another brain's (its instance id differs)"
     if loaded.refresh(conn):
-        return None  # older than the change log reaches: not wrong, only not used (the next ingest or server writes anew)
+        return (
+            None  # older than the change log reaches: not wrong, only not used (the next ingest or server writes anew)
+        )
     if loaded.digest() != ReadState(dimension).build(conn).digest():
         return f"{where} does not hold what the brain holds"
     return None
@@ -249,8 +265,11 @@ def current(conn, dimension):
         return state if state.built else ReadState(dimension).build(conn)
     seq, instance, stamp = _last_change(conn)
     token = _file_token(key[0]) if key and seq is None else None
-    if state.built and seq is not None and (seq, instance) == (state.seq, state.instance) and (
-        not seq or (state.last is not None and stamp == state.last[2])
+    if (
+        state.built
+        and seq is not None
+        and (seq, instance) == (state.seq, state.instance)
+        and (not seq or (state.last is not None and stamp == state.last[2]))
     ):
         return state  # the common case: nothing written since
     compact = save = False

@@ -149,8 +149,22 @@ def extract(text, now, covered=None):
     return (sqlite_time(since) if since else None), (sqlite_time(until) if until else None), text
 
 
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3}  # fmt: skip
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "a couple of": 2,
+    "a few": 3,
+}
 _COUNT = "|".join(sorted(map(re.escape, _NUMBERS), key=len, reverse=True))
 RELATIVE = re.compile(
     r"\b(?:(?P<day>yesterday|today|tonight|tomorrow|last night|this morning)"

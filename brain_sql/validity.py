@@ -166,8 +166,9 @@ def mark_history(conn, document):
 def _history_id(conn, record, valid_from):
     """A new document id for a version of `record` kept as history: `record@valid_from`."""
     history = f"{record}@{valid_from or 'start'}"
-    taken = conn.execute("select count(*) from documents where document_id like ? escape '\\'",
-                         (_like(history) + "%",)).fetchone()[0]  # fmt: skip
+    taken = conn.execute(
+        "select count(*) from documents where document_id like ? escape '\\'", (_like(history) + "%",)
+    ).fetchone()[0]
     return f"{history}~{taken + 1}" if taken else history
 
 

@@ -50,47 +50,105 @@ _CLASSES = ", ".join(f"'{name}'" for name in CLASSES)
 
 # table -> (its key column, {column: Rule})
 RULES = {
-    "knowledge": ("id", {
-        "title": TEXT, "content": REQUIRED, "knowledge_type": TEXT, "source": TEXT, "content_hash": TEXT,
-        "created_at": TIME,
-        "flagged": Rule("typeof({c}) = 'integer' and {c} in (0, 1)", "0, or 1 for flagged", "integer"),
-        "domain": REQUIRED, "observed_at": TIME, "valid_from": TIME,
-        # valid from <= T < to holds at no time T otherwise (fields.normalize_fields refuses it too)
-        "valid_to": Rule(f"({TIME.valid}) and coalesce(unixepoch({{c}}) > unixepoch([valid_from]), 1)",
-                         "a time later than valid_from, or NULL"),
-        "document_id": TEXT, "chunk_index": WHOLE, "heading_path": TEXT, "line_start": WHOLE, "line_end": WHOLE,
-        "source_path": TEXT, "external_id": TEXT,
-        "class": Rule(f"typeof({{c}}) = 'text' and {{c}} in ({_CLASSES})", f"one of {', '.join(CLASSES)}"),
-        "scope": Rule("typeof({c}) = 'text' and substr({c}, 1, 1) = '/'",
-                      "a scope such as /acme/support (as ingest takes it)", normal=normalize_scope),
-        "owner": TEXT, "access": TEXT, "expires_at": TIME,
-        "relevance_tier": Rule("typeof({c}) = 'integer' and {c} between 0 and 3", "a whole number from 0 to 3", "integer"),
-        "confidence": Rule(
-            "typeof({c}) = 'null' or (typeof({c}) in ('integer', 'real') and {c} between 0 and 1)",
-            "a number from 0 to 1, or NULL", "real",
-        ),
-        "node_kind": TEXT, "lawful_basis": TEXT, "region": TEXT, "tags": TEXT, "metadata": TEXT,
-        "embedding_model": TEXT, "updated_at": TIME, "context": TEXT, "supersedes": TEXT, "superseded_at": TIME,
-        "superseded_by": TEXT, "version_of": TEXT,
-    }),
+    "knowledge": (
+        "id",
+        {
+            "title": TEXT,
+            "content": REQUIRED,
+            "knowledge_type": TEXT,
+            "source": TEXT,
+            "content_hash": TEXT,
+            "created_at": TIME,
+            "flagged": Rule("typeof({c}) = 'integer' and {c} in (0, 1)", "0, or 1 for flagged", "integer"),
+            "domain": REQUIRED,
+            "observed_at": TIME,
+            "valid_from": TIME,
+            # valid from <= T < to holds at no time T otherwise (fields.normalize_fields refuses it too)
+            "valid_to": Rule(
+                f"({TIME.valid}) and coalesce(unixepoch({{c}}) > unixepoch([valid_from]), 1)",
+                "a time later than valid_from, or NULL",
+            ),
+            "document_id": TEXT,
+            "chunk_index": WHOLE,
+            "heading_path": TEXT,
+            "line_start": WHOLE,
+            "line_end": WHOLE,
+            "source_path": TEXT,
+            "external_id": TEXT,
+            "class": Rule(f"typeof({{c}}) = 'text' and {{c}} in ({_CLASSES})", f"one of {', '.join(CLASSES)}"),
+            "scope": Rule(
+                "typeof({c}) = 'text' and substr({c}, 1, 1) = '/'",
+                "a scope such as /acme/support (as ingest takes it)",
+                normal=normalize_scope,
+            ),
+            "owner": TEXT,
+            "access": TEXT,
+            "expires_at": TIME,
+            "relevance_tier": Rule(
+                "typeof({c}) = 'integer' and {c} between 0 and 3", "a whole number from 0 to 3", "integer"
+            ),
+            "confidence": Rule(
+                "typeof({c}) = 'null' or (typeof({c}) in ('integer', 'real') and {c} between 0 and 1)",
+                "a number from 0 to 1, or NULL",
+                "real",
+            ),
+            "node_kind": TEXT,
+            "lawful_basis": TEXT,
+            "region": TEXT,
+            "tags": TEXT,
+            "metadata": TEXT,
+            "embedding_model": TEXT,
+            "updated_at": TIME,
+            "context": TEXT,
+            "supersedes": TEXT,
+            "superseded_at": TIME,
+            "superseded_by": TEXT,
+            "version_of": TEXT,
+        },
+    ),
     "entities": ("id", {"name": REQUIRED, "entity_type": TEXT, "created_at": TIME}),
-    "relationships": ("id", {
-        "from_entity_id": ID, "to_entity_id": ID, "relation_type": REQUIRED, "knowledge_id": OPTIONAL_ID,
-        "document_id": TEXT, "created_at": TIME,
-    }),
-    "documents": ("document_id", {
-        "document_id": REQUIRED, "title": TEXT, "source_path": TEXT, "content_hash": TEXT, "ingested_at": TIME,
-        # the entity named by its title (writer.py), and how many chunks it has
-        "entity_id": Rule(f"typeof({{c}}) = 'null' or (typeof({{c}}) = 'integer' and {ENTITY_SQL})",
-                          "the id of an entity, or NULL", "integer",
-                          derived="(select e.id from entities e where e.name = documents.title)"),
-        "chunks": Rule("typeof({c}) = 'integer' and {c} >= 0", "a whole number of chunks", "integer",
-                       derived="(select count(*) from knowledge k where k.document_id = documents.document_id)"),
-    }),
-    "brain_mention_queue": ("rowid", {
-        "kind": Rule("typeof({c}) = 'text' and {c} in ('chunk', 'entity')", "chunk or entity"), "id": ID,
-    }),
-}  # fmt: skip
+    "relationships": (
+        "id",
+        {
+            "from_entity_id": ID,
+            "to_entity_id": ID,
+            "relation_type": REQUIRED,
+            "knowledge_id": OPTIONAL_ID,
+            "document_id": TEXT,
+            "created_at": TIME,
+        },
+    ),
+    "documents": (
+        "document_id",
+        {
+            "document_id": REQUIRED,
+            "title": TEXT,
+            "source_path": TEXT,
+            "content_hash": TEXT,
+            "ingested_at": TIME,
+            # the entity named by its title (writer.py), and how many chunks it has
+            "entity_id": Rule(
+                f"typeof({{c}}) = 'null' or (typeof({{c}}) = 'integer' and {ENTITY_SQL})",
+                "the id of an entity, or NULL",
+                "integer",
+                derived="(select e.id from entities e where e.name = documents.title)",
+            ),
+            "chunks": Rule(
+                "typeof({c}) = 'integer' and {c} >= 0",
+                "a whole number of chunks",
+                "integer",
+                derived="(select count(*) from knowledge k where k.document_id = documents.document_id)",
+            ),
+        },
+    ),
+    "brain_mention_queue": (
+        "rowid",
+        {
+            "kind": Rule("typeof({c}) = 'text' and {c} in ('chunk', 'entity')", "chunk or entity"),
+            "id": ID,
+        },
+    ),
+}
 # tables whose rows are derived whole: a row holding a value that reads no one way is
 # deleted (an edge whose end is no id is dangling; its document's next ingest states it again)
 DERIVED_ROWS = ("relationships", "brain_mention_queue")
@@ -236,7 +294,8 @@ def mend(conn, found):
     if stuck:
         raise BrainError(
             "check --repair cannot tell what these values should be: "
-            + "; ".join(map(str, stuck[:10])) + (" …" if len(stuck) > 10 else "")
+            + "; ".join(map(str, stuck[:10]))
+            + (" …" if len(stuck) > 10 else "")
             + ". Set each with SQL (or restore a copy), then run sqlite-utils brain check --repair again"
         )
     for item in found:
@@ -246,8 +305,9 @@ def mend(conn, found):
         key = RULES[item.table][0]
         if item.repair[0] == "set":
             try:
-                conn.execute(f"update [{item.table}] set [{item.column}] = ? where [{key}] = ?",
-                             [item.repair[1], item.key])  # fmt: skip
+                conn.execute(
+                    f"update [{item.table}] set [{item.column}] = ? where [{key}] = ?", [item.repair[1], item.key]
+                )
                 continue
             except sqlite3.IntegrityError as ex:  # another row holds that already: a derived one is a repeat
                 if item.table not in DERIVED_ROWS:

@@ -36,9 +36,11 @@ VEC_METADATA = {
     ),
 }
 # the knowledge columns the filter columns are computed from, in order of first use
-VEC_SOURCE_COLUMNS = tuple(dict.fromkeys(
-    column for _, expression in VEC_METADATA.values() for column in re.findall(r"\{row\}\.(\w+)", expression)
-))  # fmt: skip
+VEC_SOURCE_COLUMNS = tuple(
+    dict.fromkeys(
+        column for _, expression in VEC_METADATA.values() for column in re.findall(r"\{row\}\.(\w+)", expression)
+    )
+)
 
 
 def vector_rows(conn, select, ids, params=()):
@@ -47,8 +49,9 @@ def vector_rows(conn, select, ids, params=()):
     `knowledge_id in (...)`. `params` fill `select`'s placeholders."""
     rows = []
     for knowledge_id in ids:
-        rows += conn.execute(f"select knowledge_id, {select} from vec_knowledge where knowledge_id = ?",
-                             [*params, knowledge_id]).fetchall()  # fmt: skip
+        rows += conn.execute(
+            f"select knowledge_id, {select} from vec_knowledge where knowledge_id = ?", [*params, knowledge_id]
+        ).fetchall()
     return rows
 
 

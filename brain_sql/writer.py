@@ -20,27 +20,52 @@ from .vectors import embedded_text, insert_vectors, storage_vectors
 
 # knowledge columns written from a document's fields
 FIELD_COLUMNS = (
-    "class", "scope", "source", "domain", "created_at", "observed_at", "valid_from", "valid_to",
-    "expires_at", "confidence", "relevance_tier", "owner", "access", "node_kind",
-    "lawful_basis", "region", "knowledge_type", "supersedes",
-)  # fmt: skip
+    "class",
+    "scope",
+    "source",
+    "domain",
+    "created_at",
+    "observed_at",
+    "valid_from",
+    "valid_to",
+    "expires_at",
+    "confidence",
+    "relevance_tier",
+    "owner",
+    "access",
+    "node_kind",
+    "lawful_basis",
+    "region",
+    "knowledge_type",
+    "supersedes",
+)
 _CHUNK_COLUMNS = ("chunk_index", "line_start", "line_end", "context")
 _STORED_TIMES = ("created_at", "observed_at")
 REMOVE_AT_ONCE = 50  # documents removed between looks at the clock
 # a chunk's columns that come from its document (DocumentWriter._row_values)
 _ROW_COLUMNS = (*FIELD_COLUMNS, "external_id", "source_path", "tags", "metadata", "embedding_model")
 # a memory is created and observed when first stored, unless its input says when
-_UPDATE_KEPT = "update knowledge set {}, updated_at = current_timestamp where id = ?".format(", ".join(
-    f"[{c}] = coalesce(?, {c})" if c in _STORED_TIMES else f"[{c}] = ?" for c in (*_ROW_COLUMNS, *_CHUNK_COLUMNS)
-))
-_INSERTED = ("id", "title", "content", "content_hash", "document_id", "heading_path", *_ROW_COLUMNS, *_CHUNK_COLUMNS,
-             "flagged")  # fmt: skip
+_UPDATE_KEPT = "update knowledge set {}, updated_at = current_timestamp where id = ?".format(
+    ", ".join(
+        f"[{c}] = coalesce(?, {c})" if c in _STORED_TIMES else f"[{c}] = ?" for c in (*_ROW_COLUMNS, *_CHUNK_COLUMNS)
+    )
+)
+_INSERTED = (
+    "id",
+    "title",
+    "content",
+    "content_hash",
+    "document_id",
+    "heading_path",
+    *_ROW_COLUMNS,
+    *_CHUNK_COLUMNS,
+    "flagged",
+)
 _INSERT_CHUNKS = f"insert into knowledge ({', '.join(f'[{n}]' for n in _INSERTED)}) values "
 CHUNKS_PER_INSERT = 500  # new chunks a statement at most: statements of up to 80 kB (SQLite takes up to 1 MB)
 _CHUNK_VALUES = "({})".format(
     ", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in _INSERTED)
 )
-
 
 
 def _chunk_values(columns, chunk):
@@ -112,9 +137,13 @@ class DocumentWriter:
         {"kept": [(row id, index, chunk)], "new": [(hash, text, index, chunk)], "removed": [row id],
         "known": known}."""
         existing = {}
-        stored_rows = self.conn.execute(
-            "select id, content_hash from knowledge where document_id = ? order by id", (document.document_id,)
-        ) if known else ()  # fmt: skip
+        stored_rows = (
+            self.conn.execute(
+                "select id, content_hash from knowledge where document_id = ? order by id", (document.document_id,)
+            )
+            if known
+            else ()
+        )
         for row_id, stored_hash in stored_rows:
             existing.setdefault(stored_hash, []).append(row_id)
         kept, new = [], []
@@ -150,8 +179,10 @@ class DocumentWriter:
         report.chunks_removed += len(plan["removed"])
         chunk_ids = {}
         for row_id, index, chunk in plan["kept"]:
-            conn.execute(_UPDATE_KEPT, (*_chunk_values(columns, chunk), index, chunk.line_start, chunk.line_end,
-                                        chunk.context, row_id))  # fmt: skip
+            conn.execute(
+                _UPDATE_KEPT,
+                (*_chunk_values(columns, chunk), index, chunk.line_start, chunk.line_end, chunk.context, row_id),
+            )
             chunk_ids[index] = row_id
         report.chunks_updated += len(plan["kept"])
         marked = [(row_id,) for row_id, _, chunk in plan["kept"] if chunk.flagged]
@@ -188,9 +219,21 @@ class DocumentWriter:
         for document, plan, columns, flagged in items:
             chunk_ids.append({})
             for digest, _, index, chunk in plan["new"]:
-                rows.append((document.title, chunk.content, digest, document.document_id, chunk.heading_path,
-                             *_chunk_values(columns, chunk), index, chunk.line_start, chunk.line_end, chunk.context,
-                             flagged or int(chunk.flagged)))  # fmt: skip
+                rows.append(
+                    (
+                        document.title,
+                        chunk.content,
+                        digest,
+                        document.document_id,
+                        chunk.heading_path,
+                        *_chunk_values(columns, chunk),
+                        index,
+                        chunk.line_start,
+                        chunk.line_end,
+                        chunk.context,
+                        flagged or int(chunk.flagged),
+                    )
+                )
                 placed.append((chunk_ids[-1], index, digest))
                 wanted.append(chunk.memory_id)
             self.report.chunks_added += len(plan["new"])
@@ -218,7 +261,14 @@ class DocumentWriter:
         self.conn.execute(
             "insert or replace into documents (document_id, title, source_path, entity_id, content_hash, chunks) "
             "values (?, ?, ?, ?, ?, ?)",
-            (document.document_id, document.title, document.source_path, entity_id, document.digest, len(document.chunks)),
+            (
+                document.document_id,
+                document.title,
+                document.source_path,
+                entity_id,
+                document.digest,
+                len(document.chunks),
+            ),
         )
         self._write_edges(document, entity_id, chunk_ids)
         self.queued["chunk"] += chunk_ids.values()
@@ -237,7 +287,8 @@ class DocumentWriter:
         remove: all but those in `keep` and, with `gone`, those whose file is there)."""
         selected = self.conn.execute(
             "select document_id, source_path, (select k.version_of from knowledge k where k.document_id = "
-            f"documents.document_id limit 1) from documents where {where}", params
+            f"documents.document_id limit 1) from documents where {where}",
+            params,
         ).fetchall()
         doomed = [
             document_id
@@ -303,7 +354,10 @@ class DocumentWriter:
                 return entity_id
             self.entity_ids[key] = entity_id
         if claim:
-            self.conn.execute("update entities set entity_type = 'document' where id = ? and entity_type is not 'document'", (entity_id,))
+            self.conn.execute(
+                "update entities set entity_type = 'document' where id = ? and entity_type is not 'document'",
+                (entity_id,),
+            )
         return entity_id
 
 
@@ -336,8 +390,14 @@ def restate(conn, quote, new=None):
         [json.dumps(quote.followers)],
     ).fetchall()
     replacement = "\n" + new if new is not None else ""
-    rewrite_contexts(conn, {row_id: re.sub(quote.pattern(), lambda _: replacement, context, count=1)
-                            for row_id, context in rows if quote.held_in(context)})  # fmt: skip
+    rewrite_contexts(
+        conn,
+        {
+            row_id: re.sub(quote.pattern(), lambda _: replacement, context, count=1)
+            for row_id, context in rows
+            if quote.held_in(context)
+        },
+    )
 
 
 def rewrite_contexts(conn, contexts):

@@ -36,8 +36,10 @@ def recall_errors_named(datasette, app):
 
         async def sending(message):
             # a brain's, as Datasette knows once it started (it starts on the first request)
-            if message["type"] == "http.response.start" and message["status"] == 400 and links.is_brain(
-                datasette, tilde_decode(found["database"])
+            if (
+                message["type"] == "http.response.start"
+                and message["status"] == 400
+                and links.is_brain(datasette, tilde_decode(found["database"]))
             ):
                 held["start"], held["body"] = message, b""
                 return

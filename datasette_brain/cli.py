@@ -19,8 +19,6 @@ import brain_sql
 from brain_sql import for_plugin
 from brain_sql.for_plugin import counted
 
-
-
 MODEL_HELP = (
     f"{brain_sql.DEFAULT_MODEL} (the default), {brain_sql.MINILM_MODEL} (stronger, slower; needs "
     "the minilm extra), or a model2vec folder or hub id"
@@ -127,14 +125,21 @@ def init(db_path, model):
 @click.option("--class", "klass", type=click.Choice(brain_sql.CLASSES), help="class for memories that name none")
 @click.option("--source", help="source tag for memories that name none")
 @click.option("--domain", help="domain for memories that name none")
-@click.option("--prune", is_flag=True,
-              help="remove memories whose files under PATHS no longer exist. Not pruned, and named as the "
-              "command exits 1 (an unmounted drive, a sync that failed?): a PATH that would lose every memory "
-              "it held before this ingest, whatever new files it has, and a folder in it that held memories "
-              "and is still there but holds nothing to ingest. A folder deleted is pruned")  # fmt: skip
-@click.option("--prune-all", is_flag=True, help="--prune, also where it would refuse (every memory of a PATH, "
-              "a folder left with nothing to ingest), and remove the memories of a records file that now holds "
-              "no record (kept otherwise, and named as the command exits 1)")  # fmt: skip
+@click.option(
+    "--prune",
+    is_flag=True,
+    help="remove memories whose files under PATHS no longer exist. Not pruned, and named as the "
+    "command exits 1 (an unmounted drive, a sync that failed?): a PATH that would lose every memory "
+    "it held before this ingest, whatever new files it has, and a folder in it that held memories "
+    "and is still there but holds nothing to ingest. A folder deleted is pruned",
+)
+@click.option(
+    "--prune-all",
+    is_flag=True,
+    help="--prune, also where it would refuse (every memory of a PATH, "
+    "a folder left with nothing to ingest), and remove the memories of a records file that now holds "
+    "no record (kept otherwise, and named as the command exits 1)",
+)
 @click.option("--model", help=f"embedding model of a new brain; {MODEL_HELP}")
 def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model):
     """Ingest Markdown notes and folders, .txt files, and JSON / JSONL / CSV records.
@@ -151,9 +156,17 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
     with click.progressbar(length=total, label="Ingesting", file=sys.stderr, item_show_func=_rate("record")) as bar:
         try:
             report = brain_sql.ingest(
-                conn, paths, scope=scope, klass=klass, source=source, domain=domain, prune=prune,
-                prune_all=prune_all, progress=bar.update, model=model,
-            )  # fmt: skip
+                conn,
+                paths,
+                scope=scope,
+                klass=klass,
+                source=source,
+                domain=domain,
+                prune=prune,
+                prune_all=prune_all,
+                progress=bar.update,
+                model=model,
+            )
         except brain_sql.PruneRefused as ex:  # the rest went in: its report is still told
             report, refused = ex.report, ex
     for error in report.errors:
@@ -218,11 +231,16 @@ def recall(db_path, query, as_json, **options):
 @click.argument("db_path", type=click.Path(dir_okay=False))
 @click.option("--queries", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR queries.jsonl")
 @click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR qrels .tsv")
-@click.option("--k", "k", type=click.IntRange(1, 100), default=10, show_default=True,
-              help="hits recalled per query, 1 to 100")
+@click.option(
+    "--k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="hits recalled per query, 1 to 100"
+)
 @click.option("--now", help="fixed evaluation time (ISO)")
-@click.option("--per-query", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
-              help="also write each query's metrics per mode here, as JSON lines (compare two with bench/compare.py)")
+@click.option(
+    "--per-query",
+    type=click.Path(dir_okay=False, writable=True),
+    metavar="FILE",
+    help="also write each query's metrics per mode here, as JSON lines (compare two with bench/compare.py)",
+)
 def eval_(db_path, queries, qrels, k, now, per_query):
     """Score recall on a BEIR-format query set: one JSON object with nDCG@10,
     Recall@2/5/10 and MRR@10 for the full pipeline, without the graph, and per leg.
@@ -234,8 +252,7 @@ def eval_(db_path, queries, qrels, k, now, per_query):
     conn = _open(db_path)
     count = len(brain_sql.load_qrels(qrels))
     with click.progressbar(length=count, label="Evaluating", file=sys.stderr) as bar:
-        result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update,
-                                           per_query=per_query)  # fmt: skip
+        result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update, per_query=per_query)
     click.echo(json.dumps(result))
     click.echo(f"{extra['abstained']} abstained; {extra['seconds']}s", err=True)
 
@@ -359,7 +376,9 @@ def _echo_problems(problems, indent=""):
     for name, items in problems.items():
         shown = [str(item) for item in items[:10]] + (["…"] if len(items) > 10 else [])
         if name == "invalid_values":  # each names its row and column, and what to do: a line each
-            click.echo(f"{indent}{PROBLEMS.get(name, name)}: {len(items)}\n" + "\n".join(f"{indent}  {line}" for line in shown))
+            click.echo(
+                f"{indent}{PROBLEMS.get(name, name)}: {len(items)}\n" + "\n".join(f"{indent}  {line}" for line in shown)
+            )
         else:
             click.echo(f"{indent}{PROBLEMS.get(name, name)}: {len(items)} ({', '.join(shown)})")
 
@@ -391,12 +410,12 @@ def remember(db_path, file, scope, klass, source, domain, as_json):
         raise click.ClickException(f"cannot read {name}: {ex.strerror}") from ex
     records, lines = _records(data, name)
     conn = _open(db_path, must_exist=False)
-    report, ids = brain_sql.remember(
-        conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines
-    )
+    report, ids = brain_sql.remember(conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines)
     _settle(conn)
     if report.errors:
-        problems = "\n".join(f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors)
+        problems = "\n".join(
+            f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors
+        )
         raise click.ClickException(f"{problems}\nnothing was stored")
     answer = report.answer(ids)
     if as_json:
@@ -430,8 +449,9 @@ def export(db_path):
 
         def progress(done, total):
             if not bars:  # its length known once the export's snapshot is read
-                bar = click.progressbar(length=total, label="Exporting", file=sys.stderr,
-                                        item_show_func=_rate("memory", "memories"))  # fmt: skip
+                bar = click.progressbar(
+                    length=total, label="Exporting", file=sys.stderr, item_show_func=_rate("memory", "memories")
+                )
                 bars.append(stack.enter_context(bar))
             bars[0].update(done - bars[0].pos, done)
 
@@ -449,8 +469,13 @@ def export(db_path):
 @brain.command()
 @click.argument("db_path", type=click.Path(dir_okay=False))
 @click.option("--id", "ids", type=int, multiple=True, metavar="ID", help="a memory's id, knowledge.id (repeatable)")
-@click.option("--external-id", "external_ids", multiple=True, metavar="ID",
-              help="a record's own _id, knowledge.external_id (repeatable)")
+@click.option(
+    "--external-id",
+    "external_ids",
+    multiple=True,
+    metavar="ID",
+    help="a record's own _id, knowledge.external_id (repeatable)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print what was removed and not found, as JSON")
 def forget(db_path, ids, external_ids, as_json):
     """Forget memories, each with the rest of its note or record: their full text,
@@ -530,10 +555,17 @@ def _until_stopped(operation, *args, **kwargs):
 @brain.command()
 @click.argument("db_path", type=click.Path(dir_okay=False, exists=True))
 @click.argument("url", required=False)
-@click.option("--config", type=click.Path(dir_okay=False, exists=True),
-              help="run Litestream with this litestream.yml (which must list DB_PATH) instead of URL")
-@click.option("--sync-interval", default=for_plugin.REPLICA_SYNC_INTERVAL, show_default=True,
-              help="how often changes are sent to the replica (a Litestream duration): the recovery point")
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False, exists=True),
+    help="run Litestream with this litestream.yml (which must list DB_PATH) instead of URL",
+)
+@click.option(
+    "--sync-interval",
+    default=for_plugin.REPLICA_SYNC_INTERVAL,
+    show_default=True,
+    help="how often changes are sent to the replica (a Litestream duration): the recovery point",
+)
 def replicate(db_path, url, config, sync_interval):
     """Stream DB_PATH to a Litestream replica URL until stopped (Ctrl-C).
 
@@ -547,17 +579,33 @@ def replicate(db_path, url, config, sync_interval):
     """
     if (url is None) == (config is None):
         raise click.UsageError("give URL or --config, not both")
-    _until_stopped(brain_sql.replicate, db_path, url, config=config, sync_interval=sync_interval,
-                   say=lambda line: click.echo(line, err=True))  # fmt: skip
+    _until_stopped(
+        brain_sql.replicate,
+        db_path,
+        url,
+        config=config,
+        sync_interval=sync_interval,
+        say=lambda line: click.echo(line, err=True),
+    )
 
 
 @brain.command()
 @click.argument("url")
 @click.argument("copy_path", metavar="COPY", type=click.Path(dir_okay=False))
-@click.option("--interval", type=click.FloatRange(0.1, 60), default=for_plugin.FOLLOW_INTERVAL_SECONDS,
-              show_default=True, help="seconds between looks for new changes")
-@click.option("--stall-after", type=click.FloatRange(1), default=for_plugin.FOLLOW_STALL_SECONDS,
-              show_default=True, help="seconds behind the replica without progress before it is reported stalled")
+@click.option(
+    "--interval",
+    type=click.FloatRange(0.1, 60),
+    default=for_plugin.FOLLOW_INTERVAL_SECONDS,
+    show_default=True,
+    help="seconds between looks for new changes",
+)
+@click.option(
+    "--stall-after",
+    type=click.FloatRange(1),
+    default=for_plugin.FOLLOW_STALL_SECONDS,
+    show_default=True,
+    help="seconds behind the replica without progress before it is reported stalled",
+)
 def follow(url, copy_path, interval, stall_after):
     """Keep COPY a live, read-only copy of the Litestream replica at URL until
     stopped (Ctrl-C); started again, it resumes where it stopped. Serve COPY
@@ -568,8 +616,14 @@ def follow(url, copy_path, interval, stall_after):
         sqlite-utils brain follow s3://bucket/brain replica/brain.db
         datasette replica/brain.db
     """
-    _until_stopped(brain_sql.follow, url, copy_path, interval=interval, stall_after=stall_after,
-                   say=lambda line: click.echo(line, err=True))  # fmt: skip
+    _until_stopped(
+        brain_sql.follow,
+        url,
+        copy_path,
+        interval=interval,
+        stall_after=stall_after,
+        say=lambda line: click.echo(line, err=True),
+    )
 
 
 def _named(ids, external_ids):
@@ -619,8 +673,10 @@ def _readable(result):
     quality = result["quality"]
     if not result["hits"]:
         if result.get("reason") == "only_decayed":  # the query's words are not the trouble: no advice on them
-            return ("No memory returned: nothing current matches; expired or archived memories do: "
-                    "--include-decayed shows them.")
+            return (
+                "No memory returned: nothing current matches; expired or archived memories do: "
+                "--include-decayed shows them."
+            )
         because = result.get("message") or result.get("reason") or "no memory fits this query well enough"
         return (
             f"No memory returned: {because} (confidence {quality['confidence']:.2f}, "
@@ -637,8 +693,10 @@ def _readable(result):
         where = hit["source_path"] or hit["document_id"] or ""
         if hit["line_start"]:
             where += f":{hit['line_start']}-{hit['line_end']}"
-        lines.append(f"{rank}. {hit['title'] or '(untitled)'}{heading}  "
-                     f"(relevance {hit['relevance']:.2f}; score {hit['score']:.4f}{'; ' + legs if legs else ''})")
+        lines.append(
+            f"{rank}. {hit['title'] or '(untitled)'}{heading}  "
+            f"(relevance {hit['relevance']:.2f}; score {hit['score']:.4f}{'; ' + legs if legs else ''})"
+        )
         lines.append(f"   {where} · {hit['class']} · {hit['scope']} · {hit['source']}")
         text = " ".join(hit["content"].split())
         lines.append(f"   {text[:200]}{'…' if len(text) > 200 else ''}")
@@ -647,6 +705,9 @@ def _readable(result):
     dates = ", ".join(f"{name} {searched[name]}" for name in ("since", "until") if searched.get(name))
     if searched.get("as_of") and searched["as_of"] != searched.get("now"):
         dates = ", ".join(part for part in (dates, f"as of {searched['as_of']}") if part)
-    lines.append(f"confidence {quality['confidence']:.2f}" + (f"; expanded with: {', '.join(expansion)}" if expansion else "")
-                 + (f"; {dates}" if dates else ""))
+    lines.append(
+        f"confidence {quality['confidence']:.2f}"
+        + (f"; expanded with: {', '.join(expansion)}" if expansion else "")
+        + (f"; {dates}" if dates else "")
+    )
     return "\n".join(lines)

@@ -26,7 +26,9 @@ class DecayFacet(Facet):
             {
                 "name": "decay",
                 "type": self.type,
-                "toggle_url": self.ds.absolute_url(self.request, path_with_added_args(self.request, {"_facet_decay": "expires_at"})),
+                "toggle_url": self.ds.absolute_url(
+                    self.request, path_with_added_args(self.request, {"_facet_decay": "expires_at"})
+                ),
             }
         ]
 
@@ -55,8 +57,13 @@ class DecayFacet(Facet):
                 else path_with_added_args(self.request, {"_decay": name})
             )
             results.append(
-                {"value": name, "label": name, "count": counts[name], "selected": is_selected,
-                 "toggle_url": self.ds.absolute_url(self.request, path)}  # fmt: skip
+                {
+                    "value": name,
+                    "label": name,
+                    "count": counts[name],
+                    "selected": is_selected,
+                    "toggle_url": self.ds.absolute_url(self.request, path),
+                }
             )
         return [
             {
@@ -64,7 +71,9 @@ class DecayFacet(Facet):
                 "type": self.type,
                 "results": results,
                 "hideable": True,
-                "toggle_url": self.ds.absolute_url(self.request, path_with_removed_args(self.request, {"_facet_decay": "expires_at"})),
+                "toggle_url": self.ds.absolute_url(
+                    self.request, path_with_removed_args(self.request, {"_facet_decay": "expires_at"})
+                ),
                 "truncated": False,
             }
         ], []
@@ -76,5 +85,9 @@ def decay_filter(request):
     if selected is None:
         return None
     if selected not in BUCKETS:
-        return FilterArguments(["0"], human_descriptions=[f"unknown decay bucket {for_plugin.shown(selected)}: no rows"])
-    return FilterArguments([for_plugin.decay_filter_sql(selected)], {"decay_bucket": selected}, [f"decay is {selected}"])
+        return FilterArguments(
+            ["0"], human_descriptions=[f"unknown decay bucket {for_plugin.shown(selected)}: no rows"]
+        )
+    return FilterArguments(
+        [for_plugin.decay_filter_sql(selected)], {"decay_bucket": selected}, [f"decay is {selected}"]
+    )

@@ -41,16 +41,21 @@ async def _first_rows(facet):
         return f"select * from ({facet.sql}{order} limit {SUGGEST_ROWS})"
     column = escape_sqlite(keys[0]) if keys else "rowid"
     try:
-        rows = await db.execute(f"select {column} from ({facet.sql} order by {column} limit {SUGGEST_ROWS})",
-                                facet.params, custom_time_limit=facet.ds.setting("facet_time_limit_ms"))  # fmt: skip
+        rows = await db.execute(
+            f"select {column} from ({facet.sql} order by {column} limit {SUGGEST_ROWS})",
+            facet.params,
+            custom_time_limit=facet.ds.setting("facet_time_limit_ms"),
+        )
     except QueryInterrupted:
         return None
     values = [row[0] for row in rows.rows]
     if any(isinstance(value, bytes) for value in values):
         return f"select * from ({facet.sql} order by {column} limit {SUGGEST_ROWS})"
     listed = json.dumps(values).replace("'", "''")
-    return (f"select {'*' if keys else 'rowid, *'} from {escape_sqlite(facet.table)} "
-            f"where {column} in (select value from json_each('{listed}'))")  # fmt: skip
+    return (
+        f"select {'*' if keys else 'rowid, *'} from {escape_sqlite(facet.table)} "
+        f"where {column} in (select value from json_each('{listed}'))"
+    )
 
 
 def _sampled(facet_class):
@@ -61,8 +66,16 @@ def _sampled(facet_class):
             sql = await first_rows(self)
             if sql is None:
                 return []
-            first = facet_class(self.ds, self.request, self.database, sql=sql, table=self.table, params=self.params,
-                                metadata=self.metadata, row_count=self.row_count)  # fmt: skip
+            first = facet_class(
+                self.ds,
+                self.request,
+                self.database,
+                sql=sql,
+                table=self.table,
+                params=self.params,
+                metadata=self.metadata,
+                row_count=self.row_count,
+            )
             return await facet_class.suggest(first)
 
     Sampled.__name__ = Sampled.__qualname__ = facet_class.__name__

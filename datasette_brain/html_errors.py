@@ -11,9 +11,14 @@ from .tools import ApiError
 OTHER_PAGE_PATHS = r"^/(?P<database>[^/]+)/-/(brain|memory|entity|entities|decayed)[/.].*(?<!/)$"
 
 TITLES = {
-    400: "Bad request", 403: "Permission denied", 404: "Not found", 405: "Method not allowed",
-    409: "The brain needs attention", 413: "Request too large", 503: "Busy: try again shortly",
-}  # fmt: skip
+    400: "Bad request",
+    403: "Permission denied",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "The brain needs attention",
+    413: "Request too large",
+    503: "Busy: try again shortly",
+}
 
 
 def wants_json(request):
@@ -31,8 +36,12 @@ async def error_page(error, datasette, request):
         database = None
     html = await datasette.render_template(
         "brain_error.html",
-        {"title": TITLES.get(error.status, f"Error {error.status}"), "error": str(error), "status": error.status,
-         "database": database},  # fmt: skip
+        {
+            "title": TITLES.get(error.status, f"Error {error.status}"),
+            "error": str(error),
+            "status": error.status,
+            "database": database,
+        },
         request=request,
     )
     return Response.html(html, status=error.status, headers=error.headers)

@@ -26,21 +26,109 @@ NARROW_MOST = 0.3  # its rings squeezed at most to this fraction of their width
 NARROW_TRIES = 3
 
 # Helvetica's advance widths (thousandths of an em) for printable ASCII
-_WIDTHS = dict(zip(
-    " !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~",
-    [278, 278, 355, 556, 556, 889, 667, 191, 333, 333, 389, 584, 278, 333, 278, 278] + [556] * 10
-    + [278, 278, 584, 584, 584, 556, 1015, 667, 667, 722, 722, 667, 611, 778, 722, 278, 500, 667, 556, 833, 722,
-       778, 667, 778, 722, 667, 611, 722, 667, 944, 667, 667, 611, 278, 278, 278, 469, 556, 333, 556, 556, 500,
-       556, 556, 278, 556, 556, 222, 222, 500, 222, 833, 556, 556, 556, 556, 333, 500, 278, 556, 500, 722, 500,
-       500, 500, 334, 260, 334, 584],
-))  # fmt: skip
+_WIDTHS = dict(
+    zip(
+        " !\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~",
+        [278, 278, 355, 556, 556, 889, 667, 191, 333, 333, 389, 584, 278, 333, 278, 278]
+        + [556] * 10
+        + [
+            278,
+            278,
+            584,
+            584,
+            584,
+            556,
+            1015,
+            667,
+            667,
+            722,
+            722,
+            667,
+            611,
+            778,
+            722,
+            278,
+            500,
+            667,
+            556,
+            833,
+            722,
+            778,
+            667,
+            778,
+            722,
+            667,
+            611,
+            722,
+            667,
+            944,
+            667,
+            667,
+            611,
+            278,
+            278,
+            278,
+            469,
+            556,
+            333,
+            556,
+            556,
+            500,
+            556,
+            556,
+            278,
+            556,
+            556,
+            222,
+            222,
+            500,
+            222,
+            833,
+            556,
+            556,
+            556,
+            556,
+            333,
+            500,
+            278,
+            556,
+            500,
+            722,
+            500,
+            500,
+            500,
+            334,
+            260,
+            334,
+            584,
+        ],
+    )
+)
 
 TYPE_COLOURS = {
-    "document": "#4e79a7", "person": "#f28e2b", "tag": "#59a14f", "alias": "#b07aa1", "concept": "#76b7b2",
-    "team": "#e15759", "organization": "#e15759", "entity": "#9d9d9d",
-}  # fmt: skip
-_MORE_COLOURS = ("#edc948", "#ff9da7", "#9c755f", "#17becf", "#bcbd22", "#8c564b", "#1f77b4", "#d62728",
-                 "#7f7f7f", "#2ca02c", "#9467bd", "#e377c2")  # fmt: skip
+    "document": "#4e79a7",
+    "person": "#f28e2b",
+    "tag": "#59a14f",
+    "alias": "#b07aa1",
+    "concept": "#76b7b2",
+    "team": "#e15759",
+    "organization": "#e15759",
+    "entity": "#9d9d9d",
+}
+_MORE_COLOURS = (
+    "#edc948",
+    "#ff9da7",
+    "#9c755f",
+    "#17becf",
+    "#bcbd22",
+    "#8c564b",
+    "#1f77b4",
+    "#d62728",
+    "#7f7f7f",
+    "#2ca02c",
+    "#9467bd",
+    "#e377c2",
+)
 
 
 def text_width(text, size):
@@ -95,8 +183,12 @@ class _Boxes:
         positions for the page then cannot make them touch)."""
         for cell in self._cells((box[0] - slack, box[1] - slack, box[2] + slack, box[3] + slack)):
             for other in self.grid.get(cell, ()):
-                if (box[0] < other[2] + slack and other[0] < box[2] + slack
-                        and box[1] < other[3] + slack and other[1] < box[3] + slack):
+                if (
+                    box[0] < other[2] + slack
+                    and other[0] < box[2] + slack
+                    and box[1] < other[3] + slack
+                    and other[1] < box[3] + slack
+                ):
                     return False
         return True
 
@@ -152,8 +244,11 @@ def _rings(nodes, edges, centre_id):
     sectors = [(p, children[p]) for p in first] + ([(None, orphans)] if orphans else [])
     weights = [max(1, len(kids)) for _, kids in sectors]
     spokes = sum(1 for s, t, _ in edges if centre_id in (s, t) and s != t)
-    inner = max(170 if not second else 240, len(first) * (48 if not second else 70) / (2 * math.pi),
-                spokes * 30 / (2 * math.pi * 0.6))
+    inner = max(
+        170 if not second else 240,
+        len(first) * (48 if not second else 70) / (2 * math.pi),
+        spokes * 30 / (2 * math.pi * 0.6),
+    )
     outer = max(inner + 190, len(second) * 46 / (2 * math.pi))
     positions = {centre_id: (0.0, 0.0)}
     total, start = sum(weights) or 1, -math.pi / 2
@@ -233,11 +328,19 @@ def _draw(nodes, edges, centre_id, positions):
         x, y = positions[node["id"]]
         radius = node_radius(node["degree"])
         drawn[node["id"]] = {
-            "id": node["id"], "name": node["name"], "type": node["type"], "hop": node["hop"],
-            "degree": node["degree"], "centre": node["id"] == centre_id, "x": x, "y": y, "r": radius,
-            "colour": palette[node["type"]], "label": shorten(node["name"], NAME_CHARS),
+            "id": node["id"],
+            "name": node["name"],
+            "type": node["type"],
+            "hop": node["hop"],
+            "degree": node["degree"],
+            "centre": node["id"] == centre_id,
+            "x": x,
+            "y": y,
+            "r": radius,
+            "colour": palette[node["type"]],
+            "label": shorten(node["name"], NAME_CHARS),
             "size": CENTRE_FONT if node["id"] == centre_id else NODE_FONT,
-        }  # fmt: skip
+        }
         boxes.add((x - radius - 1, y - radius - 1, x + radius + 1, y + radius + 1))
     for node in drawn.values():
         node["width"] = text_width(node["label"], node["size"])
@@ -269,7 +372,9 @@ def _edges(drawn, edges, centre_id, boxes):
         x, y = _place(boxes, _edge_candidates(p0, control, p2, preferred, EDGE_FONT), line["width"], EDGE_FONT, anchor)
         line["lx"], line["ly"] = x, y
         # a label not on its own edge gets a line to it: never read as another edge's
-        nearest = min((_curve(p0, control, p2, i / 40) for i in range(41)), key=lambda p: math.hypot(x - p[0], y - p[1]))
+        nearest = min(
+            (_curve(p0, control, p2, i / 40) for i in range(41)), key=lambda p: math.hypot(x - p[0], y - p[1])
+        )
         far = math.hypot(x - nearest[0], y - nearest[1]) > 0.8 * EDGE_FONT
         line["leader"] = (nearest[0], nearest[1], x, y) if far else None
     return lines
@@ -277,14 +382,22 @@ def _edges(drawn, edges, centre_id, boxes):
 
 def _edge(source, target, relation, offset, normal):
     """One arrow from `source` to `target`, bowed `offset` along the pair's normal."""
-    line = {"from": source["id"], "to": target["id"], "type": relation, "label": shorten(relation, RELATION_CHARS),
-            "from_name": source["name"], "to_name": target["name"]}  # fmt: skip
+    line = {
+        "from": source["id"],
+        "to": target["id"],
+        "type": relation,
+        "label": shorten(relation, RELATION_CHARS),
+        "from_name": source["name"],
+        "to_name": target["name"],
+    }
     p0, p2 = (source["x"], source["y"]), (target["x"], target["y"])
     if source is target:  # a loop above the node
         x, y, r = source["x"], source["y"], source["r"]
         control = (x, y - 5 * r - 30)
         start, end = (x - 0.7 * r, y - 0.7 * r), (x + 0.7 * r, y - 0.7 * r)
-        line["d"] = f"M{start[0]:.1f},{start[1]:.1f} C{x - 3 * r - 20:.1f},{control[1]:.1f} {x + 3 * r + 20:.1f},{control[1]:.1f} {end[0]:.1f},{end[1]:.1f}"
+        line["d"] = (
+            f"M{start[0]:.1f},{start[1]:.1f} C{x - 3 * r - 20:.1f},{control[1]:.1f} {x + 3 * r + 20:.1f},{control[1]:.1f} {end[0]:.1f},{end[1]:.1f}"
+        )
         line["geometry"] = ((x - r, y - r), control, (x + r, y - r))
         line["bounds"] = ((x - 3 * r - 20, control[1]), (x + 3 * r + 20, control[1]))
         return line
@@ -327,8 +440,14 @@ def _fit(nodes, lines, palette, boxes):
         counts[node["type"]] = counts.get(node["type"], 0) + 1
     legend = [(kind, palette[kind], counts[kind]) for kind in sorted(counts, key=lambda k: (-counts[k], k))]
     width, height = math.ceil(max(xs) - min(xs) + 2 * MARGIN), math.ceil(max(ys) - min(ys) + 2 * MARGIN)
-    return {"width": width, "height": height, "nodes": nodes, "edges": lines, "legend": legend,
-            "label_boxes": [_label_box(i["lx"], i["ly"], i["width"], i.get("size", EDGE_FONT)) for i in nodes + lines]}  # fmt: skip
+    return {
+        "width": width,
+        "height": height,
+        "nodes": nodes,
+        "edges": lines,
+        "legend": legend,
+        "label_boxes": [_label_box(i["lx"], i["ly"], i["width"], i.get("size", EDGE_FONT)) for i in nodes + lines],
+    }
 
 
 def _shift_path(d, dx, dy):
@@ -336,6 +455,6 @@ def _shift_path(d, dx, dy):
     parts = []
     for token in d.split(" "):
         command = token[0] if token[0].isalpha() else ""
-        x, y = token[len(command):].split(",")
+        x, y = token[len(command) :].split(",")
         parts.append(f"{command}{float(x) + dx:.1f},{float(y) + dy:.1f}")
     return " ".join(parts)

@@ -22,14 +22,42 @@ _brains = weakref.WeakKeyDictionary()  # Datasette instance -> the names of its 
 # the tables people have no use for: vec0's and FTS5's internals (every table whose
 # name starts with one of these is hidden too), the change log and bookkeeping, and
 # Litestream's own tables in a brain it replicates
-HIDDEN_TABLES = ("vec_knowledge", "knowledge_fts", "brain_changes", "brain_instance", "brain_mention_queue",
-                 "brain_mention_names", "brain_ids", "brain_meta", "sqlite_sequence", "_sqlite_migrations",
-                 "_litestream_seq", "_litestream_lock")  # fmt: skip
+HIDDEN_TABLES = (
+    "vec_knowledge",
+    "knowledge_fts",
+    "brain_changes",
+    "brain_instance",
+    "brain_mention_queue",
+    "brain_mention_names",
+    "brain_ids",
+    "brain_meta",
+    "sqlite_sequence",
+    "_sqlite_migrations",
+    "_litestream_seq",
+    "_litestream_lock",
+)
 
 # the knowledge table's columns as people read them; the rest follow, as stored
-KNOWLEDGE_COLUMNS = ("id", "title", "content", "class", "scope", "source", "domain", "observed_at", "expires_at",
-                     "relevance_tier", "flagged", "confidence", "tags", "heading_path", "source_path",
-                     "line_start", "line_end", "external_id")  # fmt: skip
+KNOWLEDGE_COLUMNS = (
+    "id",
+    "title",
+    "content",
+    "class",
+    "scope",
+    "source",
+    "domain",
+    "observed_at",
+    "expires_at",
+    "relevance_tier",
+    "flagged",
+    "confidence",
+    "tags",
+    "heading_path",
+    "source_path",
+    "line_start",
+    "line_end",
+    "external_id",
+)
 
 # what a phone shows of a knowledge row, its card; the memory page has the rest
 PHONE_COLUMNS = ("id", "title", "content", "class", "scope", "source", "observed_at", "expires_at")
@@ -91,9 +119,7 @@ async def entity_ids(db, names):
     names = sorted(set(names))
     if not names:
         return {}
-    found = await db.execute(
-        f"select id, name from entities where name in ({', '.join('?' for _ in names)})", names
-    )
+    found = await db.execute(f"select id, name from entities where name in ({', '.join('?' for _ in names)})", names)
     ids = {row["name"].casefold(): row["id"] for row in found.rows}
     return {name: ids[name.casefold()] for name in names if name.casefold() in ids}
 
@@ -157,8 +183,9 @@ _graph_public = weakref.WeakKeyDictionary()  # the task serving a request -> {da
 async def _content_cell(datasette, database, text, href):
     # render_cell is not told who is reading: entities link only where anyone may see the
     # graph, asked once a request (its task renders every cell) rather than once a cell
-    entities = await once_for(asyncio.current_task(), _graph_public, database,
-                              lambda: tools.graph_readable(datasette, None, database))  # fmt: skip
+    entities = await once_for(
+        asyncio.current_task(), _graph_public, database, lambda: tools.graph_readable(datasette, None, database)
+    )
     return await linked_text(datasette, database, text, CONTENT_CHARS, href, entities)
 
 

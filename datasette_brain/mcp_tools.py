@@ -79,6 +79,7 @@ Ids = json_arg("array", "memory ids (knowledge.id)", items={"type": "integer"})
 ExternalIds = json_arg("array", "the _ids records were remembered with", items={"type": ["string", "integer"]})
 MemoryId = json_arg("integer", "the memory's id")
 
+
 def _actor(ctx):
     """The actor Datasette authenticated for this MCP request (None over stdio)."""
     request = ctx.request_context.request
@@ -98,7 +99,9 @@ def _sent(ctx, **given):
 
 def _failure(known):
     body = tools.error_body(str(known), known.status)
-    return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], structured_content=body, is_error=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(body))], structured_content=body, is_error=True
+    )
 
 
 def _read(tool, sent):
@@ -132,7 +135,9 @@ def register(datasette, mcp, actor=None):
                 db = await tools.writable_brain(datasette, caller, database, db)
             unknown = sorted(set(sent) - set(takes) - {"database"})
             if unknown:
-                raise tools.ApiError(f"unknown argument: {', '.join(unknown)}; {tool} takes {', '.join(takes)}, database")
+                raise tools.ApiError(
+                    f"unknown argument: {', '.join(unknown)}; {tool} takes {', '.join(takes)}, database"
+                )
             _read(tool, sent)
             if forward:
                 return await replica.write_tool(datasette, ctx.request_context.request, db, ROUTES[tool], argument)

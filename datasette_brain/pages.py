@@ -32,10 +32,16 @@ FACETS = ("class", "scope", "source", "domain", "decay")
 FIRST_ROW = ("k", "scope", "classes", "sources", "domain", "since", "until")
 NOT_ON_THE_PAGE = ("q", "provenance")
 PLACEHOLDERS = {
-    "scope": "/acme/support", "classes": "memory,policy", "sources": "vault,crm", "domain": "global",
-    "since": "-30d or 2026-01-01", "until": "2026-12-31", "as_of": "-1y or 2025-06-01", "now": "2026-06-01",
+    "scope": "/acme/support",
+    "classes": "memory,policy",
+    "sources": "vault,crm",
+    "domain": "global",
+    "since": "-30d or 2026-01-01",
+    "until": "2026-12-31",
+    "as_of": "-1y or 2025-06-01",
+    "now": "2026-06-01",
     "min_relevance": "1",
-}  # fmt: skip
+}
 RECOMMENDATIONS = {
     "return": "Confident: the top hits answer the query.",
     "run_prf": "Fairly confident: words from the top hits were, or could be, added to the search to find more.",
@@ -85,8 +91,10 @@ def evidence_view(evidence):
     if not evidence:
         return None
     words = ", ".join(evidence["matched"])
-    parts = [f"words {words}" if words else "none of the query's words",
-             f"similarity {score(evidence['similarity'], 2)}"]  # fmt: skip
+    parts = [
+        f"words {words}" if words else "none of the query's words",
+        f"similarity {score(evidence['similarity'], 2)}",
+    ]
     if evidence.get("entities") is not None:
         tied = ", ".join(evidence["tied"])
         parts.append(f"tied to {tied}" if tied else "tied to none of the entities the query names")
@@ -95,20 +103,35 @@ def evidence_view(evidence):
 
 def hit_view(hit):
     """What the page shows of a hit besides its title and content: only fields that have a value."""
-    facts = [("class", hit.get("class")), ("scope", hit.get("scope")), ("source", hit.get("source")),
-             ("domain", hit.get("domain")), ("tier", TIERS.get(hit.get("relevance_tier"))),
-             ("observed", shown_time(hit.get("observed_at"))), ("expires", shown_time(hit.get("expires_at"))),
-             ("valid from", shown_time(hit.get("valid_from"))), ("valid to", shown_time(hit.get("valid_to"))),
-             ("superseded", shown_time(hit.get("superseded_at"))),
-             ("node kind", hit.get("node_kind")), ("lawful basis", hit.get("lawful_basis")),
-             ("region", hit.get("region"))]  # fmt: skip
+    facts = [
+        ("class", hit.get("class")),
+        ("scope", hit.get("scope")),
+        ("source", hit.get("source")),
+        ("domain", hit.get("domain")),
+        ("tier", TIERS.get(hit.get("relevance_tier"))),
+        ("observed", shown_time(hit.get("observed_at"))),
+        ("expires", shown_time(hit.get("expires_at"))),
+        ("valid from", shown_time(hit.get("valid_from"))),
+        ("valid to", shown_time(hit.get("valid_to"))),
+        ("superseded", shown_time(hit.get("superseded_at"))),
+        ("node kind", hit.get("node_kind")),
+        ("lawful basis", hit.get("lawful_basis")),
+        ("region", hit.get("region")),
+    ]
     where = hit.get("source_path") or ""
     if where and hit.get("line_start"):
-        where += f":{hit['line_start']}" + (f"–{hit['line_end']}" if hit.get("line_end") not in (None, hit["line_start"]) else "")
+        where += f":{hit['line_start']}" + (
+            f"–{hit['line_end']}" if hit.get("line_end") not in (None, hit["line_start"]) else ""
+        )
     text, more = preview(hit.get("content"))
-    return {"facts": [(k, v) for k, v in facts if v not in (None, "")], "where": where, "preview": text, "more": more,
-            "section": for_plugin.section(hit.get("title"), hit.get("heading_path")),
-            "evidence": evidence_view((hit.get("provenance") or {}).get("evidence"))}  # fmt: skip
+    return {
+        "facts": [(k, v) for k, v in facts if v not in (None, "")],
+        "where": where,
+        "preview": text,
+        "more": more,
+        "section": for_plugin.section(hit.get("title"), hit.get("heading_path")),
+        "evidence": evidence_view((hit.get("provenance") or {}).get("evidence")),
+    }
 
 
 def form_fields():
@@ -121,15 +144,20 @@ def form_fields():
             continue
         low, high = field.bounds or (None, None)
         number = field.type in (int, float)
-        inputs.append({
-            "name": field.name, "label": field.label, "help": field.description,
-            "input": "checkbox" if field.type is bool else "number" if number else "text",
-            "min": low, "max": high,
-            "step": (field.bounds[1] - field.bounds[0]) / 20 if field.type is float and field.bounds else None,
-            "placeholder": PLACEHOLDERS.get(field.name, ""),
-            "default": field.default if field.type is bool else "" if field.default is None else str(field.default),
-            "row": "first" if field.name in FIRST_ROW else "checks" if field.type is bool else "more",
-        })  # fmt: skip
+        inputs.append(
+            {
+                "name": field.name,
+                "label": field.label,
+                "help": field.description,
+                "input": "checkbox" if field.type is bool else "number" if number else "text",
+                "min": low,
+                "max": high,
+                "step": (field.bounds[1] - field.bounds[0]) / 20 if field.type is float and field.bounds else None,
+                "placeholder": PLACEHOLDERS.get(field.name, ""),
+                "default": field.default if field.type is bool else "" if field.default is None else str(field.default),
+                "row": "first" if field.name in FIRST_ROW else "checks" if field.type is bool else "more",
+            }
+        )
     order = {name: place for place, name in enumerate(FIRST_ROW)}
     return sorted(inputs, key=lambda field: order.get(field["name"], len(order)))
 
@@ -191,7 +219,8 @@ async def recall_page(datasette, request):
             "applied": applied_filters(request, query),
             "searched": query.get("searched") if query.get("searched") != query.get("q") else None,
             # advice on the words of the query, unless the answer is empty for another reason
-            "recommendation": "" if result.get("reason") in ("only_decayed", "token_budget")
+            "recommendation": ""
+            if result.get("reason") in ("only_decayed", "token_budget")
             else RECOMMENDATIONS.get(result["quality"]["recommendation"], ""),
             "reason": REASONS.get(result.get("reason"), "No memory returned."),
             "decayed_url": path_with_added_args(request, {"include_decayed": "true"}),
@@ -211,9 +240,18 @@ async def recall_page(datasette, request):
     return Response.html(
         await datasette.render_template(
             "brain_recall.html",
-            {"database": db.name, "form": form, "fields": fields, "more_open": more_open, "result": result,
-             "error": error and str(error), "score": score, "tiers": TIERS, "counted": for_plugin.counted,
-             **context},  # fmt: skip
+            {
+                "database": db.name,
+                "form": form,
+                "fields": fields,
+                "more_open": more_open,
+                "result": result,
+                "error": error and str(error),
+                "score": score,
+                "tiers": TIERS,
+                "counted": for_plugin.counted,
+                **context,
+            },
             request=request,
         ),
         # the page says what is wrong, and so does its status: the request's fault, or the brain's
@@ -223,10 +261,34 @@ async def recall_page(datasette, request):
 
 
 # the memory page's provenance, in the order people read it
-PROVENANCE = ("source_path", "line_start", "line_end", "document_id", "chunk_index", "external_id", "class", "scope",
-              "source", "domain", "node_kind", "lawful_basis", "region", "observed_at", "created_at", "valid_from",
-              "valid_to", "supersedes", "superseded_at", "superseded_by", "version_of", "expires_at", "relevance_tier",
-              "confidence", "flagged", "embedding_model")  # fmt: skip
+PROVENANCE = (
+    "source_path",
+    "line_start",
+    "line_end",
+    "document_id",
+    "chunk_index",
+    "external_id",
+    "class",
+    "scope",
+    "source",
+    "domain",
+    "node_kind",
+    "lawful_basis",
+    "region",
+    "observed_at",
+    "created_at",
+    "valid_from",
+    "valid_to",
+    "supersedes",
+    "superseded_at",
+    "superseded_by",
+    "version_of",
+    "expires_at",
+    "relevance_tier",
+    "confidence",
+    "flagged",
+    "embedding_model",
+)
 
 
 def provenance(memory):
@@ -259,9 +321,11 @@ async def memory_page(datasette, request):
                 **loaded,
                 "provenance": provenance(loaded["memory"]),
                 "content_html": await linked_text(
-                    datasette, request.url_vars["database"], loaded["memory"]["content"],
+                    datasette,
+                    request.url_vars["database"],
+                    loaded["memory"]["content"],
                     entities=await tools.graph_readable(datasette, request.actor, request.url_vars["database"]),
-                ),  # fmt: skip
+                ),
             },
             request=request,
         )
@@ -285,9 +349,19 @@ async def entity_page(datasette, request):
     return Response.html(
         await datasette.render_template(
             "brain_entity.html",
-            {"database": db.name, "entity": found["entity"], "graph": drawing, "narrow": narrow, "hops": int(hops),
-             "rest": found["rest"], "more": found["more"], "documents": found["documents"],
-             "documents_total": found["documents_total"], "counted": for_plugin.counted, "section": for_plugin.section},  # fmt: skip
+            {
+                "database": db.name,
+                "entity": found["entity"],
+                "graph": drawing,
+                "narrow": narrow,
+                "hops": int(hops),
+                "rest": found["rest"],
+                "more": found["more"],
+                "documents": found["documents"],
+                "documents_total": found["documents_total"],
+                "counted": for_plugin.counted,
+                "section": for_plugin.section,
+            },
             request=request,
         )
     )
@@ -310,23 +384,51 @@ async def entities_page(datasette, request):
         "previous": path_with_replaced_args(request, {"page": str(page - 1)}) if page > 1 else None,
     }
     if wants_json(request):
-        return Response.json({"q": q, "type": kind, "page": page, "pages": pages, "total": found["total"],
-                              "types": dict(found["types"]), "rows": rows, **links})  # fmt: skip
-    types = [{"type": t, "count": c, "selected": t == kind,
-              "url": path_with_replaced_args(request, {"type": None if t == kind else t, "page": None})}
-             for t, c in found["types"]]  # fmt: skip
+        return Response.json(
+            {
+                "q": q,
+                "type": kind,
+                "page": page,
+                "pages": pages,
+                "total": found["total"],
+                "types": dict(found["types"]),
+                "rows": rows,
+                **links,
+            }
+        )
+    types = [
+        {
+            "type": t,
+            "count": c,
+            "selected": t == kind,
+            "url": path_with_replaced_args(request, {"type": None if t == kind else t, "page": None}),
+        }
+        for t, c in found["types"]
+    ]
     return Response.html(
         await datasette.render_template(
             "brain_entities.html",
-            {"database": db.name, "q": q or "", "type": kind, "page": page, "pages": pages, "total": found["total"],
-             "types": types, "rows": rows, **links},  # fmt: skip
+            {
+                "database": db.name,
+                "q": q or "",
+                "type": kind,
+                "page": page,
+                "pages": pages,
+                "total": found["total"],
+                "types": types,
+                "rows": rows,
+                **links,
+            },
             request=request,
         )
     )
 
 
 DECAY_ACTIONS: dict[str, Callable[..., dict[str, Any]]] = {
-    "extend": brain_sql.extend_expiry, "archive": brain_sql.archive, "restore": brain_sql.restore, "flag": brain_sql.flag,
+    "extend": brain_sql.extend_expiry,
+    "archive": brain_sql.archive,
+    "restore": brain_sql.restore,
+    "flag": brain_sql.flag,
 }
 EXTEND_CHOICES = ((30, "+30 days"), (365, "+1 year"))
 DONE = {"extend": "Extended the expiry of", "archive": "Archived", "restore": "Restored", "flag": "Flagged"}
@@ -369,20 +471,35 @@ async def decayed_page(datasette, request):
     facets = {}
     for name in FACETS:
         found = counts[name]
-        values = [b for b in BUCKETS if b in found] if name == "decay" else sorted(found, key=lambda v: (-found[v], str(v)))
+        values = (
+            [b for b in BUCKETS if b in found] if name == "decay" else sorted(found, key=lambda v: (-found[v], str(v)))
+        )
         facets[name] = []
         for value in values:
             chosen = selected.get(name) == str(value)
             toggled = decayed_query(selected, size=size, **{name: None if chosen else str(value)})
-            facets[name].append({"value": value, "count": found[value], "selected": chosen, "toggle_url": request.path + toggled})
+            facets[name].append(
+                {"value": value, "count": found[value], "selected": chosen, "toggle_url": request.path + toggled}
+            )
     pages = max(1, -(-count // size))
     links = {
         "next": request.path + decayed_query(selected, page + 1, size) if page < pages else None,
         "previous": request.path + decayed_query(selected, page - 1, size) if page > 1 else None,
     }
     if wants_json(request):
-        return Response.json({"now": now, "count": count, "page": page, "pages": pages, "size": size, **links,
-                              "selected": selected, "facets": facets, "rows": rows})  # fmt: skip
+        return Response.json(
+            {
+                "now": now,
+                "count": count,
+                "page": page,
+                "pages": pages,
+                "size": size,
+                **links,
+                "selected": selected,
+                "facets": facets,
+                "rows": rows,
+            }
+        )
     read_only = None if replica.forwards(datasette, db) else tools.read_only(db)
     can_write = read_only is None and await datasette.permission_allowed(
         request.actor, tools.WRITE_PERMISSION, resource=db.name, default=False
@@ -390,11 +507,25 @@ async def decayed_page(datasette, request):
     return Response.html(
         await datasette.render_template(
             "brain_decayed.html",
-            {"database": db.name, "rows": rows, "facets": facets, "selected": selected, "now": now, "count": count,
-             "page": page, "pages": pages, "first": (page - 1) * size + 1, **links, "can_write": can_write,
-             "read_only": read_only, "back": decayed_query(selected, page, size)[1:], "extend_choices": EXTEND_CHOICES,
-             "json_url": f"{request.path}.json{decayed_query(selected, page, size)}", "counted": for_plugin.counted,
-             "write_how": tools.WRITE_HOW},  # fmt: skip
+            {
+                "database": db.name,
+                "rows": rows,
+                "facets": facets,
+                "selected": selected,
+                "now": now,
+                "count": count,
+                "page": page,
+                "pages": pages,
+                "first": (page - 1) * size + 1,
+                **links,
+                "can_write": can_write,
+                "read_only": read_only,
+                "back": decayed_query(selected, page, size)[1:],
+                "extend_choices": EXTEND_CHOICES,
+                "json_url": f"{request.path}.json{decayed_query(selected, page, size)}",
+                "counted": for_plugin.counted,
+                "write_how": tools.WRITE_HOW,
+            },
             request=request,
         )
     )

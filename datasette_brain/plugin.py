@@ -81,7 +81,11 @@ def permission_allowed(datasette, actor, action, resource):
             return False  # a replica never writes its copy: Litestream's follower alone does
     if action == tools.WRITE_PERMISSION:
         return tools.write_allowed(datasette, actor, resource)
-    if action == "view-table" and isinstance(resource, (tuple, list)) and for_plugin.derived_from_knowledge(resource[1]):
+    if (
+        action == "view-table"
+        and isinstance(resource, (tuple, list))
+        and for_plugin.derived_from_knowledge(resource[1])
+    ):
         # full text, vectors, documents and the graph are the memories too
         return routes.knowledge_readable(datasette, actor, resource[0])
     if action == "view-query" and isinstance(resource, (tuple, list)):

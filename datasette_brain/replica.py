@@ -10,6 +10,7 @@ the plugin setting `primary` — the same path, the caller's own credentials
 import json
 
 import httpx
+
 import brain_sql
 from brain_sql import for_plugin
 
@@ -18,8 +19,21 @@ from .tools import ApiError
 
 FORWARD_TIMEOUT_SECONDS = 60  # a write may wait the primary's busy timeout (30 s) for its write lock
 # not passed on either way: they describe one connection, not the request
-HOP_BY_HOP = frozenset({"host", "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
-                        "trailer", "transfer-encoding", "upgrade", "content-length", "content-encoding"})  # fmt: skip
+HOP_BY_HOP = frozenset(
+    {
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "content-encoding",
+    }
+)
 WRITE_ACTIONS = frozenset({"insert-row", "delete-row", "update-row", "create-table", "alter-table", "drop-table"})
 
 
@@ -60,7 +74,7 @@ async def write_request(datasette, request, body):
     path = request.path
     base = datasette.setting("base_url")
     if base != "/" and path.startswith(base):
-        path = "/" + path[len(base):]
+        path = "/" + path[len(base) :]
     url = primary + path + (f"?{request.query_string}" if request.query_string else "")
     headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.scope.get("headers") or []]
     client = request.scope.get("client")
@@ -103,7 +117,10 @@ async def _send(primary, method, url, headers, body):
     except httpx.HTTPError as ex:
         raise ApiError(
             f"this replica's primary ({primary}) could not be reached ({type(ex).__name__}: {ex}): nothing was "
-            "written; try again", 503, {"Retry-After": str(tools.RETRY_AFTER_SECONDS)}) from None  # fmt: skip
+            "written; try again",
+            503,
+            {"Retry-After": str(tools.RETRY_AFTER_SECONDS)},
+        ) from None
     kept = [(k, v) for k, v in answer.headers.multi_items() if k.lower() not in HOP_BY_HOP]
     return answer.status_code, kept, answer.content
 

@@ -89,7 +89,8 @@ async def json_body(request):
     if _content_type(request.scope) != b"application/json":
         raise ApiError(
             "send the body as JSON with Content-Type: application/json (other posts are refused: "
-            "a cross-site form could send them with your cookies)", 403
+            "a cross-site form could send them with your cookies)",
+            403,
         )
     return tools.read_json(await read_body(request))
 
@@ -286,13 +287,17 @@ def embedding_inputs(value):
         if isinstance(text, (int, list)) and not isinstance(text, bool):
             raise OpenAIError(
                 f"{where} is token ids: this server embeds text only (its model's tokenizer is not OpenAI's); "
-                "send the text as a string", "input")  # fmt: skip
+                "send the text as a string",
+                "input",
+            )
         if not isinstance(text, str):
             raise OpenAIError("input must be a string or a non-empty list of strings", "input")
         if not text:
             raise OpenAIError(f"{where} is an empty string: give text to embed", "input")
         if len(text) > for_plugin.MAX_CONTENT_BYTES:
-            raise OpenAIError(f"{where} is {len(text):,} characters; the limit is {for_plugin.MAX_CONTENT_BYTES:,}", "input")
+            raise OpenAIError(
+                f"{where} is {len(text):,} characters; the limit is {for_plugin.MAX_CONTENT_BYTES:,}", "input"
+            )
     return texts
 
 
@@ -319,15 +324,20 @@ def chosen_model(name, models):
     served = ", ".join(models)
     if name is None:
         raise OpenAIError(f"give model: this instance's brains use several models: {served}", "model")
-    raise OpenAIError(f"model {for_plugin.shown(name, 100)} is not served here; this instance's brains use: {served}",
-                      "model", code="model_not_found")  # fmt: skip
+    raise OpenAIError(
+        f"model {for_plugin.shown(name, 100)} is not served here; this instance's brains use: {served}",
+        "model",
+        code="model_not_found",
+    )
 
 
 def check_dimensions(dimensions, actual, model_id):
     if dimensions is not None and actual is not None and dimensions != actual:
         raise OpenAIError(
             f"dimensions is {dimensions}, but {model_id} makes {actual}-dimensional vectors and cannot shorten "
-            f"them: leave dimensions out or give {actual}", "dimensions")  # fmt: skip
+            f"them: leave dimensions out or give {actual}",
+            "dimensions",
+        )
 
 
 def encoded(vector, encoding_format):
@@ -352,7 +362,10 @@ async def embeddings_view(datasette, request):
     if unknown:
         raise OpenAIError(
             f"unknown field{'s' if len(unknown) > 1 else ''}: {', '.join(repr(n[:40]) for n in unknown)}; "
-            f"this route takes {', '.join(EMBEDDING_FIELDS)}", unknown[0][:40], code="unknown_parameter")  # fmt: skip
+            f"this route takes {', '.join(EMBEDDING_FIELDS)}",
+            unknown[0][:40],
+            code="unknown_parameter",
+        )
     texts = embedding_inputs(body.get("input"))
     models = await served_models(datasette)
     model_id = chosen_model(body.get("model"), models)
@@ -373,8 +386,10 @@ async def embeddings_view(datasette, request):
     return Response.json(
         {
             "object": "list",
-            "data": [{"object": "embedding", "embedding": encoded(v, encoding_format), "index": i}
-                     for i, v in enumerate(vectors)],  # fmt: skip
+            "data": [
+                {"object": "embedding", "embedding": encoded(v, encoding_format), "index": i}
+                for i, v in enumerate(vectors)
+            ],
             "model": model_id,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
@@ -409,8 +424,12 @@ async def model_view(datasette, request):
     models = await _models_served(datasette, request)
     model_id = urllib.parse.unquote(request.url_vars["model"])  # OpenAI's client sends wordllama%2Fl2_supercat
     if model_id not in models:
-        raise OpenAIError(f"model {model_id[:100]!r} is not served here; this instance's brains use: "
-                          f"{', '.join(models)}", "model", status=404, code="model_not_found")  # fmt: skip
+        raise OpenAIError(
+            f"model {model_id[:100]!r} is not served here; this instance's brains use: {', '.join(models)}",
+            "model",
+            status=404,
+            code="model_not_found",
+        )
     return Response.json(model_object(model_id))
 
 

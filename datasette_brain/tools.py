@@ -18,9 +18,11 @@ from brain_sql import for_plugin
 MAX_BODY_BYTES = for_plugin.MAX_CONTENT_BYTES + 100_000  # a request's body, or an MCP call's arguments
 WRITE_PERMISSION = "brain-write"
 # how an actor gets it, said wherever it is missing
-WRITE_HOW = ("the plugin's configuration grants it to the actors it names, e.g. plugins: "
-             "{datasette-brain: {allow_write: {id: you}}} in the metadata; sign in as one of them, "
-             "or send a token that acts as one (datasette-auth-tokens)")  # fmt: skip
+WRITE_HOW = (
+    "the plugin's configuration grants it to the actors it names, e.g. plugins: "
+    "{datasette-brain: {allow_write: {id: you}}} in the metadata; sign in as one of them, "
+    "or send a token that acts as one (datasette-auth-tokens)"
+)
 RETRY_AFTER_SECONDS = 2
 RECALL_WAIT_SECONDS = 5
 GRAPH_TABLES = ("entities", "relationships")
@@ -185,8 +187,11 @@ async def run_read(datasette, db, operation):
     try:
         await asyncio.wait_for(slots.acquire(), RECALL_WAIT_SECONDS)
     except asyncio.TimeoutError:
-        raise ApiError("the server is busy with other recalls and listings; try again shortly", 503,
-                       {"Retry-After": str(RETRY_AFTER_SECONDS)}) from None  # fmt: skip
+        raise ApiError(
+            "the server is busy with other recalls and listings; try again shortly",
+            503,
+            {"Retry-After": str(RETRY_AFTER_SECONDS)},
+        ) from None
     try:
         return await db.execute_fn(operation)
     finally:
@@ -216,8 +221,11 @@ def take_export_slot(datasette):
     """One of the brain_sql.for_plugin.EXPORTS_AT_ONCE exports a server streams at once, or a
     503 with Retry-After when none is free; returns what gives it back (once)."""
     if _exports.get(datasette, 0) >= for_plugin.EXPORTS_AT_ONCE:
-        raise ApiError(f"the server is streaming {for_plugin.EXPORTS_AT_ONCE} exports already; try again shortly",
-                       503, {"Retry-After": str(RETRY_AFTER_SECONDS)})  # fmt: skip
+        raise ApiError(
+            f"the server is streaming {for_plugin.EXPORTS_AT_ONCE} exports already; try again shortly",
+            503,
+            {"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
     _exports[datasette] = _exports.get(datasette, 0) + 1
     given_back = []
 
@@ -236,8 +244,10 @@ async def exportable_brain(datasette, actor, database, db=None):
     try:
         await ensure_graph(datasette, actor, db.name)
     except Forbidden:
-        raise Forbidden("an export holds the graph too: it needs view permission on the knowledge, entities "
-                        "and relationships tables") from None
+        raise Forbidden(
+            "an export holds the graph too: it needs view permission on the knowledge, entities "
+            "and relationships tables"
+        ) from None
     if not db.path:
         raise ApiError(f"database {db.name} is held in memory: only a brain file can be exported", 409)
     return db
@@ -358,7 +368,9 @@ async def memory(datasette, actor, database, memory_id, db=None):
     return {
         "memory": found,
         "siblings": [dict(zip(("id", "chunk_index", "heading_path", "line_start", "line_end"), s)) for s in siblings],
-        "edges": [{"from": {"id": a, "name": an}, "relation": r, "to": {"id": b, "name": bn}} for a, an, r, b, bn in edges],
+        "edges": [
+            {"from": {"id": a, "name": an}, "relation": r, "to": {"id": b, "name": bn}} for a, an, r, b, bn in edges
+        ],
     }
 
 

@@ -5,11 +5,10 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
-
-import threading
 
 import pytest
 from click.testing import CliRunner
@@ -85,7 +84,8 @@ def snapshot(conn):
         "knowledge": rows(conn, "select * from knowledge order by id"),
         "fts": rows(conn, "select rowid, title, content from knowledge_fts order by rowid"),
         "vectors": rows(
-            conn, "select knowledge_id, embedding_int8, embedding_bit, scope, class from vec_knowledge order by knowledge_id"
+            conn,
+            "select knowledge_id, embedding_int8, embedding_bit, scope, class from vec_knowledge order by knowledge_id",
         ),
         "entities": rows(conn, "select id, name, entity_type from entities order by id"),
         "relationships": rows(
@@ -194,8 +194,10 @@ def datasette_server(*args, cwd=None, log=subprocess.DEVNULL):
         port = s.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, "-m", "datasette", *map(str, args), "-h", "127.0.0.1", "-p", str(port)],
-        cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        cwd=cwd,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(100):
@@ -227,8 +229,9 @@ def wait_for(check, seconds=60, every=0.1, what="the condition"):
 def in_thread(operation, *args, **kwargs):
     """Run brain_sql.replicate or brain_sql.follow in a thread until the block ends."""
     stop = threading.Event()
-    thread = threading.Thread(target=operation, args=args, kwargs={**kwargs, "stop": stop, "say": lambda line: None},
-                              daemon=True)  # fmt: skip
+    thread = threading.Thread(
+        target=operation, args=args, kwargs={**kwargs, "stop": stop, "say": lambda line: None}, daemon=True
+    )
     thread.start()
     try:
         yield thread

@@ -26,7 +26,7 @@ def fenced(text):
     found = []
     for indent, language, body in _FENCE.findall(text):
         lines = body.split("\n")
-        found.append((language, "\n".join(line[len(indent):] if line.startswith(indent) else line for line in lines)))
+        found.append((language, "\n".join(line[len(indent) :] if line.startswith(indent) else line for line in lines)))
     return found
 
 
@@ -93,7 +93,9 @@ def argv(command):
         return f"SUBSTITUTION{len(outputs) - 1}"
 
     words = shlex.split(_SUBSTITUTION.sub(placeholder, command), comments=True)
-    words = words[: next((i for i, word in enumerate(words) if word in (">", ">>")), len(words))]  # its output to a file
+    words = words[
+        : next((i for i, word in enumerate(words) if word in (">", ">>")), len(words))
+    ]  # its output to a file
     assert words[0] == "sqlite-utils", command
     return [re.sub(r"SUBSTITUTION(\d+)", lambda m: outputs[int(m.group(1))], word) for word in words[1:]]
 

@@ -45,8 +45,10 @@ def server(vault_brain_path, tmp_path_factory):
     port = _free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "datasette", "serve", str(path), "-m", str(folder / "metadata.json"), "-p", str(port)],
-        env={**os.environ, "BRAIN_AGENT_TOKEN": TOKEN}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        env={**os.environ, "BRAIN_AGENT_TOKEN": TOKEN},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -77,7 +79,9 @@ def test_a_session_over_http(server):
         stored = http.post("/brain/-/remember", json=NOTE, headers=bearer())
         assert stored.status_code == 201, stored.text
         [[memory_id]] = stored.json()["ids"]
-        again = http.post("/brain/-/remember", json={**NOTE, "text": NOTE["text"] + " Never on Fridays."}, headers=bearer())
+        again = http.post(
+            "/brain/-/remember", json={**NOTE, "text": NOTE["text"] + " Never on Fridays."}, headers=bearer()
+        )
         assert again.json()["updated"] == 1 and again.json()["added"] == 0
         for headers in ({}, bearer("wrong")):
             refused = http.post("/brain/-/remember", json=NOTE, headers=headers)
@@ -103,8 +107,14 @@ def test_a_session_over_mcp(server):
     async def session():
         async with _over_http(url) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
-            assert {"brain_recall", "brain_remember", "brain_verify", "brain_forget", "brain_memory",
-                    "brain_list"} <= names  # fmt: skip
+            assert {
+                "brain_recall",
+                "brain_remember",
+                "brain_verify",
+                "brain_forget",
+                "brain_memory",
+                "brain_list",
+            } <= names
             assert "execute_sql" in names  # datasette-mcp's own, beside ours
             stored = await client.call_tool("brain_remember", {"records": [{**NOTE, "_id": "mcp-deploys"}]})
             assert not stored.is_error, stored.content
@@ -153,7 +163,9 @@ def test_the_same_json_over_mcp_and_http(server):
 
 def test_a_session_over_stdio(vault_brain_copy):
     async def session():
-        params = StdioServerParameters(command=sys.executable, args=["-m", "sqlite_utils", "brain", "mcp", str(vault_brain_copy)])
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "sqlite_utils", "brain", "mcp", str(vault_brain_copy)]
+        )
         async with Client(params) as client:
             stored = await client.call_tool("brain_remember", {"records": [NOTE]})
             [[memory_id]] = stored.structured_content["ids"]

@@ -29,8 +29,16 @@ WRITE = {"plugins": {"datasette-brain": {"allow_write": {"id": "keeper"}}}}
 DECAYED = {"_id": "gone", "title": "Old rota", "text": "The 2024 pager rota.", "expires_at": "2025-01-01"}
 # a link that the recall page's preview (320 characters) and a table cell (160) would cut in half
 FILLER = " ".join(["Quokka valve inspections follow the checklist"] * 7)
-LINKED = {"_id": "linked", "title": "Quokka valve owner", "text": FILLER[:300] + " [[owned_by::Dana Whitfield]] signs off."}
-CELL = {"_id": "cell", "title": "Quokka cell", "text": FILLER[:140] + " [[owned_by::Dana Whitfield]] signs off on this one."}
+LINKED = {
+    "_id": "linked",
+    "title": "Quokka valve owner",
+    "text": FILLER[:300] + " [[owned_by::Dana Whitfield]] signs off.",
+}
+CELL = {
+    "_id": "cell",
+    "title": "Quokka cell",
+    "text": FILLER[:140] + " [[owned_by::Dana Whitfield]] signs off on this one.",
+}
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +79,14 @@ async def test_extending_by_one_day_says_one_day(brain, tmp_path):
     token = re.search(r'name="csrftoken" value="([^"]+)"', page.text).group(1)
     [(target,)] = rows(brain_sql.connect(path), "select id from knowledge where external_id = 'gone'")
     posted = await datasette.client.post(
-        "/brain/-/decayed/act", cookies={**keeper, "ds_csrftoken": page.cookies["ds_csrftoken"]},
+        "/brain/-/decayed/act",
+        cookies={**keeper, "ds_csrftoken": page.cookies["ds_csrftoken"]},
         data={"csrftoken": token, "id": str(target), "action": "extend:1", "back": ""},
-    )  # fmt: skip
+    )
     assert posted.status_code == 302, posted.text
-    after = await datasette.client.get("/brain/-/decayed", cookies={**keeper, "ds_messages": posted.cookies["ds_messages"]})
+    after = await datasette.client.get(
+        "/brain/-/decayed", cookies={**keeper, "ds_messages": posted.cookies["ds_messages"]}
+    )
     assert f"Extended the expiry of 1 memory (id {target}) by 1 day." in after.text
 
 
@@ -195,11 +206,17 @@ def test_tool_errors_over_stdio_come_back_to_the_caller_only(brain, tmp_path):
         params = StdioServerParameters(command=sys.executable, args=["-m", "sqlite_utils", "brain", "mcp", str(path)])
         with open(log, "w") as errlog:
             async with Client(stdio_client(params, errlog=errlog)) as client:
-                return [await client.call_tool("brain_forget", {"ids": [True]}),
-                        await client.call_tool("brain_remember", {"records": [{"text": "x", "confidence": True}]})]
+                return [
+                    await client.call_tool("brain_forget", {"ids": [True]}),
+                    await client.call_tool("brain_remember", {"records": [{"text": "x", "confidence": True}]}),
+                ]
 
     forget, remember = asyncio.run(session())
     logged = log.read_text()
     assert "must be" not in logged, logged  # the server's log is not where the caller looks
     for result, said in ((forget, "not true"), (remember, "confidence must be a number from 0 to 1, not true")):
-        assert result.is_error and result.structured_content["status"] == 400 and said in result.structured_content["error"]
+        assert (
+            result.is_error
+            and result.structured_content["status"] == 400
+            and said in result.structured_content["error"]
+        )

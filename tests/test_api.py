@@ -104,8 +104,13 @@ async def test_bad_recall_is_a_400_naming_the_problem(vault_brain_path, body, me
 @pytest.mark.asyncio
 async def test_bad_query_string_is_a_400(vault_brain_path):
     datasette = Datasette([str(vault_brain_path)])
-    for params in ({"q": "x", "k": "many"}, {"q": "x", "graph": "maybe"}, {}, {"q": "x", "until": "-3 fortnights"},
-                   {"q": "x", "as_of": "yesteryear"}):
+    for params in (
+        {"q": "x", "k": "many"},
+        {"q": "x", "graph": "maybe"},
+        {},
+        {"q": "x", "until": "-3 fortnights"},
+        {"q": "x", "as_of": "yesteryear"},
+    ):
         response = await datasette.client.get("/brain/-/recall", params=params)
         assert response.status_code == 400, params
 
@@ -131,7 +136,9 @@ async def test_actor_denied_the_database_gets_403_everywhere(served_brain):
         denied = await getattr(datasette.client, method)(path, **kwargs)
         assert denied.status_code == 403, path
         assert denied.json()["ok"] is False
-    allowed = await datasette.client.get("/brain/-/recall", params={"q": "graph"}, cookies=actor_cookie(datasette, "alice"))
+    allowed = await datasette.client.get(
+        "/brain/-/recall", params={"q": "graph"}, cookies=actor_cookie(datasette, "alice")
+    )
     assert allowed.status_code == 200
 
 
@@ -181,8 +188,13 @@ async def test_verify_by_id_and_by_text(vault_brain_path):
     assert [content[a:b].lower() for a, b in result["match_ranges"]] == ["reciprocal rank fusion"]
     by_text = await datasette.client.post("/brain/-/verify", json={"claim": "the moon", "text": "cheese"})
     assert by_text.json() == {"supported": False, "decision": "unsupported", "match_ranges": []}
-    for body, status in (({"claim": "x"}, 400), ({"claim": "x", "id": 99999}, 404), ({"claim": "x", "id": "1"}, 400),
-                         ({"claim": "x", "text": "y", "id": 1}, 400), ({"claim": 3, "text": "y"}, 400)):  # fmt: skip
+    for body, status in (
+        ({"claim": "x"}, 400),
+        ({"claim": "x", "id": 99999}, 404),
+        ({"claim": "x", "id": "1"}, 400),
+        ({"claim": "x", "text": "y", "id": 1}, 400),
+        ({"claim": 3, "text": "y"}, 400),
+    ):
         response = await datasette.client.post("/brain/-/verify", json=body)
         assert response.status_code == status, body
 
@@ -198,9 +210,18 @@ async def test_openai_compatible_embeddings(vault_brain_path):
     assert [d["index"] for d in batch["data"]] == [0, 1]
     assert batch["data"][0]["embedding"] == single["data"][0]["embedding"]
     # one model served: whatever model the client names, the brain's embeds (and is named)
-    named = (await datasette.client.post("/-/brain/v1/embeddings", json={"input": "x", "model": "/no/such/model"})).json()
+    named = (
+        await datasette.client.post("/-/brain/v1/embeddings", json={"input": "x", "model": "/no/such/model"})
+    ).json()
     assert named["model"] == "wordllama/l2_supercat"
-    for body in ({}, {"input": []}, {"input": [1, 2]}, {"input": ""}, {"input": "x", "model": 3}, {"input": "x", "k": 1}):
+    for body in (
+        {},
+        {"input": []},
+        {"input": [1, 2]},
+        {"input": ""},
+        {"input": "x", "model": 3},
+        {"input": "x", "k": 1},
+    ):
         response = await datasette.client.post("/-/brain/v1/embeddings", json=body)
         assert response.status_code == 400, body
         error = response.json()["error"]  # OpenAI's shape
@@ -216,8 +237,9 @@ async def test_form_posts_need_the_csrf_token(tmp_path):
     forged = await datasette.client.post("/brain/-/remember", data={"text": "forged memory"}, cookies=cookies)
     assert forged.status_code == 403 and "application/json" in forged.json()["error"]
     for route in ("/brain/-/remember", "/brain/-/forget"):
-        plain = await datasette.client.post(route, content=b'{"text": "forged", "ids": [1]}', cookies=cookies,
-                                            headers={"content-type": "text/plain"})  # fmt: skip
+        plain = await datasette.client.post(
+            route, content=b'{"text": "forged", "ids": [1]}', cookies=cookies, headers={"content-type": "text/plain"}
+        )
         assert plain.status_code == 403 and plain.json()["ok"] is False, route
     assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0
 
@@ -244,8 +266,13 @@ async def test_inputs_that_once_gave_500s(vault_brain_path):
 async def test_table_permission_guards_the_memories(served_brain):
     metadata = {"databases": {"brain": {"tables": {"knowledge": {"allow": False}}}}}
     datasette = Datasette([str(served_brain)], metadata=metadata)
-    for path in ("/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/decayed.json", "/brain/-/memories.json",
-                 "/brain/-/export.jsonl"):  # fmt: skip
+    for path in (
+        "/brain/-/recall?q=graph",
+        "/brain/-/memory/1",
+        "/brain/-/decayed.json",
+        "/brain/-/memories.json",
+        "/brain/-/export.jsonl",
+    ):
         assert (await datasette.client.get(path)).status_code == 403, path
 
 
@@ -259,17 +286,34 @@ async def test_a_scope_with_a_control_character_is_refused(vault_brain_path):
 
 @pytest.mark.asyncio
 async def test_a_deny_on_knowledge_covers_everything_derived_from_it(served_brain):
-    metadata = {"databases": {"brain": {"tables": {"knowledge": {"allow": {"id": "admin"}}},
-                                        "queries": {"recall": {"allow": {"id": "admin"}, "title": "Recall (admins)"}}}}}  # fmt: skip
+    metadata = {
+        "databases": {
+            "brain": {
+                "tables": {"knowledge": {"allow": {"id": "admin"}}},
+                "queries": {"recall": {"allow": {"id": "admin"}, "title": "Recall (admins)"}},
+            }
+        }
+    }
     datasette = Datasette([str(served_brain)], metadata=metadata)
     anonymous = [
         "/brain/recall.json?q=graph+leg&scope=&classes=&sources=&domain=&since=&until=",
-        "/brain/knowledge_fts.json?_search=graph", "/brain/knowledge_fts_vocab.json", "/brain/knowledge_fts_terms.json",
-        "/brain/vec_knowledge.json", "/brain/documents.json", "/brain/entities.json", "/brain/relationships.json",
-        "/brain/-/recall?q=graph", "/brain/-/memory/1", "/brain/-/entity/1", "/brain/-/memories.json",
-        "/brain/-/export.jsonl", "/brain.json?sql=select+content+from+knowledge", "/brain/sqlite_sequence.json",
-        "/brain/brain_mention_names.json", "/brain/brain_mention_names_seen.json",
-    ]  # fmt: skip
+        "/brain/knowledge_fts.json?_search=graph",
+        "/brain/knowledge_fts_vocab.json",
+        "/brain/knowledge_fts_terms.json",
+        "/brain/vec_knowledge.json",
+        "/brain/documents.json",
+        "/brain/entities.json",
+        "/brain/relationships.json",
+        "/brain/-/recall?q=graph",
+        "/brain/-/memory/1",
+        "/brain/-/entity/1",
+        "/brain/-/memories.json",
+        "/brain/-/export.jsonl",
+        "/brain.json?sql=select+content+from+knowledge",
+        "/brain/sqlite_sequence.json",
+        "/brain/brain_mention_names.json",
+        "/brain/brain_mention_names_seen.json",
+    ]
     for path in anonymous:
         assert (await datasette.client.get(path)).status_code in (403, 404), path
     immutable = Datasette(immutables=[str(served_brain)], metadata=metadata)
@@ -278,7 +322,9 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(served_brai
     assert not [t["name"] for t in listed["tables"] if for_plugin.derived_from_knowledge(t["name"])]
     admin = {"ds_actor": datasette.sign({"a": {"id": "admin"}}, "actor")}
     assert (await datasette.client.get("/brain/entities.json", cookies=admin)).status_code == 200
-    assert (await datasette.client.get("/brain.json?sql=select+count(*)+from+knowledge", cookies=admin)).status_code == 200
+    assert (
+        await datasette.client.get("/brain.json?sql=select+count(*)+from+knowledge", cookies=admin)
+    ).status_code == 200
     canned = await datasette.client.get(anonymous[0], cookies=admin)
     assert canned.status_code == 200 and canned.json()["rows"]
     page = await datasette.client.get("/brain/recall", cookies=admin)
@@ -286,8 +332,10 @@ async def test_a_deny_on_knowledge_covers_everything_derived_from_it(served_brai
 
 
 # canned queries of the brain's own, in its metadata: each reads the memories
-CANNED = {"count_by_scope": "select scope, count(*) as n from knowledge group by scope",
-          "titles": {"sql": "select title from knowledge where title like :p", "title": "Titles"}}  # fmt: skip
+CANNED = {
+    "count_by_scope": "select scope, count(*) as n from knowledge group by scope",
+    "titles": {"sql": "select title from knowledge where title like :p", "title": "Titles"},
+}
 
 
 @pytest.mark.asyncio
@@ -320,8 +368,13 @@ async def test_analyze_statistics_are_derived_from_the_memories(vault_brain_copy
     conn.close()
     metadata = {"databases": {"brain": {"tables": {"knowledge": {"allow": {"id": "admin"}}}}}}
     datasette = Datasette([str(vault_brain_copy)], metadata=metadata)
-    paths = ["/brain/sqlite_stat4.json?idx=idx_entities_name", "/brain/sqlite_stat4.json?idx=idx_knowledge_scope",
-             "/brain/SQLITE_STAT4.json", "/brain/sqlite_stat1.json", "/brain/sqlite_stat1.json?tbl=knowledge"]
+    paths = [
+        "/brain/sqlite_stat4.json?idx=idx_entities_name",
+        "/brain/sqlite_stat4.json?idx=idx_knowledge_scope",
+        "/brain/SQLITE_STAT4.json",
+        "/brain/sqlite_stat1.json",
+        "/brain/sqlite_stat1.json?tbl=knowledge",
+    ]
     for path in paths:
         response = await datasette.client.get(path)
         assert response.status_code in (403, 404) and not any(name in response.text for name in names), path
@@ -338,7 +391,9 @@ async def test_a_deny_on_the_graph_tables_holds_on_the_pages(served_brain):
     datasette = Datasette([str(served_brain)], metadata=metadata)
     assert (await datasette.client.get("/brain/-/entity/1")).status_code == 403
     conn = brain_sql.connect(served_brain)
-    [memory_id] = [r[0] for r in conn.execute("select knowledge_id from relationships where knowledge_id is not null limit 1")]
+    [memory_id] = [
+        r[0] for r in conn.execute("select knowledge_id from relationships where knowledge_id is not null limit 1")
+    ]
     page = await datasette.client.get(f"/brain/-/memory/{memory_id}")
     open_page = await Datasette([str(served_brain)]).client.get(f"/brain/-/memory/{memory_id}")
     assert page.status_code == 200 and "/-/entity/" in open_page.text and "/-/entity/" not in page.text
@@ -350,11 +405,15 @@ async def test_flagged_memories_show_on_no_page(tmp_path):
     and edges only flagged text stated, nor an entity known only from it."""
     notes = tmp_path / "notes"
     (notes).mkdir()
-    (notes / "Orion.md").write_text("# Orion\n\nOrion is our pager vendor.\n\n## Secret terms\n\n"
-                                    "Orion pays a kickback to [[owned_by::Zebra Holdings]].\n\n## Support\n\nCall Orion.\n")
+    (notes / "Orion.md").write_text(
+        "# Orion\n\nOrion is our pager vendor.\n\n## Secret terms\n\n"
+        "Orion pays a kickback to [[owned_by::Zebra Holdings]].\n\n## Support\n\nCall Orion.\n"
+    )
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [notes])
-    orion, zebra = (conn.execute("select id from entities where name = ?", [n]).fetchone()[0] for n in ("Orion", "Zebra Holdings"))
+    orion, zebra = (
+        conn.execute("select id from entities where name = ?", [n]).fetchone()[0] for n in ("Orion", "Zebra Holdings")
+    )
     first = conn.execute("select id from knowledge where heading_path = 'Orion'").fetchone()[0]
     datasette = Datasette([str(tmp_path / "brain.db")])
     before = [(await datasette.client.get(p)).text for p in (f"/brain/-/memory/{first}", f"/brain/-/entity/{orion}")]
@@ -364,7 +423,9 @@ async def test_flagged_memories_show_on_no_page(tmp_path):
     memory = await datasette.client.get(f"/brain/-/memory/{first}")
     assert memory.status_code == 200 and "Secret terms" not in memory.text and "Support" in memory.text
     orion_page = await datasette.client.get(f"/brain/-/entity/{orion}")
-    assert orion_page.status_code == 200 and "Zebra Holdings" not in orion_page.text and "kickback" not in orion_page.text
+    assert (
+        orion_page.status_code == 200 and "Zebra Holdings" not in orion_page.text and "kickback" not in orion_page.text
+    )
     assert (await datasette.client.get(f"/brain/-/entity/{zebra}")).status_code == 404
     # a flagged note that states no edge at all: its own entity is gone from the pages too
     (notes / "Payroll.md").write_text("# Payroll\n\nThe payroll password is hunter2.\n")
@@ -385,13 +446,20 @@ async def test_a_body_past_the_limit_is_refused_as_it_arrives(vault_brain_path):
         for _ in range(40):
             yield b" " * 100_000
 
-    response = await datasette.client.post("/brain/-/recall", content=chunks(), headers={"content-type": "application/json"})
+    response = await datasette.client.post(
+        "/brain/-/recall", content=chunks(), headers={"content-type": "application/json"}
+    )
     assert response.status_code == 413 and "larger than the limit" in response.json()["error"]
-    declared = await datasette.client.post("/brain/-/recall", content=b" " * (limit + 1), headers={"content-type": "application/json"})
+    declared = await datasette.client.post(
+        "/brain/-/recall", content=b" " * (limit + 1), headers={"content-type": "application/json"}
+    )
     assert declared.status_code == 413
     # a body past the limit was a 400 once; it is a 413 now, and still names the limit
-    big = await datasette.client.post("/brain/-/recall", content=b"{" + b'"q": "' + b"x" * 1_200_000 + b'"}',
-                                      headers={"content-type": "application/json"})  # fmt: skip
+    big = await datasette.client.post(
+        "/brain/-/recall",
+        content=b"{" + b'"q": "' + b"x" * 1_200_000 + b'"}',
+        headers={"content-type": "application/json"},
+    )
     assert big.status_code == 413 and big.json()["status"] == 413 and "the limit is" in big.json()["error"]
 
 
@@ -410,7 +478,9 @@ async def test_recalls_leave_a_thread_for_everything_else(vault_brain_path, monk
 
 @pytest.mark.asyncio
 async def test_remember_on_an_immutable_brain_says_so(vault_brain_path):
-    datasette = Datasette(immutables=[str(vault_brain_path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    datasette = Datasette(
+        immutables=[str(vault_brain_path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}}
+    )
     response = await datasette.client.post("/brain/-/remember", json={"text": "a memory"})
     assert response.status_code == 403 and "immutable" in response.json()["error"]
     assert (await datasette.client.get("/brain/-/recall", params={"q": "graph leg"})).status_code == 200
@@ -420,12 +490,19 @@ async def test_remember_on_an_immutable_brain_says_so(vault_brain_path):
 async def test_new_routes_read_nothing_for_an_actor_denied_the_database_or_knowledge(served_brain):
     """The entities browser, the memory JSON, forget, the decayed actions and the
     MCP tools: a database deny and a deny on `knowledge` alone both read nothing."""
-    denies = [{"databases": {"brain": {"allow": {"id": "owner"}}}},
-              {"databases": {"brain": {"tables": {"knowledge": {"allow": {"id": "owner"}}}}}}]  # fmt: skip
+    denies = [
+        {"databases": {"brain": {"allow": {"id": "owner"}}}},
+        {"databases": {"brain": {"tables": {"knowledge": {"allow": {"id": "owner"}}}}}},
+    ]
     for metadata in denies:
         metadata = {**metadata, "plugins": {"datasette-brain": {"allow_write": True}}}
         datasette = Datasette([str(served_brain)], metadata=metadata)
-        for path in ("/brain/-/entities", "/brain/-/entities.json", "/brain/-/memory/1.json", "/brain/-/entity/1?hops=2"):
+        for path in (
+            "/brain/-/entities",
+            "/brain/-/entities.json",
+            "/brain/-/memory/1.json",
+            "/brain/-/entity/1?hops=2",
+        ):
             response = await datasette.client.get(path)
             assert response.status_code == 403 and "Graph Leg" not in response.text, (path, metadata)
         forget = await datasette.client.post("/brain/-/forget", json={"ids": [1]})
@@ -433,37 +510,65 @@ async def test_new_routes_read_nothing_for_an_actor_denied_the_database_or_knowl
         server = MCPServer("test")
         mcp_tools.register(datasette, server)
         async with Client(server) as client:
-            for name, arguments in [("brain_recall", {"q": "graph leg"}), ("brain_memory", {"id": 1}),
-                                    ("brain_verify", {"claim": "graph", "id": 1}), ("brain_forget", {"ids": [1]})]:  # fmt: skip
+            for name, arguments in [
+                ("brain_recall", {"q": "graph leg"}),
+                ("brain_memory", {"id": 1}),
+                ("brain_verify", {"claim": "graph", "id": 1}),
+                ("brain_forget", {"ids": [1]}),
+            ]:
                 result = await client.call_tool(name, arguments)
                 assert result.is_error and result.structured_content["status"] == 403, (name, metadata)
     assert brain_sql.connect(served_brain).execute("select count(*) from knowledge where id = 1").fetchone()[0] == 1
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("change, named, paths", [
-    ("update knowledge set confidence = 'high' where title = 'Graph Leg'", "confidence: 'high'",
-     ["/brain/-/recall?q=what+does+the+graph+leg+do", "/brain/-/brain?q=what+does+the+graph+leg+do"]),
-    ("update knowledge set title = cast(title as blob) where title = 'Graph Leg'", "title: a BLOB",
-     ["/brain/-/recall?q=what+does+the+graph+leg+do", "/brain/-/memory/{knowledge}", "/brain/-/memory/{knowledge}.json"]),
-    ("update brain_meta set value = '64' where key = 'dimension'", "brain_meta dimension value: '64'",
-     ["/brain/-/recall?q=zzqx+unknown+words"]),
-    ("update entities set name = cast(name as blob) where name = 'Graph Leg'", "name: a BLOB",
-     ["/brain/-/entity/{entity}", "/brain/-/recall?q=graph+leg"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change, named, paths",
+    [
+        (
+            "update knowledge set confidence = 'high' where title = 'Graph Leg'",
+            "confidence: 'high'",
+            ["/brain/-/recall?q=what+does+the+graph+leg+do", "/brain/-/brain?q=what+does+the+graph+leg+do"],
+        ),
+        (
+            "update knowledge set title = cast(title as blob) where title = 'Graph Leg'",
+            "title: a BLOB",
+            [
+                "/brain/-/recall?q=what+does+the+graph+leg+do",
+                "/brain/-/memory/{knowledge}",
+                "/brain/-/memory/{knowledge}.json",
+            ],
+        ),
+        (
+            "update brain_meta set value = '64' where key = 'dimension'",
+            "brain_meta dimension value: '64'",
+            ["/brain/-/recall?q=zzqx+unknown+words"],
+        ),
+        (
+            "update entities set name = cast(name as blob) where name = 'Graph Leg'",
+            "name: a BLOB",
+            ["/brain/-/entity/{entity}", "/brain/-/recall?q=graph+leg"],
+        ),
+    ],
+)
 async def test_values_of_the_wrong_kind_are_a_409_saying_to_run_check(vault_brain_copy, change, named, paths):
     """Plain SQL stores a value of any kind in any column; recall, the pages and
     MCP then answer 409 naming it and saying to run check, never a 500."""
     conn = brain_sql.connect(vault_brain_copy)
-    ids = {"knowledge": conn.execute("select id from knowledge where title = 'Graph Leg'").fetchone()[0],
-           "entity": conn.execute("select id from entities where name = 'Graph Leg'").fetchone()[0]}  # fmt: skip
+    ids = {
+        "knowledge": conn.execute("select id from knowledge where title = 'Graph Leg'").fetchone()[0],
+        "entity": conn.execute("select id from entities where name = 'Graph Leg'").fetchone()[0],
+    }
     conn.execute(change)
     conn.close()
     datasette = Datasette([str(vault_brain_copy)])
     for path in paths:
         response = await datasette.client.get(path.format(**ids))
         text = html.unescape(response.text)
-        assert response.status_code == 409 and "run sqlite-utils brain check" in text and named in text, (path, text[:300])
+        assert response.status_code == 409 and "run sqlite-utils brain check" in text and named in text, (
+            path,
+            text[:300],
+        )
     server = MCPServer("test")
     mcp_tools.register(datasette, server)
     q = paths[0].split("q=")[-1].replace("+", " ") if "q=" in paths[0] else "graph leg"

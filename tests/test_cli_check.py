@@ -29,8 +29,13 @@ def test_check_finds_and_repairs(run, db_path):
     conn.execute("delete from entities where id = ?", [gone])
     conn.execute("update documents set chunks = chunks + 1 where rowid = 1")
     problems = check(conn)
-    assert set(problems) == {"fts_out_of_sync", "missing_vectors", "stale_vector_filters", "dangling_edges",
-                             "incomplete_documents"}  # fmt: skip
+    assert set(problems) == {
+        "fts_out_of_sync",
+        "missing_vectors",
+        "stale_vector_filters",
+        "dangling_edges",
+        "incomplete_documents",
+    }
     found = run("brain", "check", db_path)
     assert found.exit_code == 1 and "memories without a vector: 1 (1)" in found.output
     repaired = run("brain", "check", db_path, "--repair")
@@ -38,7 +43,6 @@ def test_check_finds_and_repairs(run, db_path):
     assert check(brain_sql.connect(db_path)) == {}
     hits = brain_sql.recall(brain_sql.connect(db_path), {"q": "what does the graph leg do", "scope": "/"})["hits"]
     assert hits[0]["title"] == "Graph Leg"  # the repaired filter column no longer hides a memory
-
 
 
 def test_triggers_a_tool_drops_are_found_and_restored(run, db_path):
@@ -55,12 +59,19 @@ def test_triggers_a_tool_drops_are_found_and_restored(run, db_path):
     hits = brain_sql.recall(conn, {"q": "what does the graph leg do", "k": 10})["hits"]
     assert "Graph Leg" not in [hit["title"] for hit in hits]
     conn.execute("update knowledge set flagged = 0 where title = 'Graph Leg'")  # followed again
-    assert [hit["title"] for hit in brain_sql.recall(conn, {"q": "what does the graph leg do"})["hits"]][0] == "Graph Leg"
+    assert [hit["title"] for hit in brain_sql.recall(conn, {"q": "what does the graph leg do"})["hits"]][
+        0
+    ] == "Graph Leg"
 
 
-@pytest.mark.parametrize("change, named", [(["--drop", "flagged"], "no column flagged"),
-                                           (["--rename", "title", "headline"], "no column title"),
-                                           (["--type", "flagged", "text"], "column flagged holds str, not int")])  # fmt: skip
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        (["--drop", "flagged"], "no column flagged"),
+        (["--rename", "title", "headline"], "no column title"),
+        (["--type", "flagged", "text"], "column flagged holds str, not int"),
+    ],
+)
 def test_a_table_rebuilt_without_its_columns_is_named_not_a_traceback(run, db_path, change, named):
     """A column a tool renamed or dropped cannot be mended from the rest: check
     names it, --repair refuses, and recall says to run check."""
@@ -99,8 +110,15 @@ def test_damaged_pages_are_named_by_every_command_and_route(run, vault_brain_cop
     for number in range(4, len(data) // page, 3):  # every third page from the fourth on
         data[number * page : number * page + 64] = bytes(range(64))
     vault_brain_copy.write_bytes(bytes(data))
-    commands = [("check",), ("recall", "graph leg"), ("stats",), ("ingest", VAULT), ("forget", "--id", "1"),
-                ("reindex", "--model", "wordllama/l2_supercat"), ("export",)]  # fmt: skip
+    commands = [
+        ("check",),
+        ("recall", "graph leg"),
+        ("stats",),
+        ("ingest", VAULT),
+        ("forget", "--id", "1"),
+        ("reindex", "--model", "wordllama/l2_supercat"),
+        ("export",),
+    ]
     for command in commands:
         result = run("brain", command[0], vault_brain_copy, *command[1:])
         assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (command, result.output)
@@ -108,13 +126,19 @@ def test_damaged_pages_are_named_by_every_command_and_route(run, vault_brain_cop
 
     async def routes():
         datasette = Datasette([str(vault_brain_copy)])
-        paths = ["/brain/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg", "/brain/-/memory/1", "/brain/-/entity/1",
-                 "/brain/-/decayed.json", "/brain/-/memories.json", "/brain/-/export.jsonl"]  # fmt: skip
+        paths = [
+            "/brain/-/recall?q=graph+leg",
+            "/brain/-/brain?q=graph+leg",
+            "/brain/-/memory/1",
+            "/brain/-/entity/1",
+            "/brain/-/decayed.json",
+            "/brain/-/memories.json",
+            "/brain/-/export.jsonl",
+        ]
         return [(path, (await datasette.client.get(path)).status_code) for path in paths]
 
     for path, status in asyncio.run(routes()):
         assert status < 500, path
-
 
 
 def test_a_blob_where_a_name_belongs_is_a_409_on_every_route_and_command(run, vault_brain_copy):
@@ -124,7 +148,9 @@ def test_a_blob_where_a_name_belongs_is_a_409_on_every_route_and_command(run, va
     conn = brain_sql.connect(vault_brain_copy)
     with conn:
         conn.execute("update entities set name = x'ff00' where id = (select min(from_entity_id) from relationships)")
-        conn.execute("update relationships set relation_type = x'ff00' where rowid = (select min(rowid) from relationships)")
+        conn.execute(
+            "update relationships set relation_type = x'ff00' where rowid = (select min(rowid) from relationships)"
+        )
     conn.close()
     memory_id = sqlite3.connect(vault_brain_copy).execute("select min(knowledge_id) from relationships").fetchone()[0]
 
@@ -137,7 +163,6 @@ def test_a_blob_where_a_name_belongs_is_a_409_on_every_route_and_command(run, va
     asyncio.run(routes())
     result = run("brain", "export", vault_brain_copy)
     assert result.exit_code == 1 and "Traceback" not in result.output and "check" in result.output
-
 
 
 def test_an_infinite_confidence_is_a_409_not_json_it_has_not(run, vault_brain_copy):
@@ -168,22 +193,30 @@ def test_values_of_the_wrong_kind_are_named_and_mended_when_they_read_one_way(ru
     conn = brain_sql.connect(db_path)
     graph_leg = conn.execute("select id from knowledge where title = 'Graph Leg'").fetchone()[0]
     entity = conn.execute("select id from entities where name = 'Graph Leg'").fetchone()[0]
-    conn.execute("update knowledge set title = cast(title as blob), confidence = cast('0.5' as blob) where id = ?",
-                 [graph_leg])  # fmt: skip
+    conn.execute(
+        "update knowledge set title = cast(title as blob), confidence = cast('0.5' as blob) where id = ?", [graph_leg]
+    )
     conn.execute("update entities set name = cast(name as blob) where id = ?", [entity])
     conn.execute("update brain_meta set value = '64' where key = 'dimension'")
     conn.close()
     found = run("brain", "check", db_path)
     assert found.exit_code == 1 and "Traceback" not in found.output
-    for named in (f"knowledge {graph_leg} title: a BLOB of 9 bytes", f"knowledge {graph_leg} confidence: a BLOB",
-                  f"entities {entity} name: a BLOB", "brain_meta dimension value: '64', not 256"):  # fmt: skip
+    for named in (
+        f"knowledge {graph_leg} title: a BLOB of 9 bytes",
+        f"knowledge {graph_leg} confidence: a BLOB",
+        f"entities {entity} name: a BLOB",
+        "brain_meta dimension value: '64', not 256",
+    ):
         assert named in found.output, found.output
     recalled = run("brain", "recall", db_path, "zzqx unknown words")
     assert recalled.exit_code == 1 and "run sqlite-utils brain check" in recalled.output, recalled.output
     repaired = run("brain", "check", db_path, "--repair")
     assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
     conn = brain_sql.connect(db_path)
-    assert conn.execute("select title, confidence from knowledge where id = ?", [graph_leg]).fetchone() == ("Graph Leg", 0.5)
+    assert conn.execute("select title, confidence from knowledge where id = ?", [graph_leg]).fetchone() == (
+        "Graph Leg",
+        0.5,
+    )
     assert conn.execute("select name from entities where id = ?", [entity]).fetchone()[0] == "Graph Leg"
     assert conn.execute("select value from brain_meta where key = 'dimension'").fetchone()[0] == "256"
     hits = brain_sql.recall(conn, {"q": "what does the graph leg do"})["hits"]
@@ -218,16 +251,29 @@ def test_a_value_that_reads_no_one_way_is_named_and_repair_refuses_changing_noth
     assert run("brain", "check", db_path).output.strip().endswith("consistent")
 
 
-@pytest.mark.parametrize("change, named, mended", [
-    ("update knowledge set flagged = 2 where id = 1", "knowledge 1 flagged: 2, not 0, or 1 for flagged", None),
-    ("update knowledge set valid_from = '2024-02-01', valid_to = '2024-01-01' where id = 1",
-     "knowledge 1 valid_to: '2024-01-01', not a time later than valid_from", None),
-    ("update knowledge set scope = '/acme/support/' where id = 1", "knowledge 1 scope: '/acme/support/'",
-     "/acme/support"),
-    ("update knowledge set scope = '/acme/../support' where id = 1", "knowledge 1 scope: '/acme/../support'", None),
-    ("update knowledge set scope = '/acme' || char(8203) where id = 1", "knowledge 1 scope: '/acme\\u200b'", None),
-    ("update knowledge set observed_at = 'now' where id = 1", "knowledge 1 observed_at: 'now'", None),  # before the rules
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change, named, mended",
+    [
+        ("update knowledge set flagged = 2 where id = 1", "knowledge 1 flagged: 2, not 0, or 1 for flagged", None),
+        (
+            "update knowledge set valid_from = '2024-02-01', valid_to = '2024-01-01' where id = 1",
+            "knowledge 1 valid_to: '2024-01-01', not a time later than valid_from",
+            None,
+        ),
+        (
+            "update knowledge set scope = '/acme/support/' where id = 1",
+            "knowledge 1 scope: '/acme/support/'",
+            "/acme/support",
+        ),
+        ("update knowledge set scope = '/acme/../support' where id = 1", "knowledge 1 scope: '/acme/../support'", None),
+        ("update knowledge set scope = '/acme' || char(8203) where id = 1", "knowledge 1 scope: '/acme\\u200b'", None),
+        (
+            "update knowledge set observed_at = 'now' where id = 1",
+            "knowledge 1 observed_at: 'now'",
+            None,
+        ),  # before the rules
+    ],
+)
 def test_values_outside_the_rules_are_named_not_passed_over(run, db_path, change, named, mended):
     """A flag of 2, a validity that ends before it begins, a scope ingest would
     refuse or store otherwise, a time that is no moment: check names each; --repair
@@ -248,9 +294,14 @@ def test_values_outside_the_rules_are_named_not_passed_over(run, db_path, change
         assert brain_sql.connect(db_path).execute("select scope from knowledge where id = 1").fetchone()[0] == mended
 
 
-@pytest.mark.parametrize("change", [
-    "delete from brain_instance", "insert into brain_instance values ('copied')", "drop table brain_instance",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change",
+    [
+        "delete from brain_instance",
+        "insert into brain_instance values ('copied')",
+        "drop table brain_instance",
+    ],
+)
 def test_a_brain_instance_emptied_filled_or_dropped_is_named_and_given_a_new_id(run, db_path, change):
     """Readers tell a brain from another copied over its file by its one instance
     id: check names a table holding none or several, and --repair gives the brain
@@ -275,8 +326,10 @@ def test_repair_checks_again_and_says_what_is_still_there(run, db_path):
     conn = brain_sql.connect(db_path)
     conn.execute("delete from vec_knowledge where knowledge_id = 1")
     conn.execute("pragma writable_schema = on")  # an index of another column than its entries: integrity_check fails
-    conn.execute("update sqlite_master set sql = 'CREATE INDEX idx_knowledge_source ON knowledge(domain)' "
-                 "where name = 'idx_knowledge_source'")  # fmt: skip
+    conn.execute(
+        "update sqlite_master set sql = 'CREATE INDEX idx_knowledge_source ON knowledge(domain)' "
+        "where name = 'idx_knowledge_source'"
+    )
     conn.close()
     result = check(brain_sql.connect(db_path), repair=True)
     assert result["missing_vectors"] == [1] and set(result["unrepaired"]) == {"integrity"}, result
@@ -286,12 +339,15 @@ def test_repair_checks_again_and_says_what_is_still_there(run, db_path):
     assert f"{db_path} still has:\n  the SQLite file fails its integrity check" in repaired.output, repaired.output
 
 
-@pytest.mark.parametrize("change", [
-    "update relationships set from_entity_id = 2.5 where id = 1",
-    "update relationships set knowledge_id = 3.5 where id = 1",
-    "update documents set entity_id = 1.5 where rowid = 1",
-    "update relationships set to_entity_id = 'abc' where id = 1",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change",
+    [
+        "update relationships set from_entity_id = 2.5 where id = 1",
+        "update relationships set knowledge_id = 3.5 where id = 1",
+        "update documents set entity_id = 1.5 where rowid = 1",
+        "update relationships set to_entity_id = 'abc' where id = 1",
+    ],
+)
 def test_an_id_that_is_no_whole_number_is_named_when_recall_reads_it(run, db_path, change):
     """The graph holds ids in arrays of whole numbers: recall reading 2.5 or 'abc'
     where an id belongs says to run check (which names it, and deletes the edge or

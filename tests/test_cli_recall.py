@@ -24,7 +24,9 @@ def test_recall_cli(run, vault_brain_path):
     assert readable.exit_code == 0, readable.output
     assert "1. Graph Leg" in readable.output and "Graph Leg.md:5-" in readable.output
     assert re.search(r"\(relevance 0\.\d\d; score", readable.output)
-    everything = json.loads(run("brain", "recall", db_path, "what does the graph leg do", "--k", "8", "--no-cutoff", "--json").output)
+    everything = json.loads(
+        run("brain", "recall", db_path, "what does the graph leg do", "--k", "8", "--no-cutoff", "--json").output
+    )
     assert len(everything["hits"]) == 8 and everything["query"]["cutoff"] is False
     as_json = json.loads(run("brain", "recall", db_path, "what does the graph leg do", "--json", "--no-graph").output)
     assert as_json["decision"] == "ok" and all(h["provenance"]["graph_rank"] is None for h in as_json["hits"])
@@ -38,7 +40,9 @@ def test_sql_recall_runs_in_sqlite_utils_query(run, tmp_path):
     db_path = tmp_path / "brain.db"
     assert run("brain", "ingest", db_path, VAULT).exit_code == 0
     filters = [arg for name in ("classes", "sources", "domain", "since", "until", "as_of") for arg in ("-p", name, "")]
-    result = run("query", db_path, SQL, "-p", "q", "what does the graph leg do", "-p", "k", "3", "-p", "scope", "/", *filters)
+    result = run(
+        "query", db_path, SQL, "-p", "q", "what does the graph leg do", "-p", "k", "3", "-p", "scope", "/", *filters
+    )
     assert result.exit_code == 0, result.output
     hits = json.loads(result.output)
     assert len(hits) == 3 and hits[0]["title"] == "Graph Leg"
@@ -69,7 +73,10 @@ def test_eval_per_query_writes_each_querys_metrics(run, tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text((Path(__file__).parent / "data" / "beir_corpus_sample.jsonl").read_text())
     first = [json.loads(line) for line in corpus.read_text().splitlines()[:4]]
-    queries = write(tmp_path / "queries.jsonl", "\n".join(json.dumps({"_id": f"q{i}", "text": r["title"]}) for i, r in enumerate(first)))
+    queries = write(
+        tmp_path / "queries.jsonl",
+        "\n".join(json.dumps({"_id": f"q{i}", "text": r["title"]}) for i, r in enumerate(first)),
+    )
     qrels = write(tmp_path / "qrels.tsv", "".join(f"q{i}\t{r['_id']}\t1\n" for i, r in enumerate(first)))
     db_path = tmp_path / "brain.db"
     run("brain", "ingest", db_path, corpus)
@@ -84,16 +91,33 @@ def test_eval_per_query_writes_each_querys_metrics(run, tmp_path):
             assert round(sum(line[mode][metric] for line in lines) / len(lines), 4) == mean
         assert all(len(line["ranked"][mode]) <= 10 for line in lines)
     # two runs compared query by query
-    run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--k", "2", "--per-query", tmp_path / "b.jsonl")
-    compared = subprocess.run([sys.executable, ROOT / "bench" / "compare.py", tmp_path / "a.jsonl", tmp_path / "b.jsonl",
-                               "--json"], capture_output=True, text=True)  # fmt: skip
+    run(
+        "brain",
+        "eval",
+        db_path,
+        "--queries",
+        queries,
+        "--qrels",
+        qrels,
+        "--k",
+        "2",
+        "--per-query",
+        tmp_path / "b.jsonl",
+    )
+    compared = subprocess.run(
+        [sys.executable, ROOT / "bench" / "compare.py", tmp_path / "a.jsonl", tmp_path / "b.jsonl", "--json"],
+        capture_output=True,
+        text=True,
+    )
     assert compared.returncode == 0, compared.stderr
     found = json.loads(compared.stdout)
     assert found["queries"] == 4 and found["only_a"] == found["only_b"] == 0
     same = found["fts"]["recall@2"]  # the top two are the top two, whatever k
     assert (same["wins"], same["losses"], same["ties"], same["mean_delta"], same["sign_p"]) == (0, 0, 4, 0.0, 1.0)
     assert same["t_p"] is None
-    bad = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--per-query", tmp_path / "no" / "c.jsonl")
+    bad = run(
+        "brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--per-query", tmp_path / "no" / "c.jsonl"
+    )
     assert bad.exit_code == 2 and "No such file or directory" in bad.output
     # an input is never the output: the queries, the qrels and the brain stay whole
     for given in (queries, qrels, db_path):
@@ -107,7 +131,11 @@ def test_eval_per_query_writes_each_querys_metrics(run, tmp_path):
     [
         ('{"_id": "q0"}\n', "q0\tx\t1\n", 'queries.jsonl:1: a query needs "_id" and "text"'),
         ('{"_id": "q0", "text": "a"}\n{oops\n', "q0\tx\t1\n", "queries.jsonl:2: not a JSON object"),
-        ('{"_id": "q0", "text": "a"}\n{"_id": "q0", "text": "b"}\n', "q0\tx\t1\n", "queries.jsonl:2: query id 'q0' again"),
+        (
+            '{"_id": "q0", "text": "a"}\n{"_id": "q0", "text": "b"}\n',
+            "q0\tx\t1\n",
+            "queries.jsonl:2: query id 'q0' again",
+        ),
         ('{"_id": "q0", "text": "a"}\n', "query\tcorpus\tscore\n", "no query of"),
         ('{"_id": "q0", "text": "a"}\n', b"\xff\xfe", "qrels.tsv: not UTF-8 text"),
     ],
@@ -127,11 +155,29 @@ def test_compare_counts_wins_and_tests_them(tmp_path):
 
     write(tmp_path / "a.jsonl", lines([0.5] * 8))
     write(tmp_path / "b.jsonl", lines([0.6] * 7 + [0.4]))
-    compared = subprocess.run([sys.executable, ROOT / "bench" / "compare.py", tmp_path / "a.jsonl", tmp_path / "b.jsonl",
-                               "--modes", "full"], capture_output=True, text=True)  # fmt: skip
+    compared = subprocess.run(
+        [sys.executable, ROOT / "bench" / "compare.py", tmp_path / "a.jsonl", tmp_path / "b.jsonl", "--modes", "full"],
+        capture_output=True,
+        text=True,
+    )
     assert compared.returncode == 0, compared.stderr
     header, row = compared.stdout.splitlines()[2:4]
-    assert header.split() == ["mode", "metric", "A", "B", "B", "-", "A", "wins", "losses", "ties", "sign", "p", "t", "p"]
+    assert header.split() == [
+        "mode",
+        "metric",
+        "A",
+        "B",
+        "B",
+        "-",
+        "A",
+        "wins",
+        "losses",
+        "ties",
+        "sign",
+        "p",
+        "t",
+        "p",
+    ]
     # 7 wins, 1 loss: sign test p = 2 * 9/256; mean delta (7 * 0.1 - 0.1) / 8 = 0.075
     assert row.split()[:9] == ["full", "ndcg@10", "0.5000", "0.5750", "+0.0750", "7", "1", "0", "0.0703"]
 
@@ -167,7 +213,9 @@ def test_recall_options_are_checked_by_the_querydoc_and_named(run, vault_brain_p
 
 
 def test_a_repeatable_option_takes_each_value_whole(run, tmp_path):
-    path = write(tmp_path / "r.jsonl", json.dumps({"_id": "a", "title": "Invoice", "text": "The invoice run is on the 3rd."}))
+    path = write(
+        tmp_path / "r.jsonl", json.dumps({"_id": "a", "title": "Invoice", "text": "The invoice run is on the 3rd."})
+    )
     db_path = tmp_path / "brain.db"
     assert run("brain", "ingest", db_path, path, "--source", "crm,eu").exit_code == 0
     found = json.loads(run("brain", "recall", db_path, "invoice run", "--source", "crm,eu", "--json").output)
@@ -175,8 +223,15 @@ def test_a_repeatable_option_takes_each_value_whole(run, tmp_path):
 
 
 def test_recall_as_of(run, tmp_path):
-    records = [{"_id": "rota", "title": "Weekend rota", "text": "Kim leads escalations on weekends.",
-                "valid_from": "2024-01-01", "valid_to": "2025-01-01"}]  # fmt: skip
+    records = [
+        {
+            "_id": "rota",
+            "title": "Weekend rota",
+            "text": "Kim leads escalations on weekends.",
+            "valid_from": "2024-01-01",
+            "valid_to": "2025-01-01",
+        }
+    ]
     db_path = tmp_path / "brain.db"
     assert run("brain", "ingest", db_path, write(tmp_path / "r.jsonl", json.dumps(records[0]))).exit_code == 0
     then = run("brain", "recall", db_path, "who leads escalations on weekends?", "--as-of", "2024-06-01")

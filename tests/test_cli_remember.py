@@ -12,8 +12,13 @@ import brain_sql
 
 from .conftest import rows, snapshot, write
 
-DEPLOY = {"_id": "m-1", "title": "Deploy window", "text": "Deploys happen on Tuesdays.", "scope": "/acme/eng",
-          "relations": [{"type": "owned_by", "to": "Platform Team"}]}  # fmt: skip
+DEPLOY = {
+    "_id": "m-1",
+    "title": "Deploy window",
+    "text": "Deploys happen on Tuesdays.",
+    "scope": "/acme/eng",
+    "relations": [{"type": "owned_by", "to": "Platform Team"}],
+}
 
 
 def piped(*args, input):
@@ -85,11 +90,24 @@ def test_remember_input_that_is_not_utf8_or_not_there(run, db_path, tmp_path):
 
 
 def test_forget_by_id_and_external_id(run, db_path):
-    piped("brain", "remember", db_path, input="\n".join(json.dumps(r) for r in [
-        DEPLOY, {"_id": "m-2", "text": "Backups run nightly."}, {"_id": "m-3", "text": "Lunch is at noon."}]))  # fmt: skip
+    piped(
+        "brain",
+        "remember",
+        db_path,
+        input="\n".join(
+            json.dumps(r)
+            for r in [
+                DEPLOY,
+                {"_id": "m-2", "text": "Backups run nightly."},
+                {"_id": "m-3", "text": "Lunch is at noon."},
+            ]
+        ),
+    )
     conn = brain_sql.connect(db_path)
     ids = dict(rows(conn, "select external_id, id from knowledge"))
-    result = run("brain", "forget", db_path, "--external-id", "m-1", "--id", ids["m-2"], "--id", 999, "--external-id", "x")
+    result = run(
+        "brain", "forget", db_path, "--external-id", "m-1", "--id", ids["m-2"], "--id", 999, "--external-id", "x"
+    )
     assert result.exit_code == 0, result.output
     assert result.output == (
         f"forgot 2 memories of 2 documents (ids {ids['m-1']}, {ids['m-2']}; external ids m-1, m-2); "

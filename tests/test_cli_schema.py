@@ -81,7 +81,9 @@ def reference_file(path):
             (id_, np.packbits(vector > 0).tobytes(), np.rint(vector * 127).astype(np.int8).tobytes(), source),
         )
     conn.execute("insert into entities (name, entity_type) values ('on-call lead', 'role'), ('NAS', 'device')")
-    conn.execute("insert into relationships (from_entity_id, to_entity_id, relation_type, knowledge_id) values (1, 2, 'uses', 3)")
+    conn.execute(
+        "insert into relationships (from_entity_id, to_entity_id, relation_type, knowledge_id) values (1, 2, 'uses', 3)"
+    )
     conn.close()
 
 
@@ -91,8 +93,16 @@ def test_init_creates_every_table(run, db_path):
     assert "wordllama/l2_supercat (256 dimensions)" in result.output
     conn = brain_sql.connect(db_path)
     names = {r[0] for r in rows(conn, "select name from sqlite_master")}
-    assert {"knowledge", "knowledge_fts", "knowledge_fts_vocab", "vec_knowledge", "entities",
-            "relationships", "documents", "brain_meta"} <= names  # fmt: skip
+    assert {
+        "knowledge",
+        "knowledge_fts",
+        "knowledge_fts_vocab",
+        "vec_knowledge",
+        "entities",
+        "relationships",
+        "documents",
+        "brain_meta",
+    } <= names
     meta = dict(rows(conn, "select key, value from brain_meta"))
     assert meta == {"model": "wordllama/l2_supercat", "dimension": "256", "schema_version": "1"}
     vec_sql = conn.execute("select sql from sqlite_master where name = 'vec_knowledge'").fetchone()[0]
@@ -101,8 +111,20 @@ def test_init_creates_every_table(run, db_path):
     for column in VEC_METADATA:
         assert column in vec_sql
     knowledge_columns = {r[1] for r in rows(conn, "pragma table_info(knowledge)")}
-    assert {"class", "scope", "expires_at", "relevance_tier", "confidence", "source", "node_kind",
-            "lawful_basis", "region", "embedding_model", "owner", "access"} <= knowledge_columns  # fmt: skip
+    assert {
+        "class",
+        "scope",
+        "expires_at",
+        "relevance_tier",
+        "confidence",
+        "source",
+        "node_kind",
+        "lawful_basis",
+        "region",
+        "embedding_model",
+        "owner",
+        "access",
+    } <= knowledge_columns
 
 
 def test_init_twice_is_a_no_op(run, db_path):
@@ -137,8 +159,10 @@ def test_reference_file_migrates_without_losing_a_row(run, db_path):
     ]
     # recall-ready: every row re-embedded with the recorded model, filters mirrored
     assert rows(conn, "select knowledge_id, source, scope from vec_knowledge order by knowledge_id") == [
-        (1, "health", "/"), (2, "manual", "/"), (3, "ops", "/"),
-    ]  # fmt: skip
+        (1, "health", "/"),
+        (2, "manual", "/"),
+        (3, "ops", "/"),
+    ]
     nearest = conn.execute(
         "select knowledge_id from vec_knowledge where embedding_int8 match vec_int8(brain_embed(?, 'int8')) and k = 1",
         ("when are backups copied to the NAS",),
@@ -211,9 +235,10 @@ def test_reindex_switches_the_model(run, vault_brain_copy, tmp_path, monkeypatch
     assert result.exit_code == 0, result.output
     conn = brain_sql.connect(db_path)
     assert rows(conn, "select value from brain_meta where key = 'model'") == [(str(folder),)]
-    assert conn.execute("select count(*) from vec_knowledge").fetchone()[0] == conn.execute(
-        "select count(*) from knowledge"
-    ).fetchone()[0]
+    assert (
+        conn.execute("select count(*) from vec_knowledge").fetchone()[0]
+        == conn.execute("select count(*) from knowledge").fetchone()[0]
+    )
     assert run("brain", "recall", db_path, "how are vectors stored").exit_code == 0
 
 
@@ -227,8 +252,9 @@ async def test_a_running_server_notices_reindex(vault_brain_copy, tmp_path):
 
     base = get_model("wordllama/l2_supercat")
     folder = tmp_path / "model128"
-    StaticModel(vectors=np.ascontiguousarray(base.embedding[:, :128]), tokenizer=base.tokenizer,
-                normalize=True).save_pretrained(str(folder))  # fmt: skip
+    StaticModel(
+        vectors=np.ascontiguousarray(base.embedding[:, :128]), tokenizer=base.tokenizer, normalize=True
+    ).save_pretrained(str(folder))
     datasette = Datasette([str(vault_brain_copy)])
     name = vault_brain_copy.stem
     canned = f"/{name}/recall.json?q=graph+leg&scope=&classes=&sources=&domain=&since=&until="

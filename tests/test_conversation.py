@@ -45,8 +45,11 @@ def test_a_turn_is_stored_as_said_and_searched_with_its_speaker_day_and_earlier_
     ]
     # only the last two turns before it, and none after it
     assert "Hey Mel" not in stored["S1:4"][2] and "keep going" not in stored["S1:4"][2]
-    assert {("Caroline, 8 May 2023", "said_by", "Caroline"), ("Melanie, 8 May 2023", "said_by", "Melanie"),
-            ("Caroline, 8 May 2023", "in_session", "chat/1")} <= edges(conn)  # fmt: skip
+    assert {
+        ("Caroline, 8 May 2023", "said_by", "Caroline"),
+        ("Melanie, 8 May 2023", "said_by", "Melanie"),
+        ("Caroline, 8 May 2023", "in_session", "chat/1"),
+    } <= edges(conn)
     types = dict(rows(conn, "select name, entity_type from entities where name in ('Caroline', 'chat/1')"))
     assert types == {"Caroline": "person", "chat/1": "session"}
     # speaker and session stay with the memory, as the record gave them
@@ -55,7 +58,7 @@ def test_a_turn_is_stored_as_said_and_searched_with_its_speaker_day_and_earlier_
 
 
 def test_a_question_finds_the_turn_its_words_are_only_around(conn, tmp_path):
-    """"What did the counsellor say?" is answered by S1:5, which names no counsellor:
+    """ "What did the counsellor say?" is answered by S1:5, which names no counsellor:
     the turn before it does. The hit is the turn, with its own text."""
     brain_sql.ingest(conn, [transcript(tmp_path)])
     result = brain_sql.recall(conn, {"q": "what did the counsellor advise Caroline", "k": 3, "cutoff": False})
@@ -74,7 +77,15 @@ def test_a_month_without_a_year_is_the_latest_one_with_memories(conn, tmp_path):
     assert "S1:3" in [hit["external_id"] for hit in result["hits"]]
     since = brain_sql.recall(conn, {"q": "support group since May", "now": "2026-11-29", "cutoff": False})
     assert (since["query"]["since"], since["query"]["until"]) == ("2023-05-01 00:00:00", None)
-    later = [{"_id": "L1", "text": "Back from the coast.", "speaker": "Ann", "session_id": "chat/2", "observed_at": "2023-08-01"}]
+    later = [
+        {
+            "_id": "L1",
+            "text": "Back from the coast.",
+            "speaker": "Ann",
+            "session_id": "chat/2",
+            "observed_at": "2023-08-01",
+        }
+    ]
     remember(conn, later)
     before = brain_sql.recall(conn, {"q": "support group before June", "now": "2026-11-29", "cutoff": False})
     assert before["query"]["until"] == "2023-06-01 00:00:00"  # the June with memories on both sides
@@ -155,8 +166,11 @@ def test_a_brain_made_before_context_was_searched_is_migrated(db_path, tmp_path)
     assert (report.documents_updated, report.errors) == (5, [])
     columns = [row[1] for row in conn.execute("pragma table_info(knowledge_fts)")]
     assert columns == ["title", "content", "context", "content_hash"]
-    found = rows(conn, "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
-                       "where knowledge_fts match 'counsellor' order by k.external_id")  # fmt: skip
+    found = rows(
+        conn,
+        "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
+        "where knowledge_fts match 'counsellor' order by k.external_id",
+    )
     assert found == [("S1:4",), ("S1:5",)]  # S1:5 by its context alone
     assert brain_sql.check(conn) == {}
 
@@ -172,16 +186,26 @@ def test_a_forgotten_flagged_or_corrected_turn_is_not_found_through_the_turns_af
     brain_sql.ingest(conn, [transcript(tmp_path)])
     assert "Caroline: I went to a support group" in quotes(conn, "S1:4")
     assert "Caroline: I went to a support group" in quotes(conn, "S1:5")
-    vector = conn.execute("select embedding_int8 from vec_knowledge v join knowledge k on k.id = v.knowledge_id "
-                          "where k.external_id = 'S1:4'").fetchone()[0]  # fmt: skip
+    vector = conn.execute(
+        "select embedding_int8 from vec_knowledge v join knowledge k on k.id = v.knowledge_id "
+        "where k.external_id = 'S1:4'"
+    ).fetchone()[0]
     brain_sql.forget(conn, external_ids=["S1:3"])
     assert "support group" not in quotes(conn, "S1:4") and "support group" not in quotes(conn, "S1:5")
-    assert quotes(conn, "S1:4").splitlines() == ["Melanie, 8 May 2023", "Melanie: Great! We hiked up to the old lighthouse with the kids."]
-    found = rows(conn, "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
-                       "where knowledge_fts match 'powerful'")  # fmt: skip
+    assert quotes(conn, "S1:4").splitlines() == [
+        "Melanie, 8 May 2023",
+        "Melanie: Great! We hiked up to the old lighthouse with the kids.",
+    ]
+    found = rows(
+        conn,
+        "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
+        "where knowledge_fts match 'powerful'",
+    )
     assert found == []
-    stored = conn.execute("select v.embedding_int8, k.content_hash from vec_knowledge v join knowledge k "
-                          "on k.id = v.knowledge_id where k.external_id = 'S1:4'").fetchone()  # fmt: skip
+    stored = conn.execute(
+        "select v.embedding_int8, k.content_hash from vec_knowledge v join knowledge k "
+        "on k.id = v.knowledge_id where k.external_id = 'S1:4'"
+    ).fetchone()
     assert stored[0] != vector  # embedded again, with its context as it is now
     assert brain_sql.check(conn) == {}
 
@@ -205,12 +229,17 @@ def test_a_flagged_turn_stays_unquoted_when_its_file_is_ingested_again(conn, tmp
     ids = dict(rows(conn, "select external_id, id from knowledge"))
     report = brain_sql.ingest(conn, [transcript(tmp_path)])
     assert "lighthouse" not in quotes(conn, "S1:3") + quotes(conn, "S1:4")
-    assert report.chunks_added == 0 and dict(rows(conn, "select external_id, id from knowledge")) == ids  # same memories
+    assert (
+        report.chunks_added == 0 and dict(rows(conn, "select external_id, id from knowledge")) == ids
+    )  # same memories
 
 
 def test_a_quote_is_dropped_whole_never_a_longer_one_that_begins_alike(conn, tmp_path):
-    turns = [{"_id": "a", "text": "Hi", "speaker": "Ann"}, {"_id": "b", "text": "Hi there", "speaker": "Ann"},
-             {"_id": "c", "text": "Hello both", "speaker": "Bo"}]  # fmt: skip
+    turns = [
+        {"_id": "a", "text": "Hi", "speaker": "Ann"},
+        {"_id": "b", "text": "Hi there", "speaker": "Ann"},
+        {"_id": "c", "text": "Hello both", "speaker": "Bo"},
+    ]
     brain_sql.ingest(conn, [transcript(tmp_path, turns)])
     brain_sql.forget(conn, external_ids=["a"])
     assert quotes(conn, "c").splitlines()[1:] == ["Ann: Hi there"]
@@ -219,9 +248,11 @@ def test_a_quote_is_dropped_whole_never_a_longer_one_that_begins_alike(conn, tmp
 def test_a_turn_quotes_only_earlier_turns_in_its_own_scope(conn, tmp_path):
     """Whoever may read a turn may read what its context quotes: a session whose
     turns lie in two scopes keeps each scope's words to itself."""
-    turns = [{"_id": "p1", "text": "The zebrafish budget is secret.", "speaker": "Ann", "scope": "/acme/legal"},
-             {"_id": "q1", "text": "What's for lunch?", "speaker": "Bo", "scope": "/acme/support"},
-             {"_id": "q2", "text": "Soup, I think.", "speaker": "Ann", "scope": "/acme/support"}]  # fmt: skip
+    turns = [
+        {"_id": "p1", "text": "The zebrafish budget is secret.", "speaker": "Ann", "scope": "/acme/legal"},
+        {"_id": "q1", "text": "What's for lunch?", "speaker": "Bo", "scope": "/acme/support"},
+        {"_id": "q2", "text": "Soup, I think.", "speaker": "Ann", "scope": "/acme/support"},
+    ]
     brain_sql.ingest(conn, [transcript(tmp_path, turns)])
     assert "zebrafish" not in quotes(conn, "q1") + quotes(conn, "q2")
     assert quotes(conn, "q2").splitlines()[-1] == "Bo: What's for lunch?"
@@ -230,8 +261,11 @@ def test_a_turn_quotes_only_earlier_turns_in_its_own_scope(conn, tmp_path):
     assert "zebrafish" not in quotes(conn, "q3") and "Soup" in quotes(conn, "q3")
     hits = brain_sql.recall(conn, {"q": "zebrafish budget", "scope": "/acme/support", "cutoff": False})["hits"]
     assert all("zebrafish" not in (h["content"] + (h["title"] or "")) for h in hits)
-    assert not rows(conn, "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
-                          "where knowledge_fts match 'zebrafish' and k.scope = '/acme/support'")  # fmt: skip
+    assert not rows(
+        conn,
+        "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
+        "where knowledge_fts match 'zebrafish' and k.scope = '/acme/support'",
+    )
 
 
 def test_odd_turns_are_stored_and_bounded(conn, tmp_path):
@@ -258,7 +292,9 @@ def test_odd_turns_are_stored_and_bounded(conn, tmp_path):
 def test_a_turn_flagged_with_plain_sql_is_found_by_check_and_repaired(conn, tmp_path):
     brain_sql.ingest(conn, [transcript(tmp_path)])
     conn.execute("update knowledge set flagged = 1 where external_id = 'S1:3'")
-    quoting = [row[0] for row in conn.execute("select document_id from knowledge where external_id in ('S1:4', 'S1:5')")]
+    quoting = [
+        row[0] for row in conn.execute("select document_id from knowledge where external_id in ('S1:4', 'S1:5')")
+    ]
     assert brain_sql.check(conn) == {"stale_quotes": sorted(quoting)}
     brain_sql.check(conn, repair=True)
     assert "support group" not in quotes(conn, "S1:4") + quotes(conn, "S1:5")
@@ -269,10 +305,15 @@ def test_the_same_words_said_twice_are_told_apart(conn, tmp_path):
     """Short turns repeat ("Thanks"): flagging one drops its quote only from the
     turns after it, never the other's quote; check stays clean and ingesting the
     file again changes nothing."""
-    turns = [{"_id": "t1", "text": "Thanks", "speaker": "Bob"}, {"_id": "t2", "text": "Sure.", "speaker": "Ann"},
-             {"_id": "t3", "text": "Thanks", "speaker": "Bob"}, {"_id": "t4", "text": "Bye!", "speaker": "Ann"},
-             {"_id": "t5", "text": "Yes", "speaker": "Bob"}, {"_id": "t6", "text": "Yes, absolutely wonderful", "speaker": "Bob"},
-             {"_id": "t7", "text": "Good.", "speaker": "Ann"}]  # fmt: skip
+    turns = [
+        {"_id": "t1", "text": "Thanks", "speaker": "Bob"},
+        {"_id": "t2", "text": "Sure.", "speaker": "Ann"},
+        {"_id": "t3", "text": "Thanks", "speaker": "Bob"},
+        {"_id": "t4", "text": "Bye!", "speaker": "Ann"},
+        {"_id": "t5", "text": "Yes", "speaker": "Bob"},
+        {"_id": "t6", "text": "Yes, absolutely wonderful", "speaker": "Bob"},
+        {"_id": "t7", "text": "Good.", "speaker": "Ann"},
+    ]
     path = transcript(tmp_path, turns)
     brain_sql.ingest(conn, [path])
     assert quotes(conn, "t4").splitlines()[1:] == ["Ann: Sure.", "Bob: Thanks"]
@@ -302,11 +343,14 @@ def test_review_decisions_on_the_turns_after_a_flagged_one_outlive_ingesting_its
     assert dict(rows(conn, "select external_id, id from knowledge"))["S1:4"] == ids["S1:4"]
 
 
-@pytest.mark.parametrize("change", [
-    "update knowledge set scope = '/b' where external_id = 'S1:3'",  # moved to another scope
-    "update knowledge set metadata = json_set(metadata, '$.session_id', 'chat/2') where external_id = 'S1:3'",
-    "delete from knowledge where external_id = 'S1:3'",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change",
+    [
+        "update knowledge set scope = '/b' where external_id = 'S1:3'",  # moved to another scope
+        "update knowledge set metadata = json_set(metadata, '$.session_id', 'chat/2') where external_id = 'S1:3'",
+        "delete from knowledge where external_id = 'S1:3'",
+    ],
+)
 def test_quotes_of_a_turn_moved_or_deleted_with_plain_sql_are_found_and_dropped(conn, tmp_path, change):
     """The turns after a turn quote it in their contexts; a turn moved to another
     scope or session or deleted with plain SQL is no longer what they quote
@@ -320,8 +364,11 @@ def test_quotes_of_a_turn_moved_or_deleted_with_plain_sql_are_found_and_dropped(
     assert brain_sql.check(conn) == {}
     assert "support group" not in quotes(conn, "S1:4") + quotes(conn, "S1:5")
     assert quotes(conn, "S1:5").splitlines()[1:] == ["Melanie: What did the counsellor say about it?"]
-    assert not rows(conn, "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
-                          "where knowledge_fts match 'powerful' and k.external_id in ('S1:4', 'S1:5')")  # fmt: skip
+    assert not rows(
+        conn,
+        "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
+        "where knowledge_fts match 'powerful' and k.external_id in ('S1:4', 'S1:5')",
+    )
 
 
 def test_a_turn_moved_to_another_scope_keeps_no_quote_of_its_old_one(conn, tmp_path):
@@ -331,19 +378,26 @@ def test_a_turn_moved_to_another_scope_keeps_no_quote_of_its_old_one(conn, tmp_p
     assert brain_sql.check(conn) == {"stale_quotes": [moved]}
     brain_sql.check(conn, repair=True)
     assert quotes(conn, "S1:5") == "Caroline, 8 May 2023"  # its own lines stay
-    assert not rows(conn, "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
-                          "where knowledge_fts match 'counsellor' and k.scope = '/b'")  # fmt: skip
+    assert not rows(
+        conn,
+        "select k.external_id from knowledge_fts f join knowledge k on k.id = f.rowid "
+        "where knowledge_fts match 'counsellor' and k.scope = '/b'",
+    )
 
 
 def test_contexts_as_ingest_writes_them_are_consistent(conn, tmp_path):
     """Long names and turns cut in quotes, time phrases, several lines, repeated
     words, a session over two scopes: check finds nothing to restate, until a
     turn quoting the same words twice is moved."""
-    turns = [{"_id": "1", "text": "Yesterday was long.\nLast week too.", "speaker": "Today"},
-             {"_id": "2", "text": "x " * 900, "speaker": "S" * 300},
-             {"_id": "3", "text": "Thanks", "speaker": "Bo\nB"}, {"_id": "4", "text": "Thanks", "speaker": "Bo\nB"},
-             {"_id": "5", "text": "Two days ago?", "speaker": "Al", "scope": "/x"},
-             {"_id": "6", "text": "Thanks", "speaker": "Bo\nB"}, {"_id": "7", "text": "Ok.", "speaker": "Al"}]  # fmt: skip
+    turns = [
+        {"_id": "1", "text": "Yesterday was long.\nLast week too.", "speaker": "Today"},
+        {"_id": "2", "text": "x " * 900, "speaker": "S" * 300},
+        {"_id": "3", "text": "Thanks", "speaker": "Bo\nB"},
+        {"_id": "4", "text": "Thanks", "speaker": "Bo\nB"},
+        {"_id": "5", "text": "Two days ago?", "speaker": "Al", "scope": "/x"},
+        {"_id": "6", "text": "Thanks", "speaker": "Bo\nB"},
+        {"_id": "7", "text": "Ok.", "speaker": "Al"},
+    ]
     brain_sql.ingest(conn, [transcript(tmp_path, turns)])
     assert brain_sql.check(conn) == {}
     remember(conn, [{**turns[1], "text": "Shorter now.", "session_id": "chat/1"}])  # corrected: quoted as it is now
@@ -358,10 +412,13 @@ def test_contexts_as_ingest_writes_them_are_consistent(conn, tmp_path):
     assert brain_sql.check(conn) == {}
 
 
-@pytest.mark.parametrize("turn, corrected", [
-    (0, "Hi Mel! Long time no see, how was the weekend?"),
-    (2, "I stayed home and read all day."),  # its own context said "yesterday: 7 May 2023" too
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "turn, corrected",
+    [
+        (0, "Hi Mel! Long time no see, how was the weekend?"),
+        (2, "I stayed home and read all day."),  # its own context said "yesterday: 7 May 2023" too
+    ],
+)
 def test_a_turn_whose_words_plain_sql_changed_is_quoted_as_it_is_now(tmp_path, turn, corrected):
     """A turn edited in place with plain SQL: check names the turns quoting its old
     words, and its own context when its time phrases are gone; repair quotes its
@@ -373,16 +430,20 @@ def test_a_turn_whose_words_plain_sql_changed_is_quoted_as_it_is_now(tmp_path, t
         conn = brain_sql.connect(tmp_path / f"{way}.db")
         brain_sql.ingest(conn, [transcript(tmp_path, TURNS)])
         if way == "sql":
-            quoting = sorted(d for d, context in rows(conn, "select document_id, context from knowledge")
-                             if f"\n{original}\n" in context + "\n")  # fmt: skip
+            quoting = sorted(
+                d
+                for d, context in rows(conn, "select document_id, context from knowledge")
+                if f"\n{original}\n" in context + "\n"
+            )
             conn.execute("update knowledge set content = ? where external_id = ?", [corrected, external_id])
             found = brain_sql.check(conn)
             assert quoting and found["stale_quotes"] == quoting, found
             assert "unrepaired" not in brain_sql.check(conn, repair=True)
             assert brain_sql.check(conn) == {}
         else:
-            remember(conn, [{**TURNS[turn], "text": corrected, "session_id": "chat/1",
-                             "observed_at": "2023-05-08T13:56:00"}])  # fmt: skip
+            remember(
+                conn, [{**TURNS[turn], "text": corrected, "session_id": "chat/1", "observed_at": "2023-05-08T13:56:00"}]
+            )
         contexts.append([quotes(conn, t["_id"]) for t in TURNS])
     # the turns after it, as remember leaves them (which quotes the turns stored last in the corrected turn's own)
     assert contexts[0][:turn] + contexts[0][turn + 1 :] == contexts[1][:turn] + contexts[1][turn + 1 :]
@@ -403,9 +464,11 @@ def test_a_turn_whose_day_plain_sql_changed_is_said_on_its_new_day(conn, tmp_pat
     brain_sql.check(conn, repair=True)
     assert brain_sql.check(conn) == {}
     assert quotes(conn, "S1:3").splitlines() == [
-        "Caroline, 10 January 2024", "yesterday: 9 January 2024",
-        f"Caroline: {TURNS[0]['text']}", f"Melanie: {TURNS[1]['text']}",
-    ]  # fmt: skip
+        "Caroline, 10 January 2024",
+        "yesterday: 9 January 2024",
+        f"Caroline: {TURNS[0]['text']}",
+        f"Melanie: {TURNS[1]['text']}",
+    ]
     assert quotes(conn, "S2:1") == "Ann"
     hits = brain_sql.recall(conn, {"q": "support group 9 January 2024", "k": 1, "cutoff": False})["hits"]
     assert hits[0]["external_id"] == "S1:3"

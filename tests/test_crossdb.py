@@ -115,7 +115,6 @@ async def test_a_brain_with_no_deny_answers_crossdb_queries_once_started(vault_b
     assert (await datasette.execute("_memory", "select count(*) from brain.knowledge")).rows[0][0] > 0
 
 
-
 @pytest.mark.asyncio
 async def test_a_file_served_empty_and_ingested_into_later_is_protected(tmp_path):
     """Served before it is a brain (an empty file), then ingested into: anonymous
@@ -154,9 +153,14 @@ async def test_a_database_that_attaches_the_brain_reads_nothing_of_it(secret_bra
     datasette = Datasette([str(secret_brain), str(plain)], metadata=DENY)
     pm.register(AttachBrain(secret_brain), name="attach-brain")
     try:
-        for sql in ("select content from mirror.knowledge", "select content from knowledge",
-                    "select block from mirror.knowledge_fts_data", "select name from mirror.entities",
-                    "select * from mirror.sqlite_stat1", "select * from mirror.sqlite_stat4"):  # fmt: skip
+        for sql in (
+            "select content from mirror.knowledge",
+            "select content from knowledge",
+            "select block from mirror.knowledge_fts_data",
+            "select name from mirror.entities",
+            "select * from mirror.sqlite_stat1",
+            "select * from mirror.sqlite_stat4",
+        ):
             assert await refused(datasette, "/plain.json", sql), sql
         mine = await datasette.client.get("/plain.json", params={"sql": "select x from t"})
         assert mine.status_code == 200 and mine.json()["rows"] == [[1]]

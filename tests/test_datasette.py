@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from markupsafe import escape
 from datasette.app import Datasette
+from markupsafe import escape
 
 from .conftest import copy_brain
 
@@ -17,7 +17,13 @@ METADATA = yaml.safe_load((Path(__file__).parent.parent / "metadata.yml").read_t
 def demo(vault_brain_path, tmp_path_factory):
     folder = tmp_path_factory.mktemp("demo")
     records = [
-        {"_id": "gone", "title": "Old rota", "text": "The 2024 pager rota.", "expires_at": "2025-01-01", "class": "policy"},
+        {
+            "_id": "gone",
+            "title": "Old rota",
+            "text": "The 2024 pager rota.",
+            "expires_at": "2025-01-01",
+            "class": "policy",
+        },
         {"_id": "soon", "title": "Trial", "text": "The trial licence.", "expires_at": "2999-01-01"},
         {"_id": "archived", "title": "Archived", "text": "Kept for the record.", "relevance_tier": 0},
     ]
@@ -53,8 +59,18 @@ async def test_decay_filter_selects_a_bucket(demo):
 @pytest.mark.asyncio
 async def test_canned_recall_query_matches_the_api(demo):
     datasette = Datasette([str(demo)], metadata=METADATA)
-    params = {"q": "what does the graph leg do", "k": "5", "scope": "", "classes": "", "sources": "",
-              "domain": "", "since": "", "until": "", "as_of": "", "_shape": "array"}  # fmt: skip
+    params = {
+        "q": "what does the graph leg do",
+        "k": "5",
+        "scope": "",
+        "classes": "",
+        "sources": "",
+        "domain": "",
+        "since": "",
+        "until": "",
+        "as_of": "",
+        "_shape": "array",
+    }
     canned = await datasette.client.get("/demo/recall.json", params=params)
     assert canned.status_code == 200, canned.text
     api = await datasette.client.post("/demo/-/recall", json={"q": "what does the graph leg do", "k": 5, "prf": False})
@@ -64,14 +80,17 @@ async def test_canned_recall_query_matches_the_api(demo):
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("params, named", [
-    ({"since": "notadate"}, 'since "notadate" is not a date'),
-    ({"as_of": "yesterday"}, 'as_of "yesterday" is not a date'),
-    ({"scope": "acme"}, "scope must be a path starting with '/'"),
-    ({"classes": "memory,bogus"}, "classes must be among memory, reference, policy, not bogus"),
-    ({"k": "abc"}, "k must be a whole number"),
-    ({"k": "-3"}, "k must be from 1 to 100, not -3"),  # not every row
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "params, named",
+    [
+        ({"since": "notadate"}, 'since "notadate" is not a date'),
+        ({"as_of": "yesterday"}, 'as_of "yesterday" is not a date'),
+        ({"scope": "acme"}, "scope must be a path starting with '/'"),
+        ({"classes": "memory,bogus"}, "classes must be among memory, reference, policy, not bogus"),
+        ({"k": "abc"}, "k must be a whole number"),
+        ({"k": "-3"}, "k must be from 1 to 100, not -3"),  # not every row
+    ],
+)
 async def test_the_canned_recall_query_names_a_bad_parameter(demo, params, named):
     """SQLite says of a brain_* function's error only that it raised one: the
     query's 400 names the parameter at fault instead, in its JSON and on its page,
@@ -93,9 +112,15 @@ async def test_decayed_json_and_html(demo):
     data = (await datasette.client.get("/demo/-/decayed.json")).json()
     decays = {row["title"]: row["decay"] for row in data["rows"]}
     assert {decays["Old rota"], decays["Archived"]} == {"expired", "archived"} and "Trial" not in decays
-    assert {"expired", "archived"} <= {f["value"] for f in data["facets"]["decay"]} <= {"expired", "expiring within 7 days", "archived"}
+    assert (
+        {"expired", "archived"}
+        <= {f["value"] for f in data["facets"]["decay"]}
+        <= {"expired", "expiring within 7 days", "archived"}
+    )
     same = (await datasette.client.get("/demo/-/decayed", params={"_format": "json", "decay": "expired"})).json()
-    assert "Old rota" in [row["title"] for row in same["rows"]] and {row["decay"] for row in same["rows"]} == {"expired"}
+    assert "Old rota" in [row["title"] for row in same["rows"]] and {row["decay"] for row in same["rows"]} == {
+        "expired"
+    }
     html = (await datasette.client.get("/demo/-/decayed")).text
     assert f"{data['count']} memories" in html and 'id="facet-decay"' in html
 

@@ -16,14 +16,30 @@ from .conftest import close_brain, copy_brain, fingerprint, rows
 
 QUERY = {"q": "when is the zephyr turbine serviced", "k": 5}
 RECORDS = [
-    {"_id": "live", "title": "Zephyr turbine", "text": "The zephyr turbine is serviced every Monday by the night crew."},
-    {"_id": "expired", "title": "Old zephyr rota", "text": "The zephyr turbine was serviced on Thursdays in 2024.",
-     "expires_at": "2025-01-01"},
-    {"_id": "archived", "title": "Zephyr manual", "text": "The zephyr turbine manual, first edition, serviced yearly.",
-     "relevance_tier": 0},
-    {"_id": "later", "title": "Zephyr warranty", "text": "The zephyr turbine warranty is serviced by the vendor.",
-     "expires_at": "2999-01-01"},
-]  # fmt: skip
+    {
+        "_id": "live",
+        "title": "Zephyr turbine",
+        "text": "The zephyr turbine is serviced every Monday by the night crew.",
+    },
+    {
+        "_id": "expired",
+        "title": "Old zephyr rota",
+        "text": "The zephyr turbine was serviced on Thursdays in 2024.",
+        "expires_at": "2025-01-01",
+    },
+    {
+        "_id": "archived",
+        "title": "Zephyr manual",
+        "text": "The zephyr turbine manual, first edition, serviced yearly.",
+        "relevance_tier": 0,
+    },
+    {
+        "_id": "later",
+        "title": "Zephyr warranty",
+        "text": "The zephyr turbine warranty is serviced by the vendor.",
+        "expires_at": "2999-01-01",
+    },
+]
 WRITE = {"plugins": {"datasette-brain": {"allow_write": {"id": "keeper"}}}}
 
 
@@ -45,7 +61,9 @@ def recalled(conn, **extra):
 
 
 def state(conn, external_id):
-    return rows(conn, "select relevance_tier, expires_at, flagged from knowledge where external_id = ?", (external_id,))[0]
+    return rows(
+        conn, "select relevance_tier, expires_at, flagged from knowledge where external_id = ?", (external_id,)
+    )[0]
 
 
 def decay_of(conn, external_id):
@@ -66,7 +84,11 @@ def test_archive_takes_a_memory_out_of_recall(brain):
     assert "live" in recalled(brain)
     target = memory_id(brain, "live")
     archived_before = brain_sql.stats(brain)["decayed"]["archived"]
-    assert brain_sql.archive(brain, [target, 99_999_999]) == {"action": "archive", "changed": [target], "not_found": [99_999_999]}
+    assert brain_sql.archive(brain, [target, 99_999_999]) == {
+        "action": "archive",
+        "changed": [target],
+        "not_found": [99_999_999],
+    }
     assert state(brain, "live")[0] == 0
     assert decay_of(brain, "live") == "archived"
     assert "live" not in recalled(brain)
@@ -80,7 +102,11 @@ def test_extend_expiry_brings_an_expired_memory_back(brain):
     brain_sql.extend_expiry(brain, [memory_id(brain, "expired")], 30)
     expires = datetime.datetime.fromisoformat(state(brain, "expired")[1])
     # 30 days from now, not from the old expiry (which would still be past)
-    assert datetime.timedelta(days=30) - datetime.timedelta(seconds=5) <= expires - before <= datetime.timedelta(days=30, seconds=5)
+    assert (
+        datetime.timedelta(days=30) - datetime.timedelta(seconds=5)
+        <= expires - before
+        <= datetime.timedelta(days=30, seconds=5)
+    )
     assert decay_of(brain, "expired") == "live"
     assert "expired" in recalled(brain)
     # a later expiry moves on from itself
@@ -121,8 +147,12 @@ def test_each_action_is_one_transaction(brain):
         f"create temp trigger refuse before update on knowledge when new.id = {second} "
         "begin select raise(abort, 'refused'); end"
     )
-    for action in (lambda ids: brain_sql.archive(brain, ids), lambda ids: brain_sql.extend_expiry(brain, ids, 30),
-                   lambda ids: brain_sql.restore(brain, ids), lambda ids: brain_sql.flag(brain, ids)):  # fmt: skip
+    for action in (
+        lambda ids: brain_sql.archive(brain, ids),
+        lambda ids: brain_sql.extend_expiry(brain, ids, 30),
+        lambda ids: brain_sql.restore(brain, ids),
+        lambda ids: brain_sql.flag(brain, ids),
+    ):
         with pytest.raises(brain_sql.WriteError, match="nothing was changed"):
             action([first, second])
         assert rows(brain, "select * from knowledge order by id") == before
@@ -180,9 +210,10 @@ async def test_writers_see_actions_and_they_work(served):
     conn = brain_sql.connect(served)
     target = memory_id(conn, "expired")
     posted = await datasette.client.post(
-        "/brain/-/decayed/act", cookies=cookies,
+        "/brain/-/decayed/act",
+        cookies=cookies,
         data={"csrftoken": token_in(html), "id": str(target), "action": "archive", "back": "decay=expired"},
-    )  # fmt: skip
+    )
     assert posted.status_code == 302, posted.text
     assert posted.headers["location"] == "/brain/-/decayed?decay=expired"
     assert state(conn, "expired")[0] == 0
@@ -191,7 +222,9 @@ async def test_writers_see_actions_and_they_work(served):
     # extend by a year, then restore
     for action in ("extend:365", "restore"):
         posted = await datasette.client.post(
-            "/brain/-/decayed/act", cookies=cookies, data={"csrftoken": token_in(html), "id": str(target), "action": action}
+            "/brain/-/decayed/act",
+            cookies=cookies,
+            data={"csrftoken": token_in(html), "id": str(target), "action": action},
         )
         assert posted.status_code == 302, posted.text
     assert state(conn, "expired") == (1, None, 0)
@@ -216,9 +249,10 @@ async def test_without_brain_write_no_buttons_and_posts_refused(served):
         assert "/-/decayed/act" not in html and 'value="archive"' not in html and "brain-write permission" in html
         cookies = {**cookies_for(datasette, actor), "ds_csrftoken": csrf["ds_csrftoken"]}
         refused = await datasette.client.post(
-            "/brain/-/decayed/act", cookies=cookies,
+            "/brain/-/decayed/act",
+            cookies=cookies,
             data={"csrftoken": token_in(writers_page), "id": str(target), "action": "archive"},
-        )  # fmt: skip
+        )
         assert refused.status_code == 403 and "brain-write" in refused.text
     assert state(conn, "expired")[0] == 1
     conn.close()
@@ -231,13 +265,17 @@ async def test_a_post_without_the_csrf_token_is_refused(served):
     conn = brain_sql.connect(served)
     target = memory_id(conn, "expired")
     html, cookies = await page_with_token(datasette, keeper)
-    for data, sent in [({"id": str(target), "action": "archive"}, cookies),  # no token in the form
-                       ({"id": str(target), "action": "archive", "csrftoken": token_in(html)}, keeper),  # no cookie
-                       ({"id": str(target), "action": "archive", "csrftoken": "forged"}, cookies)]:  # fmt: skip
+    for data, sent in [
+        ({"id": str(target), "action": "archive"}, cookies),  # no token in the form
+        ({"id": str(target), "action": "archive", "csrftoken": token_in(html)}, keeper),  # no cookie
+        ({"id": str(target), "action": "archive", "csrftoken": "forged"}, cookies),
+    ]:
         refused = await datasette.client.post("/brain/-/decayed/act", cookies=sent, data=data)
         assert refused.status_code == 403, refused.text
     # a JSON body is no way round it: the route is not one of the JSON API's
-    refused = await datasette.client.post("/brain/-/decayed/act", cookies=keeper, json={"id": [target], "action": "archive"})
+    refused = await datasette.client.post(
+        "/brain/-/decayed/act", cookies=keeper, json={"id": [target], "action": "archive"}
+    )
     assert refused.status_code == 403
     assert state(conn, "expired")[0] == 1
     conn.close()
@@ -251,21 +289,32 @@ async def test_a_post_with_anything_wrong_changes_nothing_and_says_so(served):
     target = str(memory_id(conn, "expired"))
     before = fingerprint(conn)
     good = {"csrftoken": token_in(html), "id": target, "action": "archive", "back": "decay=expired"}
-    for wrong, named in [({"back": "page=0"}, "back"), ({"back": "page=100000000000000000"}, "back"),
-                         ({"back": "size=1000&page=9223372036854775807"}, "back"), ({"back": "size=abc"}, "back"),
-                         ({"id": "\uff11"}, "id"), ({"id": f" {target}"}, "id"), ({"id": "9223372036854775808"}, "id"),
-                         ({"action": "extend:99999999999999999999"}, "days"), ({"action": "extend"}, "days"),
-                         ({"action": "burn"}, "unknown action"),
-                         # a back that is no query of the decayed page, any part of it: never dropped silently
-                         ({"back": "%ff%fe"}, "back"), ({"back": "_size=1e9"}, '"_size" is no parameter'),
-                         ({"back": "facet=%00"}, '"facet" is no parameter'), ({"back": "?decay=expired"}, "back"),
-                         ({"back": "decay=expired&decay=archived"}, "decay is given twice"),
-                         ({"back": "decay=live"}, "decay must be one of"), ({"back": "class=nope"}, "class must be"),
-                         ({"back": "source=%00"}, "NUL"), ({"back": "decay=expired&"}, "back"),
-                         ({"back": "scope=%2Fa%20"}, "a space at the start or end"),
-                         ({"back": "scope=/acme%E2%80%8B"}, "U+200B ZERO WIDTH SPACE"),
-                         ({"back": "scope=/acme/e%CC%81"}, "NFC"),
-                         ({"action": "extend:30", "back": "_size=1e9"}, "back")]:  # fmt: skip
+    for wrong, named in [
+        ({"back": "page=0"}, "back"),
+        ({"back": "page=100000000000000000"}, "back"),
+        ({"back": "size=1000&page=9223372036854775807"}, "back"),
+        ({"back": "size=abc"}, "back"),
+        ({"id": "\uff11"}, "id"),
+        ({"id": f" {target}"}, "id"),
+        ({"id": "9223372036854775808"}, "id"),
+        ({"action": "extend:99999999999999999999"}, "days"),
+        ({"action": "extend"}, "days"),
+        ({"action": "burn"}, "unknown action"),
+        # a back that is no query of the decayed page, any part of it: never dropped silently
+        ({"back": "%ff%fe"}, "back"),
+        ({"back": "_size=1e9"}, '"_size" is no parameter'),
+        ({"back": "facet=%00"}, '"facet" is no parameter'),
+        ({"back": "?decay=expired"}, "back"),
+        ({"back": "decay=expired&decay=archived"}, "decay is given twice"),
+        ({"back": "decay=live"}, "decay must be one of"),
+        ({"back": "class=nope"}, "class must be"),
+        ({"back": "source=%00"}, "NUL"),
+        ({"back": "decay=expired&"}, "back"),
+        ({"back": "scope=%2Fa%20"}, "a space at the start or end"),
+        ({"back": "scope=/acme%E2%80%8B"}, "U+200B ZERO WIDTH SPACE"),
+        ({"back": "scope=/acme/e%CC%81"}, "NFC"),
+        ({"action": "extend:30", "back": "_size=1e9"}, "back"),
+    ]:
         refused = await datasette.client.post("/brain/-/decayed/act", cookies=cookies, data={**good, **wrong})
         assert refused.status_code == 400, (wrong, refused.text)
         assert "Nothing was changed" in refused.text and named in unescape(refused.text), (wrong, refused.text[-3000:])
@@ -287,11 +336,16 @@ async def test_a_post_with_anything_wrong_changes_nothing_and_says_so(served):
 async def test_the_decayed_pages_filters_are_checked_as_recall_checks_them(served):
     """A scope recall refuses is a 400 here too, not an empty page: one check of scopes."""
     datasette = Datasette([served])
-    for query, named in [("scope=%2Fa%20", "a space at the start or end"), ("scope=/acme%E2%80%8B", "U+200B"),
-                         ("scope=/acme%E2%A0%80", "U+2800 BRAILLE PATTERN BLANK"), ("scope=/acme/e%CC%81", "NFC"),
-                         ("scope=acme", "starting with '/'"), ("decay=live", "decay must be one of"),
-                         ("class=nope", "class must be one of"),
-                         ("decay=expired&decay=archived", "given twice")]:  # fmt: skip
+    for query, named in [
+        ("scope=%2Fa%20", "a space at the start or end"),
+        ("scope=/acme%E2%80%8B", "U+200B"),
+        ("scope=/acme%E2%A0%80", "U+2800 BRAILLE PATTERN BLANK"),
+        ("scope=/acme/e%CC%81", "NFC"),
+        ("scope=acme", "starting with '/'"),
+        ("decay=live", "decay must be one of"),
+        ("class=nope", "class must be one of"),
+        ("decay=expired&decay=archived", "given twice"),
+    ]:
         recall = await datasette.client.get(f"/brain/-/recall?q=zephyr&{query}")
         page = await datasette.client.get(f"/brain/-/decayed?{query}")
         listed = await datasette.client.get(f"/brain/-/decayed.json?{query}")
@@ -318,7 +372,9 @@ async def test_decayed_pages_past_a_thousand(vault_brain_path, tmp_path):
     assert not {r["id"] for r in first["rows"]} & {r["id"] for r in second["rows"]}
     # the facets count every page's rows
     assert {f["value"]: f["count"] for f in first["facets"]["decay"]}["archived"] >= 1_005
-    small = (await datasette.client.get("/brain/-/decayed.json", params={"size": "400", "page": "3", "decay": "archived"})).json()
+    small = (
+        await datasette.client.get("/brain/-/decayed.json", params={"size": "400", "page": "3", "decay": "archived"})
+    ).json()
     assert small["page"] == 3 and small["pages"] == -(-small["count"] // 400)
     assert small["previous"] == "/brain/-/decayed.json?decay=archived&page=2&size=400"
     html = (await datasette.client.get("/brain/-/decayed")).text

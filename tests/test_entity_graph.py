@@ -63,8 +63,10 @@ def linked_brain(tmp_path, seed):
     folder = tmp_path / "notes"
     people = [f"Person {i}" for i in range(6)]
     for i in range(30):
-        links = " ".join(f"[[{rng.choice(['owned_by', 'works_with', 'tagged_with'])}::{rng.choice(people)}]]"
-                         for _ in range(rng.randrange(3)))  # fmt: skip
+        links = " ".join(
+            f"[[{rng.choice(['owned_by', 'works_with', 'tagged_with'])}::{rng.choice(people)}]]"
+            for _ in range(rng.randrange(3))
+        )
         names = " ".join(rng.sample(people + [f"Note {j}" for j in range(30)], 3))
         scope = rng.choice(["/", "/acme", "/acme/support", "/other"])
         write(folder / f"Note {i}.md", f"---\nscope: {scope}\n---\n# Note {i}\n\nAbout {names}. {links}\n")
@@ -99,8 +101,13 @@ def test_the_local_walk_scores_as_the_whole_graph_does(tmp_path, seed):
 
 def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path):
     conn = linked_brain(tmp_path, 3)
-    brain_sql.remember(conn, [{"title": "Mark King (musician)", "text": "bass", "entities": ["O'Neil & Sons", "ß-Team"]},
-                              {"title": "Dana Whitfield", "text": "owns the runbook"}])  # fmt: skip
+    brain_sql.remember(
+        conn,
+        [
+            {"title": "Mark King (musician)", "text": "bass", "entities": ["O'Neil & Sons", "ß-Team"]},
+            {"title": "Dana Whitfield", "text": "owns the runbook"},
+        ],
+    )
     current = state.current(conn, 256)
     graph = current.graph
     named = {}
@@ -111,8 +118,16 @@ def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path):
             for key in mentions.names_of(name):
                 named.setdefault(key, []).append(entity_id)
     automaton = mentions.automaton_of(named)
-    texts = ["who is mark king", "MARK KING (MUSICIAN) and dana whitfield", "o'neil & sons vs ß-team", "note 1 note 12",
-             "person 3's notes about Note 2.", "nothing here", "person", "Dana Whitfield's note 7"]  # fmt: skip
+    texts = [
+        "who is mark king",
+        "MARK KING (MUSICIAN) and dana whitfield",
+        "o'neil & sons vs ß-team",
+        "note 1 note 12",
+        "person 3's notes about Note 2.",
+        "nothing here",
+        "person",
+        "Dana Whitfield's note 7",
+    ]
     for text in texts:
         with current.lock:
             found = graph.seed_entities(text)

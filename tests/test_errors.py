@@ -65,8 +65,11 @@ def test_the_command_line(run, brain_path, tmp_path):
     before = stored(brain_path)
     record = write(tmp_path / "r.jsonl", '{"_id": "new", "text": "Deploys happen on Tuesdays."}')
     with write_lock_held(brain_path):
-        answers = [run("brain", "remember", brain_path, record), run("brain", "ingest", brain_path, record),
-                   run("brain", "forget", brain_path, "--external-id", "rota")]  # fmt: skip
+        answers = [
+            run("brain", "remember", brain_path, record),
+            run("brain", "ingest", brain_path, record),
+            run("brain", "forget", brain_path, "--external-id", "rota"),
+        ]
     for result in answers:
         assert result.exit_code == 75 and "Traceback" not in result.output, result.output
         assert "write lock" in result.output and "Busy: try the same command again shortly." in result.output
@@ -96,10 +99,12 @@ async def test_the_http_routes(brain_path, monkeypatch):
         recalled = await datasette.client.get("/brain/-/recall", params={"q": "pager rota"})
         listed = await datasette.client.get("/brain/-/memories.json")
     assert busy(recalled) and busy(listed) and "try again" in recalled.json()["error"]
-    bad = [await datasette.client.post("/brain/-/recall", json={"q": "pager rota", "k": 0}),
-           await datasette.client.get("/brain/-/recall", params={"q": "pager rota", "include_decayed": "maybe"}),
-           await datasette.client.post("/brain/-/remember", json={"text": "x", "scope": "acme"}),
-           await datasette.client.post("/brain/-/forget", json={"ids": ["x"]})]  # fmt: skip
+    bad = [
+        await datasette.client.post("/brain/-/recall", json={"q": "pager rota", "k": 0}),
+        await datasette.client.get("/brain/-/recall", params={"q": "pager rota", "include_decayed": "maybe"}),
+        await datasette.client.post("/brain/-/remember", json={"text": "x", "scope": "acme"}),
+        await datasette.client.post("/brain/-/forget", json={"ids": ["x"]}),
+    ]
     for response in bad:
         assert response.status_code == 400 and response.json()["status"] == 400, response.text
     assert stored(brain_path) == before
@@ -121,8 +126,10 @@ async def test_the_pages(brain_path, monkeypatch):
         archived = await datasette.client.post("/brain/-/decayed/act", cookies=cookies, data=form)
     assert busy(archived) and "Busy: try again shortly" in archived.text and "write lock" in archived.text
     assert stored(brain_path) == before
-    bad = [await datasette.client.get("/brain/-/brain", params={"q": "pager rota", "k": "0"}),
-           await datasette.client.post("/brain/-/decayed/act", cookies=cookies, data={**form, "action": "extend:0"})]
+    bad = [
+        await datasette.client.get("/brain/-/brain", params={"q": "pager rota", "k": "0"}),
+        await datasette.client.post("/brain/-/decayed/act", cookies=cookies, data={**form, "action": "extend:0"}),
+    ]
     for response in bad:
         assert response.status_code == 400 and "must be" in response.text, response.text[:500]
     assert stored(brain_path) == before
@@ -143,9 +150,11 @@ async def test_the_mcp_tools(brain_path, monkeypatch):
         for result in (remembered, forgotten, recalled):
             assert result.is_error and result.structured_content["status"] == 503, result
         assert stored(brain_path) == before
-        for tool, arguments in [("brain_recall", {"q": "pager rota", "k": 0}),
-                                ("brain_remember", {"records": [{"text": "x", "scope": "acme"}]}),
-                                ("brain_forget", {"ids": ["x"]})]:  # fmt: skip
+        for tool, arguments in [
+            ("brain_recall", {"q": "pager rota", "k": 0}),
+            ("brain_remember", {"records": [{"text": "x", "scope": "acme"}]}),
+            ("brain_forget", {"ids": ["x"]}),
+        ]:
             result = await client.call_tool(tool, arguments)
             assert result.is_error and result.structured_content["status"] == 400, (tool, result)
     assert stored(brain_path) == before

@@ -20,25 +20,80 @@ from .conftest import rows, write
 
 NOW = "2026-11-29 12:00:00"
 RECORDS = [
-    [{"_id": "alice-role", "title": "Alice's role", "text": "Alice is a support engineer.", "valid_from": "2024-01-01"}],
-    [{"_id": "alice-role", "title": "Alice's role", "text": "Alice is the support manager.", "valid_from": "2026-03-01"},
-     {"_id": "pager", "title": "Pager duty", "text": "Bob carries the pager on weekends.", "valid_from": "2025-01-01"},
-     {"_id": "pager-2026", "title": "Pager duty in 2026", "text": "Carol carries the pager on weekends.",
-      "supersedes": "pager", "valid_from": "2026-01-01"},
-     {"_id": "m-1", "title": "Deploy window", "text": "Deploys happen on Tuesdays.", "scope": "/acme/eng",
-      "class": "policy", "confidence": 0.8, "owner": "platform", "region": "eu", "lawful_basis": "contract",
-      "tags": ["deploys"], "entities": ["Release Train", {"name": "Platform Team", "type": "team"}],
-      "relations": [{"type": "owned_by", "to": "Platform Team"},
-                    {"from": "Release Train", "type": "runs_on", "to": "Tuesday", "to_type": "weekday"}],
-      "metadata": {"ticket": "OPS-7", "reviewers": ["ann", "ben"]}}],
-    [{"_id": f"D1:{n}", "text": text, "speaker": speaker, "session_id": "chat-1", "observed_at": f"2023-05-08T13:5{n}:00"}
-     for n, (speaker, text) in enumerate([("Caroline", "I went to a support group yesterday and it was so powerful."),
-                                          ("Mel", "That sounds great! What was it like?"),
-                                          ("Caroline", "Everyone there shared their coming-out stories."),
-                                          ("Mel", "I painted a sunrise over the lake last week.")], 1)],
-]  # fmt: skip
-QUERIES = ["what is Alice's role?", "who carries the pager?", "when do deploys happen?", "what did Caroline go to?",
-           "How does the graph leg rank memories?", "who owns the support runbook?"]  # fmt: skip
+    [
+        {
+            "_id": "alice-role",
+            "title": "Alice's role",
+            "text": "Alice is a support engineer.",
+            "valid_from": "2024-01-01",
+        }
+    ],
+    [
+        {
+            "_id": "alice-role",
+            "title": "Alice's role",
+            "text": "Alice is the support manager.",
+            "valid_from": "2026-03-01",
+        },
+        {
+            "_id": "pager",
+            "title": "Pager duty",
+            "text": "Bob carries the pager on weekends.",
+            "valid_from": "2025-01-01",
+        },
+        {
+            "_id": "pager-2026",
+            "title": "Pager duty in 2026",
+            "text": "Carol carries the pager on weekends.",
+            "supersedes": "pager",
+            "valid_from": "2026-01-01",
+        },
+        {
+            "_id": "m-1",
+            "title": "Deploy window",
+            "text": "Deploys happen on Tuesdays.",
+            "scope": "/acme/eng",
+            "class": "policy",
+            "confidence": 0.8,
+            "owner": "platform",
+            "region": "eu",
+            "lawful_basis": "contract",
+            "tags": ["deploys"],
+            "entities": ["Release Train", {"name": "Platform Team", "type": "team"}],
+            "relations": [
+                {"type": "owned_by", "to": "Platform Team"},
+                {"from": "Release Train", "type": "runs_on", "to": "Tuesday", "to_type": "weekday"},
+            ],
+            "metadata": {"ticket": "OPS-7", "reviewers": ["ann", "ben"]},
+        },
+    ],
+    [
+        {
+            "_id": f"D1:{n}",
+            "text": text,
+            "speaker": speaker,
+            "session_id": "chat-1",
+            "observed_at": f"2023-05-08T13:5{n}:00",
+        }
+        for n, (speaker, text) in enumerate(
+            [
+                ("Caroline", "I went to a support group yesterday and it was so powerful."),
+                ("Mel", "That sounds great! What was it like?"),
+                ("Caroline", "Everyone there shared their coming-out stories."),
+                ("Mel", "I painted a sunrise over the lake last week."),
+            ],
+            1,
+        )
+    ],
+]
+QUERIES = [
+    "what is Alice's role?",
+    "who carries the pager?",
+    "when do deploys happen?",
+    "what did Caroline go to?",
+    "How does the graph leg rank memories?",
+    "who owns the support runbook?",
+]
 
 
 @pytest.fixture
@@ -50,9 +105,13 @@ def brain(vault_brain_copy):
     for records in RECORDS:
         report, _ = brain_sql.remember(conn, records)
         assert not report.errors, report.errors
-    chunks = [i for (i,) in conn.execute(
-        "select id from knowledge where document_id = (select document_id from knowledge group by document_id "
-        "order by count(*) desc, document_id limit 1) order by chunk_index")]  # fmt: skip
+    chunks = [
+        i
+        for (i,) in conn.execute(
+            "select id from knowledge where document_id = (select document_id from knowledge group by document_id "
+            "order by count(*) desc, document_id limit 1) order by chunk_index"
+        )
+    ]
     assert len(chunks) >= 3
     # its first section stored long before the rest (a note edited since: the kept chunk keeps its time)
     conn.execute("update knowledge set created_at = '2020-01-01 08:00:00' where id = ?", [chunks[0]])
@@ -83,9 +142,14 @@ def stored(conn):
     columns = [c for (c,) in conn.execute("select name from pragma_table_info('knowledge')") if c != "updated_at"]
     return {
         "knowledge": rows(conn, f"select {', '.join(f'[{c}]' for c in columns)} from knowledge order by id"),
-        "edges": sorted(rows(conn, "select f.name, f.entity_type, r.relation_type, t.name, t.entity_type, "
-                                   "r.knowledge_id, r.document_id from relationships r join entities f on f.id = "
-                                   "r.from_entity_id join entities t on t.id = r.to_entity_id")),  # fmt: skip
+        "edges": sorted(
+            rows(
+                conn,
+                "select f.name, f.entity_type, r.relation_type, t.name, t.entity_type, "
+                "r.knowledge_id, r.document_id from relationships r join entities f on f.id = "
+                "r.from_entity_id join entities t on t.id = r.to_entity_id",
+            )
+        ),
         "entities": sorted(rows(conn, "select name, entity_type from entities")),
         "documents": rows(conn, "select document_id, title, source_path, chunks from documents order by document_id"),
     }
@@ -108,13 +172,15 @@ def test_an_export_ingested_into_a_new_brain_is_the_same_brain(brain, tmp_path):
     assert len(lines) == brain.execute("select count(distinct document_id) from knowledge").fetchone()[0]
     history = next(r for r in lines if r.get("_version_of") == "remember#alice-role")
     assert history["_id"] == "alice-role" and history["valid_from"] == "2024-01-01 00:00:00"
-    assert copy.execute("select superseded_at, superseded_by from knowledge where external_id = 'pager'").fetchone() == (
-        "2026-01-01 00:00:00", "remember#pager-2026")
+    assert copy.execute(
+        "select superseded_at, superseded_by from knowledge where external_id = 'pager'"
+    ).fetchone() == ("2026-01-01 00:00:00", "remember#pager-2026")
     turn = next(r for r in lines if r.get("_id") == "D1:3")
     assert turn["_chunks"][0]["flagged"] is True and turn["metadata"] == {"speaker": "Caroline", "session_id": "chat-1"}
     deploy = next(r for r in lines if r.get("_id") == "m-1")
     assert {"type": "runs_on", "to": "Tuesday", "to_type": "weekday", "from": "Release Train"} in (
-        deploy["_chunks"][0]["relations"])
+        deploy["_chunks"][0]["relations"]
+    )
     note = max(lines, key=lambda r: len(r["_chunks"]))
     assert note["_chunks"][1]["relevance_tier"] == 0 and "relevance_tier" not in note["_chunks"][0]
     assert note["created_at"] == "2020-01-01 08:00:00" and note["_chunks"][1]["created_at"] != note["created_at"]
@@ -221,8 +287,18 @@ async def asgi_get(app, path, on_body=None, gone_after=None):
     on_body(n) as the nth body message arrives; with `gone_after`, the client goes
     away once that many have."""
     messages, gone = [], asyncio.Event()
-    scope = {"type": "http", "http_version": "1.1", "method": "GET", "path": path, "raw_path": path.encode(),
-             "query_string": b"", "headers": [], "scheme": "http", "server": ("localhost", 80), "root_path": ""}
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "GET",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [],
+        "scheme": "http",
+        "server": ("localhost", 80),
+        "root_path": "",
+    }
     requested = []
 
     async def receive():
@@ -261,8 +337,9 @@ def test_the_export_is_streamed_from_one_snapshot(vault_brain_copy, monkeypatch)
             brain_sql.remember(conn, [{"_id": "late", "text": "Stored while the export was being sent."}])
             brain_sql.forget(conn, ids=[last])
 
-    bodies, status = asyncio.run(asgi_get(Datasette([str(vault_brain_copy)]).app(), "/brain/-/export.jsonl",
-                                          write_meanwhile))  # fmt: skip
+    bodies, status = asyncio.run(
+        asgi_get(Datasette([str(vault_brain_copy)]).app(), "/brain/-/export.jsonl", write_meanwhile)
+    )
     assert status == 200 and len(bodies) == 7  # 20 lines, 3 a message
     assert b"".join(bodies).decode() == whole
     assert '"late"' in "".join(brain_sql.export(conn))
@@ -288,11 +365,14 @@ def test_too_many_exports_at_once_is_a_503(vault_brain_path):
     assert get(datasette, "/brain/-/export.jsonl").status_code == 200
 
 
-@pytest.mark.parametrize("metadata, words", [
-    ({"allow": False}, "view-database"),
-    ({"databases": {"brain": {"tables": {"knowledge": {"allow": False}}}}}, ""),
-    ({"databases": {"brain": {"tables": {"relationships": {"allow": False}}}}}, "holds the graph too"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "metadata, words",
+    [
+        ({"allow": False}, "view-database"),
+        ({"databases": {"brain": {"tables": {"knowledge": {"allow": False}}}}}, ""),
+        ({"databases": {"brain": {"tables": {"relationships": {"allow": False}}}}}, "holds the graph too"),
+    ],
+)
 def test_whoever_may_not_read_the_memories_and_their_graph_exports_nothing(vault_brain_path, metadata, words):
     response = get(Datasette([str(vault_brain_path)], metadata=metadata), "/brain/-/export.jsonl")
     assert response.status_code == 403 and words in response.json()["error"]

@@ -68,8 +68,12 @@ def _plugin_uses():
 
 def test_the_plugin_takes_only_what_the_faces_list():
     used = _plugin_uses()
-    unlisted = {f"{face}.{name}": where for face, names in used.items() for name, where in names.items()
-                if name not in FACES[face].__all__ and not (face == "brain_sql" and name == "for_plugin")}  # fmt: skip
+    unlisted = {
+        f"{face}.{name}": where
+        for face, names in used.items()
+        for name, where in names.items()
+        if name not in FACES[face].__all__ and not (face == "brain_sql" and name == "for_plugin")
+    }
     assert unlisted == {}
 
 

@@ -215,8 +215,14 @@ def test_look_alike_scopes_are_never_two_scopes():
     assert normalize_scope("/acme/\u00e9") == "/acme/\u00e9"
     with pytest.raises(FieldError, match="NFC"):
         normalize_scope("/acme/e\u0301")
-    for scope in ("/\uff41\uff43\uff4d\uff45", "/acme/j\u0301", "/\u0928\u092e\u0938\u094d\u0924\u0947", "/\u4e2d\u6587",
-                  "/\ud55c\uad6d", "/caf\u00e9/\u00fcber"):  # fmt: skip
+    for scope in (
+        "/\uff41\uff43\uff4d\uff45",
+        "/acme/j\u0301",
+        "/\u0928\u092e\u0938\u094d\u0924\u0947",
+        "/\u4e2d\u6587",
+        "/\ud55c\uad6d",
+        "/caf\u00e9/\u00fcber",
+    ):
         assert normalize_scope(scope) == scope
 
 

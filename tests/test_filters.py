@@ -25,10 +25,19 @@ def conn(tmp_path_factory):
     connection = brain_sql.connect(tmp_path_factory.mktemp("filters") / "brain.db")
     brain_sql.migrate(connection)
     rows = [
-        (f"row {i}", SCOPES[i % 5], CLASSES[i % 3], SOURCES[i % 4] or None, ["global", "eu"][i % 2],
-         TIMES[i % 4], TIMES[(i + 1) % 4], i % 4, int(i % 7 == 0))
+        (
+            f"row {i}",
+            SCOPES[i % 5],
+            CLASSES[i % 3],
+            SOURCES[i % 4] or None,
+            ["global", "eu"][i % 2],
+            TIMES[i % 4],
+            TIMES[(i + 1) % 4],
+            i % 4,
+            int(i % 7 == 0),
+        )
         for i in range(120)
-    ]  # fmt: skip
+    ]
     connection.executemany(
         "insert into knowledge (content, scope, class, source, domain, observed_at, expires_at, relevance_tier, flagged) "
         "values (?, ?, ?, ?, ?, coalesce(?, current_timestamp), ?, ?, ?)",
@@ -61,19 +70,23 @@ def test_sql_mask_and_template_select_the_same_rows(conn, raw):
     by_sql = [r[0] for r in conn.execute(f"select k.id from knowledge k where {condition} order by k.id", params)]
     columns = {name: [] for name in VEC_METADATA}
     ids = []
-    for row in conn.execute(f"select k.id, {', '.join(e.format(row='k') for _, e in VEC_METADATA.values())} from knowledge k"):
+    for row in conn.execute(
+        f"select k.id, {', '.join(e.format(row='k') for _, e in VEC_METADATA.values())} from knowledge k"
+    ):
         ids.append(row[0])
         for name, value in zip(VEC_METADATA, row[1:]):
             columns[name].append(value)
-    arrays = {name: np.array(values, dtype=np.int64 if VEC_METADATA[name][0] == "integer" else object)
-              for name, values in columns.items()}  # fmt: skip
+    arrays = {
+        name: np.array(values, dtype=np.int64 if VEC_METADATA[name][0] == "integer" else object)
+        for name, values in columns.items()
+    }
     by_mask = sorted(np.array(ids)[filters.mask(arrays)].tolist())
     request = {name: raw[name] for name in raw if name != "q"}
     bound = conn.execute(
         f"with visible as (select brain_filters(?) as bounds) select k.id from knowledge k "
         f"where {template('(select bounds from visible)', row='k')} order by k.id",
         [json.dumps(request)],
-    ).fetchall()  # fmt: skip
+    ).fetchall()
     assert by_sql == by_mask == [r[0] for r in bound]
     flagged = {r[0] for r in conn.execute("select id from knowledge where flagged = 1")}
     assert not flagged & set(by_sql)

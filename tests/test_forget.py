@@ -14,9 +14,14 @@ from brain_sql.connection import sqlite3
 from .conftest import edges, rows, snapshot, write
 
 ZEBRA = {
-    "_id": "r-zebra", "title": "Zebra rota", "text": "The zebra rota changes on Fridays.", "scope": "/acme",
-    "tags": ["zebrarota"], "entities": ["Quokka Crew"], "relations": [{"type": "owned_by", "to": "Okapi Office"}],
-}  # fmt: skip
+    "_id": "r-zebra",
+    "title": "Zebra rota",
+    "text": "The zebra rota changes on Fridays.",
+    "scope": "/acme",
+    "tags": ["zebrarota"],
+    "entities": ["Quokka Crew"],
+    "relations": [{"type": "owned_by", "to": "Okapi Office"}],
+}
 OTHER = {"_id": "r-lunch", "title": "Lunch", "text": "Lunch is served at noon in the atrium.", "tags": ["office"]}
 
 
@@ -60,21 +65,30 @@ def test_forgetting_a_record_removes_it_and_all_it_brought(brain):
     [zebra] = memory_ids(brain, "r-zebra")
     first = brain_sql.recall(brain, {"q": "zebra rota", "k": 3})  # builds the read state before the removal
     assert first["hits"][0]["id"] == zebra
-    stated = rows(brain, "select id from relationships where knowledge_id = ? or document_id = 'remember#r-zebra'", (zebra,))
+    stated = rows(
+        brain, "select id from relationships where knowledge_id = ? or document_id = 'remember#r-zebra'", (zebra,)
+    )
     assert len(stated) == 3  # tagged_with #zebrarota, mentions Quokka Crew, owned_by Okapi Office
     before, orphans_before = snapshot(brain), orphans(brain)
 
     result = brain_sql.forget(brain, external_ids=["r-zebra"])
 
     assert result == {
-        "removed": {"memories": [zebra], "external_ids": ["r-zebra"], "documents": 1, "relationships": len(stated),
-                    "entities": 4},
+        "removed": {
+            "memories": [zebra],
+            "external_ids": ["r-zebra"],
+            "documents": 1,
+            "relationships": len(stated),
+            "entities": 4,
+        },
         "not_found": {"ids": [], "external_ids": []},
-    }  # fmt: skip
+    }
     assert not rows(brain, "select id from knowledge where id = ? or external_id = 'r-zebra'", (zebra,))
     assert not rows(brain, "select rowid from knowledge_fts where knowledge_fts match 'zebra'")
     assert not rows(brain, "select knowledge_id from vec_knowledge where knowledge_id = ?", (zebra,))
-    assert not rows(brain, "select id from relationships where knowledge_id = ? or document_id = 'remember#r-zebra'", (zebra,))
+    assert not rows(
+        brain, "select id from relationships where knowledge_id = ? or document_id = 'remember#r-zebra'", (zebra,)
+    )
     assert not rows(brain, "select document_id from documents where document_id = 'remember#r-zebra'")
     names = {name for (name,) in rows(brain, "select name from entities")}
     assert not names & {"Zebra rota", "#zebrarota", "Quokka Crew", "Okapi Office"}
@@ -98,7 +112,9 @@ def test_forgetting_one_chunk_forgets_its_whole_note(brain):
     ids = [i for i, _ in chunks]
     brain_sql.recall(brain, {"q": "brain file tables migrations"})
     stated = rows(
-        brain, "select count(*) from relationships where document_id = ? or knowledge_id in (?, ?, ?)", (document_id, *ids)
+        brain,
+        "select count(*) from relationships where document_id = ? or knowledge_id in (?, ?, ?)",
+        (document_id, *ids),
     )[0][0]
     before, orphans_before = snapshot(brain), orphans(brain)
 
@@ -114,14 +130,18 @@ def test_forgetting_one_chunk_forgets_its_whole_note(brain):
     assert "brain.db" not in names  # its alias: only the note stated it
     # the note's own name stays while other notes link to it, with only their edges
     assert {edge for edge in edges(brain) if "Brain File" in edge} == {
-        ("Ingest", "references", "Brain File"), ("datasette-brain", "references", "Brain File"),
-        ("Ingest", "mentions", "Brain File"), ("datasette-brain", "mentions", "Brain File"),
-    }  # fmt: skip
+        ("Ingest", "references", "Brain File"),
+        ("datasette-brain", "references", "Brain File"),
+        ("Ingest", "mentions", "Brain File"),
+        ("datasette-brain", "mentions", "Brain File"),
+    }
     assert orphans(brain) <= orphans_before
     expected = without(before, ids, {document_id})
     assert {k: snapshot(brain)[k] for k in expected} == expected
     assert brain_sql.check(brain) == {}
-    assert all(h["id"] not in ids for h in brain_sql.recall(brain, {"q": "brain file tables migrations", "k": 20})["hits"])
+    assert all(
+        h["id"] not in ids for h in brain_sql.recall(brain, {"q": "brain file tables migrations", "k": 20})["hits"]
+    )
     assert state.current(brain, 256).fingerprint() == state.ReadState(256).build(brain).fingerprint()
 
 
@@ -210,8 +230,16 @@ def test_remembering_a_stored_id_updates_it(conn):
 
 
 def test_an_update_replaces_the_whole_record(conn):
-    full = {**ZEBRA, "expires_at": "2030-01-01", "observed_at": "2026-01-05", "confidence": 0.5, "owner": "dana",
-            "class": "policy", "relevance_tier": 3, "color": "red"}  # fmt: skip
+    full = {
+        **ZEBRA,
+        "expires_at": "2030-01-01",
+        "observed_at": "2026-01-05",
+        "confidence": 0.5,
+        "owner": "dana",
+        "class": "policy",
+        "relevance_tier": 3,
+        "color": "red",
+    }
     brain_sql.remember(conn, [full])
     [memory_id] = memory_ids(conn, "r-zebra")
     conn.execute("update knowledge set flagged = 1 where id = ?", (memory_id,))
@@ -220,15 +248,41 @@ def test_an_update_replaces_the_whole_record(conn):
     brain_sql.remember(conn, [{"_id": "r-zebra", "title": "Zebra rota", "text": ZEBRA["text"]}])
     row = dict(
         zip(
-            ("id", "expires_at", "confidence", "owner", "class", "scope", "relevance_tier", "source", "tags", "metadata",
-             "observed_at", "flagged"),
-            rows(conn, "select id, expires_at, confidence, owner, class, scope, relevance_tier, source, tags, metadata, "
-                       "observed_at, flagged from knowledge where external_id = 'r-zebra'")[0],
+            (
+                "id",
+                "expires_at",
+                "confidence",
+                "owner",
+                "class",
+                "scope",
+                "relevance_tier",
+                "source",
+                "tags",
+                "metadata",
+                "observed_at",
+                "flagged",
+            ),
+            rows(
+                conn,
+                "select id, expires_at, confidence, owner, class, scope, relevance_tier, source, tags, metadata, "
+                "observed_at, flagged from knowledge where external_id = 'r-zebra'",
+            )[0],
         )
-    )  # fmt: skip
-    assert row == {"id": memory_id, "expires_at": None, "confidence": None, "owner": None, "class": "memory",
-                   "scope": "/", "relevance_tier": 1, "source": "remember", "tags": None, "metadata": None,
-                   "observed_at": "2026-01-05 00:00:00", "flagged": 1}  # fmt: skip
+    )
+    assert row == {
+        "id": memory_id,
+        "expires_at": None,
+        "confidence": None,
+        "owner": None,
+        "class": "memory",
+        "scope": "/",
+        "relevance_tier": 1,
+        "source": "remember",
+        "tags": None,
+        "metadata": None,
+        "observed_at": "2026-01-05 00:00:00",
+        "flagged": 1,
+    }
     assert rows(conn, "select created_at from knowledge where id = ?", (memory_id,)) == created
     assert not rows(conn, "select id from relationships where document_id = 'remember#r-zebra'")
     # the names it no longer states stay known; forget removes them

@@ -7,10 +7,28 @@ from hypothesis import strategies as st
 import brain_sql
 from brain_sql.connection import sqlite3
 
-
-HOSTILE = ['"', '""', "-", '-"', "NOT", "AND OR NOT NEAR", "title:x", "x*", "^x", "(((", ")",
-           "NEAR(a b, 3)", "a:b:c", "{title content}: x", "\x00", "'; drop table knowledge; --",
-           "ｆｕｌｌ　ｗｉｄｔｈ", "emoji 🧠 brain", "-\"unterminated", "a\"b\"c\"d"]  # fmt: skip
+HOSTILE = [
+    '"',
+    '""',
+    "-",
+    '-"',
+    "NOT",
+    "AND OR NOT NEAR",
+    "title:x",
+    "x*",
+    "^x",
+    "(((",
+    ")",
+    "NEAR(a b, 3)",
+    "a:b:c",
+    "{title content}: x",
+    "\x00",
+    "'; drop table knowledge; --",
+    "ｆｕｌｌ　ｗｉｄｔｈ",
+    "emoji 🧠 brain",
+    '-"unterminated',
+    'a"b"c"d',
+]
 
 
 def fts_connection():

@@ -57,7 +57,9 @@ def test_the_graph_leads_only_when_the_query_names_entities():
 
     assert (leg_weights(True), method(True)) == (LEG_WEIGHTS_WITH_ENTITIES, "rrf")
     assert method(False) == "convex" and sum(leg_weights(False).values()) == pytest.approx(1.0)
-    assert leg_weights(False)["vector"] / leg_weights(False)["fts"] == pytest.approx(CONVEX_WEIGHTS["vector"] / CONVEX_WEIGHTS["fts"])
+    assert leg_weights(False)["vector"] / leg_weights(False)["fts"] == pytest.approx(
+        CONVEX_WEIGHTS["vector"] / CONVEX_WEIGHTS["fts"]
+    )
     assert leg_weights(True)["graph"] > leg_weights(True)["fts"]
     assert leg_weights(False)["fts"] > leg_weights(False)["vector"] > 0
 

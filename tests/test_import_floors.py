@@ -34,10 +34,16 @@ def _lint_a_copy(folder, module, line):
     with open(folder / module, "a") as f:
         f.write(f"\n{line}  # noqa\n")
     return subprocess.run(
-        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports; "
-         "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, no_logo=True))"],
-        cwd=folder, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys; from importlinter.cli import lint_imports; "
+            "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, no_logo=True))",
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_the_floors_contract_fails_on_an_upward_import(tmp_path):
@@ -97,8 +103,12 @@ DEFERRED = ["datasette_brain/cli.py: from . import stdio", "datasette_brain/plug
 def test_no_package_import_hides_inside_a_function():
     """Imports placed in functions once held an import circle together; each
     module now imports what it needs at the top, from the floors below it."""
-    hidden = {place for package in PACKAGES for path in sorted((ROOT / package).glob("*.py"))
-              for place in _imports_inside_functions(path)}  # fmt: skip
+    hidden = {
+        place
+        for package in PACKAGES
+        for path in sorted((ROOT / package).glob("*.py"))
+        for place in _imports_inside_functions(path)
+    }
     assert sorted(hidden) == DEFERRED
 
 
@@ -121,7 +131,12 @@ def _settings_read(path):
 def test_the_settings_are_read_in_config_alone():
     """brain_sql/config.py reads every setting from the environment, with its
     default documented there; other modules ask it."""
-    elsewhere = [place for package in PACKAGES for path in sorted((ROOT / package).glob("*.py"))
-                 if path.name != "config.py" for place in _settings_read(path)]  # fmt: skip
+    elsewhere = [
+        place
+        for package in PACKAGES
+        for path in sorted((ROOT / package).glob("*.py"))
+        if path.name != "config.py"
+        for place in _settings_read(path)
+    ]
     assert elsewhere == []
     assert list(_settings_read(ROOT / "brain_sql" / "config.py"))  # the check finds a read where there is one

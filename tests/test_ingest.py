@@ -14,10 +14,16 @@ def test_the_report_counts_what_was_stored(tmp_path):
     """Counts come from the rows written, never from the change log's rows too."""
     conn = brain_sql.connect(tmp_path / "brain.db")
     report = brain_sql.ingest(conn, [VAULT])
-    stored = {table: conn.execute(f"select count(*) from {table}").fetchone()[0]
-              for table in ("knowledge", "entities", "relationships", "documents")}  # fmt: skip
+    stored = {
+        table: conn.execute(f"select count(*) from {table}").fetchone()[0]
+        for table in ("knowledge", "entities", "relationships", "documents")
+    }
     assert (report.chunks_added, report.entities, report.relationships, report.documents_added) == (
-        stored["knowledge"], stored["entities"], stored["relationships"], stored["documents"])  # fmt: skip
+        stored["knowledge"],
+        stored["entities"],
+        stored["relationships"],
+        stored["documents"],
+    )
 
 
 def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_path):
@@ -28,8 +34,13 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
     folder.mkdir()
     big = "9" * 5000
     (folder / "records.jsonl").write_text(
-        '{"_id": "ok1", "text": "fine"}\n{"_id": "big", "text": "x", "confidence": ' + big + '}\n'
-        + '{"_id": "deep", "text": "x", "metadata": ' + "[" * 3000 + "]" * 3000 + "}\n"
+        '{"_id": "ok1", "text": "fine"}\n{"_id": "big", "text": "x", "confidence": '
+        + big
+        + "}\n"
+        + '{"_id": "deep", "text": "x", "metadata": '
+        + "[" * 3000
+        + "]" * 3000
+        + "}\n"
         + '{"_id": "ok2", "text": "also fine"}\n'
     )
     (folder / "big.md").write_text(f"---\nconfidence: {big}\n---\n# Big\n\ntext\n")
@@ -38,13 +49,23 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
     (folder / "hex.md").write_text("---\nextra: 0x" + "f" * 4000 + "\n---\n# Hex\n\ntext\n")
     (folder / "surrogate.md").write_text('---\ntitle: "\\uD800"\n---\n# S\n\ntext\n')
     (folder / "yes.md").write_text("---\ntitle: yes\n---\n# Yes\n\ntext\n")
-    (folder / "bools.jsonl").write_text('{"title": true, "text": "a title that is not one"}\n'
-                                        '{"_id": "nan", "text": "x", "metadata": {"x": NaN}}\n')
+    (folder / "bools.jsonl").write_text(
+        '{"title": true, "text": "a title that is not one"}\n{"_id": "nan", "text": "x", "metadata": {"x": NaN}}\n'
+    )
     conn = brain_sql.connect(tmp_path / "brain.db")
     report = brain_sql.ingest(conn, [folder])
     problems = sorted((e.path.rsplit("/", 1)[-1], e.line) for e in report.errors)
-    assert problems == [("big.md", 1), ("bools.jsonl", 1), ("bools.jsonl", 2), ("deep.md", 1), ("hex.md", 1), ("records.jsonl", 2),
-                        ("records.jsonl", 3), ("surrogate.md", 1), ("yes.md", 1)], report.errors  # fmt: skip
+    assert problems == [
+        ("big.md", 1),
+        ("bools.jsonl", 1),
+        ("bools.jsonl", 2),
+        ("deep.md", 1),
+        ("hex.md", 1),
+        ("records.jsonl", 2),
+        ("records.jsonl", 3),
+        ("surrogate.md", 1),
+        ("yes.md", 1),
+    ], report.errors
     assert {r[0] for r in rows(conn, "select coalesce(external_id, title) from knowledge")} == {"ok1", "ok2", "fine"}
 
 
@@ -73,7 +94,11 @@ def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_pat
     report = raised.value.report
     assert (report.documents_added, report.chunks_removed) == (1, 1)
     assert rows(conn, "select title from knowledge order by title") == [
-        ("kept a",), ("kept c",), ("mounted a",), ("mounted b",)]  # fmt: skip
+        ("kept a",),
+        ("kept c",),
+        ("mounted a",),
+        ("mounted b",),
+    ]
     report = brain_sql.ingest(conn, [empty, kept], prune_all=True)
     assert report.chunks_removed == 2 and not report.errors
     assert rows(conn, "select title from knowledge order by title") == [("kept a",), ("kept c",)]
@@ -92,11 +117,23 @@ def test_a_record_whose_validity_ends_before_it_begins_is_skipped_with_its_line(
     report = brain_sql.ingest(conn, [folder])
     problems = sorted((e.path.rsplit("/", 1)[-1], e.line, e.message) for e in report.errors)
     assert problems == [
-        ("role.md", 1, "valid_to (2025-01-01 00:00:00) must be later than valid_from (2025-01-01 00:00:00): "
-                       "a memory holds from valid_from until valid_to, and would hold at no time"),
-        ("roles.jsonl", 2, "valid_to (2024-01-01 00:00:00) must be later than valid_from (2025-01-01 00:00:00): "
-                           "a memory holds from valid_from until valid_to, and would hold at no time"),
-        ("scoped.csv", 3, 'scope "/acme\\u200b" may not contain U+200B ZERO WIDTH SPACE: '
-                          "it would be a separate scope that looks like another"),
-    ]  # fmt: skip
+        (
+            "role.md",
+            1,
+            "valid_to (2025-01-01 00:00:00) must be later than valid_from (2025-01-01 00:00:00): "
+            "a memory holds from valid_from until valid_to, and would hold at no time",
+        ),
+        (
+            "roles.jsonl",
+            2,
+            "valid_to (2024-01-01 00:00:00) must be later than valid_from (2025-01-01 00:00:00): "
+            "a memory holds from valid_from until valid_to, and would hold at no time",
+        ),
+        (
+            "scoped.csv",
+            3,
+            'scope "/acme\\u200b" may not contain U+200B ZERO WIDTH SPACE: '
+            "it would be a separate scope that looks like another",
+        ),
+    ]
     assert rows(conn, "select coalesce(external_id, content) from knowledge order by 1") == [("fine",), ("ok",)]

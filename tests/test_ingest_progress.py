@@ -11,7 +11,9 @@ from .conftest import write
 
 
 def test_progress_moves_while_a_batch_is_embedded(tmp_path, monkeypatch):
-    records = [{"_id": f"r{i}", "title": f"Record {i}", "text": f"Text number {i} about topic {i % 7}."} for i in range(40)]
+    records = [
+        {"_id": f"r{i}", "title": f"Record {i}", "text": f"Text number {i} about topic {i % 7}."} for i in range(40)
+    ]
     corpus = write(tmp_path / "c.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     monkeypatch.setattr(pipeline, "EMBED_SLICE", 4)
     monkeypatch.setattr(pipeline, "PROGRESS_SECONDS", 0.01)

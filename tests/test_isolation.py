@@ -32,8 +32,10 @@ SECRET_NOTES = {
     "Zebrafish.md": "---\nscope: /a/secret\nobserved_at: 2026-11-01 09:00:00\naliases: [Pager]\n---\n# Zebrafish\n\nZebrafish is the code name of the pager "
     "replacement; the support team staff have not been told.\n",
 }
-FLAGGED = {"Leak.md": PUBLIC + "# Leak\n\nThe zebrafish escalation pager password is hunter2; support team staff "
-           "must rotate it. Orion contract Pager Orion.\n"}  # fmt: skip
+FLAGGED = {
+    "Leak.md": PUBLIC + "# Leak\n\nThe zebrafish escalation pager password is hunter2; support team staff "
+    "must rotate it. Orion contract Pager Orion.\n"
+}
 QUERIES = [
     {"q": "support team staff"},
     {"q": "zebrafish pager"},
@@ -94,13 +96,24 @@ def test_hidden_rows_change_nothing_a_caller_is_told(brains, query):
     seen = [comparable(conn, brain_sql.recall(conn, doc)) for conn in brains]
     assert seen[0] == seen[1]
     # the crowded brain's hidden rows are there to be found by whoever may see them
-    assert brain_sql.recall(crowded, {**doc, "scope": "/a/secret"}) != brain_sql.recall(quiet, {**doc, "scope": "/a/secret"})
+    assert brain_sql.recall(crowded, {**doc, "scope": "/a/secret"}) != brain_sql.recall(
+        quiet, {**doc, "scope": "/a/secret"}
+    )
 
 
 @pytest.mark.parametrize("query", QUERIES, ids=[q["q"] for q in QUERIES])
 def test_the_sql_recall_is_as_blind(brains, query):
-    params = {"q": query["q"], "k": 10, "scope": "/b/public", "classes": "", "sources": "", "domain": "", "since": "",
-              "until": "", "as_of": ""}  # fmt: skip
+    params = {
+        "q": query["q"],
+        "k": 10,
+        "scope": "/b/public",
+        "classes": "",
+        "sources": "",
+        "domain": "",
+        "since": "",
+        "until": "",
+        "as_of": "",
+    }
     found = []
     for conn in brains:
         names = {row[0]: row[1:] for row in conn.execute("select id, title, heading_path from knowledge")}
@@ -142,8 +155,10 @@ def test_a_required_phrase_and_an_exclusion_score_alike(tmp_path):
     """FTS5's own bm25 may leave out instances after AND and NOT (an earlier row
     holding a required phrase's words apart): such queries are scored here
     whether or not anything is hidden, so a hidden row changes nothing."""
-    rows = [{"_id": "a", "title": "First", "text": "audit x support"},
-            {"_id": "b", "title": "Second", "text": "invoice audit support"}]  # fmt: skip
+    rows = [
+        {"_id": "a", "title": "First", "text": "audit x support"},
+        {"_id": "b", "title": "Second", "text": "invoice audit support"},
+    ]
     rows += [{"_id": f"f{i}", "title": f"Filler {i}", "text": f"filler words number {i} nothing"} for i in range(8)]
     hidden = {"_id": "h", "title": "Secret", "text": "unrelated secret words", "scope": "/a/secret"}
     answers = []

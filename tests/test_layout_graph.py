@@ -1,21 +1,27 @@
 """The entity graph's layout: the same drawing every time, one arrow per relation
 and direction, and no label overlapping another label or a node."""
 
-import brain_sql
 import pytest
 
+import brain_sql
 from datasette_brain.layout import NARROW_WIDTH, layout, text_width
 
 
 def overlapping(boxes):
-    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]
-            if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]  # fmt: skip
+    return [
+        (a, b)
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+        if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+    ]
 
 
 def star(count, relations=("mentions", "owned_by")):
     nodes = [{"id": 0, "name": "Support Runbook", "type": "document", "hop": 0, "degree": count * len(relations)}]
-    nodes += [{"id": i, "name": f"Neighbour number {i}", "type": ("person", "tag", "alias")[i % 3], "hop": 1, "degree": 2}
-              for i in range(1, count + 1)]  # fmt: skip
+    nodes += [
+        {"id": i, "name": f"Neighbour number {i}", "type": ("person", "tag", "alias")[i % 3], "hop": 1, "degree": 2}
+        for i in range(1, count + 1)
+    ]
     edges = [(0, i, r) if k % 2 == 0 else (i, 0, r) for i in range(1, count + 1) for k, r in enumerate(relations)]
     return nodes, edges
 
@@ -29,7 +35,10 @@ def test_a_star_draws_without_overlapping_labels(count, narrow):
     assert len(drawing["label_boxes"]) == len(nodes) + len(edges)
     circles = [(n["x"] - n["r"], n["y"] - n["r"], n["x"] + n["r"], n["y"] + n["r"]) for n in drawing["nodes"]]
     assert all(not overlapping([box, circle]) for box in drawing["label_boxes"] for circle in circles)
-    assert all(0 <= b[0] and b[2] <= drawing["width"] and 0 <= b[1] and b[3] <= drawing["height"] for b in drawing["label_boxes"])
+    assert all(
+        0 <= b[0] and b[2] <= drawing["width"] and 0 <= b[1] and b[3] <= drawing["height"]
+        for b in drawing["label_boxes"]
+    )
 
 
 def test_the_same_input_gives_the_same_drawing():
@@ -38,8 +47,10 @@ def test_the_same_input_gives_the_same_drawing():
 
 
 def test_each_relation_and_direction_has_its_own_arrow_and_label():
-    nodes = [{"id": 1, "name": "Support Runbook", "type": "document", "hop": 0, "degree": 3},
-             {"id": 2, "name": "Dana Whitfield", "type": "person", "hop": 1, "degree": 3}]  # fmt: skip
+    nodes = [
+        {"id": 1, "name": "Support Runbook", "type": "document", "hop": 0, "degree": 3},
+        {"id": 2, "name": "Dana Whitfield", "type": "person", "hop": 1, "degree": 3},
+    ]
     edges = [(1, 2, "owned_by"), (2, 1, "owned_by"), (1, 2, "mentions")]
     drawing = layout(nodes, edges, 1)
     assert sorted((e["from"], e["to"], e["label"]) for e in drawing["edges"]) == sorted(edges)
@@ -104,8 +115,9 @@ def test_two_hops_leave_out_what_only_flagged_memories_state(tmp_path):
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "Alpha.md").write_text("# Alpha\n\nAlpha is run by [[owned_by::Bravo]].\n")
-    (notes / "Bravo.md").write_text("# Bravo\n\nBravo works with [[works_with::Charlie]].\n\n## Secret\n\n"
-                                    "Bravo pays [[pays::Zebra Holdings]].\n")  # fmt: skip
+    (notes / "Bravo.md").write_text(
+        "# Bravo\n\nBravo works with [[works_with::Charlie]].\n\n## Secret\n\nBravo pays [[pays::Zebra Holdings]].\n"
+    )
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [notes])
     alpha = conn.execute("select id from entities where name = 'Alpha'").fetchone()[0]
@@ -122,7 +134,9 @@ def test_two_hops_leave_out_what_only_flagged_memories_state(tmp_path):
 
 
 def _on_curve(d, t):
-    (x0, y0), (cx, cy), (x2, y2) = (tuple(map(float, p.split(","))) for p in d.replace("M", "").replace("Q", "").split())
+    (x0, y0), (cx, cy), (x2, y2) = (
+        tuple(map(float, p.split(","))) for p in d.replace("M", "").replace("Q", "").split()
+    )
     return ((1 - t) ** 2 * x0 + 2 * (1 - t) * t * cx + t**2 * x2, (1 - t) ** 2 * y0 + 2 * (1 - t) * t * cy + t**2 * y2)
 
 
@@ -138,7 +152,9 @@ def test_every_edge_label_is_on_its_own_edge_or_tied_to_it(vault_brain_path):
                 distance = min(((edge["lx"] - x) ** 2 + (edge["ly"] - y) ** 2) ** 0.5 for x, y in points)
                 if edge["leader"]:
                     x1, y1 = edge["leader"][:2]
-                    assert min(((x1 - x) ** 2 + (y1 - y) ** 2) ** 0.5 for x, y in points) < 6, edge  # the drawn curve stops at the nodes
+                    assert min(((x1 - x) ** 2 + (y1 - y) ** 2) ** 0.5 for x, y in points) < 6, (
+                        edge
+                    )  # the drawn curve stops at the nodes
                 else:
                     assert distance <= 0.8 * 12 + 1, edge
     finally:

@@ -128,7 +128,7 @@ def test_fts5_syntax_in_the_text_is_searched_for_not_obeyed(fts, text):
 
 
 def test_many_items_still_make_a_valid_query(fts):
-    text = " ".join(f"-w{i} w{i} \"p{i} q{i}\"" for i in range(100))
+    text = " ".join(f'-w{i} w{i} "p{i} q{i}"' for i in range(100))
     assert matching(fts, text) == set()
 
 

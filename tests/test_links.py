@@ -46,9 +46,11 @@ async def test_internal_tables_hidden_and_links_in_the_database_page(datasette):
     listed = (await datasette.client.get("/demo.json")).json()["tables"]
     shown = {table["name"] for table in listed if not table["hidden"]}
     assert shown == {"knowledge", "entities", "relationships", "documents"}
-    assert {"vec_knowledge", "vec_knowledge_rowids", "knowledge_fts_data", "brain_changes"} <= {t["name"] for t in listed}
+    assert {"vec_knowledge", "vec_knowledge_rowids", "knowledge_fts_data", "brain_changes"} <= {
+        t["name"] for t in listed
+    }
     page = (await datasette.client.get("/demo")).text
-    body = page[page.index("<h1"):]
+    body = page[page.index("<h1") :]
     for href in ("/demo/-/brain", "/demo/-/decayed", "/demo/-/entities"):
         assert f'href="{href}"' in body
     assert "vec_knowledge_rowids" not in body.split("hidden table")[0]
@@ -62,7 +64,9 @@ async def test_knowledge_search_and_columns(datasette):
     assert 'name="_search"' in page
     headers = re.findall(r'<th class="col-([a-z_]+)"', page)
     assert headers[:5] == ["id", "title", "content", "class", "scope"]
-    assert headers.index("source") < headers.index("knowledge_type") and headers.index("expires_at") < headers.index("content_hash")
+    assert headers.index("source") < headers.index("knowledge_type") and headers.index("expires_at") < headers.index(
+        "content_hash"
+    )
     # each row's cells follow the headers, and its link leads to the memory page
     first = re.search(r"<tbody>\s*<tr>(.*?)</tr>", page, re.S).group(1)
     assert re.findall(r'<td class="col-([a-z_]+)', first) == headers
@@ -87,7 +91,9 @@ async def test_knowledge_cells_link_and_stay_short(datasette, demo):
 
 @pytest.mark.asyncio
 async def test_graph_tables_link_to_entity_and_memory_pages(datasette, demo):
-    edge = ids(demo, "select id, from_entity_id, to_entity_id, knowledge_id from relationships where knowledge_id is not null")
+    edge = ids(
+        demo, "select id, from_entity_id, to_entity_id, knowledge_id from relationships where knowledge_id is not null"
+    )
     page = (await datasette.client.get(f"/demo/relationships?id={edge[0]}")).text
     assert cells(page, "from_entity_id")[0].startswith(f'<a href="/demo/-/entity/{edge[1]}">')
     assert cells(page, "to_entity_id")[0].startswith(f'<a href="/demo/-/entity/{edge[2]}">')
@@ -124,22 +130,37 @@ async def test_memory_page_links_wikilinks_safely(datasette, demo):
 @pytest.mark.asyncio
 async def test_recall_page_links_wikilinks_safely(datasette, demo):
     entity_id = ids(demo, "select id from entities where name = 'Brain File'")[0]
-    page = (await datasette.client.get("/demo/-/brain", params={"q": "Brain File migrations tables", "cutoff": "false"})).text
+    page = (
+        await datasette.client.get("/demo/-/brain", params={"q": "Brain File migrations tables", "cutoff": "false"})
+    ).text
     assert f'<a href="/demo/-/entity/{entity_id}" class="brain-entity-link">[[Brain File]]</a>' in page
-    hostile = (await datasette.client.get("/demo/-/brain", params={"q": "onerror alert long text", "cutoff": "false"})).text
+    hostile = (
+        await datasette.client.get("/demo/-/brain", params={"q": "onerror alert long text", "cutoff": "false"})
+    ).text
     assert "&lt;script&gt;alert(2)&lt;/script&gt;" in hostile and "<script>alert(2)" not in hostile
     assert "<img src=x" not in hostile
 
 
 @pytest.mark.asyncio
 async def test_html_pages_answer_errors_as_pages_and_json_forms_as_json(datasette):
-    for path, status in [("/demo/-/memory/99999", 404), ("/demo/-/entity/99999", 404), ("/nope/-/brain", 404),
-                         ("/nope/-/decayed", 404), ("/demo/-/entity/1?hops=7", 400), ("/demo/-/memory/abc", 404),
-                         ("/demo/-/memory/1/x", 404), ("/demo/-/entity/1.5", 404), ("/demo/-/memory/-1", 404),
-                         ("/demo/-/memory/9223372036854775808", 404), ("/demo/-/entity/1234567890123456789", 404),
-                         ("/demo/-/entity/%EF%BC%91", 404), ("/demo/-/decayed.csv", 404), ("/demo/-/brain/x", 404),
-                         ("/demo/-/decayed?size=1000&page=9223372036854775807", 400),
-                         ("/demo/-/entities?page=99999999999999999999", 400)]:  # fmt: skip
+    for path, status in [
+        ("/demo/-/memory/99999", 404),
+        ("/demo/-/entity/99999", 404),
+        ("/nope/-/brain", 404),
+        ("/nope/-/decayed", 404),
+        ("/demo/-/entity/1?hops=7", 400),
+        ("/demo/-/memory/abc", 404),
+        ("/demo/-/memory/1/x", 404),
+        ("/demo/-/entity/1.5", 404),
+        ("/demo/-/memory/-1", 404),
+        ("/demo/-/memory/9223372036854775808", 404),
+        ("/demo/-/entity/1234567890123456789", 404),
+        ("/demo/-/entity/%EF%BC%91", 404),
+        ("/demo/-/decayed.csv", 404),
+        ("/demo/-/brain/x", 404),
+        ("/demo/-/decayed?size=1000&page=9223372036854775807", 400),
+        ("/demo/-/entities?page=99999999999999999999", 400),
+    ]:
         response = await datasette.client.get(path)
         assert response.status_code == status, path
         assert response.headers["content-type"].startswith("text/html"), path
@@ -147,7 +168,11 @@ async def test_html_pages_answer_errors_as_pages_and_json_forms_as_json(datasett
     bad = await datasette.client.get("/demo/-/brain?q=x&k=abc")
     assert bad.status_code == 400 and "k must be" in bad.text and bad.headers["content-type"].startswith("text/html")
     missing = await datasette.client.get("/demo/-/memory/99999.json")
-    assert missing.status_code == 404 and missing.json() == {"ok": False, "error": "no memory with id 99999", "status": 404}
+    assert missing.status_code == 404 and missing.json() == {
+        "ok": False,
+        "error": "no memory with id 99999",
+        "status": 404,
+    }
     assert (await datasette.client.get("/nope/-/decayed.json")).json()["status"] == 404
     assert (await datasette.client.get("/demo/-/memory/abc.json")).json()["status"] == 404
     deep = await datasette.client.get("/demo/-/decayed.json?page=100000000000000000")
@@ -160,8 +185,15 @@ async def test_a_brains_pages_carry_the_stylesheet_that_fits_a_phone(datasette, 
     """static/brain.css (tests/test_pages_phones.py has what it does in a browser)."""
     memory_id = ids(demo, "select min(id) from knowledge")[0]
     hrefs = set()
-    for path in ("/demo", "/demo/knowledge", "/demo/recall", "/demo/-/brain", f"/demo/-/memory/{memory_id}",
-                 "/demo/-/decayed", "/demo/-/entities"):  # fmt: skip
+    for path in (
+        "/demo",
+        "/demo/knowledge",
+        "/demo/recall",
+        "/demo/-/brain",
+        f"/demo/-/memory/{memory_id}",
+        "/demo/-/decayed",
+        "/demo/-/entities",
+    ):
         page = (await datasette.client.get(path)).text
         [href] = re.findall(r'<link rel="stylesheet" href="([^"]*/brain\.css)"', page)
         hrefs.add(href)

@@ -14,12 +14,24 @@ from .conftest import read_slots_taken
 
 NOW = "2026-06-01 00:00:00"
 RECORDS = [
-    {"_id": f"n{day}", "title": f"Note {day}", "text": f"What happened on day {day} of May.",
-     "observed_at": f"2026-05-{day:02d}", "scope": scope, "class": klass, "source": source}
-    for day, scope, klass, source in [(1, "/", "memory", "crm"), (2, "/acme", "policy", "crm"),
-                                      (3, "/acme/support", "memory", "chat"), (4, "/acme/sales", "memory", "chat"),
-                                      (5, "/acme/support", "reference", "crm"), (6, "/", "memory", "chat")]
-]  # fmt: skip
+    {
+        "_id": f"n{day}",
+        "title": f"Note {day}",
+        "text": f"What happened on day {day} of May.",
+        "observed_at": f"2026-05-{day:02d}",
+        "scope": scope,
+        "class": klass,
+        "source": source,
+    }
+    for day, scope, klass, source in [
+        (1, "/", "memory", "crm"),
+        (2, "/acme", "policy", "crm"),
+        (3, "/acme/support", "memory", "chat"),
+        (4, "/acme/sales", "memory", "chat"),
+        (5, "/acme/support", "reference", "crm"),
+        (6, "/", "memory", "chat"),
+    ]
+]
 
 
 @pytest.fixture
@@ -44,8 +56,11 @@ def test_newest_first_a_page_at_a_time(brain):
     assert [m["external_id"] for m in last["memories"]] == ["n2", "n1"] and last["more"] is False
     assert brain_sql.memories(brain, {"page": 3, "size": 4})["memories"] == []
     row = first["memories"][0]
-    assert (row["title"], row["content"], row["observed_at"]) == ("Note 6", "What happened on day 6 of May.",
-                                                                  "2026-05-06 00:00:00")
+    assert (row["title"], row["content"], row["observed_at"]) == (
+        "Note 6",
+        "What happened on day 6 of May.",
+        "2026-05-06 00:00:00",
+    )
     assert {"id", "scope", "class", "source", "valid_from", "superseded_at", "expires_at"} <= set(row)
 
 
@@ -67,17 +82,20 @@ def test_flagged_memories_are_never_listed_nor_counted(brain):
     assert brain_sql.memories(brain, {"size": 5})["more"] is False
 
 
-@pytest.mark.parametrize("request_, field, words", [
-    ({"size": 0}, "size", "size must be a whole number from 1 to 1,000"),
-    ({"size": 1001}, "size", "from 1 to 1,000"),
-    ({"page": "2"}, "page", "page must be a whole number"),
-    ({"page": True}, "page", "page must be a whole number"),
-    ({"limit": 5}, None, "unknown field: limit (did you mean size?)"),
-    ({"q": "x"}, None, "unknown field: q"),
-    ({"scope": "acme"}, "scope", "scope must be a path"),
-    ({"classes": ["bogus"]}, "classes", "classes must be among"),
-    ({"since": "yesterday"}, "since", "is not a date"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "request_, field, words",
+    [
+        ({"size": 0}, "size", "size must be a whole number from 1 to 1,000"),
+        ({"size": 1001}, "size", "from 1 to 1,000"),
+        ({"page": "2"}, "page", "page must be a whole number"),
+        ({"page": True}, "page", "page must be a whole number"),
+        ({"limit": 5}, None, "unknown field: limit (did you mean size?)"),
+        ({"q": "x"}, None, "unknown field: q"),
+        ({"scope": "acme"}, "scope", "scope must be a path"),
+        ({"classes": ["bogus"]}, "classes", "classes must be among"),
+        ({"since": "yesterday"}, "since", "is not a date"),
+    ],
+)
 def test_bad_requests_name_the_field(brain, request_, field, words):
     with pytest.raises(brain_sql.QueryError) as raised:
         brain_sql.memories(brain, request_)
@@ -93,11 +111,16 @@ def test_the_route_answers_as_the_library(brain):
     datasette = Datasette([path])
     response = get(datasette, "/brain/-/memories.json?scope=/acme/support&classes=memory,reference&size=2&page=2")
     assert response.status_code == 200
-    expected = brain_sql.memories(brain, {"scope": "/acme/support", "classes": ["memory", "reference"],
-                                          "size": 2, "page": 2})  # fmt: skip
+    expected = brain_sql.memories(
+        brain, {"scope": "/acme/support", "classes": ["memory", "reference"], "size": 2, "page": 2}
+    )
     assert response.json() == expected and [m["external_id"] for m in expected["memories"]] == ["n3", "n1"]
-    for query, words in [("size=x", "size must be a whole number"), ("limit=2", "did you mean size?"),
-                         ("scope=acme", "scope must be a path"), ("since=soon", "is not a date")]:  # fmt: skip
+    for query, words in [
+        ("size=x", "size must be a whole number"),
+        ("limit=2", "did you mean size?"),
+        ("scope=acme", "scope must be a path"),
+        ("since=soon", "is not a date"),
+    ]:
         refused = get(datasette, f"/brain/-/memories.json?{query}")
         assert refused.status_code == 400 and words in refused.json()["error"], query
         assert set(refused.json()) == {"ok", "error", "status"}
@@ -105,8 +128,9 @@ def test_the_route_answers_as_the_library(brain):
     assert posted.status_code == 405 and posted.headers["allow"] == "GET"
 
 
-@pytest.mark.parametrize("denied", [{"allow": False},
-                                    {"databases": {"brain": {"tables": {"knowledge": {"allow": False}}}}}])  # fmt: skip
+@pytest.mark.parametrize(
+    "denied", [{"allow": False}, {"databases": {"brain": {"tables": {"knowledge": {"allow": False}}}}}]
+)
 def test_whoever_may_not_read_the_memories_lists_nothing(brain, denied):
     path = brain.execute("select file from pragma_database_list").fetchone()[0]
     response = get(Datasette([path], metadata=denied), "/brain/-/memories.json")

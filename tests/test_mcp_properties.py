@@ -40,27 +40,68 @@ VALID = {
     "brain_list": {"size": 2},
 }
 ARGUMENTS = {
-    "brain_recall": ["q", "k", "scope", "classes", "sources", "domain", "since", "until", "now", "as_of",
-                     "include_decayed", "min_relevance", "graph", "provenance", "prf", "mmr", "mmr_lambda",
-                     "max_tokens", "cutoff", "database"],
+    "brain_recall": [
+        "q",
+        "k",
+        "scope",
+        "classes",
+        "sources",
+        "domain",
+        "since",
+        "until",
+        "now",
+        "as_of",
+        "include_decayed",
+        "min_relevance",
+        "graph",
+        "provenance",
+        "prf",
+        "mmr",
+        "mmr_lambda",
+        "max_tokens",
+        "cutoff",
+        "database",
+    ],
     "brain_remember": ["records", "database"],
     "brain_verify": ["claim", "id", "text", "database"],
     "brain_forget": ["ids", "external_ids", "database"],
     "brain_memory": ["id", "database"],
     "brain_list": ["scope", "classes", "sources", "domain", "since", "until", "now", "page", "size", "database"],
-}  # fmt: skip
+}
 ROUTES = {"brain_recall": "recall", "brain_remember": "remember", "brain_verify": "verify", "brain_forget": "forget"}
 
 # What the SDK's client can put on the wire: no lone surrogates, NaN or Infinity
 # (its JSON encoder refuses the one and writes null for the others).
 WIRE_TEXT = st.one_of(
     st.text(st.characters(blacklist_categories=("Cs",)), max_size=30),
-    st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-0", "0x10", "", " ", "\x00", "a\x00b", "/b\x00",
-                     "brain", "_internal", "full", "-999999999y", "9999-12-31"]),
+    st.sampled_from(
+        [
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "1e999",
+            "-0",
+            "0x10",
+            "",
+            " ",
+            "\x00",
+            "a\x00b",
+            "/b\x00",
+            "brain",
+            "_internal",
+            "full",
+            "-999999999y",
+            "9999-12-31",
+        ]
+    ),
     st.sampled_from([3_000, 20_000]).map(lambda n: "é" * n),  # past q's and claim's limits
-)  # fmt: skip
-NUMBERS = st.one_of(st.integers(), st.integers(2**63 - 2, 2**64 + 2), st.sampled_from([10**300, -(10**4000)]),
-                    st.floats(allow_nan=False, allow_infinity=False))  # fmt: skip
+)
+NUMBERS = st.one_of(
+    st.integers(),
+    st.integers(2**63 - 2, 2**64 + 2),
+    st.sampled_from([10**300, -(10**4000)]),
+    st.floats(allow_nan=False, allow_infinity=False),
+)
 WIRE_VALUE = st.recursive(
     st.none() | st.booleans() | NUMBERS | WIRE_TEXT,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(WIRE_TEXT, children, max_size=3),
@@ -315,8 +356,12 @@ def test_hostile_arguments_in_process_get_the_routes_answer(in_process, call):
 
 def test_a_number_past_pythons_digit_limit_is_refused_in_process(in_process):
     """As the route refuses it in a body (over the wire the SDK's parser refuses it first)."""
-    for tool, name, value in [("brain_recall", "k", 10**5000), ("brain_remember", "records", [10**5000]),
-                              ("brain_forget", "ids", [10**5000]), ("brain_memory", "id", 10**5000)]:
+    for tool, name, value in [
+        ("brain_recall", "k", 10**5000),
+        ("brain_remember", "records", [10**5000]),
+        ("brain_forget", "ids", [10**5000]),
+        ("brain_memory", "id", 10**5000),
+    ]:
         before = in_process.brain.version()
         result = in_process.session.call(tool, {**VALID[tool], name: value})
         check_answer(tool, {name: "10**5000"}, result, in_process.brain, before)
@@ -344,9 +389,13 @@ def raw_session(http):
     return call
 
 
-NOT_JSON = [("brain_remember", "records", '[{"text": "A memory", "confidence": NaN}]', "NaN"),
-            ("brain_recall", "mmr_lambda", "Infinity", "Infinity"), ("brain_verify", "id", "-Infinity", "-Infinity"),
-            ("brain_forget", "ids", "[NaN]", "NaN"), ("brain_memory", "id", "NaN", "NaN")]  # fmt: skip
+NOT_JSON = [
+    ("brain_remember", "records", '[{"text": "A memory", "confidence": NaN}]', "NaN"),
+    ("brain_recall", "mmr_lambda", "Infinity", "Infinity"),
+    ("brain_verify", "id", "-Infinity", "-Infinity"),
+    ("brain_forget", "ids", "[NaN]", "NaN"),
+    ("brain_memory", "id", "NaN", "NaN"),
+]
 
 
 def test_nan_and_infinity_are_refused_as_the_route_refuses_them(over_http):

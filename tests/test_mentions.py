@@ -17,10 +17,25 @@ from .conftest import edges
 # alone, other scripts and casefolding, disambiguators, a tag, a short one, an
 # alias, names inside names, names sharing their first words
 NAMES = [
-    ".NET Core", "C++", "AT&T", "Zürich", "Straße", "R2-D2", "???", "hello_world", "Io", "Dr. Who",
-    "New York", "New York City", "Mark King (musician)", "Battle of Hastings", "Battle of Britain",
-    "Foo  Bar", "The Long Dark Tea Time of the Soul by Douglas Adams", "Ada Lovelace",
-]  # fmt: skip
+    ".NET Core",
+    "C++",
+    "AT&T",
+    "Zürich",
+    "Straße",
+    "R2-D2",
+    "???",
+    "hello_world",
+    "Io",
+    "Dr. Who",
+    "New York",
+    "New York City",
+    "Mark King (musician)",
+    "Battle of Hastings",
+    "Battle of Britain",
+    "Foo  Bar",
+    "The Long Dark Tea Time of the Soul by Douglas Adams",
+    "Ada Lovelace",
+]
 TEXTS = [
     "We moved from ASP.NET Core to .NET Core; C++ and C++11 too, via AT&T's network.",
     "ZÜRICH and STRASSE, r2-d2 said ??? twice (not who???), HELLO_WORLD, io, Dr. Who and dr who.",
@@ -60,9 +75,23 @@ def test_name_index_finds_what_every_name_finds(brain, monkeypatch):
         found[path] = _mentioned(conn)
     assert found["index"] == found["automaton"]
     named = {b for _, b in found["index"]}
-    assert {".NET Core", "C++", "AT&T", "Zürich", "Straße", "R2-D2", "???", "hello_world", "Dr. Who", "New York",
-            "New York City", "Mark King (musician)", "Battle of Hastings", "Ada Lovelace",
-            "The Long Dark Tea Time of the Soul by Douglas Adams"} == named  # fmt: skip
+    assert {
+        ".NET Core",
+        "C++",
+        "AT&T",
+        "Zürich",
+        "Straße",
+        "R2-D2",
+        "???",
+        "hello_world",
+        "Dr. Who",
+        "New York",
+        "New York City",
+        "Mark King (musician)",
+        "Battle of Hastings",
+        "Ada Lovelace",
+        "The Long Dark Tea Time of the Soul by Douglas Adams",
+    } == named
     assert ("text 0", "C++") in found["index"] and ("text 3", "Ada Lovelace") in found["index"]
 
 
@@ -84,8 +113,13 @@ def test_a_small_ingest_reads_only_the_names_its_text_may_hold(conn, monkeypatch
 
 def test_name_index_follows_entities_changed_with_plain_sql(conn, monkeypatch):
     monkeypatch.setattr(mentions, "MENTION_INDEX_CHARS_PER_NAME", 10**9)
-    brain_sql.remember(conn, [{"_id": "r", "title": "Acme Rocket", "text": "A rocket."},
-                              {"_id": "g", "title": "Gone Thing", "text": "Soon gone."}])  # fmt: skip
+    brain_sql.remember(
+        conn,
+        [
+            {"_id": "r", "title": "Acme Rocket", "text": "A rocket."},
+            {"_id": "g", "title": "Gone Thing", "text": "Soon gone."},
+        ],
+    )
     conn.execute("update entities set name = 'Zenith Rocket' where name = 'Acme Rocket'")
     conn.execute("update entities set entity_type = 'tag' where name = 'Gone Thing'")
     brain_sql.remember(conn, [{"_id": "a", "title": "One", "text": "Acme Rocket, Zenith Rocket, Gone Thing."}])
@@ -109,12 +143,21 @@ def test_older_chunks_naming_new_entities(conn, monkeypatch, mode):
     monkeypatch.setattr(mentions, "MENTION_FTS_RARE", 1000 if mode == "rare words" else 1)
     monkeypatch.setattr(mentions, "MENTION_SCAN_CHUNKS_PER_PHRASE", 10**9 if mode.startswith("scan for") else 0)
     common = [{"_id": f"c{i}", "title": f"c{i}", "text": "the harbor lights of the old town."} for i in range(30)]
-    brain_sql.remember(conn, common + [
-        {"_id": "a", "title": "Log", "text": "The Quartz Harbor Lights shone; quartz harbor-lights did not."},
-        {"_id": "b", "title": "Note", "text": "Old Town, the old town and OLD TOWN."},
-    ])  # fmt: skip
-    brain_sql.remember(conn, [{"_id": "q", "title": "Quartz Harbor Lights", "text": "A lighthouse."},
-                              {"_id": "o", "title": "Old Town", "text": "A quarter."}])  # fmt: skip
+    brain_sql.remember(
+        conn,
+        common
+        + [
+            {"_id": "a", "title": "Log", "text": "The Quartz Harbor Lights shone; quartz harbor-lights did not."},
+            {"_id": "b", "title": "Note", "text": "Old Town, the old town and OLD TOWN."},
+        ],
+    )
+    brain_sql.remember(
+        conn,
+        [
+            {"_id": "q", "title": "Quartz Harbor Lights", "text": "A lighthouse."},
+            {"_id": "o", "title": "Old Town", "text": "A quarter."},
+        ],
+    )
     expected = {("Log", "Quartz Harbor Lights"), ("Note", "Old Town")} | {(f"c{i}", "Old Town") for i in range(30)}
     assert _mentioned(conn) == expected
 
@@ -166,8 +209,9 @@ def test_the_name_index_is_made_again_a_part_at_a_time(conn, monkeypatch):
         if not left:
             break
     assert parts >= 6 and mentions._index_position(conn) is not None
-    assert _index_rows(conn) == {(*key, i) for i, name in conn.execute("select id, name from entities")
-                                 for key in mentions.name_keys(name)}  # fmt: skip
+    assert _index_rows(conn) == {
+        (*key, i) for i, name in conn.execute("select id, name from entities") for key in mentions.name_keys(name)
+    }
 
 
 def test_an_index_behind_the_change_log_is_used_with_the_entities_changed_since(conn, monkeypatch):
@@ -193,12 +237,20 @@ def test_older_chunks_looked_at_a_part_a_transaction_find_the_same(conn, monkeyp
     monkeypatch.setattr(mentions, "MENTION_FTS_RARE", 1000 if mode == "rare words" else 1)
     monkeypatch.setattr(mentions, "MENTION_SCAN_CHUNKS_PER_PHRASE", 10**9 if mode.startswith("scan for") else 0)
     monkeypatch.setattr(mentions, "_SCAN_AT_ONCE", 7)
-    brain_sql.remember(conn, [{"_id": f"c{i}", "title": f"c{i}", "text": f"the old town, day {i}."} for i in range(40)]
-                       + [{"_id": "a", "title": "Log", "text": "The Quartz Harbor Lights shone."}])  # fmt: skip
+    brain_sql.remember(
+        conn,
+        [{"_id": f"c{i}", "title": f"c{i}", "text": f"the old town, day {i}."} for i in range(40)]
+        + [{"_id": "a", "title": "Log", "text": "The Quartz Harbor Lights shone."}],
+    )
     with atomic(conn):  # entities whose matching is left to do, as an ingest leaves it
-        mentions.queue(conn, "entity", [
-            conn.execute("insert into entities (name, entity_type) values (?, 'document')", [name]).lastrowid
-            for name in ("Quartz Harbor Lights", "Old Town", "Nowhere Place")])  # fmt: skip
+        mentions.queue(
+            conn,
+            "entity",
+            [
+                conn.execute("insert into entities (name, entity_type) values (?, 'document')", [name]).lastrowid
+                for name in ("Quartz Harbor Lights", "Old Town", "Nowhere Place")
+            ],
+        )
     resolution, steps = mentions.Resolution(conn).prepare(), 0
     while True:
         with atomic(conn):
@@ -221,8 +273,9 @@ def test_each_step_reads_only_what_it_matches_and_what_changed_since(db_path, mo
     monkeypatch.setattr(mentions, "_CHUNKS_AT_ONCE", 4)
     conn, other = brain_sql.connect(db_path), brain_sql.connect(db_path)
     brain_sql.remember(conn, [{"_id": f"t{i}", "title": f"Thing {i}", "text": "z"} for i in range(300)])
-    _, notes = brain_sql.remember(conn, [{"_id": f"n{i}", "title": f"Note {i}", "text": f"Thing {i} and Late Thing."}
-                                         for i in range(20)])  # fmt: skip
+    _, notes = brain_sql.remember(
+        conn, [{"_id": f"n{i}", "title": f"Note {i}", "text": f"Thing {i} and Late Thing."} for i in range(20)]
+    )
     with atomic(conn):  # their matching still to do, as an interrupted ingest leaves it
         conn.execute("delete from relationships where relation_type = 'mentions'")
         mentions.queue(conn, "chunk", [i for ids in notes for i in ids])
@@ -253,12 +306,12 @@ def test_each_step_reads_only_what_it_matches_and_what_changed_since(db_path, mo
     assert steps >= 20 and "all" not in names_read and sum(names_read) <= 3, names_read
     assert max(chunks_read) <= 4, chunks_read
     assert _mentioned(conn) == {(f"Note {i}", f"Thing {i}") for i in range(20)} | {
-        (f"Note {i}", "Late Thing") for i in range(20)}  # fmt: skip
+        (f"Note {i}", "Late Thing") for i in range(20)
+    }
 
 
 @pytest.mark.parametrize("chars_per_name", [10**9, 0], ids=["names the index finds", "every name"])
-def test_a_brain_restored_during_matching_is_matched_with_its_own_names(db_path, tmp_path, monkeypatch,
-                                                                          chars_per_name):
+def test_a_brain_restored_during_matching_is_matched_with_its_own_names(db_path, tmp_path, monkeypatch, chars_per_name):
     """Restored from a backup while an ingest matches (sqlite3's .restore, under its
     open connection) and written again past where the matching read its names: the
     names are read again as the restored brain has them, not followed from a
@@ -266,8 +319,9 @@ def test_a_brain_restored_during_matching_is_matched_with_its_own_names(db_path,
     monkeypatch.setattr(mentions, "MENTION_INDEX_CHARS_PER_NAME", chars_per_name)
     conn = brain_sql.connect(db_path)
     brain_sql.remember(conn, [{"_id": "a", "title": "Alpha Corp", "text": "A firm."}])
-    _, notes = brain_sql.remember(conn, [{"_id": f"n{i}", "title": f"Note {i}", "text": "Beta Corp."}
-                                         for i in range(3)])  # fmt: skip
+    _, notes = brain_sql.remember(
+        conn, [{"_id": f"n{i}", "title": f"Note {i}", "text": "Beta Corp."} for i in range(3)]
+    )
     with atomic(conn):  # their matching still to do, as an interrupted ingest leaves it
         conn.execute("delete from relationships where relation_type = 'mentions'")
         mentions.queue(conn, "chunk", [i for ids in notes for i in ids])
@@ -287,7 +341,8 @@ def test_a_brain_restored_during_matching_is_matched_with_its_own_names(db_path,
     named = {(a, b) for a, b in _mentioned(conn) if a.startswith("Note")}
     assert named == {(f"Note {i}", "Beta Corp") for i in range(3)}
     assert conn.execute("select name from entities where id = (select min(id) from entities)").fetchone() == (
-        "Alpha Corp",)  # fmt: skip
+        "Alpha Corp",
+    )
 
 
 def test_a_change_log_begun_again_makes_the_name_index_again(conn, monkeypatch):
@@ -311,11 +366,18 @@ def test_mentions_found_alike_by_automaton_and_lookup(tmp_path, monkeypatch, loo
     conn = brain_sql.connect(tmp_path / "brain.db")
     names = ["C++", ".NET Core", "Straße", "Mark King (musician)", "New York", "New York City", "data_set"]
     brain_sql.remember(conn, [{"_id": f"n{i}", "title": name, "text": f"About {i}."} for i, name in enumerate(names)])
-    brain_sql.remember(conn, [
-        {"_id": "yes", "title": "Port notes", "text": "We ported the c++ parser to .NET CORE in the STRASSE office "
-                                                      "with Mark King, in New York City; data_set."},
-        {"_id": "no", "title": "Near misses", "text": "Not xC++, data_set2, NewYork, Mark Kingdom or mark-kingly."},
-    ])  # fmt: skip
+    brain_sql.remember(
+        conn,
+        [
+            {
+                "_id": "yes",
+                "title": "Port notes",
+                "text": "We ported the c++ parser to .NET CORE in the STRASSE office "
+                "with Mark King, in New York City; data_set.",
+            },
+            {"_id": "no", "title": "Near misses", "text": "Not xC++, data_set2, NewYork, Mark Kingdom or mark-kingly."},
+        ],
+    )
     mentioned = {(a, b) for a, relation, b in edges(conn) if relation == "mentions"}
     assert mentioned == {("Port notes", name) for name in names} | {("New York City", "New York")}  # its title
     assert check(conn) == {}
@@ -327,7 +389,9 @@ def test_mentions_matched_later_follow_the_entities_as_they_are_then(tmp_path):
     db_path = tmp_path / "brain.db"
     conn = brain_sql.connect(db_path)
     brain_sql.remember(conn, [{"_id": "quokka", "title": "Quokka Crew", "text": "A team."}])
-    _, [notes] = brain_sql.remember(conn, [{"_id": "notes", "title": "Notes", "text": "The Quokka Crew met the Okapi Office."}])
+    _, [notes] = brain_sql.remember(
+        conn, [{"_id": "notes", "title": "Notes", "text": "The Quokka Crew met the Okapi Office."}]
+    )
     with atomic(conn):  # its matching still to do, as an interrupted ingest leaves it
         conn.execute("delete from relationships where relation_type = 'mentions'")
         mentions.queue(conn, "chunk", notes)

@@ -20,13 +20,16 @@ from .conftest import write
 pytestmark = pytest.mark.slow  # loads and runs a transformer: seconds
 
 RECORDS = [
-    {"_id": "bike", "title": "Bicycle maintenance",
-     "text": "Oil the chain every few hundred kilometres and check the tyre pressure before long rides."},
+    {
+        "_id": "bike",
+        "title": "Bicycle maintenance",
+        "text": "Oil the chain every few hundred kilometres and check the tyre pressure before long rides.",
+    },
     {"_id": "bread", "title": "Sourdough", "text": "Feed the starter with flour and water the night before you bake."},
     {"_id": "tax", "title": "Income tax", "text": "The annual return must be filed by the end of April."},
     {"_id": "fern", "title": "Houseplants", "text": "Water the fern twice a week and keep it out of direct sunlight."},
     {"_id": "outage", "title": "Outage", "text": "The database server crashed at midnight because its disk was full."},
-]  # fmt: skip
+]
 QUERY = "how often should I oil my bike chain?"
 # no word in common with the bicycle record: only the vectors can find it
 PARAPHRASE = "how do I look after my bike?"
@@ -69,7 +72,9 @@ def test_recall_uses_the_recorded_model(minilm_brain):
 
 
 def test_vectors_are_unit_length_and_tell_texts_apart():
-    vectors = embed.embed(["a bicycle needs its chain oiled", "bike maintenance", "the tax return"], brain_sql.MINILM_MODEL)
+    vectors = embed.embed(
+        ["a bicycle needs its chain oiled", "bike maintenance", "the tax return"], brain_sql.MINILM_MODEL
+    )
     assert vectors.shape == (3, 384)
     assert abs(float((vectors**2).sum(axis=1).max()) - 1) < 1e-5
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]

@@ -17,8 +17,12 @@ TEXTS = ["who owns the support runbook?", "graph leg"]
 
 def client_for(datasette):
     transport = httpx.ASGITransport(app=datasette.app())
-    return openai.AsyncOpenAI(base_url="http://localhost/-/brain/v1", api_key="x", max_retries=0,
-                              http_client=httpx.AsyncClient(transport=transport))  # fmt: skip
+    return openai.AsyncOpenAI(
+        base_url="http://localhost/-/brain/v1",
+        api_key="x",
+        max_retries=0,
+        http_client=httpx.AsyncClient(transport=transport),
+    )
 
 
 @pytest.fixture
@@ -108,8 +112,9 @@ async def test_several_models_must_be_named(vault_brain_path, tmp_path):
 
     base = get_model(MODEL)
     folder = tmp_path / "model128"
-    StaticModel(vectors=np.ascontiguousarray(base.embedding[:, :128]), tokenizer=base.tokenizer,
-                normalize=True).save_pretrained(str(folder))  # fmt: skip
+    StaticModel(
+        vectors=np.ascontiguousarray(base.embedding[:, :128]), tokenizer=base.tokenizer, normalize=True
+    ).save_pretrained(str(folder))
     other = tmp_path / "other.db"
     conn = brain_sql.connect(other, str(folder))
     brain_sql.migrate(conn, str(folder))

@@ -21,10 +21,20 @@ HOSTILE = '<script>window.pwned = 1</script><img src="x" onerror="window.pwned =
 def server(vault_brain_path, tmp_path_factory):
     folder = tmp_path_factory.mktemp("pages")
     records = [
-        {"_id": "hostile", "title": "<b>Hostile</b> pager note", "text": HOSTILE,
-         "entities": ["<script>window.pwned = 3</script>"]},
+        {
+            "_id": "hostile",
+            "title": "<b>Hostile</b> pager note",
+            "text": HOSTILE,
+            "entities": ["<script>window.pwned = 3</script>"],
+        },
         {"_id": "hostile-old", "title": "<i>Expired</i> hostile note", "text": HOSTILE, "expires_at": "2025-03-01"},
-        {"_id": "expired1", "title": "Old pager rota", "text": "The 2024 pager rota.", "expires_at": "2025-01-01", "class": "policy"},
+        {
+            "_id": "expired1",
+            "title": "Old pager rota",
+            "text": "The 2024 pager rota.",
+            "expires_at": "2025-01-01",
+            "class": "policy",
+        },
         {"_id": "expired2", "title": "Old wifi", "text": "The 2024 wifi password.", "expires_at": "2025-02-01"},
         {"_id": "archived", "title": "Archived note", "text": "Kept for the record.", "relevance_tier": 0},
     ]
@@ -40,8 +50,15 @@ def browser():
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run", "--disable-quic"],  # fmt: skip
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+                "--disable-quic",
+            ],
         )
         yield browser
         browser.close()

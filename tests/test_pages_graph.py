@@ -22,9 +22,15 @@ def most_connected(server, count=3):
 
 
 def overlapping(boxes):
-    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]
-            if a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"]
-            and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"]]  # fmt: skip
+    return [
+        (a, b)
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+        if a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    ]
 
 
 @pytest.mark.parametrize("hops", [1, 2])
@@ -44,8 +50,14 @@ def test_edges_have_arrowheads_and_one_label_per_relation_and_direction(server, 
     assert edges.count() > 0
     assert all(edges.nth(i).get_attribute("marker-end") == "url(#brain-arrow)" for i in range(edges.count()))
     assert page.locator("#brain-graph marker#brain-arrow path").count() == 1
-    ends = [(edges.nth(i).get_attribute("data-from"), edges.nth(i).get_attribute("data-to"),
-             edges.nth(i).get_attribute("data-type")) for i in range(edges.count())]  # fmt: skip
+    ends = [
+        (
+            edges.nth(i).get_attribute("data-from"),
+            edges.nth(i).get_attribute("data-to"),
+            edges.nth(i).get_attribute("data-type"),
+        )
+        for i in range(edges.count())
+    ]
     assert len(ends) == len(set(ends)) == page.locator("#brain-graph .edge-label").count()
     assert all(entity["id"] in (int(a), int(b)) for a, b, _ in ends)  # one hop: every edge touches the entity
     # the graph takes the page's width
@@ -60,7 +72,10 @@ def test_the_legend_names_the_types_drawn_in_distinct_colours(server, page):
         legend = page.locator("#brain-legend li")
         assert {item.get_attribute("data-type") for item in legend.all()} == drawn
         assert set(page.locator("#brain-legend .legend-type").all_inner_texts()) == drawn
-        colours = {page.locator(f"#brain-graph a.node[data-type='{kind}'] circle").first.get_attribute("fill") for kind in drawn}
+        colours = {
+            page.locator(f"#brain-graph a.node[data-type='{kind}'] circle").first.get_attribute("fill")
+            for kind in drawn
+        }
         assert len(colours) == len(drawn)
 
 

@@ -17,8 +17,10 @@ pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)"),
 ]
 
-HOSTILE = ('<script>window.pwned = 1</script><img src="x" onerror="window.pwned = 2"> Hostile pager text '
-           '[[mentions::<img src=x onerror=window.pwned=3>]] and [[Brain File]].')  # fmt: skip
+HOSTILE = (
+    '<script>window.pwned = 1</script><img src="x" onerror="window.pwned = 2"> Hostile pager text '
+    "[[mentions::<img src=x onerror=window.pwned=3>]] and [[Brain File]]."
+)
 
 
 @pytest.fixture(scope="module", params=["plain", "metadata"])

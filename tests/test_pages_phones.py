@@ -28,10 +28,15 @@ LONG_WORD = "https://example.com/" + "runbook-" * 20 + "end"  # breaks nowhere b
 LONG_ID = "crm:" + "escalation-" * 10 + "link"
 RECORDS = [
     {"_id": LONG_ID, "title": "Pager escalation link", "text": f"The pager escalation steps are at {LONG_WORD} now."},
-    {"_id": "expired", "title": "Old pager rota", "text": "The 2024 pager rota.", "expires_at": "2025-01-01",
-     "class": "policy"},
+    {
+        "_id": "expired",
+        "title": "Old pager rota",
+        "text": "The 2024 pager rota.",
+        "expires_at": "2025-01-01",
+        "class": "policy",
+    },
     {"_id": "archived", "title": "Archived fax note", "text": "The fax machine number.", "relevance_tier": 0},
-]  # fmt: skip
+]
 
 # what the page holds, measured in the browser
 MEASURE = r"""() => {
@@ -173,9 +178,12 @@ def test_a_replicas_recall_page_fits_the_screen(replica_server, browser, width):
 
 def card_labels(page, row):
     """The labels of the cells a phone shows in the `row`th card of the table."""
-    return page.evaluate("""row => [...document.querySelectorAll("table.rows-and-columns tbody tr")[row].cells]
+    return page.evaluate(
+        """row => [...document.querySelectorAll("table.rows-and-columns tbody tr")[row].cells]
         .filter(cell => getComputedStyle(cell).display !== "none")
-        .map(cell => getComputedStyle(cell, "::before").content.replace(/^"|"$/g, ""))""", row)
+        .map(cell => getComputedStyle(cell, "::before").content.replace(/^"|"$/g, ""))""",
+        row,
+    )
 
 
 def test_a_phone_shows_a_memorys_card_not_every_column(server, browser):  # noqa: F811

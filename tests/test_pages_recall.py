@@ -26,9 +26,35 @@ RECORDS = [
     {"_id": "archived", "title": "Archived fax note", "text": "The fax machine number.", "relevance_tier": 0},
     {"_id": "untouched", "title": "Old parking rule", "text": "Parking was free in 2024.", "expires_at": "2025-02-01"},
 ]
-FILTERS = ("q", "k", "scope", "classes", "sources", "domain", "since", "until", "as_of", "now", "min_relevance",
-           "include_decayed", "graph", "prf", "mmr", "mmr_lambda", "max_tokens", "cutoff")  # fmt: skip
-INTERNAL = ("clarify_query", "run_prf", "increase_top_k", "low_confidence", "no_candidates", "only_decayed", "token_budget")
+FILTERS = (
+    "q",
+    "k",
+    "scope",
+    "classes",
+    "sources",
+    "domain",
+    "since",
+    "until",
+    "as_of",
+    "now",
+    "min_relevance",
+    "include_decayed",
+    "graph",
+    "prf",
+    "mmr",
+    "mmr_lambda",
+    "max_tokens",
+    "cutoff",
+)
+INTERNAL = (
+    "clarify_query",
+    "run_prf",
+    "increase_top_k",
+    "low_confidence",
+    "no_candidates",
+    "only_decayed",
+    "token_budget",
+)
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +183,9 @@ def test_with_brain_write_the_actions_work(server, keeper_page):
     page.goto(server + "/brain/-/decayed?decay=expired")
     row = page.locator("table.rows-and-columns tbody tr", has_text="Old badge policy")
     assert row.locator("button", has_text="Archive").is_visible()
-    assert row.locator("button", has_text="+30 days").is_visible() and row.locator("button", has_text="Flag").is_visible()
+    assert (
+        row.locator("button", has_text="+30 days").is_visible() and row.locator("button", has_text="Flag").is_visible()
+    )
     row.locator("button", has_text="Archive").click()
     page.wait_for_load_state()
     assert "decay=expired" in page.url  # back where the decision was taken

@@ -12,14 +12,21 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import brain_sql
-from brain_sql import for_plugin
-from brain_sql import browse, inventory, migrations
+from brain_sql import browse, for_plugin, inventory, migrations
 from datasette_brain import decay
 
 from .conftest import close_brain, rows, without_rules
 
-PAGE_INDEXES = {"idx_knowledge_class", "idx_knowledge_source", "idx_knowledge_domain", "idx_knowledge_observed",
-                "idx_knowledge_decaying", "idx_knowledge_flagged", "idx_documents_entity", "idx_documents_chunks"}  # fmt: skip
+PAGE_INDEXES = {
+    "idx_knowledge_class",
+    "idx_knowledge_source",
+    "idx_knowledge_domain",
+    "idx_knowledge_observed",
+    "idx_knowledge_decaying",
+    "idx_knowledge_flagged",
+    "idx_documents_entity",
+    "idx_documents_chunks",
+}
 NOW = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
@@ -57,7 +64,10 @@ def test_page_indexes_a_tool_dropped_are_named_and_rebuilt_by_check(run, vault_b
     conn.execute("drop index idx_knowledge_decaying")
     conn.execute("drop index idx_documents_entity")
     found = run("brain", "check", vault_brain_copy)
-    assert found.exit_code == 1 and "pages read every memory: 2 (idx_documents_entity, idx_knowledge_decaying)" in found.output
+    assert (
+        found.exit_code == 1
+        and "pages read every memory: 2 (idx_documents_entity, idx_knowledge_decaying)" in found.output
+    )
     assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
     assert PAGE_INDEXES <= indexes(conn)
     assert brain_sql.check(conn) == {}
@@ -67,8 +77,16 @@ def test_page_indexes_a_tool_dropped_are_named_and_rebuilt_by_check(run, vault_b
 # flagged, archived, expired and soon-expiring chunks, untitled ones, a document
 # without chunks, edges a flagged or deleted memory stated, names with LIKE's signs
 NAMES = ["Alpha", "alpha beta", "Gamma", "delta_x", "Ep%silon", "zeta", "Eta"]
-EXPIRY = [None, None, "2000-01-01 00:00:00", "2999-01-01 00:00:00", "+3 days", "+30 days", "garbage",
-          "2000-01-01T10:00:00Z"]  # fmt: skip
+EXPIRY = [
+    None,
+    None,
+    "2000-01-01 00:00:00",
+    "2999-01-01 00:00:00",
+    "+3 days",
+    "+30 days",
+    "garbage",
+    "2000-01-01T10:00:00Z",
+]
 CHUNK = st.tuples(
     st.sampled_from([None, "d1", "d2", "d2", "d3", "d3", "d3", "d4"]),  # document
     st.sampled_from([None, "", "Alpha", "beta", "Gamma"]),  # title
@@ -79,13 +97,22 @@ CHUNK = st.tuples(
     st.sampled_from(["memory", "policy"]),  # class
     st.sampled_from([None, "x", "y"]),  # source
 )
-WORLD = st.fixed_dictionaries({
-    "chunks": st.lists(CHUNK, max_size=20),
-    "entities": st.lists(st.sampled_from([None, "document", "tag", "thing"]), max_size=len(NAMES)),
-    "documents": st.lists(st.one_of(st.none(), st.integers(0, len(NAMES) - 1)), min_size=5, max_size=5),
-    "edges": st.lists(st.tuples(st.integers(0, len(NAMES) - 1), st.integers(0, len(NAMES) - 1), st.sampled_from("ab"),
-                                st.one_of(st.none(), st.integers(0, 19), st.just("gone"))), max_size=12),
-})  # fmt: skip
+WORLD = st.fixed_dictionaries(
+    {
+        "chunks": st.lists(CHUNK, max_size=20),
+        "entities": st.lists(st.sampled_from([None, "document", "tag", "thing"]), max_size=len(NAMES)),
+        "documents": st.lists(st.one_of(st.none(), st.integers(0, len(NAMES) - 1)), min_size=5, max_size=5),
+        "edges": st.lists(
+            st.tuples(
+                st.integers(0, len(NAMES) - 1),
+                st.integers(0, len(NAMES) - 1),
+                st.sampled_from("ab"),
+                st.one_of(st.none(), st.integers(0, 19), st.just("gone")),
+            ),
+            max_size=12,
+        ),
+    }
+)
 
 
 def build(conn, world):
@@ -97,12 +124,13 @@ def build(conn, world):
     chunk_ids = [
         conn.execute(
             "insert into knowledge (document_id, title, content, flagged, relevance_tier, expires_at, scope, class, "
-            "source) values (?, ?, 'text', ?, ?, case when :e like '+%' then datetime('now', :e) else :e end, ?, ?, ?)"
-            .replace(":e", "?5"),
+            "source) values (?, ?, 'text', ?, ?, case when :e like '+%' then datetime('now', :e) else :e end, ?, ?, ?)".replace(
+                ":e", "?5"
+            ),
             (document, title, flagged, tier, expires, scope, kind, source),
         ).lastrowid
         for document, title, flagged, tier, expires, scope, kind, source in world["chunks"]
-    ]  # fmt: skip
+    ]
     for n, entity in enumerate(world["documents"]):  # d5 has no chunks
         entity_id = entity_ids[entity] if entity is not None and entity < len(entity_ids) else None
         conn.execute(
@@ -112,7 +140,13 @@ def build(conn, world):
         )
     for a, b, kind, stated in world["edges"]:
         if a < len(entity_ids) and b < len(entity_ids):
-            knowledge_id = 99_999 if stated == "gone" else None if stated is None or stated >= len(chunk_ids) else chunk_ids[stated]
+            knowledge_id = (
+                99_999
+                if stated == "gone"
+                else None
+                if stated is None or stated >= len(chunk_ids)
+                else chunk_ids[stated]
+            )
             conn.execute(
                 "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, knowledge_id) "
                 "values (?, ?, ?, ?)",
@@ -132,23 +166,30 @@ def plain_entities(conn, q, entity_type, page, per_page):
       select e.id, e.name, coalesce(e.entity_type, 'entity') as type, coalesce(degree.degree, 0) as degree
       from entities e left join degree on degree.id = e.id
       where (:pattern is null or e.name like :pattern escape '\\')
-        and (degree.degree is not null or {browse._VISIBLE.format(e='e.id', seen=browse._SEEN)}))"""
+        and (degree.degree is not null or {browse._VISIBLE.format(e="e.id", seen=browse._SEEN)}))"""
     params = {"pattern": pattern, "type": entity_type, "limit": per_page, "offset": (page - 1) * per_page}
-    listed = rows(conn, seen + " select id, name, type, degree from visible where :type is null or type = :type "
-                  "order by degree desc, name collate nocase, id limit :limit offset :offset", params)  # fmt: skip
+    listed = rows(
+        conn,
+        seen + " select id, name, type, degree from visible where :type is null or type = :type "
+        "order by degree desc, name collate nocase, id limit :limit offset :offset",
+        params,
+    )
     types = rows(conn, seen + " select type, count(*) from visible group by type order by count(*) desc, type", params)
     total = rows(conn, seen + " select count(*) from visible where :type is null or type = :type", params)[0][0]
     return {"rows": listed, "total": total, "types": types}
 
 
 def plain_examples(conn, limit):
-    return [title for (title,) in rows(
-        conn,
-        "select min(title) from knowledge where flagged = 0 and relevance_tier >= 1 and title is not null "
-        "and title != '' and (expires_at is null or unixepoch(expires_at) > unixepoch('now')) "
-        "group by coalesce(document_id, -id) order by count(*) desc, min(id) limit ?",
-        (limit,),
-    )]  # fmt: skip
+    return [
+        title
+        for (title,) in rows(
+            conn,
+            "select min(title) from knowledge where flagged = 0 and relevance_tier >= 1 and title is not null "
+            "and title != '' and (expires_at is null or unixepoch(expires_at) > unixepoch('now')) "
+            "group by coalesce(document_id, -id) order by count(*) desc, min(id) limit ?",
+            (limit,),
+        )
+    ]
 
 
 def plain_decayed(conn, selected):
@@ -161,8 +202,10 @@ def plain_decayed(conn, selected):
     )
     params = {"now": NOW, **{f"f_{name}": value for name, value in selected.items()}}
     listed = [dict(zip(browse.DECAYED_COLUMNS, r)) for r in rows(conn, f"{sql} order by expires_at, id", params)]
-    facets = {name: dict(rows(conn, f"select [{name}], count(*) from ({sql}) group by 1 order by 2 desc, 1", params))
-              for name in browse.DECAYED_FACETS}  # fmt: skip
+    facets = {
+        name: dict(rows(conn, f"select [{name}], count(*) from ({sql}) group by 1 order by 2 desc, 1", params))
+        for name in browse.DECAYED_FACETS
+    }
     return listed, facets
 
 
@@ -185,7 +228,9 @@ def test_each_page_says_what_the_plain_query_said(conn, monkeypatch, world):
             plain = rows(conn, f"select {browse.decay_bucket_sql()}, count(*) from knowledge {where} group by 1")
             assert sorted(counted) == sorted(plain)
         for bucket in for_plugin.DECAY_BUCKETS:
-            chosen = rows(conn, f"select id from knowledge where {for_plugin.decay_filter_sql(bucket)}", {"decay_bucket": bucket})
+            chosen = rows(
+                conn, f"select id from knowledge where {for_plugin.decay_filter_sql(bucket)}", {"decay_bucket": bucket}
+            )
             assert chosen == rows(conn, f"select id from knowledge where {browse.decay_bucket_sql()} = ?", (bucket,))
         for selected in ({}, {"decay": "expired"}, {"scope": "/a", "class": "policy"}, {"source": ""}):
             listed, facets = plain_decayed(conn, selected)
@@ -193,8 +238,9 @@ def test_each_page_says_what_the_plain_query_said(conn, monkeypatch, world):
             assert browse.decayed_facets(conn, NOW, selected) == (sum(facets["decay"].values()), facets)
         counted = inventory._counts(conn)
         for column in ("class", "scope", "source"):
-            assert counted[f"by_{column}"] == dict(rows(
-                conn, f"select coalesce([{column}], ''), count(*) from knowledge group by 1 order by 2 desc, 1"))  # fmt: skip
+            assert counted[f"by_{column}"] == dict(
+                rows(conn, f"select coalesce([{column}], ''), count(*) from knowledge group by 1 order by 2 desc, 1")
+            )
         assert counted["flagged"] == rows(conn, "select count(*) from knowledge where flagged != 0")[0][0]
     finally:
         conn.execute("rollback")
@@ -221,16 +267,26 @@ def more_documents(conn, count, start=0):
     with conn:
         conn.execute("begin")
         for n in range(start, start + count):
-            entity_id = conn.execute("insert into entities (name, entity_type) values (?, 'document')", (f"Note {n}",)).lastrowid
-            conn.execute("insert into knowledge (document_id, title, content) values (?, ?, 'text')", (f"n{n}", f"Note {n}"))
-            conn.execute("insert into documents (document_id, entity_id, chunks) values (?, ?, 1)", (f"n{n}", entity_id))
+            entity_id = conn.execute(
+                "insert into entities (name, entity_type) values (?, 'document')", (f"Note {n}",)
+            ).lastrowid
+            conn.execute(
+                "insert into knowledge (document_id, title, content) values (?, ?, 'text')", (f"n{n}", f"Note {n}")
+            )
+            conn.execute(
+                "insert into documents (document_id, entity_id, chunks) values (?, ?, 1)", (f"n{n}", entity_id)
+            )
 
 
 def test_the_decayed_page_reads_only_the_decaying_memories(conn):
-    brain_sql.remember(conn, [
-        {"_id": f"old{n}", "text": f"Expired memory {n}.", "expires_at": "2020-01-01", "scope": f"/s{n % 3}"}
-        for n in range(30)
-    ] + [{"_id": f"kept{n}", "text": f"Archived memory {n}.", "relevance_tier": 0} for n in range(10)])  # fmt: skip
+    brain_sql.remember(
+        conn,
+        [
+            {"_id": f"old{n}", "text": f"Expired memory {n}.", "expires_at": "2020-01-01", "scope": f"/s{n % 3}"}
+            for n in range(30)
+        ]
+        + [{"_id": f"kept{n}", "text": f"Archived memory {n}.", "relevance_tier": 0} for n in range(10)],
+    )
 
     expired = decay.decay_filter(Request.fake("/brain/knowledge?_decay=expired"))  # the table page's ?_decay=
 
@@ -266,8 +322,18 @@ def decaying_brain(tmp_path_factory):
     path = tmp_path_factory.mktemp("decaying") / "decaying.db"
     conn = brain_sql.connect(path)
     brain_sql.migrate(conn)
-    brain_sql.remember(conn, [{"_id": f"e{n}", "text": f"Memory {n} expires.", "domain": ("work", "home")[n % 2],
-                               "expires_at": "2020-01-01" if n % 2 else "2999-01-01"} for n in range(1_200)])  # fmt: skip
+    brain_sql.remember(
+        conn,
+        [
+            {
+                "_id": f"e{n}",
+                "text": f"Memory {n} expires.",
+                "domain": ("work", "home")[n % 2],
+                "expires_at": "2020-01-01" if n % 2 else "2999-01-01",
+            }
+            for n in range(1_200)
+        ],
+    )
     with conn:
         conn.execute("begin")
         conn.executemany(
@@ -302,6 +368,8 @@ async def test_facet_suggestions_consider_a_brains_first_thousand_rows(decaying_
     suggested = (await datasette.client.get("/decaying/knowledge.json?_decay=expired")).json()["suggested_facets"]
     assert "domain" in {facet["name"] for facet in suggested}
     # every table's and view's page answers: vec0 and FTS5's, WITHOUT ROWID ones, a view
-    names = await datasette.get_database("decaying").execute("select name from sqlite_master where type in ('table', 'view')")
+    names = await datasette.get_database("decaying").execute(
+        "select name from sqlite_master where type in ('table', 'view')"
+    )
     for (name,) in names.rows:
         assert (await datasette.client.get(f"/decaying/{name}.json")).status_code == 200, name

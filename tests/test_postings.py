@@ -24,7 +24,9 @@ from brain_sql.schema import fts_length
 
 HERE = Path(__file__).resolve().parent
 SAMPLE = HERE / "data" / "beir_corpus_sample.jsonl"
-SCIFACT = next((p / "shared" / "data" / "scifact" for p in HERE.parents if (p / "shared" / "data" / "scifact").exists()), None)
+SCIFACT = next(
+    (p / "shared" / "data" / "scifact" for p in HERE.parents if (p / "shared" / "data" / "scifact").exists()), None
+)
 BM25_SQL = (
     f"select rowid, bm25(knowledge_fts, {', '.join(map(str, FTS_COLUMN_WEIGHTS))}) s from knowledge_fts "
     "where knowledge_fts match ? order by s, rowid limit ?"
@@ -36,11 +38,50 @@ SLOW_EXAMPLES = settings(max_examples=40, deadline=None, suppress_health_check=[
 # change length, ligatures, other numbers, private use, CJK, emoji and modifiers,
 # non-ASCII separators and joiners.
 PIECES = list("aAbBzZyY09 _-.,'\"/\\\t\n\x00") + [
-    "é", "É", "ß", "ẞ", "İ", "ı", "ﬁ", "ǅ", "Ⅻ", "²", "½", "٣", "５", "Ａ", "\u0301", "\u0308", "\u200d", "\u00a0",
-    "\u2013", "\u2014", "’", "“", "α", "Ω", "ж", "中文", "日本", "😀", "👍🏽", "\ue000", "\U0001d400", "ing", "ies",
-    "ational", "running", "Connection", "immunohistochemistry", "x" * 70, "7" * 40, "abc1s",
-]  # fmt: skip
-texts = st.lists(st.one_of(st.sampled_from(PIECES), st.characters(blacklist_categories=("Cs",))), max_size=60).map("".join)
+    "é",
+    "É",
+    "ß",
+    "ẞ",
+    "İ",
+    "ı",
+    "ﬁ",
+    "ǅ",
+    "Ⅻ",
+    "²",
+    "½",
+    "٣",
+    "５",
+    "Ａ",
+    "\u0301",
+    "\u0308",
+    "\u200d",
+    "\u00a0",
+    "\u2013",
+    "\u2014",
+    "’",
+    "“",
+    "α",
+    "Ω",
+    "ж",
+    "中文",
+    "日本",
+    "😀",
+    "👍🏽",
+    "\ue000",
+    "\U0001d400",
+    "ing",
+    "ies",
+    "ational",
+    "running",
+    "Connection",
+    "immunohistochemistry",
+    "x" * 70,
+    "7" * 40,
+    "abc1s",
+]
+texts = st.lists(st.one_of(st.sampled_from(PIECES), st.characters(blacklist_categories=("Cs",))), max_size=60).map(
+    "".join
+)
 rows_of_texts = st.lists(st.tuples(st.none() | texts, st.none() | texts, st.none() | texts), min_size=1, max_size=8)
 
 
@@ -80,7 +121,9 @@ class Brain:
         self.ids = np.array([row[0] for row in found], dtype=np.int64)
         self.postings = Postings()
         self.lengths = self.postings.add(np.arange(len(found)), [row[1:] for row in found])
-        self.vocabulary = sorted({w for row in found for text in row[1:] if text for w in lexical.fts_tokens([text])[0]})
+        self.vocabulary = sorted(
+            {w for row in found for text in row[1:] if text for w in lexical.fts_tokens([text])[0]}
+        )
 
     def ours(self, match, visible=None, n=100, prune=True):
         visible = np.ones(len(self.ids), dtype=bool) if visible is None else visible
@@ -191,8 +234,14 @@ def test_scores_are_fts5s_bm25_on_scifact(scifact):
 
 
 @given(
-    st.lists(st.lists(st.sampled_from("alpha beta gamma delta pager vendor team support x y".split()), max_size=30), min_size=1, max_size=30),
-    st.lists(st.sampled_from("alpha beta gamma delta pager vendor team support nothing".split()), min_size=1, max_size=5),
+    st.lists(
+        st.lists(st.sampled_from("alpha beta gamma delta pager vendor team support x y".split()), max_size=30),
+        min_size=1,
+        max_size=30,
+    ),
+    st.lists(
+        st.sampled_from("alpha beta gamma delta pager vendor team support nothing".split()), min_size=1, max_size=5
+    ),
     st.integers(1, 12),
     st.integers(0, 400),
 )
@@ -263,7 +312,12 @@ def test_rows_holding_a_term_are_counted_over_the_visible_rows(scifact):
     stems = lexical.stems(scifact.vocabulary[::25])
     counts = scifact.postings.frequencies(stems.values(), visible)
     for word, stem in stems.items():
-        rowids = {r for (r,) in scifact.conn.execute("select rowid from knowledge_fts where knowledge_fts match ?", [f'"{word}"'])}
+        rowids = {
+            r
+            for (r,) in scifact.conn.execute(
+                "select rowid from knowledge_fts where knowledge_fts match ?", [f'"{word}"']
+            )
+        }
         assert counts[stem] == len(rowids & visible_ids) == scifact.postings.rows_holding(stem, visible)
 
 
@@ -314,8 +368,10 @@ def test_postings_that_followed_writes_search_as_a_fresh_build():
     fresh_lengths = fresh.add(np.arange(len(live)), [text for _, text in live])
     fresh_ids = np.array([s for s, _ in live])
     conn = fts_brain([])
-    conn.executemany("insert into knowledge_fts (rowid, title, content, context) values (?, ?, ?, ?)",
-                     [(s, *text) for s, text in live])  # fmt: skip
+    conn.executemany(
+        "insert into knowledge_fts (rowid, title, content, context) values (?, ?, ?, ?)",
+        [(s, *text) for s, text in live],
+    )
 
     def phrase_postings(terms):  # rowid = slot in `followed`
         totals = bm25.phrase_occurrences(conn, terms)
@@ -326,8 +382,15 @@ def test_postings_that_followed_writes_search_as_a_fresh_build():
         return np.searchsorted(fresh_ids, slots), frequencies
 
     everything = np.ones(len(live), dtype=bool)
-    for text in ["cerebral white matter", "diffusion", "v3 v77 anisotropy", "brain cortex development", '"white matter" -zebrafish', 'development -"white matter"',
-                 'diffusion "magnetic resonance"']:  # fmt: skip
+    for text in [
+        "cerebral white matter",
+        "diffusion",
+        "v3 v77 anisotropy",
+        "brain cortex development",
+        '"white matter" -zebrafish',
+        'development -"white matter"',
+        'diffusion "magnetic resonance"',
+    ]:
         match = lexical.plan(text)
         for n in (3, 100):
             theirs = fresh.search(match, everything, fresh_lengths, n, fresh_ids, phrase_postings=fresh_phrase_postings)
@@ -339,7 +402,6 @@ def test_postings_that_followed_writes_search_as_a_fresh_build():
     assert compacted.size == fresh.size
     assert arrays_equal(compacted, fresh)
     assert arrays_equal(Postings.from_arrays(followed.to_arrays()), followed)
-
 
 
 @pytest.mark.parametrize("colliding", [False, True])
@@ -364,7 +426,9 @@ def test_postings_loaded_from_arrays_search_and_follow_as_the_ones_saved(monkeyp
     assert list(loaded.vocabulary.items()) == list(saved.vocabulary.items())
     visible, lengths = np.ones(saved.size, dtype=bool), np.ones(saved.size)
     for text in ["zzyzx", "quokka diffusion", "white matter", "cortex -zzyzx"]:
-        assert loaded.search(lexical.plan(text), visible, lengths, 10) == saved.search(lexical.plan(text), visible, lengths, 10)
+        assert loaded.search(lexical.plan(text), visible, lengths, 10) == saved.search(
+            lexical.plan(text), visible, lengths, 10
+        )
     again = Postings.from_arrays(loaded.to_arrays())
     assert arrays_equal(again, saved) and again.vocabulary.get("zzyzx") == saved.vocabulary.get("zzyzx") >= 0
 

@@ -18,23 +18,46 @@ from sqlite_utils.cli import cli
 
 import brain_sql
 from brain_sql.consistency import check
-from brain_sql.querydoc import parse
 from brain_sql.hybrid import run_legs
+from brain_sql.querydoc import parse
 
 from .conftest import copy_brain, rows, warmed, write
 
 NOW = "2026-11-29 12:00:00"
 FTS_SYNTAX = st.sampled_from(['"', "-", "*", "^", "(", ")", ":", "NEAR", "AND", "OR", "NOT", "{", "}", "+", "\\", "'"])
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=60)
-QUERY_TEXT = st.lists(st.one_of(TEXT, FTS_SYNTAX, st.sampled_from(["pager", "graph leg", "src/main.rs"])), max_size=6).map(" ".join)
+QUERY_TEXT = st.lists(
+    st.one_of(TEXT, FTS_SYNTAX, st.sampled_from(["pager", "graph leg", "src/main.rs"])), max_size=6
+).map(" ".join)
 JSON_VALUE = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=False, allow_infinity=False) | TEXT,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(TEXT, children, max_size=3),
     max_leaves=6,
 )
-FIELDS = ["q", "k", "sources", "source", "classes", "scope", "domain", "since", "until", "now", "as_of", "min_relevance",
-          "include_decayed", "graph", "provenance", "prf", "mmr", "mmr_lambda", "max_tokens", "cutoff", "colour",
-          "query"]  # fmt: skip
+FIELDS = [
+    "q",
+    "k",
+    "sources",
+    "source",
+    "classes",
+    "scope",
+    "domain",
+    "since",
+    "until",
+    "now",
+    "as_of",
+    "min_relevance",
+    "include_decayed",
+    "graph",
+    "provenance",
+    "prf",
+    "mmr",
+    "mmr_lambda",
+    "max_tokens",
+    "cutoff",
+    "colour",
+    "query",
+]
 QUERYDOC = st.dictionaries(st.sampled_from(FIELDS), JSON_VALUE, max_size=6).flatmap(
     lambda doc: st.one_of(st.just(doc), QUERY_TEXT.map(lambda q: {**doc, "q": q}))
 )
@@ -69,8 +92,25 @@ def test_any_querydoc_gets_200_or_400(datasette, doc):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     frontmatter=st.one_of(st.none(), TEXT, st.dictionaries(TEXT, JSON_VALUE, max_size=4).map(json.dumps)),
-    body=st.lists(st.one_of(TEXT, st.sampled_from(["# H", "## H2", "[[a::b]]", "[[x|y]]", "```", "- item", "\n\n"])), max_size=12).map("\n".join),
-    records=st.lists(st.one_of(JSON_VALUE, st.fixed_dictionaries({"text": TEXT}, optional={"title": TEXT, "scope": TEXT, "tags": JSON_VALUE, "relations": JSON_VALUE, "entities": JSON_VALUE})), max_size=5),  # fmt: skip
+    body=st.lists(
+        st.one_of(TEXT, st.sampled_from(["# H", "## H2", "[[a::b]]", "[[x|y]]", "```", "- item", "\n\n"])), max_size=12
+    ).map("\n".join),
+    records=st.lists(
+        st.one_of(
+            JSON_VALUE,
+            st.fixed_dictionaries(
+                {"text": TEXT},
+                optional={
+                    "title": TEXT,
+                    "scope": TEXT,
+                    "tags": JSON_VALUE,
+                    "relations": JSON_VALUE,
+                    "entities": JSON_VALUE,
+                },
+            ),
+        ),
+        max_size=5,
+    ),
 )
 def test_hostile_notes_and_records_never_crash_or_corrupt(tmp_path_factory, frontmatter, body, records):
     folder = tmp_path_factory.mktemp("hostile")
@@ -90,11 +130,18 @@ SCOPES = ["/acme", "/acme/support", "/acme/sales", "/other", "/"]
 def scoped(tmp_path_factory):
     folder = tmp_path_factory.mktemp("scoped")
     records = [
-        {"_id": f"{scope}-{i}", "title": f"Pager {scope} {i}", "scope": scope,
-         "text": f"Pager escalation note {i} for {scope}: call the on-call lead about the graph vendor."}
-        for scope in SCOPES for i in range(4)
-    ]  # fmt: skip
-    records.append({"_id": "flagged", "title": "Pager flagged", "text": "Pager escalation: poisoned advice about vendors."})
+        {
+            "_id": f"{scope}-{i}",
+            "title": f"Pager {scope} {i}",
+            "scope": scope,
+            "text": f"Pager escalation note {i} for {scope}: call the on-call lead about the graph vendor.",
+        }
+        for scope in SCOPES
+        for i in range(4)
+    ]
+    records.append(
+        {"_id": "flagged", "title": "Pager flagged", "text": "Pager escalation: poisoned advice about vendors."}
+    )
     path = write(folder / "r.jsonl", "\n".join(json.dumps(r) for r in records))
     conn = brain_sql.connect(folder / "brain.db")
     brain_sql.ingest(conn, [path])
@@ -108,7 +155,13 @@ def test_scope_and_flags_hold_in_every_leg(scoped, q, scope):
     if not q.strip():
         return
     allowed = {s for s in SCOPES if scope == s or scope.startswith(s.rstrip("/") + "/") or s == "/"}
-    visible = {row[0] for row in scoped.execute("select id from knowledge where flagged = 0 and scope in (select value from json_each(?))", [json.dumps(sorted(allowed))])}  # fmt: skip
+    visible = {
+        row[0]
+        for row in scoped.execute(
+            "select id from knowledge where flagged = 0 and scope in (select value from json_each(?))",
+            [json.dumps(sorted(allowed))],
+        )
+    }
     legs = run_legs(scoped, parse({"q": q, "scope": scope, "now": NOW}), "wordllama/l2_supercat")
     for leg, ids in legs.ranked.items():
         assert set(ids) <= visible, leg
@@ -120,10 +173,19 @@ def test_scope_and_flags_hold_in_every_leg(scoped, q, scope):
 
 
 PRIVATE = {"databases": {"brain": {"allow": {"id": "owner"}}}}
-ROUTES = [("get", "/brain/-/recall?q=pager"), ("post", "/brain/-/recall"), ("post", "/brain/-/verify"),
-          ("post", "/brain/-/remember"), ("get", "/brain/-/decayed"), ("get", "/brain/-/decayed.json"),
-          ("get", "/brain/-/brain?q=pager"), ("get", "/brain/-/memory/1"), ("get", "/brain/-/entity/1"),
-          ("get", "/brain/knowledge.json"), ("get", "/brain/recall.json?q=pager")]  # fmt: skip
+ROUTES = [
+    ("get", "/brain/-/recall?q=pager"),
+    ("post", "/brain/-/recall"),
+    ("post", "/brain/-/verify"),
+    ("post", "/brain/-/remember"),
+    ("get", "/brain/-/decayed"),
+    ("get", "/brain/-/decayed.json"),
+    ("get", "/brain/-/brain?q=pager"),
+    ("get", "/brain/-/memory/1"),
+    ("get", "/brain/-/entity/1"),
+    ("get", "/brain/knowledge.json"),
+    ("get", "/brain/recall.json?q=pager"),
+]
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -148,16 +210,49 @@ def test_actor_without_permission_reads_nothing(datasette, actor):
 
 HOSTILE_TEXT = st.one_of(
     st.text(max_size=40),  # lone surrogates included
-    st.sampled_from(["\x00", "a\x00b", "\ud800", "x\udfff", "-999999999y", "+9999999999999999999999d", "9999-12-31",
-                     "0001-01-01", "/b\x00", "/acme\n", "1e400"]),
-)  # fmt: skip
+    st.sampled_from(
+        [
+            "\x00",
+            "a\x00b",
+            "\ud800",
+            "x\udfff",
+            "-999999999y",
+            "+9999999999999999999999d",
+            "9999-12-31",
+            "0001-01-01",
+            "/b\x00",
+            "/acme\n",
+            "1e400",
+        ]
+    ),
+)
 HOSTILE_VALUE = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | HOSTILE_TEXT,
     lambda children: st.lists(children, max_size=3) | st.dictionaries(HOSTILE_TEXT, children, max_size=3),
     max_leaves=6,
 )
-RECORD_FIELDS = ["_id", "title", "text", "content", "scope", "class", "source", "domain", "observed_at", "expires_at",
-                 "valid_from", "valid_to", "supersedes", "confidence", "relevance_tier", "tags", "aliases", "entities", "relations", "metadata"]  # fmt: skip
+RECORD_FIELDS = [
+    "_id",
+    "title",
+    "text",
+    "content",
+    "scope",
+    "class",
+    "source",
+    "domain",
+    "observed_at",
+    "expires_at",
+    "valid_from",
+    "valid_to",
+    "supersedes",
+    "confidence",
+    "relevance_tier",
+    "tags",
+    "aliases",
+    "entities",
+    "relations",
+    "metadata",
+]
 HOSTILE_RECORD = st.dictionaries(st.sampled_from(RECORD_FIELDS), HOSTILE_VALUE, max_size=6).map(
     lambda record: {"text": "a memory", **record}
 )
@@ -172,9 +267,13 @@ def writable(tmp_path_factory, vault_brain_path):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     route=st.sampled_from(["/brain/-/recall", "/brain/-/remember", "/brain/-/verify", "/-/brain/v1/embeddings"]),
-    body=st.one_of(HOSTILE_VALUE, HOSTILE_RECORD, st.lists(HOSTILE_RECORD, max_size=3),
-                   st.dictionaries(st.sampled_from(FIELDS + ["claim", "id", "input", "model"]), HOSTILE_VALUE, max_size=5)),
-)  # fmt: skip
+    body=st.one_of(
+        HOSTILE_VALUE,
+        HOSTILE_RECORD,
+        st.lists(HOSTILE_RECORD, max_size=3),
+        st.dictionaries(st.sampled_from(FIELDS + ["claim", "id", "input", "model"]), HOSTILE_VALUE, max_size=5),
+    ),
+)
 def test_hostile_values_on_every_route_get_a_clear_answer(writable, route, body):
     """Lone surrogates, NULs, out-of-range numbers and dates: a 2xx or a 4xx with a
     JSON error, never a 500."""
@@ -206,9 +305,19 @@ def _query_string(params):
     return "&".join(f"{quote(name)}={quote(value.encode('utf-8', 'surrogatepass'), safe='')}" for name, value in pairs)
 
 
-GET_ROUTES = ["/brain/-/recall", "/brain/-/brain", "/brain/-/decayed", "/brain/-/decayed.json", "/brain/recall.json",
-              "/brain/-/memory/{}", "/brain/-/entity/{}", "/brain/knowledge_fts.json", "/brain/-/entities",
-              "/brain/-/entities.json", "/brain/-/memory/{}.json"]  # fmt: skip
+GET_ROUTES = [
+    "/brain/-/recall",
+    "/brain/-/brain",
+    "/brain/-/decayed",
+    "/brain/-/decayed.json",
+    "/brain/recall.json",
+    "/brain/-/memory/{}",
+    "/brain/-/entity/{}",
+    "/brain/knowledge_fts.json",
+    "/brain/-/entities",
+    "/brain/-/entities.json",
+    "/brain/-/memory/{}.json",
+]
 QUERY_PARAMS = FIELDS + ["_search", "decay", "class", "_format", "sql", "hops", "page", "size", "type"]
 
 
@@ -228,9 +337,14 @@ def test_hostile_query_strings_and_paths_get_a_clear_answer(writable, route, seg
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     q=HOSTILE_TEXT,
-    options=st.dictionaries(st.sampled_from(["--scope", "--since", "--until", "--now", "--domain", "--source",
-                                             "--k", "--max-tokens", "--min-relevance"]), HOSTILE_TEXT, max_size=4),
-)  # fmt: skip
+    options=st.dictionaries(
+        st.sampled_from(
+            ["--scope", "--since", "--until", "--now", "--domain", "--source", "--k", "--max-tokens", "--min-relevance"]
+        ),
+        HOSTILE_TEXT,
+        max_size=4,
+    ),
+)
 def test_hostile_cli_recall_gets_a_message_not_a_traceback(vault_brain_path, q, options):
     args = ["brain", "recall", str(vault_brain_path), q, *[item for pair in options.items() for item in pair], "--json"]
     result = CliRunner().invoke(cli, args)
@@ -239,28 +353,81 @@ def test_hostile_cli_recall_gets_a_message_not_a_traceback(vault_brain_path, q, 
     assert "Traceback" not in result.output
 
 
-REVIEWED = [{"_id": f"old-{i}", "title": f"Old rota {i}", "text": f"The old pager rota, version {i}.",
-             "expires_at": "2025-01-01", **({"relevance_tier": 0} if i % 3 == 0 else {})} for i in range(8)]  # fmt: skip
+REVIEWED = [
+    {
+        "_id": f"old-{i}",
+        "title": f"Old rota {i}",
+        "text": f"The old pager rota, version {i}.",
+        "expires_at": "2025-01-01",
+        **({"relevance_tier": 0} if i % 3 == 0 else {}),
+    }
+    for i in range(8)
+]
 NUMBER_TEXT = st.one_of(
     st.integers().map(str),
-    st.sampled_from(["0", "-1", "1e3", "0x10", " 1", "1 ", "1_0", "+1", "\uff11", "\u0661", "9223372036854775807",
-                     "9223372036854775808", "100000000000000000", "1" * 5000]),
+    st.sampled_from(
+        [
+            "0",
+            "-1",
+            "1e3",
+            "0x10",
+            " 1",
+            "1 ",
+            "1_0",
+            "+1",
+            "\uff11",
+            "\u0661",
+            "9223372036854775807",
+            "9223372036854775808",
+            "100000000000000000",
+            "1" * 5000,
+        ]
+    ),
     HOSTILE_TEXT,
-)  # fmt: skip
+)
 # each part of a decision mostly well formed, so that some are done whole
 ACTIONS = st.sampled_from(["archive", "restore", "flag", "extend:30", "extend:365"])
 DECISION = st.one_of(
-    ACTIONS, ACTIONS,
+    ACTIONS,
+    ACTIONS,
     st.one_of(st.sampled_from(["extend", "extend:", "burn", ""]), NUMBER_TEXT.map("extend:{}".format), HOSTILE_TEXT),
-)  # fmt: skip
-GOOD_BACK = st.sampled_from(["", "decay=expired", "decay=archived&page=2&size=3", "size=1000&page=1", "scope=%2F",
-                             "class=memory&decay=expired&source=", "scope=/&domain=global"])  # fmt: skip
+)
+GOOD_BACK = st.sampled_from(
+    [
+        "",
+        "decay=expired",
+        "decay=archived&page=2&size=3",
+        "size=1000&page=1",
+        "scope=%2F",
+        "class=memory&decay=expired&source=",
+        "scope=/&domain=global",
+    ]
+)
 # backs that are no query of the decayed page, alone or after a good one: the decision is refused whole
-BAD_BACK = st.sampled_from(["%ff%fe", "_size=1e9", "facet=%00", "?decay=expired", "decay=expired&", "&", "=", "x",
-                            "decay=expired&decay=archived", "decay=live", "class=nope", "source=%00", "page=-1",
-                            "scope=%2Fa%20", "scope=/acme%E2%80%8B", "scope=/acme%E2%A0%80",
-                            "scope=/acme/e%CC%81"])  # fmt: skip
-BACK_ARGS = st.dictionaries(st.sampled_from(["page", "size", "decay", "class", "scope", "colour"]), NUMBER_TEXT, max_size=3)
+BAD_BACK = st.sampled_from(
+    [
+        "%ff%fe",
+        "_size=1e9",
+        "facet=%00",
+        "?decay=expired",
+        "decay=expired&",
+        "&",
+        "=",
+        "x",
+        "decay=expired&decay=archived",
+        "decay=live",
+        "class=nope",
+        "source=%00",
+        "page=-1",
+        "scope=%2Fa%20",
+        "scope=/acme%E2%80%8B",
+        "scope=/acme%E2%A0%80",
+        "scope=/acme/e%CC%81",
+    ]
+)
+BACK_ARGS = st.dictionaries(
+    st.sampled_from(["page", "size", "decay", "class", "scope", "colour"]), NUMBER_TEXT, max_size=3
+)
 GOOD_THEN_BAD = st.tuples(GOOD_BACK, BAD_BACK).map(lambda parts: "&".join(part for part in parts if part))
 BACK = st.one_of(GOOD_BACK, GOOD_BACK, BACK_ARGS.map(_query_string), HOSTILE_TEXT, BAD_BACK, GOOD_THEN_BAD)
 CSRF = ["valid"] * 4 + ["no token", "forged token", "no cookie", "JSON body"]
@@ -303,19 +470,33 @@ def test_hostile_decisions_on_the_decayed_page_write_nothing_when_refused(review
     when the decision was done, else a 4xx that wrote nothing; never a 500."""
     datasette, cookies, token, ids, conn = reviewing
     real = st.sampled_from(ids).map(str)
-    form = data.draw(st.fixed_dictionaries(
-        {"id": st.lists(real, min_size=1, max_size=3) | st.lists(real | NUMBER_TEXT, max_size=3), "action": DECISION},
-        optional={"back": BACK},
-    ))  # fmt: skip
-    pairs = [("id", value) for value in form["id"]] + [(name, form[name]) for name in ("action", "back") if name in form]
+    form = data.draw(
+        st.fixed_dictionaries(
+            {
+                "id": st.lists(real, min_size=1, max_size=3) | st.lists(real | NUMBER_TEXT, max_size=3),
+                "action": DECISION,
+            },
+            optional={"back": BACK},
+        )
+    )
+    pairs = [("id", value) for value in form["id"]] + [
+        (name, form[name]) for name in ("action", "back") if name in form
+    ]
     pairs += data.draw(st.lists(st.tuples(st.sampled_from(["id", "action", "back", "days"]), HOSTILE_TEXT), max_size=1))
-    pairs += {"valid": [("csrftoken", token)], "no cookie": [("csrftoken", token)], "forged token": [("csrftoken", "x")]}.get(csrf, [])
+    pairs += {
+        "valid": [("csrftoken", token)],
+        "no cookie": [("csrftoken", token)],
+        "forged token": [("csrftoken", "x")],
+    }.get(csrf, [])
     sent = {name: value for name, value in cookies.items() if csrf != "no cookie" or name != "ds_csrftoken"}
     if csrf == "JSON body":
         body, kind = json.dumps(data.draw(HOSTILE_VALUE | st.just({**form, "csrftoken": token}))), "application/json"
     else:
         body, kind = _query_string(pairs), "application/x-www-form-urlencoded"
-    version, before = conn.execute("pragma data_version").fetchone()[0], rows(conn, "select * from knowledge order by id")
+    version, before = (
+        conn.execute("pragma data_version").fetchone()[0],
+        rows(conn, "select * from knowledge order by id"),
+    )
 
     async def post():
         headers = {"content-type": kind}
@@ -346,7 +527,9 @@ def test_a_decision_is_done_only_with_a_back_the_decayed_page_takes(reviewing, b
     pairs = [("id", str(data.draw(st.sampled_from(ids)))), ("action", action), ("back", back), ("csrftoken", token)]
     version = conn.execute("pragma data_version").fetchone()[0]
     body, headers = _query_string(pairs).encode(), {"content-type": "application/x-www-form-urlencoded"}
-    response = asyncio.run(datasette.client.post("/brain/-/decayed/act", content=body, cookies=cookies, headers=headers))
+    response = asyncio.run(
+        datasette.client.post("/brain/-/decayed/act", content=body, cookies=cookies, headers=headers)
+    )
     event(f"{response.status_code}")
     assert response.status_code in (302, 400), (back, response.status_code, response.text[-500:])
     if response.status_code == 302:

@@ -62,7 +62,11 @@ def test_recall_works_and_writes_say_read_only(frozen):
 
 def test_cli_writes_fail_clearly_and_reads_work(frozen, run, tmp_path):
     note = write(tmp_path / "notes" / "New.md", "# New\n\nA note that cannot be stored.\n")
-    for command in (["ingest", frozen, note.parent], ["reindex", "--model", "wordllama/l2_supercat", frozen], ["check", "--repair", frozen]):
+    for command in (
+        ["ingest", frozen, note.parent],
+        ["reindex", "--model", "wordllama/l2_supercat", frozen],
+        ["check", "--repair", frozen],
+    ):
         result = run("brain", *command)
         if command[0] == "check":  # nothing to repair: a consistent read-only brain
             assert result.exit_code == 0 and "consistent" in result.output, result.output
@@ -88,8 +92,10 @@ async def test_the_decayed_page_offers_no_decisions_and_says_why_once(frozen_fil
     conn = brain_sql.connect(frozen_file)
     before = fingerprint(conn)
     target = conn.execute("select id from knowledge where external_id = 'old'").fetchone()[0]
-    for datasette, why in [(Datasette(immutables=[str(frozen_file)], metadata=write), "served immutable (datasette -i)"),
-                           (Datasette([str(frozen_file)], metadata=write), "is read-only")]:  # fmt: skip
+    for datasette, why in [
+        (Datasette(immutables=[str(frozen_file)], metadata=write), "served immutable (datasette -i)"),
+        (Datasette([str(frozen_file)], metadata=write), "is read-only"),
+    ]:
         keeper = {"ds_actor": datasette.sign({"a": {"id": "keeper"}}, "actor")}
         page = await datasette.client.get("/brain/-/decayed", cookies=keeper)
         assert page.status_code == 200 and "Old pager rota" in page.text
@@ -97,8 +103,9 @@ async def test_the_decayed_page_offers_no_decisions_and_says_why_once(frozen_fil
         assert page.text.count(why) == 1 and "brain-write permission" not in page.text
         token = page.cookies.get("ds_csrftoken")
         refused = await datasette.client.post(
-            "/brain/-/decayed/act", cookies={**keeper, "ds_csrftoken": token},
+            "/brain/-/decayed/act",
+            cookies={**keeper, "ds_csrftoken": token},
             data={"csrftoken": token, "id": str(target), "action": "archive"},
-        )  # fmt: skip
+        )
         assert refused.status_code == 403 and why in refused.text
     assert fingerprint(conn) == before

@@ -36,9 +36,19 @@ from sqlite_utils.cli import cli
 import brain_sql
 
 from .examples import (
-    BLOCKS, PAGES, README, ROOT, TEXT, argv, block_with, commands, output_after, printed_comment, run_python,
+    BLOCKS,
+    PAGES,
+    README,
+    ROOT,
+    TEXT,
+    argv,
+    block_with,
+    commands,
+    output_after,
+    printed_comment,
+    run_python,
     sqlite_utils_commands,
-)  # fmt: skip
+)
 
 METADATA = yaml.safe_load((ROOT / "metadata.yml").read_text(encoding="utf-8"))
 DOCS = ROOT / "docs"
@@ -108,7 +118,9 @@ def test_every_docs_page_is_linked_from_the_index():
 
 def test_ci_runs_the_readmes_test_command():
     quick = TEXT[README].split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    [test_command] = [body.strip() for body in re.findall(r"^```bash\n(.*?)^```", quick, re.M | re.S) if "pytest" in body]
+    [test_command] = [
+        body.strip() for body in re.findall(r"^```bash\n(.*?)^```", quick, re.M | re.S) if "pytest" in body
+    ]
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
     assert ci[-1] == test_command
 
@@ -164,7 +176,9 @@ def test_the_readmes_mcp_recall(demo, tmp_path):
     shutil.copy(demo / "demo.db", tmp_path / "demo.db")
 
     async def call():
-        params = StdioServerParameters(command=server["command"], args=server["args"], cwd=str(tmp_path), env=dict(os.environ))
+        params = StdioServerParameters(
+            command=server["command"], args=server["args"], cwd=str(tmp_path), env=dict(os.environ)
+        )
         async with Client(params) as client:
             return await client.call_tool("brain_recall", json.loads(arguments))
 
@@ -216,7 +230,9 @@ def test_the_documented_response_is_the_demo_recall(demo):
     _, text = block_with('"hits": [{"id"', "json")
     documented = json.loads(text)
     actual = json.loads(
-        sqlite_utils('sqlite-utils brain recall demo.db "who owns the support runbook?" --scope /acme/support --json', demo)
+        sqlite_utils(
+            'sqlite-utils brain recall demo.db "who owns the support runbook?" --scope /acme/support --json', demo
+        )
     )
     del documented["query"]["now"], documented["query"]["as_of"]  # the clock
     assert actual["query"]["as_of"] == actual["query"]["now"]
@@ -293,7 +309,9 @@ def test_stats_prints_the_documented_counts(demo):
 async def test_the_http_session(demo, tmp_path):
     # the agents' curl session, against a copy of the demo served as `brain`
     shutil.copy(demo / "demo.db", tmp_path / "brain.db")
-    datasette = Datasette([str(tmp_path / "brain.db")], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    datasette = Datasette(
+        [str(tmp_path / "brain.db")], metadata={"plugins": {"datasette-brain": {"allow_write": True}}}
+    )
     _, block = block_with("curl -s $B/-/remember", "bash")
     base = re.search(r"^B=(\S+)", block, flags=re.MULTILINE).group(1)
     # the server the token recipe starts, not the quick start's
@@ -322,7 +340,9 @@ async def test_the_pages_show_the_demo(demo):
     conn = brain_sql.connect(demo / "demo.db")
     [(memory_id,)] = conn.execute("select id from knowledge where heading_path = 'Support Runbook'").fetchall()
     [(dana,)] = conn.execute("select id from entities where name = 'Dana Whitfield'").fetchall()
-    recall = await datasette.client.get("/demo/-/brain", params={"q": "who owns the support runbook?", "scope": "/acme/support"})
+    recall = await datasette.client.get(
+        "/demo/-/brain", params={"q": "who owns the support runbook?", "scope": "/acme/support"}
+    )
     assert recall.status_code == 200 and "Support Runbook" in recall.text
     memory = await datasette.client.get(f"/demo/-/memory/{memory_id}")
     assert memory.status_code == 200 and "Dana Whitfield" in memory.text and "owned_by" in memory.text
@@ -378,7 +398,9 @@ def test_the_remember_correct_forget_session(tmp_path):
 
 
 def examples(*languages):
-    return [pytest.param(body, id=f"{page.name}:{n}") for n, (page, lang, body) in enumerate(BLOCKS) if lang in languages]
+    return [
+        pytest.param(body, id=f"{page.name}:{n}") for n, (page, lang, body) in enumerate(BLOCKS) if lang in languages
+    ]
 
 
 def test_every_example_is_of_a_kind_the_tests_check():
@@ -429,9 +451,10 @@ def parsed(args):
 
 SQLITE_UTILS = [
     pytest.param(command, id=f"{page.name}:{n}")
-    for n, (page, language, body) in enumerate(BLOCKS) if language == "bash"
+    for n, (page, language, body) in enumerate(BLOCKS)
+    if language == "bash"
     for command in sqlite_utils_commands(body)
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize("command", SQLITE_UTILS)

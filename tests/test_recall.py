@@ -13,8 +13,8 @@ import brain_sql
 from brain_sql import quality
 from brain_sql.config import EVIDENCE_CUTOFF
 from brain_sql.fusion import fuse
-from brain_sql.querydoc import QueryError, parse
 from brain_sql.hybrid import recall, run_legs
+from brain_sql.querydoc import QueryError, parse
 
 from .conftest import rows, write
 
@@ -27,11 +27,23 @@ def record(id_, text, **fields):
 
 
 SCOPED = [
-    record("support", "Pager escalation: sev1 pages go to the support on-call lead within five minutes.", scope="/acme/support"),
+    record(
+        "support",
+        "Pager escalation: sev1 pages go to the support on-call lead within five minutes.",
+        scope="/acme/support",
+    ),
     record("acme", "Pager escalation policy for all of Acme: acknowledge pages within ten minutes.", scope="/acme"),
     record("root", "Pager escalation basics: a page is an urgent alert sent to whoever is on call.", scope="/"),
-    record("sales", "Pager escalation for sales: sev1 pages go to the sales on-call lead within five minutes.", scope="/acme/sales"),
-    record("other", "Pager escalation at Other Corp: sev1 pages go to the on-call lead within five minutes.", scope="/other"),
+    record(
+        "sales",
+        "Pager escalation for sales: sev1 pages go to the sales on-call lead within five minutes.",
+        scope="/acme/sales",
+    ),
+    record(
+        "other",
+        "Pager escalation at Other Corp: sev1 pages go to the on-call lead within five minutes.",
+        scope="/other",
+    ),
 ]
 
 
@@ -74,7 +86,10 @@ def test_scope_isolation_holds_in_every_leg(brain):
 def test_graph_leg_never_reaches_a_hidden_chunk(tmp_path):
     notes = tmp_path / "notes"
     write(notes / "Orion.md", "---\nscope: /acme/support\n---\n# Orion\n\nOrion is our pager vendor.\n")
-    write(notes / "Orion contract.md", "---\nscope: /acme/legal\n---\n# Orion contract\n\nThe Orion contract renews in May.\n")
+    write(
+        notes / "Orion contract.md",
+        "---\nscope: /acme/legal\n---\n# Orion contract\n\nThe Orion contract renews in May.\n",
+    )
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [notes])
     legs = run_legs(conn, parse({"q": "What do we know about Orion?", "scope": "/acme/support", "now": NOW}), MODEL)
@@ -84,19 +99,33 @@ def test_graph_leg_never_reaches_a_hidden_chunk(tmp_path):
     legs = run_legs(conn, parse({"q": "What do we know about Orion?", "now": NOW}), MODEL)
     assert {titles[i] for i in legs.ranked["graph"]} == {"Orion", "Orion contract"}
     # an entity known only from hidden memories is not a seed, nor counted
-    hidden = run_legs(conn, parse({"q": "Tell me about the Orion contract", "scope": "/acme/support", "now": NOW}), MODEL)
+    hidden = run_legs(
+        conn, parse({"q": "Tell me about the Orion contract", "scope": "/acme/support", "now": NOW}), MODEL
+    )
     assert [titles.get(n) for n in hidden.entity_seeds] != ["Orion contract"]
-    named = {name for (name,) in conn.execute("select name from entities where id in (select value from json_each(?))",
-             [json.dumps(hidden.entity_seeds)])}  # fmt: skip  (entity ids)
+    named = {
+        name
+        for (name,) in conn.execute(
+            "select name from entities where id in (select value from json_each(?))", [json.dumps(hidden.entity_seeds)]
+        )
+    }  # entity ids
     assert "Orion contract" not in named
     seen = run_legs(conn, parse({"q": "Tell me about the Orion contract", "now": NOW}), MODEL)
-    assert "Orion contract" in {name for (name,) in conn.execute(
-        "select name from entities where id in (select value from json_each(?))", [json.dumps(seen.entity_seeds)])}  # fmt: skip
+    assert "Orion contract" in {
+        name
+        for (name,) in conn.execute(
+            "select name from entities where id in (select value from json_each(?))", [json.dumps(seen.entity_seeds)]
+        )
+    }
 
 
 def test_selective_filter_still_returns_k_hits(tmp_path):
-    noise = [record(f"noise{i}", "Tomato watering, tomato watering: water the tomatoes.", source="noise") for i in range(150)]
-    garden = [record(f"garden{i}", f"Allotment note {i}: mulch the beds before the frost.", source="garden") for i in range(5)]
+    noise = [
+        record(f"noise{i}", "Tomato watering, tomato watering: water the tomatoes.", source="noise") for i in range(150)
+    ]
+    garden = [
+        record(f"garden{i}", f"Allotment note {i}: mulch the beds before the frost.", source="garden") for i in range(5)
+    ]
     path = write(tmp_path / "r.jsonl", "\n".join(json.dumps(r) for r in noise + garden))
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [path])
@@ -126,7 +155,9 @@ def test_expired_and_archived_are_excluded_unless_asked_for(tmp_path):
 
 
 def test_ancient_expiry_is_stored_and_expires(tmp_path):
-    path = write(tmp_path / "r.jsonl", json.dumps({"title": "Old", "text": "an ancient rule", "expires_at": "0001-01-01"}))
+    path = write(
+        tmp_path / "r.jsonl", json.dumps({"title": "Old", "text": "an ancient rule", "expires_at": "0001-01-01"})
+    )
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [path])
     assert rows(conn, "select expires_at from knowledge") == [("0001-01-01 00:00:00",)]
@@ -246,7 +277,17 @@ SQL = brain_sql.RECALL_SQL
 def test_sql_order_equals_api_order(vault_brain_path):
     conn = brain_sql.connect(vault_brain_path)
     for q in ("how are vectors stored", "Graph Leg and Recall", "reciprocal rank fusion", "ingest markdown notes"):
-        params = {"q": q, "k": 10, "scope": "", "classes": "", "sources": "", "domain": "", "since": "", "until": "", "as_of": ""}
+        params = {
+            "q": q,
+            "k": 10,
+            "scope": "",
+            "classes": "",
+            "sources": "",
+            "domain": "",
+            "since": "",
+            "until": "",
+            "as_of": "",
+        }
         by_sql = [row[0] for row in conn.execute(SQL, params)]
         # the SQL has no relevance cut-off: compare the API's full k
         by_api = [hit["id"] for hit in recall(conn, {"q": q, "k": 10, "prf": False, "cutoff": False})["hits"]]
@@ -282,11 +323,16 @@ def test_trap_queries_abstain_and_scifact_queries_do_not(tmp_path):
 # -- explained answers ----------------------------------------------------------
 
 DEPLOYS = [
-    record("deploy", "Deploys happen on Tuesdays and Thursdays between 10:00 and 12:00; never on Fridays.",
-           title="Deploy window"),
-    record("office", "The office is closed on public holidays and between Christmas and New Year.", title="Office closure"),
+    record(
+        "deploy",
+        "Deploys happen on Tuesdays and Thursdays between 10:00 and 12:00; never on Fridays.",
+        title="Deploy window",
+    ),
+    record(
+        "office", "The office is closed on public holidays and between Christmas and New Year.", title="Office closure"
+    ),
     record("x", "x", title="x"),
-]  # fmt: skip
+]
 
 
 @pytest.fixture
@@ -304,15 +350,41 @@ def test_the_query_is_echoed_as_it_was_run(tmp_path):
     brain_sql.ingest(conn, [path])
     result = recall(conn, {"q": "standup notes pager last week", "now": NOW})
     assert result["query"] == {
-        "q": "standup notes pager last week", "searched": "standup notes pager", "k": 10, "sources": None,
-        "classes": None, "scope": None, "domain": None, "since": "2026-11-22 12:00:00", "until": None, "now": NOW,
-        "as_of": NOW, "min_relevance": 1, "include_decayed": False, "graph": True, "provenance": True, "prf": True, "mmr": False,
-        "mmr_lambda": 0.7, "max_tokens": None, "cutoff": True,
-    }  # fmt: skip
+        "q": "standup notes pager last week",
+        "searched": "standup notes pager",
+        "k": 10,
+        "sources": None,
+        "classes": None,
+        "scope": None,
+        "domain": None,
+        "since": "2026-11-22 12:00:00",
+        "until": None,
+        "now": NOW,
+        "as_of": NOW,
+        "min_relevance": 1,
+        "include_decayed": False,
+        "graph": True,
+        "provenance": True,
+        "prf": True,
+        "mmr": False,
+        "mmr_lambda": 0.7,
+        "max_tokens": None,
+        "cutoff": True,
+    }
     assert ids(conn, result) == ["recent"]
     # a window the request names wins over one read from the text; the text searched loses the phrase either way
-    named = recall(conn, {"q": "standup notes pager last week", "now": NOW, "since": "2026-01-01", "classes": "memory",
-                          "scope": "/acme/", "include_decayed": True, "k": 3})  # fmt: skip
+    named = recall(
+        conn,
+        {
+            "q": "standup notes pager last week",
+            "now": NOW,
+            "since": "2026-01-01",
+            "classes": "memory",
+            "scope": "/acme/",
+            "include_decayed": True,
+            "k": 3,
+        },
+    )
     echo = named["query"]
     assert (echo["since"], echo["until"], echo["searched"]) == ("2026-01-01 00:00:00", None, "standup notes pager")
     assert (echo["classes"], echo["scope"], echo["min_relevance"], echo["k"]) == (["memory"], "/acme", 0, 3)
@@ -367,7 +439,10 @@ def test_matches_only_among_decayed_memories_say_so(tmp_path):
     # a query nothing answers, live or decayed, is low confidence
     assert recall(conn, {"q": "flurbo gnaxle quizzotic zzyzx", "now": NOW})["reason"] == "low_confidence"
     # asked with include_decayed, an empty answer is never only_decayed
-    assert recall(conn, {"q": "flurbo gnaxle quizzotic zzyzx", "now": NOW, "include_decayed": True})["reason"] != "only_decayed"
+    assert (
+        recall(conn, {"q": "flurbo gnaxle quizzotic zzyzx", "now": NOW, "include_decayed": True})["reason"]
+        != "only_decayed"
+    )
 
 
 def test_a_token_budget_below_the_first_hit_says_so(brain):
@@ -383,7 +458,11 @@ def test_a_token_budget_below_the_first_hit_says_so(brain):
 def test_packing_never_drops_a_higher_hit_for_a_lower_one():
     from brain_sql.hybrid import _pack
 
-    hits = [{"content": "one two three four five six seven eight"}, {"content": "one two three four five"}, {"content": "one"}]
+    hits = [
+        {"content": "one two three four five six seven eight"},
+        {"content": "one two three four five"},
+        {"content": "one"},
+    ]
     counts = brain_sql.embed.count_tokens([h["content"] for h in hits], MODEL)
     assert counts[0] > counts[1] > counts[2]
     telemetry = {}
@@ -402,21 +481,42 @@ def test_each_hit_has_a_relevance_from_its_own_evidence(deploys):
     for rank, hit in enumerate(result["hits"], 1):
         assert 0 <= hit["relevance"] <= 1
         evidence = hit["provenance"]["evidence"]
-        assert set(evidence) == {"terms", "matched", "similarity", "entities", "tied", "fused_rank", "fused_share",
-                                 "lexical_share", "strength"}  # fmt: skip
+        assert set(evidence) == {
+            "terms",
+            "matched",
+            "similarity",
+            "entities",
+            "tied",
+            "fused_rank",
+            "fused_share",
+            "lexical_share",
+            "strength",
+        }
         assert evidence["fused_rank"] == rank
         strength = 1 - (1 - evidence["terms"]) * (1 - evidence["similarity"]) * (1 - (evidence["entities"] or 0))
         assert evidence["strength"] == pytest.approx(strength, abs=1e-3)
         # the probability is the relevance model's, read from the evidence shown and the answer's confidence
-        shown = quality.Evidence(evidence["terms"], evidence["similarity"], evidence["entities"],
-                                 fused_rank=rank, fused_share=evidence["fused_share"],
-                                 lexical_share=evidence["lexical_share"], confidence=result["quality"]["confidence"])
+        shown = quality.Evidence(
+            evidence["terms"],
+            evidence["similarity"],
+            evidence["entities"],
+            fused_rank=rank,
+            fused_share=evidence["fused_share"],
+            lexical_share=evidence["lexical_share"],
+            confidence=result["quality"]["confidence"],
+        )
         assert hit["relevance"] == pytest.approx(quality.relevance(shown.features()), abs=1e-3)
     # the deploy window holds every word searched for; the others none, and are no nearer than unrelated text
     window = hits["Deploy window"]["provenance"]["evidence"]
     assert (window["terms"], window["matched"]) == (1.0, ["deploys", "happen"])
-    assert hits["Office closure"]["provenance"]["evidence"]["strength"] == hits["x"]["provenance"]["evidence"]["strength"] == 0
-    assert hits["Deploy window"]["relevance"] > 0.5 > 0.1 > hits["Office closure"]["relevance"] >= hits["x"]["relevance"]
+    assert (
+        hits["Office closure"]["provenance"]["evidence"]["strength"]
+        == hits["x"]["provenance"]["evidence"]["strength"]
+        == 0
+    )
+    assert (
+        hits["Deploy window"]["relevance"] > 0.5 > 0.1 > hits["Office closure"]["relevance"] >= hits["x"]["relevance"]
+    )
     # relevance is not the fused score relabelled: that orders the hits, and says nothing of evidence
     assert hits["Deploy window"]["score"] == pytest.approx(hits["Deploy window"]["provenance"]["fused_score"], rel=0.01)
     assert result["telemetry"]["fusion"] == "convex"
@@ -451,7 +551,10 @@ def test_hits_tied_to_a_named_entity_have_graph_evidence(tmp_path):
     assert evidence["Orion"] == 1.0  # its own document
     assert evidence["Reykjavik"] == 0.5  # one step away: Orion's note links to it
     assert evidence.get("Lunch", 0.0) == 0.0
-    assert recall(conn, {"q": "Orion", "now": NOW, "graph": False})["hits"][0]["provenance"]["evidence"]["entities"] is None
+    assert (
+        recall(conn, {"q": "Orion", "now": NOW, "graph": False})["hits"][0]["provenance"]["evidence"]["entities"]
+        is None
+    )
 
 
 def test_recall_stops_before_hits_with_no_evidence(deploys):
@@ -462,7 +565,10 @@ def test_recall_stops_before_hits_with_no_evidence(deploys):
     assert [h["title"] for h in whole["hits"]][0] == "Deploy window" and len(whole["hits"]) == 3
     assert all(h["provenance"]["evidence"]["strength"] < EVIDENCE_CUTOFF for h in whole["hits"][1:])
     # the first hit is never cut: whether to answer at all is abstention's call
-    assert recall(deploys, {"q": "x", "now": NOW})["hits"][:1] == recall(deploys, {"q": "x", "now": NOW, "cutoff": False})["hits"][:1]
+    assert (
+        recall(deploys, {"q": "x", "now": NOW})["hits"][:1]
+        == recall(deploys, {"q": "x", "now": NOW, "cutoff": False})["hits"][:1]
+    )
 
 
 def test_the_cut_off_fills_k_from_further_down(tmp_path):
@@ -484,10 +590,13 @@ def test_the_cut_off_fills_k_from_further_down(tmp_path):
         ({"q": "x", "top_k": 3}, r"unknown field: top_k \(did you mean k\?\)"),
         ({"q": "x", "scop": "/a"}, r"unknown field: scop \(did you mean scope\?\)"),
         ({"q": "x", "include_decay": True}, r"did you mean include_decayed\?"),
-        ({"q": "x", "cut_off": False, "maxtokens": 5}, r"unknown fields: cut_off \(did you mean cutoff\?\), maxtokens \(did you mean max_tokens\?\)"),
+        (
+            {"q": "x", "cut_off": False, "maxtokens": 5},
+            r"unknown fields: cut_off \(did you mean cutoff\?\), maxtokens \(did you mean max_tokens\?\)",
+        ),
         ({"q": "x", "colour": "red"}, r"unknown field: colour$"),
     ],
-)  # fmt: skip
+)
 def test_an_unknown_field_suggests_the_nearest_known_one(doc, message):
     with pytest.raises(QueryError, match=message):
         parse(doc)

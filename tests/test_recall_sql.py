@@ -6,8 +6,8 @@ import json
 import pytest
 
 import brain_sql
-from brain_sql.fusion import CONVEX
 from brain_sql.connection import sqlite3
+from brain_sql.fusion import CONVEX
 
 from .conftest import write
 
@@ -19,24 +19,43 @@ NOTES = {
 }
 RECORDS = [
     {"_id": f"r{i}", "title": f"Escalation note {i}", "text": text, "scope": scope, "class": klass, "observed_at": when}
-    for i, (text, scope, klass, when) in enumerate([
-        ("Pager escalations for support go to the on-call lead.", "/acme/support", "memory", "2026-02-01"),
-        ("Support escalations: page the lead, then the manager.", "/acme/support", "policy", "2026-05-01"),
-        ("Acme-wide escalation policy: acknowledge pages in ten minutes.", "/acme", "policy", "2026-06-15"),
-        ("Escalations in sales go to the sales lead.", "/acme/sales", "memory", "2026-03-20"),
-        ("Old escalation rota from last decade.", "/acme/support", "memory", "2015-01-01"),
-        ("Root note: a page is an urgent alert to whoever is on call.", "/", "reference", "2026-07-01"),
-        ("Escalation drill for support, quarterly.", "/acme/support", "memory", "2026-09-09"),
-    ])
+    for i, (text, scope, klass, when) in enumerate(
+        [
+            ("Pager escalations for support go to the on-call lead.", "/acme/support", "memory", "2026-02-01"),
+            ("Support escalations: page the lead, then the manager.", "/acme/support", "policy", "2026-05-01"),
+            ("Acme-wide escalation policy: acknowledge pages in ten minutes.", "/acme", "policy", "2026-06-15"),
+            ("Escalations in sales go to the sales lead.", "/acme/sales", "memory", "2026-03-20"),
+            ("Old escalation rota from last decade.", "/acme/support", "memory", "2015-01-01"),
+            ("Root note: a page is an urgent alert to whoever is on call.", "/", "reference", "2026-07-01"),
+            ("Escalation drill for support, quarterly.", "/acme/support", "memory", "2026-09-09"),
+        ]
+    )
 ] + [
     # validity in time: an ended rota, and a rota a newer one supersedes
-    {"_id": "rota-2024", "title": "Escalation rota 2024", "text": "Support escalations page Kim first.",
-     "scope": "/acme/support", "valid_from": "2024-01-01", "valid_to": "2025-01-01"},
-    {"_id": "rota-2025", "title": "Escalation rota 2025", "text": "Support escalations page Dana first.",
-     "scope": "/acme/support", "valid_from": "2025-01-01"},
-    {"_id": "rota-2026", "title": "Escalation rota 2026", "text": "Support escalations page Sam first.",
-     "scope": "/acme/support", "valid_from": "2026-01-01", "supersedes": "rota-2025"},
-]  # fmt: skip
+    {
+        "_id": "rota-2024",
+        "title": "Escalation rota 2024",
+        "text": "Support escalations page Kim first.",
+        "scope": "/acme/support",
+        "valid_from": "2024-01-01",
+        "valid_to": "2025-01-01",
+    },
+    {
+        "_id": "rota-2025",
+        "title": "Escalation rota 2025",
+        "text": "Support escalations page Dana first.",
+        "scope": "/acme/support",
+        "valid_from": "2025-01-01",
+    },
+    {
+        "_id": "rota-2026",
+        "title": "Escalation rota 2026",
+        "text": "Support escalations page Sam first.",
+        "scope": "/acme/support",
+        "valid_from": "2026-01-01",
+        "supersedes": "rota-2025",
+    },
+]
 FILTERS = ("scope", "classes", "sources", "domain", "since", "until", "as_of")
 
 
@@ -70,14 +89,17 @@ def by_api(conn, q, k=100, **filters):
     [
         ("pager escalations on-call lead", {}),
         ("pager escalations on-call lead", {"scope": "/acme/support"}),
-        ("support escalations", {"scope": "/acme/support", "classes": "policy,memory", "since": "2026-01-01", "until": "2026-12-01"}),
+        (
+            "support escalations",
+            {"scope": "/acme/support", "classes": "policy,memory", "since": "2026-01-01", "until": "2026-12-01"},
+        ),
         ("escalation policy", {"scope": "/acme", "classes": "policy", "since": "2026-02-01T00:00:00Z"}),
         ("What do we know about Orion?", {"scope": "/acme/support", "until": "2026-08-01"}),
         ("who do support escalations page first", {}),
         ("who do support escalations page first", {"as_of": "2024-06-01"}),
         ("who do support escalations page first", {"as_of": "2025-06-01T00:00:00Z", "scope": "/acme/support"}),
     ],
-)  # fmt: skip
+)
 def test_sql_order_equals_api_order_with_filters(conn, q, filters):
     sql = by_sql(conn, q, **filters)
     assert sql and sql == by_api(conn, q, **filters)
@@ -89,8 +111,11 @@ def test_as_of_acts_inside_the_sql_legs(conn):
     external = dict(conn.execute("select id, external_id from knowledge"))
 
     def rotas(**filters):
-        return [external[i] for i, _ in by_sql(conn, "who do support escalations page first", **filters)
-                if (external[i] or "").startswith("rota")]  # fmt: skip
+        return [
+            external[i]
+            for i, _ in by_sql(conn, "who do support escalations page first", **filters)
+            if (external[i] or "").startswith("rota")
+        ]
 
     assert rotas() == ["rota-2026"]
     assert rotas(as_of="2024-06-01") == ["rota-2024"]
@@ -115,6 +140,7 @@ def test_a_name_known_only_outside_the_scope_leaves_the_weights_alone(conn):
         return conn.execute("select brain_leg_weight('graph', ?, ?)", [q, json.dumps(filters)]).fetchone()[0]
 
     q = "Tell me about the Orion contract"
+
     def fusion(q, **filters):
         return conn.execute("select brain_fusion(?, ?)", [q, json.dumps(filters)]).fetchone()[0]
 
@@ -127,9 +153,12 @@ def test_a_name_known_only_outside_the_scope_leaves_the_weights_alone(conn):
 
 
 def test_brain_filters_reads_the_request_as_the_api_does(conn):
-    bounds = json.loads(conn.execute(
-        "select brain_filters(?)", [json.dumps({"scope": "/acme/support", "classes": "policy, memory", "since": "2026-01-01"})]
-    ).fetchone()[0])  # fmt: skip
+    bounds = json.loads(
+        conn.execute(
+            "select brain_filters(?)",
+            [json.dumps({"scope": "/acme/support", "classes": "policy, memory", "since": "2026-01-01"})],
+        ).fetchone()[0]
+    )
     assert bounds["scopes"] == ["/", "/acme", "/acme/support"]
     assert bounds["classes"] == ["policy", "memory"]
     assert bounds["since"] == 1767225600  # 2026-01-01 UTC

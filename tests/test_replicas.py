@@ -8,7 +8,6 @@ one that cannot bridge a gap says so; the replicas outlive the primary, and a
 brain restored from the replica holds every acknowledged write."""
 
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -19,7 +18,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
@@ -38,14 +36,22 @@ pytestmark = pytest.mark.slow
 
 SECRET = "replica-test-secret"  # primary and replicas share it: cookies and CSRF tokens hold on both
 TOKEN = "replica-test-token"  # only the primary knows it: a replica passes it on
-PRIMARY_METADATA = {"plugins": {
-    "datasette-brain": {"allow_write": {"id": "writer"}},
-    "datasette-auth-tokens": {"tokens": [{"token": TOKEN, "actor": {"id": "writer"}}]},
-}}  # fmt: skip
-SEED = [{"_id": f"seed-{i}", "title": f"Seed {i}", "text": f"The {word} report names the {word} owner."}
-        for i, word in enumerate(["harbour", "lantern", "orchard", "quarry", "meadow"])]  # fmt: skip
-DECAYED = {"_id": "old-rota", "title": "Old rota", "text": "The winter rota of the kestrel desk.",
-           "expires_at": "2020-01-01T00:00:00Z"}  # fmt: skip
+PRIMARY_METADATA = {
+    "plugins": {
+        "datasette-brain": {"allow_write": {"id": "writer"}},
+        "datasette-auth-tokens": {"tokens": [{"token": TOKEN, "actor": {"id": "writer"}}]},
+    }
+}
+SEED = [
+    {"_id": f"seed-{i}", "title": f"Seed {i}", "text": f"The {word} report names the {word} owner."}
+    for i, word in enumerate(["harbour", "lantern", "orchard", "quarry", "meadow"])
+]
+DECAYED = {
+    "_id": "old-rota",
+    "title": "Old rota",
+    "text": "The winter rota of the kestrel desk.",
+    "expires_at": "2020-01-01T00:00:00Z",
+}
 
 
 def _free_port():
@@ -95,8 +101,24 @@ def _serve(processes, name, path, metadata):
     meta = processes.folder / f"{name}.json"
     meta.write_text(json.dumps(metadata))
     port = _free_port()
-    process = processes.start(name, [sys.executable, "-m", "datasette", "serve", str(path), "-m", str(meta), "-h",
-                                     "127.0.0.1", "-p", str(port), "--secret", SECRET])  # fmt: skip
+    process = processes.start(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "datasette",
+            "serve",
+            str(path),
+            "-m",
+            str(meta),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "--secret",
+            SECRET,
+        ],
+    )
     url = f"http://127.0.0.1:{port}"
 
     def answers():
@@ -141,8 +163,15 @@ def cluster(tmp_path_factory):
         forwarding = {"plugins": {"datasette-brain": {"allow_write": {"id": "writer"}, "primary": primary_url}}}
         r1 = _serve(processes, "replica1", copies[0], forwarding)
         r2 = _serve(processes, "replica2", copies[1], {})
-        yield SimpleNamespace(folder=folder, primary_path=primary, store=store, copies=copies, processes=processes,
-                              primary=primary_url, replicas=[r1, r2])  # fmt: skip
+        yield SimpleNamespace(
+            folder=folder,
+            primary_path=primary,
+            store=store,
+            copies=copies,
+            processes=processes,
+            primary=primary_url,
+            replicas=[r1, r2],
+        )
     finally:
         processes.stop_all()
 
@@ -223,8 +252,9 @@ def test_the_decayed_pages_decisions_on_a_replica_are_the_primarys(cluster):
         page = browser.get("/brain/-/decayed")
         token = re.search(r'name="csrftoken" value="([^"]+)"', page.text).group(1)
         [memory_id] = re.findall(r'name="id" value="(\d+)"', page.text)[:1]
-        done = browser.post("/brain/-/decayed/act", data={"csrftoken": token, "id": memory_id, "action": "extend:30",
-                                                          "back": ""})  # fmt: skip
+        done = browser.post(
+            "/brain/-/decayed/act", data={"csrftoken": token, "id": memory_id, "action": "extend:30", "back": ""}
+        )
         assert done.status_code == 302 and done.headers["location"].endswith("/brain/-/decayed"), done.text
         stale = browser.post("/brain/-/decayed/act", data={"id": memory_id, "action": "extend:30"})
         assert stale.status_code == 403  # no CSRF token: refused before anything is sent on
@@ -250,8 +280,9 @@ def test_an_acknowledged_memory_is_recalled_on_both_replicas_under_constant_reca
     try:
         for i in range(20):
             word = f"zq{i}marker"
-            memory_id = _remember(cluster.primary, {"_id": f"lag-{i}", "text": f"The {word} crate is in bay {i}."},
-                                  cookies=_cookie())  # fmt: skip
+            memory_id = _remember(
+                cluster.primary, {"_id": f"lag-{i}", "text": f"The {word} crate is in bay {i}."}, cookies=_cookie()
+            )
             acknowledged = time.monotonic()
             for url in cluster.replicas:
                 wait_for(lambda: _recalls(url, word, memory_id), seconds=30, every=0.05, what=f"{word} on {url}")
@@ -262,8 +293,10 @@ def test_an_acknowledged_memory_is_recalled_on_both_replicas_under_constant_reca
             reader.join()
     assert not failures, failures[:3]
     lags.sort()
-    print(f"\nlag over {len(lags)} writes x replicas: p50 {statistics.median(lags):.2f} s, "
-          f"p99 {lags[int(0.99 * (len(lags) - 1))]:.2f} s, max {lags[-1]:.2f} s; {served[0]} recalls served")
+    print(
+        f"\nlag over {len(lags)} writes x replicas: p50 {statistics.median(lags):.2f} s, "
+        f"p99 {lags[int(0.99 * (len(lags) - 1))]:.2f} s, max {lags[-1]:.2f} s; {served[0]} recalls served"
+    )
     for copy in cluster.copies:  # read in rollback mode only: nothing beside the copy but its follower's files
         assert not [p.name for p in copy.parent.iterdir() if p.name.endswith(("-wal", "-shm", "-journal"))]
 
@@ -275,14 +308,18 @@ def test_a_restarted_follower_resumes_without_copying_again(cluster):
     cluster.processes.stop("follow1")
     stopped = httpx.get(f"{r1}/brain/-/replica").json()
     assert stopped["state"] == "stopped" and stopped["stalled"] is True
-    ids = [_remember(cluster.primary, {"_id": f"resume-{i}", "text": f"The resumed kiwi{i} note."}, cookies=_cookie())
-           for i in range(3)]  # fmt: skip
+    ids = [
+        _remember(cluster.primary, {"_id": f"resume-{i}", "text": f"The resumed kiwi{i} note."}, cookies=_cookie())
+        for i in range(3)
+    ]
     cluster.processes.start("follow1", _brain("follow", cluster.store, copy, "--interval", "0.5"))
     for i, memory_id in enumerate(ids):
         wait_for(lambda: _recalls(r1, f"kiwi{i}", memory_id, resuming=True), what="the resumed follower's changes")
     assert os.stat(copy).st_ino == inode  # the same file, brought forward: nothing copied again
-    assert "resuming" in cluster.processes.log("follow1") and "restored" not in cluster.processes.log("follow1").split(
-        "resuming")[-1]  # fmt: skip
+    assert (
+        "resuming" in cluster.processes.log("follow1")
+        and "restored" not in cluster.processes.log("follow1").split("resuming")[-1]
+    )
     wait_for(lambda: _following(copy), what="follow1 following again")
 
 
@@ -400,8 +437,12 @@ async def test_connections_kept_open_on_a_copy_see_every_write_and_the_read_stat
                 assert memory_id in [hit["id"] for hit in response.json()["hits"]]
                 with writer:
                     writer.execute("update notes set body = ? where id = 1500", [word])
-                wait_for(lambda: reader.execute("select body from notes where id = 1500").fetchone() == (word,),
-                         seconds=30, every=0.02, what="a plain write on the open connection")  # fmt: skip
+                wait_for(
+                    lambda: reader.execute("select body from notes where id = 1500").fetchone() == (word,),
+                    seconds=30,
+                    every=0.02,
+                    what="a plain write on the open connection",
+                )
             reader.close()
     writer.close()
     assert len(builds) == 1  # built once when first read; every change after that followed, not rebuilt

@@ -65,8 +65,9 @@ def test_the_listing_is_recalls_filters_and_its_paging_keeps_its_bounds():
 
 
 def test_a_querydoc_field_without_its_help_is_refused():
-    plain = dataclasses.make_dataclass("Plain", [("freshness", float, dataclasses.field(default=0.5))],
-                                       bases=(brain_sql.QueryDoc,), frozen=True)  # fmt: skip
+    plain = dataclasses.make_dataclass(
+        "Plain", [("freshness", float, dataclasses.field(default=0.5))], bases=(brain_sql.QueryDoc,), frozen=True
+    )
     with pytest.raises(TypeError, match="freshness"):
         querydoc._fields(plain)
 
@@ -97,7 +98,8 @@ def recall_command():
 def test_the_cli_recall_options_are_the_fields():
     options = {param.name: param for param in recall_command().params}
     assert [name for name in options if name not in ("db_path", "as_json")] == [
-        "query", *(field.name for field in dataclasses.fields(brain_sql.QueryDoc)[1:])
+        "query",
+        *(field.name for field in dataclasses.fields(brain_sql.QueryDoc)[1:]),
     ]
     for field in brain_sql.QUERY_FIELDS[1:]:
         option = options[field.name]
@@ -108,9 +110,20 @@ def test_the_cli_recall_options_are_the_fields():
 
 
 def test_each_cli_option_reaches_its_field(run, vault_brain_path):
-    given = {"k": "3", "scope": "/acme", "classes": "policy", "sources": "vault", "domain": "global",
-             "since": "2000-01-01", "until": "2999-01-01", "now": "2026-06-01", "as_of": "2026-05-01",
-             "min_relevance": "2", "mmr_lambda": "0.25", "max_tokens": "5000"}  # fmt: skip
+    given = {
+        "k": "3",
+        "scope": "/acme",
+        "classes": "policy",
+        "sources": "vault",
+        "domain": "global",
+        "since": "2000-01-01",
+        "until": "2999-01-01",
+        "now": "2026-06-01",
+        "as_of": "2026-05-01",
+        "min_relevance": "2",
+        "mmr_lambda": "0.25",
+        "max_tokens": "5000",
+    }
     argv = []
     for field in brain_sql.QUERY_FIELDS[1:]:
         name = "--" + (field.one or field.name).replace("_", "-")
@@ -175,7 +188,7 @@ async def test_the_recall_page_form_has_every_field(vault_brain_path):
 def recall_docs_options():
     """The options docs/recall.md's command-line section names."""
     text = (ROOT / "docs" / "recall.md").read_text(encoding="utf-8")
-    section = text[text.index("## From the command line"):text.index("## From Python")]
+    section = text[text.index("## From the command line") : text.index("## From Python")]
     return set(re.findall(r"`(--[a-z-]+)", section))
 
 
@@ -199,7 +212,7 @@ def test_the_docs_name_every_field():
     _, text = block_with('"hits": [{"id"', "json")
     assert list(json.loads(text)["query"]) == [*names(brain_sql.QUERY_FIELDS), "searched"]
     listing = (ROOT / "docs" / "export.md").read_text(encoding="utf-8")
-    table = listing[listing.index("| parameter |"):listing.index("```json", listing.index("| parameter |"))]
+    table = listing[listing.index("| parameter |") : listing.index("```json", listing.index("| parameter |"))]
     assert [name for name in names(brain_sql.LISTING_FIELDS) if f"`{name}`" not in table] == []
 
 

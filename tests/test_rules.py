@@ -14,21 +14,26 @@ from .conftest import fingerprint, without_rules
 GRAPH_LEG = "(select document_id from knowledge where title = 'Graph Leg')"
 
 
-@pytest.mark.parametrize("sql, column", [
-    ("update knowledge set observed_at = 'now' where id = 1", "knowledge.observed_at"),
-    ("update knowledge set valid_from = 'yesterday' where id = 1", "knowledge.valid_from"),
-    ("update knowledge set valid_to = '12:00' where id = 1", "knowledge.valid_to"),  # a bare time: no day
-    ("update knowledge set expires_at = 2461000.5 where id = 1", "knowledge.expires_at"),  # a Julian day number
-    ("update knowledge set valid_from = '2024-13-45' where id = 1", "knowledge.valid_from"),
-    ("insert into knowledge (content, observed_at) values ('x', '01/02/2024')", "knowledge.observed_at"),
-    ("update entities set created_at = 'now' where id = 1", "entities.created_at"),
-    ("insert into relationships (from_entity_id, to_entity_id, relation_type) values (9999, 1, 'x')",
-     "relationships.from_entity_id"),
-    ("update relationships set to_entity_id = 'abc' where id = 1", "relationships.to_entity_id"),
-    ("update relationships set knowledge_id = 99999 where id = 1", "relationships.knowledge_id"),
-    ("update documents set entity_id = 9999 where rowid = 1", "documents.entity_id"),
-    ("insert into documents (document_id, entity_id) values ('new', 9999)", "documents.entity_id"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "sql, column",
+    [
+        ("update knowledge set observed_at = 'now' where id = 1", "knowledge.observed_at"),
+        ("update knowledge set valid_from = 'yesterday' where id = 1", "knowledge.valid_from"),
+        ("update knowledge set valid_to = '12:00' where id = 1", "knowledge.valid_to"),  # a bare time: no day
+        ("update knowledge set expires_at = 2461000.5 where id = 1", "knowledge.expires_at"),  # a Julian day number
+        ("update knowledge set valid_from = '2024-13-45' where id = 1", "knowledge.valid_from"),
+        ("insert into knowledge (content, observed_at) values ('x', '01/02/2024')", "knowledge.observed_at"),
+        ("update entities set created_at = 'now' where id = 1", "entities.created_at"),
+        (
+            "insert into relationships (from_entity_id, to_entity_id, relation_type) values (9999, 1, 'x')",
+            "relationships.from_entity_id",
+        ),
+        ("update relationships set to_entity_id = 'abc' where id = 1", "relationships.to_entity_id"),
+        ("update relationships set knowledge_id = 99999 where id = 1", "relationships.knowledge_id"),
+        ("update documents set entity_id = 9999 where rowid = 1", "documents.entity_id"),
+        ("insert into documents (document_id, entity_id) values ('new', 9999)", "documents.entity_id"),
+    ],
+)
 def test_plain_sql_that_breaks_a_rule_is_refused_naming_the_column(vault_brain_copy, sql, column):
     conn = brain_sql.connect(vault_brain_copy)
     before = fingerprint(conn)
@@ -42,8 +47,9 @@ def test_what_the_rules_allow_is_stored(vault_brain_copy):
     conn = brain_sql.connect(vault_brain_copy)
     conn.execute("update knowledge set valid_from = '2024-01-10', valid_to = '2024-02-01T09:30:00Z' where id = 1")
     conn.execute("update knowledge set expires_at = null, observed_at = '2024-01-10 09:30:00+02:00' where id = 1")
-    conn.execute("insert into relationships (from_entity_id, to_entity_id, relation_type, knowledge_id) "
-                 "values (1, 2, 'x', 1)")  # fmt: skip
+    conn.execute(
+        "insert into relationships (from_entity_id, to_entity_id, relation_type, knowledge_id) values (1, 2, 'x', 1)"
+    )
     conn.execute("update documents set entity_id = null where rowid = 1")
     # a value stored before the rules is not judged again when another column of its row changes
     without_rules(conn)
@@ -58,8 +64,12 @@ def test_what_the_rules_allow_is_stored(vault_brain_copy):
 def test_a_writable_canned_query_breaking_a_rule_answers_its_message(vault_brain_copy):
     """Datasette's write path for plain SQL, a writable canned query, answers with
     the rule's message (Datasette 0.65 answers a failed write with ok: false)."""
-    queries = {"link": {"sql": "insert into relationships (from_entity_id, to_entity_id, relation_type) "
-                               "values (:a, :b, 'knows')", "write": True}}  # fmt: skip
+    queries = {
+        "link": {
+            "sql": "insert into relationships (from_entity_id, to_entity_id, relation_type) values (:a, :b, 'knows')",
+            "write": True,
+        }
+    }
     datasette = Datasette([str(vault_brain_copy)], metadata={"databases": {"brain": {"queries": queries}}})
 
     async def post(a, b):
@@ -107,7 +117,9 @@ def test_an_entity_deleted_with_plain_sql_stops_no_write(vault_brain_copy):
     entity, and repair makes it the one named by its title again, or none."""
     conn = brain_sql.connect(vault_brain_copy)
     conn.execute("delete from entities where name = 'Graph Leg'")
-    report, _ = brain_sql.remember(conn, [{"_id": "ppr", "title": "Personalized PageRank", "text": "A restarting walk."}])
+    report, _ = brain_sql.remember(
+        conn, [{"_id": "ppr", "title": "Personalized PageRank", "text": "A restarting walk."}]
+    )
     assert not report.errors
     assert "Graph Leg.md entity_id" in brain_sql.check(conn)["invalid_values"][0]
     brain_sql.check(conn, repair=True)

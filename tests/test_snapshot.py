@@ -186,8 +186,9 @@ def test_the_snapshot_is_as_readable_as_the_brain(small_snapshots, tmp_path):
     assert (tmp_path / "brain.db-brainstate").stat().st_mode & 0o777 == 0o644
 
 
-def test_a_brain_restored_from_a_backup_and_written_again_builds_its_state_anew(small_snapshots, builds, monkeypatch,
-                                                                                  tmp_path):
+def test_a_brain_restored_from_a_backup_and_written_again_builds_its_state_anew(
+    small_snapshots, builds, monkeypatch, tmp_path
+):
     """Restored from a backup, then written again to the same change-log position
     with other words (the same ids, kinds and keys): the snapshot of what was
     written before the restore is not taken for it (each change has its stamp)."""

@@ -10,11 +10,19 @@ import sys
 import pytest
 from datasette.app import Datasette
 
-
 # what a command that only parses its options must not pay for: the MCP SDK, Datasette,
 # the embedding models' libraries, an HTTP client, and brain_sql's engines
-HEAVY = ["mcp", "datasette", "model2vec", "wordllama", "tokenizers", "safetensors", "onnxruntime", "httpx",
-         "brain_sql.api"]  # fmt: skip
+HEAVY = [
+    "mcp",
+    "datasette",
+    "model2vec",
+    "wordllama",
+    "tokenizers",
+    "safetensors",
+    "onnxruntime",
+    "httpx",
+    "brain_sql.api",
+]
 
 
 def imported(code, before=""):
@@ -46,12 +54,25 @@ def test_sqlite_utils_help_loads_nothing_heavy(args):
 
 
 def test_sqlite_utils_help_lists_every_brain_command():
-    result = subprocess.run([sys.executable, "-m", "sqlite_utils", "brain", "--help"], capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "sqlite_utils", "brain", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     commands = result.stdout.split("Commands:")[1].split()
-    for command in ("init", "ingest", "recall", "eval", "reindex", "check", "remember", "forget", "stats",
-                    "replicate", "follow", "mcp"):  # fmt: skip
+    for command in (
+        "init",
+        "ingest",
+        "recall",
+        "eval",
+        "reindex",
+        "check",
+        "remember",
+        "forget",
+        "stats",
+        "replicate",
+        "follow",
+        "mcp",
+    ):
         assert command in commands
 
 
@@ -84,8 +105,11 @@ async def test_datasette_registers_every_hook_of_the_plugin(vault_brain_copy):
     its entry point names: Datasette lists each of them, and serves the brain's routes."""
     from datasette_brain import plugin as module
 
-    marks = [getattr(module, name).datasette_impl | {"name": name} for name in dir(module)
-             if hasattr(getattr(module, name), "datasette_impl")]  # fmt: skip
+    marks = [
+        getattr(module, name).datasette_impl | {"name": name}
+        for name in dir(module)
+        if hasattr(getattr(module, name), "datasette_impl")
+    ]
     hooks = {mark.get("specname") or mark["name"] for mark in marks}
     assert {"startup", "register_routes", "register_mcp_tools", "prepare_connection", "canned_queries"} <= hooks
     datasette = Datasette([str(vault_brain_copy)])
@@ -99,8 +123,10 @@ async def test_datasette_registers_every_hook_of_the_plugin(vault_brain_copy):
 
 def test_without_datasette_mcp_the_plugin_serves_recall_and_never_loads_the_mcp_sdk(vault_brain_copy):
     """The plugin imports its MCP tools (and the MCP SDK) when datasette-mcp asks for them."""
-    hide = ("import importlib.metadata as metadata; every = metadata.distributions; metadata.distributions = "
-            "lambda **kw: (d for d in every(**kw) if d.metadata['Name'] != 'datasette-mcp')")  # fmt: skip
+    hide = (
+        "import importlib.metadata as metadata; every = metadata.distributions; metadata.distributions = "
+        "lambda **kw: (d for d in every(**kw) if d.metadata['Name'] != 'datasette-mcp')"
+    )
     serve = f"""
 import asyncio
 from datasette.app import Datasette

@@ -26,17 +26,24 @@ SCOPES = ["/", "/acme", "/acme/support", "/acme/legal", "/other"]
 def note(rng, i):
     words = " ".join(rng.choice(WORDS) for _ in range(12))
     link = f" [[owned_by::Person {rng.randrange(5)}]] [[Note {rng.randrange(i + 1)}]]" if rng.random() < 0.6 else ""
-    return f"---\nscope: {rng.choice(SCOPES)}\n---\n# Note {i}\n\n{words}.{link}\n\n## Part\n\n{rng.choice(WORDS)} notes\n"
+    return (
+        f"---\nscope: {rng.choice(SCOPES)}\n---\n# Note {i}\n\n{words}.{link}\n\n## Part\n\n{rng.choice(WORDS)} notes\n"
+    )
 
 
 def records(rng, start, count):
     return [
-        {"_id": f"r{start + i}", "title": f"Record {start + i}", "text": " ".join(rng.choice(WORDS) for _ in range(8)),
-         "scope": rng.choice(SCOPES), "class": rng.choice(["memory", "policy", "reference"]),
-         "observed_at": f"2026-0{rng.randrange(1, 10)}-1{rng.randrange(10)}",
-         "relations": [{"type": "mentions", "to": f"Person {rng.randrange(5)}"}] if rng.random() < 0.5 else []}
+        {
+            "_id": f"r{start + i}",
+            "title": f"Record {start + i}",
+            "text": " ".join(rng.choice(WORDS) for _ in range(8)),
+            "scope": rng.choice(SCOPES),
+            "class": rng.choice(["memory", "policy", "reference"]),
+            "observed_at": f"2026-0{rng.randrange(1, 10)}-1{rng.randrange(10)}",
+            "relations": [{"type": "mentions", "to": f"Person {rng.randrange(5)}"}] if rng.random() < 0.5 else [],
+        }
         for i in range(count)
-    ]  # fmt: skip
+    ]
 
 
 def writes(rng, conn, folder):
@@ -45,8 +52,20 @@ def writes(rng, conn, folder):
     step = 0
     while True:
         step += 1
-        kind = rng.choice(["note", "edit", "delete_note", "records", "remember", "flag", "scope", "delete_row",
-                           "delete_edge", "delete_entity"])  # fmt: skip
+        kind = rng.choice(
+            [
+                "note",
+                "edit",
+                "delete_note",
+                "records",
+                "remember",
+                "flag",
+                "scope",
+                "delete_row",
+                "delete_edge",
+                "delete_entity",
+            ]
+        )
         existing = sorted(notes.glob("*.md")) if notes.exists() else []
         if kind in ("note", "edit") or not existing:
             path = rng.choice(existing) if kind == "edit" and existing else notes / f"Note {step}.md"
@@ -56,8 +75,10 @@ def writes(rng, conn, folder):
             rng.choice(existing).unlink()
             brain_sql.ingest(conn, [notes], prune_all=True)  # the last note may go: prune_all prunes to empty
         elif kind == "records":
-            path = write(folder / f"records{rng.randrange(3)}.jsonl",
-                         "\n".join(json.dumps(r) for r in records(rng, rng.randrange(50), rng.randrange(1, 6))))  # fmt: skip
+            path = write(
+                folder / f"records{rng.randrange(3)}.jsonl",
+                "\n".join(json.dumps(r) for r in records(rng, rng.randrange(50), rng.randrange(1, 6))),
+            )
             brain_sql.ingest(conn, [path])
         elif kind == "remember":
             brain_sql.remember(conn, records(rng, 100 + rng.randrange(20), 2))
@@ -127,7 +148,8 @@ def test_in_memory_vector_leg_equals_vec0(brain, tmp_path):
                 assert in_memory == [tuple(row) for row in vector_leg(brain, query, chosen)], (round_, q, chosen)
                 with current.lock:  # and under a smaller k, where the cut falls inside the brain
                     assert current.chunks.nearest(query, current.chunks.visible(chosen), 5) == [
-                        tuple(row) for row in vector_leg(brain, query, chosen, n=5)]  # fmt: skip
+                        tuple(row) for row in vector_leg(brain, query, chosen, n=5)
+                    ]
         for _ in range(4):
             next(sequence)
 
@@ -172,7 +194,9 @@ def test_a_rolled_back_write_never_reaches_the_shared_state(tmp_path):
     writer.execute("update knowledge set flagged = 0")
     assert brain_sql.recall(writer, {"q": "back door code"})["hits"]  # its own transaction sees it
     writer.execute("rollback")
-    brain_sql.remember(writer, [{"_id": "other", "text": "An unrelated memory about lunch."}])  # reuses the log's numbers
+    brain_sql.remember(
+        writer, [{"_id": "other", "text": "An unrelated memory about lunch."}]
+    )  # reuses the log's numbers
     assert not brain_sql.recall(reader, {"q": "back door code"})["hits"]
     assert state.current(reader, 256).fingerprint() == state.ReadState(256).build(reader).fingerprint()
 
@@ -183,8 +207,10 @@ def test_edges_come_back_with_an_entity_restored_under_its_id(brain):
         "select e.id, e.name, e.entity_type from entities e join relationships r on r.to_entity_id = e.id "
         "group by e.id order by count(*) desc limit 1"
     ).fetchone()
-    brain.execute("insert into relationships (from_entity_id, to_entity_id, relation_type) values (?, ?, 'knows')",
-                  (entity_id, entity_id + 1))  # fmt: skip  (an edge no chunk stated)
+    brain.execute(
+        "insert into relationships (from_entity_id, to_entity_id, relation_type) values (?, ?, 'knows')",
+        (entity_id, entity_id + 1),
+    )  # an edge no chunk stated
     brain.execute("delete from entities where id = ?", [entity_id])
     assert state.current(brain, 256).fingerprint() == state.ReadState(256).build(brain).fingerprint()
     brain.execute("insert into entities (id, name, entity_type) values (?, ?, ?)", (entity_id, name, kind))
@@ -222,7 +248,9 @@ def test_the_change_log_is_pruned(tmp_path, monkeypatch):
     brain_sql.ingest(conn, [VAULT])
     assert conn.execute("select count(*) from brain_changes").fetchone()[0] == 50
     followed = state.current(conn, 256)
-    brain_sql.ingest(conn, [write(tmp_path / "more.jsonl", "\n".join(json.dumps(r) for r in records(random.Random(1), 0, 40)))])
+    brain_sql.ingest(
+        conn, [write(tmp_path / "more.jsonl", "\n".join(json.dumps(r) for r in records(random.Random(1), 0, 40)))]
+    )
     # far more than the log kept changed since: the state is built anew, and right
     assert state.current(conn, 256).fingerprint() == state.ReadState(256).build(conn).fingerprint()
     assert followed.seq == conn.execute("select max(seq) from brain_changes").fetchone()[0]
@@ -233,21 +261,26 @@ def test_equal_distances_make_the_cut_as_in_vec0(tmp_path, copies, k):
     """vec0 scans its chunks (1,024 rows each) in order, keeps what it has over an
     equal newcomer, and within a chunk takes the later row: so does the state."""
     conn = brain_sql.connect(tmp_path / "brain.db")
-    brain_sql.remember(conn, [{"_id": f"d{i}", "text": "The pager rota changes on Mondays."} for i in range(copies)]
-                       + [{"_id": "other", "text": "Lunch is at noon."}])  # fmt: skip
+    brain_sql.remember(
+        conn,
+        [{"_id": f"d{i}", "text": "The pager rota changes on Mondays."} for i in range(copies)]
+        + [{"_id": "other", "text": "Lunch is at noon."}],
+    )
     query = quantize_int8(embed(["pager rota"], MODEL))[0].tobytes()
     chosen = filters(random.Random(0))
     current = state.current(conn, 256)
     with current.lock:
         assert current.chunks.nearest(query, current.chunks.visible(chosen), k) == [
-            tuple(row) for row in vector_leg(conn, query, chosen, n=k)]  # fmt: skip
+            tuple(row) for row in vector_leg(conn, query, chosen, n=k)
+        ]
 
 
 def test_recall_never_returns_a_row_as_it_no_longer_passes_the_filters(tmp_path):
     path = tmp_path / "brain.db"
     conn, other = brain_sql.connect(path), brain_sql.connect(path)
-    brain_sql.remember(conn, [{"_id": "s", "title": "Vendor contract", "text": "The vendor contract renews in May.",
-                               "scope": "/acme"}])  # fmt: skip
+    brain_sql.remember(
+        conn, [{"_id": "s", "title": "Vendor contract", "text": "The vendor contract renews in May.", "scope": "/acme"}]
+    )
     assert brain_sql.recall(conn, {"q": "vendor contract renewal", "scope": "/acme"})["hits"]
     other.execute("update knowledge set scope = '/elsewhere'")  # committed before the transaction below
     conn.execute("begin")  # a connection inside its own transaction does not refresh the shared state
@@ -262,7 +295,9 @@ def test_a_file_copied_over_the_brain_is_read_anew(tmp_path):
     first, second = tmp_path / "first.db", tmp_path / "second.db"
     for path, text in ((first, "The alpha pager rota changes on Mondays."), (second, "Beta lunch is at noon.")):
         conn = brain_sql.connect(path)
-        brain_sql.remember(conn, [{"_id": f"r{i}", "text": f"{text} Note {i}."} for i in range(30 if path == second else 20)])
+        brain_sql.remember(
+            conn, [{"_id": f"r{i}", "text": f"{text} Note {i}."} for i in range(30 if path == second else 20)]
+        )
         conn.execute("pragma wal_checkpoint(truncate)")
         conn.close()
     conn = brain_sql.connect(first)
@@ -317,17 +352,25 @@ def test_the_visible_mask_follows_time_and_writes(tmp_path):
     changes and applies `now` to the chunks with a time bound: at every moment and
     after every write it equals the filters applied to every row."""
     conn = brain_sql.connect(tmp_path / "brain.db")
-    records = [{"_id": f"m{i}", "text": f"pager rota {i}", "scope": SCOPES[i % len(SCOPES)],
-                **({"expires_at": f"2026-0{1 + i % 9}-15"} if i % 3 == 0 else {}),
-                **({"valid_from": f"2026-0{1 + i % 5}-01", "valid_to": f"2026-0{5 + i % 5}-01"} if i % 4 == 0 else {})}
-               for i in range(40)]  # fmt: skip
+    records = [
+        {
+            "_id": f"m{i}",
+            "text": f"pager rota {i}",
+            "scope": SCOPES[i % len(SCOPES)],
+            **({"expires_at": f"2026-0{1 + i % 9}-15"} if i % 3 == 0 else {}),
+            **({"valid_from": f"2026-0{1 + i % 5}-01", "valid_to": f"2026-0{5 + i % 5}-01"} if i % 4 == 0 else {}),
+        }
+        for i in range(40)
+    ]
     brain_sql.remember(conn, records)
     for step in range(3):
         current = state.current(conn, 256)
         for month in range(1, 13):
-            for raw in ({"q": "x", "now": f"2026-{month:02d}-10 12:00:00"},
-                        {"q": "x", "now": f"2026-{month:02d}-10 12:00:00", "scope": "/acme", "as_of": "2026-03-02"},
-                        {"q": "x", "now": f"2026-{month:02d}-10 12:00:00", "include_decayed": True}):  # fmt: skip
+            for raw in (
+                {"q": "x", "now": f"2026-{month:02d}-10 12:00:00"},
+                {"q": "x", "now": f"2026-{month:02d}-10 12:00:00", "scope": "/acme", "as_of": "2026-03-02"},
+                {"q": "x", "now": f"2026-{month:02d}-10 12:00:00", "include_decayed": True},
+            ):
                 chosen = Filters.from_querydoc(querydoc.parse(raw))
                 with current.lock:
                     everything = current.chunks.rows.live & chosen.mask(current.chunks.columns(), current.chunks.codes)

@@ -18,12 +18,22 @@ def soon(days):
 
 RECORDS = [
     {"_id": "a", "text": "Expired memory about the old office.", "scope": "/acme", "expires_at": "2020-01-01"},
-    {"_id": "b", "text": "Expiring soon: the parking permit.", "scope": "/acme/eng", "class": "policy",
-     "expires_at": soon(3)},
+    {
+        "_id": "b",
+        "text": "Expiring soon: the parking permit.",
+        "scope": "/acme/eng",
+        "class": "policy",
+        "expires_at": soon(3),
+    },
     {"_id": "c", "text": "Archived: the first logo.", "relevance_tier": 0, "class": "reference", "source": "crm"},
-    {"_id": "d", "title": "Kept", "text": "Live for a long time.", "expires_at": soon(60),
-     "relations": [{"type": "owned_by", "to": "Dana"}]},
-]  # fmt: skip
+    {
+        "_id": "d",
+        "title": "Kept",
+        "text": "Live for a long time.",
+        "expires_at": soon(60),
+        "relations": [{"type": "owned_by", "to": "Dana"}],
+    },
+]
 
 
 def test_stats_counts_what_the_brain_holds(vault_brain_copy):
@@ -50,7 +60,7 @@ def test_stats_counts_what_the_brain_holds(vault_brain_copy):
     assert found["wal_bytes"] == os.path.getsize(f"{vault_brain_copy}-wal")
     # the buckets are the decayed page's: what it lists is what stats counted
     _, listed = brain_sql.decayed(conn)
-    records = {i for i, in rows(conn, "select id from knowledge where external_id in ('a', 'b', 'c')")}
+    records = {i for (i,) in rows(conn, "select id from knowledge where external_id in ('a', 'b', 'c')")}
     ours = {r["id"]: r["decay"] for r in listed if r["id"] in records}
     assert sorted(ours.values()) == ["archived", "expired", "expiring within 7 days"]
 

@@ -57,10 +57,15 @@ def test_a_later_valid_from_keeps_the_stored_version_as_history(conn):
     assert (report.documents_added, report.documents_updated) == (1, 0)
     assert second != first and conn.execute("select count(*) from knowledge where id = ?", (first,)).fetchone()[0]
     assert versions(conn) == [
-        ("Alice is a support engineer.", "2024-01-01 00:00:00", "2026-03-01 00:00:00", "remember#alice-role",
-         "remember#alice-role"),
+        (
+            "Alice is a support engineer.",
+            "2024-01-01 00:00:00",
+            "2026-03-01 00:00:00",
+            "remember#alice-role",
+            "remember#alice-role",
+        ),
         ("Alice is the support manager.", "2026-03-01 00:00:00", None, None, None),
-    ]  # fmt: skip
+    ]
     assert contents(conn) == ["Alice is the support manager."]
     assert contents(conn, as_of="2025-06-01") == ["Alice is a support engineer."]
     # a third version: the second is history too, each valid until the next begins
@@ -88,9 +93,14 @@ def test_an_earlier_valid_from_is_kept_as_history_never_over_the_later_version(c
     assert (report.documents_added, report.documents_updated) == (1, 0) and january != june
     assert versions(conn) == [
         ("Alice is the support manager.", "2024-06-01 00:00:00", None, None, None),
-        ("Alice is a support engineer.", "2024-01-01 00:00:00", "2024-06-01 00:00:00", "remember#alice-role",
-         "remember#alice-role"),
-    ]  # fmt: skip
+        (
+            "Alice is a support engineer.",
+            "2024-01-01 00:00:00",
+            "2024-06-01 00:00:00",
+            "remember#alice-role",
+            "remember#alice-role",
+        ),
+    ]
     assert contents(conn) == ["Alice is the support manager."]
     assert contents(conn, as_of="2024-03-01") == ["Alice is a support engineer."]
     report, [[again]] = remember(conn, role("Alice is a support engineer.", valid_from="2024-01-01"))
@@ -98,7 +108,10 @@ def test_an_earlier_valid_from_is_kept_as_history_never_over_the_later_version(c
     report, _ = remember(conn, role("Alice is a support engineer (corrected).", valid_from="2024-01-01"))
     remember(conn, role("Alice is an intern.", valid_from="2023-01-01"))
     assert [row[0] for row in versions(conn)] == [
-        "Alice is the support manager.", "Alice is a support engineer (corrected).", "Alice is an intern."]  # fmt: skip
+        "Alice is the support manager.",
+        "Alice is a support engineer (corrected).",
+        "Alice is an intern.",
+    ]
     assert contents(conn, as_of="2023-06-01") == ["Alice is an intern."]
     assert contents(conn, as_of="2024-03-01") == ["Alice is a support engineer (corrected)."]
     assert brain_sql.check(conn) == {}
@@ -110,11 +123,19 @@ def test_an_earlier_valid_from_is_kept_as_history_never_over_the_later_version(c
 
 def test_a_file_back_dating_a_record_keeps_the_later_version(conn, tmp_path):
     path = tmp_path / "prices.jsonl"
-    write(path, json.dumps({"_id": "h1", "title": "Hat price", "text": "The hat costs 10 dollars.",
-                            "valid_from": "2024-06-01"}))  # fmt: skip
+    write(
+        path,
+        json.dumps(
+            {"_id": "h1", "title": "Hat price", "text": "The hat costs 10 dollars.", "valid_from": "2024-06-01"}
+        ),
+    )
     brain_sql.ingest(conn, [path])
-    write(path, json.dumps({"_id": "h1", "title": "Hat price", "text": "The hat costs 12 dollars.",
-                            "valid_from": "2024-01-01"}))  # fmt: skip
+    write(
+        path,
+        json.dumps(
+            {"_id": "h1", "title": "Hat price", "text": "The hat costs 12 dollars.", "valid_from": "2024-01-01"}
+        ),
+    )
     report = brain_sql.ingest(conn, [path])
     assert (report.documents_added, report.chunks_removed) == (1, 0)
     assert brain_sql.ingest(conn, [path]).documents_unchanged == 1  # idempotent: nothing is added again
@@ -125,8 +146,16 @@ def test_a_file_back_dating_a_record_keeps_the_later_version(conn, tmp_path):
 
 def test_supersedes_names_the_memory_a_newer_one_replaces(conn):
     remember(conn, role("Alice is a support engineer.", valid_from="2024-01-01"))
-    remember(conn, {"_id": "promotion", "title": "Alice promoted", "text": "Alice is now the support manager.",
-                    "supersedes": "alice-role", "valid_from": "2026-03-01"})  # fmt: skip
+    remember(
+        conn,
+        {
+            "_id": "promotion",
+            "title": "Alice promoted",
+            "text": "Alice is now the support manager.",
+            "supersedes": "alice-role",
+            "valid_from": "2026-03-01",
+        },
+    )
     assert contents(conn) == ["Alice is now the support manager."]
     assert contents(conn, as_of="2025-01-01") == ["Alice is a support engineer."]
     superseded = conn.execute("select superseded_at, superseded_by from knowledge where external_id = 'alice-role'")
@@ -139,8 +168,16 @@ def test_supersedes_names_the_memory_a_newer_one_replaces(conn):
 
 def test_supersedes_without_valid_from_replaces_from_when_it_was_observed(conn):
     remember(conn, role("Alice is a support engineer."))
-    remember(conn, {"_id": "n", "title": "Alice's new role", "text": "Alice leads support now.", "supersedes": "alice-role",
-                    "observed_at": "2026-06-01T09:00:00Z"})  # fmt: skip
+    remember(
+        conn,
+        {
+            "_id": "n",
+            "title": "Alice's new role",
+            "text": "Alice leads support now.",
+            "supersedes": "alice-role",
+            "observed_at": "2026-06-01T09:00:00Z",
+        },
+    )
     assert conn.execute("select superseded_at from knowledge where external_id = 'alice-role'").fetchone()[0] == (
         "2026-06-01 09:00:00"
     )
@@ -188,22 +225,56 @@ def test_a_file_keeps_the_history_of_its_records(conn, tmp_path):
     assert [row[0] for row in versions(conn)] == ["Bob runs sales."]
 
 
-RECORDS = [
-    {"_id": "rota-2024", "title": "Pager rota", "text": "The pager rota: Kim leads escalations on weekends.",
-     "valid_from": "2024-01-01", "valid_to": "2025-01-01"},
-    {"_id": "rota-2025", "title": "Pager rota", "text": "The pager rota: Dana leads escalations on weekends.",
-     "valid_from": "2025-01-01"},
-    {"_id": "rota-2026", "title": "Pager rota", "text": "The pager rota: Sam leads escalations on weekends.",
-     "valid_from": "2026-01-01", "supersedes": "rota-2025"},
-] + [
-    # nearer to the query than any rota, and valid only from 2030: a validity
-    # filter applied after the k cut would leave the vector leg empty
-    {"_id": f"later{i}", "title": "Pager rota", "text": f"Who leads escalations on weekends? Dana Sam Kim, rota {i}.",
-     "valid_from": "2030-01-01"}
-    for i in range(120)
-] + [{"_id": f"other{i}", "text": f"Other note {i}: {topic}."} for i, topic in enumerate(
-    ["the office closes at six", "invoices go out monthly", "the garden needs water", "lunch is at noon",
-     "the printer is on floor two", "badges are blue", "parking is free", "the wifi password changed"])]  # fmt: skip
+RECORDS = (
+    [
+        {
+            "_id": "rota-2024",
+            "title": "Pager rota",
+            "text": "The pager rota: Kim leads escalations on weekends.",
+            "valid_from": "2024-01-01",
+            "valid_to": "2025-01-01",
+        },
+        {
+            "_id": "rota-2025",
+            "title": "Pager rota",
+            "text": "The pager rota: Dana leads escalations on weekends.",
+            "valid_from": "2025-01-01",
+        },
+        {
+            "_id": "rota-2026",
+            "title": "Pager rota",
+            "text": "The pager rota: Sam leads escalations on weekends.",
+            "valid_from": "2026-01-01",
+            "supersedes": "rota-2025",
+        },
+    ]
+    + [
+        # nearer to the query than any rota, and valid only from 2030: a validity
+        # filter applied after the k cut would leave the vector leg empty
+        {
+            "_id": f"later{i}",
+            "title": "Pager rota",
+            "text": f"Who leads escalations on weekends? Dana Sam Kim, rota {i}.",
+            "valid_from": "2030-01-01",
+        }
+        for i in range(120)
+    ]
+    + [
+        {"_id": f"other{i}", "text": f"Other note {i}: {topic}."}
+        for i, topic in enumerate(
+            [
+                "the office closes at six",
+                "invoices go out monthly",
+                "the garden needs water",
+                "lunch is at noon",
+                "the printer is on floor two",
+                "badges are blue",
+                "parking is free",
+                "the wifi password changed",
+            ]
+        )
+    ]
+)
 
 
 @pytest.fixture(scope="module")
@@ -215,10 +286,14 @@ def rotas(tmp_path_factory):
     return connection
 
 
-@pytest.mark.parametrize("as_of, found", [(None, "rota-2026"), ("2025-06-01", "rota-2025"), ("2024-06-01", "rota-2024")])
+@pytest.mark.parametrize(
+    "as_of, found", [(None, "rota-2026"), ("2025-06-01", "rota-2025"), ("2024-06-01", "rota-2024")]
+)
 def test_every_leg_applies_as_of_inside_its_own_search(rotas, as_of, found):
     external = dict(rotas.execute("select id, external_id from knowledge"))
-    doc = parse({"q": "who leads escalations on weekends? Dana Sam Kim", "now": NOW, **({"as_of": as_of} if as_of else {})})
+    doc = parse(
+        {"q": "who leads escalations on weekends? Dana Sam Kim", "now": NOW, **({"as_of": as_of} if as_of else {})}
+    )
     legs = run_legs(rotas, doc, MODEL)
     for leg, ranked in legs.ranked.items():
         rotas_found = [external[i] for i in ranked if external[i].startswith("rota")]
@@ -262,8 +337,10 @@ def test_an_older_brain_migrates_keeping_its_vectors(conn):
         for column in ("supersedes", "superseded_at", "superseded_by", "version_of"):
             conn.execute(f"alter table knowledge drop column {column}")
         conn.execute("drop table vec_knowledge")
-        conn.execute("create virtual table vec_knowledge using vec0(knowledge_id integer primary key, "
-                     "embedding_int8 int8[256] distance_metric=cosine, embedding_bit bit[256], class text)")  # fmt: skip
+        conn.execute(
+            "create virtual table vec_knowledge using vec0(knowledge_id integer primary key, "
+            "embedding_int8 int8[256] distance_metric=cosine, embedding_bit bit[256], class text)"
+        )
         conn.executemany("insert into vec_knowledge values (?, vec_int8(?), vec_bit(?), 'memory')", vectors)
         conn.execute("delete from _sqlite_migrations where name = 'm009_validity'")
     assert brain_sql.check(conn) == {"pending_migrations": ["m009_validity", "m015_rules"]}
@@ -284,13 +361,34 @@ def test_only_a_memory_its_readers_may_read_supersedes_one(conn):
     """A newer memory in another scope (one a reader of the old one may not read),
     or a flagged one, replaces nothing: no reader's answer changes because of a
     memory it cannot see. In a parent scope it does."""
-    old = {"_id": "pager-old", "title": "Pager lead", "text": "Kim leads the pager rota.", "scope": "/acme/support",
-           "valid_from": "2025-01-01"}  # fmt: skip
-    remember(conn, old, {"_id": "pager-legal", "title": "Pager lead", "text": "Legal's pager rota.", "scope": "/acme/legal",
-                         "valid_from": "2026-01-01", "supersedes": "pager-old"})  # fmt: skip
+    old = {
+        "_id": "pager-old",
+        "title": "Pager lead",
+        "text": "Kim leads the pager rota.",
+        "scope": "/acme/support",
+        "valid_from": "2025-01-01",
+    }
+    remember(
+        conn,
+        old,
+        {
+            "_id": "pager-legal",
+            "title": "Pager lead",
+            "text": "Legal's pager rota.",
+            "scope": "/acme/legal",
+            "valid_from": "2026-01-01",
+            "supersedes": "pager-old",
+        },
+    )
     assert versions(conn)[0][2:4] == (None, None)
-    flagged = {"_id": "pager-new", "title": "Pager lead", "text": "Sam leads the pager rota.", "scope": "/acme",
-               "valid_from": "2026-02-01", "supersedes": "pager-old"}  # fmt: skip
+    flagged = {
+        "_id": "pager-new",
+        "title": "Pager lead",
+        "text": "Sam leads the pager rota.",
+        "scope": "/acme",
+        "valid_from": "2026-02-01",
+        "supersedes": "pager-old",
+    }
     _, ids = remember(conn, flagged)
     assert versions(conn)[0][2] == "2026-02-01 00:00:00"  # /acme is a parent of /acme/support: it replaces
     brain_sql.flag(conn, ids[0])

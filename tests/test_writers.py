@@ -25,9 +25,15 @@ WRITER = {"plugins": {"datasette-brain": {"allow_write": True}}}
 
 def jsonl(path, prefix, count):
     lines = (
-        json.dumps({"_id": f"{prefix}{i}", "title": f"{prefix} note {i}", "text": f"{prefix} record {i} about pager rota {i % 7}"})
+        json.dumps(
+            {
+                "_id": f"{prefix}{i}",
+                "title": f"{prefix} note {i}",
+                "text": f"{prefix} record {i} about pager rota {i % 7}",
+            }
+        )
         for i in range(count)
-    )  # fmt: skip
+    )
     return write(path, "\n".join(lines))
 
 
@@ -36,8 +42,12 @@ def count(path):
 
 
 def ingest_process(db_path, source):
-    return subprocess.Popen([SQLITE_UTILS, "brain", "ingest", str(db_path), str(source)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [SQLITE_UTILS, "brain", "ingest", str(db_path), str(source)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_two_ingests_into_one_new_file_both_succeed(tmp_path):
@@ -149,7 +159,9 @@ def test_followup_work_waits_for_the_lock_too(tmp_path):
     done = []
 
     def run_ingest():
-        done.append(brain_sql.ingest(conn, [write(tmp_path / "n.md", "# a note 1\n\nmentions a note 2 and the pager rota.\n")]))
+        done.append(
+            brain_sql.ingest(conn, [write(tmp_path / "n.md", "# a note 1\n\nmentions a note 2 and the pager rota.\n")])
+        )
 
     thread = threading.Thread(target=run_ingest)
     thread.start()
@@ -175,7 +187,10 @@ async def test_forget_and_the_decayed_actions_wait_for_the_lock_or_answer_503(tm
         response = await datasette.client.post("/brain/-/forget", json={"external_ids": ["x"]})
         assert response.status_code == 503 and response.headers["retry-after"].isdigit(), response.text
         with pytest.raises(brain_sql.BrainBusy):
-            brain_sql.archive(brain_sql.connect(db_path), [conn.execute("select id from knowledge where external_id = 'y'").fetchone()[0]])
+            brain_sql.archive(
+                brain_sql.connect(db_path),
+                [conn.execute("select id from knowledge where external_id = 'y'").fetchone()[0]],
+            )
     finally:
         holder.execute("rollback")
     assert count(db_path) == 2
@@ -186,9 +201,22 @@ async def test_forget_and_the_decayed_actions_wait_for_the_lock_or_answer_503(tm
 
 def long_records(path, count):
     """Records of three chunks each: a document half written would show."""
-    return write(path, "".join(json.dumps({"_id": f"r{i}", "title": f"Long record {i}", "text": "\n\n".join(
-        f"Part {part} of record {i}: " + "the pager rota moves on Thursdays. " * 50 for part in range(3))}) + "\n"
-        for i in range(count)))  # fmt: skip
+    return write(
+        path,
+        "".join(
+            json.dumps(
+                {
+                    "_id": f"r{i}",
+                    "title": f"Long record {i}",
+                    "text": "\n\n".join(
+                        f"Part {part} of record {i}: " + "the pager rota moves on Thursdays. " * 50 for part in range(3)
+                    ),
+                }
+            )
+            + "\n"
+            for i in range(count)
+        ),
+    )
 
 
 def test_a_long_ingest_commits_as_it_goes_each_document_whole(tmp_path, monkeypatch):
@@ -200,12 +228,14 @@ def test_a_long_ingest_commits_as_it_goes_each_document_whole(tmp_path, monkeypa
 
     def write_and_look(self, document, chunk_ids):  # each document's last step, however its chunks were written
         if document.external_id == "r20":  # in the ingest's middle: what has landed so far?
-            seen.append(reader.execute(
-                "select (select count(*) from documents), (select count(*) from knowledge), "
-                "(select count(*) from vec_knowledge), (select count(*) from knowledge_fts_docsize), "
-                "(select count(*) from documents d where chunks != "
-                " (select count(*) from knowledge k where k.document_id = d.document_id))"
-            ).fetchone())  # fmt: skip
+            seen.append(
+                reader.execute(
+                    "select (select count(*) from documents), (select count(*) from knowledge), "
+                    "(select count(*) from vec_knowledge), (select count(*) from knowledge_fts_docsize), "
+                    "(select count(*) from documents d where chunks != "
+                    " (select count(*) from knowledge k where k.document_id = d.document_id))"
+                ).fetchone()
+            )
         return original(self, document, chunk_ids)
 
     monkeypatch.setattr(pipeline.DocumentWriter, "_finish", write_and_look)
@@ -258,7 +288,9 @@ def test_pruning_many_documents_takes_turns_too(tmp_path, monkeypatch):
     reader, seen, original = brain_sql.connect(db_path), [], writer.remove_documents
 
     def remove_and_look(conn, document_ids):
-        seen.append(reader.execute("select (select count(*) from documents), (select count(*) from knowledge)").fetchone())
+        seen.append(
+            reader.execute("select (select count(*) from documents), (select count(*) from knowledge)").fetchone()
+        )
         return original(conn, document_ids)
 
     monkeypatch.setattr(writer, "remove_documents", remove_and_look)
