@@ -85,7 +85,10 @@ def main():
     failed = sum(1 for status, _ in results if status != 200)
     times = [ms for status, ms in results if status == 200]
     print(
-        f"ingest of {args.records} records: exit {ingest.returncode}, {ingest_seconds:.1f}s while serving; {ingest.stdout.strip()}"
+        (
+            f"ingest of {args.records} records: exit {ingest.returncode}, {ingest_seconds:.1f}s while serving; "
+            f"{ingest.stdout.strip()}"
+        )
     )
     print(
         f"recall under load: {len(results)} requests in {elapsed:.1f}s = {len(results) / elapsed:.1f}/s, "

@@ -227,7 +227,10 @@ def main():
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         reference = vectors if reference is None else reference
         print(
-            f"| {name} | {len(steps) / seconds:.1f} | {cpu / len(steps) * 1000:.1f} | {np.abs(vectors - reference).max():.1g} |"
+            (
+                f"| {name} | {len(steps) / seconds:.1f} | {cpu / len(steps) * 1000:.1f} | "
+                f"{np.abs(vectors - reference).max():.1g} |"
+            )
         )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     shutil.rmtree(work)

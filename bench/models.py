@@ -85,8 +85,10 @@ def main():
             )
             dense, full = result["vector"], result["full"]
             print(
-                f"| {model} | {name} | {records:,} | {records / seconds:,.0f} | {peak:,.0f} | {query_ms(model, folder):.1f} "
-                f"| {dense['ndcg@10']:.3f} | {full['ndcg@10']:.3f} | {dense['recall@5']:.3f} | {full['recall@5']:.3f} |",
+                f"| {model} | {name} | {records:,} | {records / seconds:,.0f} | {peak:,.0f} | "
+                f"{query_ms(model, folder):.1f} "
+                f"| {dense['ndcg@10']:.3f} | {full['ndcg@10']:.3f} | {dense['recall@5']:.3f} | "
+                f"{full['recall@5']:.3f} |",
                 flush=True,
             )
     print(f"load average after: {os.getloadavg()[0]:.2f}")

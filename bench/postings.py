@@ -70,7 +70,10 @@ class Times(list):
         self.walls = walls
 
     def __str__(self):
-        return f"p50 {statistics.median(self):.1f} ms p95 {percentile(self, 0.95):.1f} ms (wall p50 {statistics.median(self.walls):.1f})"
+        return (
+            f"p50 {statistics.median(self):.1f} ms p95 {percentile(self, 0.95):.1f} ms "
+            f"(wall p50 {statistics.median(self.walls):.1f})"
+        )
 
 
 def fts_memory(rows, vocabulary=True):
@@ -127,7 +130,8 @@ def scale(brain, size, total, texts, seed=0):
     count, nbytes = postings.postings_count(), postings.nbytes()
     terms = sys.getsizeof(postings.vocabulary) + sum(sys.getsizeof(t) + 28 for t in postings.vocabulary)
     print(
-        f"\n{len(ids):,} rows: built in {built:.1f}s CPU ({len(ids) / built:,.0f} rows/s; {wall:.1f}s wall); {count:,} postings, "
+        f"\n{len(ids):,} rows: built in {built:.1f}s CPU ({len(ids) / built:,.0f} rows/s; {wall:.1f}s wall); "
+        f"{count:,} postings, "
         f"{nbytes / 2**20:.0f} MB ({nbytes / count:.2f} bytes each) + term dictionary ~{terms / 2**20:.0f} MB "
         f"({len(postings.vocabulary):,} terms); RSS {rss:.0f} -> {rss_mb():.0f} MB"
     )
@@ -149,7 +153,10 @@ def scale(brain, size, total, texts, seed=0):
         ]
 
     weights = ", ".join(map(str, FTS_COLUMN_WEIGHTS))
-    sql = f"select rowid, bm25(knowledge_fts, {weights}) s from knowledge_fts where knowledge_fts match ? order by s, rowid limit ?"
+    sql = (
+        f"select rowid, bm25(knowledge_fts, {weights}) s from knowledge_fts where knowledge_fts match ? order by s, "
+        "rowid limit ?"
+    )
     everything = np.ones(len(ids), dtype=bool)
     theirs, fts_ms = timed(lambda m: [tuple(r) for r in conn.execute(sql, [m.expression(), TOP])], matches)
     mine, our_ms = timed(ours(everything), matches)

@@ -113,6 +113,27 @@ def summary(results):
     )
 
 
+def seen_on(urls, word, memory_id, acknowledged):
+    """Seconds from `acknowledged` until each replica's recall of `word` finds `memory_id`
+    (watched at once, one thread a replica); a replica that takes over 60 s is left out."""
+    found = []
+
+    def first_seen(url):
+        while time.monotonic() - acknowledged < 60:
+            status, _, result = request(f"{url}/brain/-/recall?q={word}&k=3")
+            if status == 200 and memory_id in [hit["id"] for hit in result["hits"]]:
+                found.append(time.monotonic() - acknowledged)
+                return
+            time.sleep(0.05)
+
+    watchers = [threading.Thread(target=first_seen, args=(url,)) for url in urls]
+    for watcher in watchers:
+        watcher.start()
+    for watcher in watchers:
+        watcher.join()
+    return found
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--brain", default="/tmp/brain-50k.db")
@@ -141,7 +162,9 @@ def main():
         for n, copy in enumerate(copies):
             processes.append(start([*brain, "follow", store, str(copy), "--interval", "0.5"], work / f"follow{n}.log"))
         for copy in copies:
-            wait_until(lambda: (s := brain_sql.replica_status(copy)) and s["state"] == "following", 600, "a copy")
+            wait_until(
+                lambda copy=copy: (s := brain_sql.replica_status(copy)) and s["state"] == "following", 600, "a copy"
+            )
         plugin = {"allow_write": True}
         process, primary_url = serve(primary, {"plugins": {"datasette-brain": plugin}}, work / "primary.log")
         processes.append(process)
@@ -173,22 +196,7 @@ def main():
             status, _, body = request(f"{primary_url}/brain/-/remember", record)
             if status != 201:
                 raise SystemExit(f"the primary refused a write: {status} {body}")
-            acknowledged, memory_id = time.monotonic(), body["ids"][0][0]
-
-            def first_seen(url, found):
-                while time.monotonic() - acknowledged < 60:
-                    status, _, result = request(f"{url}/brain/-/recall?q={word}&k=3")
-                    if status == 200 and memory_id in [hit["id"] for hit in result["hits"]]:
-                        found.append(time.monotonic() - acknowledged)
-                        return
-                    time.sleep(0.05)
-
-            found = []
-            watchers = [threading.Thread(target=first_seen, args=(url, found)) for url in urls]
-            for watcher in watchers:
-                watcher.start()
-            for watcher in watchers:
-                watcher.join()
+            found = seen_on(urls, word, body["ids"][0][0], time.monotonic())
             lags.extend(found)
             missing += len(urls) - len(found)
             time.sleep(max(0.0, 1.0 - (time.monotonic() - started)))

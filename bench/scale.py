@@ -322,7 +322,8 @@ def report(f, column, dimension):
         "single_p50",
         "1 client HTTP recall p50 (ms)",
         f["single_p50_ms"],
-        f"{f['single_p50_ms']:.1f} (p95 {f['single_p95_ms']:.1f}, {f['single_n']} recalls, {f['single_failed']} failed; "
+        f"{f['single_p50_ms']:.1f} (p95 {f['single_p95_ms']:.1f}, {f['single_n']} recalls, "
+        f"{f['single_failed']} failed; "
         f"{f['single_p50_ms'] / scan:.1f}x a numpy scan of {f['chunks']:,} {dimension}-d floats, {scan:.2f} ms)",
         f["single_failed"] == 0,
     )

@@ -61,7 +61,8 @@ def main():
         f"({statistics.median(single) / statistics.median(in_process):.2f}x in-process p50)"
     )
     print(
-        f"HTTP, {args.clients} clients:    {len(results) / elapsed:.1f} requests/s, p50 {statistics.median(concurrent):.1f} ms, "
+        f"HTTP, {args.clients} clients:    {len(results) / elapsed:.1f} requests/s, p50 "
+        f"{statistics.median(concurrent):.1f} ms, "
         f"p95 {percentile(concurrent, 95):.1f} ms, {failed} failed"
     )
 

@@ -126,7 +126,9 @@ seq, instance, _ = _last_change(conn)
 try:
     manifest, _ = snapshot.read_manifest(snapshot.path_for(sys.argv[1]))
     held = manifest.get("instance"), manifest.get("seq")
-    problem = None if held == (instance, seq) else f"it holds change {held[1]} of {held[0]}, the brain {seq} of {instance}"
+    problem = (
+        None if held == (instance, seq) else f"it holds change {held[1]} of {held[0]}, the brain {seq} of {instance}"
+    )
 except snapshot.SnapshotError as ex:
     problem = str(ex)
 if problem and sys.argv[2] == "rewrite":

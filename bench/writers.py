@@ -147,9 +147,12 @@ def show(name, figures):
         f"  alone:       {figures['alone_rate']:,.0f} records/s wall, {figures['alone_reported']:,.0f} records/s "
         f"as the ingest reports it, {figures['alone_cpu']:,.0f} records per CPU-second of the process"
     )
-    for n, (status, rate, reported, cpu, error) in enumerate(figures["ingests"]):
+    for n, (status, rate, _, cpu, error) in enumerate(figures["ingests"]):
         print(
-            f"  ingest {n}:    exit {status}, {rate:,.0f} records/s wall, {cpu:.1f} CPU-s{'; ' + error if error else ''}"
+            (
+                f"  ingest {n}:    exit {status}, {rate:,.0f} records/s wall, {cpu:.1f} CPU-s"
+                f"{'; ' + error if error else ''}"
+            )
         )
     statuses = ", ".join(f"{count} x {status}" for status, count in sorted(figures["statuses"].items()))
     print(

@@ -13,8 +13,10 @@ import importlib
 import importlib.util
 import typing
 
-from .config import CLASSES, DEFAULT_MODEL, MINILM_MODEL
-from .querydoc import FIELDS as QUERY_FIELDS
+from .config import CLASSES as CLASSES
+from .config import DEFAULT_MODEL as DEFAULT_MODEL
+from .config import MINILM_MODEL as MINILM_MODEL
+from .querydoc import FIELDS as QUERY_FIELDS  # noqa: F401  (a light public name, as above)
 
 if typing.TYPE_CHECKING:  # what a type checker reads: the face, as __getattr__ gives it at run time
     from .api import *  # noqa: F403

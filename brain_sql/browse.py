@@ -145,7 +145,8 @@ _VISIBLE = """(
              where d.entity_id = {e} and k.flagged = 0))"""
 # the distinct visible edges (from, to, type) touching :id's other end
 _TIES = f"""
-select e.id, e.name, coalesce(e.entity_type, 'entity'), count(distinct r.relation_type || '>' || r.from_entity_id) as ties
+select e.id, e.name, coalesce(e.entity_type, 'entity'),
+  count(distinct r.relation_type || '>' || r.from_entity_id) as ties
 from relationships r join json_each(:ids) h
   on (r.from_entity_id = h.value or r.to_entity_id = h.value)
 join entities e on e.id = case when r.from_entity_id = h.value then r.to_entity_id else r.from_entity_id end
@@ -205,7 +206,8 @@ def entity(
         node["degree"] = degrees.get(node["id"], 0)
     edges = conn.execute(
         "select distinct from_entity_id, to_entity_id, relation_type from relationships r "
-        "where from_entity_id in (select value from json_each(:ids)) and to_entity_id in (select value from json_each(:ids)) "
+        "where from_entity_id in (select value from json_each(:ids)) "
+        "and to_entity_id in (select value from json_each(:ids)) "
         f"and {_SEEN} order by 1, 2, 3",
         {"ids": json.dumps(list(drawn))},
     ).fetchall()

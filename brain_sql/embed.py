@@ -19,7 +19,7 @@ def get_model(model_id):
         with _lock:
             model = _models.get(model_id)
             if model is None:
-                loader = next(l for l in collect("brain_embedding_models") if l.handles(model_id))
+                loader = next(each for each in collect("brain_embedding_models") if each.handles(model_id))
                 model = _models[model_id] = loader.load(model_id)
     return model
 

@@ -99,7 +99,10 @@ def _forget(conn, ids, external_ids):
         chunks,
     ).fetchall()
     doomed_ids = json.dumps([i for i, _ in doomed])
-    stated = "document_id in (select value from json_each(:documents)) or knowledge_id in (select value from json_each(:doomed))"
+    stated = (
+        "document_id in (select value from json_each(:documents)) "
+        "or knowledge_id in (select value from json_each(:doomed))"
+    )
     edges = {**chunks, "doomed": doomed_ids}
     # the entities these memories tie into the graph: candidates to go with them
     candidates = {

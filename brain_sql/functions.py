@@ -92,8 +92,12 @@ def register_functions(conn, model_id=None):
     itself is loaded on the first call, not here.
     """
 
-    def values_of(column):
-        return [row[0] for row in conn.execute(f"select distinct {column_sql(column, 'knowledge')} from knowledge")]
+    _register_search(conn, model_id)
+    _register_filters(conn)
+
+
+def _register_search(conn, model_id):
+    """The legs' functions: embedding, full text, the graph walk and how they fuse."""
 
     def brain_embed(text, fmt="float32"):
         """brain_embed(text [, 'float32' | 'int8']): the text's L2-normalised vector as a
@@ -134,10 +138,6 @@ def register_functions(conn, model_id=None):
         hits = bm25.search(terms, lexical.plan(text, terms.common_words(text)))
         return json.dumps([{"id": item, "bm25": score} for item, score in hits])
 
-    def brain_rrf(rank, weight=1.0, k=config.RRF_K):
-        """brain_rrf(rank [, weight [, k]]): one leg's RRF term, weight / (k + rank)."""
-        return None if rank is None else rrf(rank, k, weight)
-
     def brain_leg_weight(leg, text, filters=None):
         """brain_leg_weight(leg, q [, filters]): a leg's fusion weight for query q, in
         the fusion brain_fusion names: the graph leads when q names an entity that
@@ -153,6 +153,34 @@ def register_functions(conn, model_id=None):
         when q names an entity that memories visible under `filters` tie into the
         graph (the graph leads), else 'convex'."""
         return method(bool(graph.named_in(conn, text or "", request_filters(filters))))
+
+    def brain_ppr(text, passages=None, filters=None):
+        """brain_ppr(q [, passages [, filters]]): the graph leg as a JSON array of
+        {id, score}, best first. passages: JSON [{leg, id, score}] from the other
+        legs, best first per leg; filters: a JSON object of QueryDoc filter fields."""
+        seeds = [(p["leg"], p["id"], p["score"]) for p in json.loads(passages or "[]")]
+        hits, _ = graph.walk(conn, text or "", seeds, request_filters(filters))
+        return json.dumps([{"id": item, "score": score} for item, score in hits])
+
+    conn.create_function("brain_leg_weight", -1, brain_leg_weight)
+    conn.create_function("brain_fusion", -1, brain_fusion)
+    conn.create_function("brain_ppr", -1, brain_ppr)
+    conn.create_function("brain_embed", 1, brain_embed, deterministic=True)
+    conn.create_function("brain_embed", 2, brain_embed, deterministic=True)
+    conn.create_function("brain_verify", 2, brain_verify, deterministic=True)
+    conn.create_function("brain_fts_query", -1, brain_fts_query)
+    conn.create_function("brain_fts", -1, brain_fts)
+
+
+def _register_filters(conn):
+    """The request's functions: its filters, k, settings, RRF terms and the boost."""
+
+    def values_of(column):
+        return [row[0] for row in conn.execute(f"select distinct {column_sql(column, 'knowledge')} from knowledge")]
+
+    def brain_rrf(rank, weight=1.0, k=config.RRF_K):
+        """brain_rrf(rank [, weight [, k]]): one leg's RRF term, weight / (k + rank)."""
+        return None if rank is None else rrf(rank, k, weight)
 
     def brain_boost(score, observed_at, confidence, now=None):
         """brain_boost(score, observed_at, confidence [, now]): a fused score nudged by
@@ -189,25 +217,9 @@ def register_functions(conn, model_id=None):
         filters = Filters.from_querydoc(querydoc.from_strings({field: value}, need_q=False))
         return json.dumps(filters.every_bound(values_of)[bound])
 
-    def brain_ppr(text, passages=None, filters=None):
-        """brain_ppr(q [, passages [, filters]]): the graph leg as a JSON array of
-        {id, score}, best first. passages: JSON [{leg, id, score}] from the other
-        legs, best first per leg; filters: a JSON object of QueryDoc filter fields."""
-        seeds = [(p["leg"], p["id"], p["score"]) for p in json.loads(passages or "[]")]
-        hits, _ = graph.walk(conn, text or "", seeds, request_filters(filters))
-        return json.dumps([{"id": item, "score": score} for item, score in hits])
-
     conn.create_function("brain_rrf", -1, brain_rrf, deterministic=True)
-    conn.create_function("brain_leg_weight", -1, brain_leg_weight)
-    conn.create_function("brain_fusion", -1, brain_fusion)
     conn.create_function("brain_boost", -1, brain_boost)
     conn.create_function("brain_setting", 1, brain_setting, deterministic=True)
     conn.create_function("brain_k", 1, brain_k, deterministic=True)
     conn.create_function("brain_filters", 1, brain_filters)
     conn.create_function("brain_allowed", 2, brain_allowed)
-    conn.create_function("brain_ppr", -1, brain_ppr)
-    conn.create_function("brain_embed", 1, brain_embed, deterministic=True)
-    conn.create_function("brain_embed", 2, brain_embed, deterministic=True)
-    conn.create_function("brain_verify", 2, brain_verify, deterministic=True)
-    conn.create_function("brain_fts_query", -1, brain_fts_query)
-    conn.create_function("brain_fts", -1, brain_fts)

@@ -288,7 +288,9 @@ REASONS = {
     "low_confidence": "nothing the request can reach answers the query with enough confidence (below {abstain})",
     "no_candidates": "no memory the request can reach matched the query",
     "no_memories": "the filters leave no memory to search",
-    "only_decayed": "nothing live matches; expired or archived memories do: recall with include_decayed: true to see them",
+    "only_decayed": (
+        "nothing live matches; expired or archived memories do: recall with include_decayed: true to see them"
+    ),
     "token_budget": "the first hit takes {tokens} tokens, more than max_tokens ({budget}) allows",
 }
 

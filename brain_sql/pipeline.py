@@ -202,7 +202,8 @@ def _check_model(conn, model):
     if model and is_brain(conn) and recorded_model(conn) != model:
         raise ModelError(
             f"this brain was made with the model {recorded_model(conn)!r}, not {model!r}: ingest without --model "
-            f"to add to it with its own model, or re-embed it first with `sqlite-utils brain reindex DB --model {model}`"
+            "to add to it with its own model, or re-embed it first with "
+            f"`sqlite-utils brain reindex DB --model {model}`"
         )
 
 
@@ -598,7 +599,8 @@ class _Pipeline:
         else:
             paths = dict(
                 self.conn.execute(
-                    "select document_id, source_path from documents where document_id in (select value from json_each(?))",
+                    "select document_id, source_path from documents "
+                    "where document_id in (select value from json_each(?))",
                     [json.dumps(doomed)],
                 ).fetchall()
             )

@@ -29,7 +29,9 @@ ACTIONS = ("extend", "archive", "restore", "flag")
 _UPDATES = {
     # expiry `days` after the later of the current expiry and now: an expired
     # memory extended by 30 days is live for 30 days from now
-    "extend": "expires_at = datetime(max(unixepoch(coalesce(expires_at, :now)), unixepoch(:now)) + :seconds, 'unixepoch')",
+    "extend": (
+        "expires_at = datetime(max(unixepoch(coalesce(expires_at, :now)), unixepoch(:now)) + :seconds, 'unixepoch')"
+    ),
     "archive": "relevance_tier = 0",
     # back in recall for good: at least the default tier, and no expiry
     "restore": "relevance_tier = max(relevance_tier, 1), expires_at = null",
@@ -98,7 +100,8 @@ def _documents(conn, ids):
     return [
         row[0]
         for row in conn.execute(
-            "select distinct document_id from knowledge where id in (select value from json_each(?)) and document_id is not null",
+            "select distinct document_id from knowledge "
+            "where id in (select value from json_each(?)) and document_id is not null",
             [json.dumps(ids)],
         )
     ]

@@ -345,8 +345,3 @@ def holds_unreadable(value, depth=0):
     if isinstance(value, (list, tuple, sqlite3.Row)):  # a Row: a Datasette connection's rows
         return any(holds_unreadable(v, depth + 1) for v in value)
     return False
-    if isinstance(value, dict):
-        return any(holds_bytes(v, depth + 1) for v in value.values())
-    if isinstance(value, (list, tuple, sqlite3.Row)):  # a Row: a Datasette connection's rows
-        return any(holds_bytes(v, depth + 1) for v in value)
-    return False

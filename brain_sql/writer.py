@@ -329,8 +329,8 @@ class DocumentWriter:
             edges.append((source, target, relation.relation_type, chunk_ids.get(relation.chunk_index, first)))
         rows = [(a, b, t, k, document.document_id) for a, b, t, k in edges if a != b]
         cursor = self.conn.executemany(
-            "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, knowledge_id, document_id) "
-            "values (?, ?, ?, ?, ?)",
+            "insert or ignore into relationships "
+            "(from_entity_id, to_entity_id, relation_type, knowledge_id, document_id) values (?, ?, ?, ?, ?)",
             rows,
         )
         self.report.relationships += max(cursor.rowcount, 0)

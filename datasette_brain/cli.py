@@ -327,11 +327,17 @@ PROBLEMS = {
     "integrity": "the SQLite file fails its integrity check (restore a copy; not repairable here)",
     "damaged_tables": "tables rebuilt without columns the brain needs (restore a copy; not repairable here)",
     "pending_migrations": "schema migrations not applied yet",
-    "invalid_values": "values of the wrong kind, as plain SQL can write them (the rest is checked once they are mended)",
-    "missing_triggers": "triggers missing (a tool that rebuilds tables drops them): full text, vectors or the change log stop following",
+    "invalid_values": (
+        "values of the wrong kind, as plain SQL can write them (the rest is checked once they are mended)"
+    ),
+    "missing_triggers": (
+        "triggers missing (a tool that rebuilds tables drops them): full text, vectors or the change log stop following"
+    ),
     "altered_triggers": "triggers that differ from the brain's own",
     "instance_id": "the brain's instance id, which readers tell it from another copied over its file by, is not one id",
-    "missing_indexes": "indexes the pages read missing (a tool that rebuilds tables drops them): pages read every memory",
+    "missing_indexes": (
+        "indexes the pages read missing (a tool that rebuilds tables drops them): pages read every memory"
+    ),
     "fts_out_of_sync": "the full-text index disagrees with knowledge",
     "missing_vectors": "memories without a vector",
     "orphan_vectors": "vectors without a memory",

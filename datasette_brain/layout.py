@@ -396,7 +396,8 @@ def _edge(source, target, relation, offset, normal):
         control = (x, y - 5 * r - 30)
         start, end = (x - 0.7 * r, y - 0.7 * r), (x + 0.7 * r, y - 0.7 * r)
         line["d"] = (
-            f"M{start[0]:.1f},{start[1]:.1f} C{x - 3 * r - 20:.1f},{control[1]:.1f} {x + 3 * r + 20:.1f},{control[1]:.1f} {end[0]:.1f},{end[1]:.1f}"
+            f"M{start[0]:.1f},{start[1]:.1f} C{x - 3 * r - 20:.1f},{control[1]:.1f} "
+            f"{x + 3 * r + 20:.1f},{control[1]:.1f} {end[0]:.1f},{end[1]:.1f}"
         )
         line["geometry"] = ((x - r, y - r), control, (x + r, y - r))
         line["bounds"] = ((x - 3 * r - 20, control[1]), (x + 3 * r + 20, control[1]))

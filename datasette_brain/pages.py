@@ -45,12 +45,17 @@ PLACEHOLDERS = {
 RECOMMENDATIONS = {
     "return": "Confident: the top hits answer the query.",
     "run_prf": "Fairly confident: words from the top hits were, or could be, added to the search to find more.",
-    "increase_top_k": "The top hit covers the query but the search methods disagree on it: asking for more hits may help.",
+    "increase_top_k": (
+        "The top hit covers the query but the search methods disagree on it: asking for more hits may help."
+    ),
     "clarify_query": "Not confident: try other words, or say more about what you are looking for.",
 }
 REASONS = {
     "low_confidence": "No memory fits this query well enough.",
-    "no_candidates": "No memory matches: the filters (dates read from the query included) leave nothing to search, or nothing matched.",
+    "no_candidates": (
+        "No memory matches: the filters (dates read from the query included) leave nothing to search, "
+        "or nothing matched."
+    ),
     "only_decayed": "Nothing current matches, but expired or archived memories do.",
     "token_budget": "The best hit is longer than the token budget (max tokens) allows.",
 }

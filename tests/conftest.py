@@ -90,7 +90,10 @@ def snapshot(conn):
         "entities": rows(conn, "select id, name, entity_type from entities order by id"),
         "relationships": rows(
             conn,
-            "select id, from_entity_id, to_entity_id, relation_type, knowledge_id, document_id from relationships order by id",
+            (
+                "select id, from_entity_id, to_entity_id, relation_type, knowledge_id, document_id from relationships "
+                "order by id"
+            ),
         ),
         "documents": rows(conn, "select document_id, content_hash, entity_id from documents order by document_id"),
     }

@@ -83,7 +83,8 @@ def test_frontmatter_fields_and_metadata(run, db_path, tmp_path):
     write(
         tmp_path / "v" / "policy.md",
         "---\ntitle: Refund Policy\nscope: /acme/support/\nclass: policy\nexpires_at: 2027-01-31\n"
-        "confidence: 0.9\nowner: dana\nreviewed: 2026-05-01\nteam: billing\n---\n# Refunds\n\nRefunds within 30 days.\n",
+        "confidence: 0.9\nowner: dana\nreviewed: 2026-05-01\nteam: billing\n---\n"
+        "# Refunds\n\nRefunds within 30 days.\n",
     )
     ingest_ok(run, db_path, tmp_path / "v")
     conn = brain_sql.connect(db_path)
@@ -161,7 +162,8 @@ RECORD = {
 
 def check_record(conn):
     row = conn.execute(
-        "select external_id, title, content, scope, class, observed_at, expires_at, confidence, source, domain, tags, metadata "
+        "select external_id, title, content, scope, class, observed_at, expires_at, confidence, source, domain, "
+        "tags, metadata "
         "from knowledge"
     ).fetchone()
     assert tuple(row) == (

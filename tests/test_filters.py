@@ -39,7 +39,8 @@ def conn(tmp_path_factory):
         for i in range(120)
     ]
     connection.executemany(
-        "insert into knowledge (content, scope, class, source, domain, observed_at, expires_at, relevance_tier, flagged) "
+        "insert into knowledge (content, scope, class, source, domain, observed_at, expires_at, relevance_tier, "
+        "flagged) "
         "values (?, ?, ?, ?, ?, coalesce(?, current_timestamp), ?, ?, ?)",
         rows,
     )

@@ -29,8 +29,11 @@ SECRET_NOTES = {
     "Orion contract.md": SECRET + "# Orion contract\n\nThe Orion contract renews in May; zebrafish clause 7 "
     "caps the support team staff fees. [[part_of::Orion]] [[uses::Pager]]\n",
     "Staff.md": SECRET + "# Staff\n\n" + "Support team staff salaries, staff bonuses, staff reviews. " * 5 + "\n",
-    "Zebrafish.md": "---\nscope: /a/secret\nobserved_at: 2026-11-01 09:00:00\naliases: [Pager]\n---\n# Zebrafish\n\nZebrafish is the code name of the pager "
-    "replacement; the support team staff have not been told.\n",
+    "Zebrafish.md": (
+        "---\nscope: /a/secret\nobserved_at: 2026-11-01 09:00:00\naliases: [Pager]\n---\n# Zebrafish\n\nZebrafish is "
+        "the code name of the pager "
+        "replacement; the support team staff have not been told.\n"
+    ),
 }
 FLAGGED = {
     "Leak.md": PUBLIC + "# Leak\n\nThe zebrafish escalation pager password is hunter2; support team staff "
@@ -145,7 +148,10 @@ def test_with_nothing_hidden_the_lexical_leg_is_fts5s_bm25(brains):
         match = lexical.plan(q)
         ours = bm25.search(bm25.TermStats(quiet, reach), match)
         theirs = quiet.execute(
-            "select rowid, bm25(knowledge_fts, 3.0, 1.0) s from knowledge_fts where knowledge_fts match ? order by s, rowid",
+            (
+                "select rowid, bm25(knowledge_fts, 3.0, 1.0) s from knowledge_fts where knowledge_fts match ? order "
+                "by s, rowid"
+            ),
             [match.expression()],
         ).fetchall()
         assert ours == [tuple(r) for r in theirs], q

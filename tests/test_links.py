@@ -81,7 +81,8 @@ async def test_knowledge_cells_link_and_stay_short(datasette, demo):
     assert cells(page, "title") == [f'<a href="/demo/-/memory/{hostile_id}">&lt;b&gt;Hostile&lt;/b&gt;</a>']
     content = cells(page, "content")[0]
     assert content.startswith(
-        f'<a href="/demo/-/entity/{entity_id}" class="brain-entity-link">[[mentions::&lt;img src=x onerror=alert(1)&gt;]]</a>'
+        f'<a href="/demo/-/entity/{entity_id}" class="brain-entity-link">'
+        "[[mentions::&lt;img src=x onerror=alert(1)&gt;]]</a>"
         " and &lt;script&gt;alert(2)&lt;/script&gt;"
     )
     assert content.endswith(f'… <a href="/demo/-/memory/{hostile_id}" class="brain-more">more</a>')

@@ -124,9 +124,7 @@ def build(conn, world):
     chunk_ids = [
         conn.execute(
             "insert into knowledge (document_id, title, content, flagged, relevance_tier, expires_at, scope, class, "
-            "source) values (?, ?, 'text', ?, ?, case when :e like '+%' then datetime('now', :e) else :e end, ?, ?, ?)".replace(
-                ":e", "?5"
-            ),
+            "source) values (?, ?, 'text', ?, ?, case when ?5 like '+%' then datetime('now', ?5) else ?5 end, ?, ?, ?)",
             (document, title, flagged, tier, expires, scope, kind, source),
         ).lastrowid
         for document, title, flagged, tier, expires, scope, kind, source in world["chunks"]

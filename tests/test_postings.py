@@ -344,7 +344,7 @@ def test_postings_that_followed_writes_search_as_a_fresh_build():
     at once from the rows as they are; compacted, they are that build."""
     rows = read_rows(SAMPLE, 25) * 4
     rng = random.Random(7)
-    followed, current, slots, slot = Postings(), {}, [], 0
+    followed, current, slot = Postings(), {}, 0
     lengths = {}
     for start in range(0, len(rows), 7):
         batch = list(range(start, min(start + 7, len(rows))))

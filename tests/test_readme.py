@@ -404,7 +404,7 @@ def examples(*languages):
 
 
 def test_every_example_is_of_a_kind_the_tests_check():
-    for page, language, body in BLOCKS:
+    for page, language, _ in BLOCKS:
         assert language in {"bash", "json", "python", "sql", "yaml", ""}, f"{page.name}: ```{language}"
 
 

@@ -8,6 +8,7 @@ one that cannot bridge a gap says so; the replicas outlive the primary, and a
 brain restored from the replica holds every acknowledged write."""
 
 import asyncio
+import functools
 import json
 import os
 import re
@@ -285,7 +286,9 @@ def test_an_acknowledged_memory_is_recalled_on_both_replicas_under_constant_reca
             )
             acknowledged = time.monotonic()
             for url in cluster.replicas:
-                wait_for(lambda: _recalls(url, word, memory_id), seconds=30, every=0.05, what=f"{word} on {url}")
+                wait_for(
+                    functools.partial(_recalls, url, word, memory_id), seconds=30, every=0.05, what=f"{word} on {url}"
+                )
                 lags.append(time.monotonic() - acknowledged)
     finally:
         stop.set()
@@ -314,7 +317,9 @@ def test_a_restarted_follower_resumes_without_copying_again(cluster):
     ]
     cluster.processes.start("follow1", _brain("follow", cluster.store, copy, "--interval", "0.5"))
     for i, memory_id in enumerate(ids):
-        wait_for(lambda: _recalls(r1, f"kiwi{i}", memory_id, resuming=True), what="the resumed follower's changes")
+        wait_for(
+            functools.partial(_recalls, r1, f"kiwi{i}", memory_id, resuming=True), what="the resumed follower's changes"
+        )
     assert os.stat(copy).st_ino == inode  # the same file, brought forward: nothing copied again
     assert (
         "resuming" in cluster.processes.log("follow1")
@@ -428,7 +433,7 @@ async def test_connections_kept_open_on_a_copy_see_every_write_and_the_read_stat
                 word = f"kx{i}stoat"
                 [[memory_id]] = brain_sql.remember(writer, [{"_id": f"open-{i}", "text": f"The {word} lives here."}])[1]
 
-                def seen():
+                def seen(word=word, memory_id=memory_id):
                     found = reader.execute("select rowid from knowledge_fts where knowledge_fts match ?", [word])
                     return found.fetchall() == [(memory_id,)]
 
@@ -438,7 +443,7 @@ async def test_connections_kept_open_on_a_copy_see_every_write_and_the_read_stat
                 with writer:
                     writer.execute("update notes set body = ? where id = 1500", [word])
                 wait_for(
-                    lambda: reader.execute("select body from notes where id = 1500").fetchone() == (word,),
+                    lambda word=word: reader.execute("select body from notes where id = 1500").fetchone() == (word,),
                     seconds=30,
                     every=0.02,
                     what="a plain write on the open connection",
