@@ -135,14 +135,56 @@ def _character(character):
     return f"U+{ord(character):04X}{f' {name}' if name else ''}"
 
 
+# Scripts that one word may mix (Unicode's UTS #39, its "highly restrictive" level):
+# Japanese writes Han, Hiragana and Katakana beside Latin; Chinese Han with Bopomofo;
+# Korean Hangul with Han. Any other mix in a part of a scope is refused.
+_SCRIPTS_TOGETHER = (
+    frozenset({"LATIN", "HAN", "HIRAGANA", "KATAKANA"}),
+    frozenset({"LATIN", "HAN", "BOPOMOFO"}),
+    frozenset({"LATIN", "HAN", "HANGUL"}),
+)
+_SCRIPT_NAMES = {"CJK": "HAN", "IDEOGRAPHIC": "HAN"}  # a Han character's name begins with CJK
+_LETTERS = ("Lu", "Ll", "Lt", "Lo")  # not Lm: modifier letters (ー, 々, ʼ) go with any script
+
+
+def _script(character):
+    """A letter's script, taken from the first word of its Unicode name (LATIN,
+    CYRILLIC, GREEK, ...; the FULLWIDTH and HALFWIDTH forms are their letters'):
+    an approximation of Unicode's Script property that needs no table. None for
+    what is no letter (digits, punctuation, marks), which belongs to no script."""
+    if unicodedata.category(character) not in _LETTERS:
+        return None
+    words = unicodedata.name(character, "").split()
+    if words[:1] in (["FULLWIDTH"], ["HALFWIDTH"]):
+        words = words[1:]
+    return _SCRIPT_NAMES.get(words[0], words[0]) if words else None
+
+
+def _mixed_scripts(part):
+    """(a letter of the script with the fewest letters in `part`, a letter of another)
+    when `part` mixes scripts no word mixes; None when it is written in one script
+    (or in a mix Unicode allows)."""
+    letters = {}
+    for character in part:
+        script = _script(character)
+        if script is not None:
+            letters.setdefault(script, []).append(character)
+    if len(letters) < 2 or any(set(letters) <= together for together in _SCRIPTS_TOGETHER):
+        return None
+    fewest = min(letters, key=lambda script: len(letters[script]))
+    other = next(script for script in letters if script != fewest)
+    return (letters[fewest][0], fewest), (letters[other][0], other)
+
+
 def normalize_scope(value):
     """'/acme/support/' -> '/acme/support'; scopes are absolute paths.
 
     A scope that would read like another on a page is refused, not stored as a
     separate scope: control, format and invisible characters, spaces other than the
     plain one, a space at the start or end of a part ('/acme '), a part that begins
-    with a combining mark, and text not in Unicode's composed form (NFC), where é
-    is one character, not e and a combining accent."""
+    with a combining mark, text not in Unicode's composed form (NFC), where é
+    is one character, not e and a combining accent, and a part that mixes letters
+    of two scripts ('/аcme' with a Cyrillic а reads as '/acme')."""
     if not isinstance(value, str) or not value.startswith("/"):
         raise FieldError(f"scope must be a path starting with '/', such as /acme/support, not {shown(value)}")
     if any(unicodedata.category(c) == "Cc" for c in value):
@@ -173,6 +215,15 @@ def normalize_scope(value):
             f"scope {shown(value)} has a part that begins with {_character(marked)}, a mark with no letter to go on: "
             "it would be a separate scope that looks like another"
         )
+    for part in parts:
+        mixed = _mixed_scripts(part)
+        if mixed:
+            (odd, odd_script), (usual, usual_script) = mixed
+            raise FieldError(
+                f"scope {shown(value)} has a part, {shown(part)}, that mixes letters of different scripts: "
+                f"{_character(odd)} is {odd_script}, {_character(usual)} is {usual_script}; "
+                "it would be a separate scope that looks like another: write each part in one script"
+            )
     return "/" + "/".join(parts)
 
 

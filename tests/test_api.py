@@ -580,7 +580,8 @@ async def test_values_of_the_wrong_kind_are_a_409_saying_to_run_check(vault_brai
 @pytest.mark.asyncio
 async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(tmp_path):
     """Over HTTP and MCP alike: a record valid_to before its valid_from, or a scope
-    with a trailing space or a zero-width space, is refused by name; nothing is stored."""
+    with a trailing space, a zero-width space or letters of two scripts, is refused
+    by name; nothing is stored."""
     path = tmp_path / "brain.db"
     brain_sql.migrate(brain_sql.connect(path))
     datasette = Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
@@ -596,6 +597,8 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
         ("remember", {"text": "x", "scope": "/acme\u2800"}, "may not contain U+2800 BRAILLE PATTERN BLANK"),
         ("recall", {"q": "support", "scope": "/acme\u2800"}, "may not contain U+2800 BRAILLE PATTERN BLANK"),
         ("remember", {"text": "x", "scope": "/acme/\u0301"}, "begins with U+0301 COMBINING ACUTE ACCENT"),
+        ("remember", {"text": "x", "scope": "/\u0430cme"}, "U+0430 CYRILLIC SMALL LETTER A is CYRILLIC"),
+        ("recall", {"q": "support", "scope": "/acme/supp\u043ert"}, "mixes letters of different scripts"),
     ]
     for route, body, message in bad:
         response = await datasette.client.post(f"/brain/-/{route}", json=body)

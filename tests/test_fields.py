@@ -194,6 +194,13 @@ def test_scope_with_control_characters_is_refused(scope):
         # é as e and a combining accent: the same on a page as é in one character
         ("/acme/e\u0301", "write é as U+00E9, not as e and U+0301 COMBINING ACUTE ACCENT"),
         ("/caf\u0065\u0301/support", "not in Unicode's composed form (NFC)"),
+        # letters of two scripts in one part: Cyrillic а (U+0430) in Latin acme reads as /acme
+        ("/\u0430cme", "mixes letters of different scripts: U+0430 CYRILLIC SMALL LETTER A is CYRILLIC"),
+        ("/acme/supp\u043ert", "U+043E CYRILLIC SMALL LETTER O is CYRILLIC, U+0073 LATIN SMALL LETTER S is LATIN"),
+        ("/c\u03bfde", "U+03BF GREEK SMALL LETTER OMICRON is GREEK"),
+        ("/\u0430\u0441me", "mixes letters of different scripts"),
+        ("/\u0442\u043eky\u043e", "mixes letters of different scripts"),
+        ("/\U0001d41acme", "U+1D41A MATHEMATICAL BOLD SMALL A is MATHEMATICAL"),
     ],
 )
 def test_a_scope_that_looks_like_another_is_refused_by_name(scope, named):
@@ -222,6 +229,15 @@ def test_look_alike_scopes_are_never_two_scopes():
         "/\u4e2d\u6587",
         "/\ud55c\uad6d",
         "/caf\u00e9/\u00fcber",
+        # one script a part, whichever (digits and punctuation have none), or Latin with
+        # the scripts Japanese, Chinese and Korean write alongside it (Unicode's UTS #39)
+        "/\u043c\u043e\u0441\u043a\u0432\u0430/2024-\u0441\u043c\u0435\u0442\u0430",
+        "/acme/\u043c\u043e\u0441\u043a\u0432\u0430",
+        "/\u03b1\u03b8\u03ae\u03bd\u03b1",
+        "/\u6771\u4eac\u30bf\u30ef\u30fc/\u3072\u3089\u304c\u306a",
+        "/Python\u5165\u9580",
+        "/\ud55c\uad6d\u8a9e",
+        "/acme_2/support-eu.v2",
     ):
         assert normalize_scope(scope) == scope
 

@@ -112,7 +112,7 @@ def test_a_record_whose_validity_ends_before_it_begins_is_skipped_with_its_line(
         '{"_id": "back", "text": "Bob ran support.", "valid_from": "2025-01-01", "valid_to": "2024-01-01"}\n'
     )
     (folder / "role.md").write_text("---\nvalid_from: 2025-01-01\nvalid_to: 2025-01-01\n---\n# Role\n\nCarol\n")
-    (folder / "scoped.csv").write_text('text,scope\nfine,/acme\nhidden,"/acme\u200b"\n')
+    (folder / "scoped.csv").write_text('text,scope\nfine,/acme\nhidden,"/acme\u200b"\nmixed,/\u0430cme\n')
     conn = brain_sql.connect(tmp_path / "brain.db")
     report = brain_sql.ingest(conn, [folder])
     problems = sorted((e.path.rsplit("/", 1)[-1], e.line, e.message) for e in report.errors)
@@ -134,6 +134,13 @@ def test_a_record_whose_validity_ends_before_it_begins_is_skipped_with_its_line(
             3,
             'scope "/acme\\u200b" may not contain U+200B ZERO WIDTH SPACE: '
             "it would be a separate scope that looks like another",
+        ),
+        (
+            "scoped.csv",
+            4,
+            'scope "/\u0430cme" has a part, "\u0430cme", that mixes letters of different scripts: '
+            "U+0430 CYRILLIC SMALL LETTER A is CYRILLIC, U+0063 LATIN SMALL LETTER C is LATIN; "
+            "it would be a separate scope that looks like another: write each part in one script",
         ),
     ]
     assert rows(conn, "select coalesce(external_id, content) from knowledge order by 1") == [("fine",), ("ok",)]
