@@ -254,7 +254,7 @@ def reindex(conn: Connection, model_id: str) -> int:
     """Re-embed every memory with `model_id` and record it as the brain's model,
     in one transaction: recall keeps working on the old vectors until it commits.
     Returns the number of vectors written."""
-    dimension = model_dimension(model_id)
+    dimension = model_dimension(model_id, fetch=True)  # the user named it
     with atomic(conn):
         create_vector_table(conn, dimension)
         conn.executemany(
@@ -612,7 +612,7 @@ def ensure_meta(conn, model_id):
             f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)",
             [
                 ("model", model_id),
-                ("dimension", str(model_dimension(model_id))),
+                ("dimension", str(model_dimension(model_id, fetch=True))),  # $BRAIN_MODEL or --model
                 ("schema_version", str(SCHEMA_VERSION)),
             ],
         )
@@ -646,7 +646,7 @@ def check_model(conn, model_id):
     recorded, dimension = recorded_model_and_dimension(conn)
     if model_id == recorded:
         return
-    other = model_dimension(model_id)
+    other = model_dimension(model_id, fetch=True)  # the model asked for by name
     raise BrainError(
         f"this brain was embedded with {recorded!r} ({dimension} dimensions), not "
         f"{model_id!r} ({other} dimensions): recall with {recorded!r}, or run "

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from .config import CLASSES
 from .connection import sqlite3
+from .embed import NOT_INSTALLED, installed, model_dimension
 from .errors import BrainError, FieldError
 from .fields import normalize_scope
 from .schema import ENTITY_SQL, META_TABLE, TIME_SAYS, TIME_SQL
@@ -158,7 +159,7 @@ DERIVED_ROWS = ("relationships", "brain_mention_queue")
 class Invalid:
     """One stored value of the wrong kind: where it is, what it is, what it should
     be, and what --repair does: ("set", value), ("delete", None) for a derived row,
-    or None when it cannot be told."""
+    or None when it cannot be told, and then `how` says what mends it."""
 
     table: str
     key: object
@@ -166,11 +167,12 @@ class Invalid:
     value: object
     says: str
     repair: tuple | None = None
+    how: str = "set it with SQL"
 
     def __str__(self):
         found = f"a BLOB of {len(self.value)} bytes" if isinstance(self.value, bytes) else repr(self.value)[:60]
         if self.repair is None:
-            mend = "set it with SQL"
+            mend = self.how
         elif self.repair[0] == "delete":
             mend = "--repair deletes the row: it is derived"
         else:
@@ -228,18 +230,32 @@ def _normal(rule, value):
 
 
 def _meta(conn):
-    """brain_meta's model must be text, and its dimension that of vec_knowledge:
-    recall builds its vectors' arrays that wide."""
+    """brain_meta's model must be text naming a model installed here (recall never
+    fetches one), and its dimension that of vec_knowledge: recall builds its
+    vectors' arrays that wide."""
     meta = dict(conn.execute(f"select key, value from {META_TABLE} where key in ('model', 'dimension')").fetchall())
     found = []
+    dimension = vector_dimension(conn)
     if not isinstance(meta.get("model"), str):
         value = meta.get("model")
         found.append(Invalid(META_TABLE, "model", "value", value, "text", _repair(conn, REQUIRED, value)))
-    dimension = vector_dimension(conn)
+    elif not installed(meta["model"]):
+        repair = _embedded_with(conn, dimension)
+        how = "re-embed the memories with an installed model: sqlite-utils brain reindex DB --model M"
+        found.append(Invalid(META_TABLE, "model", "value", meta["model"], NOT_INSTALLED, repair, how))
     if dimension is not None and meta.get("dimension") != str(dimension):
         says = f"{dimension}, the dimension of the stored vectors"
         found.append(Invalid(META_TABLE, "dimension", "value", meta.get("dimension"), says, ("set", str(dimension))))
     return found
+
+
+def _embedded_with(conn, dimension):
+    """("set", model) when every memory says it was embedded with one model, installed
+    here and making vectors as wide as the stored ones; None otherwise."""
+    models = [row[0] for row in conn.execute("select distinct embedding_model from knowledge limit 2")]
+    if len(models) != 1 or not isinstance(models[0], str) or not installed(models[0]):
+        return None
+    return ("set", models[0]) if dimension is None or model_dimension(models[0]) == dimension else None
 
 
 def _repair(conn, rule, value, table=None, key=None, at=None):

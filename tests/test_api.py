@@ -4,6 +4,7 @@ embeddings, permissions, errors, and inputs that once gave a 500."""
 import html
 import json
 import sqlite3 as stdlib_sqlite3
+import threading
 
 import pytest
 from datasette.app import Datasette
@@ -545,6 +546,11 @@ async def test_new_routes_read_nothing_for_an_actor_denied_the_database_or_knowl
             ["/brain/-/recall?q=zzqx+unknown+words"],
         ),
         (
+            "update brain_meta set value = 'nope/model' where key = 'model'",  # never fetched: not installed here
+            "'nope/model', which is not a model installed here",
+            ["/brain/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg"],
+        ),
+        (
             "update entities set name = cast(name as blob) where name = 'Graph Leg'",
             "name: a BLOB",
             ["/brain/-/entity/{entity}", "/brain/-/recall?q=graph+leg"],
@@ -575,6 +581,25 @@ async def test_values_of_the_wrong_kind_are_a_409_saying_to_run_check(vault_brai
     async with Client(server) as client:
         result = await client.call_tool("brain_recall", {"q": q})
     assert result.is_error and result.structured_content["status"] == 409, result
+
+
+@pytest.mark.asyncio
+async def test_a_brain_whose_model_is_not_installed_starts_quietly_and_recall_is_a_409(
+    vault_brain_copy, monkeypatch, capsys
+):
+    """A model id no model here has (brain_meta set with plain SQL): the server's warm-up
+    neither fetches it nor prints a traceback, and recall is a 409 saying what to run."""
+    thread_errors = []
+    monkeypatch.setattr(threading, "excepthook", thread_errors.append)
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute("update brain_meta set value = 'nope/model' where key = 'model'")
+    conn.close()
+    datasette = await warmed(Datasette([str(vault_brain_copy)]))
+    response = await datasette.client.get("/brain/-/recall", params={"q": "graph leg"})
+    assert response.status_code == 409 and "'nope/model'" in response.json()["error"], response.text
+    assert "sqlite-utils brain reindex DB --model M" in response.json()["error"]
+    logged = capsys.readouterr()
+    assert not thread_errors and "Traceback" not in logged.err + logged.out, [e.exc_value for e in thread_errors]
 
 
 @pytest.mark.asyncio

@@ -224,6 +224,68 @@ def test_values_of_the_wrong_kind_are_named_and_mended_when_they_read_one_way(ru
     assert run("brain", "recall", db_path, "zzqx unknown words").exit_code == 0
 
 
+@pytest.fixture
+def no_network(monkeypatch):
+    """The hub's downloads recorded and refused: what a model fetched would have asked
+    for (a look in the local cache, local_files_only, is no fetch)."""
+    import huggingface_hub
+
+    fetched, look = [], huggingface_hub.snapshot_download
+
+    def download(*args, **kwargs):
+        if kwargs.get("local_files_only"):
+            return look(*args, **kwargs)
+        fetched.append(args or kwargs)
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", download)
+    return fetched
+
+
+def test_a_model_not_installed_is_one_problem_and_never_fetched(run, db_path, no_network):
+    """brain_meta's model set with plain SQL to an id no model here has: recall and
+    check never fetch it; recall names it and says to run check or reindex; check
+    names that one value (not every memory as embedded by another model), and
+    --repair restores the model every memory says it was embedded with."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    conn.execute("update brain_meta set value = 'nope/model' where key = 'model'")
+    conn.close()
+    recalled = run("brain", "recall", db_path, "graph leg")
+    assert recalled.exit_code == 1 and "Traceback" not in recalled.output, recalled.output
+    for named in ("'nope/model'", "not a model installed here", "sqlite-utils brain check", "brain reindex"):
+        assert named in recalled.output, recalled.output
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1, found.output
+    assert found.output.splitlines()[1:] == [
+        "  brain_meta model value: 'nope/model', not a model installed here (this package's, a plugin's, a local "
+        "model2vec folder, or a hub model in the local cache: a brain's model is never fetched) (--repair makes it "
+        "'wordllama/l2_supercat')"
+    ], found.output
+    assert "another model" not in found.output
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    assert run("brain", "recall", db_path, "graph leg").exit_code == 0
+    assert not no_network
+
+
+def test_a_model_not_installed_that_no_memory_tells_is_mended_by_reindex(run, db_path, no_network):
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    conn.execute("update brain_meta set value = 'nope/model' where key = 'model'")
+    conn.execute("update knowledge set embedding_model = 'nope/model'")
+    conn.close()
+    before = snapshot(brain_sql.connect(db_path))
+    refused = run("brain", "check", db_path, "--repair")
+    assert refused.exit_code == 1 and "cannot tell what these values should be" in refused.output, refused.output
+    assert "'nope/model'" in refused.output and "sqlite-utils brain reindex DB --model M" in refused.output
+    assert snapshot(brain_sql.connect(db_path)) == before
+    reindexed = run("brain", "reindex", db_path, "--model", "wordllama/l2_supercat")
+    assert reindexed.exit_code == 0, reindexed.output
+    assert run("brain", "check", db_path).output.endswith(": consistent\n")
+    assert not no_network
+
+
 def test_a_value_that_reads_no_one_way_is_named_and_repair_refuses_changing_nothing(run, db_path):
     assert run("brain", "ingest", db_path, VAULT).exit_code == 0
     conn = brain_sql.connect(db_path)
