@@ -250,9 +250,15 @@ def _meta(conn):
 
 
 def _embedded_with(conn, dimension):
-    """("set", model) when every memory says it was embedded with one model, installed
-    here and making vectors as wide as the stored ones; None otherwise."""
-    models = [row[0] for row in conn.execute("select distinct embedding_model from knowledge limit 2")]
+    """("set", model) when the memories that name the model they were embedded with
+    (the reference system's name none) all name one, installed here and making
+    vectors as wide as the stored ones; None otherwise."""
+    models = [
+        row[0]
+        for row in conn.execute(
+            "select distinct embedding_model from knowledge where embedding_model is not null limit 2"
+        )
+    ]
     if len(models) != 1 or not isinstance(models[0], str) or not installed(models[0]):
         return None
     return ("set", models[0]) if dimension is None or model_dimension(models[0]) == dimension else None
