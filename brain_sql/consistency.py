@@ -242,9 +242,9 @@ def _repair(conn, problems, model_id):
         validity.promote(conn, problems.get("orphan_versions", []))
         if problems.get("stale_supersession"):
             validity.rederive(conn)
-        # a quote of a turn still at its place quotes its words now, as remember's
-        # correction does; the quotes go first: making a turn's own lines again
-        # rehashes it, and its hash is what tells a turn whose words plain SQL changed
+        # a quote of a turn still at its place quotes its words and speaker now, as
+        # remember's correction does; the quotes go first: making a turn's own lines
+        # again rehashes it and names its speaker, which is what tells a turn plain SQL changed
         for quotes in conversation.stale_quotes(conn, partial(edited, conn)).values():
             for quote in quotes:
                 restate(conn, quote, quote.now)
