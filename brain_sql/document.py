@@ -112,8 +112,8 @@ def _document_fields(document, raw):
     except FieldError as ex:
         return error(str(ex))
     try:
-        document.tags = _names(raw.get("tags"), "tags")
-        document.aliases = _names(raw.get("aliases"), "aliases")
+        document.tags = names(raw.get("tags"), "tags")
+        document.aliases = names(raw.get("aliases"), "aliases")
         document.entities = [_entity(e) for e in _list(raw.get("entities"), "entities")]
         document.relations = [relation(r) for r in _list(raw.get("relations"), "relations")]
     except FieldError as ex:
@@ -154,7 +154,7 @@ def _list(value, name):
     return value
 
 
-def _names(value, name):
+def names(value, name):
     """Tags or aliases: a list, or a comma-separated string."""
     if isinstance(value, str):
         value = value.split(",")

@@ -10,7 +10,7 @@ import pytest
 import brain_sql
 from brain_sql.pipeline import remember
 
-from .conftest import edges, rows, write
+from .conftest import edges, rows, without_rules, write
 
 TURNS = [
     {"_id": "S1:1", "text": "Hey Mel! How was your weekend?", "speaker": "Caroline"},
@@ -573,3 +573,18 @@ def test_a_turn_moved_to_a_parent_scope_is_unquoted_as_remember_moves_it(tmp_pat
     assert "support group" not in contexts[0][3] + contexts[0][4]
     brain_sql.forget(conn, ids=[conn.execute("select id from knowledge where external_id = 'S1:3'").fetchone()[0]])
     assert not rows(conn, "select id from knowledge where context like '%support group%'")
+
+
+def test_a_turn_given_a_day_no_calendar_has_keeps_its_own_lines(conn, tmp_path):
+    """29 February 2023 reads as no day to the turn's own lines (SQLite takes it
+    for 1 March): check names the value, and --repair refuses it, changing nothing,
+    instead of writing the turn's lines again without its day."""
+    brain_sql.ingest(conn, [transcript(tmp_path)])
+    without_rules(conn)  # as a brain written before they refused it
+    conn.execute("update knowledge set observed_at = '2023-02-29 10:00:00' where external_id = 'S1:3'")
+    before = by_external_id(conn)
+    found = brain_sql.check(conn)
+    assert list(found) == ["invalid_values"] and "observed_at: '2023-02-29 10:00:00'" in found["invalid_values"][0]
+    with pytest.raises(brain_sql.BrainError, match="cannot tell what these values should be"):
+        brain_sql.check(conn, repair=True)
+    assert by_external_id(conn) == before
