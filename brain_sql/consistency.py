@@ -146,12 +146,9 @@ def _check(conn, repair=False):
             "where chunks != (select count(*) from knowledge k where k.document_id = d.document_id)",
         ),
         "pending_mentions": _ids(conn, f"select id from {mentions.QUEUE_TABLE}"),
-        # ids written while the id mark's trigger was gone: forgetting them would let them be given again
-        "id_mark_behind": _ids(
-            conn,
-            f"select max(id) from knowledge having max(id) > "
-            f"coalesce((select seq from {IDS_TABLE} where name = 'knowledge'), 0)",
-        ),
+        # the id mark set back, emptied or dropped by plain SQL, or ids written while its
+        # trigger was gone: a forgotten memory's id could be given again
+        "id_mark_behind": _id_mark(conn),
         # earlier versions whose record's current version is gone (deleted by plain SQL)
         "orphan_versions": _ids(
             conn,
@@ -188,6 +185,28 @@ def _instance(conn):
     if len(ids) != 1:
         return [f"{INSTANCE_TABLE} holds {len(ids)} rows, not one"]
     return [] if isinstance(ids[0], str) and ids[0] else [f"{INSTANCE_TABLE} holds {ids[0]!r:.60}, not an id (text)"]
+
+
+# the highest memory id the brain gave: of those stored, and of those its change
+# log names (forgotten ones among them, until the log is pruned)
+_GIVEN = (
+    "select max(coalesce((select max(id) from knowledge), 0), coalesce((select max(key) from "
+    f"{CHANGES_TABLE} where kind = 'chunk' and typeof(key) = 'integer'), 0))"
+)
+
+
+def _id_mark(conn):
+    """What is wrong with the id mark (brain_ids), which keeps every memory id ever
+    given from being given again: the highest id given when the mark is below it,
+    else what it holds that is no mark."""
+    given = conn.execute(_GIVEN).fetchone()[0]
+    try:
+        marks = _ids(conn, f"select seq from {IDS_TABLE} where name = 'knowledge'")
+    except sqlite3.OperationalError:  # dropped
+        return [f"no {IDS_TABLE} table"]
+    if marks and not isinstance(marks[0], int):
+        return [f"{IDS_TABLE} holds {marks[0]!r:.60}, not a memory id"]
+    return [given] if given > (marks[0] if marks else 0) else []
 
 
 def _same(sql):
@@ -234,9 +253,7 @@ def _repair(conn, problems, model_id):
         if problems.get("missing_vectors") or problems.get("other_model_vectors"):
             backfill_vectors(conn, model_id)
         if problems.get("id_mark_behind"):
-            conn.execute(
-                f"insert or replace into {IDS_TABLE} (name, seq) values ('knowledge', ?)", problems["id_mark_behind"]
-            )
+            _restore_id_mark(conn)
         if problems.get("pending_mentions"):
             mentions.resolve_mentions(conn)
         validity.promote(conn, problems.get("orphan_versions", []))
@@ -250,6 +267,15 @@ def _repair(conn, problems, model_id):
                 restate(conn, quote, quote.now)
         for contexts in conversation.stale_own_lines(conn).values():
             rewrite_contexts(conn, contexts)
+
+
+def _restore_id_mark(conn):
+    """The id mark made again: over every id given, and never below itself."""
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {IDS_TABLE} (name TEXT PRIMARY KEY, seq INTEGER NOT NULL)")
+    conn.execute(
+        f"insert or replace into {IDS_TABLE} (name, seq) select 'knowledge', max(({_GIVEN}), coalesce(("
+        f"select seq from {IDS_TABLE} where name = 'knowledge' and typeof(seq) = 'integer'), 0))"
+    )
 
 
 def fingerprint(conn):

@@ -1,15 +1,20 @@
 """`sqlite-utils brain check`: every inconsistency found, and repaired from knowledge.
 Ingest killed mid-write is tested in test_crash_recovery.py."""
 
+import ast
 import asyncio
+import inspect
 import json
 import sqlite3
+import textwrap
 
 import pytest
 from datasette.app import Datasette
 
 import brain_sql
+from brain_sql import consistency
 from brain_sql.consistency import check
+from datasette_brain.cli import PROBLEMS
 
 from .conftest import VAULT, snapshot, without_rules, write
 
@@ -487,3 +492,18 @@ def test_an_id_that_is_no_whole_number_is_named_when_recall_reads_it(run, db_pat
     assert "run sqlite-utils brain check" in recalled.output, recalled.output
     assert run("brain", "check", db_path, "--repair").exit_code == 0
     assert run("brain", "recall", db_path, "what does the graph leg do").exit_code == 0
+
+
+def test_every_problem_check_finds_is_told_in_words():
+    """The CLI names each problem check may find in words, never by its key: every
+    key _check reports (the literals of its `found` dict and of `problems[...] =`)
+    has a line in the CLI's PROBLEMS."""
+    source = inspect.getsource(consistency._check)
+    keys = set()
+    for node in ast.walk(ast.parse(textwrap.dedent(source))):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and node.targets[0].id == "found":
+            keys.update(key.value for key in node.value.keys)
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            keys.add(node.slice.value)
+    assert {"integrity", "invalid_values", "id_mark_behind", "stale_quotes", "stale_snapshot"} <= keys
+    assert keys - set(PROBLEMS) == set()
