@@ -8,7 +8,7 @@ from typing import Callable, Iterable
 
 from .config import MAX_METADATA_BYTES
 from .errors import FieldError
-from .fields import FIELD_NAMES, normalize_fields, unencodable
+from .fields import FIELD_NAMES, normalize_fields, not_json_number, unencodable
 from .wording import shown
 
 TEXT_KEYS = ("content", "text")
@@ -107,6 +107,9 @@ def _document_fields(document, raw):
     bad = unencodable(raw)  # after the size: it walks every shared part
     if bad is not None:
         return error(f"text {shown(bad)} is not valid Unicode (a lone surrogate)")
+    number = not_json_number(raw)
+    if number is not None:  # stored, SQLite's JSON functions could not read the metadata, nor export write it
+        return error(f"a value is {number} (YAML's .nan or .inf), a number JSON has not: write it as text, in quotes")
     try:
         document.fields = normalize_fields(raw)
     except FieldError as ex:

@@ -50,26 +50,36 @@ _UNREAD = object()
 
 def _json_or_text(value):
     """A stored JSON column's value as export gives it: its JSON, or text that is no
-    JSON as it is."""
+    JSON as it is; _UNREAD for JSON holding NaN or an infinity, which no export
+    writes (no one way to read it)."""
     if not isinstance(value, str):
         return value
     try:
         return loads_json(value)
     except (ValueError, RecursionError):
+        pass
+    try:
+        json.loads(value)
+    except (ValueError, RecursionError):
         return value
+    return _UNREAD
 
 
 def _as_metadata(value):
     """Metadata that is no JSON object, as ingest stores an exported record holding
     it: kept whole under "metadata"."""
-    return json.dumps({"metadata": _json_or_text(value)})
+    value = _json_or_text(value)
+    return _UNREAD if value is _UNREAD else json.dumps({"metadata": value})
 
 
 def _as_tags(value):
     """Tags that are no JSON list of names, as ingest reads an exported record's
     (a list, or names between commas); _UNREAD when no record could give them."""
+    value = _json_or_text(value)
+    if value is _UNREAD:
+        return _UNREAD
     try:
-        tags = names(_json_or_text(value), "tags")
+        tags = names(value, "tags")
     except FieldError:
         return _UNREAD
     return json.dumps(tags) if tags else None
