@@ -26,6 +26,7 @@ from .schema import (
     recorded_model,
     recorded_model_and_dimension,
     renew_instance,
+    restore_id_mark,
 )
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
 from .writer import edited, restate, rewrite_contexts
@@ -187,19 +188,24 @@ def _instance(conn):
     return [] if isinstance(ids[0], str) and ids[0] else [f"{INSTANCE_TABLE} holds {ids[0]!r:.60}, not an id (text)"]
 
 
-# the highest memory id the brain gave: of those stored, and of those its change
-# log names (forgotten ones among them, until the log is pruned)
-_GIVEN = (
-    "select max(coalesce((select max(id) from knowledge), 0), coalesce((select max(key) from "
-    f"{CHANGES_TABLE} where kind = 'chunk' and typeof(key) = 'integer'), 0))"
-)
+def _given(conn):
+    """The highest memory id the brain gave: of those stored, and of those its change
+    log names (forgotten ones among them, until the log is pruned)."""
+    given = conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0]
+    try:
+        logged = conn.execute(
+            f"select max(key) from {CHANGES_TABLE} where kind = 'chunk' and typeof(key) = 'integer'"
+        ).fetchone()[0]
+    except sqlite3.OperationalError:  # no change log: the ids stored are all it knows
+        return given
+    return max(given, logged or 0)
 
 
 def _id_mark(conn):
     """What is wrong with the id mark (brain_ids), which keeps every memory id ever
     given from being given again: the highest id given when the mark is below it,
     else what it holds that is no mark."""
-    given = conn.execute(_GIVEN).fetchone()[0]
+    given = _given(conn)
     try:
         marks = _ids(conn, f"select seq from {IDS_TABLE} where name = 'knowledge'")
     except sqlite3.OperationalError:  # dropped
@@ -253,7 +259,7 @@ def _repair(conn, problems, model_id):
         if problems.get("missing_vectors") or problems.get("other_model_vectors"):
             backfill_vectors(conn, model_id)
         if problems.get("id_mark_behind"):
-            _restore_id_mark(conn)
+            restore_id_mark(conn, _given(conn))
         if problems.get("pending_mentions"):
             mentions.resolve_mentions(conn)
         validity.promote(conn, problems.get("orphan_versions", []))
@@ -267,15 +273,6 @@ def _repair(conn, problems, model_id):
                 restate(conn, quote, quote.now)
         for contexts in conversation.stale_own_lines(conn).values():
             rewrite_contexts(conn, contexts)
-
-
-def _restore_id_mark(conn):
-    """The id mark made again: over every id given, and never below itself."""
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {IDS_TABLE} (name TEXT PRIMARY KEY, seq INTEGER NOT NULL)")
-    conn.execute(
-        f"insert or replace into {IDS_TABLE} (name, seq) select 'knowledge', max(({_GIVEN}), coalesce(("
-        f"select seq from {IDS_TABLE} where name = 'knowledge' and typeof(seq) = 'integer'), 0))"
-    )
 
 
 def fingerprint(conn):

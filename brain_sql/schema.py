@@ -435,6 +435,7 @@ def m012_change_stamps(db):
 
 
 IDS_TABLE = "brain_ids"
+_IDS = f"CREATE TABLE IF NOT EXISTS {IDS_TABLE} (name TEXT PRIMARY KEY, seq INTEGER NOT NULL)"
 
 
 @migrations()
@@ -444,10 +445,22 @@ def m013_id_mark(db):
     another memory's (an agent holding it reads nothing, not a stranger). Seeded
     from the highest id stored; `knowledge` itself is not rebuilt (AUTOINCREMENT
     would copy every row, and FTS5 and vec0 key on the same ids)."""
-    db.execute(f"CREATE TABLE IF NOT EXISTS {IDS_TABLE} (name TEXT PRIMARY KEY, seq INTEGER NOT NULL)")
+    db.execute(_IDS)
     db.execute(f"INSERT OR IGNORE INTO {IDS_TABLE} SELECT 'knowledge', coalesce(max(id), 0) FROM knowledge")
     for sql in id_mark_triggers().values():
         db.execute(sql)
+
+
+def restore_id_mark(conn, given):
+    """The id mark made again, as check's repair of one plain SQL set back, emptied,
+    overwrote or dropped: at `given` (the highest id given) or above, never below
+    what it holds."""
+    conn.execute(_IDS)
+    conn.execute(
+        f"INSERT OR REPLACE INTO {IDS_TABLE} (name, seq) SELECT 'knowledge', max(?, coalesce(("
+        f"SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge' AND typeof(seq) = 'integer'), 0))",
+        [given],
+    )
 
 
 def id_mark_triggers():
