@@ -3,6 +3,7 @@ confidence and tiers. Shared by every ingest format, the CLI and recall filters.
 
 import datetime
 import json
+import math
 import re
 import unicodedata
 from typing import Any
@@ -91,21 +92,39 @@ def loads_json(text: str | bytes) -> Any:
     return json.loads(text, parse_constant=_not_json)
 
 
-def unencodable(value: object, depth: int = 0) -> str | None:
+def unencodable(value: object) -> str | None:
     """The first string in `value` (a string, list or dict, keys included) that is
     not valid Unicode — a lone surrogate, which JSON's \\ud800 escapes can make — or None."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value
-        return None
+    return _first(value, _not_unicode)
+
+
+def not_json_number(value: object) -> float | None:
+    """The first number in `value` (as unencodable reads it) that JSON has not: NaN
+    or an infinity, which YAML reads (.nan, .inf) and SQLite's JSON cannot; or None."""
+    return _first(value, lambda item: isinstance(item, float) and not math.isfinite(item))
+
+
+def _not_unicode(item):
+    if not isinstance(item, str):
+        return False
+    try:
+        item.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _first(value, bad, depth=0):
+    """The first item of `value` and of the lists and dicts it holds (keys
+    included, a hundred deep) for which `bad` holds, or None."""
+    if bad(value):
+        return value
     if depth > 100:
         return None
     if isinstance(value, dict):
         value = [item for pair in value.items() for item in pair]
     if isinstance(value, (list, tuple)):
-        return next((bad for item in value if (bad := unencodable(item, depth + 1)) is not None), None)
+        return next((found for item in value if (found := _first(item, bad, depth + 1)) is not None), None)
     return None
 
 

@@ -28,8 +28,9 @@ def test_the_report_counts_what_was_stored(tmp_path):
 
 def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_path):
     """json and yaml raise ValueError for an integer of over 4,300 digits, and
-    RecursionError for deep nesting: each is that record's problem, named with
-    its file and line, and the rest still go in."""
+    RecursionError for deep nesting; YAML reads .nan and .inf, numbers JSON (and
+    SQLite's JSON, which reads the metadata) has not: each is that record's
+    problem, named with its file and line, and the rest still go in."""
     folder = tmp_path / "in"
     folder.mkdir()
     big = "9" * 5000
@@ -49,6 +50,10 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
     (folder / "hex.md").write_text("---\nextra: 0x" + "f" * 4000 + "\n---\n# Hex\n\ntext\n")
     (folder / "surrogate.md").write_text('---\ntitle: "\\uD800"\n---\n# S\n\ntext\n')
     (folder / "yes.md").write_text("---\ntitle: yes\n---\n# Yes\n\ntext\n")
+    (folder / "nan.md").write_text(
+        "---\nx: .nan\n---\n# NaN\n\ntext\n"
+    )  # JSON has no NaN: SQLite's JSON could not read it
+    (folder / "inf.md").write_text("---\nx: {y: [1, -.inf]}\n---\n# Inf\n\ntext\n")
     (folder / "bools.jsonl").write_text(
         '{"title": true, "text": "a title that is not one"}\n{"_id": "nan", "text": "x", "metadata": {"x": NaN}}\n'
     )
@@ -61,6 +66,8 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
         ("bools.jsonl", 2),
         ("deep.md", 1),
         ("hex.md", 1),
+        ("inf.md", 1),
+        ("nan.md", 1),
         ("records.jsonl", 2),
         ("records.jsonl", 3),
         ("surrogate.md", 1),
