@@ -162,12 +162,12 @@ def _register_search(conn, model_id):
         hits, _ = graph.walk(conn, text or "", seeds, request_filters(filters))
         return json.dumps([{"id": item, "score": score} for item, score in hits])
 
-    def brain_dialogue(fused, filters=None):
-        """brain_dialogue(fused [, filters]): fused is JSON [[id, score], ...] best
-        first; returns JSON [{id, score}] best first, each conversation turn's score
-        raised by its neighbours' and its session's (dialogue.py), the other turns of
-        the candidates' sessions that `filters` admit added, as the API ranks them."""
-        return dialogue.rescored_json(conn, fused, request_filters(filters))
+    def brain_dialogue(text, fused, filters=None):
+        """brain_dialogue(q, fused [, filters]): fused is JSON [[id, score], ...] best
+        first; returns JSON [{id, score}] best first as the API ranks them: a
+        conversation turn raised when q names its speaker and by its session's best
+        (dialogue.py), the candidates' sessions' other turns `filters` admit added."""
+        return dialogue.rescored_json(conn, text, fused, request_filters(filters))
 
     conn.create_function("brain_dialogue", -1, brain_dialogue)
     conn.create_function("brain_leg_weight", -1, brain_leg_weight)

@@ -223,7 +223,7 @@ def finish(conn, doc, legs, model_id):
             legs.raw["prf"] = {h[0]: -h[1] for h in hits}
             fused = legs.fuse()
         _timed(t, "prf", started)
-    fused = dialogue.rescored(conn, fused, legs.filters)
+    fused = dialogue.rescored(conn, doc.q, fused, legs.filters)
     t["fused_count"] = len(fused)
     t["fusion"] = "rrf" if t.get("graph_rescue") else method(bool(legs.entity_seeds))
     t["rrf_k"] = RRF_K

@@ -77,9 +77,9 @@ fused as (
   left join legs g on g.leg = 'graph' and g.id = ids.id
 ),
 dialogue as materialized (
-  -- conversation turns ranked with the turns around them and their session (other memories as fused)
+  -- conversation turns ranked with their session and the speakers :q names (other memories as fused)
   select j.value ->> 'id' as id, j.value ->> 'score' as score
-  from json_each(brain_dialogue(
+  from json_each(brain_dialogue(:q,
     -- each score to 17 digits, so the function reads the very doubles the API fuses
     (select '[' || coalesce(group_concat(printf('[%d,%!.17g]', id, score), ','), '') || ']'
      from (select id, score from fused order by score desc, id)),

@@ -1,7 +1,8 @@
-"""Conversation turns ranked with their neighbourhood (dialogue.py): the turn a
-question is about ranks with the turn after it that names what it only implies,
-through the API and the SQL recall alike; a turn the caller cannot see is no
-one's neighbour."""
+"""Conversation turns ranked with their session and speaker (dialogue.py): the
+turns of the session a question is about rank above other sessions' turns that
+share a word with it, and a question naming a speaker prefers that speaker's
+turns, through the API and the SQL recall alike; a turn the caller cannot see
+counts for nothing."""
 
 import json
 
@@ -91,12 +92,30 @@ def crowded(tmp_path_factory):
     return brain(tmp_path_factory.mktemp("crowded"), hidden=True)
 
 
-def test_the_turn_a_question_is_about_ranks_with_the_turn_after_it(quiet):
+def test_the_turns_of_the_session_a_question_is_about_rank_together(quiet):
     """trip:3 is the trip, but names neither camping nor the lake: trip:4, the turn
-    after it, does (and trip:5, which quotes trip:4 in its context). It ranks with
-    them, above the other sessions' turns that share a word with the question."""
+    after it, does (and trip:5, which quotes trip:4 in its context). It ranks
+    above the other sessions' turns that share a word with the question."""
     ranked = [item for item, _ in by_api(quiet, QUESTION)]
-    assert ranked[0] == "trip:4" and "trip:3" in ranked[:3]
+    assert ranked.index("trip:3") < min(ranked.index(f"other{i}:1") for i in range(6))
+
+
+def test_a_question_naming_a_speaker_prefers_that_speakers_turns(tmp_path):
+    """Each of the two says they went hiking by the river; Caroline says more of the
+    question's words, but the question asks about Melanie. Her name is in half the
+    turns' contexts, too common for the lexical leg to search for."""
+    said = [
+        ("Caroline", "We went hiking by the river, hiking up the river, a long river hike."),
+        ("Melanie", "We went hiking by the river last weekend."),
+        ("Caroline", "The kids painted all afternoon."),
+        ("Melanie", "I read a book about birds."),
+    ]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    lines = [json.dumps(turn(1, f"s{i}", speaker, text)) for i, (speaker, text) in enumerate(said)]
+    brain_sql.ingest(conn, [write(tmp_path / "chat.jsonl", "\n".join(lines) + "\n")])
+    for q, first in [("Where did Melanie go hiking by the river?", "s1:1"), ("a long river hike", "s0:1")]:
+        assert by_api(conn, q)[0][0] == first
+        assert by_sql(conn, q) == by_api(conn, q)
 
 
 @pytest.mark.parametrize("q", [QUESTION, "three nights under the stars", "tent", "the kids and the lake"])
@@ -107,7 +126,7 @@ def test_the_sql_recall_ranks_turns_as_the_api_does(quiet, q, scope):
 
 
 @pytest.mark.parametrize("q", [QUESTION, "three nights under the stars", "camping trip"])
-def test_a_turn_the_caller_cannot_see_is_no_ones_neighbour(quiet, crowded, q):
+def test_a_turn_the_caller_cannot_see_counts_for_nothing(quiet, crowded, q):
     """Between each two turns of the trip, the crowded brain holds a turn of another
     scope that says 'camping trip at the lake', and one flagged: to a caller of
     /chat it answers as the brain without them, through the API and the SQL."""
