@@ -605,8 +605,9 @@ async def test_a_brain_whose_model_is_not_installed_starts_quietly_and_recall_is
 @pytest.mark.asyncio
 async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(tmp_path):
     """Over HTTP and MCP alike: a record valid_to before its valid_from, or a scope
-    with a trailing space, a zero-width space or letters of two scripts, is refused
-    by name; nothing is stored."""
+    with a trailing space, a zero-width space, letters of two scripts, a slash or
+    dash that is not / or -, a compatibility form, or reading like a scope the
+    brain holds, is refused by name; nothing is stored."""
     path = tmp_path / "brain.db"
     brain_sql.migrate(brain_sql.connect(path))
     datasette = Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
@@ -624,7 +625,15 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
         ("remember", {"text": "x", "scope": "/acme/\u0301"}, "begins with U+0301 COMBINING ACUTE ACCENT"),
         ("remember", {"text": "x", "scope": "/\u0430cme"}, "U+0430 CYRILLIC SMALL LETTER A is CYRILLIC"),
         ("recall", {"q": "support", "scope": "/acme/supp\u043ert"}, "mixes letters of different scripts"),
+        ("remember", {"text": "x", "scope": "/acme\u2215support"}, "U+2215 DIVISION SLASH: it reads as"),
+        ("recall", {"q": "support", "scope": "/acme\u2044support"}, "U+2044 FRACTION SLASH: it reads as"),
+        ("remember", {"text": "x", "scope": "/\ufb01nance"}, "U+FB01 LATIN SMALL LIGATURE FI, a compatibility form"),
+        ("remember", {"text": "x", "scope": "/acme\u2010x"}, 'U+2010 HYPHEN: it reads as "-"'),
+        # whole Cyrillic: refused beside the /ace stored below, by name
+        ("remember", {"text": "x", "scope": "/\u0430\u0441\u0435"}, 'reads like "/ace", a scope this brain holds'),
     ]
+    stored = await datasette.client.post("/brain/-/remember", json={"text": "Ace of support.", "scope": "/ace"})
+    assert stored.status_code == 201, stored.text
     for route, body, message in bad:
         response = await datasette.client.post(f"/brain/-/{route}", json=body)
         assert response.status_code == 400 and message in response.json()["error"], (body, response.text)
@@ -636,7 +645,7 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
             result = await client.call_tool(f"brain_{route}", arguments)
             assert result.is_error and result.structured_content["status"] == 400, body
             assert message in result.structured_content["error"], (body, result.structured_content)
-    assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0
+    assert brain_sql.connect(path).execute("select scope from knowledge").fetchall() == [("/ace",)]
 
 
 NOT_AN_ID = "external_ids must be records' _ids: non-empty text or whole numbers"

@@ -119,7 +119,10 @@ def test_a_record_whose_validity_ends_before_it_begins_is_skipped_with_its_line(
         '{"_id": "back", "text": "Bob ran support.", "valid_from": "2025-01-01", "valid_to": "2024-01-01"}\n'
     )
     (folder / "role.md").write_text("---\nvalid_from: 2025-01-01\nvalid_to: 2025-01-01\n---\n# Role\n\nCarol\n")
-    (folder / "scoped.csv").write_text('text,scope\nfine,/acme\nhidden,"/acme\u200b"\nmixed,/\u0430cme\n')
+    (folder / "scoped.csv").write_text(
+        'text,scope\nfine,/acme\nhidden,"/acme\u200b"\nmixed,/\u0430cme\nslash,/acme\u2215support\n'
+        "ace,/ace\ncyrillic,/\u0430\u0441\u0435\n"  # /асе: the /ace of the record before, in Cyrillic
+    )
     conn = brain_sql.connect(tmp_path / "brain.db")
     report = brain_sql.ingest(conn, [folder])
     problems = sorted((e.path.rsplit("/", 1)[-1], e.line, e.message) for e in report.errors)
@@ -149,5 +152,22 @@ def test_a_record_whose_validity_ends_before_it_begins_is_skipped_with_its_line(
             "U+0430 CYRILLIC SMALL LETTER A is CYRILLIC, U+0063 LATIN SMALL LETTER C is LATIN; "
             "it would be a separate scope that looks like another: write each part in one script",
         ),
+        (
+            "scoped.csv",
+            5,
+            'scope "/acme\u2215support" may not contain U+2215 DIVISION SLASH: it reads as "/", so one part '
+            "reads as two; it would be a separate scope that looks like another",
+        ),
+        (
+            "scoped.csv",
+            7,
+            'scope "/\u0430\u0441\u0435" reads like "/ace", a scope this brain holds: U+0430 CYRILLIC SMALL '
+            "LETTER A, U+0441 CYRILLIC SMALL LETTER ES, U+0435 CYRILLIC SMALL LETTER IE read as its characters; "
+            'it would be a separate scope that looks like another: write "/ace" where that is meant, or another name',
+        ),
     ]
-    assert rows(conn, "select coalesce(external_id, content) from knowledge order by 1") == [("fine",), ("ok",)]
+    assert rows(conn, "select coalesce(external_id, content) from knowledge order by 1") == [
+        ("ace",),
+        ("fine",),
+        ("ok",),
+    ]
