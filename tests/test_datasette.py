@@ -46,6 +46,19 @@ async def test_metadata_titles_facets_and_search(demo):
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("q", ["\0", "\0 \0"])
+async def test_canned_recall_of_a_query_of_no_words_answers_as_the_api(demo, q, capsys):
+    """A NUL query embeds to no direction: the canned query recalls nothing, as the
+    API abstains, and nothing raises (brain_ppr once did, with a traceback in the log)."""
+    datasette = Datasette([str(demo)], metadata=METADATA)
+    canned = await datasette.client.get("/demo/recall.json", params={"q": q, "_shape": "array"})
+    assert canned.status_code == 200 and canned.json() == [], canned.text
+    api = await datasette.client.get("/demo/-/recall", params={"q": q})
+    assert api.status_code == 200 and api.json()["hits"] == []
+    assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.asyncio
 async def test_decay_filter_selects_a_bucket(demo):
     datasette = Datasette([str(demo)], metadata=METADATA)
     expired = (await datasette.client.get("/demo/knowledge.json?_decay=expired&_shape=objects")).json()
