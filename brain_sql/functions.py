@@ -273,7 +273,8 @@ def _register_search(conn, model_id):
         first; returns JSON [{id, score}] best first as the API ranks them: a
         conversation turn raised when q names its speaker and by its session's best
         (dialogue.py), the candidates' sessions' other turns `filters` admit added."""
-        return dialogue.rescored_json(conn, text, fused, request_filters(filters))
+        pairs = _fused(json_argument("fused", fused) if fused else [])
+        return dialogue.rescored_json(conn, text, pairs, request_filters(filters))
 
     _create(conn, "brain_dialogue", -1, brain_dialogue)
     _create(conn, "brain_leg_weight", -1, brain_leg_weight)
@@ -284,6 +285,23 @@ def _register_search(conn, model_id):
     _create(conn, "brain_verify", 2, brain_verify, deterministic=True)
     _create(conn, "brain_fts_query", -1, brain_fts_query)
     _create(conn, "brain_fts", -1, brain_fts)
+
+
+def _fused(fused):
+    """brain_dialogue's fused list, [(id, score)], from its JSON [[id, score], ...]."""
+    shape = "fused must be a JSON array of [id, score] pairs (id a whole number, score a finite number)"
+    if not isinstance(fused, list):
+        raise InputError(shape)
+    pairs = []
+    for pair in fused:
+        ok = isinstance(pair, list) and len(pair) == 2
+        item, score = pair if ok else (None, None)
+        if not ok or not isinstance(item, int) or isinstance(item, bool) or isinstance(score, bool):
+            raise InputError(f"{shape}, not {shown(pair)}")
+        if not isinstance(score, (int, float)) or not math.isfinite(score):
+            raise InputError(f"{shape}, not {shown(pair)}")
+        pairs.append((item, score))
+    return pairs
 
 
 def _passages(passages):
