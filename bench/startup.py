@@ -118,11 +118,11 @@ SNAPSHOT_FITS = """
 import sys
 from brain_sql import snapshot, state
 from brain_sql.connection import open_connection
-from brain_sql.follower import _last_change
+from brain_sql.follower import last_change
 from brain_sql.schema import recorded_model_and_dimension
 
 conn = open_connection(sys.argv[1], read_only=True)
-seq, instance, _ = _last_change(conn)
+seq, instance, _ = last_change(conn)
 try:
     manifest, _ = snapshot.read_manifest(snapshot.path_for(sys.argv[1]))
     held = manifest.get("instance"), manifest.get("seq")

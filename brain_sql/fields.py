@@ -10,7 +10,7 @@ from typing import Any
 
 from .config import CLASSES
 from .errors import FieldError
-from .lookalikes import punctuation_read_as, skeleton
+from .lookalikes import punctuation_read_as, separator_read_as, skeleton
 from .wording import shown
 
 TIME_FIELDS = ("observed_at", "valid_from", "valid_to", "expires_at", "created_at")
@@ -150,6 +150,24 @@ def _unseen(character):
     )
 
 
+_BOXES = {"\ufffd": "which stands for text that could not be read", "\ufffc": "which stands for an object"}
+
+
+def _shown_as_box(character):
+    """Why `character` shows as a box or as nothing in every font, or None: private
+    use (Co) and unassigned code points and noncharacters (Cn), the replacement
+    characters U+FFFD and U+FFFC."""
+    category = unicodedata.category(character)
+    if category == "Co":
+        return "a private-use character"
+    if category == "Cn":
+        code = ord(character)
+        if 0xFDD0 <= code <= 0xFDEF or code & 0xFFFE == 0xFFFE:
+            return "a noncharacter, never meant for text"
+        return "a code point Unicode has not assigned"
+    return _BOXES.get(character)
+
+
 def _character(character):
     name = unicodedata.name(character, "")
     return f"U+{ord(character):04X}{f' {name}' if name else ''}"
@@ -200,14 +218,16 @@ def normalize_scope(value):
     """'/acme/support/' -> '/acme/support'; scopes are absolute paths.
 
     A scope that would read like another on a page is refused, not stored as a
-    separate scope: control, format and invisible characters, spaces other than the
+    separate scope: control, format and invisible characters, code points that show
+    as a box (private use, unassigned, noncharacters, U+FFFD, U+FFFC), spaces other than the
     plain one, a space at the start or end of a part ('/acme '), a part that begins
     with a combining mark, text not in Unicode's composed form (NFC), where é
     is one character, not e and a combining accent, punctuation and symbols that
     read as ASCII or as a dash ('/acme∕support' with a division slash reads as two
     parts), compatibility forms (NFKC: the ligature ﬁ, a fullwidth ａ, a bold 𝟏),
-    and a part that mixes letters of two scripts ('/аcme' with a Cyrillic а reads
-    as '/acme'). Scopes that read alike letter by letter, each in one script
+    a part that mixes letters of two scripts ('/аcme' with a Cyrillic а reads
+    as '/acme'), and one holding a letter that reads as '/', '.' or '_' beside Latin
+    ('/acmeノsupport'). Scopes that read alike letter by letter, each in one script
     ('/асе' in Cyrillic and '/ace'), are told apart by ScopesAlike, which knows
     the brain's scopes."""
     if not isinstance(value, str) or not value.startswith("/"):
@@ -220,6 +240,12 @@ def normalize_scope(value):
         raise FieldError(
             f"scope {shown(value)} may not contain {_character(unseen)}: "
             "it would be a separate scope that looks like another"
+        )
+    boxed = next(((c, why) for c in value if (why := _shown_as_box(c))), None)
+    if boxed:
+        raise FieldError(
+            f"scope {shown(value)} may not contain {_character(boxed[0])}, {boxed[1]}: it shows as a box or as "
+            "nothing, so it would be a separate scope that looks like another"
         )
     if not unicodedata.is_normalized("NFC", value):
         raise FieldError(
@@ -242,6 +268,7 @@ def normalize_scope(value):
             "it would be a separate scope that looks like another"
         )
     for part in parts:
+        _refuse_separator_letters(value, part)
         mixed = _mixed_scripts(part)
         if mixed:
             (odd, odd_script), (usual, usual_script) = mixed
@@ -275,10 +302,61 @@ def _refuse_lookalike_characters(value):
         )
 
 
+def _refuse_separator_letters(value, part):
+    """FieldError for a part holding a letter, digit or mark that reads as '/', '.'
+    or '_' beside Latin letters or ASCII digits: /acme〳support, with U+3033, reads
+    as /acme/support, a child of /acme; a part wholly of its script (ノート) is a
+    word of it."""
+    if not any(c in _ASCII_DIGITS or _script(c) == "LATIN" for c in part):
+        return
+    for character in part:
+        read = separator_read_as(character)
+        if read:
+            raise FieldError(
+                f"scope {shown(value)} has a part, {shown(part)}, that holds {_character(character)} beside Latin "
+                f"letters or digits: there it reads as {shown(read)}"
+                f"{', so one part reads as two' if '/' in read else ''}; "
+                "it would be a separate scope that looks like another"
+            )
+
+
+_ASCII_DIGITS = frozenset("0123456789")
+
+
 def scope_prefixes(scope):
     """'/a/b/c' -> ['/a', '/a/b', '/a/b/c']: a scope and its parents but the root."""
     parts = scope.split("/")[1:]
     return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts)) if parts[i]]
+
+
+class ScopeSkeletons:
+    """The skeleton (UTS #39) of each of a brain's scopes and their parents, and the
+    scopes each skeleton is of. `holds(scope)` says whether the brain still holds a
+    scope (or a child of it): entries may outlive what they say (a scope forgotten
+    since), so a scope found here is confirmed before it refuses another."""
+
+    def __init__(self, scopes=(), holds=None):
+        self.of = {}  # scope or parent -> its skeleton
+        self.by_skeleton = {}  # skeleton -> the scopes with it
+        self.holds = holds or (lambda scope: True)
+        self.add(scopes)
+
+    def add(self, scopes):
+        for scope in scopes:
+            for prefix in scope_prefixes(scope):
+                if prefix not in self.of:
+                    self.of[prefix] = read = skeleton(prefix)
+                    self.by_skeleton.setdefault(read, []).append(prefix)
+
+    def confirmed_by(self, holds):
+        """These skeletons (the same ones, not a copy), with `holds` to confirm a scope."""
+        view = ScopeSkeletons(holds=holds)
+        view.of, view.by_skeleton = self.of, self.by_skeleton
+        return view
+
+    def alike(self, prefix, read):
+        """The scopes other than `prefix` this brain holds whose skeleton is `read`."""
+        return [found for found in self.by_skeleton.get(read, ()) if found != prefix and self.holds(found)]
 
 
 class ScopesAlike:
@@ -287,15 +365,17 @@ class ScopesAlike:
     letter by letter alike ('/асе' in Cyrillic beside '/ace', '/ᎪᏟᎷᎬ' in Cherokee
     beside '/ACME'), so normalize_scope cannot tell. Two scopes read alike when
     Unicode's skeletons (UTS #39) of them, or of a parent of one, are the same.
-    Pairs that are both ASCII are left alone: /team/m1 beside /team/ml is a
-    naming choice many brains hold, not a disguise. `stored()` gives the brain's
-    scopes, read once, on the first scope other than /; each distinct scope is
-    checked once."""
+    Only a scope (or parent) outside ASCII is refused: a plain-ASCII scope is what
+    the twins imitate, never refused because one was written first, and two ASCII
+    scopes alike (/team/m1 beside /team/ml) are a naming choice, not a disguise. So
+    an ASCII scope needs none of the brain's scopes; `stored()` gives them (a
+    ScopeSkeletons, or the scopes), asked once, on the first scope outside ASCII.
+    Each distinct scope is checked once."""
 
     def __init__(self, stored):
         self._stored = stored
-        self._known = None  # every scope known and each parent: its skeleton
-        self._by_skeleton = {}  # skeleton -> the first scope known with it
+        self._brain = None  # ScopeSkeletons of the brain's scopes
+        self._new = ScopeSkeletons()  # the scopes accepted here
         self._checked = {}  # scope -> why it is refused, or None
 
     def refusal(self, scope):
@@ -303,36 +383,39 @@ class ScopesAlike:
         if scope == "/":
             return None
         if scope not in self._checked:
-            if self._known is None:
-                self._known = {}
-                for stored in self._stored():
-                    self._learn(stored)
-            self._checked[scope] = self._why(scope)
+            self._checked[scope] = None if scope.isascii() else self._why(scope)
             if self._checked[scope] is None:
-                self._learn(scope)
+                self._new.add([scope])
         return self._checked[scope]
 
     def _why(self, scope):
+        if self._brain is None:
+            stored = self._stored()
+            self._brain = stored if isinstance(stored, ScopeSkeletons) else ScopeSkeletons(stored)
         for prefix in scope_prefixes(scope):
-            if prefix in self._known:
+            if prefix.isascii() or prefix in self._new.of or (prefix in self._brain.of and self._brain.holds(prefix)):
                 continue
-            alike = self._by_skeleton.get(skeleton(prefix))
-            if alike is not None and not (prefix.isascii() and alike.isascii()):
-                odd = list(dict.fromkeys(c for c in prefix if c not in alike)) or list(alike)
-                named = ", ".join(_character(c) for c in odd[:3]) + (" …" if len(odd) > 3 else "")
+            read = skeleton(prefix)
+            alike = self._brain.alike(prefix, read) + self._new.alike(prefix, read)
+            if alike:
+                alike = min(alike, key=lambda found: not found.isascii())  # an ASCII one, if any
                 return (
                     f"scope {shown(scope)} reads like {shown(alike)}, a scope this brain holds: "
-                    f"{named} read as its characters; "
+                    f"{_differing(prefix, alike)} read as its characters; "
                     f"it would be a separate scope that looks like another: write {shown(alike)} where that is "
                     "meant, or another name"
                 )
         return None
 
-    def _learn(self, scope):
-        for prefix in scope_prefixes(scope):
-            if prefix not in self._known:
-                self._known[prefix] = skeleton(prefix)
-                self._by_skeleton.setdefault(self._known[prefix], prefix)
+
+def _differing(scope, alike):
+    """The characters of `scope` that make it another scope than `alike`, which
+    reads the same, named (three at most): those `alike` lacks, else those outside
+    ASCII."""
+    odd = list(dict.fromkeys(c for c in scope if c not in alike)) or list(
+        dict.fromkeys(c for c in scope if not c.isascii())
+    )
+    return ", ".join(_character(c) for c in odd[:3]) + (" …" if len(odd) > 3 else "")
 
 
 def scope_ancestors(scope):

@@ -52,7 +52,7 @@ def build(state, conn):
     if began:
         conn.execute("begin")
     try:
-        seq, state.instance, _ = _last_change(conn)
+        seq, state.instance, _ = last_change(conn)
         count = conn.execute("select count(*) from knowledge").fetchone()[0]
         beside = _postings_beside(path, seq) if path and seq is not None and count >= PARALLEL_BUILD_CHUNKS else None
         graph = state.graph
@@ -150,7 +150,7 @@ def _build_postings(path, out):
     `out` with the change-log position and the number of rows they were read at."""
     conn = open_connection(path, read_only=True)
     conn.execute("begin")
-    seq, _, _ = _last_change(conn)
+    seq, _, _ = last_change(conn)
     postings = _postings_here(conn)
     rows = conn.execute("select count(*) from knowledge").fetchone()[0]
     conn.execute("commit")
@@ -159,7 +159,7 @@ def _build_postings(path, out):
 
 def follow(state, conn):
     """Bring the state up to what `conn` sees; True when it must be built anew."""
-    seq, instance, stamp = _last_change(conn)
+    seq, instance, stamp = last_change(conn)
     if instance != state.instance:
         return True  # another brain copied over this file
     if seq == state.seq:  # nothing new; or a copy restored and written again to the same position
@@ -326,7 +326,7 @@ def _entry(conn, seq):
     return tuple(row) if row else None
 
 
-def _last_change(conn):
+def last_change(conn):
     """(the last change's seq, the brain's instance id, that change's stamp); seq
     None for a brain from before the change log, which cannot be followed."""
     try:

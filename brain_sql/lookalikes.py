@@ -50,19 +50,47 @@ def skeleton(text):
 
 
 _DASH = "\u2014"  # EM DASH: the table puts — ― ─ ━ with ー, apart from -
+_LONG_DASHES = "\u2e3a\u2e3b"  # TWO-EM and THREE-EM DASH: the table reads each as itself
 
 
 def punctuation_read_as(character):
     """What a punctuation mark or symbol outside ASCII reads as, when that is ASCII
     text (∕ and ⁄ as '/', ‐ and − as '-', ’ as "'"), or '-' for a longer dash (— ―
-    ─: beside a word on a page, a hyphen); None otherwise, and for every letter,
+    ─ ⸺ ⸻: beside a word on a page, a hyphen); None otherwise, and for every letter,
     digit and mark: letters that read like others (Cyrillic а, Katakana ノ) are
     the words of their scripts."""
     if character.isascii() or unicodedata.category(character)[0] not in "PS":
         return None
+    if character in _LONG_DASHES:
+        return "-"
     read = skeleton(character)
     if read == character:
         return None
     if read.isascii():
         return read
     return "-" if read == skeleton(_DASH) else None
+
+
+_SEPARATORS = frozenset("/._")
+
+
+@functools.cache
+def _separator_readers():
+    """{character: what it reads as} for the letters, digits and marks outside ASCII
+    that read as nothing but '/', '.' or '_'."""
+    kinds, texts = _table()
+    readers = {}
+    for character in {*kinds, *texts}:
+        if len(character) == 1 and not character.isascii() and unicodedata.category(character)[0] not in "PS":
+            read = skeleton(character)
+            if read and set(read) <= _SEPARATORS:
+                readers[character] = read
+    return readers
+
+
+def separator_read_as(character):
+    """What a letter, digit or mark reads as when that is only '/', '.' or '_'
+    (Katakana ノ, Han 丿 and 〳 as '/', Arabic-Indic zero ٠ as '.', N'Ko ߺ as '_');
+    None otherwise. Such a letter is a word of its script, and a scope of it alone
+    is as valid as any; beside Latin letters it reads as the separator."""
+    return _separator_readers().get(character)

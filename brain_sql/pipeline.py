@@ -12,6 +12,7 @@ retried one savepoint per document when one fails), and pruning what is gone.
 import contextlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -30,14 +31,15 @@ from .config import (
     MAX_CONTENT_BYTES,
     MAX_TITLE_CHARS,
 )
-from .connection import Connection, atomic, sqlite3
+from .connection import Connection, atomic, main_file, sqlite3
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError, IngestFormat
 from .errors import BrainBusy, ModelError, PruneRefused, WriteError
-from .fields import ScopesAlike, normalize_fields
+from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
+from .follower import last_change
 from .plugins import collect
 from .records import record_document
-from .schema import is_brain, migrate, prune_changes, recorded_model
+from .schema import CHANGES_TABLE, is_brain, migrate, prune_changes, recorded_model
 from .vectors import insert_vectors, storage_vectors, stored_vector
 from .wording import counted
 from .writer import CHUNKS_PER_INSERT, DocumentWriter, chunk_text, content_hash, may_exist
@@ -211,6 +213,73 @@ def stored_scopes(conn):
     ]
 
 
+_SKELETONS: dict[str, tuple[tuple, ScopeSkeletons]] = {}  # brain file -> (its last change, its scopes' skeletons)
+_SKELETON_FILES = 8  # brains whose skeletons a process keeps
+_SKELETONS_LOCK = threading.Lock()
+_FOLLOWED_CHANGES = 50_000  # more changes than this since the skeletons were made: made anew
+
+
+def stored_skeletons(conn):
+    """The skeletons of the brain's scopes (fields.ScopeSkeletons), kept per brain
+    file and process and brought up to date from the change log: the scopes of the
+    chunks written since are added, so a remember of a scope outside ASCII costs
+    in proportion to what changed, not to the brain's scopes. A scope forgotten
+    since stays listed, and is confirmed with a seek before it refuses another.
+    An in-memory brain, or one without a change log, is read whole each time."""
+    path, version = main_file(conn), last_change(conn)
+    holds = partial(_holds_scope, conn)
+    if not path or version[0] is None:
+        return ScopeSkeletons(stored_scopes(conn), holds)
+    with _SKELETONS_LOCK:
+        kept = _SKELETONS.pop(path, None)
+        if kept is None or not _follow_scopes(conn, kept, version):
+            kept = (version, ScopeSkeletons(stored_scopes(conn)))
+        _SKELETONS[path] = (version, kept[1])  # the newest last
+        while len(_SKELETONS) > _SKELETON_FILES:
+            del _SKELETONS[next(iter(_SKELETONS))]
+    return kept[1].confirmed_by(holds)
+
+
+def _follow_scopes(conn, kept, version):
+    """Add to `kept` (version, skeletons) the scopes of the chunks the change log
+    names since; False when it cannot: another brain, a log that no longer reaches
+    back, or a repair that says anything may have changed, or too many changes."""
+    (seq, instance, stamp), skeletons = kept
+    if version == kept[0]:
+        return True
+    if version[1] != instance or version[0] < seq or version[0] - seq > _FOLLOWED_CHANGES:
+        return False
+    if seq and conn.execute(f"select stamp from {CHANGES_TABLE} where seq = ?", (seq,)).fetchone() != (stamp,):
+        return False  # the log no longer reaches back to where the skeletons were made, or is another file's
+    changes = conn.execute(
+        f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ? and kind in ('chunk', 'all')",
+        (seq, version[0]),
+    ).fetchall()
+    if any(kind == "all" for kind, _ in changes):
+        return False
+    ids = json.dumps(sorted({key for _, key in changes if isinstance(key, int)}))
+    skeletons.add(
+        scope
+        for (scope,) in conn.execute(
+            "select distinct scope from knowledge where id in (select value from json_each(?))", (ids,)
+        )
+        if isinstance(scope, str) and scope.startswith("/")
+    )
+    return True
+
+
+def _holds_scope(conn, scope):
+    """Whether the brain holds `scope` or a scope under it (two seeks of the scope index)."""
+    return (
+        conn.execute(
+            "select exists(select 1 from knowledge where scope = ?1) "
+            "or exists(select 1 from knowledge where scope > ?1 || '/' and scope < ?1 || '0')",
+            (scope,),
+        ).fetchone()[0]
+        == 1
+    )
+
+
 def _check_model(conn, model):
     """A ModelError when `model` is given for a brain made with another model:
     its vectors could not be compared with the new ones."""
@@ -252,7 +321,7 @@ def remember(
     extractors = collect("brain_entity_extractors")
     rewritten = [r.get(k) for r in records if isinstance(r, dict) for k in ID_KEYS if r.get(k) not in (None, "")]
     sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten), partial(flagged, conn))
-    scopes = ScopesAlike(partial(stored_scopes, conn))
+    scopes = ScopesAlike(partial(stored_skeletons, conn))
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
         item = record_document("remember", record, line, f"record {number}")
@@ -318,7 +387,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
     before}); returns why roots or folders under them were not pruned."""
     report = pipeline.report
     extractors = collect("brain_entity_extractors")
-    scopes = ScopesAlike(partial(stored_scopes, pipeline.conn))
+    scopes = ScopesAlike(partial(stored_skeletons, pipeline.conn))
     emptied = []
     for path, fmt in files:
         report.files += 1

@@ -24,7 +24,7 @@ from .chunk_index import ChunkIndex
 from .config import SNAPSHOT_EVERY, SNAPSHOT_MIN_CHUNKS, SNAPSHOT_QUIET_SECONDS
 from .connection import main_file, open_connection
 from .entity_graph import EntityGraph
-from .follower import REBUILD_SHARE, _last_change
+from .follower import REBUILD_SHARE, last_change
 from .postings import Postings
 from .schema import recorded_model_and_dimension
 
@@ -147,7 +147,7 @@ def snapshot_problem(conn, dimension):
         loaded = ReadState.load(where, dimension)
     except snapshot.SnapshotError as ex:
         return str(ex)
-    seq, instance, _ = _last_change(conn)
+    seq, instance, _ = last_change(conn)
     if loaded.instance != instance:
         return f"{where} is another brain's (its instance id differs)"
     if loaded.refresh(conn):
@@ -263,7 +263,7 @@ def current(conn, dimension):
         # what this connection sees may never be committed (and a rolled-back
         # change log reuses its numbers): it must not reach the shared state
         return state if state.built else ReadState(dimension).build(conn)
-    seq, instance, stamp = _last_change(conn)
+    seq, instance, stamp = last_change(conn)
     token = _file_token(key[0]) if key and seq is None else None
     if (
         state.built
@@ -349,7 +349,7 @@ def persist(conn):
     SNAPSHOT_EVERY changes or more behind (a server follows a smaller gap
     itself); returns whether it was written."""
     key = _file_key(conn)
-    seq, instance, _ = _last_change(conn)
+    seq, instance, _ = last_change(conn)
     if key is None or seq is None:
         return False
     where = snapshot.path_for(key[0])

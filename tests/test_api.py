@@ -629,6 +629,8 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
         ("recall", {"q": "support", "scope": "/acme\u2044support"}, "U+2044 FRACTION SLASH: it reads as"),
         ("remember", {"text": "x", "scope": "/\ufb01nance"}, "U+FB01 LATIN SMALL LIGATURE FI, a compatibility form"),
         ("remember", {"text": "x", "scope": "/acme\u2010x"}, 'U+2010 HYPHEN: it reads as "-"'),
+        ("remember", {"text": "x", "scope": "/acme\u30cesupport"}, "U+30CE KATAKANA LETTER NO beside Latin"),
+        ("recall", {"q": "support", "scope": "/acme\ue000"}, "U+E000, a private-use character"),
         # whole Cyrillic: refused beside the /ace stored below, by name
         ("remember", {"text": "x", "scope": "/\u0430\u0441\u0435"}, 'reads like "/ace", a scope this brain holds'),
     ]

@@ -228,6 +228,28 @@ def test_scope_with_control_characters_is_refused(scope):
         # other punctuation that reads as ASCII: a typographic apostrophe, a multiplication sign
         ("/l\u2019\u00e9quipe", 'U+2019 RIGHT SINGLE QUOTATION MARK: it reads as "\'"'),
         ("/1920\u00d71080", 'U+00D7 MULTIPLICATION SIGN: it reads as "x"'),
+        ("/acme\u2e3asupport", 'U+2E3A TWO-EM DASH: it reads as "-"'),
+        ("/acme\u2e3b", 'U+2E3B THREE-EM DASH: it reads as "-"'),
+        # letters and digits that read as "/", "." or "_" beside Latin letters or ASCII digits
+        (
+            "/acme\u3033support",
+            "U+3033 VERTICAL KANA REPEAT MARK UPPER HALF beside Latin letters or digits: "
+            'there it reads as "/", so one part reads as two',
+        ),
+        ("/acme\u30cesupport", "U+30CE KATAKANA LETTER NO beside Latin"),
+        ("/acme\u4e3fsupport", "U+4E3F CJK UNIFIED IDEOGRAPH-4E3F beside Latin"),
+        ("/\u30ce2024", "U+30CE KATAKANA LETTER NO beside Latin letters or digits"),
+        ("/v1\u06602", 'U+0660 ARABIC-INDIC DIGIT ZERO beside Latin letters or digits: there it reads as "."'),
+        ("/acme\u06f0com", "U+06F0 EXTENDED ARABIC-INDIC DIGIT ZERO beside Latin"),
+        ("/acme\u07fasupport", 'U+07FA NKO LAJANYALAN beside Latin letters or digits: there it reads as "_"'),
+        # code points that show as a box or as nothing
+        ("/acme\ue000", "U+E000, a private-use character: it shows as a box or as nothing"),
+        ("/acme\U000f0000", "U+F0000, a private-use character"),
+        ("/acme\u0378", "U+0378, a code point Unicode has not assigned"),
+        ("/acme\ufdd0", "U+FDD0, a noncharacter"),
+        ("/acme\uffff", "U+FFFF, a noncharacter"),
+        ("/acme\ufffd", "U+FFFD REPLACEMENT CHARACTER, which stands for text that could not be read"),
+        ("/acme\ufffc", "U+FFFC OBJECT REPLACEMENT CHARACTER, which stands for an object"),
     ],
 )
 def test_a_scope_that_looks_like_another_is_refused_by_name(scope, named):
@@ -268,7 +290,10 @@ def test_look_alike_scopes_are_never_two_scopes():
         # (ScopesAlike refuses them beside /ace and /ACME in one brain)
         "/\u0430\u0441\u0435",
         "/\u13aa\u13df\u13b7\u13ac",
-        "/\u30ce\u30fc\u30c8/Python\u30ce\u30fc\u30c8",
+        "/\u30ce\u30fc\u30c8/Python/\u30ce\u30fc\u30c8",  # ノ beside Latin reads as "/": not in one part
+        # letters that read as "/" or "." are words of their scripts, alone in a part
+        "/\u30ce\u30fc\u30c8/\u4e3f",
+        "/\u0660\u0661\u0662/\u06f0",
         "/l\u00b7l/\u20ac/\u30b8\u30e7\u30f3\u30fb\u30b9\u30df\u30b9/2024\u5e744\u6708\u301c6\u6708",
     ):
         assert normalize_scope(scope) == scope
@@ -278,11 +303,12 @@ def test_a_scope_reading_like_another_of_the_brain_is_refused_by_name():
     """Scopes each in one script can read alike letter by letter: /асе in Cyrillic
     is /ace on a page. A new one is refused when the brain holds its twin (or the
     twin of a parent of it), naming the scope it reads like; the brain's scopes
-    are read once however many records are checked; /ace and Russian scopes of
-    their own stay valid, and so do two ASCII scopes alike (rn and m, 1 and l)."""
+    are read once however many records are checked, and not at all for ASCII
+    scopes; /ace and Russian scopes of their own stay valid, and so do two ASCII
+    scopes alike (rn and m, 1 and l)."""
     reads = []
     scopes = ScopesAlike(lambda: reads.append(1) or ["/ace/support", "/ACME", "/team/m1"])
-    assert scopes.refusal("/") is None and reads == []  # the root reads nothing
+    assert scopes.refusal("/") is None and scopes.refusal("/acme/support") is None and reads == []
     refused = {
         "/\u0430\u0441\u0435": '"/ace", a scope this brain holds: U+0430 CYRILLIC SMALL LETTER A',
         "/\u0430\u0441\u0435/billing": 'reads like "/ace"',
@@ -292,14 +318,30 @@ def test_a_scope_reading_like_another_of_the_brain_is_refused_by_name():
         "/ace/support": None,
         "/ace/billing": None,
         "/team/ml": None,
-        "/acme\u30ce\u30fcsupport": None,  # written first: then /acme/ーsupport would read like it
+        "/cop": None,
+        "/\u0441\u043e\u0440": 'reads like "/cop"',  # Cyrillic: the ASCII scope accepted above
     }
     for scope, named in refused.items():
         for _ in range(2):
             why = scopes.refusal(normalize_scope(scope))
             assert (why is None) if named is None else (named in why), (scope, why)
-    assert "reads like" in scopes.refusal("/acme/\u30fcsupport")
     assert reads == [1]
+
+
+def test_an_ascii_scope_is_never_refused_for_a_twin_written_first():
+    """/ɑcme/support (Latin alpha) stored first must not make /acme/support, the
+    scope it imitates, unwritable; the twin is what is refused, and the refusal
+    names only the characters that differ, never every character of the scope."""
+    alpha = "/\u0251cme/support"
+    assert ScopesAlike(lambda: [alpha]).refusal("/acme/support") is None
+    assert ScopesAlike(lambda: [alpha]).refusal("/acme") is None
+    scopes = ScopesAlike(lambda: ["/acme/support"])
+    why = scopes.refusal(alpha)
+    assert why.startswith('scope "/\u0251cme/support" reads like "/acme", a scope this brain holds: ')
+    assert "U+0251 LATIN SMALL LETTER ALPHA read as its characters" in why and "SOLIDUS" not in why
+    # a twin of a twin stored first: named by the ASCII scope both imitate
+    scopes = ScopesAlike(lambda: ["/\u0410\u0421\u0415", "/ACE"])
+    assert 'reads like "/ACE"' in scopes.refusal(normalize_scope("/\u13aa\u13df\u13ac"))
 
 
 def test_every_blank_character_unicode_names_is_refused():

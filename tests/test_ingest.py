@@ -171,3 +171,24 @@ def test_a_record_whose_validity_ends_before_it_begins_is_skipped_with_its_line(
         ("fine",),
         ("ok",),
     ]
+
+
+@pytest.mark.parametrize("imitation", ["a-shared.md", "z-shared.md"])
+def test_the_ascii_scope_is_ingested_whichever_file_comes_first(tmp_path, imitation):
+    """A note with scope /ɑcme/support (Latin alpha) read before the runbook with
+    /acme/support must not make the runbook skipped: which one survives may not
+    depend on file names. Read after it, the imitation is the one skipped."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / imitation).write_text("---\nscope: /\u0251cme/support\n---\n# Shared note\n\nfrom a contractor\n")
+    (vault / "m-runbook.md").write_text("---\nscope: /acme/support\n---\n# Runbook\n\nrestart the widget\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [vault])
+    stored = rows(conn, "select title, scope from knowledge order by title")
+    if imitation == "z-shared.md":
+        assert stored == [("m-runbook", "/acme/support")]
+        assert [(e.path.rsplit("/", 1)[-1], e.message.split(":")[0]) for e in report.errors] == [
+            ("z-shared.md", 'scope "/\u0251cme/support" reads like "/acme", a scope this brain holds')
+        ]
+    else:  # both stored: `check` names the pair
+        assert stored == [("a-shared", "/\u0251cme/support"), ("m-runbook", "/acme/support")] and not report.errors

@@ -6,7 +6,7 @@ whatever its size, in test_writers.py."""
 import pytest
 
 import brain_sql
-from brain_sql import writer
+from brain_sql import pipeline, writer
 
 from .conftest import rows
 
@@ -53,4 +53,56 @@ def test_a_batch_of_new_documents_writes_few_index_segments(tmp_path, monkeypatc
     assert parameters or _fts_segments_written(conn) < 30
     assert rows(conn, "select rowid from knowledge_fts where knowledge_fts match 'memory' order by rowid") == [
         (i,) for i in range(1, 301)
+    ]
+
+
+def test_a_scope_imitated_first_does_not_block_the_ascii_scope(tmp_path):
+    """/ɑcme/support (Latin alpha) remembered first: /acme/support, the scope it
+    imitates, is still written; the imitation, remembered after it, is refused."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    alpha = "/\u0251cme/support"
+    for text, scope in (("From a contractor.", alpha), ("Restart the widget.", "/acme/support")):
+        report, _ = brain_sql.remember(conn, [{"text": text, "scope": scope}])
+        assert not report.errors, report.errors
+    report, _ = brain_sql.remember(conn, [{"text": "Again.", "scope": "/\u0251cme/billing"}])
+    assert not report.errors  # /ɑcme is a scope the brain holds: its children are its own
+    other = tmp_path / "other.db"
+    report, _ = brain_sql.remember(brain_sql.connect(other), [{"text": "Restart.", "scope": "/acme/support"}])
+    report, _ = brain_sql.remember(brain_sql.connect(other), [{"text": "x", "scope": alpha}])
+    assert [e.message for e in report.errors] == [
+        'record 1: scope "/\u0251cme/support" reads like "/acme", a scope this brain holds: '
+        "U+0251 LATIN SMALL LETTER ALPHA read as its characters; it would be a separate scope that looks like "
+        'another: write "/acme" where that is meant, or another name'
+    ]
+
+
+def test_the_brains_scopes_are_read_once_then_followed_and_not_for_an_ascii_scope(tmp_path, monkeypatch):
+    """Remember checks a scope outside ASCII against the brain's scopes: read whole
+    once (kept per file, whichever connection asks), never for a plain-ASCII
+    scope; what is written after is followed from the change log, so a twin of a
+    scope written since is refused and a twin of a scope forgotten since is not."""
+    reads = []
+    stored_scopes = pipeline.stored_scopes
+    monkeypatch.setattr(pipeline, "stored_scopes", lambda conn: reads.append(1) or stored_scopes(conn))
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+
+    def remember(scope, into=conn):
+        report, _ = brain_sql.remember(into, [{"_id": scope, "text": f"Notes of {scope}.", "scope": scope}])
+        return [e.message for e in report.errors]
+
+    assert remember("/ace") == [] and remember("/team/billing") == [] and reads == []
+    cyrillic = "/\u0430\u0441\u0435"
+    assert 'reads like "/ace"' in remember(cyrillic)[0] and len(reads) == 1
+    assert 'reads like "/ace"' in remember(cyrillic + "/x")[0]
+    assert 'reads like "/ace"' in remember(cyrillic, brain_sql.connect(path))[0]
+    assert remember("/\u043c\u043e\u0441\u043a\u0432\u0430") == [] and remember("/cop") == []
+    assert 'reads like "/cop"' in remember("/\u0441\u043e\u0440")[0]  # Cyrillic сор: /cop, written since
+    brain_sql.forget(conn, external_ids=["/ace"])
+    assert remember(cyrillic) == [] and reads == [1]
+    assert rows(conn, "select scope from knowledge order by scope") == [
+        ("/cop",),
+        ("/team/billing",),
+        ("/\u0430\u0441\u0435",),
+        ("/\u043c\u043e\u0441\u043a\u0432\u0430",),
     ]
