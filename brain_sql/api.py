@@ -241,13 +241,22 @@ def warm(path: str | os.PathLike[str], migrate_it: bool = True) -> None:
             migrate(conn)
         if is_brain(conn):
             found = info(conn)
-            model = threading.Thread(target=embed, args=(["warm"], found["model"]), name="brain-warm-model")
+            model = threading.Thread(target=_warm_model, args=(found["model"],), name="brain-warm-model")
             model.start()
             current_state(conn, found["dimension"])
             model.join()
             recall(conn, {"q": "warm"})
     finally:
         conn.close()
+
+
+def _warm_model(model_id: str) -> None:
+    """Load the model, on a thread of its own: one that cannot be loaded (not
+    installed here) is the first recall's to report, not the thread's to print."""
+    try:
+        embed(["warm"], model_id)
+    except BrainError:
+        pass
 
 
 def serve_many() -> None:

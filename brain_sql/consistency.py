@@ -26,6 +26,7 @@ from .schema import (
     recorded_model,
     recorded_model_and_dimension,
     renew_instance,
+    restore_id_mark,
 )
 from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
 from .writer import edited, restate, rewrite_contexts
@@ -146,12 +147,9 @@ def _check(conn, repair=False):
             "where chunks != (select count(*) from knowledge k where k.document_id = d.document_id)",
         ),
         "pending_mentions": _ids(conn, f"select id from {mentions.QUEUE_TABLE}"),
-        # ids written while the id mark's trigger was gone: forgetting them would let them be given again
-        "id_mark_behind": _ids(
-            conn,
-            f"select max(id) from knowledge having max(id) > "
-            f"coalesce((select seq from {IDS_TABLE} where name = 'knowledge'), 0)",
-        ),
+        # the id mark set back, emptied or dropped by plain SQL, or ids written while its
+        # trigger was gone: a forgotten memory's id could be given again
+        "id_mark_behind": _id_mark(conn),
         # earlier versions whose record's current version is gone (deleted by plain SQL)
         "orphan_versions": _ids(
             conn,
@@ -188,6 +186,33 @@ def _instance(conn):
     if len(ids) != 1:
         return [f"{INSTANCE_TABLE} holds {len(ids)} rows, not one"]
     return [] if isinstance(ids[0], str) and ids[0] else [f"{INSTANCE_TABLE} holds {ids[0]!r:.60}, not an id (text)"]
+
+
+def _given(conn):
+    """The highest memory id the brain gave: of those stored, and of those its change
+    log names (forgotten ones among them, until the log is pruned)."""
+    given = conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0]
+    try:
+        logged = conn.execute(
+            f"select max(key) from {CHANGES_TABLE} where kind = 'chunk' and typeof(key) = 'integer'"
+        ).fetchone()[0]
+    except sqlite3.OperationalError:  # no change log: the ids stored are all it knows
+        return given
+    return max(given, logged or 0)
+
+
+def _id_mark(conn):
+    """What is wrong with the id mark (brain_ids), which keeps every memory id ever
+    given from being given again: the highest id given when the mark is below it,
+    else what it holds that is no mark."""
+    given = _given(conn)
+    try:
+        marks = _ids(conn, f"select seq from {IDS_TABLE} where name = 'knowledge'")
+    except sqlite3.OperationalError:  # dropped
+        return [f"no {IDS_TABLE} table"]
+    if marks and not isinstance(marks[0], int):
+        return [f"{IDS_TABLE} holds {marks[0]!r:.60}, not a memory id"]
+    return [given] if given > (marks[0] if marks else 0) else []
 
 
 def _same(sql):
@@ -234,17 +259,15 @@ def _repair(conn, problems, model_id):
         if problems.get("missing_vectors") or problems.get("other_model_vectors"):
             backfill_vectors(conn, model_id)
         if problems.get("id_mark_behind"):
-            conn.execute(
-                f"insert or replace into {IDS_TABLE} (name, seq) values ('knowledge', ?)", problems["id_mark_behind"]
-            )
+            restore_id_mark(conn, _given(conn))
         if problems.get("pending_mentions"):
             mentions.resolve_mentions(conn)
         validity.promote(conn, problems.get("orphan_versions", []))
         if problems.get("stale_supersession"):
             validity.rederive(conn)
-        # a quote of a turn still at its place quotes its words now, as remember's
-        # correction does; the quotes go first: making a turn's own lines again
-        # rehashes it, and its hash is what tells a turn whose words plain SQL changed
+        # a quote of a turn still at its place quotes its words and speaker now, as
+        # remember's correction does; the quotes go first: making a turn's own lines
+        # again rehashes it and names its speaker, which is what tells a turn plain SQL changed
         for quotes in conversation.stale_quotes(conn, partial(edited, conn)).values():
             for quote in quotes:
                 restate(conn, quote, quote.now)

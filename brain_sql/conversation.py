@@ -211,9 +211,17 @@ def stale_quotes(conn, edited=None):
     With `edited` (document id -> whether its words were changed where the writer
     did not see it, by plain SQL), a quote whose turn is still at its place — between
     the turns quoted before and after it, which still say what they are quoted as —
-    with other words is given them to quote (Quote.now), as correcting the turn
-    through remember would; a quote of a flagged, moved or deleted turn goes."""
+    with other words, or another speaker, is given them to quote (Quote.now), as
+    correcting the turn through remember would; a quote of a flagged, moved or
+    deleted turn goes."""
     turns, own = _stored_turns(conn)
+    spoken = _spoken(conn)
+    if edited:
+        renamed, words = _renamed(conn, own), edited
+
+        def edited(document_id):
+            return document_id in renamed or words(document_id)
+
     said, lines = {}, {}  # (session, scope) -> {entry: [turns]}, {an entry's first line: [entries]}
     for where, stored in turns.items():
         for turn in stored:
@@ -224,7 +232,8 @@ def stale_quotes(conn, edited=None):
         "select document_id, context from knowledge where context is not null and document_id is not null order by id"
     ):
         speaker, where, first, _ = own.get(document_id, (None, None, None, None))
-        quotes = _parse(context, speaker, lines.get(where, {}))[1]
+        named = _name_end(context, [speaker] + spoken.get(document_id, []))
+        quotes = _parse(context, named, lines.get(where, {}))[1]
         sources = _sources(quotes, said.get(where, {}), document_id, first)
         if all(source is not None and not source[2] for source in sources):
             continue
@@ -246,6 +255,7 @@ def stale_own_lines(conn):
     lines made again. A context without a day stays without one: its record named
     none (the observed_at it holds is when it was stored)."""
     turns, own = _stored_turns(conn)
+    spoken = _spoken(conn)
     lines = {where: _first_lines(turn[3] for turn in stored) for where, stored in turns.items()}
     stale = {}
     for row_id, document_id, context, observed_at in conn.execute(
@@ -255,10 +265,9 @@ def stale_own_lines(conn):
         if document_id not in own:
             continue
         speaker, where, _, text = own[document_id]
-        end = _parse(context, speaker, lines[where])[0]
-        name = _cut(speaker, CONVERSATION_NAME_CHARS)
-        first = context[len(name) :] if context.startswith(name) else context  # a name may hold a newline
-        said = _said_at(observed_at) if _DAY.match(first.split("\n", 1)[0]) else None
+        named = _name_end(context, [speaker] + spoken.get(document_id, []))
+        end = _parse(context, named, lines[where])[0]
+        said = _said_at(observed_at) if _DAY.match(context[named:end].split("\n", 1)[0]) else None
         header = "\n".join(own_lines(speaker, said, text))
         if context[:end] != header:
             stale.setdefault(document_id, {})[row_id] = header + context[end:]
@@ -267,6 +276,54 @@ def stale_own_lines(conn):
 
 # what follows the speaker's name on a context's first line that names a day ("Caroline, 8 May 2023")
 _DAY = re.compile(r", \d{1,2} [A-Z][a-z]+ \d{1,4}$")
+
+
+def _spoken(conn):
+    """{document id: [speaker]} as the turns' said_by edges name them: who a turn's
+    context was written for, should plain SQL have given it another speaker since."""
+    spoken = {}
+    for document_id, name in conn.execute(
+        "select distinct r.document_id, e.name from relationships r join entities e on e.id = r.to_entity_id "
+        "where r.relation_type = 'said_by' and r.document_id is not null and typeof(e.name) = 'text'"
+    ):
+        spoken.setdefault(document_id, []).append(name)
+    return spoken
+
+
+def _name_end(context, speakers):
+    """Where the speaker's name ends in a turn's context: after the longest of
+    `speakers` (its speaker now, and as written) that it begins with; a name it
+    begins with that none of them is (plain SQL changed the speaker) is its first
+    line, but for the day that ends it."""
+    named = _named(context, speakers)
+    if named is not None:
+        return named
+    line = context.split("\n", 1)[0]
+    day = _DAY.search(line)
+    return day.start() if day else len(line)
+
+
+def _named(context, speakers):
+    """Where the longest of `speakers` that `context` begins with, as its own lines
+    name it, ends; None when it begins with none of them."""
+    ends = [
+        len(name)
+        for name in (_cut(speaker, CONVERSATION_NAME_CHARS) for speaker in speakers if speaker is not None)
+        if context.startswith(name) and context[len(name) : len(name) + 2] in ("", "\n", ", ")
+    ]
+    return max(ends, default=None)
+
+
+def _renamed(conn, own):
+    """The stored turns (`own`: _stored_turns's) whose contexts name another speaker
+    than theirs: plain SQL changed it."""
+    return {
+        document_id
+        for document_id, context in conn.execute(
+            "select document_id, context from knowledge where context is not null and document_id is not null"
+        )
+        if document_id in own and _named(context, [own[document_id][0]]) is None
+    }
 
 
 def _stored_turns(conn):
@@ -340,13 +397,13 @@ def _requoted(sources, turns, document_id, first, edited):
     return now
 
 
-def _parse(context, speaker, lines):
+def _parse(context, named, lines):
     """(where a turn's own lines end in its context, the quotes after them in
-    order): its own lines are its speaker and day, then its resolved time
-    phrases; what follows is cut into the entries of `lines` ({first line:
-    [entries]}); a run of lines that is none of them is one quote."""
-    name = _cut(speaker, CONVERSATION_NAME_CHARS) if speaker is not None else ""
-    start = context.find("\n", len(name) if context.startswith(name) else 0)
+    order): its own lines are its speaker (whose name ends at `named`) and day,
+    then its resolved time phrases; what follows is cut into the entries of
+    `lines` ({first line: [entries]}); a run of lines that is none of them is
+    one quote."""
+    start = context.find("\n", named)
     own, quotes, run = (len(context) if start == -1 else start), [], None
     while start != -1:
         at = start + 1

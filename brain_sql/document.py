@@ -8,7 +8,7 @@ from typing import Callable, Iterable
 
 from .config import MAX_METADATA_BYTES
 from .errors import FieldError
-from .fields import FIELD_NAMES, normalize_fields, unencodable
+from .fields import FIELD_NAMES, normalize_fields, not_json_number, unencodable
 from .wording import shown
 
 TEXT_KEYS = ("content", "text")
@@ -107,13 +107,16 @@ def _document_fields(document, raw):
     bad = unencodable(raw)  # after the size: it walks every shared part
     if bad is not None:
         return error(f"text {shown(bad)} is not valid Unicode (a lone surrogate)")
+    number = not_json_number(raw)
+    if number is not None:  # stored, SQLite's JSON functions could not read the metadata, nor export write it
+        return error(f"a value is {number} (YAML's .nan or .inf), a number JSON has not: write it as text, in quotes")
     try:
         document.fields = normalize_fields(raw)
     except FieldError as ex:
         return error(str(ex))
     try:
-        document.tags = _names(raw.get("tags"), "tags")
-        document.aliases = _names(raw.get("aliases"), "aliases")
+        document.tags = names(raw.get("tags"), "tags")
+        document.aliases = names(raw.get("aliases"), "aliases")
         document.entities = [_entity(e) for e in _list(raw.get("entities"), "entities")]
         document.relations = [relation(r) for r in _list(raw.get("relations"), "relations")]
     except FieldError as ex:
@@ -154,7 +157,7 @@ def _list(value, name):
     return value
 
 
-def _names(value, name):
+def names(value, name):
     """Tags or aliases: a list, or a comma-separated string."""
     if isinstance(value, str):
         value = value.split(",")

@@ -1,30 +1,69 @@
 """The embedding model: loaded once per process, shared by every connection and
-thread, from whichever plugin handles the model id first."""
+thread, from whichever plugin handles the model id first.
+
+A model is fetched over the network (a hub model not in the local cache) only when
+a user names it (`--model`, `$BRAIN_MODEL`: `fetch`). The model a brain records
+is only ever loaded from what is installed: plain SQL can write any id there, and
+recall must not wait on the network, nor reach it, for one."""
 
 import threading
 from typing import Any
 
 import numpy as np
 
+from .config import DEFAULT_MODEL
+from .errors import ModelError
 from .plugins import collect
 
 _models: dict[str, Any] = {}  # model id -> the model, loaded once
 _lock = threading.Lock()
 
+# what a model not installed here is, said by recall and by check alike
+NOT_INSTALLED = (
+    "a model installed here (this package's, a plugin's, a local model2vec folder, or a hub model in the "
+    "local cache: a brain's model is never fetched)"
+)
 
-def get_model(model_id):
-    """The loaded model for `model_id`, loaded on first use and cached for the process."""
+
+def not_installed(model_id):
+    """The ModelError for a brain's model that is not installed here: what to run."""
+    return ModelError(
+        f"this brain records the model {model_id!r}, which is not {NOT_INSTALLED}: run sqlite-utils brain check DB "
+        "(--repair restores the model its memories say they were embedded with), or re-embed them with an "
+        f"installed model: sqlite-utils brain reindex DB --model M (the default is {DEFAULT_MODEL})"
+    )
+
+
+def _loader(model_id):
+    return next(each for each in collect("brain_embedding_models") if each.handles(model_id))
+
+
+def installed(model_id):
+    """Whether `model_id` loads without the network: loaded already, or its loader
+    says so (a loader without `installed` never fetches)."""
+    if model_id in _models:
+        return True
+    loader = _loader(model_id)
+    return loader.installed is None or bool(loader.installed(model_id))
+
+
+def get_model(model_id, fetch=False):
+    """The loaded model for `model_id`, loaded on first use and cached for the
+    process; one that is not installed is fetched only when `fetch` (a user named
+    it), else refused (not_installed)."""
     model = _models.get(model_id)
     if model is None:
         with _lock:
             model = _models.get(model_id)
             if model is None:
-                loader = next(each for each in collect("brain_embedding_models") if each.handles(model_id))
-                model = _models[model_id] = loader.load(model_id)
+                if not fetch and not installed(model_id):
+                    raise not_installed(model_id)
+                model = _models[model_id] = _loader(model_id).load(model_id)
     return model
 
 
-def model_dimension(model_id):
+def model_dimension(model_id, fetch=False):
+    get_model(model_id, fetch)
     return int(embed(["dimension probe"], model_id).shape[1])
 
 

@@ -3,12 +3,14 @@ confidence and tiers. Shared by every ingest format, the CLI and recall filters.
 
 import datetime
 import json
+import math
 import re
 import unicodedata
 from typing import Any
 
 from .config import CLASSES
 from .errors import FieldError
+from .lookalikes import punctuation_read_as, skeleton
 from .wording import shown
 
 TIME_FIELDS = ("observed_at", "valid_from", "valid_to", "expires_at", "created_at")
@@ -91,21 +93,39 @@ def loads_json(text: str | bytes) -> Any:
     return json.loads(text, parse_constant=_not_json)
 
 
-def unencodable(value: object, depth: int = 0) -> str | None:
+def unencodable(value: object) -> str | None:
     """The first string in `value` (a string, list or dict, keys included) that is
     not valid Unicode — a lone surrogate, which JSON's \\ud800 escapes can make — or None."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value
-        return None
+    return _first(value, _not_unicode)
+
+
+def not_json_number(value: object) -> float | None:
+    """The first number in `value` (as unencodable reads it) that JSON has not: NaN
+    or an infinity, which YAML reads (.nan, .inf) and SQLite's JSON cannot; or None."""
+    return _first(value, lambda item: isinstance(item, float) and not math.isfinite(item))
+
+
+def _not_unicode(item):
+    if not isinstance(item, str):
+        return False
+    try:
+        item.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _first(value, bad, depth=0):
+    """The first item of `value` and of the lists and dicts it holds (keys
+    included, a hundred deep) for which `bad` holds, or None."""
+    if bad(value):
+        return value
     if depth > 100:
         return None
     if isinstance(value, dict):
         value = [item for pair in value.items() for item in pair]
     if isinstance(value, (list, tuple)):
-        return next((bad for item in value if (bad := unencodable(item, depth + 1)) is not None), None)
+        return next((found for item in value if (found := _first(item, bad, depth + 1)) is not None), None)
     return None
 
 
@@ -135,14 +155,61 @@ def _character(character):
     return f"U+{ord(character):04X}{f' {name}' if name else ''}"
 
 
+# Scripts that one word may mix (Unicode's UTS #39, its "highly restrictive" level):
+# Japanese writes Han, Hiragana and Katakana beside Latin; Chinese Han with Bopomofo;
+# Korean Hangul with Han. Any other mix in a part of a scope is refused.
+_SCRIPTS_TOGETHER = (
+    frozenset({"LATIN", "HAN", "HIRAGANA", "KATAKANA"}),
+    frozenset({"LATIN", "HAN", "BOPOMOFO"}),
+    frozenset({"LATIN", "HAN", "HANGUL"}),
+)
+_SCRIPT_NAMES = {"CJK": "HAN", "IDEOGRAPHIC": "HAN"}  # a Han character's name begins with CJK
+_LETTERS = ("Lu", "Ll", "Lt", "Lo")  # not Lm: modifier letters (ー, 々, ʼ) go with any script
+
+
+def _script(character):
+    """A letter's script, taken from the first word of its Unicode name (LATIN,
+    CYRILLIC, GREEK, ...; the FULLWIDTH and HALFWIDTH forms are their letters'):
+    an approximation of Unicode's Script property that needs no table. None for
+    what is no letter (digits, punctuation, marks), which belongs to no script."""
+    if unicodedata.category(character) not in _LETTERS:
+        return None
+    words = unicodedata.name(character, "").split()
+    if words[:1] in (["FULLWIDTH"], ["HALFWIDTH"]):
+        words = words[1:]
+    return _SCRIPT_NAMES.get(words[0], words[0]) if words else None
+
+
+def _mixed_scripts(part):
+    """(a letter of the script with the fewest letters in `part`, a letter of another)
+    when `part` mixes scripts no word mixes; None when it is written in one script
+    (or in a mix Unicode allows)."""
+    letters = {}
+    for character in part:
+        script = _script(character)
+        if script is not None:
+            letters.setdefault(script, []).append(character)
+    if len(letters) < 2 or any(set(letters) <= together for together in _SCRIPTS_TOGETHER):
+        return None
+    fewest = min(letters, key=lambda script: len(letters[script]))
+    other = next(script for script in letters if script != fewest)
+    return (letters[fewest][0], fewest), (letters[other][0], other)
+
+
 def normalize_scope(value):
     """'/acme/support/' -> '/acme/support'; scopes are absolute paths.
 
     A scope that would read like another on a page is refused, not stored as a
     separate scope: control, format and invisible characters, spaces other than the
     plain one, a space at the start or end of a part ('/acme '), a part that begins
-    with a combining mark, and text not in Unicode's composed form (NFC), where é
-    is one character, not e and a combining accent."""
+    with a combining mark, text not in Unicode's composed form (NFC), where é
+    is one character, not e and a combining accent, punctuation and symbols that
+    read as ASCII or as a dash ('/acme∕support' with a division slash reads as two
+    parts), compatibility forms (NFKC: the ligature ﬁ, a fullwidth ａ, a bold 𝟏),
+    and a part that mixes letters of two scripts ('/аcme' with a Cyrillic а reads
+    as '/acme'). Scopes that read alike letter by letter, each in one script
+    ('/асе' in Cyrillic and '/ace'), are told apart by ScopesAlike, which knows
+    the brain's scopes."""
     if not isinstance(value, str) or not value.startswith("/"):
         raise FieldError(f"scope must be a path starting with '/', such as /acme/support, not {shown(value)}")
     if any(unicodedata.category(c) == "Cc" for c in value):
@@ -159,6 +226,7 @@ def normalize_scope(value):
             f"scope {shown(value)} is not in Unicode's composed form (NFC): write each accented letter as one "
             "character (write é as U+00E9, not as e and U+0301 COMBINING ACUTE ACCENT)"
         )
+    _refuse_lookalike_characters(value)
     parts = [p for p in value.split("/") if p]
     if any(p in (".", "..") for p in parts):
         raise FieldError(f"scope {shown(value)} may not contain '.' or '..'")
@@ -173,7 +241,98 @@ def normalize_scope(value):
             f"scope {shown(value)} has a part that begins with {_character(marked)}, a mark with no letter to go on: "
             "it would be a separate scope that looks like another"
         )
+    for part in parts:
+        mixed = _mixed_scripts(part)
+        if mixed:
+            (odd, odd_script), (usual, usual_script) = mixed
+            raise FieldError(
+                f"scope {shown(value)} has a part, {shown(part)}, that mixes letters of different scripts: "
+                f"{_character(odd)} is {odd_script}, {_character(usual)} is {usual_script}; "
+                "it would be a separate scope that looks like another: write each part in one script"
+            )
     return "/" + "/".join(parts)
+
+
+def _refuse_lookalike_characters(value):
+    """FieldError for a scope holding punctuation that reads as other text, or a
+    compatibility form of other text (not in NFKC): each one a second scope that
+    reads like the first."""
+    for character in value:
+        read = punctuation_read_as(character) if not character.isascii() else None
+        if read:
+            raise FieldError(
+                f"scope {shown(value)} may not contain {_character(character)}: it reads as {shown(read)}"
+                f"{', so one part reads as two' if '/' in read else ''}; "
+                "it would be a separate scope that looks like another"
+            )
+    if not unicodedata.is_normalized("NFKC", value):
+        odd = next((c for c in value if unicodedata.normalize("NFKC", c) != c), None)
+        plain = unicodedata.normalize("NFKC", odd or value)
+        said = f": it holds {_character(odd)}, a compatibility form of {shown(plain)}" if odd else ""
+        raise FieldError(
+            f"scope {shown(value)} is not in Unicode's compatibility form (NFKC){said}; write {shown(plain)} instead: "
+            "it would be a separate scope that looks like another"
+        )
+
+
+def scope_prefixes(scope):
+    """'/a/b/c' -> ['/a', '/a/b', '/a/b/c']: a scope and its parents but the root."""
+    parts = scope.split("/")[1:]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts)) if parts[i]]
+
+
+class ScopesAlike:
+    """Refuses a scope new to a brain that reads like a different one it holds, or
+    one accepted before by the same ingest or remember: each part in one script,
+    letter by letter alike ('/асе' in Cyrillic beside '/ace', '/ᎪᏟᎷᎬ' in Cherokee
+    beside '/ACME'), so normalize_scope cannot tell. Two scopes read alike when
+    Unicode's skeletons (UTS #39) of them, or of a parent of one, are the same.
+    Pairs that are both ASCII are left alone: /team/m1 beside /team/ml is a
+    naming choice many brains hold, not a disguise. `stored()` gives the brain's
+    scopes, read once, on the first scope other than /; each distinct scope is
+    checked once."""
+
+    def __init__(self, stored):
+        self._stored = stored
+        self._known = None  # every scope known and each parent: its skeleton
+        self._by_skeleton = {}  # skeleton -> the first scope known with it
+        self._checked = {}  # scope -> why it is refused, or None
+
+    def refusal(self, scope):
+        """Why `scope` (normalised) may not be written: the scope it reads like; None when it may."""
+        if scope == "/":
+            return None
+        if scope not in self._checked:
+            if self._known is None:
+                self._known = {}
+                for stored in self._stored():
+                    self._learn(stored)
+            self._checked[scope] = self._why(scope)
+            if self._checked[scope] is None:
+                self._learn(scope)
+        return self._checked[scope]
+
+    def _why(self, scope):
+        for prefix in scope_prefixes(scope):
+            if prefix in self._known:
+                continue
+            alike = self._by_skeleton.get(skeleton(prefix))
+            if alike is not None and not (prefix.isascii() and alike.isascii()):
+                odd = list(dict.fromkeys(c for c in prefix if c not in alike)) or list(alike)
+                named = ", ".join(_character(c) for c in odd[:3]) + (" …" if len(odd) > 3 else "")
+                return (
+                    f"scope {shown(scope)} reads like {shown(alike)}, a scope this brain holds: "
+                    f"{named} read as its characters; "
+                    f"it would be a separate scope that looks like another: write {shown(alike)} where that is "
+                    "meant, or another name"
+                )
+        return None
+
+    def _learn(self, scope):
+        for prefix in scope_prefixes(scope):
+            if prefix not in self._known:
+                self._known[prefix] = skeleton(prefix)
+                self._by_skeleton.setdefault(self._known[prefix], prefix)
 
 
 def scope_ancestors(scope):

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from . import bm25, claims, config, graph, lexical, querydoc
+from . import bm25, claims, config, dialogue, graph, lexical, querydoc
 from .connection import sqlite3
 from .embed import embed
 from .errors import InputError, QueryError
@@ -162,6 +162,14 @@ def _register_search(conn, model_id):
         hits, _ = graph.walk(conn, text or "", seeds, request_filters(filters))
         return json.dumps([{"id": item, "score": score} for item, score in hits])
 
+    def brain_dialogue(text, fused, filters=None):
+        """brain_dialogue(q, fused [, filters]): fused is JSON [[id, score], ...] best
+        first; returns JSON [{id, score}] best first as the API ranks them: a
+        conversation turn raised when q names its speaker and by its session's best
+        (dialogue.py), the candidates' sessions' other turns `filters` admit added."""
+        return dialogue.rescored_json(conn, text, fused, request_filters(filters))
+
+    conn.create_function("brain_dialogue", -1, brain_dialogue)
     conn.create_function("brain_leg_weight", -1, brain_leg_weight)
     conn.create_function("brain_fusion", -1, brain_fusion)
     conn.create_function("brain_ppr", -1, brain_ppr)

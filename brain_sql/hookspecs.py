@@ -19,4 +19,6 @@ def brain_entity_extractors():
 
 @hookspec
 def brain_embedding_models():
-    """Return a list of ModelLoader: (name, handles(model_id), load(model_id))."""
+    """Return a list of ModelLoader: (name, handles(model_id), load(model_id)
+    [, installed(model_id)]); a loader that may fetch a model over the network says
+    which are installed, since the model a brain records is never fetched."""

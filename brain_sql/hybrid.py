@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import bm25, embed, graph, lexical, quality, temporal
+from . import bm25, dialogue, embed, graph, lexical, quality, temporal
 from . import reach as reachable
 from . import state as read_state
 from .config import ABSTAIN_BELOW, EVIDENCE_CUTOFF, RECALL_CANDIDATES, RRF_K, requested_model
@@ -223,6 +223,7 @@ def finish(conn, doc, legs, model_id):
             legs.raw["prf"] = {h[0]: -h[1] for h in hits}
             fused = legs.fuse()
         _timed(t, "prf", started)
+    fused = dialogue.rescored(conn, doc.q, fused, legs.filters)
     t["fused_count"] = len(fused)
     t["fusion"] = "rrf" if t.get("graph_rescue") else method(bool(legs.entity_seeds))
     t["rrf_k"] = RRF_K

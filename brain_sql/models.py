@@ -21,9 +21,15 @@ from .hookspecs import hookimpl
 
 @dataclass(frozen=True)
 class ModelLoader:
+    """A kind of model: which ids it `handles`, how to `load` one (an object with
+    .encode(list[str]) -> ndarray), and, for a loader that may fetch a model over the
+    network, whether one is `installed` (loads without it). A brain's recorded
+    model that is not installed is refused, never fetched; None: load never fetches."""
+
     name: str
     handles: Callable[[str], bool]
-    load: Callable[[str], object]  # returns an object with .encode(list[str]) -> ndarray
+    load: Callable[[str], object]
+    installed: Callable[[str], bool] | None = None
 
 
 def _load_wordllama(model_id):
@@ -51,11 +57,29 @@ def _load_wordllama(model_id):
     return StaticModel(vectors=vectors, tokenizer=tokenizer, normalize=True, base_model_name=model_id)
 
 
+def _model2vec_folder(model_id):
+    """The folder model2vec loads `model_id` from without the network: the id itself
+    when it is a folder, or a hub model's snapshot in the local cache; None when it
+    would have to be fetched."""
+    try:
+        if Path(model_id).is_dir():
+            return Path(model_id)
+    except (OSError, ValueError):  # a name no file system takes (a NUL in it, too long)
+        return None
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(model_id, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached, or no hub id at all: huggingface_hub raises several kinds
+        return None
+
+
 def _load_model2vec(model_id):
     from model2vec import StaticModel
 
+    folder = _model2vec_folder(model_id)  # a cached hub model: loaded from its folder, never fetched again
     try:
-        return StaticModel.from_pretrained(model_id)
+        return StaticModel.from_pretrained(str(folder) if folder else model_id)
     except Exception as ex:  # model2vec raises many kinds; all mean "cannot load"
         raise ModelError(
             f"cannot load model2vec model {model_id!r}: {ex}. Give a local folder with "
@@ -69,5 +93,10 @@ def brain_embedding_models():
     return [
         ModelLoader("wordllama", lambda model_id: model_id == DEFAULT_MODEL, _load_wordllama),
         ModelLoader("minilm", lambda model_id: model_id == minilm.MODEL_ID, minilm.load),
-        ModelLoader("model2vec", lambda model_id: True, _load_model2vec),
+        ModelLoader(
+            "model2vec",
+            lambda model_id: True,
+            _load_model2vec,
+            lambda model_id: _model2vec_folder(model_id) is not None,
+        ),
     ]

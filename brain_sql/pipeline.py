@@ -34,7 +34,7 @@ from .connection import Connection, atomic, sqlite3
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError, IngestFormat
 from .errors import BrainBusy, ModelError, PruneRefused, WriteError
-from .fields import normalize_fields
+from .fields import ScopesAlike, normalize_fields
 from .plugins import collect
 from .records import record_document
 from .schema import is_brain, migrate, prune_changes, recorded_model
@@ -196,6 +196,20 @@ def ingest(
     return report
 
 
+def stored_scopes(conn):
+    """The brain's distinct scopes, one seek of knowledge's scope index each (a
+    1M-memory brain's few scopes are read at once, not its million rows)."""
+    return [
+        scope
+        for (scope,) in conn.execute(
+            "with recursive s(scope) as (select min(scope) from knowledge union all "
+            "select (select min(scope) from knowledge where scope > s.scope) from s where s.scope is not null) "
+            "select scope from s where scope is not null"
+        )
+        if isinstance(scope, str) and scope.startswith("/")
+    ]
+
+
 def _check_model(conn, model):
     """A ModelError when `model` is given for a brain made with another model:
     its vectors could not be compared with the new ones."""
@@ -237,6 +251,7 @@ def remember(
     extractors = collect("brain_entity_extractors")
     rewritten = [r.get(k) for r in records if isinstance(r, dict) for k in ID_KEYS if r.get(k) not in (None, "")]
     sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten), partial(flagged, conn))
+    scopes = ScopesAlike(partial(stored_scopes, conn))
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
         item = record_document("remember", record, line, f"record {number}")
@@ -245,7 +260,7 @@ def remember(
             item = _stored_as(conn, item, number)
         if isinstance(item, Document):
             document_ids.append(item.document_id)
-        item = _accept(item, defaults, seen, model_id, extractors, sessions)
+        item = _accept(item, defaults, seen, model_id, extractors, sessions, scopes)
         if isinstance(item, IngestError):
             if not item.message.startswith(f"record {number}:"):
                 item = IngestError("remember", line, f"record {number}: {item.message}")
@@ -302,6 +317,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
     before}); returns why roots or folders under them were not pruned."""
     report = pipeline.report
     extractors = collect("brain_entity_extractors")
+    scopes = ScopesAlike(partial(stored_scopes, pipeline.conn))
     emptied = []
     for path, fmt in files:
         report.files += 1
@@ -309,7 +325,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
         sessions = Sessions(hidden=partial(flagged, pipeline.conn))
         for item in _read(path, fmt):
             item = _accept(
-                item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id, extractors, sessions
+                item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id, extractors, sessions, scopes
             )
             if isinstance(item, IngestError):
                 report.errors.append(item)
@@ -383,13 +399,13 @@ def _read(path, fmt):
     yield from fmt.parse(path, text.removeprefix("\ufeff"))
 
 
-def _accept(item, defaults, seen, model_id, extractors, sessions):
+def _accept(item, defaults, seen, model_id, extractors, sessions, scopes):
     """A prepared Document to write, None for an exact repeat of one already
     accepted, or an IngestError; `seen` maps document ids to their hashes."""
     if not isinstance(item, Document):
         return item
     try:
-        item = _prepare(item, defaults, extractors, sessions)
+        item = _prepare(item, defaults, extractors, sessions, scopes)
         if isinstance(item, IngestError):
             return item
         digest = _document_hash(item, model_id)
@@ -406,9 +422,10 @@ def _accept(item, defaults, seen, model_id, extractors, sessions):
     return item
 
 
-def _prepare(document, defaults, extractors, sessions):
-    """Check a document against the caps, apply defaults, run entity extractors,
-    link a conversation turn into its session (`sessions`, a conversation.Sessions)."""
+def _prepare(document, defaults, extractors, sessions, scopes):
+    """Check a document against the caps and its scope against the brain's
+    (`scopes`, a fields.ScopesAlike), apply defaults, run entity extractors, link
+    a conversation turn into its session (`sessions`, a conversation.Sessions)."""
 
     def error(message):
         return IngestError(document.source_path, document.line, message)
@@ -421,6 +438,9 @@ def _prepare(document, defaults, extractors, sessions):
     if not document.chunks:
         return error("no text to remember")
     document.fields = {**defaults, **document.fields}
+    alike = scopes.refusal(document.fields.get("scope") or "/")
+    if alike:
+        return error(alike)
     for extractor in extractors:
         document.relations = document.relations + list(extractor(document))
     sessions.add(document)

@@ -75,10 +75,19 @@ fused as (
   left join legs v on v.leg = 'vector' and v.id = ids.id
   left join legs f on f.leg = 'fts' and f.id = ids.id
   left join legs g on g.leg = 'graph' and g.id = ids.id
+),
+dialogue as materialized (
+  -- conversation turns ranked with their session and the speakers :q names (other memories as fused)
+  select j.value ->> 'id' as id, j.value ->> 'score' as score
+  from json_each(brain_dialogue(:q,
+    -- each score to 17 digits, so the function reads the very doubles the API fuses
+    (select '[' || coalesce(group_concat(printf('[%d,%!.17g]', id, score), ','), '') || ']'
+     from (select id, score from fused order by score desc, id)),
+    (select filters from request))) j
 )
-select k.id, k.title, brain_boost(fused.score, k.observed_at, k.confidence) as score,
+select k.id, k.title, brain_boost(dialogue.score, k.observed_at, k.confidence) as score,
        fused.vector_rank, fused.fts_rank, fused.graph_rank,
        k.class, k.scope, k.source, k.heading_path, k.source_path, k.content
-from fused join knowledge k on k.id = fused.id
-order by 3 desc, fused.id
+from dialogue left join fused on fused.id = dialogue.id join knowledge k on k.id = dialogue.id
+order by 3 desc, dialogue.id
 limit brain_k(:k)

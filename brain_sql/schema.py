@@ -254,7 +254,7 @@ def reindex(conn: Connection, model_id: str) -> int:
     """Re-embed every memory with `model_id` and record it as the brain's model,
     in one transaction: recall keeps working on the old vectors until it commits.
     Returns the number of vectors written."""
-    dimension = model_dimension(model_id)
+    dimension = model_dimension(model_id, fetch=True)  # the user named it
     with atomic(conn):
         create_vector_table(conn, dimension)
         conn.executemany(
@@ -435,6 +435,7 @@ def m012_change_stamps(db):
 
 
 IDS_TABLE = "brain_ids"
+_IDS = f"CREATE TABLE IF NOT EXISTS {IDS_TABLE} (name TEXT PRIMARY KEY, seq INTEGER NOT NULL)"
 
 
 @migrations()
@@ -444,10 +445,22 @@ def m013_id_mark(db):
     another memory's (an agent holding it reads nothing, not a stranger). Seeded
     from the highest id stored; `knowledge` itself is not rebuilt (AUTOINCREMENT
     would copy every row, and FTS5 and vec0 key on the same ids)."""
-    db.execute(f"CREATE TABLE IF NOT EXISTS {IDS_TABLE} (name TEXT PRIMARY KEY, seq INTEGER NOT NULL)")
+    db.execute(_IDS)
     db.execute(f"INSERT OR IGNORE INTO {IDS_TABLE} SELECT 'knowledge', coalesce(max(id), 0) FROM knowledge")
     for sql in id_mark_triggers().values():
         db.execute(sql)
+
+
+def restore_id_mark(conn, given):
+    """The id mark made again, as check's repair of one plain SQL set back, emptied,
+    overwrote or dropped: at `given` (the highest id given) or above, never below
+    what it holds."""
+    conn.execute(_IDS)
+    conn.execute(
+        f"INSERT OR REPLACE INTO {IDS_TABLE} (name, seq) SELECT 'knowledge', max(?, coalesce(("
+        f"SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge' AND typeof(seq) = 'integer'), 0))",
+        [given],
+    )
 
 
 def id_mark_triggers():
@@ -500,10 +513,15 @@ def m014_mention_names(db):
 
 # a time as the brain writes one: a date (ISO 8601), then what unixepoch() reads, or
 # NULL; SQLite's 'now', a bare time or a Julian day number read as times too, but
-# name no moment of their own (SQL over the value {c}: true or false, never NULL)
+# name no moment of their own, and it reads 30 February, hour 24 or year 0 as
+# another day, where Python (which writes and reads the brain's times) refuses
+# them: the day must be one of its month, the hour below 24 and the moment, in UTC,
+# from year 1 to 9999 (SQL over the value {c}: true or false, never NULL)
 TIME_SQL = (
     "typeof({c}) = 'null' or (typeof({c}) = 'text' and {c} glob '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*' "
-    "and unixepoch({c}) is not null)"
+    "and coalesce(unixepoch({c}) between unixepoch('0001-01-01') and unixepoch('9999-12-31 23:59:59'), 0) "
+    "and date(substr({c}, 1, 8) || '01', '+' || (substr({c}, 9, 2) - 1) || ' days') = substr({c}, 1, 10) "
+    "and substr({c}, 12, 2) < '24')"
 )
 TIME_SAYS = "a time such as 2026-03-01 09:30:00 (ISO 8601), or NULL"
 TIME_COLUMNS = {
@@ -564,6 +582,16 @@ def m015_rules(db):
         db.execute(sql)
 
 
+@migrations()
+def m016_real_dates(db):
+    """rule_triggers() made again with TIME_SQL's calendar: plain SQL can no longer
+    store a day its month has not, an hour 24 or a year 0. Values stored before
+    stay as they are; check names them."""
+    for name, sql in rule_triggers().items():
+        db.execute(f"DROP TRIGGER IF EXISTS {name}")
+        db.execute(sql)
+
+
 # Tables whose rows are memories' text, or derived from it: whoever may not read
 # `knowledge` may read none of them.
 DERIVED_TABLES = (
@@ -612,7 +640,7 @@ def ensure_meta(conn, model_id):
             f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)",
             [
                 ("model", model_id),
-                ("dimension", str(model_dimension(model_id))),
+                ("dimension", str(model_dimension(model_id, fetch=True))),  # $BRAIN_MODEL or --model
                 ("schema_version", str(SCHEMA_VERSION)),
             ],
         )
@@ -646,7 +674,7 @@ def check_model(conn, model_id):
     recorded, dimension = recorded_model_and_dimension(conn)
     if model_id == recorded:
         return
-    other = model_dimension(model_id)
+    other = model_dimension(model_id, fetch=True)  # the model asked for by name
     raise BrainError(
         f"this brain was embedded with {recorded!r} ({dimension} dimensions), not "
         f"{model_id!r} ({other} dimensions): recall with {recorded!r}, or run "

@@ -6,9 +6,11 @@ BLOB title, an edge whose end is `'abc'` or another dimension in brain_meta is
 stored, and recall, pages and repairs then meet a value they cannot read.
 `invalid` names each such row and column, with what repair does about it: the
 value it reads as one way only (a BLOB holding UTF-8 text is that text; a number
-written as text is that number), the value derived data is made again from, or,
-for a row that is derived whole (an edge, queued mention work), deleting it;
-`mend` does those, or refuses; `fault` is the BrainError that says to run check.
+written as text is that number; metadata or tags that are other text, what
+exporting the memory and ingesting it again would store), the value derived data
+is made again from, or, for a row that is derived whole (an edge, queued mention
+work), deleting it; `mend` does those, or refuses; `fault` is the BrainError that
+says to run check.
 """
 
 import json
@@ -17,8 +19,10 @@ from dataclasses import dataclass
 
 from .config import CLASSES
 from .connection import sqlite3
+from .document import names
+from .embed import NOT_INSTALLED, installed, model_dimension
 from .errors import BrainError, FieldError
-from .fields import normalize_scope
+from .fields import loads_json, normalize_scope
 from .schema import ENTITY_SQL, META_TABLE, TIME_SAYS, TIME_SQL
 from .vectors import vector_dimension
 
@@ -31,13 +35,55 @@ class Rule:
     function that checks such values on their way in (fields.py): a valid value
     comes out of it unchanged, a wrong one is mended to what it gives. `derived`,
     SQL over the row, is what a value of a derived column that reads no one way is
-    made again from."""
+    made again from. `read`, when set, is what a value its rule refuses reads as
+    (_UNREAD when it reads as nothing)."""
 
     valid: str
     says: str
     kind: str = "text"
     normal: object = None
     derived: str | None = None
+    read: object = None
+
+
+_UNREAD = object()
+
+
+def _json_or_text(value):
+    """A stored JSON column's value as export gives it: its JSON, or text that is no
+    JSON as it is; _UNREAD for JSON holding NaN or an infinity, which no export
+    writes (no one way to read it)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return loads_json(value)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+    return _UNREAD
+
+
+def _as_metadata(value):
+    """Metadata that is no JSON object, as ingest stores an exported record holding
+    it: kept whole under "metadata"."""
+    value = _json_or_text(value)
+    return _UNREAD if value is _UNREAD else json.dumps({"metadata": value})
+
+
+def _as_tags(value):
+    """Tags that are no JSON list of names, as ingest reads an exported record's
+    (a list, or names between commas); _UNREAD when no record could give them."""
+    value = _json_or_text(value)
+    if value is _UNREAD:
+        return _UNREAD
+    try:
+        tags = names(value, "tags")
+    except FieldError:
+        return _UNREAD
+    return json.dumps(tags) if tags else None
 
 
 TEXT = Rule("typeof({c}) in ('text', 'null')", "text or NULL")
@@ -95,8 +141,18 @@ RULES = {
             "node_kind": TEXT,
             "lawful_basis": TEXT,
             "region": TEXT,
-            "tags": TEXT,
-            "metadata": TEXT,
+            "tags": Rule(
+                "typeof({c}) = 'null' or (typeof({c}) = 'text' and case when json_valid({c}) then json_type({c}) = "
+                "'array' and not exists (select 1 from json_each({c}) where type != 'text') else 0 end)",
+                "a JSON list of names, or NULL",
+                read=_as_tags,
+            ),
+            "metadata": Rule(
+                "typeof({c}) = 'null' or (typeof({c}) = 'text' and case when json_valid({c}) then "
+                "json_type({c}) = 'object' else 0 end)",
+                "a JSON object, or NULL",
+                read=_as_metadata,
+            ),
             "embedding_model": TEXT,
             "updated_at": TIME,
             "context": TEXT,
@@ -158,7 +214,7 @@ DERIVED_ROWS = ("relationships", "brain_mention_queue")
 class Invalid:
     """One stored value of the wrong kind: where it is, what it is, what it should
     be, and what --repair does: ("set", value), ("delete", None) for a derived row,
-    or None when it cannot be told."""
+    or None when it cannot be told, and then `how` says what mends it."""
 
     table: str
     key: object
@@ -166,11 +222,12 @@ class Invalid:
     value: object
     says: str
     repair: tuple | None = None
+    how: str = "set it with SQL"
 
     def __str__(self):
         found = f"a BLOB of {len(self.value)} bytes" if isinstance(self.value, bytes) else repr(self.value)[:60]
         if self.repair is None:
-            mend = "set it with SQL"
+            mend = self.how
         elif self.repair[0] == "delete":
             mend = "--repair deletes the row: it is derived"
         else:
@@ -228,18 +285,38 @@ def _normal(rule, value):
 
 
 def _meta(conn):
-    """brain_meta's model must be text, and its dimension that of vec_knowledge:
-    recall builds its vectors' arrays that wide."""
+    """brain_meta's model must be text naming a model installed here (recall never
+    fetches one), and its dimension that of vec_knowledge: recall builds its
+    vectors' arrays that wide."""
     meta = dict(conn.execute(f"select key, value from {META_TABLE} where key in ('model', 'dimension')").fetchall())
     found = []
+    dimension = vector_dimension(conn)
     if not isinstance(meta.get("model"), str):
         value = meta.get("model")
         found.append(Invalid(META_TABLE, "model", "value", value, "text", _repair(conn, REQUIRED, value)))
-    dimension = vector_dimension(conn)
+    elif not installed(meta["model"]):
+        repair = _embedded_with(conn, dimension)
+        how = "re-embed the memories with an installed model: sqlite-utils brain reindex DB --model M"
+        found.append(Invalid(META_TABLE, "model", "value", meta["model"], NOT_INSTALLED, repair, how))
     if dimension is not None and meta.get("dimension") != str(dimension):
         says = f"{dimension}, the dimension of the stored vectors"
         found.append(Invalid(META_TABLE, "dimension", "value", meta.get("dimension"), says, ("set", str(dimension))))
     return found
+
+
+def _embedded_with(conn, dimension):
+    """("set", model) when the memories that name the model they were embedded with
+    (the reference system's name none) all name one, installed here and making
+    vectors as wide as the stored ones; None otherwise."""
+    models = [
+        row[0]
+        for row in conn.execute(
+            "select distinct embedding_model from knowledge where embedding_model is not null limit 2"
+        )
+    ]
+    if len(models) != 1 or not isinstance(models[0], str) or not installed(models[0]):
+        return None
+    return ("set", models[0]) if dimension is None or model_dimension(models[0]) == dimension else None
 
 
 def _repair(conn, rule, value, table=None, key=None, at=None):
@@ -250,10 +327,11 @@ def _repair(conn, rule, value, table=None, key=None, at=None):
     value = _read(rule, value)
     if value is not _UNREAD and _valid(conn, rule, value, table, key, at):
         return ("set", value)
+    if value is not _UNREAD and rule.read is not None:
+        value = rule.read(value)
+        if value is not _UNREAD and _valid(conn, rule, value, table, key, at):
+            return ("set", value)
     return ("delete", None) if table in DERIVED_ROWS else None
-
-
-_UNREAD = object()
 
 
 def _read(rule, value):

@@ -1,69 +1,40 @@
-"""The recall canned query's errors: SQLite tells a brain_* function's error only
-as "user-defined function raised exception", so a 400 of the query says instead
-what brain_sql finds wrong with its parameters, on its page and in its JSON."""
+"""The recall canned query's parameters, read before SQLite runs it.
 
-import json
-import re
+SQLite tells a brain_* function's error only as "user-defined function raised
+exception", and Datasette (its enable_callback_tracebacks) logs the function's
+traceback: a bad parameter must never reach the functions. So the plugin's
+recall query binds one parameter more, `:_brain_recall`, a Datasette magic
+parameter. SQLite takes every parameter's value before it runs a step, after
+Datasette has checked the actor's permissions; this one's reads the request's
+parameters as the JSON API reads them and refuses the query with an error naming
+the one at fault, which Datasette answers 400, on the query's page and in its JSON.
+"""
 
-from datasette.utils import tilde_decode
-from datasette.utils.asgi import Request
+from datasette.utils import sqlite3
 
+import brain_sql
 from brain_sql import for_plugin
 
-from . import links
+MAGIC = "brain"  # Datasette's magic parameters are named _<prefix>_<suffix>: this plugin's prefix
+CHECKED = "recall"  # :_brain_recall, the recall query's parameters checked
 
-# a brain's recall canned query: its page, and its JSON
-RECALL_PATH = re.compile(r"^/(?P<database>[^/]+)/recall(?P<json>\.json)?$")
-
-
-def explained(error, request):
-    """What is wrong with the parameters of the recall query `request` asks for,
-    or `error` (Datasette's) when nothing is."""
-    return for_plugin.recall_params_error({name: request.args.get(name) for name in request.args}) or error
-
-
-def recall_errors_named(datasette, app):
-    """Datasette's `app`, but the JSON 400 of a brain's recall query names the
-    parameter at fault. Datasette answers first, its permissions checked: only
-    the error of an answer it gave is told again."""
-
-    async def wrapped(scope, receive, send):
-        found = RECALL_PATH.match(scope.get("path", "")) if scope["type"] == "http" else None
-        if found is None or not found["json"]:
-            return await app(scope, receive, send)
-        request = Request(scope, receive)
-        held = {}
-
-        async def sending(message):
-            # a brain's, as Datasette knows once it started (it starts on the first request)
-            if (
-                message["type"] == "http.response.start"
-                and message["status"] == 400
-                and links.is_brain(datasette, tilde_decode(found["database"]))
-            ):
-                held["start"], held["body"] = message, b""
-                return
-            if "start" not in held:
-                return await send(message)
-            held["body"] += message.get("body", b"")
-            if message.get("more_body"):
-                return
-            body = _named(held["body"], request)
-            headers = [(k, v) for k, v in held["start"].get("headers", []) if k.lower() != b"content-length"]
-            await send({**held["start"], "headers": headers + [(b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
-
-        await app(scope, receive, sending)
-
-    return wrapped
+_FIRST = "\nrequest as materialized ("
+# RECALL_SQL with :_brain_recall bound, in a table nothing reads
+RECALL_SQL = brain_sql.RECALL_SQL.replace(
+    _FIRST,
+    f"\nchecked as (\n  -- Datasette gives :_{MAGIC}_{CHECKED} once the parameters below are read as the JSON API "
+    f"reads them\n  select :_{MAGIC}_{CHECKED}\n),{_FIRST}",
+    1,
+)
 
 
-def _named(body, request):
-    """A JSON error body with its error told by `explained`; any other as it is."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return body
-    if not isinstance(data, dict) or data.get("ok") is not False or not isinstance(data.get("error"), str):
-        return body
-    return json.dumps({**data, "error": explained(data["error"], request)}).encode()
+def magic(suffix, request):
+    """The magic parameter _brain_<suffix>: for `recall`, NULL once the request's
+    parameters read as the JSON API reads them, else an error naming the one at
+    fault (a DatabaseError: Datasette answers it as the query's 400)."""
+    if suffix != CHECKED:
+        raise KeyError(suffix)  # Datasette then looks for a parameter of that name
+    error = for_plugin.recall_params_error({name: request.args.get(name) for name in request.args})
+    if error:
+        raise sqlite3.OperationalError(error)
+    return None

@@ -334,6 +334,10 @@ PROBLEMS = {
         "triggers missing (a tool that rebuilds tables drops them): full text, vectors or the change log stop following"
     ),
     "altered_triggers": "triggers that differ from the brain's own",
+    "id_mark_behind": (
+        "the id mark, which keeps a forgotten memory's id from being given to another, is below the highest id "
+        "given (shown) or is not there: plain SQL set it back or dropped it"
+    ),
     "instance_id": "the brain's instance id, which readers tell it from another copied over its file by, is not one id",
     "missing_indexes": (
         "indexes the pages read missing (a tool that rebuilds tables drops them): pages read every memory"

@@ -43,9 +43,10 @@ def _warm(path, migrate):
 
 
 @hookimpl
-def asgi_wrapper(datasette):
-    """A 400 of a brain's recall canned query names the parameter at fault (canned.py)."""
-    return lambda app: canned.recall_errors_named(datasette, app)
+def register_magic_parameters(datasette):
+    """:_brain_recall, which refuses the recall query's bad parameters by name before
+    SQLite runs it (canned.py)."""
+    return [(canned.MAGIC, canned.magic)]
 
 
 @hookimpl
@@ -191,10 +192,7 @@ def extra_template_vars(template, database, table, request, datasette):
             actor = request.actor if request else None
             variables["brain_links"] = await tools.memories_readable(datasette, actor, database)
         if template == "query.html":
-            recall = brain and request is not None and canned.RECALL_PATH.match(request.path)
-            variables["brain_explain_error"] = lambda error: (
-                canned.explained(error, request) if recall else crossdb.explain(datasette, error)
-            )
+            variables["brain_explain_error"] = lambda error: crossdb.explain(datasette, error)
         if table is not None:
             variables["brain_arrange"] = links.table_arranger(datasette, database, table)
             variables["brain_phone_columns"] = links.phone_columns(datasette, database, table, request)
@@ -247,7 +245,7 @@ def canned_queries(datasette, database, actor):
             "an entity (the graph walk then leads). Filters may be left empty; classes and sources are "
             "comma-separated; as_of (ISO) recalls what was true then.",
             **{key: value for key, value in configured.items() if key not in ("sql", CONFIGURED)},
-            "sql": brain_sql.RECALL_SQL,
+            "sql": canned.RECALL_SQL,
         }
         return {"recall": query}
 

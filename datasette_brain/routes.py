@@ -301,14 +301,16 @@ def embedding_inputs(value):
     return texts
 
 
-async def served_models(datasette):
-    """{model id: dimension} of the models this instance's brains use; with no brain,
-    the configured model (its dimension not known before it is loaded). Only these:
-    a request never makes the server load a folder or fetch a hub model it names."""
+async def served_models(datasette, actor):
+    """{model id: dimension} of the models of the brains whose memories `actor` may
+    read (a brain's model is read from it, as they are); with none, the configured
+    model (its dimension not known before it is loaded). Only these: a request never
+    makes the server load a folder or fetch a hub model it names."""
     models = {}
     for name in await brain_names(datasette):
-        found = await datasette.get_database(name).execute_fn(brain_sql.info)
-        models.setdefault(found["model"], found["dimension"])
+        if await tools.memories_readable(datasette, actor, name):
+            found = await datasette.get_database(name).execute_fn(brain_sql.info)
+            models.setdefault(found["model"], found["dimension"])
     return models or {for_plugin.configured_model(): None}
 
 
@@ -367,7 +369,7 @@ async def embeddings_view(datasette, request):
             code="unknown_parameter",
         )
     texts = embedding_inputs(body.get("input"))
-    models = await served_models(datasette)
+    models = await served_models(datasette, request.actor)
     model_id = chosen_model(body.get("model"), models)
     encoding_format = "float" if body.get("encoding_format") is None else body["encoding_format"]
     if encoding_format not in ENCODING_FORMATS:
@@ -397,12 +399,14 @@ async def embeddings_view(datasette, request):
 
 
 async def _models_served(datasette, request):
-    """served_models, for an actor who may use this instance (as embeddings_view)."""
+    """served_models, for an actor who may use this instance (as embeddings_view): a
+    model only brains the actor may not read use is not one, and is the 404 of a
+    model never served (a 403 would tell that a hidden brain uses it)."""
     if not await datasette.permission_allowed(request.actor, "view-instance", default=True):
         raise OpenAIError("permission denied: this actor may not use this Datasette instance", status=403)
     if request.method != "GET":
         raise OpenAIError("GET the models this instance serves", status=405, headers={"Allow": "GET"})
-    return await served_models(datasette)
+    return await served_models(datasette, request.actor)
 
 
 def model_object(model_id):

@@ -7,9 +7,11 @@ page's Python examples, run against the server as written."""
 import asyncio
 import json
 import os
+import queue
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import httpx
@@ -177,6 +179,58 @@ def test_a_session_over_stdio(vault_brain_copy):
             assert bad.is_error and '"status": 400' in bad.content[0].text
 
     asyncio.run(session())
+
+
+def _answers(process, count, seconds=60):
+    """The next `count` JSON lines `process` writes, within `seconds` (read on a
+    thread, so that a line never written fails the test instead of hanging it)."""
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    answers, deadline = [], time.monotonic() + seconds
+    while len(answers) < count:
+        try:
+            answers.append(json.loads(lines.get(timeout=max(deadline - time.monotonic(), 0.01))))
+        except queue.Empty:
+            raise AssertionError(f"no answer in {seconds} s after those to {[a.get('id') for a in answers]}") from None
+    return answers
+
+
+def test_stdio_answers_a_line_it_cannot_read(vault_brain_path):
+    """Raw JSON-RPC lines to `sqlite-utils brain mcp`: a line that is no JSON (a lone
+    surrogate escape, which /-/mcp answers -32700 too, or text cut short) is answered
+    with a parse error carrying its id where one can be read, JSON that is no
+    JSON-RPC message with an invalid request; the requests after them are answered."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sqlite_utils", "brain", "mcp", str(vault_brain_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+    )
+    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"brain_recall",'
+        '"arguments":{"q":"walruses \\ud800"}}}',
+        '{"jsonrpc":"2.0","id":6,"method":"tools/ca',
+        '{"jsonrpc":"2.0","id":7}',
+        json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}),
+    ]
+    try:
+        process.stdin.write("".join(line + "\n" for line in lines))
+        process.stdin.flush()
+        initialized, surrogate, cut, no_method, listed = _answers(process, 5, seconds=30)
+    finally:
+        process.kill()
+        process.wait(10)
+    assert initialized["id"] == 1 and "result" in initialized
+    assert surrogate["id"] == 5 and surrogate["error"]["code"] == -32700, surrogate
+    assert "Parse error" in surrogate["error"]["message"]
+    assert cut["id"] is None and cut["error"]["code"] == -32700, cut
+    assert no_method["id"] == 7 and no_method["error"]["code"] == -32600, no_method
+    assert listed["id"] == 8 and "brain_recall" in {tool["name"] for tool in listed["result"]["tools"]}
 
 
 def test_mcp_arguments_are_checked_as_the_routes_check_them(server):

@@ -4,6 +4,7 @@ embeddings, permissions, errors, and inputs that once gave a 500."""
 import html
 import json
 import sqlite3 as stdlib_sqlite3
+import threading
 
 import pytest
 from datasette.app import Datasette
@@ -545,6 +546,11 @@ async def test_new_routes_read_nothing_for_an_actor_denied_the_database_or_knowl
             ["/brain/-/recall?q=zzqx+unknown+words"],
         ),
         (
+            "update brain_meta set value = 'nope/model' where key = 'model'",  # never fetched: not installed here
+            "'nope/model', which is not a model installed here",
+            ["/brain/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg"],
+        ),
+        (
             "update entities set name = cast(name as blob) where name = 'Graph Leg'",
             "name: a BLOB",
             ["/brain/-/entity/{entity}", "/brain/-/recall?q=graph+leg"],
@@ -578,9 +584,30 @@ async def test_values_of_the_wrong_kind_are_a_409_saying_to_run_check(vault_brai
 
 
 @pytest.mark.asyncio
+async def test_a_brain_whose_model_is_not_installed_starts_quietly_and_recall_is_a_409(
+    vault_brain_copy, monkeypatch, capsys
+):
+    """A model id no model here has (brain_meta set with plain SQL): the server's warm-up
+    neither fetches it nor prints a traceback, and recall is a 409 saying what to run."""
+    thread_errors = []
+    monkeypatch.setattr(threading, "excepthook", thread_errors.append)
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute("update brain_meta set value = 'nope/model' where key = 'model'")
+    conn.close()
+    datasette = await warmed(Datasette([str(vault_brain_copy)]))
+    response = await datasette.client.get("/brain/-/recall", params={"q": "graph leg"})
+    assert response.status_code == 409 and "'nope/model'" in response.json()["error"], response.text
+    assert "sqlite-utils brain reindex DB --model M" in response.json()["error"]
+    logged = capsys.readouterr()
+    assert not thread_errors and "Traceback" not in logged.err + logged.out, [e.exc_value for e in thread_errors]
+
+
+@pytest.mark.asyncio
 async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(tmp_path):
     """Over HTTP and MCP alike: a record valid_to before its valid_from, or a scope
-    with a trailing space or a zero-width space, is refused by name; nothing is stored."""
+    with a trailing space, a zero-width space, letters of two scripts, a slash or
+    dash that is not / or -, a compatibility form, or reading like a scope the
+    brain holds, is refused by name; nothing is stored."""
     path = tmp_path / "brain.db"
     brain_sql.migrate(brain_sql.connect(path))
     datasette = Datasette([str(path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
@@ -596,7 +623,17 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
         ("remember", {"text": "x", "scope": "/acme\u2800"}, "may not contain U+2800 BRAILLE PATTERN BLANK"),
         ("recall", {"q": "support", "scope": "/acme\u2800"}, "may not contain U+2800 BRAILLE PATTERN BLANK"),
         ("remember", {"text": "x", "scope": "/acme/\u0301"}, "begins with U+0301 COMBINING ACUTE ACCENT"),
+        ("remember", {"text": "x", "scope": "/\u0430cme"}, "U+0430 CYRILLIC SMALL LETTER A is CYRILLIC"),
+        ("recall", {"q": "support", "scope": "/acme/supp\u043ert"}, "mixes letters of different scripts"),
+        ("remember", {"text": "x", "scope": "/acme\u2215support"}, "U+2215 DIVISION SLASH: it reads as"),
+        ("recall", {"q": "support", "scope": "/acme\u2044support"}, "U+2044 FRACTION SLASH: it reads as"),
+        ("remember", {"text": "x", "scope": "/\ufb01nance"}, "U+FB01 LATIN SMALL LIGATURE FI, a compatibility form"),
+        ("remember", {"text": "x", "scope": "/acme\u2010x"}, 'U+2010 HYPHEN: it reads as "-"'),
+        # whole Cyrillic: refused beside the /ace stored below, by name
+        ("remember", {"text": "x", "scope": "/\u0430\u0441\u0435"}, 'reads like "/ace", a scope this brain holds'),
     ]
+    stored = await datasette.client.post("/brain/-/remember", json={"text": "Ace of support.", "scope": "/ace"})
+    assert stored.status_code == 201, stored.text
     for route, body, message in bad:
         response = await datasette.client.post(f"/brain/-/{route}", json=body)
         assert response.status_code == 400 and message in response.json()["error"], (body, response.text)
@@ -608,7 +645,7 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
             result = await client.call_tool(f"brain_{route}", arguments)
             assert result.is_error and result.structured_content["status"] == 400, body
             assert message in result.structured_content["error"], (body, result.structured_content)
-    assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0
+    assert brain_sql.connect(path).execute("select scope from knowledge").fetchall() == [("/ace",)]
 
 
 NOT_AN_ID = "external_ids must be records' _ids: non-empty text or whole numbers"

@@ -1,16 +1,22 @@
 """`sqlite-utils brain check`: every inconsistency found, and repaired from knowledge.
 Ingest killed mid-write is tested in test_crash_recovery.py."""
 
+import ast
 import asyncio
+import inspect
+import json
 import sqlite3
+import textwrap
 
 import pytest
 from datasette.app import Datasette
 
 import brain_sql
+from brain_sql import consistency
 from brain_sql.consistency import check
+from datasette_brain.cli import PROBLEMS
 
-from .conftest import VAULT, snapshot, without_rules
+from .conftest import VAULT, snapshot, without_rules, write
 
 
 def test_check_finds_and_repairs(run, db_path):
@@ -224,6 +230,68 @@ def test_values_of_the_wrong_kind_are_named_and_mended_when_they_read_one_way(ru
     assert run("brain", "recall", db_path, "zzqx unknown words").exit_code == 0
 
 
+@pytest.fixture
+def no_network(monkeypatch):
+    """The hub's downloads recorded and refused: what a model fetched would have asked
+    for (a look in the local cache, local_files_only, is no fetch)."""
+    import huggingface_hub
+
+    fetched, look = [], huggingface_hub.snapshot_download
+
+    def download(*args, **kwargs):
+        if kwargs.get("local_files_only"):
+            return look(*args, **kwargs)
+        fetched.append(args or kwargs)
+        raise OSError("no network in this test")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", download)
+    return fetched
+
+
+def test_a_model_not_installed_is_one_problem_and_never_fetched(run, db_path, no_network):
+    """brain_meta's model set with plain SQL to an id no model here has: recall and
+    check never fetch it; recall names it and says to run check or reindex; check
+    names that one value (not every memory as embedded by another model), and
+    --repair restores the model every memory says it was embedded with."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    conn.execute("update brain_meta set value = 'nope/model' where key = 'model'")
+    conn.close()
+    recalled = run("brain", "recall", db_path, "graph leg")
+    assert recalled.exit_code == 1 and "Traceback" not in recalled.output, recalled.output
+    for named in ("'nope/model'", "not a model installed here", "sqlite-utils brain check", "brain reindex"):
+        assert named in recalled.output, recalled.output
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1, found.output
+    assert found.output.splitlines()[1:] == [
+        "  brain_meta model value: 'nope/model', not a model installed here (this package's, a plugin's, a local "
+        "model2vec folder, or a hub model in the local cache: a brain's model is never fetched) (--repair makes it "
+        "'wordllama/l2_supercat')"
+    ], found.output
+    assert "another model" not in found.output
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    assert run("brain", "recall", db_path, "graph leg").exit_code == 0
+    assert not no_network
+
+
+def test_a_model_not_installed_that_no_memory_tells_is_mended_by_reindex(run, db_path, no_network):
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    conn.execute("update brain_meta set value = 'nope/model' where key = 'model'")
+    conn.execute("update knowledge set embedding_model = 'nope/model'")
+    conn.close()
+    before = snapshot(brain_sql.connect(db_path))
+    refused = run("brain", "check", db_path, "--repair")
+    assert refused.exit_code == 1 and "cannot tell what these values should be" in refused.output, refused.output
+    assert "'nope/model'" in refused.output and "sqlite-utils brain reindex DB --model M" in refused.output
+    assert snapshot(brain_sql.connect(db_path)) == before
+    reindexed = run("brain", "reindex", db_path, "--model", "wordllama/l2_supercat")
+    assert reindexed.exit_code == 0, reindexed.output
+    assert run("brain", "check", db_path).output.endswith(": consistent\n")
+    assert not no_network
+
+
 def test_a_value_that_reads_no_one_way_is_named_and_repair_refuses_changing_nothing(run, db_path):
     assert run("brain", "ingest", db_path, VAULT).exit_code == 0
     conn = brain_sql.connect(db_path)
@@ -294,6 +362,137 @@ def test_values_outside_the_rules_are_named_not_passed_over(run, db_path, change
         assert brain_sql.connect(db_path).execute("select scope from knowledge where id = 1").fetchone()[0] == mended
 
 
+def assert_answers_or_says_to_run_check(run, path, query):
+    """Recall (CLI and API) and the pages on the brain at `path` (Datasette's `brain`):
+    each answers, or says to run check (409); never a 500 or a traceback."""
+    recalled = run("brain", "recall", path, query)
+    assert recalled.exit_code == 0 or "run sqlite-utils brain check" in recalled.output, recalled.output
+    assert recalled.exception is None or isinstance(recalled.exception, SystemExit), recalled.output
+
+    async def routes():
+        datasette = Datasette([str(path)])
+        for route in (
+            f"/brain/-/recall?q={query}",
+            f"/brain/-/brain?q={query}",
+            "/brain/-/memory/1",
+            "/brain/-/memory/1.json",
+            "/brain/-/memories.json?size=1000",
+            "/brain/-/decayed.json?size=1000",
+            "/brain/-/decayed",
+            "/brain/-/export.jsonl",
+            "/brain/-/entity/1",
+        ):
+            answer = await datasette.client.get(route)
+            assert answer.status_code in (200, 409), (route, answer.status_code, answer.text[:300])
+            assert answer.status_code == 200 or "check" in answer.text, (route, answer.text[:300])
+
+    asyncio.run(routes())
+
+
+@pytest.mark.parametrize(
+    "change, named, mended",
+    [
+        (
+            "update knowledge set metadata = '{bad' where id = 1",
+            "knowledge 1 metadata: '{bad', not a JSON object",
+            '{"metadata": "{bad"}',
+        ),
+        (
+            "update knowledge set metadata = '[1, 2]' where id = 1",
+            "knowledge 1 metadata: '[1, 2]', not",
+            '{"metadata": [1, 2]}',
+        ),
+        (
+            "update knowledge set tags = 'not json' where id = 1",
+            "knowledge 1 tags: 'not json', not a JSON list of names",
+            '["not json"]',
+        ),
+        ("update knowledge set tags = '[\"a\", 7]' where id = 1", "knowledge 1 tags: '[\"a\", 7]', not", '["a", "7"]'),
+        ("update knowledge set tags = '{\"a\": 1}' where id = 1", "knowledge 1 tags: '{\"a\": 1}', not", None),
+        # what an older version stored from YAML's .nan: no JSON to SQLite, no export writes it
+        (
+            "update knowledge set metadata = '{\"x\": NaN}' where id = 1",
+            "knowledge 1 metadata: '{\"x\": NaN}', not",
+            None,
+        ),
+    ],
+)
+def test_metadata_and_tags_plain_sql_broke_are_named_and_read_as_export_then_ingest_would(
+    run, db_path, tmp_path, change, named, mended
+):
+    """metadata holds a JSON object, tags a JSON list of names: other text is named by
+    check; --repair makes it what exporting the memory and ingesting it again stores
+    (text that is no object kept under "metadata", a tag list written as text read as
+    ingest reads one), the memory and the rest of its row kept; what no record could
+    give is refused. Recall and the pages answer meanwhile."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    column = change.split()[3]
+    conn = brain_sql.connect(db_path)
+    conn.execute(change)
+    conn.close()
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1 and named in found.output, found.output
+    assert_answers_or_says_to_run_check(run, db_path, "graph leg")
+    exported = run("brain", "export", db_path)
+    again = tmp_path / "again.db"
+    reingested = run("brain", "ingest", again, write(tmp_path / "export.jsonl", exported.stdout))
+    before = snapshot(brain_sql.connect(db_path))
+    repaired = run("brain", "check", db_path, "--repair")
+    if mended is None:  # the export refuses it, or ingesting the export does
+        refused = exported if exported.exit_code else reingested
+        assert refused.exit_code == 1 and "Traceback" not in refused.output, refused.output
+        assert "run sqlite-utils brain check" in refused.output or f"{column} must be a list" in refused.output
+        assert repaired.exit_code == 1 and "cannot tell what these values should be" in repaired.output
+        assert named in repaired.output and "(set it with SQL)" in repaired.output, repaired.output
+        assert snapshot(brain_sql.connect(db_path)) == before
+        return
+    assert exported.exit_code == 0 and reingested.exit_code == 0, exported.output + reingested.output
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    conn = brain_sql.connect(db_path)
+    after = conn.execute(f"select {column} from knowledge where id = 1").fetchone()[0]
+    assert json.loads(after) == json.loads(mended)
+    assert after == brain_sql.connect(again).execute(f"select {column} from knowledge where id = 1").fetchone()[0]
+    unchanged = [row for row in snapshot(conn)["knowledge"] if row[0] != 1]
+    assert unchanged == [row for row in before["knowledge"] if row[0] != 1]
+
+
+@pytest.mark.parametrize(
+    "column, value",
+    [
+        ("observed_at", "0000-01-01"),
+        ("observed_at", "2024-02-30"),
+        ("valid_from", "2023-02-29"),
+        ("valid_to", "0000-01-01"),
+        ("expires_at", "2024-04-31 10:00:00"),
+        ("created_at", "2024-01-01 24:00:00"),
+    ],
+)
+def test_an_impossible_date_is_named_and_repair_refuses_it(run, db_path, column, value):
+    """No calendar has a 30 February, a year 0 or an hour 24 (SQLite reads them as
+    other days): check names the row and column, --repair cannot tell what was
+    meant and changes nothing, never deleting the memory; recall and the pages
+    answer meanwhile, and once the date is set the brain is consistent."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    without_rules(conn)  # as a brain written before they refused them
+    conn.execute(f"update knowledge set {column} = ? where id = 1", [value])
+    conn.close()
+    named = f"knowledge 1 {column}: {value!r}, not a time"
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1 and named in found.output, found.output
+    before = snapshot(brain_sql.connect(db_path))
+    refused = run("brain", "check", db_path, "--repair")
+    assert refused.exit_code == 1 and "cannot tell what these values should be" in refused.output, refused.output
+    assert named in refused.output and "(set it with SQL)" in refused.output, refused.output
+    assert snapshot(brain_sql.connect(db_path)) == before
+    assert_answers_or_says_to_run_check(run, db_path, "graph leg")
+    conn = brain_sql.connect(db_path)
+    conn.execute(f"update knowledge set {column} = '2024-02-29' where id = 1")
+    conn.close()
+    assert run("brain", "check", db_path, "--repair").exit_code == 0
+    assert run("brain", "check", db_path).output.strip().endswith("consistent")
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -362,3 +561,18 @@ def test_an_id_that_is_no_whole_number_is_named_when_recall_reads_it(run, db_pat
     assert "run sqlite-utils brain check" in recalled.output, recalled.output
     assert run("brain", "check", db_path, "--repair").exit_code == 0
     assert run("brain", "recall", db_path, "what does the graph leg do").exit_code == 0
+
+
+def test_every_problem_check_finds_is_told_in_words():
+    """The CLI names each problem check may find in words, never by its key: every
+    key _check reports (the literals of its `found` dict and of `problems[...] =`)
+    has a line in the CLI's PROBLEMS."""
+    source = inspect.getsource(consistency._check)
+    keys = set()
+    for node in ast.walk(ast.parse(textwrap.dedent(source))):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict) and node.targets[0].id == "found":
+            keys.update(key.value for key in node.value.keys)
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            keys.add(node.slice.value)
+    assert {"integrity", "invalid_values", "id_mark_behind", "stale_quotes", "stale_snapshot"} <= keys
+    assert keys - set(PROBLEMS) == set()

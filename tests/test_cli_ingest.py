@@ -534,6 +534,7 @@ def test_a_record_valid_to_before_its_valid_from_is_skipped_with_its_line(run, d
         ("/acme\u200b", "U+200B ZERO WIDTH SPACE"),
         ("/acme\u2800", "U+2800 BRAILLE PATTERN BLANK"),
         ("/acme/e\u0301", "write é as U+00E9"),
+        ("/\u0430cme", "U+0430 CYRILLIC SMALL LETTER A is CYRILLIC"),
     ],
 )
 def test_a_scope_option_that_looks_like_another_is_refused(run, db_path, tmp_path, scope, named):

@@ -221,7 +221,7 @@ def test_unloadable_recorded_model_is_a_clear_error(run, db_path, tmp_path):
     note.write_text("# A\n\ntext")
     result = run("brain", "ingest", db_path, note)
     assert result.exit_code == 1
-    assert "cannot load model2vec model" in result.output
+    assert "missing-model', which is not a model installed here" in result.output  # a folder gone: no hub id either
     assert "Traceback" not in result.output
 
 

@@ -10,7 +10,7 @@ import pytest
 import brain_sql
 from brain_sql.pipeline import remember
 
-from .conftest import edges, rows, write
+from .conftest import edges, rows, without_rules, write
 
 TURNS = [
     {"_id": "S1:1", "text": "Hey Mel! How was your weekend?", "speaker": "Caroline"},
@@ -472,3 +472,119 @@ def test_a_turn_whose_day_plain_sql_changed_is_said_on_its_new_day(conn, tmp_pat
     assert quotes(conn, "S2:1") == "Ann"
     hits = brain_sql.recall(conn, {"q": "support group 9 January 2024", "k": 1, "cutoff": False})["hits"]
     assert hits[0]["external_id"] == "S1:3"
+
+
+@pytest.mark.parametrize(
+    "speaker, renamed",
+    [
+        ("Caroline", "Ann"),
+        ("Caroline", "Carol"),  # the new name begins the old one
+        ("Bo\nB", "Ann"),  # the old name spans two lines
+        ("Ann", "Bo\nB"),
+    ],
+)
+def test_a_turn_whose_speaker_plain_sql_changed_keeps_its_day(tmp_path, speaker, renamed):
+    """A turn's context begins with its speaker and its day: when plain SQL gives the
+    turn another speaker, repair names the new one on the same day, keeps its time
+    phrases, and quotes it by its new name in the turns after it, as renaming it
+    through remember does."""
+    turns = [{**t, "speaker": speaker} if t["_id"] == "S1:3" else t for t in TURNS]
+    contexts = []
+    for way in ("sql", "remember"):
+        conn = brain_sql.connect(tmp_path / f"{way}.db")
+        brain_sql.ingest(conn, [transcript(tmp_path, turns)])
+        if way == "sql":
+            conn.execute(
+                "update knowledge set metadata = json_set(metadata, '$.speaker', ?) where external_id = 'S1:3'",
+                [renamed],
+            )
+            renamed_turn = conn.execute("select document_id from knowledge where external_id = 'S1:3'").fetchone()[0]
+            assert renamed_turn in brain_sql.check(conn)["stale_own_lines"]
+            assert "unrepaired" not in brain_sql.check(conn, repair=True)
+            assert brain_sql.check(conn) == {}
+        else:
+            remember(
+                conn, [{**turns[2], "speaker": renamed, "session_id": "chat/1", "observed_at": "2023-05-08T13:56:00"}]
+            )
+        contexts.append({t["_id"]: quotes(conn, t["_id"]) for t in TURNS})
+    assert contexts[0]["S1:3"] == "\n".join(
+        [f"{renamed}, 8 May 2023", "yesterday: 7 May 2023"] + [f"{t['speaker']}: {t['text']}" for t in TURNS[:2]]
+    )
+    # the turns after it, as remember leaves them (remember's own context of it quotes the turns stored last)
+    assert {k: v for k, v in contexts[0].items() if k != "S1:3"} == {
+        k: v for k, v in contexts[1].items() if k != "S1:3"
+    }
+    assert f"{renamed}: {TURNS[2]['text']}" in contexts[0]["S1:4"]
+
+
+def test_a_quoted_turn_given_another_day_changes_only_its_own_lines(tmp_path):
+    """A quote names its turn's speaker and words, never its day (turns follow each
+    other in file order, not by date): a turn that plain SQL moves to another day is
+    stale in its own lines alone, and the repaired brain holds the contexts of one
+    whose file gave that day."""
+    conn = brain_sql.connect(tmp_path / "sql.db")
+    brain_sql.ingest(conn, [transcript(tmp_path)])
+    conn.execute("update knowledge set observed_at = '2024-01-10 09:00:00' where external_id = 'S1:3'")
+    moved = conn.execute("select document_id from knowledge where external_id = 'S1:3'").fetchone()[0]
+    assert brain_sql.check(conn) == {"stale_own_lines": [moved]}
+    brain_sql.check(conn, repair=True)
+    dated = brain_sql.connect(tmp_path / "dated.db")
+    lines = [
+        json.dumps(
+            {
+                **t,
+                "session_id": "chat/1",
+                "observed_at": "2024-01-10 09:00:00" if t["_id"] == "S1:3" else "2023-05-08T13:56:00",
+            }
+        )
+        for t in TURNS
+    ]
+    brain_sql.ingest(dated, [write(tmp_path / "dated" / "chat.jsonl", "\n".join(lines) + "\n")])
+    assert [quotes(conn, t["_id"]) for t in TURNS] == [quotes(dated, t["_id"]) for t in TURNS]
+
+
+@pytest.mark.parametrize("parent", ["/", "/a"])
+def test_a_turn_moved_to_a_parent_scope_is_unquoted_as_remember_moves_it(tmp_path, parent):
+    """Its readers could read a parent scope anyway, but a turn is quoted only in its
+    own scope: forgetting, flagging or correcting it restates the quotes of its
+    scope alone. So a turn moved up with plain SQL is found, repair drops its quotes
+    as moving it through remember does (and its own quotes of the scope it left:
+    readers of the parent may not read them), and forgetting it then leaves its words
+    in no context."""
+    turns = [{**t, "scope": "/a/b"} for t in TURNS]
+    contexts = []
+    for way in ("sql", "remember"):
+        conn = brain_sql.connect(tmp_path / f"{way}.db")
+        brain_sql.ingest(conn, [transcript(tmp_path, turns)])
+        if way == "sql":
+            conn.execute("update knowledge set scope = ? where external_id = 'S1:3'", [parent])
+            stale = rows(
+                conn, "select document_id from knowledge where external_id in ('S1:3', 'S1:4', 'S1:5') order by 1"
+            )
+            assert brain_sql.check(conn) == {"stale_quotes": [row[0] for row in stale]}
+            brain_sql.check(conn, repair=True)
+            assert brain_sql.check(conn) == {}
+        else:
+            remember(
+                conn, [{**turns[2], "scope": parent, "session_id": "chat/1", "observed_at": "2023-05-08T13:56:00"}]
+            )
+        contexts.append([quotes(conn, t["_id"]) for t in TURNS])
+    assert contexts[0] == contexts[1]
+    assert "support group" not in contexts[0][3] + contexts[0][4]
+    brain_sql.forget(conn, ids=[conn.execute("select id from knowledge where external_id = 'S1:3'").fetchone()[0]])
+    assert not rows(conn, "select id from knowledge where context like '%support group%'")
+
+
+def test_a_turn_given_a_day_no_calendar_has_keeps_its_own_lines(conn, tmp_path):
+    """29 February 2023 reads as no day to the turn's own lines (SQLite takes it
+    for 1 March): check names the value, and --repair refuses it, changing nothing,
+    instead of writing the turn's lines again without its day."""
+    brain_sql.ingest(conn, [transcript(tmp_path)])
+    without_rules(conn)  # as a brain written before they refused it
+    conn.execute("update knowledge set observed_at = '2023-02-29 10:00:00' where external_id = 'S1:3'")
+    before = by_external_id(conn)
+    found = brain_sql.check(conn)
+    assert list(found) == ["invalid_values"] and "observed_at: '2023-02-29 10:00:00'" in found["invalid_values"][0]
+    with pytest.raises(brain_sql.BrainError, match="cannot tell what these values should be"):
+        brain_sql.check(conn, repair=True)
+    assert by_external_id(conn) == before

@@ -1,6 +1,7 @@
 """Datasette integration: metadata.yml, the canned recall query, the decay facet,
 the decayed review JSON, and links from menus and actions."""
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,10 +92,14 @@ async def test_canned_recall_query_matches_the_api(demo):
         ({"k": "-3"}, "k must be from 1 to 100, not -3"),  # not every row
     ],
 )
-async def test_the_canned_recall_query_names_a_bad_parameter(demo, params, named):
-    """SQLite says of a brain_* function's error only that it raised one: the
-    query's 400 names the parameter at fault instead, in its JSON and on its page,
-    as the JSON API would; whoever may not run it still gets Datasette's 403."""
+async def test_the_canned_recall_query_names_a_bad_parameter(demo, params, named, monkeypatch, capsys):
+    """SQLite says of a brain_* function's error only that it raised one, and Datasette
+    logs that function's traceback: the parameters are read before SQLite runs the
+    query, and its 400 names the one at fault, in its JSON and on its page, as the
+    JSON API would, with no traceback in the server's log; whoever may not run it
+    still gets Datasette's 403."""
+    unraisable = []  # where Datasette's enable_callback_tracebacks sends a SQL function's exception
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
     datasette = Datasette([str(demo)], metadata=METADATA)
     for shape in ({}, {"_shape": "array"}):
         answer = await datasette.client.get("/demo/recall.json", params={"q": "graph leg", **params, **shape})
@@ -104,6 +109,8 @@ async def test_the_canned_recall_query_names_a_bad_parameter(demo, params, named
     private = Datasette([str(demo)], metadata={"databases": {"demo": {"tables": {"knowledge": {"allow": False}}}}})
     refused = await private.client.get("/demo/recall.json", params={"q": "graph leg", **params})
     assert refused.status_code == 403 and named not in refused.text
+    logged = capsys.readouterr()
+    assert not unraisable and "Traceback" not in logged.err + logged.out, [u.exc_value for u in unraisable]
 
 
 @pytest.mark.asyncio

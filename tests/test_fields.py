@@ -6,7 +6,7 @@ import re
 import pytest
 import regex
 
-from brain_sql.fields import FieldError, normalize_fields, normalize_scope, parse_time, scope_ancestors
+from brain_sql.fields import FieldError, ScopesAlike, normalize_fields, normalize_scope, parse_time, scope_ancestors
 
 NOW = "2026-11-29 12:00:00"
 
@@ -194,6 +194,40 @@ def test_scope_with_control_characters_is_refused(scope):
         # é as e and a combining accent: the same on a page as é in one character
         ("/acme/e\u0301", "write é as U+00E9, not as e and U+0301 COMBINING ACUTE ACCENT"),
         ("/caf\u0065\u0301/support", "not in Unicode's composed form (NFC)"),
+        # letters of two scripts in one part: Cyrillic а (U+0430) in Latin acme reads as /acme
+        ("/\u0430cme", "mixes letters of different scripts: U+0430 CYRILLIC SMALL LETTER A is CYRILLIC"),
+        ("/acme/supp\u043ert", "U+043E CYRILLIC SMALL LETTER O is CYRILLIC, U+0073 LATIN SMALL LETTER S is LATIN"),
+        ("/c\u03bfde", "U+03BF GREEK SMALL LETTER OMICRON is GREEK"),
+        ("/\u0430\u0441me", "mixes letters of different scripts"),
+        ("/\u0442\u043eky\u043e", "mixes letters of different scripts"),
+        # a compatibility form (not in NFKC) is another character on a page: named with its plain form
+        ("/\U0001d41acme", 'U+1D41A MATHEMATICAL BOLD SMALL A, a compatibility form of "a"'),
+        ("/\ufb01nance", 'U+FB01 LATIN SMALL LIGATURE FI, a compatibility form of "fi"; write "fi"'),
+        ("/\uff41cme", 'U+FF41 FULLWIDTH LATIN SMALL LETTER A, a compatibility form of "a"'),
+        ("/\uff41\uff43\uff4d\uff45", "not in Unicode's compatibility form (NFKC)"),
+        ("/acme\uff11", 'U+FF11 FULLWIDTH DIGIT ONE, a compatibility form of "1"'),
+        ("/acme\U0001d7f7", 'U+1D7F7 MATHEMATICAL MONOSPACE DIGIT ONE, a compatibility form of "1"'),
+        ("/a\uff0fb", 'U+FF0F FULLWIDTH SOLIDUS, a compatibility form of "/"'),
+        # punctuation that reads as a slash: one part that reads as two (/acme, then support)
+        ("/acme\u2215support", 'U+2215 DIVISION SLASH: it reads as "/", so one part reads as two'),
+        ("/a\u2044b", "U+2044 FRACTION SLASH"),
+        ("/a\u29f8b", "U+29F8 BIG SOLIDUS"),
+        ("/a\u2571b", "U+2571 BOX DRAWINGS LIGHT DIAGONAL UPPER RIGHT TO LOWER LEFT"),
+        ("/a\u1735b", "U+1735 PHILIPPINE SINGLE PUNCTUATION"),
+        ("/a\u27cbb", "U+27CB MATHEMATICAL RISING DIAGONAL"),
+        # dashes and minus signs beside the hyphen-minus
+        ("/acme\u2010x", 'U+2010 HYPHEN: it reads as "-"'),
+        ("/acme\u2011x", "U+2011 NON-BREAKING HYPHEN"),
+        ("/acme\u2012x", "U+2012 FIGURE DASH"),
+        ("/acme\u2013x", "U+2013 EN DASH"),
+        ("/acme\u2014x", 'U+2014 EM DASH: it reads as "-"'),
+        ("/acme\u2015x", "U+2015 HORIZONTAL BAR"),
+        ("/acme\u2212x", "U+2212 MINUS SIGN"),
+        ("/acme\u2796x", "U+2796 HEAVY MINUS SIGN"),
+        ("/acme\ufe63x", "U+FE63 SMALL HYPHEN-MINUS"),
+        # other punctuation that reads as ASCII: a typographic apostrophe, a multiplication sign
+        ("/l\u2019\u00e9quipe", 'U+2019 RIGHT SINGLE QUOTATION MARK: it reads as "\'"'),
+        ("/1920\u00d71080", 'U+00D7 MULTIPLICATION SIGN: it reads as "x"'),
     ],
 )
 def test_a_scope_that_looks_like_another_is_refused_by_name(scope, named):
@@ -210,20 +244,62 @@ def test_a_scope_keeps_inner_spaces_and_accents():
 
 def test_look_alike_scopes_are_never_two_scopes():
     """é composed is a scope, é decomposed is refused (not silently composed:
-    nothing stored is changed); other scripts, marks on letters and fullwidth
-    letters are visible, and stay."""
+    nothing stored is changed); other scripts and marks on letters are visible,
+    and stay, as do punctuation and letters that read like no ASCII (·, €, ・, ー)."""
     assert normalize_scope("/acme/\u00e9") == "/acme/\u00e9"
     with pytest.raises(FieldError, match="NFC"):
         normalize_scope("/acme/e\u0301")
     for scope in (
-        "/\uff41\uff43\uff4d\uff45",
         "/acme/j\u0301",
         "/\u0928\u092e\u0938\u094d\u0924\u0947",
         "/\u4e2d\u6587",
         "/\ud55c\uad6d",
         "/caf\u00e9/\u00fcber",
+        # one script a part, whichever (digits and punctuation have none), or Latin with
+        # the scripts Japanese, Chinese and Korean write alongside it (Unicode's UTS #39)
+        "/\u043c\u043e\u0441\u043a\u0432\u0430/2024-\u0441\u043c\u0435\u0442\u0430",
+        "/acme/\u043c\u043e\u0441\u043a\u0432\u0430",
+        "/\u03b1\u03b8\u03ae\u03bd\u03b1",
+        "/\u6771\u4eac\u30bf\u30ef\u30fc/\u3072\u3089\u304c\u306a",
+        "/Python\u5165\u9580",
+        "/\ud55c\uad6d\u8a9e",
+        "/acme_2/support-eu.v2",
+        # whole words of one script, whatever Latin words they look like: /асе, /ᎪᏟᎷᎬ
+        # (ScopesAlike refuses them beside /ace and /ACME in one brain)
+        "/\u0430\u0441\u0435",
+        "/\u13aa\u13df\u13b7\u13ac",
+        "/\u30ce\u30fc\u30c8/Python\u30ce\u30fc\u30c8",
+        "/l\u00b7l/\u20ac/\u30b8\u30e7\u30f3\u30fb\u30b9\u30df\u30b9/2024\u5e744\u6708\u301c6\u6708",
     ):
         assert normalize_scope(scope) == scope
+
+
+def test_a_scope_reading_like_another_of_the_brain_is_refused_by_name():
+    """Scopes each in one script can read alike letter by letter: /асе in Cyrillic
+    is /ace on a page. A new one is refused when the brain holds its twin (or the
+    twin of a parent of it), naming the scope it reads like; the brain's scopes
+    are read once however many records are checked; /ace and Russian scopes of
+    their own stay valid, and so do two ASCII scopes alike (rn and m, 1 and l)."""
+    reads = []
+    scopes = ScopesAlike(lambda: reads.append(1) or ["/ace/support", "/ACME", "/team/m1"])
+    assert scopes.refusal("/") is None and reads == []  # the root reads nothing
+    refused = {
+        "/\u0430\u0441\u0435": '"/ace", a scope this brain holds: U+0430 CYRILLIC SMALL LETTER A',
+        "/\u0430\u0441\u0435/billing": 'reads like "/ace"',
+        "/\u13aa\u13df\u13b7\u13ac": 'reads like "/ACME", a scope this brain holds: U+13AA CHEROKEE LETTER GO',
+        "/ACME/\u0430\u0441\u0435": None,  # /ACME/ace is no scope of this brain
+        "/\u043c\u043e\u0441\u043a\u0432\u0430": None,
+        "/ace/support": None,
+        "/ace/billing": None,
+        "/team/ml": None,
+        "/acme\u30ce\u30fcsupport": None,  # written first: then /acme/ーsupport would read like it
+    }
+    for scope, named in refused.items():
+        for _ in range(2):
+            why = scopes.refusal(normalize_scope(scope))
+            assert (why is None) if named is None else (named in why), (scope, why)
+    assert "reads like" in scopes.refusal("/acme/\u30fcsupport")
+    assert reads == [1]
 
 
 def test_every_blank_character_unicode_names_is_refused():

@@ -394,3 +394,36 @@ def test_check_finds_and_repairs_an_id_mark_left_behind(conn):
     brain_sql.forget(conn, ids=[40])
     _, [[new]] = brain_sql.remember(conn, [{"text": "second note"}])
     assert new == 41
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "update brain_ids set seq = 0",
+        "delete from brain_ids",
+        "update brain_ids set seq = 'abc'",
+        "update brain_ids set seq = 2.5",
+        "drop table brain_ids",
+    ],
+)
+def test_an_id_mark_set_back_with_plain_sql_is_named_in_words_and_restored(run, db_path, change):
+    """The id mark keeps a forgotten memory's id from being given again: plain SQL
+    that sets it back, empties, overwrites or drops it is named by check in words,
+    and --repair restores it over every id the brain gave, the forgotten ones its
+    change log names too, so no new memory takes a forgotten one's id."""
+    conn = brain_sql.connect(db_path)
+    _, ids = brain_sql.remember(conn, [{"text": "first note"}, {"text": "second note"}, {"text": "third note"}])
+    forgotten = ids[-1][0]
+    brain_sql.forget(conn, ids=[forgotten])
+    conn.execute(change)
+    conn.commit()
+    conn.close()
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1 and "Traceback" not in found.output, found.output
+    assert "the id mark" in found.output and "id_mark_behind" not in found.output, found.output
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    conn = brain_sql.connect(db_path)
+    assert conn.execute("select seq from brain_ids where name = 'knowledge'").fetchone()[0] == forgotten
+    _, [[new]] = brain_sql.remember(conn, [{"text": "fourth note"}])
+    assert new > forgotten and brain_sql.check(conn) == {}

@@ -28,8 +28,9 @@ def test_the_report_counts_what_was_stored(tmp_path):
 
 def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_path):
     """json and yaml raise ValueError for an integer of over 4,300 digits, and
-    RecursionError for deep nesting: each is that record's problem, named with
-    its file and line, and the rest still go in."""
+    RecursionError for deep nesting; YAML reads .nan and .inf, numbers JSON (and
+    SQLite's JSON, which reads the metadata) has not: each is that record's
+    problem, named with its file and line, and the rest still go in."""
     folder = tmp_path / "in"
     folder.mkdir()
     big = "9" * 5000
@@ -49,6 +50,10 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
     (folder / "hex.md").write_text("---\nextra: 0x" + "f" * 4000 + "\n---\n# Hex\n\ntext\n")
     (folder / "surrogate.md").write_text('---\ntitle: "\\uD800"\n---\n# S\n\ntext\n')
     (folder / "yes.md").write_text("---\ntitle: yes\n---\n# Yes\n\ntext\n")
+    (folder / "nan.md").write_text(
+        "---\nx: .nan\n---\n# NaN\n\ntext\n"
+    )  # JSON has no NaN: SQLite's JSON could not read it
+    (folder / "inf.md").write_text("---\nx: {y: [1, -.inf]}\n---\n# Inf\n\ntext\n")
     (folder / "bools.jsonl").write_text(
         '{"title": true, "text": "a title that is not one"}\n{"_id": "nan", "text": "x", "metadata": {"x": NaN}}\n'
     )
@@ -61,6 +66,8 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
         ("bools.jsonl", 2),
         ("deep.md", 1),
         ("hex.md", 1),
+        ("inf.md", 1),
+        ("nan.md", 1),
         ("records.jsonl", 2),
         ("records.jsonl", 3),
         ("surrogate.md", 1),
@@ -112,7 +119,10 @@ def test_a_record_whose_validity_ends_before_it_begins_is_skipped_with_its_line(
         '{"_id": "back", "text": "Bob ran support.", "valid_from": "2025-01-01", "valid_to": "2024-01-01"}\n'
     )
     (folder / "role.md").write_text("---\nvalid_from: 2025-01-01\nvalid_to: 2025-01-01\n---\n# Role\n\nCarol\n")
-    (folder / "scoped.csv").write_text('text,scope\nfine,/acme\nhidden,"/acme\u200b"\n')
+    (folder / "scoped.csv").write_text(
+        'text,scope\nfine,/acme\nhidden,"/acme\u200b"\nmixed,/\u0430cme\nslash,/acme\u2215support\n'
+        "ace,/ace\ncyrillic,/\u0430\u0441\u0435\n"  # /асе: the /ace of the record before, in Cyrillic
+    )
     conn = brain_sql.connect(tmp_path / "brain.db")
     report = brain_sql.ingest(conn, [folder])
     problems = sorted((e.path.rsplit("/", 1)[-1], e.line, e.message) for e in report.errors)
@@ -135,5 +145,29 @@ def test_a_record_whose_validity_ends_before_it_begins_is_skipped_with_its_line(
             'scope "/acme\\u200b" may not contain U+200B ZERO WIDTH SPACE: '
             "it would be a separate scope that looks like another",
         ),
+        (
+            "scoped.csv",
+            4,
+            'scope "/\u0430cme" has a part, "\u0430cme", that mixes letters of different scripts: '
+            "U+0430 CYRILLIC SMALL LETTER A is CYRILLIC, U+0063 LATIN SMALL LETTER C is LATIN; "
+            "it would be a separate scope that looks like another: write each part in one script",
+        ),
+        (
+            "scoped.csv",
+            5,
+            'scope "/acme\u2215support" may not contain U+2215 DIVISION SLASH: it reads as "/", so one part '
+            "reads as two; it would be a separate scope that looks like another",
+        ),
+        (
+            "scoped.csv",
+            7,
+            'scope "/\u0430\u0441\u0435" reads like "/ace", a scope this brain holds: U+0430 CYRILLIC SMALL '
+            "LETTER A, U+0441 CYRILLIC SMALL LETTER ES, U+0435 CYRILLIC SMALL LETTER IE read as its characters; "
+            'it would be a separate scope that looks like another: write "/ace" where that is meant, or another name',
+        ),
     ]
-    assert rows(conn, "select coalesce(external_id, content) from knowledge order by 1") == [("fine",), ("ok",)]
+    assert rows(conn, "select coalesce(external_id, content) from knowledge order by 1") == [
+        ("ace",),
+        ("fine",),
+        ("ok",),
+    ]

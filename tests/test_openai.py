@@ -2,6 +2,7 @@
 Datasette's real ASGI app in-process: OpenAI's own decoding and error parsing."""
 
 import base64
+import urllib.parse
 
 import httpx
 import numpy as np
@@ -104,8 +105,8 @@ async def test_permission_size_and_method_errors_in_openais_shape(vault_brain_pa
     assert set(get.json()["error"]) == {"message", "type", "param", "code"}
 
 
-@pytest.mark.asyncio
-async def test_several_models_must_be_named(vault_brain_path, tmp_path):
+def brain_of_another_model(tmp_path):
+    """(other.db, the folder of its model): a brain made with a 128-dimensional model2vec model."""
     from model2vec import StaticModel
 
     from brain_sql.embed import get_model
@@ -119,6 +120,12 @@ async def test_several_models_must_be_named(vault_brain_path, tmp_path):
     conn = brain_sql.connect(other, str(folder))
     brain_sql.migrate(conn, str(folder))
     conn.close()
+    return other, folder
+
+
+@pytest.mark.asyncio
+async def test_several_models_must_be_named(vault_brain_path, tmp_path):
+    other, folder = brain_of_another_model(tmp_path)
     client = client_for(Datasette([str(vault_brain_path), str(other)]))
     with pytest.raises(openai.BadRequestError) as raised:
         await client.embeddings.create(input="graph leg", model="text-embedding-3-small")
@@ -145,3 +152,29 @@ async def test_the_models_are_listed_as_openai_lists_them(vault_brain_path, tmp_
     denied = client_for(Datasette([str(vault_brain_path)], metadata={"allow": False}))
     with pytest.raises(openai.PermissionDeniedError):
         await denied.models.list()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "deny",
+    [{"allow": {"id": "admin"}}, {"tables": {"knowledge": {"allow": {"id": "admin"}}}}],
+    ids=["database", "knowledge"],
+)
+async def test_the_models_listed_are_those_of_brains_the_actor_may_read(vault_brain_path, tmp_path, deny):
+    """A model only a brain the actor may not read uses is not listed, and asking for
+    it is the 404 of a model never served (a 403 would tell that a hidden brain uses
+    it); whoever may read that brain sees it."""
+    other, folder = brain_of_another_model(tmp_path)
+    datasette = Datasette([str(vault_brain_path), str(other)], metadata={"databases": {"other": deny}})
+    admin = {"ds_actor": datasette.sign({"a": {"id": "admin"}}, "actor")}
+    listed = await datasette.client.get("/-/brain/v1/models")
+    assert listed.status_code == 200 and [m["id"] for m in listed.json()["data"]] == [MODEL]
+    hidden = await datasette.client.get(f"/-/brain/v1/models/{urllib.parse.quote(str(folder), safe='')}")
+    never = await datasette.client.get("/-/brain/v1/models/never-served")
+    assert hidden.status_code == never.status_code == 404 and hidden.json()["error"]["code"] == "model_not_found"
+    assert str(folder) not in never.text  # the brains' models it lists: only the readable one's
+    assert hidden.json()["error"]["message"].replace(str(folder), "never-served") == never.json()["error"]["message"]
+    listed = await datasette.client.get("/-/brain/v1/models", cookies=admin)
+    assert sorted(m["id"] for m in listed.json()["data"]) == sorted([MODEL, str(folder)])
+    shown = await datasette.client.get(f"/-/brain/v1/models/{urllib.parse.quote(str(folder), safe='')}", cookies=admin)
+    assert shown.status_code == 200 and shown.json()["id"] == str(folder)

@@ -7,6 +7,7 @@ import pytest
 from datasette.app import Datasette
 
 import brain_sql
+from brain_sql import schema
 from brain_sql.connection import sqlite3
 
 from .conftest import fingerprint, without_rules
@@ -22,6 +23,13 @@ GRAPH_LEG = "(select document_id from knowledge where title = 'Graph Leg')"
         ("update knowledge set valid_to = '12:00' where id = 1", "knowledge.valid_to"),  # a bare time: no day
         ("update knowledge set expires_at = 2461000.5 where id = 1", "knowledge.expires_at"),  # a Julian day number
         ("update knowledge set valid_from = '2024-13-45' where id = 1", "knowledge.valid_from"),
+        ("update knowledge set observed_at = '2024-02-30' where id = 1", "knowledge.observed_at"),  # SQLite: 1 March
+        ("update knowledge set valid_from = '0000-01-01' where id = 1", "knowledge.valid_from"),  # Python has no year 0
+        ("update knowledge set expires_at = '2024-01-01 24:00:00' where id = 1", "knowledge.expires_at"),
+        (
+            "update knowledge set valid_to = '9999-12-31T23:00:00-05:00' where id = 1",
+            "knowledge.valid_to",
+        ),  # year 10000
         ("insert into knowledge (content, observed_at) values ('x', '01/02/2024')", "knowledge.observed_at"),
         ("update entities set created_at = 'now' where id = 1", "entities.created_at"),
         (
@@ -124,3 +132,31 @@ def test_an_entity_deleted_with_plain_sql_stops_no_write(vault_brain_copy):
     assert "Graph Leg.md entity_id" in brain_sql.check(conn)["invalid_values"][0]
     brain_sql.check(conn, repair=True)
     assert brain_sql.check(conn) == {}
+
+
+# the rule m015 made: any text SQLite reads as a time after a date
+M015_TIME_SQL = (
+    "typeof({c}) = 'null' or (typeof({c}) = 'text' and {c} glob '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*' "
+    "and unixepoch({c}) is not null)"
+)
+
+
+def test_a_brain_whose_rules_took_impossible_dates_is_migrated_to_refuse_them(vault_brain_copy, monkeypatch):
+    """m015's rules took 30 February (SQLite reads it as 1 March): m016 makes them
+    again, refusing it; what was stored before stays, and check names it."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with monkeypatch.context() as patched:
+        patched.setattr(schema, "TIME_SQL", M015_TIME_SQL)
+        m015 = schema.rule_triggers()
+    with conn:
+        for name, sql in m015.items():
+            conn.execute(f"drop trigger {name}")
+            conn.execute(sql)
+        conn.execute("delete from _sqlite_migrations where name = 'm016_real_dates'")
+    conn.execute("update knowledge set observed_at = '2024-02-30' where id = 1")
+    assert brain_sql.pending_migrations(conn) == ["m016_real_dates"]
+    brain_sql.migrate(conn)
+    with pytest.raises(sqlite3.IntegrityError, match="^brain rule: knowledge.observed_at must be "):
+        conn.execute("update knowledge set observed_at = '2023-02-29' where id = 2")
+    found = brain_sql.check(conn)
+    assert list(found) == ["invalid_values"] and "knowledge 1 observed_at: '2024-02-30'" in found["invalid_values"][0]

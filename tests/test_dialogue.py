@@ -1,0 +1,136 @@
+"""Conversation turns ranked with their session and speaker (dialogue.py): the
+turns of the session a question is about rank above other sessions' turns that
+share a word with it, and a question naming a speaker prefers that speaker's
+turns, through the API and the SQL recall alike; a turn the caller cannot see
+counts for nothing."""
+
+import json
+
+import pytest
+
+import brain_sql
+from brain_sql import RECALL_SQL
+
+from .conftest import write
+
+DAY = "2023-06-02T10:00:00"
+TRIP = [
+    ("Melanie", "Morning! How did the long weekend go?"),
+    ("Caroline", "Pretty quiet, I mostly read and painted."),
+    ("Melanie", "We finally did it: three nights under the stars, just me and the kids."),
+    ("Caroline", "A camping trip at the lake, how lovely! Did you pitch the tent yourselves?"),
+    ("Melanie", "Yes, and it rained the whole first night."),
+]
+# other sessions, each sharing a word or two with the question
+OTHERS = [
+    ("Caroline", "The kids at the shelter loved the stars I drew for them."),
+    ("Melanie", "My brother went fishing at the lake last summer."),
+    ("Caroline", "I bought a new tent for the garden party."),
+    ("Melanie", "The kids start school next week."),
+    ("Caroline", "Three of my friends are coming over on Friday."),
+    ("Melanie", "I love the lake in the autumn."),
+]
+QUESTION = "When did Melanie go on a camping trip at the lake?"
+
+
+def turn(number, session, speaker, text, scope="/chat"):
+    return {
+        "_id": f"{session}:{number}",
+        "speaker": speaker,
+        "text": text,
+        "session_id": session,
+        "scope": scope,
+        "observed_at": DAY,
+    }
+
+
+def records(hidden=False):
+    """The trip session and six one-turn sessions; with `hidden`, a turn no caller of
+    /chat can see (another scope, or flagged) between each two of the trip's."""
+    made = []
+    for i, (speaker, text) in enumerate(TRIP):
+        made.append(turn(i + 1, "trip", speaker, text))
+        if hidden:
+            made.append(turn(f"{i + 1}b", "trip", "Caroline", "Camping at the lake, a camping trip!", "/secret"))
+    made += [turn(1, f"other{i}", speaker, text) for i, (speaker, text) in enumerate(OTHERS)]
+    return made
+
+
+def brain(folder, hidden=False):
+    conn = brain_sql.connect(folder / "brain.db")
+    path = write(folder / "chat.jsonl", "\n".join(json.dumps(r) for r in records(hidden)) + "\n")
+    report = brain_sql.ingest(conn, [path])
+    assert not report.errors, report.errors
+    if hidden:  # and a flagged turn of /chat right after the answer
+        flagged = turn("3c", "trip", "Caroline", "What a camping trip at the lake!")
+        brain_sql.remember(conn, [flagged])
+        with conn:
+            conn.execute("update knowledge set flagged = 1 where external_id = 'trip:3c'")
+    return conn
+
+
+def by_api(conn, q, k=20, **filters):
+    doc = {"q": q, "k": k, "prf": False, "cutoff": False, **filters}
+    hits = brain_sql.recall(conn, brain_sql.querydoc_from_strings(doc))["hits"]
+    return [(hit["external_id"], round(hit["score"], 12)) for hit in hits]
+
+
+def by_sql(conn, q, k=20, **filters):
+    params = {"q": q, "k": k, **{n: filters.get(n, "") for n in ("scope", "classes", "sources", "domain")}}
+    params.update({"since": "", "until": "", "as_of": ""})
+    external = dict(conn.execute("select id, external_id from knowledge"))
+    return [(external[row[0]], round(row[2], 12)) for row in conn.execute(RECALL_SQL, params)]
+
+
+@pytest.fixture(scope="module")
+def quiet(tmp_path_factory):
+    return brain(tmp_path_factory.mktemp("quiet"))
+
+
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory):
+    return brain(tmp_path_factory.mktemp("crowded"), hidden=True)
+
+
+def test_the_turns_of_the_session_a_question_is_about_rank_together(quiet):
+    """trip:3 is the trip, but names neither camping nor the lake: trip:4, the turn
+    after it, does (and trip:5, which quotes trip:4 in its context). It ranks
+    above the other sessions' turns that share a word with the question."""
+    ranked = [item for item, _ in by_api(quiet, QUESTION)]
+    assert ranked.index("trip:3") < min(ranked.index(f"other{i}:1") for i in range(6))
+
+
+def test_a_question_naming_a_speaker_prefers_that_speakers_turns(tmp_path):
+    """Each of the two says they went hiking by the river; Caroline says more of the
+    question's words, but the question asks about Melanie. Her name is in half the
+    turns' contexts, too common for the lexical leg to search for."""
+    said = [
+        ("Caroline", "We went hiking by the river, hiking up the river, a long river hike."),
+        ("Melanie", "We went hiking by the river last weekend."),
+        ("Caroline", "The kids painted all afternoon."),
+        ("Melanie", "I read a book about birds."),
+    ]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    lines = [json.dumps(turn(1, f"s{i}", speaker, text)) for i, (speaker, text) in enumerate(said)]
+    brain_sql.ingest(conn, [write(tmp_path / "chat.jsonl", "\n".join(lines) + "\n")])
+    for q, first in [("Where did Melanie go hiking by the river?", "s1:1"), ("a long river hike", "s0:1")]:
+        assert by_api(conn, q)[0][0] == first
+        assert by_sql(conn, q) == by_api(conn, q)
+
+
+@pytest.mark.parametrize("q", [QUESTION, "three nights under the stars", "tent", "the kids and the lake"])
+@pytest.mark.parametrize("scope", ["", "/chat"])
+def test_the_sql_recall_ranks_turns_as_the_api_does(quiet, q, scope):
+    api = by_api(quiet, q, scope=scope)
+    assert api and by_sql(quiet, q, scope=scope) == api
+
+
+@pytest.mark.parametrize("q", [QUESTION, "three nights under the stars", "camping trip"])
+def test_a_turn_the_caller_cannot_see_counts_for_nothing(quiet, crowded, q):
+    """Between each two turns of the trip, the crowded brain holds a turn of another
+    scope that says 'camping trip at the lake', and one flagged: to a caller of
+    /chat it answers as the brain without them, through the API and the SQL."""
+    assert by_api(crowded, q, scope="/chat") == by_api(quiet, q, scope="/chat")
+    assert by_sql(crowded, q, scope="/chat") == by_sql(quiet, q, scope="/chat")
+    # whoever may read /secret finds them
+    assert "trip:1b" in [item for item, _ in by_api(crowded, q)]
