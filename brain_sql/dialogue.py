@@ -93,7 +93,7 @@ def rescored(conn, text, fused, filters):
 
 
 def rescored_json(conn, text, fused, filters):
-    """brain_dialogue's work: `fused` as JSON [[id, score], ...] best first in,
+    """brain_dialogue's work: `fused` as [(id, score), ...] best first in, JSON
     [{id, score}] best first out."""
-    pairs = [(int(item), float(value), {}) for item, value in json.loads(fused or "[]")]
+    pairs = [(item, float(value), {}) for item, value in fused]
     return json.dumps([{"id": item, "score": value} for item, value, _ in rescored(conn, text, pairs, filters)])

@@ -2,7 +2,10 @@
 recall they make possible (recall.sql, whose filter clauses are written from
 filters.CLAUSES, so the SQL and the API filter alike)."""
 
+import functools
 import json
+import math
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -10,11 +13,12 @@ from . import bm25, claims, config, dialogue, graph, lexical, querydoc
 from .connection import sqlite3
 from .embed import embed
 from .errors import InputError, QueryError
-from .fields import parse_datetime, utcnow
+from .fields import loads_json, normalize_fields, parse_datetime, parse_time, utcnow
 from .filters import Filters, column_sql, template
 from .fusion import LEGS, boosted, leg_weights, method, rrf
-from .schema import recorded_model
+from .schema import is_brain, recorded_model
 from .vectors import quantize_int8
+from .wording import shown
 
 EMBED_FORMATS = ("float32", "int8")
 SETTINGS = {
@@ -75,13 +79,114 @@ def recall_params_error(params: Mapping[str, str | None]) -> str | None:
 def request_filters(request):
     """Filters from a JSON object of QueryDoc filter fields (values as text, lists
     as comma-separated text or JSON arrays), as the SQL functions receive them."""
-    values = json.loads(request) if request else {}
+    values = json_argument("filters", request) if request else {}
     if not isinstance(values, dict):
         raise InputError('filters must be a JSON object of QueryDoc fields, such as {"scope": "/acme"}')
     others = sorted(set(values) - set(FILTER_FIELDS))
     if others:
         raise InputError(f"filters take {', '.join(FILTER_FIELDS)}; not {', '.join(others)}")
     return Filters.from_querydoc(querydoc.from_strings(values, need_q=False))
+
+
+def json_argument(name, text):
+    """A function's argument that holds JSON, read; an InputError naming it when it does not."""
+    if not isinstance(text, str):
+        raise InputError(f"{name} must be JSON text, not {shown(text)}")
+    try:
+        return loads_json(text)
+    except (ValueError, RecursionError):
+        raise InputError(f"{name} is not JSON: {shown(text)}") from None
+
+
+def number_argument(name, value, low, low_included=True):
+    """A function's numeric argument, finite and at least (or above) `low`."""
+    if isinstance(value, (int, float)) and math.isfinite(value) and (value >= low if low_included else value > low):
+        return value
+    bound = f"{'at least' if low_included else 'greater than'} {low}"
+    raise InputError(f"{name} must be a number {bound}, not {shown(value)}")
+
+
+def text_argument(name, value):
+    """A function's text argument (NULL: none)."""
+    if value is not None and not isinstance(value, str):
+        raise InputError(f"{name} must be text, not {shown(value)}")
+    return value
+
+
+def _sql_function(conn, name, function):
+    """`function` as SQLite calls it. SQLite says only "user-defined function raised
+    exception" whatever Python raised (sqlite3 gives a function no way to set the
+    message), so an InputError is marked as the caller's (`brain_sql_function`, and
+    its message starts with the function's name) for the traceback hooks below;
+    anything else raised on a database that is not a brain is that, said as such."""
+
+    @functools.wraps(function)
+    def call(*args):
+        try:
+            return function(*args)
+        except InputError as ex:
+            _mark(ex, name)
+            raise
+        except Exception as ex:
+            if _not_a_brain(conn):
+                error = InputError(f"{name} needs a brain, and this database is not one (it has no brain_meta model)")
+                _mark(error, name)
+                raise error from ex
+            raise
+
+    return call
+
+
+def _mark(error, name):
+    message = str(error)
+    if not message.startswith(name):
+        error.args = (f"{name}: {message}",)
+    error.brain_sql_function = name
+
+
+def _not_a_brain(conn):
+    try:
+        return not is_brain(conn)
+    except sqlite3.DatabaseError:
+        return True
+
+
+def _quiet(error):
+    """Whether `error` is a caller's input error raised in a brain_* function: then
+    its message is written, one line, on stderr instead of a traceback."""
+    if getattr(error, "brain_sql_function", None):
+        sys.stderr.write(f"brain_sql: {error}\n")
+        return True
+    return False
+
+
+def quiet_input_errors():
+    """With sqlite3's callback tracebacks on (Datasette turns them on), a brain_*
+    function refusing a caller's bad argument logs one line, not a traceback; every
+    other exception keeps its traceback. sqlite3 prints them through
+    sys.unraisablehook, pysqlite3 through sys.excepthook: each is wrapped once."""
+    if not getattr(sys.excepthook, "brain_sql_quiet", False):
+        excepthook = sys.excepthook
+
+        def quiet_excepthook(kind, value, traceback):
+            if not _quiet(value):
+                excepthook(kind, value, traceback)
+
+        quiet_excepthook.brain_sql_quiet = True
+        sys.excepthook = quiet_excepthook
+    if not getattr(sys.unraisablehook, "brain_sql_quiet", False):
+        unraisablehook = sys.unraisablehook
+
+        def quiet_unraisablehook(unraisable):
+            if not _quiet(unraisable.exc_value):
+                unraisablehook(unraisable)
+
+        quiet_unraisablehook.brain_sql_quiet = True
+        sys.unraisablehook = quiet_unraisablehook
+
+
+def _create(conn, name, arguments, function, **options):
+    conn.create_function(name, arguments, _sql_function(conn, name, function), **options)
 
 
 def register_functions(conn, model_id=None):
@@ -92,6 +197,7 @@ def register_functions(conn, model_id=None):
     itself is loaded on the first call, not here.
     """
 
+    quiet_input_errors()
     _register_search(conn, model_id)
     _register_filters(conn)
 
@@ -113,7 +219,7 @@ def _register_search(conn, model_id):
         return vectors[0].tobytes()
 
     def brain_verify(claim, text):
-        return json.dumps(claims.verify(claim, text))
+        return json.dumps(claims.verify(text_argument("claim", claim), text_argument("text", text)))
 
     def term_stats(filters):
         return bm25.for_request(conn, request_filters(filters))
@@ -158,7 +264,7 @@ def _register_search(conn, model_id):
         """brain_ppr(q [, passages [, filters]]): the graph leg as a JSON array of
         {id, score}, best first. passages: JSON [{leg, id, score}] from the other
         legs, best first per leg; filters: a JSON object of QueryDoc filter fields."""
-        seeds = [(p["leg"], p["id"], p["score"]) for p in json.loads(passages or "[]")]
+        seeds = _passages(json_argument("passages", passages) if passages else [])
         hits, _ = graph.walk(conn, text or "", seeds, request_filters(filters))
         return json.dumps([{"id": item, "score": score} for item, score in hits])
 
@@ -167,17 +273,53 @@ def _register_search(conn, model_id):
         first; returns JSON [{id, score}] best first as the API ranks them: a
         conversation turn raised when q names its speaker and by its session's best
         (dialogue.py), the candidates' sessions' other turns `filters` admit added."""
-        return dialogue.rescored_json(conn, text, fused, request_filters(filters))
+        pairs = _fused(json_argument("fused", fused) if fused else [])
+        return dialogue.rescored_json(conn, text, pairs, request_filters(filters))
 
-    conn.create_function("brain_dialogue", -1, brain_dialogue)
-    conn.create_function("brain_leg_weight", -1, brain_leg_weight)
-    conn.create_function("brain_fusion", -1, brain_fusion)
-    conn.create_function("brain_ppr", -1, brain_ppr)
-    conn.create_function("brain_embed", 1, brain_embed, deterministic=True)
-    conn.create_function("brain_embed", 2, brain_embed, deterministic=True)
-    conn.create_function("brain_verify", 2, brain_verify, deterministic=True)
-    conn.create_function("brain_fts_query", -1, brain_fts_query)
-    conn.create_function("brain_fts", -1, brain_fts)
+    _create(conn, "brain_dialogue", -1, brain_dialogue)
+    _create(conn, "brain_leg_weight", -1, brain_leg_weight)
+    _create(conn, "brain_fusion", -1, brain_fusion)
+    _create(conn, "brain_ppr", -1, brain_ppr)
+    _create(conn, "brain_embed", 1, brain_embed, deterministic=True)
+    _create(conn, "brain_embed", 2, brain_embed, deterministic=True)
+    _create(conn, "brain_verify", 2, brain_verify, deterministic=True)
+    _create(conn, "brain_fts_query", -1, brain_fts_query)
+    _create(conn, "brain_fts", -1, brain_fts)
+
+
+def _fused(fused):
+    """brain_dialogue's fused list, [(id, score)], from its JSON [[id, score], ...]."""
+    shape = "fused must be a JSON array of [id, score] pairs (id a whole number, score a finite number)"
+    if not isinstance(fused, list):
+        raise InputError(shape)
+    pairs = []
+    for pair in fused:
+        ok = isinstance(pair, list) and len(pair) == 2
+        item, score = pair if ok else (None, None)
+        if not ok or not isinstance(item, int) or isinstance(item, bool) or isinstance(score, bool):
+            raise InputError(f"{shape}, not {shown(pair)}")
+        if not isinstance(score, (int, float)) or not math.isfinite(score):
+            raise InputError(f"{shape}, not {shown(pair)}")
+        pairs.append((item, score))
+    return pairs
+
+
+def _passages(passages):
+    """brain_ppr's passages, [(leg, id, score)], from its JSON [{leg, id, score}]."""
+    shape = 'passages must be a JSON array of {"leg", "id", "score"} (id a whole number, score a number or null)'
+    if not isinstance(passages, list):
+        raise InputError(shape)
+    seeds = []
+    for passage in passages:
+        if not isinstance(passage, dict) or set(passage) - {"leg", "id", "score"}:
+            raise InputError(f"{shape}, not {shown(passage)}")
+        leg, item, score = passage.get("leg"), passage.get("id"), passage.get("score")
+        if not isinstance(leg, str) or not isinstance(item, int) or isinstance(item, bool):
+            raise InputError(f"{shape}, not {shown(passage)}")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))):
+            raise InputError(f"{shape}, not {shown(passage)}")
+        seeds.append((leg, item, score))
+    return seeds
 
 
 def _register_filters(conn):
@@ -187,16 +329,26 @@ def _register_filters(conn):
         return [row[0] for row in conn.execute(f"select distinct {column_sql(column, 'knowledge')} from knowledge")]
 
     def brain_rrf(rank, weight=1.0, k=config.RRF_K):
-        """brain_rrf(rank [, weight [, k]]): one leg's RRF term, weight / (k + rank)."""
-        return None if rank is None else rrf(rank, k, weight)
+        """brain_rrf(rank [, weight [, k]]): one leg's RRF term, weight / (k + rank):
+        rank 1-based, weight at least 0 (a leg's), k above 0 (recall's is 60)."""
+        if rank is None:
+            return None
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+            raise InputError(f"rank must be a whole number from 1 (the best), not {shown(rank)}")
+        return rrf(rank, number_argument("k", k, 0, low_included=False), number_argument("weight", weight, 0))
 
     def brain_boost(score, observed_at, confidence, now=None):
         """brain_boost(score, observed_at, confidence [, now]): a fused score nudged by
-        recency and confidence (at most ±0.5%: it breaks near-ties), as recall does."""
+        recency and confidence (at most ±0.5%: it breaks near-ties), as recall does;
+        a date that is none, or a confidence outside 0 to 1, is refused as ingest refuses it."""
         if score is None:
             return None
+        score = number_argument("score", score, -math.inf)
         moment = parse_datetime(now, "now") if now else utcnow()
-        return boosted(score, observed_at, confidence, moment)
+        observed = parse_time(observed_at, name="observed_at") if observed_at else None
+        if confidence is not None:
+            confidence = normalize_fields({"confidence": confidence}).get("confidence")
+        return boosted(score, observed, confidence, moment)
 
     def brain_k(k):
         """brain_k(k): how many hits recall returns for `k` (text or a number; empty:
@@ -225,9 +377,9 @@ def _register_filters(conn):
         filters = Filters.from_querydoc(querydoc.from_strings({field: value}, need_q=False))
         return json.dumps(filters.every_bound(values_of)[bound])
 
-    conn.create_function("brain_rrf", -1, brain_rrf, deterministic=True)
-    conn.create_function("brain_boost", -1, brain_boost)
-    conn.create_function("brain_setting", 1, brain_setting, deterministic=True)
-    conn.create_function("brain_k", 1, brain_k, deterministic=True)
-    conn.create_function("brain_filters", 1, brain_filters)
-    conn.create_function("brain_allowed", 2, brain_allowed)
+    _create(conn, "brain_rrf", -1, brain_rrf, deterministic=True)
+    _create(conn, "brain_boost", -1, brain_boost)
+    _create(conn, "brain_setting", 1, brain_setting, deterministic=True)
+    _create(conn, "brain_k", 1, brain_k, deterministic=True)
+    _create(conn, "brain_filters", 1, brain_filters)
+    _create(conn, "brain_allowed", 2, brain_allowed)

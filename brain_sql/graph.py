@@ -83,6 +83,8 @@ def walk_in(state, visible, text, passages, n=RECALL_CANDIDATES):
                 seeds[chunk_node] = seeds.get(chunk_node, 0.0) + NAMED_DOCUMENT_SHARE / len(mine)
     by_leg = {}
     for leg, chunk_id, score in passages:
+        if score is None or score != score:
+            continue  # no score (a query of no words has no distance to anything: NaN, SQL's NULL) is no evidence
         top = by_leg.setdefault(leg, {})
         if len(top) < PASSAGE_SEEDS and chunk_id not in top:
             top[chunk_id] = score

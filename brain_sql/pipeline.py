@@ -157,7 +157,8 @@ def ingest(
     and is still there but holds nothing to ingest. Those keep theirs, and once
     the rest of the ingest is in, PruneRefused names them; a folder deleted is
     pruned. A records file that held memories and now holds no record (emptied by
-    a failed sync) keeps them too, with or without `prune`. `prune_all` removes them.
+    a failed sync), or none of the records it held (another file written over it),
+    keeps them too, with or without `prune`. `prune_all` removes them.
     `progress(n, documents)` is called as the work goes on, embedding included,
     with the characters of content handled since the last call and the number of
     documents handled so far.
@@ -322,6 +323,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
     for path, fmt in files:
         report.files += 1
         seen, failed = {}, False
+        before = set() if prune_all else pipeline.documents("source_path = ?", (path,))  # none of its written yet
         sessions = Sessions(hidden=partial(flagged, pipeline.conn))
         for item in _read(path, fmt):
             item = _accept(
@@ -334,13 +336,17 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
             if item is None:
                 continue  # the same record again: stored once
             pipeline.add(item)
-        if not failed and not seen and not prune_all and pipeline.holds_documents("source_path = ?", (path,)):
+        if failed:
+            continue  # a file with a bad record keeps the rest, so a typo never deletes memories
+        if before and not seen:
             # a file that held records and now holds none was emptied by a failed sync or a
             # full disk far more often than on purpose: its memories stay, and the ingest says so
             emptied.append(f"{path} holds no records now: the memories it held were kept (--prune-all removes them)")
-        elif not failed:
-            # records no longer in the file are gone from the brain too; a file
-            # with a bad record keeps them, so a typo never deletes memories
+        elif before and before <= pipeline.removable("source_path = ?", (path,), keep=seen):
+            # every record it held replaced by others: another file written over it, as likely as an edit
+            emptied.append(pipeline.replaced(path, before))
+        else:
+            # records no longer in the file are gone from the brain too
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
     pipeline.write_pending()
     live = _folders_of(path for path, _ in files)
@@ -591,14 +597,30 @@ class _Pipeline:
         they came from files being ingested, in `keep`."""
         self._remove(where, params, keep)
 
-    def holds_documents(self, where, params):
-        """Whether any stored document is one `where` selects."""
-        return self.conn.execute(f"select 1 from documents where {where} limit 1", params).fetchone() is not None
+    def documents(self, where, params):
+        """The ids of the stored documents `where` selects."""
+        return {row[0] for row in self.conn.execute(f"select document_id from documents where {where}", params)}
+
+    def removable(self, where, params, keep):
+        """The ids of the documents remove_documents would remove."""
+        return set(self.writer.removable(where, params, keep)[1])
 
     def documents_under(self, root):
         """The ids of the documents from files under `root`."""
-        where, params = _documents_under(root)
-        return {row[0] for row in self.conn.execute(f"select document_id from documents where {where}", params)}
+        return self.documents(*_documents_under(root))
+
+    def replaced(self, path, documents):
+        """Why the `documents` of the records file `path`, none of them in it any more, were kept."""
+        memories = self.conn.execute(
+            "select count(*) from knowledge where document_id in (select value from json_each(?))",
+            [json.dumps(sorted(documents))],
+        ).fetchone()[0]
+        lost = "the one memory" if memories == 1 else f"all {memories:,} memories"
+        return (
+            f"nothing of {path} was removed: that would remove {lost} it held before this ingest, as none of its "
+            "records is in it now (another file written over it, a sync that failed?); look at the file, or "
+            f"ingest it with --prune-all to remove {'it' if memories == 1 else 'them'}"
+        )
 
     def prune(self, root, before, live, everything=False):
         """Remove the documents from files under `root` that are gone, in

@@ -32,7 +32,9 @@ vec as materialized (
     and {vector_filters}
 ),
 vec_ranked as materialized (
-  select id, distance, 1.0 - distance as score, row_number() over (order by distance, id) as r from vec
+  -- a query of no words (NUL) embeds to no direction: no distance, no nearest neighbours
+  select id, distance, 1.0 - distance as score, row_number() over (order by distance, id) as r
+  from vec where distance is not null
 ),
 fts_ranked as materialized (
   -- FTS5's bm25, its statistics counted over the rows the filters admit

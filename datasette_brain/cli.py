@@ -138,7 +138,9 @@ def init(db_path, model):
     is_flag=True,
     help="--prune, also where it would refuse (every memory of a PATH, "
     "a folder left with nothing to ingest), and remove the memories of a records file that now holds "
-    "no record (kept otherwise, and named as the command exits 1)",
+    "no record, or of a records file whose earlier records are all gone (replaced by others): with or without "
+    "--prune those are kept otherwise, and named as the command exits 1. A records file that keeps some of its "
+    "records loses the others",
 )
 @click.option("--model", help=f"embedding model of a new brain; {MODEL_HELP}")
 def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model):

@@ -1,21 +1,30 @@
 """A brain read through another database's connection: `_memory` under Datasette's
---crossdb, which attaches every file, or a database another plugin attached a brain
-to. Datasette's permissions say which SQL may run on which database, not which
-files that SQL reaches, so the refusal is SQLite's own: an authorizer on every
-connection Datasette opens, which no route, canned query or SQL function gets past.
+--crossdb, which attaches every file, or a database that attached a brain (another
+plugin, or a canned query's ATTACH). Datasette's permissions say which SQL may run on
+which database, not which files that SQL reaches, so the refusal is SQLite's own: an
+authorizer on every connection Datasette opens, which no route, canned query or SQL
+function gets past.
 
 The authorizer cannot know the actor (queries run on executor threads, and sqlite3
 reuses a statement prepared for one actor for the next), so it decides by the brain
 alone. A database whose memories an anonymous actor may not read (a brain, or a
-file that may become one) is *protected*: no
-other connection reads anything of it, whoever asks; its own database still answers
-whoever may read it. A schema that is not one of Datasette's databases (another
-plugin's ATTACH) may be a protected brain under another name: while any brain is
-protected, its memory tables are refused; and so are every attached schema's until
-the server has started and learned which brains are protected.
+file that may become one) is *protected*: no other connection reads anything of it,
+whoever asks; its own database still answers whoever may read it.
+
+The file decides, never the schema's name (anyone's ATTACH may take a served
+database's name): each connection knows the file behind every schema it had when
+prepared, and Datasette's own --crossdb attaches; an ATTACH of a protected file
+under any spelling (path, URI, link) is refused. An ATTACH whose file SQLite learns
+only when it runs (a parameter, an expression), or one before the server has learned
+which brains are protected, may be a protected brain under any name: from then on the
+connection refuses the memory tables of every schema whose file it does not know.
 """
 
+import os
+import threading
+import urllib.parse
 import weakref
+from typing import NamedTuple
 
 from datasette.utils import sqlite3
 from markupsafe import Markup
@@ -27,6 +36,7 @@ from . import tools
 OWN_SCHEMAS = ("main", "temp")  # the connection's own database, and its temporary one
 # the actions whose first argument is a table
 TABLE_ACTIONS = frozenset((sqlite3.SQLITE_READ, sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE))
+UNKNOWN = object()  # a schema the connection did not have when prepared
 
 
 def memory_table(table):
@@ -34,41 +44,133 @@ def memory_table(table):
     return table == "knowledge" or for_plugin.derived_from_knowledge(table)
 
 
+class File(NamedTuple):
+    """A file as the filesystem knows it: every path to it, links included, is one File."""
+
+    real: str
+    identity: tuple
+
+    @classmethod
+    def of(cls, path):
+        """The file at `path`; None when there is none (an in-memory or temporary database)."""
+        try:
+            stat = os.stat(path)
+            return cls(os.path.realpath(path), (stat.st_dev, stat.st_ino))
+        except (OSError, ValueError):  # ValueError: a NUL in the name
+            return None
+
+
+def spellings(filename):
+    """The paths an ATTACH of `filename` may open: the name itself, and the path of it
+    read as an SQLite URI (file:[//host]/path?query#fragment, percent-encoded)."""
+    paths = [filename]
+    if filename.startswith("file:"):
+        path = filename[len("file:") :].partition("#")[0].partition("?")[0]
+        if path.startswith("//"):
+            path = "/" + path[2:].partition("/")[2]
+        paths.append(urllib.parse.unquote(path))
+    return paths
+
+
+class Known(NamedTuple):
+    """What startup learned: the protected databases' names, and their files."""
+
+    protected: frozenset
+    files: frozenset  # realpaths and (device, inode) pairs
+
+    def holds(self, file):
+        return file is not None and (file.real in self.files or file.identity in self.files)
+
+
 class Guard:
     """What the authorizers of one Datasette instance's connections know: nothing
-    until startup, then Datasette's database names and the protected brains'."""
+    until startup, then which databases and files are protected."""
 
-    known = None  # (database names, protected brain names)
+    known = None  # Known
+
+
+class ConnectionGuard:
+    """One connection's authorizer: the files behind its schemas, and whether an
+    ATTACH of a file it could not judge made every other schema suspect."""
+
+    def __init__(self, guard, schemas, expected):
+        self.guard = guard
+        self.schemas = schemas  # schema name -> File (or None: no file)
+        self.expected = expected  # Datasette's own --crossdb ATTACHes still to come: filename -> (name, File)
+        self.suspect = False
 
     def authorize(self, action, table, column, schema, trigger_or_view):
-        if schema is None or schema in OWN_SCHEMAS:  # first: it is every read a brain's recall makes
+        if self.expected and not (action == sqlite3.SQLITE_ATTACH and table in self.expected):
+            self.expected = None  # Datasette's attaching is over: any later ATTACH is someone else's
+        if action == sqlite3.SQLITE_ATTACH:
+            return self.attaching(table)
+        if action == sqlite3.SQLITE_DETACH:
+            self.detaching(table)
+        if schema is None or schema in OWN_SCHEMAS:  # first of the reads: it is every read a brain's recall makes
             return sqlite3.SQLITE_OK
-        known = self.known
+        known = self.guard.known
         if known is not None:
-            names, protected = known
-            if schema in protected:
-                return sqlite3.SQLITE_DENY
-            if not protected or schema in names:
+            if not known.protected:
                 return sqlite3.SQLITE_OK
-        # before startup, or a schema Datasette does not serve: it may be a protected brain
+            file = self.schemas.get(schema, UNKNOWN)
+            if file is not UNKNOWN:
+                return sqlite3.SQLITE_DENY if known.holds(file) else sqlite3.SQLITE_OK
+            if not self.suspect:  # attached since by an ATTACH judged not to open a protected file
+                return sqlite3.SQLITE_OK
+        # before startup, or a schema whose file is not known: it may be a protected brain
         if action in TABLE_ACTIONS and table is not None and memory_table(table):
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
 
+    def attaching(self, filename):
+        if self.expected:
+            name, file = self.expected.pop(filename)
+            self.schemas[name] = file
+            return sqlite3.SQLITE_OK
+        known = self.guard.known
+        if filename is None or known is None:
+            self.suspect = True
+        elif any(known.holds(File.of(path)) for path in spellings(filename)):
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    def detaching(self, name):
+        if name is None:  # which schema went is known only when it runs
+            self.schemas.clear()
+            self.suspect = True
+        else:
+            self.schemas.pop(name, None)
+
 
 _guards = weakref.WeakKeyDictionary()  # Datasette instance -> its Guard
+_guards_lock = threading.Lock()  # connections are prepared on several threads at once
 
 
 def _guard(datasette):
-    guard = _guards.get(datasette)
-    if guard is None:
-        guard = _guards[datasette] = Guard()
-    return guard
+    with _guards_lock:
+        guard = _guards.get(datasette)
+        if guard is None:
+            guard = _guards[datasette] = Guard()
+        return guard
 
 
-def guard_connection(conn, datasette):
-    """Install the authorizer on one of `datasette`'s connections."""
-    conn.set_authorizer(_guard(datasette).authorize)
+def _crossdb_attaches(datasette, database):
+    """The ATTACHes Datasette runs on `_memory` under --crossdb right after the
+    connection's prepare_connection hooks, by the filename it gives SQLite."""
+    if not (datasette.crossdb and database == "_memory"):
+        return None
+    return {
+        "file:{}?{}".format(db.path, "mode=ro" if db.is_mutable else "immutable=1"): (name, File.of(db.path))
+        for name, db in datasette.databases.items()
+        if not db.is_memory
+    }
+
+
+def guard_connection(conn, datasette, database):
+    """Install the authorizer on one of `datasette`'s connections, knowing the file
+    behind each schema it already has (another plugin's hook may have attached one)."""
+    schemas = {row[1]: File.of(row[2]) for row in conn.execute("PRAGMA database_list") if row[1] not in OWN_SCHEMAS}
+    conn.set_authorizer(ConnectionGuard(_guard(datasette), schemas, _crossdb_attaches(datasette, database)).authorize)
 
 
 async def learn(datasette):
@@ -78,7 +180,9 @@ async def learn(datasette):
     (the usual way to start) is protected from its first memory."""
     names = [name for name in datasette.databases if name not in ("_memory", "_internal")]
     protected = [name for name in names if not await tools.memories_readable(datasette, None, name)]
-    _guard(datasette).known = (frozenset(datasette.databases), frozenset(protected))
+    files = [File.of(datasette.databases[name].path) for name in protected if datasette.databases[name].path]
+    keys = {key for file in files if file is not None for key in file}
+    _guard(datasette).known = Known(frozenset(protected), frozenset(keys))
 
 
 def explain(datasette, error):
@@ -87,9 +191,9 @@ def explain(datasette, error):
     text = str(error)
     known = _guard(datasette).known
     refusal = text == "not authorized" or (text.startswith("access to ") and text.endswith(" is prohibited"))
-    if not (refusal and known and known[1]):
+    if not (refusal and known and known.protected):
         return error
-    for name in known[1]:
+    for name in known.protected:
         if text.startswith(f"access to {name}."):
             url = datasette.urls.database(name)
             return Markup(

@@ -12,9 +12,11 @@ from . import canned, crossdb, decay, facets, html_errors, links, pages, replica
 
 
 @hookimpl
-def prepare_connection(conn, datasette):
+def prepare_connection(conn, database, datasette):
     brain_sql.prepare_connection(conn)
-    crossdb.guard_connection(conn, datasette)  # another connection that attaches a brain reads it only if anyone may
+    crossdb.guard_connection(
+        conn, datasette, database
+    )  # another connection that attaches a brain reads it only if anyone may
 
 
 @hookimpl

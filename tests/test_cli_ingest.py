@@ -438,6 +438,40 @@ def test_a_records_file_emptied_keeps_its_memories_unless_confirmed(run, db_path
     assert rows(conn, "select external_id from knowledge order by 1") == [("n1",), ("n2",)]
 
 
+@pytest.mark.parametrize("prune", [[], ["--prune"]])
+def test_a_records_file_replaced_keeps_its_memories_unless_confirmed(run, db_path, tmp_path, prune):
+    """A records file whose every earlier record is gone, replaced by others (another
+    export written over it, a sync that failed), is refused as a folder whose files
+    all went: its new records go in, its earlier memories stay, it is named and the
+    command exits 1; --prune-all removes them. A file that keeps some records loses
+    the rest as always."""
+    crm = write(tmp_path / "crm.jsonl", '{"_id": "r1", "text": "first"}\n{"_id": "r2", "text": "second"}\n')
+    ingest_ok(run, db_path, crm)
+    write(crm, '{"_id": "r3", "text": "third"}\n')
+    result = run("brain", "ingest", db_path, crm, *prune)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "0 removed" in result.output
+    said = " ".join(result.output.split())
+    assert f"nothing of {crm} was removed: that would remove all 2 memories it held before this ingest" in said
+    assert "--prune-all" in said
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select external_id from knowledge order by 1") == [("r1",), ("r2",), ("r3",)]
+    result = ingest_ok(run, db_path, crm, extra=["--prune-all"])
+    assert "2 removed" in result.output
+    assert rows(conn, "select external_id from knowledge order by 1") == [("r3",)]
+    write(crm, '{"_id": "r3", "text": "third"}\n{"_id": "r4", "text": "fourth"}\n')
+    ingest_ok(run, db_path, crm)
+    write(crm, '{"_id": "r4", "text": "fourth"}\n')
+    assert "1 removed" in ingest_ok(run, db_path, crm, extra=prune).output
+    assert rows(conn, "select external_id from knowledge order by 1") == [("r4",)]
+    assert check(conn) == {}
+
+
+def test_ingest_help_says_what_a_prune_refuses(run):
+    said = " ".join(run("brain", "ingest", "--help").output.split())
+    assert "a records file whose earlier records are all gone" in said
+
+
 def test_a_prune_is_judged_against_what_the_folder_held_before_the_ingest(run, db_path, tmp_path):
     """The vault replaced by an empty folder with a placeholder note: the new file
     is ingested, but the prune that would take every memory the folder held

@@ -15,7 +15,8 @@ import brain_sql
 
 from .conftest import copy_brain
 
-SECRET = "7391"  # in a memory's content: no response to anonymous may carry it
+# in a memory's content: no response to anonymous may carry it (digits alone came up, by chance, in query_ms)
+SECRET = "zq7391x"
 DENY = {"databases": {"brain": {"tables": {"knowledge": {"allow": {"id": "admin"}}}}}}
 
 # every way SQL on another connection could reach the attached brain's memories
@@ -166,3 +167,87 @@ async def test_a_database_that_attaches_the_brain_reads_nothing_of_it(secret_bra
         assert mine.status_code == 200 and mine.json()["rows"] == [[1]]
     finally:
         pm.unregister(name="attach-brain")
+
+
+def canned_attach(queries):
+    """Metadata: the brain denied to anonymous, and write canned queries (the
+    admin's own) on `other`."""
+    other = {"queries": {name: {"sql": sql, "write": True} for name, sql in queries.items()}}
+    return {"databases": {**DENY["databases"], "other": other}}
+
+
+def plain_files(tmp_path, *names):
+    paths = []
+    for name in names:
+        path = tmp_path / f"{name}.db"
+        sqlite3.connect(path).executescript("create table t (x);")
+        paths.append(str(path))
+    return paths
+
+
+async def copied(datasette):
+    """What anonymous reads of `other`'s table after the canned queries ran."""
+    response = await datasette.client.get("/other.json", params={"sql": "select x from t"})
+    assert response.status_code == 200
+    return response.text
+
+
+@pytest.mark.asyncio
+async def test_a_brain_attached_under_a_served_database_name_reads_nothing_of_it(secret_brain, tmp_path):
+    """The file decides, not the name: the protected brain attached by a canned query
+    as `third` (another served, unprotected database's name) is still the brain."""
+    queries = {
+        "attach_archive": "attach database :file as :name",
+        "copy": "insert into t select content from third.knowledge",
+    }
+    files = plain_files(tmp_path, "other", "third")
+    datasette = Datasette([str(secret_brain), *files], metadata=canned_attach(queries))
+    await datasette.invoke_startup()
+    attach = await datasette.client.post("/other/attach_archive", json={"file": str(secret_brain), "name": "third"})
+    assert attach.status_code == 302
+    await datasette.client.post("/other/copy", json={})
+    assert SECRET not in await copied(datasette)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("spelling", ["path", "uri", "link", "hard link"])
+async def test_a_brain_attached_by_any_spelling_of_its_file_is_refused(secret_brain, tmp_path, spelling):
+    files = plain_files(tmp_path, "other", "third")
+    if spelling == "path":
+        file = str(secret_brain)
+    elif spelling == "uri":
+        file = f"file:{secret_brain.parent}/%62rain.db?mode=ro"
+    else:
+        file = tmp_path / "alias.db"
+        (file.symlink_to if spelling == "link" else file.hardlink_to)(secret_brain)
+    queries = {
+        "attach": f"attach database '{file}' as third",
+        "copy": "insert into t select content from third.knowledge",
+    }
+    datasette = Datasette([str(secret_brain), *files], metadata=canned_attach(queries))
+    await datasette.invoke_startup()
+    await datasette.client.post("/other/attach", json={})
+    await datasette.client.post("/other/copy", json={})
+    assert SECRET not in await copied(datasette)
+
+
+@pytest.mark.asyncio
+async def test_an_attach_of_another_file_still_works(secret_brain, vault_brain_path, tmp_path):
+    """What is refused is the protected file: another file attached by a parameter
+    is read, and an open brain attached by its path is read, memories included."""
+    queries = {
+        "attach_archive": "attach database :file as :name",
+        "copy": "insert into t select x from third.t",
+        "attach_open": f"attach database '{vault_brain_path}' as open_brain",
+        "copy_open": "insert into t select count(*) from open_brain.knowledge",
+    }
+    files = plain_files(tmp_path, "other", "third")
+    sqlite3.connect(files[1]).execute("insert into t values ('archived')").connection.commit()
+    datasette = Datasette([str(secret_brain), *files], metadata=canned_attach(queries))
+    await datasette.invoke_startup()
+    for name in ("attach_open", "copy_open"):
+        await datasette.client.post(f"/other/{name}", json={})
+    await datasette.client.post("/other/attach_archive", json={"file": files[1], "name": "third"})
+    await datasette.client.post("/other/copy", json={})
+    rows = json.loads(await copied(datasette))["rows"]
+    assert [row[0] for row in rows][-1] == "archived" and rows[0][0] > 0

@@ -9,6 +9,9 @@ import yaml
 from datasette.app import Datasette
 from markupsafe import escape
 
+import brain_sql
+from brain_sql.connection import sqlite3
+
 from .conftest import copy_brain
 
 METADATA = yaml.safe_load((Path(__file__).parent.parent / "metadata.yml").read_text())
@@ -43,6 +46,19 @@ async def test_metadata_titles_facets_and_search(demo):
     assert "Memories" in page and 'name="_search"' in page
     found = (await datasette.client.get("/demo/knowledge.json?_search=reciprocal&_shape=objects")).json()
     assert [row["title"] for row in found["rows"]] == ["Recall"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("q", ["\0", "\0 \0"])
+async def test_canned_recall_of_a_query_of_no_words_answers_as_the_api(demo, q, capsys):
+    """A NUL query embeds to no direction: the canned query recalls nothing, as the
+    API abstains, and nothing raises (brain_ppr once did, with a traceback in the log)."""
+    datasette = Datasette([str(demo)], metadata=METADATA)
+    canned = await datasette.client.get("/demo/recall.json", params={"q": q, "_shape": "array"})
+    assert canned.status_code == 200 and canned.json() == [], canned.text
+    api = await datasette.client.get("/demo/-/recall", params={"q": q})
+    assert api.status_code == 200 and api.json()["hits"] == []
+    assert "Traceback" not in capsys.readouterr().err
 
 
 @pytest.mark.asyncio
@@ -154,3 +170,63 @@ async def test_links_only_for_actors_who_may_read_the_memories(demo):
     home, database, table = [(await datasette.client.get(path, cookies=admin)).text for path in pages]
     assert "/demo/-/brain" in home and "/demo/-/decayed" in database and "/demo/-/brain" in table
     assert "/_memory/-/brain" not in home  # --crossdb's _memory attaches the brain, and is not one
+
+
+# a brain_* function given a bad argument, and the one line the server logs for it
+BAD_CALLS = [
+    ("select brain_k('abc')", "brain_k: k must be a whole number"),
+    ("select brain_filters('[1]')", "brain_filters: filters must be a JSON object"),
+    ("select brain_embed('x', 'bogus')", "brain_embed format must be one of"),
+    ("select brain_ppr('x', 'not json')", 'brain_ppr: passages is not JSON: "not json"'),
+    ("select brain_ppr('x', '[1]')", "brain_ppr: passages must be a JSON array"),
+    ("select brain_dialogue('x', 'not json')", 'brain_dialogue: fused is not JSON: "not json"'),
+    ("select brain_dialogue('x', '[[1]]')", "brain_dialogue: fused must be a JSON array of [id, score] pairs"),
+    ("select brain_dialogue('x', '[[\"a\", 1]]')", "brain_dialogue: fused must be a JSON array of [id, score] pairs"),
+    ("select brain_verify(x'ff', x'ff')", "brain_verify: claim must be text"),
+    ("select brain_leg_weight('fts', 'x', '[')", "brain_leg_weight: filters is not JSON"),
+    ("select brain_boost(1, '2024-02-30', 0.5)", 'brain_boost: observed_at "2024-02-30" is not a date'),
+    ("select brain_boost(1, '2024-01-01', 7)", "brain_boost: confidence must be from 0 to 1, not 7"),
+    ("select brain_boost('x', '2024-01-01', 0.5)", "brain_boost: score must be a number"),
+    ("select brain_rrf(1, 1, -60)", "brain_rrf: k must be a number greater than 0, not -60"),
+    ("select brain_rrf(1, 1, 0)", "brain_rrf: k must be a number greater than 0, not 0"),
+    ("select brain_rrf(0)", "brain_rrf: rank must be a whole number from 1"),
+    ("select brain_rrf(1, -1)", "brain_rrf: weight must be a number at least 0, not -1"),
+]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("sql, said", BAD_CALLS)
+async def test_a_bad_argument_to_a_brain_function_is_a_400_and_one_line_in_the_log(demo, sql, said, capsys):
+    """SQLite tells the caller only "user-defined function raised exception" (sqlite3
+    gives a function no way to set its message): the server's log names the problem
+    in one line, and no traceback (Datasette turns sqlite3's callback tracebacks on)."""
+    datasette = Datasette([str(demo)], metadata=METADATA)
+    response = await datasette.client.get("/demo.json", params={"sql": sql})
+    assert response.status_code == 400 and response.json()["ok"] is False
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"brain_sql: {said}" in err, err
+
+
+@pytest.mark.asyncio
+async def test_a_brain_function_on_a_database_that_is_not_a_brain_says_so(demo, capsys):
+    datasette = Datasette([str(demo)], metadata=METADATA, crossdb=True)
+    for sql in ("select brain_fts('zebra42')", "select brain_ppr('zebra42')", "select brain_fusion('zebra42')"):
+        response = await datasette.client.get("/_memory.json", params={"sql": sql})
+        assert response.status_code == 400, sql
+        err = capsys.readouterr().err
+        name = sql.split("(")[0].split()[-1]
+        assert "Traceback" not in err and f"brain_sql: {name} needs a brain, and this database is not one" in err
+
+
+def test_a_bad_date_or_bound_is_refused_and_good_ones_answer_as_recall_does(tmp_path):
+    """brain_boost and brain_rrf take what the API takes: the same numbers for good
+    arguments (a stored time in any ISO spelling), refusals for the rest."""
+    conn = brain_sql.connect(tmp_path / "b.db")
+    brain_sql.migrate(conn)
+    boost = "select brain_boost(1, ?, 0.5, '2026-01-01')"
+    same = [conn.execute(boost, [when]).fetchone()[0] for when in ("2025-12-01 00:00:00", "2025-12-01T00:00:00Z")]
+    assert same[0] == same[1] > 1.0
+    assert conn.execute("select brain_rrf(1), brain_rrf(2, 0.5, 10)").fetchone() == (1 / 61, 0.5 / 12)
+    for sql in ("select brain_boost(1, '2024-02-30', 0.5)", "select brain_rrf(1, 1, -60)"):
+        with pytest.raises(sqlite3.OperationalError):
+            conn.execute(sql).fetchone()

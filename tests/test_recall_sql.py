@@ -165,3 +165,10 @@ def test_brain_filters_reads_the_request_as_the_api_does(conn):
     assert set(bounds["sources"]) == {r[0] for r in conn.execute("select distinct coalesce(source, '') from knowledge")}
     with pytest.raises(sqlite3.OperationalError):  # scope must be a path
         conn.execute("select brain_filters(?)", [json.dumps({"scope": "acme"})]).fetchone()
+
+
+@pytest.mark.parametrize("q", ["\0", "\0 \0"])
+def test_a_query_of_no_words_recalls_in_sql_as_the_api_does(conn, q):
+    """NUL and the like embed to no direction: no nearest neighbours, nothing for
+    the graph walk to start from, in SQL as in the API (it once raised in brain_ppr)."""
+    assert by_sql(conn, q) == by_api(conn, q)

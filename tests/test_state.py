@@ -79,7 +79,7 @@ def writes(rng, conn, folder):
                 folder / f"records{rng.randrange(3)}.jsonl",
                 "\n".join(json.dumps(r) for r in records(rng, rng.randrange(50), rng.randrange(1, 6))),
             )
-            brain_sql.ingest(conn, [path])
+            brain_sql.ingest(conn, [path], prune_all=True)  # a file written over: every record may be new
         elif kind == "remember":
             brain_sql.remember(conn, records(rng, 100 + rng.randrange(20), 2))
         else:

@@ -219,9 +219,10 @@ def test_a_file_keeps_the_history_of_its_records(conn, tmp_path):
     assert report.chunks_removed == 0 and len(versions(conn)) == 2
     assert brain_sql.ingest(conn, [path]).documents_unchanged == 1  # idempotent: the history stays
     assert contents(conn, as_of="2025-01-01") == ["Alice is a support engineer."]
-    # a record gone from its file goes with its history
+    # a record gone from its file goes with its history (every record of the file
+    # replaced: kept unless confirmed, test_cli_ingest)
     write(path, json.dumps({"_id": "other", "text": "Bob runs sales."}))
-    brain_sql.ingest(conn, [path])
+    brain_sql.ingest(conn, [path], prune_all=True)
     assert [row[0] for row in versions(conn)] == ["Bob runs sales."]
 
 
