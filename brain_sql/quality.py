@@ -10,7 +10,8 @@ Signals:
 - affinity: the mean cosine similarity of the vector leg's candidates (the rows
   the request can reach nearest the query): how well the query fits what the
   brain holds around it, not only its best row;
-- named: whether the query names an entity the request can reach (graph seeds).
+- named: whether the query names an entity the request can reach (the graph
+  leg's seeds, found as well when the graph leg does not run).
 
 The confidence is the lower of two probabilities: that the top hit answers the
 query (coverage, known, similarity, agreement) and that the query belongs to the
@@ -107,7 +108,7 @@ def assess(conn, legs, fused):
         signals["similarity"] = min(1.0, max(0.0, (best - low) / (high - low)))
         signals["affinity"] = max(0.0, sum(vector.values()) / len(vector))
     signals["agreement"] = 1.0 if agreed(legs, top) else 0.0
-    signals["named"] = 1.0 if legs.entity_seeds else 0.0
+    signals["named"] = 1.0 if legs.named else 0.0
     confidence = _logistic(SIGNAL_BIAS, SIGNAL_WEIGHTS, signals)
     if signals["coverage"] < 1.0 and len(vector) >= RECALL_CANDIDATES:
         confidence = min(confidence, _logistic(BELONGING_BIAS, BELONGING_WEIGHTS, signals))

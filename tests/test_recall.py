@@ -630,3 +630,26 @@ def test_an_unknown_field_suggests_the_nearest_known_one(doc, message):
         parse(doc)
     with pytest.raises(QueryError, match=message):
         brain_sql.querydoc_from_strings({k: str(v) for k, v in doc.items()})
+
+
+def test_named_signal_is_the_same_with_or_without_the_graph(tmp_path):
+    """Whether a query belongs to the brain reads whether it names an entity the
+    caller can reach; that is so whether or not the graph leg runs (`graph: false`,
+    or the graph turned off), so the same question is judged alike in every mode.
+    An entity known only from memories the caller cannot see is named in none."""
+    notes = tmp_path / "notes"
+    write(notes / "Orion.md", "---\nscope: /acme/support\n---\n# Orion\n\nOrion is our pager vendor.\n")
+    write(notes / "Vega.md", "---\nscope: /acme/legal\n---\n# Vega\n\nVega drafts the contracts.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [notes])
+
+    def named(q, **fields):
+        return [
+            recall(conn, {"q": q, "now": NOW, "graph": graph, **fields})["quality"]["signals"]["named"]
+            for graph in (True, False)
+        ]
+
+    assert named("Who is Orion?") == [1.0, 1.0]
+    assert named("Who is Vega?", scope="/acme/support") == [0.0, 0.0]  # Vega is out of reach
+    assert named("Who is Vega?") == [1.0, 1.0]
+    assert named("what is a pager") == [0.0, 0.0]
