@@ -161,5 +161,12 @@ def named_in(conn, text, filters):
     """Entity ids `text` names that a caller with `filters` can reach."""
     state = _current(conn)
     with state.lock:
-        walk = Walk(state.graph, state.chunks.visible(filters))
-        return [int(state.graph.nodes.entity[node]) for node in named_entities(state, walk, text)]
+        return named_in_state(state, state.chunks.visible(filters), text)
+
+
+def named_in_state(state, visible, text):
+    """Entity ids `text` names that a caller who may see the chunk slots in
+    `visible` can reach: the graph leg's entity seeds, found without walking.
+    Call it under the state's lock."""
+    walk = Walk(state.graph, visible)
+    return [int(state.graph.nodes.entity[node]) for node in named_entities(state, walk, text)]

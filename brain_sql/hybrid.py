@@ -69,7 +69,10 @@ class Legs:
     terms: bm25.TermStats  # this query's term statistics over the rows it can reach, read once
     ranked: dict = field(default_factory=dict)  # leg -> [id, ...] best first
     raw: dict = field(default_factory=dict)  # leg -> {id: raw score}
-    entity_seeds: list = field(default_factory=list)
+    entity_seeds: list = field(default_factory=list)  # ids of the entities the graph walk started from
+    # ids of the entities the query names that the caller can reach, found whether
+    # or not the graph leg runs: the belonging model reads them in every mode
+    named: list = field(default_factory=list)
     telemetry: dict = field(default_factory=dict)
     vectors: np.ndarray | None = None  # the query's embedding (float32, one row)
     entity_chunks: dict = field(default_factory=dict)  # seeded entity id -> (chunk ids tied to it, one step away)
@@ -173,7 +176,12 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
             legs.ranked["graph"] = [h[0] for h in hits]
             legs.raw["graph"] = {h[0]: h[1] for h in hits}
             legs.entity_chunks = graph.tied_chunks(state, visible, legs.entity_seeds)
+            legs.named = legs.entity_seeds
             _timed(t, "graph", started)
+        else:
+            started = time.perf_counter()
+            legs.named = graph.named_in_state(state, visible, legs.text)
+            _timed(t, "named", started)
     for name, ids in legs.ranked.items():
         t[f"{name}_candidates"] = len(ids)
     return legs

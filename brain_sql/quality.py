@@ -6,7 +6,23 @@ Signals:
 - known: the idf-weighted share of the query's terms that the rows the request
   can reach contain at all (hidden rows count for nothing here, as everywhere);
 - similarity: the best vector hit's cosine similarity to the query;
-- agreement: whether the dense and lexical legs agree on the top hit.
+- agreement: whether the dense and lexical legs agree on the top hit;
+- affinity: the mean cosine similarity of the vector leg's candidates (the rows
+  the request can reach nearest the query): how well the query fits what the
+  brain holds around it, not only its best row;
+- named: whether the query names an entity the request can reach (the graph
+  leg's seeds, found as well when the graph leg does not run).
+
+The confidence is the lower of two probabilities: that the top hit answers the
+query (coverage, known, similarity, agreement) and that the query belongs to the
+brain at all (coverage, similarity, affinity, named) — a question from another
+kind of corpus finds some words and a middling nearest row anywhere, but not a
+neighbourhood of rows like it, nor the things it names. A query whose every
+searched term the top hit holds (coverage 1) belongs: no question of another
+kind did (bench/abstention.py), and a short exact query in a small brain often
+has no neighbourhood to speak of. Nor is belonging asked of a request that reaches
+fewer than RECALL_CANDIDATES rows: the mean is then over everything it can read,
+not a neighbourhood.
 
 The recommendation: return when confident;
 run_prf when confidence is moderate and the top hit is agreed by both legs within
@@ -26,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import lexical
-from .config import ABSTAIN_BELOW, PRF_AGREEMENT_RANK, PRF_DEPTH, PRF_TERMS, RELEVANCE_MODEL
+from .config import ABSTAIN_BELOW, PRF_AGREEMENT_RANK, PRF_DEPTH, PRF_TERMS, RECALL_CANDIDATES, RELEVANCE_MODEL
 from .vectors import quantize_int8, vector_rows
 
 # The confidence is a logistic model of the signals, fitted on SciFact's training
@@ -35,6 +51,12 @@ from .vectors import quantize_int8, vector_rows
 # cosine similarities to [0, 1]; another model may want its own range.
 SIGNAL_WEIGHTS = {"coverage": 2.66, "known": 4.57, "similarity": 8.02, "agreement": 0.32}
 SIGNAL_BIAS = -8.0
+# The belonging model: a logistic fit (each brain x question set weighed alike)
+# of every brain's own questions (SciFact train, conv-26, the MuSiQue and HotpotQA
+# training samples) against each other kind's, over the questions it is asked of;
+# SciFact's test claims held out. `python3 bench/abstention.py --fit` refits it.
+BELONGING_WEIGHTS = {"coverage": 7.32, "similarity": 6.3, "affinity": 22.79, "named": 4.07}
+BELONGING_BIAS = -12.05
 SIMILARITY_RANGE = (0.2, 0.6)
 RETURN_ABOVE = 0.75
 BRIDGED_EVIDENCE = 0.5  # a hit one step from a named entity in the graph holds half the evidence of one tied to it
@@ -68,7 +90,7 @@ def _indexed_terms(conn, knowledge_id):
 
 def assess(conn, legs, fused):
     """The Assessment of a fused result for the query the legs searched."""
-    signals = {"coverage": 0.0, "known": 0.0, "similarity": 0.0, "agreement": 0.0}
+    signals = {"coverage": 0.0, "known": 0.0, "similarity": 0.0, "agreement": 0.0, "affinity": 0.0, "named": 0.0}
     if not fused:
         return Assessment(0.0, "clarify_query", signals, True)
     idf = legs.terms.query_idf(legs.text)
@@ -84,9 +106,12 @@ def assess(conn, legs, fused):
         low, high = SIMILARITY_RANGE
         best = max(vector.values())
         signals["similarity"] = min(1.0, max(0.0, (best - low) / (high - low)))
+        signals["affinity"] = max(0.0, sum(vector.values()) / len(vector))
     signals["agreement"] = 1.0 if agreed(legs, top) else 0.0
-    logit = SIGNAL_BIAS + sum(SIGNAL_WEIGHTS[name] * value for name, value in signals.items())
-    confidence = 1.0 / (1.0 + math.exp(-logit))
+    signals["named"] = 1.0 if legs.named else 0.0
+    confidence = _logistic(SIGNAL_BIAS, SIGNAL_WEIGHTS, signals)
+    if signals["coverage"] < 1.0 and len(vector) >= RECALL_CANDIDATES:
+        confidence = min(confidence, _logistic(BELONGING_BIAS, BELONGING_WEIGHTS, signals))
     if confidence >= RETURN_ABOVE:
         recommendation = "return"
     elif signals["agreement"]:
@@ -96,6 +121,10 @@ def assess(conn, legs, fused):
     else:
         recommendation = "clarify_query"
     return Assessment(confidence, recommendation, signals, confidence < ABSTAIN_BELOW)
+
+
+def _logistic(bias, weights, signals):
+    return 1.0 / (1.0 + math.exp(-(bias + sum(weight * signals[name] for name, weight in weights.items()))))
 
 
 def agreed(legs, item, within=PRF_AGREEMENT_RANK):

@@ -320,6 +320,34 @@ def test_trap_queries_abstain_and_scifact_queries_do_not(tmp_path):
     assert abstained / len(test_ids) <= 0.02
 
 
+LOCOMO = SCIFACT.parent / "locomo-dev" / "conv-26"
+MULTIHOP = SCIFACT.parent / "multihop-sample" / "hipporag-legacy-train"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (LOCOMO.exists() and MULTIHOP.exists()), reason="needs ../shared/data's conv-26 and multi-hop")
+def test_questions_of_another_kind_abstain_and_a_brains_own_do_not(tmp_path):
+    """A Wikipedia brain asked a conversation's questions (about its speakers, whose
+    names Wikipedia holds too) abstains; the conversation's brain answers them."""
+    conversation = [json.loads(line)["text"] for line in open(LOCOMO / "queries.jsonl")]
+    conv = brain_sql.connect(tmp_path / "conv.db")
+    brain_sql.ingest(conv, [LOCOMO / "corpus.jsonl"])
+    abstained = sum(recall(conv, {"q": q, "now": NOW})["decision"] == "low_confidence" for q in conversation)
+    assert abstained / len(conversation) <= 0.03
+    passages = json.load(open(MULTIHOP / "musique_train_corpus.json"))
+    corpus = write(
+        tmp_path / "musique.jsonl",
+        "\n".join(json.dumps({"_id": str(i), "title": p["title"], "text": p["text"]}) for i, p in enumerate(passages)),
+    )
+    wiki = brain_sql.connect(tmp_path / "musique.db")
+    brain_sql.ingest(wiki, [corpus])
+    abstained = sum(recall(wiki, {"q": q, "now": NOW})["decision"] == "low_confidence" for q in conversation)
+    assert abstained / len(conversation) >= 0.95
+    own = [q["question"] for q in json.load(open(MULTIHOP / "musique_train.json"))]
+    abstained = sum(recall(wiki, {"q": q, "now": NOW})["decision"] == "low_confidence" for q in own)
+    assert abstained / len(own) <= 0.03
+
+
 # -- explained answers ----------------------------------------------------------
 
 DEPLOYS = [
@@ -602,3 +630,26 @@ def test_an_unknown_field_suggests_the_nearest_known_one(doc, message):
         parse(doc)
     with pytest.raises(QueryError, match=message):
         brain_sql.querydoc_from_strings({k: str(v) for k, v in doc.items()})
+
+
+def test_named_signal_is_the_same_with_or_without_the_graph(tmp_path):
+    """Whether a query belongs to the brain reads whether it names an entity the
+    caller can reach; that is so whether or not the graph leg runs (`graph: false`,
+    or the graph turned off), so the same question is judged alike in every mode.
+    An entity known only from memories the caller cannot see is named in none."""
+    notes = tmp_path / "notes"
+    write(notes / "Orion.md", "---\nscope: /acme/support\n---\n# Orion\n\nOrion is our pager vendor.\n")
+    write(notes / "Vega.md", "---\nscope: /acme/legal\n---\n# Vega\n\nVega drafts the contracts.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [notes])
+
+    def named(q, **fields):
+        return [
+            recall(conn, {"q": q, "now": NOW, "graph": graph, **fields})["quality"]["signals"]["named"]
+            for graph in (True, False)
+        ]
+
+    assert named("Who is Orion?") == [1.0, 1.0]
+    assert named("Who is Vega?", scope="/acme/support") == [0.0, 0.0]  # Vega is out of reach
+    assert named("Who is Vega?") == [1.0, 1.0]
+    assert named("what is a pager") == [0.0, 0.0]
