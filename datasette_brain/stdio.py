@@ -29,6 +29,7 @@ from .tools import file_writable
 NO_ID = object()  # a line with no top-level "id"
 # a JSON string, or a bracket: what _top_level_id walks a line by
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_COLON = re.compile(r"\s*:\s*")
 _NOT_JSON_RPC = "Invalid Request: not a JSON-RPC 2.0 request, notification or response"
 
 
@@ -149,13 +150,9 @@ def _message(line):
 
 def _error(code, message, line=None):
     """The Refusal with a JSON-RPC error answering `line` (None: no id to read)."""
-    request_id = NO_ID if line is None else _top_level_id(line)
+    request_id = None if line is None else _answerable(_top_level_id(line))
     return Refusal(
-        mcp_types.JSONRPCError(
-            jsonrpc="2.0",
-            id=request_id if _an_id(request_id) else None,
-            error=mcp_types.ErrorData(code=code, message=message),
-        )
+        mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=code, message=message))
     )
 
 
@@ -166,12 +163,12 @@ def _top_level_id(line):
     depth, found = 0, NO_ID
     for token in _TOKENS.finditer(line):
         text = token.group()
-        if text in "[{":
+        if text in ("[", "{"):
             depth += 1
-        elif text in "]}":
+        elif text in ("]", "}"):
             depth -= 1
         elif depth == 1 and text == '"id"':
-            colon = re.compile(r"\s*:\s*").match(line, token.end())
+            colon = _COLON.match(line, token.end())
             if colon and line[colon.end() : colon.end() + 1] not in ("[", "{"):
                 try:
                     found = json.JSONDecoder().raw_decode(line, colon.end())[0]
@@ -182,20 +179,18 @@ def _top_level_id(line):
     return found
 
 
-def _an_id(value):
-    """Whether `value` can be answered as a JSON-RPC id: an integer, or text that
-    UTF-8 can carry (no lone surrogate)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
+def _answerable(value: object) -> int | str | None:
+    """`value` when it can be answered as a JSON-RPC id: an integer, or text that
+    UTF-8 can carry (no lone surrogate); else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
     if not isinstance(value, str):
-        return False
+        return None
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        return False
-    return True
+        return None
+    return value
 
 
 async def _write(written, stdout, batches):
