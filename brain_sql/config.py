@@ -30,6 +30,9 @@ MAX_TITLE_CHARS = 500
 MAX_QUERY_CHARS = 2_000
 MAX_FRONTMATTER_ALIASES = 100  # YAML *aliases in one note's frontmatter (an alias bomb grows without them)
 MAX_METADATA_BYTES = 64_000  # a memory's metadata (frontmatter or record fields kept as they are), as JSON
+# lists and objects nested in one field's value (metadata's included): deeper, the record is refused, so that
+# every stored value is one Python's JSON, SQLite's JSON and check read whole (fields.too_deep)
+MAX_NESTING = 100
 MAX_FORGET_ITEMS = 10_000  # ids and external ids in one forget request
 MAX_EXTEND_DAYS = 36_500  # the most days a decayed memory's expiry is extended by at once
 

@@ -8,8 +8,7 @@ from typing import Callable, Iterable
 
 from .config import MAX_METADATA_BYTES
 from .errors import FieldError
-from .fields import FIELD_NAMES, normalize_fields, not_json_number, unencodable
-from .wording import shown
+from .fields import FIELD_NAMES, normalize_fields, unstorable
 
 TEXT_KEYS = ("content", "text")
 ID_KEYS = ("_id", "id")
@@ -101,15 +100,16 @@ def _document_fields(document, raw):
     def error(message):
         return IngestError(document.source_path, document.line, message)
 
-    if expanded_size({k: v for k, v in raw.items() if k not in TEXT_KEYS}) > MAX_METADATA_BYTES:
-        # YAML aliases share one object many times over: a small file can expand to gigabytes
+    # YAML aliases share one object many times over: a small file can expand to gigabytes (a text
+    # key's too, unless it holds text: the content, capped on its own)
+    if (
+        expanded_size({k: v for k, v in raw.items() if k not in TEXT_KEYS or not isinstance(v, str)})
+        > MAX_METADATA_BYTES
+    ):
         return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
-    bad = unencodable(raw)  # after the size: it walks every shared part
-    if bad is not None:
-        return error(f"text {shown(bad)} is not valid Unicode (a lone surrogate)")
-    number = not_json_number(raw)
-    if number is not None:  # stored, SQLite's JSON functions could not read the metadata, nor export write it
-        return error(f"a value is {number} (YAML's .nan or .inf), a number JSON has not: write it as text, in quotes")
+    refused = unstorable(raw)  # after the size: it walks every shared part
+    if refused is not None:
+        return error(refused)
     try:
         document.fields = normalize_fields(raw)
     except FieldError as ex:

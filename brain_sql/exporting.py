@@ -15,9 +15,10 @@ consistent snapshot whatever is written meanwhile, in memory bounded by a page.
 
 import json
 
-from .config import EXPORT_PAGE_DOCUMENTS
+from .config import EXPORT_PAGE_DOCUMENTS, MAX_NESTING
 from .document import CHUNK_FIELDS
 from .errors import BrainError
+from .fields import stored_too_deep
 from .schema import is_brain
 from .writer import FIELD_COLUMNS
 
@@ -64,7 +65,7 @@ def export(conn, progress=None):
             edges = _edges(conn, [row["document_id"] for row in firsts if row["document_id"] is not None])
             for first in firsts:
                 rows = [first] if first.pop("_rows") <= 1 else _rows(conn, first["document_id"])
-                yield _line(_record(rows, edges.get(first["document_id"], {})))
+                yield _line(rows, edges.get(first["document_id"], {}))
                 done += len(rows)
             if progress:
                 progress(done, total)
@@ -142,14 +143,21 @@ def _json(text):
         return text
 
 
-def _line(record):
-    """A record as a JSON line. A value plain SQL wrote of a kind no record holds (a
-    BLOB where text belongs, an infinite number) is the brain's fault, named as
-    check names it, never a half-written line or a number JSON has not."""
+def _line(rows, edges):
+    """A document's record (`_record`) as a JSON line. A value plain SQL wrote of a
+    kind no record holds (a BLOB where text belongs, an infinite number, JSON holding
+    a lone surrogate's escape or nested deeper than ingest takes) is the brain's
+    fault, named as check names it, never a half-written line, a line UTF-8 cannot
+    carry or a number JSON has not."""
     try:
-        return json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
-    except (TypeError, ValueError) as ex:
+        record = _record(rows, edges)
+        if any(stored_too_deep(record.get(column)) for column in ("tags", "metadata")):
+            raise ValueError(f"JSON nested more than {MAX_NESTING} levels deep, which ingest refuses")
+        line = json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
+        line.encode("utf-8")  # a lone surrogate, which json.loads made of a \ud800 escape, fails here
+    except (TypeError, ValueError, RecursionError) as ex:  # UnicodeEncodeError is a ValueError
         raise BrainError(
-            f"memory {record.get('_chunks', [{}])[0].get('id', '?')} holds a value of a kind JSON has not ({ex}): "
+            f"memory {rows[0]['id']} holds a value no JSON line can carry ({str(ex)[:200]}): "
             "run sqlite-utils brain check"
         ) from ex
+    return line

@@ -8,7 +8,7 @@ import re
 import unicodedata
 from typing import Any
 
-from .config import CLASSES
+from .config import CLASSES, MAX_NESTING
 from .errors import FieldError
 from .lookalikes import punctuation_read_as, separator_read_as, skeleton
 from .wording import shown
@@ -115,18 +115,75 @@ def _not_unicode(item):
     return False
 
 
-def _first(value, bad, depth=0):
-    """The first item of `value` and of the lists and dicts it holds (keys
-    included, a hundred deep) for which `bad` holds, or None."""
-    if bad(value):
-        return value
-    if depth > 100:
-        return None
-    if isinstance(value, dict):
-        value = [item for pair in value.items() for item in pair]
-    if isinstance(value, (list, tuple)):
-        return next((found for item in value if (found := _first(item, bad, depth + 1)) is not None), None)
+def _first(value, bad):
+    """The first item of `value` and of the lists and dicts it holds, at any depth
+    (keys included), for which `bad` holds, or None. Walked with a stack of its own:
+    what Python's JSON reads nests deeper than Python's recursion goes (a YAML value
+    holding itself is refused by its size first, document.expanded_size)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if bad(item):
+            return item
+        if isinstance(item, dict):
+            item = [part for pair in item.items() for part in pair]
+        if isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
     return None
+
+
+def unstorable(record: dict) -> str | None:
+    """What no stored value may hold, found in `record` (a record or a note's
+    frontmatter, its size already bounded): a field nested too deep, text that is
+    not valid Unicode, a number JSON has not; said as the record's error, or None."""
+    deep = too_deep(record)
+    if deep is not None:
+        return deep
+    bad = unencodable(record)
+    if bad is not None:
+        return f"text {shown(bad)} is not valid Unicode (a lone surrogate)"
+    number = not_json_number(record)
+    if number is not None:  # stored, SQLite's JSON functions could not read the metadata, nor export write it
+        return f"a value is {number} (YAML's .nan or .inf), a number JSON has not: write it as text, in quotes"
+    return None
+
+
+def too_deep(record: object) -> str | None:
+    """What is wrong with `record` (a dict) when the value of one of its fields, or
+    of one of the fields its "metadata" object holds (stored as the record's own,
+    and exported under "metadata"), nests lists and objects more than MAX_NESTING
+    deep; or None. Such a value is refused before it is stored, so that every
+    stored value is one Python's JSON and SQLite's read and write whole."""
+    if not isinstance(record, dict):
+        return None
+    for key, value in record.items():
+        if stored_too_deep(value) if key == "metadata" else nesting(value) > MAX_NESTING:
+            return f"{shown(key)} nests lists and objects more than {MAX_NESTING} levels deep"
+    return None
+
+
+def stored_too_deep(data: object) -> bool:
+    """Whether a stored JSON column's value nests deeper than a record too_deep
+    takes gives it: metadata, an object, holds field values; tags, a list, is one."""
+    return any(nesting(value) > MAX_NESTING for value in (data.values() if isinstance(data, dict) else [data]))
+
+
+def nesting(value: object, bound: int = MAX_NESTING) -> int:
+    """How deep lists and objects nest in `value` (0 for a string or a number), read
+    no further than `bound` + 1 levels: past that, `bound` + 1 (a YAML alias may
+    hold itself)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if not isinstance(item, (list, tuple)):
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > bound:
+            return deepest
+        stack.extend((child, depth + 1) for child in item)
+    return deepest
 
 
 # Characters that show as nothing: Unicode's Default_Ignorable_Code_Point (zero-width

@@ -33,7 +33,7 @@ from .document import (
     relation,
 )
 from .errors import FieldError
-from .fields import loads_json, normalize_fields, unencodable, whole_number
+from .fields import loads_json, normalize_fields, unstorable, whole_number
 from .hookspecs import hookimpl
 from .wording import shown
 
@@ -105,9 +105,9 @@ def record_document(path, record, line, where=None):
 
     if not isinstance(record, dict):
         return error(f"a record must be a JSON object, not {shown(record)}")
-    bad = unencodable(record)
-    if bad is not None:
-        return error(f"text {shown(bad)} is not valid Unicode (a lone surrogate)")
+    refused = unstorable(record)
+    if refused is not None:
+        return error(refused)
     content = next((record[k] for k in TEXT_KEYS if record.get(k) is not None), None)
     try:
         place = _placement(record)

@@ -17,12 +17,12 @@ import json
 import math
 from dataclasses import dataclass
 
-from .config import CLASSES
+from .config import CLASSES, MAX_NESTING
 from .connection import sqlite3
 from .document import names
 from .embed import NOT_INSTALLED, installed, model_dimension
 from .errors import BrainError, FieldError
-from .fields import loads_json, normalize_scope
+from .fields import loads_json, normalize_scope, stored_too_deep, unencodable
 from .schema import ENTITY_SQL, META_TABLE, TIME_SAYS, TIME_SQL
 from .vectors import vector_dimension
 
@@ -36,7 +36,9 @@ class Rule:
     comes out of it unchanged, a wrong one is mended to what it gives. `derived`,
     SQL over the row, is what a value of a derived column that reads no one way is
     made again from. `read`, when set, is what a value its rule refuses reads as
-    (_UNREAD when it reads as nothing)."""
+    (_UNREAD when it reads as nothing). `unsound`, when set, is true of values the
+    SQL takes that no export can write (a JSON column's lone surrogate escape), read
+    in Python only where `suspect`, SQL over `{c}` like `valid`, holds."""
 
     valid: str
     says: str
@@ -44,6 +46,8 @@ class Rule:
     normal: object = None
     derived: str | None = None
     read: object = None
+    unsound: object = None
+    suspect: str | None = None
 
 
 _UNREAD = object()
@@ -52,16 +56,18 @@ _UNREAD = object()
 def _json_or_text(value):
     """A stored JSON column's value as export gives it: its JSON, or text that is no
     JSON as it is; _UNREAD for JSON holding NaN or an infinity, which no export
-    writes (no one way to read it)."""
+    writes, or nested past what Python reads (no one way to read it)."""
     if not isinstance(value, str):
         return value
     try:
         return loads_json(value)
-    except (ValueError, RecursionError):
+    except RecursionError:
+        return _UNREAD
+    except ValueError:
         pass
     try:
         json.loads(value)
-    except (ValueError, RecursionError):
+    except ValueError:
         return value
     return _UNREAD
 
@@ -85,6 +91,27 @@ def _as_tags(value):
         return _UNREAD
     return json.dumps(tags) if tags else None
 
+
+def _unsound_json(value):
+    """Whether JSON text `value` holds what no export writes and ingest refuses: text
+    that is not valid Unicode (a \\ud800 escape) or a value nested past MAX_NESTING.
+    Text that is no JSON is for the SQL rule to refuse."""
+    if not isinstance(value, str):
+        return False
+    try:
+        data = json.loads(value)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False
+    return stored_too_deep(data) or unencodable(data) is not None
+
+
+# JSON text that may hold a surrogate's escape, or brackets enough to nest past MAX_NESTING
+_SUSPECT_JSON = (
+    "{c} glob '*\\u[dD][89a-fA-F]*' or "
+    f"length({{c}}) - length(replace(replace({{c}}, '[', ''), '{{{{', '')) > {MAX_NESTING}"
+)
 
 TEXT = Rule("typeof({c}) in ('text', 'null')", "text or NULL")
 REQUIRED = Rule("typeof({c}) = 'text'", "text")
@@ -144,14 +171,18 @@ RULES = {
             "tags": Rule(
                 "typeof({c}) = 'null' or (typeof({c}) = 'text' and case when json_valid({c}) then json_type({c}) = "
                 "'array' and not exists (select 1 from json_each({c}) where type != 'text') else 0 end)",
-                "a JSON list of names, or NULL",
+                "a JSON list of names (valid Unicode), or NULL",
                 read=_as_tags,
+                unsound=_unsound_json,
+                suspect=_SUSPECT_JSON,
             ),
             "metadata": Rule(
                 "typeof({c}) = 'null' or (typeof({c}) = 'text' and case when json_valid({c}) then "
                 "json_type({c}) = 'object' else 0 end)",
-                "a JSON object, or NULL",
+                f"a JSON object (valid Unicode, nested at most {MAX_NESTING} deep), or NULL",
                 read=_as_metadata,
+                unsound=_unsound_json,
+                suspect=_SUSPECT_JSON,
             ),
             "embedding_model": TEXT,
             "updated_at": TIME,
@@ -252,6 +283,10 @@ def invalid(conn, limit=None):
             if abnormal:
                 test += f" or [{column}] in (select value from json_each(?))"
                 params.append(json.dumps(abnormal))
+            unsound = _unsound(conn, table, key, column, rule)
+            if unsound:
+                test += f" or [{key}] in (select value from json_each(?))"
+                params.append(json.dumps(unsound))
             wrong.append(f"({test})")
         sql = (
             f"select [{key}], {', '.join(wrong)}, {', '.join(f'[{c}]' for c in rules)} from [{table}] "
@@ -274,6 +309,19 @@ def _abnormal(conn, table, column, rule):
         return []
     values = conn.execute(f"select distinct [{column}] from [{table}] where {rule.valid.format(c=f'[{column}]')}")
     return [value for (value,) in values if _normal(rule, value) != value]
+
+
+def _unsound(conn, table, key, column, rule):
+    """The keys of the rows whose value of `column` its SQL rule takes and its
+    `unsound` function does not (read only where `suspect` holds: few rows)."""
+    if rule.unsound is None:
+        return []
+    column_sql = f"[{column}]"
+    rows = conn.execute(
+        f"select [{key}], {column_sql} from [{table}] where ({rule.valid.format(c=column_sql)}) "
+        f"and ({rule.suspect.format(c=column_sql)})"
+    )
+    return [at for at, value in rows if rule.unsound(value)]
 
 
 def _normal(rule, value):
@@ -358,6 +406,8 @@ def _read(rule, value):
 def _valid(conn, rule, value, table=None, key=None, at=None):
     """Whether `rule` takes `value` in place of what row `at` of `table` holds."""
     if rule.normal is not None and _normal(rule, value) != value:
+        return False
+    if rule.unsound is not None and rule.unsound(value):
         return False
     if table is None:
         return bool(conn.execute(f"select {rule.valid.format(c='?1')}", [value]).fetchone()[0])

@@ -39,6 +39,13 @@ class TryAgain(click.ClickException):
         return f"{self.message}\nBusy: try the same command again shortly."
 
 
+class BadInput(click.ClickException):
+    """What the caller gave cannot be read or stored (a record that is no JSON, a
+    field a route refuses with a 400): said, and nothing is done."""
+
+    exit_code = 2  # click's, for a usage error
+
+
 class BrainCommand(click.Command):
     """A brain command: what brain_sql raises is answered here, once for every
     command, as the HTTP API answers it (tools.as_api_error): a caller's bad input
@@ -419,7 +426,7 @@ def remember(db_path, file, scope, klass, source, domain, as_json):
         with click.open_file(file, "rb") as stream:
             data = stream.read()
     except OSError as ex:
-        raise click.ClickException(f"cannot read {name}: {ex.strerror}") from ex
+        raise BadInput(f"cannot read {name}: {ex.strerror}") from ex
     records, lines = _records(data, name)
     conn = _open(db_path, must_exist=False)
     report, ids = brain_sql.remember(conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines)
@@ -428,7 +435,7 @@ def remember(db_path, file, scope, klass, source, domain, as_json):
         problems = "\n".join(
             f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors
         )
-        raise click.ClickException(f"{problems}\nnothing was stored")
+        raise BadInput(f"{problems}\nnothing was stored")
     answer = report.answer(ids)
     if as_json:
         click.echo(json.dumps(answer))
@@ -654,15 +661,15 @@ def _records(data, name):
         text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as ex:
         line = data[: ex.start].count(b"\n") + 1
-        raise click.ClickException(f"{name}:{line}: not UTF-8 text (byte 0x{data[ex.start]:02x})") from ex
+        raise BadInput(f"{name}:{line}: not UTF-8 text (byte 0x{data[ex.start]:02x})") from ex
     if not text.strip():
-        raise click.ClickException(f"{name}: no records: give a JSON object, a JSON array of them, or JSON lines")
+        raise BadInput(f"{name}: no records: give a JSON object, a JSON array of them, or JSON lines")
     first = len(text) - len(text.lstrip())
     try:
         whole = json.loads(text)
     except json.JSONDecodeError as ex:
         if ex.msg != "Extra data":  # one JSON value, malformed
-            raise click.ClickException(f"{name}:{ex.lineno}: malformed JSON: {ex.msg}") from ex
+            raise BadInput(f"{name}:{ex.lineno}: malformed JSON: {ex.msg}") from ex
     else:
         if isinstance(whole, list):
             return whole, None  # an array's records are named by their number
@@ -676,7 +683,7 @@ def _records(data, name):
             except json.JSONDecodeError as ex:
                 problems.append(f"{name}:{number}: malformed JSON line: {ex.msg}")
     if problems:
-        raise click.ClickException("\n".join(problems) + "\nnothing was stored")
+        raise BadInput("\n".join(problems) + "\nnothing was stored")
     return records, lines
 
 

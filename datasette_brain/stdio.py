@@ -1,20 +1,41 @@
 """`sqlite-utils brain mcp DB`: the brain's MCP tools over stdin and stdout, for an
 agent without a server. Datasette runs in-process, so the tools are the very ones
 /-/mcp serves; apart from the plugin so that loading Datasette's plugins never
-imports Datasette's app."""
+imports Datasette's app.
 
+The wire is read here rather than by the SDK's stdio_server, which reads stdin with
+undecodable bytes replaced (a Latin-1 é stored as U+FFFD), takes a request whose id
+is no whole number or text for a notification (never answered), answers what it
+cannot read without the id the line holds, and reads no batch, which protocol
+2025-03-26 requires. Each line is one JSON-RPC message or a batch of them (blank
+lines are skipped); every request gets an answer."""
+
+import contextlib
 import json
+import os
+import re
+from collections import Counter
 
 import anyio
 import mcp_types
 from datasette.app import Datasette
 from mcp.server.mcpserver import MCPServer
-from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from . import mcp_tools
 from .tools import file_writable
+
+NO_ID = object()  # a line with no top-level "id"
+# a JSON string, or a bracket: what _top_level_id walks a line by
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+_COLON = re.compile(r"\s*:\s*")
+_NOT_JSON_RPC = "Invalid Request: not a JSON-RPC 2.0 request, notification or response"
+
+
+class Refusal(SessionMessage):
+    """The JSON-RPC error that answers what was read, sent back rather than passed on
+    (a client's own error answer to the server's request is passed on)."""
 
 
 async def serve(path):
@@ -28,63 +49,180 @@ async def serve(path):
     await datasette.invoke_startup()
     server = MCPServer("datasette-brain", instructions=mcp_tools.INSTRUCTIONS)
     mcp_tools.register(datasette, server, actor={"id": "stdio"})
-    # MCPServer.run_stdio_async, but the server reads what `_answer_unread` passes on
-    lowlevel = server._lowlevel_server
-    async with stdio_server() as (lines, replies):
-        passed, read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    lowlevel = server._lowlevel_server  # MCPServer.run_stdio_async, on this module's wire
+    with _wire() as (stdin, stdout):
+        passed, read = anyio.create_memory_object_stream[SessionMessage](0)
+        replies, written = anyio.create_memory_object_stream[SessionMessage | list](0)
+        batches = []
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_answer_unread, lines, passed, replies)
+            tasks.start_soon(_read, stdin, passed, replies.clone(), batches)
+            tasks.start_soon(_write, written, stdout, batches)
             await lowlevel.run(read, replies, lowlevel.create_initialization_options())
 
 
-async def _answer_unread(lines, passed, replies):
-    """Pass the messages read from stdin on to the server; answer a line that is no
-    JSON-RPC message with its error, as /-/mcp answers such a body. The SDK's stdio
-    transport hands the server such a line as an exception, which it only logs: the
-    client would wait for an answer that never comes."""
-    async with passed:
-        async for item in lines:
-            if isinstance(item, Exception):
-                await replies.send(SessionMessage(unread(item)))
-            else:
-                await passed.send(item)
-
-
-def unread(error):
-    """The JSON-RPC error for a line the transport could not read (`error`): -32700
-    for no JSON (a lone surrogate escape, which JSON text may not hold in UTF-8,
-    text cut short), -32600 for JSON that is no request, notification or response;
-    with the line's id where one can be read, else null."""
-    found = dict(error.errors()[0]) if isinstance(error, ValidationError) and error.errors() else {}
-    sent = found.get("input")
-    if found.get("type") == "json_invalid":
-        code, message = mcp_types.PARSE_ERROR, f"Parse error: {found.get('msg', error)}"
-        try:  # Python's JSON reader takes a lone surrogate, so the id may still be read
-            sent = json.loads(str(sent))
-        except (ValueError, RecursionError):
-            sent = None
-    else:
-        code, message = (
-            mcp_types.INVALID_REQUEST,
-            "Invalid Request: not a JSON-RPC 2.0 request, notification or response",
+@contextlib.contextmanager
+def _wire():
+    """stdin and stdout as binary files the server alone reads and writes: meanwhile
+    fd 0 reads nothing and fd 1 writes to stderr, as the SDK's stdio_server has it,
+    so that stray output never lands inside a message."""
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    os.dup2(2, 1)
+    try:  # never closed: a thread may still be reading the wire when the server stops
+        yield (
+            anyio.wrap_file(os.fdopen(wire_in, "rb", closefd=False)),
+            anyio.wrap_file(os.fdopen(wire_out, "wb", closefd=False)),
         )
-    request_id = sent.get("id") if isinstance(sent, dict) else None
-    if not _an_id(request_id):
-        request_id = None
-    return mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=code, message=message))
+    finally:
+        os.dup2(wire_in, 0)
+        os.dup2(wire_out, 1)
 
 
-def _an_id(value):
-    """Whether `value` can be answered as a JSON-RPC id: an integer, or text that
-    UTF-8 can carry (no lone surrogate)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
+async def _read(stdin, passed, replies, batches):
+    """Pass each message read from stdin on to the server, and answer what is no
+    message at once; a batch's requests are passed on one by one, once `batches`
+    holds their ids for _write to gather their answers into one array."""
+    async with passed, replies:
+        async for raw in stdin:
+            if not raw.strip():
+                continue  # JSON-RPC over stdio is framed by newlines: an empty line frames nothing
+            try:
+                line = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as ex:
+                said = f"Parse error: not UTF-8 (byte 0x{raw[ex.start]:02x} at {ex.start})"
+                await replies.send(_error(mcp_types.PARSE_ERROR, said, raw.decode("utf-8", "replace")))
+                continue
+            if line.lstrip().startswith("["):
+                await _batch(line, passed, replies, batches)
+            else:
+                read = _message(line)
+                await (replies if isinstance(read, Refusal) else passed).send(read)
+
+
+async def _batch(line, passed, replies, batches):
+    """A batch: each of its messages as a line of its own; the answers to its
+    requests, and to what in it is no message, sent as one array (nothing when it
+    holds only notifications and responses)."""
+    try:
+        items = json.loads(line)
+    except (ValueError, RecursionError) as ex:
+        await replies.send(_error(mcp_types.PARSE_ERROR, f"Parse error: {str(ex)[:200]}"))
+        return
+    if not items:
+        await replies.send(_error(mcp_types.INVALID_REQUEST, "Invalid Request: an empty batch"))
+        return
+    read = [
+        _message(json.dumps(item)) if isinstance(item, dict) else _error(mcp_types.INVALID_REQUEST, _NOT_JSON_RPC)
+        for item in items
+    ]
+    answers = [_dumped(item) for item in read if isinstance(item, Refusal)]
+    requests = [item.message.id for item in read if isinstance(item.message, mcp_types.JSONRPCRequest)]
+    if requests:
+        batches.append((Counter(requests), answers))
+    elif answers:
+        await replies.send(answers)
+    for item in read:
+        if not isinstance(item, Refusal):
+            await passed.send(item)
+
+
+def _message(line):
+    """The SessionMessage a line holds, or the JSON-RPC error that answers it (as a
+    SessionMessage to send back): -32700 for no JSON (text cut short, a lone
+    surrogate escape, which JSON text may not hold in UTF-8, nesting past what the
+    SDK reads), -32600 for JSON that is no request, notification or response, or a
+    request whose id is neither a whole number nor text; with the line's id where
+    one can be read, else null."""
+    try:
+        message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError as ex:
+        found = dict(ex.errors()[0]) if ex.errors() else {}
+        if found.get("type") == "json_invalid":
+            return _error(mcp_types.PARSE_ERROR, f"Parse error: {found.get('msg', ex)}", line)
+        return _error(mcp_types.INVALID_REQUEST, _NOT_JSON_RPC, line)
+    if isinstance(message, mcp_types.JSONRPCNotification) and _top_level_id(line) is not NO_ID:
+        # the SDK reads {"id": 1.5, "method": ...} as a notification: no answer would come
+        return _error(mcp_types.INVALID_REQUEST, "Invalid Request: an id must be a whole number or text")
+    return SessionMessage(message)
+
+
+def _error(code, message, line=None):
+    """The Refusal with a JSON-RPC error answering `line` (None: no id to read)."""
+    request_id = None if line is None else _answerable(_top_level_id(line))
+    return Refusal(
+        mcp_types.JSONRPCError(jsonrpc="2.0", id=request_id, error=mcp_types.ErrorData(code=code, message=message))
+    )
+
+
+def _top_level_id(line):
+    """The value of the "id" key of the object `line` holds (the last, as JSON's
+    readers take it), read even when the rest of the line is no JSON (nested past
+    any reader's depth, cut short); NO_ID when there is none."""
+    depth, found = 0, NO_ID
+    for token in _TOKENS.finditer(line):
+        text = token.group()
+        if text in ("[", "{"):
+            depth += 1
+        elif text in ("]", "}"):
+            depth -= 1
+        elif depth == 1 and text == '"id"':
+            colon = _COLON.match(line, token.end())
+            if colon and line[colon.end() : colon.end() + 1] not in ("[", "{"):
+                try:
+                    found = json.JSONDecoder().raw_decode(line, colon.end())[0]
+                except ValueError:
+                    continue
+            elif colon:
+                found = None  # a list or an object: no id
+    return found
+
+
+def _answerable(value: object) -> int | str | None:
+    """`value` when it can be answered as a JSON-RPC id: an integer, or text that
+    UTF-8 can carry (no lone surrogate); else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
     if not isinstance(value, str):
-        return False
+        return None
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        return False
-    return True
+        return None
+    return value
+
+
+async def _write(written, stdout, batches):
+    """Write each answer as a line; one to a request of a batch waits in `batches`
+    until the batch's every request is answered, then the batch's answers go as one
+    JSON array."""
+    async with written:
+        async for item in written:
+            if isinstance(item, list):
+                await _line(stdout, "[" + ",".join(item) + "]")
+                continue
+            answered = item.message.id if isinstance(item.message, _ANSWERS) else None
+            batch = next((batch for batch in batches if batch[0][answered] > 0), None) if answered is not None else None
+            if batch is None:
+                await _line(stdout, _dumped(item))
+                continue
+            pending, answers = batch
+            pending[answered] -= 1
+            answers.append(_dumped(item))
+            if not sum(pending.values()):
+                batches.remove(batch)
+                await _line(stdout, "[" + ",".join(answers) + "]")
+
+
+_ANSWERS = (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)
+
+
+def _dumped(item):
+    """A SessionMessage's JSON, as the SDK's stdio transport writes it."""
+    return item.message.model_dump_json(by_alias=True, exclude_unset=True)
+
+
+async def _line(stdout, text):
+    await stdout.write(text.encode("utf-8") + b"\n")
+    await stdout.flush()

@@ -20,6 +20,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+import brain_sql
+
 from .conftest import copy_brain
 from .examples import DOCS_AGENTS, ROOT, block_with, printed_comment, run_python
 
@@ -183,22 +185,25 @@ def test_a_session_over_stdio(vault_brain_copy):
 
 def _answers(process, count, seconds=60):
     """The next `count` JSON lines `process` writes, within `seconds` (read on a
-    thread, so that a line never written fails the test instead of hanging it)."""
-    lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+    thread, one for the process, so that a line never written fails the test instead
+    of hanging it)."""
+    if not hasattr(process, "lines"):
+        process.lines = queue.Queue()
+        threading.Thread(target=lambda: [process.lines.put(line) for line in process.stdout], daemon=True).start()
+    lines = process.lines
     answers, deadline = [], time.monotonic() + seconds
     while len(answers) < count:
         try:
             answers.append(json.loads(lines.get(timeout=max(deadline - time.monotonic(), 0.01))))
         except queue.Empty:
-            raise AssertionError(f"no answer in {seconds} s after those to {[a.get('id') for a in answers]}") from None
+            raise AssertionError(f"no answer in {seconds} s after {answers}") from None
     return answers
 
 
 def test_stdio_answers_a_line_it_cannot_read(vault_brain_path):
     """Raw JSON-RPC lines to `sqlite-utils brain mcp`: a line that is no JSON (a lone
     surrogate escape, which /-/mcp answers -32700 too, or text cut short) is answered
-    with a parse error carrying its id where one can be read, JSON that is no
+    with a parse error carrying its id where one can be read (before the text breaks off), JSON that is no
     JSON-RPC message with an invalid request; the requests after them are answered."""
     process = subprocess.Popen(
         [sys.executable, "-m", "sqlite_utils", "brain", "mcp", str(vault_brain_path)],
@@ -228,9 +233,69 @@ def test_stdio_answers_a_line_it_cannot_read(vault_brain_path):
     assert initialized["id"] == 1 and "result" in initialized
     assert surrogate["id"] == 5 and surrogate["error"]["code"] == -32700, surrogate
     assert "Parse error" in surrogate["error"]["message"]
-    assert cut["id"] is None and cut["error"]["code"] == -32700, cut
+    assert cut["id"] == 6 and cut["error"]["code"] == -32700, cut  # the id read before the line breaks off
     assert no_method["id"] == 7 and no_method["error"]["code"] == -32600, no_method
     assert listed["id"] == 8 and "brain_recall" in {tool["name"] for tool in listed["result"]["tools"]}
+
+
+def test_stdio_answers_every_request_it_reads_and_stores_no_replaced_byte(vault_brain_copy):
+    """Raw lines to `sqlite-utils brain mcp`, as bytes: blank lines frame nothing and
+    get no answer; a line that is no UTF-8 (a Latin-1 é) is a parse error with its
+    id, and nothing is stored (no U+FFFD); a request whose id is neither a whole
+    number nor text is an invalid request with id null, never taken for a
+    notification; an error keeps the top-level id of a line nested past any reader's
+    depth or of another JSON-RPC version; a batch (which protocol 2025-03-26
+    requires) is answered with one array."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sqlite_utils", "brain", "mcp", str(vault_brain_copy)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+    )
+
+    def sent(*lines):
+        process.stdin.buffer.write(b"".join(line + b"\n" for line in lines))
+        process.stdin.flush()
+
+    initialize = {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    remember = {"name": "brain_remember", "arguments": {"records": [{"_id": "latin", "text": "caf\u00e9 latin"}]}}
+    latin = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": remember}, ensure_ascii=False)
+    ids = (b"1.5", b"true", b'{"a":1}', b"[1]", b"null")
+    try:
+        sent(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}).encode())
+        [initialized] = _answers(process, 1, seconds=30)
+        # an answer to a line is written before any to a later line the server answers
+        sent(
+            b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+            b"",
+            b"  \r",
+            b'{"jsonrpc":"2.0","id":20,"method":"ping"}',
+        )
+        [after_blank_lines] = _answers(process, 1, seconds=30)
+        sent(
+            latin.encode("latin-1"),
+            *(b'{"jsonrpc":"2.0","id":%s,"method":"ping"}' % bad for bad in ids),
+            b'{"jsonrpc":"2.0","id":9,"method":"ping","params":{"x":' + b"[" * 5000 + b"]" * 5000 + b"}}",
+            b'{"jsonrpc":"1.0","id":11,"method":"ping"}',
+            b'[{"jsonrpc":"2.0","id":3,"method":"ping"},{"jsonrpc":"2.0","id":4,"method":"ping"}]',
+        )
+        answers = _answers(process, 9, seconds=30)
+    finally:
+        process.kill()
+        process.wait(10)
+    assert initialized["id"] == 1 and initialized["result"]["protocolVersion"] == "2025-03-26"
+    assert after_blank_lines == {"jsonrpc": "2.0", "id": 20, "result": {}}
+    [batch] = [answer for answer in answers if isinstance(answer, list)]
+    assert sorted(answer["id"] for answer in batch) == [3, 4] and all("result" in answer for answer in batch)
+    by_id = {answer["id"]: answer["error"] for answer in answers if isinstance(answer, dict)}
+    assert by_id[2]["code"] == -32700 and "not UTF-8 (byte 0xe9" in by_id[2]["message"], by_id
+    assert by_id[9]["code"] == -32700 and by_id[11]["code"] == -32600, by_id
+    nulls = [answer["error"]["code"] for answer in answers if isinstance(answer, dict) and answer["id"] is None]
+    assert nulls == [-32600] * len(ids), answers
+    conn = brain_sql.connect(vault_brain_copy)
+    assert conn.execute("select count(*) from knowledge where external_id = 'latin'").fetchone()[0] == 0
 
 
 def test_mcp_arguments_are_checked_as_the_routes_check_them(server):

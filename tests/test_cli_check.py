@@ -409,6 +409,29 @@ def assert_answers_or_says_to_run_check(run, path, query):
         ),
         ("update knowledge set tags = '[\"a\", 7]' where id = 1", "knowledge 1 tags: '[\"a\", 7]', not", '["a", "7"]'),
         ("update knowledge set tags = '{\"a\": 1}' where id = 1", "knowledge 1 tags: '{\"a\": 1}', not", None),
+        # a lone surrogate's escape, and nesting past MAX_NESTING, SQLite's JSON takes: no export writes them
+        (
+            'update knowledge set metadata = \'{"k": "\\ud800"}\' where id = 1',
+            'knowledge 1 metadata: \'{"k": "\\\\ud800"}\', not a JSON object (valid Unicode, nested at most 100',
+            None,
+        ),
+        (
+            'update knowledge set tags = \'["a", "\\udc00"]\' where id = 1',
+            'knowledge 1 tags: \'["a", "\\\\udc00"]\', not a JSON list of names (valid Unicode)',
+            None,
+        ),
+        pytest.param(
+            f"update knowledge set metadata = '{{\"k\": {'[' * 150}{']' * 150}}}' where id = 1",
+            'knowledge 1 metadata: \'{"k": [[[[[[[[[[[[[[[',
+            None,
+            id="metadata nested 150 deep",
+        ),
+        pytest.param(
+            f"update knowledge set metadata = '{{\"k\": {'[' * 990}{']' * 990}}}' where id = 1",
+            'knowledge 1 metadata: \'{"k": [[[[[[[[[[[[[[[',
+            None,
+            id="metadata nested 990 deep",
+        ),
         # what an older version stored from YAML's .nan: no JSON to SQLite, no export writes it
         (
             "update knowledge set metadata = '{\"x\": NaN}' where id = 1",

@@ -690,16 +690,20 @@ def test_bad_record_fields_are_named(run, db_path, tmp_path):
 
 
 def test_frontmatter_that_expands_is_refused_and_the_rest_goes_in(run, db_path, tmp_path):
-    """A YAML alias bomb: a few hundred bytes that would expand to gigabytes."""
+    """A YAML alias bomb: a few hundred bytes that would expand to gigabytes, in
+    any key, `text` included (no content: a note's text is its body)."""
     bomb = ["---", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     bomb += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
     write(tmp_path / "in" / "bomb.md", "\n".join(bomb + ["---", "# Bomb", "", "boom"]) + "\n")
+    doubled = ", ".join(["&b0 [x, x]"] + [f"&b{i} [*b{i - 1}, *b{i - 1}]" for i in range(1, 45)])
+    write(tmp_path / "in" / "text.md", f"---\ntext: [{doubled}]\n---\n# Text\n\nboom\n")
     aliases = "\n".join(f"k{i}: *x" for i in range(150))
     write(tmp_path / "in" / "aliases.md", f"---\nx: &x 1\n{aliases}\n---\n# Aliases\n\nmany\n")
     write(tmp_path / "in" / "fine.md", "---\nx: &x 1\ny: *x\n---\n# Fine\n\nok\n")
     result = run("brain", "ingest", db_path, tmp_path / "in")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "bomb.md:1: its fields and metadata come to more than 64,000 bytes" in result.output
+    assert "text.md:1: its fields and metadata come to more than 64,000 bytes" in result.output
     assert "aliases.md" in result.output and "more than 100 YAML aliases" in result.output
     assert rows(brain_sql.connect(db_path), "select title from knowledge") == [("fine",)]
 

@@ -1,11 +1,13 @@
 """`sqlite-utils brain remember`, `forget` and `stats`, and the help of every
 `brain` command: each option explained, each command with an example."""
 
+import asyncio
 import json
 
 import click
 import pytest
 from click.testing import CliRunner
+from datasette.app import Datasette
 from sqlite_utils.cli import cli
 
 import brain_sql
@@ -75,7 +77,7 @@ def test_a_bad_record_is_an_error_naming_its_line_and_nothing_is_stored(run, db_
     brain_sql.migrate(brain_sql.connect(db_path))
     before = snapshot(brain_sql.connect(db_path))
     result = run("brain", "remember", db_path, write(tmp_path / "in.jsonl", text))
-    assert result.exit_code == 1 and message in result.output, result.output
+    assert result.exit_code == 2 and message in result.output, result.output
     assert "Traceback" not in result.output
     assert snapshot(brain_sql.connect(db_path)) == before
 
@@ -84,9 +86,9 @@ def test_remember_input_that_is_not_utf8_or_not_there(run, db_path, tmp_path):
     bad = tmp_path / "in.jsonl"
     bad.write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
     result = run("brain", "remember", db_path, bad)
-    assert result.exit_code == 1 and "in.jsonl:2: not UTF-8 text" in result.output
+    assert result.exit_code == 2 and "in.jsonl:2: not UTF-8 text" in result.output
     result = run("brain", "remember", db_path, tmp_path / "missing.jsonl")
-    assert result.exit_code == 1 and "cannot read" in result.output
+    assert result.exit_code == 2 and "cannot read" in result.output
 
 
 def test_forget_by_id_and_external_id(run, db_path):
@@ -155,3 +157,54 @@ def test_every_brain_command_explains_every_option_and_gives_an_example(run):
             if isinstance(param, click.Option) and param.name != "help":
                 assert param.help, f"brain {name} {param.opts[0]} has no help text"
                 assert param.opts[0] in result.output, (name, param.opts)
+
+
+def nested(depth, inner):
+    """`inner` inside `depth` objects, each {"a": ...}."""
+    for _ in range(depth):
+        inner = {"a": inner}
+    return inner
+
+
+def test_a_value_nested_past_the_bound_is_refused_by_name_on_every_door(run, db_path, tmp_path):
+    """A record's field, or a field its metadata holds, nesting lists and objects
+    more than MAX_NESTING deep is refused by name (remember: exit 2 and nothing
+    stored; ingest: skipped with its file and line; /-/remember: a 400), here with a
+    lone surrogate at the bottom that, stored, no export could write. As deep as the
+    bound goes in, and its export ingests back the same."""
+    deep = {"_id": "deep", "text": "deep surrogate note zebra", "metadata": nested(150, "\ud800")}
+    extra = {"_id": "extra", "text": "an extra field too deep", "extra": [nested(100, 1)]}
+    brain_sql.migrate(brain_sql.connect(db_path))
+    before = snapshot(brain_sql.connect(db_path))
+    for record, key in ((deep, "metadata"), (extra, "extra")):
+        path = write(tmp_path / f"{record['_id']}.jsonl", json.dumps(record))
+        said = f'"{key}" nests lists and objects more than 100 levels deep'
+        remembered = run("brain", "remember", db_path, path)
+        assert remembered.exit_code == 2 and f"{path}:1: record 1: {said}" in remembered.output, remembered.output
+        ingested = run("brain", "ingest", db_path, path)
+        assert ingested.exit_code == 1 and f"skipped {path}:1: {said}" in ingested.output, ingested.output
+
+        async def posted(record=record):
+            datasette = Datasette([str(db_path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+            return await datasette.client.post(
+                "/brain/-/remember", content=json.dumps(record), headers={"content-type": "application/json"}
+            )
+
+        answer = asyncio.run(posted())  # the body's surrogate is named before its records are read
+        named = said if key == "extra" else "not valid Unicode (a lone surrogate)"
+        assert answer.status_code == 400 and named in answer.json()["error"], answer.text
+    assert snapshot(brain_sql.connect(db_path)) == before
+
+    bound = [
+        {"_id": "meta", "text": "metadata as deep as it goes", "metadata": {"k": nested(100, "\u00e9")}},
+        {"_id": "field", "text": "a field as deep as it goes", "extra": nested(99, [])},  # 100 with the list,
+    ]
+    stored = run("brain", "remember", db_path, write(tmp_path / "bound.json", json.dumps(bound)))
+    assert stored.exit_code == 0, stored.output
+    exported = run("brain", "export", db_path)
+    assert exported.exit_code == 0, exported.output
+    again = tmp_path / "again.db"
+    assert run("brain", "ingest", again, write(tmp_path / "export.jsonl", exported.stdout)).exit_code == 0
+    metadata = "select external_id, metadata from knowledge order by external_id"
+    assert rows(brain_sql.connect(again), metadata) == rows(brain_sql.connect(db_path), metadata)
+    assert run("brain", "check", db_path).exit_code == 0
