@@ -132,10 +132,15 @@ def _first(value, bad):
     return None
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def unstorable(record: dict) -> str | None:
     """What no stored value may hold, found in `record` (a record or a note's
     frontmatter, its size already bounded): a field nested too deep, text that is
     not valid Unicode, a number JSON has not; said as the record's error, or None."""
+    if isinstance(record, dict) and _flat_and_sound(record):
+        return None  # most records: nothing nests, so one pass in C says so
     deep = too_deep(record)
     if deep is not None:
         return deep
@@ -146,6 +151,22 @@ def unstorable(record: dict) -> str | None:
     if number is not None:  # stored, SQLite's JSON functions could not read the metadata, nor export write it
         return f"a value is {number} (YAML's .nan or .inf), a number JSON has not: write it as text, in quotes"
     return None
+
+
+def _flat_and_sound(record: dict) -> bool:
+    """Whether `record` holds no list or object, no text that is not valid Unicode and
+    no number JSON has not, keys included: what unstorable finds, known at once for a
+    flat record (its texts encoded together, which fails on any lone surrogate)."""
+    parts = [part for pair in record.items() for part in pair]
+    if not all(type(part) in _SCALARS for part in parts):
+        return False
+    if any(type(part) is float and not math.isfinite(part) for part in parts):
+        return False
+    try:
+        "".join([part for part in parts if type(part) is str]).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def too_deep(record: object) -> str | None:
