@@ -47,6 +47,7 @@ from brain_sql.evaluation import load_qrels, load_queries, metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
 from multihop import hotpotqa, musique, write_beir  # noqa: E402
+from relevance import brain  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 KIND = {"scifact": "claims", "conv-26": "conversation", "musique": "wikipedia", "hotpotqa": "wikipedia"}
@@ -74,16 +75,6 @@ def corpora(work, data):
             write_beir(folder, *load(data / "multihop-sample/hipporag-legacy-train"))
         found[name] = (folder / "corpus.jsonl", {name: load_queries(folder / "queries.jsonl")})
     return found
-
-
-def brain(work, name, corpus):
-    """The brain of `corpus` in work/name.db, ingested once."""
-    path = work / f"{name}.db"
-    fresh = not path.exists()
-    conn = brain_sql.connect(path)
-    if fresh:
-        brain_sql.ingest(conn, [corpus])
-    return conn
 
 
 def sample(questions, n):
