@@ -8,19 +8,26 @@ undecodable bytes replaced (a Latin-1 é stored as U+FFFD), takes a request whos
 is no whole number or text for a notification (never answered), answers what it
 cannot read without the id the line holds, and reads no batch, which protocol
 2025-03-26 requires. Each line is one JSON-RPC message or a batch of them (blank
-lines are skipped); every request gets an answer."""
+lines are skipped); every request gets an answer.
+
+Each request reaches the server under an id of its own (the client's may repeat one
+still in flight), so that every answer is known for the very request it answers:
+the answer goes out under the client's id, with the rest of its batch, and when
+stdin ends the server's input is closed only once every request read is answered,
+since the SDK cancels what is in flight when its input closes."""
 
 import contextlib
 import json
 import os
 import re
-from collections import Counter
+from dataclasses import dataclass, field
+from functools import partial
 
 import anyio
 import mcp_types
 from datasette.app import Datasette
 from mcp.server.mcpserver import MCPServer
-from mcp.shared.message import SessionMessage
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from pydantic import ValidationError
 
 from . import mcp_tools
@@ -38,6 +45,65 @@ class Refusal(SessionMessage):
     (a client's own error answer to the server's request is passed on)."""
 
 
+@dataclass
+class _Batch:
+    """A batch's answers, gathered until its `left` requests have each settled."""
+
+    left: int
+    answers: list[str]
+
+
+@dataclass
+class _Unanswered:
+    """Word from the SDK that the request it knows as `server_id` settled with no
+    answer (cancelled by the client): nothing is written for it."""
+
+    server_id: int
+
+
+@dataclass
+class _InFlight:
+    """The requests passed on to the server and not yet settled, by the id the server
+    knows each by: the client's id and the batch it came in (None: a line alone)."""
+
+    waiting: dict[int, tuple[int | str, _Batch | None]] = field(default_factory=dict)
+    issued: int = 0
+    quiet: anyio.Event = field(default_factory=anyio.Event)
+
+    def admit(self, client_id, batch):
+        """The id the server is to know a request by."""
+        self.issued += 1
+        self.waiting[self.issued] = (client_id, batch)
+        return self.issued
+
+    def newest(self, client_id):
+        """The server's id for the latest request in flight under `client_id`, as the
+        SDK takes a cancellation for a repeated id; None when none is in flight."""
+        ids = [server_id for server_id, (sent, _) in self.waiting.items() if sent == client_id]
+        return max(ids, default=None)
+
+    def settle(self, server_id, answer):
+        """The line to write now that the request `server_id` is answered (`answer`,
+        its JSON-RPC message) or settled unanswered (None): its answer, or its batch's
+        once the batch's last request settles; None when nothing goes out yet."""
+        client_id, batch = self.waiting.pop(server_id)
+        if not self.waiting:
+            self.quiet.set()
+        text = None if answer is None else answer.model_copy(update={"id": client_id}).model_dump_json(**_AS_SENT)
+        if batch is None:
+            return text
+        if text is not None:
+            batch.answers.append(text)
+        batch.left -= 1
+        return "[" + ",".join(batch.answers) + "]" if not batch.left and batch.answers else None
+
+    async def drained(self):
+        """Return once every request passed on is settled."""
+        while self.waiting:
+            self.quiet = anyio.Event()
+            await self.quiet.wait()
+
+
 async def serve(path):
     """Serve the tools for the brain at `path` as its owner: reads and writes are
     allowed, as far as the file's own permissions allow."""
@@ -52,11 +118,11 @@ async def serve(path):
     lowlevel = server._lowlevel_server  # MCPServer.run_stdio_async, on this module's wire
     with _wire() as (stdin, stdout):
         passed, read = anyio.create_memory_object_stream[SessionMessage](0)
-        replies, written = anyio.create_memory_object_stream[SessionMessage | list](0)
-        batches = []
+        replies, written = anyio.create_memory_object_stream[SessionMessage | list | _Unanswered](0)
+        in_flight = _InFlight()
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_read, stdin, passed, replies.clone(), batches)
-            tasks.start_soon(_write, written, stdout, batches)
+            tasks.start_soon(_read, stdin, passed, replies.clone(), in_flight)
+            tasks.start_soon(_write, written, stdout, in_flight)
             await lowlevel.run(read, replies, lowlevel.create_initialization_options())
 
 
@@ -80,10 +146,10 @@ def _wire():
         os.dup2(wire_out, 1)
 
 
-async def _read(stdin, passed, replies, batches):
+async def _read(stdin, passed, replies, in_flight):
     """Pass each message read from stdin on to the server, and answer what is no
-    message at once; a batch's requests are passed on one by one, once `batches`
-    holds their ids for _write to gather their answers into one array."""
+    message at once; when stdin ends, close the server's input once every request
+    read is settled."""
     async with passed, replies:
         async for raw in stdin:
             if not raw.strip():
@@ -95,16 +161,20 @@ async def _read(stdin, passed, replies, batches):
                 await replies.send(_error(mcp_types.PARSE_ERROR, said, raw.decode("utf-8", "replace")))
                 continue
             if line.lstrip().startswith("["):
-                await _batch(line, passed, replies, batches)
+                await _batch(line, passed, replies, in_flight)
+                continue
+            read = _message(line)
+            if isinstance(read, Refusal):
+                await replies.send(read)
             else:
-                read = _message(line)
-                await (replies if isinstance(read, Refusal) else passed).send(read)
+                await _pass(read, None, passed, replies, in_flight)
+        await in_flight.drained()
 
 
-async def _batch(line, passed, replies, batches):
-    """A batch: each of its messages as a line of its own; the answers to its
-    requests, and to what in it is no message, sent as one array (nothing when it
-    holds only notifications and responses)."""
+async def _batch(line, passed, replies, in_flight):
+    """A batch: each of its messages passed on as a line of its own; the answers to
+    its requests, and to what in it is no message, sent as one array (nothing when
+    it holds only notifications and responses)."""
     try:
         items = json.loads(line)
     except (ValueError, RecursionError) as ex:
@@ -118,14 +188,34 @@ async def _batch(line, passed, replies, batches):
         for item in items
     ]
     answers = [_dumped(item) for item in read if isinstance(item, Refusal)]
-    requests = [item.message.id for item in read if isinstance(item.message, mcp_types.JSONRPCRequest)]
-    if requests:
-        batches.append((Counter(requests), answers))
-    elif answers:
+    requests = sum(isinstance(item.message, mcp_types.JSONRPCRequest) for item in read)
+    batch = _Batch(left=requests, answers=answers) if requests else None
+    if not requests and answers:
         await replies.send(answers)
     for item in read:
         if not isinstance(item, Refusal):
-            await passed.send(item)
+            await _pass(item, batch, passed, replies, in_flight)
+
+
+async def _pass(read, batch, passed, replies, in_flight):
+    """Pass a message on to the server: a request under an id of its own, with word
+    sent back should it settle unanswered; a cancellation naming the request the
+    server knows (none in flight: nothing to cancel)."""
+    message = read.message
+    if isinstance(message, mcp_types.JSONRPCRequest):
+        server_id = in_flight.admit(message.id, batch)
+        unanswered = partial(replies.send, _Unanswered(server_id))
+        read = SessionMessage(
+            message.model_copy(update={"id": server_id}),
+            metadata=ServerMessageMetadata(on_request_unanswered=unanswered),
+        )
+    elif isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
+        named = (message.params or {}).get("requestId")
+        server_id = in_flight.newest(named) if isinstance(named, int | str) else None
+        if server_id is None:
+            return
+        read = SessionMessage(message.model_copy(update={"params": {**message.params, "requestId": server_id}}))
+    await passed.send(read)
 
 
 def _message(line):
@@ -193,34 +283,35 @@ def _answerable(value: object) -> int | str | None:
     return value
 
 
-async def _write(written, stdout, batches):
-    """Write each answer as a line; one to a request of a batch waits in `batches`
-    until the batch's every request is answered, then the batch's answers go as one
-    JSON array."""
+async def _write(written, stdout, in_flight):
+    """Write each answer as a line: the server's to a request under the client's id,
+    and as one JSON array with the rest of its batch once the batch's every request
+    is settled."""
     async with written:
         async for item in written:
             if isinstance(item, list):
-                await _line(stdout, "[" + ",".join(item) + "]")
-                continue
-            answered = item.message.id if isinstance(item.message, _ANSWERS) else None
-            batch = next((batch for batch in batches if batch[0][answered] > 0), None) if answered is not None else None
-            if batch is None:
-                await _line(stdout, _dumped(item))
-                continue
-            pending, answers = batch
-            pending[answered] -= 1
-            answers.append(_dumped(item))
-            if not sum(pending.values()):
-                batches.remove(batch)
-                await _line(stdout, "[" + ",".join(answers) + "]")
+                text = "[" + ",".join(item) + "]"
+            elif isinstance(item, _Unanswered):
+                text = in_flight.settle(item.server_id, None)
+            elif (
+                not isinstance(item, Refusal)
+                and isinstance(item.message, _ANSWERS)
+                and item.message.id in in_flight.waiting
+            ):
+                text = in_flight.settle(item.message.id, item.message)
+            else:
+                text = _dumped(item)
+            if text is not None:
+                await _line(stdout, text)
 
 
 _ANSWERS = (mcp_types.JSONRPCResponse, mcp_types.JSONRPCError)
+_AS_SENT = {"by_alias": True, "exclude_unset": True}  # as the SDK's stdio transport writes a message
 
 
 def _dumped(item):
     """A SessionMessage's JSON, as the SDK's stdio transport writes it."""
-    return item.message.model_dump_json(by_alias=True, exclude_unset=True)
+    return item.message.model_dump_json(**_AS_SENT)
 
 
 async def _line(stdout, text):

@@ -298,6 +298,93 @@ def test_stdio_answers_every_request_it_reads_and_stores_no_replaced_byte(vault_
     assert conn.execute("select count(*) from knowledge where external_id = 'latin'").fetchone()[0] == 0
 
 
+def _raw(method, request_id=None, params=None):
+    """One JSON-RPC message as a line's text: a request when it has an id."""
+    message = {"jsonrpc": "2.0", "method": method}
+    if request_id is not None:
+        message["id"] = request_id
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+RAW_START = [
+    _raw(
+        "initialize",
+        1,
+        {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
+    ),
+    _raw("notifications/initialized"),
+]
+
+
+def _recall(request_id, q="deploy window"):
+    return _raw("tools/call", request_id, {"name": "brain_recall", "arguments": {"q": q}})
+
+
+def test_stdio_answers_every_request_read_before_stdin_ends(vault_brain_path):
+    """Requests piped to `sqlite-utils brain mcp` and stdin closed behind them: each
+    is answered as it would be with stdin open (a recall with its result, not
+    "Connection closed"), then the process exits 0. Five runs, as whether an answer
+    was lost depended on how far the server had got when stdin ended."""
+    lines = [*RAW_START, _raw("nosuch", 16), _raw("tools/list", 17), _recall(18)]
+    piped = "".join(json.dumps(line) + "\n" for line in lines)
+    for _ in range(5):
+        process = subprocess.run(
+            [sys.executable, "-m", "sqlite_utils", "brain", "mcp", str(vault_brain_path)],
+            input=piped,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=120,
+        )
+        assert process.returncode == 0, process.stderr[-2000:]
+        by_id = {answer["id"]: answer for answer in map(json.loads, process.stdout.splitlines())}
+        assert sorted(by_id) == [1, 16, 17, 18], process.stdout
+        assert by_id[16]["error"]["code"] == -32601
+        assert "brain_recall" in {tool["name"] for tool in by_id[17]["result"]["tools"]}
+        assert not by_id[18]["result"].get("isError") and by_id[18]["result"]["content"], by_id[18]
+
+
+def test_stdio_answers_the_rest_of_a_batch_when_one_request_is_cancelled(vault_brain_path):
+    """A batch one of whose requests the client cancels is answered with the others
+    as one array; a later request under the cancelled id, or under an id a batch
+    still has in flight, is answered on a line of its own, not gathered into a batch."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sqlite_utils", "brain", "mcp", str(vault_brain_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+    )
+
+    def sent(*lines):
+        process.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+        process.stdin.flush()
+
+    cancel = _raw("notifications/cancelled", params={"requestId": 40, "reason": "no longer needed"})
+    try:
+        sent(*RAW_START)
+        _answers(process, 1, seconds=30)
+        sent([_recall(40), _raw("tools/list", 41), cancel])
+        [batch] = _answers(process, 1, seconds=30)
+        sent(_raw("ping", 40))
+        [alone] = _answers(process, 1, seconds=30)
+        sent([_recall(7), _raw("ping", 8)], _raw("ping", 7))
+        answers = _answers(process, 2, seconds=30)
+    finally:
+        process.kill()
+        process.wait(10)
+    assert [answer["id"] for answer in batch] == [41] and batch[0]["result"]["tools"], batch
+    assert alone == {"jsonrpc": "2.0", "id": 40, "result": {}}
+    [pinged] = [answer for answer in answers if isinstance(answer, dict)]
+    [batch] = [answer for answer in answers if isinstance(answer, list)]
+    assert pinged == {"jsonrpc": "2.0", "id": 7, "result": {}}
+    assert sorted(answer["id"] for answer in batch) == [7, 8], batch
+    assert next(answer for answer in batch if answer["id"] == 7)["result"]["content"], batch
+
+
 def test_mcp_arguments_are_checked_as_the_routes_check_them(server):
     """JSON as sent: `true` is not an id, "2" is not a k, an unknown argument is
     named with a suggestion, and each refusal is the route's own JSON."""
