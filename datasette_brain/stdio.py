@@ -210,11 +210,12 @@ async def _pass(read, batch, passed, replies, in_flight):
             metadata=ServerMessageMetadata(on_request_unanswered=unanswered),
         )
     elif isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
-        named = (message.params or {}).get("requestId")
-        server_id = in_flight.newest(named) if isinstance(named, int | str) else None
+        params = message.params or {}
+        named = params.get("requestId")
+        server_id = None if isinstance(named, bool) else in_flight.newest(named)
         if server_id is None:
             return
-        read = SessionMessage(message.model_copy(update={"params": {**message.params, "requestId": server_id}}))
+        read = SessionMessage(message.model_copy(update={"params": {**params, "requestId": server_id}}))
     await passed.send(read)
 
 
