@@ -183,6 +183,19 @@ def test_a_session_over_stdio(vault_brain_copy):
     asyncio.run(session())
 
 
+def _stdio_mcp(path):
+    """`sqlite-utils brain mcp PATH` as a process the test writes raw lines to (text,
+    or bytes through its stdin's buffer) and reads with _answers; the test kills it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "sqlite_utils", "brain", "mcp", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+    )
+
+
 def _answers(process, count, seconds=60):
     """The next `count` JSON lines `process` writes, within `seconds` (read on a
     thread, one for the process, so that a line never written fails the test instead
@@ -205,14 +218,7 @@ def test_stdio_answers_a_line_it_cannot_read(vault_brain_path):
     surrogate escape, which /-/mcp answers -32700 too, or text cut short) is answered
     with a parse error carrying its id where one can be read (before the text breaks off), JSON that is no
     JSON-RPC message with an invalid request; the requests after them are answered."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "sqlite_utils", "brain", "mcp", str(vault_brain_path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-    )
+    process = _stdio_mcp(vault_brain_path)
     initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
     lines = [
         json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}),
@@ -246,14 +252,7 @@ def test_stdio_answers_every_request_it_reads_and_stores_no_replaced_byte(vault_
     notification; an error keeps the top-level id of a line nested past any reader's
     depth or of another JSON-RPC version; a batch (which protocol 2025-03-26
     requires) is answered with one array."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "sqlite_utils", "brain", "mcp", str(vault_brain_copy)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-    )
+    process = _stdio_mcp(vault_brain_copy)
 
     def sent(*lines):
         process.stdin.buffer.write(b"".join(line + b"\n" for line in lines))
@@ -350,14 +349,7 @@ def test_stdio_answers_the_rest_of_a_batch_when_one_request_is_cancelled(vault_b
     """A batch one of whose requests the client cancels is answered with the others
     as one array; a later request under the cancelled id, or under an id a batch
     still has in flight, is answered on a line of its own, not gathered into a batch."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "sqlite_utils", "brain", "mcp", str(vault_brain_path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        encoding="utf-8",
-    )
+    process = _stdio_mcp(vault_brain_path)
 
     def sent(*lines):
         process.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
