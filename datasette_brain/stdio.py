@@ -69,11 +69,17 @@ class _InFlight:
     waiting: dict[int, tuple[int | str, _Batch | None]] = field(default_factory=dict)
     issued: int = 0
     quiet: anyio.Event = field(default_factory=anyio.Event)
+    initialize_read: bool = False
+    too_early: set[int] = field(default_factory=set)  # requests read before any initialize
 
-    def admit(self, client_id, batch):
+    def admit(self, client_id, batch, method):
         """The id the server is to know a request by."""
         self.issued += 1
         self.waiting[self.issued] = (client_id, batch)
+        if method == "initialize":
+            self.initialize_read = True
+        elif not self.initialize_read:
+            self.too_early.add(self.issued)
         return self.issued
 
     def newest(self, client_id):
@@ -89,6 +95,9 @@ class _InFlight:
         client_id, batch = self.waiting.pop(server_id)
         if not self.waiting:
             self.quiet.set()
+        if server_id in self.too_early:
+            self.too_early.discard(server_id)
+            answer = _said_too_early(answer)
         text = None if answer is None else answer.model_copy(update={"id": client_id}).model_dump_json(**_AS_SENT)
         if batch is None:
             return text
@@ -203,7 +212,7 @@ async def _pass(read, batch, passed, replies, in_flight):
     server knows (none in flight: nothing to cancel)."""
     message = read.message
     if isinstance(message, mcp_types.JSONRPCRequest):
-        server_id = in_flight.admit(message.id, batch)
+        server_id = in_flight.admit(message.id, batch, message.method)
         unanswered = partial(replies.send, _Unanswered(server_id))
         read = SessionMessage(
             message.model_copy(update={"id": server_id}),
@@ -217,6 +226,15 @@ async def _pass(read, batch, passed, replies, in_flight):
             return
         read = SessionMessage(message.model_copy(update={"params": {**params, "requestId": server_id}}))
     await passed.send(read)
+
+
+def _said_too_early(answer):
+    """The SDK's refusal of a request read before `initialize` ("Invalid request
+    parameters", the code kept for clients that key off it) saying what to do."""
+    if not isinstance(answer, mcp_types.JSONRPCError) or answer.error.code != mcp_types.INVALID_PARAMS:
+        return answer
+    said = "Invalid request parameters: the session is not initialized; send 'initialize' first"
+    return answer.model_copy(update={"error": answer.error.model_copy(update={"message": said})})
 
 
 def _message(line):

@@ -244,6 +244,33 @@ def test_stdio_answers_a_line_it_cannot_read(vault_brain_path):
     assert listed["id"] == 8 and "brain_recall" in {tool["name"] for tool in listed["result"]["tools"]}
 
 
+def test_stdio_says_a_request_before_initialize_needs_initialize(vault_brain_path):
+    """A request sent before `initialize` is refused saying so, under its id, with
+    the code the SDK gives it; the same request after `initialize` is answered, and
+    an unknown method is still 'Method not found'."""
+    process = _stdio_mcp(vault_brain_path)
+    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "no/such"}),
+        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": initialize}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
+    ]
+    try:
+        process.stdin.write("".join(line + "\n" for line in lines))
+        process.stdin.flush()
+        early, unknown, initialized, listed = _answers(process, 4, seconds=30)
+    finally:
+        process.kill()
+        process.wait(10)
+    assert early["id"] == 1 and early["error"]["code"] == -32602, early
+    assert "initialize" in early["error"]["message"] and "not initialized" in early["error"]["message"]
+    assert unknown["id"] == 2 and unknown["error"]["code"] == -32601, unknown
+    assert initialized["id"] == 3 and "result" in initialized
+    assert listed["id"] == 4 and "brain_recall" in {tool["name"] for tool in listed["result"]["tools"]}
+
+
 def test_stdio_answers_every_request_it_reads_and_stores_no_replaced_byte(vault_brain_copy):
     """Raw lines to `sqlite-utils brain mcp`, as bytes: blank lines frame nothing and
     get no answer; a line that is no UTF-8 (a Latin-1 é) is a parse error with its
