@@ -3,11 +3,18 @@
 A question about a long conversation names a person far more often than the
 words of the turn that answers it: "What activities does Melanie partake in?" is
 answered by Melanie's turns, and her name, in half the conversation's contexts,
-is as common as a common word to the legs. And the turns of one session are about
-one thing. So, after fusion, a turn said by a speaker the question names has its
-score raised by DIALOGUE_SPEAKER of it, then every turn by DIALOGUE_SESSION of
-the best score in its session, and the other turns of the candidates' sessions
-come in with what that gives them. (Raising a turn by its neighbours' scores, the
+is as common as a common word to the legs. A question asking when is answered by
+a turn that says when ("we went camping two weekends ago"): of the turns that
+answer the "when" questions of locomo-dev, 90% state a time, of all its turns 14%.
+And the turns of one session are about one thing. So, after fusion, a turn that
+meets what the question asks of a turn counts 1 + DIALOGUE_MATCH times (double) for
+each thing it meets: said by a speaker the question names; stating a time
+(temporal.states_time) when the question asks for one (temporal.asks_when). Then
+every turn is raised by DIALOGUE_SESSION of the best score in its session, and
+the other turns of the candidates' sessions come in with what that gives them.
+Session diversity (a session's n-th turn in the ranking counting 0.8^n) lost
+Recall@10 (0.805 to 0.762): the turn answering a question is more often a weaker
+turn of the best session than the best turn of another. (Raising a turn by its neighbours' scores, the
 turns just before and after it, lost Recall@10 on locomo-dev: 0.798 to 0.795 at
 0.1, 0.785 at 0.2; the turns before are in its context already.)
 
@@ -22,7 +29,8 @@ through `rescored`.
 import json
 import re
 
-from .config import DIALOGUE_SESSION, DIALOGUE_SPEAKER
+from .config import DIALOGUE_MATCH, DIALOGUE_SESSION
+from .temporal import asks_when, states_time
 
 # the visible turns of the sessions that any of the given memories is in: (session, scope, id, speaker)
 _SESSION_TURNS = """
@@ -71,20 +79,35 @@ def named(text, speakers):
     return found
 
 
+def timed(conn, ids):
+    """The memories among `ids` whose text states a time (temporal.states_time)."""
+    rows = conn.execute(
+        "select id, content from knowledge where id in (select value from json_each(?))", [json.dumps(ids)]
+    )
+    return {item for item, content in rows if content and states_time(content)}
+
+
 def rescored(conn, text, fused, filters):
     """`fused` ([(id, score, {leg: rank})] best first) for the query `text`, with
-    each turn said by a speaker the query names raised by DIALOGUE_SPEAKER of its
-    score, then every turn by DIALOGUE_SESSION of its session's best; the turns of
-    the candidates' sessions that no leg found are added. Best first, ties by id."""
+    each turn's score multiplied by 1 + DIALOGUE_MATCH for a speaker the query names
+    and again, when the query asks when, for a time it states; then every turn is
+    raised by DIALOGUE_SESSION of its session's best, and the turns of the
+    candidates' sessions that no leg found are added. Best first, ties by id."""
     sessions = session_turns(conn, [item for item, _, _ in fused], filters)
     if not sessions:
         return fused
     speakers = named(text or "", {speaker for turns in sessions.values() for _, speaker in turns})
     score = {item: value for item, value, _ in fused}
     ranks = {item: legs for item, _, legs in fused}
+    # only a turn some leg found has a score to raise; the turns are the ones `filters` admit
+    found = [item for turns in sessions.values() for item, _ in turns if item in score]
+    when = timed(conn, found) if asks_when(text or "") else set()
     new = dict(score)
     for turns in sessions.values():
-        own = [score.get(item, 0.0) * (1 + DIALOGUE_SPEAKER * (speaker in speakers)) for item, speaker in turns]
+        own = [
+            score.get(item, 0.0) * (1 + DIALOGUE_MATCH) ** ((speaker in speakers) + (item in when))
+            for item, speaker in turns
+        ]
         best = max(own)
         for (item, _), value in zip(turns, own):
             new[item] = value + DIALOGUE_SESSION * best

@@ -172,6 +172,52 @@ RELATIVE = re.compile(
     rf"|(?P<count>\d+|{_COUNT})\s+(?P<units>day|week|month|year)s?\s+ago)\b",
     re.I,
 )
+_WEEKDAY = r"(?:mon|tues?|wed|wednes|thu|thur|thurs|fri|sat|satur|sun)(?:day)?"
+# a time a lowercased text states beside its RELATIVE phrases: a date, a month with its
+# day or year, a year, a weekday said as past or coming, or a span of days to decades
+# ("for 4 years"); and "in June" (capitalised: in_month's phrase) in the text itself
+_STATED = re.compile(
+    r"\b(?:\d{4}-\d{2}-\d{2}"
+    rf"|(?:{_NAMES})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{_NAMES})"
+    rf"|(?:{_NAMES})\.?,?\s+\d{{4}}|1[6-9]\d\d|20\d\d"
+    rf"|(?:last|this|next|past|on)\s+{_WEEKDAY}"
+    rf"|(?:\d+|{_COUNT})\s+(?:day|week|weekend|month|year|decade)s?)\b"
+)
+_RELATIVE_LOWER = re.compile(RELATIVE.pattern)  # RELATIVE, on lowercased text: faster than ignoring case
+_IN_MONTH = dict(PATTERNS)["in_month"]
+# the words one of which every phrase these find holds, but for a number: a text with
+# neither states no time, known without the patterns' slower search
+_TIME_WORDS = frozenset(
+    [*MONTHS, "yesterday", "today", "tonight", "tomorrow", "night", "morning", "ago"]
+    + ["summer", "winter", "spring", "fall", "autumn"]
+    + [unit + plural for unit in ("day", "week", "weekend", "month", "year", "decade") for plural in ("", "s")]
+    + "mon monday tue tues tuesday wed wednes wednesday thu thur thurs thursday".split()
+    + "fri friday sat satur saturday sun sunday".split()
+)
+_LETTERS, _DIGIT = re.compile(r"[a-z]+"), re.compile(r"\d")
+# a question asking for a time: when something happened, how long ago or for how long
+_ASKS_WHEN = re.compile(
+    r"\b(?:when\s+(?:did|do|does|is|was|were|will|would|has|have|had|are|can|could|should)"
+    r"|since\s+when|how\s+long|(?:what|which)\s+(?:year|month|date|day|week|weekend|season)"
+    r"|how\s+many\s+(?:days|weeks|months|years))\b",
+    re.I,
+)
+
+
+def asks_when(question):
+    """Whether `question` asks for a time ("When did she move?", "How long ago...",
+    "What year..."): its answer is a time some memory states."""
+    return _ASKS_WHEN.search(question) is not None
+
+
+def states_time(text):
+    """Whether `text` states a time: a phrase relative to when it was said
+    ("yesterday", "two weeks ago": RELATIVE), a date, a month named with its day or
+    year or after "in", a year, a weekday ("last Friday") or a span ("for four years")."""
+    lower = text.lower()
+    if _TIME_WORDS.isdisjoint(_LETTERS.findall(lower)) and not _DIGIT.search(lower):
+        return False
+    return bool(_RELATIVE_LOWER.search(lower) or _STATED.search(lower) or _IN_MONTH.search(text))
 
 
 def day_label(moment):

@@ -30,7 +30,9 @@ OTHERS = [
     ("Caroline", "Three of my friends are coming over on Friday."),
     ("Melanie", "I love the lake in the autumn."),
 ]
-QUESTION = "When did Melanie go on a camping trip at the lake?"
+QUESTION = "What did Melanie do on a camping trip at the lake?"
+# asked when, a turn stating a time is raised too (other1:1, other3:1)
+WHEN = "When did Melanie go on a camping trip at the lake?"
 
 
 def turn(number, session, speaker, text, scope="/chat"):
@@ -118,14 +120,14 @@ def test_a_question_naming_a_speaker_prefers_that_speakers_turns(tmp_path):
         assert by_sql(conn, q) == by_api(conn, q)
 
 
-@pytest.mark.parametrize("q", [QUESTION, "three nights under the stars", "tent", "the kids and the lake"])
+@pytest.mark.parametrize("q", [QUESTION, WHEN, "three nights under the stars", "tent", "the kids and the lake"])
 @pytest.mark.parametrize("scope", ["", "/chat"])
 def test_the_sql_recall_ranks_turns_as_the_api_does(quiet, q, scope):
     api = by_api(quiet, q, scope=scope)
     assert api and by_sql(quiet, q, scope=scope) == api
 
 
-@pytest.mark.parametrize("q", [QUESTION, "three nights under the stars", "camping trip"])
+@pytest.mark.parametrize("q", [QUESTION, WHEN, "three nights under the stars", "camping trip"])
 def test_a_turn_the_caller_cannot_see_counts_for_nothing(quiet, crowded, q):
     """Between each two turns of the trip, the crowded brain holds a turn of another
     scope that says 'camping trip at the lake', and one flagged: to a caller of
@@ -134,3 +136,26 @@ def test_a_turn_the_caller_cannot_see_counts_for_nothing(quiet, crowded, q):
     assert by_sql(crowded, q, scope="/chat") == by_sql(quiet, q, scope="/chat")
     # whoever may read /secret finds them
     assert "trip:1b" in [item for item, _ in by_api(crowded, q)]
+
+
+def test_a_question_asking_when_prefers_the_turn_that_says_when(tmp_path):
+    """Melanie tells of the lake twice: once with more of the question's words, once
+    saying when. Asked when, the turn that says when comes first; asked anything
+    else, the one with more of the words, through the API and the SQL recall alike."""
+    said = [
+        ("Melanie", "Camping at the lake with the kids: the lake, the tent, camping all day, camping at night."),
+        ("Melanie", "We went camping at the lake two weekends ago."),
+        ("Caroline", "The kids painted all afternoon."),
+        ("Caroline", "I read a book about birds."),
+    ]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    lines = [json.dumps(turn(1, f"s{i}", speaker, text)) for i, (speaker, text) in enumerate(said)]
+    brain_sql.ingest(conn, [write(tmp_path / "chat.jsonl", "\n".join(lines) + "\n")])
+    for q, first in [
+        ("When did Melanie go camping at the lake with the kids?", "s1:1"),
+        ("How long ago did Melanie go camping at the lake with the kids?", "s1:1"),
+        ("Where did Melanie go camping with the kids?", "s0:1"),
+        ("camping at the lake with the kids", "s0:1"),
+    ]:
+        assert by_api(conn, q)[0][0] == first, q
+        assert by_sql(conn, q) == by_api(conn, q)

@@ -4,6 +4,7 @@ import datetime
 
 import pytest
 
+from brain_sql import temporal
 from brain_sql.temporal import extract
 
 NOW = datetime.datetime(2026, 11, 29, 12, 0, 0)  # a Sunday
@@ -78,3 +79,34 @@ def test_text_without_a_valid_window_is_left_alone(query):
 
 def test_removing_a_phrase_collapses_the_whitespace_around_it():
     assert extract("pager   since March 2026   outage", NOW)[2] == "pager outage"
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("We went camping two weekends ago.", True),
+        ("I went to a support group yesterday.", True),
+        ("Last Fri I finally took my kids to a pottery workshop.", True),
+        ("I've known these friends for 4 years.", True),
+        ("We married in 2017.", True),
+        ("We went in June, on 7 May and again on March 3rd.", True),
+        ("I may go to the lake, in may be.", False),
+        ("Painting's a fun way to express my feelings.", False),
+    ],
+)
+def test_a_text_states_a_time_when_it_says_when_or_for_how_long(text, says):
+    assert temporal.states_time(text) is says
+
+
+@pytest.mark.parametrize(
+    "question, asks",
+    [
+        ("When did Caroline go to the support group?", True),
+        ("How long has Melanie been creating art?", True),
+        ("What year did they marry?", True),
+        ("What did Caroline research?", False),
+        ("Where does whenever live?", False),
+    ],
+)
+def test_a_question_asks_when_it_asks_for_a_time(question, asks):
+    assert temporal.asks_when(question) is asks
