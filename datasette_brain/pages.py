@@ -213,7 +213,7 @@ async def recall_page(datasette, request):
     if form["q"]:
         try:
             doc = dataclasses.replace(querydoc_from_args(request.args), provenance=True)
-            result = await run_recall(datasette, db, doc)
+            result = await run_recall(datasette, db, doc, request.actor)
         except Exception as ex:  # noqa: BLE001 - what as_api_error knows is said on the page; the rest surfaces
             error = tools.as_api_error(ex)
             if error is None:
