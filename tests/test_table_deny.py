@@ -4,6 +4,7 @@ table reads nothing derived from it. SQL on the brain (its own, its canned queri
 HTTP, MCP and in Python, answers them as the same brain would without its graph."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -96,9 +97,16 @@ async def test_recall_over_http_for_whoever_may_not_read_the_graph_is_the_brains
         assert hidden.status_code == 200 == without.status_code, hidden.text
         assert answer(hidden.json()) == answer(without.json()), (table, query)
         page = await datasette.client.get("/brain/-/brain", params=body)
-        assert page.status_code == 200 and "graph_rank" not in page.text and "Graph rank" not in page.text
+        assert page.status_code == 200 and set(page_graph_ranks(page.text)) <= {"–"}, query
     full = (await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper", "now": NOW}, cookies=admin)).json()
     assert any(graph_ranks(full)) and full["telemetry"]["fusion"] == "rrf"
+    page = await datasette.client.get("/brain/-/brain", params={"q": "Ann Pepper"}, cookies=admin)
+    assert set(page_graph_ranks(page.text)) - {"–"}
+
+
+def page_graph_ranks(html):
+    """The graph ranks the recall page's decision paths show ("–": none)."""
+    return re.findall(r'<td>connections \(graph\)</td><td class="num">([^<]*)</td>', html)
 
 
 @pytest.mark.asyncio
