@@ -237,11 +237,10 @@ async def recall_page(datasette, request):
             view["linked"] = await linked_text(datasette, db.name, hit["content"], entities=entities)
             view["preview"] = await linked_text(datasette, db.name, view["preview"], entities=entities)
     elif not form["q"]:
-        context = {
-            "examples": await db.execute_fn(for_plugin.examples),
-            "stats": await db.execute_fn(brain_sql.stats),
-            **context,
-        }
+        stats = await db.execute_fn(brain_sql.stats)
+        if not await tools.graph_readable(datasette, request.actor, db.name):
+            stats = {name: value for name, value in stats.items() if name not in for_plugin.GRAPH_TABLES}
+        context = {"examples": await db.execute_fn(for_plugin.examples), "stats": stats, **context}
     return Response.html(
         await datasette.render_template(
             "brain_recall.html",

@@ -102,6 +102,12 @@ async def test_recall_over_http_for_whoever_may_not_read_the_graph_is_the_brains
     assert any(graph_ranks(full)) and full["telemetry"]["fusion"] == "rrf"
     page = await datasette.client.get("/brain/-/brain", params={"q": "Ann Pepper"}, cookies=admin)
     assert set(page_graph_ranks(page.text)) - {"–"}
+    # the page before a question counts the memories, and the graph's rows only for whoever may read them
+    counts = [re.search(r'<p id="brain-counts">.*?</p>', page.text, re.S).group() for page in (
+        await datasette.client.get("/brain/-/brain"), await datasette.client.get("/brain/-/brain", cookies=admin)
+    )]  # fmt: skip
+    assert "memories" in counts[0] and not re.search("document|entit|relationship", counts[0]), counts[0]
+    assert "entities" in counts[1] and "relationships" in counts[1]
 
 
 def page_graph_ranks(html):
