@@ -160,9 +160,13 @@ async def ensure_graph(datasette, actor, name):
 
 
 async def graph_readable(datasette, actor, database):
-    """Whether `actor` may see the graph: its entities, relationships and documents."""
+    """Whether `actor` may see the graph: its entities, relationships and documents,
+    which follow `knowledge` too (asked once, then each table's own verdict)."""
+    if not await datasette.permission_allowed(actor, "view-table", (database, "knowledge"), default=True):
+        return False
+    others = _other_hooks()
     for table in for_plugin.GRAPH_TABLES:
-        if not await datasette.permission_allowed(actor, "view-table", (database, table), default=True):
+        if await _table_verdict(others, datasette, actor, database, table) is False:
             return False
     return True
 
@@ -190,9 +194,7 @@ async def tables_readable(datasette, actor, name):
     database = await datasette.permission_allowed(actor, "view-database", name, default=None)
     if database is None:
         database = await datasette.permission_allowed(actor, "view-instance", default=None)
-    from datasette.plugins import pm  # loading it loads every plugin, this one too: not while this module loads
-
-    others = pm.subset_hook_caller("permission_allowed", remove_plugins=_this_plugin(pm))
+    others = _other_hooks()
     for table in sorted(tables):
         verdict = await _table_verdict(others, datasette, actor, name, table)
         if (database if verdict is None else verdict) is False:
@@ -204,9 +206,9 @@ async def _table_verdict(others, datasette, actor, name, table):
     """view-table of one of a database's tables, named as SQLite spells it, as the
     `others` permission_allowed hooks answer it (the last that has an opinion, as
     Datasette takes them): Datasette's permission_allowed would ask SQLite for each
-    table's spelling first, a query a table. This plugin's own hook is left out: its
-    only view-table rule makes the tables derived from `knowledge` follow it, and
-    `knowledge` is asked first."""
+    table's spelling first, a query a table (one a time limit may cut). This plugin's
+    own hook is left out: its only view-table rule makes the tables derived from
+    `knowledge` follow it, and the callers ask `knowledge` first."""
     verdict = None
     for check in others(datasette=datasette, actor=actor, action="view-table", resource=(name, table)):
         check = await await_me_maybe(check)
@@ -215,9 +217,13 @@ async def _table_verdict(others, datasette, actor, name, table):
     return verdict
 
 
-def _this_plugin(pm):
+def _other_hooks():
+    """The permission_allowed hooks of every plugin but this one, to be called as one."""
+    from datasette.plugins import pm  # loading it loads every plugin, this one too: not while this module loads
+
     module = f"{__package__}.plugin"
-    return [impl.plugin for impl in pm.hook.permission_allowed.get_hookimpls() if impl.function.__module__ == module]
+    this = [impl.plugin for impl in pm.hook.permission_allowed.get_hookimpls() if impl.function.__module__ == module]
+    return pm.subset_hook_caller("permission_allowed", remove_plugins=this)
 
 
 _recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> {event loop: its semaphore}
