@@ -38,6 +38,9 @@ _MODULE_OF = {
     "whole_number": ".fields",
     "recall_params_error": ".functions",
     "derived_from_knowledge": ".schema",
+    "brain_table": ".schema",
+    "BRAIN_TABLES": ".schema",
+    "GRAPH_TABLES": ".schema",
 }
 # operations on a brain's rows, their faults named as the public face's are (brain_sql.faults)
 _OPERATIONS = ("decayed_facets", "examples")
@@ -65,8 +68,12 @@ __all__ = [
     "decayed_facets",
     # the recall page's example queries: titles of the documents with the most sections
     "examples",
-    # permissions: the tables whoever may not read `knowledge` may not read either
+    # permissions: the tables whoever may not read `knowledge` may not read either; a brain's
+    # tables (any one denied closes its SQL); the entity graph's (one denied: recall without the graph)
     "derived_from_knowledge",
+    "brain_table",
+    "BRAIN_TABLES",
+    "GRAPH_TABLES",
     # a copy Litestream follows: telling one, and whether it may be read yet
     "is_copy",
     "ensure_ready",

@@ -3,6 +3,7 @@ recall they make possible (recall.sql, whose filter clauses are written from
 filters.CLAUSES, so the SQL and the API filter alike)."""
 
 import functools
+import inspect
 import json
 import math
 import sys
@@ -35,6 +36,33 @@ ALLOWED = {
     "class": ("classes", "classes"),
     "source": ("sources", "sources"),
     "domain": ("domain", "domains"),
+}
+
+
+# What each brain_* function takes, in order, and the most characters (bytes, for a
+# BLOB) a value of each may hold: what its HTTP route allows, so that no SQL call
+# does more work than a request may ask for. Datasette's SQL time limit stops a query
+# only between SQLite's steps, never inside a Python function: a call is bounded by
+# its input, or by nothing.
+QUERY = config.MAX_QUERY_CHARS  # a query's text, or a claim: as recall and /-/verify take them
+TEXT = config.MAX_CONTENT_BYTES  # a text (a memory's content at most), or JSON (filters, passages, fused)
+SHORT = 500  # a name, a format, a date or a number, as QueryDoc's text fields are bounded
+MAX_ITEMS = 10_000  # the items of a JSON list (brain_ppr's passages, brain_dialogue's fused)
+PARAMETERS = {
+    "brain_embed": (("text", TEXT), ("format", SHORT)),
+    "brain_verify": (("claim", QUERY), ("text", TEXT)),
+    "brain_fts_query": (("text", QUERY), ("filters", TEXT)),
+    "brain_fts": (("q", QUERY), ("filters", TEXT)),
+    "brain_leg_weight": (("leg", SHORT), ("q", QUERY), ("filters", TEXT)),
+    "brain_fusion": (("q", QUERY), ("filters", TEXT)),
+    "brain_ppr": (("q", QUERY), ("passages", TEXT), ("filters", TEXT)),
+    "brain_dialogue": (("q", QUERY), ("fused", TEXT), ("filters", TEXT)),
+    "brain_rrf": (("rank", SHORT), ("weight", SHORT), ("k", SHORT)),
+    "brain_boost": (("score", SHORT), ("observed_at", SHORT), ("confidence", SHORT), ("now", SHORT)),
+    "brain_k": (("k", SHORT),),
+    "brain_setting": (("name", SHORT),),
+    "brain_filters": (("filters", TEXT),),
+    "brain_allowed": (("column", SHORT), ("value", TEXT)),
 }
 
 
@@ -120,9 +148,13 @@ def _sql_function(conn, name, function):
     its message starts with the function's name) for the traceback hooks below;
     anything else raised on a database that is not a brain is that, said as such."""
 
+    parameters = PARAMETERS[name]
+    required = sum(p.default is p.empty for p in inspect.signature(function).parameters.values())
+
     @functools.wraps(function)
     def call(*args):
         try:
+            _check_arguments(name, parameters, required, args)
             return function(*args)
         except InputError as ex:
             _mark(ex, name)
@@ -135,6 +167,19 @@ def _sql_function(conn, name, function):
             raise
 
     return call
+
+
+def _check_arguments(name, parameters, required, args):
+    """Refuse a call with too few or too many arguments, or one holding more than
+    its parameter's bound (PARAMETERS), before any work is done on it."""
+    if not required <= len(args) <= len(parameters):
+        names = ", ".join(parameter for parameter, _ in parameters)
+        counts = f"{required} to {len(parameters)}" if required < len(parameters) else str(required)
+        raise InputError(f"{name} takes {counts} arguments ({names}), not {len(args)}")
+    for (parameter, limit), value in zip(parameters, args):
+        if isinstance(value, (str, bytes)) and len(value) > limit:
+            unit = "characters" if isinstance(value, str) else "bytes"
+            raise InputError(f"{parameter} is {len(value):,} {unit}; the limit is {limit:,}")
 
 
 def _mark(error, name):
@@ -288,11 +333,17 @@ def _register_search(conn, model_id):
     _create(conn, "brain_fts", -1, brain_fts)
 
 
+def _count(name, items):
+    if len(items) > MAX_ITEMS:
+        raise InputError(f"{name} holds {len(items):,} items; the limit is {MAX_ITEMS:,}")
+
+
 def _fused(fused):
     """brain_dialogue's fused list, [(id, score)], from its JSON [[id, score], ...]."""
     shape = "fused must be a JSON array of [id, score] pairs (id a whole number, score a finite number)"
     if not isinstance(fused, list):
         raise InputError(shape)
+    _count("fused", fused)
     pairs = []
     for pair in fused:
         ok = isinstance(pair, list) and len(pair) == 2
@@ -310,6 +361,7 @@ def _passages(passages):
     shape = 'passages must be a JSON array of {"leg", "id", "score"} (id a whole number, score a number or null)'
     if not isinstance(passages, list):
         raise InputError(shape)
+    _count("passages", passages)
     seeds = []
     for passage in passages:
         if not isinstance(passage, dict) or set(passage) - {"leg", "id", "score"}:

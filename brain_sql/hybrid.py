@@ -78,6 +78,7 @@ class Legs:
     entity_chunks: dict = field(default_factory=dict)  # seeded entity id -> (chunk ids tied to it, one step away)
     model_id: str | None = None  # the brain's model: its dense leg's strength sets its weight
     state: object = None  # the read state the legs searched (None inside a transaction of the connection's own)
+    graph_visible: bool = True  # False: the caller may not read the graph, and nothing is drawn from it
 
     def weights(self):
         return leg_weights(bool(self.entity_seeds), self.model_id)
@@ -121,10 +122,11 @@ def _vector_leg(state, vectors, visible):
     return hits, round((time.perf_counter() - started) * 1000, 3)
 
 
-def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
+def run_legs(conn, doc, model_id, with_graph=None, vectors=None, graph_visible=True):
     """Search every leg once for `doc` (a QueryDoc); `vectors` is the searched
-    text's embedding when the caller has it already."""
-    with_graph = doc.graph if with_graph is None else with_graph
+    text's embedding when the caller has it already. Without `graph_visible`
+    nothing is read from the graph: no walk, and no entity the query names."""
+    with_graph = (doc.graph if with_graph is None else with_graph) and graph_visible
     now = datetime.datetime.strptime(doc.now, "%Y-%m-%d %H:%M:%S")
 
     def covered(since, until):  # whether the request reaches memories observed then
@@ -154,6 +156,7 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
             vectors=vectors,
             model_id=model_id,
             state=None if conn.in_transaction else state,
+            graph_visible=graph_visible,
         )
         t = legs.telemetry
         # the vector leg (numpy) runs beside the lexical one (SQLite): both let go of the GIL
@@ -178,7 +181,7 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
             legs.entity_chunks = graph.tied_chunks(state, visible, legs.entity_seeds)
             legs.named = legs.entity_seeds
             _timed(t, "graph", started)
-        else:
+        elif graph_visible:
             started = time.perf_counter()
             legs.named = graph.named_in_state(state, visible, legs.text)
             _timed(t, "named", started)
@@ -187,20 +190,27 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None):
     return legs
 
 
-def recall(conn: Connection, query: QueryDoc | dict[str, Any], model_id: str | None = None) -> dict[str, Any]:
+def recall(
+    conn: Connection, query: QueryDoc | dict[str, Any], model_id: str | None = None, graph_visible: bool = True
+) -> dict[str, Any]:
     """Recall memories for `query` (a QueryDoc or its JSON object) from the brain on `conn`.
 
     Returns {"decision", "reason", "message", "query", "hits", "quality",
     "telemetry"}; abstains with {"decision": "low_confidence", "hits": []} when
-    the evidence is too weak, and says why any answer is empty.
+    the evidence is too weak, and says why any answer is empty. Without
+    `graph_visible` (a caller who may not read the entity graph's tables) the answer
+    is the one the brain would give without its graph: no graph leg, no entity
+    the query names, no conversation session or speaker.
     """
     started = time.perf_counter()
     doc = parse(query)
+    if not graph_visible:  # the request as it is run: the graph leg is off
+        doc = dataclasses.replace(doc, graph=False)
     requested = requested_model()
     if requested:
         check_model(conn, requested)
     model_id = model_id or recorded_model(conn)
-    legs = run_legs(conn, doc, model_id)
+    legs = run_legs(conn, doc, model_id, graph_visible=graph_visible)
     result = finish(conn, doc, legs, model_id)
     result["telemetry"]["total_ms"] = round((time.perf_counter() - started) * 1000, 3)
     return result
@@ -231,7 +241,8 @@ def finish(conn, doc, legs, model_id):
             legs.raw["prf"] = {h[0]: -h[1] for h in hits}
             fused = legs.fuse()
         _timed(t, "prf", started)
-    fused = dialogue.rescored(conn, doc.q, fused, legs.filters)
+    if legs.graph_visible:  # sessions and speakers are the graph's
+        fused = dialogue.rescored(conn, doc.q, fused, legs.filters)
     t["fused_count"] = len(fused)
     t["fusion"] = "rrf" if t.get("graph_rescue") else method(bool(legs.entity_seeds))
     t["rrf_k"] = RRF_K
@@ -357,7 +368,7 @@ def _only_decayed(conn, doc, legs, model_id):
         <= legs.terms.reach.count
     ):
         return False  # nothing expired or archived in reach
-    decayed = run_legs(conn, wider, model_id, with_graph=False, vectors=legs.vectors)
+    decayed = run_legs(conn, wider, model_id, with_graph=False, vectors=legs.vectors, graph_visible=legs.graph_visible)
     fused = decayed.fuse()
     if quality.assess(conn, decayed, fused).abstain:
         return False

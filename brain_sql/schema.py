@@ -616,6 +616,21 @@ def derived_from_knowledge(table: str) -> bool:
     return table in DERIVED_TABLES or table.startswith(DERIVED_PREFIXES)
 
 
+# the tables a brain's schema makes under fixed names (the FTS and vector tables' shadows
+# are named by their modules; sqlite-utils records the migrations run): a file that is
+# no brain yet may become one under them
+BRAIN_TABLES = ("knowledge", *DERIVED_TABLES, META_TABLE, INSTANCE_TABLE, "_sqlite_migrations")
+# the entity graph's: recall's graph leg, its entity and conversation evidence, and the
+# graph pages read them; whoever may not read one of them is answered as by the brain
+# without its graph
+GRAPH_TABLES = ("entities", "relationships", "documents")
+
+
+def brain_table(table: str) -> bool:
+    """Whether `table` is one of a brain's, by its name alone."""
+    return table in BRAIN_TABLES or derived_from_knowledge(table)
+
+
 def prune_changes(conn, keep, deadline=None):
     """Forget all but the newest `keep` changes; a reader further behind rebuilds.
     They go a thousand at a time until `deadline` (time.perf_counter; None: all of

@@ -7,9 +7,10 @@ function gets past.
 
 The authorizer cannot know the actor (queries run on executor threads, and sqlite3
 reuses a statement prepared for one actor for the next), so it decides by the brain
-alone. A database whose memories an anonymous actor may not read (a brain, or a
-file that may become one) is *protected*: no other connection reads anything of it,
-whoever asks; its own database still answers whoever may read it.
+alone. A database one of whose brain tables an anonymous actor may not read (its
+memories, its graph, any table of a brain, or of a file that may become one) is
+*protected*: no other connection reads anything of it, whoever asks; its own database
+still answers whoever may read it.
 
 The file decides, never the schema's name (anyone's ATTACH may take a served
 database's name): each connection knows the file behind every schema it had when
@@ -17,7 +18,7 @@ prepared, and Datasette's own --crossdb attaches; an ATTACH of a protected file
 under any spelling (path, URI, link) is refused. An ATTACH whose file SQLite learns
 only when it runs (a parameter, an expression), or one before the server has learned
 which brains are protected, may be a protected brain under any name: from then on the
-connection refuses the memory tables of every schema whose file it does not know.
+connection refuses the brain tables of every schema whose file it does not know.
 """
 
 import os
@@ -37,11 +38,6 @@ OWN_SCHEMAS = ("main", "temp")  # the connection's own database, and its tempora
 # the actions whose first argument is a table
 TABLE_ACTIONS = frozenset((sqlite3.SQLITE_READ, sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE))
 UNKNOWN = object()  # a schema the connection did not have when prepared
-
-
-def memory_table(table):
-    """Whether `table` is a brain's memories or derived from them."""
-    return table == "knowledge" or for_plugin.derived_from_knowledge(table)
 
 
 class File(NamedTuple):
@@ -106,6 +102,8 @@ class ConnectionGuard:
             return self.attaching(table)
         if action == sqlite3.SQLITE_DETACH:
             self.detaching(table)
+        if schema is None and action == sqlite3.SQLITE_READ and table is not None:
+            return self.unqualified(table)
         if schema is None or schema in OWN_SCHEMAS:  # first of the reads: it is every read a brain's recall makes
             return sqlite3.SQLITE_OK
         known = self.guard.known
@@ -118,7 +116,21 @@ class ConnectionGuard:
             if not self.suspect:  # attached since by an ATTACH judged not to open a protected file
                 return sqlite3.SQLITE_OK
         # before startup, or a schema whose file is not known: it may be a protected brain
-        if action in TABLE_ACTIONS and table is not None and memory_table(table):
+        if action in TABLE_ACTIONS and table is not None and for_plugin.brain_table(table):
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    def unqualified(self, table):
+        """A read of no column (count(*), a row's existence) of a table named without
+        its schema: SQLite names no schema for it, and it may be any attached
+        database's. A brain's table is refused when the connection has a protected
+        brain attached, or one it cannot judge."""
+        if not for_plugin.brain_table(table):
+            return sqlite3.SQLITE_OK
+        known = self.guard.known
+        if self.suspect or (
+            self.schemas and (known is None or any(known.holds(file) for file in self.schemas.values()))
+        ):
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
 
@@ -175,11 +187,12 @@ def guard_connection(conn, datasette, database):
 
 async def learn(datasette):
     """Which databases are protected: from now on the authorizers know, and refuse
-    only those. Every database an anonymous actor may not read `knowledge` of counts,
-    whether or not it is a brain yet: a file served empty and ingested into later
-    (the usual way to start) is protected from its first memory."""
+    only those. Every database one of whose brain tables an anonymous actor may not
+    read (tools.tables_readable) counts, whether or not it is a brain yet: a file
+    served empty and ingested into later (the usual way to start) is protected from
+    its first memory."""
     names = [name for name in datasette.databases if name not in ("_memory", "_internal")]
-    protected = [name for name in names if not await tools.memories_readable(datasette, None, name)]
+    protected = [name for name in names if not await tools.tables_readable(datasette, None, name)]
     files = [File.of(datasette.databases[name].path) for name in protected if datasette.databases[name].path]
     keys = {key for file in files if file is not None for key in file}
     _guard(datasette).known = Known(frozenset(protected), frozenset(keys))

@@ -213,7 +213,7 @@ async def recall_page(datasette, request):
     if form["q"]:
         try:
             doc = dataclasses.replace(querydoc_from_args(request.args), provenance=True)
-            result = await run_recall(datasette, db, doc)
+            result = await run_recall(datasette, db, doc, request.actor)
         except Exception as ex:  # noqa: BLE001 - what as_api_error knows is said on the page; the rest surfaces
             error = tools.as_api_error(ex)
             if error is None:
@@ -237,11 +237,10 @@ async def recall_page(datasette, request):
             view["linked"] = await linked_text(datasette, db.name, hit["content"], entities=entities)
             view["preview"] = await linked_text(datasette, db.name, view["preview"], entities=entities)
     elif not form["q"]:
-        context = {
-            "examples": await db.execute_fn(for_plugin.examples),
-            "stats": await db.execute_fn(brain_sql.stats),
-            **context,
-        }
+        stats = await db.execute_fn(brain_sql.stats)
+        if not await tools.graph_readable(datasette, request.actor, db.name):
+            stats = {name: value for name, value in stats.items() if name not in for_plugin.GRAPH_TABLES}
+        context = {"examples": await db.execute_fn(for_plugin.examples), "stats": stats, **context}
     return Response.html(
         await datasette.render_template(
             "brain_recall.html",
@@ -536,9 +535,22 @@ async def decayed_page(datasette, request):
     )
 
 
+FORM_FIELDS = ("id", "action", "back", "csrftoken")  # what the decayed page's forms send; all but id once
+MESSAGE_IDS = 5  # the ids a message after an action names; a browser keeps no cookie past 4 KB
+
+
 def decision(form):
     """(action, ids, days, the query string of the page to go back to) from a
-    decayed page's form, all of it checked before anything is written."""
+    decayed page's form, all of it checked before anything is written: a field
+    the forms do not send, or one of theirs sent twice, is refused, never a value
+    taken and another dropped."""
+    unknown = sorted(set(form) - set(FORM_FIELDS))
+    if unknown:
+        fields = ", ".join(for_plugin.shown(name) for name in unknown)
+        raise ApiError(f"unknown field {fields}: the form sends {', '.join(FORM_FIELDS)}")
+    for name in FORM_FIELDS[1:]:
+        if len(form.get(name, ())) > 1:
+            raise ApiError(f"{name} is given {len(form[name])} times: give it once")
     action, _, days = (form.get("action") or [""])[-1].partition(":")
     if action not in DECAY_ACTIONS:
         raise ApiError(f"unknown action {for_plugin.shown(action)}: one of {', '.join(DECAY_ACTIONS)}")
@@ -549,6 +561,12 @@ def decision(form):
     except brain_sql.FieldError as ex:
         raise ApiError(f"back, the page to go back to: {ex}") from None
     return action, ids, days, decayed_query(selected, page, size)
+
+
+def first_ids(ids):
+    """The first MESSAGE_IDS of `ids`, and how many more: a message fits a cookie."""
+    shown = ", ".join(map(str, ids[:MESSAGE_IDS]))
+    return f"{shown} and {len(ids) - MESSAGE_IDS:,} more" if len(ids) > MESSAGE_IDS else shown
 
 
 @html_page
@@ -578,9 +596,9 @@ async def decayed_act(datasette, request):
         raise ApiError(f"Nothing was changed: {ex}", getattr(ex, "status", 400)) from None
     changed, missing = result["changed"], result["not_found"]
     message = f"{DONE[action]} {for_plugin.counted(len(changed), 'memory', 'memories')}"
-    message += f" (id {', '.join(map(str, changed))})" if changed else ""
+    message += f" (id {first_ids(changed)})" if changed else ""
     message += f" by {for_plugin.counted(days, 'day')}." if action == "extend" and changed else "."
     if missing:
-        message += f" Not found (or flagged): {', '.join(map(str, missing))}."
+        message += f" Not found (or flagged): {for_plugin.counted(len(missing), 'id')}: {first_ids(missing)}."
     datasette.add_message(request, message, datasette.INFO if changed else datasette.WARNING)
     return Response.redirect(f"{datasette.urls.database(database)}/-/decayed{back}")

@@ -95,8 +95,8 @@ def permission_allowed(datasette, actor, action, resource):
         return routes.queries_runnable(datasette, actor, resource[0])
     if action in ("execute-sql", "view-database-download") and isinstance(resource, str):
         # arbitrary SQL reads every table, a download is the whole file: neither is
-        # for whoever may not read the memories
-        return routes.knowledge_readable(datasette, actor, resource)
+        # for whoever may not read one of a brain's tables
+        return routes.sql_runnable(datasette, actor, resource)
 
 
 @hookimpl

@@ -449,14 +449,25 @@ def knowledge_readable(datasette, actor, database):
 
 
 def queries_runnable(datasette, actor, database):
-    """An awaitable: False when `database` is a brain whose memories `actor` may not
-    read, else None: a brain's canned queries (its metadata's own too) read them,
-    or what derives from them."""
+    """An awaitable: False when `database` is a brain one of whose tables `actor` may
+    not read, else None: a brain's canned queries (its metadata's own too) read its
+    tables, and its SQL functions the graph."""
 
     async def inner():
         if await tools.is_brain(datasette, database):
-            return await knowledge_readable(datasette, actor, database)()
+            return await sql_runnable(datasette, actor, database)()
         return None
+
+    return inner
+
+
+def sql_runnable(datasette, actor, database):
+    """An awaitable: False when `actor` may not read one of the brain tables of
+    `database` (tools.tables_readable), else None (no opinion): arbitrary SQL reads
+    every table, and a download is the whole file."""
+
+    async def inner():
+        return None if await tools.tables_readable(datasette, actor, database) else False
 
     return inner
 

@@ -10,7 +10,7 @@ import weakref
 from pathlib import Path
 
 from datasette import Forbidden
-from datasette.utils import actor_matches_allow, sqlite3
+from datasette.utils import actor_matches_allow, await_me_maybe, sqlite3
 
 import brain_sql
 from brain_sql import for_plugin
@@ -25,7 +25,6 @@ WRITE_HOW = (
 )
 RETRY_AFTER_SECONDS = 2
 RECALL_WAIT_SECONDS = 5
-GRAPH_TABLES = ("entities", "relationships")
 
 
 class ApiError(Exception):
@@ -154,24 +153,91 @@ async def ensure_permissions(datasette, actor, name, permissions):
 
 
 async def ensure_graph(datasette, actor, name):
-    """The graph pages' permission: view on both of the graph's tables."""
-    await ensure_permissions(datasette, actor, name, [("view-table", (name, table)) for table in GRAPH_TABLES])
+    """The graph pages' permission: view on every one of the graph's tables."""
+    await ensure_permissions(
+        datasette, actor, name, [("view-table", (name, table)) for table in for_plugin.GRAPH_TABLES]
+    )
 
 
 async def graph_readable(datasette, actor, database):
-    """Whether `actor` may see the graph: its entities and its relationships."""
-    for table in GRAPH_TABLES:
-        if not await datasette.permission_allowed(actor, "view-table", (database, table), default=True):
+    """Whether `actor` may see the graph: its entities, relationships and documents,
+    which follow `knowledge` too (asked once, then each table's own verdict)."""
+    if not await datasette.permission_allowed(actor, "view-table", (database, "knowledge"), default=True):
+        return False
+    others = _other_hooks()
+    for table in for_plugin.GRAPH_TABLES:
+        if await _table_verdict(others, datasette, actor, database, table) is False:
             return False
     return True
+
+
+async def tables_readable(datasette, actor, name):
+    """Whether `actor` may read every table of database `name` that is a brain's: every
+    table of a brain, and for a file that is none (yet: one served empty and ingested
+    into later) the tables a brain has. SQL on a database reads any of its tables, and
+    a brain's SQL functions read the graph: SQL of it (its own, its canned queries',
+    another's through --crossdb) is for whoever may read them all."""
+    db = datasette.databases.get(name)
+    if db is None:
+        return True
+    if not await memories_readable(datasette, actor, name):
+        return False
+    tables = set(for_plugin.BRAIN_TABLES)
+    if await is_brain(datasette, name):
+        try:
+            tables.update(await db.execute_fn(_table_names))  # not db.table_names(): the SQL time limit may cut it
+        except sqlite3.DatabaseError:
+            return True  # too damaged to list its tables: its memories decide, as the pages do
+    tables.discard("knowledge")
+    # as Datasette's ensure_permissions decides each table: the table's own verdict, else
+    # the database's, else the instance's (asked once)
+    database = await datasette.permission_allowed(actor, "view-database", name, default=None)
+    if database is None:
+        database = await datasette.permission_allowed(actor, "view-instance", default=None)
+    others = _other_hooks()
+    for table in sorted(tables):
+        verdict = await _table_verdict(others, datasette, actor, name, table)
+        if (database if verdict is None else verdict) is False:
+            return False
+    return True
+
+
+def _table_names(conn):
+    return [name for (name,) in conn.execute("select name from sqlite_master where type = 'table'")]
+
+
+async def _table_verdict(others, datasette, actor, name, table):
+    """view-table of one of a database's tables, named as SQLite spells it, as the
+    `others` permission_allowed hooks answer it (the last that has an opinion, as
+    Datasette takes them): Datasette's permission_allowed would ask SQLite for each
+    table's spelling first, a query a table (one a time limit may cut). This plugin's
+    own hook is left out: its only view-table rule makes the tables derived from
+    `knowledge` follow it, and the callers ask `knowledge` first."""
+    verdict = None
+    for check in others(datasette=datasette, actor=actor, action="view-table", resource=(name, table)):
+        check = await await_me_maybe(check)
+        if check is not None:
+            verdict = check
+    return verdict
+
+
+def _other_hooks():
+    """The permission_allowed hooks of every plugin but this one, to be called as one."""
+    from datasette.plugins import pm  # loading it loads every plugin, this one too: not while this module loads
+
+    module = f"{__package__}.plugin"
+    this = [impl.plugin for impl in pm.hook.permission_allowed.get_hookimpls() if impl.function.__module__ == module]
+    return pm.subset_hook_caller("permission_allowed", remove_plugins=this)
 
 
 _recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> {event loop: its semaphore}
 
 
-async def run_recall(datasette, db, doc):
-    """brain_sql.recall for `doc` (run_read)."""
-    return await run_read(datasette, db, lambda conn: brain_sql.recall(conn, doc))
+async def run_recall(datasette, db, doc, actor):
+    """brain_sql.recall for `doc` (run_read), as `actor` may see it: without the
+    graph for an actor who may not read its tables."""
+    graph_visible = await graph_readable(datasette, actor, db.name)
+    return await run_read(datasette, db, lambda conn: brain_sql.recall(conn, doc, graph_visible=graph_visible))
 
 
 async def run_read(datasette, db, operation):
@@ -203,7 +269,7 @@ async def recall(datasette, actor, database, doc, db=None):
     db = await open_brain(datasette, actor, database, db)
     if not isinstance(doc, brain_sql.QueryDoc):
         doc = brain_sql.parse_querydoc(doc)
-    return await run_recall(datasette, db, doc)
+    return await run_recall(datasette, db, doc, actor)
 
 
 async def memories(datasette, actor, database, body, db=None):
@@ -245,8 +311,8 @@ async def exportable_brain(datasette, actor, database, db=None):
         await ensure_graph(datasette, actor, db.name)
     except Forbidden:
         raise Forbidden(
-            "an export holds the graph too: it needs view permission on the knowledge, entities "
-            "and relationships tables"
+            "an export holds the graph too: it needs view permission on the knowledge, "
+            f"{', '.join(for_plugin.GRAPH_TABLES)} tables"
         ) from None
     if not db.path:
         raise ApiError(f"database {db.name} is held in memory: only a brain file can be exported", 409)

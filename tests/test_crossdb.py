@@ -23,6 +23,8 @@ DENY = {"databases": {"brain": {"tables": {"knowledge": {"allow": {"id": "admin"
 LEAKS = [
     "select title, content from brain.knowledge",
     "select content from knowledge",  # unqualified: found in the attached brain
+    "select count(*) from knowledge",  # and a read of no column, which SQLite tells with no schema at all
+    "select 1 from entities where rowid = 1",
     "select count(*) from brain.knowledge",
     "select rowid, content from brain.knowledge_fts where knowledge_fts match 'zanzibar'",
     "select block from brain.knowledge_fts_data",

@@ -191,6 +191,28 @@ BAD_CALLS = [
     ("select brain_rrf(1, 1, 0)", "brain_rrf: k must be a number greater than 0, not 0"),
     ("select brain_rrf(0)", "brain_rrf: rank must be a whole number from 1"),
     ("select brain_rrf(1, -1)", "brain_rrf: weight must be a number at least 0, not -1"),
+    # every argument is bounded by what its route allows: a call's work is bounded by its input, as
+    # Datasette's time limit never stops a function mid-call (one kind of argument each)
+    ("select brain_verify('a', printf('%.*c', 1000001, 'a'))", "brain_verify: text is 1,000,001 characters; the limit"),
+    (
+        "select brain_verify(printf('%.*c', 2001, 'a'), 'a')",
+        "brain_verify: claim is 2,001 characters; the limit is 2,000",
+    ),
+    ("select brain_fts(printf('%.*c', 2001, 'a'))", "brain_fts: q is 2,001 characters; the limit is 2,000"),
+    ("select brain_embed(zeroblob(1000001))", "brain_embed: text is 1,000,001 bytes; the limit is 1,000,000"),
+    ("select brain_filters(printf('%.*c', 1000001, ' '))", "brain_filters: filters is 1,000,001 characters"),
+    ("select brain_k(printf('%.*c', 501, '1'))", "brain_k: k is 501 characters; the limit is 500"),
+    (
+        "with recursive n(i) as (select 1 union all select i + 1 from n where i < 10001) "
+        "select brain_dialogue('x', (select json_group_array(json_array(i, 1)) from n))",
+        "brain_dialogue: fused holds 10,001 items; the limit is 10,000",
+    ),
+    (
+        "with recursive n(i) as (select 1 union all select i + 1 from n where i < 10001) select brain_ppr('x', "
+        "(select json_group_array(json_object('leg', 'leg' || i, 'id', i, 'score', 1)) from n))",
+        "brain_ppr: passages holds 10,001 items; the limit is 10,000",
+    ),
+    ("select brain_ppr('x', '[]', '{}', 1)", "brain_ppr takes 1 to 3 arguments (q, passages, filters), not 4"),
 ]
 
 

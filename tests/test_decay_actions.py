@@ -314,6 +314,11 @@ async def test_a_post_with_anything_wrong_changes_nothing_and_says_so(served):
         ({"back": "scope=/acme%E2%80%8B"}, "U+200B ZERO WIDTH SPACE"),
         ({"back": "scope=/acme/e%CC%81"}, "NFC"),
         ({"action": "extend:30", "back": "_size=1e9"}, "back"),
+        # one action and one page to go back to: never the last of several taken silently
+        ({"action": ["archive", "flag"]}, "action is given 2 times"),
+        ({"action": ["archive", "archive"]}, "action is given 2 times"),
+        ({"back": ["decay=expired", "decay=archived"]}, "back is given 2 times"),
+        ({"actions": "flag"}, 'unknown field "actions"'),
     ]:
         refused = await datasette.client.post("/brain/-/decayed/act", cookies=cookies, data={**good, **wrong})
         assert refused.status_code == 400, (wrong, refused.text)
@@ -329,6 +334,27 @@ async def test_a_post_with_anything_wrong_changes_nothing_and_says_so(served):
     assert done.status_code == 302 and state(conn, "expired")[0] == 0
     back = await datasette.client.get(done.headers["location"], cookies={**cookies, **dict(done.cookies)})
     assert back.status_code == 200 and f"Archived 1 memory (id {target})." in back.text
+    conn.close()
+
+
+@pytest.mark.asyncio
+async def test_what_a_large_action_did_is_said_in_a_message_a_browser_keeps(served):
+    """The page says what was done through a signed cookie, and a browser drops a cookie
+    past 4,096 bytes: a message about thousands of ids gives the counts and the first few."""
+    datasette = Datasette([served], metadata=WRITE)
+    html, cookies = await page_with_token(datasette, cookies_for(datasette, "keeper"))
+    conn = brain_sql.connect(served)
+    target = memory_id(conn, "expired")
+    gone = [10**12 + i for i in range(9_999)]  # with the one found: as many as a request takes
+    data = {"csrftoken": token_in(html), "id": [str(target), *map(str, gone)], "action": "archive"}
+    done = await datasette.client.post("/brain/-/decayed/act", cookies=cookies, data=data)
+    assert done.status_code == 302 and state(conn, "expired")[0] == 0
+    cookie = next(c for c in done.headers.get_list("set-cookie") if c.startswith("ds_messages="))
+    assert len(cookie) < 4_096
+    back = await datasette.client.get(done.headers["location"], cookies={**cookies, **dict(done.cookies)})
+    said = unescape(back.text)
+    assert f"Archived 1 memory (id {target})." in said
+    assert f"Not found (or flagged): 9,999 ids: {', '.join(map(str, gone[:5]))}" in said and "9,994 more" in said
     conn.close()
 
 

@@ -1,6 +1,8 @@
 """brain_fts_query on a connection prepared by brain_sql: any text, hostile or
-random, is a valid FTS5 expression. Through `sqlite-utils query`: test_cli_functions.py."""
+random, is a valid FTS5 expression; every brain_* function bounds its arguments.
+Through `sqlite-utils query`: test_cli_functions.py."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,3 +52,27 @@ def test_fts_query_hostile_inputs_never_raise():
 def test_fts_query_any_text_is_valid_fts5(text):
     conn = fts_connection()
     conn.execute("select count(*) from f where f match brain_fts_query(?)", (text,)).fetchone()
+
+
+def test_every_brain_function_refuses_an_argument_past_its_bound(conn, capsys):
+    """Datasette's SQL time limit stops a query between SQLite's steps, never inside
+    a Python function: every brain_* function registered, given a text larger than
+    any request may send in any place, refuses it before working on it (and says so
+    in one line: the function's name and what is wrong)."""
+    functions = conn.execute("select name, narg from pragma_function_list where name like 'brain\\_%' escape '\\'")
+    calls = [
+        (name, [None] * position + ["a" * 1_100_001] + [None] * (count - position - 1))
+        for name, narg in sorted(set(functions))
+        for count in ([narg] if narg >= 0 else range(1, 5))
+        for position in range(count)
+    ]
+    assert {name for name, _ in calls} >= {"brain_verify", "brain_embed", "brain_ppr", "brain_dialogue", "brain_k"}
+    sqlite3.enable_callback_tracebacks(True)
+    try:
+        for name, args in calls:
+            with pytest.raises(sqlite3.OperationalError):
+                conn.execute(f"select {name}({', '.join('?' * len(args))})", args).fetchone()
+            err = capsys.readouterr().err
+            assert f"brain_sql: {name}" in err and "Traceback" not in err, (name, len(args), err[:300])
+    finally:
+        sqlite3.enable_callback_tracebacks(False)

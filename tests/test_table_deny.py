@@ -1,0 +1,199 @@
+"""A deny on any of a brain's tables, not only `knowledge`: whoever may not read a
+table reads nothing derived from it. SQL on the brain (its own, its canned queries,
+--crossdb's `_memory`, the brain_* functions) is closed to them, and recall, over
+HTTP, MCP and in Python, answers them as the same brain would without its graph."""
+
+import json
+import re
+import shutil
+
+import pytest
+from datasette.app import Datasette
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+
+import brain_sql
+from brain_sql import for_plugin
+from datasette_brain import mcp_tools
+
+from .conftest import close_brain, copy_brain
+
+NOW = "2026-01-01 00:00:00"
+TURNS = [
+    {"_id": "t1", "speaker": "Ann", "session_id": "s1", "observed_at": "2024-01-01T10:00:00", "scope": "/a",
+     "text": "My cat is called Pepper and she loves tuna."},
+    {"_id": "t2", "speaker": "Bob", "session_id": "s1", "observed_at": "2024-01-01T10:01:00", "scope": "/a",
+     "text": "That is lovely, how old is she?"},
+    {"_id": "t3", "speaker": "Ann", "session_id": "s1", "observed_at": "2024-01-01T10:02:00", "scope": "/a",
+     "text": "She is three years old."},
+]  # fmt: skip
+# queries that name entities (the graph leads), speakers (dialogue), or nothing the graph knows
+QUERIES = [
+    {"q": "Ann Pepper"},
+    {"q": "how old is she"},
+    {"q": "Bob cat", "scope": "/a"},
+    {"q": "who owns the support runbook"},
+    {"q": "Dana Whitfield", "k": 2},
+    {"q": "what is the graph leg", "include_decayed": True},
+    {"q": "reciprocal rank fusion"},
+]
+ADMIN = {"id": "admin"}
+
+
+def denying(*tables, database="brain"):
+    return {"databases": {database: {"tables": {table: {"allow": ADMIN} for table in tables}}}}
+
+
+@pytest.fixture(scope="module")
+def brains(vault_brain_path, tmp_path_factory):
+    """(brain, twin): the vault with a conversation, and a copy of it whose graph is
+    emptied (no entity, no edge, no document entity): the brain without its graph."""
+    folder = tmp_path_factory.mktemp("table-deny")
+    brain = copy_brain(vault_brain_path, folder / "brain.db", TURNS)
+    twin = folder / "twin.db"
+    shutil.copy(brain, twin)
+    conn = brain_sql.connect(twin)
+    with conn:
+        conn.execute("delete from relationships")
+        conn.execute("update documents set entity_id = null")
+        conn.execute("delete from entities")
+    close_brain(conn)
+    return brain, twin
+
+
+def answer(found):
+    """A recall's answer, but for how long its parts took."""
+    telemetry = {name: value for name, value in found["telemetry"].items() if not name.endswith("_ms")}
+    return {**found, "telemetry": telemetry}
+
+
+def graph_ranks(found):
+    return [hit["provenance"].get("graph_rank") for hit in found["hits"]]
+
+
+def test_recall_without_the_graph_is_the_brains_without_its_graph(brains):
+    """brain_sql.recall with graph_visible=False: the answer, every part of it, of the
+    brain whose graph is emptied (its graph leg off: there is none to run)."""
+    brain, twin = (brain_sql.connect(path) for path in brains)
+    for query in QUERIES:
+        hidden = brain_sql.recall(brain, {**query, "now": NOW}, graph_visible=False)
+        assert answer(hidden) == answer(brain_sql.recall(twin, {**query, "now": NOW, "graph": False})), query
+        assert not any(graph_ranks(hidden)) and hidden["telemetry"]["fusion"] == "convex"
+    # and the graph does change the answer for whoever may read it
+    full = brain_sql.recall(brain, {"q": "Ann Pepper", "now": NOW})
+    assert any(graph_ranks(full)) and full["telemetry"]["fusion"] == "rrf"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("table", for_plugin.GRAPH_TABLES)
+async def test_recall_over_http_for_whoever_may_not_read_the_graph_is_the_brains_without_it(brains, table):
+    brain, twin = brains
+    datasette = Datasette([str(brain), str(twin)], metadata=denying(table))
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    for query in QUERIES:
+        body = {**query, "now": NOW}
+        hidden = await datasette.client.post("/brain/-/recall", json=body)
+        without = await datasette.client.post("/twin/-/recall", json={**body, "graph": False})
+        assert hidden.status_code == 200 == without.status_code, hidden.text
+        assert answer(hidden.json()) == answer(without.json()), (table, query)
+        page = await datasette.client.get("/brain/-/brain", params=body)
+        assert page.status_code == 200 and set(page_graph_ranks(page.text)) <= {"–"}, query
+    full = (await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper", "now": NOW}, cookies=admin)).json()
+    assert any(graph_ranks(full)) and full["telemetry"]["fusion"] == "rrf"
+    page = await datasette.client.get("/brain/-/brain", params={"q": "Ann Pepper"}, cookies=admin)
+    assert set(page_graph_ranks(page.text)) - {"–"}
+    # the page before a question counts the memories, and the graph's rows only for whoever may read them
+    counts = [re.search(r'<p id="brain-counts">.*?</p>', page.text, re.S).group() for page in (
+        await datasette.client.get("/brain/-/brain"), await datasette.client.get("/brain/-/brain", cookies=admin)
+    )]  # fmt: skip
+    assert "memories" in counts[0] and not re.search("document|entit|relationship", counts[0]), counts[0]
+    assert "entities" in counts[1] and "relationships" in counts[1]
+
+
+def page_graph_ranks(html):
+    """The graph ranks the recall page's decision paths show ("–": none)."""
+    return re.findall(r'<td>connections \(graph\)</td><td class="num">([^<]*)</td>', html)
+
+
+@pytest.mark.asyncio
+async def test_recall_over_mcp_for_whoever_may_not_read_the_graph_is_the_brains_without_it(brains):
+    brain, twin = brains
+    datasette = Datasette([str(brain), str(twin)], metadata=denying("entities", "relationships"))
+    answers = {}
+    for name, actor in (("anonymous", None), ("admin", ADMIN)):
+        server = MCPServer("test")
+        mcp_tools.register(datasette, server, actor=actor)
+        async with Client(server) as client:
+            for database, graph in (("brain", True), ("twin", False)):
+                arguments = {"q": "Ann Pepper", "now": NOW, "database": database, "graph": graph}
+                found = await client.call_tool("brain_recall", arguments)
+                assert not found.is_error, found.content
+                answers[name, database] = answer(found.structured_content)
+    assert answers["anonymous", "brain"] == {**answers["anonymous", "twin"]}
+    assert not any(graph_ranks(answers["anonymous", "brain"]))
+    assert any(graph_ranks(answers["admin", "brain"])) and answers["admin", "brain"]["telemetry"]["fusion"] == "rrf"
+
+
+# SQL of the brain for an actor, each reading the graph (or anything of the brain)
+SQL = [
+    "select count(*) from relationships",
+    "select name from entities",
+    "select brain_ppr('Ann Pepper')",
+    "select brain_fusion('Ann')",
+    "select brain_leg_weight('graph', 'Ann Pepper')",
+    "select 1",
+]
+# one of each kind of a brain's tables: the graph's, the name index, the full text and
+# vector tables' shadows, the meta table
+DENIED = ["entities", "relationships", "documents", "brain_mention_names", "knowledge_fts_data", "brain_meta"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("table", DENIED)
+async def test_a_deny_of_any_brain_table_closes_the_brains_sql_to_that_actor(brains, table):
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying(table))
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    recall = "/brain/recall.json?" + "&".join(
+        f"{name}=" for name in ("k", "scope", "classes", "sources", "domain", "since", "until", "as_of")
+    )
+    for sql in SQL:
+        anonymous = await datasette.client.get("/brain.json", params={"sql": sql})
+        assert anonymous.status_code == 403, (table, sql, anonymous.text[:300])
+        allowed = await datasette.client.get("/brain.json", params={"sql": sql}, cookies=admin)
+        assert allowed.status_code == 200, (table, sql, allowed.text[:300])
+    assert (await datasette.client.get(recall + "&q=Ann+Pepper")).status_code == 403
+    assert (await datasette.client.get(recall + "&q=Ann+Pepper", cookies=admin)).status_code == 200
+    # the memories themselves stay readable, but for the denied table
+    assert (await datasette.client.get("/brain/knowledge.json")).status_code == (403 if table == "knowledge" else 200)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("table", DENIED)
+async def test_crossdb_reads_nothing_of_a_brain_one_of_whose_tables_anonymous_may_not_read(brains, table):
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying(table), crossdb=True)
+    await datasette.invoke_startup()
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    for sql in (
+        "select count(*) from brain.relationships",
+        "select name from brain.entities",
+        "select content from brain.knowledge",
+        "select count(*) from relationships",  # unqualified: found in the attached brain
+        "select brain_ppr('Ann Pepper')",
+    ):
+        for cookies in (None, admin):  # the crossdb connection is everyone's: it refuses everyone
+            response = await datasette.client.get("/_memory.json", params={"sql": sql}, cookies=cookies)
+            assert response.status_code == 400 and response.json()["ok"] is False, (table, sql, response.text[:300])
+    own = await datasette.client.get("/brain.json", params={"sql": "select count(*) from entities"}, cookies=admin)
+    assert own.status_code == 200 and own.json()["rows"][0][0] > 0
+
+
+def test_every_table_of_a_brain_is_named_as_a_brains(brains):
+    """A connection that attached a file it could not judge refuses a brain's tables by
+    their names alone (crossdb.py): every table a brain has is named so."""
+    brain, _ = brains
+    conn = brain_sql.connect(brain)
+    tables = [name for (name,) in conn.execute("select name from sqlite_master where type = 'table'")]
+    assert len(tables) > 20 and [name for name in tables if not for_plugin.brain_table(name)] == []
+    assert json.dumps(sorted(for_plugin.GRAPH_TABLES)) == json.dumps(["documents", "entities", "relationships"])
