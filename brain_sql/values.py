@@ -23,7 +23,7 @@ from .document import names
 from .embed import NOT_INSTALLED, installed, model_dimension
 from .errors import BrainError, FieldError
 from .fields import loads_json, normalize_scope, stored_too_deep, unencodable
-from .schema import ENTITY_SQL, META_TABLE, TIME_SAYS, TIME_SQL
+from .schema import ENTITY_SQL, ID_SAYS, ID_SQL, META_TABLE, TIME_SAYS, TIME_SQL
 from .vectors import vector_dimension
 
 
@@ -38,7 +38,8 @@ class Rule:
     made again from. `read`, when set, is what a value its rule refuses reads as
     (_UNREAD when it reads as nothing). `unsound`, when set, is true of values the
     SQL takes that no export can write (a JSON column's lone surrogate escape), read
-    in Python only where `suspect`, SQL over `{c}` like `valid`, holds."""
+    in Python only where `suspect`, SQL over `{c}` like `valid`, holds. `how` says
+    what mends a wrong value that --repair cannot."""
 
     valid: str
     says: str
@@ -48,6 +49,7 @@ class Rule:
     read: object = None
     unsound: object = None
     suspect: str | None = None
+    how: str = "set it with SQL"
 
 
 _UNREAD = object()
@@ -119,6 +121,20 @@ TIME = Rule(TIME_SQL, TIME_SAYS)
 WHOLE = Rule("typeof({c}) in ('integer', 'null')", "a whole number or NULL", "integer")
 ID = Rule("typeof({c}) = 'integer'", "an id (a whole number)", "integer")
 OPTIONAL_ID = Rule("typeof({c}) in ('integer', 'null')", "an id (a whole number) or NULL", "integer")
+# a row's own id, which readers and clients hold (schema.ID_TABLES): one past it is not
+# a row --repair can give another (what refers to it would not follow)
+OWN_ID = Rule(
+    ID_SQL,
+    ID_SAYS,
+    "integer",
+    how="give it an id within that with SQL, and what names it the same, or delete it",
+)
+MEMORY_ID = Rule(
+    ID_SQL,
+    ID_SAYS,
+    "integer",
+    how="forget it: sqlite-utils brain forget DB --id=<this id>; or give it an id within that with SQL",
+)
 _CLASSES = ", ".join(f"'{name}'" for name in CLASSES)
 
 # table -> (its key column, {column: Rule})
@@ -126,6 +142,7 @@ RULES = {
     "knowledge": (
         "id",
         {
+            "id": MEMORY_ID,
             "title": TEXT,
             "content": REQUIRED,
             "knowledge_type": TEXT,
@@ -193,10 +210,11 @@ RULES = {
             "version_of": TEXT,
         },
     ),
-    "entities": ("id", {"name": REQUIRED, "entity_type": TEXT, "created_at": TIME}),
+    "entities": ("id", {"id": OWN_ID, "name": REQUIRED, "entity_type": TEXT, "created_at": TIME}),
     "relationships": (
         "id",
         {
+            "id": OWN_ID,
             "from_entity_id": ID,
             "to_entity_id": ID,
             "relation_type": REQUIRED,
@@ -297,7 +315,7 @@ def invalid(conn, limit=None):
             for (column, rule), bad, value in zip(rules.items(), flags, stored):
                 if bad:
                     repair = _repair(conn, rule, value, table, key, row[0])
-                    found.append(Invalid(table, row[0], column, value, rule.says, repair))
+                    found.append(Invalid(table, row[0], column, value, rule.says, repair, rule.how))
     return found + _meta(conn)
 
 
