@@ -290,33 +290,51 @@ def invalid(conn, limit=None):
     `limit`, at most that many from each table."""
     found = []
     for table, (key, rules) in RULES.items():
-        present = {row[1] for row in conn.execute(f"pragma table_info([{table}])")}
-        rules = {column: rule for column, rule in rules.items() if column in present}
-        if not rules:
-            continue
-        wrong, params = [], []
-        for column, rule in rules.items():
-            test = f"not ({rule.valid.format(c=f'[{column}]')})"
-            abnormal = _abnormal(conn, table, column, rule)
-            if abnormal:
-                test += f" or [{column}] in (select value from json_each(?))"
-                params.append(json.dumps(abnormal))
-            unsound = _unsound(conn, table, key, column, rule)
-            if unsound:
-                test += f" or [{key}] in (select value from json_each(?))"
-                params.append(json.dumps(unsound))
-            wrong.append(f"({test})")
-        sql = (
-            f"select [{key}], {', '.join(wrong)}, {', '.join(f'[{c}]' for c in rules)} from [{table}] "
-            f"where {' or '.join(wrong)} order by [{key}]" + (f" limit {int(limit)}" if limit else "")
-        )
-        for row in conn.execute(sql, params * 2).fetchall():
-            flags, stored = row[1 : 1 + len(rules)], row[1 + len(rules) :]
-            for (column, rule), bad, value in zip(rules.items(), flags, stored):
-                if bad:
-                    repair = _repair(conn, rule, value, table, key, row[0])
-                    found.append(Invalid(table, row[0], column, value, rule.says, repair, rule.how))
+        found += _invalid_rows(conn, table, key, rules, limit=limit)
     return found + _meta(conn)
+
+
+def invalid_in(conn, table, keys, columns):
+    """[Invalid] of the rows `keys` of `table` whose `columns` hold a value its
+    rule refuses: what check names of them (a column with a `normal` function
+    reads the whole table's distinct values)."""
+    key, rules = RULES[table]
+    return _invalid_rows(conn, table, key, {column: rules[column] for column in columns}, keys=keys)
+
+
+def _invalid_rows(conn, table, key, rules, limit=None, keys=None):
+    """[Invalid] of the rows of `table` (of `keys` only, when given) holding a
+    value one of `rules` refuses."""
+    present = {row[1] for row in conn.execute(f"pragma table_info([{table}])")}
+    rules = {column: rule for column, rule in rules.items() if column in present}
+    if not rules:
+        return []
+    wrong, params = [], []
+    for column, rule in rules.items():
+        test = f"not ({rule.valid.format(c=f'[{column}]')})"
+        abnormal = _abnormal(conn, table, column, rule)
+        if abnormal:
+            test += f" or [{column}] in (select value from json_each(?))"
+            params.append(json.dumps(abnormal))
+        unsound = _unsound(conn, table, key, column, rule)
+        if unsound:
+            test += f" or [{key}] in (select value from json_each(?))"
+            params.append(json.dumps(unsound))
+        wrong.append(f"({test})")
+    among = "" if keys is None else f"[{key}] in (select value from json_each(?)) and "
+    sql = (
+        f"select [{key}], {', '.join(wrong)}, {', '.join(f'[{c}]' for c in rules)} from [{table}] "
+        f"where {among}({' or '.join(wrong)}) order by [{key}]" + (f" limit {int(limit)}" if limit else "")
+    )
+    found = []
+    given = [] if keys is None else [json.dumps(list(keys))]
+    for row in conn.execute(sql, params + given + params).fetchall():
+        flags, stored = row[1 : 1 + len(rules)], row[1 + len(rules) :]
+        for (column, rule), bad, value in zip(rules.items(), flags, stored):
+            if bad:
+                repair = _repair(conn, rule, value, table, key, row[0])
+                found.append(Invalid(table, row[0], column, value, rule.says, repair, rule.how))
+    return found
 
 
 def _abnormal(conn, table, column, rule):
@@ -471,8 +489,11 @@ def fault(conn):
         found = invalid(conn, limit=3)
     except sqlite3.Error:
         return None
-    if not found:
-        return None
+    return faulted(found) if found else None
+
+
+def faulted(found):
+    """The BrainError saying to run check, naming the first few of `found` ([Invalid])."""
     return BrainError(
         f"the brain holds values of the wrong kind ({'; '.join(map(str, found[:3]))}{' …' if len(found) > 3 else ''}): "
         "run sqlite-utils brain check"
