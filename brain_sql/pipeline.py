@@ -356,7 +356,7 @@ def prepare_remember(
             f"{len(records):,} records: at most {MAX_REMEMBER_RECORDS:,} in one remember "
             "(sqlite-utils brain ingest writes any number, in bounded transactions)"
         )
-    options = {"scope": scope, "klass": klass, "source": source, "domain": domain, "lines": lines}
+    options: dict[str, Any] = {"scope": scope, "klass": klass, "source": source, "domain": domain, "lines": lines}
     model_id, seen = recorded_model(conn), last_change(conn)
     report, documents, document_ids = _remembered(conn, records, model_id, **options)
     prepared = Prepared(records, options, report, documents, document_ids, (model_id, seen))
@@ -374,7 +374,7 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
     started = time.perf_counter() - prepared.report.seconds
     migrate(conn)
     report, documents, document_ids = prepared.report, prepared.documents, prepared.document_ids
-    ids = []
+    ids: list[list[int]] = []
     if report.errors:
         return report, ids
     try:
@@ -399,7 +399,17 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
     return report, ids
 
 
-def _remembered(conn, records, model_id, *, scope, klass, source, domain, lines):
+def _remembered(
+    conn: Connection,
+    records: Sequence[object],
+    model_id: str,
+    *,
+    scope: str | None,
+    klass: str | None,
+    source: str | None,
+    domain: str | None,
+    lines: Sequence[int | None] | None,
+) -> tuple[IngestReport, list[Document], list[str]]:
     """(IngestReport with the records' errors, the documents they make, each record's
     document id) as remember reads them from `conn`; FieldError past MAX_REMEMBER_CHUNKS."""
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
