@@ -60,7 +60,7 @@ def _hand_written(conn, memory_id):
         conn, [{"_id": "cat", "title": "Cat", "text": "Pepper the cat sleeps on the sofa.", "entities": ["Pepper"]}]
     )
     with conn:
-        without_rules(conn)
+        without_rules(conn, ids=True)
         conn.execute(
             "insert into knowledge (id, title, content) values (?, 'Hand written', 'a zebracorn grazes by the sofa')",
             [memory_id],
