@@ -14,7 +14,7 @@ import simsimd
 import xxhash
 
 from .schema import fts_length
-from .slots import DenseMap, Slots
+from .slots import IdMap, Slots
 from .vectors import ALWAYS_VALID_EPOCH, NEVER_EXPIRES_EPOCH, VEC_METADATA
 
 TEXT_COLUMNS = tuple(name for name, (kind, _) in VEC_METADATA.items() if kind == "text")
@@ -60,7 +60,7 @@ class ChunkIndex:
                 **{name: (np.int64, ()) for name in VEC_METADATA},
             }
         )
-        self.slot_of = DenseMap()
+        self.slot_of = IdMap()
         self.count = 0  # live chunks
         self.changes = 0  # bumped by every add and remove: what the cached masks were made at
         self._masks = {}  # (changes, timeless clauses) -> mask

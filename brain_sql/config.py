@@ -33,7 +33,18 @@ MAX_METADATA_BYTES = 64_000  # a memory's metadata (frontmatter or record fields
 # lists and objects nested in one field's value (metadata's included): deeper, the record is refused, so that
 # every stored value is one Python's JSON, SQLite's JSON and check read whole (fields.too_deep)
 MAX_NESTING = 100
-MAX_FORGET_ITEMS = 10_000  # ids and external ids in one forget request
+# A remember or a forget is one transaction, holding the write lock while it writes (about a
+# millisecond a memory): these bound it to about a second, so a writer waiting behind one waits
+# no longer (sqlite-utils brain ingest writes any number of records, in transactions of its own).
+MAX_REMEMBER_RECORDS = 1_000  # records in one remember request
+MAX_REMEMBER_CHUNKS = 1_000  # memories (chunks) they make
+MAX_FORGET_ITEMS = 1_000  # ids and external ids in one forget request
+# No memory, entity or relationship id is outside 1 to MAX_ID (2**53 - 1, the largest whole number JSON clients
+# keep exactly): an exported memory's id past it is refused by name, plain SQL writing one too (the brain's rules),
+# and check names a row stored before. An exported memory keeps its id only up to MAX_KEPT_ID, half of them: however
+# high a writer sets one, the brain can give as many new ids after it.
+MAX_ID = 2**53 - 1
+MAX_KEPT_ID = 2**52
 MAX_EXTEND_DAYS = 36_500  # the most days a decayed memory's expiry is extended by at once
 
 # The pages people browse (decayed memories, entities) show rows a page at a time:

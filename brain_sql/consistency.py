@@ -20,6 +20,9 @@ from .schema import (
     INSTANCE_TABLE,
     damaged_tables,
     expected_triggers,
+    highest_given,
+    lower_marks,
+    marks_past_bound,
     migrate,
     page_indexes,
     pending_migrations,
@@ -150,6 +153,9 @@ def _check(conn, repair=False):
         # the id mark set back, emptied or dropped by plain SQL, or ids written while its
         # trigger was gone: a forgotten memory's id could be given again
         "id_mark_behind": _id_mark(conn),
+        # ... or set past config.MAX_ID by a row plain SQL wrote there before the brain's rules refused
+        # one: every new id would be refused
+        "id_marks_past_bound": [f"{where} {table}: {mark}" for (where, table), mark in marks_past_bound(conn).items()],
         # earlier versions whose record's current version is gone (deleted by plain SQL)
         "orphan_versions": _ids(
             conn,
@@ -188,24 +194,11 @@ def _instance(conn):
     return [] if isinstance(ids[0], str) and ids[0] else [f"{INSTANCE_TABLE} holds {ids[0]!r:.60}, not an id (text)"]
 
 
-def _given(conn):
-    """The highest memory id the brain gave: of those stored, and of those its change
-    log names (forgotten ones among them, until the log is pruned)."""
-    given = conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0]
-    try:
-        logged = conn.execute(
-            f"select max(key) from {CHANGES_TABLE} where kind = 'chunk' and typeof(key) = 'integer'"
-        ).fetchone()[0]
-    except sqlite3.OperationalError:  # no change log: the ids stored are all it knows
-        return given
-    return max(given, logged or 0)
-
-
 def _id_mark(conn):
     """What is wrong with the id mark (brain_ids), which keeps every memory id ever
     given from being given again: the highest id given when the mark is below it,
     else what it holds that is no mark."""
-    given = _given(conn)
+    given = highest_given(conn, "knowledge")
     try:
         marks = _ids(conn, f"select seq from {IDS_TABLE} where name = 'knowledge'")
     except sqlite3.OperationalError:  # dropped
@@ -259,7 +252,8 @@ def _repair(conn, problems, model_id):
         if problems.get("missing_vectors") or problems.get("other_model_vectors"):
             backfill_vectors(conn, model_id)
         if problems.get("id_mark_behind"):
-            restore_id_mark(conn, _given(conn))
+            restore_id_mark(conn, highest_given(conn, "knowledge"))
+        lower_marks(conn)  # those past the bound: none, mostly
         if problems.get("pending_mentions"):
             mentions.resolve_mentions(conn)
         validity.promote(conn, problems.get("orphan_versions", []))

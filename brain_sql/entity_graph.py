@@ -31,7 +31,7 @@ from .config import (
     PPR_DAMPING,
     PPR_THETA,
 )
-from .slots import DenseMap, Slots, Strings
+from .slots import IdMap, Slots, Strings
 
 MAX_ITERATIONS = 20
 TOLERANCE = 1e-6
@@ -110,7 +110,7 @@ class EntityGraph:
         )
         self.node_names = Strings()  # by node: the entity's name (None for a chunk)
         self.entity_types = Strings()  # by node: the entity's type
-        self.node_of_entity = DenseMap()
+        self.node_of_entity = IdMap()
         self.names = NameIndex()
         # per chunk slot, beside the chunk index's: its node, document and tie to its document's entity
         self.chunks = Slots(
@@ -132,7 +132,7 @@ class EntityGraph:
             }
         )
         # relationships by id: their ends, relation, the chunk that stated them, their ties
-        self.edge_row = DenseMap()
+        self.edge_row = IdMap()
         self.edges = Slots(
             {
                 "id": (np.int64, ()),
@@ -533,7 +533,8 @@ class EntityGraph:
         arrays = {}
         for name in ("nodes", "chunks", "documents", "ties", "edges"):
             arrays.update(getattr(self, name).to_arrays(f"graph.{name}"))
-        arrays["graph.node_of_entity"], arrays["graph.edge_row"] = self.node_of_entity.array, self.edge_row.array
+        arrays.update(self.node_of_entity.to_arrays("graph.node_of_entity"))
+        arrays.update(self.edge_row.to_arrays("graph.edge_row"))
         for name in ("node_names", "entity_types", "document_ids"):
             arrays.update(getattr(self, name).to_arrays(f"graph.{name}"))
         pointers, ties, sides, _ = self.adjacency
@@ -558,8 +559,8 @@ class EntityGraph:
         graph = cls()
         for name in ("nodes", "chunks", "documents", "ties", "edges"):
             getattr(graph, name).load(arrays, f"graph.{name}")
-        graph.node_of_entity.array = arrays["graph.node_of_entity"].copy()
-        graph.edge_row.array = arrays["graph.edge_row"].copy()
+        graph.node_of_entity = IdMap.from_arrays(arrays, "graph.node_of_entity")
+        graph.edge_row = IdMap.from_arrays(arrays, "graph.edge_row")
         for name in ("node_names", "entity_types", "document_ids"):
             setattr(graph, name, Strings.from_arrays(arrays, f"graph.{name}"))
         graph._document_index = None

@@ -43,7 +43,12 @@ _MODULE_OF = {
     "GRAPH_TABLES": ".schema",
 }
 # operations on a brain's rows, their faults named as the public face's are (brain_sql.faults)
-_OPERATIONS = ("decayed_facets", "examples")
+_OPERATIONS = {
+    "decayed_facets": ".browse",
+    "examples": ".browse",
+    "prepare_remember": ".pipeline",
+    "write_remember": ".pipeline",
+}
 
 __all__ = [
     # bounds: request bodies and queries, pages of rows, exports at once, days a decayed memory is extended by
@@ -68,6 +73,10 @@ __all__ = [
     "decayed_facets",
     # the recall page's example queries: titles of the documents with the most sections
     "examples",
+    # remember in two steps: the records read, checked and embedded on a read connection, then written
+    # on the write connection, so that the write holds the write lock (Datasette's write thread) only to write
+    "prepare_remember",
+    "write_remember",
     # permissions: the tables whoever may not read `knowledge` may not read either; a brain's
     # tables (any one denied closes its SQL); the entity graph's (one denied: recall without the graph)
     "derived_from_knowledge",
@@ -93,8 +102,8 @@ def __getattr__(name: str) -> Any:
     if name in _MODULE_OF:
         value = getattr(importlib.import_module(_MODULE_OF[name], __package__), name)
     elif name in _OPERATIONS:
-        faults, browse = (importlib.import_module(m, __package__) for m in (".faults", ".browse"))
-        value = faults.named(getattr(browse, name))
+        faults, module = (importlib.import_module(m, __package__) for m in (".faults", _OPERATIONS[name]))
+        value = faults.named(getattr(module, name))
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value

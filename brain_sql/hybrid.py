@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import bm25, dialogue, embed, graph, lexical, quality, temporal
+from . import bm25, dialogue, embed, graph, lexical, quality, temporal, values
 from . import reach as reachable
 from . import state as read_state
 from .config import ABSTAIN_BELOW, EVIDENCE_CUTOFF, RECALL_CANDIDATES, RRF_K, requested_model
@@ -58,6 +58,11 @@ HIT_COLUMNS = (
     "superseded_at",
     "superseded_by",
 )
+
+
+# the columns fusion.boosted computes a hit's score with: a hit holding a value of the
+# wrong kind in one (values.RULES, as check names them) is not answered
+BOOSTED = ("observed_at", "confidence")
 
 
 @dataclass
@@ -386,7 +391,11 @@ def _rows(conn, ids, filters):
         f"select {', '.join(HIT_COLUMNS)} from knowledge where id in (select value from json_each(?)) and {condition}",
         [json.dumps(ids), *params],
     )
-    return {row[0]: dict(zip(HIT_COLUMNS, row)) for row in cursor}
+    rows = {row[0]: dict(zip(HIT_COLUMNS, row)) for row in cursor}
+    wrong = values.invalid_in(conn, "knowledge", list(rows), BOOSTED) if rows else []
+    if wrong:  # a score computed from a value check names is no answer (1e308 confidence: any hit first)
+        raise values.faulted(wrong)
+    return rows
 
 
 def _boosted(fused, rows, now):

@@ -29,12 +29,14 @@ from .config import (
     INGEST_PAUSE_SECONDS,
     INGEST_TRANSACTION_SECONDS,
     MAX_CONTENT_BYTES,
+    MAX_REMEMBER_CHUNKS,
+    MAX_REMEMBER_RECORDS,
     MAX_TITLE_CHARS,
 )
 from .connection import Connection, atomic, main_file, sqlite3
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError, IngestFormat
-from .errors import BrainBusy, ModelError, PruneRefused, WriteError
+from .errors import BrainBusy, FieldError, ModelError, PruneRefused, WriteError
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
 from .plugins import collect
@@ -291,6 +293,22 @@ def _check_model(conn, model):
         )
 
 
+@dataclass
+class Prepared:
+    """A remember's records made into documents and their new text embedded, with
+    no write lock held: the write takes them as they are when the brain is as it
+    was then (`seen`: its model and last change), else makes them again under the
+    lock, reusing the vectors (write_remember)."""
+
+    records: Sequence[object]
+    options: dict  # remember's scope, klass, source, domain and lines
+    report: IngestReport
+    documents: list
+    document_ids: list
+    seen: tuple
+    vectors: dict = field(default_factory=dict)  # content hash -> (int8, bit)
+
+
 def remember(
     conn: Connection,
     records: Sequence[object],
@@ -308,14 +326,94 @@ def remember(
     Returns (IngestReport, [[knowledge ids] per record]); when any record is
     malformed nothing is written and the report's errors say which and why
     (`lines`, the line each record starts on in its input, puts it in them). The
-    whole call is one transaction: when writing fails (BrainBusy when another
-    writer held the lock too long), nothing is stored and WriteError is raised.
+    whole call is one transaction, holding the write lock only to write: its
+    records are read, checked and embedded before (prepare_remember). At most
+    MAX_REMEMBER_RECORDS records and MAX_REMEMBER_CHUNKS chunks (FieldError past
+    them). When writing fails (BrainBusy when another writer held the lock too
+    long), nothing is stored and WriteError is raised.
     """
-    started = time.perf_counter()
     migrate(conn)
+    prepared = prepare_remember(conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines)
+    return write_remember(conn, prepared)
+
+
+def prepare_remember(
+    conn: Connection,
+    records: Sequence[object],
+    *,
+    scope: str | None = None,
+    klass: str | None = None,
+    source: str | None = "remember",
+    domain: str | None = None,
+    lines: Sequence[int | None] | None = None,
+) -> Prepared:
+    """What remember does before taking the write lock, reading `conn` only (a
+    read-only connection will do): the records checked and made into documents
+    (their errors in the report), and their new text embedded."""
+    started = time.perf_counter()
+    if len(records) > MAX_REMEMBER_RECORDS:
+        raise FieldError(
+            f"{len(records):,} records: at most {MAX_REMEMBER_RECORDS:,} in one remember "
+            "(sqlite-utils brain ingest writes any number, in bounded transactions)"
+        )
+    options: dict[str, Any] = {"scope": scope, "klass": klass, "source": source, "domain": domain, "lines": lines}
+    model_id, seen = recorded_model(conn), last_change(conn)
+    report, documents, document_ids = _remembered(conn, records, model_id, **options)
+    prepared = Prepared(records, options, report, documents, document_ids, (model_id, seen))
+    if not report.errors:
+        prepared.vectors = _embedded_ahead(conn, documents, model_id)
+    report.seconds = time.perf_counter() - started
+    return prepared
+
+
+def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, list[list[int]]]:
+    """Write what prepare_remember made ready, in one transaction; when the brain
+    changed since (another writer wrote meanwhile), the records are made into
+    documents again under the lock, so they are exactly what remember would have
+    made now. Returns (IngestReport, [[knowledge ids] per record])."""
+    started = time.perf_counter() - prepared.report.seconds
+    migrate(conn)
+    report, documents, document_ids = prepared.report, prepared.documents, prepared.document_ids
+    ids: list[list[int]] = []
+    if report.errors:
+        return report, ids
+    try:
+        with atomic(conn):
+            model_id = recorded_model(conn)
+            if (model_id, last_change(conn)) != prepared.seen:
+                report, documents, document_ids = _remembered(conn, prepared.records, model_id, **prepared.options)
+            if not report.errors:
+                with _Pipeline(conn, model_id, report, all_or_none=True, vectors=prepared.vectors) as pipeline:
+                    for document in documents:
+                        pipeline.add(document)
+                    pipeline.flush()
+    except sqlite3.Error as ex:
+        raise WriteError(f"nothing was stored: {ex}") from ex
+    if not report.errors:
+        placed = {d.version_of: d.document_id for d in documents if d.version_of}  # earlier versions, as history
+        ids = [
+            [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (d,))]
+            for d in (placed.get(d, d) for d in document_ids)
+        ]
+    report.seconds = time.perf_counter() - started
+    return report, ids
+
+
+def _remembered(
+    conn: Connection,
+    records: Sequence[object],
+    model_id: str,
+    *,
+    scope: str | None,
+    klass: str | None,
+    source: str | None,
+    domain: str | None,
+    lines: Sequence[int | None] | None,
+) -> tuple[IngestReport, list[Document], list[str]]:
+    """(IngestReport with the records' errors, the documents they make, each record's
+    document id) as remember reads them from `conn`; FieldError past MAX_REMEMBER_CHUNKS."""
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
-    model_id = recorded_model(conn)
     documents, document_ids = [], []
     seen: dict[str, str] = {}  # document id -> its content's hash
     extractors = collect("brain_entity_extractors")
@@ -337,22 +435,25 @@ def remember(
             report.errors.append(item)
         elif item is not None:  # None: a repeat of an earlier record, stored once
             documents.append(item)
-    ids = []
-    if not report.errors:
-        try:
-            with atomic(conn), _Pipeline(conn, model_id, report, all_or_none=True) as pipeline:
-                for document in documents:
-                    pipeline.add(document)
-                pipeline.flush()
-        except sqlite3.Error as ex:
-            raise WriteError(f"nothing was stored: {ex}") from ex
-        placed = {d.version_of: d.document_id for d in documents if d.version_of}  # earlier versions, as history
-        ids = [
-            [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (d,))]
-            for d in (placed.get(d, d) for d in document_ids)
-        ]
-    report.seconds = time.perf_counter() - started
-    return report, ids
+    chunks = sum(len(document.chunks) for document in documents)
+    if chunks > MAX_REMEMBER_CHUNKS:
+        raise FieldError(
+            f"the records make {chunks:,} memories (chunks): at most {MAX_REMEMBER_CHUNKS:,} in one remember "
+            "(sqlite-utils brain ingest writes any number, in bounded transactions)"
+        )
+    return report, documents, document_ids
+
+
+def _embedded_ahead(conn, documents, model_id):
+    """{content hash: (int8, bit)} of the documents' chunk texts that no stored
+    chunk has a vector for: embedded before the write lock is taken."""
+    texts = {}
+    for document in documents:
+        for chunk in document.chunks:
+            text = chunk_text(document, chunk)
+            texts[content_hash(text)] = text
+    todo = {digest: text for digest, text in texts.items() if stored_vector(conn, digest, model_id) is None}
+    return dict(zip(todo, storage_vectors(list(todo.values()), model_id))) if todo else {}
 
 
 def _stored_as(conn, document, number):
@@ -577,8 +678,9 @@ class _Pipeline:
     its caller's one transaction.
     """
 
-    def __init__(self, conn, model_id, report, all_or_none=False, progress=None):
+    def __init__(self, conn, model_id, report, all_or_none=False, progress=None, vectors=None):
         self.conn, self.model_id, self.report = conn, model_id, report
+        self.vectors = vectors or {}  # content hash -> (int8, bit): embedded ahead (a remember's)
         self.all_or_none = all_or_none  # a failure fails the whole run: no per-document retry
         self.progress = progress  # progress(characters, documents done), as ingest() says
         self.done = 0  # documents whose batch is written
@@ -627,10 +729,11 @@ class _Pipeline:
         return vectors
 
     def _embedded(self, batch):
-        """{content hash: vectors} of the batch, reporting progress while they come."""
+        """{content hash: vectors} of the batch (and those embedded ahead), reporting
+        progress while they come."""
         while self.progress and not wait([batch.future], timeout=PROGRESS_SECONDS).done:
             self._report_progress(batch, batch.embedded / batch.characters)
-        return dict(zip(batch.texts, batch.future.result()))
+        return {**self.vectors, **dict(zip(batch.texts, batch.future.result()))}
 
     def _report_progress(self, batch, share):
         """Report `share` of the batch done: its embedding so far, or 1 once written."""
@@ -821,7 +924,11 @@ class _Pipeline:
                 for chunk in document.chunks:
                     text = chunk_text(document, chunk)
                     texts[content_hash(text)] = text
-        return {h: t for h, t in texts.items() if stored_vector(self.conn, h, self.model_id) is None}
+        return {
+            h: t
+            for h, t in texts.items()
+            if h not in self.vectors and stored_vector(self.conn, h, self.model_id) is None
+        }
 
     def _write_batch(self, batch, embedded, isolate, deadline=None):
         """Write documents of `batch` in order until `deadline` (time.perf_counter)

@@ -19,7 +19,7 @@ from pathlib import Path
 import xxhash
 
 from .chunk import split_text
-from .config import MAX_METADATA_BYTES
+from .config import MAX_ID, MAX_METADATA_BYTES
 from .document import (
     CHUNK_FIELDS,
     ID_KEYS,
@@ -216,7 +216,7 @@ def given_chunks(value):
             chunk = Chunk(
                 content, _text(item, "heading_path"), *(_line(item, key) for key in ("line_start", "line_end"))
             )
-            chunk.memory_id = whole_number(item["id"], "id") if item.get("id") is not None else None
+            chunk.memory_id = whole_number(item["id"], "id", high=MAX_ID) if item.get("id") is not None else None
             chunk.fields = {
                 **normalize_fields({k: item.get(k) for k in CHUNK_FIELDS}),
                 **{k: None for k in CHUNK_FIELDS[:3] if k in item and item[k] is None},

@@ -12,7 +12,7 @@ from typing import Any
 import sqlite_utils
 from sqlite_utils import Migrations
 
-from .config import configured_model
+from .config import MAX_ID, configured_model
 from .connection import Connection, atomic, sqlite3
 from .embed import model_dimension
 from .errors import RULE_MARK, BrainError
@@ -332,7 +332,14 @@ def change_triggers():
 def expected_triggers():
     """Every trigger a brain keeps its derived data, change log and id mark in step with,
     and its rules with."""
-    return {**fts_triggers(), **vec_triggers(), **change_triggers(), **id_mark_triggers(), **rule_triggers()}
+    return {
+        **fts_triggers(),
+        **vec_triggers(),
+        **change_triggers(),
+        **id_mark_triggers(),
+        **rule_triggers(),
+        **id_rule_triggers(),
+    }
 
 
 INSTANCE_TABLE = "brain_instance"
@@ -453,22 +460,23 @@ def m013_id_mark(db):
 
 def restore_id_mark(conn, given):
     """The id mark made again, as check's repair of one plain SQL set back, emptied,
-    overwrote or dropped: at `given` (the highest id given) or above, never below
-    what it holds."""
+    overwrote, dropped or set past MAX_ID: at `given` (the highest id given) or
+    above, never below what it holds within MAX_ID."""
     conn.execute(_IDS)
     conn.execute(
         f"INSERT OR REPLACE INTO {IDS_TABLE} (name, seq) SELECT 'knowledge', max(?, coalesce(("
-        f"SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge' AND typeof(seq) = 'integer'), 0))",
+        f"SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge' AND typeof(seq) = 'integer' AND seq <= {MAX_ID}), 0))",
         [given],
     )
 
 
 def id_mark_triggers():
-    """{name: CREATE TRIGGER} raising the id mark to any id written above it."""
+    """{name: CREATE TRIGGER} raising the id mark to any id written above it (within MAX_ID)."""
     return {
         f"{IDS_TABLE}_knowledge_{name}": (
             f"CREATE TRIGGER {IDS_TABLE}_knowledge_{name} AFTER {event} ON knowledge "
             f"WHEN new.id > coalesce((SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge'), -1) "
+            f"AND new.id <= {MAX_ID} "
             f"BEGIN INSERT INTO {IDS_TABLE} (name, seq) VALUES ('knowledge', new.id) "
             "ON CONFLICT (name) DO UPDATE SET seq = excluded.seq; END"
         )
@@ -476,19 +484,82 @@ def id_mark_triggers():
     }
 
 
-def next_knowledge_id(conn, wanted=None):
+def next_knowledge_id(conn):
     """The id for the next new memory: above every id ever given (the mark, and
-    the rows, should the mark's trigger have been dropped); `wanted` (an exported
-    memory's own id) when it is above them too, so a brain an export is ingested
-    into keeps the ids it can. None past the largest integer SQLite keys take:
-    SQLite then picks an unused one."""
+    the rows, should the mark's trigger have been dropped), ids past MAX_ID aside
+    (a mark or a row plain SQL set there before the brain's rules refused it);
+    MAX_ID + 1 once every id is given."""
     mark = conn.execute(
-        f"SELECT max(coalesce((SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge'), 0), "
-        "coalesce((SELECT max(id) FROM knowledge), 0))"
+        f"SELECT max(coalesce((SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge' AND seq <= {MAX_ID}), 0), "
+        f"coalesce((SELECT max(id) FROM knowledge WHERE id <= {MAX_ID}), 0))"
     ).fetchone()[0]
-    if wanted is not None and mark < wanted < 2**63:
-        return wanted
-    return mark + 1 if mark < 2**63 - 1 else None
+    return mark + 1
+
+
+# The tables whose ids readers and clients hold (the read state's maps, JSON): each
+# id is a whole number from 1 to MAX_ID (SQL over the value {c})
+ID_TABLES = ("knowledge", "entities", "relationships")
+ID_SQL = f"typeof({{c}}) = 'integer' and {{c}} between 1 and {MAX_ID}"
+ID_SAYS = f"a whole number from 1 to {MAX_ID:,} (2**53 - 1, the largest JSON clients keep exactly)"
+
+
+def highest_given(conn, table):
+    """The highest id of `table` given within MAX_ID: of its rows, and of those its
+    change log names (removed ones among them, until the log is pruned)."""
+    given = conn.execute(f"SELECT coalesce(max(id), 0) FROM [{table}] WHERE id <= {MAX_ID}").fetchone()[0]
+    try:
+        logged = conn.execute(
+            f"SELECT max(key) FROM {CHANGES_TABLE} WHERE kind = ? AND typeof(key) = 'integer' AND key <= {MAX_ID}",
+            [CHANGE_KINDS[table][0]],
+        ).fetchone()[0]
+    except sqlite3.OperationalError:  # no change log: the ids stored are all it knows
+        return given
+    return max(given, logged or 0)
+
+
+def marks_past_bound(conn):
+    """{(where, table): mark} of the marks past MAX_ID that writers give ids after:
+    the id mark (brain_ids) and SQLite's AUTOINCREMENT counters of entities and
+    relationships. Past it, every new id would be refused (and SQLite's own at
+    the largest integer: the disk is full, it says)."""
+    found = {}
+    try:
+        rows = conn.execute(f"SELECT seq FROM {IDS_TABLE} WHERE name = 'knowledge' AND seq > {MAX_ID}").fetchall()
+        found.update(((IDS_TABLE, "knowledge"), seq) for (seq,) in rows)
+    except sqlite3.OperationalError:  # no brain_ids: check names that
+        pass
+    try:
+        rows = conn.execute(
+            f"SELECT name, seq FROM sqlite_sequence WHERE name IN ('entities', 'relationships') AND seq > {MAX_ID}"
+        ).fetchall()
+    except sqlite3.OperationalError:  # no AUTOINCREMENT table: no counters
+        rows = []
+    found.update((("sqlite_sequence", name), seq) for name, seq in rows)
+    return found
+
+
+def lower_marks(conn):
+    """Set each of marks_past_bound() back to the highest id given within MAX_ID."""
+    for where, table in marks_past_bound(conn):
+        if where == IDS_TABLE:
+            restore_id_mark(conn, highest_given(conn, table))
+        else:
+            conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = ?", [highest_given(conn, table), table])
+
+
+def id_rule_triggers():
+    """{name: CREATE TRIGGER} refusing a row of ID_TABLES whose id is past ID_SQL's
+    bound, once it is written (before, a rowid SQLite is to pick reads -1), so
+    that one SQLite picked is refused too (at random, once a table holds the largest)."""
+    return {
+        f"brain_rules_{table}_id_{name}": (
+            f"CREATE TRIGGER brain_rules_{table}_id_{name} AFTER {event} ON {table} "
+            f"WHEN NOT ({ID_SQL.format(c='new.id')}) "
+            f"BEGIN SELECT RAISE(ABORT, '{RULE_MARK}{table}.id must be {ID_SAYS}'); END"
+        )
+        for table in ID_TABLES
+        for name, event in (("insert", "INSERT"), ("rekey", "UPDATE OF id"))
+    }
 
 
 @migrations()
@@ -590,6 +661,19 @@ def m016_real_dates(db):
     for name, sql in rule_triggers().items():
         db.execute(f"DROP TRIGGER IF EXISTS {name}")
         db.execute(sql)
+
+
+@migrations()
+def m017_id_bound(db):
+    """id_rule_triggers(): plain SQL can no longer write an id past MAX_ID (the
+    read state's maps, JSON clients and SQLite's next rowid all break on one), and
+    the id mark follows ids within it. Marks a row past it raised are set back
+    (lower_marks): new ids follow the highest one within it again. Rows stored
+    past it stay as they are; check names them."""
+    for name, sql in {**id_mark_triggers(), **id_rule_triggers()}.items():
+        db.execute(f"DROP TRIGGER IF EXISTS {name}")
+        db.execute(sql)
+    lower_marks(db.conn)
 
 
 # Tables whose rows are memories' text, or derived from it: whoever may not read

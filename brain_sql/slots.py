@@ -1,6 +1,6 @@
 """Growable numpy columns for the read state's parts: rows live in slots that
 never move (a removed row's slot stays dead until a rebuild compacts them), and
-dense maps from the brain's integer ids to slots. Plain arrays, so a part is
+maps from the brain's integer ids to slots. Plain arrays, so a part is
 cheap to hold at a million rows and to persist (snapshot.py)."""
 
 import numpy as np
@@ -44,15 +44,31 @@ class Slots:
             self.arrays[name] = stored if stored.flags.writeable else stored.copy()
 
 
-class DenseMap:
-    """A map from the brain's row ids (small non-negative integers: SQLite rowids)
-    to slots, as one array indexed by id; -1 where an id has none."""
+# An IdMap holds ids from 0 up to DENSE_PER_ID times as many ids as it holds (at
+# least DENSE_FLOOR) in one array indexed by id: 8 bytes an entry, so at most 64
+# bytes an id, less than a dict's. Any other id is held in sorted arrays beside it.
+DENSE_FLOOR = 1 << 16
+DENSE_PER_ID = 8
+
+
+class IdMap:
+    """A map from the brain's row ids (SQLite rowids: small positive integers, as
+    the brain gives them) to slots; -1 where an id has none. Ids up to a bound
+    proportional to how many it holds are kept in one array indexed by id; any
+    other (an id a writer set huge, or negative, with plain SQL) in sorted arrays
+    beside it (`far`), answered the same: its memory and work are bounded by the
+    number of ids it holds, never by their size."""
 
     def __init__(self):
         self.array = np.full(1024, -1, dtype=np.int64)
+        self.far_keys = np.zeros(0, dtype=np.int64)  # ascending
+        self.far_values = np.zeros(0, dtype=np.int64)  # -1 where removed
+        self.count = 0  # ids held
 
     def __getitem__(self, key):
-        return int(self.array[key]) if 0 <= key < len(self.array) else -1
+        if 0 <= key < len(self.array):
+            return int(self.array[key])
+        return int(self._far(np.array([key], dtype=np.int64))[0]) if len(self.far_keys) else -1
 
     def get(self, key):
         """The slot of `key`, or None."""
@@ -65,33 +81,90 @@ class DenseMap:
         inside = (keys >= 0) & (keys < len(self.array))
         found = np.full(len(keys), -1, dtype=np.int64)
         found[inside] = self.array[keys[inside]]
+        if len(self.far_keys) and not inside.all():
+            found[~inside] = self._far(keys[~inside])
         return found
 
+    def _far(self, keys):
+        at = np.minimum(np.searchsorted(self.far_keys, keys), len(self.far_keys) - 1)
+        return np.where(self.far_keys[at] == keys, self.far_values[at], -1)
+
     def set(self, keys, values):
+        """Map each of `keys` to its value (-1: to none); a key given twice, to the last."""
         keys = np.asarray(keys, dtype=np.int64)
         if not len(keys):
             return
-        top = int(keys.max())
+        values = np.broadcast_to(np.asarray(values, dtype=np.int64), keys.shape)
+        if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():  # ascending, once each
+            last = len(keys) - 1 - np.unique(keys[::-1], return_index=True)[1]
+            keys, values = keys[last], values[last]
+        self.count += int(np.count_nonzero(values >= 0)) - int(np.count_nonzero(self.many(keys) >= 0))
+        top = int(keys[-1])
         if top >= len(self.array):
-            grown = np.full(max(top + 1, 2 * len(self.array)), -1, dtype=np.int64)
-            grown[: len(self.array)] = self.array
-            self.array = grown
-        self.array[keys] = values
+            self._grow(min(max(top + 1, 2 * len(self.array)), max(DENSE_FLOOR, DENSE_PER_ID * self.count)))
+        dense = (keys >= 0) & (keys < len(self.array))
+        self.array[keys[dense]] = values[dense]
+        if not dense.all():
+            self._set_far(keys[~dense], values[~dense])
+
+    def _grow(self, size):
+        """The array as long as `size` when that is longer, taking the far ids it now covers."""
+        if size <= len(self.array):
+            return
+        grown = np.full(size, -1, dtype=np.int64)
+        grown[: len(self.array)] = self.array
+        self.array = grown
+        moved = (self.far_keys >= 0) & (self.far_keys < size)
+        if moved.any():
+            self.array[self.far_keys[moved]] = self.far_values[moved]
+            self.far_keys, self.far_values = self.far_keys[~moved], self.far_values[~moved]
+
+    def _set_far(self, keys, values):
+        """Set ascending `keys` (none of them in the array's range) among the far ones."""
+        at = np.searchsorted(self.far_keys, keys)
+        held = np.zeros(len(keys), dtype=bool)
+        if len(self.far_keys):
+            held = self.far_keys[np.minimum(at, len(self.far_keys) - 1)] == keys
+        self.far_values[at[held]] = values[held]
+        new = ~held & (values >= 0)
+        self.far_keys = np.insert(self.far_keys, at[new], keys[new])
+        self.far_values = np.insert(self.far_values, at[new], values[new])
+        removed = self.far_values < 0
+        if removed.sum() * 2 > len(self.far_values):  # mostly removed: dropped
+            self.far_keys, self.far_values = self.far_keys[~removed], self.far_values[~removed]
 
     def pop(self, key):
         found = self.get(key)
         if found is not None:
-            self.array[key] = -1
+            self.set([key], [-1])
         return found
 
     def keys(self):
-        return np.flatnonzero(self.array >= 0)
+        """The ids held, ascending."""
+        dense = np.flatnonzero(self.array >= 0)
+        if not len(self.far_keys):
+            return dense
+        far = self.far_keys[self.far_values >= 0]
+        return np.concatenate((far[far < 0], dense, far[far >= 0]))
 
     def __len__(self):
-        return int((self.array >= 0).sum())
+        return self.count
 
     def __contains__(self, key):
         return self[key] >= 0
+
+    def to_arrays(self, prefix):
+        return {prefix: self.array, f"{prefix}.far_keys": self.far_keys, f"{prefix}.far_values": self.far_values}
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix):
+        """The map `to_arrays` gave (a snapshot's)."""
+        held = cls()
+        held.array, held.far_keys, held.far_values = (
+            arrays[name].copy() for name in (prefix, f"{prefix}.far_keys", f"{prefix}.far_values")
+        )
+        held.count = int(np.count_nonzero(held.array >= 0)) + int(np.count_nonzero(held.far_values >= 0))
+        return held
 
 
 class Strings:

@@ -23,7 +23,9 @@ import numpy as np
 import xxhash
 
 MAGIC = b"datasette-brain read state\n"
-FORMAT = 5  # 2: with the lexical postings; 3: their terms one a line; 4: changes with stamps; 5: terms hashed
+# 2: with the lexical postings; 3: their terms one a line; 4: changes with stamps; 5: terms hashed;
+# 6: id maps with their far ids (slots.IdMap)
+FORMAT = 6
 ALIGN = 64
 SUFFIX = "-brainstate"
 

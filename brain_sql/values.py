@@ -23,7 +23,7 @@ from .document import names
 from .embed import NOT_INSTALLED, installed, model_dimension
 from .errors import BrainError, FieldError
 from .fields import loads_json, normalize_scope, stored_too_deep, unencodable
-from .schema import ENTITY_SQL, META_TABLE, TIME_SAYS, TIME_SQL
+from .schema import ENTITY_SQL, ID_SAYS, ID_SQL, META_TABLE, TIME_SAYS, TIME_SQL
 from .vectors import vector_dimension
 
 
@@ -38,7 +38,8 @@ class Rule:
     made again from. `read`, when set, is what a value its rule refuses reads as
     (_UNREAD when it reads as nothing). `unsound`, when set, is true of values the
     SQL takes that no export can write (a JSON column's lone surrogate escape), read
-    in Python only where `suspect`, SQL over `{c}` like `valid`, holds."""
+    in Python only where `suspect`, SQL over `{c}` like `valid`, holds. `how` says
+    what mends a wrong value that --repair cannot."""
 
     valid: str
     says: str
@@ -48,6 +49,7 @@ class Rule:
     read: object = None
     unsound: object = None
     suspect: str | None = None
+    how: str = "set it with SQL"
 
 
 _UNREAD = object()
@@ -119,6 +121,20 @@ TIME = Rule(TIME_SQL, TIME_SAYS)
 WHOLE = Rule("typeof({c}) in ('integer', 'null')", "a whole number or NULL", "integer")
 ID = Rule("typeof({c}) = 'integer'", "an id (a whole number)", "integer")
 OPTIONAL_ID = Rule("typeof({c}) in ('integer', 'null')", "an id (a whole number) or NULL", "integer")
+# a row's own id, which readers and clients hold (schema.ID_TABLES): one past it is not
+# a row --repair can give another (what refers to it would not follow)
+OWN_ID = Rule(
+    ID_SQL,
+    ID_SAYS,
+    "integer",
+    how="give it an id within that with SQL, and what names it the same, or delete it",
+)
+MEMORY_ID = Rule(
+    ID_SQL,
+    ID_SAYS,
+    "integer",
+    how="forget it: sqlite-utils brain forget DB --id=<this id>; or give it an id within that with SQL",
+)
 _CLASSES = ", ".join(f"'{name}'" for name in CLASSES)
 
 # table -> (its key column, {column: Rule})
@@ -126,6 +142,7 @@ RULES = {
     "knowledge": (
         "id",
         {
+            "id": MEMORY_ID,
             "title": TEXT,
             "content": REQUIRED,
             "knowledge_type": TEXT,
@@ -193,10 +210,11 @@ RULES = {
             "version_of": TEXT,
         },
     ),
-    "entities": ("id", {"name": REQUIRED, "entity_type": TEXT, "created_at": TIME}),
+    "entities": ("id", {"id": OWN_ID, "name": REQUIRED, "entity_type": TEXT, "created_at": TIME}),
     "relationships": (
         "id",
         {
+            "id": OWN_ID,
             "from_entity_id": ID,
             "to_entity_id": ID,
             "relation_type": REQUIRED,
@@ -272,33 +290,51 @@ def invalid(conn, limit=None):
     `limit`, at most that many from each table."""
     found = []
     for table, (key, rules) in RULES.items():
-        present = {row[1] for row in conn.execute(f"pragma table_info([{table}])")}
-        rules = {column: rule for column, rule in rules.items() if column in present}
-        if not rules:
-            continue
-        wrong, params = [], []
-        for column, rule in rules.items():
-            test = f"not ({rule.valid.format(c=f'[{column}]')})"
-            abnormal = _abnormal(conn, table, column, rule)
-            if abnormal:
-                test += f" or [{column}] in (select value from json_each(?))"
-                params.append(json.dumps(abnormal))
-            unsound = _unsound(conn, table, key, column, rule)
-            if unsound:
-                test += f" or [{key}] in (select value from json_each(?))"
-                params.append(json.dumps(unsound))
-            wrong.append(f"({test})")
-        sql = (
-            f"select [{key}], {', '.join(wrong)}, {', '.join(f'[{c}]' for c in rules)} from [{table}] "
-            f"where {' or '.join(wrong)} order by [{key}]" + (f" limit {int(limit)}" if limit else "")
-        )
-        for row in conn.execute(sql, params * 2).fetchall():
-            flags, stored = row[1 : 1 + len(rules)], row[1 + len(rules) :]
-            for (column, rule), bad, value in zip(rules.items(), flags, stored):
-                if bad:
-                    repair = _repair(conn, rule, value, table, key, row[0])
-                    found.append(Invalid(table, row[0], column, value, rule.says, repair))
+        found += _invalid_rows(conn, table, key, rules, limit=limit)
     return found + _meta(conn)
+
+
+def invalid_in(conn, table, keys, columns):
+    """[Invalid] of the rows `keys` of `table` whose `columns` hold a value its
+    rule refuses: what check names of them (a column with a `normal` function
+    reads the whole table's distinct values)."""
+    key, rules = RULES[table]
+    return _invalid_rows(conn, table, key, {column: rules[column] for column in columns}, keys=keys)
+
+
+def _invalid_rows(conn, table, key, rules, limit=None, keys=None):
+    """[Invalid] of the rows of `table` (of `keys` only, when given) holding a
+    value one of `rules` refuses."""
+    present = {row[1] for row in conn.execute(f"pragma table_info([{table}])")}
+    rules = {column: rule for column, rule in rules.items() if column in present}
+    if not rules:
+        return []
+    wrong, params = [], []
+    for column, rule in rules.items():
+        test = f"not ({rule.valid.format(c=f'[{column}]')})"
+        abnormal = _abnormal(conn, table, column, rule)
+        if abnormal:
+            test += f" or [{column}] in (select value from json_each(?))"
+            params.append(json.dumps(abnormal))
+        unsound = _unsound(conn, table, key, column, rule)
+        if unsound:
+            test += f" or [{key}] in (select value from json_each(?))"
+            params.append(json.dumps(unsound))
+        wrong.append(f"({test})")
+    among = "" if keys is None else f"[{key}] in (select value from json_each(?)) and "
+    sql = (
+        f"select [{key}], {', '.join(wrong)}, {', '.join(f'[{c}]' for c in rules)} from [{table}] "
+        f"where {among}({' or '.join(wrong)}) order by [{key}]" + (f" limit {int(limit)}" if limit else "")
+    )
+    found = []
+    given = [] if keys is None else [json.dumps(list(keys))]
+    for row in conn.execute(sql, params + given + params).fetchall():
+        flags, stored = row[1 : 1 + len(rules)], row[1 + len(rules) :]
+        for (column, rule), bad, value in zip(rules.items(), flags, stored):
+            if bad:
+                repair = _repair(conn, rule, value, table, key, row[0])
+                found.append(Invalid(table, row[0], column, value, rule.says, repair, rule.how))
+    return found
 
 
 def _abnormal(conn, table, column, rule):
@@ -453,8 +489,11 @@ def fault(conn):
         found = invalid(conn, limit=3)
     except sqlite3.Error:
         return None
-    if not found:
-        return None
+    return faulted(found) if found else None
+
+
+def faulted(found):
+    """The BrainError saying to run check, naming the first few of `found` ([Invalid])."""
     return BrainError(
         f"the brain holds values of the wrong kind ({'; '.join(map(str, found[:3]))}{' …' if len(found) > 3 else ''}): "
         "run sqlite-utils brain check"

@@ -14,7 +14,9 @@ from pathlib import Path
 import xxhash
 
 from . import conversation, mentions, validity
+from .config import MAX_ID, MAX_KEPT_ID
 from .connection import max_variables
+from .errors import BrainError
 from .schema import next_knowledge_id, recorded_model
 from .vectors import embedded_text, insert_vectors, storage_vectors
 
@@ -79,14 +81,17 @@ def _chunk_values(columns, chunk):
 def _new_ids(first, wanted):
     """Ids for new chunks, in order, from `first` (next_knowledge_id's): each above
     every id before it, a chunk's own wanted id (an exported memory's) where it is
-    above them. None when they would pass the largest id SQLite keys take."""
-    if first is None:
-        return None
+    above them and at most MAX_KEPT_ID. A BrainError when they would pass MAX_ID."""
     ids, mark = [], first - 1
     for own in wanted:
-        mark = own if own is not None and mark < own < 1 << 63 else mark + 1
+        mark = own if own is not None and mark < own <= MAX_KEPT_ID else mark + 1
         ids.append(mark)
-    return ids if mark < 1 << 63 else None
+    if mark > MAX_ID:
+        raise BrainError(
+            f"every memory id up to {MAX_ID:,} is given (a row plain SQL wrote with an id that high): "
+            "no new memory can be stored in this brain; export it and ingest the export into a new one"
+        )
+    return ids
 
 
 def content_hash(text):
@@ -237,17 +242,14 @@ class DocumentWriter:
                 placed.append((chunk_ids[-1], index, digest))
                 wanted.append(chunk.memory_id)
             self.report.chunks_added += len(plan["new"])
-        ids = _new_ids(next_knowledge_id(self.conn), wanted)
-        if ids is not None:  # above every id ever given: a forgotten one is never reused
-            per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)
-            for start in range(0, len(rows), per_statement):
-                part = rows[start : start + per_statement]
-                self.conn.execute(
-                    _INSERT_CHUNKS + ", ".join([_CHUNK_VALUES] * len(part)),
-                    [value for row_id, row in zip(ids[start:], part) for value in (row_id, *row)],
-                )
-        else:  # past the largest id: SQLite picks unused ones
-            ids = [self.conn.execute(_INSERT_CHUNKS + _CHUNK_VALUES, (None, *row)).lastrowid for row in rows]
+        ids = _new_ids(next_knowledge_id(self.conn), wanted)  # above every id ever given: none is reused
+        per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)
+        for start in range(0, len(rows), per_statement):
+            part = rows[start : start + per_statement]
+            self.conn.execute(
+                _INSERT_CHUNKS + ", ".join([_CHUNK_VALUES] * len(part)),
+                [value for row_id, row in zip(ids[start:], part) for value in (row_id, *row)],
+            )
         stored_vectors = []
         for row_id, (ids_of, index, digest) in zip(ids, placed):
             ids_of[index] = row_id

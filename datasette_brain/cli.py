@@ -347,6 +347,10 @@ PROBLEMS = {
         "the id mark, which keeps a forgotten memory's id from being given to another, is below the highest id "
         "given (shown) or is not there: plain SQL set it back or dropped it"
     ),
+    "id_marks_past_bound": (
+        "id marks past the largest id (2**53 - 1), which a row plain SQL wrote that high left there: "
+        "every new id after them would be refused"
+    ),
     "instance_id": "the brain's instance id, which readers tell it from another copied over its file by, is not one id",
     "missing_indexes": (
         "indexes the pages read missing (a tool that rebuilds tables drops them): pages read every memory"

@@ -71,7 +71,7 @@ def taking(fields):
     return made
 
 
-Records = json_arg("array", "the records to store, all or none", items={"type": "object"})
+Records = json_arg("array", "the records to store, all or none (at most 1,000)", items={"type": "object"})
 Claim = json_arg("string", "the words to look for")
 StoredId = json_arg("integer", "a stored memory's id")
 LookIn = json_arg("string", "a text to look in, instead of a memory")

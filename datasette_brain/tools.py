@@ -400,7 +400,11 @@ async def remember(datasette, actor, database, body, db=None):
     records = body if isinstance(body, list) else [body]
     if not records or not all(isinstance(r, dict) for r in records):
         raise ApiError("give a record object or a non-empty list of them")
-    report, ids = await write(db, lambda conn: brain_sql.remember(conn, records))
+    # read, checked and embedded on a read connection: the write thread (the write lock) only writes
+    prepared = await db.execute_fn(lambda conn: for_plugin.prepare_remember(conn, records))
+    report, ids = prepared.report, []
+    if not report.errors:
+        report, ids = await write(db, lambda conn: for_plugin.write_remember(conn, prepared))
     if report.errors:
         raise ApiError("; ".join(e.message for e in report.errors))
     return report.answer(ids)

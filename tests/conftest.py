@@ -99,11 +99,13 @@ def snapshot(conn):
     }
 
 
-def without_rules(conn):
-    """Drop the triggers that refuse values the brain's rules forbid (m015): a brain
-    written before them, or by a tool that dropped them, may hold such values."""
+def without_rules(conn, ids=False):
+    """Drop the triggers that refuse values the brain's rules forbid (m015), and with
+    `ids` those refusing ids past the bound (m017): a brain written before them, or
+    by a tool that dropped them, may hold such values."""
     for (name,) in conn.execute("select name from sqlite_master where name glob 'brain_rules_*'").fetchall():
-        conn.execute(f"drop trigger [{name}]")
+        if ids or "_id_" not in name:
+            conn.execute(f"drop trigger [{name}]")
 
 
 def close_brain(conn):

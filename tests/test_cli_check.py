@@ -191,6 +191,49 @@ def test_an_infinite_confidence_is_a_409_not_json_it_has_not(run, vault_brain_co
     assert "confidence" in run("brain", "check", vault_brain_copy).output
 
 
+@pytest.mark.parametrize(
+    "column, value",
+    [
+        ("confidence", 1.7976931348623157e308),
+        ("confidence", 1e308),
+        ("confidence", -1e308),
+        ("confidence", 1.01),
+        ("confidence", "high"),
+        ("confidence", b"\x00\xff"),
+        ("confidence", 0.0),
+        ("confidence", 1),
+        ("confidence", None),
+        ("observed_at", "2024-02-30 10:00:00"),
+        ("observed_at", 99999999999999),
+        ("observed_at", "2024-02-28 10:00:00"),
+    ],
+)
+def test_recall_refuses_a_hit_exactly_when_check_names_the_value_its_score_reads(vault_brain_copy, column, value):
+    """The recency and confidence boost moves a score by at most ±0.5%: a value
+    check names (confidence 1e308 would put the memory first, whatever the query)
+    is answered 409 saying to run check, as 'high' is; any other is answered."""
+    conn = brain_sql.connect(vault_brain_copy)
+    graph_leg = conn.execute("select id from knowledge where title = 'Graph Leg'").fetchone()[0]
+    with conn:
+        without_rules(conn)
+        conn.execute(f"update knowledge set [{column}] = ? where id = ?", [value, graph_leg])
+    named = [line for line in check(conn).get("invalid_values", []) if f"knowledge {graph_leg} {column}" in line]
+    conn.close()
+
+    async def recalled():
+        datasette = Datasette([str(vault_brain_copy)])
+        return await datasette.client.get("/brain/-/recall?q=what+does+the+graph+leg+do&cutoff=false")
+
+    answer = asyncio.run(recalled())
+    if named:
+        assert answer.status_code == 409 and "run sqlite-utils brain check" in answer.json()["error"], answer.text
+        assert f"knowledge {graph_leg} {column}" in answer.json()["error"]
+    else:
+        assert answer.status_code == 200, answer.text
+        hits = answer.json()["hits"]
+        assert hits[0]["id"] == graph_leg and hits[0]["score"] < 1.01 * hits[0]["provenance"]["fused_score"]
+
+
 def test_values_of_the_wrong_kind_are_named_and_mended_when_they_read_one_way(run, db_path):
     """Plain SQL stores any value anywhere: a BLOB holding a title's or a name's
     UTF-8 text, a number as bytes, another dimension in brain_meta. Check names

@@ -9,6 +9,7 @@ import pytest
 
 import brain_sql
 from brain_sql import state
+from brain_sql.config import MAX_FORGET_ITEMS
 from brain_sql.connection import sqlite3
 
 from .conftest import edges, rows, snapshot, write
@@ -179,7 +180,10 @@ def test_a_whole_number_external_id_is_the_text_remember_stored(brain):
         ({"external_ids": [""]}, "external_ids must be records' _ids: non-empty text or whole numbers"),
         ({"external_ids": [{"_id": "x"}]}, "external_ids must be records' _ids: non-empty text or whole numbers"),
         ({"external_ids": ["\ud800"]}, "not valid Unicode"),
-        ({"ids": list(range(6000)), "external_ids": [str(i) for i in range(4001)]}, "at most 10,000"),
+        (
+            {"ids": list(range(MAX_FORGET_ITEMS - 400)), "external_ids": [str(i) for i in range(401)]},
+            f"at most {MAX_FORGET_ITEMS:,}",
+        ),
     ],
 )
 def test_bad_requests_name_the_problem_and_change_nothing(brain, request_, message):
@@ -189,9 +193,9 @@ def test_bad_requests_name_the_problem_and_change_nothing(brain, request_, messa
     assert snapshot(brain) == before
 
 
-def test_ten_thousand_items_is_not_too_many(brain):
-    result = brain_sql.forget(brain, ids=list(range(10**6, 10**6 + 9999)), external_ids=["r-lunch"])
-    assert len(result["not_found"]["ids"]) == 9999 and result["removed"]["external_ids"] == ["r-lunch"]
+def test_as_many_items_as_the_limit_is_not_too_many(brain):
+    result = brain_sql.forget(brain, ids=list(range(10**6, 10**6 + MAX_FORGET_ITEMS - 1)), external_ids=["r-lunch"])
+    assert len(result["not_found"]["ids"]) == MAX_FORGET_ITEMS - 1 and result["removed"]["external_ids"] == ["r-lunch"]
 
 
 def test_forget_is_one_transaction(brain, monkeypatch):

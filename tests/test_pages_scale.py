@@ -320,18 +320,17 @@ def decaying_brain(tmp_path_factory):
     path = tmp_path_factory.mktemp("decaying") / "decaying.db"
     conn = brain_sql.connect(path)
     brain_sql.migrate(conn)
-    brain_sql.remember(
-        conn,
-        [
-            {
-                "_id": f"e{n}",
-                "text": f"Memory {n} expires.",
-                "domain": ("work", "home")[n % 2],
-                "expires_at": "2020-01-01" if n % 2 else "2999-01-01",
-            }
-            for n in range(1_200)
-        ],
-    )
+    records = [
+        {
+            "_id": f"e{n}",
+            "text": f"Memory {n} expires.",
+            "domain": ("work", "home")[n % 2],
+            "expires_at": "2020-01-01" if n % 2 else "2999-01-01",
+        }
+        for n in range(1_200)
+    ]
+    for start in range(0, len(records), 600):  # as many records as one remember takes
+        brain_sql.remember(conn, records[start : start + 600])
     with conn:
         conn.execute("begin")
         conn.executemany(

@@ -261,11 +261,10 @@ def test_equal_distances_make_the_cut_as_in_vec0(tmp_path, copies, k):
     """vec0 scans its chunks (1,024 rows each) in order, keeps what it has over an
     equal newcomer, and within a chunk takes the later row: so does the state."""
     conn = brain_sql.connect(tmp_path / "brain.db")
-    brain_sql.remember(
-        conn,
-        [{"_id": f"d{i}", "text": "The pager rota changes on Mondays."} for i in range(copies)]
-        + [{"_id": "other", "text": "Lunch is at noon."}],
-    )
+    records = [{"_id": f"d{i}", "text": "The pager rota changes on Mondays."} for i in range(copies)]
+    for start in range(0, copies, 1000):  # as many records as one remember takes
+        brain_sql.remember(conn, records[start : start + 1000])
+    brain_sql.remember(conn, [{"_id": "other", "text": "Lunch is at noon."}])
     query = quantize_int8(embed(["pager rota"], MODEL))[0].tobytes()
     chosen = filters(random.Random(0))
     current = state.current(conn, 256)

@@ -13,7 +13,7 @@ import pytest
 from datasette.app import Datasette
 
 import brain_sql
-from brain_sql import pipeline, writer
+from brain_sql import for_plugin, pipeline, writer
 from brain_sql.connection import atomic, sqlite3
 from brain_sql.consistency import check
 
@@ -334,3 +334,92 @@ def test_an_ingest_that_loses_the_lock_midway_keeps_what_it_committed_and_says_s
     again = brain_sql.ingest(brain_sql.connect(db_path), [source])
     assert (again.documents_added, again.documents_unchanged) == (40 - kept, kept)
     assert check(brain_sql.connect(db_path)) == {}
+
+
+@pytest.mark.asyncio
+async def test_a_remember_holds_no_write_lock_while_its_records_are_embedded(tmp_path, monkeypatch):
+    """Its records are read, checked and embedded before it writes: meanwhile
+    another writer gets Datasette's write thread and SQLite's write lock at once."""
+    db_path = tmp_path / "brain.db"
+    brain_sql.remember(brain_sql.connect(db_path), [{"_id": "x", "text": "a memory"}])
+    datasette = Datasette([str(db_path)], metadata=WRITER)
+    database, loop = datasette.get_database("brain"), asyncio.get_running_loop()
+    embed, meanwhile = pipeline.storage_vectors, []
+
+    def embedding(texts, model_id):
+        if not meanwhile:  # another writer, while these are embedded
+            other = brain_sql.connect(db_path)
+            other.execute("pragma busy_timeout = 0")
+            try:
+                other.execute("begin immediate")
+                other.execute("rollback")
+                meanwhile.append("locked by none")
+            except sqlite3.OperationalError as ex:
+                meanwhile.append(str(ex))
+            written = asyncio.run_coroutine_threadsafe(database.execute_write_fn(lambda conn: 1, block=True), loop)
+            try:
+                meanwhile.append(written.result(timeout=10))
+            except TimeoutError:
+                meanwhile.append("the write thread was busy")
+        return embed(texts, model_id)
+
+    monkeypatch.setattr(pipeline, "storage_vectors", embedding)
+    response = await datasette.client.post("/brain/-/remember", json=[{"text": f"note {i}"} for i in range(20)])
+    assert response.status_code == 201 and response.json()["added"] == 20, response.text
+    assert meanwhile == ["locked by none", 1]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "records, said",
+    [
+        ([{"text": f"note {i}"} for i in range(pipeline.MAX_REMEMBER_RECORDS + 1)], "at most 1,000 in one remember"),
+        (
+            [{"_id": "big", "title": "Big", "_chunks": [{"content": f"part {i}"} for i in range(1001)]}],
+            "make 1,001 memories (chunks): at most 1,000 in one remember",
+        ),
+    ],
+)
+async def test_a_remember_past_its_bounds_is_refused_naming_them(run, tmp_path, records, said):
+    """More records or memories than one transaction may write while others wait:
+    a 400 (the CLI: exit 2) naming the limit and what writes any number; nothing stored."""
+    db_path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(db_path))
+    datasette = Datasette([str(db_path)], metadata=WRITER)
+    response = await datasette.client.post("/brain/-/remember", json=records)
+    assert response.status_code == 400 and said in response.json()["error"], response.text
+    assert "sqlite-utils brain ingest" in response.json()["error"]
+    source = write(tmp_path / "records.jsonl", "\n".join(json.dumps(r) for r in records))
+    result = run("brain", "remember", db_path, source)
+    assert result.exit_code == 2 and said in result.output, result.output
+    assert count(db_path) == 0
+
+
+def test_a_remember_prepared_before_another_write_is_made_again_under_the_lock(tmp_path):
+    """Records read before the lock are read again when the brain changed since:
+    an `_id` that an ingest stored meanwhile is updated there, not stored twice."""
+    db_path = tmp_path / "brain.db"
+    conn = brain_sql.connect(db_path)
+    brain_sql.migrate(conn)
+    prepared = for_plugin.prepare_remember(conn, [{"_id": "x", "text": "the new text"}])
+    brain_sql.ingest(
+        brain_sql.connect(db_path), [write(tmp_path / "r.jsonl", '{"_id": "x", "text": "the old text"}\n')]
+    )
+    report, [[memory]] = for_plugin.write_remember(conn, prepared)
+    assert (report.documents_added, report.documents_updated) == (0, 1)
+    assert conn.execute("select id, content from knowledge").fetchall() == [(memory, "the new text")]
+
+
+@pytest.mark.asyncio
+async def test_a_forget_past_its_bound_is_refused_naming_it(run, tmp_path):
+    """At most 1,000 ids and external ids in one forget (docs/ingest.md): it holds the
+    write lock about a second at most; more is a 400 (the CLI: exit 2), nothing forgotten."""
+    db_path = tmp_path / "brain.db"
+    brain_sql.remember(brain_sql.connect(db_path), [{"_id": "x", "text": "a memory to keep"}])
+    datasette = Datasette([str(db_path)], metadata=WRITER)
+    asked = {"ids": list(range(2, 1002)), "external_ids": ["x"]}
+    response = await datasette.client.post("/brain/-/forget", json=asked)
+    assert response.status_code == 400 and "at most 1,000 in one request" in response.json()["error"], response.text
+    result = run("brain", "forget", db_path, *[f"--id={i}" for i in asked["ids"]], "--external-id", "x")
+    assert result.exit_code == 2 and "at most 1,000 in one request" in result.output, result.output
+    assert count(db_path) == 1
