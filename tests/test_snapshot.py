@@ -5,6 +5,7 @@ damaged, another brain's or out of the log's reach; check verifies it."""
 import json
 import os
 import shutil
+import struct
 
 import pytest
 
@@ -113,6 +114,51 @@ def test_a_snapshot_that_cannot_be_trusted_is_rebuilt_and_check_says_so(small_sn
     assert list(found) == ["stale_snapshot"], found
     brain_sql.check(conn, repair=True)
     assert brain_sql.check(conn) == {}
+
+
+@pytest.mark.parametrize("damage", [None, "flip"])
+def test_a_snapshot_with_xxh64_checksums_an_earlier_version_wrote_is_loaded_or_refused(
+    small_snapshots, builds, tmp_path, monkeypatch, damage
+):
+    """Snapshots written before XXH3 carry XXH64 checksums: one that holds is loaded
+    (no minute-long rebuild after an upgrade), one that does not is rebuilt."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    with monkeypatch.context() as patched:
+        patched.setattr(snapshot, "WRITTEN", "xxh64")
+        brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    where = tmp_path / "brain.db-brainstate"
+    manifest, start = snapshot.read_manifest(where)
+    assert all("xxh64" in entry and "xxh3" not in entry for entry in manifest["arrays"].values())
+    if damage:
+        data = bytearray(where.read_bytes())
+        entry = max(manifest["arrays"].values(), key=lambda e: e["bytes"])
+        data[start + entry["offset"] + entry["bytes"] // 2] ^= 0xFF
+        where.write_bytes(bytes(data))
+    conn = reopen(path)
+    builds.clear()
+    loaded = state.current(conn, 256)
+    assert builds == ([1] if damage else [])
+    assert loaded.fingerprint() == fresh_state(conn).fingerprint()
+
+
+def test_a_snapshot_whose_manifest_names_more_bytes_than_the_file_holds_is_rebuilt(small_snapshots, builds, tmp_path):
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    where = tmp_path / "brain.db-brainstate"
+    manifest, start = snapshot.read_manifest(where)
+    entry = max(manifest["arrays"].values(), key=lambda e: e["bytes"])
+    entry["bytes"] = 1 << 45  # 32 TB: no buffer of that is ever asked for
+    header = json.dumps(manifest).encode()
+    data = where.read_bytes()
+    head = snapshot.MAGIC + struct.pack("<Q", len(header)) + header
+    where.write_bytes(head + b"\0" * (-len(head) % snapshot.ALIGN) + data[start:])
+    conn = reopen(path)
+    builds.clear()
+    current = state.current(conn, 256)
+    assert builds == [1]  # built: the manifest is not believed
+    assert current.fingerprint() == fresh_state(conn).fingerprint()
 
 
 def test_a_snapshot_holding_other_rows_is_found_by_check(small_snapshots, tmp_path):
