@@ -37,6 +37,9 @@ class ReadState:
 
     def __init__(self, dimension):
         self.lock = _SharedLock()
+        # one refresh (or swap of a compacted copy) at a time: what a refresh reads
+        # under the shared lock stays true until it puts it in place
+        self.refreshing = threading.Lock()
         self.seq = None  # the last change applied (None: the brain has no change log)
         self.last = None  # that change's (kind, key, stamp): a file copied over this one says otherwise
         self.instance = None  # the brain's own id (brain_instance), kept by copies of it
@@ -58,12 +61,13 @@ class ReadState:
         """Read everything from the brain on `conn` (a fresh state)."""
         return follower.build(self, conn)
 
-    def refresh(self, conn):
-        """Bring the state up to what `conn` sees; True when it must be built anew."""
-        return follower.follow(self, conn)
+    def refresh(self, conn, fetched=None):
+        """Bring the state up to what `conn` sees (or to what `fetched`, follower.fetch's
+        answer, holds); True when it must be built anew."""
+        return follower.follow(self, conn, fetched)
 
-    def _apply(self, conn, changed):
-        follower.apply(self, conn, changed)
+    def _apply(self, conn, fetched):
+        follower.apply(self, conn, fetched)
 
     def garbage(self):
         """The share of slots that removed rows left behind; past REBUILD_SHARE a
@@ -265,40 +269,64 @@ def current(conn, dimension):
         return state if state.built else ReadState(dimension).build(conn)
     seq, instance, stamp = last_change(conn)
     token = _file_token(key[0]) if key and seq is None else None
-    if (
-        state.built
-        and seq is not None
-        and (seq, instance) == (state.seq, state.instance)
-        and (not seq or (state.last is not None and stamp == state.last[2]))
-    ):
+    if _holds(state, seq, instance, stamp):
         return state  # the common case: nothing written since
-    compact = save = False
-    with state.lock.exclusive():
-        if state.built and seq is None and token == state.token:
-            return state
-        if not state.built and seq is not None and key:
-            loaded = _from_snapshot(conn, key[0], dimension, instance)
-            if loaded is not None:
-                _replace(state, loaded, token)
-                state.saved = state.seq
-        try:
-            stale = not state.built or seq is None or state.refresh(conn)
-        except BaseException:
-            state.built = False  # half applied: the next reader builds it anew
-            raise
-        if stale:
-            _replace(state, ReadState(dimension).build(conn), token)
-        elif state.garbage() > REBUILD_SHARE and not state.compacting:
-            # current, but full of dead slots: a copy without them is built aside,
-            # while readers go on with this one
-            state.compacting = compact = bool(key)
-        save = bool(key) and seq is not None and _worth_saving(state)
+    with state.refreshing:
+        if _holds(state, seq, instance, stamp):
+            return state  # another reader's refresh brought it here while this one waited
+        fetched = None
+        if state.built and seq is not None:
+            with state.lock:  # the change log and its rows read beside the readers
+                fetched = follower.fetch(state, conn)
+            if fetched is False:
+                return state
+        with state.lock.exclusive():
+            compact, save = _bring_up(state, conn, key, dimension, (seq, instance, token), fetched)
     if compact:
         threading.Thread(target=_compact, args=(state, key[0], dimension), name="brain-compact", daemon=True).start()
     elif save:
         state.saving = True
         threading.Thread(target=_save_when_quiet, args=(state, key[0]), name="brain-snapshot", daemon=True).start()
     return state
+
+
+def _bring_up(state, conn, key, dimension, seen, fetched):
+    """Under the exclusive lock: load, follow or build `state` up to what `conn` sees
+    (`seen`: its change-log position, instance and file token; `fetched`: what
+    follower.fetch read for it, or None); returns (whether to compact it aside,
+    whether to save its snapshot)."""
+    seq, instance, token = seen
+    if state.built and seq is None and token == state.token:
+        return False, False
+    if not state.built and seq is not None and key:
+        loaded = _from_snapshot(conn, key[0], dimension, instance)
+        if loaded is not None:
+            _replace(state, loaded, token)
+            state.saved = state.seq
+    try:
+        stale = not state.built or seq is None or state.refresh(conn, fetched)
+    except BaseException:
+        state.built = False  # half applied: the next reader builds it anew
+        raise
+    compact = False
+    if stale:
+        _replace(state, ReadState(dimension).build(conn), token)
+    elif state.garbage() > REBUILD_SHARE and not state.compacting:
+        # current, but full of dead slots: a copy without them is built aside,
+        # while readers go on with this one
+        state.compacting = compact = bool(key)
+    return compact, bool(key) and seq is not None and _worth_saving(state)
+
+
+def _holds(state, seq, instance, stamp):
+    """Whether `state` holds the brain at the change-log position `seq` (with that
+    change's `stamp`) of brain `instance`."""
+    return (
+        state.built
+        and seq is not None
+        and (seq, instance) == (state.seq, state.instance)
+        and (not seq or (state.last is not None and stamp == state.last[2]))
+    )
 
 
 def _from_snapshot(conn, path, dimension, instance):
@@ -375,7 +403,7 @@ def persist(conn):
 def _replace(state, fresh, token):
     """Put `fresh` in place of what `state` holds (under its exclusive lock)."""
     fresh.version, fresh.token = state.version + 1, token
-    state.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in ("lock", "saving")})
+    state.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in ("lock", "refreshing", "saving")})
 
 
 def _compact(state, path, dimension):
@@ -385,7 +413,7 @@ def _compact(state, path, dimension):
         conn = open_connection(path, read_only=True)
         try:
             fresh = ReadState(dimension).build(conn)
-            with state.lock.exclusive():
+            with state.refreshing, state.lock.exclusive():
                 if state.built and fresh.instance == state.instance and not fresh.refresh(conn):
                     _replace(state, fresh, state.token)
         finally:
