@@ -251,14 +251,17 @@ class Terms:
         return zip(self.in_order(), range(len(self)))
 
     def to_arrays(self):
-        terms = self.in_order()
-        spelled = [_spelled(t) for t in terms]
-        hashes = np.fromiter((_hash(b) for b in spelled), np.uint64, len(spelled))
+        """The terms as from_arrays reads them: the stored ones' bytes and hash table as
+        they are, the later ones hashed and merged in (a million terms are not hashed again)."""
+        later = [_spelled(t) for t in sorted(self._added, key=self._added.__getitem__)]
+        hashes = np.concatenate((self._hashes, np.fromiter((_hash(b) for b in later), np.uint64, len(later))))
+        numbers = np.concatenate((self._order, np.arange(len(self._starts), len(self), dtype=np.int64)))
         order = np.argsort(hashes, kind="stable")
+        blob = b"\n".join(([self._blob] if len(self._starts) else []) + later)
         return {
-            "terms": np.frombuffer(b"\n".join(spelled), np.uint8).copy(),
+            "terms": np.frombuffer(blob, np.uint8).copy(),
             "term_hashes": hashes[order],
-            "term_order": order.astype(np.int64),
+            "term_order": numbers[order],
         }
 
     @classmethod

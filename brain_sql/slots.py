@@ -133,10 +133,24 @@ class Strings:
         return (self[i] for i in range(len(self)))
 
     def to_arrays(self, prefix):
-        values = list(self)
-        text = "".join(v or "" for v in values)
-        ends = np.cumsum([len(v or "") for v in values], dtype=np.int64)
-        none = np.array([v is None for v in values], dtype=np.bool_)
+        """The column as from_arrays reads it: the stored text kept in runs between the
+        values changed since, so a million names are not made one object each."""
+        stored = len(self.ends)
+        starts = np.concatenate(([0], self.ends[:-1])) if stored else self.ends
+        texts, lengths, nones, at = [], [], [], 0
+        for index in [*sorted(self.changed), stored]:
+            if index > at:  # the stored values [at, index), as they are
+                texts.append(self.text[int(starts[at]) : int(self.ends[index - 1])])
+                lengths.append(self.ends[at:index] - starts[at:index])
+                nones.append(self.none[at:index])
+            at = index + 1
+            values = [self.changed[index]] if index < stored else self.added
+            texts.extend(v or "" for v in values)
+            lengths.append(np.array([len(v or "") for v in values], dtype=np.int64))
+            nones.append(np.array([v is None for v in values], dtype=np.bool_))
+        text = "".join(texts)
+        ends = np.cumsum(np.concatenate(lengths), dtype=np.int64)
+        none = np.concatenate(nones)
         return {
             f"{prefix}.text": np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8),
             f"{prefix}.ends": ends,

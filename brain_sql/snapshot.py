@@ -13,6 +13,7 @@ bytes at 64-byte boundaries. Written to a temporary file and renamed over, so a
 reader never sees half of one.
 """
 
+import contextlib
 import json
 import os
 import stat
@@ -30,7 +31,9 @@ SUFFIX = "-brainstate"
 # an array's checksum, by the name its manifest entry gives it: written with the first
 # (XXH3, three times XXH64's speed over a million memories' gigabyte), read with either
 CHECKSUMS = {"xxh3": xxhash.xxh3_64_hexdigest, "xxh64": xxhash.xxh64_hexdigest}
+STREAMS = {"xxh3": xxhash.xxh3_64, "xxh64": xxhash.xxh64}  # the same digests, a piece at a time
 WRITTEN = next(iter(CHECKSUMS))
+PIECE = 1 << 25  # bytes of an array written in one hold of the read state's lock (32 MB: tens of ms)
 
 
 class SnapshotError(Exception):
@@ -41,31 +44,35 @@ def path_for(brain_path):
     return str(brain_path) + SUFFIX
 
 
-def save(path, manifest, arrays, like=None):
+def save(path, manifest, arrays, like=None, hold=contextlib.nullcontext):
     """Write `arrays` ({name: numpy array}) and `manifest` (JSON-able) to `path`,
-    readable by whoever may read the file `like` (the brain) when given."""
+    readable by whoever may read the file `like` (the brain) when given. Each
+    PIECE of an array is hashed and written inside `hold()`: a context that the
+    read state's shared lock makes, so that a refresh waits for one piece, not
+    for the whole file, and that raises to give the save up when the arrays
+    changed meanwhile (the file is then never renamed into place)."""
     entries, offset = {}, 0
     for name, array in arrays.items():
-        array = np.ascontiguousarray(array)
         entries[name] = {
             "dtype": array.dtype.str,
             "shape": list(array.shape),
             "offset": offset,
             "bytes": array.nbytes,
-            WRITTEN: CHECKSUMS[WRITTEN](memoryview(array).cast("B")),
+            WRITTEN: "0" * 16,  # a digest's length, filled in once written
         }
         offset += -(-array.nbytes // ALIGN) * ALIGN
-    header = json.dumps({**manifest, "format": FORMAT, "arrays": entries}).encode("utf-8")
     folder = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(prefix=".brainstate-", dir=folder)
     try:
         with os.fdopen(handle, "wb") as out:
-            out.write(MAGIC + struct.pack("<Q", len(header)) + header)
+            out.write(_head(manifest, entries))
             out.write(b"\0" * (-out.tell() % ALIGN))
             start = out.tell()
             for name, array in arrays.items():
                 out.seek(start + entries[name]["offset"])
-                out.write(memoryview(np.ascontiguousarray(array)).cast("B"))
+                entries[name][WRITTEN] = _write(out, array, hold)
+            out.seek(0)
+            out.write(_head(manifest, entries))  # as long as the first: every digest is 16 digits
         if like is not None:  # mkstemp makes it the owner's alone: a server run by another user reads it too
             os.chmod(temporary, os.stat(like).st_mode & 0o666)
         os.replace(temporary, path)
@@ -73,6 +80,24 @@ def save(path, manifest, arrays, like=None):
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def _head(manifest, entries):
+    header = json.dumps({**manifest, "format": FORMAT, "arrays": entries}).encode("utf-8")
+    return MAGIC + struct.pack("<Q", len(header)) + header
+
+
+def _write(out, array, hold):
+    """Write `array`'s bytes to `out` a PIECE at a time, each inside `hold()`; its digest."""
+    digest = STREAMS[WRITTEN]()
+    with hold():
+        data = memoryview(np.ascontiguousarray(array)).cast("B")
+    for at in range(0, len(data), PIECE):
+        with hold():
+            piece = data[at : at + PIECE]
+            digest.update(piece)
+            out.write(piece)
+    return digest.hexdigest()
 
 
 def _regular(path):

@@ -31,6 +31,10 @@ from .schema import recorded_model_and_dimension
 MIN_COMPACT_SLOTS = 1000  # a smaller state is never worth compacting
 
 
+class Overtaken(Exception):
+    """A snapshot given up: the state changed while it was written."""
+
+
 class ReadState:
     """The in-memory state of one brain. Read it under `lock` (shared); `refresh`
     takes it exclusively while it applies changes."""
@@ -79,18 +83,32 @@ class ReadState:
     # -- persisting ----------------------------------------------------------------
 
     def save(self, path, brain=None):
-        """Write this state's snapshot to `path`, readable as the file `brain` is
-        (call it under the shared lock)."""
-        manifest = {
-            "instance": self.instance,
-            "seq": self.seq,
-            "last": self.last,
-            "dimension": self.dimension,
-            "chunks": self.chunks.meta(),
-            "graph": self.graph.meta(),
-        }
-        postings = {f"postings.{name}": array for name, array in self.postings.to_arrays().items()}
-        snapshot.save(path, manifest, {**self.chunks.to_arrays(), **self.graph.to_arrays(), **postings}, like=brain)
+        """Write this state's snapshot to `path`, readable as the file `brain` is;
+        returns the change it holds. Takes the shared lock itself, for its parts'
+        arrays and then for each piece written, so a refresh meanwhile waits for a
+        piece, not the file; a save that a refresh overtakes gives up (Overtaken)."""
+        with self.lock:
+            version, seq = self.version, self.seq
+            manifest = {
+                "instance": self.instance,
+                "seq": self.seq,
+                "last": self.last,
+                "dimension": self.dimension,
+                "chunks": self.chunks.meta(),
+                "graph": self.graph.meta(),
+            }
+            postings = {f"postings.{name}": array for name, array in self.postings.to_arrays().items()}
+            arrays = {**self.chunks.to_arrays(), **self.graph.to_arrays(), **postings}
+
+        @contextlib.contextmanager
+        def unchanged():
+            with self.lock:
+                if self.version != version:
+                    raise Overtaken(f"the state changed while {path} was written")
+                yield
+
+        snapshot.save(path, manifest, arrays, like=brain, hold=unchanged)
+        return seq
 
     @classmethod
     def load(cls, path, dimension):
@@ -353,18 +371,19 @@ def _worth_saving(state):
 
 
 def _save_when_quiet(state, path):
-    """Save the snapshot once no write has landed for SNAPSHOT_QUIET_SECONDS: while
-    it is written, changes wait to be applied."""
+    """Save the snapshot once no write has landed for SNAPSHOT_QUIET_SECONDS; a write
+    while it is written gives it up, to wait for the next quiet."""
     try:
         while True:
             seen = state.seq
             time.sleep(SNAPSHOT_QUIET_SECONDS)
-            if state.seq == seen:
+            if state.seq != seen:
+                continue
+            try:
+                state.saved = state.save(snapshot.path_for(path), path)
                 break
-        with state.lock:
-            saved = state.seq
-            state.save(snapshot.path_for(path), path)
-        state.saved = saved
+            except Overtaken:
+                continue
     except OSError:  # a folder it may not write, a full disk: the snapshot only saves time
         pass
     finally:
@@ -390,13 +409,10 @@ def persist(conn):
     if conn.execute("select count(*) from knowledge").fetchone()[0] < SNAPSHOT_MIN_CHUNKS:
         return False
     state = current(conn, recorded_model_and_dimension(conn)[1])
-    with state.lock:
-        saved = state.seq
-        try:
-            state.save(where, key[0])
-        except OSError:
-            return False
-        state.saved = saved
+    try:
+        state.saved = state.save(where, key[0])
+    except (OSError, Overtaken):  # another thread's write overtook it: the next ingest or a server saves it
+        return False
     return True
 
 

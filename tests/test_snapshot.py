@@ -2,10 +2,12 @@
 SQL, follows the change log from where it stops, and never trusts one that is
 damaged, another brain's or out of the log's reach; check verifies it."""
 
+import contextlib
 import json
 import os
 import shutil
 import struct
+import threading
 
 import pytest
 
@@ -173,6 +175,82 @@ def test_a_snapshot_holding_other_rows_is_found_by_check(small_snapshots, tmp_pa
     assert "does not hold what the brain holds" in brain_sql.check(conn)["stale_snapshot"][0]
     assert brain_sql.check(conn, repair=True)
     assert brain_sql.check(conn) == {}
+
+
+def test_a_snapshot_being_written_never_holds_a_refresh_off_and_a_write_meanwhile_gives_it_up(
+    small_snapshots, monkeypatch, tmp_path
+):
+    """A server writes its snapshot a piece at a time under the shared lock: a write
+    landing meanwhile is followed at once (readers see it), and the snapshot, which
+    no longer holds one moment's state, is given up and the older one kept."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    where = tmp_path / "brain.db-brainstate"
+    before = where.read_bytes()
+    followed = state.current(conn, 256)
+    monkeypatch.setattr(snapshot, "PIECE", 256)
+    original, holds, seen = snapshot.save, [], []
+
+    def write_and_recall():
+        other = brain_sql.connect(path)
+        brain_sql.remember(other, [{"_id": "w", "title": "Walrus rota", "text": "The walrus rota is on Sundays."}])
+        seen.extend(hit["external_id"] for hit in brain_sql.recall(other, {"q": "walrus rota"})["hits"][:1])
+
+    def save(target, manifest, arrays, like=None, hold=contextlib.nullcontext):
+        @contextlib.contextmanager
+        def meanwhile():
+            holds.append(1)
+            if len(holds) == 3:  # between two pieces
+                worker = threading.Thread(target=write_and_recall, daemon=True)
+                worker.start()
+                worker.join(30)
+                assert not worker.is_alive(), "the write's refresh waited for the whole snapshot"
+            with hold():
+                yield
+
+        return original(target, manifest, arrays, like, meanwhile)
+
+    monkeypatch.setattr(snapshot, "save", save)
+    with pytest.raises(state.Overtaken):
+        followed.save(str(where), str(path))
+    assert seen == ["w"]
+    assert where.read_bytes() == before and not list(tmp_path.glob(".brainstate-*"))
+    monkeypatch.setattr(snapshot, "save", original)
+    saved = followed.save(str(where), str(path))  # nothing written meanwhile: saved
+    assert saved == followed.seq
+    conn = reopen(path)
+    assert state.current(conn, 256).fingerprint() == fresh_state(conn).fingerprint()
+
+
+def test_a_snapshot_saved_after_following_writes_loads_as_a_build(small_snapshots, builds, tmp_path):
+    """A state loaded from a snapshot, then following renames, removals and new words,
+    saves a snapshot that loads to what a build holds (the names and terms it had
+    loaded are written back as they were, the changed and new ones with them)."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    folder = notes(tmp_path / "notes", 0, 12)
+    brain_sql.ingest(conn, [folder])
+    conn = reopen(path)
+    followed = state.current(conn, 256)
+    (folder / "Note 3.md").unlink()
+    write(folder / "Note 4.md", "# Note 4\n\nThe xylophone quartet of team 4 [[owned_by::Person 7]].\n")
+    brain_sql.ingest(conn, [notes(folder, 12, 3)], prune=True)
+    brain_sql.remember(conn, [{"_id": "q", "title": "Quokka", "text": "A quokka zoologist's rota."}])
+    conn.execute("update entities set name = 'Person Renamed' where name = 'Person 1'")
+    assert state.current(conn, 256) is followed
+    followed.save(str(tmp_path / "brain.db-brainstate"), str(path))
+    conn = reopen(path)
+    builds.clear()
+    loaded = state.current(conn, 256)
+    assert builds == []
+    assert loaded.fingerprint() == fresh_state(conn).fingerprint()
+    for q, expected in (
+        ("xylophone quartet", "Note 4"),
+        ("quokka zoologist", "Quokka"),
+        ("pager rota team 7", "Note 7"),
+    ):
+        assert brain_sql.recall(conn, {"q": q, "k": 1})["hits"][0]["title"] == expected, q
 
 
 def test_a_copy_of_the_file_alone_recalls_the_same(small_snapshots, tmp_path):
