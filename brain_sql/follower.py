@@ -165,6 +165,7 @@ class Fetched:
     def __init__(self, seq, last, changed, rows):
         self.seq, self.last, self.changed = seq, last, changed
         self.rows = rows  # {kind: {id: row}} of the ids `changed` names; chunks' with their vectors
+        self.rooms = []  # (Slots, room made for the rows to come)
 
     def known(self, kind, ids):
         """The rows of `ids` read here ({id: row}, the missing ones gone from the brain),
@@ -203,7 +204,17 @@ def fetch(state, conn):
         rows[kind] = _rows_by_id(conn, sql, ids) if ids else {}
     chunks = sorted(changed.get("chunk", ()))
     rows["vectors"] = _stored_vectors(conn, state.dimension, chunks) if chunks else None
-    return Fetched(seq, _entry(conn, seq), changed, rows)
+    fetched = Fetched(seq, _entry(conn, seq), changed, rows)
+    # room for the rows these may add (a node, a tie and an edge per row at most, mostly)
+    bound = 2 * sum(map(len, changed.values())) + 64
+    fetched.rooms = [(slots, slots.room(bound)) for slots in _columns(state)]
+    return fetched
+
+
+def _columns(state):
+    """Every part's growable columns (Slots)."""
+    graph = state.graph
+    return [state.chunks.rows, graph.nodes, graph.chunks, graph.documents, graph.ties, graph.edges]
 
 
 def follow(state, conn, fetched=None):
@@ -212,6 +223,8 @@ def follow(state, conn, fetched=None):
     fetched = fetch(state, conn) if fetched is None else fetched
     if not isinstance(fetched, Fetched):
         return fetched
+    for slots, room in fetched.rooms:
+        slots.take(room)
     state._apply(conn, fetched)
     state.seq, state.last = fetched.seq, fetched.last
     state.version += 1

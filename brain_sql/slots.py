@@ -16,15 +16,30 @@ class Slots:
     def add(self, count=1):
         """Slots for `count` new rows."""
         start, end = self.size, self.size + count
-        capacity = len(next(iter(self.arrays.values())))
-        if end > capacity:
-            capacity = max(end, 2 * capacity)
-            for name, array in self.arrays.items():
-                grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
-                grown[: self.size] = array[: self.size]
-                self.arrays[name] = grown
+        self.take(self.room(count))
         self.size = end
         return np.arange(start, end)
+
+    def room(self, count):
+        """The columns copied into arrays with room for `count` more rows (None when
+        they have it): a refresh makes room while readers go on (nothing writes the
+        columns meanwhile), and only puts the grown arrays in place (take) while
+        they wait. A state loaded from a snapshot has none: its first write would
+        copy every column at a million rows."""
+        capacity = len(next(iter(self.arrays.values())))
+        if self.size + count <= capacity:
+            return None
+        capacity = max(self.size + count, 2 * capacity)
+        grown = {}
+        for name, array in self.arrays.items():
+            grown[name] = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
+            grown[name][: self.size] = array[: self.size]
+        return self.size, grown
+
+    def take(self, room):
+        """Put the arrays `room` made in place, when no row came since."""
+        if room is not None and room[0] == self.size:
+            self.arrays = room[1]
 
     def __getattr__(self, name):
         arrays = self.__dict__.get("arrays", {})

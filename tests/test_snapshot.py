@@ -253,6 +253,42 @@ def test_a_snapshot_saved_after_following_writes_loads_as_a_build(small_snapshot
         assert brain_sql.recall(conn, {"q": q, "k": 1})["hits"][0]["title"] == expected, q
 
 
+def test_the_first_write_after_a_snapshot_loads_grows_the_columns_beside_the_readers(
+    small_snapshots, monkeypatch, tmp_path
+):
+    """A loaded state's columns are exactly full: the first write grows every one
+    (copies of every column, at a million chunks most of a second); the copies are
+    made while readers go on, and only put in place while they wait."""
+    from brain_sql.slots import Slots
+
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    conn = reopen(path)
+    followed = state.current(conn, 256)
+    brain_sql.remember(conn, [{"_id": "g", "title": "Gecko rota", "text": "The gecko rota is on Mondays."}])
+    original, grown = Slots.room, []
+
+    def room(self, count):
+        made = original(self, count)
+        if made is not None:
+            done = threading.Event()
+
+            def reader():
+                with followed.lock:
+                    done.set()
+
+            threading.Thread(target=reader, daemon=True).start()
+            grown.append(done.wait(10))
+        return made
+
+    monkeypatch.setattr(Slots, "room", room)
+    assert state.current(conn, 256) is followed
+    assert grown and all(grown)
+    assert followed.fingerprint() == fresh_state(conn).fingerprint()
+    assert brain_sql.recall(conn, {"q": "gecko rota", "k": 1})["hits"][0]["title"] == "Gecko rota"
+
+
 def test_a_copy_of_the_file_alone_recalls_the_same(small_snapshots, tmp_path):
     path = tmp_path / "brain.db"
     conn = brain_sql.connect(path)
