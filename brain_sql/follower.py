@@ -205,16 +205,25 @@ def fetch(state, conn):
     chunks = sorted(changed.get("chunk", ()))
     rows["vectors"] = _stored_vectors(conn, state.dimension, chunks) if chunks else None
     fetched = Fetched(seq, _entry(conn, seq), changed, rows)
-    # room for the rows these may add (a node, a tie and an edge per row at most, mostly)
-    bound = 2 * sum(map(len, changed.values())) + 64
-    fetched.rooms = [(slots, slots.room(bound)) for slots in _columns(state)]
+    # room in the columns these changes add rows to (twice what they name: a rare
+    # write that adds more grows a column while readers wait, as before)
+    for slots, kinds in _columns(state):
+        named = sum(len(changed.get(kind, ())) for kind in kinds)
+        fetched.rooms.append((slots, slots.room(2 * named + 64) if named else None))
     return fetched
 
 
 def _columns(state):
-    """Every part's growable columns (Slots)."""
+    """Each part's growable columns (Slots), with the kinds of change that add rows to them."""
     graph = state.graph
-    return [state.chunks.rows, graph.nodes, graph.chunks, graph.documents, graph.ties, graph.edges]
+    return [
+        (state.chunks.rows, ("chunk",)),
+        (graph.nodes, ("chunk", "entity")),
+        (graph.chunks, ("chunk",)),
+        (graph.documents, ("document",)),
+        (graph.ties, ("chunk", "document", "entity", "edge")),
+        (graph.edges, ("edge",)),
+    ]
 
 
 def follow(state, conn, fetched=None):
