@@ -85,15 +85,16 @@ def build(state, conn):
     return state
 
 
-def put_chunks(state, rows, vectors, texts=True):
+def put_chunks(state, rows, vectors, texts=True, prepared=None):
     """Chunks as CHUNK_ROWS reads them, with their vectors (a StoredVectors), into
     every part: new slots in the chunk index, nodes in the graph, postings (unless
-    `texts` is False: rows of CHUNK_ROWS_WITHOUT_TEXT, their postings built apart)."""
+    `texts` is False: rows of CHUNK_ROWS_WITHOUT_TEXT, their postings built apart;
+    `prepared`: Postings.prepare's work on their texts, done beforehand)."""
     meta = (lambda row: row[2:-TEXTS]) if texts else (lambda row: row[2:])
     slots = state.chunks.add([(row[0], *meta(row)) for row in rows], vectors)
     state.graph.add_chunks(slots, [row[0] for row in rows], [row[1] for row in rows])
     if texts:
-        state.postings.add(slots, [row[-TEXTS:] for row in rows])
+        state.postings.add(slots, [row[-TEXTS:] for row in rows], prepared)
 
 
 class _Beside:
@@ -166,12 +167,12 @@ class Fetched:
         self.seq, self.last, self.changed = seq, last, changed
         self.rows = rows  # {kind: {id: row}} of the ids `changed` names; chunks' with their vectors
         self.rooms = []  # (Slots, room made for the rows to come)
+        self.postings = None  # Postings.prepare's work on the named chunks' texts
 
     def known(self, kind, ids):
         """The rows of `ids` read here ({id: row}, the missing ones gone from the brain),
         or None when some were not asked for (the caller reads them all)."""
-        held = self.rows.get(kind)
-        return held if held is not None and set(ids) <= held.keys() else None
+        return self.rows[kind] if kind in self.rows and set(ids) <= self.changed.get(kind, set()) else None
 
 
 def fetch(state, conn):
@@ -205,6 +206,9 @@ def fetch(state, conn):
     chunks = sorted(changed.get("chunk", ()))
     rows["vectors"] = _stored_vectors(conn, state.dimension, chunks) if chunks else None
     fetched = Fetched(seq, _entry(conn, seq), changed, rows)
+    # their texts tokenized for the slots they will take (the chunk index's next ones)
+    present = [rows["chunk"][i][-TEXTS:] for i in chunks if i in rows["chunk"]]
+    fetched.postings = state.postings.prepare(state.chunks.rows.size, present) if present else None
     # room in the columns these changes add rows to (twice what they name: a rare
     # write that adds more grows a column while readers wait, as before)
     for slots, kinds in _columns(state):
@@ -267,13 +271,14 @@ def apply(state, conn, fetched):
     chunk_ids = set(changed.get("chunk", ())) | graph.chunks_of_documents(documents)
     if chunk_ids:
         ids = sorted(chunk_ids)
-        rows = fetched.known("chunk", ids)
+        rows, prepared = fetched.known("chunk", ids), fetched.postings
         if rows is None:
             rows, vectors = _rows_by_id(conn, ROWS["chunk"], ids), _stored_vectors(conn, state.dimension, ids)
+            prepared = None  # made for other rows
         else:
             vectors = fetched.rows["vectors"]
         graph.drop_chunks(state.chunks.remove(ids))
-        put_chunks(state, [rows[i] for i in ids if i in rows], vectors)
+        put_chunks(state, [rows[i] for i in ids if i in rows], vectors, prepared=prepared)
     edge_ids = set(changed.get("edge", ()))
     if arrived:  # edges waiting for an end that is back
         edge_ids |= graph.edges_waiting_for(arrived)

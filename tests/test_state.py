@@ -327,18 +327,24 @@ def test_a_refresh_that_fails_half_way_is_built_anew(brain, monkeypatch):
     assert followed.fingerprint() == state.ReadState(256).build(brain).fingerprint()
 
 
-def test_readers_go_on_while_a_refresh_reads_what_a_write_changed(brain, monkeypatch):
-    """A refresh reads the rows the change log names beside the readers, and holds
-    them off only while it puts those rows in place: a recall never waits for SQL
-    behind a write."""
-    from brain_sql import follower
+@pytest.mark.parametrize("work", ["rows", "vectors", "tokens"])
+def test_readers_go_on_while_a_refresh_reads_what_a_write_changed(brain, monkeypatch, work):
+    """A refresh reads the rows the change log names, their vectors, and tokenizes
+    their texts beside the readers, and holds them off only while it puts them in
+    place: a recall never waits for SQL or tokenizing behind a write."""
+    from brain_sql import follower, postings
 
+    module, name = {
+        "rows": (follower, "_rows_by_id"),
+        "vectors": (follower, "_stored_vectors"),
+        "tokens": (postings.lexical, "index_terms"),
+    }[work]
     followed = state.current(brain, 256)
     brain_sql.remember(brain, [{"_id": "x", "title": "Zebra rota", "text": "The zebra rota changes on Fridays."}])
-    original, read_meanwhile = follower._rows_by_id, []
+    original, read_meanwhile = getattr(module, name), []
 
-    def reading(conn, sql, ids):
-        rows = original(conn, sql, ids)
+    def working(*args):
+        found = original(*args)
         done = threading.Event()
 
         def reader():
@@ -347,12 +353,12 @@ def test_readers_go_on_while_a_refresh_reads_what_a_write_changed(brain, monkeyp
 
         threading.Thread(target=reader, daemon=True).start()
         read_meanwhile.append(done.wait(10))
-        return rows
+        return found
 
-    monkeypatch.setattr(follower, "_rows_by_id", reading)
+    monkeypatch.setattr(module, name, working)
     assert state.current(brain, 256) is followed
     assert read_meanwhile and all(read_meanwhile)
-    monkeypatch.setattr(follower, "_rows_by_id", original)
+    monkeypatch.setattr(module, name, original)
     assert followed.fingerprint() == state.ReadState(256).build(brain).fingerprint()
     assert brain_sql.recall(brain, {"q": "zebra rota"})["hits"]
 
