@@ -206,6 +206,8 @@ def fetch(state, conn):
     chunks = sorted(changed.get("chunk", ()))
     rows["vectors"] = _stored_vectors(conn, state.dimension, chunks) if chunks else None
     fetched = Fetched(seq, _entry(conn, seq), changed, rows)
+    if changed.get("document") or changed.get("chunk"):
+        state.graph.document_index  # noqa: B018 - made here, beside the readers, on the first write after a load
     # their texts tokenized for the slots they will take (the chunk index's next ones)
     present = [rows["chunk"][i][-TEXTS:] for i in chunks if i in rows["chunk"]]
     fetched.postings = state.postings.prepare(state.chunks.rows.size, present) if present else None

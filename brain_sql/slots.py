@@ -147,6 +147,17 @@ class Strings:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
+    def tolist(self):
+        """Every value, in order: the stored ones cut from their text in one pass (a
+        million names in a fraction of the time indexing each takes)."""
+        ends = self.ends.tolist()
+        values = [self.text[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+        for index in np.flatnonzero(self.none).tolist():
+            values[index] = None
+        for index, value in self.changed.items():
+            values[index] = value
+        return values + self.added
+
     def to_arrays(self, prefix):
         """The column as from_arrays reads it: the stored text kept in runs between the
         values changed since, so a million names are not made one object each."""

@@ -289,6 +289,65 @@ def test_the_first_write_after_a_snapshot_loads_grows_the_columns_beside_the_rea
     assert brain_sql.recall(conn, {"q": "gecko rota", "k": 1})["hits"][0]["title"] == "Gecko rota"
 
 
+def test_the_first_write_after_a_snapshot_loads_indexes_the_documents_beside_the_readers(
+    small_snapshots, monkeypatch, tmp_path
+):
+    """A loaded graph finds a document's index through a dict made on first use (a
+    million documents: a second); the first write makes it while readers go on."""
+    from brain_sql.entity_graph import EntityGraph
+
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    conn = reopen(path)
+    followed = state.current(conn, 256)
+    brain_sql.remember(conn, [{"_id": "h", "title": "Heron rota", "text": "The heron rota is on Fridays."}])
+    original, made = EntityGraph.document_index, []
+
+    def document_index(self):
+        if self._document_index is None:  # made now
+            done = threading.Event()
+
+            def reader():
+                with followed.lock:
+                    done.set()
+
+            threading.Thread(target=reader, daemon=True).start()
+            made.append(done.wait(10))
+        return original.fget(self)
+
+    monkeypatch.setattr(EntityGraph, "document_index", property(document_index))
+    assert state.current(conn, 256) is followed
+    assert made == [True]
+    assert followed.fingerprint() == fresh_state(conn).fingerprint()
+
+
+def test_a_column_of_names_lists_what_it_holds():
+    """Strings.tolist (how a loaded graph indexes its documents) gives what indexing
+    each value gives: stored values, None among them, changed ones and added ones."""
+    import random
+
+    from brain_sql.slots import Strings
+
+    rng = random.Random(3)
+    for _ in range(200):
+        values = [rng.choice([None, "", "a", "bé", "xyz" * rng.randint(0, 3)]) for _ in range(rng.randint(0, 12))]
+        column = Strings()
+        column.extend(values)
+        if rng.random() < 0.8:
+            column = Strings.from_arrays(column.to_arrays("p"), "p")
+        for _ in range(rng.randint(0, 5)):
+            value = rng.choice([None, "q", "", "ünïcode"])
+            if values and rng.random() < 0.6:
+                at = rng.randrange(len(values))
+                values[at] = column[at] = value
+            else:
+                values.append(value)
+                column.append(value)
+        assert column.tolist() == values == list(column)
+        assert Strings.from_arrays(column.to_arrays("p"), "p").tolist() == values
+
+
 def test_a_copy_of_the_file_alone_recalls_the_same(small_snapshots, tmp_path):
     path = tmp_path / "brain.db"
     conn = brain_sql.connect(path)
