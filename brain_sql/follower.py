@@ -213,13 +213,13 @@ def fetch(state, conn):
     fetched.postings = state.postings.prepare(state.chunks.rows.size, present) if present else None
     # room in the columns these changes add rows to (twice what they name: a rare
     # write that adds more grows a column while readers wait, as before)
-    for slots, kinds in _columns(state):
+    for slots, kinds in columns(state):
         named = sum(len(changed.get(kind, ())) for kind in kinds)
         fetched.rooms.append((slots, slots.room(2 * named + 64) if named else None))
     return fetched
 
 
-def _columns(state):
+def columns(state):
     """Each part's growable columns (Slots), with the kinds of change that add rows to them."""
     graph = state.graph
     return [

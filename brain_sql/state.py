@@ -29,6 +29,7 @@ from .postings import Postings
 from .schema import recorded_model_and_dimension
 
 MIN_COMPACT_SLOTS = 1000  # a smaller state is never worth compacting
+WRITE_ROOM = 1024  # rows a state readied for writes has room for at least (a full one doubles)
 
 
 class Overtaken(Exception):
@@ -345,6 +346,22 @@ def _holds(state, seq, instance, stamp):
         and (seq, instance) == (state.seq, state.instance)
         and (not seq or (state.last is not None and stamp == state.last[2]))
     )
+
+
+def prepare_for_writes(conn, dimension):
+    """Make the read state of the brain on `conn` ready for its first write, beside
+    the readers: room in every column and the graph's document index. A state loaded
+    from a snapshot has neither, and its first write would make them (two CPU seconds
+    at a million chunks) while every recall asking after that write waited."""
+    state = current(conn, dimension)
+    with state.refreshing:
+        with state.lock:
+            rooms = [(slots, slots.room(WRITE_ROOM)) for slots, _ in follower.columns(state)]
+            state.graph.document_index  # noqa: B018 - made now, on first use
+        if any(room is not None for _, room in rooms):
+            with state.lock.exclusive():
+                for slots, room in rooms:
+                    slots.take(room)
 
 
 def _from_snapshot(conn, path, dimension, instance):

@@ -322,6 +322,37 @@ def test_the_first_write_after_a_snapshot_loads_indexes_the_documents_beside_the
     assert followed.fingerprint() == fresh_state(conn).fingerprint()
 
 
+def test_a_server_warmed_from_a_snapshot_puts_its_first_write_in_place_with_no_growing(
+    small_snapshots, monkeypatch, tmp_path
+):
+    """warm (a server's start) readies a loaded state for writes: the first write
+    then grows no column and makes no document index, and every recall asking after
+    it waits only for what the write holds."""
+    from brain_sql.entity_graph import EntityGraph
+    from brain_sql.slots import Slots
+
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    conn.close()
+    state._states.clear()
+    brain_sql.warm(path)
+    conn = brain_sql.connect(path)
+    followed = state.current(conn, 256)
+    brain_sql.remember(conn, [{"_id": "i", "title": "Ibis rota", "text": "The ibis rota is on Sundays."}])
+    grown, indexed = [], []
+    room, index = Slots.room, EntityGraph.document_index
+    monkeypatch.setattr(Slots, "room", lambda self, count: grown.append(room(self, count)) or grown[-1])
+    monkeypatch.setattr(
+        EntityGraph, "document_index", property(lambda self: indexed.append(self._document_index) or index.fget(self))
+    )
+    assert state.current(conn, 256) is followed
+    assert grown and all(made is None for made in grown)
+    assert indexed and all(made is not None for made in indexed)
+    assert followed.fingerprint() == fresh_state(conn).fingerprint()
+    assert brain_sql.recall(conn, {"q": "ibis rota", "k": 1})["hits"][0]["title"] == "Ibis rota"
+
+
 def test_a_column_of_names_lists_what_it_holds():
     """Strings.tolist (how a loaded graph indexes its documents) gives what indexing
     each value gives: stored values, None among them, changed ones and added ones."""
