@@ -91,11 +91,11 @@ def _process_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def served(brain, env, options, query, timeout, python=("-m", "datasette")):
+def served(brain, env, immutable, query, timeout, python=("-m", "datasette")):
     """{row: (seconds, CPU seconds)} of `datasette serve`: to its first answer at
     /-/versions.json and to its first answered recall, from its start."""
     started = time.perf_counter()
-    process, base = start_server(brain, options=options, env=env, python=python)
+    process, base = start_server(brain, immutable=immutable, env=env, python=python)
     try:
         up = None
         while up is None and time.perf_counter() - started < timeout and process.poll() is None:
@@ -138,8 +138,8 @@ print(problem or "")
 
 
 def prepare(code, work, args):
-    """The environment running `code`, its demo brain, and the brain it serves with that
-    brain's `datasette serve` options."""
+    """The environment running `code`, its demo brain, the brain it serves, and whether
+    that is served immutable."""
     for package in ("brain_sql", "datasette_brain"):
         compileall.compile_dir(str(Path(code) / package), quiet=1)
     env = {**os.environ, "PYTHONPATH": str(code)}
@@ -164,7 +164,7 @@ def prepare(code, work, args):
             f"{code}: the snapshot is not the brain's now ({result.stdout.strip()}): "
             + ("written again on the copy" if args.copy else "the server follows the change log, or builds it")
         )
-    return env, demo, brain, [] if args.copy else ["-i"]  # a brain not copied is served immutable: never written
+    return env, demo, brain, not args.copy  # a brain not copied is served immutable: never written
 
 
 def chunks_in(brain):
@@ -175,7 +175,7 @@ def chunks_in(brain):
         conn.close()
 
 
-def one_round(env, demo, brain, options, args):
+def one_round(env, demo, brain, immutable, args):
     """{row: (seconds, CPU seconds)} of one run of every row."""
     python = [sys.executable, "-c"]
     figures = {
@@ -188,8 +188,8 @@ def one_round(env, demo, brain, options, args):
         "demo_recall": timed([*python, CLI, "brain", "recall", str(demo), DEMO_QUERY], env, 120),
     }
     if brain:
-        figures.update(served(brain, env, options, args.query, args.timeout))
-        without_mcp = served(brain, env, options, args.query, args.timeout, python=("-c", WITHOUT_DATASETTE_MCP))
+        figures.update(served(brain, env, immutable, args.query, args.timeout))
+        without_mcp = served(brain, env, immutable, args.query, args.timeout, python=("-c", WITHOUT_DATASETTE_MCP))
         figures.update({f"{row}_without_mcp": figure for row, figure in without_mcp.items()})
     for command in ("help", "version"):
         with_it, without = figures[command], figures[f"{command}_without"]

@@ -58,6 +58,7 @@ from .querydoc import QueryDoc, from_strings, parse
 from .replicas import ReplicaError, follow, replicate
 from .schema import info, migrate, pending_migrations
 from .state import current as current_state
+from .state import prepare_for_writes
 
 # each name is in docs/python.md (tests/test_face.py compares); what only
 # datasette_brain needs is in brain_sql.for_plugin
@@ -229,9 +230,10 @@ def embed_with_usage(texts: Sequence[str], model_id: str) -> tuple[np.ndarray, i
 def warm(path: str | os.PathLike[str], migrate_it: bool = True) -> None:
     """Load the brain's model and build its read state, side by side, then answer one
     recall (what a recall loads on first use: numpy's parts, say), so the first recall
-    after a server starts is as fast as the rest; opens the file read-only, unless it
-    has schema migrations to apply and `migrate_it` (a file served immutable is never
-    written, nor is a replica: its primary migrates)."""
+    after a server starts is as fast as the rest; then, with `migrate_it`, ready the
+    state for its first write (state.prepare_for_writes). Opens the file read-only,
+    unless it has schema migrations to apply and `migrate_it` (a file served immutable
+    is never written, nor is a replica: its primary migrates)."""
     conn = open_connection(path, read_only=True)
     try:
         if migrate_it and not is_copy(path) and is_brain(conn) and pending_migrations(conn):
@@ -246,6 +248,8 @@ def warm(path: str | os.PathLike[str], migrate_it: bool = True) -> None:
             current_state(conn, found["dimension"])
             model.join()
             recall(conn, {"q": "warm"})
+            if migrate_it:  # a file this server may see written: its first write then costs what the write holds
+                prepare_for_writes(conn, found["dimension"])
     finally:
         conn.close()
 

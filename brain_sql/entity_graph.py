@@ -256,8 +256,10 @@ class EntityGraph:
 
     @property
     def document_index(self):
+        """document_id -> index, made on first use after a load (only a refresh uses it:
+        follower.fetch makes it beside the readers)."""
         if self._document_index is None:
-            self._document_index = {document_id: i for i, document_id in enumerate(self.document_ids)}
+            self._document_index = {document_id: i for i, document_id in enumerate(self.document_ids.tolist())}
         return self._document_index
 
     def set_document(self, document_id, entity_id):

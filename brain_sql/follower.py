@@ -85,15 +85,16 @@ def build(state, conn):
     return state
 
 
-def put_chunks(state, rows, vectors, texts=True):
+def put_chunks(state, rows, vectors, texts=True, prepared=None):
     """Chunks as CHUNK_ROWS reads them, with their vectors (a StoredVectors), into
     every part: new slots in the chunk index, nodes in the graph, postings (unless
-    `texts` is False: rows of CHUNK_ROWS_WITHOUT_TEXT, their postings built apart)."""
+    `texts` is False: rows of CHUNK_ROWS_WITHOUT_TEXT, their postings built apart;
+    `prepared`: Postings.prepare's work on their texts, done beforehand)."""
     meta = (lambda row: row[2:-TEXTS]) if texts else (lambda row: row[2:])
     slots = state.chunks.add([(row[0], *meta(row)) for row in rows], vectors)
     state.graph.add_chunks(slots, [row[0] for row in rows], [row[1] for row in rows])
     if texts:
-        state.postings.add(slots, [row[-TEXTS:] for row in rows])
+        state.postings.add(slots, [row[-TEXTS:] for row in rows], prepared)
 
 
 class _Beside:
@@ -157,8 +158,27 @@ def _build_postings(path, out):
     snapshot.save(out, {"seq": seq, "rows": rows}, postings.to_arrays())
 
 
-def follow(state, conn):
-    """Bring the state up to what `conn` sees; True when it must be built anew."""
+class Fetched:
+    """What a refresh reads beside the readers, under the shared lock, before it takes
+    the exclusive one: the change log's entries since the state's position and the
+    rows they name, so that readers wait only while these are put in place."""
+
+    def __init__(self, seq, last, changed, rows):
+        self.seq, self.last, self.changed = seq, last, changed
+        self.rows = rows  # {kind: {id: row}} of the ids `changed` names; chunks' with their vectors
+        self.rooms = []  # (Slots, room made for the rows to come)
+        self.postings = None  # Postings.prepare's work on the named chunks' texts
+
+    def known(self, kind, ids):
+        """The rows of `ids` read here ({id: row}, the missing ones gone from the brain),
+        or None when some were not asked for (the caller reads them all)."""
+        return self.rows[kind] if kind in self.rows and set(ids) <= self.changed.get(kind, set()) else None
+
+
+def fetch(state, conn):
+    """What the change log holds since `state` last looked (a Fetched); True when the
+    state must be built anew, False when nothing changed. Only reads the state (call
+    it under the shared lock, one refresh at a time)."""
     seq, instance, stamp = last_change(conn)
     if instance != state.instance:
         return True  # another brain copied over this file
@@ -179,19 +199,62 @@ def follow(state, conn):
     size = state.chunks.count + len(state.graph.node_of_entity)
     if "all" in changed or sum(map(len, changed.values())) > REBUILD_SHARE * max(size, 1000):
         return True  # a repair says anything may have changed, or too much did
-    state._apply(conn, changed)
-    state.seq, state.last = seq, _entry(conn, seq)
+    rows = {}
+    for kind, sql in ROWS.items():
+        ids = sorted(changed.get(kind, ()))
+        rows[kind] = _rows_by_id(conn, sql, ids) if ids else {}
+    chunks = sorted(changed.get("chunk", ()))
+    rows["vectors"] = _stored_vectors(conn, state.dimension, chunks) if chunks else None
+    fetched = Fetched(seq, _entry(conn, seq), changed, rows)
+    if changed.get("document") or changed.get("chunk"):
+        state.graph.document_index  # noqa: B018 - made here, beside the readers, on the first write after a load
+    # their texts tokenized for the slots they will take (the chunk index's next ones)
+    present = [rows["chunk"][i][-TEXTS:] for i in chunks if i in rows["chunk"]]
+    fetched.postings = state.postings.prepare(state.chunks.rows.size, present) if present else None
+    # room in the columns these changes add rows to (twice what they name: a rare
+    # write that adds more grows a column while readers wait, as before)
+    for slots, kinds in columns(state):
+        named = sum(len(changed.get(kind, ())) for kind in kinds)
+        fetched.rooms.append((slots, slots.room(2 * named + 64) if named else None))
+    return fetched
+
+
+def columns(state):
+    """Each part's growable columns (Slots), with the kinds of change that add rows to them."""
+    graph = state.graph
+    return [
+        (state.chunks.rows, ("chunk",)),
+        (graph.nodes, ("chunk", "entity")),
+        (graph.chunks, ("chunk",)),
+        (graph.documents, ("document",)),
+        (graph.ties, ("chunk", "document", "entity", "edge")),
+        (graph.edges, ("edge",)),
+    ]
+
+
+def follow(state, conn, fetched=None):
+    """Bring the state up to what `conn` sees, or to what `fetched` (a Fetched read
+    just before, or True / False as fetch says) holds; True when it must be built anew."""
+    fetched = fetch(state, conn) if fetched is None else fetched
+    if not isinstance(fetched, Fetched):
+        return fetched
+    for slots, room in fetched.rooms:
+        slots.take(room)
+    state._apply(conn, fetched)
+    state.seq, state.last = fetched.seq, fetched.last
     state.version += 1
     return False
 
 
-def apply(state, conn, changed):
-    """Re-read the rows the log names and replace what the state held for them."""
-    graph = state.graph
+def apply(state, conn, fetched):
+    """Put the rows `fetched` names in place of what the state held for them, reading
+    those it did not read (the chunks of a document whose entity changed, their edges)."""
+    graph, changed = state.graph, fetched.changed
     arrived = set()
     if changed.get("entity"):
         ids = sorted(changed["entity"])
-        rows = _rows_by_id(conn, "select id, name, entity_type from entities where id in ({})", ids)
+        rows = fetched.known("entity", ids)
+        rows = _rows_by_id(conn, ROWS["entity"], ids) if rows is None else rows
         for entity_id in ids:
             if entity_id not in rows:
                 graph.drop_entity(entity_id)
@@ -199,15 +262,9 @@ def apply(state, conn, changed):
         graph.put_entities([rows[i] for i in ids if i in rows])
     documents = set(changed.get("document", ()))
     if documents:
-        found = dict(
-            _ids(
-                _rows_by_id(
-                    conn, "select document_id, entity_id from documents where document_id in ({})", sorted(documents)
-                ).values(),
-                "documents",
-                ENTITY_OF,
-            )
-        )
+        rows = fetched.known("document", documents)
+        rows = _rows_by_id(conn, ROWS["document"], sorted(documents)) if rows is None else rows
+        found = dict(_ids([rows[i] for i in documents if i in rows], "documents", ENTITY_OF))
         for document_id in documents:
             graph.set_document(document_id, found.get(document_id))
     if arrived:  # an entity back under its id: its documents' chunks tie to it again
@@ -216,10 +273,14 @@ def apply(state, conn, changed):
     chunk_ids = set(changed.get("chunk", ())) | graph.chunks_of_documents(documents)
     if chunk_ids:
         ids = sorted(chunk_ids)
-        rows = _rows_by_id(conn, CHUNK_ROWS + " where k.id in ({})", ids)
-        vectors = _stored_vectors(conn, state.dimension, ids)
+        rows, prepared = fetched.known("chunk", ids), fetched.postings
+        if rows is None:
+            rows, vectors = _rows_by_id(conn, ROWS["chunk"], ids), _stored_vectors(conn, state.dimension, ids)
+            prepared = None  # made for other rows
+        else:
+            vectors = fetched.rows["vectors"]
         graph.drop_chunks(state.chunks.remove(ids))
-        put_chunks(state, [rows[i] for i in ids if i in rows], vectors)
+        put_chunks(state, [rows[i] for i in ids if i in rows], vectors, prepared=prepared)
     edge_ids = set(changed.get("edge", ()))
     if arrived:  # edges waiting for an end that is back
         edge_ids |= graph.edges_waiting_for(arrived)
@@ -227,16 +288,22 @@ def apply(state, conn, changed):
         edge_ids |= graph.edges_of_chunks(chunk_ids)
     if edge_ids:
         ids = sorted(edge_ids)
-        rows = _rows_by_id(
-            conn,
-            "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships where id in ({})",
-            ids,
-        )
+        rows = fetched.known("edge", ids)
+        rows = _rows_by_id(conn, ROWS["edge"], ids) if rows is None else rows
         edges = _ids([rows[i] for i in ids if i in rows], "relationships", EDGE_IDS)
         for edge_id in ids:
             graph.drop_edge(edge_id)
         graph.put_edges(edges)
     graph.index_ties()
+
+
+# each kind of change's rows, by the ids the change log names
+ROWS = {
+    "entity": "select id, name, entity_type from entities where id in ({})",
+    "document": "select document_id, entity_id from documents where document_id in ({})",
+    "chunk": CHUNK_ROWS + " where k.id in ({})",
+    "edge": "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships where id in ({})",
+}
 
 
 # the columns of the rows read above that the graph's arrays hold as ids: {position: column}

@@ -1,18 +1,25 @@
 """Markdown notes (an Obsidian-style vault): YAML frontmatter, chunks split at
 headings with their heading path and line span, parsed by markdown-it-py."""
 
+import functools
 from pathlib import Path
 
 import yaml
-from markdown_it import MarkdownIt
-from mdit_py_plugins.front_matter import front_matter_plugin
 
 from .chunk import pack
 from .config import MAX_FRONTMATTER_ALIASES
 from .document import Document, IngestError, IngestFormat, document_fields
 from .hookspecs import hookimpl
 
-_parser = MarkdownIt("commonmark").use(front_matter_plugin).enable("table")
+
+@functools.cache
+def _parser():
+    """markdown-it, loaded when a note is read (a tenth of a second that ingests of
+    records and every other command do without)."""
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.front_matter import front_matter_plugin
+
+    return MarkdownIt("commonmark").use(front_matter_plugin).enable("table")
 
 
 @hookimpl
@@ -23,7 +30,7 @@ def brain_ingest_formats():
 def parse_markdown(path, text):
     """One note: a Document, or an IngestError for broken frontmatter."""
     lines = text.split("\n")
-    tokens = _parser.parse(text)
+    tokens = _parser().parse(text)
     frontmatter = {}
     if tokens and tokens[0].type == "front_matter":
         try:

@@ -235,6 +235,30 @@ class Terms:
                 at += 1
         return default
 
+    def lookup(self, terms):
+        """Each of `terms`' number, -1 for one not held: get() for many at once."""
+        numbers = np.full(len(terms), -1, np.int64)
+        stored = []
+        for i, term in enumerate(terms):
+            number = self._added.get(term)
+            if number is None:
+                stored.append(i)
+            else:
+                numbers[i] = number
+        if stored and len(self._hashes):
+            spelled = [_spelled(terms[i]) for i in stored]
+            keys = np.fromiter((_hash(b) for b in spelled), np.uint64, len(spelled))
+            at = np.searchsorted(self._hashes, keys).tolist()
+            hashes, order, blob, starts, ends = self._hashes, self._order, self._blob, self._starts, self._ends
+            for i, key, word, k in zip(stored, keys, spelled, at):
+                while k < len(hashes) and hashes[k] == key:
+                    number = int(order[k])
+                    if blob[starts[number] : ends[number]] == word:
+                        numbers[i] = number
+                        break
+                    k += 1
+        return numbers
+
     def number(self, term):
         """The term's number, a new one for a new term."""
         number = self.get(term)
@@ -251,14 +275,17 @@ class Terms:
         return zip(self.in_order(), range(len(self)))
 
     def to_arrays(self):
-        terms = self.in_order()
-        spelled = [_spelled(t) for t in terms]
-        hashes = np.fromiter((_hash(b) for b in spelled), np.uint64, len(spelled))
+        """The terms as from_arrays reads them: the stored ones' bytes and hash table as
+        they are, the later ones hashed and merged in (a million terms are not hashed again)."""
+        later = [_spelled(t) for t in sorted(self._added, key=self._added.__getitem__)]
+        hashes = np.concatenate((self._hashes, np.fromiter((_hash(b) for b in later), np.uint64, len(later))))
+        numbers = np.concatenate((self._order, np.arange(len(self._starts), len(self), dtype=np.int64)))
         order = np.argsort(hashes, kind="stable")
+        blob = b"\n".join(([self._blob] if len(self._starts) else []) + later)
         return {
-            "terms": np.frombuffer(b"\n".join(spelled), np.uint8).copy(),
+            "terms": np.frombuffer(blob, np.uint8).copy(),
             "term_hashes": hashes[order],
-            "term_order": order.astype(np.int64),
+            "term_order": numbers[order],
         }
 
     @classmethod
@@ -283,20 +310,43 @@ class Postings:
 
     # -- building ------------------------------------------------------------------
 
-    def add(self, slots, rows):
+    def prepare(self, first, rows):
+        """What `add` works out from `rows` alone, for rows about to take the slots from
+        `first` on: each batch's terms and the numbers the vocabulary holds for them. A
+        refresh prepares its rows beside the readers; `add` then numbers the new terms
+        and appends, while the readers wait."""
+        rows = list(rows)
+        batches = []
+        for start, end in _batches(np.arange(first, first + len(rows), dtype=np.int64)):
+            found = lexical.index_terms(rows[start:end], UNIT_WEIGHTS)
+            batches.append((found, self.vocabulary.lookup(found.terms)))
+        return first, len(rows), batches
+
+    def add(self, slots, rows, prepared=None):
         """Index `rows` (each its columns' texts, as knowledge_fts's: title, content,
         context; None for none) at `slots`, ascending and above every slot added
-        before. Returns each row's length in tokens (FTS5's docsize)."""
+        before; with what `prepare` made of them, when it was for these slots.
+        Returns each row's length in tokens (FTS5's docsize)."""
         slots = np.asarray(slots, dtype=np.int64)
         rows = list(rows)
         if len(slots) != len(rows):
             raise ValueError("one slot per row")
         if len(slots) and (slots[0] < self.size or np.any(np.diff(slots) <= 0)):
             raise ValueError("slots must ascend, above every slot added before")
+        if prepared is not None:
+            first, count, batches = prepared
+            if count != len(slots) or (count and (slots[0] != first or slots[-1] != first + count - 1)):
+                prepared = None  # made for other slots
         lengths = np.zeros(len(rows), dtype=np.int64)
-        for start, end in _batches(slots):
-            found = lexical.index_terms(rows[start:end], UNIT_WEIGHTS)
-            number = np.array([self.vocabulary.number(term) for term in found.terms], np.int64)
+        for at, (start, end) in enumerate(_batches(slots)):
+            if prepared is None:
+                found = lexical.index_terms(rows[start:end], UNIT_WEIGHTS)
+                known = self.vocabulary.lookup(found.terms)
+            else:
+                found, known = batches[at]
+            number = np.array(
+                [n if n >= 0 else self.vocabulary.number(t) for n, t in zip(known.tolist(), found.terms)], np.int64
+            )
             lengths[start:end] = found.tokens
             # found is by term (its own numbering) then row: put its terms in our order
             count = np.bincount(found.term, minlength=len(number))

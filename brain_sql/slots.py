@@ -16,15 +16,30 @@ class Slots:
     def add(self, count=1):
         """Slots for `count` new rows."""
         start, end = self.size, self.size + count
-        capacity = len(next(iter(self.arrays.values())))
-        if end > capacity:
-            capacity = max(end, 2 * capacity)
-            for name, array in self.arrays.items():
-                grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
-                grown[: self.size] = array[: self.size]
-                self.arrays[name] = grown
+        self.take(self.room(count))
         self.size = end
         return np.arange(start, end)
+
+    def room(self, count):
+        """The columns copied into arrays with room for `count` more rows (None when
+        they have it): a refresh makes room while readers go on (nothing writes the
+        columns meanwhile), and only puts the grown arrays in place (take) while
+        they wait. A state loaded from a snapshot has none: its first write would
+        copy every column at a million rows."""
+        capacity = len(next(iter(self.arrays.values())))
+        if self.size + count <= capacity:
+            return None
+        capacity = max(self.size + count, 2 * capacity)
+        grown = {}
+        for name, array in self.arrays.items():
+            grown[name] = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
+            grown[name][: self.size] = array[: self.size]
+        return self.size, grown
+
+    def take(self, room):
+        """Put the arrays `room` made in place, when no row came since."""
+        if room is not None and room[0] == self.size:
+            self.arrays = room[1]
 
     def __getattr__(self, name):
         arrays = self.__dict__.get("arrays", {})
@@ -205,11 +220,36 @@ class Strings:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
+    def tolist(self):
+        """Every value, in order: the stored ones cut from their text in one pass (a
+        million names in a fraction of the time indexing each takes)."""
+        ends = self.ends.tolist()
+        values = [self.text[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+        for index in np.flatnonzero(self.none).tolist():
+            values[index] = None
+        for index, value in self.changed.items():
+            values[index] = value
+        return values + self.added
+
     def to_arrays(self, prefix):
-        values = list(self)
-        text = "".join(v or "" for v in values)
-        ends = np.cumsum([len(v or "") for v in values], dtype=np.int64)
-        none = np.array([v is None for v in values], dtype=np.bool_)
+        """The column as from_arrays reads it: the stored text kept in runs between the
+        values changed since, so a million names are not made one object each."""
+        stored = len(self.ends)
+        starts = np.concatenate(([0], self.ends[:-1])) if stored else self.ends
+        texts, lengths, nones, at = [], [], [], 0
+        for index in [*sorted(self.changed), stored]:
+            if index > at:  # the stored values [at, index), as they are
+                texts.append(self.text[int(starts[at]) : int(self.ends[index - 1])])
+                lengths.append(self.ends[at:index] - starts[at:index])
+                nones.append(self.none[at:index])
+            at = index + 1
+            values = [self.changed[index]] if index < stored else self.added
+            texts.extend(v or "" for v in values)
+            lengths.append(np.array([len(v or "") for v in values], dtype=np.int64))
+            nones.append(np.array([v is None for v in values], dtype=np.bool_))
+        text = "".join(texts)
+        ends = np.cumsum(np.concatenate(lengths), dtype=np.int64)
+        none = np.concatenate(nones)
         return {
             f"{prefix}.text": np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8),
             f"{prefix}.ends": ends,

@@ -29,6 +29,11 @@ from .postings import Postings
 from .schema import recorded_model_and_dimension
 
 MIN_COMPACT_SLOTS = 1000  # a smaller state is never worth compacting
+WRITE_ROOM = 1024  # rows a state readied for writes has room for at least (a full one doubles)
+
+
+class Overtaken(Exception):
+    """A snapshot given up: the state changed while it was written."""
 
 
 class ReadState:
@@ -37,6 +42,9 @@ class ReadState:
 
     def __init__(self, dimension):
         self.lock = _SharedLock()
+        # one refresh (or swap of a compacted copy) at a time: what a refresh reads
+        # under the shared lock stays true until it puts it in place
+        self.refreshing = threading.Lock()
         self.seq = None  # the last change applied (None: the brain has no change log)
         self.last = None  # that change's (kind, key, stamp): a file copied over this one says otherwise
         self.instance = None  # the brain's own id (brain_instance), kept by copies of it
@@ -58,12 +66,13 @@ class ReadState:
         """Read everything from the brain on `conn` (a fresh state)."""
         return follower.build(self, conn)
 
-    def refresh(self, conn):
-        """Bring the state up to what `conn` sees; True when it must be built anew."""
-        return follower.follow(self, conn)
+    def refresh(self, conn, fetched=None):
+        """Bring the state up to what `conn` sees (or to what `fetched`, follower.fetch's
+        answer, holds); True when it must be built anew."""
+        return follower.follow(self, conn, fetched)
 
-    def _apply(self, conn, changed):
-        follower.apply(self, conn, changed)
+    def _apply(self, conn, fetched):
+        follower.apply(self, conn, fetched)
 
     def garbage(self):
         """The share of slots that removed rows left behind; past REBUILD_SHARE a
@@ -75,18 +84,32 @@ class ReadState:
     # -- persisting ----------------------------------------------------------------
 
     def save(self, path, brain=None):
-        """Write this state's snapshot to `path`, readable as the file `brain` is
-        (call it under the shared lock)."""
-        manifest = {
-            "instance": self.instance,
-            "seq": self.seq,
-            "last": self.last,
-            "dimension": self.dimension,
-            "chunks": self.chunks.meta(),
-            "graph": self.graph.meta(),
-        }
-        postings = {f"postings.{name}": array for name, array in self.postings.to_arrays().items()}
-        snapshot.save(path, manifest, {**self.chunks.to_arrays(), **self.graph.to_arrays(), **postings}, like=brain)
+        """Write this state's snapshot to `path`, readable as the file `brain` is;
+        returns the change it holds. Takes the shared lock itself, for its parts'
+        arrays and then for each piece written, so a refresh meanwhile waits for a
+        piece, not the file; a save that a refresh overtakes gives up (Overtaken)."""
+        with self.lock:
+            version, seq = self.version, self.seq
+            manifest = {
+                "instance": self.instance,
+                "seq": self.seq,
+                "last": self.last,
+                "dimension": self.dimension,
+                "chunks": self.chunks.meta(),
+                "graph": self.graph.meta(),
+            }
+            postings = {f"postings.{name}": array for name, array in self.postings.to_arrays().items()}
+            arrays = {**self.chunks.to_arrays(), **self.graph.to_arrays(), **postings}
+
+        @contextlib.contextmanager
+        def unchanged():
+            with self.lock:
+                if self.version != version:
+                    raise Overtaken(f"the state changed while {path} was written")
+                yield
+
+        snapshot.save(path, manifest, arrays, like=brain, hold=unchanged)
+        return seq
 
     @classmethod
     def load(cls, path, dimension):
@@ -265,40 +288,80 @@ def current(conn, dimension):
         return state if state.built else ReadState(dimension).build(conn)
     seq, instance, stamp = last_change(conn)
     token = _file_token(key[0]) if key and seq is None else None
-    if (
-        state.built
-        and seq is not None
-        and (seq, instance) == (state.seq, state.instance)
-        and (not seq or (state.last is not None and stamp == state.last[2]))
-    ):
+    if _holds(state, seq, instance, stamp):
         return state  # the common case: nothing written since
-    compact = save = False
-    with state.lock.exclusive():
-        if state.built and seq is None and token == state.token:
-            return state
-        if not state.built and seq is not None and key:
-            loaded = _from_snapshot(conn, key[0], dimension, instance)
-            if loaded is not None:
-                _replace(state, loaded, token)
-                state.saved = state.seq
-        try:
-            stale = not state.built or seq is None or state.refresh(conn)
-        except BaseException:
-            state.built = False  # half applied: the next reader builds it anew
-            raise
-        if stale:
-            _replace(state, ReadState(dimension).build(conn), token)
-        elif state.garbage() > REBUILD_SHARE and not state.compacting:
-            # current, but full of dead slots: a copy without them is built aside,
-            # while readers go on with this one
-            state.compacting = compact = bool(key)
-        save = bool(key) and seq is not None and _worth_saving(state)
+    with state.refreshing:
+        if _holds(state, seq, instance, stamp):
+            return state  # another reader's refresh brought it here while this one waited
+        fetched = None
+        if state.built and seq is not None:
+            with state.lock:  # the change log and its rows read beside the readers
+                fetched = follower.fetch(state, conn)
+            if fetched is False:
+                return state
+        with state.lock.exclusive():
+            compact, save = _bring_up(state, conn, key, dimension, (seq, instance, token), fetched)
     if compact:
         threading.Thread(target=_compact, args=(state, key[0], dimension), name="brain-compact", daemon=True).start()
     elif save:
         state.saving = True
         threading.Thread(target=_save_when_quiet, args=(state, key[0]), name="brain-snapshot", daemon=True).start()
     return state
+
+
+def _bring_up(state, conn, key, dimension, seen, fetched):
+    """Under the exclusive lock: load, follow or build `state` up to what `conn` sees
+    (`seen`: its change-log position, instance and file token; `fetched`: what
+    follower.fetch read for it, or None); returns (whether to compact it aside,
+    whether to save its snapshot)."""
+    seq, instance, token = seen
+    if state.built and seq is None and token == state.token:
+        return False, False
+    if not state.built and seq is not None and key:
+        loaded = _from_snapshot(conn, key[0], dimension, instance)
+        if loaded is not None:
+            _replace(state, loaded, token)
+            state.saved = state.seq
+    try:
+        stale = not state.built or seq is None or state.refresh(conn, fetched)
+    except BaseException:
+        state.built = False  # half applied: the next reader builds it anew
+        raise
+    compact = False
+    if stale:
+        _replace(state, ReadState(dimension).build(conn), token)
+    elif state.garbage() > REBUILD_SHARE and not state.compacting:
+        # current, but full of dead slots: a copy without them is built aside,
+        # while readers go on with this one
+        state.compacting = compact = bool(key)
+    return compact, bool(key) and seq is not None and _worth_saving(state)
+
+
+def _holds(state, seq, instance, stamp):
+    """Whether `state` holds the brain at the change-log position `seq` (with that
+    change's `stamp`) of brain `instance`."""
+    return (
+        state.built
+        and seq is not None
+        and (seq, instance) == (state.seq, state.instance)
+        and (not seq or (state.last is not None and stamp == state.last[2]))
+    )
+
+
+def prepare_for_writes(conn, dimension):
+    """Make the read state of the brain on `conn` ready for its first write, beside
+    the readers: room in every column and the graph's document index. A state loaded
+    from a snapshot has neither, and its first write would make them (two CPU seconds
+    at a million chunks) while every recall asking after that write waited."""
+    state = current(conn, dimension)
+    with state.refreshing:
+        with state.lock:
+            rooms = [(slots, slots.room(WRITE_ROOM)) for slots, _ in follower.columns(state)]
+            state.graph.document_index  # noqa: B018 - made now, on first use
+        if any(room is not None for _, room in rooms):
+            with state.lock.exclusive():
+                for slots, room in rooms:
+                    slots.take(room)
 
 
 def _from_snapshot(conn, path, dimension, instance):
@@ -325,18 +388,19 @@ def _worth_saving(state):
 
 
 def _save_when_quiet(state, path):
-    """Save the snapshot once no write has landed for SNAPSHOT_QUIET_SECONDS: while
-    it is written, changes wait to be applied."""
+    """Save the snapshot once no write has landed for SNAPSHOT_QUIET_SECONDS; a write
+    while it is written gives it up, to wait for the next quiet."""
     try:
         while True:
             seen = state.seq
             time.sleep(SNAPSHOT_QUIET_SECONDS)
-            if state.seq == seen:
+            if state.seq != seen:
+                continue
+            try:
+                state.saved = state.save(snapshot.path_for(path), path)
                 break
-        with state.lock:
-            saved = state.seq
-            state.save(snapshot.path_for(path), path)
-        state.saved = saved
+            except Overtaken:
+                continue
     except OSError:  # a folder it may not write, a full disk: the snapshot only saves time
         pass
     finally:
@@ -362,20 +426,17 @@ def persist(conn):
     if conn.execute("select count(*) from knowledge").fetchone()[0] < SNAPSHOT_MIN_CHUNKS:
         return False
     state = current(conn, recorded_model_and_dimension(conn)[1])
-    with state.lock:
-        saved = state.seq
-        try:
-            state.save(where, key[0])
-        except OSError:
-            return False
-        state.saved = saved
+    try:
+        state.saved = state.save(where, key[0])
+    except (OSError, Overtaken):  # another thread's write overtook it: the next ingest or a server saves it
+        return False
     return True
 
 
 def _replace(state, fresh, token):
     """Put `fresh` in place of what `state` holds (under its exclusive lock)."""
     fresh.version, fresh.token = state.version + 1, token
-    state.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in ("lock", "saving")})
+    state.__dict__.update({k: v for k, v in fresh.__dict__.items() if k not in ("lock", "refreshing", "saving")})
 
 
 def _compact(state, path, dimension):
@@ -385,7 +446,7 @@ def _compact(state, path, dimension):
         conn = open_connection(path, read_only=True)
         try:
             fresh = ReadState(dimension).build(conn)
-            with state.lock.exclusive():
+            with state.refreshing, state.lock.exclusive():
                 if state.built and fresh.instance == state.instance and not fresh.refresh(conn):
                     _replace(state, fresh, state.token)
         finally:

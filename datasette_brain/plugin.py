@@ -27,12 +27,13 @@ def startup(datasette):
 
     async def inner():
         brain_sql.serve_many()
-        brains = await links.remember_brains(datasette)
-        await crossdb.learn(datasette)
-        databases = [datasette.get_database(name) for name in brains]
-        for db in databases:
+        # first, so that loading the model and the read state goes on beside the rest
+        # of the start; warm() itself passes over a file that is not a brain
+        for db in list(datasette.databases.values()):
             if db.path:  # a brain served immutable (-i) is never written, not even migrated; nor is a replica
                 threading.Thread(target=_warm, args=(db.path, db.is_mutable), name="brain-warm", daemon=True).start()
+        await links.remember_brains(datasette)
+        await crossdb.learn(datasette)
 
     return inner
 

@@ -475,3 +475,21 @@ def test_a_term_fts5_stems_inside_a_character_is_recalled(tmp_path):
         assert brain_sql.recall(conn, {"q": "a\ue000ing", "cutoff": False})["hits"][0]["external_id"] == "odd"
     finally:
         conn.execute("rollback")
+
+
+def test_looking_up_many_terms_at_once_finds_what_one_at_a_time_finds():
+    """Terms.lookup (a refresh's many terms at once) answers as get does, for terms
+    stored in a snapshot's table, terms added since, and terms never seen."""
+    from brain_sql.postings import Terms
+
+    rng = random.Random(4)
+    words = [f"w{rng.randrange(10**6)}" for _ in range(400)] + ["naïve", "ünïcode", "a", "zz"]
+    terms = Terms()
+    for word in words[:300]:
+        terms.number(word)
+    terms = Terms.from_arrays(terms.to_arrays())
+    for word in words[300:350]:
+        terms.number(word)
+    asked = words + ["never", "seen", "w"]
+    assert terms.lookup(asked).tolist() == [terms.get(word) for word in asked]
+    assert sorted(n for n in terms.lookup(asked).tolist() if n >= 0) == list(range(len(set(words[:350]))))

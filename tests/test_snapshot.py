@@ -2,9 +2,12 @@
 SQL, follows the change log from where it stops, and never trusts one that is
 damaged, another brain's or out of the log's reach; check verifies it."""
 
+import contextlib
 import json
 import os
 import shutil
+import struct
+import threading
 
 import pytest
 
@@ -115,6 +118,51 @@ def test_a_snapshot_that_cannot_be_trusted_is_rebuilt_and_check_says_so(small_sn
     assert brain_sql.check(conn) == {}
 
 
+@pytest.mark.parametrize("damage", [None, "flip"])
+def test_a_snapshot_with_xxh64_checksums_an_earlier_version_wrote_is_loaded_or_refused(
+    small_snapshots, builds, tmp_path, monkeypatch, damage
+):
+    """Snapshots written before XXH3 carry XXH64 checksums: one that holds is loaded
+    (no minute-long rebuild after an upgrade), one that does not is rebuilt."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    with monkeypatch.context() as patched:
+        patched.setattr(snapshot, "WRITTEN", "xxh64")
+        brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    where = tmp_path / "brain.db-brainstate"
+    manifest, start = snapshot.read_manifest(where)
+    assert all("xxh64" in entry and "xxh3" not in entry for entry in manifest["arrays"].values())
+    if damage:
+        data = bytearray(where.read_bytes())
+        entry = max(manifest["arrays"].values(), key=lambda e: e["bytes"])
+        data[start + entry["offset"] + entry["bytes"] // 2] ^= 0xFF
+        where.write_bytes(bytes(data))
+    conn = reopen(path)
+    builds.clear()
+    loaded = state.current(conn, 256)
+    assert builds == ([1] if damage else [])
+    assert loaded.fingerprint() == fresh_state(conn).fingerprint()
+
+
+def test_a_snapshot_whose_manifest_names_more_bytes_than_the_file_holds_is_rebuilt(small_snapshots, builds, tmp_path):
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    where = tmp_path / "brain.db-brainstate"
+    manifest, start = snapshot.read_manifest(where)
+    entry = max(manifest["arrays"].values(), key=lambda e: e["bytes"])
+    entry["bytes"] = 1 << 45  # 32 TB: no buffer of that is ever asked for
+    header = json.dumps(manifest).encode()
+    data = where.read_bytes()
+    head = snapshot.MAGIC + struct.pack("<Q", len(header)) + header
+    where.write_bytes(head + b"\0" * (-len(head) % snapshot.ALIGN) + data[start:])
+    conn = reopen(path)
+    builds.clear()
+    current = state.current(conn, 256)
+    assert builds == [1]  # built: the manifest is not believed
+    assert current.fingerprint() == fresh_state(conn).fingerprint()
+
+
 def test_a_snapshot_holding_other_rows_is_found_by_check(small_snapshots, tmp_path):
     """A snapshot whose checksums hold but whose contents are not the brain's
     (written by a bug, or edited): check compares it with a build."""
@@ -127,6 +175,208 @@ def test_a_snapshot_holding_other_rows_is_found_by_check(small_snapshots, tmp_pa
     assert "does not hold what the brain holds" in brain_sql.check(conn)["stale_snapshot"][0]
     assert brain_sql.check(conn, repair=True)
     assert brain_sql.check(conn) == {}
+
+
+def test_a_snapshot_being_written_never_holds_a_refresh_off_and_a_write_meanwhile_gives_it_up(
+    small_snapshots, monkeypatch, tmp_path
+):
+    """A server writes its snapshot a piece at a time under the shared lock: a write
+    landing meanwhile is followed at once (readers see it), and the snapshot, which
+    no longer holds one moment's state, is given up and the older one kept."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    where = tmp_path / "brain.db-brainstate"
+    before = where.read_bytes()
+    followed = state.current(conn, 256)
+    monkeypatch.setattr(snapshot, "PIECE", 256)
+    original, holds, seen = snapshot.save, [], []
+
+    def write_and_recall():
+        other = brain_sql.connect(path)
+        brain_sql.remember(other, [{"_id": "w", "title": "Walrus rota", "text": "The walrus rota is on Sundays."}])
+        seen.extend(hit["external_id"] for hit in brain_sql.recall(other, {"q": "walrus rota"})["hits"][:1])
+
+    def save(target, manifest, arrays, like=None, hold=contextlib.nullcontext):
+        @contextlib.contextmanager
+        def meanwhile():
+            holds.append(1)
+            if len(holds) == 3:  # between two pieces
+                worker = threading.Thread(target=write_and_recall, daemon=True)
+                worker.start()
+                worker.join(30)
+                assert not worker.is_alive(), "the write's refresh waited for the whole snapshot"
+            with hold():
+                yield
+
+        return original(target, manifest, arrays, like, meanwhile)
+
+    monkeypatch.setattr(snapshot, "save", save)
+    with pytest.raises(state.Overtaken):
+        followed.save(str(where), str(path))
+    assert seen == ["w"]
+    assert where.read_bytes() == before and not list(tmp_path.glob(".brainstate-*"))
+    monkeypatch.setattr(snapshot, "save", original)
+    saved = followed.save(str(where), str(path))  # nothing written meanwhile: saved
+    assert saved == followed.seq
+    conn = reopen(path)
+    assert state.current(conn, 256).fingerprint() == fresh_state(conn).fingerprint()
+
+
+def test_a_snapshot_saved_after_following_writes_loads_as_a_build(small_snapshots, builds, tmp_path):
+    """A state loaded from a snapshot, then following renames, removals and new words,
+    saves a snapshot that loads to what a build holds (the names and terms it had
+    loaded are written back as they were, the changed and new ones with them)."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    folder = notes(tmp_path / "notes", 0, 12)
+    brain_sql.ingest(conn, [folder])
+    conn = reopen(path)
+    followed = state.current(conn, 256)
+    (folder / "Note 3.md").unlink()
+    write(folder / "Note 4.md", "# Note 4\n\nThe xylophone quartet of team 4 [[owned_by::Person 7]].\n")
+    brain_sql.ingest(conn, [notes(folder, 12, 3)], prune=True)
+    brain_sql.remember(conn, [{"_id": "q", "title": "Quokka", "text": "A quokka zoologist's rota."}])
+    conn.execute("update entities set name = 'Person Renamed' where name = 'Person 1'")
+    assert state.current(conn, 256) is followed
+    followed.save(str(tmp_path / "brain.db-brainstate"), str(path))
+    conn = reopen(path)
+    builds.clear()
+    loaded = state.current(conn, 256)
+    assert builds == []
+    assert loaded.fingerprint() == fresh_state(conn).fingerprint()
+    for q, expected in (
+        ("xylophone quartet", "Note 4"),
+        ("quokka zoologist", "Quokka"),
+        ("pager rota team 7", "Note 7"),
+    ):
+        assert brain_sql.recall(conn, {"q": q, "k": 1})["hits"][0]["title"] == expected, q
+
+
+def test_the_first_write_after_a_snapshot_loads_grows_the_columns_beside_the_readers(
+    small_snapshots, monkeypatch, tmp_path
+):
+    """A loaded state's columns are exactly full: the first write grows every one
+    (copies of every column, at a million chunks most of a second); the copies are
+    made while readers go on, and only put in place while they wait."""
+    from brain_sql.slots import Slots
+
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    conn = reopen(path)
+    followed = state.current(conn, 256)
+    brain_sql.remember(conn, [{"_id": "g", "title": "Gecko rota", "text": "The gecko rota is on Mondays."}])
+    original, grown = Slots.room, []
+
+    def room(self, count):
+        made = original(self, count)
+        if made is not None:
+            done = threading.Event()
+
+            def reader():
+                with followed.lock:
+                    done.set()
+
+            threading.Thread(target=reader, daemon=True).start()
+            grown.append(done.wait(10))
+        return made
+
+    monkeypatch.setattr(Slots, "room", room)
+    assert state.current(conn, 256) is followed
+    assert grown and all(grown)
+    assert followed.fingerprint() == fresh_state(conn).fingerprint()
+    assert brain_sql.recall(conn, {"q": "gecko rota", "k": 1})["hits"][0]["title"] == "Gecko rota"
+
+
+def test_the_first_write_after_a_snapshot_loads_indexes_the_documents_beside_the_readers(
+    small_snapshots, monkeypatch, tmp_path
+):
+    """A loaded graph finds a document's index through a dict made on first use (a
+    million documents: a second); the first write makes it while readers go on."""
+    from brain_sql.entity_graph import EntityGraph
+
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    conn = reopen(path)
+    followed = state.current(conn, 256)
+    brain_sql.remember(conn, [{"_id": "h", "title": "Heron rota", "text": "The heron rota is on Fridays."}])
+    original, made = EntityGraph.document_index, []
+
+    def document_index(self):
+        if self._document_index is None:  # made now
+            done = threading.Event()
+
+            def reader():
+                with followed.lock:
+                    done.set()
+
+            threading.Thread(target=reader, daemon=True).start()
+            made.append(done.wait(10))
+        return original.fget(self)
+
+    monkeypatch.setattr(EntityGraph, "document_index", property(document_index))
+    assert state.current(conn, 256) is followed
+    assert made == [True]
+    assert followed.fingerprint() == fresh_state(conn).fingerprint()
+
+
+def test_a_server_warmed_from_a_snapshot_puts_its_first_write_in_place_with_no_growing(
+    small_snapshots, monkeypatch, tmp_path
+):
+    """warm (a server's start) readies a loaded state for writes: the first write
+    then grows no column and makes no document index, and every recall asking after
+    it waits only for what the write holds."""
+    from brain_sql.entity_graph import EntityGraph
+    from brain_sql.slots import Slots
+
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    conn.close()
+    state._states.clear()
+    brain_sql.warm(path)
+    conn = brain_sql.connect(path)
+    followed = state.current(conn, 256)
+    brain_sql.remember(conn, [{"_id": "i", "title": "Ibis rota", "text": "The ibis rota is on Sundays."}])
+    grown, indexed = [], []
+    room, index = Slots.room, EntityGraph.document_index
+    monkeypatch.setattr(Slots, "room", lambda self, count: grown.append(room(self, count)) or grown[-1])
+    monkeypatch.setattr(
+        EntityGraph, "document_index", property(lambda self: indexed.append(self._document_index) or index.fget(self))
+    )
+    assert state.current(conn, 256) is followed
+    assert grown and all(made is None for made in grown)
+    assert indexed and all(made is not None for made in indexed)
+    assert followed.fingerprint() == fresh_state(conn).fingerprint()
+    assert brain_sql.recall(conn, {"q": "ibis rota", "k": 1})["hits"][0]["title"] == "Ibis rota"
+
+
+def test_a_column_of_names_lists_what_it_holds():
+    """Strings.tolist (how a loaded graph indexes its documents) gives what indexing
+    each value gives: stored values, None among them, changed ones and added ones."""
+    import random
+
+    from brain_sql.slots import Strings
+
+    rng = random.Random(3)
+    for _ in range(200):
+        values = [rng.choice([None, "", "a", "bé", "xyz" * rng.randint(0, 3)]) for _ in range(rng.randint(0, 12))]
+        column = Strings()
+        column.extend(values)
+        if rng.random() < 0.8:
+            column = Strings.from_arrays(column.to_arrays("p"), "p")
+        for _ in range(rng.randint(0, 5)):
+            value = rng.choice([None, "q", "", "ünïcode"])
+            if values and rng.random() < 0.6:
+                at = rng.randrange(len(values))
+                values[at] = column[at] = value
+            else:
+                values.append(value)
+                column.append(value)
+        assert column.tolist() == values == list(column)
+        assert Strings.from_arrays(column.to_arrays("p"), "p").tolist() == values
 
 
 def test_a_copy_of_the_file_alone_recalls_the_same(small_snapshots, tmp_path):

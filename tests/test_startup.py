@@ -81,6 +81,13 @@ def test_a_recall_loads_the_model_not_the_mcp_sdk_or_datasette(vault_brain_copy)
     assert heavy(imported(recall)) == ["model2vec", "tokenizers", "safetensors", "brain_sql.api"]
 
 
+def test_an_ingest_of_records_never_loads_the_markdown_parser(tmp_path):
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps({"_id": "a", "text": "The pager rota changes on Mondays."}) + "\n")
+    modules = imported(sqlite_utils("brain", "ingest", str(tmp_path / "brain.db"), str(records)))
+    assert "brain_sql.pipeline" in modules and "markdown_it" not in modules
+
+
 def test_the_default_model_loads_from_the_wordllama_wheel_without_importing_it():
     """Its files are read where the wheel put them; the package itself imports an HTTP
     stack (requests, urllib3) a local model never uses."""

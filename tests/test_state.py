@@ -314,8 +314,8 @@ def test_a_refresh_that_fails_half_way_is_built_anew(brain, monkeypatch):
     brain_sql.remember(brain, [{"_id": "x", "title": "Zebra rota", "text": "The zebra rota changes on Fridays."}])
     original = state.ReadState._apply
 
-    def failing(self, conn, changed):
-        original(self, conn, changed)
+    def failing(self, conn, fetched):
+        original(self, conn, fetched)
         raise brain_sql.BrainError("interrupted")
 
     monkeypatch.setattr(state.ReadState, "_apply", failing)
@@ -324,6 +324,67 @@ def test_a_refresh_that_fails_half_way_is_built_anew(brain, monkeypatch):
     monkeypatch.setattr(state.ReadState, "_apply", original)
     assert state.current(brain, 256) is followed
     assert followed.fingerprint() == state.ReadState(256).build(brain).fingerprint()
+
+
+@pytest.mark.parametrize("work", ["rows", "vectors", "tokens"])
+def test_readers_go_on_while_a_refresh_reads_what_a_write_changed(brain, monkeypatch, work):
+    """A refresh reads the rows the change log names, their vectors, and tokenizes
+    their texts beside the readers, and holds them off only while it puts them in
+    place: a recall never waits for SQL or tokenizing behind a write."""
+    from brain_sql import follower, postings
+
+    module, name = {
+        "rows": (follower, "_rows_by_id"),
+        "vectors": (follower, "_stored_vectors"),
+        "tokens": (postings.lexical, "index_terms"),
+    }[work]
+    followed = state.current(brain, 256)
+    brain_sql.remember(brain, [{"_id": "x", "title": "Zebra rota", "text": "The zebra rota changes on Fridays."}])
+    original, read_meanwhile = getattr(module, name), []
+
+    def working(*args):
+        found = original(*args)
+        done = threading.Event()
+
+        def reader():
+            with followed.lock:
+                done.set()
+
+        threading.Thread(target=reader, daemon=True).start()
+        read_meanwhile.append(done.wait(10))
+        return found
+
+    monkeypatch.setattr(module, name, working)
+    assert state.current(brain, 256) is followed
+    assert read_meanwhile and all(read_meanwhile)
+    monkeypatch.setattr(module, name, original)
+    assert followed.fingerprint() == state.ReadState(256).build(brain).fingerprint()
+    assert brain_sql.recall(brain, {"q": "zebra rota"})["hits"]
+
+
+def test_readers_that_meet_a_write_together_see_it_after_one_refresh(brain, monkeypatch):
+    """Threads that see the same write at once wait for one refresh, and each
+    answers from the state that holds it."""
+    followed = state.current(brain, 256)
+    brain_sql.remember(brain, [{"_id": "y", "title": "Yak rota", "text": "The yak rota changes on Tuesdays."}])
+    applied, original = [], state.ReadState._apply
+    monkeypatch.setattr(state.ReadState, "_apply", lambda self, *args: applied.append(1) or original(self, *args))
+    path = brain.execute("pragma database_list").fetchone()[2]
+    seen, start = [], threading.Barrier(4)
+
+    def reader():
+        conn = brain_sql.connect(path)
+        start.wait()
+        seen.append(brain_sql.recall(conn, {"q": "yak rota"})["hits"][0]["external_id"])
+        conn.close()
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == ["y"] * 4 and applied == [1]
+    assert state.current(brain, 256) is followed
 
 
 def test_slots_left_by_removed_rows_are_compacted_aside(brain, tmp_path, monkeypatch):
