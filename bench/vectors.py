@@ -14,7 +14,8 @@ turn query by query ("codes": $BRAIN_VECTOR_CODES on, "exact": off):
   exact scan's;
 - whole recall (brain_sql.recall, k = 10) with every chunk visible and with the
   tenth: p50 each way, and the share of its ten hits the codes leave unchanged;
-- recalls a second from two threads at once, each way, for --seconds each.
+- recalls a second from two threads at once, each way for --seconds in five
+  windows taken in turn with the other way's.
 """
 
 import argparse
@@ -76,26 +77,34 @@ def since_hiding(chunks, share):
     return datetime.datetime.fromtimestamp(moment, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def throughput(conn_path, texts, seconds, threads=2):
-    """Recalls a second from `threads` threads, each with its own connection."""
-    done = []
-    stop = time.perf_counter() + seconds
+def throughput(path, texts, seconds, threads=2, rounds=5):
+    """{way: recalls a second} from `threads` threads at once, each with its own
+    connection, the ways taken in turn for `rounds` windows each (so both see the
+    same load on a shared machine)."""
+    counts = {name: [0, 0.0] for name in WAYS}
+    conns = [brain_sql.connect(path, read_only=True) for _ in range(threads)]
+    for round_ in range(rounds):
+        for name in WAYS:
+            way(name)
+            done = []
+            stop = time.perf_counter() + seconds / rounds
 
-    def client(offset):
-        conn = brain_sql.connect(conn_path, read_only=True)
-        count, i = 0, offset
-        while time.perf_counter() < stop:
-            brain_sql.recall(conn, {"q": texts[i % len(texts)], "k": 10})
-            count, i = count + 1, i + threads
-        done.append(count)
+            def client(n, round_=round_, done=done, stop=stop):
+                count, i = 0, n + round_ * 1000
+                while time.perf_counter() < stop:
+                    brain_sql.recall(conns[n], {"q": texts[i % len(texts)], "k": 10})
+                    count, i = count + 1, i + threads
+                done.append(count)
 
-    started = time.perf_counter()
-    running = [threading.Thread(target=client, args=(n,)) for n in range(threads)]
-    for thread in running:
-        thread.start()
-    for thread in running:
-        thread.join()
-    return sum(done) / (time.perf_counter() - started)
+            started = time.perf_counter()
+            running = [threading.Thread(target=client, args=(n,)) for n in range(threads)]
+            for thread in running:
+                thread.start()
+            for thread in running:
+                thread.join()
+            counts[name][0] += sum(done)
+            counts[name][1] += time.perf_counter() - started
+    return {name: count / elapsed for name, (count, elapsed) in counts.items()}
 
 
 def main():
@@ -103,7 +112,7 @@ def main():
     parser.add_argument("--brain", required=True)
     parser.add_argument("--queries", type=int, default=200, help="vector leg queries")
     parser.add_argument("--recalls", type=int, default=100, help="whole recalls timed each way")
-    parser.add_argument("--seconds", type=float, default=15.0, help="each way's two-thread run")
+    parser.add_argument("--seconds", type=float, default=15.0, help="each way's two-thread run, in five windows")
     parser.add_argument("--query-file", default=str(QUERIES))
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)
@@ -154,10 +163,7 @@ def main():
             f"({statistics.median(exact_ms) / statistics.median(codes_ms):.2f}x); "
             f"{same:.4f} of the ten hits the same"
         )
-    rates = {}
-    for name in WAYS:
-        way(name)
-        rates[name] = throughput(args.brain, texts[args.recalls :], args.seconds)
+    rates = throughput(args.brain, texts[args.recalls :], args.seconds)
     print(
         f"two threads: codes {rates['codes']:.1f} recalls/s, exact {rates['exact']:.1f} recalls/s "
         f"({rates['codes'] / rates['exact']:.2f}x)"

@@ -112,11 +112,11 @@ SNAPSHOT_QUIET_SECONDS = 3.0
 # VECTOR_CODES_MIN_VISIBLE chunks are visible, each visible chunk's sign code (a bit
 # a dimension, taken around the mean vector rounded to VECTOR_CODES_GRID) estimates
 # its distance, and only the VECTOR_CODES_SHORTLIST_FACTOR x sqrt(visible) chunks
-# estimated nearest (at least VECTOR_CODES_MIN_SHORTLIST; 4,000 of a million) are
+# estimated nearest (at least VECTOR_CODES_MIN_SHORTLIST; 6,000 of a million) are
 # scored exactly; with $BRAIN_VECTOR_CODES off, every visible chunk is (the exact
 # scan, equal to vec0's KNN). Measured in docs/scale.md ("The vector leg").
-VECTOR_CODES_MIN_VISIBLE = 50_000
-VECTOR_CODES_SHORTLIST_FACTOR = 4.0
+VECTOR_CODES_MIN_VISIBLE = 100_000
+VECTOR_CODES_SHORTLIST_FACTOR = 6.0
 VECTOR_CODES_MIN_SHORTLIST = 1_000
 VECTOR_CODES_GRID = 8
 
