@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import brain_sql
 from brain_sql import chunk_index, querydoc, snapshot, state
@@ -148,6 +150,26 @@ def test_copies_of_one_text_enter_the_shortlist_together(brain_with_copies, code
         with current.lock:
             found = current.chunks.nearest(query("pager rota Mondays"), current.chunks.visible(chosen), k)
         assert found == [tuple(row) for row in vector_leg(conn, query("pager rota Mondays"), chosen, n=k)]
+
+
+@given(
+    st.integers(min_value=1, max_value=60_000),
+    st.integers(min_value=1, max_value=5_000),
+    st.integers(min_value=1, max_value=50),
+    st.floats(min_value=0, max_value=0.9),
+    st.integers(min_value=0, max_value=2**32 - 1),
+)
+@settings(max_examples=60, deadline=None)
+def test_the_cut_keeps_the_smallest_and_every_equal_one(count, size, levels, hidden, seed):
+    """The shortlist is every estimate as small as the size-th smallest, whether a
+    sample bounded the search first or not; ties (few distinct values) and the
+    hidden (infinite) included."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, levels, count).astype(np.float32)
+    values[rng.random(count) < hidden] = np.inf
+    size = min(size, int(np.isfinite(values).sum()) or 1)
+    expected = np.flatnonzero(values <= np.sort(values)[size - 1])
+    assert np.array_equal(chunk_index._smallest(values, size), expected)
 
 
 def test_with_the_codes_off_the_vector_leg_is_vec0s(brain_with_copies, codes_at, monkeypatch):
