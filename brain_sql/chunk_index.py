@@ -7,14 +7,32 @@ answer with the same ties. A SIMD kernel (simsimd, the one usearch is built on)
 computes the int8 cosine of every visible row at memory speed, in integers where
 vec0 does; its float rounding (about 1e-7) is far inside the margin within which
 candidates are scored again with vec0's own arithmetic.
+
+When many chunks are visible, a first pass over each chunk's sign code
+(vector_codes.py, 32 bytes where the vector takes 256) picks the shortlist the
+exact scan scores: the visible mask acts inside it (hidden chunks are never
+counted among the nearest), its picks are the same in a followed state as in a
+fresh build, and the distances returned are still vec0's. Which chunks it finds
+is then an estimate: $BRAIN_VECTOR_CODES (config.py) chooses, and docs/scale.md
+gives what it finds and costs.
 """
+
+import math
+import threading
 
 import numpy as np
 import simsimd
 import xxhash
 
+from .config import (
+    VECTOR_CODES_MIN_SHORTLIST,
+    VECTOR_CODES_MIN_VISIBLE,
+    VECTOR_CODES_SHORTLIST_FACTOR,
+    vector_codes_enabled,
+)
 from .schema import fts_length
 from .slots import IdMap, Slots
+from .vector_codes import SignCodes
 from .vectors import ALWAYS_VALID_EPOCH, NEVER_EXPIRES_EPOCH, VEC_METADATA
 
 TEXT_COLUMNS = tuple(name for name, (kind, _) in VEC_METADATA.items() if kind == "text")
@@ -65,6 +83,8 @@ class ChunkIndex:
         self.changes = 0  # bumped by every add and remove: what the cached masks were made at
         self._masks = {}  # (changes, timeless clauses) -> mask
         self._timed_at, self._timed_slots = None, None
+        self.signs = None  # the vectors' sign codes (SignCodes), while $BRAIN_VECTOR_CODES is on
+        self._making = threading.Lock()
 
     # -- reading ---------------------------------------------------------------
 
@@ -131,11 +151,13 @@ class ChunkIndex:
         count = int(searchable.sum())
         if not query_norm or not count:
             return []
-        if count < GATHER_SHARE * rows.size:
+        slots = self._shortlist(q, searchable, count, n)
+        if slots is None and count < GATHER_SHARE * rows.size:
             slots = np.flatnonzero(searchable)
+        if slots is not None:
+            count = len(slots)
             approximate = np.asarray(simsimd.cdist(q[None], rows.vector[slots], metric="cosine"))[0]
         else:
-            slots = None
             approximate = np.asarray(simsimd.cdist(q[None], rows.vector, metric="cosine"))[0]
             approximate[~searchable] = np.inf
         if count > n:
@@ -152,6 +174,26 @@ class ChunkIndex:
         ids = rows.id[candidates]
         order = np.lexsort((ids, distance))
         return [(int(ids[i]), float(distance[i])) for i in order]
+
+    def _shortlist(self, q, searchable, count, n):
+        """The slots of the visible chunks the sign codes estimate nearest to `q`,
+        every one as near as the last of them included (so the cut does not depend
+        on where chunks sit); None to scan every visible chunk: the codes off, or
+        too few chunks visible for a first pass to pay. The shortlist grows with
+        the square root of the visible chunks (docs/scale.md has the measurements)."""
+        size = max(n, VECTOR_CODES_MIN_SHORTLIST, math.ceil(VECTOR_CODES_SHORTLIST_FACTOR * math.sqrt(count)))
+        if count < VECTOR_CODES_MIN_VISIBLE or size >= count or not vector_codes_enabled():
+            return None
+        codes = self.signs or self.make_codes()
+        if count < GATHER_SHARE * self.rows.size:
+            slots = np.flatnonzero(searchable)
+            estimate = codes.estimate(q, slots)
+        else:
+            slots = None
+            estimate = codes.estimate(q)
+            estimate[~searchable] = np.inf  # the hidden are never among the nearest
+        within = _smallest(estimate, size)
+        return within if slots is None else slots[within]
 
     def distances(self, query, ids):
         """{id: cosine distance to the int8 vector `query` (bytes)} of those of chunks
@@ -200,6 +242,8 @@ class ChunkIndex:
                 part = matrix[start : start + 65536].astype(np.int64)
                 arrays["sqnorm"][where[start : start + 65536]] = np.einsum("ij,ij->i", part, part)
             arrays["vec_chunk"][where], arrays["vec_offset"][where] = chunk, offset
+        if self.signs is not None:
+            self.signs.add(slots, self.rows.vector, self.rows.sqnorm, where)
         self.slot_of.set(ids, slots)
         self.count += len(ids)
         self.changes += 1
@@ -210,6 +254,8 @@ class ChunkIndex:
         slots = self.slot_of.many(ids)
         slots = slots[slots >= 0]
         if len(slots):
+            if self.signs is not None:
+                self.signs.remove(self.rows.vector, self.rows.sqnorm, slots[self.rows.has_vector[slots]])
             self.rows.arrays["live"][slots] = False
             self.slot_of.set(self.rows.id[slots], -1)
             self.count -= len(slots)
@@ -219,10 +265,22 @@ class ChunkIndex:
     def dead(self):
         return self.rows.size - self.count
 
+    def make_codes(self):
+        """The sign codes of every slot, made now (after a build, or for a snapshot
+        saved without them); they then follow every add and remove."""
+        with self._making:
+            if self.signs is None:
+                signs = SignCodes(self.dimension)
+                rows = self.rows
+                signs.make(rows.vector, rows.sqnorm, rows.live & rows.has_vector)
+                self.signs = signs
+            return self.signs
+
     # -- comparing and persisting ----------------------------------------------
 
     def fingerprint(self):
-        """{id: filter columns and length}, {id: vector}: independent of slot order."""
+        """{id: filter columns and length}, {id: vector}, {id: sign code} (None
+        without codes): independent of slot order."""
         rows = self.rows
         live = np.flatnonzero(rows.live)
         decode = {name: {code: value for value, code in self.codes[name].items()} for name in TEXT_COLUMNS}
@@ -234,7 +292,15 @@ class ChunkIndex:
             for s in live
         }
         vectors = {int(rows.id[s]): rows.vector[s].tobytes() for s in live if rows.has_vector[s]}
-        return columns, vectors
+        signs = None
+        if self.signs is not None:
+            held = self.signs.rows
+            signs = {
+                int(rows.id[s]): (held.bits[s].tobytes(), int(held.sq[s]), int(held.l1[s]), float(held.weight[s]))
+                for s in live
+            }
+            signs["center"] = self.signs.center.tobytes()
+        return columns, vectors, signs
 
     def digest(self):
         """A hash of `fingerprint`'s contents, computed in bulk: for comparing a
@@ -251,13 +317,21 @@ class ChunkIndex:
             else:
                 digest.update(np.ascontiguousarray(column).tobytes())
         digest.update(np.ascontiguousarray(rows.vector[live]).tobytes())
+        if self.signs is not None:
+            digest.update(self.signs.center.tobytes())
+            for array in self.signs.rows.to_arrays("signs").values():
+                digest.update(np.ascontiguousarray(array[live]).tobytes())
         return digest.hexdigest()
 
     def to_arrays(self):
-        return self.rows.to_arrays("chunks")
+        signs = self.signs.to_arrays() if self.signs is not None else {}
+        return {**self.rows.to_arrays("chunks"), **signs}
 
     def meta(self):
-        return {"codes": {name: list(codes) for name, codes in self.codes.items()}}
+        return {
+            "codes": {name: list(codes) for name, codes in self.codes.items()},
+            "signs": self.signs.meta() if self.signs is not None else None,
+        }
 
     @classmethod
     def from_arrays(cls, dimension, arrays, meta):
@@ -270,4 +344,25 @@ class ChunkIndex:
         index.slot_of.set(index.rows.id[live], live)
         index.count = len(live)
         index.changes = 1
+        if vector_codes_enabled():  # a snapshot without them (or around another grid) makes them
+            index.signs = SignCodes.from_arrays(dimension, arrays, meta.get("signs"), index.rows.size)
+            if index.signs is None:
+                index.make_codes()
         return index
+
+
+def _smallest(values, size, sample=16384):
+    """Positions of the `size` smallest of `values` and of every one as small as the
+    last of them: the same set wherever each value sits. A sample's quantile first
+    bounds the search to about twice as many, when that leaves enough (the answer is
+    the same either way; a million values are then not all partitioned)."""
+    stride = len(values) // sample
+    if stride > 1:
+        sampled = values[::stride]
+        at = min(len(sampled) - 1, 2 * size // stride + 16)
+        bound = np.partition(sampled, at)[at]
+        below = np.flatnonzero(values <= bound)
+        if len(below) >= size:
+            held = values[below]
+            return below[held <= np.partition(held, size - 1)[size - 1]]
+    return np.flatnonzero(values <= np.partition(values, size - 1)[size - 1])

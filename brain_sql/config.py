@@ -119,6 +119,18 @@ SNAPSHOT_MIN_CHUNKS = 20_000
 SNAPSHOT_EVERY = 20_000
 SNAPSHOT_QUIET_SECONDS = 3.0
 
+# The vector leg's first pass (vector_codes.py): when at least
+# VECTOR_CODES_MIN_VISIBLE chunks are visible, each visible chunk's sign code (a bit
+# a dimension, taken around the mean vector rounded to VECTOR_CODES_GRID) estimates
+# its distance, and only the VECTOR_CODES_SHORTLIST_FACTOR x sqrt(visible) chunks
+# estimated nearest (at least VECTOR_CODES_MIN_SHORTLIST; 6,000 of a million) are
+# scored exactly; with $BRAIN_VECTOR_CODES off, every visible chunk is (the exact
+# scan, equal to vec0's KNN). Measured in docs/scale.md ("The vector leg").
+VECTOR_CODES_MIN_VISIBLE = 100_000
+VECTOR_CODES_SHORTLIST_FACTOR = 6.0
+VECTOR_CODES_MIN_SHORTLIST = 1_000
+VECTOR_CODES_GRID = 8
+
 # Documents embedded together during ingest (the next batch is embedded while one
 # is written).
 INGEST_BATCH_DOCUMENTS = 1000
@@ -165,6 +177,12 @@ def server_blas_threads():
     42 recalls/s with 2 BLAS threads, 49 with 1)."""
     value = os.environ.get("BRAIN_BLAS_THREADS", "")
     return int(value) if value.strip().isdigit() and int(value) > 0 else 1
+
+
+def vector_codes_enabled():
+    """Whether the vector leg picks its shortlist by sign codes when many chunks are
+    visible ($BRAIN_VECTOR_CODES, default on), or scans every visible vector (off)."""
+    return os.environ.get("BRAIN_VECTOR_CODES", "on").lower() not in ("0", "false", "no", "off")
 
 
 def graph_enabled():

@@ -19,6 +19,7 @@ import numpy as np
 
 from . import snapshot
 from .chunk_index import StoredVectors
+from .config import vector_codes_enabled
 from .connection import main_file, open_connection
 from .errors import BrainError
 from .postings import Postings
@@ -66,6 +67,8 @@ def build(state, conn):
         for rows in _batches(conn.execute(rows_sql + " order by k.id")):
             put_chunks(state, rows, vectors, texts=not beside)
         del vectors
+        if vector_codes_enabled():
+            state.chunks.make_codes()
         for rows in _batches(
             conn.execute(
                 "select id, from_entity_id, to_entity_id, relation_type, knowledge_id from relationships order by id"

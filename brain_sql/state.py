@@ -148,11 +148,12 @@ class ReadState:
         """What the state holds, independent of slot order: equal for a followed
         state and a fresh build of the same brain. Takes the shared lock itself."""
         with self.lock:
-            columns, vectors = self.chunks.fingerprint()
+            columns, vectors, signs = self.chunks.fingerprint()
             postings = self.postings.contents(self.chunks.rows.id, self.chunks.rows.live)
             return {
                 "columns": columns,
                 "vectors": vectors,
+                "signs": signs,
                 "postings": postings,
                 **self.graph.fingerprint(self.graph.chunks.id),
             }
