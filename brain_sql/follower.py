@@ -225,8 +225,10 @@ def fetch(state, conn):
 def columns(state):
     """Each part's growable columns (Slots), with the kinds of change that add rows to them."""
     graph = state.graph
+    signs = [] if state.chunks.signs is None else [(state.chunks.signs.rows, ("chunk",))]
     return [
         (state.chunks.rows, ("chunk",)),
+        *signs,
         (graph.nodes, ("chunk", "entity")),
         (graph.chunks, ("chunk",)),
         (graph.documents, ("document",)),

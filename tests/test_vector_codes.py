@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import brain_sql
 from brain_sql import chunk_index, querydoc, snapshot, state
+from brain_sql.config import MAX_REMEMBER_RECORDS
 from brain_sql.embed import embed
 from brain_sql.filters import Filters
 from brain_sql.hybrid import vector_leg
@@ -248,9 +249,9 @@ def test_the_first_pass_finds_the_exact_scans_ten_nearest(tmp_path, codes_at):
     conn = brain_sql.connect(tmp_path / "brain.db")
     texts = sentences(4000)
     rng = random.Random(1)
-    brain_sql.remember(
-        conn, [{"_id": str(i), "text": t, "scope": rng.choice(["/a", "/b"])} for i, t in enumerate(texts)]
-    )
+    records = [{"_id": str(i), "text": t, "scope": rng.choice(["/a", "/b"])} for i, t in enumerate(texts)]
+    for start in range(0, len(records), MAX_REMEMBER_RECORDS):
+        brain_sql.remember(conn, records[start : start + MAX_REMEMBER_RECORDS])
     if SCIFACT:
         claims = [json.loads(line)["text"] for line in open(SCIFACT / "queries.jsonl")][:100]
     else:
