@@ -32,7 +32,7 @@ from .config import (
 )
 from .schema import fts_length
 from .slots import IdMap, Slots
-from .vector_codes import SignCodes
+from .vector_codes import SignCodes, kernel
 from .vectors import ALWAYS_VALID_EPOCH, NEVER_EXPIRES_EPOCH, VEC_METADATA
 
 TEXT_COLUMNS = tuple(name for name, (kind, _) in VEC_METADATA.items() if kind == "text")
@@ -182,7 +182,7 @@ class ChunkIndex:
         too few chunks visible for a first pass to pay. The shortlist grows with
         the square root of the visible chunks (docs/scale.md has the measurements)."""
         size = max(n, VECTOR_CODES_MIN_SHORTLIST, math.ceil(VECTOR_CODES_SHORTLIST_FACTOR * math.sqrt(count)))
-        if count < VECTOR_CODES_MIN_VISIBLE or size >= count or not vector_codes_enabled():
+        if count < VECTOR_CODES_MIN_VISIBLE or size >= count or not vector_codes_enabled() or not kernel():
             return None
         codes = self.signs or self.make_codes()
         if count < GATHER_SHARE * self.rows.size:

@@ -141,8 +141,7 @@ class SignCodes:
         distance itself) of int8 `query` (an array) to the chunks in `slots`, or in
         every slot; each chunk's the same wherever it sits, so that the first pass
         picks the same chunks in a followed state as in a fresh build."""
-        import faiss  # imported on first use: a process that never scans a big brain never loads it
-
+        faiss = kernel()
         u = (query.astype(np.int16) + 128) >> 4
         planes = np.zeros((PLANES, self.width), dtype=np.uint8)
         bits = np.packbits((u[None] >> np.arange(PLANES)[:, None]) & 1, axis=1, bitorder="little")
@@ -209,6 +208,22 @@ class SignCodes:
         ):
             return None
         return codes
+
+
+_kernel: list = []
+
+
+def kernel():
+    """faiss, which counts the Hamming distances; None where it cannot be imported
+    (the vector leg then scans every visible vector). Imported on first use: a
+    process that never scans a big brain never loads it."""
+    if not _kernel:
+        try:
+            import faiss
+        except ImportError:
+            faiss = None
+        _kernel.append(faiss)
+    return _kernel[0]
 
 
 def _scales(sq, l1, sqnorm):

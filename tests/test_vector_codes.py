@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import brain_sql
-from brain_sql import chunk_index, querydoc, snapshot, state
+from brain_sql import chunk_index, querydoc, snapshot, state, vector_codes
 from brain_sql.config import MAX_REMEMBER_RECORDS
 from brain_sql.embed import embed
 from brain_sql.filters import Filters
@@ -151,6 +151,28 @@ def test_copies_of_one_text_enter_the_shortlist_together(brain_with_copies, code
         with current.lock:
             found = current.chunks.nearest(query("pager rota Mondays"), current.chunks.visible(chosen), k)
         assert found == [tuple(row) for row in vector_leg(conn, query("pager rota Mondays"), chosen, n=k)]
+
+
+@pytest.mark.parametrize("dimension", [100, 256, 384])
+def test_the_estimate_is_rabitqs_from_the_bit_planes(dimension):
+    """The Hamming distances to the query's four bit planes give what the formula
+    gives from the signs themselves: (c·q + |r|²/|r|₁ s·q̃) / |x|, q̃ the query cut to
+    4 bits, for codes of any width (padded to whole 64-bit words), and each chunk's
+    estimate is the same read alone or among all."""
+    rng = np.random.default_rng(dimension)
+    vectors = rng.integers(-127, 128, (500, dimension), dtype=np.int8)
+    vectors[:, :5] += 60  # a common part, for the centre to take away
+    sqnorm = (vectors.astype(np.int64) ** 2).sum(axis=1)
+    codes = vector_codes.SignCodes(dimension)
+    codes.make(vectors, sqnorm, np.ones(len(vectors), dtype=bool))
+    q = rng.integers(-127, 128, dimension, dtype=np.int8)
+    cut = 16.0 * ((q.astype(np.int64) + 128) >> 4) - 120
+    r = vectors.astype(np.float64) - codes.center
+    signs = np.where(r > 0, 1.0, -1.0)
+    similarity = (q @ codes.center + (r * r).sum(1) / np.abs(r).sum(1) * (signs @ cut)) / np.sqrt(sqnorm)
+    assert np.allclose(codes.estimate(q), -similarity, rtol=1e-5, atol=1e-4)  # lower is nearer
+    slots = np.array([3, 1, 499, 250])
+    assert np.array_equal(codes.estimate(q, slots), codes.estimate(q)[slots])
 
 
 @given(
