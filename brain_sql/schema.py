@@ -783,16 +783,29 @@ def check_model(conn, model_id):
 
 def migrate(conn: Connection, model_id: str | None = None) -> None:
     """Create or upgrade the brain schema on `conn`; `model_id` is used for a new
-    brain. Every pending migration is applied in one write transaction."""
-    db = sqlite_utils.Database(conn)
-    if model_id and is_brain(conn):
+    brain. Every pending migration is applied in one write transaction. The common
+    case, nothing to apply, takes no write lock and leaves the statements `conn`
+    prepared as they are (every remember and ingest begins here)."""
+    new = bool(model_id) and not is_brain(conn)
+    if model_id and not new:
         check_model(conn, model_id)
-    elif not model_id and not pending_migrations(conn):
-        return  # the common case takes no write lock
+    if not new and not migrations.pending(sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False)):
+        _recursive_triggers(conn)
+        return
+    db = sqlite_utils.Database(conn)
     with atomic(conn):
-        if model_id and not is_brain(conn):
+        if new:
             ensure_meta(conn, model_id)
         migrations.apply(db)
+
+
+def _recursive_triggers(conn):
+    """Recursive triggers on, as sqlite-utils' Database leaves a connection it is
+    given, so the brain is always written with them (a REPLACE fires the delete
+    triggers of the row it replaces: the change log records it); set only when
+    off, as setting it expires every statement the connection prepared."""
+    if not conn.execute("pragma recursive_triggers").fetchone()[0]:
+        conn.execute("pragma recursive_triggers = on")
 
 
 def pending_migrations(conn: Connection) -> list[str]:

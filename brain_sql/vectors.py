@@ -6,6 +6,7 @@ mirrored into vec_knowledge as a vec0 metadata column, computed from the
 knowledge row by the same SQL expression everywhere (VEC_METADATA).
 """
 
+import json
 import re
 
 import numpy as np
@@ -163,8 +164,8 @@ def backfill_vectors(conn, model_id, batch=512):
         vectors = storage_vectors([embedded_text(*row[1:]) for row in rows], model_id)
         insert_vectors(conn, [(r[0], *v) for r, v in zip(rows, vectors) if v])
         conn.execute(
-            f"update knowledge set embedding_model = ? where id in ({','.join('?' * len(rows))})",
-            [model_id, *(r[0] for r in rows)],
+            "update knowledge set embedding_model = ? where id in (select value from json_each(?))",
+            [model_id, json.dumps([r[0] for r in rows])],
         )
         added += sum(1 for v in vectors if v)
     return added

@@ -6,6 +6,7 @@ edges are stated again. Entities are created on first mention; each new chunk
 and entity is queued for mention matching in the same transaction.
 """
 
+import functools
 import json
 import re
 import time
@@ -63,11 +64,30 @@ _INSERTED = (
     *_CHUNK_COLUMNS,
     "flagged",
 )
-_INSERT_CHUNKS = f"insert into knowledge ({', '.join(f'[{n}]' for n in _INSERTED)}) values "
+_INSERT_CHUNKS = f"insert into knowledge ({', '.join(f'[{n}]' for n in _INSERTED)}) "
 CHUNKS_PER_INSERT = 500  # new chunks a statement at most: statements of up to 80 kB (SQLite takes up to 1 MB)
 _CHUNK_VALUES = "({})".format(
     ", ".join("coalesce(?, current_timestamp)" if n in _STORED_TIMES else "?" for n in _INSERTED)
 )
+SHAPE_GROWTH = 4  # each shape of the chunk insert holds this many times the rows of the one below it
+
+
+def _shape(count, most):
+    """The rows of the chunk insert's shape that takes `count` new chunks: the least
+    of 1, 4, 16, ... and `most` that holds them."""
+    rows = 1
+    while rows < min(count, most):
+        rows = min(rows * SHAPE_GROWTH, most)
+    return rows
+
+
+@functools.cache
+def _insert_shaped(rows):
+    """The chunk insert of `rows` rows. A part of fewer chunks fills the rest with
+    rows of NULLs, which its WHERE leaves out: a few shapes serve every part (a
+    connection keeps each statement it prepared, 1.7 MB at 500 rows, and one of
+    each size ingest meets would be hundreds)."""
+    return f"{_INSERT_CHUNKS}select * from (values {', '.join([_CHUNK_VALUES] * rows)}) where column1 is not null"
 
 
 def _chunk_values(columns, chunk):
@@ -129,11 +149,11 @@ class DocumentWriter:
 
     def stored_hashes(self, documents):
         """{document id: stored content hash} of those `documents` already stored."""
-        ids = [d.document_id for d in documents]
+        ids = json.dumps([d.document_id for d in documents])
         return dict(
             self.conn.execute(
-                f"select document_id, content_hash from documents where document_id in ({','.join('?' * len(ids))})",
-                ids,
+                "select document_id, content_hash from documents where document_id in (select value from json_each(?))",
+                [ids],
             ).fetchall()
         )
 
@@ -246,9 +266,11 @@ class DocumentWriter:
         per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)
         for start in range(0, len(rows), per_statement):
             part = rows[start : start + per_statement]
+            padding = _shape(len(part), per_statement) - len(part)
             self.conn.execute(
-                _INSERT_CHUNKS + ", ".join([_CHUNK_VALUES] * len(part)),
-                [value for row_id, row in zip(ids[start:], part) for value in (row_id, *row)],
+                _insert_shaped(len(part) + padding),
+                [value for row_id, row in zip(ids[start:], part) for value in (row_id, *row)]
+                + [None] * (padding * len(_INSERTED)),
             )
         stored_vectors = []
         for row_id, (ids_of, index, digest) in zip(ids, placed):

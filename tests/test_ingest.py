@@ -3,9 +3,13 @@ skipped with its file and line while the rest go in, and a prune that would empt
 a folder is refused. `sqlite-utils brain ingest` is tested in test_cli_ingest.py,
 remember in test_remember.py."""
 
+import collections
+import json
+
 import pytest
 
 import brain_sql
+from brain_sql.connection import sqlite3
 
 from .conftest import VAULT, rows
 
@@ -192,3 +196,30 @@ def test_the_ascii_scope_is_ingested_whichever_file_comes_first(tmp_path, imitat
         ]
     else:  # both stored: `check` names the pair
         assert stored == [("a-shared", "/\u0251cme/support"), ("m-runbook", "/acme/support")] and not report.errors
+
+
+def test_an_ingest_prepares_its_statements_once_not_once_a_document(tmp_path):
+    """A connection keeps the statements it prepared: pysqlite3's cache, once full,
+    drops the statement added last, and a new brain's migrations fill it on the
+    connection that goes on to ingest, so each document's statements were compiled
+    again (with their tables' triggers) for every document. SQLite asks the
+    authorizer about a statement when it prepares it, and only then."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.migrate(conn)  # a new brain, made on the connection that ingests
+    records = tmp_path / "records.jsonl"
+    records.write_text(
+        "".join(
+            json.dumps({"_id": f"r{i}", "title": f"Note {i}", "text": f"Memory number {i}."}) + "\n" for i in range(300)
+        )
+    )
+    prepared = collections.Counter()
+
+    def authorize(action, table, *_):
+        if action == sqlite3.SQLITE_INSERT:
+            prepared[table] += 1
+        return sqlite3.SQLITE_OK
+
+    conn.set_authorizer(authorize)
+    report = brain_sql.ingest(conn, [records])
+    assert not report.errors and report.documents_added == 300
+    assert prepared["documents"] <= 2 and prepared["entities"] <= 2, prepared

@@ -7,6 +7,7 @@ import pytest
 
 import brain_sql
 from brain_sql import pipeline, writer
+from brain_sql.connection import sqlite3
 
 from .conftest import rows
 
@@ -54,6 +55,50 @@ def test_a_batch_of_new_documents_writes_few_index_segments(tmp_path, monkeypatc
     assert rows(conn, "select rowid from knowledge_fts where knowledge_fts match 'memory' order by rowid") == [
         (i,) for i in range(1, 301)
     ]
+
+
+def _prepared_inserts(conn):
+    """The tables of the inserts `conn` prepares from now on: SQLite asks the
+    authorizer about a statement as it prepares it (again when it was expired)."""
+    prepared = []
+
+    def authorize(action, table, *_):
+        if action == sqlite3.SQLITE_INSERT:
+            prepared.append(table)
+        return sqlite3.SQLITE_OK
+
+    conn.set_authorizer(authorize)
+    return prepared
+
+
+def test_remember_after_remember_prepares_its_statements_once(tmp_path):
+    """Each remember looks for migrations to apply first; that looking no longer
+    runs sqlite-utils' plugin hooks (registering every SQL function again) nor sets
+    recursive triggers again, each of which expired every prepared statement."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.migrate(conn)
+    prepared = _prepared_inserts(conn)
+    for i in range(20):
+        report, _ = brain_sql.remember(conn, [{"_id": f"r{i}", "title": f"Note {i}", "text": f"Memory {i}."}])
+        assert not report.errors
+    assert prepared.count("documents") == 1 and prepared.count("entities") == 1, prepared
+    assert conn.execute("pragma recursive_triggers").fetchone() == (1,)  # writes run with them, as they always have
+
+
+def test_batches_of_any_size_write_chunks_through_a_few_statements(tmp_path):
+    """The statement that inserts new chunks has one of a few shapes, however many
+    there are: a prepared statement of 500 rows holds about 1.7 MB, and a
+    connection keeps what it prepared (one of each size ingest met, hundreds over
+    a long run). SQLite asks the authorizer about a statement as it prepares it."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.migrate(conn)
+    prepared = _prepared_inserts(conn)
+    for size in range(1, 41):
+        records = [{"_id": f"r{size}-{i}", "title": f"Note {size}-{i}", "text": f"Memory {i}."} for i in range(size)]
+        report, ids = brain_sql.remember(conn, records)
+        assert not report.errors and len(ids) == size
+    assert prepared.count("knowledge") <= 4
+    assert rows(conn, "select count(*) from knowledge") == [(sum(range(1, 41)),)]
 
 
 def test_a_scope_imitated_first_does_not_block_the_ascii_scope(tmp_path):
