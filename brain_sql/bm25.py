@@ -208,6 +208,13 @@ class TermStats:
         words = spec.terms + [w for phrase in spec.phrases + spec.compounds for w in phrase]
         return {stem: self.idf(stem) for stem in sorted(set(self.frequencies(words)))}
 
+    def share(self, text, held):
+        """The idf-weighted share of `text`'s searchable terms (query_idf's) among
+        the index terms `held`: 0 when it has none."""
+        idf = self.query_idf(text)
+        total = sum(idf.values())
+        return sum(idf[term] for term in idf if term in held) / total if total else 0.0
+
     def common_words(self, text):
         """The query's single words found in more than COMMON_TERM_SHARE of the
         reachable rows; only words whose count over every row leaves it open are

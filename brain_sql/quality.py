@@ -96,11 +96,8 @@ def assess(conn, legs, fused):
     idf = legs.terms.query_idf(legs.text)
     top = fused[0][0]
     if idf:
-        total = sum(idf.values())
-        indexed = _indexed_terms(conn, top)
-        found = [t for t in idf if t in indexed]
-        signals["coverage"] = sum(idf[t] for t in found) / total
-        signals["known"] = sum(idf[t] for t in idf if legs.terms.rows(t)) / total
+        signals["coverage"] = legs.terms.share(legs.text, _indexed_terms(conn, top))
+        signals["known"] = sum(idf[t] for t in idf if legs.terms.rows(t)) / sum(idf.values())
     vector = legs.raw.get("vector", {})
     if vector:
         low, high = SIMILARITY_RANGE
