@@ -4,6 +4,8 @@
 
 1. Leg weights without entity seeds: grid on SciFact qrels/train.tsv (nDCG@10).
 2. Leg weights with entity seeds: grid on the MuSiQue + HotpotQA training samples (Recall@5).
+   Then the share of a query its named entities' words must hold for the graph to
+   lead (config.GRAPH_LEADS_SHARE): grid on SciFact train and both samples.
 3. The abstention model: a logistic fit of the quality signals, SciFact training
    queries (answerable) against the even-numbered trap queries (not), with the
    abstention rate of every split at config.ABSTAIN_BELOW.
@@ -40,13 +42,14 @@ def cached_legs(conn, queries, qrels):
     return [(qid, run_legs(conn, parse({"q": queries[qid]}), model), external) for qid in qrels]
 
 
-def score(cache, qrels, weights_with, weights_without, metric):
+def score(cache, qrels, weights_with, weights_without, metric, leads_share=config.GRAPH_LEADS_SHARE):
     """The metric of the fused chunk ranking, collapsed to corpus ids as `brain eval`
-    does: RRF with `weights_with` when the query names entities, else the convex
-    combination with `weights_without`."""
+    does: RRF with `weights_with` when the graph leads (the query names entities
+    whose words hold at least `leads_share` of it), else the convex combination
+    with `weights_without`."""
     total = 0.0
     for qid, legs, external in cache:
-        if legs.entity_seeds:
+        if legs.entity_seeds and legs.named_share >= leads_share:
             fused = fuse(legs.ranked, weights_with)
         else:
             fused = convex(legs.ranked, legs.raw, weights_without)
@@ -83,6 +86,12 @@ def main():
         recalls = [score(cache, qrels, weights, config.CONVEX_WEIGHTS, "recall@5") for cache, qrels in sets]
         grid.append((sum(recalls), [round(r, 4) for r in recalls], weights))
     print("with entities, (MuSiQue, HotpotQA) Recall@5:", *sorted(grid, key=lambda g: -g[0])[:3], sep="\n  ")
+    print("the graph leads from a named share of: SciFact train nDCG@10, (MuSiQue, HotpotQA) Recall@5")
+    for share in (0, 0.05, 0.1, 0.125, 0.15, 0.175, 0.2, 0.25, 0.3):
+        with_, without = config.LEG_WEIGHTS_WITH_ENTITIES, config.CONVEX_WEIGHTS
+        recalls = [score(cache, qrels, with_, without, "recall@5", share) for cache, qrels in sets]
+        scifact_train = score(train_cache, train, with_, without, "ndcg@10", share)
+        print(f"  {share:.3f}: {scifact_train:.4f}, ({recalls[0]:.4f}, {recalls[1]:.4f})")
 
     names = list(quality.SIGNAL_WEIGHTS)
 

@@ -144,11 +144,7 @@ class TermStats:
         without reading postings, enough to rule a stem out."""
         everywhere = self._everywhere(stems)
         hidden = 0 if self.index else self.reach.hidden  # an index's counts are the reach's already
-
-        def idf(rows):
-            return math.log(1 + self.documents / (rows + 0.5))
-
-        return {s: (idf(everywhere[s]), idf(max(0, everywhere[s] - hidden))) for s in stems}
+        return {s: (self.idf_of(everywhere[s]), self.idf_of(max(0, everywhere[s] - hidden))) for s in stems}
 
     def _everywhere(self, stems):
         """{stem: rows holding it, hidden ones included}: a bound, never an answer."""
@@ -198,15 +194,33 @@ class TermStats:
         """The reachable rows holding a stem frequencies() has counted."""
         return self._rows[stem]
 
+    def idf_of(self, rows):
+        """The idf of a stem `rows` of the reachable rows hold."""
+        return math.log(1 + self.documents / (rows + 0.5))
+
     def idf(self, stem):
         """The idf of a stem frequencies() has counted."""
-        return math.log(1 + self.documents / (self._rows[stem] + 0.5))
+        return self.idf_of(self._rows[stem])
 
     def query_idf(self, text):
         """{stem: idf} of every searchable word of `text` (terms, phrases, compounds)."""
         spec = lexical.parse(text)
         words = spec.terms + [w for phrase in spec.phrases + spec.compounds for w in phrase]
         return {stem: self.idf(stem) for stem in sorted(set(self.frequencies(words)))}
+
+    def rarity(self, text):
+        """The mean idf of `text`'s searchable terms over the idf of a term no
+        reachable row holds: near 0 for words most rows hold, 1 for words none
+        does (and for a text with nothing to search)."""
+        idf = self.query_idf(text)
+        return sum(idf.values()) / len(idf) / self.idf_of(0) if idf else 1.0
+
+    def share(self, text, held):
+        """The idf-weighted share of `text`'s searchable terms (query_idf's) among
+        the index terms `held`: 0 when it has none."""
+        idf = self.query_idf(text)
+        total = sum(idf.values())
+        return sum(idf[term] for term in idf if term in held) / total if total else 0.0
 
     def common_words(self, text):
         """The query's single words found in more than COMMON_TERM_SHARE of the

@@ -206,6 +206,14 @@ NAMED_DOCUMENT_SHARE = 0.5  # of a named document's seed, the share given to its
 # Fusion (fusion.py). When the query names known entities the graph walk leads
 # (multi-hop questions): weighted RRF with these weights.
 LEG_WEIGHTS_WITH_ENTITIES = {"vector": 0.1, "fts": 0.25, "graph": 10.0, "prf": 0.25}
+# ... but only when the words naming those entities hold at least this share of
+# the query's idf-weighted terms (fusion.graph_leads): a query that names a thing
+# in passing is not about it. Chosen on training data (bench/tune.py, fusion alone):
+# MuSiQue train Recall@5 0.657 at 0.15 (0.645 with every naming query led by the
+# walk, 0.652 at 0.1-0.125, 0.650 at 0.175, 0.648 at 0.2, 0.641 at 0.25), HotpotQA
+# 0.915 up to 0.175 (0.910 at 0.2, 0.895 at 0.25), SciFact train nDCG@10 0.724 from
+# 0.15 (0.723 below: its two claims naming a title, "anxiety", hold 0.13 and 0.15).
+GRAPH_LEADS_SHARE = 0.15
 # When it names none: a convex combination of the legs' min-max normalised raw
 # scores. Chosen on training data: SciFact train nDCG@10 0.7245 for vector 0.3,
 # 0.7234 for 0.4, against 0.7149 for the RRF weights used before, with the graph

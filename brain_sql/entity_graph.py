@@ -224,11 +224,16 @@ class EntityGraph:
         return slot is not None and bool(visible[slot])
 
     def seed_entities(self, text, reachable=None, visible=None):
-        """Entity ids the text names: whole words, any case, longest match first,
-        each name resolved through alias_of. Given `reachable` (entity id -> bool)
-        and `visible` (a mask over chunk slots), only reachable entities stand for a
-        name and only visible chunks' alias_of edges resolve one: a name known
-        only from hidden memories changes nothing."""
+        """Entity ids the text names (seed_spans'), sorted."""
+        return sorted({entity for _, entity in self.seed_spans(text, reachable, visible)})
+
+    def seed_spans(self, text, reachable=None, visible=None):
+        """[(the casefolded words, the entity id they name)] of the spans of `text`
+        that name an entity: whole words, any case, longest match first, never
+        overlapping, each name resolved through alias_of. Given `reachable` (entity
+        id -> bool) and `visible` (a mask over chunk slots), only reachable entities
+        stand for a name and only visible chunks' alias_of edges resolve one: a name
+        known only from hidden memories changes nothing."""
         folded = text.casefold()
         starts = [p for p in range(len(folded)) if p == 0 or not _word(folded[p - 1])]
         ends = [q for q in range(1, len(folded) + 1) if q == len(folded) or not _word(folded[q])]
@@ -244,13 +249,13 @@ class EntityGraph:
                 ids = [e for e in self.named(folded[start:end]) if reachable is None or reachable(e)]
                 if ids:
                     found[(start, end)] = ids
-        taken, seeds = [], set()
+        taken, spans = [], []
         for start, end in sorted(found, key=lambda span: (-(span[1] - span[0]), span[0])):
             if any(start < e and s < end for s, e in taken):
                 continue
             taken.append((start, end))
-            seeds.add(self.alias_target(min(found[(start, end)]), visible))
-        return sorted(seeds)
+            spans.append((folded[start:end], self.alias_target(min(found[(start, end)]), visible)))
+        return spans
 
     # -- documents and chunks ------------------------------------------------------
 

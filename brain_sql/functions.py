@@ -16,7 +16,7 @@ from .embed import embed
 from .errors import InputError, QueryError
 from .fields import loads_json, normalize_fields, parse_datetime, parse_time, utcnow
 from .filters import Filters, column_sql, template
-from .fusion import LEGS, boosted, leg_weights, method, rrf
+from .fusion import LEGS, boosted, graph_leads, leg_weights, method, rrf
 from .schema import is_brain, recorded_model
 from .vectors import quantize_int8
 from .wording import shown
@@ -291,19 +291,18 @@ def _register_search(conn, model_id):
 
     def brain_leg_weight(leg, text, filters=None):
         """brain_leg_weight(leg, q [, filters]): a leg's fusion weight for query q, in
-        the fusion brain_fusion names: the graph leads when q names an entity that
-        memories visible under `filters` (a JSON object of QueryDoc filter fields)
-        tie into the graph."""
+        the fusion brain_fusion names (filters: a JSON object of QueryDoc filter
+        fields)."""
         if leg not in LEGS:
             raise InputError(f"brain_leg_weight: leg must be one of {', '.join(LEGS)}")
-        named = graph.named_in(conn, text or "", request_filters(filters))
-        return leg_weights(bool(named), model_id or recorded_model(conn)).get(leg, 0.0)
+        return leg_weights(_leads(conn, text, filters), model_id or recorded_model(conn)).get(leg, 0.0)
 
     def brain_fusion(text, filters=None):
         """brain_fusion(q [, filters]): how recall fuses the legs for query q, 'rrf'
-        when q names an entity that memories visible under `filters` tie into the
-        graph (the graph leads), else 'convex'."""
-        return method(bool(graph.named_in(conn, text or "", request_filters(filters))))
+        when the graph walk leads (q names entities that memories visible under
+        `filters` tie into the graph, and their words hold enough of q), else
+        'convex'."""
+        return method(_leads(conn, text, filters))
 
     def brain_ppr(text, passages=None, filters=None):
         """brain_ppr(q [, passages [, filters]]): the graph leg as a JSON array of
@@ -336,6 +335,18 @@ def _register_search(conn, model_id):
 def _count(name, items):
     if len(items) > MAX_ITEMS:
         raise InputError(f"{name} holds {len(items):,} items; the limit is {MAX_ITEMS:,}")
+
+
+def _leads(conn, text, filters):
+    """Whether the graph walk leads the fusion for q (fusion.graph_leads): q names
+    entities that memories visible under `filters` tie into the graph, and the
+    words naming them hold enough of q."""
+    text = text or ""
+    named = graph.named_in(conn, text, request_filters(filters))
+    if not named.ids:
+        return False
+    terms = bm25.for_request(conn, request_filters(filters))
+    return graph_leads(terms.share(text, lexical.indexed_terms(named.words)))
 
 
 def _fused(fused):

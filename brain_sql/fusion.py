@@ -1,9 +1,12 @@
 """Fusion: the legs' candidates in, one order out.
 
-When the query names entities the caller can reach, the graph walk leads and the
-legs are fused by weighted Reciprocal Rank Fusion: a sum of weighted reciprocal
-ranks, which lets the walk's order win whatever its scores. Otherwise the legs'
-raw scores are fused by a convex combination of their min-max normalised values:
+When the query names entities the caller can reach, and the words naming them
+hold at least GRAPH_LEADS_SHARE of what it asks (graph_leads), the graph walk
+leads and the legs are fused by weighted Reciprocal Rank Fusion: a sum of
+weighted reciprocal ranks, which lets the walk's order win whatever its scores.
+A claim that names one thing in passing ("... is related to anxiety prevalence")
+is not a question about that thing: the walk from it does not lead. Otherwise
+the legs' raw scores are fused by a convex combination of their min-max normalised values:
 rank fusion gives a weak dense leg's rank
 10 the same say as a strong lexical leg's rank 10, while the scores say how far
 apart candidates are. Neither fused score is a confidence; quality.py judges that.
@@ -11,7 +14,15 @@ apart candidates are. Neither fused score is a confidence; quality.py judges tha
 
 import datetime
 
-from .config import BOOST_SCALE, CONVEX_WEIGHTS, LEG_WEIGHTS_WITH_ENTITIES, MODEL_CONVEX_WEIGHTS, RECENCY_DAYS, RRF_K
+from .config import (
+    BOOST_SCALE,
+    CONVEX_WEIGHTS,
+    GRAPH_LEADS_SHARE,
+    LEG_WEIGHTS_WITH_ENTITIES,
+    MODEL_CONVEX_WEIGHTS,
+    RECENCY_DAYS,
+    RRF_K,
+)
 
 # legs in the order their terms are summed, as recall.sql sums them
 LEGS = ("vector", "fts", "graph", "prf")
@@ -75,24 +86,30 @@ def _ordered(scores, ranks):
     return [(item, scores[item], ranks[item]) for item in ordered]
 
 
-def leg_weights(names_entities, model_id=None):
-    """Each leg's fusion weight: the graph walk leads (RRF) when the query names
-    entities the caller can reach (multi-hop questions); otherwise the convex
-    combination's weights for the brain's model."""
-    return LEG_WEIGHTS_WITH_ENTITIES if names_entities else _MODEL_CONVEX.get(model_id, CONVEX)
+def graph_leads(named_share):
+    """Whether the graph walk leads the fusion of a query whose words naming
+    entities the caller can reach hold `named_share` of its idf-weighted terms
+    (0 when it names none)."""
+    return named_share > 0 and named_share >= GRAPH_LEADS_SHARE
 
 
-def fused(legs, raw, names_entities, model_id=None):
-    """The legs fused as leg_weights says: weighted RRF when the query names
-    entities, else the convex combination of normalised scores."""
-    if names_entities:
+def leg_weights(leads, model_id=None):
+    """Each leg's fusion weight: weighted RRF's when the graph walk leads (`leads`:
+    graph_leads), else the convex combination's for the brain's model."""
+    return LEG_WEIGHTS_WITH_ENTITIES if leads else _MODEL_CONVEX.get(model_id, CONVEX)
+
+
+def fused(legs, raw, leads, model_id=None):
+    """The legs fused as leg_weights says: weighted RRF when the graph walk leads,
+    else the convex combination of normalised scores."""
+    if leads:
         return fuse(legs, LEG_WEIGHTS_WITH_ENTITIES)
     return convex(legs, raw, leg_weights(False, model_id))
 
 
-def method(names_entities):
+def method(leads):
     """'rrf' or 'convex': how a query's legs are fused."""
-    return "rrf" if names_entities else "convex"
+    return "rrf" if leads else "convex"
 
 
 def boosted(score, observed_at, confidence, now):

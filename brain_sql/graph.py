@@ -7,6 +7,8 @@ file and process, following writes; invisible chunks, and the edges only they
 stated, are never walked, so the graph never widens what a caller can read.
 """
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from . import state as read_state
@@ -17,12 +19,23 @@ from .schema import recorded_model_and_dimension
 SCORE_DECIMALS = 12
 
 
-def named_entities(state, walk, text):
-    """The entity nodes `text` names that the caller can reach: an entity known
-    only from hidden memories must not change the ranking, nor show in telemetry.
-    Like a common word, a name tied to more than COMMON_TERM_SHARE of the visible
-    chunks (the speaker of half a conversation) tells them apart no better than
-    it would the whole brain: it is not a seed."""
+@dataclass(frozen=True)
+class Named:
+    """The entities a text names that the caller can reach: their ids (in the order
+    of their nodes, as the walk seeds them), and the text's words that name them
+    (casefolded, one span a line)."""
+
+    ids: list
+    words: str
+
+
+def naming(state, walk, text):
+    """[(words, entity node)] of the spans of `text` naming an entity node the
+    caller can reach: an entity known only from hidden memories must not change
+    the ranking, nor show in telemetry. Like a common word, a name tied to more
+    than COMMON_TERM_SHARE of the visible chunks (the speaker of half a
+    conversation) tells them apart no better than it would the whole brain: it is
+    not a seed."""
     graph = state.graph
     limit = COMMON_TERM_SHARE * max(int(walk.visible.sum()), 1)
     known = {}
@@ -37,8 +50,13 @@ def named_entities(state, walk, text):
         node = graph.entity_node(entity_id)
         return node is not None and reachable(node)
 
-    nodes = (graph.entity_node(e) for e in graph.seed_entities(text, can_reach, walk.visible))
-    return sorted(node for node in nodes if node is not None and reachable(node))
+    spans = ((words, graph.entity_node(e)) for words, e in graph.seed_spans(text, can_reach, walk.visible))
+    return [(words, node) for words, node in spans if node is not None and reachable(node)]
+
+
+def named_entities(state, walk, text):
+    """The entity nodes `text` names that the caller can reach (naming's), sorted."""
+    return sorted({node for _, node in naming(state, walk, text)})
 
 
 def _normalised(scores):
@@ -60,9 +78,11 @@ def walk(conn, text, passages, filters, n=RECALL_CANDIDATES):
         return walk_in(state, state.chunks.visible(filters), text, passages, n)
 
 
-def walk_in(state, visible, text, passages, n=RECALL_CANDIDATES):
+def walk_in(state, visible, text, passages, n=RECALL_CANDIDATES, named=None):
     """The graph leg over `state` for a caller who may see the chunk slots in
     `visible`: ([(chunk id, score)] best first, ids of the entities it seeded).
+    `named`: the Named of `text` for this caller (named_in_state's), when the
+    caller has found it already.
 
     Seeds are the entities `text` names — each split between its node and, for a
     document, its own chunks — and the first PASSAGE_SEEDS passages of each other
@@ -72,7 +92,10 @@ def walk_in(state, visible, text, passages, n=RECALL_CANDIDATES):
     """
     graph, chunks = state.graph, state.chunks
     walk = Walk(graph, visible)
-    entity_nodes = named_entities(state, walk, text)
+    if named is None:
+        entity_nodes = named_entities(state, walk, text)
+    else:
+        entity_nodes = [graph.entity_node(entity) for entity in named.ids]
     seeds = {}
     if entity_nodes:
         where, own = walk.document_chunks(np.array(entity_nodes))
@@ -158,15 +181,16 @@ def tied_chunks(state, visible, entity_ids):
 
 
 def named_in(conn, text, filters):
-    """Entity ids `text` names that a caller with `filters` can reach."""
+    """The Named of `text` for a caller with `filters`."""
     state = _current(conn)
     with state.lock:
         return named_in_state(state, state.chunks.visible(filters), text)
 
 
 def named_in_state(state, visible, text):
-    """Entity ids `text` names that a caller who may see the chunk slots in
-    `visible` can reach: the graph leg's entity seeds, found without walking.
-    Call it under the state's lock."""
-    walk = Walk(state.graph, visible)
-    return [int(state.graph.nodes.entity[node]) for node in named_entities(state, walk, text)]
+    """The Named of `text` for a caller who may see the chunk slots in `visible`:
+    the graph leg's entity seeds, found without walking, and the words naming
+    them. Call it under the state's lock."""
+    spans = naming(state, Walk(state.graph, visible), text)
+    ids = [int(state.graph.nodes.entity[node]) for node in sorted({node for _, node in spans})]
+    return Named(ids, "\n".join(words for words, _ in spans))

@@ -27,7 +27,7 @@ from . import state as read_state
 from .config import ABSTAIN_BELOW, EVIDENCE_CUTOFF, RECALL_CANDIDATES, RRF_K, requested_model
 from .connection import Connection
 from .filters import Filters
-from .fusion import boosted, fuse, fused, leg_weights, method
+from .fusion import boosted, fuse, fused, graph_leads, leg_weights, method
 from .querydoc import QueryDoc, parse
 from .schema import check_model, recorded_model
 from .vectors import quantize_int8, vector_rows
@@ -78,6 +78,8 @@ class Legs:
     # ids of the entities the query names that the caller can reach, found whether
     # or not the graph leg runs: the belonging model reads them in every mode
     named: list = field(default_factory=list)
+    # the idf-weighted share of the searched terms held by the words naming them (fusion.graph_leads)
+    named_share: float = 0.0
     telemetry: dict = field(default_factory=dict)
     vectors: np.ndarray | None = None  # the query's embedding (float32, one row)
     entity_chunks: dict = field(default_factory=dict)  # seeded entity id -> (chunk ids tied to it, one step away)
@@ -85,12 +87,18 @@ class Legs:
     state: object = None  # the read state the legs searched (None inside a transaction of the connection's own)
     graph_visible: bool = True  # False: the caller may not read the graph, and nothing is drawn from it
 
+    @property
+    def graph_leads(self):
+        """Whether the graph walk leads the fusion: it walked from the entities the
+        query names, and their words hold enough of the query (fusion.graph_leads)."""
+        return bool(self.entity_seeds) and graph_leads(self.named_share)
+
     def weights(self):
-        return leg_weights(bool(self.entity_seeds), self.model_id)
+        return leg_weights(self.graph_leads, self.model_id)
 
     def fuse(self):
         """[(id, fused score, {leg: rank})] best first: fusion.fused for this query."""
-        return fused(self.ranked, self.raw, bool(self.entity_seeds), self.model_id)
+        return fused(self.ranked, self.raw, self.graph_leads, self.model_id)
 
 
 def _timed(telemetry, name, started):
@@ -175,21 +183,23 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None, graph_visible=T
             hits, t["vector_ms"] = nearest.result()
             legs.ranked["vector"] = [h[0] for h in hits]
             legs.raw["vector"] = {h[0]: 1.0 - h[1] for h in hits}  # cosine similarity
+        if graph_visible:  # the entities q names are the graph's
+            started = time.perf_counter()
+            named = graph.named_in_state(state, visible, legs.text)
+            legs.named = named.ids
+            if named.ids:
+                legs.named_share = legs.terms.share(legs.text, lexical.indexed_terms(named.words))
+            _timed(t, "named", started)
         if with_graph:
             started = time.perf_counter()
             passages = [
                 (leg, item, legs.raw[leg][item]) for leg in ("vector", "fts") for item in legs.ranked.get(leg, [])
             ]
-            hits, legs.entity_seeds = graph.walk_in(state, visible, legs.text, passages)
+            hits, legs.entity_seeds = graph.walk_in(state, visible, legs.text, passages, named=named)
             legs.ranked["graph"] = [h[0] for h in hits]
             legs.raw["graph"] = {h[0]: h[1] for h in hits}
             legs.entity_chunks = graph.tied_chunks(state, visible, legs.entity_seeds)
-            legs.named = legs.entity_seeds
             _timed(t, "graph", started)
-        elif graph_visible:
-            started = time.perf_counter()
-            legs.named = graph.named_in_state(state, visible, legs.text)
-            _timed(t, "named", started)
     for name, ids in legs.ranked.items():
         t[f"{name}_candidates"] = len(ids)
     return legs
@@ -228,7 +238,7 @@ def finish(conn, doc, legs, model_id):
     fused = legs.fuse()
     _timed(t, "fusion", started)
     assessment = quality.assess(conn, legs, fused)
-    if assessment.recommendation == "clarify_query" and legs.ranked.get("graph") and not legs.entity_seeds:
+    if assessment.recommendation == "clarify_query" and legs.ranked.get("graph") and not legs.graph_leads:
         # the graph rescue pass: an ambiguous query gets one bounded re-ranking
         # led by the graph walk over the other legs' passages, before abstaining
         rescued = fuse(legs.ranked, leg_weights(True))
@@ -249,7 +259,7 @@ def finish(conn, doc, legs, model_id):
     if legs.graph_visible:  # sessions and speakers are the graph's
         fused = dialogue.rescored(conn, doc.q, fused, legs.filters)
     t["fused_count"] = len(fused)
-    t["fusion"] = "rrf" if t.get("graph_rescue") else method(bool(legs.entity_seeds))
+    t["fusion"] = "rrf" if t.get("graph_rescue") else method(legs.graph_leads)
     t["rrf_k"] = RRF_K
     t["entity_seeds"] = len(legs.entity_seeds)
     t["confidence"] = assessment.confidence

@@ -1,7 +1,7 @@
 with
   -- Hybrid recall as plain SQL: vector KNN, FTS5 BM25 and Personalized PageRank,
-  -- fused by weighted Reciprocal Rank Fusion when :q names an entity (the graph
-  -- leads), else by a convex combination of each leg's min-max normalised
+  -- fused by weighted Reciprocal Rank Fusion when :q is about an entity it names (the
+  -- graph leads), else by a convex combination of each leg's min-max normalised
   -- scores. Parameters: :q, :k, and the filters
   -- :scope (a path: it and its parents), :classes and :sources (comma-separated),
   -- :domain, :since, :until (ISO times), and :as_of (ISO time: memories valid then;
@@ -18,7 +18,8 @@ visible as materialized (
   select brain_filters(filters) as bounds from request
 ),
 weights as materialized (
-  -- the graph leads (rrf) when :q names an entity the request can reach; else convex
+  -- the graph leads (rrf) when :q names an entity the request can reach, and its words hold
+  -- enough of :q (fusion.graph_leads); else convex
   select brain_fusion(:q, filters) as fusion, brain_leg_weight('vector', :q, filters) as vector,
          brain_leg_weight('fts', :q, filters) as fts, brain_leg_weight('graph', :q, filters) as graph
   from request

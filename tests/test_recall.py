@@ -302,6 +302,22 @@ def test_sql_order_equals_api_order(vault_brain_path):
         assert all(h["provenance"]["evidence"]["strength"] < EVIDENCE_CUTOFF for h in left_out), q
 
 
+def test_rarity_says_whether_a_query_is_asked_in_the_brains_words(tmp_path):
+    """The belonging signal `rarity`: low for words many of the brain's rows hold,
+    higher for a word one row holds, 1 for a word none does."""
+    notes = [record(f"n{i}", f"The support pager rota for week {i} names the on-call lead.") for i in range(30)]
+    notes.append(record("z", "Zebrafish is the code name of the pager replacement."))
+    corpus = write(tmp_path / "notes.jsonl", "\n".join(json.dumps(n) for n in notes))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [corpus])
+
+    def rarity(q):
+        return recall(conn, {"q": q, "now": NOW})["quality"]["signals"]["rarity"]
+
+    common, rare, unknown = rarity("support pager rota lead"), rarity("zebrafish"), rarity("quokka")
+    assert 0 < common < 0.25 < 0.5 < rare < unknown == 1.0
+
+
 SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scifact"
 
 
@@ -315,9 +331,10 @@ def test_trap_queries_abstain_and_scifact_queries_do_not(tmp_path):
     abstained = sum(recall(conn, {"q": q, "now": NOW})["decision"] == "low_confidence" for q in traps)
     assert abstained / len(traps) >= 0.9
     queries = {str(q["_id"]): q["text"] for q in map(json.loads, open(SCIFACT / "queries.jsonl"))}
-    test_ids = {line.split("\t")[0] for line in open(SCIFACT / "qrels" / "test.tsv")} - {"query-id"}
-    abstained = sum(recall(conn, {"q": queries[i], "now": NOW})["decision"] == "low_confidence" for i in test_ids)
-    assert abstained / len(test_ids) <= 0.02
+    for split, most in (("test", 0.02), ("train", 0.015)):
+        ids = {line.split("\t")[0] for line in open(SCIFACT / "qrels" / f"{split}.tsv")} - {"query-id"}
+        abstained = sum(recall(conn, {"q": queries[i], "now": NOW})["decision"] == "low_confidence" for i in ids)
+        assert abstained / len(ids) <= most, split
 
 
 LOCOMO = SCIFACT.parent / "locomo-dev" / "conv-26"

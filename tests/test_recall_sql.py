@@ -172,3 +172,24 @@ def test_a_query_of_no_words_recalls_in_sql_as_the_api_does(conn, q):
     """NUL and the like embed to no direction: no nearest neighbours, nothing for
     the graph walk to start from, in SQL as in the API (it once raised in brain_ppr)."""
     assert by_sql(conn, q) == by_api(conn, q)
+
+
+def test_a_name_mentioned_in_passing_does_not_let_the_graph_lead(conn):
+    """The graph walk leads when what the query names is much of what it asks: a
+    long question about escalations that mentions Orion once is fused by the legs'
+    scores (the walk from Orion one leg among them), in SQL and in the API alike;
+    a question about Orion is led by the walk."""
+
+    def fusion(q, **filters):
+        return conn.execute("select brain_fusion(?, ?)", [q, json.dumps(filters)]).fetchone()[0]
+
+    passing = (
+        "do quarterly drills page the on-call lead first, then the manager, for urgent support escalations at Orion"
+    )
+    about = "Tell me about Orion"
+    assert fusion(passing) == "convex" and fusion(about) == "rrf"
+    assert brain_sql.recall(conn, {"q": passing})["telemetry"]["fusion"] == "convex"
+    assert brain_sql.recall(conn, {"q": about})["telemetry"]["fusion"] == "rrf"
+    assert brain_sql.recall(conn, {"q": passing})["telemetry"]["entity_seeds"] == 1  # the walk still starts there
+    assert by_sql(conn, passing) == by_api(conn, passing)
+    assert by_sql(conn, about) == by_api(conn, about)
