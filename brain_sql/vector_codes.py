@@ -113,7 +113,7 @@ class SignCodes:
             kept = rows.bits[:size, byte] & ~bit
             rows.bits[:size, byte] = kept | np.where(after > 0, bit, np.uint8(0))
         self.center = wanted
-        rows.weight[:size], rows.inverse[:size] = _scales(rows.sq[:size], rows.l1[:size], sqnorm[:size])
+        rows.weight[:size] = _weight(rows.sq[:size], rows.l1[:size], rows.inverse[:size])
 
     def _encode(self, start, stop, vectors, sqnorm):
         """Codes of slots `start` to `stop` around the current centre."""
@@ -132,7 +132,9 @@ class SignCodes:
             rows.sq[part] = np.einsum("ij,ij->i", r, r)
             np.abs(r, out=r)
             rows.l1[part] = r @ ones
-            rows.weight[part], rows.inverse[part] = _scales(rows.sq[part], rows.l1[part], sqnorm[part])
+            norm = np.sqrt(sqnorm[part].astype(np.float64))
+            rows.inverse[part] = np.divide(1.0, norm, out=np.zeros(len(norm)), where=norm > 0)
+            rows.weight[part] = _weight(rows.sq[part], rows.l1[part], rows.inverse[part])
 
     # -- reading -----------------------------------------------------------------------
 
@@ -226,11 +228,11 @@ def kernel():
     return _kernel[0]
 
 
-def _scales(sq, l1, sqnorm):
-    """(16 |r|² / (|r|₁ |x|), 1 / |x|) as float32, 0 where undefined: the same
-    arithmetic whether a code was made whole or had a column moved."""
-    norm = np.sqrt(sqnorm.astype(np.float64))
-    bottom = l1.astype(np.float64) * norm
-    weight = np.divide(16.0 * sq, bottom, out=np.zeros(len(sq)), where=bottom > 0)
-    inverse = np.divide(1.0, norm, out=np.zeros(len(sq)), where=norm > 0)
-    return weight.astype(np.float32), inverse.astype(np.float32)
+def _weight(sq, l1, inverse):
+    """16 |r|² / (|r|₁ |x|) as float32, 0 where |r|₁ is: the same arithmetic whether
+    a code was made whole or had a column moved."""
+    weight = np.multiply(sq, inverse, dtype=np.float32)
+    weight *= np.float32(16.0)
+    np.divide(weight, l1, out=weight, where=l1 > 0)
+    weight[l1 <= 0] = 0
+    return weight
