@@ -27,6 +27,7 @@ import urllib.parse
 import weakref
 from typing import NamedTuple
 
+from datasette.database import QueryInterrupted
 from datasette.utils import sqlite3
 from markupsafe import Markup
 
@@ -185,6 +186,21 @@ def guard_connection(conn, datasette, database):
     conn.set_authorizer(ConnectionGuard(_guard(datasette), schemas, _crossdb_attaches(datasette, database)).authorize)
 
 
+LEARN_TRIES = 3  # a permission query Datasette's SQL time limit cut (a loaded machine) is asked again
+
+
+async def _readable_by_anyone(datasette, name):
+    """tools.tables_readable for an anonymous actor; when Datasette's SQL time limit
+    cuts its permission queries every time, the database counts as protected (a
+    start that refuses too much, never one that fails or guards too little)."""
+    for _ in range(LEARN_TRIES):
+        try:
+            return await tools.tables_readable(datasette, None, name)
+        except QueryInterrupted:
+            continue
+    return False
+
+
 async def learn(datasette):
     """Which databases are protected: from now on the authorizers know, and refuse
     only those. Every database one of whose brain tables an anonymous actor may not
@@ -192,7 +208,7 @@ async def learn(datasette):
     served empty and ingested into later (the usual way to start) is protected from
     its first memory."""
     names = [name for name in datasette.databases if name not in ("_memory", "_internal")]
-    protected = [name for name in names if not await tools.tables_readable(datasette, None, name)]
+    protected = [name for name in names if not await _readable_by_anyone(datasette, name)]
     files = [File.of(datasette.databases[name].path) for name in protected if datasette.databases[name].path]
     keys = {key for file in files if file is not None for key in file}
     _guard(datasette).known = Known(frozenset(protected), frozenset(keys))

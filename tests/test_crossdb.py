@@ -118,6 +118,33 @@ async def test_a_brain_with_no_deny_answers_crossdb_queries_once_started(vault_b
     assert (await datasette.execute("_memory", "select count(*) from brain.knowledge")).rows[0][0] > 0
 
 
+@pytest.mark.parametrize("cuts", [1, 10], ids=["once", "always"])
+@pytest.mark.asyncio
+async def test_a_start_whose_permission_queries_the_time_limit_cuts_still_starts(vault_brain_path, monkeypatch, cuts):
+    """On a loaded machine with a tiny SQL time limit, Datasette's own permission
+    query may be interrupted: the server still starts; asked again, a brain anyone may
+    read answers through _memory, and one never settled counts as protected."""
+    from datasette.database import QueryInterrupted
+
+    datasette = Datasette([str(vault_brain_path)], crossdb=True)
+    original, left = datasette.permission_allowed, [cuts]
+
+    async def cut(*args, **kwargs):
+        if left[0] > 0:
+            left[0] -= 1
+            raise QueryInterrupted(None, "select name from sqlite_master", ())
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(datasette, "permission_allowed", cut)
+    await datasette.invoke_startup()
+    monkeypatch.setattr(datasette, "permission_allowed", original)
+    if cuts == 1:
+        assert (await datasette.execute("_memory", "select count(*) from brain.knowledge")).rows[0][0] > 0
+    else:
+        with pytest.raises(datasette_sqlite3.DatabaseError, match="prohibited|not authorized"):
+            await datasette.execute("_memory", "select count(*) from brain.knowledge")
+
+
 @pytest.mark.asyncio
 async def test_a_file_served_empty_and_ingested_into_later_is_protected(tmp_path):
     """Served before it is a brain (an empty file), then ingested into: anonymous
