@@ -288,3 +288,16 @@ def served_brain(request, vault_brain_path):
     if request.param == "primary":
         return vault_brain_path
     return request.getfixturevalue("vault_replica_path")
+
+
+def reader_gets_in(followed, seconds=10):
+    """Whether a reader on another thread takes `followed`'s lock within `seconds`:
+    what a refresh's work done beside the readers lets it do."""
+    done = threading.Event()
+
+    def reader():
+        with followed.lock:
+            done.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    return done.wait(seconds)

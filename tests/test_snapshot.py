@@ -14,7 +14,7 @@ import pytest
 import brain_sql
 from brain_sql import schema, snapshot, state
 
-from .conftest import write
+from .conftest import reader_gets_in, write
 
 
 @pytest.fixture
@@ -272,14 +272,7 @@ def test_the_first_write_after_a_snapshot_loads_grows_the_columns_beside_the_rea
     def room(self, count):
         made = original(self, count)
         if made is not None:
-            done = threading.Event()
-
-            def reader():
-                with followed.lock:
-                    done.set()
-
-            threading.Thread(target=reader, daemon=True).start()
-            grown.append(done.wait(10))
+            grown.append(reader_gets_in(followed))
         return made
 
     monkeypatch.setattr(Slots, "room", room)
@@ -306,14 +299,7 @@ def test_the_first_write_after_a_snapshot_loads_indexes_the_documents_beside_the
 
     def document_index(self):
         if self._document_index is None:  # made now
-            done = threading.Event()
-
-            def reader():
-                with followed.lock:
-                    done.set()
-
-            threading.Thread(target=reader, daemon=True).start()
-            made.append(done.wait(10))
+            made.append(reader_gets_in(followed))
         return original.fget(self)
 
     monkeypatch.setattr(EntityGraph, "document_index", property(document_index))

@@ -16,7 +16,7 @@ from brain_sql.filters import Filters
 from brain_sql.hybrid import vector_leg
 from brain_sql.vectors import quantize_int8
 
-from .conftest import VAULT, write
+from .conftest import VAULT, reader_gets_in, write
 
 MODEL = "wordllama/l2_supercat"
 WORDS = "pager escalation rota vendor contract renewal runbook owner deploy window backup audit".split()
@@ -344,14 +344,7 @@ def test_readers_go_on_while_a_refresh_reads_what_a_write_changed(brain, monkeyp
 
     def working(*args):
         found = original(*args)
-        done = threading.Event()
-
-        def reader():
-            with followed.lock:
-                done.set()
-
-        threading.Thread(target=reader, daemon=True).start()
-        read_meanwhile.append(done.wait(10))
+        read_meanwhile.append(reader_gets_in(followed))
         return found
 
     monkeypatch.setattr(module, name, working)
