@@ -9,6 +9,7 @@ pages is the <a> tags built here, around text that was escaped.
 
 import asyncio
 import re
+import urllib.parse
 import weakref
 
 from markupsafe import Markup, escape
@@ -78,6 +79,31 @@ async def remember_brains(datasette):
 
 def is_brain(datasette, database):
     return database in _brains.get(datasette, ())
+
+
+ROW_PATH = re.compile(r"^/(?P<database>[^/]+)/(?P<table>[^/]+)/[^/]+$")
+
+
+def without_link_counts(datasette, scope):
+    """`scope` of a request for a row of a brain's table, less `_extras=foreign_key_tables`
+    (the counts of rows pointing at it, read from tables the actor may not read)."""
+    query = scope.get("query_string") or b""
+    if b"foreign_key_tables" not in query:
+        return scope
+    match = ROW_PATH.match(scope.get("path") or "")
+    if not match or not is_brain(datasette, urllib.parse.unquote(match["database"])):
+        return scope
+    pairs = urllib.parse.parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    kept = [
+        (
+            name,
+            ",".join(extra for extra in value.split(",") if extra != "foreign_key_tables")
+            if name == "_extras"
+            else value,
+        )
+        for name, value in pairs
+    ]
+    return {**scope, "query_string": urllib.parse.urlencode(kept).encode("latin-1")}
 
 
 def memory_url(datasette, database, memory_id):

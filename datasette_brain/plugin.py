@@ -101,6 +101,23 @@ def permission_allowed(datasette, actor, action, resource):
 
 
 @hookimpl
+def asgi_wrapper(datasette):
+    """A brain's row JSON leaves out Datasette's foreign_key_tables extra: its counts read
+    tables (relationships, documents) that the asker may not be allowed, and no hook
+    before the row view knows who asks (the row page filters them by actor: row.html)."""
+
+    def wrap(app):
+        async def wrapped(scope, receive, send):
+            if scope.get("type") == "http":
+                scope = links.without_link_counts(datasette, scope)
+            await app(scope, receive, send)
+
+        return wrapped
+
+    return wrap
+
+
+@hookimpl
 def register_mcp_tools(datasette, mcp):
     """datasette-mcp's hook: the brain's tools beside its SQL ones at /-/mcp."""
     from . import mcp_tools  # the MCP SDK: loaded when datasette-mcp is there to ask for the tools
@@ -196,6 +213,8 @@ def extra_template_vars(template, database, table, request, datasette):
             variables["brain_links"] = await tools.memories_readable(datasette, actor, database)
         if template == "query.html":
             variables["brain_explain_error"] = lambda error: crossdb.explain(datasette, error)
+        if table is not None and template.startswith("row"):
+            variables["brain_links_from"] = await tools.links_readable(datasette, request.actor, database, table)
         if table is not None:
             variables["brain_arrange"] = links.table_arranger(datasette, database, table)
             variables["brain_phone_columns"] = links.phone_columns(datasette, database, table, request)

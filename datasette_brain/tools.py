@@ -202,6 +202,20 @@ async def tables_readable(datasette, actor, name):
     return True
 
 
+async def links_readable(datasette, actor, database, table):
+    """A filter of Datasette's row-page links (its foreign_key_tables) to the tables that
+    `actor` may read: each link counts rows of its table."""
+    incoming = (await datasette.get_database(database).get_all_foreign_keys()).get(table, {}).get("incoming", [])
+    readable = set()
+    for other in {link["other_table"] for link in incoming}:
+        visible, _ = await datasette.check_visibility(
+            actor, permissions=[("view-table", (database, other)), ("view-database", database), "view-instance"]
+        )
+        if visible:
+            readable.add(other)
+    return lambda links: [link for link in links if link["other_table"] in readable]
+
+
 def _table_names(conn):
     return [name for (name,) in conn.execute("select name from sqlite_master where type = 'table'")]
 

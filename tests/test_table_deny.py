@@ -197,3 +197,25 @@ def test_every_table_of_a_brain_is_named_as_a_brains(brains):
     tables = [name for (name,) in conn.execute("select name from sqlite_master where type = 'table'")]
     assert len(tables) > 20 and [name for name in tables if not for_plugin.brain_table(name)] == []
     assert json.dumps(sorted(for_plugin.GRAPH_TABLES)) == json.dumps(["documents", "entities", "relationships"])
+
+
+@pytest.mark.asyncio
+async def test_a_row_page_counts_links_only_from_tables_the_actor_may_read(brains):
+    """Datasette's row page counts the rows of other tables that point at the row: a
+    count of `relationships` is read from it, so whoever may not read it is not shown
+    one, on the page nor in the JSON's foreign_key_tables extra."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying("relationships"))
+    await datasette.invoke_startup()
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    rows = await datasette.get_database("brain").execute(
+        "select knowledge_id from relationships where knowledge_id is not null limit 1"
+    )
+    row = f"/brain/knowledge/{rows.first()[0]}"
+    page = await datasette.client.get(row)
+    assert page.status_code == 200 and "in relationships" not in page.text
+    shown = await datasette.client.get(row, cookies=admin)
+    assert re.search(r"rows?</a>\s*from knowledge_id in relationships", shown.text)
+    extras = await datasette.client.get(row + ".json?_extras=foreign_key_tables")
+    assert extras.status_code == 200 and "relationships" not in json.dumps(extras.json().get("foreign_key_tables", []))
+    assert extras.json()["rows"]  # the row itself is the actor's to read
