@@ -19,10 +19,16 @@ import os
 import stat
 import struct
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import xxhash
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: leftovers of killed writers stay there
+    fcntl = None
 
 MAGIC = b"datasette-brain read state\n"
 # 2: with the lexical postings; 3: their terms one a line; 4: changes with stamps; 5: terms hashed;
@@ -30,6 +36,8 @@ MAGIC = b"datasette-brain read state\n"
 FORMAT = 6
 ALIGN = 64
 SUFFIX = "-brainstate"
+TEMPORARY = ".brainstate-"  # the prefix of a snapshot's file while it is written
+LEFTOVER_SECONDS = 10  # unwritten this long and unlocked: a dead writer's file
 # an array's checksum, by the name its manifest entry gives it: written with the first
 # (XXH3, three times XXH64's speed over a million memories' gigabyte), read with either
 CHECKSUMS = {"xxh3": xxhash.xxh3_64_hexdigest, "xxh64": xxhash.xxh64_hexdigest}
@@ -64,9 +72,11 @@ def save(path, manifest, arrays, like=None, hold=contextlib.nullcontext):
         }
         offset += -(-array.nbytes // ALIGN) * ALIGN
     folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".brainstate-", dir=folder)
+    handle, temporary = tempfile.mkstemp(prefix=TEMPORARY, dir=folder)
     try:
         with os.fdopen(handle, "wb") as out:
+            _hold_while_written(out)
+            _remove_leftovers(folder, temporary)
             out.write(_head(manifest, entries))
             out.write(b"\0" * (-out.tell() % ALIGN))
             start = out.tell()
@@ -82,6 +92,33 @@ def save(path, manifest, arrays, like=None, hold=contextlib.nullcontext):
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def _hold_while_written(out):
+    """Mark the file being written as this process's: a lock the system drops when the
+    process ends, however it ends (_remove_leftovers)."""
+    if fcntl is not None:
+        fcntl.flock(out, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _remove_leftovers(folder, ours):
+    """Remove the temporary files of snapshots whose writer died mid-save (a server
+    killed, a process ending while its saving thread wrote): at a million memories
+    a gigabyte each. One is a leftover when no process holds its lock and it has not
+    been written to for LEFTOVER_SECONDS (a writer locks its file just after making it)."""
+    if fcntl is None:
+        return
+    for entry in os.scandir(folder):
+        if not entry.name.startswith(TEMPORARY) or entry.path == ours:
+            continue
+        try:
+            if time.time() - entry.stat().st_mtime < LEFTOVER_SECONDS:
+                continue
+            with open(entry.path, "rb") as other:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # refused while its writer lives
+                os.unlink(entry.path)
+        except OSError:
+            continue
 
 
 def _head(manifest, entries):

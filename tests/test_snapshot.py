@@ -8,7 +8,9 @@ import os
 import shutil
 import struct
 import threading
+import time
 
+import numpy as np
 import pytest
 
 import brain_sql
@@ -489,3 +491,42 @@ def test_check_on_the_command_line_names_a_damaged_snapshot(small_snapshots, run
     assert result.exit_code == 1 and "snapshot" in result.output and "Traceback" not in result.output, result.output
     repaired = run("brain", "check", path, "--repair")
     assert repaired.exit_code == 0 and "now consistent" in repaired.output, repaired.output
+
+
+def test_a_snapshot_a_killed_process_left_half_written_is_removed_by_the_next_save(tmp_path):
+    """A process that dies while it writes a snapshot (a server killed, an ingest's
+    process ending mid-save) leaves its temporary file: at a million memories a
+    gigabyte a time. The next save removes such leftovers beside the brain, but
+    never one that a live writer is still writing."""
+    import fcntl
+    import subprocess
+    import sys
+
+    arrays = {"a": np.arange(10)}
+    left = tmp_path / ".brainstate-left"
+    script = (
+        "import sys, numpy as np\n"
+        "from brain_sql import snapshot\n"
+        "def hold():\n"
+        "    import contextlib, os\n"
+        "    @contextlib.contextmanager\n"
+        "    def inner():\n"
+        "        os._exit(9)  # killed mid-write\n"
+        "        yield\n"
+        "    return inner()\n"
+        "snapshot.save(sys.argv[1], {'seq': 1}, {'a': np.arange(10)}, hold=hold)\n"
+    )
+    died = subprocess.run([sys.executable, "-c", script, str(tmp_path / "brain.db-brainstate")])
+    assert died.returncode == 9
+    (leftover,) = [path for path in tmp_path.iterdir() if path.name.startswith(".brainstate-")]
+    left.write_bytes(b"half")  # another leftover, of a writer long gone
+    busy = tmp_path / ".brainstate-busy"
+    with open(busy, "wb") as writing:
+        fcntl.flock(writing, fcntl.LOCK_EX)  # as a live writer holds its file
+        fresh = tmp_path / ".brainstate-fresh"  # unlocked, but only just made: its writer may not have locked it yet
+        fresh.write_bytes(b"")
+        for path in (leftover, left, busy):
+            os.utime(path, (time.time() - 60, time.time() - 60))
+        snapshot.save(tmp_path / "other.db-brainstate", {"seq": 1}, arrays)
+        assert not leftover.exists() and not left.exists() and busy.exists() and fresh.exists()
+    assert snapshot.load(tmp_path / "other.db-brainstate")[1]["a"].tolist() == list(range(10))
