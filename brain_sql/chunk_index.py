@@ -82,6 +82,7 @@ class ChunkIndex:
         self.count = 0  # live chunks
         self.changes = 0  # bumped by every add and remove: what the cached masks were made at
         self._masks = {}  # (changes, timeless clauses) -> mask
+        self._rows_in = {}  # id(mask) -> (that mask, changes, ids, lengths, tokens): rows_in of a cached mask
         self._timed_at, self._timed_slots = None, None
         self.signs = None  # the vectors' sign codes (SignCodes), while $BRAIN_VECTOR_CODES is on
         self._making = threading.Lock()
@@ -133,11 +134,26 @@ class ChunkIndex:
             self._timed_at = self.changes
         return self._timed_slots
 
+    def rows_in(self, mask):
+        """(ids, lengths in tokens, their sum) of the slots in `mask`, read-only: a
+        request's reach, which every recall with the same filters asks for again (a
+        million-row copy each time). Kept while `mask` is a cached one (`visible`),
+        for the index's state it was made at."""
+        kept = self._rows_in.get(id(mask))
+        if kept is not None and kept[0] is mask and kept[1] == self.changes:
+            return kept[2:]
+        slots = np.flatnonzero(mask)
+        ids, lengths = self.rows.id[slots], self.rows.length[slots]
+        ids.flags.writeable = lengths.flags.writeable = False
+        found = ids, lengths, int(lengths.sum())
+        if any(mask is cached for cached in self._masks.values()):
+            if len(self._rows_in) >= CACHED_MASKS:
+                self._rows_in.pop(next(iter(self._rows_in)), None)
+            self._rows_in[id(mask)] = (mask, self.changes, *found)
+        return found
+
     def ids(self, slots):
         return self.rows.id[slots]
-
-    def lengths(self, slots):
-        return self.rows.length[slots]
 
     def nearest(self, query, visible, n):
         """[(chunk id, cosine distance)] of the `n` visible chunks nearest to the int8

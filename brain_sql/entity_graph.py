@@ -622,7 +622,7 @@ class Walk:
         self.graph, self.visible = graph, visible
         size = graph.nodes.size
         self._introduced = np.zeros(size, dtype=np.int8)  # 0 unknown, 1 yes, 2 no
-        self._degree = np.zeros(size, dtype=np.int64)  # degree + 1; 0 unknown
+        self._degree = np.zeros(size, dtype=np.int32)  # degree + 1; 0 unknown (int32: a walk per recall zeroes it)
 
     def node_visible(self, nodes):
         """Visible before the introduced rule: live, and for a chunk, visible."""
@@ -673,7 +673,7 @@ class Walk:
             where, ties, _ = self.graph.incident(unknown)
             counts = np.bincount(where[self.kept(ties)], minlength=len(unknown))
             self._degree[unknown] = counts + 1
-        return self._degree[nodes] - 1
+        return self._degree[nodes].astype(np.int64) - 1
 
     def out_edges(self, nodes):
         """(position in `nodes`, target node, transition probability) of each node's

@@ -19,11 +19,11 @@ class Reach:
     FTS5's own statistics are then theirs. The ids are sorted when first asked for:
     a request the read state's postings answer only counts them."""
 
-    def __init__(self, ids, lengths, total=None):
+    def __init__(self, ids, lengths, total=None, tokens=None):
         self._ids, self._lengths = np.asarray(ids, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
         self._sorted = False
         self.count = len(self._ids)
-        self.tokens = int(self._lengths.sum())
+        self.tokens = int(self._lengths.sum()) if tokens is None else tokens
         self.total = self.count if total is None else total
         self.complete = self.count == total
         self.hidden = self.total - self.count
@@ -53,8 +53,8 @@ class Reach:
 
 def in_state(state, visible):
     """The Reach of the chunk slots in `visible`, from the read state (under its lock)."""
-    slots = visible.nonzero()[0]
-    return Reach(state.chunks.ids(slots), state.chunks.lengths(slots), total=state.chunks.count)
+    ids, lengths, tokens = state.chunks.rows_in(visible)
+    return Reach(ids, lengths, total=state.chunks.count, tokens=tokens)
 
 
 def of(conn, filters):

@@ -472,3 +472,29 @@ def test_the_chunk_index_distances_are_vec0s(brain):
             found = current.chunks.distances(query, ids + [10**9])
         expected = dict(vector_rows(brain, "vec_distance_cosine(embedding_int8, vec_int8(?))", ids, [query]))
         assert found == expected
+
+
+def test_a_requests_reach_is_what_sql_counts_after_each_write(tmp_path):
+    """The rows a request reaches (kept per filters until the state changes: a
+    million-row copy otherwise at every recall) follow every write, as SQL counts them."""
+    from brain_sql import reach
+    from brain_sql.filters import Filters
+
+    rng = random.Random(7)
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.remember(conn, records(rng, 0, 40))
+    for i, raw in enumerate([{"q": "x"}, {"q": "x", "scope": "/acme"}, {"q": "x", "classes": ["policy"]}] * 3):
+        filters = Filters.from_querydoc(querydoc.parse(raw))
+        ours = reach.of(conn, filters)
+        assert reach.of(conn, filters).count == ours.count  # kept: asked again, the same
+        conn.execute("begin")  # inside a transaction: counted by SQL
+        assert conn.in_transaction
+        theirs = reach.of(conn, filters)
+        conn.execute("rollback")
+        assert (ours.ids.tolist(), ours.lengths.tolist(), ours.tokens) == (
+            theirs.ids.tolist(),
+            theirs.lengths.tolist(),
+            theirs.tokens,
+        ), raw
+        brain_sql.remember(conn, records(rng, 100 * (i + 1), 5))
+        conn.execute("delete from knowledge where id = (select min(id) from knowledge)")
