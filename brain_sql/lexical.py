@@ -7,6 +7,7 @@ see, so no input can smuggle in FTS5 syntax: the result is always valid, and
 matches nothing when the text has nothing to search for.
 """
 
+import functools
 import re
 import threading
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ _TOKEN = re.compile(r"[^\W_]+")
 _ITEM = re.compile(r'(-?)"([^"]*)"?|(-?)(\S+)')
 _CODE_LIKE = re.compile(r"[/\\._:]|\(\)|[a-z][A-Z]")
 MAX_ITEMS = 64
+PARSED_TEXTS = 1024  # texts whose cut is kept: query texts, of PARSED_CHARS at most
+PARSED_CHARS = 2000
 MATCH_NOTHING = '""'
 
 STOPWORDS = frozenset(
@@ -51,9 +54,9 @@ def parse(text):
     """Split user text into terms, required phrases and exclusions, each word a
     token as FTS5's unicode61 tokenizer cuts it (see fts_tokens)."""
     spec = LexicalSpec()
-    items = [match.groups() for match in _ITEM.finditer(text or "")]
-    cut = fts_tokens([quoted if quoted is not None else bare for _, quoted, _, bare in items])
-    for (quoted_minus, quoted, bare_minus, bare), words in zip(items, map(tuple, cut)):
+    text = text or ""
+    cut = _cut(text) if len(text) <= PARSED_CHARS else _cut.__wrapped__(text)
+    for (quoted_minus, quoted, bare_minus, bare), words in cut:
         if quoted is not None:
             if words:
                 (spec.exclusions if quoted_minus else spec.phrases).append(words)
@@ -71,6 +74,16 @@ def parse(text):
         elif words[0] not in STOPWORDS:
             spec.terms.append(words[0])
     return spec
+
+
+@functools.lru_cache(maxsize=PARSED_TEXTS)
+def _cut(text):
+    """((the item's groups, its words as FTS5 cuts them), ...) of each item of `text`:
+    one recall parses its text a dozen times (each leg, the quality estimate, the
+    names), and each cut is a round of FTS5 inserts."""
+    items = [match.groups() for match in _ITEM.finditer(text)]
+    cut = fts_tokens([quoted if quoted is not None else bare for _, quoted, _, bare in items])
+    return tuple(zip(items, map(tuple, cut)))
 
 
 def _quote(words):
