@@ -90,7 +90,13 @@ class StateIndex:
         with state.lock:
             rows = state.chunks.rows
             hits = state.postings.search(
-                match, self._visible(), rows.length, n, order=rows.id, phrase_postings=phrase_postings
+                match,
+                self._visible(),
+                rows.length,
+                n,
+                order=rows.id,
+                phrase_postings=phrase_postings,
+                tokens=state.chunks.rows_in(self.visible)[2],  # kept: the reach read it
             )
             return [(int(rows.id[slot]), score) for slot, score in hits]
 

@@ -436,7 +436,9 @@ class Postings:
         view = _View(self, visible)
         return {term: view.count(held) for term, held in zip(terms, self.held(terms))}
 
-    def search(self, match, visible, lengths, n=RECALL_CANDIDATES, order=None, phrase_postings=None, prune=True):
+    def search(
+        self, match, visible, lengths, n=RECALL_CANDIDATES, order=None, phrase_postings=None, prune=True, tokens=None
+    ):
         """[(slot, bm25)] of the `n` best visible rows for `match` (a lexical.Match),
         best first: bm25 is negative, lower is better, as FTS5's; equal scores by
         `order` (an int array by slot: e.g. rowids) or else by slot.
@@ -445,7 +447,8 @@ class Postings:
         `lengths` the rows' lengths in tokens by slot, as `add` gave them (FTS5's
         docsizes: the bounds that prune rest on them). A phrase of several terms
         needs `phrase_postings(terms)` -> (slots, weighted frequencies) of every
-        row holding it; `prune=False` scores every matching row (for comparison)."""
+        row holding it; `prune=False` scores every matching row (for comparison);
+        `tokens`, when the caller has it, the visible rows' total length."""
         phrases = [_phrase_terms(tuple(words)) for words in match.phrases()]
         view = _View(self, visible)
         if not phrases or not view.rows or n < 1:
@@ -463,7 +466,9 @@ class Postings:
                     slots, frequencies = phrase_postings(p)
                     held[p] = _Held(slots=slots, frequencies=frequencies)
         lengths = np.asarray(lengths)
-        avgdl = float(int(np.sum(lengths[: view.size], where=view.visible))) / float(view.rows)
+        if tokens is None:
+            tokens = int(np.sum(lengths[: view.size], where=view.visible))
+        avgdl = float(tokens) / float(view.rows)
         weights = {p: idf(view.rows, view.count(held[p])) for p in distinct}
         scorer = _Scorer(phrases, held, weights, lengths, avgdl)
         required, any_of, excluded = (
