@@ -24,6 +24,10 @@ _CODE_LIKE = re.compile(r"[/\\._:]|\(\)|[a-z][A-Z]")
 MAX_ITEMS = 64
 PARSED_TEXTS = 1024  # texts whose cut is kept: query texts, of PARSED_CHARS at most
 PARSED_CHARS = 2000
+STEMS_KEPT = 100_000  # words whose stem is kept (stems), of STEM_WORD_CHARS at most
+STEM_WORD_CHARS = 64
+_stem_of = {}  # word -> its index term, or None for a word with no token
+_UNKNOWN = object()
 MATCH_NOTHING = '""'
 
 STOPWORDS = frozenset(
@@ -193,15 +197,19 @@ def stems(words):
     are exactly those in knowledge_fts_vocab; a word that yields no token is left out.
     """
     words = list(dict.fromkeys(words))
-    if not words:
-        return {}
-    conn = _tokenizer()
-    conn.execute("insert into words (words) values ('delete-all')")
-    conn.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(words)))
-    return {
-        words[doc]: term_text(term)
-        for term, doc in conn.execute("select cast(term as blob), doc from word_terms where offset = 0")
-    }
+    known = {word: _stem_of.get(word, _UNKNOWN) for word in words}
+    missing = [word for word, stem in known.items() if stem is _UNKNOWN]
+    if missing:
+        conn = _tokenizer()
+        conn.execute("insert into words (words) values ('delete-all')")
+        conn.executemany("insert into words (rowid, word) values (?, ?)", list(enumerate(missing)))
+        found = dict.fromkeys(missing)  # None: the word yields no token
+        for term, doc in conn.execute("select cast(term as blob), doc from word_terms where offset = 0"):
+            found[missing[doc]] = term_text(term)
+        known.update(found)
+        if len(_stem_of) < STEMS_KEPT:  # a recall asks for its query's words several times over
+            _stem_of.update((word, stem) for word, stem in found.items() if len(word) <= STEM_WORD_CHARS)
+    return {word: stem for word, stem in known.items() if stem is not None}
 
 
 def phrase_terms(words):
