@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brain_sql.lexical import MATCH_NOTHING, fts_query, parse, stems
+from brain_sql.lexical import MATCH_NOTHING, fts_query, fts_tokens, parse, stems
 
 try:
     from brain_sql.connection import sqlite3
@@ -152,3 +152,18 @@ def test_stems_are_the_terms_fts5_indexes():
 def test_stems_leave_out_words_with_no_token():
     assert stems(["!!!", "alerts"]) == {"alerts": "alert"}
     assert stems([]) == {}
+
+
+@given(st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_size=40), min_size=1, max_size=4))
+def test_ascii_text_is_cut_into_the_tokens_fts5s_unicode61_cuts(texts):
+    """ASCII text is cut in Python (a query is cut at every recall); what FTS5's own
+    tokenizer gives for it, token for token: any other text goes to FTS5 itself."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("create virtual table plain using fts5(text, tokenize='unicode61', content='')")
+    conn.execute("create virtual table plain_terms using fts5vocab(plain, 'instance')")
+    conn.executemany("insert into plain (rowid, text) values (?, ?)", list(enumerate(texts)))
+    expected = [[] for _ in texts]
+    for doc, term in conn.execute("select doc, term from plain_terms order by doc, offset"):
+        expected[doc].append(term)
+    assert fts_tokens(texts) == expected
+    assert fts_tokens([*texts, "Ünïcode café"])[-1] == ["unicode", "cafe"]
