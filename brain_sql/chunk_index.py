@@ -111,7 +111,7 @@ class ChunkIndex:
             mask = self.rows.live & filters.mask(timeless, self.codes)
             mask.flags.writeable = False
             if len(self._masks) >= CACHED_MASKS:
-                self._masks.pop(next(iter(self._masks)), None)
+                self._masks.pop(next(iter(list(self._masks))), None)  # list(): other readers add masks meanwhile
             self._masks[key] = mask
         timed = self._timed()
         timed = timed[mask[timed]]
@@ -146,9 +146,9 @@ class ChunkIndex:
         ids, lengths = self.rows.id[slots], self.rows.length[slots]
         ids.flags.writeable = lengths.flags.writeable = False
         found = ids, lengths, int(lengths.sum())
-        if any(mask is cached for cached in self._masks.values()):
+        if any(mask is cached for cached in list(self._masks.values())):  # list(): other readers add masks
             if len(self._rows_in) >= CACHED_MASKS:
-                self._rows_in.pop(next(iter(self._rows_in)), None)
+                self._rows_in.pop(next(iter(list(self._rows_in))), None)
             self._rows_in[id(mask)] = (mask, self.changes, *found)
         return found
 
