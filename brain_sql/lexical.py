@@ -26,7 +26,7 @@ PARSED_TEXTS = 1024  # texts whose cut is kept: query texts, of PARSED_CHARS at 
 PARSED_CHARS = 2000
 STEMS_KEPT = 100_000  # words whose stem is kept (stems), of STEM_WORD_CHARS at most
 STEM_WORD_CHARS = 64
-_stem_of = {}  # word -> its index term, or None for a word with no token
+_stem_of: dict[str, str | None] = {}  # word -> its index term, or None for a word with no token
 _UNKNOWN = object()
 MATCH_NOTHING = '""'
 

@@ -28,7 +28,7 @@ import xxhash
 try:
     import fcntl
 except ImportError:  # not on Windows: leftovers of killed writers stay there
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 MAGIC = b"datasette-brain read state\n"
 # 2: with the lexical postings; 3: their terms one a line; 4: changes with stamps; 5: terms hashed;
