@@ -111,10 +111,12 @@ async def open_brain(datasette, actor, name=None, db=None, ready=True):
     if name is not None and not isinstance(name, str):
         raise ApiError("database must be a string: the name of a brain database")
     if name is None:
-        names = await brain_names(datasette)
-        if len(names) != 1:
-            visible = [n for n in names if await datasette.permission_allowed(actor, "view-database", n, default=True)]
-            raise ApiError(f"this instance has {len(names)} brain databases: name one ({', '.join(visible)})", 404)
+        # only the brains `actor` may view count: no answer tells of one they may not
+        names = [n for n in await brain_names(datasette) if await _database_visible(datasette, actor, n)]
+        if not names:
+            raise ApiError("this instance has no brain database", 404)
+        if len(names) > 1:
+            raise ApiError(f"this instance has {len(names)} brain databases: name one ({', '.join(names)})", 404)
         name = names[0]
     if name not in datasette.databases or name == "_internal":
         raise ApiError(f"database not found: {name}", 404)
@@ -125,6 +127,11 @@ async def open_brain(datasette, actor, name=None, db=None, ready=True):
     if ready and db.path:
         for_plugin.ensure_ready(db.path)
     return db
+
+
+async def _database_visible(datasette, actor, name):
+    visible, _ = await datasette.check_visibility(actor, permissions=[("view-database", name), "view-instance"])
+    return visible
 
 
 def memory_permissions(name):
