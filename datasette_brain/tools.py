@@ -111,8 +111,12 @@ async def open_brain(datasette, actor, name=None, db=None, ready=True):
     if name is not None and not isinstance(name, str):
         raise ApiError("database must be a string: the name of a brain database")
     if name is None:
-        # only the brains `actor` may view count: no answer tells of one they may not
-        names = [n for n in await brain_names(datasette) if await _database_visible(datasette, actor, n)]
+        # only the brains `actor` may view count, and only those are named; denied every
+        # one, the actor is refused as at each brain's own routes
+        brains = await brain_names(datasette)
+        names = [n for n in brains if await _database_visible(datasette, actor, n)]
+        if brains and not names:
+            raise Forbidden("view-database")
         if not names:
             raise ApiError("this instance has no brain database", 404)
         if len(names) > 1:
