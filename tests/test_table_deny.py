@@ -299,3 +299,34 @@ async def test_forget_counts_the_graphs_rows_only_to_whoever_may_read_the_graph(
         shown = [await forget("admin", entity, mcp) for entity in (known, "Nobody Ever Named")]
         assert shown[1]["removed"]["entities"] == shown[0]["removed"]["entities"] + 1, shown  # the new name too
         assert shown[0]["removed"]["documents"] == 1 and "relationships" in shown[0]["removed"]
+
+
+ENTITY_LINK = re.compile(r'<a href="/brain/-/entity/(\d+)"[^>]*>([^<]*)</a>')
+
+
+@pytest.mark.asyncio
+async def test_foreign_key_labels_and_facets_show_no_entity_names(brains):
+    """Datasette labels a foreign key with the row it names (relationships.to_entity_id:
+    the entity's name), on table pages, in JSON with _labels or _label, and in facets:
+    render_cell and the label lookup are not told who asks, so on a brain an entity is
+    labelled by its id, for everyone; the ids show as they are, linked to entity pages."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying("entities"))
+    names = {name for (name,) in (await datasette.get_database("brain").execute("select name from entities")).rows}
+    columns = {"relationships": ["from_entity_id", "to_entity_id"], "documents": ["entity_id"]}
+    for table, keys in columns.items():
+        for query in ["_labels=on", *(f"_label={key}" for key in keys)]:
+            found = await datasette.client.get(f"/brain/{table}.json?{query}&_shape=objects&_size=max")
+            assert found.status_code == 200, found.text
+            cells = [row[key] for row in found.json()["rows"] for key in keys if row[key] is not None]
+            assert cells and all(isinstance(cell, dict) for cell in cells) == (query == "_labels=on" or len(keys) == 1)
+            labels = [cell["label"] for cell in cells if isinstance(cell, dict)]
+            assert labels and not names & set(map(str, labels)), (table, query)
+            assert all(cell["label"] == cell["value"] for cell in cells if isinstance(cell, dict)), (table, query)
+        for key in keys:
+            faceted = await datasette.client.get(f"/brain/{table}.json?_facet={key}&_size=0")
+            [facet] = faceted.json()["facet_results"].values()
+            assert facet["results"] and all(row["label"] == row["value"] for row in facet["results"]), (table, key)
+        page = await datasette.client.get(f"/brain/{table}?_facet={keys[0]}")
+        links = ENTITY_LINK.findall(page.text)
+        assert links and all(text == entity_id for entity_id, text in links), (table, links[:5])
