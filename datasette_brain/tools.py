@@ -445,14 +445,13 @@ async def forget(datasette, actor, database, body, db=None):
     if unknown:
         raise ApiError(f"unknown field: {', '.join(unknown)}; forget takes ids and external_ids")
     ids, external_ids = body.get("ids", []), body.get("external_ids", [])
+    graph_visible = await graph_readable(datasette, actor, db.name)
     result = await write(db, lambda conn: brain_sql.forget(conn, ids=ids, external_ids=external_ids))
-    if not await graph_readable(datasette, actor, db.name):
-        # how many entities went tells whether a name was one already (one no other memory names goes)
-        result["removed"] = {name: n for name, n in result["removed"].items() if name not in GRAPH_COUNTS}
+    if not graph_visible:
+        # its counts of the graph's tables' rows: how many entities went tells whether a
+        # name was one already (one that no other memory names goes with the memory)
+        result["removed"] = {name: n for name, n in result["removed"].items() if name not in for_plugin.GRAPH_TABLES}
     return {"ok": True, **result}
-
-
-GRAPH_COUNTS = ("documents", "relationships", "entities")  # forget's counts read from the graph's tables
 
 
 async def memory(datasette, actor, database, memory_id, db=None):
