@@ -38,6 +38,8 @@ _MODULE_OF = {
     "whole_number": ".fields",
     "recall_params_error": ".functions",
     "derived_from_knowledge": ".schema",
+    "derived_from_every_table": ".schema",
+    "ENTITY_DERIVED_TABLES": ".schema",
     "brain_table": ".schema",
     "BRAIN_TABLES": ".schema",
     "GRAPH_TABLES": ".schema",
@@ -78,8 +80,11 @@ __all__ = [
     "prepare_remember",
     "write_remember",
     # permissions: the tables whoever may not read `knowledge` may not read either; a brain's
-    # tables (any one denied closes its SQL); the entity graph's (one denied: recall without the graph)
+    # tables (any one denied closes its SQL); the entity graph's (one denied: recall without the graph);
+    # the tables derived from `entities` too, and those recording rows of every table (the change log)
     "derived_from_knowledge",
+    "derived_from_every_table",
+    "ENTITY_DERIVED_TABLES",
     "brain_table",
     "BRAIN_TABLES",
     "GRAPH_TABLES",

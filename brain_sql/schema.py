@@ -700,6 +700,22 @@ def derived_from_knowledge(table: str) -> bool:
     return table in DERIVED_TABLES or table.startswith(DERIVED_PREFIXES)
 
 
+# Of those, the ones derived from `entities` too: the name index holds every entity's
+# name (hashed) with its id, so whoever may not read `entities` may read none of them.
+ENTITY_DERIVED_TABLES = (MENTION_NAMES_TABLE,)
+# and the ones recording rows of every table: the change log names chunk, entity, edge
+# and document ids, the mention queue chunks and entities, the name index's position in
+# the change log counts every change, sqlite_sequence the rows each table ever had, and
+# ANALYZE's statistics sample every index: for whoever may read every table of a brain.
+EVERY_TABLE_TABLES = (CHANGES_TABLE, QUEUE_TABLE, MENTION_NAMES_SEEN_TABLE, "sqlite_sequence")
+EVERY_TABLE_PREFIXES = ("sqlite_stat",)
+
+
+def derived_from_every_table(table: str) -> bool:
+    """Whether `table` records rows of every table of a brain (the graph's among them)."""
+    return table in EVERY_TABLE_TABLES or table.startswith(EVERY_TABLE_PREFIXES)
+
+
 # the tables a brain's schema makes under fixed names (the FTS and vector tables' shadows
 # are named by their modules; sqlite-utils records the migrations run): a file that is
 # no brain yet may become one under them

@@ -122,14 +122,20 @@ def link(href, text, css_class=None):
 
 def metadata(datasette):
     """What Datasette's metadata says of each brain database unless metadata.yml
-    says otherwise: internals hidden, full-text search on the knowledge table. A
-    fresh dictionary each time: Datasette merges the next source into it."""
+    says otherwise: internals hidden, full-text search on the knowledge table, and
+    an entity labelled by its id. A fresh dictionary each time: Datasette merges the
+    next source into it."""
     return {
         "databases": {
             name: {
                 "tables": {
                     **{table: {"hidden": True} for table in HIDDEN_TABLES},
                     "knowledge": {"fts_table": "knowledge_fts", "fts_pk": "id"},
+                    # Datasette labels a foreign key (relationships.to_entity_id, documents.entity_id)
+                    # with the row it names, on table pages, with _labels and in facets, whoever
+                    # asks: nothing on that path is told who does. Whoever may read `relationships`
+                    # but not `entities` is shown no names so: the id is its own label, for everyone
+                    "entities": {"label_column": "id"},
                 }
             }
             for name in _brains.get(datasette, ())

@@ -90,8 +90,9 @@ def permission_allowed(datasette, actor, action, resource):
         and isinstance(resource, (tuple, list))
         and for_plugin.derived_from_knowledge(resource[1])
     ):
-        # full text, vectors, documents and the graph are the memories too
-        return routes.knowledge_readable(datasette, actor, resource[0])
+        # full text, vectors, documents and the graph are the memories too; the name
+        # index is the entities too, and the change log every table
+        return routes.derived_table_readable(datasette, actor, *resource)
     if action == "view-query" and isinstance(resource, (tuple, list)):
         return routes.queries_runnable(datasette, actor, resource[0])
     if action in ("execute-sql", "view-database-download") and isinstance(resource, str):

@@ -437,13 +437,22 @@ async def model_view(datasette, request):
     return Response.json(model_object(model_id))
 
 
-def knowledge_readable(datasette, actor, database):
-    """An awaitable: False when `actor` may not view the knowledge table of
-    `database`, else None (no opinion): what guards everything derived from it."""
+def derived_table_readable(datasette, actor, database, table):
+    """An awaitable: False when `table` is derived from tables of `database` that
+    `actor` may not view, else None (no opinion): a table derived from `knowledge`
+    follows it; the name index follows `entities` too; a table recording rows of every
+    table (the change log) is for whoever may view every table of the brain."""
 
     async def inner():
-        allowed = await datasette.permission_allowed(actor, "view-table", (database, "knowledge"), default=True)
-        return None if allowed else False
+        if not await datasette.permission_allowed(actor, "view-table", (database, "knowledge"), default=True):
+            return False
+        if table in for_plugin.ENTITY_DERIVED_TABLES and not await datasette.permission_allowed(
+            actor, "view-table", (database, "entities"), default=True
+        ):
+            return False
+        if for_plugin.derived_from_every_table(table) and await tools.is_brain(datasette, database):
+            return None if await tools.tables_readable(datasette, actor, database) else False
+        return None
 
     return inner
 

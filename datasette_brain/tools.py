@@ -111,10 +111,16 @@ async def open_brain(datasette, actor, name=None, db=None, ready=True):
     if name is not None and not isinstance(name, str):
         raise ApiError("database must be a string: the name of a brain database")
     if name is None:
-        names = await brain_names(datasette)
-        if len(names) != 1:
-            visible = [n for n in names if await datasette.permission_allowed(actor, "view-database", n, default=True)]
-            raise ApiError(f"this instance has {len(names)} brain databases: name one ({', '.join(visible)})", 404)
+        # only the brains `actor` may view count, and only those are named; denied every
+        # one, the actor is refused as at each brain's own routes
+        brains = await brain_names(datasette)
+        names = [n for n in brains if await _database_visible(datasette, actor, n)]
+        if brains and not names:
+            raise Forbidden("view-database")
+        if not names:
+            raise ApiError("this instance has no brain database", 404)
+        if len(names) > 1:
+            raise ApiError(f"this instance has {len(names)} brain databases: name one ({', '.join(names)})", 404)
         name = names[0]
     if name not in datasette.databases or name == "_internal":
         raise ApiError(f"database not found: {name}", 404)
@@ -125,6 +131,11 @@ async def open_brain(datasette, actor, name=None, db=None, ready=True):
     if ready and db.path:
         for_plugin.ensure_ready(db.path)
     return db
+
+
+async def _database_visible(datasette, actor, name):
+    visible, _ = await datasette.check_visibility(actor, permissions=[("view-database", name), "view-instance"])
+    return visible
 
 
 def memory_permissions(name):
@@ -434,7 +445,12 @@ async def forget(datasette, actor, database, body, db=None):
     if unknown:
         raise ApiError(f"unknown field: {', '.join(unknown)}; forget takes ids and external_ids")
     ids, external_ids = body.get("ids", []), body.get("external_ids", [])
+    graph_visible = await graph_readable(datasette, actor, db.name)
     result = await write(db, lambda conn: brain_sql.forget(conn, ids=ids, external_ids=external_ids))
+    if not graph_visible:
+        # its counts of the graph's tables' rows: how many entities went tells whether a
+        # name was one already (one that no other memory names goes with the memory)
+        result["removed"] = {name: n for name, n in result["removed"].items() if name not in for_plugin.GRAPH_TABLES}
     return {"ok": True, **result}
 
 

@@ -73,6 +73,27 @@ async def test_two_brains_need_the_database_in_the_path(vault_brain_path, tmp_pa
     assert response.status_code == 404 and "2 brain databases" in response.json()["error"]
 
 
+@pytest.mark.asyncio
+async def test_without_a_database_only_the_brains_the_caller_may_view_count(vault_brain_path, tmp_path):
+    """/-/recall (and MCP brain_recall) without a database names none the caller may not
+    view: to them, the instance has the brains they may view, and one is the one."""
+    other = tmp_path / "other.db"
+    brain_sql.migrate(brain_sql.connect(other))
+    admin = {"id": "admin"}
+    datasette = Datasette([str(vault_brain_path), str(other)], metadata={"databases": {"other": {"allow": admin}}})
+    cookies = {"ds_actor": datasette.sign({"a": admin}, "actor")}
+    alone = Datasette([str(vault_brain_path)])
+    shown = await datasette.client.get("/-/recall", params={"q": "graph leg", "now": "2026-01-01"})
+    assert shown.status_code == 200, shown.text
+    expected = (await alone.client.get("/-/recall", params={"q": "graph leg", "now": "2026-01-01"})).json()
+    assert [hit["id"] for hit in shown.json()["hits"]] == [hit["id"] for hit in expected["hits"]]
+    both = await datasette.client.get("/-/recall", params={"q": "x"}, cookies=cookies)
+    assert both.status_code == 404 and "2 brain databases: name one (brain, other)" in both.json()["error"]
+    closed = Datasette([str(vault_brain_path), str(other)], metadata={"allow": admin})
+    refused = await closed.client.get("/-/recall", params={"q": "x"})
+    assert refused.status_code == 403 and "brain" not in refused.text and "other" not in refused.text
+
+
 BAD_RECALLS = [
     (b"{not json", "not valid JSON"),
     (json.dumps(["q"]).encode(), "must be a JSON object"),

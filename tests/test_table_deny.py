@@ -219,3 +219,114 @@ async def test_a_row_page_counts_links_only_from_tables_the_actor_may_read(brain
     extras = await datasette.client.get(row + ".json?_extras=foreign_key_tables")
     assert extras.status_code == 200 and "relationships" not in json.dumps(extras.json().get("foreign_key_tables", []))
     assert extras.json()["rows"]  # the row itself is the actor's to read
+
+
+# a brain's tables that record rows of every kind: chunk, entity, edge and document ids
+# (the change log, the mention queue, where the name index has followed it), the rows each
+# table ever had (sqlite_sequence); the name index holds every entity's name, hashed
+# (each with a column to facet and filter on, and a row's key)
+EVERY_KIND = {"brain_changes": ("kind", "1"), "brain_mention_queue": ("kind", "entity,1"),
+              "brain_mention_names_seen": ("keys", "1"), "sqlite_sequence": ("name", "1")}  # fmt: skip
+
+
+def table_reads(table, column, row="1"):
+    """The ways Datasette reads a table: its page, JSON, CSV, a facet, a filter, a row (last)."""
+    return [
+        f"/brain/{table}",
+        f"/brain/{table}.json",
+        f"/brain/{table}.csv",
+        f"/brain/{table}.json?_facet={column}",
+        f"/brain/{table}.json?{column}__gt=0",
+        f"/brain/{table}/{row}.json",
+    ]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("table", ["entities", "relationships"])
+async def test_the_tables_derived_from_the_graph_follow_its_permission(brains, table):
+    """The name index (brain_mention_names: each entity's name hashed, with its id) follows
+    `entities`; the tables recording rows of every kind (the change log names entity ids)
+    are for whoever may read every table of the brain. The memories stay readable."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying(table))
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    names = table_reads("brain_mention_names", "entity_id", "1,2,3,4")
+    denied = [path for table, key in EVERY_KIND.items() for path in table_reads(table, *key)]
+    denied += names if table == "entities" else []
+    for path in denied:
+        response = await datasette.client.get(path)
+        assert response.status_code == 403, (table, path, response.text[:300])
+        assert (await datasette.client.get(path, cookies=admin)).status_code in (200, 404), (table, path)
+    for path in ([] if table == "entities" else names[:-1]) + ["/brain/knowledge.json", "/brain/knowledge.csv"]:
+        assert (await datasette.client.get(path)).status_code == 200, (table, path)
+    listed = (await datasette.client.get("/brain.json")).json()["tables"]
+    assert not {t["name"] for t in listed} & {*EVERY_KIND, *(["brain_mention_names"] if table == "entities" else [])}
+
+
+@pytest.mark.asyncio
+async def test_forget_counts_the_graphs_rows_only_to_whoever_may_read_the_graph(vault_brain_copy):
+    """Forgetting a memory that names an entity removes that entity only when no other
+    memory names it: its count would tell an actor denied `entities` whether the name was
+    one already. Their answer leaves the graph's counts out, over HTTP and MCP alike."""
+    metadata = {**denying("entities"), "plugins": {"datasette-brain": {"allow_write": {"id": ["agent", "admin"]}}}}
+    datasette = Datasette([str(vault_brain_copy)], metadata=metadata)
+    cookies = {name: {"ds_actor": datasette.sign({"a": {"id": name}}, "actor")} for name in ("agent", "admin")}
+    known = (await datasette.get_database("brain").execute("select name from entities limit 1")).first()[0]
+
+    async def forget(name, entity, mcp=False):
+        """What `name` is told when forgetting a memory it remembered naming `entity`."""
+        record = {"title": "probe", "content": "a probe", "entities": [entity]}
+        stored = await datasette.client.post("/brain/-/remember", json=record, cookies=cookies[name])
+        assert stored.status_code == 201, stored.text
+        ids = [i for record_ids in stored.json()["ids"] for i in record_ids]
+        if not mcp:
+            answered = await datasette.client.post("/brain/-/forget", json={"ids": ids}, cookies=cookies[name])
+            assert answered.status_code == 200, answered.text
+            found = answered.json()
+        else:
+            server = MCPServer("test")
+            mcp_tools.register(datasette, server, actor={"id": name})
+            async with Client(server) as client:
+                called = await client.call_tool("brain_forget", {"ids": ids})
+            assert not called.is_error, called.content
+            found = called.structured_content
+        assert found["removed"].pop("memories") == ids
+        return found
+
+    for mcp in (False, True):
+        told = [await forget("agent", entity, mcp) for entity in (known, "Nobody Ever Named")]
+        assert told[0] == told[1] and not {"entities", "relationships", "documents"} & set(told[0]["removed"]), told
+        shown = [await forget("admin", entity, mcp) for entity in (known, "Nobody Ever Named")]
+        assert shown[1]["removed"]["entities"] == shown[0]["removed"]["entities"] + 1, shown  # the new name too
+        assert shown[0]["removed"]["documents"] == 1 and "relationships" in shown[0]["removed"]
+
+
+ENTITY_LINK = re.compile(r'<a href="/brain/-/entity/(\d+)"[^>]*>([^<]*)</a>')
+
+
+@pytest.mark.asyncio
+async def test_foreign_key_labels_and_facets_show_no_entity_names(brains):
+    """Datasette labels a foreign key with the row it names (relationships.to_entity_id:
+    the entity's name), on table pages, in JSON with _labels or _label, and in facets:
+    render_cell and the label lookup are not told who asks, so on a brain an entity is
+    labelled by its id, for everyone; the ids show as they are, linked to entity pages."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying("entities"))
+    names = {name for (name,) in (await datasette.get_database("brain").execute("select name from entities")).rows}
+    columns = {"relationships": ["from_entity_id", "to_entity_id"], "documents": ["entity_id"]}
+    for table, keys in columns.items():
+        for query in ["_labels=on", *(f"_label={key}" for key in keys)]:
+            found = await datasette.client.get(f"/brain/{table}.json?{query}&_shape=objects&_size=max")
+            assert found.status_code == 200, found.text
+            cells = [row[key] for row in found.json()["rows"] for key in keys if row[key] is not None]
+            assert cells and all(isinstance(cell, dict) for cell in cells) == (query == "_labels=on" or len(keys) == 1)
+            labels = [cell["label"] for cell in cells if isinstance(cell, dict)]
+            assert labels and not names & set(map(str, labels)), (table, query)
+            assert all(cell["label"] == cell["value"] for cell in cells if isinstance(cell, dict)), (table, query)
+        for key in keys:
+            faceted = await datasette.client.get(f"/brain/{table}.json?_facet={key}&_size=0")
+            [facet] = faceted.json()["facet_results"].values()
+            assert facet["results"] and all(row["label"] == row["value"] for row in facet["results"]), (table, key)
+        page = await datasette.client.get(f"/brain/{table}?_facet={keys[0]}")
+        links = ENTITY_LINK.findall(page.text)
+        assert links and all(text == entity_id for entity_id, text in links), (table, links[:5])
