@@ -58,3 +58,13 @@ async def no_such_page(datasette, request):
     rather than raised, so that Datasette's exception handling (which fails under
     its test client when rich is installed) never runs for a page's URL."""
     raise ApiError("no such page", 404)
+
+
+async def not_found(datasette, scope):
+    """Datasette's own 404 for a row that is not there ("Record not found"), as its
+    error page or, for a .json URL, its JSON."""
+    info = {"ok": False, "error": "Record not found", "status": 404, "title": None}
+    if scope["path"].endswith(".json"):
+        return Response.json(info, status=404)
+    html = await datasette.render_template(["404.html", "error.html"], info)  # no request: before the CSRF layer
+    return Response.html(html, status=404)

@@ -106,6 +106,25 @@ def without_link_counts(datasette, scope):
     return {**scope, "query_string": urllib.parse.urlencode(kept).encode("latin-1")}
 
 
+async def key_of_wrong_length(datasette, scope):
+    """Whether `scope` asks for a row of a brain's table by a key whose parts are not as
+    many as the table's primary key columns."""
+    match = ROW_PATH.match(scope.get("path") or "")
+    if not match or not is_brain(datasette, urllib.parse.unquote(match["database"])):
+        return False
+    db = datasette.databases.get(urllib.parse.unquote(match["database"]))
+    table = urllib.parse.unquote(match["table"])
+    if db is None or table == "-" or not for_plugin.brain_table(table):
+        return False
+    key = scope["path"].rsplit("/", 1)[1]
+    key = key.rsplit(".", 1)[0] if "." in key else key
+    try:
+        columns = await db.primary_keys(table)
+    except Exception:  # noqa: BLE001 - no such table, a damaged file: Datasette's view answers it
+        return False
+    return len(key.split(",")) != max(len(columns), 1)
+
+
 def memory_url(datasette, database, memory_id):
     return f"{datasette.urls.database(database)}/-/memory/{int(memory_id)}"
 

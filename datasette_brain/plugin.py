@@ -103,14 +103,20 @@ def permission_allowed(datasette, actor, action, resource):
 
 @hookimpl
 def asgi_wrapper(datasette):
-    """A brain's row JSON leaves out Datasette's foreign_key_tables extra: its counts read
-    tables (relationships, documents) that the asker may not be allowed, and no hook
-    before the row view knows who asks (the row page filters them by actor: row.html)."""
+    """Before Datasette's row view, on a brain: its JSON leaves out the foreign_key_tables
+    extra (its counts read tables such as relationships that the asker may not be
+    allowed, and no hook before the row view knows who asks; the row page filters them
+    by actor: row.html), and a row URL with a key of the wrong number of parts is a
+    404 (Datasette binds each part to a key column: SQLite's error was a 500)."""
 
     def wrap(app):
         async def wrapped(scope, receive, send):
             if scope.get("type") == "http":
+                await datasette.invoke_startup()  # once: which databases are brains (this runs before Datasette's)
                 scope = links.without_link_counts(datasette, scope)
+                if await links.key_of_wrong_length(datasette, scope):
+                    await (await html_errors.not_found(datasette, scope)).asgi_send(send)
+                    return
             await app(scope, receive, send)
 
         return wrapped

@@ -215,3 +215,21 @@ async def test_not_a_brain_is_left_alone(tmp_path):
     page = (await datasette.client.get("/other/knowledge")).text
     assert "/-/memory/" not in page and "/-/entity/" not in page and "brain.css" not in page
     assert 'class="brain-links"' not in (await datasette.client.get("/other")).text
+
+
+@pytest.mark.asyncio
+async def test_a_row_url_with_too_few_or_too_many_key_values_is_not_found(datasette):
+    """Datasette's row page binds each part of the URL's key to a primary key column:
+    a brain table whose key has two columns, given one value (or three), is a 404 as
+    a row that is not there is, not SQLite's binding error as a 500."""
+    for path in (
+        "/demo/brain_mention_queue/1",
+        "/demo/brain_mention_queue/1.json",
+        "/demo/brain_mention_queue/chunk,1,2.json",
+        "/demo/knowledge/1,2",
+    ):
+        response = await datasette.client.get(path)
+        assert response.status_code == 404, (path, response.status_code, response.text[:200])
+        if path.endswith(".json"):
+            assert response.json()["ok"] is False
+    assert (await datasette.client.get("/demo/knowledge/1.json")).status_code == 200
