@@ -13,15 +13,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import mentions, validity
-from .config import CHANGE_LOG_KEEP, MAX_FORGET_ITEMS
+from .config import CHANGE_LOG_KEEP, MAX_FORGET_ITEMS, MAX_ID
 from .connection import Connection, atomic, sqlite3
 from .errors import BrainError, FieldError, WriteError
 from .fields import unencodable
 from .schema import is_brain, migrate, prune_changes
 from .wording import shown
 from .writer import remove_documents
-
-_SQLITE_INTEGERS = range(-(2**63), 2**63)
 
 
 def forget(
@@ -67,8 +65,8 @@ def _checked(values: Iterable[Any] | None, name: str, check: Callable[[Any, str]
 def _memory_id(value, name):
     if isinstance(value, bool) or not isinstance(value, int):
         raise FieldError(f"{name} must be whole numbers (memory ids), not {shown(value)}")
-    if value not in _SQLITE_INTEGERS:
-        raise FieldError(f"{name}: {value} is out of range for a memory id")
+    if not 1 <= value <= MAX_ID:  # no memory has another id (config.MAX_ID): -1 is as wrong as 2**63
+        raise FieldError(f"{name}: {value} is out of range for a memory id: ids are 1 to {MAX_ID:,}")
     return value
 
 
