@@ -8,10 +8,13 @@ from typing import Callable, Iterable
 
 from .config import MAX_METADATA_BYTES
 from .errors import FieldError
-from .fields import FIELD_NAMES, normalize_fields, unstorable
+from .fields import FIELD_NAMES, name_text, normalize_fields, unstorable
 
 TEXT_KEYS = ("content", "text")
 ID_KEYS = ("_id", "id")
+# a record naming a speaker and a session is a turn of a conversation (conversation.py)
+SPEAKER_KEYS = ("speaker", "role")
+SESSION_KEYS = ("session_id", "conversation_id", "thread_id")
 # keys of a record or frontmatter that shape the document; the rest is metadata
 STRUCTURE_KEYS = {"title", "tags", "aliases", "entities", "relations", *TEXT_KEYS, *ID_KEYS}
 # the columns a chunk of a document may hold a value of its own in (review decisions
@@ -127,8 +130,25 @@ def _document_fields(document, raw):
         metadata = {**nested, **metadata}
     elif nested is not None:
         metadata["metadata"] = nested
+    refused = _turn_refusal(metadata)
+    if refused:
+        return error(refused)
     document.metadata = metadata
     return document
+
+
+def _turn_refusal(metadata):
+    """Why a record naming both halves of a turn (a speaker and a session) names one
+    of them with what is no name (a list, an object, true, 1.5), or None: such a
+    record was stored as a plain memory holding them. A `role` alone is anything."""
+    given = [[k for k in keys if metadata.get(k) is not None] for keys in (SPEAKER_KEYS, SESSION_KEYS)]
+    if all(given):
+        for key in given[0] + given[1]:
+            try:
+                name_text(metadata[key], key)
+            except FieldError as ex:
+                return str(ex)
+    return None
 
 
 def expanded_size(value, budget=MAX_METADATA_BYTES + 1):

@@ -33,7 +33,7 @@ from .document import (
     relation,
 )
 from .errors import FieldError
-from .fields import loads_json, normalize_fields, unstorable, whole_number
+from .fields import loads_json, name_text, normalize_fields, unstorable, whole_number
 from .hookspecs import hookimpl
 from .wording import shown
 
@@ -122,15 +122,14 @@ def record_document(path, record, line, where=None):
     except FieldError as ex:
         return error(str(ex))
     record = {k: v for k, v in record.items() if k not in PLACEMENT_KEYS}
-    title = record.get("title")
-    if title is not None and (isinstance(title, bool) or not isinstance(title, (str, int, float))):
-        return error("'title' must be text")
-    title = str(title).strip() if title is not None and str(title).strip() else None
-    external_id = next((record[k] for k in ID_KEYS if record.get(k) not in (None, "")), None)
+    try:
+        title = name_text(record["title"], "'title'") if record.get("title") is not None else None
+        external_id = next((record[k] for k in ID_KEYS if record.get(k) not in (None, "")), None)
+        external_id = name_text(external_id, "'_id' / 'id'") if external_id is not None else None
+    except FieldError as ex:
+        return error(str(ex))
+    title = title.strip() or None if title is not None else None
     if external_id is not None:
-        if isinstance(external_id, bool) or not isinstance(external_id, (str, int)):
-            return error("'_id' / 'id' must be text or a whole number")
-        external_id = str(external_id)
         key = external_id
     else:
         key = None  # set from the text and fields below
