@@ -428,7 +428,7 @@ def remember(db_path, file, scope, klass, source, domain, as_json):
     name = "stdin" if file == "-" else file
     try:
         with click.open_file(file, "rb") as stream:
-            data = stream.read()
+            data = for_plugin.read_input(stream, name)
     except OSError as ex:
         raise BadInput(f"cannot read {name}: {ex.strerror}") from ex
     records, lines = _records(data, name)
