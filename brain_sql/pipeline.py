@@ -423,6 +423,7 @@ def _remembered(
     rewritten = [r.get(k) for r in records if isinstance(r, dict) for k in ID_KEYS if r.get(k) not in (None, "")]
     sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten), partial(flagged, conn))
     scopes = ScopesAlike(partial(stored_skeletons, conn))
+    supersedes = validity.Supersedes(conn)
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
         item = record_document("remember", record, line, f"record {number}")
@@ -431,7 +432,7 @@ def _remembered(
             item = _stored_as(conn, item, number)
         if isinstance(item, Document):
             document_ids.append(item.document_id)
-        item = _accept(item, defaults, seen, model_id, extractors, sessions, scopes)
+        item = _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supersedes)
         if isinstance(item, IngestError):
             if not item.message.startswith(f"record {number}:"):
                 item = IngestError("remember", line, f"record {number}: {item.message}")
@@ -492,6 +493,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
     report = pipeline.report
     extractors = collect("brain_entity_extractors")
     scopes = ScopesAlike(partial(stored_skeletons, pipeline.conn))
+    supersedes = validity.Supersedes(pipeline.conn)
     emptied = []
     for path, fmt in files:
         report.files += 1
@@ -499,9 +501,8 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
         before = set() if prune_all else pipeline.documents("source_path = ?", (path,))  # none of its written yet
         sessions = Sessions(hidden=partial(flagged, pipeline.conn))
         for item in _read(path, fmt):
-            item = _accept(
-                item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id, extractors, sessions, scopes
-            )
+            given = {"source": fmt.default_source, **defaults}
+            item = _accept(item, given, seen, pipeline.model_id, extractors, sessions, scopes, supersedes)
             if isinstance(item, IngestError):
                 report.errors.append(item)
                 failed = True
@@ -629,9 +630,10 @@ def _too_large(fmt, size):
     return f"file is {size:,} bytes; the limit is {fmt.max_bytes:,} ({why}): skipped unread"
 
 
-def _accept(item, defaults, seen, model_id, extractors, sessions, scopes):
+def _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supersedes):
     """A prepared Document to write, None for an exact repeat of one already
-    accepted, or an IngestError; `seen` maps document ids to their hashes."""
+    accepted, or an IngestError; `seen` maps document ids to their hashes, and
+    `supersedes` (a validity.Supersedes) refuses a supersedes cycle."""
     if not isinstance(item, Document):
         return item
     try:
@@ -647,6 +649,9 @@ def _accept(item, defaults, seen, model_id, extractors, sessions, scopes):
         return IngestError(
             item.source_path, item.line, f"repeats the id of an earlier record with other content: {item.external_id}"
         )
+    cycle = supersedes.refusal(item)
+    if cycle is not None:
+        return IngestError(item.source_path, item.line, cycle)
     seen[item.document_id] = digest
     item.digest = digest
     return item
