@@ -117,7 +117,9 @@ def discover(
                     Path(folder) / n for n in names if not n.startswith(".") and Path(n).suffix.lower() in formats
                 ]
             files += [(str(child), formats[child.suffix.lower()]) for child in sorted(found)]
-        elif path.exists():  # a named pipe or a device too: reading it is refused by name (_read)
+        elif path.exists() and not path.is_file():  # a named pipe, a device, a socket: never opened
+            errors.append(IngestError(str(path), None, _refusal(path, path.stat(), None)))
+        elif path.exists():
             if path.suffix.lower() in formats:
                 files.append((str(path), formats[path.suffix.lower()]))
             else:
@@ -614,7 +616,7 @@ def _refusal(path, status, fmt):
         if os.path.islink(path):
             kind = f"a symlink to {os.path.realpath(path)}, {kind}"
         return f"{kind}: only regular files are read; skipped"
-    if not fmt.by_line and status.st_size > fmt.max_bytes:
+    if fmt is not None and not fmt.by_line and status.st_size > fmt.max_bytes:
         return _too_large(fmt, status.st_size)
     return None
 

@@ -771,12 +771,15 @@ def test_ingest_reads_regular_files_only_and_none_past_its_limit(tmp_path):
         f.truncate(MAX_LINE_BYTES + 100)
         f.seek(0, os.SEEK_END)
         f.write(b'\n{"text": "after the long line"}\n')
+    os.mkfifo(tmp_path / "named.jsonl")
     db_path = tmp_path / "brain.db"
-    result = _bounded([sys.executable, "-m", "sqlite_utils", "brain", "ingest", str(db_path), str(folder)])
+    named = [str(folder), str(tmp_path / "named.jsonl"), str(folder / "zero.md")]  # named too, not only found
+    result = _bounded([sys.executable, "-m", "sqlite_utils", "brain", "ingest", str(db_path), *named])
     output = result.stdout + result.stderr
     assert result.returncode == 1 and "Traceback" not in output, output
     skipped = sorted(line for line in output.splitlines() if line.startswith("skipped "))
     assert skipped == [
+        "skipped /dev/zero: a character device: only regular files are read; skipped",
         f"skipped {folder / 'big.json'}: file is {MAX_JSON_FILE_BYTES + 1:,} bytes; the limit is "
         f"{MAX_JSON_FILE_BYTES:,} (a json file is read whole (a JSON lines file, a line at a time, may be of any "
         "size)): skipped unread",
@@ -789,8 +792,9 @@ def test_ingest_reads_regular_files_only_and_none_past_its_limit(tmp_path):
         "is one memory: its content at most 1,000,000 bytes (1 MB) and its frontmatter 64,000): skipped unread",
         f"skipped {folder / 'zero.md'}: a symlink to /dev/zero, a character device: only regular files are read; "
         "skipped",
+        f"skipped {tmp_path / 'named.jsonl'}: a named pipe (FIFO): only regular files are read; skipped",
     ]
-    assert "6 skipped" in output
+    assert "8 skipped" in output
     assert rows(brain_sql.connect(db_path), "select content from knowledge order by content") == [
         ("# Good\n\nThis one ingests.",),
         ("after the long line",),
