@@ -30,6 +30,20 @@ MAX_TITLE_CHARS = 500
 MAX_QUERY_CHARS = 2_000
 MAX_FRONTMATTER_ALIASES = 100  # YAML *aliases in one note's frontmatter (an alias bomb grows without them)
 MAX_METADATA_BYTES = 64_000  # a memory's metadata (frontmatter or record fields kept as they are), as JSON
+# What ingest and remember read is bounded before it is read. Ingest takes each file's type and size first: only
+# regular files are read (a named pipe, a device, a socket, a symlink to one is skipped by name, never opened for
+# reading). A file read whole is skipped unread past its limit, and at most one byte more than it is ever read:
+# a note or a .txt file is one document, so at most one memory's content and its frontmatter (1,064,000 bytes);
+MAX_NOTE_FILE_BYTES = MAX_CONTENT_BYTES + MAX_METADATA_BYTES
+# a .json file (a list of records, parsed whole: several times its size in memory) at most 100 MB; more records go
+# in a JSON lines file. JSON lines and CSV files are read a line at a time, of any size: a line past
+# MAX_LINE_BYTES (more than any one record holds: a memory's content escaped in JSON, its fields, an exported
+# record's chunks) is skipped by its number without being kept, and the lines after it still go in.
+MAX_JSON_FILE_BYTES = 100_000_000
+MAX_LINE_BYTES = 64_000_000
+# remember reads at most this much from its file or stdin (1,000 records at most, in one transaction); ingest
+# takes larger files
+MAX_REMEMBER_INPUT_BYTES = 16_000_000
 # lists and objects nested in one field's value (metadata's included): deeper, the record is refused, so that
 # every stored value is one Python's JSON, SQLite's JSON and check read whole (fields.too_deep)
 MAX_NESTING = 100

@@ -163,6 +163,9 @@ def _check(conn, repair=False):
             "and version_of not in (select document_id from knowledge where document_id is not null)",
         ),
         "stale_supersession": sorted(validity.stale(conn)),
+        # _ids that supersede one another (written with plain SQL): each hides the next from recall; not
+        # repaired, as which of them to correct is the user's to say
+        "supersede_cycles": validity.cycles(conn),
         # turns whose contexts quote a turn flagged, changed, deleted or moved with plain SQL
         "stale_quotes": sorted(conversation.stale_quotes(conn)),
         # ... or begin with a speaker, day or time phrases plain SQL changed under them

@@ -22,11 +22,8 @@ from .config import (
     CONVERSATION_QUOTE_CHARS,
     MAX_TITLE_CHARS,
 )
-from .document import Document, Relation
+from .document import SESSION_KEYS, SPEAKER_KEYS, Document, Relation
 from .temporal import RELATIVE, day_label, resolve_relative
-
-SPEAKER_KEYS = ("speaker", "role")
-SESSION_KEYS = ("session_id", "conversation_id", "thread_id")
 
 
 def turn_of(document):
@@ -40,8 +37,8 @@ def turn_of(document):
 
 
 def _name(value):
-    """Whether `value` names a speaker or a session: text or a number, never true/false."""
-    return isinstance(value, (str, int, float)) and not isinstance(value, bool) and bool(str(value).strip())
+    """Whether `value` names a speaker or a session: text or a whole number (fields.name_text)."""
+    return isinstance(value, (str, int)) and not isinstance(value, bool) and bool(str(value).strip())
 
 
 class Sessions:

@@ -4,14 +4,17 @@ entities and relations their input states, or errors that name the file and line
 for every format."""
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import BinaryIO, Callable, Iterable
 
-from .config import MAX_METADATA_BYTES
-from .errors import FieldError
-from .fields import FIELD_NAMES, normalize_fields, unstorable
+from .config import MAX_LINE_BYTES, MAX_METADATA_BYTES, MAX_NOTE_FILE_BYTES, MAX_REMEMBER_INPUT_BYTES
+from .errors import FieldError, InputError
+from .fields import FIELD_NAMES, name_text, normalize_fields, unstorable
 
 TEXT_KEYS = ("content", "text")
 ID_KEYS = ("_id", "id")
+# a record naming a speaker and a session is a turn of a conversation (conversation.py)
+SPEAKER_KEYS = ("speaker", "role")
+SESSION_KEYS = ("session_id", "conversation_id", "thread_id")
 # keys of a record or frontmatter that shape the document; the rest is metadata
 STRUCTURE_KEYS = {"title", "tags", "aliases", "entities", "relations", *TEXT_KEYS, *ID_KEYS}
 # the columns a chunk of a document may hold a value of its own in (review decisions
@@ -82,8 +85,86 @@ class IngestFormat:
     name: str
     suffixes: tuple[str, ...]
     # parse(path, text) yields Document or IngestError for each document in the file
-    parse: Callable[[str, str], Iterable["Document | IngestError"]]
+    parse: Callable[[str, "str | TextLines"], Iterable["Document | IngestError"]]
     default_source: str = "vault"
+    # a file is read whole, and skipped unread when it is larger than this (a note: one memory's content)...
+    max_bytes: int = MAX_NOTE_FILE_BYTES
+    # ...unless it is read a line at a time (any size): parse then gets its TextLines, not its text
+    by_line: bool = False
+
+
+class TextLines:
+    """A file's lines as text, each ending with "\n" (the last one may not), read
+    a line at a time from a binary `stream` (or split from `text`), so that a file
+    of any size is read in bounded memory. A line longer than MAX_LINE_BYTES is
+    skipped without being kept, one that is not UTF-8 is skipped: each an
+    IngestError in `errors` (taken by the parser with `problems`), an empty line
+    in its place, so the lines after it keep their numbers. Line breaks are
+    "\n", "\r\n" or "\r"; a byte order mark at the start is dropped."""
+
+    def __init__(self, path, stream=None, text=None, limit=MAX_LINE_BYTES):
+        self.path, self.stream, self.text, self.limit = path, stream, text, limit
+        self.errors: list[IngestError] = []
+        self.number = 0  # lines given so far
+
+    def problems(self):
+        """The errors found reading the lines given so far (each once)."""
+        found, self.errors = self.errors, []
+        return found
+
+    def __iter__(self):
+        first = True
+        for raw in self._raw():
+            if raw is None:
+                text = "\n"
+            else:
+                text = raw.replace("\r\n", "\n").replace("\r", "\n")
+                text = text.removeprefix("\ufeff") if first else text
+            first = False
+            *whole, last = text.split("\n")
+            for line in whole:
+                self.number += 1
+                yield line + "\n"
+            if last:  # the end of the input, with no line break after it
+                self.number += 1
+                yield last
+
+    def _raw(self):
+        """Each line as text, or None for one skipped (its error recorded)."""
+        if self.stream is None:
+            yield self.text
+            return
+        offset = 0
+        while raw := self.stream.readline(self.limit + 1):
+            at, offset = offset, offset + len(raw)
+            if len(raw) > self.limit and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):  # the rest of the line, read and dropped
+                    raw = self.stream.readline(1 << 20)
+                    offset += len(raw)
+                self._skip(f"line is longer than {self.limit:,} bytes, the limit for one record: skipped unread")
+                yield None
+                continue
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as ex:
+                self._skip(f"not UTF-8 text (byte 0x{raw[ex.start]:02x} at offset {at + ex.start})")
+                yield None
+
+    def _skip(self, message):
+        self.errors.append(IngestError(self.path, self.number + 1, message))
+
+
+def read_input(stream: BinaryIO, name: str, limit: int = MAX_REMEMBER_INPUT_BYTES) -> bytes:
+    """What remember reads from a file or stdin (`stream`, binary): at most `limit`
+    bytes, a byte more read to know; past it (a device, a pipe that never ends) an
+    InputError naming `name` and the limit, the rest never read."""
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise InputError(
+            f"{name} holds more than {limit:,} bytes; the limit is {limit:,} for one remember: "
+            "sqlite-utils brain ingest reads a larger JSON lines file, a line at a time"
+        )
+    return data
 
 
 def document_fields(document, raw):
@@ -127,8 +208,25 @@ def _document_fields(document, raw):
         metadata = {**nested, **metadata}
     elif nested is not None:
         metadata["metadata"] = nested
+    refused = _turn_refusal(metadata)
+    if refused:
+        return error(refused)
     document.metadata = metadata
     return document
+
+
+def _turn_refusal(metadata):
+    """Why a record naming both halves of a turn (a speaker and a session) names one
+    of them with what is no name (a list, an object, true, 1.5), or None: such a
+    record was stored as a plain memory holding them. A `role` alone is anything."""
+    given = [[k for k in keys if metadata.get(k) is not None] for keys in (SPEAKER_KEYS, SESSION_KEYS)]
+    if all(given):
+        for key in given[0] + given[1]:
+            try:
+                name_text(metadata[key], key)
+            except FieldError as ex:
+                return str(ex)
+    return None
 
 
 def expanded_size(value, budget=MAX_METADATA_BYTES + 1):

@@ -522,6 +522,8 @@ def normalize_fields(raw):
             fields[name] = _number(name, value, float, 0, 1)
         elif name == "relevance_tier":
             fields[name] = _number(name, value, int, 0, 3)
+        elif name == "supersedes":
+            fields[name] = name_text(value, "supersedes", " (the _id of a record)")
         else:
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                 raise FieldError(f"{name} must be text, not {shown(value)}")
@@ -533,6 +535,18 @@ def normalize_fields(raw):
             "a memory holds from valid_from until valid_to, and would hold at no time"
         )
     return fields
+
+
+def name_text(value: object, name: str, what: str = "") -> str:
+    """`value` as the text it names something by (an _id, the _id superseded, a title,
+    a turn's speaker or session): text as it is, a whole number as its digits, as a
+    record's `_id: 1` has always been stored "1"; FieldError naming `name` for anything
+    else (1.5 or 7.0 would be text nobody wrote, true or a list no name at all)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise FieldError(f"{name} must be text or a whole number{what}, not {shown(value)}")
 
 
 _DIGITS = re.compile(r"[0-9]{1,19}")

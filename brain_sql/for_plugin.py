@@ -33,6 +33,7 @@ _MODULE_OF = {
     "ensure_ready": ".copies",
     "is_copy": ".copies",
     "entity_links": ".extract",
+    "read_input": ".document",
     "loads_json": ".fields",
     "unencodable": ".fields",
     "whole_number": ".fields",
@@ -79,6 +80,8 @@ __all__ = [
     # on the write connection, so that the write holds the write lock (Datasette's write thread) only to write
     "prepare_remember",
     "write_remember",
+    # what `brain remember` reads from its file or stdin, bounded
+    "read_input",
     # permissions: the tables whoever may not read `knowledge` may not read either; a brain's
     # tables (any one denied closes its SQL); the entity graph's (one denied: recall without the graph);
     # the tables derived from `entities` too, and those recording rows of every table (the change log)

@@ -13,15 +13,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import mentions, validity
-from .config import CHANGE_LOG_KEEP, MAX_FORGET_ITEMS
+from .config import CHANGE_LOG_KEEP, MAX_FORGET_ITEMS, MAX_ID
 from .connection import Connection, atomic, sqlite3
 from .errors import BrainError, FieldError, WriteError
 from .fields import unencodable
 from .schema import is_brain, migrate, prune_changes
 from .wording import shown
 from .writer import remove_documents
-
-_SQLITE_INTEGERS = range(-(2**63), 2**63)
 
 
 def forget(
@@ -32,7 +30,8 @@ def forget(
 
     Returns {"removed": {"memories": [knowledge ids], "external_ids": [...],
     "documents": n, "relationships": n, "entities": n}, "not_found": {"ids": [...],
-    "external_ids": [...]}}: ids that match nothing are reported there, not raised.
+    "external_ids": [...]}}: ids that match nothing are reported there, not raised,
+    but for an id outside 1 to MAX_ID that no row holds (FieldError naming the range).
     Malformed input raises FieldError naming the problem; a write that fails
     raises WriteError (BrainBusy when the write lock was not had in time) and
     nothing is removed.
@@ -55,6 +54,13 @@ def forget(
         raise WriteError(f"nothing was forgotten: {ex}") from ex
 
 
+_SQLITE_INTEGERS = range(-(2**63), 2**63)
+
+
+def _out_of_range(name, value):
+    return f"{name}: {value} is out of range for a memory id: ids are 1 to {MAX_ID:,}"
+
+
 def _checked(values: Iterable[Any] | None, name: str, check: Callable[[Any, str], Any]) -> list[Any]:
     """The distinct values of a list, in order, each passed through `check`."""
     if values is None:
@@ -67,8 +73,8 @@ def _checked(values: Iterable[Any] | None, name: str, check: Callable[[Any, str]
 def _memory_id(value, name):
     if isinstance(value, bool) or not isinstance(value, int):
         raise FieldError(f"{name} must be whole numbers (memory ids), not {shown(value)}")
-    if value not in _SQLITE_INTEGERS:
-        raise FieldError(f"{name}: {value} is out of range for a memory id")
+    if value not in _SQLITE_INTEGERS:  # no row can hold it
+        raise FieldError(_out_of_range(name, value))
     return value
 
 
@@ -90,6 +96,12 @@ def _forget(conn, ids, external_ids):
         "where id in (select value from json_each(:ids)) or external_id in (select value from json_each(:external))",
         {"ids": json.dumps(ids), "external": json.dumps(external_ids)},
     ).fetchall()
+    found_ids = {i for i, _, _ in matched}
+    # an id outside 1 to MAX_ID is no memory's (0, -1 as 2**63), unless plain SQL wrote one before the brain's
+    # rules refused it: check names such a row and says to forget it by its id, which is why it is looked for
+    past = [i for i in ids if not 1 <= i <= MAX_ID and i not in found_ids]
+    if past:
+        raise FieldError(_out_of_range("ids", past[0]))
     documents = sorted({document_id for _, document_id, _ in matched if document_id is not None})
     loose = sorted(i for i, document_id, _ in matched if document_id is None)  # rows written without a document
     chunks = {"documents": json.dumps(documents), "loose": json.dumps(loose)}
@@ -142,7 +154,6 @@ def _forget(conn, ids, external_ids):
     conn.executemany(f"delete from {mentions.QUEUE_TABLE} where kind = 'entity' and id = ?", [(i,) for i in orphans])
     prune_changes(conn, CHANGE_LOG_KEEP)
 
-    found_ids = {i for i, _, _ in matched}
     found_external = {external_id for _, _, external_id in matched}
     return {
         "removed": {

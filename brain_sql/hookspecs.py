@@ -9,7 +9,8 @@ hookimpl = pluggy.HookimplMarker("brain")
 
 @hookspec
 def brain_ingest_formats():
-    """Return a list of IngestFormat: (name, file suffixes, parse(path) -> items)."""
+    """Return a list of IngestFormat: (name, file suffixes, parse(path, text) -> items,
+    default source, max_bytes read whole, or by_line: parse gets a TextLines instead)."""
 
 
 @hookspec

@@ -12,6 +12,7 @@ retried one savepoint per document when one fails), and pruning what is gone.
 import contextlib
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -29,13 +30,15 @@ from .config import (
     INGEST_PAUSE_SECONDS,
     INGEST_TRANSACTION_SECONDS,
     MAX_CONTENT_BYTES,
+    MAX_METADATA_BYTES,
+    MAX_NOTE_FILE_BYTES,
     MAX_REMEMBER_CHUNKS,
     MAX_REMEMBER_RECORDS,
     MAX_TITLE_CHARS,
 )
 from .connection import Connection, atomic, main_file, sqlite3
 from .conversation import Sessions, flagged, stored_turns
-from .document import ID_KEYS, Document, IngestError, IngestFormat
+from .document import ID_KEYS, Document, IngestError, IngestFormat, TextLines
 from .errors import BrainBusy, FieldError, ModelError, PruneRefused, WriteError
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
@@ -114,7 +117,9 @@ def discover(
                     Path(folder) / n for n in names if not n.startswith(".") and Path(n).suffix.lower() in formats
                 ]
             files += [(str(child), formats[child.suffix.lower()]) for child in sorted(found)]
-        elif path.is_file():
+        elif path.exists() and not path.is_file():  # a named pipe, a device, a socket: never opened
+            errors.append(IngestError(str(path), None, _refusal(path, path.stat(), None)))
+        elif path.exists():
             if path.suffix.lower() in formats:
                 files.append((str(path), formats[path.suffix.lower()]))
             else:
@@ -420,6 +425,7 @@ def _remembered(
     rewritten = [r.get(k) for r in records if isinstance(r, dict) for k in ID_KEYS if r.get(k) not in (None, "")]
     sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten), partial(flagged, conn))
     scopes = ScopesAlike(partial(stored_skeletons, conn))
+    supersedes = validity.Supersedes(conn)
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
         item = record_document("remember", record, line, f"record {number}")
@@ -428,7 +434,7 @@ def _remembered(
             item = _stored_as(conn, item, number)
         if isinstance(item, Document):
             document_ids.append(item.document_id)
-        item = _accept(item, defaults, seen, model_id, extractors, sessions, scopes)
+        item = _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supersedes)
         if isinstance(item, IngestError):
             if not item.message.startswith(f"record {number}:"):
                 item = IngestError("remember", line, f"record {number}: {item.message}")
@@ -489,6 +495,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
     report = pipeline.report
     extractors = collect("brain_entity_extractors")
     scopes = ScopesAlike(partial(stored_skeletons, pipeline.conn))
+    supersedes = validity.Supersedes(pipeline.conn)
     emptied = []
     for path, fmt in files:
         report.files += 1
@@ -496,9 +503,8 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
         before = set() if prune_all else pipeline.documents("source_path = ?", (path,))  # none of its written yet
         sessions = Sessions(hidden=partial(flagged, pipeline.conn))
         for item in _read(path, fmt):
-            item = _accept(
-                item, {"source": fmt.default_source, **defaults}, seen, pipeline.model_id, extractors, sessions, scopes
-            )
+            given = {"source": fmt.default_source, **defaults}
+            item = _accept(item, given, seen, pipeline.model_id, extractors, sessions, scopes, supersedes)
             if isinstance(item, IngestError):
                 report.errors.append(item)
                 failed = True
@@ -561,10 +567,28 @@ def _documents_under(root):
 
 
 def _read(path, fmt):
+    """The documents of one file, read within its bounds: a regular file only, its
+    type and size taken before a byte is read; one read whole no larger than its
+    format's max_bytes (at most a byte more is read, should it grow meanwhile), one
+    read by line a line at a time (document.TextLines)."""
     try:
-        data = Path(path).read_bytes()
+        refused = _refusal(path, os.stat(path), fmt)
+        if refused is None:
+            # opened without waiting (a file swapped for a named pipe since would block), then looked at again
+            descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(descriptor, "rb") as stream:
+                refused = _refusal(path, os.fstat(descriptor), fmt)
+                if refused is None and fmt.by_line:
+                    yield from fmt.parse(path, TextLines(path, stream))
+                    return
+                data = stream.read(fmt.max_bytes + 1) if refused is None else b""
+                if len(data) > fmt.max_bytes:
+                    refused = _too_large(fmt, len(data))
     except OSError as ex:
-        yield IngestError(path, None, f"cannot read: {ex.strerror}")
+        yield IngestError(path, None, f"cannot read: {ex.strerror or ex}")
+        return
+    if refused is not None:
+        yield IngestError(path, None, refused)
         return
     try:
         text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
@@ -575,9 +599,43 @@ def _read(path, fmt):
     yield from fmt.parse(path, text.removeprefix("\ufeff"))
 
 
-def _accept(item, defaults, seen, model_id, extractors, sessions, scopes):
+_KINDS = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a folder",
+}
+
+
+def _refusal(path, status, fmt):
+    """Why the file at `path` (its `status`) is not read, or None: only a regular
+    file is, and one read whole only up to its format's max_bytes."""
+    if not stat.S_ISREG(status.st_mode):
+        kind = _KINDS.get(stat.S_IFMT(status.st_mode), "not a regular file")
+        if os.path.islink(path):
+            kind = f"a symlink to {os.path.realpath(path)}, {kind}"
+        return f"{kind}: only regular files are read; skipped"
+    if fmt is not None and not fmt.by_line and status.st_size > fmt.max_bytes:
+        return _too_large(fmt, status.st_size)
+    return None
+
+
+def _too_large(fmt, size):
+    if fmt.max_bytes == MAX_NOTE_FILE_BYTES:
+        why = (
+            f"a note or text file is one memory: its content at most {MAX_CONTENT_BYTES:,} bytes (1 MB) "
+            f"and its frontmatter {MAX_METADATA_BYTES:,}"
+        )
+    else:
+        why = f"a {fmt.name} file is read whole (a JSON lines file, a line at a time, may be of any size)"
+    return f"file is {size:,} bytes; the limit is {fmt.max_bytes:,} ({why}): skipped unread"
+
+
+def _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supersedes):
     """A prepared Document to write, None for an exact repeat of one already
-    accepted, or an IngestError; `seen` maps document ids to their hashes."""
+    accepted, or an IngestError; `seen` maps document ids to their hashes, and
+    `supersedes` (a validity.Supersedes) refuses a supersedes cycle."""
     if not isinstance(item, Document):
         return item
     try:
@@ -593,6 +651,9 @@ def _accept(item, defaults, seen, model_id, extractors, sessions, scopes):
         return IngestError(
             item.source_path, item.line, f"repeats the id of an earlier record with other content: {item.external_id}"
         )
+    cycle = supersedes.refusal(item)
+    if cycle is not None:
+        return IngestError(item.source_path, item.line, cycle)
     seen[item.document_id] = digest
     item.digest = digest
     return item

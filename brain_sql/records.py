@@ -11,15 +11,15 @@ state and edges) instead of a text to split, and `_document`, `_source_path`,
 version of) instead of a document id made from the file ingested.
 """
 
+import collections
 import csv
-import io
 import json
 from pathlib import Path
 
 import xxhash
 
 from .chunk import split_text
-from .config import MAX_ID, MAX_METADATA_BYTES
+from .config import MAX_ID, MAX_JSON_FILE_BYTES, MAX_METADATA_BYTES
 from .document import (
     CHUNK_FIELDS,
     ID_KEYS,
@@ -33,7 +33,7 @@ from .document import (
     relation,
 )
 from .errors import FieldError
-from .fields import loads_json, normalize_fields, unstorable, whole_number
+from .fields import loads_json, name_text, normalize_fields, unstorable, whole_number
 from .hookspecs import hookimpl
 from .wording import shown
 
@@ -42,9 +42,9 @@ from .wording import shown
 def brain_ingest_formats():
     return [
         IngestFormat("text", (".txt",), parse_txt, "vault"),
-        IngestFormat("json", (".json",), parse_json, "import"),
-        IngestFormat("jsonl", (".jsonl", ".ndjson"), parse_jsonl, "import"),
-        IngestFormat("csv", (".csv",), parse_csv, "import"),
+        IngestFormat("json", (".json",), parse_json, "import", max_bytes=MAX_JSON_FILE_BYTES),
+        IngestFormat("jsonl", (".jsonl", ".ndjson"), parse_jsonl, "import", by_line=True),
+        IngestFormat("csv", (".csv",), parse_csv, "import", by_line=True),
     ]
 
 
@@ -63,8 +63,9 @@ def parse_json(path, text):
         yield record_document(path, item, None, f"record {number}")
 
 
-def parse_jsonl(path, text):
-    for number, line in enumerate(text.split("\n"), 1):
+def parse_jsonl(path, lines):
+    for number, line in enumerate(lines, 1):
+        yield from lines.problems()  # a line too long or not UTF-8: its place is an empty line
         if not line.strip():
             continue
         try:
@@ -73,28 +74,117 @@ def parse_jsonl(path, text):
             yield IngestError(path, number, f"malformed JSON line: {getattr(ex, 'msg', ex)}")
             continue
         yield record_document(path, item, number)
+    yield from lines.problems()
 
 
-def parse_csv(path, text):
-    reader = csv.DictReader(io.StringIO(text))
-    if not any(key in (reader.fieldnames or []) for key in TEXT_KEYS):
+def parse_csv(path, lines):
+    """Each CSV record, named by the line it starts on. A record that cannot be read
+    (a quote opened and never closed, which runs to the end of the file; a field past
+    the csv module's limit) is skipped by name, with the lines it took in, and those
+    lines but its first are read again as records: no valid row after it is lost."""
+    given = _Replay(lines)
+    reader = csv.DictReader(given)
+    try:
+        fieldnames = reader.fieldnames
+    except csv.Error as ex:
+        yield IngestError(path, 1, f"malformed CSV header: {ex}")
+        return
+    yield from lines.problems()
+    if not any(key in (fieldnames or []) for key in TEXT_KEYS):
         yield IngestError(path, 1, "CSV has no 'content' or 'text' column")
         return
+    while True:
+        given.taken = []
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as ex:
+            row, problem = None, f"malformed CSV: {ex}"
+        else:
+            problem = _unclosed_quote(given)
+        yield from lines.problems()
+        if problem is not None:
+            yield given.skipped(path, problem)
+            reader = csv.DictReader(given, fieldnames=fieldnames)
+            continue
+        yield from _csv_record(path, row, given.start())
+    yield from lines.problems()
+
+
+def _csv_record(path, row, line):
+    record = {k: v for k, v in row.items() if k is not None and v not in (None, "")}
+    for key in ("entities", "relations", "metadata"):
+        if isinstance(record.get(key), str):
+            try:
+                record[key] = loads_json(record[key])
+            except (ValueError, RecursionError):
+                yield IngestError(path, line, f"column {shown(key)} must hold JSON")
+                return
+    yield record_document(path, record, line)
+
+
+def _unclosed_quote(given):
+    """Why the record just read is no record, when it ran to the end of the file in a
+    quoted field (read strictly, the csv module says so): else None."""
+    if not given.ended or len(given.nonblank()) < 2:
+        return None
     try:
-        for row in reader:
-            line = reader.line_num
-            record = {k: v for k, v in row.items() if k is not None and v not in (None, "")}
-            for key in ("entities", "relations", "metadata"):
-                if isinstance(record.get(key), str):
-                    try:
-                        record[key] = loads_json(record[key])
-                    except (ValueError, RecursionError):
-                        yield IngestError(path, line, f"column {shown(key)} must hold JSON")
-                        break
-            else:
-                yield record_document(path, record, line)
+        for _ in csv.reader([line for _, line in given.nonblank()], strict=True):
+            pass
     except csv.Error as ex:
-        yield IngestError(path, reader.line_num, f"malformed CSV: {ex}")
+        if "unexpected end of data" in str(ex):
+            return "a quote opened in this record is never closed"
+    return None
+
+
+class _Replay:
+    """A CSV file's lines for csv.DictReader, keeping those of the record being read
+    (`taken`, as (number, line)), so that the lines of one it could not read are
+    read again but its first (`skipped`)."""
+
+    def __init__(self, lines):
+        self.lines, self.pending, self.taken, self.ended = enumerate(lines, 1), collections.deque(), [], False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.pending:
+            item = self.pending.popleft()
+        else:
+            try:
+                item = next(self.lines)
+            except StopIteration:
+                self.ended = True
+                raise
+        self.taken.append(item)
+        return item[1]
+
+    def nonblank(self):
+        return [(number, line) for number, line in self.taken if line.strip()]
+
+    def start(self):
+        """The line the record just read starts on."""
+        lines = self.nonblank() or self.taken
+        return lines[0][0] if lines else None
+
+    def skipped(self, path, problem):
+        """The IngestError of the record just read, which is skipped; its lines after
+        its first are given again."""
+        lines = self.nonblank()
+        if len(lines) < 2:
+            return IngestError(path, self.start(), problem)
+        first, last = lines[0][0], self.taken[-1][0]
+        again = [item for item in self.taken if item[0] > first]
+        self.pending.extendleft(reversed(again))
+        self.ended = False
+        return IngestError(
+            path,
+            first,
+            f"{problem}: it took in lines {first}-{last} ({last - first + 1} lines) and is skipped; "
+            f"lines {first + 1}-{last} are read again as records",
+        )
 
 
 def record_document(path, record, line, where=None):
@@ -122,15 +212,14 @@ def record_document(path, record, line, where=None):
     except FieldError as ex:
         return error(str(ex))
     record = {k: v for k, v in record.items() if k not in PLACEMENT_KEYS}
-    title = record.get("title")
-    if title is not None and (isinstance(title, bool) or not isinstance(title, (str, int, float))):
-        return error("'title' must be text")
-    title = str(title).strip() if title is not None and str(title).strip() else None
-    external_id = next((record[k] for k in ID_KEYS if record.get(k) not in (None, "")), None)
+    try:
+        title = name_text(record["title"], "'title'") if record.get("title") is not None else None
+        external_id = next((record[k] for k in ID_KEYS if record.get(k) not in (None, "")), None)
+        external_id = name_text(external_id, "'_id' / 'id'") if external_id is not None else None
+    except FieldError as ex:
+        return error(str(ex))
+    title = title.strip() or None if title is not None else None
     if external_id is not None:
-        if isinstance(external_id, bool) or not isinstance(external_id, (str, int)):
-            return error("'_id' / 'id' must be text or a whole number")
-        external_id = str(external_id)
         key = external_id
     else:
         key = None  # set from the text and fields below

@@ -26,7 +26,10 @@ because of a memory it cannot see. A memory is replaced by:
 The vec0 column valid_until (vectors.VEC_METADATA) is min(valid_to, superseded_at).
 """
 
+import collections
 import json
+
+from .wording import shown
 
 # Only a memory that whoever may read `k` may read too replaces it: not flagged,
 # and in k's scope or one of its parents (a reader of a scope reads its parents).
@@ -195,3 +198,129 @@ def _move(conn, old, new, version_of):
 
 def _like(text):
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+class Supersedes:
+    """What a run's records supersede, each checked as it is read for a cycle with
+    what the records before it and the stored memories supersede: a record that
+    supersedes its own _id, or an _id that supersedes, one way or another, this
+    record's (a -> b -> a), would hide every memory in the cycle from recall. A
+    remember is checked again under the write lock when the brain changed meanwhile;
+    `cycles` finds one that plain SQL wrote."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.stated = {}  # external id -> the _id it supersedes now (None: no longer any), as this run writes it
+
+    def refusal(self, document):
+        """Why `document` may not supersede what it names, or None (it is then noted)."""
+        own, target = document.external_id, document.fields.get("supersedes")
+        if own is None:
+            return None  # nothing supersedes a record without an _id: it is in no cycle
+        if target is None:
+            if own in self.stated:
+                self.stated[own] = None
+            return None
+        if target == own:
+            return f"supersedes its own _id {shown(own)}: a memory cannot replace itself"
+        path = self._path(target, own)
+        if path:
+            chain = ", which supersedes ".join(shown(x) for x in path)
+            return (
+                f"supersedes {chain}, this record's own _id: a cycle, in which each memory would hide "
+                "the next from recall; correct or forget one of them instead"
+            )
+        self.stated[own] = target
+        return None
+
+    def _next(self, external_id):
+        """The _ids that `external_id` supersedes: as this run states it (its history
+        versions' as stored), else as stored."""
+        stated = external_id in self.stated
+        found = {
+            target
+            for (target,) in self.conn.execute(
+                "select distinct supersedes from knowledge where external_id = ? and supersedes is not null"
+                + (" and version_of is not null" if stated else ""),
+                (external_id,),
+            )
+        }
+        if stated and self.stated[external_id] is not None:
+            found.add(self.stated[external_id])
+        return found
+
+    def _path(self, start, goal):
+        """[start, ..., goal] along what each supersedes, or None when goal is not reached."""
+        parents, queue = {start: None}, collections.deque([start])
+        while queue:
+            here = queue.popleft()
+            for there in sorted(self._next(here)):
+                if there == goal:
+                    path = [goal]
+                    while here is not None:
+                        path.append(here)
+                        here = parents[here]
+                    return path[::-1]
+                if there not in parents:
+                    parents[there] = here
+                    queue.append(there)
+        return None
+
+
+def cycles(conn):
+    """Each set of _ids that supersede one another in a cycle (plain SQL can write
+    one; remember and ingest refuse it), named in words, sorted."""
+    edges = collections.defaultdict(set)
+    for own, target in conn.execute(
+        "select distinct external_id, supersedes from knowledge "
+        "where external_id is not null and supersedes is not null"
+    ):
+        edges[own].add(target)
+    found = []
+    for members in _components(edges):
+        if len(members) > 1 or members[0] in edges[members[0]]:
+            found.append(" and ".join(shown(m) for m in sorted(members)) + _cycle_words(members))
+    return sorted(found)
+
+
+def _cycle_words(members):
+    return " supersedes itself" if len(members) == 1 else " supersede one another"
+
+
+def _components(edges):
+    """Tarjan's strongly connected components of the graph `edges` (iteratively)."""
+    index, low, on_stack, stack, result, counter = {}, {}, set(), [], [], 0
+    for root in list(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == node:
+                        break
+                result.append(members)
+    return result

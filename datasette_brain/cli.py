@@ -365,6 +365,10 @@ PROBLEMS = {
     "pending_mentions": "mention matching left unfinished",
     "orphan_versions": "earlier versions of records whose current version is gone",
     "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
+    "supersede_cycles": (
+        "records whose supersedes form a cycle, so that each hides the next from recall (plain SQL wrote them): "
+        "--repair leaves them, as which to change is yours: correct or forget one of each"
+    ),
     "stale_quotes": "conversation turns quoting a turn that is flagged, changed, gone or in another session or scope",
     "stale_own_lines": "conversation turns whose context begins with another speaker, day or time phrases than theirs",
     "stale_snapshot": "the read state's snapshot beside the file cannot be used (a server builds the state from SQL)",
@@ -428,7 +432,7 @@ def remember(db_path, file, scope, klass, source, domain, as_json):
     name = "stdin" if file == "-" else file
     try:
         with click.open_file(file, "rb") as stream:
-            data = stream.read()
+            data = for_plugin.read_input(stream, name)
     except OSError as ex:
         raise BadInput(f"cannot read {name}: {ex.strerror}") from ex
     records, lines = _records(data, name)

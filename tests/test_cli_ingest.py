@@ -3,6 +3,7 @@ dedup, repeated ids, prune, bad input."""
 
 import json
 import os
+import resource
 import shlex
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 
 import brain_sql
 from brain_sql import mentions
+from brain_sql.config import MAX_JSON_FILE_BYTES, MAX_LINE_BYTES
 from brain_sql.consistency import check
 
 from .conftest import VAULT, edges, rows, snapshot, write
@@ -738,3 +740,63 @@ def test_prune_with_an_unreadable_folder_removes_nothing_under_it(db_path, tmp_p
     assert result.returncode == 1 and "Traceback" not in output, output
     assert "cannot read this folder" in output and "nothing under it was pruned" in output, output
     assert rows(brain_sql.connect(db_path), "select title from knowledge order by title") == [("a",), ("b",)]
+
+
+def _bounded(command, **kwargs):
+    """`command` run with at most 3 GB of address space, and stopped if it waits
+    on input for good: what an unbounded read of a device or a pipe would take."""
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, preexec_fn=limit, **kwargs)
+
+
+def test_ingest_reads_regular_files_only_and_none_past_its_limit(tmp_path):
+    """A symlink to /dev/zero, a named pipe, a 3 GB sparse note, a 2 MB note, a .json
+    past its limit and a JSON line past the limit of a line: each is skipped by name,
+    without being read whole (the run stays within 3 GB and never waits on the pipe),
+    and the rest goes in, lines after the long one included."""
+    folder = tmp_path / "in"
+    write(folder / "good.md", "# Good\n\nThis one ingests.\n")
+    os.symlink("/dev/zero", folder / "zero.md")
+    os.mkfifo(folder / "pipe.md")
+    with open(folder / "sparse.md", "wb") as f:
+        f.truncate(3 << 30)
+    write(folder / "big.md", "# Big\n\n" + "word " * 400_000)
+    with open(folder / "big.json", "wb") as f:
+        f.truncate(MAX_JSON_FILE_BYTES + 1)
+    with open(folder / "long.jsonl", "wb") as f:
+        f.write(b'{"text": "before the long line"}\n')
+        f.truncate(MAX_LINE_BYTES + 100)
+        f.seek(0, os.SEEK_END)
+        f.write(b'\n{"text": "after the long line"}\n')
+    os.mkfifo(tmp_path / "named.jsonl")
+    db_path = tmp_path / "brain.db"
+    named = [str(folder), str(tmp_path / "named.jsonl"), str(folder / "zero.md")]  # named too, not only found
+    result = _bounded([sys.executable, "-m", "sqlite_utils", "brain", "ingest", str(db_path), *named])
+    output = result.stdout + result.stderr
+    assert result.returncode == 1 and "Traceback" not in output, output
+    skipped = sorted(line for line in output.splitlines() if line.startswith("skipped "))
+    assert skipped == [
+        "skipped /dev/zero: a character device: only regular files are read; skipped",
+        f"skipped {folder / 'big.json'}: file is {MAX_JSON_FILE_BYTES + 1:,} bytes; the limit is "
+        f"{MAX_JSON_FILE_BYTES:,} (a json file is read whole (a JSON lines file, a line at a time, may be of any "
+        "size)): skipped unread",
+        f"skipped {folder / 'big.md'}: file is 2,000,007 bytes; the limit is 1,064,000 (a note or text file is one "
+        "memory: its content at most 1,000,000 bytes (1 MB) and its frontmatter 64,000): skipped unread",
+        f"skipped {folder / 'long.jsonl'}:2: line is longer than {MAX_LINE_BYTES:,} bytes, the limit for one "
+        "record: skipped unread",
+        f"skipped {folder / 'pipe.md'}: a named pipe (FIFO): only regular files are read; skipped",
+        f"skipped {folder / 'sparse.md'}: file is 3,221,225,472 bytes; the limit is 1,064,000 (a note or text file "
+        "is one memory: its content at most 1,000,000 bytes (1 MB) and its frontmatter 64,000): skipped unread",
+        f"skipped {folder / 'zero.md'}: a symlink to /dev/zero, a character device: only regular files are read; "
+        "skipped",
+        f"skipped {tmp_path / 'named.jsonl'}: a named pipe (FIFO): only regular files are read; skipped",
+    ]
+    assert "8 skipped" in output
+    assert rows(brain_sql.connect(db_path), "select content from knowledge order by content") == [
+        ("# Good\n\nThis one ingests.",),
+        ("after the long line",),
+        ("before the long line",),
+    ]

@@ -3,6 +3,9 @@
 
 import asyncio
 import json
+import resource
+import subprocess
+import sys
 
 import click
 import pytest
@@ -11,6 +14,7 @@ from datasette.app import Datasette
 from sqlite_utils.cli import cli
 
 import brain_sql
+from brain_sql.config import MAX_REMEMBER_INPUT_BYTES
 
 from .conftest import rows, snapshot, write
 
@@ -208,3 +212,29 @@ def test_a_value_nested_past_the_bound_is_refused_by_name_on_every_door(run, db_
     metadata = "select external_id, metadata from knowledge order by external_id"
     assert rows(brain_sql.connect(again), metadata) == rows(brain_sql.connect(db_path), metadata)
     assert run("brain", "check", db_path).exit_code == 0
+
+
+def test_remember_reads_no_more_than_its_limit_from_a_device_or_stdin(tmp_path):
+    """`remember brain.db /dev/zero` and a stream on stdin longer than the limit
+    are refused naming it, after reading at most a byte past it (the run stays
+    within 3 GB of address space); nothing is stored."""
+    db_path = tmp_path / "brain.db"
+    command = [sys.executable, "-m", "sqlite_utils", "brain", "remember", str(db_path)]
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    message = f"holds more than {MAX_REMEMBER_INPUT_BYTES:,} bytes; the limit is {MAX_REMEMBER_INPUT_BYTES:,}"
+    device = subprocess.run([*command, "/dev/zero"], capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    assert device.returncode == 2 and f"/dev/zero {message}" in device.stderr, device.stderr
+    record = json.dumps({"text": "x" * 1000}).encode() + b"\n"
+    with subprocess.Popen([*command, "-"], stdin=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=limit) as piped:
+        try:
+            for _ in range(MAX_REMEMBER_INPUT_BYTES // len(record) * 3):  # three times the limit, if it reads on
+                piped.stdin.write(record)
+            piped.stdin.close()
+        except BrokenPipeError:  # it stopped reading: what is refused need not be read
+            piped.stdin = None
+        error = piped.stderr.read().decode()
+    assert piped.returncode == 2 and f"stdin {message}" in error, error
+    assert not db_path.exists() or rows(brain_sql.connect(db_path), "select count(*) from knowledge") == [(0,)]

@@ -9,7 +9,7 @@ import pytest
 
 import brain_sql
 from brain_sql import state
-from brain_sql.config import MAX_FORGET_ITEMS
+from brain_sql.config import MAX_FORGET_ITEMS, MAX_ID
 from brain_sql.connection import sqlite3
 
 from .conftest import edges, rows, snapshot, write
@@ -148,10 +148,10 @@ def test_forgetting_one_chunk_forgets_its_whole_note(brain):
 
 def test_unknown_ids_are_reported_and_change_nothing(brain):
     before = snapshot(brain)
-    result = brain_sql.forget(brain, ids=[10**9, -1], external_ids=["nobody", 404])
+    result = brain_sql.forget(brain, ids=[10**9, MAX_ID], external_ids=["nobody", 404])
     assert result == {
         "removed": {"memories": [], "external_ids": [], "documents": 0, "relationships": 0, "entities": 0},
-        "not_found": {"ids": [10**9, -1], "external_ids": ["nobody", "404"]},
+        "not_found": {"ids": [10**9, MAX_ID], "external_ids": ["nobody", "404"]},
     }
     assert snapshot(brain) == before
     # found and not found in one request; a repeated id counts once
@@ -175,13 +175,16 @@ def test_a_whole_number_external_id_is_the_text_remember_stored(brain):
         ({"ids": [True]}, "ids must be whole numbers"),
         ({"ids": 12}, "ids must be a list"),
         ({"ids": [2**63]}, "out of range"),
+        ({"ids": [-1]}, "ids: -1 is out of range for a memory id: ids are 1 to 9,007,199,254,740,991"),
+        ({"ids": [0]}, "ids: 0 is out of range for a memory id: ids are 1 to"),
+        ({"ids": [MAX_ID + 1]}, "out of range for a memory id"),
         ({"external_ids": "r-zebra"}, "external_ids must be a list"),
         ({"external_ids": [None]}, "external_ids must be records' _ids: non-empty text or whole numbers"),
         ({"external_ids": [""]}, "external_ids must be records' _ids: non-empty text or whole numbers"),
         ({"external_ids": [{"_id": "x"}]}, "external_ids must be records' _ids: non-empty text or whole numbers"),
         ({"external_ids": ["\ud800"]}, "not valid Unicode"),
         (
-            {"ids": list(range(MAX_FORGET_ITEMS - 400)), "external_ids": [str(i) for i in range(401)]},
+            {"ids": list(range(1, MAX_FORGET_ITEMS - 399)), "external_ids": [str(i) for i in range(401)]},
             f"at most {MAX_FORGET_ITEMS:,}",
         ),
     ],

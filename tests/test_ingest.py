@@ -223,3 +223,36 @@ def test_an_ingest_prepares_its_statements_once_not_once_a_document(tmp_path):
     report = brain_sql.ingest(conn, [records])
     assert not report.errors and report.documents_added == 300
     assert prepared["documents"] <= 2 and prepared["entities"] <= 2, prepared
+
+
+def test_an_unclosed_quote_in_a_csv_names_its_record_and_loses_no_row_after_it(tmp_path):
+    """A quote opened on line 4 and never closed runs to the end of the file: that
+    record is skipped by its line, with the lines it took in; those lines are read
+    again as records, so the valid rows after it go in and each bad one is named.
+    A quoted field over several lines that closes is one record, named by its first."""
+    path = tmp_path / "r.csv"
+    path.write_text(
+        "title,content,confidence\n"
+        "good,first good row,0.5\n"
+        'multi,"a field\nover two lines",0.5\n'
+        '"unclosed,quote,0.5\n'
+        "conf,bad confidence,high\n"
+        "good2,second good row,\n"
+    )
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [path])
+    assert [(e.line, e.message) for e in report.errors] == [
+        (
+            5,
+            "a quote opened in this record is never closed: it took in lines 5-7 (3 lines) and is skipped; "
+            "lines 6-7 are read again as records",
+        ),
+        (6, 'confidence must be a number from 0 to 1, not "high"'),
+    ]
+    assert rows(conn, "select title, content, line_start from knowledge order by id") == [
+        ("good", "first good row", 1),
+        ("multi", "a field\nover two lines", 1),
+        ("good2", "second good row", 1),
+    ]
+    assert rows(conn, "select count(*) from documents") == [(3,)]
+    assert "3 documents" in report.summary() and "2 skipped" in report.summary()

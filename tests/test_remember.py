@@ -8,6 +8,7 @@ import pytest
 import brain_sql
 from brain_sql import pipeline, writer
 from brain_sql.connection import sqlite3
+from brain_sql.wording import shown
 
 from .conftest import rows
 
@@ -151,3 +152,63 @@ def test_the_brains_scopes_are_read_once_then_followed_and_not_for_an_ascii_scop
         ("/\u0430\u0441\u0435",),
         ("/\u043c\u043e\u0441\u043a\u0432\u0430",),
     ]
+
+
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"speaker": "Ann", "session_id": [1]}, "session_id must be text or a whole number"),
+        ({"speaker": {}, "session_id": "s1"}, "speaker must be text or a whole number"),
+        ({"role": True, "thread_id": "t1"}, "role must be text or a whole number"),
+        ({"speaker": "Ann", "conversation_id": 1.5}, "conversation_id must be text or a whole number"),
+    ],
+)
+def test_a_turn_whose_speaker_or_session_is_not_a_name_is_refused_by_name(tmp_path, record, message):
+    """A speaker or session that is a list, an object, true or 1.5 names no one: the
+    record is refused naming the field, not stored as a plain memory holding them."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.migrate(conn)
+    report, ids = brain_sql.remember(conn, [{"text": "Hello there.", **record}])
+    assert [e.message for e in report.errors] == [f"record 1: {message}, not {shown(next(iter(bad(record))))}"]
+    assert ids == [] and rows(conn, "select count(*) from knowledge") == [(0,)]
+
+
+def bad(record):
+    return [v for v in record.values() if not isinstance(v, str)]
+
+
+def test_whole_numbers_name_a_speaker_a_session_an_id_a_title_and_what_is_superseded(tmp_path):
+    """A whole number is taken as its digits wherever a record names something, as
+    an `_id` always was (and forget takes it so): the turn's speaker and session, the
+    title, the `_id` a record supersedes."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.migrate(conn)
+    records = [
+        {"_id": 7, "title": 2024, "text": "The plan for the year.", "speaker": 5, "session_id": 9},
+        {"_id": 8, "text": "The plan changed.", "supersedes": 7},
+    ]
+    report, _ = brain_sql.remember(conn, records)
+    assert not report.errors
+    assert rows(conn, "select external_id, title, supersedes from knowledge order by id") == [
+        ("7", "2024", None),
+        ("8", None, "7"),
+    ]
+    assert rows(conn, "select superseded_by is not null from knowledge order by id") == [(1,), (0,)]
+
+
+@pytest.mark.parametrize(
+    "record, message",
+    [
+        ({"title": 1.5}, "'title' must be text or a whole number, not 1.5"),
+        ({"supersedes": 7.0}, "supersedes must be text or a whole number (the _id of a record), not 7.0"),
+        ({"supersedes": True}, "supersedes must be text or a whole number (the _id of a record), not true"),
+    ],
+)
+def test_a_title_or_supersedes_that_is_not_text_or_a_whole_number_is_refused(tmp_path, record, message):
+    """1.5 as a title, 7.0 as the _id superseded: stored as text they would be a
+    title nobody wrote and an _id no record has ("7.0"); refused by name instead."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.migrate(conn)
+    report, ids = brain_sql.remember(conn, [{"text": "Some text.", **record}])
+    assert [e.message for e in report.errors] == [f"record 1: {message}"]
+    assert rows(conn, "select count(*) from knowledge") == [(0,)]

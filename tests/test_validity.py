@@ -395,3 +395,51 @@ def test_only_a_memory_its_readers_may_read_supersedes_one(conn):
     brain_sql.flag(conn, ids[0])
     assert versions(conn)[0][2:4] == (None, None)  # flagged, it replaces nothing
     assert brain_sql.check(conn) == {}
+
+
+def policy(_id, text, **fields):
+    return {"_id": _id, "title": f"policy {_id}", "text": f"The refund window is {text} zebra.", **fields}
+
+
+def test_a_supersedes_cycle_is_refused_by_name_and_a_record_may_not_supersede_itself(conn, tmp_path):
+    """a, then b superseding a, then a again superseding b: each would hide the
+    other, and neither be recalled. That last record is refused naming the cycle
+    (remember: nothing stored; ingest: the record skipped with its file and line),
+    as is a record superseding its own _id; the brain stays as it was."""
+    remember(conn, policy("a", "30 days"))
+    remember(conn, policy("b", "60 days", supersedes="a"))
+    before = versions(conn)
+    report, ids = brain_sql.remember(conn, [policy("a", "90 days", supersedes="b")])
+    assert [e.message for e in report.errors] == [
+        'record 1: supersedes "b", which supersedes "a", this record\'s own _id: a cycle, in which each memory '
+        "would hide the next from recall; correct or forget one of them instead"
+    ]
+    report, _ = brain_sql.remember(conn, [policy("c", "10 days", supersedes="c")])
+    assert [e.message for e in report.errors] == [
+        'record 1: supersedes its own _id "c": a memory cannot replace itself'
+    ]
+    assert versions(conn) == before
+    # within one file too, the lines after the cycle's first record going in
+    lines = [
+        policy("x", "1 day", supersedes="y"),
+        policy("y", "2 days", supersedes="z"),
+        policy("z", "3", supersedes="x"),
+    ]
+    report = brain_sql.ingest(conn, [write(tmp_path / "cycle.jsonl", "\n".join(json.dumps(r) for r in lines))])
+    assert [(e.path.rsplit("/", 1)[-1], e.line, e.message.split(",")[0]) for e in report.errors] == [
+        ("cycle.jsonl", 3, 'supersedes "x"')
+    ]
+    assert brain_sql.check(conn) == {}
+    assert "The refund window is 60 days zebra." in contents(conn, q="refund window zebra")
+
+
+def test_check_names_a_supersedes_cycle_plain_sql_wrote_and_repair_leaves_it_to_the_user(conn):
+    remember(conn, policy("a", "30 days"), policy("b", "60 days", supersedes="a"), policy("c", "5 days"))
+    with conn:
+        without_rules(conn)
+        conn.execute("update knowledge set supersedes = 'b' where external_id = 'a'")
+        conn.execute("update knowledge set supersedes = 'c' where external_id = 'c'")
+    found = brain_sql.check(conn)["supersede_cycles"]
+    assert found == ['"a" and "b" supersede one another', '"c" supersedes itself']
+    repaired = brain_sql.check(conn, repair=True)
+    assert repaired["unrepaired"]["supersede_cycles"] == found
