@@ -379,11 +379,13 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
         return report, ids
     try:
         with atomic(conn):
-            model_id = recorded_model(conn)
+            model_id, vectors = recorded_model(conn), prepared.vectors
             if (model_id, last_change(conn)) != prepared.seen:
                 report, documents, document_ids = _remembered(conn, prepared.records, model_id, **prepared.options)
+            if model_id != prepared.seen[0]:  # a reindex switched models meanwhile: the text is embedded again
+                vectors = {}
             if not report.errors:
-                with _Pipeline(conn, model_id, report, all_or_none=True, vectors=prepared.vectors) as pipeline:
+                with _Pipeline(conn, model_id, report, all_or_none=True, vectors=vectors) as pipeline:
                     for document in documents:
                         pipeline.add(document)
                     pipeline.flush()

@@ -276,7 +276,19 @@ def reindex(db_path, model):
     Example:
         sqlite-utils brain reindex brain.db --model ./my-model2vec-folder
     """
-    written = brain_sql.reindex(_open(db_path), model)
+    with contextlib.ExitStack() as stack:
+        bars = []
+
+        def progress(done, total):
+            if not bars:
+                bar = click.progressbar(
+                    length=total, label="Re-embedding", file=sys.stderr, item_show_func=_rate("memory", "memories")
+                )
+                bars.append(stack.enter_context(bar))
+            bars[0].length = total  # memories written meanwhile count too
+            bars[0].update(done - bars[0].pos, done)
+
+        written = brain_sql.reindex(_open(db_path), model, progress=progress)
     click.echo(f"{db_path}: {counted(written, 'memory', 'memories')} re-embedded with {model}")
 
 
