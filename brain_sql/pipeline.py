@@ -908,8 +908,8 @@ class _Pipeline:
             with self._turn() as deadline:
                 return self._write_batch(documents, embedded, isolate=False, deadline=deadline)
         except Exception as ex:
-            if isinstance(ex, BrainBusy):
-                raise  # a lock not had is no document's fault: retrying one by one would not help
+            if isinstance(ex, BrainBusy | ModelError):
+                raise  # no document's fault: retrying one by one would not help
             # Something in it failed: write from the same document again, one
             # savepoint per document, so the bad document is reported and the rest land.
             vars(self.report).update(counts)
@@ -940,6 +940,7 @@ class _Pipeline:
         deadline may pass by the time of writing that many. With `isolate`, each
         in a savepoint of its own (slower: vec0 journals every page a savepoint touches)."""
         report = self.report
+        self._same_model()
         for document in batch:
             validity.place_earlier(self.conn, document)  # an earlier version is history, never over a later one
         stored = self.writer.stored_hashes(batch)
@@ -991,6 +992,18 @@ class _Pipeline:
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))
         return written
+
+    def _same_model(self):
+        """A ModelError when a reindex switched the brain's model since this run began:
+        its vectors, of the model it began with, cannot be written beside the new ones."""
+        model_id = recorded_model(self.conn)
+        if model_id != self.model_id:
+            written = counted(self.report.documents_added + self.report.documents_updated, "document")
+            raise ModelError(
+                f"a reindex made {model_id!r} the brain's model while this ingest embedded with {self.model_id!r}: "
+                f"what was written before is kept ({written}), and the reindex re-embedded it; "
+                "run the same ingest again to write the rest"
+            )
 
     def _write(self, document, stored, embedded):
         """writer.write of a new or changed document: (its new vectors, whether it

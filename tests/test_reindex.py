@@ -2,12 +2,16 @@
 models in one short transaction; what others write meanwhile is embedded with the
 new model too, and a brain never holds vectors of two models."""
 
+import json
+
 import numpy as np
 import pytest
 
 import brain_sql
-from brain_sql import for_plugin, schema, vectors
+from brain_sql import for_plugin, pipeline, schema, vectors
 from brain_sql.consistency import check
+
+from .conftest import write
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +39,10 @@ def embedded_with(conn, model_id):
     rows = conn.execute("select id, title, heading_path, content, context from knowledge order by id").fetchall()
     made = vectors.storage_vectors([vectors.embedded_text(*row[1:]) for row in rows], model_id)
     return {row[0]: made[0] for row, made in zip(rows, made) if made}
+
+
+def count_of(conn):
+    return conn.execute("select count(*) from knowledge").fetchone()[0]
 
 
 def vector_tables(conn):
@@ -130,3 +138,40 @@ def test_the_cli_shows_reindex_progress(run, vault_brain_copy, other_model):
     result = run("brain", "reindex", vault_brain_copy, "--model", other_model)
     assert result.exit_code == 0, result.output
     assert "Re-embedding" in result.output and "re-embedded with" in result.output
+
+
+def test_an_ingest_that_a_reindex_overtakes_stops_instead_of_writing_the_old_models_vectors(
+    tmp_path, other_model, monkeypatch
+):
+    """A reindex switches models between two of an ingest's transactions: the ingest
+    stops saying so (what it wrote is kept, re-embedded by the reindex) rather than
+    write vectors of the model it began with; run again, it writes the rest."""
+    monkeypatch.setattr(pipeline, "INGEST_TRANSACTION_SECONDS", 0, raising=False)
+    db_path = tmp_path / "brain.db"
+    brain_sql.migrate(brain_sql.connect(db_path), "wordllama/l2_supercat")
+    source = write(
+        tmp_path / "r.jsonl",
+        "".join(
+            json.dumps({"_id": f"r{i}", "text": f"record {i}: the pager rota moves on Thursdays"}) + "\n"
+            for i in range(10)
+        ),
+    )
+    original, turns = pipeline._Pipeline._transaction, []
+
+    def transaction(self, documents, embedded):
+        turns.append(len(documents))
+        if len(turns) == 3:
+            brain_sql.reindex(brain_sql.connect(db_path), other_model)
+        return original(self, documents, embedded)
+
+    monkeypatch.setattr(pipeline._Pipeline, "_transaction", transaction)
+    with pytest.raises(brain_sql.ModelError, match="run the same ingest again") as raised:
+        brain_sql.ingest(brain_sql.connect(db_path), [source])
+    assert other_model in str(raised.value) and "(2 documents)" in str(raised.value)
+    conn = brain_sql.connect(db_path)
+    assert count_of(conn) == 2
+    assert stored(conn) == embedded_with(conn, other_model)  # their mentions still queued: found by the next run
+    monkeypatch.setattr(pipeline._Pipeline, "_transaction", original)
+    again = brain_sql.ingest(conn, [source])
+    assert (again.documents_added, again.errors) == (8, []) and count_of(conn) == 10
+    assert stored(conn) == embedded_with(conn, other_model) and check(conn) == {}
