@@ -6,6 +6,7 @@ system migrates in place, keeping every row. Fresh files get the
 reference tables first and the same additions, so both paths end identical.
 """
 
+import bisect
 import contextlib
 import json
 import re
@@ -269,6 +270,7 @@ STAGED_VECTORS = "vec_knowledge_staged"
 RETIRED_VECTORS = "vec_knowledge_retired"
 REINDEX_KEY = "reindexing"  # brain_meta's key naming the reindex the staged table is for
 REINDEX_BATCH = 512  # memories embedded, then staged in one short transaction
+REINDEX_LABELS = 2048  # memories the new model is written on in one short transaction
 REINDEX_FINAL_AT_MOST = 256  # memories changed meanwhile that the switch's own transaction embeds
 REINDEX_ROUNDS = 8  # rounds staging memories changed meanwhile, before the switch takes however many
 REINDEX_ATTEMPTS = 3
@@ -305,13 +307,20 @@ def reindex(conn: Connection, model_id: str, progress=None) -> int:
 
 
 class _Reindex:
-    """One run of reindex: stage, catch up, switch."""
+    """One run of reindex: stage, catch up, switch, label.
+
+    Each memory records the model of its vector (knowledge.embedding_model); NULL
+    there means the brain's model, whichever it is. Each memory staged is set to
+    NULL in the transaction that stages it, so the switch rewrites only memories
+    written meanwhile, and the new model is written on each after the switch, in
+    short transactions: what a memory says is true at every moment."""
 
     def __init__(self, conn, model_id, dimension, progress):
         self.conn, self.model_id, self.dimension, self.progress = conn, model_id, dimension, progress
         self.token = secrets.token_hex(8)
         self.instance = None
         self.switched = False
+        self.own_changes = []  # (first, last) seq of the change log entries this run's NULLs wrote
 
     def run(self):
         seen = self._begin()
@@ -328,7 +337,10 @@ class _Reindex:
                 break
             self._stage(self._rows(changed), replace=changed)
             seen = now
-        return self._switch(seen)
+        written = self._switch(seen)
+        with contextlib.suppress(BrainBusy):  # switched: the memories still NULL say the brain's model, as true
+            self._label()
+        return written
 
     def _begin(self):
         """The staged table made (a run stopped midway left its tables: dropped), and
@@ -349,12 +361,12 @@ class _Reindex:
         if row is None or row[0] != self.token:
             raise BrainError("another reindex of this brain began meanwhile: this one stopped, and changed nothing")
 
-    def _batch(self, after):
-        """The next memories by id after id `after` (None: the first ones)."""
-        columns = "select id, title, heading_path, content, context from knowledge"
+    def _batch(self, after, columns="id, title, heading_path, content, context", size=None):
+        """`columns` of the next `size` (REINDEX_BATCH) memories by id after id `after` (None: the first ones)."""
+        select, size = f"select {columns} from knowledge", size or REINDEX_BATCH
         if after is None:
-            return self.conn.execute(f"{columns} order by id limit ?", (REINDEX_BATCH,)).fetchall()
-        return self.conn.execute(f"{columns} where id > ? order by id limit ?", (after, REINDEX_BATCH)).fetchall()
+            return self.conn.execute(f"{select} order by id limit ?", (size,)).fetchall()
+        return self.conn.execute(f"{select} where id > ? order by id limit ?", (after, size)).fetchall()
 
     def _rows(self, ids):
         return self.conn.execute(
@@ -369,7 +381,9 @@ class _Reindex:
 
     def _stage(self, rows, replace=()):
         """Embed `rows` (before taking the lock, unless in the switch's transaction)
-        and stage their vectors, in place of those staged for `replace` (knowledge ids)."""
+        and stage their vectors, in place of those staged for `replace` (knowledge
+        ids); the memories' model set to NULL (the brain's), true before the switch
+        and after it."""
         embedded = self._embedded(rows)
         with atomic(self.conn, bulk=True):
             self._own()
@@ -377,6 +391,15 @@ class _Reindex:
                 f"delete from [{STAGED_VECTORS}] where knowledge_id = ?", [(i,) for i in sorted(replace)]
             )
             insert_vectors(self.conn, embedded, STAGED_VECTORS)
+            first = _change_position(self.conn)
+            self.conn.execute(
+                "update knowledge set embedding_model = null where embedding_model is not null "
+                "and id in (select value from json_each(?))",
+                [json.dumps([row[0] for row in rows])],
+            )
+            last = _change_position(self.conn)
+            if last > first:  # this run's own: no memory changed by another writer
+                self.own_changes.append((first + 1, last))
 
     def _changed_since(self, seen):
         """(ids of the memories changed since change `seen`, the last change now), read
@@ -392,12 +415,18 @@ class _Reindex:
             if first is None or first > seen + 1:
                 raise _Overtaken
             changed = self.conn.execute(
-                f"select kind, key from {CHANGES_TABLE} where seq > ? and seq <= ? and kind in ('chunk', 'all')",
+                f"select seq, kind, key from {CHANGES_TABLE} where seq > ? and seq <= ? and kind in ('chunk', 'all')",
                 (seen, now),
             ).fetchall()
-        if any(kind == "all" for kind, _ in changed):
+        if any(kind == "all" for _, kind, _ in changed):
             raise _Overtaken
-        return {key for _, key in changed}, now
+        firsts = [first for first, _ in self.own_changes]
+        return {key for seq, _, key in changed if not self._own_change(seq, firsts)}, now
+
+    def _own_change(self, seq, firsts):
+        """Whether change `seq` is one of this run's NULLs (`firsts`: own_changes' firsts)."""
+        at = bisect.bisect_right(firsts, seq) - 1
+        return at >= 0 and seq <= self.own_changes[at][1]
 
     def _switch(self, seen):
         """In one transaction: the memories changed since `seen` staged, the staged
@@ -416,10 +445,22 @@ class _Reindex:
                 [(self.model_id, "model"), (str(self.dimension), "dimension")],
             )
             self.conn.execute(f"delete from {META_TABLE} where key = ?", (REINDEX_KEY,))
-            self.conn.execute("update knowledge set embedding_model = ?", (self.model_id,))
             written = self.conn.execute("select count(*) from vec_knowledge").fetchone()[0]
         self.switched = True
         return written
+
+    def _label(self):
+        """The new model written on each memory whose model is NULL (the brain's), in
+        short transactions; a run stopped before it ends leaves the rest NULL, as true."""
+        after = None
+        while ids := [row[0] for row in self._batch(after, "id", REINDEX_LABELS)]:
+            with atomic(self.conn, bulk=True):
+                self.conn.execute(
+                    "update knowledge set embedding_model = ? where embedding_model is null "
+                    "and id in (select value from json_each(?))",
+                    [self.model_id, json.dumps(ids)],
+                )
+            after = ids[-1]
 
     def clean_up(self):
         """Drop what this run left: the old table after a switch, the staged one

@@ -60,8 +60,9 @@ def test_reindex_holds_no_write_lock_while_it_embeds_and_what_others_write_meanw
     those writes are embedded by the switch's transaction or before it
     (`meanwhile_staged`); and when a repair meanwhile says anything may have changed
     (`repaired`: reindex begins again)."""
-    if meanwhile_staged:
+    if meanwhile_staged:  # and in batches of five, each setting its own memories' model to the brain's
         monkeypatch.setattr(schema, "REINDEX_FINAL_AT_MOST", 0)
+        monkeypatch.setattr(schema, "REINDEX_BATCH", 5)
     conn = brain_sql.connect(vault_brain_copy)
     edited, deleted = conn.execute("select min(id), max(id) from knowledge").fetchone()
     real, meanwhile = vectors.embed, []
@@ -175,3 +176,55 @@ def test_an_ingest_that_a_reindex_overtakes_stops_instead_of_writing_the_old_mod
     again = brain_sql.ingest(conn, [source])
     assert (again.documents_added, again.errors) == (8, []) and count_of(conn) == 10
     assert stored(conn) == embedded_with(conn, other_model) and check(conn) == {}
+
+
+def test_the_switch_rewrites_no_memory_that_nothing_changed(vault_brain_copy, other_model, monkeypatch):
+    """The switch's one transaction renames tables and records the model: it writes
+    no memory row nobody changed meanwhile (its hold does not grow with the brain),
+    and after the reindex every memory records the new model."""
+    conn = brain_sql.connect(vault_brain_copy)
+    original, logged = schema._Reindex._switch, []
+
+    def switch(self, seen):
+        before = conn.execute("select coalesce(max(seq), 0) from brain_changes").fetchone()[0]
+        written = original(self, seen)
+        logged.append(conn.execute("select count(*) from brain_changes where seq > ?", [before]).fetchone()[0])
+        return written
+
+    monkeypatch.setattr(schema._Reindex, "_switch", switch)
+    brain_sql.reindex(conn, other_model)
+    assert logged == [0]
+    assert {r[0] for r in conn.execute("select distinct embedding_model from knowledge")} == {other_model}
+    assert stored(conn) == embedded_with(conn, other_model) and check(conn) == {}
+
+
+@pytest.mark.parametrize("stopped_at", ["staging", "labelling"])
+def test_a_reindex_stopped_midway_leaves_a_consistent_brain(vault_brain_copy, other_model, monkeypatch, stopped_at):
+    """Stopped while it stages (an error, Ctrl-C): the brain is as it was, with the old
+    model's vectors; stopped after the switch, while it records the model on each
+    memory: the new model's. `check` finds nothing wrong either way."""
+    monkeypatch.setattr(schema, "REINDEX_BATCH", 5)
+    conn = brain_sql.connect(vault_brain_copy)
+    before = stored(conn)
+    real, calls = vectors.embed, []
+
+    def embedding(texts, model_id):
+        calls.append(model_id)
+        if stopped_at == "staging" and calls.count(other_model) == 3:
+            raise KeyboardInterrupt
+        return real(texts, model_id)
+
+    def label(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(vectors, "embed", embedding)
+    if stopped_at == "labelling":
+        monkeypatch.setattr(schema._Reindex, "_label", label)
+    with pytest.raises(KeyboardInterrupt):
+        brain_sql.reindex(conn, other_model)
+    monkeypatch.setattr(vectors, "embed", real)
+    conn = brain_sql.connect(vault_brain_copy)
+    model = other_model if stopped_at == "labelling" else "wordllama/l2_supercat"
+    assert conn.execute("select value from brain_meta where key = 'model'").fetchone()[0] == model
+    assert stored(conn) == (embedded_with(conn, model) if stopped_at == "labelling" else before)
+    assert check(conn) == {}
