@@ -321,22 +321,22 @@ class _Reindex:
         self.instance = None
         self.switched = False
         self.own_changes = []  # (first, last) seq of the change log entries this run's NULLs wrote
+        self.caught_up = set()  # memories staged again as other writers changed them
 
     def run(self):
         seen = self._begin()
         total = self.conn.execute("select count(*) from knowledge").fetchone()[0]
         done, after = 0, None
         while rows := self._batch(after):
-            self._stage(rows)
+            self._stage([row for row in rows if row[0] not in self.caught_up])
+            seen = self._catch_up(seen)  # as it goes: the log is pruned, and what a writer changed is staged early
             done, after = done + len(rows), rows[-1][0]
             if self.progress:
                 self.progress(done, max(total, done))
-        for _ in range(REINDEX_ROUNDS):
-            changed, now = self._changed_since(seen)
-            if len(changed) <= REINDEX_FINAL_AT_MOST:
+        for _ in range(REINDEX_ROUNDS):  # the switch stages what is left, holding the lock: only a few
+            if len(self._changed_since(seen)[0]) <= REINDEX_FINAL_AT_MOST:
                 break
-            self._stage(self._rows(changed), replace=changed)
-            seen = now
+            seen = self._catch_up(seen)
         written = self._switch(seen)
         with contextlib.suppress(BrainBusy):  # switched: the memories still NULL say the brain's model, as true
             self._label()
@@ -384,6 +384,8 @@ class _Reindex:
         and stage their vectors, in place of those staged for `replace` (knowledge
         ids); the memories' model set to NULL (the brain's), true before the switch
         and after it."""
+        if not rows and not replace:
+            return
         embedded = self._embedded(rows)
         with atomic(self.conn, bulk=True):
             self._own()
@@ -400,6 +402,15 @@ class _Reindex:
             last = _change_position(self.conn)
             if last > first:  # this run's own: no memory changed by another writer
                 self.own_changes.append((first + 1, last))
+
+    def _catch_up(self, seen):
+        """Stage again the memories other writers changed since change `seen`; returns
+        the change it caught up to."""
+        changed, now = self._changed_since(seen)
+        if changed:
+            self._stage(self._rows(changed), replace=changed)
+            self.caught_up |= changed
+        return now
 
     def _changed_since(self, seen):
         """(ids of the memories changed since change `seen`, the last change now), read
@@ -445,7 +456,8 @@ class _Reindex:
                 [(self.model_id, "model"), (str(self.dimension), "dimension")],
             )
             self.conn.execute(f"delete from {META_TABLE} where key = ?", (REINDEX_KEY,))
-            written = self.conn.execute("select count(*) from vec_knowledge").fetchone()[0]
+            # vec0's rowid table (its count of vec_knowledge reads every vector)
+            written = self.conn.execute("select count(*) from vec_knowledge_rowids").fetchone()[0]
         self.switched = True
         return written
 
