@@ -14,11 +14,12 @@ import argparse
 import contextlib
 import json
 import os
+import sys
 import threading
 import time
 
 import brain_sql
-from brain_sql import schema
+from brain_sql import connection, schema
 from brain_sql.embed import get_model
 from brain_sql.errors import BrainBusy
 
@@ -38,16 +39,19 @@ def main():
     schema.migrate(conn)  # any migration pending is not reindex's
     memories = conn.execute("select count(*) from knowledge").fetchone()[0]
     holds, waits, gave_up, stop = [], [], [], threading.Event()
-    real = schema.atomic
+    real = connection.atomic
 
     @contextlib.contextmanager
     def timed(c, bulk=False):
-        outermost = not c.in_transaction
+        outermost, frame = not c.in_transaction, sys._getframe(1)
+        while frame.f_code.co_name in ("__enter__", "turn"):  # the method that opened it
+            frame = frame.f_back
+        caller = frame.f_code.co_name
         with real(c, bulk) as inside:
             began = time.perf_counter()
             yield inside
         if outermost:
-            holds.append(time.perf_counter() - began)
+            holds.append((time.perf_counter() - began, caller))
 
     def writer():
         other = brain_sql.connect(args.db)
@@ -62,7 +66,7 @@ def main():
             waits.append(time.perf_counter() - started)
             time.sleep(0.05)
 
-    schema.atomic = timed
+    schema.atomic = connection.atomic = timed  # reindex's transactions, whichever module opens them
     get_model(args.model)  # loaded before timing
     thread = threading.Thread(target=writer)
     thread.start()
@@ -79,9 +83,12 @@ def main():
                 "written": written,
                 "seconds": round(seconds, 2),
                 "transactions": len(holds),
-                "longest_hold": round(max(holds), 3),
-                "holds_last4": [round(h, 3) for h in holds[-4:]],
-                "holds_median": round(sorted(holds)[len(holds) // 2], 3),
+                "longest_hold": round(max(holds)[0], 3),
+                "longest_by": max(holds)[1],
+                "holds_median": round(sorted(holds)[len(holds) // 2][0], 3),
+                "longest_by_caller": {
+                    name: round(max(h for h, c in holds if c == name), 3) for name in {c for _, c in holds}
+                },
                 "writer_longest_wait": round(max(waits), 3),
                 "writer_waits": len(waits),
                 "writer_gave_up": len(gave_up),

@@ -26,14 +26,13 @@ from . import state as read_state
 from .config import (
     CHANGE_LOG_KEEP,
     INGEST_BATCH_DOCUMENTS,
-    INGEST_PAUSE_SECONDS,
     INGEST_TRANSACTION_SECONDS,
     MAX_CONTENT_BYTES,
     MAX_REMEMBER_CHUNKS,
     MAX_REMEMBER_RECORDS,
     MAX_TITLE_CHARS,
 )
-from .connection import Connection, atomic, main_file, sqlite3
+from .connection import Connection, Turns, atomic, main_file, sqlite3
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError, IngestFormat
 from .errors import BrainBusy, FieldError, ModelError, PruneRefused, WriteError
@@ -686,7 +685,7 @@ class _Pipeline:
         self.all_or_none = all_or_none  # a failure fails the whole run: no per-document retry
         self.progress = progress  # progress(characters, documents done), as ingest() says
         self.done = 0  # documents whose batch is written
-        self.ended, self.held = float("-inf"), 0.0  # when its last transaction ended (perf_counter), for how long
+        self.turns = Turns(conn)
         self.writer = DocumentWriter(conn, model_id, report)
         if all_or_none:
             self.writer.mentioned = {"chunk": [], "entity": []}
@@ -875,19 +874,10 @@ class _Pipeline:
 
     @contextlib.contextmanager
     def _turn(self):
-        """One write transaction of the ingest, yielding the time (perf_counter) to
-        commit by. It begins no sooner than INGEST_PAUSE_SECONDS after the last one
-        ended (or as long as that one held the lock, when shorter), and waits for
-        the lock as a bulk writer: a writer waiting meanwhile gets it in between."""
-        time.sleep(max(0.0, self.ended + min(INGEST_PAUSE_SECONDS, self.held) - time.perf_counter()))
-        began = None
-        try:
-            with atomic(self.conn, bulk=True):
-                began = time.perf_counter()
-                yield began + INGEST_TRANSACTION_SECONDS
-        finally:
-            self.ended = time.perf_counter()
-            self.held = self.ended - began if began else 0.0
+        """One write transaction of the ingest (Turns.turn), yielding the time
+        (perf_counter) to commit by."""
+        with self.turns.turn() as began:
+            yield began + INGEST_TRANSACTION_SECONDS
 
     def _commit(self, batch):
         embedded, documents = self._embedded(batch), batch.documents

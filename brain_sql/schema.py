@@ -18,7 +18,7 @@ import sqlite_utils
 from sqlite_utils import Migrations
 
 from .config import MAX_ID, configured_model
-from .connection import Connection, atomic, sqlite3
+from .connection import Connection, Turns, atomic, sqlite3
 from .embed import model_dimension
 from .errors import RULE_MARK, BrainBusy, BrainError
 from .vectors import (
@@ -322,6 +322,7 @@ class _Reindex:
         self.switched = False
         self.own_changes = []  # (first, last) seq of the change log entries this run's NULLs wrote
         self.caught_up = set()  # memories staged again as other writers changed them
+        self.turns = Turns(conn)  # its transactions, taking turns with other writers
 
     def run(self):
         seen = self._begin()
@@ -345,7 +346,7 @@ class _Reindex:
     def _begin(self):
         """The staged table made (a run stopped midway left its tables: dropped), and
         the change log's position from which memories changed are staged again."""
-        with atomic(self.conn, bulk=True):
+        with self.turns.turn():
             for table in (STAGED_VECTORS, RETIRED_VECTORS):
                 self.conn.execute(f"DROP TABLE IF EXISTS [{table}]")
             create_vector_table(self.conn, self.dimension, STAGED_VECTORS)
@@ -387,7 +388,7 @@ class _Reindex:
         if not rows and not replace:
             return
         embedded = self._embedded(rows)
-        with atomic(self.conn, bulk=True):
+        with atomic(self.conn) if self.conn.in_transaction else self.turns.turn():  # the switch's, or its own
             self._own()
             self.conn.executemany(
                 f"delete from [{STAGED_VECTORS}] where knowledge_id = ?", [(i,) for i in sorted(replace)]
@@ -443,7 +444,7 @@ class _Reindex:
         """In one transaction: the memories changed since `seen` staged, the staged
         table made vec_knowledge and the model recorded. The old table is dropped
         after, in a transaction of its own."""
-        with atomic(self.conn, bulk=True):
+        with self.turns.turn():
             self._own()
             changed, _ = self._changed_since(seen)
             if changed:
@@ -466,7 +467,7 @@ class _Reindex:
         short transactions; a run stopped before it ends leaves the rest NULL, as true."""
         after = None
         while ids := [row[0] for row in self._batch(after, "id", REINDEX_LABELS)]:
-            with atomic(self.conn, bulk=True):
+            with self.turns.turn():
                 self.conn.execute(
                     "update knowledge set embedding_model = ? where embedding_model is null "
                     "and id in (select value from json_each(?))",
@@ -478,7 +479,7 @@ class _Reindex:
         """Drop what this run left: the old table after a switch, the staged one
         without (unless another run took it over)."""
         try:
-            with atomic(self.conn, bulk=True):
+            with self.turns.turn():
                 if self.switched:
                     self.conn.execute(f"DROP TABLE IF EXISTS [{RETIRED_VECTORS}]")
                     return
