@@ -468,6 +468,8 @@ class _Reindex:
         after = None
         while ids := [row[0] for row in self._batch(after, "id", REINDEX_LABELS)]:
             with self.turns.turn():
+                if recorded_model(self.conn) != self.model_id:  # another reindex switched since: NULL is its model
+                    return
                 self.conn.execute(
                     "update knowledge set embedding_model = ? where embedding_model is null "
                     "and id in (select value from json_each(?))",

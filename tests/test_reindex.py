@@ -228,3 +228,26 @@ def test_a_reindex_stopped_midway_leaves_a_consistent_brain(vault_brain_copy, ot
     assert conn.execute("select value from brain_meta where key = 'model'").fetchone()[0] == model
     assert stored(conn) == (embedded_with(conn, model) if stopped_at == "labelling" else before)
     assert check(conn) == {}
+
+
+def test_a_reindex_overtaken_by_another_while_it_labels_leaves_the_labels_to_the_brains_model(
+    vault_brain_copy, other_model, monkeypatch
+):
+    """Reindex A switched and writes its model on each memory; reindex B switches to
+    another model meanwhile (and stops before writing its own): A stops too, so no
+    memory says A's model for B's vectors."""
+    original, runs = schema._Reindex._label, []
+
+    def label(self):
+        runs.append(self.model_id)
+        if len(runs) == 1:  # A, before it writes its model: B runs whole, stopped before its labels
+            brain_sql.reindex(brain_sql.connect(vault_brain_copy), "wordllama/l2_supercat")
+            return original(self)
+        return None
+
+    monkeypatch.setattr(schema._Reindex, "_label", label)
+    brain_sql.reindex(brain_sql.connect(vault_brain_copy), other_model)
+    assert runs == [other_model, "wordllama/l2_supercat"]
+    conn = brain_sql.connect(vault_brain_copy)
+    assert conn.execute("select count(*) from knowledge where embedding_model = ?", [other_model]).fetchone() == (0,)
+    assert stored(conn) == embedded_with(conn, "wordllama/l2_supercat") and check(conn) == {}
