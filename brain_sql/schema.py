@@ -12,12 +12,13 @@ import json
 import re
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 import sqlite_utils
 from sqlite_utils import Migrations
 
-from .config import MAX_ID, configured_model
+from .config import CHANGE_LOG_KEEP, INGEST_TRANSACTION_SECONDS, MAX_ID, configured_model
 from .connection import Connection, Turns, atomic, sqlite3
 from .embed import model_dimension
 from .errors import RULE_MARK, BrainBusy, BrainError
@@ -282,7 +283,7 @@ class _Overtaken(Exception):
     """The change log no longer names every memory changed since the staging began."""
 
 
-def reindex(conn: Connection, model_id: str, progress=None) -> int:
+def reindex(conn: Connection, model_id: str, progress: Callable[[int, int], object] | None = None) -> int:
     """Re-embed every memory with `model_id` and make it the brain's model, all or
     none: recall keeps the old vectors until the switch commits. The memories are
     embedded with no write lock held and their vectors staged beside vec_knowledge
@@ -341,6 +342,7 @@ class _Reindex:
         written = self._switch(seen)
         with contextlib.suppress(BrainBusy):  # switched: the memories still NULL say the brain's model, as true
             self._label()
+            self._prune()
         return written
 
     def _begin(self):
@@ -476,6 +478,15 @@ class _Reindex:
                     [self.model_id, json.dumps(ids)],
                 )
             after = ids[-1]
+
+    def _prune(self):
+        """The change log cut to its newest CHANGE_LOG_KEEP entries in short transactions:
+        this run wrote two for each memory, which the next remember would otherwise
+        delete in its one transaction."""
+        more = True
+        while more:
+            with self.turns.turn() as began:
+                more = prune_changes(self.conn, CHANGE_LOG_KEEP, began + INGEST_TRANSACTION_SECONDS)
 
     def clean_up(self):
         """Drop what this run left: the old table after a switch, the staged one
