@@ -251,3 +251,12 @@ def test_a_reindex_overtaken_by_another_while_it_labels_leaves_the_labels_to_the
     conn = brain_sql.connect(vault_brain_copy)
     assert conn.execute("select count(*) from knowledge where embedding_model = ?", [other_model]).fetchone() == (0,)
     assert stored(conn) == embedded_with(conn, "wordllama/l2_supercat") and check(conn) == {}
+
+
+def test_reindex_leaves_the_change_log_cut_to_its_newest_entries(vault_brain_copy, other_model, monkeypatch):
+    """It writes two entries for each memory; it cuts them itself, in short
+    transactions, rather than leave that to the next remember's one transaction."""
+    monkeypatch.setattr(schema, "CHANGE_LOG_KEEP", 5)
+    conn = brain_sql.connect(vault_brain_copy)
+    brain_sql.reindex(conn, other_model)
+    assert conn.execute("select count(*) from brain_changes").fetchone() == (5,)
