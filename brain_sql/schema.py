@@ -303,7 +303,7 @@ def reindex(conn: Connection, model_id: str, progress: Callable[[int, int], obje
             run.clean_up()
     raise BrainBusy(
         "the brain changed more than its change log keeps while it was re-embedded, "
-        f"{REINDEX_ATTEMPTS} times: nothing was changed; run reindex when fewer writers are busy"
+        f"{REINDEX_ATTEMPTS} times: its model and vectors are as they were; run reindex when fewer writers are busy"
     )
 
 
@@ -362,7 +362,9 @@ class _Reindex:
         """Fail when another reindex of this brain began since this one did (it dropped our table)."""
         row = self.conn.execute(f"select value from {META_TABLE} where key = ?", (REINDEX_KEY,)).fetchone()
         if row is None or row[0] != self.token:
-            raise BrainError("another reindex of this brain began meanwhile: this one stopped, and changed nothing")
+            raise BrainError(
+                "another reindex of this brain began meanwhile: this one stopped, its model and vectors untouched"
+            )
 
     def _batch(self, after, columns="id, title, heading_path, content, context", size=None):
         """`columns` of the next `size` (REINDEX_BATCH) memories by id after id `after` (None: the first ones)."""
