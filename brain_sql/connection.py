@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import sqlite_utils
 
 from . import copies
-from .config import INGEST_POLL_SECONDS, WRITER_POLL_SECONDS, busy_timeout_ms
+from .config import INGEST_PAUSE_SECONDS, INGEST_POLL_SECONDS, WRITER_POLL_SECONDS, busy_timeout_ms
 from .errors import RULE_MARK, BrainBusy, BrainError, ReadOnlyBrain, RuleRefused, WriteError
 
 
@@ -289,3 +289,27 @@ def atomic(conn, bulk=False):
         if isinstance(ex, sqlite3.OperationalError) and cannot_write(ex):
             raise read_only_error(_file_of(conn)) from ex
         raise
+
+
+class Turns:
+    """The write transactions of a bulk writer (ingest, reindex) taking turns with
+    other writers: each begins no sooner than INGEST_PAUSE_SECONDS after the last
+    one ended (or as long as that one held the lock, when shorter), and waits for
+    the lock as a bulk writer, so a writer waiting meanwhile gets it in between."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.ended, self.held = float("-inf"), 0.0  # when the last one ended (perf_counter), for how long
+
+    @contextlib.contextmanager
+    def turn(self):
+        """One transaction (atomic), yielding when it began (perf_counter)."""
+        time.sleep(max(0.0, self.ended + min(INGEST_PAUSE_SECONDS, self.held) - time.perf_counter()))
+        began = None
+        try:
+            with atomic(self.conn, bulk=True):
+                began = time.perf_counter()
+                yield began
+        finally:
+            self.ended = time.perf_counter()
+            self.held = self.ended - began if began else 0.0

@@ -27,7 +27,6 @@ from . import state as read_state
 from .config import (
     CHANGE_LOG_KEEP,
     INGEST_BATCH_DOCUMENTS,
-    INGEST_PAUSE_SECONDS,
     INGEST_TRANSACTION_SECONDS,
     MAX_CONTENT_BYTES,
     MAX_METADATA_BYTES,
@@ -36,7 +35,7 @@ from .config import (
     MAX_REMEMBER_RECORDS,
     MAX_TITLE_CHARS,
 )
-from .connection import Connection, atomic, main_file, sqlite3
+from .connection import Connection, Turns, atomic, main_file, sqlite3
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError, IngestFormat, TextLines
 from .errors import BrainBusy, FieldError, ModelError, PruneRefused, WriteError
@@ -384,11 +383,13 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
         return report, ids
     try:
         with atomic(conn):
-            model_id = recorded_model(conn)
+            model_id, vectors = recorded_model(conn), prepared.vectors
             if (model_id, last_change(conn)) != prepared.seen:
                 report, documents, document_ids = _remembered(conn, prepared.records, model_id, **prepared.options)
+            if model_id != prepared.seen[0]:  # a reindex switched models meanwhile: the text is embedded again
+                vectors = {}
             if not report.errors:
-                with _Pipeline(conn, model_id, report, all_or_none=True, vectors=prepared.vectors) as pipeline:
+                with _Pipeline(conn, model_id, report, all_or_none=True, vectors=vectors) as pipeline:
                     for document in documents:
                         pipeline.add(document)
                     pipeline.flush()
@@ -745,7 +746,7 @@ class _Pipeline:
         self.all_or_none = all_or_none  # a failure fails the whole run: no per-document retry
         self.progress = progress  # progress(characters, documents done), as ingest() says
         self.done = 0  # documents whose batch is written
-        self.ended, self.held = float("-inf"), 0.0  # when its last transaction ended (perf_counter), for how long
+        self.turns = Turns(conn)
         self.writer = DocumentWriter(conn, model_id, report)
         if all_or_none:
             self.writer.mentioned = {"chunk": [], "entity": []}
@@ -934,19 +935,10 @@ class _Pipeline:
 
     @contextlib.contextmanager
     def _turn(self):
-        """One write transaction of the ingest, yielding the time (perf_counter) to
-        commit by. It begins no sooner than INGEST_PAUSE_SECONDS after the last one
-        ended (or as long as that one held the lock, when shorter), and waits for
-        the lock as a bulk writer: a writer waiting meanwhile gets it in between."""
-        time.sleep(max(0.0, self.ended + min(INGEST_PAUSE_SECONDS, self.held) - time.perf_counter()))
-        began = None
-        try:
-            with atomic(self.conn, bulk=True):
-                began = time.perf_counter()
-                yield began + INGEST_TRANSACTION_SECONDS
-        finally:
-            self.ended = time.perf_counter()
-            self.held = self.ended - began if began else 0.0
+        """One write transaction of the ingest (Turns.turn), yielding the time
+        (perf_counter) to commit by."""
+        with self.turns.turn() as began:
+            yield began + INGEST_TRANSACTION_SECONDS
 
     def _commit(self, batch):
         embedded, documents = self._embedded(batch), batch.documents
@@ -967,8 +959,8 @@ class _Pipeline:
             with self._turn() as deadline:
                 return self._write_batch(documents, embedded, isolate=False, deadline=deadline)
         except Exception as ex:
-            if isinstance(ex, BrainBusy):
-                raise  # a lock not had is no document's fault: retrying one by one would not help
+            if isinstance(ex, BrainBusy | ModelError):
+                raise  # no document's fault: retrying one by one would not help
             # Something in it failed: write from the same document again, one
             # savepoint per document, so the bad document is reported and the rest land.
             vars(self.report).update(counts)
@@ -999,6 +991,7 @@ class _Pipeline:
         deadline may pass by the time of writing that many. With `isolate`, each
         in a savepoint of its own (slower: vec0 journals every page a savepoint touches)."""
         report = self.report
+        self._same_model()
         for document in batch:
             validity.place_earlier(self.conn, document)  # an earlier version is history, never over a later one
         stored = self.writer.stored_hashes(batch)
@@ -1050,6 +1043,18 @@ class _Pipeline:
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))
         return written
+
+    def _same_model(self):
+        """A ModelError when a reindex switched the brain's model since this run began:
+        its vectors, of the model it began with, cannot be written beside the new ones."""
+        model_id = recorded_model(self.conn)
+        if model_id != self.model_id:
+            written = counted(self.report.documents_added + self.report.documents_updated, "document")
+            raise ModelError(
+                f"a reindex made {model_id!r} the brain's model while this ingest embedded with {self.model_id!r}: "
+                f"what was written before is kept ({written}), and the reindex re-embedded it; "
+                "run the same ingest again to write the rest"
+            )
 
     def _write(self, document, stored, embedded):
         """writer.write of a new or changed document: (its new vectors, whether it

@@ -6,17 +6,32 @@ system migrates in place, keeping every row. Fresh files get the
 reference tables first and the same additions, so both paths end identical.
 """
 
+import bisect
+import contextlib
+import json
+import re
+import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 import sqlite_utils
 from sqlite_utils import Migrations
 
-from .config import MAX_ID, configured_model
-from .connection import Connection, atomic, sqlite3
+from .config import CHANGE_LOG_KEEP, INGEST_TRANSACTION_SECONDS, MAX_ID, configured_model
+from .connection import Connection, Turns, atomic, sqlite3
 from .embed import model_dimension
-from .errors import RULE_MARK, BrainError
-from .vectors import VEC_METADATA, VEC_SOURCE_COLUMNS, backfill_vectors, create_vector_table, rebuild_vector_table
+from .errors import RULE_MARK, BrainBusy, BrainError
+from .vectors import (
+    VEC_METADATA,
+    VEC_SOURCE_COLUMNS,
+    backfill_vectors,
+    create_vector_table,
+    embedded_text,
+    insert_vectors,
+    rebuild_vector_table,
+    storage_vectors,
+)
 
 SCHEMA_VERSION = 1
 META_TABLE = "brain_meta"
@@ -250,18 +265,291 @@ def vec_triggers():
     }
 
 
-def reindex(conn: Connection, model_id: str) -> int:
-    """Re-embed every memory with `model_id` and record it as the brain's model,
-    in one transaction: recall keeps working on the old vectors until it commits.
-    Returns the number of vectors written."""
+# reindex's new vectors, made beside the live ones until the switch, and the old
+# ones after it until they are dropped: derived tables by their names (DERIVED_PREFIXES)
+STAGED_VECTORS = "vec_knowledge_staged"
+RETIRED_VECTORS = "vec_knowledge_retired"
+REINDEX_KEY = "reindexing"  # brain_meta's key naming the reindex the staged table is for
+REINDEX_BATCH = 512  # memories embedded, then staged in one short transaction
+REINDEX_LABELS = 2048  # memories the new model is written on in one short transaction
+REINDEX_FINAL_AT_MOST = 256  # memories changed meanwhile that the switch's own transaction embeds
+REINDEX_ROUNDS = 8  # rounds staging memories changed meanwhile, before the switch takes however many
+REINDEX_ATTEMPTS = 3
+# the tables vec0 keeps a table's rows in, named after it
+_VEC0_SHADOWS = r"_(?:info|chunks|rowids|auxiliary|vector_chunks\d+|metadatachunks\d+|metadatatext\d+)"
+
+
+class _Overtaken(Exception):
+    """The change log no longer names every memory changed since the staging began."""
+
+
+def reindex(conn: Connection, model_id: str, progress: Callable[[int, int], object] | None = None) -> int:
+    """Re-embed every memory with `model_id` and make it the brain's model, all or
+    none: recall keeps the old vectors until the switch commits. The memories are
+    embedded with no write lock held and their vectors staged beside vec_knowledge
+    in short transactions, so other writers take turns with it; the memories
+    written meanwhile, which the change log names, are embedded again; the switch
+    is one short transaction (tables renamed, the model recorded). `progress(done,
+    total)` is told of the memories embedded. Returns the number of vectors written."""
     dimension = model_dimension(model_id, fetch=True)  # the user named it
-    with atomic(conn):
-        create_vector_table(conn, dimension)
-        conn.executemany(
-            f"update {META_TABLE} set value = ? where key = ?",
-            [(model_id, "model"), (str(dimension), "dimension")],
-        )
-        return backfill_vectors(conn, model_id)
+    migrate(conn)
+    for _ in range(REINDEX_ATTEMPTS):
+        run = _Reindex(conn, model_id, dimension, progress)
+        try:
+            return run.run()
+        except _Overtaken:
+            continue
+        finally:
+            run.clean_up()
+    raise BrainBusy(
+        "the brain changed more than its change log keeps while it was re-embedded, "
+        f"{REINDEX_ATTEMPTS} times: its model and vectors are as they were; run reindex when fewer writers are busy"
+    )
+
+
+class _Reindex:
+    """One run of reindex: stage, catch up, switch, label.
+
+    Each memory records the model of its vector (knowledge.embedding_model); NULL
+    there means the brain's model, whichever it is. Each memory staged is set to
+    NULL in the transaction that stages it, so the switch rewrites only memories
+    written meanwhile, and the new model is written on each after the switch, in
+    short transactions: what a memory says is true at every moment."""
+
+    def __init__(self, conn, model_id, dimension, progress):
+        self.conn, self.model_id, self.dimension, self.progress = conn, model_id, dimension, progress
+        self.token = secrets.token_hex(8)
+        self.instance = None
+        self.switched = False
+        self.own_changes = []  # (first, last) seq of the change log entries this run's NULLs wrote
+        self.caught_up = set()  # memories staged again as other writers changed them
+        self.turns = Turns(conn)  # its transactions, taking turns with other writers
+
+    def run(self):
+        seen = self._begin()
+        total = self.conn.execute("select count(*) from knowledge").fetchone()[0]
+        done, after = 0, None
+        while rows := self._batch(after):
+            self._stage([row for row in rows if row[0] not in self.caught_up])
+            seen = self._catch_up(seen)  # as it goes: the log is pruned, and what a writer changed is staged early
+            done, after = done + len(rows), rows[-1][0]
+            if self.progress:
+                self.progress(done, max(total, done))
+        for _ in range(REINDEX_ROUNDS):  # the switch stages what is left, holding the lock: only a few
+            if len(self._changed_since(seen)[0]) <= REINDEX_FINAL_AT_MOST:
+                break
+            seen = self._catch_up(seen)
+        written = self._switch(seen)
+        with contextlib.suppress(BrainBusy):  # switched: the memories still NULL say the brain's model, as true
+            self._label()
+            self._prune()
+        return written
+
+    def _begin(self):
+        """The staged table made (a run stopped midway left its tables: dropped), and
+        the change log's position from which memories changed are staged again."""
+        with self.turns.turn():
+            for table in (STAGED_VECTORS, RETIRED_VECTORS):
+                self.conn.execute(f"DROP TABLE IF EXISTS [{table}]")
+            create_vector_table(self.conn, self.dimension, STAGED_VECTORS)
+            self.conn.execute(
+                f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)", (REINDEX_KEY, self.token)
+            )
+            self.instance = self.conn.execute(f"select instance from {INSTANCE_TABLE}").fetchone()
+            return _change_position(self.conn)
+
+    def _own(self):
+        """Fail when another reindex of this brain began since this one did (it dropped our table)."""
+        row = self.conn.execute(f"select value from {META_TABLE} where key = ?", (REINDEX_KEY,)).fetchone()
+        if row is None or row[0] != self.token:
+            raise BrainError(
+                "another reindex of this brain began meanwhile: this one stopped, its model and vectors untouched"
+            )
+
+    def _batch(self, after, columns="id, title, heading_path, content, context", size=None):
+        """`columns` of the next `size` (REINDEX_BATCH) memories by id after id `after` (None: the first ones)."""
+        select, size = f"select {columns} from knowledge", size or REINDEX_BATCH
+        if after is None:
+            return self.conn.execute(f"{select} order by id limit ?", (size,)).fetchall()
+        return self.conn.execute(f"{select} where id > ? order by id limit ?", (after, size)).fetchall()
+
+    def _rows(self, ids):
+        return self.conn.execute(
+            "select id, title, heading_path, content, context from knowledge "
+            "where id in (select value from json_each(?)) order by id",
+            [json.dumps(sorted(ids))],
+        ).fetchall()
+
+    def _embedded(self, rows):
+        made = storage_vectors([embedded_text(*row[1:]) for row in rows], self.model_id)
+        return [(row[0], *vector) for row, vector in zip(rows, made) if vector]
+
+    def _stage(self, rows, replace=()):
+        """Embed `rows` (before taking the lock, unless in the switch's transaction)
+        and stage their vectors, in place of those staged for `replace` (knowledge
+        ids); the memories' model set to NULL (the brain's), true before the switch
+        and after it."""
+        if not rows and not replace:
+            return
+        embedded = self._embedded(rows)
+        with atomic(self.conn) if self.conn.in_transaction else self.turns.turn():  # the switch's, or its own
+            self._own()
+            self.conn.executemany(
+                f"delete from [{STAGED_VECTORS}] where knowledge_id = ?", [(i,) for i in sorted(replace)]
+            )
+            insert_vectors(self.conn, embedded, STAGED_VECTORS)
+            first = _change_position(self.conn)
+            self.conn.execute(
+                "update knowledge set embedding_model = null where embedding_model is not null "
+                "and id in (select value from json_each(?))",
+                [json.dumps([row[0] for row in rows])],
+            )
+            last = _change_position(self.conn)
+            if last > first:  # this run's own: no memory changed by another writer
+                self.own_changes.append((first + 1, last))
+
+    def _catch_up(self, seen):
+        """Stage again the memories other writers changed since change `seen`; returns
+        the change it caught up to."""
+        changed, now = self._changed_since(seen)
+        if changed:
+            self._stage(self._rows(changed), replace=changed)
+            self.caught_up |= changed
+        return now
+
+    def _changed_since(self, seen):
+        """(ids of the memories changed since change `seen`, the last change now), read
+        together; _Overtaken when the log no longer reaches back to `seen` or says
+        anything may have changed (a repair), or another brain is at this path."""
+        with _reading(self.conn):
+            now = _change_position(self.conn)
+            if self.conn.execute(f"select instance from {INSTANCE_TABLE}").fetchone() != self.instance:
+                raise _Overtaken
+            if now == seen:
+                return set(), now
+            first = self.conn.execute(f"select min(seq) from {CHANGES_TABLE}").fetchone()[0]
+            if first is None or first > seen + 1:
+                raise _Overtaken
+            changed = self.conn.execute(
+                f"select seq, kind, key from {CHANGES_TABLE} where seq > ? and seq <= ? and kind in ('chunk', 'all')",
+                (seen, now),
+            ).fetchall()
+        if any(kind == "all" for _, kind, _ in changed):
+            raise _Overtaken
+        firsts = [first for first, _ in self.own_changes]
+        return {key for seq, _, key in changed if not self._own_change(seq, firsts)}, now
+
+    def _own_change(self, seq, firsts):
+        """Whether change `seq` is one of this run's NULLs (`firsts`: own_changes' firsts)."""
+        at = bisect.bisect_right(firsts, seq) - 1
+        return at >= 0 and seq <= self.own_changes[at][1]
+
+    def _switch(self, seen):
+        """In one transaction: the memories changed since `seen` staged, the staged
+        table made vec_knowledge and the model recorded. The old table is dropped
+        after, in a transaction of its own."""
+        with self.turns.turn():
+            self._own()
+            changed, _ = self._changed_since(seen)
+            if changed:
+                self._stage(self._rows(changed), replace=changed)
+            with _legacy_renames(self.conn):  # the triggers' bodies keep naming vec_knowledge
+                _rename_vec0(self.conn, "vec_knowledge", RETIRED_VECTORS)
+                _rename_vec0(self.conn, STAGED_VECTORS, "vec_knowledge")
+            self.conn.executemany(
+                f"update {META_TABLE} set value = ? where key = ?",
+                [(self.model_id, "model"), (str(self.dimension), "dimension")],
+            )
+            self.conn.execute(f"delete from {META_TABLE} where key = ?", (REINDEX_KEY,))
+            # vec0's rowid table (its count of vec_knowledge reads every vector)
+            written = self.conn.execute("select count(*) from vec_knowledge_rowids").fetchone()[0]
+        self.switched = True
+        return written
+
+    def _label(self):
+        """The new model written on each memory whose model is NULL (the brain's), in
+        short transactions; a run stopped before it ends leaves the rest NULL, as true."""
+        after = None
+        while ids := [row[0] for row in self._batch(after, "id", REINDEX_LABELS)]:
+            with self.turns.turn():
+                if recorded_model(self.conn) != self.model_id:  # another reindex switched since: NULL is its model
+                    return
+                self.conn.execute(
+                    "update knowledge set embedding_model = ? where embedding_model is null "
+                    "and id in (select value from json_each(?))",
+                    [self.model_id, json.dumps(ids)],
+                )
+            after = ids[-1]
+
+    def _prune(self):
+        """The change log cut to its newest CHANGE_LOG_KEEP entries in short transactions:
+        this run wrote two for each memory, which the next remember would otherwise
+        delete in its one transaction."""
+        more = True
+        while more:
+            with self.turns.turn() as began:
+                more = prune_changes(self.conn, CHANGE_LOG_KEEP, began + INGEST_TRANSACTION_SECONDS)
+
+    def clean_up(self):
+        """Drop what this run left: the old table after a switch, the staged one
+        without (unless another run took it over)."""
+        try:
+            with self.turns.turn():
+                if self.switched:
+                    self.conn.execute(f"DROP TABLE IF EXISTS [{RETIRED_VECTORS}]")
+                    return
+                row = self.conn.execute(f"select value from {META_TABLE} where key = ?", (REINDEX_KEY,)).fetchone()
+                if row and row[0] == self.token:
+                    self.conn.execute(f"DROP TABLE IF EXISTS [{STAGED_VECTORS}]")
+                    self.conn.execute(f"delete from {META_TABLE} where key = ?", (REINDEX_KEY,))
+        except (BrainError, sqlite3.Error):  # noqa: BLE001 - busy or read-only: the next reindex drops them
+            pass
+
+
+def _change_position(conn):
+    """The change log's last change ever written (pruning keeps the newest)."""
+    return conn.execute(
+        f"select max(coalesce((select max(seq) from {CHANGES_TABLE}), 0), "
+        f"coalesce((select seq from sqlite_sequence where name = '{CHANGES_TABLE}'), 0))"
+    ).fetchone()[0]
+
+
+@contextlib.contextmanager
+def _reading(conn):
+    """One read transaction (unless `conn` is in one): what is read in it is of one moment."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("begin")
+    try:
+        yield
+    finally:
+        conn.execute("commit")
+
+
+@contextlib.contextmanager
+def _legacy_renames(conn):
+    """ALTER TABLE RENAME as SQLite did before 3.26: references to the table in
+    trigger bodies are left as they are (and not checked)."""
+    conn.execute("pragma legacy_alter_table = on")
+    try:
+        yield
+    finally:
+        conn.execute("pragma legacy_alter_table = off")
+
+
+def _rename_vec0(conn, old, new):
+    """Rename the vec0 table `old` and the tables it keeps its rows in (sqlite-vec's
+    rename leaves them), so that `new` finds them."""
+    pattern = re.compile(re.escape(old) + _VEC0_SHADOWS)
+
+    def shadows():
+        names = conn.execute("select name from sqlite_master where type = 'table'").fetchall()
+        return [name for (name,) in names if pattern.fullmatch(name)]
+
+    conn.execute(f"ALTER TABLE [{old}] RENAME TO [{new}]")
+    for name in shadows():
+        conn.execute(f"ALTER TABLE [{name}] RENAME TO [{new}{name[len(old) :]}]")
 
 
 @migrations()

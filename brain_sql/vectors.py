@@ -61,12 +61,12 @@ def vec_metadata_values(row):
     return ", ".join(expression.format(row=row) for _, expression in VEC_METADATA.values())
 
 
-def create_vector_table(conn, dimension):
-    """(Re)create vec_knowledge for vectors of `dimension`; it starts empty."""
-    conn.execute("DROP TABLE IF EXISTS vec_knowledge")
+def create_vector_table(conn, dimension, table="vec_knowledge"):
+    """(Re)create vec_knowledge (or `table`, laid out as it is) for vectors of `dimension`; it starts empty."""
+    conn.execute(f"DROP TABLE IF EXISTS [{table}]")
     metadata = ",\n  ".join(f"{name} {kind}" for name, (kind, _) in VEC_METADATA.items())
     conn.execute(
-        f"""CREATE VIRTUAL TABLE vec_knowledge USING vec0(
+        f"""CREATE VIRTUAL TABLE [{table}] USING vec0(
           knowledge_id INTEGER PRIMARY KEY,
           embedding_int8 INT8[{dimension}] distance_metric=cosine,
           embedding_bit BIT[{dimension}],
@@ -126,10 +126,11 @@ def storage_vectors(texts, model_id):
     return [None if z else (q.tobytes(), b.tobytes()) for q, b, z in zip(quantized, bits, zero)]
 
 
-def insert_vectors(conn, rows):
-    """rows: (knowledge_id, int8 bytes, bit bytes); filter columns copied from knowledge."""
+def insert_vectors(conn, rows, table="vec_knowledge"):
+    """rows: (knowledge_id, int8 bytes, bit bytes) into vec_knowledge (or `table`);
+    filter columns copied from knowledge."""
     conn.executemany(
-        "insert into vec_knowledge select ?, vec_int8(?), vec_bit(?), "
+        f"insert into [{table}] select ?, vec_int8(?), vec_bit(?), "
         f"{vec_metadata_values('k')} from knowledge k where k.id = ?",
         [(kid, q, b, kid) for kid, q, b in rows],
     )

@@ -276,7 +276,9 @@ def reindex(db_path, model):
     Example:
         sqlite-utils brain reindex brain.db --model ./my-model2vec-folder
     """
-    written = brain_sql.reindex(_open(db_path), model)
+    with contextlib.ExitStack() as stack:
+        progress = _progress_bar(stack, "Re-embedding", "memory", "memories")
+        written = brain_sql.reindex(_open(db_path), model, progress=progress)
     click.echo(f"{db_path}: {counted(written, 'memory', 'memories')} re-embedded with {model}")
 
 
@@ -309,6 +311,21 @@ def _settle(conn):
         conn.execute("pragma wal_checkpoint(truncate)")
     except Exception:  # noqa: BLE001 - busy or read-only: the log stays, nothing is lost
         pass
+
+
+def _progress_bar(stack, label, *what):
+    """A progress(done, total) that shows a bar on stderr, made (in `stack`) at its first
+    call: the length is known only once the work's snapshot is read, and may grow."""
+    bars = []
+
+    def progress(done, total):
+        if not bars:
+            bar = click.progressbar(length=total, label=label, file=sys.stderr, item_show_func=_rate(*what))
+            bars.append(stack.enter_context(bar))
+        bars[0].length = total
+        bars[0].update(done - bars[0].pos, done)
+
+    return progress
 
 
 def _rate(*what):
@@ -472,17 +489,7 @@ def export(db_path):
     conn = _open(db_path, read_only=True)
     out = sys.stdout.buffer  # the lines are UTF-8, whatever the locale
     with contextlib.ExitStack() as stack:
-        bars = []
-
-        def progress(done, total):
-            if not bars:  # its length known once the export's snapshot is read
-                bar = click.progressbar(
-                    length=total, label="Exporting", file=sys.stderr, item_show_func=_rate("memory", "memories")
-                )
-                bars.append(stack.enter_context(bar))
-            bars[0].update(done - bars[0].pos, done)
-
-        lines = brain_sql.export(conn, progress=progress)
+        lines = brain_sql.export(conn, progress=_progress_bar(stack, "Exporting", "memory", "memories"))
         try:
             for line in lines:
                 out.write(line.encode("utf-8"))
