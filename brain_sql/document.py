@@ -104,7 +104,7 @@ class TextLines:
 
     def __init__(self, path, stream=None, text=None, limit=MAX_LINE_BYTES):
         self.path, self.stream, self.text, self.limit = path, stream, text, limit
-        self.errors: list[IngestError] = []
+        self.errors = []  # IngestError each
         self.number = 0  # lines given so far
 
     def problems(self):
