@@ -14,6 +14,7 @@ from typing import Any
 from . import conversation, mentions, validity, values
 from . import state as read_state
 from .connection import Connection, atomic, cannot_write, sqlite3
+from .errors import BrainError
 from .schema import (
     CHANGES_TABLE,
     IDS_TABLE,
@@ -173,7 +174,12 @@ def _check(conn, repair=False):
         _repair(conn, problems, model_id)
     # the read state's snapshot (derived, beside the file): checked once the brain is whole
     dimension = recorded_model_and_dimension(conn)[1]
-    snapshot = read_state.snapshot_problem(conn, dimension)
+    try:
+        snapshot = read_state.snapshot_problem(conn, dimension)
+    except BrainError:  # no state builds from the brain as it is: what check named above is why
+        if not problems:
+            raise
+        snapshot = None
     if snapshot:
         problems["stale_snapshot"] = [snapshot]
         if repair:
@@ -230,6 +236,8 @@ def _repair(conn, problems, model_id):
             conn.execute(page_indexes()[name])
         if "fts_out_of_sync" in problems:
             conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
+            # every row's length may have changed, and no trigger logged it: readers rebuild
+            conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
         stale = problems.get("orphan_vectors", []) + problems.get("other_model_vectors", [])
         conn.executemany("delete from vec_knowledge where knowledge_id = ?", [(i,) for i in stale])
         for knowledge_id in problems.get("stale_vector_filters", []):

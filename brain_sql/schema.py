@@ -825,14 +825,34 @@ def info(conn: Connection) -> dict[str, Any]:
 
 def fts_length(size_blob):
     """The tokens of a row across its columns, from its FTS5 docsize record (a
-    SQLite varint per column, seven bits a byte, most significant first): the
-    length FTS5's bm25 takes for it."""
-    total = value = 0
-    for byte in size_blob or b"":
+    SQLite varint per column of knowledge_fts, seven bits a byte, most significant
+    first): the length FTS5's bm25 takes for it; None for what is no such record."""
+    if not isinstance(size_blob, bytes):
+        return None
+    total = value = columns = 0
+    for byte in size_blob:
         value = (value << 7) | (byte & 0x7F)
         if not byte & 0x80:
-            total, value = total + value, 0
-    return total
+            total, value, columns = total + value, 0, columns + 1
+    return total if columns == len(FTS_INDEXED) and not size_blob[-1] & 0x80 else None
+
+
+def fts_damaged(what):
+    """The BrainError for a full-text index plain SQL damaged (`what` says how)."""
+    return BrainError(f"the full-text index is damaged ({what}): run sqlite-utils brain check")
+
+
+def fts_lengths(ids, sizes):
+    """Each row's length in tokens (fts_length), its docsize record read beside its
+    id. A row without one, or with one that is no record of a length per column
+    (plain SQL on knowledge_fts: 'delete-all', its docsize rows deleted or rewritten),
+    is fts_damaged's BrainError: BM25 divides by their mean."""
+    lengths = [fts_length(size) for size in sizes]
+    if None in lengths:
+        at = lengths.index(None)
+        held = "no row" if sizes[at] is None else f"{sizes[at]!r:.40}, no length per column,"
+        raise fts_damaged(f"knowledge_fts_docsize holds {held} for memory {ids[at]}")
+    return lengths
 
 
 def damaged_tables(conn):

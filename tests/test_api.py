@@ -676,3 +676,30 @@ async def test_forget_takes_a_whole_number_external_id_as_remember_stored_it(tmp
         refused = await client.call_tool("brain_forget", {"external_ids": [2.5]})
         assert refused.is_error and NOT_AN_ID in refused.structured_content["error"]
     assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "insert into knowledge_fts(knowledge_fts) values ('delete-all')",
+        "update knowledge_fts_docsize set sz = x'00000000'",
+    ],
+)
+async def test_a_full_text_index_plain_sql_damaged_is_a_409_saying_to_run_check(vault_brain_copy, damage):
+    """Recall over HTTP, the recall page and MCP on a brain whose knowledge_fts lost
+    its lengths: a 409 saying to run check, never a 500."""
+    conn = stdlib_sqlite3.connect(vault_brain_copy)
+    conn.execute(damage)
+    conn.commit()
+    conn.close()
+    datasette = Datasette([str(vault_brain_copy)])
+    for path in ("/brain/-/recall?q=graph+leg", "/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg"):
+        response = await datasette.client.get(path)
+        assert response.status_code == 409, (path, response.status_code, response.text[:300])
+        assert "run sqlite-utils brain check" in html.unescape(response.text), (path, response.text[:300])
+    server = MCPServer("test")
+    mcp_tools.register(datasette, server)
+    async with Client(server) as client:
+        result = await client.call_tool("brain_recall", {"q": "graph leg"})
+    assert result.is_error and result.structured_content["status"] == 409, result

@@ -642,3 +642,25 @@ def test_every_problem_check_finds_is_told_in_words():
             keys.add(node.slice.value)
     assert {"integrity", "invalid_values", "id_mark_behind", "stale_quotes", "stale_snapshot"} <= keys
     assert keys - set(PROBLEMS) == set()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "insert into knowledge_fts(knowledge_fts) values ('delete-all')",
+        "delete from knowledge_fts_docsize",
+        "update knowledge_fts_docsize set sz = x'ff'",
+    ],
+)
+def test_a_full_text_index_plain_sql_damaged_is_a_message_saying_to_run_check(run, vault_brain_copy, damage):
+    """recall on a brain whose knowledge_fts lost its lengths says to run check (no
+    traceback); check names it and --repair mends it."""
+    conn = sqlite3.connect(vault_brain_copy)
+    conn.execute(damage)
+    conn.commit()
+    conn.close()
+    recalled = run("brain", "recall", vault_brain_copy, "graph leg")
+    assert recalled.exit_code == 1 and not isinstance(recalled.exception, ZeroDivisionError), recalled.output
+    assert "full-text index is damaged" in recalled.output and "run sqlite-utils brain check" in recalled.output
+    assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
+    assert run("brain", "recall", vault_brain_copy, "graph leg").exit_code == 0
