@@ -14,7 +14,7 @@ import sqlite_utils
 
 from . import copies
 from .config import INGEST_POLL_SECONDS, WRITER_POLL_SECONDS, busy_timeout_ms
-from .errors import RULE_MARK, BrainBusy, BrainError, ReadOnlyBrain, RuleRefused, WriteError
+from .errors import RULE_MARK, BrainBusy, BrainError, InputError, ReadOnlyBrain, RuleRefused, WriteError
 
 
 def _sqlite3_module():
@@ -140,7 +140,10 @@ def open_connection(path: str | os.PathLike[str], read_only: bool = False) -> Co
     else:
         modes = ["mode=ro", "immutable=1"] if read_only else [None, "mode=ro", "immutable=1"]
     for mode in modes:
-        conn = _connect(path, mode)
+        try:
+            conn = _connect(path, mode)
+        except sqlite3.OperationalError as ex:  # a file that cannot be made or opened: no database yet
+            raise _unopenable(path, ex) from ex
         try:
             conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")  # first: WAL waits for a writer making the file
             if mode is None:
@@ -162,6 +165,15 @@ def open_connection(path: str | os.PathLike[str], read_only: bool = False) -> Co
             raise BrainError(f"{path} is not an SQLite database, or is damaged ({ex}): restore it from a copy") from ex
     load_sqlite_vec(conn)
     return conn
+
+
+def _unopenable(path, ex):
+    """What to say of a `path` SQLite could not open (`ex`): one in a folder that is
+    not there is the caller's to mend (an InputError naming both)."""
+    folder = Path(path).absolute().parent
+    if not folder.is_dir():
+        return InputError(f"{path} cannot be opened or created: its folder {folder} does not exist")
+    return BrainError(f"{path} cannot be opened or created ({ex}): is its folder writable?")
 
 
 @functools.cache

@@ -208,3 +208,16 @@ def test_a_value_nested_past_the_bound_is_refused_by_name_on_every_door(run, db_
     metadata = "select external_id, metadata from knowledge order by external_id"
     assert rows(brain_sql.connect(again), metadata) == rows(brain_sql.connect(db_path), metadata)
     assert run("brain", "check", db_path).exit_code == 0
+
+
+@pytest.mark.parametrize("command", [["init"], ["ingest", "{records}"], ["remember", "{records}"]])
+def test_a_brain_in_a_folder_that_is_not_there_is_named_not_a_traceback(run, tmp_path, command):
+    """init, ingest and remember into nonexist/x.db: a usage error (exit 2) naming
+    the path and its folder."""
+    records = write(tmp_path / "one.jsonl", '{"text": "Deploys happen on Tuesdays."}')
+    args = [arg.format(records=records) for arg in command]
+    result = run("brain", args[0], tmp_path / "nonexist" / "x.db", *args[1:])
+    assert result.exit_code == 2, result.output
+    assert (
+        "x.db cannot be opened or created: its folder" in result.output and "nonexist does not exist" in result.output
+    )

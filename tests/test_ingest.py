@@ -223,3 +223,10 @@ def test_an_ingest_prepares_its_statements_once_not_once_a_document(tmp_path):
     report = brain_sql.ingest(conn, [records])
     assert not report.errors and report.documents_added == 300
     assert prepared["documents"] <= 2 and prepared["entities"] <= 2, prepared
+
+
+def test_a_brain_in_a_folder_that_is_not_there_is_an_input_error_naming_it(tmp_path):
+    """connect() to a file whose folder does not exist: an InputError naming the
+    path and the folder, not SQLite's 'unable to open database file'."""
+    with pytest.raises(brain_sql.InputError, match=r"nonexist/x\.db .*its folder .*nonexist does not exist"):
+        brain_sql.connect(tmp_path / "nonexist" / "x.db")
