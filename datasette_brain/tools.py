@@ -460,7 +460,31 @@ async def memory(datasette, actor, database, memory_id, db=None):
 
 def write_allowed(datasette, actor, database):
     """brain-write: denied unless the plugin's configuration grants it, e.g.
-    plugins: {datasette-brain: {allow_write: {id: agent}}} (per instance or database)."""
+    plugins: {datasette-brain: {allow_write: {id: agent}}} (per instance or database).
+    A setting that is no allow block is the server's misconfiguration: a 503 naming
+    it (nothing is written until its operator mends it), never a guess at its meaning."""
     config = datasette.plugin_config("datasette-brain", database=database) or {}
-    allow = config.get("allow_write")
-    return False if allow is None else actor_matches_allow(actor, allow)
+    allow = config.get("allow_write") if isinstance(config, dict) else None
+    if allow is None:
+        return False
+    if not _allow_block(allow):
+        raise ApiError(
+            f"the server's datasette-brain setting allow_write is malformed ({for_plugin.shown(allow, 60)}): "
+            "it must be an allow block such as {id: agent}, or true or false; nothing can be written "
+            "until the server's operator mends it",
+            503,
+            {"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+    return actor_matches_allow(actor, allow)
+
+
+def _allow_block(allow):
+    """Whether `allow` is what Datasette's allow blocks are: true, false, or
+    {actor key: a value or a list of values}."""
+    if isinstance(allow, bool):
+        return True
+    scalar = (str, int, float)
+    return isinstance(allow, dict) and all(
+        isinstance(value, scalar) or (isinstance(value, list) and all(isinstance(v, scalar) for v in value))
+        for value in allow.values()
+    )

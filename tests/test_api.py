@@ -703,3 +703,20 @@ async def test_a_full_text_index_plain_sql_damaged_is_a_409_saying_to_run_check(
     async with Client(server) as client:
         result = await client.call_tool("brain_recall", {"q": "graph leg"})
     assert result.is_error and result.structured_content["status"] == 409, result
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("setting", ["yes", ["agent"], {"id": {"nested": 1}}])
+async def test_a_malformed_allow_write_is_a_503_naming_the_setting(vault_brain_copy, setting):
+    """allow_write that is no allow block ("yes", a list): remember, forget and the
+    decayed page answer a 503 naming the setting (the server's misconfiguration),
+    never a 500, and nothing is written."""
+    datasette = Datasette([str(vault_brain_copy)], metadata={"plugins": {"datasette-brain": {"allow_write": setting}}})
+    before = stdlib_sqlite3.connect(vault_brain_copy).execute("select count(*) from knowledge").fetchone()[0]
+    for path, body in (("/brain/-/remember", {"text": "A probe."}), ("/brain/-/forget", {"ids": [1]})):
+        answer = await datasette.client.post(path, json=body)
+        assert answer.status_code == 503 and "allow_write is malformed" in answer.json()["error"], answer.text
+        assert answer.headers.get("retry-after")
+    page = await datasette.client.get("/brain/-/decayed")
+    assert page.status_code == 503 and "allow_write is malformed" in html.unescape(page.text), page.text[:300]
+    assert stdlib_sqlite3.connect(vault_brain_copy).execute("select count(*) from knowledge").fetchone()[0] == before
