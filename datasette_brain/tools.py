@@ -70,11 +70,14 @@ def read_json(data, what="the request body"):
     as they arrived, held to the same rules whichever door they came in by. Refused
     (400, 413) when too large, not JSON (NaN and Infinity included, numbers past
     Python's digit limit), nested too deeply, or holding text that is not valid
-    Unicode (a lone surrogate, which a \\ud800 escape makes)."""
+    Unicode (a lone surrogate, which a \\ud800 escape makes), or giving a key twice in
+    one object (one value taken and another dropped would answer what was not asked)."""
     if len(data) > MAX_BODY_BYTES:
         raise too_large(what)
     try:
-        value = for_plugin.loads_json(data or b"null")
+        value = for_plugin.loads_json(data or b"null", unique_keys=True)
+    except brain_sql.FieldError as ex:  # a key given twice
+        raise ApiError(f"{what}: {ex}") from None
     except ValueError as ex:  # not JSON, not UTF-8, or a number past Python's digit limit
         raise ApiError(f"{what} is not valid JSON: {ex}") from None
     except RecursionError:

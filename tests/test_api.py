@@ -720,3 +720,35 @@ async def test_a_malformed_allow_write_is_a_503_naming_the_setting(vault_brain_c
     page = await datasette.client.get("/brain/-/decayed")
     assert page.status_code == 503 and "allow_write is malformed" in html.unescape(page.text), page.text[:300]
     assert stdlib_sqlite3.connect(vault_brain_copy).execute("select count(*) from knowledge").fetchone()[0] == before
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "method, path, body, named",
+    [
+        ("get", "/brain/-/decayed.json?now=zzz", None, '"now" is no parameter of the decayed page'),
+        ("get", "/brain/-/entities.json?now=zzz", None, '"now" is no parameter of the entities page'),
+        ("get", "/brain/-/entities?now=zzz&_format=json", None, '"now" is no parameter of the entities page'),
+        ("get", "/brain/-/recall?q=graph&k=1&k=2", None, "k is given twice"),
+        ("get", "/brain/-/memories.json?size=1&size=2", None, "size is given twice"),
+        ("get", "/brain/-/entities.json?page=1&page=2", None, "page is given twice"),
+        ("get", "/brain/-/decayed.json?size=1&size=2", None, "size is given twice"),
+        ("post", "/brain/-/recall", b'{"q": "graph", "k": 1, "k": 2}', 'the key "k" of one object is given twice'),
+        ("post", "/brain/-/remember", b'{"text": "a", "text": "b"}', 'the key "text" of one object is given twice'),
+        ("post", "/brain/-/forget", b'{"ids": [1], "ids": [2]}', 'the key "ids" of one object is given twice'),
+    ],
+)
+async def test_unknown_and_repeated_parameters_are_refused_by_name(vault_brain_copy, method, path, body, named):
+    """The brain's JSON routes refuse a parameter they do not take, a query parameter
+    given twice and a JSON key given twice (400 naming it), rather than pass it over
+    or take one value; Datasette's _format is still taken, and nothing is written."""
+    datasette = Datasette([str(vault_brain_copy)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    before = stdlib_sqlite3.connect(vault_brain_copy).execute("select count(*) from knowledge").fetchone()[0]
+    if method == "get":
+        answer = await datasette.client.get(path)
+    else:
+        answer = await datasette.client.post(path, content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 400 and named in answer.json()["error"], answer.text
+    assert stdlib_sqlite3.connect(vault_brain_copy).execute("select count(*) from knowledge").fetchone()[0] == before
+    for page in ("/brain/-/entities.json?_format=json&page=1", "/brain/-/decayed?_format=json"):
+        assert (await datasette.client.get(page)).status_code == 200, page
