@@ -206,6 +206,19 @@ def faults_named():
         ) from ex
 
 
+@contextlib.contextmanager
+def write_failures(nothing_done):
+    """A write transaction's SQLite failure as its caller is told it: the file
+    damaged or its tables changed (faults_named) is a BrainError saying to run
+    check; any other (the lock not had in time, a read-only file, the disk) a
+    WriteError saying `nothing_done`, and the same request may be tried again."""
+    try:
+        with faults_named():
+            yield
+    except sqlite3.Error as ex:
+        raise WriteError(f"{nothing_done}: {ex}") from ex
+
+
 def read_only_error(path):
     if copies.is_copy(path):
         return ReadOnlyBrain(

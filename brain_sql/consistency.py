@@ -25,14 +25,16 @@ from .schema import (
     lower_marks,
     marks_past_bound,
     migrate,
+    missing_tables,
     page_indexes,
     pending_migrations,
     recorded_model,
     recorded_model_and_dimension,
+    reference_schema,
     renew_instance,
     restore_id_mark,
 )
-from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
+from .vectors import VEC_METADATA, backfill_vectors, create_vector_table, vec_metadata_values
 from .writer import edited, restate, rewrite_contexts
 
 
@@ -89,16 +91,9 @@ def _check(conn, repair=False):
         return {"integrity": [str(ex)]}
     if integrity != ["ok"]:
         problems["integrity"] = integrity  # not repairable here: restore from a copy
-    pending = pending_migrations(conn)
-    if pending:
-        # an interrupted first ingest, or an older brain, leaves the schema part-built
-        # (columns a later migration adds are missing, not damaged); every
-        # migration is atomic, so finishing them is all the repair it needs
-        problems["pending_migrations"] = pending
-        if not repair:
-            return problems
-        migrate(conn)
-        return {**problems, **_check(conn, repair=True)}
+    unfinished = _unfinished_schema(conn, problems, repair)
+    if unfinished is not None:
+        return unfinished
     damaged = damaged_tables(conn)
     if damaged:
         # columns gone: nothing past here can be checked, and only a copy restores them
@@ -187,6 +182,73 @@ def _check(conn, repair=False):
             if refused:
                 problems["stale_snapshot"].append(refused)
     return problems
+
+
+# tables no repair can make again: what they hold is stated nowhere else (a record's entities and relations)
+_NOT_DERIVED = ("knowledge", "entities", "relationships")
+
+
+def _remake(conn, missing):
+    """Make the dropped tables `missing` again as a new brain has them, with their
+    indexes, and what they hold from knowledge: the full text rebuilt, the vectors
+    (backfilled by the repair that follows), each document's row (its hash
+    forgotten: the next ingest writes it whole again), and a change log that tells
+    readers to rebuild; the mention work and names index start again empty. Refused,
+    changing nothing, for a table only a copy holds."""
+    lost = [table for table in missing if table in _NOT_DERIVED]
+    if lost:
+        raise BrainError(
+            f"the brain has no {', '.join(lost)} table: what it held is stated nowhere else, so no repair can make "
+            "it again; restore the file from a copy, or ingest its sources into a new brain"
+        )
+    model_id, dimension = recorded_model_and_dimension(conn)
+    reference = reference_schema(model_id)
+    for table in missing:
+        if table == "vec_knowledge":
+            create_vector_table(conn, dimension)
+            continue
+        conn.execute(reference[("table", table)][1])
+        for (kind, _), (on, sql) in reference.items():
+            if kind == "index" and on == table:
+                conn.execute(sql)
+    if "knowledge_fts" in missing:
+        conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
+    if "documents" in missing:
+        conn.execute(
+            "insert into documents (document_id, title, source_path, entity_id, chunks) "
+            "select k.document_id, k.title, k.source_path, (select e.id from entities e where e.name = k.title), "
+            "(select count(*) from knowledge c where c.document_id = k.document_id) from knowledge k "
+            "where k.document_id is not null and k.id = "
+            "(select min(f.id) from knowledge f where f.document_id = k.document_id)"
+        )
+    conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
+
+
+def _unfinished_schema(conn, problems, repair):
+    """check's answer for a brain whose schema is not whole (migrations pending, a
+    table dropped): nothing else can be checked before it is, and with `repair` it
+    is made whole first; None for a whole one."""
+    pending = pending_migrations(conn)
+    if pending:
+        # an interrupted first ingest, or an older brain, leaves the schema part-built
+        # (columns a later migration adds are missing, not damaged); every
+        # migration is atomic, so finishing them is all the repair it needs
+        problems["pending_migrations"] = pending
+        if not repair:
+            return problems
+        migrate(conn)
+        return {**problems, **_check(conn, repair=True)}
+    missing = missing_tables(conn)
+    if missing:
+        # a table a tool or plain SQL dropped: nothing past here reads without it; each is
+        # made again (its content from knowledge) in one transaction with the rest of the repair
+        problems["missing_tables"] = missing
+        if not repair:
+            return problems
+        with atomic(conn):
+            _remake(conn, missing)
+            return {**problems, **_check(conn, repair=True)}
+    return None
 
 
 def _instance(conn):

@@ -33,10 +33,10 @@ from .config import (
     MAX_REMEMBER_RECORDS,
     MAX_TITLE_CHARS,
 )
-from .connection import Connection, atomic, main_file, sqlite3
+from .connection import Connection, atomic, main_file, write_failures
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError, IngestFormat
-from .errors import BrainBusy, FieldError, ModelError, PruneRefused, WriteError
+from .errors import BrainBusy, FieldError, ModelError, PruneRefused
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
 from .plugins import collect
@@ -377,7 +377,7 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
     ids: list[list[int]] = []
     if report.errors:
         return report, ids
-    try:
+    with write_failures("nothing was stored"):
         with atomic(conn):
             model_id = recorded_model(conn)
             if (model_id, last_change(conn)) != prepared.seen:
@@ -387,8 +387,6 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
                     for document in documents:
                         pipeline.add(document)
                     pipeline.flush()
-    except sqlite3.Error as ex:
-        raise WriteError(f"nothing was stored: {ex}") from ex
     if not report.errors:
         placed = {d.version_of: d.document_id for d in documents if d.version_of}  # earlier versions, as history
         ids = [

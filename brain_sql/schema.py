@@ -6,6 +6,7 @@ system migrates in place, keeping every row. Fresh files get the
 reference tables first and the same additions, so both paths end identical.
 """
 
+import datetime
 import time
 from typing import Any
 
@@ -13,7 +14,7 @@ import sqlite_utils
 from sqlite_utils import Migrations
 
 from .config import MAX_ID, configured_model
-from .connection import Connection, atomic, sqlite3
+from .connection import Connection, atomic, open_connection, sqlite3
 from .embed import model_dimension
 from .errors import RULE_MARK, BrainError
 from .vectors import VEC_METADATA, VEC_SOURCE_COLUMNS, backfill_vectors, create_vector_table, rebuild_vector_table
@@ -785,18 +786,102 @@ def migrate(conn: Connection, model_id: str | None = None) -> None:
     """Create or upgrade the brain schema on `conn`; `model_id` is used for a new
     brain. Every pending migration is applied in one write transaction. The common
     case, nothing to apply, takes no write lock and leaves the statements `conn`
-    prepared as they are (every remember and ingest begins here)."""
+    prepared as they are (every remember and ingest begins here). A brain whose
+    record of migrations plain SQL emptied, while the schema they make is all
+    there, has the record restored: applying them again would meet what they made."""
     new = bool(model_id) and not is_brain(conn)
     if model_id and not new:
         check_model(conn, model_id)
-    if not new and not migrations.pending(sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False)):
+    pending = migrations.pending(sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False))
+    if not new and not pending:
         _recursive_triggers(conn)
         return
     db = sqlite_utils.Database(conn)
+    whole = not new and is_brain(conn) and _schema_whole(conn)
     with atomic(conn):
         if new:
             ensure_meta(conn, model_id)
-        migrations.apply(db)
+        if whole:
+            _record_applied(conn, [migration.name for migration in pending])
+        else:
+            migrations.apply(db)
+
+
+# the brain's own tables, each named by check when a tool or plain SQL dropped it (check
+# names brain_instance and brain_ids apart); all but the first three it makes again
+REQUIRED_TABLES = (
+    "knowledge",
+    "entities",
+    "relationships",
+    "documents",
+    QUEUE_TABLE,
+    CHANGES_TABLE,
+    MENTION_NAMES_TABLE,
+    MENTION_NAMES_SEEN_TABLE,
+    "knowledge_fts",
+    "vec_knowledge",
+)
+
+
+def missing_tables(conn):
+    """Those of REQUIRED_TABLES the brain on `conn` does not have."""
+    present = {name for (name,) in conn.execute("select name from sqlite_master where type = 'table'")}
+    return [table for table in REQUIRED_TABLES if table not in present]
+
+
+def reference_schema(model_id):
+    """{(type, name): (the table it is on, its SQL)} of every table, index and
+    trigger of a new brain of `model_id`, made in memory by every migration: what a
+    brain's schema is."""
+    conn = open_connection(":memory:")
+    try:
+        migrate(conn, model_id)
+        rows = conn.execute("select type, name, tbl_name, sql from sqlite_master where sql is not null").fetchall()
+    finally:
+        conn.close()
+    return {(kind, name): (table, sql) for kind, name, table, sql in rows}
+
+
+def _schema_whole(conn):
+    """Whether the brain on `conn` has every table (with its columns), index and
+    trigger all migrations make."""
+    try:
+        reference = reference_schema(recorded_model(conn))
+    except BrainError:  # a model not installed here: no reference to compare with
+        return False
+    present = {(kind, name) for kind, name in conn.execute("select type, name from sqlite_master")}
+    if set(reference) - present:
+        return False
+    columns = {}
+    for kind, name in reference:
+        if kind == "table":
+            columns[name] = {row[1] for row in conn.execute(f"pragma table_info([{name}])")}
+    fresh = open_connection(":memory:")
+    try:
+        for (kind, name), (_, sql) in reference.items():
+            if kind == "table" and not name.startswith((*DERIVED_PREFIXES, "sqlite_")):
+                fresh.execute(sql)
+                if not {row[1] for row in fresh.execute(f"pragma table_info([{name}])")} <= columns[name]:
+                    return False
+    finally:
+        fresh.close()
+    return True
+
+
+def _record_applied(conn, names):
+    """Record migrations `names` as applied, in sqlite-utils' own table."""
+    table = migrations.migrations_table
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS [{table}] (id INTEGER PRIMARY KEY, migration_set TEXT, name TEXT, applied_at TEXT)"
+    )
+    conn.execute(
+        f"CREATE UNIQUE INDEX IF NOT EXISTS [idx_{table}_migration_set_name] ON [{table}] (migration_set, name)"
+    )
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(" ")
+    conn.executemany(
+        f"INSERT OR IGNORE INTO [{table}] (migration_set, name, applied_at) VALUES (?, ?, ?)",
+        [(migrations.name, name, now) for name in names],
+    )
 
 
 def _recursive_triggers(conn):
