@@ -752,3 +752,16 @@ async def test_unknown_and_repeated_parameters_are_refused_by_name(vault_brain_c
     assert stdlib_sqlite3.connect(vault_brain_copy).execute("select count(*) from knowledge").fetchone()[0] == before
     for page in ("/brain/-/entities.json?_format=json&page=1", "/brain/-/decayed?_format=json"):
         assert (await datasette.client.get(page)).status_code == 200, page
+
+
+@pytest.mark.asyncio
+async def test_a_write_into_a_dropped_table_is_a_409_saying_to_run_check(vault_brain_copy):
+    """/-/remember on a brain plain SQL dropped brain_changes of: a 409 saying to run
+    check, not a 503 with Retry-After that a client would follow forever."""
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute("drop table brain_changes")
+    conn.close()
+    datasette = Datasette([str(vault_brain_copy)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    answer = await datasette.client.post("/brain/-/remember", json={"text": "Deploys happen on Tuesdays."})
+    assert answer.status_code == 409 and "run sqlite-utils brain check" in answer.json()["error"], answer.text
+    assert "retry-after" not in answer.headers
