@@ -168,8 +168,9 @@ def form_fields():
 
 
 def recall_form(request):
-    """{field: value shown in the form}: the last value given (as recall reads
-    it), or the default; check boxes as True/False."""
+    """{field: value shown in the form}: the last value given (recall refuses a
+    single-valued one given twice, and the form shows it again to mend), or the
+    default; check boxes as True/False."""
     form = {"q": request.args.get("q") or ""}
     for field in form_fields():
         given = [v for v in request.args.getlist(field["name"]) if v != ""]
