@@ -197,26 +197,38 @@ def faults_named():
     try:
         yield
     except sqlite3.DatabaseError as ex:
-        if is_busy(ex) or cannot_write(ex) or "interrupted" in str(ex):
+        fault = _fault(ex)
+        if fault is None:
             raise
-        if any(words in str(ex) for words in ("disk I/O error", "disk is full")):  # the server's trouble: try again
-            raise WriteError(f"writing failed ({ex}): nothing of this transaction was stored") from ex
-        raise BrainError(
-            f"the brain file is damaged, or a tool changed its tables ({ex}): run sqlite-utils brain check"
-        ) from ex
+        raise fault from ex
 
 
 @contextlib.contextmanager
 def write_failures(nothing_done):
-    """A write transaction's SQLite failure as its caller is told it: the file
-    damaged or its tables changed (faults_named) is a BrainError saying to run
-    check; any other (the lock not had in time, a read-only file, the disk) a
-    WriteError saying `nothing_done`, and the same request may be tried again."""
+    """A write transaction's SQLite failure as its caller is told it, saying
+    `nothing_done` first: the file damaged or its tables changed (faults_named's
+    BrainError, saying to run check); any other (the lock not had in time, a
+    read-only file, the disk) a WriteError: the same request may be tried again."""
     try:
-        with faults_named():
-            yield
+        yield
     except sqlite3.Error as ex:
-        raise WriteError(f"{nothing_done}: {ex}") from ex
+        fault = _fault(ex, nothing_done) if isinstance(ex, sqlite3.DatabaseError) else None
+        raise fault or WriteError(f"{nothing_done}: {ex}") from ex
+
+
+def _fault(ex, done=None):
+    """What SQLite's DatabaseError `ex` means to a caller (faults_named): None for
+    waiting on a lock, a read-only file or an interrupted query, which the caller
+    answers; a WriteError for a failing disk; else a BrainError saying to run check.
+    `done`: what was not done, said first."""
+    if is_busy(ex) or cannot_write(ex) or "interrupted" in str(ex):
+        return None
+    said = f"{done}: " if done else ""
+    if any(words in str(ex) for words in ("disk I/O error", "disk is full")):  # the server's trouble: try again
+        return WriteError(f"{said}writing failed ({ex}): nothing of this transaction was stored")
+    return BrainError(
+        f"{said}the brain file is damaged, or a tool changed its tables ({ex}): run sqlite-utils brain check"
+    )
 
 
 def read_only_error(path):

@@ -154,7 +154,7 @@ def test_each_action_is_one_transaction(brain):
         lambda ids: brain_sql.restore(brain, ids),
         lambda ids: brain_sql.flag(brain, ids),
     ):
-        with pytest.raises(brain_sql.WriteError, match="nothing was changed"):
+        with pytest.raises(brain_sql.BrainError, match="nothing was changed"):  # a tool's trigger: run check
             action([first, second])
         assert rows(brain, "select * from knowledge order by id") == before
     assert not brain.in_transaction
