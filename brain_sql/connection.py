@@ -225,7 +225,7 @@ def _fault(ex, done=None):
         return None
     said = f"{done}: " if done else ""
     if any(words in str(ex) for words in ("disk I/O error", "disk is full")):  # the server's trouble: try again
-        return WriteError(f"{said}writing failed ({ex}): nothing of this transaction was stored")
+        return WriteError(f"{done}: {ex}" if done else f"writing failed ({ex}): nothing of this transaction was stored")
     return BrainError(
         f"{said}the brain file is damaged, or a tool changed its tables ({ex}): run sqlite-utils brain check"
     )
