@@ -84,7 +84,9 @@ def decayed_selection(pairs: Iterable[tuple[str, str]], strict: bool = True) -> 
     given = {}
     for name in DECAYED_PARAMETERS:
         value = given_once(name, [value for given_name, value in pairs if given_name == name])
-        if value is not None and "\x00" in value:
+        if value is None:
+            continue
+        if "\x00" in value:
             raise FieldError(f"{name} {shown(value)} may not contain NUL")
         given[name] = value
     selected = {name: given[name] for name in DECAYED_FACETS if given.get(name)}

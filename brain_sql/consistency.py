@@ -33,6 +33,7 @@ from .schema import (
     reference_schema,
     renew_instance,
     restore_id_mark,
+    same_sql,
 )
 from .vectors import VEC_METADATA, backfill_vectors, create_vector_table, vec_metadata_values
 from .writer import edited, restate, rewrite_contexts
@@ -119,7 +120,7 @@ def _check(conn, repair=False):
         # with them the full text, the vectors and the change log stop following it
         "missing_triggers": [name for name in expected if name not in present],
         "altered_triggers": [
-            name for name in expected if name in present and _same(present[name]) != _same(expected[name])
+            name for name in expected if name in present and same_sql(present[name]) != same_sql(expected[name])
         ],
         # ... and indexes: the pages people browse would read every memory again
         "missing_indexes": sorted(
@@ -274,11 +275,6 @@ def _id_mark(conn):
     if marks and not isinstance(marks[0], int):
         return [f"{IDS_TABLE} holds {marks[0]!r:.60}, not a memory id"]
     return [given] if given > (marks[0] if marks else 0) else []
-
-
-def _same(sql):
-    """A trigger's SQL as compared: spacing and IF NOT EXISTS aside."""
-    return " ".join((sql or "").replace("IF NOT EXISTS ", "").split()).lower()
 
 
 def _repair(conn, problems, model_id):

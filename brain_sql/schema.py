@@ -797,7 +797,8 @@ def migrate(conn: Connection, model_id: str | None = None) -> None:
         _recursive_triggers(conn)
         return
     db = sqlite_utils.Database(conn)
-    whole = not new and is_brain(conn) and _schema_whole(conn)
+    # every migration pending on a brain: its record emptied (an older brain has some recorded)
+    whole = not new and len(pending) == len(migrations._migrations) and is_brain(conn) and _schema_whole(conn)
     with atomic(conn):
         if new:
             ensure_meta(conn, model_id)
@@ -849,9 +850,11 @@ def _schema_whole(conn):
         reference = reference_schema(recorded_model(conn))
     except BrainError:  # a model not installed here: no reference to compare with
         return False
-    present = {(kind, name) for kind, name in conn.execute("select type, name from sqlite_master")}
-    if set(reference) - present:
+    present = {(kind, name): sql for kind, name, sql in conn.execute("select type, name, sql from sqlite_master")}
+    if set(reference) - set(present):
         return False
+    if any(same_sql(present[key]) != same_sql(sql) for key, (_, sql) in reference.items() if key[0] == "trigger"):
+        return False  # an earlier version's trigger: its migrations are to apply
     columns = {}
     for kind, name in reference:
         if kind == "table":
@@ -866,6 +869,11 @@ def _schema_whole(conn):
     finally:
         fresh.close()
     return True
+
+
+def same_sql(sql):
+    """SQL as compared: spacing and IF NOT EXISTS aside."""
+    return " ".join((sql or "").replace("IF NOT EXISTS ", "").split()).lower()
 
 
 def _record_applied(conn, names):
