@@ -213,7 +213,8 @@ async def recall_page(datasette, request):
         context["replica"] = await replica.status(datasette, db)
     if form["q"]:
         try:
-            doc = dataclasses.replace(querydoc_from_args(request.args), provenance=True)
+            checkboxes = [field["name"] for field in fields if field["input"] == "checkbox"]
+            doc = dataclasses.replace(querydoc_from_args(request.args, checkboxes), provenance=True)
             result = await run_recall(datasette, db, doc, request.actor)
         except Exception as ex:  # noqa: BLE001 - what as_api_error knows is said on the page; the rest surfaces
             error = tools.as_api_error(ex)

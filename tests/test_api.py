@@ -765,3 +765,14 @@ async def test_a_write_into_a_dropped_table_is_a_409_saying_to_run_check(vault_b
     answer = await datasette.client.post("/brain/-/remember", json={"text": "Deploys happen on Tuesdays."})
     assert answer.status_code == 409 and "run sqlite-utils brain check" in answer.json()["error"], answer.text
     assert "retry-after" not in answer.headers
+
+
+@pytest.mark.asyncio
+async def test_the_recall_page_takes_its_checkboxes_and_refuses_other_repeats(vault_brain_path):
+    """The recall page's form sends a checked box as its hidden "false" then "true":
+    taken as true; any other parameter given twice is refused by name (400)."""
+    datasette = Datasette([str(vault_brain_path)])
+    checked = await datasette.client.get("/brain/-/brain?q=graph+leg&prf=false&prf=true")
+    assert checked.status_code == 200, checked.text[:300]
+    repeated = await datasette.client.get("/brain/-/brain?q=graph+leg&k=1&k=2")
+    assert repeated.status_code == 400 and "k is given twice" in html.unescape(repeated.text)
