@@ -20,7 +20,8 @@ import numpy as np
 from . import lexical
 from . import reach as reachable
 from .config import COMMON_TERM_SHARE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES
-from .postings import idf, saturation
+from .postings import ZERO_LENGTHS, idf, saturation
+from .schema import fts_damaged
 
 FTS_COLUMNS = ("title", "content", "context")  # the columns FTS_COLUMN_WEIGHTS weigh, in order
 _COLUMN_NUMBER = (
@@ -293,6 +294,8 @@ def search(stats, match, n=RECALL_CANDIDATES):
     rows = np.flatnonzero(matched)
     if not len(rows):
         return []
+    if not reach.tokens:
+        raise fts_damaged(ZERO_LENGTHS)
     # as fts5_aux.c computes it, operation for operation
     avgdl = float(reach.tokens) / float(reach.count)
     length = reach.lengths[rows].astype(np.float64)

@@ -9,7 +9,7 @@ from typing import Any
 from .config import CLASSES, ENTITY_PAGE_ROWS, MAX_PAGE, MAX_PAGE_ROWS
 from .connection import Connection
 from .errors import FieldError
-from .fields import normalize_scope, sqlite_time, utcnow, whole_number
+from .fields import given_once, normalize_scope, sqlite_time, unknown_parameters, utcnow, whole_number
 from .schema import DECAYING
 from .wording import shown
 
@@ -78,15 +78,14 @@ def decayed_selection(pairs: Iterable[tuple[str, str]], strict: bool = True) -> 
     no such query: a name given twice, a NUL, a class not among CLASSES, a bucket the
     page does not show (live), a scope normalize_scope refuses, and, `strict`, a name
     the page does not take (else it is left alone, as a URL's other parameters)."""
+    pairs = list(pairs)
+    if strict:
+        unknown_parameters((name for name, _ in pairs), DECAYED_PARAMETERS, "the decayed page")
     given = {}
-    for name, value in pairs:
-        if name not in DECAYED_PARAMETERS:
-            if strict:
-                taken = ", ".join(DECAYED_PARAMETERS)
-                raise FieldError(f"{shown(name)} is no parameter of the decayed page, which takes {taken}")
+    for name in DECAYED_PARAMETERS:
+        value = given_once(name, [value for given_name, value in pairs if given_name == name])
+        if value is None:
             continue
-        if name in given:
-            raise FieldError(f"{name} is given twice")
         if "\x00" in value:
             raise FieldError(f"{name} {shown(value)} may not contain NUL")
         given[name] = value

@@ -30,7 +30,7 @@ from .config import (
     VECTOR_CODES_SHORTLIST_FACTOR,
     vector_codes_enabled,
 )
-from .schema import fts_length
+from .schema import fts_lengths
 from .slots import IdMap, Slots
 from .vector_codes import SignCodes, kernel
 from .vectors import ALWAYS_VALID_EPOCH, NEVER_EXPIRES_EPOCH, VEC_METADATA
@@ -241,7 +241,7 @@ class ChunkIndex:
         columns = list(zip(*rows)) or [()] * (2 + len(VEC_METADATA))
         ids = np.array(columns[0], dtype=np.int64)
         arrays["id"][slots] = ids
-        arrays["length"][slots] = [fts_length(size) for size in columns[1 + len(VEC_METADATA)]]
+        arrays["length"][slots] = fts_lengths(columns[0], columns[1 + len(VEC_METADATA)])
         arrays["live"][slots] = True
         for i, name in enumerate(VEC_METADATA):
             values = columns[1 + i]

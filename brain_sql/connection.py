@@ -14,7 +14,7 @@ import sqlite_utils
 
 from . import copies
 from .config import INGEST_PAUSE_SECONDS, INGEST_POLL_SECONDS, WRITER_POLL_SECONDS, busy_timeout_ms
-from .errors import RULE_MARK, BrainBusy, BrainError, ReadOnlyBrain, RuleRefused, WriteError
+from .errors import RULE_MARK, BrainBusy, BrainError, InputError, ReadOnlyBrain, RuleRefused, WriteError
 
 
 def _sqlite3_module():
@@ -140,7 +140,10 @@ def open_connection(path: str | os.PathLike[str], read_only: bool = False) -> Co
     else:
         modes = ["mode=ro", "immutable=1"] if read_only else [None, "mode=ro", "immutable=1"]
     for mode in modes:
-        conn = _connect(path, mode)
+        try:
+            conn = _connect(path, mode)
+        except sqlite3.OperationalError as ex:  # a file that cannot be made or opened: no database yet
+            raise _unopenable(path, ex) from ex
         try:
             conn.execute(f"pragma busy_timeout = {busy_timeout_ms()}")  # first: WAL waits for a writer making the file
             if mode is None:
@@ -164,6 +167,15 @@ def open_connection(path: str | os.PathLike[str], read_only: bool = False) -> Co
     return conn
 
 
+def _unopenable(path, ex):
+    """What to say of a `path` SQLite could not open (`ex`): one in a folder that is
+    not there is the caller's to mend (an InputError naming both)."""
+    folder = Path(path).absolute().parent
+    if not folder.is_dir():
+        return InputError(f"{path} cannot be opened or created: its folder {folder} does not exist")
+    return BrainError(f"{path} cannot be opened or created ({ex}): is its folder writable?")
+
+
 @functools.cache
 def max_variables():
     """The most parameters SQLite takes in one statement: 32,766 since 3.32, 999
@@ -185,13 +197,38 @@ def faults_named():
     try:
         yield
     except sqlite3.DatabaseError as ex:
-        if is_busy(ex) or cannot_write(ex) or "interrupted" in str(ex):
+        fault = _fault(ex)
+        if fault is None:
             raise
-        if any(words in str(ex) for words in ("disk I/O error", "disk is full")):  # the server's trouble: try again
-            raise WriteError(f"writing failed ({ex}): nothing of this transaction was stored") from ex
-        raise BrainError(
-            f"the brain file is damaged, or a tool changed its tables ({ex}): run sqlite-utils brain check"
-        ) from ex
+        raise fault from ex
+
+
+@contextlib.contextmanager
+def write_failures(nothing_done):
+    """A write transaction's SQLite failure as its caller is told it, saying
+    `nothing_done` first: the file damaged or its tables changed (faults_named's
+    BrainError, saying to run check); any other (the lock not had in time, a
+    read-only file, the disk) a WriteError: the same request may be tried again."""
+    try:
+        yield
+    except sqlite3.Error as ex:
+        fault = _fault(ex, nothing_done) if isinstance(ex, sqlite3.DatabaseError) else None
+        raise fault or WriteError(f"{nothing_done}: {ex}") from ex
+
+
+def _fault(ex, done=None):
+    """What SQLite's DatabaseError `ex` means to a caller (faults_named): None for
+    waiting on a lock, a read-only file or an interrupted query, which the caller
+    answers; a WriteError for a failing disk; else a BrainError saying to run check.
+    `done`: what was not done, said first."""
+    if is_busy(ex) or cannot_write(ex) or "interrupted" in str(ex):
+        return None
+    said = f"{done}: " if done else ""
+    if any(words in str(ex) for words in ("disk I/O error", "disk is full")):  # the server's trouble: try again
+        return WriteError(f"{done}: {ex}" if done else f"writing failed ({ex}): nothing of this transaction was stored")
+    return BrainError(
+        f"{said}the brain file is damaged, or a tool changed its tables ({ex}): run sqlite-utils brain check"
+    )
 
 
 def read_only_error(path):

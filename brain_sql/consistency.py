@@ -14,6 +14,7 @@ from typing import Any
 from . import conversation, mentions, validity, values
 from . import state as read_state
 from .connection import Connection, atomic, cannot_write, sqlite3
+from .errors import BrainError
 from .schema import (
     CHANGES_TABLE,
     IDS_TABLE,
@@ -24,14 +25,17 @@ from .schema import (
     lower_marks,
     marks_past_bound,
     migrate,
+    missing_tables,
     page_indexes,
     pending_migrations,
     recorded_model,
     recorded_model_and_dimension,
+    reference_schema,
     renew_instance,
     restore_id_mark,
+    same_sql,
 )
-from .vectors import VEC_METADATA, backfill_vectors, vec_metadata_values
+from .vectors import VEC_METADATA, backfill_vectors, create_vector_table, vec_metadata_values
 from .writer import edited, restate, rewrite_contexts
 
 
@@ -88,16 +92,9 @@ def _check(conn, repair=False):
         return {"integrity": [str(ex)]}
     if integrity != ["ok"]:
         problems["integrity"] = integrity  # not repairable here: restore from a copy
-    pending = pending_migrations(conn)
-    if pending:
-        # an interrupted first ingest, or an older brain, leaves the schema part-built
-        # (columns a later migration adds are missing, not damaged); every
-        # migration is atomic, so finishing them is all the repair it needs
-        problems["pending_migrations"] = pending
-        if not repair:
-            return problems
-        migrate(conn)
-        return {**problems, **_check(conn, repair=True)}
+    unfinished = _unfinished_schema(conn, problems, repair)
+    if unfinished is not None:
+        return unfinished
     damaged = damaged_tables(conn)
     if damaged:
         # columns gone: nothing past here can be checked, and only a copy restores them
@@ -123,7 +120,7 @@ def _check(conn, repair=False):
         # with them the full text, the vectors and the change log stop following it
         "missing_triggers": [name for name in expected if name not in present],
         "altered_triggers": [
-            name for name in expected if name in present and _same(present[name]) != _same(expected[name])
+            name for name in expected if name in present and same_sql(present[name]) != same_sql(expected[name])
         ],
         # ... and indexes: the pages people browse would read every memory again
         "missing_indexes": sorted(
@@ -176,7 +173,12 @@ def _check(conn, repair=False):
         _repair(conn, problems, model_id)
     # the read state's snapshot (derived, beside the file): checked once the brain is whole
     dimension = recorded_model_and_dimension(conn)[1]
-    snapshot = read_state.snapshot_problem(conn, dimension)
+    try:
+        snapshot = read_state.snapshot_problem(conn, dimension)
+    except BrainError:  # no state builds from the brain as it is: what check named above is why
+        if not problems:
+            raise
+        snapshot = None
     if snapshot:
         problems["stale_snapshot"] = [snapshot]
         if repair:
@@ -184,6 +186,73 @@ def _check(conn, repair=False):
             if refused:
                 problems["stale_snapshot"].append(refused)
     return problems
+
+
+# tables no repair can make again: what they hold is stated nowhere else (a record's entities and relations)
+_NOT_DERIVED = ("knowledge", "entities", "relationships")
+
+
+def _remake(conn, missing):
+    """Make the dropped tables `missing` again as a new brain has them, with their
+    indexes, and what they hold from knowledge: the full text rebuilt, the vectors
+    (backfilled by the repair that follows), each document's row (its hash
+    forgotten: the next ingest writes it whole again), and a change log that tells
+    readers to rebuild; the mention work and names index start again empty. Refused,
+    changing nothing, for a table only a copy holds."""
+    lost = [table for table in missing if table in _NOT_DERIVED]
+    if lost:
+        raise BrainError(
+            f"the brain has no {', '.join(lost)} table: what it held is stated nowhere else, so no repair can make "
+            "it again; restore the file from a copy, or ingest its sources into a new brain"
+        )
+    model_id, dimension = recorded_model_and_dimension(conn)
+    reference = reference_schema(model_id)
+    for table in missing:
+        if table == "vec_knowledge":
+            create_vector_table(conn, dimension)
+            continue
+        conn.execute(reference[("table", table)][1])
+        for (kind, _), (on, sql) in reference.items():
+            if kind == "index" and on == table:
+                conn.execute(sql)
+    if "knowledge_fts" in missing:
+        conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
+    if "documents" in missing:
+        conn.execute(
+            "insert into documents (document_id, title, source_path, entity_id, chunks) "
+            "select k.document_id, k.title, k.source_path, (select e.id from entities e where e.name = k.title), "
+            "(select count(*) from knowledge c where c.document_id = k.document_id) from knowledge k "
+            "where k.document_id is not null and k.id = "
+            "(select min(f.id) from knowledge f where f.document_id = k.document_id)"
+        )
+    conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
+
+
+def _unfinished_schema(conn, problems, repair):
+    """check's answer for a brain whose schema is not whole (migrations pending, a
+    table dropped): nothing else can be checked before it is, and with `repair` it
+    is made whole first; None for a whole one."""
+    pending = pending_migrations(conn)
+    if pending:
+        # an interrupted first ingest, or an older brain, leaves the schema part-built
+        # (columns a later migration adds are missing, not damaged); every
+        # migration is atomic, so finishing them is all the repair it needs
+        problems["pending_migrations"] = pending
+        if not repair:
+            return problems
+        migrate(conn)
+        return {**problems, **_check(conn, repair=True)}
+    missing = missing_tables(conn)
+    if missing:
+        # a table a tool or plain SQL dropped: nothing past here reads without it; each is
+        # made again (its content from knowledge) in one transaction with the rest of the repair
+        problems["missing_tables"] = missing
+        if not repair:
+            return problems
+        with atomic(conn):
+            _remake(conn, missing)
+            return {**problems, **_check(conn, repair=True)}
+    return None
 
 
 def _instance(conn):
@@ -211,11 +280,6 @@ def _id_mark(conn):
     return [given] if given > (marks[0] if marks else 0) else []
 
 
-def _same(sql):
-    """A trigger's SQL as compared: spacing and IF NOT EXISTS aside."""
-    return " ".join((sql or "").replace("IF NOT EXISTS ", "").split()).lower()
-
-
 def _repair(conn, problems, model_id):
     with atomic(conn):
         broken = problems.get("missing_triggers", []) + problems.get("altered_triggers", [])
@@ -233,6 +297,8 @@ def _repair(conn, problems, model_id):
             conn.execute(page_indexes()[name])
         if "fts_out_of_sync" in problems:
             conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
+            # every row's length may have changed, and no trigger logged it: readers rebuild
+            conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
         stale = problems.get("orphan_vectors", []) + problems.get("other_model_vectors", [])
         conn.executemany("delete from vec_knowledge where knowledge_id = ?", [(i,) for i in stale])
         for knowledge_id in problems.get("stale_vector_filters", []):

@@ -1,11 +1,13 @@
 """Checking and normalising the fields a memory may carry: times, scopes, classes,
 confidence and tiers. Shared by every ingest format, the CLI and recall filters."""
 
+import collections
 import datetime
 import json
 import math
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .config import CLASSES, MAX_NESTING
@@ -87,10 +89,40 @@ def _not_json(constant):
     raise ValueError(f"{constant} is not a JSON number")
 
 
-def loads_json(text: str | bytes) -> Any:
+def loads_json(text: str | bytes, unique_keys: bool = False) -> Any:
     """JSON as the brain reads it: Python's json, but NaN and Infinity, which it
-    accepts and SQLite's JSON does not, are refused (a ValueError, like bad JSON)."""
-    return json.loads(text, parse_constant=_not_json)
+    accepts and SQLite's JSON does not, are refused (a ValueError, like bad JSON);
+    with `unique_keys` (a request), a key given twice in one object is a FieldError
+    naming it, where Python's json would keep the last value and drop the other."""
+    return json.loads(text, parse_constant=_not_json, object_pairs_hook=_unique_keys if unique_keys else None)
+
+
+def _unique_keys(pairs):
+    counts = collections.Counter(key for key, _ in pairs)
+    for key, count in counts.items():
+        if count > 1:
+            given_once(f"the key {shown(key)} of one object", [None] * count)
+    return dict(pairs)
+
+
+def given_once(name: str, values: Sequence[Any]) -> Any:
+    """The one value of `name` (a query parameter, a form field, a JSON key) given
+    as `values`, or None for none; a FieldError when it is given more than once:
+    taking one value and dropping another would answer what was not asked."""
+    if len(values) > 1:
+        raise FieldError(f"{name} is given {'twice' if len(values) == 2 else f'{len(values)} times'}: give it once")
+    return values[0] if values else None
+
+
+def unknown_parameters(names: Iterable[str], takes: Sequence[str], what: str) -> None:
+    """A FieldError naming those of `names` that `what` (a page) does not take."""
+    unknown = sorted({name for name in names if name not in takes}, key=str)
+    if unknown:
+        named = ", ".join(shown(name) for name in unknown)
+        raise FieldError(
+            f"{named} {'is no parameter' if len(unknown) == 1 else 'are no parameters'} of {what}, "
+            f"which takes {', '.join(takes)}"
+        )
 
 
 def unencodable(value: object) -> str | None:

@@ -37,6 +37,8 @@ _MODULE_OF = {
     "loads_json": ".fields",
     "unencodable": ".fields",
     "whole_number": ".fields",
+    "given_once": ".fields",
+    "unknown_parameters": ".fields",
     "recall_params_error": ".functions",
     "derived_from_knowledge": ".schema",
     "derived_from_every_table": ".schema",
@@ -98,6 +100,9 @@ __all__ = [
     "loads_json",
     "unencodable",
     "entity_links",
+    # a page's query parameters: each given once, and only those it takes
+    "given_once",
+    "unknown_parameters",
     "recall_params_error",
     # the wording of messages and pages
     "counted",

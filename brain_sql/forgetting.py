@@ -14,8 +14,8 @@ from typing import Any
 
 from . import mentions, validity
 from .config import CHANGE_LOG_KEEP, MAX_FORGET_ITEMS, MAX_ID
-from .connection import Connection, atomic, sqlite3
-from .errors import BrainError, FieldError, WriteError
+from .connection import Connection, atomic, write_failures
+from .errors import BrainError, FieldError
 from .fields import unencodable
 from .schema import is_brain, migrate, prune_changes
 from .wording import shown
@@ -47,11 +47,9 @@ def forget(
     if not is_brain(conn):
         raise BrainError("this file is not a brain: there is nothing to forget")
     migrate(conn)
-    try:
+    with write_failures("nothing was forgotten"):
         with atomic(conn):
             return _forget(conn, ids, external_ids)
-    except sqlite3.Error as ex:
-        raise WriteError(f"nothing was forgotten: {ex}") from ex
 
 
 _SQLITE_INTEGERS = range(-(2**63), 2**63)

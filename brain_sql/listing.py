@@ -17,7 +17,7 @@ from .browse import page_numbers
 from .config import LIST_PAGE_ROWS, MAX_PAGE, MAX_PAGE_ROWS
 from .connection import Connection
 from .errors import FieldError, QueryError
-from .fields import scope_ancestors
+from .fields import given_once, scope_ancestors
 from .hybrid import HIT_COLUMNS
 from .querydoc import BY_NAME, GIVEN_AS, Field, from_strings, nearest_field, parse
 
@@ -62,11 +62,16 @@ def listing_from_strings(values: Mapping[str, str | list[str] | None]) -> Listin
     """A Listing from text values ({name: [texts]}, as a query string gives them):
     lists comma-separated, as recall's query strings take them."""
     values = {name: given for name, given in values.items() if given not in (None, "", [], [""])}
-    raw = {
-        name: (given[-1] if isinstance(given, list) else given) if name in ("page", "size") else given
-        for name, given in values.items()
-    }
+    raw = {name: _once(name, given) if name in ("page", "size") else given for name, given in values.items()}
     return _listing(raw, lambda filters: from_strings(filters, need_q=False))
+
+
+def _once(name, given):
+    """A paging field's one text (given_once), the QueryError naming it otherwise."""
+    try:
+        return given_once(name, given) if isinstance(given, list) else given
+    except FieldError as ex:
+        raise QueryError(str(ex), name) from None
 
 
 def _listing(raw, read_filters):

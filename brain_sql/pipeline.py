@@ -35,10 +35,10 @@ from .config import (
     MAX_REMEMBER_RECORDS,
     MAX_TITLE_CHARS,
 )
-from .connection import Connection, Turns, atomic, main_file, sqlite3
+from .connection import Connection, Turns, atomic, main_file, write_failures
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError, IngestFormat, TextLines
-from .errors import BrainBusy, FieldError, ModelError, PruneRefused, WriteError
+from .errors import BrainBusy, FieldError, ModelError, PruneRefused
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
 from .plugins import collect
@@ -381,7 +381,7 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
     ids: list[list[int]] = []
     if report.errors:
         return report, ids
-    try:
+    with write_failures("nothing was stored"):
         with atomic(conn):
             model_id, vectors = recorded_model(conn), prepared.vectors
             if (model_id, last_change(conn)) != prepared.seen:
@@ -393,8 +393,6 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
                     for document in documents:
                         pipeline.add(document)
                     pipeline.flush()
-    except sqlite3.Error as ex:
-        raise WriteError(f"nothing was stored: {ex}") from ex
     if not report.errors:
         placed = {d.version_of: d.document_id for d in documents if d.version_of}  # earlier versions, as history
         ids = [

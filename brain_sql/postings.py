@@ -25,6 +25,7 @@ import xxhash
 
 from . import lexical
 from .config import FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES
+from .schema import fts_damaged
 
 K1, B = 1.2, 0.75  # FTS5's bm25 constants (fts5_aux.c)
 IDF_FLOOR = 1e-6  # FTS5's idf for a phrase in half the rows or more
@@ -180,6 +181,10 @@ class _Held:
                 return []
             return [(float(self.frequencies_.max()), float(lengths[self.slots_].min()))]
         return [(int(seg.peak[e]) / UNIT, float(seg.shortest[e])) for seg, _, _, e in self.pieces]
+
+
+# what BM25's mean length of 0 means when some row holds a word: no length is read right
+ZERO_LENGTHS = "the memories holding the words searched for have no length in knowledge_fts_docsize"
 
 
 def idf(rows, hits):
@@ -468,8 +473,11 @@ class Postings:
         lengths = np.asarray(lengths)
         if tokens is None:
             tokens = int(np.sum(lengths[: view.size], where=view.visible))
+        counts = {p: view.count(held[p]) for p in distinct}
+        if not tokens and any(counts.values()):
+            raise fts_damaged(ZERO_LENGTHS)
         avgdl = float(tokens) / float(view.rows)
-        weights = {p: idf(view.rows, view.count(held[p])) for p in distinct}
+        weights = {p: idf(view.rows, counts[p]) for p in distinct}
         scorer = _Scorer(phrases, held, weights, lengths, avgdl)
         required, any_of, excluded = (
             list(dict.fromkeys(_phrase_terms(tuple(w)) for w in part))

@@ -22,7 +22,7 @@ from typing import Any
 
 from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
 from .errors import FieldError, QueryError
-from .fields import normalize_scope, parse_time, sqlite_time, unencodable, utcnow
+from .fields import given_once, normalize_scope, parse_time, sqlite_time, unencodable, utcnow
 
 
 @dataclass(frozen=True)
@@ -166,8 +166,8 @@ FIELD_TYPES = {name: BY_NAME[ALSO.get(name, name)].type for name in NAMES}
 
 def from_strings(values: Mapping[str, Any], need_q: bool = True, comma_lists: bool = True) -> QueryDoc:
     """A QueryDoc from {field: text or [texts]}: whole numbers, true/false words,
-    numbers and lists are read by the field's type; a repeated single-valued field
-    takes its last value. With `comma_lists` (query strings, SQL arguments) list
+    numbers and lists are read by the field's type; a single-valued field given
+    more than once is refused by name. With `comma_lists` (query strings, SQL arguments) list
     items may also be comma-separated and an empty value is absent; without it
     (repeatable CLI options) each text is one item and only None is absent."""
     raw: dict[str, Any] = {}
@@ -177,6 +177,11 @@ def from_strings(values: Mapping[str, Any], need_q: bool = True, comma_lists: bo
         if not texts:
             continue
         kind, text = FIELD_TYPES.get(name), texts[-1].strip()
+        if kind is not tuple:
+            try:
+                given_once(name, texts)
+            except FieldError as ex:
+                raise QueryError(str(ex), name) from None
         if kind is tuple:
             parts = [part for t in texts for part in (t.split(",") if comma_lists else [t])]
             raw[name] = [part.strip() for part in parts if part.strip() or not comma_lists]

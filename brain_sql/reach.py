@@ -10,7 +10,7 @@ nothing it is told.
 import numpy as np
 
 from . import state as read_state
-from .schema import fts_length, recorded_model_and_dimension
+from .schema import fts_lengths, recorded_model_and_dimension
 
 
 class Reach:
@@ -67,10 +67,11 @@ def of(conn, filters):
             return in_state(state, state.chunks.visible(filters))
     condition, params = filters.sql("k")
     rows = conn.execute(
-        f"select k.id, d.sz from knowledge k join knowledge_fts_docsize d on d.id = k.id where {condition}", params
+        f"select k.id, d.sz from knowledge k left join knowledge_fts_docsize d on d.id = k.id where {condition}", params
     ).fetchall()
     every = conn.execute("select count(*) from knowledge").fetchone()[0]
-    return Reach([row[0] for row in rows], [fts_length(row[1]) for row in rows], total=every)
+    ids = [row[0] for row in rows]
+    return Reach(ids, fts_lengths(ids, [row[1] for row in rows]), total=every)
 
 
 def state_of(conn):

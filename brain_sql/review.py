@@ -15,9 +15,9 @@ from typing import Any
 
 from . import validity
 from .config import CHANGE_LOG_KEEP, MAX_EXTEND_DAYS, MAX_FORGET_ITEMS
-from .connection import Connection, atomic, sqlite3
+from .connection import Connection, atomic, write_failures
 from .conversation import stored_quotes
-from .errors import BrainError, FieldError, WriteError
+from .errors import BrainError, FieldError
 from .fields import parse_time, sqlite_time, utcnow
 from .schema import is_brain, prune_changes
 from .wording import shown
@@ -72,7 +72,7 @@ def _act(conn, action, ids, now=None, seconds=0):
     now = parse_time(now, name="now") if now is not None else sqlite_time(utcnow())
     if not is_brain(conn):
         raise BrainError("this file is not a brain: there is nothing to change")
-    try:
+    with write_failures("nothing was changed"):
         with atomic(conn):
             found = [
                 row[0]
@@ -90,8 +90,6 @@ def _act(conn, action, ids, now=None, seconds=0):
                 validity.settle(conn, validity.touched(conn, documents))
                 _unquote(conn, documents)
             prune_changes(conn, CHANGE_LOG_KEEP)
-    except sqlite3.Error as ex:
-        raise WriteError(f"nothing was changed: {ex}") from ex
     return {"action": action, "changed": found, "not_found": sorted(set(ids) - set(found))}
 
 

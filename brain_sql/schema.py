@@ -8,6 +8,7 @@ reference tables first and the same additions, so both paths end identical.
 
 import bisect
 import contextlib
+import datetime
 import json
 import re
 import secrets
@@ -19,7 +20,7 @@ import sqlite_utils
 from sqlite_utils import Migrations
 
 from .config import CHANGE_LOG_KEEP, INGEST_TRANSACTION_SECONDS, MAX_ID, configured_model
-from .connection import Connection, Turns, atomic, sqlite3
+from .connection import Connection, Turns, atomic, open_connection, sqlite3
 from .embed import model_dimension
 from .errors import RULE_MARK, BrainBusy, BrainError
 from .vectors import (
@@ -1089,18 +1090,110 @@ def migrate(conn: Connection, model_id: str | None = None) -> None:
     """Create or upgrade the brain schema on `conn`; `model_id` is used for a new
     brain. Every pending migration is applied in one write transaction. The common
     case, nothing to apply, takes no write lock and leaves the statements `conn`
-    prepared as they are (every remember and ingest begins here)."""
+    prepared as they are (every remember and ingest begins here). A brain whose
+    record of migrations plain SQL emptied, while the schema they make is all
+    there, has the record restored: applying them again would meet what they made."""
     new = bool(model_id) and not is_brain(conn)
     if model_id and not new:
         check_model(conn, model_id)
-    if not new and not migrations.pending(sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False)):
+    pending = migrations.pending(sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False))
+    if not new and not pending:
         _recursive_triggers(conn)
         return
     db = sqlite_utils.Database(conn)
+    # every migration pending on a brain: its record emptied (an older brain has some recorded)
+    whole = not new and len(pending) == len(migrations._migrations) and is_brain(conn) and _schema_whole(conn)
     with atomic(conn):
         if new:
             ensure_meta(conn, model_id)
-        migrations.apply(db)
+        if whole:
+            _record_applied(conn, [migration.name for migration in pending])
+        else:
+            migrations.apply(db)
+
+
+# the brain's own tables, each named by check when a tool or plain SQL dropped it (check
+# names brain_instance and brain_ids apart); all but the first three it makes again
+REQUIRED_TABLES = (
+    "knowledge",
+    "entities",
+    "relationships",
+    "documents",
+    QUEUE_TABLE,
+    CHANGES_TABLE,
+    MENTION_NAMES_TABLE,
+    MENTION_NAMES_SEEN_TABLE,
+    "knowledge_fts",
+    "vec_knowledge",
+)
+
+
+def missing_tables(conn):
+    """Those of REQUIRED_TABLES the brain on `conn` does not have."""
+    present = {name for (name,) in conn.execute("select name from sqlite_master where type = 'table'")}
+    return [table for table in REQUIRED_TABLES if table not in present]
+
+
+def reference_schema(model_id):
+    """{(type, name): (the table it is on, its SQL)} of every table, index and
+    trigger of a new brain of `model_id`, made in memory by every migration: what a
+    brain's schema is."""
+    conn = open_connection(":memory:")
+    try:
+        migrate(conn, model_id)
+        rows = conn.execute("select type, name, tbl_name, sql from sqlite_master where sql is not null").fetchall()
+    finally:
+        conn.close()
+    return {(kind, name): (table, sql) for kind, name, table, sql in rows}
+
+
+def _schema_whole(conn):
+    """Whether the brain on `conn` has every table (with its columns), index and
+    trigger all migrations make."""
+    try:
+        reference = reference_schema(recorded_model(conn))
+    except BrainError:  # a model not installed here: no reference to compare with
+        return False
+    present = {(kind, name): sql for kind, name, sql in conn.execute("select type, name, sql from sqlite_master")}
+    if set(reference) - set(present):
+        return False
+    if any(same_sql(present[key]) != same_sql(sql) for key, (_, sql) in reference.items() if key[0] == "trigger"):
+        return False  # an earlier version's trigger: its migrations are to apply
+    columns = {}
+    for kind, name in reference:
+        if kind == "table":
+            columns[name] = {row[1] for row in conn.execute(f"pragma table_info([{name}])")}
+    fresh = open_connection(":memory:")
+    try:
+        for (kind, name), (_, sql) in reference.items():
+            if kind == "table" and not name.startswith((*DERIVED_PREFIXES, "sqlite_")):
+                fresh.execute(sql)
+                if not {row[1] for row in fresh.execute(f"pragma table_info([{name}])")} <= columns[name]:
+                    return False
+    finally:
+        fresh.close()
+    return True
+
+
+def same_sql(sql):
+    """SQL as compared: spacing and IF NOT EXISTS aside."""
+    return " ".join((sql or "").replace("IF NOT EXISTS ", "").split()).lower()
+
+
+def _record_applied(conn, names):
+    """Record migrations `names` as applied, in sqlite-utils' own table."""
+    table = migrations.migrations_table
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS [{table}] (id INTEGER PRIMARY KEY, migration_set TEXT, name TEXT, applied_at TEXT)"
+    )
+    conn.execute(
+        f"CREATE UNIQUE INDEX IF NOT EXISTS [idx_{table}_migration_set_name] ON [{table}] (migration_set, name)"
+    )
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(" ")
+    conn.executemany(
+        f"INSERT OR IGNORE INTO [{table}] (migration_set, name, applied_at) VALUES (?, ?, ?)",
+        [(migrations.name, name, now) for name in names],
+    )
 
 
 def _recursive_triggers(conn):
@@ -1129,14 +1222,34 @@ def info(conn: Connection) -> dict[str, Any]:
 
 def fts_length(size_blob):
     """The tokens of a row across its columns, from its FTS5 docsize record (a
-    SQLite varint per column, seven bits a byte, most significant first): the
-    length FTS5's bm25 takes for it."""
-    total = value = 0
-    for byte in size_blob or b"":
+    SQLite varint per column of knowledge_fts, seven bits a byte, most significant
+    first): the length FTS5's bm25 takes for it; None for what is no such record."""
+    if not isinstance(size_blob, bytes):
+        return None
+    total = value = columns = 0
+    for byte in size_blob:
         value = (value << 7) | (byte & 0x7F)
         if not byte & 0x80:
-            total, value = total + value, 0
-    return total
+            total, value, columns = total + value, 0, columns + 1
+    return total if columns == len(FTS_INDEXED) and not size_blob[-1] & 0x80 else None
+
+
+def fts_damaged(what):
+    """The BrainError for a full-text index plain SQL damaged (`what` says how)."""
+    return BrainError(f"the full-text index is damaged ({what}): run sqlite-utils brain check")
+
+
+def fts_lengths(ids, sizes):
+    """Each row's length in tokens (fts_length), its docsize record read beside its
+    id. A row without one, or with one that is no record of a length per column
+    (plain SQL on knowledge_fts: 'delete-all', its docsize rows deleted or rewritten),
+    is fts_damaged's BrainError: BM25 divides by their mean."""
+    lengths = [fts_length(size) for size in sizes]
+    if None in lengths:
+        at = lengths.index(None)
+        held = "no row" if sizes[at] is None else f"{sizes[at]!r:.40}, no length per column,"
+        raise fts_damaged(f"knowledge_fts_docsize holds {held} for memory {ids[at]}")
+    return lengths
 
 
 def damaged_tables(conn):

@@ -353,6 +353,9 @@ PROBLEMS = {
     "integrity": "the SQLite file fails its integrity check (restore a copy; not repairable here)",
     "damaged_tables": "tables rebuilt without columns the brain needs (restore a copy; not repairable here)",
     "pending_migrations": "schema migrations not applied yet",
+    "missing_tables": (
+        "tables a tool or plain SQL dropped (all but knowledge, entities and relationships are made again)"
+    ),
     "invalid_values": (
         "values of the wrong kind, as plain SQL can write them (the rest is checked once they are mended)"
     ),

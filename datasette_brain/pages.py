@@ -168,8 +168,9 @@ def form_fields():
 
 
 def recall_form(request):
-    """{field: value shown in the form}: the last value given (as recall reads
-    it), or the default; check boxes as True/False."""
+    """{field: value shown in the form}: the last value given (recall refuses a
+    single-valued one given twice, and the form shows it again to mend), or the
+    default; check boxes as True/False."""
     form = {"q": request.args.get("q") or ""}
     for field in form_fields():
         given = [v for v in request.args.getlist(field["name"]) if v != ""]
@@ -212,7 +213,8 @@ async def recall_page(datasette, request):
         context["replica"] = await replica.status(datasette, db)
     if form["q"]:
         try:
-            doc = dataclasses.replace(querydoc_from_args(request.args), provenance=True)
+            checkboxes = [field["name"] for field in fields if field["input"] == "checkbox"]
+            doc = dataclasses.replace(querydoc_from_args(request.args, checkboxes), provenance=True)
             result = await run_recall(datasette, db, doc, request.actor)
         except Exception as ex:  # noqa: BLE001 - what as_api_error knows is said on the page; the rest surfaces
             error = tools.as_api_error(ex)
@@ -371,14 +373,26 @@ async def entity_page(datasette, request):
     )
 
 
+ENTITIES_PARAMETERS = ("q", "type", "page")
+
+
+def page_args(request, takes, what):
+    """The values of the parameters `takes` of page `what` (None for one not
+    given), each given once; as JSON, the page takes no other (but Datasette's
+    _format, which asks for it): a name it does not know is refused, not passed over."""
+    if wants_json(request):
+        for_plugin.unknown_parameters((n for n in request.args.keys() if n != "_format"), takes, what)
+    return [for_plugin.given_once(name, request.args.getlist(name)) or None for name in takes]
+
+
 @html_page
 async def entities_page(datasette, request):
     """The entities a reader may see, most connected first: searchable by name,
     filtered by type, a page at a time; also as JSON."""
     db = await brain_database(datasette, request)
     await tools.ensure_graph(datasette, request.actor, db.name)
-    q, kind = request.args.get("q") or None, request.args.get("type") or None
-    page, _ = for_plugin.page_numbers(request.args.get("page") or 1)
+    q, kind, page = page_args(request, ENTITIES_PARAMETERS, "the entities page")
+    page, _ = for_plugin.page_numbers(page or 1)
     found = await db.execute_fn(lambda conn: brain_sql.entities(conn, q=q, entity_type=kind, page=page))
     base = datasette.urls.database(db.name)
     rows = [{"id": i, "name": n, "type": t, "degree": d, "url": f"{base}/-/entity/{i}"} for i, n, t, d in found["rows"]]
@@ -465,7 +479,9 @@ async def decayed_page(datasette, request):
     the brain cannot be written (the page then says why, once)."""
     db = await brain_database(datasette, request)
     given = [(name, value) for name in request.args.keys() for value in request.args.getlist(name)]
-    selected, page, size = for_plugin.decayed_selection(given, strict=False)
+    strict = wants_json(request)  # as JSON, a name it does not take is refused (but _format, which asks for it)
+    given = [(name, value) for name, value in given if not (strict and name == "_format")]
+    selected, page, size = for_plugin.decayed_selection(given, strict=strict)
 
     def read(conn):
         now, rows = brain_sql.decayed(conn, page=page, size=size, selected=selected)

@@ -95,9 +95,16 @@ async def json_body(request):
     return tools.read_json(await read_body(request))
 
 
-def querydoc_from_args(args):
-    """A QueryDoc from query-string parameters (all strings; empty ones are absent)."""
-    return brain_sql.querydoc_from_strings({name: args.getlist(name) for name in args.keys()})
+def querydoc_from_args(args, checkboxes=()):
+    """A QueryDoc from query-string parameters (all strings; empty ones are absent).
+    A field of `checkboxes` (the recall page's form) may come as its hidden "false"
+    then the checked box's "true", the one way an HTML form sends both states: it
+    is true; any other repeat is refused by name, as everywhere."""
+    values = {name: args.getlist(name) for name in args.keys()}
+    for name in checkboxes:
+        if values.get(name) == ["false", "true"]:
+            values[name] = ["true"]
+    return brain_sql.querydoc_from_strings(values)
 
 
 @api

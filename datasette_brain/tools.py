@@ -70,11 +70,14 @@ def read_json(data, what="the request body"):
     as they arrived, held to the same rules whichever door they came in by. Refused
     (400, 413) when too large, not JSON (NaN and Infinity included, numbers past
     Python's digit limit), nested too deeply, or holding text that is not valid
-    Unicode (a lone surrogate, which a \\ud800 escape makes)."""
+    Unicode (a lone surrogate, which a \\ud800 escape makes), or giving a key twice in
+    one object (one value taken and another dropped would answer what was not asked)."""
     if len(data) > MAX_BODY_BYTES:
         raise too_large(what)
     try:
-        value = for_plugin.loads_json(data or b"null")
+        value = for_plugin.loads_json(data or b"null", unique_keys=True)
+    except brain_sql.FieldError as ex:  # a key given twice
+        raise ApiError(f"{what}: {ex}") from None
     except ValueError as ex:  # not JSON, not UTF-8, or a number past Python's digit limit
         raise ApiError(f"{what} is not valid JSON: {ex}") from None
     except RecursionError:
@@ -476,7 +479,31 @@ async def memory(datasette, actor, database, memory_id, db=None):
 
 def write_allowed(datasette, actor, database):
     """brain-write: denied unless the plugin's configuration grants it, e.g.
-    plugins: {datasette-brain: {allow_write: {id: agent}}} (per instance or database)."""
+    plugins: {datasette-brain: {allow_write: {id: agent}}} (per instance or database).
+    A setting that is no allow block is the server's misconfiguration: a 503 naming
+    it (nothing is written until its operator mends it), never a guess at its meaning."""
     config = datasette.plugin_config("datasette-brain", database=database) or {}
-    allow = config.get("allow_write")
-    return False if allow is None else actor_matches_allow(actor, allow)
+    allow = config.get("allow_write") if isinstance(config, dict) else None
+    if allow is None:
+        return False
+    if not _allow_block(allow):
+        raise ApiError(
+            f"the server's datasette-brain setting allow_write is malformed ({for_plugin.shown(allow, 60)}): "
+            "it must be an allow block such as {id: agent}, or true or false; nothing can be written "
+            "until the server's operator mends it",
+            503,
+            {"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )
+    return actor_matches_allow(actor, allow)
+
+
+def _allow_block(allow):
+    """Whether `allow` is what Datasette's allow blocks are: true, false, or
+    {actor key: a value or a list of values}."""
+    if isinstance(allow, bool):
+        return True
+    scalar = (str, int, float)
+    return isinstance(allow, dict) and all(
+        isinstance(value, scalar) or (isinstance(value, list) and all(isinstance(v, scalar) for v in value))
+        for value in allow.values()
+    )

@@ -697,3 +697,103 @@ async def test_forget_takes_a_whole_number_external_id_as_remember_stored_it(tmp
         refused = await client.call_tool("brain_forget", {"external_ids": [2.5]})
         assert refused.is_error and NOT_AN_ID in refused.structured_content["error"]
     assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "insert into knowledge_fts(knowledge_fts) values ('delete-all')",
+        "update knowledge_fts_docsize set sz = x'00000000'",
+    ],
+)
+async def test_a_full_text_index_plain_sql_damaged_is_a_409_saying_to_run_check(vault_brain_copy, damage):
+    """Recall over HTTP, the recall page and MCP on a brain whose knowledge_fts lost
+    its lengths: a 409 saying to run check, never a 500."""
+    conn = stdlib_sqlite3.connect(vault_brain_copy)
+    conn.execute(damage)
+    conn.commit()
+    conn.close()
+    datasette = Datasette([str(vault_brain_copy)])
+    for path in ("/brain/-/recall?q=graph+leg", "/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg"):
+        response = await datasette.client.get(path)
+        assert response.status_code == 409, (path, response.status_code, response.text[:300])
+        assert "run sqlite-utils brain check" in html.unescape(response.text), (path, response.text[:300])
+    server = MCPServer("test")
+    mcp_tools.register(datasette, server)
+    async with Client(server) as client:
+        result = await client.call_tool("brain_recall", {"q": "graph leg"})
+    assert result.is_error and result.structured_content["status"] == 409, result
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("setting", ["yes", ["agent"], {"id": {"nested": 1}}])
+async def test_a_malformed_allow_write_is_a_503_naming_the_setting(vault_brain_copy, setting):
+    """allow_write that is no allow block ("yes", a list): remember, forget and the
+    decayed page answer a 503 naming the setting (the server's misconfiguration),
+    never a 500, and nothing is written."""
+    datasette = Datasette([str(vault_brain_copy)], metadata={"plugins": {"datasette-brain": {"allow_write": setting}}})
+    before = stdlib_sqlite3.connect(vault_brain_copy).execute("select count(*) from knowledge").fetchone()[0]
+    for path, body in (("/brain/-/remember", {"text": "A probe."}), ("/brain/-/forget", {"ids": [1]})):
+        answer = await datasette.client.post(path, json=body)
+        assert answer.status_code == 503 and "allow_write is malformed" in answer.json()["error"], answer.text
+        assert answer.headers.get("retry-after")
+    page = await datasette.client.get("/brain/-/decayed")
+    assert page.status_code == 503 and "allow_write is malformed" in html.unescape(page.text), page.text[:300]
+    assert stdlib_sqlite3.connect(vault_brain_copy).execute("select count(*) from knowledge").fetchone()[0] == before
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "method, path, body, named",
+    [
+        ("get", "/brain/-/decayed.json?now=zzz", None, '"now" is no parameter of the decayed page'),
+        ("get", "/brain/-/entities.json?now=zzz", None, '"now" is no parameter of the entities page'),
+        ("get", "/brain/-/entities?now=zzz&_format=json", None, '"now" is no parameter of the entities page'),
+        ("get", "/brain/-/recall?q=graph&k=1&k=2", None, "k is given twice"),
+        ("get", "/brain/-/memories.json?size=1&size=2", None, "size is given twice"),
+        ("get", "/brain/-/entities.json?page=1&page=2", None, "page is given twice"),
+        ("get", "/brain/-/decayed.json?size=1&size=2", None, "size is given twice"),
+        ("post", "/brain/-/recall", b'{"q": "graph", "k": 1, "k": 2}', 'the key "k" of one object is given twice'),
+        ("post", "/brain/-/remember", b'{"text": "a", "text": "b"}', 'the key "text" of one object is given twice'),
+        ("post", "/brain/-/forget", b'{"ids": [1], "ids": [2]}', 'the key "ids" of one object is given twice'),
+    ],
+)
+async def test_unknown_and_repeated_parameters_are_refused_by_name(vault_brain_copy, method, path, body, named):
+    """The brain's JSON routes refuse a parameter they do not take, a query parameter
+    given twice and a JSON key given twice (400 naming it), rather than pass it over
+    or take one value; Datasette's _format is still taken, and nothing is written."""
+    datasette = Datasette([str(vault_brain_copy)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    before = stdlib_sqlite3.connect(vault_brain_copy).execute("select count(*) from knowledge").fetchone()[0]
+    if method == "get":
+        answer = await datasette.client.get(path)
+    else:
+        answer = await datasette.client.post(path, content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 400 and named in answer.json()["error"], answer.text
+    assert stdlib_sqlite3.connect(vault_brain_copy).execute("select count(*) from knowledge").fetchone()[0] == before
+    for page in ("/brain/-/entities.json?_format=json&page=1", "/brain/-/decayed?_format=json"):
+        assert (await datasette.client.get(page)).status_code == 200, page
+
+
+@pytest.mark.asyncio
+async def test_a_write_into_a_dropped_table_is_a_409_saying_to_run_check(vault_brain_copy):
+    """/-/remember on a brain plain SQL dropped brain_changes of: a 409 saying to run
+    check, not a 503 with Retry-After that a client would follow forever."""
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute("drop table brain_changes")
+    conn.close()
+    datasette = Datasette([str(vault_brain_copy)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    answer = await datasette.client.post("/brain/-/remember", json={"text": "Deploys happen on Tuesdays."})
+    assert answer.status_code == 409 and "run sqlite-utils brain check" in answer.json()["error"], answer.text
+    assert "retry-after" not in answer.headers
+
+
+@pytest.mark.asyncio
+async def test_the_recall_page_takes_its_checkboxes_and_refuses_other_repeats(vault_brain_path):
+    """The recall page's form sends a checked box as its hidden "false" then "true":
+    taken as true; any other parameter given twice is refused by name (400)."""
+    datasette = Datasette([str(vault_brain_path)])
+    checked = await datasette.client.get("/brain/-/brain?q=graph+leg&prf=false&prf=true")
+    assert checked.status_code == 200, checked.text[:300]
+    repeated = await datasette.client.get("/brain/-/brain?q=graph+leg&k=1&k=2")
+    assert repeated.status_code == 400 and "k is given twice" in html.unescape(repeated.text)

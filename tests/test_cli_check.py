@@ -642,3 +642,93 @@ def test_every_problem_check_finds_is_told_in_words():
             keys.add(node.slice.value)
     assert {"integrity", "invalid_values", "id_mark_behind", "stale_quotes", "stale_snapshot"} <= keys
     assert keys - set(PROBLEMS) == set()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "insert into knowledge_fts(knowledge_fts) values ('delete-all')",
+        "delete from knowledge_fts_docsize",
+        "update knowledge_fts_docsize set sz = x'ff'",
+    ],
+)
+def test_a_full_text_index_plain_sql_damaged_is_a_message_saying_to_run_check(run, vault_brain_copy, damage):
+    """recall on a brain whose knowledge_fts lost its lengths says to run check (no
+    traceback); check names it and --repair mends it."""
+    conn = sqlite3.connect(vault_brain_copy)
+    conn.execute(damage)
+    conn.commit()
+    conn.close()
+    recalled = run("brain", "recall", vault_brain_copy, "graph leg")
+    assert recalled.exit_code == 1 and not isinstance(recalled.exception, ZeroDivisionError), recalled.output
+    assert "full-text index is damaged" in recalled.output and "run sqlite-utils brain check" in recalled.output
+    assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
+    assert run("brain", "recall", vault_brain_copy, "graph leg").exit_code == 0
+
+
+DERIVED_DROPPED = [
+    "vec_knowledge",
+    "knowledge_fts",
+    "documents",
+    "brain_mention_queue",
+    "brain_changes",
+    "brain_mention_names",
+    "brain_mention_names_seen",
+]
+
+
+@pytest.mark.parametrize("table", DERIVED_DROPPED)
+def test_a_dropped_derived_table_is_named_and_made_again(run, vault_brain_copy, table):
+    """A derived table dropped with plain SQL: check names it (never telling to run
+    itself), a write says to run check (not 'try again', forever), and --repair
+    makes it again from knowledge: consistent, and it recalls and remembers."""
+    before = brain_sql.recall(brain_sql.connect(vault_brain_copy), brain_sql.parse_querydoc({"q": "graph leg"}))
+    conn = brain_sql.connect(vault_brain_copy)  # vec0 loaded, to drop its table
+    conn.execute(f"drop table {table}")
+    conn.close()
+    checked = run("brain", "check", vault_brain_copy)
+    assert checked.exit_code == 1 and "tables a tool or plain SQL dropped" in checked.output, checked.output
+    assert table in checked.output and "run sqlite-utils brain check" not in checked.output
+    records = write(vault_brain_copy.parent / "one.jsonl", '{"text": "Deploys happen on Tuesdays."}')
+    if table not in ("vec_knowledge", "knowledge_fts", "documents"):  # written by every remember
+        remembered = run("brain", "remember", vault_brain_copy, records)
+        assert remembered.exit_code == 1 and "run sqlite-utils brain check" in remembered.output, remembered.output
+    repaired = run("brain", "check", vault_brain_copy, "--repair")
+    assert repaired.exit_code == 0 and "now consistent" in repaired.output, repaired.output
+    assert run("brain", "check", vault_brain_copy).exit_code == 0
+    after = brain_sql.recall(brain_sql.connect(vault_brain_copy), brain_sql.parse_querydoc({"q": "graph leg"}))
+    assert [h["id"] for h in after["hits"]] == [h["id"] for h in before["hits"]]
+    assert run("brain", "remember", vault_brain_copy, records).exit_code == 0
+
+
+def test_a_dropped_table_no_repair_can_make_is_named_and_nothing_changed(run, vault_brain_copy):
+    """entities holds names stated nowhere else: --repair refuses by name, saying to
+    restore a copy, and changes nothing."""
+    conn = sqlite3.connect(vault_brain_copy)
+    conn.execute("drop table entities")
+    conn.commit()
+    edges = conn.execute("select count(*) from relationships").fetchone()[0]
+    conn.close()
+    repaired = run("brain", "check", vault_brain_copy, "--repair")
+    assert repaired.exit_code == 1 and "no entities table" in repaired.output, repaired.output
+    assert "restore the file from a copy" in repaired.output and "Traceback" not in repaired.output
+    assert sqlite3.connect(vault_brain_copy).execute("select count(*) from relationships").fetchone()[0] == edges
+
+
+def test_an_emptied_migrations_record_is_restored_by_repair_and_init(run, vault_brain_copy, tmp_path):
+    """delete from _sqlite_migrations: check names the migrations; --repair restores
+    the record (the schema is all there) and init, which check advises, does too."""
+    other = tmp_path / "other.db"
+    other.write_bytes(vault_brain_copy.read_bytes())
+    for path in (vault_brain_copy, other):
+        conn = sqlite3.connect(path)
+        conn.execute("delete from _sqlite_migrations")
+        conn.commit()
+        conn.close()
+    assert "schema migrations not applied yet" in run("brain", "check", vault_brain_copy).output
+    repaired = run("brain", "check", vault_brain_copy, "--repair")
+    assert repaired.exit_code == 0 and "now consistent" in repaired.output, repaired.output
+    initialized = run("brain", "init", other)
+    assert initialized.exit_code == 0 and "brain ready" in initialized.output, initialized.output
+    for path in (vault_brain_copy, other):
+        assert run("brain", "check", path).output.endswith("consistent\n")

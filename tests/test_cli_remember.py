@@ -238,3 +238,16 @@ def test_remember_reads_no_more_than_its_limit_from_a_device_or_stdin(tmp_path):
         error = piped.stderr.read().decode()
     assert piped.returncode == 2 and f"stdin {message}" in error, error
     assert not db_path.exists() or rows(brain_sql.connect(db_path), "select count(*) from knowledge") == [(0,)]
+
+
+@pytest.mark.parametrize("command", [["init"], ["ingest", "{records}"], ["remember", "{records}"]])
+def test_a_brain_in_a_folder_that_is_not_there_is_named_not_a_traceback(run, tmp_path, command):
+    """init, ingest and remember into nonexist/x.db: a usage error (exit 2) naming
+    the path and its folder."""
+    records = write(tmp_path / "one.jsonl", '{"text": "Deploys happen on Tuesdays."}')
+    args = [arg.format(records=records) for arg in command]
+    result = run("brain", args[0], tmp_path / "nonexist" / "x.db", *args[1:])
+    assert result.exit_code == 2, result.output
+    assert (
+        "x.db cannot be opened or created: its folder" in result.output and "nonexist does not exist" in result.output
+    )

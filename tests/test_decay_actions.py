@@ -154,7 +154,7 @@ def test_each_action_is_one_transaction(brain):
         lambda ids: brain_sql.restore(brain, ids),
         lambda ids: brain_sql.flag(brain, ids),
     ):
-        with pytest.raises(brain_sql.WriteError, match="nothing was changed"):
+        with pytest.raises(brain_sql.BrainError, match="nothing was changed"):  # a tool's trigger: run check
             action([first, second])
         assert rows(brain, "select * from knowledge order by id") == before
     assert not brain.in_transaction
@@ -381,9 +381,13 @@ async def test_the_decayed_pages_filters_are_checked_as_recall_checks_them(serve
         assert listed.status_code == 400 and named in listed.json()["error"], query
         if query.startswith("scope="):
             assert recall.status_code == 400 and named in recall.json()["error"], query
-    # the scope as recall reads it, and parameters the page does not take left alone, as on any page
-    shown = await datasette.client.get("/brain/-/decayed.json?scope=%2F&colour=blue")
+    # the scope as recall reads it; parameters the page does not take left alone on the page, as on any
+    # page, and refused by name in its JSON, as memories.json and recall refuse them
+    shown = await datasette.client.get("/brain/-/decayed.json?scope=%2F")
     assert shown.status_code == 200 and shown.json()["selected"] == {"scope": "/"} and shown.json()["rows"]
+    assert (await datasette.client.get("/brain/-/decayed?scope=%2F&colour=blue")).status_code == 200
+    refused = await datasette.client.get("/brain/-/decayed.json?scope=%2F&colour=blue")
+    assert refused.status_code == 400 and '"colour" is no parameter' in refused.json()["error"]
 
 
 @pytest.mark.asyncio

@@ -256,3 +256,10 @@ def test_an_unclosed_quote_in_a_csv_names_its_record_and_loses_no_row_after_it(t
     ]
     assert rows(conn, "select count(*) from documents") == [(3,)]
     assert "3 documents" in report.summary() and "2 skipped" in report.summary()
+
+
+def test_a_brain_in_a_folder_that_is_not_there_is_an_input_error_naming_it(tmp_path):
+    """connect() to a file whose folder does not exist: an InputError naming the
+    path and the folder, not SQLite's 'unable to open database file'."""
+    with pytest.raises(brain_sql.InputError, match=r"nonexist/x\.db .*its folder .*nonexist does not exist"):
+        brain_sql.connect(tmp_path / "nonexist" / "x.db")

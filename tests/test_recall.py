@@ -670,3 +670,32 @@ def test_named_signal_is_the_same_with_or_without_the_graph(tmp_path):
     assert named("Who is Vega?", scope="/acme/support") == [0.0, 0.0]  # Vega is out of reach
     assert named("Who is Vega?") == [1.0, 1.0]
     assert named("what is a pager") == [0.0, 0.0]
+
+
+# plain SQL that damages the full-text index's lengths, which BM25 divides by their mean
+FTS_DAMAGE = [
+    "insert into knowledge_fts(knowledge_fts) values ('delete-all')",
+    "delete from knowledge_fts_docsize",
+    "update knowledge_fts_docsize set sz = x'ff'",
+    "update knowledge_fts_docsize set sz = x'00000000'",
+]
+
+
+@pytest.mark.parametrize("damage", FTS_DAMAGE)
+@pytest.mark.parametrize("in_transaction", [False, True])
+def test_a_full_text_index_plain_sql_damaged_is_a_brain_error_saying_to_run_check(
+    vault_brain_copy, damage, in_transaction
+):
+    """Recall on a brain whose knowledge_fts lost its lengths (or holds none that
+    reads) says to run check, from the read state and from SQL (a connection in a
+    transaction of its own); check --repair mends it and recall answers again."""
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute(damage)
+    if in_transaction:
+        conn.execute("begin")
+    with pytest.raises(brain_sql.BrainError, match="full-text index is damaged.*run sqlite-utils brain check"):
+        brain_sql.recall(conn, parse({"q": "graph leg"}))
+    if in_transaction:
+        conn.execute("rollback")
+    assert "fts_out_of_sync" in brain_sql.check(conn, repair=True)
+    assert brain_sql.recall(conn, parse({"q": "graph leg"}))["hits"]

@@ -2,6 +2,7 @@
 replica of the vault brain): they read it, never write it, and say why."""
 
 import hashlib
+import threading
 
 import pytest
 from datasette.app import Datasette
@@ -51,3 +52,25 @@ async def test_a_replica_never_writes_its_copy(vault_replica_path, vault_brain_p
     conn.close()
     assert _digest(vault_replica_path) == before
     assert not list(vault_replica_path.parent.glob("brain.db-wal"))  # never opened in WAL mode
+
+
+@pytest.mark.parametrize("url", ["ftp://x/y", "notaurl", "s3://", "file:///", "http://[::1"])
+def test_a_replica_url_litestream_cannot_read_is_refused_at_once(tmp_path, url):
+    """follow (and replicate) with a URL of a scheme Litestream does not read, or
+    naming no bucket or path: an InputError naming it before anything runs, not
+    a follower that retries forever."""
+    stop = threading.Event()
+    timer = threading.Timer(10, stop.set)  # were it to retry, the test ends anyway
+    timer.start()
+    try:
+        with pytest.raises(brain_sql.InputError, match="replica URL|names no"):
+            brain_sql.follow(url, tmp_path / "copy.db", stop=stop)
+    finally:
+        timer.cancel()
+    assert not (tmp_path / "copy.db").exists()
+
+
+def test_the_command_line_refuses_a_replica_url_litestream_cannot_read(run, tmp_path):
+    """`brain follow ftp://x/y COPY` exits 2 at once, naming the URL."""
+    result = run("brain", "follow", "ftp://x/y", tmp_path / "copy.db")
+    assert result.exit_code == 2 and "'ftp://x/y' is no replica URL Litestream reads" in result.output, result.output

@@ -224,3 +224,29 @@ def test_a_field_added_reaches_every_door_and_the_docs_test_names_it(monkeypatch
     assert [option.name for option in options if option.name == "freshness"] == ["freshness"]
     assert "freshness" in [field["name"] for field in pages.form_fields()]
     assert undocumented(brain_sql.QUERY_FIELDS) == ["freshness"]
+
+
+@pytest.mark.parametrize(
+    "parse, given, named",
+    [
+        (brain_sql.querydoc_from_strings, {"q": "x", "k": ["1", "2"]}, "k"),
+        (brain_sql.querydoc_from_strings, {"q": ["x", "y"]}, "q"),
+        (brain_sql.listing_from_strings, {"size": ["1", "2"]}, "size"),
+        (brain_sql.listing_from_strings, {"since": ["-1d", "-2d"]}, "since"),
+    ],
+)
+def test_a_single_valued_parameter_given_twice_is_refused_by_name(parse, given, named):
+    """k=1&k=2: refused naming k, never one value taken and the other dropped; a
+    list (sources=a&sources=b) still takes both."""
+    with pytest.raises(brain_sql.QueryError, match=f"^{named} is given twice: give it once") as raised:
+        parse(given)
+    assert raised.value.field == named
+    assert brain_sql.querydoc_from_strings({"q": "x", "sources": ["a", "b"]}).sources == ("a", "b")
+
+
+def test_a_key_given_twice_in_a_request_is_refused_by_name():
+    """A JSON key given twice in one object, at any depth: a FieldError naming it
+    where a request is read (unique_keys); stored JSON is read as before."""
+    with pytest.raises(brain_sql.FieldError, match='the key "k" of one object is given twice'):
+        brain_sql.for_plugin.loads_json('{"q": "a", "filters": {"k": 1, "k": 2}}', unique_keys=True)
+    assert brain_sql.for_plugin.loads_json('{"k": 1, "k": 2}') == {"k": 2}

@@ -423,3 +423,31 @@ async def test_a_forget_past_its_bound_is_refused_naming_it(run, tmp_path):
     result = run("brain", "forget", db_path, *[f"--id={i}" for i in asked["ids"]], "--external-id", "x")
     assert result.exit_code == 2 and "at most 1,000 in one request" in result.output, result.output
     assert count(db_path) == 1
+
+
+@pytest.mark.parametrize("table", ["brain_changes", "brain_mention_names", "entities"])
+def test_a_write_into_a_dropped_table_is_a_brain_error_not_one_to_try_again(vault_brain_copy, table):
+    """remember and forget on a brain plain SQL dropped a table of: a BrainError
+    saying to run check, never a WriteError (a 503 / exit 75 a client retries
+    forever); nothing written."""
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute(f"drop table {table}")
+    count = conn.execute("select count(*) from knowledge").fetchone()[0]
+    writes = [lambda: brain_sql.remember(conn, [{"text": "Deploys happen on Tuesdays."}])]
+    if table == "brain_changes":  # every write logs its changes there: a forget too
+        writes.append(lambda: brain_sql.forget(conn, ids=[1]))
+    for write_it in writes:
+        with pytest.raises(brain_sql.BrainError, match="run sqlite-utils brain check") as raised:
+            write_it()
+        assert not isinstance(raised.value, brain_sql.WriteError)
+    assert conn.execute("select count(*) from knowledge").fetchone()[0] == count
+
+
+def test_an_emptied_migrations_record_on_a_whole_schema_is_restored(vault_brain_copy):
+    """migrate() on a brain whose _sqlite_migrations plain SQL emptied, its schema
+    all there: the record is restored, nothing applied again."""
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute("delete from _sqlite_migrations")
+    brain_sql.migrate(conn)
+    assert conn.execute("select count(*) from _sqlite_migrations").fetchone()[0] > 0
+    assert brain_sql.check(conn) == {}
