@@ -15,6 +15,7 @@ import pytest
 
 import brain_sql
 from brain_sql import schema, snapshot, state
+from brain_sql.connection import main_file
 
 from .conftest import reader_gets_in, write
 
@@ -26,11 +27,18 @@ def small_snapshots(monkeypatch):
 
 
 @pytest.fixture
-def builds(monkeypatch):
-    """How many times a state was built from SQL."""
+def builds(monkeypatch, tmp_path):
+    """How many times a state of a brain of this test's was built from SQL (not one
+    an earlier test's thread still builds aside: a compaction under load)."""
     counted = []
     original = state.ReadState.build
-    monkeypatch.setattr(state.ReadState, "build", lambda self, conn: counted.append(1) or original(self, conn))
+
+    def build(self, conn):
+        if main_file(conn).startswith(str(tmp_path)):
+            counted.append(1)
+        return original(self, conn)
+
+    monkeypatch.setattr(state.ReadState, "build", build)
     return counted
 
 
