@@ -12,6 +12,7 @@ import re
 import urllib.parse
 import weakref
 
+from datasette.utils import tilde_decode
 from markupsafe import Markup, escape
 
 from brain_sql import for_plugin
@@ -81,23 +82,44 @@ def is_brain(datasette, database):
     return database in _brains.get(datasette, ())
 
 
-ROW_PATH = re.compile(r"^/(?P<database>[^/]+)/(?P<table>[^/]+)/[^/]+$")
+# Datasette's row route: database, table and key, none holding a dot, and a format
+ROW_PATH = re.compile(r"^/(?P<database>[^/.]+)/(?P<table>[^/.]+)/(?P<key>[^/.]+)(\.\w+)?$")
+
+
+def _brain_row(datasette, scope):
+    """(database, table, key) of a request for a row of a brain's table, each read as
+    Datasette's router reads them (the raw path, base_url off, tilde-decoded); else None."""
+    raw = scope.get("raw_path")
+    path = (raw.decode("latin-1") if raw else scope.get("path") or "").partition("?")[0]
+    base = datasette.setting("base_url")
+    if base != "/" and path.startswith(base):
+        path = "/" + path[len(base) :]
+    match = ROW_PATH.match(path)
+    if not match:
+        return None
+    try:
+        db = datasette.get_database(route=tilde_decode(match["database"]))
+    except KeyError:
+        return None
+    if not is_brain(datasette, db.name):
+        return None
+    return db, tilde_decode(match["table"]), match["key"]
 
 
 def without_link_counts(datasette, scope):
-    """`scope` of a request for a row of a brain's table, less `_extras=foreign_key_tables`
-    (the counts of rows pointing at it, read from tables the actor may not read)."""
+    """`scope` of a request for a row of a brain's table, less `foreign_key_tables` in
+    any `_extras` (the counts of rows pointing at it, read from tables the actor may
+    not read), however the query spells it."""
     query = scope.get("query_string") or b""
-    if b"foreign_key_tables" not in query:
-        return scope
-    match = ROW_PATH.match(scope.get("path") or "")
-    if not match or not is_brain(datasette, urllib.parse.unquote(match["database"])):
+    if not query or _brain_row(datasette, scope) is None:
         return scope
     pairs = urllib.parse.parse_qsl(query.decode("latin-1"), keep_blank_values=True)
+    if not any(name == "_extras" and "foreign_key_tables" in value for name, value in pairs):
+        return scope
     kept = [
         (
             name,
-            ",".join(extra for extra in value.split(",") if extra != "foreign_key_tables")
+            ",".join(extra for extra in value.split(",") if extra.strip() != "foreign_key_tables")
             if name == "_extras"
             else value,
         )
@@ -109,15 +131,12 @@ def without_link_counts(datasette, scope):
 async def key_of_wrong_length(datasette, scope):
     """Whether `scope` asks for a row of a brain's table by a key whose parts are not as
     many as the table's primary key columns."""
-    match = ROW_PATH.match(scope.get("path") or "")
-    if not match or not is_brain(datasette, urllib.parse.unquote(match["database"])):
+    row = _brain_row(datasette, scope)
+    if row is None:
         return False
-    db = datasette.databases.get(urllib.parse.unquote(match["database"]))
-    table = urllib.parse.unquote(match["table"])
-    if db is None or table == "-" or not for_plugin.brain_table(table):
+    db, table, key = row
+    if not for_plugin.brain_table(table):
         return False
-    key = scope["path"].rsplit("/", 1)[1]
-    key = key.rsplit(".", 1)[0] if "." in key else key
     try:
         columns = await db.primary_keys(table)
     except Exception:  # noqa: BLE001 - no such table, a damaged file: Datasette's view answers it

@@ -216,9 +216,18 @@ async def test_a_row_page_counts_links_only_from_tables_the_actor_may_read(brain
     assert page.status_code == 200 and "in relationships" not in page.text
     shown = await datasette.client.get(row, cookies=admin)
     assert re.search(r"rows?</a>\s*from knowledge_id in relationships", shown.text)
-    extras = await datasette.client.get(row + ".json?_extras=foreign_key_tables")
-    assert extras.status_code == 200 and "relationships" not in json.dumps(extras.json().get("foreign_key_tables", []))
-    assert extras.json()["rows"]  # the row itself is the actor's to read
+    tilde = row.replace("/brain/", "/b~72ain/")  # Datasette's tilde-encoding of the name
+    for path in (
+        row + ".json?_extras=foreign_key_tables",
+        row + ".json?_extras=foreign%5Fkey%5Ftables",
+        row + ".json?_extras=count,foreign%5Fkey%5Ftables",
+        tilde + ".json?_extras=foreign_key_tables",
+        row + ".json?_extras=foreign_key_tables&_extras=count",
+    ):
+        extras = await datasette.client.get(path)
+        assert extras.status_code == 200, path
+        assert "relationships" not in json.dumps(extras.json().get("foreign_key_tables", [])), path
+        assert extras.json()["rows"]  # the row itself is the actor's to read
 
 
 # a brain's tables that record rows of every kind: chunk, entity, edge and document ids
