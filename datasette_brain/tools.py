@@ -114,10 +114,10 @@ async def open_brain(datasette, actor, name=None, db=None, ready=True):
     if name is not None and not isinstance(name, str):
         raise ApiError("database must be a string: the name of a brain database")
     if name is None:
-        # only the brains `actor` may view count, and only those are named; denied every
-        # one, the actor is refused as at each brain's own routes
+        # only the brains whose memories `actor` may read count, and only those are
+        # named; denied every one, the actor is refused as at each brain's own routes
         brains = await brain_names(datasette)
-        names = [n for n in brains if await _database_visible(datasette, actor, n)]
+        names = [n for n in brains if await _may_read(datasette, actor, n)]
         if brains and not names:
             raise Forbidden("view-database")
         if not names:
@@ -136,9 +136,16 @@ async def open_brain(datasette, actor, name=None, db=None, ready=True):
     return db
 
 
-async def _database_visible(datasette, actor, name):
-    visible, _ = await datasette.check_visibility(actor, permissions=[("view-database", name), "view-instance"])
-    return visible
+async def _may_read(datasette, actor, name):
+    """Whether `actor` may read brain `name`'s memories; one too damaged to tell counts
+    (opening it then says it is damaged)."""
+    try:
+        await ensure_permissions(datasette, actor, name, memory_permissions(name))
+    except Forbidden:
+        return False
+    except ApiError:
+        return True
+    return True
 
 
 def memory_permissions(name):

@@ -92,6 +92,12 @@ async def test_without_a_database_only_the_brains_the_caller_may_view_count(vaul
     closed = Datasette([str(vault_brain_path), str(other)], metadata={"allow": admin})
     refused = await closed.client.get("/-/recall", params={"q": "x"})
     assert refused.status_code == 403 and "brain" not in refused.text and "other" not in refused.text
+    # a brain the caller may view but whose memories it may not read answers nothing: not counted either
+    memories = {"databases": {"other": {"tables": {"knowledge": {"allow": admin}}}}}
+    unread = Datasette([str(vault_brain_path), str(other)], metadata=memories)
+    answered = await unread.client.get("/-/recall", params={"q": "graph leg", "now": "2026-01-01"})
+    assert answered.status_code == 200, answered.text
+    assert [hit["id"] for hit in answered.json()["hits"]] == [hit["id"] for hit in expected["hits"]]
 
 
 BAD_RECALLS = [
