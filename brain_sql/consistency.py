@@ -19,11 +19,15 @@ from .schema import (
     CHANGES_TABLE,
     IDS_TABLE,
     INSTANCE_TABLE,
+    META_TABLE,
+    REQUIRED_TABLES,
     damaged_tables,
+    drop_reindex_leftovers,
     expected_triggers,
     highest_given,
     lower_marks,
     marks_past_bound,
+    meta_lost,
     migrate,
     missing_tables,
     page_indexes,
@@ -31,9 +35,11 @@ from .schema import (
     recorded_model,
     recorded_model_and_dimension,
     reference_schema,
+    reindex_leftovers,
     renew_instance,
     restore_id_mark,
     same_sql,
+    shadow_tables,
 )
 from .vectors import VEC_METADATA, backfill_vectors, create_vector_table, vec_metadata_values
 from .writer import edited, restate, rewrite_contexts
@@ -88,8 +94,10 @@ def _check(conn, repair=False):
     problems = {}
     try:
         integrity = [row[0] for row in conn.execute("pragma integrity_check")]
-    except sqlite3.DatabaseError as ex:  # damaged past checking
-        return {"integrity": [str(ex)]}
+    except sqlite3.DatabaseError as ex:  # damaged past checking, unless a shadow table gone is why
+        if not _shadow_missing(conn):
+            return {"integrity": [str(ex)]}
+        integrity = [str(ex)]
     if integrity != ["ok"]:
         problems["integrity"] = integrity  # not repairable here: restore from a copy
     unfinished = _unfinished_schema(conn, problems, repair)
@@ -167,6 +175,8 @@ def _check(conn, repair=False):
         "stale_quotes": sorted(conversation.stale_quotes(conn)),
         # ... or begin with a speaker, day or time phrases plain SQL changed under them
         "stale_own_lines": sorted(conversation.stale_own_lines(conn)),
+        # what a reindex killed before its clean-up left: as large as the vectors
+        "reindex_leftovers": reindex_leftovers(conn),
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:
@@ -197,17 +207,33 @@ def _remake(conn, missing):
     indexes, and what they hold from knowledge: the full text rebuilt, the vectors
     (backfilled by the repair that follows), each document's row (its hash
     forgotten: the next ingest writes it whole again), and a change log that tells
-    readers to rebuild; the mention work and names index start again empty. Refused,
-    changing nothing, for a table only a copy holds."""
+    readers to rebuild; the mention work and names index start again empty. A
+    full-text or vector table missing one of its shadow tables is made again whole.
+    Refused, changing nothing, for a table only a copy holds."""
     lost = [table for table in missing if table in _NOT_DERIVED]
     if lost:
         raise BrainError(
             f"the brain has no {', '.join(lost)} table: what it held is stated nowhere else, so no repair can make "
             "it again; restore the file from a copy, or ingest its sources into a new brain"
         )
+    if META_TABLE in missing:
+        raise meta_lost()
     model_id, dimension = recorded_model_and_dimension(conn)
     reference = reference_schema(model_id)
-    for table in missing:
+    tables = [table for table in missing if table in REQUIRED_TABLES]
+    for table, shadows in shadow_tables(dimension).items():
+        gone = [name for name in missing if name in shadows]
+        if not gone:
+            continue
+        # its module cannot drop the table without them: made again as a new one has them, then dropped whole
+        for name in gone:
+            sql, rows = shadows[name]
+            conn.execute(sql)
+            if rows:
+                conn.executemany(f"insert into [{name}] values ({', '.join('?' * len(rows[0]))})", rows)
+        conn.execute(f"DROP TABLE [{table}]")
+        tables.append(table)
+    for table in tables:
         if table == "vec_knowledge":
             create_vector_table(conn, dimension)
             continue
@@ -215,7 +241,7 @@ def _remake(conn, missing):
         for (kind, _), (on, sql) in reference.items():
             if kind == "index" and on == table:
                 conn.execute(sql)
-    if "knowledge_fts" in missing:
+    if "knowledge_fts" in tables:
         conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
     if "documents" in missing:
         conn.execute(
@@ -226,6 +252,14 @@ def _remake(conn, missing):
             "(select min(f.id) from knowledge f where f.document_id = k.document_id)"
         )
     conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
+
+
+def _shadow_missing(conn):
+    """Whether a table missing_tables names is a full-text or vector table's own."""
+    try:
+        return any(table not in REQUIRED_TABLES for table in missing_tables(conn))
+    except sqlite3.DatabaseError:
+        return False
 
 
 def _unfinished_schema(conn, problems, repair):
@@ -247,6 +281,9 @@ def _unfinished_schema(conn, problems, repair):
         # a table a tool or plain SQL dropped: nothing past here reads without it; each is
         # made again (its content from knowledge) in one transaction with the rest of the repair
         problems["missing_tables"] = missing
+        # a shadow table gone fails the integrity check: the file is checked once its tables are whole
+        if any(table not in REQUIRED_TABLES for table in missing):
+            problems.pop("integrity", None)
         if not repair:
             return problems
         with atomic(conn):
@@ -320,9 +357,9 @@ def _repair(conn, problems, model_id):
         )
         if problems.get("missing_vectors") or problems.get("other_model_vectors"):
             backfill_vectors(conn, model_id)
-        if problems.get("id_mark_behind"):
-            restore_id_mark(conn, highest_given(conn, "knowledge"))
-        lower_marks(conn)  # those past the bound: none, mostly
+        _mend_marks(conn, problems)
+        if problems.get("reindex_leftovers"):
+            drop_reindex_leftovers(conn)
         if problems.get("pending_mentions"):
             mentions.resolve_mentions(conn)
         validity.promote(conn, problems.get("orphan_versions", []))
@@ -336,6 +373,13 @@ def _repair(conn, problems, model_id):
                 restate(conn, quote, quote.now)
         for contexts in conversation.stale_own_lines(conn).values():
             rewrite_contexts(conn, contexts)
+
+
+def _mend_marks(conn, problems):
+    """The id mark set to the highest id given when it is behind, and those past the bound set back."""
+    if problems.get("id_mark_behind"):
+        restore_id_mark(conn, highest_given(conn, "knowledge"))
+    lower_marks(conn)  # those past the bound: none, mostly
 
 
 def fingerprint(conn):

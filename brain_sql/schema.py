@@ -9,6 +9,7 @@ reference tables first and the same additions, so both paths end identical.
 import bisect
 import contextlib
 import datetime
+import functools
 import json
 import re
 import secrets
@@ -181,15 +182,18 @@ def _add_knowledge_columns(db):
             db.execute(f"ALTER TABLE knowledge ADD COLUMN [{column}] {declaration}")
 
 
+_FTS_TABLE = """CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts USING fts5(
+          title, content, content_hash UNINDEXED,
+          content='knowledge', content_rowid='id', tokenize='porter unicode61')"""
+
+
 @migrations()
 def m003_full_text(db):
     """FTS5 over title and content, kept in sync by triggers; its vocabulary for PRF."""
     _execute_script(
         db,
-        """
-        CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts USING fts5(
-          title, content, content_hash UNINDEXED,
-          content='knowledge', content_rowid='id', tokenize='porter unicode61');
+        f"""
+        {_FTS_TABLE};
         CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts_vocab USING fts5vocab(
           knowledge_fts, 'instance')
         """,
@@ -364,7 +368,8 @@ class _Reindex:
         row = self.conn.execute(f"select value from {META_TABLE} where key = ?", (REINDEX_KEY,)).fetchone()
         if row is None or row[0] != self.token:
             raise BrainError(
-                "another reindex of this brain began meanwhile: this one stopped, its model and vectors untouched"
+                "another reindex of this brain began meanwhile, or check --repair dropped what this one staged: "
+                "this one stopped, its model and vectors untouched"
             )
 
     def _batch(self, after, columns="id, title, heading_path, content, context", size=None):
@@ -505,6 +510,25 @@ class _Reindex:
                     self.conn.execute(f"delete from {META_TABLE} where key = ?", (REINDEX_KEY,))
         except (BrainError, sqlite3.Error):  # noqa: BLE001 - busy or read-only: the next reindex drops them
             pass
+
+
+def reindex_leftovers(conn: Connection) -> list[str]:
+    """What a reindex stopped before its clean-up (killed) left: its staged vectors and
+    its row in brain_meta, or the old vectors after its switch. A reindex still running
+    cannot be told from one killed (it holds no lock between its turns); dropping what
+    it staged stops it, its model and vectors untouched (_Reindex._own)."""
+    present = {name for (name,) in conn.execute("select name from sqlite_master where type = 'table'")}
+    left = [table for table in (STAGED_VECTORS, RETIRED_VECTORS) if table in present]
+    if conn.execute(f"select 1 from {META_TABLE} where key = ?", (REINDEX_KEY,)).fetchone():
+        left.append(f"{META_TABLE} row {REINDEX_KEY!r}")
+    return left
+
+
+def drop_reindex_leftovers(conn: Connection) -> None:
+    """Drop what reindex_leftovers names."""
+    for table in (STAGED_VECTORS, RETIRED_VECTORS):
+        conn.execute(f"DROP TABLE IF EXISTS [{table}]")
+    conn.execute(f"delete from {META_TABLE} where key = ?", (REINDEX_KEY,))
 
 
 def _change_position(conn):
@@ -1058,6 +1082,15 @@ def _meta(conn):
         return {}
 
 
+def meta_lost():
+    """The BrainError for a brain whose brain_meta plain SQL dropped or emptied."""
+    return BrainError(
+        f"the brain has no {META_TABLE} table (or it records no model): it held the model the brain's vectors were "
+        "made with and their dimension, stated nowhere else, so no repair can make it again; restore the file from "
+        "a copy, or ingest its sources into a new brain"
+    )
+
+
 def recorded_model(conn):
     """The model id the brain records, or the configured default for a non-brain file."""
     return _meta(conn).get("model") or configured_model()
@@ -1093,10 +1126,13 @@ def migrate(conn: Connection, model_id: str | None = None) -> None:
     prepared as they are (every remember and ingest begins here). A brain whose
     record of migrations plain SQL emptied, while the schema they make is all
     there, has the record restored: applying them again would meet what they made."""
-    new = bool(model_id) and not is_brain(conn)
+    brain = is_brain(conn)
+    new = bool(model_id) and not brain
     if model_id and not new:
         check_model(conn, model_id)
     pending = migrations.pending(sqlite_utils.Database(conn, recursive_triggers=False, execute_plugins=False))
+    if not brain and "m002_brain_columns" not in {migration.name for migration in pending}:
+        raise meta_lost()  # made once, and gone since: a model recorded now could be another than its vectors'
     if not new and not pending:
         _recursive_triggers(conn)
         return
@@ -1124,14 +1160,49 @@ REQUIRED_TABLES = (
     MENTION_NAMES_TABLE,
     MENTION_NAMES_SEEN_TABLE,
     "knowledge_fts",
+    "knowledge_fts_vocab",
+    "knowledge_fts_terms",
     "vec_knowledge",
+    META_TABLE,
 )
+# the virtual tables whose modules keep their rows in tables of their own (shadow tables)
+SHADOWED_TABLES = ("knowledge_fts", "vec_knowledge")
 
 
 def missing_tables(conn):
-    """Those of REQUIRED_TABLES the brain on `conn` does not have."""
+    """Those of REQUIRED_TABLES the brain on `conn` does not have, and the shadow
+    tables of those it has (their virtual table fails without them, or reads as empty)."""
     present = {name for (name,) in conn.execute("select name from sqlite_master where type = 'table'")}
-    return [table for table in REQUIRED_TABLES if table not in present]
+    missing = [table for table in REQUIRED_TABLES if table not in present]
+    if META_TABLE in missing or not is_brain(conn):  # the vectors' dimension, which names their shadows, is unknown
+        return missing
+    shadows = shadow_tables(recorded_model_and_dimension(conn)[1])
+    return missing + [
+        name for table in SHADOWED_TABLES if table in present for name in shadows[table] if name not in present
+    ]
+
+
+@functools.lru_cache
+def shadow_tables(dimension: int) -> dict[str, dict[str, tuple[str, list[tuple[Any, ...]]]]]:
+    """{virtual table: {shadow table: (its CREATE TABLE, its rows)}} as a new brain
+    whose vectors have `dimension` has them, before any memory is written."""
+    conn = open_connection(":memory:")
+    try:
+        create_vector_table(conn, dimension)
+        conn.execute(_FTS_TABLE)
+        rows = conn.execute(
+            "select name, sql from sqlite_master where type = 'table' and sql not like 'CREATE VIRTUAL%'"
+        ).fetchall()
+        return {
+            table: {
+                name: (sql, conn.execute(f"select * from [{name}]").fetchall())
+                for name, sql in rows
+                if name.startswith(f"{table}_")
+            }
+            for table in SHADOWED_TABLES
+        }
+    finally:
+        conn.close()
 
 
 def reference_schema(model_id):
@@ -1155,7 +1226,9 @@ def _schema_whole(conn):
     except BrainError:  # a model not installed here: no reference to compare with
         return False
     present = {(kind, name): sql for kind, name, sql in conn.execute("select type, name, sql from sqlite_master")}
-    if set(reference) - set(present):
+    # the record's own table and index, dropped with it, are made again with the record
+    recorded = {key for key, (table, _) in reference.items() if table == migrations.migrations_table}
+    if set(reference) - set(present) - recorded:
         return False
     if any(same_sql(present[key]) != same_sql(sql) for key, (_, sql) in reference.items() if key[0] == "trigger"):
         return False  # an earlier version's trigger: its migrations are to apply
@@ -1166,7 +1239,7 @@ def _schema_whole(conn):
     fresh = open_connection(":memory:")
     try:
         for (kind, name), (_, sql) in reference.items():
-            if kind == "table" and not name.startswith((*DERIVED_PREFIXES, "sqlite_")):
+            if kind == "table" and (kind, name) not in recorded and not name.startswith((*DERIVED_PREFIXES, "sqlite_")):
                 fresh.execute(sql)
                 if not {row[1] for row in fresh.execute(f"pragma table_info([{name}])")} <= columns[name]:
                     return False

@@ -354,7 +354,8 @@ PROBLEMS = {
     "damaged_tables": "tables rebuilt without columns the brain needs (restore a copy; not repairable here)",
     "pending_migrations": "schema migrations not applied yet",
     "missing_tables": (
-        "tables a tool or plain SQL dropped (all but knowledge, entities and relationships are made again)"
+        "tables a tool or plain SQL dropped (all but knowledge, entities, relationships and brain_meta are made "
+        "again; a full-text or vector table missing one of its own is made again whole)"
     ),
     "invalid_values": (
         "values of the wrong kind, as plain SQL can write them (the rest is checked once they are mended)"
@@ -391,6 +392,7 @@ PROBLEMS = {
     ),
     "stale_quotes": "conversation turns quoting a turn that is flagged, changed, gone or in another session or scope",
     "stale_own_lines": "conversation turns whose context begins with another speaker, day or time phrases than theirs",
+    "reindex_leftovers": "tables a reindex stopped before its end left (as large as the vectors; --repair drops them)",
     "stale_snapshot": "the read state's snapshot beside the file cannot be used (a server builds the state from SQL)",
 }
 

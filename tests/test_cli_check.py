@@ -9,10 +9,11 @@ import sqlite3
 import textwrap
 
 import pytest
+import sqlite_utils
 from datasette.app import Datasette
 
 import brain_sql
-from brain_sql import consistency
+from brain_sql import consistency, schema
 from brain_sql.consistency import check
 from datasette_brain.cli import PROBLEMS
 
@@ -674,6 +675,17 @@ DERIVED_DROPPED = [
     "brain_changes",
     "brain_mention_names",
     "brain_mention_names_seen",
+    # the full-text and vector tables' own (their modules' shadow tables) and the vocabulary tables
+    "vec_knowledge_rowids",
+    "vec_knowledge_info",
+    "vec_knowledge_chunks",
+    "vec_knowledge_vector_chunks00",
+    "knowledge_fts_data",
+    "knowledge_fts_idx",
+    "knowledge_fts_docsize",
+    "knowledge_fts_config",
+    "knowledge_fts_vocab",
+    "knowledge_fts_terms",
 ]
 
 
@@ -690,7 +702,7 @@ def test_a_dropped_derived_table_is_named_and_made_again(run, vault_brain_copy, 
     assert checked.exit_code == 1 and "tables a tool or plain SQL dropped" in checked.output, checked.output
     assert table in checked.output and "run sqlite-utils brain check" not in checked.output
     records = write(vault_brain_copy.parent / "one.jsonl", '{"text": "Deploys happen on Tuesdays."}')
-    if table not in ("vec_knowledge", "knowledge_fts", "documents"):  # written by every remember
+    if not table.startswith(("vec_knowledge", "knowledge_fts", "documents")):  # written by every remember
         remembered = run("brain", "remember", vault_brain_copy, records)
         assert remembered.exit_code == 1 and "run sqlite-utils brain check" in remembered.output, remembered.output
     repaired = run("brain", "check", vault_brain_copy, "--repair")
@@ -715,14 +727,15 @@ def test_a_dropped_table_no_repair_can_make_is_named_and_nothing_changed(run, va
     assert sqlite3.connect(vault_brain_copy).execute("select count(*) from relationships").fetchone()[0] == edges
 
 
-def test_an_emptied_migrations_record_is_restored_by_repair_and_init(run, vault_brain_copy, tmp_path):
-    """delete from _sqlite_migrations: check names the migrations; --repair restores
-    the record (the schema is all there) and init, which check advises, does too."""
+@pytest.mark.parametrize("change", ["delete from _sqlite_migrations", "drop table _sqlite_migrations"])
+def test_an_emptied_migrations_record_is_restored_by_repair_and_init(run, vault_brain_copy, tmp_path, change):
+    """The record of migrations emptied or dropped: check names the migrations; --repair
+    restores the record (the schema is all there) and init, which check advises, does too."""
     other = tmp_path / "other.db"
     other.write_bytes(vault_brain_copy.read_bytes())
     for path in (vault_brain_copy, other):
         conn = sqlite3.connect(path)
-        conn.execute("delete from _sqlite_migrations")
+        conn.execute(change)
         conn.commit()
         conn.close()
     assert "schema migrations not applied yet" in run("brain", "check", vault_brain_copy).output
@@ -732,3 +745,50 @@ def test_an_emptied_migrations_record_is_restored_by_repair_and_init(run, vault_
     assert initialized.exit_code == 0 and "brain ready" in initialized.output, initialized.output
     for path in (vault_brain_copy, other):
         assert run("brain", "check", path).output.endswith("consistent\n")
+
+
+def test_a_dropped_brain_meta_is_named_and_refused_with_what_to_do(run, vault_brain_copy):
+    """brain_meta records the model the vectors were made with: check names it, and
+    --repair and init refuse by name, saying what to do, changing nothing (init never
+    says the brain is ready with no model)."""
+    conn = sqlite3.connect(vault_brain_copy)
+    conn.execute("drop table brain_meta")
+    conn.commit()
+    conn.close()
+    checked = run("brain", "check", vault_brain_copy)
+    assert checked.exit_code == 1 and "brain_meta" in checked.output, checked.output
+    assert "run sqlite-utils brain check" not in checked.output
+    for command in (["check", vault_brain_copy, "--repair"], ["init", vault_brain_copy]):
+        refused = run("brain", *command)
+        assert refused.exit_code == 1 and "no brain_meta table" in refused.output, refused.output
+        assert "restore the file from a copy" in refused.output and "brain ready" not in refused.output
+    assert "brain_meta" not in sqlite_utils.Database(vault_brain_copy).table_names()
+
+
+def _leave_reindex_tables(path, switched):
+    """What a reindex killed (kill -9) leaves: its staged vectors and its row in
+    brain_meta while staging, the old vectors once it switched."""
+    conn = brain_sql.connect(path)
+    model, dimension = schema.recorded_model_and_dimension(conn)
+    run = schema._Reindex(conn, model, dimension, None)
+    seen = run._begin()
+    run._stage(run._batch(None))
+    if switched:
+        run._switch(seen)
+    conn.close()
+
+
+@pytest.mark.parametrize("switched", [False, True])
+def test_tables_a_killed_reindex_left_are_named_and_dropped(run, vault_brain_copy, switched):
+    """A reindex killed before its clean-up leaves tables as large as the vectors (GBs at
+    scale) that only the next reindex dropped: check names them and --repair drops them."""
+    _leave_reindex_tables(vault_brain_copy, switched)
+    left = {"vec_knowledge_retired"} if switched else {"vec_knowledge_staged"}
+    checked = run("brain", "check", vault_brain_copy)
+    assert checked.exit_code == 1 and all(table in checked.output for table in left), checked.output
+    assert ("reindexing" in checked.output) is not switched
+    repaired = run("brain", "check", vault_brain_copy, "--repair")
+    assert repaired.exit_code == 0 and "now consistent" in repaired.output, repaired.output
+    tables = sqlite_utils.Database(vault_brain_copy).table_names()
+    assert not [table for table in tables if table.startswith(("vec_knowledge_staged", "vec_knowledge_retired"))]
+    assert brain_sql.recall(brain_sql.connect(vault_brain_copy), brain_sql.parse_querydoc({"q": "graph leg"}))["hits"]

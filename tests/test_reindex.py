@@ -260,3 +260,29 @@ def test_reindex_leaves_the_change_log_cut_to_its_newest_entries(vault_brain_cop
     conn = brain_sql.connect(vault_brain_copy)
     brain_sql.reindex(conn, other_model)
     assert conn.execute("select count(*) from brain_changes").fetchone() == (5,)
+
+
+def test_a_repair_meeting_a_running_reindex_stops_it_with_the_brain_as_it_was(
+    vault_brain_copy, other_model, monkeypatch
+):
+    """check cannot tell a running reindex from a killed one: --repair drops what one
+    staged, and the reindex, at its next turn, stops with its model and vectors as they were."""
+    monkeypatch.setattr(schema, "REINDEX_BATCH", 5)
+    conn = brain_sql.connect(vault_brain_copy)
+    before = stored(conn)
+    real, calls, found = vectors.embed, [], []
+
+    def embedding(texts, model_id):
+        calls.append(model_id)
+        if calls.count(other_model) == 3:  # between its turns: it holds no lock
+            found.append(check(brain_sql.connect(vault_brain_copy), repair=True))
+        return real(texts, model_id)
+
+    monkeypatch.setattr(vectors, "embed", embedding)
+    with pytest.raises(brain_sql.BrainError, match="check --repair dropped what this one staged"):
+        brain_sql.reindex(conn, other_model)
+    monkeypatch.setattr(vectors, "embed", real)
+    assert found == [{"reindex_leftovers": ["vec_knowledge_staged", "brain_meta row 'reindexing'"]}]
+    conn = brain_sql.connect(vault_brain_copy)
+    assert conn.execute("select value from brain_meta where key = 'model'").fetchone()[0] == "wordllama/l2_supercat"
+    assert stored(conn) == before and check(conn) == {}

@@ -443,11 +443,25 @@ def test_a_write_into_a_dropped_table_is_a_brain_error_not_one_to_try_again(vaul
     assert conn.execute("select count(*) from knowledge").fetchone()[0] == count
 
 
-def test_an_emptied_migrations_record_on_a_whole_schema_is_restored(vault_brain_copy):
-    """migrate() on a brain whose _sqlite_migrations plain SQL emptied, its schema
-    all there: the record is restored, nothing applied again."""
+@pytest.mark.parametrize("change", ["delete from _sqlite_migrations", "drop table _sqlite_migrations"])
+def test_an_emptied_migrations_record_on_a_whole_schema_is_restored(vault_brain_copy, change):
+    """migrate() on a brain whose _sqlite_migrations plain SQL emptied or dropped, its
+    schema all there: the record is restored, nothing applied again."""
     conn = brain_sql.connect(vault_brain_copy)
-    conn.execute("delete from _sqlite_migrations")
+    conn.execute(change)
     brain_sql.migrate(conn)
     assert conn.execute("select count(*) from _sqlite_migrations").fetchone()[0] > 0
     assert brain_sql.check(conn) == {}
+
+
+def test_migrate_refuses_a_brain_whose_brain_meta_was_dropped(vault_brain_copy):
+    """brain_meta records the model the vectors were made with: migrate(), with or
+    without a model, refuses by name and records none (a model it recorded now could
+    be another than the vectors')."""
+    conn = brain_sql.connect(vault_brain_copy)
+    model = brain_sql.info(conn)["model"]
+    conn.execute("drop table brain_meta")
+    for model_id in (None, model):
+        with pytest.raises(brain_sql.BrainError, match="no brain_meta table"):
+            brain_sql.migrate(conn, model_id)
+    assert conn.execute("select count(*) from sqlite_master where name = 'brain_meta'").fetchone()[0] == 0
