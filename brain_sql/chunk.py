@@ -41,8 +41,10 @@ def split_text(text, first_line=1, heading_path=None):
 
 def _cut(body, start, max_chars):
     """A paragraph as pieces of at most max_chars, cut after the last sentence end
-    that fits, else the last space, else hard; each with its line span."""
+    that fits, else the last space, else hard; each with its line span. The lines
+    are counted on from the last piece's start, so the work is linear in the text."""
     pieces, pos = [], 0
+    line, counted = start, 0  # the line that body[counted] is on
     while pos < len(body):
         end = min(len(body), pos + max_chars)
         if end < len(body):
@@ -50,8 +52,10 @@ def _cut(body, start, max_chars):
         piece = body[pos:end]
         text = piece.strip()
         if text:
-            first = start + body.count("\n", 0, pos + piece.index(text[0]))
-            pieces.append((text, first, first + text.count("\n")))
+            begins = pos + piece.index(text[0])
+            line += body.count("\n", counted, begins)
+            counted = begins
+            pieces.append((text, line, line + text.count("\n")))
         pos = end
     return pieces
 

@@ -6,7 +6,7 @@ for every format."""
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterable
 
-from .config import MAX_LINE_BYTES, MAX_METADATA_BYTES, MAX_NOTE_FILE_BYTES, MAX_REMEMBER_INPUT_BYTES
+from .config import MAX_CONTENT_BYTES, MAX_LINE_BYTES, MAX_METADATA_BYTES, MAX_NOTE_FILE_BYTES, MAX_REMEMBER_INPUT_BYTES
 from .errors import FieldError, InputError
 from .fields import FIELD_NAMES, name_text, normalize_fields, unstorable
 
@@ -165,6 +165,16 @@ def read_input(stream: BinaryIO, name: str, limit: int = MAX_REMEMBER_INPUT_BYTE
             "sqlite-utils brain ingest reads a larger JSON lines file, a line at a time"
         )
     return data
+
+
+def content_refusal(content: str) -> str | None:
+    """Why `content` (a memory's text, as given or as chunked) is not stored: past
+    MAX_CONTENT_BYTES in UTF-8; else None. Asked of a text before it is chunked,
+    so that refusing 60 MB costs one count of its bytes, not its chunking."""
+    size = len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass"))
+    if size > MAX_CONTENT_BYTES:
+        return f"content is {size:,} bytes; the limit is {MAX_CONTENT_BYTES:,} (1 MB)"
+    return None
 
 
 def document_fields(document, raw):

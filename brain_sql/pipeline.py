@@ -37,7 +37,7 @@ from .config import (
 )
 from .connection import Connection, Turns, atomic, main_file, write_failures
 from .conversation import Sessions, flagged, stored_turns
-from .document import ID_KEYS, Document, IngestError, IngestFormat, TextLines
+from .document import ID_KEYS, Document, IngestError, IngestFormat, TextLines, content_refusal
 from .errors import BrainBusy, FieldError, ModelError, PruneRefused
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
@@ -668,9 +668,9 @@ def _prepare(document, defaults, extractors, sessions, scopes):
 
     if document.title and len(document.title) > MAX_TITLE_CHARS:
         return error(f"title is {len(document.title)} characters; the limit is {MAX_TITLE_CHARS}")
-    size = sum(len(c.content.encode("utf-8")) for c in document.chunks)
-    if size > MAX_CONTENT_BYTES:
-        return error(f"content is {size:,} bytes; the limit is {MAX_CONTENT_BYTES:,} (1 MB)")
+    too_much = content_refusal("".join(c.content for c in document.chunks))  # an export's chunks, a note's
+    if too_much:
+        return error(too_much)
     if not document.chunks:
         return error("no text to remember")
     document.fields = {**defaults, **document.fields}

@@ -23,6 +23,7 @@ from typing import Any
 from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
 from .errors import FieldError, QueryError
 from .fields import given_once, normalize_scope, parse_time, sqlite_time, unencodable, utcnow
+from .wording import shown
 
 
 @dataclass(frozen=True)
@@ -229,6 +230,10 @@ def _integer(name, value, low, high):
 
 
 def _flag(name, value):
+    if isinstance(value, str):  # "false" in quotes is text, and any text would be true
+        raise QueryError(
+            f"{name} must be true or false, a JSON boolean without quotes: not the string {shown(value)}", name
+        )
     if not isinstance(value, bool):
         raise QueryError(f"{name} must be true or false", name)
     return value

@@ -28,6 +28,7 @@ from .document import (
     Document,
     IngestError,
     IngestFormat,
+    content_refusal,
     document_fields,
     expanded_size,
     relation,
@@ -49,6 +50,10 @@ def brain_ingest_formats():
 
 
 def parse_txt(path, text):
+    too_much = content_refusal(text)
+    if too_much:
+        yield IngestError(path, 1, too_much)
+        return
     yield Document(document_id=path, title=Path(path).stem, chunks=split_text(text), source_path=path, line=1)
 
 
@@ -207,6 +212,8 @@ def record_document(path, record, line, where=None):
             chunks, stated = given_chunks(record["_chunks"])
         elif not isinstance(content, str) or not content.strip():
             return error("record has no text: give a non-empty 'content' or 'text'")
+        elif too_much := content_refusal(content):  # refused before it is chunked, at the cost of its size
+            return error(too_much)
         else:
             chunks, stated = split_text(content), []
     except FieldError as ex:

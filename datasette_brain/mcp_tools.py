@@ -104,11 +104,54 @@ def _failure(known):
     )
 
 
-def _read(tool, sent):
+class JsonPairs(list):
+    """A JSON object read as its (key, value) pairs, a key given twice kept."""
+
+    def last(self, key):
+        return next((value for name, value in reversed(self) if name == key), None)
+
+
+def as_json(value, ascii=True):
+    """`value` (its objects read as JsonPairs) as JSON text again, every key kept."""
+    if isinstance(value, JsonPairs):
+        return "{" + ",".join(f"{as_json(key, ascii)}:{as_json(item, ascii)}" for key, item in value) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(as_json(item, ascii) for item in value) + "]"
+    return json.dumps(value, ensure_ascii=ascii)
+
+
+async def _arguments_as_sent(ctx):
+    """The call's `arguments` as its request's body gave them (HTTP's Starlette
+    request, read once already, and stdio's line each keep it), as UTF-8 JSON with
+    every key it gave: the SDK's parser keeps a repeated key's last value and drops
+    the other. None when the body is not there to read again, or reads only as the
+    SDK reads it (a number past Python's digit limit)."""
+    body = getattr(ctx.request_context.request, "body", None)
+    if body is None:
+        return None
+    try:
+        params = json.loads(await body(), object_pairs_hook=JsonPairs).last("params")
+        arguments = params.last("arguments") if isinstance(params, JsonPairs) else None
+    except (ValueError, RecursionError, RuntimeError):  # RuntimeError: a body not kept, its stream consumed
+        return None
+    if not isinstance(arguments, JsonPairs):
+        return None
+    try:
+        return as_json(arguments, ascii=False).encode("utf-8", "surrogatepass")
+    except RecursionError:
+        return None
+
+
+async def _read(ctx, tool, sent):
     """The arguments held to the rules of an HTTP route's JSON body (tools.read_json),
-    as the JSON they arrived as: NaN, Infinity, a number past Python's digit limit
-    and a lone surrogate, which the SDK's own parser may let through, are refused."""
+    as the JSON they arrived as: NaN, Infinity, a number past Python's digit limit,
+    a lone surrogate, which the SDK's own parser may let through, and a key given
+    twice, which it drops, are refused."""
     what = f"the {tool} call"
+    as_sent = await _arguments_as_sent(ctx)
+    if as_sent is not None:
+        tools.read_json(as_sent, what)
+        return
     try:
         data = json.dumps(sent, ensure_ascii=False).encode("utf-8", "surrogatepass")
     except ValueError as ex:  # an integer past Python's digit limit
@@ -138,7 +181,7 @@ def register(datasette, mcp, actor=None):
                 raise tools.ApiError(
                     f"unknown argument: {', '.join(unknown)}; {tool} takes {', '.join(takes)}, database"
                 )
-            _read(tool, sent)
+            await _read(ctx, tool, sent)
             if forward:
                 return await replica.write_tool(datasette, ctx.request_context.request, db, ROUTES[tool], argument)
             return await operation(datasette, caller, database, argument, db=db)

@@ -8,7 +8,9 @@ undecodable bytes replaced (a Latin-1 é stored as U+FFFD), takes a request whos
 is no whole number or text for a notification (never answered), answers what it
 cannot read without the id the line holds, and reads no batch, which protocol
 2025-03-26 requires. Each line is one JSON-RPC message or a batch of them (blank
-lines are skipped); every request gets an answer.
+lines are skipped); every request gets an answer. A request reaches the server with
+its line as its body, a key given twice kept (the SDK keeps its last value), so that
+a tool refuses such arguments as the HTTP route refuses such a body.
 
 Each request reaches the server under an id of its own (the client's may repeat one
 still in flight), so that every answer is known for the very request it answers:
@@ -38,6 +40,18 @@ NO_ID = object()  # a line with no top-level "id"
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 _COLON = re.compile(r"\s*:\s*")
 _NOT_JSON_RPC = "Invalid Request: not a JSON-RPC 2.0 request, notification or response"
+
+
+@dataclass
+class _Sent:
+    """The request context a request passed on carries (a transport's own, as HTTP's
+    is its Starlette request): the message as the line gave it, read as a request's
+    body is, so that a tool reads its arguments as they arrived (mcp_tools)."""
+
+    text: str
+
+    async def body(self) -> bytes:
+        return self.text.encode("utf-8", "surrogatepass")
 
 
 class Refusal(SessionMessage):
@@ -185,7 +199,7 @@ async def _batch(line, passed, replies, in_flight):
     its requests, and to what in it is no message, sent as one array (nothing when
     it holds only notifications and responses)."""
     try:
-        items = json.loads(line)
+        items = json.loads(line, object_pairs_hook=mcp_tools.JsonPairs)
     except (ValueError, RecursionError) as ex:
         await replies.send(_error(mcp_types.PARSE_ERROR, f"Parse error: {str(ex)[:200]}"))
         return
@@ -193,7 +207,9 @@ async def _batch(line, passed, replies, in_flight):
         await replies.send(_error(mcp_types.INVALID_REQUEST, "Invalid Request: an empty batch"))
         return
     read = [
-        _message(json.dumps(item)) if isinstance(item, dict) else _error(mcp_types.INVALID_REQUEST, _NOT_JSON_RPC)
+        _message(mcp_tools.as_json(item))
+        if isinstance(item, mcp_tools.JsonPairs)
+        else _error(mcp_types.INVALID_REQUEST, _NOT_JSON_RPC)
         for item in items
     ]
     answers = [_dumped(item) for item in read if isinstance(item, Refusal)]
@@ -214,9 +230,10 @@ async def _pass(read, batch, passed, replies, in_flight):
     if isinstance(message, mcp_types.JSONRPCRequest):
         server_id = in_flight.admit(message.id, batch, message.method)
         unanswered = partial(replies.send, _Unanswered(server_id))
+        sent = read.metadata.request_context if isinstance(read.metadata, ServerMessageMetadata) else None
         read = SessionMessage(
             message.model_copy(update={"id": server_id}),
-            metadata=ServerMessageMetadata(on_request_unanswered=unanswered),
+            metadata=ServerMessageMetadata(request_context=sent, on_request_unanswered=unanswered),
         )
     elif isinstance(message, mcp_types.JSONRPCNotification) and message.method == "notifications/cancelled":
         params = message.params or {}
@@ -254,6 +271,8 @@ def _message(line):
     if isinstance(message, mcp_types.JSONRPCNotification) and _top_level_id(line) is not NO_ID:
         # the SDK reads {"id": 1.5, "method": ...} as a notification: no answer would come
         return _error(mcp_types.INVALID_REQUEST, "Invalid Request: an id must be a whole number or text")
+    if isinstance(message, mcp_types.JSONRPCRequest):
+        return SessionMessage(message, metadata=ServerMessageMetadata(request_context=_Sent(line)))
     return SessionMessage(message)
 
 

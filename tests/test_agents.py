@@ -493,3 +493,34 @@ def test_the_documented_models_example(server, tmp_path):
     _, code = block_with("client.models.list()", "python", ROOT / "docs" / "export.md")
     printed = run_python(code, tmp_path, replace=[("http://localhost:8001", url)])
     assert printed.strip() == printed_comment(code) == "['wordllama/l2_supercat']"
+
+
+def test_stdio_refuses_a_key_given_twice_in_a_tool_calls_arguments(vault_brain_path):
+    """`sqlite-utils brain mcp`: arguments giving a key twice are refused as the HTTP
+    route refuses the body (one value taken and another dropped would answer what was
+    not asked), with the route's JSON as a tool error; a boolean sent as the text
+    "false" is refused saying to send the JSON boolean."""
+    process = _stdio_mcp(vault_brain_path)
+    call = '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"brain_recall","arguments":%s}}'
+    lines = [
+        *(json.dumps(line) for line in RAW_START),
+        call % (2, '{"q":"white","q":"matter","k":1}'),
+        call % (3, '{"q":"deploy window","graph":"false"}'),
+        call % (4, '{"q":"deploy window","k":1}'),
+        "[" + call % (5, '{"q":"white","k":1,"q":"matter"}') + "]",
+    ]
+    try:
+        process.stdin.write("".join(line + "\n" for line in lines))
+        process.stdin.flush()
+        answers = _answers(process, 5, seconds=60)
+        answers = {answer["id"]: answer for item in answers for answer in (item if isinstance(item, list) else [item])}
+    finally:
+        process.kill()
+        process.wait(10)
+    text, fine = answers[3]["result"], answers[4]["result"]
+    error = 'the brain_recall call: the key "q" of one object is given twice: give it once'
+    for twice in (answers[2]["result"], answers[5]["result"]):  # alone, and in a batch
+        assert twice["isError"] and twice["structuredContent"] == {"ok": False, "error": error, "status": 400}, twice
+    said = 'graph must be true or false, a JSON boolean without quotes: not the string "false"'
+    assert text["isError"] and said in text["structuredContent"]["error"], text
+    assert not fine.get("isError") and fine["content"], fine  # the same call, its key given once

@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brain_sql.chunk import pack, paragraphs, split_text
+from brain_sql.chunk import _cut, _last_boundary, pack, paragraphs, split_text
 from brain_sql.config import CHUNK_MAX_CHARS
 
 
@@ -88,3 +88,61 @@ def test_chunks_fit_the_cap_keep_every_character_and_name_their_lines(text, max_
         assert chunk.line_start == expected[position][1]
         assert chunk.line_end == expected[position + count - 1][1]
         position += count
+
+
+class CountingText(str):
+    """Text that counts the characters its count() scans: the work of finding the
+    lines a piece starts on."""
+
+    scanned = 0
+
+    def count(self, sub, start=0, end=None):
+        end = len(self) if end is None else end
+        CountingText.scanned += max(end - start, 0)
+        return super().count(sub, start, end)
+
+
+def test_cutting_a_long_paragraph_scans_its_text_a_bounded_number_of_times():
+    """Chunking is linear in the text: the lines of each piece are counted on from
+    the last piece's, not from the paragraph's start (a 60 MB record once took minutes)."""
+    text = ("word " * 99 + "end.\n") * 2_000  # 1 MB, one paragraph, cut into ~500 pieces
+    CountingText.scanned = 0
+    chunks = pack([(CountingText(text), 1)])
+    assert len(chunks) > 400
+    assert CountingText.scanned <= 2 * len(text)
+
+
+def old_cut_spans(body, start, max_chars):
+    """The line spans the cut gave before it counted lines as it went: the reference."""
+    spans_, pos = [], 0
+    while pos < len(body):
+        end = min(len(body), pos + max_chars)
+        if end < len(body):
+            end = pos + (_last_boundary(body[pos:end]) or max_chars)
+        piece = body[pos:end]
+        text = piece.strip()
+        if text:
+            first = start + body.count("\n", 0, pos + piece.index(text[0]))
+            spans_.append((text, first, first + text.count("\n")))
+        pos = end
+    return spans_
+
+
+@given(
+    text=st.text(alphabet="ab.!? \t\r\n", max_size=300),
+    max_chars=st.integers(1, 40),
+    first_line=st.integers(1, 5),
+)
+def test_pieces_keep_the_lines_they_had(text, max_chars, first_line):
+    assert _cut(text, first_line, max_chars) == old_cut_spans(text, first_line, max_chars)
+
+
+def test_pieces_of_long_lines_and_crlf_text_keep_the_lines_they_had():
+    texts = [
+        "a" * 5_000 + "\r\n" + "b. " * 2_000 + "\r\n\r\n" + "c" * 3,
+        ("line of words. " * 300 + "\r\n") * 5,
+        "x" * 9_000,
+        "\r\n".join("short line." for _ in range(800)),
+    ]
+    for text in texts:
+        assert _cut(text, 3, CHUNK_MAX_CHARS) == old_cut_spans(text, 3, CHUNK_MAX_CHARS)

@@ -263,3 +263,32 @@ def test_a_brain_in_a_folder_that_is_not_there_is_an_input_error_naming_it(tmp_p
     path and the folder, not SQLite's 'unable to open database file'."""
     with pytest.raises(brain_sql.InputError, match=r"nonexist/x\.db .*its folder .*nonexist does not exist"):
         brain_sql.connect(tmp_path / "nonexist" / "x.db")
+
+
+def test_content_over_the_limit_is_refused_before_it_is_chunked(tmp_path, monkeypatch):
+    """A record, a .txt file or a remembered record whose text is past the content
+    limit is skipped by name without being cut into chunks (chunking 60 MB only to
+    refuse it took minutes); a record within the limit is still chunked and stored."""
+    from brain_sql import chunk, config, records
+
+    chunked = []
+
+    def counted(text, *args, **kwargs):
+        chunked.append(len(text))
+        return chunk.split_text(text, *args, **kwargs)
+
+    monkeypatch.setattr(records, "split_text", counted)
+    over = "words." * (config.MAX_CONTENT_BYTES // 6 + 1)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "big.jsonl").write_text(json.dumps({"text": over}) + "\n" + json.dumps({"text": "fits"}) + "\n")
+    (folder / "big.txt").write_text(over)
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [folder])
+    said = f"content is {len(over):,} bytes; the limit is {config.MAX_CONTENT_BYTES:,}"
+    assert sorted((e.path.rsplit("/", 1)[-1], e.line) for e in report.errors) == [("big.jsonl", 1), ("big.txt", 1)]
+    assert all(said in e.message for e in report.errors), report.errors
+    report, _ = brain_sql.remember(conn, [{"text": over}])
+    assert len(report.errors) == 1 and said in report.errors[0].message, report.errors
+    assert chunked == [len("fits")]
+    assert rows(conn, "select content from knowledge") == [("fits",)]

@@ -414,3 +414,21 @@ def test_nan_and_infinity_are_refused_as_the_route_refuses_them(over_http):
             route = post_route(http, tool, value if tool == "brain_remember" else arguments)
             said = route.json()["error"].replace("the request body", f"the {tool} call")
             assert (route.status_code, said) == (400, error)
+
+
+def test_a_key_given_twice_is_refused_as_the_route_refuses_it(over_http):
+    """Arguments giving a key twice, which the SDK's parser would read as its last
+    value, are refused at /-/mcp with the route's words for such a body."""
+    brain, http = over_http.brain, over_http.routes
+    call = raw_session(http)
+    for tool, arguments in [
+        ("brain_recall", '{"q": "white", "q": "matter", "k": 1}'),
+        ("brain_remember", '{"records": [{"text": "a", "text": "b"}]}'),
+    ]:
+        before = brain.version()
+        result = call(tool, arguments)
+        route = post_route(http, tool, arguments)
+        said = route.json()["error"].replace("the request body", f"the {tool} call")
+        assert route.status_code == 400 and "is given twice" in said, route.text
+        assert result["isError"] and result["structuredContent"] == {"ok": False, "error": said, "status": 400}, result
+        assert brain.version() == before

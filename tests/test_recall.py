@@ -264,6 +264,11 @@ def test_mmr_and_token_budget(brain):
         ({"q": "x", "classes": ["gossip"]}, "classes must be among"),
         ({"q": "x", "scope": "acme"}, "scope must be a path"),
         ({"q": "x", "graph": "no"}, "graph must be true or false"),
+        (
+            {"q": "x", "graph": "false"},
+            'graph must be true or false, a JSON boolean without quotes: not the string "false"',
+        ),
+        ({"q": "x", "mmr": "true"}, 'mmr must be true or false, a JSON boolean without quotes: not the string "true"'),
     ],
 )
 def test_bad_querydoc_is_a_clear_error(doc, message):
