@@ -117,7 +117,7 @@ async def open_brain(datasette, actor, name=None, db=None, ready=True):
         # only the brains whose memories `actor` may read count, and only those are
         # named; denied every one, the actor is refused as at each brain's own routes
         brains = await brain_names(datasette)
-        names = [n for n in brains if await _may_read(datasette, actor, n)]
+        names = [n for n in brains if await memories_readable(datasette, actor, n, damaged=True)]
         if brains and not names:
             raise Forbidden("view-database")
         if not names:
@@ -136,18 +136,6 @@ async def open_brain(datasette, actor, name=None, db=None, ready=True):
     return db
 
 
-async def _may_read(datasette, actor, name):
-    """Whether `actor` may read brain `name`'s memories; one too damaged to tell counts
-    (opening it then says it is damaged)."""
-    try:
-        await ensure_permissions(datasette, actor, name, memory_permissions(name))
-    except Forbidden:
-        return False
-    except ApiError:
-        return True
-    return True
-
-
 def memory_permissions(name):
     """What reading brain `name`'s memories takes, as Datasette's ensure_permissions
     checks it: memories are the knowledge table's rows, and whoever may not see it
@@ -155,12 +143,15 @@ def memory_permissions(name):
     return [("view-table", (name, "knowledge")), ("view-database", name), "view-instance"]
 
 
-async def memories_readable(datasette, actor, name):
-    """Whether `actor` may read brain `name`'s memories (not when it is too damaged to tell)."""
+async def memories_readable(datasette, actor, name, damaged=False):
+    """Whether `actor` may read brain `name`'s memories; `damaged` for one too damaged
+    to tell (counted by /-/recall without a database: opening it says it is damaged)."""
     try:
         await ensure_permissions(datasette, actor, name, memory_permissions(name))
-    except (Forbidden, ApiError):
+    except Forbidden:
         return False
+    except ApiError:
+        return damaged
     return True
 
 
