@@ -538,3 +538,46 @@ def test_a_snapshot_a_killed_process_left_half_written_is_removed_by_the_next_sa
         snapshot.save(tmp_path / "other.db-brainstate", {"seq": 1}, arrays)
         assert not leftover.exists() and not left.exists() and busy.exists() and fresh.exists()
     assert snapshot.load(tmp_path / "other.db-brainstate")[1]["a"].tolist() == list(range(10))
+
+
+@pytest.mark.skipif(snapshot._LIBC is None, reason="loads by reading where pages cannot be made the process's own")
+def test_a_loaded_snapshot_is_the_process_own_so_the_file_written_over_in_place_changes_nothing(tmp_path):
+    """A snapshot is mapped, not read; once its pages are the process's own, a file
+    written over in place (a `cp` onto it) or cut short neither changes what was
+    loaded nor takes it away (which would kill the process with SIGBUS)."""
+    path = tmp_path / "brain.db-brainstate"
+    arrays = {"a": np.arange(300_000, dtype=np.int64), "b": np.linspace(0, 1, 70_000, dtype=np.float32)}
+    snapshot.save(path, {"seq": 1}, arrays)
+    _, loaded = snapshot.load(path)
+    snapshot.own(snapshot.mapping(loaded))
+    for thread in list(snapshot.owning):
+        thread.join(timeout=60)
+    assert not snapshot.owning
+    with open(path, "r+b") as written_over:
+        written_over.write(b"\xff" * os.path.getsize(path))
+        written_over.truncate(100)
+    assert loaded["a"].tolist() == arrays["a"].tolist()
+    assert loaded["b"].tolist() == arrays["b"].tolist()
+    loaded["a"][:3] = -1  # the state's arrays are written to as it follows the brain
+    assert loaded["a"][:4].tolist() == [-1, -1, -1, 3]
+
+
+@pytest.mark.skipif(snapshot._LIBC is None, reason="loads by reading where pages cannot be made the process's own")
+def test_a_server_state_loaded_from_its_snapshot_survives_another_snapshot_copied_onto_it(
+    small_snapshots, builds, tmp_path
+):
+    """`cp other.db-brainstate brain.db-brainstate` while a server holds the state it
+    loaded from brain.db-brainstate: the server's answers stay its brain's."""
+    path, other = tmp_path / "brain.db", tmp_path / "other.db"
+    brain_sql.ingest(brain_sql.connect(path), [notes(tmp_path / "notes", 0, 12)])
+    brain_sql.ingest(brain_sql.connect(other), [notes(tmp_path / "others", 40, 3)])
+    conn = reopen(path)
+    builds.clear()
+    loaded = state.current(conn, 256)
+    assert builds == [] and loaded.mapped is not None  # loaded from the snapshot, mapped
+    before = brain_sql.recall(conn, {"q": "pager rota team 7"})["hits"]
+    for thread in list(snapshot.owning):
+        thread.join(timeout=60)
+    shutil.copyfile(tmp_path / "other.db-brainstate", tmp_path / "brain.db-brainstate")  # written over in place
+    assert loaded.fingerprint() == fresh_state(conn).fingerprint()
+    assert brain_sql.recall(conn, {"q": "pager rota team 7"})["hits"] == before
