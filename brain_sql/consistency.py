@@ -21,6 +21,8 @@ from .schema import (
     INSTANCE_TABLE,
     META_TABLE,
     REQUIRED_TABLES,
+    SHADOWED_TABLES,
+    STATED_TABLES,
     damaged_tables,
     drop_reindex_leftovers,
     expected_triggers,
@@ -40,6 +42,7 @@ from .schema import (
     restore_id_mark,
     same_sql,
     shadow_tables,
+    table_module,
 )
 from .vectors import VEC_METADATA, backfill_vectors, create_vector_table, vec_metadata_values
 from .writer import edited, restate, rewrite_contexts
@@ -94,8 +97,8 @@ def _check(conn, repair=False):
     problems = {}
     try:
         integrity = [row[0] for row in conn.execute("pragma integrity_check")]
-    except sqlite3.DatabaseError as ex:  # damaged past checking, unless a shadow table gone is why
-        if not _shadow_missing(conn):
+    except sqlite3.DatabaseError as ex:  # damaged past checking, unless a shadow table gone or misshapen is why
+        if not _own_tables_broken(conn):
             return {"integrity": [str(ex)]}
         integrity = [str(ex)]
     if integrity != ["ok"]:
@@ -103,11 +106,9 @@ def _check(conn, repair=False):
     unfinished = _unfinished_schema(conn, problems, repair)
     if unfinished is not None:
         return unfinished
-    damaged = damaged_tables(conn)
-    if damaged:
-        # columns gone: nothing past here can be checked, and only a copy restores them
-        problems["damaged_tables"] = [f"{table}: {'; '.join(found)}" for table, found in damaged.items()]
-        return problems
+    damaged = _misshapen(conn, problems, repair)
+    if damaged is not None:
+        return damaged
     wrong = values.invalid(conn)
     if wrong:
         # the checks below read these values (their text, their numbers): they are
@@ -202,8 +203,9 @@ def _check(conn, repair=False):
 _NOT_DERIVED = ("knowledge", "entities", "relationships")
 
 
-def _remake(conn, missing):
-    """Make the dropped tables `missing` again as a new brain has them, with their
+def _remake(conn, missing, misshapen=()):
+    """Make the dropped tables `missing` again, and the derived tables `misshapen` (of
+    another shape than a new brain's, damaged_tables) once dropped, as a new brain has them, with their
     indexes, and what they hold from knowledge: the full text rebuilt, the vectors
     (backfilled by the repair that follows), each document's row (its hash
     forgotten: the next ingest writes it whole again), and a change log that tells
@@ -219,6 +221,9 @@ def _remake(conn, missing):
     if META_TABLE in missing:
         raise meta_lost()
     model_id, dimension = recorded_model_and_dimension(conn)
+    if misshapen:
+        _drop_misshapen(conn, misshapen, shadow_tables(dimension))
+        missing = missing_tables(conn)
     reference = reference_schema(model_id)
     tables = [table for table in missing if table in REQUIRED_TABLES]
     for table, shadows in shadow_tables(dimension).items():
@@ -254,12 +259,55 @@ def _remake(conn, missing):
     conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
 
 
-def _shadow_missing(conn):
-    """Whether a table missing_tables names is a full-text or vector table's own."""
+def _drop_misshapen(conn, misshapen, shadows):
+    """Drop the derived tables `misshapen`, for _remake to make again as dropped ones:
+    a virtual table whose own tables are all there is dropped by its module, with
+    them; one missing some is left to _remake, which makes them first; a plain table
+    under a virtual one's name goes with whatever tables of its own were left."""
+    for name in misshapen:
+        if name not in SHADOWED_TABLES:
+            conn.execute(f"DROP TABLE [{name}]")
+    present = {row[0] for row in conn.execute("select name from sqlite_master where type = 'table'")}
+    for table in SHADOWED_TABLES:
+        if table not in misshapen:
+            continue
+        if not table_module(conn, table):
+            conn.execute(f"DROP TABLE [{table}]")
+            for name in present.intersection(shadows[table]):
+                conn.execute(f"DROP TABLE [{name}]")
+        elif present.issuperset(shadows[table]):
+            conn.execute(f"DROP TABLE [{table}]")
+
+
+def _own_tables_broken(conn):
+    """Whether a full-text or vector table's own tables are gone (a table missing_tables
+    names) or of another shape (one damaged_tables names that a repair makes again):
+    either fails the integrity check, which is run again once they are whole."""
     try:
-        return any(table not in REQUIRED_TABLES for table in missing_tables(conn))
+        return any(table not in REQUIRED_TABLES for table in missing_tables(conn)) or any(
+            table not in STATED_TABLES for table in damaged_tables(conn)
+        )
     except sqlite3.DatabaseError:
         return False
+
+
+def _misshapen(conn, problems, repair):
+    """check's answer for a brain with tables of another shape than its schema makes
+    them (damaged_tables): nothing past here reads them; with `repair`, those derived
+    from knowledge are made again (in one transaction with the rest of the repair),
+    and while one holding stated rows is among them nothing is changed, as only a
+    copy restores it. None for a brain whose tables all have their shape."""
+    damaged = damaged_tables(conn)
+    if not damaged:
+        return None
+    problems["damaged_tables"] = [f"{table}: {'; '.join(found)}" for table, found in damaged.items()]
+    if any(table not in STATED_TABLES for table in damaged):
+        problems.pop("integrity", None)  # what it says is checked again once they are made again
+    if not repair or any(table in STATED_TABLES for table in damaged):
+        return problems
+    with atomic(conn):
+        _remake(conn, missing_tables(conn), misshapen=list(damaged))
+        return {**problems, **_check(conn, repair=True)}
 
 
 def _unfinished_schema(conn, problems, repair):
