@@ -31,6 +31,7 @@ from .schema import (
     marks_past_bound,
     meta_lost,
     migrate,
+    migrations,
     missing_tables,
     page_indexes,
     pending_migrations,
@@ -314,6 +315,16 @@ def _unfinished_schema(conn, problems, repair):
     """check's answer for a brain whose schema is not whole (migrations pending, a
     table dropped): nothing else can be checked before it is, and with `repair` it
     is made whole first; None for a whole one."""
+    record = damaged_tables(conn).get(migrations.migrations_table)
+    if record:
+        # the record of migrations made again under its name with other columns: dropped, it is
+        # restored as a dropped one is (the schema it records is all there) or its migrations run
+        problems["damaged_tables"] = [f"{migrations.migrations_table}: {'; '.join(record)}"]
+        if not repair:
+            return problems
+        with atomic(conn):
+            conn.execute(f"DROP TABLE [{migrations.migrations_table}]")
+            return {**problems, **_check(conn, repair=True)}
     pending = pending_migrations(conn)
     if pending:
         # an interrupted first ingest, or an older brain, leaves the schema part-built

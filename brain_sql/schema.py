@@ -1341,7 +1341,7 @@ def reference_shapes(dimension: int) -> dict[str, tuple[str | None, dict[str, tu
     primary key or 0, whether it must be given)})} of every table a new brain whose
     vectors have `dimension` has, its full-text and vector tables' own among them:
     made in memory by every migration, so the shape a brain's tables should have is
-    the schema's own (sqlite's and the migrations record's tables aside)."""
+    the schema's own (SQLite's own tables aside)."""
     conn = open_connection(":memory:")
     try:
         conn.execute(f"CREATE TABLE {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
@@ -1355,7 +1355,7 @@ def reference_shapes(dimension: int) -> dict[str, tuple[str | None, dict[str, tu
         return {
             name: shape
             for name in names
-            if not name.startswith("sqlite_") and name != migrations.migrations_table
+            if not name.startswith("sqlite_")
             for shape in [_shape(conn, name)]
             if shape is not None
         }
