@@ -43,7 +43,6 @@ from .schema import (
     restore_id_mark,
     same_sql,
     shadow_tables,
-    table_module,
 )
 from .vectors import VEC_METADATA, backfill_vectors, create_vector_table, vec_metadata_values
 from .writer import edited, restate, rewrite_contexts
@@ -262,22 +261,18 @@ def _remake(conn, missing, misshapen=()):
 
 def _drop_misshapen(conn, misshapen, shadows):
     """Drop the derived tables `misshapen`, for _remake to make again as dropped ones:
-    a virtual table whose own tables are all there is dropped by its module, with
-    them; one missing some is left to _remake, which makes them first; a plain table
-    under a virtual one's name goes with whatever tables of its own were left."""
+    a full-text or vector table of another shape goes with its own tables (its module
+    drops them) and with whatever tables of a brain's own are left under their names
+    (a plain table under its name has none)."""
     for name in misshapen:
         if name not in SHADOWED_TABLES:
             conn.execute(f"DROP TABLE [{name}]")
-    present = {row[0] for row in conn.execute("select name from sqlite_master where type = 'table'")}
     for table in SHADOWED_TABLES:
-        if table not in misshapen:
-            continue
-        if not table_module(conn, table):
-            conn.execute(f"DROP TABLE [{table}]")
-            for name in present.intersection(shadows[table]):
+        if table in misshapen:
+            conn.execute(f"DROP TABLE [{table}]")  # a virtual table's module drops its own with it
+            present = {row[0] for row in conn.execute("select name from sqlite_master where type = 'table'")}
+            for name in present.intersection(shadows[table]):  # those of the brain's shape it did not have
                 conn.execute(f"DROP TABLE [{name}]")
-        elif present.issuperset(shadows[table]):
-            conn.execute(f"DROP TABLE [{table}]")
 
 
 def _own_tables_broken(conn):

@@ -1176,12 +1176,14 @@ def missing_tables(conn):
     missing = [table for table in REQUIRED_TABLES if table not in present]
     if META_TABLE in missing or not is_brain(conn):  # the vectors' dimension, which names their shadows, is unknown
         return missing
-    shadows = shadow_tables(recorded_model_and_dimension(conn)[1])
-    # a plain table under a virtual one's name has none of its own (damaged_tables names it)
+    dimension = recorded_model_and_dimension(conn)[1]
+    shadows, reference = shadow_tables(dimension), reference_shapes(dimension)
+    # a plain table under a virtual one's name has none of its own, and one of another shape
+    # has others: damaged_tables names either, and it is made again whole
     return missing + [
         name
         for table in SHADOWED_TABLES
-        if table in present and table_module(conn, table)
+        if table in present and table_module(conn, table) and not _differences(reference[table], _shape(conn, table))
         for name in shadows[table]
         if name not in present
     ]
@@ -1419,7 +1421,10 @@ def damaged_tables(conn):
 
 
 def _differences(expected, found):
-    """What differs between two of _shape's shapes, in words."""
+    """What differs between two of _shape's shapes, in words; nothing when `found` is
+    None (a table that cannot be opened)."""
+    if found is None:
+        return []
     (module, columns), (found_module, found_columns) = expected, found
     if module != found_module:
         said = {None: "a plain table"}

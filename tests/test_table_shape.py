@@ -36,6 +36,8 @@ DERIVED = [
     ("knowledge_fts_vocab", "x"),
     ("knowledge_fts_terms", "x"),
     ("vec_knowledge", "x"),
+    ("vec_knowledge", "USING vec0(knowledge_id INTEGER PRIMARY KEY, embedding float[4])"),  # a virtual one
+    ("knowledge_fts", "USING fts5(title, content)"),
     ("vec_knowledge_chunks", "x"),
     ("vec_knowledge_rowids", "x"),
     ("vec_knowledge_info", "x"),
@@ -56,7 +58,10 @@ def _swap(path, table, columns):
     conn = brain_sql.connect(path)  # vec0 loaded, to drop its tables
     with conn:
         conn.execute(f"drop table [{table}]")
-        conn.execute(f"create table [{table}] ({columns})")
+        if columns.startswith("USING "):
+            conn.execute(f"create virtual table [{table}] {columns}")
+        else:
+            conn.execute(f"create table [{table}] ({columns})")
         if columns == "x":
             conn.execute(f"insert into [{table}] values ('left by plain SQL')")
     conn.close()
