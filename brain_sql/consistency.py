@@ -199,20 +199,16 @@ def _check(conn, repair=False):
     return problems
 
 
-# tables no repair can make again: what they hold is stated nowhere else (a record's entities and relations)
-_NOT_DERIVED = ("knowledge", "entities", "relationships")
-
-
 def _remake(conn, missing, misshapen=()):
-    """Make the dropped tables `missing` again, and the derived tables `misshapen` (of
-    another shape than a new brain's, damaged_tables) once dropped, as a new brain has them, with their
+    """Make the dropped tables `missing` again as a new brain has them, and the derived
+    tables `misshapen` (of another shape, damaged_tables) once dropped, with their
     indexes, and what they hold from knowledge: the full text rebuilt, the vectors
     (backfilled by the repair that follows), each document's row (its hash
     forgotten: the next ingest writes it whole again), and a change log that tells
     readers to rebuild; the mention work and names index start again empty. A
     full-text or vector table missing one of its shadow tables is made again whole.
     Refused, changing nothing, for a table only a copy holds."""
-    lost = [table for table in missing if table in _NOT_DERIVED]
+    lost = [table for table in missing if table in STATED_TABLES and table != META_TABLE]
     if lost:
         raise BrainError(
             f"the brain has no {', '.join(lost)} table: what it held is stated nowhere else, so no repair can make "
@@ -263,16 +259,21 @@ def _drop_misshapen(conn, misshapen, shadows):
     """Drop the derived tables `misshapen`, for _remake to make again as dropped ones:
     a full-text or vector table of another shape goes with its own tables (its module
     drops them) and with whatever tables of a brain's own are left under their names
-    (a plain table under its name has none)."""
+    (a plain table under its name has none); one its module cannot open loses its own
+    tables, and is then made whole and dropped as one missing them."""
     for name in misshapen:
         if name not in SHADOWED_TABLES:
             conn.execute(f"DROP TABLE [{name}]")
     for table in SHADOWED_TABLES:
-        if table in misshapen:
+        if table not in misshapen:
+            continue
+        try:
             conn.execute(f"DROP TABLE [{table}]")  # a virtual table's module drops its own with it
-            present = {row[0] for row in conn.execute("select name from sqlite_master where type = 'table'")}
-            for name in present.intersection(shadows[table]):  # those of the brain's shape it did not have
-                conn.execute(f"DROP TABLE [{name}]")
+        except sqlite3.DatabaseError:  # its module cannot open it: its own go, and _remake makes it whole
+            pass
+        present = {row[0] for row in conn.execute("select name from sqlite_master where type = 'table'")}
+        for name in present.intersection(shadows[table]):  # those of the brain's it did not have, or all
+            conn.execute(f"DROP TABLE [{name}]")
 
 
 def _own_tables_broken(conn):

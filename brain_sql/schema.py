@@ -1183,7 +1183,7 @@ def missing_tables(conn):
     return missing + [
         name
         for table in SHADOWED_TABLES
-        if table in present and table_module(conn, table) and not _differences(reference[table], _shape(conn, table))
+        if table in present and table_module(conn, table) and not _other_shape(conn, table, reference[table])
         for name in shadows[table]
         if name not in present
     ]
@@ -1354,13 +1354,7 @@ def reference_shapes(dimension: int) -> dict[str, tuple[str | None, dict[str, tu
         with atomic(conn):
             migrations.apply(sqlite_utils.Database(conn))
         names = _ids_of(conn, "select name from sqlite_master where type = 'table'")
-        return {
-            name: shape
-            for name in names
-            if not name.startswith("sqlite_")
-            for shape in [_shape(conn, name)]
-            if shape is not None
-        }
+        return {name: shape for name in names if not name.startswith("sqlite_") for shape in [_shape(conn, name)]}
     finally:
         conn.close()
 
@@ -1378,12 +1372,9 @@ def table_module(conn, table):
 
 def _shape(conn, table):
     """`table`'s (module, {column: (affinity, primary key position, required)}) as
-    reference_shapes has them; None for a table that cannot be opened (a virtual
-    table whose own tables are of another shape)."""
-    try:
-        rows = conn.execute(f"pragma main.table_xinfo([{table}])").fetchall()
-    except sqlite3.DatabaseError:
-        return None
+    reference_shapes has them; SQLite's error for a virtual table its module cannot
+    open (one of its own tables gone, of another shape, or holding what it cannot read)."""
+    rows = conn.execute(f"pragma main.table_xinfo([{table}])").fetchall()
     columns = {
         name: (sqlite_utils.utils.column_affinity(kind or ""), pk, bool(notnull) and default is None and not pk)
         for _, name, kind, notnull, default, pk, hidden in rows
@@ -1404,27 +1395,34 @@ def damaged_tables(conn):
     dimension = int(meta["dimension"]) if str(meta.get("dimension", "")).isdigit() else 1
     reference = reference_shapes(dimension)
     present = set(_ids_of(conn, "select name from main.sqlite_master where type = 'table'"))
-    damaged, unopened = {}, []
+    damaged, unopened = {}, {}
     for table in sorted(present & set(reference)):
-        found = _shape(conn, table)
-        if found is None:
-            unopened.append(table)
+        try:
+            found = _shape(conn, table)
+        except sqlite3.DatabaseError as ex:
+            unopened[table] = f"cannot be opened ({ex})"
             continue
         problems = _differences(reference[table], found)
         if problems:
             damaged[table] = problems
     # a virtual table its module cannot open: named unless one of its own, named already, is why
-    for table in unopened:
+    for table, error in unopened.items():
         if not any(name.startswith(f"{table}_") for name in damaged):
-            damaged[table] = ["cannot be opened"]
+            damaged[table] = [error]
     return damaged
 
 
+def _other_shape(conn, table, expected):
+    """Whether `table` opens with another shape than `expected` (one that cannot be
+    opened may lack one of its own tables: it has no shape to tell)."""
+    try:
+        return bool(_differences(expected, _shape(conn, table)))
+    except sqlite3.DatabaseError:
+        return False
+
+
 def _differences(expected, found):
-    """What differs between two of _shape's shapes, in words; nothing when `found` is
-    None (a table that cannot be opened)."""
-    if found is None:
-        return []
+    """What differs between two of _shape's shapes, in words."""
     (module, columns), (found_module, found_columns) = expected, found
     if module != found_module:
         said = {None: "a plain table"}

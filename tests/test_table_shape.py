@@ -108,6 +108,22 @@ def test_a_derived_table_of_another_shape_is_named_and_made_again(run, vault_bra
     assert "Deploys" in run("brain", "recall", vault_brain_copy, "when do deploys happen").output
 
 
+def test_a_full_text_table_its_module_cannot_open_is_named_and_made_again(run, vault_brain_copy):
+    """knowledge_fts_config emptied with plain SQL: FTS5 cannot open knowledge_fts, whose
+    own tables all have their shape; check names it and --repair makes it again whole."""
+    before = _hits(vault_brain_copy)
+    conn = sqlite3.connect(vault_brain_copy)
+    conn.execute("delete from knowledge_fts_config")
+    conn.commit()
+    conn.close()
+    checked = run("brain", "check", vault_brain_copy)
+    assert checked.exit_code == 1 and "knowledge_fts: cannot be opened (invalid fts5 file format" in checked.output
+    repaired = run("brain", "check", vault_brain_copy, "--repair")
+    assert repaired.exit_code == 0 and "now consistent" in repaired.output, repaired.output
+    assert run("brain", "check", vault_brain_copy).output.endswith("consistent\n")
+    assert _hits(vault_brain_copy) == before
+
+
 @pytest.mark.parametrize(
     "table, columns, named",
     [
