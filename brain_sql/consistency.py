@@ -21,6 +21,8 @@ from .schema import (
     INSTANCE_TABLE,
     META_TABLE,
     REQUIRED_TABLES,
+    SHADOWED_TABLES,
+    STATED_TABLES,
     damaged_tables,
     drop_reindex_leftovers,
     expected_triggers,
@@ -29,6 +31,7 @@ from .schema import (
     marks_past_bound,
     meta_lost,
     migrate,
+    migrations,
     missing_tables,
     page_indexes,
     pending_migrations,
@@ -94,8 +97,8 @@ def _check(conn, repair=False):
     problems = {}
     try:
         integrity = [row[0] for row in conn.execute("pragma integrity_check")]
-    except sqlite3.DatabaseError as ex:  # damaged past checking, unless a shadow table gone is why
-        if not _shadow_missing(conn):
+    except sqlite3.DatabaseError as ex:  # damaged past checking, unless a shadow table gone or misshapen is why
+        if not _own_tables_broken(conn):
             return {"integrity": [str(ex)]}
         integrity = [str(ex)]
     if integrity != ["ok"]:
@@ -103,11 +106,9 @@ def _check(conn, repair=False):
     unfinished = _unfinished_schema(conn, problems, repair)
     if unfinished is not None:
         return unfinished
-    damaged = damaged_tables(conn)
-    if damaged:
-        # columns gone: nothing past here can be checked, and only a copy restores them
-        problems["damaged_tables"] = [f"{table}: {'; '.join(found)}" for table, found in damaged.items()]
-        return problems
+    damaged = _misshapen(conn, problems, repair)
+    if damaged is not None:
+        return damaged
     wrong = values.invalid(conn)
     if wrong:
         # the checks below read these values (their text, their numbers): they are
@@ -198,19 +199,16 @@ def _check(conn, repair=False):
     return problems
 
 
-# tables no repair can make again: what they hold is stated nowhere else (a record's entities and relations)
-_NOT_DERIVED = ("knowledge", "entities", "relationships")
-
-
-def _remake(conn, missing):
-    """Make the dropped tables `missing` again as a new brain has them, with their
+def _remake(conn, missing, misshapen=()):
+    """Make the dropped tables `missing` again as a new brain has them, and the derived
+    tables `misshapen` (of another shape, damaged_tables) once dropped, with their
     indexes, and what they hold from knowledge: the full text rebuilt, the vectors
     (backfilled by the repair that follows), each document's row (its hash
     forgotten: the next ingest writes it whole again), and a change log that tells
     readers to rebuild; the mention work and names index start again empty. A
     full-text or vector table missing one of its shadow tables is made again whole.
     Refused, changing nothing, for a table only a copy holds."""
-    lost = [table for table in missing if table in _NOT_DERIVED]
+    lost = [table for table in missing if table in STATED_TABLES and table != META_TABLE]
     if lost:
         raise BrainError(
             f"the brain has no {', '.join(lost)} table: what it held is stated nowhere else, so no repair can make "
@@ -219,6 +217,9 @@ def _remake(conn, missing):
     if META_TABLE in missing:
         raise meta_lost()
     model_id, dimension = recorded_model_and_dimension(conn)
+    if misshapen:
+        _drop_misshapen(conn, misshapen, shadow_tables(dimension))
+        missing = missing_tables(conn)
     reference = reference_schema(model_id)
     tables = [table for table in missing if table in REQUIRED_TABLES]
     for table, shadows in shadow_tables(dimension).items():
@@ -254,18 +255,72 @@ def _remake(conn, missing):
     conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
 
 
-def _shadow_missing(conn):
-    """Whether a table missing_tables names is a full-text or vector table's own."""
+def _drop_misshapen(conn, misshapen, shadows):
+    """Drop the derived tables `misshapen`, for _remake to make again as dropped ones:
+    a full-text or vector table of another shape goes with its own tables (its module
+    drops them) and with whatever tables of a brain's own are left under their names
+    (a plain table under its name has none); one its module cannot open loses its own
+    tables, and is then made whole and dropped as one missing them."""
+    for name in misshapen:
+        if name not in SHADOWED_TABLES:
+            conn.execute(f"DROP TABLE [{name}]")
+    for table in SHADOWED_TABLES:
+        if table not in misshapen:
+            continue
+        try:
+            conn.execute(f"DROP TABLE [{table}]")  # a virtual table's module drops its own with it
+        except sqlite3.DatabaseError:  # its module cannot open it: its own go, and _remake makes it whole
+            pass
+        present = {row[0] for row in conn.execute("select name from sqlite_master where type = 'table'")}
+        for name in present.intersection(shadows[table]):  # those of the brain's it did not have, or all
+            conn.execute(f"DROP TABLE [{name}]")
+
+
+def _own_tables_broken(conn):
+    """Whether a full-text or vector table's own tables are gone (a table missing_tables
+    names) or of another shape (one damaged_tables names that a repair makes again):
+    either fails the integrity check, which is run again once they are whole."""
     try:
-        return any(table not in REQUIRED_TABLES for table in missing_tables(conn))
+        return any(table not in REQUIRED_TABLES for table in missing_tables(conn)) or any(
+            table not in STATED_TABLES for table in damaged_tables(conn)
+        )
     except sqlite3.DatabaseError:
         return False
+
+
+def _misshapen(conn, problems, repair):
+    """check's answer for a brain with tables of another shape than its schema makes
+    them (damaged_tables): nothing past here reads them; with `repair`, those derived
+    from knowledge are made again (in one transaction with the rest of the repair),
+    and while one holding stated rows is among them nothing is changed, as only a
+    copy restores it. None for a brain whose tables all have their shape."""
+    damaged = damaged_tables(conn)
+    if not damaged:
+        return None
+    problems["damaged_tables"] = [f"{table}: {'; '.join(found)}" for table, found in damaged.items()]
+    if any(table not in STATED_TABLES for table in damaged):
+        problems.pop("integrity", None)  # what it says is checked again once they are made again
+    if not repair or any(table in STATED_TABLES for table in damaged):
+        return problems
+    with atomic(conn):
+        _remake(conn, missing_tables(conn), misshapen=list(damaged))
+        return {**problems, **_check(conn, repair=True)}
 
 
 def _unfinished_schema(conn, problems, repair):
     """check's answer for a brain whose schema is not whole (migrations pending, a
     table dropped): nothing else can be checked before it is, and with `repair` it
     is made whole first; None for a whole one."""
+    record = damaged_tables(conn).get(migrations.migrations_table)
+    if record:
+        # the record of migrations made again under its name with other columns: dropped, it is
+        # restored as a dropped one is (the schema it records is all there) or its migrations run
+        problems["damaged_tables"] = [f"{migrations.migrations_table}: {'; '.join(record)}"]
+        if not repair:
+            return problems
+        with atomic(conn):
+            conn.execute(f"DROP TABLE [{migrations.migrations_table}]")
+            return {**problems, **_check(conn, repair=True)}
     pending = pending_migrations(conn)
     if pending:
         # an interrupted first ingest, or an older brain, leaves the schema part-built

@@ -1176,9 +1176,16 @@ def missing_tables(conn):
     missing = [table for table in REQUIRED_TABLES if table not in present]
     if META_TABLE in missing or not is_brain(conn):  # the vectors' dimension, which names their shadows, is unknown
         return missing
-    shadows = shadow_tables(recorded_model_and_dimension(conn)[1])
+    dimension = recorded_model_and_dimension(conn)[1]
+    shadows, reference = shadow_tables(dimension), reference_shapes(dimension)
+    # a plain table under a virtual one's name has none of its own, and one of another shape
+    # has others: damaged_tables names either, and it is made again whole
     return missing + [
-        name for table in SHADOWED_TABLES if table in present for name in shadows[table] if name not in present
+        name
+        for table in SHADOWED_TABLES
+        if table in present and table_module(conn, table) and not _other_shape(conn, table, reference[table])
+        for name in shadows[table]
+        if name not in present
     ]
 
 
@@ -1325,26 +1332,117 @@ def fts_lengths(ids, sizes):
     return lengths
 
 
+# the tables a brain's stated rows are in: what they hold is stated nowhere else (a record's
+# entities and relations; the model its vectors were made with), so no repair makes them again
+STATED_TABLES = ("knowledge", "entities", "relationships", META_TABLE)
+
+
+@functools.lru_cache
+def reference_shapes(dimension: int) -> dict[str, tuple[str | None, dict[str, tuple[type, int, bool]]]]:
+    """{table: (its virtual table's module or None, {column: (affinity, position in the
+    primary key or 0, whether it must be given)})} of every table a new brain whose
+    vectors have `dimension` has, its full-text and vector tables' own among them:
+    made in memory by every migration, so the shape a brain's tables should have is
+    the schema's own (SQLite's own tables aside)."""
+    conn = open_connection(":memory:")
+    try:
+        conn.execute(f"CREATE TABLE {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
+        conn.executemany(  # no model is loaded or fetched: no memory is embedded
+            f"INSERT INTO {META_TABLE} VALUES (?, ?)",
+            [("model", "reference"), ("dimension", str(dimension)), ("schema_version", str(SCHEMA_VERSION))],
+        )
+        with atomic(conn):
+            migrations.apply(sqlite_utils.Database(conn))
+        names = _ids_of(conn, "select name from sqlite_master where type = 'table'")
+        return {name: shape for name in names if not name.startswith("sqlite_") for shape in [_shape(conn, name)]}
+    finally:
+        conn.close()
+
+
+def _ids_of(conn, sql):
+    return [row[0] for row in conn.execute(sql)]
+
+
+def table_module(conn, table):
+    """The module of virtual table `table` (fts5, vec0), or None for a plain table."""
+    row = conn.execute("select sql from main.sqlite_master where type = 'table' and name = ?", [table]).fetchone()
+    found = re.match(r"\s*CREATE\s+VIRTUAL\s+TABLE\b.*?\bUSING\s+(\w+)", (row[0] or "") if row else "", re.I | re.S)
+    return found.group(1).lower() if found else None
+
+
+def _shape(conn, table):
+    """`table`'s (module, {column: (affinity, primary key position, required)}) as
+    reference_shapes has them; SQLite's error for a virtual table its module cannot
+    open (one of its own tables gone, of another shape, or holding what it cannot read)."""
+    rows = conn.execute(f"pragma main.table_xinfo([{table}])").fetchall()
+    columns = {
+        name: (sqlite_utils.utils.column_affinity(kind or ""), pk, bool(notnull) and default is None and not pk)
+        for _, name, kind, notnull, default, pk, hidden in rows
+        if not hidden
+    }
+    return table_module(conn, table), columns
+
+
 def damaged_tables(conn):
-    """{table: [what is wrong]} for the brain's own tables, compared with what the
-    migrations make: a tool that rebuilt a table (`sqlite-utils transform
-    --rename/--drop/--type`) can leave it without columns recall needs, or with
-    another type where vec0 and the keys need integers."""
-    fresh = sqlite_utils.Database(memory=True)
-    m001_reference_tables(fresh)
-    m002_brain_columns(fresh)
-    db = sqlite_utils.Database(conn)
-    damaged = {}
-    for table in fresh.table_names():
-        if table == "sqlite_sequence" or not db[table].exists():
+    """{table: [what is wrong]} for the brain's own tables, its full-text and vector
+    tables' own among them, compared with the shape reference_shapes says they have:
+    a tool that rebuilt a table (`sqlite-utils transform --rename/--drop/--type`), or
+    plain SQL that dropped one and made another under its name, leaves it without
+    columns the brain reads, with another type where vec0 and the keys need integers,
+    another primary key, a column every write would have to fill, or a plain table
+    for a virtual one. Read by check only: nothing on the way of a recall."""
+    meta = _meta(conn)
+    dimension = int(meta["dimension"]) if str(meta.get("dimension", "")).isdigit() else 1
+    reference = reference_shapes(dimension)
+    present = set(_ids_of(conn, "select name from main.sqlite_master where type = 'table'"))
+    damaged, unopened = {}, {}
+    for table in sorted(present & set(reference)):
+        try:
+            found = _shape(conn, table)
+        except sqlite3.DatabaseError as ex:
+            unopened[table] = f"cannot be opened ({ex})"
             continue
-        expected, found = fresh[table].columns_dict, db[table].columns_dict
-        problems = [f"no column {name}" for name in sorted(set(expected) - set(found))]
-        problems += [
-            f"column {name} holds {found[name].__name__}, not {kind.__name__}"
-            for name, kind in sorted(expected.items(), key=lambda item: item[0])
-            if name in found and found[name] is not kind
-        ]
+        problems = _differences(reference[table], found)
         if problems:
             damaged[table] = problems
+    # a virtual table its module cannot open: named unless one of its own, named already, is why
+    for table, error in unopened.items():
+        if not any(name.startswith(f"{table}_") for name in damaged):
+            damaged[table] = [error]
     return damaged
+
+
+def _other_shape(conn, table, expected):
+    """Whether `table` opens with another shape than `expected` (one that cannot be
+    opened may lack one of its own tables: it has no shape to tell)."""
+    try:
+        return bool(_differences(expected, _shape(conn, table)))
+    except sqlite3.DatabaseError:
+        return False
+
+
+def _differences(expected, found):
+    """What differs between two of _shape's shapes, in words."""
+    (module, columns), (found_module, found_columns) = expected, found
+    if module != found_module:
+        said = {None: "a plain table"}
+        return [
+            f"{said.get(found_module, f'a virtual table using {found_module}')}, "
+            f"not {said.get(module, f'a virtual table using {module}')}"
+        ]
+    problems = [f"no column {name}" for name in sorted(set(columns) - set(found_columns))]
+    problems += [
+        f"column {name} holds {found_columns[name][0].__name__}, not {kind.__name__}"
+        for name, (kind, _, _) in sorted(columns.items())
+        if name in found_columns and found_columns[name][0] is not kind
+    ]
+    key = [name for name, (_, pk, _) in sorted(columns.items(), key=lambda item: item[1][1]) if pk]
+    found_key = [name for name, (_, pk, _) in sorted(found_columns.items(), key=lambda item: item[1][1]) if pk]
+    if key != found_key and not set(key) - set(found_columns):
+        problems.append(f"primary key ({', '.join(found_key)}), not ({', '.join(key)})")
+    problems += [
+        f"column {name} is no column of the brain's and must be given: nothing the brain writes gives it"
+        for name in sorted(set(found_columns) - set(columns))
+        if found_columns[name][2]
+    ]
+    return problems

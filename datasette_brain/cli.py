@@ -351,7 +351,11 @@ def _size(path):
 
 PROBLEMS = {
     "integrity": "the SQLite file fails its integrity check (restore a copy; not repairable here)",
-    "damaged_tables": "tables rebuilt without columns the brain needs (restore a copy; not repairable here)",
+    "damaged_tables": (
+        "tables of another shape than the brain's (a column gone, renamed or retyped, another primary key, a plain "
+        "table for a virtual one) or that cannot be opened: --repair makes again all but knowledge, entities, "
+        "relationships and brain_meta, for which restore a copy"
+    ),
     "pending_migrations": "schema migrations not applied yet",
     "missing_tables": (
         "tables a tool or plain SQL dropped (all but knowledge, entities, relationships and brain_meta are made "
