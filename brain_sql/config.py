@@ -30,6 +30,12 @@ MAX_TITLE_CHARS = 500
 MAX_QUERY_CHARS = 2_000
 MAX_FRONTMATTER_ALIASES = 100  # YAML *aliases in one note's frontmatter (an alias bomb grows without them)
 MAX_METADATA_BYTES = 64_000  # a memory's metadata (frontmatter or record fields kept as they are), as JSON
+# The memories (chunks) one document makes: a note, a record, an exported record's `_chunks`. More is refused by name
+# before any is embedded or written (ingest skips it with its file and line): a document is written in one
+# transaction, holding the write lock about a millisecond a memory, and a 1 MB note of one-line headings made half a
+# million. Generous for real notes: text packs into chunks of up to CHUNK_MAX_CHARS, so a note at the content limit
+# makes about 500 to 1,000 without headings, and 5,000 leaves it sections of 200 bytes on average.
+MAX_DOCUMENT_CHUNKS = 5_000
 # What ingest and remember read is bounded before it is read. Ingest takes each file's type and size first: only
 # regular files are read (a named pipe, a device, a socket, a symlink to one is skipped by name, never opened for
 # reading). A file read whole is skipped unread past its limit, and at most one byte more than it is ever read:

@@ -6,7 +6,14 @@ for every format."""
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterable
 
-from .config import MAX_CONTENT_BYTES, MAX_LINE_BYTES, MAX_METADATA_BYTES, MAX_NOTE_FILE_BYTES, MAX_REMEMBER_INPUT_BYTES
+from .config import (
+    MAX_CONTENT_BYTES,
+    MAX_DOCUMENT_CHUNKS,
+    MAX_LINE_BYTES,
+    MAX_METADATA_BYTES,
+    MAX_NOTE_FILE_BYTES,
+    MAX_REMEMBER_INPUT_BYTES,
+)
 from .errors import FieldError, InputError
 from .fields import FIELD_NAMES, name_text, normalize_fields, unstorable
 
@@ -67,6 +74,10 @@ class Document:
     # its record's document id, when it is written as an earlier version (validity.place_earlier)
     version_of: str | None = None
     placed: bool = False  # its document id (and file) given by the record (`_document`): put back where it was
+    # the bytes of its text as its input gave it (a note's body, a record's content), measured before it was
+    # chunked, which joins pieces with blank lines: what the content limit is held to and a refusal names.
+    # None: its chunks' texts together (an export's `_chunks`, a format's own chunks)
+    content_bytes: int | None = None
 
 
 @dataclass
@@ -167,13 +178,27 @@ def read_input(stream: BinaryIO, name: str, limit: int = MAX_REMEMBER_INPUT_BYTE
     return data
 
 
-def content_refusal(content: str) -> str | None:
-    """Why `content` (a memory's text, as given or as chunked) is not stored: past
-    MAX_CONTENT_BYTES in UTF-8; else None. Asked of a text before it is chunked,
+def text_bytes(text: str) -> int:
+    """`text`'s size in UTF-8."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def content_refusal(content: str | int) -> str | None:
+    """Why `content` (a memory's text as given, or its size in bytes) is not stored:
+    past MAX_CONTENT_BYTES in UTF-8; else None. Asked of a text before it is chunked,
     so that refusing 60 MB costs one count of its bytes, not its chunking."""
-    size = len(content) if content.isascii() else len(content.encode("utf-8", "surrogatepass"))
+    size = content if isinstance(content, int) else text_bytes(content)
     if size > MAX_CONTENT_BYTES:
         return f"content is {size:,} bytes; the limit is {MAX_CONTENT_BYTES:,} (1 MB)"
+    return None
+
+
+def chunks_refusal(count: int, why: str = "") -> str | None:
+    """Why a document of `count` chunks is not stored: more than MAX_DOCUMENT_CHUNKS
+    (`why`, when given: how it makes at least that many); else None."""
+    if count > MAX_DOCUMENT_CHUNKS:
+        made = f"at least {count:,} memories (chunks), {why}" if why else f"{count:,} memories (chunks)"
+        return f"it makes {made}; the limit is {MAX_DOCUMENT_CHUNKS:,} for one document (split it into several)"
     return None
 
 

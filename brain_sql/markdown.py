@@ -7,8 +7,16 @@ from pathlib import Path
 import yaml
 
 from .chunk import pack
-from .config import MAX_FRONTMATTER_ALIASES
-from .document import Document, IngestError, IngestFormat, document_fields
+from .config import MAX_DOCUMENT_CHUNKS, MAX_FRONTMATTER_ALIASES
+from .document import (
+    Document,
+    IngestError,
+    IngestFormat,
+    chunks_refusal,
+    content_refusal,
+    document_fields,
+    text_bytes,
+)
 from .hookspecs import hookimpl
 
 
@@ -19,7 +27,36 @@ def _parser():
     from markdown_it import MarkdownIt
     from mdit_py_plugins.front_matter import front_matter_plugin
 
-    return MarkdownIt("commonmark").use(front_matter_plugin).enable("table")
+    # inline markup is never read (a chunk is its lines as written; a heading's name, its text as written): not
+    # parsing it spares seconds and hundreds of MB on a 1 MB note of brackets or emphasis
+    parser = MarkdownIt("commonmark").use(front_matter_plugin).enable("table").disable("inline")
+    for rule in parser.block.ruler.__rules__:
+        if rule.name in ("heading", "lheading"):
+            parser.block.ruler.at(rule.name, _counted(rule.fn), {"alt": rule.alt})
+    return parser
+
+
+class _TooManySections(Exception):
+    def __init__(self, sections, line):
+        super().__init__(sections, line)
+        self.sections, self.line = sections, line
+
+
+def _counted(rule):
+    """A heading rule of markdown-it that counts the sections its headings open (one
+    with text, at the top level) and stops the parse at the first past
+    MAX_DOCUMENT_CHUNKS: each makes a memory at least, so the note is refused, and
+    parsing a 1 MB note of headings whole took seconds and hundreds of MB."""
+
+    def counted(state, start, end, silent):
+        found = rule(state, start, end, silent)
+        if found and not silent and state.tokens[-3].level == 0 and state.tokens[-2].content.strip():
+            state.env["brain_sections"] = state.env.get("brain_sections", 0) + 1
+            if state.env["brain_sections"] > MAX_DOCUMENT_CHUNKS:
+                raise _TooManySections(state.env["brain_sections"], start + 1)
+        return found
+
+    return counted
 
 
 @hookimpl
@@ -30,9 +67,15 @@ def brain_ingest_formats():
 def parse_markdown(path, text):
     """One note: a Document, or an IngestError for broken frontmatter."""
     lines = text.split("\n")
-    tokens = _parser().parse(text)
+    try:
+        tokens = _parser().parse(text, {})
+    except _TooManySections as ex:
+        yield IngestError(path, ex.line, chunks_refusal(ex.sections, "one for each heading up to this line"))
+        return
     frontmatter = {}
+    body = 0
     if tokens and tokens[0].type == "front_matter":
+        body = tokens[0].map[1]
         try:
             frontmatter = _load_frontmatter(tokens[0].content)
         except (yaml.YAMLError, ValueError, RecursionError) as ex:  # a number past Python's digit limit, too deep
@@ -51,10 +94,15 @@ def parse_markdown(path, text):
         yield IngestError(path, 1, "'title' must be text")
         return
     title = title if title not in (None, "") else Path(path).stem
+    size = text_bytes("\n".join(lines[body:]))  # as written: chunking joins blocks with blank lines
+    too_much = content_refusal(size)
+    if too_much:
+        yield IngestError(path, body + 1, too_much)
+        return
     units_by_section = _sections(tokens, lines)
     chunks = [c for heading_path, units in units_by_section for c in pack(units, heading_path)]
     yield document_fields(
-        Document(document_id=path, title=str(title), chunks=chunks, source_path=path, line=1),
+        Document(document_id=path, title=str(title), chunks=chunks, source_path=path, line=1, content_bytes=size),
         frontmatter,
     )
 
@@ -85,7 +133,10 @@ def _sections(tokens, lines):
     """[(heading path, [(block text, first line)])] in document order.
 
     Each top-level block is one unit, so code blocks and lists are never cut at
-    a blank line inside them; a heading's own line opens its section.
+    a blank line inside them; a heading's own line opens its section. A heading
+    with no text (`#`) names nothing: it closes the sections at its level and
+    below, and opens one only when that changes the heading path, so a run of
+    them packs into chunks with what follows instead of a memory each with no words.
     """
     sections, stack, units = [], [], []
     heading_path = None
@@ -94,13 +145,13 @@ def _sections(tokens, lines):
             continue
         start, end = token.map
         if token.type == "heading_open":
-            if units:
-                sections.append((heading_path, units))
-            level = int(token.tag[1:])
-            stack = [(lvl, name) for lvl, name in stack if lvl < level]
-            stack.append((level, tokens[index + 1].content.strip()))
-            heading_path = " > ".join(name for _, name in stack)
-            units = []
+            level, name = int(token.tag[1:]), tokens[index + 1].content.strip()
+            stack = [(lvl, named) for lvl, named in stack if lvl < level] + ([(level, name)] if name else [])
+            path = " > ".join(named for _, named in stack) or None
+            if name or path != heading_path:
+                if units:
+                    sections.append((heading_path, units))
+                heading_path, units = path, []
         block = "\n".join(lines[start:end]).strip("\n")
         if block.strip():
             units.append((block, start + 1))

@@ -37,7 +37,7 @@ from .config import (
 )
 from .connection import Connection, Turns, atomic, main_file, write_failures
 from .conversation import Sessions, flagged, stored_turns
-from .document import ID_KEYS, Document, IngestError, IngestFormat, TextLines, content_refusal
+from .document import ID_KEYS, Document, IngestError, IngestFormat, TextLines, chunks_refusal, content_refusal
 from .errors import BrainBusy, FieldError, ModelError, PruneRefused
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
@@ -668,7 +668,9 @@ def _prepare(document, defaults, extractors, sessions, scopes):
 
     if document.title and len(document.title) > MAX_TITLE_CHARS:
         return error(f"title is {len(document.title)} characters; the limit is {MAX_TITLE_CHARS}")
-    too_much = content_refusal("".join(c.content for c in document.chunks))  # an export's chunks, a note's
+    too_much = chunks_refusal(len(document.chunks)) or content_refusal(
+        document.content_bytes if document.content_bytes is not None else "".join(c.content for c in document.chunks)
+    )
     if too_much:
         return error(too_much)
     if not document.chunks:

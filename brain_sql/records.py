@@ -28,10 +28,12 @@ from .document import (
     Document,
     IngestError,
     IngestFormat,
+    chunks_refusal,
     content_refusal,
     document_fields,
     expanded_size,
     relation,
+    text_bytes,
 )
 from .errors import FieldError
 from .fields import loads_json, name_text, normalize_fields, unstorable, whole_number
@@ -54,7 +56,14 @@ def parse_txt(path, text):
     if too_much:
         yield IngestError(path, 1, too_much)
         return
-    yield Document(document_id=path, title=Path(path).stem, chunks=split_text(text), source_path=path, line=1)
+    yield Document(
+        document_id=path,
+        title=Path(path).stem,
+        chunks=split_text(text),
+        source_path=path,
+        line=1,
+        content_bytes=text_bytes(text),
+    )
 
 
 def parse_json(path, text):
@@ -237,6 +246,7 @@ def record_document(path, record, line, where=None):
         source_path=path,
         line=line,
         external_id=external_id,
+        content_bytes=text_bytes(content) if isinstance(content, str) else None,  # None: an export's `_chunks`
     )
     result = document_fields(document, record)
     if isinstance(result, IngestError):
@@ -293,6 +303,9 @@ def given_chunks(value):
     FieldError names the first bad one."""
     if not isinstance(value, list) or not value:
         raise FieldError("'_chunks' must be a non-empty list of chunk objects, each with its 'content'")
+    too_many = chunks_refusal(len(value))  # before any is read
+    if too_many:
+        raise FieldError(f"'_chunks': {too_many}")
     chunks, stated = [], []
     for index, item in enumerate(value):
         where = f"_chunks[{index}]"
