@@ -8,7 +8,7 @@ from datasette import hookimpl
 import brain_sql
 from brain_sql import for_plugin
 
-from . import canned, crossdb, decay, facets, html_errors, links, pages, replica, routes, tools
+from . import canned, crossdb, decay, facets, html_errors, links, pages, replica, routes, table_args, tools
 
 
 @hookimpl
@@ -243,10 +243,17 @@ def sampled_facet_classes():
     outcome.force_result([facets.sampled(classes) for classes in outcome.get_result()])
 
 
-@hookimpl
+@hookimpl(tryfirst=True)  # before Datasette's own (its _through filter fails with a 500)
 def filters_from_request(request, database, table, datasette):
-    if table == "knowledge":
-        return decay.decay_filter(request)
+    """The knowledge table's _decay filter; on a brain, first, the table arguments
+    Datasette itself would answer with a 500 are refused with a 400 (table_args.py)."""
+
+    async def inner():
+        if links.is_brain(datasette, database):
+            await table_args.check(datasette, request, database, table)
+        return decay.decay_filter(request) if table == "knowledge" else None
+
+    return inner
 
 
 CONFIGURED = "_brain_metadata"  # the metadata's recall entry, as it was written
