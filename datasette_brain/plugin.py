@@ -132,6 +132,16 @@ def register_mcp_tools(datasette, mcp):
     mcp_tools.register(datasette, mcp)
 
 
+@hookimpl(hookwrapper=True, specname="register_mcp_tools")
+def schema_tool_by_permission(datasette, mcp):
+    """Once every plugin has added its tools: datasette-mcp's get_database_schema
+    shows only the tables the caller may read (mcp_tools.replace_schema_tool)."""
+    yield
+    from . import mcp_tools
+
+    mcp_tools.replace_schema_tool(datasette, mcp)
+
+
 @hookimpl
 def skip_csrf(scope):
     """Posts to the JSON API need no CSRF token: the API reads only JSON bodies
