@@ -8,7 +8,7 @@ from datasette import hookimpl
 import brain_sql
 from brain_sql import for_plugin
 
-from . import canned, crossdb, decay, facets, html_errors, links, pages, replica, routes, table_args, tools
+from . import canned, crossdb, decay, facets, figures, html_errors, links, pages, replica, routes, table_args, tools
 
 
 @hookimpl
@@ -74,6 +74,9 @@ def register_routes():
         (r"^/(?P<database>[^/]+)/-/decayed(\.(?P<format>json))?$", pages.decayed_page),
         (r"^/(?P<database>[^/]+)/-/decayed/act$", pages.decayed_act),  # form posts: CSRF-checked
         (html_errors.OTHER_PAGE_PATHS, html_errors.no_such_page),
+        # Datasette's own views, their file figures hidden from whoever may not read every table
+        (r"^/-/databases(\.(?P<format>json))?$", figures.databases_view),
+        (r"^/(?P<database>[^/.]+)\.(?P<format>json)$", figures.database_view),
     ]
 
 

@@ -373,3 +373,24 @@ async def test_the_mcp_schema_tool_shows_the_tables_the_database_page_lists(brai
     words = {word.lower() for word in re.findall(r"\w+", schema)}
     assert not {name.lower() for name in hidden} & words, hidden & words
     assert bool(denied) == bool(hidden)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("denied", [("knowledge",), ("entities",), ("brain_changes",)])
+async def test_the_files_size_is_only_for_whoever_may_read_every_table(brains, denied):
+    """The file grows with every memory, hidden ones too: /-/databases.json and
+    /brain.json give its size (and hash) only to whoever may read all of its tables."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying(*denied))
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    size = brain.stat().st_size
+    for cookies, told in ((None, None), (admin, size)):
+        (listed,) = (await datasette.client.get("/-/databases.json", cookies=cookies)).json()
+        assert (listed["size"], listed["hash"]) == (told, None), cookies
+        page = await datasette.client.get("/-/databases", cookies=cookies)
+        assert page.status_code == 200 and (str(size) in page.text) == bool(told)
+        database = await datasette.client.get("/brain.json", cookies=cookies)
+        assert database.status_code == 200 and database.json()["size"] == told, cookies
+    # a query's rows are left as they are
+    query = await datasette.client.get("/brain.json?sql=select+1+as+size", cookies=admin)
+    assert query.json()["rows"] == [[1]]
