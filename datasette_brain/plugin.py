@@ -110,7 +110,9 @@ def asgi_wrapper(datasette):
     extra (its counts read tables such as relationships that the asker may not be
     allowed, and no hook before the row view knows who asks; the row page filters them
     by actor: row.html), and a row URL with a key of the wrong number of parts is a
-    404 (Datasette binds each part to a key column: SQLite's error was a 500)."""
+    404 (Datasette binds each part to a key column: SQLite's error was a 500); on a
+    brain's table, a filter's list that Datasette cannot read or bind is a 400
+    (table_args.bad_list; Datasette's was a 500)."""
 
     def wrap(app):
         async def wrapped(scope, receive, send):
@@ -119,6 +121,12 @@ def asgi_wrapper(datasette):
                 scope = links.without_link_counts(datasette, scope)
                 if await links.key_of_wrong_length(datasette, scope):
                     await (await html_errors.not_found(datasette, scope)).asgi_send(send)
+                    return
+                wrong = links.is_brain_table(datasette, scope) and table_args.bad_list(
+                    (scope.get("query_string") or b"").decode("latin-1")
+                )
+                if wrong:
+                    await (await html_errors.datasette_error(datasette, scope, wrong, 400)).asgi_send(send)
                     return
             await app(scope, receive, send)
 

@@ -2,9 +2,12 @@
 answers with a 500 (an error without a status is one) are refused first, with a 400
 naming the argument. Checked from filters_from_request, which the table view runs
 after its permission check and before its own checks: whoever may not read a table
-is told only that (403), never which of its columns exist."""
+is told only that (403), never which of its columns exist. But a filter's list
+(column__in=[...]), which Datasette reads before any hook: checked before the view
+(bad_list), its answer the same whatever the table holds."""
 
 import json
+import urllib.parse
 
 from datasette.views.base import DatasetteError
 
@@ -72,3 +75,19 @@ async def _check_through(datasette, request, database, table):
         keys = await datasette.get_database(database).foreign_keys_for_table(other)
         if not any(key["other_table"] == table for key in keys):
             raise refuse(f"_through: {other} has no foreign key to {table}")
+
+
+def bad_list(query_string):
+    """What is wrong with the first `column__in` or `__notin` filter whose value is a
+    JSON list (it starts with "[") that Datasette cannot read, or whose items SQLite
+    cannot take (a list or an object); None when all are good."""
+    for key, value in urllib.parse.parse_qsl(query_string, keep_blank_values=True):
+        if key.rsplit("__", 1)[-1] not in ("in", "notin") or "__" not in key or not value.startswith("["):
+            continue
+        try:
+            items = json.loads(value)
+        except (ValueError, RecursionError):
+            return f"{key}: a value starting with [ must be a JSON list"
+        if any(isinstance(item, (list, dict)) for item in items):
+            return f"{key}: the list's items must be text, numbers, true, false or null"
+    return None

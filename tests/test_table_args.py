@@ -83,3 +83,28 @@ async def test_whoever_may_not_read_the_table_learns_nothing_of_its_columns(vaul
     through = json.dumps({"table": "relationships", "column": "nope", "value": 1})
     response = await datasette.client.get("/brain/entities.json", params={"_through": through})
     assert response.status_code == 403
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "query, said",
+    [
+        ("id__in=[", "id__in: a value starting with [ must be a JSON list"),
+        ("id__notin=[1,", "id__notin: a value starting with [ must be a JSON list"),
+        ("id__in=" + "[" * 5000, "id__in: a value starting with [ must be a JSON list"),
+        ('id__in=[{"a": 1}]', "id__in: the list's items must be text, numbers, true, false or null"),
+        ("title__notin=[[1]]", "title__notin: the list's items must be"),
+    ],
+)
+async def test_a_filters_list_datasette_cannot_read_is_a_400_naming_it(vault_brain_path, query, said):
+    """Datasette reads the list before any hook, and SQLite binds its items: refused
+    before the view, the answer is the same whoever asks (it says nothing of the table)."""
+    datasette = served(vault_brain_path, {"databases": {"brain": {"tables": {"knowledge": {"allow": ADMIN}}}}})
+    for cookies in (as_admin(datasette), None):
+        response = await datasette.client.get(f"/brain/knowledge.json?{query}", cookies=cookies)
+        assert response.status_code == 400 and response.json()["error"].startswith(said), query
+        assert (await datasette.client.get(f"/brain/knowledge?{query}", cookies=cookies)).status_code == 400
+    good = await datasette.client.get(
+        "/brain/entities.json?_shape=array&id__in=[1,2]&id__notin=2", cookies=as_admin(datasette)
+    )
+    assert [row["id"] for row in good.json()] == [1]
