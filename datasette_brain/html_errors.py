@@ -60,11 +60,16 @@ async def no_such_page(datasette, request):
     raise ApiError("no such page", 404)
 
 
-async def not_found(datasette, scope):
-    """Datasette's own 404 for a row that is not there ("Record not found"), as its
+async def datasette_error(datasette, scope, message, status):
+    """An error as Datasette's own views answer it, before any of them runs: its
     error page or, for a .json URL, its JSON."""
-    info = {"ok": False, "error": "Record not found", "status": 404, "title": None}
+    info = {"ok": False, "error": message, "status": status, "title": None}
     if scope["path"].endswith(".json"):
-        return Response.json(info, status=404)
-    html = await datasette.render_template(["404.html", "error.html"], info)  # no request: before the CSRF layer
-    return Response.html(html, status=404)
+        return Response.json(info, status=status)
+    html = await datasette.render_template([f"{status}.html", "error.html"], info)  # no request: before CSRF's layer
+    return Response.html(html, status=status)
+
+
+async def not_found(datasette, scope):
+    """Datasette's own 404 for a row that is not there ("Record not found")."""
+    return await datasette_error(datasette, scope, "Record not found", 404)

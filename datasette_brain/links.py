@@ -82,19 +82,21 @@ def is_brain(datasette, database):
     return database in _brains.get(datasette, ())
 
 
-# Datasette's row route: database, table and key, none holding a dot, and a format
+# Datasette's row and table routes: database, table (and key), none holding a dot, and a format
 ROW_PATH = re.compile(r"^/(?P<database>[^/.]+)/(?P<table>[^/.]+)/(?P<key>[^/.]+)(\.\w+)?$")
+TABLE_PATH = re.compile(r"^/(?P<database>[^/.]+)/(?P<table>[^/.]+)(\.\w+)?$")
 
 
-def _brain_row(datasette, scope):
-    """(database, table, key) of a request for a row of a brain's table, each read as
-    Datasette's router reads them (the raw path, base_url off, tilde-decoded); else None."""
+def _brain_route(datasette, scope, route):
+    """The match of `route` (ROW_PATH, TABLE_PATH) and the database of a request for a
+    brain's table or row, read as Datasette's router reads them (the raw path, base_url
+    off; its parts still tilde-encoded); else None."""
     raw = scope.get("raw_path")
     path = (raw.decode("latin-1") if raw else scope.get("path") or "").partition("?")[0]
     base = datasette.setting("base_url")
     if base != "/" and path.startswith(base):
         path = "/" + path[len(base) :]
-    match = ROW_PATH.match(path)
+    match = route.match(path)
     if not match:
         return None
     try:
@@ -103,7 +105,22 @@ def _brain_row(datasette, scope):
         return None
     if not is_brain(datasette, db.name):
         return None
+    return match, db
+
+
+def _brain_row(datasette, scope):
+    """(database, table, key) of a request for a row of a brain's table; else None."""
+    found = _brain_route(datasette, scope, ROW_PATH)
+    if found is None:
+        return None
+    match, db = found
     return db, tilde_decode(match["table"]), match["key"]
+
+
+def is_brain_table(datasette, scope):
+    """Whether `scope` asks for one of a brain's own tables: its page, JSON or CSV."""
+    found = _brain_route(datasette, scope, TABLE_PATH)
+    return found is not None and for_plugin.brain_table(tilde_decode(found[0]["table"]))
 
 
 def without_link_counts(datasette, scope):

@@ -14,6 +14,7 @@ LISTING_FIELDS), with the help and bounds those define.
 
 import inspect
 import json
+import re
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -270,3 +271,67 @@ def register(datasette, mcp, actor=None):
         sent = _sent(ctx, **arguments)
         takes = [field.name for field in brain_sql.LISTING_FIELDS]
         return await call(ctx, "brain_list", sent, takes, tools.memories, body(sent))
+
+
+# datasette-mcp's get_database_schema: every statement in sqlite_schema, in this order
+SCHEMA_SQL = """
+select type, name, tbl_name, sql from sqlite_schema where sql is not null
+order by case type when 'table' then 0 when 'index' then 1 when 'view' then 2 when 'trigger' then 3 else 4 end, name
+"""
+# the names a statement may give a table: bare, or quoted in any of SQLite's four ways
+NAMES = re.compile(
+    r"\"((?:[^\"]|\"\")*)\"|\[([^\]]*)\]|`((?:[^`]|``)*)`|'((?:[^']|'')*)'|([A-Za-z0-9_$\x80-\U0010ffff]+)"
+)
+
+
+def named_in(sql):
+    """Every word and quoted name in `sql`, lower-cased (SQLite's names ignore case)."""
+    return {next(part for part in match.groups() if part is not None).lower() for match in NAMES.finditer(sql)}
+
+
+async def readable_schema(datasette, actor, database):
+    """The statements of `database`'s schema that `actor` may read, as datasette-mcp
+    writes them: those that name (as the table they belong to, or anywhere in their SQL)
+    only tables and views the actor may view, as the database's page lists them."""
+    rows = (await datasette.get_database(database).execute(SCHEMA_SQL)).rows
+    objects = {row["name"].lower(): row["name"] for row in rows if row["type"] in ("table", "view")}
+    verdicts: dict[str, bool] = {}
+
+    async def readable(name):
+        if name not in verdicts:
+            permissions = [("view-table", (database, objects[name])), ("view-database", database), "view-instance"]
+            verdicts[name] = (await datasette.check_visibility(actor, permissions=permissions))[0]
+        return verdicts[name]
+
+    statements = []
+    for row in rows:
+        named = sorted(objects.keys() & (named_in(row["sql"]) | {row["tbl_name"].lower()}))
+        if all([await readable(name) for name in named]):
+            statement = row["sql"].rstrip()
+            statements.append(statement if statement.endswith(";") else statement + ";")
+    return "\n".join(statements)
+
+
+def replace_schema_tool(datasette, mcp):
+    """datasette-mcp's get_database_schema, made to show whoever calls it only what
+    Datasette's own pages show them: it wrote out every statement of the schema,
+    the tables the caller may not read (their names, columns, triggers) among them."""
+    from datasette_mcp import DatabaseSchema  # there: this runs from datasette-mcp's own hook
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    try:
+        mcp.remove_tool("get_database_schema")
+    except ToolError:  # a datasette-mcp without it
+        return
+
+    @mcp.tool(annotations=READS)
+    async def get_database_schema(database: str, ctx: Context) -> DatabaseSchema:
+        """Return the SQL schema of a database: the tables and views you may read."""
+        caller = _actor(ctx)
+        if (
+            database == "_internal"
+            or database not in datasette.databases
+            or not (await datasette.permission_allowed(caller, "view-database", database, default=True))
+        ):
+            raise ToolError(f"Database {database!r} does not exist or is not available.")
+        return DatabaseSchema(database=database, schema=await readable_schema(datasette, caller, database))

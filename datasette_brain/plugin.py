@@ -8,7 +8,7 @@ from datasette import hookimpl
 import brain_sql
 from brain_sql import for_plugin
 
-from . import canned, crossdb, decay, facets, html_errors, links, pages, replica, routes, tools
+from . import canned, crossdb, decay, facets, figures, html_errors, links, pages, replica, routes, table_args, tools
 
 
 @hookimpl
@@ -74,6 +74,9 @@ def register_routes():
         (r"^/(?P<database>[^/]+)/-/decayed(\.(?P<format>json))?$", pages.decayed_page),
         (r"^/(?P<database>[^/]+)/-/decayed/act$", pages.decayed_act),  # form posts: CSRF-checked
         (html_errors.OTHER_PAGE_PATHS, html_errors.no_such_page),
+        # Datasette's own views, their file figures hidden from whoever may not read every table
+        (r"^/-/databases(\.(?P<format>json))?$", figures.databases_view),
+        (r"^/(?P<database>[^/.]+)\.(?P<format>json)$", figures.database_view),
     ]
 
 
@@ -107,7 +110,9 @@ def asgi_wrapper(datasette):
     extra (its counts read tables such as relationships that the asker may not be
     allowed, and no hook before the row view knows who asks; the row page filters them
     by actor: row.html), and a row URL with a key of the wrong number of parts is a
-    404 (Datasette binds each part to a key column: SQLite's error was a 500)."""
+    404 (Datasette binds each part to a key column: SQLite's error was a 500); on a
+    brain's table, a filter's list that Datasette cannot read or bind is a 400
+    (table_args.bad_list; Datasette's was a 500)."""
 
     def wrap(app):
         async def wrapped(scope, receive, send):
@@ -116,6 +121,12 @@ def asgi_wrapper(datasette):
                 scope = links.without_link_counts(datasette, scope)
                 if await links.key_of_wrong_length(datasette, scope):
                     await (await html_errors.not_found(datasette, scope)).asgi_send(send)
+                    return
+                wrong = links.is_brain_table(datasette, scope) and table_args.bad_list(
+                    (scope.get("query_string") or b"").decode("latin-1")
+                )
+                if wrong:
+                    await (await html_errors.datasette_error(datasette, scope, wrong, 400)).asgi_send(send)
                     return
             await app(scope, receive, send)
 
@@ -130,6 +141,16 @@ def register_mcp_tools(datasette, mcp):
     from . import mcp_tools  # the MCP SDK: loaded when datasette-mcp is there to ask for the tools
 
     mcp_tools.register(datasette, mcp)
+
+
+@hookimpl(hookwrapper=True, specname="register_mcp_tools")
+def schema_tool_by_permission(datasette, mcp):
+    """Once every plugin has added its tools: datasette-mcp's get_database_schema
+    shows only the tables the caller may read (mcp_tools.replace_schema_tool)."""
+    yield
+    from . import mcp_tools
+
+    mcp_tools.replace_schema_tool(datasette, mcp)
 
 
 @hookimpl
@@ -243,10 +264,17 @@ def sampled_facet_classes():
     outcome.force_result([facets.sampled(classes) for classes in outcome.get_result()])
 
 
-@hookimpl
+@hookimpl(tryfirst=True)  # before Datasette's own (its _through filter fails with a 500)
 def filters_from_request(request, database, table, datasette):
-    if table == "knowledge":
-        return decay.decay_filter(request)
+    """The knowledge table's _decay filter; on a brain, first, the table arguments
+    Datasette itself would answer with a 500 are refused with a 400 (table_args.py)."""
+
+    async def inner():
+        if links.is_brain(datasette, database):
+            await table_args.check(datasette, request, database, table)
+        return decay.decay_filter(request) if table == "knowledge" else None
+
+    return inner
 
 
 CONFIGURED = "_brain_metadata"  # the metadata's recall entry, as it was written

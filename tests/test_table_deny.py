@@ -339,3 +339,58 @@ async def test_foreign_key_labels_and_facets_show_no_entity_names(brains):
         page = await datasette.client.get(f"/brain/{table}?_facet={keys[0]}")
         links = ENTITY_LINK.findall(page.text)
         assert links and all(text == entity_id for entity_id, text in links), (table, links[:5])
+
+
+def tables_created(schema, names):
+    """Which of `names` the schema's statements create (CREATE [VIRTUAL] TABLE name)."""
+    created = re.findall(r"CREATE (?:VIRTUAL )?TABLE [\"'\[`]?([^\"'\]`\s(]+)", schema, re.I)
+    return set(created) & set(names)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("denied", [(), ("knowledge",), ("entities",)])
+async def test_the_mcp_schema_tool_shows_the_tables_the_database_page_lists(brains, denied):
+    """datasette-mcp's get_database_schema, at /-/mcp beside the brain's tools: of the
+    tables /brain.json lists to the caller, and no statement naming a table it does not
+    (a table whose foreign key names one is left out too)."""
+    from datasette_mcp import create_mcp_server
+
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying(*denied))
+    conn = brain_sql.connect(brain)
+    names = [name for (name,) in conn.execute("select name from sqlite_schema where type = 'table'")]
+    close_brain(conn)
+    listed = {table["name"] for table in (await datasette.client.get("/brain.json")).json()["tables"]}
+    async with Client(create_mcp_server(datasette)) as client:
+        found = await client.call_tool("get_database_schema", {"database": "brain"})
+    assert not found.is_error, found.content
+    schema = found.structured_content["schema"]
+    hidden = set(names) - listed
+    shown = tables_created(schema, names)
+    assert shown <= listed and "_sqlite_migrations" in shown
+    assert denied or shown == listed  # whoever may read every table is shown every one
+    assert ("knowledge" in shown) == ("knowledge" not in denied), shown
+    words = {word.lower() for word in re.findall(r"\w+", schema)}
+    assert not {name.lower() for name in hidden} & words, hidden & words
+    assert bool(denied) == bool(hidden)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("denied", [("knowledge",), ("entities",), ("brain_changes",)])
+async def test_the_files_size_is_only_for_whoever_may_read_every_table(brains, denied):
+    """The file grows with every memory, hidden ones too: /-/databases.json and
+    /brain.json give its size (and hash) only to whoever may read all of its tables."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying(*denied))
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    size = brain.stat().st_size
+    for cookies, told in ((None, None), (admin, size)):
+        (listed,) = (await datasette.client.get("/-/databases.json", cookies=cookies)).json()
+        assert (listed["size"], listed["hash"]) == (told, None), cookies
+        page = await datasette.client.get("/-/databases", cookies=cookies)
+        assert page.status_code == 200 and (str(size) in page.text) == bool(told)
+        database = await datasette.client.get("/brain.json", cookies=cookies)
+        assert database.status_code == 200 and database.json()["size"] == told, cookies
+    # a query's rows are left as they are
+    query = await datasette.client.get("/brain.json?sql=select+1+as+size", cookies=admin)
+    assert query.json()["rows"] == [[1]]
