@@ -38,6 +38,7 @@ from .config import (
 from .connection import Connection, Turns, atomic, main_file, write_failures
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError, IngestFormat, TextLines, content_refusal
+from .embed import grouping_free
 from .errors import BrainBusy, FieldError, ModelError, PruneRefused
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
@@ -50,9 +51,16 @@ from .writer import CHUNKS_PER_INSERT, DocumentWriter, chunk_text, content_hash,
 
 # While a batch is embedded, progress is reported this often; its text is embedded
 # this many texts at a time, so that there is progress to report (MiniLM takes
-# half a minute over a batch of 1000 documents).
+# half a minute over a batch of 1000 documents). A model that embeds each text alone
+# (embed.grouping_free) takes more at a time: the default one embeds 512 texts in
+# 0.2 s, and slices of 32 cost its thread a sixth more (model2vec's work per call).
 PROGRESS_SECONDS = 0.5
 EMBED_SLICE = 32
+EMBED_SLICE_GROUPING_FREE = 512
+# A file is read through a buffer this large: each refill is a read that lets the
+# embedding thread take the interpreter, and with 8 kB (a few records) waiting to
+# get it back cost as much as parsing the lines.
+READ_BUFFER = 1 << 20
 
 
 @dataclass
@@ -575,7 +583,7 @@ def _read(path, fmt):
         if refused is None:
             # opened without waiting (a file swapped for a named pipe since would block), then looked at again
             descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-            with os.fdopen(descriptor, "rb") as stream:
+            with os.fdopen(descriptor, "rb", buffering=READ_BUFFER) as stream:
                 refused = _refusal(path, os.fstat(descriptor), fmt)
                 if refused is None and fmt.by_line:
                     yield from fmt.parse(path, TextLines(path, stream))
@@ -782,8 +790,9 @@ class _Pipeline:
         """storage_vectors of the batch's texts, a slice at a time, counting the
         characters embedded (the writer's thread reports them as progress)."""
         texts, vectors = list(batch.texts.values()), []
-        for start in range(0, len(texts), EMBED_SLICE):
-            part = texts[start : start + EMBED_SLICE]
+        step = EMBED_SLICE_GROUPING_FREE if grouping_free(self.model_id) else EMBED_SLICE
+        for start in range(0, len(texts), step):
+            part = texts[start : start + step]
             vectors += storage_vectors(part, self.model_id)
             batch.embedded += sum(map(len, part))
         return vectors
@@ -988,12 +997,21 @@ class _Pipeline:
         CHUNKS_PER_INSERT chunks at once (DocumentWriter.write_new), so the
         deadline may pass by the time of writing that many. With `isolate`, each
         in a savepoint of its own (slower: vec0 journals every page a savepoint touches)."""
-        report = self.report
         self._same_model()
         for document in batch:
             validity.place_earlier(self.conn, document)  # an earlier version is history, never over a later one
         stored = self.writer.stored_hashes(batch)
         changing = [d.document_id for d in batch if stored.get(d.document_id) != d.digest]
+        self.writer.look_up_entities([d for d in batch if stored.get(d.document_id) != d.digest])
+        try:
+            return self._write_documents(batch, embedded, isolate, deadline, stored, changing)
+        finally:
+            self.writer.done_looking()
+
+    def _write_documents(self, batch, embedded, isolate, deadline, stored, changing):
+        """_write_batch's writing, once `stored` ({document id: stored content hash}) and
+        the `changing` documents' ids are known."""
+        report = self.report
         before = validity.touched(self.conn, changing)
         new_vectors, written = [], 0
         fresh, vectors, chunks = [], {}, 0  # new documents not written yet, as (document, plan); their chunks

@@ -63,10 +63,7 @@ def _stored(conn, tmp_path):
     for table, order in TABLES.items():
         cursor = conn.execute(f"select * from [{table}] order by {order}")
         columns = [c[0] for c in cursor.description]
-        stored[table] = [
-            {c: v for c, v in zip(columns, row) if c not in VOLATILE}
-            for row in cursor.fetchall()
-        ]
+        stored[table] = [{c: v for c, v in zip(columns, row) if c not in VOLATILE} for row in cursor.fetchall()]
     stored["vec_knowledge"] = [r[0] for r in conn.execute("select knowledge_id from vec_knowledge order by 1")]
     return json.loads(json.dumps(stored).replace(str(tmp_path), "TMP"))
 
@@ -85,3 +82,15 @@ def test_an_ingest_stores_what_it_always_stored(tmp_path, monkeypatch):
     expected = json.loads(STORED.read_text())
     for table in expected:
         assert stored[table] == expected[table], table
+
+
+def test_the_default_model_embeds_each_text_as_it_would_alone():
+    """Ingest embeds a grouping-free model's text many texts at a time (fewer
+    calls): each vector is the one its text gets embedded alone."""
+    from brain_sql.config import DEFAULT_MODEL
+    from brain_sql.embed import grouping_free
+    from brain_sql.vectors import storage_vectors
+
+    texts = [json.loads(line)["text"][: 40 + 61 * i] for i, line in enumerate(CORPUS.read_text().splitlines())]
+    assert grouping_free(DEFAULT_MODEL)
+    assert storage_vectors(texts, DEFAULT_MODEL) == [storage_vectors([t], DEFAULT_MODEL)[0] for t in texts]
