@@ -45,7 +45,7 @@ from .follower import last_change
 from .plugins import collect
 from .records import record_document
 from .schema import CHANGES_TABLE, is_brain, migrate, prune_changes, recorded_model
-from .vectors import insert_vectors, storage_vectors, stored_vector
+from .vectors import insert_vectors, storage_vectors, stored_vector, vectored
 from .wording import counted
 from .writer import CHUNKS_PER_INSERT, DocumentWriter, chunk_text, content_hash, may_exist
 
@@ -984,11 +984,9 @@ class _Pipeline:
                 for chunk in document.chunks:
                     text = chunk_text(document, chunk)
                     texts[content_hash(text)] = text
-        return {
-            h: t
-            for h, t in texts.items()
-            if h not in self.vectors and stored_vector(self.conn, h, self.model_id) is None
-        }
+        texts = {h: t for h, t in texts.items() if h not in self.vectors}
+        stored = vectored(self.conn, texts, self.model_id)  # one statement: each lets the embedding thread in
+        return {h: t for h, t in texts.items() if h not in stored}
 
     def _write_batch(self, batch, embedded, isolate, deadline=None):
         """Write documents of `batch` in order until `deadline` (time.perf_counter)
