@@ -999,10 +999,10 @@ class _Pipeline:
         for document in batch:
             validity.place_earlier(self.conn, document)  # an earlier version is history, never over a later one
         stored = self.writer.stored_hashes(batch)
-        changing = [d.document_id for d in batch if stored.get(d.document_id) != d.digest]
-        self.writer.look_up_entities([d for d in batch if stored.get(d.document_id) != d.digest])
+        changing = [d for d in batch if stored.get(d.document_id) != d.digest]
+        self.writer.look_up_entities(changing)
         try:
-            return self._write_documents(batch, embedded, isolate, deadline, stored, changing)
+            return self._write_documents(batch, embedded, isolate, deadline, stored, [d.document_id for d in changing])
         finally:
             self.writer.done_looking()
 
