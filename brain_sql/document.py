@@ -202,17 +202,18 @@ def chunks_refusal(count: int, why: str = "") -> str | None:
     return None
 
 
-def document_fields(document, raw):
+def document_fields(document, raw, sound=False):
     """Apply a record's or frontmatter's fields, tags, aliases, entities and relations
     to `document`; an IngestError when one of them is malformed — any value, of any
-    size or depth, is this record's problem, never the run's."""
+    size or depth, is this record's problem, never the run's. `sound`: the caller
+    found nothing unstorable in `raw` (or in a record holding it) already."""
     try:
-        return _document_fields(document, raw)
+        return _document_fields(document, raw, sound)
     except (ValueError, OverflowError, RecursionError) as ex:  # a number past Python's digit limit, say
         return IngestError(document.source_path, document.line, f"a value cannot be read: {str(ex)[:200]}")
 
 
-def _document_fields(document, raw):
+def _document_fields(document, raw, sound):
     def error(message):
         return IngestError(document.source_path, document.line, message)
 
@@ -223,7 +224,7 @@ def _document_fields(document, raw):
         > MAX_METADATA_BYTES
     ):
         return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
-    refused = unstorable(raw)  # after the size: it walks every shared part
+    refused = None if sound else unstorable(raw)  # after the size: it walks every shared part
     if refused is not None:
         return error(refused)
     try:

@@ -6,6 +6,7 @@ a user names it (`--model`, `$BRAIN_MODEL`: `fetch`). The model a brain records
 is only ever loaded from what is installed: plain SQL can write any id there, and
 recall must not wait on the network, nor reach it, for one."""
 
+import sys
 import threading
 from typing import Any
 
@@ -73,6 +74,14 @@ def embed(texts, model_id):
     vectors = np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+
+
+def grouping_free(model_id):
+    """Whether the model embeds each text alone, so that how texts are grouped into
+    calls changes no vector: a model2vec StaticModel's is the mean of its tokens'
+    vectors, while MiniLM pads a group to its longest text."""
+    static = sys.modules.get("model2vec")  # imported once such a model is loaded
+    return static is not None and isinstance(get_model(model_id), static.StaticModel)
 
 
 def count_tokens(texts, model_id):

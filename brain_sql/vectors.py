@@ -147,6 +147,19 @@ def stored_vector(conn, content_hash, model_id):
     return tuple(row) if row else None
 
 
+def vectored(conn, content_hashes, model_id):
+    """Those of `content_hashes` that a stored chunk of `model_id` has a vector for
+    (stored_vector is not None), in one statement."""
+    return {
+        digest
+        for (digest,) in conn.execute(
+            "select distinct k.content_hash from knowledge k join vec_knowledge v on v.knowledge_id = k.id "
+            "where k.content_hash in (select value from json_each(?)) and k.embedding_model = ?",
+            (json.dumps(list(content_hashes)), model_id),
+        )
+    }
+
+
 def embedded_text(title, heading_path, content, context=None):
     """The text a chunk is embedded (and content-hashed) as: its context too, so
     the dense leg, like the lexical one, finds a turn by what surrounds it."""

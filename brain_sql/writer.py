@@ -129,6 +129,7 @@ class DocumentWriter:
     def __init__(self, conn, model_id, report):
         self.conn, self.model_id, self.report = conn, model_id, report
         self.entity_ids = {}  # casefolded name -> id, for entities seen in this run
+        self.looked_up = {}  # name -> its stored entity's id or None, as look_up_entities found them
         self.queued = {"chunk": [], "entity": []}  # mention work, queued by `queue_mentions`
         self.mentioned = None  # when a dict like `queued`: all it queued (a remember matches just that)
 
@@ -136,7 +137,37 @@ class DocumentWriter:
         """Drop the entity cache and the mention work not queued yet: ids created
         inside a rolled-back savepoint are gone."""
         self.entity_ids.clear()
+        self.looked_up = {}
         self.queued = {"chunk": [], "entity": []}
+
+    def look_up_entities(self, documents):
+        """Find in one statement the stored entities that `documents` name and this run
+        has not met, for `_entity` to take instead of a statement a name (each lets the
+        embedding thread take the interpreter, to wait for it back). Valid until the
+        transaction ends (`done_looking`): nothing a write does removes an entity, and
+        one it adds is met by `entity_ids` first (names equal but for ASCII case, as
+        the name column compares them, casefold alike). A name json_each might not
+        read back as Python binds it (a control character, a lone surrogate) is looked
+        up alone, as before."""
+        wanted = list(
+            {
+                name: None
+                for document in documents
+                for name in _named(document)
+                if name.casefold() not in self.entity_ids and name.isprintable()
+            }
+        )
+        found = dict(
+            self.conn.execute(
+                "select j.key, e.id from json_each(?) j join entities e on e.name = j.value collate nocase",
+                [json.dumps(wanted)],
+            ).fetchall()
+        )
+        self.looked_up = {name: found.get(index) for index, name in enumerate(wanted)}
+
+    def done_looking(self):
+        """Drop what look_up_entities found: another writer may remove entities after this transaction."""
+        self.looked_up = {}
 
     def queue_mentions(self):
         """Queue the mention work of the documents written since the last call, in
@@ -352,6 +383,8 @@ class DocumentWriter:
             target = self._entity(relation.to_name, relation.to_type)
             edges.append((source, target, relation.relation_type, chunk_ids.get(relation.chunk_index, first)))
         rows = [(a, b, t, k, document.document_id) for a, b, t, k in edges if a != b]
+        if not rows:
+            return
         cursor = self.conn.executemany(
             "insert or ignore into relationships "
             "(from_entity_id, to_entity_id, relation_type, knowledge_id, document_id) values (?, ?, ?, ?, ?)",
@@ -364,10 +397,12 @@ class DocumentWriter:
         key = name.casefold()
         entity_id = self.entity_ids.get(key)
         if entity_id is None:
-            row = self.conn.execute("select id from entities where name = ?", (name,)).fetchone()
-            if row:
-                entity_id = row[0]
+            if name in self.looked_up:
+                entity_id = self.looked_up[name]
             else:
+                row = self.conn.execute("select id from entities where name = ?", (name,)).fetchone()
+                entity_id = row[0] if row else None
+            if entity_id is None:
                 entity_id = self.conn.execute(
                     "insert into entities (name, entity_type) values (?, ?)",
                     (name, "document" if claim else entity_type),
@@ -383,6 +418,21 @@ class DocumentWriter:
                 (entity_id,),
             )
         return entity_id
+
+
+def _named(document):
+    """The entity names a document's writing looks up, in the order it does (DocumentWriter._finish)."""
+    if document.title:
+        yield document.title
+    for tag in document.tags:
+        yield f"#{tag}"
+    yield from document.aliases
+    for name, _ in document.entities:
+        yield name
+    for relation in document.relations:
+        if relation.from_name is not None:
+            yield relation.from_name
+        yield relation.to_name
 
 
 def remove_documents(conn, document_ids):

@@ -16,6 +16,7 @@ def test_progress_moves_while_a_batch_is_embedded(tmp_path, monkeypatch):
     ]
     corpus = write(tmp_path / "c.jsonl", "".join(json.dumps(r) + "\n" for r in records))
     monkeypatch.setattr(pipeline, "EMBED_SLICE", 4)
+    monkeypatch.setattr(pipeline, "EMBED_SLICE_GROUPING_FREE", 4)
     monkeypatch.setattr(pipeline, "PROGRESS_SECONDS", 0.01)
     real, slices = pipeline.storage_vectors, []
     reported_partly = threading.Event()
