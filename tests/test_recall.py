@@ -221,6 +221,32 @@ def test_lexical_spec(tmp_path):
     assert "phrase" not in lexical("fusion -merges")
 
 
+def test_a_phrase_of_any_length_is_matched_not_called_damage(tmp_path):
+    """SQLite joins at most 64 tables: a quoted phrase (or a long query opened by a
+    quote never closed) of more words than that is still matched where it stands."""
+    words = [f"w{i}x" for i in range(70)]
+    records = [
+        record("long", " ".join(words) + " and more."),
+        record("twice", " ".join(words * 2)),
+        record("broken", " ".join(words[:40]) + " gap " + " ".join(words[40:])),
+        record("other", "Nothing of the kind."),
+    ]
+    path = write(tmp_path / "r.jsonl", "\n".join(json.dumps(r) for r in records))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [path])
+    external = dict(conn.execute("select id, external_id from knowledge"))
+
+    def lexical(q):
+        legs = run_legs(conn, parse({"q": q, "now": NOW}), MODEL, with_graph=False)
+        return sorted(external[i] for i in legs.ranked["fts"])
+
+    assert lexical(f'"{" ".join(words)}"') == ["long", "twice"]
+    assert lexical(f'"{" ".join(words)}') == ["long", "twice"]  # unclosed: one phrase to the end
+    assert lexical(f'"{" ".join(words * 2)}"') == ["twice"]
+    result = recall(conn, {"q": f'"{" ".join(words)}"', "now": NOW, "prf": False})
+    assert {external[h["id"]] for h in result["hits"]} >= {"long", "twice"}
+
+
 def test_nonsense_abstains(brain):
     for q in ("flurbo gnaxle quizzotic zzyzx", "asdfghjkl qwertyuiop", "🧠🧠🧠"):
         result = recall(brain, {"q": q, "now": NOW})
