@@ -39,6 +39,8 @@ def parse_time(value, now=None, name="time"):
 
     Takes ISO 8601 dates and times (a time without offset is UTC), date objects,
     and relative times such as -30d, -2w, +1h against `now` (default: the clock).
+    A fraction of a second is refused by name: a time is kept to the second, and
+    cutting it off would change what the user gave.
     """
     if isinstance(value, datetime.datetime):
         moment = value
@@ -64,6 +66,11 @@ def parse_time(value, now=None, name="time"):
                 ) from None
     else:
         raise FieldError(f"{name} must be a date string, not {shown(value)}")
+    if moment.microsecond:  # kept to the second (as the vector index's time columns): refused, never cut
+        raise FieldError(
+            f"{name} {shown(value)} has a fraction of a second: times are kept to the whole second, "
+            "give one without the fraction (2026-03-01T09:30:15Z)"
+        )
     if moment.tzinfo is not None:  # a time with an offset (YAML gives aware datetimes) is kept in UTC
         try:
             moment = moment.astimezone(datetime.timezone.utc)
