@@ -30,7 +30,7 @@ TEXT_FIELDS = (
 # Every input key that maps onto a knowledge column.
 FIELD_NAMES = TIME_FIELDS + TEXT_FIELDS + ("class", "scope", "confidence", "relevance_tier")
 
-_RELATIVE = re.compile(r"^\s*([+-]?)(\d+)\s*([smhdwy])\s*$")
+_RELATIVE = re.compile(r"^\s*([+-]?)([0-9]+)\s*([smhdwy])\s*$")  # ASCII digits, as every number taken
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 

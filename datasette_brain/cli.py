@@ -46,6 +46,23 @@ class BadInput(click.ClickException):
     exit_code = 2  # click's, for a usage error
 
 
+class WholeNumber(click.ParamType):
+    """A whole number from `low` to `high` in ASCII digits, as the HTTP API takes it:
+    click's int would take '\uff15' (a full-width 5), '1_000' or ' 5' as numbers."""
+
+    name = "integer"
+
+    def __init__(self, low: int = 1, high: int = 2**63 - 1) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value, param, ctx):
+        try:
+            name = param.opts[0].lstrip("-") if param and param.opts else "value"
+            return for_plugin.whole_number(value, name, self.low, self.high)
+        except brain_sql.InputError as ex:
+            self.fail(str(ex), param, ctx)
+
+
 class BrainCommand(click.Command):
     """A brain command: what brain_sql raises is answered here, once for every
     command, as the HTTP API answers it (tools.as_api_error): a caller's bad input
@@ -241,7 +258,7 @@ def recall(db_path, query, as_json, **options):
 @click.option("--queries", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR queries.jsonl")
 @click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR qrels .tsv")
 @click.option(
-    "--k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="hits recalled per query, 1 to 100"
+    "--k", "k", type=WholeNumber(1, 100), default=10, show_default=True, help="hits recalled per query, 1 to 100"
 )
 @click.option("--now", help="fixed evaluation time (ISO)")
 @click.option(
@@ -511,7 +528,9 @@ def export(db_path):
 
 @brain.command()
 @click.argument("db_path", type=click.Path(dir_okay=False))
-@click.option("--id", "ids", type=int, multiple=True, metavar="ID", help="a memory's id, knowledge.id (repeatable)")
+@click.option(
+    "--id", "ids", type=WholeNumber(), multiple=True, metavar="ID", help="a memory's id, knowledge.id (repeatable)"
+)
 @click.option(
     "--external-id",
     "external_ids",

@@ -46,6 +46,13 @@ def test_a_fraction_of_a_second_is_refused_by_name_never_cut_off(value):
         parse_time(value, name="valid_to")
 
 
+@pytest.mark.parametrize("value", ["-\u0663d", "+\uff11h", "-1\u0660d"])
+def test_relative_times_take_ascii_digits_only(value):
+    """As every number a request takes (k=\u0661 is refused): another script's digits are no relative time."""
+    with pytest.raises(FieldError, match="since .* is not a date"):
+        parse_time(value, now=NOW, name="since")
+
+
 def test_parse_time_converts_aware_datetimes_to_utc():
     moment = datetime.datetime(2026, 3, 1, 9, 30, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))
     assert parse_time(moment) == "2026-03-01 07:30:00"
