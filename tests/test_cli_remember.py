@@ -75,6 +75,7 @@ def test_remember_from_a_file_in_every_shape(run, db_path, tmp_path, shape):
         ('{"text": "ok",\n "scope": }', "in.jsonl:2: malformed JSON"),
         ("", "no records"),
         ("42", "in.jsonl:1: record 1: a record must be a JSON object"),
+        ('{"records": [{"text": "ok"}]}', "record 1: an object whose only key is 'records' is not a record: send the"),
     ],
 )
 def test_a_bad_record_is_an_error_naming_its_line_and_nothing_is_stored(run, db_path, tmp_path, text, message):
