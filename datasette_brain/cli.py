@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -47,17 +48,24 @@ class BadInput(click.ClickException):
 
 
 class WholeNumber(click.ParamType):
-    """A whole number from `low` to `high` in ASCII digits, as the HTTP API takes it:
-    click's int would take '\uff15' (a full-width 5), '1_000' or ' 5' as numbers."""
+    """A whole number in ASCII digits, as the HTTP API takes it (click's int would
+    take '\uff15', a full-width 5, '1_000' or ' 5'), from `low` to `high` when
+    given; without them, what takes it checks the range and names it."""
 
     name = "integer"
 
-    def __init__(self, low: int = 1, high: int = 2**63 - 1) -> None:
+    def __init__(self, low: int | None = None, high: int | None = None) -> None:
         self.low, self.high = low, high
 
     def convert(self, value, param, ctx):
+        name = param.opts[0].lstrip("-") if param and param.opts else "value"
+        if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(f"{name} must be a whole number in the digits 0-9, not {for_plugin.shown(value)}", param, ctx)
+        if self.low is None or self.high is None:
+            return value
         try:
-            name = param.opts[0].lstrip("-") if param and param.opts else "value"
             return for_plugin.whole_number(value, name, self.low, self.high)
         except brain_sql.InputError as ex:
             self.fail(str(ex), param, ctx)

@@ -132,12 +132,10 @@ def test_forget_needs_something_to_forget_and_a_brain(run, db_path, tmp_path):
     result = run("brain", "forget", db_path)
     assert result.exit_code == 2 and "--id N or --external-id X" in result.output
     result = run("brain", "forget", db_path, "--id", "twelve")
-    assert result.exit_code == 2 and 'id must be a whole number from 1 to 9,223,372,036,854,775,807, not "twelve"' in (
-        result.output
-    )
+    assert result.exit_code == 2 and 'id must be a whole number in the digits 0-9, not "twelve"' in result.output
     for given in ("\uff15", "1_000", " 5", "\u0661"):  # ASCII digits only, as the HTTP API takes them
         result = run("brain", "forget", db_path, "--id", given)
-        assert result.exit_code == 2 and "id must be a whole number" in result.output, given
+        assert result.exit_code == 2 and "id must be a whole number in the digits 0-9" in result.output, given
     result = run("brain", "forget", tmp_path / "missing.db", "--id", 1)
     assert result.exit_code == 1 and "does not exist" in result.output
 
