@@ -30,13 +30,31 @@ _COLUMN_NUMBER = (
 _COLUMN_WEIGHTS = np.array([*FTS_COLUMN_WEIGHTS, 1.0])  # by column number; 1.0 for any other column, as FTS5
 
 
+PHRASE_SEGMENT = 32  # terms matched in one SQL join: SQLite joins at most 64 tables
+
+
 def phrase_occurrences(conn, terms):
     """{row id: weighted occurrences} of the index terms `terms` one after another
     in one column, each occurrence weighed by its column's FTS weight. Matched
     inside SQLite, each term's instances read once: only the rows holding the
-    phrase come out."""
+    phrase come out. A phrase longer than one join may hold (SQLite's 64 tables)
+    is matched a segment at a time, its starts kept where every segment follows."""
     if not terms:
         return {}
+    weight = dict(zip(FTS_COLUMNS, FTS_COLUMN_WEIGHTS))
+    totals = {}
+    if len(terms) <= PHRASE_SEGMENT:
+        counted = conn.execute(*_phrase_sql(terms, "v.doc, v.col, count(*)", " group by v.doc, v.col"))
+    else:
+        counted = _long_phrase_counts(conn, terms)
+    for doc, col, count in counted:
+        totals[doc] = totals.get(doc, 0.0) + weight.get(col, 1.0) * count
+    return totals
+
+
+def _phrase_sql(terms, columns, tail=""):
+    """The SQL and parameters selecting `columns` from the instances (v) of `terms`
+    one after another in one column: one table per term."""
     later = [
         f"t{i} as materialized (select doc, col, offset - {i} as start from knowledge_fts_vocab "
         f"where term = cast(? as text))"
@@ -45,16 +63,29 @@ def phrase_occurrences(conn, terms):
     joins = "".join(
         f" join t{i} on t{i}.doc = v.doc and t{i}.col = v.col and t{i}.start = v.offset" for i in range(1, len(terms))
     )
-    weight = dict(zip(FTS_COLUMNS, FTS_COLUMN_WEIGHTS))
-    totals = {}
-    for doc, col, count in conn.execute(
-        (f"with {', '.join(later)} " if later else "")
-        + f"select v.doc, v.col, count(*) from knowledge_fts_vocab v{joins} where v.term = cast(? as text) "
-        "group by v.doc, v.col",
-        [lexical.term_bytes(t) for t in [*terms[1:], terms[0]]],
-    ):
-        totals[doc] = totals.get(doc, 0.0) + weight.get(col, 1.0) * count
-    return totals
+    sql = (
+        f"with {', '.join(later)} " if later else ""
+    ) + f"select {columns} from knowledge_fts_vocab v{joins} where v.term = cast(? as text){tail}"
+    return sql, [lexical.term_bytes(t) for t in [*terms[1:], terms[0]]]
+
+
+def _long_phrase_counts(conn, terms):
+    """[(doc, column, occurrences)] of a phrase longer than PHRASE_SEGMENT terms:
+    each segment's starts from SQL, a phrase starting where every segment starts
+    at its own place after it."""
+    starts = None
+    for at in range(0, len(terms), PHRASE_SEGMENT):
+        found = {
+            (doc, col, start - at)
+            for doc, col, start in conn.execute(*_phrase_sql(terms[at : at + PHRASE_SEGMENT], "v.doc, v.col, v.offset"))
+        }
+        starts = found if starts is None else starts & found
+        if not starts:
+            return []
+    counts = {}
+    for doc, col, _ in starts:
+        counts[doc, col] = counts.get((doc, col), 0) + 1
+    return [(doc, col, count) for (doc, col), count in counts.items()]
 
 
 class StateIndex:

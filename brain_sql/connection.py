@@ -84,6 +84,28 @@ def is_busy(error):
     )
 
 
+# SQLite's words for a statement beyond its limits (sqlite3.c: tables in a join,
+# compound terms, expression depth, LIKE pattern, variables, parser stack, columns,
+# function arguments): the shape of what was asked, never a damaged file
+_LIMITS = (
+    "tables in a join",
+    "too many terms in compound SELECT",
+    "Expression tree is too large",
+    "pattern too complex",
+    "too many SQL variables",
+    "parser stack overflow",
+    "too many columns",
+    "too many arguments on function",
+    "too many FROM clause terms",
+)
+
+
+def beyond_limits(error):
+    """Whether an SQLite error means a statement beyond SQLite's limits (its size, not the file)."""
+    name = getattr(error, "sqlite_errorname", "")
+    return name.startswith("SQLITE_TOOBIG") or any(words in str(error) for words in _LIMITS)
+
+
 def cannot_write(error):
     """Whether an SQLite error means the file, its folder or its filesystem is read-only."""
     name = getattr(error, "sqlite_errorname", "")
@@ -219,11 +241,14 @@ def write_failures(nothing_done):
 def _fault(ex, done=None):
     """What SQLite's DatabaseError `ex` means to a caller (faults_named): None for
     waiting on a lock, a read-only file or an interrupted query, which the caller
-    answers; a WriteError for a failing disk; else a BrainError saying to run check.
+    answers; an InputError for a statement beyond SQLite's limits; a WriteError for
+    a failing disk; else a BrainError saying to run check.
     `done`: what was not done, said first."""
     if is_busy(ex) or cannot_write(ex) or "interrupted" in str(ex):
         return None
     said = f"{done}: " if done else ""
+    if beyond_limits(ex):  # the request's size, not the file
+        return InputError(f"{said}the request is larger than SQLite can run ({ex}): make it shorter")
     if any(words in str(ex) for words in ("disk I/O error", "disk is full")):  # the server's trouble: try again
         return WriteError(f"{done}: {ex}" if done else f"writing failed ({ex}): nothing of this transaction was stored")
     return BrainError(

@@ -30,7 +30,7 @@ TEXT_FIELDS = (
 # Every input key that maps onto a knowledge column.
 FIELD_NAMES = TIME_FIELDS + TEXT_FIELDS + ("class", "scope", "confidence", "relevance_tier")
 
-_RELATIVE = re.compile(r"^\s*([+-]?)(\d+)\s*([smhdwy])\s*$")
+_RELATIVE = re.compile(r"^\s*([+-]?)([0-9]+)\s*([smhdwy])\s*$")  # ASCII digits, as every number taken
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 
@@ -39,6 +39,8 @@ def parse_time(value, now=None, name="time"):
 
     Takes ISO 8601 dates and times (a time without offset is UTC), date objects,
     and relative times such as -30d, -2w, +1h against `now` (default: the clock).
+    A fraction of a second is refused by name: a time is kept to the second, and
+    cutting it off would change what the user gave.
     """
     if isinstance(value, datetime.datetime):
         moment = value
@@ -64,6 +66,11 @@ def parse_time(value, now=None, name="time"):
                 ) from None
     else:
         raise FieldError(f"{name} must be a date string, not {shown(value)}")
+    if moment.microsecond:  # kept to the second (as the vector index's time columns): refused, never cut
+        raise FieldError(
+            f"{name} {shown(value)} has a fraction of a second: times are kept to the whole second, "
+            "give one without the fraction (2026-03-01T09:30:15Z)"
+        )
     if moment.tzinfo is not None:  # a time with an offset (YAML gives aware datetimes) is kept in UTC
         try:
             moment = moment.astimezone(datetime.timezone.utc)

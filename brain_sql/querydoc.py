@@ -281,11 +281,23 @@ def parse(raw: QueryDoc | dict[str, Any], need_q: bool = True) -> QueryDoc:
         # null is absent, but for k, which was always refused
         if given and (raw[given[0]] is not None or field.name == "k"):
             values[field.name] = _checked(field, given[0], raw[given[0]], values.get("now"))
+    _window(values)
     if not graph_enabled():
         values["graph"] = False
     values.setdefault("now", sqlite_time(utcnow()))
     values.setdefault("as_of", values["now"])  # without as_of, what is true now
     return QueryDoc(**values)
+
+
+def _window(values):
+    """A QueryError naming both when until is not later than since: the window
+    would hold no time, as a memory whose valid_to is not later than its valid_from."""
+    since, until = values.get("since"), values.get("until")
+    if since and until and until <= since:
+        raise QueryError(
+            f"until ({until}) must be later than since ({since}): no time is at or after since and before until",
+            "until",
+        )
 
 
 def _checked(field, name, value, now):

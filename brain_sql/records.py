@@ -201,15 +201,22 @@ class _Replay:
         )
 
 
+def _not_a_record(record):
+    """Why `record` is no record at all, or None."""
+    if not isinstance(record, dict):
+        return f"a record must be a JSON object, not {shown(record)}"
+    if list(record) == ["records"]:  # a list wrapped as another API takes it: not a record without text
+        return "an object whose only key is 'records' is not a record: send the list of records itself"
+    return None
+
+
 def record_document(path, record, line, where=None):
     """One record as a Document, or an IngestError naming what is wrong with it."""
 
     def error(message):
         return IngestError(path, line, f"{where}: {message}" if where else message)
 
-    if not isinstance(record, dict):
-        return error(f"a record must be a JSON object, not {shown(record)}")
-    refused = unstorable(record)
+    refused = _not_a_record(record) or unstorable(record)
     if refused is not None:
         return error(refused)
     content = next((record[k] for k in TEXT_KEYS if record.get(k) is not None), None)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -44,6 +45,30 @@ class BadInput(click.ClickException):
     field a route refuses with a 400): said, and nothing is done."""
 
     exit_code = 2  # click's, for a usage error
+
+
+class WholeNumber(click.ParamType):
+    """A whole number in ASCII digits, as the HTTP API takes it (click's int would
+    take '\uff15', a full-width 5, '1_000' or ' 5'), from `low` to `high` when
+    given; without them, what takes it checks the range and names it."""
+
+    name = "integer"
+
+    def __init__(self, low: int | None = None, high: int | None = None) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value, param, ctx):
+        name = param.opts[0].lstrip("-") if param and param.opts else "value"
+        if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value):
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(f"{name} must be a whole number in the digits 0-9, not {for_plugin.shown(value)}", param, ctx)
+        if self.low is None or self.high is None:
+            return value
+        try:
+            return for_plugin.whole_number(value, name, self.low, self.high)
+        except brain_sql.InputError as ex:
+            self.fail(str(ex), param, ctx)
 
 
 class BrainCommand(click.Command):
@@ -241,7 +266,7 @@ def recall(db_path, query, as_json, **options):
 @click.option("--queries", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR queries.jsonl")
 @click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR qrels .tsv")
 @click.option(
-    "--k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="hits recalled per query, 1 to 100"
+    "--k", "k", type=WholeNumber(1, 100), default=10, show_default=True, help="hits recalled per query, 1 to 100"
 )
 @click.option("--now", help="fixed evaluation time (ISO)")
 @click.option(
@@ -511,7 +536,9 @@ def export(db_path):
 
 @brain.command()
 @click.argument("db_path", type=click.Path(dir_okay=False))
-@click.option("--id", "ids", type=int, multiple=True, metavar="ID", help="a memory's id, knowledge.id (repeatable)")
+@click.option(
+    "--id", "ids", type=WholeNumber(), multiple=True, metavar="ID", help="a memory's id, knowledge.id (repeatable)"
+)
 @click.option(
     "--external-id",
     "external_ids",

@@ -203,6 +203,11 @@ async def test_bad_remember_writes_nothing(tmp_path):
     for body in ([], "text", {"title": "no text"}):
         response = await datasette.client.post("/brain/-/remember", json=body)
         assert response.status_code == 400, body
+    # a list wrapped as another API takes it is named, not read as one record without text
+    response = await datasette.client.post("/brain/-/remember", json={"records": batch[:1]})
+    assert response.status_code == 400 and "only key is 'records'" in response.json()["error"]
+    assert "send the list of records itself" in response.json()["error"]
+    assert brain_sql.connect(path).execute("select count(*) from knowledge").fetchone()[0] == 0
 
 
 @pytest.mark.asyncio

@@ -67,6 +67,9 @@ def test_eval_prints_the_exact_shape(run, tmp_path):
     for mode in ("full", "no_graph", "vector", "fts", "graph"):
         assert list(scores[mode]) == ["ndcg@10", "recall@2", "recall@5", "recall@10", "mrr@10"]
     assert scores["fts"]["recall@10"] == 1.0  # a title finds its own record
+    for k in ("\u0661", "\uff15", "1_0", "0", "101"):  # ASCII digits, 1 to 100, as recall's k
+        result = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--k", k)
+        assert result.exit_code == 2 and "Invalid value for '--k': k must be a whole number" in result.output, k
 
 
 def test_eval_per_query_writes_each_querys_metrics(run, tmp_path):

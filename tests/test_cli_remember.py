@@ -75,6 +75,7 @@ def test_remember_from_a_file_in_every_shape(run, db_path, tmp_path, shape):
         ('{"text": "ok",\n "scope": }', "in.jsonl:2: malformed JSON"),
         ("", "no records"),
         ("42", "in.jsonl:1: record 1: a record must be a JSON object"),
+        ('{"records": [{"text": "ok"}]}', "record 1: an object whose only key is 'records' is not a record: send the"),
     ],
 )
 def test_a_bad_record_is_an_error_naming_its_line_and_nothing_is_stored(run, db_path, tmp_path, text, message):
@@ -131,7 +132,10 @@ def test_forget_needs_something_to_forget_and_a_brain(run, db_path, tmp_path):
     result = run("brain", "forget", db_path)
     assert result.exit_code == 2 and "--id N or --external-id X" in result.output
     result = run("brain", "forget", db_path, "--id", "twelve")
-    assert result.exit_code == 2 and "'twelve' is not a valid integer" in result.output
+    assert result.exit_code == 2 and 'id must be a whole number in the digits 0-9, not "twelve"' in result.output
+    for given in ("\uff15", "1_000", " 5", "\u0661"):  # ASCII digits only, as the HTTP API takes them
+        result = run("brain", "forget", db_path, "--id", given)
+        assert result.exit_code == 2 and "id must be a whole number in the digits 0-9" in result.output, given
     result = run("brain", "forget", tmp_path / "missing.db", "--id", 1)
     assert result.exit_code == 1 and "does not exist" in result.output
 

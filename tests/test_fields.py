@@ -16,17 +16,41 @@ NOW = "2026-11-29 12:00:00"
     [
         ("2026-03-01", "2026-03-01 00:00:00"),
         ("2026-03-01T09:30", "2026-03-01 09:30:00"),
-        (" 2026-03-01 09:30:15.750 ", "2026-03-01 09:30:15"),
+        (" 2026-03-01 09:30:15.000 ", "2026-03-01 09:30:15"),  # a fraction of none: the same second
         ("2026-03-01T09:30:00Z", "2026-03-01 09:30:00"),
         ("2026-03-01T09:30:00+02:00", "2026-03-01 07:30:00"),
         ("2026-03-01T01:00:00+02:00", "2026-02-28 23:00:00"),
         ("2026-12-31T20:00:00-05:00", "2027-01-01 01:00:00"),
         (datetime.date(2026, 3, 1), "2026-03-01 00:00:00"),
-        (datetime.datetime(2026, 3, 1, 9, 30, 5, 999), "2026-03-01 09:30:05"),
+        (datetime.datetime(2026, 3, 1, 9, 30, 5), "2026-03-01 09:30:05"),
     ],
 )
 def test_parse_time_gives_sqlite_utc_text(value, expected):
     assert parse_time(value) == expected
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2020-01-01T00:00:00.000001",
+        " 2026-03-01 09:30:15.750 ",
+        "2026-03-01T09:30:15,5Z",
+        "9999-12-31T23:59:59.999999",
+        datetime.datetime(2026, 3, 1, 9, 30, 5, 999),
+    ],
+)
+def test_a_fraction_of_a_second_is_refused_by_name_never_cut_off(value):
+    """Times are kept to the second: a fraction cut off silently changed what was
+    given (and made valid_to equal to valid_from in the message that refused it)."""
+    with pytest.raises(FieldError, match="valid_to .* has a fraction of a second"):
+        parse_time(value, name="valid_to")
+
+
+@pytest.mark.parametrize("value", ["-\u0663d", "+\uff11h", "-1\u0660d"])
+def test_relative_times_take_ascii_digits_only(value):
+    """As every number a request takes (k=\u0661 is refused): another script's digits are no relative time."""
+    with pytest.raises(FieldError, match="since .* is not a date"):
+        parse_time(value, now=NOW, name="since")
 
 
 def test_parse_time_converts_aware_datetimes_to_utc():

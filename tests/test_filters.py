@@ -60,7 +60,7 @@ requests = st.fixed_dictionaries(
         "min_relevance": st.integers(0, 3),
         "include_decayed": st.booleans(),
     },
-)
+).filter(lambda raw: raw.get("until", "9")[:10] > raw.get("since", "0")[:10])  # a window of no time is refused
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

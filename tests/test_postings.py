@@ -305,6 +305,33 @@ def test_a_phrase_fts5_finds_no_token_in_matches_nothing(vault):
     assert vault.ours(lexical.Match(any_of=(("\u2013",),))) == []
 
 
+def test_a_phrase_matched_a_segment_at_a_time_counts_what_one_join_counts(scifact, monkeypatch):
+    """A phrase longer than one SQL join holds is matched in segments: the same rows
+    and occurrences, and the rows FTS5's own phrase query finds."""
+    rng = random.Random(8)
+    found = scifact.conn.execute("select content from knowledge_fts").fetchall()
+    phrases = []
+    for _ in range(40):
+        words = lexical.fts_tokens([rng.choice(found)[0] or "x"])[0] or ["x"]
+        at = rng.randrange(len(words))
+        phrases.append(tuple(words[at : at + rng.randint(2, 9)]))
+    phrases.append(("the", "of", "the"))  # common words
+    phrases.append(("of", "the", "of", "the"))  # overlapping starts
+    whole = [bm25.phrase_occurrences(scifact.conn, lexical.phrase_terms(words)) for words in phrases]
+    assert any(whole)
+    monkeypatch.setattr(bm25, "PHRASE_SEGMENT", 2)
+    assert [bm25.phrase_occurrences(scifact.conn, lexical.phrase_terms(words)) for words in phrases] == whole
+    for words, totals in zip(phrases, whole):
+        expression = lexical.Match(any_of=(words,)).expression()
+        fts5 = {
+            r
+            for (r,) in scifact.conn.execute(
+                "select rowid from knowledge_fts where knowledge_fts match ?", [expression]
+            )
+        }
+        assert set(totals) == fts5, words
+
+
 def test_rows_holding_a_term_are_counted_over_the_visible_rows(scifact):
     rng = np.random.default_rng(6)
     visible = rng.random(len(scifact.ids)) >= 0.3

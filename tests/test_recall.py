@@ -12,6 +12,7 @@ import pytest
 import brain_sql
 from brain_sql import quality
 from brain_sql.config import EVIDENCE_CUTOFF
+from brain_sql.connection import faults_named, write_failures
 from brain_sql.fusion import fuse
 from brain_sql.hybrid import recall, run_legs
 from brain_sql.querydoc import QueryError, parse
@@ -219,6 +220,32 @@ def test_lexical_spec(tmp_path):
     assert lexical('fusion -"ranked lists"') == ["words"]
     assert lexical("src/main.rs")[0] == "code"
     assert "phrase" not in lexical("fusion -merges")
+
+
+def test_a_phrase_of_any_length_is_matched_not_called_damage(tmp_path):
+    """SQLite joins at most 64 tables: a quoted phrase (or a long query opened by a
+    quote never closed) of more words than that is still matched where it stands."""
+    words = [f"w{i}x" for i in range(70)]
+    records = [
+        record("long", " ".join(words) + " and more."),
+        record("twice", " ".join(words * 2)),
+        record("broken", " ".join(words[:40]) + " gap " + " ".join(words[40:])),
+        record("other", "Nothing of the kind."),
+    ]
+    path = write(tmp_path / "r.jsonl", "\n".join(json.dumps(r) for r in records))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [path])
+    external = dict(conn.execute("select id, external_id from knowledge"))
+
+    def lexical(q):
+        legs = run_legs(conn, parse({"q": q, "now": NOW}), MODEL, with_graph=False)
+        return sorted(external[i] for i in legs.ranked["fts"])
+
+    assert lexical(f'"{" ".join(words)}"') == ["long", "twice"]
+    assert lexical(f'"{" ".join(words)}') == ["long", "twice"]  # unclosed: one phrase to the end
+    assert lexical(f'"{" ".join(words * 2)}"') == ["twice"]
+    result = recall(conn, {"q": f'"{" ".join(words)}"', "now": NOW, "prf": False})
+    assert {external[h["id"]] for h in result["hits"]} >= {"long", "twice"}
 
 
 def test_nonsense_abstains(brain):
@@ -675,6 +702,27 @@ def test_named_signal_is_the_same_with_or_without_the_graph(tmp_path):
     assert named("Who is Vega?", scope="/acme/support") == [0.0, 0.0]  # Vega is out of reach
     assert named("Who is Vega?") == [1.0, 1.0]
     assert named("what is a pager") == [0.0, 0.0]
+
+
+LIMITED = {  # statements SQLite refuses for their shape alone
+    "join": "select 1 from " + ", ".join(f"knowledge k{i}" for i in range(70)),  # at most 64 tables in a join
+    "depth": "select " + "abs(" * 1100 + "1" + ")" * 1100,  # parser stack overflow
+    "compound": "select 1" + " union select 1" * 600,  # too many terms in compound SELECT
+    "like": "select 1 where 'a' like '" + "%" * 60000 + "'",  # LIKE pattern too complex
+}
+
+
+@pytest.mark.parametrize("sql", LIMITED.values(), ids=LIMITED.keys())
+def test_a_statement_beyond_sqlites_limits_is_the_requests_size_never_damage(brain, sql):
+    """SQLite's limits on a statement's shape say nothing of the file: the caller is
+    told the request is too large (an InputError: 400), never to run check."""
+    with pytest.raises(brain_sql.InputError, match="larger than SQLite can run") as raised:
+        with faults_named():
+            brain.execute(sql).fetchall()
+    assert "damaged" not in str(raised.value)
+    with pytest.raises(brain_sql.InputError, match="nothing was stored: the request is larger"):
+        with write_failures("nothing was stored"):
+            brain.execute(sql).fetchall()
 
 
 # plain SQL that damages the full-text index's lengths, which BM25 divides by their mean

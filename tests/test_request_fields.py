@@ -244,6 +244,24 @@ def test_a_single_valued_parameter_given_twice_is_refused_by_name(parse, given, 
     assert brain_sql.querydoc_from_strings({"q": "x", "sources": ["a", "b"]}).sources == ("a", "b")
 
 
+@pytest.mark.parametrize(
+    "parse, given",
+    [
+        (brain_sql.querydoc_from_strings, {"q": "x", "since": "2021-01-01", "until": "2020-01-01"}),
+        (brain_sql.querydoc_from_strings, {"q": "x", "since": "2020-01-01", "until": "2020-01-01"}),
+        (brain_sql.listing_from_strings, {"since": "-1d", "until": "-2d"}),  # memories.json
+        (brain_sql.parse_querydoc, {"q": "x", "since": "2021-01-01T00:00:00+05:00", "until": "2020-12-31T19:00:00Z"}),
+    ],
+)
+def test_an_until_not_later_than_since_is_refused_naming_both(parse, given):
+    """A window holding no time is refused by name (400, a usage error), as a memory
+    whose valid_to is not later than its valid_from, not answered 'no memory'."""
+    with pytest.raises(brain_sql.QueryError, match=r"^until \(.*\) must be later than since \(") as raised:
+        parse(given)
+    assert raised.value.field == "until"
+    assert parse({**given, "until": "+1d"})
+
+
 def test_a_key_given_twice_in_a_request_is_refused_by_name():
     """A JSON key given twice in one object, at any depth: a FieldError naming it
     where a request is read (unique_keys); stored JSON is read as before."""
