@@ -5,7 +5,10 @@ nothing changed; a caller's bad input is a 400, or a usage error (exit 2) naming
 its option."""
 
 import contextlib
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from datasette.app import Datasette
@@ -158,3 +161,38 @@ async def test_the_mcp_tools(brain_path, monkeypatch):
             result = await client.call_tool(tool, arguments)
             assert result.is_error and result.structured_content["status"] == 400, (tool, result)
     assert stored(brain_path) == before
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_command_whose_stdout_cannot_be_written_says_so_in_a_line_and_what_it_committed(vault_brain_copy):
+    """A full disk under stdout: one line naming the problem, not a traceback, exit non-zero; a write
+    (forget) says its change is committed, a read that the brain is unchanged."""
+
+    def run_into_full_disk(*args):
+        with open("/dev/full", "w") as full:
+            return subprocess.run(
+                [sys.executable, "-m", "sqlite_utils", "brain", *map(str, args)],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            )
+
+    conn = brain_sql.connect(vault_brain_copy)
+    doomed = conn.execute("select min(id) from knowledge").fetchone()[0]
+    conn.close()
+    for args, says in (
+        (("stats", vault_brain_copy), "the brain is unchanged"),
+        (("export", vault_brain_copy), "the brain is unchanged"),
+        (("forget", vault_brain_copy, "--id", doomed), "what forget changed is committed"),
+    ):
+        failed = run_into_full_disk(*args)
+        assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
+        assert (
+            failed.stderr.strip()
+            .splitlines()[-1]
+            .endswith(f"could not write to stdout (No space left on device); {says}")
+        )
+    conn = brain_sql.connect(vault_brain_copy)
+    assert conn.execute("select count(*) from knowledge where id = ?", [doomed]).fetchone()[0] == 0
+    conn.close()
