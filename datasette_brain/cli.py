@@ -59,7 +59,6 @@ class BrainCommand(click.Command):
             with _stdout_guarded():
                 return self._answered(ctx)
         except OutputFailed as ex:
-            _discard_stdout()
             done = f"what {ctx.command.name} changed is committed" if _writes(ctx) else "the brain is unchanged"
             raise click.ClickException(f"could not write to stdout ({ex}); {done}") from ex
 
@@ -115,6 +114,9 @@ def _stdout_guarded():
     sys.stdout = guarded
     try:
         yield
+    except OutputFailed:
+        _discard_stdout()  # before detach, whose flush would fail again on what the buffer still holds
+        raise
     finally:
         sys.stdout = original
         guarded.detach()  # the buffer stays open: it is the process's stdout
