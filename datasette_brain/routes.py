@@ -386,8 +386,11 @@ async def embeddings_view(datasette, request):
         raise OpenAIError("dimensions must be a whole number", "dimensions")
     check_dimensions(dimensions, models[model_id], model_id)
     try:
-        vectors, tokens = await asyncio.get_running_loop().run_in_executor(
-            datasette.executor, brain_sql.embed_with_usage, texts, model_id
+        vectors, tokens = await tools.in_read_slot(  # a recall's slot: a batch takes a thread as long as one
+            datasette,
+            lambda: asyncio.get_running_loop().run_in_executor(
+                datasette.executor, brain_sql.embed_with_usage, texts, model_id
+            ),
         )
     except brain_sql.ModelError as ex:
         raise OpenAIError(str(ex), "model") from ex

@@ -114,6 +114,20 @@ async def test_the_http_routes(brain_path, monkeypatch):
 
 
 @pytest.mark.asyncio
+async def test_embeddings_wait_for_the_read_slots_recall_waits_for(brain_path, monkeypatch):
+    """An embedding batch takes a thread as long as a recall does: while every read slot is
+    taken, /-/brain/v1/embeddings is a 503 with Retry-After in OpenAI's shape, not one more
+    batch queued ahead of recalls; once one is free, it embeds."""
+    datasette = served(brain_path)
+    body = {"input": ["The pager rota changes on Mondays."]}
+    async with read_slots_taken(datasette, monkeypatch):
+        refused = await datasette.client.post("/-/brain/v1/embeddings", json=body)
+    assert busy(refused) and "try again" in refused.json()["error"]["message"], refused.text
+    embedded = await datasette.client.post("/-/brain/v1/embeddings", json=body)
+    assert embedded.status_code == 200 and len(embedded.json()["data"]) == 1, embedded.text
+
+
+@pytest.mark.asyncio
 async def test_the_pages(brain_path, monkeypatch):
     datasette = served(brain_path)
     before = stored(brain_path)
