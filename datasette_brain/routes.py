@@ -279,8 +279,9 @@ def _drop_connection():
     task = asyncio.current_task()
     frame = getattr(task.get_coro(), "cr_frame", None) if task else None
     transport = getattr(frame.f_locals.get("self") if frame else None, "transport", None)
-    if isinstance(transport, asyncio.WriteTransport):
-        transport.abort()
+    abort = getattr(transport, "abort", None)  # asyncio's transport's, or uvloop's (no subclass of it)
+    if callable(abort):
+        abort()
 
 
 @api

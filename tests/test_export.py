@@ -9,6 +9,11 @@ client is slow to take it)."""
 import asyncio
 import importlib
 import json
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
 
 import pytest
 from datasette.app import Datasette
@@ -17,7 +22,7 @@ import brain_sql
 from brain_sql import for_plugin
 from datasette_brain import routes, tools
 
-from .conftest import rows, write
+from .conftest import rows, wait_for, write
 
 NOW = "2026-11-29 12:00:00"
 RECORDS = [
@@ -401,6 +406,52 @@ def test_a_client_that_reads_nothing_is_dropped_and_holds_back_no_checkpoint(vau
     sent = asyncio.run(run())
     assert all(len(bodies) == 1 and bodies[0]["more_body"] for bodies in sent)  # dropped, never finished
     assert get(datasette, "/brain/-/export.jsonl").status_code == 200  # their slots given back
+
+
+@pytest.mark.slow
+def test_a_server_told_to_stop_waits_no_longer_than_the_idle_limit_for_clients_that_read_nothing(tmp_path):
+    """Clients holding an export they never read, with more of it than the sockets
+    hold: a `datasette serve` given SIGTERM exits once they are dropped, not once they go."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    paragraph = "The pager rota changes on Mondays, and the deploy window is Tuesday morning. " * 20
+    for batch in range(8):  # about 8 MB of lines
+        records = [{"_id": f"long-{batch}-{i}", "text": "\n\n".join([paragraph] * 60)} for i in range(10)]
+        brain_sql.remember(conn, records)
+    conn.close()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "datasette", str(path), "-h", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    clients = []
+    try:
+        wait_for(lambda: _answers(f"http://127.0.0.1:{port}/-/versions.json"), what="the server to start")
+        for _ in range(for_plugin.EXPORTS_AT_ONCE):
+            client = socket.socket()
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            client.connect(("127.0.0.1", port))
+            client.sendall(b"GET /brain/-/export.jsonl HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert client.recv(100).startswith(b"HTTP/1.1 200")
+            clients.append(client)
+        server.send_signal(signal.SIGTERM)
+        server.wait(90)  # a bound on waiting, past EXPORT_IDLE_SECONDS: before, it waited until the clients went
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        for client in clients:
+            client.close()
+
+
+def _answers(url):
+    try:
+        return urllib.request.urlopen(url, timeout=1).status == 200
+    except OSError:
+        return False
 
 
 def test_too_many_exports_at_once_is_a_503(vault_brain_path):
