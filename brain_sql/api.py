@@ -174,11 +174,14 @@ restore = named(review.restore)
 flag = named(review.flag)
 
 
-def export(conn: Connection, progress: Callable[[int, int], object] | None = None) -> Generator[str, None, None]:
+def export(
+    conn: Connection, progress: Callable[[int, int], object] | None = None, snapshot: bool = True
+) -> Generator[str, None, None]:
     """Every memory of the brain on `conn`, a document a JSON line, in the record
     format ingest reads back (export.export), read in one transaction, ended when
-    this generator is closed or done. A damaged or outdated file is a BrainError."""
-    lines = exporting.export(conn, progress)
+    this generator is closed or done (snapshot=False: a short one a page, for a
+    reader that may be slow). A damaged or outdated file is a BrainError."""
+    lines = exporting.export(conn, progress, snapshot)
     try:
         while True:
             try:

@@ -9,8 +9,16 @@ flag, and the edges its text states (with their entities' types). What is derive
 — vectors, full text, contexts of conversation turns, superseded_at/by, mentions'
 resolution — is derived again when the export is ingested.
 
-Read a page of documents at a time, by id, inside one read transaction: a
-consistent snapshot whatever is written meanwhile, in memory bounded by a page.
+Read a page of documents at a time, by id (a page ends once it holds
+EXPORT_PAGE_DOCUMENTS memories: what is held in memory at once, with one document
+of more). By default every page inside one read transaction: a consistent
+snapshot whatever is written meanwhile. With snapshot=False (a server streaming to
+a client that may be slow) each page is read in a short transaction of its own,
+its lines made before it ends, so no reader waiting to be sent holds the
+write-ahead log back: each document is whole as it stood when its page was read;
+one there throughout is never missed (a memory's id is never given again, so a
+document's first id only grows); one changed meanwhile may come twice, the later
+line last (ingest keeps the first and names the second a repeat).
 """
 
 import json
@@ -42,37 +50,61 @@ where r.document_id in (select value from json_each(:documents))
 order by r.document_id, r.relation_type, f.name, t.name"""
 
 
-def export(conn, progress=None):
+def export(conn, progress=None, snapshot=True):
     """Each document of the brain on `conn` as one JSON line (text ending in a
     newline) that ingest reads back into the same memories. `progress(done,
     total)` is called as pages are read, with the memories exported so far and
     all there are. Reads in one transaction of its own (unless `conn` is in one),
-    ended when the lines are all read or the generator is closed."""
+    ended when the lines are all read or the generator is closed; with
+    `snapshot=False`, a transaction a page, none open while its lines are taken."""
     if not is_brain(conn):
         raise BrainError("this file is not a brain: there is nothing to export")
-    began = not conn.in_transaction
+    began = snapshot and not conn.in_transaction
     if began:
         conn.execute("begin")
     try:
         start, done = -(2**63), 0
         total = conn.execute("select count(*) from knowledge").fetchone()[0] if progress else None
         while True:
-            cursor = conn.execute(_FIRST_ROWS, {"start": start, "size": EXPORT_PAGE_DOCUMENTS})
-            columns = [c[0] for c in cursor.description]
-            firsts = [dict(zip(columns, row)) for row in cursor.fetchall()]
-            if not firsts:
+            lines, read, start = (_page if snapshot else _in_a_read)(conn, start)
+            if not lines:
                 return
-            edges = _edges(conn, [row["document_id"] for row in firsts if row["document_id"] is not None])
-            for first in firsts:
-                rows = [first] if first.pop("_rows") <= 1 else _rows(conn, first["document_id"])
-                yield _line(rows, edges.get(first["document_id"], {}))
-                done += len(rows)
+            yield from lines
+            done += read
             if progress:
                 progress(done, total)
-            start = firsts[-1]["id"] + 1
     finally:
         if began and conn.in_transaction:
             conn.execute("rollback")  # a read: nothing to keep
+
+
+def _in_a_read(conn, start):
+    """_page in a read transaction of its own, ended before it returns."""
+    if conn.in_transaction:
+        return _page(conn, start)
+    conn.execute("begin")
+    try:
+        return _page(conn, start)
+    finally:
+        conn.execute("rollback")  # a read: nothing to keep
+
+
+def _page(conn, start):
+    """The lines of the documents whose first memory's id is `start` or more, in id
+    order, until they hold EXPORT_PAGE_DOCUMENTS memories; with the memories read and
+    where the next page starts."""
+    cursor = conn.execute(_FIRST_ROWS, {"start": start, "size": EXPORT_PAGE_DOCUMENTS})
+    columns = [c[0] for c in cursor.description]
+    firsts = [dict(zip(columns, row)) for row in cursor.fetchall()]
+    edges = _edges(conn, [row["document_id"] for row in firsts if row["document_id"] is not None])
+    lines, read = [], 0
+    for first in firsts:
+        rows = [first] if first.pop("_rows") <= 1 else _rows(conn, first["document_id"])
+        lines.append(_line(rows, edges.get(first["document_id"], {})))
+        read, start = read + len(rows), first["id"] + 1
+        if read >= EXPORT_PAGE_DOCUMENTS:
+            break
+    return lines, read, start
 
 
 def _rows(conn, document_id):

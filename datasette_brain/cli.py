@@ -4,6 +4,7 @@ calls one), and `brain mcp` alone loads Datasette and the MCP SDK."""
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import re
@@ -80,6 +81,14 @@ class BrainCommand(click.Command):
 
     def invoke(self, ctx):
         try:
+            with _stdout_guarded():
+                return self._answered(ctx)
+        except OutputFailed as ex:
+            done = f"what {ctx.command.name} changed is committed" if _writes(ctx) else "the brain is unchanged"
+            raise click.ClickException(f"could not write to stdout ({ex}); {done}") from ex
+
+    def _answered(self, ctx):
+        try:
             return super().invoke(ctx)
         except brain_sql.InputError as ex:
             param = _param_of(ctx, getattr(ex, "field", None))
@@ -88,6 +97,61 @@ class BrainCommand(click.Command):
             raise TryAgain(str(ex)) from ex
         except brain_sql.BrainError as ex:
             raise click.ClickException(str(ex)) from ex
+
+
+def _writes(ctx):
+    """Whether the command changed the file (each does before it prints what it did)."""
+    return ctx.command.name in ("init", "ingest", "remember", "forget", "reindex") or bool(ctx.params.get("repair"))
+
+
+class OutputFailed(Exception):
+    """stdout refused what a command printed (a full disk, a closed pipe): said in one line, not a traceback."""
+
+    def __init__(self, error: OSError):
+        super().__init__(error.strerror or str(error))
+
+
+class _GuardedStdout(io.TextIOWrapper):
+    """sys.stdout while a command runs: a failed write is an OutputFailed, which no
+    OSError of the command's own work (a file it reads, a model it loads) is mistaken for."""
+
+    def write(self, text):
+        try:
+            return super().write(text)
+        except OSError as ex:
+            raise OutputFailed(ex) from ex
+
+    def flush(self):
+        try:
+            return super().flush()
+        except OSError as ex:
+            raise OutputFailed(ex) from ex
+
+
+@contextlib.contextmanager
+def _stdout_guarded():
+    original = sys.stdout
+    if getattr(original, "buffer", None) is None:
+        yield
+        return
+    original.flush()
+    guarded = _GuardedStdout(original.buffer, encoding=original.encoding, errors=original.errors, write_through=True)
+    sys.stdout = guarded
+    try:
+        yield
+    except OutputFailed:
+        _discard_stdout()  # before detach, whose flush would fail again on what the buffer still holds
+        raise
+    finally:
+        sys.stdout = original
+        guarded.detach()  # the buffer stays open: it is the process's stdout
+
+
+def _discard_stdout():
+    """Point stdout at /dev/null, so that what it still holds is dropped at exit, not
+    reported again by Python as a second error."""
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class BrainGroup(click.Group):
@@ -530,8 +594,11 @@ def export(db_path):
             out.flush()
         except BrokenPipeError:  # `export | head`: the reader has what it wanted
             lines.close()
-            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+            _discard_stdout()
             sys.exit(1)
+        except OSError as ex:
+            lines.close()
+            raise OutputFailed(ex) from ex
 
 
 @brain.command()

@@ -1,6 +1,7 @@
 """The Datasette plugin's hooks: thin, over brain_sql. Datasette reads them through the
 package its entry point names (__init__.py)."""
 
+import functools
 import threading
 
 from datasette import hookimpl
@@ -137,10 +138,17 @@ def asgi_wrapper(datasette):
 
 @hookimpl
 def register_mcp_tools(datasette, mcp):
-    """datasette-mcp's hook: the brain's tools beside its SQL ones at /-/mcp."""
+    """datasette-mcp's hook: the brain's tools beside its SQL ones at /-/mcp, served
+    statelessly (stateless_http)."""
     from . import mcp_tools  # the MCP SDK: loaded when datasette-mcp is there to ask for the tools
 
     mcp_tools.register(datasette, mcp)
+    # datasette-mcp makes /-/mcp with mcp.streamable_http_app(...) right after this hook, with the SDK's
+    # stateful sessions and no setting of its own for them: each initialize is a session kept in memory
+    # until 30 idle minutes pass (about 37 KB each, up to 10,000, then every new client is refused). The
+    # tools need nothing between requests (each reads its actor from its own request), so every request
+    # gets a fresh transport and nothing is kept. An argument datasette-mcp gives itself wins.
+    mcp.streamable_http_app = functools.partial(mcp.streamable_http_app, stateless_http=True)
 
 
 @hookimpl(hookwrapper=True, specname="register_mcp_tools")

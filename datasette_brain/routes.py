@@ -155,13 +155,22 @@ async def memories_view(datasette, request):
     return Response.json(await tools.memories(datasette, request.actor, database, listing, db=db))
 
 
-EXPORT_LINES = 200  # lines of an export sent in one body message: what a stream holds at once
+EXPORT_LINES = 200  # lines of an export read at once: what a stream holds in memory
+EXPORT_PIECE_BYTES = 64 * 1024  # what one body message sends of them
+# A client that takes no piece for this long is dropped: its export slot given back, and a server
+# told to stop waits no longer for it.
+EXPORT_IDLE_SECONDS = 30
+
+
+class _ClientStalled(Exception):
+    """The client took nothing for EXPORT_IDLE_SECONDS."""
 
 
 @api
 async def export_view(datasette, request):
     """GET /DB/-/export.jsonl: brain_sql.export streamed, read a page of lines at a
-    time on Datasette's threads from one connection and one snapshot of its own.
+    time on Datasette's threads from one connection of its own, each page in a short
+    read of its own (snapshot=False), so a client slow to take them holds no snapshot.
     What stops an export before its first line (permissions, a damaged or outdated
     file, too many exports at once) is the JSON error any route gives."""
     db = await tools.exportable_brain(datasette, request.actor, request.url_vars.get("database"))
@@ -176,8 +185,9 @@ async def export_view(datasette, request):
 
 class ExportStream:
     """A streaming response of an export's lines (Datasette sends what a view
-    returns through its asgi_send), holding its connection, its snapshot and its
-    export slot until the last line is sent or the client goes away."""
+    returns through its asgi_send), holding its connection and its export slot
+    until the last line is sent, the client goes away or it takes nothing for
+    EXPORT_IDLE_SECONDS."""
 
     def __init__(self, datasette, path, give_back, receive):
         self.datasette, self.path, self.give_back = datasette, path, give_back  # give_back: the export slot
@@ -204,7 +214,7 @@ class ExportStream:
 
         def opened():
             self.conn = brain_sql.connect(self.path, read_only=True)
-            self.lines = brain_sql.export(self.conn)
+            self.lines = brain_sql.export(self.conn, snapshot=False)
             return self._next()
 
         try:
@@ -234,17 +244,44 @@ class ExportStream:
 
     async def asgi_send(self, send):
         gone = asyncio.ensure_future(self._gone())
+
+        async def sent(message):
+            try:
+                await asyncio.wait_for(send(message), EXPORT_IDLE_SECONDS)
+            except asyncio.TimeoutError:
+                raise _ClientStalled() from None
+
         try:
             headers = [[b"content-type", b"application/x-ndjson; charset=utf-8"]]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await sent({"type": "http.response.start", "status": 200, "headers": headers})
             body = self.first
             while body and not (gone.done() and gone.result()):  # a client gone is sent no more: the rest is not read
-                await send({"type": "http.response.body", "body": body, "more_body": True})
+                for at in range(0, len(body), EXPORT_PIECE_BYTES):
+                    await sent(
+                        {"type": "http.response.body", "body": body[at : at + EXPORT_PIECE_BYTES], "more_body": True}
+                    )
                 body = await self._run(self._next)
-            await send({"type": "http.response.body", "body": b""})
+            await sent({"type": "http.response.body", "body": b""})
+        except _ClientStalled:
+            _drop_connection()
         finally:
             gone.cancel()
             await self._run(self._close)
+
+
+def _drop_connection():
+    """Abort the connection of the request this task answers. ASGI has no message for it,
+    and a response left unfinished is closed by uvicorn only once the client has taken what
+    was written (asyncio's transport.close): a client that reads nothing would keep its
+    connection open, and a server told to stop waiting for it, for ever. uvicorn runs each
+    request as its RequestResponseCycle.run_asgi, whose transport is aborted here; under
+    another server nothing is done."""
+    task = asyncio.current_task()
+    frame = getattr(task.get_coro(), "cr_frame", None) if task else None
+    transport = getattr(frame.f_locals.get("self") if frame else None, "transport", None)
+    abort = getattr(transport, "abort", None)  # asyncio's transport's, or uvloop's (no subclass of it)
+    if callable(abort):
+        abort()
 
 
 @api
@@ -386,8 +423,11 @@ async def embeddings_view(datasette, request):
         raise OpenAIError("dimensions must be a whole number", "dimensions")
     check_dimensions(dimensions, models[model_id], model_id)
     try:
-        vectors, tokens = await asyncio.get_running_loop().run_in_executor(
-            datasette.executor, brain_sql.embed_with_usage, texts, model_id
+        vectors, tokens = await tools.in_read_slot(  # a recall's slot: a batch takes a thread as long as one
+            datasette,
+            lambda: asyncio.get_running_loop().run_in_executor(
+                datasette.executor, brain_sql.embed_with_usage, texts, model_id
+            ),
         )
     except brain_sql.ModelError as ex:
         raise OpenAIError(str(ex), "model") from ex

@@ -267,10 +267,15 @@ async def run_recall(datasette, db, doc, actor):
 
 
 async def run_read(datasette, db, operation):
-    """operation(conn) — a recall, a listing — on one of Datasette's threads, at
-    most one fewer at once than it has (`num_sql_threads`), so table pages always
-    find a thread free; waiting reads go first come, first served, and one that
-    finds no slot within RECALL_WAIT_SECONDS is a 503 with Retry-After."""
+    """operation(conn) — a recall, a listing — on one of Datasette's threads, in a read slot (in_read_slot)."""
+    return await in_read_slot(datasette, lambda: db.execute_fn(operation))
+
+
+async def in_read_slot(datasette, work):
+    """await work() — a recall, a listing, an embedding batch: work for one of Datasette's
+    threads — at most one fewer at once than it has (`num_sql_threads`), so table pages
+    always find a thread free; waiting work goes first come, first served, and work
+    that finds no slot within RECALL_WAIT_SECONDS is a 503 with Retry-After."""
     loop = asyncio.get_running_loop()
     per_loop = _recall_slots.setdefault(datasette, weakref.WeakKeyDictionary())
     slots = per_loop.get(loop)
@@ -280,12 +285,12 @@ async def run_read(datasette, db, operation):
         await asyncio.wait_for(slots.acquire(), RECALL_WAIT_SECONDS)
     except asyncio.TimeoutError:
         raise ApiError(
-            "the server is busy with other recalls and listings; try again shortly",
+            "the server is busy with other recalls, listings and embeddings; try again shortly",
             503,
             {"Retry-After": str(RETRY_AFTER_SECONDS)},
         ) from None
     try:
-        return await db.execute_fn(operation)
+        return await work()
     finally:
         slots.release()
 

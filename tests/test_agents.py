@@ -148,6 +148,22 @@ def test_a_session_over_mcp(server):
     asyncio.run(session())
 
 
+def test_mcp_over_http_keeps_no_session_per_client(server):
+    """Each initialize at /-/mcp would otherwise be a session the server holds in memory until
+    it is idle for half an hour (thousands of clients: hundreds of MB, then every new client
+    refused): none is given, and a request needs none."""
+    url, _ = server
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    with httpx.Client(base_url=url, headers=headers) as http:
+        for number in range(3):
+            opened = http.post("/-/mcp", json={"jsonrpc": "2.0", "id": number, "method": "initialize", "params": hello})
+            assert opened.status_code == 200 and "mcp-session-id" not in opened.headers, opened.headers
+        listed = http.post("/-/mcp", json={"jsonrpc": "2.0", "id": 9, "method": "tools/list"})
+    assert listed.status_code == 200, listed.text
+    assert "brain_recall" in {tool["name"] for tool in listed.json()["result"]["tools"]}
+
+
 def test_the_same_json_over_mcp_and_http(server):
     url, _ = server
     doc = {"q": "How does the graph leg rank memories?", "k": 3, "now": "2026-11-29 12:00:00"}

@@ -5,7 +5,10 @@ nothing changed; a caller's bad input is a 400, or a usage error (exit 2) naming
 its option."""
 
 import contextlib
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from datasette.app import Datasette
@@ -111,6 +114,20 @@ async def test_the_http_routes(brain_path, monkeypatch):
 
 
 @pytest.mark.asyncio
+async def test_embeddings_wait_for_the_read_slots_recall_waits_for(brain_path, monkeypatch):
+    """An embedding batch takes a thread as long as a recall does: while every read slot is
+    taken, /-/brain/v1/embeddings is a 503 with Retry-After in OpenAI's shape, not one more
+    batch queued ahead of recalls; once one is free, it embeds."""
+    datasette = served(brain_path)
+    body = {"input": ["The pager rota changes on Mondays."]}
+    async with read_slots_taken(datasette, monkeypatch):
+        refused = await datasette.client.post("/-/brain/v1/embeddings", json=body)
+    assert busy(refused) and "try again" in refused.json()["error"]["message"], refused.text
+    embedded = await datasette.client.post("/-/brain/v1/embeddings", json=body)
+    assert embedded.status_code == 200 and len(embedded.json()["data"]) == 1, embedded.text
+
+
+@pytest.mark.asyncio
 async def test_the_pages(brain_path, monkeypatch):
     datasette = served(brain_path)
     before = stored(brain_path)
@@ -158,3 +175,38 @@ async def test_the_mcp_tools(brain_path, monkeypatch):
             result = await client.call_tool(tool, arguments)
             assert result.is_error and result.structured_content["status"] == 400, (tool, result)
     assert stored(brain_path) == before
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_command_whose_stdout_cannot_be_written_says_so_in_a_line_and_what_it_committed(vault_brain_copy):
+    """A full disk under stdout: one line naming the problem, not a traceback, exit non-zero; a write
+    (forget) says its change is committed, a read that the brain is unchanged."""
+
+    def run_into_full_disk(*args):
+        with open("/dev/full", "w") as full:
+            return subprocess.run(
+                [sys.executable, "-m", "sqlite_utils", "brain", *map(str, args)],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            )
+
+    conn = brain_sql.connect(vault_brain_copy)
+    doomed = conn.execute("select min(id) from knowledge").fetchone()[0]
+    conn.close()
+    for args, says in (
+        (("stats", vault_brain_copy), "the brain is unchanged"),
+        (("export", vault_brain_copy), "the brain is unchanged"),
+        (("forget", vault_brain_copy, "--id", doomed), "what forget changed is committed"),
+    ):
+        failed = run_into_full_disk(*args)
+        assert failed.returncode != 0 and "Traceback" not in failed.stderr, failed.stderr
+        assert (
+            failed.stderr.strip()
+            .splitlines()[-1]
+            .endswith(f"could not write to stdout (No space left on device); {says}")
+        )
+    conn = brain_sql.connect(vault_brain_copy)
+    assert conn.execute("select count(*) from knowledge where id = ?", [doomed]).fetchone()[0] == 0
+    conn.close()

@@ -3,11 +3,17 @@ reads, and ingesting that into a new brain gives the same memories — ids,
 fields, review decisions made a memory at a time, history versions,
 conversation turns, relations with their entities' types — so exporting the
 new brain gives the same lines, and recall answers alike. One snapshot, read a
-page at a time."""
+page at a time (the route: each page a short read of its own, none held while a
+client is slow to take it)."""
 
 import asyncio
 import importlib
 import json
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
 
 import pytest
 from datasette.app import Datasette
@@ -16,7 +22,7 @@ import brain_sql
 from brain_sql import for_plugin
 from datasette_brain import routes, tools
 
-from .conftest import rows, write
+from .conftest import rows, wait_for, write
 
 NOW = "2026-11-29 12:00:00"
 RECORDS = [
@@ -323,9 +329,11 @@ async def asgi_get(app, path, on_body=None, gone_after=None):
     return messages[1:], messages[0]
 
 
-def test_the_export_is_streamed_from_one_snapshot(vault_brain_copy, monkeypatch):
-    """Sent a few lines at a time, as they are read; what is written meanwhile is
-    not in it, what is forgotten meanwhile still is."""
+def test_the_export_is_streamed_a_page_a_moment(vault_brain_copy, monkeypatch):
+    """Sent a few lines at a time, as they are read, each page of documents as it
+    stood when it was read (none held open while it is sent): a memory stored
+    meanwhile is in it, one forgotten before its page was read is not, every other
+    once."""
     monkeypatch.setattr(routes, "EXPORT_LINES", 3)
     monkeypatch.setattr(importlib.import_module("brain_sql.exporting"), "EXPORT_PAGE_DOCUMENTS", 2)
     conn = brain_sql.connect(vault_brain_copy)
@@ -340,9 +348,9 @@ def test_the_export_is_streamed_from_one_snapshot(vault_brain_copy, monkeypatch)
     bodies, status = asyncio.run(
         asgi_get(Datasette([str(vault_brain_copy)]).app(), "/brain/-/export.jsonl", write_meanwhile)
     )
-    assert status == 200 and len(bodies) == 7  # 20 lines, 3 a message
-    assert b"".join(bodies).decode() == whole
-    assert '"late"' in "".join(brain_sql.export(conn))
+    after = "".join(brain_sql.export(conn))
+    assert status == 200 and '"late"' in after and after != whole
+    assert b"".join(bodies).decode() == after
 
 
 def test_a_client_gone_is_sent_no_more_and_frees_its_export(vault_brain_path, monkeypatch):
@@ -354,6 +362,96 @@ def test_a_client_gone_is_sent_no_more_and_frees_its_export(vault_brain_path, mo
     give_back = [tools.take_export_slot(datasette) for _ in range(for_plugin.EXPORTS_AT_ONCE)]
     for given in give_back:
         given()
+
+
+def test_a_client_that_reads_nothing_is_dropped_and_holds_back_no_checkpoint(vault_brain_copy, monkeypatch):
+    """Clients that connect and never read: while they wait, the export holds no
+    read of the file (a checkpoint empties the write-ahead log); once they have taken
+    nothing for EXPORT_IDLE_SECONDS they are dropped and their slots given back."""
+    monkeypatch.setattr(routes, "EXPORT_IDLE_SECONDS", 0.2, raising=False)
+    monkeypatch.setattr(routes, "EXPORT_LINES", 1)  # the rest of the page not yet read when the client stalls
+    datasette = Datasette([str(vault_brain_copy)])
+    app, conn = datasette.app(), brain_sql.connect(vault_brain_copy)
+
+    async def stalled(sending):
+        scope = {"type": "http", "http_version": "1.1", "method": "GET", "path": "/brain/-/export.jsonl"}
+        scope.update(raw_path=scope["path"].encode(), query_string=b"", headers=[], scheme="http", root_path="")
+        requested, bodies = [], []
+
+        async def receive():
+            if not requested:
+                requested.append(True)
+                return {"type": "http.request", "body": b"", "more_body": False}
+            await asyncio.Event().wait()  # the client never goes, and never reads
+
+        async def send(message):
+            if message["type"] == "http.response.body":
+                bodies.append(message)
+                sending.set()
+                await asyncio.Event().wait()
+
+        await app(scope, receive, send)
+        return bodies
+
+    async def run():
+        sending = [asyncio.Event() for _ in range(for_plugin.EXPORTS_AT_ONCE)]
+        clients = [asyncio.ensure_future(stalled(event)) for event in sending]
+        for event in sending:
+            await asyncio.wait_for(event.wait(), 30)
+        brain_sql.remember(conn, [{"_id": "meanwhile", "text": "Stored while the exports wait."}])
+        checkpoint = conn.execute("pragma wal_checkpoint(truncate)").fetchone()
+        assert checkpoint[0] == 0, checkpoint  # no reader held the log back
+        return await asyncio.wait_for(asyncio.gather(*clients), 30)
+
+    sent = asyncio.run(run())
+    assert all(len(bodies) == 1 and bodies[0]["more_body"] for bodies in sent)  # dropped, never finished
+    assert get(datasette, "/brain/-/export.jsonl").status_code == 200  # their slots given back
+
+
+@pytest.mark.slow
+def test_a_server_told_to_stop_waits_no_longer_than_the_idle_limit_for_clients_that_read_nothing(tmp_path):
+    """Clients holding an export they never read, with more of it than the sockets
+    hold: a `datasette serve` given SIGTERM exits once they are dropped, not once they go."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    paragraph = "The pager rota changes on Mondays, and the deploy window is Tuesday morning. " * 20
+    for batch in range(8):  # about 8 MB of lines
+        records = [{"_id": f"long-{batch}-{i}", "text": "\n\n".join([paragraph] * 60)} for i in range(10)]
+        brain_sql.remember(conn, records)
+    conn.close()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "datasette", str(path), "-h", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    clients = []
+    try:
+        wait_for(lambda: _answers(f"http://127.0.0.1:{port}/-/versions.json"), what="the server to start")
+        for _ in range(for_plugin.EXPORTS_AT_ONCE):
+            client = socket.socket()
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            client.connect(("127.0.0.1", port))
+            client.sendall(b"GET /brain/-/export.jsonl HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert client.recv(100).startswith(b"HTTP/1.1 200")
+            clients.append(client)
+        server.send_signal(signal.SIGTERM)
+        server.wait(90)  # a bound on waiting, past EXPORT_IDLE_SECONDS: before, it waited until the clients went
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        for client in clients:
+            client.close()
+
+
+def _answers(url):
+    try:
+        return urllib.request.urlopen(url, timeout=1).status == 200
+    except OSError:
+        return False
 
 
 def test_too_many_exports_at_once_is_a_503(vault_brain_path):
