@@ -98,10 +98,10 @@ def _brain(*args):
     return [sys.executable, "-m", "sqlite_utils", "brain", *map(str, args)]
 
 
-def _serve(processes, name, path, metadata):
+def _serve(processes, name, path, metadata, port=None):
     meta = processes.folder / f"{name}.json"
     meta.write_text(json.dumps(metadata))
-    port = _free_port()
+    port = port or _free_port()
     process = processes.start(
         name,
         [
@@ -489,5 +489,28 @@ async def test_a_store_holding_another_brain_is_refused_and_a_follower_stops_whe
         assert "another brain" in processes.log("follow")
         served = await Datasette([str(copy)]).client.get("/brain/-/recall", params={"q": "other brain note"})
         assert served.status_code == 503 and "another brain" in served.json()["error"], served.text
+    finally:
+        processes.stop_all()
+
+
+def test_a_write_forwarded_to_a_replica_is_refused_at_once_naming_the_loop(tmp_path):
+    """A replica whose `primary` leads back to a replica (itself, here: a name that
+    load-balances over the replicas too) answers the forwarded write with a 508
+    naming the misconfiguration, instead of forwarding it round for ever."""
+    copy = tmp_path / "r" / "brain.db"
+    copy.parent.mkdir()
+    conn = brain_sql.connect(copy)
+    brain_sql.remember(conn, SEED)
+    conn.execute("pragma journal_mode = delete")
+    conn.close()
+    (tmp_path / "r" / "brain.db-txid").write_text(f"{1:016x}\n")  # a copy Litestream follows
+    processes, port = Processes(tmp_path), _free_port()
+    try:
+        itself = {"plugins": {"datasette-brain": {"allow_write": True, "primary": f"http://127.0.0.1:{port}"}}}
+        url = _serve(processes, "replica", copy, itself, port=port)
+        answer = httpx.post(f"{url}/brain/-/remember", json={"text": "A write going round."}, timeout=20)
+        assert answer.status_code == 508 and answer.headers["retry-after"], answer.text
+        assert "leads back to a replica" in answer.json()["error"]
+        assert brain_sql.replica_status(copy)["replica"] is True
     finally:
         processes.stop_all()
