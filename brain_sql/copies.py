@@ -18,6 +18,7 @@ applied in `COPY-txid`. Readers must therefore:
 - never write it: `query_only` on every connection.
 """
 
+import contextlib
 import json
 import os
 import time
@@ -73,7 +74,13 @@ def follower_status(path):
 
 
 def write_status(path, status):
-    _write_atomic(str(path) + STATUS_SUFFIX, json.dumps({**status, "updated_at": time.time()}))
+    """Write the follower's status beside the copy at `path`, readable by no more
+    people than the copy itself (0600 while there is no copy)."""
+    try:
+        mode = os.stat(path).st_mode & 0o644
+    except OSError:
+        mode = 0o600
+    _write_atomic(str(path) + STATUS_SUFFIX, json.dumps({**status, "updated_at": time.time()}), mode=mode)
 
 
 def ensure_ready(path: str | os.PathLike[str]) -> None:
@@ -90,9 +97,12 @@ def ensure_ready(path: str | os.PathLike[str]) -> None:
         )
 
 
-def _write_atomic(path, text, sync=False):
+def _write_atomic(path, text, sync=False, mode=0o644):
     temporary = f"{path}.{os.getpid()}.tmp"
-    with open(temporary, "w") as handle:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(temporary)
+    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "w") as handle:
+        os.fchmod(handle.fileno(), mode)  # whatever the umask
         handle.write(text)
         if sync:
             handle.flush()

@@ -128,9 +128,10 @@ def replicate(
     finally:
         conn.close()
     if config is not None:
-        for configured in _check_config(config, db):
+        urls = _check_config(config, db)
+        for configured in urls:
             _check_store(binary, configured, db, instance)
-        return _run([binary, "replicate", "-config", str(config)], stop, say)
+        return _run([binary, "replicate", "-config", str(config)], stop, say, redactor(*urls))
     if not url:
         raise ReplicaError("give the replica URL (file:///path or s3://bucket/path), or a litestream.yml")
     replica_url(url)
@@ -139,7 +140,7 @@ def replicate(
         generated = Path(folder) / "litestream.yml"  # the user's own /etc/litestream.yml is never read
         settings = {"dbs": [{"path": str(db), "replica": {"url": url, "sync-interval": sync_interval}}]}
         generated.write_text(yaml.safe_dump(settings))
-        return _run([binary, "replicate", "-config", str(generated)], stop, say)
+        return _run([binary, "replicate", "-config", str(generated)], stop, say, redactor(url))
 
 
 def _check_config(config, db):
@@ -180,7 +181,9 @@ def _check_store(binary, url, db, instance):
         )
         if done.returncode != 0:
             said = (done.stderr or done.stdout).strip()[-500:]
-            raise ReplicaError(f"the replica at {shown_url(url)} holds files that cannot be restored: {said}")
+            raise ReplicaError(
+                f"the replica at {shown_url(url)} holds files that cannot be restored: {redact(url, said)}"
+            )
         conn = open_connection(restored, read_only=True)
         try:
             held = brain_instance(conn)
@@ -205,14 +208,16 @@ def _ltx_files(binary, url):
         raise ReplicaError(f"listing the replica at {shown} took more than 60 s") from None
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip()[-500:]
-        raise ReplicaError(f"the replica at {shown} cannot be listed: {said}")
+        raise ReplicaError(f"the replica at {shown} cannot be listed: {redact(url, said)}")
     try:
         return [
             (f["level"], int(f["min_txid"], 16), int(f["max_txid"], 16), _epoch(f["timestamp"]))
             for f in json.loads(done.stdout or "[]") or []
         ]
     except (ValueError, KeyError, TypeError) as ex:
-        raise ReplicaError(f"Litestream listed the replica at {shown} in a form not understood: {ex}") from ex
+        raise ReplicaError(
+            f"Litestream listed the replica at {shown} in a form not understood: {redact(url, str(ex))}"
+        ) from ex
 
 
 def shown_url(url):
@@ -229,6 +234,32 @@ def shown_url(url):
         host = "***@" + host
     query = "&".join(f"{name}=***" for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
     return urllib.parse.urlunsplit((parts.scheme, host, parts.path, query, ""))
+
+
+def redact(url, text):
+    """`text` (Litestream's words, a message) without `url`'s secrets: the URL shown
+    as shown_url shows it, and its password and query values wherever they appear."""
+    text = text.replace(url, shown_url(url))
+    try:
+        parts = urllib.parse.urlsplit(url)
+        secrets = [parts.password, parts.username] + [v for _, v in urllib.parse.parse_qsl(parts.query)]
+    except ValueError:
+        secrets = []
+    for secret in secrets:
+        if secret and len(secret) > 2:
+            text = text.replace(secret, "***").replace(urllib.parse.quote(secret, safe=""), "***")
+    return text
+
+
+def redactor(*urls):
+    """A function taking each of `urls`' secrets out of a line of text."""
+
+    def redacted(text):
+        for url in urls:
+            text = redact(url, text)
+        return text
+
+    return redacted
 
 
 # -- a replica -----------------------------------------------------------------
@@ -252,11 +283,20 @@ def follow(
 class Follower:
     def __init__(self, url, copy, interval, stall_after, stop, say):
         self.url, self.copy = replica_url(url), Path(copy).resolve()
+        self.shown = shown_url(url)  # what status, messages and logs say: never a password or key
         self.interval, self.stall_after = interval, stall_after
         self.stop = stop or threading.Event()
-        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        said = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.redact = redactor(url)
+        self.say = lambda line: said(self.redact(line))
         self.binary = litestream_binary()
-        self.status = {"url": url, "copy": str(self.copy), "pid": os.getpid(), "state": "starting", "message": None}
+        self.status = {
+            "url": self.shown,
+            "copy": str(self.copy),
+            "pid": os.getpid(),
+            "state": "starting",
+            "message": None,
+        }
         self.head = self.behind_since = self.checked_at = None
         self.resume_until, self.written = None, 0.0
         if self.copy.exists() and not copies.is_copy(self.copy):
@@ -300,7 +340,7 @@ class Follower:
         elif held != self.instance:
             raise ReplicaDiverged(
                 f"{self.copy} now holds another brain (instance {held}) than the one it followed ({self.instance}): "
-                f"another brain was replicated into {shown_url(self.url)}, and its pages were applied to the copy. "
+                f"another brain was replicated into {self.shown}, and its pages were applied to the copy. "
                 "Following stopped, and the copy is not served. Give each brain its own replica URL; then remove "
                 f"{self.copy} and its {copies.TXID_SUFFIX} file and follow again"
             )
@@ -314,6 +354,7 @@ class Follower:
         process, output = _start(
             [self.binary, "restore", "-f", "-follow-interval", f"{self.interval}s", "-o", str(self.copy), self.url],
             self.say,
+            self.redact,
         )
         try:
             self._watch(process)
@@ -334,7 +375,7 @@ class Follower:
         snapshot = _newest_snapshot(files)
         if snapshot is None:
             raise ReplicaError(
-                f"the replica at {self.url} holds no snapshot yet: is brain replicate running on its primary?"
+                f"the replica at {self.shown} holds no snapshot yet: is brain replicate running on its primary?"
             )
         self._set("restoring", f"restoring the snapshot at transaction {snapshot}")
         staging = self.copy.with_name(self.copy.name + ".restoring")
@@ -342,7 +383,7 @@ class Follower:
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
         process, output = _start(
-            [self.binary, "restore", "-txid", f"{snapshot:016x}", "-o", str(staging), self.url], None
+            [self.binary, "restore", "-txid", f"{snapshot:016x}", "-o", str(staging), self.url], None, self.redact
         )
         try:
             while process.poll() is None:
@@ -351,12 +392,12 @@ class Follower:
         finally:
             _end(process)
         if process.returncode != 0:
-            raise ReplicaError(f"restoring {self.url} failed: " + " / ".join(output)[-500:])
+            raise ReplicaError(f"restoring {self.shown} failed: " + " / ".join(output)[-500:])
         _rollback_mode(staging)
         copies.write_txid(self.copy, snapshot)
         os.replace(staging, self.copy)
         self.instance = self.status["instance"] = None  # a new copy: of the brain the store holds now
-        self.say(f"brain follow: restored {self.url} at transaction {snapshot} to {self.copy}")
+        self.say(f"brain follow: restored {self.shown} at transaction {snapshot} to {self.copy}")
 
     def _prepare_resume(self, files):
         """Litestream resumes only from a transaction no later than the newest
@@ -367,7 +408,8 @@ class Follower:
             raise ReplicaError(f"{self.copy}{copies.TXID_SUFFIX} cannot be read: remove {self.copy} and start again")
         if self.head is not None and applied > self.head:
             raise ReplicaError(
-                f"{self.copy} is at transaction {applied}, but the replica at {self.url} holds only up to {self.head}: "
+                f"{self.copy} is at transaction {applied}, but the replica at {self.shown} holds only up to "
+                f"{self.head}: "
                 f"it is another database's, or was started anew; remove {self.copy} and its {copies.TXID_SUFFIX} "
                 "file to copy it again"
             )
@@ -498,9 +540,10 @@ def _die_with_parent():
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def _start(args, say):
-    """Start `args` with its output passed to `say` a line at a time; returns the
-    process and a deque of its last lines."""
+def _start(args, say, redact):
+    """Start `args` with its output passed to `say` a line at a time, each with the
+    replica URL's secrets taken out (`redact`); returns the process and a deque of
+    its last lines."""
     process = subprocess.Popen(
         args,
         stdout=subprocess.PIPE,
@@ -512,9 +555,9 @@ def _start(args, say):
 
     def pump():
         for line in process.stdout:
-            output.append(line.rstrip())
+            output.append(redact(line.rstrip()))
             if say:
-                say(line.rstrip())
+                say(output[-1])
 
     threading.Thread(target=pump, name="litestream-output", daemon=True).start()
     return process, output
@@ -530,10 +573,10 @@ def _end(process, wait=30):
             process.wait()
 
 
-def _run(args, stop, say):
+def _run(args, stop, say, redact):
     """Run Litestream until `stop` is set; a Litestream that exits by itself is a ReplicaError."""
     stop = stop or threading.Event()
-    process, output = _start(args, say)
+    process, output = _start(args, say, redact)
     try:
         while not stop.wait(0.2):
             if process.poll() is not None:
@@ -557,6 +600,8 @@ def replica_status(path: str | os.PathLike[str], conn: Connection | None = None)
     updated = status.get("updated_at")
     state = status.get("state") or "unknown"
     message = status.get("message")
+    if isinstance(message, str) and isinstance(status.get("url"), str):  # one an older follower wrote
+        message = redact(status["url"], message)
     if state not in ("stopped", copies.DIVERGED) and (updated is None or now - updated > FOLLOW_STATUS_STALE_SECONDS):
         state = "not running"
         silent = f"has not written its status for {now - updated:.0f} s" if updated else "has written no status"
@@ -569,7 +614,7 @@ def replica_status(path: str | os.PathLike[str], conn: Connection | None = None)
             change = conn.execute(f"select max(seq) from {CHANGES_TABLE}").fetchone()[0]
     return {
         "replica": True,
-        "follows": status.get("url"),
+        "follows": shown_url(status["url"]) if isinstance(status.get("url"), str) else None,
         "state": state,
         "stalled": state in ("stalled", "not running", "stopped", "failed", copies.DIVERGED),
         "message": message,

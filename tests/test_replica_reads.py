@@ -2,6 +2,8 @@
 replica of the vault brain): they read it, never write it, and say why."""
 
 import hashlib
+import os
+import stat
 import threading
 
 import pytest
@@ -74,3 +76,29 @@ def test_the_command_line_refuses_a_replica_url_litestream_cannot_read(run, tmp_
     """`brain follow ftp://x/y COPY` exits 2 at once, naming the URL."""
     result = run("brain", "follow", "ftp://x/y", tmp_path / "copy.db")
     assert result.exit_code == 2 and "'ftp://x/y' is no replica URL Litestream reads" in result.output, result.output
+
+
+@pytest.mark.asyncio
+async def test_a_replica_url_s_credentials_are_never_shown(vault_replica_path, tmp_path):
+    """A URL with a password and a key in its query (docs: any URL Litestream reads):
+    the follower's status file, its messages and /-/replica show it without them,
+    and the status file is readable by no more people than the copy."""
+    copy = tmp_path / "brain.db"
+    for suffix in ("", "-txid"):
+        copy.with_name("brain.db" + suffix).write_bytes(vault_replica_path.with_name("brain.db" + suffix).read_bytes())
+    os.chmod(copy, 0o600)
+    url = "sftp://alice:S3cretPW@127.0.0.1:1/brain?key=AKIASECRETKEY"
+    said, stop = [], threading.Event()
+    timer = threading.Timer(3, stop.set)
+    timer.start()
+    try:
+        brain_sql.follow(url, copy, stop=stop, say=said.append)
+    finally:
+        timer.cancel()
+    status_file = tmp_path / "brain.db-follow"
+    shown = [status_file.read_text(), *said]
+    served = await Datasette([str(copy)]).client.get("/brain/-/replica")
+    shown.append(served.text)
+    assert said and not [text for text in shown if "S3cretPW" in text or "AKIASECRETKEY" in text], shown
+    assert served.json()["follows"] == "sftp://***@127.0.0.1:1/brain?key=***"
+    assert stat.S_IMODE(os.stat(status_file).st_mode) == 0o600
