@@ -20,6 +20,7 @@ applied in `COPY-txid`. Readers must therefore:
 
 import contextlib
 import json
+import math
 import os
 import time
 
@@ -63,14 +64,45 @@ def write_txid(path, txid):
     _write_atomic(str(path) + TXID_SUFFIX, f"{txid:016x}\n", sync=True)
 
 
-def follower_status(path):
-    """What brain follow last wrote of the copy at `path` (a dict), or None."""
+def _epoch(value):
+    return type(value) in (int, float) and math.isfinite(value) and 0 <= value <= LATEST_EPOCH
+
+
+def _txid(value):
+    return type(value) is int and 0 <= value < 2**63
+
+
+def _text(value):
+    return isinstance(value, str)
+
+
+# each field of the status file, and the values it may hold
+STATUS_FIELDS = {
+    **dict.fromkeys(("updated_at", "applied_at", "checked_at", "behind_since"), _epoch),
+    **dict.fromkeys(("head_txid", "applied_txid", "resume_until", "pid"), _txid),
+    **dict.fromkeys(("state", "message", "url", "copy", "instance"), _text),
+}
+LATEST_EPOCH = 1e11  # the year 5138: a time later than this is a clock far off, not a time
+
+
+def follower_status(path, refused=None):
+    """What brain follow last wrote of the copy at `path` (a dict), or None. A
+    field whose value is not one it writes (a file from another version, edited,
+    a clock far off) is left out, as unknown, and its name added to `refused`."""
     try:
         with open(str(path) + STATUS_SUFFIX) as handle:
             status = json.load(handle)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
-    return status if isinstance(status, dict) else None
+    if not isinstance(status, dict):
+        return None
+    kept = {}
+    for name, value in status.items():
+        if value is None or name not in STATUS_FIELDS or STATUS_FIELDS[name](value):
+            kept[name] = value
+        elif refused is not None:
+            refused.append(name)
+    return kept
 
 
 def write_status(path, status):
@@ -90,7 +122,7 @@ def ensure_ready(path: str | os.PathLike[str]) -> None:
     if status and status.get("state") == DIVERGED:
         raise ReplicaNotReady(f"this replica's copy is not served: {status.get('message')}")
     until = status.get("resume_until") if status else None
-    if isinstance(until, int) and (read_txid(path) or 0) < until:
+    if until is not None and (read_txid(path) or 0) < until:
         raise ReplicaNotReady(
             f"this replica is catching up after its follower restarted (to transaction "
             f"{until}): reading it now could mix transactions; try again in a moment"

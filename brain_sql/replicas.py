@@ -595,28 +595,36 @@ def replica_status(path: str | os.PathLike[str], conn: Connection | None = None)
     A follower that has stopped writing its status, or is stuck, is `stalled`."""
     if not copies.is_copy(path):
         return None
-    status, now = copies.follower_status(path) or {}, time.time()
+    refused: list[str] = []
+    status, now = copies.follower_status(path, refused) or {}, time.time()
     txid = copies.read_txid(path)
     updated = status.get("updated_at")
     state = status.get("state") or "unknown"
     message = status.get("message")
-    if isinstance(message, str) and isinstance(status.get("url"), str):  # one an older follower wrote
+    if message and status.get("url"):  # one an older follower wrote
         message = redact(status["url"], message)
-    if state not in ("stopped", copies.DIVERGED) and (updated is None or now - updated > FOLLOW_STATUS_STALE_SECONDS):
+    if refused:  # nothing it says can be trusted
+        state, updated = "unknown", None
+        message = (
+            f"{Path(path).name}{copies.STATUS_SUFFIX} holds values brain follow does not write "
+            f"({', '.join(refused[:5])}): what the follower does is unknown; stop brain follow if it runs, "
+            "and start it again to write its status anew"
+        )
+    elif state not in ("stopped", copies.DIVERGED) and (updated is None or now - updated > FOLLOW_STATUS_STALE_SECONDS):
         state = "not running"
         silent = f"has not written its status for {now - updated:.0f} s" if updated else "has written no status"
         message = f"brain follow {silent}: the copy stays at transaction {txid}"
     head, behind_since = status.get("head_txid"), status.get("behind_since")
-    running = state not in ("not running", "stopped", "failed", copies.DIVERGED)
+    running = state not in ("not running", "stopped", "failed", "unknown", copies.DIVERGED)
     change = None
     if conn is not None:
         with contextlib.suppress(Exception):
             change = conn.execute(f"select max(seq) from {CHANGES_TABLE}").fetchone()[0]
     return {
         "replica": True,
-        "follows": shown_url(status["url"]) if isinstance(status.get("url"), str) else None,
+        "follows": shown_url(status["url"]) if status.get("url") else None,
         "state": state,
-        "stalled": state in ("stalled", "not running", "stopped", "failed", copies.DIVERGED),
+        "stalled": state in ("stalled", "not running", "stopped", "failed", "unknown", copies.DIVERGED),
         "message": message,
         "applied": {"txid": txid, "change": change, "at": _iso(status.get("applied_at"))},
         "store": {"txid": head, "listed_at": _iso(status.get("checked_at"))},

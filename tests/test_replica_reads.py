@@ -2,6 +2,7 @@
 replica of the vault brain): they read it, never write it, and say why."""
 
 import hashlib
+import json
 import os
 import stat
 import threading
@@ -102,3 +103,31 @@ async def test_a_replica_url_s_credentials_are_never_shown(vault_replica_path, t
     assert said and not [text for text in shown if "S3cretPW" in text or "AKIASECRETKEY" in text], shown
     assert served.json()["follows"] == "sftp://***@127.0.0.1:1/brain?key=***"
     assert stat.S_IMODE(os.stat(status_file).st_mode) == 0o600
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "written",
+    [
+        {"updated_at": "x"},
+        {"updated_at": 1e20, "applied_at": 1e20},
+        {"updated_at": None, "head_txid": "a", "behind_since": "z", "state": 3, "message": ["m"], "url": 5},
+        {"updated_at": float("nan"), "checked_at": True, "resume_until": "9"},
+        ["not", "an", "object"],
+    ],
+)
+async def test_a_status_file_with_values_not_understood_is_said_so_never_a_500(vault_replica_path, tmp_path, written):
+    """A status file from another version, edited by hand, or of a clock far off:
+    /-/replica and the recall page say it cannot be read, and what to do."""
+    copy = tmp_path / "brain.db"
+    for suffix in ("", "-txid"):
+        copy.with_name("brain.db" + suffix).write_bytes(vault_replica_path.with_name("brain.db" + suffix).read_bytes())
+    (tmp_path / "brain.db-follow").write_text(json.dumps(written))
+    datasette = Datasette([str(copy)])
+    status = await datasette.client.get("/brain/-/replica")
+    assert status.status_code == 200, status.text
+    assert status.json()["stalled"] is True and status.json()["state"] in ("unknown", "not running")
+    if isinstance(written, dict) and written.get("updated_at") != None:  # noqa: E711
+        assert "brain.db-follow" in status.json()["message"]
+    page = await datasette.client.get("/brain/-/brain", params={"q": "graph leg"})
+    assert page.status_code == 200, page.text
