@@ -24,6 +24,7 @@ import math
 import os
 import time
 
+from .config import FOLLOW_STATUS_STALE_SECONDS
 from .errors import BrainError
 
 TXID_SUFFIX = "-txid"  # Litestream's: the last transaction applied to the copy
@@ -122,11 +123,35 @@ def ensure_ready(path: str | os.PathLike[str]) -> None:
     if status and status.get("state") == DIVERGED:
         raise ReplicaNotReady(f"this replica's copy is not served: {status.get('message')}")
     until = status.get("resume_until") if status else None
-    if until is not None and (read_txid(path) or 0) < until:
+    if status and until is not None and (read_txid(path) or 0) < until:
+        gone = _gone(status)
+        if gone:
+            url, copy = status.get("url") or "URL", status.get("copy") or str(path)
+            raise ReplicaNotReady(
+                f"this replica's follower {gone} while catching up after a restart (to transaction {until}): "
+                "the copy is between two transactions and is not served until it is back; start "
+                f"sqlite-utils brain follow {url} {copy} again"
+            )
         raise ReplicaNotReady(
             f"this replica is catching up after its follower restarted (to transaction "
             f"{until}): reading it now could mix transactions; try again in a moment"
         )
+
+
+def _gone(status):
+    """How the follower that wrote `status` is seen to have stopped: its process is
+    gone, or it has not written its status for a while; None while it runs."""
+    pid, updated = status.get("pid"), status.get("updated_at")
+    if updated is None or time.time() - updated > FOLLOW_STATUS_STALE_SECONDS:
+        return "stopped (no status written for a while)"
+    if pid:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return f"stopped (its process {pid} is gone)"
+        except OSError:
+            pass  # another user's: it runs
+    return None
 
 
 def _write_atomic(path, text, sync=False, mode=0o644):

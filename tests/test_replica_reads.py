@@ -5,7 +5,9 @@ import hashlib
 import json
 import os
 import stat
+import subprocess
 import threading
+import time
 
 import pytest
 from datasette.app import Datasette
@@ -131,3 +133,24 @@ async def test_a_status_file_with_values_not_understood_is_said_so_never_a_500(v
         assert "brain.db-follow" in status.json()["message"]
     page = await datasette.client.get("/brain/-/brain", params={"q": "graph leg"})
     assert page.status_code == 200, page.text
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("gone", ["silent", "dead"])
+async def test_a_follower_gone_while_catching_up_is_named_not_try_again_in_a_moment(vault_replica_path, tmp_path, gone):
+    """A follower killed while it replays what the copy held leaves it between two
+    transactions: the replica says its follower stopped and what to run, not to
+    try again in a moment (which would never come)."""
+    copy = tmp_path / "brain.db"
+    for suffix in ("", "-txid"):
+        copy.with_name("brain.db" + suffix).write_bytes(vault_replica_path.with_name("brain.db" + suffix).read_bytes())
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    txid = brain_sql.replica_status(copy)["applied"]["txid"]
+    status = {"state": "resuming", "resume_until": txid + 5, "url": "file:///srv/store", "copy": str(copy)}
+    status |= {"pid": dead.pid, "updated_at": time.time()} if gone == "dead" else {"pid": 1, "updated_at": 1.0}
+    (tmp_path / "brain.db-follow").write_text(json.dumps(status))
+    answer = await Datasette([str(copy)]).client.get("/brain/-/recall", params={"q": "graph leg"})
+    assert answer.status_code == 503 and answer.headers["retry-after"], answer.text
+    said = answer.json()["error"]
+    assert "follower stopped" in said and "sqlite-utils brain follow file:///srv/store" in said and "moment" not in said
