@@ -28,6 +28,7 @@ from .config import FOLLOW_STATUS_STALE_SECONDS
 from .errors import BrainError
 
 TXID_SUFFIX = "-txid"  # Litestream's: the last transaction applied to the copy
+LOCK_SUFFIX = "-follow.lock"  # held by the one brain follow writing the copy
 STATUS_SUFFIX = "-follow"  # brain follow's: what it follows, how far it is, and whether it is stuck
 DIVERGED = "diverged"  # the follower's state when the copy turned into another brain: never read
 MMAP_BYTES = 1 << 40  # SQLite caps it at its build's SQLITE_MAX_MMAP_SIZE

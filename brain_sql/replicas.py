@@ -17,6 +17,7 @@ Litestream 0.5.17's follower (`restore -f`) has two limits worked around here:
 
 import contextlib
 import datetime
+import fcntl
 import importlib.metadata
 import json
 import os
@@ -304,6 +305,7 @@ class Follower:
                 f"{copy} exists and is not a copy brain follow made (no {self.copy.name}"
                 f"{copies.TXID_SUFFIX} beside it): name a file that does not exist yet"
             )
+        self.lock = _lock_copy(self.copy)
         # the brain the copy follows, as the last follower of it recorded it
         before = copies.follower_status(self.copy) if self.copy.exists() else None
         self.instance = before.get("instance") if before else None
@@ -323,6 +325,7 @@ class Follower:
                     self.say(f"brain follow: {ex}")
                 self.stop.wait(FOLLOW_RESTART_SECONDS)
         finally:
+            os.close(self.lock)  # the copy's lock, for the next follower
             if diverged is None:
                 self._set("stopped", None)
             else:  # said until the copy is made again: readers are refused it
@@ -485,6 +488,27 @@ class Follower:
             self.written = now
             with contextlib.suppress(OSError):
                 copies.write_status(self.copy, self.status)
+
+
+def _lock_copy(copy):
+    """Take the copy's lock (flock of COPY-follow.lock, which holds the pid of the
+    follower holding it): two followers would both write pages into one file, and
+    set it back under each other. An InputError naming the one that runs."""
+    path = f"{copy}{copies.LOCK_SUFFIX}"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(handle, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(handle)
+        raise InputError(
+            f"{copy} is already followed by another brain follow (pid {holder}): two followers would write one "
+            "copy; stop that one first, or follow into another copy"
+        ) from None
+    os.ftruncate(handle, 0)
+    os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
+    return handle
 
 
 def copy_instance(copy):

@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 import threading
 import time
 
@@ -14,7 +15,7 @@ from datasette.app import Datasette
 
 import brain_sql
 
-from .conftest import write
+from .conftest import wait_for, write
 
 
 def _digest(path):
@@ -154,3 +155,25 @@ async def test_a_follower_gone_while_catching_up_is_named_not_try_again_in_a_mom
     assert answer.status_code == 503 and answer.headers["retry-after"], answer.text
     said = answer.json()["error"]
     assert "follower stopped" in said and "sqlite-utils brain follow file:///srv/store" in said and "moment" not in said
+
+
+def test_a_second_follower_of_one_copy_is_refused_naming_the_first(tmp_path):
+    """Two `brain follow` on one copy would both write its pages and set it back
+    under each other: the second exits 2 at once, naming the first's pid."""
+    copy, url = tmp_path / "r" / "brain.db", "file:///nonexistent/store"
+    stop = threading.Event()
+    first = threading.Thread(target=brain_sql.follow, args=(url, copy), kwargs={"stop": stop, "say": lambda _: None})
+    first.start()
+    try:
+        wait_for(lambda: (tmp_path / "r" / "brain.db-follow").exists(), what="the first follower's status")
+        second = subprocess.run(
+            [sys.executable, "-m", "sqlite_utils", "brain", "follow", url, str(copy)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        stop.set()
+        first.join()
+    assert second.returncode == 2, second.stderr
+    assert f"already followed by another brain follow (pid {os.getpid()})" in second.stderr
