@@ -45,6 +45,26 @@ def is_copy(path: str | os.PathLike[str] | None) -> bool:
     return bool(path) and os.path.exists(str(path) + TXID_SUFFIX)
 
 
+CHECK_ADVICE = "run sqlite-utils brain check"
+
+
+def remake_advice(path):
+    """What mends a replica's copy: it is never written, so check --repair cannot;
+    it is copied again from the store."""
+    return (
+        f"a replica's copy is never repaired in place: stop brain follow, remove {path} and its {TXID_SUFFIX} "
+        "file, and start brain follow again (it copies the brain anew from the store); or repair the primary"
+    )
+
+
+def damage_advice(path: str | os.PathLike[str] | None, message: str) -> str:
+    """`message` (a BrainError's), its advice to run check made what works on the
+    replica at `path`: a copy made again, as check --repair refuses there."""
+    if path is None or CHECK_ADVICE not in message or not is_copy(path):
+        return message
+    return message.replace(CHECK_ADVICE, f"run sqlite-utils brain check (read-only here); {remake_advice(path)}")
+
+
 def prepare_reader(conn):
     """Set up a connection to a copy: never written, no page cached across transactions."""
     conn.execute("pragma query_only = 1")

@@ -2,8 +2,10 @@
 replica of the vault brain): they read it, never write it, and say why."""
 
 import hashlib
+import html
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -177,3 +179,29 @@ def test_a_second_follower_of_one_copy_is_refused_naming_the_first(tmp_path):
         first.join()
     assert second.returncode == 2, second.stderr
     assert f"already followed by another brain follow (pid {os.getpid()})" in second.stderr
+
+
+@pytest.mark.asyncio
+async def test_a_damaged_replica_says_what_mends_it_there(vault_replica_path, tmp_path, run):
+    """check --repair refuses on a replica (it is never written): a damaged copy's
+    recall, over HTTP and the CLI, and that refusal say what works there instead —
+    the copy made again from the store — not only to run check."""
+    copy = tmp_path / "brain.db"
+    for suffix in ("", "-txid"):
+        copy.with_name("brain.db" + suffix).write_bytes(vault_replica_path.with_name("brain.db" + suffix).read_bytes())
+    txid = (tmp_path / "brain.db-txid").read_text()
+    (tmp_path / "brain.db-txid").unlink()
+    conn = sqlite3.connect(copy)
+    conn.execute("update knowledge set confidence = 'high' where id = (select min(id) from knowledge)")
+    conn.commit()
+    conn.close()
+    (tmp_path / "brain.db-txid").write_text(txid)
+    remade = "remove " + str(copy)
+    answer = await Datasette([str(copy)]).client.get("/brain/-/recall", params={"q": "graph leg"})
+    assert answer.status_code == 409 and remade in answer.json()["error"], answer.text
+    page = await Datasette([str(copy)]).client.get("/brain/-/brain", params={"q": "graph leg"})
+    assert remade in html.unescape(page.text)
+    recalled = run("brain", "recall", copy, "graph leg")
+    assert recalled.exit_code == 1 and remade in recalled.output, recalled.output
+    repaired = run("brain", "check", copy, "--repair")
+    assert repaired.exit_code != 0 and remade in repaired.output, repaired.output
