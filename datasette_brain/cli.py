@@ -96,7 +96,7 @@ class BrainCommand(click.Command):
         except (brain_sql.WriteError, brain_sql.ReplicaNotReady) as ex:
             raise TryAgain(str(ex)) from ex
         except brain_sql.BrainError as ex:
-            raise click.ClickException(str(ex)) from ex
+            raise click.ClickException(for_plugin.damage_advice(ctx.params.get("db_path"), str(ex))) from ex
 
 
 def _writes(ctx):

@@ -170,9 +170,10 @@ def register(datasette, mcp, actor=None):
         """Run one of tools.py's operations as its route would, for this caller:
         `argument` is the part of `sent` that is the route's body, `database` its
         URL's. As the route, the caller's permissions come before the body's checks."""
+        opened = None  # the brain, once open: its damage a replica mends otherwise
         try:
             caller, database = actor if actor is not None else _actor(ctx), sent.get("database")
-            db = await tools.open_brain(datasette, caller, database)
+            db = opened = await tools.open_brain(datasette, caller, database)
             # on a replica served over HTTP, the primary's route takes the write with the caller's credentials
             forward = writes and actor is None and replica.is_replica(db)
             if writes and not forward:
@@ -187,7 +188,7 @@ def register(datasette, mcp, actor=None):
                 return await replica.write_tool(datasette, ctx.request_context.request, db, ROUTES[tool], argument)
             return await operation(datasette, caller, database, argument, db=db)
         except Exception as ex:
-            known = tools.as_api_error(ex)
+            known = tools.as_api_error(ex, opened)
             if known is None:
                 raise
             return _failure(known)

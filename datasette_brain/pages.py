@@ -217,7 +217,7 @@ async def recall_page(datasette, request):
             doc = dataclasses.replace(querydoc_from_args(request.args, checkboxes), provenance=True)
             result = await run_recall(datasette, db, doc, request.actor)
         except Exception as ex:  # noqa: BLE001 - what as_api_error knows is said on the page; the rest surfaces
-            error = tools.as_api_error(ex)
+            error = tools.as_api_error(ex, db)
             if error is None:
                 raise
     if result is not None:

@@ -17,6 +17,7 @@ from brain_sql import for_plugin
 from . import tools
 from .tools import ApiError
 
+FORWARDED_HEADER = "x-brain-forwarded"  # set on a forwarded write: the hops it has made
 FORWARD_TIMEOUT_SECONDS = 60  # a write may wait the primary's busy timeout (30 s) for its write lock
 # not passed on either way: they describe one connection, not the request
 HOP_BY_HOP = frozenset(
@@ -57,6 +58,27 @@ def refusal(db):
     )
 
 
+def loop(db, primary):
+    """A write forwarded here by another replica: this replica's `primary` (or a
+    name that leads back to replicas) is no primary. Forwarding it again could go
+    round for ever: it is answered at once, naming the misconfiguration."""
+    return ApiError(
+        f"a write was forwarded to database {db.name}, a read-only replica, as if it were the primary: a replica's "
+        f"primary setting leads back to a replica (this one forwards to {primary}); nothing was written. Point the "
+        "replicas' primary at the primary's own address",
+        508,
+        {"Retry-After": str(tools.RETRY_AFTER_SECONDS)},
+    )
+
+
+def _hops(value):
+    """The hops a forwarded write has made (its FORWARDED_HEADER), 0 when none."""
+    try:
+        return max(0, int(value or 0))
+    except ValueError:
+        return 1  # a header of ours that cannot be read: forwarded all the same
+
+
 def forwards(datasette, db):
     """Whether writes to `db` are forwarded (a replica with a primary)."""
     return is_replica(db) and primary_of(datasette, db.name) is not None
@@ -71,6 +93,9 @@ async def write_request(datasette, request, body):
     primary = primary_of(datasette, db.name)
     if primary is None:
         raise refusal(db)
+    hops = _hops(request.headers.get(FORWARDED_HEADER))
+    if hops:
+        raise loop(db, primary)
     path = request.path
     base = datasette.setting("base_url")
     if base != "/" and path.startswith(base):
@@ -80,6 +105,7 @@ async def write_request(datasette, request, body):
     client = request.scope.get("client")
     if client:
         headers.append(("x-forwarded-for", str(client[0])))
+    headers = [(k, v) for k, v in headers if k.lower() != FORWARDED_HEADER] + [(FORWARDED_HEADER, str(hops + 1))]
     status, answer_headers, content = await _send(primary, request.method, url, headers, body)
     return Forwarded(status, answer_headers, content)
 
@@ -94,7 +120,7 @@ async def write_tool(datasette, request, db, path, body):
     scope = getattr(request, "scope", None) or {}
     sent = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
     headers = [(name, sent[name]) for name in ("authorization", "cookie") if name in sent]
-    headers.append(("content-type", "application/json"))
+    headers += [("content-type", "application/json"), (FORWARDED_HEADER, "1")]
     url = f"{primary}/{db.name}/-/{path}"
     status, answer_headers, content = await _send(primary, "POST", url, headers, json.dumps(body).encode())
     try:

@@ -40,7 +40,7 @@ def answering_errors(respond):
             try:
                 return await view(datasette, request)
             except Exception as ex:
-                known = tools.as_api_error(ex)
+                known = tools.as_api_error(ex, datasette.databases.get(request.url_vars.get("database") or ""))
                 if known is None:
                     raise
                 return await await_me_maybe(respond(known, datasette, request))

@@ -35,9 +35,10 @@ class ApiError(Exception):
         self.status, self.headers = status, headers
 
 
-def as_api_error(ex):
+def as_api_error(ex, db=None):
     """The ApiError (message, status, headers) an exception means to a caller, or
-    None for one that is not the caller's to see (a bug: let it surface)."""
+    None for one that is not the caller's to see (a bug: let it surface). `db`: the
+    database it was about, whose damage a replica mends otherwise."""
     if isinstance(ex, ApiError):
         return ex
     if isinstance(ex, brain_sql.InputError):
@@ -51,7 +52,7 @@ def as_api_error(ex):
     if isinstance(ex, brain_sql.WriteError):
         return ApiError(str(ex), 503, {"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(ex, brain_sql.BrainError):  # the file's state (damaged, another model): not the request's fault
-        return ApiError(str(ex), 409)
+        return ApiError(for_plugin.damage_advice(db.path if db else None, str(ex)), 409)
     return None
 
 

@@ -98,10 +98,10 @@ def _brain(*args):
     return [sys.executable, "-m", "sqlite_utils", "brain", *map(str, args)]
 
 
-def _serve(processes, name, path, metadata):
+def _serve(processes, name, path, metadata, port=None):
     meta = processes.folder / f"{name}.json"
     meta.write_text(json.dumps(metadata))
-    port = _free_port()
+    port = port or _free_port()
     process = processes.start(
         name,
         [
@@ -452,3 +452,65 @@ async def test_connections_kept_open_on_a_copy_see_every_write_and_the_read_stat
     writer.close()
     assert len(builds) == 1  # built once when first read; every change after that followed, not rebuilt
     assert not [p.name for p in copy.parent.iterdir() if p.name.endswith(("-wal", "-shm", "-journal"))]
+
+
+@pytest.mark.asyncio
+async def test_a_store_holding_another_brain_is_refused_and_a_follower_stops_when_its_copy_turns_into_another(
+    tmp_path,
+):
+    """Two brains replicated to one URL mix in the store: `replicate` refuses the
+    second (exit 2, naming it); and should another brain's pages reach a copy all
+    the same (Litestream run by hand), its follower stops, says so, and the copy is
+    not served."""
+    primary, other, copy = tmp_path / "p" / "brain.db", tmp_path / "o" / "brain.db", tmp_path / "r" / "brain.db"
+    for path in (primary, other):
+        path.parent.mkdir()
+        conn = brain_sql.connect(path)
+        brain_sql.remember(conn, SEED if path == primary else [{"text": "The other brain's only note."}])
+        conn.close()
+    store, processes = (tmp_path / "store").as_uri(), Processes(tmp_path)
+    try:
+        processes.start("replicate", _brain("replicate", primary, store))
+        wait_for(lambda: list((tmp_path / "store").glob("ltx/9/*.ltx")), what="the first snapshot")
+        processes.start("follow", _brain("follow", store, copy, "--interval", "0.5"))
+        wait_for(lambda: copy.exists() and _following(copy), what="the follower following")
+        second = subprocess.run(_brain("replicate", other, store), capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2 and "already holds another brain" in second.stderr, second.stderr
+        # the same mix made by hand: Litestream itself, not brain replicate
+        processes.stop("replicate")
+        config = tmp_path / "other.yml"
+        config.write_text(json.dumps({"dbs": [{"path": str(other), "replica": {"url": store, "sync-interval": "1s"}}]}))
+        processes.start("litestream", [litestream_binary(), "replicate", "-config", str(config)])
+        status = wait_for(
+            lambda: (s := brain_sql.replica_status(copy))["state"] == "diverged" and s, what="the follower stopping"
+        )
+        assert status["stalled"] is True and "another brain" in status["message"]
+        wait_for(lambda: processes.running["follow"].poll() is not None, what="brain follow exiting")
+        assert "another brain" in processes.log("follow")
+        served = await Datasette([str(copy)]).client.get("/brain/-/recall", params={"q": "other brain note"})
+        assert served.status_code == 503 and "another brain" in served.json()["error"], served.text
+    finally:
+        processes.stop_all()
+
+
+def test_a_write_forwarded_to_a_replica_is_refused_at_once_naming_the_loop(tmp_path):
+    """A replica whose `primary` leads back to a replica (itself, here: a name that
+    load-balances over the replicas too) answers the forwarded write with a 508
+    naming the misconfiguration, instead of forwarding it round for ever."""
+    copy = tmp_path / "r" / "brain.db"
+    copy.parent.mkdir()
+    conn = brain_sql.connect(copy)
+    brain_sql.remember(conn, SEED)
+    conn.execute("pragma journal_mode = delete")
+    conn.close()
+    (tmp_path / "r" / "brain.db-txid").write_text(f"{1:016x}\n")  # a copy Litestream follows
+    processes, port = Processes(tmp_path), _free_port()
+    try:
+        itself = {"plugins": {"datasette-brain": {"allow_write": True, "primary": f"http://127.0.0.1:{port}"}}}
+        url = _serve(processes, "replica", copy, itself, port=port)
+        answer = httpx.post(f"{url}/brain/-/remember", json={"text": "A write going round."}, timeout=20)
+        assert answer.status_code == 508 and answer.headers["retry-after"], answer.text
+        assert "leads back to a replica" in answer.json()["error"]
+        assert brain_sql.replica_status(copy)["replica"] is True
+    finally:
+        processes.stop_all()
