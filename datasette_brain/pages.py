@@ -316,21 +316,22 @@ def path_id(request, kind):
 @html_page
 async def memory_page(datasette, request):
     memory_id = path_id(request, "memory")
-    loaded = await tools.memory(datasette, request.actor, request.url_vars.get("database"), memory_id)
+    database = tools.url_database(datasette, request)
+    loaded = await tools.memory(datasette, request.actor, database, memory_id)
     if wants_json(request):
         return Response.json(loaded)  # what the brain_memory MCP tool answers
     return Response.html(
         await datasette.render_template(
             "brain_memory.html",
             {
-                "database": request.url_vars["database"],
+                "database": database,
                 **loaded,
                 "provenance": provenance(loaded["memory"]),
                 "content_html": await linked_text(
                     datasette,
-                    request.url_vars["database"],
+                    database,
                     loaded["memory"]["content"],
-                    entities=await tools.graph_readable(datasette, request.actor, request.url_vars["database"]),
+                    entities=await tools.graph_readable(datasette, request.actor, database),
                 ),
             },
             request=request,
@@ -592,7 +593,7 @@ async def decayed_act(datasette, request):
     page's forms, for actors with brain-write: done by brain_sql in one
     transaction, then back to the page it came from, which says what was done.
     A request with anything wrong in it changes nothing, and says so."""
-    database = request.url_vars.get("database")
+    database = tools.url_database(datasette, request)
     await tools.open_brain(datasette, request.actor, database)
     if request.method != "POST":
         raise ApiError("POST id and action (extend:DAYS, archive, restore or flag) from the decayed page", 405)
