@@ -74,3 +74,13 @@ def test_the_command_line_refuses_a_replica_url_litestream_cannot_read(run, tmp_
     """`brain follow ftp://x/y COPY` exits 2 at once, naming the URL."""
     result = run("brain", "follow", "ftp://x/y", tmp_path / "copy.db")
     assert result.exit_code == 2 and "'ftp://x/y' is no replica URL Litestream reads" in result.output, result.output
+
+
+def test_the_command_line_refuses_to_follow_into_a_file_it_did_not_make(run, tmp_path):
+    """`brain follow URL existing.db` is the caller's mistake: exit 2, naming the file; the file is untouched."""
+    existing = tmp_path / "brain.db"
+    assert run("brain", "init", existing).exit_code == 0
+    before = existing.read_bytes()
+    result = run("brain", "follow", (tmp_path / "store").as_uri(), existing)
+    assert result.exit_code == 2 and "exists and is not a copy brain follow made" in result.output, result.output
+    assert existing.read_bytes() == before
