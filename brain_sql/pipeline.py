@@ -102,7 +102,7 @@ class IngestReport:
 def discover(
     paths: Iterable[str | os.PathLike[str]],
 ) -> tuple[list[tuple[str, IngestFormat]], list[IngestError]]:
-    """(file path, IngestFormat) for every file to ingest, and errors for paths that cannot be."""
+    """(file path, IngestFormat) for every file to ingest, each once, and errors for paths that cannot be."""
     formats = {suffix: f for f in collect("brain_ingest_formats") for suffix in f.suffixes}
     files, errors = [], []
     for given in paths:
@@ -127,7 +127,9 @@ def discover(
                 )
         else:
             errors.append(IngestError(str(path), None, "no such file or folder"))
-    return files, errors
+    # overlapping roots (a folder and one inside it, or the same through a symlink) name
+    # a file once: it is one document, stored and counted once
+    return list(dict.fromkeys(files)), errors
 
 
 def _under(path, root):
