@@ -400,6 +400,10 @@ PROBLEMS = {
     ),
     "stale_quotes": "conversation turns quoting a turn that is flagged, changed, gone or in another session or scope",
     "stale_own_lines": "conversation turns whose context begins with another speaker, day or time phrases than theirs",
+    "look_alike_entities": (
+        "entities whose names are one name composed (NFC) with whitespace as one space, or one not written so "
+        "(--repair makes each group one entity, with all its edges and documents)"
+    ),
     "reindex_leftovers": "tables a reindex stopped before its end left (as large as the vectors; --repair drops them)",
     "stale_snapshot": "the read state's snapshot beside the file cannot be used (a server builds the state from SQL)",
 }
