@@ -489,6 +489,8 @@ async def decayed_page(datasette, request):
         return now, rows, *for_plugin.decayed_facets(conn, now, selected)
 
     now, rows, count, counts = await db.execute_fn(read)
+    page_url = f"{datasette.urls.database(db.name)}/-/decayed"  # encoded as Datasette's own links, however reached
+    here = page_url + (".json" if request.url_vars.get("format") == "json" else "")
     facets = {}
     for name in FACETS:
         found = counts[name]
@@ -500,12 +502,12 @@ async def decayed_page(datasette, request):
             chosen = selected.get(name) == str(value)
             toggled = decayed_query(selected, size=size, **{name: None if chosen else str(value)})
             facets[name].append(
-                {"value": value, "count": found[value], "selected": chosen, "toggle_url": request.path + toggled}
+                {"value": value, "count": found[value], "selected": chosen, "toggle_url": here + toggled}
             )
     pages = max(1, -(-count // size))
     links = {
-        "next": request.path + decayed_query(selected, page + 1, size) if page < pages else None,
-        "previous": request.path + decayed_query(selected, page - 1, size) if page > 1 else None,
+        "next": here + decayed_query(selected, page + 1, size) if page < pages else None,
+        "previous": here + decayed_query(selected, page - 1, size) if page > 1 else None,
     }
     if wants_json(request):
         return Response.json(
@@ -543,7 +545,7 @@ async def decayed_page(datasette, request):
                 "read_only": read_only,
                 "back": decayed_query(selected, page, size)[1:],
                 "extend_choices": EXTEND_CHOICES,
-                "json_url": f"{request.path}.json{decayed_query(selected, page, size)}",
+                "json_url": f"{page_url}.json{decayed_query(selected, page, size)}",
                 "counted": for_plugin.counted,
                 "write_how": tools.WRITE_HOW,
             },
