@@ -458,8 +458,19 @@ def look_alike_entities(conn):
     keys them (and entities.name's NOCASE compares them), each group by id; an entity
     alone whose name is not so keyed too: the writer would make its twin."""
     groups: dict[str, list] = {}
-    for entity_id, name in conn.execute("select id, name from entities where typeof(name) = 'text' order by id"):
+    # a name of printable ASCII, single spaces between words, is its own key, and no other such
+    # name is one with it (NOCASE, UNIQUE): only the others are read, then each key's plain twin
+    odd = conn.execute(
+        "select id, name from entities where typeof(name) = 'text' "
+        "and (name glob '*[^ -~]*' or name glob '*  *' or name glob ' *' or name glob '* ') order by id"
+    )
+    for entity_id, name in odd:
         groups.setdefault(entity_key(name).translate(_ASCII_LOWER), []).append((entity_id, name))
+    for group in groups.values():
+        plain = conn.execute("select id, name from entities where name = ?", [entity_key(group[0][1])]).fetchone()
+        if plain and tuple(plain) not in group:
+            group.append(tuple(plain))
+            group.sort()
     return [group for group in groups.values() if len(group) > 1 or group[0][1] != entity_key(group[0][1])]
 
 
