@@ -453,11 +453,11 @@ def _repair(conn, problems, model_id):
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
-def look_alike_entities(conn):
+def look_alike_entities(conn: Connection) -> list[list[tuple[int, str]]]:
     """[[(id, name), ...]] of the entities whose names are one name as fields.entity_key
     keys them (and entities.name's NOCASE compares them), each group by id; an entity
     alone whose name is not so keyed too: the writer would make its twin."""
-    groups: dict[str, list] = {}
+    groups: dict[str, list[tuple[int, str]]] = {}
     # a name of printable ASCII, single spaces between words, is its own key, and no other such
     # name is one with it (NOCASE, UNIQUE): only the others are read, then each key's plain twin
     odd = conn.execute(
