@@ -38,7 +38,7 @@ from .config import (
 from .connection import Connection, Turns, atomic, main_file, write_failures
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError, IngestFormat, TextLines, chunks_refusal, content_refusal
-from .errors import BrainBusy, FieldError, ModelError, PruneRefused
+from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
 from .plugins import collect
@@ -289,10 +289,10 @@ def _holds_scope(conn, scope):
 
 
 def _check_model(conn, model):
-    """A ModelError when `model` is given for a brain made with another model:
+    """A ModelRefused when `model` is given for a brain made with another model:
     its vectors could not be compared with the new ones."""
     if model and is_brain(conn) and recorded_model(conn) != model:
-        raise ModelError(
+        raise ModelRefused(
             f"this brain was made with the model {recorded_model(conn)!r}, not {model!r}: ingest without --model "
             "to add to it with its own model, or re-embed it first with "
             f"`sqlite-utils brain reindex DB --model {model}`"

@@ -50,7 +50,7 @@ class BrainCommand(click.Command):
     """A brain command: what brain_sql raises is answered here, once for every
     command, as the HTTP API answers it (tools.as_api_error): a caller's bad input
     is a usage error naming its option (400), as is a model named with --model that
-    cannot be used; a write not taken now is TryAgain (503), any other BrainError
+    cannot be used (ModelRefused); a write not taken now is TryAgain (503), any other BrainError
     its message (the file's state); anything else is a bug, and surfaces."""
 
     def invoke(self, ctx):
@@ -61,10 +61,8 @@ class BrainCommand(click.Command):
             raise (click.BadParameter(str(ex), ctx, param) if param else click.UsageError(str(ex), ctx)) from ex
         except (brain_sql.WriteError, brain_sql.ReplicaNotReady) as ex:
             raise TryAgain(str(ex)) from ex
-        except brain_sql.ModelError as ex:
-            if ctx.params.get("model") is not None:  # the model the caller named cannot be used: their option
-                raise click.BadParameter(str(ex), ctx, _param_of(ctx, "model")) from ex
-            raise click.ClickException(str(ex)) from ex
+        except brain_sql.ModelRefused as ex:  # the model the caller named cannot be used: their option
+            raise click.BadParameter(str(ex), ctx, _param_of(ctx, "model")) from ex
         except brain_sql.BrainError as ex:
             raise click.ClickException(str(ex)) from ex
 
