@@ -8,6 +8,7 @@ lines (speaker, day) that no longer say what their turn does — and
 `check(conn, repair=True)` mends each from `knowledge`, which is the truth.
 """
 
+import json
 from functools import partial
 from typing import Any
 
@@ -15,6 +16,7 @@ from . import conversation, mentions, validity, values
 from . import state as read_state
 from .connection import Connection, atomic, cannot_write, sqlite3
 from .errors import BrainError
+from .fields import entity_key
 from .schema import (
     CHANGES_TABLE,
     IDS_TABLE,
@@ -178,6 +180,13 @@ def _check(conn, repair=False):
         "stale_own_lines": sorted(conversation.stale_own_lines(conn)),
         # what a reindex killed before its clean-up left: as large as the vectors
         "reindex_leftovers": reindex_leftovers(conn),
+        # entities named alike (composed and decomposed, a non-breaking space, a tab: one
+        # fields.entity_key), made apart before names were keyed so, or by plain SQL
+        "look_alike_entities": [
+            # each name with its code points shown (\u0301, \u00a0): the ones that tell them apart
+            "entities " + ", ".join(f"{i} {json.dumps(name)}" for i, name in group)
+            for group in look_alike_entities(conn)
+        ],
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:
@@ -245,13 +254,23 @@ def _remake(conn, missing, misshapen=()):
     if "knowledge_fts" in tables:
         conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
     if "documents" in missing:
-        conn.execute(
-            "insert into documents (document_id, title, source_path, entity_id, chunks) "
-            "select k.document_id, k.title, k.source_path, (select e.id from entities e where e.name = k.title), "
+        found = conn.execute(
+            "select k.document_id, k.title, k.source_path, "
             "(select count(*) from knowledge c where c.document_id = k.document_id) from knowledge k "
             "where k.document_id is not null and k.id = "
             "(select min(f.id) from knowledge f where f.document_id = k.document_id)"
-        )
+        ).fetchall()
+        for document_id, title, source_path, chunks in found:
+            # the entity a title names, as the writer names it (look-alike titles are one entity)
+            entity = (
+                conn.execute("select id from entities where name = ?", [entity_key(title)]).fetchone()
+                if isinstance(title, str)
+                else None
+            )
+            conn.execute(
+                "insert into documents (document_id, title, source_path, entity_id, chunks) values (?, ?, ?, ?, ?)",
+                [document_id, title, source_path, entity[0] if entity else None, chunks],
+            )
     conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
 
 
@@ -428,6 +447,55 @@ def _repair(conn, problems, model_id):
                 restate(conn, quote, quote.now)
         for contexts in conversation.stale_own_lines(conn).values():
             rewrite_contexts(conn, contexts)
+        merge_look_alike_entities(conn)  # none, mostly
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def look_alike_entities(conn: Connection) -> list[list[tuple[int, str]]]:
+    """[[(id, name), ...]] of the entities whose names are one name as fields.entity_key
+    keys them (and entities.name's NOCASE compares them), each group by id; an entity
+    alone whose name is not so keyed too: the writer would make its twin."""
+    groups: dict[str, list[tuple[int, str]]] = {}
+    # a name of printable ASCII, single spaces between words, is its own key, and no other such
+    # name is one with it (NOCASE, UNIQUE): only the others are read, then each key's plain twin
+    odd = conn.execute(
+        "select id, name from entities where typeof(name) = 'text' "
+        "and (name glob '*[^ -~]*' or name glob '*  *' or name glob ' *' or name glob '* ') order by id"
+    )
+    for entity_id, name in odd:
+        groups.setdefault(entity_key(name).translate(_ASCII_LOWER), []).append((entity_id, name))
+    for group in groups.values():
+        plain = conn.execute("select id, name from entities where name = ?", [entity_key(group[0][1])]).fetchone()
+        if plain and tuple(plain) not in group:
+            group.append(tuple(plain))
+            group.sort()
+    return [group for group in groups.values() if len(group) > 1 or group[0][1] != entity_key(group[0][1])]
+
+
+def merge_look_alike_entities(conn):
+    """Make each group of look_alike_entities one entity, inside the caller's transaction:
+    the first (lowest id) keeps its id under the keyed name and takes the others' edges
+    and documents (a document's entity stays a document node); the others go."""
+    for group in look_alike_entities(conn):
+        (keep, name), others = group[0], [entity_id for entity_id, _ in group[1:]]
+        for other in others:
+            for end in ("from_entity_id", "to_entity_id"):
+                conn.execute(f"update or ignore relationships set {end} = ? where {end} = ?", (keep, other))
+            conn.execute("delete from relationships where ? in (from_entity_id, to_entity_id)", (other,))
+            conn.execute("update documents set entity_id = ? where entity_id = ?", (keep, other))
+        conn.execute("delete from relationships where from_entity_id = ? and to_entity_id = ?", (keep, keep))
+        if (
+            others
+            and conn.execute(
+                "select 1 from entities where id in (select value from json_each(?)) and entity_type = 'document'",
+                [json.dumps(others)],
+            ).fetchone()
+        ):
+            conn.execute("update entities set entity_type = 'document' where id = ?", (keep,))
+        conn.executemany("delete from entities where id = ?", [(other,) for other in others])
+        conn.execute("update entities set name = ? where id = ?", (entity_key(name), keep))
 
 
 def _mend_marks(conn, problems):

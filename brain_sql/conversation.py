@@ -302,12 +302,17 @@ def _name_end(context, speakers):
 
 def _named(context, speakers):
     """Where the longest of `speakers` that `context` begins with, as its own lines
-    name it, ends; None when it begins with none of them."""
-    ends = [
-        len(name)
-        for name in (_cut(speaker, CONVERSATION_NAME_CHARS) for speaker in speakers if speaker is not None)
-        if context.startswith(name) and context[len(name) : len(name) + 2] in ("", "\n", ", ")
-    ]
+    name it, ends; None when it begins with none of them. A speaker's said_by entity
+    has its name with whitespace collapsed (fields.entity_key): any run of whitespace
+    in the context matches one of its spaces."""
+    ends = []
+    for speaker in speakers:
+        if speaker is None:
+            continue
+        words = _cut(speaker, CONVERSATION_NAME_CHARS).split()
+        found = re.match(r"\s*" + r"\s+".join(map(re.escape, words)), context) if words else None
+        if found and context[found.end() : found.end() + 2] in ("", "\n", ", "):
+            ends.append(found.end())
     return max(ends, default=None)
 
 

@@ -15,7 +15,7 @@ from .config import (
     MAX_REMEMBER_INPUT_BYTES,
 )
 from .errors import FieldError, InputError
-from .fields import FIELD_NAMES, name_text, normalize_fields, unstorable
+from .fields import FIELD_NAMES, name_text, normalize_fields, refuse_hidden, unstorable
 
 TEXT_KEYS = ("content", "text")
 ID_KEYS = ("_id", "id")
@@ -232,6 +232,8 @@ def _document_fields(document, raw, sound):
     except FieldError as ex:
         return error(str(ex))
     try:
+        if isinstance(raw.get("title"), str):
+            refuse_hidden(raw["title"], "title")  # it names the record's entity
         document.tags = names(raw.get("tags"), "tags")
         document.aliases = names(raw.get("aliases"), "aliases")
         document.entities = [_entity(e) for e in _list(raw.get("entities"), "entities")]
@@ -298,14 +300,14 @@ def names(value, name):
     items = _list(value, name)
     if not all(isinstance(v, (str, int, float)) for v in items):
         raise FieldError(f"{name} must be a list of names")
-    return [str(v).strip().lstrip("#") for v in items if str(v).strip().lstrip("#")]
+    return [refuse_hidden(str(v).strip().lstrip("#"), name) for v in items if str(v).strip().lstrip("#")]
 
 
 def _entity(value):
     if isinstance(value, str) and value.strip():
-        return value.strip(), "entity"
+        return refuse_hidden(value.strip(), "entities[]"), "entity"
     if isinstance(value, dict) and isinstance(value.get("name"), str) and value["name"].strip():
-        return value["name"].strip(), str(value.get("type") or "entity")
+        return refuse_hidden(value["name"].strip(), "entities[]"), str(value.get("type") or "entity")
     raise FieldError("each of entities[] must be a name or an object with a 'name'")
 
 
@@ -326,6 +328,9 @@ def relation(value, chunk_index=0):
             and all(kind is None or (isinstance(kind, str) and kind.strip()) for kind in types)
         ):
             to_type, from_type = (kind.strip() if kind else "entity" for kind in types)
+            for end in (to_name, from_name):
+                if end is not None:
+                    refuse_hidden(end, "relations[]")
             return Relation(
                 relation_type.strip(),
                 to_name.strip(),

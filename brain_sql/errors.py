@@ -11,6 +11,12 @@ class ModelError(BrainError):
     """A model cannot be loaded, or does not match the one a brain was built with."""
 
 
+class ModelRefused(ModelError):
+    """A model the caller named cannot be used: no model of that name or folder can be
+    loaded, or the brain was made with another. The caller's to fix (the CLI's usage
+    error naming --model), unlike a model that is known but not installed here."""
+
+
 class InputError(ValueError):
     """A caller's input that cannot be used as given (a field, a request, a file
     of queries): the caller's to fix, never the brain's. The HTTP API answers it

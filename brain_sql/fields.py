@@ -267,6 +267,37 @@ def _unseen(character):
     )
 
 
+def entity_key(name: str) -> str:
+    """The name an entity is known by: composed (NFC), each run of whitespace one plain
+    space, none at the ends. 'Café' composed or decomposed, 'A\u00a0B', 'A\tB' and 'A B'
+    each name one entity, not two that look the same on a page."""
+    return " ".join(unicodedata.normalize("NFC", name).split())
+
+
+def _hidden(character):
+    """Whether `character`, not whitespace, shows as nothing: a format character (Cf:
+    zero-width spaces and joiners, bidi controls), a control character, or another
+    blank (a Hangul filler, the braille blank); variation selectors (marks) go with
+    the letter before them."""
+    if character.isspace():
+        return False
+    category = unicodedata.category(character)
+    return category in ("Cf", "Cc") or (category != "Mn" and _INVISIBLE.match(character) is not None)
+
+
+def refuse_hidden(value: str, what: str) -> str:
+    """`value`, a name in the graph (an entity, alias, tag, relation end or title);
+    FieldError naming `what` and the character when it holds one that shows as
+    nothing: it would name a separate entity that looks like another."""
+    hidden = next((c for c in value if _hidden(c)), None)
+    if hidden:
+        raise FieldError(
+            f"{what} {shown(value)} may not contain {_character(hidden)}: "
+            "it would name a separate entity that looks like another"
+        )
+    return value
+
+
 _BOXES = {"\ufffd": "which stands for text that could not be read", "\ufffc": "which stands for an object"}
 
 

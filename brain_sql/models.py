@@ -15,7 +15,7 @@ import numpy as np
 
 from . import minilm
 from .config import DEFAULT_MODEL
-from .errors import ModelError
+from .errors import ModelError, ModelRefused
 from .hookspecs import hookimpl
 
 
@@ -81,7 +81,7 @@ def _load_model2vec(model_id):
     try:
         return StaticModel.from_pretrained(str(folder) if folder else model_id)
     except Exception as ex:  # model2vec raises many kinds; all mean "cannot load"
-        raise ModelError(
+        raise ModelRefused(
             f"cannot load model2vec model {model_id!r}: {ex}. Give a local folder with "
             "config.json, model.safetensors and tokenizer.json, or a hub id when the hub "
             f"is reachable; the offline default is {DEFAULT_MODEL!r}"

@@ -39,7 +39,7 @@ from .connection import Connection, Turns, atomic, main_file, write_failures
 from .conversation import Sessions, flagged, stored_turns
 from .document import ID_KEYS, Document, IngestError, IngestFormat, TextLines, chunks_refusal, content_refusal
 from .embed import grouping_free
-from .errors import BrainBusy, FieldError, ModelError, PruneRefused
+from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
 from .plugins import collect
@@ -111,7 +111,7 @@ class IngestReport:
 def discover(
     paths: Iterable[str | os.PathLike[str]],
 ) -> tuple[list[tuple[str, IngestFormat]], list[IngestError]]:
-    """(file path, IngestFormat) for every file to ingest, and errors for paths that cannot be."""
+    """(file path, IngestFormat) for every file to ingest, each once, and errors for paths that cannot be."""
     formats = {suffix: f for f in collect("brain_ingest_formats") for suffix in f.suffixes}
     files, errors = [], []
     for given in paths:
@@ -136,7 +136,9 @@ def discover(
                 )
         else:
             errors.append(IngestError(str(path), None, "no such file or folder"))
-    return files, errors
+    # overlapping roots (a folder and one inside it, or the same through a symlink) name
+    # a file once: it is one document, stored and counted once
+    return list(dict.fromkeys(files)), errors
 
 
 def _under(path, root):
@@ -296,10 +298,10 @@ def _holds_scope(conn, scope):
 
 
 def _check_model(conn, model):
-    """A ModelError when `model` is given for a brain made with another model:
+    """A ModelRefused when `model` is given for a brain made with another model:
     its vectors could not be compared with the new ones."""
     if model and is_brain(conn) and recorded_model(conn) != model:
-        raise ModelError(
+        raise ModelRefused(
             f"this brain was made with the model {recorded_model(conn)!r}, not {model!r}: ingest without --model "
             "to add to it with its own model, or re-embed it first with "
             f"`sqlite-utils brain reindex DB --model {model}`"

@@ -301,7 +301,7 @@ class Follower:
         self.head = self.behind_since = self.checked_at = None
         self.resume_until, self.written = None, 0.0
         if self.copy.exists() and not copies.is_copy(self.copy):
-            raise ReplicaError(
+            raise InputError(  # the caller named the wrong file: theirs to fix
                 f"{copy} exists and is not a copy brain follow made (no {self.copy.name}"
                 f"{copies.TXID_SUFFIX} beside it): name a file that does not exist yet"
             )

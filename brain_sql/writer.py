@@ -18,6 +18,7 @@ from . import conversation, mentions, validity
 from .config import MAX_ID, MAX_KEPT_ID
 from .connection import max_variables
 from .errors import BrainError
+from .fields import entity_key
 from .schema import next_knowledge_id, recorded_model
 from .vectors import embedded_text, insert_vectors, storage_vectors
 
@@ -393,7 +394,9 @@ class DocumentWriter:
         self.report.relationships += max(cursor.rowcount, 0)
 
     def _entity(self, name, entity_type, claim=False):
-        """The id of the entity called `name`, created when new; `claim` makes it a document node."""
+        """The id of the entity called `name` (as fields.entity_key knows it: look-alike
+        names are one entity), created when new; `claim` makes it a document node."""
+        name = entity_key(name)
         key = name.casefold()
         entity_id = self.entity_ids.get(key)
         if entity_id is None:

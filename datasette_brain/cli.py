@@ -75,9 +75,9 @@ class WholeNumber(click.ParamType):
 class BrainCommand(click.Command):
     """A brain command: what brain_sql raises is answered here, once for every
     command, as the HTTP API answers it (tools.as_api_error): a caller's bad input
-    is a usage error naming its option (400), a write not taken now is TryAgain
-    (503), any other BrainError its message (the file's state); anything else is
-    a bug, and surfaces."""
+    is a usage error naming its option (400), as is a model named with --model that
+    cannot be used (ModelRefused); a write not taken now is TryAgain (503), any other BrainError
+    its message (the file's state); anything else is a bug, and surfaces."""
 
     def invoke(self, ctx):
         try:
@@ -95,6 +95,8 @@ class BrainCommand(click.Command):
             raise (click.BadParameter(str(ex), ctx, param) if param else click.UsageError(str(ex), ctx)) from ex
         except (brain_sql.WriteError, brain_sql.ReplicaNotReady) as ex:
             raise TryAgain(str(ex)) from ex
+        except brain_sql.ModelRefused as ex:  # the model the caller named cannot be used: their option
+            raise click.BadParameter(str(ex), ctx, _param_of(ctx, "model")) from ex
         except brain_sql.BrainError as ex:
             raise click.ClickException(for_plugin.damage_advice(ctx.params.get("db_path"), str(ex))) from ex
 
@@ -485,6 +487,10 @@ PROBLEMS = {
     ),
     "stale_quotes": "conversation turns quoting a turn that is flagged, changed, gone or in another session or scope",
     "stale_own_lines": "conversation turns whose context begins with another speaker, day or time phrases than theirs",
+    "look_alike_entities": (
+        "entities whose names are one name composed (NFC) with whitespace as one space, or one not written so "
+        "(--repair makes each group one entity, with all its edges and documents)"
+    ),
     "reindex_leftovers": "tables a reindex stopped before its end left (as large as the vectors; --repair drops them)",
     "stale_snapshot": "the read state's snapshot beside the file cannot be used (a server builds the state from SQL)",
 }

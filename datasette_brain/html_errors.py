@@ -3,7 +3,7 @@ error's status; their `.json` forms, like the JSON API, answer in JSON."""
 
 from datasette import Response
 
-from . import routes
+from . import routes, tools
 from .tools import ApiError
 
 # any other URL under a page's path (/-/memory/1/x, /-/decayed.csv); one that ends
@@ -31,7 +31,7 @@ async def error_page(error, datasette, request):
     or JSON for a page's `.json` form."""
     if wants_json(request):
         return routes.error(str(error), error.status, error.headers)
-    database = request.url_vars.get("database")
+    database = tools.url_database(datasette, request)
     if database not in datasette.databases or database == "_internal":
         database = None
     html = await datasette.render_template(

@@ -316,21 +316,22 @@ def path_id(request, kind):
 @html_page
 async def memory_page(datasette, request):
     memory_id = path_id(request, "memory")
-    loaded = await tools.memory(datasette, request.actor, request.url_vars.get("database"), memory_id)
+    database = tools.url_database(datasette, request)
+    loaded = await tools.memory(datasette, request.actor, database, memory_id)
     if wants_json(request):
         return Response.json(loaded)  # what the brain_memory MCP tool answers
     return Response.html(
         await datasette.render_template(
             "brain_memory.html",
             {
-                "database": request.url_vars["database"],
+                "database": database,
                 **loaded,
                 "provenance": provenance(loaded["memory"]),
                 "content_html": await linked_text(
                     datasette,
-                    request.url_vars["database"],
+                    database,
                     loaded["memory"]["content"],
-                    entities=await tools.graph_readable(datasette, request.actor, request.url_vars["database"]),
+                    entities=await tools.graph_readable(datasette, request.actor, database),
                 ),
             },
             request=request,
@@ -488,6 +489,8 @@ async def decayed_page(datasette, request):
         return now, rows, *for_plugin.decayed_facets(conn, now, selected)
 
     now, rows, count, counts = await db.execute_fn(read)
+    page_url = f"{datasette.urls.database(db.name)}/-/decayed"  # encoded as Datasette's own links, however reached
+    here = page_url + (".json" if request.url_vars.get("format") == "json" else "")
     facets = {}
     for name in FACETS:
         found = counts[name]
@@ -499,12 +502,12 @@ async def decayed_page(datasette, request):
             chosen = selected.get(name) == str(value)
             toggled = decayed_query(selected, size=size, **{name: None if chosen else str(value)})
             facets[name].append(
-                {"value": value, "count": found[value], "selected": chosen, "toggle_url": request.path + toggled}
+                {"value": value, "count": found[value], "selected": chosen, "toggle_url": here + toggled}
             )
     pages = max(1, -(-count // size))
     links = {
-        "next": request.path + decayed_query(selected, page + 1, size) if page < pages else None,
-        "previous": request.path + decayed_query(selected, page - 1, size) if page > 1 else None,
+        "next": here + decayed_query(selected, page + 1, size) if page < pages else None,
+        "previous": here + decayed_query(selected, page - 1, size) if page > 1 else None,
     }
     if wants_json(request):
         return Response.json(
@@ -542,7 +545,7 @@ async def decayed_page(datasette, request):
                 "read_only": read_only,
                 "back": decayed_query(selected, page, size)[1:],
                 "extend_choices": EXTEND_CHOICES,
-                "json_url": f"{request.path}.json{decayed_query(selected, page, size)}",
+                "json_url": f"{page_url}.json{decayed_query(selected, page, size)}",
                 "counted": for_plugin.counted,
                 "write_how": tools.WRITE_HOW,
             },
@@ -592,7 +595,7 @@ async def decayed_act(datasette, request):
     page's forms, for actors with brain-write: done by brain_sql in one
     transaction, then back to the page it came from, which says what was done.
     A request with anything wrong in it changes nothing, and says so."""
-    database = request.url_vars.get("database")
+    database = tools.url_database(datasette, request)
     await tools.open_brain(datasette, request.actor, database)
     if request.method != "POST":
         raise ApiError("POST id and action (extend:DAYS, archive, restore or flag) from the decayed page", 405)

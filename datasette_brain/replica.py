@@ -87,7 +87,7 @@ def forwards(datasette, db):
 async def write_request(datasette, request, body):
     """The primary's answer to this write `request` (its body already read), when
     its database is a replica: a response to return as it is; None otherwise."""
-    db = datasette.databases.get(request.url_vars.get("database"))
+    db = datasette.databases.get(tools.url_database(datasette, request))
     if not is_replica(db):
         return None
     primary = primary_of(datasette, db.name)
@@ -96,11 +96,8 @@ async def write_request(datasette, request, body):
     hops = _hops(request.headers.get(FORWARDED_HEADER))
     if hops:
         raise loop(db, primary)
-    path = request.path
-    base = datasette.setting("base_url")
-    if base != "/" and path.startswith(base):
-        path = "/" + path[len(base) :]
-    url = primary + path + (f"?{request.query_string}" if request.query_string else "")
+    route = request.path.partition("/-/")[2]  # the route under the database: decayed/act, remember...
+    url = primary_url(datasette, primary, db, route) + (f"?{request.query_string}" if request.query_string else "")
     headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.scope.get("headers") or []]
     client = request.scope.get("client")
     if client:
@@ -108,6 +105,17 @@ async def write_request(datasette, request, body):
     headers = [(k, v) for k, v in headers if k.lower() != FORWARDED_HEADER] + [(FORWARDED_HEADER, str(hops + 1))]
     status, answer_headers, content = await _send(primary, request.method, url, headers, body)
     return Forwarded(status, answer_headers, content)
+
+
+def primary_url(datasette, primary, db, route):
+    """The URL of `db`'s `route` (remember, decayed/act...) on its primary: the database's
+    path as Datasette builds it (tilde-encoded: team.notes is team~2Enotes), less this
+    server's base_url."""
+    path = datasette.urls.database(db.name)
+    base = datasette.setting("base_url")
+    if base != "/" and path.startswith(base):
+        path = "/" + path[len(base) :]
+    return f"{primary}{path}/-/{route}"
 
 
 async def write_tool(datasette, request, db, path, body):
@@ -121,7 +129,7 @@ async def write_tool(datasette, request, db, path, body):
     sent = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
     headers = [(name, sent[name]) for name in ("authorization", "cookie") if name in sent]
     headers += [("content-type", "application/json"), (FORWARDED_HEADER, "1")]
-    url = f"{primary}/{db.name}/-/{path}"
+    url = primary_url(datasette, primary, db, path)
     status, answer_headers, content = await _send(primary, "POST", url, headers, json.dumps(body).encode())
     try:
         answer = tools.read_json(content, "the primary's answer")

@@ -55,7 +55,7 @@ api = answering_errors(lambda ex, *_: error(str(ex), ex.status, ex.headers))
 
 async def brain_database(datasette, request):
     """The brain database the URL names (or the only one), once the actor may read it."""
-    return await tools.open_brain(datasette, request.actor, request.url_vars.get("database"))
+    return await tools.open_brain(datasette, request.actor, tools.url_database(datasette, request))
 
 
 async def read_body(request, limit=MAX_BODY_BYTES):
@@ -109,7 +109,7 @@ def querydoc_from_args(args, checkboxes=()):
 
 @api
 async def recall_view(datasette, request):
-    database = request.url_vars.get("database")
+    database = tools.url_database(datasette, request)
     db = await tools.open_brain(datasette, request.actor, database)  # permission before the body
     if request.method == "POST":
         doc = brain_sql.parse_querydoc(await json_body(request))
@@ -124,7 +124,7 @@ def _post_view(operation, usage, status=200, writes=False):
 
     @api
     async def view(datasette, request):
-        database = request.url_vars.get("database")
+        database = tools.url_database(datasette, request)
         if writes and request.method == "POST" and replica.is_replica(datasette.databases.get(database)):
             return await replica.write_request(datasette, request, await read_body(request))  # the primary decides
         db = await tools.open_brain(datasette, request.actor, database)
@@ -147,7 +147,7 @@ forget_view = _post_view(tools.forget, 'POST {"ids": [...]} or {"external_ids": 
 async def memories_view(datasette, request):
     """GET /DB/-/memories.json: what was stored, newest first, filters and paging
     as query parameters (brain_sql.memories)."""
-    database = request.url_vars.get("database")
+    database = tools.url_database(datasette, request)
     db = await tools.open_brain(datasette, request.actor, database)
     if request.method != "GET":
         raise ApiError("GET the memories, with filters and paging as query parameters", 405, {"Allow": "GET"})
@@ -173,7 +173,7 @@ async def export_view(datasette, request):
     read of its own (snapshot=False), so a client slow to take them holds no snapshot.
     What stops an export before its first line (permissions, a damaged or outdated
     file, too many exports at once) is the JSON error any route gives."""
-    db = await tools.exportable_brain(datasette, request.actor, request.url_vars.get("database"))
+    db = await tools.exportable_brain(datasette, request.actor, tools.url_database(datasette, request))
     if request.method != "GET":
         raise ApiError("GET the export: it takes no parameters", 405, {"Allow": "GET"})
     if request.args:
@@ -288,7 +288,7 @@ def _drop_connection():
 async def replica_view(datasette, request):
     """GET /DB/-/replica: what the replica follows, the last change it applied and
     its lag ({"replica": false} on a primary), for whoever may read the memories."""
-    db = await tools.open_brain(datasette, request.actor, request.url_vars.get("database"), ready=False)
+    db = await tools.open_brain(datasette, request.actor, tools.url_database(datasette, request), ready=False)
     return Response.json(await replica.status(datasette, db))
 
 

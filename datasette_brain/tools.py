@@ -10,7 +10,7 @@ import weakref
 from pathlib import Path
 
 from datasette import Forbidden
-from datasette.utils import actor_matches_allow, await_me_maybe, sqlite3
+from datasette.utils import actor_matches_allow, await_me_maybe, sqlite3, tilde_decode
 
 import brain_sql
 from brain_sql import for_plugin
@@ -87,6 +87,20 @@ def read_json(data, what="the request body"):
     if bad is not None:
         raise ApiError(f"{what} has text that is not valid Unicode (a lone surrogate) in {for_plugin.shown(bad)}")
     return value
+
+
+def url_database(datasette, request):
+    """The name of the database a route's URL names, read as Datasette's own routes
+    read it: tilde-decoded, then looked up by route (team.notes.db is /team~2Enotes);
+    a route no database has, as decoded (its "database not found" names it)."""
+    route = request.url_vars.get("database")
+    if route is None:
+        return None
+    route = tilde_decode(route)
+    try:
+        return datasette.get_database(route=route).name
+    except KeyError:
+        return route
 
 
 async def brain_names(datasette):

@@ -663,6 +663,8 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
         ("remember", {"text": "x", "scope": "/acme\u2010x"}, 'U+2010 HYPHEN: it reads as "-"'),
         ("remember", {"text": "x", "scope": "/acme\u30cesupport"}, "U+30CE KATAKANA LETTER NO beside Latin"),
         ("recall", {"q": "support", "scope": "/acme\ue000"}, "U+E000, a private-use character"),
+        ("remember", {"title": "t", "text": "x", "entities": ["Dana\u200bW"]}, 'entities[] "Dana\\u200bW" may not'),
+        ("remember", {"title": "zw\u202etitle", "text": "x"}, 'title "zw\\u202etitle" may not contain U+202E'),
         # whole Cyrillic: refused beside the /ace stored below, by name
         ("remember", {"text": "x", "scope": "/\u0430\u0441\u0435"}, 'reads like "/ace", a scope this brain holds'),
     ]

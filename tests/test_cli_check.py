@@ -17,7 +17,7 @@ from brain_sql import consistency, schema
 from brain_sql.consistency import check
 from datasette_brain.cli import PROBLEMS
 
-from .conftest import VAULT, snapshot, without_rules, write
+from .conftest import VAULT, edges, snapshot, without_rules, write
 
 
 def test_check_finds_and_repairs(run, db_path):
@@ -792,3 +792,53 @@ def test_tables_a_killed_reindex_left_are_named_and_dropped(run, vault_brain_cop
     tables = sqlite_utils.Database(vault_brain_copy).table_names()
     assert not [table for table in tables if table.startswith(("vec_knowledge_staged", "vec_knowledge_retired"))]
     assert brain_sql.recall(brain_sql.connect(vault_brain_copy), brain_sql.parse_querydoc({"q": "graph leg"}))["hits"]
+
+
+def test_look_alike_entities_of_an_older_brain_are_named_and_merged(run, db_path, tmp_path):
+    """Entities made apart before names were keyed (composed and decomposed, a
+    non-breaking space): check names them, --repair makes each group one entity with
+    every edge and document of the group, and ingest then adds no twin."""
+    records = [
+        {"title": "Caf\u00e9 notes", "text": "Coffee at noon.", "entities": ["Jos\u00e9 M\u00fcller"]},
+        {"title": "Tea notes", "text": "Tea at four.", "entities": ["Dana Whitfield"]},
+    ]
+    source = write(tmp_path / "r.jsonl", "\n".join(json.dumps(r) for r in records))
+    assert run("brain", "ingest", db_path, source).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    # as an older brain holds them: the same names written apart, each with its own edges
+    conn.execute("insert into entities (name, entity_type) values ('Jose\u0301 Mu\u0308ller', 'entity')")
+    conn.execute("insert into entities (name, entity_type) values ('Dana\u00a0Whitfield', 'entity')")
+    twin = conn.execute("select id from entities where name = 'Dana\u00a0Whitfield'").fetchone()[0]
+    tea = conn.execute("select id from entities where name = 'Tea notes'").fetchone()[0]
+    conn.execute(
+        "insert into relationships (from_entity_id, to_entity_id, relation_type, document_id) "
+        "select ?, ?, 'mentions', document_id from documents where entity_id = ?",
+        (tea, twin, tea),
+    )
+    conn.execute("update entities set name = 'Caf\u00e9\u00a0notes' where name = 'Caf\u00e9 notes'")
+    conn.close()
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1 and "entities whose names are one name" in found.output, found.output
+    assert (
+        "Mu\\u0308ller" in found.output
+        and "Dana\\u00a0Whitfield" in found.output
+        and "Caf\\u00e9\\u00a0notes" in found.output
+    )
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 0 and "unrepaired" not in repaired.output, repaired.output
+    assert run("brain", "check", db_path).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    names = sorted(name for (name,) in conn.execute("select name from entities"))
+    assert names == ["Caf\u00e9 notes", "Dana Whitfield", "Jos\u00e9 M\u00fcller", "Tea notes"], names
+    assert ("Tea notes", "mentions", "Dana Whitfield") in edges(conn)
+    assert ("Caf\u00e9 notes", "mentions", "Jos\u00e9 M\u00fcller") in edges(conn)
+    cafe = conn.execute("select entity_id from documents where title = 'Caf\u00e9 notes'").fetchone()[0]
+    assert conn.execute("select name, entity_type from entities where id = ?", (cafe,)).fetchone() == (
+        "Caf\u00e9 notes",
+        "document",
+    )
+    conn.close()
+    again = write(tmp_path / "s.jsonl", json.dumps({"title": "More", "text": "x", "entities": ["Dana\u00a0Whitfield"]}))
+    assert run("brain", "ingest", db_path, again).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    assert conn.execute("select count(*) from entities where name like 'Dana%'").fetchone()[0] == 1

@@ -800,3 +800,19 @@ def test_ingest_reads_regular_files_only_and_none_past_its_limit(tmp_path):
         ("after the long line",),
         ("before the long line",),
     ]
+
+
+def test_overlapping_roots_count_each_document_once(run, db_path, tmp_path):
+    """`ingest b.db w/sub w` (or the same folder through a symlink): each file is one
+    document, stored once and counted once in the summary."""
+    write(tmp_path / "w" / "top.md", "# Top\n\nThe top note.")
+    write(tmp_path / "w" / "sub" / "a.md", "# A\n\nThe first note.")
+    write(tmp_path / "w" / "sub" / "b.md", "# B\n\nThe second note.")
+    (tmp_path / "wlink").symlink_to(tmp_path / "w")
+    for roots in [(tmp_path / "w" / "sub", tmp_path / "w"), (tmp_path / "wlink" / "sub", tmp_path / "w")]:
+        report = brain_sql.ingest(brain_sql.connect(db_path), roots)
+        assert (report.files, report.documents) == (3, 3), report.summary()
+    result = run("brain", "ingest", db_path, tmp_path / "wlink" / "sub", tmp_path / "w", tmp_path / "w" / "top.md")
+    assert result.exit_code == 0 and "3 files, 3 documents" in result.output and "3 unchanged" in result.output
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select count(*) from documents") == [(3,)]

@@ -88,6 +88,21 @@ def test_the_command_line(run, brain_path, tmp_path):
         assert result.exit_code == 2 and message in result.output and "Usage: " in result.output, result.output
 
 
+@pytest.mark.parametrize("model", ["nosuch/model", "/etc", ""])
+def test_a_model_the_caller_names_that_cannot_be_loaded_is_a_usage_error(run, brain_path, tmp_path, model):
+    """reindex --model X, ingest --model X: the caller's option (exit 2, naming --model); nothing is changed."""
+    before = stored(brain_path)
+    note = write(tmp_path / "note.txt", "Deploys happen on Tuesdays.")
+    commands = [("reindex", brain_path, "--model", model)] + [("ingest", brain_path, note, "--model", model)] * bool(
+        model
+    )
+    for args in commands:
+        result = run("brain", *args)
+        assert result.exit_code == 2 and "Invalid value for '--model'" in result.output, result.output
+        assert "Traceback" not in result.output
+    assert stored(brain_path) == before
+
+
 @pytest.mark.asyncio
 async def test_the_http_routes(brain_path, monkeypatch):
     datasette = served(brain_path)

@@ -292,3 +292,57 @@ def test_content_over_the_limit_is_refused_before_it_is_chunked(tmp_path, monkey
     assert len(report.errors) == 1 and said in report.errors[0].message, report.errors
     assert chunked == [len("fits")]
     assert rows(conn, "select content from knowledge") == [("fits",)]
+
+
+def test_look_alike_entity_names_are_one_entity_and_invisible_characters_are_refused(tmp_path):
+    """An entity is known by its name composed (NFC) with its whitespace one plain space:
+    'José' composed or decomposed, a non-breaking space or a tab, name one entity (the
+    title as stored keeps its bytes); a character that shows as nothing (zero-width,
+    bidi controls) in a name, alias, tag, relation end or title skips the record, named."""
+    same = [
+        {"title": "Caf\u00e9 notes", "text": "a", "entities": ["Jos\u00e9 M\u00fcller", "Dana Whitfield"]},
+        {"title": "Cafe\u0301 notes", "text": "b", "entities": ["Jose\u0301 Mu\u0308ller", "Dana\u00a0Whitfield"]},
+        {
+            "title": "Tc",
+            "text": "c",
+            "entities": ["Dana\tWhitfield", " Dana  Whitfield "],
+            "aliases": ["Jose\u0301\u00a0M\u00fcller"],
+        },
+        {
+            "title": "Td",
+            "text": "d",
+            "tags": ["caf\u00e9"],
+            "relations": [{"type": "knows", "from": "Dana Whitfield", "to": "Cafe\u0301 notes"}],
+        },
+        {"title": "Te", "text": "e", "tags": ["cafe\u0301"]},
+    ]
+    hidden = [
+        ({"title": "Tf", "text": "f", "entities": ["Dana\u200bWhitfield"]}, "entities[]", "U+200B ZERO WIDTH SPACE"),
+        (
+            {"title": "Tg", "text": "g", "entities": [{"name": "Dana\u202eWhitfield"}]},
+            "entities[]",
+            "U+202E RIGHT-TO-LEFT OVERRIDE",
+        ),
+        ({"title": "Th", "text": "h", "aliases": ["Dana\u2060Whitfield"]}, "aliases", "U+2060 WORD JOINER"),
+        ({"title": "Ti", "text": "i", "tags": ["caf\u00e9\u200d"]}, "tags", "U+200D ZERO WIDTH JOINER"),
+        (
+            {"title": "Tj", "text": "j", "relations": [{"type": "knows", "to": "Dana\ufeffWhitfield"}]},
+            "relations[]",
+            "U+FEFF",
+        ),
+        ({"title": "zw\u200btitle", "text": "k"}, "title", "U+200B ZERO WIDTH SPACE"),
+    ]
+    (tmp_path / "u.jsonl").write_text("\n".join(json.dumps(r) for r in same + [r for r, _, _ in hidden]) + "\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [tmp_path / "u.jsonl"])
+    problems = sorted((e.line, e.message) for e in report.errors)
+    assert [line for line, _ in problems] == list(range(len(same) + 1, len(same) + len(hidden) + 1)), problems
+    for (_, message), (_, what, character) in zip(problems, hidden):
+        assert message.startswith(what) and character in message, message
+    names = [name for (name,) in rows(conn, "select name from entities order by name")]
+    assert names == ["#caf\u00e9", "Caf\u00e9 notes", "Dana Whitfield", "Jos\u00e9 M\u00fcller", "Tc", "Td", "Te"], (
+        names
+    )
+    titles = {title for (title,) in rows(conn, "select distinct title from knowledge where title like 'caf%'")}
+    assert titles == {"Caf\u00e9 notes", "Cafe\u0301 notes"}  # as written
+    assert not any(c in name for (name,) in rows(conn, "select name from entities") for c in "\u200b\u202e\u2060")

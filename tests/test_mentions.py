@@ -87,6 +87,7 @@ def test_name_index_finds_what_every_name_finds(brain, monkeypatch):
         "Dr. Who",
         "New York",
         "New York City",
+        "Foo Bar",  # "Foo  Bar": its whitespace one space (fields.entity_key), the text's "foo bar" names it
         "Mark King (musician)",
         "Battle of Hastings",
         "Ada Lovelace",

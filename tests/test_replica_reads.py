@@ -205,3 +205,13 @@ async def test_a_damaged_replica_says_what_mends_it_there(vault_replica_path, tm
     assert recalled.exit_code == 1 and remade in recalled.output, recalled.output
     repaired = run("brain", "check", copy, "--repair")
     assert repaired.exit_code != 0 and remade in repaired.output, repaired.output
+
+
+def test_the_command_line_refuses_to_follow_into_a_file_it_did_not_make(run, tmp_path):
+    """`brain follow URL existing.db` is the caller's mistake: exit 2, naming the file; the file is untouched."""
+    existing = tmp_path / "brain.db"
+    assert run("brain", "init", existing).exit_code == 0
+    before = existing.read_bytes()
+    result = run("brain", "follow", (tmp_path / "store").as_uri(), existing)
+    assert result.exit_code == 2 and "exists and is not a copy brain follow made" in result.output, result.output
+    assert existing.read_bytes() == before
