@@ -232,7 +232,6 @@ def _arrays(handle, start, entries):
 
 
 OWN_STEP = 1 << 22  # bytes made the process's own in one hold of the read state's lock (4 MB: ms)
-OWN_REST = 4  # the thread rests this many times as long as each step took
 owning: set[threading.Thread] = set()  # the threads still making a loaded snapshot's pages the process's own
 _PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS, _MREMAP_MAYMOVE_FIXED = 0x3, 0x22, 0x3  # Linux's values
 
@@ -297,10 +296,10 @@ def _own(mapped, hold):
                         return  # no memory for it now: the rest stays mapped
                 del pages
                 at += size
-                # four times as long at rest: a fifth of a core at most, so the recalls beside
-                # it (and their own new memory, where a virtual machine's host backs pages on
-                # first touch one at a time) are slowed little while it runs
-                time.sleep(OWN_REST * (time.perf_counter() - began))
+                # as long again at rest: half a core at most, so the recalls beside it (and
+                # their own new memory, where a virtual machine's host backs pages on first
+                # touch one at a time) are slowed less while it runs
+                time.sleep(time.perf_counter() - began)
     finally:
         owning.discard(threading.current_thread())
 
