@@ -24,7 +24,6 @@ import sys
 import tempfile
 import threading
 import time
-import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -190,7 +189,8 @@ def load(path):
             for name, entry in entries:
                 if start + entry["offset"] + entry["bytes"] > size:
                     raise SnapshotError(f"{path}: array {name} is damaged")  # not a buffer of what it says
-            data = _arrays(handle, start, entries) if _LIBC is None else _views(handle, start, entries)
+            mapped = _map(handle) if size > start else None
+            data = _arrays(handle, start, entries) if mapped is None else _views(mapped, start, entries)
             arrays = {}
             for (name, entry), buffer in zip(entries, data):
                 checksum = next((c for c in CHECKSUMS if c in entry), None)
@@ -202,17 +202,10 @@ def load(path):
     return manifest, arrays
 
 
-def _views(handle, start, entries):
-    """Each array's bytes as a private, copy-on-write mapping of its own pages of the
-    file: an array no longer used lets its memory go, whatever the others do."""
-    for _, entry in entries:
-        begin, size = start + entry["offset"], entry["bytes"]
-        if not size:
-            yield np.zeros(0, dtype=np.uint8)
-            continue
-        page = begin - begin % mmap.ALLOCATIONGRANULARITY
-        mapped = mmap.mmap(handle.fileno(), begin + size - page, access=mmap.ACCESS_COPY, offset=page)
-        yield np.frombuffer(mapped, np.uint8, count=size, offset=begin - page)
+def _views(mapped, start, entries):
+    return (
+        np.frombuffer(mapped, np.uint8, count=entry["bytes"], offset=start + entry["offset"]) for _, entry in entries
+    )
 
 
 def _arrays(handle, start, entries):
@@ -255,15 +248,19 @@ _LIBC = _libc()
 _FAILED = ctypes.c_void_p(-1).value
 
 
+def _map(handle):
+    """A private, copy-on-write mapping of the whole file; None where its pages
+    cannot be made the process's own afterwards."""
+    return None if _LIBC is None else mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+
+
 def mapping(arrays):
-    """Weak references to the mappings of the snapshot file that `arrays` (as load
-    returned them) view, or None when they were read."""
-    found = {id(m): m for m in map(_mapping_of, arrays.values()) if m is not None}
-    return [weakref.ref(m) for m in found.values()] or None
+    """The mapping of the snapshot file that `arrays` (as load returned them) view, or None."""
+    return next(filter(None, map(_mapping_of, arrays.values())), None)
 
 
 def own(mapped, hold=contextlib.nullcontext):
-    """Make the pages of `mapped` (`mapping`'s answer) the process's own, in a
+    """Make the pages of `mapped` (a snapshot's mapping) the process's own, in a
     thread, a few megabytes at a time inside `hold()` (the read state's shared lock:
     a refresh, which writes to the arrays, waits for a step, and readers go on).
     Each step copies its pages into new memory and moves that memory over them, the
@@ -287,33 +284,19 @@ def _mapping_of(array):
 
 def _own(mapped, hold):
     try:
-        for ref in mapped:
-            at = 0
-            while (pages := ref()) is not None and at < len(pages):  # an array let go: its pages are gone
-                size, began = min(OWN_STEP, len(pages) - at), time.perf_counter()
-                with hold():
-                    if not _own_step(ctypes.addressof(ctypes.c_char.from_buffer(pages)) + at, size):
-                        return  # no memory for it now: the rest stays mapped
-                del pages
-                at += size
-                # as long again at rest: half a core at most, so the recalls beside it (and
-                # their own new memory, where a virtual machine's host backs pages on first
-                # touch one at a time) are slowed less while it runs
-                time.sleep(time.perf_counter() - began)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
+        for at in range(0, len(mapped), OWN_STEP):
+            size = min(OWN_STEP, len(mapped) - at)
+            with hold():
+                fresh = _LIBC.mmap(None, size, _PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS, -1, 0)
+                if fresh in (None, _FAILED):
+                    return  # no memory for it now: those pages stay mapped
+                ctypes.memmove(fresh, base + at, size)
+                if _LIBC.mremap(fresh, size, size, _MREMAP_MAYMOVE_FIXED, base + at) in (None, _FAILED):
+                    _LIBC.munmap(fresh, size)
+                    return
     finally:
         owning.discard(threading.current_thread())
-
-
-def _own_step(address, size):
-    """Copy `size` bytes at `address` (page-aligned) into new memory moved over them."""
-    fresh = _LIBC.mmap(None, size, _PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS, -1, 0)
-    if fresh in (None, _FAILED):
-        return False
-    ctypes.memmove(fresh, address, size)
-    if _LIBC.mremap(fresh, size, size, _MREMAP_MAYMOVE_FIXED, address) in (None, _FAILED):
-        _LIBC.munmap(fresh, size)
-        return False
-    return True
 
 
 def _read(handle, offset, size):

@@ -59,7 +59,7 @@ class ReadState:
         self.postings = Postings()
         self.saved = None  # the change its snapshot holds
         self.saving = False
-        self.mapped = None  # weak references to the snapshot mappings its arrays view, when loaded from one
+        self.mapped = None  # the snapshot's mapping its arrays view, when loaded from one (snapshot.load)
 
     # -- building and following ------------------------------------------------
 
