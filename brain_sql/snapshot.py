@@ -14,15 +14,11 @@ reader never sees half of one.
 """
 
 import contextlib
-import ctypes
 import json
-import mmap
 import os
 import stat
 import struct
-import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -174,129 +170,27 @@ def read_manifest(path):
 
 def load(path):
     """(manifest, {name: array}) of the snapshot at `path`, every checksum verified.
-
-    The arrays are a private (copy-on-write) mapping of the file, not a copy read
-    into fresh memory: at a million memories a gigabyte that is already in the page
-    cache, mapped in a fraction of a second instead of read and faulted in for
-    seconds. A state kept past a moment (a server's) calls `own` on them, so that
-    it stops depending on the file. Where the system
-    cannot do that (not Linux), the arrays are read into memory."""
+    A second thread reads the next array while this one verifies the last (reading
+    lets go of the GIL): the load takes about as long as reading alone."""
     manifest, start = read_manifest(path)
+    arrays = {}
     try:
         entries = list(manifest["arrays"].items())
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            for name, entry in entries:
-                if start + entry["offset"] + entry["bytes"] > size:
-                    raise SnapshotError(f"{path}: array {name} is damaged")  # not a buffer of what it says
-            mapped = _map(handle) if size > start else None
-            data = _arrays(handle, start, entries) if mapped is None else _views(mapped, start, entries)
-            arrays = {}
-            for (name, entry), buffer in zip(entries, data):
-                checksum = next((c for c in CHECKSUMS if c in entry), None)
-                if checksum is None or CHECKSUMS[checksum](buffer) != entry[checksum]:
-                    raise SnapshotError(f"{path}: array {name} is damaged")
-                arrays[name] = buffer.view(np.dtype(entry["dtype"])).reshape(entry["shape"])
+        with open(path, "rb") as handle, ThreadPoolExecutor(1, thread_name_prefix="brain-snapshot") as reader:
+            read = [reader.submit(_read, handle, start + entry["offset"], entry["bytes"]) for _, entry in entries]
+            try:
+                for (name, entry), data in zip(entries, read):
+                    data = data.result()
+                    checksum = next((c for c in CHECKSUMS if c in entry), None)
+                    if data is None or checksum is None or CHECKSUMS[checksum](data) != entry[checksum]:
+                        raise SnapshotError(f"{path}: array {name} is damaged")
+                    arrays[name] = data.view(np.dtype(entry["dtype"])).reshape(entry["shape"])
+            finally:
+                for future in read:
+                    future.cancel()
     except (OSError, KeyError, TypeError, ValueError) as ex:
         raise SnapshotError(f"{path} cannot be read: {ex}") from ex
     return manifest, arrays
-
-
-def _views(mapped, start, entries):
-    return (
-        np.frombuffer(mapped, np.uint8, count=entry["bytes"], offset=start + entry["offset"]) for _, entry in entries
-    )
-
-
-def _arrays(handle, start, entries):
-    """Each array's bytes read into memory, a second thread reading the next while
-    the caller verifies the last (reading lets go of the GIL)."""
-    with ThreadPoolExecutor(1, thread_name_prefix="brain-snapshot") as reader:
-        read = [reader.submit(_read, handle, start + entry["offset"], entry["bytes"]) for _, entry in entries]
-        try:
-            for future in read:
-                data = future.result()
-                if data is None:
-                    raise ValueError("the file ended early")
-                yield data
-        finally:
-            for future in read:
-                future.cancel()
-
-
-OWN_STEP = 1 << 22  # bytes made the process's own in one hold of the read state's lock (4 MB: ms)
-owning: set[threading.Thread] = set()  # the threads still making a loaded snapshot's pages the process's own
-_PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS, _MREMAP_MAYMOVE_FIXED = 0x3, 0x22, 0x3  # Linux's values
-
-
-def _libc():
-    """The C library's mmap and mremap (Linux), or None: the arrays are then read."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-        libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
-        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
-_LIBC = _libc()
-_FAILED = ctypes.c_void_p(-1).value
-
-
-def _map(handle):
-    """A private, copy-on-write mapping of the whole file; None where its pages
-    cannot be made the process's own afterwards."""
-    return None if _LIBC is None else mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
-
-
-def mapping(arrays):
-    """The mapping of the snapshot file that `arrays` (as load returned them) view, or None."""
-    return next(filter(None, map(_mapping_of, arrays.values())), None)
-
-
-def own(mapped, hold=contextlib.nullcontext):
-    """Make the pages of `mapped` (a snapshot's mapping) the process's own, in a
-    thread, a few megabytes at a time inside `hold()` (the read state's shared lock:
-    a refresh, which writes to the arrays, waits for a step, and readers go on).
-    Each step copies its pages into new memory and moves that memory over them, the
-    same bytes at the same addresses: afterwards nothing done to the file (a `cp`
-    onto it, cut short) reaches the state, where a mapped page would have changed
-    under it or, past the end of a file cut short, killed the process."""
-    if mapped is None:
-        return
-    thread = threading.Thread(target=_own, args=(mapped, hold), name="brain-snapshot-own", daemon=True)
-    owning.add(thread)
-    thread.start()
-
-
-def _mapping_of(array):
-    """The mmap an array views (through views of views and a memoryview), or None."""
-    while isinstance(array, np.ndarray):
-        array = array.base
-    array = array.obj if isinstance(array, memoryview) else array
-    return array if isinstance(array, mmap.mmap) else None
-
-
-def _own(mapped, hold):
-    try:
-        base = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
-        for at in range(0, len(mapped), OWN_STEP):
-            size = min(OWN_STEP, len(mapped) - at)
-            with hold():
-                fresh = _LIBC.mmap(None, size, _PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS, -1, 0)
-                if fresh in (None, _FAILED):
-                    return  # no memory for it now: those pages stay mapped
-                ctypes.memmove(fresh, base + at, size)
-                if _LIBC.mremap(fresh, size, size, _MREMAP_MAYMOVE_FIXED, base + at) in (None, _FAILED):
-                    _LIBC.munmap(fresh, size)
-                    return
-    finally:
-        owning.discard(threading.current_thread())
 
 
 def _read(handle, offset, size):

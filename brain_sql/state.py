@@ -59,7 +59,6 @@ class ReadState:
         self.postings = Postings()
         self.saved = None  # the change its snapshot holds
         self.saving = False
-        self.mapped = None  # the snapshot's mapping its arrays view, when loaded from one (snapshot.load)
 
     # -- building and following ------------------------------------------------
 
@@ -135,7 +134,6 @@ class ReadState:
         state.instance, state.seq = manifest["instance"], manifest["seq"]
         state.last = tuple(manifest["last"]) if manifest["last"] else None
         state.built = True
-        state.mapped = snapshot.mapping(arrays)
         return state
 
     def digest(self):
@@ -325,7 +323,6 @@ def _bring_up(state, conn, key, dimension, seen, fetched):
         if loaded is not None:
             _replace(state, loaded, token)
             state.saved = state.seq
-            snapshot.own(state.mapped, hold=lambda: state.lock)
     try:
         stale = not state.built or seq is None or state.refresh(conn, fetched)
     except BaseException:
