@@ -131,10 +131,18 @@ async def open_brain(datasette, actor, name=None, db=None, ready=True):
     if name is None:
         # only the brains whose memories `actor` may read count, and only those are
         # named; denied every one, the actor is refused as at each brain's own routes
-        brains = await brain_names(datasette)
-        names = [n for n in brains if await memories_readable(datasette, actor, n, damaged=True)]
-        if brains and not names:
-            raise Forbidden("view-database")
+        names, refusal = [], None
+        for brain in await brain_names(datasette):
+            try:
+                await ensure_permissions(datasette, actor, brain, memory_permissions(brain))
+            except Forbidden as ex:
+                refusal = refusal or ex  # the permission it lacks, as its own routes say
+                continue
+            except ApiError:
+                pass  # too damaged to tell: opening it says so
+            names.append(brain)
+        if refusal is not None and not names:
+            raise refusal
         if not names:
             raise ApiError("this instance has no brain database", 404)
         if len(names) > 1:
@@ -158,15 +166,12 @@ def memory_permissions(name):
     return [("view-table", (name, "knowledge")), ("view-database", name), "view-instance"]
 
 
-async def memories_readable(datasette, actor, name, damaged=False):
-    """Whether `actor` may read brain `name`'s memories; `damaged` for one too damaged
-    to tell (counted by /-/recall without a database: opening it says it is damaged)."""
+async def memories_readable(datasette, actor, name):
+    """Whether `actor` may read brain `name`'s memories (not when it is too damaged to tell)."""
     try:
         await ensure_permissions(datasette, actor, name, memory_permissions(name))
-    except Forbidden:
+    except (Forbidden, ApiError):
         return False
-    except ApiError:
-        return damaged
     return True
 
 

@@ -134,6 +134,23 @@ async def test_recall_over_mcp_for_whoever_may_not_read_the_graph_is_the_brains_
     assert any(graph_ranks(answers["admin", "brain"])) and answers["admin", "brain"]["telemetry"]["fusion"] == "rrf"
 
 
+@pytest.mark.asyncio
+async def test_recall_over_mcp_without_a_database_names_the_permission_the_actor_lacks(brains):
+    """An actor who may view the database but not `knowledge`, asking without naming a
+    brain, is refused with the permission it lacks, as the brain's own routes refuse it."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying("knowledge"))
+    server = MCPServer("test")
+    mcp_tools.register(datasette, server, actor=None)
+    async with Client(server) as client:
+        found = await client.call_tool("brain_recall", {"q": "Ann Pepper"})
+    assert found.is_error
+    message = " ".join(part.text for part in found.content)
+    assert "view-table" in message and "view-database" not in message, message
+    response = await datasette.client.get("/brain/-/recall?q=Ann+Pepper")
+    assert response.status_code == 403 and "view-table" in response.text
+
+
 # SQL of the brain for an actor, each reading the graph (or anything of the brain)
 SQL = [
     "select count(*) from relationships",
