@@ -191,10 +191,13 @@ async def ensure_graph(datasette, actor, name):
     )
 
 
-async def graph_readable(datasette, actor, database):
+async def graph_readable(datasette, actor, database, memories=None):
     """Whether `actor` may see the graph: its entities, relationships and documents,
-    which follow `knowledge` too (asked once, then each table's own verdict)."""
-    if not await datasette.permission_allowed(actor, "view-table", (database, "knowledge"), default=True):
+    which follow `knowledge` too (asked once, unless `memories` says open_brain asked
+    it already, then each table's own verdict)."""
+    if memories is None:
+        memories = await datasette.permission_allowed(actor, "view-table", (database, "knowledge"), default=True)
+    if not memories:
         return False
     others = _other_hooks()
     for table in for_plugin.GRAPH_TABLES:
@@ -268,12 +271,20 @@ async def _table_verdict(others, datasette, actor, name, table):
 
 
 def _other_hooks():
-    """The permission_allowed hooks of every plugin but this one, to be called as one."""
+    """The permission_allowed hooks of every plugin but this one, to be called as one;
+    made again only when the plugins registered change (pluggy's subset asks each
+    plugin for the hook by name: on this package, a module lookup each time)."""
     from datasette.plugins import pm  # loading it loads every plugin, this one too: not while this module loads
 
-    module = f"{__package__}.plugin"
-    this = [impl.plugin for impl in pm.hook.permission_allowed.get_hookimpls() if impl.function.__module__ == module]
-    return pm.subset_hook_caller("permission_allowed", remove_plugins=this)
+    impls = tuple(pm.hook.permission_allowed.get_hookimpls())
+    if _others[0] != impls:
+        module = f"{__package__}.plugin"
+        this = [impl.plugin for impl in impls if impl.function.__module__ == module]
+        _others[:] = [impls, pm.subset_hook_caller("permission_allowed", remove_plugins=this)]
+    return _others[1]
+
+
+_others: list = [None, None]  # [the permission_allowed hooks registered, the caller of all but this plugin's]
 
 
 _recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> {event loop: its semaphore}
@@ -282,7 +293,7 @@ _recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> {event loop
 async def run_recall(datasette, db, doc, actor):
     """brain_sql.recall for `doc` (run_read), as `actor` may see it: without the
     graph for an actor who may not read its tables."""
-    graph_visible = await graph_readable(datasette, actor, db.name)
+    graph_visible = await graph_readable(datasette, actor, db.name, memories=True)  # open_brain asked
     return await run_read(datasette, db, lambda conn: brain_sql.recall(conn, doc, graph_visible=graph_visible))
 
 
