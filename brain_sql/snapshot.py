@@ -14,12 +14,18 @@ reader never sees half of one.
 """
 
 import contextlib
+import ctypes
 import json
+import mmap
 import os
+import signal
 import stat
 import struct
+import sys
 import tempfile
+import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -154,13 +160,20 @@ def read_manifest(path):
     _regular(path)
     try:
         with open(path, "rb") as handle:
-            if handle.read(len(MAGIC)) != MAGIC:
-                raise SnapshotError(f"{path} is not a read-state snapshot")
-            (length,) = struct.unpack("<Q", handle.read(8))
-            if length > 1 << 30:
-                raise SnapshotError(f"{path}: its manifest is damaged")
-            manifest = json.loads(handle.read(length))
-            start = handle.tell() + (-handle.tell() % ALIGN)
+            return _manifest(handle, path)
+    except OSError as ex:
+        raise SnapshotError(f"{path} cannot be read: {ex}") from ex
+
+
+def _manifest(handle, path):
+    try:
+        if handle.read(len(MAGIC)) != MAGIC:
+            raise SnapshotError(f"{path} is not a read-state snapshot")
+        (length,) = struct.unpack("<Q", handle.read(8))
+        if length > 1 << 30:
+            raise SnapshotError(f"{path}: its manifest is damaged")
+        manifest = json.loads(handle.read(length))
+        start = handle.tell() + (-handle.tell() % ALIGN)
     except (OSError, ValueError, struct.error) as ex:
         raise SnapshotError(f"{path} cannot be read: {ex}") from ex
     if manifest.get("format") != FORMAT:
@@ -168,29 +181,234 @@ def read_manifest(path):
     return manifest, start
 
 
-def load(path):
+def load(path, hold=None):
     """(manifest, {name: array}) of the snapshot at `path`, every checksum verified.
-    A second thread reads the next array while this one verifies the last (reading
-    lets go of the GIL): the load takes about as long as reading alone."""
-    manifest, start = read_manifest(path)
-    arrays = {}
+
+    With `hold` (a state kept past a moment: a server's, an ingest's), where the
+    system grants this process a read lease on the file (Linux, its owner), the
+    arrays are a private (copy-on-write) mapping of the file instead of a copy read
+    into fresh memory: at a million memories a gigabyte already in the page cache,
+    mapped in a fraction of a second instead of read for seconds. The lease keeps
+    the file as it was verified: whoever opens it to write it (a `cp` onto it) or
+    cuts it short waits until this process has copied what it still maps into its
+    own memory, inside `hold()` (the state's shared lock), and let the lease go
+    (`Lease`). Otherwise the arrays are read, a second thread reading the next
+    while this one verifies the last (reading lets go of the GIL)."""
+    _regular(path)
+    lease = None
     try:
-        entries = list(manifest["arrays"].items())
-        with open(path, "rb") as handle, ThreadPoolExecutor(1, thread_name_prefix="brain-snapshot") as reader:
-            read = [reader.submit(_read, handle, start + entry["offset"], entry["bytes"]) for _, entry in entries]
-            try:
-                for (name, entry), data in zip(entries, read):
-                    data = data.result()
-                    checksum = next((c for c in CHECKSUMS if c in entry), None)
-                    if data is None or checksum is None or CHECKSUMS[checksum](data) != entry[checksum]:
-                        raise SnapshotError(f"{path}: array {name} is damaged")
-                    arrays[name] = data.view(np.dtype(entry["dtype"])).reshape(entry["shape"])
-            finally:
-                for future in read:
-                    future.cancel()
-    except (OSError, KeyError, TypeError, ValueError) as ex:
-        raise SnapshotError(f"{path} cannot be read: {ex}") from ex
+        with open(path, "rb") as handle:
+            if hold is not None and _LIBC is not None:
+                lease = Lease.take(handle)  # before anything is read: what is verified is what stays
+            manifest, start = _manifest(handle, path)
+            entries = list(manifest["arrays"].items())
+            size = os.fstat(handle.fileno()).st_size
+            for name, entry in entries:
+                if start + entry["offset"] + entry["bytes"] > size:
+                    raise SnapshotError(f"{path}: array {name} is damaged")  # not a buffer of what it says
+            data = _arrays(handle, start, entries) if lease is None else _views(handle, start, entries)
+            arrays = {}
+            for (name, entry), buffer in zip(entries, data):
+                checksum = next((c for c in CHECKSUMS if c in entry), None)
+                if checksum is None or CHECKSUMS[checksum](buffer) != entry[checksum]:
+                    raise SnapshotError(f"{path}: array {name} is damaged")
+                arrays[name] = buffer.view(np.dtype(entry["dtype"])).reshape(entry["shape"])
+    except BaseException as ex:
+        if lease is not None:
+            lease.release()
+        if isinstance(ex, (OSError, KeyError, TypeError, ValueError)):
+            raise SnapshotError(f"{path} cannot be read: {ex}") from ex
+        raise
+    if lease is not None:
+        lease.watch([m for m in {id(m): m for m in map(_mapping_of, arrays.values())}.values() if m], hold)
     return manifest, arrays
+
+
+def _views(handle, start, entries):
+    """Each array's bytes as a private, copy-on-write mapping of its own pages of the
+    file: an array no longer used lets its memory go, whatever the others do."""
+    for _, entry in entries:
+        begin, size = start + entry["offset"], entry["bytes"]
+        if not size:
+            yield np.zeros(0, dtype=np.uint8)
+            continue
+        page = begin - begin % mmap.ALLOCATIONGRANULARITY
+        mapped = mmap.mmap(handle.fileno(), begin + size - page, access=mmap.ACCESS_COPY, offset=page)
+        yield np.frombuffer(mapped, np.uint8, count=size, offset=begin - page)
+
+
+def _arrays(handle, start, entries):
+    """Each array's bytes read into memory, a second thread reading the next while
+    the caller verifies the last (reading lets go of the GIL)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="brain-snapshot") as reader:
+        read = [reader.submit(_read, handle, start + entry["offset"], entry["bytes"]) for _, entry in entries]
+        try:
+            for future in read:
+                data = future.result()
+                if data is None:
+                    raise ValueError("the file ended early")
+                yield data
+        finally:
+            for future in read:
+                future.cancel()
+
+
+LEASE_POLL_SECONDS = 0.2  # how often a mapped snapshot's lease is looked at: a writer of the file waits about this
+OWN_STEP = 1 << 22  # bytes made the process's own in one hold of the read state's lock (4 MB: ms)
+_PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS, _MREMAP_MAYMOVE_FIXED = 0x3, 0x22, 0x3  # Linux's values
+# the signal the system sends a lease's holder when another process opens its file to
+# write: one whose default is to be ignored (the default, SIGIO, ends the process); the
+# lease is watched by polling instead
+LEASE_SIGNAL = getattr(signal, "SIGURG", None)
+
+
+def _libc():
+    """The C library's mmap and mremap (Linux), or None: the arrays are then read."""
+    if not sys.platform.startswith("linux") or fcntl is None or LEASE_SIGNAL is None:
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _libc()
+_FAILED = ctypes.c_void_p(-1).value
+
+
+class Lease:
+    """A read lease on a snapshot file this process maps: while it holds, nobody can
+    open the file to write it or cut it short (the system makes them wait), so the
+    mapped pages stay the bytes that were verified, and a page past a cut end never
+    kills the process with SIGBUS. When someone asks (the system marks the lease
+    breaking, seen within LEASE_POLL_SECONDS), the pages still mapped are copied into
+    the process's own memory, moved over them at the same addresses, and the lease
+    is let go: the writer goes on, and nothing it does reaches the state. When every
+    mapping is gone (the state replaced), the lease is let go too."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    @classmethod
+    def take(cls, handle):
+        """A lease on `handle`'s file, or None where none is granted (another user's
+        file, a file open to write somewhere, a file system without leases)."""
+        fd = os.dup(handle.fileno())  # the lease is the open file's: kept past `handle`
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETSIG, LEASE_SIGNAL)
+            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+        except OSError:
+            os.close(fd)
+            return None
+        return cls(fd)
+
+    def release(self):
+        if self.fd is None:
+            return
+        try:
+            fcntl.fcntl(self.fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)  # the mappings hold the open file too
+        except OSError:
+            pass
+        os.close(self.fd)
+        self.fd = None
+
+    def breaking(self):
+        """Whether someone waits to write the file (or the lease is gone)."""
+        try:
+            return fcntl.fcntl(self.fd, fcntl.F_GETLEASE) != fcntl.F_RDLCK
+        except OSError:
+            return True
+
+    def watch(self, mappings, hold):
+        """Watch the lease (LEASE_POLL_SECONDS) until the mappings are gone or made the
+        process's own; one thread watches every lease of the process."""
+        global _watcher
+        with _leases_lock:
+            _leases.append((self, [weakref.ref(m) for m in mappings], hold))
+            if _watcher is None:
+                _watcher = threading.Thread(target=_watch, name="brain-snapshot-leases", daemon=True)
+                _watcher.start()
+
+
+_leases: list = []  # (Lease, weak references to its mappings, the hold its state's arrays are written under)
+_leases_lock = threading.Lock()
+_watcher = None
+
+
+def leases():
+    """How many mapped snapshots' leases this process holds."""
+    with _leases_lock:
+        return len(_leases)
+
+
+def _watch():
+    global _watcher
+    while True:
+        time.sleep(LEASE_POLL_SECONDS)
+        with _leases_lock:
+            watched = list(_leases)
+        for entry in watched:
+            lease, refs, hold = entry
+            if any(ref() is not None for ref in refs):
+                if not lease.breaking():
+                    continue
+                if not _own(refs, hold):
+                    continue  # no memory for it now: again next time, while the system waits
+            lease.release()
+            with _leases_lock:
+                _leases.remove(entry)
+        with _leases_lock:
+            if not _leases:
+                _watcher = None
+                return
+
+
+def _mapping_of(array):
+    """The mmap an array views (through views of views and a memoryview), or None."""
+    while isinstance(array, np.ndarray):
+        array = array.base
+    array = array.obj if isinstance(array, memoryview) else array
+    return array if isinstance(array, mmap.mmap) else None
+
+
+def mapped(arrays):
+    """How many of `arrays` (as load returned them) view a mapping of the file."""
+    return sum(_mapping_of(array) is not None for array in arrays.values())
+
+
+def _own(refs, hold):
+    """Make the pages of the mappings `refs` name the process's own, OWN_STEP bytes at
+    a time inside `hold()`: a refresh, which writes to the arrays, waits for a step,
+    and readers go on. Each step copies its pages into new memory and moves that over
+    them: the same bytes at the same addresses. False when memory ran out."""
+    for ref in refs:
+        at = 0
+        while (pages := ref()) is not None and at < len(pages):  # an array let go: its pages are gone
+            size = min(OWN_STEP, len(pages) - at)
+            with hold():
+                done = _own_step(ctypes.addressof(ctypes.c_char.from_buffer(pages)) + at, size)
+            del pages
+            if not done:
+                return False
+            at += size
+    return True
+
+
+def _own_step(address, size):
+    """Copy `size` bytes at `address` (page-aligned) into new memory moved over them."""
+    fresh = _LIBC.mmap(None, size, _PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS, -1, 0)
+    if fresh in (None, _FAILED):
+        return False
+    ctypes.memmove(fresh, address, size)
+    if _LIBC.mremap(fresh, size, size, _MREMAP_MAYMOVE_FIXED, address) in (None, _FAILED):
+        _LIBC.munmap(fresh, size)
+        return False
+    return True
 
 
 def _read(handle, offset, size):

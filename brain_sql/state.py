@@ -112,9 +112,11 @@ class ReadState:
         return seq
 
     @classmethod
-    def load(cls, path, dimension):
-        """The state a snapshot holds; SnapshotError when it cannot be used."""
-        manifest, arrays = snapshot.load(path)
+    def load(cls, path, dimension, hold=None):
+        """The state a snapshot holds; SnapshotError when it cannot be used. With
+        `hold` (the lock of the state it is to become), its arrays may map the file
+        (snapshot.load)."""
+        manifest, arrays = snapshot.load(path, hold)
         if manifest.get("dimension") != dimension or manifest.get("seq") is None:
             raise snapshot.SnapshotError(f"{path} holds another model's state, or one without a change log")
         state = cls(dimension)
@@ -319,7 +321,7 @@ def _bring_up(state, conn, key, dimension, seen, fetched):
     if state.built and seq is None and token == state.token:
         return False, False
     if not state.built and seq is not None and key:
-        loaded = _from_snapshot(conn, key[0], dimension, instance)
+        loaded = _from_snapshot(conn, key[0], dimension, instance, hold=lambda: state.lock)
         if loaded is not None:
             _replace(state, loaded, token)
             state.saved = state.seq
@@ -365,14 +367,15 @@ def prepare_for_writes(conn, dimension):
                     slots.take(room)
 
 
-def _from_snapshot(conn, path, dimension, instance):
+def _from_snapshot(conn, path, dimension, instance, hold):
     """The state the brain's snapshot holds, brought up to what `conn` sees; None
-    when there is none that fits (another brain's, damaged, or too far behind)."""
+    when there is none that fits (another brain's, damaged, or too far behind).
+    `hold`: the shared lock of the state it is to be put in (ReadState.load)."""
     where = snapshot.path_for(path)
     if not os.path.lexists(where):
         return None
     try:
-        loaded = ReadState.load(where, dimension)
+        loaded = ReadState.load(where, dimension, hold)
     except snapshot.SnapshotError:
         return None
     if loaded.instance != instance or loaded.refresh(conn):

@@ -7,6 +7,8 @@ import json
 import os
 import shutil
 import struct
+import subprocess
+import sys
 import threading
 import time
 
@@ -538,3 +540,104 @@ def test_a_snapshot_a_killed_process_left_half_written_is_removed_by_the_next_sa
         snapshot.save(tmp_path / "other.db-brainstate", {"seq": 1}, arrays)
         assert not leftover.exists() and not left.exists() and busy.exists() and fresh.exists()
     assert snapshot.load(tmp_path / "other.db-brainstate")[1]["a"].tolist() == list(range(10))
+
+
+LEASED = pytest.mark.skipif(snapshot._LIBC is None, reason="snapshots are read where the system grants no lease")
+# a second process that maps a snapshot as a server's state does, says when it has, then
+# checks what it loaded after the test changed the file (a page lost would kill it: SIGBUS)
+MAPPING_PROCESS = """
+import contextlib, sys, time
+import numpy as np
+from brain_sql import snapshot
+_, arrays = snapshot.load(sys.argv[1], hold=contextlib.nullcontext)
+print(snapshot.mapped(arrays), flush=True)
+sys.stdin.readline()  # the test changed the file
+while snapshot.leases():
+    time.sleep(0.05)
+print(arrays["a"].tolist() == list(range(300_000)), float(arrays["b"].sum()), flush=True)
+"""
+
+
+def _saved(path):
+    arrays = {"a": np.arange(300_000, dtype=np.int64), "b": np.linspace(0, 1, 70_000, dtype=np.float32)}
+    snapshot.save(path, {"seq": 1}, arrays)
+    return arrays
+
+
+@LEASED
+@pytest.mark.parametrize("change", ["written over", "cut short"])
+def test_a_mapped_snapshot_is_copied_before_another_process_may_write_the_file(tmp_path, change):
+    """A state's snapshot is mapped, not read, under a read lease: another process that
+    writes the file over in place (a cp onto it) or cuts it short waits until the
+    pages are the mapping process's own; then the process still has what it loaded
+    and lives (a mapped page past a cut end would have killed it with SIGBUS)."""
+    path = tmp_path / "brain.db-brainstate"
+    arrays = _saved(path)
+    mapper = subprocess.Popen(
+        [sys.executable, "-c", MAPPING_PROCESS, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert mapper.stdout.readline().strip() == "2"  # both arrays map the file
+        if change == "written over":
+            with open(path, "r+b") as out:  # opened to write: waits for the lease to be let go
+                out.write(b"\xff" * os.path.getsize(path))
+        else:
+            os.truncate(path, 100)
+        mapper.stdin.write("\n")
+        mapper.stdin.flush()
+        assert mapper.stdout.readline().split() == ["True", str(float(arrays["b"].sum()))]
+    finally:
+        mapper.stdin.close()
+        assert mapper.wait(timeout=60) == 0
+
+
+@LEASED
+def test_a_snapshot_open_to_write_elsewhere_is_read_not_mapped(tmp_path):
+    """No lease while someone holds the file open to write: the arrays are read."""
+    path = tmp_path / "brain.db-brainstate"
+    arrays = _saved(path)
+    with open(path, "r+b"):
+        _, loaded = snapshot.load(path, hold=contextlib.nullcontext)
+    assert snapshot.mapped(loaded) == 0 and loaded["a"].tolist() == arrays["a"].tolist()
+    _, loaded = snapshot.load(path)  # nor without a state to keep them (check's, a test's)
+    assert snapshot.mapped(loaded) == 0
+
+
+@LEASED
+def test_a_mapped_snapshot_let_go_lets_its_lease_go(tmp_path):
+    """Once no array maps the file (the state replaced), a writer of it need not wait."""
+    path = tmp_path / "brain.db-brainstate"
+    _saved(path)
+    held = snapshot.leases()
+    _, loaded = snapshot.load(path, hold=contextlib.nullcontext)
+    assert snapshot.mapped(loaded) == 2 and snapshot.leases() == held + 1
+    del loaded
+    deadline = time.monotonic() + 30
+    while snapshot.leases() > held and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert snapshot.leases() == held
+    writer = subprocess.run(["timeout", "5", "sh", "-c", f"printf x >> '{path}'"])
+    assert writer.returncode == 0  # the system made it wait for no lease
+
+
+@LEASED
+def test_a_server_state_loaded_from_its_snapshot_survives_another_snapshot_copied_onto_it(
+    small_snapshots, builds, tmp_path
+):
+    """`cp other.db-brainstate brain.db-brainstate` while a state still maps the file it
+    loaded: the cp waits for the state to make the pages its own, and the state's
+    answers stay its brain's."""
+    path, other = tmp_path / "brain.db", tmp_path / "other.db"
+    brain_sql.ingest(brain_sql.connect(path), [notes(tmp_path / "notes", 0, 12)])
+    brain_sql.ingest(brain_sql.connect(other), [notes(tmp_path / "others", 40, 3)])
+    conn = reopen(path)
+    builds.clear()
+    held = snapshot.leases()
+    loaded = state.current(conn, 256)
+    assert builds == [] and snapshot.leases() == held + 1  # loaded from the snapshot, mapped
+    before = brain_sql.recall(conn, {"q": "pager rota team 7"})["hits"]
+    copied = subprocess.run(["cp", str(tmp_path / "other.db-brainstate"), str(tmp_path / "brain.db-brainstate")])
+    assert copied.returncode == 0
+    assert (tmp_path / "brain.db-brainstate").read_bytes() == (tmp_path / "other.db-brainstate").read_bytes()
+    assert loaded.fingerprint() == fresh_state(conn).fingerprint()
+    assert brain_sql.recall(conn, {"q": "pager rota team 7"})["hits"] == before
