@@ -552,18 +552,21 @@ def _folders_of(paths):
     return folders
 
 
-def _emptied_folder(folder, root, live):
-    """The outermost folder under `root` that holds `folder` (a gone file's) and is
-    still there but holds nothing to ingest (`live`: the folders that do); None
-    when the nearest of them still there is the root or holds files: the file, or
-    a folder of it, was deleted."""
+def _emptied_folder(folder, root, live, remaining):
+    """(folder, why) for the outermost folder under `root` that holds `folder` (a gone
+    file's) and is still there but holds nothing to ingest (`live`: the folders that
+    do; why "nothing") or none of its files of before (`remaining`: the folders that
+    hold one; why "new"), as a drive unmounted from it or a failed sync leaves it;
+    None when the nearest of them still there is the root or keeps files of before:
+    the file, or a folder of it, was deleted."""
     while folder.startswith(root + os.sep) and not may_exist(folder):
         folder = os.path.dirname(folder)
-    if not folder.startswith(root + os.sep) or folder in live:
+    empty = folder not in live
+    if not folder.startswith(root + os.sep) or not empty and folder in remaining:
         return None
-    while os.path.dirname(folder) != root and os.path.dirname(folder) not in live:
+    while os.path.dirname(folder) != root and os.path.dirname(folder) not in (live if empty else remaining):
         folder = os.path.dirname(folder)
-    return folder
+    return folder, "nothing" if empty else "new"
 
 
 def _like_prefix(text):
@@ -883,28 +886,32 @@ class _Pipeline:
         if everything or not doomed:
             refused = {}
         elif before and before <= set(doomed):
-            refused = {root: doomed}
+            refused = {(root, "root"): doomed}
         else:
             paths = dict(
                 self.conn.execute(
                     "select document_id, source_path from documents "
                     "where document_id in (select value from json_each(?))",
-                    [json.dumps(doomed)],
+                    [json.dumps(sorted(before | set(doomed)))],
                 ).fetchall()
             )
-            refused, emptied = {}, {}  # emptied: {a gone file's folder: _emptied_folder of it}
+            # every folder under which a file of before is still there
+            remaining = _folders_of(paths[d] for d in before - set(doomed) if d in paths)
+            refused, emptied = {}, {}  # emptied: {a gone file's folder: (the folder refused, why) or None}
             for document_id in doomed:
                 folder = os.path.dirname(paths.get(document_id) or root)
                 if folder not in emptied:
-                    emptied[folder] = _emptied_folder(folder, root, live)
+                    emptied[folder] = _emptied_folder(folder, root, live, remaining)
                 if emptied[folder]:
                     refused.setdefault(emptied[folder], []).append(document_id)
         kept = {document_id for documents in refused.values() for document_id in documents}
         self._remove(*under, gone=True, only=set(doomed) - kept)
-        return [self._refusal(folder, documents, folder == root) for folder, documents in sorted(refused.items())]
+        return [self._refusal(folder, why, documents) for (folder, why), documents in sorted(refused.items())]
 
-    def _refusal(self, folder, documents, whole_root):
-        """Why the documents of `folder` were not pruned."""
+    def _refusal(self, folder, why, documents):
+        """Why the documents of `folder` were not pruned: `why` is "root" (every memory
+        of a PATH), "nothing" (a folder in it with nothing to ingest) or "new" (one
+        holding only new files)."""
         memories, files = self.conn.execute(
             "select count(*), count(distinct source_path) from knowledge "
             "where document_id in (select value from json_each(?))",
@@ -912,14 +919,14 @@ class _Pipeline:
         ).fetchone()
         lost = "the one memory" if memories == 1 else f"all {memories:,} memories"
         gone = "its one file is" if files == 1 else f"all {files:,} of its files are"
-        why = (
-            f"that would remove {lost} it held before this ingest, as {gone} gone"
-            if whole_root
-            else f"the folder is there but holds nothing to ingest, and that would remove {lost} from it"
-        )
+        said = {
+            "root": f"that would remove {lost} it held before this ingest, as {gone} gone",
+            "nothing": f"the folder is there but holds nothing to ingest, and that would remove {lost} from it",
+            "new": f"none of the files it held is there (it holds only new ones), and that would remove {lost} from it",
+        }[why]
         return (
-            f"nothing under {folder} was pruned: {why} (an unmounted drive, a sync that failed?); look at the "
-            f"folder, {'' if whole_root else 'delete it if its notes are meant to go, '}or prune with --prune-all "
+            f"nothing under {folder} was pruned: {said} (an unmounted drive, a sync that failed?); look at the "
+            f"folder, {'' if why == 'root' else 'delete it if its notes are meant to go, '}or prune with --prune-all "
             f"to remove {'it' if memories == 1 else 'them'}"
         )
 

@@ -537,11 +537,39 @@ def test_a_folder_in_the_root_emptied_is_refused_and_a_folder_deleted_is_pruned(
     assert check(conn) == {}
 
 
+def test_a_folder_in_the_root_whose_files_are_all_gone_but_a_new_one_is_refused(run, db_path, tmp_path):
+    """acme/ unmounted, a "not mounted" note left in it: every file it held is gone but
+    it holds a new one. As for the root itself, its memories stay and the ingest names
+    it and exits 1; a folder that keeps one of its files loses only the gone ones."""
+    vault = shutil.copytree(VAULT, tmp_path / "notes")
+    ingest_ok(run, db_path, vault)
+    conn = brain_sql.connect(db_path)
+    in_acme = rows(conn, "select count(*) from knowledge where source_path like ?", (f"{vault}/acme/%",))[0][0]
+    shutil.move(vault / "acme", tmp_path / "acme.away")
+    write(vault / "acme" / "README.txt", "Drive not mounted. Mount the team share here.")
+    result = run("brain", "ingest", db_path, vault, "--prune")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    text = " ".join(result.output.split())
+    assert (
+        f"nothing under {vault / 'acme'} was pruned: none of the files it held is there (it holds only new ones), "
+        f"and that would remove all {in_acme} memories from it"
+    ) in text and "--prune-all" in text
+    assert rows(conn, "select count(*) from knowledge where source_path like ?", (f"{vault}/acme/%",)) == [
+        (in_acme + 1,)  # the new note is in
+    ]
+    kept = sorted((tmp_path / "acme.away").rglob("*.md"))[0]  # one of its files back: the others were deleted
+    shutil.copy(kept, vault / "acme" / kept.relative_to(tmp_path / "acme.away"))
+    result = ingest_ok(run, db_path, vault, extra=["--prune"])
+    assert rows(conn, "select count(*) from knowledge where source_path like ? and title = ?",
+                (f"{vault}/acme/%", kept.stem)) != [(0,)]  # fmt: skip
+    assert check(conn) == {}
+
+
 def test_ingest_help_says_what_prune_refuses(run):
     result = run("brain", "ingest", "--help")
     text = " ".join(result.output.split())
     assert "a PATH that would lose every memory it held before this ingest, whatever new files it has" in text
-    assert "a folder in it that held memories and is still there but holds nothing to ingest" in text
+    assert "a folder in it that held memories and is still there but holds nothing to ingest, or only new files" in text
     assert "A folder deleted is pruned" in text and "--prune-all" in text
 
 
