@@ -253,6 +253,9 @@ def _arrays(handle, start, entries):
                 future.cancel()
 
 
+# the time the system gives a lease's holder to let go before taking it away (Linux's
+# default): time enough to copy a million memories' gigabyte out of the file many times over
+LEASE_BREAK_SECONDS = 45
 LEASE_POLL_SECONDS = 0.2  # how often a mapped snapshot's lease is looked at: a writer of the file waits about this
 OWN_STEP = 1 << 22  # bytes made the process's own in one hold of the read state's lock (4 MB: ms)
 _PROT_READ_WRITE, _MAP_PRIVATE_ANONYMOUS, _MREMAP_MAYMOVE_FIXED = 0x3, 0x22, 0x3  # Linux's values
@@ -297,7 +300,11 @@ class Lease:
     @classmethod
     def take(cls, handle):
         """A lease on `handle`'s file, or None where none is granted (another user's
-        file, a file open to write somewhere, a file system without leases)."""
+        file, a file open to write somewhere, a file system without leases) or where
+        the system waits less than LEASE_BREAK_SECONDS for it to be let go before
+        taking it away (its lease-break-time, set lower than its default)."""
+        if _lease_break_seconds() < LEASE_BREAK_SECONDS:
+            return None
         fd = os.dup(handle.fileno())  # the lease is the open file's: kept past `handle`
         try:
             fcntl.fcntl(fd, fcntl.F_SETSIG, LEASE_SIGNAL)
@@ -366,6 +373,14 @@ def _watch():
             if not _leases:
                 _watcher = None
                 return
+
+
+def _lease_break_seconds():
+    try:
+        with open("/proc/sys/fs/lease-break-time") as setting:
+            return int(setting.read())
+    except (OSError, ValueError):
+        return 0
 
 
 def _mapping_of(array):

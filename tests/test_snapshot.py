@@ -641,3 +641,17 @@ def test_a_server_state_loaded_from_its_snapshot_survives_another_snapshot_copie
     assert (tmp_path / "brain.db-brainstate").read_bytes() == (tmp_path / "other.db-brainstate").read_bytes()
     assert loaded.fingerprint() == fresh_state(conn).fingerprint()
     assert brain_sql.recall(conn, {"q": "pager rota team 7"})["hits"] == before
+
+
+@LEASED
+def test_a_snapshot_is_read_where_the_system_would_take_a_lease_away_sooner_than_its_default(tmp_path, monkeypatch):
+    """A lease-break-time set lower than Linux's 45 s might end a lease before the
+    pages are copied: the snapshot is read then, never mapped."""
+    path = tmp_path / "brain.db-brainstate"
+    _saved(path)
+    monkeypatch.setattr(snapshot, "_lease_break_seconds", lambda: 5)
+    _, loaded = snapshot.load(path, hold=contextlib.nullcontext)
+    assert snapshot.mapped(loaded) == 0
+    monkeypatch.setattr(snapshot, "_lease_break_seconds", lambda: 45)
+    _, loaded = snapshot.load(path, hold=contextlib.nullcontext)
+    assert snapshot.mapped(loaded) == 2
