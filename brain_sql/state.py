@@ -400,6 +400,8 @@ def _save_when_quiet(state, path):
             time.sleep(SNAPSHOT_QUIET_SECONDS)
             if state.seq != seen:
                 continue
+            if state.saved == state.seq:
+                break  # saved meanwhile (an ingest's persist): nothing left to write
             try:
                 state.saved = state.save(snapshot.path_for(path), path)
                 break

@@ -655,3 +655,24 @@ def test_a_snapshot_is_read_where_the_system_would_take_a_lease_away_sooner_than
     monkeypatch.setattr(snapshot, "_lease_break_seconds", lambda: 45)
     _, loaded = snapshot.load(path, hold=contextlib.nullcontext)
     assert snapshot.mapped(loaded) == 2
+
+
+def test_an_ingest_saves_the_snapshot_once(small_snapshots, monkeypatch, tmp_path):
+    """The ingest's own save (persist) is the one: the save that waits for a quiet
+    moment finds nothing left to write (a second write of a million memories' gigabyte,
+    cut short as the command exits, left a temporary file behind)."""
+    monkeypatch.setattr(state, "SNAPSHOT_QUIET_SECONDS", 0.05)
+    saves = []
+    original = state.ReadState.save
+
+    def save(self, path, brain=None):
+        saves.append(path)
+        return original(self, path, brain)
+
+    monkeypatch.setattr(state.ReadState, "save", save)
+    brain_sql.ingest(brain_sql.connect(tmp_path / "brain.db"), [notes(tmp_path / "notes", 0, 12)])
+    time.sleep(0.5)  # the quiet moment passes
+    for thread in threading.enumerate():
+        if thread.name == "brain-snapshot":
+            thread.join(timeout=30)
+    assert len(saves) == 1
