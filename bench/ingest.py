@@ -13,8 +13,8 @@ import json
 import random
 import resource
 import tempfile
-import unicodedata
 import time
+import unicodedata
 from pathlib import Path
 
 import numpy as np
