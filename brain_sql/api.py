@@ -57,7 +57,7 @@ from .pipeline import IngestReport, discover
 from .querydoc import FIELDS as QUERY_FIELDS
 from .querydoc import QueryDoc, from_strings, parse
 from .replicas import ReplicaError, follow, replicate
-from .schema import info, migrate, pending_migrations
+from .schema import migrate, pending_migrations
 from .state import current as current_state
 from .state import prepare_for_writes
 
@@ -156,6 +156,7 @@ def connect(path: str | os.PathLike[str], model_id: str | None = None, read_only
 
 # the operations on a brain's rows
 is_brain = named(schema.is_brain)
+info = named(schema.info)
 recall = named(hybrid.recall)
 evaluate = named(evaluation.evaluate)
 reindex = named(schema.reindex)

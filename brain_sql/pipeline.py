@@ -114,6 +114,7 @@ def discover(
     """(file path, IngestFormat) for every file to ingest, each once, and errors for paths that cannot be."""
     formats = {suffix: f for f in collect("brain_ingest_formats") for suffix in f.suffixes}
     files, errors = [], []
+    walked = [Path(given).resolve() for given in paths if Path(given).resolve().is_dir()]
     for given in paths:
         path = Path(given).resolve()
         if path.is_dir():
@@ -121,6 +122,13 @@ def discover(
             # a folder that cannot be read is reported, not passed over in silence
             for folder, folders, names in os.walk(path, onerror=lambda ex: errors.append(_unreadable(ex))):
                 folders[:] = sorted(f for f in folders if not f.startswith("."))
+                # a link to a folder is not walked (a loop, a folder walked twice): named, unless
+                # where it points is walked anyway (a PATH, or a folder in one)
+                links = [os.path.join(folder, f) for f in folders if os.path.islink(os.path.join(folder, f))]
+                errors.extend(
+                    _linked(link) for link in links if not any(_under(link, at, resolve=True) for at in walked)
+                )
+                folders[:] = [f for f in folders if not os.path.islink(os.path.join(folder, f))]
                 found += [
                     Path(folder) / n for n in names if not n.startswith(".") and Path(n).suffix.lower() in formats
                 ]
@@ -141,10 +149,18 @@ def discover(
     return list(dict.fromkeys(files)), errors
 
 
-def _under(path, root):
-    """Whether `path` is `root` or inside it (paths as given or resolved)."""
-    path, root = Path(path).resolve(), Path(root).resolve()
+def _under(path, root, resolve=False):
+    """Whether `path` is `root` or inside it (paths as given or resolved; a symbolic
+    link is where it is, not where it points, unless `resolve`)."""
+    path = Path(path).resolve() if resolve else Path(path).parent.resolve() / Path(path).name
+    root = Path(root).resolve()
     return path == root or root in path.parents
+
+
+def _linked(path):
+    return IngestError(
+        path, None, f"a symbolic link to a folder ({os.path.realpath(path)}), not followed: give its target as a PATH"
+    )
 
 
 def _unreadable(error):

@@ -23,7 +23,7 @@ from .document import names
 from .embed import NOT_INSTALLED, installed, model_dimension
 from .errors import BrainError, FieldError
 from .fields import loads_json, normalize_scope, stored_too_deep, unencodable
-from .schema import ENTITY_SQL, ID_SAYS, ID_SQL, META_TABLE, TIME_SAYS, TIME_SQL
+from .schema import ENTITY_SQL, ID_SAYS, ID_SQL, META_TABLE, SCHEMA_VERSION, TIME_SAYS, TIME_SQL
 from .vectors import vector_dimension
 
 
@@ -291,7 +291,7 @@ def invalid(conn, limit=None):
     found = []
     for table, (key, rules) in RULES.items():
         found += _invalid_rows(conn, table, key, rules, limit=limit)
-    return found + _meta(conn)
+    return found + _meta(conn) + _schema_version(conn)
 
 
 def invalid_in(conn, table, keys, columns):
@@ -386,6 +386,18 @@ def _meta(conn):
         says = f"{dimension}, the dimension of the stored vectors"
         found.append(Invalid(META_TABLE, "dimension", "value", meta.get("dimension"), says, ("set", str(dimension))))
     return found
+
+
+def _schema_version(conn):
+    """brain_meta's schema_version must be a whole number, as it is written (init
+    and stats read it as one). It is the version the brain was made with, which
+    its migrations never change (_sqlite_migrations records those): --repair
+    writes the one every brain is made with. None recorded reads as None."""
+    row = conn.execute(f"select value from {META_TABLE} where key = 'schema_version'").fetchone()
+    value = row[0] if row else "0"
+    if isinstance(value, str) and value.isascii() and value.isdigit() and str(int(value)) == value:
+        return []
+    return [Invalid(META_TABLE, "schema_version", "value", value, "a whole number", ("set", str(SCHEMA_VERSION)))]
 
 
 def _embedded_with(conn, dimension):

@@ -747,6 +747,38 @@ def test_an_emptied_migrations_record_is_restored_by_repair_and_init(run, vault_
         assert run("brain", "check", path).output.endswith("consistent\n")
 
 
+@pytest.mark.parametrize(
+    "value, unread", [("'abc'", True), ("1e19", True), ("''", False), ("' 1'", False), ("x'31'", False)]
+)
+def test_a_schema_version_that_is_no_whole_number_is_named_and_mended(run, vault_brain_copy, value, unread):
+    """brain_meta's schema_version written with plain SQL as no whole number (1e19 is
+    stored in its TEXT column as '1.0e+19'): check names it, init and stats say to run
+    check instead of a traceback when they cannot read it, and --repair writes the
+    version a brain is made with."""
+    conn = sqlite3.connect(vault_brain_copy)
+    conn.execute(f"update brain_meta set value = {value} where key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    checked = run("brain", "check", vault_brain_copy)
+    assert checked.exit_code == 1 and "brain_meta schema_version value: " in checked.output, checked.output
+    assert "not a whole number (--repair makes it '1')" in checked.output, checked.output
+    for command in ("init", "stats"):
+        answered = run("brain", command, vault_brain_copy)
+        assert answered.exception is None or isinstance(answered.exception, SystemExit), answered.output
+        assert (answered.exit_code == 1 and "run sqlite-utils brain check" in answered.output) is unread
+
+    async def models():
+        return await Datasette([str(vault_brain_copy)]).client.get("/-/brain/v1/models")
+
+    answer = asyncio.run(models())
+    assert answer.status_code == (409 if unread else 200), answer.text
+    assert ("run sqlite-utils brain check" in answer.text) is unread
+    repaired = run("brain", "check", vault_brain_copy, "--repair")
+    assert repaired.exit_code == 0 and "now consistent" in repaired.output, repaired.output
+    assert brain_sql.info(brain_sql.connect(vault_brain_copy))["schema_version"] == schema.SCHEMA_VERSION
+    assert run("brain", "init", vault_brain_copy).exit_code == 0
+
+
 def test_a_dropped_brain_meta_is_named_and_refused_with_what_to_do(run, vault_brain_copy):
     """brain_meta records the model the vectors were made with: check names it, and
     --repair and init refuse by name, saying what to do, changing nothing (init never

@@ -844,3 +844,31 @@ def test_overlapping_roots_count_each_document_once(run, db_path, tmp_path):
     assert result.exit_code == 0 and "3 files, 3 documents" in result.output and "3 unchanged" in result.output
     conn = brain_sql.connect(db_path)
     assert rows(conn, "select count(*) from documents") == [(3,)]
+
+
+def test_a_linked_folder_inside_a_path_is_named_not_passed_over(run, db_path, tmp_path):
+    """A folder inside a PATH that is a symbolic link to one (moved to another drive,
+    linked back) is not walked: named as skipped with where it points, and the ingest
+    exits 1; nothing under the PATH is pruned. Given its target as a PATH it goes in,
+    and a link to a folder walked anyway (a loop) is not named."""
+    write(tmp_path / "v" / "keep.md", "# Keep\n\nstays\n")
+    gone = write(tmp_path / "v" / "gone.md", "# Gone\n\ngoes\n")
+    write(tmp_path / "ext" / "acme" / "Linked.md", "# Linked\n\nunder the link\n")
+    (tmp_path / "v" / "acme").symlink_to(tmp_path / "ext" / "acme")
+    (tmp_path / "ext" / "acme" / "loop").symlink_to(tmp_path / "ext")
+    result = run("brain", "ingest", db_path, tmp_path / "v")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert (
+        f"skipped {tmp_path / 'v' / 'acme'}: a symbolic link to a folder ({tmp_path / 'ext' / 'acme'}), "
+        "not followed: give its target as a PATH"
+    ) in result.output
+    assert "2 files, 2 documents" in result.output and "1 skipped" in result.output
+    gone.unlink()
+    pruned = run("brain", "ingest", db_path, tmp_path / "v", "--prune")
+    assert pruned.exit_code == 1 and "not followed: give its target as a PATH: nothing under it was pruned" in (
+        pruned.output
+    )
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select title from knowledge order by title") == [("gone",), ("keep",)]
+    ingest_ok(run, db_path, tmp_path / "v", tmp_path / "ext", extra=["--prune"])
+    assert rows(conn, "select title from knowledge order by title") == [("Linked",), ("keep",)]
