@@ -181,7 +181,7 @@ def _manifest(handle, path):
     return manifest, start
 
 
-def load(path, hold=None):
+def load(path, hold=None, lost=None):
     """(manifest, {name: array}) of the snapshot at `path`, every checksum verified.
 
     With `hold` (a state kept past a moment: a server's, an ingest's), where the
@@ -192,13 +192,15 @@ def load(path, hold=None):
     the file as it was verified: whoever opens it to write it (a `cp` onto it) or
     cuts it short waits until this process has copied what it still maps into its
     own memory, inside `hold()` (the state's shared lock), and let the lease go
-    (`Lease`). Otherwise the arrays are read, a second thread reading the next
-    while this one verifies the last (reading lets go of the GIL)."""
+    (`Lease`); should the system take the lease away first (this process stopped
+    past its lease-break-time), `lost()` is called: the state must not read them
+    again. Otherwise the arrays are read, a second thread reading the next while
+    this one verifies the last (reading lets go of the GIL)."""
     _regular(path)
     lease = None
     try:
         with open(path, "rb") as handle:
-            if hold is not None and _LIBC is not None:
+            if hold is not None and lost is not None and _LIBC is not None:
                 lease = Lease.take(handle)  # before anything is read: what is verified is what stays
             manifest, start = _manifest(handle, path)
             entries = list(manifest["arrays"].items())
@@ -220,7 +222,7 @@ def load(path, hold=None):
             raise SnapshotError(f"{path} cannot be read: {ex}") from ex
         raise
     if lease is not None:
-        lease.watch([m for m in {id(m): m for m in map(_mapping_of, arrays.values())}.values() if m], hold)
+        lease.watch([m for m in {id(m): m for m in map(_mapping_of, arrays.values())}.values() if m], hold, lost)
     return manifest, arrays
 
 
@@ -312,7 +314,11 @@ class Lease:
         except OSError:
             os.close(fd)
             return None
-        return cls(fd)
+        lease = cls(fd)
+        if lease.status() != "held":  # the system's account of it cannot be read: it could not be watched
+            lease.release()
+            return None
+        return lease
 
     def release(self):
         if self.fd is None:
@@ -324,19 +330,30 @@ class Lease:
         os.close(self.fd)
         self.fd = None
 
-    def breaking(self):
-        """Whether someone waits to write the file (or the lease is gone)."""
+    def status(self):
+        """ "held"; "breaking" when someone waits to write the file (or the system would
+        now take a lease away sooner than LEASE_BREAK_SECONDS: copy while there is
+        time); "gone" when the system took it away before it was let go (this process
+        was stopped or starved past the lease-break-time): the file may hold another's
+        bytes now. Read from the system's own account of the file's locks."""
         try:
-            return fcntl.fcntl(self.fd, fcntl.F_GETLEASE) != fcntl.F_RDLCK
+            with open(f"/proc/self/fdinfo/{self.fd}") as info:
+                leases = [line for line in info if line.startswith("lock:") and " LEASE " in line]
         except OSError:
-            return True
+            return "gone"
+        if not leases:
+            return "gone"
+        if " BREAKING " in leases[0] or _lease_break_seconds() < LEASE_BREAK_SECONDS:
+            return "breaking"
+        return "held"
 
-    def watch(self, mappings, hold):
+    def watch(self, mappings, hold, lost):
         """Watch the lease (LEASE_POLL_SECONDS) until the mappings are gone or made the
-        process's own; one thread watches every lease of the process."""
+        process's own; one thread watches every lease of the process. `lost()` is
+        called when the lease was taken away before the pages were copied."""
         global _watcher
         with _leases_lock:
-            _leases.append((self, [weakref.ref(m) for m in mappings], hold))
+            _leases.append((self, [weakref.ref(m) for m in mappings], hold, lost))
             if _watcher is None:
                 _watcher = threading.Thread(target=_watch, name="brain-snapshot-leases", daemon=True)
                 _watcher.start()
@@ -353,6 +370,17 @@ def leases():
         return len(_leases)
 
 
+def leased(path):
+    """Whether this process holds a lease on the file at `path` (a mapped snapshot's)."""
+    try:
+        wanted = os.stat(path)
+    except OSError:
+        return False
+    with _leases_lock:
+        held = [lease.fd for lease, _, _, _ in _leases if lease.fd is not None]
+    return any(os.path.samestat(os.fstat(fd), wanted) for fd in held)
+
+
 def _watch():
     global _watcher
     while True:
@@ -360,11 +388,14 @@ def _watch():
         with _leases_lock:
             watched = list(_leases)
         for entry in watched:
-            lease, refs, hold = entry
+            lease, refs, hold, lost = entry
             if any(ref() is not None for ref in refs):
-                if not lease.breaking():
+                status = lease.status()
+                if status == "held":
                     continue
-                if not _own(refs, hold):
+                if status == "gone":
+                    lost()  # its pages may be another's bytes, or past a cut end: not to be read again
+                elif not _own(refs, hold):
                     continue  # no memory for it now: again next time, while the system waits
             lease.release()
             with _leases_lock:

@@ -112,11 +112,11 @@ class ReadState:
         return seq
 
     @classmethod
-    def load(cls, path, dimension, hold=None):
+    def load(cls, path, dimension, hold=None, lost=None):
         """The state a snapshot holds; SnapshotError when it cannot be used. With
-        `hold` (the lock of the state it is to become), its arrays may map the file
-        (snapshot.load)."""
-        manifest, arrays = snapshot.load(path, hold)
+        `hold` and `lost` (the lock of the state it is to become, and what drops that
+        state), its arrays may map the file (snapshot.load)."""
+        manifest, arrays = snapshot.load(path, hold, lost)
         if manifest.get("dimension") != dimension or manifest.get("seq") is None:
             raise snapshot.SnapshotError(f"{path} holds another model's state, or one without a change log")
         state = cls(dimension)
@@ -321,7 +321,7 @@ def _bring_up(state, conn, key, dimension, seen, fetched):
     if state.built and seq is None and token == state.token:
         return False, False
     if not state.built and seq is not None and key:
-        loaded = _from_snapshot(conn, key[0], dimension, instance, hold=lambda: state.lock)
+        loaded = _from_snapshot(conn, key[0], dimension, instance, hold=lambda: state.lock, lost=lambda: _drop(state))
         if loaded is not None:
             _replace(state, loaded, token)
             state.saved = state.seq
@@ -367,20 +367,29 @@ def prepare_for_writes(conn, dimension):
                     slots.take(room)
 
 
-def _from_snapshot(conn, path, dimension, instance, hold):
+def _from_snapshot(conn, path, dimension, instance, hold, lost):
     """The state the brain's snapshot holds, brought up to what `conn` sees; None
     when there is none that fits (another brain's, damaged, or too far behind).
-    `hold`: the shared lock of the state it is to be put in (ReadState.load)."""
+    `hold`, `lost`: the shared lock of the state it is to be put in, and what drops
+    that state (ReadState.load)."""
     where = snapshot.path_for(path)
     if not os.path.lexists(where):
         return None
     try:
-        loaded = ReadState.load(where, dimension, hold)
+        loaded = ReadState.load(where, dimension, hold, lost)
     except snapshot.SnapshotError:
         return None
     if loaded.instance != instance or loaded.refresh(conn):
         return None
     return loaded
+
+
+def _drop(state):
+    """Drop what `state` holds: the snapshot it maps was written by another process
+    after the system took this one's lease away (snapshot.Lease). The next reader
+    builds it anew, from SQL or a snapshot that verifies."""
+    with state.lock.exclusive():
+        state.built = False
 
 
 def _worth_saving(state):

@@ -549,7 +549,7 @@ MAPPING_PROCESS = """
 import contextlib, sys, time
 import numpy as np
 from brain_sql import snapshot
-_, arrays = snapshot.load(sys.argv[1], hold=contextlib.nullcontext)
+_, arrays = snapshot.load(sys.argv[1], hold=contextlib.nullcontext, lost=lambda: print("lost", flush=True))
 print(snapshot.mapped(arrays), flush=True)
 sys.stdin.readline()  # the test changed the file
 while snapshot.leases():
@@ -597,7 +597,7 @@ def test_a_snapshot_open_to_write_elsewhere_is_read_not_mapped(tmp_path):
     path = tmp_path / "brain.db-brainstate"
     arrays = _saved(path)
     with open(path, "r+b"):
-        _, loaded = snapshot.load(path, hold=contextlib.nullcontext)
+        _, loaded = snapshot.load(path, hold=contextlib.nullcontext, lost=list)
     assert snapshot.mapped(loaded) == 0 and loaded["a"].tolist() == arrays["a"].tolist()
     _, loaded = snapshot.load(path)  # nor without a state to keep them (check's, a test's)
     assert snapshot.mapped(loaded) == 0
@@ -608,14 +608,10 @@ def test_a_mapped_snapshot_let_go_lets_its_lease_go(tmp_path):
     """Once no array maps the file (the state replaced), a writer of it need not wait."""
     path = tmp_path / "brain.db-brainstate"
     _saved(path)
-    held = snapshot.leases()
-    _, loaded = snapshot.load(path, hold=contextlib.nullcontext)
-    assert snapshot.mapped(loaded) == 2 and snapshot.leases() == held + 1
+    _, loaded = snapshot.load(path, hold=contextlib.nullcontext, lost=list)
+    assert snapshot.mapped(loaded) == 2 and snapshot.leased(path)
     del loaded
-    deadline = time.monotonic() + 30
-    while snapshot.leases() > held and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert snapshot.leases() == held
+    assert _until(lambda: not snapshot.leased(path))
     writer = subprocess.run(["timeout", "5", "sh", "-c", f"printf x >> '{path}'"])
     assert writer.returncode == 0  # the system made it wait for no lease
 
@@ -632,9 +628,8 @@ def test_a_server_state_loaded_from_its_snapshot_survives_another_snapshot_copie
     brain_sql.ingest(brain_sql.connect(other), [notes(tmp_path / "others", 40, 3)])
     conn = reopen(path)
     builds.clear()
-    held = snapshot.leases()
     loaded = state.current(conn, 256)
-    assert builds == [] and snapshot.leases() == held + 1  # loaded from the snapshot, mapped
+    assert builds == [] and snapshot.leased(tmp_path / "brain.db-brainstate")  # loaded from the snapshot, mapped
     before = brain_sql.recall(conn, {"q": "pager rota team 7"})["hits"]
     copied = subprocess.run(["cp", str(tmp_path / "other.db-brainstate"), str(tmp_path / "brain.db-brainstate")])
     assert copied.returncode == 0
@@ -650,10 +645,10 @@ def test_a_snapshot_is_read_where_the_system_would_take_a_lease_away_sooner_than
     path = tmp_path / "brain.db-brainstate"
     _saved(path)
     monkeypatch.setattr(snapshot, "_lease_break_seconds", lambda: 5)
-    _, loaded = snapshot.load(path, hold=contextlib.nullcontext)
+    _, loaded = snapshot.load(path, hold=contextlib.nullcontext, lost=list)
     assert snapshot.mapped(loaded) == 0
     monkeypatch.setattr(snapshot, "_lease_break_seconds", lambda: 45)
-    _, loaded = snapshot.load(path, hold=contextlib.nullcontext)
+    _, loaded = snapshot.load(path, hold=contextlib.nullcontext, lost=list)
     assert snapshot.mapped(loaded) == 2
 
 
@@ -677,3 +672,48 @@ def test_an_ingest_saves_the_snapshot_once(small_snapshots, monkeypatch, tmp_pat
         if thread.name == "brain-snapshot":
             thread.join(timeout=30)
     assert len(saves) == 1
+
+
+def _until(condition, seconds=30):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+@LEASED
+def test_a_lease_the_system_would_now_take_away_sooner_is_let_go_once_the_pages_are_copied(tmp_path, monkeypatch):
+    """lease-break-time lowered after the lease was taken: the pages are copied while
+    there is time, and the lease let go."""
+    path = tmp_path / "brain.db-brainstate"
+    arrays = _saved(path)
+    _, loaded = snapshot.load(path, hold=contextlib.nullcontext, lost=list)
+    assert snapshot.leased(path)
+    monkeypatch.setattr(snapshot, "_lease_break_seconds", lambda: 1)
+    assert _until(lambda: not snapshot.leased(path))
+    os.truncate(path, 100)  # no wait, and nothing lost: the pages are the process's own
+    assert loaded["a"].tolist() == arrays["a"].tolist()
+
+
+@LEASED
+def test_a_state_whose_lease_was_taken_away_before_its_pages_were_copied_is_built_anew(
+    small_snapshots, builds, tmp_path, monkeypatch
+):
+    """A server stopped past the lease-break-time while another process wrote its
+    snapshot: the file may hold another's bytes, so the state is not read again; the
+    next recall brings it up anew (from SQL, or from the file if it verifies) and
+    answers as a fresh build does."""
+    path = tmp_path / "brain.db"
+    brain_sql.ingest(brain_sql.connect(path), [notes(tmp_path / "notes", 0, 12)])
+    conn = reopen(path)
+    builds.clear()
+    loaded = state.current(conn, 256)
+    before = brain_sql.recall(conn, {"q": "pager rota team 7"})["hits"]
+    assert builds == [] and snapshot.leased(tmp_path / "brain.db-brainstate")
+    status = snapshot.Lease.status
+    monkeypatch.setattr(snapshot.Lease, "status", lambda lease: "gone")  # as the system reports it then
+    assert _until(lambda: not loaded.built)
+    assert _until(lambda: not snapshot.leased(tmp_path / "brain.db-brainstate"))
+    monkeypatch.setattr(snapshot.Lease, "status", status)
+    assert brain_sql.recall(conn, {"q": "pager rota team 7"})["hits"] == before  # the file verified again: loaded anew
+    assert loaded.built and loaded.fingerprint() == fresh_state(conn).fingerprint()
