@@ -896,3 +896,23 @@ def test_a_number_beyond_64_bits_in_a_whole_number_column_is_named_never_a_trace
             assert answer.status_code == 409 and "run sqlite-utils brain check" in answer.text, (path, answer.text)
         else:
             assert answer.status_code == 200, (path, answer.text[:300])
+
+
+@pytest.mark.parametrize("recorded", ["abc", "", "256.0", "1e3", "1e19", "999999", " 256"])
+def test_a_recorded_dimension_that_is_no_whole_number_is_a_finding_repair_mends(run, vault_brain_copy, recorded):
+    """brain_meta's dimension set with plain SQL to text that is no whole number:
+    check lists it like any other value of the wrong kind (it used to answer 'run
+    check' itself) and --repair makes it the stored vectors' (review 10, F3)."""
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute("update brain_meta set value = ? where key = 'dimension'", [recorded])
+    conn.close()
+    found = run("brain", "check", vault_brain_copy)
+    assert found.exit_code == 1 and "run sqlite-utils brain check" not in found.output, found.output
+    assert f"brain_meta dimension value: {recorded!r}, not 256" in found.output
+    assert "(--repair makes it '256')" in found.output
+    repaired = run("brain", "check", vault_brain_copy, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    conn = brain_sql.connect(vault_brain_copy)
+    assert conn.execute("select value from brain_meta where key = 'dimension'").fetchone()[0] == "256"
+    assert brain_sql.recall(conn, {"q": "what does the graph leg do"})["hits"][0]["title"] == "Graph Leg"
+    assert run("brain", "check", vault_brain_copy).output.endswith(": consistent\n")
