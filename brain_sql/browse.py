@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import values as kinds
 from .config import CLASSES, ENTITY_PAGE_ROWS, MAX_PAGE, MAX_PAGE_ROWS
 from .connection import Connection
 from .errors import FieldError
@@ -111,7 +112,7 @@ def memory(conn: Connection, memory_id: int) -> tuple[dict[str, Any], list[Any],
     """(memory row as a dict, its document's other visible chunks, the edges its
     text stated), or None when there is no such visible memory."""
     columns = [c[1] for c in conn.execute("pragma table_info(knowledge)")]
-    row = conn.execute("select * from knowledge where id = ? and flagged = 0", (memory_id,)).fetchone()
+    row = _visible(conn, "*", memory_id)
     if row is None:
         return None
     found = dict(zip(columns, row))
@@ -436,5 +437,20 @@ def _walk_level(conn, found, level, limit, now):
 
 def memory_content(conn: Connection, memory_id: int) -> str | None:
     """The text of a visible memory, or None."""
-    row = conn.execute("select content from knowledge where id = ? and flagged = 0", (memory_id,)).fetchone()
+    row = _visible(conn, "content", memory_id)
     return row[0] if row else None
+
+
+def _visible(conn: Connection, columns: str, memory_id: int) -> Any:
+    """Memory `memory_id`'s `columns` (SQL) when it is there and not flagged; None
+    when it is not there or flagged; check's BrainError when its flagged holds a
+    value of the wrong kind (1e19, 'high': neither flagged nor not, so no answer)."""
+    row = conn.execute(f"select flagged, {columns} from knowledge where id = ?", (memory_id,)).fetchone()
+    if row is None or row[0] == 1:
+        return None
+    if row[0] != 0:
+        wrong = kinds.invalid_in(conn, "knowledge", [memory_id], ["flagged"])
+        if wrong:
+            raise kinds.faulted(wrong)
+        return None
+    return row[1:]

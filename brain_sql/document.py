@@ -15,7 +15,7 @@ from .config import (
     MAX_REMEMBER_INPUT_BYTES,
 )
 from .errors import FieldError, InputError
-from .fields import FIELD_NAMES, name_text, normalize_fields, refuse_hidden, unstorable
+from .fields import FIELD_NAMES, grouping_name, name_text, normalize_fields, refuse_hidden, unstorable
 
 TEXT_KEYS = ("content", "text")
 ID_KEYS = ("_id", "id")
@@ -261,7 +261,7 @@ def _turn_refusal(metadata):
     if all(given):
         for key in given[0] + given[1]:
             try:
-                name_text(metadata[key], key)
+                grouping_name(name_text(metadata[key], key).strip(), key, lines=True)  # turn_of strips it
             except FieldError as ex:
                 return str(ex)
     return None

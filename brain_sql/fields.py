@@ -27,6 +27,9 @@ TEXT_FIELDS = (
     "knowledge_type",
     "supersedes",  # supersedes: the _id of the memory this one replaces
 )
+# those that group and filter memories (recall's and the listings' filters, the
+# facets, stats): each value is held to scope's rule on what shows as nothing
+GROUPING_FIELDS = ("source", "domain", "owner", "node_kind", "lawful_basis", "region")
 # Every input key that maps onto a knowledge column.
 FIELD_NAMES = TIME_FIELDS + TEXT_FIELDS + ("class", "scope", "confidence", "relevance_tier")
 
@@ -362,6 +365,50 @@ def _mixed_scripts(part):
     return (letters[fewest][0], fewest), (letters[other][0], other)
 
 
+def _refuse_unseen(value, name, allow=""):
+    """FieldError naming field `name` when `value` holds what shows as nothing or
+    as something else on every page: control, format and invisible characters,
+    spaces other than the plain one, code points that show as a box, or text not in
+    Unicode's composed form (NFC). Scope's rule, and that of the fields that group
+    and filter memories (GROUPING_FIELDS). The characters in `allow` are let stand."""
+    if any(unicodedata.category(c) == "Cc" and c not in allow for c in value):
+        # a NUL or newline would make "/b\0" a different scope that reads like /b
+        raise FieldError(f"{name} {shown(value)} may not contain control characters")
+    unseen = next((c for c in value if _unseen(c) and c not in allow), None)
+    if unseen:
+        raise FieldError(
+            f"{name} {shown(value)} may not contain {_character(unseen)}: "
+            f"it would be a separate {name} that looks like another"
+        )
+    boxed = next(((c, why) for c in value if (why := _shown_as_box(c))), None)
+    if boxed:
+        raise FieldError(
+            f"{name} {shown(value)} may not contain {_character(boxed[0])}, {boxed[1]}: it shows as a box or as "
+            f"nothing, so it would be a separate {name} that looks like another"
+        )
+    if not unicodedata.is_normalized("NFC", value):
+        raise FieldError(
+            f"{name} {shown(value)} is not in Unicode's composed form (NFC): write each accented letter as one "
+            "character (write é as U+00E9, not as e and U+0301 COMBINING ACUTE ACCENT)"
+        )
+
+
+def grouping_name(value: str, name: str, lines: bool = False) -> str:
+    """`value` of `name`, a field that groups or filters memories (GROUPING_FIELDS,
+    a turn's speaker and session); FieldError naming the field when it holds what
+    scope may not (_refuse_unseen) or begins or ends with a space: 'crm' and
+    'crm\u200b' would be two sources that read alike, and a filter on one misses
+    the other. With `lines`, a line break stands (a turn's speaker over two lines,
+    as a transcript may give it)."""
+    _refuse_unseen(value, name, "\n" if lines else "")
+    if value != value.strip():
+        raise FieldError(
+            f"{name} {shown(value)} may not begin or end with a space: "
+            f"it would be a separate {name} that looks like another"
+        )
+    return value
+
+
 def normalize_scope(value):
     """'/acme/support/' -> '/acme/support'; scopes are absolute paths.
 
@@ -380,26 +427,7 @@ def normalize_scope(value):
     the brain's scopes."""
     if not isinstance(value, str) or not value.startswith("/"):
         raise FieldError(f"scope must be a path starting with '/', such as /acme/support, not {shown(value)}")
-    if any(unicodedata.category(c) == "Cc" for c in value):
-        # a NUL or newline would make "/b\0" a different scope that reads like /b
-        raise FieldError(f"scope {shown(value)} may not contain control characters")
-    unseen = next((c for c in value if _unseen(c)), None)
-    if unseen:
-        raise FieldError(
-            f"scope {shown(value)} may not contain {_character(unseen)}: "
-            "it would be a separate scope that looks like another"
-        )
-    boxed = next(((c, why) for c in value if (why := _shown_as_box(c))), None)
-    if boxed:
-        raise FieldError(
-            f"scope {shown(value)} may not contain {_character(boxed[0])}, {boxed[1]}: it shows as a box or as "
-            "nothing, so it would be a separate scope that looks like another"
-        )
-    if not unicodedata.is_normalized("NFC", value):
-        raise FieldError(
-            f"scope {shown(value)} is not in Unicode's composed form (NFC): write each accented letter as one "
-            "character (write é as U+00E9, not as e and U+0301 COMBINING ACUTE ACCENT)"
-        )
+    _refuse_unseen(value, "scope")
     _refuse_lookalike_characters(value)
     parts = [p for p in value.split("/") if p]
     if any(p in (".", "..") for p in parts):
@@ -597,7 +625,7 @@ def normalize_fields(raw):
         else:
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
                 raise FieldError(f"{name} must be text, not {shown(value)}")
-            fields[name] = str(value)
+            fields[name] = grouping_name(str(value), name) if name in GROUPING_FIELDS else str(value)
     if fields.get("valid_to") and fields.get("valid_from") and fields["valid_to"] <= fields["valid_from"]:
         # valid from <= T < to holds at no T: the memory could never be recalled
         raise FieldError(

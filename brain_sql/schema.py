@@ -33,6 +33,7 @@ from .vectors import (
     insert_vectors,
     rebuild_vector_table,
     storage_vectors,
+    vector_dimension,
 )
 
 SCHEMA_VERSION = 1
@@ -1101,6 +1102,17 @@ def recorded_model_and_dimension(conn):
     return meta["model"], int(meta["dimension"])
 
 
+def checked_dimension(conn):
+    """The dimension check compares the vector tables' shapes with, before it reads
+    brain_meta's values: the one vec_knowledge was made with (brain_meta's may be
+    any text plain SQL wrote: check names it, and --repair makes it this one), else
+    the recorded one when it is a whole number, else 1."""
+    stored, recorded = vector_dimension(conn), _meta(conn).get("dimension")
+    if stored:
+        return stored
+    return int(recorded) if isinstance(recorded, str) and re.fullmatch("[1-9][0-9]{0,3}", recorded) else 1
+
+
 def is_brain(conn: Connection) -> bool:
     """Whether the main database of `conn` is a brain: its meta records a model."""
     return bool(_meta(conn).get("model"))
@@ -1176,7 +1188,7 @@ def missing_tables(conn):
     missing = [table for table in REQUIRED_TABLES if table not in present]
     if META_TABLE in missing or not is_brain(conn):  # the vectors' dimension, which names their shadows, is unknown
         return missing
-    dimension = recorded_model_and_dimension(conn)[1]
+    dimension = checked_dimension(conn)
     shadows, reference = shadow_tables(dimension), reference_shapes(dimension)
     # a plain table under a virtual one's name has none of its own, and one of another shape
     # has others: damaged_tables names either, and it is made again whole
@@ -1391,9 +1403,7 @@ def damaged_tables(conn):
     columns the brain reads, with another type where vec0 and the keys need integers,
     another primary key, a column every write would have to fill, or a plain table
     for a virtual one. Read by check only: nothing on the way of a recall."""
-    meta = _meta(conn)
-    dimension = int(meta["dimension"]) if str(meta.get("dimension", "")).isdigit() else 1
-    reference = reference_shapes(dimension)
+    reference = reference_shapes(checked_dimension(conn))
     present = set(_ids_of(conn, "select name from main.sqlite_master where type = 'table'"))
     damaged, unopened = {}, {}
     for table in sorted(present & set(reference)):

@@ -53,6 +53,7 @@ class Rule:
 
 
 _UNREAD = object()
+INT64 = (-(2**63), 2**63 - 1)  # the whole numbers SQLite stores as INTEGER
 
 
 def _json_or_text(value):
@@ -446,6 +447,8 @@ def _read(rule, value):
         if not math.isfinite(value) or (rule.kind == "integer" and not value.is_integer()):
             return _UNREAD
         value = int(value) if rule.kind == "integer" else value
+    if isinstance(value, int) and rule.kind == "integer" and not INT64[0] <= value <= INT64[1]:
+        return _UNREAD  # 1e19 a REAL in an INTEGER column: no whole number SQLite stores
     if isinstance(value, str) and rule.normal is not None:
         value = _normal(rule, value)
     return _UNREAD if value is None else value

@@ -665,6 +665,13 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
         ("recall", {"q": "support", "scope": "/acme\ue000"}, "U+E000, a private-use character"),
         ("remember", {"title": "t", "text": "x", "entities": ["Dana\u200bW"]}, 'entities[] "Dana\\u200bW" may not'),
         ("remember", {"title": "zw\u202etitle", "text": "x"}, 'title "zw\\u202etitle" may not contain U+202E'),
+        # the fields that group and filter memories follow scope's rule (review 10, F4)
+        ("remember", {"text": "x", "source": "crm\u200b"}, 'source "crm\\u200b" may not contain U+200B'),
+        ("remember", {"text": "x", "domain": "sales "}, 'domain "sales " may not begin or end with a space'),
+        ("remember", {"text": "x", "owner": "ops\u00a0"}, 'owner "ops\\u00a0" may not contain U+00A0'),
+        ("remember", {"text": "x", "region": "eu\u200e"}, "region"),
+        ("remember", {"text": "x", "speaker": "Al\u200bice", "session_id": "s1"}, 'speaker "Al\\u200bice"'),
+        ("remember", {"text": "x", "speaker": "Alice", "session_id": "s\u20601"}, 'session_id "s\\u20601"'),
         # whole Cyrillic: refused beside the /ace stored below, by name
         ("remember", {"text": "x", "scope": "/\u0430\u0441\u0435"}, 'reads like "/ace", a scope this brain holds'),
     ]

@@ -874,3 +874,77 @@ def test_look_alike_entities_of_an_older_brain_are_named_and_merged(run, db_path
     assert run("brain", "ingest", db_path, again).exit_code == 0
     conn = brain_sql.connect(db_path)
     assert conn.execute("select count(*) from entities where name like 'Dana%'").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("value", [1e19, -1e308, "9223372036854775808"])
+@pytest.mark.parametrize("column", ["line_start", "line_end", "chunk_index", "flagged", "relevance_tier"])
+def test_a_number_beyond_64_bits_in_a_whole_number_column_is_named_never_a_traceback(
+    run, vault_brain_copy, column, value
+):
+    """SQLite keeps 1e19 written to an INTEGER column as a REAL (no INTEGER holds
+    it): check names the row and column, --repair refuses by name (it reads as no
+    whole number), and recall and the pages that read it answer 409 saying to run
+    check, never an OverflowError (review 10, F2)."""
+    conn = brain_sql.connect(vault_brain_copy)
+    graph_leg = conn.execute("select id from knowledge where title = 'Graph Leg'").fetchone()[0]
+    with conn:
+        without_rules(conn)
+        conn.execute("update knowledge set content = content || ' (edited)' where id = ?", [graph_leg])  # stale
+        conn.execute(f"update knowledge set [{column}] = ? where id = ?", [value, graph_leg])
+    conn.close()
+    shown = repr(float(value))  # the text too: SQLite stores it as that REAL
+    found = run("brain", "check", vault_brain_copy)
+    assert found.exit_code == 1 and not isinstance(found.exception, OverflowError), found.output
+    assert f"knowledge {graph_leg} {column}: {shown}, not " in found.output, found.output
+    before = snapshot(brain_sql.connect(vault_brain_copy))
+    refused = run("brain", "check", vault_brain_copy, "--repair")
+    assert refused.exit_code == 1 and isinstance(refused.exception, SystemExit), refused.output
+    assert "cannot tell what these values should be" in refused.output
+    assert f"knowledge {graph_leg} {column}: {shown}" in refused.output
+    assert snapshot(brain_sql.connect(vault_brain_copy)) == before
+    recalled = run("brain", "recall", vault_brain_copy, "what does the graph leg do")
+    assert recalled.exception is None or isinstance(recalled.exception, SystemExit), recalled.output
+    read = column in ("flagged", "relevance_tier")  # the read state's filter columns
+    assert (
+        (recalled.exit_code == 1 and "run sqlite-utils brain check" in recalled.output)
+        if read
+        else (recalled.exit_code == 0)
+    ), recalled.output
+
+    async def answers():
+        datasette = Datasette([str(vault_brain_copy)])
+        return [
+            (path, await datasette.client.get(path))
+            for path in (
+                "/brain/-/recall?q=what+does+the+graph+leg+do",
+                "/brain/-/brain?q=graph+leg",
+                f"/brain/-/memory/{graph_leg}.json",
+                f"/brain/-/memory/{graph_leg}",
+            )
+        ]
+
+    for path, answer in asyncio.run(answers()):
+        if read and ("memory" not in path or column == "flagged"):
+            assert answer.status_code == 409 and "run sqlite-utils brain check" in answer.text, (path, answer.text)
+        else:
+            assert answer.status_code == 200, (path, answer.text[:300])
+
+
+@pytest.mark.parametrize("recorded", ["abc", "", "256.0", "1e3", "1e19", "999999", " 256"])
+def test_a_recorded_dimension_that_is_no_whole_number_is_a_finding_repair_mends(run, vault_brain_copy, recorded):
+    """brain_meta's dimension set with plain SQL to text that is no whole number:
+    check lists it like any other value of the wrong kind (it used to answer 'run
+    check' itself) and --repair makes it the stored vectors' (review 10, F3)."""
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute("update brain_meta set value = ? where key = 'dimension'", [recorded])
+    conn.close()
+    found = run("brain", "check", vault_brain_copy)
+    assert found.exit_code == 1 and "run sqlite-utils brain check" not in found.output, found.output
+    assert f"brain_meta dimension value: {recorded!r}, not 256" in found.output
+    assert "(--repair makes it '256')" in found.output
+    repaired = run("brain", "check", vault_brain_copy, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    conn = brain_sql.connect(vault_brain_copy)
+    assert conn.execute("select value from brain_meta where key = 'dimension'").fetchone()[0] == "256"
+    assert brain_sql.recall(conn, {"q": "what does the graph leg do"})["hits"][0]["title"] == "Graph Leg"
+    assert run("brain", "check", vault_brain_copy).output.endswith(": consistent\n")

@@ -872,3 +872,56 @@ def test_a_linked_folder_inside_a_path_is_named_not_passed_over(run, db_path, tm
     assert rows(conn, "select title from knowledge order by title") == [("gone",), ("keep",)]
     ingest_ok(run, db_path, tmp_path / "v", tmp_path / "ext", extra=["--prune"])
     assert rows(conn, "select title from knowledge order by title") == [("Linked",), ("keep",)]
+
+
+@pytest.mark.parametrize(
+    "option, value, named",
+    [
+        ("--source", "crm\u200b", 'source "crm\\u200b" may not contain U+200B ZERO WIDTH SPACE'),
+        ("--source", "crm ", 'source "crm " may not begin or end with a space'),
+        ("--domain", "sales\u00a0x", 'domain "sales\\u00a0x" may not contain U+00A0 NO-BREAK SPACE'),
+        ("--domain", "sales\u200e", "U+200E LEFT-TO-RIGHT MARK"),
+    ],
+)
+def test_a_source_or_domain_option_that_looks_like_another_is_a_usage_error(
+    run, db_path, tmp_path, option, value, named
+):
+    """--source 'crm\\u200b' would store a second source that reads as crm, which a
+    filter on crm misses: refused by name as a scope is (review 10, F4)."""
+    path = write(tmp_path / "a.jsonl", '{"title": "a", "content": "source probe"}\n')
+    for command in ("ingest", "remember"):
+        result = run("brain", command, db_path, path, option, value)
+        assert result.exit_code == 2 and "Traceback" not in result.output and named in result.output, result.output
+    assert not db_path.exists() or rows(brain_sql.connect(db_path), "select count(*) from knowledge") == [(0,)]
+
+
+def test_records_whose_grouping_fields_look_like_another_value_are_skipped_by_file_and_line(run, db_path, tmp_path):
+    """source, domain, owner, node_kind, lawful_basis, region and a turn's speaker
+    and session follow scope's rule on what shows as nothing: such a record is
+    skipped, naming its file, its line and the field (review 10, F4)."""
+    records = [
+        {"title": "ok", "content": "fine", "source": "crm", "speaker": "Alice", "session_id": "s1"},
+        {"title": "a", "content": "x", "source": "crm\u200b"},
+        {"title": "b", "content": "x", "domain": "sales "},
+        {"title": "c", "content": "x", "owner": "ops\u2060"},
+        {"title": "d", "content": "x", "node_kind": "note\ufeff"},
+        {"title": "e", "content": "x", "lawful_basis": "consent\u202e"},
+        {"title": "f", "content": "x", "region": "e\u0301u"},
+        {"title": "g", "content": "x", "speaker": "Alice\u200b", "session_id": "s1"},
+        {"title": "h", "content": "x", "speaker": "Alice", "session_id": "s\u00a01"},
+    ]
+    path = write(tmp_path / "r.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    result = run("brain", "ingest", db_path, path)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    for line, named in [
+        (2, 'source "crm\\u200b" may not contain U+200B ZERO WIDTH SPACE'),
+        (3, 'domain "sales " may not begin or end with a space'),
+        (4, "owner"),
+        (5, "node_kind"),
+        (6, "lawful_basis"),
+        (7, "region"),
+        (8, 'speaker "Alice\\u200b" may not contain U+200B'),
+        (9, 'session_id "s\\u00a01" may not contain U+00A0 NO-BREAK SPACE'),
+    ]:
+        assert f"{path}:{line}: {named}" in result.output, result.output
+    assert rows(brain_sql.connect(db_path), "select title from knowledge") == [("ok",)]
