@@ -18,6 +18,7 @@ import contextlib
 import os
 import threading
 import time
+import weakref
 
 from . import copies, follower, snapshot
 from .chunk_index import ChunkIndex
@@ -321,7 +322,10 @@ def _bring_up(state, conn, key, dimension, seen, fetched):
     if state.built and seq is None and token == state.token:
         return False, False
     if not state.built and seq is not None and key:
-        loaded = _from_snapshot(conn, key[0], dimension, instance, hold=lambda: state.lock, lost=lambda: _drop(state))
+        held = weakref.ref(state)  # the snapshot's lease watcher must not keep a state put aside alive
+        loaded = _from_snapshot(
+            conn, key[0], dimension, instance, hold=lambda: _lock_of(held), lost=lambda: _drop(held)
+        )
         if loaded is not None:
             _replace(state, loaded, token)
             state.saved = state.seq
@@ -384,10 +388,20 @@ def _from_snapshot(conn, path, dimension, instance, hold, lost):
     return loaded
 
 
-def _drop(state):
-    """Drop what `state` holds: the snapshot it maps was written by another process
-    after the system took this one's lease away (snapshot.Lease). The next reader
-    builds it anew, from SQL or a snapshot that verifies."""
+def _lock_of(held):
+    """The shared lock of the state `held` (a weak reference) names; none to take
+    when it is gone: nothing writes to the arrays of a state put aside."""
+    state = held()
+    return contextlib.nullcontext() if state is None else state.lock
+
+
+def _drop(held):
+    """Drop what the state `held` names holds: the snapshot it maps was written by
+    another process after the system took this one's lease away (snapshot.Lease).
+    The next reader builds it anew, from SQL or a snapshot that verifies."""
+    state = held()
+    if state is None:
+        return
     with state.lock.exclusive():
         state.built = False
 

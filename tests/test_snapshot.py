@@ -3,6 +3,7 @@ SQL, follows the change log from where it stops, and never trusts one that is
 damaged, another brain's or out of the log's reach; check verifies it."""
 
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -717,3 +719,18 @@ def test_a_state_whose_lease_was_taken_away_before_its_pages_were_copied_is_buil
     monkeypatch.setattr(snapshot.Lease, "status", status)
     assert brain_sql.recall(conn, {"q": "pager rota team 7"})["hits"] == before  # the file verified again: loaded anew
     assert loaded.built and loaded.fingerprint() == fresh_state(conn).fingerprint()
+
+
+@LEASED
+def test_a_state_put_aside_is_freed_and_its_lease_let_go(small_snapshots, tmp_path):
+    """A state no longer used (put aside for another, as a dimension change does) is
+    not kept alive by the watch on its snapshot's lease: its memory and the lease go."""
+    path = tmp_path / "brain.db"
+    brain_sql.ingest(brain_sql.connect(path), [notes(tmp_path / "notes", 0, 12)])
+    conn = reopen(path)
+    loaded = weakref.ref(state.current(conn, 256))
+    assert snapshot.leased(tmp_path / "brain.db-brainstate")
+    state._states.clear()  # put aside
+    gc.collect()
+    assert loaded() is None
+    assert _until(lambda: not snapshot.leased(tmp_path / "brain.db-brainstate"))
