@@ -552,7 +552,8 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
     pipeline.write_pending()
     live = _folders_of(path for path, _ in files)
-    refused = [why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all)]
+    walked = [Path(root).resolve() for root in prune_roots]
+    refused = [why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all, walked)]
     pipeline.flush()
     return emptied + refused
 
@@ -568,14 +569,36 @@ def _folders_of(paths):
     return folders
 
 
-def _emptied_folder(folder, root, live, remaining):
+def _there(root, walked):
+    """Whether a file or folder stored under `root` (resolved) is there for a prune:
+    may_exist, and not reached through a symbolic link to a folder under `root` that
+    leads into a PATH walked whole (`walked`, resolved): the walk follows no link, so
+    notes moved there and linked back are stored again under where they are now, and
+    those under the link's path are gone (moved). Through a link to elsewhere they are
+    there: that link is skipped by name, and nothing under `root` is pruned."""
+    moved = {root: False}
+
+    def through(path):
+        if path not in moved:
+            parent = os.path.dirname(path)
+            if parent == path or not path.startswith(root + os.sep):
+                moved[path] = False
+            else:
+                linked = os.path.islink(path) and os.path.isdir(path)
+                moved[path] = through(parent) or linked and any(_under(path, at, resolve=True) for at in walked)
+        return moved[path]
+
+    return lambda path: may_exist(path) and not through(path)
+
+
+def _emptied_folder(folder, root, live, remaining, there=may_exist):
     """(folder, why) for the outermost folder under `root` that holds `folder` (a gone
     file's) and is still there but holds nothing to ingest (`live`: the folders that
     do; why "nothing") or none of its files of before (`remaining`: the folders that
     hold one; why "new"), as a drive unmounted from it or a failed sync leaves it;
     None when the nearest of them still there is the root or keeps files of before:
     the file, or a folder of it, was deleted."""
-    while folder.startswith(root + os.sep) and not may_exist(folder):
+    while folder.startswith(root + os.sep) and not there(folder):
         folder = os.path.dirname(folder)
     empty = folder not in live
     if not folder.startswith(root + os.sep) or not empty and folder in remaining:
@@ -887,17 +910,20 @@ class _Pipeline:
             f"ingest it with --prune-all to remove {'it' if memories == 1 else 'them'}"
         )
 
-    def prune(self, root, before, live, everything=False):
+    def prune(self, root, before, live, everything=False, walked=()):
         """Remove the documents from files under `root` that are gone, in
         transactions of their own; returns why some were not (a list). Unless
         `everything`, nothing is removed when that would take every document of
         `before` (what `root` held before this run) still stored: its folder is
         empty or none of its files is there. Nor under a folder in it that held
         some and is still there but holds no file to ingest (`live`: the folders
-        that do): an unmounted drive mounted there, a sync that failed."""
+        that do): an unmounted drive mounted there, a sync that failed. A file
+        reached through a symbolic link to a folder in `root` that leads into one
+        of `walked` (the PATHs walked whole) is gone: moved there (_there)."""
         root = str(Path(root).resolve())
         under = _documents_under(root)
-        held, doomed = self.writer.removable(*under, gone=True)
+        there = _there(root, walked)
+        held, doomed = self.writer.removable(*under, gone=there)
         before = before & set(held)
         if everything or not doomed:
             refused = {}
@@ -917,11 +943,11 @@ class _Pipeline:
             for document_id in doomed:
                 folder = os.path.dirname(paths.get(document_id) or root)
                 if folder not in emptied:
-                    emptied[folder] = _emptied_folder(folder, root, live, remaining)
+                    emptied[folder] = _emptied_folder(folder, root, live, remaining, there)
                 if emptied[folder]:
                     refused.setdefault(emptied[folder], []).append(document_id)
         kept = {document_id for documents in refused.values() for document_id in documents}
-        self._remove(*under, gone=True, only=set(doomed) - kept)
+        self._remove(*under, gone=there, only=set(doomed) - kept)
         return [self._refusal(folder, why, documents) for (folder, why), documents in sorted(refused.items())]
 
     def _refusal(self, folder, why, documents):

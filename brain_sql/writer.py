@@ -340,7 +340,9 @@ class DocumentWriter:
 
     def removable(self, where, params, keep=(), gone=False):
         """(the ids of the documents `where` selects, the ids of those of them to
-        remove: all but those in `keep` and, with `gone`, those whose file is there)."""
+        remove: all but those in `keep` and, with `gone`, those whose file is there;
+        `gone` may be the test of that, may_exist when True)."""
+        there = gone if callable(gone) else may_exist
         selected = self.conn.execute(
             "select document_id, source_path, (select k.version_of from knowledge k where k.document_id = "
             f"documents.document_id limit 1) from documents where {where}",
@@ -350,7 +352,7 @@ class DocumentWriter:
             document_id
             for document_id, path, version_of in selected
             # a kept record keeps its earlier versions (validity.keep_as_history)
-            if document_id not in keep and version_of not in keep and not (gone and path and may_exist(path))
+            if document_id not in keep and version_of not in keep and not (gone and path and there(path))
         ]
         return [document_id for document_id, _, _ in selected], doomed
 

@@ -770,6 +770,40 @@ def test_prune_with_an_unreadable_folder_removes_nothing_under_it(db_path, tmp_p
     assert rows(brain_sql.connect(db_path), "select title from knowledge order by title") == [("a",), ("b",)]
 
 
+def test_a_folder_linked_back_keeps_its_memories_when_its_target_was_not_read_whole(db_path, tmp_path):
+    """The notes under a folder moved and linked back are pruned as moved only when
+    the PATH where the link leads was read whole: with a folder in it that cannot be
+    read, that PATH is not pruned and the memories under the link's path stay too.
+    Root reads any folder, so as root the command runs without that power (capsh)."""
+    write(tmp_path / "v" / "keep.md", "# Keep\n\nstays\n")
+    write(tmp_path / "v" / "acme" / "a.md", "# A\n\none\n")
+    write(tmp_path / "v" / "acme" / "sub" / "b.md", "# B\n\ntwo\n")
+    command = [sys.executable, "-m", "sqlite_utils", "brain", "ingest", str(db_path), str(tmp_path / "v")]
+    assert subprocess.run(command, capture_output=True).returncode == 0
+    (tmp_path / "ext").mkdir()
+    (tmp_path / "v" / "acme").rename(tmp_path / "ext" / "acme")
+    (tmp_path / "v" / "acme").symlink_to(tmp_path / "ext" / "acme")
+    command += [str(tmp_path / "ext" / "acme"), "--prune"]
+    if os.geteuid() == 0:
+        if not shutil.which("capsh"):
+            pytest.skip("root reads every folder, and capsh is not here to drop that")
+        command = ["capsh", "--drop=cap_dac_override,cap_dac_read_search", "--", "-c", shlex.join(command)]
+    (tmp_path / "ext" / "acme" / "sub").chmod(0)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True)
+    finally:
+        (tmp_path / "ext" / "acme" / "sub").chmod(0o755)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1 and "Traceback" not in output, output
+    assert "cannot read this folder" in output and "nothing under it was pruned" in output, output
+    assert rows(brain_sql.connect(db_path), "select source_path from documents order by source_path") == [
+        (str(tmp_path / "ext" / "acme" / "a.md"),),
+        (str(tmp_path / "v" / "acme" / "a.md"),),
+        (str(tmp_path / "v" / "acme" / "sub" / "b.md"),),
+        (str(tmp_path / "v" / "keep.md"),),
+    ]
+
+
 def _bounded(command, **kwargs):
     """`command` run with at most 3 GB of address space, and stopped if it waits
     on input for good: what an unbounded read of a device or a pipe would take."""
@@ -872,6 +906,37 @@ def test_a_linked_folder_inside_a_path_is_named_not_passed_over(run, db_path, tm
     assert rows(conn, "select title from knowledge order by title") == [("gone",), ("keep",)]
     ingest_ok(run, db_path, tmp_path / "v", tmp_path / "ext", extra=["--prune"])
     assert rows(conn, "select title from knowledge order by title") == [("Linked",), ("keep",)]
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_a_folder_moved_and_linked_back_is_pruned_once_its_target_is_a_path(run, db_path, tmp_path, relative):
+    """Review 11, F3: notes stored under v/acme, then the folder moved to ext/acme and
+    linked back. Given v alone, the link is named and nothing is pruned; given v and
+    ext/acme as the message says, the notes go in under ext/acme and --prune removes
+    those stored under the link's path (still opening through it) as moved: each note
+    is stored once, and stays so."""
+    shutil.copytree(VAULT, tmp_path / "v")
+    notes = len(list(VAULT.rglob("*.md")))
+    ingest_ok(run, db_path, tmp_path / "v")
+    (tmp_path / "ext").mkdir()
+    (tmp_path / "v" / "acme").rename(tmp_path / "ext" / "acme")
+    (tmp_path / "v" / "acme").symlink_to("../ext/acme" if relative else tmp_path / "ext" / "acme")
+    conn = brain_sql.connect(db_path)
+    stored = rows(conn, "select count(*), count(distinct title) from knowledge")
+    skipped = run("brain", "ingest", db_path, tmp_path / "v", "--prune")
+    assert skipped.exit_code == 1 and "not followed: give its target as a PATH: nothing under it was pruned" in (
+        skipped.output
+    )
+    assert rows(conn, "select count(*), count(distinct title) from knowledge") == stored
+    for _ in range(2):
+        ingest_ok(run, db_path, tmp_path / "v", tmp_path / "ext" / "acme", extra=["--prune"])
+        assert rows(conn, "select count(distinct source_path), count(distinct title) from knowledge") == [
+            (notes, notes)
+        ]
+        assert rows(
+            conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v' / 'acme'}/%",)
+        ) == [(0,)]
+    assert rows(conn, "select count(*) from knowledge") == [stored[0][:1]]
 
 
 @pytest.mark.parametrize(
