@@ -17,6 +17,7 @@ from .errors import ModelError
 from .plugins import collect
 
 _models: dict[str, Any] = {}  # model id -> the model, loaded once
+_widths: dict[str, int] = {}  # model id -> the width of its vectors, probed once
 _lock = threading.Lock()
 
 # what a model not installed here is, said by recall and by check alike
@@ -32,6 +33,17 @@ def not_installed(model_id):
         f"this brain records the model {model_id!r}, which is not {NOT_INSTALLED}: run sqlite-utils brain check DB "
         "(--repair restores the model its memories say they were embedded with), or re-embed them with an "
         f"installed model: sqlite-utils brain reindex DB --model M (the default is {DEFAULT_MODEL})"
+    )
+
+
+def other_width(model_id, width, stored):
+    """The ModelError for a brain whose recorded model makes vectors `width` wide
+    while its stored ones are `stored` wide (plain SQL set brain_meta's model to
+    another installed model): what to run."""
+    return ModelError(
+        f"this brain records the model {model_id!r}, which makes vectors {width} wide, but its stored vectors are "
+        f"{stored} wide: run sqlite-utils brain check DB (--repair restores the model its memories say they were "
+        f"embedded with), or re-embed them: sqlite-utils brain reindex DB --model M (the default is {DEFAULT_MODEL})"
     )
 
 
@@ -64,8 +76,12 @@ def get_model(model_id, fetch=False):
 
 
 def model_dimension(model_id, fetch=False):
+    """The width of the vectors `model_id` makes (loaded as get_model does)."""
     get_model(model_id, fetch)
-    return int(embed(["dimension probe"], model_id).shape[1])
+    width = _widths.get(model_id)
+    if width is None:
+        width = _widths[model_id] = int(embed(["dimension probe"], model_id).shape[1])
+    return width
 
 
 def embed(texts, model_id):

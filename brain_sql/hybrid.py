@@ -29,7 +29,7 @@ from .connection import Connection
 from .filters import Filters
 from .fusion import boosted, fuse, fused, graph_leads, leg_weights, method
 from .querydoc import QueryDoc, parse
-from .schema import check_model, recorded_model
+from .schema import check_model, check_width, recorded_model
 from .vectors import quantize_int8, vector_rows
 
 HIT_COLUMNS = (
@@ -139,6 +139,8 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None, graph_visible=T
     """Search every leg once for `doc` (a QueryDoc); `vectors` is the searched
     text's embedding when the caller has it already. Without `graph_visible`
     nothing is read from the graph: no walk, and no entity the query names."""
+    if vectors is None:  # the model's vectors as wide as the stored ones, before any is made or read
+        check_width(conn, model_id)
     with_graph = (doc.graph if with_graph is None else with_graph) and graph_visible
     now = datetime.datetime.strptime(doc.now, "%Y-%m-%d %H:%M:%S")
 

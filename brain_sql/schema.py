@@ -22,7 +22,7 @@ from sqlite_utils import Migrations
 
 from .config import CHANGE_LOG_KEEP, INGEST_TRANSACTION_SECONDS, MAX_ID, configured_model
 from .connection import Connection, Turns, atomic, open_connection, sqlite3
-from .embed import model_dimension
+from .embed import model_dimension, other_width
 from .errors import RULE_MARK, BrainBusy, BrainError
 from .vectors import (
     VEC_METADATA,
@@ -1111,6 +1111,16 @@ def checked_dimension(conn):
     if stored:
         return stored
     return int(recorded) if isinstance(recorded, str) and re.fullmatch("[1-9][0-9]{0,3}", recorded) else 1
+
+
+def check_width(conn, model_id):
+    """Fail clearly (a ModelError, before anything is embedded or read) when
+    `model_id` makes vectors of another width than the brain's stored ones
+    (vec_knowledge's): plain SQL set brain_meta's model to another installed model.
+    A model not installed here is refused as get_model refuses it."""
+    stored = vector_dimension(conn)
+    if stored is not None and (width := model_dimension(model_id)) != stored:
+        raise other_width(model_id, width, stored)
 
 
 def is_brain(conn: Connection) -> bool:

@@ -21,7 +21,7 @@ from .config import CLASSES, MAX_NESTING
 from .connection import sqlite3
 from .document import names
 from .embed import NOT_INSTALLED, installed, model_dimension
-from .errors import BrainError, FieldError
+from .errors import BrainError, FieldError, ModelError
 from .fields import loads_json, normalize_scope, stored_too_deep, unencodable
 from .schema import ENTITY_SQL, ID_SAYS, ID_SQL, META_TABLE, SCHEMA_VERSION, TIME_SAYS, TIME_SQL
 from .vectors import vector_dimension
@@ -383,10 +383,24 @@ def _meta(conn):
         repair = _embedded_with(conn, dimension)
         how = "re-embed the memories with an installed model: sqlite-utils brain reindex DB --model M"
         found.append(Invalid(META_TABLE, "model", "value", meta["model"], NOT_INSTALLED, repair, how))
+    elif dimension is not None and (width := _width(meta["model"])) not in (None, dimension):
+        repair = _embedded_with(conn, dimension)
+        how = "re-embed the memories with an installed model: sqlite-utils brain reindex DB --model M"
+        says = f"a model making vectors {dimension} wide, as the stored ones are (it makes them {width} wide)"
+        found.append(Invalid(META_TABLE, "model", "value", meta["model"], says, repair, how))
     if dimension is not None and meta.get("dimension") != str(dimension):
         says = f"{dimension}, the dimension of the stored vectors"
         found.append(Invalid(META_TABLE, "dimension", "value", meta.get("dimension"), says, ("set", str(dimension))))
     return found
+
+
+def _width(model_id):
+    """The width of the vectors installed model `model_id` makes; None when it does
+    not load (recall says why)."""
+    try:
+        return model_dimension(model_id)
+    except ModelError:
+        return None
 
 
 def _schema_version(conn):

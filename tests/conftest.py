@@ -152,6 +152,23 @@ def vault_brain_path(tmp_path_factory):
     assert after == before, "a test wrote to the shared vault brain: give it vault_brain_copy"
 
 
+@pytest.fixture(scope="session")
+def narrow_model(tmp_path_factory):
+    """An installed model (a model2vec folder) of another width (128) than the
+    default's (256): the default's vectors cut short."""
+    import numpy as np
+    from model2vec import StaticModel
+
+    from brain_sql.embed import get_model
+
+    base = get_model("wordllama/l2_supercat")
+    folder = tmp_path_factory.mktemp("model128")
+    StaticModel(
+        vectors=np.ascontiguousarray(base.embedding[:, :128]), tokenizer=base.tokenizer, normalize=True
+    ).save_pretrained(str(folder))
+    return str(folder)
+
+
 @pytest.fixture
 def vault_brain_copy(vault_brain_path, tmp_path):
     """A private, writable copy of the session's vault brain."""

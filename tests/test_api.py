@@ -635,6 +635,35 @@ async def test_a_brain_whose_model_is_not_installed_starts_quietly_and_recall_is
 
 
 @pytest.mark.asyncio
+async def test_a_brain_whose_model_is_another_installed_width_is_a_409_until_repaired(vault_brain_copy, narrow_model):
+    """brain_meta's model set with plain SQL to another installed model of another
+    width: recall, the recall page and MCP answer 409 naming the model and both
+    widths and saying to run check (never a 500); once check --repair sets it
+    back, the same server recalls."""
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute("update brain_meta set value = ? where key = 'model'", (narrow_model,))
+    conn.close()
+    datasette = Datasette([str(vault_brain_copy)])
+    for path in ("/brain/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg"):
+        response = await datasette.client.get(path)
+        text = html.unescape(response.text)
+        assert response.status_code == 409, (path, text[:300])
+        for named in (repr(narrow_model), "128 wide", "256 wide", "run sqlite-utils brain check"):
+            assert named in text, (path, text[:300])
+    server = MCPServer("test")
+    mcp_tools.register(datasette, server)
+    async with Client(server) as client:
+        result = await client.call_tool("brain_recall", {"q": "graph leg"})
+    assert result.is_error and result.structured_content["status"] == 409, result
+    conn = brain_sql.connect(vault_brain_copy)
+    assert brain_sql.check(conn, repair=True)["invalid_values"]
+    assert brain_sql.check(conn) == {}
+    conn.close()
+    response = await datasette.client.get("/brain/-/recall", params={"q": "graph leg"})
+    assert response.status_code == 200 and response.json()["hits"], response.text[:300]
+
+
+@pytest.mark.asyncio
 async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(tmp_path):
     """Over HTTP and MCP alike: a record valid_to before its valid_from, or a scope
     with a trailing space, a zero-width space, letters of two scripts, a slash or

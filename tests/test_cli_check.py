@@ -319,6 +319,35 @@ def test_a_model_not_installed_is_one_problem_and_never_fetched(run, db_path, no
     assert not no_network
 
 
+def test_an_installed_model_of_another_width_is_one_problem_and_repair_sets_it_back(run, db_path, narrow_model):
+    """brain_meta's model set with plain SQL to another installed model, whose vectors
+    are not as wide as the stored ones: recall names it and both widths (no
+    traceback), check names that one value, and --repair restores the model every
+    memory says it was embedded with, instead of re-embedding into the stored table."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    conn.execute("update brain_meta set value = ? where key = 'model'", (narrow_model,))
+    conn.close()
+    recalled = run("brain", "recall", db_path, "graph leg")
+    assert recalled.exit_code == 1 and "Traceback" not in recalled.output, recalled.output
+    for named in (repr(narrow_model), "128 wide", "256 wide", "sqlite-utils brain check", "brain reindex"):
+        assert named in recalled.output, recalled.output
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1, found.output
+    assert found.output.splitlines()[1:] == [
+        f"  brain_meta model value: {narrow_model!r}, not a model making vectors 256 wide, as the stored ones are "
+        "(it makes them 128 wide) (--repair makes it 'wordllama/l2_supercat')"
+    ], found.output
+    assert "another model" not in found.output
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    conn = brain_sql.connect(db_path)
+    assert conn.execute("select value from brain_meta where key = 'model'").fetchone() == ("wordllama/l2_supercat",)
+    conn.close()
+    again = run("brain", "recall", db_path, "graph leg")
+    assert again.exit_code == 0 and "Graph Leg" in again.output, again.output
+
+
 def test_a_model_not_installed_that_no_memory_tells_is_mended_by_reindex(run, db_path, no_network):
     assert run("brain", "ingest", db_path, VAULT).exit_code == 0
     conn = brain_sql.connect(db_path)
