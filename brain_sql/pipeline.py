@@ -552,8 +552,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
     pipeline.write_pending()
     live = _folders_of(path for path, _ in files)
-    walked = [Path(root).resolve() for root in prune_roots]
-    refused = [why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all, walked)]
+    refused = [why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all)]
     pipeline.flush()
     return emptied + refused
 
@@ -569,26 +568,33 @@ def _folders_of(paths):
     return folders
 
 
-def _there(root, walked):
+def _there(root, stored, live):
     """Whether a file or folder stored under `root` (resolved) is there for a prune:
-    may_exist, and not reached through a symbolic link to a folder under `root` that
-    leads into a PATH walked whole (`walked`, resolved): the walk follows no link, so
-    notes moved there and linked back are stored again under where they are now, and
-    those under the link's path are gone (moved). Through a link to elsewhere they are
-    there: that link is skipped by name, and nothing under `root` is pruned."""
-    moved = {root: False}
+    may_exist, and, when it is reached through a symbolic link (itself or a folder of
+    it under `root`), not read where it really is: the walk follows no link, so a note
+    moved and linked back is stored again under its real path once a PATH reaches it,
+    and its copy under the link's path is then gone (moved). A file is read where it
+    is when `stored(real path)` (the brain holds a document from it), a folder when it
+    is one of `live` (it holds files read now). Through a link to what nothing reads
+    (a dot-folder, a PATH not given, a note too big) it is there: its memories stay."""
+    linked = {root: False}
 
-    def through(path):
-        if path not in moved:
-            parent = os.path.dirname(path)
-            if parent == path or not path.startswith(root + os.sep):
-                moved[path] = False
-            else:
-                linked = os.path.islink(path) and os.path.isdir(path)
-                moved[path] = through(parent) or linked and any(_under(path, at, resolve=True) for at in walked)
-        return moved[path]
+    def through(folder):
+        if folder not in linked:
+            parent = os.path.dirname(folder)
+            under = parent != folder and folder.startswith(root + os.sep)
+            linked[folder] = under and (os.path.islink(folder) or through(parent))
+        return linked[folder]
 
-    return lambda path: may_exist(path) and not through(path)
+    def there(path):
+        if not may_exist(path):
+            return False
+        if not (os.path.islink(path) or through(os.path.dirname(path))):
+            return True
+        real = os.path.realpath(path)
+        return real == path or not (real in live if os.path.isdir(real) else stored(real))
+
+    return there
 
 
 def _emptied_folder(folder, root, live, remaining, there=may_exist):
@@ -889,6 +895,10 @@ class _Pipeline:
         """The ids of the stored documents `where` selects."""
         return {row[0] for row in self.conn.execute(f"select document_id from documents where {where}", params)}
 
+    def _stored(self, path):
+        """Whether the brain holds a document read from the file at `path`."""
+        return self.conn.execute("select 1 from documents where source_path = ? limit 1", [path]).fetchone() is not None
+
     def removable(self, where, params, keep):
         """The ids of the documents remove_documents would remove."""
         return set(self.writer.removable(where, params, keep)[1])
@@ -910,7 +920,7 @@ class _Pipeline:
             f"ingest it with --prune-all to remove {'it' if memories == 1 else 'them'}"
         )
 
-    def prune(self, root, before, live, everything=False, walked=()):
+    def prune(self, root, before, live, everything=False):
         """Remove the documents from files under `root` that are gone, in
         transactions of their own; returns why some were not (a list). Unless
         `everything`, nothing is removed when that would take every document of
@@ -918,11 +928,11 @@ class _Pipeline:
         empty or none of its files is there. Nor under a folder in it that held
         some and is still there but holds no file to ingest (`live`: the folders
         that do): an unmounted drive mounted there, a sync that failed. A file
-        reached through a symbolic link to a folder in `root` that leads into one
-        of `walked` (the PATHs walked whole) is gone: moved there (_there)."""
+        reached through a symbolic link whose real path the brain holds a document
+        of is gone: moved there (_there)."""
         root = str(Path(root).resolve())
         under = _documents_under(root)
-        there = _there(root, walked)
+        there = _there(root, self._stored, live)
         held, doomed = self.writer.removable(*under, gone=there)
         before = before & set(held)
         if everything or not doomed:

@@ -770,11 +770,12 @@ def test_prune_with_an_unreadable_folder_removes_nothing_under_it(db_path, tmp_p
     assert rows(brain_sql.connect(db_path), "select title from knowledge order by title") == [("a",), ("b",)]
 
 
-def test_a_folder_linked_back_keeps_its_memories_when_its_target_was_not_read_whole(db_path, tmp_path):
-    """The notes under a folder moved and linked back are pruned as moved only when
-    the PATH where the link leads was read whole: with a folder in it that cannot be
-    read, that PATH is not pruned and the memories under the link's path stay too.
-    Root reads any folder, so as root the command runs without that power (capsh)."""
+def test_a_folder_linked_back_keeps_the_memories_its_target_did_not_give_again(db_path, tmp_path):
+    """The notes under a folder moved and linked back are pruned as moved only where
+    each is stored again where it really is: with a folder in the target that cannot
+    be read, that PATH is not pruned, and the memory of the note in it stays under the
+    link's path; the note read where it is goes from there. Root reads any folder, so
+    as root the command runs without that power (capsh)."""
     write(tmp_path / "v" / "keep.md", "# Keep\n\nstays\n")
     write(tmp_path / "v" / "acme" / "a.md", "# A\n\none\n")
     write(tmp_path / "v" / "acme" / "sub" / "b.md", "# B\n\ntwo\n")
@@ -798,7 +799,6 @@ def test_a_folder_linked_back_keeps_its_memories_when_its_target_was_not_read_wh
     assert "cannot read this folder" in output and "nothing under it was pruned" in output, output
     assert rows(brain_sql.connect(db_path), "select source_path from documents order by source_path") == [
         (str(tmp_path / "ext" / "acme" / "a.md"),),
-        (str(tmp_path / "v" / "acme" / "a.md"),),
         (str(tmp_path / "v" / "acme" / "sub" / "b.md"),),
         (str(tmp_path / "v" / "keep.md"),),
     ]
@@ -937,6 +937,40 @@ def test_a_folder_moved_and_linked_back_is_pruned_once_its_target_is_a_path(run,
             conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v' / 'acme'}/%",)
         ) == [(0,)]
     assert rows(conn, "select count(*) from knowledge") == [stored[0][:1]]
+
+
+def test_a_folder_moved_into_a_dot_folder_and_linked_back_keeps_its_memories(run, db_path, tmp_path):
+    """Review 12, F1: v/acme moved to v/.archive/acme (a folder the walk passes over)
+    and linked back: its notes open through the link and nothing reads them under their
+    new path, so --prune keeps the memories stored under the link's path."""
+    shutil.copytree(VAULT, tmp_path / "v")
+    ingest_ok(run, db_path, tmp_path / "v")
+    conn = brain_sql.connect(db_path)
+    stored = rows(conn, "select count(*) from knowledge")
+    (tmp_path / "v" / ".archive").mkdir()
+    (tmp_path / "v" / "acme").rename(tmp_path / "v" / ".archive" / "acme")
+    (tmp_path / "v" / "acme").symlink_to(".archive/acme")
+    run("brain", "ingest", db_path, tmp_path / "v", "--prune")
+    assert rows(conn, "select count(*) from knowledge") == stored
+
+
+def test_a_note_moved_and_linked_back_by_a_file_link_is_pruned_once_read_where_it_is(run, db_path, tmp_path):
+    """Review 12, F3: a note moved to another PATH and linked back with a link to the
+    file: once read where it is, the copy stored under the link's path goes with
+    --prune; while nothing reads it there, it stays."""
+    note = write(tmp_path / "v" / "Note.md", "# Note\n\nthe pager rota\n")
+    write(tmp_path / "v" / "Other.md", "# Other\n\nstays\n")
+    ingest_ok(run, db_path, tmp_path / "v")
+    (tmp_path / "ext").mkdir()
+    note.rename(tmp_path / "ext" / "Note.md")
+    note.symlink_to(tmp_path / "ext" / "Note.md")
+    conn = brain_sql.connect(db_path)
+    run("brain", "ingest", db_path, tmp_path / "v", "--prune")
+    assert rows(conn, "select count(*) from knowledge where title = 'Note'") == [(1,)]
+    ingest_ok(run, db_path, tmp_path / "v", tmp_path / "ext", extra=["--prune"])
+    assert rows(conn, "select source_path from documents where source_path like '%Note.md'") == [
+        (str((tmp_path / "ext" / "Note.md").resolve()),)
+    ]
 
 
 @pytest.mark.parametrize(
