@@ -23,7 +23,7 @@ from sqlite_utils import Migrations
 from .config import CHANGE_LOG_KEEP, INGEST_TRANSACTION_SECONDS, MAX_ID, configured_model
 from .connection import Connection, Turns, atomic, open_connection, sqlite3
 from .embed import model_dimension, other_width
-from .errors import RULE_MARK, BrainBusy, BrainError
+from .errors import RULE_MARK, BrainBusy, BrainError, ModelError, ModelRefused
 from .vectors import (
     VEC_METADATA,
     VEC_SOURCE_COLUMNS,
@@ -1119,7 +1119,15 @@ def check_width(conn, model_id):
     (vec_knowledge's): plain SQL set brain_meta's model to another installed model.
     A model not installed here is refused as get_model refuses it."""
     stored = vector_dimension(conn)
-    if stored is not None and (width := model_dimension(model_id)) != stored:
+    if stored is None:
+        return
+    try:
+        width = model_dimension(model_id)
+    except ModelRefused as ex:  # the brain names it, not the caller: a value to mend
+        raise ModelError(
+            f"{str(ex).split('. ')[0]}: this brain's model cannot be used; run sqlite-utils brain check"
+        ) from ex
+    if width != stored:
         raise other_width(model_id, width, stored)
 
 

@@ -383,10 +383,14 @@ def _meta(conn):
         repair = _embedded_with(conn, dimension)
         how = "re-embed the memories with an installed model: sqlite-utils brain reindex DB --model M"
         found.append(Invalid(META_TABLE, "model", "value", meta["model"], NOT_INSTALLED, repair, how))
-    elif dimension is not None and (width := _width(meta["model"])) not in (None, dimension):
+    elif dimension is not None and (width := _width(meta["model"])) != dimension:
         repair = _embedded_with(conn, dimension)
         how = "re-embed the memories with an installed model: sqlite-utils brain reindex DB --model M"
-        says = f"a model making vectors {dimension} wide, as the stored ones are (it makes them {width} wide)"
+        says = (
+            f"a model that loads here (it does not: {width})"
+            if isinstance(width, str)
+            else f"a model making vectors {dimension} wide, as the stored ones are (it makes them {width} wide)"
+        )
         found.append(Invalid(META_TABLE, "model", "value", meta["model"], says, repair, how))
     if dimension is not None and meta.get("dimension") != str(dimension):
         says = f"{dimension}, the dimension of the stored vectors"
@@ -395,12 +399,12 @@ def _meta(conn):
 
 
 def _width(model_id):
-    """The width of the vectors installed model `model_id` makes; None when it does
-    not load (recall says why)."""
+    """The width of the vectors installed model `model_id` makes, or why it does not
+    load (a folder that holds no model, say)."""
     try:
         return model_dimension(model_id)
-    except ModelError:
-        return None
+    except ModelError as ex:
+        return str(ex).split(". ")[0]
 
 
 def _schema_version(conn):

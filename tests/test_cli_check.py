@@ -348,6 +348,31 @@ def test_an_installed_model_of_another_width_is_one_problem_and_repair_sets_it_b
     assert again.exit_code == 0 and "Graph Leg" in again.output, again.output
 
 
+def test_a_folder_that_holds_no_model_is_one_problem_and_repair_sets_it_back(run, db_path, tmp_path):
+    """brain_meta's model set with plain SQL to a folder that exists but holds no
+    model (review 12, F2): recall says to run check (not a usage error: the brain
+    names it, not the caller), check names that one value and --repair restores the
+    model the memories record."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    folder = tmp_path / "not-a-model"
+    folder.mkdir()
+    conn = brain_sql.connect(db_path)
+    conn.execute("update brain_meta set value = ? where key = 'model'", (str(folder),))
+    conn.close()
+    recalled = run("brain", "recall", db_path, "graph leg")
+    assert recalled.exit_code == 1 and "Traceback" not in recalled.output, recalled.output
+    assert "run sqlite-utils brain check" in recalled.output, recalled.output
+    found = run("brain", "check", db_path)
+    text = " ".join(found.output.split())
+    assert found.exit_code == 1 and "brain_meta model value:" in text, found.output
+    assert f"not a model that loads here (it does not: cannot load model2vec model {str(folder)!r}" in text
+    assert "(--repair makes it 'wordllama/l2_supercat')" in found.output
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    again = run("brain", "recall", db_path, "graph leg")
+    assert again.exit_code == 0 and "Graph Leg" in again.output, again.output
+
+
 def test_a_model_not_installed_that_no_memory_tells_is_mended_by_reindex(run, db_path, no_network):
     assert run("brain", "ingest", db_path, VAULT).exit_code == 0
     conn = brain_sql.connect(db_path)
