@@ -117,7 +117,9 @@ def discover(
     walked = [Path(given).resolve() for given in paths if Path(given).resolve().is_dir()]
     for given in paths:
         path = Path(given).resolve()
-        if path.is_dir():
+        if not _decodable(str(path), ""):
+            errors.append(_undecodable(str(path)))
+        elif path.is_dir():
             found = []
             # a folder that cannot be read is reported, not passed over in silence
             for folder, folders, names in os.walk(path, onerror=lambda ex: errors.append(_unreadable(ex))):
@@ -129,9 +131,9 @@ def discover(
                     _linked(link) for link in links if not any(_under(link, at, resolve=True) for at in walked)
                 )
                 folders[:] = [f for f in folders if not os.path.islink(os.path.join(folder, f))]
-                found += [
-                    Path(folder) / n for n in names if not n.startswith(".") and Path(n).suffix.lower() in formats
-                ]
+                names = [n for n in names if not n.startswith(".") and Path(n).suffix.lower() in formats]
+                errors.extend(_undecodable(os.path.join(folder, n)) for n in names if not _decodable(folder, n))
+                found += [Path(folder) / n for n in names if _decodable(folder, n)]
             files += [(str(child), formats[child.suffix.lower()]) for child in sorted(found)]
         elif path.exists() and not path.is_file():  # a named pipe, a device, a socket: never opened
             errors.append(IngestError(str(path), None, _refusal(path, path.stat(), None)))
@@ -147,6 +149,21 @@ def discover(
     # overlapping roots (a folder and one inside it, or the same through a symlink) name
     # a file once: it is one document, stored and counted once
     return list(dict.fromkeys(files)), errors
+
+
+def _decodable(folder, name):
+    """Whether a file's path is text a brain can store (a name written on another
+    system, in Latin-1 say, reaches Python as undecodable bytes)."""
+    try:
+        os.path.join(folder, name).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _undecodable(path):
+    shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return IngestError(shown, None, "its name is not UTF-8 text: rename it to ingest it")
 
 
 def _under(path, root, resolve=False):
@@ -552,7 +569,8 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
     pipeline.write_pending()
     live = _folders_of(path for path, _ in files)
-    refused = [why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all)]
+    read = {path for path, _ in files}
+    refused = [why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all, read)]
     pipeline.flush()
     return emptied + refused
 
@@ -568,7 +586,7 @@ def _folders_of(paths):
     return folders
 
 
-def _there(root, stored, live):
+def _there(root, stored, live, read):
     """Whether a file or folder stored under `root` (resolved) is there for a prune:
     may_exist, and, when it is reached through a symbolic link (itself or a folder of
     it under `root`), not read where it really is: the walk follows no link, so a note
@@ -576,7 +594,9 @@ def _there(root, stored, live):
     and its copy under the link's path is then gone (moved). A file is read where it
     is when `stored(real path)` (the brain holds a document from it), a folder when it
     is one of `live` (it holds files read now). Through a link to what nothing reads
-    (a dot-folder, a PATH not given, a note too big) it is there: its memories stay."""
+    (a dot-folder, a PATH not given, a note too big) it is there: its memories stay;
+    and a file this run read (`read`: a link to a file is read as the note it opens,
+    a copy under another name) is there."""
     linked = {root: False}
 
     def through(folder):
@@ -587,6 +607,8 @@ def _there(root, stored, live):
         return linked[folder]
 
     def there(path):
+        if path in read:
+            return True
         if not may_exist(path):
             return False
         if not (os.path.islink(path) or through(os.path.dirname(path))):
@@ -614,14 +636,11 @@ def _emptied_folder(folder, root, live, remaining, there=may_exist):
     return folder, "nothing" if empty else "new"
 
 
-def _like_prefix(text):
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
 def _documents_under(root):
     """(where, params) selecting the documents from files under `root` (resolved)."""
     root = str(Path(root).resolve())
-    return "source_path = ? or source_path like ? escape '\\'", (root, _like_prefix(root + "/"))
+    # a range, not LIKE: LIKE ignores the case of ASCII letters, and /x/Notes is not /x/notes
+    return "source_path = ? or (source_path >= ? and source_path < ?)", (root, root + "/", root + "0")
 
 
 def _read(path, fmt):
@@ -896,7 +915,10 @@ class _Pipeline:
         return {row[0] for row in self.conn.execute(f"select document_id from documents where {where}", params)}
 
     def _stored(self, path):
-        """Whether the brain holds a document read from the file at `path`."""
+        """Whether the brain holds a document read from the file at `path` (never one
+        whose name is not UTF-8 text: such a file is not read)."""
+        if not _decodable(path, ""):
+            return False
         return self.conn.execute("select 1 from documents where source_path = ? limit 1", [path]).fetchone() is not None
 
     def removable(self, where, params, keep):
@@ -920,7 +942,7 @@ class _Pipeline:
             f"ingest it with --prune-all to remove {'it' if memories == 1 else 'them'}"
         )
 
-    def prune(self, root, before, live, everything=False):
+    def prune(self, root, before, live, everything=False, read=frozenset()):
         """Remove the documents from files under `root` that are gone, in
         transactions of their own; returns why some were not (a list). Unless
         `everything`, nothing is removed when that would take every document of
@@ -929,10 +951,10 @@ class _Pipeline:
         some and is still there but holds no file to ingest (`live`: the folders
         that do): an unmounted drive mounted there, a sync that failed. A file
         reached through a symbolic link whose real path the brain holds a document
-        of is gone: moved there (_there)."""
+        of is gone: moved there (_there), unless this run read it (`read`)."""
         root = str(Path(root).resolve())
         under = _documents_under(root)
-        there = _there(root, self._stored, live)
+        there = _there(root, self._stored, live, read)
         held, doomed = self.writer.removable(*under, gone=there)
         before = before & set(held)
         if everything or not doomed:

@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -954,23 +955,56 @@ def test_a_folder_moved_into_a_dot_folder_and_linked_back_keeps_its_memories(run
     assert rows(conn, "select count(*) from knowledge") == stored
 
 
-def test_a_note_moved_and_linked_back_by_a_file_link_is_pruned_once_read_where_it_is(run, db_path, tmp_path):
-    """Review 12, F3: a note moved to another PATH and linked back with a link to the
-    file: once read where it is, the copy stored under the link's path goes with
-    --prune; while nothing reads it there, it stays."""
+def test_a_link_to_a_note_is_read_as_a_copy_and_kept(run, db_path, tmp_path):
+    """A link to a file is read as the note it opens, a copy under another name: a
+    note moved to another PATH and linked back, or an alias in a folder of its own,
+    stays stored under both names, and a second --prune run adds and removes nothing
+    (review 12, F3; review 13, F2)."""
     note = write(tmp_path / "v" / "Note.md", "# Note\n\nthe pager rota\n")
     write(tmp_path / "v" / "Other.md", "# Other\n\nstays\n")
     ingest_ok(run, db_path, tmp_path / "v")
     (tmp_path / "ext").mkdir()
     note.rename(tmp_path / "ext" / "Note.md")
     note.symlink_to(tmp_path / "ext" / "Note.md")
+    (tmp_path / "v" / "refs").mkdir()
+    (tmp_path / "v" / "refs" / "Alias.md").symlink_to(tmp_path / "v" / "Other.md")
     conn = brain_sql.connect(db_path)
-    run("brain", "ingest", db_path, tmp_path / "v", "--prune")
-    assert rows(conn, "select count(*) from knowledge where title = 'Note'") == [(1,)]
     ingest_ok(run, db_path, tmp_path / "v", tmp_path / "ext", extra=["--prune"])
-    assert rows(conn, "select source_path from documents where source_path like '%Note.md'") == [
-        (str((tmp_path / "ext" / "Note.md").resolve()),)
+    again = ingest_ok(run, db_path, tmp_path / "v", tmp_path / "ext", extra=["--prune"])
+    assert "0 chunks added" in again.output and "0 removed" in again.output, again.output
+    assert [Path(p).name for (p,) in rows(conn, "select source_path from documents order by source_path")] == [
+        "Note.md",
+        "Note.md",
+        "Other.md",
+        "Alias.md",
     ]
+
+
+def test_a_prune_never_touches_a_folder_whose_name_differs_in_case(run, db_path, tmp_path):
+    """Review 13, F4: v/Work and v/work are two folders; a prune of work never removes
+    what Work holds (SQL's LIKE ignores the case of ASCII letters)."""
+    shutil.copytree(VAULT, tmp_path / "n" / "Work")
+    write(tmp_path / "n" / "work" / "Other.md", "# Other\n\nabout llamas\n")
+    ingest_ok(run, db_path, tmp_path / "n" / "Work", tmp_path / "n" / "work")
+    conn = brain_sql.connect(db_path)
+    held = rows(conn, "select count(*) from knowledge")
+    shutil.rmtree(tmp_path / "n" / "Work")
+    ingest_ok(run, db_path, tmp_path / "n" / "work", extra=["--prune"])
+    assert rows(conn, "select count(*) from knowledge") == held
+
+
+def test_a_file_whose_name_is_not_utf8_is_skipped_by_name_and_the_rest_goes_in(run, db_path, tmp_path):
+    """Review 13, F1: a name written on another system (Latin-1) is no text a brain can
+    store: that file is named and skipped, the rest of the folder goes in, exit 1."""
+    write(tmp_path / "v" / "Quokka.md", "# Quokka\n\nA note about quokkas\n")
+    odd = os.fsdecode(bytes(tmp_path / "v") + b"/R\xe9call.md")
+    with open(odd, "w") as out:
+        out.write("# Recall\n\nzebra\n")
+    for extra in ([], ["--prune"]):
+        result = run("brain", "ingest", db_path, tmp_path / "v", *extra)
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert "R\\xe9call.md" in result.output and "its name is not UTF-8 text" in result.output, result.output
+    assert rows(brain_sql.connect(db_path), "select title from knowledge") == [("Quokka",)]
 
 
 @pytest.mark.parametrize(
