@@ -7,6 +7,7 @@ all-MiniLM-L6-v2 when the optional `minilm` extra is installed (minilm.py).
 """
 
 import importlib.util
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -74,11 +75,22 @@ def _model2vec_folder(model_id):
         return None
 
 
+def _regular_files(folder):
+    """Refuse a model folder whose files are not regular files: a named pipe or a
+    device would block the load, or never end (as ingest never opens one)."""
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):
+            raise ValueError(f"{name} is not a regular file")
+
+
 def _load_model2vec(model_id):
     from model2vec import StaticModel
 
     folder = _model2vec_folder(model_id)  # a cached hub model: loaded from its folder, never fetched again
     try:
+        if folder is not None:
+            _regular_files(folder)
         return StaticModel.from_pretrained(str(folder) if folder else model_id)
     except Exception as ex:  # model2vec raises many kinds; all mean "cannot load"
         raise ModelRefused(

@@ -5,6 +5,8 @@ import ast
 import asyncio
 import inspect
 import json
+import os
+import shutil
 import sqlite3
 import textwrap
 
@@ -1002,3 +1004,20 @@ def test_a_recorded_dimension_that_is_no_whole_number_is_a_finding_repair_mends(
     assert conn.execute("select value from brain_meta where key = 'dimension'").fetchone()[0] == "256"
     assert brain_sql.recall(conn, {"q": "what does the graph leg do"})["hits"][0]["title"] == "Graph Leg"
     assert run("brain", "check", vault_brain_copy).output.endswith(": consistent\n")
+
+
+def test_a_model_folder_holding_a_named_pipe_is_refused_not_waited_on(run, db_path, tmp_path, narrow_model):
+    """brain_meta's model set to a folder whose config.json is a named pipe (review
+    13, F5): opening it would block for ever; it is not a model that loads here."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    folder = tmp_path / "piped"
+    shutil.copytree(narrow_model, folder)
+    (folder / "config.json").unlink()
+    os.mkfifo(folder / "config.json")
+    conn = brain_sql.connect(db_path)
+    conn.execute("update brain_meta set value = ? where key = 'model'", (str(folder),))
+    conn.close()
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1 and "config.json is not a regular file" in " ".join(found.output.split())
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
