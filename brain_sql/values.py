@@ -392,6 +392,11 @@ def _meta(conn):
             else f"a model making vectors {dimension} wide, as the stored ones are (it makes them {width} wide)"
         )
         found.append(Invalid(META_TABLE, "model", "value", meta["model"], says, repair, how))
+    elif (embedded := _embedded_with(conn, dimension)) is not None and embedded[1] != meta["model"]:
+        # as wide, but not the model every memory says it was embedded with: queries would
+        # be embedded by one model and searched among another's vectors
+        says = f"{embedded[1]!r}, the model every memory was embedded with"
+        found.append(Invalid(META_TABLE, "model", "value", meta["model"], says, embedded))
     if dimension is not None and meta.get("dimension") != str(dimension):
         says = f"{dimension}, the dimension of the stored vectors"
         found.append(Invalid(META_TABLE, "dimension", "value", meta.get("dimension"), says, ("set", str(dimension))))

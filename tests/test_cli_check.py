@@ -1021,3 +1021,29 @@ def test_a_model_folder_holding_a_named_pipe_is_refused_not_waited_on(run, db_pa
     assert found.exit_code == 1 and "config.json is not a regular file" in " ".join(found.output.split())
     repaired = run("brain", "check", db_path, "--repair")
     assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+
+
+def test_an_installed_model_as_wide_as_the_brains_is_set_back_not_used_to_reembed(run, db_path, tmp_path):
+    """brain_meta's model set with plain SQL to another installed model of the same
+    width (review 13, finding 6): check names that value, and --repair sets back the
+    model every memory records, re-embedding nothing."""
+    from model2vec import StaticModel
+
+    from brain_sql.embed import get_model
+
+    base = get_model("wordllama/l2_supercat")
+    other = tmp_path / "other-256"
+    StaticModel(vectors=-base.embedding, tokenizer=base.tokenizer, normalize=True).save_pretrained(str(other))
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    vectors = conn.execute("select knowledge_id, embedding_int8 from vec_knowledge order by 1").fetchall()
+    conn.execute("update brain_meta set value = ? where key = 'model'", (str(other),))
+    conn.close()
+    found = run("brain", "check", db_path)
+    text = " ".join(found.output.split())
+    assert found.exit_code == 1 and "'wordllama/l2_supercat', the model every memory was embedded with" in text, text
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    conn = brain_sql.connect(db_path)
+    assert conn.execute("select value from brain_meta where key = 'model'").fetchone() == ("wordllama/l2_supercat",)
+    assert conn.execute("select knowledge_id, embedding_int8 from vec_knowledge order by 1").fetchall() == vectors
