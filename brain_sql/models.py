@@ -63,7 +63,7 @@ def _model2vec_folder(model_id):
     when it is a folder, or a hub model's snapshot in the local cache; None when it
     would have to be fetched."""
     try:
-        if Path(model_id).is_dir():
+        if model_id and Path(model_id).is_dir():  # '' would be the folder the command runs in
             return Path(model_id)
     except (OSError, ValueError):  # a name no file system takes (a NUL in it, too long)
         return None
@@ -78,10 +78,13 @@ def _model2vec_folder(model_id):
 def _regular_files(folder):
     """Refuse a model folder whose files are not regular files: a named pipe or a
     device would block the load, or never end (as ingest never opens one)."""
-    for name in os.listdir(folder):
-        path = os.path.join(folder, name)
-        if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):
-            raise ValueError(f"{name} is not a regular file")
+    for at, folders, names in os.walk(folder, followlinks=True):  # model2vec reads sub-folders' layouts too
+        if os.path.relpath(at, folder).count(os.sep) >= 2:
+            folders[:] = []  # deeper than any layout it reads (and a link loop ends)
+        for name in names:
+            path = os.path.join(at, name)
+            if os.path.exists(path) and not os.path.isfile(path):
+                raise ValueError(f"{os.path.relpath(path, folder)} is not a regular file")
 
 
 def _load_model2vec(model_id):

@@ -224,7 +224,9 @@ def ingest(
     prune = prune or prune_all
     # only a root that was there is pruned: an unmounted or renamed folder must not
     # read as "every file in it was deleted"; nor is one with a folder it could not read
-    prune_roots = [p for p in paths if Path(p).resolve().exists()] if prune else []
+    # (and one whose name is no text a brain stores: it was skipped by name)
+    prune_roots = [p for p in paths if _decodable(str(Path(p).resolve()), "") and Path(p).resolve().exists()]
+    prune_roots = prune_roots if prune else []
     if prune:
         for error in report.errors:
             prune_roots = [p for p in prune_roots if not _under(error.path, p)]

@@ -1047,3 +1047,34 @@ def test_an_installed_model_as_wide_as_the_brains_is_set_back_not_used_to_reembe
     conn = brain_sql.connect(db_path)
     assert conn.execute("select value from brain_meta where key = 'model'").fetchone() == ("wordllama/l2_supercat",)
     assert conn.execute("select knowledge_id, embedding_int8 from vec_knowledge order by 1").fetchall() == vectors
+
+
+def test_a_model_folder_holding_a_named_pipe_in_a_sub_folder_or_an_empty_name_is_refused(
+    run, db_path, tmp_path, monkeypatch
+):
+    """Review 14: model2vec reads a sub-folder's layout too (a pipe there hung it), and
+    an empty model name is no folder (it was the folder the command ran in)."""
+    from model2vec import StaticModel
+
+    from brain_sql.embed import get_model
+
+    base = get_model("wordllama/l2_supercat")
+    folder = tmp_path / "layered"
+    StaticModel(vectors=base.embedding, tokenizer=base.tokenizer, normalize=True).save_pretrained(
+        str(folder / "0_StaticEmbedding")
+    )
+    (folder / "0_StaticEmbedding" / "tokenizer.json").unlink()
+    os.mkfifo(folder / "0_StaticEmbedding" / "tokenizer.json")
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    StaticModel(vectors=-base.embedding, tokenizer=base.tokenizer, normalize=True).save_pretrained(
+        str(tmp_path / "here")
+    )
+    monkeypatch.chdir(tmp_path / "here")  # a model folder: '' named it
+    for value in (str(folder), ""):
+        conn = brain_sql.connect(db_path)
+        conn.execute("update brain_meta set value = ? where key = 'model'", (value,))
+        conn.close()
+        found = run("brain", "check", db_path)
+        assert found.exit_code == 1 and "brain_meta model value" in found.output, found.output
+        repaired = run("brain", "check", db_path, "--repair")
+        assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output

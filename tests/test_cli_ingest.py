@@ -1000,10 +1000,15 @@ def test_a_file_whose_name_is_not_utf8_is_skipped_by_name_and_the_rest_goes_in(r
     odd = os.fsdecode(bytes(tmp_path / "v") + b"/R\xe9call.md")
     with open(odd, "w") as out:
         out.write("# Recall\n\nzebra\n")
+    odd_folder = os.fsdecode(bytes(tmp_path) + b"/w\xe9")
+    os.mkdir(odd_folder)
     for extra in ([], ["--prune"]):
         result = run("brain", "ingest", db_path, tmp_path / "v", *extra)
         assert result.exit_code == 1 and "Traceback" not in result.output, result.output
         assert "R\\xe9call.md" in result.output and "its name is not UTF-8 text" in result.output, result.output
+        given = run("brain", "ingest", db_path, odd_folder, tmp_path / "v", *extra)  # a PATH so named
+        assert given.exit_code == 1 and "Traceback" not in given.output, given.output
+        assert "w\\xe9" in given.output and "its name is not UTF-8 text" in given.output, given.output
     assert rows(brain_sql.connect(db_path), "select title from knowledge") == [("Quokka",)]
 
 
