@@ -152,21 +152,27 @@ def vault_brain_path(tmp_path_factory):
     assert after == before, "a test wrote to the shared vault brain: give it vault_brain_copy"
 
 
-@pytest.fixture(scope="session")
-def narrow_model(tmp_path_factory):
-    """An installed model (a model2vec folder) of another width (128) than the
-    default's (256): the default's vectors cut short."""
+def model_folder(folder, vectors):
+    """An installed model2vec model saved in `folder` (its path as text): the default
+    model's tokenizer with `vectors(the default's vectors)`, so another model that
+    loads offline (cut short: another width; negated: as wide, other vectors)."""
     import numpy as np
     from model2vec import StaticModel
 
     from brain_sql.embed import get_model
 
     base = get_model("wordllama/l2_supercat")
-    folder = tmp_path_factory.mktemp("model128")
     StaticModel(
-        vectors=np.ascontiguousarray(base.embedding[:, :128]), tokenizer=base.tokenizer, normalize=True
+        vectors=np.ascontiguousarray(vectors(base.embedding)), tokenizer=base.tokenizer, normalize=True
     ).save_pretrained(str(folder))
     return str(folder)
+
+
+@pytest.fixture(scope="session")
+def narrow_model(tmp_path_factory):
+    """An installed model (a model2vec folder) of another width (128) than the
+    default's (256): the default's vectors cut short."""
+    return model_folder(tmp_path_factory.mktemp("model128"), lambda vectors: vectors[:, :128])
 
 
 @pytest.fixture

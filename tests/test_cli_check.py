@@ -19,7 +19,7 @@ from brain_sql import consistency, schema
 from brain_sql.consistency import check
 from datasette_brain.cli import PROBLEMS
 
-from .conftest import VAULT, edges, snapshot, without_rules, write
+from .conftest import VAULT, edges, model_folder, snapshot, without_rules, write
 
 
 def test_check_finds_and_repairs(run, db_path):
@@ -1027,17 +1027,11 @@ def test_an_installed_model_as_wide_as_the_brains_is_set_back_not_used_to_reembe
     """brain_meta's model set with plain SQL to another installed model of the same
     width (review 13, finding 6): check names that value, and --repair sets back the
     model every memory records, re-embedding nothing."""
-    from model2vec import StaticModel
-
-    from brain_sql.embed import get_model
-
-    base = get_model("wordllama/l2_supercat")
-    other = tmp_path / "other-256"
-    StaticModel(vectors=-base.embedding, tokenizer=base.tokenizer, normalize=True).save_pretrained(str(other))
+    other = model_folder(tmp_path / "other-256", lambda vectors: -vectors)
     assert run("brain", "ingest", db_path, VAULT).exit_code == 0
     conn = brain_sql.connect(db_path)
     vectors = conn.execute("select knowledge_id, embedding_int8 from vec_knowledge order by 1").fetchall()
-    conn.execute("update brain_meta set value = ? where key = 'model'", (str(other),))
+    conn.execute("update brain_meta set value = ? where key = 'model'", (other,))
     conn.close()
     found = run("brain", "check", db_path)
     text = " ".join(found.output.split())
@@ -1054,21 +1048,12 @@ def test_a_model_folder_holding_a_named_pipe_in_a_sub_folder_or_an_empty_name_is
 ):
     """Review 14: model2vec reads a sub-folder's layout too (a pipe there hung it), and
     an empty model name is no folder (it was the folder the command ran in)."""
-    from model2vec import StaticModel
-
-    from brain_sql.embed import get_model
-
-    base = get_model("wordllama/l2_supercat")
     folder = tmp_path / "layered"
-    StaticModel(vectors=base.embedding, tokenizer=base.tokenizer, normalize=True).save_pretrained(
-        str(folder / "0_StaticEmbedding")
-    )
+    model_folder(folder / "0_StaticEmbedding", lambda vectors: vectors)
     (folder / "0_StaticEmbedding" / "tokenizer.json").unlink()
     os.mkfifo(folder / "0_StaticEmbedding" / "tokenizer.json")
     assert run("brain", "ingest", db_path, VAULT).exit_code == 0
-    StaticModel(vectors=-base.embedding, tokenizer=base.tokenizer, normalize=True).save_pretrained(
-        str(tmp_path / "here")
-    )
+    model_folder(tmp_path / "here", lambda vectors: -vectors)
     monkeypatch.chdir(tmp_path / "here")  # a model folder: '' named it
     for value in (str(folder), ""):
         conn = brain_sql.connect(db_path)

@@ -243,18 +243,11 @@ def test_reindex_switches_the_model(run, vault_brain_copy, tmp_path, monkeypatch
 
 
 @pytest.mark.asyncio
-async def test_a_running_server_notices_reindex(vault_brain_copy, tmp_path):
+async def test_a_running_server_notices_reindex(vault_brain_copy, narrow_model):
     """Another model, of another dimension, put in by `reindex` while Datasette runs."""
     from datasette.app import Datasette
-    from model2vec import StaticModel
 
-    from brain_sql.embed import get_model
-
-    base = get_model("wordllama/l2_supercat")
-    folder = tmp_path / "model128"
-    StaticModel(
-        vectors=np.ascontiguousarray(base.embedding[:, :128]), tokenizer=base.tokenizer, normalize=True
-    ).save_pretrained(str(folder))
+    folder = narrow_model
     datasette = Datasette([str(vault_brain_copy)])
     name = vault_brain_copy.stem
     canned = f"/{name}/recall.json?q=graph+leg&scope=&classes=&sources=&domain=&since=&until="

@@ -3,6 +3,7 @@ Datasette's real ASGI app in-process: OpenAI's own decoding and error parsing.""
 
 import base64
 import urllib.parse
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -11,6 +12,8 @@ import pytest
 from datasette.app import Datasette
 
 import brain_sql
+
+from .conftest import model_folder
 
 MODEL = "wordllama/l2_supercat"
 TEXTS = ["who owns the support runbook?", "graph leg"]
@@ -107,15 +110,7 @@ async def test_permission_size_and_method_errors_in_openais_shape(vault_brain_pa
 
 def brain_of_another_model(tmp_path):
     """(other.db, the folder of its model): a brain made with a 128-dimensional model2vec model."""
-    from model2vec import StaticModel
-
-    from brain_sql.embed import get_model
-
-    base = get_model(MODEL)
-    folder = tmp_path / "model128"
-    StaticModel(
-        vectors=np.ascontiguousarray(base.embedding[:, :128]), tokenizer=base.tokenizer, normalize=True
-    ).save_pretrained(str(folder))
+    folder = Path(model_folder(tmp_path / "model128", lambda vectors: vectors[:, :128]))
     other = tmp_path / "other.db"
     conn = brain_sql.connect(other, str(folder))
     brain_sql.migrate(conn, str(folder))

@@ -4,7 +4,6 @@ new model too, and a brain never holds vectors of two models."""
 
 import json
 
-import numpy as np
 import pytest
 
 import brain_sql
@@ -15,18 +14,9 @@ from .conftest import write
 
 
 @pytest.fixture(scope="module")
-def other_model(tmp_path_factory):
+def other_model(narrow_model):
     """A model of another dimension (128) than the default's: the default's vectors cut short."""
-    from model2vec import StaticModel
-
-    from brain_sql.embed import get_model
-
-    base = get_model("wordllama/l2_supercat")
-    folder = tmp_path_factory.mktemp("model128")
-    StaticModel(
-        vectors=np.ascontiguousarray(base.embedding[:, :128]), tokenizer=base.tokenizer, normalize=True
-    ).save_pretrained(str(folder))
-    return str(folder)
+    return narrow_model
 
 
 def stored(conn):
