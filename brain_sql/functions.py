@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from . import bm25, claims, config, dialogue, graph, lexical, querydoc
+from . import bm25, claims, config, dialogue, graph, lexical, querydoc, values
 from .connection import sqlite3
 from .embed import embed
 from .errors import InputError, QueryError
@@ -164,6 +164,12 @@ def _sql_function(conn, name, function):
                 error = InputError(f"{name} needs a brain, and this database is not one (it has no brain_meta model)")
                 _mark(error, name)
                 raise error from ex
+            # values plain SQL wrote of the wrong kind (a BLOB title): SQLite tells the caller
+            # only that the function failed, so the one line logged says to run check
+            fault = values.fault(conn)
+            if fault is not None:
+                _mark(fault, name)
+                raise fault from ex
             raise
 
     return call

@@ -161,9 +161,12 @@ def _decodable(folder, name):
     return True
 
 
+UNDECODABLE = "its name is not UTF-8 text: rename it to ingest it"
+
+
 def _undecodable(path):
     shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return IngestError(shown, None, "its name is not UTF-8 text: rename it to ingest it")
+    return IngestError(shown, None, UNDECODABLE)
 
 
 def _under(path, root, resolve=False):
@@ -221,6 +224,7 @@ def ingest(
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
     files, report.errors = discover(paths)
+    given = {_undecodable(str(Path(p).resolve())).path for p in paths}
     prune = prune or prune_all
     # only a root that was there is pruned: an unmounted or renamed folder must not
     # read as "every file in it was deleted"; nor is one with a folder it could not read
@@ -228,7 +232,9 @@ def ingest(
     prune_roots = [p for p in paths if _decodable(str(Path(p).resolve()), "") and Path(p).resolve().exists()]
     prune_roots = prune_roots if prune else []
     if prune:
-        for error in report.errors:
+        # a file skipped for its name blocks nothing: no memory can be stored under a name
+        # that is no text, so none of it can be lost (a PATH so named is no prune root)
+        for error in (e for e in report.errors if not (e.message == UNDECODABLE and e.path not in given)):
             prune_roots = [p for p in prune_roots if not _under(error.path, p)]
             error.message += ": nothing under it was pruned"
     try:
@@ -949,7 +955,7 @@ class _Pipeline:
         transactions of their own; returns why some were not (a list). Unless
         `everything`, nothing is removed when that would take every document of
         `before` (what `root` held before this run) still stored: its folder is
-        empty or none of its files is there. Nor under a folder in it that held
+        empty or none of its files is there (a file moved, below, is). Nor under a folder in it that held
         some and is still there but holds no file to ingest (`live`: the folders
         that do): an unmounted drive mounted there, a sync that failed. A file
         reached through a symbolic link whose real path the brain holds a document
@@ -959,11 +965,8 @@ class _Pipeline:
         there = _there(root, self._stored, live, read)
         held, doomed = self.writer.removable(*under, gone=there)
         before = before & set(held)
-        if everything or not doomed:
-            refused = {}
-        elif before and before <= set(doomed):
-            refused = {(root, "root"): doomed}
-        else:
+        refused = {}  # {(the folder refused, why): its documents}
+        if doomed and not everything:
             paths = dict(
                 self.conn.execute(
                     "select document_id, source_path from documents "
@@ -971,15 +974,19 @@ class _Pipeline:
                     [json.dumps(sorted(before | set(doomed)))],
                 ).fetchall()
             )
-            # every folder under which a file of before is still there
-            remaining = _folders_of(paths[d] for d in before - set(doomed) if d in paths)
-            refused, emptied = {}, {}  # emptied: {a gone file's folder: (the folder refused, why) or None}
-            for document_id in doomed:
-                folder = os.path.dirname(paths.get(document_id) or root)
-                if folder not in emptied:
-                    emptied[folder] = _emptied_folder(folder, root, live, remaining, there)
-                if emptied[folder]:
-                    refused.setdefault(emptied[folder], []).append(document_id)
+            # a note that still opens (through a link) is pruned as moved, stored where it is: not lost
+            if before and before <= set(doomed) and not any(may_exist(paths[d]) for d in before if d in paths):
+                refused = {(root, "root"): doomed}
+            else:
+                # every folder under which a file of before is still there
+                remaining = _folders_of(paths[d] for d in before - set(doomed) if d in paths)
+                emptied = {}  # {a gone file's folder: (the folder refused, why) or None}
+                for document_id in doomed:
+                    folder = os.path.dirname(paths.get(document_id) or root)
+                    if folder not in emptied:
+                        emptied[folder] = _emptied_folder(folder, root, live, remaining, there)
+                    if emptied[folder]:
+                        refused.setdefault(emptied[folder], []).append(document_id)
         kept = {document_id for documents in refused.values() for document_id in documents}
         self._remove(*under, gone=there, only=set(doomed) - kept)
         return [self._refusal(folder, why, documents) for (folder, why), documents in sorted(refused.items())]

@@ -1063,3 +1063,25 @@ def test_a_model_folder_holding_a_named_pipe_in_a_sub_folder_or_an_empty_name_is
         assert found.exit_code == 1 and "brain_meta model value" in found.output, found.output
         repaired = run("brain", "check", db_path, "--repair")
         assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+
+
+def test_the_sql_functions_on_a_brain_holding_a_blob_title_log_run_check_not_a_traceback(vault_brain_copy, capfd):
+    """Review 14, F3: the canned recall query (SQL calling brain_fts) on a brain whose
+    title plain SQL made a BLOB: SQLite answers only "user-defined function raised
+    exception", so the server's log line is what tells the operator: one line saying
+    the brain holds values of the wrong kind and to run check, not an AttributeError's
+    traceback."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        conn.execute("update knowledge set title = x'ff00' where id = (select min(id) from knowledge)")
+    conn.close()
+
+    async def canned():
+        datasette = Datasette([str(vault_brain_copy)])
+        return await datasette.client.get("/brain/recall.json?q=refund")
+
+    answer = asyncio.run(canned())
+    logged = capfd.readouterr().err
+    assert answer.status_code == 400, answer.text
+    assert "Traceback" not in logged and "AttributeError" not in logged, logged
+    assert "values of the wrong kind" in logged and "run sqlite-utils brain check" in logged, logged

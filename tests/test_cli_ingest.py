@@ -1063,3 +1063,43 @@ def test_records_whose_grouping_fields_look_like_another_value_are_skipped_by_fi
     ]:
         assert f"{path}:{line}: {named}" in result.output, result.output
     assert rows(brain_sql.connect(db_path), "select title from knowledge") == [("ok",)]
+
+
+def test_a_file_whose_name_is_not_utf8_does_not_stop_pruning_its_folder(run, db_path, tmp_path):
+    """Review 14, F4: a file skipped for its name (no text a brain can store, so no
+    memory of it can be stored either) keeps nothing else from being pruned: a note
+    deleted beside it, or anywhere under the PATH, goes; the skipped file is named and
+    the ingest exits 1."""
+    shutil.copytree(VAULT, tmp_path / "v")
+    ingest_ok(run, db_path, tmp_path / "v")
+    conn = brain_sql.connect(db_path)
+    with open(os.fsdecode(bytes(tmp_path / "v" / "acme") + b"/Caf\xe9.md"), "w") as out:
+        out.write("# Cafe\n\nx\n")
+    (tmp_path / "v" / "Recall.md").unlink()
+    result = run("brain", "ingest", db_path, tmp_path / "v", "--prune")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "Caf\\xe9.md: its name is not UTF-8 text: rename it to ingest it" in result.output, result.output
+    assert "nothing under" not in result.output, result.output
+    assert rows(conn, "select count(*) from documents where source_path like '%/Recall.md'") == [(0,)]
+
+
+def test_everything_a_path_held_moved_to_another_path_and_linked_back_is_pruned_as_moved(run, db_path, tmp_path):
+    """Review 13, F3: every note of v moved to ext/acme and linked back as v/acme:
+    given v and ext, the notes go in under ext and --prune removes their copies
+    stored under the link's path as moved: nothing is lost (they are stored where
+    they are), so the guard against a root emptied (an unmounted drive) does not
+    hold them, and no message says they are gone."""
+    shutil.copytree(VAULT / "acme", tmp_path / "v" / "acme")
+    notes = len(list((VAULT / "acme").rglob("*.md")))
+    ingest_ok(run, db_path, tmp_path / "v")
+    (tmp_path / "ext").mkdir()
+    (tmp_path / "v" / "acme").rename(tmp_path / "ext" / "acme")
+    (tmp_path / "v" / "acme").symlink_to("../ext/acme")
+    conn = brain_sql.connect(db_path)
+    for _ in range(2):
+        result = ingest_ok(run, db_path, tmp_path / "v", tmp_path / "ext", extra=["--prune"])
+        assert "gone" not in result.output, result.output
+        assert rows(conn, "select count(distinct source_path), count(distinct title) from knowledge") == [
+            (notes, notes)
+        ]
+        assert rows(conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v'}/%",)) == [(0,)]
