@@ -45,6 +45,7 @@ from .errors import (
     QueryError,
     ReadOnlyBrain,
     WriteError,
+    WrongKind,
 )
 from .evaluation import load_qrels
 from .faults import NOT_MIGRATED, named, outdated
@@ -86,6 +87,7 @@ __all__ = [
     "ReplicaError",
     "ReplicaNotReady",
     "WriteError",
+    "WrongKind",
     "archive",
     "check",
     "connect",

@@ -44,6 +44,15 @@ class RuleRefused(BrainError):
 RULE_MARK = "brain rule: "
 
 
+class WrongKind(BrainError):
+    """The brain holds values of the wrong kind that plain SQL wrote (a BLOB title,
+    confidence 'high'): its message names the first few, rows and values, for whoever
+    holds the file; `public` says only what to do, for a caller who may not read
+    every row (a server's answer)."""
+
+    public = "the brain holds values of the wrong kind, written with plain SQL: run sqlite-utils brain check"
+
+
 class ReadOnlyBrain(BrainError):
     """The brain file (or its folder, or its filesystem) cannot be written: it can
     be recalled from, and nothing was changed."""

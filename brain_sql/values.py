@@ -21,7 +21,7 @@ from .config import CLASSES, MAX_NESTING
 from .connection import sqlite3
 from .document import names
 from .embed import NOT_INSTALLED, installed, model_dimension
-from .errors import BrainError, FieldError, ModelError
+from .errors import BrainError, FieldError, ModelError, WrongKind
 from .fields import loads_json, normalize_scope, stored_too_deep, unencodable
 from .schema import ENTITY_SQL, ID_SAYS, ID_SQL, META_TABLE, SCHEMA_VERSION, TIME_SAYS, TIME_SQL
 from .vectors import vector_dimension
@@ -532,7 +532,7 @@ def fault(conn):
 
 def faulted(found):
     """The BrainError saying to run check, naming the first few of `found` ([Invalid])."""
-    return BrainError(
+    return WrongKind(
         f"the brain holds values of the wrong kind ({'; '.join(map(str, found[:3]))}{' …' if len(found) > 3 else ''}): "
         "run sqlite-utils brain check"
     )

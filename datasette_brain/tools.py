@@ -51,6 +51,8 @@ def as_api_error(ex, db=None):
         return ApiError(str(ex), 503, {"Retry-After": str(RETRY_AFTER_SECONDS)})
     if isinstance(ex, brain_sql.WriteError):
         return ApiError(str(ex), 503, {"Retry-After": str(RETRY_AFTER_SECONDS)})
+    if isinstance(ex, brain_sql.WrongKind):  # its rows and values may be any caller's: named by check, not here
+        return ApiError(for_plugin.damage_advice(db.path if db else None, ex.public), 409)
     if isinstance(ex, brain_sql.BrainError):  # the file's state (damaged, another model): not the request's fault
         return ApiError(for_plugin.damage_advice(db.path if db else None, str(ex)), 409)
     return None

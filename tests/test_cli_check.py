@@ -230,7 +230,7 @@ def test_recall_refuses_a_hit_exactly_when_check_names_the_value_its_score_reads
     answer = asyncio.run(recalled())
     if named:
         assert answer.status_code == 409 and "run sqlite-utils brain check" in answer.json()["error"], answer.text
-        assert f"knowledge {graph_leg} {column}" in answer.json()["error"]
+        assert f"knowledge {graph_leg}" not in answer.json()["error"]  # check names it, for whoever holds the file
     else:
         assert answer.status_code == 200, answer.text
         hits = answer.json()["hits"]
@@ -1085,3 +1085,30 @@ def test_the_sql_functions_on_a_brain_holding_a_blob_title_log_run_check_not_a_t
     assert answer.status_code == 400, answer.text
     assert "Traceback" not in logged and "AttributeError" not in logged, logged
     assert "values of the wrong kind" in logged and "run sqlite-utils brain check" in logged, logged
+
+
+def test_a_409_for_values_of_the_wrong_kind_names_no_row_a_caller_may_not_see(run, vault_brain_copy):
+    """Review 15, F3: a BLOB title and a hidden note's words copied with SQL into a
+    whole-number column of a /hidden memory: every recall answers 409 (the brain's
+    state cannot be built), and the answer says to run check without the rows' ids or
+    values, which may be anyone's; the CLI, run by whoever holds the file, names them."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        without_rules(conn)
+        hidden = conn.execute("select max(id) from knowledge").fetchone()[0]
+        conn.execute(
+            "update knowledge set scope = '/hidden', line_start = 'the vault code is 4417' where id = ?", [hidden]
+        )
+        conn.execute("update knowledge set title = x'ff00' where id = ?", [hidden - 1])
+    conn.close()
+
+    async def recalled():
+        datasette = Datasette([str(vault_brain_copy)])
+        return await datasette.client.get("/brain/-/recall?q=what+does+the+graph+leg+do&scope=/acme")
+
+    answer = asyncio.run(recalled())
+    said = answer.json()["error"]
+    assert answer.status_code == 409 and "run sqlite-utils brain check" in said, answer.text
+    assert "4417" not in said and f"knowledge {hidden}" not in said and "BLOB" not in said, said
+    result = run("brain", "recall", vault_brain_copy, "what does the graph leg do")
+    assert result.exit_code == 1 and f"knowledge {hidden - 1} title" in result.output, result.output
