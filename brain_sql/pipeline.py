@@ -112,6 +112,14 @@ def discover(
     paths: Iterable[str | os.PathLike[str]],
 ) -> tuple[list[tuple[str, IngestFormat]], list[IngestError]]:
     """(file path, IngestFormat) for every file to ingest, each once, and errors for paths that cannot be."""
+    files, errors, _ = _discover(paths)
+    return files, errors
+
+
+def _discover(paths):
+    """discover's, and [(path, its IngestError)] of the files found in a folder
+    whose names are not UTF-8 text."""
+    unnamed = []
     formats = {suffix: f for f in collect("brain_ingest_formats") for suffix in f.suffixes}
     files, errors = [], []
     walked = [Path(given).resolve() for given in paths if Path(given).resolve().is_dir()]
@@ -132,7 +140,9 @@ def discover(
                 )
                 folders[:] = [f for f in folders if not os.path.islink(os.path.join(folder, f))]
                 names = [n for n in names if not n.startswith(".") and Path(n).suffix.lower() in formats]
-                errors.extend(_undecodable(os.path.join(folder, n)) for n in names if not _decodable(folder, n))
+                for odd in (os.path.join(folder, n) for n in names if not _decodable(folder, n)):
+                    unnamed.append((odd, _undecodable(odd)))
+                    errors.append(unnamed[-1][1])
                 found += [Path(folder) / n for n in names if _decodable(folder, n)]
             files += [(str(child), formats[child.suffix.lower()]) for child in sorted(found)]
         elif path.exists() and not path.is_file():  # a named pipe, a device, a socket: never opened
@@ -148,7 +158,7 @@ def discover(
             errors.append(IngestError(str(path), None, "no such file or folder"))
     # overlapping roots (a folder and one inside it, or the same through a symlink) name
     # a file once: it is one document, stored and counted once
-    return list(dict.fromkeys(files)), errors
+    return list(dict.fromkeys(files)), errors, unnamed
 
 
 def _decodable(folder, name):
@@ -223,25 +233,27 @@ def ingest(
     migrate(conn, model)
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
-    files, report.errors = discover(paths)
-    given = {_undecodable(str(Path(p).resolve())).path for p in paths}
+    files, report.errors, unnamed = _discover(paths)
     prune = prune or prune_all
     # only a root that was there is pruned: an unmounted or renamed folder must not
     # read as "every file in it was deleted"; nor is one with a folder it could not read
     # (and one whose name is no text a brain stores: it was skipped by name)
     prune_roots = [p for p in paths if _decodable(str(Path(p).resolve()), "") and Path(p).resolve().exists()]
     prune_roots = prune_roots if prune else []
+    # a file found with a name that is no text may be a note the brain holds, renamed by a
+    # tool of another encoding: the notes of its folder stay, not every one of its PATH
+    spared = [_renamed_from(path) for path, _ in unnamed] if prune else []
     if prune:
-        # a file skipped for its name blocks nothing: no memory can be stored under a name
-        # that is no text, so none of it can be lost (a PATH so named is no prune root)
-        for error in (e for e in report.errors if not (e.message == UNDECODABLE and e.path not in given)):
+        for (folder, whole), (_, error) in zip(spared, unnamed):
+            error.message += f": nothing {'under' if whole else 'in'} {folder} was pruned"
+        for error in (e for e in report.errors if all(e is not error for _, error in unnamed)):
             prune_roots = [p for p in prune_roots if not _under(error.path, p)]
             error.message += ": nothing under it was pruned"
     try:
         with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
             # what each root held before this run: new files never make a prune of all of that look partial
             roots = {root: pipeline.documents_under(root) for root in prune_roots}
-            refused = _ingest_files(pipeline, files, defaults, roots, prune_all)
+            refused = _ingest_files(pipeline, files, defaults, roots, prune_all, spared)
     except BrainBusy as ex:
         raise BrainBusy(
             f"{ex} What was written before is kept "
@@ -540,9 +552,10 @@ def _stored_as(conn, document, number):
     return document
 
 
-def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
+def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
     """Ingest `files`, then prune under `prune_roots` ({root: the documents it held
-    before}); returns why roots or folders under them were not pruned."""
+    before}) but the folders `spared` holds (Pipeline.prune); returns why roots or
+    folders under them were not pruned."""
     report = pipeline.report
     extractors = collect("brain_entity_extractors")
     scopes = ScopesAlike(partial(stored_skeletons, pipeline.conn))
@@ -578,7 +591,9 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all):
     pipeline.write_pending()
     live = _folders_of(path for path, _ in files)
     read = {path for path, _ in files}
-    refused = [why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all, read)]
+    refused = [
+        why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all, read, spared)
+    ]
     pipeline.flush()
     return emptied + refused
 
@@ -642,6 +657,37 @@ def _emptied_folder(folder, root, live, remaining, there=may_exist):
     while os.path.dirname(folder) != root and os.path.dirname(folder) not in (live if empty else remaining):
         folder = os.path.dirname(folder)
     return folder, "nothing" if empty else "new"
+
+
+def _holds(folder, whole, path):
+    """Whether `path` is a file in `folder`, or under it when `whole`."""
+    return os.path.dirname(path) == folder or whole and path.startswith(folder + os.sep)
+
+
+def _dangling(folder, root, links):
+    """The symbolic link to a folder that is not there (a drive unplugged) that
+    `folder` (a gone file's, under `root`) is in, or None; `links` caches each
+    folder's answer."""
+    if folder not in links:
+        outer = os.path.dirname(folder)
+        if not folder.startswith(root + os.sep):
+            links[folder] = None
+        elif os.path.islink(folder) and not os.path.exists(folder):
+            links[folder] = folder
+        else:
+            links[folder] = _dangling(outer, root, links)
+    return links[folder]
+
+
+def _renamed_from(path):
+    """(folder, whole) for a file found with a name that is not UTF-8 text, which a
+    tool of another encoding may have renamed from a note the brain holds: the
+    folder the path's first such part is in, and whether that part is a folder's
+    (then every note under the folder may be one; else only the folder's own)."""
+    part = path
+    while not _decodable(os.path.dirname(part), ""):
+        part = os.path.dirname(part)
+    return os.path.dirname(part), part != path
 
 
 def _documents_under(root):
@@ -950,38 +996,44 @@ class _Pipeline:
             f"ingest it with --prune-all to remove {'it' if memories == 1 else 'them'}"
         )
 
-    def prune(self, root, before, live, everything=False, read=frozenset()):
+    def prune(self, root, before, live, everything=False, read=frozenset(), spared=()):
         """Remove the documents from files under `root` that are gone, in
         transactions of their own; returns why some were not (a list). Unless
         `everything`, nothing is removed when that would take every document of
-        `before` (what `root` held before this run) still stored: its folder is
-        empty or none of its files is there (a file moved, below, is). Nor under a folder in it that held
-        some and is still there but holds no file to ingest (`live`: the folders
-        that do): an unmounted drive mounted there, a sync that failed. A file
-        reached through a symbolic link whose real path the brain holds a document
-        of is gone: moved there (_there), unless this run read it (`read`)."""
+        `before` (what `root` held before this run) still stored, leaving out those
+        moved (below): its folder is empty or none of its files is there. Nor under
+        a folder in it that held some and is still there but holds no file to ingest
+        (`live`: the folders that do): an unmounted drive mounted there, a sync that
+        failed; nor under a symbolic link to a folder that is not there (a drive
+        unplugged). A file reached through a symbolic link whose real path the brain
+        holds a document of is gone: moved there (_there), unless this run read it
+        (`read`). Whatever `everything` says, the documents of the folders `spared`
+        holds ([(folder, whole)]: _renamed_from's) stay."""
         root = str(Path(root).resolve())
         under = _documents_under(root)
         there = _there(root, self._stored, live, read)
         held, doomed = self.writer.removable(*under, gone=there)
         before = before & set(held)
+        paths = self._paths(before | set(doomed)) if doomed else {}
+        doomed = [d for d in doomed if not any(_holds(folder, whole, paths.get(d, "")) for folder, whole in spared)]
         refused = {}  # {(the folder refused, why): its documents}
         if doomed and not everything:
-            paths = dict(
-                self.conn.execute(
-                    "select document_id, source_path from documents "
-                    "where document_id in (select value from json_each(?))",
-                    [json.dumps(sorted(before | set(doomed)))],
-                ).fetchall()
-            )
+            links = {}
+            for document_id in doomed:
+                link = _dangling(os.path.dirname(paths.get(document_id, root)), root, links)
+                if link:
+                    refused.setdefault((link, "dangling"), []).append(document_id)
+            rest = [d for d in doomed if not links.get(os.path.dirname(paths.get(d, root)))]
             # a note that still opens (through a link) is pruned as moved, stored where it is: not lost
-            if before and before <= set(doomed) and not any(may_exist(paths[d]) for d in before if d in paths):
-                refused = {(root, "root"): doomed}
+            moved = {d for d in rest if may_exist(paths[d])}
+            at_stake = before - moved - {d for documents in refused.values() for d in documents}
+            if at_stake and at_stake <= set(rest):
+                refused[(root, "root" if not moved else "root, moved")] = [d for d in rest if d not in moved]
             else:
                 # every folder under which a file of before is still there
                 remaining = _folders_of(paths[d] for d in before - set(doomed) if d in paths)
                 emptied = {}  # {a gone file's folder: (the folder refused, why) or None}
-                for document_id in doomed:
+                for document_id in rest:
                     folder = os.path.dirname(paths.get(document_id) or root)
                     if folder not in emptied:
                         emptied[folder] = _emptied_folder(folder, root, live, remaining, there)
@@ -991,10 +1043,20 @@ class _Pipeline:
         self._remove(*under, gone=there, only=set(doomed) - kept)
         return [self._refusal(folder, why, documents) for (folder, why), documents in sorted(refused.items())]
 
+    def _paths(self, documents):
+        """{document id: its source_path} for the ids in `documents`."""
+        return dict(
+            self.conn.execute(
+                "select document_id, source_path from documents where document_id in (select value from json_each(?))",
+                [json.dumps(sorted(documents))],
+            ).fetchall()
+        )
+
     def _refusal(self, folder, why, documents):
         """Why the documents of `folder` were not pruned: `why` is "root" (every memory
-        of a PATH), "nothing" (a folder in it with nothing to ingest) or "new" (one
-        holding only new files)."""
+        of a PATH; "root, moved": but those of notes moved to another PATH), "nothing"
+        (a folder in it with nothing to ingest), "new" (one holding only new files) or
+        "dangling" (a symbolic link to a folder that is not there)."""
         memories, files = self.conn.execute(
             "select count(*), count(distinct source_path) from knowledge "
             "where document_id in (select value from json_each(?))",
@@ -1004,13 +1066,21 @@ class _Pipeline:
         gone = "its one file is" if files == 1 else f"all {files:,} of its files are"
         said = {
             "root": f"that would remove {lost} it held before this ingest, as {gone} gone",
+            "root, moved": f"that would remove {lost} it held before this ingest besides the notes moved to another "
+            f"PATH (those were pruned), as {gone.replace('its', 'their')} gone",
             "nothing": f"the folder is there but holds nothing to ingest, and that would remove {lost} from it",
             "new": f"none of the files it held is there (it holds only new ones), and that would remove {lost} from it",
+            "dangling": f"it is a symbolic link to {os.readlink(folder) if os.path.islink(folder) else 'a folder'}, "
+            f"which is not there, and that would remove {lost} from it",
         }[why]
+        advice = {
+            "root": "look at the folder, ",
+            "root, moved": "look at the folder, ",
+            "dangling": "mount what it points to, delete the link if its notes are meant to go, ",
+        }.get(why, "look at the folder, delete it if its notes are meant to go, ")
         return (
-            f"nothing under {folder} was pruned: {said} (an unmounted drive, a sync that failed?); look at the "
-            f"folder, {'' if why == 'root' else 'delete it if its notes are meant to go, '}or prune with --prune-all "
-            f"to remove {'it' if memories == 1 else 'them'}"
+            f"nothing under {folder} was pruned: {said} (an unmounted drive, a sync that failed?); {advice}"
+            f"or prune with --prune-all to remove {'it' if memories == 1 else 'them'}"
         )
 
     def _remove(self, where, params, keep=(), gone=False, only=None):

@@ -229,13 +229,16 @@ def init(db_path, model):
     help="remove memories whose files under PATHS no longer exist. Not pruned, and named as the "
     "command exits 1 (an unmounted drive, a sync that failed?): a PATH that would lose every memory "
     "it held before this ingest, whatever new files it has, and a folder in it that held memories "
-    "and is still there but holds nothing to ingest, or only new files. A folder deleted is pruned",
+    "and is still there but holds nothing to ingest, or only new files, or is reached through a symbolic link "
+    "to a folder that is not there. A folder deleted is pruned. The notes of a folder holding a file whose name "
+    "is not UTF-8 text (renamed by a tool of another encoding?) are kept, even with --prune-all",
 )
 @click.option(
     "--prune-all",
     is_flag=True,
     help="--prune, also where it would refuse (every memory of a PATH, "
-    "a folder left with nothing to ingest or only new files), and remove the memories of a records file that now holds "
+    "a folder left with nothing to ingest or only new files, a link to a folder not there), "
+    "and remove the memories of a records file that now holds "
     "no record, or of a records file whose earlier records are all gone (replaced by others): with or without "
     "--prune those are kept otherwise, and named as the command exits 1. A records file that keeps some of its "
     "records loses the others",

@@ -18,7 +18,8 @@ import re
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 import brain_sql
@@ -272,6 +273,25 @@ def register(datasette, mcp, actor=None):
         sent = _sent(ctx, **arguments)
         takes = [field.name for field in brain_sql.LISTING_FIELDS]
         return await call(ctx, "brain_list", sent, takes, tools.memories, body(sent))
+
+    _unknown_prompts_refused(mcp)
+
+
+def _unknown_prompts_refused(mcp):
+    """prompts/get of a name `mcp` does not hold is invalid params (-32602), told in
+    one line as resources/read of an unknown URI is: the SDK answers it with code 0
+    and logs a traceback, once a request."""
+    get_prompt = mcp.get_prompt
+    if getattr(get_prompt, "brain_checked", False):
+        return
+
+    async def checked(name, arguments=None, context=None):
+        if name not in {prompt.name for prompt in await mcp.list_prompts()}:
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown prompt: {name}")
+        return await get_prompt(name, arguments, context)
+
+    checked.brain_checked = True  # type: ignore[attr-defined]
+    mcp.get_prompt = checked
 
 
 # datasette-mcp's get_database_schema: every statement in sqlite_schema, in this order

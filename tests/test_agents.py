@@ -540,3 +540,31 @@ def test_stdio_refuses_a_key_given_twice_in_a_tool_calls_arguments(vault_brain_p
     said = 'graph must be true or false, a JSON boolean without quotes: not the string "false"'
     assert text["isError"] and said in text["structuredContent"]["error"], text
     assert not fine.get("isError") and fine["content"], fine  # the same call, its key given once
+
+
+def test_an_unknown_prompt_is_invalid_params_told_in_one_line(server, vault_brain_path):
+    """Review 15, F5: prompts/get of a name the brain does not hold (it holds no prompt)
+    is -32602 over /-/mcp and over stdio, as resources/read of an unknown URI is, and
+    the server logs no traceback for it (the SDK answered code 0 and logged one)."""
+    url, _ = server
+    headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+    asked = {"jsonrpc": "2.0", "id": 2, "method": "prompts/get", "params": {"name": "x"}}
+    with httpx.Client(base_url=url, headers=headers) as http:
+        answer = http.post("/-/mcp", json=asked).json()
+    assert answer["error"]["code"] == -32602 and "unknown prompt: x" in answer["error"]["message"], answer
+    process = _stdio_mcp(vault_brain_path)
+    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json.dumps(asked),
+    ]
+    try:
+        process.stdin.write("".join(line + "\n" for line in lines))
+        process.stdin.flush()
+        _, answer = _answers(process, 2, seconds=30)
+    finally:
+        process.kill()
+        logged = process.communicate(timeout=10)[1]
+    assert answer["error"]["code"] == -32602 and "unknown prompt: x" in answer["error"]["message"], answer
+    assert "Traceback" not in logged, logged

@@ -1103,3 +1103,81 @@ def test_everything_a_path_held_moved_to_another_path_and_linked_back_is_pruned_
             (notes, notes)
         ]
         assert rows(conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v'}/%",)) == [(0,)]
+
+
+def test_a_note_renamed_to_a_name_that_is_not_utf8_keeps_its_memory(run, db_path, tmp_path):
+    """Review 15, F1: an unzip or a sync of another encoding renames v/Crème.md to
+    v/Cr\\xe8me.md and v/café/ to v/caf\\xe9/: the files are there, so --prune keeps
+    the memories stored under the old names (the notes of the folder the odd name is
+    in; under it, for a folder's name), names each file skipped and what was spared,
+    and still prunes a note deleted in another folder."""
+    write(tmp_path / "v" / "café" / "Espresso.md", "# Espresso\n\nserviced every Tuesday, quokka\n")
+    write(tmp_path / "v" / "Crème.md", "# Creme\n\nneeds vanilla, wombat\n")
+    write(tmp_path / "v" / "Plain.md", "# Plain\n\nplain note\n")
+    write(tmp_path / "w" / "sub" / "Gone.md", "# Gone\n\ndeleted on purpose\n")
+    write(tmp_path / "w" / "Keep.md", "# Keep\n\nstays\n")
+    write(tmp_path / "w" / "sub" / "Other.md", "# Other\n\nstays too\n")
+    ingest_ok(run, db_path, tmp_path / "v", tmp_path / "w")
+    os.rename(bytes(tmp_path / "v" / "café"), bytes(tmp_path / "v") + b"/caf\xe9")
+    os.rename(bytes(tmp_path / "v" / "Crème.md"), bytes(tmp_path / "v") + b"/Cr\xe8me.md")
+    with open(os.fsdecode(bytes(tmp_path / "w") + b"/Caf\xe9.md"), "w") as out:
+        out.write("# Cafe\n\nx\n")
+    (tmp_path / "w" / "sub" / "Gone.md").unlink()
+    result = run("brain", "ingest", db_path, tmp_path / "v", tmp_path / "w", "--prune")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert (
+        f"Cr\\xe8me.md: its name is not UTF-8 text: rename it to ingest it: nothing in {tmp_path / 'v'} was pruned"
+        in (result.output)
+    )
+    assert f"Espresso.md: its name is not UTF-8 text: rename it to ingest it: nothing under {tmp_path / 'v'}" in (
+        result.output
+    )
+    titles = {title for (title,) in brain_sql.connect(db_path).execute("select title from knowledge")}
+    assert titles == {"Espresso", "Crème", "Plain", "Keep", "Other"}, titles
+
+
+def test_a_path_whose_notes_vanished_beside_a_folder_moved_and_linked_back_is_not_emptied(run, db_path, tmp_path):
+    """Review 15, F2: v/acme moved to ext/acme and linked back, and v's own notes gone
+    (a sync that failed): --prune of v and ext prunes the copies under the link as
+    moved, but refuses to remove every other memory v held, exit 1, saying so."""
+    shutil.copytree(VAULT, tmp_path / "v")
+    ingest_ok(run, db_path, tmp_path / "v")
+    own = len(list((tmp_path / "v").glob("*.md")))
+    (tmp_path / "ext").mkdir()
+    (tmp_path / "v" / "acme").rename(tmp_path / "ext" / "acme")
+    (tmp_path / "v" / "acme").symlink_to("../ext/acme")
+    for note in (tmp_path / "v").glob("*.md"):
+        note.unlink()
+    result = run("brain", "ingest", db_path, tmp_path / "v", tmp_path / "ext", "--prune")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"nothing under {tmp_path / 'v'} was pruned" in result.output and "moved to another PATH" in result.output
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v'}/%",)) == [(own,)]
+    assert rows(conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v' / 'acme'}/%",)) == [
+        (0,)
+    ]
+
+
+def test_a_folder_linked_to_a_drive_that_is_not_there_keeps_its_memories(run, db_path, tmp_path):
+    """Review 15, F4: v/acme moved to a drive and linked back; the drive unplugged (the
+    link dangles): --prune keeps the memories under the link, names it and where it
+    points, exit 1; --prune-all removes them."""
+    shutil.copytree(VAULT, tmp_path / "v")
+    ingest_ok(run, db_path, tmp_path / "v")
+    conn = brain_sql.connect(db_path)
+    stored = rows(conn, "select count(*) from knowledge")
+    (tmp_path / "usb").mkdir()
+    (tmp_path / "v" / "acme").rename(tmp_path / "usb" / "acme")
+    (tmp_path / "v" / "acme").symlink_to(tmp_path / "usb" / "acme")
+    (tmp_path / "usb").rename(tmp_path / "usb.unplugged")
+    result = run("brain", "ingest", db_path, tmp_path / "v", "--prune")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert (
+        f"nothing under {tmp_path / 'v' / 'acme'} was pruned: it is a symbolic link to {tmp_path / 'usb' / 'acme'}"
+        in (result.output)
+    )
+    assert rows(conn, "select count(*) from knowledge") == stored
+    ingest_ok(run, db_path, tmp_path / "v", extra=["--prune-all"])
+    assert rows(conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v' / 'acme'}/%",)) == [
+        (0,)
+    ]
