@@ -158,6 +158,9 @@ def _sql_function(conn, name, function):
             return function(*args)
         except InputError as ex:
             _mark(ex, name)
+            fault = values.fault(conn)  # perhaps a stored value passed on as an argument (confidence 'high')
+            if fault is not None:
+                ex.args = (f"{ex}; {fault}",)
             raise
         except Exception as ex:
             if _not_a_brain(conn):

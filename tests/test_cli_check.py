@@ -1065,15 +1065,19 @@ def test_a_model_folder_holding_a_named_pipe_in_a_sub_folder_or_an_empty_name_is
         assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
 
 
-def test_the_sql_functions_on_a_brain_holding_a_blob_title_log_run_check_not_a_traceback(vault_brain_copy, capfd):
+@pytest.mark.parametrize("change", ["title = x'ff00'", "confidence = 'high'"])
+def test_the_sql_functions_on_a_brain_holding_a_blob_title_log_run_check_not_a_traceback(
+    vault_brain_copy, capfd, change
+):
     """Review 14, F3: the canned recall query (SQL calling brain_fts) on a brain whose
     title plain SQL made a BLOB: SQLite answers only "user-defined function raised
     exception", so the server's log line is what tells the operator: one line saying
     the brain holds values of the wrong kind and to run check, not an AttributeError's
-    traceback."""
+    traceback. So too when the query passes such a value on to a function as its
+    argument (brain_boost's confidence: review 16, F1)."""
     conn = brain_sql.connect(vault_brain_copy)
     with conn:
-        conn.execute("update knowledge set title = x'ff00' where id = (select min(id) from knowledge)")
+        conn.execute(f"update knowledge set {change} where id = (select min(id) from knowledge)")
     conn.close()
 
     async def canned():
