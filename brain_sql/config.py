@@ -238,8 +238,11 @@ GRAPH_LEADS_SHARE = 0.15
 # scores. Chosen on training data: SciFact train nDCG@10 0.7245 for vector 0.3,
 # 0.7234 for 0.4, against 0.7149 for the RRF weights used before, with the graph
 # walk (seeded by the other legs' passages only) anywhere from 0 to 0.3 within
-# 0.003; graph 0.1 keeps the multi-hop training samples' Recall@5 (HotpotQA 0.915,
-# 0.91 without it). The PRF re-search added nothing on train: it is not run there.
+# 0.003. That walk echoes the other legs (docs/evaluation.md), so a query naming no
+# entity has no graph leg (graph.walk_in): SciFact train 0.7129 -> 0.7138, HotpotQA
+# Recall@5 0.915 -> 0.910, MuSiQue 0.652 either way; graph 0.1 weighs the walk from
+# the entities a query names that does not lead. The PRF re-search added nothing on
+# train: it is not run there.
 CONVEX_WEIGHTS = {"vector": 0.3, "fts": 0.7, "graph": 0.1, "prf": 0.0}
 # A stronger dense leg earns more weight: per model, chosen the same way. MiniLM:
 # SciFact train nDCG@10 0.7382 for vector 0.45 (0.4: 0.7368, 0.5: 0.7377; 0.3,

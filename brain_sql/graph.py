@@ -96,6 +96,10 @@ def walk_in(state, visible, text, passages, n=RECALL_CANDIDATES, named=None):
         entity_nodes = named_entities(state, walk, text)
     else:
         entity_nodes = [graph.entity_node(entity) for entity in named.ids]
+    if not entity_nodes:
+        # from the other legs' passages alone the walk is their echo, bent (the leg adds no
+        # evidence of its own: docs/evaluation.md): a query naming nothing has no graph leg
+        return [], []
     seeds = {}
     if entity_nodes:
         where, own = walk.document_chunks(np.array(entity_nodes))

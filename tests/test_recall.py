@@ -91,14 +91,19 @@ def test_graph_leg_never_reaches_a_hidden_chunk(tmp_path):
         notes / "Orion contract.md",
         "---\nscope: /acme/legal\n---\n# Orion contract\n\nThe Orion contract renews in May.\n",
     )
+    for scope in ("support", "legal"):  # other notes, so that Orion names a few of the chunks a caller sees
+        for i in range(4):
+            write(notes / f"{scope}{i}.md", f"---\nscope: /acme/{scope}\n---\n# Note {i}\n\nAbout the garden {i}.\n")
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [notes])
     legs = run_legs(conn, parse({"q": "What do we know about Orion?", "scope": "/acme/support", "now": NOW}), MODEL)
     assert legs.entity_seeds  # the query names a known entity: the graph walks from it
     titles = dict(conn.execute("select id, title from knowledge"))
-    assert {titles[i] for i in legs.ranked["graph"]} == {"Orion"}
+    support = {title for (title,) in conn.execute("select title from knowledge where scope = '/acme/support'")}
+    reached = {titles[i] for i in legs.ranked["graph"]}
+    assert "Orion" in reached and reached <= support, reached
     legs = run_legs(conn, parse({"q": "What do we know about Orion?", "now": NOW}), MODEL)
-    assert {titles[i] for i in legs.ranked["graph"]} == {"Orion", "Orion contract"}
+    assert {"Orion", "Orion contract"} <= {titles[i] for i in legs.ranked["graph"]}
     # an entity known only from hidden memories is not a seed, nor counted
     hidden = run_legs(
         conn, parse({"q": "Tell me about the Orion contract", "scope": "/acme/support", "now": NOW}), MODEL
@@ -252,8 +257,8 @@ def test_nonsense_abstains(brain):
     for q in ("flurbo gnaxle quizzotic zzyzx", "asdfghjkl qwertyuiop", "🧠🧠🧠"):
         result = recall(brain, {"q": q, "now": NOW})
         assert result["decision"] == "low_confidence" and result["hits"] == [], q
-        if result["quality"]["recommendation"] == "clarify_query":
-            assert result["telemetry"]["graph_rescue"] is False  # tried, did not help
+        # naming no entity, it has no graph leg to be rescued by; tried, it did not help
+        assert result["telemetry"].get("graph_rescue") in (None, False), q
 
 
 def test_provenance_on_every_hit(brain):
