@@ -541,6 +541,12 @@ def faulted(found):
 def holds_unreadable(value, depth=0):
     """Whether a result holds what no answer can carry: bytes (a BLOB read where text
     belongs) or a number JSON has not (an infinity or NaN plain SQL wrote)."""
+    if depth == 0:
+        try:  # most answers are plain JSON: the encoder's C code says so at once
+            json.dumps(value, allow_nan=False)
+            return False
+        except (TypeError, ValueError, RecursionError):
+            pass  # bytes, an infinity, or what JSON does not take (a Row): looked at below
     if isinstance(value, bytes) or (isinstance(value, float) and not math.isfinite(value)):
         return True
     if depth > 20:

@@ -15,7 +15,7 @@ import sqlite_utils
 from datasette.app import Datasette
 
 import brain_sql
-from brain_sql import consistency, schema
+from brain_sql import consistency, schema, values
 from brain_sql.consistency import check
 from datasette_brain.cli import PROBLEMS
 
@@ -1116,3 +1116,29 @@ def test_a_409_for_values_of_the_wrong_kind_names_no_row_a_caller_may_not_see(ru
     assert "4417" not in said and f"knowledge {hidden}" not in said and "BLOB" not in said, said
     result = run("brain", "recall", vault_brain_copy, "what does the graph leg do")
     assert result.exit_code == 1 and f"knowledge {hidden - 1} title" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    "answer, unreadable",
+    [
+        ({"hits": [{"title": "a", "score": 0.5, "tags": ["x"]}], "n": None}, False),
+        ({"hits": [{"title": b"\xff\x00"}]}, True),
+        ({"hits": [{"confidence": float("inf")}]}, True),
+        ([[float("nan")]], True),
+        ({"rows": "row"}, False),
+        ({"rows": "blob row"}, True),
+    ],
+)
+def test_an_answer_holding_a_blob_or_an_infinity_is_told_apart_from_one_json_carries(answer, unreadable):
+    """What every operation's answer is checked by (faults.named): a BLOB read where
+    text belongs or a number JSON has not, at any depth and in a Row of Datasette's
+    connections, is unreadable; a plain answer is not."""
+    conn = brain_sql.connection.sqlite3.connect(":memory:")
+    conn.row_factory = brain_sql.connection.sqlite3.Row
+    if answer.get("rows") if isinstance(answer, dict) else False:
+        answer = {
+            "rows": [
+                conn.execute("select x'ff' as a" if answer["rows"] == "blob row" else "select 'a' as a").fetchone()
+            ]
+        }
+    assert values.holds_unreadable(answer) is unreadable
