@@ -20,6 +20,7 @@ casefolded keys: a dictionary of a million names is a few arrays, not a trie.
 """
 
 import numpy as np
+import numpy.ma  # noqa: F401  (np.unique imports it on first use: with this module, not in a recall)
 import xxhash
 
 from . import mentions

@@ -158,9 +158,6 @@ def _sql_function(conn, name, function):
             return function(*args)
         except InputError as ex:
             _mark(ex, name)
-            fault = values.fault(conn)  # perhaps a stored value passed on as an argument (confidence 'high')
-            if fault is not None:
-                ex.args = (f"{ex}; {fault}",)
             raise
         except Exception as ex:
             if _not_a_brain(conn):
@@ -168,8 +165,11 @@ def _sql_function(conn, name, function):
                 _mark(error, name)
                 raise error from ex
             # values plain SQL wrote of the wrong kind (a BLOB title): SQLite tells the caller
-            # only that the function failed, so the one line logged says to run check
-            fault = values.fault(conn)
+            # only that the function failed, so the one line logged says to run check (a full
+            # scan, so only for the failures such values cause: not an interrupt, a busy lock)
+            fault = (
+                values.fault(conn) if isinstance(ex, (TypeError, ValueError, AttributeError, OverflowError)) else None
+            )
             if fault is not None:
                 _mark(fault, name)
                 raise fault from ex
@@ -418,9 +418,12 @@ def _register_filters(conn):
             return None
         score = number_argument("score", score, -math.inf)
         moment = parse_datetime(now, "now") if now else utcnow()
-        observed = parse_time(observed_at, name="observed_at") if observed_at else None
-        if confidence is not None:
-            confidence = normalize_fields({"confidence": confidence}).get("confidence")
+        try:
+            observed = parse_time(observed_at, name="observed_at") if observed_at else None
+            if confidence is not None:
+                confidence = normalize_fields({"confidence": confidence}).get("confidence")
+        except InputError as ex:  # the recall query passes knowledge's own: a value plain SQL wrote?
+            raise InputError(f"{ex} (a memory's own? run sqlite-utils brain check, which names such values)") from ex
         return boosted(score, observed, confidence, moment)
 
     def brain_k(k):

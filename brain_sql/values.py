@@ -22,7 +22,7 @@ from .connection import sqlite3
 from .document import names
 from .embed import NOT_INSTALLED, installed, model_dimension
 from .errors import BrainError, FieldError, ModelError, WrongKind
-from .fields import loads_json, normalize_scope, stored_too_deep, unencodable
+from .fields import loads_json, normalize_scope, not_json_number, stored_too_deep, unencodable
 from .schema import ENTITY_SQL, ID_SAYS, ID_SQL, META_TABLE, SCHEMA_VERSION, TIME_SAYS, TIME_SQL
 from .vectors import vector_dimension
 
@@ -97,8 +97,9 @@ def _as_tags(value):
 
 def _unsound_json(value):
     """Whether JSON text `value` holds what no export writes and ingest refuses: text
-    that is not valid Unicode (a \\ud800 escape) or a value nested past MAX_NESTING.
-    Text that is no JSON is for the SQL rule to refuse."""
+    that is not valid Unicode (a \\ud800 escape), a value nested past MAX_NESTING, or
+    a number past a double's range (1e999: an infinity once read). Text that is no
+    JSON is for the SQL rule to refuse."""
     if not isinstance(value, str):
         return False
     try:
@@ -107,13 +108,15 @@ def _unsound_json(value):
         return True
     except ValueError:
         return False
-    return stored_too_deep(data) or unencodable(data) is not None
+    return stored_too_deep(data) or unencodable(data) is not None or not_json_number(data) is not None
 
 
-# JSON text that may hold a surrogate's escape, or brackets enough to nest past MAX_NESTING
+# JSON text that may hold a surrogate's escape, brackets enough to nest past MAX_NESTING, or
+# a number past a double's range (an exponent, or 309 digits in a row: 1e999 reads as infinity)
 _SUSPECT_JSON = (
     "{c} glob '*\\u[dD][89a-fA-F]*' or "
-    f"length({{c}}) - length(replace(replace({{c}}, '[', ''), '{{{{', '')) > {MAX_NESTING}"
+    f"length({{c}}) - length(replace(replace({{c}}, '[', ''), '{{{{', '')) > {MAX_NESTING} or "
+    "{c} glob '*[0-9][eE]*' or {c} glob '*" + "[0-9]" * 309 + "*'"
 )
 
 TEXT = Rule("typeof({c}) in ('text', 'null')", "text or NULL")
@@ -197,7 +200,7 @@ RULES = {
             "metadata": Rule(
                 "typeof({c}) = 'null' or (typeof({c}) = 'text' and case when json_valid({c}) then "
                 "json_type({c}) = 'object' else 0 end)",
-                f"a JSON object (valid Unicode, nested at most {MAX_NESTING} deep), or NULL",
+                f"a JSON object (valid Unicode, numbers a double holds, nested at most {MAX_NESTING} deep), or NULL",
                 read=_as_metadata,
                 unsound=_unsound_json,
                 suspect=_SUSPECT_JSON,

@@ -92,8 +92,9 @@ def test_a_writable_canned_query_breaking_a_rule_answers_its_message(vault_brain
 def test_the_brains_own_write_meeting_a_rule_is_a_409_and_a_cli_message(run, tmp_path):
     """A value stored before the rules (here a time that is no ISO date), copied by
     the brain's own write (the time a newer version replaced an older one from),
-    is refused with the rest of that write: the API answers 409 naming the stored
-    value and saying to run check, the CLI says the same, never a 500 or a traceback."""
+    is refused with the rest of that write: the API answers 409 saying to run check
+    (not naming the value: its row may be one the caller may not read), the CLI names
+    it, never a 500 or a traceback."""
     path = tmp_path / "brain.db"
     conn = brain_sql.connect(path)
     brain_sql.remember(conn, [{"_id": "rota", "text": "Kim leads the pager rota."}])
@@ -109,7 +110,7 @@ def test_the_brains_own_write_meeting_a_rule_is_a_409_and_a_cli_message(run, tmp
     answer = asyncio.run(datasette.client.post("/brain/-/remember", json=record))
     assert answer.status_code == 409, answer.text
     error = answer.json()["error"]
-    assert "observed_at: '01/02/2024'" in error and "run sqlite-utils brain check" in error
+    assert "01/02/2024" not in error and "run sqlite-utils brain check" in error
     records = tmp_path / "records.json"
     records.write_text('{"_id": "rota3", "text": "Mo leads the pager rota.", "supersedes": "rota"}')
     result = run("brain", "remember", path, records)

@@ -293,9 +293,14 @@ def rotas(tmp_path_factory):
 def test_every_leg_applies_as_of_inside_its_own_search(rotas, as_of, found):
     external = dict(rotas.execute("select id, external_id from knowledge"))
     doc = parse(
-        {"q": "who leads escalations on weekends? Dana Sam Kim", "now": NOW, **({"as_of": as_of} if as_of else {})}
+        {
+            "q": "who leads escalations on weekends on the pager rota? Dana Sam Kim",
+            "now": NOW,
+            **({"as_of": as_of} if as_of else {}),
+        }
     )
     legs = run_legs(rotas, doc, MODEL)
+    assert legs.ranked.get("graph"), "the query names the rota: the graph leg walks from it"
     for leg, ranked in legs.ranked.items():
         rotas_found = [external[i] for i in ranked if external[i].startswith("rota")]
         assert rotas_found == [found], leg
