@@ -278,7 +278,12 @@ class Invalid:
     how: str = "set it with SQL"
 
     def __str__(self):
-        found = f"a BLOB of {len(self.value)} bytes" if isinstance(self.value, bytes) else repr(self.value)[:60]
+        if isinstance(self.value, NotUTF8):
+            found = f"text that is not UTF-8 ({len(self.value)} bytes)"
+        elif isinstance(self.value, bytes):
+            found = f"a BLOB of {len(self.value)} bytes"
+        else:
+            found = repr(self.value)[:60]
         if self.repair is None:
             mend = self.how
         elif self.repair[0] == "delete":
@@ -325,16 +330,31 @@ def _invalid_rows(conn, table, key, rules, limit=None, keys=None):
             test += f" or [{key}] in (select value from json_each(?))"
             params.append(json.dumps(unsound))
         wrong.append(f"({test})")
+    # text that is not UTF-8 (plain SQL's cast(x'ff' as text)) is read as the bytes it is;
+    # looked for in a whole table's scan (check's, a failure's), not for a few rows of a recall
+    undecodable = {column: _not_utf8(conn, table, key, column) if keys is None else [] for column in rules}
+    stored, stored_params = [], []
+    for at, (column, keys_of) in enumerate(undecodable.items()):
+        if keys_of:
+            wrong[at] += f" or [{key}] in (select value from json_each(?))"
+            params.append(json.dumps(keys_of))
+            blob = f"cast([{column}] as blob)"
+            stored.append(f"case when [{key}] in (select value from json_each(?)) then {blob} else [{column}] end")
+            stored_params.append(json.dumps(keys_of))
+        else:
+            stored.append(f"[{column}]")
     among = "" if keys is None else f"[{key}] in (select value from json_each(?)) and "
     sql = (
-        f"select [{key}], {', '.join(wrong)}, {', '.join(f'[{c}]' for c in rules)} from [{table}] "
+        f"select [{key}], {', '.join(wrong)}, {', '.join(stored)} from [{table}] "
         f"where {among}({' or '.join(wrong)}) order by [{key}]" + (f" limit {int(limit)}" if limit else "")
     )
     found = []
     given = [] if keys is None else [json.dumps(list(keys))]
-    for row in conn.execute(sql, params + given + params).fetchall():
+    for row in conn.execute(sql, params + stored_params + given + params).fetchall():
         flags, stored = row[1 : 1 + len(rules)], row[1 + len(rules) :]
         for (column, rule), bad, value in zip(rules.items(), flags, stored):
+            if bad and isinstance(value, bytes) and row[0] in undecodable[column]:
+                value = NotUTF8(value)
             if bad:
                 repair = _repair(conn, rule, value, table, key, row[0])
                 found.append(Invalid(table, row[0], column, value, rule.says, repair, rule.how))
@@ -362,6 +382,32 @@ def _unsound(conn, table, key, column, rule):
         f"and ({rule.suspect.format(c=column_sql)})"
     )
     return [at for at, value in rows if rule.unsound(value)]
+
+
+class NotUTF8(bytes):
+    """A stored text's bytes that are not UTF-8 (plain SQL's cast(x'ff' as text))."""
+
+
+# text holding a character past ASCII: the only text that may not be UTF-8
+_NON_ASCII = "*[^" + chr(1) + "-" + chr(127) + "]*"
+
+
+def _not_utf8(conn, table, key, column):
+    """The keys of the rows whose `column` holds text that is not UTF-8, which SQLite
+    stores as given and Python cannot read (read as bytes where it holds more than
+    ASCII: few rows in most brains)."""
+    rows = conn.execute(
+        f"select [{key}], cast([{column}] as blob) from [{table}] "
+        f"where typeof([{column}]) = 'text' and [{column}] glob ?",
+        [_NON_ASCII],
+    )
+    found = []
+    for at, data in rows:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            found.append(at)
+    return found
 
 
 def _normal(rule, value):

@@ -1158,3 +1158,32 @@ def test_metadata_holding_a_number_past_a_doubles_range_is_named(run, vault_brai
         result = run("brain", "check", vault_brain_copy, *extra)
         assert result.exit_code == 1 and f"knowledge {memory} metadata" in result.output, result.output
         assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ("update knowledge set title = cast(x'52ff66756e64' as text) where id = {memory}", "knowledge {memory} title"),
+        ("update knowledge set content = cast(x'52ff' as text) where id = {memory}", "knowledge {memory} content"),
+        ("update entities set name = cast(x'52ff' as text) where id = {entity}", "entities {entity} name"),
+    ],
+)
+def test_text_that_is_not_utf8_is_named_as_a_value_of_the_wrong_kind(run, vault_brain_copy, change, named):
+    """Review 17, F2: text plain SQL wrote that is not UTF-8 (cast(x'ff' as text)) is
+    stored by SQLite as given and cannot be read by Python: check named nothing and
+    stopped saying the file was damaged and to run check (itself). It is named by row
+    and column, --repair refuses it by name, and recall says to run check."""
+    conn = brain_sql.connect(vault_brain_copy)
+    ids = {
+        "memory": conn.execute("select min(id) from knowledge").fetchone()[0],
+        "entity": conn.execute("select min(entity_id) from documents").fetchone()[0],
+    }
+    with conn:
+        conn.execute(change.format(**ids))
+    conn.close()
+    for extra in ([], ["--repair"]):
+        result = run("brain", "check", vault_brain_copy, *extra)
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert f"{named.format(**ids)}: text that is not UTF-8" in result.output, result.output
+    result = run("brain", "recall", vault_brain_copy, "refund")
+    assert "run sqlite-utils brain check" in result.output and "damaged" not in result.output, result.output
