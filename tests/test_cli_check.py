@@ -512,7 +512,8 @@ def assert_answers_or_says_to_run_check(run, path, query):
         # a lone surrogate's escape, and nesting past MAX_NESTING, SQLite's JSON takes: no export writes them
         (
             'update knowledge set metadata = \'{"k": "\\ud800"}\' where id = 1',
-            'knowledge 1 metadata: \'{"k": "\\\\ud800"}\', not a JSON object (valid Unicode, numbers a double holds, nested at most 100',
+            'knowledge 1 metadata: \'{"k": "\\\\ud800"}\', not a JSON object (valid Unicode, numbers a double holds, '
+            "nested at most 100",
             None,
         ),
         (
