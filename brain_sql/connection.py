@@ -6,6 +6,7 @@ import functools
 import importlib
 import os
 import random
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -251,6 +252,12 @@ def _fault(ex, done=None):
         return InputError(f"{said}the request is larger than SQLite can run ({ex}): make it shorter")
     if any(words in str(ex) for words in ("disk I/O error", "disk is full")):  # the server's trouble: try again
         return WriteError(f"{done}: {ex}" if done else f"writing failed ({ex}): nothing of this transaction was stored")
+    undecodable = re.match(r"Could not decode to UTF-8 column '(.*)' with text", str(ex))
+    if undecodable:  # plain SQL's cast(x'ff' as text): check names it where it can; its text is no one's to show
+        return BrainError(
+            f"{said}the brain holds text that is not UTF-8 in a column named {undecodable[1]}, written with plain "
+            f"SQL: find its row with SQL (hex({undecodable[1]}) shows its bytes) and set it"
+        )
     return BrainError(
         f"{said}the brain file is damaged, or a tool changed its tables ({ex}): run sqlite-utils brain check"
     )

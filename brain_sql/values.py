@@ -318,21 +318,22 @@ def _invalid_rows(conn, table, key, rules, limit=None, keys=None):
     rules = {column: rule for column, rule in rules.items() if column in present}
     if not rules:
         return []
+    # text that is not UTF-8 (plain SQL's cast(x'ff' as text)) is read as the bytes it is, and
+    # never as text by the rules' own reads; looked for in a whole table's scan (check's, a
+    # failure's), not for a few rows of a recall
+    undecodable = {column: _not_utf8(conn, table, key, column) if keys is None else [] for column in rules}
     wrong, params = [], []
     for column, rule in rules.items():
         test = f"not ({rule.valid.format(c=f'[{column}]')})"
-        abnormal = _abnormal(conn, table, column, rule)
+        abnormal = _abnormal(conn, table, key, column, rule, undecodable[column])
         if abnormal:
             test += f" or [{column}] in (select value from json_each(?))"
             params.append(json.dumps(abnormal))
-        unsound = _unsound(conn, table, key, column, rule)
+        unsound = _unsound(conn, table, key, column, rule, undecodable[column])
         if unsound:
             test += f" or [{key}] in (select value from json_each(?))"
             params.append(json.dumps(unsound))
         wrong.append(f"({test})")
-    # text that is not UTF-8 (plain SQL's cast(x'ff' as text)) is read as the bytes it is;
-    # looked for in a whole table's scan (check's, a failure's), not for a few rows of a recall
-    undecodable = {column: _not_utf8(conn, table, key, column) if keys is None else [] for column in rules}
     stored, stored_params = [], []
     for at, (column, keys_of) in enumerate(undecodable.items()):
         if keys_of:
@@ -361,25 +362,31 @@ def _invalid_rows(conn, table, key, rules, limit=None, keys=None):
     return found
 
 
-def _abnormal(conn, table, column, rule):
+def _abnormal(conn, table, key, column, rule, skip=()):
     """The distinct values of a column with a `normal` function that its SQL rule
     takes and the function does not give back unchanged (few: a column's index
-    reads them)."""
+    reads them), but in the rows `skip` keys (text that is not UTF-8)."""
     if rule.normal is None:
         return []
-    values = conn.execute(f"select distinct [{column}] from [{table}] where {rule.valid.format(c=f'[{column}]')}")
+    values = conn.execute(
+        f"select distinct [{column}] from [{table}] where {rule.valid.format(c=f'[{column}]')} "
+        f"and [{key}] not in (select value from json_each(?))",
+        [json.dumps(list(skip))],
+    )
     return [value for (value,) in values if _normal(rule, value) != value]
 
 
-def _unsound(conn, table, key, column, rule):
+def _unsound(conn, table, key, column, rule, skip=()):
     """The keys of the rows whose value of `column` its SQL rule takes and its
-    `unsound` function does not (read only where `suspect` holds: few rows)."""
+    `unsound` function does not (read only where `suspect` holds: few rows), but the
+    rows `skip` keys (text that is not UTF-8)."""
     if rule.unsound is None:
         return []
     column_sql = f"[{column}]"
     rows = conn.execute(
         f"select [{key}], {column_sql} from [{table}] where ({rule.valid.format(c=column_sql)}) "
-        f"and ({rule.suspect.format(c=column_sql)})"
+        f"and ({rule.suspect.format(c=column_sql)}) and [{key}] not in (select value from json_each(?))",
+        [json.dumps(list(skip))],
     )
     return [at for at, value in rows if rule.unsound(value)]
 
@@ -388,7 +395,7 @@ class NotUTF8(bytes):
     """A stored text's bytes that are not UTF-8 (plain SQL's cast(x'ff' as text))."""
 
 
-# text holding a character past ASCII: the only text that may not be UTF-8
+# text holding a character past ASCII: text that may not be UTF-8
 _NON_ASCII = "*[^" + chr(1) + "-" + chr(127) + "]*"
 
 
@@ -398,7 +405,9 @@ def _not_utf8(conn, table, key, column):
     ASCII: few rows in most brains)."""
     rows = conn.execute(
         f"select [{key}], cast([{column}] as blob) from [{table}] "
-        f"where typeof([{column}]) = 'text' and [{column}] glob ?",
+        # text past ASCII, and text holding a NUL (where SQLite's GLOB and length() stop reading)
+        f"where typeof([{column}]) = 'text' "
+        f"and ([{column}] glob ? or length(cast([{column}] as blob)) != length([{column}]))",
         [_NON_ASCII],
     )
     found = []

@@ -1167,6 +1167,14 @@ def test_metadata_holding_a_number_past_a_doubles_range_is_named(run, vault_brai
         ("update knowledge set title = cast(x'52ff66756e64' as text) where id = {memory}", "knowledge {memory} title"),
         ("update knowledge set content = cast(x'52ff' as text) where id = {memory}", "knowledge {memory} content"),
         ("update entities set name = cast(x'52ff' as text) where id = {entity}", "entities {entity} name"),
+        # review 18, F1 and F3: a NUL before the bad byte, a scope, metadata holding an exponent
+        ("update entities set name = cast(x'4100ff' as text) where id = {entity}", "entities {entity} name"),
+        ("update knowledge set title = cast(x'4100ff' as text) where id = {memory}", "knowledge {memory} title"),
+        ("update knowledge set scope = cast(x'2f61ff' as text) where id = {memory}", "knowledge {memory} scope"),
+        (
+            "update knowledge set metadata = cast(x'7b2261223a2031653520ff7d' as text) where id = {memory}",
+            "knowledge {memory} metadata",
+        ),
     ],
 )
 def test_text_that_is_not_utf8_is_named_as_a_value_of_the_wrong_kind(run, vault_brain_copy, change, named):
@@ -1186,5 +1194,23 @@ def test_text_that_is_not_utf8_is_named_as_a_value_of_the_wrong_kind(run, vault_
         result = run("brain", "check", vault_brain_copy, *extra)
         assert result.exit_code == 1 and "Traceback" not in result.output, result.output
         assert f"{named.format(**ids)}: text that is not UTF-8" in result.output, result.output
-    result = run("brain", "recall", vault_brain_copy, "refund")
-    assert "run sqlite-utils brain check" in result.output and "damaged" not in result.output, result.output
+    result = run("brain", "recall", vault_brain_copy, "refund")  # answered, or refused saying to run check
+    assert result.exit_code == 0 or "run sqlite-utils brain check" in result.output, result.output
+    assert "damaged" not in result.output and "Traceback" not in result.output, result.output
+
+
+def test_text_that_is_not_utf8_where_check_cannot_name_it_says_where_to_look(run, vault_brain_copy):
+    """Review 18, F1: in a column check reads before it names values (a memory's
+    embedding_model), text that is not UTF-8 stopped every command with "the brain file
+    is damaged ...: run sqlite-utils brain check", from check itself: the message now
+    names the column and says to find the row with SQL, and shows none of its text."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        conn.execute(
+            "update knowledge set embedding_model = cast(x'6d6fff' as text) where id = (select min(id) from knowledge)"
+        )
+    conn.close()
+    result = run("brain", "check", vault_brain_copy)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "text that is not UTF-8 in a column named embedding_model" in result.output, result.output
+    assert "damaged" not in result.output and "\ufffd" not in result.output, result.output
