@@ -376,9 +376,15 @@ def leased(path):
         wanted = os.stat(path)
     except OSError:
         return False
-    with _leases_lock:
-        held = [lease.fd for lease, _, _, _ in _leases if lease.fd is not None]
-    return any(os.path.samestat(os.fstat(fd), wanted) for fd in held)
+    with _leases_lock:  # held while the files are looked at: the watcher closes a lease's under it
+        return any(_same(lease.fd, wanted) for lease, _, _, _ in _leases if lease.fd is not None)
+
+
+def _same(fd, wanted):
+    try:
+        return os.path.samestat(os.fstat(fd), wanted)
+    except OSError:  # closed meanwhile
+        return False
 
 
 def _watch():
