@@ -1076,11 +1076,31 @@ def ensure_meta(conn, model_id):
 
 
 def _meta(conn):
-    # main's own: a connection that attached a brain (Datasette's --crossdb) is not one
+    return stored_meta(conn)
+
+
+def stored_meta(conn):
+    """brain_meta as {key: value}; {} where there is none. Main's own: a connection
+    that attached a brain (Datasette's --crossdb) is not one. Text plain SQL wrote
+    that is not UTF-8 is read with escapes (a model so named is then one not
+    installed here, which check names and mends), a key so written left out."""
     try:
         return dict(conn.execute(f"select key, value from main.{META_TABLE}").fetchall())
-    except sqlite3.OperationalError:
-        return {}
+    except sqlite3.OperationalError as ex:
+        if "Could not decode to UTF-8" not in str(ex):
+            return {}
+    meta = {}
+    for key, value, kind in conn.execute(
+        f"select cast(key as blob), cast(value as blob), typeof(value) from main.{META_TABLE}"
+    ):
+        try:
+            name = key.decode("utf-8")
+        except (AttributeError, UnicodeDecodeError):
+            continue
+        meta[name] = value if value is None else value.decode("utf-8", "backslashreplace")
+        if kind in ("integer", "real"):
+            meta[name] = (int if kind == "integer" else float)(meta[name])
+    return meta
 
 
 def meta_lost():

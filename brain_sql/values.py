@@ -23,7 +23,7 @@ from .document import names
 from .embed import NOT_INSTALLED, installed, model_dimension
 from .errors import BrainError, FieldError, ModelError, WrongKind
 from .fields import loads_json, normalize_scope, not_json_number, stored_too_deep, unencodable
-from .schema import ENTITY_SQL, ID_SAYS, ID_SQL, META_TABLE, SCHEMA_VERSION, TIME_SAYS, TIME_SQL
+from .schema import ENTITY_SQL, ID_SAYS, ID_SQL, META_TABLE, SCHEMA_VERSION, TIME_SAYS, TIME_SQL, stored_meta
 from .vectors import vector_dimension
 
 
@@ -431,7 +431,7 @@ def _meta(conn):
     """brain_meta's model must be text naming a model installed here (recall never
     fetches one), and its dimension that of vec_knowledge: recall builds its
     vectors' arrays that wide."""
-    meta = dict(conn.execute(f"select key, value from {META_TABLE} where key in ('model', 'dimension')").fetchall())
+    meta = {key: value for key, value in stored_meta(conn).items() if key in ("model", "dimension")}
     found = []
     dimension = vector_dimension(conn)
     if not isinstance(meta.get("model"), str):

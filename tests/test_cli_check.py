@@ -1214,3 +1214,27 @@ def test_text_that_is_not_utf8_where_check_cannot_name_it_says_where_to_look(run
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     assert "text that is not UTF-8 in a column named embedding_model" in result.output, result.output
     assert "damaged" not in result.output and "\ufffd" not in result.output, result.output
+
+
+def test_brain_meta_text_that_is_not_utf8_is_named_or_left_out(run, vault_brain_copy, tmp_path):
+    """Review 18, F1 and F2: brain_meta's model written as text that is not UTF-8 is a
+    model not installed here, which check names and --repair sets back; a row whose
+    key is such text (no key the brain reads) is left out, never a KeyError's
+    traceback nor "not a brain"."""
+    junk = tmp_path / "junk.db"
+    shutil.copy(vault_brain_copy, junk)
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        conn.execute("update brain_meta set value = cast(x'6d6fff' as text) where key = 'model'")
+    conn.close()
+    result = run("brain", "check", vault_brain_copy)
+    assert result.exit_code == 1 and "brain_meta model value: 'mo\\\\xff', not a model installed here" in result.output
+    assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
+    assert run("brain", "check", vault_brain_copy).exit_code == 0
+    conn = brain_sql.connect(junk)
+    with conn:
+        conn.execute("insert into brain_meta (key, value) values (cast(x'6bff' as text), 'x')")
+    conn.close()
+    for command in (["check"], ["recall"]):
+        result = run("brain", *command, junk, *(["refund"] if command == ["recall"] else []))
+        assert result.exit_code == 0 and "Traceback" not in result.output, result.output
