@@ -87,8 +87,9 @@ def walk_in(state, visible, text, passages, n=RECALL_CANDIDATES, named=None):
     Seeds are the entities `text` names — each split between its node and, for a
     document, its own chunks — and the first PASSAGE_SEEDS passages of each other
     leg in `passages` ([(leg, chunk id, score)] best first per leg), each at
-    PASSAGE_SEED_WEIGHT x its min-max normalised score within its leg. Call it
-    under the state's lock.
+    PASSAGE_SEED_WEIGHT x its min-max normalised score within its leg. A text that
+    names none has no walk: from the passages alone it would echo their legs. Call
+    it under the state's lock.
     """
     graph, chunks = state.graph, state.chunks
     walk = Walk(graph, visible)
@@ -101,13 +102,12 @@ def walk_in(state, visible, text, passages, n=RECALL_CANDIDATES, named=None):
         # evidence of its own: docs/evaluation.md): a query naming nothing has no graph leg
         return [], []
     seeds = {}
-    if entity_nodes:
-        where, own = walk.document_chunks(np.array(entity_nodes))
-        for i, node in enumerate(entity_nodes):
-            mine = graph.chunks.node[own[where == i]]
-            seeds[node] = (1 - NAMED_DOCUMENT_SHARE) if len(mine) else 1.0
-            for chunk_node in mine.tolist():
-                seeds[chunk_node] = seeds.get(chunk_node, 0.0) + NAMED_DOCUMENT_SHARE / len(mine)
+    where, own = walk.document_chunks(np.array(entity_nodes))
+    for i, node in enumerate(entity_nodes):
+        mine = graph.chunks.node[own[where == i]]
+        seeds[node] = (1 - NAMED_DOCUMENT_SHARE) if len(mine) else 1.0
+        for chunk_node in mine.tolist():
+            seeds[chunk_node] = seeds.get(chunk_node, 0.0) + NAMED_DOCUMENT_SHARE / len(mine)
     by_leg = {}
     for leg, chunk_id, score in passages:
         if score is None or score != score:
