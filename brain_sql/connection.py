@@ -212,6 +212,10 @@ def max_variables():
     return built[0] if built else 32766 if sqlite3.sqlite_version_info >= (3, 32, 0) else 999
 
 
+# how Python's sqlite3 says a text it read is not UTF-8 (plain SQL's cast(x'ff' as text))
+UNDECODED_TEXT = "Could not decode to UTF-8"
+
+
 @contextlib.contextmanager
 def faults_named():
     """An SQLite error that is not about waiting for a lock, a read-only file or an
@@ -252,7 +256,7 @@ def _fault(ex, done=None):
         return InputError(f"{said}the request is larger than SQLite can run ({ex}): make it shorter")
     if any(words in str(ex) for words in ("disk I/O error", "disk is full")):  # the server's trouble: try again
         return WriteError(f"{done}: {ex}" if done else f"writing failed ({ex}): nothing of this transaction was stored")
-    undecodable = re.match(r"Could not decode to UTF-8 column '(.*)' with text", str(ex))
+    undecodable = re.match(rf"{UNDECODED_TEXT} column '(.*)' with text", str(ex))
     if undecodable:  # plain SQL's cast(x'ff' as text): check names it where it can; its text is no one's to show
         return BrainError(
             f"{said}the brain holds text that is not UTF-8 in a column named {undecodable[1]}, written with plain "

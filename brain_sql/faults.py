@@ -39,7 +39,7 @@ def named(operation: Callable[Concatenate[Connection, P], R]) -> Callable[Concat
             if isinstance(ex.__cause__, sqlite3.DatabaseError):  # SQLite's own, on a BLOB that is no UTF-8 text, say
                 _blame_values(conn, ex)
             raise
-        except (TypeError, ValueError, AttributeError, OverflowError) as ex:
+        except values.VALUE_FAILURES as ex:
             if not isinstance(ex, InputError):  # the caller's mistake
                 _blame_values(conn, ex)
             raise  # a bug: as it is

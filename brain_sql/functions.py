@@ -167,9 +167,7 @@ def _sql_function(conn, name, function):
             # values plain SQL wrote of the wrong kind (a BLOB title): SQLite tells the caller
             # only that the function failed, so the one line logged says to run check (a full
             # scan, so only for the failures such values cause: not an interrupt, a busy lock)
-            fault = (
-                values.fault(conn) if isinstance(ex, (TypeError, ValueError, AttributeError, OverflowError)) else None
-            )
+            fault = values.fault(conn) if isinstance(ex, values.VALUE_FAILURES) else None
             if fault is not None:
                 _mark(fault, name)
                 raise fault from ex

@@ -171,12 +171,9 @@ def _decodable(folder, name):
     return True
 
 
-UNDECODABLE = "its name is not UTF-8 text: rename it to ingest it"
-
-
 def _undecodable(path):
     shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return IngestError(shown, None, UNDECODABLE)
+    return IngestError(shown, None, "its name is not UTF-8 text: rename it to ingest it")
 
 
 def _under(path, root, resolve=False):

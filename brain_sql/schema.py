@@ -21,7 +21,7 @@ import sqlite_utils
 from sqlite_utils import Migrations
 
 from .config import CHANGE_LOG_KEEP, INGEST_TRANSACTION_SECONDS, MAX_ID, configured_model
-from .connection import Connection, Turns, atomic, open_connection, sqlite3
+from .connection import UNDECODED_TEXT, Connection, Turns, atomic, open_connection, sqlite3
 from .embed import model_dimension, other_width
 from .errors import RULE_MARK, BrainBusy, BrainError, ModelError, ModelRefused
 from .vectors import (
@@ -1064,7 +1064,7 @@ def prune_changes(conn, keep, deadline=None):
 def ensure_meta(conn, model_id):
     """Create the meta table and record `model_id` unless a model is recorded already."""
     conn.execute(f"CREATE TABLE IF NOT EXISTS {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
-    if _meta(conn).get("model") is None:
+    if stored_meta(conn).get("model") is None:
         conn.executemany(
             f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)",
             [
@@ -1075,10 +1075,6 @@ def ensure_meta(conn, model_id):
         )
 
 
-def _meta(conn):
-    return stored_meta(conn)
-
-
 def stored_meta(conn):
     """brain_meta as {key: value}; {} where there is none. Main's own: a connection
     that attached a brain (Datasette's --crossdb) is not one. Text plain SQL wrote
@@ -1087,7 +1083,7 @@ def stored_meta(conn):
     try:
         return dict(conn.execute(f"select key, value from main.{META_TABLE}").fetchall())
     except sqlite3.OperationalError as ex:
-        if "Could not decode to UTF-8" not in str(ex):
+        if UNDECODED_TEXT not in str(ex):
             return {}
     meta = {}
     for key, value, kind in conn.execute(
@@ -1114,11 +1110,11 @@ def meta_lost():
 
 def recorded_model(conn):
     """The model id the brain records, or the configured default for a non-brain file."""
-    return _meta(conn).get("model") or configured_model()
+    return stored_meta(conn).get("model") or configured_model()
 
 
 def recorded_model_and_dimension(conn):
-    meta = _meta(conn)
+    meta = stored_meta(conn)
     return meta["model"], int(meta["dimension"])
 
 
@@ -1127,7 +1123,7 @@ def checked_dimension(conn):
     brain_meta's values: the one vec_knowledge was made with (brain_meta's may be
     any text plain SQL wrote: check names it, and --repair makes it this one), else
     the recorded one when it is a whole number, else 1."""
-    stored, recorded = vector_dimension(conn), _meta(conn).get("dimension")
+    stored, recorded = vector_dimension(conn), stored_meta(conn).get("dimension")
     if stored:
         return stored
     return int(recorded) if isinstance(recorded, str) and re.fullmatch("[1-9][0-9]{0,3}", recorded) else 1
@@ -1153,7 +1149,7 @@ def check_width(conn, model_id):
 
 def is_brain(conn: Connection) -> bool:
     """Whether the main database of `conn` is a brain: its meta records a model."""
-    return bool(_meta(conn).get("model"))
+    return bool(stored_meta(conn).get("model"))
 
 
 def check_model(conn, model_id):
@@ -1342,7 +1338,7 @@ def pending_migrations(conn: Connection) -> list[str]:
 
 def info(conn: Connection) -> dict[str, Any]:
     """What the brain records about itself: model, dimension and schema version."""
-    meta = _meta(conn)
+    meta = stored_meta(conn)
     return {
         "model": meta.get("model"),
         "dimension": int(meta["dimension"]) if meta.get("dimension") else None,

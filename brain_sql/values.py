@@ -368,12 +368,17 @@ def _abnormal(conn, table, key, column, rule, skip=()):
     reads them), but in the rows `skip` keys (text that is not UTF-8)."""
     if rule.normal is None:
         return []
+    but, params = _but(key, skip)
     values = conn.execute(
-        f"select distinct [{column}] from [{table}] where {rule.valid.format(c=f'[{column}]')} "
-        f"and [{key}] not in (select value from json_each(?))",
-        [json.dumps(list(skip))],
+        f"select distinct [{column}] from [{table}] where {rule.valid.format(c=f'[{column}]')}{but}", params
     )
     return [value for (value,) in values if _normal(rule, value) != value]
+
+
+def _but(key, skip):
+    """(SQL, params) leaving out the rows `skip` keys; nothing when it keys none, so a
+    query over a column's index stays one."""
+    return (f" and [{key}] not in (select value from json_each(?))", [json.dumps(list(skip))]) if skip else ("", [])
 
 
 def _unsound(conn, table, key, column, rule, skip=()):
@@ -383,10 +388,11 @@ def _unsound(conn, table, key, column, rule, skip=()):
     if rule.unsound is None:
         return []
     column_sql = f"[{column}]"
+    but, params = _but(key, skip)
     rows = conn.execute(
         f"select [{key}], {column_sql} from [{table}] where ({rule.valid.format(c=column_sql)}) "
-        f"and ({rule.suspect.format(c=column_sql)}) and [{key}] not in (select value from json_each(?))",
-        [json.dumps(list(skip))],
+        f"and ({rule.suspect.format(c=column_sql)}){but}",
+        params,
     )
     return [at for at, value in rows if rule.unsound(value)]
 
@@ -576,6 +582,10 @@ def mend(conn, found):
                         f"({ex}): set it with SQL, then run check --repair again"
                     ) from ex
         conn.execute(f"delete from [{item.table}] where [{key}] = ?", [item.key])
+
+
+# what a value of the wrong kind makes Python raise where it is read (a BLOB's .encode, 'high' + 1)
+VALUE_FAILURES = (TypeError, ValueError, AttributeError, OverflowError)
 
 
 def fault(conn):
