@@ -13,7 +13,7 @@ from pathlib import Path
 from . import bm25, claims, config, dialogue, graph, lexical, querydoc, values
 from .connection import sqlite3
 from .embed import embed
-from .errors import InputError, QueryError
+from .errors import InputError, ModelError, QueryError
 from .fields import loads_json, normalize_fields, parse_datetime, parse_time, utcnow
 from .filters import Filters, column_sql, template
 from .fusion import LEGS, boosted, graph_leads, leg_weights, method, rrf
@@ -156,7 +156,7 @@ def _sql_function(conn, name, function):
         try:
             _check_arguments(name, parameters, required, args)
             return function(*args)
-        except InputError as ex:
+        except (InputError, ModelError) as ex:  # a model not installed here: what to run, one line
             _mark(ex, name)
             raise
         except Exception as ex:

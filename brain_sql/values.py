@@ -276,6 +276,7 @@ class Invalid:
     says: str
     repair: tuple | None = None
     how: str = "set it with SQL"
+    by: str | None = None  # the column `key` is of, when not the table's own key (RULES)
 
     def __str__(self):
         if isinstance(self.value, NotUTF8):
@@ -290,7 +291,8 @@ class Invalid:
             mend = "--repair deletes the row: it is derived"
         else:
             mend = f"--repair makes it {'NULL' if self.repair[1] is None else repr(self.repair[1])}"[:80]
-        return f"{self.table} {self.key} {self.column}: {found}, not {self.says} ({mend})"
+        at = self.key if self.by is None else f"{self.by} {self.key}"
+        return f"{self.table} {at} {self.column}: {found}, not {self.says} ({mend})"
 
 
 def invalid(conn, limit=None):
@@ -299,7 +301,10 @@ def invalid(conn, limit=None):
     `limit`, at most that many from each table."""
     found = []
     for table, (key, rules) in RULES.items():
-        found += _invalid_rows(conn, table, key, rules, limit=limit)
+        # a key that is itself text not UTF-8 cannot be read to name its row: the
+        # table's rows are named by rowid instead
+        by = "rowid" if key in rules and _not_utf8(conn, table, "rowid", key) else key
+        found += _invalid_rows(conn, table, by, rules, limit=limit)
     return found + _meta(conn) + _schema_version(conn)
 
 
@@ -358,7 +363,8 @@ def _invalid_rows(conn, table, key, rules, limit=None, keys=None):
                 value = NotUTF8(value)
             if bad:
                 repair = _repair(conn, rule, value, table, key, row[0])
-                found.append(Invalid(table, row[0], column, value, rule.says, repair, rule.how))
+                by = None if key == RULES[table][0] else key
+                found.append(Invalid(table, row[0], column, value, rule.says, repair, rule.how, by))
     return found
 
 
@@ -492,15 +498,20 @@ def _embedded_with(conn, dimension):
     """("set", model) when the memories that name the model they were embedded with
     (the reference system's name none) all name one, installed here and making
     vectors as wide as the stored ones; None otherwise."""
-    models = [
-        row[0]
-        for row in conn.execute(
-            "select distinct embedding_model from knowledge where embedding_model is not null limit 2"
-        )
-    ]
-    if len(models) != 1 or not isinstance(models[0], str) or not installed(models[0]):
+    # read as bytes: text that is not UTF-8 there is named by the row scan, and names no model
+    models = conn.execute(
+        "select distinct typeof(embedding_model), cast(embedding_model as blob) from knowledge "
+        "where embedding_model is not null limit 2"
+    ).fetchall()
+    if len(models) != 1 or models[0][0] != "text":
         return None
-    return ("set", models[0]) if dimension is None or model_dimension(models[0]) == dimension else None
+    try:
+        model = models[0][1].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not installed(model):
+        return None
+    return ("set", model) if dimension is None or model_dimension(model) == dimension else None
 
 
 def _repair(conn, rule, value, table=None, key=None, at=None):
@@ -568,7 +579,7 @@ def mend(conn, found):
         if item.table == META_TABLE:
             conn.execute(f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [item.key, item.repair[1]])
             continue
-        key = RULES[item.table][0]
+        key = item.by or RULES[item.table][0]
         if item.repair[0] == "set":
             try:
                 conn.execute(
