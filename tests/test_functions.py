@@ -67,12 +67,11 @@ def test_every_brain_function_refuses_an_argument_past_its_bound(conn, capsys):
         for position in range(count)
     ]
     assert {name for name, _ in calls} >= {"brain_verify", "brain_embed", "brain_ppr", "brain_dialogue", "brain_k"}
+    # on, as Datasette turns it on when imported (sqlite3 has no way to read it back, so
+    # it is left on: a test after this one may rely on Datasette's setting)
     sqlite3.enable_callback_tracebacks(True)
-    try:
-        for name, args in calls:
-            with pytest.raises(sqlite3.OperationalError):
-                conn.execute(f"select {name}({', '.join('?' * len(args))})", args).fetchone()
-            err = capsys.readouterr().err
-            assert f"brain_sql: {name}" in err and "Traceback" not in err, (name, len(args), err[:300])
-    finally:
-        sqlite3.enable_callback_tracebacks(False)
+    for name, args in calls:
+        with pytest.raises(sqlite3.OperationalError):
+            conn.execute(f"select {name}({', '.join('?' * len(args))})", args).fetchone()
+        err = capsys.readouterr().err
+        assert f"brain_sql: {name}" in err and "Traceback" not in err, (name, len(args), err[:300])
