@@ -288,7 +288,8 @@ class Invalid:
         if self.repair is None:
             mend = self.how
         elif self.repair[0] == "delete":
-            mend = "--repair deletes the row: it is derived"
+            why = "the brain reads no such key" if self.table == META_TABLE else "it is derived"
+            mend = f"--repair deletes the row: {why}"
         else:
             mend = f"--repair makes it {'NULL' if self.repair[1] is None else repr(self.repair[1])}"[:80]
         at = self.key if self.by is None else f"{self.by} {self.key}"
@@ -305,7 +306,7 @@ def invalid(conn, limit=None):
         # table's rows are named by rowid instead
         by = "rowid" if key in rules and _not_utf8(conn, table, "rowid", key) else key
         found += _invalid_rows(conn, table, by, rules, limit=limit)
-    return found + _meta(conn) + _schema_version(conn)
+    return found + _meta(conn) + _schema_version(conn) + _meta_keys(conn)
 
 
 def invalid_in(conn, table, keys, columns):
@@ -487,11 +488,22 @@ def _schema_version(conn):
     and stats read it as one). It is the version the brain was made with, which
     its migrations never change (_sqlite_migrations records those): --repair
     writes the one every brain is made with. None recorded reads as None."""
-    row = conn.execute(f"select value from {META_TABLE} where key = 'schema_version'").fetchone()
-    value = row[0] if row else "0"
+    value = stored_meta(conn).get("schema_version", "0")  # text not UTF-8 read with escapes: not a number
     if isinstance(value, str) and value.isascii() and value.isdigit() and str(int(value)) == value:
         return []
     return [Invalid(META_TABLE, "schema_version", "value", value, "a whole number", ("set", str(SCHEMA_VERSION)))]
+
+
+def _meta_keys(conn):
+    """brain_meta's keys that are text not UTF-8 (plain SQL's): no one reads them (the
+    brain's own keys are ASCII), so --repair deletes them."""
+    found = []
+    for (key,) in conn.execute(f"select cast(key as blob) from {META_TABLE} where typeof(key) = 'text'"):
+        try:
+            key.decode("utf-8")
+        except UnicodeDecodeError:
+            found.append(Invalid(META_TABLE, f"x'{key.hex()}'", "key", NotUTF8(key), "text", ("delete", None)))
+    return found
 
 
 def _embedded_with(conn, dimension):
@@ -576,6 +588,9 @@ def mend(conn, found):
             + ". Set each with SQL (or restore a copy), then run sqlite-utils brain check --repair again"
         )
     for item in found:
+        if item.table == META_TABLE and item.repair[0] == "delete":  # a key not UTF-8, matched as its bytes
+            conn.execute(f"delete from {META_TABLE} where cast(key as blob) = ?", [bytes(item.value)])
+            continue
         if item.table == META_TABLE:
             conn.execute(f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [item.key, item.repair[1]])
             continue

@@ -1254,6 +1254,30 @@ def test_brain_meta_text_that_is_not_utf8_is_named_or_left_out(run, vault_brain_
     with conn:
         conn.execute("insert into brain_meta (key, value) values (cast(x'6bff' as text), 'x')")
     conn.close()
-    for command in (["check"], ["recall"]):
-        result = run("brain", *command, junk, *(["refund"] if command == ["recall"] else []))
-        assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    result = run("brain", "recall", junk, "refund")
+    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+    # review 19, F1: named by check (its bytes) and deleted by --repair, no key the brain reads
+    result = run("brain", "check", junk)
+    assert result.exit_code == 1 and "brain_meta x'6bff' key: text that is not UTF-8 (2 bytes)" in result.output
+    assert run("brain", "check", junk, "--repair").exit_code == 0
+    assert run("brain", "check", junk).exit_code == 0
+
+
+@pytest.mark.parametrize("key", ["schema_version", "dimension"])
+def test_brain_meta_numbers_written_as_text_not_utf8_are_named_by_row(run, vault_brain_copy, key):
+    """Review 19, F1: brain_meta's schema_version written as text that is not UTF-8 was
+    named by column only and never mended, and init (which a "not a brain" message
+    advises) ended in a ValueError's traceback: now named by key as any other text
+    that is no number, init says to run check, --repair sets it back."""
+    value = "x'52ff'"
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        conn.execute(f"update brain_meta set value = cast({value} as text) where key = ?", [key])
+    conn.close()
+    result = run("brain", "init", vault_brain_copy)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"brain_meta {key} value: " in result.output and "run sqlite-utils brain check" in result.output
+    result = run("brain", "check", vault_brain_copy)
+    assert result.exit_code == 1 and f"brain_meta {key} value: " in result.output, result.output
+    assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
+    assert run("brain", "check", vault_brain_copy).exit_code == 0
