@@ -176,6 +176,19 @@ def _undecodable(path):
     return IngestError(shown, None, "its name is not UTF-8 text: rename it to ingest it")
 
 
+def _prune_roots(paths):
+    """The folders to prune under for PATHS: each resolved, and also as given (made
+    absolute) where a symbolic link makes that another folder: the memories stored
+    under it while it was the folder itself (the vault since moved and linked back)
+    are that PATH's too, pruned as moved when they open through the link."""
+    roots = []
+    for given in paths:
+        for root in (str(Path(given).resolve()), os.path.abspath(given)):
+            if root not in roots and _decodable(root, ""):
+                roots.append(root)
+    return roots
+
+
 def _under(path, root, resolve=False):
     """Whether `path` is `root` or inside it (paths as given or resolved; a symbolic
     link is where it is, not where it points, unless `resolve`)."""
@@ -249,7 +262,7 @@ def ingest(
     try:
         with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
             # what each root held before this run: new files never make a prune of all of that look partial
-            roots = {root: pipeline.documents_under(root) for root in prune_roots}
+            roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
             refused = _ingest_files(pipeline, files, defaults, roots, prune_all, spared)
     except BrainBusy as ex:
         raise BrainBusy(
@@ -617,7 +630,7 @@ def _there(root, stored, live, read):
     (a dot-folder, a PATH not given, a note too big) it is there: its memories stay;
     and a file this run read (`read`: a link to a file is read as the note it opens,
     a copy under another name) is there."""
-    linked = {root: False}
+    linked = {root: os.path.realpath(root) != root}  # a PATH as given, through a link: every file of it is
 
     def through(folder):
         if folder not in linked:
@@ -676,6 +689,13 @@ def _dangling(folder, root, links):
     return links[folder]
 
 
+def _placeholder(path):
+    """Whether the note `path` names is evicted by a cloud sync to a placeholder beside
+    it (iCloud Drive's .NAME.icloud): not downloaded, not deleted."""
+    folder, name = os.path.split(path)
+    return bool(name) and os.path.lexists(os.path.join(folder, f".{name}.icloud"))
+
+
 def _renamed_from(path):
     """(folder, whole) for a file found with a name that is not UTF-8 text, which a
     tool of another encoding may have renamed from a note the brain holds: the
@@ -688,8 +708,8 @@ def _renamed_from(path):
 
 
 def _documents_under(root):
-    """(where, params) selecting the documents from files under `root` (resolved)."""
-    root = str(Path(root).resolve())
+    """(where, params) selecting the documents from files under `root` (a folder, as
+    stored: resolved, or as given for _prune_roots)."""
     # a range, not LIKE: LIKE ignores the case of ASCII letters, and /x/Notes is not /x/notes
     return "source_path = ? or (source_path >= ? and source_path < ?)", (root, root + "/", root + "0")
 
@@ -1006,7 +1026,6 @@ class _Pipeline:
         holds a document of is gone: moved there (_there), unless this run read it
         (`read`). Whatever `everything` says, the documents of the folders `spared`
         holds ([(folder, whole)]: _renamed_from's) stay."""
-        root = str(Path(root).resolve())
         under = _documents_under(root)
         there = _there(root, self._stored, live, read)
         held, doomed = self.writer.removable(*under, gone=there)
@@ -1014,6 +1033,10 @@ class _Pipeline:
         paths = self._paths(before | set(doomed)) if doomed else {}
         doomed = [d for d in doomed if not any(_holds(folder, whole, paths.get(d, "")) for folder, whole in spared)]
         refused = {}  # {(the folder refused, why): its documents}
+        # a note a cloud sync replaced by its placeholder (.NAME.icloud) is there, not downloaded: kept always
+        for document_id in [d for d in doomed if _placeholder(paths.get(d, ""))]:
+            refused.setdefault((os.path.dirname(paths[document_id]), "placeholder"), []).append(document_id)
+            doomed.remove(document_id)
         if doomed and not everything:
             links = {}
             for document_id in doomed:
@@ -1069,7 +1092,19 @@ class _Pipeline:
             "new": f"none of the files it held is there (it holds only new ones), and that would remove {lost} from it",
             "dangling": f"it is a symbolic link to {os.readlink(folder) if os.path.islink(folder) else 'a folder'}, "
             f"which is not there, and that would remove {lost} from it",
+            "placeholder": (
+                "its one note is only a cloud placeholder"
+                if files == 1
+                else f"{files:,} of its notes are only cloud placeholders"
+            )
+            + f" (.NAME.icloud: not downloaded), and that would remove {lost} of {'it' if files == 1 else 'them'}",
         }[why]
+        if why == "placeholder":
+            return (
+                f"nothing in {folder} was pruned: {said}, even with --prune-all; download "
+                f"{'it' if files == 1 else 'them'}, or delete {'it' if files == 1 else 'them'} in the cloud "
+                "if the notes are meant to go"
+            )
         advice = {
             "root": "look at the folder, ",
             "root, moved": "look at the folder, ",

@@ -231,7 +231,9 @@ def init(db_path, model):
     "it held before this ingest, whatever new files it has, and a folder in it that held memories "
     "and is still there but holds nothing to ingest, or only new files, or is reached through a symbolic link "
     "to a folder that is not there. A folder deleted is pruned. The notes of a folder holding a file whose name "
-    "is not UTF-8 text (renamed by a tool of another encoding?) are kept, even with --prune-all",
+    "is not UTF-8 text (renamed by a tool of another encoding?), and notes a cloud sync left as placeholders "
+    "(.NAME.icloud: not downloaded) are kept, even with --prune-all. A PATH that is a symbolic link prunes "
+    "what was stored under it as given too",
 )
 @click.option(
     "--prune-all",

@@ -1181,3 +1181,49 @@ def test_a_folder_linked_to_a_drive_that_is_not_there_keeps_its_memories(run, db
     assert rows(conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v' / 'acme'}/%",)) == [
         (0,)
     ]
+
+
+def test_a_path_replaced_by_a_link_to_another_folder_prunes_what_it_held_as_given(run, db_path, tmp_path):
+    """Review 19, F2: the vault moved and a link left at its PATH: the memories stored
+    under the PATH as given (while it was the folder) were never pruned, even with
+    --prune-all, and a note of the link's target was stored twice. Now the PATH as
+    given is pruned too: a note that opens through the link is pruned as moved (one
+    copy left), the rest, all gone, refused by the root guard (exit 1), and removed
+    with --prune-all."""
+    shutil.copytree(VAULT, tmp_path / "v")
+    ingest_ok(run, db_path, tmp_path / "v")
+    conn = brain_sql.connect(db_path)
+    (tmp_path / "v").rename(tmp_path / "v.away")
+    (tmp_path / "e").mkdir()
+    shutil.copy(tmp_path / "v.away" / "Recall.md", tmp_path / "e" / "Recall.md")
+    (tmp_path / "v").symlink_to(tmp_path / "e")
+    result = run("brain", "ingest", db_path, tmp_path / "v", "--prune")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"nothing under {tmp_path / 'v'} was pruned: that would remove all" in result.output, result.output
+    recall = "select source_path from documents where source_path like '%/Recall.md'"
+    assert rows(conn, recall) == [(str(tmp_path / "e" / "Recall.md"),)]
+    assert rows(conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v'}/%",))[0][0] > 0
+    ingest_ok(run, db_path, tmp_path / "v", extra=["--prune-all"])
+    assert rows(conn, "select source_path from documents") == [(str(tmp_path / "e" / "Recall.md"),)]
+
+
+def test_notes_a_cloud_sync_evicted_to_placeholders_keep_their_memories(run, db_path, tmp_path):
+    """Review 19, F3: notes iCloud Drive replaced by their placeholders (.NAME.icloud)
+    beside one note still downloaded were pruned. They are not deleted: kept, even
+    with --prune-all, named with their folder, exit 1; a note deleted beside them is
+    still pruned."""
+    shutil.copytree(VAULT, tmp_path / "v")
+    ingest_ok(run, db_path, tmp_path / "v")
+    conn = brain_sql.connect(db_path)
+    notes = sorted((tmp_path / "v").rglob("*.md"))
+    for note in notes[1:-1]:
+        note.rename(note.with_name(f".{note.name}.icloud"))
+    notes[-1].unlink()
+    before = rows(conn, "select source_path from documents order by 1")
+    for prune in ("--prune", "--prune-all"):
+        result = run("brain", "ingest", db_path, tmp_path / "v", prune)
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert "only cloud placeholders (.NAME.icloud: not downloaded)" in result.output, result.output
+        assert rows(conn, "select source_path from documents order by 1") == [
+            row for row in before if row != (str(notes[-1]),)
+        ]
