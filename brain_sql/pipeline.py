@@ -178,15 +178,33 @@ def _undecodable(path):
 
 def _prune_roots(paths):
     """The folders to prune under for PATHS: each resolved, and also as given (made
-    absolute) where a symbolic link makes that another folder: the memories stored
-    under it while it was the folder itself (the vault since moved and linked back)
-    are that PATH's too, pruned as moved when they open through the link."""
+    absolute as the shell spells it) where a symbolic link makes that another
+    spelling of the same folder: the memories stored under it while it was the folder
+    itself (the vault since moved and linked back) are that PATH's too, pruned as
+    moved when they open through the link. A spelling that opens another folder
+    (`link/..` spelled out) is not the PATH's."""
     roots = []
     for given in paths:
-        for root in (str(Path(given).resolve()), os.path.abspath(given)):
-            if root not in roots and _decodable(root, ""):
+        resolved = str(Path(given).resolve())
+        for root in (resolved, _as_given(given)):
+            if root not in roots and _decodable(root, "") and os.path.realpath(root) == resolved:
                 roots.append(root)
     return roots
+
+
+def _as_given(path):
+    """`path` made absolute without resolving links: a relative one from the shell's
+    folder ($PWD, where it is the process's own folder: the spelling the user sees,
+    which getcwd gives resolved)."""
+    path = os.fsdecode(path)
+    if not os.path.isabs(path):
+        here = os.environ.get("PWD")
+        try:
+            logical = here is not None and os.path.isabs(here) and os.path.samefile(here, ".")
+        except OSError:
+            logical = False
+        path = os.path.join(here if logical else os.getcwd(), path)
+    return os.path.normpath(path)
 
 
 def _under(path, root, resolve=False):
@@ -1031,7 +1049,16 @@ class _Pipeline:
         held, doomed = self.writer.removable(*under, gone=there)
         before = before & set(held)
         paths = self._paths(before | set(doomed)) if doomed else {}
-        doomed = [d for d in doomed if not any(_holds(folder, whole, paths.get(d, "")) for folder, whole in spared)]
+        # spared folders are found where they really are: a note stored through a link is matched there too
+        doomed = [
+            d
+            for d in doomed
+            if not any(
+                _holds(folder, whole, path)
+                for path in {paths.get(d, ""), os.path.realpath(paths.get(d) or "/")}
+                for folder, whole in spared
+            )
+        ]
         refused = {}  # {(the folder refused, why): its documents}
         # a note a cloud sync replaced by its placeholder (.NAME.icloud) is there, not downloaded: kept always
         for document_id in [d for d in doomed if _placeholder(paths.get(d, ""))]:
@@ -1075,8 +1102,9 @@ class _Pipeline:
     def _refusal(self, folder, why, documents):
         """Why the documents of `folder` were not pruned: `why` is "root" (every memory
         of a PATH; "root, moved": but those of notes moved to another PATH), "nothing"
-        (a folder in it with nothing to ingest), "new" (one holding only new files) or
-        "dangling" (a symbolic link to a folder that is not there)."""
+        (a folder in it with nothing to ingest), "new" (one holding only new files),
+        "dangling" (a symbolic link to a folder that is not there) or "placeholder" (notes
+        a cloud sync evicted: those are named)."""
         memories, files = self.conn.execute(
             "select count(*), count(distinct source_path) from knowledge "
             "where document_id in (select value from json_each(?))",
@@ -1092,18 +1120,15 @@ class _Pipeline:
             "new": f"none of the files it held is there (it holds only new ones), and that would remove {lost} from it",
             "dangling": f"it is a symbolic link to {os.readlink(folder) if os.path.islink(folder) else 'a folder'}, "
             f"which is not there, and that would remove {lost} from it",
-            "placeholder": (
-                "its one note is only a cloud placeholder"
-                if files == 1
-                else f"{files:,} of its notes are only cloud placeholders"
-            )
-            + f" (.NAME.icloud: not downloaded), and that would remove {lost} of {'it' if files == 1 else 'them'}",
-        }[why]
+        }.get(why)
         if why == "placeholder":
+            it = "it" if files == 1 else "them"
+            names = sorted(os.path.basename(path) for path in self._paths(documents).values())
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3:,} more" if len(names) > 3 else "")
             return (
-                f"nothing in {folder} was pruned: {said}, even with --prune-all; download "
-                f"{'it' if files == 1 else 'them'}, or delete {'it' if files == 1 else 'them'} in the cloud "
-                "if the notes are meant to go"
+                f"kept the memories of {shown} in {folder}, even with --prune-all: "
+                f"{'it is only a cloud placeholder' if files == 1 else 'they are only cloud placeholders'} "
+                f"(.NAME.icloud: not downloaded); download {it}, or delete {it} in the cloud if meant to go"
             )
         advice = {
             "root": "look at the folder, ",

@@ -1087,7 +1087,9 @@ def stored_meta(conn):
             return {}
     meta = {}
     for key, value, kind in conn.execute(
-        f"select cast(key as blob), cast(value as blob), typeof(value) from main.{META_TABLE}"
+        # a key that is no text (a BLOB spelled 'model') is none of brain_meta's, as the fast path reads it
+        f"select cast(key as blob), cast(value as blob), typeof(value) from main.{META_TABLE} "
+        "where typeof(key) = 'text'"
     ):
         try:
             name = key.decode("utf-8")

@@ -1281,3 +1281,18 @@ def test_brain_meta_numbers_written_as_text_not_utf8_are_named_by_row(run, vault
     assert result.exit_code == 1 and f"brain_meta {key} value: " in result.output, result.output
     assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
     assert run("brain", "check", vault_brain_copy).exit_code == 0
+
+
+def test_a_blob_key_spelled_as_a_brain_meta_key_is_none_of_its_keys(run, vault_brain_copy):
+    """Review 20, C1: brain_meta read through its not-UTF-8 fallback took a BLOB key
+    spelled 'model' for the model (the brain then recorded 'evil/model'), as the fast
+    path never does: a key that is no text is none of brain_meta's."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        conn.execute("insert into brain_meta values (cast('model' as blob), 'evil/model')")
+        conn.execute("update brain_meta set value = cast(x'31ff' as text) where key = 'schema_version'")
+    conn.close()
+    result = run("brain", "check", vault_brain_copy)
+    assert result.exit_code == 1 and "brain_meta schema_version value" in result.output, result.output
+    assert "evil/model" not in result.output, result.output
+    assert schema.stored_meta(brain_sql.connect(vault_brain_copy))["model"] != "evil/model"

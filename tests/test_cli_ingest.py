@@ -1227,3 +1227,73 @@ def test_notes_a_cloud_sync_evicted_to_placeholders_keep_their_memories(run, db_
         assert rows(conn, "select source_path from documents order by 1") == [
             row for row in before if row != (str(notes[-1]),)
         ]
+
+
+def test_a_note_renamed_to_a_name_not_utf8_through_a_path_that_is_a_link_keeps_its_memory(run, db_path, tmp_path):
+    """Review 20, N1: the vault moved and linked back, then a note renamed by a tool of
+    another encoding: the folder it is in was spared where it really is, not under the
+    PATH as given, so --prune-all removed the note's memory stored there."""
+    shutil.copytree(VAULT, tmp_path / "v")
+    ingest_ok(run, db_path, tmp_path / "v")
+    conn = brain_sql.connect(db_path)
+    (tmp_path / "v").rename(tmp_path / "v.away")
+    (tmp_path / "v").symlink_to(tmp_path / "v.away")
+    folder = os.fsencode(tmp_path / "v.away" / "acme")
+    os.rename(folder + b"/Refund Policy.md", folder + b"/Refund Polic\xe9.md")
+    result = run("brain", "ingest", db_path, tmp_path / "v", "--prune-all")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert rows(conn, "select count(*) from documents where source_path like '%/Refund Policy.md'") == [(1,)]
+
+
+def test_a_path_spelled_through_a_link_and_dot_dot_prunes_only_the_folder_it_opens(run, db_path, tmp_path):
+    """Review 20, N2: `v/sub/..` with v/sub a link opens the link's parent folder (as the
+    system reads it); its spelling made absolute without links (v) is another folder,
+    whose notes filed elsewhere were pruned by a command that named the other."""
+    shutil.copytree(VAULT, tmp_path / "v")
+    (tmp_path / "y" / "w" / "inner").mkdir(parents=True)
+    (tmp_path / "y" / "w" / "inner" / "W.md").write_text("# W\n\nAbout wallabies in the outback.\n")
+    ingest_ok(run, db_path, tmp_path / "v", tmp_path / "y" / "w")
+    conn = brain_sql.connect(db_path)
+    (tmp_path / "v" / "sub").symlink_to(tmp_path / "y" / "w" / "inner")
+    (tmp_path / "v" / "Recall.md").rename(tmp_path / "Recall.md")
+    ingest_ok(run, db_path, f"{tmp_path / 'v' / 'sub'}/..", extra=["--prune"])
+    assert rows(conn, "select count(*) from documents where source_path like '%/Recall.md'") == [(1,)]
+
+
+def test_a_relative_path_from_inside_a_folder_reached_through_a_link_prunes_it_as_given(
+    run, db_path, tmp_path, monkeypatch
+):
+    """Review 20, N3: `cd v; ingest ../b.db . --prune` with v now a link to where the
+    vault moved: `.` was made absolute from the resolved folder, so what was stored
+    under v/ (a note deleted since among it) was neither pruned nor named, and every
+    note stored twice. A relative PATH is made absolute from the shell's folder ($PWD)."""
+    shutil.copytree(VAULT, tmp_path / "v")
+    ingest_ok(run, db_path, tmp_path / "v")
+    conn = brain_sql.connect(db_path)
+    (tmp_path / "v").rename(tmp_path / "v.away")
+    (tmp_path / "v").symlink_to(tmp_path / "v.away")
+    (tmp_path / "v.away" / "Recall.md").unlink()
+    monkeypatch.chdir(tmp_path / "v")
+    monkeypatch.setenv("PWD", str(tmp_path / "v"))
+    result = run("brain", "ingest", db_path, ".", "--prune")
+    assert result.exit_code == 1 and f"nothing under {tmp_path / 'v'} was pruned" in result.output, result.output
+    notes = len(list((tmp_path / "v.away").rglob("*.md")))
+    stored = rows(conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v.away'}/%",))
+    assert stored == [(notes,)]
+    assert rows(conn, "select source_path from documents where source_path like ?", (f"{tmp_path / 'v'}/%",)) == [
+        (str(tmp_path / "v" / "Recall.md"),)
+    ]
+
+
+def test_a_placeholder_kept_beside_a_note_deleted_is_named_not_its_folder(run, db_path, tmp_path):
+    """Review 20, N4: the message said nothing in the folder was pruned while a note
+    deleted there was: it names the notes kept."""
+    shutil.copytree(VAULT, tmp_path / "v")
+    ingest_ok(run, db_path, tmp_path / "v")
+    acme = tmp_path / "v" / "acme"
+    (acme / "Refund Policy.md").rename(acme / ".Refund Policy.md.icloud")
+    (acme / "Coffee Machine.md").unlink()
+    result = run("brain", "ingest", db_path, tmp_path / "v", "--prune")
+    assert result.exit_code == 1, result.output
+    assert f"kept the memories of Refund Policy.md in {acme}, even with --prune-all" in result.output, result.output
+    assert f"nothing in {acme} was pruned" not in result.output
