@@ -611,7 +611,7 @@ def mend(conn, found):
 
 
 # what a value of the wrong kind makes Python raise where it is read (a BLOB's .encode, 'high' + 1)
-VALUE_FAILURES = (TypeError, ValueError, AttributeError, OverflowError)
+VALUE_FAILURES = (TypeError, ValueError, AttributeError, OverflowError, KeyError)  # KeyError: a brain_meta row deleted
 
 
 def fault(conn):

@@ -350,11 +350,17 @@ async def served_models(datasette, actor):
     read (a brain's model is read from it, as they are); with none, the configured
     model (its dimension not known before it is loaded). Only these: a request never
     makes the server load a folder or fetch a hub model it names."""
-    models = {}
+    models, damaged = {}, []
     for name in await brain_names(datasette):
         if await tools.memories_readable(datasette, actor, name):
-            found = await datasette.get_database(name).execute_fn(brain_sql.info)
+            try:
+                found = await datasette.get_database(name).execute_fn(brain_sql.info)
+            except brain_sql.BrainError as ex:
+                damaged.append(ex)  # one brain check would name keeps no other's model from serving
+                continue
             models.setdefault(found["model"], found["dimension"])
+    if damaged and not models:
+        raise damaged[0]  # no model a readable brain records can be told: what check would say
     return models or {for_plugin.configured_model(): None}
 
 

@@ -1296,3 +1296,29 @@ def test_a_blob_key_spelled_as_a_brain_meta_key_is_none_of_its_keys(run, vault_b
     assert result.exit_code == 1 and "brain_meta schema_version value" in result.output, result.output
     assert "evil/model" not in result.output, result.output
     assert schema.stored_meta(brain_sql.connect(vault_brain_copy))["model"] != "evil/model"
+
+
+@pytest.mark.parametrize(
+    # (one without its model row is no brain: its canned queries are not there)
+    "change",
+    [
+        "delete from brain_meta where key = 'dimension'",
+        "update brain_meta set key = cast(key as blob) where key = 'dimension'",
+    ],
+)
+def test_the_sql_functions_on_a_brain_missing_a_brain_meta_row_log_run_check(vault_brain_copy, capfd, change):
+    """Review 20, N5: brain_meta's dimension row deleted with plain SQL: the canned
+    recall query logged a KeyError's traceback; now the one line naming it, run check."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        conn.execute(change)
+    conn.close()
+
+    async def canned():
+        return await Datasette([str(vault_brain_copy)]).client.get("/brain/recall.json?q=refund")
+
+    answer = asyncio.run(canned())
+    logged = capfd.readouterr().err
+    assert answer.status_code == 400, answer.text
+    assert "Traceback" not in logged and "KeyError" not in logged, logged
+    assert "brain_sql: " in logged and "run sqlite-utils brain check" in logged, logged

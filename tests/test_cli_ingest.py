@@ -1297,3 +1297,20 @@ def test_a_placeholder_kept_beside_a_note_deleted_is_named_not_its_folder(run, d
     assert result.exit_code == 1, result.output
     assert f"kept the memories of Refund Policy.md in {acme}, even with --prune-all" in result.output, result.output
     assert f"nothing in {acme} was pruned" not in result.output
+
+
+def test_a_note_renamed_to_a_name_not_utf8_in_a_folder_moved_and_linked_back_keeps_its_memory(run, db_path, tmp_path):
+    """Review 20, N1 (older form): v/acme moved to ext/acme and linked back, then one of
+    its notes renamed by a tool of another encoding: its memory, stored under the
+    link's path, was pruned as moved although its folder was spared."""
+    shutil.copytree(VAULT, tmp_path / "v")
+    ingest_ok(run, db_path, tmp_path / "v")
+    conn = brain_sql.connect(db_path)
+    (tmp_path / "ext").mkdir()
+    (tmp_path / "v" / "acme").rename(tmp_path / "ext" / "acme")
+    (tmp_path / "v" / "acme").symlink_to(tmp_path / "ext" / "acme")
+    folder = os.fsencode(tmp_path / "ext" / "acme")
+    os.rename(folder + b"/Refund Policy.md", folder + b"/Refund Polic\xe9.md")
+    result = run("brain", "ingest", db_path, tmp_path / "v", tmp_path / "ext" / "acme", "--prune")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert rows(conn, "select count(*) from documents where source_path like '%/Refund Policy.md'") == [(1,)]

@@ -2,6 +2,7 @@
 Datasette's real ASGI app in-process: OpenAI's own decoding and error parsing."""
 
 import base64
+import shutil
 import urllib.parse
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from datasette.app import Datasette
 
 import brain_sql
+from brain_sql.config import DEFAULT_MODEL
 
 from .conftest import model_folder
 
@@ -173,3 +175,21 @@ async def test_the_models_listed_are_those_of_brains_the_actor_may_read(vault_br
     assert sorted(m["id"] for m in listed.json()["data"]) == sorted([MODEL, str(folder)])
     shown = await datasette.client.get(f"/-/brain/v1/models/{urllib.parse.quote(str(folder), safe='')}", cookies=admin)
     assert shown.status_code == 200 and shown.json()["id"] == str(folder)
+
+
+@pytest.mark.asyncio
+async def test_one_damaged_brain_leaves_the_others_model_served(vault_brain_path, tmp_path):
+    """Review 20, N6: a brain whose schema_version plain SQL made 'abc' answered 409 for
+    every brain's /-/brain/v1/models and embeddings: the healthy brain's model is
+    still listed and served (the damaged one's own routes say to run check)."""
+    damaged = tmp_path / "sv.db"
+    shutil.copy(vault_brain_path, damaged)
+    conn = brain_sql.connect(damaged)
+    with conn:
+        conn.execute("update brain_meta set value = 'abc' where key = 'schema_version'")
+    conn.close()
+    datasette = Datasette([str(vault_brain_path), str(damaged)])
+    listed = await datasette.client.get("/-/brain/v1/models")
+    assert listed.status_code == 200 and [m["id"] for m in listed.json()["data"]] == [DEFAULT_MODEL], listed.text
+    embedded = await datasette.client.post("/-/brain/v1/embeddings", json={"input": "refund", "model": DEFAULT_MODEL})
+    assert embedded.status_code == 200, embedded.text
