@@ -121,7 +121,10 @@ def _discover(paths):
     whose names are not UTF-8 text."""
     unnamed = []
     formats = {suffix: f for f in collect("brain_ingest_formats") for suffix in f.suffixes}
-    files, errors = [], []
+    files, errors, paths = [], [], list(paths)
+    looped = [given for given in paths if _loops(given)]
+    errors += [IngestError(str(given), None, "a symbolic link loop: nothing to read") for given in looped]
+    paths = [given for given in paths if given not in looped]
     walked = [Path(given).resolve() for given in paths if Path(given).resolve().is_dir()]
     for given in paths:
         path = Path(given).resolve()
@@ -169,6 +172,15 @@ def _decodable(folder, name):
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _loops(path):
+    """Whether PATH is a symbolic link loop (`ln -s loop loop`), which resolves to nothing."""
+    try:
+        Path(path).resolve()
+    except (RuntimeError, OSError):
+        return True
+    return False
 
 
 def _undecodable(path):
@@ -262,6 +274,7 @@ def ingest(
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
     files, report.errors, unnamed = _discover(paths)
+    paths = [given for given in paths if not _loops(given)]  # named by _discover
     prune = prune or prune_all
     # only a root that was there is pruned: an unmounted or renamed folder must not
     # read as "every file in it was deleted"; nor is one with a folder it could not read
@@ -649,6 +662,10 @@ def _there(root, stored, live, read):
     and a file this run read (`read`: a link to a file is read as the note it opens,
     a copy under another name) is there."""
     linked = {root: os.path.realpath(root) != root}  # a PATH as given, through a link: every file of it is
+    # a records file (many documents, named by their ids) reached through a link is there: the link may
+    # open other records (another file linked over it), which the guard against a file written over
+    # it never sees under the link's path; kept, at worst stored twice
+    records = {s for f in collect("brain_ingest_formats") if f.default_source == "import" for s in f.suffixes}
 
     def through(folder):
         if folder not in linked:
@@ -663,6 +680,8 @@ def _there(root, stored, live, read):
         if not may_exist(path):
             return False
         if not (os.path.islink(path) or through(os.path.dirname(path))):
+            return True
+        if os.path.splitext(path)[1].lower() in records:
             return True
         real = os.path.realpath(path)
         return real == path or not (real in live if os.path.isdir(real) else stored(real))

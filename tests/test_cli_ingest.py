@@ -1314,3 +1314,32 @@ def test_a_note_renamed_to_a_name_not_utf8_in_a_folder_moved_and_linked_back_kee
     result = run("brain", "ingest", db_path, tmp_path / "v", tmp_path / "ext" / "acme", "--prune")
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     assert rows(conn, "select count(*) from documents where source_path like '%/Refund Policy.md'") == [(1,)]
+
+
+def test_a_records_file_replaced_by_a_link_to_other_records_keeps_its_memories(run, db_path, tmp_path):
+    """Review 21, R4: data.jsonl moved to an archive and a link to another records file
+    left at its path: its records, read through the link as moved, were pruned with
+    exit 0, past the guard against a file written over. A records file reached through
+    a link is there: its memories stay."""
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"_id": "a1", "text": "alpha one"}\n{"_id": "a2", "text": "alpha two"}\n')
+    (tmp_path / "new.jsonl").write_text('{"_id": "b1", "text": "beta one"}\n')
+    ingest_ok(run, db_path, data)
+    conn = brain_sql.connect(db_path)
+    (tmp_path / "archive").mkdir()
+    data.rename(tmp_path / "archive" / "data.jsonl")
+    data.symlink_to(tmp_path / "new.jsonl")
+    result = run("brain", "ingest", db_path, data, "--prune")
+    assert "Traceback" not in result.output, result.output
+    assert rows(conn, "select count(*) from documents where source_path = ?", (str(data),)) == [(2,)]
+
+
+def test_a_path_that_is_a_symbolic_link_loop_is_skipped_by_name(run, db_path, tmp_path):
+    """Review 21, R2: `ln -s loop loop` given as a PATH ended the ingest in a traceback
+    (Path.resolve raises on a loop) and the other PATHs went in neither."""
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    result = run("brain", "ingest", db_path, VAULT, tmp_path / "loop", "--prune")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "a symbolic link loop" in result.output
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select count(*) from documents")[0][0] == len(list(VAULT.rglob("*.md")))
