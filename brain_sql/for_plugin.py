@@ -31,6 +31,7 @@ _MODULE_OF = {
     "decay_filter_sql": ".browse",
     "decayed_selection": ".browse",
     "ensure_ready": ".copies",
+    "served_model": ".values",
     "damage_advice": ".copies",
     "is_copy": ".copies",
     "entity_links": ".extract",
@@ -97,6 +98,8 @@ __all__ = [
     # a copy Litestream follows: telling one, and whether it may be read yet
     "is_copy",
     "ensure_ready",
+    # the model and width /-/brain/v1 serves for a brain, or why check would name them
+    "served_model",
     "damage_advice",
     # JSON as the brain reads it; entity links in a memory's text; the canned recall query's parameters
     "loads_json",

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from .config import CLASSES, MAX_NESTING
-from .connection import sqlite3
+from .connection import Connection, sqlite3
 from .document import names
 from .embed import NOT_INSTALLED, installed, model_dimension
 from .errors import BrainError, FieldError, ModelError, WrongKind
@@ -472,6 +472,18 @@ def _meta(conn):
         says = f"{dimension}, the dimension of the stored vectors"
         found.append(Invalid(META_TABLE, "dimension", "value", meta.get("dimension"), says, ("set", str(dimension))))
     return found
+
+
+def served_model(conn: Connection) -> tuple[str, int | None]:
+    """(model, dimension) a server offers embeddings with for this brain: brain_meta's,
+    once they are what check takes (a model installed here, the stored vectors'
+    width); else the WrongKind naming them, so one damaged brain is left out."""
+    found = _meta(conn)
+    if found:
+        raise faulted(found)
+    meta = stored_meta(conn)
+    dimension = meta.get("dimension")  # none only in a brain of no vector yet: not known before its model loads
+    return meta["model"], int(dimension) if isinstance(dimension, str) and dimension.isdigit() else None
 
 
 def _width(model_id):

@@ -354,11 +354,11 @@ async def served_models(datasette, actor):
     for name in await brain_names(datasette):
         if await tools.memories_readable(datasette, actor, name):
             try:
-                found = await datasette.get_database(name).execute_fn(brain_sql.info)
+                model, dimension = await datasette.get_database(name).execute_fn(for_plugin.served_model)
             except brain_sql.BrainError as ex:
                 damaged.append(ex)  # one brain check would name keeps no other's model from serving
                 continue
-            models.setdefault(found["model"], found["dimension"])
+            models.setdefault(model, dimension)
     if damaged and not models:
         raise damaged[0]  # no model a readable brain records can be told: what check would say
     return models or {for_plugin.configured_model(): None}

@@ -178,18 +178,29 @@ async def test_the_models_listed_are_those_of_brains_the_actor_may_read(vault_br
 
 
 @pytest.mark.asyncio
-async def test_one_damaged_brain_leaves_the_others_model_served(vault_brain_path, tmp_path):
+@pytest.mark.parametrize(
+    "change",
+    [
+        "update brain_meta set value = 'abc' where key = 'schema_version'",
+        # review 21, R1: a model check names (not installed here), and a dimension not the vectors'
+        "update brain_meta set value = 7 where key = 'model'",
+        "update brain_meta set value = '-5' where key = 'dimension'",
+    ],
+)
+async def test_one_damaged_brain_leaves_the_others_model_served(vault_brain_path, tmp_path, change):
     """Review 20, N6: a brain whose schema_version plain SQL made 'abc' answered 409 for
     every brain's /-/brain/v1/models and embeddings: the healthy brain's model is
-    still listed and served (the damaged one's own routes say to run check)."""
+    still listed and served (the damaged one's own routes say to run check), and the
+    official client's default request, which names another model, still answers."""
     damaged = tmp_path / "sv.db"
     shutil.copy(vault_brain_path, damaged)
     conn = brain_sql.connect(damaged)
     with conn:
-        conn.execute("update brain_meta set value = 'abc' where key = 'schema_version'")
+        conn.execute(change)
     conn.close()
     datasette = Datasette([str(vault_brain_path), str(damaged)])
     listed = await datasette.client.get("/-/brain/v1/models")
     assert listed.status_code == 200 and [m["id"] for m in listed.json()["data"]] == [DEFAULT_MODEL], listed.text
-    embedded = await datasette.client.post("/-/brain/v1/embeddings", json={"input": "refund", "model": DEFAULT_MODEL})
-    assert embedded.status_code == 200, embedded.text
+    for model in (DEFAULT_MODEL, "text-embedding-3-small"):
+        embedded = await datasette.client.post("/-/brain/v1/embeddings", json={"input": "refund", "model": model})
+        assert embedded.status_code == 200, embedded.text
