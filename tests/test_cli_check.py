@@ -1065,6 +1065,16 @@ def test_a_model_folder_holding_a_named_pipe_in_a_sub_folder_or_an_empty_name_is
         assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
 
 
+def canned_recall(path, capfd):
+    """(the answer to the canned recall query on the brain at `path`, what the server logged)."""
+
+    async def canned():
+        return await Datasette([str(path)]).client.get("/brain/recall.json?q=refund")
+
+    answer = asyncio.run(canned())
+    return answer, capfd.readouterr().err
+
+
 @pytest.mark.parametrize("change", ["title = x'ff00'", "confidence = 'high'"])
 def test_the_sql_functions_on_a_brain_holding_a_blob_title_log_run_check_not_a_traceback(
     vault_brain_copy, capfd, change
@@ -1080,12 +1090,7 @@ def test_the_sql_functions_on_a_brain_holding_a_blob_title_log_run_check_not_a_t
         conn.execute(f"update knowledge set {change} where id = (select min(id) from knowledge)")
     conn.close()
 
-    async def canned():
-        datasette = Datasette([str(vault_brain_copy)])
-        return await datasette.client.get("/brain/recall.json?q=refund")
-
-    answer = asyncio.run(canned())
-    logged = capfd.readouterr().err
+    answer, logged = canned_recall(vault_brain_copy, capfd)
     assert answer.status_code == 400, answer.text
     assert "Traceback" not in logged and "AttributeError" not in logged, logged
     assert "run sqlite-utils brain check" in logged, logged
@@ -1105,12 +1110,7 @@ def test_the_sql_functions_on_a_brain_whose_model_is_not_installed_log_one_line(
         )
     conn.close()
 
-    async def canned():
-        datasette = Datasette([str(vault_brain_copy)])
-        return await datasette.client.get("/brain/recall.json?q=refund")
-
-    answer = asyncio.run(canned())
-    logged = capfd.readouterr().err
+    answer, logged = canned_recall(vault_brain_copy, capfd)
     assert answer.status_code == 400, answer.text
     assert "Traceback" not in logged and "locals" not in logged, logged
     assert "brain_sql: " in logged and "run sqlite-utils brain check" in logged, logged
@@ -1313,11 +1313,7 @@ def test_the_sql_functions_on_a_brain_missing_a_brain_meta_row_log_run_check(vau
         conn.execute(change)
     conn.close()
 
-    async def canned():
-        return await Datasette([str(vault_brain_copy)]).client.get("/brain/recall.json?q=refund")
-
-    answer = asyncio.run(canned())
-    logged = capfd.readouterr().err
+    answer, logged = canned_recall(vault_brain_copy, capfd)
     assert answer.status_code == 400, answer.text
     assert "Traceback" not in logged and "KeyError" not in logged, logged
     assert "brain_sql: " in logged and "run sqlite-utils brain check" in logged, logged
