@@ -478,12 +478,20 @@ def served_model(conn: Connection) -> tuple[str, int | None]:
     """(model, dimension) a server offers embeddings with for this brain: brain_meta's,
     once they are what check takes (a model installed here, the stored vectors'
     width); else the WrongKind naming them, so one damaged brain is left out."""
-    found = _meta(conn)
-    if found:
-        raise faulted(found)
     meta = stored_meta(conn)
-    dimension = meta.get("dimension")  # none only in a brain of no vector yet: not known before its model loads
-    return meta["model"], int(dimension) if isinstance(dimension, str) and dimension.isdigit() else None
+    model, stored, recorded = meta.get("model"), vector_dimension(conn), meta.get("dimension")
+    # what _meta checks, but the scan of every memory's model (asked on every request): that only to name them
+    if (
+        not isinstance(model, str)
+        or not installed(model)
+        or stored is not None
+        and (_width(model) != stored or recorded != str(stored))
+    ):
+        raise faulted(_meta(conn) or [Invalid(META_TABLE, "model", "value", model, NOT_INSTALLED)])
+    if stored is not None:
+        return model, stored
+    # none only in a brain of no vector yet: not known before its model loads
+    return model, int(recorded) if isinstance(recorded, str) and recorded.isdigit() else None
 
 
 def _width(model_id):
