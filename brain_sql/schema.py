@@ -1111,13 +1111,23 @@ def meta_lost():
 
 
 def recorded_model(conn):
-    """The model id the brain records, or the configured default for a non-brain file."""
-    return stored_meta(conn).get("model") or configured_model()
+    """The model id the brain records, or the configured default for a non-brain file.
+    A brain whose model row plain SQL deleted or emptied records none: the default
+    would embed queries with a model its vectors may not be of."""
+    meta = stored_meta(conn)
+    if not meta:
+        return configured_model()
+    model = meta.get("model")
+    if model is None or model == "":
+        raise ModelError(
+            "this brain records no model (brain_meta's model row is gone or empty): run sqlite-utils brain check DB "
+            "(--repair restores the model its memories say they were embedded with)"
+        )
+    return model
 
 
 def recorded_model_and_dimension(conn):
-    meta = stored_meta(conn)
-    return meta["model"], int(meta["dimension"])
+    return recorded_model(conn), int(stored_meta(conn)["dimension"])
 
 
 def checked_dimension(conn):
@@ -1150,8 +1160,9 @@ def check_width(conn, model_id):
 
 
 def is_brain(conn: Connection) -> bool:
-    """Whether the main database of `conn` is a brain: its meta records a model."""
-    return bool(stored_meta(conn).get("model"))
+    """Whether the main database of `conn` is a brain: it has a brain_meta row (a
+    brain whose model row plain SQL deleted is one still, for check to mend)."""
+    return bool(stored_meta(conn))
 
 
 def check_model(conn, model_id):
@@ -1339,10 +1350,11 @@ def pending_migrations(conn: Connection) -> list[str]:
 
 
 def info(conn: Connection) -> dict[str, Any]:
-    """What the brain records about itself: model, dimension and schema version."""
+    """What the brain records about itself: model, dimension and schema version
+    (a ModelError saying to run check when it records no model)."""
     meta = stored_meta(conn)
     return {
-        "model": meta.get("model"),
+        "model": recorded_model(conn) if meta else None,
         "dimension": int(meta["dimension"]) if meta.get("dimension") else None,
         "schema_version": int(meta["schema_version"]) if meta.get("schema_version") else None,
     }

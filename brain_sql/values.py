@@ -447,7 +447,13 @@ def _meta(conn):
     meta = {key: value for key, value in stored_meta(conn).items() if key in ("model", "dimension")}
     found = []
     dimension = vector_dimension(conn)
-    if not isinstance(meta.get("model"), str):
+    if meta.get("model") in (None, ""):  # the row deleted or emptied: the memories say which it was
+        how = "set it with SQL to the model the stored vectors were made with (the memories name no one model)"
+        says = "the model the stored vectors were made with"
+        found.append(
+            Invalid(META_TABLE, "model", "value", meta.get("model"), says, _embedded_with(conn, dimension), how)
+        )
+    elif not isinstance(meta.get("model"), str):
         value = meta.get("model")
         found.append(Invalid(META_TABLE, "model", "value", value, "text", _repair(conn, REQUIRED, value)))
     elif not installed(meta["model"]):

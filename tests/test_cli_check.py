@@ -1065,6 +1065,37 @@ def test_a_model_folder_holding_a_named_pipe_in_a_sub_folder_or_an_empty_name_is
         assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
 
 
+@pytest.mark.parametrize("change", ["delete from brain_meta where key = 'model'", "update brain_meta set value = ''"])
+def test_a_model_row_deleted_or_emptied_says_run_check_and_repair_restores_it(run, db_path, change):
+    """Review 21, R3: brain_meta's model row deleted (or emptied) with plain SQL. The
+    memories still say which model their vectors are of, so the brain is one still:
+    recall, stats and init say to run check (not "not a brain: init", nor that a
+    rebuild is the only way), the server's recall answers 409 saying so, check names
+    the row, and --repair restores the model the memories name."""
+    assert run("brain", "ingest", db_path, VAULT).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    with conn:
+        conn.execute(change.replace("set value = ''", "set value = '' where key = 'model'"))
+    conn.close()
+    for command in (("recall", db_path, "graph leg"), ("stats", db_path), ("init", db_path)):
+        said = run("brain", *command)
+        assert said.exit_code == 1 and "Traceback" not in said.output, said.output
+        assert "sqlite-utils brain check" in said.output and "not a brain" not in said.output, said.output
+
+    async def served():
+        return await Datasette([db_path]).client.get(f"/{db_path.stem}/-/recall?q=graph")
+
+    answer = asyncio.run(served())
+    assert answer.status_code == 409 and "sqlite-utils brain check" in answer.json()["error"], answer.text
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1, found.output
+    assert "brain_meta model value:" in found.output and "--repair makes it 'wordllama/l2_supercat'" in found.output
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    assert run("brain", "recall", db_path, "graph leg").exit_code == 0
+    assert brain_sql.info(brain_sql.connect(db_path))["model"] == "wordllama/l2_supercat"
+
+
 def canned_recall(path, capfd):
     """(the answer to the canned recall query on the brain at `path`, what the server logged)."""
 
