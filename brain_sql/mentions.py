@@ -25,6 +25,7 @@ import bisect
 import itertools
 import json
 import re
+import threading
 import time
 
 import ahocorasick
@@ -41,8 +42,10 @@ from .config import (
     MENTION_SCAN_CHUNKS_PER_ENTITY,
     MENTION_SCAN_CHUNKS_PER_PHRASE,
 )
+from .connection import main_file
 from .lexical import tokens
 from .schema import CHANGES_TABLE, MENTION_NAMES_SEEN_TABLE, MENTION_NAMES_TABLE, QUEUE_TABLE
+from .slots import sorted_unique
 
 MENTIONS = "mentions"  # the relation a chunk's text naming an entity is recorded as
 
@@ -279,10 +282,13 @@ class Resolution:
             ).fetchone()[0]
             entities = self.conn.execute("select coalesce(max(id), 0) from entities").fetchone()[0]  # at least as many
             if size < MENTION_INDEX_CHARS_PER_NAME * entities:
+                # the keys read into memory once the text outgrows a character a name (reading
+                # them costs about as much as looking up that many characters' runs in SQL)
+                keys = since if size >= entities or _known_keys.held(self.conn) else None
                 found = set()
                 for start in range(0, len(ids), _TEXTS_AT_ONCE):
                     rows = self.conn.execute(f"{_CHUNKS} and {_IN}", [json.dumps(ids[start : start + _TEXTS_AT_ONCE])])
-                    found |= _named_entities(self.conn, [text for *_, text in rows])
+                    found |= _named_entities(self.conn, [text for *_, text in rows], keys)
                 return Names(self.conn, found, many, since)
         return Names(self.conn, many=many)
 
@@ -616,18 +622,93 @@ select head, words from lengths where words is not null
 """
 
 
-def _named_entities(conn, texts):
+class _KnownKeys:
+    """The keys the name index holds, by brain file, in memory: the runs of a text
+    that begin like a name (its first two words) and a probe whose hash is none of
+    them name no entity, so only the others are looked up in SQL (runs that begin
+    like a name are many where names share their first words: 2 s of SQL lookups
+    for 5,000 chunks at a million names). Kept a superset of the index at a
+    position of the change log: followed from it by the entities the log names
+    since (their keys read again and added; keys no longer held only cost a
+    lookup), read whole when the log no longer tells."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._known = {}  # file -> (the position they cover the index at, hashes, (head, words) pairs), sorted
+
+    def held(self, conn):
+        """Whether this process holds the keys of the brain on `conn` already."""
+        with self._lock:
+            return main_file(conn) in self._known
+
+    def at(self, conn, since):
+        """(sorted hashes, sorted (head, words) rows) of the name index complete up
+        to log position `since`."""
+        key = main_file(conn)
+        with self._lock:
+            position, *known = self._known.get(key, (None, None, None))
+        if position == since:
+            return known
+        changed = _changed_entities(conn, position)[0] if position is not None else None
+        sql = f"select head, words, hash from {MENTION_NAMES_TABLE}"
+        if changed is None:
+            known = _keys_of(conn.execute(sql).fetchall())
+        elif changed:
+            read = _keys_of(
+                conn.execute(
+                    f"{sql} where entity_id in (select value from json_each(?))", [json.dumps(sorted(changed))]
+                )
+            )
+            known = [
+                sorted_unique(np.concatenate((known[0], read[0]))),
+                _unique_pairs(np.concatenate((known[1], read[1]))),
+            ]
+        if key:
+            with self._lock:
+                self._known[key] = (since, *known)
+        return known
+
+
+def _keys_of(rows):
+    keys = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64).reshape(-1, 3)
+    return [sorted_unique(keys[:, 2]), _unique_pairs(keys[:, :2])]
+
+
+def _unique_pairs(pairs):
+    """The distinct rows of an (n, 2) array, sorted."""
+    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    return pairs[np.concatenate(([True], np.any(pairs[1:] != pairs[:-1], axis=1)))] if len(pairs) else pairs
+
+
+_known_keys = _KnownKeys()
+
+
+def _heads(conn, pairs, since):
+    """{number of words: the heads among `pairs` of names of that many words}."""
+    heads = {}
+    if since is None:
+        for head, count in conn.execute(_LENGTHS, [json.dumps(pairs.tolist())]):
+            heads.setdefault(count, []).append(head)
+        return heads
+    known = _known_keys.at(conn, since)[1]
+    low, high = np.searchsorted(known[:, 0], pairs, "left"), np.searchsorted(known[:, 0], pairs, "right")
+    at = np.concatenate([np.arange(a, b) for a, b in zip(low.tolist(), high.tolist()) if b > a] or [np.zeros(0, int)])
+    for count in np.unique(known[at, 1]).tolist():
+        heads[count] = known[at][known[at, 1] == count, 0].tolist()
+    return heads
+
+
+def _named_entities(conn, texts, since=None):
     """The ids of the entities the name index holds whose names' words stand in
     `texts` as a run (with the names that have no words): those an automaton of
-    every name could find there."""
+    every name could find there. With `since`, the log position the index is
+    complete up to, only runs whose keys it holds are looked up (_KnownKeys)."""
     words = [_WORD.findall(text.casefold()) for text in texts]
     runs = _Runs([_word_hash(word) for text in words for word in text], [len(text) for text in words])
     folds = runs.hashes()
     _, singles = next(folds)
     _, pairs = next(folds)
-    heads = {}  # number of words -> the heads of names of that many words
-    for head, count in conn.execute(_LENGTHS, [json.dumps(np.unique(pairs[runs.starting(2)]).tolist())]):
-        heads.setdefault(count, []).append(head)
+    heads = _heads(conn, sorted_unique(pairs[runs.starting(2)]), since)  # number of words -> heads of such names
     # names of one word are looked up at every word, names without a word in every text
     probes = [np.stack([singles, np.ones_like(singles), singles], axis=1), np.array([[_hash(()), 0, _hash(())]])]
     for count, hashes in itertools.chain([(2, pairs)], folds):
@@ -636,13 +717,18 @@ def _named_entities(conn, texts):
         if count in heads:  # runs of `count` words whose first two begin such a name
             at = runs.starting(count) & np.isin(pairs, np.array(heads[count], dtype=np.int64))
             probes.append(np.stack([pairs[at], np.full(at.sum(), count), hashes[at]], axis=1))
+    probes = _unique_rows(np.concatenate(probes))
+    if since is not None:
+        known = _known_keys.at(conn, since)[0]
+        at = np.minimum(np.searchsorted(known, probes[:, 2]), max(len(known) - 1, 0))
+        probes = probes[known[at] == probes[:, 2]] if len(known) else probes[:0]
     return {
         entity_id
         for (entity_id,) in conn.execute(
             f"select n.entity_id from json_each(?) p join {MENTION_NAMES_TABLE} n "
             "on n.head = json_extract(p.value, '$[0]') and n.words = json_extract(p.value, '$[1]') "
             "and n.hash = json_extract(p.value, '$[2]')",
-            [json.dumps(_unique_rows(np.concatenate(probes)).tolist())],
+            [json.dumps(probes.tolist())],
         )
     }
 

@@ -262,3 +262,10 @@ class Strings:
         column.text = arrays[f"{prefix}.text"].tobytes().decode("utf-8", "surrogatepass")
         column.ends, column.none = arrays[f"{prefix}.ends"], arrays[f"{prefix}.none"]
         return column
+
+
+def sorted_unique(values):
+    """np.unique of a 1-d array, by a sort: numpy 2.4's np.unique hashes, ten times
+    slower at a million distinct integers (0.8 s against 0.06)."""
+    values = np.sort(np.asarray(values))
+    return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values

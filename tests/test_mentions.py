@@ -404,3 +404,48 @@ def test_mentions_matched_later_follow_the_entities_as_they_are_then(tmp_path):
         assert not resolution.step()
     assert {(a, b) for a, relation, b in edges(conn) if relation == "mentions"} == {("Notes", "Okapi Office")}
     assert check(conn) == {}
+
+
+def test_the_name_index_keys_held_in_memory_find_what_its_sql_finds_as_names_change(tmp_path):
+    """_KnownKeys (the name index's keys in memory, which spare SQL lookups of runs
+    no name has) proposes exactly what the index's SQL does, and follows writes:
+    names added, renamed and deleted by another connection, and a change log that
+    no longer reaches back (read again whole)."""
+    path = str(tmp_path / "keys.db")
+    conn, other = brain_sql.connect(path), brain_sql.connect(path)
+    brain_sql.migrate(conn)
+
+    def names(*rows):
+        with other:
+            other.executemany("insert or ignore into entities (name, entity_type) values (?, 'document')", rows)
+
+    texts = ["Quartz Harbor met the Old Town team and Gizmo Seven", "then Old Town Hall, Neon Fjord and x"]
+
+    def both():
+        with conn:
+            mentions.follow_names(conn)
+        since = mentions._index_position(conn)
+        by_sql, by_keys = mentions._named_entities(conn, texts), mentions._named_entities(conn, texts, since)
+        assert by_keys == by_sql
+        return by_sql
+
+    names(("Quartz Harbor",), ("Old Town",), ("Gadget 7",))
+    assert len(both()) == 2 and mentions._known_keys.held(conn)
+    names(("Old Town Hall",), ("Neon Fjord",))
+    with other:
+        other.execute("update entities set name = 'Gizmo Seven' where name = 'Gadget 7'")
+        other.execute("delete from entities where name = 'Quartz Harbor'")
+    found = both()
+    assert {
+        name for (name,) in conn.execute("select name from entities where id in (%s)" % ",".join(map(str, found)))
+    } == {
+        "Old Town",
+        "Old Town Hall",
+        "Neon Fjord",
+        "Gizmo Seven",
+    }
+    with other:
+        other.execute("delete from brain_changes")  # the log no longer tells: the keys are read again whole
+    names(("Harbor Lights",))
+    texts.append("the Harbor Lights")
+    assert len(both()) == 5
