@@ -31,8 +31,9 @@ def not_installed(model_id):
     """The ModelError for a brain's model that is not installed here: what to run."""
     return ModelError(
         f"this brain records the model {model_id!r}, which is not {NOT_INSTALLED}: run sqlite-utils brain check DB "
-        "(--repair restores the model its memories say they were embedded with), or re-embed them with an "
-        f"installed model: sqlite-utils brain reindex DB --model M (the default is {DEFAULT_MODEL})"
+        "(--repair restores the model its memories say they were embedded with, when they all name one), "
+        "or re-embed them with an installed model: sqlite-utils brain reindex DB --model M "
+        f"(the default is {DEFAULT_MODEL})"
     )
 
 
@@ -43,7 +44,8 @@ def other_width(model_id, width, stored):
     return ModelError(
         f"this brain records the model {model_id!r}, which makes vectors {width} wide, but its stored vectors are "
         f"{stored} wide: run sqlite-utils brain check DB (--repair restores the model its memories say they were "
-        f"embedded with), or re-embed them: sqlite-utils brain reindex DB --model M (the default is {DEFAULT_MODEL})"
+        "embedded with, when they all name one), or re-embed them: sqlite-utils brain reindex DB --model M "
+        f"(the default is {DEFAULT_MODEL})"
     )
 
 

@@ -689,6 +689,13 @@ def _there(root, stored, live, read):
     return there
 
 
+def _folder_now(path):
+    try:
+        return os.path.isdir(path)
+    except OSError:  # cannot be looked at: not known to be a folder, so there (may_exist)
+        return False
+
+
 def _emptied_folder(folder, root, live, remaining, there=may_exist):
     """(folder, why) for the outermost folder under `root` that holds `folder` (a gone
     file's) and is still there but holds nothing to ingest (`live`: the folders that
@@ -1064,7 +1071,11 @@ class _Pipeline:
         (`read`). Whatever `everything` says, the documents of the folders `spared`
         holds ([(folder, whole)]: _renamed_from's) stay."""
         under = _documents_under(root)
-        there = _there(root, self._stored, live, read)
+        folder_there = _there(root, self._stored, live, read)
+
+        def there(path):  # a document's file: one replaced by a folder of its name (an empty one, say) is gone
+            return folder_there(path) and not _folder_now(path)
+
         held, doomed = self.writer.removable(*under, gone=there)
         before = before & set(held)
         paths = self._paths(before | set(doomed)) if doomed else {}
@@ -1091,7 +1102,7 @@ class _Pipeline:
                     refused.setdefault((link, "dangling"), []).append(document_id)
             rest = [d for d in doomed if not links.get(os.path.dirname(paths.get(d, root)))]
             # a note that still opens (through a link) is pruned as moved, stored where it is: not lost
-            moved = {d for d in rest if may_exist(paths[d])}
+            moved = {d for d in rest if may_exist(paths[d]) and not _folder_now(paths[d])}
             at_stake = before - moved - {d for documents in refused.values() for d in documents}
             if at_stake and at_stake <= set(rest):
                 refused[(root, "root" if not moved else "root, moved")] = [d for d in rest if d not in moved]
@@ -1102,7 +1113,7 @@ class _Pipeline:
                 for document_id in rest:
                     folder = os.path.dirname(paths.get(document_id) or root)
                     if folder not in emptied:
-                        emptied[folder] = _emptied_folder(folder, root, live, remaining, there)
+                        emptied[folder] = _emptied_folder(folder, root, live, remaining, folder_there)
                     if emptied[folder]:
                         refused.setdefault(emptied[folder], []).append(document_id)
         kept = {document_id for documents in refused.values() for document_id in documents}

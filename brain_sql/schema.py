@@ -1114,14 +1114,13 @@ def recorded_model(conn):
     """The model id the brain records, or the configured default for a non-brain file.
     A brain whose model row plain SQL deleted or emptied records none: the default
     would embed queries with a model its vectors may not be of."""
-    meta = stored_meta(conn)
-    if not meta:
-        return configured_model()
-    model = meta.get("model")
+    model = stored_meta(conn).get("model")
     if model is None or model == "":
+        if not is_brain(conn):
+            return configured_model()
         raise ModelError(
             "this brain records no model (brain_meta's model row is gone or empty): run sqlite-utils brain check DB "
-            "(--repair restores the model its memories say they were embedded with)"
+            "(--repair restores the model its memories say they were embedded with, when they all name one)"
         )
     return model
 
@@ -1159,10 +1158,20 @@ def check_width(conn, model_id):
         raise other_width(model_id, width, stored)
 
 
+# the brain_meta rows a brain has (another file's brain_meta table holds none of them)
+META_KEYS = ("model", "dimension", "schema_version")
+
+
 def is_brain(conn: Connection) -> bool:
-    """Whether the main database of `conn` is a brain: it has a brain_meta row (a
-    brain whose model row plain SQL deleted is one still, for check to mend)."""
-    return bool(stored_meta(conn))
+    """Whether the main database of `conn` is a brain: brain_meta records one of
+    its keys, or, its rows deleted with plain SQL, it is there beside knowledge
+    (for check to mend: the memories say which model made their vectors)."""
+    if any(key in META_KEYS for key in stored_meta(conn)):
+        return True
+    found = conn.execute(
+        "select count(*) from main.sqlite_master where type = 'table' and name in (?, 'knowledge')", [META_TABLE]
+    )
+    return found.fetchone()[0] == 2
 
 
 def check_model(conn, model_id):
@@ -1354,7 +1363,7 @@ def info(conn: Connection) -> dict[str, Any]:
     (a ModelError saying to run check when it records no model)."""
     meta = stored_meta(conn)
     return {
-        "model": recorded_model(conn) if meta else None,
+        "model": recorded_model(conn) if is_brain(conn) else None,
         "dimension": int(meta["dimension"]) if meta.get("dimension") else None,
         "schema_version": int(meta["schema_version"]) if meta.get("schema_version") else None,
     }

@@ -1065,9 +1065,13 @@ def test_a_model_folder_holding_a_named_pipe_in_a_sub_folder_or_an_empty_name_is
         assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
 
 
-@pytest.mark.parametrize("change", ["delete from brain_meta where key = 'model'", "update brain_meta set value = ''"])
+@pytest.mark.parametrize(
+    "change",
+    ["delete from brain_meta where key = 'model'", "update brain_meta set value = ''", "delete from brain_meta"],
+)
 def test_a_model_row_deleted_or_emptied_says_run_check_and_repair_restores_it(run, db_path, change):
-    """Review 21, R3: brain_meta's model row deleted (or emptied) with plain SQL. The
+    """Review 21, R3: brain_meta's model row deleted (or emptied) with plain SQL; and
+    every brain_meta row deleted (review 22, F1). The
     memories still say which model their vectors are of, so the brain is one still:
     recall, stats and init say to run check (not "not a brain: init", nor that a
     rebuild is the only way), the server's recall answers 409 saying so, check names
@@ -1094,6 +1098,26 @@ def test_a_model_row_deleted_or_emptied_says_run_check_and_repair_restores_it(ru
     assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
     assert run("brain", "recall", db_path, "graph leg").exit_code == 0
     assert brain_sql.info(brain_sql.connect(db_path))["model"] == "wordllama/l2_supercat"
+
+
+def test_another_files_brain_meta_table_does_not_make_it_a_brain(run, tmp_path):
+    """Review 22, F2: a file that is no brain but has a table named brain_meta (of
+    another key) is not taken for one: the CLI says so, and serving it writes no
+    brain schema into it."""
+    path = tmp_path / "fake.db"
+    conn = sqlite3.connect(path)
+    conn.executescript("create table brain_meta (key text primary key, value); create table t (a);")
+    conn.execute("insert into brain_meta values ('foo', 'bar')")
+    conn.commit()
+    conn.close()
+    recalled = run("brain", "recall", str(path), "coffee")
+    assert recalled.exit_code == 1 and "is not a brain" in recalled.output, recalled.output
+
+    async def served():
+        return await Datasette([str(path)]).client.get("/fake")
+
+    assert asyncio.run(served()).status_code == 200
+    assert set(sqlite_utils.Database(path).table_names()) == {"brain_meta", "t"}
 
 
 def canned_recall(path, capfd):

@@ -1343,3 +1343,21 @@ def test_a_path_that_is_a_symbolic_link_loop_is_skipped_by_name(run, db_path, tm
     assert "a symbolic link loop" in result.output
     conn = brain_sql.connect(db_path)
     assert rows(conn, "select count(*) from documents")[0][0] == len(list(VAULT.rglob("*.md")))
+
+
+def test_a_records_file_replaced_by_an_empty_folder_is_named_and_kept_unless_confirmed(run, db_path, tmp_path):
+    """Review 22, F4: data.jsonl replaced by an empty folder of its name: --prune said
+    nothing and exited 0, and --prune-all removed nothing. Its file is gone: the root
+    guard keeps its memories and names it (exit 1); --prune-all removes them."""
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"_id": "a1", "text": "alpha one"}\n{"_id": "a2", "text": "alpha two"}\n')
+    ingest_ok(run, db_path, data)
+    conn = brain_sql.connect(db_path)
+    data.unlink()
+    data.mkdir()
+    refused = run("brain", "ingest", db_path, data, "--prune")
+    assert refused.exit_code == 1 and f"nothing under {data} was pruned" in refused.output, refused.output
+    assert rows(conn, "select count(*) from documents") == [(2,)]
+    confirmed = run("brain", "ingest", db_path, data, "--prune-all")
+    assert confirmed.exit_code == 0 and "2 removed" in confirmed.output, confirmed.output
+    assert rows(conn, "select count(*) from documents") == [(0,)]
