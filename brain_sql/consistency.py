@@ -152,6 +152,11 @@ def _check(conn, repair=False):
             "or r.to_entity_id not in (select id from entities) "
             "or (r.knowledge_id is not null and r.knowledge_id not in (select id from knowledge))",
         ),
+        # chunks plain SQL moved off their document (to an id no document has, or NULL) while
+        # documents of their file remain: no prune removes them, and an ingest stores them again
+        "detached_memories": [
+            f"knowledge {i} document_id {document_id!r:.60}" for i, document_id in _detached(conn).items()
+        ],
         "incomplete_documents": _ids(
             conn,
             "select document_id from documents d "
@@ -391,8 +396,45 @@ def _id_mark(conn):
     return [given] if given > (marks[0] if marks else 0) else []
 
 
+_DETACHED = """
+select k.id, k.document_id, k.source_path from knowledge k left join documents d on d.document_id = k.document_id
+where d.document_id is null and exists (select 1 from documents f where f.source_path = k.source_path)
+"""
+
+
+def _detached(conn):
+    """{knowledge id: document_id} of the chunks whose document_id names no document
+    while a document of their file (source_path) is stored (the reference system's
+    chunks name documents it keeps no rows of, and no file's)."""
+    return {i: document_id for i, document_id, _ in conn.execute(_DETACHED)}
+
+
+def _relink(conn, detached):
+    """Give each `detached` chunk back to the one document of its file; refused, by
+    chunk, where its file has several (a records file's): which is the user's to say."""
+    if not detached:
+        return
+    rows = conn.execute(_DETACHED).fetchall()
+    stuck = []
+    for knowledge_id, document_id, source_path in rows:
+        owners = _ids(conn, "select document_id from documents where source_path = ? limit 2", [source_path])
+        if len(owners) == 1:
+            conn.execute("update knowledge set document_id = ? where id = ?", [owners[0], knowledge_id])
+        else:
+            stuck.append(f"knowledge {knowledge_id} (document_id {document_id!r:.60})")
+    if stuck:
+        raise BrainError(
+            "check --repair cannot tell which document these chunks belong to, as their file holds several: "
+            + "; ".join(stuck[:10])
+            + (" …" if len(stuck) > 10 else "")
+            + ". Set each one's document_id with SQL (or delete the chunk), then run sqlite-utils brain check "
+            "--repair again"
+        )
+
+
 def _repair(conn, problems, model_id):
     with atomic(conn):
+        _relink(conn, problems.get("detached_memories"))  # first: the documents' chunk counts are then right again
         broken = problems.get("missing_triggers", []) + problems.get("altered_triggers", [])
         if broken:
             expected = expected_triggers()

@@ -482,6 +482,10 @@ PROBLEMS = {
     "stale_vector_filters": "vectors whose filter columns disagree with their memory",
     "other_model_vectors": "memories embedded by another model than the brain's",
     "dangling_edges": "relationships whose entity or chunk is gone",
+    "detached_memories": (
+        "chunks whose document_id names no document while their file's document is stored (--repair gives each "
+        "back to it, or refuses by chunk where the file holds several)"
+    ),
     "incomplete_documents": "documents whose chunks are not all there",
     "pending_mentions": "mention matching left unfinished",
     "orphan_versions": "earlier versions of records whose current version is gone",

@@ -1120,6 +1120,42 @@ def test_another_files_brain_meta_table_does_not_make_it_a_brain(run, tmp_path):
     assert set(sqlite_utils.Database(path).table_names()) == {"brain_meta", "t"}
 
 
+@pytest.mark.parametrize("detached", ["'zz'", "null"])
+def test_a_chunk_moved_off_its_document_is_named_and_given_back(run, vault_brain_copy, detached):
+    """Review 22, F3: a chunk's document_id set with plain SQL to an id no document has
+    (or NULL) left it out of its document: --repair said consistent, a prune never
+    removed it and an ingest stored it again. Check names the chunk, --repair gives it
+    back to the one document of its file."""
+    conn = brain_sql.connect(vault_brain_copy)
+    document, chunk = conn.execute(
+        "select document_id, max(id) from knowledge where document_id = "
+        "(select document_id from documents where chunks > 1 order by document_id limit 1)"
+    ).fetchone()
+    with conn:
+        conn.execute(f"update knowledge set document_id = {detached} where id = ?", [chunk])
+    found = run("brain", "check", str(vault_brain_copy))
+    assert found.exit_code == 1 and f"knowledge {chunk} document_id" in found.output, found.output
+    repaired = run("brain", "check", str(vault_brain_copy), "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    assert conn.execute("select document_id from knowledge where id = ?", [chunk]).fetchone() == (document,)
+
+
+def test_a_chunk_moved_off_a_records_files_document_is_refused_by_name(run, db_path, tmp_path):
+    """Review 22, F3: a chunk of a records file (whose documents are its records) moved
+    off its document: which record it was is not the brain's to guess; --repair
+    names it and changes nothing."""
+    records = tmp_path / "data.jsonl"
+    records.write_text('{"_id": "a1", "text": "alpha one"}\n{"_id": "a2", "text": "alpha two"}\n')
+    assert run("brain", "ingest", str(db_path), str(records)).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    with conn:
+        conn.execute("update knowledge set document_id = 'zz' where id = (select min(id) from knowledge)")
+    refused = run("brain", "check", str(db_path), "--repair")
+    assert refused.exit_code == 1 and "cannot tell which document" in refused.output, refused.output
+    assert "knowledge 1 (document_id 'zz')" in refused.output
+    assert conn.execute("select document_id from knowledge where id = 1").fetchone() == ("zz",)
+
+
 def canned_recall(path, capfd):
     """(the answer to the canned recall query on the brain at `path`, what the server logged)."""
 
