@@ -427,7 +427,9 @@ def _fts_candidates(conn, entities, counts=None):
     of the (id, name) `entities`, {entity id: the phrases of its names to
     look up}) for the names whose rare words pick too many chunks to read, or that
     have none: a phrase lookup reads the whole index of each of its words, of "the"
-    too. `counts` keeps {word: chunks holding it, up to MENTION_FTS_RARE} across calls."""
+    too. `counts` keeps {word: the chunks holding it, or None where they are
+    MENTION_FTS_RARE or more} across calls: a name's rare words' chunks are met in
+    memory, one FTS5 query a word."""
     candidates, phrases, counts = set(), {}, {} if counts is None else counts
     key = main_file(conn)
     common = _common_words.setdefault(key, set()) if key else set()  # an in-memory brain's are its own
@@ -436,16 +438,18 @@ def _fts_candidates(conn, entities, counts=None):
             words = tokens(form)
             for word in words:
                 if word in common:
-                    counts[word] = MENTION_FTS_RARE
+                    counts[word] = None
                 elif word not in counts:
-                    counts[word] = _fts_count(conn, f'"{word}"', MENTION_FTS_RARE)
-                    if counts[word] >= MENTION_FTS_RARE:
+                    held = _fts_rows(conn, f'"{word}"', limit=MENTION_FTS_RARE)
+                    counts[word] = None if len(held) >= MENTION_FTS_RARE else held
+                    if counts[word] is None:
                         common.add(word)
-            if not words or not all(counts[word] for word in words):
+            if not words or any(counts[word] is not None and not counts[word] for word in words):
                 continue  # a word no chunk holds: no chunk names it
-            rare = " AND ".join(f'"{word}"' for word in dict.fromkeys(words) if counts[word] < MENTION_FTS_RARE)
-            if rare and _fts_count(conn, rare, MENTION_FTS_CANDIDATES) < MENTION_FTS_CANDIDATES:
-                candidates.update(_fts_rows(conn, rare))
+            rare = [counts[word] for word in dict.fromkeys(words) if counts[word] is not None]
+            held = set.intersection(*rare) if rare else None
+            if held is not None and len(held) < MENTION_FTS_CANDIDATES:
+                candidates.update(held)
             else:
                 phrases.setdefault(entity_id, []).append('"' + " ".join(words) + '"')
     return candidates, phrases
@@ -458,17 +462,10 @@ def _fts_candidates(conn, entities, counts=None):
 _common_words: dict[str, set[str]] = {}
 
 
-def _fts_count(conn, query, limit):
-    """How many chunks the FTS5 query matches, up to `limit`."""
-    return conn.execute(
-        "select count(*) from (select 1 from knowledge_fts where knowledge_fts match ? limit ?)", (query, limit)
-    ).fetchone()[0]
-
-
-def _fts_rows(conn, *queries):
-    """The chunks any of the FTS5 queries match."""
-    sql = "select rowid from knowledge_fts where knowledge_fts match ?"
-    return {i for query in queries for (i,) in conn.execute(sql, (query,))}
+def _fts_rows(conn, *queries, limit=-1):
+    """The chunks any of the FTS5 queries match (up to `limit` a query)."""
+    sql = "select rowid from knowledge_fts where knowledge_fts match ? limit ?"
+    return {i for query in queries for (i,) in conn.execute(sql, (query, limit))}
 
 
 # -- the name index -------------------------------------------------------------
