@@ -48,7 +48,7 @@ from .errors import (
     WrongKind,
 )
 from .evaluation import load_qrels
-from .faults import NOT_MIGRATED, named, outdated
+from .faults import NOT_MIGRATED, blame_values, named, outdated
 from .functions import RECALL_SQL, register_functions
 from .listing import FIELDS as LISTING_FIELDS
 from .listing import Listing, listing_from_strings, parse_listing
@@ -61,6 +61,7 @@ from .replicas import ReplicaError, follow, replicate
 from .schema import migrate, pending_migrations
 from .state import current as current_state
 from .state import prepare_for_writes
+from .values import VALUE_FAILURES
 
 # each name is in docs/python.md (tests/test_face.py compares); what only
 # datasette_brain needs is in brain_sql.for_plugin
@@ -197,6 +198,9 @@ def export(
             except BrainError as ex:
                 if type(ex) is BrainError and outdated(conn):
                     raise BrainError(f"{NOT_MIGRATED}: run sqlite-utils brain init DB") from ex
+                raise
+            except VALUE_FAILURES as ex:  # a BLOB where an id belongs, say: check names it
+                blame_values(conn, ex)
                 raise
             yield line
     finally:

@@ -27,6 +27,7 @@ from .schema import (
     STATED_TABLES,
     damaged_tables,
     drop_reindex_leftovers,
+    ensure_meta,
     expected_triggers,
     highest_given,
     lower_marks,
@@ -46,7 +47,7 @@ from .schema import (
     same_sql,
     shadow_tables,
 )
-from .vectors import VEC_METADATA, backfill_vectors, create_vector_table, vec_metadata_values
+from .vectors import VEC_METADATA, backfill_vectors, create_vector_table, vec_metadata_values, vector_dimension
 from .writer import edited, restate, rewrite_contexts
 
 
@@ -229,7 +230,8 @@ def _remake(conn, missing, misshapen=()):
             "it again; restore the file from a copy, or ingest its sources into a new brain"
         )
     if META_TABLE in missing:
-        raise meta_lost()
+        _restore_meta(conn)
+        missing = [table for table in missing if table != META_TABLE]
     model_id, dimension = recorded_model_and_dimension(conn)
     if misshapen:
         _drop_misshapen(conn, misshapen, shadow_tables(dimension))
@@ -277,6 +279,16 @@ def _remake(conn, missing, misshapen=()):
                 [document_id, title, source_path, entity[0] if entity else None, chunks],
             )
     conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
+
+
+def _restore_meta(conn):
+    """brain_meta made again, recording the model every memory names as the one it was
+    embedded with (installed here, making vectors as wide as the stored ones);
+    meta_lost where they name no such one model."""
+    found = values.embedded_with(conn, vector_dimension(conn))
+    if found is None:
+        raise meta_lost()
+    ensure_meta(conn, found[1])
 
 
 def _drop_misshapen(conn, misshapen, shadows):
@@ -396,35 +408,51 @@ def _id_mark(conn):
     return [given] if given > (marks[0] if marks else 0) else []
 
 
-_DETACHED = """
-select k.id, k.document_id, k.source_path from knowledge k left join documents d on d.document_id = k.document_id
-where d.document_id is null and exists (select 1 from documents f where f.source_path = k.source_path)
+# a document "of its file": one of its source_path, or, remembered (no file), its record's
+_OF_ITS_FILE = (
+    "(f.source_path = k.source_path or (k.source_path is null and f.document_id = 'remember#' || k.external_id))"
+)
+_DETACHED = f"""
+select k.id, k.document_id from knowledge k left join documents d on d.document_id = k.document_id
+where d.document_id is null and exists (select 1 from documents f where {_OF_ITS_FILE})
 """
+# the documents of chunk :id's file it may be of: missing a chunk, none of its index, and
+# none of another record (external_id)
+_OWNERS = f"""
+select f.document_id from knowledge k join documents f on {_OF_ITS_FILE}
+where k.id = :id
+  and f.chunks > (select count(*) from knowledge c where c.document_id = f.document_id)
+  and not exists (select 1 from knowledge c where c.document_id = f.document_id
+    and (c.chunk_index is k.chunk_index or c.external_id is not k.external_id))
+limit 2"""
 
 
 def _detached(conn):
     """{knowledge id: document_id} of the chunks whose document_id names no document
-    while a document of their file (source_path) is stored (the reference system's
-    chunks name documents it keeps no rows of, and no file's)."""
-    return {i: document_id for i, document_id, _ in conn.execute(_DETACHED)}
+    while a document of their file (source_path; a remembered record's own) is
+    stored (the reference system's chunks name documents it keeps no rows of, and
+    no file's)."""
+    return dict(conn.execute(_DETACHED).fetchall())
 
 
 def _relink(conn, detached):
-    """Give each `detached` chunk back to the one document of its file; refused, by
-    chunk, where its file has several (a records file's): which is the user's to say."""
+    """Give each `detached` chunk back to its document: the one document of its file
+    still missing a chunk, none of its index and none another record's. Refused, by
+    chunk, where none or several are: which it was is the user's to say."""
     if not detached:
         return
-    rows = conn.execute(_DETACHED).fetchall()
     stuck = []
-    for knowledge_id, document_id, source_path in rows:
-        owners = _ids(conn, "select document_id from documents where source_path = ? limit 2", [source_path])
+    for knowledge_id, document_id in conn.execute(_DETACHED).fetchall():
+        owners = _ids(conn, _OWNERS, {"id": knowledge_id})
         if len(owners) == 1:
             conn.execute("update knowledge set document_id = ? where id = ?", [owners[0], knowledge_id])
         else:
-            stuck.append(f"knowledge {knowledge_id} (document_id {document_id!r:.60})")
+            why = "several documents of its file" if owners else "no document of its file"
+            stuck.append(f"knowledge {knowledge_id} (document_id {document_id!r:.60}: {why} could be its)")
     if stuck:
         raise BrainError(
-            "check --repair cannot tell which document these chunks belong to, as their file holds several: "
+            "check --repair cannot tell which document these chunks belong to (the one of its file missing a "
+            "chunk, none of its index and none of another record): "
             + "; ".join(stuck[:10])
             + (" …" if len(stuck) > 10 else "")
             + ". Set each one's document_id with SQL (or delete the chunk), then run sqlite-utils brain check "

@@ -37,14 +37,14 @@ def named(operation: Callable[Concatenate[Connection, P], R]) -> Callable[Concat
                     "run sqlite-utils brain init DB"
                 ) from ex
             if isinstance(ex.__cause__, sqlite3.DatabaseError):  # SQLite's own, on a BLOB that is no UTF-8 text, say
-                _blame_values(conn, ex)
+                blame_values(conn, ex)
             raise
         except values.VALUE_FAILURES as ex:
             if not isinstance(ex, InputError):  # the caller's mistake
-                _blame_values(conn, ex)
+                blame_values(conn, ex)
             raise  # a bug: as it is
         if values.holds_unreadable(result):  # a BLOB read where text belongs, an infinite number
-            _blame_values(conn)
+            blame_values(conn)
             raise BrainError(
                 f"{operation.__name__}: the brain holds a value of the wrong kind (a BLOB where text belongs, "
                 "an infinite number): run sqlite-utils brain check"
@@ -54,7 +54,7 @@ def named(operation: Callable[Concatenate[Connection, P], R]) -> Callable[Concat
     return named
 
 
-def _blame_values(conn: Connection, cause: BaseException | None = None) -> None:
+def blame_values(conn: Connection, cause: BaseException | None = None) -> None:
     """Raise check's BrainError when the brain holds values of the wrong kind:
     what went wrong (`cause`) is theirs to answer for."""
     fault = values.fault(conn)

@@ -1102,11 +1102,13 @@ def stored_meta(conn):
 
 
 def meta_lost():
-    """The BrainError for a brain whose brain_meta plain SQL dropped or emptied."""
+    """The BrainError for a brain whose brain_meta plain SQL dropped or emptied, where
+    the memories do not say which model made the vectors."""
     return BrainError(
-        f"the brain has no {META_TABLE} table (or it records no model): it held the model the brain's vectors were "
-        "made with and their dimension, stated nowhere else, so no repair can make it again; restore the file from "
-        "a copy, or ingest its sources into a new brain"
+        f"the brain has no {META_TABLE} table (or it records no model), and its memories do not all name one model "
+        "installed here that makes vectors as wide as the stored ones: no repair can tell which model made them; "
+        f"restore the file from a copy, or make {META_TABLE} (key, value) with SQL holding the model's id under "
+        "'model' and run sqlite-utils brain check --repair"
     )
 
 
@@ -1160,18 +1162,29 @@ def check_width(conn, model_id):
 
 # the brain_meta rows a brain has (another file's brain_meta table holds none of them)
 META_KEYS = ("model", "dimension", "schema_version")
+# knowledge columns only a brain has (m002 adds them): what tells its knowledge from another's
+BRAIN_COLUMNS = frozenset(("scope", "relevance_tier", "embedding_model"))
 
 
 def is_brain(conn: Connection) -> bool:
-    """Whether the main database of `conn` is a brain: brain_meta records one of
-    its keys, or, its rows deleted with plain SQL, it is there beside knowledge
-    (for check to mend: the memories say which model made their vectors)."""
-    if any(key in META_KEYS for key in stored_meta(conn)):
+    """Whether the main database of `conn` is a brain: its knowledge has the columns a
+    brain gives it (m002), whatever plain SQL did to brain_meta since (check mends
+    that from the memories); or, knowledge gone or rebuilt by a tool without them,
+    brain_meta records one of its keys and the record of migrations says a brain
+    was made there. Another app's knowledge or brain_meta, or a reference file
+    still to adopt, is none."""
+    columns = {row[0] for row in conn.execute("select name from pragma_table_info('knowledge', 'main')")}
+    if BRAIN_COLUMNS <= columns:
         return True
-    found = conn.execute(
-        "select count(*) from main.sqlite_master where type = 'table' and name in (?, 'knowledge')", [META_TABLE]
+    if not any(key in META_KEYS for key in stored_meta(conn)):
+        return False
+    table = migrations.migrations_table
+    if not conn.execute("select 1 from main.sqlite_master where type = 'table' and name = ?", [table]).fetchone():
+        return False  # no record of migrations: no brain was made here
+    made = conn.execute(
+        f"select 1 from main.[{table}] where migration_set = ? and name = 'm002_brain_columns'", [migrations.name]
     )
-    return found.fetchone()[0] == 2
+    return made.fetchone() is not None
 
 
 def check_model(conn, model_id):

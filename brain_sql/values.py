@@ -451,17 +451,17 @@ def _meta(conn):
         how = "set it with SQL to the model the stored vectors were made with (the memories name no one model)"
         says = "the model the stored vectors were made with"
         found.append(
-            Invalid(META_TABLE, "model", "value", meta.get("model"), says, _embedded_with(conn, dimension), how)
+            Invalid(META_TABLE, "model", "value", meta.get("model"), says, embedded_with(conn, dimension), how)
         )
     elif not isinstance(meta.get("model"), str):
         value = meta.get("model")
         found.append(Invalid(META_TABLE, "model", "value", value, "text", _repair(conn, REQUIRED, value)))
     elif not installed(meta["model"]):
-        repair = _embedded_with(conn, dimension)
+        repair = embedded_with(conn, dimension)
         how = "re-embed the memories with an installed model: sqlite-utils brain reindex DB --model M"
         found.append(Invalid(META_TABLE, "model", "value", meta["model"], NOT_INSTALLED, repair, how))
     elif dimension is not None and (width := _width(meta["model"])) != dimension:
-        repair = _embedded_with(conn, dimension)
+        repair = embedded_with(conn, dimension)
         how = "re-embed the memories with an installed model: sqlite-utils brain reindex DB --model M"
         says = (
             f"a model that loads here (it does not: {width})"
@@ -469,7 +469,7 @@ def _meta(conn):
             else f"a model making vectors {dimension} wide, as the stored ones are (it makes them {width} wide)"
         )
         found.append(Invalid(META_TABLE, "model", "value", meta["model"], says, repair, how))
-    elif (embedded := _embedded_with(conn, dimension)) is not None and embedded[1] != meta["model"]:
+    elif (embedded := embedded_with(conn, dimension)) is not None and embedded[1] != meta["model"]:
         # as wide, but not the model every memory says it was embedded with: queries would
         # be embedded by one model and searched among another's vectors
         says = f"{embedded[1]!r}, the model every memory was embedded with"
@@ -532,15 +532,18 @@ def _meta_keys(conn):
     return found
 
 
-def _embedded_with(conn, dimension):
+def embedded_with(conn, dimension):
     """("set", model) when the memories that name the model they were embedded with
     (the reference system's name none) all name one, installed here and making
     vectors as wide as the stored ones; None otherwise."""
     # read as bytes: text that is not UTF-8 there is named by the row scan, and names no model
-    models = conn.execute(
-        "select distinct typeof(embedding_model), cast(embedding_model as blob) from knowledge "
-        "where embedding_model is not null limit 2"
-    ).fetchall()
+    try:
+        models = conn.execute(
+            "select distinct typeof(embedding_model), cast(embedding_model as blob) from knowledge "
+            "where embedding_model is not null limit 2"
+        ).fetchall()
+    except sqlite3.OperationalError:  # knowledge dropped, or rebuilt by a tool without the column: none named
+        return None
     if len(models) != 1 or models[0][0] != "text":
         return None
     try:

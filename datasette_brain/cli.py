@@ -484,7 +484,7 @@ PROBLEMS = {
     "dangling_edges": "relationships whose entity or chunk is gone",
     "detached_memories": (
         "chunks whose document_id names no document while their file's document is stored (--repair gives each "
-        "back to it, or refuses by chunk where the file holds several)"
+        "back to the one that is missing it, or refuses by chunk where none or several could be its)"
     ),
     "incomplete_documents": "documents whose chunks are not all there",
     "pending_mentions": "mention matching left unfinished",

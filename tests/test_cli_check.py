@@ -835,24 +835,6 @@ def test_a_schema_version_that_is_no_whole_number_is_named_and_mended(run, vault
     assert run("brain", "init", vault_brain_copy).exit_code == 0
 
 
-def test_a_dropped_brain_meta_is_named_and_refused_with_what_to_do(run, vault_brain_copy):
-    """brain_meta records the model the vectors were made with: check names it, and
-    --repair and init refuse by name, saying what to do, changing nothing (init never
-    says the brain is ready with no model)."""
-    conn = sqlite3.connect(vault_brain_copy)
-    conn.execute("drop table brain_meta")
-    conn.commit()
-    conn.close()
-    checked = run("brain", "check", vault_brain_copy)
-    assert checked.exit_code == 1 and "brain_meta" in checked.output, checked.output
-    assert "run sqlite-utils brain check" not in checked.output
-    for command in (["check", vault_brain_copy, "--repair"], ["init", vault_brain_copy]):
-        refused = run("brain", *command)
-        assert refused.exit_code == 1 and "no brain_meta table" in refused.output, refused.output
-        assert "restore the file from a copy" in refused.output and "brain ready" not in refused.output
-    assert "brain_meta" not in sqlite_utils.Database(vault_brain_copy).table_names()
-
-
 def _leave_reindex_tables(path, switched):
     """What a reindex killed (kill -9) leaves: its staged vectors and its row in
     brain_meta while staging, the old vectors once it switched."""
@@ -1120,6 +1102,18 @@ def test_another_files_brain_meta_table_does_not_make_it_a_brain(run, tmp_path):
     assert set(sqlite_utils.Database(path).table_names()) == {"brain_meta", "t"}
 
 
+def detach_last_chunk(conn, column, detached):
+    """Move the last chunk of the first document of several chunks off it with plain
+    SQL (document_id set to the SQL value `detached`): (its `column`, its id)."""
+    value, chunk = conn.execute(
+        f"select {column}, max(id) from knowledge where document_id = "
+        "(select document_id from documents where chunks > 1 order by document_id limit 1)"
+    ).fetchone()
+    with conn:
+        conn.execute(f"update knowledge set document_id = {detached} where id = ?", [chunk])
+    return value, chunk
+
+
 @pytest.mark.parametrize("detached", ["'zz'", "null"])
 def test_a_chunk_moved_off_its_document_is_named_and_given_back(run, vault_brain_copy, detached):
     """Review 22, F3: a chunk's document_id set with plain SQL to an id no document has
@@ -1127,12 +1121,7 @@ def test_a_chunk_moved_off_its_document_is_named_and_given_back(run, vault_brain
     removed it and an ingest stored it again. Check names the chunk, --repair gives it
     back to the one document of its file."""
     conn = brain_sql.connect(vault_brain_copy)
-    document, chunk = conn.execute(
-        "select document_id, max(id) from knowledge where document_id = "
-        "(select document_id from documents where chunks > 1 order by document_id limit 1)"
-    ).fetchone()
-    with conn:
-        conn.execute(f"update knowledge set document_id = {detached} where id = ?", [chunk])
+    document, chunk = detach_last_chunk(conn, "document_id", detached)
     found = run("brain", "check", str(vault_brain_copy))
     assert found.exit_code == 1 and f"knowledge {chunk} document_id" in found.output, found.output
     repaired = run("brain", "check", str(vault_brain_copy), "--repair")
@@ -1140,19 +1129,19 @@ def test_a_chunk_moved_off_its_document_is_named_and_given_back(run, vault_brain
     assert conn.execute("select document_id from knowledge where id = ?", [chunk]).fetchone() == (document,)
 
 
-def test_a_chunk_moved_off_a_records_files_document_is_refused_by_name(run, db_path, tmp_path):
-    """Review 22, F3: a chunk of a records file (whose documents are its records) moved
-    off its document: which record it was is not the brain's to guess; --repair
-    names it and changes nothing."""
+def test_chunks_of_two_records_moved_off_their_documents_are_refused_by_name(run, db_path, tmp_path):
+    """Review 22, F3: chunks of a records file (whose documents are its records) moved
+    off their documents: with two records' documents each missing its chunk, which
+    was whose is not the brain's to guess; --repair names them and changes nothing."""
     records = tmp_path / "data.jsonl"
     records.write_text('{"_id": "a1", "text": "alpha one"}\n{"_id": "a2", "text": "alpha two"}\n')
     assert run("brain", "ingest", str(db_path), str(records)).exit_code == 0
     conn = brain_sql.connect(db_path)
     with conn:
-        conn.execute("update knowledge set document_id = 'zz' where id = (select min(id) from knowledge)")
+        conn.execute("update knowledge set document_id = 'zz', external_id = null")
     refused = run("brain", "check", str(db_path), "--repair")
     assert refused.exit_code == 1 and "cannot tell which document" in refused.output, refused.output
-    assert "knowledge 1 (document_id 'zz')" in refused.output
+    assert "knowledge 1 (document_id 'zz': several documents of its file could be its)" in refused.output
     assert conn.execute("select document_id from knowledge where id = 1").fetchone() == ("zz",)
 
 
@@ -1408,3 +1397,178 @@ def test_the_sql_functions_on_a_brain_missing_a_brain_meta_row_log_run_check(vau
     assert answer.status_code == 400, answer.text
     assert "Traceback" not in logged and "KeyError" not in logged, logged
     assert "brain_sql: " in logged and "run sqlite-utils brain check" in logged, logged
+
+
+def foreign_file(path, script):
+    """Another app's SQLite file at `path`, made by `script`."""
+    conn = sqlite3.connect(path)
+    conn.executescript(script)
+    conn.commit()
+    conn.close()
+    return path
+
+
+FOREIGN = {
+    # brain_meta beside another app's knowledge table (none of a brain's columns)
+    "bk": "create table brain_meta (key text primary key, value); insert into brain_meta values ('foo', 'bar');"
+    "create table knowledge (id integer primary key, text); insert into knowledge (text) values ('hello');",
+    # brain_meta naming a model, and no brain's tables at all
+    "bmodel": "create table brain_meta (key text primary key, value); "
+    "insert into brain_meta values ('model', 'gpt-4o'); create table t (a);",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOREIGN))
+def test_another_apps_knowledge_or_model_key_makes_no_brain_and_serving_it_beside_one_fails_nothing(
+    run, vault_brain_copy, name
+):
+    """Review 23, F1: a file holding brain_meta beside another app's knowledge table,
+    or brain_meta with a `model` key and no brain's tables, was taken for a brain: served
+    beside a brain it made the OpenAI routes 500 for every brain on the server, and was
+    listed as one. It is no brain: the CLI says so, the routes serve the real brain's
+    model, and nothing is written into it."""
+    path = foreign_file(vault_brain_copy.parent / f"{name}.db", FOREIGN[name])
+    tables = set(sqlite_utils.Database(path).table_names())
+    assert not brain_sql.is_brain(sqlite3.connect(path))
+    said = run("brain", "stats", str(path))
+    assert said.exit_code == 1 and "is not a brain" in said.output, said.output
+
+    async def served():
+        datasette = Datasette([str(vault_brain_copy), str(path)])
+        models = await datasette.client.get("/-/brain/v1/models")
+        model = await datasette.client.get("/-/brain/v1/models/wordllama/l2_supercat")
+        embedded = await datasette.client.post("/-/brain/v1/embeddings", json={"input": "hi"})
+        menu = await datasette.client.get("/")
+        return models, model, embedded, menu
+
+    models, model, embedded, menu = asyncio.run(served())
+    assert models.status_code == 200 and [m["id"] for m in models.json()["data"]] == ["wordllama/l2_supercat"]
+    assert model.status_code == 200 and embedded.status_code == 200, (model.text, embedded.text)
+    assert f"Recall from {name}" not in menu.text
+    assert set(sqlite_utils.Database(path).table_names()) == tables
+
+
+def test_a_dropped_brain_meta_is_made_again_from_the_memories_model(run, vault_brain_copy):
+    """Review 23, F5: brain_meta DROPPED with plain SQL (review 22 mended it emptied)
+    made the file "not a brain: init", and every command said no repair could make it
+    again, though every memory names the model its vector was made with. It is a brain
+    still: recall says to run check, check names the table, --repair makes it again
+    from the memories, and recall works."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        conn.execute("drop table brain_meta")
+    conn.close()
+    for command in (("recall", "graph leg"), ("init",)):
+        said = run("brain", command[0], vault_brain_copy, *command[1:])
+        assert said.exit_code == 1 and "not a brain" not in said.output and "check" in said.output, said.output
+    found = run("brain", "check", vault_brain_copy)
+    assert found.exit_code == 1 and "brain_meta" in found.output, found.output
+    repaired = run("brain", "check", vault_brain_copy, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    assert brain_sql.info(brain_sql.connect(vault_brain_copy)) == {
+        "model": "wordllama/l2_supercat",
+        "dimension": 256,
+        "schema_version": schema.SCHEMA_VERSION,
+    }
+    assert run("brain", "recall", vault_brain_copy, "graph leg").exit_code == 0
+
+
+@pytest.mark.parametrize("column", ["document_id", "source_path", "external_id", "heading_path", "metadata", "tags"])
+def test_a_blob_in_a_memorys_placement_is_a_409_from_export_not_a_traceback(run, vault_brain_copy, column):
+    """Review 23, F4: a BLOB knowledge.document_id made `brain export` a TypeError's
+    traceback and /-/export.jsonl a 500; the export says to run check, as every
+    other surface does, and check names the cell."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        without_rules(conn)
+        conn.execute(f"update knowledge set [{column}] = x'ff00' where id = (select min(id) from knowledge)")
+    conn.close()
+
+    async def exported():
+        return await Datasette([str(vault_brain_copy)]).client.get("/brain/-/export.jsonl")
+
+    answer = asyncio.run(exported())
+    assert answer.status_code == 409 and "sqlite-utils brain check" in answer.text, answer.text[:300]
+    result = run("brain", "export", vault_brain_copy)
+    assert result.exit_code == 1 and "Traceback" not in result.output and "brain check" in result.output
+    assert column in run("brain", "check", vault_brain_copy).output
+
+
+def records_brain(run, db_path, tmp_path):
+    """A brain of one records file of two records, r0 and r1."""
+    records = tmp_path / "data.jsonl"
+    records.write_text(
+        "".join(json.dumps({"_id": f"r{i}", "content": f"Record {i} about alpacas."}) + "\n" for i in (0, 1))
+    )
+    assert run("brain", "ingest", str(db_path), str(records)).exit_code == 0
+    return brain_sql.connect(db_path)
+
+
+def test_a_chunk_whose_records_document_row_is_gone_is_given_to_no_other_record(run, db_path, tmp_path):
+    """Review 23, F2 (a): record r1's documents row deleted with plain SQL: --repair
+    gave its chunk to r0's document (the file's only one), so forgetting r0 then forgot
+    r1 too. It is refused by chunk, changing nothing."""
+    conn = records_brain(run, db_path, tmp_path)
+    with conn:
+        conn.execute("delete from documents where document_id like '%#r1'")
+    refused = run("brain", "check", str(db_path), "--repair")
+    assert refused.exit_code == 1 and "no document of its file could be its" in refused.output, refused.output
+    owners = conn.execute("select external_id, document_id from knowledge order by id").fetchall()
+    assert [(external_id, document_id.rsplit("#")[1]) for external_id, document_id in owners] == [
+        ("r0", "r0"),
+        ("r1", "r1"),
+    ]
+
+
+def test_a_records_chunk_moved_off_is_given_back_to_its_own_record(run, db_path, tmp_path):
+    """The chunk of r0 moved off its document: of the file's two documents only r0's
+    misses a chunk (and holds none of another record): --repair gives it back."""
+    conn = records_brain(run, db_path, tmp_path)
+    document = conn.execute("select document_id from knowledge where external_id = 'r0'").fetchone()[0]
+    with conn:
+        conn.execute("update knowledge set document_id = 'zz' where external_id = 'r0'")
+    repaired = run("brain", "check", str(db_path), "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    assert conn.execute("select document_id from knowledge where external_id = 'r0'").fetchone() == (document,)
+
+
+def test_a_detached_chunk_stored_again_since_is_not_given_back_beside_its_copy(run, tmp_path):
+    """Review 23, F2 (b): a note's chunk moved off its document, then the note edited and
+    ingested (its chunk stored again): --repair put the old chunk back beside the new
+    one of the same index (recall showed it twice, and a new problem was left). It is
+    refused by chunk, changing nothing."""
+    vault = tmp_path / "w"
+    shutil.copytree(VAULT, vault)
+    db_path = tmp_path / "b.db"
+    assert run("brain", "ingest", db_path, vault).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    note, chunk = detach_last_chunk(conn, "source_path", "'zz'")
+    with open(note, "a") as f:
+        f.write("\n\nOne more line about llamas.\n")
+    assert run("brain", "ingest", db_path, vault).exit_code == 0
+    before = conn.execute("select id, document_id from knowledge order by id").fetchall()
+    refused = run("brain", "check", db_path, "--repair")
+    assert refused.exit_code == 1 and f"knowledge {chunk} (document_id 'zz'" in refused.output, refused.output
+    assert conn.execute("select id, document_id from knowledge order by id").fetchall() == before
+
+
+def test_a_remembered_memory_moved_off_its_document_is_named_and_given_back(run, db_path, tmp_path):
+    """Review 23, F3: a remembered memory (no file) moved off its document: check said
+    consistent after --repair, and the next remember of its _id kept both texts. Check
+    names it, --repair gives it back to its record's document, and a remember of the
+    same _id replaces it."""
+    record = tmp_path / "m2.json"
+    record.write_text('{"_id": "m2", "content": "A line about owls."}')
+    said = run("brain", "remember", db_path, record)
+    assert said.exit_code == 0, said.output
+    conn = brain_sql.connect(db_path)
+    with conn:
+        conn.execute("update knowledge set document_id = 'zz' where external_id = 'm2'")
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1 and "knowledge 1 document_id 'zz'" in found.output, found.output
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    record.write_text('{"_id": "m2", "content": "A line about owls, revised."}')
+    again = run("brain", "remember", db_path, record)
+    assert again.exit_code == 0, again.output
+    assert conn.execute("select content from knowledge").fetchall() == [("A line about owls, revised.",)]

@@ -455,13 +455,14 @@ def test_an_emptied_migrations_record_on_a_whole_schema_is_restored(vault_brain_
 
 
 def test_migrate_refuses_a_brain_whose_brain_meta_was_dropped(vault_brain_copy):
-    """brain_meta records the model the vectors were made with: migrate(), with or
-    without a model, refuses by name and records none (a model it recorded now could
-    be another than the vectors')."""
+    """brain_meta records the model the vectors were made with: migrate() given a
+    model refuses, saying to run check (whose --repair makes the table again from the
+    memories), and neither it nor migrate() without one records a model (one recorded
+    now could be another than the vectors')."""
     conn = brain_sql.connect(vault_brain_copy)
     model = brain_sql.info(conn)["model"]
     conn.execute("drop table brain_meta")
-    for model_id in (None, model):
-        with pytest.raises(brain_sql.BrainError, match="no brain_meta table"):
-            brain_sql.migrate(conn, model_id)
+    with pytest.raises(brain_sql.BrainError, match="sqlite-utils brain check"):
+        brain_sql.migrate(conn, model)
+    brain_sql.migrate(conn)
     assert conn.execute("select count(*) from sqlite_master where name = 'brain_meta'").fetchone()[0] == 0
