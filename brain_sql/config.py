@@ -138,6 +138,9 @@ CHANGE_LOG_KEEP = 100_000
 SNAPSHOT_MIN_CHUNKS = 20_000
 SNAPSHOT_EVERY = 20_000
 SNAPSHOT_QUIET_SECONDS = 3.0
+# ... and by a server writing a brain whose snapshot it found this many changes behind
+# when it started (following them costs each start about 0.2 s a thousand at a million)
+SNAPSHOT_BEHIND_AT_START = 2_000
 
 # The vector leg's first pass (vector_codes.py): when at least
 # VECTOR_CODES_MIN_VISIBLE chunks are visible, each visible chunk's sign code (a bit

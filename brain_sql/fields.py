@@ -13,7 +13,7 @@ from typing import Any
 from .config import CLASSES, MAX_NESTING
 from .errors import FieldError
 from .lookalikes import punctuation_read_as, separator_read_as, skeleton
-from .wording import shown
+from .wording import INVISIBLE, shown
 
 TIME_FIELDS = ("observed_at", "valid_from", "valid_to", "expires_at", "created_at")
 TEXT_FIELDS = (
@@ -249,24 +249,12 @@ def nesting(value: object, bound: int = MAX_NESTING) -> int:
     return deepest
 
 
-# Characters that show as nothing: Unicode's Default_Ignorable_Code_Point (zero-width
-# spaces and joiners, bidi marks, variation selectors, Hangul fillers, the byte order
-# mark, ...) and the blank symbols that are not (braille pattern blank, the musical null
-# notehead, the Khitan filler). White_Space other than the plain space is refused as
-# whitespace, format characters (Cf) by their category.
-_INVISIBLE = re.compile(
-    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
-    "\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U00016fe4\U0001bca0-\U0001bca3\U0001d159"
-    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
-)
-
-
 def _unseen(character):
     """Whether `character` shows as nothing, or as a space other than the plain one."""
     return (
         unicodedata.category(character) == "Cf"
         or (character.isspace() and character != " ")
-        or _INVISIBLE.match(character) is not None
+        or INVISIBLE.match(character) is not None
     )
 
 
@@ -285,7 +273,7 @@ def _hidden(character):
     if character.isspace():
         return False
     category = unicodedata.category(character)
-    return category in ("Cf", "Cc") or (category != "Mn" and _INVISIBLE.match(character) is not None)
+    return category in ("Cf", "Cc") or (category != "Mn" and INVISIBLE.match(character) is not None)
 
 
 def refuse_hidden(value: str, what: str) -> str:

@@ -15,6 +15,7 @@ from .config import (
     FOLLOW_STALL_SECONDS,
     MAX_CONTENT_BYTES,
     MAX_EXTEND_DAYS,
+    MAX_ID,
     MAX_PAGE_ROWS,
     MAX_QUERY_CHARS,
     REPLICA_SYNC_INTERVAL,
@@ -58,13 +59,15 @@ _OPERATIONS = {
 }
 
 __all__ = [
-    # bounds: request bodies and queries, pages of rows, exports at once, days a decayed memory is extended by
+    # bounds: request bodies and queries, pages of rows, exports at once, days a decayed memory is extended by,
+    # memory ids
     "MAX_CONTENT_BYTES",
     "MAX_QUERY_CHARS",
     "ENTITY_PAGE_ROWS",
     "MAX_PAGE_ROWS",
     "EXPORTS_AT_ONCE",
     "MAX_EXTEND_DAYS",
+    "MAX_ID",
     "page_numbers",
     "whole_number",
     # the defaults of `brain replicate` and `brain follow`; the model a new brain gets ($BRAIN_MODEL)

@@ -1168,23 +1168,24 @@ BRAIN_COLUMNS = frozenset(("scope", "relevance_tier", "embedding_model"))
 
 def is_brain(conn: Connection) -> bool:
     """Whether the main database of `conn` is a brain: its knowledge has the columns a
-    brain gives it (m002), whatever plain SQL did to brain_meta since (check mends
-    that from the memories); or, knowledge gone or rebuilt by a tool without them,
-    brain_meta records one of its keys and the record of migrations says a brain
-    was made there. Another app's knowledge or brain_meta, or a reference file
-    still to adopt, is none."""
+    brain gives it (m002) beside brain_meta or the record of migrations saying m002
+    ran, whatever plain SQL did to brain_meta since (check mends that from the
+    memories); or, knowledge gone or rebuilt by a tool without them, brain_meta
+    records one of its keys and that record says a brain was made there. Another
+    app's knowledge or brain_meta, a table of a brain's columns alone, or a
+    reference file still to adopt, is none."""
     columns = {row[0] for row in conn.execute("select name from pragma_table_info('knowledge', 'main')")}
-    if BRAIN_COLUMNS <= columns:
-        return True
-    if not any(key in META_KEYS for key in stored_meta(conn)):
-        return False
-    table = migrations.migrations_table
-    if not conn.execute("select 1 from main.sqlite_master where type = 'table' and name = ?", [table]).fetchone():
-        return False  # no record of migrations: no brain was made here
-    made = conn.execute(
-        f"select 1 from main.[{table}] where migration_set = ? and name = 'm002_brain_columns'", [migrations.name]
+    tables = {name for (name,) in conn.execute("select name from main.sqlite_master where type = 'table'")}
+    made = migrations.migrations_table in tables and bool(
+        conn.execute(
+            f"select 1 from main.[{migrations.migrations_table}] where migration_set = ? "
+            "and name = 'm002_brain_columns'",
+            [migrations.name],
+        ).fetchone()
     )
-    return made.fetchone() is not None
+    if BRAIN_COLUMNS <= columns and (made or META_TABLE in tables):
+        return True
+    return made and any(key in META_KEYS for key in stored_meta(conn))
 
 
 def check_model(conn, model_id):
@@ -1215,6 +1216,10 @@ def migrate(conn: Connection, model_id: str | None = None) -> None:
     if not brain and "m002_brain_columns" not in {migration.name for migration in pending}:
         raise meta_lost()  # made once, and gone since: a model recorded now could be another than its vectors'
     if not new and not pending:
+        present = {name for (name,) in conn.execute("select name from main.sqlite_master where type = 'table'")}
+        lost = [table for table in STATED_TABLES if table != META_TABLE and table not in present]
+        if lost:  # no brain ready: what it stated is gone (check names it; only a copy holds it)
+            raise BrainError(f"the brain has no {', '.join(lost)} table: run sqlite-utils brain check")
         _recursive_triggers(conn)
         return
     db = sqlite_utils.Database(conn)
@@ -1225,8 +1230,14 @@ def migrate(conn: Connection, model_id: str | None = None) -> None:
             ensure_meta(conn, model_id)
         if whole:
             _record_applied(conn, [migration.name for migration in pending])
-        else:
+            return
+        try:
             migrations.apply(db)
+        except sqlite3.OperationalError as ex:  # tables of another shape than those the migrations build on
+            raise BrainError(
+                f"this file's tables are not those a brain's migrations build on ({ex}): it is no brain this "
+                "version can make or migrate; restore the file from a copy, or ingest its sources into a new file"
+            ) from ex
 
 
 # the brain's own tables, each named by check when a tool or plain SQL dropped it (check

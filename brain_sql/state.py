@@ -22,7 +22,7 @@ import weakref
 
 from . import copies, follower, snapshot
 from .chunk_index import ChunkIndex
-from .config import SNAPSHOT_EVERY, SNAPSHOT_MIN_CHUNKS, SNAPSHOT_QUIET_SECONDS
+from .config import SNAPSHOT_BEHIND_AT_START, SNAPSHOT_EVERY, SNAPSHOT_MIN_CHUNKS, SNAPSHOT_QUIET_SECONDS
 from .connection import main_file, open_connection
 from .entity_graph import EntityGraph
 from .follower import REBUILD_SHARE, last_change
@@ -327,8 +327,9 @@ def _bring_up(state, conn, key, dimension, seen, fetched):
             conn, key[0], dimension, instance, hold=lambda: _lock_of(held), lost=lambda: _drop(held)
         )
         if loaded is not None:
+            loaded, saved = loaded
             _replace(state, loaded, token)
-            state.saved = state.seq
+            state.saved = saved  # the position the file holds, before the changes followed since
     try:
         stale = not state.built or seq is None or state.refresh(conn, fetched)
     except BaseException:
@@ -359,7 +360,8 @@ def prepare_for_writes(conn, dimension):
     """Make the read state of the brain on `conn` ready for its first write, beside
     the readers: room in every column and the graph's document index. A state loaded
     from a snapshot has neither, and its first write would make them (two CPU seconds
-    at a million chunks) while every recall asking after that write waited."""
+    at a million chunks) while every recall asking after that write waited. A
+    snapshot found SNAPSHOT_BEHIND_AT_START changes behind is saved anew once quiet."""
     state = current(conn, dimension)
     with state.refreshing:
         with state.lock:
@@ -369,13 +371,19 @@ def prepare_for_writes(conn, dimension):
             with state.lock.exclusive():
                 for slots, room in rooms:
                     slots.take(room)
+    key = _file_key(conn)
+    if key and _worth_saving(state, SNAPSHOT_BEHIND_AT_START):
+        # a snapshot this far behind costs every start the changes followed since (seconds
+        # at a million): the server writes it anew at its first quiet moment
+        state.saving = True
+        threading.Thread(target=_save_when_quiet, args=(state, key[0]), name="brain-snapshot", daemon=True).start()
 
 
 def _from_snapshot(conn, path, dimension, instance, hold, lost):
-    """The state the brain's snapshot holds, brought up to what `conn` sees; None
-    when there is none that fits (another brain's, damaged, or too far behind).
-    `hold`, `lost`: the shared lock of the state it is to be put in, and what drops
-    that state (ReadState.load)."""
+    """(the state the brain's snapshot holds, brought up to what `conn` sees, the
+    change-log position the snapshot held); None when there is none that fits
+    (another brain's, damaged, or too far behind). `hold`, `lost`: the shared lock
+    of the state it is to be put in, and what drops that state (ReadState.load)."""
     where = snapshot.path_for(path)
     if not os.path.lexists(where):
         return None
@@ -383,9 +391,10 @@ def _from_snapshot(conn, path, dimension, instance, hold, lost):
         loaded = ReadState.load(where, dimension, hold, lost)
     except snapshot.SnapshotError:
         return None
+    saved = loaded.seq
     if loaded.instance != instance or loaded.refresh(conn):
         return None
-    return loaded
+    return loaded, saved
 
 
 def _lock_of(held):
@@ -406,12 +415,12 @@ def _drop(held):
         state.built = False
 
 
-def _worth_saving(state):
+def _worth_saving(state, every=None):
     """Whether the brain is big enough for a snapshot to beat a build, and this
-    state holds enough it has not saved."""
+    state holds enough it has not saved (`every` changes; SNAPSHOT_EVERY)."""
     if state.saving or state.chunks.count < SNAPSHOT_MIN_CHUNKS:
         return False
-    return state.saved is None or state.seq - state.saved >= SNAPSHOT_EVERY
+    return state.saved is None or state.seq - state.saved >= (every or SNAPSHOT_EVERY)
 
 
 def _save_when_quiet(state, path):

@@ -3,6 +3,7 @@ and in the JSON API: counts with their nouns, values as the JSON a caller sent,
 and a memory's section without its note's title again."""
 
 import json
+import re
 
 SHOWN_CHARS = 40  # of a value quoted in a message
 
@@ -12,10 +13,23 @@ def counted(n: int, singular: str, plural: str | None = None) -> str:
     return f"{n:,} {singular if n == 1 else plural or singular + 's'}"
 
 
+# Characters that show as nothing: Unicode's Default_Ignorable_Code_Point (zero-width
+# spaces and joiners, bidi marks, variation selectors, Hangul fillers, the byte order
+# mark, ...) and the blank symbols that are not (braille pattern blank, the musical null
+# notehead, the Khitan filler). White_Space other than the plain space is refused as
+# whitespace, format characters (Cf) by their category.
+INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f"
+    "\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U00016fe4\U0001bca0-\U0001bca3\U0001d159"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]"
+)
+
+
 def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     """`value` as JSON, as the caller sent it (true, not True; "a", not 'a'), cut to
     `limit` characters; characters that do not print (a NUL, a zero-width space, a
-    lone surrogate) escaped, so that a message shows what is there."""
+    lone surrogate) and those that show as nothing (INVISIBLE: a grapheme joiner, a
+    Hangul filler) escaped, so that a message shows what is there."""
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
     except (ValueError, RecursionError):  # NaN or Infinity, nested too deeply, an integer past Python's digit limit
@@ -23,7 +37,7 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
             text = repr(value)
         except ValueError:
             text = "(a number too long to show)"
-    text = "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
+    text = "".join(c if c.isprintable() and not INVISIBLE.match(c) else json.dumps(c)[1:-1] for c in text)
     return text if len(text) <= limit else text[:limit] + "…"
 
 

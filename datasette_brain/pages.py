@@ -573,7 +573,7 @@ def decision(form):
     action, _, days = (form.get("action") or [""])[-1].partition(":")
     if action not in DECAY_ACTIONS:
         raise ApiError(f"unknown action {for_plugin.shown(action)}: one of {', '.join(DECAY_ACTIONS)}")
-    ids = [for_plugin.whole_number(value, "id") for value in form.get("id", [])]
+    ids = [for_plugin.whole_number(value, "id", 1, for_plugin.MAX_ID) for value in form.get("id", [])]  # as forget's
     days = for_plugin.whole_number(days, "extend's days", 1, for_plugin.MAX_EXTEND_DAYS) if action == "extend" else None
     try:
         selected, page, size = for_plugin.decayed_selection(back_pairs((form.get("back") or [""])[-1]))

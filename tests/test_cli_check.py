@@ -1572,3 +1572,37 @@ def test_a_remembered_memory_moved_off_its_document_is_named_and_given_back(run,
     again = run("brain", "remember", db_path, record)
     assert again.exit_code == 0, again.output
     assert conn.execute("select content from knowledge").fetchall() == [("A line about owls, revised.",)]
+
+
+def test_a_table_of_a_brains_columns_alone_is_no_brain_and_init_names_why_it_cannot(run, tmp_path):
+    """Review 24, F1: a file whose only table is a knowledge of a brain's columns was
+    taken for a brain: every command sent the user to init, and init was a traceback.
+    It is no brain (no brain_meta, no record of migrations): the commands say so, and
+    init says it cannot make one of it, adding nothing."""
+    path = foreign_file(
+        tmp_path / "h.db",
+        "create table knowledge (id integer primary key, title, content, scope, relevance_tier, embedding_model);"
+        "insert into knowledge (title, content, scope, relevance_tier, embedding_model) "
+        "values ('t', 'c', '/', 'x', 'wordllama/l2_supercat');",
+    )
+    before = sqlite_utils.Database(path).execute("select * from sqlite_master").fetchall()
+    recalled = run("brain", "recall", path, "c")
+    assert recalled.exit_code == 1 and "is not a brain" in recalled.output, recalled.output
+    made = run("brain", "init", path)
+    assert made.exit_code == 1 and isinstance(made.exception, SystemExit), made.output
+    assert "no such column: source_path" in made.output and "restore the file from a copy" in made.output
+    assert sqlite_utils.Database(path).execute("select * from sqlite_master").fetchall() == before
+
+
+@pytest.mark.parametrize("table", ["knowledge", "entities", "relationships"])
+def test_init_on_a_brain_whose_stated_table_was_dropped_says_run_check(run, vault_brain_copy, table):
+    """Review 24, F2: init said "brain ready" (exit 0) on a brain whose knowledge or
+    entities table plain SQL dropped, while every other command refused it. It says
+    what is gone and to run check."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        conn.execute(f"drop table {table}")
+    conn.close()
+    said = run("brain", "init", vault_brain_copy)
+    assert said.exit_code == 1 and f"no {table} table: run sqlite-utils brain check" in said.output, said.output
+    assert "brain ready" not in said.output

@@ -399,3 +399,15 @@ def test_valid_to_after_valid_from_or_alone_is_accepted():
         "2024-01-01 00:00:01"
     )
     assert normalize_fields({"valid_to": "2000-01-01"}) == {"valid_to": "2000-01-01 00:00:00"}
+
+
+@pytest.mark.parametrize("character", ["\u034f", "\u115f", "\u200b", "\u3164"])
+def test_a_refused_value_shows_a_character_that_shows_as_nothing_escaped(character):
+    """Review 24's note: a scope refused for a combining grapheme joiner or a Hangul
+    choseong filler quoted the value with the character raw (Python counts them as
+    printable), so the message showed "/acme" and named a character it did not show.
+    Every such character is shown escaped, as a zero-width space is."""
+    with pytest.raises(FieldError) as refused:
+        normalize_scope(f"/ac{character}me")
+    assert f'"/ac\\u{ord(character):04x}me"' in str(refused.value), str(refused.value)
+    assert character not in str(refused.value)

@@ -539,3 +539,18 @@ def test_a_decision_is_done_only_with_a_back_the_decayed_page_takes(reviewing, b
     else:
         assert "Nothing was changed" in response.text and "back" in response.text, (back, response.text[-500:])
         assert conn.execute("pragma data_version").fetchone()[0] == version, back
+
+
+def test_a_decayed_pages_id_past_the_brains_ids_is_named_with_forgets_range(reviewing):
+    """Review 24, F3: the decayed page's form took ids up to 2**63 - 1 and named that
+    range, while forget names ids 1 to MAX_ID: an id between them is refused with the
+    one range every surface gives, and nothing is written."""
+    datasette, cookies, token, ids, conn = reviewing
+    version = conn.execute("pragma data_version").fetchone()[0]
+    pairs = [("id", str(2**53 + 1)), ("action", "archive"), ("csrftoken", token)]
+    body, headers = _query_string(pairs).encode(), {"content-type": "application/x-www-form-urlencoded"}
+    response = asyncio.run(
+        datasette.client.post("/brain/-/decayed/act", content=body, cookies=cookies, headers=headers)
+    )
+    assert response.status_code == 400 and "from 1 to 9,007,199,254,740,991" in response.text, response.text[-500:]
+    assert conn.execute("pragma data_version").fetchone()[0] == version

@@ -734,3 +734,30 @@ def test_a_state_put_aside_is_freed_and_its_lease_let_go(small_snapshots, tmp_pa
     gc.collect()
     assert loaded() is None
     assert _until(lambda: not snapshot.leased(tmp_path / "brain.db-brainstate"))
+
+
+@pytest.mark.parametrize("behind_at_start, saved", [(1, True), (10**9, False)])
+def test_a_server_starting_from_a_snapshot_far_behind_saves_it_anew(
+    small_snapshots, monkeypatch, tmp_path, behind_at_start, saved
+):
+    """Small ingests leave the snapshot up to SNAPSHOT_EVERY changes behind, and every
+    start of a server followed them again (3 s at a million chunks): a server preparing
+    a writable brain (prepare_for_writes) that found its snapshot
+    SNAPSHOT_BEHIND_AT_START changes behind writes it anew once quiet."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    folder = notes(tmp_path / "notes", 0, 12)
+    brain_sql.ingest(conn, [folder])
+    where = tmp_path / "brain.db-brainstate"
+    first = snapshot.read_manifest(where)[0]["seq"]
+    monkeypatch.setattr(state, "SNAPSHOT_EVERY", 10**9)
+    brain_sql.ingest(conn, [notes(folder, 12, 3)])
+    latest = conn.execute(f"select max(seq) from {schema.CHANGES_TABLE}").fetchone()[0]
+    assert snapshot.read_manifest(where)[0]["seq"] == first < latest
+    monkeypatch.setattr(state, "SNAPSHOT_BEHIND_AT_START", behind_at_start)
+    monkeypatch.setattr(state, "SNAPSHOT_QUIET_SECONDS", 0.05)
+    state.prepare_for_writes(reopen(path), 256)
+    for thread in threading.enumerate():
+        if thread.name == "brain-snapshot":
+            thread.join(timeout=30)
+    assert snapshot.read_manifest(where)[0]["seq"] == (latest if saved else first)
