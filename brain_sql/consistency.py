@@ -365,8 +365,11 @@ def _unfinished_schema(conn, problems, repair):
         problems["pending_migrations"] = pending
         if not repair:
             return problems
-        migrate(conn)
-        return {**problems, **_check(conn, repair=True)}
+        with atomic(conn):
+            if META_TABLE in missing_tables(conn):  # dropped with the record: the memories say its model
+                _restore_meta(conn)
+            migrate(conn)
+            return {**problems, **_check(conn, repair=True)}
     missing = missing_tables(conn)
     if missing:
         # a table a tool or plain SQL dropped: nothing past here reads without it; each is

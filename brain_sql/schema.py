@@ -142,7 +142,9 @@ def m001_reference_tables(db):
 
 @migrations()
 def m002_brain_columns(db):
-    """Scopes, classes, expiry, tiers, provenance tags, documents and the meta table."""
+    """Scopes, classes, expiry, tiers, provenance tags, documents and the meta table.
+    An edge is stated once: a reference file's repeats of one (the same ends, type
+    and memory), which it allows, are kept as one."""
     _add_knowledge_columns(db)
     if "document_id" not in db["relationships"].columns_dict:
         # the document whose text stated the edge: re-ingesting it replaces its edges
@@ -156,6 +158,8 @@ def m002_brain_columns(db):
         CREATE INDEX IF NOT EXISTS idx_knowledge_external_id ON knowledge(external_id);
         CREATE INDEX IF NOT EXISTS idx_knowledge_scope ON knowledge(scope);
         DROP INDEX IF EXISTS idx_rels_unique;
+        DELETE FROM relationships WHERE id NOT IN (SELECT min(id) FROM relationships
+          GROUP BY from_entity_id, to_entity_id, relation_type, ifnull(knowledge_id, 0), ifnull(document_id, ''));
         CREATE UNIQUE INDEX idx_rels_unique ON relationships(
           from_entity_id, to_entity_id, relation_type,
           ifnull(knowledge_id, 0), ifnull(document_id, ''));
@@ -1167,15 +1171,19 @@ BRAIN_COLUMNS = frozenset(("scope", "relevance_tier", "embedding_model"))
 
 
 def is_brain(conn: Connection) -> bool:
-    """Whether the main database of `conn` is a brain: its knowledge has the columns a
-    brain gives it (m002) beside brain_meta or the record of migrations saying m002
-    ran, whatever plain SQL did to brain_meta since (check mends that from the
-    memories); or, knowledge gone or rebuilt by a tool without them, brain_meta
-    records one of its keys and that record says a brain was made there. Another
-    app's knowledge or brain_meta, a table of a brain's columns alone, or a
-    reference file still to adopt, is none."""
-    columns = {row[0] for row in conn.execute("select name from pragma_table_info('knowledge', 'main')")}
+    """Whether the main database of `conn` is a brain: its knowledge table has the
+    columns a brain gives it (m002) beside brain_instance or the record of
+    migrations saying m002 ran, whatever plain SQL did to brain_meta since (check
+    mends that from the memories); or, knowledge gone or rebuilt by a tool without
+    them, brain_meta records one of its keys and that record says a brain was made
+    there. Another app's knowledge (or a view of that name) or brain_meta, a table
+    of a brain's columns alone, or a reference file still to adopt, is none."""
     tables = {name for (name,) in conn.execute("select name from main.sqlite_master where type = 'table'")}
+    columns = (
+        {row[0] for row in conn.execute("select name from pragma_table_info('knowledge', 'main')")}
+        if "knowledge" in tables  # a table: a view of another app's is none
+        else set()
+    )
     made = migrations.migrations_table in tables and bool(
         conn.execute(
             f"select 1 from main.[{migrations.migrations_table}] where migration_set = ? "
@@ -1183,7 +1191,7 @@ def is_brain(conn: Connection) -> bool:
             [migrations.name],
         ).fetchone()
     )
-    if BRAIN_COLUMNS <= columns and (made or META_TABLE in tables):
+    if BRAIN_COLUMNS <= columns and (made or INSTANCE_TABLE in tables):
         return True
     return made and any(key in META_KEYS for key in stored_meta(conn))
 
@@ -1217,8 +1225,8 @@ def migrate(conn: Connection, model_id: str | None = None) -> None:
         raise meta_lost()  # made once, and gone since: a model recorded now could be another than its vectors'
     if not new and not pending:
         present = {name for (name,) in conn.execute("select name from main.sqlite_master where type = 'table'")}
-        lost = [table for table in STATED_TABLES if table != META_TABLE and table not in present]
-        if lost:  # no brain ready: what it stated is gone (check names it; only a copy holds it)
+        lost = [table for table in REQUIRED_TABLES if table != META_TABLE and table not in present]
+        if lost:  # no brain ready: check names them, --repair makes again those derived from knowledge
             raise BrainError(f"the brain has no {', '.join(lost)} table: run sqlite-utils brain check")
         _recursive_triggers(conn)
         return
@@ -1233,7 +1241,7 @@ def migrate(conn: Connection, model_id: str | None = None) -> None:
             return
         try:
             migrations.apply(db)
-        except sqlite3.OperationalError as ex:  # tables of another shape than those the migrations build on
+        except (sqlite3.OperationalError, sqlite3.IntegrityError) as ex:  # tables of another shape than theirs
             raise BrainError(
                 f"this file's tables are not those a brain's migrations build on ({ex}): it is no brain this "
                 "version can make or migrate; restore the file from a copy, or ingest its sources into a new file"

@@ -123,6 +123,10 @@ TEXT = Rule("typeof({c}) in ('text', 'null')", "text or NULL")
 REQUIRED = Rule("typeof({c}) = 'text'", "text")
 TIME = Rule(TIME_SQL, TIME_SAYS)
 WHOLE = Rule("typeof({c}) in ('integer', 'null')", "a whole number or NULL", "integer")
+# a line number, as ingest takes it back from an export (records._line)
+LINE = Rule(
+    "typeof({c}) = 'null' or (typeof({c}) = 'integer' and {c} >= 0)", "a whole number from 0, or NULL", "integer"
+)
 ID = Rule("typeof({c}) = 'integer'", "an id (a whole number)", "integer")
 OPTIONAL_ID = Rule("typeof({c}) in ('integer', 'null')", "an id (a whole number) or NULL", "integer")
 # a row's own id, which readers and clients hold (schema.ID_TABLES): one past it is not
@@ -165,8 +169,8 @@ RULES = {
             "document_id": TEXT,
             "chunk_index": WHOLE,
             "heading_path": TEXT,
-            "line_start": WHOLE,
-            "line_end": WHOLE,
+            "line_start": LINE,
+            "line_end": LINE,
             "source_path": TEXT,
             "external_id": TEXT,
             "class": Rule(f"typeof({{c}}) = 'text' and {{c}} in ({_CLASSES})", f"one of {', '.join(CLASSES)}"),

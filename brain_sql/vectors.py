@@ -12,6 +12,7 @@ import re
 import numpy as np
 
 from .embed import embed
+from .errors import BrainError
 
 # name -> (vec0 type, value computed from a knowledge row called {row}). Times are
 # Unix seconds: vec0 compares integers far faster than text.
@@ -166,12 +167,28 @@ def embedded_text(title, heading_path, content, context=None):
     return "\n".join(p for p in (title, heading_path, content, context) if p)
 
 
+EMBEDDED = ("title", "heading_path", "content", "context")  # the columns a chunk's vector is made from
+
+
 def backfill_vectors(conn, model_id, batch=512):
     """Embed every knowledge row that has no vector yet; returns how many were added."""
     missing = conn.execute(
-        "select id, title, heading_path, content, context from knowledge "
+        f"select id, {', '.join(EMBEDDED)} from knowledge "
         "where id not in (select knowledge_id from vec_knowledge) order by id"
     ).fetchall()
+    wrong = next(
+        (
+            (row[0], column)
+            for row in missing
+            for column, value in zip(EMBEDDED, row[1:])
+            if not isinstance(value, str | None)
+        ),
+        None,
+    )
+    if wrong:  # a BLOB or a number plain SQL wrote where text belongs: no text to embed
+        raise BrainError(
+            f"knowledge {wrong[0]} {wrong[1]} is no text: set it with SQL (to text, or NULL), then run this again"
+        )
     added = 0
     for start in range(0, len(missing), batch):
         rows = missing[start : start + batch]

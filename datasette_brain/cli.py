@@ -172,15 +172,27 @@ def prepare_connection(conn):
     brain_sql.prepare_connection(conn)
 
 
-def _open(db_path, must_exist=True, model_id=None, brain=True, read_only=False):
-    """A connection to DB_PATH; with `brain`, it must already hold a brain;
-    `read_only`: one that changes nothing about the file."""
+def _open(db_path, must_exist=True, model_id=None, brain=True, read_only=False, damaged=False):
+    """A connection to DB_PATH; with `brain`, it must already hold a brain, asked on
+    a read-only connection first (another app's file is left as it was: a writable
+    connection makes the journal a WAL); with `damaged`, a file too damaged to tell
+    is opened too (for check to say what is wrong). `read_only`: one that changes
+    nothing about the file."""
     if must_exist and not Path(db_path).exists():
         raise click.ClickException(f"{db_path} does not exist: create it with sqlite-utils brain init {db_path}")
-    conn = brain_sql.connect(db_path, model_id, read_only=read_only)
-    if must_exist and brain and not brain_sql.is_brain(conn):
-        raise click.ClickException(f"{db_path} is not a brain: create one with sqlite-utils brain init {db_path}")
-    return conn
+    if must_exist and brain:
+        probe = brain_sql.connect(db_path, model_id, read_only=True)
+        try:
+            held = brain_sql.is_brain(probe)
+        except brain_sql.BrainError:
+            if not damaged:
+                raise
+            held = True
+        finally:
+            probe.close()
+        if not held:
+            raise click.ClickException(f"{db_path} is not a brain: create one with sqlite-utils brain init {db_path}")
+    return brain_sql.connect(db_path, model_id, read_only=read_only)
 
 
 @click.group(cls=BrainGroup)
@@ -454,8 +466,9 @@ PROBLEMS = {
     ),
     "pending_migrations": "schema migrations not applied yet",
     "missing_tables": (
-        "tables a tool or plain SQL dropped (all but knowledge, entities, relationships and brain_meta are made "
-        "again; a full-text or vector table missing one of its own is made again whole)"
+        "tables a tool or plain SQL dropped (all but knowledge, entities and relationships are made again; "
+        "brain_meta from the model every memory names; a full-text or vector table missing one of its own is "
+        "made again whole)"
     ),
     "invalid_values": (
         "values of the wrong kind, as plain SQL can write them (the rest is checked once they are mended)"
@@ -515,7 +528,7 @@ def check(db_path, repair):
     Example:
         sqlite-utils brain check brain.db --repair
     """
-    problems = brain_sql.check(_open(db_path, brain=False), repair=repair)
+    problems = brain_sql.check(_open(db_path, damaged=True), repair=repair)
     left = problems.pop("unrepaired", {})
     _echo_problems(problems)
     if not problems:

@@ -570,9 +570,10 @@ def decision(form):
     for name in FORM_FIELDS[1:]:
         if len(form.get(name, ())) > 1:
             raise ApiError(f"{name} is given {len(form[name])} times: give it once")
-    action, _, days = (form.get("action") or [""])[-1].partition(":")
-    if action not in DECAY_ACTIONS:
-        raise ApiError(f"unknown action {for_plugin.shown(action)}: one of {', '.join(DECAY_ACTIONS)}")
+    given = (form.get("action") or [""])[-1]
+    action, colon, days = given.partition(":")
+    if action not in DECAY_ACTIONS or (colon and action != "extend"):  # only extend takes its days after a colon
+        raise ApiError(f"unknown action {for_plugin.shown(given)}: one of {', '.join(DECAY_ACTIONS)}")
     ids = [for_plugin.whole_number(value, "id", 1, for_plugin.MAX_ID) for value in form.get("id", [])]  # as forget's
     days = for_plugin.whole_number(days, "extend's days", 1, for_plugin.MAX_EXTEND_DAYS) if action == "extend" else None
     try:

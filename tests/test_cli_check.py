@@ -1574,16 +1574,27 @@ def test_a_remembered_memory_moved_off_its_document_is_named_and_given_back(run,
     assert conn.execute("select content from knowledge").fetchall() == [("A line about owls, revised.",)]
 
 
-def test_a_table_of_a_brains_columns_alone_is_no_brain_and_init_names_why_it_cannot(run, tmp_path):
+HALF_BRAINS = {
+    "alone": "",
+    # another app's brain_meta beside it (review 25, F4), or one naming a model
+    "foreign meta": "create table brain_meta (foo, bar); insert into brain_meta values (1, 2);",
+    "meta with a model": "create table brain_meta (key text primary key, value);"
+    "insert into brain_meta values ('model', 'wordllama/l2_supercat');",
+}
+
+
+@pytest.mark.parametrize("beside", sorted(HALF_BRAINS))
+def test_a_table_of_a_brains_columns_alone_is_no_brain_and_init_names_why_it_cannot(run, tmp_path, beside):
     """Review 24, F1: a file whose only table is a knowledge of a brain's columns was
     taken for a brain: every command sent the user to init, and init was a traceback.
-    It is no brain (no brain_meta, no record of migrations): the commands say so, and
-    init says it cannot make one of it, adding nothing."""
+    It is no brain (no brain_instance, no record of migrations), whatever brain_meta
+    it has beside: the commands say so, and init says it cannot make one of it,
+    adding nothing."""
     path = foreign_file(
         tmp_path / "h.db",
         "create table knowledge (id integer primary key, title, content, scope, relevance_tier, embedding_model);"
         "insert into knowledge (title, content, scope, relevance_tier, embedding_model) "
-        "values ('t', 'c', '/', 'x', 'wordllama/l2_supercat');",
+        "values ('t', 'c', '/', 'x', 'wordllama/l2_supercat');" + HALF_BRAINS[beside],
     )
     before = sqlite_utils.Database(path).execute("select * from sqlite_master").fetchall()
     recalled = run("brain", "recall", path, "c")
@@ -1594,11 +1605,12 @@ def test_a_table_of_a_brains_columns_alone_is_no_brain_and_init_names_why_it_can
     assert sqlite_utils.Database(path).execute("select * from sqlite_master").fetchall() == before
 
 
-@pytest.mark.parametrize("table", ["knowledge", "entities", "relationships"])
+@pytest.mark.parametrize("table", ["knowledge", "entities", "relationships", "documents", "knowledge_fts"])
 def test_init_on_a_brain_whose_stated_table_was_dropped_says_run_check(run, vault_brain_copy, table):
     """Review 24, F2: init said "brain ready" (exit 0) on a brain whose knowledge or
-    entities table plain SQL dropped, while every other command refused it. It says
-    what is gone and to run check."""
+    entities table plain SQL dropped, while every other command refused it; and on one
+    whose documents or full-text table was dropped (review 25, F1). It says what is
+    gone and to run check."""
     conn = brain_sql.connect(vault_brain_copy)
     with conn:
         conn.execute(f"drop table {table}")
@@ -1606,3 +1618,59 @@ def test_init_on_a_brain_whose_stated_table_was_dropped_says_run_check(run, vaul
     said = run("brain", "init", vault_brain_copy)
     assert said.exit_code == 1 and f"no {table} table: run sqlite-utils brain check" in said.output, said.output
     assert "brain ready" not in said.output
+
+
+@pytest.mark.parametrize("record", ["drop table _sqlite_migrations", "delete from _sqlite_migrations"])
+def test_brain_meta_dropped_with_the_record_of_migrations_is_mended_as_either_alone(run, vault_brain_copy, record):
+    """Review 25, F2: brain_meta dropped and the record of migrations dropped (or
+    emptied) too: each alone is mended, but together the file was "not a brain:
+    init", and init and --repair said no brain could be made of it, though every
+    memory, its full text, vectors and brain_instance were there. It is a brain
+    still: recall says to run check, and --repair makes brain_meta again from the
+    memories' model, then restores the record."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        conn.execute("drop table brain_meta")
+        conn.execute(record)
+    conn.close()
+    said = run("brain", "recall", vault_brain_copy, "graph leg")
+    assert said.exit_code == 1 and "not a brain" not in said.output and "brain check" in said.output, said.output
+    repaired = run("brain", "check", vault_brain_copy, "--repair")
+    assert repaired.exit_code == 0 and "is now consistent" in repaired.output, repaired.output
+    assert run("brain", "check", vault_brain_copy).exit_code == 0
+    assert run("brain", "recall", vault_brain_copy, "graph leg").exit_code == 0
+
+
+@pytest.mark.parametrize(
+    "command", [("recall", "c"), ("stats",), ("check",), ("check", "--repair"), ("forget", "--id", "1")]
+)
+def test_a_command_refusing_another_apps_file_leaves_it_as_it_was(run, tmp_path, command):
+    """Review 25, F5 and F6: recall, stats, check and forget on another app's file
+    said it was no brain but switched its journal to WAL first (bytes of its header
+    changed, -wal and -shm files left); check called it a brain with migrations
+    pending, and --repair made one of it. Each says it is no brain and leaves the
+    file byte for byte as it was."""
+    path = foreign_file(tmp_path / "app.db", "create table t (a); insert into t values (1);")
+    before = path.read_bytes()
+    said = run("brain", command[0], path, *command[1:])
+    assert said.exit_code == 1 and "is not a brain" in said.output, said.output
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
+
+
+@pytest.mark.parametrize("line", ["line_end = -1", "line_start = -5"])
+def test_a_negative_line_number_is_named_by_check(run, vault_brain_copy, line):
+    """Review 25, F7: a negative line_end written with plain SQL: check said
+    consistent, and the export it made was refused by ingest (line numbers are from
+    0), so export -> ingest lost the note. Check names the cell; --repair, which
+    cannot tell the line, refuses by cell."""
+    conn = brain_sql.connect(vault_brain_copy)
+    with conn:
+        without_rules(conn)
+        conn.execute(f"update knowledge set {line} where id = 1")
+    conn.close()
+    found = run("brain", "check", vault_brain_copy)
+    column = line.split()[0]
+    assert found.exit_code == 1 and f"knowledge 1 {column}" in found.output, found.output
+    refused = run("brain", "check", vault_brain_copy, "--repair")
+    assert refused.exit_code == 1 and "cannot tell" in refused.output, refused.output

@@ -257,3 +257,48 @@ async def test_a_running_server_notices_reindex(vault_brain_copy, narrow_model):
     assert after.status_code == 200 and after.json()["rows"], after.text[:300]
     api = await datasette.client.get(f"/{name}/-/recall", params={"q": "graph leg"})
     assert api.status_code == 200 and api.json()["hits"]
+
+
+def test_a_reference_file_stating_an_edge_twice_is_adopted_with_it_once(run, db_path):
+    """Review 25, F9 (a): the reference tables as m001 makes them let an edge be stored
+    twice (the same ends, type and memory); a brain states it once (a unique index),
+    and init was an IntegrityError's traceback. The file is adopted, every memory
+    kept, the edge once."""
+    conn = sqlite3.connect(str(db_path), isolation_level=None)
+    conn.executescript(
+        "create table knowledge (id integer primary key, title text, content text not null, source text, "
+        "content_hash text, document_id text, chunk_index integer, heading_path text, line_start integer, "
+        "line_end integer, source_path text, valid_from timestamp, valid_to timestamp, flagged integer not null "
+        "default 0, domain text not null default 'global', knowledge_type text, created_at timestamp, "
+        "observed_at timestamp);"
+        "create table entities (id integer primary key autoincrement, name text not null unique collate nocase, "
+        "entity_type text, created_at timestamp);"
+        "create table relationships (id integer primary key autoincrement, from_entity_id integer not null, "
+        "to_entity_id integer not null, relation_type text not null, knowledge_id integer, created_at timestamp);"
+        "insert into knowledge (id, title, content) values (1, 'Backups', 'Nightly backups go to the NAS.');"
+        "insert into entities (name) values ('Backups'), ('NAS');"
+        "insert into relationships (from_entity_id, to_entity_id, relation_type, knowledge_id) "
+        "values (1, 2, 'uses', 1), (1, 2, 'uses', 1);"
+    )
+    conn.close()
+    result = run("brain", "init", db_path)
+    assert result.exit_code == 0, result.output
+    conn = brain_sql.connect(db_path)
+    assert rows(conn, "select id, title, content from knowledge") == [(1, "Backups", "Nightly backups go to the NAS.")]
+    assert rows(conn, "select from_entity_id, to_entity_id, relation_type, knowledge_id from relationships") == [
+        (1, 2, "uses", 1)
+    ]
+
+
+def test_a_reference_file_with_a_blob_title_is_refused_by_row_not_a_traceback(run, db_path):
+    """Review 25, F9 (b): a reference file whose title is a BLOB: init embedded every
+    row and met a TypeError's traceback. It names the row and column and changes nothing."""
+    reference_file(db_path)
+    conn = sqlite3.connect(str(db_path), isolation_level=None)
+    conn.execute("insert into knowledge (id, title, content) values (4, x'ff', 'a blob title')")
+    before = rows(conn, "select * from sqlite_master")
+    conn.close()
+    result = run("brain", "init", db_path)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.output
+    assert "knowledge 4 title is no text" in result.output, result.output
+    assert rows(sqlite3.connect(str(db_path)), "select * from sqlite_master") == before

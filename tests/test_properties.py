@@ -554,3 +554,19 @@ def test_a_decayed_pages_id_past_the_brains_ids_is_named_with_forgets_range(revi
     )
     assert response.status_code == 400 and "from 1 to 9,007,199,254,740,991" in response.text, response.text[-500:]
     assert conn.execute("pragma data_version").fetchone()[0] == version
+
+
+@pytest.mark.parametrize("action", ["flag:1", "archive:zzz", "restore:"])
+def test_a_decayed_action_with_a_suffix_only_extend_takes_is_refused(reviewing, action):
+    """Review 25, F8: only extend takes its days after a colon; `flag:1` flagged and
+    `archive:zzz` archived, the rest ignored. Such an action is refused by name and
+    nothing is written."""
+    datasette, cookies, token, ids, conn = reviewing
+    version = conn.execute("pragma data_version").fetchone()[0]
+    pairs = [("id", str(ids[0])), ("action", action), ("csrftoken", token)]
+    body, headers = _query_string(pairs).encode(), {"content-type": "application/x-www-form-urlencoded"}
+    response = asyncio.run(
+        datasette.client.post("/brain/-/decayed/act", content=body, cookies=cookies, headers=headers)
+    )
+    assert response.status_code == 400 and "unknown action" in response.text, response.text[-500:]
+    assert conn.execute("pragma data_version").fetchone()[0] == version
