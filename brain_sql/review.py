@@ -28,9 +28,11 @@ ACTIONS = ("extend", "archive", "restore", "flag")
 # each action's change to the visible rows it names; :now is the evaluation time
 _UPDATES = {
     # expiry `days` after the later of the current expiry and now: an expired
-    # memory extended by 30 days is live for 30 days from now
+    # memory extended by 30 days is live for 30 days from now; at most the last second
+    # a time holds (past it SQLite's datetime() is NULL: never expiring, which restore is)
     "extend": (
-        "expires_at = datetime(max(unixepoch(coalesce(expires_at, :now)), unixepoch(:now)) + :seconds, 'unixepoch')"
+        "expires_at = datetime(min(max(unixepoch(coalesce(expires_at, :now)), unixepoch(:now)) + :seconds, "
+        "unixepoch('9999-12-31 23:59:59')), 'unixepoch')"
     ),
     "archive": "relevance_tier = 0",
     # back in recall for good: at least the default tier, and no expiry

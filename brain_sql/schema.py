@@ -1225,7 +1225,8 @@ def migrate(conn: Connection, model_id: str | None = None) -> None:
         raise meta_lost()  # made once, and gone since: a model recorded now could be another than its vectors'
     if not new and not pending:
         present = {name for (name,) in conn.execute("select name from main.sqlite_master where type = 'table'")}
-        lost = [table for table in REQUIRED_TABLES if table != META_TABLE and table not in present]
+        lost = [table for table in missing_tables(conn) if table != META_TABLE]
+        lost += [table for table in (IDS_TABLE, INSTANCE_TABLE) if table not in present]
         if lost:  # no brain ready: check names them, --repair makes again those derived from knowledge
             raise BrainError(f"the brain has no {', '.join(lost)} table: run sqlite-utils brain check")
         _recursive_triggers(conn)

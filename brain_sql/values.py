@@ -122,9 +122,9 @@ _SUSPECT_JSON = (
 TEXT = Rule("typeof({c}) in ('text', 'null')", "text or NULL")
 REQUIRED = Rule("typeof({c}) = 'text'", "text")
 TIME = Rule(TIME_SQL, TIME_SAYS)
-WHOLE = Rule("typeof({c}) in ('integer', 'null')", "a whole number or NULL", "integer")
-# a line number, as ingest takes it back from an export (records._line)
-LINE = Rule(
+# a line number, as ingest takes it back from an export (records._line), or a chunk's
+# place in its document (export gives the chunks in this order, ingest numbers them from 0)
+FROM_ZERO = Rule(
     "typeof({c}) = 'null' or (typeof({c}) = 'integer' and {c} >= 0)", "a whole number from 0, or NULL", "integer"
 )
 ID = Rule("typeof({c}) = 'integer'", "an id (a whole number)", "integer")
@@ -167,10 +167,10 @@ RULES = {
                 "a time later than valid_from, or NULL",
             ),
             "document_id": TEXT,
-            "chunk_index": WHOLE,
+            "chunk_index": FROM_ZERO,
             "heading_path": TEXT,
-            "line_start": LINE,
-            "line_end": LINE,
+            "line_start": FROM_ZERO,
+            "line_end": FROM_ZERO,
             "source_path": TEXT,
             "external_id": TEXT,
             "class": Rule(f"typeof({{c}}) = 'text' and {{c}} in ({_CLASSES})", f"one of {', '.join(CLASSES)}"),

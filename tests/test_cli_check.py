@@ -1605,7 +1605,21 @@ def test_a_table_of_a_brains_columns_alone_is_no_brain_and_init_names_why_it_can
     assert sqlite_utils.Database(path).execute("select * from sqlite_master").fetchall() == before
 
 
-@pytest.mark.parametrize("table", ["knowledge", "entities", "relationships", "documents", "knowledge_fts"])
+@pytest.mark.parametrize(
+    "table",
+    [
+        "knowledge",
+        "entities",
+        "relationships",
+        "documents",
+        "knowledge_fts",
+        # review 26, F1: the brain's id mark and instance, and tables a full-text or vector table keeps
+        "brain_ids",
+        "brain_instance",
+        "knowledge_fts_docsize",
+        "vec_knowledge_chunks",
+    ],
+)
 def test_init_on_a_brain_whose_stated_table_was_dropped_says_run_check(run, vault_brain_copy, table):
     """Review 24, F2: init said "brain ready" (exit 0) on a brain whose knowledge or
     entities table plain SQL dropped, while every other command refused it; and on one
@@ -1658,12 +1672,13 @@ def test_a_command_refusing_another_apps_file_leaves_it_as_it_was(run, tmp_path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]
 
 
-@pytest.mark.parametrize("line", ["line_end = -1", "line_start = -5"])
+@pytest.mark.parametrize("line", ["line_end = -1", "line_start = -5", "chunk_index = -3"])
 def test_a_negative_line_number_is_named_by_check(run, vault_brain_copy, line):
     """Review 25, F7: a negative line_end written with plain SQL: check said
     consistent, and the export it made was refused by ingest (line numbers are from
-    0), so export -> ingest lost the note. Check names the cell; --repair, which
-    cannot tell the line, refuses by cell."""
+    0), so export -> ingest lost the note; a negative chunk_index (review 26, F2)
+    reordered the note's chunks in the export, and ingest gave them other ids. Check
+    names the cell; --repair, which cannot tell the number, refuses by cell."""
     conn = brain_sql.connect(vault_brain_copy)
     with conn:
         without_rules(conn)

@@ -413,3 +413,12 @@ async def test_decayed_pages_past_a_thousand(vault_brain_path, tmp_path):
     assert f"{total:,} memories" in html and 'rel="next"' in html
     bad = await datasette.client.get("/brain/-/decayed.json", params={"page": "0"})
     assert bad.status_code == 400
+
+
+def test_extending_past_the_last_time_a_time_holds_stops_there(brain):
+    """Review 26, F3: an expiry extended past 9999-12-31 was stored as NULL (SQLite's
+    datetime() of a later second), so the memory silently never expired while the
+    answer said it was extended: it is extended to the last second a time holds."""
+    later = memory_id(brain, "later")
+    brain_sql.extend_expiry(brain, [later], 36_500, now="9990-01-01")
+    assert state(brain, "later")[1] == "9999-12-31 23:59:59"
