@@ -1086,12 +1086,11 @@ def test_another_files_brain_meta_table_does_not_make_it_a_brain(run, tmp_path):
     """Review 22, F2: a file that is no brain but has a table named brain_meta (of
     another key) is not taken for one: the CLI says so, and serving it writes no
     brain schema into it."""
-    path = tmp_path / "fake.db"
-    conn = sqlite3.connect(path)
-    conn.executescript("create table brain_meta (key text primary key, value); create table t (a);")
-    conn.execute("insert into brain_meta values ('foo', 'bar')")
-    conn.commit()
-    conn.close()
+    path = foreign_file(
+        tmp_path / "fake.db",
+        "create table brain_meta (key text primary key, value); create table t (a);"
+        "insert into brain_meta values ('foo', 'bar');",
+    )
     recalled = run("brain", "recall", str(path), "coffee")
     assert recalled.exit_code == 1 and "is not a brain" in recalled.output, recalled.output
 
