@@ -6,6 +6,7 @@ edges are stated again. Entities are created on first mention; each new chunk
 and entity is queued for mention matching in the same transaction.
 """
 
+import bisect
 import functools
 import json
 import re
@@ -99,14 +100,47 @@ def _chunk_values(columns, chunk):
     return tuple(chunk.fields.get(name, value) for name, value in zip(_ROW_COLUMNS, columns))
 
 
-def _new_ids(first, wanted):
-    """Ids for new chunks, in order, from `first` (next_knowledge_id's): each above
-    every id before it, a chunk's own wanted id (an exported memory's) where it is
-    above them and at most MAX_KEPT_ID. A BrainError when they would pass MAX_ID."""
-    ids, mark = [], first - 1
+class _Given:
+    """The ids a run gave, as runs of consecutive ids (an ingest gives ids a run at a
+    time: a million of them are a few runs, not a set of a million ints)."""
+
+    def __init__(self):
+        self.starts, self.ends = [], []  # sorted, disjoint: run i is starts[i]..ends[i]
+
+    def __contains__(self, i):
+        at = bisect.bisect_right(self.starts, i) - 1
+        return at >= 0 and i <= self.ends[at]
+
+    def update(self, ids):
+        for i in sorted(ids):
+            at = bisect.bisect_right(self.starts, i) - 1
+            if at >= 0 and i <= self.ends[at] + 1:  # in or just after run `at`
+                self.ends[at] = max(self.ends[at], i)
+            else:
+                at += 1
+                self.starts.insert(at, i)
+                self.ends.insert(at, i)
+            if at + 1 < len(self.starts) and self.ends[at] + 1 >= self.starts[at + 1]:  # meets the next run
+                self.ends[at] = max(self.ends[at], self.ends.pop(at + 1))
+                self.starts.pop(at + 1)
+
+
+def _new_ids(first, wanted, floor=None, given=()):
+    """Ids for new chunks, in order, from `first` (next_knowledge_id's): a chunk's own
+    wanted id (an exported memory's) where it was never given: above `floor` (every id
+    up to it may have been), not in `given` (this run's), not taken before it, and at
+    most MAX_KEPT_ID; else one above every id before it. An export's ids need not
+    ascend (a note's earlier chunk edited has a higher id than its later ones), so
+    `floor` is the mark when this run began writing, while no other writer gave an id
+    since. A BrainError when they would pass MAX_ID."""
+    floor = first - 1 if floor is None else floor
+    ids, mark, taken = [], first - 1, set()
     for own in wanted:
-        mark = own if own is not None and mark < own <= MAX_KEPT_ID else mark + 1
-        ids.append(mark)
+        kept = own is not None and floor < own <= MAX_KEPT_ID and own not in given and own not in taken
+        chosen = own if kept else mark + 1
+        mark = max(mark, chosen)
+        taken.add(chosen)
+        ids.append(chosen)
     if mark > MAX_ID:
         raise BrainError(
             f"every memory id up to {MAX_ID:,} is given (a row plain SQL wrote with an id that high): "
@@ -133,6 +167,9 @@ class DocumentWriter:
         self.looked_up = {}  # name -> its stored entity's id or None, as look_up_entities found them
         self.queued = {"chunk": [], "entity": []}  # mention work, queued by `queue_mentions`
         self.mentioned = None  # when a dict like `queued`: all it queued (a remember matches just that)
+        # the ids this run gave, above the mark it began from, and the mark it left: while no other
+        # writer raises it, an id between them that the run did not give was never given (_new_ids)
+        self.floor, self.given, self.left = None, _Given(), None
 
     def forget_entities(self):
         """Drop the entity cache and the mention work not queued yet: ids created
@@ -294,7 +331,12 @@ class DocumentWriter:
                 placed.append((chunk_ids[-1], index, digest))
                 wanted.append(chunk.memory_id)
             self.report.chunks_added += len(plan["new"])
-        ids = _new_ids(next_knowledge_id(self.conn), wanted)  # above every id ever given: none is reused
+        first = next_knowledge_id(self.conn)
+        if self.left != first - 1:  # this run's first write, or another writer gave ids since its last
+            self.floor, self.given = first - 1, _Given()
+        ids = _new_ids(first, wanted, self.floor, self.given)  # never an id given before: none is reused
+        self.given.update(ids)
+        self.left = max([first - 1, *ids])
         per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)
         for start in range(0, len(rows), per_statement):
             part = rows[start : start + per_statement]

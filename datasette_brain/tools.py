@@ -178,12 +178,33 @@ async def memories_readable(datasette, actor, name):
 
 
 async def ensure_permissions(datasette, actor, name, permissions):
-    """Datasette's ensure_permissions; a file too damaged for Datasette to find its
+    """Datasette's ensure_permissions; its refusal, which is only the permission's
+    name, says what may not be viewed; a file too damaged for Datasette to find its
     tables is a 409 that says so, not a 500."""
     try:
         await datasette.ensure_permissions(actor, permissions)
     except sqlite3.DatabaseError as ex:
         raise ApiError(f"database {name} is damaged ({ex}): run sqlite-utils brain check", 409) from ex
+    except Forbidden as ex:
+        raise Forbidden(refusal(name, permissions, str(ex))) from None
+
+
+def refusal(name, permissions, action):
+    """Datasette's refusal `action` (a permission's name) with what it refused: 'view-table:
+    you may not view the knowledge table of brain'."""
+    tables = [
+        resource[1]
+        for permission in permissions
+        if isinstance(permission, tuple) and permission[0] == action
+        for resource in [permission[1]]
+        if isinstance(resource, tuple)
+    ]
+    what = {
+        "view-table": f"the {', '.join(tables)} table{'s' if len(tables) > 1 else ''} of {name}",
+        "view-database": f"database {name}",
+        "view-instance": "this instance",
+    }.get(action)
+    return f"{action}: you may not view {what}" if what else action
 
 
 async def ensure_graph(datasette, actor, name):

@@ -7,13 +7,16 @@ page at a time (the route: each page a short read of its own, none held while a
 client is slow to take it)."""
 
 import asyncio
+import contextlib
 import importlib
 import json
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 from datasette.app import Datasette
@@ -22,7 +25,7 @@ import brain_sql
 from brain_sql import for_plugin
 from datasette_brain import routes, tools
 
-from .conftest import rows, wait_for, write
+from .conftest import VAULT, rows, wait_for, write
 
 NOW = "2026-11-29 12:00:00"
 RECORDS = [
@@ -483,3 +486,65 @@ def test_the_export_takes_no_parameters_and_only_get(vault_brain_path):
     assert refused.status_code == 400 and "takes no parameters" in refused.json()["error"]
     posted = asyncio.run(datasette.client.post("/brain/-/export.jsonl"))
     assert posted.status_code == 405 and posted.headers["allow"] == "GET"
+
+
+def test_an_export_of_a_note_edited_since_keeps_every_id_in_a_new_brain(tmp_path):
+    """Review 26, F2: a note's earlier chunk edited is stored again with an id above the
+    rest, so an export (a document's chunks in their order, documents by their first
+    memory) lists ids that do not ascend; ingest kept an id only above every id before
+    it, and renumbered that memory and every later one (26 of 26 in the vault). Ids
+    never given in the new brain are kept, in any order."""
+    vault = tmp_path / "vault"
+    shutil.copytree(VAULT, vault)
+    brain = brain_sql.connect(tmp_path / "a.db")
+    brain_sql.ingest(brain, [vault])
+    note = brain.execute(
+        "select source_path from knowledge group by document_id having count(*) > 2 order by document_id limit 1"
+    ).fetchone()[0]
+    text = Path(note).read_text()
+    body = next(line for line in text.splitlines() if line and line[0].isalpha() and ":" not in line[:20])
+    Path(note).write_text(text.replace(body, body + " Edited since.", 1))
+    brain_sql.ingest(brain, [vault])
+    order = [i for (i,) in brain.execute("select id from knowledge where source_path = ? order by chunk_index", [note])]
+    assert order != sorted(order)  # the edited chunk's new id is above its later chunks'
+    first = exported(brain)
+    copy = imported(first, tmp_path)
+    assert exported(copy) == first
+    assert rows(copy, "select id, content from knowledge order by id") == rows(
+        brain, "select id, content from knowledge order by id"
+    )
+
+
+def test_an_import_never_takes_an_id_another_writer_gave_between_its_transactions(
+    vault_brain_path, tmp_path, monkeypatch
+):
+    """Ids kept out of order are only those never given: while an import runs, another
+    writer remembers a memory between the import's transactions, taking the next id,
+    and forgets it. The import's memory that wanted that id gets another: an id once
+    given is never another memory's, though no row holds it now."""
+    pipeline = importlib.import_module("brain_sql.pipeline")
+    lines = exported(brain_sql.connect(vault_brain_path))
+    path = write(tmp_path / "export.jsonl", lines)
+    monkeypatch.setattr(pipeline, "INGEST_TRANSACTION_SECONDS", 0)  # a transaction a document
+    copy = brain_sql.connect(tmp_path / "copy.db")
+    brain_sql.migrate(copy)
+    other = brain_sql.connect(tmp_path / "copy.db")
+    turn, taken = pipeline._Pipeline._turn, []
+
+    @contextlib.contextmanager
+    def turn_then_remember(self):
+        with turn(self) as deadline:
+            yield deadline
+        if not taken:  # the first transaction committed: another writer takes the next id, and forgets it
+            brain_sql.remember(other, [{"_id": "intruder", "text": "Stored between two transactions."}])
+            taken.append(other.execute("select id from knowledge where external_id = 'intruder'").fetchone()[0])
+            brain_sql.forget(other, ids=taken)
+
+    monkeypatch.setattr(pipeline._Pipeline, "_turn", turn_then_remember)
+    report = brain_sql.ingest(copy, [path])
+    assert not report.errors, report.errors
+    [intruder] = taken
+    wanted = [chunk["id"] for line in lines.splitlines() for chunk in json.loads(line)["_chunks"]]
+    assert intruder in wanted  # the export wanted that id for one of its own memories
+    assert copy.execute("select count(*) from knowledge where id = ?", [intruder]).fetchone()[0] == 0
+    assert copy.execute("select count(*) from knowledge").fetchone()[0] == len(wanted)

@@ -9,9 +9,11 @@ import random
 import numpy as np
 import pytest
 from datasette.app import Datasette
+from hypothesis import given
+from hypothesis import strategies as st
 
 import brain_sql
-from brain_sql import state
+from brain_sql import state, writer
 from brain_sql.config import MAX_ID, MAX_KEPT_ID
 from brain_sql.errors import RuleRefused
 from brain_sql.slots import DENSE_FLOOR, DENSE_PER_ID, IdMap
@@ -180,3 +182,15 @@ def test_marks_a_huge_id_raised_are_named_and_set_back(conn):
     brain_sql.migrate(conn)
     _, [[newer]] = brain_sql.remember(conn, [{"title": "Shed", "text": "A note on the shed.", "entities": ["Shed"]}])
     assert newer == new + 1 and brain_sql.check(conn) == {}
+
+
+@given(st.lists(st.lists(st.integers(1, 80), min_size=1, max_size=12), min_size=1, max_size=12))
+def test_the_ids_a_run_gave_are_held_as_runs_that_answer_as_a_set(batches):
+    """An import's record of the ids it gave (writer._Given) holds them as runs of
+    consecutive ids, not a million ints; it answers every membership as a set would."""
+    held, ids = writer._Given(), set()
+    for batch in batches:
+        held.update(batch)
+        ids.update(batch)
+        assert [i for i in range(90) if i in held] == sorted(ids)
+    assert all(end + 1 < start for end, start in zip(held.ends, held.starts[1:]))  # disjoint, apart
