@@ -186,12 +186,13 @@ async def ensure_permissions(datasette, actor, name, permissions):
     except sqlite3.DatabaseError as ex:
         raise ApiError(f"database {name} is damaged ({ex}): run sqlite-utils brain check", 409) from ex
     except Forbidden as ex:
-        raise Forbidden(refusal(name, permissions, str(ex))) from None
+        raise Forbidden(refusal(permissions, str(ex))) from None
 
 
-def refusal(name, permissions, action):
+def refusal(permissions, action):
     """Datasette's refusal `action` (a permission's name) with what it refused: 'view-table:
-    you may not view the knowledge table of brain'."""
+    you may not view the knowledge table' (naming no database: a caller refused them all
+    learns none of their names)."""
     tables = [
         resource[1]
         for permission in permissions
@@ -200,8 +201,8 @@ def refusal(name, permissions, action):
         if isinstance(resource, tuple)
     ]
     what = {
-        "view-table": f"the {', '.join(tables)} table{'s' if len(tables) > 1 else ''} of {name}",
-        "view-database": f"database {name}",
+        "view-table": f"the {', '.join(tables)} table{'s' if len(tables) > 1 else ''}",
+        "view-database": "this database",
         "view-instance": "this instance",
     }.get(action)
     return f"{action}: you may not view {what}" if what else action

@@ -146,7 +146,7 @@ async def test_recall_over_mcp_without_a_database_names_the_permission_the_actor
         found = await client.call_tool("brain_recall", {"q": "Ann Pepper"})
     assert found.is_error
     message = " ".join(part.text for part in found.content)
-    assert "view-table: you may not view the knowledge table of brain" in message, message
+    assert "view-table: you may not view the knowledge table" in message, message
     assert "view-database" not in message, message
     response = await datasette.client.get("/brain/-/recall?q=Ann+Pepper")
     assert response.status_code == 403 and "view-table" in response.text
