@@ -29,6 +29,7 @@ from .vectors import (
     VEC_SOURCE_COLUMNS,
     backfill_vectors,
     create_vector_table,
+    dimension_of,
     embedded_text,
     insert_vectors,
     rebuild_vector_table,
@@ -1178,7 +1179,13 @@ def is_brain(conn: Connection) -> bool:
     them, brain_meta records one of its keys and that record says a brain was made
     there. Another app's knowledge (or a view of that name) or brain_meta, a table
     of a brain's columns alone, or a reference file still to adopt, is none."""
-    tables = {name for (name,) in conn.execute("select name from main.sqlite_master where type = 'table'")}
+    asked = ("knowledge", migrations.migrations_table, INSTANCE_TABLE)
+    tables = {
+        name
+        for (name,) in conn.execute(
+            "select name from main.sqlite_master where type = 'table' and name in (?, ?, ?)", asked
+        )
+    }
     columns = (
         {row[0] for row in conn.execute("select name from pragma_table_info('knowledge', 'main')")}
         if "knowledge" in tables  # a table: a view of another app's is none
@@ -1224,10 +1231,10 @@ def migrate(conn: Connection, model_id: str | None = None) -> None:
     if not brain and "m002_brain_columns" not in {migration.name for migration in pending}:
         raise meta_lost()  # made once, and gone since: a model recorded now could be another than its vectors'
     if not new and not pending:
-        present = {name for (name,) in conn.execute("select name from main.sqlite_master where type = 'table'")}
-        lost = [table for table in missing_tables(conn) if table != META_TABLE]
-        lost += [table for table in (IDS_TABLE, INSTANCE_TABLE) if table not in present]
-        if lost:  # no brain ready: check names them, --repair makes again those derived from knowledge
+        present = dict(conn.execute("select name, sql from main.sqlite_master where type = 'table'").fetchall())
+        if not _all_there(present):  # no brain ready: check names them, --repair makes again those from knowledge
+            lost = [table for table in missing_tables(conn) if table != META_TABLE]
+            lost += [table for table in (IDS_TABLE, INSTANCE_TABLE) if table not in present]
             raise BrainError(f"the brain has no {', '.join(lost)} table: run sqlite-utils brain check")
         _recursive_triggers(conn)
         return
@@ -1268,6 +1275,17 @@ REQUIRED_TABLES = (
 )
 # the virtual tables whose modules keep their rows in tables of their own (shadow tables)
 SHADOWED_TABLES = ("knowledge_fts", "vec_knowledge")
+
+
+def _all_there(present):
+    """Whether every table a brain has is among `present` ({name: its SQL}, one read
+    of sqlite_master): the common case of every remember and ingest, told without
+    missing_tables' shape checks, which name what is gone when this says something is."""
+    # every shadow table, whatever missing_tables' shape checks would say of its virtual table
+    # (their names are the dimension's; 1, as checked_dimension falls back to, without vectors)
+    shadows = shadow_tables(dimension_of(present.get("vec_knowledge")) or 1).values()
+    names = [*REQUIRED_TABLES, IDS_TABLE, INSTANCE_TABLE, *(name for names in shadows for name in names)]
+    return all(name in present for name in names if name != META_TABLE)
 
 
 def missing_tables(conn):

@@ -79,7 +79,12 @@ def create_vector_table(conn, dimension, table="vec_knowledge"):
 def vector_dimension(conn):
     """The dimension vec_knowledge was made for (its vectors'), or None without one."""
     row = conn.execute("select sql from sqlite_master where name = 'vec_knowledge'").fetchone()
-    found = re.search(r"embedding_int8\s+INT8\[(\d+)\]", row[0] or "", re.I) if row else None
+    return dimension_of(row[0] if row else None)
+
+
+def dimension_of(sql):
+    """The dimension in vec_knowledge's CREATE statement `sql`, or None."""
+    found = re.search(r"embedding_int8\s+INT8\[(\d+)\]", sql or "", re.I)
     return int(found.group(1)) if found else None
 
 
