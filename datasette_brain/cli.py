@@ -180,19 +180,23 @@ def _open(db_path, must_exist=True, model_id=None, brain=True, read_only=False, 
     nothing about the file."""
     if must_exist and not Path(db_path).exists():
         raise click.ClickException(f"{db_path} does not exist: create it with sqlite-utils brain init {db_path}")
-    if must_exist and brain:
-        probe = brain_sql.connect(db_path, model_id, read_only=True)
-        try:
-            held = brain_sql.is_brain(probe)
-        except brain_sql.BrainError:
-            if not damaged:
-                raise
-            held = True
-        finally:
+    if not (must_exist and brain):
+        return brain_sql.connect(db_path, model_id, read_only=read_only)
+    probe = brain_sql.connect(db_path, model_id, read_only=True)
+    try:
+        held = brain_sql.is_brain(probe)
+    except brain_sql.BrainError:
+        if not damaged:
             probe.close()
-        if not held:
-            raise click.ClickException(f"{db_path} is not a brain: create one with sqlite-utils brain init {db_path}")
-    return brain_sql.connect(db_path, model_id, read_only=read_only)
+            raise
+        held = True
+    if not held:
+        probe.close()
+        raise click.ClickException(f"{db_path} is not a brain: create one with sqlite-utils brain init {db_path}")
+    if read_only:
+        return probe  # the connection asked is the one wanted
+    probe.close()
+    return brain_sql.connect(db_path, model_id)
 
 
 @click.group(cls=BrainGroup)

@@ -186,10 +186,10 @@ async def ensure_permissions(datasette, actor, name, permissions):
     except sqlite3.DatabaseError as ex:
         raise ApiError(f"database {name} is damaged ({ex}): run sqlite-utils brain check", 409) from ex
     except Forbidden as ex:
-        raise Forbidden(refusal(permissions, str(ex))) from None
+        raise Forbidden(_refusal(permissions, str(ex))) from None
 
 
-def refusal(permissions, action):
+def _refusal(permissions, action):
     """Datasette's refusal `action` (a permission's name) with what it refused: 'view-table:
     you may not view the knowledge table' (naming no database: a caller refused them all
     learns none of their names)."""
