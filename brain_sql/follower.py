@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 
 import numpy as np
 
@@ -49,8 +50,11 @@ def build(state, conn):
 
     A big brain's postings are built beside the rest by a second process
     (`python -m brain_sql.follower`), which reads the same rows in its own read
-    transaction: a machine's second core halves the build. Its work is taken only
-    if it saw the same change-log position; else the postings are built here."""
+    transaction: a machine's second core halves the build. One started ahead
+    (`postings_ahead`: an ingest's, before its mention work) is taken instead. Its
+    work is taken only if it read the chunks the build reads: at the same change-log
+    position, or at an earlier one of this brain's history with no chunk changed
+    since; else the postings are built here."""
     path = main_file(conn)
     began = not conn.in_transaction
     if began:
@@ -58,7 +62,9 @@ def build(state, conn):
     try:
         seq, state.instance, _ = last_change(conn)
         count = conn.execute("select count(*) from knowledge").fetchone()[0]
-        beside = _postings_beside(path, seq) if path and seq is not None and count >= PARALLEL_BUILD_CHUNKS else None
+        beside = _take_ahead(path) if began else None  # a transaction of the caller's may hold rows of its own
+        if beside is None and path and seq is not None and count >= PARALLEL_BUILD_CHUNKS:
+            beside = _postings_beside(path)
         graph = state.graph
         for rows in _batches(conn.execute("select id, name, entity_type from entities order by id")):
             graph.put_entities(rows)
@@ -81,7 +87,7 @@ def build(state, conn):
         graph.names.merge()
         graph.index_ties()
         if beside:
-            state.postings = beside.result(seq, state.chunks.size) or _postings_here(conn)
+            state.postings = beside.result(conn, seq, state.chunks.size) or _postings_here(conn)
         state.last = _entry(conn, seq) if seq else None
     finally:
         if began:
@@ -109,24 +115,78 @@ class _Beside:
     def __init__(self, process, out):
         self.process, self.out = process, out
 
-    def result(self, seq, size):
-        """Its Postings, when it read the same rows (the change-log position `seq`
-        and `size` chunks); else None."""
+    def result(self, conn, seq, size):
+        """Its Postings, when it read the rows the build on `conn` reads (at the
+        change-log position `seq`, `size` chunks): at `seq`, or at an earlier change
+        of this brain's history (its stamp the same) with no chunk changed since;
+        else None."""
         try:
             if self.process.wait() != 0:
                 return None
             manifest, arrays = snapshot.load(self.out)
-            if manifest.get("seq") != seq or manifest.get("rows") != size:
+            read = manifest.get("seq")
+            if manifest.get("rows") != size or not isinstance(read, int) or read > seq:
+                return None
+            if read < seq and not (
+                _entry(conn, read) == tuple(manifest.get("entry") or ()) and _chunks_unchanged(conn, read, seq)
+            ):
                 return None
             return Postings.from_arrays(arrays)
         except (OSError, snapshot.SnapshotError):
             return None
         finally:
-            if os.path.exists(self.out):
-                os.unlink(self.out)
+            self.cancel()
+
+    def cancel(self):
+        """Stop the process (when it still runs) and remove its file."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        if os.path.exists(self.out):
+            os.unlink(self.out)
 
 
-def _postings_beside(path, seq):
+def _chunks_unchanged(conn, since, seq):
+    """Whether no chunk changed after the change-log position `since` up to `seq`, as
+    a log that still holds every change after `since` tells."""
+    first, changed = conn.execute(
+        f"select (select min(seq) from {CHANGES_TABLE}), exists(select 1 from {CHANGES_TABLE} "
+        "where seq > ? and seq <= ? and kind in ('chunk', 'all'))",
+        (since, seq),
+    ).fetchone()
+    return first is not None and first <= since + 1 and not changed
+
+
+_ahead = {}  # brain file -> the _Beside postings_ahead started for its next build
+_ahead_lock = threading.Lock()
+
+
+def postings_ahead(conn):
+    """Start building the postings of the brain on `conn` in a second process now,
+    for the build of its state asked for next (state.persist's, after an ingest's
+    mention work, which changes no chunk): the two cores overlap them."""
+    path = main_file(conn)
+    beside = _postings_beside(path) if path and last_change(conn)[0] is not None else None
+    if beside is not None:
+        with _ahead_lock:
+            beside, _ahead[path] = _ahead.get(path), beside
+    if beside is not None:
+        beside.cancel()
+
+
+def _take_ahead(path):
+    with _ahead_lock:
+        return _ahead.pop(path, None) if path else None
+
+
+def drop_ahead(conn):
+    """Stop a postings_ahead build no build took (the ingest failed, or wrote no snapshot)."""
+    beside = _take_ahead(main_file(conn))
+    if beside is not None:
+        beside.cancel()
+
+
+def _postings_beside(path):
     """Start building the postings of the brain at `path` in a second process."""
     handle, out = tempfile.mkstemp(prefix=".brain-postings-", dir=os.path.dirname(os.path.abspath(path)))
     os.close(handle)
@@ -154,14 +214,16 @@ def _postings_here(conn):
 
 def _build_postings(path, out):
     """The second process's work: the postings of the brain at `path`, written to
-    `out` with the change-log position and the number of rows they were read at."""
+    `out` with the change-log position (and that change) and the number of rows
+    they were read at."""
     conn = open_connection(path, read_only=True)
     conn.execute("begin")
     seq, _, _ = last_change(conn)
+    entry = _entry(conn, seq) if seq else None
     postings = _postings_here(conn)
     rows = conn.execute("select count(*) from knowledge").fetchone()[0]
     conn.execute("commit")
-    snapshot.save(out, {"seq": seq, "rows": rows}, postings.to_arrays())
+    snapshot.save(out, {"seq": seq, "entry": list(entry) if entry else None, "rows": rows}, postings.to_arrays())
 
 
 class Fetched:

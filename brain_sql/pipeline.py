@@ -291,19 +291,22 @@ def ingest(
             prune_roots = [p for p in prune_roots if not _under(error.path, p)]
             error.message += ": nothing under it was pruned"
     try:
-        with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
-            # what each root held before this run: new files never make a prune of all of that look partial
-            roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
-            refused = _ingest_files(pipeline, files, defaults, roots, prune_all, spared)
-    except BrainBusy as ex:
-        raise BrainBusy(
-            f"{ex} What was written before is kept "
-            f"({counted(report.documents_added + report.documents_updated, 'document')}): "
-            "run the same ingest again to write the rest."
-        ) from ex
-    # a big brain's read state is saved now, so that a server starting next loads it
-    # instead of building it (state.persist); the time it takes is the ingest's
-    read_state.persist(conn)
+        try:
+            with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
+                # what each root held before this run: new files never make a prune of all of that look partial
+                roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
+                refused = _ingest_files(pipeline, files, defaults, roots, prune_all, spared)
+        except BrainBusy as ex:
+            raise BrainBusy(
+                f"{ex} What was written before is kept "
+                f"({counted(report.documents_added + report.documents_updated, 'document')}): "
+                "run the same ingest again to write the rest."
+            ) from ex
+        # a big brain's read state is saved now, so that a server starting next loads it
+        # instead of building it (state.persist); the time it takes is the ingest's
+        read_state.persist(conn)
+    finally:
+        read_state.drop_ahead(conn)  # the postings flush started for persist, when it did not take them
     report.seconds = time.perf_counter() - started
     if refused:
         raise PruneRefused("; ".join(refused), report)
@@ -1014,6 +1017,8 @@ class _Pipeline:
             self.report.relationships += mentions.resolve_mentions(self.conn, mentioned["chunk"], mentioned["entity"])
             prune_changes(self.conn, CHANGE_LOG_KEEP)
             return
+        # the snapshot's postings, built by a second process while the mentions are found here
+        read_state.persist_ahead(self.conn)
         self._in_turns(partial(mentions.follow_names, self.conn))  # the name index up to date, for prepare
         resolution = mentions.Resolution(self.conn).prepare()  # its automatons built before taking the lock
         self._in_turns(resolution.step, partial(prune_changes, self.conn, CHANGE_LOG_KEEP))

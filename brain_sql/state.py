@@ -450,25 +450,55 @@ def persist(conn):
     ingest), when the brain is big enough for one to pay and the snapshot is
     SNAPSHOT_EVERY changes or more behind (a server follows a smaller gap
     itself); returns whether it was written."""
-    key = _file_key(conn)
-    seq, instance, _ = last_change(conn)
-    if key is None or seq is None:
+    due = _snapshot_due(conn)
+    if due is None:
         return False
-    where = snapshot.path_for(key[0])
-    try:
-        manifest, _ = snapshot.read_manifest(where)
-        if manifest.get("instance") == instance and 0 <= seq - (manifest.get("seq") or 0) < SNAPSHOT_EVERY:
-            return False
-    except snapshot.SnapshotError:
-        pass
-    if conn.execute("select count(*) from knowledge").fetchone()[0] < SNAPSHOT_MIN_CHUNKS:
-        return False
+    key, where, _ = due
     state = current(conn, recorded_model_and_dimension(conn)[1])
     try:
         state.saved = state.save(where, key[0])
     except (OSError, Overtaken):  # another thread's write overtook it: the next ingest or a server saves it
         return False
     return True
+
+
+def _snapshot_due(conn):
+    """(file key, snapshot path, the snapshot's manifest or None) when persist would
+    write the snapshot of the brain on `conn`; else None."""
+    key = _file_key(conn)
+    seq, instance, _ = last_change(conn)
+    if key is None or seq is None:
+        return None
+    where, manifest = snapshot.path_for(key[0]), None
+    try:
+        manifest, _ = snapshot.read_manifest(where)
+        if manifest.get("instance") == instance and 0 <= seq - (manifest.get("seq") or 0) < SNAPSHOT_EVERY:
+            return None
+    except snapshot.SnapshotError:
+        pass
+    if conn.execute("select count(*) from knowledge").fetchone()[0] < SNAPSHOT_MIN_CHUNKS:
+        return None
+    return key, where, manifest
+
+
+def persist_ahead(conn):
+    """Start the postings of the state persist will build (follower.postings_ahead:
+    in a second process, while an ingest does its mention work) when it will build
+    it from SQL: a snapshot is due and there is none of this brain to load, nor a
+    state of it in this process."""
+    due = _snapshot_due(conn)
+    if due is None:
+        return
+    key, _, manifest = due
+    with _states_lock:
+        held = _states.get(key)
+    if (held is None or not held.built) and (manifest is None or manifest.get("instance") != last_change(conn)[1]):
+        follower.postings_ahead(conn)
+
+
+def drop_ahead(conn):
+    """Stop the postings persist_ahead started that no build took."""
+    follower.drop_ahead(conn)
 
 
 def _replace(state, fresh, token):

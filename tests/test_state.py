@@ -5,12 +5,14 @@ returns exactly what vec0 returns, and its graph leg what a fresh build walks.""
 import json
 import random
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import brain_sql
-from brain_sql import graph, querydoc, state
+from brain_sql import graph, querydoc, snapshot, state
+from brain_sql.connection import main_file
 from brain_sql.embed import embed
 from brain_sql.filters import Filters
 from brain_sql.hybrid import vector_leg
@@ -445,8 +447,8 @@ def test_a_build_with_its_postings_made_by_a_second_process_is_the_same(brain, m
     taken = []
     original = follower._Beside.result
 
-    def result(self, seq, size):
-        found = original(self, seq if child != "read_other_rows" else seq + 1, size)
+    def result(self, conn, seq, size):
+        found = original(self, conn, seq, size + (child == "read_other_rows"))
         taken.append(found is not None)
         return found
 
@@ -456,6 +458,64 @@ def test_a_build_with_its_postings_made_by_a_second_process_is_the_same(brain, m
     built = state.ReadState(256).build(brain)
     assert taken == [child == "works"]
     assert built.fingerprint() == single.fingerprint()
+
+
+def _taking(monkeypatch):
+    """The results of the second process's postings each build asked for: whether it took them."""
+    from brain_sql import follower
+
+    taken, original = [], follower._Beside.result
+
+    def result(self, conn, seq, size):
+        found = original(self, conn, seq, size)
+        taken.append(found is not None)
+        return found
+
+    monkeypatch.setattr(follower._Beside, "result", result)
+    return taken
+
+
+@pytest.mark.parametrize("between", ["nothing", "an entity and an edge", "a chunk"])
+def test_postings_started_ahead_are_taken_only_while_no_chunk_changed(brain, monkeypatch, between):
+    """Postings a second process built ahead of a build (an ingest's, before its
+    mention work) are taken when the build reads the chunks they were read from:
+    at a later change-log position only entities, edges or documents changed.
+    After a chunk changed they are not, and the state is the one built in one process."""
+    from brain_sql import follower
+
+    taken = _taking(monkeypatch)
+    follower.postings_ahead(brain)
+    assert follower._ahead[main_file(brain)].process.wait() == 0  # read before the change
+    if between == "an entity and an edge":
+        with brain:
+            brain.execute("insert into entities (name, entity_type) values ('Zed Ahead', 'person')")
+            brain.execute(
+                "insert into relationships (from_entity_id, to_entity_id, relation_type) "
+                "select min(id), max(id), 'mentions' from entities"
+            )
+    elif between == "a chunk":
+        brain_sql.remember(brain, [{"_id": "late", "text": "a late note about the pager rota"}])
+    built = state.ReadState(256).build(brain)
+    assert taken == [between != "a chunk"]
+    assert built.fingerprint() == state.ReadState(256).build(brain).fingerprint()
+    assert not follower._ahead
+    assert not list(Path(main_file(brain)).parent.glob(".brain-postings-*"))
+
+
+def test_an_ingest_builds_its_snapshots_postings_beside_its_mention_work(tmp_path, monkeypatch):
+    """An ingest that saves a snapshot built from SQL starts its postings in a second
+    process before it looks for mentions, and takes them: the snapshot holds the
+    state one process builds, and nothing of the second process is left."""
+    from brain_sql import follower
+
+    monkeypatch.setattr(state, "SNAPSHOT_MIN_CHUNKS", 1)
+    taken = _taking(monkeypatch)
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [VAULT])
+    assert taken == [True]
+    loaded = state.ReadState.load(snapshot.path_for(str(tmp_path / "brain.db")), 256)
+    assert loaded.fingerprint() == state.ReadState(256).build(conn).fingerprint()
+    assert not follower._ahead and not list(tmp_path.glob(".brain-postings-*"))
 
 
 def test_the_chunk_index_distances_are_vec0s(brain):
