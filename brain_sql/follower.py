@@ -9,8 +9,10 @@ reaches back to where it stopped and names less than REBUILD_SHARE of the brain;
 otherwise, or after a repair that says anything may have changed, it is built anew.
 """
 
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -39,6 +41,8 @@ CHUNK_ROWS = (
 )
 TEXTS = 3  # title, content, context: the last columns of CHUNK_ROWS
 CHUNK_ROWS_WITHOUT_TEXT = CHUNK_ROWS.replace(", k.title, k.content, k.context", "")
+POSTINGS_FILE = snapshot.TEMPORARY + "postings-"  # the second process's file: swept as a snapshot's leftover
+PR_SET_PDEATHSIG = 1  # prctl's option: the signal a process gets when its parent ends
 PARALLEL_BUILD_CHUNKS = (
     200_000  # a brain this big builds its postings in a second process (smaller: not worth its start)
 )
@@ -117,9 +121,10 @@ class _Beside:
 
     def result(self, conn, seq, size):
         """Its Postings, when it read the rows the build on `conn` reads (at the
-        change-log position `seq`, `size` chunks): at `seq`, or at an earlier change
-        of this brain's history (its stamp the same) with no chunk changed since;
-        else None."""
+        change-log position `seq`, `size` chunks, the brain's instance the same): at
+        `seq`, or at an earlier change of this brain's history with no chunk changed
+        since; its change's entry (kind, key, stamp) must be the log's at its
+        position. Else None."""
         try:
             if self.process.wait() != 0:
                 return None
@@ -127,9 +132,9 @@ class _Beside:
             read = manifest.get("seq")
             if manifest.get("rows") != size or not isinstance(read, int) or read > seq:
                 return None
-            if read < seq and not (
-                _entry(conn, read) == tuple(manifest.get("entry") or ()) and _chunks_unchanged(conn, read, seq)
-            ):
+            if manifest.get("instance") != last_change(conn)[1]:
+                return None
+            if _entry(conn, read) != tuple(manifest.get("entry") or ()) or not _chunks_unchanged(conn, read, seq):
                 return None
             return Postings.from_arrays(arrays)
         except (OSError, snapshot.SnapshotError):
@@ -148,13 +153,15 @@ class _Beside:
 
 def _chunks_unchanged(conn, since, seq):
     """Whether no chunk changed after the change-log position `since` up to `seq`, as
-    a log that still holds every change after `since` tells."""
-    first, changed = conn.execute(
-        f"select (select min(seq) from {CHANGES_TABLE}), exists(select 1 from {CHANGES_TABLE} "
-        "where seq > ? and seq <= ? and kind in ('chunk', 'all'))",
+    the log tells while it holds every change in between: it still reaches back to
+    `since`, and none is missing (each committed change takes the next number)."""
+    between = f"from {CHANGES_TABLE} where seq > ?1 and seq <= ?2"
+    first, held, changed = conn.execute(
+        f"select (select min(seq) from {CHANGES_TABLE}), (select count(*) {between}), "
+        f"exists(select 1 {between} and kind in ('chunk', 'all'))",
         (since, seq),
     ).fetchone()
-    return first is not None and first <= since + 1 and not changed
+    return first is not None and first <= since + 1 and held == seq - since and not changed
 
 
 _ahead = {}  # brain file -> the _Beside postings_ahead started for its next build
@@ -187,17 +194,21 @@ def drop_ahead(conn):
 
 
 def _postings_beside(path):
-    """Start building the postings of the brain at `path` in a second process."""
-    handle, out = tempfile.mkstemp(prefix=".brain-postings-", dir=os.path.dirname(os.path.abspath(path)))
-    os.close(handle)
+    """Start building the postings of the brain at `path` in a second process, which
+    ends with this one. Its file is named as a snapshot's temporary one: left by a
+    process killed before it read it, the next snapshot saved there removes it."""
+    out = None
     try:
+        handle, out = tempfile.mkstemp(prefix=POSTINGS_FILE, dir=os.path.dirname(os.path.abspath(path)))
+        os.close(handle)
         process = subprocess.Popen(
-            [sys.executable, "-m", "brain_sql.follower", path, out],
+            [sys.executable, "-m", "brain_sql.follower", path, out, str(os.getpid())],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
     except OSError:
-        os.unlink(out)
+        if out is not None and os.path.exists(out):
+            os.unlink(out)
         return None
     return _Beside(process, out)
 
@@ -218,12 +229,23 @@ def _build_postings(path, out):
     they were read at."""
     conn = open_connection(path, read_only=True)
     conn.execute("begin")
-    seq, _, _ = last_change(conn)
+    seq, instance, _ = last_change(conn)
     entry = _entry(conn, seq) if seq else None
     postings = _postings_here(conn)
     rows = conn.execute("select count(*) from knowledge").fetchone()[0]
     conn.execute("commit")
-    snapshot.save(out, {"seq": seq, "entry": list(entry) if entry else None, "rows": rows}, postings.to_arrays())
+    manifest = {"seq": seq, "instance": instance, "entry": list(entry) if entry else None, "rows": rows}
+    snapshot.save(out, manifest, postings.to_arrays())
+
+
+def _end_with(parent):
+    """Make this process end when `parent` (its pid) does: Linux's parent-death signal."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (AttributeError, OSError):  # not Linux: the parent's drop_ahead stops it, when it can
+        return
+    if os.getppid() != parent:  # it ended before the signal was asked for
+        os._exit(1)
 
 
 class Fetched:
@@ -482,5 +504,7 @@ def last_change(conn):
         return None, None, None
 
 
-if __name__ == "__main__":  # the second process of a build: python -m brain_sql.follower BRAIN OUT
+if __name__ == "__main__":  # the second process of a build: python -m brain_sql.follower BRAIN OUT PARENT
+    if len(sys.argv) > 3:
+        _end_with(int(sys.argv[3]))
     _build_postings(sys.argv[1], sys.argv[2])

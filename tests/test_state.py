@@ -4,7 +4,10 @@ returns exactly what vec0 returns, and its graph leg what a fresh build walks.""
 
 import json
 import random
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -475,31 +478,69 @@ def _taking(monkeypatch):
     return taken
 
 
-@pytest.mark.parametrize("between", ["nothing", "an entity and an edge", "a chunk"])
+def _entity_and_edge(conn):
+    with conn:
+        conn.execute("insert into entities (name, entity_type) values ('Zed Ahead', 'person')")
+        conn.execute(
+            "insert into relationships (from_entity_id, to_entity_id, relation_type) "
+            "select min(id), max(id), 'mentions' from entities"
+        )
+
+
+@pytest.mark.parametrize(
+    "between", ["nothing", "an entity and an edge", "a chunk", "a chunk its log entry deleted", "its entry rewritten"]
+)
 def test_postings_started_ahead_are_taken_only_while_no_chunk_changed(brain, monkeypatch, between):
     """Postings a second process built ahead of a build (an ingest's, before its
     mention work) are taken when the build reads the chunks they were read from:
     at a later change-log position only entities, edges or documents changed.
-    After a chunk changed they are not, and the state is the one built in one process."""
+    After a chunk changed they are not, nor when the log cannot tell (an entry
+    deleted in between, the one they were read at rewritten), and the state is the
+    one built in one process."""
     from brain_sql import follower
 
     taken = _taking(monkeypatch)
     follower.postings_ahead(brain)
     assert follower._ahead[main_file(brain)].process.wait() == 0  # read before the change
+    read = brain.execute("select max(seq) from brain_changes").fetchone()[0]
     if between == "an entity and an edge":
-        with brain:
-            brain.execute("insert into entities (name, entity_type) values ('Zed Ahead', 'person')")
-            brain.execute(
-                "insert into relationships (from_entity_id, to_entity_id, relation_type) "
-                "select min(id), max(id), 'mentions' from entities"
-            )
-    elif between == "a chunk":
+        _entity_and_edge(brain)
+    elif between.startswith("a chunk"):
         brain_sql.remember(brain, [{"_id": "late", "text": "a late note about the pager rota"}])
+    if between == "a chunk its log entry deleted":  # plain SQL hides it: a later change shows the gap
+        _entity_and_edge(brain)
+        with brain:
+            brain.execute("delete from brain_changes where seq > ? and kind = 'chunk'", (read,))
+    elif between == "its entry rewritten":
+        with brain:
+            brain.execute("update brain_changes set stamp = stamp + 1 where seq = ?", (read,))
     built = state.ReadState(256).build(brain)
-    assert taken == [between != "a chunk"]
+    assert taken == [between in ("nothing", "an entity and an edge")]
     assert built.fingerprint() == state.ReadState(256).build(brain).fingerprint()
     assert not follower._ahead
-    assert not list(Path(main_file(brain)).parent.glob(".brain-postings-*"))
+    assert not list(Path(main_file(brain)).parent.glob(".brainstate-*"))
+
+
+def test_the_second_process_ends_with_the_one_that_started_it(tmp_path):
+    """The postings process asks to be killed when its parent ends (Linux's
+    parent-death signal): an ingest killed mid-way leaves no process building on."""
+    child = (
+        "import os, time; from brain_sql.follower import _end_with; "
+        "_end_with(os.getppid()); open('started', 'w').close(); time.sleep(60)"
+    )
+    parent = (
+        f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', {child!r}]); "
+        "print(p.pid, flush=True); time.sleep(1.5)"
+    )
+    result = subprocess.run([sys.executable, "-c", parent], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    pid = int(result.stdout)
+    assert (tmp_path / "started").exists(), result.stderr
+    for _ in range(100):
+        if not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the second process outlived the one that started it")
 
 
 def test_an_ingest_builds_its_snapshots_postings_beside_its_mention_work(tmp_path, monkeypatch):
@@ -515,7 +556,7 @@ def test_an_ingest_builds_its_snapshots_postings_beside_its_mention_work(tmp_pat
     assert taken == [True]
     loaded = state.ReadState.load(snapshot.path_for(str(tmp_path / "brain.db")), 256)
     assert loaded.fingerprint() == state.ReadState(256).build(conn).fingerprint()
-    assert not follower._ahead and not list(tmp_path.glob(".brain-postings-*"))
+    assert not follower._ahead and not list(tmp_path.glob(".brainstate-*"))
 
 
 def test_the_chunk_index_distances_are_vec0s(brain):
