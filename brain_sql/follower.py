@@ -164,7 +164,7 @@ def _chunks_unchanged(conn, since, seq):
     return first is not None and first <= since + 1 and held == seq - since and not changed
 
 
-_ahead = {}  # brain file -> the _Beside postings_ahead started for its next build
+_ahead: dict[str, _Beside] = {}  # brain file -> the _Beside postings_ahead started for its next build
 _ahead_lock = threading.Lock()
 
 
