@@ -91,7 +91,7 @@ def build(state, conn):
         graph.names.merge()
         graph.index_ties()
         if beside:
-            state.postings = beside.result(conn, seq, state.chunks.size) or _postings_here(conn)
+            state.postings = beside.result(conn, seq, state.instance, state.chunks.size) or _postings_here(conn)
         state.last = _entry(conn, seq) if seq else None
     finally:
         if began:
@@ -119,9 +119,9 @@ class _Beside:
     def __init__(self, process, out):
         self.process, self.out = process, out
 
-    def result(self, conn, seq, size):
+    def result(self, conn, seq, instance, size):
         """Its Postings, when it read the rows the build on `conn` reads (at the
-        change-log position `seq`, `size` chunks, the brain's instance the same): at
+        change-log position `seq` of brain `instance`, `size` chunks): at
         `seq`, or at an earlier change of this brain's history with no chunk changed
         since; its change's entry (kind, key, stamp) must be the log's at its
         position. Else None."""
@@ -132,7 +132,7 @@ class _Beside:
             read = manifest.get("seq")
             if manifest.get("rows") != size or not isinstance(read, int) or read > seq:
                 return None
-            if manifest.get("instance") != last_change(conn)[1]:
+            if manifest.get("instance") != instance:
                 return None
             if _entry(conn, read) != tuple(manifest.get("entry") or ()) or not _chunks_unchanged(conn, read, seq):
                 return None
@@ -173,7 +173,7 @@ def postings_ahead(conn):
     for the build of its state asked for next (state.persist's, after an ingest's
     mention work, which changes no chunk): the two cores overlap them."""
     path = main_file(conn)
-    beside = _postings_beside(path) if path and last_change(conn)[0] is not None else None
+    beside = _postings_beside(path) if path else None
     if beside is not None:
         with _ahead_lock:
             beside, _ahead[path] = _ahead.get(path), beside

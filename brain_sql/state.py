@@ -463,22 +463,24 @@ def persist(conn):
 
 
 def _snapshot_due(conn):
-    """(file key, snapshot path, the snapshot's manifest or None) when persist would
-    write the snapshot of the brain on `conn`; else None."""
+    """(file key, snapshot path, whether the snapshot there is this brain's: loaded and
+    followed rather than built anew) when persist would write the snapshot of the brain
+    on `conn`; else None."""
     key = _file_key(conn)
     seq, instance, _ = last_change(conn)
     if key is None or seq is None:
         return None
-    where, manifest = snapshot.path_for(key[0]), None
+    where, loadable = snapshot.path_for(key[0]), False
     try:
         manifest, _ = snapshot.read_manifest(where)
-        if manifest.get("instance") == instance and 0 <= seq - (manifest.get("seq") or 0) < SNAPSHOT_EVERY:
+        loadable = manifest.get("instance") == instance
+        if loadable and 0 <= seq - (manifest.get("seq") or 0) < SNAPSHOT_EVERY:
             return None
     except snapshot.SnapshotError:
         pass
     if conn.execute("select count(*) from knowledge").fetchone()[0] < SNAPSHOT_MIN_CHUNKS:
         return None
-    return key, where, manifest
+    return key, where, loadable
 
 
 def persist_ahead(conn):
@@ -489,10 +491,10 @@ def persist_ahead(conn):
     due = _snapshot_due(conn)
     if due is None:
         return
-    key, _, manifest = due
+    key, _, loadable = due
     with _states_lock:
         held = _states.get(key)
-    if (held is None or not held.built) and (manifest is None or manifest.get("instance") != last_change(conn)[1]):
+    if (held is None or not held.built) and not loadable:
         follower.postings_ahead(conn)
 
 

@@ -450,8 +450,8 @@ def test_a_build_with_its_postings_made_by_a_second_process_is_the_same(brain, m
     taken = []
     original = follower._Beside.result
 
-    def result(self, conn, seq, size):
-        found = original(self, conn, seq, size + (child == "read_other_rows"))
+    def result(self, conn, seq, instance, size):
+        found = original(self, conn, seq, instance, size + (child == "read_other_rows"))
         taken.append(found is not None)
         return found
 
@@ -469,8 +469,8 @@ def _taking(monkeypatch):
 
     taken, original = [], follower._Beside.result
 
-    def result(self, conn, seq, size):
-        found = original(self, conn, seq, size)
+    def result(self, conn, seq, instance, size):
+        found = original(self, conn, seq, instance, size)
         taken.append(found is not None)
         return found
 
