@@ -9,22 +9,31 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def paragraphs(text, first_line=1):
-    """(paragraph, line it starts on) for each blank-line separated block of text."""
-    line = first_line
-    for block in re.split(r"(\n[ \t]*\n)", text):
-        if block.strip() and not re.fullmatch(r"\n[ \t]*\n", block):
-            yield block.strip("\n"), line + len(block) - len(block.lstrip("\n"))
-        line += block.count("\n")
+    """(paragraph, line it starts on) for each block of text between blank lines,
+    its lines as written: their indentation and trailing spaces are kept."""
+    block, start = [], None
+    for line, row in enumerate(text.split("\n"), first_line):
+        if row.strip():
+            if start is None:
+                start = line
+            block.append(row)
+        elif block:
+            yield "\n".join(block), start
+            block, start = [], None
+    if block:
+        yield "\n".join(block), start
 
 
 def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS):
     """Chunks from (text, first line) units, packed whole while they fit under
-    `max_chars`; a unit longer than that is cut between sentences, then words."""
+    `max_chars` with as many blank lines between them as their lines leave; a unit
+    longer than that is cut between sentences, then words."""
     pieces = [piece for body, start in units for piece in _cut(body, start, max_chars)]
     chunks, current = [], None
     for body, start, end in pieces:
-        if current and len(current[0]) + 2 + len(body) <= max_chars:
-            current = (current[0] + "\n\n" + body, current[1], end)
+        between = "\n" * (start - current[2]) if current else ""
+        if current and len(current[0]) + len(between or " ") + len(body) <= max_chars:
+            current = (current[0] + (between or " ") + body, current[1], end)
         else:
             if current:
                 chunks.append(current)
@@ -41,8 +50,9 @@ def split_text(text, first_line=1, heading_path=None):
 
 def _cut(body, start, max_chars):
     """A paragraph as pieces of at most max_chars, cut after the last sentence end
-    that fits, else the last space, else hard; each with its line span. The lines
-    are counted on from the last piece's start, so the work is linear in the text."""
+    that fits, else the last space, else hard; each with its line span. Only the
+    spaces at a cut are dropped: a piece keeps its paragraph's indentation. The
+    lines are counted on from the last piece's start, so the work is linear in the text."""
     pieces, pos = [], 0
     line, counted = start, 0  # the line that body[counted] is on
     while pos < len(body):
@@ -50,9 +60,10 @@ def _cut(body, start, max_chars):
         if end < len(body):
             end = pos + (_last_boundary(body[pos:end]) or max_chars)
         piece = body[pos:end]
-        text = piece.strip()
-        if text:
-            begins = pos + piece.index(text[0])
+        text = piece.lstrip() if pos else piece
+        text = text.rstrip() if end < len(body) else text
+        if text.strip():
+            begins = pos + len(piece) - len(piece.lstrip()) if pos else 0
             line += body.count("\n", counted, begins)
             counted = begins
             pieces.append((text, line, line + text.count("\n")))

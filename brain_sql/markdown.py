@@ -94,7 +94,7 @@ def parse_markdown(path, text):
         yield IngestError(path, 1, "'title' must be text")
         return
     title = title if title not in (None, "") else Path(path).stem
-    size = text_bytes("\n".join(lines[body:]))  # as written: chunking joins blocks with blank lines
+    size = text_bytes("\n".join(lines[body:]))  # as written
     too_much = content_refusal(size)
     if too_much:
         yield IngestError(path, body + 1, too_much)
@@ -152,9 +152,12 @@ def _sections(tokens, lines):
                 if units:
                     sections.append((heading_path, units))
                 heading_path, units = path, []
-        block = "\n".join(lines[start:end]).strip("\n")
-        if block.strip():
-            units.append((block, start + 1))
+        rows = lines[start:end]
+        while rows and not rows[-1].strip():
+            rows.pop()
+        first = next((n for n, row in enumerate(rows) if row.strip()), len(rows))
+        if first < len(rows):  # the block's lines as written, less blank ones at its ends
+            units.append(("\n".join(rows[first:]), start + first + 1))
     if units:
         sections.append((heading_path, units))
     return sections

@@ -27,13 +27,27 @@ def test_whitespace_only_text_has_no_paragraphs_or_chunks():
 
 def test_short_paragraphs_pack_into_one_chunk_spanning_their_lines():
     chunks = split_text("one\n\ntwo\nthree\n\n\nfour", first_line=5, heading_path="Intro")
-    assert spans(chunks) == [("one\n\ntwo\nthree\n\nfour", 5, 11)]
+    assert spans(chunks) == [("one\n\ntwo\nthree\n\n\nfour", 5, 11)]
     assert chunks[0].heading_path == "Intro"
 
 
-def test_paragraphs_pack_while_they_fit_with_the_blank_line_between():
-    assert spans(pack([("a" * 10, 1), ("b" * 5, 4)], max_chars=17)) == [("a" * 10 + "\n\n" + "b" * 5, 1, 4)]
-    assert spans(pack([("a" * 10, 1), ("b" * 5, 4)], max_chars=16)) == [("a" * 10, 1, 1), ("b" * 5, 4, 4)]
+def test_paragraphs_pack_while_they_fit_with_the_blank_lines_between():
+    assert spans(pack([("a" * 10, 1), ("b" * 5, 3)], max_chars=17)) == [("a" * 10 + "\n\n" + "b" * 5, 1, 3)]
+    assert spans(pack([("a" * 10, 1), ("b" * 5, 3)], max_chars=16)) == [("a" * 10, 1, 1), ("b" * 5, 3, 3)]
+    assert spans(pack([("a" * 10, 1), ("b" * 5, 4)], max_chars=18)) == [("a" * 10 + "\n\n\n" + "b" * 5, 1, 4)]
+
+
+def test_a_text_that_fits_in_a_chunk_is_stored_as_written():
+    """Indentation, trailing spaces and the count of blank lines are meaning in code,
+    YAML and Markdown: a chunk keeps them (only blank lines at the text's ends, and
+    the spaces on a blank line, are not kept)."""
+    for text in ("def f():\n    x = 1\n\n    return x", "a:\n  b: 1\n\n  c: 2", "x  \n\n\n  y\t", "    indented"):
+        assert [c.content for c in split_text(text)] == [text]
+    assert [c.content for c in split_text("\n \nbody\n  \n\nmore\n\n")] == ["body\n\n\nmore"]
+
+
+def test_a_cut_paragraph_keeps_its_indentation_and_drops_only_the_spaces_at_a_cut():
+    assert [c.content for c in pack([("    aaaa. bb cc dd  ", 1)], max_chars=12)] == ["    aaaa.", "bb cc dd  "]
 
 
 def test_long_paragraph_is_cut_after_a_sentence_end_before_a_space():
@@ -113,16 +127,19 @@ def test_cutting_a_long_paragraph_scans_its_text_a_bounded_number_of_times():
 
 
 def old_cut_spans(body, start, max_chars):
-    """The line spans the cut gave before it counted lines as it went: the reference."""
+    """The pieces and line spans of the cut with each line counted from the
+    paragraph's start, as it did before it counted lines as it went: the reference.
+    Only the spaces at a cut are dropped (the paragraph's own first and last kept)."""
     spans_, pos = [], 0
     while pos < len(body):
         end = min(len(body), pos + max_chars)
         if end < len(body):
             end = pos + (_last_boundary(body[pos:end]) or max_chars)
         piece = body[pos:end]
-        text = piece.strip()
-        if text:
-            first = start + body.count("\n", 0, pos + piece.index(text[0]))
+        text = piece.lstrip() if pos else piece
+        text = text.rstrip() if end < len(body) else text
+        if text.strip():
+            first = start + body.count("\n", 0, pos + len(piece) - len(piece.lstrip()) if pos else 0)
             spans_.append((text, first, first + text.count("\n")))
         pos = end
     return spans_

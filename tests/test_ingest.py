@@ -346,3 +346,22 @@ def test_look_alike_entity_names_are_one_entity_and_invisible_characters_are_ref
     titles = {title for (title,) in rows(conn, "select distinct title from knowledge where title like 'caf%'")}
     assert titles == {"Caf\u00e9 notes", "Cafe\u0301 notes"}  # as written
     assert not any(c in name for (name,) in rows(conn, "select name from entities") for c in "\u200b\u202e\u2060")
+
+
+def test_a_memory_keeps_its_text_as_written(tmp_path):
+    """Indentation and blank lines are meaning in code, YAML and Markdown: a record's
+    and a note's text is stored, recalled and exported as written."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    code, yaml_text = "def f():\n    x = 1\n\n    return x", "a:\n  b: 1\n\n\n  c: 2  "
+    lines = [json.dumps({"_id": "code", "text": code}), json.dumps({"_id": "yaml", "text": "\n\n" + yaml_text + "\n"})]
+    (folder / "records.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "note.md").write_text("---\ntitle: n\n---\n# Code\n    indented block\n\n    more of it\nright under\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    assert not brain_sql.ingest(conn, [folder]).errors
+    stored = dict(rows(conn, "select coalesce(external_id, title), content from knowledge"))
+    assert stored == {
+        "code": code,
+        "yaml": yaml_text,
+        "n": "# Code\n    indented block\n\n    more of it\nright under",
+    }
