@@ -32,7 +32,7 @@ from .config import (
     PPR_DAMPING,
     PPR_THETA,
 )
-from .slots import IdMap, Slots, Strings
+from .slots import IdMap, Slots, Strings, gather
 
 MAX_ITERATIONS = 20
 TOLERANCE = 1e-6
@@ -307,7 +307,7 @@ class EntityGraph:
             [self.document_index.get(d, -1) if d is not None else -1 for d in document_ids], dtype=np.int64
         )
         columns["document"][slots] = documents
-        entities = self.documents.arrays["entity"][np.maximum(documents, 0)]
+        entities = gather(self.documents.arrays["entity"], documents, -1)
         ties = []
         for slot, node, document, entity in zip(slots.tolist(), nodes.tolist(), documents.tolist(), entities.tolist()):
             target = self.node_of_entity[entity] if document >= 0 and entity >= 0 else -1
@@ -335,7 +335,7 @@ class EntityGraph:
     def doc_nodes(self, slots):
         """The node of each chunk slot's document's entity, -1 for none."""
         documents = self.chunks.document[slots]
-        entities = np.where(documents >= 0, self.documents.entity[np.maximum(documents, 0)], -1)
+        entities = gather(self.documents.entity, documents, -1)
         nodes = self.node_of_entity.many(entities)
         return np.where(entities >= 0, nodes, -1)
 
@@ -513,10 +513,10 @@ class EntityGraph:
     def digest(self, chunk_ids):
         """A hash of `fingerprint`'s contents, computed in bulk."""
         nodes, t = self.nodes, self.ties
-        keys = np.where(nodes.entity >= 0, nodes.entity, -1 - chunk_ids[np.maximum(nodes.chunk, 0)])
+        keys = np.where(nodes.entity >= 0, nodes.entity, -1 - gather(chunk_ids, nodes.chunk, 0))
         alive = t.live & nodes.live[t.a] & nodes.live[t.b]
         a, b = keys[t.a[alive]], keys[t.b[alive]]
-        owner = np.where(t.owner[alive] >= 0, keys[np.maximum(t.owner[alive], 0)], np.iinfo(np.int64).min)
+        owner = gather(keys, t.owner[alive], np.iinfo(np.int64).min)
         low, high, weight = np.minimum(a, b), np.maximum(a, b), t.weight[alive]
         order = np.lexsort((owner, weight, high, low))
         digest = xxhash.xxh64()
@@ -629,7 +629,7 @@ class Walk:
         """Visible before the introduced rule: live, and for a chunk, visible."""
         g = self.graph
         chunk = g.nodes.chunk[nodes]
-        return g.nodes.live[nodes] & np.where(chunk >= 0, self.visible[np.maximum(chunk, 0)], True)
+        return g.nodes.live[nodes] & gather(self.visible, chunk, True)
 
     def seen(self, ties):
         t = self.graph.ties

@@ -6,6 +6,15 @@ cheap to hold at a million rows and to persist (snapshot.py)."""
 import numpy as np
 
 
+def gather(array, index, missing):
+    """array[index] where an index is at least 0, `missing` where it is -1 (none): safe
+    on an empty array, as a state loaded from a snapshot of no such rows holds."""
+    index = np.asarray(index)
+    if not len(array):
+        return np.full(index.shape, missing, dtype=array.dtype)
+    return np.where(index >= 0, array[np.maximum(index, 0)], missing)
+
+
 class Slots:
     """Parallel numpy columns addressed by slot, grown geometrically."""
 

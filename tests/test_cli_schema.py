@@ -174,6 +174,21 @@ def test_reference_file_migrates_without_losing_a_row(run, db_path):
     assert rows(conn, "select rowid from knowledge_fts where knowledge_fts match 'kettle'") == [(2,)]
 
 
+def test_a_migrated_reference_file_recalls_queries_naming_its_entities(run, db_path):
+    """Its memories are in no `documents` row (the reference system has none): a query
+    naming an entity a relationship ties to one of them walked off the end of an
+    empty column (a traceback from the CLI, a 500 from the server)."""
+    reference_file(db_path)
+    assert run("brain", "init", db_path).exit_code == 0
+    result = run("brain", "recall", db_path, "when are backups copied to the NAS")
+    assert result.exit_code == 0, result.output
+    assert "Nightly backups of brain.db" in result.output.split("\n2.")[0]
+    conn = brain_sql.connect(db_path)
+    answer = brain_sql.recall(conn, {"q": "NAS backups", "provenance": True})
+    assert answer["hits"][0]["id"] == 3
+    assert conn.execute("select brain_ppr('NAS')").fetchone()[0].startswith("[")
+
+
 def test_ingest_after_reference_migration(run, db_path, tmp_path):
     reference_file(db_path)
     note = tmp_path / "notes" / "NAS.md"
