@@ -52,6 +52,33 @@ def forget(
             return _forget(conn, ids, external_ids)
 
 
+def _refuse_shared(conn, external_ids):
+    """A FieldError for an `_id` that several stored records carry (a row number of
+    two CSV files, the same `_id` in two scopes): which of them to forget is not the
+    request's to guess, as remember does not guess which to update. Its versions
+    are one record; rows plain SQL wrote without a document count as one."""
+    shared = conn.execute(
+        "select external_id, count(distinct coalesce(document_id, '')) from knowledge "
+        "where external_id in (select value from json_each(?)) and version_of is null "
+        "group by external_id having count(distinct coalesce(document_id, '')) > 1 order by external_id limit 1",
+        (json.dumps(external_ids),),
+    ).fetchone()
+    if shared:
+        external_id, count = shared
+        documents = [
+            document or "(no document)"
+            for (document,) in conn.execute(
+                "select distinct coalesce(document_id, '') from knowledge where external_id = ? "
+                "and version_of is null order by 1 limit 3",
+                (external_id,),
+            )
+        ]
+        raise FieldError(
+            f"external_ids: {shown(external_id)} is the _id of {count} records "
+            f"({', '.join(documents)}{' …' if count > 3 else ''}): forget the one you mean by its memory ids"
+        )
+
+
 _SQLITE_INTEGERS = range(-(2**63), 2**63)
 
 
@@ -89,6 +116,7 @@ def _external_id(value, name):
 
 
 def _forget(conn, ids, external_ids):
+    _refuse_shared(conn, external_ids)
     matched = conn.execute(
         "select id, document_id, external_id from knowledge "
         "where id in (select value from json_each(:ids)) or external_id in (select value from json_each(:external))",

@@ -434,3 +434,21 @@ def test_an_id_mark_set_back_with_plain_sql_is_named_in_words_and_restored(run, 
     assert conn.execute("select seq from brain_ids where name = 'knowledge'").fetchone()[0] == forgotten
     _, [[new]] = brain_sql.remember(conn, [{"text": "fourth note"}])
     assert new > forgotten and brain_sql.check(conn) == {}
+
+
+def test_an_id_two_records_carry_is_not_guessed(conn, tmp_path):
+    """Row 1 of one file and record 1 of another are two records: forgetting "1"
+    would lose both, so it is refused as remember refuses to guess which to update,
+    and the one meant is forgotten by its memory ids."""
+    write(tmp_path / "a.csv", "id,text\n1,csv one\n2,csv two\n")
+    write(tmp_path / "b.jsonl", json.dumps({"_id": "1", "text": "jsonl one"}))
+    brain_sql.ingest(conn, [tmp_path / "a.csv", tmp_path / "b.jsonl"])
+    before = snapshot(conn)
+    with pytest.raises(brain_sql.FieldError, match=r'external_ids: "1" is the _id of 2 records .*a\.csv.*b\.jsonl'):
+        brain_sql.forget(conn, external_ids=["1"])
+    assert snapshot(conn) == before
+    assert brain_sql.forget(conn, external_ids=["2"])["removed"]["external_ids"] == ["2"]  # one record's: forgotten
+    (csv_one,) = [i for (i,) in conn.execute("select id from knowledge where content = 'csv one'")]
+    assert brain_sql.forget(conn, ids=[csv_one])["removed"]["memories"] == [csv_one]
+    assert brain_sql.forget(conn, external_ids=[1])["removed"]["external_ids"] == ["1"]  # now one record's
+    assert rows(conn, "select count(*) from knowledge") == [(0,)]
