@@ -141,7 +141,7 @@ def _csv_record(path, row, line):
 def _unclosed_quote(given):
     """Why the record just read is no record, when it ran to the end of the file in a
     quoted field (read strictly, the csv module says so): else None."""
-    if not given.ended or len(given.nonblank()) < 2:
+    if not given.ended or not given.nonblank():
         return None
     try:
         for _ in csv.reader([line for _, line in given.nonblank()], strict=True):

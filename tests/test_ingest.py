@@ -258,6 +258,21 @@ def test_an_unclosed_quote_in_a_csv_names_its_record_and_loses_no_row_after_it(t
     assert "3 documents" in report.summary() and "2 skipped" in report.summary()
 
 
+def test_a_csv_cut_off_inside_a_quoted_field_changes_and_removes_nothing(tmp_path):
+    """A file a crash or a sync left half written ends inside a quoted field: its
+    last record is that fragment, named and skipped, and since the file could not be
+    read whole no record it held is removed or overwritten with the fragment."""
+    path = tmp_path / "c.csv"
+    path.write_text("id,text\n" + "".join(f'{i},"record, number {i}"\n' for i in range(1, 11)))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    assert not brain_sql.ingest(conn, [path]).errors
+    before = rows(conn, "select external_id, content from knowledge order by id")
+    path.write_text(path.read_text()[:60])  # ... 2,"record, number 2"\n3,"record,
+    report = brain_sql.ingest(conn, [path])
+    assert [(e.line, e.message) for e in report.errors] == [(4, "a quote opened in this record is never closed")]
+    assert rows(conn, "select external_id, content from knowledge order by id") == before
+
+
 def test_a_brain_in_a_folder_that_is_not_there_is_an_input_error_naming_it(tmp_path):
     """connect() to a file whose folder does not exist: an InputError naming the
     path and the folder, not SQLite's 'unable to open database file'."""
