@@ -108,6 +108,9 @@ def loads_json(text: str | bytes, unique_keys: bool = False) -> Any:
 
 
 def _unique_keys(pairs):
+    unique = dict(pairs)
+    if len(unique) == len(pairs):
+        return unique
     counts = collections.Counter(key for key, _ in pairs)
     for key, count in counts.items():
         if count > 1:

@@ -68,8 +68,9 @@ def parse_txt(path, text):
 
 def parse_json(path, text):
     try:
-        data = loads_json(text)
-    except (ValueError, RecursionError) as ex:  # not JSON, a number past Python's digit limit, nested too deep
+        data = loads_json(text, unique_keys=True)
+    except (ValueError, RecursionError, FieldError) as ex:  # not JSON, a number past Python's digit limit,
+        # nested too deep, a key given twice (json would keep its last value and drop the first)
         yield IngestError(path, getattr(ex, "lineno", 1), f"malformed JSON: {getattr(ex, 'msg', ex)}")
         return
     items = data if isinstance(data, list) else [data]
@@ -83,8 +84,8 @@ def parse_jsonl(path, lines):
         if not line.strip():
             continue
         try:
-            item = loads_json(line)
-        except (ValueError, RecursionError) as ex:
+            item = loads_json(line, unique_keys=True)
+        except (ValueError, RecursionError, FieldError) as ex:
             yield IngestError(path, number, f"malformed JSON line: {getattr(ex, 'msg', ex)}")
             continue
         yield record_document(path, item, number)
@@ -127,6 +128,12 @@ def parse_csv(path, lines):
 
 
 def _csv_record(path, row, line):
+    extra = row.get(None)  # csv.DictReader's place for the fields past the header's
+    if extra:
+        yield IngestError(
+            path, line, f"this row has {len(extra)} more field{'s' if len(extra) > 1 else ''} than the header"
+        )
+        return
     record = {k: v for k, v in row.items() if k is not None and v not in (None, "")}
     for key in ("entities", "relations", "metadata"):
         if isinstance(record.get(key), str):

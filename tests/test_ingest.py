@@ -380,3 +380,25 @@ def test_a_memory_keeps_its_text_as_written(tmp_path):
         "yaml": yaml_text,
         "n": "# Code\n    indented block\n\n    more of it\nright under",
     }
+
+
+def test_a_record_that_gives_a_key_twice_or_a_row_past_its_header_is_skipped_by_name(tmp_path):
+    """json keeps a repeated key's last value and csv files a row's fields past the
+    header under None: either drops what the file said without a word. Each is that
+    record's problem, as it is a request's; the rest go in."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "r.jsonl").write_text('{"_id": "a", "text": "kept", "text": "dropped"}\n{"_id": "b", "text": "fine"}\n')
+    (folder / "r.json").write_text('[{"_id": "c", "text": "one", "title": "t", "title": "u"}]')
+    (folder / "r.csv").write_text("id,title,text\n5,t5,five,extra\n6,t6,six\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [folder])
+    assert sorted((e.path.rsplit("/", 1)[-1], e.line, e.message) for e in report.errors) == [
+        ("r.csv", 2, "this row has 1 more field than the header"),
+        ("r.json", 1, 'malformed JSON: the key "title" of one object is given twice: give it once'),
+        ("r.jsonl", 1, 'malformed JSON line: the key "text" of one object is given twice: give it once'),
+    ]
+    assert rows(conn, "select external_id, content from knowledge order by external_id") == [
+        ("6", "six"),
+        ("b", "fine"),
+    ]
