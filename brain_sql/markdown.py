@@ -121,6 +121,21 @@ class _BoundedLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+def _sorted_set(loader, node):
+    """A YAML !!set as a list sorted by its members' text: JSON has no sets, and a
+    set's order changes with each process's hash seed (an unchanged note "updated")."""
+    return sorted(loader.construct_mapping(node), key=lambda member: (type(member).__name__, str(member)))
+
+
+def _base64_text(loader, node):
+    """A YAML !!binary as the base64 text it is written in: JSON has no bytes."""
+    return "".join(loader.construct_scalar(node).split())
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:set", _sorted_set)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:binary", _base64_text)
+
+
 def _load_frontmatter(text):
     loader = _BoundedLoader(text)
     try:

@@ -5,6 +5,9 @@ remember in test_remember.py."""
 
 import collections
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -402,3 +405,24 @@ def test_a_record_that_gives_a_key_twice_or_a_row_past_its_header_is_skipped_by_
         ("6", "six"),
         ("b", "fine"),
     ]
+
+
+def test_yaml_sets_and_binary_values_are_stored_the_same_on_every_ingest(tmp_path):
+    """JSON has neither: a !!set was stored as Python's text of it, in an order each
+    process's hash seed chose (so an unchanged note was "updated" at random), a
+    !!binary as "b'...'". Now a sorted list, and the base64 text as written."""
+    folder = tmp_path / "vault"
+    folder.mkdir()
+    (folder / "n.md").write_text("---\nb: !!binary aGVs\n  bG8=\nset: !!set {b, a, 3}\n---\nbody\n")
+    stored = []
+    for seed in ("1", "2"):
+        brain = tmp_path / f"brain{seed}.db"
+        code = (
+            "import sys, brain_sql; conn = brain_sql.connect(sys.argv[1]); "
+            "r = brain_sql.ingest(conn, [sys.argv[2]]); r = brain_sql.ingest(conn, [sys.argv[2]]); "
+            "print(r.documents_unchanged, conn.execute('select metadata from knowledge').fetchone()[0])"
+        )
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", code, brain, folder], env=env, capture_output=True, text=True)
+        stored.append(out.stdout.strip())
+    assert stored[0] == stored[1] == '1 {"b": "aGVsbG8=", "set": [3, "a", "b"]}'
