@@ -46,7 +46,7 @@ from .plugins import collect
 from .records import record_document
 from .schema import CHANGES_TABLE, is_brain, migrate, prune_changes, recorded_model
 from .vectors import insert_vectors, storage_vectors, stored_vector, vectored
-from .wording import counted
+from .wording import counted, shown
 from .writer import CHUNKS_PER_INSERT, DocumentWriter, chunk_text, content_hash, may_exist
 
 # While a batch is embedded, progress is reported this often; its text is embedded
@@ -844,7 +844,9 @@ def _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supers
         if seen[item.document_id] == digest:
             return None
         return IngestError(
-            item.source_path, item.line, f"repeats the id of an earlier record with other content: {item.external_id}"
+            item.source_path,
+            item.line,
+            f"repeats the id of an earlier record with other content: {shown(item.external_id or item.document_id)}",
         )
     cycle = supersedes.refusal(item)
     if cycle is not None:

@@ -38,7 +38,7 @@ class TryAgain(click.ClickException):
     exit_code = TRY_AGAIN_EXIT
 
     def format_message(self):
-        return f"{self.message}\nBusy: try the same command again shortly."
+        return f"{self.message}\nTry the same command again shortly."
 
 
 class BadInput(click.ClickException):

@@ -339,7 +339,7 @@ def test_repeated_ids_in_a_file(run, tmp_path):
         assert rows(brain_sql.connect(db_path), "select external_id from knowledge order by 1") == [("a",), ("b",)]
     path.write_text("\n".join(json.dumps(r) for r in [same, {"_id": "a", "text": "other"}]))
     result = run("brain", "ingest", db_path, path)
-    assert result.exit_code == 1 and "repeats the id of an earlier record with other content: a" in result.output
+    assert result.exit_code == 1 and 'repeats the id of an earlier record with other content: "a"' in result.output
     assert rows(brain_sql.connect(db_path), "select content from knowledge where external_id = 'a'") == [("one",)]
 
 

@@ -75,7 +75,7 @@ def test_the_command_line(run, brain_path, tmp_path):
         ]
     for result in answers:
         assert result.exit_code == 75 and "Traceback" not in result.output, result.output
-        assert "write lock" in result.output and "Busy: try the same command again shortly." in result.output
+        assert "write lock" in result.output and "Try the same command again shortly." in result.output
     assert stored(brain_path) == before
     assert run("brain", "remember", brain_path, record).exit_code == 0  # tried again, it is stored
     for args, message in [

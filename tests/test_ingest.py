@@ -426,3 +426,18 @@ def test_yaml_sets_and_binary_values_are_stored_the_same_on_every_ingest(tmp_pat
         out = subprocess.run([sys.executable, "-c", code, brain, folder], env=env, capture_output=True, text=True)
         stored.append(out.stdout.strip())
     assert stored[0] == stored[1] == '1 {"b": "aGVsbG8=", "set": [3, "a", "b"]}'
+
+
+def test_a_batch_repeating_a_document_with_other_content_names_it(tmp_path):
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report, ids = brain_sql.remember(
+        conn,
+        [
+            {"_document": "dd", "_chunks": [{"content": "one"}]},
+            {"_document": "dd", "_chunks": [{"content": "two"}]},
+        ],
+    )
+    assert [e.message for e in report.errors] == [
+        'record 2: repeats the id of an earlier record with other content: "dd"'
+    ]
+    assert ids == [] and rows(conn, "select count(*) from knowledge") == [(0,)]  # a batch is all or none
