@@ -217,11 +217,15 @@ class DocumentWriter:
         self.queued = {"chunk": [], "entity": []}
 
     def stored_hashes(self, documents):
-        """{document id: stored content hash} of those `documents` already stored."""
+        """{document id: stored content hash} of those `documents` already stored; None
+        for one whose memories no `documents` row holds (a migrated reference file's, or
+        its row deleted by plain SQL): it is rewritten over them, not stored twice."""
         ids = json.dumps([d.document_id for d in documents])
         return dict(
             self.conn.execute(
-                "select document_id, content_hash from documents where document_id in (select value from json_each(?))",
+                "select value, (select content_hash from documents where document_id = value) from json_each(?) "
+                "where exists (select 1 from documents where document_id = value) "
+                "or exists (select 1 from knowledge where document_id = value)",
                 [ids],
             ).fetchall()
         )

@@ -441,3 +441,23 @@ def test_a_batch_repeating_a_document_with_other_content_names_it(tmp_path):
         'record 2: repeats the id of an earlier record with other content: "dd"'
     ]
     assert ids == [] and rows(conn, "select count(*) from knowledge") == [(0,)]  # a batch is all or none
+
+
+def test_memories_no_documents_row_holds_are_rewritten_not_stored_twice(tmp_path):
+    """A migrated reference file's memories name documents it kept no rows of, and
+    plain SQL may delete the derived rows: ingesting the same records again stored
+    every one twice. Now they are matched by their memories and the rows made again."""
+    path = tmp_path / "m.jsonl"
+    path.write_text(
+        "".join(json.dumps({"_id": f"p{i}", "text": f"The cafeteria opens at {i}."}) + "\n" for i in range(3))
+    )
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [path])
+    before = rows(conn, "select id, document_id, content from knowledge order by id")
+    with conn:
+        conn.execute("delete from documents")
+    report = brain_sql.ingest(conn, [path])
+    assert (report.chunks_added, report.documents_updated) == (0, 3)
+    assert rows(conn, "select id, document_id, content from knowledge order by id") == before
+    assert rows(conn, "select count(*) from documents") == [(3,)]
+    assert brain_sql.check(conn) == {}
