@@ -1,11 +1,12 @@
 """Abstention across kinds of corpus: each brain asked each set of questions.
 
-    python3 bench/abstention.py [--data ../shared/data] [--work DIR] [--sample N] [--signals FILE] [--fit]
+    python3 bench/abstention.py [--data ../shared/data] [--work DIR] [--model M] [--sample N] [--signals FILE] [--fit]
 
 Brains (each ingested as `brain ingest` does, into --work, kept and reused when
 given): SciFact's corpus (scientific claims' abstracts), LoCoMo's development
 conversation (conv-26: one long chat), the MuSiQue and HotpotQA training samples
-(Wikipedia passages). Question sets: SciFact's training claims (qrels/train.tsv)
+(Wikipedia passages); with --model M, each made with that embedding model (give a
+--work of its own). Question sets: SciFact's training claims (qrels/train.tsv)
 and, held out from any tuning, its test claims; conv-26's questions; MuSiQue's and
 HotpotQA's training questions. Each question is recalled as the JSON API recalls it
 (k 10) and counts as abstained when the decision is `low_confidence`.
@@ -98,13 +99,13 @@ def own(brain_name, question_set):
     return KIND[brain_name] == KIND[corpus_of(question_set)]
 
 
-def matrix(work, data, n=0, signals=None):
+def matrix(work, data, n=0, signals=None, model=None):
     """{(brain, question set): share abstained}."""
     found = corpora(work, data)
     sets = {name: sample(q, n) for _, (_, qs) in found.items() for name, q in qs.items()}
     shares = {}
     for name, (corpus, _) in found.items():
-        conn = brain(work, name, corpus)
+        conn = brain(work, name, corpus, model)
         for set_name, questions in sets.items():
             abstained = 0
             for qid, text in questions.items():
@@ -137,17 +138,17 @@ def judgements(work, data):
     return {name: load_qrels(path) for name, path in folders.items()}
 
 
-def gather(work, data, n=0):
+def gather(work, data, n=0, model=None):
     """One row a (brain, question), recalled with the belonging model off: its
     signals, the answer model's confidence and, for a brain's own judged
     question, the corpus's metric."""
     found, qrels = corpora(work, data), judgements(work, data)
     sets = {name: sample(q, n) for _, (_, qs) in found.items() for name, q in qs.items()}
-    rows, saved = [], quality.BELONGING_BIAS
-    quality.BELONGING_BIAS = math.inf  # the belonging probability is then 1: never the lower
+    rows, saved = [], quality.belonging_model
+    quality.belonging_model = lambda model_id: (saved(model_id)[0], math.inf)  # the probability is 1: never the lower
     try:
         for name, (corpus, _) in found.items():
-            conn = brain(work, name, corpus)
+            conn = brain(work, name, corpus, model)
             for set_name, questions in sets.items():
                 for qid, text in questions.items():
                     result = brain_sql.recall(conn, {"q": text, "k": 30, "cutoff": False})
@@ -158,7 +159,7 @@ def gather(work, data, n=0):
                     rows.append(row)
             conn.close()
     finally:
-        quality.BELONGING_BIAS = saved
+        quality.belonging_model = saved
     return rows
 
 
@@ -276,6 +277,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--data", default=str(ROOT.parent / "shared/data"))
     parser.add_argument("--work", help="a folder for the brains, kept and reused (default: a fresh temporary one)")
+    parser.add_argument("--model", help="the embedding model the brains are made with (default: the default model)")
     parser.add_argument("--sample", type=int, default=0, help="at most this many questions of each set")
     parser.add_argument("--signals", help="write each (brain, question)'s decision and signals here, a JSON line each")
     parser.add_argument(
@@ -291,13 +293,13 @@ def main():
     if args.fit:
         if isinstance(args.fit, str):
             return report_fit([json.loads(line) for line in open(args.fit)], SHIFTS)
-        rows = gather(work, Path(args.data), args.sample)
+        rows = gather(work, Path(args.data), args.sample, args.model)
         if args.signals:
             with open(args.signals, "w") as out:
                 out.writelines(json.dumps(r) + "\n" for r in rows)
         return report_fit(rows, SHIFTS)
     out = open(args.signals, "w") if args.signals else None
-    shares, sizes = matrix(work, Path(args.data), args.sample, out)
+    shares, sizes = matrix(work, Path(args.data), args.sample, out, args.model)
     if out:
         out.close()
     columns = list(sizes)

@@ -54,13 +54,13 @@ def held_out(qid):
     return int(hashlib.sha1(qid.encode()).hexdigest(), 16) % HELD_OUT == 0
 
 
-def brain(work, name, corpus):
-    """The brain of `corpus` in work/name.db, ingested once."""
+def brain(work, name, corpus, model=None):
+    """The brain of `corpus` in work/name.db, ingested once (with `model`, else the default)."""
     path = work / f"{name}.db"
     fresh = not path.exists()
     conn = brain_sql.connect(path)
     if fresh:
-        brain_sql.ingest(conn, [corpus])
+        brain_sql.ingest(conn, [corpus], **({"model": model} if model else {}))
     return conn
 
 
