@@ -306,21 +306,6 @@ class DocumentWriter:
             self._finish(document, ids)
         return stored_vectors
 
-    def _flagged_elsewhere(self, digests):
-        """Of these chunk hashes, those a flagged memory has: the same text moved to
-        another file or record is flagged too, so a move never brings flagged text back
-        into recall unreviewed (a hash is of the title, headings, context and text)."""
-        if not digests:
-            return set()
-        return {
-            digest
-            for (digest,) in self.conn.execute(
-                "select distinct content_hash from knowledge where flagged = 1 "
-                "and content_hash in (select value from json_each(?))",
-                (json.dumps(digests),),
-            )
-        }
-
     def _insert_chunks(self, items, vectors):
         """Insert the new chunks of (document, plan, its row values, flagged) items,
         in order, a few statements for them all: FTS5 writes out its pending terms at
@@ -329,7 +314,6 @@ class DocumentWriter:
         Returns (row id, int8, bit) of the new chunks' vectors, and each item's
         {chunk index: row id}."""
         rows, placed, chunk_ids, wanted = [], [], [], []
-        reviewed = self._flagged_elsewhere([digest for _, plan, _, _ in items for digest, _, _, _ in plan["new"]])
         for document, plan, columns, flagged in items:
             chunk_ids.append({})
             for digest, _, index, chunk in plan["new"]:
@@ -345,7 +329,7 @@ class DocumentWriter:
                         chunk.line_start,
                         chunk.line_end,
                         chunk.context,
-                        flagged or int(chunk.flagged or digest in reviewed),
+                        flagged or int(chunk.flagged),
                     )
                 )
                 placed.append((chunk_ids[-1], index, digest))
