@@ -24,14 +24,15 @@ def paragraphs(text, first_line=1):
         yield "\n".join(block), start
 
 
-def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS):
+def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, joint=None):
     """Chunks from (text, first line) units, packed whole while they fit under
-    `max_chars` with as many blank lines between them as their lines leave; a unit
-    longer than that is cut between sentences, then words."""
+    `max_chars` with as many blank lines between them as their lines leave (or
+    `joint` between units, as a Markdown note's blocks are); a unit longer than that
+    is cut between sentences, then words."""
     pieces = [piece for body, start in units for piece in _cut(body, start, max_chars)]
     chunks, current = [], None
     for body, start, end in pieces:
-        between = "\n" * (start - current[2]) if current else ""
+        between = (joint if joint and start > current[2] else "\n" * (start - current[2])) if current else ""
         if current and len(current[0]) + len(between or " ") + len(body) <= max_chars:
             current = (current[0] + (between or " ") + body, current[1], end)
         else:

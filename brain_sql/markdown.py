@@ -100,7 +100,9 @@ def parse_markdown(path, text):
         yield IngestError(path, body + 1, too_much)
         return
     units_by_section = _sections(tokens, lines)
-    chunks = [c for heading_path, units in units_by_section for c in pack(units, heading_path)]
+    # a note's blocks are joined by a blank line, as Markdown renders them (and as every
+    # brain stored them before a memory kept its text as written: a re-ingest keeps their rows)
+    chunks = [c for heading_path, units in units_by_section for c in pack(units, heading_path, joint="\n\n")]
     yield document_fields(
         Document(document_id=path, title=str(title), chunks=chunks, source_path=path, line=1, content_bytes=size),
         frontmatter,

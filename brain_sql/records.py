@@ -105,6 +105,10 @@ def parse_csv(path, lines):
         yield IngestError(path, 1, f"malformed CSV header: {ex}")
         return
     yield from lines.problems()
+    twice = sorted({name for name in fieldnames or [] if fieldnames.count(name) > 1})
+    if twice:  # DictReader would keep the last column of that name and drop the other
+        yield IngestError(path, 1, f"the CSV header names the column {shown(twice[0])} twice: name each column once")
+        return
     if not any(key in (fieldnames or []) for key in TEXT_KEYS):
         yield IngestError(path, 1, "CSV has no 'content' or 'text' column")
         return
@@ -128,8 +132,8 @@ def parse_csv(path, lines):
 
 
 def _csv_record(path, row, line):
-    extra = row.get(None)  # csv.DictReader's place for the fields past the header's
-    if extra:
+    extra = [value for value in row.get(None) or () if value.strip()]  # DictReader's place for fields past the header
+    if extra:  # an empty one (a trailing comma) says nothing
         yield IngestError(
             path, line, f"this row has {len(extra)} more field{'s' if len(extra) > 1 else ''} than the header"
         )

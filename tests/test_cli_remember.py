@@ -73,6 +73,8 @@ def test_remember_from_a_file_in_every_shape(run, db_path, tmp_path, shape):
         ('{"text": "ok"}\n{"text": "x", "class": "gossip"}\n', "in.jsonl:2: record 2: class must be one of"),
         ('[{"text": "ok"}, {"text": "x", "expires_at": "soon"}]', "in.jsonl: record 2: "),
         ('{"text": "ok",\n "scope": }', "in.jsonl:2: malformed JSON"),
+        ('{"text": "ok"}\n{"text": "x", "text": "y"}\n', 'in.jsonl:2: malformed JSON line: the key "text" of one'),
+        ('{"text": "x", "text": "y"}', 'in.jsonl: malformed JSON: the key "text" of one object is given twice'),
         ("", "no records"),
         ("42", "in.jsonl:1: record 1: a record must be a JSON object"),
         ('{"records": [{"text": "ok"}]}', "record 1: an object whose only key is 'records' is not a record: send the"),

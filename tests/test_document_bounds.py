@@ -63,9 +63,9 @@ def test_headings_with_no_text_make_no_memory_of_their_own(tmp_path):
     assert len(packed) <= 2 * len(hashes) // CHUNK_MAX_CHARS + 1
     assert "".join(c[0] for c in packed).replace("\n", "") == hashes.replace("\n", "")  # every character kept
     assert rows(conn, "select heading_path, content from knowledge where title = 'deploys' order by chunk_index") == [
-        ("Deploys", "# Deploys\n##\nOn Tuesdays."),  # the note's lines as written
+        ("Deploys", "# Deploys\n\n##\n\nOn Tuesdays."),  # a note's blocks joined by a blank line
         ("Backups", "# Backups"),
-        (None, "#\nNightly."),
+        (None, "#\n\nNightly."),
     ]
 
 
