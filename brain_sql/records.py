@@ -151,16 +151,26 @@ def _csv_record(path, row, line):
 
 def _unclosed_quote(given):
     """Why the record just read is no record, when it ran to the end of the file in a
-    quoted field (read strictly, the csv module says so): else None."""
+    quoted field: else None. The csv module's reader is followed state by state (its
+    default dialect, not strict: text after a closing quote goes on as plain text),
+    so a loose quote earlier in the record does not hide the one left open."""
     if not given.ended or not given.nonblank():
         return None
-    try:
-        for _ in csv.reader([line for _, line in given.nonblank()], strict=True):
-            pass
-    except csv.Error as ex:
-        if "unexpected end of data" in str(ex):
-            return "a quote opened in this record is never closed"
-    return None
+    state = "start"  # of a field; "plain", "quoted", or "quote" (a quote seen inside a quoted field)
+    for _, line in given.nonblank():
+        for char in line.rstrip("\r\n") + "\n":
+            ends = char in ",\r\n"
+            if state == "quoted":
+                state = "quote" if char == '"' else "quoted"
+            elif state == "quote" and char == '"':
+                state = "quoted"  # a doubled quote: one quote in the field
+            elif ends:
+                state = "start"
+            elif state == "start" and char == '"':
+                state = "quoted"
+            else:
+                state = "plain"
+    return "a quote opened in this record is never closed" if state == "quoted" else None
 
 
 class _Replay:

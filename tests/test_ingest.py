@@ -274,6 +274,11 @@ def test_a_csv_cut_off_inside_a_quoted_field_changes_and_removes_nothing(tmp_pat
     report = brain_sql.ingest(conn, [path])
     assert [(e.line, e.message) for e in report.errors] == [(4, "a quote opened in this record is never closed")]
     assert rows(conn, "select external_id, content from knowledge order by id") == before
+    # a loose quote earlier in the record (text after a closing quote, which csv reads on) hides nothing
+    path.write_text('id,text\n1,"record, number 1"\n2,"record, number 2"\n3,"said" so,"record, num')
+    report = brain_sql.ingest(conn, [path])
+    assert [(e.line, e.message) for e in report.errors] == [(4, "a quote opened in this record is never closed")]
+    assert rows(conn, "select external_id, content from knowledge order by id") == before
 
 
 def test_a_brain_in_a_folder_that_is_not_there_is_an_input_error_naming_it(tmp_path):
