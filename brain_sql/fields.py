@@ -104,10 +104,12 @@ def loads_json(text: str | bytes, unique_keys: bool = False) -> Any:
     accepts and SQLite's JSON does not, are refused (a ValueError, like bad JSON);
     with `unique_keys` (a request), a key given twice in one object is a FieldError
     naming it, where Python's json would keep the last value and drop the other."""
-    return json.loads(text, parse_constant=_not_json, object_pairs_hook=_unique_keys if unique_keys else None)
+    return json.loads(text, parse_constant=_not_json, object_pairs_hook=key_once if unique_keys else None)
 
 
-def _unique_keys(pairs):
+def key_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object_pairs_hook that refuses a key given twice in one object (a
+    FieldError naming it), where json would keep its last value and drop the other."""
     unique = dict(pairs)
     if len(unique) == len(pairs):
         return unique

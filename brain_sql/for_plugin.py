@@ -38,6 +38,7 @@ _MODULE_OF = {
     "entity_links": ".extract",
     "read_input": ".document",
     "loads_json": ".fields",
+    "key_once": ".fields",
     "unencodable": ".fields",
     "whole_number": ".fields",
     "given_once": ".fields",
@@ -106,6 +107,7 @@ __all__ = [
     "damage_advice",
     # JSON as the brain reads it; entity links in a memory's text; the canned recall query's parameters
     "loads_json",
+    "key_once",
     "unencodable",
     "entity_links",
     # a page's query parameters: each given once, and only those it takes

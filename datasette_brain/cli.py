@@ -804,18 +804,6 @@ def _named(ids, external_ids):
     )
 
 
-class _KeyTwice(ValueError):
-    """A JSON object giving a key twice: json would keep its last value and drop the other."""
-
-
-def _once(pairs):
-    found = dict(pairs)
-    if len(found) != len(pairs):
-        twice = next(key for key in found if sum(k == key for k, _ in pairs) > 1)
-        raise _KeyTwice(f"the key {json.dumps(twice)} of one object is given twice: give it once")
-    return found
-
-
 def _records(data, name):
     """(records, the line each starts on) from a JSON object, a JSON array of
     objects, or JSON lines; a ClickException naming the line of anything malformed."""
@@ -828,8 +816,8 @@ def _records(data, name):
         raise BadInput(f"{name}: no records: give a JSON object, a JSON array of them, or JSON lines")
     first = len(text) - len(text.lstrip())
     try:
-        whole = json.loads(text, object_pairs_hook=_once)
-    except _KeyTwice as ex:
+        whole = json.loads(text, object_pairs_hook=for_plugin.key_once)
+    except brain_sql.FieldError as ex:  # a key given twice
         raise BadInput(f"{name}: malformed JSON: {ex}") from ex
     except json.JSONDecodeError as ex:
         if ex.msg != "Extra data":  # one JSON value, malformed
@@ -842,11 +830,11 @@ def _records(data, name):
     for number, line in enumerate(text.split("\n"), 1):
         if line.strip():
             try:
-                records.append(json.loads(line, object_pairs_hook=_once))
+                records.append(json.loads(line, object_pairs_hook=for_plugin.key_once))
                 lines.append(number)
             except json.JSONDecodeError as ex:
                 problems.append(f"{name}:{number}: malformed JSON line: {ex.msg}")
-            except _KeyTwice as ex:
+            except brain_sql.FieldError as ex:  # a key given twice
                 problems.append(f"{name}:{number}: malformed JSON line: {ex}")
     if problems:
         raise BadInput("\n".join(problems) + "\nnothing was stored")
