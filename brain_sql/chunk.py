@@ -51,9 +51,10 @@ def split_text(text, first_line=1, heading_path=None):
 
 def _cut(body, start, max_chars):
     """A paragraph as pieces of at most max_chars, cut after the last sentence end
-    that fits, else the last space, else hard; each with its line span. Only the
-    spaces at a cut are dropped: a piece keeps its paragraph's indentation. The
-    lines are counted on from the last piece's start, so the work is linear in the text."""
+    that fits, else the last line end, else the last space, else hard; each with its
+    line span. Only the spaces at a cut are dropped: a piece that starts a line keeps
+    its indentation. The lines are counted on from the last piece's start, so the work
+    is linear in the text."""
     pieces, pos = [], 0
     line, counted = start, 0  # the line that body[counted] is on
     while pos < len(body):
@@ -61,10 +62,12 @@ def _cut(body, start, max_chars):
         if end < len(body):
             end = pos + (_last_boundary(body[pos:end]) or max_chars)
         piece = body[pos:end]
-        text = piece.lstrip() if pos else piece
+        text = piece
+        if pos:  # the spaces at a cut inside a line, then a line end: the next line's indentation stays
+            text = (text if body[pos - 1] == "\n" else text.lstrip(" \t")).lstrip("\r\n")
+        begins = pos + len(piece) - len(text)
         text = text.rstrip() if end < len(body) else text
         if text.strip():
-            begins = pos + len(piece) - len(piece.lstrip()) if pos else 0
             line += body.count("\n", counted, begins)
             counted = begins
             pieces.append((text, line, line + text.count("\n")))
@@ -73,8 +76,16 @@ def _cut(body, start, max_chars):
 
 
 def _last_boundary(window):
-    sentence_ends = [m.end() for m in _SENTENCE_END.finditer(window)]
+    """Where to cut `window`: after its last sentence end (before the indentation of
+    the line after it, when that end is a line end), else after its last line end (code
+    and lists are cut between lines), else after its last space."""
+    sentence_ends = [m for m in _SENTENCE_END.finditer(window)]
     if sentence_ends:
-        return sentence_ends[-1]
-    space = max(window.rfind(" "), window.rfind("\n"))
-    return space + 1 if space > 0 else None
+        gap = sentence_ends[-1]
+        line_end = window.rfind("\n", gap.start(), gap.end())
+        return line_end + 1 if line_end >= 0 else gap.end()
+    for mark in ("\n", " "):
+        found = window.rfind(mark)
+        if found > 0:
+            return found + 1
+    return None

@@ -36,7 +36,7 @@ from .document import (
     text_bytes,
 )
 from .errors import FieldError
-from .fields import loads_json, name_text, normalize_fields, unstorable, whole_number
+from .fields import key_once, loads_json, name_text, normalize_fields, unstorable, whole_number
 from .hookspecs import hookimpl
 from .wording import shown
 
@@ -68,14 +68,50 @@ def parse_txt(path, text):
 
 def parse_json(path, text):
     try:
-        data = loads_json(text, unique_keys=True)
-    except (ValueError, RecursionError, FieldError) as ex:  # not JSON, a number past Python's digit limit,
-        # nested too deep, a key given twice (json would keep its last value and drop the first)
+        try:
+            data, repeats = loads_json(text, unique_keys=True), False
+        except FieldError:  # a key given twice (json would keep its last value): only its record is skipped
+            data, repeats = loads_json(text, pairs=_Pairs.of), True
+    except (ValueError, RecursionError) as ex:  # not JSON, a number past Python's digit limit, nested too deep
         yield IngestError(path, getattr(ex, "lineno", 1), f"malformed JSON: {getattr(ex, 'msg', ex)}")
         return
     items = data if isinstance(data, list) else [data]
     for number, item in enumerate(items, 1):
-        yield record_document(path, item, None, f"record {number}")
+        problem = _repeated_key(item) if repeats else None
+        if problem is not None:
+            yield IngestError(path, None, f"record {number}: {problem}")
+        else:
+            yield record_document(path, item, None, f"record {number}")
+
+
+class _Pairs(dict):
+    """An object of a JSON file that gives a key twice, read whole so that the
+    records around the one holding it still go in; `problem` names the key."""
+
+    problem = None
+
+    @classmethod
+    def of(cls, pairs):
+        try:
+            return key_once(pairs)
+        except FieldError as ex:
+            found = cls(pairs)
+            found.problem = str(ex)
+            return found
+
+
+def _repeated_key(item):
+    """What key_once said of the first object in `item` that gives a key twice, else None."""
+    stack = [item]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, _Pairs) and value.problem is not None:
+            return value.problem
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return None
 
 
 def parse_jsonl(path, lines):
@@ -142,7 +178,10 @@ def _csv_record(path, row, line):
     for key in ("entities", "relations", "metadata"):
         if isinstance(record.get(key), str):
             try:
-                record[key] = loads_json(record[key])
+                record[key] = loads_json(record[key], unique_keys=True)
+            except FieldError as ex:  # a key given twice: json would keep its last value and drop the other
+                yield IngestError(path, line, f"column {shown(key)}: {ex}")
+                return
             except (ValueError, RecursionError):
                 yield IngestError(path, line, f"column {shown(key)} must hold JSON")
                 return

@@ -129,17 +129,20 @@ def test_cutting_a_long_paragraph_scans_its_text_a_bounded_number_of_times():
 def old_cut_spans(body, start, max_chars):
     """The pieces and line spans of the cut with each line counted from the
     paragraph's start, as it did before it counted lines as it went: the reference.
-    Only the spaces at a cut are dropped (the paragraph's own first and last kept)."""
+    Only the spaces at a cut are dropped (the paragraph's own first and last kept, and
+    the indentation of a piece that starts a line)."""
     spans_, pos = [], 0
     while pos < len(body):
         end = min(len(body), pos + max_chars)
         if end < len(body):
             end = pos + (_last_boundary(body[pos:end]) or max_chars)
         piece = body[pos:end]
-        text = piece.lstrip() if pos else piece
+        text = piece
+        if pos:
+            text = (text if body[pos - 1] == "\n" else text.lstrip(" \t")).lstrip("\r\n")
+        first = start + body.count("\n", 0, pos + len(piece) - len(text))
         text = text.rstrip() if end < len(body) else text
         if text.strip():
-            first = start + body.count("\n", 0, pos + len(piece) - len(piece.lstrip()) if pos else 0)
             spans_.append((text, first, first + text.count("\n")))
         pos = end
     return spans_
@@ -163,3 +166,19 @@ def test_pieces_of_long_lines_and_crlf_text_keep_the_lines_they_had():
     ]
     for text in texts:
         assert _cut(text, 3, CHUNK_MAX_CHARS) == old_cut_spans(text, 3, CHUNK_MAX_CHARS)
+
+
+def test_code_over_the_cap_is_cut_between_lines_and_keeps_its_indentation():
+    """A block with no blank line and no sentence end (code) over CHUNK_MAX_CHARS was
+    cut at its last space, mid-line, and the next piece lost its first line's
+    indentation: read back, the pieces were other code. Now each is cut at a line end
+    and keeps its lines as written."""
+    code = "\n".join(f"    if value_{n} > limit:\n        total = total + value_{n} * weight" for n in range(80))
+    chunks = split_text(code)
+    assert len(chunks) > 1
+    assert "\n".join(chunk.content for chunk in chunks) == code
+    assert all(chunk.content.startswith("    ") for chunk in chunks)  # each piece starts a line, indented
+    after_prose = "A sentence ends here.\n" + "  indented words " * 200  # cut after the sentence's line end
+    pieces = split_text(after_prose)
+    assert pieces[0].content == "A sentence ends here."
+    assert pieces[1].content.startswith("  indented words") and pieces[1].line_start == 2

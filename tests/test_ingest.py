@@ -397,21 +397,29 @@ def test_a_record_that_gives_a_key_twice_or_a_row_past_its_header_is_skipped_by_
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "r.jsonl").write_text('{"_id": "a", "text": "kept", "text": "dropped"}\n{"_id": "b", "text": "fine"}\n')
-    (folder / "r.json").write_text('[{"_id": "c", "text": "one", "title": "t", "title": "u"}]')
-    (folder / "r.csv").write_text("id,title,text\n5,t5,five,extra\n6,t6,six\n7,t7,seven,\n")  # 7: a trailing comma
+    (folder / "r.json").write_text(  # a file of records: the one giving a key twice is skipped, not the file
+        '[{"_id": "c", "text": "one", "title": "t", "title": "u"}, {"_id": "d", "text": "two"},'
+        ' {"_id": "e", "text": "three", "metadata": {"n": 1, "n": 2}}]'
+    )
+    (folder / "r.csv").write_text(  # 7: a trailing comma; 9: JSON in a column gives a key twice
+        'id,title,text,metadata\n5,t5,five,,extra\n6,t6,six\n7,t7,seven,,\n9,t9,nine,"{""k"": 1, ""k"": 2}"\n'
+    )
     (folder / "h.csv").write_text("id,text,text\n8,eight,EIGHT\n")
     conn = brain_sql.connect(tmp_path / "brain.db")
     report = brain_sql.ingest(conn, [folder])
     assert sorted((e.path.rsplit("/", 1)[-1], e.line, e.message) for e in report.errors) == [
         ("h.csv", 1, 'the CSV header names the column "text" twice: name each column once'),
         ("r.csv", 2, "this row has 1 more field than the header"),
-        ("r.json", 1, 'malformed JSON: the key "title" of one object is given twice: give it once'),
+        ("r.csv", 5, 'column "metadata": the key "k" of one object is given twice: give it once'),
+        ("r.json", None, 'record 1: the key "title" of one object is given twice: give it once'),
+        ("r.json", None, 'record 3: the key "n" of one object is given twice: give it once'),
         ("r.jsonl", 1, 'malformed JSON line: the key "text" of one object is given twice: give it once'),
     ]
     assert rows(conn, "select external_id, content from knowledge order by external_id") == [
         ("6", "six"),
         ("7", "seven"),
         ("b", "fine"),
+        ("d", "two"),
     ]
 
 
