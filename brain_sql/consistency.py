@@ -164,6 +164,9 @@ def _check(conn, repair=False):
             "where chunks != (select count(*) from knowledge k where k.document_id = d.document_id)",
         ),
         "pending_mentions": _ids(conn, f"select id from {mentions.QUEUE_TABLE}"),
+        # entities whose names the name index holds otherwise (emptied or edited by plain SQL):
+        # mentions of them in new text would go unfound
+        "stale_name_index": mentions.stale_names(conn),
         # the id mark set back, emptied or dropped by plain SQL, or ids written while its
         # trigger was gone: a forgotten memory's id could be given again
         "id_mark_behind": _id_mark(conn),
@@ -507,8 +510,7 @@ def _repair(conn, problems, model_id):
         _mend_marks(conn, problems)
         if problems.get("reindex_leftovers"):
             drop_reindex_leftovers(conn)
-        if problems.get("pending_mentions"):
-            mentions.resolve_mentions(conn)
+        _mend_mentions(conn, problems)
         validity.promote(conn, problems.get("orphan_versions", []))
         if problems.get("stale_supersession"):
             validity.rederive(conn)
@@ -521,6 +523,14 @@ def _repair(conn, problems, model_id):
         for contexts in conversation.stale_own_lines(conn).values():
             rewrite_contexts(conn, contexts)
         merge_look_alike_entities(conn)  # none, mostly
+
+
+def _mend_mentions(conn, problems):
+    """The name index made again, then the mention work left finished (it looks names up there)."""
+    if problems.get("stale_name_index"):
+        mentions.remake_names(conn)
+    if problems.get("pending_mentions"):
+        mentions.resolve_mentions(conn)
 
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

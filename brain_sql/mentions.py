@@ -22,6 +22,7 @@ phrase, unless reading all older text costs less.
 """
 
 import bisect
+import collections
 import itertools
 import json
 import re
@@ -610,6 +611,32 @@ def _seen(conn, position, rebuilt=None):
         f"insert into {MENTION_NAMES_SEEN_TABLE} (seq, stamp, keys, rebuilt) values (?, ?, ?, ?)",
         (*position, NAME_KEYS_VERSION, rebuilt),
     )
+
+
+def stale_names(conn):
+    """The ids of the entities the name index, where it says it is complete, holds
+    otherwise than their names give (rows deleted, added or changed by plain SQL):
+    their mentions in new text would go unfound. Entities the change log names since
+    the index looked are left to it: it follows them on the next write."""
+    since = _index_position(conn)
+    if since is None:  # being made again: not used until it is
+        return []
+    changed, _ = _changed_entities(conn, since)
+    if changed is None:  # the log can't tell: the next write makes it again
+        return []
+    held = collections.defaultdict(set)
+    for head, words, hashed, entity_id in conn.execute(
+        f"select head, words, hash, entity_id from {MENTION_NAMES_TABLE}"
+    ):
+        held[entity_id].add((head, words, hashed))
+    wrong = {entity_id for entity_id, name in conn.execute(_NAMES) if held.pop(entity_id, set()) != name_keys(name)}
+    return sorted((wrong | set(held)) - set(changed))
+
+
+def remake_names(conn):
+    """Make the name index again, whole, in the caller's transaction."""
+    _seen(conn, _position(conn), rebuilt=0)
+    follow_names(conn)
 
 
 def _index_position(conn):

@@ -505,6 +505,9 @@ PROBLEMS = {
     ),
     "incomplete_documents": "documents whose chunks are not all there",
     "pending_mentions": "mention matching left unfinished",
+    "stale_name_index": (
+        "entities the name index holds otherwise than their names (their mentions in new text go unfound)"
+    ),
     "orphan_versions": "earlier versions of records whose current version is gone",
     "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
     "supersede_cycles": (

@@ -1688,3 +1688,24 @@ def test_a_negative_line_number_is_named_by_check(run, vault_brain_copy, line):
     assert found.exit_code == 1 and f"knowledge 1 {column}" in found.output, found.output
     refused = run("brain", "check", vault_brain_copy, "--repair")
     assert refused.exit_code == 1 and "cannot tell" in refused.output, refused.output
+
+
+def test_a_name_index_plain_sql_emptied_is_named_and_made_again(run, vault_brain_copy):
+    """The index new text's mentions are looked up in, emptied or edited by plain SQL,
+    said it was complete, so check passed while new notes naming an entity were tied
+    to none. Check names those entities and --repair makes the index again."""
+    with sqlite3.connect(vault_brain_copy) as plain:
+        held = plain.execute("select count(*) from brain_mention_names").fetchone()[0]
+        plain.execute("delete from brain_mention_names where entity_id % 2 = 0")
+        plain.execute(
+            "update brain_mention_names set hash = hash + 1 "
+            "where entity_id = (select max(entity_id) from brain_mention_names)"
+        )
+    conn = brain_sql.connect(vault_brain_copy)
+    named = check(conn)["stale_name_index"]
+    assert len(named) > 1
+    result = run("brain", "check", vault_brain_copy)
+    assert result.exit_code == 1 and "the name index holds otherwise" in result.output
+    assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
+    assert check(conn) == {}
+    assert conn.execute("select count(*) from brain_mention_names").fetchone()[0] == held
