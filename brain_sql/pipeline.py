@@ -533,6 +533,7 @@ def _remembered(
     sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten), partial(flagged, conn))
     scopes = ScopesAlike(partial(stored_skeletons, conn))
     supersedes = validity.Supersedes(conn)
+    versions = []  # (record number, line, the record it is an earlier version of)
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
         item = record_document("remember", record, line, f"record {number}")
@@ -541,6 +542,8 @@ def _remembered(
             item = _stored_as(conn, item, number)
         if isinstance(item, Document):
             document_ids.append(item.document_id)
+            if item.version_of:
+                versions.append((number, line, item.version_of))
         item = _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supersedes)
         if isinstance(item, IngestError):
             if not item.message.startswith(f"record {number}:"):
@@ -548,6 +551,7 @@ def _remembered(
             report.errors.append(item)
         elif item is not None:  # None: a repeat of an earlier record, stored once
             documents.append(item)
+    report.errors.extend(_unversioned(conn, versions, set(document_ids)))
     chunks = sum(len(document.chunks) for document in documents)
     if chunks > MAX_REMEMBER_CHUNKS:
         raise FieldError(
@@ -555,6 +559,23 @@ def _remembered(
             "(sqlite-utils brain ingest writes any number, in bounded transactions)"
         )
     return report, documents, document_ids
+
+
+def _unversioned(conn, versions, given):
+    """An error for each record placed as an earlier version (`_version_of`) of a
+    record neither stored nor `given` in the same call: kept, it would be history of
+    nothing, which check then reports."""
+    for number, line, version_of in versions:
+        if (
+            version_of not in given
+            and not conn.execute("select 1 from knowledge where document_id = ? limit 1", (version_of,)).fetchone()
+        ):
+            yield IngestError(
+                "remember",
+                line,
+                f"record {number}: '_version_of' names no record: {shown(version_of)} "
+                "(give that record in the same call, or remember it first)",
+            )
 
 
 def _embedded_ahead(conn, documents, model_id):

@@ -212,3 +212,21 @@ def test_a_title_or_supersedes_that_is_not_text_or_a_whole_number_is_refused(tmp
     report, ids = brain_sql.remember(conn, [{"text": "Some text.", **record}])
     assert [e.message for e in report.errors] == [f"record 1: {message}"]
     assert rows(conn, "select count(*) from knowledge") == [(0,)]
+
+
+def test_an_earlier_version_of_no_record_is_refused_by_name(tmp_path):
+    """A record placed as history (`_version_of`) of a record neither stored nor in
+    the same call was stored as history of nothing, which check then named. Refused
+    now; with its record in the same call, or stored before, it goes in."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    old = {"_document": "remember#role@2024", "_version_of": "remember#role", "_id": "role", "text": "Alice was QA"}
+    report, _ = brain_sql.remember(conn, [old])
+    assert [str(e) for e in report.errors] == [
+        "remember: record 1: '_version_of' names no record: \"remember#role\" "
+        "(give that record in the same call, or remember it first)"
+    ]
+    assert rows(conn, "select count(*) from knowledge") == [(0,)]
+    report, _ = brain_sql.remember(conn, [old, {"_id": "role", "text": "Alice leads QA"}])
+    assert not report.errors and brain_sql.check(conn) == {}
+    report, _ = brain_sql.remember(conn, [{**old, "_document": "remember#role@2023", "text": "Alice was new"}])
+    assert not report.errors and rows(conn, "select count(*) from knowledge") == [(3,)]
