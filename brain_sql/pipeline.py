@@ -47,7 +47,7 @@ from .records import record_document
 from .schema import CHANGES_TABLE, is_brain, migrate, prune_changes, recorded_model
 from .vectors import insert_vectors, storage_vectors, stored_vector, vectored
 from .wording import counted, shown
-from .writer import CHUNKS_PER_INSERT, DocumentWriter, chunk_text, content_hash, may_exist
+from .writer import CHUNKS_PER_INSERT, DocumentWriter, chunk_text, claimed, content_hash, may_exist
 
 # While a batch is embedded, progress is reported this often; its text is embedded
 # this many texts at a time, so that there is progress to report (MiniLM takes
@@ -534,6 +534,7 @@ def _remembered(
     scopes = ScopesAlike(partial(stored_skeletons, conn))
     supersedes = validity.Supersedes(conn)
     versions = []  # (record number, line, the record it is an earlier version of)
+    numbers = []  # (record number, line) of each document
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
         item = record_document("remember", record, line, f"record {number}")
@@ -551,7 +552,11 @@ def _remembered(
             report.errors.append(item)
         elif item is not None:  # None: a repeat of an earlier record, stored once
             documents.append(item)
+            numbers.append((number, line))
     report.errors.extend(_unversioned(conn, versions, set(document_ids)))
+    for position, why in claimed(conn, documents).items():  # refused before writing: remember is all or none
+        number, line = numbers[position]
+        report.errors.append(IngestError("remember", line, f"record {number}: {why}"))
     chunks = sum(len(document.chunks) for document in documents)
     if chunks > MAX_REMEMBER_CHUNKS:
         raise FieldError(
@@ -1278,17 +1283,19 @@ class _Pipeline:
         self._same_model()
         for document in batch:
             validity.place_earlier(self.conn, document)  # an earlier version is history, never over a later one
+        refused = claimed(self.conn, batch)  # {position: why}, refused by name as it comes
         stored = self.writer.stored_hashes(batch)
-        changing = [d for d in batch if stored.get(d.document_id) != d.digest]
+        changing = [d for i, d in enumerate(batch) if stored.get(d.document_id) != d.digest and i not in refused]
         self.writer.look_up_entities(changing)
         try:
-            return self._write_documents(batch, embedded, isolate, deadline, stored, [d.document_id for d in changing])
+            changing_ids = [d.document_id for d in changing]
+            return self._write_documents(batch, embedded, isolate, deadline, stored, changing_ids, refused)
         finally:
             self.writer.done_looking()
 
-    def _write_documents(self, batch, embedded, isolate, deadline, stored, changing):
-        """_write_batch's writing, once `stored` ({document id: stored content hash}) and
-        the `changing` documents' ids are known."""
+    def _write_documents(self, batch, embedded, isolate, deadline, stored, changing, refused):
+        """_write_batch's writing, once `stored` ({document id: stored content hash}),
+        the `changing` documents' ids and those `refused` ({position: why}) are known."""
         report = self.report
         before = validity.touched(self.conn, changing)
         new_vectors, written = [], 0
@@ -1301,8 +1308,11 @@ class _Pipeline:
             vectors.clear()
             chunks = 0
 
-        for document in batch:
+        for position, document in enumerate(batch):
             written += 1
+            if position in refused:
+                report.errors.append(IngestError(document.source_path, document.line, refused[position]))
+                continue
             report.documents += 1
             if stored.get(document.document_id) == document.digest:
                 report.documents_unchanged += 1

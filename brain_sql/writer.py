@@ -22,6 +22,7 @@ from .errors import BrainError
 from .fields import entity_key
 from .schema import next_knowledge_id, recorded_model
 from .vectors import embedded_text, insert_vectors, storage_vectors
+from .wording import shown
 
 # knowledge columns written from a document's fields
 FIELD_COLUMNS = (
@@ -156,6 +157,40 @@ def content_hash(text):
 def chunk_text(document, chunk):
     """The text a chunk of `document` is embedded and hashed as."""
     return embedded_text(document.title, chunk.heading_path, chunk.content, chunk.context)
+
+
+def claimed(conn, documents):
+    """{position in `documents`: why it is refused} for each document read from a
+    file (not placed by its record) whose id another file's memory holds, stored or
+    earlier in `documents` (a '#' in a file's name or in an _id can make one id of
+    two: `a.jsonl#x.md` is a note's and a.jsonl's record x.md's), or an earlier
+    version kept as history (`X@2024-01-01 00:00:00`): written, it would take that
+    memory's place, and the next ingest of the other file take it back."""
+    given = [(i, d) for i, d in enumerate(documents) if not d.placed and not d.version_of]
+    if not given:
+        return {}
+    held = {
+        document_id: (path, version_of)
+        for document_id, path, version_of in conn.execute(
+            "select value, d.source_path, (select k.version_of from knowledge k where k.document_id = value "
+            "and k.version_of is not null limit 1) from json_each(?) join documents d on d.document_id = value",
+            [json.dumps(sorted({d.document_id for _, d in given}))],
+        )
+    }
+    refused = {}
+    for position, document in given:
+        path, version_of = held.setdefault(document.document_id, (document.source_path, None))
+        if version_of is not None:
+            refused[position] = (
+                f"its id {shown(document.document_id)} is that of an earlier version of {shown(version_of)} "
+                "kept as history: give the record another _id"
+            )
+        elif path is not None and document.source_path is not None and path != document.source_path:
+            refused[position] = (
+                f"its id {shown(document.document_id)} is that of a memory of {shown(path)} (a '#' in a file's "
+                "name or in an _id made one id of two): rename the file or give the record another _id"
+            )
+    return refused
 
 
 class DocumentWriter:

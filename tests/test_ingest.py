@@ -13,6 +13,7 @@ import pytest
 
 import brain_sql
 from brain_sql.connection import sqlite3
+from brain_sql.wording import shown
 
 from .conftest import VAULT, rows
 
@@ -477,3 +478,41 @@ def test_memories_no_documents_row_holds_are_rewritten_not_stored_twice(tmp_path
     assert rows(conn, "select id, document_id, content from knowledge order by id") == before
     assert rows(conn, "select count(*) from documents") == [(3,)]
     assert brain_sql.check(conn) == {}
+
+
+def test_a_document_id_another_files_memory_or_a_history_version_holds_is_refused_by_name(tmp_path):
+    """A '#' in a file's name or in an _id can make one document id of two: the note
+    `r.jsonl#X.md` and r.jsonl's record `X.md`; a record's _id `X@<time>` is the id of
+    X's earlier version kept as history. Each run took the other's place (one memory
+    lost, "1 removed"), the next run took it back. The one arriving is refused by name."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "r.jsonl").write_text('{"_id": "X.md", "text": "the record"}\n')
+    (folder / "r.jsonl#X.md").write_text("the note\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    for _ in range(2):  # in one run and again: the same memory kept, the same refusal
+        report = brain_sql.ingest(conn, [folder])
+        assert [(e.path.rsplit("/", 1)[-1], e.message.split(" (")[0]) for e in report.errors] == [
+            (
+                "r.jsonl#X.md",
+                f"its id {shown(str(folder / 'r.jsonl#X.md'))} is that of a memory of {shown(str(folder / 'r.jsonl'))}",
+            )
+        ]
+        assert rows(conn, "select content from knowledge") == [("the record",)]
+    records = tmp_path / "h.jsonl"
+    records.write_text('{"_id": "X", "text": "Alice was QA", "valid_from": "2024-01-01"}\n')
+    brain_sql.ingest(conn, [records])
+    records.write_text('{"_id": "X", "text": "Alice leads QA", "valid_from": "2025-01-01"}\n')
+    brain_sql.ingest(conn, [records])
+    records.write_text(records.read_text() + '{"_id": "X@2024-01-01 00:00:00", "text": "another record"}\n')
+    report = brain_sql.ingest(conn, [records])
+    assert [(e.line, "earlier version" in e.message) for e in report.errors] == [(2, True)]
+    assert rows(conn, "select content from knowledge where source_path = ? order by content", [str(records)]) == [
+        ("Alice leads QA",),
+        ("Alice was QA",),
+    ]
+    for text, begins in (("Bob was new", "2024-01-01"), ("Bob leads", "2025-01-01")):
+        assert not brain_sql.remember(conn, [{"_id": "B", "text": text, "valid_from": begins}])[0].errors
+    report, _ = brain_sql.remember(conn, [{"text": "fine"}, {"_id": "B@2024-01-01 00:00:00", "text": "other"}])
+    assert [str(e).split(": ")[1] for e in report.errors] == ["record 2"]
+    assert rows(conn, "select count(*) from knowledge") == [(5,)]  # remember is all or none
