@@ -617,20 +617,37 @@ def stale_names(conn):
     """The ids of the entities the name index, where it says it is complete, holds
     otherwise than their names give (rows deleted, added or changed by plain SQL):
     their mentions in new text would go unfound. Entities the change log names since
-    the index looked are left to it: it follows them on the next write."""
-    since = _index_position(conn)
-    if since is None:  # being made again: not used until it is
-        return []
-    changed, _ = _changed_entities(conn, since)
-    if changed is None:  # the log can't tell: the next write makes it again
-        return []
-    held = collections.defaultdict(set)
-    for head, words, hashed, entity_id in conn.execute(
-        f"select head, words, hash, entity_id from {MENTION_NAMES_TABLE}"
-    ):
-        held[entity_id].add((head, words, hashed))
-    wrong = {entity_id for entity_id, name in conn.execute(_NAMES) if held.pop(entity_id, set()) != name_keys(name)}
-    return sorted((wrong | set(held)) - set(changed))
+    the index looked are left to it: it follows them on the next write. Read in one
+    snapshot, _FOLLOW_AT_ONCE entity ids at a time (its memory bounded)."""
+    own = not conn.in_transaction
+    if own:
+        conn.execute("begin")  # the log, the index and the entities from the same moment
+    try:
+        since = _index_position(conn)
+        changed, _ = _changed_entities(conn, since) if since is not None else (None, None)
+        if changed is None:  # being made again (not used until it is), or the log can't tell: made on the next write
+            return []
+        bounds = "select min(id), max(id) from entities union all select min(entity_id), max(entity_id) from "
+        ends = [row for row in conn.execute(bounds + MENTION_NAMES_TABLE) if row[0] is not None]
+        if not ends:
+            return []
+        wrong, low, top = [], min(row[0] for row in ends) - 1, max(row[1] for row in ends)
+        while low < top:  # a page of entities by id, and the index rows of their span
+            page = conn.execute(f"{_NAMES} and e.id > ? order by e.id limit ?", (low, _FOLLOW_AT_ONCE)).fetchall()
+            high = page[-1][0] if len(page) == _FOLLOW_AT_ONCE else top
+            held = collections.defaultdict(set)
+            spanned = (
+                f"select head, words, hash, entity_id from {MENTION_NAMES_TABLE} where entity_id > ? and entity_id <= ?"
+            )
+            for head, words, hashed, entity_id in conn.execute(spanned, (low, high)):
+                held[entity_id].add((head, words, hashed))
+            wrong += [entity_id for entity_id, name in page if held.pop(entity_id, set()) != name_keys(name)]
+            wrong += held  # rows of entities that are gone or hold no name to find
+            low = high
+        return sorted(set(wrong) - set(changed))
+    finally:
+        if own and conn.in_transaction:
+            conn.execute("commit")
 
 
 def remake_names(conn):

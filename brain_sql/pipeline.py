@@ -502,7 +502,10 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
                         pipeline.add(document)
                     pipeline.flush()
     if not report.errors:
-        placed = {d.version_of: d.document_id for d in documents if d.version_of}  # earlier versions, as history
+        # a record remembered with an earlier valid_from than its stored one's went to history under an id of
+        # its own (validity.place_earlier); one a record placed as history (`_version_of`) answers for itself
+        given = set(document_ids)
+        placed = {d.version_of: d.document_id for d in documents if d.version_of and d.document_id not in given}
         ids = [
             [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (d,))]
             for d in (placed.get(d, d) for d in document_ids)
@@ -553,7 +556,8 @@ def _remembered(
         elif item is not None:  # None: a repeat of an earlier record, stored once
             documents.append(item)
             numbers.append((number, line))
-    report.errors.extend(_unversioned(conn, versions, set(document_ids)))
+    current = {d.document_id for d in documents if not d.version_of}
+    report.errors.extend(_unversioned(conn, versions, current))
     for position, why in claimed(conn, documents).items():  # refused before writing: remember is all or none
         number, line = numbers[position]
         report.errors.append(IngestError("remember", line, f"record {number}: {why}"))
@@ -566,19 +570,17 @@ def _remembered(
     return report, documents, document_ids
 
 
-def _unversioned(conn, versions, given):
-    """An error for each record placed as an earlier version (`_version_of`) of a
-    record neither stored nor `given` in the same call: kept, it would be history of
-    nothing, which check then reports."""
+def _unversioned(conn, versions, current):
+    """An error for each record placed as an earlier version (`_version_of`) of no
+    current record, stored or given in the same call (`current`): kept, it would be
+    history of nothing (or of itself, or of another earlier version)."""
+    sql = "select 1 from knowledge where document_id = ? and version_of is null limit 1"
     for number, line, version_of in versions:
-        if (
-            version_of not in given
-            and not conn.execute("select 1 from knowledge where document_id = ? limit 1", (version_of,)).fetchone()
-        ):
+        if version_of not in current and not conn.execute(sql, (version_of,)).fetchone():
             yield IngestError(
                 "remember",
                 line,
-                f"record {number}: '_version_of' names no record: {shown(version_of)} "
+                f"record {number}: '_version_of' names no current record: {shown(version_of)} "
                 "(give that record in the same call, or remember it first)",
             )
 

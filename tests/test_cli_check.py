@@ -15,7 +15,7 @@ import sqlite_utils
 from datasette.app import Datasette
 
 import brain_sql
-from brain_sql import consistency, schema, values
+from brain_sql import consistency, mentions, schema, values
 from brain_sql.consistency import check
 from datasette_brain.cli import PROBLEMS
 
@@ -1690,10 +1690,14 @@ def test_a_negative_line_number_is_named_by_check(run, vault_brain_copy, line):
     assert refused.exit_code == 1 and "cannot tell" in refused.output, refused.output
 
 
-def test_a_name_index_plain_sql_emptied_is_named_and_made_again(run, vault_brain_copy):
+@pytest.mark.parametrize("page", [10_000, 3])
+def test_a_name_index_plain_sql_emptied_is_named_and_made_again(run, vault_brain_copy, monkeypatch, page):
     """The index new text's mentions are looked up in, emptied or edited by plain SQL,
     said it was complete, so check passed while new notes naming an entity were tied
-    to none. Check names those entities and --repair makes the index again."""
+    to none. Check names those entities (read a page of entity ids at a time) and
+    --repair makes the index again."""
+    monkeypatch.setattr(mentions, "_FOLLOW_AT_ONCE", page)
+    assert check(brain_sql.connect(vault_brain_copy)) == {}
     with sqlite3.connect(vault_brain_copy) as plain:
         held = plain.execute("select count(*) from brain_mention_names").fetchone()[0]
         plain.execute("delete from brain_mention_names where entity_id % 2 = 0")

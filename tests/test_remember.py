@@ -222,7 +222,7 @@ def test_an_earlier_version_of_no_record_is_refused_by_name(tmp_path):
     old = {"_document": "remember#role@2024", "_version_of": "remember#role", "_id": "role", "text": "Alice was QA"}
     report, _ = brain_sql.remember(conn, [old])
     assert [str(e) for e in report.errors] == [
-        "remember: record 1: '_version_of' names no record: \"remember#role\" "
+        "remember: record 1: '_version_of' names no current record: \"remember#role\" "
         "(give that record in the same call, or remember it first)"
     ]
     assert rows(conn, "select count(*) from knowledge") == [(0,)]
@@ -230,3 +230,25 @@ def test_an_earlier_version_of_no_record_is_refused_by_name(tmp_path):
     assert not report.errors and brain_sql.check(conn) == {}
     report, _ = brain_sql.remember(conn, [{**old, "_document": "remember#role@2023", "text": "Alice was new"}])
     assert not report.errors and rows(conn, "select count(*) from knowledge") == [(3,)]
+
+
+def test_history_of_itself_or_of_another_version_is_refused_and_ids_answer_each_record(tmp_path):
+    """A `_version_of` naming the record's own `_document`, or two naming each other,
+    was history of nothing that check did not name; and a call holding a record and
+    its history answered the record with the history's memory ids."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    for records in (
+        [{"_document": "x", "_version_of": "x", "text": "self history"}],
+        [{"_document": "a", "_version_of": "b", "text": "A"}, {"_document": "b", "_version_of": "a", "text": "B"}],
+    ):
+        report, _ = brain_sql.remember(conn, records)
+        assert report.errors and all("names no current record" in e.message for e in report.errors)
+    assert rows(conn, "select count(*) from knowledge") == [(0,)]
+    report, ids = brain_sql.remember(
+        conn, [{"_document": "a@1", "_version_of": "a", "text": "old"}, {"_document": "a", "text": "current"}]
+    )
+    assert not report.errors
+    assert [rows(conn, "select content from knowledge where id = ?", [i[0]]) for i in ids] == [
+        [("old",)],
+        [("current",)],
+    ]
