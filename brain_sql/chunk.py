@@ -6,6 +6,7 @@ from .config import CHUNK_MAX_CHARS
 from .document import Chunk
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SPACES_IN_LINE = re.compile(r"(?<=[^ \t\n])[ \t]+")
 
 
 def paragraphs(text, first_line=1):
@@ -84,8 +85,8 @@ def _last_boundary(window):
         gap = sentence_ends[-1]
         line_end = window.rfind("\n", gap.start(), gap.end())
         return line_end + 1 if line_end >= 0 else gap.end()
-    for mark in ("\n", " "):
-        found = window.rfind(mark)
-        if found > 0:
-            return found + 1
-    return None
+    line_end = window.rfind("\n")
+    if line_end > 0:
+        return line_end + 1
+    spaces = [m.end() for m in _SPACES_IN_LINE.finditer(window)]  # a line's indentation is no place to cut
+    return spaces[-1] if spaces else None

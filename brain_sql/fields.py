@@ -7,7 +7,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .config import CLASSES, MAX_NESTING
@@ -99,15 +99,12 @@ def _not_json(constant):
     raise ValueError(f"{constant} is not a JSON number")
 
 
-def loads_json(
-    text: str | bytes, unique_keys: bool = False, pairs: Callable[[list[tuple[str, Any]]], Any] | None = None
-) -> Any:
+def loads_json(text: str | bytes, unique_keys: bool = False) -> Any:
     """JSON as the brain reads it: Python's json, but NaN and Infinity, which it
     accepts and SQLite's JSON does not, are refused (a ValueError, like bad JSON);
     with `unique_keys` (a request), a key given twice in one object is a FieldError
-    naming it, where Python's json would keep the last value and drop the other
-    (`pairs`, json's object_pairs_hook, makes each object instead)."""
-    return json.loads(text, parse_constant=_not_json, object_pairs_hook=key_once if unique_keys else pairs)
+    naming it, where Python's json would keep the last value and drop the other."""
+    return json.loads(text, parse_constant=_not_json, object_pairs_hook=key_once if unique_keys else None)
 
 
 def key_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -580,8 +580,9 @@ def _unversioned(conn, versions, current):
             yield IngestError(
                 "remember",
                 line,
-                f"record {number}: '_version_of' names no current record: {shown(version_of)} "
-                "(give that record in the same call, or remember it first)",
+                f"record {number}: '_version_of' names no current record: {shown(version_of)} (it takes the "
+                "record's document id, as '_document' gives it and export writes it; give that record in the same "
+                "call, or remember it first)",
             )
 
 

@@ -69,15 +69,17 @@ def parse_txt(path, text):
 def parse_json(path, text):
     try:
         try:
-            data, repeats = loads_json(text, unique_keys=True), False
-        except FieldError:  # a key given twice (json would keep its last value): only its record is skipped
-            data, repeats = loads_json(text, pairs=_Pairs.of), True
+            data, marked = loads_json(text, unique_keys=True), False
+        except json.JSONDecodeError:
+            raise
+        except ValueError:  # a key given twice, NaN or Infinity: only the record holding it is skipped
+            data, marked = json.loads(text, object_pairs_hook=_Pairs.of, parse_constant=_Refused), True
     except (ValueError, RecursionError) as ex:  # not JSON, a number past Python's digit limit, nested too deep
         yield IngestError(path, getattr(ex, "lineno", 1), f"malformed JSON: {getattr(ex, 'msg', ex)}")
         return
     items = data if isinstance(data, list) else [data]
     for number, item in enumerate(items, 1):
-        problem = _repeated_key(item) if repeats else None
+        problem = _refused_in(item) if marked else None
         if problem is not None:
             yield IngestError(path, None, f"record {number}: {problem}")
         else:
@@ -100,12 +102,20 @@ class _Pairs(dict):
             return found
 
 
-def _repeated_key(item):
-    """What key_once said of the first object in `item` that gives a key twice, else None."""
+class _Refused:
+    """NaN or Infinity in a JSON file (SQLite's JSON has neither), read so that the
+    records around the one holding it still go in."""
+
+    def __init__(self, constant):
+        self.problem = f"{constant} is not a JSON number"
+
+
+def _refused_in(item):
+    """What is wrong with the first key given twice, NaN or Infinity in `item`, else None."""
     stack = [item]
     while stack:
         value = stack.pop()
-        if isinstance(value, _Pairs) and value.problem is not None:
+        if isinstance(value, _Refused | _Pairs) and value.problem is not None:
             return value.problem
         if isinstance(value, dict):
             stack.extend(value.values())

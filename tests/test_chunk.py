@@ -182,3 +182,13 @@ def test_code_over_the_cap_is_cut_between_lines_and_keeps_its_indentation():
     pieces = split_text(after_prose)
     assert pieces[0].content == "A sentence ends here."
     assert pieces[1].content.startswith("  indented words") and pieces[1].line_start == 2
+
+
+def test_a_line_of_one_long_word_keeps_its_indentation():
+    """With no sentence end or line end to cut at, the last space of the window was
+    the line's indentation (a base64 blob or a long URL in a code block): the piece of
+    spaces was dropped and the line lost its indentation. Such a line is cut hard."""
+    for text, first in (("x\n    " + "y" * 2500, 2), ("    " + "y" * 2500, 1)):
+        pieces = split_text(text)
+        assert pieces[first - 1].content.startswith("    y") and pieces[first - 1].line_start == first
+        assert "".join(piece.content for piece in pieces) == text.replace("\n", "")  # nothing dropped

@@ -400,7 +400,7 @@ def test_a_record_that_gives_a_key_twice_or_a_row_past_its_header_is_skipped_by_
     (folder / "r.jsonl").write_text('{"_id": "a", "text": "kept", "text": "dropped"}\n{"_id": "b", "text": "fine"}\n')
     (folder / "r.json").write_text(  # a file of records: the one giving a key twice is skipped, not the file
         '[{"_id": "c", "text": "one", "title": "t", "title": "u"}, {"_id": "d", "text": "two"},'
-        ' {"_id": "e", "text": "three", "metadata": {"n": 1, "n": 2}}]'
+        ' {"_id": "e", "text": "three", "metadata": {"n": 1, "n": 2}},\n{"_id": "f", "text": "four", "v": NaN}]'
     )
     (folder / "r.csv").write_text(  # 7: a trailing comma; 9: JSON in a column gives a key twice
         'id,title,text,metadata\n5,t5,five,,extra\n6,t6,six\n7,t7,seven,,\n9,t9,nine,"{""k"": 1, ""k"": 2}"\n'
@@ -414,6 +414,7 @@ def test_a_record_that_gives_a_key_twice_or_a_row_past_its_header_is_skipped_by_
         ("r.csv", 5, 'column "metadata": the key "k" of one object is given twice: give it once'),
         ("r.json", None, 'record 1: the key "title" of one object is given twice: give it once'),
         ("r.json", None, 'record 3: the key "n" of one object is given twice: give it once'),
+        ("r.json", None, "record 4: NaN is not a JSON number"),
         ("r.jsonl", 1, 'malformed JSON line: the key "text" of one object is given twice: give it once'),
     ]
     assert rows(conn, "select external_id, content from knowledge order by external_id") == [

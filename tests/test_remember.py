@@ -222,8 +222,9 @@ def test_an_earlier_version_of_no_record_is_refused_by_name(tmp_path):
     old = {"_document": "remember#role@2024", "_version_of": "remember#role", "_id": "role", "text": "Alice was QA"}
     report, _ = brain_sql.remember(conn, [old])
     assert [str(e) for e in report.errors] == [
-        "remember: record 1: '_version_of' names no current record: \"remember#role\" "
-        "(give that record in the same call, or remember it first)"
+        "remember: record 1: '_version_of' names no current record: \"remember#role\" (it takes the record's "
+        "document id, as '_document' gives it and export writes it; give that record in the same call, or "
+        "remember it first)"
     ]
     assert rows(conn, "select count(*) from knowledge") == [(0,)]
     report, _ = brain_sql.remember(conn, [old, {"_id": "role", "text": "Alice leads QA"}])
