@@ -667,6 +667,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
     refused = [
         why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all, read, spared)
     ]
+    pipeline.carry_flags()
     pipeline.flush()
     return emptied + refused
 
@@ -1060,6 +1061,12 @@ class _Pipeline:
         of their own. Documents still in the pipeline are never among those removed:
         they came from files being ingested, in `keep`."""
         self._remove(where, params, keep)
+
+    def carry_flags(self):
+        """Flag what this run moved of the flagged memories it removed (writer.carry_flags)."""
+        if self.writer.removed_flags:
+            with self._turn():
+                self.writer.carry_flags()
 
     def documents(self, where, params):
         """The ids of the stored documents `where` selects."""

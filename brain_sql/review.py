@@ -13,15 +13,13 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from . import validity
 from .config import CHANGE_LOG_KEEP, MAX_EXTEND_DAYS, MAX_FORGET_ITEMS
 from .connection import Connection, atomic, write_failures
-from .conversation import stored_quotes
 from .errors import BrainError, FieldError
 from .fields import parse_time, sqlite_time, utcnow
 from .schema import is_brain, prune_changes
 from .wording import shown
-from .writer import restate
+from .writer import after_flagging
 
 ACTIONS = ("extend", "archive", "restore", "flag")
 
@@ -88,29 +86,9 @@ def _act(conn, action, ids, now=None, seconds=0):
                 {"ids": json.dumps(found), "now": now, "seconds": seconds},
             )
             if action == "flag":  # a flagged memory replaces nothing, and a flagged turn is quoted nowhere
-                documents = _documents(conn, found)
-                validity.settle(conn, validity.touched(conn, documents))
-                _unquote(conn, documents)
+                after_flagging(conn, found)
             prune_changes(conn, CHANGE_LOG_KEEP)
     return {"action": action, "changed": found, "not_found": sorted(set(ids) - set(found))}
-
-
-def _documents(conn, ids):
-    """The documents of the memories `ids`."""
-    return [
-        row[0]
-        for row in conn.execute(
-            "select distinct document_id from knowledge "
-            "where id in (select value from json_each(?)) and document_id is not null",
-            [json.dumps(ids)],
-        )
-    ]
-
-
-def _unquote(conn, documents):
-    """Drop the turns among `documents` from the contexts that quote them."""
-    for quote in stored_quotes(conn, documents).values():
-        restate(conn, quote)
 
 
 def _memory_ids(ids):

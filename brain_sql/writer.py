@@ -205,6 +205,9 @@ class DocumentWriter:
         # the ids this run gave, above the mark it began from, and the mark it left: while no other
         # writer raises it, an id between them that the run did not give was never given (_new_ids)
         self.floor, self.given, self.left = None, _Given(), None
+        # the chunks this run inserted, and the flagged memories it removed, as (external_id, scope,
+        # class, content): a flagged memory moved (to another file) stays flagged (carry_flags)
+        self.inserted, self.removed_flags = _Given(), set()
 
     def forget_entities(self):
         """Drop the entity cache and the mention work not queued yet: ids created
@@ -375,6 +378,7 @@ class DocumentWriter:
             self.floor, self.given = first - 1, _Given()
         ids = _new_ids(first, wanted, self.floor, self.given)  # never an id given before: none is reused
         self.given.update(ids)
+        self.inserted.update(ids)
         self.left = max([first - 1, *ids])
         per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)
         for start in range(0, len(rows), per_statement):
@@ -412,12 +416,46 @@ class DocumentWriter:
 
     def remove(self, document_ids, deadline=None):
         """Delete these documents, each whole (remove_documents), counting their
-        chunks, until `deadline` (time.perf_counter; None: all); returns the ids left."""
+        chunks, until `deadline` (time.perf_counter; None: all); returns the ids left.
+        What of them was flagged is kept in `removed_flags` (carry_flags)."""
         for start in range(0, len(document_ids), REMOVE_AT_ONCE):
+            part = json.dumps(document_ids[start : start + REMOVE_AT_ONCE])
+            self.removed_flags.update(
+                self.conn.execute(
+                    "select external_id, scope, class, content from knowledge where flagged != 0 "
+                    "and version_of is null and document_id in (select value from json_each(?))",
+                    [part],
+                )
+            )
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
             if deadline is not None and time.perf_counter() >= deadline:
                 return document_ids[start + REMOVE_AT_ONCE :]
         return []
+
+    def carry_flags(self):
+        """Flag the chunks this run inserted that are a flagged memory it removed,
+        moved: the same record (its _id, scope and class) or the same text (in the
+        same scope and class), in the caller's transaction; returns their ids. A
+        memory moved to another file would else come back into recall unreviewed.
+        One pass over the inserted chunks, only when the run removed a flagged one."""
+        removed, self.removed_flags = self.removed_flags, set()
+        records = {(external_id, scope, klass) for external_id, scope, klass, _ in removed if external_id is not None}
+        texts = {(content, scope, klass) for _, scope, klass, content in removed}
+        ids = []
+        for first, last in zip(self.inserted.starts, self.inserted.ends):
+            for row_id, external_id, content, scope, klass in self.conn.execute(
+                "select id, external_id, content, scope, class from knowledge where id between ? and ? "
+                "and flagged = 0 and version_of is null",
+                (first, last),
+            ):
+                if (external_id, scope, klass) in records or (content, scope, klass) in texts:
+                    ids.append(row_id)
+        if ids:
+            self.conn.execute(
+                "update knowledge set flagged = 1 where id in (select value from json_each(?))", [json.dumps(ids)]
+            )
+            after_flagging(self.conn, ids)
+        return ids
 
     def removable(self, where, params, keep=(), gone=False):
         """(the ids of the documents `where` selects, the ids of those of them to
@@ -538,6 +576,23 @@ def remove_documents(conn, document_ids):
     for quote in quoted.values():
         restate(conn, quote)
     return removed
+
+
+def after_flagging(conn, ids):
+    """What follows flagging the memories `ids`, in the caller's transaction: a
+    flagged memory replaces nothing (supersession derived again), and a flagged
+    turn is quoted in no other turn's context."""
+    documents = [
+        row[0]
+        for row in conn.execute(
+            "select distinct document_id from knowledge "
+            "where id in (select value from json_each(?)) and document_id is not null",
+            [json.dumps(ids)],
+        )
+    ]
+    validity.settle(conn, validity.touched(conn, documents))
+    for quote in conversation.stored_quotes(conn, documents).values():
+        restate(conn, quote)
 
 
 def restate(conn, quote, new=None):

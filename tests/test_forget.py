@@ -452,3 +452,38 @@ def test_an_id_two_records_carry_is_not_guessed(conn, tmp_path):
     assert brain_sql.forget(conn, ids=[csv_one])["removed"]["memories"] == [csv_one]
     assert brain_sql.forget(conn, external_ids=[1])["removed"]["external_ids"] == ["1"]  # now one record's
     assert rows(conn, "select count(*) from knowledge") == [(0,)]
+
+
+def test_a_flagged_memory_moved_to_another_file_stays_flagged(conn, tmp_path):
+    """A record moved to another file (same _id, scope and class), or a note renamed
+    (same text), came back into recall unflagged: its old document was removed and
+    the new one written as new. What one ingest removes flagged it writes again
+    flagged; the same text in another scope, or kept where it was, is another memory."""
+    vault = tmp_path / "vault"
+    write(vault / "z.jsonl", json.dumps({"_id": "leak", "text": "The vault code is 4711."}) + "\n")
+    write(vault / "keep.jsonl", json.dumps({"_id": "ok", "text": "Lunch is at noon."}) + "\n")
+    write(vault / "plan.md", "# Plan\n\nThe launch is on Friday and the password is swordfish.\n")
+    brain_sql.ingest(conn, [vault])
+    flagged_ids = [
+        row[0]
+        for row in conn.execute("select id from knowledge where content like '%4711%' or content like '%swordfish%'")
+    ]
+    assert brain_sql.flag(conn, flagged_ids)["changed"] == flagged_ids
+    (vault / "z.jsonl").unlink()  # the record moves to a file read before its old one's removal
+    write(vault / "a.jsonl", json.dumps({"_id": "leak", "text": "The vault code is 4711, or 4712."}) + "\n")
+    write(vault / "other.jsonl", json.dumps({"text": "The launch is on Friday.", "scope": "team"}) + "\n")
+    (vault / "plan.md").rename(vault / "renamed.md")
+    brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(conn, "select source_path like '%a.jsonl', flagged from knowledge where external_id = 'leak'") == [
+        (1, 1)
+    ]
+    assert rows(
+        conn, "select flagged from knowledge where source_path like '%renamed.md' and content like '%swordfish%'"
+    ) == [(1,)]
+    assert rows(
+        conn,
+        "select sum(flagged) from knowledge where source_path not like '%a.jsonl' "
+        "and source_path not like '%renamed.md'",
+    ) == [(0,)]
+    hits = brain_sql.recall(conn, {"q": "vault code swordfish password", "cutoff": False})["hits"]
+    assert not any("4711" in hit["content"] or "swordfish" in hit["content"] for hit in hits)
