@@ -30,10 +30,10 @@ def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, joint=None):
     `max_chars` with as many blank lines between them as their lines leave (or
     `joint` between units, as a Markdown note's blocks are); a unit longer than that
     is cut between sentences, then words."""
-    pieces = [piece for body, start in units for piece in _cut(body, start, max_chars)]
+    pieces = [(piece, n == 0) for body, start in units for n, piece in enumerate(_cut(body, start, max_chars))]
     chunks, current = [], None
-    for body, start, end in pieces:
-        between = (joint if joint and start > current[2] else "\n" * (start - current[2])) if current else ""
+    for (body, start, end), opens in pieces:  # `joint` goes between units, never inside one
+        between = (joint if joint and opens and start > current[2] else "\n" * (start - current[2])) if current else ""
         if current and len(current[0]) + len(between or " ") + len(body) <= max_chars:
             current = (current[0] + (between or " ") + body, current[1], end)
         else:
@@ -79,14 +79,15 @@ def _cut(body, start, max_chars):
 def _last_boundary(window):
     """Where to cut `window`: after its last sentence end (before the indentation of
     the line after it, when that end is a line end), else after its last line end (code
-    and lists are cut between lines), else after its last space."""
+    and lists are cut between lines) when it is in the window's second half, else after
+    its last space inside a line (never in its indentation), else its last line end."""
     sentence_ends = [m for m in _SENTENCE_END.finditer(window)]
     if sentence_ends:
         gap = sentence_ends[-1]
         line_end = window.rfind("\n", gap.start(), gap.end())
         return line_end + 1 if line_end >= 0 else gap.end()
     line_end = window.rfind("\n")
-    if line_end > 0:
-        return line_end + 1
     spaces = [m.end() for m in _SPACES_IN_LINE.finditer(window)]  # a line's indentation is no place to cut
+    if line_end > 0 and (line_end >= len(window) // 2 or not spaces):  # not a sliver before one long line
+        return line_end + 1
     return spaces[-1] if spaces else None

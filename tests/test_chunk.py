@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 
 from brain_sql.chunk import _cut, _last_boundary, pack, paragraphs, split_text
 from brain_sql.config import CHUNK_MAX_CHARS
+from brain_sql.markdown import parse_markdown
 
 
 def spans(chunks):
@@ -192,3 +193,16 @@ def test_a_line_of_one_long_word_keeps_its_indentation():
         pieces = split_text(text)
         assert pieces[first - 1].content.startswith("    y") and pieces[first - 1].line_start == first
         assert "".join(piece.content for piece in pieces) == text.replace("\n", "")  # nothing dropped
+
+
+def test_a_long_code_block_is_cut_without_a_blank_line_inside_it():
+    """A note's blocks are joined by a blank line; the pieces of one long block were
+    too, once it was cut at a line end: a blank line appeared inside the code and the
+    chunk's line span no longer matched its lines. And a sliver (the fence line alone)
+    is not cut off before one long line: that line is cut at a space."""
+    note = "Intro.\n\n```\n    " + ("x" * 15 + " ") * 137 + "\n```\n"
+    [document] = list(parse_markdown("n.md", note))
+    for chunk in document.chunks:
+        assert "\n\n" not in chunk.content.split("```", 1)[-1]
+        assert chunk.line_end - chunk.line_start == chunk.content.count("\n")
+    assert document.chunks[0].content.startswith("Intro.\n\n```\n    xxx") and len(document.chunks) == 2
