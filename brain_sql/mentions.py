@@ -627,11 +627,15 @@ def stale_names(conn):
         changed, _ = _changed_entities(conn, since) if since is not None else (None, None)
         if changed is None:  # being made again (not used until it is), or the log can't tell: made on the next write
             return []
+        # rows plain SQL gave an entity id that is no whole number name no entity
+        odd = f"select distinct entity_id from {MENTION_NAMES_TABLE} where typeof(entity_id) != 'integer'"
+        wrong = [repr(row[0]) for row in conn.execute(odd)]
         bounds = "select min(id), max(id) from entities union all select min(entity_id), max(entity_id) from "
-        ends = [row for row in conn.execute(bounds + MENTION_NAMES_TABLE) if row[0] is not None]
+        ends = [row for row in conn.execute(f"{bounds}{MENTION_NAMES_TABLE} where typeof(entity_id) = 'integer'")]
+        ends = [row for row in ends if row[0] is not None]
         if not ends:
-            return []
-        wrong, low, top = [], min(row[0] for row in ends) - 1, max(row[1] for row in ends)
+            return wrong
+        low, top = min(row[0] for row in ends) - 1, max(row[1] for row in ends)
         while low < top:  # a page of entities by id, and the index rows of their span
             page = conn.execute(f"{_NAMES} and e.id > ? order by e.id limit ?", (low, _FOLLOW_AT_ONCE)).fetchall()
             high = page[-1][0] if len(page) == _FOLLOW_AT_ONCE else top
@@ -644,7 +648,7 @@ def stale_names(conn):
             wrong += [entity_id for entity_id, name in page if held.pop(entity_id, set()) != name_keys(name)]
             wrong += held  # rows of entities that are gone or hold no name to find
             low = high
-        return sorted(set(wrong) - set(changed))
+        return sorted(set(wrong) - set(changed), key=lambda entity: (isinstance(entity, str), entity))
     finally:
         if own and conn.in_transaction:
             conn.execute("commit")
@@ -652,6 +656,7 @@ def stale_names(conn):
 
 def remake_names(conn):
     """Make the name index again, whole, in the caller's transaction."""
+    conn.execute(f"delete from {MENTION_NAMES_TABLE}")  # rows of no entity id included
     _seen(conn, _position(conn), rebuilt=0)
     follow_names(conn)
 

@@ -1701,13 +1701,15 @@ def test_a_name_index_plain_sql_emptied_is_named_and_made_again(run, vault_brain
     with sqlite3.connect(vault_brain_copy) as plain:
         held = plain.execute("select count(*) from brain_mention_names").fetchone()[0]
         plain.execute("delete from brain_mention_names where entity_id % 2 = 0")
+        for odd in ("'x'", "-5"):  # ids no entity has: rows a repair must take out too
+            plain.execute(f"insert into brain_mention_names (head, words, hash, entity_id) values (1, 2, 3, {odd})")
         plain.execute(
             "update brain_mention_names set hash = hash + 1 "
             "where entity_id = (select max(entity_id) from brain_mention_names)"
         )
     conn = brain_sql.connect(vault_brain_copy)
     named = check(conn)["stale_name_index"]
-    assert len(named) > 1
+    assert len(named) > 3 and named[0] == -5 and named[-1] == "'x'"
     result = run("brain", "check", vault_brain_copy)
     assert result.exit_code == 1 and "the name index holds otherwise" in result.output
     assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
