@@ -310,6 +310,7 @@ class DocumentWriter:
             flagged = conn.execute(
                 "select coalesce(max(flagged), 0) from knowledge where document_id = ?", (document.document_id,)
             ).fetchone()[0]
+        unstated = self._unstated_edges(plan["removed"])
         if plan["removed"]:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
@@ -328,9 +329,29 @@ class DocumentWriter:
         chunk_ids.update(added)
         flagged = flagged or int(any(chunk.flagged for chunk in document.chunks))
         self._finish(document, chunk_ids)
+        if unstated and chunk_ids:  # on the chunk in the removed one's place, else the document's first
+            conn.executemany(
+                "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, knowledge_id) "
+                "values (?, ?, ?, ?)",
+                [(a, b, kind, chunk_ids.get(index, chunk_ids[min(chunk_ids)])) for a, b, kind, index in unstated],
+            )
         if quoted:  # a corrected turn is quoted as it is now in the turns after it; moved elsewhere, not at all
             restate(conn, quoted, said[1] if said and said[0] == quoted.where and not flagged else None)
         return stored_vectors
+
+    def _unstated_edges(self, removed):
+        """The edges no document states (no document_id: another system's, a migrated
+        reference file's, plain SQL's) bound to the chunks `removed`, as (from, to, type,
+        the chunk's index): a rewrite of the document keeps them, where removing its
+        chunks would take them (knowledge_vec_delete). Its own edges it states again."""
+        if not removed:
+            return []
+        return self.conn.execute(
+            "select r.from_entity_id, r.to_entity_id, r.relation_type, k.chunk_index from relationships r "
+            "join knowledge k on k.id = r.knowledge_id "
+            "where r.document_id is null and r.knowledge_id in (select value from json_each(?))",
+            [json.dumps(removed)],
+        ).fetchall()
 
     def write_new(self, items, vectors):
         """Write documents new to the brain, each a (document, plan): as `write`

@@ -517,3 +517,33 @@ def test_a_document_id_another_files_memory_or_a_history_version_holds_is_refuse
     report, _ = brain_sql.remember(conn, [{"text": "fine"}, {"_id": "B@2024-01-01 00:00:00", "text": "other"}])
     assert [str(e).split(": ")[1] for e in report.errors] == ["record 2"]
     assert rows(conn, "select count(*) from knowledge") == [(5,)]  # remember is all or none
+
+
+def test_edges_no_document_states_outlive_their_memorys_rewrite(tmp_path):
+    """A migrated reference file's relationships (no document states them: another
+    system wrote them, bound to a memory) went with the memory's old chunk when
+    ingesting its note again rewrote it. They move to the chunk in its place; the
+    edges the note states are stated again, and forgetting the note takes them all."""
+    note = tmp_path / "notes" / "nas.md"
+    note.parent.mkdir()
+    note.write_text("# NAS\n\nThe NAS sits in the server cupboard.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [note.parent])
+    with conn:
+        conn.execute("insert into entities (name, entity_type) values ('on-call lead', 'role'), ('Backups', 'job')")
+        conn.execute(
+            "insert into relationships (from_entity_id, to_entity_id, relation_type, knowledge_id) "
+            "select a.id, b.id, 'uses', (select min(id) from knowledge) from entities a, entities b "
+            "where a.name = 'on-call lead' and b.name = 'Backups'"
+        )
+    note.write_text("# NAS\n\nThe NAS sits in the server cupboard, top shelf.\n")
+    report = brain_sql.ingest(conn, [note.parent])
+    assert report.documents_updated == 1
+    assert rows(
+        conn,
+        "select r.relation_type, k.content from relationships r join knowledge k on k.id = r.knowledge_id "
+        "where r.document_id is null",
+    ) == [("uses", "# NAS\n\nThe NAS sits in the server cupboard, top shelf.")]
+    assert brain_sql.check(conn) == {}
+    brain_sql.forget(conn, [row[0] for row in conn.execute("select id from knowledge")])
+    assert rows(conn, "select count(*) from relationships") == [(0,)]
