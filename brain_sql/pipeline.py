@@ -667,7 +667,6 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
     refused = [
         why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all, read, spared)
     ]
-    pipeline.carry_flags()
     pipeline.flush()
     return emptied + refused
 
@@ -1062,12 +1061,6 @@ class _Pipeline:
         they came from files being ingested, in `keep`."""
         self._remove(where, params, keep)
 
-    def carry_flags(self):
-        """Flag what this run moved of the flagged memories it removed (writer.carry_flags)."""
-        if self.writer.removed_flags:
-            with self._turn():
-                self.writer.carry_flags()
-
     def documents(self, where, params):
         """The ids of the stored documents `where` selects."""
         return {row[0] for row in self.conn.execute(f"select document_id from documents where {where}", params)}
@@ -1356,6 +1349,7 @@ class _Pipeline:
         insert_vectors(self.conn, new_vectors)
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))
+        self.writer.batch_done()
         return written
 
     def _same_model(self):

@@ -193,6 +193,16 @@ def claimed(conn, documents):
     return refused
 
 
+def _text_mark(text):
+    """A chunk's text as a small key (its 64-bit hash) for _carries' set of flagged texts."""
+    return xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"))
+
+
+def _placement(document):
+    """(scope, class) a document's memories are stored with."""
+    return document.fields.get("scope") or "/", document.fields.get("class") or "memory"
+
+
 class DocumentWriter:
     """Writes documents and removes them; counts what it did in `report`."""
 
@@ -205,9 +215,9 @@ class DocumentWriter:
         # the ids this run gave, above the mark it began from, and the mark it left: while no other
         # writer raises it, an id between them that the run did not give was never given (_new_ids)
         self.floor, self.given, self.left = None, _Given(), None
-        # the chunks this run inserted, and the flagged memories it removed, as (external_id, scope,
-        # class, content): a flagged memory moved (to another file) stays flagged (carry_flags)
-        self.inserted, self.removed_flags = _Given(), set()
+        # what the brain holds flagged, read once a run (_carries), and the chunks flagged so since
+        # the last batch_done: a flagged memory written anew (moved to another file) stays flagged
+        self.flagged_marks, self.carried = None, []
 
     def forget_entities(self):
         """Drop the entity cache and the mention work not queued yet: ids created
@@ -365,6 +375,37 @@ class DocumentWriter:
             self._finish(document, ids)
         return stored_vectors
 
+    def _carries(self, document, chunk):
+        """Whether a chunk of a document new to the brain is to be written flagged: a
+        record whose _id, or a chunk whose text, a flagged memory of the same scope
+        and class holds (one moved to another file, a note renamed). Held back for
+        review as an edit of a flagged memory is, never back in recall unreviewed."""
+        if self.flagged_marks is None:
+            self.flagged_marks = set()
+            for external_id, content, scope, klass in self.conn.execute(
+                "select external_id, content, scope, class from knowledge where flagged != 0 and version_of is null"
+            ):
+                self.flagged_marks.add(("text", _text_mark(content or ""), scope, klass))
+                if external_id is not None:
+                    self.flagged_marks.add(("id", external_id, scope, klass))
+        if not self.flagged_marks:
+            return False
+        scope, klass = _placement(document)
+        marks = self.flagged_marks
+        return ("id", document.external_id, scope, klass) in marks or (
+            "text",
+            _text_mark(chunk.content),
+            scope,
+            klass,
+        ) in marks
+
+    def batch_done(self):
+        """After a batch is written, in its transaction: the chunks _carries flagged
+        are quoted in no turn's context (a turn written after one was prepared with it unflagged)."""
+        if self.carried:
+            after_flagging(self.conn, self.carried)
+            self.carried = []
+
     def _insert_chunks(self, items, vectors):
         """Insert the new chunks of (document, plan, its row values, flagged) items,
         in order, a few statements for them all: FTS5 writes out its pending terms at
@@ -372,10 +413,15 @@ class DocumentWriter:
         chunk would write a segment of the index a chunk, which it then merges.
         Returns (row id, int8, bit) of the new chunks' vectors, and each item's
         {chunk index: row id}."""
-        rows, placed, chunk_ids, wanted = [], [], [], []
+        rows, placed, chunk_ids, wanted, carried = [], [], [], [], []
         for document, plan, columns, flagged in items:
             chunk_ids.append({})
             for digest, _, index, chunk in plan["new"]:
+                if not flagged and not chunk.flagged and not plan["known"] and self._carries(document, chunk):
+                    carried.append(len(rows))
+                    flagged_here = 1
+                else:
+                    flagged_here = flagged or int(chunk.flagged)
                 rows.append(
                     (
                         document.title,
@@ -388,7 +434,7 @@ class DocumentWriter:
                         chunk.line_start,
                         chunk.line_end,
                         chunk.context,
-                        flagged or int(chunk.flagged),
+                        flagged_here,
                     )
                 )
                 placed.append((chunk_ids[-1], index, digest))
@@ -399,7 +445,7 @@ class DocumentWriter:
             self.floor, self.given = first - 1, _Given()
         ids = _new_ids(first, wanted, self.floor, self.given)  # never an id given before: none is reused
         self.given.update(ids)
-        self.inserted.update(ids)
+        self.carried += [ids[position] for position in carried]
         self.left = max([first - 1, *ids])
         per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)
         for start in range(0, len(rows), per_statement):
@@ -437,46 +483,12 @@ class DocumentWriter:
 
     def remove(self, document_ids, deadline=None):
         """Delete these documents, each whole (remove_documents), counting their
-        chunks, until `deadline` (time.perf_counter; None: all); returns the ids left.
-        What of them was flagged is kept in `removed_flags` (carry_flags)."""
+        chunks, until `deadline` (time.perf_counter; None: all); returns the ids left."""
         for start in range(0, len(document_ids), REMOVE_AT_ONCE):
-            part = json.dumps(document_ids[start : start + REMOVE_AT_ONCE])
-            self.removed_flags.update(
-                self.conn.execute(
-                    "select external_id, scope, class, content from knowledge where flagged != 0 "
-                    "and version_of is null and document_id in (select value from json_each(?))",
-                    [part],
-                )
-            )
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
             if deadline is not None and time.perf_counter() >= deadline:
                 return document_ids[start + REMOVE_AT_ONCE :]
         return []
-
-    def carry_flags(self):
-        """Flag the chunks this run inserted that are a flagged memory it removed,
-        moved: the same record (its _id, scope and class) or the same text (in the
-        same scope and class), in the caller's transaction; returns their ids. A
-        memory moved to another file would else come back into recall unreviewed.
-        One pass over the inserted chunks, only when the run removed a flagged one."""
-        removed, self.removed_flags = self.removed_flags, set()
-        records = {(external_id, scope, klass) for external_id, scope, klass, _ in removed if external_id is not None}
-        texts = {(content, scope, klass) for _, scope, klass, content in removed}
-        ids = []
-        for first, last in zip(self.inserted.starts, self.inserted.ends):
-            for row_id, external_id, content, scope, klass in self.conn.execute(
-                "select id, external_id, content, scope, class from knowledge where id between ? and ? "
-                "and flagged = 0 and version_of is null",
-                (first, last),
-            ):
-                if (external_id, scope, klass) in records or (content, scope, klass) in texts:
-                    ids.append(row_id)
-        if ids:
-            self.conn.execute(
-                "update knowledge set flagged = 1 where id in (select value from json_each(?))", [json.dumps(ids)]
-            )
-            after_flagging(self.conn, ids)
-        return ids
 
     def removable(self, where, params, keep=(), gone=False):
         """(the ids of the documents `where` selects, the ids of those of them to
@@ -499,8 +511,7 @@ class DocumentWriter:
     def _row_values(self, document):
         """The document's values of the _ROW_COLUMNS of each of its chunks, in order."""
         values = {c: document.fields.get(c) for c in FIELD_COLUMNS}
-        values["class"] = values["class"] or "memory"
-        values["scope"] = values["scope"] or "/"
+        values["scope"], values["class"] = _placement(document)
         values["domain"] = values["domain"] or "global"
         values["relevance_tier"] = 1 if values["relevance_tier"] is None else values["relevance_tier"]
         return (

@@ -457,21 +457,30 @@ def test_an_id_two_records_carry_is_not_guessed(conn, tmp_path):
 def test_a_flagged_memory_moved_to_another_file_stays_flagged(conn, tmp_path):
     """A record moved to another file (same _id, scope and class), or a note renamed
     (same text), came back into recall unflagged: its old document was removed and
-    the new one written as new. What one ingest removes flagged it writes again
-    flagged; the same text in another scope, or kept where it was, is another memory."""
+    the new one written as new. A memory new to the brain whose _id or text a flagged
+    one of the same scope and class holds is written flagged, in the same
+    transaction, whether the old one goes in this ingest, a later one or never; text
+    in another scope, or a document rewritten in place, is another memory."""
     vault = tmp_path / "vault"
     write(vault / "z.jsonl", json.dumps({"_id": "leak", "text": "The vault code is 4711."}) + "\n")
-    write(vault / "keep.jsonl", json.dumps({"_id": "ok", "text": "Lunch is at noon."}) + "\n")
+    write(vault / "keep.jsonl", json.dumps({"_id": "c", "text": "Call the vendor.", "source": "x"}) + "\n")
     write(vault / "plan.md", "# Plan\n\nThe launch is on Friday and the password is swordfish.\n")
+    write(vault / "dup.jsonl", json.dumps({"text": "Call the vendor."}) + "\n")
     brain_sql.ingest(conn, [vault])
     flagged_ids = [
         row[0]
-        for row in conn.execute("select id from knowledge where content like '%4711%' or content like '%swordfish%'")
+        for row in conn.execute(
+            "select id from knowledge where content like '%4711%' or content like '%swordfish%' "
+            "or source_path like '%dup.jsonl'"
+        )
     ]
     assert brain_sql.flag(conn, flagged_ids)["changed"] == flagged_ids
-    (vault / "z.jsonl").unlink()  # the record moves to a file read before its old one's removal
     write(vault / "a.jsonl", json.dumps({"_id": "leak", "text": "The vault code is 4711, or 4712."}) + "\n")
-    write(vault / "other.jsonl", json.dumps({"text": "The launch is on Friday.", "scope": "team"}) + "\n")
+    brain_sql.ingest(conn, [vault / "a.jsonl"])  # the new file first, the old one pruned by a later ingest
+    (vault / "z.jsonl").unlink()
+    (vault / "dup.jsonl").unlink()  # a flagged record gone, while another file's record with its text is edited
+    write(vault / "keep.jsonl", json.dumps({"_id": "c", "text": "Call the vendor.", "source": "y"}) + "\n")
+    write(vault / "other.jsonl", json.dumps({"text": "Call the vendor.", "scope": "/team"}) + "\n")
     (vault / "plan.md").rename(vault / "renamed.md")
     brain_sql.ingest(conn, [vault], prune=True)
     assert rows(conn, "select source_path like '%a.jsonl', flagged from knowledge where external_id = 'leak'") == [
@@ -482,8 +491,8 @@ def test_a_flagged_memory_moved_to_another_file_stays_flagged(conn, tmp_path):
     ) == [(1,)]
     assert rows(
         conn,
-        "select sum(flagged) from knowledge where source_path not like '%a.jsonl' "
+        "select count(*), sum(flagged) from knowledge where source_path not like '%a.jsonl' "
         "and source_path not like '%renamed.md'",
-    ) == [(0,)]
+    ) == [(2, 0)]
     hits = brain_sql.recall(conn, {"q": "vault code swordfish password", "cutoff": False})["hits"]
     assert not any("4711" in hit["content"] or "swordfish" in hit["content"] for hit in hits)
