@@ -641,7 +641,8 @@ def stale_names(conn):
             high = page[-1][0] if len(page) == _FOLLOW_AT_ONCE else top
             held = collections.defaultdict(set)
             spanned = (
-                f"select head, words, hash, entity_id from {MENTION_NAMES_TABLE} where entity_id > ? and entity_id <= ?"
+                f"select head, words, hash, entity_id from {MENTION_NAMES_TABLE} "
+                "where entity_id > ? and entity_id <= ? and typeof(entity_id) = 'integer'"
             )
             for head, words, hashed, entity_id in conn.execute(spanned, (low, high)):
                 held[entity_id].add((head, words, hashed))

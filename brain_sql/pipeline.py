@@ -496,6 +496,7 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
                 report, documents, document_ids = _remembered(conn, prepared.records, model_id, **prepared.options)
             if model_id != prepared.seen[0]:  # a reindex switched models meanwhile: the text is embedded again
                 vectors = {}
+            as_prepared = [d.document_id for d in documents]
             if not report.errors:
                 with _Pipeline(conn, model_id, report, all_or_none=True, vectors=vectors) as pipeline:
                     for document in documents:
@@ -503,9 +504,8 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
                     pipeline.flush()
     if not report.errors:
         # a record remembered with an earlier valid_from than its stored one's went to history under an id of
-        # its own (validity.place_earlier); one a record placed as history (`_version_of`) answers for itself
-        given = set(document_ids)
-        placed = {d.version_of: d.document_id for d in documents if d.version_of and d.document_id not in given}
+        # its own (validity.place_earlier): it answers with that document's memories
+        placed = {before: d.document_id for before, d in zip(as_prepared, documents) if before != d.document_id}
         ids = [
             [r[0] for r in conn.execute("select id from knowledge where document_id = ? order by chunk_index", (d,))]
             for d in (placed.get(d, d) for d in document_ids)
@@ -536,7 +536,7 @@ def _remembered(
     sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten), partial(flagged, conn))
     scopes = ScopesAlike(partial(stored_skeletons, conn))
     supersedes = validity.Supersedes(conn)
-    versions = []  # (record number, line, the record it is an earlier version of)
+    versions = []  # (record number, line, the record it is an earlier version of, its own document id)
     numbers = []  # (record number, line) of each document
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
@@ -547,7 +547,7 @@ def _remembered(
         if isinstance(item, Document):
             document_ids.append(item.document_id)
             if item.version_of:
-                versions.append((number, line, item.version_of))
+                versions.append((number, line, item.version_of, item.document_id))
         item = _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supersedes)
         if isinstance(item, IngestError):
             if not item.message.startswith(f"record {number}:"):
@@ -572,11 +572,19 @@ def _remembered(
 
 def _unversioned(conn, versions, current):
     """An error for each record placed as an earlier version (`_version_of`) of no
-    current record, stored or given in the same call (`current`): kept, it would be
-    history of nothing (or of itself, or of another earlier version)."""
+    current record, stored or given in the same call (`current`), or that has earlier
+    versions of its own: kept, it would be history of nothing (or of itself, or of
+    another earlier version), or leave its own history a history of history."""
     sql = "select 1 from knowledge where document_id = ? and version_of is null limit 1"
-    for number, line, version_of in versions:
-        if version_of not in current and not conn.execute(sql, (version_of,)).fetchone():
+    for number, line, version_of, document_id in versions:
+        if conn.execute("select 1 from knowledge where version_of = ? limit 1", (document_id,)).fetchone():
+            yield IngestError(
+                "remember",
+                line,
+                f"record {number}: {shown(document_id)} has earlier versions of its own: "
+                "it cannot become an earlier version of another record",
+            )
+        elif version_of not in current and not conn.execute(sql, (version_of,)).fetchone():
             yield IngestError(
                 "remember",
                 line,

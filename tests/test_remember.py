@@ -253,3 +253,16 @@ def test_history_of_itself_or_of_another_version_is_refused_and_ids_answer_each_
         [("old",)],
         [("current",)],
     ]
+
+
+def test_a_record_with_history_of_its_own_cannot_become_history(tmp_path):
+    """Placed as an earlier version of another record, a record that has earlier
+    versions left them history of a history, which check did not name."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    records = [{"_document": "a@1", "_version_of": "a", "text": "old"}, {"_document": "a", "text": "cur"}]
+    assert not brain_sql.remember(conn, records + [{"_id": "k", "text": "k now"}])[0].errors
+    report, _ = brain_sql.remember(conn, [{"_document": "a", "_version_of": "remember#k", "text": "cur2"}])
+    assert [e.message for e in report.errors] == [
+        'record 1: "a" has earlier versions of its own: it cannot become an earlier version of another record'
+    ]
+    assert brain_sql.check(conn) == {}
