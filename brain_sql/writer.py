@@ -215,9 +215,10 @@ class DocumentWriter:
         # the ids this run gave, above the mark it began from, and the mark it left: while no other
         # writer raises it, an id between them that the run did not give was never given (_new_ids)
         self.floor, self.given, self.left = None, _Given(), None
-        # what the brain holds flagged, read once a run (_carries), and the chunks flagged so since
-        # the last batch_done: a flagged memory written anew (moved to another file) stays flagged
-        self.flagged_marks, self.carried = None, []
+        # a flagged memory this run removes and writes anew (moved to another file) stays flagged: the
+        # marks of the flagged ones it removed, the chunks of documents new to the brain it wrote, and
+        # those it flagged so (_carries, _mark_removed)
+        self.removed_marks, self.fresh, self.carried = set(), _Given(), []
 
     def forget_entities(self):
         """Drop the entity cache and the mention work not queued yet: ids created
@@ -377,21 +378,12 @@ class DocumentWriter:
 
     def _carries(self, document, chunk):
         """Whether a chunk of a document new to the brain is to be written flagged: a
-        record whose _id, or a chunk whose text, a flagged memory of the same scope
-        and class holds (one moved to another file, a note renamed). Held back for
-        review as an edit of a flagged memory is, never back in recall unreviewed."""
-        if self.flagged_marks is None:
-            self.flagged_marks = set()
-            for external_id, content, scope, klass in self.conn.execute(
-                "select external_id, content, scope, class from knowledge where flagged != 0 and version_of is null"
-            ):
-                self.flagged_marks.add(("text", _text_mark(content or ""), scope, klass))
-                if external_id is not None:
-                    self.flagged_marks.add(("id", external_id, scope, klass))
-        if not self.flagged_marks:
+        flagged memory this run removed (a record moved to another file, a note
+        renamed) held its record's _id, or its text, in the same scope and class."""
+        if not self.removed_marks:
             return False
         scope, klass = _placement(document)
-        marks = self.flagged_marks
+        marks = self.removed_marks
         return ("id", document.external_id, scope, klass) in marks or (
             "text",
             _text_mark(chunk.content),
@@ -399,12 +391,44 @@ class DocumentWriter:
             klass,
         ) in marks
 
+    def _mark_removed(self, document_ids):
+        """Before `document_ids` are removed, in the same transaction: the marks of
+        their flagged memories kept for the rest of the run (_carries), and the chunks
+        this run already wrote anew that they mark flagged now (a copy written before
+        its original's removal)."""
+        found = set()
+        for external_id, content, scope, klass in self.conn.execute(
+            "select external_id, content, scope, class from knowledge where flagged != 0 and version_of is null "
+            "and document_id in (select value from json_each(?))",
+            [json.dumps(document_ids)],
+        ):
+            found.add(("text", _text_mark(content), scope, klass))
+            if external_id is not None:
+                found.add(("id", external_id, scope, klass))
+        if not found:
+            return
+        self.removed_marks |= found
+        ids = []
+        for first, last in zip(self.fresh.starts, self.fresh.ends):  # one pass over this run's new documents' chunks
+            for row_id, external_id, content, scope, klass in self.conn.execute(
+                "select id, external_id, content, scope, class from knowledge where id between ? and ? "
+                "and flagged = 0 and version_of is null",
+                (first, last),
+            ):
+                if ("id", external_id, scope, klass) in found or ("text", _text_mark(content), scope, klass) in found:
+                    ids.append(row_id)
+        if ids:
+            self.conn.execute(
+                "update knowledge set flagged = 1 where id in (select value from json_each(?))", [json.dumps(ids)]
+            )
+            self.carried += ids
+            after_flagging(self.conn, self.carried)
+
     def batch_done(self):
-        """After a batch is written, in its transaction: the chunks _carries flagged
-        are quoted in no turn's context (a turn written after one was prepared with it unflagged)."""
+        """After a batch is written, in its transaction: no turn's context quotes a
+        chunk flagged by carrying (a turn written after one was prepared with it unflagged)."""
         if self.carried:
             after_flagging(self.conn, self.carried)
-            self.carried = []
 
     def _insert_chunks(self, items, vectors):
         """Insert the new chunks of (document, plan, its row values, flagged) items,
@@ -413,10 +437,12 @@ class DocumentWriter:
         chunk would write a segment of the index a chunk, which it then merges.
         Returns (row id, int8, bit) of the new chunks' vectors, and each item's
         {chunk index: row id}."""
-        rows, placed, chunk_ids, wanted, carried = [], [], [], [], []
+        rows, placed, chunk_ids, wanted, carried, fresh = [], [], [], [], [], []
         for document, plan, columns, flagged in items:
             chunk_ids.append({})
             for digest, _, index, chunk in plan["new"]:
+                if not plan["known"]:
+                    fresh.append(len(rows))
                 if not flagged and not chunk.flagged and not plan["known"] and self._carries(document, chunk):
                     carried.append(len(rows))
                     flagged_here = 1
@@ -446,6 +472,7 @@ class DocumentWriter:
         ids = _new_ids(first, wanted, self.floor, self.given)  # never an id given before: none is reused
         self.given.update(ids)
         self.carried += [ids[position] for position in carried]
+        self.fresh.update(ids[position] for position in fresh)
         self.left = max([first - 1, *ids])
         per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)
         for start in range(0, len(rows), per_statement):
@@ -485,6 +512,7 @@ class DocumentWriter:
         """Delete these documents, each whole (remove_documents), counting their
         chunks, until `deadline` (time.perf_counter; None: all); returns the ids left."""
         for start in range(0, len(document_ids), REMOVE_AT_ONCE):
+            self._mark_removed(document_ids[start : start + REMOVE_AT_ONCE])
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
             if deadline is not None and time.perf_counter() >= deadline:
                 return document_ids[start + REMOVE_AT_ONCE :]

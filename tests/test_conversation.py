@@ -8,6 +8,7 @@ import json
 import pytest
 
 import brain_sql
+from brain_sql import pipeline
 from brain_sql.pipeline import remember
 
 from .conftest import edges, rows, without_rules, write
@@ -588,3 +589,21 @@ def test_a_turn_given_a_day_no_calendar_has_keeps_its_own_lines(conn, tmp_path):
     with pytest.raises(brain_sql.BrainError, match="cannot tell what these values should be"):
         brain_sql.check(conn, repair=True)
     assert by_external_id(conn) == before
+
+
+@pytest.mark.parametrize("batch", [1000, 1])
+def test_a_flagged_turn_moved_to_another_transcript_stays_flagged_and_unquoted(conn, tmp_path, monkeypatch, batch):
+    """A transcript renamed (its turns removed and written anew) brought a flagged
+    turn back into recall, and the turns after it quoted it again; across batches too."""
+    monkeypatch.setattr(pipeline, "INGEST_BATCH_DOCUMENTS", batch)
+    first = transcript(tmp_path)
+    write(tmp_path / "keep.md", "# Keep\n\nA note that stays.\n")
+    brain_sql.ingest(conn, [tmp_path])
+    brain_sql.flag(conn, [conn.execute("select id from knowledge where external_id = 'S1:2'").fetchone()[0]])
+    first.rename(tmp_path / "renamed.jsonl")
+    brain_sql.ingest(conn, [tmp_path], prune=True)
+    assert rows(
+        conn, "select source_path like '%renamed.jsonl', flagged from knowledge where external_id = 'S1:2'"
+    ) == [(1, 1)]
+    assert "lighthouse" not in quotes(conn, "S1:3") + quotes(conn, "S1:4")
+    assert brain_sql.check(conn) == {}

@@ -454,45 +454,52 @@ def test_an_id_two_records_carry_is_not_guessed(conn, tmp_path):
     assert rows(conn, "select count(*) from knowledge") == [(0,)]
 
 
-def test_a_flagged_memory_moved_to_another_file_stays_flagged(conn, tmp_path):
+@pytest.mark.parametrize("moved_to", ["a.jsonl", "z.jsonl"])  # read before its old file, and after
+def test_a_flagged_memory_moved_to_another_file_stays_flagged(conn, tmp_path, moved_to):
     """A record moved to another file (same _id, scope and class), or a note renamed
     (same text), came back into recall unflagged: its old document was removed and
-    the new one written as new. A memory new to the brain whose _id or text a flagged
-    one of the same scope and class holds is written flagged, in the same
-    transaction, whether the old one goes in this ingest, a later one or never; text
-    in another scope, or a document rewritten in place, is another memory."""
+    the new one written as new. What one ingest removes flagged and writes anew is
+    flagged, in the transaction that removes the one or writes the other, whichever
+    comes second; a flagged memory that stays flags nothing else, nor does one in
+    another scope, nor a document rewritten in place."""
     vault = tmp_path / "vault"
-    write(vault / "z.jsonl", json.dumps({"_id": "leak", "text": "The vault code is 4711."}) + "\n")
+    write(
+        vault / "m.jsonl",
+        json.dumps({"_id": "leak", "text": "The vault code is 4711."})
+        + "\n"
+        + json.dumps({"_id": "x", "text": "Stays."})
+        + "\n",
+    )
     write(vault / "keep.jsonl", json.dumps({"_id": "c", "text": "Call the vendor.", "source": "x"}) + "\n")
     write(vault / "plan.md", "# Plan\n\nThe launch is on Friday and the password is swordfish.\n")
     write(vault / "dup.jsonl", json.dumps({"text": "Call the vendor."}) + "\n")
+    write(vault / "yes.jsonl", json.dumps({"_id": "1", "text": "Yes."}) + "\n")
     brain_sql.ingest(conn, [vault])
     flagged_ids = [
         row[0]
         for row in conn.execute(
             "select id from knowledge where content like '%4711%' or content like '%swordfish%' "
-            "or source_path like '%dup.jsonl'"
+            "or source_path like '%dup.jsonl' or source_path like '%yes.jsonl'"
         )
     ]
     assert brain_sql.flag(conn, flagged_ids)["changed"] == flagged_ids
-    write(vault / "a.jsonl", json.dumps({"_id": "leak", "text": "The vault code is 4711, or 4712."}) + "\n")
-    brain_sql.ingest(conn, [vault / "a.jsonl"])  # the new file first, the old one pruned by a later ingest
-    (vault / "z.jsonl").unlink()
+    # the record moves out of a file that stays
+    write(vault / "m.jsonl", json.dumps({"_id": "x", "text": "Stays."}) + "\n")
+    write(vault / moved_to, json.dumps({"_id": "leak", "text": "The vault code is 4711, or 4712."}) + "\n")
     (vault / "dup.jsonl").unlink()  # a flagged record gone, while another file's record with its text is edited
     write(vault / "keep.jsonl", json.dumps({"_id": "c", "text": "Call the vendor.", "source": "y"}) + "\n")
     write(vault / "other.jsonl", json.dumps({"text": "Call the vendor.", "scope": "/team"}) + "\n")
+    write(vault / "new.jsonl", json.dumps({"_id": "1", "text": "Yes."}) + "\n")  # the flagged one stays
     (vault / "plan.md").rename(vault / "renamed.md")
     brain_sql.ingest(conn, [vault], prune=True)
-    assert rows(conn, "select source_path like '%a.jsonl', flagged from knowledge where external_id = 'leak'") == [
-        (1, 1)
-    ]
+    assert rows(
+        conn, "select source_path like ?, flagged from knowledge where external_id = 'leak'", [f"%{moved_to}"]
+    ) == [(1, 1)]
     assert rows(
         conn, "select flagged from knowledge where source_path like '%renamed.md' and content like '%swordfish%'"
     ) == [(1,)]
-    assert rows(
-        conn,
-        "select count(*), sum(flagged) from knowledge where source_path not like '%a.jsonl' "
-        "and source_path not like '%renamed.md'",
-    ) == [(2, 0)]
+    unflagged = "select count(*), sum(flagged) from knowledge where source_path like ?"
+    for name in ("%keep.jsonl", "%other.jsonl", "%new.jsonl", "%m.jsonl"):
+        assert rows(conn, unflagged, [name]) == [(1, 0)], name
     hits = brain_sql.recall(conn, {"q": "vault code swordfish password", "cutoff": False})["hits"]
     assert not any("4711" in hit["content"] or "swordfish" in hit["content"] for hit in hits)
