@@ -1357,7 +1357,7 @@ class _Pipeline:
         insert_vectors(self.conn, new_vectors)
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))
-        self.writer.batch_done()
+        self.writer.batch_done(batch)
         return written
 
     def _same_model(self):

@@ -391,11 +391,8 @@ class DocumentWriter:
             klass,
         ) in marks
 
-    def _mark_removed(self, document_ids):
-        """Before `document_ids` are removed, in the same transaction: the marks of
-        their flagged memories kept for the rest of the run (_carries), and the chunks
-        this run already wrote anew that they mark flagged now (a copy written before
-        its original's removal)."""
+    def _flagged_marks(self, document_ids):
+        """The marks (_carries) of the flagged memories of `document_ids`, read before they are removed."""
         found = set()
         for external_id, content, scope, klass in self.conn.execute(
             "select external_id, content, scope, class from knowledge where flagged != 0 and version_of is null "
@@ -405,29 +402,38 @@ class DocumentWriter:
             found.add(("text", _text_mark(content), scope, klass))
             if external_id is not None:
                 found.add(("id", external_id, scope, klass))
-        if not found:
+        return found
+
+    def _carry_to_fresh(self, marks):
+        """The marks of flagged memories just removed, kept for the rest of the run
+        (_carries), and the chunks this run already wrote anew that they mark flagged
+        now, in the removal's transaction (a copy written before its original's
+        removal): one pass over this run's new documents' chunks."""
+        marks -= self.removed_marks
+        if not marks:
             return
-        self.removed_marks |= found
+        self.removed_marks |= marks
         ids = []
-        for first, last in zip(self.fresh.starts, self.fresh.ends):  # one pass over this run's new documents' chunks
+        for first, last in zip(self.fresh.starts, self.fresh.ends):
             for row_id, external_id, content, scope, klass in self.conn.execute(
                 "select id, external_id, content, scope, class from knowledge where id between ? and ? "
                 "and flagged = 0 and version_of is null",
                 (first, last),
             ):
-                if ("id", external_id, scope, klass) in found or ("text", _text_mark(content), scope, klass) in found:
+                if ("id", external_id, scope, klass) in marks or ("text", _text_mark(content), scope, klass) in marks:
                     ids.append(row_id)
         if ids:
             self.conn.execute(
                 "update knowledge set flagged = 1 where id in (select value from json_each(?))", [json.dumps(ids)]
             )
             self.carried += ids
-            after_flagging(self.conn, self.carried)
+            after_flagging(self.conn, ids)
 
-    def batch_done(self):
+    def batch_done(self, batch):
         """After a batch is written, in its transaction: no turn's context quotes a
-        chunk flagged by carrying (a turn written after one was prepared with it unflagged)."""
-        if self.carried:
+        chunk flagged by carrying (a turn written after one was prepared with it
+        unflagged); only a batch holding turns can quote one."""
+        if self.carried and any(conversation.entry_of(document) for document in batch):
             after_flagging(self.conn, self.carried)
 
     def _insert_chunks(self, items, vectors):
@@ -511,12 +517,15 @@ class DocumentWriter:
     def remove(self, document_ids, deadline=None):
         """Delete these documents, each whole (remove_documents), counting their
         chunks, until `deadline` (time.perf_counter; None: all); returns the ids left."""
+        marks, left = set(), []
         for start in range(0, len(document_ids), REMOVE_AT_ONCE):
-            self._mark_removed(document_ids[start : start + REMOVE_AT_ONCE])
+            marks |= self._flagged_marks(document_ids[start : start + REMOVE_AT_ONCE])
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
             if deadline is not None and time.perf_counter() >= deadline:
-                return document_ids[start + REMOVE_AT_ONCE :]
-        return []
+                left = document_ids[start + REMOVE_AT_ONCE :]
+                break
+        self._carry_to_fresh(marks)  # in the same transaction as the removals
+        return left
 
     def removable(self, where, params, keep=(), gone=False):
         """(the ids of the documents `where` selects, the ids of those of them to
