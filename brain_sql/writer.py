@@ -217,7 +217,7 @@ class DocumentWriter:
         self.floor, self.given, self.left = None, _Given(), None
         # a flagged memory this run removes and writes anew (moved to another file) stays flagged: the
         # marks of the flagged ones it removed, the chunks of documents new to the brain it wrote, and
-        # those it flagged so (_carries, _mark_removed)
+        # those it flagged so (_carries, _carry_to_fresh)
         self.removed_marks, self.fresh, self.carried = set(), _Given(), []
 
     def forget_entities(self):
