@@ -631,8 +631,11 @@ def stale_names(conn):
         odd = f"select distinct entity_id from {MENTION_NAMES_TABLE} where typeof(entity_id) != 'integer'"
         wrong = [repr(row[0]) for row in conn.execute(odd)]
         bounds = "select min(id), max(id) from entities union all select min(entity_id), max(entity_id) from "
-        ends = [row for row in conn.execute(f"{bounds}{MENTION_NAMES_TABLE} where typeof(entity_id) = 'integer'")]
-        ends = [row for row in ends if row[0] is not None]
+        ends = [
+            row
+            for row in conn.execute(f"{bounds}{MENTION_NAMES_TABLE} where typeof(entity_id) = 'integer'")
+            if row[0] is not None
+        ]
         if not ends:
             return wrong
         low, top = min(row[0] for row in ends) - 1, max(row[1] for row in ends)

@@ -198,6 +198,15 @@ def _text_mark(text):
     return xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"))
 
 
+def _marks(external_id, content, scope, klass):
+    """A memory's marks for carrying a flag (_carries): its text, and its record's _id
+    when it has one, each in its scope and class."""
+    marks = {("text", _text_mark(content), scope, klass)}
+    if external_id is not None:
+        marks.add(("id", external_id, scope, klass))
+    return marks
+
+
 def _placement(document):
     """(scope, class) a document's memories are stored with."""
     return document.fields.get("scope") or "/", document.fields.get("class") or "memory"
@@ -380,29 +389,18 @@ class DocumentWriter:
         """Whether a chunk of a document new to the brain is to be written flagged: a
         flagged memory this run removed (a record moved to another file, a note
         renamed) held its record's _id, or its text, in the same scope and class."""
-        if not self.removed_marks:
-            return False
-        scope, klass = _placement(document)
-        marks = self.removed_marks
-        return ("id", document.external_id, scope, klass) in marks or (
-            "text",
-            _text_mark(chunk.content),
-            scope,
-            klass,
-        ) in marks
+        return bool(self.removed_marks) and not self.removed_marks.isdisjoint(
+            _marks(document.external_id, chunk.content, *_placement(document))
+        )
 
     def _flagged_marks(self, document_ids):
         """The marks (_carries) of the flagged memories of `document_ids`, read before they are removed."""
-        found = set()
-        for external_id, content, scope, klass in self.conn.execute(
+        rows = self.conn.execute(
             "select external_id, content, scope, class from knowledge where flagged != 0 and version_of is null "
             "and document_id in (select value from json_each(?))",
             [json.dumps(document_ids)],
-        ):
-            found.add(("text", _text_mark(content), scope, klass))
-            if external_id is not None:
-                found.add(("id", external_id, scope, klass))
-        return found
+        )
+        return set().union(*(_marks(*row) for row in rows))
 
     def _carry_to_fresh(self, marks):
         """The marks of flagged memories just removed, kept for the rest of the run
@@ -415,12 +413,12 @@ class DocumentWriter:
         self.removed_marks |= marks
         ids = []
         for first, last in zip(self.fresh.starts, self.fresh.ends):
-            for row_id, external_id, content, scope, klass in self.conn.execute(
+            for row_id, *memory in self.conn.execute(
                 "select id, external_id, content, scope, class from knowledge where id between ? and ? "
                 "and flagged = 0 and version_of is null",
                 (first, last),
             ):
-                if ("id", external_id, scope, klass) in marks or ("text", _text_mark(content), scope, klass) in marks:
+                if not marks.isdisjoint(_marks(*memory)):
                     ids.append(row_id)
         if ids:
             self.conn.execute(
