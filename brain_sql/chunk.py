@@ -51,8 +51,8 @@ def split_text(text, first_line=1, heading_path=None):
 
 
 def _cut(body, start, max_chars):
-    """A paragraph as pieces of at most max_chars, cut after the last sentence end
-    that fits, else the last line end, else the last space, else hard; each with its
+    """A paragraph as pieces of at most max_chars, cut where _last_boundary says
+    (a sentence end, a line end, a space inside a line), else hard; each with its
     line span. Only the spaces at a cut are dropped: a piece that starts a line keeps
     its indentation. The lines are counted on from the last piece's start, so the work
     is linear in the text."""
