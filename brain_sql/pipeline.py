@@ -650,8 +650,8 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
         for item in _read(path, fmt):
             given = {"source": fmt.default_source, **defaults}
             item = _accept(item, given, seen, pipeline.model_id, extractors, sessions, scopes, supersedes)
-            if isinstance(item, IngestError):
-                report.errors.append(item)
+            if isinstance(item, IngestError):  # named by the file it is read from, not the one a record gives
+                report.errors.append(IngestError(path, item.line, item.message))
                 failed = True
                 continue
             if item is None:
@@ -877,18 +877,23 @@ def _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supers
         digest = _document_hash(item, model_id)
     except Exception as ex:  # a malformed document never stops the others
         return IngestError(item.source_path, item.line, f"cannot be read: {ex}")
-    if item.document_id in seen:
-        if seen[item.document_id] == digest:
+    place = validity.place_of(supersedes.conn, item)  # as an earlier version: one document an id
+    if item.document_id in seen or (place and place[0] in seen):
+        if seen.get(item.document_id) == digest:
             return None
-        return IngestError(
-            item.source_path,
-            item.line,
-            f"repeats the id of an earlier record with other content: {shown(item.external_id or item.document_id)}",
-        )
+        if place:
+            why = validity.taken_twice(place)
+        else:
+            why = (
+                f"repeats the id of an earlier record with other content: {shown(item.external_id or item.document_id)}"
+            )
+        return IngestError(item.source_path, item.line, why)
     cycle = supersedes.refusal(item)
     if cycle is not None:
         return IngestError(item.source_path, item.line, cycle)
     seen[item.document_id] = digest
+    if place:
+        seen[place[0]] = digest
     item.digest = digest
     return item
 
@@ -1296,6 +1301,8 @@ class _Pipeline:
             validity.place_earlier(self.conn, document)  # an earlier version is history, never over a later one
         refused = claimed(self.conn, batch)  # {position: why}, refused by name as it comes
         stored = self.writer.stored_hashes(batch)
+        for document_id in validity.regrouped(self.conn, batch):  # a new _version_of: written though unchanged
+            stored[document_id] = None
         changing = [d for i, d in enumerate(batch) if stored.get(d.document_id) != d.digest and i not in refused]
         self.writer.look_up_entities(changing)
         try:

@@ -135,24 +135,63 @@ def keep_as_history(conn, document):
 def place_earlier(conn, document):
     """When `document` is an earlier version of the record stored under its id (an
     `_id`, and a valid_from before the current version's), write it as history
-    instead of over the later version: under the id of the history version with
-    the same valid_from (a correction of that one), else a new one; its
-    `version_of` names the record. Returns whether it was placed so."""
+    instead of over the later version (see earlier_place). Returns whether it was
+    placed so."""
+    place = earlier_place(conn, document)
+    if place is not None:
+        document.document_id, document.version_of = place
+    return place is not None
+
+
+def earlier_place(conn, document):
+    """(document id, record) where place_earlier puts `document`, or None: under the
+    id of the record's history version with the same valid_from (a correction of
+    that one), else a new one; its `version_of` names the record."""
     begins = document.fields.get("valid_from")
     if document.external_id is None or not begins or document.version_of is not None:
-        return False
+        return None
     record = document.document_id
     current = conn.execute(
         "select valid_from from knowledge where document_id = ? and version_of is null limit 1", (record,)
     ).fetchone()
     if current is None or current[0] is None or current[0] <= begins:
-        return False
+        return None
     same = conn.execute(
         "select document_id from knowledge where version_of = ? and valid_from = ? order by document_id limit 1",
         (record, begins),
     ).fetchone()
-    document.document_id, document.version_of = same[0] if same else _history_id(conn, record, begins), record
-    return True
+    return same[0] if same else _history_id(conn, record, begins), record
+
+
+def place_of(conn, document):
+    """(document id, record) of `document` as an earlier version: given (`_version_of`),
+    or where place_earlier will put it; None when it is no earlier version."""
+    return (document.document_id, document.version_of) if document.version_of else earlier_place(conn, document)
+
+
+def taken_twice(place):
+    """Why a record is refused whose place as an earlier version (place_of) an
+    earlier record of its call or file takes: written, the two would be two
+    documents under one id."""
+    version, record = map(shown, place)
+    return f"it is the earlier version {version} of {record} that an earlier record also gives: give it once"
+
+
+def regrouped(conn, documents):
+    """The ids of those `documents` given a `_version_of` that their stored memories
+    do not name: written again even when their content is unchanged."""
+    given = {d.document_id: d.version_of for d in documents if d.version_of}
+    if not given:
+        return set()
+    return {
+        document_id
+        for document_id, version_of in conn.execute(
+            "select document_id, max(coalesce(version_of, '')) from knowledge "
+            "where document_id in (select value from json_each(?)) group by document_id",
+            [json.dumps(sorted(given))],
+        )
+        if version_of != given[document_id]
+    }
 
 
 def mark_history(conn, document):

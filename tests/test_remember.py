@@ -266,3 +266,39 @@ def test_a_record_with_history_of_its_own_cannot_become_history(tmp_path):
         'record 1: "a" has earlier versions of its own: it cannot become an earlier version of another record'
     ]
     assert brain_sql.check(conn) == {}
+
+
+def test_two_records_giving_one_earlier_version_are_refused_by_name(tmp_path):
+    """A placed history version and an `_id` record whose valid_from places it at
+    that same version, in one call, were stored as two documents under one id
+    (check: incomplete_documents), the second answered with the current record's
+    memories. The second is refused by name now, and nothing is written."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    assert not brain_sql.remember(conn, [{"_id": "k", "text": "current 2026", "valid_from": "2026-01-01"}])[0].errors
+    placed = {"_document": "remember#k@2025-01-01 00:00:00", "_version_of": "remember#k", "text": "placed A"}
+    record = {"_id": "k", "text": "earlier B", "valid_from": "2025-01-01"}
+    for records, number in (([{**placed, "valid_from": "2025-01-01"}, record], 2), ([record, placed], 2)):
+        report, ids = brain_sql.remember(conn, records)
+        assert [e.message for e in report.errors] == [
+            f"record {number}: it is the earlier version "
+            '"remember#k@2025-01-01 00:00:00" of "remember#k" that an earlier record also gives: give it once'
+        ]
+        assert ids == [] and rows(conn, "select count(*) from knowledge") == [(1,)]
+    report, ids = brain_sql.remember(conn, [record])  # alone, it is that earlier version
+    assert not report.errors and brain_sql.check(conn) == {}
+    assert rows(conn, "select document_id, version_of, content from knowledge where id = ?", [ids[0][0]]) == [
+        ("remember#k@2025-01-01 00:00:00", "remember#k", "earlier B")
+    ]
+
+
+def test_an_unchanged_record_given_a_version_of_becomes_that_history(tmp_path):
+    """A `_version_of` given to a stored record whose text did not change was not
+    applied, with no error: the record stayed current."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    assert not brain_sql.remember(conn, [{"_document": "a", "text": "cur"}, {"_id": "k", "text": "k now"}])[0].errors
+    report, ids = brain_sql.remember(conn, [{"_document": "a", "_version_of": "remember#k", "text": "cur"}])
+    assert not report.errors and report.documents_updated == 1
+    assert rows(conn, "select version_of from knowledge where document_id = 'a'") == [("remember#k",)]
+    assert brain_sql.check(conn) == {}
+    again, _ = brain_sql.remember(conn, [{"_document": "a", "_version_of": "remember#k", "text": "cur"}])
+    assert not again.errors and again.documents_unchanged == 1

@@ -11,6 +11,7 @@ from brain_sql import state
 from brain_sql.hybrid import run_legs, vector_leg
 from brain_sql.querydoc import parse
 from brain_sql.vectors import quantize_int8
+from brain_sql.wording import shown
 
 from .conftest import without_rules, write
 
@@ -141,6 +142,29 @@ def test_a_file_back_dating_a_record_keeps_the_later_version(conn, tmp_path):
     assert brain_sql.ingest(conn, [path]).documents_unchanged == 1  # idempotent: nothing is added again
     found = conn.execute("select content, superseded_at from knowledge order by valid_from").fetchall()
     assert found == [("The hat costs 12 dollars.", "2024-06-01 00:00:00"), ("The hat costs 10 dollars.", None)]
+    assert brain_sql.check(conn) == {}
+
+
+def test_a_file_giving_one_earlier_version_twice_is_refused_by_file_and_line(conn, tmp_path):
+    """A back-dated record and a placed history version (`_document`, `_version_of`)
+    of the same valid_from in one file were two documents under one id (check:
+    incomplete_documents). The second is refused, named by the file being read."""
+    path = tmp_path / "prices.jsonl"
+    write(path, json.dumps({"_id": "h1", "text": "The hat costs 10 dollars.", "valid_from": "2024-06-01"}))
+    brain_sql.ingest(conn, [path])
+    record = f"{path}#h1"
+    back_dated = {"_id": "h1", "text": "The hat costs 12 dollars.", "valid_from": "2024-01-01"}
+    placed = {"_document": f"{record}@2024-01-01 00:00:00", "_version_of": record, "text": "The hat costs 11."}
+    write(path, json.dumps(back_dated) + "\n" + json.dumps(placed))
+    report = brain_sql.ingest(conn, [path])
+    assert [str(e) for e in report.errors] == [
+        f"{path}:2: it is the earlier version {shown(record + '@2024-01-01 00:00:00')} of {shown(record)} that an "
+        "earlier record also gives: give it once"
+    ]
+    assert conn.execute("select content from knowledge order by valid_from").fetchall() == [
+        ("The hat costs 12 dollars.",),
+        ("The hat costs 10 dollars.",),
+    ]
     assert brain_sql.check(conn) == {}
 
 
