@@ -393,14 +393,14 @@ class DocumentWriter:
             _marks(document.external_id, chunk.content, *_placement(document))
         )
 
-    def _flagged_marks(self, document_ids):
-        """The marks (_carries) of the flagged memories of `document_ids`, read before they are removed."""
-        rows = self.conn.execute(
-            "select external_id, content, scope, class from knowledge where flagged != 0 and version_of is null "
+    def _flagged(self, document_ids):
+        """(id, external_id, content, scope, class) of the flagged memories of
+        `document_ids`, read before they are removed."""
+        return self.conn.execute(
+            "select id, external_id, content, scope, class from knowledge where flagged != 0 and version_of is null "
             "and document_id in (select value from json_each(?))",
             [json.dumps(document_ids)],
-        )
-        return set().union(*(_marks(*row) for row in rows))
+        ).fetchall()
 
     def _carry_to_fresh(self, marks):
         """The marks of flagged memories just removed, kept for the rest of the run
@@ -420,6 +420,32 @@ class DocumentWriter:
             ):
                 if not marks.isdisjoint(_marks(*memory)):
                     ids.append(row_id)
+        self._flag_carried(ids)
+
+    def _carry_to_copies(self, removed):
+        """Flag the stored copies of the flagged records just `removed` (_flagged's
+        rows): a memory written after one of them with the same _id and text, in the
+        same scope and class (a move over two ingests, or one interrupted before its
+        prune). With the same _id alone it may be another file's row 1."""
+        first = {}  # (external_id, content, scope, class) -> the id of the first removed memory with them
+        for row_id, *memory in removed:
+            if memory[0] is not None:
+                first[tuple(memory)] = min(row_id, first.get(tuple(memory), row_id))
+        if not first:
+            return
+        ids = [
+            row_id
+            for row_id, *memory in self.conn.execute(
+                "select id, external_id, content, scope, class from knowledge where flagged = 0 "
+                "and version_of is null and external_id in (select value from json_each(?))",
+                [json.dumps(sorted({memory[0] for memory in first}))],
+            )
+            if row_id > first.get(tuple(memory), row_id)
+        ]
+        self._flag_carried(ids)
+
+    def _flag_carried(self, ids):
+        """Flag the memories `ids` as carrying a removed one's flag (_carry_to_fresh, _carry_to_copies)."""
         if ids:
             self.conn.execute(
                 "update knowledge set flagged = 1 where id in (select value from json_each(?))", [json.dumps(ids)]
@@ -515,14 +541,16 @@ class DocumentWriter:
     def remove(self, document_ids, deadline=None):
         """Delete these documents, each whole (remove_documents), counting their
         chunks, until `deadline` (time.perf_counter; None: all); returns the ids left."""
-        marks, left = set(), []
+        flagged, left = [], []
         for start in range(0, len(document_ids), REMOVE_AT_ONCE):
-            marks |= self._flagged_marks(document_ids[start : start + REMOVE_AT_ONCE])
+            flagged += self._flagged(document_ids[start : start + REMOVE_AT_ONCE])
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
             if deadline is not None and time.perf_counter() >= deadline:
                 left = document_ids[start + REMOVE_AT_ONCE :]
                 break
-        self._carry_to_fresh(marks)  # in the same transaction as the removals
+        # in the same transaction as the removals
+        self._carry_to_fresh(set().union(*(_marks(*memory) for _, *memory in flagged)))
+        self._carry_to_copies(flagged)
         return left
 
     def removable(self, where, params, keep=(), gone=False):

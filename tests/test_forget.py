@@ -503,3 +503,30 @@ def test_a_flagged_memory_moved_to_another_file_stays_flagged(conn, tmp_path, mo
         assert rows(conn, unflagged, [name]) == [(1, 0)], name
     hits = brain_sql.recall(conn, {"q": "vault code swordfish password", "cutoff": False})["hits"]
     assert not any("4711" in hit["content"] or "swordfish" in hit["content"] for hit in hits)
+
+
+def test_a_flagged_record_moved_over_two_ingests_is_flagged_when_its_original_goes(conn, tmp_path):
+    """A record moved to another file and ingested before its old file was pruned
+    (or by a watcher ingesting each file alone, or a run interrupted before its
+    prune) came back into recall unflagged for good. When the flagged original is
+    removed, a copy written after it with the same _id and text, in the same scope
+    and class, is flagged; another file's row with that _id and other text is not."""
+    vault = tmp_path / "vault"
+    write(vault / "a.jsonl", json.dumps({"_id": "r1", "text": "Secret plan alpha."}) + "\n")
+    write(vault / "rows.jsonl", json.dumps({"_id": "1", "text": "The vault code is 4711."}) + "\n")
+    brain_sql.ingest(conn, [vault])
+    flagged = [i for (i,) in conn.execute("select id from knowledge")]
+    assert brain_sql.flag(conn, flagged)["changed"] == flagged
+    (vault / "a.jsonl").rename(vault / "b.jsonl")
+    write(vault / "other" / "rows.jsonl", json.dumps({"_id": "1", "text": "Water the roses."}) + "\n")
+    brain_sql.ingest(conn, [vault])  # no --prune: the original stays, and the copy is another memory meanwhile
+    copy = "select flagged from knowledge where source_path like '%b.jsonl'"
+    assert rows(conn, copy) == [(0,)]
+    (vault / "rows.jsonl").unlink()
+    report = brain_sql.ingest(conn, [vault], prune=True)
+    assert report.chunks_removed == 2 and not report.errors
+    assert rows(conn, copy) == [(1,)]
+    assert rows(conn, "select flagged from knowledge where source_path like '%other/rows.jsonl'") == [(0,)]
+    hits = brain_sql.recall(conn, {"q": "secret plan alpha", "cutoff": False})["hits"]
+    assert not any("alpha" in hit["content"] for hit in hits)
+    assert brain_sql.check(conn) == {}
