@@ -75,6 +75,8 @@ class IngestReport:
     chunks_updated: int = 0
     chunks_unchanged: int = 0
     chunks_removed: int = 0
+    # chunks written or left flagged as moved copies of flagged memories this run removed
+    chunks_carried_flag: int = 0
     entities: int = 0
     relationships: int = 0
     errors: list[IngestError] = field(default_factory=list)
@@ -98,11 +100,14 @@ class IngestReport:
         }
 
     def summary(self) -> str:
-        """One line: files, documents, chunks, entities and relationships, what was skipped, the time."""
+        """One line: files, documents, chunks (and how many carried a removed memory's
+        flag), entities and relationships, what was skipped, the time."""
+        carried = self.chunks_carried_flag
+        moved = f", {carried:,} flagged as moved copies of flagged memories" if carried else ""
         return (
             f"{counted(self.files, 'file')}, {counted(self.documents, 'document')}: "
             f"{counted(self.chunks_added, 'chunk')} added, {self.chunks_updated:,} updated, "
-            f"{self.chunks_unchanged:,} unchanged, {self.chunks_removed:,} removed; "
+            f"{self.chunks_unchanged:,} unchanged, {self.chunks_removed:,} removed{moved}; "
             f"{counted(self.entities, 'entity', 'entities')}, {counted(self.relationships, 'relationship')} added; "
             f"{len(self.errors):,} skipped; {self.seconds:.1f}s"
         )

@@ -198,13 +198,25 @@ def _text_mark(text):
     return xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"))
 
 
-def _marks(external_id, content, scope, klass):
-    """A memory's marks for carrying a flag (_carries): its text, and its record's _id
-    when it has one, each in its scope and class."""
-    marks = {("text", _text_mark(content), scope, klass)}
+def _marks(external_id, content, scope, klass, session=None):
+    """A memory's marks for carrying a flag (_carries): its text (with the session
+    of a conversation turn: a "Yes." in another session is another turn), and its
+    record's _id when it has one, each in its scope and class."""
+    session = None if session is None else str(session).strip()
+    marks = {("text", _text_mark(content), scope, klass, session)}
     if external_id is not None:
         marks.add(("id", external_id, scope, klass))
     return marks
+
+
+def _document_marks(document, chunk):
+    """_marks of a chunk of `document`, as it will be stored."""
+    turn = conversation.turn_of(document)
+    return _marks(document.external_id, chunk.content, *_placement(document), turn and turn[1])
+
+
+# what _marks reads of a stored memory, after its id
+_MARKED = f"id, external_id, content, scope, class, {conversation.session_sql()}"
 
 
 def _placement(document):
@@ -389,15 +401,12 @@ class DocumentWriter:
         """Whether a chunk of a document new to the brain is to be written flagged: a
         flagged memory this run removed (a record moved to another file, a note
         renamed) held its record's _id, or its text, in the same scope and class."""
-        return bool(self.removed_marks) and not self.removed_marks.isdisjoint(
-            _marks(document.external_id, chunk.content, *_placement(document))
-        )
+        return bool(self.removed_marks) and not self.removed_marks.isdisjoint(_document_marks(document, chunk))
 
     def _flagged(self, document_ids):
-        """(id, external_id, content, scope, class) of the flagged memories of
-        `document_ids`, read before they are removed."""
+        """_MARKED of the flagged memories of `document_ids`, read before they are removed."""
         return self.conn.execute(
-            "select id, external_id, content, scope, class from knowledge where flagged != 0 and version_of is null "
+            f"select {_MARKED} from knowledge where flagged != 0 and version_of is null "
             "and document_id in (select value from json_each(?))",
             [json.dumps(document_ids)],
         ).fetchall()
@@ -414,8 +423,7 @@ class DocumentWriter:
         ids = []
         for first, last in zip(self.fresh.starts, self.fresh.ends):
             for row_id, *memory in self.conn.execute(
-                "select id, external_id, content, scope, class from knowledge where id between ? and ? "
-                "and flagged = 0 and version_of is null",
+                f"select {_MARKED} from knowledge where id between ? and ? and flagged = 0 and version_of is null",
                 (first, last),
             ):
                 if not marks.isdisjoint(_marks(*memory)):
@@ -425,9 +433,9 @@ class DocumentWriter:
     def _carry_to_copies(self, removed):
         """Flag the stored copies of the flagged records just `removed` (_flagged's
         rows): a memory written after one of them with the same _id and text, in the
-        same scope and class (a move over two ingests, or one interrupted before its
-        prune). With the same _id alone it may be another file's row 1."""
-        first = {}  # (external_id, content, scope, class) -> the id of the first removed memory with them
+        same scope and class (and session), a move over two ingests or one interrupted
+        before its prune. With the same _id alone it may be another file's row 1."""
+        first = {}  # (external_id, content, scope, class, session) -> the first removed memory's id with them
         for row_id, *memory in removed:
             if memory[0] is not None:
                 first[tuple(memory)] = min(row_id, first.get(tuple(memory), row_id))
@@ -436,8 +444,8 @@ class DocumentWriter:
         ids = [
             row_id
             for row_id, *memory in self.conn.execute(
-                "select id, external_id, content, scope, class from knowledge where flagged = 0 "
-                "and version_of is null and external_id in (select value from json_each(?))",
+                f"select {_MARKED} from knowledge where flagged = 0 and version_of is null "
+                "and external_id in (select value from json_each(?))",
                 [json.dumps(sorted({memory[0] for memory in first}))],
             )
             if row_id > first.get(tuple(memory), row_id)
@@ -451,6 +459,7 @@ class DocumentWriter:
                 "update knowledge set flagged = 1 where id in (select value from json_each(?))", [json.dumps(ids)]
             )
             self.carried += ids
+            self.report.chunks_carried_flag += len(ids)
             after_flagging(self.conn, ids)
 
     def batch_done(self, batch):
@@ -502,6 +511,7 @@ class DocumentWriter:
         ids = _new_ids(first, wanted, self.floor, self.given)  # never an id given before: none is reused
         self.given.update(ids)
         self.carried += [ids[position] for position in carried]
+        self.report.chunks_carried_flag += len(carried)
         self.fresh.update(ids[position] for position in fresh)
         self.left = max([first - 1, *ids])
         per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)

@@ -607,3 +607,28 @@ def test_a_flagged_turn_moved_to_another_transcript_stays_flagged_and_unquoted(c
     ) == [(1, 1)]
     assert "lighthouse" not in quotes(conn, "S1:3") + quotes(conn, "S1:4")
     assert brain_sql.check(conn) == {}
+
+
+def test_a_deleted_flagged_turn_hides_no_turn_of_another_session(conn, tmp_path):
+    """A flagged "Sure." deleted from its transcript, in the run that ingests a new
+    transcript of another session saying "Sure." too, wrote that other turn flagged
+    and left it unquoted. A turn's text carries a flag only within its session."""
+    lines = [
+        {"_id": "a1", "speaker": "Ann", "text": "Can you send the vault code?"},
+        {"_id": "a2", "speaker": "Bo", "text": "Sure."},
+        {"_id": "a3", "speaker": "Bo", "text": "It is 4711."},
+    ]
+    old = transcript(tmp_path, lines, session="s1")
+    brain_sql.ingest(conn, [tmp_path])
+    brain_sql.flag(conn, [i for (i,) in conn.execute("select id from knowledge where external_id = 'a2'")])
+    write(old, "\n".join(json.dumps({**t, "session_id": "s1"}) for t in lines[:1]) + "\n")
+    later = [
+        {"_id": "b1", "speaker": "Cy", "text": "Will you water the roses?"},
+        {"_id": "b2", "speaker": "Di", "text": "Sure."},
+        {"_id": "b3", "speaker": "Di", "text": "Every morning."},
+    ]
+    write(tmp_path / "later.jsonl", "\n".join(json.dumps({**t, "session_id": "s2"}) for t in later) + "\n")
+    brain_sql.ingest(conn, [tmp_path])
+    assert rows(conn, "select flagged from knowledge where external_id = 'b2'") == [(0,)]
+    assert "Di: Sure." in quotes(conn, "b3")
+    assert brain_sql.check(conn) == {}

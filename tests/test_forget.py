@@ -524,7 +524,8 @@ def test_a_flagged_record_moved_over_two_ingests_is_flagged_when_its_original_go
     assert rows(conn, copy) == [(0,)]
     (vault / "rows.jsonl").unlink()
     report = brain_sql.ingest(conn, [vault], prune=True)
-    assert report.chunks_removed == 2 and not report.errors
+    assert (report.chunks_removed, report.chunks_carried_flag, report.errors) == (2, 1, [])
+    assert "2 removed, 1 flagged as moved copies of flagged memories;" in report.summary()
     assert rows(conn, copy) == [(1,)]
     assert rows(conn, "select flagged from knowledge where source_path like '%other/rows.jsonl'") == [(0,)]
     hits = brain_sql.recall(conn, {"q": "secret plan alpha", "cutoff": False})["hits"]
