@@ -84,6 +84,11 @@ EXPORTS_AT_ONCE = 2
 # Chunking: sections longer than this are split at paragraph boundaries.
 CHUNK_MAX_CHARS = 2_000
 
+# Removing a flagged record flags a copy of it an earlier run wrote (same _id, scope
+# and class, written after it) only when their text, the same, is at least this long:
+# row 1 "Yes" of this year's survey is no copy of last year's.
+CARRIED_COPY_MIN_CHARS = 20
+
 # A conversation turn is searched with this many turns before it in its session,
 # its context weighed FTS_COLUMN_WEIGHTS[2] in BM25. Chosen on locomo-dev (full
 # pipeline Recall@10): 2 turns 0.778 (1: 0.752, 3: 0.775, 4: 0.764), weight 0.5

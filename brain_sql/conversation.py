@@ -116,9 +116,27 @@ def entry_of(document):
 
 
 def session_sql(row="knowledge"):
-    """SQL for the session a stored memory's metadata names (NULL for no turn)."""
-    keys = ", ".join(f"json_extract({row}.metadata, '$.{key}')" for key in SESSION_KEYS)
-    return f"(case when json_valid({row}.metadata) then coalesce({keys}) end)"
+    """SQL for the session a stored memory's metadata names, as turn_of reads it: the
+    first of its session keys that is a name, as text without the spaces around it
+    (a session given as 7 or " s1 " is "7" or "s1" on both sides). A memory naming
+    no speaker has one too, though it is no turn: _stored_turn tells."""
+    metadata = f"{row}.metadata"
+    return f"(case when json_valid({metadata}) then {_first_name_sql(metadata, SESSION_KEYS)} end)"
+
+
+# the characters str.strip() takes off, as SQL text for trim()
+_SPACES = "char(" + ", ".join(str(c) for c in range(0x110000) if chr(c).isspace()) + ")"
+
+
+def _first_name_sql(metadata, keys):
+    """SQL for the first of `keys` in `metadata` whose value is a name (_name): text or
+    a whole number, stripped, not empty."""
+    names = [
+        f"(case when json_type({metadata}, '$.{key}') in ('text', 'integer') "
+        f"then nullif(trim(json_extract({metadata}, '$.{key}'), {_SPACES}), '') end)"
+        for key in keys
+    ]
+    return f"coalesce({', '.join(names)})" if len(names) > 1 else names[0]
 
 
 @dataclass(frozen=True)
@@ -165,7 +183,9 @@ def stored_quotes(conn, document_ids, unless=None):
                 if (said := _stored_turn(meta)) is not None
             ]
         turns = sessions[where]
-        mine = next((said, first) for other, said, first in turns if other == document_id)
+        mine = next(((said, first) for other, said, first in turns if other == document_id), None)
+        if mine is None:  # its session as SQL reads it is not turn_of's (a name SQL trims otherwise): not quoted
+            continue
         others = [(other, first) for other, said, first in turns if other != document_id]
         if any(said == mine[0] for other, said, first in turns if other != document_id):
             others = sorted((first, other) for other, first in others if first > mine[1])[:CONVERSATION_CONTEXT_TURNS]
@@ -185,6 +205,12 @@ def _stored_documents(conn, where, params, last=None):
         + (" order by first desc limit ?" if last else ""),
         [*params, last] if last else params,
     ).fetchall()
+
+
+def stored_session(metadata):
+    """The session of a stored memory's metadata (JSON text) when it is a turn, else None."""
+    turn = _stored_turn(metadata)
+    return turn and turn[1]
 
 
 def _stored_turn(metadata):

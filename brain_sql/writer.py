@@ -16,7 +16,7 @@ from pathlib import Path
 import xxhash
 
 from . import conversation, mentions, validity
-from .config import MAX_ID, MAX_KEPT_ID
+from .config import CARRIED_COPY_MIN_CHARS, MAX_ID, MAX_KEPT_ID
 from .connection import max_variables
 from .errors import BrainError
 from .fields import entity_key
@@ -222,8 +222,14 @@ def _document_marks(document, chunk):
     return _marks(document.external_id, chunk.content, *_placement(document), turn and turn[1])
 
 
-# what _marks reads of a stored memory, after its id
-_MARKED = f"id, external_id, content, scope, class, {conversation.session_sql()}"
+# what _marks reads of a stored memory, after its id (its metadata for its session: _marked)
+_MARKED = "id, external_id, content, scope, class, metadata"
+
+
+def _marked(rows):
+    """(id, external_id, content, scope, class, session) of _MARKED rows: the
+    session of a turn, as turn_of reads it, else None."""
+    return [(*row[:-1], conversation.stored_session(row[-1])) for row in rows]
 
 
 def _placement(document):
@@ -411,12 +417,14 @@ class DocumentWriter:
         return bool(self.removed_marks) and not self.removed_marks.isdisjoint(_document_marks(document, chunk))
 
     def _flagged(self, document_ids):
-        """_MARKED of the flagged memories of `document_ids`, read before they are removed."""
-        return self.conn.execute(
-            f"select {_MARKED} from knowledge where flagged != 0 and version_of is null "
-            "and document_id in (select value from json_each(?))",
-            [json.dumps(document_ids)],
-        ).fetchall()
+        """_marked rows of the flagged memories of `document_ids`, read before they are removed."""
+        return _marked(
+            self.conn.execute(
+                f"select {_MARKED} from knowledge where flagged != 0 and version_of is null "
+                "and document_id in (select value from json_each(?))",
+                [json.dumps(document_ids)],
+            )
+        )
 
     def _carry_to_fresh(self, marks):
         """The marks of flagged memories just removed, kept for the rest of the run
@@ -429,9 +437,11 @@ class DocumentWriter:
         self.removed_marks |= marks
         ids = []
         for first, last in zip(self.fresh.starts, self.fresh.ends):
-            for row_id, *memory in self.conn.execute(
-                f"select {_MARKED} from knowledge where id between ? and ? and flagged = 0 and version_of is null",
-                (first, last),
+            for row_id, *memory in _marked(
+                self.conn.execute(
+                    f"select {_MARKED} from knowledge where id between ? and ? and flagged = 0 and version_of is null",
+                    (first, last),
+                )
             ):
                 if not marks.isdisjoint(_marks(*memory)):
                     ids.append(row_id)
@@ -441,19 +451,22 @@ class DocumentWriter:
         """Flag the stored copies of the flagged records just `removed` (_flagged's
         rows): a memory written after one of them with the same _id and text, in the
         same scope and class (and session), a move over two ingests or one interrupted
-        before its prune. With the same _id alone it may be another file's row 1."""
+        before its prune. With the same _id alone it may be another file's row 1, and
+        with a short text too (CARRIED_COPY_MIN_CHARS)."""
         first = {}  # (external_id, content, scope, class, session) -> the first removed memory's id with them
         for row_id, *memory in removed:
-            if memory[0] is not None:
+            if memory[0] is not None and len(memory[1].strip()) >= CARRIED_COPY_MIN_CHARS:
                 first[tuple(memory)] = min(row_id, first.get(tuple(memory), row_id))
         if not first:
             return
         ids = [
             row_id
-            for row_id, *memory in self.conn.execute(
-                f"select {_MARKED} from knowledge where flagged = 0 and version_of is null "
-                "and external_id in (select value from json_each(?))",
-                [json.dumps(sorted({memory[0] for memory in first}))],
+            for row_id, *memory in _marked(
+                self.conn.execute(
+                    f"select {_MARKED} from knowledge where flagged = 0 and version_of is null "
+                    "and external_id in (select value from json_each(?))",
+                    [json.dumps(sorted({memory[0] for memory in first}))],
+                )
             )
             if row_id > first.get(tuple(memory), row_id)
         ]

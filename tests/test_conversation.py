@@ -632,3 +632,47 @@ def test_a_deleted_flagged_turn_hides_no_turn_of_another_session(conn, tmp_path)
     assert rows(conn, "select flagged from knowledge where external_id = 'b2'") == [(0,)]
     assert "Di: Sure." in quotes(conn, "b3")
     assert brain_sql.check(conn) == {}
+
+
+@pytest.mark.parametrize("session", [7, " s1 ", "", None])
+def test_a_session_given_as_a_number_or_with_spaces_is_one_session_everywhere(conn, tmp_path, session):
+    """A turn's session 7 or " s1 " was "7" or "s1" to the turns ingested and 7 or
+    " s1 " to SQL: flagging, forgetting or pruning such a turn raised StopIteration
+    (a whole ingest stopped), and so did a turn whose session_id is "" beside a
+    thread_id. The session is read alike on both sides now."""
+    keys = {"session_id": session, "thread_id": "t9"} if session in ("", None) else {"session_id": session}
+    keys = {k: v for k, v in keys.items() if v is not None}
+    lines = [
+        {"_id": "a1", "speaker": "Ann", "text": "Did the lighthouse tour happen?"},
+        {"_id": "a2", "speaker": "Bo", "text": "Yes, we saw the grey seals."},
+        {"_id": "a3", "speaker": "Bo", "text": "The kids loved it."},
+    ]
+    path = write(tmp_path / "chat.jsonl", "\n".join(json.dumps({**t, **keys}) for t in lines) + "\n")
+    write(tmp_path / "keep.md", "# Keep\n\nA note that stays.\n")
+    brain_sql.ingest(conn, [tmp_path])
+    assert "Bo: Yes, we saw the grey seals." in quotes(conn, "a3")
+    (turn,) = [i for (i,) in conn.execute("select id from knowledge where external_id = 'a2'")]
+    assert brain_sql.flag(conn, [turn])["changed"] == [turn]
+    assert "seals" not in quotes(conn, "a3") and brain_sql.check(conn) == {}
+    path.rename(tmp_path / "renamed.jsonl")
+    report = brain_sql.ingest(conn, [tmp_path], prune=True)
+    assert not report.errors and rows(conn, "select flagged from knowledge where external_id = 'a2'") == [(1,)]
+    brain_sql.forget(conn, external_ids=["a2"])
+    assert "seals" not in quotes(conn, "a3") and brain_sql.check(conn) == {}
+
+
+def test_a_flagged_record_naming_a_thread_but_no_speaker_keeps_its_flag_when_moved(conn, tmp_path):
+    """A record with a thread_id and no speaker is no turn: its text carries its flag
+    to a copy in another file whatever the thread. It lost it when the copy came
+    after the removal: the session was read for the removed memory, not for its copy."""
+    record, other = {"text": "Ship the release on Friday.", "thread_id": "t9"}, {"text": "Stays here."}
+    write(tmp_path / "a.jsonl", json.dumps(record) + "\n" + json.dumps(other) + "\n")
+    brain_sql.ingest(conn, [tmp_path])
+    brain_sql.flag(conn, [i for (i,) in conn.execute("select id from knowledge where content like 'Ship%'")])
+    write(tmp_path / "a.jsonl", json.dumps(other) + "\n")  # read first: removed before its copy is written
+    write(tmp_path / "b.jsonl", json.dumps(record) + "\n")
+    report = brain_sql.ingest(conn, [tmp_path])
+    assert report.chunks_carried_flag == 1
+    assert rows(conn, "select source_path like '%b.jsonl', flagged from knowledge where content like 'Ship%'") == [
+        (1, 1)
+    ]

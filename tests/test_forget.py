@@ -510,24 +510,29 @@ def test_a_flagged_record_moved_over_two_ingests_is_flagged_when_its_original_go
     (or by a watcher ingesting each file alone, or a run interrupted before its
     prune) came back into recall unflagged for good. When the flagged original is
     removed, a copy written after it with the same _id and text, in the same scope
-    and class, is flagged; another file's row with that _id and other text is not."""
+    and class, is flagged; another file's row with that _id and other text is not,
+    nor one whose text, the same, is too short to tell a copy ("Yes")."""
     vault = tmp_path / "vault"
-    write(vault / "a.jsonl", json.dumps({"_id": "r1", "text": "Secret plan alpha."}) + "\n")
+    write(vault / "a.jsonl", json.dumps({"_id": "r1", "text": "Secret plan alpha: launch at dawn."}) + "\n")
     write(vault / "rows.jsonl", json.dumps({"_id": "1", "text": "The vault code is 4711."}) + "\n")
+    write(vault / "survey-2023.jsonl", json.dumps({"_id": "7", "text": "Yes"}) + "\n")
     brain_sql.ingest(conn, [vault])
     flagged = [i for (i,) in conn.execute("select id from knowledge")]
     assert brain_sql.flag(conn, flagged)["changed"] == flagged
     (vault / "a.jsonl").rename(vault / "b.jsonl")
     write(vault / "other" / "rows.jsonl", json.dumps({"_id": "1", "text": "Water the roses."}) + "\n")
+    write(vault / "survey-2024.jsonl", json.dumps({"_id": "7", "text": "Yes"}) + "\n")  # too short to be a copy
     brain_sql.ingest(conn, [vault])  # no --prune: the original stays, and the copy is another memory meanwhile
     copy = "select flagged from knowledge where source_path like '%b.jsonl'"
     assert rows(conn, copy) == [(0,)]
     (vault / "rows.jsonl").unlink()
+    (vault / "survey-2023.jsonl").unlink()
     report = brain_sql.ingest(conn, [vault], prune=True)
-    assert (report.chunks_removed, report.chunks_carried_flag, report.errors) == (2, 1, [])
-    assert "2 removed, 1 flagged as moved copies of flagged memories;" in report.summary()
+    assert (report.chunks_removed, report.chunks_carried_flag, report.errors) == (3, 1, [])
+    assert "3 removed, 1 flagged as moved copies of flagged memories;" in report.summary()
     assert rows(conn, copy) == [(1,)]
-    assert rows(conn, "select flagged from knowledge where source_path like '%other/rows.jsonl'") == [(0,)]
+    for other in ("%other/rows.jsonl", "%survey-2024.jsonl"):
+        assert rows(conn, "select flagged from knowledge where source_path like ?", [other]) == [(0,)], other
     hits = brain_sql.recall(conn, {"q": "secret plan alpha", "cutoff": False})["hits"]
     assert not any("alpha" in hit["content"] for hit in hits)
     assert brain_sql.check(conn) == {}
