@@ -300,7 +300,6 @@ def ingest(
             with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
                 # what each root held before this run: new files never make a prune of all of that look partial
                 roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
-                pipeline.leaving = partial(_leaving, list(roots), spared)
                 refused = _ingest_files(pipeline, files, defaults, roots, prune_all, spared)
         except BrainBusy as ex:
             raise BrainBusy(
@@ -759,16 +758,6 @@ def _emptied_folder(folder, root, live, remaining, there=may_exist):
     return folder, "nothing" if empty else "new"
 
 
-def _leaving(roots, spared, path):
-    """Whether the file at `path` is gone, under one of the `roots` this run prunes
-    and in none of the folders `spared` keeps."""
-    return (
-        not os.path.lexists(path)
-        and any(_holds(root, True, path) for root in roots)
-        and not any(_holds(folder, whole, path) for folder, whole in spared)
-    )
-
-
 def _holds(folder, whole, path):
     """Whether `path` is a file in `folder`, or under it when `whole`."""
     return os.path.dirname(path) == folder or whole and path.startswith(folder + os.sep)
@@ -1003,7 +992,6 @@ class _Pipeline:
         self.progress = progress  # progress(characters, documents done), as ingest() says
         self.done = 0  # documents whose batch is written
         self.turns = Turns(conn)
-        self.leaving = None  # leaving(path): whether the file at `path` is gone and this run prunes it
         self.writer = DocumentWriter(conn, model_id, report)
         if all_or_none:
             self.writer.mentioned = {"chunk": [], "entity": []}
@@ -1316,7 +1304,7 @@ class _Pipeline:
         self._same_model()
         for document in batch:
             validity.place_earlier(self.conn, document)  # an earlier version is history, never over a later one
-        refused = claimed(self.conn, batch, self.leaving)  # {position: why}, refused by name as it comes
+        refused = claimed(self.conn, batch)  # {position: why}, refused by name as it comes
         stored = self.writer.stored_hashes(batch)
         for document_id in validity.regrouped(self.conn, batch):  # a new _version_of: written though unchanged
             stored[document_id] = None

@@ -159,15 +159,13 @@ def chunk_text(document, chunk):
     return embedded_text(document.title, chunk.heading_path, chunk.content, chunk.context)
 
 
-def claimed(conn, documents, leaving=None):
+def claimed(conn, documents):
     """{position in `documents`: why it is refused} for each document read from a
     file (not placed by its record) whose id another file's memory holds, stored or
     earlier in `documents` (a '#' in a file's name or in an _id can make one id of
     two: `a.jsonl#x.md` is a note's and a.jsonl's record x.md's), or an earlier
     version kept as history (`X@2024-01-01 00:00:00`): written, it would take that
-    memory's place, and the next ingest of the other file take it back. Unless
-    `leaving(path)` says that file is gone and this run prunes it: then the memory
-    moves to the document in its place, as a note edited in place would."""
+    memory's place, and the next ingest of the other file take it back."""
     given = [(i, d) for i, d in enumerate(documents) if not d.placed and not d.version_of]
     if not given:
         return {}
@@ -187,12 +185,7 @@ def claimed(conn, documents, leaving=None):
                 f"its id {shown(document.document_id)} is that of an earlier version of {shown(version_of)} "
                 "kept as history: give the record another _id"
             )
-        elif (
-            path is not None
-            and document.source_path is not None
-            and path != document.source_path
-            and not (leaving and leaving(path))
-        ):
+        elif path is not None and document.source_path is not None and path != document.source_path:
             refused[position] = (
                 f"its id {shown(document.document_id)} is that of a memory of {shown(path)} (a '#' in a file's "
                 "name or in an _id made one id of two): rename the file or give the record another _id"

@@ -15,7 +15,7 @@ import brain_sql
 from brain_sql.connection import sqlite3
 from brain_sql.wording import shown
 
-from .conftest import VAULT, rows, write
+from .conftest import VAULT, rows
 
 
 def test_the_report_counts_what_was_stored(tmp_path):
@@ -517,33 +517,6 @@ def test_a_document_id_another_files_memory_or_a_history_version_holds_is_refuse
     report, _ = brain_sql.remember(conn, [{"text": "fine"}, {"_id": "B@2024-01-01 00:00:00", "text": "other"}])
     assert [str(e).split(": ")[1] for e in report.errors] == ["record 2"]
     assert rows(conn, "select count(*) from knowledge") == [(5,)]  # remember is all or none
-
-
-def test_a_document_id_held_by_a_file_this_run_prunes_moves_to_the_new_document(tmp_path):
-    """The note `r.jsonl#X.md` deleted while r.jsonl gains record `X.md`, one id: with
-    --prune the record was refused naming a memory that run pruned, then went in
-    on the next run with the note's flag lost. The memory moves to the record now,
-    flag and all; without --prune the note's memory stays and the record is refused."""
-    folder = tmp_path / "p"
-    note = folder / "r.jsonl#X.md"
-    write(note, "# N\n\nFlagged text here.\n")
-    write(folder / "k.md", "keep\n")
-    conn = brain_sql.connect(tmp_path / "brain.db")
-    brain_sql.ingest(conn, [folder])
-    brain_sql.flag(conn, [i for (i,) in conn.execute("select id from knowledge where content like '%Flagged%'")])
-    note.unlink()
-    write(folder / "r.jsonl", json.dumps({"_id": "X.md", "text": "# N\n\nFlagged text here."}) + "\n")
-    kept = brain_sql.ingest(conn, [folder])  # no --prune: the note's memory stays, the record is refused
-    assert [e.message.split(" (")[0] for e in kept.errors] == [
-        f"its id {shown(str(note))} is that of a memory of {shown(str(note))}"
-    ]
-    report = brain_sql.ingest(conn, [folder], prune=True)
-    assert not report.errors and report.documents_updated == 1
-    assert rows(conn, "select source_path, flagged from knowledge where content like '%Flagged%'") == [
-        (str(folder / "r.jsonl"), 1)
-    ]
-    assert brain_sql.ingest(conn, [folder], prune=True).documents_unchanged == 2
-    assert brain_sql.check(conn) == {}
 
 
 def test_edges_no_document_states_outlive_their_memorys_rewrite(tmp_path):
