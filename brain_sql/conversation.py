@@ -128,14 +128,23 @@ def session_sql(row="knowledge"):
 _SPACES = "char(" + ", ".join(str(c) for c in range(0x110000) if chr(c).isspace()) + ")"
 
 
+def speaker_sql(row="knowledge"):
+    """SQL for the speaker a stored memory's metadata names, as turn_of reads it (NULL for none)."""
+    metadata = f"{row}.metadata"
+    return f"(case when json_valid({metadata}) then {_first_name_sql(metadata, SPEAKER_KEYS)} end)"
+
+
 def _first_name_sql(metadata, keys):
     """SQL for the first of `keys` in `metadata` whose value is a name (_name): text or
-    a whole number, stripped, not empty."""
-    names = [
-        f"(case when json_type({metadata}, '$.{key}') in ('text', 'integer') "
-        f"then nullif(trim(json_extract({metadata}, '$.{key}'), {_SPACES}), '') end)"
-        for key in keys
-    ]
+    a whole number (written as JSON writes it, past 64 bits too), stripped, not empty."""
+    names = []
+    for key in keys:
+        value = f"json_extract({metadata}, '$.{key}')"
+        names.append(
+            f"(case json_type({metadata}, '$.{key}') when 'text' then nullif(trim({value}, {_SPACES}), '') "
+            f"when 'integer' then (case when typeof({value}) = 'integer' then cast({value} as text) "
+            f"else {metadata} -> '$.{key}' end) end)"
+        )
     return f"coalesce({', '.join(names)})" if len(names) > 1 else names[0]
 
 
@@ -480,7 +489,8 @@ def stored_turns(conn, session, scope, before_ids=()):
     in `before_ids` (being written again) are left out."""
     rows = _stored_documents(
         conn,
-        f"{session_sql()} = ? and scope = ? and coalesce(external_id, '') not in (select value from json_each(?))",
+        f"{session_sql()} = ? and scope = ? and {speaker_sql()} is not null "
+        "and coalesce(external_id, '') not in (select value from json_each(?))",
         [session, scope, json.dumps([str(i) for i in before_ids])],
         last=CONVERSATION_CONTEXT_TURNS,
     )

@@ -445,10 +445,16 @@ class DocumentWriter:
         rows): a memory written after one of them with the same _id and text, in the
         same scope and class (and session), a move over two ingests or one interrupted
         before its prune. With the same _id alone it may be another file's row 1, and
-        with a short text too (CARRIED_COPY_MIN_CHARS)."""
+        with a short text too: the record's, all its chunks, is CARRIED_COPY_MIN_CHARS long
+        at least."""
+        record = {}  # (external_id, scope, class) -> the length of its removed flagged text, all chunks
+        for _, external_id, content, scope, klass, _ in removed:
+            if external_id is not None:
+                key = (external_id, scope, klass)
+                record[key] = record.get(key, 0) + len(content.strip())
         first = {}  # (external_id, content, scope, class, session) -> the first removed memory's id with them
         for row_id, *memory in removed:
-            if memory[0] is not None and len(memory[1].strip()) >= CARRIED_COPY_MIN_CHARS:
+            if record.get((memory[0], *memory[2:4]), 0) >= CARRIED_COPY_MIN_CHARS:
                 first[tuple(memory)] = min(row_id, first.get(tuple(memory), row_id))
         if not first:
             return

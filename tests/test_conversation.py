@@ -634,12 +634,13 @@ def test_a_deleted_flagged_turn_hides_no_turn_of_another_session(conn, tmp_path)
     assert brain_sql.check(conn) == {}
 
 
-@pytest.mark.parametrize("session", [7, " s1 ", "", None])
+@pytest.mark.parametrize("session", [7, " s1 ", "", None, 12345678901234567890])
 def test_a_session_given_as_a_number_or_with_spaces_is_one_session_everywhere(conn, tmp_path, session):
     """A turn's session 7 or " s1 " was "7" or "s1" to the turns ingested and 7 or
     " s1 " to SQL: flagging, forgetting or pruning such a turn raised StopIteration
     (a whole ingest stopped), and so did a turn whose session_id is "" beside a
-    thread_id. The session is read alike on both sides now."""
+    thread_id; a number past 64 bits was 1.2e19 to SQL, and its flagged turn stayed
+    quoted. The session is read alike on both sides now."""
     keys = {"session_id": session, "thread_id": "t9"} if session in ("", None) else {"session_id": session}
     keys = {k: v for k, v in keys.items() if v is not None}
     lines = [
@@ -676,3 +677,19 @@ def test_a_flagged_record_naming_a_thread_but_no_speaker_keeps_its_flag_when_mov
     assert rows(conn, "select source_path like '%b.jsonl', flagged from knowledge where content like 'Ship%'") == [
         (1, 1)
     ]
+
+
+def test_records_naming_a_session_but_no_speaker_take_no_place_in_a_turns_context(conn):
+    """Turns remembered one at a time are quoted from the stored turns before them:
+    the last CONVERSATION_CONTEXT_TURNS were taken before leaving out the records
+    that name the session but no speaker (no turns), so those pushed the turns out."""
+    said = [
+        {"_id": "b1", "speaker": "Ann", "text": "We adopted a cat named Pixel."},
+        {"_id": "n1", "text": "System note: transcript paused."},
+        {"_id": "n2", "text": "System note: transcript resumed."},
+        {"_id": "b2", "speaker": "Bo", "text": "What colour is it?"},
+    ]
+    for record in said:
+        assert not brain_sql.remember(conn, [{**record, "session_id": "s"}])[0].errors
+    assert "Ann: We adopted a cat named Pixel." in quotes(conn, "b2")
+    assert brain_sql.check(conn) == {}

@@ -516,10 +516,14 @@ def test_a_flagged_record_moved_over_two_ingests_is_flagged_when_its_original_go
     write(vault / "a.jsonl", json.dumps({"_id": "r1", "text": "Secret plan alpha: launch at dawn."}) + "\n")
     write(vault / "rows.jsonl", json.dumps({"_id": "1", "text": "The vault code is 4711."}) + "\n")
     write(vault / "survey-2023.jsonl", json.dumps({"_id": "7", "text": "Yes"}) + "\n")
+    # a record of four chunks, the last a short one: it carries the record's flag as the others do
+    long = "\n\n".join([(f"Paragraph {i} " + "word " * 400)[:1998] for i in range(3)] + ["Ok."])
+    write(vault / "long.jsonl", json.dumps({"_id": "R1", "text": long}) + "\n")
     brain_sql.ingest(conn, [vault])
     flagged = [i for (i,) in conn.execute("select id from knowledge")]
     assert brain_sql.flag(conn, flagged)["changed"] == flagged
     (vault / "a.jsonl").rename(vault / "b.jsonl")
+    (vault / "long.jsonl").rename(vault / "long-copy.jsonl")
     write(vault / "other" / "rows.jsonl", json.dumps({"_id": "1", "text": "Water the roses."}) + "\n")
     write(vault / "survey-2024.jsonl", json.dumps({"_id": "7", "text": "Yes"}) + "\n")  # too short to be a copy
     brain_sql.ingest(conn, [vault])  # no --prune: the original stays, and the copy is another memory meanwhile
@@ -528,9 +532,15 @@ def test_a_flagged_record_moved_over_two_ingests_is_flagged_when_its_original_go
     (vault / "rows.jsonl").unlink()
     (vault / "survey-2023.jsonl").unlink()
     report = brain_sql.ingest(conn, [vault], prune=True)
-    assert (report.chunks_removed, report.chunks_carried_flag, report.errors) == (3, 1, [])
-    assert "3 removed, 1 flagged as moved copies of flagged memories;" in report.summary()
+    assert (report.chunks_removed, report.chunks_carried_flag, report.errors) == (7, 5, [])
+    assert "7 removed, 5 flagged as moved copies of flagged memories;" in report.summary()
     assert rows(conn, copy) == [(1,)]
+    assert rows(conn, "select chunk_index, flagged from knowledge where external_id = 'R1'") == [
+        (0, 1),
+        (1, 1),
+        (2, 1),
+        (3, 1),
+    ]
     for other in ("%other/rows.jsonl", "%survey-2024.jsonl"):
         assert rows(conn, "select flagged from knowledge where source_path like ?", [other]) == [(0,)], other
     hits = brain_sql.recall(conn, {"q": "secret plan alpha", "cutoff": False})["hits"]
