@@ -535,7 +535,7 @@ def _remembered(
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
     documents, document_ids = [], []
-    seen: dict[str, str] = {}  # document id -> its content's hash
+    seen: dict[object, str] = {}  # document id (or ("placed", id): _accept) -> its content's hash
     extractors = collect("brain_entity_extractors")
     rewritten = [r.get(k) for r in records if isinstance(r, dict) for k in ID_KEYS if r.get(k) not in (None, "")]
     sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten), partial(flagged, conn))
@@ -882,11 +882,14 @@ def _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supers
         digest = _document_hash(item, model_id)
     except Exception as ex:  # a malformed document never stops the others
         return IngestError(item.source_path, item.line, f"cannot be read: {ex}")
-    place = validity.place_of(supersedes.conn, item)  # as an earlier version: one document an id
-    if item.document_id in seen or (place and place[0] in seen):
+    # as an earlier version, one document an id: where its valid_from places it (seen as ("placed", id)), or
+    # the id its _version_of gives
+    place = validity.place_of(supersedes.conn, item)
+    twice = place is not None and (("placed", place[0]) in seen or (not item.version_of and place[0] in seen))
+    if item.document_id in seen or twice:
         if seen.get(item.document_id) == digest:
             return None
-        if place:
+        if twice:
             why = validity.taken_twice(place)
         else:
             why = (
@@ -897,8 +900,8 @@ def _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supers
     if cycle is not None:
         return IngestError(item.source_path, item.line, cycle)
     seen[item.document_id] = digest
-    if place:
-        seen[place[0]] = digest
+    if place and not item.version_of:
+        seen[("placed", place[0])] = digest
     item.digest = digest
     return item
 

@@ -9,6 +9,7 @@ and entity is queued for mention matching in the same transaction.
 import bisect
 import functools
 import json
+import math
 import re
 import time
 from pathlib import Path
@@ -225,6 +226,34 @@ def _marked(rows):
     return [(*row[:-1], conversation.stored_session(row[-1])) for row in rows]
 
 
+def _documents_marked(conn, where, params):
+    """(document id, flagged, id, external_id, content, scope, class, session) of
+    the current memories `where` selects, each document's in chunk order."""
+    rows = conn.execute(
+        f"select document_id, flagged, {_MARKED} from knowledge where version_of is null and {where} "
+        "order by document_id, chunk_index",
+        params,
+    ).fetchall()
+    return [
+        (document_id, flagged, *marked)
+        for (document_id, flagged, *_), marked in zip(rows, _marked(r[2:] for r in rows))
+    ]
+
+
+def _by_document(rows):
+    """{document id: its _documents_marked rows}."""
+    documents = {}
+    for row in rows:
+        documents.setdefault(row[0], []).append(row)
+    return documents
+
+
+def _copy_key(chunks):
+    """What a document's copy has the same of: its _id, and its chunks' texts, scope,
+    class and session in order."""
+    return chunks[0][3], tuple(tuple(row[4:]) for row in chunks)
+
+
 def _placement(document):
     """(scope, class) a document's memories are stored with."""
     return document.fields.get("scope") or "/", document.fields.get("class") or "memory"
@@ -345,9 +374,7 @@ class DocumentWriter:
             conn.execute("delete from relationships where document_id = ?", (document.document_id,))
             # a document someone flagged stays flagged where it is rewritten: an edit
             # never brings flagged text back into recall unreviewed
-            flagged = conn.execute(
-                "select coalesce(max(flagged), 0) from knowledge where document_id = ?", (document.document_id,)
-            ).fetchone()[0]
+            flagged = self._uncarried(document.document_id)
         unstated = self._unstated_edges(plan["removed"])
         if plan["removed"]:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
@@ -410,13 +437,13 @@ class DocumentWriter:
         return bool(self.removed_marks) and not self.removed_marks.isdisjoint(_document_marks(document, chunk))
 
     def _flagged(self, document_ids):
-        """_marked rows of the flagged memories of `document_ids`, read before they are removed."""
-        return _marked(
-            self.conn.execute(
-                f"select {_MARKED} from knowledge where flagged != 0 and version_of is null "
-                "and document_id in (select value from json_each(?))",
-                [json.dumps(document_ids)],
-            )
+        """(document id, flagged, *_marked row) of each memory of those `document_ids`
+        that hold a flagged one, read before they are removed."""
+        return _documents_marked(
+            self.conn,
+            "document_id in (select distinct document_id from knowledge where flagged != 0 "
+            "and document_id in (select value from json_each(?)))",
+            [json.dumps(document_ids)],
         )
 
     def _carry_to_fresh(self, marks):
@@ -440,35 +467,49 @@ class DocumentWriter:
                     ids.append(row_id)
         self._flag_carried(ids)
 
+    def _uncarried(self, document_id):
+        """Whether stored document `document_id`, about to be rewritten, is flagged; a
+        flag this run carried to it as a copy of a removed memory (_carry_to_copies)
+        is taken off first: edited in the same run, it is a copy no more."""
+        flags = self.conn.execute("select id, flagged from knowledge where document_id = ?", (document_id,)).fetchall()
+        carried = set(self.carried) & {row_id for row_id, flag in flags if flag} if self.carried else set()
+        if carried:
+            self.conn.execute(
+                "update knowledge set flagged = 0 where id in (select value from json_each(?))",
+                [json.dumps(sorted(carried))],
+            )
+            self.carried = [row_id for row_id in self.carried if row_id not in carried]
+            self.report.chunks_carried_flag -= len(carried)
+        return max((flag for row_id, flag in flags if row_id not in carried), default=0)
+
     def _carry_to_copies(self, removed):
         """Flag the stored copies of the flagged records just `removed` (_flagged's
-        rows): a memory written after one of them with the same _id and text, in the
-        same scope and class (and session), a move over two ingests or one interrupted
-        before its prune. With the same _id alone it may be another file's row 1, and
-        with a short text too: the record's, all its chunks, is CARRIED_COPY_MIN_CHARS long
-        at least."""
-        record = {}  # (external_id, scope, class) -> the length of its removed flagged text, all chunks
-        for _, external_id, content, scope, klass, _ in removed:
-            if external_id is not None:
-                key = (external_id, scope, klass)
-                record[key] = record.get(key, 0) + len(content.strip())
-        first = {}  # (external_id, content, scope, class, session) -> the first removed memory's id with them
-        for row_id, *memory in removed:
-            if record.get((memory[0], *memory[2:4]), 0) >= CARRIED_COPY_MIN_CHARS:
-                first[tuple(memory)] = min(row_id, first.get(tuple(memory), row_id))
-        if not first:
-            return
-        ids = [
-            row_id
-            for row_id, *memory in _marked(
-                self.conn.execute(
-                    f"select {_MARKED} from knowledge where flagged = 0 and version_of is null "
-                    "and external_id in (select value from json_each(?))",
-                    [json.dumps(sorted({memory[0] for memory in first}))],
+        rows): a document written after one of them with its _id and the same chunks
+        (texts, scope, class and session), a move over two ingests or one interrupted
+        before its prune; its chunks whose text is flagged in the removed one are
+        flagged. With the same _id alone it may be another file's row 1, an edited
+        copy is another memory, and a short record ("Yes") may be another's too: the
+        removed one's text, all its chunks, is CARRIED_COPY_MIN_CHARS long at least."""
+        originals = {}  # (external_id, its chunks) -> (its first memory's id, the texts flagged in it)
+        for chunks in _by_document(removed).values():
+            if chunks[0][3] is not None and sum(len(row[4].strip()) for row in chunks) >= CARRIED_COPY_MIN_CHARS:
+                first, texts = originals.get(_copy_key(chunks), (math.inf, set()))
+                originals[_copy_key(chunks)] = (
+                    min(first, *(r[2] for r in chunks)),
+                    texts | {r[4] for r in chunks if r[1]},
                 )
-            )
-            if row_id > first.get(tuple(memory), row_id)
-        ]
+        if not originals:
+            return
+        stored = _documents_marked(
+            self.conn,
+            "external_id in (select value from json_each(?))",
+            [json.dumps(sorted({key[0] for key in originals}))],
+        )
+        ids = []
+        for chunks in _by_document(stored).values():
+            first, texts = originals.get(_copy_key(chunks), (math.inf, ()))
+            if min(row[2] for row in chunks) > first:
+                ids += [row[2] for row in chunks if not row[1] and row[4] in texts]
         self._flag_carried(ids)
 
     def _flag_carried(self, ids):
@@ -578,7 +619,7 @@ class DocumentWriter:
                 left = document_ids[start + REMOVE_AT_ONCE :]
                 break
         # in the same transaction as the removals
-        self._carry_to_fresh(set().union(*(_marks(*memory) for _, *memory in flagged)))
+        self._carry_to_fresh(set().union(*(_marks(*memory) for _, flag, _, *memory in flagged if flag)))
         self._carry_to_copies(flagged)
         return left
 

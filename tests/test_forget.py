@@ -546,3 +546,42 @@ def test_a_flagged_record_moved_over_two_ingests_is_flagged_when_its_original_go
     hits = brain_sql.recall(conn, {"q": "secret plan alpha", "cutoff": False})["hits"]
     assert not any("alpha" in hit["content"] for hit in hits)
     assert brain_sql.check(conn) == {}
+
+
+def test_only_a_whole_unedited_copy_carries_a_removed_records_flag(conn, tmp_path):
+    """A stored copy carries a removed flagged record's flag only when it is the same
+    document (its _id, every chunk's text), and not edited in the same run: an edited
+    copy was flagged on its unchanged chunks, or whole when edited in the removing run;
+    another file's "Ok." took the flag of a long record ending in "Ok."; and two short
+    removed records added up to a long one."""
+    vault = tmp_path / "vault"
+    paragraphs = [(f"Paragraph {i} " + "word " * 400)[:1998] for i in range(3)]
+    records = {
+        "long.jsonl": {"_id": "R1", "text": "\n\n".join(paragraphs + ["Ok."])},
+        "edited-later.jsonl": {"_id": "R2", "text": "The quarterly budget review moved to Friday."},
+        "y1.jsonl": {"_id": "1", "text": "Yes, I agree."},
+        "y2.jsonl": {"_id": "1", "text": "Yes, I agree."},
+    }
+    for name, record in records.items():
+        write(vault / name, json.dumps(record) + "\n")
+    write(vault / "keep.md", "# Keep\n\nA note that stays.\n")
+    brain_sql.ingest(conn, [vault])
+    assert brain_sql.flag(conn, [i for (i,) in conn.execute("select id from knowledge where external_id is not null")])
+    copies = {
+        "long-copy.jsonl": {"_id": "R1", "text": "\n\n".join(paragraphs[:2] + ["Paragraph 2 rewritten.", "Ok."])},
+        "ok.jsonl": {"_id": "R1", "text": "Ok."},
+        "edited-later-copy.jsonl": records["edited-later.jsonl"],
+        "y3.jsonl": records["y1.jsonl"],
+    }
+    for name, record in copies.items():
+        write(vault / name, json.dumps(record) + "\n")
+    brain_sql.ingest(conn, [vault])
+    for name in records:
+        (vault / name).unlink()
+    # edited in the run that removes its flagged original
+    write(vault / "edited-later-copy.jsonl", json.dumps({"_id": "R2", "text": "The review moved to Monday."}) + "\n")
+    report = brain_sql.ingest(conn, [vault], prune=True)
+    assert (report.chunks_removed, report.chunks_carried_flag, report.errors) == (8, 0, [])
+    assert "flagged as moved copies" not in report.summary()
+    assert rows(conn, "select count(*), sum(flagged) from knowledge") == [(7, 0)]
+    assert brain_sql.check(conn) == {}

@@ -284,6 +284,10 @@ def test_two_records_giving_one_earlier_version_are_refused_by_name(tmp_path):
             '"remember#k@2025-01-01 00:00:00" of "remember#k" that an earlier record also gives: give it once'
         ]
         assert ids == [] and rows(conn, "select count(*) from knowledge") == [(1,)]
+    same = [placed, {**placed, "_version_of": placed["_document"], "text": "placed C"}]  # one _document twice
+    assert [e.message for e in brain_sql.remember(conn, same)[0].errors][0] == (
+        'record 2: repeats the id of an earlier record with other content: "remember#k@2025-01-01 00:00:00"'
+    )
     report, ids = brain_sql.remember(conn, [record])  # alone, it is that earlier version
     assert not report.errors and brain_sql.check(conn) == {}
     assert rows(conn, "select document_id, version_of, content from knowledge where id = ?", [ids[0][0]]) == [
