@@ -126,11 +126,12 @@ def session_sql(row="knowledge"):
 
 def in_session(session, row="knowledge"):
     """(SQL, params) selecting the memories whose session_sql is `session`. A session
-    spelled in characters no JSON writer escapes is first looked for in the metadata's
-    text: far cheaper than reading its JSON, which then reads only the rows holding it."""
+    spelled in plain characters is first looked for in the metadata's text, unless it
+    holds an escape: far cheaper than reading its JSON, which then reads only the rows
+    that may hold it."""
     match = f"{session_sql(row)} = ?"
-    if _PLAIN.fullmatch(session):
-        return f"instr({row}.metadata, ?) > 0 and {match}", [session, session]
+    if _PLAIN.fullmatch(session):  # JSON with an escape ("s\u0031" is "s1") is read whole
+        return f"(instr({row}.metadata, ?) > 0 or instr({row}.metadata, '\\') > 0) and {match}", [session, session]
     return match, [session]
 
 

@@ -886,7 +886,7 @@ def _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supers
     # the id its _version_of gives
     place = validity.place_of(supersedes.conn, item)
     twice = place is not None and (("placed", place[0]) in seen or (not item.version_of and place[0] in seen))
-    if item.document_id in seen or twice:
+    if item.document_id in seen or ("placed", item.document_id) in seen or twice:
         if seen.get(item.document_id) == digest:
             return None
         if twice:

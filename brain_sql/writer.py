@@ -374,7 +374,7 @@ class DocumentWriter:
             conn.execute("delete from relationships where document_id = ?", (document.document_id,))
             # a document someone flagged stays flagged where it is rewritten: an edit
             # never brings flagged text back into recall unreviewed
-            flagged = self._uncarried(document.document_id)
+            flagged = self._uncarried(document)
         unstated = self._unstated_edges(plan["removed"])
         if plan["removed"]:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
@@ -467,12 +467,22 @@ class DocumentWriter:
                     ids.append(row_id)
         self._flag_carried(ids)
 
-    def _uncarried(self, document_id):
-        """Whether stored document `document_id`, about to be rewritten, is flagged; a
-        flag this run carried to it as a copy of a removed memory (_carry_to_copies)
-        is taken off first: edited in the same run, it is a copy no more."""
-        flags = self.conn.execute("select id, flagged from knowledge where document_id = ?", (document_id,)).fetchall()
-        carried = set(self.carried) & {row_id for row_id, flag in flags if flag} if self.carried else set()
+    def _uncarried(self, document):
+        """Whether stored `document`, about to be rewritten, is flagged; a flag this run
+        carried to it as a copy of a removed memory (_carry_to_copies) is taken off
+        first when its chunks' texts are edited in the same run: a copy no more."""
+        if not self.carried:  # nothing carried this run (almost always): one read of the flag
+            return self.conn.execute(
+                "select coalesce(max(flagged), 0) from knowledge where document_id = ?", (document.document_id,)
+            ).fetchone()[0]
+        flags = self.conn.execute(
+            "select id, flagged, content from knowledge where document_id = ? order by chunk_index",
+            (document.document_id,),
+        ).fetchall()
+        edited = [content for _, _, content in flags] != [chunk.content for chunk in document.chunks]
+        carried = (
+            set(self.carried) & {row_id for row_id, flag, _ in flags if flag} if self.carried and edited else set()
+        )
         if carried:
             self.conn.execute(
                 "update knowledge set flagged = 0 where id in (select value from json_each(?))",
@@ -480,7 +490,7 @@ class DocumentWriter:
             )
             self.carried = [row_id for row_id in self.carried if row_id not in carried]
             self.report.chunks_carried_flag -= len(carried)
-        return max((flag for row_id, flag in flags if row_id not in carried), default=0)
+        return max((flag for row_id, flag, _ in flags if row_id not in carried), default=0)
 
     def _carry_to_copies(self, removed):
         """Flag the stored copies of the flagged records just `removed` (_flagged's
@@ -618,6 +628,10 @@ class DocumentWriter:
             if deadline is not None and time.perf_counter() >= deadline:
                 left = document_ids[start + REMOVE_AT_ONCE :]
                 break
+        if self.carried:  # a copy flagged as carrying and then removed in the same run is no longer counted
+            gone = set(self.carried) & {row[2] for row in flagged}
+            self.carried = [row_id for row_id in self.carried if row_id not in gone]
+            self.report.chunks_carried_flag -= len(gone)
         # in the same transaction as the removals
         self._carry_to_fresh(set().union(*(_marks(*memory) for _, flag, _, *memory in flagged if flag)))
         self._carry_to_copies(flagged)

@@ -693,3 +693,20 @@ def test_records_naming_a_session_but_no_speaker_take_no_place_in_a_turns_contex
         assert not brain_sql.remember(conn, [{**record, "session_id": "s"}])[0].errors
     assert "Ann: We adopted a cat named Pixel." in quotes(conn, "b2")
     assert brain_sql.check(conn) == {}
+
+
+def test_a_session_spelled_with_a_json_escape_is_found_alike(conn, tmp_path):
+    """Metadata another program wrote with an escape ("s\\u0031" is "s1") is the same
+    session: a flagged turn there was still quoted when the session's rows were
+    looked for in the metadata's text alone."""
+    said = [
+        {"_id": "y", "speaker": "Ann", "text": "The lighthouse tour was cancelled due to fog."},
+        {"_id": "z", "speaker": "Bo", "text": "Then we should book the seal boat instead."},
+    ]
+    write(tmp_path / "chat.jsonl", "\n".join(json.dumps({**t, "session_id": "s1"}) for t in said) + "\n")
+    brain_sql.ingest(conn, [tmp_path])
+    with conn:
+        conn.execute("update knowledge set metadata = replace(metadata, '\"s1\"', '\"s\\u0031\"')")
+    assert brain_sql.check(conn) == {} and "fog" in quotes(conn, "z")
+    brain_sql.flag(conn, [i for (i,) in conn.execute("select id from knowledge where external_id = 'y'")])
+    assert "fog" not in quotes(conn, "z") and brain_sql.check(conn) == {}

@@ -519,11 +519,17 @@ def test_a_flagged_record_moved_over_two_ingests_is_flagged_when_its_original_go
     # a record of four chunks, the last a short one: it carries the record's flag as the others do
     long = "\n\n".join([(f"Paragraph {i} " + "word " * 400)[:1998] for i in range(3)] + ["Ok."])
     write(vault / "long.jsonl", json.dumps({"_id": "R1", "text": long}) + "\n")
+    budget = {"_id": "M1", "text": "The quarterly budget review moved to Thursday."}
+    office = {"_id": "G1", "text": "The office moves to the third floor in May."}
+    write(vault / "budget.jsonl", json.dumps(budget) + "\n")
+    write(vault / "office.jsonl", json.dumps(office) + "\n")
     brain_sql.ingest(conn, [vault])
     flagged = [i for (i,) in conn.execute("select id from knowledge")]
     assert brain_sql.flag(conn, flagged)["changed"] == flagged
     (vault / "a.jsonl").rename(vault / "b.jsonl")
     (vault / "long.jsonl").rename(vault / "long-copy.jsonl")
+    write(vault / "budget-copy.jsonl", json.dumps(budget) + "\n")
+    write(vault / "office-copy.jsonl", json.dumps(office) + "\n")
     write(vault / "other" / "rows.jsonl", json.dumps({"_id": "1", "text": "Water the roses."}) + "\n")
     write(vault / "survey-2024.jsonl", json.dumps({"_id": "7", "text": "Yes"}) + "\n")  # too short to be a copy
     brain_sql.ingest(conn, [vault])  # no --prune: the original stays, and the copy is another memory meanwhile
@@ -531,9 +537,14 @@ def test_a_flagged_record_moved_over_two_ingests_is_flagged_when_its_original_go
     assert rows(conn, copy) == [(0,)]
     (vault / "rows.jsonl").unlink()
     (vault / "survey-2023.jsonl").unlink()
+    (vault / "budget.jsonl").unlink()  # its copy given a title in the same run: no edit of its text, still a copy
+    write(vault / "budget-copy.jsonl", json.dumps({**budget, "title": "Budget"}) + "\n")
+    (vault / "office.jsonl").unlink()  # its copy gone in the same run too: flagged as a copy, then removed
+    (vault / "office-copy.jsonl").unlink()
     report = brain_sql.ingest(conn, [vault], prune=True)
-    assert (report.chunks_removed, report.chunks_carried_flag, report.errors) == (7, 5, [])
-    assert "7 removed, 5 flagged as moved copies of flagged memories;" in report.summary()
+    assert (report.chunks_removed, report.chunks_carried_flag, report.errors) == (11, 6, [])
+    assert "11 removed, 6 flagged as moved copies of flagged memories;" in report.summary()
+    assert rows(conn, "select flagged from knowledge where external_id = 'M1'") == [(1,)]
     assert rows(conn, copy) == [(1,)]
     assert rows(conn, "select chunk_index, flagged from knowledge where external_id = 'R1'") == [
         (0, 1),

@@ -166,6 +166,11 @@ def test_a_file_giving_one_earlier_version_twice_is_refused_by_file_and_line(con
         ("The hat costs 10 dollars.",),
     ]
     assert brain_sql.check(conn) == {}
+    # the version's id given as a record's _document (no _version_of) after the record placed there
+    again = {"_document": f"{record}@2024-01-01 00:00:00", "text": "The hat costs 13."}
+    write(path, json.dumps({**back_dated, "text": "The hat costs 14 dollars."}) + "\n" + json.dumps(again))
+    assert [e.line for e in brain_sql.ingest(conn, [path]).errors] == [2]
+    assert brain_sql.check(conn) == {}
 
 
 def test_supersedes_names_the_memory_a_newer_one_replaces(conn):
