@@ -576,27 +576,12 @@ def _remembered(
 
 
 def _unversioned(conn, versions, current):
-    """An error for each record placed as an earlier version (`_version_of`) of no
-    current record, stored or given in the same call (`current`), or that has earlier
-    versions of its own: kept, it would be history of nothing (or of itself, or of
-    another earlier version), or leave its own history a history of history."""
-    sql = "select 1 from knowledge where document_id = ? and version_of is null limit 1"
+    """An error for each record placed as an earlier version (`_version_of`) that
+    validity.version_refusal refuses, `current` being the call's current records."""
     for number, line, version_of, document_id in versions:
-        if conn.execute("select 1 from knowledge where version_of = ? limit 1", (document_id,)).fetchone():
-            yield IngestError(
-                "remember",
-                line,
-                f"record {number}: {shown(document_id)} has earlier versions of its own: "
-                "it cannot become an earlier version of another record",
-            )
-        elif version_of not in current and not conn.execute(sql, (version_of,)).fetchone():
-            yield IngestError(
-                "remember",
-                line,
-                f"record {number}: '_version_of' names no current record: {shown(version_of)} (it takes the "
-                "record's document id, as '_document' gives it and export writes it; give that record in the same "
-                "call, or remember it first)",
-            )
+        why = validity.version_refusal(conn, document_id, version_of, current)
+        if why:
+            yield IngestError("remember", line, f"record {number}: {why}")
 
 
 def _embedded_ahead(conn, documents, model_id):
@@ -646,6 +631,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
     extractors = collect("brain_entity_extractors")
     scopes = ScopesAlike(partial(stored_skeletons, pipeline.conn))
     supersedes = validity.Supersedes(pipeline.conn)
+    versions = {}  # {document id: the record it is an earlier version of}, as the run accepted them
     emptied = []
     for path, fmt in files:
         report.files += 1
@@ -655,6 +641,10 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
         for item in _read(path, fmt):
             given = {"source": fmt.default_source, **defaults}
             item = _accept(item, given, seen, pipeline.model_id, extractors, sessions, scopes, supersedes)
+            if isinstance(item, Document) and item.version_of:  # history of itself, of history, or of history's
+                why = validity.version_refusal(pipeline.conn, item.document_id, item.version_of, given=versions)
+                versions.setdefault(item.document_id, item.version_of) if not why else None
+                item = IngestError(path, item.line, why) if why else item
             if isinstance(item, IngestError):  # named by the file it is read from, not the one a record gives
                 report.errors.append(IngestError(path, item.line, item.message))
                 failed = True

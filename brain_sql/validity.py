@@ -169,6 +169,36 @@ def place_of(conn, document):
     return (document.document_id, document.version_of) if document.version_of else earlier_place(conn, document)
 
 
+def version_refusal(conn, document_id, version_of, current=None, given=None):
+    """Why record `document_id` may not be placed as an earlier version (`_version_of`)
+    of `version_of`, or None: it has earlier versions of its own (they would be
+    history of history), or `version_of` is no current record. With `current` (the
+    current records a remember call gives beside it) that record must be stored or
+    among them. Without (an ingest, whose later files may give it), it must not be
+    the record itself nor a version stored as history, or in `given` ({document id:
+    the record it is an earlier version of}, those the ingest accepted): a cycle."""
+    given = given or {}
+    if document_id in given.values() or _has("version_of = ?", document_id, conn):
+        why = "it cannot become an earlier version of another record"
+        return f"{shown(document_id)} has earlier versions of its own: {why}"
+    if current is None:
+        cycle = version_of == document_id or version_of in given
+        named = not cycle and not _has("document_id = ? and version_of is not null", version_of, conn)
+    else:
+        named = version_of in current or _has("document_id = ? and version_of is null", version_of, conn)
+    if named:
+        return None
+    return (
+        f"'_version_of' names no current record: {shown(version_of)} (it takes the record's document id, as "
+        "'_document' gives it and export writes it; give that record in the same call, or remember it first)"
+    )
+
+
+def _has(where, value, conn):
+    """Whether a memory `where` (one parameter, `value`) selects is stored."""
+    return conn.execute(f"select 1 from knowledge where {where} limit 1", (value,)).fetchone() is not None
+
+
 def taken_twice(place):
     """Why a record is refused whose place as an earlier version (place_of) an
     earlier record of its call or file takes: written, the two would be two

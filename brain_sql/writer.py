@@ -470,19 +470,18 @@ class DocumentWriter:
     def _uncarried(self, document):
         """Whether stored `document`, about to be rewritten, is flagged; a flag this run
         carried to it as a copy of a removed memory (_carry_to_copies) is taken off
-        first when its chunks' texts are edited in the same run: a copy no more."""
+        first when its chunks' texts, scope, class or session change in the same run:
+        a copy no more."""
         if not self.carried:  # nothing carried this run (almost always): one read of the flag
             return self.conn.execute(
                 "select coalesce(max(flagged), 0) from knowledge where document_id = ?", (document.document_id,)
             ).fetchone()[0]
-        flags = self.conn.execute(
-            "select id, flagged, content from knowledge where document_id = ? order by chunk_index",
-            (document.document_id,),
-        ).fetchall()
-        edited = [content for _, _, content in flags] != [chunk.content for chunk in document.chunks]
-        carried = (
-            set(self.carried) & {row_id for row_id, flag, _ in flags if flag} if self.carried and edited else set()
-        )
+        stored = _documents_marked(self.conn, "document_id = ?", [document.document_id])
+        flags = [(row_id, flag) for _, flag, row_id, *_ in stored]
+        turn = conversation.turn_of(document)
+        now = [(chunk.content, *_placement(document), turn and turn[1]) for chunk in document.chunks]
+        edited = [tuple(row[4:]) for row in stored] != now  # its texts, or where it is: no copy any more
+        carried = set(self.carried) & {row_id for row_id, flag in flags if flag} if edited else set()
         if carried:
             self.conn.execute(
                 "update knowledge set flagged = 0 where id in (select value from json_each(?))",
@@ -490,7 +489,7 @@ class DocumentWriter:
             )
             self.carried = [row_id for row_id in self.carried if row_id not in carried]
             self.report.chunks_carried_flag -= len(carried)
-        return max((flag for row_id, flag, _ in flags if row_id not in carried), default=0)
+        return max((flag for row_id, flag in flags if row_id not in carried), default=0)
 
     def _carry_to_copies(self, removed):
         """Flag the stored copies of the flagged records just `removed` (_flagged's

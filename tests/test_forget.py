@@ -573,6 +573,8 @@ def test_only_a_whole_unedited_copy_carries_a_removed_records_flag(conn, tmp_pat
         "y1.jsonl": {"_id": "1", "text": "Yes, I agree."},
         "y2.jsonl": {"_id": "1", "text": "Yes, I agree."},
     }
+    rota = {"_id": "R3", "text": "The pager rota changes on Mondays from now on."}  # in a file that stays
+    write(vault / "rota.jsonl", json.dumps(rota) + "\n" + json.dumps({"text": "Stays."}) + "\n")
     for name, record in records.items():
         write(vault / name, json.dumps(record) + "\n")
     write(vault / "keep.md", "# Keep\n\nA note that stays.\n")
@@ -583,6 +585,7 @@ def test_only_a_whole_unedited_copy_carries_a_removed_records_flag(conn, tmp_pat
         "ok.jsonl": {"_id": "R1", "text": "Ok."},
         "edited-later-copy.jsonl": records["edited-later.jsonl"],
         "y3.jsonl": records["y1.jsonl"],
+        "rota-copy.jsonl": rota,
     }
     for name, record in copies.items():
         write(vault / name, json.dumps(record) + "\n")
@@ -591,8 +594,11 @@ def test_only_a_whole_unedited_copy_carries_a_removed_records_flag(conn, tmp_pat
         (vault / name).unlink()
     # edited in the run that removes its flagged original
     write(vault / "edited-later-copy.jsonl", json.dumps({"_id": "R2", "text": "The review moved to Monday."}) + "\n")
+    # dropped from its file, removed before the run writes, while its copy moves to another scope: no copy
+    write(vault / "rota.jsonl", json.dumps({"text": "Stays."}) + "\n")
+    write(vault / "rota-copy.jsonl", json.dumps({**rota, "scope": "/home"}) + "\n")
     report = brain_sql.ingest(conn, [vault], prune=True)
-    assert (report.chunks_removed, report.chunks_carried_flag, report.errors) == (8, 0, [])
+    assert (report.chunks_removed, report.chunks_carried_flag, report.errors) == (9, 0, [])
     assert "flagged as moved copies" not in report.summary()
-    assert rows(conn, "select count(*), sum(flagged) from knowledge") == [(7, 0)]
+    assert rows(conn, "select count(*), sum(flagged) from knowledge") == [(9, 0)]
     assert brain_sql.check(conn) == {}

@@ -263,6 +263,10 @@ def test_the_decayed_pages_decisions_on_a_replica_are_the_primarys(cluster):
     assert primary["expires_at"] > "2026"
 
 
+# memories the lag test writes (20 x 2 replicas took 35 s of the suite's 15 minutes, for the same check)
+LAG_WRITES = 10
+
+
 def test_an_acknowledged_memory_is_recalled_on_both_replicas_under_constant_recall(cluster):
     failures, served, stop = [], [0], threading.Event()
 
@@ -279,7 +283,7 @@ def test_an_acknowledged_memory_is_recalled_on_both_replicas_under_constant_reca
         reader.start()
     lags = []
     try:
-        for i in range(10):  # 20 x 2 replicas took 35 s of the suite's 15 minutes, for the same check
+        for i in range(LAG_WRITES):
             word = f"zq{i}marker"
             memory_id = _remember(
                 cluster.primary, {"_id": f"lag-{i}", "text": f"The {word} crate is in bay {i}."}, cookies=_cookie()
@@ -393,7 +397,7 @@ def test_replicas_outlive_the_primary_and_a_restore_holds_every_acknowledged_wri
     conn = brain_sql.connect(restored)
     assert brain_sql.check(conn) == {}
     held = {row[0] for row in conn.execute("select external_id from knowledge where external_id is not null")}
-    expected = {r["_id"] for r in SEED} | {f"lag-{i}" for i in range(20)} | set(acknowledged) | {"fwd-cookie"}
+    expected = {r["_id"] for r in SEED} | {f"lag-{i}" for i in range(LAG_WRITES)} | set(acknowledged) | {"fwd-cookie"}
     assert expected <= held, expected - held
     assert "fwd-token" not in held  # forgotten through the replica
     recalled = brain_sql.recall(conn, {"q": "final-4 puffin note", "k": 3})

@@ -13,7 +13,7 @@ from brain_sql.querydoc import parse
 from brain_sql.vectors import quantize_int8
 from brain_sql.wording import shown
 
-from .conftest import without_rules, write
+from .conftest import rows, without_rules, write
 
 NOW = "2026-11-29 12:00:00"
 MODEL = "wordllama/l2_supercat"
@@ -171,6 +171,33 @@ def test_a_file_giving_one_earlier_version_twice_is_refused_by_file_and_line(con
     write(path, json.dumps({**back_dated, "text": "The hat costs 14 dollars."}) + "\n" + json.dumps(again))
     assert [e.line for e in brain_sql.ingest(conn, [path]).errors] == [2]
     assert brain_sql.check(conn) == {}
+
+
+def test_an_ingested_version_of_itself_of_history_or_in_a_cycle_is_refused(conn, tmp_path):
+    """Ingest took a `_version_of` naming the record itself, two records naming each
+    other, or a record with history of its own made another's: a record history of
+    nothing, out of recall, and check said nothing. Each is refused by file and line."""
+    path = tmp_path / "a.jsonl"
+    write(path, json.dumps({"_id": "x", "text": "Lead is Bob.", "valid_from": "2024-06-01"}))
+    brain_sql.ingest(conn, [path])
+    x, y = f"{path}#x", f"{path}#y"
+    history = f"{x}@2024-01-01 00:00:00"
+    export = tmp_path / "export" / "e.jsonl"
+    for records, lines in (
+        ([{"_document": x, "_version_of": x, "text": "Lead is Bob."}], [1]),
+        ([{"_document": y, "_version_of": "z", "text": "A."}, {"_document": "z", "_version_of": y, "text": "B."}], [2]),
+        (
+            [
+                {"_document": history, "_version_of": x, "text": "Lead was Al."},
+                {"_document": x, "_version_of": y, "text": "Lead is Bob."},
+            ],
+            [2],
+        ),
+    ):
+        write(export, "\n".join(json.dumps(r) for r in records) + "\n")
+        assert [e.line for e in brain_sql.ingest(conn, [export]).errors] == lines
+    assert rows(conn, "select version_of from knowledge where document_id = ?", [x]) == [(None,)]
+    assert brain_sql.recall(conn, {"q": "Lead is Bob", "cutoff": False})["hits"]
 
 
 def test_supersedes_names_the_memory_a_newer_one_replaces(conn):
