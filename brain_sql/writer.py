@@ -470,26 +470,24 @@ class DocumentWriter:
     def _uncarried(self, document):
         """Whether stored `document`, about to be rewritten, is flagged; a flag this run
         carried to it as a copy of a removed memory (_carry_to_copies) is taken off
-        first when its chunks' texts, scope, class or session change in the same run:
-        a copy no more."""
-        if not self.carried:  # nothing carried this run (almost always): one read of the flag
-            return self.conn.execute(
-                "select coalesce(max(flagged), 0) from knowledge where document_id = ?", (document.document_id,)
-            ).fetchone()[0]
-        stored = _documents_marked(self.conn, "document_id = ?", [document.document_id])
-        flags = [(row_id, flag) for _, flag, row_id, *_ in stored]
-        turn = conversation.turn_of(document)
-        now = [(chunk.content, *_placement(document), turn and turn[1]) for chunk in document.chunks]
-        edited = [tuple(row[4:]) for row in stored] != now  # its texts, or where it is: no copy any more
-        carried = set(self.carried) & {row_id for row_id, flag in flags if flag} if edited else set()
-        if carried:
-            self.conn.execute(
-                "update knowledge set flagged = 0 where id in (select value from json_each(?))",
-                [json.dumps(sorted(carried))],
-            )
-            self.carried = [row_id for row_id in self.carried if row_id not in carried]
-            self.report.chunks_carried_flag -= len(carried)
-        return max((flag for row_id, flag in flags if row_id not in carried), default=0)
+        first when its chunks' texts, scope or class change in the same run: a copy no
+        more. A turn keeps it: the turns after it dropped its quote when it was flagged."""
+        flags = self.conn.execute(
+            "select id, flagged from knowledge where document_id = ?", (document.document_id,)
+        ).fetchall()
+        carried = set(self.carried) & {row_id for row_id, flag in flags if flag} if self.carried else set()
+        if carried and not conversation.entry_of(document):
+            stored = _documents_marked(self.conn, "document_id = ?", [document.document_id])
+            now = [(chunk.content, *_placement(document), None) for chunk in document.chunks]
+            if [tuple(row[4:]) for row in stored] != now:  # its texts, or where it is: no copy any more
+                self.conn.execute(
+                    "update knowledge set flagged = 0 where id in (select value from json_each(?))",
+                    [json.dumps(sorted(carried))],
+                )
+                self.carried = [row_id for row_id in self.carried if row_id not in carried]
+                self.report.chunks_carried_flag -= len(carried)
+                flags = [(row_id, 0 if row_id in carried else flag) for row_id, flag in flags]
+        return max((flag for _, flag in flags), default=0)
 
     def _carry_to_copies(self, removed):
         """Flag the stored copies of the flagged records just `removed` (_flagged's

@@ -602,3 +602,26 @@ def test_only_a_whole_unedited_copy_carries_a_removed_records_flag(conn, tmp_pat
     assert "flagged as moved copies" not in report.summary()
     assert rows(conn, "select count(*), sum(flagged) from knowledge") == [(9, 0)]
     assert brain_sql.check(conn) == {}
+
+
+def test_a_flag_the_user_set_survives_a_run_that_carries_another(conn, tmp_path):
+    """In a run that carried a removed record's flag to its copy, a flagged history
+    version rewritten with edited text came back unflagged: only current memories
+    were read for the flags the run had carried."""
+    text = "The on-call engineer must page the database team before any schema migration."
+    records = [{"_document": "x#D", "content": "Deploys are on Fridays."}]
+    history = {"_document": "x#H", "content": "Deploys were on Mondays.", "_version_of": "x#D"}
+    write(tmp_path / "a.jsonl", json.dumps({"_id": "m-1", "content": text}) + "\n" + json.dumps({"text": "Stays."}))
+    write(tmp_path / "h.jsonl", "\n".join(json.dumps(r) for r in [*records, history]) + "\n")
+    brain_sql.ingest(conn, [tmp_path])
+    flagged = [i for (i,) in conn.execute("select id from knowledge where document_id = 'x#H' or external_id = 'm-1'")]
+    brain_sql.flag(conn, flagged)
+    write(tmp_path / "b.jsonl", json.dumps({"_id": "m-1", "content": text}) + "\n")
+    brain_sql.ingest(conn, [tmp_path / "b.jsonl"])
+    write(tmp_path / "a.jsonl", json.dumps({"text": "Stays."}) + "\n")  # m-1 leaves: its copy in b.jsonl carries
+    edited = {**history, "content": "Deploys were on Mondays, until May."}
+    write(tmp_path / "h.jsonl", "\n".join(json.dumps(r) for r in [*records, edited]) + "\n")
+    report = brain_sql.ingest(conn, [tmp_path])
+    assert report.chunks_carried_flag == 1 and not report.errors
+    assert rows(conn, "select flagged from knowledge where document_id = 'x#H'") == [(1,)]
+    assert brain_sql.check(conn) == {}

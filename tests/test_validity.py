@@ -198,6 +198,16 @@ def test_an_ingested_version_of_itself_of_history_or_in_a_cycle_is_refused(conn,
         assert [e.line for e in brain_sql.ingest(conn, [export]).errors] == lines
     assert rows(conn, "select version_of from knowledge where document_id = ?", [x]) == [(None,)]
     assert brain_sql.recall(conn, {"q": "Lead is Bob", "cutoff": False})["hits"]
+    # a file giving a newer record E, with the record and its history both made E's: its history first
+    regroup = [
+        {"_document": history, "_version_of": f"{x}-E", "text": "Lead was Al."},
+        {"_document": x, "_version_of": f"{x}-E", "text": "Lead is Bob."},
+        {"_document": f"{x}-E", "text": "Lead is Cy."},
+    ]
+    write(export, "\n".join(json.dumps(r) for r in regroup) + "\n")
+    assert not brain_sql.ingest(conn, [export]).errors
+    assert rows(conn, "select count(*) from knowledge where version_of = ?", [f"{x}-E"]) == [(2,)]
+    assert brain_sql.check(conn) == {"orphan_versions": ["z"]}  # y, a version of z, which no file gave
 
 
 def test_supersedes_names_the_memory_a_newer_one_replaces(conn):
