@@ -179,6 +179,14 @@ def _check(conn, repair=False):
             "select distinct version_of from knowledge where version_of is not null "
             "and version_of not in (select document_id from knowledge where document_id is not null)",
         ),
+        # earlier versions of a record that is itself an earlier version, or of themselves: out of recall
+        # with no current version; not repaired, as which version is current is the user's to say
+        "nested_versions": _ids(
+            conn,
+            "select distinct k.document_id from knowledge k where k.version_of is not null and "
+            "(k.version_of = k.document_id or exists (select 1 from knowledge h where h.document_id = k.version_of "
+            "and h.version_of is not null))",
+        ),
         "stale_supersession": sorted(validity.stale(conn)),
         # _ids that supersede one another (written with plain SQL): each hides the next from recall; not
         # repaired, as which of them to correct is the user's to say

@@ -178,12 +178,7 @@ def version_refusal(conn, document_id, version_of, current=None, given=None):
     the record itself nor a version stored as history, or in `given` ({document id:
     the record it is an earlier version of}, those the ingest accepted): a cycle."""
     given = given or {}
-    moved = [d for d, record in given.items() if record != document_id]  # its stored versions given another record
-    stored = conn.execute(
-        "select 1 from knowledge where version_of = ? and document_id not in (select value from json_each(?)) limit 1",
-        (document_id, json.dumps(moved)),
-    ).fetchone()
-    if document_id in given.values() or stored:
+    if document_id in given.values() or _has("version_of = ?", document_id, conn):
         why = "it cannot become an earlier version of another record"
         return f"{shown(document_id)} has earlier versions of its own: {why}"
     if current is None:

@@ -476,9 +476,10 @@ class DocumentWriter:
             "select id, flagged from knowledge where document_id = ?", (document.document_id,)
         ).fetchall()
         carried = set(self.carried) & {row_id for row_id, flag in flags if flag} if self.carried else set()
-        if carried and not conversation.entry_of(document):
-            stored = _documents_marked(self.conn, "document_id = ?", [document.document_id])
-            now = [(chunk.content, *_placement(document), None) for chunk in document.chunks]
+        stored = _documents_marked(self.conn, "document_id = ?", [document.document_id]) if carried else []
+        if stored and all(row[7] is None for row in stored):  # a stored turn keeps it
+            turn = conversation.turn_of(document)
+            now = [(chunk.content, *_placement(document), turn and turn[1]) for chunk in document.chunks]
             if [tuple(row[4:]) for row in stored] != now:  # its texts, or where it is: no copy any more
                 self.conn.execute(
                     "update knowledge set flagged = 0 where id in (select value from json_each(?))",

@@ -509,6 +509,10 @@ PROBLEMS = {
         "entities the name index holds otherwise than their names (their mentions in new text go unfound)"
     ),
     "orphan_versions": "earlier versions of records whose current version is gone",
+    "nested_versions": (
+        "earlier versions of a record that is itself an earlier version, or of themselves, with no current version "
+        "(--repair leaves them, as which is current is yours to say: forget or give again the one that is)"
+    ),
     "stale_supersession": "memories whose superseded_at / superseded_by disagree with what replaced them",
     "supersede_cycles": (
         "records whose supersedes form a cycle, so that each hides the next from recall (plain SQL wrote them): "

@@ -574,7 +574,8 @@ def test_only_a_whole_unedited_copy_carries_a_removed_records_flag(conn, tmp_pat
         "y2.jsonl": {"_id": "1", "text": "Yes, I agree."},
     }
     rota = {"_id": "R3", "text": "The pager rota changes on Mondays from now on."}  # in a file that stays
-    write(vault / "rota.jsonl", json.dumps(rota) + "\n" + json.dumps({"text": "Stays."}) + "\n")
+    lunch = {"_id": "R4", "text": "Lunch for the whole team is at noon on Tuesdays."}
+    write(vault / "rota.jsonl", "\n".join(json.dumps(r) for r in (rota, lunch, {"text": "Stays."})) + "\n")
     for name, record in records.items():
         write(vault / name, json.dumps(record) + "\n")
     write(vault / "keep.md", "# Keep\n\nA note that stays.\n")
@@ -586,6 +587,7 @@ def test_only_a_whole_unedited_copy_carries_a_removed_records_flag(conn, tmp_pat
         "edited-later-copy.jsonl": records["edited-later.jsonl"],
         "y3.jsonl": records["y1.jsonl"],
         "rota-copy.jsonl": rota,
+        "lunch-copy.jsonl": lunch,
     }
     for name, record in copies.items():
         write(vault / name, json.dumps(record) + "\n")
@@ -597,10 +599,12 @@ def test_only_a_whole_unedited_copy_carries_a_removed_records_flag(conn, tmp_pat
     # dropped from its file, removed before the run writes, while its copy moves to another scope: no copy
     write(vault / "rota.jsonl", json.dumps({"text": "Stays."}) + "\n")
     write(vault / "rota-copy.jsonl", json.dumps({**rota, "scope": "/home"}) + "\n")
+    said = {"speaker": "Ann", "session_id": "s1", "text": "Lunch moved to Wednesdays."}  # made a turn: no copy
+    write(vault / "lunch-copy.jsonl", json.dumps({**lunch, **said}) + "\n")
     report = brain_sql.ingest(conn, [vault], prune=True)
-    assert (report.chunks_removed, report.chunks_carried_flag, report.errors) == (9, 0, [])
+    assert (report.chunks_removed, report.chunks_carried_flag, report.errors) == (11, 0, [])
     assert "flagged as moved copies" not in report.summary()
-    assert rows(conn, "select count(*), sum(flagged) from knowledge") == [(9, 0)]
+    assert rows(conn, "select count(*), sum(flagged) from knowledge") == [(10, 0)]
     assert brain_sql.check(conn) == {}
 
 
