@@ -643,8 +643,10 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
             item = _accept(item, given, seen, pipeline.model_id, extractors, sessions, scopes, supersedes)
             if isinstance(item, Document) and item.version_of:  # history of itself, of history, or of history's
                 why = validity.version_refusal(pipeline.conn, item.document_id, item.version_of, given=versions)
-                versions.setdefault(item.document_id, item.version_of) if not why else None
-                item = IngestError(path, item.line, why) if why else item
+                if why:
+                    item = IngestError(path, item.line, why)
+                else:
+                    versions[item.document_id] = item.version_of
             if isinstance(item, IngestError):  # named by the file it is read from, not the one a record gives
                 report.errors.append(IngestError(path, item.line, item.message))
                 failed = True

@@ -203,7 +203,6 @@ def _marks(external_id, content, scope, klass, session=None):
     """A memory's marks for carrying a flag (_carries): its text (with the session
     of a conversation turn: a "Yes." in another session is another turn), and its
     record's _id when it has one, each in its scope and class."""
-    session = None if session is None else str(session).strip()
     marks = {("text", _text_mark(content), scope, klass, session)}
     if external_id is not None:
         marks.add(("id", external_id, scope, klass))
@@ -477,7 +476,7 @@ class DocumentWriter:
         ).fetchall()
         carried = set(self.carried) & {row_id for row_id, flag in flags if flag} if self.carried else set()
         stored = _documents_marked(self.conn, "document_id = ?", [document.document_id]) if carried else []
-        if stored and all(row[7] is None for row in stored):  # a stored turn keeps it
+        if stored and all(row[7] is None for row in stored):  # stored as no turn (a turn keeps it)
             turn = conversation.turn_of(document)
             now = [(chunk.content, *_placement(document), turn and turn[1]) for chunk in document.chunks]
             if [tuple(row[4:]) for row in stored] != now:  # its texts, or where it is: no copy any more
@@ -485,8 +484,7 @@ class DocumentWriter:
                     "update knowledge set flagged = 0 where id in (select value from json_each(?))",
                     [json.dumps(sorted(carried))],
                 )
-                self.carried = [row_id for row_id in self.carried if row_id not in carried]
-                self.report.chunks_carried_flag -= len(carried)
+                self._uncount(carried)
                 flags = [(row_id, 0 if row_id in carried else flag) for row_id, flag in flags]
         return max((flag for _, flag in flags), default=0)
 
@@ -519,6 +517,11 @@ class DocumentWriter:
             if min(row[2] for row in chunks) > first:
                 ids += [row[2] for row in chunks if not row[1] and row[4] in texts]
         self._flag_carried(ids)
+
+    def _uncount(self, ids):
+        """Take the memories `ids` out of those this run carried a flag to (unflagged or removed since)."""
+        self.carried = [row_id for row_id in self.carried if row_id not in ids]
+        self.report.chunks_carried_flag -= len(ids)
 
     def _flag_carried(self, ids):
         """Flag the memories `ids` as carrying a removed one's flag (_carry_to_fresh, _carry_to_copies)."""
@@ -627,9 +630,7 @@ class DocumentWriter:
                 left = document_ids[start + REMOVE_AT_ONCE :]
                 break
         if self.carried:  # a copy flagged as carrying and then removed in the same run is no longer counted
-            gone = set(self.carried) & {row[2] for row in flagged}
-            self.carried = [row_id for row_id in self.carried if row_id not in gone]
-            self.report.chunks_carried_flag -= len(gone)
+            self._uncount(set(self.carried) & {row[2] for row in flagged})
         # in the same transaction as the removals
         self._carry_to_fresh(set().union(*(_marks(*memory) for _, flag, _, *memory in flagged if flag)))
         self._carry_to_copies(flagged)
