@@ -181,11 +181,11 @@ def _check(conn, repair=False):
         ),
         # earlier versions of a record that is itself an earlier version, or of themselves: out of recall
         # with no current version; not repaired, as which version is current is the user's to say
-        "nested_versions": _ids(
+        "nested_versions": _ids(  # two searches of the version_of index: history rows are few
             conn,
-            "select distinct k.document_id from knowledge k where k.version_of is not null and "
-            "(k.version_of = k.document_id or exists (select 1 from knowledge h where h.document_id = k.version_of "
-            "and h.version_of is not null))",
+            "select document_id from knowledge where version_of in "
+            "(select document_id from knowledge where version_of > '') "
+            "union select document_id from knowledge where version_of > '' and version_of = document_id",
         ),
         "stale_supersession": sorted(validity.stale(conn)),
         # _ids that supersede one another (written with plain SQL): each hides the next from recall; not
