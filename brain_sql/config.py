@@ -207,6 +207,18 @@ def server_blas_threads():
     return int(value) if value.strip().isdigit() and int(value) > 0 else 1
 
 
+def export_idle_seconds():
+    """How long a server waits on a client that takes nothing of its export before
+    dropping it ($BRAIN_EXPORT_IDLE_SECONDS, default 30): its export slot is given
+    back, and a server told to stop waits no longer for it."""
+    value = os.environ.get("BRAIN_EXPORT_IDLE_SECONDS", "")
+    try:
+        seconds = float(value)
+    except ValueError:
+        return 30.0
+    return seconds if 0 < seconds < float("inf") else 30.0
+
+
 def vector_codes_enabled():
     """Whether the vector leg picks its shortlist by sign codes when many chunks are
     visible ($BRAIN_VECTOR_CODES, default on), or scans every visible vector (off)."""

@@ -20,6 +20,7 @@ from .config import (
     MAX_QUERY_CHARS,
     REPLICA_SYNC_INTERVAL,
     configured_model,
+    export_idle_seconds,
 )
 from .wording import counted, section, shown
 
@@ -60,13 +61,14 @@ _OPERATIONS = {
 }
 
 __all__ = [
-    # bounds: request bodies and queries, pages of rows, exports at once, days a decayed memory is extended by,
-    # memory ids
+    # bounds: request bodies and queries, pages of rows, exports at once and how long one waits on its client
+    # ($BRAIN_EXPORT_IDLE_SECONDS), days a decayed memory is extended by, memory ids
     "MAX_CONTENT_BYTES",
     "MAX_QUERY_CHARS",
     "ENTITY_PAGE_ROWS",
     "MAX_PAGE_ROWS",
     "EXPORTS_AT_ONCE",
+    "export_idle_seconds",
     "MAX_EXTEND_DAYS",
     "MAX_ID",
     "page_numbers",

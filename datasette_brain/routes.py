@@ -158,8 +158,8 @@ async def memories_view(datasette, request):
 EXPORT_LINES = 200  # lines of an export read at once: what a stream holds in memory
 EXPORT_PIECE_BYTES = 64 * 1024  # what one body message sends of them
 # A client that takes no piece for this long is dropped: its export slot given back, and a server
-# told to stop waits no longer for it.
-EXPORT_IDLE_SECONDS = 30
+# told to stop waits no longer for it ($BRAIN_EXPORT_IDLE_SECONDS, default 30).
+EXPORT_IDLE_SECONDS = for_plugin.export_idle_seconds()
 
 
 class _ClientStalled(Exception):
