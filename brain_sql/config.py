@@ -207,7 +207,7 @@ def server_blas_threads():
     return int(value) if value.strip().isdigit() and int(value) > 0 else 1
 
 
-def export_idle_seconds():
+def export_idle_seconds() -> float:
     """How long a server waits on a client that takes nothing of its export before
     dropping it ($BRAIN_EXPORT_IDLE_SECONDS, default 30): its export slot is given
     back, and a server told to stop waits no longer for it."""
