@@ -173,10 +173,14 @@ class Quote:
     entry: str
     followers: tuple
     now: str | None = None  # what its turn says now, to quote instead (None: the quote goes)
+    # (follower, n) for a follower stored after n other turns saying the same:
+    # it quotes this turn only when it holds the words more than n times
+    shadowed: tuple = ()
 
-    def held_in(self, context):
-        """Whether `context` holds this quote whole (not a longer one beginning alike)."""
-        return re.search(self.pattern(), context or "") is not None
+    def held_in(self, context, follower=None):
+        """Whether `context` (of `follower`) holds this quote whole (not a longer
+        one beginning alike), and as this turn's, not a later turn's saying the same."""
+        return len(re.findall(self.pattern(), context or "")) > dict(self.shadowed).get(follower, 0)
 
     def pattern(self):
         return re.escape("\n" + self.entry) + r"(?=\n|$)"
@@ -210,10 +214,13 @@ def stored_quotes(conn, document_ids, unless=None):
         if mine is None:  # its session as SQL reads it is not turn_of's (a name SQL trims otherwise): not quoted
             continue
         others = [(other, first) for other, said, first in turns if other != document_id]
-        if any(said == mine[0] for other, said, first in turns if other != document_id):
+        same = [first for other, said, first in turns if other != document_id and said == mine[0]]
+        shadowed = ()
+        if same:
             others = sorted((first, other) for other, first in others if first > mine[1])[:CONVERSATION_CONTEXT_TURNS]
             others = [(other, first) for first, other in others]
-        found[document_id] = Quote(where, mine[0], tuple(other for other, _ in others))
+            shadowed = tuple((other, sum(mine[1] < f < first for f in same)) for other, first in others)
+        found[document_id] = Quote(where, mine[0], tuple(other for other, _ in others), shadowed=shadowed)
     return found
 
 

@@ -779,7 +779,8 @@ def restate(conn, quote, new=None):
     turn forgotten, flagged or corrected is not found through what it used to
     say."""
     rows = conn.execute(
-        "select id, context from knowledge where document_id in (select value from json_each(?)) order by id",
+        "select id, document_id, context from knowledge "
+        "where document_id in (select value from json_each(?)) order by id",
         [json.dumps(quote.followers)],
     ).fetchall()
     replacement = "\n" + new if new is not None else ""
@@ -787,8 +788,8 @@ def restate(conn, quote, new=None):
         conn,
         {
             row_id: re.sub(quote.pattern(), lambda _: replacement, context, count=1)
-            for row_id, context in rows
-            if quote.held_in(context)
+            for row_id, follower, context in rows
+            if quote.held_in(context, follower)
         },
     )
 

@@ -710,3 +710,27 @@ def test_a_session_spelled_with_a_json_escape_is_found_alike(conn, tmp_path):
     assert brain_sql.check(conn) == {} and "fog" in quotes(conn, "z")
     brain_sql.flag(conn, [i for (i,) in conn.execute("select id from knowledge where external_id = 'y'")])
     assert "fog" not in quotes(conn, "z") and brain_sql.check(conn) == {}
+
+
+@pytest.mark.parametrize("change", ["delete", "flag", "edit"])
+def test_a_turn_said_again_in_another_file_keeps_its_quote_when_the_first_goes(conn, tmp_path, change):
+    """A turn given in a.jsonl and again, later, in b.jsonl (a transcript moved
+    over two ingests): the turn after b.jsonl's quotes b.jsonl's. Deleting,
+    flagging or correcting a.jsonl's dropped that quote too, silently (check saw
+    nothing): the turn after a surviving, unflagged turn lost its context."""
+    said = {"_id": "y", "speaker": "Ann", "session_id": "s1", "text": "The lighthouse tour was cancelled due to fog."}
+    after = {"_id": "z", "speaker": "Bo", "session_id": "s1", "text": "Then we should book the seal boat instead."}
+    note = {"_id": "o", "text": "An unrelated note."}
+    first = write(tmp_path / "a.jsonl", f"{json.dumps(said)}\n{json.dumps(note)}\n")
+    brain_sql.ingest(conn, [tmp_path])
+    write(tmp_path / "b.jsonl", f"{json.dumps(said)}\n{json.dumps(after)}\n")
+    brain_sql.ingest(conn, [tmp_path])
+    assert quotes(conn, "z") == "Bo\nAnn: The lighthouse tour was cancelled due to fog."
+    if change == "flag":
+        brain_sql.flag(conn, [conn.execute("select min(id) from knowledge where external_id = 'y'").fetchone()[0]])
+    else:
+        edited = [{**said, "text": "The lighthouse tour is on."}] if change == "edit" else []
+        write(first, "".join(json.dumps(record) + "\n" for record in [*edited, note]))
+        brain_sql.ingest(conn, [tmp_path], prune=True)
+    assert quotes(conn, "z") == "Bo\nAnn: The lighthouse tour was cancelled due to fog."
+    assert brain_sql.check(conn) == {}
