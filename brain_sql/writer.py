@@ -166,22 +166,25 @@ def claimed(conn, documents):
     earlier in `documents` (a '#' in a file's name or in an _id can make one id of
     two: `a.jsonl#x.md` is a note's and a.jsonl's record x.md's), or an earlier
     version kept as history (`X@2024-01-01 00:00:00`): written, it would take that
-    memory's place, and the next ingest of the other file take it back."""
+    memory's place, and the next ingest of the other file take it back. A file's
+    record made history by a later _version_of, and given again unchanged, is
+    not refused: it is stored as it says."""
     given = [(i, d) for i, d in enumerate(documents) if not d.placed and not d.version_of]
     if not given:
         return {}
     held = {
-        document_id: (path, version_of)
-        for document_id, path, version_of in conn.execute(
+        document_id: (path, version_of, digest)
+        for document_id, path, version_of, digest in conn.execute(
             "select value, d.source_path, (select k.version_of from knowledge k where k.document_id = value "
-            "and k.version_of is not null limit 1) from json_each(?) join documents d on d.document_id = value",
+            "and k.version_of is not null limit 1), d.content_hash "
+            "from json_each(?) join documents d on d.document_id = value",
             [json.dumps(sorted({d.document_id for _, d in given}))],
         )
     }
     refused = {}
     for position, document in given:
-        path, version_of = held.setdefault(document.document_id, (document.source_path, None))
-        if version_of is not None:
+        path, version_of, digest = held.setdefault(document.document_id, (document.source_path, None, None))
+        if version_of is not None and digest != document.digest:
             refused[position] = (
                 f"its id {shown(document.document_id)} is that of an earlier version of {shown(version_of)} "
                 "kept as history: give the record another _id"

@@ -15,7 +15,7 @@ import brain_sql
 from brain_sql.connection import sqlite3
 from brain_sql.wording import shown
 
-from .conftest import VAULT, rows
+from .conftest import VAULT, rows, write
 
 
 def test_the_report_counts_what_was_stored(tmp_path):
@@ -478,6 +478,29 @@ def test_memories_no_documents_row_holds_are_rewritten_not_stored_twice(tmp_path
     assert (report.chunks_added, report.documents_updated) == (0, 3)
     assert rows(conn, "select id, document_id, content from knowledge order by id") == before
     assert rows(conn, "select count(*) from documents") == [(3,)]
+    assert brain_sql.check(conn) == {}
+
+
+def test_a_files_record_made_history_is_ingested_again_unchanged(tmp_path):
+    """b.jsonl's record made an earlier version of a.jsonl's by a correction
+    (`_document`, `_version_of`) was refused on every later ingest of the folder,
+    as a record taking a history version's id. Unchanged, it is that version: it
+    stays history. Changed, it is still refused by name."""
+    notes = tmp_path / "notes"
+    write(notes / "a.jsonl", json.dumps({"_id": "x", "text": "Lead is Bob.", "valid_from": "2024-06-01"}) + "\n")
+    given = {"_id": "x", "text": "Lead is Ann.", "valid_from": "2024-01-01", "title": "Lead"}
+    write(notes / "b.jsonl", json.dumps(given) + "\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [notes])
+    current, earlier = f"{notes / 'a.jsonl'}#x", f"{notes / 'b.jsonl'}#x"
+    fix = {**given, "_document": earlier, "_source_path": str(notes / "b.jsonl"), "_version_of": current}
+    write(tmp_path / "fix.jsonl", json.dumps(fix) + "\n")
+    assert brain_sql.ingest(conn, [tmp_path / "fix.jsonl"]).documents_updated == 1
+    report = brain_sql.ingest(conn, [notes])
+    assert (report.errors, report.documents_unchanged) == ([], 2)
+    assert rows(conn, "select version_of from knowledge where document_id = ?", [earlier]) == [(current,)]
+    write(notes / "b.jsonl", json.dumps({**given, "text": "Lead is Ann!"}) + "\n")
+    assert ["earlier version" in e.message for e in brain_sql.ingest(conn, [notes]).errors] == [True]
     assert brain_sql.check(conn) == {}
 
 
