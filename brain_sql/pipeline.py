@@ -541,7 +541,7 @@ def _remembered(
     sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten), partial(flagged, conn))
     scopes = ScopesAlike(partial(stored_skeletons, conn))
     supersedes = validity.Supersedes(conn)
-    versions = []  # (record number, line, the record it is an earlier version of, its own document id)
+    versions = []  # (record number, line, document) of each placed by its _version_of
     numbers = []  # (record number, line) of each document
     for number, record in enumerate(records, 1):
         line = lines[number - 1] if lines else None
@@ -551,8 +551,6 @@ def _remembered(
             item = _stored_as(conn, item, number)
         if isinstance(item, Document):
             document_ids.append(item.document_id)
-            if item.version_of:
-                versions.append((number, line, item.version_of, item.document_id))
         item = _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supersedes)
         if isinstance(item, IngestError):
             if not item.message.startswith(f"record {number}:"):
@@ -561,6 +559,8 @@ def _remembered(
         elif item is not None:  # None: a repeat of an earlier record, stored once
             documents.append(item)
             numbers.append((number, line))
+            if item.version_of:
+                versions.append((number, line, item))
     current = {d.document_id for d in documents if not d.version_of}
     report.errors.extend(_unversioned(conn, versions, current))
     for position, why in claimed(conn, documents).items():  # refused before writing: remember is all or none
@@ -578,8 +578,8 @@ def _remembered(
 def _unversioned(conn, versions, current):
     """An error for each record placed as an earlier version (`_version_of`) that
     validity.version_refusal refuses, `current` being the call's current records."""
-    for number, line, version_of, document_id in versions:
-        why = validity.version_refusal(conn, document_id, version_of, current)
+    for number, line, document in versions:
+        why = validity.version_refusal(conn, document, current)
         if why:
             yield IngestError("remember", line, f"record {number}: {why}")
 
@@ -642,11 +642,15 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
             given = {"source": fmt.default_source, **defaults}
             item = _accept(item, given, seen, pipeline.model_id, extractors, sessions, scopes, supersedes)
             if isinstance(item, Document) and item.version_of:  # history of itself, of history, or of history's
-                why = validity.version_refusal(pipeline.conn, item.document_id, item.version_of, given=versions)
+                why = validity.version_refusal(pipeline.conn, item, given=versions)
                 if why:
                     item = IngestError(path, item.line, why)
                 else:
                     versions[item.document_id] = item.version_of
+            elif isinstance(item, Document):  # placed as history by its valid_from: of no version
+                why = validity.placed_refusal(pipeline.conn, item, versions)
+                if why:
+                    item = IngestError(path, item.line, why)
             if isinstance(item, IngestError):  # named by the file it is read from, not the one a record gives
                 report.errors.append(IngestError(path, item.line, item.message))
                 failed = True

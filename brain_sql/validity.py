@@ -169,18 +169,25 @@ def place_of(conn, document):
     return (document.document_id, document.version_of) if document.version_of else earlier_place(conn, document)
 
 
-def version_refusal(conn, document_id, version_of, current=None, given=None):
-    """Why record `document_id` may not be placed as an earlier version (`_version_of`)
-    of `version_of`, or None: it has earlier versions of its own (they would be
-    history of history), or `version_of` is no current record. With `current` (the
-    current records a remember call gives beside it) that record must be stored or
-    among them. Without (an ingest, whose later files may give it), it must not be
-    the record itself nor a version stored as history, or in `given` ({document id:
-    the record it is an earlier version of}, those the ingest accepted): a cycle."""
+def version_refusal(conn, document, current=None, given=None):
+    """Why `document` may not be placed as an earlier version (`_version_of`) of the
+    record it names, or None: it has earlier versions of its own, or would keep its
+    stored version as one (a later version: they would be history of history), or
+    the record it names is no current record. With `current` (the current records a
+    remember call gives beside it) that record must be stored or among them.
+    Without (an ingest, whose later files may give it), it must not be the record
+    itself nor a version stored as history, or in `given` ({document id: the record
+    it is an earlier version of}, those the ingest accepted): a cycle."""
+    document_id, version_of = document.document_id, document.version_of
     given = given or {}
+    why = "it cannot become an earlier version of another record"
     if document_id in given.values() or _has("version_of = ?", document_id, conn):
-        why = "it cannot become an earlier version of another record"
         return f"{shown(document_id)} has earlier versions of its own: {why}"
+    if later_version(conn, document):
+        return (
+            f"{shown(document_id)} is stored valid from before this record, which would keep it as an earlier "
+            f"version of its own: {why}"
+        )
     if current is None:
         cycle = version_of == document_id or version_of in given
         named = not cycle and not _has("document_id = ? and version_of is not null", version_of, conn)
@@ -192,6 +199,22 @@ def version_refusal(conn, document_id, version_of, current=None, given=None):
         f"'_version_of' names no current record: {shown(version_of)} (it takes the record's document id, as "
         "'_document' gives it and export writes it; give that record in the same call, or remember it first)"
     )
+
+
+def placed_refusal(conn, document, given):
+    """Why `document`, an earlier version by its valid_from (earlier_place), may not
+    be placed so in an ingest that gave its record as an earlier version of another
+    (`given`, as version_refusal reads it), or None; else it is added to `given`."""
+    place = earlier_place(conn, document)
+    if place is None:
+        return None
+    if place[1] in given:
+        return (
+            f"it is an earlier version of {shown(place[1])}, which an earlier record makes an earlier version of "
+            f"{shown(given[place[1]])}: a version cannot have earlier versions of its own"
+        )
+    given[place[0]] = place[1]
+    return None
 
 
 def _has(where, value, conn):

@@ -215,6 +215,50 @@ def test_an_ingested_version_of_itself_of_history_or_in_a_cycle_is_refused(conn,
     assert brain_sql.check(conn) == {"orphan_versions": ["z"]}  # y, a version of z, which no file gave
 
 
+@pytest.mark.parametrize("order", ["back-dated first", "version first"])
+def test_a_run_that_gives_a_record_history_and_makes_it_history_is_refused(conn, tmp_path, order):
+    """One file gave D an earlier version by its valid_from, another made D an
+    earlier version of E, in one run: D's history became history of history, out
+    of recall with nothing current, and no error (check only named it since). The
+    second of the two is refused by file and line."""
+    path = tmp_path / "one.jsonl"
+    current = {"_id": "D", "text": "Deploy on Fridays.", "valid_from": "2024-06-01"}
+    write(path, json.dumps(current) + "\n" + json.dumps({"_id": "E", "text": "Deploy at will."}) + "\n")
+    brain_sql.ingest(conn, [path])
+    d, e = f"{path}#D", f"{path}#E"
+    earlier = {"_document": d, "_id": "D", "text": "Deploy on Mondays.", "valid_from": "2024-01-01"}
+    regrouped = {"_document": d, "_version_of": e, **current}
+    files = [("b.jsonl", earlier), ("c.jsonl", regrouped)]
+    if order == "version first":
+        files.reverse()
+    paths = [write(tmp_path / "run" / name, json.dumps(r) + "\n") for name, r in files]
+    report = brain_sql.ingest(conn, paths)
+    assert [(e.path.rsplit("/", 1)[-1], e.line) for e in report.errors] == [(files[1][0], 1)]
+    assert brain_sql.check(conn) == {}
+
+
+def test_a_later_version_that_is_an_earlier_version_of_another_record_is_refused(conn, tmp_path):
+    """A record with a later valid_from than its stored version keeps that one as
+    its history; given a `_version_of` too, it made that history of history (check
+    only named it since). Refused, by ingest and by remember, nothing written."""
+    path = tmp_path / "one.jsonl"
+    records = [{"_id": "D", "text": "Deploy on Fridays.", "valid_from": "2024-01-01"}, {"_id": "E", "text": "At will."}]
+    write(path, "\n".join(json.dumps(r) for r in records) + "\n")
+    brain_sql.ingest(conn, [path])
+    d, e = f"{path}#D", f"{path}#E"
+    later = {"_document": d, "_id": "D", "text": "Deploy on Saturdays.", "valid_from": "2025-01-01", "_version_of": e}
+    before = rows(conn, "select document_id, version_of, content from knowledge order by id")
+    report, _ = brain_sql.remember(conn, [later])
+    assert [m.message for m in report.errors] == [
+        f"record 1: {shown(d)} is stored valid from before this record, which would keep it as an earlier version of "
+        "its own: it cannot become an earlier version of another record"
+    ]
+    write(tmp_path / "two.jsonl", json.dumps(later) + "\n")
+    assert [m.line for m in brain_sql.ingest(conn, [tmp_path / "two.jsonl"]).errors] == [1]
+    assert rows(conn, "select document_id, version_of, content from knowledge order by id") == before
+    assert brain_sql.check(conn) == {}
+
+
 def test_check_names_versions_of_a_version_plain_sql_wrote_and_repair_leaves_them(conn):
     """An earlier version of a record that is itself an earlier version (or of itself)
     has no current version: out of recall, and check said nothing."""
