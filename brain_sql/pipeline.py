@@ -578,8 +578,9 @@ def _remembered(
 def _unversioned(conn, versions, current):
     """An error for each record placed as an earlier version (`_version_of`) that
     validity.version_refusal refuses, `current` being the call's current records."""
+    given = {document.document_id: document.version_of for _, _, document in versions}
     for number, line, document in versions:
-        why = validity.version_refusal(conn, document, current)
+        why = validity.version_refusal(conn, document, current, given)
         if why:
             yield IngestError("remember", line, f"record {number}: {why}")
 

@@ -173,31 +173,42 @@ def version_refusal(conn, document, current=None, given=None):
     """Why `document` may not be placed as an earlier version (`_version_of`) of the
     record it names, or None: it has earlier versions of its own, or would keep its
     stored version as one (a later version: they would be history of history), or
-    the record it names is no current record. With `current` (the current records a
-    remember call gives beside it) that record must be stored or among them.
-    Without (an ingest, whose later files may give it), it must not be the record
-    itself nor a version stored as history, or in `given` ({document id: the record
-    it is an earlier version of}, those the ingest accepted): a cycle."""
+    the record it names is no current record. `given` ({document id: the record it
+    is an earlier version of}: a remember call's, or those an ingest accepted so
+    far) may move its stored earlier versions under another record first. With
+    `current` (the current records a remember call gives beside it) the record it
+    names must be stored or among them. Without (an ingest, whose later files may
+    give it), it must not be the record itself nor a version stored as history, or
+    in `given`: a cycle."""
     document_id, version_of = document.document_id, document.version_of
     given = given or {}
+    if current is None:
+        cycle = version_of == document_id or version_of in given
+        named = not cycle and not _has("document_id = ? and version_of is not null", version_of, conn)
+    else:
+        named = version_of in current or _has("document_id = ? and version_of is null", version_of, conn)
+    if not named:
+        return (
+            f"'_version_of' names no current record: {shown(version_of)} (it takes the record's document id, as "
+            "'_document' gives it and export writes it; give that record in the same call, or remember it first)"
+        )
     why = "it cannot become an earlier version of another record"
-    if document_id in given.values() or _has("version_of = ?", document_id, conn):
+    if document_id in given.values() or _history_kept(conn, document_id, given):
         return f"{shown(document_id)} has earlier versions of its own: {why}"
     if later_version(conn, document):
         return (
             f"{shown(document_id)} is stored valid from before this record, which would keep it as an earlier "
             f"version of its own: {why}"
         )
-    if current is None:
-        cycle = version_of == document_id or version_of in given
-        named = not cycle and not _has("document_id = ? and version_of is not null", version_of, conn)
-    else:
-        named = version_of in current or _has("document_id = ? and version_of is null", version_of, conn)
-    if named:
-        return None
-    return (
-        f"'_version_of' names no current record: {shown(version_of)} (it takes the record's document id, as "
-        "'_document' gives it and export writes it; give that record in the same call, or remember it first)"
+    return None
+
+
+def _history_kept(conn, record, given):
+    """Whether a version stored as history of `record` stays its own: `given` does
+    not make it an earlier version of another record."""
+    return any(
+        given.get(version, record) == record
+        for (version,) in conn.execute("select distinct document_id from knowledge where version_of = ?", (record,))
     )
 
 

@@ -259,6 +259,40 @@ def test_a_later_version_that_is_an_earlier_version_of_another_record_is_refused
     assert brain_sql.check(conn) == {}
 
 
+def test_a_record_and_its_history_moved_under_a_newer_record_are_both_its_history(conn, tmp_path):
+    """D with its earlier version H, then E, newer than both: a file or a remember
+    call making H and D earlier versions of E was refused (D had history of its
+    own) though H moved first. It is taken; a later file of the run putting H back
+    under D is refused, and so is D when H stays under it."""
+
+    def record(name, text, version_of=None):
+        return {"_document": f"x#{name}", "_id": name, "text": text} | (
+            {"_version_of": f"x#{version_of}"} if version_of else {}
+        )
+
+    start = [record("D", "Deploy on Fridays."), record("H", "Deploy on Mondays.", "D"), record("E", "Deploy at will.")]
+    moved = [record("H", start[1]["text"], "E"), record("D", start[0]["text"], "E")]
+    write(tmp_path / "one.jsonl", "\n".join(json.dumps(r) for r in start) + "\n")
+    brain_sql.ingest(conn, [tmp_path / "one.jsonl"])
+    run = [write(tmp_path / "run" / "a.jsonl", json.dumps(moved[0]) + "\n")]  # H moved under E ...
+    run.append(write(tmp_path / "run" / "b.jsonl", json.dumps(start[1]) + "\n"))  # ... and back under D
+    run.append(write(tmp_path / "run" / "c.jsonl", json.dumps(moved[1]) + "\n"))
+    assert [(e.path.rsplit("/", 1)[-1], e.line) for e in brain_sql.ingest(conn, run).errors] == [("c.jsonl", 1)]
+    assert brain_sql.check(conn) == {}
+    write(tmp_path / "two.jsonl", "\n".join(json.dumps(r) for r in moved) + "\n")
+    assert not brain_sql.ingest(conn, [tmp_path / "two.jsonl"]).errors
+    other = brain_sql.connect(tmp_path / "other.db")
+    remember(other, *start)
+    remember(other, *moved[::-1])  # a call is taken whole: its order does not matter
+    for brain in (conn, other):
+        assert rows(brain, "select document_id, version_of from knowledge order by document_id") == [
+            ("x#D", "x#E"),
+            ("x#E", None),
+            ("x#H", "x#E"),
+        ]
+        assert brain_sql.check(brain) == {}
+
+
 def test_check_names_versions_of_a_version_plain_sql_wrote_and_repair_leaves_them(conn):
     """An earlier version of a record that is itself an earlier version (or of itself)
     has no current version: out of recall, and check said nothing."""
