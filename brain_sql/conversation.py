@@ -163,34 +163,51 @@ def _first_name_sql(metadata, keys):
 
 @dataclass(frozen=True)
 class Quote:
-    """A stored turn as the turns after it quote it: its session and scope, the
-    quote, and the documents that may hold it — every other turn of its session
-    and scope (only the turns just after it quote it, and the quote names it),
-    or, when another turn there says exactly the same, only the next
-    CONVERSATION_CONTEXT_TURNS stored after it."""
+    """A stored turn as a turn after it quotes it (check's stale quotes): its
+    session and scope, the quote, the document holding it, and what to quote
+    instead (None: the quote goes)."""
 
     where: tuple
     entry: str
     followers: tuple
-    now: str | None = None  # what its turn says now, to quote instead (None: the quote goes)
-    # (follower, n) for a follower stored after n other turns saying the same:
-    # it quotes this turn only when it holds the words more than n times
-    shadowed: tuple = ()
+    now: str | None = None
 
-    def held_in(self, context, follower=None):
-        """Whether `context` (of `follower`) holds this quote whole (not a longer
-        one beginning alike), and as this turn's, not a later turn's saying the same."""
-        return len(re.findall(self.pattern(), context or "")) > dict(self.shadowed).get(follower, 0)
+    def held_in(self, context):
+        """Whether `context` holds this quote whole (not a longer one beginning alike)."""
+        return re.search(self.pattern(), context or "") is not None
 
     def pattern(self):
         return re.escape("\n" + self.entry) + r"(?=\n|$)"
 
 
-def stored_quotes(conn, document_ids, unless=None):
-    """{document id: Quote} of the stored turns among `document_ids`, but for one
-    quoted as `unless` says it now is ({document id: (where, entry)}): a rewrite
-    that leaves a turn's quote as it was reads nothing more of its session."""
-    found, sessions = {}, {}
+@dataclass
+class Requote:
+    """The quotes of some stored turns in the contexts of the turns after them,
+    found before the turns are deleted, flagged or corrected: `rows` maps a row
+    id to (its context's own lines, its quotes, {position: the quoted turn's
+    document id}), `where` each quoted turn's (session, scope)."""
+
+    rows: dict
+    where: dict
+
+    def contexts(self, now=None):
+        """{row id: context} with each found quote put as `now` says ({document id:
+        entry}) or dropped."""
+        now = now or {}
+        found = {}
+        for row_id, (head, quotes, quoted) in self.rows.items():
+            kept = [now.get(quoted[at]) if at in quoted else q for at, q in enumerate(quotes)]
+            found[row_id] = head + "".join("\n" + q for q in kept if q is not None)
+        return found
+
+
+def requote(conn, document_ids, unless=None, unflag=False):
+    """A Requote of the stored turns among `document_ids`, but for one quoted as
+    `unless` says it now is ({document id: (where, entry)}): a rewrite that leaves
+    a turn's quote as it was reads nothing more of its session. A quote is of the
+    turn check reads it as (_sources), so writer and check never disagree; with
+    `unflag` the turns are read as before they were flagged, just now."""
+    targets, where_of = {}, {}
     for document_id, metadata, scope, text, *_ in _stored_documents(
         conn, "document_id in (select value from json_each(?))", [json.dumps(list(document_ids))]
     ):
@@ -200,37 +217,55 @@ def stored_quotes(conn, document_ids, unless=None):
         where = (turn[1], scope)
         if unless and unless.get(document_id) == (where, entry(turn[0], text)):
             continue
-        if where not in sessions:
-            match, params = in_session(where[0])
-            sessions[where] = [
-                (other, entry(said[0], text), first)
-                for other, meta, _, text, first, _ in _stored_documents(
-                    conn, f"{match} and scope = ?", [*params, where[1]]
-                )
-                if (said := _stored_turn(meta)) is not None
-            ]
-        turns = sessions[where]
-        mine = next(((said, first) for other, said, first in turns if other == document_id), None)
-        if mine is None:  # its session as SQL reads it is not turn_of's (a name SQL trims otherwise): not quoted
-            continue
-        others = [(other, first) for other, said, first in turns if other != document_id]
-        same = [first for other, said, first in turns if other != document_id and said == mine[0]]
-        shadowed = ()
-        if same:
-            others = sorted((first, other) for other, first in others if first > mine[1])[:CONVERSATION_CONTEXT_TURNS]
-            others = [(other, first) for first, other in others]
-            shadowed = tuple((other, sum(mine[1] < f < first for f in same)) for other, first in others)
-        found[document_id] = Quote(where, mine[0], tuple(other for other, _ in others), shadowed=shadowed)
-    return found
+        targets.setdefault(where, set()).add(document_id)
+        where_of[document_id] = where
+    rows = {}
+    for where, mine in targets.items():
+        match, params = in_session(where[0])
+        turns, speakers = [], {}
+        for other, meta, _, text, first, hidden, path in _stored_documents(
+            conn, f"{match} and scope = ?", [*params, where[1]]
+        ):
+            said = _stored_turn(meta)
+            if said is not None:
+                turns.append((first, other, 0 if unflag and other in mine else hidden, entry(said[0], text), path))
+                speakers[other] = said[0]
+        # its session as SQL reads it may not be turn_of's (a name SQL trims otherwise): then none quotes it
+        said = {}
+        for turn in sorted(turns):
+            said.setdefault(turn[3], []).append(turn)
+        wanted, lines = {t[3] for t in turns if t[1] in mine}, _first_lines(said)
+        own = {t[1]: t for t in turns}
+        spoken = _spoken(conn, list(own))
+        for row_id, document_id, context in conn.execute(
+            "select id, document_id, context from knowledge where document_id in (select value from json_each(?)) "
+            "and context is not null order by id",
+            [json.dumps(list(own))],
+        ):
+            if not any(w in context for w in wanted):
+                continue
+            end, quotes = _parse(
+                context, _name_end(context, [speakers[document_id]] + spoken.get(document_id, [])), lines
+            )
+            head = context[:end]
+            quoted = {
+                at: source[1]
+                for at, source in enumerate(_sources(quotes, said, own[document_id]))
+                if source is not None and source[1] in mine
+            }
+            if quoted and head + "".join("\n" + q for q in quotes) == context:
+                rows[row_id] = (head, quotes, quoted)
+    return Requote(rows, where_of)
 
 
 def _stored_documents(conn, where, params, last=None):
-    """(document id, metadata, scope, text, first row id, flagged) of the documents
-    whose rows `where` selects, each one's chunks joined in order; with `last`,
-    only the last that many stored, newest first."""
+    """(document id, metadata, scope, text, first row id, flagged, source path) of
+    the documents whose rows `where` selects, each one's chunks joined in order;
+    with `last`, only the last that many stored, newest first."""
     return conn.execute(
-        "select document_id, metadata, scope, group_concat(content, char(10)), min(id) as first, max(flagged) from "
-        f"(select document_id, metadata, scope, content, id, flagged from knowledge where {where} "
+        "select document_id, metadata, scope, group_concat(content, char(10)), min(id) as first, max(flagged), "
+        "max(source_path) from "
+        f"(select document_id, metadata, scope, content, id, flagged, source_path from knowledge where {where} "
         "and document_id is not null order by document_id, chunk_index) group by document_id"
         + (" order by first desc limit ?" if last else ""),
         [*params, last] if last else params,
@@ -257,8 +292,8 @@ def stale_quotes(conn, edited=None):
     longer what the quote says, there: gone, flagged, its words changed, or moved
     to another session or scope (plain SQL does all of these): for check, whose
     repair restates each. A quote's turn is the one of the quoting turn's session
-    and scope that says it, other than itself; of several saying the same, those
-    stored last before the quoting turn, in order. A document is named once per
+    and scope that says it, other than itself; of several saying the same, as
+    _sources reads them (the writer's requote too). A document is named once per
     quote its contexts hold, however many of its chunks hold it.
 
     With `edited` (document id -> whether its words were changed where the writer
@@ -284,10 +319,10 @@ def stale_quotes(conn, edited=None):
     for document_id, context in conn.execute(
         "select document_id, context from knowledge where context is not null and document_id is not null order by id"
     ):
-        speaker, where, first, _ = own.get(document_id, (None, None, None, None))
+        speaker, where, first, _, path = own.get(document_id, (None, None, None, None, None))
         named = _name_end(context, [speaker] + spoken.get(document_id, []))
         quotes = _parse(context, named, lines.get(where, {}))[1]
-        sources = _sources(quotes, said.get(where, {}), document_id, first)
+        sources = _sources(quotes, said.get(where, {}), (first, document_id, None, None, path))
         if all(source is not None and not source[2] for source in sources):
             continue
         now = _requoted(sources, turns.get(where, []), document_id, first, edited) if edited else {}
@@ -317,7 +352,7 @@ def stale_own_lines(conn):
     ):
         if document_id not in own:
             continue
-        speaker, where, _, text = own[document_id]
+        speaker, where, _, text, _ = own[document_id]
         named = _name_end(context, [speaker] + spoken.get(document_id, []))
         end = _parse(context, named, lines[where])[0]
         said = _said_at(observed_at) if _DAY.match(context[named:end].split("\n", 1)[0]) else None
@@ -331,13 +366,16 @@ def stale_own_lines(conn):
 _DAY = re.compile(r", \d{1,2} [A-Z][a-z]+ \d{1,4}$")
 
 
-def _spoken(conn):
-    """{document id: [speaker]} as the turns' said_by edges name them: who a turn's
-    context was written for, should plain SQL have given it another speaker since."""
+def _spoken(conn, document_ids=None):
+    """{document id: [speaker]} as the turns' said_by edges name them (of
+    `document_ids`, or of every turn): who a turn's context was written for,
+    should plain SQL have given it another speaker since."""
     spoken = {}
+    among = "" if document_ids is None else "and r.document_id in (select value from json_each(?)) "
     for document_id, name in conn.execute(
         "select distinct r.document_id, e.name from relationships r join entities e on e.id = r.to_entity_id "
-        "where r.relation_type = 'said_by' and r.document_id is not null and typeof(e.name) = 'text'"
+        f"where r.relation_type = 'said_by' and r.document_id is not null {among}and typeof(e.name) = 'text'",
+        [] if document_ids is None else [json.dumps(document_ids)],
     ):
         spoken.setdefault(document_id, []).append(name)
     return spoken
@@ -385,16 +423,16 @@ def _renamed(conn, own):
 
 
 def _stored_turns(conn):
-    """({(session, scope): [(first row id, document id, flagged, entry)], in the
-    order stored}, {document id: (speaker, (session, scope), first row id, text)})
-    of every stored turn."""
+    """({(session, scope): [(first row id, document id, flagged, entry, source
+    path)], in the order stored}, {document id: (speaker, (session, scope), first
+    row id, text, source path)}) of every stored turn."""
     turns, own = {}, {}
     stored = _stored_documents(conn, f"{session_sql()} is not null", [])
-    for document_id, metadata, scope, text, first, hidden in stored:
+    for document_id, metadata, scope, text, first, hidden, path in stored:
         turn = _stored_turn(metadata)
         if turn is not None:
-            turns.setdefault((turn[1], scope), []).append((first, document_id, hidden, entry(turn[0], text)))
-            own[document_id] = (turn[0], (turn[1], scope), first, text)
+            turns.setdefault((turn[1], scope), []).append((first, document_id, hidden, entry(turn[0], text), path))
+            own[document_id] = (turn[0], (turn[1], scope), first, text, path)
     for stored in turns.values():
         stored.sort()
     return turns, own
@@ -408,17 +446,26 @@ def _first_lines(entries):
     return lines
 
 
-def _sources(quotes, said, document_id, first):
+def _sources(quotes, said, quoting):
     """The turn each of a context's `quotes` quotes ((first id, document id,
-    flagged, entry), None when no turn says it): of the other turns there that
-    say the same words (`said`: {entry: [turns]}), those stored last before the
-    quoting turn (stored first as `first`), in order, then those after it."""
+    flagged, entry, source path), None when no turn says it), the quoting turn
+    being `quoting` (such a tuple): of the other turns there that say the same
+    words (`said`: {entry: [turns]}) — of its own file's, when it came from a file
+    that has any (ingest quotes a file's turns alone) — those stored last before it
+    that are not flagged (a flagged turn keeps its place, unquoted), in order, then
+    those after it, then the flagged ones (a quote of one is stale)."""
+    first, document_id, path = quoting[0], quoting[1], quoting[4]
     sources = [None] * len(quotes)
     for quoted in dict.fromkeys(quotes):
         at = [i for i, q in enumerate(quotes) if q == quoted]
         holders = [h for h in said.get(quoted, ()) if h[1] != document_id]
-        before = [h for h in holders if h[0] < first]
-        found = before[-len(at) :] + [h for h in holders if h[0] > first][: max(len(at) - len(before), 0)]
+        holders = [h for h in holders if path is not None and h[4] == path] or holders
+        before = [h for h in holders if first is not None and h[0] < first][::-1]
+        after = [h for h in holders if first is None or h[0] > first]
+        found = []
+        for pool in ([h for h in before if not h[2]], [h for h in after if not h[2]], before, after):
+            found += [h for h in pool if h not in found][: len(at) - len(found)]
+        found.sort()
         for i, source in zip(at[len(at) - len(found) :], found):
             sources[i] = source
     return sources
@@ -517,7 +564,7 @@ def stored_turns(conn, session, scope, before_ids=()):
         last=CONVERSATION_CONTEXT_TURNS,
     )
     turns = []
-    for _, metadata, _, text, _, hidden in reversed(rows):
+    for _, metadata, _, text, _, hidden, _ in reversed(rows):
         turn = _stored_turn(metadata)
         if turn is not None:
             turns.append(None if hidden else (turn[0], text))

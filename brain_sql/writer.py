@@ -371,8 +371,7 @@ class DocumentWriter:
         flagged = 0
         said, quoted = conversation.entry_of(document), None
         if plan["known"]:  # its edges are stated again below; a turn quoted as before needs no restating
-            quoted = conversation.stored_quotes(conn, [document.document_id], {document.document_id: said})
-            quoted = quoted.get(document.document_id)
+            quoted = conversation.requote(conn, [document.document_id], {document.document_id: said})
             conn.execute("delete from relationships where document_id = ?", (document.document_id,))
             # a document someone flagged stays flagged where it is rewritten: an edit
             # never brings flagged text back into recall unreviewed
@@ -402,8 +401,10 @@ class DocumentWriter:
                 "values (?, ?, ?, ?)",
                 [(a, b, kind, chunk_ids.get(index, chunk_ids[min(chunk_ids)])) for a, b, kind, index in unstated],
             )
-        if quoted:  # a corrected turn is quoted as it is now in the turns after it; moved elsewhere, not at all
-            restate(conn, quoted, said[1] if said and said[0] == quoted.where and not flagged else None)
+        if quoted and quoted.rows:  # a corrected turn is quoted as it is now in the turns after it; moved, not at all
+            where = quoted.where.get(document.document_id)
+            now = {document.document_id: said[1]} if said and said[0] == where and not flagged else None
+            rewrite_contexts(conn, quoted.contexts(now))
         return stored_vectors
 
     def _unstated_edges(self, removed):
@@ -748,14 +749,13 @@ def remove_documents(conn, document_ids):
     of itself in the contexts of the turns after it. Returns how many chunks went."""
     removed = 0
     before = validity.touched(conn, document_ids)
-    quoted = conversation.stored_quotes(conn, document_ids)
+    quoted = conversation.requote(conn, document_ids)
     for document_id in document_ids:
         removed += conn.execute("delete from knowledge where document_id = ?", (document_id,)).rowcount
         conn.execute("delete from relationships where document_id = ?", (document_id,))
         conn.execute("delete from documents where document_id = ?", (document_id,))
     validity.settle(conn, before)  # what they superseded is current again
-    for quote in quoted.values():
-        restate(conn, quote)
+    rewrite_contexts(conn, quoted.contexts())
     return removed
 
 
@@ -772,18 +772,17 @@ def after_flagging(conn, ids):
         )
     ]
     validity.settle(conn, validity.touched(conn, documents))
-    for quote in conversation.stored_quotes(conn, documents).values():
-        restate(conn, quote)
+    rewrite_contexts(conn, conversation.requote(conn, documents, unflag=True).contexts())
 
 
 def restate(conn, quote, new=None):
-    """Replace a stored turn's quote (a conversation.Quote) in the contexts of the
-    turns after it by `new` (None: drop it), inside the caller's transaction: a
-    turn forgotten, flagged or corrected is not found through what it used to
-    say."""
+    """Replace a stale quote (a conversation.Quote check found) in the contexts of
+    the turns it names by `new` (None: drop it), inside the caller's transaction:
+    a turn plain SQL deleted, flagged or changed is not found through what it
+    used to say. (The writer's own deletes, flags and corrections go through
+    conversation.requote.)"""
     rows = conn.execute(
-        "select id, document_id, context from knowledge "
-        "where document_id in (select value from json_each(?)) order by id",
+        "select id, context from knowledge where document_id in (select value from json_each(?)) order by id",
         [json.dumps(quote.followers)],
     ).fetchall()
     replacement = "\n" + new if new is not None else ""
@@ -791,8 +790,8 @@ def restate(conn, quote, new=None):
         conn,
         {
             row_id: re.sub(quote.pattern(), lambda _: replacement, context, count=1)
-            for row_id, follower, context in rows
-            if quote.held_in(context, follower)
+            for row_id, context in rows
+            if quote.held_in(context)
         },
     )
 

@@ -734,3 +734,94 @@ def test_a_turn_said_again_in_another_file_keeps_its_quote_when_the_first_goes(c
         brain_sql.ingest(conn, [tmp_path], prune=True)
     assert quotes(conn, "z") == "Bo\nAnn: The lighthouse tour was cancelled due to fog."
     assert brain_sql.check(conn) == {}
+
+
+def contexts(conn):
+    """{(file name, _id): context} of the stored turns."""
+    return {
+        (path.rsplit("/", 1)[-1], external_id): context
+        for path, external_id, context in rows(conn, "select source_path, external_id, context from knowledge")
+    }
+
+
+def jsonl(path, records):
+    return write(path, "".join(json.dumps({"session_id": "s1", **r}) + "\n" for r in records))
+
+
+FOG = [
+    {"_id": "t2", "speaker": "Ann", "text": "Fog again."},
+    {"_id": "t1", "speaker": "Ann", "text": "Fog again."},
+    {"_id": "f", "speaker": "Bo", "text": "Boat then."},
+    {"_id": "g", "speaker": "Cy", "text": "Ok."},
+]
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [("flag", "t1"), ("forget", "t2")],
+        [("flag", "t1"), ("flag", "t2")],
+        [("flag", "t1"), ("edit", "t2")],
+        [("forget", "t1 t2")],
+        [("flag", "t1 t2")],
+        [("edit", "t1"), ("edit", "t2")],
+        [("edit", "t2"), ("forget", "t1")],
+    ],
+)
+def test_turns_saying_the_same_are_requoted_as_check_reads_them(conn, tmp_path, steps):
+    """Two turns saying the same, both quoted by the next: a flag on one counted it
+    still, two removed at once were restated in the order of their ids, and a
+    correction of one put its new words in the wrong place: the follower kept a
+    forgotten or flagged turn's quote (check named it) or quoted in another order
+    than a brain made again from the files. Which turn a quote is of is now read
+    one way, by the writer and by check."""
+    path = jsonl(tmp_path / "a.jsonl", FOG)
+    brain_sql.ingest(conn, [tmp_path])
+    said, hidden, gone = list(FOG), set(), set()  # a forgotten turn, as a flagged one, keeps its place unquoted
+    for step, names in steps:
+        names = names.split()
+        ids = [
+            i
+            for (i,) in conn.execute(
+                "select id from knowledge where external_id in (select value from json_each(?))", [json.dumps(names)]
+            )
+        ]
+        if step == "flag":
+            brain_sql.flag(conn, ids)
+        elif step == "forget":
+            brain_sql.forget(conn, ids=ids)
+            gone.update(names)
+        else:
+            said = [{**r, "text": f"Sun for {r['_id']}."} if r["_id"] in names else r for r in said]
+        hidden.update(names if step != "edit" else ())
+        jsonl(path, [r for r in said if r["_id"] not in gone])
+        brain_sql.ingest(conn, [tmp_path])
+    assert brain_sql.check(conn) == {}
+    # as the file says it: each turn quotes the two before it, but for those flagged or forgotten
+    assert contexts(conn) == {
+        ("a.jsonl", r["_id"]): "\n".join(
+            [r["speaker"]] + [f"{q['speaker']}: {q['text']}" for q in said[max(i - 2, 0) : i] if q["_id"] not in hidden]
+        )
+        for i, r in enumerate(said)
+        if r["_id"] not in gone
+    }
+
+
+def test_a_turn_quotes_its_own_files_turn_though_another_file_says_the_same(conn, tmp_path):
+    """a.jsonl's f quotes a.jsonl's t1; b.jsonl's t2 says the same. Once f (or a turn
+    g appended to a.jsonl) was stored after t2, a correction of t1 reached neither:
+    which turn a quote is of was read from the order stored alone. Ingest quotes a
+    file's own turns: the contexts are those of a brain made again from the files."""
+    a = jsonl(tmp_path / "a.jsonl", [FOG[1], FOG[2]])
+    brain_sql.ingest(conn, [tmp_path])
+    jsonl(tmp_path / "b.jsonl", [FOG[0]])
+    brain_sql.ingest(conn, [tmp_path])
+    jsonl(a, [FOG[1], {**FOG[2], "text": "Boat now."}, FOG[3]])  # f rewritten, g added: both stored after t2
+    brain_sql.ingest(conn, [tmp_path])
+    jsonl(a, [{**FOG[1], "text": "Sun now."}, {**FOG[2], "text": "Boat now."}, FOG[3]])
+    brain_sql.ingest(conn, [tmp_path])
+    fresh = brain_sql.connect(tmp_path / "fresh.db")
+    brain_sql.ingest(fresh, [a, tmp_path / "b.jsonl"])
+    assert contexts(conn) == contexts(fresh)
+    assert contexts(conn)[("a.jsonl", "g")] == "Cy\nAnn: Sun now.\nBo: Boat now."
+    assert brain_sql.check(conn) == {}
