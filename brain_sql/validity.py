@@ -197,8 +197,9 @@ def version_refusal(conn, document, current=None, given=None):
         return f"{shown(document_id)} has earlier versions of its own: {why}"
     if later_version(conn, document):
         return (
-            f"{shown(document_id)} is stored valid from before this record, which would keep it as an earlier "
-            f"version of its own: {why}"
+            f"it is a later version of {shown(document_id)} (its valid_from is later than the stored one's, or the "
+            f"stored one has none), which would keep the stored one as an earlier version of its own: {why} (give "
+            "it the stored valid_from, or none)"
         )
     return None
 
@@ -213,18 +214,24 @@ def _history_kept(conn, record, given):
 
 
 def placed_refusal(conn, document, given):
-    """Why `document`, an earlier version by its valid_from (earlier_place), may not
-    be placed so in an ingest that gave its record as an earlier version of another
-    (`given`, as version_refusal reads it), or None; else it is added to `given`."""
+    """Why `document`, with no `_version_of`, may not be written as it would be in
+    an ingest that made records earlier versions of others (`given`, as
+    version_refusal reads it), or None; else what it makes history is added to
+    `given`. An earlier version by its valid_from (earlier_place) may not be of a
+    record made history, nor a later version (later_version) be of one; the
+    record a later version keeps as history has history of its own."""
     place = earlier_place(conn, document)
-    if place is None:
-        return None
-    if place[1] in given:
+    record = place[1] if place else document.document_id
+    later = place is None and later_version(conn, document)
+    if (place or later) and record in given:
         return (
-            f"it is an earlier version of {shown(place[1])}, which an earlier record makes an earlier version of "
-            f"{shown(given[place[1]])}: a version cannot have earlier versions of its own"
+            f"it is {'an earlier' if place else 'a later'} version of {shown(record)}, which an earlier record "
+            f"makes an earlier version of {shown(given[record])}: a version cannot have versions of its own"
         )
-    given[place[0]] = place[1]
+    if place:
+        given[place[0]] = record
+    elif later:
+        given[("kept", record)] = record
     return None
 
 

@@ -215,21 +215,24 @@ def test_an_ingested_version_of_itself_of_history_or_in_a_cycle_is_refused(conn,
     assert brain_sql.check(conn) == {"orphan_versions": ["z"]}  # y, a version of z, which no file gave
 
 
-@pytest.mark.parametrize("order", ["back-dated first", "version first"])
-def test_a_run_that_gives_a_record_history_and_makes_it_history_is_refused(conn, tmp_path, order):
-    """One file gave D an earlier version by its valid_from, another made D an
-    earlier version of E, in one run: D's history became history of history, out
-    of recall with nothing current, and no error (check only named it since). The
-    second of the two is refused by file and line."""
+@pytest.mark.parametrize("version", ["earlier", "later"])
+@pytest.mark.parametrize("order", ["version first", "_version_of first"])
+def test_a_run_that_gives_a_record_history_and_makes_it_history_is_refused(conn, tmp_path, order, version):
+    """One file gave D an earlier version by its valid_from (or a later version,
+    keeping the stored one as history), another made D an earlier version of E,
+    in one run: history of history, out of recall with nothing current, and no
+    error (check only named it since); or the later version written over the one
+    made history, its text lost. The second of the two is refused by file and line."""
     path = tmp_path / "one.jsonl"
     current = {"_id": "D", "text": "Deploy on Fridays.", "valid_from": "2024-06-01"}
     write(path, json.dumps(current) + "\n" + json.dumps({"_id": "E", "text": "Deploy at will."}) + "\n")
     brain_sql.ingest(conn, [path])
     d, e = f"{path}#D", f"{path}#E"
-    earlier = {"_document": d, "_id": "D", "text": "Deploy on Mondays.", "valid_from": "2024-01-01"}
+    begins = "2024-01-01" if version == "earlier" else "2025-01-01"
+    other = {"_document": d, "_id": "D", "text": "Deploy on Mondays.", "valid_from": begins}
     regrouped = {"_document": d, "_version_of": e, **current}
-    files = [("b.jsonl", earlier), ("c.jsonl", regrouped)]
-    if order == "version first":
+    files = [("b.jsonl", other), ("c.jsonl", regrouped)]
+    if order == "_version_of first":
         files.reverse()
     paths = [write(tmp_path / "run" / name, json.dumps(r) + "\n") for name, r in files]
     report = brain_sql.ingest(conn, paths)
@@ -250,8 +253,9 @@ def test_a_later_version_that_is_an_earlier_version_of_another_record_is_refused
     before = rows(conn, "select document_id, version_of, content from knowledge order by id")
     report, _ = brain_sql.remember(conn, [later])
     assert [m.message for m in report.errors] == [
-        f"record 1: {shown(d)} is stored valid from before this record, which would keep it as an earlier version of "
-        "its own: it cannot become an earlier version of another record"
+        f"record 1: it is a later version of {shown(d)} (its valid_from is later than the stored one's, or the "
+        "stored one has none), which would keep the stored one as an earlier version of its own: it cannot become "
+        "an earlier version of another record (give it the stored valid_from, or none)"
     ]
     write(tmp_path / "two.jsonl", json.dumps(later) + "\n")
     assert [m.line for m in brain_sql.ingest(conn, [tmp_path / "two.jsonl"]).errors] == [1]
