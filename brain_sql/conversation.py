@@ -10,6 +10,8 @@ day it was said, its relative time phrases read against that day ("yesterday:
 a turn is `said_by` its speaker and `in_session` its session.
 """
 
+import bisect
+import collections
 import datetime
 import json
 import re
@@ -177,7 +179,7 @@ class Quote:
         return re.search(self.pattern(), context or "") is not None
 
     def pattern(self):
-        return re.escape("\n" + self.entry) + r"(?=\n|$)"
+        return _pattern(self.entry)
 
 
 @dataclass
@@ -189,6 +191,7 @@ class Requote:
 
     rows: dict
     where: dict
+    plain: dict  # row id -> (context, [(entry, document id)]) of entries no other turn says: each quote theirs
 
     def contexts(self, now=None):
         """{row id: context} with each found quote put as `now` says ({document id:
@@ -198,7 +201,17 @@ class Requote:
         for row_id, (head, quotes, quoted) in self.rows.items():
             kept = [now.get(quoted[at]) if at in quoted else q for at, q in enumerate(quotes)]
             found[row_id] = head + "".join("\n" + q for q in kept if q is not None)
+        for row_id, (context, held) in self.plain.items():
+            for said, document_id in held:
+                put = "\n" + now[document_id] if now.get(document_id) is not None else ""
+                context = re.sub(_pattern(said), lambda _, put=put: put, context, count=1)
+            found[row_id] = context
         return found
+
+
+def _pattern(said):
+    """A quote of `said` whole in a context (not a longer one beginning alike)."""
+    return re.escape("\n" + said) + r"(?=\n|$)"
 
 
 def requote(conn, document_ids, unless=None, unflag=False):
@@ -219,7 +232,7 @@ def requote(conn, document_ids, unless=None, unflag=False):
             continue
         targets.setdefault(where, set()).add(document_id)
         where_of[document_id] = where
-    rows = {}
+    rows, plain = {}, {}
     for where, mine in targets.items():
         match, params = in_session(where[0])
         turns, speakers = [], {}
@@ -231,19 +244,23 @@ def requote(conn, document_ids, unless=None, unflag=False):
                 turns.append((first, other, 0 if unflag and other in mine else hidden, entry(said[0], text), path))
                 speakers[other] = said[0]
         # its session as SQL reads it may not be turn_of's (a name SQL trims otherwise): then none quotes it
-        said = {}
-        for turn in sorted(turns):
-            said.setdefault(turn[3], []).append(turn)
-        wanted, lines = {t[3] for t in turns if t[1] in mine}, _first_lines(said)
-        own = {t[1]: t for t in turns}
-        spoken = _spoken(conn, list(own))
+        counts = collections.Counter(t[3] for t in turns)
+        alone = {t[3]: t[1] for t in turns if t[1] in mine and counts[t[3]] == 1}  # every quote of it is its
+        shared = {t[3] for t in turns if t[1] in mine} - alone.keys()
+        said, spoken, own = None, None, {t[1]: t for t in turns}
         for row_id, document_id, context in conn.execute(
             "select id, document_id, context from knowledge where document_id in (select value from json_each(?)) "
             "and context is not null order by id",
             [json.dumps(list(own))],
         ):
-            if not any(w in context for w in wanted):
+            if not any(w in context for w in shared):
+                held = [(w, alone[w]) for w in alone if w in context and re.search(_pattern(w), context)]
+                if held:
+                    plain[row_id] = (context, held)
                 continue
+            if said is None:  # which of the turns saying the same a quote is of: read as check reads it
+                said, lines = _Said(sorted(turns)), _first_lines(t[3] for t in turns)
+                spoken = _spoken(conn, list(own))
             end, quotes = _parse(
                 context, _name_end(context, [speakers[document_id]] + spoken.get(document_id, [])), lines
             )
@@ -255,18 +272,21 @@ def requote(conn, document_ids, unless=None, unflag=False):
             }
             if quoted and head + "".join("\n" + q for q in quotes) == context:
                 rows[row_id] = (head, quotes, quoted)
-    return Requote(rows, where_of)
+    return Requote(rows, where_of, plain)
 
 
 def _stored_documents(conn, where, params, last=None):
-    """(document id, metadata, scope, text, first row id, flagged, source path) of
-    the documents whose rows `where` selects, each one's chunks joined in order;
-    with `last`, only the last that many stored, newest first."""
+    """(document id, metadata, scope, text, place, flagged, source path) of the
+    documents whose rows `where` selects, each one's chunks joined in order; its
+    place is where it was first stored (its documents row, which a rewrite keeps;
+    its first row id when it has none); with `last`, only the last that many
+    stored, newest first."""
     return conn.execute(
-        "select document_id, metadata, scope, group_concat(content, char(10)), min(id) as first, max(flagged), "
-        "max(source_path) from "
+        "select document_id, metadata, scope, group_concat(content, char(10)), "
+        "coalesce((select d.rowid from documents d where d.document_id = g.document_id), min(id)) as first, "
+        "max(flagged), max(source_path) from "
         f"(select document_id, metadata, scope, content, id, flagged, source_path from knowledge where {where} "
-        "and document_id is not null order by document_id, chunk_index) group by document_id"
+        "and document_id is not null order by document_id, chunk_index) g group by document_id"
         + (" order by first desc limit ?" if last else ""),
         [*params, last] if last else params,
     ).fetchall()
@@ -310,11 +330,8 @@ def stale_quotes(conn, edited=None):
         def edited(document_id):
             return document_id in renamed or words(document_id)
 
-    said, lines = {}, {}  # (session, scope) -> {entry: [turns]}, {an entry's first line: [entries]}
-    for where, stored in turns.items():
-        for turn in stored:
-            said.setdefault(where, {}).setdefault(turn[3], []).append(turn)
-        lines[where] = _first_lines(said[where])
+    said = {where: _Said(stored) for where, stored in turns.items()}  # (session, scope) -> its turns
+    lines = {where: _first_lines(turn[3] for turn in stored) for where, stored in turns.items()}
     stale = {}  # document id -> [Quote], of the chunk holding most
     for document_id, context in conn.execute(
         "select document_id, context from knowledge where context is not null and document_id is not null order by id"
@@ -322,7 +339,7 @@ def stale_quotes(conn, edited=None):
         speaker, where, first, _, path = own.get(document_id, (None, None, None, None, None))
         named = _name_end(context, [speaker] + spoken.get(document_id, []))
         quotes = _parse(context, named, lines.get(where, {}))[1]
-        sources = _sources(quotes, said.get(where, {}), (first, document_id, None, None, path))
+        sources = _sources(quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path))
         if all(source is not None and not source[2] for source in sources):
             continue
         now = _requoted(sources, turns.get(where, []), document_id, first, edited) if edited else {}
@@ -446,25 +463,64 @@ def _first_lines(entries):
     return lines
 
 
+class _Said:
+    """A session's stored turns ((place, document id, flagged, entry, source path),
+    in order) indexed for _sources: by entry, by entry within a file, and each
+    turn's window (the CONVERSATION_CONTEXT_TURNS before it in its file, or in the
+    session when it came from none or its file holds no other turn before it)."""
+
+    def __init__(self, turns):
+        self.entries, self.window = {}, {}
+        last, files = [], {}
+        for turn in turns:
+            self.entries.setdefault(turn[3], []).append(turn)
+            if turn[4] is not None:
+                self.entries.setdefault((turn[3], turn[4]), []).append(turn)
+            own = files.get(turn[4]) if turn[4] is not None else None
+            self.window[turn[1]] = list(own or last)
+            last = (last + [turn])[-CONVERSATION_CONTEXT_TURNS:]
+            if turn[4] is not None:
+                files[turn[4]] = (files.get(turn[4], []) + [turn])[-CONVERSATION_CONTEXT_TURNS:]
+        self.places = {key: [t[0] for t in turns] for key, turns in self.entries.items()}
+
+    def holders(self, quoted, path):
+        """The turns saying `quoted`: of file `path` when it has any, else all; and their places."""
+        key = (quoted, path) if path is not None and (quoted, path) in self.entries else quoted
+        return self.entries.get(key, []), self.places.get(key, [])
+
+
+_NO_TURNS = _Said([])
+
+
 def _sources(quotes, said, quoting):
-    """The turn each of a context's `quotes` quotes ((first id, document id,
-    flagged, entry, source path), None when no turn says it), the quoting turn
-    being `quoting` (such a tuple): of the other turns there that say the same
-    words (`said`: {entry: [turns]}) — of its own file's, when it came from a file
-    that has any (ingest quotes a file's turns alone) — those stored last before it
-    that are not flagged (a flagged turn keeps its place, unquoted), in order, then
-    those after it, then the flagged ones (a quote of one is stale)."""
-    first, document_id, path = quoting[0], quoting[1], quoting[4]
+    """The turn each of a context's `quotes` quotes ((place, document id, flagged,
+    entry, source path), None when no turn says it), the quoting turn being
+    `quoting` (such a tuple) in its session (`said`, a _Said): of the other turns
+    there that say the same words — of its own file's, when it came from a file
+    that has any (ingest quotes a file's turns alone) — those of its window,
+    unflagged first (a flagged one keeps its place, unquoted), then the others
+    before it, latest first, then those after it (a remembered correction quotes
+    the latest stored), unflagged first, latest first. A quote of a flagged turn
+    is stale."""
+    place, document_id, path = quoting[0], quoting[1], quoting[4]
+    window = said.window.get(document_id, [])[::-1]
     sources = [None] * len(quotes)
     for quoted in dict.fromkeys(quotes):
         at = [i for i, q in enumerate(quotes) if q == quoted]
-        holders = [h for h in said.get(quoted, ()) if h[1] != document_id]
-        holders = [h for h in holders if path is not None and h[4] == path] or holders
-        before = [h for h in holders if first is not None and h[0] < first][::-1]
-        after = [h for h in holders if first is None or h[0] > first]
-        found = []
-        for pool in ([h for h in before if not h[2]], [h for h in after if not h[2]], before, after):
-            found += [h for h in pool if h not in found][: len(at) - len(found)]
+        holders, places = said.holders(quoted, path)
+        cut = bisect.bisect_left(places, place) if place is not None else 0
+        near = [t for t in window if t[3] == quoted]
+        before = (holders[i] for i in range(cut - 1, -1, -1))
+        after = holders[cut:][::-1]
+        pools = ([h for h in near if not h[2]], near, before, (h for h in after if not h[2]), after)
+        found, taken = [], {document_id}
+        for pool in pools:
+            for h in pool:
+                if len(found) == len(at):
+                    break
+                if h[1] not in taken:
+                    found.append(h)
+                    taken.add(h[1])
         found.sort()
         for i, source in zip(at[len(at) - len(found) :], found):
             sources[i] = source

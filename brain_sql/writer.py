@@ -401,7 +401,7 @@ class DocumentWriter:
                 "values (?, ?, ?, ?)",
                 [(a, b, kind, chunk_ids.get(index, chunk_ids[min(chunk_ids)])) for a, b, kind, index in unstated],
             )
-        if quoted and quoted.rows:  # a corrected turn is quoted as it is now in the turns after it; moved, not at all
+        if quoted:  # a corrected turn is quoted as it is now in the turns after it; moved elsewhere, not at all
             where = quoted.where.get(document.document_id)
             now = {document.document_id: said[1]} if said and said[0] == where and not flagged else None
             rewrite_contexts(conn, quoted.contexts(now))
@@ -609,8 +609,12 @@ class DocumentWriter:
         """A written document's entity, documents row and edges; its chunks queued for mentions."""
         entity_id = self._entity(document.title, "document", claim=True) if document.title else None
         self.conn.execute(
-            "insert or replace into documents (document_id, title, source_path, entity_id, content_hash, chunks) "
-            "values (?, ?, ?, ?, ?, ?)",
+            # in place when rewritten: a document keeps its row, so the order documents were first stored in
+            # (a transcript's turns, conversation._sources) outlives their corrections
+            "insert into documents (document_id, title, source_path, entity_id, content_hash, chunks) "
+            "values (?, ?, ?, ?, ?, ?) on conflict(document_id) do update set title = excluded.title, "
+            "source_path = excluded.source_path, entity_id = excluded.entity_id, "
+            "content_hash = excluded.content_hash, chunks = excluded.chunks, ingested_at = current_timestamp",
             (
                 document.document_id,
                 document.title,

@@ -825,3 +825,39 @@ def test_a_turn_quotes_its_own_files_turn_though_another_file_says_the_same(conn
     assert contexts(conn) == contexts(fresh)
     assert contexts(conn)[("a.jsonl", "g")] == "Cy\nAnn: Sun now.\nBo: Boat now."
     assert brain_sql.check(conn) == {}
+
+
+def test_a_corrected_turn_keeps_its_place_among_turns_saying_the_same(conn, tmp_path):
+    """A turn corrected, then corrected back, was stored again after the turns below
+    it: which of two turns saying the same a quote was of was read from that order,
+    so flagging the lower one dropped the quote of the upper one. A document keeps
+    its place (its documents row) through its corrections."""
+    said = [
+        {"_id": "a", "speaker": "Ann", "text": "X."},
+        {"_id": "b", "speaker": "Bo", "text": "Y."},
+        {"_id": "c", "speaker": "Ann", "text": "X."},
+        {"_id": "d", "speaker": "Bo", "text": "Z."},
+    ]
+    path = jsonl(tmp_path / "a.jsonl", said)
+    brain_sql.ingest(conn, [tmp_path])
+    for text in ("W.", "X."):
+        jsonl(path, [{**said[0], "text": text}, *said[1:]])
+        brain_sql.ingest(conn, [tmp_path])
+    brain_sql.flag(conn, [i for (i,) in conn.execute("select id from knowledge where external_id = 'c'")])
+    assert (quotes(conn, "b"), quotes(conn, "d")) == ("Bo\nAnn: X.", "Bo\nBo: Y.")
+    assert brain_sql.check(conn) == {}
+
+
+def test_check_finds_a_turn_flagged_with_plain_sql_though_another_says_the_same(conn, tmp_path):
+    """c says what a says; plain SQL flags c. The turns after c still quote it: check
+    named nothing, as if they quoted a, which is not among the turns just before them."""
+    said = [("a", "Ann", "X."), ("b", "Bo", "Y."), ("c", "Ann", "X."), ("d", "Bo", "Z."), ("e", "Cy", "W.")]
+    jsonl(tmp_path / "a.jsonl", [{"_id": i, "speaker": s, "text": t} for i, s, t in said])
+    brain_sql.ingest(conn, [tmp_path])
+    with conn:
+        without_rules(conn)
+        conn.execute("update knowledge set flagged = 1 where external_id = 'c'")
+    stale = rows(conn, "select document_id from knowledge where external_id in ('d', 'e') order by 1")
+    assert brain_sql.check(conn)["stale_quotes"] == [row[0] for row in stale]
+    brain_sql.check(conn, repair=True)
+    assert [quotes(conn, i) for i in "bde"] == ["Bo\nAnn: X.", "Bo\nBo: Y.", "Cy\nBo: Z."]
