@@ -176,10 +176,7 @@ class Quote:
 
     def held_in(self, context):
         """Whether `context` holds this quote whole (not a longer one beginning alike)."""
-        return re.search(self.pattern(), context or "") is not None
-
-    def pattern(self):
-        return _pattern(self.entry)
+        return re.search(_pattern(self.entry), context or "") is not None
 
 
 @dataclass
@@ -203,8 +200,7 @@ class Requote:
             found[row_id] = head + "".join("\n" + q for q in kept if q is not None)
         for row_id, (context, held) in self.plain.items():
             for said, document_id in held:
-                put = "\n" + now[document_id] if now.get(document_id) is not None else ""
-                context = re.sub(_pattern(said), lambda _, put=put: put, context, count=1)
+                context = put_quote(context, said, now.get(document_id))
             found[row_id] = context
         return found
 
@@ -212,6 +208,12 @@ class Requote:
 def _pattern(said):
     """A quote of `said` whole in a context (not a longer one beginning alike)."""
     return re.escape("\n" + said) + r"(?=\n|$)"
+
+
+def put_quote(context, said, new=None):
+    """`context` with its first quote of `said` put as `new` (None: dropped)."""
+    put = "" if new is None else "\n" + new
+    return re.sub(_pattern(said), lambda _: put, context, count=1)
 
 
 def requote(conn, document_ids, unless=None, unflag=False):

@@ -10,7 +10,6 @@ import bisect
 import functools
 import json
 import math
-import re
 import time
 from pathlib import Path
 
@@ -789,11 +788,10 @@ def restate(conn, quote, new=None):
         "select id, context from knowledge where document_id in (select value from json_each(?)) order by id",
         [json.dumps(quote.followers)],
     ).fetchall()
-    replacement = "\n" + new if new is not None else ""
     rewrite_contexts(
         conn,
         {
-            row_id: re.sub(quote.pattern(), lambda _: replacement, context, count=1)
+            row_id: conversation.put_quote(context, quote.entry, new)
             for row_id, context in rows
             if quote.held_in(context)
         },
