@@ -658,6 +658,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
                 continue
             if item is None:
                 continue  # the same record again: stored once
+            item.read_from = path
             pipeline.add(item)
         if failed:
             continue  # a file with a bad record keeps the rest, so a typo never deletes memories
@@ -1334,7 +1335,9 @@ class _Pipeline:
         for position, document in enumerate(batch):
             written += 1
             if position in refused:
-                report.errors.append(IngestError(document.source_path, document.line, refused[position]))
+                report.errors.append(
+                    IngestError(document.read_from or document.source_path, document.line, refused[position])
+                )
                 continue
             report.documents += 1
             if stored.get(document.document_id) == document.digest:
@@ -1362,7 +1365,9 @@ class _Pipeline:
                     self._count(known)
                 except Exception as ex:
                     self.writer.forget_entities()
-                    report.errors.append(IngestError(document.source_path, document.line, f"not written: {ex}"))
+                    report.errors.append(
+                        IngestError(document.read_from or document.source_path, document.line, f"not written: {ex}")
+                    )
             if deadline is not None and time.perf_counter() >= deadline:
                 break
         write_fresh()

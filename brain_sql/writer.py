@@ -160,15 +160,16 @@ def chunk_text(document, chunk):
 
 
 def claimed(conn, documents):
-    """{position in `documents`: why it is refused} for each document read from a
-    file (not placed by its record) whose id another file's memory holds, stored or
-    earlier in `documents` (a '#' in a file's name or in an _id can make one id of
-    two: `a.jsonl#x.md` is a note's and a.jsonl's record x.md's), or an earlier
-    version kept as history (`X@2024-01-01 00:00:00`): written, it would take that
-    memory's place, and the next ingest of the other file take it back. A file's
-    record made history by a later _version_of, and given again unchanged, is
-    not refused: it is stored as it says."""
-    given = [(i, d) for i, d in enumerate(documents) if not d.placed and not d.version_of]
+    """{position in `documents`: why it is refused} for each document with no
+    `_version_of` whose id an earlier version kept as history holds (`X@2024-01-01
+    00:00:00`, or a record a later _version_of made history): written, it would
+    take that version out of its record's history, its text lost when it differs.
+    Given again unchanged it is not refused: it is stored as it says. And each
+    read from a file (not placed by its record) whose id another file's memory
+    holds, stored or earlier in `documents` (a '#' in a file's name or in an _id
+    can make one id of two: `a.jsonl#x.md` is a note's and a.jsonl's record
+    x.md's): the next ingest of the other file would take it back."""
+    given = [(i, d) for i, d in enumerate(documents) if not d.version_of]
     if not given:
         return {}
     held = {
@@ -182,12 +183,19 @@ def claimed(conn, documents):
     }
     refused = {}
     for position, document in given:
-        path, version_of, digest = held.setdefault(document.document_id, (document.source_path, None, None))
+        mine = (document.source_path, None, None)  # a placed one claims no file's id: it is put back
+        held_now = (
+            held.get(document.document_id, mine) if document.placed else held.setdefault(document.document_id, mine)
+        )
+        path, version_of, digest = held_now
         if version_of is not None and digest != document.digest:
             refused[position] = (
                 f"its id {shown(document.document_id)} is that of an earlier version of {shown(version_of)} "
-                "kept as history: give the record another _id"
+                f"kept as history: to change that version, give it '_version_of' {shown(version_of)} (with "
+                "'_document'); else give the record another _id"
             )
+        elif document.placed:
+            continue
         elif path is not None and document.source_path is not None and path != document.source_path:
             refused[position] = (
                 f"its id {shown(document.document_id)} is that of a memory of {shown(path)} (a '#' in a file's "

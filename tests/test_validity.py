@@ -263,6 +263,44 @@ def test_a_later_version_that_is_an_earlier_version_of_another_record_is_refused
     assert brain_sql.check(conn) == {}
 
 
+@pytest.mark.parametrize("begins", ["2022-01-01", "2023-01-01", "2023-06-01"])
+def test_a_record_made_history_given_again_changed_is_refused_not_written_over_its_history(conn, tmp_path, begins):
+    """X made an earlier version of Y (a later _version_of), then given again
+    changed with `_document` or through remember, with an earlier, the same or a
+    later valid_from: it was written over that history version as a record of its
+    own, the regroup undone and, with a later valid_from, its text lost with no
+    error. Refused, saying how to change that version; unchanged, it stays history."""
+    path = tmp_path / "one.jsonl"
+    x = {"_id": "X", "text": "Deploy on Fridays.", "valid_from": "2023-01-01"}
+    write(
+        path,
+        json.dumps({"_id": "Y", "text": "Deploy at will.", "valid_from": "2024-01-01"}) + "\n" + json.dumps(x) + "\n",
+    )
+    brain_sql.ingest(conn, [path])
+    d, y = f"{path}#X", f"{path}#Y"
+    placed = {"_document": d, "_source_path": str(path), **x}
+    remember(conn, {**placed, "_version_of": y})
+    before = rows(conn, "select document_id, version_of, valid_from, content from knowledge order by id")
+    assert before[1] == (d, y, "2023-01-01 00:00:00", x["text"])
+    changed = {"_document": d, "_id": "X", "text": "Deploy on Mondays.", "valid_from": begins}
+    report, _ = brain_sql.remember(conn, [changed])
+    assert [e.message for e in report.errors] == [
+        f"record 1: its id {shown(d)} is that of an earlier version of {shown(y)} kept as history: to change that "
+        f"version, give it '_version_of' {shown(y)} (with '_document'); else give the record another _id"
+    ]
+    write(tmp_path / "two.jsonl", json.dumps(changed) + "\n")
+    assert [(e.path, e.line) for e in brain_sql.ingest(conn, [tmp_path / "two.jsonl"]).errors] == [
+        (str(tmp_path / "two.jsonl"), 1)
+    ]
+    remember(conn, placed)  # the same again: unchanged
+    assert rows(conn, "select document_id, version_of, valid_from, content from knowledge order by id") == before
+    remember(conn, {**changed, "_version_of": y})  # as the refusal says: that version changed, still Y's history
+    assert rows(conn, "select version_of, content from knowledge where document_id = ?", [d]) == [
+        (y, "Deploy on Mondays.")
+    ]
+    assert brain_sql.check(conn) == {}
+
+
 def test_a_record_and_its_history_moved_under_a_newer_record_are_both_its_history(conn, tmp_path):
     """D with its earlier version H, then E, newer than both: a file or a remember
     call making H and D earlier versions of E was refused (D had history of its
