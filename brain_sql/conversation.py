@@ -13,6 +13,7 @@ a turn is `said_by` its speaker and `in_session` its session.
 import bisect
 import collections
 import datetime
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -121,8 +122,9 @@ def session_sql(row="knowledge"):
     """SQL for the session a stored memory's metadata names, as turn_of reads it: the
     first of its session keys that is a name, as text without the spaces around it
     (a session given as 7 or " s1 " is "7" or "s1" on both sides). A memory naming
-    no speaker has one too, though it is no turn: _stored_turn tells."""
-    metadata = f"{row}.metadata"
+    no speaker has one too, though it is no turn: _stored_turn tells. With `row`
+    None, of the column unqualified, as an index on it is written (schema)."""
+    metadata = f"{row}.metadata" if row else "metadata"
     return f"(case when json_valid({metadata}) then {_first_name_sql(metadata, SESSION_KEYS)} end)"
 
 
@@ -250,11 +252,13 @@ def requote(conn, document_ids, unless=None, unflag=False):
         alone = {t[3]: t[1] for t in turns if t[1] in mine and counts[t[3]] == 1}  # every quote of it is its
         shared = {t[3] for t in turns if t[1] in mine} - alone.keys()
         said, spoken, own = None, None, {t[1]: t for t in turns}
-        for row_id, document_id, context in conn.execute(
-            "select id, document_id, context from knowledge where document_id in (select value from json_each(?)) "
-            "and context is not null order by id",
-            [json.dumps(list(own))],
+        for row_id, document_id, context in conn.execute(  # the contexts that may quote one of them, read in C
+            f"select id, document_id, context from knowledge where {match} and scope = ? and context is not null "
+            "and exists (select 1 from json_each(?) where instr(context, value) > 0) order by id",
+            [*params, where[1], json.dumps(sorted(alone.keys() | shared))],
         ):
+            if document_id not in own:
+                continue
             if not any(w in context for w in shared):
                 held = [(w, alone[w]) for w in alone if w in context and re.search(_pattern(w), context)]
                 if held:
@@ -300,8 +304,10 @@ def stored_session(metadata):
     return turn and turn[1]
 
 
+@functools.lru_cache(maxsize=4096)
 def _stored_turn(metadata):
-    """(speaker, session) of a stored memory's metadata (JSON text), or None."""
+    """(speaker, session) of a stored memory's metadata (JSON text), or None: the
+    turns of a session mostly share a few metadata texts, read once."""
     try:
         values = json.loads(metadata) if metadata else None
     except ValueError:

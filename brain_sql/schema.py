@@ -22,6 +22,7 @@ from sqlite_utils import Migrations
 
 from .config import CHANGE_LOG_KEEP, INGEST_TRANSACTION_SECONDS, MAX_ID, configured_model
 from .connection import UNDECODED_TEXT, Connection, Turns, atomic, open_connection, sqlite3
+from .conversation import session_sql
 from .embed import model_dimension, other_width
 from .errors import RULE_MARK, BrainBusy, BrainError, ModelError, ModelRefused
 from .vectors import (
@@ -726,7 +727,10 @@ def page_indexes():
     (class, source, domain; scope has one) and the newest-first order by observed_at;
     the decaying rows alone, with what the decayed page and the decay facet read of
     them; which memories are flagged; each entity's document, and the documents by
-    their number of chunks. check recreates any a tool dropped."""
+    their number of chunks; and each conversation's turns by their session (as
+    conversation.session_sql reads it) and scope, so a turn written reads its
+    session's turns alone, not every memory. check recreates any a tool dropped."""
+    session = session_sql(None)
     indexes = {
         "idx_knowledge_class": "knowledge(class)",
         "idx_knowledge_source": "knowledge(source)",
@@ -737,6 +741,7 @@ def page_indexes():
         "idx_knowledge_flagged": "knowledge(document_id) WHERE flagged != 0",
         "idx_documents_entity": "documents(entity_id)",
         "idx_documents_chunks": "documents(chunks, entity_id)",
+        "idx_knowledge_session": f"knowledge({session}, scope) WHERE {session} IS NOT NULL",
     }
     return {name: f"CREATE INDEX IF NOT EXISTS {name} ON {on}" for name, on in indexes.items()}
 
@@ -993,6 +998,15 @@ def m017_id_bound(db):
         db.execute(f"DROP TRIGGER IF EXISTS {name}")
         db.execute(sql)
     lower_marks(db.conn)
+
+
+@migrations()
+def m018_session_index(db):
+    """page_indexes()' index of conversation turns by session: writing a turn read
+    every memory's metadata to find its session's turns (a second a turn on a
+    million memories); one pass over the table builds it."""
+    for sql in page_indexes().values():
+        db.execute(sql)
 
 
 # Tables whose rows are memories' text, or derived from it: whoever may not read

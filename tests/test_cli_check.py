@@ -89,7 +89,7 @@ def test_a_table_rebuilt_without_its_columns_is_named_not_a_traceback(run, db_pa
         refused = run("transform", db_path, "knowledge", *change)
         assert refused.exit_code == 1 and "No changes have been applied" in str(refused.exception)
         conn = brain_sql.connect(db_path)
-        for name in ("idx_knowledge_decaying", "idx_knowledge_flagged"):  # as it says to
+        for name in ("idx_knowledge_decaying", "idx_knowledge_flagged", "idx_knowledge_session"):  # as it says to
             conn.execute(f"drop index {name}")
         conn.close()
     assert run("transform", db_path, "knowledge", *change).exit_code == 0

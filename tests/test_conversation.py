@@ -861,3 +861,36 @@ def test_check_finds_a_turn_flagged_with_plain_sql_though_another_says_the_same(
     assert brain_sql.check(conn)["stale_quotes"] == [row[0] for row in stale]
     brain_sql.check(conn, repair=True)
     assert [quotes(conn, i) for i in "bde"] == ["Bo\nAnn: X.", "Bo\nBo: Y.", "Cy\nBo: Z."]
+
+
+def test_writing_a_turn_reads_its_sessions_turns_not_every_memory(tmp_path):
+    """Correcting a turn read every memory's metadata to find its session's turns:
+    a full scan, about a second a turn on a million memories. They are read by an
+    index of turns by session (m018), which a brain made before it gets: the work
+    (SQLite's instructions) of correcting the turns is the same beside 400 other
+    memories as beside 4,000."""
+
+    def work(others):
+        conn = brain_sql.connect(tmp_path / f"{others}.db")
+        brain_sql.ingest(conn, [transcript(tmp_path)])
+        conn.execute("drop index idx_knowledge_session")  # a brain made before it
+        conn.execute("delete from _sqlite_migrations where name = 'm018_session_index'")
+        brain_sql.migrate(conn)
+        assert rows(conn, "select name from sqlite_master where name = 'idx_knowledge_session'")
+        notes = [{"_id": f"n{i}", "text": f"Note {i}.", "metadata": {"kind": "note"}} for i in range(others)]
+        write(tmp_path / "notes.jsonl", "\n".join(json.dumps(n) for n in notes) + "\n")
+        assert not brain_sql.ingest(conn, [tmp_path / "notes.jsonl"]).errors
+        # the read state catches up with the notes on the next write: done before the measured one
+        brain_sql.ingest(conn, [transcript(tmp_path, [{**t, "text": t["text"] + " Yes?"} for t in TURNS])])
+        steps = []
+        conn.set_progress_handler(lambda: steps.append(1), 1000)
+        report = brain_sql.ingest(conn, [transcript(tmp_path, [{**t, "text": t["text"] + " Yes!"} for t in TURNS])])
+        conn.set_progress_handler(None, 1000)
+        assert report.documents_updated == len(TURNS)
+        assert rows(conn, "select context from knowledge where external_id = 'S1:2'") == [
+            (f"Melanie, 8 May 2023\nCaroline: {TURNS[0]['text']} Yes!",)
+        ]
+        return len(steps)
+
+    few, many = work(400), work(4000)
+    assert many < few * 1.1, (few, many)
