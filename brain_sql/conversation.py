@@ -49,11 +49,13 @@ class Sessions:
     A turn quotes only earlier turns in its own scope: whoever may read it may
     read them."""
 
-    def __init__(self, earlier=None, hidden=None):
+    def __init__(self, earlier=None, hidden=None, placed=None):
         # earlier(session, scope): [(speaker, text) or None for a flagged one] stored before, oldest first;
-        # hidden(document id): whether the stored turn is flagged, so never quoted
-        self.earlier, self.hidden, self.keep = earlier, hidden, CONVERSATION_CONTEXT_TURNS
-        self.turns = {}
+        # hidden(document id): whether the stored turn is flagged, so never quoted;
+        # placed(document id, session, scope): for a stored turn written again (a correction), the turns
+        # stored before its place, as [(document id, as earlier gives it)]; None for any other
+        self.earlier, self.hidden, self.placed, self.keep = earlier, hidden, placed, CONVERSATION_CONTEXT_TURNS
+        self.turns, self.said = {}, {}  # said: {document id: (session, scope), quotable} of the turns linked
 
     def add(self, document):
         """Link `document` (its fields' defaults applied) into its session if it is a turn."""
@@ -63,9 +65,10 @@ class Sessions:
 
     def _link(self, document, speaker, session):
         key = (session, scope_of(document.fields))
-        if key not in self.turns:
+        placed = self.placed(document.document_id, *key) if self.placed else None
+        if placed is None and key not in self.turns:
             self.turns[key] = list(self.earlier(*key))[-self.keep :] if self.earlier else []
-        before = self.turns[key]
+        before = self.turns[key] if placed is None else self._written(placed, key)
         said = _said_at(document.fields.get("observed_at"))
         if not document.title:  # within the title cap, however long the names
             title = f"{speaker}, {day_label(said)}" if said else f"{speaker} in {session}"
@@ -81,7 +84,15 @@ class Sessions:
         # a flagged turn keeps its place among the turns before the next, unquoted
         hidden = any(c.flagged for c in document.chunks) or (self.hidden and self.hidden(document.document_id))
         quotable = None if hidden else (speaker, text)
-        self.turns[key] = (before + [quotable])[-self.keep :]
+        self.said[document.document_id] = key, quotable
+        if placed is None:  # a correction stays at its place: the next new turn follows the latest
+            self.turns[key] = (before + [quotable])[-self.keep :]
+
+    def _written(self, placed, key):
+        """The turns `placed` gives, as this call has written them: a turn linked
+        before is quoted as it is now, or left out when it left the session."""
+        now = [self.said.get(document_id, (key, turn)) for document_id, turn in placed]
+        return [turn for where, turn in now if where == key][-self.keep :]
 
 
 def own_lines(speaker, said, text):
@@ -281,20 +292,21 @@ def requote(conn, document_ids, unless=None, unflag=False):
     return Requote(rows, where_of, plain)
 
 
-def _stored_documents(conn, where, params, last=None):
+def _stored_documents(conn, where, params, last=None, below=None):
     """(document id, metadata, scope, text, place, flagged, source path) of the
     documents whose rows `where` selects, each one's chunks joined in order; its
     place is where it was first stored (its documents row, which a rewrite keeps;
     its first row id when it has none); with `last`, only the last that many
-    stored, newest first."""
+    stored, newest first; with `below`, only those placed before it."""
     return conn.execute(
         "select document_id, metadata, scope, group_concat(content, char(10)), "
         "coalesce((select d.rowid from documents d where d.document_id = g.document_id), min(id)) as first, "
         "max(flagged), max(source_path) from "
         f"(select document_id, metadata, scope, content, id, flagged, source_path from knowledge where {where} "
         "and document_id is not null order by document_id, chunk_index) g group by document_id"
+        + (" having first < ?" if below is not None else "")
         + (" order by first desc limit ?" if last else ""),
-        [*params, last] if last else params,
+        [*params, *([below] if below is not None else []), *([last] if last else [])],
     ).fetchall()
 
 
@@ -619,6 +631,23 @@ def stored_turns(conn, session, scope, before_ids=()):
     its place, unquoted): an agent remembers a conversation a turn at a time, and
     each turn's context comes from those stored before it. Turns whose `_id` is
     in `before_ids` (being written again) are left out."""
+    return [turn for _, turn in _last_turns(conn, session, scope, before_ids)]
+
+
+def turns_before(conn, document_id, session, scope):
+    """[(document id, turn)] as stored_turns gives them, of those placed before the
+    stored turn `document_id` when it is a turn of `session` in `scope`: written
+    again (a correction), it keeps the context of where it was said, not the
+    latest turns'; None for any other."""
+    for _, metadata, stored_scope, _, place, _, _ in _stored_documents(conn, "document_id = ?", [document_id]):
+        turn = _stored_turn(metadata)
+        if turn is not None and turn[1] == session and stored_scope == scope:
+            return _last_turns(conn, session, scope, (), below=place)
+    return None
+
+
+def _last_turns(conn, session, scope, before_ids, below=None):
+    """[(document id, turn)] for stored_turns, of those placed before `below` when given."""
     match, params = in_session(session)
     rows = _stored_documents(
         conn,
@@ -626,12 +655,13 @@ def stored_turns(conn, session, scope, before_ids=()):
         "and coalesce(external_id, '') not in (select value from json_each(?))",
         [*params, scope, json.dumps([str(i) for i in before_ids])],
         last=CONVERSATION_CONTEXT_TURNS,
+        below=below,
     )
     turns = []
-    for _, metadata, _, text, _, hidden, _ in reversed(rows):
+    for document_id, metadata, _, text, _, hidden, _ in reversed(rows):
         turn = _stored_turn(metadata)
         if turn is not None:
-            turns.append(None if hidden else (turn[0], text))
+            turns.append((document_id, None if hidden else (turn[0], text)))
     return turns
 
 

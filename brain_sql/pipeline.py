@@ -36,7 +36,7 @@ from .config import (
     MAX_TITLE_CHARS,
 )
 from .connection import Connection, Turns, atomic, main_file, write_failures
-from .conversation import Sessions, flagged, stored_turns
+from .conversation import Sessions, flagged, stored_turns, turns_before
 from .document import ID_KEYS, Document, IngestError, IngestFormat, TextLines, chunks_refusal, content_refusal
 from .embed import grouping_free
 from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused
@@ -538,7 +538,11 @@ def _remembered(
     seen: dict[object, str] = {}  # document id (or ("placed", id): _accept) -> its content's hash
     extractors = collect("brain_entity_extractors")
     rewritten = [r.get(k) for r in records if isinstance(r, dict) for k in ID_KEYS if r.get(k) not in (None, "")]
-    sessions = Sessions(lambda session, scope: stored_turns(conn, session, scope, rewritten), partial(flagged, conn))
+    sessions = Sessions(
+        lambda session, scope: stored_turns(conn, session, scope, rewritten),
+        partial(flagged, conn),
+        partial(turns_before, conn),
+    )
     scopes = ScopesAlike(partial(stored_skeletons, conn))
     supersedes = validity.Supersedes(conn)
     versions = []  # (record number, line, document) of each placed by its _version_of

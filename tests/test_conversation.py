@@ -404,12 +404,12 @@ def test_contexts_as_ingest_writes_them_are_consistent(conn, tmp_path):
     remember(conn, [{**turns[1], "text": "Shorter now.", "session_id": "chat/1"}])  # corrected: quoted as it is now
     brain_sql.flag(conn, [conn.execute("select id from knowledge where external_id = '3'").fetchone()[0]])
     assert brain_sql.check(conn) == {}
-    # 7 quotes both of 4 and 6's "Thanks"; 2, rewritten after it, quotes 6 and 7
+    # 7 quotes both of 4 and 6's "Thanks"; 2, corrected, quotes 1 as at its place
+    assert quotes(conn, "2").splitlines()[-2:] == ["Today: Yesterday was long.", "Last week too."]
     conn.execute("update knowledge set scope = '/x' where external_id = '7'")
-    stale = rows(conn, "select document_id from knowledge where external_id in ('2', '7') order by 1")
-    assert brain_sql.check(conn) == {"stale_quotes": [row[0] for row in stale]}
+    assert brain_sql.check(conn) == {"stale_quotes": [f"{tmp_path / 'chat.jsonl'}#7"]}
     brain_sql.check(conn, repair=True)
-    assert (quotes(conn, "7"), quotes(conn, "2").splitlines()[-2:]) == ("Al, 8 May 2023", ["Bo", "B: Thanks"])
+    assert quotes(conn, "7") == "Al, 8 May 2023"
     assert brain_sql.check(conn) == {}
 
 
@@ -894,3 +894,34 @@ def test_writing_a_turn_reads_its_sessions_turns_not_every_memory(tmp_path):
 
     few, many = work(400), work(4000)
     assert many < few * 1.1, (few, many)
+
+
+def test_a_turn_corrected_with_remember_keeps_the_context_of_its_place(conn, tmp_path):
+    """An agent remembers a conversation a turn at a time, then corrects one (the
+    same _id). Its context was made from the latest turns of the session, quoting
+    turns said after it, and the next turn quoted it as the latest. It keeps the
+    context of its place: the brain is the one the corrected turns make, one by one."""
+    turns = [{**t, "session_id": "chat/1"} for t in TURNS]
+    fixed = {**turns[1], "text": "Great! We hiked up to the new lighthouse."}
+    later = {"_id": "S1:6", "text": "See you next week then.", "speaker": "Melanie", "session_id": "chat/1"}
+    for turn in turns:
+        assert not brain_sql.remember(conn, [turn])[0].errors
+    for record in (fixed, later):
+        assert not brain_sql.remember(conn, [record])[0].errors
+    contexts = "select external_id, context from knowledge order by external_id"
+
+    def made_again(name, records):
+        brain = brain_sql.connect(tmp_path / name)
+        for record in records:
+            assert not brain_sql.remember(brain, [record])[0].errors
+        return rows(brain, contexts)
+
+    assert rows(conn, contexts) == made_again("again.db", [turns[0], fixed, *turns[2:], later])
+    assert dict(rows(conn, contexts))["S1:2"] == f"Melanie\nCaroline: {TURNS[0]['text']}"
+    # the whole conversation given again in one call (an edited export), in either order
+    edited = [turns[0], fixed, {**turns[2], "text": "I went to a support group."}, *turns[3:], later]
+    edited_again = [*edited[:3], {**turns[3], "text": "What did they say?"}, *edited[4:]]
+    for name, records, order in (("one.db", edited, edited), ("two.db", edited_again, edited_again[::-1])):
+        assert not brain_sql.remember(conn, order)[0].errors
+        assert rows(conn, contexts) == made_again(name, records)
+    assert brain_sql.check(conn) == {}
