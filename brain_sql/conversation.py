@@ -56,6 +56,7 @@ class Sessions:
         # stored before its place, as [(document id, as earlier gives it)]; None for any other
         self.earlier, self.hidden, self.placed, self.keep = earlier, hidden, placed, CONVERSATION_CONTEXT_TURNS
         self.turns, self.said = {}, {}  # said: {document id: (session, scope), quotable} of the turns linked
+        self.linked = {}  # {(session, scope): the document ids of the turns linked last, as many as turns holds}
 
     def add(self, document):
         """Link `document` (its fields' defaults applied) into its session if it is a turn."""
@@ -87,6 +88,9 @@ class Sessions:
         self.said[document.document_id] = key, quotable
         if placed is None:  # a correction stays at its place: the next new turn follows the latest
             self.turns[key] = (before + [quotable])[-self.keep :]
+            linked = self.linked.get(key, [])
+            document.quoting = tuple(linked)
+            self.linked[key] = (linked + [document.document_id])[-self.keep :]
 
     def _written(self, placed, key):
         """The turns `placed` gives, as this call has written them: a turn linked

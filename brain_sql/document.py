@@ -75,6 +75,7 @@ class Document:
     version_of: str | None = None
     placed: bool = False  # its document id (and file) given by the record (`_document`): put back where it was
     read_from: str | None = None  # the file it was read from, when that is not its source_path: what errors name
+    quoting: tuple = ()  # a turn's: the turns of its file said just before it, which its context quotes
     # the bytes of its text as its input gave it (a note's body, a record's content), measured before it was
     # chunked, which joins pieces with blank lines: what the content limit is held to and a refusal names.
     # None: its chunks' texts together (an export's `_chunks`, a format's own chunks)

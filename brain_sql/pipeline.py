@@ -47,7 +47,16 @@ from .records import record_document
 from .schema import CHANGES_TABLE, is_brain, migrate, prune_changes, recorded_model
 from .vectors import insert_vectors, storage_vectors, stored_vector, vectored
 from .wording import counted, shown
-from .writer import CHUNKS_PER_INSERT, DocumentWriter, chunk_text, claimed, content_hash, may_exist
+from .writer import (
+    CHUNKS_PER_INSERT,
+    DocumentWriter,
+    chunk_text,
+    claimed,
+    content_hash,
+    may_exist,
+    rewrite_contexts,
+    unlinked_contexts,
+)
 
 # While a batch is embedded, progress is reported this often; its text is embedded
 # this many texts at a time, so that there is progress to report (MiniLM takes
@@ -998,6 +1007,8 @@ class _Pipeline:
         self.done = 0  # documents whose batch is written
         self.turns = Turns(conn)
         self.writer = DocumentWriter(conn, model_id, report)
+        # documents placed from here on are this run's (a documents row keeps its place when rewritten)
+        self.first_place = conn.execute("select coalesce(max(rowid), 0) + 1 from documents").fetchone()[0]
         if all_or_none:
             self.writer.mentioned = {"chunk": [], "entity": []}
         self.pending = []
@@ -1328,6 +1339,7 @@ class _Pipeline:
         before = validity.touched(self.conn, changing)
         new_vectors, written = [], 0
         fresh, vectors, chunks = [], {}, 0  # new documents not written yet, as (document, plan); their chunks
+        added = self._added(batch, stored)
 
         def write_fresh():
             nonlocal chunks
@@ -1347,6 +1359,8 @@ class _Pipeline:
             if stored.get(document.document_id) == document.digest:
                 report.documents_unchanged += 1
                 report.chunks_unchanged += len(document.chunks)
+                if not added.isdisjoint(document.quoting):  # a turn before it added: its context is the file's again
+                    rewrite_contexts(self.conn, unlinked_contexts(self.conn, document))
             elif not isolate and document.document_id not in stored and not document.version_of:
                 plan = self.writer.plan(document, False)  # an earlier version (place_earlier) is _write's
                 if chunks + len(plan["new"]) > CHUNKS_PER_INSERT:
@@ -1392,6 +1406,21 @@ class _Pipeline:
                 f"what was written before is kept ({written}), and the reindex re-embedded it; "
                 "run the same ingest again to write the rest"
             )
+
+    def _added(self, batch, stored):
+        """The ids of the turns that unchanged turns of `batch` quote (Document.quoting)
+        and that this run added: in this batch, or placed since it began (inserted
+        into their file, or forgotten and given again). A digest leaves a context
+        out: such a turn's is made the file's again."""
+        quoted = {q for d in batch if d.quoting and stored.get(d.document_id) == d.digest for q in d.quoting}
+        if not quoted:
+            return set()
+        added = {d.document_id for d in batch if d.document_id not in stored} & quoted
+        placed = self.conn.execute(
+            "select document_id from documents where document_id in (select value from json_each(?)) and rowid >= ?",
+            [json.dumps(sorted(quoted - added)), self.first_place],
+        )
+        return added | {row[0] for row in placed}
 
     def _write(self, document, stored, embedded):
         """writer.write of a new or changed document: (its new vectors, whether it

@@ -831,6 +831,22 @@ def rewrite_contexts(conn, contexts):
     insert_vectors(conn, [(row_id, *vector) for (row_id, _), vector in zip(changed, vectors) if vector])
 
 
+def unlinked_contexts(conn, document):
+    """{row id: context} of the stored rows of `document`, unchanged, whose
+    context is not the one its input links it with now (chunk by chunk)."""
+    return {
+        row_id: chunk.context
+        for (row_id, context), chunk in zip(
+            conn.execute(
+                "select id, context from knowledge where document_id = ? order by chunk_index, id",
+                [document.document_id],
+            ).fetchall(),
+            document.chunks,
+        )
+        if chunk.context is not None and chunk.context != context
+    }
+
+
 def edited(conn, document_id):
     """Whether plain SQL changed the text of the stored document `document_id`:
     a chunk's content hash is not that of its text (what the writer, and restating

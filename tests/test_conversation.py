@@ -925,3 +925,25 @@ def test_a_turn_corrected_with_remember_keeps_the_context_of_its_place(conn, tmp
         assert not brain_sql.remember(conn, order)[0].errors
         assert rows(conn, contexts) == made_again(name, records)
     assert brain_sql.check(conn) == {}
+
+
+@pytest.mark.parametrize("change", ["inserted", "forgotten"])
+def test_a_turn_added_before_stored_ones_is_quoted_by_the_turns_after_it(conn, tmp_path, change):
+    """A turn inserted into an ingested transcript, or forgotten while its file
+    still holds it and so given again by the next ingest, was added with no turn
+    after it quoting it: their contexts (which a digest leaves out) stayed as
+    they were. They quote it, as in a brain made again from the file."""
+    first = TURNS if change == "forgotten" else TURNS[:1] + TURNS[2:]
+    brain_sql.ingest(conn, [transcript(tmp_path, first)])
+    if change == "forgotten":
+        assert brain_sql.forget(conn, external_ids=["S1:2"])["removed"]["documents"] == 1
+    report = brain_sql.ingest(conn, [transcript(tmp_path)])
+    assert (report.documents_added, report.documents_unchanged) == (1, 4)
+    again = brain_sql.connect(tmp_path / "again.db")
+    brain_sql.ingest(again, [transcript(tmp_path)])
+    contexts = "select external_id, context from knowledge order by external_id"
+    assert rows(conn, contexts) == rows(again, contexts)
+    assert dict(rows(conn, contexts))["S1:3"].endswith(f"Melanie: {TURNS[1]['text']}")
+    assert brain_sql.check(conn) == {}
+    hits = brain_sql.recall(conn, {"q": "hiked to the lighthouse with the kids, then the support group", "k": 5})
+    assert "S1:3" in [hit["external_id"] for hit in hits["hits"]]
