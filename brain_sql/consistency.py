@@ -124,6 +124,7 @@ def _check(conn, repair=False):
             return {**problems, **_check(conn, repair=True)}
     model_id = recorded_model(conn)
     present = dict(conn.execute("select name, sql from sqlite_master where type = 'trigger'").fetchall())
+    indexes = dict(conn.execute("select name, sql from sqlite_master where type = 'index'").fetchall())
     expected = expected_triggers()
     vector_ids = set(_ids(conn, "select knowledge_id from vec_knowledge"))
     knowledge_ids = set(_ids(conn, "select id from knowledge"))
@@ -134,9 +135,10 @@ def _check(conn, repair=False):
         "altered_triggers": [
             name for name in expected if name in present and same_sql(present[name]) != same_sql(expected[name])
         ],
-        # ... and indexes: the pages people browse would read every memory again
-        "missing_indexes": sorted(
-            set(page_indexes()) - set(_ids(conn, "select name from sqlite_master where type = 'index'"))
+        # ... and indexes: the pages people browse, and each turn written, would read every memory again
+        "missing_indexes": sorted(set(page_indexes()) - set(indexes)),
+        "altered_indexes": sorted(
+            name for name, sql in page_indexes().items() if name in indexes and same_sql(indexes[name]) != same_sql(sql)
         ),
         # readers tell this brain from another copied over its file by its one instance id
         "instance_id": _instance(conn),
@@ -488,7 +490,9 @@ def _repair(conn, problems, model_id):
             conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
         if problems.get("instance_id"):
             renew_instance(conn)
-        for name in problems.get("missing_indexes", []):
+        for name in problems.get("altered_indexes", []):
+            conn.execute(f"DROP INDEX {name}")
+        for name in problems.get("missing_indexes", []) + problems.get("altered_indexes", []):
             conn.execute(page_indexes()[name])
         if "fts_out_of_sync" in problems:
             conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")

@@ -268,12 +268,11 @@ def requote(conn, document_ids, unless=None, unflag=False):
         shared = {t[3] for t in turns if t[1] in mine} - alone.keys()
         said, spoken, own = None, None, {t[1]: t for t in turns}
         for row_id, document_id, context in conn.execute(  # the contexts that may quote one of them, read in C
-            f"select id, document_id, context from knowledge where {match} and scope = ? and context is not null "
-            "and exists (select 1 from json_each(?) where instr(context, value) > 0) order by id",
-            [*params, where[1], json.dumps(sorted(alone.keys() | shared))],
+            "select id, document_id, context from knowledge where document_id in (select value from json_each(?)) "
+            "and context is not null and exists (select 1 from json_each(?) where instr(context, value) > 0) "
+            "order by id",
+            [json.dumps(list(own)), json.dumps(sorted(alone.keys() | shared))],
         ):
-            if document_id not in own:
-                continue
             if not any(w in context for w in shared):
                 held = [(w, alone[w]) for w in alone if w in context and re.search(_pattern(w), context)]
                 if held:
@@ -320,10 +319,21 @@ def stored_session(metadata):
     return turn and turn[1]
 
 
-@functools.lru_cache(maxsize=4096)
 def _stored_turn(metadata):
-    """(speaker, session) of a stored memory's metadata (JSON text), or None: the
-    turns of a session mostly share a few metadata texts, read once."""
+    """(speaker, session) of a stored memory's metadata (JSON text), or None. The
+    turns of a session mostly share a few short metadata texts: those are read once."""
+    return _short_turn(metadata) if metadata is None or len(metadata) <= _SHORT_METADATA else _read_turn(metadata)
+
+
+_SHORT_METADATA = 512  # characters: the metadata texts _short_turn keeps, 4,096 of them at most (2 MB)
+
+
+@functools.lru_cache(maxsize=4096)
+def _short_turn(metadata):
+    return _read_turn(metadata)
+
+
+def _read_turn(metadata):
     try:
         values = json.loads(metadata) if metadata else None
     except ValueError:

@@ -161,14 +161,15 @@ def chunk_text(document, chunk):
 
 def claimed(conn, documents):
     """{position in `documents`: why it is refused} for each document with no
-    `_version_of` whose id an earlier version kept as history holds (`X@2024-01-01
-    00:00:00`, or a record a later _version_of made history): written, it would
-    take that version out of its record's history, its text lost when it differs.
-    Given again unchanged it is not refused: it is stored as it says. And each
-    read from a file (not placed by its record) whose id another file's memory
-    holds, stored or earlier in `documents` (a '#' in a file's name or in an _id
-    can make one id of two: `a.jsonl#x.md` is a note's and a.jsonl's record
-    x.md's): the next ingest of the other file would take it back."""
+    `_version_of` whose id an earlier version of a current record holds, kept as
+    history (`X@2024-01-01 00:00:00`, or a record a later _version_of made
+    history), when writing it would rewrite that version's memories (their text,
+    title or context differ): they would leave the history, their text lost. One
+    whose memories stay as they are is written as it says, still history. And
+    each read from a file (not placed by its record) whose id another file's
+    memory holds, stored or earlier in `documents` (a '#' in a file's name or in
+    an _id can make one id of two: `a.jsonl#x.md` is a note's and a.jsonl's
+    record x.md's): the next ingest of the other file would take it back."""
     given = [(i, d) for i, d in enumerate(documents) if not d.version_of]
     if not given:
         return {}
@@ -176,7 +177,8 @@ def claimed(conn, documents):
         document_id: (path, version_of, digest)
         for document_id, path, version_of, digest in conn.execute(
             "select value, d.source_path, (select k.version_of from knowledge k where k.document_id = value "
-            "and k.version_of is not null limit 1), d.content_hash "
+            "and k.version_of is not null and exists (select 1 from knowledge c where c.document_id = k.version_of "
+            "and c.version_of is null) limit 1), d.content_hash "
             "from json_each(?) join documents d on d.document_id = value",
             [json.dumps(sorted({d.document_id for _, d in given}))],
         )
@@ -188,7 +190,7 @@ def claimed(conn, documents):
             held.get(document.document_id, mine) if document.placed else held.setdefault(document.document_id, mine)
         )
         path, version_of, digest = held_now
-        if version_of is not None and digest != document.digest:
+        if version_of is not None and digest != document.digest and _rewrites(conn, document):
             refused[position] = (
                 f"its id {shown(document.document_id)} is that of an earlier version of {shown(version_of)} "
                 f"kept as history: to change that version, give it '_version_of' {shown(version_of)} (with "
@@ -202,6 +204,16 @@ def claimed(conn, documents):
                 "name or in an _id made one id of two): rename the file or give the record another _id"
             )
     return refused
+
+
+def _rewrites(conn, document):
+    """Whether writing `document` would replace memories stored under its id: a
+    chunk's text as embedded (its title, heading path, text and context) is not
+    one stored there, or one stored there is not written again."""
+    stored = sorted(
+        h for (h,) in conn.execute("select content_hash from knowledge where document_id = ?", [document.document_id])
+    )
+    return stored != sorted(content_hash(chunk_text(document, chunk)) for chunk in document.chunks)
 
 
 def _text_mark(text):

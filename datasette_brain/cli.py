@@ -491,8 +491,10 @@ PROBLEMS = {
     ),
     "instance_id": "the brain's instance id, which readers tell it from another copied over its file by, is not one id",
     "missing_indexes": (
-        "indexes the pages read missing (a tool that rebuilds tables drops them): pages read every memory"
+        "indexes the pages and turn writes read missing (a tool that rebuilds tables drops them): "
+        "they read every memory"
     ),
+    "altered_indexes": "indexes the pages and turn writes read that differ from the brain's own",
     "fts_out_of_sync": "the full-text index disagrees with knowledge",
     "missing_vectors": "memories without a vector",
     "orphan_vectors": "vectors without a memory",

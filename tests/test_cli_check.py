@@ -650,13 +650,13 @@ def test_repair_checks_again_and_says_what_is_still_there(run, db_path):
     conn.execute("delete from vec_knowledge where knowledge_id = 1")
     conn.execute("pragma writable_schema = on")  # an index of another column than its entries: integrity_check fails
     conn.execute(
-        "update sqlite_master set sql = 'CREATE INDEX idx_knowledge_source ON knowledge(domain)' "
-        "where name = 'idx_knowledge_source'"
+        "update sqlite_master set sql = 'CREATE INDEX idx_knowledge_scope ON knowledge(domain)' "
+        "where name = 'idx_knowledge_scope'"
     )
     conn.close()
     result = check(brain_sql.connect(db_path), repair=True)
     assert result["missing_vectors"] == [1] and set(result["unrepaired"]) == {"integrity"}, result
-    assert "row 1 missing from index idx_knowledge_source" in result["unrepaired"]["integrity"]
+    assert "row 1 missing from index idx_knowledge_scope" in result["unrepaired"]["integrity"]
     repaired = run("brain", "check", db_path, "--repair")
     assert repaired.exit_code == 1 and "memories without a vector" not in repaired.output, repaired.output
     assert f"{db_path} still has:\n  the SQLite file fails its integrity check" in repaired.output, repaired.output

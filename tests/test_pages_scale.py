@@ -59,18 +59,22 @@ def test_a_brain_made_before_the_page_indexes_gets_them(run, vault_brain_copy, h
     assert brain_sql.entities(conn) == listed
 
 
-def test_page_indexes_a_tool_dropped_are_named_and_rebuilt_by_check(run, vault_brain_copy):
+def test_page_indexes_a_tool_dropped_or_changed_are_named_and_rebuilt_by_check(run, vault_brain_copy):
     conn = brain_sql.connect(vault_brain_copy)
     conn.execute("drop index idx_knowledge_decaying")
     conn.execute("drop index idx_documents_entity")
+    # one of the same name made otherwise: turn writes would no longer read it
+    conn.execute("drop index idx_knowledge_session")
+    conn.execute("create index idx_knowledge_session on knowledge(metadata)")
     found = run("brain", "check", vault_brain_copy)
-    assert (
-        found.exit_code == 1
-        and "pages read every memory: 2 (idx_documents_entity, idx_knowledge_decaying)" in found.output
-    )
+    assert found.exit_code == 1
+    assert "they read every memory: 2 (idx_documents_entity, idx_knowledge_decaying)" in found.output
+    assert "differ from the brain's own: 1 (idx_knowledge_session)" in found.output
     assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
     assert PAGE_INDEXES <= indexes(conn)
     assert brain_sql.check(conn) == {}
+    session = conn.execute("select sql from sqlite_master where name = 'idx_knowledge_session'").fetchone()[0]
+    assert "json_valid(metadata)" in session
 
 
 # brains made of a few documents, chunks, entities and edges, the corners included:

@@ -293,12 +293,19 @@ def test_a_record_made_history_given_again_changed_is_refused_not_written_over_i
         (str(tmp_path / "two.jsonl"), 1)
     ]
     remember(conn, placed)  # the same again: unchanged
+    remember(conn, {**placed, "class": "memory", "scope": "/"})  # the same memories: written, still history
+    assert brain_sql.ingest(conn, [path]).errors == []  # its own file, unchanged
     assert rows(conn, "select document_id, version_of, valid_from, content from knowledge order by id") == before
     remember(conn, {**changed, "_version_of": y})  # as the refusal says: that version changed, still Y's history
     assert rows(conn, "select version_of, content from knowledge where document_id = ?", [d]) == [
         (y, "Deploy on Mondays.")
     ]
     assert brain_sql.check(conn) == {}
+    conn.execute("delete from knowledge where document_id = ?", [y])  # Y gone: X is history of no record
+    remember(conn, {**changed, "text": "Deploy on Tuesdays."})  # nothing to keep it under: current again
+    assert rows(conn, "select version_of, content from knowledge where document_id = ?", [d]) == [
+        (None, "Deploy on Tuesdays.")
+    ]
 
 
 def test_a_record_and_its_history_moved_under_a_newer_record_are_both_its_history(conn, tmp_path):
