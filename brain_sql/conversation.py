@@ -50,13 +50,13 @@ class Sessions:
     read them."""
 
     def __init__(self, earlier=None, hidden=None, placed=None):
-        # earlier(session, scope): [(speaker, text) or None for a flagged one] stored before, oldest first;
-        # hidden(document id): whether the stored turn is flagged, so never quoted;
-        # placed(document id, session, scope): for a stored turn written again (a correction), the turns
-        # stored before its place, as [(document id, as earlier gives it)]; None for any other
+        # earlier(session, scope): [(document id, (speaker, text) or None for a flagged one)] of the last
+        # turns stored, oldest first; hidden(document id): whether the stored turn is flagged, so never
+        # quoted; placed(document id, session, scope): for a stored turn written again (a correction), the
+        # turns stored before its place, as earlier gives them; None for any other
         self.earlier, self.hidden, self.placed, self.keep = earlier, hidden, placed, CONVERSATION_CONTEXT_TURNS
-        self.turns, self.said = {}, {}  # said: {document id: (session, scope), quotable} of the turns linked
-        self.linked = {}  # {(session, scope): the document ids of the turns linked last, as many as turns holds}
+        self.turns = {}  # {(session, scope): [(document id, quotable)] of the last turns stored or linked}
+        self.said = {}  # {document id: ((session, scope), quotable)} of the turns linked
 
     def add(self, document):
         """Link `document` (its fields' defaults applied) into its session if it is a turn."""
@@ -68,35 +68,43 @@ class Sessions:
         key = (session, scope_of(document.fields))
         placed = self.placed(document.document_id, *key) if self.placed else None
         if placed is None and key not in self.turns:
-            self.turns[key] = list(self.earlier(*key))[-self.keep :] if self.earlier else []
-        before = self.turns[key] if placed is None else self._written(placed, key)
+            self.turns[key] = list(self.earlier(*key)) if self.earlier else []
+        turns = self._written(self.turns[key] if placed is None else placed, key)
+        before = turns[-self.keep :]
         said = _said_at(document.fields.get("observed_at"))
         if not document.title:  # within the title cap, however long the names
             title = f"{speaker}, {day_label(said)}" if said else f"{speaker} in {session}"
             document.title = title if len(title) <= MAX_TITLE_CHARS else title[: MAX_TITLE_CHARS - 1] + "…"
         text = "\n".join(chunk.content for chunk in document.chunks)
-        lines = own_lines(speaker, said, text) + [entry(*turn) for turn in before if turn is not None]
+        lines = own_lines(speaker, said, text) + [entry(*turn) for _, turn in before if turn is not None]
         for chunk in document.chunks:
             chunk.context = "\n".join(lines)
         document.relations = document.relations + [
             Relation("said_by", speaker, None, 0, "person"),
             Relation("in_session", session, None, 0, "session"),
         ]
+        document.quoting = tuple(document_id for document_id, _ in before)
         # a flagged turn keeps its place among the turns before the next, unquoted
         hidden = any(c.flagged for c in document.chunks) or (self.hidden and self.hidden(document.document_id))
         quotable = None if hidden else (speaker, text)
         self.said[document.document_id] = key, quotable
         if placed is None:  # a correction stays at its place: the next new turn follows the latest
-            self.turns[key] = (before + [quotable])[-self.keep :]
-            linked = self.linked.get(key, [])
-            document.quoting = tuple(linked)
-            self.linked[key] = (linked + [document.document_id])[-self.keep :]
+            self.turns[key] = (turns + [(document.document_id, quotable)])[-_KEPT_TURNS:]
 
-    def _written(self, placed, key):
-        """The turns `placed` gives, as this call has written them: a turn linked
-        before is quoted as it is now, or left out when it left the session."""
-        now = [self.said.get(document_id, (key, turn)) for document_id, turn in placed]
-        return [turn for where, turn in now if where == key][-self.keep :]
+    def _written(self, turns, key):
+        """`turns` ([(document id, quotable)]) as this call or file has written them
+        so far: a turn linked since is quoted as it is now, or left out when it left
+        the session (a correction given another session or scope)."""
+        now = []
+        for document_id, turn in turns:
+            where, turn = self.said.get(document_id, (key, turn))
+            if where == key:
+                now.append((document_id, turn))
+        return now
+
+
+# turns Sessions keeps of a session: the context's few, and as many again for turns that a call moves away
+_KEPT_TURNS = 4 * CONVERSATION_CONTEXT_TURNS
 
 
 def own_lines(speaker, said, text):
@@ -639,37 +647,31 @@ def flagged(conn, document_id):
     )
 
 
-def stored_turns(conn, session, scope, before_ids=()):
-    """[(speaker, text)] of the session's stored turns in `scope`, oldest first,
-    the last CONVERSATION_CONTEXT_TURNS of them, None for a flagged one (it keeps
-    its place, unquoted): an agent remembers a conversation a turn at a time, and
-    each turn's context comes from those stored before it. Turns whose `_id` is
-    in `before_ids` (being written again) are left out."""
-    return [turn for _, turn in _last_turns(conn, session, scope, before_ids)]
+def stored_turns(conn, session, scope):
+    """[(document id, (speaker, text))] of the session's last stored turns in
+    `scope` (those of a context and as many again), oldest first, None for a
+    flagged one's (it keeps its place, unquoted): an agent remembers a
+    conversation a turn at a time, and each turn's context comes from those
+    stored before it, as the call has written them (Sessions)."""
+    return _last_turns(conn, session, scope, _KEPT_TURNS)
 
 
 def turns_before(conn, document_id, session, scope):
-    """[(document id, turn)] as stored_turns gives them, of those placed before the
-    stored turn `document_id` when it is a turn of `session` in `scope`: written
-    again (a correction), it keeps the context of where it was said, not the
-    latest turns'; None for any other."""
+    """stored_turns of those placed before the stored turn `document_id` when it is
+    a turn of `session` in `scope`: written again (a correction), it keeps the
+    context of where it was said, not the latest turns'; None for any other."""
     for _, metadata, stored_scope, _, place, _, _ in _stored_documents(conn, "document_id = ?", [document_id]):
         turn = _stored_turn(metadata)
         if turn is not None and turn[1] == session and stored_scope == scope:
-            return _last_turns(conn, session, scope, (), below=place)
+            return _last_turns(conn, session, scope, _KEPT_TURNS, below=place)
     return None
 
 
-def _last_turns(conn, session, scope, before_ids, below=None):
-    """[(document id, turn)] for stored_turns, of those placed before `below` when given."""
+def _last_turns(conn, session, scope, last, below=None):
+    """stored_turns' `last`, of those placed before `below` when given."""
     match, params = in_session(session)
     rows = _stored_documents(
-        conn,
-        f"{match} and scope = ? and {speaker_sql()} is not null "
-        "and coalesce(external_id, '') not in (select value from json_each(?))",
-        [*params, scope, json.dumps([str(i) for i in before_ids])],
-        last=CONVERSATION_CONTEXT_TURNS,
-        below=below,
+        conn, f"{match} and scope = ? and {speaker_sql()} is not null", [*params, scope], last=last, below=below
     )
     turns = []
     for document_id, metadata, _, text, _, hidden, _ in reversed(rows):

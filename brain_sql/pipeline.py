@@ -37,7 +37,7 @@ from .config import (
 )
 from .connection import Connection, Turns, atomic, main_file, write_failures
 from .conversation import Sessions, flagged, stored_turns, turns_before
-from .document import ID_KEYS, Document, IngestError, IngestFormat, TextLines, chunks_refusal, content_refusal
+from .document import Document, IngestError, IngestFormat, TextLines, chunks_refusal, content_refusal
 from .embed import grouping_free
 from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
@@ -546,9 +546,8 @@ def _remembered(
     documents, document_ids = [], []
     seen: dict[object, str] = {}  # document id (or ("placed", id): _accept) -> its content's hash
     extractors = collect("brain_entity_extractors")
-    rewritten = [r.get(k) for r in records if isinstance(r, dict) for k in ID_KEYS if r.get(k) not in (None, "")]
     sessions = Sessions(
-        lambda session, scope: stored_turns(conn, session, scope, rewritten),
+        partial(stored_turns, conn),
         partial(flagged, conn),
         partial(turns_before, conn),
     )
@@ -1389,7 +1388,7 @@ class _Pipeline:
             if deadline is not None and time.perf_counter() >= deadline:
                 break
         write_fresh()
-        insert_vectors(self.conn, new_vectors)
+        insert_vectors(self.conn, self.writer.vectors_due(new_vectors))
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))
         self.writer.batch_done(batch)

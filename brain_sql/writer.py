@@ -285,6 +285,9 @@ class DocumentWriter:
 
     def __init__(self, conn, model_id, report):
         self.conn, self.model_id, self.report = conn, model_id, report
+        # rows whose context a later document's requote embedded again, with their vectors: a vector the
+        # caller holds for one of them, of its text as first written, is not to be inserted (vectors_due)
+        self.restated = set()
         self.entity_ids = {}  # casefolded name -> id, for entities seen in this run
         self.looked_up = {}  # name -> its stored entity's id or None, as look_up_entities found them
         self.queued = {"chunk": [], "entity": []}  # mention work, queued by `queue_mentions`
@@ -423,7 +426,7 @@ class DocumentWriter:
         if quoted:  # a corrected turn is quoted as it is now in the turns after it; moved elsewhere, not at all
             where = quoted.where.get(document.document_id)
             now = {document.document_id: said[1]} if said and said[0] == where and not flagged else None
-            rewrite_contexts(conn, quoted.contexts(now))
+            self.restated.update(rewrite_contexts(conn, quoted.contexts(now)))
         return stored_vectors
 
     def _unstated_edges(self, removed):
@@ -555,6 +558,13 @@ class DocumentWriter:
             self.carried += ids
             self.report.chunks_carried_flag += len(ids)
             after_flagging(self.conn, ids)
+
+    def vectors_due(self, vectors):
+        """Of (row id, int8, bit) vectors written documents gave, those still to be
+        inserted: not of a row requoted since, which has its vector already."""
+        due = [vector for vector in vectors if vector[0] not in self.restated]
+        self.restated.clear()
+        return due
 
     def batch_done(self, batch):
         """After a batch is written, in its transaction: no turn's context quotes a
@@ -819,11 +829,12 @@ def restate(conn, quote, new=None):
 
 
 def rewrite_contexts(conn, contexts):
-    """Store new contexts ({row id: context}), inside the caller's transaction.
-    Each changed one is embedded again (the vector is of the text with its
-    context), in place: the memories keep their ids, and a document's digest
-    leaves contexts out, so ingesting its file again keeps them as they are."""
-    changed = []
+    """Store new contexts ({row id: context}), inside the caller's transaction;
+    returns the row ids. Each changed one is embedded again (the vector is of the
+    text with its context), in place: the memories keep their ids, and a
+    document's digest leaves contexts out, so ingesting its file again keeps
+    them as they are."""
+    changed = []  # (row id, its text with its new context)
     for row_id, title, heading_path, content in conn.execute(
         "select id, title, heading_path, content from knowledge "
         "where id in (select value from json_each(?)) order by id",
@@ -836,11 +847,12 @@ def rewrite_contexts(conn, contexts):
         )
         changed.append((row_id, text))
     if not changed:
-        return
+        return []
     # one key at a time: vec0 reads every row for `in (...)`
     conn.executemany("delete from vec_knowledge where knowledge_id = ?", [(row_id,) for row_id, _ in changed])
     vectors = storage_vectors([text for _, text in changed], recorded_model(conn))
     insert_vectors(conn, [(row_id, *vector) for (row_id, _), vector in zip(changed, vectors) if vector])
+    return [row_id for row_id, _ in changed]
 
 
 def unlinked_contexts(conn, document):

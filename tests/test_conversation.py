@@ -947,3 +947,31 @@ def test_a_turn_added_before_stored_ones_is_quoted_by_the_turns_after_it(conn, t
     assert brain_sql.check(conn) == {}
     hits = brain_sql.recall(conn, {"q": "hiked to the lighthouse with the kids, then the support group", "k": 5})
     assert "S1:3" in [hit["external_id"] for hit in hits["hits"]]
+
+
+def test_one_call_correcting_turns_and_adding_turns_gives_each_the_context_of_its_place(conn, tmp_path):
+    """Corrections and new turns in one remember call, in any order: a new turn
+    quotes the latest turns as the call corrects them (it quoted older ones,
+    skipping a corrected one), and a turn corrected after a later turn that
+    quotes it no longer fails with "the brain file is damaged" (the later turn's
+    vector, requoted, was inserted twice). The brain is the one the final turns
+    make, one by one."""
+
+    def turn(number, text):
+        return {"_id": f"t{number}", "text": text, "speaker": "Ann" if number % 2 else "Bo", "session_id": "s"}
+
+    said = {n: f"Said {n}." for n in range(1, 6)}
+    for n in said:
+        assert not brain_sql.remember(conn, [turn(n, said[n])])[0].errors
+    calls = [[(5, "Said 5, fixed."), (6, "Said 6.")], [(7, "Said 7."), (4, "Said 4, fixed.")], [(5, "Five."), (4, "Four.")]]
+    for call in calls:
+        said.update(call)
+        report, _ = brain_sql.remember(conn, [turn(n, text) for n, text in call])
+        assert not report.errors, report.errors
+    again = brain_sql.connect(tmp_path / "again.db")
+    for n in sorted(said):
+        assert not brain_sql.remember(again, [turn(n, said[n])])[0].errors
+    contexts = "select external_id, context from knowledge order by external_id"
+    assert rows(conn, contexts) == rows(again, contexts)
+    assert dict(rows(conn, contexts))["t6"] == "Bo\nBo: Four.\nAnn: Five."
+    assert brain_sql.check(conn) == {}
