@@ -647,6 +647,31 @@ def flagged(conn, document_id):
     )
 
 
+def said_once(conn, document_ids):
+    """Those of the stored turns `document_ids` whose words (their entry) no other
+    turn of their session and scope says, of their file when they came from one
+    (_sources reads a file's quotes as of its own turns)."""
+    targets = {}
+    for document_id, metadata, scope, text, _, _, path in _stored_documents(
+        conn, "document_id in (select value from json_each(?))", [json.dumps(sorted(document_ids))]
+    ):
+        turn = _stored_turn(metadata)
+        if turn is not None:
+            targets.setdefault((turn[1], scope), {})[document_id] = (entry(turn[0], text), path)
+    once = set()
+    for (session, scope), mine in targets.items():
+        match, params = in_session(session)
+        counts = collections.Counter()
+        for _, metadata, _, text, _, _, path in _stored_documents(conn, f"{match} and scope = ?", [*params, scope]):
+            turn = _stored_turn(metadata)
+            if turn is not None:
+                said = entry(turn[0], text)
+                counts[said] += 1
+                counts[said, path] += 1
+        once |= {d for d, (said, path) in mine.items() if counts[said if path is None else (said, path)] == 1}
+    return once
+
+
 def stored_turns(conn, session, scope):
     """[(document id, (speaker, text))] of the session's last stored turns in
     `scope` (those of a context and as many again), oldest first, None for a

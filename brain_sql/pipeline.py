@@ -36,7 +36,7 @@ from .config import (
     MAX_TITLE_CHARS,
 )
 from .connection import Connection, Turns, atomic, main_file, write_failures
-from .conversation import Sessions, flagged, stored_turns, turns_before
+from .conversation import Sessions, flagged, said_once, stored_turns, turns_before
 from .document import Document, IngestError, IngestFormat, TextLines, chunks_refusal, content_refusal
 from .embed import grouping_free
 from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused
@@ -1006,8 +1006,6 @@ class _Pipeline:
         self.done = 0  # documents whose batch is written
         self.turns = Turns(conn)
         self.writer = DocumentWriter(conn, model_id, report)
-        # documents placed from here on are this run's (a documents row keeps its place when rewritten)
-        self.first_place = conn.execute("select coalesce(max(rowid), 0) + 1 from documents").fetchone()[0]
         if all_or_none:
             self.writer.mentioned = {"chunk": [], "entity": []}
         self.pending = []
@@ -1338,7 +1336,7 @@ class _Pipeline:
         before = validity.touched(self.conn, changing)
         new_vectors, written = [], 0
         fresh, vectors, chunks = [], {}, 0  # new documents not written yet, as (document, plan); their chunks
-        added = self._added(batch, stored)
+        followers = []  # unchanged turns whose contexts may quote a turn placed after them (_follow)
 
         def write_fresh():
             nonlocal chunks
@@ -1358,8 +1356,8 @@ class _Pipeline:
             if stored.get(document.document_id) == document.digest:
                 report.documents_unchanged += 1
                 report.chunks_unchanged += len(document.chunks)
-                if not added.isdisjoint(document.quoting):  # a turn before it added: its context is the file's again
-                    rewrite_contexts(self.conn, unlinked_contexts(self.conn, document))
+                if document.quoting:
+                    followers.append(document)
             elif not isolate and document.document_id not in stored and not document.version_of:
                 plan = self.writer.plan(document, False)  # an earlier version (place_earlier) is _write's
                 if chunks + len(plan["new"]) > CHUNKS_PER_INSERT:
@@ -1388,6 +1386,7 @@ class _Pipeline:
             if deadline is not None and time.perf_counter() >= deadline:
                 break
         write_fresh()
+        self._follow(followers)
         insert_vectors(self.conn, self.writer.vectors_due(new_vectors))
         self.writer.queue_mentions()
         validity.settle(self.conn, before, validity.touched(self.conn, changing))
@@ -1406,20 +1405,32 @@ class _Pipeline:
                 "run the same ingest again to write the rest"
             )
 
-    def _added(self, batch, stored):
-        """The ids of the turns that unchanged turns of `batch` quote (Document.quoting)
-        and that this run added: in this batch, or placed since it began (inserted
-        into their file, or forgotten and given again). A digest leaves a context
-        out: such a turn's is made the file's again."""
-        quoted = {q for d in batch if d.quoting and stored.get(d.document_id) == d.digest for q in d.quoting}
-        if not quoted:
-            return set()
-        added = {d.document_id for d in batch if d.document_id not in stored} & quoted
-        placed = self.conn.execute(
-            "select document_id from documents where document_id in (select value from json_each(?)) and rowid >= ?",
-            [json.dumps(sorted(quoted - added)), self.first_place],
+    def _follow(self, followers):
+        """Give unchanged turns (`followers`) the contexts their file gives them now
+        where a turn they quote is placed after them: added to the file before them
+        (inserted, or forgotten and given again), in this run or one cut short. A
+        digest leaves contexts out, so these kept what they had. Not where such a
+        turn's words are another's of its session too: which one a quote is of is
+        read by place (conversation._sources), and a quote read as a twin's would
+        be taken for stale."""
+        if not followers:
+            return
+        ids = {d.document_id for d in followers} | {q for d in followers for q in d.quoting}
+        place = dict(
+            self.conn.execute(
+                "select document_id, rowid from documents where document_id in (select value from json_each(?))",
+                [json.dumps(sorted(ids))],
+            )
         )
-        return added | {row[0] for row in placed}
+        due = {
+            document.document_id: [q for q in document.quoting if place.get(q, 0) > place.get(document.document_id, 0)]
+            for document in followers
+        }
+        once = said_once(self.conn, {q for later in due.values() for q in later})
+        for document in followers:
+            later = due[document.document_id]
+            if later and once.issuperset(later):
+                rewrite_contexts(self.conn, unlinked_contexts(self.conn, document))
 
     def _write(self, document, stored, embedded):
         """writer.write of a new or changed document: (its new vectors, whether it

@@ -963,7 +963,11 @@ def test_one_call_correcting_turns_and_adding_turns_gives_each_the_context_of_it
     said = {n: f"Said {n}." for n in range(1, 6)}
     for n in said:
         assert not brain_sql.remember(conn, [turn(n, said[n])])[0].errors
-    calls = [[(5, "Said 5, fixed."), (6, "Said 6.")], [(7, "Said 7."), (4, "Said 4, fixed.")], [(5, "Five."), (4, "Four.")]]
+    calls = [
+        [(5, "Said 5, fixed."), (6, "Said 6.")],
+        [(7, "Said 7."), (4, "Said 4, fixed.")],
+        [(5, "Five."), (4, "Four.")],
+    ]
     for call in calls:
         said.update(call)
         report, _ = brain_sql.remember(conn, [turn(n, text) for n, text in call])
