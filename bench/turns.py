@@ -18,7 +18,6 @@ ratio is the baseline's seconds over the tree's (above 1: the tree is faster).
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from harness import median  # noqa: E402
+from harness import median, working_copy  # noqa: E402
 
 CHILD = """
 import json, os, statistics, sys, time
@@ -75,8 +74,8 @@ print(json.dumps({"code": brain_sql.__file__, "remember": remembered, "correct":
 
 def run(tree, brain, turns):
     with tempfile.TemporaryDirectory(prefix="bench-turns-") as folder:
-        copy = os.path.join(folder, "brain.db")
-        shutil.copy(brain, copy)
+        _, copy, source = working_copy(brain, folder=folder)  # its write-ahead log's pages too
+        source.close()
         env = {**os.environ, "PYTHONPATH": str(tree)}
         result = subprocess.run(
             [sys.executable, "-c", CHILD, copy, folder, str(turns)], env=env, capture_output=True, text=True, cwd=folder

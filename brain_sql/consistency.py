@@ -124,7 +124,10 @@ def _check(conn, repair=False):
             return {**problems, **_check(conn, repair=True)}
     model_id = recorded_model(conn)
     present = dict(conn.execute("select name, sql from sqlite_master where type = 'trigger'").fetchall())
-    indexes = dict(conn.execute("select name, sql from sqlite_master where type = 'index'").fetchall())
+    # SQLite's names are the same in any case: IDX_KNOWLEDGE_CLASS is idx_knowledge_class
+    indexes = {
+        name.lower(): sql for name, sql in conn.execute("select name, sql from sqlite_master where type = 'index'")
+    }
     expected = expected_triggers()
     vector_ids = set(_ids(conn, "select knowledge_id from vec_knowledge"))
     knowledge_ids = set(_ids(conn, "select id from knowledge"))

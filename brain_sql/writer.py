@@ -164,8 +164,9 @@ def claimed(conn, documents):
     `_version_of` whose id an earlier version of a current record holds, kept as
     history (`X@2024-01-01 00:00:00`, or a record a later _version_of made
     history), when writing it would rewrite that version's memories (their text,
-    title or context differ): they would leave the history, their text lost. One
-    whose memories stay as they are is written as it says, still history. And
+    title or context differ) or move it (its valid_from or scope): they would
+    leave the history, their text lost, or break its order. One whose memories
+    stay as they are is written as it says, still history. And
     each read from a file (not placed by its record) whose id another file's
     memory holds, stored or earlier in `documents` (a '#' in a file's name or in
     an _id can make one id of two: `a.jsonl#x.md` is a note's and a.jsonl's
@@ -190,7 +191,7 @@ def claimed(conn, documents):
             held.get(document.document_id, mine) if document.placed else held.setdefault(document.document_id, mine)
         )
         path, version_of, digest = held_now
-        if version_of is not None and digest != document.digest and _rewrites(conn, document):
+        if version_of is not None and digest != document.digest and _rewrites(conn, document, version_of):
             refused[position] = (
                 f"its id {shown(document.document_id)} is that of an earlier version of {shown(version_of)} "
                 f"kept as history: to change that version, give it '_version_of' {shown(version_of)} (with "
@@ -206,14 +207,19 @@ def claimed(conn, documents):
     return refused
 
 
-def _rewrites(conn, document):
-    """Whether writing `document` would replace memories stored under its id: a
-    chunk's text as embedded (its title, heading path, text and context) is not
-    one stored there, or one stored there is not written again."""
-    stored = sorted(
-        h for (h,) in conn.execute("select content_hash from knowledge where document_id = ?", [document.document_id])
-    )
-    return stored != sorted(content_hash(chunk_text(document, chunk)) for chunk in document.chunks)
+def _rewrites(conn, document, record):
+    """Whether writing `document` over the earlier version of `record` stored under
+    its id would change that version: replace its memories (a chunk's text as
+    embedded — title, heading path, text and context — is not one stored there,
+    or one stored there is not written again), or move it in time or scope (its
+    valid_from orders the versions; its scope is its record's)."""
+    stored = conn.execute(
+        "select content_hash, valid_from, scope from knowledge where document_id = ?", [document.document_id]
+    ).fetchall()
+    place = (document.fields.get("valid_from"), document.fields.get("scope") or "/")
+    return sorted(h for h, *_ in stored) != sorted(
+        content_hash(chunk_text(document, chunk)) for chunk in document.chunks
+    ) or any((valid_from, scope) != place for _, valid_from, scope in stored)
 
 
 def _text_mark(text):

@@ -75,6 +75,9 @@ def test_page_indexes_a_tool_dropped_or_changed_are_named_and_rebuilt_by_check(r
     assert brain_sql.check(conn) == {}
     session = conn.execute("select sql from sqlite_master where name = 'idx_knowledge_session'").fetchone()[0]
     assert "json_valid(metadata)" in session
+    conn.execute("drop index idx_knowledge_class")  # made again by hand, its name in capitals: the same index
+    conn.execute("create index IDX_KNOWLEDGE_CLASS on knowledge(class)")
+    assert brain_sql.check(conn) == {}
 
 
 # brains made of a few documents, chunks, entities and edges, the corners included:

@@ -294,6 +294,8 @@ def test_a_record_made_history_given_again_changed_is_refused_not_written_over_i
     ]
     remember(conn, placed)  # the same again: unchanged
     remember(conn, {**placed, "class": "memory", "scope": "/"})  # the same memories: written, still history
+    for moved in ({"valid_from": "2025-01-01"}, {"scope": "/team"}):  # later than Y, or out of Y's scope
+        assert [e.line for e in brain_sql.remember(conn, [{**placed, **moved}])[0].errors] == [None]
     assert brain_sql.ingest(conn, [path]).errors == []  # its own file, unchanged
     assert rows(conn, "select document_id, version_of, valid_from, content from knowledge order by id") == before
     remember(conn, {**changed, "_version_of": y})  # as the refusal says: that version changed, still Y's history
