@@ -191,7 +191,7 @@ def claimed(conn, documents):
             held.get(document.document_id, mine) if document.placed else held.setdefault(document.document_id, mine)
         )
         path, version_of, digest = held_now
-        if version_of is not None and digest != document.digest and _rewrites(conn, document, version_of):
+        if version_of is not None and digest != document.digest and _rewrites(conn, document):
             refused[position] = (
                 f"its id {shown(document.document_id)} is that of an earlier version of {shown(version_of)} "
                 f"kept as history: to change that version, give it '_version_of' {shown(version_of)} (with "
@@ -207,9 +207,9 @@ def claimed(conn, documents):
     return refused
 
 
-def _rewrites(conn, document, record):
-    """Whether writing `document` over the earlier version of `record` stored under
-    its id would change that version: replace its memories (a chunk's text as
+def _rewrites(conn, document):
+    """Whether writing `document` over the earlier version stored under its id
+    would change that version: replace its memories (a chunk's text as
     embedded — title, heading path, text and context — is not one stored there,
     or one stored there is not written again), or move it in time or scope (its
     valid_from orders the versions; its scope is its record's)."""
