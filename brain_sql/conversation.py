@@ -261,15 +261,10 @@ def requote(conn, document_ids, unless=None, unflag=False):
         where_of[document_id] = where
     rows, plain = {}, {}
     for where, mine in targets.items():
-        match, params = in_session(where[0])
         turns, speakers = [], {}
-        for other, meta, _, text, first, hidden, path in _stored_documents(
-            conn, f"{match} and scope = ?", [*params, where[1]]
-        ):
-            said = _stored_turn(meta)
-            if said is not None:
-                turns.append((first, other, 0 if unflag and other in mine else hidden, entry(said[0], text), path))
-                speakers[other] = said[0]
+        for (first, other, hidden, said, path), speaker in _session_turns(conn, *where):
+            turns.append((first, other, 0 if unflag and other in mine else hidden, said, path))
+            speakers[other] = speaker
         # its session as SQL reads it may not be turn_of's (a name SQL trims otherwise): then none quotes it
         counts = collections.Counter(t[3] for t in turns)
         alone = {t[3]: t[1] for t in turns if t[1] in mine and counts[t[3]] == 1}  # every quote of it is its
@@ -651,6 +646,8 @@ def said_once(conn, document_ids):
     """Those of the stored turns `document_ids` whose words (their entry) no other
     turn of their session and scope says, of their file when they came from one
     (_sources reads a file's quotes as of its own turns)."""
+    if not document_ids:
+        return set()
     targets = {}
     for document_id, metadata, scope, text, _, _, path in _stored_documents(
         conn, "document_id in (select value from json_each(?))", [json.dumps(sorted(document_ids))]
@@ -660,16 +657,25 @@ def said_once(conn, document_ids):
             targets.setdefault((turn[1], scope), {})[document_id] = (entry(turn[0], text), path)
     once = set()
     for (session, scope), mine in targets.items():
-        match, params = in_session(session)
         counts = collections.Counter()
-        for _, metadata, _, text, _, _, path in _stored_documents(conn, f"{match} and scope = ?", [*params, scope]):
-            turn = _stored_turn(metadata)
-            if turn is not None:
-                said = entry(turn[0], text)
-                counts[said] += 1
-                counts[said, path] += 1
+        for (_, _, _, said, path), _ in _session_turns(conn, session, scope):
+            counts[said] += 1
+            counts[said, path] += 1
         once |= {d for d, (said, path) in mine.items() if counts[said if path is None else (said, path)] == 1}
     return once
+
+
+def _session_turns(conn, session, scope):
+    """((place, document id, flagged, entry, source path), speaker) of each stored
+    turn of `session` (as SQL reads it) in `scope`: what requote and said_once
+    count and attribute quotes by."""
+    match, params = in_session(session)
+    for document_id, metadata, _, text, place, hidden, path in _stored_documents(
+        conn, f"{match} and scope = ?", [*params, scope]
+    ):
+        turn = _stored_turn(metadata)
+        if turn is not None:
+            yield (place, document_id, hidden, entry(turn[0], text), path), turn[0]
 
 
 def stored_turns(conn, session, scope):
