@@ -241,12 +241,13 @@ def put_quote(context, said, new=None):
     return re.sub(_pattern(said), lambda _: put, context, count=1)
 
 
-def requote(conn, document_ids, unless=None, unflag=False):
+def requote(conn, document_ids, unless=None, unflag=False, known=None):
     """A Requote of the stored turns among `document_ids`, but for one quoted as
     `unless` says it now is ({document id: (where, entry)}): a rewrite that leaves
     a turn's quote as it was reads nothing more of its session. A quote is of the
     turn check reads it as (_sources), so writer and check never disagree; with
-    `unflag` the turns are read as before they were flagged, just now."""
+    `unflag` the turns are read as before they were flagged, just now. `known`: a
+    SessionTurns of the run's writes."""
     targets, where_of = {}, {}
     for document_id, metadata, scope, text, *_ in _stored_documents(
         conn, "document_id in (select value from json_each(?))", [json.dumps(list(document_ids))]
@@ -261,27 +262,23 @@ def requote(conn, document_ids, unless=None, unflag=False):
         where_of[document_id] = where
     rows, plain = {}, {}
     for where, mine in targets.items():
-        turns, speakers = [], {}
-        for (first, other, hidden, said, path), speaker in _session_turns(conn, *where):
-            turns.append((first, other, 0 if unflag and other in mine else hidden, said, path))
-            speakers[other] = speaker
+        session = _Session(conn, *where) if known is None else known.session(conn, *where)
         # its session as SQL reads it may not be turn_of's (a name SQL trims otherwise): then none quotes it
-        counts = collections.Counter(t[3] for t in turns)
-        alone = {t[3]: t[1] for t in turns if t[1] in mine and counts[t[3]] == 1}  # every quote of it is its
-        shared = {t[3] for t in turns if t[1] in mine} - alone.keys()
-        said, spoken, own = None, None, {t[1]: t for t in turns}
-        for row_id, document_id, context in conn.execute(  # the contexts that may quote one of them, read in C
-            "select id, document_id, context from knowledge where document_id in (select value from json_each(?)) "
-            "and context is not null and exists (select 1 from json_each(?) where instr(context, value) > 0) "
-            "order by id",
-            [json.dumps(list(own)), json.dumps(sorted(alone.keys() | shared))],
-        ):
+        said_by = {d: session.turns[d][0][3] for d in sorted(mine) if d in session.turns}
+        alone = {w: d for d, w in said_by.items() if session.counts[w] == 1}  # every quote of it is its
+        shared = set(said_by.values()) - alone.keys()
+        said, spoken, own, speakers = None, None, None, None
+        for row_id, document_id, context in session.quoting(conn, alone.keys() | shared):
             if not any(w in context for w in shared):
                 held = [(w, alone[w]) for w in alone if w in context and re.search(_pattern(w), context)]
                 if held:
                     plain[row_id] = (context, held)
                 continue
             if said is None:  # which of the turns saying the same a quote is of: read as check reads it
+                ordered = sorted(session.turns.items())  # in document id order, as SQL reads them
+                turns = [(f, o, 0 if unflag and o in mine else h, w, p) for _, ((f, o, h, w, p), _) in ordered]
+                speakers = {o: speaker for o, (_, speaker) in ordered}
+                own = {t[1]: t for t in turns}
                 said, lines = _Said(sorted(turns)), _first_lines(t[3] for t in turns)
                 spoken = _spoken(conn, list(own))
             end, quotes = _parse(
@@ -304,16 +301,33 @@ def _stored_documents(conn, where, params, last=None, below=None):
     place is where it was first stored (its documents row, which a rewrite keeps;
     its first row id when it has none); with `last`, only the last that many
     stored, newest first; with `below`, only those placed before it."""
+    place = "coalesce((select d.rowid from documents d where d.document_id = g.document_id), min(id)) as first"
+    if last:  # which they are, read from the rows' ids alone: the texts of a long session are not all read
+        last_ids = conn.execute(
+            f"select document_id, {place} from (select document_id, id from knowledge where {where} "
+            "and document_id is not null) g group by document_id"
+            + (" having first < ?" if below is not None else "")
+            + " order by first desc limit ?",
+            [*params, *([below] if below is not None else []), last],
+        )
+        where, params = _among([document_id for document_id, _ in last_ids], where, params)
     return conn.execute(
-        "select document_id, metadata, scope, group_concat(content, char(10)), "
-        "coalesce((select d.rowid from documents d where d.document_id = g.document_id), min(id)) as first, "
+        f"select document_id, metadata, scope, group_concat(content, char(10)), {place}, "
         "max(flagged), max(source_path) from "
         f"(select document_id, metadata, scope, content, id, flagged, source_path from knowledge where {where} "
         "and document_id is not null order by document_id, chunk_index) g group by document_id"
-        + (" having first < ?" if below is not None else "")
-        + (" order by first desc limit ?" if last else ""),
-        [*params, *([below] if below is not None else []), *([last] if last else [])],
+        + (" order by first desc" if last else ""),
+        params,
     ).fetchall()
+
+
+def _among(document_ids, where, params):
+    """(SQL, params) selecting the rows `where` selects of these documents, found by
+    their ids: as a function's argument, `where` leaves any other index unread."""
+    return f"document_id in (select value from json_each(?)) and coalesce(({where}), 0)", [
+        json.dumps(document_ids),
+        *params,
+    ]
 
 
 def stored_session(metadata):
@@ -669,13 +683,124 @@ def _session_turns(conn, session, scope):
     """((place, document id, flagged, entry, source path), speaker) of each stored
     turn of `session` (as SQL reads it) in `scope`: what requote and said_once
     count and attribute quotes by."""
+    return _read_session_turns(conn, session, scope)
+
+
+def _read_session_turns(conn, session, scope, among=None):
+    """_session_turns read from the brain, in document id order; with `among`, only
+    those of these document ids."""
     match, params = in_session(session)
-    for document_id, metadata, _, text, place, hidden, path in _stored_documents(
-        conn, f"{match} and scope = ?", [*params, scope]
-    ):
+    match, params = f"{match} and scope = ?", [*params, scope]
+    if among is not None:
+        match, params = _among(among, match, params)
+    for document_id, metadata, _, text, place, hidden, path in _stored_documents(conn, match, params):
         turn = _stored_turn(metadata)
         if turn is not None:
             yield (place, document_id, hidden, entry(turn[0], text), path), turn[0]
+
+
+class _Session:
+    """A session's stored turns in a scope, as requote reads them: `turns`
+    ({document id: _session_turns's item}) and how many
+    say each entry (`counts`); `quoting` finds the contexts that may quote some."""
+
+    def __init__(self, conn, session, scope, kept=False):
+        self.where, self.kept, self.quoted = (session, scope), kept, False
+        self.turns = {turn[0][1]: turn for turn in _read_session_turns(conn, session, scope)}
+        self.counts = collections.Counter(turn[0][3] for turn in self.turns.values())
+        self.lines = None  # when indexed: {a context's line after its first: {row id}}, and rows
+
+    def quoting(self, conn, said):
+        """(row id, document id, context) of the session's rows whose contexts
+        hold one of the entries `said`, by row id; more are harmless (the caller
+        reads each quote). A session `kept` is indexed by line when quoted twice."""
+        if self.lines is None and self.kept and self.quoted:
+            self._keep(conn)
+        self.quoted = True
+        if self.lines is None:
+            return conn.execute(  # the contexts that may quote one of them, read in C
+                "select id, document_id, context from knowledge where document_id in (select value from json_each(?)) "
+                "and context is not null and exists (select 1 from json_each(?) where instr(context, value) > 0) "
+                "order by id",
+                [json.dumps(list(self.turns)), json.dumps(sorted(said))],
+            ).fetchall()
+        # a quote is whole lines after the context's first (_pattern): its first is one of them
+        found = set().union(*(self.lines.get(w.split("\n", 1)[0], ()) for w in said))
+        return [(row_id, *self.rows[row_id]) for row_id in sorted(found)]
+
+    def _keep(self, conn):
+        """Index the session's contexts by line, to be kept up to date (SessionTurns)."""
+        self.lines, self.rows, self.held = {}, {}, {}  # held: {document id: {row id}}
+        self._index(conn, list(self.turns), [])
+
+    def _index(self, conn, document_ids, row_ids):
+        for row_id, document_id, context in conn.execute(
+            "select id, document_id, context from knowledge where context is not null and "
+            "(document_id in (select value from json_each(?)) or id in (select value from json_each(?)))",
+            [json.dumps(document_ids), json.dumps(row_ids)],
+        ):
+            if document_id in self.turns:
+                self.rows[row_id] = (document_id, context)
+                self.held.setdefault(document_id, set()).add(row_id)
+                for line in context.split("\n")[1:]:
+                    self.lines.setdefault(line, set()).add(row_id)
+
+    def update(self, conn, document_ids, row_ids):
+        """These documents and rows were written since the session was read."""
+        for document_id in document_ids:
+            turn = self.turns.pop(document_id, None)
+            if turn is not None:
+                self.counts[turn[0][3]] -= 1
+        for turn in _read_session_turns(conn, *self.where, among=document_ids):
+            self.turns[turn[0][1]] = turn
+            self.counts[turn[0][3]] += 1
+        if self.lines is not None:
+            gone = set(row_ids).union(*(self.held.pop(d, ()) for d in document_ids))
+            for row_id in sorted(gone & self.rows.keys()):
+                document_id, context = self.rows.pop(row_id)
+                self.held.get(document_id, set()).discard(row_id)
+                for line in context.split("\n")[1:]:
+                    self.lines[line].discard(row_id)
+            self._index(conn, document_ids, sorted(gone))
+
+
+class SessionTurns:
+    """The sessions a run of writes requotes in, read from the brain once and
+    then kept as the run writes them: a file rewriting every turn of a long
+    session read the whole session for each turn (quadratic in its size). What
+    it holds is what a fresh read would give, or it reads again: it is read at
+    the connection's count of changed rows (total_changes) and then only brought
+    up to date by `written`, so a change made any other way (SQL, another path of
+    the run) makes the next read a whole one."""
+
+    def __init__(self):
+        self.sessions, self.stamp = {}, None  # (session, scope) -> _Session
+
+    def session(self, conn, session, scope):
+        if self.stamp != conn.total_changes:
+            self.sessions = {}
+        key = (session, scope)
+        if key not in self.sessions:
+            self.sessions[key] = _Session(conn, session, scope, kept=True)
+        self.stamp = conn.total_changes
+        return self.sessions[key]
+
+    def begin(self, conn):
+        """Before a write: keep what is held only while the brain is as it was read."""
+        if self.stamp != conn.total_changes:
+            self.clear()
+
+    def written(self, conn, document_ids, row_ids=()):
+        """After a write `begin` began: it changed these documents' rows (added,
+        changed or removed them) and the contexts of `row_ids`, and nothing else
+        a session holds."""
+        if self.sessions:
+            for held in self.sessions.values():
+                held.update(conn, sorted(set(document_ids)), sorted(set(row_ids)))
+            self.stamp = conn.total_changes
+
+    def clear(self):
+        self.sessions, self.stamp = {}, None
 
 
 def stored_turns(conn, session, scope):

@@ -294,6 +294,7 @@ class DocumentWriter:
         # rows whose context a later document's requote embedded again, with their vectors: a vector the
         # caller holds for one of them, of its text as first written, is not to be inserted (vectors_due)
         self.restated = set()
+        self.turns = conversation.SessionTurns()  # the sessions this run's rewrites requote in
         self.entity_ids = {}  # casefolded name -> id, for entities seen in this run
         self.looked_up = {}  # name -> its stored entity's id or None, as look_up_entities found them
         self.queued = {"chunk": [], "entity": []}  # mention work, queued by `queue_mentions`
@@ -307,8 +308,9 @@ class DocumentWriter:
         self.removed_marks, self.fresh, self.carried = set(), _Given(), []
 
     def forget_entities(self):
-        """Drop the entity cache and the mention work not queued yet: ids created
-        inside a rolled-back savepoint are gone."""
+        """Drop the entity cache, the sessions kept and the mention work not queued
+        yet: ids created inside a rolled-back savepoint are gone."""
+        self.turns.clear()
         self.entity_ids.clear()
         self.looked_up = {}
         self.queued = {"chunk": [], "entity": []}
@@ -339,8 +341,10 @@ class DocumentWriter:
         self.looked_up = {name: found.get(index) for index, name in enumerate(wanted)}
 
     def done_looking(self):
-        """Drop what look_up_entities found: another writer may remove entities after this transaction."""
+        """Drop what look_up_entities found and the sessions kept: another writer may
+        change them after this transaction."""
         self.looked_up = {}
+        self.turns.clear()
 
     def queue_mentions(self):
         """Queue the mention work of the documents written since the last call, in
@@ -397,9 +401,10 @@ class DocumentWriter:
         conn, report = self.conn, self.report
         columns = self._row_values(document)
         flagged = 0
-        said, quoted = conversation.entry_of(document), None
+        said, quoted, restated = conversation.entry_of(document), None, []
+        self.turns.begin(conn)
         if plan["known"]:  # its edges are stated again below; a turn quoted as before needs no restating
-            quoted = conversation.requote(conn, [document.document_id], {document.document_id: said})
+            quoted = conversation.requote(conn, [document.document_id], {document.document_id: said}, known=self.turns)
             conn.execute("delete from relationships where document_id = ?", (document.document_id,))
             # a document someone flagged stays flagged where it is rewritten: an edit
             # never brings flagged text back into recall unreviewed
@@ -432,7 +437,9 @@ class DocumentWriter:
         if quoted:  # a corrected turn is quoted as it is now in the turns after it; moved elsewhere, not at all
             where = quoted.where.get(document.document_id)
             now = {document.document_id: said[1]} if said and said[0] == where and not flagged else None
-            self.restated.update(rewrite_contexts(conn, quoted.contexts(now)))
+            restated = rewrite_contexts(conn, quoted.contexts(now))
+            self.restated.update(restated)
+        self.turns.written(conn, [document.document_id], restated)
         return stored_vectors
 
     def _unstated_edges(self, removed):
@@ -454,11 +461,13 @@ class DocumentWriter:
         would one by one, with the chunks of them all inserted together."""
         if not items:
             return []
+        self.turns.begin(self.conn)
         stored_vectors, chunk_ids = self._insert_chunks(
             [(document, plan, self._row_values(document), 0) for document, plan in items], vectors
         )
         for (document, _), ids in zip(items, chunk_ids):
             self._finish(document, ids)
+        self.turns.written(self.conn, [document.document_id for document, _ in items])
         return stored_vectors
 
     def _carries(self, document, chunk):
@@ -666,6 +675,7 @@ class DocumentWriter:
         """Delete these documents, each whole (remove_documents), counting their
         chunks, until `deadline` (time.perf_counter; None: all); returns the ids left."""
         flagged, left = [], []
+        self.turns.clear()  # removing flags or carries marks to other memories (below)
         for start in range(0, len(document_ids), REMOVE_AT_ONCE):
             flagged += self._flagged(document_ids[start : start + REMOVE_AT_ONCE])
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])

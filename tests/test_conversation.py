@@ -979,3 +979,88 @@ def test_one_call_correcting_turns_and_adding_turns_gives_each_the_context_of_it
     assert rows(conn, contexts) == rows(again, contexts)
     assert dict(rows(conn, contexts))["t6"] == "Bo\nBo: Four.\nAnn: Five."
     assert brain_sql.check(conn) == {}
+
+
+def test_rewriting_every_turn_of_a_session_grows_with_the_session_not_its_square(tmp_path):
+    """A file rewriting every turn of one session (an edited transcript) read the
+    whole session for each turn it wrote: quadratic, 45 s for 2,000 turns. A run
+    of writes now reads a session once and keeps it as it writes (SessionTurns):
+    the work (SQLite's instructions) for twice the turns is about twice as much."""
+
+    def work(turns):
+        conn = brain_sql.connect(tmp_path / f"{turns}.db")
+        path = tmp_path / f"{turns}.jsonl"
+
+        def said(words):
+            lines = [
+                {"_id": f"t{i}", "speaker": ["Ann", "Bo"][i % 2], "text": f"Turn {i} about {words} {i % 7}."}
+                for i in range(turns)
+            ]
+            jsonl(path, lines)
+
+        said("the boat")
+        brain_sql.ingest(conn, [path])
+        said("the fog")
+        steps = []
+        conn.set_progress_handler(lambda: steps.append(1), 1000)
+        report = brain_sql.ingest(conn, [path])
+        conn.set_progress_handler(None, 1000)
+        assert report.documents_updated == turns
+        assert dict(rows(conn, "select external_id, context from knowledge"))["t9"] == (
+            "Bo\nBo: Turn 7 about the fog 0.\nAnn: Turn 8 about the fog 1."
+        )
+        assert brain_sql.check(conn) == {}
+        return len(steps)
+
+    few, many = work(100), work(200)
+    assert many < few * 2.4, (few, many)
+
+
+WORDS = ["Fog.", "Boat.", "Ok.", "Fog again.", "Sun."]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_run_keeping_its_sessions_writes_what_reading_them_each_time_writes(tmp_path, monkeypatch, seed):
+    """What a run keeps of a session it rewrites (SessionTurns) is what reading it
+    again would give: random edits of a transcript (turns saying the same,
+    inserted, removed, corrected with remember, flagged, forgotten), ingested
+    with the kept sessions and with every read made afresh, give the same brain."""
+    import random
+
+    from brain_sql import conversation
+
+    def run(name, keep):
+        if not keep:
+            monkeypatch.setattr(conversation.SessionTurns, "session", lambda self, c, *w: conversation._Session(c, *w))
+        rng = random.Random(seed)
+        (tmp_path / name).mkdir()
+        conn = brain_sql.connect(tmp_path / name / "brain.db")
+        path = tmp_path / name / "chat.jsonl"
+        said = [{"_id": f"t{i}", "speaker": rng.choice("AB"), "text": rng.choice(WORDS)} for i in range(12)]
+        made = 12
+        for _ in range(8):
+            for _ in range(rng.randint(2, 10)):
+                step, at = rng.choice(["edit", "edit", "insert", "remove"]), rng.randrange(len(said))
+                if step == "edit":
+                    said[at] = {**said[at], "text": rng.choice(WORDS + [f"New {made}."])}
+                elif step == "insert":
+                    said.insert(at, {"_id": f"t{made}", "speaker": rng.choice("AB"), "text": rng.choice(WORDS)})
+                elif len(said) > 3:
+                    said.pop(at)
+                made += 1
+            jsonl(path, said)
+            report = brain_sql.ingest(conn, [path])
+            assert not report.errors, report.errors
+            turn = rng.choice(said)
+            action = rng.choice(["remember", "flag", "forget", "none"])
+            if action == "remember":
+                record = {**turn, "text": rng.choice(WORDS), "session_id": "s1"}
+                assert not remember(conn, [record])[0].errors
+            elif action in ("flag", "forget"):
+                ids = [i for (i,) in conn.execute("select id from knowledge where external_id = ?", [turn["_id"]])]
+                brain_sql.flag(conn, ids) if action == "flag" else brain_sql.forget(conn, ids=ids)
+        stored = "select external_id, content, context, flagged from knowledge order by external_id, id"
+        return rows(conn, stored), json.loads(json.dumps(brain_sql.check(conn)).replace(str(tmp_path / name), ""))
+
+    kept = run("kept", True)
+    assert kept == run("read", False)
