@@ -307,7 +307,7 @@ def _stored_documents(conn, where, params, last=None, below=None):
             f"select document_id, {place} from (select document_id, id from knowledge where {where} "
             "and document_id is not null) g group by document_id"
             + (" having first < ?" if below is not None else "")
-            + " order by first desc limit ?",
+            + " order by first desc, document_id desc limit ?",
             [*params, *([below] if below is not None else []), last],
         )
         where, params = _among([document_id for document_id, _ in last_ids], where, params)
@@ -316,7 +316,7 @@ def _stored_documents(conn, where, params, last=None, below=None):
         "max(flagged), max(source_path) from "
         f"(select document_id, metadata, scope, content, id, flagged, source_path from knowledge where {where} "
         "and document_id is not null order by document_id, chunk_index) g group by document_id"
-        + (" order by first desc" if last else ""),
+        + (" order by first desc, document_id desc" if last else ""),
         params,
     ).fetchall()
 
@@ -708,7 +708,7 @@ class _Session:
         self.where, self.kept, self.quoted = (session, scope), kept, False
         self.turns = {turn[0][1]: turn for turn in _read_session_turns(conn, session, scope)}
         self.counts = collections.Counter(turn[0][3] for turn in self.turns.values())
-        self.lines = None  # when indexed: {a context's line after its first: {row id}}, and rows
+        self.lines, self.rows = None, {}  # when indexed: {a context's line after its first: {row id}}, and rows
 
     def quoting(self, conn, said):
         """(row id, document id, context) of the session's rows whose contexts
@@ -794,10 +794,20 @@ class SessionTurns:
         """After a write `begin` began: it changed these documents' rows (added,
         changed or removed them) and the contexts of `row_ids`, and nothing else
         a session holds."""
-        if self.sessions:
-            for held in self.sessions.values():
-                held.update(conn, sorted(set(document_ids)), sorted(set(row_ids)))
-            self.stamp = conn.total_changes
+        if not self.sessions:
+            return
+        ids, rows = sorted(set(document_ids)), set(row_ids)
+        now = set(  # the sessions they are turns of now; which held them is read from what is held
+            conn.execute(
+                f"select distinct {session_sql()}, scope from knowledge "
+                "where document_id in (select value from json_each(?))",
+                [json.dumps(ids)],
+            ).fetchall()
+        )
+        for key, held in self.sessions.items():
+            if key in now or any(d in held.turns for d in ids) or not rows.isdisjoint(held.rows):
+                held.update(conn, ids, sorted(rows))
+        self.stamp = conn.total_changes
 
     def clear(self):
         self.sessions, self.stamp = {}, None

@@ -1064,3 +1064,29 @@ def test_a_run_keeping_its_sessions_writes_what_reading_them_each_time_writes(tm
 
     kept = run("kept", True)
     assert kept == run("read", False)
+
+
+def test_correcting_a_turn_in_each_of_many_sessions_grows_with_their_number(conn):
+    """One remember call correcting a turn in each of many sessions: the sessions
+    a run keeps are brought up to date only where a written turn was or is now,
+    not all of them at each write (the work grew with the square of their number)."""
+
+    def work(sessions):
+        def turn(s, i, text):
+            return {"_id": f"{sessions}-{s}-{i}", "text": text, "speaker": "AB"[i % 2], "session_id": f"{sessions}/{s}"}
+
+        said = [turn(s, i, f"Turn {i} of {s}.") for s in range(sessions) for i in range(3)]
+        assert not remember(conn, said)[0].errors
+        steps = []
+        conn.set_progress_handler(lambda: steps.append(1), 1000)
+        report, _ = remember(conn, [turn(s, 1, f"Turn 1 of {s}, corrected.") for s in range(sessions)])
+        conn.set_progress_handler(None, 1000)
+        assert not report.errors and report.documents_updated == sessions
+        assert dict(rows(conn, "select external_id, context from knowledge"))[f"{sessions}-7-2"] == (
+            "A\nA: Turn 0 of 7.\nB: Turn 1 of 7, corrected."
+        )
+        return len(steps)
+
+    few, many = work(60), work(120)
+    assert many < few * 2.4, (few, many)
+    assert brain_sql.check(conn) == {}
