@@ -724,8 +724,9 @@ class _Session:
                 "order by id",
                 [json.dumps(list(self.turns)), json.dumps(sorted(said))],
             ).fetchall()
-        # a quote is whole lines after the context's first (_pattern): its first is one of them
-        found = set().union(*(self.lines.get(w.split("\n", 1)[0], ()) for w in said))
+        # a quote is whole lines after the context's first (_pattern): each of its lines is one of
+        # them, so the rows holding its least common line hold every quote of it
+        found = set().union(*(min((self.lines.get(line, ()) for line in w.split("\n")), key=len) for w in said))
         return [(row_id, *self.rows[row_id]) for row_id in sorted(found)]
 
     def _keep(self, conn):

@@ -1016,15 +1016,16 @@ def test_rewriting_every_turn_of_a_session_grows_with_the_session_not_its_square
     assert many < few * 2.4, (few, many)
 
 
-WORDS = ["Fog.", "Boat.", "Ok.", "Fog again.", "Sun."]
+WORDS = ["Fog.", "Boat.", "Ok.", "Fog again.", "Sun.", "Hi\nFog.", "Hi\nBoat."]
 
 
-@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("seed", range(30))
 def test_a_run_keeping_its_sessions_writes_what_reading_them_each_time_writes(tmp_path, monkeypatch, seed):
     """What a run keeps of a session it rewrites (SessionTurns) is what reading it
     again would give: random edits of a transcript (turns saying the same,
-    inserted, removed, corrected with remember, flagged, forgotten), ingested
-    with the kept sessions and with every read made afresh, give the same brain."""
+    inserted, removed, moved to another session, several lines long, corrected
+    with remember, flagged, forgotten), ingested with the kept sessions and with
+    every read made afresh, give the same brain."""
     import random
 
     from brain_sql import conversation
@@ -1040,8 +1041,10 @@ def test_a_run_keeping_its_sessions_writes_what_reading_them_each_time_writes(tm
         made = 12
         for _ in range(8):
             for _ in range(rng.randint(2, 10)):
-                step, at = rng.choice(["edit", "edit", "insert", "remove"]), rng.randrange(len(said))
-                if step == "edit":
+                step, at = rng.choice(["edit", "edit", "insert", "remove", "move"]), rng.randrange(len(said))
+                if step == "move":
+                    said[at] = {**said[at], "session_id": rng.choice(["s1", "s2"])}
+                elif step == "edit":
                     said[at] = {**said[at], "text": rng.choice(WORDS + [f"New {made}."])}
                 elif step == "insert":
                     said.insert(at, {"_id": f"t{made}", "speaker": rng.choice("AB"), "text": rng.choice(WORDS)})
@@ -1053,9 +1056,9 @@ def test_a_run_keeping_its_sessions_writes_what_reading_them_each_time_writes(tm
             assert not report.errors, report.errors
             turn = rng.choice(said)
             action = rng.choice(["remember", "flag", "forget", "none"])
-            if action == "remember":
-                record = {**turn, "text": rng.choice(WORDS), "session_id": "s1"}
-                assert not remember(conn, [record])[0].errors
+            if action == "remember":  # a few turns corrected in one call
+                records = [{"session_id": "s1", **t, "text": rng.choice(WORDS)} for t in rng.sample(said, 3)]
+                assert not remember(conn, records)[0].errors
             elif action in ("flag", "forget"):
                 ids = [i for (i,) in conn.execute("select id from knowledge where external_id = ?", [turn["_id"]])]
                 brain_sql.flag(conn, ids) if action == "flag" else brain_sql.forget(conn, ids=ids)
