@@ -776,12 +776,16 @@ class SessionTurns:
 
     def __init__(self):
         self.sessions, self.stamp = {}, None  # (session, scope) -> _Session
+        self.seen = set()  # the sessions read once: one turn corrected keeps nothing
 
     def session(self, conn, session, scope):
         if self.stamp != conn.total_changes:
             self.sessions = {}
         key = (session, scope)
         if key not in self.sessions:
+            if key not in self.seen:
+                self.seen.add(key)
+                return _Session(conn, session, scope)
             self.sessions[key] = _Session(conn, session, scope, kept=True)
         self.stamp = conn.total_changes
         return self.sessions[key]
@@ -789,7 +793,7 @@ class SessionTurns:
     def begin(self, conn):
         """Before a write: keep what is held only while the brain is as it was read."""
         if self.stamp != conn.total_changes:
-            self.clear()
+            self.sessions, self.stamp = {}, None
 
     def written(self, conn, document_ids, row_ids=()):
         """After a write `begin` began: it changed these documents' rows (added,
@@ -811,7 +815,7 @@ class SessionTurns:
         self.stamp = conn.total_changes
 
     def clear(self):
-        self.sessions, self.stamp = {}, None
+        self.sessions, self.stamp, self.seen = {}, None, set()
 
 
 def stored_turns(conn, session, scope):
