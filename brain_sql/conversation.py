@@ -679,16 +679,11 @@ def said_once(conn, document_ids):
     return once
 
 
-def _session_turns(conn, session, scope):
+def _session_turns(conn, session, scope, among=None):
     """((place, document id, flagged, entry, source path), speaker) of each stored
-    turn of `session` (as SQL reads it) in `scope`: what requote and said_once
-    count and attribute quotes by."""
-    return _read_session_turns(conn, session, scope)
-
-
-def _read_session_turns(conn, session, scope, among=None):
-    """_session_turns read from the brain, in document id order; with `among`, only
-    those of these document ids."""
+    turn of `session` (as SQL reads it) in `scope`, in document id order: what
+    requote and said_once count and attribute quotes by; with `among`, only those
+    of these document ids."""
     match, params = in_session(session)
     match, params = f"{match} and scope = ?", [*params, scope]
     if among is not None:
@@ -701,14 +696,16 @@ def _read_session_turns(conn, session, scope, among=None):
 
 class _Session:
     """A session's stored turns in a scope, as requote reads them: `turns`
-    ({document id: _session_turns's item}) and how many
-    say each entry (`counts`); `quoting` finds the contexts that may quote some."""
+    ({document id: _session_turns's item}) and how many say each entry
+    (`counts`); `quoting` finds the contexts that may quote some."""
 
     def __init__(self, conn, session, scope, kept=False):
         self.where, self.kept, self.quoted = (session, scope), kept, False
-        self.turns = {turn[0][1]: turn for turn in _read_session_turns(conn, session, scope)}
+        self.turns = {turn[0][1]: turn for turn in _session_turns(conn, session, scope)}
         self.counts = collections.Counter(turn[0][3] for turn in self.turns.values())
-        self.lines, self.rows = None, {}  # when indexed: {a context's line after its first: {row id}}, and rows
+        # when indexed (_keep): {a line of a context after its first: {row id}}, {row id: (document id,
+        # context)} and {document id: {row id}}
+        self.lines, self.rows, self.held = None, {}, {}
 
     def quoting(self, conn, said):
         """(row id, document id, context) of the session's rows whose contexts
@@ -731,7 +728,7 @@ class _Session:
 
     def _keep(self, conn):
         """Index the session's contexts by line, to be kept up to date (SessionTurns)."""
-        self.lines, self.rows, self.held = {}, {}, {}  # held: {document id: {row id}}
+        self.lines = {}
         self._index(conn, list(self.turns), [])
 
     def _index(self, conn, document_ids, row_ids):
@@ -752,7 +749,7 @@ class _Session:
             turn = self.turns.pop(document_id, None)
             if turn is not None:
                 self.counts[turn[0][3]] -= 1
-        for turn in _read_session_turns(conn, *self.where, among=document_ids):
+        for turn in _session_turns(conn, *self.where, among=document_ids):
             self.turns[turn[0][1]] = turn
             self.counts[turn[0][3]] += 1
         if self.lines is not None:
@@ -779,8 +776,7 @@ class SessionTurns:
         self.seen = set()  # the sessions read once: one turn corrected keeps nothing
 
     def session(self, conn, session, scope):
-        if self.stamp != conn.total_changes:
-            self.sessions = {}
+        self.begin(conn)
         key = (session, scope)
         if key not in self.sessions:
             if key not in self.seen:
