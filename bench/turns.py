@@ -8,9 +8,11 @@ of `--brain` (the tree's migrations run on the copy first, outside the clock):
 - correct: a turn of it corrected with `remember` (its quotes in the turns after it
   restated), the median of 10;
 - rewrite: `--turns` turns of one session ingested from a file into a new brain, then
-  the file ingested again with every turn changed (every quote restated).
+  the file ingested again with every turn changed (every quote restated);
+- grow: `--turns` turns remembered one call at a time into one session of that brain,
+  the median call of the last tenth (the session then holds nine tenths of them).
 The first two grow with the brain when a turn's session is found by reading every
-memory; the last with the session when each turn written reads the whole session.
+memory; the last two with the session when each turn written reads the whole session.
 With `--baseline TREE` the same runs go through that tree's code too, alternating; the
 ratio is the baseline's seconds over the tree's (above 1: the tree is faster).
 """
@@ -67,8 +69,15 @@ started = time.perf_counter()
 report = brain_sql.ingest(small, [path])
 rewritten = time.perf_counter() - started
 assert report.documents_updated == turns, report
+calls = []
+for i in range(turns):
+    started = time.perf_counter()
+    report, _ = brain_sql.remember(small, [{"_id": f"g{i}", "text": f"Turn {i} of a long chat {i % 7}.",
+                                            "metadata": {"speaker": ["Ann", "Bo"][i % 2], "session_id": "grown"}}])
+    calls.append(time.perf_counter() - started)
+    assert not report.errors, report.errors[:3]
 print(json.dumps({"code": brain_sql.__file__, "remember": remembered, "correct": statistics.median(corrections),
-                  "rewrite": rewritten}))
+                  "rewrite": rewritten, "grow": statistics.median(calls[-max(turns // 10, 1):])}))
 """
 
 
@@ -105,13 +114,14 @@ def main():
             results[name].append(figures)
             print(name, json.dumps({k: round(v, 4) for k, v in figures.items() if k != "code"}), flush=True)
     summary = {
-        name: {key: median([r[key] for r in runs]) for key in ("remember", "correct", "rewrite")}
+        name: {key: median([r[key] for r in runs]) for key in ("remember", "correct", "rewrite", "grow")}
         for name, runs in results.items()
     }
     for name, figures in summary.items():
         print(
             f"{name}: remember 20 turns {figures['remember']:.3f} s, correct one {figures['correct'] * 1000:.1f} ms, "
-            f"rewrite {args.turns} turns {figures['rewrite']:.2f} s"
+            f"rewrite {args.turns} turns {figures['rewrite']:.2f} s, "
+            f"remember one turn into a session of {args.turns} {figures['grow'] * 1000:.1f} ms"
         )
     if args.baseline:
         ratios = {key: summary["baseline"][key] / summary["tree"][key] for key in summary["tree"]}
