@@ -700,7 +700,7 @@ class _Session:
     (`counts`); `quoting` finds the contexts that may quote some."""
 
     def __init__(self, conn, session, scope, kept=False):
-        self.where, self.kept, self.quoted = (session, scope), kept, False
+        self.where, self.kept = (session, scope), kept
         self.turns = {turn[0][1]: turn for turn in _session_turns(conn, session, scope)}
         self.counts = collections.Counter(turn[0][3] for turn in self.turns.values())
         # when indexed (_keep): {a line of a context after its first: {row id}}, {row id: (document id,
@@ -710,10 +710,10 @@ class _Session:
     def quoting(self, conn, said):
         """(row id, document id, context) of the session's rows whose contexts
         hold one of the entries `said`, by row id; more are harmless (the caller
-        reads each quote). A session `kept` is indexed by line when quoted twice."""
-        if self.lines is None and self.kept and self.quoted:
+        reads each quote). A session `kept` (SessionTurns: requoted in before) is
+        indexed by line, to be searched again."""
+        if self.lines is None and self.kept:
             self._keep(conn)
-        self.quoted = True
         if self.lines is None:
             return conn.execute(  # the contexts that may quote one of them, read in C
                 "select id, document_id, context from knowledge where document_id in (select value from json_each(?)) "
