@@ -883,9 +883,9 @@ def test_writing_a_turn_reads_its_sessions_turns_not_every_memory(tmp_path):
         # the read state catches up with the notes on the next write: done before the measured one
         brain_sql.ingest(conn, [transcript(tmp_path, [{**t, "text": t["text"] + " Yes?"} for t in TURNS])])
         steps = []
-        conn.set_progress_handler(lambda: steps.append(1), 1000)
+        conn.set_progress_handler(lambda: steps.append(1), 100)
         report = brain_sql.ingest(conn, [transcript(tmp_path, [{**t, "text": t["text"] + " Yes!"} for t in TURNS])])
-        conn.set_progress_handler(None, 1000)
+        conn.set_progress_handler(None, 100)
         assert report.documents_updated == len(TURNS)
         assert rows(conn, "select context from knowledge where external_id = 'S1:2'") == [
             (f"Melanie, 8 May 2023\nCaroline: {TURNS[0]['text']} Yes!",)
