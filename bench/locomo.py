@@ -1,6 +1,6 @@
 """Conversations: turn- and session-level recall, per question category.
 
-    python3 bench/locomo.py [--data ../shared/data/locomo-dev] [--work DIR] [--modes full,no_graph]
+    python3 bench/locomo.py [--data ../shared/data/locomo-dev] [--work DIR] [--modes full,no_graph] [--shift-years N]
 
 Each conversation (a folder holding a BEIR `corpus.jsonl` of turns, `queries.jsonl`
 and `qrels/test.tsv`, as `locomo-dev/conv-26`; --data may name one or a folder of
@@ -18,12 +18,18 @@ as `brain eval` recalls it (k 10, no cut-off). For each mode and question catego
   5 / 10 hits (a turn's session is its record's `session_id`, `conversation_id` or
   `thread_id`).
 
+`--shift-years N` measures each conversation moved N years (its turns' times, the
+years its turns and questions name; Feb 29 becomes Feb 28): the temporal handling
+must not depend on the year a conversation was held, as conversations you do not
+see were held in others.
+
 Conversations are weighed by their questions. Each conversation's per-query file
 (`brain eval --per-query`'s lines) is written to --work, so two runs compare query by
 query with `python3 bench/compare.py A.jsonl B.jsonl`.
 """
 
 import argparse
+import datetime
 import json
 import re
 import sys
@@ -74,6 +80,50 @@ def figures(line, mode, session_of):
     return values
 
 
+_YEAR = re.compile(r"\b(?:19|20)\d\d\b")
+
+
+def _moved(moment, years):
+    """A datetime `years` later (earlier when negative); Feb 29 to Feb 28 where the year has none."""
+    try:
+        return moment.replace(year=moment.year + years)
+    except ValueError:
+        return moment.replace(year=moment.year + years, day=28)
+
+
+def shifted(folder, years, work):
+    """A copy of the conversation `folder` under `work`, held `years` later: each turn's
+    time and the time in its title moved, and every year its turns and questions name."""
+
+    def later(text):
+        return _YEAR.sub(lambda match: str(int(match.group()) + years), text)
+
+    copy = work / f"shifted{years:+d}" / folder.name
+    (copy / "qrels").mkdir(parents=True, exist_ok=True)
+    (copy / "qrels" / "test.tsv").write_text(
+        (folder / "qrels" / "test.tsv").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    with (
+        open(folder / "queries.jsonl", encoding="utf-8") as lines,
+        open(copy / "queries.jsonl", "w", encoding="utf-8") as out,
+    ):
+        for query in map(json.loads, filter(str.strip, lines)):
+            out.write(json.dumps({**query, "text": later(query["text"])}) + "\n")
+    with (
+        open(folder / "corpus.jsonl", encoding="utf-8") as lines,
+        open(copy / "corpus.jsonl", "w", encoding="utf-8") as out,
+    ):
+        for record in map(json.loads, filter(str.strip, lines)):
+            if record.get("observed_at"):
+                old = record["observed_at"]
+                new = _moved(datetime.datetime.fromisoformat(old), years).isoformat()
+                record["observed_at"] = new
+                record["title"] = record.get("title", "").replace(old, new)
+            record["text"] = later(record.get("text", ""))
+            out.write(json.dumps(record) + "\n")
+    return copy
+
+
 def measure(folder, work):
     """([(category, {mode: {figure: value}})] of each judged question, the per-query
     file) of one conversation, its brain ingested into `work` once."""
@@ -117,6 +167,7 @@ def main():
     parser.add_argument("--work", help="where the brains and per-query files go (default: a new temporary folder)")
     parser.add_argument("--modes", default="full,no_graph,vector,fts,graph")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--shift-years", type=int, default=0, help="measure each conversation held N years later")
     args = parser.parse_args()
     modes = [mode for mode in args.modes.split(",") if mode]
     unknown = [mode for mode in modes if mode not in MODES]
@@ -126,7 +177,9 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     rows = []
     for folder in conversations(Path(args.data)):
-        found, per_query = measure(folder, work)
+        if args.shift_years:
+            folder = shifted(folder, args.shift_years, work)
+        found, per_query = measure(folder, folder.parent if args.shift_years else work)
         rows += found
         print(f"{folder.name}: {len(found)} questions, per query: {per_query}", file=sys.stderr)
     result = table(rows, modes)
