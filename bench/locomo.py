@@ -1,6 +1,7 @@
 """Conversations: turn- and session-level recall, per question category.
 
     python3 bench/locomo.py [--data ../shared/data/locomo-dev] [--work DIR] [--modes full,no_graph] [--shift-years N]
+                            [--rename OLD=NEW,...]
 
 Each conversation (a folder holding a BEIR `corpus.jsonl` of turns, `queries.jsonl`
 and `qrels/test.tsv`, as `locomo-dev/conv-26`; --data may name one or a folder of
@@ -21,7 +22,9 @@ as `brain eval` recalls it (k 10, no cut-off). For each mode and question catego
 `--shift-years N` measures each conversation moved N years (its turns' times, the
 years its turns and questions name; Feb 29 becomes Feb 28): the temporal handling
 must not depend on the year a conversation was held, as conversations you do not
-see were held in others.
+see were held in others. `--rename OLD=NEW,...` measures each conversation with its
+people called otherwise (whole words, in its turns, titles, speakers and questions):
+recall must not depend on who the speakers are.
 
 Conversations are weighed by their questions. Each conversation's per-query file
 (`brain eval --per-query`'s lines) is written to --work, so two runs compare query by
@@ -91,6 +94,20 @@ def _moved(moment, years):
         return moment.replace(year=moment.year + years, day=28)
 
 
+def _copy(folder, copy, question, record):
+    """The conversation `folder` copied to `copy`, each query's text through
+    question(text) and each corpus record through record(dict)."""
+    (copy / "qrels").mkdir(parents=True, exist_ok=True)
+    (copy / "qrels" / "test.tsv").write_text(
+        (folder / "qrels" / "test.tsv").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    for name, change in (("queries.jsonl", lambda q: {**q, "text": question(q["text"])}), ("corpus.jsonl", record)):
+        with open(folder / name, encoding="utf-8") as lines, open(copy / name, "w", encoding="utf-8") as out:
+            for line in map(json.loads, filter(str.strip, lines)):
+                out.write(json.dumps(change(line)) + "\n")
+    return copy
+
+
 def shifted(folder, years, work):
     """A copy of the conversation `folder` under `work`, held `years` later: each turn's
     time and the time in its title moved, and every year its turns and questions name."""
@@ -98,30 +115,30 @@ def shifted(folder, years, work):
     def later(text):
         return _YEAR.sub(lambda match: str(int(match.group()) + years), text)
 
-    copy = work / f"shifted{years:+d}" / folder.name
-    (copy / "qrels").mkdir(parents=True, exist_ok=True)
-    (copy / "qrels" / "test.tsv").write_text(
-        (folder / "qrels" / "test.tsv").read_text(encoding="utf-8"), encoding="utf-8"
-    )
-    with (
-        open(folder / "queries.jsonl", encoding="utf-8") as lines,
-        open(copy / "queries.jsonl", "w", encoding="utf-8") as out,
-    ):
-        for query in map(json.loads, filter(str.strip, lines)):
-            out.write(json.dumps({**query, "text": later(query["text"])}) + "\n")
-    with (
-        open(folder / "corpus.jsonl", encoding="utf-8") as lines,
-        open(copy / "corpus.jsonl", "w", encoding="utf-8") as out,
-    ):
-        for record in map(json.loads, filter(str.strip, lines)):
-            if record.get("observed_at"):
-                old = record["observed_at"]
-                new = _moved(datetime.datetime.fromisoformat(old), years).isoformat()
-                record["observed_at"] = new
-                record["title"] = record.get("title", "").replace(old, new)
-            record["text"] = later(record.get("text", ""))
-            out.write(json.dumps(record) + "\n")
-    return copy
+    def record(turn):
+        if turn.get("observed_at"):
+            old = turn["observed_at"]
+            new = _moved(datetime.datetime.fromisoformat(old), years).isoformat()
+            turn = {**turn, "observed_at": new, "title": turn.get("title", "").replace(old, new)}
+        return {**turn, "text": later(turn.get("text", ""))}
+
+    return _copy(folder, work / f"shifted{years:+d}" / folder.name, later, record)
+
+
+def renamed(folder, names, work):
+    """A copy of the conversation `folder` under `work` whose people are called
+    otherwise: `names` {old: new} replaced as whole words in its questions and in
+    each turn's text, title and speaker."""
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")\b")
+
+    def rename(text):
+        return pattern.sub(lambda match: names[match.group()], text)
+
+    def record(turn):
+        return {**turn, **{key: rename(turn[key]) for key in ("text", "title", "speaker") if turn.get(key)}}
+
+    label = "renamed-" + "-".join(names.values())
+    return _copy(folder, work / label / folder.name, rename, record)
 
 
 def measure(folder, work):
@@ -168,6 +185,9 @@ def main():
     parser.add_argument("--modes", default="full,no_graph,vector,fts,graph")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     parser.add_argument("--shift-years", type=int, default=0, help="measure each conversation held N years later")
+    parser.add_argument(
+        "--rename", default="", help="OLD=NEW,...: measure each conversation with its people called otherwise"
+    )
     args = parser.parse_args()
     modes = [mode for mode in args.modes.split(",") if mode]
     unknown = [mode for mode in modes if mode not in MODES]
@@ -176,12 +196,18 @@ def main():
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="brain-locomo-"))
     work.mkdir(parents=True, exist_ok=True)
     rows = []
+    names = dict(pair.split("=", 1) for pair in args.rename.split(",") if pair)
     for folder in conversations(Path(args.data)):
+        copied = bool(args.shift_years or names)
         if args.shift_years:
             folder = shifted(folder, args.shift_years, work)
-        found, per_query = measure(folder, folder.parent if args.shift_years else work)
+        if names:
+            folder = renamed(folder, names, folder.parent.parent if args.shift_years else work)
+        found, per_query = measure(folder, folder.parent if copied else work)
         rows += found
-        print(f"{folder.name}: {len(found)} questions, per query: {per_query}", file=sys.stderr)
+        with open(per_query, encoding="utf-8") as lines:
+            abstained = sum(json.loads(line)["abstained"] for line in lines if line.strip())
+        print(f"{folder.name}: {len(found)} questions, {abstained} abstained, per query: {per_query}", file=sys.stderr)
     result = table(rows, modes)
     if args.json:
         print(json.dumps(result))

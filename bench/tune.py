@@ -7,8 +7,13 @@
    Then the share of a query its named entities' words must hold for the graph to
    lead (config.GRAPH_LEADS_SHARE): grid on SciFact train and both samples.
 3. The abstention model: a logistic fit of the quality signals, SciFact training
-   queries (answerable) against the even-numbered trap queries (not), with the
-   abstention rate of every split at config.ABSTAIN_BELOW.
+   queries and conv-26's questions (answerable) against the even-numbered trap
+   queries asked of each (not), SciFact and the conversation weighed alike; the
+   conversation is asked as it is and with its people called otherwise
+   (bench/abstention.py's RENAMED: a question naming a speaker with a rare name
+   sits nearer the turns than one naming a common name), the held-out names
+   scored apart. The abstention rate of every split at config.ABSTAIN_BELOW.
+   `--abstention` runs this step alone.
 Prints what it finds; config.py and quality.py hold the chosen values.
 """
 
@@ -24,10 +29,11 @@ import brain_sql
 from brain_sql import config, quality
 from brain_sql.evaluation import load_qrels, load_queries, metrics
 from brain_sql.fusion import convex, fuse
-from brain_sql.hybrid import run_legs
+from brain_sql.hybrid import read_speakers, run_legs
 from brain_sql.querydoc import parse
 
 sys.path.insert(0, str(Path(__file__).parent))
+from abstention import RENAMED, conversations, renamed_name  # noqa: E402
 from multihop import hotpotqa, musique, write_beir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,12 +65,20 @@ def score(cache, qrels, weights_with, weights_without, metric, leads_share=confi
 
 
 def main():
+    only_abstention = "--abstention" in sys.argv[1:]
     work = Path(tempfile.mkdtemp(prefix="brain-tune-"))
     scifact = brain_sql.connect(work / "scifact.db")
     brain_sql.ingest(scifact, [SCIFACT / "corpus.jsonl"])
     queries, train = load_queries(SCIFACT / "queries.jsonl"), load_qrels(SCIFACT / "qrels/train.tsv")
     train_cache = cached_legs(scifact, queries, train)
 
+    if not only_abstention:
+        grids(work, scifact, queries, train, train_cache)
+    abstention_model(work, scifact, queries, train_cache)
+
+
+def grids(work, scifact, queries, train, train_cache):
+    """Steps 1 and 2: the leg weights and the graph's lead."""
     grid = []
     for vector, graph in itertools.product([0, 0.1, 0.2, 0.3, 0.4, 0.5], [0, 0.1, 0.2, 0.3]):
         weights = {"vector": vector, "fts": round(1.0 - vector, 2), "graph": graph}
@@ -93,33 +107,55 @@ def main():
         scifact_train = score(train_cache, train, with_, without, "ndcg@10", share)
         print(f"  {share:.3f}: {scifact_train:.4f}, ({recalls[0]:.4f}, {recalls[1]:.4f})")
 
-    names = list(quality.SIGNAL_WEIGHTS)
 
-    def signals(cache):
-        return np.array(
-            [[quality.assess(scifact, legs, legs.fuse()).signals[n] for n in names] for _, legs, _ in cache]
-        )
+def assessed(conn, text, legs):
+    """The quality signals of the legs' fused answer, as recall reads them."""
+    fused = legs.fuse()
+    read_speakers(conn, parse({"q": text}), legs, fused)
+    return quality.assess(conn, legs, fused).signals
 
+
+def abstention_model(work, scifact, queries, train_cache):
+    """Step 3: the answer model, fitted and scored."""
+    names = ["coverage", "known", "similarity", "agreement", "speaker"]
     traps = [json.loads(line)["text"] for line in open(ROOT / "tests/data/trap_queries.jsonl")]
-    trap_cache = [(None, run_legs(scifact, parse({"q": q}), config.DEFAULT_MODEL), None) for q in traps]
-    answerable, trap = signals(train_cache), signals(trap_cache)
-    x = np.vstack([answerable, trap[::2]])
-    y = np.concatenate([np.ones(len(answerable)), np.zeros(len(trap[::2]))])
-    balance = np.concatenate(
-        [np.full(len(answerable), 1 / len(answerable)), np.full(len(trap[::2]), 1 / len(trap[::2]))]
-    )
+
+    def signals(conn, texts):
+        legs = [(text, run_legs(conn, parse({"q": text}), config.DEFAULT_MODEL)) for text in texts]
+        return np.array([[assessed(conn, text, leg)[n] for n in names] for text, leg in legs])
+
+    answerable = signals(scifact, [queries[qid] for qid, _, _ in train_cache])
+    trap = signals(scifact, traps)
+    held = {"SciFact test": signals(scifact, [queries[q] for q in load_qrels(SCIFACT / "qrels/test.tsv")])}
+    talk, talk_traps = [], []
+    fitted = {"conv-26", *map(renamed_name, RENAMED)}
+    for name, folder in conversations(work, ROOT.parent / "shared/data").items():
+        conn = brain_sql.connect(work / f"{name}.db")
+        brain_sql.ingest(conn, [folder / "corpus.jsonl"])
+        asked = signals(conn, list(load_queries(folder / "queries.jsonl").values()))
+        trapped = signals(conn, traps)
+        if name in fitted:
+            talk.append(asked)
+            talk_traps.append(trapped[::2])
+        held[f"{name} (held out)" if name not in fitted else name] = asked
+        held[f"trap of {name}"] = trapped
+        conn.close()
+    groups = [(answerable, 1), (np.vstack(talk), 1), (trap[::2], 0), (np.vstack(talk_traps), 0)]
+    x = np.vstack([g for g, _ in groups])
+    y = np.concatenate([np.full(len(g), label) for g, label in groups])
+    # each class weighs 1, half of it SciFact's and half the conversation's
+    balance = np.concatenate([np.full(len(g), 0.5 / len(g)) for g, _ in groups])
     w, b = np.zeros(len(names)), 0.0
     for _ in range(20000):
         gradient = (1 / (1 + np.exp(-(x @ w + b))) - y) * balance
         w -= 2.0 * (x.T @ gradient + 1e-3 * w)
         b -= 2.0 * gradient.sum()
     print("abstention model:", {n: round(v, 2) for n, v in zip(names, w)}, "bias", round(b, 2))
-    test_cache = cached_legs(scifact, queries, load_qrels(SCIFACT / "qrels/test.tsv"))
     for name, values in (
         ("SciFact train", answerable),
-        ("SciFact test", signals(test_cache)),
         ("trap (fit half)", trap[::2]),
         ("trap (held-out half)", trap[1::2]),
+        *held.items(),
     ):
         confidence = 1 / (1 + np.exp(-(values @ w + b)))
         print(f"  abstains below {config.ABSTAIN_BELOW}: {name} {np.mean(confidence < config.ABSTAIN_BELOW):.1%}")

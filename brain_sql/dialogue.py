@@ -79,6 +79,11 @@ def named(text, speakers):
     return found
 
 
+def speakers_named(text, sessions):
+    """The speakers of `sessions` (session_turns') that `text` names."""
+    return named(text or "", {speaker for turns in sessions.values() for _, speaker in turns})
+
+
 def timed(conn, ids):
     """The memories among `ids` whose text states a time (temporal.states_time)."""
     rows = conn.execute(
@@ -87,16 +92,18 @@ def timed(conn, ids):
     return {item for item, content in rows if content and states_time(content)}
 
 
-def rescored(conn, text, fused, filters):
+def rescored(conn, text, fused, filters, sessions=None):
     """`fused` ([(id, score, {leg: rank})] best first) for the query `text`, with
     each turn's score multiplied by 1 + DIALOGUE_MATCH for a speaker the query names
     and again, when the query asks when, for a time it states; then every turn is
     raised by DIALOGUE_SESSION of its session's best, and the turns of the
-    candidates' sessions that no leg found are added. Best first, ties by id."""
-    sessions = session_turns(conn, [item for item, _, _ in fused], filters)
+    candidates' sessions that no leg found are added. Best first, ties by id.
+    `sessions`: session_turns of `fused`'s ids, when the caller read them already."""
+    if sessions is None:
+        sessions = session_turns(conn, [item for item, _, _ in fused], filters)
     if not sessions:
         return fused
-    speakers = named(text or "", {speaker for turns in sessions.values() for _, speaker in turns})
+    speakers = speakers_named(text, sessions)
     score = {item: value for item, value, _ in fused}
     ranks = {item: legs for item, _, legs in fused}
     # only a turn some leg found has a score to raise; the turns are the ones `filters` admit

@@ -86,6 +86,9 @@ class Legs:
     model_id: str | None = None  # the brain's model: its dense leg's strength sets its weight
     state: object = None  # the read state the legs searched (None inside a transaction of the connection's own)
     graph_visible: bool = True  # False: the caller may not read the graph, and nothing is drawn from it
+    # the conversation speakers the query names, of the sessions of its candidates the caller
+    # can read (dialogue.named): the quality models read them as `speaker`
+    speakers: set = field(default_factory=set)
 
     @property
     def graph_leads(self):
@@ -239,6 +242,7 @@ def finish(conn, doc, legs, model_id):
     started = time.perf_counter()
     fused = legs.fuse()
     _timed(t, "fusion", started)
+    sessions = read_speakers(conn, doc, legs, fused)
     assessment = quality.assess(conn, legs, fused)
     if assessment.recommendation == "clarify_query" and legs.ranked.get("graph") and not legs.graph_leads:
         # the graph rescue pass: an ambiguous query gets one bounded re-ranking
@@ -257,9 +261,10 @@ def finish(conn, doc, legs, model_id):
             legs.ranked["prf"] = [h[0] for h in hits]
             legs.raw["prf"] = {h[0]: -h[1] for h in hits}
             fused = legs.fuse()
+            sessions = None  # other candidates: their sessions are read again
         _timed(t, "prf", started)
-    if legs.graph_visible:  # sessions and speakers are the graph's
-        fused = dialogue.rescored(conn, doc.q, fused, legs.filters)
+    if legs.graph_visible:
+        fused = dialogue.rescored(conn, doc.q, fused, legs.filters, sessions)
     t["fused_count"] = len(fused)
     t["fusion"] = "rrf" if t.get("graph_rescue") else method(legs.graph_leads)
     t["rrf_k"] = RRF_K
@@ -374,6 +379,17 @@ def _echo(doc, legs):
     return echo
 
 
+def read_speakers(conn, doc, legs, fused):
+    """Set legs.speakers, the speakers of the fused candidates' sessions that the
+    query names; returns those sessions (dialogue.session_turns), None when the
+    caller may not read the graph (sessions and speakers are the graph's)."""
+    if not legs.graph_visible:
+        return None
+    sessions = dialogue.session_turns(conn, [item for item, _, _ in fused], legs.filters)
+    legs.speakers = dialogue.speakers_named(doc.q, sessions)
+    return sessions
+
+
 def _only_decayed(conn, doc, legs, model_id):
     """Whether expired or archived memories answer the query that live ones do
     not: the lexical and vector legs run again with them admitted (same
@@ -387,6 +403,7 @@ def _only_decayed(conn, doc, legs, model_id):
         return False  # nothing expired or archived in reach
     decayed = run_legs(conn, wider, model_id, with_graph=False, vectors=legs.vectors, graph_visible=legs.graph_visible)
     fused = decayed.fuse()
+    read_speakers(conn, wider, decayed, fused)
     if quality.assess(conn, decayed, fused).abstain:
         return False
     return not _rows(conn, [fused[0][0]], legs.filters)  # the top hit is not live

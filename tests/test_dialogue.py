@@ -159,3 +159,28 @@ def test_a_question_asking_when_prefers_the_turn_that_says_when(tmp_path):
     ]:
         assert by_api(conn, q)[0][0] == first, q
         assert by_sql(conn, q) == by_api(conn, q)
+
+
+def test_the_speaker_signal_counts_only_speakers_the_caller_can_read(tmp_path):
+    """A question naming a speaker of the conversation belongs to it (quality's
+    `speaker`); Theodore speaks only in a turn of /secret, so to a caller of /chat he
+    is nobody, and the whole quality report is that of a brain without his turn."""
+    secret = {**turn("2b", "trip", "Theodore", "I kept the camping gear in my shed.", "/secret")}
+    made = records()
+    plain = brain_sql.connect(tmp_path / "plain.db")
+    brain_sql.ingest(plain, [write(tmp_path / "plain.jsonl", "\n".join(json.dumps(r) for r in made) + "\n")])
+    both = brain_sql.connect(tmp_path / "both.db")
+    lines = "\n".join(json.dumps(r) for r in made[:2] + [secret] + made[2:]) + "\n"
+    brain_sql.ingest(both, [write(tmp_path / "both.jsonl", lines)])
+
+    def quality(conn, q, **filters):
+        doc = {"q": q, "k": 10, **filters}
+        return brain_sql.recall(conn, brain_sql.querydoc_from_strings(doc))["quality"]
+
+    theodore, melanie, nobody = "What did Theodore keep in his shed?", QUESTION, "What did Gwendolyn do at the lake?"
+    assert quality(both, theodore)["signals"]["speaker"] == 1.0
+    assert quality(both, theodore, scope="/chat")["signals"]["speaker"] == 0.0
+    assert quality(both, melanie, scope="/chat")["signals"]["speaker"] == 1.0
+    assert quality(both, nobody)["signals"]["speaker"] == 0.0
+    for q in (theodore, melanie, nobody):
+        assert quality(both, q, scope="/chat") == quality(plain, q, scope="/chat"), q
