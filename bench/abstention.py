@@ -296,18 +296,17 @@ def _keeps(extreme):
     return low >= CROSS_AT_LEAST and high <= OWN_AT_MOST
 
 
-def report_fit(rows, shifts):
+def report_fit(rows, shifts, model=None):
     """Print the fitted model, the leave-one-corpus-out check and the shift table."""
     training = [r for r in rows if r["set"] not in HELD_OUT and r["brain"] not in HELD_OUT]
     weights, bias = fit(training)
     # what quality.py ships: the model fitted before `speaker`, with the weight the whole
     # fit gives `speaker` (which sets only a conversation's questions apart)
-    shipped = {f: w for f, w in quality.BELONGING_WEIGHTS.items() if f != "speaker"} | {"speaker": weights["speaker"]}
-    cells, scores = shares(rows, shipped, quality.BELONGING_BIAS)
+    before, shipped_bias = quality.belonging_model(model)
+    shipped = {f: w for f, w in before.items() if f != "speaker"} | {"speaker": weights["speaker"]}
+    cells, scores = shares(rows, shipped, shipped_bias)
     low, high = extremes(cells, rows)
-    print(
-        f"BELONGING_WEIGHTS = {shipped}\nBELONGING_BIAS = {quality.BELONGING_BIAS}  # quality.py's, `speaker` the fit's"
-    )
+    print(f"weights {shipped}, bias {shipped_bias}  # quality.py's for this model, with the fit's `speaker`")
     print(f"  lowest cross {100 * low:.1f}%, highest own {100 * high:.1f}% (held-out cells included)")
     for cell in sorted(cells):
         label = labelled({"brain": cell[0], "set": cell[1]})
@@ -358,12 +357,12 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     if args.fit:
         if isinstance(args.fit, str):
-            return report_fit([json.loads(line) for line in open(args.fit)], SHIFTS)
+            return report_fit([json.loads(line) for line in open(args.fit)], SHIFTS, args.model)
         rows = gather(work, Path(args.data), args.sample, args.model)
         if args.signals:
             with open(args.signals, "w") as out:
                 out.writelines(json.dumps(r) + "\n" for r in rows)
-        return report_fit(rows, SHIFTS)
+        return report_fit(rows, SHIFTS, args.model)
     out = open(args.signals, "w") if args.signals else None
     shares, sizes = matrix(work, Path(args.data), args.sample, out, args.model)
     if out:

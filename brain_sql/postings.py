@@ -519,12 +519,15 @@ class Postings:
         return found
 
     def digest(self, ids, live):
-        """A hash of `contents`, computed in bulk."""
+        """A hash of `contents`, computed in bulk. Terms are numbered among those a
+        live posting holds: a forgotten memory's words stay in the vocabulary (a
+        state followed since its snapshot) and must not move the others' numbers."""
         terms, rank, term, chunk, units = self._live_postings(ids, live)
         digest = xxhash.xxh64()
         by_rank = sorted(terms)
-        digest.update("\0".join(by_rank[r] for r in np.unique(term).tolist()).encode("utf-8", "surrogatepass"))
-        for column in (term, chunk, units):
+        used = np.unique(term)
+        digest.update("\0".join(by_rank[r] for r in used.tolist()).encode("utf-8", "surrogatepass"))
+        for column in (np.searchsorted(used, term), chunk, units):
             digest.update(np.ascontiguousarray(column, dtype=np.int64).tobytes())
         return digest.hexdigest()
 

@@ -4,7 +4,7 @@ package its entry point names (__init__.py)."""
 import functools
 import threading
 
-from datasette import hookimpl
+from datasette import Response, hookimpl
 
 import brain_sql
 from brain_sql import for_plugin
@@ -113,10 +113,17 @@ def asgi_wrapper(datasette):
     by actor: row.html), and a row URL with a key of the wrong number of parts is a
     404 (Datasette binds each part to a key column: SQLite's error was a 500); on a
     brain's table, a filter's list that Datasette cannot read or bind is a 400
-    (table_args.bad_list; Datasette's was a 500)."""
+    (table_args.bad_list; Datasette's was a 500). A GET of /-/mcp is a 405, as MCP
+    lets a server answer: the SDK's stateless transport would hold each such stream
+    open with nothing to send, for anyone who asks (3,000 of them: 250 MB)."""
 
     def wrap(app):
         async def wrapped(scope, receive, send):
+            if scope.get("type") == "http" and scope.get("method") == "GET" and _is_mcp(datasette, scope):
+                await Response.json(
+                    {"ok": False, "error": "POST JSON-RPC to /-/mcp"}, 405, {"Allow": "POST"}
+                ).asgi_send(send)
+                return
             if scope.get("type") == "http":
                 await datasette.invoke_startup()  # once: which databases are brains (this runs before Datasette's)
                 scope = links.without_link_counts(datasette, scope)
@@ -134,6 +141,11 @@ def asgi_wrapper(datasette):
         return wrapped
 
     return wrap
+
+
+def _is_mcp(datasette, scope):
+    """Whether the request is for datasette-mcp's /-/mcp (under Datasette's base_url)."""
+    return scope.get("path", "").rstrip("/") == datasette.urls.path("/-/mcp")
 
 
 @hookimpl

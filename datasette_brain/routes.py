@@ -85,13 +85,18 @@ def _content_type(scope):
 async def json_body(request):
     """The request's JSON body. Only `Content-Type: application/json` is read: a
     browser cannot send that cross-site without a CORS preflight, so that header
-    is this API's CSRF protection, and anything else is refused in JSON."""
+    is this API's CSRF protection, and anything else is refused in JSON. A field in
+    the URL of a JSON post is refused by name: read from the body alone, a scope
+    given there would be dropped without a word."""
     if _content_type(request.scope) != b"application/json":
         raise ApiError(
             "send the body as JSON with Content-Type: application/json (other posts are refused: "
             "a cross-site form could send them with your cookies)",
             403,
         )
+    if request.args:
+        names = ", ".join(sorted({for_plugin.shown(name) for name in request.args.keys()})[:10])
+        raise ApiError(f"a POST takes its fields in the JSON body, not in the URL: {names}", 400)
     return tools.read_json(await read_body(request))
 
 

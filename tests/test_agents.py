@@ -164,6 +164,16 @@ def test_mcp_over_http_keeps_no_session_per_client(server):
     assert "brain_recall" in {tool["name"] for tool in listed.json()["result"]["tools"]}
 
 
+def test_a_get_of_mcp_is_refused_not_held_open(server):
+    """MCP lets a server answer a GET of its endpoint with 405: the stateless
+    transport would hold every such stream open with nothing to send."""
+    url, _ = server
+    with httpx.Client(base_url=url, timeout=10) as http:
+        for accept in ("text/event-stream", "*/*"):
+            got = http.get("/-/mcp", headers={"Accept": accept})
+            assert got.status_code == 405 and got.headers["allow"] == "POST", got.text
+
+
 def test_the_same_json_over_mcp_and_http(server):
     url, _ = server
     doc = {"q": "How does the graph leg rank memories?", "k": 3, "now": "2026-11-29 12:00:00"}

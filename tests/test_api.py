@@ -45,6 +45,21 @@ async def test_recall_get_and_post(vault_brain_path):
 
 
 @pytest.mark.asyncio
+async def test_a_post_with_fields_in_its_url_is_refused_by_name(vault_brain_path):
+    """A JSON post reads its fields from the body: a scope put in the URL would be
+    dropped without a word, so it is a 400 naming it, and nothing is stored."""
+    datasette = Datasette([str(vault_brain_path)])
+    recalled = await datasette.client.post("/brain/-/recall?scope=/acme/support&k=abc", json={"q": "discount"})
+    assert recalled.status_code == 400 and "not in the URL" in recalled.json()["error"]
+    assert "scope" in recalled.json()["error"] and "k" in recalled.json()["error"]
+    count = brain_sql.connect(vault_brain_path).execute("select count(*) from knowledge").fetchone()[0]
+    remembered = await datasette.client.post("/brain/-/remember?_id=x", json={"text": "A note.", "_id": "y"})
+    assert remembered.status_code in (400, 403) and remembered.status_code != 201
+    assert brain_sql.connect(vault_brain_path).execute("select count(*) from knowledge").fetchone()[0] == count
+    assert (await datasette.client.post("/brain/-/recall", json={"q": "discount"})).status_code == 200
+
+
+@pytest.mark.asyncio
 async def test_recall_lists_and_flags_from_query_string(vault_brain_path):
     datasette = Datasette([str(vault_brain_path)])
     response = await datasette.client.get(

@@ -191,6 +191,22 @@ def test_a_snapshot_holding_other_rows_is_found_by_check(small_snapshots, tmp_pa
     assert brain_sql.check(conn) == {}
 
 
+def test_a_snapshot_followed_past_a_forget_is_found_to_hold_what_the_brain_holds(small_snapshots, tmp_path):
+    """Forgotten memories' words stay in the vocabulary of a state followed from its
+    snapshot (a word is not taken out of it): check must not call that snapshot
+    stale, nor repair rewrite it for nothing."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    folder = notes(tmp_path / "notes", 0, 12)
+    write(folder / "Aardvark.md", "# Aardvark\n\nAardvarks abscond; abacus.\n")  # words no other note holds
+    brain_sql.ingest(conn, [folder])
+    assert brain_sql.check(conn) == {}
+    gone = [row[0] for row in conn.execute("select id from knowledge where title in ('Aardvark', 'Note 3')")]
+    brain_sql.forget(conn, gone)
+    conn = reopen(path)
+    assert brain_sql.check(conn) == {}
+
+
 def test_a_snapshot_being_written_never_holds_a_refresh_off_and_a_write_meanwhile_gives_it_up(
     small_snapshots, monkeypatch, tmp_path
 ):
