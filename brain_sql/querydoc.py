@@ -22,7 +22,7 @@ from typing import Any
 
 from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
 from .errors import FieldError, QueryError
-from .fields import given_once, normalize_scope, parse_time, sqlite_time, unencodable, utcnow
+from .fields import given_once, grouping_name, normalize_scope, parse_time, sqlite_time, unencodable, utcnow
 from .wording import shown
 
 
@@ -37,7 +37,9 @@ class Field:
     label: str = ""  # a person's short name for it: the recall page's label (default: the name, spaced)
     bounds: tuple | None = None  # (lowest, highest) of a number
     choices: tuple | None = None  # the values a list's items are among
-    shape: str | None = None  # of a text: "time" (ISO, or relative such as -30d) or "path" (a scope)
+    # of a text: "time" (ISO, or relative such as -30d), "path" (a scope) or "name" (a source or
+    # domain: refused as a stored one would be, fields.grouping_name)
+    shape: str | None = None
     one: str | None = None  # a list's name for one item: a repeatable CLI option's
 
     @property
@@ -61,10 +63,10 @@ class QueryDoc:
 
     q: str = _about("the question or words to recall memories for", "query", default=dataclasses.MISSING)
     k: int = _about("how many hits, 1 to 100", "hits (k)", default=10, bounds=(1, 100))
-    sources: tuple | None = _about("only these sources", one="source")
+    sources: tuple | None = _about("only these sources", one="source", shape="name")
     classes: tuple | None = _about(f"only these classes: {', '.join(CLASSES)}", choices=CLASSES, one="class")
     scope: str | None = _about("a scope path: it and its parents are read, never a sibling", shape="path")
-    domain: str | None = _about("only this domain")
+    domain: str | None = _about("only this domain", shape="name")
     since: str | None = _about("observed at or after: an ISO time, or relative such as -30d", shape="time")
     until: str | None = _about("observed before: an ISO time, or relative such as -1w", shape="time")
     now: str | None = _about("a fixed evaluation time (ISO): same inputs and now, same answer", shape="time")
@@ -317,9 +319,16 @@ def _checked(field, name, value, now):
         bad = [item for item in items if field.choices and item not in field.choices]
         if bad:
             raise QueryError(f"{name} must be among {', '.join(field.choices)}, not {', '.join(bad)}", name)
+        if field.shape == "name":  # as a stored memory's may be: a filter on one that cannot be finds nothing, unsaid
+            try:
+                return tuple(grouping_name(item, field.one or name) for item in items)
+            except FieldError as ex:
+                raise QueryError(str(ex), name) from None
         return items
     text = _text(name, value)
     try:
+        if field.shape == "name":
+            return grouping_name(text, name)
         if field.shape == "path":
             return normalize_scope(text)
         if field.shape == "time":

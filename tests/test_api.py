@@ -719,6 +719,10 @@ async def test_validity_ending_before_it_begins_and_look_alike_scopes_are_400s(t
         ("remember", {"text": "x", "region": "eu\u200e"}, "region"),
         ("remember", {"text": "x", "speaker": "Al\u200bice", "session_id": "s1"}, 'speaker "Al\\u200bice"'),
         ("remember", {"text": "x", "speaker": "Alice", "session_id": "s\u20601"}, 'session_id "s\\u20601"'),
+        # and recall's filters on them, which would find nothing without a word (review 49)
+        ("recall", {"q": "support", "sources": ["crm\u200b"]}, 'source "crm\\u200b" may not contain U+200B'),
+        ("recall", {"q": "support", "sources": ["crm\u0000"]}, "may not contain control characters"),
+        ("recall", {"q": "support", "domain": "ops\u0001"}, 'domain "ops\\u0001" may not contain control'),
         # whole Cyrillic: refused beside the /ace stored below, by name
         ("remember", {"text": "x", "scope": "/\u0430\u0441\u0435"}, 'reads like "/ace", a scope this brain holds'),
     ]
