@@ -30,6 +30,7 @@ import json
 import re
 
 from .config import DIALOGUE_MATCH, DIALOGUE_SESSION
+from .lexical import STOPWORDS
 from .temporal import asks_when, states_time
 
 # the visible turns of the sessions that any of the given memories is in: (session, scope, id, speaker)
@@ -82,6 +83,25 @@ def named(text, speakers):
 def speakers_named(text, sessions):
     """The speakers of `sessions` (session_turns') that `text` names."""
     return named(text or "", {speaker for turns in sessions.values() for _, speaker in turns})
+
+
+def speakers_asked(text, sessions, top):
+    """The speakers of the session the memory `top` is a turn of (of `sessions`,
+    session_turns') that `text` names as a name is written: in its case, as whole
+    words, a first name of one letter or a stop word ("The Doctor", "Will" as
+    "will") not by itself. What quality reads as `speaker`: a question about a
+    person of the conversation its best candidate comes from."""
+    turns = next((turns for turns in sessions.values() if any(item == top for item, _ in turns)), [])
+    found = set()
+    for speaker in {speaker for _, speaker in turns if speaker}:
+        names = {speaker, speaker.split()[0]}
+        if any(_written(name, text or "") for name in names if len(name) > 1 and name.lower() not in STOPWORDS):
+            found.add(speaker)
+    return found
+
+
+def _written(name, text):
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text) is not None
 
 
 def timed(conn, ids):

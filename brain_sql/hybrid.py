@@ -86,8 +86,8 @@ class Legs:
     model_id: str | None = None  # the brain's model: its dense leg's strength sets its weight
     state: object = None  # the read state the legs searched (None inside a transaction of the connection's own)
     graph_visible: bool = True  # False: the caller may not read the graph, and nothing is drawn from it
-    # the conversation speakers the query names, of the sessions of its candidates the caller
-    # can read (dialogue.named): the quality models read them as `speaker`
+    # the speakers the query names of the session its best candidate is a turn of, of the
+    # turns the caller can read (dialogue.speakers_asked): the quality models read them as `speaker`
     speakers: set = field(default_factory=set)
 
     @property
@@ -380,13 +380,14 @@ def _echo(doc, legs):
 
 
 def read_speakers(conn, doc, legs, fused):
-    """Set legs.speakers, the speakers of the fused candidates' sessions that the
-    query names; returns those sessions (dialogue.session_turns), None when the
-    caller may not read the graph (sessions and speakers are the graph's)."""
+    """Set legs.speakers, the speakers the query names of the session its best fused
+    candidate is a turn of (dialogue.speakers_asked); returns the sessions of the
+    candidates (dialogue.session_turns), None when the caller may not read the graph
+    (sessions and speakers are the graph's)."""
     if not legs.graph_visible:
         return None
     sessions = dialogue.session_turns(conn, [item for item, _, _ in fused], legs.filters)
-    legs.speakers = dialogue.speakers_named(doc.q, sessions)
+    legs.speakers = dialogue.speakers_asked(doc.q, sessions, fused[0][0]) if fused else set()
     return sessions
 
 

@@ -12,9 +12,10 @@ Signals:
   brain holds around it, not only its best row;
 - named: whether the query names an entity the request can reach (the graph
   leg's seeds, found as well when the graph leg does not run);
-- speaker: whether the query names a speaker of the conversation sessions its
-  candidates are turns of (dialogue.speakers_named, over the turns the request can
-  reach). A speaker's name is no seed (it is tied to half the conversation), and
+- speaker: whether the query names, as a name is written, a speaker of the
+  conversation session its best candidate is a turn of (dialogue.speakers_asked,
+  over the turns the request can reach). A speaker's name is no seed (it is tied
+  to half the conversation), and
   how near a question naming one sits to the turns depends on the name: a rare
   one ("Melanie") weighs on every vector that holds it, a common one ("Tom")
   little, so the other signals alone judge a conversation by its people's names;

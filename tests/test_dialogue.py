@@ -184,3 +184,33 @@ def test_the_speaker_signal_counts_only_speakers_the_caller_can_read(tmp_path):
     assert quality(both, nobody)["signals"]["speaker"] == 0.0
     for q in (theodore, melanie, nobody):
         assert quality(both, q, scope="/chat") == quality(plain, q, scope="/chat"), q
+
+
+def test_a_speaker_is_asked_about_by_name_and_only_of_the_best_candidates_session(tmp_path):
+    """`speaker` is a question about a person of the conversation its best candidate
+    comes from, named as a name is written: "may" as a word does not name May, a
+    name that is a stop word ("Will", "The" of "The Doctor") names no one by itself,
+    and a question whose best candidate is a note, not a turn, is about no speaker
+    (review 50: with the speaker of any candidate's session named in any case,
+    off-topic questions lost their abstention)."""
+    said = [
+        ("Will", "I planted tomatoes in the garden on Saturday."),
+        ("May", "The tomatoes will need stakes soon."),
+        ("The Doctor", "Rest and fluids, that is all."),
+        ("Will", "May I borrow your ladder for the shed roof?"),
+    ]
+    lines = [json.dumps(turn(i, "s1", speaker, text)) for i, (speaker, text) in enumerate(said)]
+    note = {"_id": "n1", "title": "Battery", "text": "A car battery may drain overnight when a light is left on."}
+    lines.append(json.dumps(note))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [write(tmp_path / "mixed.jsonl", "\n".join(lines) + "\n")])
+
+    def speaker(q):
+        return brain_sql.recall(conn, {"q": q, "k": 10, "cutoff": False})["quality"]["signals"]["speaker"]
+
+    assert speaker("What did May say the tomatoes need?") == 1.0
+    assert speaker("What did The Doctor prescribe?") == 1.0
+    assert speaker("What will the tomatoes need?") == 0.0
+    assert speaker("What did Will plant in the garden?") == 0.0  # "will" is a stop word: no name alone
+    assert speaker("What may drain a car battery overnight?") == 0.0  # the best candidate is the note
+    assert speaker("What did the doctor prescribe?") == 0.0
