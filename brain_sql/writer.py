@@ -400,6 +400,8 @@ class DocumentWriter:
         vectors of its new chunks, which the caller inserts."""
         conn, report = self.conn, self.report
         columns = self._row_values(document)
+        if plan["known"] and conversation.turn_of(document) is None:
+            columns = self._kept_times(document, columns)
         flagged = 0
         said, quoted, restated = conversation.entry_of(document), None, []
         self.turns.begin(conn)
@@ -441,6 +443,24 @@ class DocumentWriter:
             self.restated.update(restated)
         self.turns.written(conn, [document.document_id], restated)
         return stored_vectors
+
+    def _kept_times(self, document, columns):
+        """`columns` with the stored document's created_at and observed_at where the
+        record gives none: a rewritten document keeps when it was first stored and
+        observed, in a chunk whose text changed (a new row) as in one kept. (A turn's
+        observed_at is its day in its title and context, made before it is written:
+        a correction of one gives it again.)"""
+        stored = self.conn.execute(
+            "select created_at, observed_at from knowledge where document_id = ? order by chunk_index, id limit 1",
+            (document.document_id,),
+        ).fetchone()
+        if stored is None:
+            return columns
+        values = list(columns)
+        for name, value in zip(_STORED_TIMES, stored):
+            at = _ROW_COLUMNS.index(name)
+            values[at] = value if values[at] is None else values[at]
+        return tuple(values)
 
     def _unstated_edges(self, removed):
         """The edges no document states (no document_id: another system's, a migrated

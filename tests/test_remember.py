@@ -306,3 +306,24 @@ def test_an_unchanged_record_given_a_version_of_becomes_that_history(tmp_path):
     assert brain_sql.check(conn) == {}
     again, _ = brain_sql.remember(conn, [{"_document": "a", "_version_of": "remember#k", "text": "cur"}])
     assert not again.errors and again.documents_unchanged == 1
+
+
+def test_a_correction_keeps_when_the_memory_was_stored_and_observed(tmp_path):
+    """docs/ingest.md: a rewritten record keeps created_at, and observed_at unless it
+    gives one, in a chunk whose text changed (a new row) as in one kept (review 48:
+    the new row took the time of the correction)."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.remember(
+        conn, [{"_id": "x", "text": "Deploys happen on Tuesdays.", "observed_at": "2023-05-08T13:56:00"}]
+    )
+    with conn:  # as if stored a while ago
+        conn.execute("update knowledge set created_at = '2024-01-02 03:04:05'")
+    brain_sql.remember(conn, [{"_id": "x", "text": "Deploys happen on Tuesdays and Fridays."}])
+    assert rows(conn, "select content, observed_at, created_at from knowledge") == [
+        ("Deploys happen on Tuesdays and Fridays.", "2023-05-08 13:56:00", "2024-01-02 03:04:05")
+    ]
+    brain_sql.remember(conn, [{"_id": "x", "text": "Deploys happen on Fridays.", "observed_at": "2023-06-01"}])
+    assert rows(conn, "select observed_at, created_at from knowledge") == [
+        ("2023-06-01 00:00:00", "2024-01-02 03:04:05")
+    ]
+    assert brain_sql.check(conn) == {}
