@@ -322,13 +322,15 @@ async def run_recall(datasette, db, doc, actor):
 
 
 async def run_read(datasette, db, operation):
-    """operation(conn) — a recall, a listing — on one of Datasette's threads, in a read slot (in_read_slot)."""
+    """operation(conn) — a recall, a listing, a remember's reading — on one of Datasette's
+    threads, in a read slot (in_read_slot)."""
     return await in_read_slot(datasette, lambda: db.execute_fn(operation))
 
 
 async def in_read_slot(datasette, work):
-    """await work() — a recall, a listing, an embedding batch: work for one of Datasette's
-    threads — at most one fewer at once than it has (`num_sql_threads`), so table pages
+    """await work() — a recall, a listing, an embedding batch, a remember's reading and
+    embedding: work for one of Datasette's threads — at most one fewer at once than it
+    has (`num_sql_threads`), so table pages
     always find a thread free; waiting work goes first come, first served, and work
     that finds no slot within RECALL_WAIT_SECONDS is a 503 with Retry-After."""
     loop = asyncio.get_running_loop()
@@ -340,7 +342,7 @@ async def in_read_slot(datasette, work):
         await asyncio.wait_for(slots.acquire(), RECALL_WAIT_SECONDS)
     except asyncio.TimeoutError:
         raise ApiError(
-            "the server is busy with other recalls, listings and embeddings; try again shortly",
+            "the server is busy with other recalls, listings, embeddings and remembers; try again shortly",
             503,
             {"Retry-After": str(RETRY_AFTER_SECONDS)},
         ) from None
@@ -486,8 +488,9 @@ async def remember(datasette, actor, database, body, db=None):
     records = body if isinstance(body, list) else [body]
     if not records or not all(isinstance(r, dict) for r in records):
         raise ApiError("give a record object or a non-empty list of them")
-    # read, checked and embedded on a read connection: the write thread (the write lock) only writes
-    prepared = await db.execute_fn(lambda conn: for_plugin.prepare_remember(conn, records))
+    # read, checked and embedded on a read connection, in a read slot (a burst of large remembers
+    # took every thread: a recall waited 31 s); the write thread (the write lock) only writes
+    prepared = await run_read(datasette, db, lambda conn: for_plugin.prepare_remember(conn, records))
     report, ids = prepared.report, []
     if not report.errors:
         report, ids = await write(db, lambda conn: for_plugin.write_remember(conn, prepared))

@@ -525,6 +525,26 @@ async def test_recalls_leave_a_thread_for_everything_else(vault_brain_path, monk
 
 
 @pytest.mark.asyncio
+async def test_remembers_take_a_read_slot_too(vault_brain_copy, monkeypatch):
+    """A remember reads and embeds its records on one of Datasette's threads: with every
+    read slot taken it is a 503 with Retry-After that stores nothing (review 49: 80
+    large remembers at once took every thread, and a recall waited 31 s)."""
+    datasette = Datasette(
+        [str(vault_brain_copy)],
+        settings={"num_sql_threads": 2},
+        metadata={"plugins": {"datasette-brain": {"allow_write": True}}},
+    )
+    count = "select count(*) from knowledge"
+    before = brain_sql.connect(vault_brain_copy).execute(count).fetchone()[0]
+    async with read_slots_taken(datasette, monkeypatch):
+        busy = await datasette.client.post("/brain/-/remember", json={"text": "Deploys happen on Mondays."})
+    assert busy.status_code == 503 and busy.headers["retry-after"].isdigit() and "busy" in busy.json()["error"]
+    assert brain_sql.connect(vault_brain_copy).execute(count).fetchone()[0] == before
+    stored = await datasette.client.post("/brain/-/remember", json={"text": "Deploys happen on Mondays."})
+    assert stored.status_code == 201, stored.text
+
+
+@pytest.mark.asyncio
 async def test_remember_on_an_immutable_brain_says_so(vault_brain_path):
     datasette = Datasette(
         immutables=[str(vault_brain_path)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}}
