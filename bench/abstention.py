@@ -4,8 +4,9 @@
 
 Brains (each ingested as `brain ingest` does, into --work, kept and reused when
 given): SciFact's corpus (scientific claims' abstracts), LoCoMo's development
-conversation (conv-26: one long chat), the MuSiQue and HotpotQA training samples
-(Wikipedia passages); with --model M, each made with that embedding model (give a
+conversation (conv-26: one long chat) and eight copies of it with its people
+renamed (RENAMED, RENAMED_HELD_OUT; each a brain and a question set), the MuSiQue
+and HotpotQA training samples (Wikipedia passages); with --model M, each made with that embedding model (give a
 --work of its own). Question sets: SciFact's training claims (qrels/train.tsv)
 and, held out from any tuning, its test claims; conv-26's questions; MuSiQue's and
 HotpotQA's training questions. Each question is recalled as the JSON API recalls it

@@ -73,9 +73,7 @@ def named(text, speakers):
     are asked about by their first name), as whole words, in any case."""
     found = set()
     for speaker in speakers:
-        if speaker and any(
-            re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE) for name in {speaker, speaker.split()[0]}
-        ):
+        if speaker and any(_written(name, text, re.IGNORECASE) for name in {speaker, speaker.split()[0]}):
             found.add(speaker)
     return found
 
@@ -100,8 +98,9 @@ def speakers_asked(text, sessions, top):
     return found
 
 
-def _written(name, text):
-    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text) is not None
+def _written(name, text, flags=0):
+    """Whether `text` holds `name` as whole words."""
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, flags) is not None
 
 
 def timed(conn, ids):

@@ -15,10 +15,10 @@ Signals:
 - speaker: whether the query names, as a name is written, a speaker of the
   conversation session its best candidate is a turn of (dialogue.speakers_asked,
   over the turns the request can reach). A speaker's name is no seed (it is tied
-  to half the conversation), and
-  how near a question naming one sits to the turns depends on the name: a rare
-  one ("Melanie") weighs on every vector that holds it, a common one ("Tom")
-  little, so the other signals alone judge a conversation by its people's names;
+  to half the conversation), and how near a question naming one sits to the
+  turns depends on the name: a rare one ("Melanie") weighs on every vector that
+  holds it, a common one ("Tom") little, so the other signals alone judge a
+  conversation by its people's names;
 - rarity: the mean idf of the query's terms over the rows the request can reach,
   over the idf of a term none of them holds: a brain's own questions are asked in
   its words, which many of its rows hold; another kind's search for words it
