@@ -73,11 +73,11 @@ def main():
     train_cache = cached_legs(scifact, queries, train)
 
     if not only_abstention:
-        grids(work, scifact, queries, train, train_cache)
+        grids(work, train, train_cache)
     abstention_model(work, scifact, queries, train_cache)
 
 
-def grids(work, scifact, queries, train, train_cache):
+def grids(work, train, train_cache):
     """Steps 1 and 2: the leg weights and the graph's lead."""
     grid = []
     for vector, graph in itertools.product([0, 0.1, 0.2, 0.3, 0.4, 0.5], [0, 0.1, 0.2, 0.3]):
