@@ -49,12 +49,14 @@ class Sessions:
     A turn quotes only earlier turns in its own scope: whoever may read it may
     read them."""
 
-    def __init__(self, earlier=None, hidden=None, placed=None):
+    def __init__(self, earlier=None, hidden=None, placed=None, day=None):
         # earlier(session, scope): [(document id, (speaker, text) or None for a flagged one)] of the last
         # turns stored, oldest first; hidden(document id): whether the stored turn is flagged, so never
         # quoted; placed(document id, session, scope): for a stored turn written again (a correction), the
-        # turns stored before its place, as earlier gives them; None for any other
+        # turns stored before its place, as earlier gives them; None for any other; day(document id): the
+        # day a stored turn was said (said_day), which its correction keeps when it gives none
         self.earlier, self.hidden, self.placed, self.keep = earlier, hidden, placed, CONVERSATION_CONTEXT_TURNS
+        self.day = day
         self.turns = {}  # {(session, scope): [(document id, quotable)] of the last turns stored or linked}
         self.said = {}  # {document id: ((session, scope), quotable)} of the turns linked
 
@@ -71,6 +73,8 @@ class Sessions:
             self.turns[key] = list(self.earlier(*key)) if self.earlier else []
         turns = self._written(self.turns[key] if placed is None else placed, key)
         before = turns[-self.keep :]
+        if document.fields.get("observed_at") is None and self.day:
+            document.fields["observed_at"] = self.day(document.document_id)
         said = _said_at(document.fields.get("observed_at"))
         if not document.title:  # within the title cap, however long the names
             title = f"{speaker}, {day_label(said)}" if said else f"{speaker} in {session}"
@@ -821,6 +825,23 @@ def stored_turns(conn, session, scope):
     conversation a turn at a time, and each turn's context comes from those
     stored before it, as the call has written them (Sessions)."""
     return _last_turns(conn, session, scope, _KEPT_TURNS)
+
+
+def said_day(conn, document_id):
+    """The observed_at of the stored turn `document_id` when its record gave the day
+    it was said (its context's first line names that day), else None: a correction
+    that gives no observed_at is still said that day, in its title, its context and
+    its observed_at alike."""
+    row = conn.execute(
+        "select metadata, context, observed_at, content from knowledge where document_id = ? "
+        "order by chunk_index, id limit 1",
+        [document_id],
+    ).fetchone()
+    turn = _stored_turn(row[0]) if row else None
+    said = _said_at(row[2]) if turn is not None and row[1] else None
+    if said is None or row[1].split("\n", 1)[0] != own_lines(turn[0], said, row[3])[0]:
+        return None
+    return row[2]
 
 
 def turns_before(conn, document_id, session, scope):

@@ -36,7 +36,7 @@ from .config import (
     MAX_TITLE_CHARS,
 )
 from .connection import Connection, Turns, atomic, main_file, write_failures
-from .conversation import Sessions, flagged, said_once, stored_turns, turns_before
+from .conversation import Sessions, flagged, said_day, said_once, stored_turns, turns_before
 from .document import Document, IngestError, IngestFormat, TextLines, chunks_refusal, content_refusal
 from .embed import grouping_free
 from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused
@@ -550,6 +550,7 @@ def _remembered(
         partial(stored_turns, conn),
         partial(flagged, conn),
         partial(turns_before, conn),
+        partial(said_day, conn),
     )
     scopes = ScopesAlike(partial(stored_skeletons, conn))
     supersedes = validity.Supersedes(conn)

@@ -400,7 +400,7 @@ class DocumentWriter:
         vectors of its new chunks, which the caller inserts."""
         conn, report = self.conn, self.report
         columns = self._row_values(document)
-        if plan["known"] and conversation.turn_of(document) is None:
+        if plan["known"]:
             columns = self._kept_times(document, columns)
         flagged = 0
         said, quoted, restated = conversation.entry_of(document), None, []
@@ -448,8 +448,8 @@ class DocumentWriter:
         """`columns` with the stored document's created_at and observed_at where the
         record gives none: a rewritten document keeps when it was first stored and
         observed, in a chunk whose text changed (a new row) as in one kept. (A turn's
-        observed_at is its day in its title and context, made before it is written:
-        a correction of one gives it again.)"""
+        day, in its title and context, is made before it is written: conversation.said_day
+        gives a correction the stored one.)"""
         stored = self.conn.execute(
             "select created_at, observed_at from knowledge where document_id = ? order by chunk_index, id limit 1",
             (document.document_id,),

@@ -327,3 +327,28 @@ def test_a_correction_keeps_when_the_memory_was_stored_and_observed(tmp_path):
         ("2023-06-01 00:00:00", "2024-01-02 03:04:05")
     ]
     assert brain_sql.check(conn) == {}
+
+
+def test_a_turn_corrected_without_its_time_keeps_its_day(tmp_path):
+    """docs/ingest.md: a conversation turn's correction that gives no observed_at is
+    still said on the stored turn's day, in its title and context too, and keeps
+    created_at (it was titled "in s1" and stored as said now); a turn first
+    given no day stays without one."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    turn = {"_id": "t1", "text": "I went to a support group yesterday.", "speaker": "Caroline", "session_id": "s1"}
+    brain_sql.remember(conn, [{**turn, "observed_at": "2023-05-08T13:56:00"}, {**turn, "_id": "t2", "text": "Hi"}])
+    with conn:  # as if stored a while ago
+        conn.execute("update knowledge set created_at = '2024-01-02 03:04:05'")
+    brain_sql.remember(conn, [{**turn, "text": "I went to a support group last week."}])
+    assert rows(conn, "select title, observed_at, created_at, context from knowledge where external_id = 't1'") == [
+        (
+            "Caroline, 8 May 2023",
+            "2023-05-08 13:56:00",
+            "2024-01-02 03:04:05",
+            "Caroline, 8 May 2023\nlast week: the week of 1 May 2023",
+        )
+    ]
+    brain_sql.remember(conn, [{**turn, "_id": "t2", "text": "Hello"}])
+    title, context = rows(conn, "select title, context from knowledge where external_id = 't2'")[0]
+    assert (title, context.split("\n")[0]) == ("Caroline in s1", "Caroline")
+    assert brain_sql.check(conn) == {}
