@@ -189,8 +189,10 @@ def from_strings(values: Mapping[str, Any], need_q: bool = True, comma_lists: bo
             parts = [part for t in texts for part in (t.split(",") if comma_lists else [t])]
             raw[name] = [part.strip() for part in parts if part.strip() or not comma_lists]
         elif kind is int:
-            if not re.fullmatch(r"-?[0-9]{1,9}", text):
+            if not re.fullmatch(r"-?[0-9]+", text):
                 raise QueryError(f"{name} must be a whole number", name)
+            if len(text.lstrip("-")) > 18:  # no field takes one so large; the range is said below
+                raise QueryError(f"{name} must be a whole number of at most 18 digits", name)
             raw[name] = int(text)
         elif kind is bool:
             if text.lower() not in TRUE_WORDS + FALSE_WORDS:
