@@ -53,8 +53,8 @@ class Sessions:
         # earlier(session, scope): [(document id, (speaker, text) or None for a flagged one)] of the last
         # turns stored, oldest first; hidden(document id): whether the stored turn is flagged, so never
         # quoted; placed(document id, session, scope): for a stored turn written again (a correction), the
-        # turns stored before its place, as earlier gives them; None for any other; day(document id): the
-        # day a stored turn was said (said_day), which its correction keeps when it gives none
+        # turns stored before its place, as earlier gives them; None for any other; day(document): the
+        # day the stored turn it corrects was said (said_day), kept when it gives none; None for any other
         self.earlier, self.hidden, self.placed, self.keep = earlier, hidden, placed, CONVERSATION_CONTEXT_TURNS
         self.day = day
         self.turns = {}  # {(session, scope): [(document id, quotable)] of the last turns stored or linked}
@@ -74,7 +74,9 @@ class Sessions:
         turns = self._written(self.turns[key] if placed is None else placed, key)
         before = turns[-self.keep :]
         if document.fields.get("observed_at") is None and self.day:
-            document.fields["observed_at"] = self.day(document.document_id)
+            day = self.day(document)
+            if day is not None:
+                document.fields["observed_at"] = day
         said = _said_at(document.fields.get("observed_at"))
         if not document.title:  # within the title cap, however long the names
             title = f"{speaker}, {day_label(said)}" if said else f"{speaker} in {session}"
@@ -828,20 +830,20 @@ def stored_turns(conn, session, scope):
 
 
 def said_day(conn, document_id):
-    """The observed_at of the stored turn `document_id` when its record gave the day
-    it was said (its context's first line names that day), else None: a correction
-    that gives no observed_at is still said that day, in its title, its context and
-    its observed_at alike."""
+    """The observed_at of the stored turn `document_id` when its context says the day
+    it was said (its record gave one, or plain SQL changed it since: stale_own_lines
+    reads a context so), else None: a correction that gives no observed_at is still
+    said that day, in its title, its context and its observed_at alike."""
     row = conn.execute(
-        "select metadata, context, observed_at, content from knowledge where document_id = ? "
-        "order by chunk_index, id limit 1",
+        "select metadata, context, observed_at from knowledge where document_id = ? order by chunk_index, id limit 1",
         [document_id],
     ).fetchone()
-    turn = _stored_turn(row[0]) if row else None
-    said = _said_at(row[2]) if turn is not None and row[1] else None
-    if said is None or row[1].split("\n", 1)[0] != own_lines(turn[0], said, row[3])[0]:
+    turn = _stored_turn(row[0]) if row and row[1] and row[2] else None
+    if turn is None:
         return None
-    return row[2]
+    name = own_lines(turn[0], None, "")[0]
+    said = row[1][len(name) :].split("\n", 1)[0] if row[1].startswith(name) else ""
+    return row[2] if _DAY.match(said) and _said_at(row[2]) else None
 
 
 def turns_before(conn, document_id, session, scope):

@@ -550,7 +550,7 @@ def _remembered(
         partial(stored_turns, conn),
         partial(flagged, conn),
         partial(turns_before, conn),
-        partial(said_day, conn),
+        partial(_corrected_day, conn),
     )
     scopes = ScopesAlike(partial(stored_skeletons, conn))
     supersedes = validity.Supersedes(conn)
@@ -610,6 +610,13 @@ def _embedded_ahead(conn, documents, model_id):
     return dict(zip(todo, storage_vectors(list(todo.values()), model_id))) if todo else {}
 
 
+def _corrected_day(conn, document):
+    """The day the stored turn `document` corrects was said (conversation.said_day),
+    None when it is none or `document` is a new version beside it (validity.place_of:
+    a new memory, said when it says)."""
+    return None if validity.place_of(conn, document) else said_day(conn, document.document_id)
+
+
 def _stored_as(conn, document, number):
     """A remembered record under the id of the document it updates: the one stored
     with its `_id` (a record ingested from a file keeps that file's document id),
@@ -651,7 +658,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
         report.files += 1
         seen, failed = {}, False
         before = set() if prune_all else pipeline.documents("source_path = ?", (path,))  # none of its written yet
-        sessions = Sessions(hidden=partial(flagged, pipeline.conn))
+        sessions = Sessions(hidden=partial(flagged, pipeline.conn), day=partial(_corrected_day, pipeline.conn))
         for item in _read(path, fmt):
             given = {"source": fmt.default_source, **defaults}
             item = _accept(item, given, seen, pipeline.model_id, extractors, sessions, scopes, supersedes)

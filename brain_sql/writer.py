@@ -447,19 +447,21 @@ class DocumentWriter:
     def _kept_times(self, document, columns):
         """`columns` with the stored document's created_at and observed_at where the
         record gives none: a rewritten document keeps when it was first stored and
-        observed, in a chunk whose text changed (a new row) as in one kept. (A turn's
-        day, in its title and context, is made before it is written: conversation.said_day
-        gives a correction the stored one.)"""
+        observed, in a chunk whose text changed (a new row) as in one kept. A turn's
+        observed_at is its fields' alone: its day, in its title and context, was made
+        from them before it is written (conversation.said_day gave a correction the
+        stored day, when the stored turn said one)."""
         stored = self.conn.execute(
             "select created_at, observed_at from knowledge where document_id = ? order by chunk_index, id limit 1",
             (document.document_id,),
         ).fetchone()
         if stored is None:
             return columns
+        kept = _STORED_TIMES if conversation.turn_of(document) is None else ("created_at",)
         values = list(columns)
         for name, value in zip(_STORED_TIMES, stored):
             at = _ROW_COLUMNS.index(name)
-            values[at] = value if values[at] is None else values[at]
+            values[at] = value if values[at] is None and name in kept else values[at]
         return tuple(values)
 
     def _unstated_edges(self, removed):

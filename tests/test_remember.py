@@ -3,6 +3,8 @@ a repeat is stored once, and a batch is written with few full-text index segment
 `sqlite-utils brain remember` is tested in test_cli_remember.py; one transaction
 whatever its size, in test_writers.py."""
 
+import json
+
 import pytest
 
 import brain_sql
@@ -351,4 +353,30 @@ def test_a_turn_corrected_without_its_time_keeps_its_day(tmp_path):
     brain_sql.remember(conn, [{**turn, "_id": "t2", "text": "Hello"}])
     title, context = rows(conn, "select title, context from knowledge where external_id = 't2'")[0]
     assert (title, context.split("\n")[0]) == ("Caroline in s1", "Caroline")
+    assert brain_sql.check(conn) == {}
+
+
+def test_a_turn_keeps_its_day_however_it_is_corrected(tmp_path):
+    """Review 51: a turn corrected by its file ingested again keeps its day too (its
+    observed_at was kept under a title and context without it); a day changed with
+    plain SQL is the day kept, as check --repair would write it; a new version (a
+    later valid_from) is a new memory, said when it says, not on the old one's day."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    turn = {"_id": "t1", "text": "I went to a support group yesterday.", "speaker": "Caroline", "session_id": "s1"}
+    transcript = tmp_path / "chat.jsonl"
+    transcript.write_text(json.dumps({**turn, "observed_at": "2023-05-08T13:56:00"}) + "\n")
+    brain_sql.ingest(conn, [transcript])
+    transcript.write_text(json.dumps({**turn, "text": "I went to a support group last week."}) + "\n")
+    brain_sql.ingest(conn, [transcript])
+    said = "select title, observed_at, substr(context, 1, instr(context || char(10), char(10)) - 1) from knowledge"
+    assert rows(conn, said) == [("Caroline, 8 May 2023", "2023-05-08 13:56:00", "Caroline, 8 May 2023")]
+    with conn:
+        conn.execute("update knowledge set observed_at = '2023-06-01 09:00:00'")
+    brain_sql.remember(conn, [{**turn, "text": "I went to a support group on Sunday."}])
+    assert rows(conn, said) == [("Caroline, 1 June 2023", "2023-06-01 09:00:00", "Caroline, 1 June 2023")]
+    assert brain_sql.check(conn) == {}
+    brain_sql.remember(conn, [{**turn, "_id": "v", "text": "My plan: weekly.", "valid_from": "2023-05-08"}])
+    brain_sql.remember(conn, [{**turn, "_id": "v", "text": "My plan: daily.", "valid_from": "2024-01-01"}])
+    newest = rows(conn, said + " where content = 'My plan: daily.'")
+    assert newest[0][0] == "Caroline in s1" and newest[0][2] == "Caroline" and newest[0][1] > "2026"
     assert brain_sql.check(conn) == {}
