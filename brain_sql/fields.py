@@ -640,16 +640,23 @@ def name_text(value: object, name: str, what: str = "") -> str:
     raise FieldError(f"{name} must be text or a whole number{what}, not {shown(value)}")
 
 
-_DIGITS = re.compile(r"[0-9]{1,19}")
+_DIGITS = re.compile(r"-?0*[0-9]{1,19}")
+
+
+def read_digits(text: str) -> int | None:
+    """The whole number `text` spells in ASCII digits (a '-' first, leading zeros
+    allowed), None for any other text: int() would also take '+', spaces, '_' and
+    other scripts' digits. More than 19 digits past the zeros are none either: no
+    field takes one so large, and int() refuses text past 4,300 digits."""
+    return int(text) if _DIGITS.fullmatch(text) else None
 
 
 def whole_number(value: object, name: str, low: int = 1, high: int = 2**63 - 1) -> int:
     """`value`, a whole number or its digits as text (as a URL or a form gives
-    them), when it is from `low` to `high`; FieldError naming the range otherwise.
-    Text is ASCII digits only: int() would also take signs, spaces, '_' and other
-    scripts' digits."""
-    if isinstance(value, str) and _DIGITS.fullmatch(value):
-        value = int(value)
+    them: read_digits), when it is from `low` to `high`; FieldError naming the
+    range otherwise."""
+    if isinstance(value, str) and read_digits(value) is not None:
+        value = read_digits(value)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise FieldError(f"{name} must be a whole number from {low:,} to {high:,}, not {shown(value)}")
     return value

@@ -42,6 +42,7 @@ _MODULE_OF = {
     "key_once": ".fields",
     "unencodable": ".fields",
     "whole_number": ".fields",
+    "read_digits": ".fields",
     "given_once": ".fields",
     "unknown_parameters": ".fields",
     "recall_params_error": ".functions",
@@ -73,6 +74,7 @@ __all__ = [
     "MAX_ID",
     "page_numbers",
     "whole_number",
+    "read_digits",
     # the defaults of `brain replicate` and `brain follow`; the model a new brain gets ($BRAIN_MODEL)
     "REPLICA_SYNC_INTERVAL",
     "FOLLOW_INTERVAL_SECONDS",

@@ -13,7 +13,6 @@ each field's type before the same checks.
 
 import dataclasses
 import difflib
-import re
 import types
 import typing
 from collections.abc import Mapping
@@ -22,7 +21,16 @@ from typing import Any
 
 from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
 from .errors import FieldError, QueryError
-from .fields import given_once, grouping_name, normalize_scope, parse_time, sqlite_time, unencodable, utcnow
+from .fields import (
+    given_once,
+    grouping_name,
+    normalize_scope,
+    parse_time,
+    read_digits,
+    sqlite_time,
+    unencodable,
+    utcnow,
+)
 from .wording import shown
 
 
@@ -189,11 +197,10 @@ def from_strings(values: Mapping[str, Any], need_q: bool = True, comma_lists: bo
             parts = [part for t in texts for part in (t.split(",") if comma_lists else [t])]
             raw[name] = [part.strip() for part in parts if part.strip() or not comma_lists]
         elif kind is int:
-            if not re.fullmatch(r"-?[0-9]+", text):
+            number = read_digits(text)
+            if number is None:
                 raise QueryError(f"{name} must be a whole number", name)
-            if len(text.lstrip("-")) > 18:  # no field takes one so large; the range is said below
-                raise QueryError(f"{name} must be a whole number of at most 18 digits", name)
-            raw[name] = int(text)
+            raw[name] = number  # out of its field's range: parse names the range
         elif kind is bool:
             if text.lower() not in TRUE_WORDS + FALSE_WORDS:
                 raise QueryError(f"{name} must be true or false", name)

@@ -206,6 +206,8 @@ def test_recall_options_are_checked_by_the_querydoc_and_named(run, vault_brain_p
     for args, message in (
         (("--k", "0"), "Invalid value for '--k': k must be from 1 to 100, not 0"),
         (("--k", "abc"), "Invalid value for '--k': k must be a whole number"),
+        (("--k", "1234567890"), "Invalid value for '--k': k must be from 1 to 100, not 1234567890"),
+        (("--k", "9" * 5000), "Invalid value for '--k': k must be a whole number"),
         (("--min-relevance", "9"), "Invalid value for '--min-relevance': min_relevance must be from 0 to 3"),
         (("--class", "bogus"), "Invalid value for '--class': classes must be among memory, reference, policy"),
         (("--scope", ""), "Invalid value for '--scope': scope must be a path"),
