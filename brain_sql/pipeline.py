@@ -614,7 +614,8 @@ def _corrected_day(conn, document):
     """The day the stored turn `document` corrects was said (conversation.said_day),
     None when it is none or `document` is a new version beside it (validity.place_of:
     a new memory, said when it says)."""
-    return None if validity.place_of(conn, document) else said_day(conn, document.document_id)
+    day = said_day(conn, document.document_id)  # one indexed read; a new turn's finds nothing
+    return None if day is None or validity.place_of(conn, document) else day
 
 
 def _stored_as(conn, document, number):
