@@ -400,10 +400,12 @@ class DocumentWriter:
         vectors of its new chunks, which the caller inserts."""
         conn, report = self.conn, self.report
         columns = self._row_values(document)
+        said, quoted, restated = conversation.entry_of(document), None, []
+        moved = False
         if plan["known"]:
             columns = self._kept_times(document, columns)
+            moved = said is not None and self._session_left(document, said[0])
         flagged = 0
-        said, quoted, restated = conversation.entry_of(document), None, []
         self.turns.begin(conn)
         if plan["known"]:  # its edges are stated again below; a turn quoted as before needs no restating
             quoted = conversation.requote(conn, [document.document_id], {document.document_id: said}, known=self.turns)
@@ -429,6 +431,8 @@ class DocumentWriter:
         stored_vectors, [added] = self._insert_chunks([(document, plan, columns, flagged)], vectors)
         chunk_ids.update(added)
         flagged = flagged or int(any(chunk.flagged for chunk in document.chunks))
+        if moved:  # placed after the turns of its new session, as its context was made (Sessions)
+            conn.execute("delete from documents where document_id = ?", (document.document_id,))
         self._finish(document, chunk_ids)
         if unstated and chunk_ids:  # on the chunk in the removed one's place, else the document's first
             conn.executemany(
@@ -443,6 +447,15 @@ class DocumentWriter:
             self.restated.update(restated)
         self.turns.written(conn, [document.document_id], restated)
         return stored_vectors
+
+    def _session_left(self, document, where):
+        """Whether the stored `document` is no turn of `where` ((session, scope)) yet:
+        a turn moved to another session or scope, or a memory that becomes a turn."""
+        row = self.conn.execute(
+            "select metadata, scope from knowledge where document_id = ? order by chunk_index, id limit 1",
+            (document.document_id,),
+        ).fetchone()
+        return row is not None and (conversation.stored_session(row[0]), row[1]) != where
 
     def _kept_times(self, document, columns):
         """`columns` with the stored document's created_at and observed_at where the

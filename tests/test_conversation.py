@@ -386,6 +386,27 @@ def test_a_turn_moved_to_another_scope_keeps_no_quote_of_its_old_one(conn, tmp_p
     )
 
 
+def test_a_turn_moved_to_another_session_is_quoted_by_the_turns_after_it_there(conn):
+    """A correction moving a turn to another session makes its context from that
+    session's latest turns, and the turns stored after it there quote it (review
+    48: it kept its first place, before them, and the next turn quoted neither)."""
+
+    def turn(key, session, text):
+        return {"_id": key, "text": text, "speaker": "Ann", "session_id": session, "observed_at": "2023-05-08"}
+
+    remember(conn, [turn("a1", "s1", "alpha one"), turn("a2", "s1", "alpha two")])
+    remember(conn, [turn("b1", "s2", "beta one"), turn("b2", "s2", "beta two")])
+    remember(conn, [turn("a1", "s2", "alpha one")])
+    remember(conn, [turn("b3", "s2", "beta three")])
+    context = "select context from knowledge where external_id = ?"
+    assert rows(conn, context, ["a1"]) == [("Ann, 8 May 2023\nAnn: beta one\nAnn: beta two",)]
+    assert rows(conn, context, ["b3"]) == [("Ann, 8 May 2023\nAnn: beta two\nAnn: alpha one",)]
+    assert rows(conn, context, ["a2"]) == [("Ann, 8 May 2023",)]  # its old session quotes it no more
+    remember(conn, [turn("b2", "s2", "beta two, again")])  # quoted where it is now, in both
+    assert rows(conn, context, ["b3"]) == [("Ann, 8 May 2023\nAnn: beta two, again\nAnn: alpha one",)]
+    assert brain_sql.check(conn) == {}
+
+
 def test_contexts_as_ingest_writes_them_are_consistent(conn, tmp_path):
     """Long names and turns cut in quotes, time phrases, several lines, repeated
     words, a session over two scopes: check finds nothing to restate, until a
