@@ -640,14 +640,15 @@ def name_text(value: object, name: str, what: str = "") -> str:
     raise FieldError(f"{name} must be text or a whole number{what}, not {shown(value)}")
 
 
-_DIGITS = re.compile(r"-?0*[0-9]{1,19}")
+_DIGITS = re.compile(r"-?0*[0-9]{1,100}")
 
 
 def read_digits(text: str) -> int | None:
     """The whole number `text` spells in ASCII digits (a '-' first, leading zeros
     allowed), None for any other text: int() would also take '+', spaces, '_' and
-    other scripts' digits. More than 19 digits past the zeros are none either: no
-    field takes one so large, and int() refuses text past 4,300 digits."""
+    other scripts' digits. More than 100 digits past the zeros are none either: no
+    field takes one so large (its range is named up to there), and int() refuses
+    text past 4,300 digits."""
     return int(text) if _DIGITS.fullmatch(text) else None
 
 

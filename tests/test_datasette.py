@@ -108,7 +108,7 @@ async def test_canned_recall_query_matches_the_api(demo):
         ({"k": "-3"}, "k must be from 1 to 100, not -3"),  # not every row
         ({"k": "1234567890"}, "k must be from 1 to 100, not 1234567890"),  # as the CLI says it
         ({"k": "9" * 19}, "k must be from 1 to 100, not 9999999999999999999"),
-        ({"k": "9" * 20}, "k must be a whole number"),  # no field takes one so large
+        ({"k": "9" * 101}, "k must be a whole number"),  # no field takes one so large
         ({"since": "2021-01-01", "until": "2020-01-01"}, "until (2020-01-01 00:00:00) must be later than since"),
     ],
 )
