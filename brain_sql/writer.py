@@ -404,11 +404,13 @@ class DocumentWriter:
         moved = False
         if plan["known"]:
             columns = self._kept_times(document, columns)
-            moved = said is not None and self._session_left(document, said[0])
         flagged = 0
         self.turns.begin(conn)
         if plan["known"]:  # its edges are stated again below; a turn quoted as before needs no restating
             quoted = conversation.requote(conn, [document.document_id], {document.document_id: said}, known=self.turns)
+            if said is not None:  # where the stored turn was, when its quote changed (requote read it)
+                was = quoted.where.get(document.document_id)
+                moved = was != said[0] if was is not None else self._session_left(document, said[0])
             conn.execute("delete from relationships where document_id = ?", (document.document_id,))
             # a document someone flagged stays flagged where it is rewritten: an edit
             # never brings flagged text back into recall unreviewed
