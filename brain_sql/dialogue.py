@@ -18,7 +18,7 @@ turn of the best session than the best turn of another. (Raising a turn by its n
 turns just before and after it, lost Recall@10 on locomo-dev: 0.798 to 0.795 at
 0.1, 0.785 at 0.2; the turns before are in its context already.)
 
-Only turns count: memories `in_session` of a session entity (conversation.py);
+Only turns count: memories naming a speaker, `in_session` of a session (conversation.py);
 every other memory keeps its fused score. Turns are read with the request's
 filters, so a turn the caller cannot see neither counts in its session nor
 names a speaker: the answer is the one a brain without it would give. The API
@@ -30,24 +30,26 @@ import json
 import re
 
 from .config import DIALOGUE_MATCH, DIALOGUE_SESSION
+from .conversation import speaker_sql
 from .lexical import STOPWORDS
 from .temporal import asks_when, states_time
 
-# the visible turns of the sessions that any of the given memories is in: (session, scope, id, speaker)
-_SESSION_TURNS = """
+# the visible turns of the sessions that any of the given memories is in: (session, scope, id, speaker).
+# A session is the target of its turns' in_session edges, whatever the type of the entity (a memory
+# titled as the session, in any scope, may have claimed it as a document); a turn is a memory naming a
+# speaker, read from its own metadata: an entity's name is written as the first memory naming it wrote it
+_SESSION_TURNS = f"""
 with mine(id) as (select value from json_each(?)),
 sessions as (
   select distinct r.to_entity_id as session
   from mine join knowledge k on k.id = mine.id
   join relationships r on r.document_id = k.document_id and r.relation_type = 'in_session'
-  join entities e on e.id = r.to_entity_id and e.entity_type = 'session'
+  where {speaker_sql("k")} is not null
 )
-select r.to_entity_id, k.scope, k.id,
-       (select e.name from relationships said join entities e on e.id = said.to_entity_id
-        where said.document_id = k.document_id and said.relation_type = 'said_by' order by e.id limit 1)
+select r.to_entity_id, k.scope, k.id, {speaker_sql("k")} as speaker
 from sessions s join relationships r on r.to_entity_id = s.session and r.relation_type = 'in_session'
 join knowledge k on k.document_id = r.document_id
-where {condition}
+where {{condition}} and speaker is not null
 group by 1, 2, 3
 order by 1, 2, 3
 """

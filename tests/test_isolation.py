@@ -175,3 +175,53 @@ def test_a_required_phrase_and_an_exclusion_score_alike(tmp_path):
         result = brain_sql.recall(conn, {"q": 'invoice "audit support" -vendor', "scope": "/b", "now": NOW})
         answers.append([(h["title"], h["provenance"]["fts_bm25"]) for h in result["hits"]])
     assert answers[0] == answers[1] and answers[0]
+
+
+CHAT = [
+    ("c1", "Caroline", "I went to a support group yesterday and it was so powerful."),
+    ("c2", "Melanie", "That is great! I painted a sunrise at the lake last week."),
+    ("c3", "Caroline", "I am researching adoption agencies for my family."),
+    ("c4", "Melanie", "We went camping with the kids, they loved the hike."),
+]
+CHAT_QUESTIONS = [
+    "When did Melanie paint a sunrise?",
+    "What did Caroline research?",
+    "What did Melanie do with her kids?",
+    "When did Caroline go to the support group?",
+]
+
+
+def chat_brain(folder, hidden):
+    """A conversation in /chat; with `hidden`, stored before it in /secret: a note
+    titled as its session (its entity then a document's) and a turn by MELANIE (the
+    entity's name then written so)."""
+    folder.mkdir()
+    conn = brain_sql.connect(folder / "brain.db")
+    turn = {"session_id": "chat/1", "observed_at": "2023-05-08T13:56:00", "scope": "/chat"}
+    if hidden:
+        secret = {"scope": "/secret", "observed_at": "2023-05-08T13:56:00"}
+        brain_sql.remember(conn, [{**secret, "_id": "n", "title": "chat/1", "text": "Minutes of the board."}])
+        brain_sql.remember(conn, [{**secret, "_id": "s", "speaker": "MELANIE", "session_id": "x", "text": "Hello."}])
+    brain_sql.remember(conn, [{**turn, "_id": key, "speaker": who, "text": text} for key, who, text in CHAT])
+    return conn
+
+
+@pytest.mark.parametrize("question", CHAT_QUESTIONS)
+def test_hidden_rows_rank_no_conversation_otherwise(tmp_path, question):
+    """Review 52: a session is its turns' in_session edges whatever claimed its entity,
+    and a speaker is named as the turns the caller reads name it: a note in another
+    scope titled as the session (which made its entity a document's) switched the
+    dialogue ranking off, and a hidden turn by MELANIE (the entity's name then written
+    so) took the `speaker` signal away, through the API and the SQL recall alike."""
+    brains = [chat_brain(tmp_path / name, hidden) for name, hidden in (("quiet", False), ("crowded", True))]
+    doc = {"q": question, "scope": "/chat", "now": NOW, "provenance": True}
+    seen = [comparable(conn, brain_sql.recall(conn, doc)) for conn in brains]
+    assert seen[0] == seen[1]
+    assert seen[0]["quality"]["signals"]["speaker"] == 1.0 and seen[0]["hits"]
+    params = dict.fromkeys(("classes", "sources", "domain", "since", "until", "as_of"), "")
+    params |= {"q": question, "k": 10, "scope": "/chat"}
+    found = []
+    for conn in brains:
+        names = dict(conn.execute("select id, external_id from knowledge"))
+        found.append([(names[row[0]], *row[2:6]) for row in conn.execute(RECALL_SQL, params)])
+    assert found[0] == found[1] and found[0]
