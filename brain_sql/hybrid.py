@@ -387,7 +387,10 @@ def read_speakers(conn, doc, legs, fused):
     if not legs.graph_visible:
         return None
     sessions = dialogue.session_turns(conn, [item for item, _, _ in fused], legs.filters)
-    legs.speakers = dialogue.speakers_asked(doc.q, sessions, fused[0][0]) if fused else set()
+    if fused:
+        legs.speakers = dialogue.speakers_asked(
+            doc.q, dialogue.session_speakers(conn, sessions, fused[0][0], legs.filters)
+        )
     return sessions
 
 
