@@ -23,6 +23,21 @@ from pathlib import Path
 FAILED = 599  # the status counted for a request that got no HTTP answer (refused, reset, timed out)
 
 
+def in_tree(tree, code, args, cwd=None):
+    """The JSON object the last line of `code` (a Python program run with `args` by a
+    fresh interpreter, `tree` first on its path) prints; it must say, as "code", that
+    it ran brain_sql from `tree`."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    result = subprocess.run(
+        [sys.executable, "-c", code, *map(str, args)], env=env, capture_output=True, text=True, cwd=cwd
+    )
+    if result.returncode:
+        raise SystemExit(result.stderr[-2000:])
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["code"].startswith(str(tree)), (figures["code"], tree)
+    return figures
+
+
 def post(url, body, timeout=60):
     """(status, ms) of one JSON POST; an HTTP error status is returned, not raised."""
     request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"content-type": "application/json"})

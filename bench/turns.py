@@ -19,8 +19,6 @@ ratio is the baseline's seconds over the tree's (above 1: the tree is faster).
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -28,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from harness import median, working_copy  # noqa: E402
+from harness import in_tree, median, working_copy  # noqa: E402
 
 CHILD = """
 import json, os, statistics, sys, time
@@ -85,15 +83,7 @@ def run(tree, brain, turns):
     with tempfile.TemporaryDirectory(prefix="bench-turns-") as folder:
         _, copy, source = working_copy(brain, folder=folder)  # its write-ahead log's pages too
         source.close()
-        env = {**os.environ, "PYTHONPATH": str(tree)}
-        result = subprocess.run(
-            [sys.executable, "-c", CHILD, copy, folder, str(turns)], env=env, capture_output=True, text=True, cwd=folder
-        )
-        if result.returncode:
-            raise SystemExit(result.stderr[-2000:])
-        figures = json.loads(result.stdout.strip().splitlines()[-1])
-        assert figures["code"].startswith(str(tree)), (figures["code"], tree)
-        return figures
+        return in_tree(tree, CHILD, [copy, folder, turns], cwd=folder)
 
 
 def main():
