@@ -26,10 +26,15 @@ FAILED = 599  # the status counted for a request that got no HTTP answer (refuse
 def in_tree(tree, code, args, cwd=None):
     """The JSON object the last line of `code` (a Python program run with `args` by a
     fresh interpreter, `tree` first on its path) prints; it must say, as "code", that
-    it ran brain_sql from `tree`."""
+    it ran brain_sql from `tree` (run from a temporary folder by default: `-c` puts
+    the working folder first on the path, and a checkout there would be imported)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     result = subprocess.run(
-        [sys.executable, "-c", code, *map(str, args)], env=env, capture_output=True, text=True, cwd=cwd
+        [sys.executable, "-c", code, *map(str, args)],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=cwd or tempfile.gettempdir(),
     )
     if result.returncode:
         raise SystemExit(result.stderr[-2000:])

@@ -11,10 +11,11 @@ meets what the question asks of a turn counts 1 + DIALOGUE_MATCH times (double) 
 each thing it meets: said by a speaker the question names; stating a time
 (temporal.states_time) when the question asks for one (temporal.asks_when). Then
 every turn is raised by DIALOGUE_SESSION of the best score among the candidates of
-its session. Only the candidates are read: the turns no leg found stay out (letting
-them in with the session's share, as once, moved no locomo-dev figure: none reached
-the top 10 — and read every turn of every candidate's session, 0.25 s a query in
-sessions of 2,500 turns).
+its session. Only the candidates are read: the turns no leg found stay out. Letting
+them in with their session's share, as once, read every turn of every candidate's
+session (0.4 s a query in sessions of 2,500 turns) and gave locomo-dev's top 10 a
+session neighbour or three on 6 of 149 questions, never one holding evidence (the
+same Recall@10; at 100 hits, Recall@30 and @100 are a little higher without them).
 Session diversity (a session's n-th turn in the ranking counting 0.8^n) lost
 Recall@10 (0.805 to 0.762): the turn answering a question is more often a weaker
 turn of the best session than the best turn of another. (Raising a turn by its neighbours' scores, the
@@ -33,7 +34,7 @@ import json
 import re
 
 from .config import DIALOGUE_MATCH, DIALOGUE_SESSION
-from .conversation import speaker_sql
+from .conversation import in_session, session_sql, speaker_sql
 from .lexical import STOPWORDS
 from .temporal import asks_when, states_time
 
@@ -51,13 +52,6 @@ where {{condition}} and speaker is not null
 group by 1, 2, 3
 order by 1, 2, 3
 """
-# the speakers of one session's visible turns in one scope, read from the session's edges (SQLite's
-# planner would read every row of the scope and look each one's edges up)
-_SESSION_SPEAKERS = f"""
-select distinct {_SPEAKER} as speaker
-from relationships r cross join knowledge k indexed by idx_knowledge_document on k.document_id = r.document_id
-where r.to_entity_id = ? and r.relation_type = 'in_session' and k.scope = ? and {{condition}} and speaker is not null
-"""
 
 
 def session_turns(conn, ids, filters):
@@ -65,7 +59,7 @@ def session_turns(conn, ids, filters):
     `ids` that are turns `filters` admit, by session (a session is read in one
     scope, as its turns quote each other). Only these are read: the work grows with
     the candidates, not with their sessions (a channel's export may be one session
-    of a million turns)."""
+    of a million turns; session_speakers reads one session)."""
     if not ids:
         return {}
     condition, params = filters.sql("k")
@@ -79,12 +73,23 @@ def session_turns(conn, ids, filters):
 
 def session_speakers(conn, sessions, top, filters):
     """The speakers of the visible turns of the session the memory `top` is a turn
-    of (of `sessions`, session_turns'), empty when it is none."""
-    where = next((key for key, turns in sessions.items() if any(item == top for item, _ in turns)), None)
-    if where is None:
+    of (of `sessions`, session_turns'), empty when it is none: one read of that
+    session's turns, through the index of the turns by their session (check
+    recreates it when a tool dropped it: recall is slower, not wrong, without it)."""
+    if not any(item == top for turns in sessions.values() for item, _ in turns):
         return set()
-    condition, params = filters.sql("k")
-    rows = conn.execute(_SESSION_SPEAKERS.format(condition=condition), [*where, *params])
+    session, scope = conn.execute(
+        f"select {session_sql('k')}, k.scope from knowledge k where k.id = ?", [top]
+    ).fetchone()
+    if session is None:
+        return set()
+    match, params = in_session(session, "k")
+    condition, filtered = filters.sql("k")
+    rows = conn.execute(
+        f"select distinct {_SPEAKER} as speaker from knowledge k "
+        f"where {match} and k.scope = ? and {condition} and speaker is not null",
+        [*params, scope, *filtered],
+    )
     return {speaker for (speaker,) in rows}
 
 

@@ -323,8 +323,8 @@ def _register_search(conn, model_id):
         """brain_dialogue(q, fused [, filters]): fused is JSON [[id, score], ...] best
         first; returns JSON [{id, score}] best first as the API ranks them: a
         conversation turn raised when q names its speaker, when q asks when and it
-        states a time, and by its session's best (dialogue.py), the candidates'
-        sessions' other turns `filters` admit added."""
+        states a time, and by the best of its session's candidates `filters` admit
+        (dialogue.py)."""
         pairs = _fused(json_argument("fused", fused) if fused else [])
         return dialogue.rescored_json(conn, text, pairs, request_filters(filters))
 

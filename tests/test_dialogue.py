@@ -214,3 +214,20 @@ def test_a_speaker_is_asked_about_by_name_and_only_of_the_best_candidates_sessio
     assert speaker("What did Will plant in the garden?") == 0.0  # "will" is a stop word: no name alone
     assert speaker("What may drain a car battery overnight?") == 0.0  # the best candidate is the note
     assert speaker("What did the doctor prescribe?") == 0.0
+
+
+def test_a_dropped_index_makes_recall_slower_not_wrong(tmp_path):
+    """Review 53: the speakers of the best candidate's session are read through the
+    index of the turns by their session; a tool dropping it (or the index of the
+    memories by their document) leaves every answer as it was, and check puts the
+    session index back (a query naming that index by name failed without it)."""
+    conn = brain(tmp_path)
+    questions = ["When did Melanie go camping at the lake?", "What did Caroline say about the trip?"]
+    before = [brain_sql.recall(conn, {"q": q, "now": DAY})["quality"] for q in questions]
+    with conn:
+        conn.execute("drop index idx_knowledge_session")
+        conn.execute("drop index idx_knowledge_document")
+    assert [brain_sql.recall(conn, {"q": q, "now": DAY})["quality"] for q in questions] == before
+    assert before[0]["signals"]["speaker"] == 1.0
+    brain_sql.check(conn, repair=True)
+    assert conn.execute("select 1 from sqlite_master where name = 'idx_knowledge_session'").fetchone()
