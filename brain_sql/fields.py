@@ -656,8 +656,8 @@ def whole_number(value: object, name: str, low: int = 1, high: int = 2**63 - 1) 
     """`value`, a whole number or its digits as text (as a URL or a form gives
     them: read_digits), when it is from `low` to `high`; FieldError naming the
     range otherwise."""
-    if isinstance(value, str) and read_digits(value) is not None:
-        value = read_digits(value)
+    number = read_digits(value) if isinstance(value, str) else None
+    value = value if number is None else number
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise FieldError(f"{name} must be a whole number from {low:,} to {high:,}, not {shown(value)}")
     return value

@@ -59,8 +59,8 @@ class WholeNumber(click.ParamType):
 
     def convert(self, value, param, ctx):
         name = param.opts[0].lstrip("-") if param and param.opts else "value"
-        if isinstance(value, str) and for_plugin.read_digits(value) is not None:
-            value = for_plugin.read_digits(value)
+        number = for_plugin.read_digits(value) if isinstance(value, str) else None
+        value = value if number is None else number
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(f"{name} must be a whole number in the digits 0-9, not {for_plugin.shown(value)}", param, ctx)
         if self.low is None or self.high is None:
