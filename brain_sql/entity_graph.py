@@ -446,9 +446,11 @@ class EntityGraph:
         self.adjacency = (pointers, (order % max(size, 1)).astype(np.int64), (order >= size).astype(np.int8), size)
         self.recent_ties = {}
 
-    def incident(self, nodes):
+    def incident(self, nodes, first=None):
         """(position in `nodes`, tie, side) of every live tie of each node whose ends
-        are live; side 0 when the node is the tie's `a`, 1 when its `b`."""
+        are live; side 0 when the node is the tie's `a`, 1 when its `b`. With
+        `first`, of at most the first `first` ties of each in the adjacency index
+        (and every tie added since it was built)."""
         nodes = np.asarray(nodes, dtype=np.int64)
         pointers, tie_of, side_of, _ = self.adjacency
         covered = len(pointers) - 1
@@ -456,6 +458,8 @@ class EntityGraph:
         starts = np.zeros(len(nodes), dtype=np.int64)
         stops = np.zeros(len(nodes), dtype=np.int64)
         starts[inside], stops[inside] = pointers[nodes[inside]], pointers[nodes[inside] + 1]
+        if first is not None:
+            stops = np.minimum(stops, starts + first)
         counts = stops - starts
         where = np.repeat(np.arange(len(nodes)), counts)
         offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(starts, counts)
@@ -592,23 +596,9 @@ class EntityGraph:
         return int((~self.nodes.live).sum()) + int((~self.ties.live).sum()), self.nodes.size + self.ties.size
 
 
-def _chunk_degree(graph, walk, nodes):
-    """Per node, the distinct visible chunks of other documents tied to it by ties the walk keeps."""
-    where, ties, sides = graph.incident(nodes)
-    kept = walk.kept(ties)
-    where, ties, sides = where[kept], ties[kept], sides[kept]
-    t = graph.ties
-    other = np.where(sides == 0, t.b[ties], t.a[ties])
-    chunk_slot = graph.nodes.chunk[other]
-    is_chunk = chunk_slot >= 0
-    where, other, chunk_slot = where[is_chunk], other[is_chunk], chunk_slot[is_chunk]
-    own = graph.doc_nodes(chunk_slot) == np.asarray(nodes)[where]
-    where, other = where[~own].astype(np.int64), other[~own].astype(np.int64)
-    # distinct (node, chunk) pairs as one int64 key each: np.unique over a flat array sorts in a
-    # fraction of the time its axis=1 form takes (the speaker of a long conversation has 10^4 ties)
-    span = int(other.max()) + 1 if len(other) else 1
-    pairs = np.unique(where * span + other) // span
-    return np.bincount(pairs, minlength=len(nodes))
+# ties of each entity looked at first to find it introduced: the speaker of half a
+# long conversation has 10^5 ties, and one seen statement settles it
+INTRODUCED_FIRST = 64
 
 
 class Walk:
@@ -649,12 +639,20 @@ class Walk:
             is_chunk = self.graph.nodes.chunk[unknown] >= 0
             self._introduced[unknown[is_chunk]] = 1
             entities = unknown[~is_chunk]
-            where, ties, _ = self.graph.incident(entities)
-            stated = self.seen(ties) & ~self.graph.ties.mention[ties]
-            yes = np.zeros(len(entities), dtype=bool)
-            yes[where[stated]] = True
+            yes = self._stated(entities, first=INTRODUCED_FIRST)  # most are settled by a few of their ties
+            if not yes.all():
+                yes[~yes] = self._stated(entities[~yes])
             self._introduced[entities] = np.where(yes, 1, 2)
         return self._introduced[nodes] == 1
+
+    def _stated(self, entities, first=None):
+        """Per entity, whether a tie of it (of its `first` ties, see incident) is one
+        the caller sees that is not a mention: a visible chunk stated it."""
+        where, ties, _ = self.graph.incident(entities, first)
+        stated = self.seen(ties) & ~self.graph.ties.mention[ties]
+        yes = np.zeros(len(entities), dtype=bool)
+        yes[where[stated]] = True
+        return yes
 
     def visible_nodes(self, nodes):
         return self.node_visible(nodes) & self.introduced(nodes)
@@ -677,6 +675,32 @@ class Walk:
             counts = np.bincount(where[self.kept(ties)], minlength=len(unknown))
             self._degree[unknown] = counts + 1
         return self._degree[nodes].astype(np.int64) - 1
+
+    def chunk_degree(self, nodes):
+        """Per node, the distinct visible chunks of other documents tied to it by ties
+        the walk keeps. The nodes' degree is counted from the same ties on the way
+        and kept for `degree`: a speaker of half a long conversation has 10^5 ties,
+        and deciding whether a name is a seed needs both (graph.naming)."""
+        g = self.graph
+        nodes = np.asarray(nodes, dtype=np.int64)
+        where, ties, sides = g.incident(nodes)
+        kept = self.kept(ties)
+        unknown = self._degree[nodes] == 0
+        if unknown.any():
+            self._degree[nodes[unknown]] = np.bincount(where[kept], minlength=len(nodes))[unknown] + 1
+        where, ties, sides = where[kept], ties[kept], sides[kept]
+        t = g.ties
+        other = np.where(sides == 0, t.b[ties], t.a[ties])
+        chunk_slot = g.nodes.chunk[other]
+        is_chunk = chunk_slot >= 0
+        where, other, chunk_slot = where[is_chunk], other[is_chunk], chunk_slot[is_chunk]
+        own = g.doc_nodes(chunk_slot) == nodes[where]
+        where, other = where[~own].astype(np.int64), other[~own].astype(np.int64)
+        # distinct (node, chunk) pairs as one int64 key each: np.unique over a flat array sorts in a
+        # fraction of the time its axis=1 form takes
+        span = int(other.max()) + 1 if len(other) else 1
+        pairs = np.unique(where * span + other) // span
+        return np.bincount(pairs, minlength=len(nodes))
 
     def out_edges(self, nodes):
         """(position in `nodes`, target node, transition probability) of each node's

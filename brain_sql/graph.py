@@ -13,7 +13,7 @@ import numpy as np
 
 from . import state as read_state
 from .config import COMMON_TERM_SHARE, NAMED_DOCUMENT_SHARE, PASSAGE_SEED_WEIGHT, PASSAGE_SEEDS, RECALL_CANDIDATES
-from .entity_graph import Walk, _chunk_degree
+from .entity_graph import Walk
 from .schema import recorded_model_and_dimension
 
 SCORE_DECIMALS = 12
@@ -43,7 +43,8 @@ def naming(state, walk, text):
     def reachable(node):
         if node not in known:
             nodes = np.array([node])
-            known[node] = bool(walk.degree(nodes)[0] > 0 and _chunk_degree(graph, walk, nodes)[0] <= limit)
+            chunks = walk.chunk_degree(nodes)[0]  # counts the node's degree too, from the same ties
+            known[node] = bool(walk.degree(nodes)[0] > 0 and chunks <= limit)
         return known[node]
 
     def can_reach(entity_id):

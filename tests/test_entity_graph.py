@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 
 import brain_sql
-from brain_sql import mentions, state
+from brain_sql import entity_graph, mentions, state
 from brain_sql.config import MENTION_MIN_CHARS, PPR_DAMPING, PPR_THETA
 from brain_sql.entity_graph import MAX_ITERATIONS, TOLERANCE, Walk
 
 from .conftest import VAULT, write
 
 
-def reference_rank(graph, visible, seeds, damping=PPR_DAMPING):
-    """PPR over every node with a dense transition matrix: the walk's definition."""
+def reference_ties(graph, visible):
+    """(node visible, introduced, and per live tie: its ends, weight, whether seen,
+    mention, edge ends) over every node and tie at once: the walk's definitions."""
     nodes, ties = graph.nodes, graph.ties
-    n = nodes.size
     node_visible = nodes.live.copy()
     is_chunk = nodes.chunk >= 0
     node_visible[is_chunk] &= visible[nodes.chunk[is_chunk]]
@@ -31,6 +31,13 @@ def reference_rank(graph, visible, seeds, damping=PPR_DAMPING):
     introduced = is_chunk.copy()
     introduced[a[seen & ~mention]] = True
     introduced[b[seen & ~mention]] = True
+    return node_visible, introduced, (a, b, weight, seen, mention, edge_a, edge_b)
+
+
+def reference_rank(graph, visible, seeds, damping=PPR_DAMPING):
+    """PPR over every node with a dense transition matrix: the walk's definition."""
+    n = graph.nodes.size
+    node_visible, introduced, (a, b, weight, seen, mention, edge_a, edge_b) = reference_ties(graph, visible)
     node_visible &= introduced
     keep = seen & (~mention | (introduced[np.maximum(edge_a, 0)] & introduced[np.maximum(edge_b, 0)]))
     source, target = np.concatenate([a[keep], b[keep]]), np.concatenate([b[keep], a[keep]])
@@ -97,6 +104,37 @@ def test_the_local_walk_scores_as_the_whole_graph_does(tmp_path, seed):
             found = np.zeros(graph.nodes.size)
             found[nodes] = scores
             assert np.allclose(found, expected, atol=1e-9), (seeds, np.abs(found - expected).max())
+
+
+@pytest.mark.parametrize("first", [1, 2, 64])
+def test_an_entity_is_introduced_by_any_tie_a_visible_chunk_stated(tmp_path, monkeypatch, first):
+    """The walk looks at the first ties of an entity first (the speaker of half a
+    long conversation has 10^5) and reads the rest only when none of those settles
+    it: whichever the number, it finds the entities the reference finds, and
+    chunk_degree counts the degree `degree` counts."""
+    monkeypatch.setattr(entity_graph, "INTRODUCED_FIRST", first)
+    conn = linked_brain(tmp_path, 3)
+    current = state.current(conn, 256)
+    graph, chunks = current.graph, current.chunks
+    rng = random.Random(first)
+    entities = np.flatnonzero(graph.nodes.live & (graph.nodes.chunk < 0))
+    settled_late = 0
+    with current.lock:
+        for scope in [None, ("/",), ("/", "/acme"), ("/", "/other"), ("/acme/support",)]:
+            visible = chunks.rows.live & (chunks.rows.flagged == 0)
+            if scope:
+                codes = [chunks.codes["scope"][s] for s in scope if s in chunks.codes["scope"]]
+                visible &= np.isin(chunks.rows.scope, codes)
+            _, expected, _ = reference_ties(graph, visible)
+            walk = Walk(graph, visible)
+            order = np.array(rng.sample(entities.tolist(), len(entities)))
+            assert (walk.introduced(order) == expected[order]).all()
+            settled_late += int((expected[entities] & ~walk._stated(entities, first)).sum())
+            counted = Walk(graph, visible)
+            counted.chunk_degree(order)
+            np.testing.assert_array_equal(counted.degree(order), Walk(graph, visible).degree(order))
+    if first == 1:
+        assert settled_late > 0  # some were introduced only by a tie after their first
 
 
 def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path):
