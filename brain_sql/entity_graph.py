@@ -597,7 +597,7 @@ class EntityGraph:
 
 
 # ties of each entity looked at first to find it introduced: the speaker of half a
-# long conversation has 10^5 ties, and one seen statement settles it
+# long conversation has 10^5 to 10^6 ties, and one seen statement settles it
 INTRODUCED_FIRST = 64
 
 
@@ -679,7 +679,7 @@ class Walk:
     def chunk_degree(self, nodes):
         """Per node, the distinct visible chunks of other documents tied to it by ties
         the walk keeps. The nodes' degree is counted from the same ties on the way
-        and kept for `degree`: a speaker of half a long conversation has 10^5 ties,
+        and kept for `degree`: a speaker of half a long conversation has 10^5 to 10^6 ties,
         and deciding whether a name is a seed needs both (graph.naming)."""
         g = self.graph
         nodes = np.asarray(nodes, dtype=np.int64)

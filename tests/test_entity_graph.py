@@ -106,18 +106,43 @@ def test_the_local_walk_scores_as_the_whole_graph_does(tmp_path, seed):
             assert np.allclose(found, expected, atol=1e-9), (seeds, np.abs(found - expected).max())
 
 
-@pytest.mark.parametrize("first", [1, 2, 64])
+def reference_chunk_degree(graph, visible, nodes):
+    """Per node, the distinct visible chunks of other documents tied to it by ties
+    the walk keeps, from the reference's ties."""
+    _, introduced, (a, b, _, seen, mention, edge_a, edge_b) = reference_ties(graph, visible)
+    keep = seen & (~mention | (introduced[np.maximum(edge_a, 0)] & introduced[np.maximum(edge_b, 0)]))
+    counts = []
+    for node in nodes:
+        others = set(b[keep & (a == node)].tolist()) | set(a[keep & (b == node)].tolist())
+        slots = [int(graph.nodes.chunk[o]) for o in others if graph.nodes.chunk[o] >= 0]
+        counts.append(int((graph.doc_nodes(np.array(slots, dtype=np.int64)) != node).sum()) if slots else 0)
+    return np.array(counts)
+
+
+@pytest.mark.parametrize("first", [1, 2, 8])
 def test_an_entity_is_introduced_by_any_tie_a_visible_chunk_stated(tmp_path, monkeypatch, first):
     """The walk looks at the first ties of an entity first (the speaker of half a
-    long conversation has 10^5) and reads the rest only when none of those settles
-    it: whichever the number, it finds the entities the reference finds, and
-    chunk_degree counts the degree `degree` counts."""
+    long conversation has 10^5 to 10^6) and reads the rest only when none of those
+    settles it: whichever the number, over an index that writes have made stale
+    (ties added since, ties dead), it finds the entities the reference finds, and
+    chunk_degree counts what the reference counts and keeps the degree `degree`
+    counts."""
     monkeypatch.setattr(entity_graph, "INTRODUCED_FIRST", first)
     conn = linked_brain(tmp_path, 3)
+    state.current(conn, 256)
+    notes = [
+        {"id": f"late-{i}", "title": f"Late {i}", "text": f"Person {i} met Person {i + 1} and Note {i}."}
+        for i in range(5)
+    ]
+    brain_sql.remember(conn, notes)
+    brain_sql.forget(conn, ids=[row[0] for row in conn.execute("select id from knowledge order by id limit 4")])
     current = state.current(conn, 256)
     graph, chunks = current.graph, current.chunks
+    assert graph.recent_ties and not graph.ties.live[: graph.ties.size].all()  # the index is stale
     rng = random.Random(first)
     entities = np.flatnonzero(graph.nodes.live & (graph.nodes.chunk < 0))
+    chunk_nodes = np.flatnonzero(graph.nodes.live & (graph.nodes.chunk >= 0))[:5]
+    assert max(len(graph.incident([node])[0]) for node in entities) > first  # some are cut
     settled_late = 0
     with current.lock:
         for scope in [None, ("/",), ("/", "/acme"), ("/", "/other"), ("/acme/support",)]:
@@ -130,9 +155,11 @@ def test_an_entity_is_introduced_by_any_tie_a_visible_chunk_stated(tmp_path, mon
             order = np.array(rng.sample(entities.tolist(), len(entities)))
             assert (walk.introduced(order) == expected[order]).all()
             settled_late += int((expected[entities] & ~walk._stated(entities, first)).sum())
+            nodes = np.concatenate([order, order[:5], chunk_nodes])  # repeated nodes and chunks too
             counted = Walk(graph, visible)
-            counted.chunk_degree(order)
-            np.testing.assert_array_equal(counted.degree(order), Walk(graph, visible).degree(order))
+            counted.degree(order[:3])  # some degrees known before
+            np.testing.assert_array_equal(counted.chunk_degree(nodes), reference_chunk_degree(graph, visible, nodes))
+            np.testing.assert_array_equal(counted.degree(nodes), Walk(graph, visible).degree(nodes))
     if first == 1:
         assert settled_late > 0  # some were introduced only by a tie after their first
 
