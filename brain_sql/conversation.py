@@ -175,8 +175,9 @@ _SPACES = "char(" + ", ".join(str(c) for c in range(0x110000) if chr(c).isspace(
 
 
 def speaker_sql(row="knowledge"):
-    """SQL for the speaker a stored memory's metadata names, as turn_of reads it (NULL for none)."""
-    metadata = f"{row}.metadata"
+    """SQL for the speaker a stored memory's metadata names, as turn_of reads it (NULL
+    for none); with `row` None, of the column unqualified, as an index on it is written."""
+    metadata = f"{row}.metadata" if row else "metadata"
     return f"(case when json_valid({metadata}) then {_first_name_sql(metadata, SPEAKER_KEYS)} end)"
 
 

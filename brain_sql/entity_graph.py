@@ -32,7 +32,7 @@ from .config import (
     PPR_DAMPING,
     PPR_THETA,
 )
-from .slots import IdMap, Slots, Strings, gather
+from .slots import IdMap, Slots, Strings, distinct, distinct_counts, gather
 
 MAX_ITERATIONS = 20
 TOLERANCE = 1e-6
@@ -460,10 +460,16 @@ class EntityGraph:
         starts[inside], stops[inside] = pointers[nodes[inside]], pointers[nodes[inside] + 1]
         if first is not None:
             stops = np.minimum(stops, starts + first)
-        counts = stops - starts
-        where = np.repeat(np.arange(len(nodes)), counts)
-        offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(starts, counts)
-        ties, sides = tie_of[offsets], side_of[offsets]
+        if len(nodes) == 1:  # a name in a question: its ties are one run of the index (a speaker's, 10^5 or more)
+            where = np.zeros(max(int(stops[0] - starts[0]), 0), dtype=np.int64)
+            ties, sides = tie_of[starts[0] : stops[0]], side_of[starts[0] : stops[0]]
+        else:
+            counts = stops - starts
+            where = np.repeat(np.arange(len(nodes)), counts)
+            offsets = (
+                np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(starts, counts)
+            )
+            ties, sides = tie_of[offsets], side_of[offsets]
         if self.recent_ties:
             extra = [
                 (i, tie, side) for i, node in enumerate(nodes.tolist()) for tie, side in self.recent_ties.get(node, ())
@@ -616,10 +622,16 @@ class Walk:
         size = graph.nodes.size
         self._introduced = np.zeros(size, dtype=np.int8)  # 0 unknown, 1 yes, 2 no
         self._degree = np.zeros(size, dtype=np.int32)  # degree + 1; 0 unknown (int32: a walk per recall zeroes it)
+        self._node_visible = None  # node_visible of every node, once more nodes are asked than the graph holds
 
     def node_visible(self, nodes):
         """Visible before the introduced rule: live, and for a chunk, visible."""
+        if self._node_visible is not None:
+            return self._node_visible[nodes]
         g = self.graph
+        if len(nodes) > g.nodes.size:  # the ends of a speaker's 10^5 ties: one pass over the nodes, then a gather
+            self._node_visible = self.node_visible(np.arange(g.nodes.size))
+            return self._node_visible[nodes]
         chunk = g.nodes.chunk[nodes]
         return g.nodes.live[nodes] & gather(self.visible, chunk, True)
 
@@ -634,7 +646,7 @@ class Walk:
 
     def introduced(self, nodes):
         nodes = np.asarray(nodes, dtype=np.int64)
-        unknown = np.unique(nodes[self._introduced[nodes] == 0])
+        unknown = distinct(nodes[self._introduced[nodes] == 0], self.graph.nodes.size)
         if len(unknown):
             is_chunk = self.graph.nodes.chunk[unknown] >= 0
             self._introduced[unknown[is_chunk]] = 1
@@ -669,7 +681,7 @@ class Walk:
     def degree(self, nodes):
         """Kept ties at each node, each end of a tie counting once (a loop twice)."""
         nodes = np.asarray(nodes, dtype=np.int64)
-        unknown = np.unique(nodes[self._degree[nodes] == 0])
+        unknown = distinct(nodes[self._degree[nodes] == 0], self.graph.nodes.size)
         if len(unknown):
             where, ties, _ = self.graph.incident(unknown)
             counts = np.bincount(where[self.kept(ties)], minlength=len(unknown))
@@ -696,11 +708,7 @@ class Walk:
         where, other, chunk_slot = where[is_chunk], other[is_chunk], chunk_slot[is_chunk]
         own = g.doc_nodes(chunk_slot) == nodes[where]
         where, other = where[~own].astype(np.int64), other[~own].astype(np.int64)
-        # distinct (node, chunk) pairs as one int64 key each: np.unique over a flat array sorts in a
-        # fraction of the time its axis=1 form takes
-        span = int(other.max()) + 1 if len(other) else 1
-        pairs = np.unique(where * span + other) // span
-        return np.bincount(pairs, minlength=len(nodes))
+        return distinct_counts(where, other, len(nodes), g.nodes.size)
 
     def out_edges(self, nodes):
         """(position in `nodes`, target node, transition probability) of each node's
@@ -729,7 +737,7 @@ class Walk:
     def neighbours(self, nodes):
         """The nodes tied to any of `nodes` by kept ties."""
         where, targets, _, _ = self.out_edges(nodes)
-        return np.unique(targets)
+        return distinct(targets, self.graph.nodes.size)
 
     def rank(self, seeds, damping=PPR_DAMPING):
         """(nodes, scores) of PPR from `seeds` ({node: weight}) over visible nodes
@@ -756,7 +764,7 @@ class Walk:
             if len(todo) and len(active) <= MAX_WALKED_NODES:
                 # the ties of the nodes whose score moves for the first time
                 where, to, chance, out = self.out_edges(active[todo])
-                new = np.unique(to[position[to] == 0])
+                new = distinct(to[position[to] == 0], self.graph.nodes.size)
                 if len(new):
                     position[new] = np.arange(len(active) + 1, len(active) + len(new) + 1)
                     active = np.concatenate([active, new])

@@ -278,3 +278,38 @@ def sorted_unique(values):
     slower at a million distinct integers (0.8 s against 0.06)."""
     values = np.sort(np.asarray(values))
     return values[np.concatenate(([True], values[1:] != values[:-1]))] if len(values) else values
+
+
+def distinct(values, size):
+    """np.unique of integers in [0, size): by a mark per value when they are many
+    for `size` (the nodes around a speaker of half a long conversation: 1 ms where
+    a sort takes 30), else by a sort (sorted_unique)."""
+    values = np.asarray(values, dtype=np.int64)
+    if len(values) * 8 < size:
+        return sorted_unique(values)
+    mark = np.zeros(size, dtype=bool)
+    mark[values] = True
+    return np.flatnonzero(mark)
+
+
+def distinct_counts(groups, values, count, size):
+    """Per group 0..count-1, how many distinct `values` (integers in [0, size)) it
+    holds, `groups` giving each value's group. Each value's slot is stamped with one
+    of the positions that wrote it, whichever numpy keeps: the position finding its
+    own stamp is its value's one count. No sort of the values (a speaker's 500,000
+    ties: 1 ms where np.unique took 50)."""
+    groups, values = np.asarray(groups, dtype=np.int64), np.asarray(values, dtype=np.int64)
+    counts = np.zeros(count, dtype=np.int64)
+    if not len(values):
+        return counts
+    if count > 1:
+        order = np.argsort(groups, kind="stable")
+        groups, values = groups[order], values[order]
+    bounds = np.searchsorted(groups, np.arange(count + 1))
+    stamp = np.empty(size, dtype=np.int64)  # only the slots a group writes are read back
+    for group in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
+        mine = values[bounds[group] : bounds[group + 1]]
+        positions = np.arange(len(mine))
+        stamp[mine] = positions
+        counts[group] = np.count_nonzero(stamp[mine] == positions)
+    return counts

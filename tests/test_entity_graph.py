@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import brain_sql
-from brain_sql import entity_graph, mentions, state
+from brain_sql import entity_graph, mentions, slots, state
 from brain_sql.config import MENTION_MIN_CHARS, PPR_DAMPING, PPR_THETA
 from brain_sql.entity_graph import MAX_ITERATIONS, TOLERANCE, Walk
 
@@ -162,6 +162,23 @@ def test_an_entity_is_introduced_by_any_tie_a_visible_chunk_stated(tmp_path, mon
             np.testing.assert_array_equal(counted.degree(nodes), Walk(graph, visible).degree(nodes))
     if first == 1:
         assert settled_late > 0  # some were introduced only by a tie after their first
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_distinct_values_and_counts_are_np_uniques(seed):
+    """The walk's distinct nodes (a mark per node when they are many, a sort when few)
+    and distinct chunks per node (a stamp per chunk) are np.unique's, whether the
+    groups are in order or not, empty, or one; a stamp left by an earlier group is
+    never read as this one's."""
+    rng = np.random.default_rng(seed)
+    size = int(rng.integers(1, 400))
+    for n in [0, 1, 5, size // 8, size, 4 * size]:
+        values = rng.integers(0, size, n)
+        np.testing.assert_array_equal(slots.distinct(values, size), np.unique(values))
+        for count in [1, 2, 7]:
+            groups = rng.integers(0, count, n)
+            expected = [len(np.unique(values[groups == g])) for g in range(count)]
+            np.testing.assert_array_equal(slots.distinct_counts(groups, values, count, size), expected)
 
 
 def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path):
