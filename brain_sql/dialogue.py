@@ -30,12 +30,14 @@ names a speaker: the answer is the one a brain without it would give. The API
 through `rescored`.
 """
 
+import functools
 import json
 import re
 
 from .config import DIALOGUE_MATCH, DIALOGUE_SESSION
 from .conversation import in_session, session_sql, speaker_sql
 from .lexical import STOPWORDS
+from .schema import page_indexes, same_sql
 from .temporal import asks_when, states_time
 
 # the given memories that are visible turns: (session, scope, id, speaker). A session is the target
@@ -73,11 +75,13 @@ def session_turns(conn, ids, filters):
 
 def session_speakers(conn, sessions, top, filters):
     """The speakers of the visible turns of the session the memory `top` is a turn
-    of (of `sessions`, session_turns'), empty when it is none: a seek for each in the
-    index of the turns by their session, scope and speaker, the next speaker after
-    the last (a session of 20,000 turns and two speakers reads a few index entries,
-    where reading its turns took 36 ms). check recreates the index when a tool
-    dropped it: recall is slower, not wrong, without it."""
+    of (of `sessions`, session_turns'), empty when it is none. Through the index of
+    the turns by their session, scope and speaker (m019), a seek for each, the next
+    speaker after the last: a session of 20,000 turns and two speakers reads a few
+    index entries, where reading its turns took 36 ms. Without that index (a brain
+    served read-only before it migrated, or a tool dropped it; check recreates it)
+    each seek would read the whole session, so its turns are read once instead:
+    slower, not wrong."""
     if not any(item == top for turns in sessions.values() for item, _ in turns):
         return set()
     session, scope = conn.execute(
@@ -87,14 +91,32 @@ def session_speakers(conn, sessions, top, filters):
         return set()
     match, params = in_session(session, "k")
     condition, filtered = filters.sql("k")
-    turn = f"select {_SPEAKER} from knowledge k where {match} and k.scope = ? and {condition} and {_SPEAKER}"
-    rows = conn.execute(
-        f"with recursive speakers(speaker) as (select ({turn} is not null order by 1 limit 1) "
-        f"union all select ({turn} > speakers.speaker order by 1 limit 1) from speakers "
-        "where speakers.speaker is not null) select speaker from speakers where speaker is not null",
-        [*params, scope, *filtered] * 2,
-    )
-    return {speaker for (speaker,) in rows}
+    turns = f"from knowledge k where {match} and k.scope = ? and {condition} and {_SPEAKER}"
+    args = [*params, scope, *filtered]
+    if _speakers_indexed(conn):
+        sql = (
+            f"with recursive speakers(speaker) as (select (select {_SPEAKER} {turns} is not null order by 1 limit 1) "
+            f"union all select (select {_SPEAKER} {turns} > speakers.speaker order by 1 limit 1) from speakers "
+            "where speakers.speaker is not null) select speaker from speakers where speaker is not null"
+        )
+        args *= 2
+    else:
+        sql = f"select distinct {_SPEAKER} {turns} is not null"
+    return {speaker for (speaker,) in conn.execute(sql, args)}
+
+
+def _speakers_indexed(conn):
+    """Whether the brain's session index is page_indexes()' (m019), which holds each
+    turn's speaker (by its name in any case, as check reads it)."""
+    found = conn.execute(
+        "select sql from sqlite_master where type = 'index' and name = 'idx_knowledge_session' collate nocase"
+    ).fetchone()
+    return found is not None and same_sql(found[0]) == _session_index()
+
+
+@functools.cache
+def _session_index():
+    return same_sql(page_indexes()["idx_knowledge_session"])
 
 
 def named(text, speakers):

@@ -9,8 +9,10 @@ import json
 import pytest
 
 import brain_sql
-from brain_sql import RECALL_SQL
+from brain_sql import RECALL_SQL, dialogue
 from brain_sql.conversation import session_sql
+from brain_sql.filters import Filters
+from brain_sql.querydoc import parse
 
 from .conftest import write
 
@@ -234,6 +236,20 @@ def test_a_dropped_index_makes_recall_slower_not_wrong(tmp_path):
     assert conn.execute("select 1 from sqlite_master where name = 'idx_knowledge_session'").fetchone()
 
 
+def speakers_read(conn, external_id):
+    """(the speakers dialogue.session_speakers reads of the session of the turn
+    `external_id` for a caller with no filters, SQLite's work doing it in steps of 10
+    instructions)."""
+    filters = Filters.from_querydoc(parse({"q": "lake"}))
+    top = conn.execute("select id from knowledge where external_id = ?", [external_id]).fetchone()[0]
+    sessions = dialogue.session_turns(conn, [top], filters)
+    steps = []
+    conn.set_progress_handler(lambda: steps.append(1), 10)
+    found = dialogue.session_speakers(conn, sessions, top, filters)
+    conn.set_progress_handler(None, 10)
+    return found, len(steps)
+
+
 def test_a_sessions_speakers_are_a_seek_each_in_its_index(tmp_path):
     """The speakers of the best candidate's session (what `speaker` reads) are those of
     its turns the caller sees, in its scope (a speaker whose only turns are flagged or
@@ -241,9 +257,6 @@ def test_a_sessions_speakers_are_a_seek_each_in_its_index(tmp_path):
     scope and speaker: the same work beside 20 turns as beside 600 (every turn was
     read: 36 ms at 20,000). A brain indexed before (m018, by session and scope) is
     indexed again when migrated."""
-    from brain_sql import dialogue
-    from brain_sql.filters import Filters
-    from brain_sql.querydoc import parse
 
     def speakers_and_work(n):
         conn = brain_sql.connect(tmp_path / f"{n}.db")
@@ -264,15 +277,43 @@ def test_a_sessions_speakers_are_a_seek_each_in_its_index(tmp_path):
             assert brain_sql.check(conn) == {"pending_migrations": ["m019_session_speakers"]}
             brain_sql.migrate(conn)
             assert not {"altered_indexes", "missing_indexes", "pending_migrations"} & set(brain_sql.check(conn))
-        filters = Filters.from_querydoc(parse({"q": "lake"}))
-        top = conn.execute("select id from knowledge where external_id = 'long:1'").fetchone()[0]
-        sessions = dialogue.session_turns(conn, [top], filters)
-        steps = []
-        conn.set_progress_handler(lambda: steps.append(1), 10)
-        found = dialogue.session_speakers(conn, sessions, top, filters)
-        conn.set_progress_handler(None, 10)
-        return found, len(steps)
+        return speakers_read(conn, "long:1")
 
     (short, work), (long, more) = speakers_and_work(20), speakers_and_work(600)
     assert short == long == {"Ann", "Cy", "Dee"}
     assert more < 1.5 * work, (work, more)
+
+
+@pytest.mark.parametrize("index", ["m019", "m018", "none"])
+def test_a_sessions_speakers_without_their_index_are_read_once(tmp_path, index):
+    """Review 56: a brain served read-only before it migrated, or whose session index
+    a tool dropped, has no speakers in that index, where each seek of the next speaker
+    would read the whole session again (a recall took 40 s). The speakers are then
+    read in one pass over the session: the same speakers, written in no order and
+    interleaved with hidden turns' speakers, and the same work for 24 speakers as
+    for 2."""
+
+    def speakers_and_work(people):
+        conn = brain_sql.connect(tmp_path / f"{people}.db")
+        names = [f"P{(i * 7) % people:02d}" for i in range(240)]  # not in sorted order
+        made = [turn(i, "s", name, f"Turn {i} about the lake.") for i, name in enumerate(names)]
+        made += [turn(f"h{i}", "s", f"P{i:02d}x", "Flagged.") for i in range(0, people, 3)]
+        report = brain_sql.ingest(conn, [write(tmp_path / "s.jsonl", "\n".join(map(json.dumps, made)) + "\n")])
+        assert not report.errors, report.errors
+        with conn:
+            conn.execute("update knowledge set flagged = 1 where external_id like 's:h%'")
+            if index != "m019":
+                conn.execute("drop index idx_knowledge_session")
+            if index == "m018":
+                conn.execute(
+                    f"create index idx_knowledge_session on knowledge({session_sql(None)}, scope) "
+                    f"where {session_sql(None)} is not null"
+                )
+        conn = brain_sql.connect(tmp_path / f"{people}.db", read_only=True)
+        found, steps = speakers_read(conn, "s:1")
+        assert found == set(names)
+        return steps
+
+    few, many = speakers_and_work(2), speakers_and_work(24)
+    if index != "m019":
+        assert many < 1.5 * few, (few, many)

@@ -162,6 +162,16 @@ def test_an_entity_is_introduced_by_any_tie_a_visible_chunk_stated(tmp_path, mon
             np.testing.assert_array_equal(counted.degree(nodes), Walk(graph, visible).degree(nodes))
     if first == 1:
         assert settled_late > 0  # some were introduced only by a tie after their first
+    # an entity node dead (its last memory gone) is judged dead in the one pass too
+    dead = graph.nodes.arrays["live"].copy()
+    dead[entities[0]] = False
+    monkeypatch.setitem(graph.nodes.arrays, "live", dead)
+    with current.lock:
+        visible = chunks.rows.live & (chunks.rows.flagged == 0)
+        every = np.arange(graph.nodes.size)
+        once = Walk(graph, visible).node_visible(np.concatenate([every, every]))
+        assert not once[entities[0]]
+        np.testing.assert_array_equal(once, np.concatenate([Walk(graph, visible).node_visible(every)] * 2))
 
 
 @pytest.mark.parametrize("seed", range(6))
