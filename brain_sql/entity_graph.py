@@ -446,11 +446,12 @@ class EntityGraph:
         self.adjacency = (pointers, (order % max(size, 1)).astype(np.int64), (order >= size).astype(np.int8), size)
         self.recent_ties = {}
 
-    def incident(self, nodes, first=None):
+    def incident(self, nodes, first=None, after=0):
         """(position in `nodes`, tie, side) of every live tie of each node whose ends
         are live; side 0 when the node is the tie's `a`, 1 when its `b`. With
         `first`, of at most the first `first` ties of each in the adjacency index
-        (and every tie added since it was built)."""
+        (and every tie added since it was built); with `after`, of those after the
+        first `after` only (and none added since): a node's ties read in runs."""
         nodes = np.asarray(nodes, dtype=np.int64)
         pointers, tie_of, side_of, _ = self.adjacency
         covered = len(pointers) - 1
@@ -460,6 +461,7 @@ class EntityGraph:
         starts[inside], stops[inside] = pointers[nodes[inside]], pointers[nodes[inside] + 1]
         if first is not None:
             stops = np.minimum(stops, starts + first)
+        starts = np.minimum(starts + after, stops)
         if len(nodes) == 1:  # a name in a question: its ties are one run of the index (a speaker's, 10^5 or more)
             where = np.zeros(max(int(stops[0] - starts[0]), 0), dtype=np.int64)
             ties, sides = tie_of[starts[0] : stops[0]], side_of[starts[0] : stops[0]]
@@ -470,7 +472,7 @@ class EntityGraph:
                 np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts) + np.repeat(starts, counts)
             )
             ties, sides = tie_of[offsets], side_of[offsets]
-        if self.recent_ties:
+        if self.recent_ties and not after:
             extra = [
                 (i, tie, side) for i, node in enumerate(nodes.tolist()) for tie, side in self.recent_ties.get(node, ())
             ]
@@ -481,6 +483,11 @@ class EntityGraph:
         t = self.ties
         alive = t.live[ties] & self.nodes.live[t.a[ties]] & self.nodes.live[t.b[ties]]
         return where[alive], ties[alive], sides[alive]
+
+    def run_length(self, node):
+        """How many ties of `node` the adjacency index holds (its run), live or not."""
+        pointers = self.adjacency[0]
+        return int(pointers[node + 1] - pointers[node]) if node < len(pointers) - 1 else 0
 
     # -- comparing and persisting ----------------------------------------------------
 
@@ -605,6 +612,8 @@ class EntityGraph:
 # ties of each entity looked at first to find it introduced: the speaker of half a
 # long conversation has 10^5 to 10^6 ties, and one seen statement settles it
 INTRODUCED_FIRST = 64
+# a node's ties counted at once towards a cap (Walk.chunk_degree): a speaker's 500,000 in eight runs
+COUNT_BLOCK = 65_536
 
 
 class Walk:
@@ -688,27 +697,55 @@ class Walk:
             self._degree[unknown] = counts + 1
         return self._degree[nodes].astype(np.int64) - 1
 
-    def chunk_degree(self, nodes):
+    def chunk_degree(self, nodes, cap=None):
         """Per node, the distinct visible chunks of other documents tied to it by ties
         the walk keeps. The nodes' degree is counted from the same ties on the way
         and kept for `degree`: a speaker of half a long conversation has 10^5 to 10^6 ties,
-        and deciding whether a name is a seed needs both (graph.naming)."""
+        and deciding whether a name is a seed needs both (graph.naming). With `cap`, one
+        node's ties are read COUNT_BLOCK at a time until more than `cap` are counted:
+        the count is then over `cap` and not the whole, and the degree is left unknown."""
         g = self.graph
         nodes = np.asarray(nodes, dtype=np.int64)
+        if cap is not None and len(nodes) == 1 and g.run_length(nodes[0]) > COUNT_BLOCK:
+            return self._capped_chunk_degree(nodes, cap)
         where, ties, sides = g.incident(nodes)
         kept = self.kept(ties)
         unknown = self._degree[nodes] == 0
         if unknown.any():
             self._degree[nodes[unknown]] = np.bincount(where[kept], minlength=len(nodes))[unknown] + 1
-        where, ties, sides = where[kept], ties[kept], sides[kept]
+        where, other = self._other_chunks(nodes, where[kept], ties[kept], sides[kept])
+        return distinct_counts(where, other, len(nodes), g.nodes.size)
+
+    def _capped_chunk_degree(self, nodes, cap):
+        """chunk_degree of one node, its ties read in runs until more than `cap` chunks
+        are counted: the speaker of half a conversation is common after a third of them."""
+        g = self.graph
+        tied = np.zeros(g.nodes.size, dtype=bool)
+        degree = after = 0
+        while not after or after < g.run_length(nodes[0]):
+            where, ties, sides = g.incident(nodes, first=after + COUNT_BLOCK, after=after)
+            kept = self.kept(ties)
+            degree += int(np.count_nonzero(kept))
+            tied[self._other_chunks(nodes, where[kept], ties[kept], sides[kept])[1]] = True
+            count = np.count_nonzero(tied)
+            if count > cap:
+                return np.array([count])
+            after += COUNT_BLOCK
+        if not self._degree[nodes[0]]:
+            self._degree[nodes[0]] = degree + 1
+        return np.array([count])
+
+    def _other_chunks(self, nodes, where, ties, sides):
+        """(position in `nodes`, chunk node) of the ties' ends that are chunks of
+        other documents than the node's own."""
+        g = self.graph
         t = g.ties
         other = np.where(sides == 0, t.b[ties], t.a[ties])
         chunk_slot = g.nodes.chunk[other]
         is_chunk = chunk_slot >= 0
         where, other, chunk_slot = where[is_chunk], other[is_chunk], chunk_slot[is_chunk]
         own = g.doc_nodes(chunk_slot) == nodes[where]
-        where, other = where[~own].astype(np.int64), other[~own].astype(np.int64)
-        return distinct_counts(where, other, len(nodes), g.nodes.size)
+        return where[~own].astype(np.int64), other[~own].astype(np.int64)
 
     def out_edges(self, nodes):
         """(position in `nodes`, target node, transition probability) of each node's

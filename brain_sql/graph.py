@@ -43,8 +43,9 @@ def naming(state, walk, text):
     def reachable(node):
         if node not in known:
             nodes = np.array([node])
-            chunks = walk.chunk_degree(nodes)[0]  # counts the node's degree too, from the same ties
-            known[node] = bool(walk.degree(nodes)[0] > 0 and chunks <= limit)
+            # counts the node's degree too, from the same ties, unless it is common before the last
+            chunks = walk.chunk_degree(nodes, cap=limit)[0]
+            known[node] = bool(chunks <= limit and walk.degree(nodes)[0] > 0)
         return known[node]
 
     def can_reach(entity_id):

@@ -126,8 +126,9 @@ def test_an_entity_is_introduced_by_any_tie_a_visible_chunk_stated(tmp_path, mon
     settles it: whichever the number, over an index that writes have made stale
     (ties added since, ties dead), it finds the entities the reference finds, and
     chunk_degree counts what the reference counts and keeps the degree `degree`
-    counts."""
+    counts, whole or in runs of as many ties towards a cap."""
     monkeypatch.setattr(entity_graph, "INTRODUCED_FIRST", first)
+    monkeypatch.setattr(entity_graph, "COUNT_BLOCK", first)  # a node's ties counted towards a cap in runs
     conn = linked_brain(tmp_path, 3)
     state.current(conn, 256)
     notes = [
@@ -160,6 +161,12 @@ def test_an_entity_is_introduced_by_any_tie_a_visible_chunk_stated(tmp_path, mon
             counted.degree(order[:3])  # some degrees known before
             np.testing.assert_array_equal(counted.chunk_degree(nodes), reference_chunk_degree(graph, visible, nodes))
             np.testing.assert_array_equal(counted.degree(nodes), Walk(graph, visible).degree(nodes))
+            for node, expected_count in zip(nodes, reference_chunk_degree(graph, visible, nodes)):
+                for cap in range(expected_count + 2):  # counted until over the cap, then only that is known
+                    capped = Walk(graph, visible)
+                    count = capped.chunk_degree([node], cap=cap)[0]
+                    assert count == expected_count if expected_count <= cap else count > cap
+                    assert capped.degree([node])[0] == Walk(graph, visible).degree([node])[0]
     if first == 1:
         assert settled_late > 0  # some were introduced only by a tie after their first
     # an entity node dead (its last memory gone) is judged dead in the one pass too
