@@ -703,7 +703,8 @@ class Walk:
         and kept for `degree`: a speaker of half a long conversation has 10^5 to 10^6 ties,
         and deciding whether a name is a seed needs both (graph.naming). With `cap`, one
         node's ties are read COUNT_BLOCK at a time until more than `cap` are counted:
-        the count is then over `cap` and not the whole, and the degree is left unknown."""
+        the count is then over `cap` and not the whole, and the degree is left unknown
+        (several nodes are counted whole)."""
         g = self.graph
         nodes = np.asarray(nodes, dtype=np.int64)
         if cap is not None and len(nodes) == 1 and g.run_length(nodes[0]) > COUNT_BLOCK:

@@ -162,11 +162,20 @@ def test_an_entity_is_introduced_by_any_tie_a_visible_chunk_stated(tmp_path, mon
             np.testing.assert_array_equal(counted.chunk_degree(nodes), reference_chunk_degree(graph, visible, nodes))
             np.testing.assert_array_equal(counted.degree(nodes), Walk(graph, visible).degree(nodes))
             for node, expected_count in zip(nodes, reference_chunk_degree(graph, visible, nodes)):
+                degree = Walk(graph, visible).degree([node])[0]
                 for cap in range(expected_count + 2):  # counted until over the cap, then only that is known
                     capped = Walk(graph, visible)
                     count = capped.chunk_degree([node], cap=cap)[0]
                     assert count == expected_count if expected_count <= cap else count > cap
-                    assert capped.degree([node])[0] == Walk(graph, visible).degree([node])[0]
+                    if expected_count <= cap:  # every tie read: the degree is kept, as the whole count keeps it
+                        assert capped._degree[node] == degree + 1
+                    assert capped.degree([node])[0] == degree
+            for after in [0, 1, first, 3]:  # a node's ties in runs: each node's, whichever the others
+                together = graph.incident(nodes, first=after + first, after=after)
+                for at, node in enumerate(nodes):
+                    alone = graph.incident([node], first=after + first, after=after)
+                    np.testing.assert_array_equal(together[1][together[0] == at], alone[1])
+                    np.testing.assert_array_equal(together[2][together[0] == at], alone[2])
     if first == 1:
         assert settled_late > 0  # some were introduced only by a tie after their first
     # an entity node dead (its last memory gone) is judged dead in the one pass too
@@ -179,6 +188,35 @@ def test_an_entity_is_introduced_by_any_tie_a_visible_chunk_stated(tmp_path, mon
         once = Walk(graph, visible).node_visible(np.concatenate([every, every]))
         assert not once[entities[0]]
         np.testing.assert_array_equal(once, np.concatenate([Walk(graph, visible).node_visible(every)] * 2))
+
+
+def test_a_common_speaker_is_settled_by_its_first_ties(tmp_path, monkeypatch):
+    """Naming a speaker of half a conversation (tied to more visible turns than
+    COMMON_TERM_SHARE of them) reads its ties a run at a time and stops once it is
+    common: the same names as when every tie is read, and its degree, which a
+    whole count keeps for the walk, never counted."""
+    import json
+
+    from brain_sql import graph as graph_leg
+
+    turns = [
+        {"_id": f"t{i}", "speaker": ("Mel", "Cy")[i % 2], "session_id": "s", "text": f"Turn {i} of the walk."}
+        for i in range(40)
+    ]
+    conn = brain_sql.connect(tmp_path / "chat.db")
+    assert not brain_sql.ingest(conn, [write(tmp_path / "chat.jsonl", "\n".join(map(json.dumps, turns)) + "\n")]).errors
+    current = state.current(conn, 256)
+    graph = current.graph
+    mel = graph.entity_node(conn.execute("select id from entities where name = 'Mel'").fetchone()[0])
+    visible = current.chunks.rows.live & (current.chunks.rows.flagged == 0)
+    text = "What did Mel say about the walk?"
+    with current.lock:
+        whole, capped = Walk(graph, visible), Walk(graph, visible)
+        named = graph_leg.naming(current, whole, text)
+        monkeypatch.setattr(entity_graph, "COUNT_BLOCK", 2)
+        assert graph_leg.naming(current, capped, text) == named
+    assert mel not in [node for _, node in named]
+    assert whole._degree[mel] > 0 and capped._degree[mel] == 0
 
 
 @pytest.mark.parametrize("seed", range(6))
