@@ -719,7 +719,7 @@ class Walk:
 
     def _capped_chunk_degree(self, nodes, cap):
         """chunk_degree of one node, its ties read in runs until more than `cap` chunks
-        are counted: the speaker of half a conversation is common after a third of them."""
+        are counted: the speaker of half a conversation is common after its first run."""
         g = self.graph
         tied = np.zeros(g.nodes.size, dtype=bool)
         degree = after = 0
