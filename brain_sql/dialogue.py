@@ -30,14 +30,13 @@ names a speaker: the answer is the one a brain without it would give. The API
 through `rescored`.
 """
 
-import functools
 import json
 import re
 
 from .config import DIALOGUE_MATCH, DIALOGUE_SESSION
 from .conversation import in_session, session_sql, speaker_sql
 from .lexical import STOPWORDS
-from .schema import page_indexes, same_sql
+from .schema import page_index_current
 from .temporal import asks_when, states_time
 
 # the given memories that are visible turns: (session, scope, id, speaker). A session is the target
@@ -93,7 +92,7 @@ def session_speakers(conn, sessions, top, filters):
     condition, filtered = filters.sql("k")
     turns = f"from knowledge k where {match} and k.scope = ? and {condition} and {_SPEAKER}"
     args = [*params, scope, *filtered]
-    if _speakers_indexed(conn):
+    if page_index_current(conn, "idx_knowledge_session"):  # m019's, which holds each turn's speaker
         sql = (
             f"with recursive speakers(speaker) as (select (select {_SPEAKER} {turns} is not null order by 1 limit 1) "
             f"union all select (select {_SPEAKER} {turns} > speakers.speaker order by 1 limit 1) from speakers "
@@ -103,20 +102,6 @@ def session_speakers(conn, sessions, top, filters):
     else:
         sql = f"select distinct {_SPEAKER} {turns} is not null"
     return {speaker for (speaker,) in conn.execute(sql, args)}
-
-
-def _speakers_indexed(conn):
-    """Whether the brain's session index is page_indexes()' (m019), which holds each
-    turn's speaker (by its name in any case, as check reads it)."""
-    found = conn.execute(
-        "select sql from sqlite_master where type = 'index' and name = 'idx_knowledge_session' collate nocase"
-    ).fetchone()
-    return found is not None and same_sql(found[0]) == _session_index()
-
-
-@functools.cache
-def _session_index():
-    return same_sql(page_indexes()["idx_knowledge_session"])
 
 
 def named(text, speakers):

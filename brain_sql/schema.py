@@ -1016,10 +1016,23 @@ def m019_session_speakers(db):
     of a session of 20,000 turns were read from every turn's metadata (36 ms a
     recall), now a seek each. A brain m018 indexed is indexed again (one pass)."""
     name = "idx_knowledge_session"
-    present = db.execute("select sql from sqlite_master where type = 'index' and name = ?", [name]).fetchone()
-    if present is None or same_sql(present[0]) != same_sql(page_indexes()[name]):
+    if not page_index_current(db, name):
         db.execute(f"DROP INDEX IF EXISTS {name}")
         db.execute(page_indexes()[name])
+
+
+def page_index_current(conn, name):
+    """Whether the brain holds the page index `name` as page_indexes() writes it
+    (named in any case, as check reads it)."""
+    found = conn.execute(
+        "select sql from sqlite_master where type = 'index' and name = ? collate nocase", [name]
+    ).fetchone()
+    return found is not None and same_sql(found[0]) == _page_index_sql(name)
+
+
+@functools.lru_cache
+def _page_index_sql(name):
+    return same_sql(page_indexes()[name])
 
 
 # Tables whose rows are memories' text, or derived from it: whoever may not read
