@@ -22,14 +22,20 @@ Signals:
 - rarity: the mean idf of the query's terms over the rows the request can reach,
   over the idf of a term none of them holds: a brain's own questions are asked in
   its words, which many of its rows hold; another kind's search for words it
-  holds in few rows or none.
+  holds in few rows or none;
+- stranger: whether the query, naming no entity or speaker the request can
+  reach, names someone (a capitalised name not opening a sentence,
+  proper_names.py) whom its top hit does not name as that name: "What did Anna
+  research?" asked of Wikipedia passages, whose Anna is "Anna Pavlova". A
+  conversation's questions name its people; asked of a brain that knows them by
+  no name, they are another kind's.
 
 The confidence is the lower of two probabilities: that the top hit answers the
 query (coverage, known, similarity, agreement) and that the query belongs to the
-brain at all (coverage, similarity, affinity, named, rarity) — a question from
-another kind of corpus finds some words and a middling nearest row anywhere, but
-not a neighbourhood of rows like it, nor the things it names, nor its words
-among the brain's common ones. A query whose every
+brain at all (coverage, similarity, affinity, named, speaker, rarity, stranger) —
+a question from another kind of corpus finds some words and a middling nearest
+row anywhere, but not a neighbourhood of rows like it, nor the things or people
+it names, nor its words among the brain's common ones. A query whose every
 searched term the top hit holds (coverage 1) belongs: no question of another
 kind did (bench/abstention.py), and a short exact query in a small brain often
 has no neighbourhood to speak of. Nor is belonging asked of a request that reaches
@@ -63,6 +69,7 @@ from .config import (
     RECALL_CANDIDATES,
     RELEVANCE_MODEL,
 )
+from .proper_names import names_in, names_itself
 from .vectors import quantize_int8, vector_rows
 
 # The confidence is a logistic model of the signals, fitted on SciFact's training
@@ -81,7 +88,10 @@ SIGNAL_BIAS = -6.94
 # (0.25) that keeps every cross pair of those questions abstaining on >= 95% and a
 # brain's own on <= 3%. `speaker` came later, with the weight the same fit gives it
 # once conv-26 renamed is among its brains (the whole model fitted again would cost
-# SciFact's test claims 0.6956 -> 0.6885 nDCG@10). `python3 bench/abstention.py --fit` refits it.
+# SciFact's test claims 0.6956 -> 0.6885 nDCG@10). `stranger` came last, the same
+# way: with its fit's weight, the Wikipedia brains asked conv-26's questions renamed
+# (held-out names too) abstain on >= 95.3%, against 89.9% without it.
+# `python3 bench/abstention.py --fit` refits it.
 BELONGING_WEIGHTS = {
     "coverage": 5.74,
     "similarity": 6.03,
@@ -89,6 +99,7 @@ BELONGING_WEIGHTS = {
     "named": 3.96,
     "speaker": 3.08,
     "rarity": -6.9,
+    "stranger": -1.96,
 }
 BELONGING_BIAS = -6.34
 # A model whose vectors sit otherwise has its own, fitted the same way on brains made
@@ -96,10 +107,20 @@ BELONGING_BIAS = -6.34
 # model's, its HotpotQA brain abstained on 90.6% of conv-26's questions; with its own
 # every cross pair of the training questions on >= 95.3%, a brain's own on <= 3.0%
 # (the fit's bias -5.97, +0.25); SciFact train nDCG@10 0.7367 -> 0.7354 (test 0.7189 -> 0.7206).
-# `speaker` came later, as the default model's did: the weight the same fit on MiniLM brains gives it.
+# `speaker` and `stranger` came later, as the default model's did: the weights the same
+# fit on MiniLM brains gives them (with `stranger`, those brains asked conv-26's
+# questions renamed abstain on >= 89.9%, against 82.6% without it).
 MODEL_BELONGING = {
     MINILM_MODEL: (
-        {"coverage": 2.51, "similarity": 7.97, "affinity": 19.03, "named": 3.31, "speaker": 2.47, "rarity": -8.11},
+        {
+            "coverage": 2.51,
+            "similarity": 7.97,
+            "affinity": 19.03,
+            "named": 3.31,
+            "speaker": 2.47,
+            "rarity": -8.11,
+            "stranger": -1.74,
+        },
         -5.72,
     )
 }
@@ -130,27 +151,42 @@ class Assessment:
         }
 
 
-def _indexed_terms(conn, knowledge_id):
-    """The terms the chunk's title and content are indexed under, found by the
-    same tokenizer the index uses (the index's own per-document lists are slow to
-    read: fts5vocab scans each term's postings)."""
+def _indexed_text(conn, knowledge_id):
+    """The chunk's title, content and context, as the index holds them: its terms,
+    found by the same tokenizer the index uses (lexical.indexed_terms), are read
+    from it, as the index's own per-document lists are slow to read (fts5vocab
+    scans each term's postings)."""
     row = conn.execute(
         "select coalesce(title, ''), content || char(10) || coalesce(context, '') from knowledge where id = ?",
         (knowledge_id,),
     ).fetchone()
-    return lexical.indexed_terms(row[0] + "\n" + row[1]) if row else set()
+    return row[0] + "\n" + row[1] if row else ""
+
+
+def stranger(legs, top_text):
+    """Whether the query names someone (proper_names: a capitalised name not opening
+    a sentence) whom its top hit never names as that name, alone or inside a longer
+    one ("Anna" where it says "Anna Pavlova"), while naming no entity or speaker the
+    request can reach: a conversation's question about its people, asked of a
+    brain that knows them by no name."""
+    if legs.named or legs.speakers:
+        return False
+    return any(not names_itself(top_text, name) for name in names_in(legs.text))
 
 
 def assess(conn, legs, fused):
     """The Assessment of a fused result for the query the legs searched."""
-    signals = dict.fromkeys(("coverage", "known", "similarity", "agreement", "affinity", "named", "speaker"), 0.0)
+    signals = dict.fromkeys(
+        ("coverage", "known", "similarity", "agreement", "affinity", "named", "speaker", "stranger"), 0.0
+    )
     signals["rarity"] = 1.0
     if not fused:
         return Assessment(0.0, "clarify_query", signals, True)
     idf = legs.terms.query_idf(legs.text)
     top = fused[0][0]
+    top_text = _indexed_text(conn, top)
     if idf:
-        signals["coverage"] = legs.terms.share(legs.text, _indexed_terms(conn, top))
+        signals["coverage"] = legs.terms.share(legs.text, lexical.indexed_terms(top_text))
         signals["known"] = sum(idf[t] for t in idf if legs.terms.rows(t)) / sum(idf.values())
     signals["rarity"] = legs.terms.rarity(legs.text)
     vector = legs.raw.get("vector", {})
@@ -162,6 +198,7 @@ def assess(conn, legs, fused):
     signals["agreement"] = 1.0 if agreed(legs, top) else 0.0
     signals["named"] = 1.0 if legs.named else 0.0
     signals["speaker"] = 1.0 if legs.speakers else 0.0
+    signals["stranger"] = 1.0 if stranger(legs, top_text) else 0.0
     confidence = _logistic(SIGNAL_BIAS, SIGNAL_WEIGHTS, signals)
     if signals["coverage"] < 1.0 and len(vector) >= RECALL_CANDIDATES:
         weights, bias = belonging_model(legs.model_id)

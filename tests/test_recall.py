@@ -7,6 +7,7 @@ hit's relevance, the cut-off, packing, field suggestions).
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -356,6 +357,43 @@ def test_rarity_says_whether_a_query_is_asked_in_the_brains_words(tmp_path):
     assert 0 < common < 0.25 < 0.5 < rare < unknown == 1.0
 
 
+def test_stranger_says_whether_the_answer_names_whom_the_question_asks_about(tmp_path):
+    """The belonging signal `stranger`: a question naming someone (Anna) whom its top
+    hit names only inside a longer name (Anna Pavlova) asks about a stranger;
+    asking by the hit's name, or about no one, it does not; and a row
+    the caller cannot read, naming Anna alone, changes nothing of the report."""
+    notes = [
+        record("ballet", "Anna Pavlova danced the dying swan at the Mariinsky in 1905.", title="Ballet", scope="/pub"),
+        record("garden", "The garden club planted tomatoes and beans in spring.", title="Garden", scope="/pub"),
+    ]
+    secret = record("secret", "Anna danced the dying swan for the school play.", title="Play", scope="/secret")
+    plain = brain_sql.connect(tmp_path / "plain.db")
+    brain_sql.ingest(plain, [write(tmp_path / "plain.jsonl", "\n".join(json.dumps(n) for n in notes))])
+    both = brain_sql.connect(tmp_path / "both.db")
+    brain_sql.ingest(both, [write(tmp_path / "both.jsonl", "\n".join(json.dumps(n) for n in [*notes, secret]))])
+
+    def report(conn, q, **filters):
+        return recall(conn, {"q": q, "now": NOW, **filters})["quality"]
+
+    assert report(plain, "What did Anna dance?")["signals"]["stranger"] == 1.0
+    for q in ("What did Anna Pavlova dance?", "What did the garden club plant?"):
+        assert report(plain, q)["signals"]["stranger"] == 0.0, q
+    assert report(both, "What did Anna dance?")["signals"]["stranger"] == 0.0  # the play names her
+    assert report(both, "What did Anna dance?", scope="/pub") == report(plain, "What did Anna dance?", scope="/pub")
+    assert report(both, "What did Anna dance?", scope="/pub")["signals"]["stranger"] == 1.0
+
+
+def test_a_question_naming_an_entity_or_a_speaker_asks_about_no_stranger():
+    """`stranger` is asked only of a question that names nothing the brain knows by
+    name: one naming an entity or a speaker of the conversation is about them."""
+    legs = SimpleNamespace(text="What did Anna dance with Pavlova?", named=[], speakers=set())
+    assert quality.stranger(legs, "Anna Pavlova danced the dying swan.")
+    assert not quality.stranger(SimpleNamespace(**{**vars(legs), "named": [7]}), "Anna Pavlova danced.")
+    assert not quality.stranger(SimpleNamespace(**{**vars(legs), "speakers": {"Anna"}}), "Anna Pavlova danced.")
+    assert not quality.stranger(legs, "Anna danced with Pavlova.")
+    assert quality.stranger(legs, "Anna danced with Anna Pavlova.")  # Pavlova only inside a longer name
+
+
 SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scifact"
 
 
@@ -379,11 +417,18 @@ LOCOMO = SCIFACT.parent / "locomo-dev" / "conv-26"
 MULTIHOP = SCIFACT.parent / "multihop-sample" / "hipporag-legacy-train"
 
 
+def renaming(names):
+    """A function writing `names` ({old: new}) anew in a text, as whole words."""
+    pattern = re.compile(r"\b(?:" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
+    return lambda text: pattern.sub(lambda match: names[match.group()], text)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not (LOCOMO.exists() and MULTIHOP.exists()), reason="needs ../shared/data's conv-26 and multi-hop")
 def test_questions_of_another_kind_abstain_and_a_brains_own_do_not(tmp_path):
     """A Wikipedia brain asked a conversation's questions (about its speakers, whose
-    names Wikipedia holds too) abstains; the conversation's brain answers them."""
+    names Wikipedia holds too) abstains, whatever the speakers are called; the
+    conversation's brain answers them."""
     conversation = [json.loads(line)["text"] for line in open(LOCOMO / "queries.jsonl")]
     conv = brain_sql.connect(tmp_path / "conv.db")
     brain_sql.ingest(conv, [LOCOMO / "corpus.jsonl"])
@@ -398,6 +443,12 @@ def test_questions_of_another_kind_abstain_and_a_brains_own_do_not(tmp_path):
     brain_sql.ingest(wiki, [corpus])
     abstained = sum(recall(wiki, {"q": q, "now": NOW})["decision"] == "low_confidence" for q in conversation)
     assert abstained / len(conversation) >= 0.95
+    # with common names, which Wikipedia writes as the start of longer ones ("Sara
+    # Teasdale", "David Bowie"): 91.9% before `stranger`
+    rename = renaming({"Caroline": "Sara", "Caro": "Sari", "Melanie": "David", "Mel": "Dave"})
+    renamed = [rename(q) for q in conversation]
+    abstained = sum(recall(wiki, {"q": q, "now": NOW})["decision"] == "low_confidence" for q in renamed)
+    assert abstained / len(renamed) >= 0.95
     own = [q["question"] for q in json.load(open(MULTIHOP / "musique_train.json"))]
     abstained = sum(recall(wiki, {"q": q, "now": NOW})["decision"] == "low_confidence" for q in own)
     assert abstained / len(own) <= 0.03
@@ -416,11 +467,7 @@ def test_a_conversations_own_questions_are_answered_whoever_its_people_are(tmp_p
     """conv-26 with its people called otherwise (common names weigh little on a
     vector, where "Melanie" weighs much): its own questions still abstain on at most
     3%, as they do as it is (before the `speaker` signal: 7.4% and 6.0%)."""
-    pattern = re.compile(r"\b(?:" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
-
-    def rename(text):
-        return pattern.sub(lambda match: names[match.group()], text)
-
+    rename = renaming(names)
     turns = [json.loads(line) for line in open(LOCOMO / "corpus.jsonl")]
     renamed = [{**t, **{key: rename(t[key]) for key in ("text", "title", "speaker")}} for t in turns]
     conv = brain_sql.connect(tmp_path / "conv.db")
