@@ -304,9 +304,11 @@ def report_fit(rows, shifts, model=None):
     weights, bias = fit(training)
     # what quality.py ships: the model fitted before `speaker` and `stranger`, each of
     # which came later with the weight the whole fit gave it then (they set apart only
-    # questions naming people); a signal it does not weigh yet, with the fit's weight
-    before, shipped_bias = quality.belonging_model(model)
-    shipped = before | {f: weights[f] for f in FEATURES if f not in before}
+    # questions naming people)
+    shipped, shipped_bias = quality.belonging_model(model)
+    unweighed = {f: weights[f] for f in FEATURES if f not in shipped}
+    if unweighed:
+        print(f"signals this model does not weigh, with the whole fit's weights: {unweighed}")
     cells, scores = shares(rows, shipped, shipped_bias)
     low, high = extremes(cells, rows)
     print(f"weights {shipped}, bias {shipped_bias}  # quality.py's for this model")

@@ -72,6 +72,7 @@ class Legs:
     text: str  # the query text the legs searched (date phrases removed)
     filters: Filters
     terms: bm25.TermStats  # this query's term statistics over the rows it can reach, read once
+    question: str = ""  # the query as asked: where its sentences start, the names it writes
     ranked: dict = field(default_factory=dict)  # leg -> [id, ...] best first
     raw: dict = field(default_factory=dict)  # leg -> {id: raw score}
     entity_seeds: list = field(default_factory=list)  # ids of the entities the graph walk started from
@@ -168,6 +169,7 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None, graph_visible=T
         index = None if conn.in_transaction else bm25.StateIndex(state, visible, conn)
         legs = Legs(
             text=text,
+            question=doc.q,
             filters=filters,
             terms=bm25.TermStats(conn, reach, index),
             telemetry=telemetry,

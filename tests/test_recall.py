@@ -357,15 +357,18 @@ def test_rarity_says_whether_a_query_is_asked_in_the_brains_words(tmp_path):
     assert 0 < common < 0.25 < 0.5 < rare < unknown == 1.0
 
 
-def test_stranger_says_whether_the_answer_names_whom_the_question_asks_about(tmp_path):
-    """The belonging signal `stranger`: a question naming someone (Anna) whom its top
-    hit names only inside a longer name (Anna Pavlova) asks about a stranger;
-    asking by the hit's name, or about no one, it does not; and a row
-    the caller cannot read, naming Anna alone, changes nothing of the report."""
+def test_stranger_says_whether_the_answer_knows_whom_the_question_asks_about(tmp_path):
+    """The belonging signal `stranger`: a question naming someone its top hit does
+    not know by that name (not written at all, or only inside two longer names) asks
+    about a stranger; one its hit knows, alone or always inside one longer name, or
+    a question naming no one, does not; and a row the caller cannot read, naming
+    Anna alone, changes nothing of the report."""
     notes = [
-        record("ballet", "Anna Pavlova danced the dying swan at the Mariinsky in 1905.", title="Ballet", scope="/pub"),
-        record("garden", "The garden club planted tomatoes and beans in spring.", title="Garden", scope="/pub"),
+        record("ballet", "Anna Pavlova danced the dying swan; Anna Karenina is a novel.", title="Ballet"),
+        record("garden", "The garden club planted tomatoes and beans in spring.", title="Garden"),
+        record("club", "Per Dana Whitfield, the garden club meets on Fridays. Dana Whitfield chairs it.", title="Club"),
     ]
+    notes = [{**note, "scope": "/pub"} for note in notes]
     secret = record("secret", "Anna danced the dying swan for the school play.", title="Play", scope="/secret")
     plain = brain_sql.connect(tmp_path / "plain.db")
     brain_sql.ingest(plain, [write(tmp_path / "plain.jsonl", "\n".join(json.dumps(n) for n in notes))])
@@ -375,23 +378,59 @@ def test_stranger_says_whether_the_answer_names_whom_the_question_asks_about(tmp
     def report(conn, q, **filters):
         return recall(conn, {"q": q, "now": NOW, **filters})["quality"]
 
-    assert report(plain, "What did Anna dance?")["signals"]["stranger"] == 1.0
-    for q in ("What did Anna Pavlova dance?", "What did the garden club plant?"):
+    for q in ("What did Anna dance?", "What did Tom plant in the garden?"):
+        assert report(plain, q)["signals"]["stranger"] == 1.0, q
+    for q in ("What did Anna Pavlova dance?", "When does Dana's garden club meet?", "What did the garden club plant?"):
         assert report(plain, q)["signals"]["stranger"] == 0.0, q
-    assert report(both, "What did Anna dance?")["signals"]["stranger"] == 0.0  # the play names her
-    assert report(both, "What did Anna dance?", scope="/pub") == report(plain, "What did Anna dance?", scope="/pub")
-    assert report(both, "What did Anna dance?", scope="/pub")["signals"]["stranger"] == 1.0
+    play = "What did Anna dance for the school play?"
+    assert report(plain, play)["signals"]["stranger"] == 1.0
+    assert report(both, play)["signals"]["stranger"] == 0.0  # the play knows her
+    assert report(both, play, scope="/pub") == report(plain, play, scope="/pub")
+
+
+def test_a_notes_brain_knows_its_people_by_their_first_names(tmp_path):
+    """People a user's notes write by full name ("Per Dana Whitfield, ...") are
+    known by their first names: asked "What did Dana say about SSO?", the top hit
+    is her note and `stranger` is 0 (review 58: the first `stranger`, which took
+    "Dana" inside "Dana Whitfield" for someone else, turned away 11 of 40 such
+    questions a notes brain answered); someone no note names is a stranger."""
+    people = ["Alice Chen", "Bob Martinez", "Priya Patel", "Dana Whitfield", "Sam Okafor"]
+    facts = [
+        "the deploy pipeline needs a manual approval step",
+        "the Postgres upgrade to 16 is scheduled for Tuesday",
+        "the cloud budget is over forecast",
+        "SSO with Okta goes live next month",
+        "the alert for disk usage is too noisy",
+        "the search feature slips to next quarter",
+    ]
+    forms = ["{p} said {f}.", "Per {p}, {f}.", "In the weekly sync, {p} mentioned that {f}.", "{F}, according to {p}."]
+    notes = [
+        record(f"n{i}", form.format(p=person, f=fact, F=fact[0].upper() + fact[1:]), title=f"Note {i}")
+        for i, (person, fact, form) in enumerate(
+            (people[(a + b) % 5], fact, forms[(a + 2 * b) % 4]) for a in range(5) for b, fact in enumerate(facts)
+        )
+    ]
+    conn = brain_sql.connect(tmp_path / "notes.db")
+    brain_sql.ingest(conn, [write(tmp_path / "notes.jsonl", "\n".join(json.dumps(n) for n in notes))])
+    for first, fact in (("Dana", "SSO"), ("Bob", "the Postgres upgrade"), ("Priya", "the cloud budget")):
+        result = recall(conn, {"q": f"What did {first} say about {fact}?", "now": NOW})
+        assert result["decision"] == "ok" and first in result["hits"][0]["content"], first
+        assert result["quality"]["signals"]["stranger"] == 0.0, first
+    result = recall(conn, {"q": "What did Tom say about SSO?", "now": NOW})  # no Tom in these notes
+    assert result["quality"]["signals"]["stranger"] == 1.0
 
 
 def test_a_question_naming_an_entity_or_a_speaker_asks_about_no_stranger():
     """`stranger` is asked only of a question that names nothing the brain knows by
-    name: one naming an entity or a speaker of the conversation is about them."""
-    legs = SimpleNamespace(text="What did Anna dance with Pavlova?", named=[], speakers=set())
-    assert quality.stranger(legs, "Anna Pavlova danced the dying swan.")
-    assert not quality.stranger(SimpleNamespace(**{**vars(legs), "named": [7]}), "Anna Pavlova danced.")
-    assert not quality.stranger(SimpleNamespace(**{**vars(legs), "speakers": {"Anna"}}), "Anna Pavlova danced.")
-    assert not quality.stranger(legs, "Anna danced with Pavlova.")
-    assert quality.stranger(legs, "Anna danced with Anna Pavlova.")  # Pavlova only inside a longer name
+    name (an entity, a speaker of the conversation), and reads the question as it
+    was asked: "Last week" gone, "Dana" would open it."""
+    legs = SimpleNamespace(question="What did Tom say?", text="What did Tom say?", named=[], speakers=set())
+    assert quality.stranger(legs, "Notes", "Dana Whitfield said the deploy waits.")
+    assert not quality.stranger(SimpleNamespace(**{**vars(legs), "named": [7]}), "Notes", "Dana said so.")
+    assert not quality.stranger(SimpleNamespace(**{**vars(legs), "speakers": {"Tom"}}), "Notes", "Dana said so.")
+    assert not quality.stranger(legs, "Notes", "Tom said the deploy waits.")
+    asked = SimpleNamespace(question="Last week Dana said what?", text="Dana said what?", named=[], speakers=set())
+    assert quality.stranger(asked, "Notes", "Tom said the deploy waits.")
 
 
 SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scifact"
