@@ -10,10 +10,12 @@ import re
 
 from .temporal import MONTHS
 
-# capitalised, but no one's name: months and days, whole or cut short
+# capitalised, but no one's name: months, days and holidays, whole or cut short
 _CALENDAR = frozenset(
-    [*(month.title() for month in MONTHS), *calendar.day_name, *calendar.day_abbr, "Tues", "Thur", "Thurs"]
+    [*(month.title() for month in MONTHS), *calendar.day_name, *calendar.day_abbr, "Tues", "Weds", "Thur", "Thurs"]
+    + ["Christmas", "Easter", "Halloween", "Thanksgiving", "Hanukkah", "Diwali", "Eid", "Ramadan"]
 )
+LONGEST = 4  # words of a name: a longer run of capitalised words is a title or a heading, no one's name
 _WORD = r"[A-Z][a-z]+"
 _GAP = r"[^\S\n]+"  # between the words of a name: spaces or tabs, not a line break
 # a run of capitalised words ("Corey Taylor"), not part of a word, a number or a hyphenated
@@ -24,14 +26,15 @@ _RUN_AFTER = re.compile(rf"(?:{_GAP}{_WORD})+")
 # titles and abbreviations a sentence does not end at ("Dr. Smith", "St. Louis")
 _TITLES = "Dr|Mr|Mrs|Ms|Mx|Prof|St|Mt|Ft|Jr|Sr|Rev|Gen|Col|Capt|Lt|Sgt|Gov|Sen|Rep|Fig|No|Vol|Inc|Ltd|Co|Corp"
 _ABBREVIATION = re.compile(rf"(?<![\w-])(?:{_TITLES})\.$")
-_OPENERS = ".?!:\"'\u2018\u201c(\n"  # a word after one of these (or first) opens a sentence or a quote
+# a word after one of these (or first) opens a sentence, a quote or a list's item
+_OPENERS = ".?!:\"'\u2018\u201c(\n-*>#|\u2022"
 NEAR = 64  # characters either side of a name read for the rest of a longer one
 
 
 def names_in(text):
     """The names `text` writes: its runs of capitalised words, less a run's first
-    word when it opens a sentence, less the months and days, and less an
-    abbreviation ("Dr." of "Dr. Smith")."""
+    word when it opens a sentence, less the months, days and holidays, and less an
+    abbreviation ("Dr." of "Dr. Smith"); a run of more than LONGEST words is none."""
     found = []
     for match in _RUN.finditer(text):
         if text.startswith(".", match.end()) and _ABBREVIATION.search(text[match.start() : match.end() + 1]):
@@ -40,7 +43,7 @@ def names_in(text):
         if _opens(text[max(0, match.start() - NEAR) : match.start()], match.start() <= NEAR):
             words = words[1:]
         words = [word for word in words if word not in _CALENDAR]
-        if words and " ".join(words) not in found:
+        if 0 < len(words) <= LONGEST and " ".join(words) not in found:
             found.append(" ".join(words))
     return found
 
@@ -56,27 +59,36 @@ def _opens(before, whole):
 
 def knows(text, name):
     """Whether `text` knows someone by `name` (in any case; a number may follow it:
-    "Deltex1" names Deltex): it writes it on its own, or inside one and the same
-    longer name wherever it writes it. A name of several words is known by any of
-    them ("Priya Patel" where the text says "Priya")."""
+    "Deltex1" names Deltex): it writes it on its own, or inside longer names that
+    all agree beyond it ("Dana Whitfield", "Call With Dana Whitfield"; not "Anna
+    Pavlova" and "Anna Karenina"). A name of several words is known by one of them
+    written on its own ("Priya Patel" where the text says "Priya"; not where it says
+    "Priya Shah")."""
     words = name.split()
-    return _knows(text, words) or (len(words) > 1 and any(_knows(text, [word]) for word in words))
+    return _knows(text, words) or (
+        len(words) > 1 and any(_knows(text, [word], alone=True) for word in dict.fromkeys(words))
+    )
 
 
-def _knows(text, words):
-    longer, unsure = set(), False
+def _knows(text, words, alone=False):
+    lefts, rights, unsure = set(), set(), False
     pattern = r"(?<!\w)" + _GAP.join(map(re.escape, words)) + r"(?![^\W\d_])"
     for match in re.finditer(pattern, text, re.IGNORECASE):
-        start = max(0, match.start() - NEAR)
-        before = _RUN_BEFORE.search(text, start, match.start())
+        before = _RUN_BEFORE.search(text, max(0, match.start() - NEAR), match.start())
         after = _RUN_AFTER.match(text, match.end(), match.end() + NEAR)
         ahead = before.group().split() if before else []
         if ahead and _opens(text[max(0, before.start() - NEAR) : before.start()], before.start() <= NEAR):
-            ahead = ahead[1:]  # "In San Francisco", "Per Dana Whitfield": any word may open a sentence
+            ahead = ahead[1:]  # "In San Francisco", "- Per Dana Whitfield": any word may open a sentence
             unsure = unsure or not ahead and not after
-        name = ahead + words + (after.group().split() if after else [])
-        if name == words and not (before and not ahead):
-            return True
-        if name != words:
-            longer.add(" ".join(name).lower())
-    return len(longer) == 1 or (unsure and not longer)
+        if not ahead and not after:
+            if not before:
+                return True
+            continue
+        lefts.add(ahead[-1].lower() if ahead else None)
+        rights.add(after.group().split()[0].lower() if after else None)
+    if alone:
+        return False
+    if not lefts:
+        return unsure
+    # one person: every longer name holds the same word right before the name, or right after it
+    return (len(lefts) == 1 and None not in lefts) or (len(rights) == 1 and None not in rights)

@@ -100,7 +100,7 @@ BELONGING_WEIGHTS = {
     "named": 3.96,
     "speaker": 3.08,
     "rarity": -6.9,
-    "stranger": -2.08,
+    "stranger": -1.87,
 }
 BELONGING_BIAS = -6.34
 # A model whose vectors sit otherwise has its own, fitted the same way on brains made

@@ -19,6 +19,9 @@ from brain_sql.proper_names import knows, names_in
         ("Deltex interacts with eIF3. There is no known interaction between Deltex and elF3", ["Deltex"]),
         ("What did Dr. Smith prescribe?", ["Smith"]),  # no sentence ends at "Dr."
         ("What did Alice  Chen say?", ["Alice Chen"]),
+        ("- What did Dana say about SSO?", ["Dana"]),  # a list's item opens like a sentence
+        ("Did Harry Potter And The Chamber Of Secrets sell?", []),  # a title, no one's name
+        ("Plans for Christmas or Weds?", []),
         ("no names here, and I said so", []),
     ],
 )
@@ -38,6 +41,9 @@ def test_the_names_a_question_writes(text, names):
         ("Songs by Elton John and John Lennon.", "John", False),
         ("In San Francisco the study ran.", "San Francisco", True),
         ("Priya said the budget is fine.", "Priya Patel", True),  # a name of several words, by one of them
+        ("Priya Shah said the budget is fine.", "Priya Patel", False),  # ... written on its own
+        ("Call With Dana Whitfield\nDana Whitfield said SSO goes live.", "Dana", True),  # one person
+        ("Notes\n- Per Dana Whitfield, SSO goes live.\n- Dana Whitfield chairs it.", "Dana", True),
         ("the putative E3 ubiquitin ligase Deltex1 binds", "Deltex", True),  # a number may follow it
         ("ANNA and anna", "Anna", True),  # in any case
         ("Annabel planted tomatoes.", "Anna", False),
