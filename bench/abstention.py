@@ -165,7 +165,6 @@ def matrix(work, data, n=0, signals=None, model=None):
 METRIC = {"scifact-train": "ndcg@10", "scifact-test": "ndcg@10", "conv-26": "recall@10", "musique": "recall@5"}
 METRIC["hotpotqa"] = "recall@5"
 FEATURES = ("coverage", "similarity", "affinity", "named", "speaker", "rarity", "stranger")
-
 HELD_OUT = {"scifact-test", *map(renamed_name, RENAMED_HELD_OUT)}  # as brains and as question sets
 SHIFTS = [x / 4 for x in range(-8, 5)]
 # the goals a shift of the bias must keep on the training questions: every cross

@@ -1,8 +1,9 @@
 """Proper names as people write them: capitalised words that do not open a
 sentence ("What did Anna research?" names Anna), and whether a text knows someone
-by a name: it writes the name on its own, or only ever inside one and the same
-longer name ("Dana", where a note always says "Dana Whitfield"), not inside two
-or more ("Anna Pavlova", "Anna Karenina": which Anna?), nor not at all.
+by a name: it writes the name on its own, or inside longer names that agree beyond
+it ("Dana", where a note says "Dana Whitfield" and is titled "Call With Dana
+Whitfield"), not inside longer names that disagree ("Anna Pavlova", "Anna
+Karenina": which Anna?), nor not at all.
 What quality reads as `stranger`: a question about someone its answer does not know."""
 
 import calendar

@@ -90,8 +90,8 @@ SIGNAL_BIAS = -6.94
 # once conv-26 renamed is among its brains (the whole model fitted again would cost
 # SciFact's test claims 0.6956 -> 0.6885 nDCG@10). `stranger` came last, the same
 # way: with its fit's weight, the Wikipedia brains asked conv-26's questions renamed
-# (held-out names too) abstain on >= 94.6% (every cell but one >= 95.3%), against
-# 89.9% without it.
+# (held-out names too) abstain on >= 93.3% (3 of 27 cells under 95%), against 89.9%
+# (8 cells) without it.
 # `python3 bench/abstention.py --fit` refits it.
 BELONGING_WEIGHTS = {
     "coverage": 5.74,
@@ -165,8 +165,8 @@ def _top_row(conn, knowledge_id):
 def stranger(legs, title, content):
     """Whether the query, naming no entity or speaker the request can reach, names
     someone (proper_names.names_in) whom its top hit's title and content do not
-    know by that name (proper_names.knows): not at all, or only inside two or more
-    longer names ("Anna" where it says "Anna Pavlova" and "Anna Karenina"). A
+    know by that name (proper_names.knows): not at all, or only inside longer names
+    that disagree ("Anna" where it says "Anna Pavlova" and "Anna Karenina"). A
     conversation's question about its people, asked of a brain that does not know
     them, or any question about someone its answer does not name. Not the context,
     which quotes other turns, some of which the caller may not read."""
