@@ -41,7 +41,7 @@ def names_in(text):
         if text.startswith(".", match.end()) and _ABBREVIATION.search(text[match.start() : match.end() + 1]):
             continue
         words = match.group().split()
-        if _opens(text[max(0, match.start() - NEAR) : match.start()], match.start() <= NEAR):
+        if _opens_at(text, match.start()):
             words = words[1:]
         words = [word for word in words if word not in _CALENDAR]
         if 0 < len(words) <= LONGEST and " ".join(words) not in found:
@@ -49,12 +49,12 @@ def names_in(text):
     return found
 
 
-def _opens(before, whole):
-    """Whether a word after `before` opens a sentence (`whole`: `before` is all the
-    text there is before it)."""
-    before = before.rstrip(" \t\u00a0")  # a line break opens a sentence: a title ends there
+def _opens_at(text, at):
+    """Whether the word at `at` in `text` opens a sentence, read from the NEAR
+    characters before it."""
+    before = text[max(0, at - NEAR) : at].rstrip(" \t\u00a0")  # a line break opens a sentence: a title ends there
     if not before:
-        return whole
+        return at <= NEAR
     return before[-1] in _OPENERS and not _ABBREVIATION.search(before)
 
 
@@ -78,7 +78,7 @@ def _knows(text, words, alone=False):
         before = _RUN_BEFORE.search(text, max(0, match.start() - NEAR), match.start())
         after = _RUN_AFTER.match(text, match.end(), match.end() + NEAR)
         ahead = before.group().split() if before else []
-        if ahead and _opens(text[max(0, before.start() - NEAR) : before.start()], before.start() <= NEAR):
+        if ahead and _opens_at(text, before.start()):
             ahead = ahead[1:]  # "In San Francisco", "- Per Dana Whitfield": any word may open a sentence
             unsure = unsure or not ahead and not after
         if not ahead and not after:

@@ -114,14 +114,7 @@ BELONGING_BIAS = -6.34
 # for 4 of SciFact's training claims (docs/evaluation.md).
 MODEL_BELONGING = {
     MINILM_MODEL: (
-        {
-            "coverage": 2.51,
-            "similarity": 7.97,
-            "affinity": 19.03,
-            "named": 3.31,
-            "speaker": 2.47,
-            "rarity": -8.11,
-        },
+        {"coverage": 2.51, "similarity": 7.97, "affinity": 19.03, "named": 3.31, "speaker": 2.47, "rarity": -8.11},
         -5.72,
     )
 }
