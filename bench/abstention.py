@@ -1,6 +1,7 @@
 """Abstention across kinds of corpus: each brain asked each set of questions.
 
-    python3 bench/abstention.py [--data ../shared/data] [--work DIR] [--model M] [--sample N] [--signals FILE] [--fit]
+    python3 bench/abstention.py [--data ../shared/data] [--work DIR] [--model M] [--sample N] [--signals FILE]
+        [--ask-renamed A/B,...] [--fit]
 
 Brains (each ingested as `brain ingest` does, into --work, kept and reused when
 given): SciFact's corpus (scientific claims' abstracts), LoCoMo's development
@@ -17,7 +18,9 @@ questions abstained. A brain's own questions (and a multi-hop brain asked the
 other multi-hop sample's: the same kind of corpus) should rarely abstain; every
 other cell is a question from another kind of corpus, which should. --sample N
 asks at most N questions of each set (the first N by id hash); --signals FILE
-writes one JSON line a (brain, question): its decision and quality signals.
+writes one JSON line a (brain, question): its decision and quality signals;
+--ask-renamed John/Maria,James/Sam also asks every brain conv-26's questions
+with its people so called (question sets only, in no fit).
 
 --fit fits brain_sql/quality.py's belonging model instead. Every question is
 recalled with the belonging model off (as `brain eval` ranks: k 30, no cut-off),
@@ -141,10 +144,23 @@ def own(brain_name, question_set):
     return kind(brain_name) == kind(question_set)
 
 
-def matrix(work, data, n=0, signals=None, model=None):
-    """{(brain, question set): share abstained}."""
+def asked_renamed(work, data, pairs):
+    """{question set: {id: text}} of conv-26's questions with its two people called
+    each pair of names ("John/Maria": Caroline John, Melanie Maria), asked of every
+    brain and made into none."""
+    conv, sets = data / "locomo-dev/conv-26", {}
+    for pair in pairs:
+        first, second = pair.split("/")
+        names = {"Caroline": first, "Caro": first, "Melanie": second, "Mel": second}
+        sets[renamed_name(names)] = load_queries(renamed(conv, names, work / "renamed") / "queries.jsonl")
+    return sets
+
+
+def matrix(work, data, n=0, signals=None, model=None, ask=()):
+    """{(brain, question set): share abstained}; `ask`: pairs of names asked_renamed asks too."""
     found = corpora(work, data)
     sets = {name: sample(q, n) for _, (_, qs) in found.items() for name, q in qs.items()}
+    sets |= {name: sample(q, n) for name, q in asked_renamed(work, data, ask).items()}
     shares = {}
     for name, (corpus, _) in found.items():
         conn = brain(work, name, corpus, model)
@@ -356,6 +372,12 @@ def main():
         metavar="SIGNALS",
         help="fit the belonging model and print what it gives (from a file --fit --signals wrote, when given)",
     )
+    parser.add_argument(
+        "--ask-renamed",
+        default="",
+        metavar="A/B,...",
+        help="also ask every brain conv-26's questions with its people called A and B (a question set each)",
+    )
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="brain-abstention-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -368,7 +390,8 @@ def main():
                 out.writelines(json.dumps(r) + "\n" for r in rows)
         return report_fit(rows, SHIFTS, args.model)
     out = open(args.signals, "w") if args.signals else None
-    shares, sizes = matrix(work, Path(args.data), args.sample, out, args.model)
+    ask = [pair for pair in args.ask_renamed.split(",") if pair]
+    shares, sizes = matrix(work, Path(args.data), args.sample, out, args.model, ask)
     if out:
         out.close()
     columns = list(sizes)

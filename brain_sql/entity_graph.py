@@ -226,15 +226,18 @@ class EntityGraph:
 
     def seed_entities(self, text, reachable=None, visible=None):
         """Entity ids the text names (seed_spans'), sorted."""
-        return sorted({entity for _, entity in self.seed_spans(text, reachable, visible)})
+        return sorted({entity for _, entity, _ in self.seed_spans(text, reachable, visible)})
 
     def seed_spans(self, text, reachable=None, visible=None):
-        """[(the casefolded words, the entity id they name)] of the spans of `text`
-        that name an entity: whole words, any case, longest match first, never
-        overlapping, each name resolved through alias_of. Given `reachable` (entity
-        id -> bool) and `visible` (a mask over chunk slots), only reachable entities
-        stand for a name and only visible chunks' alias_of edges resolve one: a name
-        known only from hidden memories changes nothing."""
+        """[(the casefolded words, the entity id they name, whether only by a bare
+        word)] of the spans of `text` that name an entity: whole words, any case,
+        longest match first, never overlapping, each name resolved through alias_of.
+        A bare word is one word that each entity it names writes only before a
+        disambiguator ("maria" of "Maria (Counting Crows)"): the brain itself says
+        it needs more to tell whom it means. Given `reachable` (entity id -> bool)
+        and `visible` (a mask over chunk slots), only reachable entities stand for
+        a name and only visible chunks' alias_of edges resolve one: a name known
+        only from hidden memories changes nothing."""
         folded = text.casefold()
         starts = [p for p in range(len(folded)) if p == 0 or not _word(folded[p - 1])]
         ends = [q for q in range(1, len(folded) + 1) if q == len(folded) or not _word(folded[q])]
@@ -255,8 +258,14 @@ class EntityGraph:
             if any(start < e and s < end for s, e in taken):
                 continue
             taken.append((start, end))
-            spans.append((folded[start:end], self.alias_target(min(found[(start, end)]), visible)))
+            words, ids = folded[start:end], found[(start, end)]
+            bare = all(map(_word, words)) and all(self._name_of(e).casefold() != words for e in ids)
+            spans.append((words, self.alias_target(min(ids), visible), bare))
         return spans
+
+    def _name_of(self, entity_id):
+        """The entity's name ('' when it has none)."""
+        return self.node_names[self.node_of_entity[entity_id]] or ""
 
     # -- documents and chunks ------------------------------------------------------
 

@@ -22,15 +22,18 @@ SCORE_DECIMALS = 12
 @dataclass(frozen=True)
 class Named:
     """The entities a text names that the caller can reach: their ids (in the order
-    of their nodes, as the walk seeds them), and the text's words that name them
-    (casefolded, one span a line)."""
+    of their nodes, as the walk seeds them), the text's words that name them
+    (casefolded, one span a line), and whether one of them is named surely, not
+    only by a bare word (entity_graph's seed_spans): the belonging of the text to
+    the brain reads that, the walk every seed."""
 
     ids: list
     words: str
+    surely: bool = False
 
 
 def naming(state, walk, text):
-    """[(words, entity node)] of the spans of `text` naming an entity node the
+    """[(words, entity node, bare)] of the spans of `text` naming an entity node the
     caller can reach: an entity known only from hidden memories must not change
     the ranking, nor show in telemetry. Like a common word, a name tied to more
     than COMMON_TERM_SHARE of the visible chunks (the speaker of half a
@@ -52,13 +55,13 @@ def naming(state, walk, text):
         node = graph.entity_node(entity_id)
         return node is not None and reachable(node)
 
-    spans = ((words, graph.entity_node(e)) for words, e in graph.seed_spans(text, can_reach, walk.visible))
-    return [(words, node) for words, node in spans if node is not None and reachable(node)]
+    spans = ((w, graph.entity_node(e), bare) for w, e, bare in graph.seed_spans(text, can_reach, walk.visible))
+    return [(words, node, bare) for words, node, bare in spans if node is not None and reachable(node)]
 
 
 def named_entities(state, walk, text):
     """The entity nodes `text` names that the caller can reach (naming's), sorted."""
-    return sorted({node for _, node in naming(state, walk, text)})
+    return sorted({node for _, node, _ in naming(state, walk, text)})
 
 
 def _normalised(scores):
@@ -198,5 +201,5 @@ def named_in_state(state, visible, text):
     the graph leg's entity seeds, found without walking, and the words naming
     them. Call it under the state's lock."""
     spans = naming(state, Walk(state.graph, visible), text)
-    ids = [int(state.graph.nodes.entity[node]) for node in sorted({node for _, node in spans})]
-    return Named(ids, "\n".join(words for words, _ in spans))
+    ids = [int(state.graph.nodes.entity[node]) for node in sorted({node for _, node, _ in spans})]
+    return Named(ids, "\n".join(words for words, _, _ in spans), not all(bare for *_, bare in spans))

@@ -79,6 +79,7 @@ class Legs:
     # ids of the entities the query names that the caller can reach, found whether
     # or not the graph leg runs: the belonging model reads them in every mode
     named: list = field(default_factory=list)
+    named_surely: bool = False  # one of them named by more than a bare word (graph.Named.surely)
     # the idf-weighted share of the searched terms held by the words naming them (fusion.graph_leads)
     named_share: float = 0.0
     telemetry: dict = field(default_factory=dict)
@@ -193,7 +194,7 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None, graph_visible=T
         if graph_visible:  # the entities q names are the graph's
             started = time.perf_counter()
             named = graph.named_in_state(state, visible, legs.text)
-            legs.named = named.ids
+            legs.named, legs.named_surely = named.ids, named.surely
             if named.ids:
                 legs.named_share = legs.terms.share(legs.text, lexical.indexed_terms(named.words))
             _timed(t, "named", started)

@@ -16,6 +16,10 @@ _CALENDAR = frozenset(
     [*(month.title() for month in MONTHS), *calendar.day_name, *calendar.day_abbr, "Tues", "Weds", "Thur", "Thurs"]
     + ["Christmas", "Easter", "Halloween", "Thanksgiving", "Hanukkah", "Diwali", "Eid", "Ramadan"]
 )
+# a run ending in one of these, or owning one ("Patrick's Day", "New Year's Eve"), is a
+# holiday ("Memorial Day", "St. Patrick's Day"), no one's name
+_HOLIDAY = ("Day", "Eve")
+_OWNS_HOLIDAY = re.compile(r"['\u2019]s[^\S\n]+(?:Day|Eve)\b")
 LONGEST = 4  # words of a name: a longer run of capitalised words is a title or a heading, no one's name
 _WORD = r"[A-Z][a-z]+"
 _GAP = r"[^\S\n]+"  # between the words of a name: spaces or tabs, not a line break
@@ -34,13 +38,16 @@ NEAR = 64  # characters either side of a name read for the rest of a longer one
 
 def names_in(text):
     """The names `text` writes: its runs of capitalised words, less a run's first
-    word when it opens a sentence, less the months, days and holidays, and less an
-    abbreviation ("Dr." of "Dr. Smith"); a run of more than LONGEST words is none."""
+    word when it opens a sentence, less the months, days and holidays (a run ending
+    in Day or Eve, or owning one), and less an abbreviation ("Dr." of "Dr. Smith");
+    a run of more than LONGEST words is none."""
     found = []
     for match in _RUN.finditer(text):
         if text.startswith(".", match.end()) and _ABBREVIATION.search(text[match.start() : match.end() + 1]):
             continue
         words = match.group().split()
+        if words[-1] in _HOLIDAY or _OWNS_HOLIDAY.match(text, match.end()):
+            continue
         if _opens_at(text, match.start()):
             words = words[1:]
         words = [word for word in words if word not in _CALENDAR]
@@ -59,7 +66,8 @@ def _opens_at(text, at):
 
 
 def knows(text, name):
-    """Whether `text` knows someone by `name` (in any case; a number may follow it:
+    """Whether `text` knows someone by `name` (written as a name, capitalised and not
+    in capitals: "SAM" and "mark" are other words; a number may follow it:
     "Deltex1" names Deltex): it writes it on its own, or inside longer names that
     all agree beyond it ("Dana Whitfield", "Call With Dana Whitfield"; not "Anna
     Pavlova" and "Anna Karenina"). A name of several words is known by one of them
@@ -71,10 +79,19 @@ def knows(text, name):
     )
 
 
+def _written_as_name(written):
+    """Whether text matching a name in any case writes it as a name: each word
+    capitalised, not in capitals throughout ("Sam", not "SAM", the acronym, nor
+    "mark" or "will", the words)."""
+    return all(word[0].isupper() and not word.isupper() for word in written.split())
+
+
 def _knows(text, words, alone=False):
     lefts, rights, unsure = set(), set(), False
     pattern = r"(?<!\w)" + _GAP.join(map(re.escape, words)) + r"(?![^\W\d_])"
     for match in re.finditer(pattern, text, re.IGNORECASE):
+        if not _written_as_name(match.group()):
+            continue
         before = _RUN_BEFORE.search(text, max(0, match.start() - NEAR), match.start())
         after = _RUN_AFTER.match(text, match.end(), match.end() + NEAR)
         ahead = before.group().split() if before else []

@@ -11,7 +11,10 @@ Signals:
   the request can reach nearest the query): how well the query fits what the
   brain holds around it, not only its best row;
 - named: whether the query names an entity the request can reach (the graph
-  leg's seeds, found as well when the graph leg does not run);
+  leg's seeds, found as well when the graph leg does not run), surely: not only
+  by one word that each entity it names writes only before a disambiguator
+  ("Maria" of "Maria (Counting Crows)", a song's: the brain itself says the
+  word alone does not tell whom it means, and a conversation's Maria is no song);
 - speaker: whether the query names, as a name is written, a speaker of the
   conversation session its best candidate is a turn of (dialogue.speakers_asked,
   over the turns the request can reach). A speaker's name is no seed (it is tied
@@ -91,7 +94,8 @@ SIGNAL_BIAS = -6.94
 # SciFact's test claims 0.6956 -> 0.6885 nDCG@10). `stranger` came last, the same
 # way: with its fit's weight, the Wikipedia brains asked conv-26's questions renamed
 # (held-out names too) abstain on >= 93.3% (3 of 27 cells under 95%), against 89.9%
-# (8 cells) without it.
+# (8 cells) without it; since `named` needs more than a bare word (graph.Named.surely),
+# >= 94.0% (1 of 27), with other common names too >= 94.0% (4 of 45; 71.8% before).
 # `python3 bench/abstention.py --fit` refits it.
 BELONGING_WEIGHTS = {
     "coverage": 5.74,
@@ -163,7 +167,7 @@ def stranger(legs, title, content):
     conversation's question about its people, asked of a brain that does not know
     them, or any question about someone its answer does not name. Not the context,
     which quotes other turns, some of which the caller may not read."""
-    if legs.named or legs.speakers:
+    if legs.named_surely or legs.speakers:
         return False
     text = title + "\n" + content
     return any(not knows(text, name) for name in names_in(legs.question or legs.text))
@@ -195,7 +199,7 @@ def assess(conn, legs, fused):
         signals["similarity"] = min(1.0, max(0.0, (best - low) / (high - low)))
         signals["affinity"] = max(0.0, sum(vector.values()) / len(vector))
     signals["agreement"] = 1.0 if agreed(legs, top) else 0.0
-    signals["named"] = 1.0 if legs.named else 0.0
+    signals["named"] = 1.0 if legs.named_surely else 0.0
     signals["speaker"] = 1.0 if legs.speakers else 0.0
     signals["stranger"] = 1.0 if stranger(legs, title, content) else 0.0
     confidence = _logistic(SIGNAL_BIAS, SIGNAL_WEIGHTS, signals)

@@ -357,6 +357,17 @@ def test_rarity_says_whether_a_query_is_asked_in_the_brains_words(tmp_path):
     assert 0 < common < 0.25 < 0.5 < rare < unknown == 1.0
 
 
+def without_and_with_a_secret(tmp_path, notes, secret):
+    """(a brain of `notes` in scope /pub, one with `secret` in scope /secret too)."""
+    notes = [{**note, "scope": "/pub"} for note in notes]
+    brains = []
+    for name, records in (("plain", notes), ("both", [*notes, {**secret, "scope": "/secret"}])):
+        conn = brain_sql.connect(tmp_path / f"{name}.db")
+        brain_sql.ingest(conn, [write(tmp_path / f"{name}.jsonl", "\n".join(json.dumps(r) for r in records))])
+        brains.append(conn)
+    return tuple(brains)
+
+
 def test_stranger_says_whether_the_answer_knows_whom_the_question_asks_about(tmp_path):
     """The belonging signal `stranger`: a question naming someone its top hit does
     not know by that name (not written at all, or only inside two longer names) asks
@@ -368,12 +379,8 @@ def test_stranger_says_whether_the_answer_knows_whom_the_question_asks_about(tmp
         record("garden", "The garden club planted tomatoes and beans in spring.", title="Garden"),
         record("club", "Per Dana Whitfield, the garden club meets on Fridays. Dana Whitfield chairs it.", title="Club"),
     ]
-    notes = [{**note, "scope": "/pub"} for note in notes]
-    secret = record("secret", "Anna danced the dying swan for the school play.", title="Play", scope="/secret")
-    plain = brain_sql.connect(tmp_path / "plain.db")
-    brain_sql.ingest(plain, [write(tmp_path / "plain.jsonl", "\n".join(json.dumps(n) for n in notes))])
-    both = brain_sql.connect(tmp_path / "both.db")
-    brain_sql.ingest(both, [write(tmp_path / "both.jsonl", "\n".join(json.dumps(n) for n in [*notes, secret]))])
+    secret = record("secret", "Anna danced the dying swan for the school play.", title="Play")
+    plain, both = without_and_with_a_secret(tmp_path, notes, secret)
 
     def report(conn, q, **filters):
         return recall(conn, {"q": q, "now": NOW, **filters})["quality"]
@@ -424,13 +431,44 @@ def test_a_question_naming_an_entity_or_a_speaker_asks_about_no_stranger():
     """`stranger` is asked only of a question that names nothing the brain knows by
     name (an entity, a speaker of the conversation), and reads the question as it
     was asked: "Last week" gone, "Dana" would open it."""
-    legs = SimpleNamespace(question="What did Tom say?", text="What did Tom say?", named=[], speakers=set())
+    legs = SimpleNamespace(question="What did Tom say?", text="What did Tom say?", named_surely=False, speakers=set())
     assert quality.stranger(legs, "Notes", "Dana Whitfield said the deploy waits.")
-    assert not quality.stranger(SimpleNamespace(**{**vars(legs), "named": [7]}), "Notes", "Dana said so.")
+    assert not quality.stranger(SimpleNamespace(**{**vars(legs), "named_surely": True}), "Notes", "Dana said so.")
     assert not quality.stranger(SimpleNamespace(**{**vars(legs), "speakers": {"Tom"}}), "Notes", "Dana said so.")
     assert not quality.stranger(legs, "Notes", "Tom said the deploy waits.")
-    asked = SimpleNamespace(question="Last week Dana said what?", text="Dana said what?", named=[], speakers=set())
+    asked = SimpleNamespace(
+        question="Last week Dana said what?", text="Dana said what?", named_surely=False, speakers=set()
+    )
     assert quality.stranger(asked, "Notes", "Tom said the deploy waits.")
+
+
+def test_a_word_the_brain_writes_only_before_a_disambiguator_names_no_one_surely(tmp_path):
+    """The belonging signal `named` counts an entity the question names by more
+    than one word its entities write only before a disambiguator: "Maria" of
+    "Maria (Counting Crows)", a song's, does not name her surely (a conversation's
+    questions about their Maria, asked of a Wikipedia brain holding that song,
+    abstained on 71.8% and not 95%), "Mark King" of "Mark King (musician)" and
+    "Lisbon" do. The graph still walks from her. A row the caller cannot read, an
+    entity called Maria alone, changes nothing of the report."""
+    notes = [
+        record("maria", "Maria is a recurring character in songs by Adam Duritz.", title="Maria (Counting Crows)"),
+        record("king", "Mark King plays bass and sings in Level 42.", title="Mark King (musician)"),
+        record("lisbon", "Lisbon is the capital and largest city of Portugal.", title="Lisbon"),
+    ] + [record(f"f{i}", f"Filler passage {i} on tides, rivers and harbour cranes.") for i in range(12)]
+    secret = record("secret", "Maria keeps the books of the harbour club.", title="Maria")
+    plain, both = without_and_with_a_secret(tmp_path, notes, secret)
+
+    def answer(conn, q, **filters):
+        return recall(conn, {"q": q, "now": NOW, "cutoff": False, **filters})
+
+    bare = answer(plain, "What books has Maria read?")
+    assert bare["quality"]["signals"]["named"] == 0.0
+    assert bare["telemetry"]["entity_seeds"] == 1  # the walk still starts from her
+    for q in ("Which band wrote Maria (Counting Crows)?", "Who is Mark King?", "What is Lisbon the capital of?"):
+        assert answer(plain, q)["quality"]["signals"]["named"] == 1.0, q
+    assert answer(both, "What books has Maria read?")["quality"]["signals"]["named"] == 1.0  # "Maria" is a name
+    hidden = answer(both, "What books has Maria read?", scope="/pub")
+    assert hidden["quality"] == answer(plain, "What books has Maria read?", scope="/pub")["quality"]
 
 
 SCIFACT = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "scifact"
