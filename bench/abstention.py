@@ -391,6 +391,13 @@ def main():
         return report_fit(rows, SHIFTS, args.model)
     out = open(args.signals, "w") if args.signals else None
     ask = [pair for pair in args.ask_renamed.split(",") if pair]
+    taken = {renamed_name(names) for names in RENAMED + RENAMED_HELD_OUT}
+    for pair in ask:
+        if pair.count("/") != 1 or not all(pair.split("/")):
+            parser.error(f"--ask-renamed takes pairs of names as A/B, not {pair!r}")
+        if f"conv-26~{pair.split('/')[0]}" in taken:
+            parser.error(f"--ask-renamed {pair}: {pair.split('/')[0]} already names a question set; choose another")
+        taken.add(f"conv-26~{pair.split('/')[0]}")
     shares, sizes = matrix(work, Path(args.data), args.sample, out, args.model, ask)
     if out:
         out.close()

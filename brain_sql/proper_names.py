@@ -16,10 +16,16 @@ _CALENDAR = frozenset(
     [*(month.title() for month in MONTHS), *calendar.day_name, *calendar.day_abbr, "Tues", "Weds", "Thur", "Thurs"]
     + ["Christmas", "Easter", "Halloween", "Thanksgiving", "Hanukkah", "Diwali", "Eid", "Ramadan"]
 )
-# a run ending in one of these, or owning one ("Patrick's Day", "New Year's Eve"), is a
-# holiday ("Memorial Day", "St. Patrick's Day"), no one's name
+# holidays, no one's name: a run owning a Day or an Eve ("St. Patrick's Day", "New Year's
+# Eve") and that Day or Eve, or one of these before it ("Memorial Day", "Christmas Eve");
+# Eve, Doris Day and Tom Day are people
 _HOLIDAY = ("Day", "Eve")
 _OWNS_HOLIDAY = re.compile(r"['\u2019]s[^\S\n]+(?:Day|Eve)\b")
+_OWNED_HOLIDAY = re.compile(r"['\u2019]s[^\S\n]+$")
+_HOLIDAY_NAMES = _CALENDAR | {
+    *("Memorial", "Independence", "Labor", "Labour", "Veterans", "Presidents", "Boxing", "Remembrance"),
+    *("Columbus", "Election", "Earth", "Pride", "Victory", "Groundhog", "Canada", "Australia", "Bastille"),
+}
 LONGEST = 4  # words of a name: a longer run of capitalised words is a title or a heading, no one's name
 _WORD = r"[A-Z][a-z]+"
 _GAP = r"[^\S\n]+"  # between the words of a name: spaces or tabs, not a line break
@@ -38,15 +44,15 @@ NEAR = 64  # characters either side of a name read for the rest of a longer one
 
 def names_in(text):
     """The names `text` writes: its runs of capitalised words, less a run's first
-    word when it opens a sentence, less the months, days and holidays (a run ending
-    in Day or Eve, or owning one), and less an abbreviation ("Dr." of "Dr. Smith");
+    word when it opens a sentence, less the months, days and holidays ("Memorial
+    Day", "St. Patrick's Day"), and less an abbreviation ("Dr." of "Dr. Smith");
     a run of more than LONGEST words is none."""
     found = []
     for match in _RUN.finditer(text):
         if text.startswith(".", match.end()) and _ABBREVIATION.search(text[match.start() : match.end() + 1]):
             continue
         words = match.group().split()
-        if words[-1] in _HOLIDAY or _OWNS_HOLIDAY.match(text, match.end()):
+        if _holiday(text, match, words):
             continue
         if _opens_at(text, match.start()):
             words = words[1:]
@@ -54,6 +60,15 @@ def names_in(text):
         if 0 < len(words) <= LONGEST and " ".join(words) not in found:
             found.append(" ".join(words))
     return found
+
+
+def _holiday(text, match, words):
+    """Whether the run `match` of `words` in `text` is a holiday (_HOLIDAY_NAMES)."""
+    if _OWNS_HOLIDAY.match(text, match.end()):
+        return True
+    if words[-1] not in _HOLIDAY:
+        return False
+    return len(words) > 1 and words[-2] in _HOLIDAY_NAMES or _OWNED_HOLIDAY.search(text, 0, match.start()) is not None
 
 
 def _opens_at(text, at):
@@ -66,8 +81,8 @@ def _opens_at(text, at):
 
 
 def knows(text, name):
-    """Whether `text` knows someone by `name` (written as a name, capitalised and not
-    in capitals: "SAM" and "mark" are other words; a number may follow it:
+    """Whether `text` knows someone by `name` (written as a name, capitalised, in
+    capitals only in a heading or a label: "SAM" and "mark" are other words; a number may follow it:
     "Deltex1" names Deltex): it writes it on its own, or inside longer names that
     all agree beyond it ("Dana Whitfield", "Call With Dana Whitfield"; not "Anna
     Pavlova" and "Anna Karenina"). A name of several words is known by one of them
@@ -79,18 +94,26 @@ def knows(text, name):
     )
 
 
-def _written_as_name(written):
+def _written_as_name(text, match):
     """Whether text matching a name in any case writes it as a name: each word
-    capitalised, not in capitals throughout ("Sam", not "SAM", the acronym, nor
-    "mark" or "will", the words)."""
-    return all(word[0].isupper() and not word.isupper() for word in written.split())
+    capitalised ("Sam", not "mark" or "will", the words), and in capitals only in a
+    line of capitals or at a line's start (the heading "CALL WITH DANA", the label
+    "TOM: ..."), not in a sentence ("SAM", the acronym)."""
+    words = match.group().split()
+    if not all(word[0].isupper() for word in words):
+        return False
+    if not any(word.isupper() for word in words):
+        return True
+    start, end = text.rfind("\n", 0, match.start()) + 1, text.find("\n", match.end())
+    line = text[start : len(text) if end < 0 else end]
+    return not text[start : match.start()].strip() or not any(c.islower() for c in line)
 
 
 def _knows(text, words, alone=False):
     lefts, rights, unsure = set(), set(), False
     pattern = r"(?<!\w)" + _GAP.join(map(re.escape, words)) + r"(?![^\W\d_])"
     for match in re.finditer(pattern, text, re.IGNORECASE):
-        if not _written_as_name(match.group()):
+        if not _written_as_name(text, match):
             continue
         before = _RUN_BEFORE.search(text, max(0, match.start() - NEAR), match.start())
         after = _RUN_AFTER.match(text, match.end(), match.end() + NEAR)

@@ -23,6 +23,7 @@ from brain_sql.proper_names import knows, names_in
         ("Did Harry Potter And The Chamber Of Secrets sell?", []),  # a title, no one's name
         ("Plans for Christmas or Weds?", []),
         ("Did Tom go out on St. Patrick's Day, Memorial Day or New Year’s Eve?", ["Tom"]),  # holidays
+        ("What did Eve, Doris Day and Tom Day say on Christmas Eve?", ["Eve", "Doris Day", "Tom Day"]),
         ("no names here, and I said so", []),
     ],
 )
@@ -46,10 +47,12 @@ def test_the_names_a_question_writes(text, names):
         ("Call With Dana Whitfield\nDana Whitfield said SSO goes live.", "Dana", True),  # one person
         ("Notes\n- Per Dana Whitfield, SSO goes live.\n- Dana Whitfield chairs it.", "Dana", True),
         ("the putative E3 ubiquitin ligase Deltex1 binds", "Deltex", True),  # a number may follow it
-        ("ANNA and anna", "Anna", False),  # in capitals or lower case: another word, not her name
+        ("Ask ANNA and anna.", "Anna", False),  # in capitals in a sentence, or lower case: another word
         ("Aligned with SAM and read by SAMtools.", "Sam", False),  # an acronym
         ("Will you mark the page? Mark it.", "Mark", True),  # as a name is written, once
         ("Will you mark the page?", "Mark", False),
+        ("CALL WITH DANA WHITFIELD\nShe said SSO goes live.", "Dana", True),  # a heading
+        ("TOM: I will ship it.\nANNA: Good.", "Tom", True),  # a speaker's label
         ("Annabel planted tomatoes.", "Anna", False),
         ("nobody at all", "Anna", False),
     ],
