@@ -44,6 +44,7 @@ import argparse
 import hashlib
 import json
 import math
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -391,13 +392,13 @@ def main():
         return report_fit(rows, SHIFTS, args.model)
     out = open(args.signals, "w") if args.signals else None
     ask = [pair for pair in args.ask_renamed.split(",") if pair]
-    taken = {renamed_name(names) for names in RENAMED + RENAMED_HELD_OUT}
+    taken = {names["Caroline"].casefold() for names in RENAMED + RENAMED_HELD_OUT} | {"caroline"}
     for pair in ask:
-        if pair.count("/") != 1 or not all(pair.split("/")):
-            parser.error(f"--ask-renamed takes pairs of names as A/B, not {pair!r}")
-        if f"conv-26~{pair.split('/')[0]}" in taken:
+        if not re.fullmatch(r"[A-Z][a-z]+/[A-Z][a-z]+", pair) or pair == "Caroline/Melanie":
+            parser.error(f"--ask-renamed takes pairs of other names as A/B (Tom/Anna), not {pair!r}")
+        if pair.split("/")[0].casefold() in taken:
             parser.error(f"--ask-renamed {pair}: {pair.split('/')[0]} already names a question set; choose another")
-        taken.add(f"conv-26~{pair.split('/')[0]}")
+        taken.add(pair.split("/")[0].casefold())
     shares, sizes = matrix(work, Path(args.data), args.sample, out, args.model, ask)
     if out:
         out.close()

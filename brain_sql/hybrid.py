@@ -80,6 +80,8 @@ class Legs:
     # or not the graph leg runs: the belonging model reads them in every mode
     named: list = field(default_factory=list)
     named_surely: bool = False  # one of them named by more than a bare word (graph.Named.surely)
+    # named by bare words only: the vector leg's best cosine among the chunks tied to them
+    named_similarity: float = 0.0
     # the idf-weighted share of the searched terms held by the words naming them (fusion.graph_leads)
     named_share: float = 0.0
     telemetry: dict = field(default_factory=dict)
@@ -197,6 +199,10 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None, graph_visible=T
             legs.named, legs.named_surely = named.ids, named.surely
             if named.ids:
                 legs.named_share = legs.terms.share(legs.text, lexical.indexed_terms(named.words))
+            if named.ids and not named.surely:
+                tied = {int(c) for direct, _ in graph.tied_chunks(state, visible, named.ids).values() for c in direct}
+                near = [cosine for item, cosine in legs.raw.get("vector", {}).items() if item in tied]
+                legs.named_similarity = max(near, default=0.0)
             _timed(t, "named", started)
         if with_graph:
             started = time.perf_counter()

@@ -40,6 +40,7 @@ _ABBREVIATION = re.compile(rf"(?<![\w-])(?:{_TITLES})\.$")
 # a word after one of these (or first) opens a sentence, a quote or a list's item
 _OPENERS = ".?!:\"'\u2018\u201c(\n-*>#|\u2022"
 NEAR = 64  # characters either side of a name read for the rest of a longer one
+_LABEL = re.compile(r"[*_]*:")  # after a name in capitals: a speaker's label
 
 
 def names_in(text):
@@ -68,7 +69,8 @@ def _holiday(text, match, words):
         return True
     if words[-1] not in _HOLIDAY:
         return False
-    return len(words) > 1 and words[-2] in _HOLIDAY_NAMES or _OWNED_HOLIDAY.search(text, 0, match.start()) is not None
+    owned = _OWNED_HOLIDAY.search(text, max(0, match.start() - NEAR), match.start())
+    return len(words) > 1 and words[-2] in _HOLIDAY_NAMES or owned is not None
 
 
 def _opens_at(text, at):
@@ -82,7 +84,7 @@ def _opens_at(text, at):
 
 def knows(text, name):
     """Whether `text` knows someone by `name` (written as a name, capitalised, in
-    capitals only in a heading or a label: "SAM" and "mark" are other words; a number may follow it:
+    capitals only as a label: "SAM" and "mark" are other words; a number may follow it:
     "Deltex1" names Deltex): it writes it on its own, or inside longer names that
     all agree beyond it ("Dana Whitfield", "Call With Dana Whitfield"; not "Anna
     Pavlova" and "Anna Karenina"). A name of several words is known by one of them
@@ -96,17 +98,13 @@ def knows(text, name):
 
 def _written_as_name(text, match):
     """Whether text matching a name in any case writes it as a name: each word
-    capitalised ("Sam", not "mark" or "will", the words), and in capitals only in a
-    line of capitals or at a line's start (the heading "CALL WITH DANA", the label
-    "TOM: ..."), not in a sentence ("SAM", the acronym)."""
+    capitalised ("Sam", not "mark" or "will", the words), and in capitals only as a
+    speaker's label ("TOM: ...", "**TOM:**"), not in a sentence or a heading ("SAM",
+    the acronym; "MARK YOUR CALENDARS")."""
     words = match.group().split()
     if not all(word[0].isupper() for word in words):
         return False
-    if not any(word.isupper() for word in words):
-        return True
-    start, end = text.rfind("\n", 0, match.start()) + 1, text.find("\n", match.end())
-    line = text[start : len(text) if end < 0 else end]
-    return not text[start : match.start()].strip() or not any(c.islower() for c in line)
+    return not any(word.isupper() for word in words) or _LABEL.match(text, match.end()) is not None
 
 
 def _knows(text, words, alone=False):

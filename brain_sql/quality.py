@@ -132,11 +132,14 @@ def belonging_model(model_id):
 
 
 SIMILARITY_RANGE = (0.2, 0.6)
-# the similarity at which a bare word names its entity (names_surely): a notes brain of
-# "X (project)" titles asked about its projects keeps 199 of its 200 questions' `named`
-# at 0.7 (0.6 too), the HotpotQA brain asked about a Maria 94.0% abstained (93.3% at
-# 0.6, 89.9% at 0.5; 71.8% with every bare word naming); docs/evaluation.md
-BARE_NAME_SIMILARITY = 0.7
+# the similarity (scaled as `similarity`) a row tied to an entity named by a bare word
+# needs for the word to name it (names_surely). Review 60's notes brain of 50 "X
+# (project)" titles asked 200 questions about them abstains on 54 (53 with every bare
+# word naming, 100 with none), 400 short ones ("Orion status?") on 16 (14, 200); the
+# HotpotQA brain asked conv-26's questions about a Maria on 94.0% (71.8% with every bare
+# word naming); at 0.5 the notes brain loses none, but a brain holding the song and a
+# book club's note answers "What books has Maria read?" (review 61). docs/evaluation.md
+BARE_NAME_SIMILARITY = 0.6
 RETURN_ABOVE = 0.75
 BRIDGED_EVIDENCE = 0.5  # a hit one step from a named entity in the graph holds half the evidence of one tied to it
 
@@ -166,13 +169,20 @@ def _top_row(conn, knowledge_id):
     return row or ("", "", "")
 
 
-def names_surely(legs, similarity):
+def names_surely(legs):
     """Whether the query names an entity the request can reach surely: by more than
     a bare word (graph.Named.surely), or by a bare word ("Maria" of "Maria (Counting
-    Crows)") with its nearest row near it (`similarity` >= BARE_NAME_SIMILARITY):
-    "Who leads Apollo?" of notes titled "Apollo (project)" is about that project,
-    "What books has Maria read?" of a Wikipedia brain holding the song is not."""
-    return legs.named_surely or (bool(legs.named) and similarity >= BARE_NAME_SIMILARITY)
+    Crows)") with a row tied to the entity near the query (legs.named_similarity,
+    scaled as `similarity`, >= BARE_NAME_SIMILARITY): "Who leads Apollo?" of notes
+    titled "Apollo (project)" is about that project, "What books has Maria read?"
+    of a Wikipedia brain holding the song is not, however near a book club's note."""
+    return legs.named_surely or (bool(legs.named) and _scaled(legs.named_similarity) >= BARE_NAME_SIMILARITY)
+
+
+def _scaled(cosine):
+    """A cosine similarity mapped by SIMILARITY_RANGE to [0, 1]."""
+    low, high = SIMILARITY_RANGE
+    return min(1.0, max(0.0, (cosine - low) / (high - low)))
 
 
 def stranger(legs, title, content, named):
@@ -211,12 +221,10 @@ def assess(conn, legs, fused):
     signals["rarity"] = legs.terms.rarity(legs.text)
     vector = legs.raw.get("vector", {})
     if vector:
-        low, high = SIMILARITY_RANGE
-        best = max(vector.values())
-        signals["similarity"] = min(1.0, max(0.0, (best - low) / (high - low)))
+        signals["similarity"] = _scaled(max(vector.values()))
         signals["affinity"] = max(0.0, sum(vector.values()) / len(vector))
     signals["agreement"] = 1.0 if agreed(legs, top) else 0.0
-    named = names_surely(legs, signals["similarity"])
+    named = names_surely(legs)
     signals["named"] = 1.0 if named else 0.0
     signals["speaker"] = 1.0 if legs.speakers else 0.0
     signals["stranger"] = 1.0 if stranger(legs, title, content, named) else 0.0

@@ -51,8 +51,10 @@ def test_the_names_a_question_writes(text, names):
         ("Aligned with SAM and read by SAMtools.", "Sam", False),  # an acronym
         ("Will you mark the page? Mark it.", "Mark", True),  # as a name is written, once
         ("Will you mark the page?", "Mark", False),
-        ("CALL WITH DANA WHITFIELD\nShe said SSO goes live.", "Dana", True),  # a heading
         ("TOM: I will ship it.\nANNA: Good.", "Tom", True),  # a speaker's label
+        ("- **TOM:** I will ship it.", "Tom", True),
+        ("SAM synthesis in liver\nSAM levels rose.", "Sam", False),  # capitals opening a line
+        ("MARK YOUR CALENDARS", "Mark", False),  # a heading
         ("Annabel planted tomatoes.", "Anna", False),
         ("nobody at all", "Anna", False),
     ],
