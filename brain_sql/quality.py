@@ -15,7 +15,7 @@ Signals:
   (names_surely): by more than one word that each entity it names writes only
   before a disambiguator ("Maria" of "Maria (Counting Crows)", a song's: the
   brain itself says the word alone does not tell whom it means), or by such a
-  word with the query's nearest row near it;
+  word with a row tied to the entity near the query;
 - speaker: whether the query names, as a name is written, a speaker of the
   conversation session its best candidate is a turn of (dialogue.speakers_asked,
   over the turns the request can reach). A speaker's name is no seed (it is tied
