@@ -384,7 +384,6 @@ def hit_relevance(conn, legs, standing, confidence):
         ).fetchall()
     )
     similarities = _similarities(conn, legs, ids)
-    low, high = SIMILARITY_RANGE
     named = legs.entity_chunks
     names = _entity_names(conn, named)
     held = dict(zip(texts, lexical.terms_held(texts.values(), idf)))
@@ -395,7 +394,7 @@ def hit_relevance(conn, legs, standing, confidence):
         holds = held.get(item, set())
         # summed in idf's own order, so a hit holding every term has exactly 1
         terms = sum(weight for term, weight in idf.items() if term in holds) / total if total else 0.0
-        similarity = min(1.0, max(0.0, (similarities.get(item, 0.0) - low) / (high - low)))
+        similarity = _scaled(similarities.get(item, 0.0))
         ties = {entity: _tie(item, *chunks) for entity, chunks in named.items()}
         entities = sum(ties.values()) / len(named) if named else None
         rank, share = standing[item]
