@@ -16,16 +16,17 @@ _CALENDAR = frozenset(
     [*(month.title() for month in MONTHS), *calendar.day_name, *calendar.day_abbr, "Tues", "Weds", "Thur", "Thurs"]
     + ["Christmas", "Easter", "Halloween", "Thanksgiving", "Hanukkah", "Diwali", "Eid", "Ramadan"]
 )
-# holidays, no one's name: a run owning a Day or an Eve ("St. Patrick's Day", "New Year's
-# Eve") and that Day or Eve, or one of these before it ("Memorial Day", "Christmas Eve");
-# Eve, Doris Day and Tom Day are people
+# holidays, no one's name: a Day or an Eve after one of these ("Memorial Day", "Christmas
+# Eve"), or owned by one ("St. Patrick's Day", "New Year's Eve"), with its owner; Eve, Doris
+# Day, "Day 3" and Anna of "Anna's Day off" are no holidays
 _HOLIDAY = ("Day", "Eve")
-_OWNS_HOLIDAY = re.compile(r"['\u2019]s[^\S\n]+(?:Day|Eve)\b")
-_OWNED_HOLIDAY = re.compile(r"['\u2019]s[^\S\n]+$")
 _HOLIDAY_NAMES = _CALENDAR | {
     *("Memorial", "Independence", "Labor", "Labour", "Veterans", "Presidents", "Boxing", "Remembrance"),
     *("Columbus", "Election", "Earth", "Pride", "Victory", "Groundhog", "Canada", "Australia", "Bastille"),
 }
+_HOLIDAY_OWNERS = "Patrick|Mother|Mothers|Father|Fathers|Valentine|Year|Grandparents|Patriots|Saints|Fool|Fools"
+_OWNS_HOLIDAY = re.compile(r"['\u2019]s?[^\S\n]+(?:Day|Eve)\b")
+_OWNED_HOLIDAY = re.compile(rf"\b(?:{_HOLIDAY_OWNERS})['\u2019]s?[^\S\n]+$")
 LONGEST = 4  # words of a name: a longer run of capitalised words is a title or a heading, no one's name
 _WORD = r"[A-Z][a-z]+"
 _GAP = r"[^\S\n]+"  # between the words of a name: spaces or tabs, not a line break
@@ -65,7 +66,7 @@ def names_in(text):
 
 def _holiday(text, match, words):
     """Whether the run `match` of `words` in `text` is a holiday (_HOLIDAY_NAMES)."""
-    if _OWNS_HOLIDAY.match(text, match.end()):
+    if words[-1] in _HOLIDAY_OWNERS.split("|") and _OWNS_HOLIDAY.match(text, match.end()):
         return True
     if words[-1] not in _HOLIDAY:
         return False

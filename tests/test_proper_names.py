@@ -24,6 +24,7 @@ from brain_sql.proper_names import knows, names_in
         ("Plans for Christmas or Weds?", []),
         ("Did Tom go out on St. Patrick's Day, Memorial Day or New Year’s Eve?", ["Tom"]),  # holidays
         ("What did Eve, Doris Day and Tom Day say on Christmas Eve?", ["Eve", "Doris Day", "Tom Day"]),
+        ("Was it Anna's Day off, or Father's Day, or All Saints' Day?", ["Anna", "Day"]),  # Anna's is no holiday
         ("no names here, and I said so", []),
     ],
 )
