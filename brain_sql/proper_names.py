@@ -24,9 +24,12 @@ _HOLIDAY_NAMES = _CALENDAR | {
     *("Memorial", "Independence", "Labor", "Labour", "Veterans", "Presidents", "Boxing", "Remembrance"),
     *("Columbus", "Election", "Earth", "Pride", "Victory", "Groundhog", "Canada", "Australia", "Bastille"),
 }
-_HOLIDAY_OWNERS = "Patrick|Mother|Mothers|Father|Fathers|Valentine|Year|Grandparents|Patriots|Saints|Fool|Fools"
+_HOLIDAY_OWNERS = frozenset(
+    ["Patrick", "Mother", "Mothers", "Father", "Fathers", "Valentine", "Year", "Grandparents", "Patriots"]
+    + ["Saints", "Fool", "Fools"]
+)
 _OWNS_HOLIDAY = re.compile(r"['\u2019]s?[^\S\n]+(?:Day|Eve)\b")
-_OWNED_HOLIDAY = re.compile(rf"\b(?:{_HOLIDAY_OWNERS})['\u2019]s?[^\S\n]+$")
+_OWNED_HOLIDAY = re.compile(rf"\b(?:{'|'.join(sorted(_HOLIDAY_OWNERS))})['\u2019]s?[^\S\n]+$")
 LONGEST = 4  # words of a name: a longer run of capitalised words is a title or a heading, no one's name
 _WORD = r"[A-Z][a-z]+"
 _GAP = r"[^\S\n]+"  # between the words of a name: spaces or tabs, not a line break
@@ -66,7 +69,7 @@ def names_in(text):
 
 def _holiday(text, match, words):
     """Whether the run `match` of `words` in `text` is a holiday (_HOLIDAY_NAMES)."""
-    if words[-1] in _HOLIDAY_OWNERS.split("|") and _OWNS_HOLIDAY.match(text, match.end()):
+    if words[-1] in _HOLIDAY_OWNERS and _OWNS_HOLIDAY.match(text, match.end()):
         return True
     if words[-1] not in _HOLIDAY:
         return False
