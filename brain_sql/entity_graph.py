@@ -19,6 +19,8 @@ longest first, mentions.names_of forms) through a hash index of the names'
 casefolded keys: a dictionary of a million names is a few arrays, not a trie.
 """
 
+import unicodedata
+
 import numpy as np
 import numpy.ma  # noqa: F401  (np.unique imports it on first use: with this module, not in a recall)
 import xxhash
@@ -49,7 +51,9 @@ def _key_hash(key):
 
 
 def _word(character):
-    return character.isalnum() or character == "_"
+    """Whether `character` is part of a word: a letter, digit or "_", or a mark on one
+    ("İzmir" casefolds to an i and a combining dot)."""
+    return character.isalnum() or character == "_" or unicodedata.category(character).startswith("M")
 
 
 class NameIndex:

@@ -45,16 +45,19 @@ _ABBREVIATION = re.compile(rf"(?<![\w-])(?:{_TITLES})\.$")
 _OPENERS = ".?!:\"'\u2018\u201c(\n-*>#|\u2022"
 NEAR = 64  # characters either side of a name read for the rest of a longer one
 _LABEL = re.compile(r"[*_]*:")  # after a name in capitals: a speaker's label
+_NUMBERED = re.compile(r"[^\S\n]+\d")  # after a run: a numbered part, no one's name ("Day 3", "Apollo 11")
 
 
 def names_in(text):
     """The names `text` writes: its runs of capitalised words, less a run's first
     word when it opens a sentence, less the months, days and holidays ("Memorial
     Day", "St. Patrick's Day"), and less an abbreviation ("Dr." of "Dr. Smith");
-    a run of more than LONGEST words is none."""
+    a run of more than LONGEST words, or numbered ("Day 3"), is none."""
     found = []
     for match in _RUN.finditer(text):
         if text.startswith(".", match.end()) and _ABBREVIATION.search(text[match.start() : match.end() + 1]):
+            continue
+        if _NUMBERED.match(text, match.end()):
             continue
         words = match.group().split()
         if _holiday(text, match, words):
@@ -93,10 +96,16 @@ def knows(text, name):
     all agree beyond it ("Dana Whitfield", "Call With Dana Whitfield"; not "Anna
     Pavlova" and "Anna Karenina"). A name of several words is known by one of them
     written on its own ("Priya Patel" where the text says "Priya"; not where it says
-    "Priya Shah")."""
+    "Priya Shah"), or by all its words in lower case ("Launch Day" where it says
+    "launch day": a thing's name; no one writes a person's so)."""
     words = name.split()
-    return _knows(text, words) or (
-        len(words) > 1 and any(_knows(text, [word], alone=True) for word in dict.fromkeys(words))
+    if len(words) == 1:
+        return _knows(text, words)
+    lower = r"(?<!\w)" + _GAP.join(re.escape(word.lower()) for word in words) + r"(?!\w)"
+    return (
+        _knows(text, words)
+        or any(_knows(text, [word], alone=True) for word in dict.fromkeys(words))
+        or re.search(lower, text) is not None
     )
 
 

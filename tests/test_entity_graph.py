@@ -278,3 +278,21 @@ def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path):
                 taken.append((start, end))
                 expected.add(graph.alias_target(min(spans[(start, end)])))
         assert found == sorted(expected), text
+
+
+def test_a_bare_word_is_one_word_in_any_script(tmp_path):
+    """A bare word (seed_spans) is one word an entity writes only before its
+    disambiguator, whatever its letters: "İzmir" casefolds to an i and a combining
+    dot, still one word."""
+    conn = linked_brain(tmp_path, 1)
+    brain_sql.remember(
+        conn,
+        [
+            {"title": "İzmir (city)", "text": "a port on the Aegean"},
+            {"title": "Mark King (musician)", "text": "bass"},
+        ],
+    )
+    current = state.current(conn, 256)
+    with current.lock:
+        assert [bare for _, _, bare in current.graph.seed_spans("What is in İzmir?")] == [True]
+        assert [bare for _, _, bare in current.graph.seed_spans("Who is Mark King?")] == [False]

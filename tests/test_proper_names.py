@@ -25,6 +25,8 @@ from brain_sql.proper_names import knows, names_in
         ("Did Tom go out on St. Patrick's Day, Memorial Day or New Year’s Eve?", ["Tom"]),  # holidays
         ("What did Eve, Doris Day and Tom Day say on Christmas Eve?", ["Eve", "Doris Day", "Tom Day"]),
         ("Was it Anna's Day off, or Father's Day, or All Saints' Day?", ["Anna", "Day"]),  # Anna's is no holiday
+        ("What happened on Day 3, before Apollo 11 flew?", []),  # numbered parts, no one's names
+        ("What did Tom say on Launch Day?", ["Tom", "Launch Day"]),
         ("no names here, and I said so", []),
     ],
 )
@@ -56,6 +58,8 @@ def test_the_names_a_question_writes(text, names):
         ("- **TOM:** I will ship it.", "Tom", True),
         ("SAM synthesis in liver\nSAM levels rose.", "Sam", False),  # capitals opening a line
         ("MARK YOUR CALENDARS", "Mark", False),  # a heading
+        ("We planned launch day with care.", "Launch Day", True),  # a thing's name, in lower case
+        ("We planned the day with care.", "Launch Day", False),
         ("Annabel planted tomatoes.", "Anna", False),
         ("nobody at all", "Anna", False),
     ],
