@@ -150,8 +150,9 @@ def rescored(conn, text, fused, filters, sessions=None):
     """`fused` ([(id, score, {leg: rank})] best first) for the query `text`, with
     each turn's score multiplied by 1 + DIALOGUE_MATCH for a speaker the query names
     and again, when the query asks when, for a time it states; then every turn is
-    raised by DIALOGUE_SESSION of the best of its session's candidates. Best first,
-    ties by id.
+    raised by DIALOGUE_SESSION of the best of its session's candidates, and any other
+    memory by DIALOGUE_SESSION of its own, a session of one: a note keeps its place
+    among the best turns of their sessions. Best first, ties by id.
     `sessions`: session_turns of `fused`'s ids, when the caller read them already."""
     if sessions is None:
         sessions = session_turns(conn, [item for item, _, _ in fused], filters)
@@ -163,7 +164,7 @@ def rescored(conn, text, fused, filters, sessions=None):
     # the candidates that are turns `filters` admit
     found = [item for turns in sessions.values() for item, _ in turns if item in score]
     when = timed(conn, found) if asks_when(text or "") else set()
-    new = dict(score)
+    new = {item: value * (1 + DIALOGUE_SESSION) for item, value in score.items()}
     for turns in sessions.values():
         own = [
             score.get(item, 0.0) * (1 + DIALOGUE_MATCH) ** ((speaker in speakers) + (item in when))

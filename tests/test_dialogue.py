@@ -317,3 +317,35 @@ def test_a_sessions_speakers_without_their_index_are_read_once(tmp_path, index):
     few, many = speakers_and_work(2), speakers_and_work(24)
     if index != "m019":
         assert many < 1.5 * few, (few, many)
+
+
+def test_a_note_keeps_its_place_among_a_conversations_turns(tmp_path):
+    """In a brain of notes and conversations, the note answering a question ranks
+    first when every leg ranks it first: a turn is raised by its session's best
+    (itself, at least), and a note by its own, a session of one (review 62: the
+    turns of a session mentioning Apollo in passing ranked above "Apollo (project)",
+    fused by ranks, close together)."""
+    said = [
+        ("Dana", "The demo went fine today."),
+        ("Priya", "Great, it looked good."),
+        ("Dana", "The Apollo deploy moved to Friday."),
+        ("Priya", "Fine by me, the deploy can wait."),
+        ("Dana", "Ping me about the release later."),
+        ("Priya", "Will do, talk soon."),
+    ]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    lines = [json.dumps(turn(i + 1, "standup", speaker, text)) for i, (speaker, text) in enumerate(said)]
+    lines += [json.dumps(turn(1, f"chat{i}", "Dana", f"Lunch plans for day {i}?")) for i in range(4)]
+    lines.append(
+        json.dumps(
+            {
+                "_id": "apollo",
+                "title": "Apollo (project)",
+                "text": "Dana Whitfield leads Apollo, which ships the invoice exporter.",
+            }
+        )
+    )
+    brain_sql.ingest(conn, [write(tmp_path / "mixed.jsonl", "\n".join(lines) + "\n")])
+    for q in ("Who leads Apollo?", "Apollo invoice exporter lead"):
+        assert by_api(conn, q)[0][0] == "apollo", q
+        assert by_sql(conn, q) == by_api(conn, q)
