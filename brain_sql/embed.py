@@ -8,6 +8,7 @@ recall must not wait on the network, nor reach it, for one."""
 
 import sys
 import threading
+import unicodedata
 from typing import Any
 
 import numpy as np
@@ -87,8 +88,11 @@ def model_dimension(model_id, fetch=False):
 
 
 def embed(texts, model_id):
-    """float32 array (n, dim), each row L2-normalised (a text with no known token is zero)."""
-    vectors = get_model(model_id).encode(list(texts), use_multiprocessing=False)
+    """float32 array (n, dim), each row L2-normalised (a text with no known token is
+    zero). Each text is embedded composed (NFC): "José" written with a combining
+    accent is the same text, and gets the same vector."""
+    texts = [unicodedata.normalize("NFC", text) for text in texts]
+    vectors = get_model(model_id).encode(texts, use_multiprocessing=False)
     vectors = np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)

@@ -15,6 +15,7 @@ import dataclasses
 import difflib
 import types
 import typing
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -215,6 +216,13 @@ def from_strings(values: Mapping[str, Any], need_q: bool = True, comma_lists: bo
     return parse(raw, need_q=need_q)
 
 
+def query_text(text):
+    """A query's text as recall reads it: composed (NFC), as names, scopes and fields
+    are, so "José" typed as an e and a combining accent (macOS, some keyboards) asks
+    what "José" asks, through the API and the SQL recall alike."""
+    return unicodedata.normalize("NFC", text)
+
+
 def _text(name, value, limit=500):
     if not isinstance(value, str):
         raise QueryError(f"{name} must be a string", name)
@@ -279,7 +287,7 @@ def parse(raw: QueryDoc | dict[str, Any], need_q: bool = True) -> QueryDoc:
         raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {named}")
     if "q" not in raw and need_q:
         raise QueryError("q is required: the text to recall memories for", "q")
-    q = _text("q", raw.get("q", ""), MAX_QUERY_CHARS)
+    q = query_text(_text("q", raw.get("q", ""), MAX_QUERY_CHARS))
     if not q.strip() and need_q:
         raise QueryError("q must not be empty", "q")
     values = {"q": q}
