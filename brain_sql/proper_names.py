@@ -8,7 +8,9 @@ What quality reads as `stranger`: a question about someone its answer does not k
 
 import calendar
 import re
+import unicodedata
 
+from .lexical import STOPWORDS
 from .temporal import MONTHS
 
 # capitalised, but no one's name: months, days and holidays, whole or cut short
@@ -31,7 +33,24 @@ _HOLIDAY_OWNERS = frozenset(
 _OWNS_HOLIDAY = re.compile(r"['\u2019]s?[^\S\n]+(?:Day|Eve)\b")
 _OWNED_HOLIDAY = re.compile(rf"\b(?:{'|'.join(sorted(_HOLIDAY_OWNERS))})['\u2019]s?[^\S\n]+$")
 LONGEST = 4  # words of a name: a longer run of capitalised words is a title or a heading, no one's name
-_WORD = r"[A-Z][a-z]+"
+
+
+def _letters(categories):
+    """A character class of the Latin and Cyrillic letters in `categories` (not the
+    Greek: a claim's "Aβ" is no name)."""
+    found = (chr(c) for c in (*range(0x41, 0x250), *range(0x400, 0x530), *range(0x1E00, 0x1F00)))
+    return "[" + "".join(re.escape(c) for c in found if unicodedata.category(c) in categories) + "]"
+
+
+_UPPER, _LOWER = _letters(("Lu", "Lt")), _letters(("Ll",))
+# a capitalised word, in either alphabet ("José", "Łukasz", "Ömer"); not "AlphaBeta"
+_WORD = rf"{_UPPER}{_LOWER}+"
+# each letter to its letter without accents, one for one, so that offsets hold
+_UNACCENTED = {
+    c: base
+    for c in range(0xC0, 0x250)
+    if (base := unicodedata.normalize("NFD", chr(c))[0]) != chr(c) and base.isalpha()
+}
 _GAP = r"[^\S\n]+"  # between the words of a name: spaces or tabs, not a line break
 # a run of capitalised words ("Corey Taylor"), not part of a word, a number or a hyphenated
 # term ("Rad51", "N-cadherin", "Aire-expressing"); "Anna's" names Anna
@@ -90,23 +109,34 @@ def _opens_at(text, at):
 
 
 def knows(text, name):
-    """Whether `text` knows someone by `name` (written as a name, capitalised, in
-    capitals only as a label: "SAM" and "mark" are other words; a number may follow it:
-    "Deltex1" names Deltex): it writes it on its own, or inside longer names that
-    all agree beyond it ("Dana Whitfield", "Call With Dana Whitfield"; not "Anna
-    Pavlova" and "Anna Karenina"). A name of several words is known by one of them
-    written on its own ("Priya Patel" where the text says "Priya"; not where it says
-    "Priya Shah"), or by all its words in lower case ("Launch Day" where it says
-    "launch day": a thing's name; no one writes a person's so)."""
+    """Whether `text` knows someone by `name`: it writes it as a name (capitalised, in
+    capitals only as a label: "SAM" is an acronym; a number may follow it: "Deltex1"
+    names Deltex) on its own, or inside longer names that all agree beyond it ("Dana
+    Whitfield", "Call With Dana Whitfield"; not "Anna Pavlova" and "Anna Karenina");
+    or in lower case, as notes write a tool ("nginx" knows Nginx), but for a word as
+    common as a stop word ("will" knows no Will). A name of several words is known
+    by one of them written on its own ("Priya Patel" where the text says "Priya";
+    not where it says "Priya Shah"), or by all of them in lower case ("launch day"),
+    and with or without its accents ("Akinoshu Kenji", "Akinoshū Kenji"); a name of
+    one word only as written ("Zoe" is not "Zoë", nor "Melanie" "Mélanie")."""
     words = name.split()
-    if len(words) == 1:
-        return _knows(text, words)
-    lower = r"(?<!\w)" + _GAP.join(re.escape(word.lower()) for word in words) + r"(?!\w)"
-    return (
-        _knows(text, words)
-        or any(_knows(text, [word], alone=True) for word in dict.fromkeys(words))
-        or re.search(lower, text) is not None
-    )
+    if len(words) > 1:
+        text, words = unaccented(text), unaccented(name).split()
+    if _knows(text, words) or (len(words) > 1 or words[0].lower() not in STOPWORDS) and _in_lower_case(text, words):
+        return True
+    return len(words) > 1 and any(_knows(text, [word], alone=True) for word in dict.fromkeys(words))
+
+
+def unaccented(text):
+    """`text` with each accented Latin letter as its letter ("Zoë" as "Zoe"), one for
+    one, so that offsets hold."""
+    return text.translate(_UNACCENTED)
+
+
+def _in_lower_case(text, words):
+    """Whether `text` writes `words` in lower case, as whole words."""
+    pattern = r"(?<!\w)" + _GAP.join(re.escape(word.lower()) for word in words) + r"(?!\w)"
+    return re.search(pattern, text) is not None
 
 
 def _written_as_name(text, match):

@@ -59,6 +59,7 @@ where it stands in the fused answer, and from the answer's confidence.
 
 import json
 import math
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -196,7 +197,7 @@ def stranger(legs, title, content, named):
     whether the query names an entity surely (names_surely)."""
     if named or legs.speakers:
         return False
-    text = title + "\n" + content
+    text = unicodedata.normalize("NFC", title + "\n" + content)  # as the query: "José" stored decomposed
     return any(not knows(text, name) for name in names_in(legs.question or legs.text))
 
 

@@ -27,6 +27,8 @@ from brain_sql.proper_names import knows, names_in
         ("Was it Anna's Day off, or Father's Day, or All Saints' Day?", ["Anna", "Day"]),  # Anna's is no holiday
         ("What happened on Day 3, before Apollo 11 flew?", []),  # numbered parts, no one's names
         ("What did Tom say on Launch Day?", ["Tom", "Launch Day"]),
+        ("Did Łukasz meet Ömer and Zoë in Київ?", ["Łukasz", "Ömer", "Zoë", "Київ"]),  # Latin and Cyrillic
+        ("Does AlphaBeta raise the Aβ level?", []),  # capitals within a word, Greek: no names
         ("no names here, and I said so", []),
     ],
 )
@@ -50,10 +52,14 @@ def test_the_names_a_question_writes(text, names):
         ("Call With Dana Whitfield\nDana Whitfield said SSO goes live.", "Dana", True),  # one person
         ("Notes\n- Per Dana Whitfield, SSO goes live.\n- Dana Whitfield chairs it.", "Dana", True),
         ("the putative E3 ubiquitin ligase Deltex1 binds", "Deltex", True),  # a number may follow it
-        ("Ask ANNA and anna.", "Anna", False),  # in capitals in a sentence, or lower case: another word
+        ("Ask ANNA.", "Anna", False),  # in capitals in a sentence: another word
+        ("Set up nginx with TLS.", "Nginx", True),  # in lower case, as notes write a tool
+        ("I will sign it.", "Will", False),  # ... but not a stop word
+        ("Akinoshū Kenji was born in Hiroshima.", "Akinoshu Kenji", True),  # a full name, without its accents
+        ("Zoë painted a sunrise.", "Zoe", False),  # one word only as written
+        ("Renée painted a sunrise.", "Renée", True),
         ("Aligned with SAM and read by SAMtools.", "Sam", False),  # an acronym
-        ("Will you mark the page? Mark it.", "Mark", True),  # as a name is written, once
-        ("Will you mark the page?", "Mark", False),
+        ("Will you mark the page?", "Mark", True),  # a word that is a name, in lower case
         ("TOM: I will ship it.\nANNA: Good.", "Tom", True),  # a speaker's label
         ("- **TOM:** I will ship it.", "Tom", True),
         ("SAM synthesis in liver\nSAM levels rose.", "Sam", False),  # capitals opening a line

@@ -6,6 +6,7 @@ hit's relevance, the cut-off, packing, field suggestions).
 
 import json
 import re
+import unicodedata
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -440,6 +441,12 @@ def test_a_question_naming_an_entity_or_a_speaker_asks_about_no_stranger():
         question="Last week Dana said what?", text="Dana said what?", named_surely=False, speakers=set()
     )
     assert quality.stranger(asked, "Notes", "Tom said the deploy waits.", False)
+    # a tool its notes write in lower case is known (review 62: "How do I set up TLS on
+    # Nginx?" abstained, its note saying "nginx"), and a name stored decomposed as asked
+    tool = SimpleNamespace(question="How do I set up TLS on Nginx?", text="TLS on Nginx", speakers=set())
+    assert not quality.stranger(tool, "Runbook", "Put nginx in front; TLS ends at nginx.", False)
+    jose = SimpleNamespace(question="What did José say?", text="What did José say?", speakers=set())
+    assert not quality.stranger(jose, "Notes", unicodedata.normalize("NFD", "José said the deploy waits."), False)
 
 
 def test_a_word_the_brain_writes_only_before_a_disambiguator_names_no_one_surely(tmp_path):
