@@ -135,6 +135,8 @@ def unaccented(text):
 
 def _in_lower_case(text, words):
     """Whether `text` writes `words` in lower case, as whole words."""
+    if words[0].lower() not in text:  # mostly not: spared the search
+        return False
     pattern = r"(?<!\w)" + _GAP.join(re.escape(word.lower()) for word in words) + r"(?!\w)"
     return re.search(pattern, text) is not None
 
