@@ -8,13 +8,13 @@ recall must not wait on the network, nor reach it, for one."""
 
 import sys
 import threading
-import unicodedata
 from typing import Any
 
 import numpy as np
 
 from .config import DEFAULT_MODEL
 from .errors import ModelError
+from .fields import composed_text
 from .plugins import collect
 
 _models: dict[str, Any] = {}  # model id -> the model, loaded once
@@ -89,9 +89,9 @@ def model_dimension(model_id, fetch=False):
 
 def embed(texts, model_id):
     """float32 array (n, dim), each row L2-normalised (a text with no known token is
-    zero). Each text is embedded composed (NFC): "José" written with a combining
-    accent is the same text, and gets the same vector."""
-    texts = [unicodedata.normalize("NFC", text) for text in texts]
+    zero). Each text is embedded as fields.composed_text reads it: "José" written
+    with a combining accent is the same text, and gets the same vector."""
+    texts = [composed_text(text) for text in texts]
     vectors = get_model(model_id).encode(texts, use_multiprocessing=False)
     vectors = np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)

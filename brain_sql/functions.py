@@ -14,7 +14,7 @@ from . import bm25, claims, config, dialogue, graph, lexical, querydoc, values
 from .connection import sqlite3
 from .embed import embed
 from .errors import InputError, ModelError, QueryError
-from .fields import loads_json, normalize_fields, parse_datetime, parse_time, utcnow
+from .fields import composed_text, loads_json, normalize_fields, parse_datetime, parse_time, utcnow
 from .filters import Filters, column_sql, template
 from .fusion import LEGS, boosted, graph_leads, leg_weights, method, rrf
 from .schema import is_brain, recorded_model
@@ -280,7 +280,7 @@ def _register_search(conn, model_id):
         """brain_fts_query(text [, filters]): a safe FTS5 MATCH expression; in a brain,
         words most chunks reachable under `filters` contain are left out while
         rarer ones remain."""
-        text = "" if text is None else querydoc.query_text(str(text))
+        text = "" if text is None else composed_text(str(text))
         try:
             common = term_stats(filters).common_words(text)
         except sqlite3.OperationalError:  # not a brain: no term frequencies
@@ -292,7 +292,7 @@ def _register_search(conn, model_id):
         best first: FTS5's bm25 with its statistics taken over the rows `filters`
         admit, so rows the request cannot see change no score."""
         terms = term_stats(filters)
-        text = "" if text is None else querydoc.query_text(str(text))
+        text = "" if text is None else composed_text(str(text))
         hits = bm25.search(terms, lexical.plan(text, terms.common_words(text)))
         return json.dumps([{"id": item, "bm25": score} for item, score in hits])
 
@@ -316,7 +316,7 @@ def _register_search(conn, model_id):
         {id, score}, best first. passages: JSON [{leg, id, score}] from the other
         legs, best first per leg; filters: a JSON object of QueryDoc filter fields."""
         seeds = _passages(json_argument("passages", passages) if passages else [])
-        hits, _ = graph.walk(conn, querydoc.query_text(str(text or "")), seeds, request_filters(filters))
+        hits, _ = graph.walk(conn, composed_text(str(text or "")), seeds, request_filters(filters))
         return json.dumps([{"id": item, "score": score} for item, score in hits])
 
     def brain_dialogue(text, fused, filters=None):
@@ -326,7 +326,7 @@ def _register_search(conn, model_id):
         states a time, and by the best of its session's candidates `filters` admit
         (dialogue.py)."""
         pairs = _fused(json_argument("fused", fused) if fused else [])
-        return dialogue.rescored_json(conn, querydoc.query_text(str(text or "")), pairs, request_filters(filters))
+        return dialogue.rescored_json(conn, composed_text(str(text or "")), pairs, request_filters(filters))
 
     _create(conn, "brain_dialogue", -1, brain_dialogue)
     _create(conn, "brain_leg_weight", -1, brain_leg_weight)
@@ -348,7 +348,7 @@ def _leads(conn, text, filters):
     """Whether the graph walk leads the fusion for q (fusion.graph_leads): q names
     entities that memories visible under `filters` tie into the graph, and the
     words naming them hold enough of q."""
-    text = querydoc.query_text(str(text or ""))
+    text = composed_text(str(text or ""))
     named = graph.named_in(conn, text, request_filters(filters))
     if not named.ids:
         return False

@@ -15,7 +15,6 @@ import dataclasses
 import difflib
 import types
 import typing
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
 from .errors import FieldError, QueryError
 from .fields import (
+    composed_text,
     given_once,
     grouping_name,
     normalize_scope,
@@ -216,13 +216,6 @@ def from_strings(values: Mapping[str, Any], need_q: bool = True, comma_lists: bo
     return parse(raw, need_q=need_q)
 
 
-def query_text(text):
-    """A query's text as recall reads it: composed (NFC), as names, scopes and fields
-    are, so "José" typed as an e and a combining accent (macOS, some keyboards) asks
-    what "José" asks, through the API and the SQL recall alike."""
-    return unicodedata.normalize("NFC", text)
-
-
 def _text(name, value, limit=500):
     if not isinstance(value, str):
         raise QueryError(f"{name} must be a string", name)
@@ -287,10 +280,10 @@ def parse(raw: QueryDoc | dict[str, Any], need_q: bool = True) -> QueryDoc:
         raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {named}")
     if "q" not in raw and need_q:
         raise QueryError("q is required: the text to recall memories for", "q")
-    q = query_text(_text("q", raw.get("q", ""), MAX_QUERY_CHARS))
+    q = composed_text(_text("q", raw.get("q", ""), MAX_QUERY_CHARS))
     if not q.strip() and need_q:
         raise QueryError("q must not be empty", "q")
-    values = {"q": q}
+    values: dict[str, Any] = {"q": q}
     for also, name in ALSO.items():
         if name in raw and also in raw:
             raise QueryError(f"give {name} or {also}, not both", name)
