@@ -270,10 +270,11 @@ CONVEX_WEIGHTS = {"vector": 0.3, "fts": 0.7, "graph": 0.1, "prf": 0.0}
 MODEL_CONVEX_WEIGHTS = {MINILM_MODEL: {"vector": 0.45, "fts": 0.55, "graph": 0.1, "prf": 0.0}}
 # Conversation turns (dialogue.py): after fusion a turn that meets what the question
 # asks of a turn (said by a speaker it names; stating a time when it asks when) has
-# its score multiplied by 1 + DIALOGUE_MATCH for each, then every turn is raised by
-# DIALOGUE_SESSION of the best score in its session (any other memory by that of its
-# own, so that a brain of notes and conversations ranks a note as the best turn of a
-# session, as fused: review 62). Chosen on locomo-dev (conv-26)
+# its score multiplied by 1 + DIALOGUE_MATCH for each, then every turn is drawn towards
+# the best score in its session, DIALOGUE_SESSION of it to 1 of its own (the best turn
+# keeping its score, so that in a brain of notes and conversations a note keeps its
+# place as fused: review 62; raising every turn by it instead ranks the same turns
+# alike). Chosen on locomo-dev (conv-26)
 # turn Recall@10: 0.778 with neither; session 0.3 and a named speaker's 1.5 gave
 # 0.805 (session 0.2: 0.798, 0.5: 0.805). With the time a turn states: 0.817 and
 # Recall@5 0.757 for 1 (both conditions doubling), 0.815 / 0.747 for 0.75, 0.817 /

@@ -140,21 +140,24 @@ def _written(name, text, flags=0):
     return re.search(rf"(?<!\w){re.escape(unaccented(name))}(?!\w)", unaccented(text), flags) is not None
 
 
-def timed(conn, ids):
-    """The memories among `ids` whose text states a time (temporal.states_time)."""
+def contents(conn, ids):
+    """{id: content} of the memories among `ids`."""
     rows = conn.execute(
         "select id, content from knowledge where id in (select value from json_each(?))", [json.dumps(ids)]
     )
-    return {item for item, content in rows if content and states_time(content)}
+    return {item: content or "" for item, content in rows}
 
 
 def rescored(conn, text, fused, filters, sessions=None):
     """`fused` ([(id, score, {leg: rank})] best first) for the query `text`, with
     each turn's score multiplied by 1 + DIALOGUE_MATCH for a speaker the query names
-    and again, when the query asks when, for a time it states; then every turn is
-    raised by DIALOGUE_SESSION of the best of its session's candidates, and any other
-    memory by DIALOGUE_SESSION of its own, a session of one: a note keeps its place
-    among the best turns of their sessions. Best first, ties by id.
+    and again, when the query asks when, for a time it states (any other memory's
+    when it names that speaker, or states a time; divided by it when it does not name
+    the speaker the query names); then every turn is
+    drawn towards the best of its session's candidates, by DIALOGUE_SESSION of it
+    against 1 of its own: the best turn of a session keeps its score, as a memory that
+    is no turn does, so a note every leg ranks first stays above turns no more asked
+    for than it. Best first, ties by id.
     `sessions`: session_turns of `fused`'s ids, when the caller read them already."""
     if sessions is None:
         sessions = session_turns(conn, [item for item, _, _ in fused], filters)
@@ -165,8 +168,20 @@ def rescored(conn, text, fused, filters, sessions=None):
     ranks = {item: legs for item, _, legs in fused}
     # the candidates that are turns `filters` admit
     found = [item for turns in sessions.values() for item, _ in turns if item in score]
-    when = timed(conn, found) if asks_when(text or "") else set()
-    new = {item: value * (1 + DIALOGUE_SESSION) for item, value in score.items()}
+    in_turns = set(found)
+    others = [item for item in score if item not in in_turns]
+    asks = asks_when(text or "")
+    texts = contents(conn, (found if asks else []) + others) if asks or speakers else {}
+    when = {item for item, content in texts.items() if asks and states_time(content)}
+    # a memory that is no turn meets what the question asks as a turn does: it names the
+    # speaker the question names (one that does not is about someone else: a turn of the
+    # conversation is nearer), it states a time when the question asks when
+    new = {
+        item: score[item]
+        * (1 + DIALOGUE_MATCH)
+        ** ((1 if named(texts.get(item, ""), speakers) else -1 if speakers else 0) + (item in when))
+        for item in others
+    }
     for turns in sessions.values():
         own = [
             score.get(item, 0.0) * (1 + DIALOGUE_MATCH) ** ((speaker in speakers) + (item in when))
@@ -174,7 +189,7 @@ def rescored(conn, text, fused, filters, sessions=None):
         ]
         best = max(own)
         for (item, _), value in zip(turns, own):
-            new[item] = value + DIALOGUE_SESSION * best
+            new[item] = (value + DIALOGUE_SESSION * best) / (1 + DIALOGUE_SESSION)
     ordered = sorted(new, key=lambda item: (-new[item], item))
     return [(item, new[item], ranks.get(item, {})) for item in ordered if new[item] > 0 or item in score]
 

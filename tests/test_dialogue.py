@@ -340,10 +340,30 @@ def test_a_note_keeps_its_place_among_a_conversations_turns(tmp_path):
     records = [turn(i + 1, "standup", speaker, text) for i, (speaker, text) in enumerate(said)]
     records += [turn(1, f"chat{i}", "Dana", f"Lunch plans for day {i}?") for i in range(4)]
     note = "Dana Whitfield leads Apollo, which ships the invoice exporter."
-    conn = ingested(tmp_path, records + [{"_id": "apollo", "title": "Apollo (project)", "text": note}])
+    checklist = "Freeze, tag, ship and verify the deploy."
+    notes = [
+        {"_id": "apollo", "title": "Apollo (project)", "text": note},
+        {"_id": "checklist", "title": "Deploy checklist", "text": checklist},
+    ]
+    conn = ingested(tmp_path, records + notes)
     for q in ("Who leads Apollo?", "Apollo invoice exporter lead"):
         assert by_api(conn, q)[0][0] == "apollo", q
         assert by_sql(conn, q) == by_api(conn, q)
+    # fused so, the note first and Priya's turn at 0.45 of it: a question naming a speaker
+    # asks about the conversation, and a note that does not name her is about someone
+    # else (review 63: a brain holding SciFact's abstracts answered "What activities does
+    # Melanie partake in?" with abstracts on "activation"); one that names her, or a
+    # question naming no speaker, keeps the note first
+    ids = dict(conn.execute("select external_id, id from knowledge"))
+    filters = Filters.from_querydoc(parse({"q": "deploy"}))
+
+    def first(q, note):
+        fused = [(ids[note], 1.0, {}), (ids["standup:4"], 0.45, {})]
+        return dialogue.rescored(conn, q, fused, filters)[0][0] == ids[note]
+
+    assert not first("What did Priya say about the deploy?", "checklist")
+    assert first("What did Dana say about Apollo?", "apollo")  # the note names Dana
+    assert first("What was said about the deploy?", "checklist")
 
 
 def test_a_question_typed_with_combining_accents_asks_what_the_composed_one_asks(tmp_path):
