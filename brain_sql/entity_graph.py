@@ -52,8 +52,11 @@ def _key_hash(key):
 
 def _word(character):
     """Whether `character` is part of a word: a letter, digit or "_", or a mark on one
-    ("İzmir" casefolds to an i and a combining dot)."""
-    return character.isalnum() or character == "_" or unicodedata.category(character).startswith("M")
+    ("İzmir" casefolds to an i and a combining dot), not a variation selector ("Orion"
+    and an emoji's selector)."""
+    if character.isalnum() or character == "_":
+        return True
+    return unicodedata.category(character).startswith("M") and not "\ufe00" <= character <= "\ufe0f"
 
 
 class NameIndex:

@@ -628,18 +628,22 @@ def normalize_fields(raw):
     return fields
 
 
-# invisible marks pasted text may carry, which no word holds: zero-width space, direction
-# marks and controls, word joiner, byte-order mark; fewer than wording.INVISIBLE, which a
-# name may not hold: not the zero-width joiners nor variation selectors, which some
-# scripts' words and emoji hold, as stored texts do
-_INVISIBLE = dict.fromkeys([0x200B, 0x200E, 0x200F, *range(0x202A, 0x202F), 0x2060, *range(0x2066, 0x206A), 0xFEFF])
+# invisible marks pasted text may carry: a zero-width space or a word joiner between
+# two words, read as the break it is (Thai, Khmer and Lao write no other), and
+# direction marks and controls and a byte-order mark, which no word holds; fewer than
+# wording.INVISIBLE, which a name may not hold: not the zero-width joiners nor
+# variation selectors, which some scripts' words and emoji hold, as stored texts do
+_INVISIBLE = {
+    **dict.fromkeys([0x200B, 0x2060], " "),
+    **dict.fromkeys([0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0xFEFF]),
+}
 
 
 def composed_text(text: str) -> str:
     """`text` as recall reads a query and the model a text: composed (NFC), as names,
-    scopes and fields are, and without invisible marks. "José" typed as an e and a
-    combining accent (macOS, some keyboards) asks what "José" asks; a right-to-left
-    override before "Orion status" asks "Orion status"."""
+    scopes and fields are, and without invisible marks (a zero-width space a space).
+    "José" typed as an e and a combining accent (macOS, some keyboards) asks what
+    "José" asks; a right-to-left override before "Orion status" asks "Orion status"."""
     return unicodedata.normalize("NFC", text.translate(_INVISIBLE))
 
 

@@ -63,6 +63,18 @@ _ABBREVIATION = re.compile(rf"(?<![\w-])(?:{_TITLES})\.$")
 # a word after one of these (or first) opens a sentence, a quote or a list's item
 _OPENERS = ".?!:\"'\u2018\u201c(\n-*>#|\u2022"
 NEAR = 64  # characters either side of a name read for the rest of a longer one
+# given names that are everyday words: in lower case the word, no one's name ("mark the
+# invoices", "in summer", "the art of"); a tool's name ("nginx") is known in lower case
+_EVERYDAY = frozenset(
+    """mark bill rose grace frank hope jack art summer victor faith joy dawn june april august
+    ray rich chase drew dean lane sky storm river brook rob pat sue gene guy don bob max jade
+    ruby amber holly ivy iris lily daisy violet olive heather hazel sage autumn winter hunter
+    mason carter cooper parker baker miles wade penny sandy melody crystal dusty rusty angel
+    honey ginger pearl coral sunny page reed cliff glen dale heath basil clay gray grey rocky
+    stone king duke earl prince piper scout nick jay robin wren finch drake hawk pepper cherry
+    berry misty rain snow star ash bay bud buck cash colt jet kit ace harmony destiny liberty
+    justice trinity major sterling forest bear wolf""".split()
+)
 _LABEL = re.compile(r"[*_]*:")  # after a name in capitals: a speaker's label
 _NUMBERED = re.compile(r"[^\S\n]+\d")  # after a run: a numbered part, no one's name ("Day 3", "Apollo 11")
 
@@ -113,8 +125,8 @@ def knows(text, name):
     capitals only as a label: "SAM" is an acronym; a number may follow it: "Deltex1"
     names Deltex) on its own, or inside longer names that all agree beyond it ("Dana
     Whitfield", "Call With Dana Whitfield"; not "Anna Pavlova" and "Anna Karenina");
-    or in lower case, as notes write a tool ("nginx" knows Nginx), but for a word as
-    common as a stop word ("will" knows no Will). A name of several words is known
+    or in lower case, as notes write a tool ("nginx" knows Nginx), but for a stop word
+    or a given name that is an everyday word ("will" knows no Will, "mark" no Mark). A name of several words is known
     by one of them written on its own ("Priya Patel" where the text says "Priya";
     not where it says "Priya Shah"), or by all of them in lower case ("launch day"),
     and with or without its accents ("Akinoshu Kenji", "Akinoshū Kenji"); a name of
@@ -122,7 +134,8 @@ def knows(text, name):
     words = name.split()
     if len(words) > 1:
         text, words = unaccented(text), unaccented(name).split()
-    if _knows(text, words) or (len(words) > 1 or words[0].lower() not in STOPWORDS) and _in_lower_case(text, words):
+    everyday = len(words) == 1 and (words[0].lower() in STOPWORDS or words[0].lower() in _EVERYDAY)
+    if _knows(text, words) or not everyday and _in_lower_case(text, words):
         return True
     return len(words) > 1 and any(_knows(text, [word], alone=True) for word in dict.fromkeys(words))
 

@@ -280,7 +280,8 @@ def parse(raw: QueryDoc | dict[str, Any], need_q: bool = True) -> QueryDoc:
         raise QueryError(f"unknown field{'s' if len(unknown) > 1 else ''}: {named}")
     if "q" not in raw and need_q:
         raise QueryError("q is required: the text to recall memories for", "q")
-    q = composed_text(_text("q", raw.get("q", ""), MAX_QUERY_CHARS))
+    # composed, a text may grow (U+0958 is two characters composed): bounded again
+    q = _text("q", composed_text(_text("q", raw.get("q", ""), MAX_QUERY_CHARS)), MAX_QUERY_CHARS)
     if not q.strip() and need_q:
         raise QueryError("q must not be empty", "q")
     values: dict[str, Any] = {"q": q}

@@ -386,8 +386,8 @@ def test_a_question_typed_with_combining_accents_asks_what_the_composed_one_asks
     assert asked["quality"] == brain_sql.recall(conn, {"q": composed, "cutoff": False})["quality"]
     assert by_api(conn, typed) == by_api(conn, composed)
     assert by_sql(conn, typed) == by_sql(conn, composed) == by_api(conn, composed)
-    # pasted with invisible marks (a direction override, a zero-width space), the same
-    pasted = "\u202e" + composed.replace("paint", "pa\u200bint")
+    # pasted with invisible marks (a direction override, zero-width spaces), the same
+    pasted = "\u202e" + composed.replace(" ", "\u200b")  # a zero-width space is a word break
     assert by_api(conn, pasted) == by_api(conn, composed) and by_sql(conn, pasted) == by_sql(conn, composed)
     # and without its accent, as people type it, it names him too (review 62: 22 of 145
     # questions asking about Zoe and Renee, whom a conversation calls Zoë and Renée, abstained)

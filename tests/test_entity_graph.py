@@ -296,3 +296,5 @@ def test_a_bare_word_is_one_word_in_any_script(tmp_path):
     with current.lock:
         assert [bare for _, _, bare in current.graph.seed_spans("What is in İzmir?")] == [True]
         assert [bare for _, _, bare in current.graph.seed_spans("Who is Mark King?")] == [False]
+        # an emoji's variation selector after a name ends its word (review 63)
+        assert [bare for _, _, bare in current.graph.seed_spans("Who is Mark King\ufe0f?")] == [False]

@@ -59,7 +59,8 @@ def test_the_names_a_question_writes(text, names):
         ("Zoë painted a sunrise.", "Zoe", False),  # one word only as written
         ("Renée painted a sunrise.", "Renée", True),
         ("Aligned with SAM and read by SAMtools.", "Sam", False),  # an acronym
-        ("Will you mark the page?", "Mark", True),  # a word that is a name, in lower case
+        ("Will you mark the page?", "Mark", False),  # a given name that is an everyday word
+        ("Sunny days in summer.", "Summer", False),
         ("TOM: I will ship it.\nANNA: Good.", "Tom", True),  # a speaker's label
         ("- **TOM:** I will ship it.", "Tom", True),
         ("SAM synthesis in liver\nSAM levels rose.", "Sam", False),  # capitals opening a line

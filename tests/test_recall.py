@@ -291,6 +291,8 @@ def test_mmr_and_token_budget(brain):
         ({}, "q is required"),
         ({"q": ""}, "q must not be empty"),
         ({"q": "x" * 2001}, "limit is 2000"),
+        ({"q": "\u0958" * 2000}, "limit is 2000"),  # composed, two characters each (review 63)
+        ({"q": "\u200b\u202e"}, "q must not be empty"),  # invisible marks only
         ({"q": "x", "k": 0}, "k must be from 1 to 100"),
         ({"q": "x", "k": "5"}, "k must be a whole number"),
         ({"q": "x", "colour": "red"}, "unknown field: colour"),
