@@ -125,12 +125,13 @@ def knows(text, name):
     capitals only as a label: "SAM" is an acronym; a number may follow it: "Deltex1"
     names Deltex) on its own, or inside longer names that all agree beyond it ("Dana
     Whitfield", "Call With Dana Whitfield"; not "Anna Pavlova" and "Anna Karenina");
-    or in lower case, as notes write a tool ("nginx" knows Nginx), but for a stop word
-    or a given name that is an everyday word ("will" knows no Will, "mark" no Mark). A name of several words is known
-    by one of them written on its own ("Priya Patel" where the text says "Priya";
-    not where it says "Priya Shah"), or by all of them in lower case ("launch day"),
-    and with or without its accents ("Akinoshu Kenji", "Akinoshū Kenji"); a name of
-    one word only as written ("Zoe" is not "Zoë", nor "Melanie" "Mélanie")."""
+    or in lower case, as notes write a tool ("nginx" knows Nginx), but for a stop
+    word or a given name that is an everyday word ("will" knows no Will, "mark" no
+    Mark). A name of several words is known by one of them written on its own
+    ("Priya Patel" where the text says "Priya"; not where it says "Priya Shah"), or
+    by all of them in lower case ("launch day"), and with or without its accents
+    ("Akinoshu Kenji", "Akinoshū Kenji"); a name of one word only as written ("Zoe"
+    is not "Zoë", nor "Melanie" "Mélanie")."""
     words = name.split()
     if len(words) > 1:
         text, words = unaccented(text), unaccented(name).split()

@@ -59,7 +59,6 @@ where it stands in the fused answer, and from the answer's confidence.
 
 import json
 import math
-import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +73,7 @@ from .config import (
     RECALL_CANDIDATES,
     RELEVANCE_MODEL,
 )
+from .fields import composed_text
 from .proper_names import knows, names_in
 from .vectors import quantize_int8, vector_rows
 
@@ -197,7 +197,7 @@ def stranger(legs, title, content, named):
     whether the query names an entity surely (names_surely)."""
     if named or legs.speakers:
         return False
-    text = unicodedata.normalize("NFC", title + "\n" + content)  # as the query: "José" stored decomposed
+    text = composed_text(title + "\n" + content)  # read as the query is: "José" stored decomposed
     return any(not knows(text, name) for name in names_in(legs.question or legs.text))
 
 
