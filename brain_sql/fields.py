@@ -647,6 +647,18 @@ def composed_text(text: str) -> str:
     return unicodedata.normalize("NFC", _MARKS.sub("", _BREAKS.sub(" ", text)))
 
 
+_SPACE_RUNS = re.compile(r"\s{2,}|[^\S ]")
+
+
+def query_text(text: str) -> str:
+    """`text` as recall embeds a query: composed_text, each run of spaces, tabs or line
+    breaks one space. People type two spaces by mistake ("Input from  mental health",
+    SciFact's claims), and to the default model's tokenizer a second space is a word:
+    one test claim found its abstract only so. The SQL recall embeds
+    brain_query_text(:q), which is this."""
+    return _SPACE_RUNS.sub(" ", composed_text(text))
+
+
 def name_text(value: object, name: str, what: str = "") -> str:
     """`value` as the text it names something by (an _id, the _id superseded, a title,
     a turn's speaker or session): text as it is, a whole number as its digits, as a

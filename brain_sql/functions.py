@@ -14,7 +14,7 @@ from . import bm25, claims, config, dialogue, graph, lexical, querydoc, values
 from .connection import sqlite3
 from .embed import embed
 from .errors import InputError, ModelError, QueryError
-from .fields import composed_text, loads_json, normalize_fields, parse_datetime, parse_time, utcnow
+from .fields import composed_text, loads_json, normalize_fields, parse_datetime, parse_time, query_text, utcnow
 from .filters import Filters, column_sql, template
 from .fusion import LEGS, boosted, graph_leads, leg_weights, method, rrf
 from .schema import is_brain, recorded_model
@@ -52,6 +52,7 @@ PARAMETERS = {
     "brain_embed": (("text", TEXT), ("format", SHORT)),
     "brain_verify": (("claim", QUERY), ("text", TEXT)),
     "brain_fts_query": (("text", QUERY), ("filters", TEXT)),
+    "brain_query_text": (("q", QUERY),),
     "brain_fts": (("q", QUERY), ("filters", TEXT)),
     "brain_leg_weight": (("leg", SHORT), ("q", QUERY), ("filters", TEXT)),
     "brain_fusion": (("q", QUERY), ("filters", TEXT)),
@@ -251,7 +252,14 @@ def register_functions(conn, model_id=None):
 
     quiet_input_errors()
     _register_search(conn, model_id)
+    _create(conn, "brain_query_text", 1, brain_query_text, deterministic=True)
     _register_filters(conn)
+
+
+def brain_query_text(text):
+    """brain_query_text(q): q as recall embeds it (fields.query_text): composed,
+    without invisible marks, each run of spaces one space."""
+    return None if text is None else query_text(str(text))
 
 
 def _register_search(conn, model_id):

@@ -284,6 +284,8 @@ def parse(raw: QueryDoc | dict[str, Any], need_q: bool = True) -> QueryDoc:
     q = _text("q", composed_text(_text("q", raw.get("q", ""), MAX_QUERY_CHARS)), MAX_QUERY_CHARS)
     if not q.strip() and need_q:
         raise QueryError("q must not be empty", "q")
+    if "\x00" in q:  # SQLite would read q only up to it (brain_sql.RECALL_SQL does)
+        raise QueryError("q must not hold a NUL character (U+0000)", "q")
     values: dict[str, Any] = {"q": q}
     for also, name in ALSO.items():
         if name in raw and also in raw:

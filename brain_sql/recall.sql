@@ -27,9 +27,9 @@ weights as materialized (
 vec as materialized (
   select knowledge_id as id, distance
   from vec_knowledge
-  where embedding_int8 match vec_int8(brain_embed(:q, 'int8'))
+  where embedding_int8 match vec_int8(brain_embed(brain_query_text(:q), 'int8'))
     and k = brain_setting('candidates')
-    and trim(coalesce(:q, '')) != ''  -- no query, no nearest neighbours
+    and trim(brain_query_text(coalesce(:q, ''))) != ''  -- no query (or invisible marks only), no nearest neighbours
     and {vector_filters}
 ),
 vec_ranked as materialized (

@@ -9,7 +9,7 @@ import calendar
 import datetime
 import re
 
-from .fields import sqlite_time
+from .fields import query_text, sqlite_time
 
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
@@ -144,8 +144,7 @@ def extract(text, now, covered=None):
         if _yearless(kind, groups) and covered and not covered(*(sqlite_time(t) if t else None for t in window)):
             continue  # a window relative to now holding no memory: the phrase is about something else
         since, until = window[0] or since, window[1] or until
-        text = (text[: match.start()] + " " + text[match.end() :]).strip()
-    text = re.sub(r"\s+", " ", text)
+        text = query_text(text[: match.start()] + " " + text[match.end() :]).strip()  # one space in its place
     return (sqlite_time(since) if since else None), (sqlite_time(until) if until else None), text
 
 

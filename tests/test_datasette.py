@@ -50,15 +50,20 @@ async def test_metadata_titles_facets_and_search(demo):
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("q", ["\0", "\0 \0"])
-async def test_canned_recall_of_a_query_of_no_words_answers_as_the_api(demo, q, capsys):
-    """A NUL query embeds to no direction: the canned query recalls nothing, as the
-    API abstains, and nothing raises (brain_ppr once did, with a traceback in the log)."""
+async def test_canned_recall_and_the_api_name_a_nul_in_the_query(demo, q, capsys):
+    """SQLite reads text up to a NUL, Python past it ("Melanie\\0pottery" asked the SQL
+    recall "Melanie" and the API "Melanie pottery", review 63): both say the NUL is
+    the problem, and nothing raises (brain_ppr once did, with a traceback in the log);
+    plain SQL given one reads an empty query and recalls nothing."""
     datasette = Datasette([str(demo)], metadata=METADATA)
     canned = await datasette.client.get("/demo/recall.json", params={"q": q, "_shape": "array"})
-    assert canned.status_code == 200 and canned.json() == [], canned.text
     api = await datasette.client.get("/demo/-/recall", params={"q": q})
-    assert api.status_code == 200 and api.json()["hits"] == []
+    for answer in (canned, api):
+        assert answer.status_code == 400 and "q must not hold a NUL character" in answer.text, answer.text
     assert "Traceback" not in capsys.readouterr().err
+    params = {"q": q, "k": 5, **{name: "" for name in ("scope", "classes", "sources", "domain", "since", "until")}}
+    with brain_sql.connect(demo) as conn:
+        assert conn.execute(brain_sql.RECALL_SQL, {**params, "as_of": ""}).fetchall() == []
 
 
 @pytest.mark.asyncio

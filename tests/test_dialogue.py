@@ -389,6 +389,10 @@ def test_a_question_typed_with_combining_accents_asks_what_the_composed_one_asks
     # pasted with invisible marks (a direction override, zero-width spaces), the same
     pasted = "\u202e" + composed.replace(" ", "\u200b")  # a zero-width space is a word break
     assert by_api(conn, pasted) == by_api(conn, composed) and by_sql(conn, pasted) == by_sql(conn, composed)
+    # a question naming no date is read as typed, its spaces too, by both (review 63:
+    # the API read "José  paint" as "José paint" and the SQL recall did not)
+    for spaced in ("What did José  paint over the lake?", "What did José\u00a0paint\u2028over the lake?"):
+        assert by_api(conn, spaced) == by_sql(conn, spaced), spaced
     # and without its accent, as people type it, it names him too (review 62: 22 of 145
     # questions asking about Zoe and Renee, whom a conversation calls Zoë and Renée, abstained)
     plain = brain_sql.recall(conn, {"q": "What did Jose paint over the lake?", "cutoff": False})

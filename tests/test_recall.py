@@ -293,6 +293,7 @@ def test_mmr_and_token_budget(brain):
         ({"q": "x" * 2001}, "limit is 2000"),
         ({"q": "\u0958" * 2000}, "limit is 2000"),  # composed, two characters each (review 63)
         ({"q": "\u200b\u202e"}, "q must not be empty"),  # invisible marks only
+        ({"q": "Melanie\x00pottery"}, "q must not hold a NUL character"),  # SQLite reads up to it
         ({"q": "x", "k": 0}, "k must be from 1 to 100"),
         ({"q": "x", "k": "5"}, "k must be a whole number"),
         ({"q": "x", "colour": "red"}, "unknown field: colour"),

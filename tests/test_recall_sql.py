@@ -168,10 +168,32 @@ def test_brain_filters_reads_the_request_as_the_api_does(conn):
 
 
 @pytest.mark.parametrize("q", ["\0", "\0 \0"])
-def test_a_query_of_no_words_recalls_in_sql_as_the_api_does(conn, q):
-    """NUL and the like embed to no direction: no nearest neighbours, nothing for
-    the graph walk to start from, in SQL as in the API (it once raised in brain_ppr)."""
-    assert by_sql(conn, q) == by_api(conn, q)
+def test_a_query_of_no_words_recalls_nothing_in_sql_and_is_named_by_the_api(conn, q):
+    """SQLite reads a query up to a NUL: an empty one, no nearest neighbours, nothing
+    for the graph walk to start from (it once raised in brain_ppr). The API, which
+    reads past it, names the NUL as the problem."""
+    assert by_sql(conn, q) == []
+    with pytest.raises(brain_sql.QueryError, match="NUL character"):
+        by_api(conn, q)
+
+
+@pytest.mark.parametrize("q", ["\u200b", "\u00a0\u2028 \t", "\u200b\u202e"])
+def test_a_query_of_invisible_marks_or_spaces_recalls_nothing_in_sql(conn, q):
+    """A query of spaces and invisible marks is empty to the API (a 400) and to the SQL
+    recall: it embedded the marks and answered with the nearest neighbours of nothing."""
+    assert by_sql(conn, q) == []
+    with pytest.raises(brain_sql.QueryError, match="q must not be empty"):
+        by_api(conn, q)
+
+
+def test_a_query_typed_with_two_spaces_recalls_in_sql_as_the_api_does(conn):
+    """Two spaces typed by mistake, a tab or a line break are one space to the API and
+    to the SQL recall (brain_query_text): the API embedded the query so and the SQL
+    recall did not."""
+    q = "who gets support escalations first?"
+    assert by_api(conn, q)
+    for spaced in ("who gets  support escalations first?", "who\tgets support\u00a0escalations\nfirst?"):
+        assert by_sql(conn, spaced) == by_api(conn, spaced) == by_api(conn, q)
 
 
 def test_a_name_mentioned_in_passing_does_not_let_the_graph_lead(conn):
