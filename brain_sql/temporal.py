@@ -165,10 +165,13 @@ _NUMBERS = {
     "a few": 3,
 }
 _COUNT = "|".join(sorted(map(re.escape, _NUMBERS), key=len, reverse=True))
+_DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 RELATIVE = re.compile(
-    r"\b(?:(?P<day>yesterday|today|tonight|tomorrow|last night|this morning)"
+    r"\b(?:(?P<day>(?:the\s+)?day\s+(?:before\s+yesterday|after\s+tomorrow)"
+    r"|yesterday|today|tonight|tomorrow|last night|this morning)"
     r"|(?P<step>last|next|this|past|coming)\s+(?P<unit>week(?:end)?|month|year|summer|winter|spring|fall|autumn)"
-    rf"|(?P<count>\d+|{_COUNT})\s+(?P<units>day|week|month|year)s?\s+ago)\b",
+    rf"|last\s+(?P<weekday>{_DAYS})"
+    rf"|(?P<count>\d+|{_COUNT})\s+(?P<units>day|week(?:end)?|month|year)s?\s+ago)\b",
     re.I,
 )
 _WEEKDAY = r"(?:mon|tues?|wed|wednes|thu|thur|thurs|fri|sat|satur|sun)(?:day)?"
@@ -243,19 +246,29 @@ def resolve_relative(text, at, limit):
             continue
         if not any(year.isdigit() and 1 <= int(year) <= 9999 for year in label.split()[-1:]):
             continue  # "next year" said in 9999: no year to name
-        if f"{phrase.lower()}: {label}" not in resolved:
-            resolved.append(f"{phrase.lower()}: {label}")
+        line = f"{' '.join(phrase.lower().split())}: {label}"  # one line, however the phrase was spaced
+        if line not in resolved:
+            resolved.append(line)
     return resolved
 
 
+_TO_SATURDAY = datetime.timedelta(days=5)  # from a week's Monday
+
+
 def _relative_label(match, at):
-    day, step, count = match.group("day"), match.group("step"), match.group("count")
+    day, step, count, weekday = (match.group(name) for name in ("day", "step", "count", "weekday"))
     if day:
-        shift = {"yesterday": -1, "tomorrow": 1}.get(day.lower(), 0)
+        day = day.lower()
+        shift = -2 if "before" in day else 2 if "after" in day else {"yesterday": -1, "tomorrow": 1}.get(day, 0)
         return day_label(at + datetime.timedelta(days=shift))
+    if weekday:  # "last Friday": the latest Friday before the day it was said
+        back = (at.weekday() - _DAYS.split("|").index(weekday.lower())) % 7 or 7
+        return day_label(at - datetime.timedelta(days=back))
     if count:
         n = int(count) if count.isdigit() else _NUMBERS[count.lower()]
         unit = match.group("units").lower()
+        if unit == "weekend":  # "two weekends ago": as "last weekend" is one ago
+            return f"the weekend of {day_label(at - datetime.timedelta(days=at.weekday(), weeks=n) + _TO_SATURDAY)}"
         if unit == "year":
             return str(at.year - n)
         if unit == "month":
@@ -267,7 +280,7 @@ def _relative_label(match, at):
     if unit in ("week", "weekend"):
         start = at - datetime.timedelta(days=at.weekday()) + datetime.timedelta(weeks=sign)
         if unit == "weekend":
-            start += datetime.timedelta(days=5)
+            start += _TO_SATURDAY
         return f"the {unit} of {day_label(start)}"
     if unit == "month":
         month = at.year * 12 + at.month - 1 + sign

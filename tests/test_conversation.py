@@ -496,6 +496,22 @@ def test_a_turn_whose_day_plain_sql_changed_is_said_on_its_new_day(conn, tmp_pat
     assert hits[0]["external_id"] == "S1:3"
 
 
+def test_a_context_an_earlier_version_dated_is_named_by_check_and_restated(conn, tmp_path):
+    """A context written before "the day before yesterday" was read as two days back
+    said it was yesterday: check names the turn, and repair restates its day."""
+    said = [{"_id": "S1:1", "text": "We hiked the day before yesterday.", "speaker": "Melanie"}]
+    brain_sql.ingest(conn, [transcript(tmp_path, said)])
+    assert quotes(conn, "S1:1").splitlines() == ["Melanie, 8 May 2023", "the day before yesterday: 6 May 2023"]
+    conn.execute(
+        "update knowledge set context = ? where external_id = 'S1:1'", ["Melanie, 8 May 2023\nyesterday: 7 May 2023"]
+    )
+    turn = conn.execute("select document_id from knowledge where external_id = 'S1:1'").fetchone()[0]
+    assert brain_sql.check(conn) == {"stale_own_lines": [turn]}
+    brain_sql.check(conn, repair=True)
+    assert brain_sql.check(conn) == {}
+    assert quotes(conn, "S1:1").splitlines() == ["Melanie, 8 May 2023", "the day before yesterday: 6 May 2023"]
+
+
 @pytest.mark.parametrize(
     "speaker, renamed",
     [

@@ -110,3 +110,23 @@ def test_a_text_states_a_time_when_it_says_when_or_for_how_long(text, says):
 )
 def test_a_question_asks_when_it_asks_for_a_time(question, asks):
     assert temporal.asks_when(question) is asks
+
+
+@pytest.mark.parametrize(
+    "text, lines",
+    [
+        # said on Monday 8 May 2023
+        ("We met the day before yesterday.", ["the day before yesterday: 6 May 2023"]),
+        ("Day after tomorrow we fly.", ["day after tomorrow: 10 May 2023"]),
+        (
+            "Yesterday I rested; two weekends ago we camped.",
+            ["yesterday: 7 May 2023", "two weekends ago: the weekend of 29 April 2023"],
+        ),
+        ("Last Friday I painted, last Monday I ran.", ["last friday: 5 May 2023", "last monday: 1 May 2023"]),
+        ("We met last\nweek.", ["last week: the week of 1 May 2023"]),  # one line, however spaced
+    ],
+)
+def test_a_turn_s_relative_days_are_read_against_the_day_it_was_said(text, lines):
+    """ "The day before yesterday" is two days back, not yesterday (review 63), "two
+    weekends ago" the weekend before last, "last Friday" the latest Friday before."""
+    assert temporal.resolve_relative(text, datetime.datetime(2023, 5, 8, 13, 56), 5) == lines
