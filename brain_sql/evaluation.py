@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .connection import Connection
-from .errors import InputError
+from .errors import InputError, QueryError
 from .hybrid import finish, run_legs
 from .querydoc import parse
 from .schema import recorded_model
@@ -138,7 +138,10 @@ def _evaluate(conn, queries, qrels, k, now, progress, lines):
     for qid in judged:
         # more chunks than k, so k distinct records remain after collapsing chunks;
         # rankings are measured whole: no relevance cut-off
-        doc = parse({"q": queries[qid], "k": min(100, 3 * k), "cutoff": False, **({"now": now} if now else {})})
+        try:
+            doc = parse({"q": queries[qid], "k": min(100, 3 * k), "cutoff": False, **({"now": now} if now else {})})
+        except QueryError as ex:  # as recall would refuse it: which query
+            raise InputError(f"query {qid!r}: {ex}") from ex
         legs = run_legs(conn, doc, model_id, with_graph=True)
         runs = {leg: legs.ranked.get(leg, []) for leg in ("vector", "fts", "graph")}
         without = dataclasses.replace(

@@ -651,11 +651,11 @@ _SPACE_RUNS = re.compile(r"\s{2,}|[^\S ]")
 
 
 def query_text(text: str) -> str:
-    """`text` as recall embeds a query: composed_text, each run of spaces, tabs or line
-    breaks one space. People type two spaces by mistake ("Input from  mental health",
-    SciFact's claims), and to the default model's tokenizer a second space is a word:
-    one test claim found its abstract only so. The SQL recall embeds
-    brain_query_text(:q), which is this."""
+    """`text` as recall reads a query (querydoc, and each SQL function reading one):
+    composed_text, each run of spaces, tabs or line breaks one space. People type two
+    spaces by mistake ("Input from  mental health", SciFact's claims): to the default
+    model's tokenizer a second space is a word (one test claim found its abstract
+    only without it), and "Tom  Baker" names no entity Tom Baker."""
     return _SPACE_RUNS.sub(" ", composed_text(text))
 
 

@@ -14,7 +14,7 @@ from . import bm25, claims, config, dialogue, graph, lexical, querydoc, values
 from .connection import sqlite3
 from .embed import embed
 from .errors import InputError, ModelError, QueryError
-from .fields import composed_text, loads_json, normalize_fields, parse_datetime, parse_time, query_text, utcnow
+from .fields import loads_json, normalize_fields, parse_datetime, parse_time, query_text, utcnow
 from .filters import Filters, column_sql, template
 from .fusion import LEGS, boosted, graph_leads, leg_weights, method, rrf
 from .schema import is_brain, recorded_model
@@ -257,9 +257,18 @@ def register_functions(conn, model_id=None):
 
 
 def brain_query_text(text):
-    """brain_query_text(q): q as recall embeds it (fields.query_text): composed,
+    """brain_query_text(q): q as recall reads it (fields.query_text): composed,
     without invisible marks, each run of spaces one space."""
-    return None if text is None else query_text(str(text))
+    return None if text is None else query_argument(text)
+
+
+def query_argument(value, name="q"):
+    """A function's query as recall reads it (fields.query_text), as every function
+    reading one does, so the SQL recall reads what the API reads: NULL is no query, a
+    number its digits; a BLOB is refused (its Python form is no query)."""
+    if isinstance(value, bytes):
+        raise InputError(f"{name} must be text, not a BLOB")
+    return query_text("" if value is None else str(value))
 
 
 def _register_search(conn, model_id):
@@ -288,7 +297,7 @@ def _register_search(conn, model_id):
         """brain_fts_query(text [, filters]): a safe FTS5 MATCH expression; in a brain,
         words most chunks reachable under `filters` contain are left out while
         rarer ones remain."""
-        text = "" if text is None else composed_text(str(text))
+        text = query_argument(text, "text")
         try:
             common = term_stats(filters).common_words(text)
         except sqlite3.OperationalError:  # not a brain: no term frequencies
@@ -300,7 +309,7 @@ def _register_search(conn, model_id):
         best first: FTS5's bm25 with its statistics taken over the rows `filters`
         admit, so rows the request cannot see change no score."""
         terms = term_stats(filters)
-        text = "" if text is None else composed_text(str(text))
+        text = query_argument(text)
         hits = bm25.search(terms, lexical.plan(text, terms.common_words(text)))
         return json.dumps([{"id": item, "bm25": score} for item, score in hits])
 
@@ -324,7 +333,7 @@ def _register_search(conn, model_id):
         {id, score}, best first. passages: JSON [{leg, id, score}] from the other
         legs, best first per leg; filters: a JSON object of QueryDoc filter fields."""
         seeds = _passages(json_argument("passages", passages) if passages else [])
-        hits, _ = graph.walk(conn, composed_text(str(text or "")), seeds, request_filters(filters))
+        hits, _ = graph.walk(conn, query_argument(text), seeds, request_filters(filters))
         return json.dumps([{"id": item, "score": score} for item, score in hits])
 
     def brain_dialogue(text, fused, filters=None):
@@ -334,7 +343,7 @@ def _register_search(conn, model_id):
         states a time, and by the best of its session's candidates `filters` admit
         (dialogue.py)."""
         pairs = _fused(json_argument("fused", fused) if fused else [])
-        return dialogue.rescored_json(conn, composed_text(str(text or "")), pairs, request_filters(filters))
+        return dialogue.rescored_json(conn, query_argument(text), pairs, request_filters(filters))
 
     _create(conn, "brain_dialogue", -1, brain_dialogue)
     _create(conn, "brain_leg_weight", -1, brain_leg_weight)
@@ -356,7 +365,7 @@ def _leads(conn, text, filters):
     """Whether the graph walk leads the fusion for q (fusion.graph_leads): q names
     entities that memories visible under `filters` tie into the graph, and the
     words naming them hold enough of q."""
-    text = composed_text(str(text or ""))
+    text = query_argument(text)
     named = graph.named_in(conn, text, request_filters(filters))
     if not named.ids:
         return False

@@ -26,7 +26,6 @@ from . import reach as reachable
 from . import state as read_state
 from .config import ABSTAIN_BELOW, EVIDENCE_CUTOFF, RECALL_CANDIDATES, RRF_K, requested_model
 from .connection import Connection
-from .fields import query_text
 from .filters import Filters
 from .fusion import boosted, fuse, fused, graph_leads, leg_weights, method
 from .querydoc import QueryDoc, parse
@@ -157,7 +156,7 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None, graph_visible=T
 
     since, until, text = temporal.extract(doc.q, now, covered)
     filters = Filters.from_querydoc(doc, since, until)
-    text = query_text(text or doc.q)
+    text = text or doc.q
     telemetry = {}
     started = time.perf_counter()
     if vectors is None:

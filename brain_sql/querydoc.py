@@ -22,11 +22,11 @@ from typing import Any
 from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
 from .errors import FieldError, QueryError
 from .fields import (
-    composed_text,
     given_once,
     grouping_name,
     normalize_scope,
     parse_time,
+    query_text,
     read_digits,
     sqlite_time,
     unencodable,
@@ -281,7 +281,7 @@ def parse(raw: QueryDoc | dict[str, Any], need_q: bool = True) -> QueryDoc:
     if "q" not in raw and need_q:
         raise QueryError("q is required: the text to recall memories for", "q")
     # composed, a text may grow (U+0958 is two characters composed): bounded again
-    q = _text("q", composed_text(_text("q", raw.get("q", ""), MAX_QUERY_CHARS)), MAX_QUERY_CHARS)
+    q = _text("q", query_text(_text("q", raw.get("q", ""), MAX_QUERY_CHARS)), MAX_QUERY_CHARS)
     if not q.strip() and need_q:
         raise QueryError("q must not be empty", "q")
     if "\x00" in q:  # SQLite would read q only up to it (brain_sql.RECALL_SQL does)

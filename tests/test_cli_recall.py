@@ -141,6 +141,8 @@ def test_eval_per_query_writes_each_querys_metrics(run, tmp_path):
         ),
         ('{"_id": "q0", "text": "a"}\n', "query\tcorpus\tscore\n", "no query of"),
         ('{"_id": "q0", "text": "a"}\n', b"\xff\xfe", "qrels.tsv: not UTF-8 text"),
+        ('{"_id": "q0", "text": "a\\u0000b"}\n', "q0\tx\t1\n", "query 'q0': q must not hold a NUL character"),
+        ('{"_id": "q0", "text": " "}\n', "q0\tx\t1\n", "query 'q0': q must not be empty"),
     ],
 )
 def test_eval_names_what_is_wrong_with_its_inputs(run, tmp_path, queries, qrels, message):

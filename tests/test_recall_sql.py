@@ -186,6 +186,26 @@ def test_a_query_of_invisible_marks_or_spaces_recalls_nothing_in_sql(conn, q):
         by_api(conn, q)
 
 
+def test_a_name_typed_with_odd_spaces_names_its_entity_in_sql_as_in_the_api(tmp_path):
+    """Every leg reads the query's spaces as the API does: "Tom  Baker" (two spaces, a
+    non-breaking one, a tab) names the entity Tom Baker, and the graph walk leads in
+    SQL as in the API (review 64: only the SQL's vector leg read them so)."""
+    notes = [
+        ("Tom Baker", "Tom Baker leads the billing team in New York and reviews refunds."),
+        ("Maria Lopez on holiday", "Maria Lopez is on holiday in August; Tom Baker covers escalations."),
+        ("Refund policy", "Refunds above 500 dollars need approval from billing within two days."),
+        ("Kiln maintenance", "The pottery studio kiln needs new elements every spring."),
+    ]
+    records = [json.dumps({"_id": f"n{i}", "title": title, "text": text}) for i, (title, text) in enumerate(notes)]
+    path = write(tmp_path / "names.jsonl", "\n".join(records))
+    names = brain_sql.connect(tmp_path / "names.db")
+    assert not brain_sql.ingest(names, [path]).errors
+    typed = ["what does Tom Baker review?"] + [f"what does Tom{space}Baker review?" for space in ("  ", "\u00a0", "\t")]
+    for q in typed:
+        assert names.execute("select brain_fusion(?)", [q]).fetchone()[0] == "rrf", q
+        assert by_sql(names, q) == by_api(names, q) == by_api(names, typed[0]), q
+
+
 def test_a_query_typed_with_two_spaces_recalls_in_sql_as_the_api_does(conn):
     """Two spaces typed by mistake, a tab or a line break are one space to the API and
     to the SQL recall (brain_query_text): the API embedded the query so and the SQL
