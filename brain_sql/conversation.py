@@ -26,7 +26,7 @@ from .config import (
     MAX_TITLE_CHARS,
 )
 from .document import SESSION_KEYS, SPEAKER_KEYS, Document, Relation
-from .temporal import RELATIVE, day_label, resolve_relative
+from .temporal import day_label, resolve_relative, resolved_line
 
 
 def turn_of(document):
@@ -638,7 +638,7 @@ def _parse(context, named, lines):
             default=None,
         )
         if match is None:
-            if run is None and not quotes and _time_line(line):
+            if run is None and not quotes and resolved_line(line):
                 start = end  # one of its own resolved time phrases
                 own = len(context) if end == -1 else end
                 continue
@@ -647,12 +647,6 @@ def _parse(context, named, lines):
         quotes += [run, match] if run is not None else [match]
         run, start = None, (at + len(match) if at + len(match) < len(context) else -1)
     return own, quotes + ([run] if run is not None else [])
-
-
-def _time_line(line):
-    """Whether `line` reads as a resolved time phrase ('yesterday: 7 May 2023')."""
-    phrase, colon, _ = line.partition(": ")
-    return bool(colon) and RELATIVE.fullmatch(phrase) is not None
 
 
 def flagged(conn, document_id):

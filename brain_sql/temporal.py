@@ -164,13 +164,13 @@ _NUMBERS = {
     "a couple of": 2,
     "a few": 3,
 }
-_COUNT = "|".join(sorted(map(re.escape, _NUMBERS), key=len, reverse=True))
+_COUNT = "|".join(sorted((re.escape(n).replace(r"\ ", r"\s+") for n in _NUMBERS), key=len, reverse=True))
 _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 RELATIVE = re.compile(
     r"\b(?:(?P<day>(?:the\s+)?day\s+(?:before\s+yesterday|after\s+tomorrow)"
-    r"|yesterday|today|tonight|tomorrow|last night|this morning)"
+    r"|yesterday|today|tonight|tomorrow|last\s+night|this\s+morning)"
     r"|(?P<step>last|next|this|past|coming)\s+(?P<unit>week(?:end)?|month|year|summer|winter|spring|fall|autumn)"
-    rf"|last\s+(?P<weekday>{_DAYS})"
+    rf"|(?<!the )last\s+(?P<weekday>{_DAYS})(?!\s+(?:of|in)\b)"  # not "the last Friday of June"
     rf"|(?P<count>\d+|{_COUNT})\s+(?P<units>day|week(?:end)?|month|year)s?\s+ago)\b",
     re.I,
 )
@@ -212,12 +212,18 @@ def asks_when(question):
     return _ASKS_WHEN.search(question) is not None
 
 
+def _no_time_word(lower):
+    """Whether lowercased `lower` holds none of the words every time phrase holds, nor
+    a digit: then it states no time, known without the patterns' slower search."""
+    return _TIME_WORDS.isdisjoint(_LETTERS.findall(lower)) and not _DIGIT.search(lower)
+
+
 def states_time(text):
     """Whether `text` states a time: a phrase relative to when it was said
     ("yesterday", "two weeks ago": RELATIVE), a date, a month named with its day or
     year or after "in", a year, a weekday ("last Friday") or a span ("for four years")."""
     lower = text.lower()
-    if _TIME_WORDS.isdisjoint(_LETTERS.findall(lower)) and not _DIGIT.search(lower):
+    if _no_time_word(lower):
         return False
     return bool(_RELATIVE_LOWER.search(lower) or _STATED.search(lower) or _IN_MONTH.search(text))
 
@@ -236,6 +242,8 @@ def resolve_relative(text, at, limit):
     week", "two years ago") read against `at`, when the text was said — so a turn
     says when its events happened, not only when it was spoken. At most `limit`."""
     resolved = []
+    if _no_time_word(text.lower()):
+        return resolved
     for match in RELATIVE.finditer(text):
         if len(resolved) == limit:
             break
@@ -246,13 +254,30 @@ def resolve_relative(text, at, limit):
             continue
         if not any(year.isdigit() and 1 <= int(year) <= 9999 for year in label.split()[-1:]):
             continue  # "next year" said in 9999: no year to name
-        line = f"{' '.join(phrase.lower().split())}: {label}"  # one line, however the phrase was spaced
+        phrase = " ".join(phrase.lower().split())  # one line, however the phrase was spaced
+        if not RELATIVE.fullmatch(phrase):
+            continue  # "TONİGHT" lowercased is no phrase: a line check could not read back
+        line = f"{phrase}: {label}"
         if line not in resolved:
             resolved.append(line)
     return resolved
 
 
 _TO_SATURDAY = datetime.timedelta(days=5)  # from a week's Monday
+
+
+# what _relative_label writes: a day, a month or a year, the week or weekend of a day, a season
+_LABEL = re.compile(
+    r"(?:the week(?:end)? of )?(?:\d{1,2} )?(?:(?:%s) )?\d{1,4}|(?:summer|winter|spring|fall|autumn) \d{1,4}"
+    % "|".join(calendar.month_name[1:])
+)
+
+
+def resolved_line(line):
+    """Whether `line` is a time phrase resolve_relative wrote ('yesterday: 7 May 2023'),
+    not a quote of a speaker named like one ("Last Friday: see you then")."""
+    phrase, colon, label = line.partition(": ")
+    return bool(colon) and RELATIVE.fullmatch(phrase) is not None and _LABEL.fullmatch(label) is not None
 
 
 def _relative_label(match, at):
@@ -265,9 +290,11 @@ def _relative_label(match, at):
         back = (at.weekday() - _DAYS.split("|").index(weekday.lower())) % 7 or 7
         return day_label(at - datetime.timedelta(days=back))
     if count:
-        n = int(count) if count.isdigit() else _NUMBERS[count.lower()]
+        n = int(count) if count.isdigit() else _NUMBERS[" ".join(count.lower().split())]
         unit = match.group("units").lower()
         if unit == "weekend":  # "two weekends ago": as "last weekend" is one ago
+            if n < 1:
+                raise ValueError("no weekend is 0 weekends ago")
             return f"the weekend of {day_label(at - datetime.timedelta(days=at.weekday(), weeks=n) + _TO_SATURDAY)}"
         if unit == "year":
             return str(at.year - n)

@@ -512,6 +512,25 @@ def test_a_context_an_earlier_version_dated_is_named_by_check_and_restated(conn,
     assert quotes(conn, "S1:1").splitlines() == ["Melanie, 8 May 2023", "the day before yesterday: 6 May 2023"]
 
 
+def test_a_speaker_named_like_a_time_phrase_is_quoted_not_read_as_one(conn, tmp_path):
+    """A quote of a speaker called "Last Friday" is no resolved time line of the turn
+    after (review 65): when plain SQL edits her turn, repair restates the quote where
+    it had dropped it, and check then finds the brain whole."""
+    said = [("B", "hello there"), ("Last Friday", "first words"), ("A", "second words"), ("B", "third, yesterday")]
+    turns = [{"_id": f"P:{i + 1}", "text": text, "speaker": who} for i, (who, text) in enumerate(said)]
+    brain_sql.ingest(conn, [transcript(tmp_path, turns)])
+    conn.execute("update knowledge set content = 'first words, edited' where external_id = 'P:2'")
+    assert len(brain_sql.check(conn)["stale_quotes"]) == 2  # P:3 and P:4 quote her
+    brain_sql.check(conn, repair=True)
+    assert brain_sql.check(conn) == {}
+    assert quotes(conn, "P:4").splitlines() == [
+        "B, 8 May 2023",
+        "yesterday: 7 May 2023",
+        "Last Friday: first words, edited",
+        "A: second words",
+    ]
+
+
 @pytest.mark.parametrize(
     "speaker, renamed",
     [

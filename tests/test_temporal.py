@@ -124,6 +124,11 @@ def test_a_question_asks_when_it_asks_for_a_time(question, asks):
         ),
         ("Last Friday I painted, last Monday I ran.", ["last friday: 5 May 2023", "last monday: 1 May 2023"]),
         ("We met last\nweek.", ["last week: the week of 1 May 2023"]),  # one line, however spaced
+        ("Last  night, a couple\nof weeks ago", ["last night: 8 May 2023", "a couple of weeks ago: 24 April 2023"]),
+        # not a day said relative to this one (review 65)
+        ("We meet the last Friday of every month, the last Sunday in May.", []),
+        ("0 weekends ago", []),
+        ("TONİGHT", []),  # lowercased, "toni̇ght": a line check could not read back
     ],
 )
 def test_a_turn_s_relative_days_are_read_against_the_day_it_was_said(text, lines):
