@@ -247,16 +247,16 @@ def resolve_relative(text, at, limit):
     for match in RELATIVE.finditer(text):
         if len(resolved) == limit:
             break
-        phrase = match.group(0)
+        phrase = " ".join(match.group(0).lower().split())  # one line, however the phrase was spaced
+        read = RELATIVE.fullmatch(phrase)
+        if read is None:
+            continue  # "TONİGHT" lowercased is no phrase: a line check could not read back
         try:
-            label = _relative_label(match, at)
+            label = _relative_label(read, at)
         except (OverflowError, ValueError):  # "999999999 days ago", "tomorrow" on 9999-12-31: left unresolved
             continue
         if not any(year.isdigit() and 1 <= int(year) <= 9999 for year in label.split()[-1:]):
             continue  # "next year" said in 9999: no year to name
-        phrase = " ".join(phrase.lower().split())  # one line, however the phrase was spaced
-        if not RELATIVE.fullmatch(phrase):
-            continue  # "TONİGHT" lowercased is no phrase: a line check could not read back
         line = f"{phrase}: {label}"
         if line not in resolved:
             resolved.append(line)
@@ -264,6 +264,7 @@ def resolve_relative(text, at, limit):
 
 
 _TO_SATURDAY = datetime.timedelta(days=5)  # from a week's Monday
+_WEEKDAYS = {name: number for number, name in enumerate(_DAYS.split("|"))}  # as datetime.weekday() counts
 
 
 # what _relative_label writes: a day, a month or a year, the week or weekend of a day, a season
@@ -287,7 +288,7 @@ def _relative_label(match, at):
         shift = -2 if "before" in day else 2 if "after" in day else {"yesterday": -1, "tomorrow": 1}.get(day, 0)
         return day_label(at + datetime.timedelta(days=shift))
     if weekday:  # "last Friday": the latest Friday before the day it was said
-        back = (at.weekday() - _DAYS.split("|").index(weekday.lower())) % 7 or 7
+        back = (at.weekday() - _WEEKDAYS[weekday.lower()]) % 7 or 7
         return day_label(at - datetime.timedelta(days=back))
     if count:
         n = int(count) if count.isdigit() else _NUMBERS[" ".join(count.lower().split())]
