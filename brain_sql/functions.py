@@ -268,7 +268,10 @@ def query_argument(value, name="q"):
     number its digits; a BLOB is refused (its Python form is no query)."""
     if isinstance(value, bytes):
         raise InputError(f"{name} must be text, not a BLOB")
-    return query_text("" if value is None else str(value))
+    text = query_text("" if value is None else str(value))
+    if len(text) > QUERY:  # composed, a text may grow (U+0958 is two characters): as querydoc bounds it
+        raise InputError(f"{name} is {len(text):,} characters composed; the limit is {QUERY:,}")
+    return text
 
 
 def _register_search(conn, model_id):

@@ -208,6 +208,9 @@ BAD_CALLS = [
         "brain_verify: claim is 2,001 characters; the limit is 2,000",
     ),
     ("select brain_fts(printf('%.*c', 2001, 'a'))", "brain_fts: q is 2,001 characters; the limit is 2,000"),
+    # composed, U+0958 is two characters: bounded after, as the API bounds q (review 64)
+    ("select brain_query_text(printf('%.*c', 1001, char(2392)))", "brain_query_text: q is 2,002 characters composed"),
+    ("select brain_query_text(x'61')", "brain_query_text: q must be text, not a BLOB"),
     ("select brain_embed(zeroblob(1000001))", "brain_embed: text is 1,000,001 bytes; the limit is 1,000,000"),
     ("select brain_filters(printf('%.*c', 1000001, ' '))", "brain_filters: filters is 1,000,001 characters"),
     ("select brain_k(printf('%.*c', 501, '1'))", "brain_k: k is 501 characters; the limit is 500"),
