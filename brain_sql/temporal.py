@@ -170,6 +170,7 @@ RELATIVE = re.compile(
     r"\b(?:(?P<day>(?:the\s+)?day\s+(?:before\s+yesterday|after\s+tomorrow)"
     r"|yesterday|today|tonight|tomorrow|last\s+night|this\s+morning)"
     r"|(?P<step>last|next|this|past|coming)\s+(?P<unit>week(?:end)?|month|year|summer|winter|spring|fall|autumn)"
+    r"(?!\s+of\b)"  # not "the last week of June", "this year of all years"
     rf"|(?<!the )last\s+(?P<weekday>{_DAYS})(?!\s+(?:of|in)\b)"  # not "the last Friday of June"
     rf"|(?P<count>\d+|{_COUNT})\s+(?P<units>day|week(?:end)?|month|year)s?\s+ago)\b",
     re.I,

@@ -127,6 +127,7 @@ def test_a_question_asks_when_it_asks_for_a_time(question, asks):
         ("Last  night, a couple\nof weeks ago", ["last night: 8 May 2023", "a couple of weeks ago: 24 April 2023"]),
         # not a day said relative to this one (review 65)
         ("We meet the last Friday of every month, the last Sunday in May.", []),
+        ("The last week of June was the last month of term.", []),
         ("0 weekends ago", []),
         ("TONİGHT, last FRİDAY", []),  # lowercased, "toni̇ght": a line check could not read back
     ],
