@@ -283,17 +283,18 @@ def resolved_line(line):
 
 
 def _relative_label(match, at):
+    """The day, week, month, year or season `match` names, said at `at`: a match of
+    RELATIVE over a phrase resolve_relative lowercased and spaced singly."""
     day, step, count, weekday = (match.group(name) for name in ("day", "step", "count", "weekday"))
     if day:
-        day = day.lower()
         shift = -2 if "before" in day else 2 if "after" in day else {"yesterday": -1, "tomorrow": 1}.get(day, 0)
         return day_label(at + datetime.timedelta(days=shift))
     if weekday:  # "last Friday": the latest Friday before the day it was said
-        back = (at.weekday() - _WEEKDAYS[weekday.lower()]) % 7 or 7
+        back = (at.weekday() - _WEEKDAYS[weekday]) % 7 or 7
         return day_label(at - datetime.timedelta(days=back))
     if count:
-        n = int(count) if count.isdigit() else _NUMBERS[" ".join(count.lower().split())]
-        unit = match.group("units").lower()
+        n = int(count) if count.isdigit() else _NUMBERS[count]
+        unit = match.group("units")
         if unit == "weekend":  # "two weekends ago": as "last weekend" is one ago
             if n < 1:
                 raise ValueError("no weekend is 0 weekends ago")
@@ -304,7 +305,7 @@ def _relative_label(match, at):
             month = (at.year * 12 + at.month - 1) - n
             return _month_label(month // 12, month % 12 + 1)
         return day_label(at - datetime.timedelta(days=n * _UNITS[unit]))
-    step, unit = step.lower(), match.group("unit").lower()
+    unit = match.group("unit")
     sign = {"last": -1, "past": -1, "next": 1, "coming": 1}.get(step, 0)
     if unit in ("week", "weekend"):
         start = at - datetime.timedelta(days=at.weekday()) + datetime.timedelta(weeks=sign)
