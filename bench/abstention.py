@@ -394,8 +394,9 @@ def main():
     ask = [pair for pair in args.ask_renamed.split(",") if pair]
     taken = {names["Caroline"].casefold() for names in RENAMED + RENAMED_HELD_OUT} | {"caroline"}
     for pair in ask:
-        if not re.fullmatch(r"[A-Z][a-z]+/[A-Z][a-z]+", pair):
-            parser.error(f"--ask-renamed takes pairs of names as A/B (Tom/Anna), not {pair!r}")
+        name = r"[A-Z][a-z]*(?:['\u2019-]?[A-Z][a-z]+)*"  # "Tom", "Mary-Jane", "O'Brien", "McKenzie"
+        if not re.fullmatch(rf"{name}/{name}", pair) or min(map(len, pair.split("/"))) < 2:
+            parser.error(f"--ask-renamed takes pairs of names as A/B (Tom/Anna, Mary-Jane/O'Brien), not {pair!r}")
         first = pair.split("/")[0]
         if first.casefold() in taken:  # conv-26's own Caroline too
             parser.error(f"--ask-renamed {pair}: {first} already names a question set; choose another")

@@ -36,7 +36,7 @@ import re
 from .config import DIALOGUE_MATCH, DIALOGUE_SESSION
 from .conversation import in_session, session_sql, speaker_sql
 from .lexical import STOPWORDS
-from .proper_names import unaccented
+from .proper_names import escaped, unaccented
 from .schema import page_index_current
 from .temporal import asks_when, states_time
 
@@ -137,7 +137,7 @@ def speakers_asked(text, speakers):
 def _written(name, text, flags=0):
     """Whether `text` holds `name` as whole words, with or without its accents ("Zoe"
     names Zoë: a speaker is asked about as people type)."""
-    return re.search(rf"(?<!\w){re.escape(unaccented(name))}(?!\w)", unaccented(text), flags) is not None
+    return re.search(rf"(?<!\w){escaped(unaccented(name))}(?!\w)", unaccented(text), flags) is not None
 
 
 def contents(conn, ids):

@@ -43,8 +43,14 @@ def _letters(categories):
 
 
 _UPPER, _LOWER = _letters(("Lu", "Lt")), _letters(("Ll",))
-# a capitalised word, in either alphabet ("José", "Łukasz", "Ömer"); not "AlphaBeta"
-_WORD = rf"{_UPPER}{_LOWER}+"
+_APOSTROPHE = "'\u2019"
+# a capitalised word, in either alphabet ("José", "Łukasz", "Ömer"), after a surname's
+# prefix ("O'Brien", "McDonald", "LaToya") and joined by hyphens to other capitalised
+# words ("Mary-Jane"); not "AlphaBeta", nor "N-cadherin" or "Aire-expressing"
+_CAPITALISED = rf"{_UPPER}{_LOWER}+"
+_PREFIX = rf"(?:[OD][{_APOSTROPHE}]|Mc|Mac|D[aeiu]|L[ae]|Van|Von)"
+_HYPHEN = "\\-\u2010\u2011\u2013"  # a hyphen as typed or typeset ("Hutchinson\u2013Gilford")
+_WORD = rf"{_PREFIX}?{_CAPITALISED}(?:[{_HYPHEN}]{_PREFIX}?{_CAPITALISED})*"
 # each letter to its letter without accents, one for one, so that offsets hold
 _UNACCENTED = {
     c: base
@@ -147,11 +153,18 @@ def unaccented(text):
     return text.translate(_UNACCENTED)
 
 
+def escaped(name):
+    """A pattern of `name` as written, any apostrophe or hyphen for its own ("O'Brien"
+    names O\u2019Brien, "Hutchinson-Gilford" Hutchinson\u2013Gilford)."""
+    marks = {mark: f"[{marks}]" for marks in (_APOSTROPHE, _HYPHEN) for mark in marks.replace("\\", "")}
+    return "".join(marks.get(c, re.escape(c)) for c in name)
+
+
 def _in_lower_case(text, words):
     """Whether `text` writes `words` in lower case, as whole words."""
-    if words[0].lower() not in text:  # mostly not: spared the search
+    if re.split(rf"[{_APOSTROPHE}]", words[0].lower())[-1] not in text:  # mostly not: spared the search
         return False
-    pattern = r"(?<!\w)" + _GAP.join(re.escape(word.lower()) for word in words) + r"(?!\w)"
+    pattern = r"(?<!\w)" + _GAP.join(escaped(word.lower()) for word in words) + r"(?!\w)"
     return re.search(pattern, text) is not None
 
 
@@ -168,7 +181,7 @@ def _written_as_name(text, match):
 
 def _knows(text, words, alone=False):
     lefts, rights, unsure = set(), set(), False
-    pattern = r"(?<!\w)" + _GAP.join(map(re.escape, words)) + r"(?![^\W\d_])"
+    pattern = r"(?<!\w)" + _GAP.join(map(escaped, words)) + r"(?![^\W\d_])"
     for match in re.finditer(pattern, text, re.IGNORECASE):
         if not _written_as_name(text, match):
             continue

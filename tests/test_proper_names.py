@@ -29,6 +29,9 @@ from brain_sql.proper_names import knows, names_in
         ("What did Tom say on Launch Day?", ["Tom", "Launch Day"]),
         ("Did Łukasz meet Ömer and Zoë in Київ?", ["Łukasz", "Ömer", "Zoë", "Київ"]),  # Latin and Cyrillic
         ("Does AlphaBeta raise the Aβ level?", []),  # capitals within a word, Greek: no names
+        ("Did Mary-Jane call Kathi-Anne O'Brien?", ["Mary-Jane", "Kathi-Anne O'Brien"]),  # hyphens, apostrophes
+        ("What did McDonald, LaToya and D’Angelo say?", ["McDonald", "LaToya", "D’Angelo"]),  # surnames' prefixes
+        ("Is Hutchinson–Gilford progeria rare?", ["Hutchinson–Gilford"]),  # a typeset hyphen
         ("no names here, and I said so", []),
     ],
 )
@@ -68,6 +71,11 @@ def test_the_names_a_question_writes(text, names):
         ("We planned launch day with care.", "Launch Day", True),  # a thing's name, in lower case
         ("We planned the day with care.", "Launch Day", False),
         ("Annabel planted tomatoes.", "Anna", False),
+        ("Dr. O’Brien signed it.", "O'Brien", True),  # either apostrophe
+        ("Brien signed it.", "O'Brien", False),
+        ("Hutchinson–Gilford progeria is rare.", "Hutchinson-Gilford", True),  # either hyphen
+        ("Mary and Jane came.", "Mary-Jane", False),
+        ("Donald came.", "McDonald", False),
         ("nobody at all", "Anna", False),
     ],
 )

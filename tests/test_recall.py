@@ -431,6 +431,19 @@ def test_a_notes_brain_knows_its_people_by_their_first_names(tmp_path):
     assert result["quality"]["signals"]["stranger"] == 1.0
 
 
+def test_names_with_apostrophes_hyphens_and_prefixes_are_names_to_stranger():
+    """A question about O'Brien, McDonald or Mary-Jane asks about someone: a hit that
+    writes them (with a typeset apostrophe or hyphen, as published text does) knows
+    them, one that writes only Brien, Donald or Mary does not (review 62: these were
+    no names, so a question about them was never about a stranger)."""
+    legs = SimpleNamespace(text="", speakers=set())
+    notes = "Notes", "Dr. O\u2019Brien met Mary\u2013Jane and Ray McDonald at the depot."
+    for question in ("What did O'Brien say?", "Where did Mary-Jane go?", "Did McDonald sign?"):
+        legs.question = question
+        assert not quality.stranger(legs, *notes, False), question
+        assert quality.stranger(legs, "Notes", "Brien met Mary and Donald at the depot.", False), question
+
+
 def test_a_question_naming_an_entity_or_a_speaker_asks_about_no_stranger():
     """`stranger` is asked only of a question that names nothing the brain knows by
     name (an entity, a speaker of the conversation), and reads the question as it
