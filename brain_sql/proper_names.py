@@ -43,7 +43,7 @@ def _letters(categories):
 
 
 _UPPER, _LOWER = _letters(("Lu", "Lt")), _letters(("Ll",))
-_APOSTROPHE = "'\u2019"
+_APOSTROPHE = "'\u2019\u2018\u02bc"  # as typed, typeset, or a modifier letter
 # a capitalised word, in either alphabet ("José", "Łukasz", "Ömer"), after a surname's
 # prefix ("O'Brien", "McDonald", "LaToya") and joined by hyphens to other capitalised
 # words ("Mary-Jane"); not "AlphaBeta", nor "N-cadherin" or "Aire-expressing"
@@ -60,7 +60,7 @@ _UNACCENTED = {
 _GAP = r"[^\S\n]+"  # between the words of a name: spaces or tabs, not a line break
 # a run of capitalised words ("Corey Taylor"), not part of a word, a number or a hyphenated
 # term ("Rad51", "N-cadherin", "Aire-expressing"); "Anna's" names Anna
-_RUN = re.compile(rf"(?<![\w-]){_WORD}(?:{_GAP}{_WORD})*(?![\w-])")
+_RUN = re.compile(rf"(?<![\w-])(?<!\w[{_APOSTROPHE}]){_WORD}(?:{_GAP}{_WORD})*(?![\w-])")
 _RUN_BEFORE = re.compile(rf"(?:{_WORD}{_GAP})+$")
 _RUN_AFTER = re.compile(rf"(?:{_GAP}{_WORD})+")
 # titles and abbreviations a sentence does not end at ("Dr. Smith", "St. Louis")
@@ -101,7 +101,7 @@ def names_in(text):
             continue
         if _opens_at(text, match.start()):
             words = words[1:]
-        words = [word for word in words if word not in _CALENDAR]
+        words = [word for word in words if not _CALENDAR.intersection(_parts(word))]  # "Monday-Friday" too
         if 0 < len(words) <= LONGEST and " ".join(words) not in found:
             found.append(" ".join(words))
     return found
@@ -126,6 +126,11 @@ def _opens_at(text, at):
     return before[-1] in _OPENERS and not _ABBREVIATION.search(before)
 
 
+def _parts(name):
+    """The words of `name` and of its hyphen-joined words ("Mary-Jane": Mary, Jane)."""
+    return [part for part in re.split(rf"[{_HYPHEN}]|{_GAP}", name) if part]
+
+
 def knows(text, name):
     """Whether `text` knows someone by `name`: it writes it as a name (capitalised, in
     capitals only as a label: "SAM" is an acronym; a number may follow it: "Deltex1"
@@ -137,7 +142,20 @@ def knows(text, name):
     ("Priya Patel" where the text says "Priya"; not where it says "Priya Shah"), or
     by all of them in lower case ("launch day"), and with or without its accents
     ("Akinoshu Kenji", "Akinoshū Kenji"); a name of one word only as written ("Zoe"
-    is not "Zoë", nor "Melanie" "Mélanie")."""
+    is not "Zoë", nor "Melanie" "Mélanie"). A name holding a hyphen ("Mary-Jane",
+    "Hutchinson-Gilford", "Deploy-Runbook") is known written in any case with any
+    hyphen or a space between its parts ("Mary Jane", "non-Hodgkin", "deploy
+    runbook"), but as a name, capitalised, only as a name is known (not where the text
+    holds two longer ones, "Mary Jane Watson" and "Mary Jane Girls"); not by its
+    parts apart: a text about Mary and Jane knows no Mary-Jane (nor, so, one that
+    says "Nadal beat Federer" the Federer-Nadal rivalry)."""
+    if re.search(rf"[{_HYPHEN}]", name):
+        parts, plain, between = _parts(unaccented(name)), unaccented(text), rf"(?:[{_HYPHEN}]|{_GAP})"
+        for match in re.finditer(rf"(?<!\w){between.join(map(escaped, parts))}(?!\w)", plain, re.IGNORECASE):
+            if not all(part[0].isupper() for part in _parts(match.group())):
+                return True  # a term, in lower or mixed case: "non-Hodgkin", "deploy runbook"
+        if _knows(plain, parts, between=between):  # a name, as a name is known ("Mary Jane", not two Mary Janes)
+            return True
     words = name.split()
     if len(words) > 1:
         text, words = unaccented(text), unaccented(name).split()
@@ -162,7 +180,7 @@ def escaped(name):
 
 def _in_lower_case(text, words):
     """Whether `text` writes `words` in lower case, as whole words."""
-    if re.split(rf"[{_APOSTROPHE}]", words[0].lower())[-1] not in text:  # mostly not: spared the search
+    if max(re.findall(r"\w+", words[0].lower()) or [""], key=len) not in text:  # mostly not: spared the search
         return False
     pattern = r"(?<!\w)" + _GAP.join(escaped(word.lower()) for word in words) + r"(?!\w)"
     return re.search(pattern, text) is not None
@@ -179,9 +197,9 @@ def _written_as_name(text, match):
     return not any(word.isupper() for word in words) or _LABEL.match(text, match.end()) is not None
 
 
-def _knows(text, words, alone=False):
+def _knows(text, words, alone=False, between=_GAP):
     lefts, rights, unsure = set(), set(), False
-    pattern = r"(?<!\w)" + _GAP.join(map(escaped, words)) + r"(?![^\W\d_])"
+    pattern = r"(?<!\w)" + between.join(map(escaped, words)) + r"(?![^\W\d_])"
     for match in re.finditer(pattern, text, re.IGNORECASE):
         if not _written_as_name(text, match):
             continue

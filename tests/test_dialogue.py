@@ -223,6 +223,15 @@ def test_a_speaker_is_asked_about_by_name_and_only_of_the_best_candidates_sessio
     assert speaker("What did the doctor prescribe?") == 0.0
 
 
+def test_a_speaker_is_named_with_either_apostrophe_and_any_hyphen():
+    """A question names a speaker "O'Brien" or "Mary-Jane" as people type them: with
+    a typeset apostrophe or hyphen, or the plain ones (review 66)."""
+    speakers = {"O'Brien", "Mary\u2013Jane"}
+    assert dialogue.named("What did O\u2019Brien say?", speakers) == {"O'Brien"}
+    assert dialogue.named("What did Mary-Jane say?", speakers) == {"Mary\u2013Jane"}
+    assert dialogue.named("What did Brien or Mary say?", speakers) == set()
+
+
 def test_a_dropped_index_makes_recall_slower_not_wrong(tmp_path):
     """Review 53: the speakers of the best candidate's session are read through the
     index of the turns by their session; a tool dropping it (or the index of the

@@ -32,6 +32,7 @@ from brain_sql.proper_names import knows, names_in
         ("Did Mary-Jane call Kathi-Anne O'Brien?", ["Mary-Jane", "Kathi-Anne O'Brien"]),  # hyphens, apostrophes
         ("What did McDonald, LaToya and D’Angelo say?", ["McDonald", "LaToya", "D’Angelo"]),  # surnames' prefixes
         ("Is Hutchinson–Gilford progeria rare?", ["Hutchinson–Gilford"]),  # a typeset hyphen
+        ("Did O‘Brien call Tom on Monday-Friday or Mon-Fri?", ["O‘Brien", "Tom"]),  # a calendar's range: no one
         ("no names here, and I said so", []),
     ],
 )
@@ -74,7 +75,14 @@ def test_the_names_a_question_writes(text, names):
         ("Dr. O’Brien signed it.", "O'Brien", True),  # either apostrophe
         ("Brien signed it.", "O'Brien", False),
         ("Hutchinson–Gilford progeria is rare.", "Hutchinson-Gilford", True),  # either hyphen
-        ("Mary and Jane came.", "Mary-Jane", False),
+        ("Mary came.", "Mary-Jane", False),
+        ("Captain Jean Luc Picard prefers tea.", "Captain Jean-Luc Picard", True),  # a hyphen as a space
+        ("Most non-Hodgkin lymphomas respond.", "Non-Hodgkin", True),  # in any case
+        ("The office wi\u2011fi reaches the garden.", "Wi-Fi", True),
+        ("Roll back with the deploy runbook.", "Deploy-Runbook", True),
+        ("Mary met Jane.", "Mary-Jane", False),  # not by its parts apart
+        ("Mary Jane Watson and Mary Jane Girls.", "Mary-Jane", False),  # which Mary Jane?
+        ("the o\u2019brien file", "O'Brien", True),  # in lower case, with either apostrophe
         ("Donald came.", "McDonald", False),
         ("nobody at all", "Anna", False),
     ],
