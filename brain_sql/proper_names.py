@@ -51,6 +51,8 @@ _CAPITALISED = rf"{_UPPER}{_LOWER}+"
 _PREFIX = rf"(?:[OD][{_APOSTROPHE}]|Mc|Mac|D[aeiu]|L[ae]|Van|Von)"
 _HYPHEN = "\\-\u2010\u2011\u2013"  # a hyphen as typed or typeset ("Hutchinson\u2013Gilford")
 _WORD = rf"{_PREFIX}?{_CAPITALISED}(?:[{_HYPHEN}]{_PREFIX}?{_CAPITALISED})*"
+# each apostrophe or hyphen as the pattern of any of its kind (escaped)
+_MARKS = {mark: f"[{marks}]" for marks in (_APOSTROPHE, _HYPHEN) for mark in marks.replace("\\", "")}
 # each letter to its letter without accents, one for one, so that offsets hold
 _UNACCENTED = {
     c: base
@@ -58,6 +60,7 @@ _UNACCENTED = {
     if (base := unicodedata.normalize("NFD", chr(c))[0]) != chr(c) and base.isalpha()
 }
 _GAP = r"[^\S\n]+"  # between the words of a name: spaces or tabs, not a line break
+_JOINER = rf"(?:[{_HYPHEN}]|{_GAP})"  # between the parts of a hyphenated name, as written or spaced
 # a run of capitalised words ("Corey Taylor"), not part of a word, a number or a hyphenated
 # term ("Rad51", "N-cadherin", "Aire-expressing"); "Anna's" names Anna
 _RUN = re.compile(rf"(?<![\w-])(?<!\w[{_APOSTROPHE}]){_WORD}(?:{_GAP}{_WORD})*(?![\w-])")
@@ -128,7 +131,7 @@ def _opens_at(text, at):
 
 def _parts(name):
     """The words of `name` and of its hyphen-joined words ("Mary-Jane": Mary, Jane)."""
-    return [part for part in re.split(rf"[{_HYPHEN}]|{_GAP}", name) if part]
+    return [part for part in re.split(_JOINER, name) if part]
 
 
 def knows(text, name):
@@ -150,11 +153,11 @@ def knows(text, name):
     parts apart: a text about Mary and Jane knows no Mary-Jane (nor, so, one that
     says "Nadal beat Federer" the Federer-Nadal rivalry)."""
     if re.search(rf"[{_HYPHEN}]", name):
-        parts, plain, between = _parts(unaccented(name)), unaccented(text), rf"(?:[{_HYPHEN}]|{_GAP})"
-        for match in re.finditer(rf"(?<!\w){between.join(map(escaped, parts))}(?!\w)", plain, re.IGNORECASE):
+        parts, plain = _parts(unaccented(name)), unaccented(text)
+        for match in re.finditer(rf"(?<!\w){_JOINER.join(map(escaped, parts))}(?!\w)", plain, re.IGNORECASE):
             if not all(part[0].isupper() for part in _parts(match.group())):
                 return True  # a term, in lower or mixed case: "non-Hodgkin", "deploy runbook"
-        if _knows(plain, parts, between=between):  # a name, as a name is known ("Mary Jane", not two Mary Janes)
+        if _knows(plain, parts, between=_JOINER):  # a name, as a name is known ("Mary Jane", not two Mary Janes)
             return True
     words = name.split()
     if len(words) > 1:
@@ -174,8 +177,7 @@ def unaccented(text):
 def escaped(name):
     """A pattern of `name` as written, any apostrophe or hyphen for its own ("O'Brien"
     names O\u2019Brien, "Hutchinson-Gilford" Hutchinson\u2013Gilford)."""
-    marks = {mark: f"[{marks}]" for marks in (_APOSTROPHE, _HYPHEN) for mark in marks.replace("\\", "")}
-    return "".join(marks.get(c, re.escape(c)) for c in name)
+    return "".join(_MARKS.get(c, re.escape(c)) for c in name)
 
 
 def _in_lower_case(text, words):
