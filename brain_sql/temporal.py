@@ -167,7 +167,8 @@ _NUMBERS = {
 _COUNT = "|".join(sorted((re.escape(n).replace(r"\ ", r"\s+") for n in _NUMBERS), key=len, reverse=True))
 _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 RELATIVE = re.compile(
-    r"\b(?:(?P<day>(?:the\s+)?day\s+(?:before\s+yesterday|after\s+tomorrow)"
+    # "the day before yesterday", "the day before the day before yesterday" (a few at most)
+    r"\b(?:(?P<day>(?:(?:the\s+)?day\s+before\s+){1,3}yesterday|(?:(?:the\s+)?day\s+after\s+){1,3}tomorrow"
     r"|yesterday|today|tonight|tomorrow|last\s+night|this\s+morning)"
     r"|(?P<step>last|next|this|past|coming)\s+(?P<unit>week(?:end)?|month|year|summer|winter|spring|fall|autumn)"
     r"(?!\s+of\b)"  # not "the last week of June", "this year of all years"
@@ -287,7 +288,8 @@ def _relative_label(match, at):
     RELATIVE over a phrase resolve_relative lowercased and spaced singly."""
     day, step, count, weekday = (match.group(name) for name in ("day", "step", "count", "weekday"))
     if day:
-        shift = -2 if "before" in day else 2 if "after" in day else {"yesterday": -1, "tomorrow": 1}.get(day, 0)
+        steps = {"yesterday": -1, "tomorrow": 1}.get(day.rsplit(" ", 1)[-1], 0)  # "last night", "today": 0
+        shift = steps * (1 + day.count("day before") + day.count("day after"))
         return day_label(at + datetime.timedelta(days=shift))
     if weekday:  # "last Friday": the latest Friday before the day it was said
         back = (at.weekday() - _WEEKDAYS[weekday]) % 7 or 7

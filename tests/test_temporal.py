@@ -119,6 +119,13 @@ def test_a_question_asks_when_it_asks_for_a_time(question, asks):
         ("We met the day before yesterday.", ["the day before yesterday: 6 May 2023"]),
         ("Day after tomorrow we fly.", ["day after tomorrow: 10 May 2023"]),
         (
+            "The day before the day before yesterday, and the day after the day after tomorrow.",
+            [
+                "the day before the day before yesterday: 5 May 2023",
+                "the day after the day after tomorrow: 11 May 2023",
+            ],
+        ),
+        (
             "Yesterday I rested; two weekends ago we camped.",
             ["yesterday: 7 May 2023", "two weekends ago: the weekend of 29 April 2023"],
         ),
