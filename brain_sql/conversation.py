@@ -11,6 +11,7 @@ a turn is `said_by` its speaker and `in_session` its session.
 """
 
 import bisect
+import calendar
 import collections
 import datetime
 import functools
@@ -74,10 +75,10 @@ class Sessions:
         turns = self._written(self.turns[key] if placed is None else placed, key)
         before = turns[-self.keep :]
         if document.fields.get("observed_at") is None and self.day:
-            day = self.day(document)
-            if day is not None:
-                document.fields["observed_at"] = day
-        said = _said_at(document.fields.get("observed_at"))
+            kept = self.day(document)
+            if kept is not None:
+                document.fields["observed_at"], document.said_on = kept
+        said = said_at(document.fields.get("observed_at"), document.said_on)
         if not document.title:  # within the title cap, however long the names
             title = f"{speaker}, {day_label(said)}" if said else f"{speaker} in {session}"
             document.title = title if len(title) <= MAX_TITLE_CHARS else title[: MAX_TITLE_CHARS - 1] + "…"
@@ -430,7 +431,8 @@ def stale_own_lines(conn):
         speaker, where, _, text, _ = own[document_id]
         named = _name_end(context, [speaker] + spoken.get(document_id, []))
         end = _parse(context, named, lines[where])[0]
-        said = _said_at(observed_at) if _DAY.match(context[named:end].split("\n", 1)[0]) else None
+        stated = _stated_day(context[named:end].split("\n", 1)[0])
+        said = said_at(observed_at, stated) if stated else None
         header = "\n".join(own_lines(speaker, said, text))
         if context[:end] != header:
             stale.setdefault(document_id, {})[row_id] = header + context[end:]
@@ -825,10 +827,11 @@ def stored_turns(conn, session, scope):
 
 
 def said_day(conn, document_id):
-    """The observed_at of the stored turn `document_id` when its context says the day
-    it was said (its record gave one, or plain SQL changed it since: stale_own_lines
-    reads a context so), else None: a correction that gives no observed_at is still
-    said that day, in its title, its context and its observed_at alike."""
+    """(observed_at, the day its context says) of the stored turn `document_id` when
+    its context says the day it was said (its record gave one, or plain SQL changed it
+    since: stale_own_lines reads a context so), else None: a correction that gives no
+    observed_at is still said that day, in its title, its context and its observed_at
+    alike."""
     row = conn.execute(
         "select metadata, context, observed_at from knowledge where document_id = ? order by chunk_index, id limit 1",
         [document_id],
@@ -838,7 +841,8 @@ def said_day(conn, document_id):
         return None
     name = own_lines(turn[0], None, "")[0]
     said = row[1][len(name) :].split("\n", 1)[0] if row[1].startswith(name) else ""
-    return row[2] if _DAY.match(said) and _said_at(row[2]) else None
+    stated = _stated_day(said) if _DAY.match(said) else None
+    return (row[2], stated) if stated and _said_at(row[2]) else None
 
 
 def turns_before(conn, document_id, session, scope):
@@ -872,3 +876,57 @@ def _said_at(value):
         return datetime.datetime.fromisoformat(value) if value else None
     except (TypeError, ValueError):
         return None
+
+
+def said_at(observed_at, day=None):
+    """The day a turn was said, as a datetime: `day` (the day its record's observed_at
+    named with its offset, or its context says) where observed_at can be that day in
+    some time zone, else observed_at (UTC); None when it has none. So a turn said at
+    20:00 in California is said on its own day, not on the next, as UTC has it."""
+    at = _said_at(observed_at)
+    if at is None or day is None or offset_to(day, at) is None:
+        return at
+    return datetime.datetime(day.year, day.month, day.day)
+
+
+def offset_to(day, at):
+    """The offset in whole hours, the least in size, at which UTC time `at` is on
+    `day`; None when no offset within a day is (Python takes none wider)."""
+    since = at - datetime.datetime(at.year, at.month, at.day)  # since midnight of at's day
+    hour = datetime.timedelta(hours=1)
+    if day == at.date():
+        return 0
+    if day == at.date() + datetime.timedelta(days=1):
+        ahead = -((since - datetime.timedelta(days=1)) // hour)  # hours to the next midnight, rounded up
+        return ahead if ahead <= 23 else None
+    if day == at.date() - datetime.timedelta(days=1):
+        behind = since // hour + 1  # hours to before this midnight
+        return -behind if behind <= 23 else None
+    return None
+
+
+def observed_as_said(observed_at, context):
+    """A turn's stored observed_at (UTC) written for an export: the same instant, with
+    the offset at which it is on the day its context says it was said, so the turn is
+    said that day again when the export is ingested; as it is for any other."""
+    at, day = _said_at(observed_at), _stated_day((context or "").split("\n", 1)[0])
+    hours = offset_to(day, at) if at is not None and day is not None else None
+    if not hours:
+        return observed_at
+    zone = datetime.timezone(datetime.timedelta(hours=hours))
+    return at.replace(tzinfo=datetime.timezone.utc).astimezone(zone).isoformat()
+
+
+def _stated_day(line):
+    """The day a context's first line ends with ("Caroline, 8 May 2023"), None for none."""
+    found = _DAY.search(line)
+    if found is None:
+        return None
+    day, month, year = found.group()[2:].split(" ")
+    try:
+        return datetime.date(int(year), _MONTHS[month], int(day))
+    except (KeyError, ValueError):
+        return None
+
+
+_MONTHS = {name: number for number, name in enumerate(calendar.month_name) if name}

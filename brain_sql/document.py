@@ -3,6 +3,7 @@ entities and relations their input states, or errors that name the file and line
 `document_fields` reads those from a record or a note's frontmatter, the same way
 for every format."""
 
+import datetime
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterable
 
@@ -15,7 +16,15 @@ from .config import (
     MAX_REMEMBER_INPUT_BYTES,
 )
 from .errors import FieldError, InputError
-from .fields import FIELD_NAMES, grouping_name, name_text, normalize_fields, refuse_hidden, unstorable
+from .fields import (
+    FIELD_NAMES,
+    grouping_name,
+    name_text,
+    normalize_fields,
+    refuse_hidden,
+    stated_day,
+    unstorable,
+)
 
 TEXT_KEYS = ("content", "text")
 ID_KEYS = ("_id", "id")
@@ -80,6 +89,9 @@ class Document:
     # chunked, which joins pieces with blank lines: what the content limit is held to and a refusal names.
     # None: its chunks' texts together (an export's `_chunks`, a format's own chunks)
     content_bytes: int | None = None
+    # the day its observed_at names where it was said, when the input gave it with an offset
+    # (a turn's title and context say that day; observed_at is kept in UTC); None: its UTC day
+    said_on: datetime.date | None = None
 
 
 @dataclass
@@ -233,6 +245,7 @@ def _document_fields(document, raw, sound):
         document.fields = normalize_fields(raw)
     except FieldError as ex:
         return error(str(ex))
+    document.said_on = stated_day(raw.get("observed_at")) if document.fields.get("observed_at") else None
     try:
         if isinstance(raw.get("title"), str):
             refuse_hidden(raw["title"], "title")  # it names the record's entity

@@ -24,6 +24,7 @@ line last (ingest keeps the first and names the second a repeat).
 import json
 
 from .config import EXPORT_PAGE_DOCUMENTS, MAX_NESTING
+from .conversation import observed_as_said
 from .document import CHUNK_FIELDS
 from .errors import BrainError
 from .fields import stored_too_deep
@@ -145,6 +146,8 @@ def _record(rows, edges):
     if first["title"] is not None:
         record["title"] = first["title"]
     record.update((column, first[column]) for column in FIELD_COLUMNS if first[column] is not None)
+    if first["context"] is not None and first["observed_at"] is not None:  # a turn said on its own day
+        record["observed_at"] = observed_as_said(first["observed_at"], first["context"])
     for column in ("tags", "metadata"):
         if first[column] is not None:
             record[column] = _json(first[column])

@@ -82,6 +82,18 @@ def parse_time(value, now=None, name="time"):
     return sqlite_time(moment.replace(tzinfo=None))
 
 
+def stated_day(value):
+    """The day a time with an offset names where it was said ("2023-01-01T00:30+05:30":
+    1 January, which is 31 December in UTC), None for any other (a time without an
+    offset is UTC, a relative one the clock's). Read once parse_time has taken `value`."""
+    if isinstance(value, str) and not _RELATIVE.match(value):
+        try:
+            value = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return value.date() if isinstance(value, datetime.datetime) and value.utcoffset() else None
+
+
 def sqlite_time(moment):
     """A naive UTC datetime as SQLite's time text, the year always four digits."""
     return moment.replace(microsecond=0).isoformat(" ")

@@ -1152,3 +1152,45 @@ def test_correcting_a_turn_in_each_of_many_sessions_grows_with_their_number(conn
     few, many = work(60), work(120)
     assert many < few * 2.4, (few, many)
     assert brain_sql.check(conn) == {}
+
+
+def test_a_turn_given_with_an_offset_is_said_on_its_own_day_through_correction_check_and_export(conn, tmp_path):
+    """A turn said at 20:00 in California or at 00:30 in India is said on the day its
+    record names, not on the day UTC has (observed_at is still kept in UTC): in its
+    title, its context and the days its relative phrases name; a correction giving no
+    time keeps that day, check finds the brain whole, and an export ingested again
+    says the same days."""
+    said = [
+        {"_id": "T:1", "text": "We hiked yesterday.", "speaker": "Ana", "observed_at": "2023-05-08T20:00:00-07:00"},
+        {"_id": "T:2", "text": "Last year I did too.", "speaker": "Bo", "observed_at": "2023-01-01T00:30:00+05:30"},
+    ]
+    lines = [json.dumps({**t, "session_id": f"chat/{t['_id']}"}) for t in said]
+    brain_sql.ingest(conn, [write(tmp_path / "chat.jsonl", "\n".join(lines) + "\n")])
+    expected = {
+        "T:1": ("Ana, 8 May 2023", ["Ana, 8 May 2023", "yesterday: 7 May 2023"], "2023-05-09 03:00:00"),
+        "T:2": ("Bo, 1 January 2023", ["Bo, 1 January 2023", "last year: 2022"], "2022-12-31 19:00:00"),
+    }
+
+    def days(conn):
+        return {
+            external_id: (title, context.splitlines(), observed_at)
+            for external_id, title, context, observed_at in rows(
+                conn, "select external_id, title, context, observed_at from knowledge"
+            )
+        }
+
+    assert days(conn) == expected
+    assert brain_sql.check(conn) == {}
+    remember(
+        conn, [{"_id": "T:1", "text": "We hiked yesterday, up the hill.", "speaker": "Ana", "session_id": "chat/T:1"}]
+    )
+    assert days(conn)["T:1"] == expected["T:1"]
+    assert brain_sql.check(conn) == {}
+    exported = write(tmp_path / "export.jsonl", "".join(brain_sql.export(conn)))
+    copy = brain_sql.connect(tmp_path / "copy.db")
+    assert not brain_sql.ingest(copy, [exported]).errors
+    assert days(copy) == days(conn)
+    # a day the context says that observed_at can be in no time zone: check restates the UTC day
+    conn.execute("update knowledge set observed_at = '2023-05-12 03:00:00' where external_id = 'T:1'")
+    brain_sql.check(conn, repair=True)
+    assert days(conn)["T:1"][1] == ["Ana, 12 May 2023", "yesterday: 11 May 2023"]
