@@ -1043,9 +1043,9 @@ def test_rewriting_every_turn_of_a_session_grows_with_the_session_not_its_square
     of writes now reads a session once and keeps it as it writes (SessionTurns):
     the work (SQLite's instructions) for twice the turns is about twice as much."""
 
-    def work(turns):
-        conn = brain_sql.connect(tmp_path / f"{turns}.db")
-        path = tmp_path / f"{turns}.jsonl"
+    def work(turns, run):
+        conn = brain_sql.connect(tmp_path / f"{turns}-{run}.db")
+        path = tmp_path / f"{turns}-{run}.jsonl"
 
         def said(words):
             lines = [
@@ -1068,7 +1068,8 @@ def test_rewriting_every_turn_of_a_session_grows_with_the_session_not_its_square
         assert brain_sql.check(conn) == {}
         return len(steps)
 
-    few, many = work(100), work(200)
+    # the least of two runs: a loaded machine adds work (up to 12% seen) that is not the write's
+    few, many = (min(work(turns, run) for run in (1, 2)) for turns in (100, 200))
     assert many < few * 2.4, (few, many)
 
 
