@@ -1195,3 +1195,29 @@ def test_a_turn_given_with_an_offset_is_said_on_its_own_day_through_correction_c
     conn.execute("update knowledge set observed_at = '2023-05-12 03:00:00' where external_id = 'T:1'")
     brain_sql.check(conn, repair=True)
     assert days(conn)["T:1"][1] == ["Ana, 12 May 2023", "yesterday: 11 May 2023"]
+
+
+def test_a_turn_without_an_id_said_again_is_another_turn_in_a_file_and_one_call_at_a_time(conn, tmp_path):
+    """A chat export without ids where Bob says "ok" twice stores both (review 68: the
+    second was taken for a repeat of the first and dropped without a word), in a file
+    ingested again as it was, and remembered a turn a call; the latest turn's call
+    retried is the same turn."""
+    said = [("Ann", "Shall we ship on Friday?"), ("Bob", "ok"), ("Ann", "And skip the review?"), ("Bob", "ok")]
+    turns = [{"speaker": who, "text": text, "session_id": "s1"} for who, text in said]
+    path = write(tmp_path / "chat.jsonl", "".join(json.dumps(t) + "\n" for t in turns))
+
+    def contents(conn):
+        return [row[0] for row in rows(conn, "select content from knowledge order by id")]
+
+    brain_sql.ingest(conn, [path])
+    assert contents(conn) == [text for _, text in said]
+    assert brain_sql.ingest(conn, [path]).documents_unchanged == 4  # the same file again: the same turns
+    assert contents(conn) == [text for _, text in said]
+    one_by_one = brain_sql.connect(tmp_path / "calls.db")
+    ids = [remember(one_by_one, [turn])[1][0] for turn in turns]
+    assert contents(one_by_one) == [text for _, text in said] and len(set(map(tuple, ids))) == 4
+    report, again = remember(one_by_one, [turns[-1]])  # the last call retried
+    assert again[0] == ids[-1] and report.documents_unchanged == 1
+    assert contents(one_by_one) == [text for _, text in said]
+    context = conn.execute("select context from knowledge where id = 4").fetchone()[0]
+    assert context.splitlines()[1:] == ["Bob: ok", "Ann: And skip the review?"]
