@@ -32,6 +32,7 @@ from .fields import (
     unencodable,
     utcnow,
 )
+from .vectors import NEVER as _NEVER
 from .wording import shown
 
 
@@ -345,7 +346,10 @@ def _checked(field, name, value, now):
         if field.shape == "path":
             return normalize_scope(text)
         if field.shape == "time":
-            return parse_time(text, now=now, name=name)
+            moment = parse_time(text, now=now, name=name)
+            if name in ("as_of", "now") and moment >= _NEVER:  # no memory is valid or unexpired then
+                raise QueryError(f"{name} must be before {_NEVER}, the time that stands for never", name)
+            return moment
     except FieldError as ex:
         raise QueryError(str(ex), name) from None
     return text

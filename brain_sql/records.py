@@ -280,22 +280,35 @@ def _not_a_record(record):
     return None
 
 
+def _two_names(record):
+    """Why a record giving a field under both its names with different values ('text'
+    and 'content', '_id' and 'id') is refused, or None: one of them would be lost."""
+    for names in (TEXT_KEYS, ID_KEYS):
+        given = [record[name] for name in names if record.get(name) not in (None, "")]
+        if len(given) == 2 and given[0] != given[1]:
+            return f"gives both {names[0]!r} and {names[1]!r}, which differ: give one (the other would be lost)"
+    return None
+
+
 def record_document(path, record, line, where=None):
     """One record as a Document, or an IngestError naming what is wrong with it."""
 
     def error(message):
         return IngestError(path, line, f"{where}: {message}" if where else message)
 
-    refused = _not_a_record(record) or unstorable(record)
+    refused = _not_a_record(record) or unstorable(record) or _two_names(record)
     if refused is not None:
         return error(refused)
-    content = next((record[k] for k in TEXT_KEYS if record.get(k) is not None), None)
+    text_key = next((k for k in TEXT_KEYS if record.get(k) is not None), None)
+    content = record[text_key] if text_key else None
     try:
         place = _placement(record)
         if record.get("_chunks") is not None:
             if content is not None:
                 return error("give 'content' / 'text' or '_chunks' (an export's chunks), not both")
             chunks, stated = given_chunks(record["_chunks"])
+        elif content is not None and not isinstance(content, str):
+            return error(f"{text_key!r} must be text, not {shown(content)}")
         elif not isinstance(content, str) or not content.strip():
             return error("record has no text: give a non-empty 'content' or 'text'")
         elif too_much := content_refusal(content):  # refused before it is chunked, at the cost of its size

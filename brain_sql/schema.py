@@ -341,6 +341,8 @@ class _Reindex:
         seen = self._begin()
         total = self.conn.execute("select count(*) from knowledge").fetchone()[0]
         done, after = 0, None
+        if self.progress:  # at once: a model such as MiniLM takes a minute or more over a batch
+            self.progress(done, total)
         while rows := self._batch(after):
             self._stage([row for row in rows if row[0] not in self.caught_up])
             seen = self._catch_up(seen)  # as it goes: the log is pruned, and what a writer changed is staged early

@@ -289,6 +289,7 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
             )
         except brain_sql.PruneRefused as ex:  # the rest went in: its report is still told
             report, refused = ex.report, ex
+        bar.update(max(total - bar.pos, 0), report.documents)  # done: the files' bytes hold more than text
     for error in report.errors:
         click.echo(f"skipped {error}", err=True)
     _settle(conn)

@@ -128,6 +128,9 @@ BAD_RECALLS = [
     (json.dumps({"q": "x", "as_of": "once upon a time"}).encode(), 'as_of "once upon a time" is not a date'),
     (json.dumps({"q": "x", "as_of": 2025}).encode(), "as_of must be a string"),
     (json.dumps({"q": "x", "as_of": "-99999y"}).encode(), 'as_of "-99999y" is out of range'),
+    # the time that stands for never: no memory holds then (review 68: "ok", no candidates, "return")
+    (json.dumps({"q": "x", "as_of": "9999-12-31T23:59:59"}).encode(), "as_of must be before 9999-12-31 23:59:59"),
+    (json.dumps({"q": "x", "now": "9999-12-31 23:59:59"}).encode(), "now must be before 9999-12-31 23:59:59"),
     (json.dumps({"q": "x", "scope": "../etc"}).encode(), "scope must be a path"),
 ]
 

@@ -425,6 +425,28 @@ def test_a_record_that_gives_a_key_twice_or_a_row_past_its_header_is_skipped_by_
     ]
 
 
+def test_a_record_giving_one_field_under_both_its_names_is_skipped_unless_they_agree(tmp_path):
+    """'text' and 'content', '_id' and 'id' name one field: a record giving both with
+    different values kept one and lost the other without a word (review 68); it is
+    skipped by name, and one giving the same value twice goes in. A text that is no
+    text is named as such, not as missing."""
+    lines = [
+        {"_id": "a", "text": "Deploys happen on Tuesdays.", "content": "Deploys happen on Fridays."},
+        {"_id": "b", "id": "crm-77", "text": "Call the vendor."},
+        {"_id": "c", "id": "c", "text": "Same id twice.", "content": "Same id twice."},
+        {"_id": "d", "text": 5},
+    ]
+    path = write(tmp_path / "r.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [path])
+    assert [(e.line, e.message) for e in report.errors] == [
+        (1, "gives both 'content' and 'text', which differ: give one (the other would be lost)"),
+        (2, "gives both '_id' and 'id', which differ: give one (the other would be lost)"),
+        (4, "'text' must be text, not 5"),
+    ]
+    assert rows(conn, "select external_id, content from knowledge") == [("c", "Same id twice.")]
+
+
 def test_yaml_sets_and_binary_values_are_stored_the_same_on_every_ingest(tmp_path):
     """JSON has neither: a !!set was stored as Python's text of it, in an order each
     process's hash seed chose (so an unchanged note was "updated" at random), a
