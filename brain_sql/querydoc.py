@@ -22,6 +22,7 @@ from typing import Any
 from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
 from .errors import FieldError, QueryError
 from .fields import (
+    NEVER,
     given_once,
     grouping_name,
     normalize_scope,
@@ -32,7 +33,6 @@ from .fields import (
     unencodable,
     utcnow,
 )
-from .vectors import NEVER as _NEVER
 from .wording import shown
 
 
@@ -347,8 +347,8 @@ def _checked(field, name, value, now):
             return normalize_scope(text)
         if field.shape == "time":
             moment = parse_time(text, now=now, name=name)
-            if name in ("as_of", "now") and moment >= _NEVER:  # no memory is valid or unexpired then
-                raise QueryError(f"{name} must be before {_NEVER}, the time that stands for never", name)
+            if name in ("as_of", "now") and moment >= NEVER:  # no memory is valid or unexpired then
+                raise QueryError(f"{name} must be before {NEVER}, the time that stands for never", name)
             return moment
     except FieldError as ex:
         raise QueryError(str(ex), name) from None

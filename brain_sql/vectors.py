@@ -17,7 +17,6 @@ from .errors import BrainError
 # name -> (vec0 type, value computed from a knowledge row called {row}). Times are
 # Unix seconds: vec0 compares integers far faster than text.
 NEVER_EXPIRES_EPOCH = 253402300799  # 9999-12-31 23:59:59 UTC
-NEVER = "9999-12-31 23:59:59"  # that time as SQLite writes it: no memory is valid or unexpired then
 ALWAYS_VALID_EPOCH = -62135596800  # 0001-01-01 00:00:00 UTC: a memory without valid_from
 VEC_METADATA = {
     "class": ("text", "{row}.class"),
