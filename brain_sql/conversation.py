@@ -890,19 +890,20 @@ def said_at(observed_at, day=None):
 
 
 def offset_to(day, at):
-    """The offset in whole hours, the least in size, at which UTC time `at` is on
-    `day`; None when no offset within a day is (Python takes none wider)."""
-    since = at - datetime.datetime(at.year, at.month, at.day)  # since midnight of at's day
-    hour = datetime.timedelta(hours=1)
-    if day == at.date():
-        return 0
-    if day == at.date() + datetime.timedelta(days=1):
-        ahead = -((since - datetime.timedelta(days=1)) // hour)  # hours to the next midnight, rounded up
-        return ahead if ahead <= 23 else None
-    if day == at.date() - datetime.timedelta(days=1):
-        behind = since // hour + 1  # hours to before this midnight
-        return -behind if behind <= 23 else None
+    """The offset in whole hours, the least in size, at which UTC time `at` is on `day`,
+    among the time zones there are (UTC-12 to UTC+14); None when none is. So plain SQL
+    moving a turn's observed_at by a day is found (check), and a wider offset, which
+    Python takes, dates a turn by the UTC day."""
+    for hours in _OFFSETS:
+        try:
+            if (at + datetime.timedelta(hours=hours)).date() == day:
+                return hours
+        except OverflowError:  # past year 9999 or before year 1: no such day
+            continue
     return None
+
+
+_OFFSETS = sorted(range(-12, 15), key=abs)
 
 
 def observed_as_said(observed_at, context):
@@ -914,7 +915,10 @@ def observed_as_said(observed_at, context):
     if not hours:
         return observed_at
     zone = datetime.timezone(datetime.timedelta(hours=hours))
-    return at.replace(tzinfo=datetime.timezone.utc).astimezone(zone).isoformat()
+    try:
+        return at.replace(tzinfo=datetime.timezone.utc).astimezone(zone).isoformat()
+    except OverflowError:  # offset_to found it, so it is not reached: kept as stored all the same
+        return observed_at
 
 
 def _stated_day(line):

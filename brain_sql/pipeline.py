@@ -36,7 +36,7 @@ from .config import (
     MAX_TITLE_CHARS,
 )
 from .connection import Connection, Turns, atomic, main_file, write_failures
-from .conversation import Sessions, flagged, said_day, said_once, scope_of, stored_turns, turn_of, turns_before
+from .conversation import Sessions, flagged, said_day, said_once, stored_turns, turn_of, turns_before
 from .document import Document, IngestError, IngestFormat, TextLines, chunks_refusal, content_refusal
 from .embed import grouping_free
 from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused
@@ -562,9 +562,8 @@ def _remembered(
         if isinstance(item, Document) and not item.placed:  # a placed one is put back where it was
             item.source_path = None
             item = _stored_as(conn, item, number)
-            if isinstance(item, Document) and _utterance(item):
-                item.document_id = _said_again(conn, item, seen, defaults)
         if isinstance(item, Document):
+            _said_again(item, seen)  # before its id is told
             document_ids.append(item.document_id)
         item = _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supersedes)
         if isinstance(item, IngestError):
@@ -896,8 +895,7 @@ def _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supers
     `supersedes` (a validity.Supersedes) refuses a supersedes cycle."""
     if not isinstance(item, Document):
         return item
-    if _utterance(item) and item.document_id in seen:  # said again further on: another turn
-        item.document_id = _unseen(item.document_id, seen.__contains__)
+    _said_again(item, seen)
     try:
         item = _prepare(item, defaults, extractors, sessions, scopes)
         if isinstance(item, IngestError):
@@ -929,39 +927,21 @@ def _accept(item, defaults, seen, model_id, extractors, sessions, scopes, supers
     return item
 
 
-def _utterance(document):
-    """Whether `document` is a conversation turn without an `_id`: known by its words
-    and fields, which a turn says again ("ok", "thanks!"), so its id says which time."""
-    return document.external_id is None and not document.placed and turn_of(document) is not None
-
-
-def _unseen(document_id, taken):
-    """`document_id` as a turn said again is stored: with the first of ~2, ~3, ...
-    for which taken(id) is false."""
-    number = 2
-    while taken(f"{document_id}~{number}"):
+def _said_again(document, seen):
+    """A conversation turn without an `_id` is known by its words and fields, which a
+    turn says again ("ok", "thanks!"): said again further on among the records of one
+    file or call (`seen`, _accept's), it is another turn, stored as ~2, ~3, ...; the
+    file ingested again, or the call sent again, finds each where it was."""
+    if document.external_id is not None or document.placed or document.document_id not in seen:
+        return
+    if turn_of(document) is None:
+        return
+    said = ("said", document.document_id)  # the last number given: no scan from ~2 each time
+    number = seen.get(said, 1) + 1
+    while f"{document.document_id}~{number}" in seen:
         number += 1
-    return f"{document_id}~{number}"
-
-
-def _said_again(conn, document, seen, defaults):
-    """The id a remembered turn without an `_id` is stored under: its own, unless a
-    turn so said is stored already and others were said after it in its session (a
-    turn said again, stored anew as ~2, ~3, ...); the latest turn of its session said
-    again is a call retried, the same turn."""
-    speaker, session = turn_of(document)
-    latest = stored_turns(conn, session, scope_of({**defaults, **document.fields}))[-1:]
-    latest = latest[0][0] if latest else None
-
-    def taken(document_id):
-        return document_id != latest and (
-            document_id in seen
-            or conn.execute("select 1 from knowledge where document_id = ? limit 1", (document_id,)).fetchone()
-            is not None
-        )
-
-    base = document.document_id
-    return base if not taken(base) else _unseen(base, taken)
+    seen[said] = number
+    document.document_id = f"{document.document_id}~{number}"
 
 
 def _prepare(document, defaults, extractors, sessions, scopes):
@@ -1011,6 +991,9 @@ def _document_hash(document, model_id):
                 # a turn's context leaves it out: the quotes in it follow forgets, flags and
                 # corrections in place (writer.restate), which an unchanged file must not undo
                 [_given(c, _DEFAULTS["chunk"]) for c in document.chunks],
+                # a turn's day where its record gave an offset (its title and context say it):
+                # added only then, so that every other document hashes as it always has
+                *([str(document.said_on)] if document.said_on and turn_of(document) else []),
             ],
             sort_keys=True,
             default=str,

@@ -285,7 +285,7 @@ def _two_names(record):
     and 'content', '_id' and 'id') is refused, or None: one of them would be lost."""
     for names in (TEXT_KEYS, ID_KEYS):
         given = [record[name] for name in names if record.get(name) not in (None, "")]
-        if len(given) == 2 and given[0] != given[1]:
+        if len(given) == 2 and given[0] != given[1] and (names is TEXT_KEYS or str(given[0]) != str(given[1])):
             return f"gives both {names[0]!r} and {names[1]!r}, which differ: give one (the other would be lost)"
     return None
 
@@ -299,7 +299,7 @@ def record_document(path, record, line, where=None):
     refused = _not_a_record(record) or unstorable(record) or _two_names(record)
     if refused is not None:
         return error(refused)
-    text_key = next((k for k in TEXT_KEYS if record.get(k) is not None), None)
+    text_key = next((k for k in TEXT_KEYS if record.get(k) not in (None, "")), None)
     content = record[text_key] if text_key else None
     try:
         place = _placement(record)

@@ -167,8 +167,8 @@ _NUMBERS = {
 _COUNT = "|".join(sorted((re.escape(n).replace(r"\ ", r"\s+") for n in _NUMBERS), key=len, reverse=True))
 _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 RELATIVE = re.compile(
-    # "the day before yesterday", "the day before the day before yesterday" (a few at most)
-    r"\b(?:(?P<day>(?:(?:the\s+)?day\s+before\s+){1,3}yesterday|(?:(?:the\s+)?day\s+after\s+){1,3}tomorrow"
+    # "the day before yesterday", "the day before the day before yesterday" (nine at most)
+    r"\b(?:(?P<day>(?:(?:the\s+)?day\s+before\s+){1,9}yesterday|(?:(?:the\s+)?day\s+after\s+){1,9}tomorrow"
     r"|yesterday|today|tonight|tomorrow|last\s+night|this\s+morning)"
     r"|(?P<step>last|next|this|past|coming)\s+(?P<unit>week(?:end)?|month|year|summer|winter|spring|fall|autumn)"
     r"(?!\s+of\b)"  # not "the last week of June", "this year of all years"

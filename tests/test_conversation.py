@@ -1195,13 +1195,28 @@ def test_a_turn_given_with_an_offset_is_said_on_its_own_day_through_correction_c
     conn.execute("update knowledge set observed_at = '2023-05-12 03:00:00' where external_id = 'T:1'")
     brain_sql.check(conn, repair=True)
     assert days(conn)["T:1"][1] == ["Ana, 12 May 2023", "yesterday: 11 May 2023"]
+    # the file given again with another offset, the same instant: the turn is said on that day (review 69)
+    said[1] = {**said[1], "observed_at": "2022-12-31T21:00:00+02:00"}
+    lines = [json.dumps({**t, "session_id": f"chat/{t['_id']}"}) for t in said]
+    brain_sql.ingest(conn, [write(tmp_path / "chat.jsonl", "\n".join(lines) + "\n")])
+    assert days(conn)["T:2"][:2] == ("Bo, 31 December 2022", ["Bo, 31 December 2022", "last year: 2021"])
+    # at the calendar's ends: no day past them is read, nothing fails (review 69)
+    remember(conn, [{"_id": "E:1", "text": "See you tomorrow.", "speaker": "Cy", "session_id": "end",
+                     "observed_at": "9999-12-30T23:30:00-01:00"}])  # fmt: skip
+    assert days(conn)["E:1"][:2] == ("Cy, 30 December 9999", ["Cy, 30 December 9999", "tomorrow: 31 December 9999"])
+    for moved in ("9999-12-31 23:00:00", "0001-01-01 00:30:00"):
+        conn.execute("update knowledge set observed_at = ? where external_id = 'E:1'", [moved])
+        assert list(brain_sql.check(conn)) == ["stale_own_lines"]
+        assert any('"_id": "E:1"' in line for line in brain_sql.export(conn))
 
 
-def test_a_turn_without_an_id_said_again_is_another_turn_in_a_file_and_one_call_at_a_time(conn, tmp_path):
+def test_a_turn_without_an_id_said_again_is_another_turn_in_a_file_or_a_call(conn, tmp_path):
     """A chat export without ids where Bob says "ok" twice stores both (review 68: the
     second was taken for a repeat of the first and dropped without a word), in a file
-    ingested again as it was, and remembered a turn a call; the latest turn's call
-    retried is the same turn."""
+    ingested again as it was and in a remember call sent again (each finds the same
+    turns, and the call is told each one's ids). Remembered a turn a call, the second
+    "ok" is taken for the first sent again, a retried call (review 69): such turns
+    need their `_id`s."""
     said = [("Ann", "Shall we ship on Friday?"), ("Bob", "ok"), ("Ann", "And skip the review?"), ("Bob", "ok")]
     turns = [{"speaker": who, "text": text, "session_id": "s1"} for who, text in said]
     path = write(tmp_path / "chat.jsonl", "".join(json.dumps(t) + "\n" for t in turns))
@@ -1213,11 +1228,14 @@ def test_a_turn_without_an_id_said_again_is_another_turn_in_a_file_and_one_call_
     assert contents(conn) == [text for _, text in said]
     assert brain_sql.ingest(conn, [path]).documents_unchanged == 4  # the same file again: the same turns
     assert contents(conn) == [text for _, text in said]
-    one_by_one = brain_sql.connect(tmp_path / "calls.db")
-    ids = [remember(one_by_one, [turn])[1][0] for turn in turns]
-    assert contents(one_by_one) == [text for _, text in said] and len(set(map(tuple, ids))) == 4
-    report, again = remember(one_by_one, [turns[-1]])  # the last call retried
-    assert again[0] == ids[-1] and report.documents_unchanged == 1
-    assert contents(one_by_one) == [text for _, text in said]
     context = conn.execute("select context from knowledge where id = 4").fetchone()[0]
     assert context.splitlines()[1:] == ["Bob: ok", "Ann: And skip the review?"]
+    called = brain_sql.connect(tmp_path / "call.db")
+    report, ids = remember(called, turns)
+    assert contents(called) == [text for _, text in said] and len({i for each in ids for i in each}) == 4
+    assert ids == [[i] for i in range(1, 5)]
+    report, again = remember(called, turns)  # the call sent again
+    assert again == ids and report.documents_unchanged == 4 and len(contents(called)) == 4
+    one_by_one = brain_sql.connect(tmp_path / "calls.db")
+    assert [remember(one_by_one, [turn])[1][0] for turn in turns] == [[1], [2], [3], [2]]
+    assert contents(one_by_one) == [text for _, text in said[:3]]

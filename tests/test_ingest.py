@@ -435,6 +435,7 @@ def test_a_record_giving_one_field_under_both_its_names_is_skipped_unless_they_a
         {"_id": "b", "id": "crm-77", "text": "Call the vendor."},
         {"_id": "c", "id": "c", "text": "Same id twice.", "content": "Same id twice."},
         {"_id": "d", "text": 5},
+        {"_id": 7, "id": "7", "content": "", "text": "The same id as a number and as text."},  # review 69
     ]
     path = write(tmp_path / "r.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
     conn = brain_sql.connect(tmp_path / "brain.db")
@@ -444,7 +445,10 @@ def test_a_record_giving_one_field_under_both_its_names_is_skipped_unless_they_a
         (2, "gives both '_id' and 'id', which differ: give one (the other would be lost)"),
         (4, "'text' must be text, not 5"),
     ]
-    assert rows(conn, "select external_id, content from knowledge") == [("c", "Same id twice.")]
+    assert rows(conn, "select external_id, content from knowledge order by id") == [
+        ("c", "Same id twice."),
+        ("7", "The same id as a number and as text."),
+    ]
 
 
 def test_yaml_sets_and_binary_values_are_stored_the_same_on_every_ingest(tmp_path):
