@@ -528,9 +528,10 @@ def test_the_second_process_ends_with_the_one_that_started_it(tmp_path):
         "import os, time; from brain_sql.follower import _end_with; "
         "_end_with(os.getppid()); open('started', 'w').close(); time.sleep(60)"
     )
-    parent = (
-        f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', {child!r}]); "
-        "print(p.pid, flush=True); time.sleep(1.5)"
+    parent = (  # it ends once the child has asked (a loaded machine may take seconds to start it)
+        f"import os, subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', {child!r}]); "
+        "print(p.pid, flush=True); t = time.time()\n"
+        "while not os.path.exists('started') and time.time() - t < 50: time.sleep(0.05)"
     )
     result = subprocess.run([sys.executable, "-c", parent], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     pid = int(result.stdout)
