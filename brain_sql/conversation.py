@@ -431,8 +431,8 @@ def stale_own_lines(conn):
         speaker, where, _, text, _ = own[document_id]
         named = _name_end(context, [speaker] + spoken.get(document_id, []))
         end = _parse(context, named, lines[where])[0]
-        stated = _stated_day(context[named:end].split("\n", 1)[0])
-        said = said_at(observed_at, stated) if stated else None
+        line = context[named:end].split("\n", 1)[0]
+        said = said_at(observed_at, _stated_day(line)) if _DAY.match(line) else None  # a day no calendar has: UTC's
         header = "\n".join(own_lines(speaker, said, text))
         if context[:end] != header:
             stale.setdefault(document_id, {})[row_id] = header + context[end:]
@@ -841,8 +841,7 @@ def said_day(conn, document_id):
         return None
     name = own_lines(turn[0], None, "")[0]
     said = row[1][len(name) :].split("\n", 1)[0] if row[1].startswith(name) else ""
-    stated = _stated_day(said) if _DAY.match(said) else None
-    return (row[2], stated) if stated and _said_at(row[2]) else None
+    return (row[2], _stated_day(said)) if _DAY.match(said) and _said_at(row[2]) else None
 
 
 def turns_before(conn, document_id, session, scope):

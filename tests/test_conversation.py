@@ -1195,6 +1195,10 @@ def test_a_turn_given_with_an_offset_is_said_on_its_own_day_through_correction_c
     conn.execute("update knowledge set observed_at = '2023-05-12 03:00:00' where external_id = 'T:1'")
     brain_sql.check(conn, repair=True)
     assert days(conn)["T:1"][1] == ["Ana, 12 May 2023", "yesterday: 11 May 2023"]
+    # a day no calendar has, written with plain SQL: repair restates observed_at's day, as before
+    conn.execute("update knowledge set context = replace(context, '12 May', '31 February') where external_id = 'T:1'")
+    brain_sql.check(conn, repair=True)
+    assert days(conn)["T:1"][1] == ["Ana, 12 May 2023", "yesterday: 11 May 2023"]
     # the file given again with another offset, the same instant: the turn is said on that day (review 69)
     said[1] = {**said[1], "observed_at": "2022-12-31T21:00:00+02:00"}
     lines = [json.dumps({**t, "session_id": f"chat/{t['_id']}"}) for t in said]
