@@ -33,7 +33,7 @@ GROUPING_FIELDS = ("source", "domain", "owner", "node_kind", "lawful_basis", "re
 # Every input key that maps onto a knowledge column.
 FIELD_NAMES = TIME_FIELDS + TEXT_FIELDS + ("class", "scope", "confidence", "relevance_tier")
 
-NEVER = "9999-12-31 23:59:59"  # the time NEVER_EXPIRES_EPOCH (vectors) is: no memory is valid or unexpired then
+NEVER = "9999-12-31 23:59:59"  # no memory is valid or unexpired then (vectors.NEVER_EXPIRES_EPOCH)
 _RELATIVE = re.compile(r"^\s*([+-]?)([0-9]+)\s*([smhdwy])\s*$")  # ASCII digits, as every number taken
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 

@@ -6,17 +6,20 @@ mirrored into vec_knowledge as a vec0 metadata column, computed from the
 knowledge row by the same SQL expression everywhere (VEC_METADATA).
 """
 
+import calendar
 import json
 import re
+import time
 
 import numpy as np
 
 from .embed import embed
 from .errors import BrainError
+from .fields import NEVER
 
 # name -> (vec0 type, value computed from a knowledge row called {row}). Times are
 # Unix seconds: vec0 compares integers far faster than text.
-NEVER_EXPIRES_EPOCH = 253402300799  # 9999-12-31 23:59:59 UTC
+NEVER_EXPIRES_EPOCH = calendar.timegm(time.strptime(NEVER, "%Y-%m-%d %H:%M:%S"))  # 253402300799
 ALWAYS_VALID_EPOCH = -62135596800  # 0001-01-01 00:00:00 UTC: a memory without valid_from
 VEC_METADATA = {
     "class": ("text", "{row}.class"),
