@@ -401,7 +401,8 @@ def stale_quotes(conn, edited=None):
         sources = _sources(quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path))
         if all(source is not None and not source[2] for source in sources):
             continue
-        now = _requoted(sources, turns.get(where, []), document_id, first, edited) if edited else {}
+        window = {turn[1] for turn in said.get(where, _NO_TURNS).window.get(document_id, [])}
+        now = _requoted(sources, turns.get(where, []), document_id, first, edited, window) if edited else {}
         found = [
             Quote(where, quoted, (document_id,), now.get(at))
             for at, (quoted, source) in enumerate(zip(quotes, sources))
@@ -587,11 +588,13 @@ def _sources(quotes, said, quoting):
     return sources
 
 
-def _requoted(sources, turns, document_id, first, edited):
+def _requoted(sources, turns, document_id, first, edited, window):
     """{position: what to quote} for the quotes no turn says (`sources` None)
     whose turn is still at its place with other words: each run of them is
     paired, in order, with the last as many turns `edited` between the turns
-    quoted around the run (stored `turns` of the session and scope, in order)."""
+    quoted around the run (stored `turns` of the session and scope, in order)
+    that are in the quoting turn's `window` (document ids) now: a turn further
+    back, edited, was never quoted there (a deleted turn's quote goes)."""
     now, at = {}, 0
     taken = {source[1] for source in sources if source is not None}
     while at < len(sources):
@@ -608,6 +611,7 @@ def _requoted(sources, turns, document_id, first, edited):
             and turn[0] < high
             and turn[1] != document_id
             and turn[1] not in taken
+            and turn[1] in window
             and edited(turn[1])
         ]
         if len(places) >= end - at:

@@ -22,7 +22,7 @@ from .config import (
     configured_model,
     export_idle_seconds,
 )
-from .wording import counted, section, shown
+from .wording import cited, counted, section, shown
 
 # the names that need the engines, loaded on first use (PEP 562): sqlite-utils imports
 # the brain's commands for every command it runs, and they name only the light ones above
@@ -121,6 +121,7 @@ __all__ = [
     # the wording of messages and pages
     "counted",
     "section",
+    "cited",
     "shown",
 ]
 

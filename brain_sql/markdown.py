@@ -18,6 +18,7 @@ from .document import (
     text_bytes,
 )
 from .hookspecs import hookimpl
+from .wording import shown
 
 
 @functools.cache
@@ -121,6 +122,25 @@ class _BoundedLoader(yaml.SafeLoader):
             if self.aliases > MAX_FRONTMATTER_ALIASES:
                 raise yaml.YAMLError(f"more than {MAX_FRONTMATTER_ALIASES} YAML aliases (*name)")
         return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        """A key given twice is refused, as JSON's is: YAML would keep the last value
+        and drop the other. A merge (<<) may still be overridden, as YAML means."""
+        if isinstance(node, yaml.MappingNode) and node.tag != "tag:yaml.org,2002:set":
+            keys = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    if key in keys:
+                        raise yaml.constructor.ConstructorError(
+                            None, None, f"key {shown(key)} given twice (one value would be lost)", key_node.start_mark
+                        )
+                    keys.add(key)
+                except TypeError:  # an unhashable key: the constructor names it
+                    break
+        return super().construct_mapping(node, deep=deep)
 
 
 def _sorted_set(loader, node):

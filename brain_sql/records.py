@@ -290,13 +290,21 @@ def _two_names(record):
     return None
 
 
+def _empty_id(record):
+    """Why a record giving an empty `_id` is refused, or None: taken as no id, each
+    sending would store another copy, and forget refuses "" as an `_id`. (A CSV's
+    empty cell is no field at all.)"""
+    empty = next((name for name in ID_KEYS if record.get(name) == ""), None)
+    return f"{empty!r} is empty: give the record's id, or leave {empty!r} out" if empty else None
+
+
 def record_document(path, record, line, where=None):
     """One record as a Document, or an IngestError naming what is wrong with it."""
 
     def error(message):
         return IngestError(path, line, f"{where}: {message}" if where else message)
 
-    refused = _not_a_record(record) or unstorable(record) or _two_names(record)
+    refused = _not_a_record(record) or unstorable(record) or _two_names(record) or _empty_id(record)
     if refused is not None:
         return error(refused)
     text_key = next((k for k in TEXT_KEYS if record.get(k) not in (None, "")), None)

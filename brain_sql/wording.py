@@ -41,6 +41,18 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+def cited(hit: dict) -> str:
+    """Where a memory came from, as a person finds it again: a note's file and its
+    lines there ('Runbook.md:8-10'); a record's id ('conv.jsonl#D1:3'), whose
+    lines are its own text's, not its file's (every one-line record said 1-1)."""
+    path, document_id, start, end = (hit.get(k) for k in ("source_path", "document_id", "line_start", "line_end"))
+    if path is None or document_id != path:
+        return document_id or path or ""
+    if not start:
+        return path
+    return f"{path}:{start}" + (f"-{end}" if end not in (None, start) else "")
+
+
 def section(title: str | None, heading_path: str | None) -> str | None:
     """A chunk's heading path as shown after its note's title: without the title
     again at its start ('Support Runbook > Severity' under 'Support Runbook' is

@@ -872,9 +872,7 @@ def _readable(result):
         )
         section = for_plugin.section(hit["title"], hit["heading_path"])
         heading = f" › {section}" if section else ""
-        where = hit["source_path"] or hit["document_id"] or ""
-        if hit["line_start"]:
-            where += f":{hit['line_start']}-{hit['line_end']}"
+        where = for_plugin.cited(hit)
         lines.append(
             f"{rank}. {hit['title'] or '(untitled)'}{heading}  "
             f"(relevance {hit['relevance']:.2f}; score {hit['score']:.4f}{'; ' + legs if legs else ''})"

@@ -123,11 +123,7 @@ def hit_view(hit):
         ("lawful basis", hit.get("lawful_basis")),
         ("region", hit.get("region")),
     ]
-    where = hit.get("source_path") or ""
-    if where and hit.get("line_start"):
-        where += f":{hit['line_start']}" + (
-            f"–{hit['line_end']}" if hit.get("line_end") not in (None, hit["line_start"]) else ""
-        )
+    where = for_plugin.cited(hit)
     text, more = preview(hit.get("content"))
     return {
         "facts": [(k, v) for k, v in facts if v not in (None, "")],

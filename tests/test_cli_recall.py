@@ -36,6 +36,20 @@ def test_recall_cli(run, vault_brain_path):
     assert bad.exit_code == 2 and "is not a date" in bad.output
 
 
+def test_a_record_is_cited_by_its_id_not_by_line_1_of_its_file(run, tmp_path):
+    """A record's lines are its own text's, so every one-line record said `:1-1`,
+    which reads as line 1 of its file (review 68): it is cited by its id."""
+    db_path = tmp_path / "brain.db"
+    records = write(
+        tmp_path / "r.jsonl",
+        '{"_id": "a", "text": "Deploys happen on Tuesdays."}\n{"_id": "b", "text": "Pagers go to Dana."}\n',
+    )
+    assert run("brain", "ingest", db_path, records).exit_code == 0
+    readable = run("brain", "recall", db_path, "pagers Dana", "--k", "1", "--no-cutoff")
+    assert f"   {records}#b · memory" in readable.output, readable.output
+    assert ":1-1" not in readable.output
+
+
 def test_sql_recall_runs_in_sqlite_utils_query(run, tmp_path):
     db_path = tmp_path / "brain.db"
     assert run("brain", "ingest", db_path, VAULT).exit_code == 0

@@ -474,6 +474,20 @@ def test_a_turn_whose_words_plain_sql_changed_is_quoted_as_it_is_now(tmp_path, t
     assert contexts[0][turn].splitlines() == ["Caroline, 8 May 2023"] + before
 
 
+def test_repair_never_quotes_an_edited_turn_from_outside_a_turns_window(conn, tmp_path):
+    """Plain SQL deleted S1:3 and changed S1:1's words: repair paired S1:5's quote of
+    the deleted turn with S1:1, edited but never in S1:5's window, and then called
+    the brain consistent (review 68). The deleted turn's quote goes; S1:2 quotes
+    S1:1's new words."""
+    brain_sql.ingest(conn, [transcript(tmp_path)])
+    conn.execute("delete from knowledge where external_id = 'S1:3'")
+    conn.execute("update knowledge set content = 'TAMPERED' where external_id = 'S1:1'")
+    brain_sql.check(conn, repair=True)
+    assert brain_sql.check(conn) == {}
+    assert quotes(conn, "S1:5").splitlines() == ["Caroline, 8 May 2023", f"Melanie: {TURNS[3]['text']}"]
+    assert quotes(conn, "S1:2").splitlines() == ["Melanie, 8 May 2023", "Caroline: TAMPERED"]
+
+
 def test_a_turn_whose_day_plain_sql_changed_is_said_on_its_new_day(conn, tmp_path):
     """A turn's context begins with its speaker and day and its time phrases read
     against that day: when plain SQL moves the turn to another day, check names

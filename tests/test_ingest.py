@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -449,6 +450,39 @@ def test_a_record_giving_one_field_under_both_its_names_is_skipped_unless_they_a
         ("c", "Same id twice."),
         ("7", "The same id as a number and as text."),
     ]
+
+
+def test_an_empty_id_is_refused_by_name_as_forget_refuses_it(tmp_path):
+    """`"_id": ""` was taken for no id: each sending stored another copy, a
+    "correction" added a second memory, and `forget --external-id ""` refused it."""
+    lines = [{"_id": "", "text": "First."}, {"id": "", "text": "Second."}, {"_id": "k", "text": "Kept."}]
+    path = write(tmp_path / "r.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [path])
+    assert [(e.line, e.message) for e in report.errors] == [
+        (1, "'_id' is empty: give the record's id, or leave '_id' out"),
+        (2, "'id' is empty: give the record's id, or leave 'id' out"),
+    ]
+    report, ids = brain_sql.remember(conn, [{"_id": "", "text": "Third."}])
+    assert [e.message for e in report.errors] == ["record 1: '_id' is empty: give the record's id, or leave '_id' out"]
+    assert rows(conn, "select external_id, content from knowledge") == [("k", "Kept.")]
+
+
+def test_a_frontmatter_key_given_twice_is_refused_by_line(tmp_path):
+    """YAML keeps a key's last value: `title: One` then `title: Two` lost "One" with
+    no word, where a JSON key given twice is refused. A merge (<<) may be overridden."""
+    folder = tmp_path / "vault"
+    folder.mkdir()
+    (folder / "twice.md").write_text("---\ntitle: One\nscope: /a\ntitle: Two\n---\nBody.\n")
+    (folder / "nested.md").write_text("---\nmeta:\n  k: 1\n  k: 2\n---\nBody.\n")
+    (folder / "merge.md").write_text("---\nbase: &b {title: X}\n<<: *b\ntitle: Merged\n---\nBody.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [folder])
+    assert sorted((Path(e.path).name, e.line, e.message) for e in report.errors) == [
+        ("nested.md", 4, 'broken frontmatter: key "k" given twice (one value would be lost)'),
+        ("twice.md", 4, 'broken frontmatter: key "title" given twice (one value would be lost)'),
+    ]
+    assert rows(conn, "select title from knowledge") == [("Merged",)]
 
 
 def test_yaml_sets_and_binary_values_are_stored_the_same_on_every_ingest(tmp_path):
