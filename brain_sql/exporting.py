@@ -1,7 +1,9 @@
 """Export: every memory as the record `ingest` reads, so that a brain can be
 copied into a new one (another model, another machine) and nothing is lost.
 
-One JSON line per document, in the order its first memory was stored: its `_id`,
+One JSON line per document, in the order it was first stored (its place: its
+`documents` row, which a rewrite or a correction keeps, so a corrected conversation
+turn is where it was said, and an import quotes the same turns around it): its `_id`,
 title, fields, tags and metadata, where it was (`_document`, `_source_path`,
 `_version_of`: records.py puts it back there) and `_chunks`, each with its memory
 id, text, heading and lines, the values of CHUNK_FIELDS it holds of its own, its
@@ -9,16 +11,18 @@ flag, and the edges its text states (with their entities' types). What is derive
 — vectors, full text, contexts of conversation turns, superseded_at/by, mentions'
 resolution — is derived again when the export is ingested.
 
-Read a page of documents at a time, by id (a page ends once it holds
+Read a page of documents at a time, by place (a page ends once it holds
 EXPORT_PAGE_DOCUMENTS memories: what is held in memory at once, with one document
-of more). By default every page inside one read transaction: a consistent
-snapshot whatever is written meanwhile. With snapshot=False (a server streaming to
+of more); then the memories no `documents` row holds (plain SQL's), by id. By
+default every page inside one read transaction: a consistent snapshot whatever is
+written meanwhile. With snapshot=False (a server streaming to
 a client that may be slow) each page is read in a short transaction of its own,
 its lines made before it ends, so no reader waiting to be sent holds the
 write-ahead log back: each document is whole as it stood when its page was read;
-one there throughout is never missed (a memory's id is never given again, so a
-document's first id only grows); one changed meanwhile may come twice, the later
-line last (ingest keeps the first and names the second a repeat).
+one there throughout is never missed (its place, or its first memory's id, stays
+while it is there, and a new document's is higher); one changed meanwhile
+may come twice, the later line last (ingest keeps the first and names the second a
+repeat).
 """
 
 import json
@@ -31,12 +35,17 @@ from .fields import stored_too_deep
 from .schema import is_brain
 from .writer import FIELD_COLUMNS
 
-# the first stored row of each document (and each row no document holds), by id
-_FIRST_ROWS = """
+# the next documents by place, with how many memories each holds (none: all its rows gone)
+_PLACES = """
+select d.rowid, d.document_id, (select count(*) from knowledge k where k.document_id = d.document_id)
+from documents d where d.rowid >= :start order by d.rowid limit :size"""
+# the first row of each document no documents row holds (and each row no document holds), by id
+_UNPLACED_FIRST_ROWS = """
 select k.*, (select count(*) from knowledge m where m.document_id = k.document_id) as _rows
 from knowledge k
 where k.id >= :start and (k.document_id is null
-  or not exists (select 1 from knowledge m where m.document_id = k.document_id and m.id < k.id))
+  or not exists (select 1 from documents d where d.document_id = k.document_id)
+  and not exists (select 1 from knowledge m where m.document_id = k.document_id and m.id < k.id))
 order by k.id limit :size"""
 # the edges the documents `:documents` state, with their entities' names and types
 # (null: the document's own entity) and the memory that states each
@@ -64,12 +73,10 @@ def export(conn, progress=None, snapshot=True):
     if began:
         conn.execute("begin")
     try:
-        start, done = -(2**63), 0
+        start, done = (_placed, -(2**63)), 0
         total = conn.execute("select count(*) from knowledge").fetchone()[0] if progress else None
-        while True:
+        while start is not None:
             lines, read, start = (_page if snapshot else _in_a_read)(conn, start)
-            if not lines:
-                return
             yield from lines
             done += read
             if progress:
@@ -91,12 +98,46 @@ def _in_a_read(conn, start):
 
 
 def _page(conn, start):
-    """The lines of the documents whose first memory's id is `start` or more, in id
-    order, until they hold EXPORT_PAGE_DOCUMENTS memories; with the memories read and
-    where the next page starts."""
-    cursor = conn.execute(_FIRST_ROWS, {"start": start, "size": EXPORT_PAGE_DOCUMENTS})
+    """(lines, memories read, where the next page starts: None after the last) of
+    the page at `start`, (its kind, the place or id it starts from)."""
+    read_page, at = start
+    return read_page(conn, at)
+
+
+def _placed(conn, start):
+    """The lines of the documents placed at `start` or after, in place order, until
+    they hold EXPORT_PAGE_DOCUMENTS memories."""
+    places = conn.execute(_PLACES, {"start": start, "size": EXPORT_PAGE_DOCUMENTS}).fetchall()
+    if not places:
+        return [], 0, (_unplaced, -(2**63))
+    taken, read = [], 0
+    for place, document_id, count in places:
+        taken.append(document_id)
+        read, start = read + count, place + 1
+        if read >= EXPORT_PAGE_DOCUMENTS:
+            break
+    cursor = conn.execute(
+        "select * from knowledge where document_id in (select value from json_each(?)) order by chunk_index, id",
+        [json.dumps(taken)],
+    )
+    columns = [c[0] for c in cursor.description]
+    held = {}
+    for row in cursor:
+        row = dict(zip(columns, row))
+        held.setdefault(row["document_id"], []).append(row)
+    edges = _edges(conn, [d for d in taken if d in held])
+    lines = [_line(held[d], edges.get(d, {})) for d in taken if d in held]
+    return lines, sum(len(rows) for rows in held.values()), (_placed, start)
+
+
+def _unplaced(conn, start):
+    """The lines of the memories no documents row holds, from id `start` on: each
+    document of them whole, at its first memory."""
+    cursor = conn.execute(_UNPLACED_FIRST_ROWS, {"start": start, "size": EXPORT_PAGE_DOCUMENTS})
     columns = [c[0] for c in cursor.description]
     firsts = [dict(zip(columns, row)) for row in cursor.fetchall()]
+    if not firsts:
+        return [], 0, None
     edges = _edges(conn, [row["document_id"] for row in firsts if row["document_id"] is not None])
     lines, read = [], 0
     for first in firsts:
@@ -105,7 +146,7 @@ def _page(conn, start):
         read, start = read + len(rows), first["id"] + 1
         if read >= EXPORT_PAGE_DOCUMENTS:
             break
-    return lines, read, start
+    return lines, read, (_unplaced, start)
 
 
 def _rows(conn, document_id):

@@ -519,6 +519,29 @@ def test_an_export_of_a_note_edited_since_keeps_every_id_in_a_new_brain(tmp_path
     )
 
 
+@pytest.mark.parametrize("snapshot", [True, False])
+def test_a_corrected_turn_is_exported_where_it_was_said_so_an_import_quotes_the_same_turns(tmp_path, snapshot):
+    """Review 68, F2: a turn corrected since it was stored has newer memories, and
+    export wrote documents by their first memory, so the turn came last: the copy's
+    turns quoted other turns than the brain's. Documents come by their place, which
+    a correction keeps."""
+    turns = [
+        {"_id": f"T{i}", "text": f"Turn {i} is about topic {i}.", "speaker": "Ann" if i % 2 else "Bob"}
+        for i in range(1, 7)
+    ]
+    lines = [json.dumps({**t, "session_id": "s1", "observed_at": "2023-05-08T10:00:00"}) for t in turns]
+    brain = brain_sql.connect(tmp_path / "a.db")
+    brain_sql.ingest(brain, [write(tmp_path / "chat.jsonl", "\n".join(lines) + "\n")])
+    brain_sql.remember(brain, [{**turns[1], "text": "Turn two, corrected.", "session_id": "s1"}])
+    contexts = "select external_id, context from knowledge order by id"
+    assert "Bob: Turn two, corrected." in dict(rows(brain, contexts))["T3"]
+    lines = "".join(brain_sql.export(brain, snapshot=snapshot))
+    assert [json.loads(line)["_id"] for line in lines.splitlines()] == [t["_id"] for t in turns]
+    copy = imported(lines, tmp_path)
+    assert rows(copy, contexts) == rows(brain, contexts)
+    assert brain_sql.check(copy) == {}
+
+
 def test_an_import_never_takes_an_id_another_writer_gave_between_its_transactions(
     vault_brain_path, tmp_path, monkeypatch
 ):
