@@ -389,6 +389,13 @@ def stale_quotes(conn, edited=None):
         def edited(document_id):
             return document_id in renamed or words(document_id)
 
+        def could_be(quoted, turn, path):
+            """Whether `quoted` may be an old quote of `turn` (an edited one), quoted by a
+            turn of file `path`: the same speaker, unless plain SQL renamed it; of the
+            same file, unless either came from none (ingest quotes a file's turns alone)."""
+            same_file = path is None or turn[4] is None or turn[4] == path
+            return same_file and (turn[1] in renamed or quoted.startswith(entry(own[turn[1]][0], "")))
+
     said = {where: _Said(stored) for where, stored in turns.items()}  # (session, scope) -> its turns
     lines = {where: _first_lines(turn[3] for turn in stored) for where, stored in turns.items()}
     stale = {}  # document id -> [Quote], of the chunk holding most
@@ -402,7 +409,11 @@ def stale_quotes(conn, edited=None):
         if all(source is not None and not source[2] for source in sources):
             continue
         window = {turn[1] for turn in said.get(where, _NO_TURNS).window.get(document_id, [])}
-        now = _requoted(sources, turns.get(where, []), document_id, first, edited, window) if edited else {}
+        if edited:
+            fits = functools.partial(could_be, path=path)
+            now = _requoted(quotes, sources, turns.get(where, []), (document_id, first, window), edited, fits)
+        else:
+            now = {}
         found = [
             Quote(where, quoted, (document_id,), now.get(at))
             for at, (quoted, source) in enumerate(zip(quotes, sources))
@@ -588,13 +599,16 @@ def _sources(quotes, said, quoting):
     return sources
 
 
-def _requoted(sources, turns, document_id, first, edited, window):
-    """{position: what to quote} for the quotes no turn says (`sources` None)
+def _requoted(quotes, sources, turns, quoting, edited, fits):
+    """{position: what to quote} for the `quotes` no turn says (`sources` None)
     whose turn is still at its place with other words: each run of them is
     paired, in order, with the last as many turns `edited` between the turns
     quoted around the run (stored `turns` of the session and scope, in order)
-    that are in the quoting turn's `window` (document ids) now: a turn further
-    back, edited, was never quoted there (a deleted turn's quote goes)."""
+    that are in the quoting turn's window now (`quoting`: its document id, place
+    and window's document ids), when each pair `fits` (quote, turn): else none of
+    the run is (a deleted turn's quote goes; the turn before it, edited, was
+    never quoted there)."""
+    document_id, first, window = quoting
     now, at = {}, 0
     taken = {source[1] for source in sources if source is not None}
     while at < len(sources):
@@ -614,8 +628,9 @@ def _requoted(sources, turns, document_id, first, edited, window):
             and turn[1] in window
             and edited(turn[1])
         ]
-        if len(places) >= end - at:
-            for i, turn in zip(range(at, end), places[len(places) - (end - at) :]):
+        pairs = list(zip(range(at, end), places[len(places) - (end - at) :]))
+        if len(places) >= end - at and all(fits(quotes[i], turn) for i, turn in pairs):
+            for i, turn in pairs:
                 if not turn[2]:  # a flagged turn is quoted by none
                     now[i] = turn[3]
         at = end

@@ -39,9 +39,10 @@ from .writer import FIELD_COLUMNS
 _PLACES = """
 select d.rowid, d.document_id, (select count(*) from knowledge k where k.document_id = d.document_id)
 from documents d where d.rowid >= :start order by d.rowid limit :size"""
-# the first row of each document no documents row holds (and each row no document holds), by id
-_UNPLACED_FIRST_ROWS = """
-select k.*, (select count(*) from knowledge m where m.document_id = k.document_id) as _rows
+# the first memory of each document no documents row holds (and each memory no document
+# holds), by id, with how many memories the document holds
+_UNPLACED = """
+select k.id, k.document_id, (select count(*) from knowledge m where m.document_id = k.document_id)
 from knowledge k
 where k.id >= :start and (k.document_id is null
   or not exists (select 1 from documents d where d.document_id = k.document_id)
@@ -73,10 +74,10 @@ def export(conn, progress=None, snapshot=True):
     if began:
         conn.execute("begin")
     try:
-        start, done = (_placed, -(2**63)), 0
+        places, done = _Places(), 0
         total = conn.execute("select count(*) from knowledge").fetchone()[0] if progress else None
-        while start is not None:
-            lines, read, start = (_page if snapshot else _in_a_read)(conn, start)
+        while not places.done:
+            lines, read = (_page if snapshot else _in_a_read)(conn, places)
             yield from lines
             done += read
             if progress:
@@ -86,74 +87,92 @@ def export(conn, progress=None, snapshot=True):
             conn.execute("rollback")  # a read: nothing to keep
 
 
-def _in_a_read(conn, start):
+def _in_a_read(conn, places):
     """_page in a read transaction of its own, ended before it returns."""
     if conn.in_transaction:
-        return _page(conn, start)
+        return _page(conn, places)
     conn.execute("begin")
     try:
-        return _page(conn, start)
+        return _page(conn, places)
     finally:
         conn.execute("rollback")  # a read: nothing to keep
 
 
-def _page(conn, start):
-    """(lines, memories read, where the next page starts: None after the last) of
-    the page at `start`, (its kind, the place or id it starts from)."""
-    read_page, at = start
-    return read_page(conn, at)
+class _Places:
+    """Where an export stands: the place of the next document to read, the
+    documents no documents row holds read ahead (a page of them at most: their
+    first memory's id, document id and memories), and the id from which those
+    are not read yet. Such a document is placed at its first memory's id, as a
+    conversation places it (conversation._stored_documents)."""
+
+    def __init__(self):
+        self.placed = self.scanned = -(2**63)
+        self.unplaced = []
+        self.done = False
 
 
-def _placed(conn, start):
-    """The lines of the documents placed at `start` or after, in place order, until
-    they hold EXPORT_PAGE_DOCUMENTS memories."""
-    places = conn.execute(_PLACES, {"start": start, "size": EXPORT_PAGE_DOCUMENTS}).fetchall()
-    if not places:
-        return [], 0, (_unplaced, -(2**63))
+def _page(conn, places):
+    """(lines, memories read) of the next documents in place order, until they hold
+    EXPORT_PAGE_DOCUMENTS memories; `places` moved past them (done after the last).
+    Both kinds are read a page ahead, and a document is taken only when neither
+    kind can hold one placed before it unread."""
+    size = EXPORT_PAGE_DOCUMENTS
+    placed = conn.execute(_PLACES, {"start": places.placed, "size": size}).fetchall()
+    if not places.unplaced:
+        places.unplaced = conn.execute(_UNPLACED, {"start": places.scanned, "size": size}).fetchall()
+        if len(places.unplaced) == size:
+            places.scanned = places.unplaced[-1][0] + 1
+        else:  # every memory read: a new one has a higher id
+            places.scanned = (conn.execute("select max(id) from knowledge").fetchone()[0] or places.scanned) + 1
+    if not placed and not places.unplaced:
+        places.done = True
+        return [], 0
+    full = [batch[-1][:2] for batch in (placed, places.unplaced) if len(batch) == size]
+    horizon = min(((place, document_id or "") for place, document_id in full), default=None)
+    queued = sorted(
+        [(place, document_id, count, True) for place, document_id, count in placed]
+        + [(place, document_id or "", count, False) for place, document_id, count in places.unplaced],
+        key=lambda item: item[:2],
+    )
     taken, read = [], 0
-    for place, document_id, count in places:
-        taken.append(document_id)
-        read, start = read + count, place + 1
-        if read >= EXPORT_PAGE_DOCUMENTS:
+    for place, document_id, count, is_placed in queued:
+        if horizon is not None and (place, document_id) > horizon or read >= size:
             break
+        taken.append((place, document_id, is_placed))
+        read += count
+    for place, _, is_placed in taken:
+        if is_placed:
+            places.placed = place + 1
+    places.unplaced = places.unplaced[sum(1 for item in taken if not item[2]) :]
+    held = _held(conn, [(place, document_id) for place, document_id, _ in taken])
+    edges = _edges(conn, sorted({rows[0]["document_id"] for rows in held if rows[0]["document_id"] is not None}))
+    return [_line(rows, edges.get(rows[0]["document_id"], {})) for rows in held], sum(len(r) for r in held)
+
+
+def _held(conn, documents):
+    """The rows of each of `documents` ((its place or first memory's id, its id or ""
+    for a memory no document holds)) in their order, each in chunk order; those
+    gone since they were read ahead left out."""
+    ids = [document_id for _, document_id in documents if document_id]
     cursor = conn.execute(
         "select * from knowledge where document_id in (select value from json_each(?)) order by chunk_index, id",
-        [json.dumps(taken)],
+        [json.dumps(ids)],
     )
     columns = [c[0] for c in cursor.description]
     held = {}
     for row in cursor:
         row = dict(zip(columns, row))
         held.setdefault(row["document_id"], []).append(row)
-    edges = _edges(conn, [d for d in taken if d in held])
-    lines = [_line(held[d], edges.get(d, {})) for d in taken if d in held]
-    return lines, sum(len(rows) for rows in held.values()), (_placed, start)
-
-
-def _unplaced(conn, start):
-    """The lines of the memories no documents row holds, from id `start` on: each
-    document of them whole, at its first memory."""
-    cursor = conn.execute(_UNPLACED_FIRST_ROWS, {"start": start, "size": EXPORT_PAGE_DOCUMENTS})
-    columns = [c[0] for c in cursor.description]
-    firsts = [dict(zip(columns, row)) for row in cursor.fetchall()]
-    if not firsts:
-        return [], 0, None
-    edges = _edges(conn, [row["document_id"] for row in firsts if row["document_id"] is not None])
-    lines, read = [], 0
-    for first in firsts:
-        rows = [first] if first.pop("_rows") <= 1 else _rows(conn, first["document_id"])
-        lines.append(_line(rows, edges.get(first["document_id"], {})))
-        read, start = read + len(rows), first["id"] + 1
-        if read >= EXPORT_PAGE_DOCUMENTS:
-            break
-    return lines, read, (_unplaced, start)
-
-
-def _rows(conn, document_id):
-    """The rows of a document of several, in chunk order."""
-    cursor = conn.execute("select * from knowledge where document_id = ? order by chunk_index, id", (document_id,))
-    columns = [c[0] for c in cursor.description]
-    return [dict(zip(columns, row)) for row in cursor]
+    found = []
+    for place, document_id in documents:
+        if document_id:
+            rows = held.get(document_id)
+        else:
+            cursor = conn.execute("select * from knowledge where id = ? and document_id is null", [place])
+            rows = [dict(zip([c[0] for c in cursor.description], row)) for row in cursor]
+        if rows:
+            found.append(rows)
+    return found
 
 
 def _edges(conn, document_ids):
@@ -178,7 +197,7 @@ def _record(rows, edges):
     first = rows[0]
     record = {}
     for key, column in (("_id", "external_id"), ("_document", "document_id")):
-        if first[column] is not None:
+        if first[column] not in (None, ""):  # an empty external_id (plain SQL's) is none: ingest refuses ""
             record[key] = first[column]
     if first["document_id"] is not None:  # only a placed record takes these
         for key, column in (("_source_path", "source_path"), ("_version_of", "version_of")):

@@ -2,6 +2,7 @@
 headings with their heading path and line span, parsed by markdown-it-py."""
 
 import functools
+import json
 from pathlib import Path
 
 import yaml
@@ -123,24 +124,55 @@ class _BoundedLoader(yaml.SafeLoader):
                 raise yaml.YAMLError(f"more than {MAX_FRONTMATTER_ALIASES} YAML aliases (*name)")
         return super().compose_node(parent, index)
 
-    def construct_mapping(self, node, deep=False):
+    def compose_mapping_node(self, anchor):
         """A key given twice is refused, as JSON's is: YAML would keep the last value
-        and drop the other. A merge (<<) may still be overridden, as YAML means."""
-        if isinstance(node, yaml.MappingNode) and node.tag != "tag:yaml.org,2002:set":
+        and drop the other; keys are compared as the text they are stored as (1 and
+        "1", true and "true" are one key). Checked as written, before any merge (<<)
+        is flattened into a mapping: a merged key may be overridden, as YAML means."""
+        node = super().compose_mapping_node(anchor)
+        if node.tag != _SET:
             keys = set()
             for key_node, _ in node.value:
-                if key_node.tag == "tag:yaml.org,2002:merge":
-                    continue
-                key = self.construct_object(key_node, deep=True)
-                try:
-                    if key in keys:
-                        raise yaml.constructor.ConstructorError(
-                            None, None, f"key {shown(key)} given twice (one value would be lost)", key_node.start_mark
-                        )
-                    keys.add(key)
-                except TypeError:  # an unhashable key: the constructor names it
-                    break
-        return super().construct_mapping(node, deep=deep)
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE:
+                    continue  # a mapping or list as a key is refused as unhashable when constructed
+                key = _key_text(self.construct_object(key_node))
+                if key in keys:
+                    raise yaml.composer.ComposerError(
+                        None, None, f"key {shown(key)} given twice (one value would be lost)", key_node.start_mark
+                    )
+                keys.add(key)
+        return node
+
+    def construct_mapping(self, node, deep=False):
+        """A mapping with each key as the text JSON stores it as: a dict would make
+        one key of 1 and true, and JSON cannot sort a mapping of numbers and text."""
+        if not isinstance(node, yaml.MappingNode) or node.tag == _SET:
+            return super().construct_mapping(node, deep=deep)
+        return {_key_text(key): value for key, value in super().construct_pairs(_flattened(self, node), deep=deep)}
+
+
+_SET, _MERGE = "tag:yaml.org,2002:set", "tag:yaml.org,2002:merge"
+
+
+def _flattened(loader, node):
+    """`node` with its merges (<<) flattened in, as SafeConstructor reads a mapping,
+    its keys checked hashable."""
+    loader.flatten_mapping(node)
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping", node.start_mark, "found unhashable key", key_node.start_mark
+            )
+    return node
+
+
+def _key_text(key):
+    """A mapping key as the text JSON stores it as (a date as its ISO text)."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, (bool, float)) or key is None:
+        return json.dumps(key)
+    return str(key)
 
 
 def _sorted_set(loader, node):

@@ -43,14 +43,18 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
 
 def cited(hit: dict) -> str:
     """Where a memory came from, as a person finds it again: a note's file and its
-    lines there ('Runbook.md:8-10'); a record's id ('conv.jsonl#D1:3'), whose
-    lines are its own text's, not its file's (every one-line record said 1-1)."""
+    lines there ('Runbook.md:8-10', an earlier version's id and lines); a record's
+    id ('conv.jsonl#D1:3'), whose lines are its own text's, not its file's (every
+    one-line record said 1-1); a record without an `_id`, its file alone (its id
+    is a hash no file holds)."""
     path, document_id, start, end = (hit.get(k) for k in ("source_path", "document_id", "line_start", "line_end"))
-    if path is None or document_id != path:
+    if path is None or document_id is None:
         return document_id or path or ""
+    if document_id != path and not document_id.startswith(f"{path}@"):
+        return document_id if hit.get("external_id") else path
     if not start:
-        return path
-    return f"{path}:{start}" + (f"-{end}" if end not in (None, start) else "")
+        return document_id
+    return f"{document_id}:{start}" + (f"-{end}" if end not in (None, start) else "")
 
 
 def section(title: str | None, heading_path: str | None) -> str | None:

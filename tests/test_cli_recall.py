@@ -42,12 +42,16 @@ def test_a_record_is_cited_by_its_id_not_by_line_1_of_its_file(run, tmp_path):
     db_path = tmp_path / "brain.db"
     records = write(
         tmp_path / "r.jsonl",
-        '{"_id": "a", "text": "Deploys happen on Tuesdays."}\n{"_id": "b", "text": "Pagers go to Dana."}\n',
+        '{"_id": "a", "text": "Deploys happen on Tuesdays."}\n{"_id": "b", "text": "Pagers go to Dana."}\n'
+        '{"text": "Backups run nightly at two."}\n',
     )
     assert run("brain", "ingest", db_path, records).exit_code == 0
     readable = run("brain", "recall", db_path, "pagers Dana", "--k", "1", "--no-cutoff")
     assert f"   {records}#b · memory" in readable.output, readable.output
     assert ":1-1" not in readable.output
+    # without an _id, its id is a hash no file holds: its file alone
+    readable = run("brain", "recall", db_path, "nightly backups", "--k", "1", "--no-cutoff")
+    assert f"   {records} · memory" in readable.output, readable.output
 
 
 def test_sql_recall_runs_in_sqlite_utils_query(run, tmp_path):

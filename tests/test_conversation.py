@@ -488,6 +488,32 @@ def test_repair_never_quotes_an_edited_turn_from_outside_a_turns_window(conn, tm
     assert quotes(conn, "S1:2").splitlines() == ["Melanie, 8 May 2023", "Caroline: TAMPERED"]
 
 
+@pytest.mark.parametrize("files", [1, 2])
+def test_repair_never_quotes_the_turn_a_deleted_one_leaves_in_the_window(tmp_path, files):
+    """Review 70: deleting T4 brings T3 into T6's window, and T3 edited took T4's
+    quote (of another speaker); with two files in one session, b's turn took the
+    quote of a's edited turn, though ingest quotes a file's turns alone. The
+    deleted turn's quote goes."""
+    said = [
+        {"_id": f"T{i}", "text": f"Turn {i} says thing {i}.", "speaker": "Ann" if i % 2 else "Bob"} for i in range(1, 8)
+    ]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    if files == 1:
+        brain_sql.ingest(conn, [transcript(tmp_path, said)])
+        deleted, edited, quoting = "T4", "T3", "T6"
+    else:
+        for name, part in (("a", said[:4]), ("b", said[4:])):
+            (tmp_path / name).mkdir()
+            brain_sql.ingest(conn, [transcript(tmp_path / name, part)])
+        deleted, edited, quoting = "T5", "T4", "T6"
+    kept = quotes(conn, quoting).splitlines()
+    conn.execute("delete from knowledge where external_id = ?", [deleted])
+    conn.execute("update knowledge set content = 'TAMPERED' where external_id = ?", [edited])
+    brain_sql.check(conn, repair=True)
+    assert brain_sql.check(conn) == {}
+    assert quotes(conn, quoting).splitlines() == [line for line in kept if f"Turn {deleted[1]} " not in line]
+
+
 def test_a_turn_whose_day_plain_sql_changed_is_said_on_its_new_day(conn, tmp_path):
     """A turn's context begins with its speaker and day and its time phrases read
     against that day: when plain SQL moves the turn to another day, check names

@@ -542,6 +542,54 @@ def test_a_corrected_turn_is_exported_where_it_was_said_so_an_import_quotes_the_
     assert brain_sql.check(copy) == {}
 
 
+def test_a_turn_plain_sql_left_without_its_documents_row_is_exported_at_its_place(tmp_path):
+    """Review 70, N7: a document no documents row holds is placed at its first
+    memory's id, as a conversation places it, not after every placed document."""
+    turns = [{"_id": f"T{i}", "text": f"Turn {i}.", "speaker": "Ann" if i % 2 else "Bob"} for i in range(1, 5)]
+    lines = [json.dumps({**t, "session_id": "s1", "observed_at": "2023-05-08T10:00:00"}) for t in turns]
+    brain = brain_sql.connect(tmp_path / "a.db")
+    brain_sql.ingest(brain, [write(tmp_path / "chat.jsonl", "\n".join(lines) + "\n")])
+    brain.execute("delete from documents where document_id like '%#T2'")
+    assert [json.loads(line)["_id"] for line in brain_sql.export(brain)] == ["T1", "T2", "T3", "T4"]
+
+
+def test_an_export_read_page_by_page_misses_no_document_a_writer_places_meanwhile(tmp_path, monkeypatch):
+    """Review 70, N1: memories plain SQL wrote without a documents row were read
+    after every placed document; one given a documents row meanwhile (a remember
+    correcting it) was then in neither part. It comes, once or twice, the later
+    line last."""
+    monkeypatch.setattr("brain_sql.exporting.EXPORT_PAGE_DOCUMENTS", 1)
+    path = tmp_path / "a.db"
+    conn = brain_sql.connect(path)
+    brain_sql.remember(conn, [{"_id": f"R{i}", "text": f"Remembered fact number {i}."} for i in range(3)])
+    for i in (1, 2):
+        conn.execute(
+            "insert into knowledge (content, document_id, external_id, chunk_index, source_path) "
+            "values (?, ?, ?, 0, 'remember')",
+            [f"Plain fact {i}.", f"remember#P{i}", f"P{i}"],
+        )
+    conn.commit()
+    brain_sql.check(conn, repair=True)
+    writer, exported_ids = brain_sql.connect(path), []
+    for line in brain_sql.export(conn, snapshot=False):
+        exported_ids.append(json.loads(line)["_id"])
+        if exported_ids[-1] == "R2":
+            report, _ = brain_sql.remember(writer, [{"_id": "P2", "text": "Plain fact 2, corrected."}])
+            assert not report.errors
+    assert exported_ids[:4] == ["R0", "R1", "R2", "P1"] and set(exported_ids[4:]) == {"P2"}
+
+
+def test_an_empty_external_id_plain_sql_wrote_is_exported_as_none(tmp_path):
+    """Review 70, N5: ingest refuses `"_id": ""`, so an export writing it lost the
+    memory in the copy; a memory whose external_id plain SQL emptied goes without one."""
+    brain = brain_sql.connect(tmp_path / "a.db")
+    brain_sql.remember(brain, [{"_id": "k", "text": "Kept fact."}, {"_id": "e", "text": "Emptied fact."}])
+    brain.execute("update knowledge set external_id = '' where external_id = 'e'")
+    brain.commit()
+    copy = imported(exported(brain), tmp_path)
+    assert rows(copy, "select content from knowledge order by id") == [("Kept fact.",), ("Emptied fact.",)]
+
+
 def test_an_import_never_takes_an_id_another_writer_gave_between_its_transactions(
     vault_brain_path, tmp_path, monkeypatch
 ):

@@ -476,13 +476,26 @@ def test_a_frontmatter_key_given_twice_is_refused_by_line(tmp_path):
     (folder / "twice.md").write_text("---\ntitle: One\nscope: /a\ntitle: Two\n---\nBody.\n")
     (folder / "nested.md").write_text("---\nmeta:\n  k: 1\n  k: 2\n---\nBody.\n")
     (folder / "merge.md").write_text("---\nbase: &b {title: X}\n<<: *b\ntitle: Merged\n---\nBody.\n")
+    # review 70: a merged mapping flattened by an earlier user is still its own, overridden once
+    deep = "---\na: &a {x: 1}\nouter:\n  b: &b\n    <<: *a\n    x: 2\nc:\n  <<: *b\n---\nDeep.\n"
+    (folder / "deep.md").write_text(deep)
+    # keys stored as one text: 1.5 and "1.5", a day and its text, 1 and true (one key to a dict)
+    (folder / "types.md").write_text('---\n1.5: first\n"1.5": second\n---\nBody.\n')
+    (folder / "day.md").write_text('---\nm:\n  2023-01-01: a\n  "2023-01-01": b\n---\nBody.\n')
+    (folder / "kinds.md").write_text("---\nm: {1: one, true: so, 2: two, b: c}\n---\nBody.\n")
     conn = brain_sql.connect(tmp_path / "brain.db")
     report = brain_sql.ingest(conn, [folder])
+    twice = 'broken frontmatter: key "{}" given twice (one value would be lost)'
     assert sorted((Path(e.path).name, e.line, e.message) for e in report.errors) == [
-        ("nested.md", 4, 'broken frontmatter: key "k" given twice (one value would be lost)'),
-        ("twice.md", 4, 'broken frontmatter: key "title" given twice (one value would be lost)'),
+        ("day.md", 4, twice.format("2023-01-01")),
+        ("nested.md", 4, twice.format("k")),
+        ("twice.md", 4, twice.format("title")),
+        ("types.md", 3, twice.format("1.5")),
     ]
-    assert rows(conn, "select title from knowledge") == [("Merged",)]
+    stored = dict(rows(conn, "select title, metadata from knowledge"))
+    assert json.loads(stored["Merged"]) == {"base": {"title": "X"}}
+    assert json.loads(stored["deep"])["c"] == {"x": 2}
+    assert json.loads(stored["kinds"]) == {"m": {"1": "one", "true": "so", "2": "two", "b": "c"}}
 
 
 def test_yaml_sets_and_binary_values_are_stored_the_same_on_every_ingest(tmp_path):
