@@ -13,16 +13,16 @@ resolution — is derived again when the export is ingested.
 
 Read a page of documents at a time, by place (a page ends once it holds
 EXPORT_PAGE_DOCUMENTS memories: what is held in memory at once, with one document
-of more); then the memories no `documents` row holds (plain SQL's), by id. By
-default every page inside one read transaction: a consistent snapshot whatever is
-written meanwhile. With snapshot=False (a server streaming to
-a client that may be slow) each page is read in a short transaction of its own,
-its lines made before it ends, so no reader waiting to be sent holds the
-write-ahead log back: each document is whole as it stood when its page was read;
-one there throughout is never missed (its place, or its first memory's id, stays
-while it is there, and a new document's is higher); one changed meanwhile
-may come twice, the later line last (ingest keeps the first and names the second a
-repeat).
+of more); memories no `documents` row holds (plain SQL's) are placed at their first
+memory's id, as a conversation places them. By default every page inside one read
+transaction: a consistent snapshot whatever is written meanwhile. With
+snapshot=False (a server streaming to a client that may be slow) each page is read
+in a short transaction of its own, its lines made before it ends, so no reader
+waiting to be sent holds the write-ahead log back: each document is whole as it
+stood when its page was read; one there throughout is never missed (its place, or
+its first memory's id, stays while it is there, and a new document's is higher);
+one changed meanwhile may come twice, the later line last (ingest keeps the first
+and names the second a repeat).
 """
 
 import json
@@ -127,16 +127,20 @@ def _page(conn, places):
     if not placed and not places.unplaced:
         places.done = True
         return [], 0
-    full = [batch[-1][:2] for batch in (placed, places.unplaced) if len(batch) == size]
-    horizon = min(((place, document_id or "") for place, document_id in full), default=None)
+
+    def order(item):  # a memory no document holds (its document id null) sorts first of its place
+        return item[0], item[1] is not None, item[1] or ""
+
+    full = [order(batch[-1]) for batch in (placed, places.unplaced) if len(batch) == size]
+    horizon = min(full, default=None)
     queued = sorted(
         [(place, document_id, count, True) for place, document_id, count in placed]
-        + [(place, document_id or "", count, False) for place, document_id, count in places.unplaced],
-        key=lambda item: item[:2],
+        + [(place, document_id, count, False) for place, document_id, count in places.unplaced],
+        key=order,
     )
     taken, read = [], 0
     for place, document_id, count, is_placed in queued:
-        if horizon is not None and (place, document_id) > horizon or read >= size:
+        if horizon is not None and order((place, document_id)) > horizon or read >= size:
             break
         taken.append((place, document_id, is_placed))
         read += count
@@ -150,10 +154,10 @@ def _page(conn, places):
 
 
 def _held(conn, documents):
-    """The rows of each of `documents` ((its place or first memory's id, its id or ""
-    for a memory no document holds)) in their order, each in chunk order; those
-    gone since they were read ahead left out."""
-    ids = [document_id for _, document_id in documents if document_id]
+    """The rows of each of `documents` ((its place or first memory's id, its id or
+    None for a memory no document holds)) in their order, each in chunk order;
+    those gone since they were read ahead left out."""
+    ids = [document_id for _, document_id in documents if document_id is not None]
     cursor = conn.execute(
         "select * from knowledge where document_id in (select value from json_each(?)) order by chunk_index, id",
         [json.dumps(ids)],
@@ -165,7 +169,7 @@ def _held(conn, documents):
         held.setdefault(row["document_id"], []).append(row)
     found = []
     for place, document_id in documents:
-        if document_id:
+        if document_id is not None:
             rows = held.get(document_id)
         else:
             cursor = conn.execute("select * from knowledge where id = ? and document_id is null", [place])

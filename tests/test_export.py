@@ -579,6 +579,33 @@ def test_an_export_read_page_by_page_misses_no_document_a_writer_places_meanwhil
     assert exported_ids[:4] == ["R0", "R1", "R2", "P1"] and set(exported_ids[4:]) == {"P2"}
 
 
+def test_memories_plain_sql_wrote_without_a_documents_row_are_all_exported_in_place(tmp_path, monkeypatch):
+    """Documents no documents row holds, read ahead a page at a time beside the
+    placed ones: one of an empty document id, rows of no document and one of
+    several rows, each exported once, at its first memory's id."""
+    monkeypatch.setattr("brain_sql.exporting.EXPORT_PAGE_DOCUMENTS", 2)
+    brain = brain_sql.connect(tmp_path / "a.db")
+    brain_sql.remember(brain, [{"_id": "a", "text": "First fact."}])
+    for document_id, text in ((None, "Loose one."), ("", "Of an empty id."), ("d", "D one."), ("d", "D two.")):
+        brain.execute("insert into knowledge (content, document_id, chunk_index) values (?, ?, 0)", [text, document_id])
+    brain_sql.remember(brain, [{"_id": "b", "text": "Last fact."}])
+    brain.execute("insert into knowledge (content) values ('Loose two.')")
+    brain.commit()
+    for snapshot in (True, False):
+        exported_texts = [
+            [c["content"] for c in json.loads(line)["_chunks"]] for line in brain_sql.export(brain, snapshot=snapshot)
+        ]
+        # places: a and b their documents rows 1 and 2; the others their first ids, 2, 3, 4 and 7
+        assert exported_texts == [
+            ["First fact."],
+            ["Loose one."],
+            ["Last fact."],
+            ["Of an empty id."],
+            ["D one.", "D two."],
+            ["Loose two."],
+        ]
+
+
 def test_an_empty_external_id_plain_sql_wrote_is_exported_as_none(tmp_path):
     """Review 70, N5: ingest refuses `"_id": ""`, so an export writing it lost the
     memory in the copy; a memory whose external_id plain SQL emptied goes without one."""
