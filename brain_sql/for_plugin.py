@@ -22,7 +22,7 @@ from .config import (
     configured_model,
     export_idle_seconds,
 )
-from .wording import cited, counted, section, shown
+from .wording import cited, counted, lines_of_file, section, shown
 
 # the names that need the engines, loaded on first use (PEP 562): sqlite-utils imports
 # the brain's commands for every command it runs, and they name only the light ones above
@@ -122,6 +122,7 @@ __all__ = [
     "counted",
     "section",
     "cited",
+    "lines_of_file",
     "shown",
 ]
 

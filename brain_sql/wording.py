@@ -50,11 +50,18 @@ def cited(hit: dict) -> str:
     path, document_id, start, end = (hit.get(k) for k in ("source_path", "document_id", "line_start", "line_end"))
     if path is None or document_id is None:
         return document_id or path or ""
-    if document_id != path and not document_id.startswith(f"{path}@"):
+    if not lines_of_file(hit):
         return document_id if hit.get("external_id") else path
     if not start:
         return document_id
     return f"{document_id}:{start}" + (f"-{end}" if end not in (None, start) else "")
+
+
+def lines_of_file(hit: dict) -> bool:
+    """Whether a memory's lines are its file's (a note, or a note's earlier version),
+    not its own text's (a record's)."""
+    path, document_id = hit.get("source_path"), hit.get("document_id")
+    return path is not None and document_id is not None and (document_id == path or document_id.startswith(f"{path}@"))
 
 
 def section(title: str | None, heading_path: str | None) -> str | None:

@@ -323,6 +323,7 @@ async def memory_page(datasette, request):
                 "database": database,
                 **loaded,
                 "provenance": provenance(loaded["memory"]),
+                "lines_of_file": for_plugin.lines_of_file(loaded["memory"]),
                 "content_html": await linked_text(
                     datasette,
                     database,

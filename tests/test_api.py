@@ -451,6 +451,30 @@ async def test_a_deny_on_the_graph_tables_holds_on_the_pages(served_brain):
 
 
 @pytest.mark.asyncio
+async def test_a_records_sections_are_given_the_lines_of_its_text_a_notes_of_its_file(tmp_path):
+    """A record's lines are its own text's: its memory page said "lines 1–2" as if of
+    its file (review 70)."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "Orion.md").write_text("# Orion\n\nOrion is our vendor.\n\n## Terms\n\nPaid monthly.\n")
+    text = "Deploys happen on Tuesdays.\n\n" + "\n\n".join(
+        f"Step {i} of the deploy is written here." for i in range(80)
+    )
+    (tmp_path / "r.jsonl").write_text(json.dumps({"_id": "a", "text": text}) + "\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [notes, tmp_path / "r.jsonl"])
+    datasette = Datasette([str(tmp_path / "brain.db")])
+    note, record = (
+        conn.execute("select min(id) from knowledge where source_path like ?", [pattern]).fetchone()[0]
+        for pattern in ("%.md", "%.jsonl")
+    )
+    note_page = (await datasette.client.get(f"/brain/-/memory/{note}")).text
+    record_page = (await datasette.client.get(f"/brain/-/memory/{record}")).text
+    assert "lines 1–" in note_page and "of its text" not in note_page
+    assert "of its text" in record_page
+
+
+@pytest.mark.asyncio
 async def test_flagged_memories_show_on_no_page(tmp_path):
     """Neither a flagged section's heading among its siblings, nor the entities
     and edges only flagged text stated, nor an entity known only from it."""
