@@ -391,13 +391,19 @@ def stale_quotes(conn, edited=None):
 
         def could_be(quoted, turn, path):
             """Whether `quoted` may be an old quote of `turn` (an edited one), quoted by a
-            turn of file `path`: the same speaker, unless plain SQL renamed it; of the
-            same file, unless either came from none (ingest quotes a file's turns alone)."""
+            turn of file `path`: said by its speaker, as it is named now or was (its
+            said_by edges); of the same file, unless either came from none (ingest
+            quotes a file's turns alone)."""
             same_file = path is None or turn[4] is None or turn[4] == path
-            return same_file and (turn[1] in renamed or quoted.startswith(entry(own[turn[1]][0], "")))
+            names = [own[turn[1]][0]] + spoken.get(turn[1], [])
+            said = " ".join(quoted.split())  # an edge names a speaker of several lines on one
+            return same_file and any(said.startswith(" ".join(entry(name, "").split())) for name in names)
 
     said = {where: _Said(stored) for where, stored in turns.items()}  # (session, scope) -> its turns
     lines = {where: _first_lines(turn[3] for turn in stored) for where, stored in turns.items()}
+    speakers = {}  # (session, scope) -> how its quotes begin: each speaker's name, as named now or was
+    for document_id, (name, where, *_) in own.items():
+        speakers.setdefault(where, set()).update(entry(n, "") for n in [name] + spoken.get(document_id, []))
     stale = {}  # document id -> [Quote], of the chunk holding most
     for document_id, context in conn.execute(
         "select document_id, context from knowledge where context is not null and document_id is not null order by id"
@@ -408,6 +414,11 @@ def stale_quotes(conn, edited=None):
         sources = _sources(quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path))
         if all(source is not None and not source[2] for source in sources):
             continue
+        if any(source is None for source in sources):  # lines no turn says now: a quote a speaker's line
+            quotes = [
+                q for quoted, source in zip(quotes, sources) for q in _by_speaker(quoted, source, speakers[where])
+            ]
+            sources = _sources(quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path))
         window = {turn[1] for turn in said.get(where, _NO_TURNS).window.get(document_id, [])}
         if edited:
             fits = functools.partial(could_be, path=path)
@@ -599,15 +610,30 @@ def _sources(quotes, said, quoting):
     return sources
 
 
+def _by_speaker(quoted, source, beginnings):
+    """A run of context lines no turn says (`source` None) cut where a line begins as
+    a speaker's quote does (`beginnings`): one line a turn deleted, the next one
+    whose words changed, are two quotes, not one."""
+    if source is not None:
+        return [quoted]
+    parts = []
+    for line in quoted.split("\n"):
+        if parts and not any(line.startswith(beginning) for beginning in beginnings):
+            parts[-1] += "\n" + line
+        else:
+            parts.append(line)
+    return parts
+
+
 def _requoted(quotes, sources, turns, quoting, edited, fits):
     """{position: what to quote} for the `quotes` no turn says (`sources` None)
     whose turn is still at its place with other words: each run of them is
-    paired, in order, with the last as many turns `edited` between the turns
-    quoted around the run (stored `turns` of the session and scope, in order)
-    that are in the quoting turn's window now (`quoting`: its document id, place
-    and window's document ids), when each pair `fits` (quote, turn): else none of
-    the run is (a deleted turn's quote goes; the turn before it, edited, was
-    never quoted there)."""
+    paired, from its end, with the turns `edited` between the turns quoted
+    around the run (stored `turns` of the session and scope, in order) that are
+    in the quoting turn's window now (`quoting`: its document id, place and
+    window's document ids), latest first, while each pair `fits` (quote, turn);
+    the quotes before the first that does not go (a deleted turn's quote goes,
+    and the turn before it, edited, was never quoted there)."""
     document_id, first, window = quoting
     now, at = {}, 0
     taken = {source[1] for source in sources if source is not None}
@@ -628,11 +654,11 @@ def _requoted(quotes, sources, turns, quoting, edited, fits):
             and turn[1] in window
             and edited(turn[1])
         ]
-        pairs = list(zip(range(at, end), places[len(places) - (end - at) :]))
-        if len(places) >= end - at and all(fits(quotes[i], turn) for i, turn in pairs):
-            for i, turn in pairs:
-                if not turn[2]:  # a flagged turn is quoted by none
-                    now[i] = turn[3]
+        for i, turn in zip(range(end - 1, at - 1, -1), reversed(places)):
+            if not fits(quotes[i], turn):
+                break
+            if not turn[2]:  # a flagged turn is quoted by none
+                now[i] = turn[3]
         at = end
     return now
 

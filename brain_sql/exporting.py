@@ -20,7 +20,9 @@ snapshot=False (a server streaming to a client that may be slow) each page is re
 in a short transaction of its own, its lines made before it ends, so no reader
 waiting to be sent holds the write-ahead log back: each document is whole as it
 stood when its page was read; one there throughout is never missed (its place, or
-its first memory's id, stays while it is there, and a new document's is higher);
+its first memory's id, stays while it is there, and a new document's is higher than
+any there, but for one placed where the last placed, forgotten meanwhile, was: a
+plain-SQL document corrected meanwhile, not read yet, can be missed so);
 one changed meanwhile may come twice, the later line last (ingest keeps the first
 and names the second a repeat).
 """
@@ -38,13 +40,16 @@ from .writer import FIELD_COLUMNS
 # the next documents by place, with how many memories each holds (none: all its rows gone)
 _PLACES = """
 select d.rowid, d.document_id, (select count(*) from knowledge k where k.document_id = d.document_id)
-from documents d where d.rowid >= :start order by d.rowid limit :size"""
-# the first memory of each document no documents row holds (and each memory no document
-# holds), by id, with how many memories the document holds
+from documents d where d.rowid >= :start and d.document_id != '' order by d.rowid limit :size"""
+# the first memory of each document no documents row holds, and each memory no document
+# holds (its document id null or empty, as plain SQL writes), by id, with how many
+# memories the document holds
 _UNPLACED = """
-select k.id, k.document_id, (select count(*) from knowledge m where m.document_id = k.document_id)
+select k.id, k.document_id,
+  case when coalesce(k.document_id, '') = '' then 1
+  else (select count(*) from knowledge m where m.document_id = k.document_id) end
 from knowledge k
-where k.id >= :start and (k.document_id is null
+where k.id >= :start and (coalesce(k.document_id, '') = ''
   or not exists (select 1 from documents d where d.document_id = k.document_id)
   and not exists (select 1 from knowledge m where m.document_id = k.document_id and m.id < k.id))
 order by k.id limit :size"""
@@ -108,7 +113,7 @@ class _Places:
     def __init__(self):
         self.placed = self.scanned = -(2**63)
         self.unplaced = []
-        self.done = False
+        self.more = self.done = False
 
 
 def _page(conn, places):
@@ -119,8 +124,10 @@ def _page(conn, places):
     size = EXPORT_PAGE_DOCUMENTS
     placed = conn.execute(_PLACES, {"start": places.placed, "size": size}).fetchall()
     if not places.unplaced:
-        places.unplaced = conn.execute(_UNPLACED, {"start": places.scanned, "size": size}).fetchall()
-        if len(places.unplaced) == size:
+        unplaced = conn.execute(_UNPLACED, {"start": places.scanned, "size": size}).fetchall()
+        places.unplaced = [(place, document_id or None, count) for place, document_id, count in unplaced]
+        places.more = len(unplaced) == size
+        if places.more:
             places.scanned = places.unplaced[-1][0] + 1
         else:  # every memory read: a new one has a higher id
             places.scanned = (conn.execute("select max(id) from knowledge").fetchone()[0] or places.scanned) + 1
@@ -131,7 +138,8 @@ def _page(conn, places):
     def order(item):  # a memory no document holds (its document id null) sorts first of its place
         return item[0], item[1] is not None, item[1] or ""
 
-    full = [order(batch[-1]) for batch in (placed, places.unplaced) if len(batch) == size]
+    # what each kind read ahead bounds what may be taken, unless it holds all of that kind
+    full = [order(batch[-1]) for batch, more in ((placed, len(placed) == size), (places.unplaced, places.more)) if more]
     horizon = min(full, default=None)
     queued = sorted(
         [(place, document_id, count, True) for place, document_id, count in placed]
@@ -172,7 +180,7 @@ def _held(conn, documents):
         if document_id is not None:
             rows = held.get(document_id)
         else:
-            cursor = conn.execute("select * from knowledge where id = ? and document_id is null", [place])
+            cursor = conn.execute("select * from knowledge where id = ? and coalesce(document_id, '') = ''", [place])
             rows = [dict(zip([c[0] for c in cursor.description], row)) for row in cursor]
         if rows:
             found.append(rows)
@@ -203,7 +211,7 @@ def _record(rows, edges):
     for key, column in (("_id", "external_id"), ("_document", "document_id")):
         if first[column] not in (None, ""):  # an empty external_id (plain SQL's) is none: ingest refuses ""
             record[key] = first[column]
-    if first["document_id"] is not None:  # only a placed record takes these
+    if first["document_id"] not in (None, ""):  # only a placed record takes these
         for key, column in (("_source_path", "source_path"), ("_version_of", "version_of")):
             if first[column] is not None:
                 record[key] = first[column]

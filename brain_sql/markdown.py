@@ -135,7 +135,8 @@ class _BoundedLoader(yaml.SafeLoader):
             for key_node, _ in node.value:
                 if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == _MERGE:
                     continue  # a mapping or list as a key is refused as unhashable when constructed
-                key = _key_text(self.construct_object(key_node))
+                # a plain "=" is YAML 1.1's value key, which flattening makes its text
+                key = key_node.value if key_node.tag == _VALUE else _key_text(self.construct_object(key_node))
                 if key in keys:
                     raise yaml.composer.ComposerError(
                         None, None, f"key {shown(key)} given twice (one value would be lost)", key_node.start_mark
@@ -151,7 +152,7 @@ class _BoundedLoader(yaml.SafeLoader):
         return {_key_text(key): value for key, value in super().construct_pairs(_flattened(self, node), deep=deep)}
 
 
-_SET, _MERGE = "tag:yaml.org,2002:set", "tag:yaml.org,2002:merge"
+_SET, _MERGE, _VALUE = "tag:yaml.org,2002:set", "tag:yaml.org,2002:merge", "tag:yaml.org,2002:value"
 
 
 def _flattened(loader, node):

@@ -43,7 +43,7 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
 
 def cited(hit: dict) -> str:
     """Where a memory came from, as a person finds it again: a note's file and its
-    lines there ('Runbook.md:8-10', an earlier version's id and lines); a record's
+    lines there ('Runbook.md:8-10'; an earlier version's id, then its lines); a record's
     id ('conv.jsonl#D1:3'), whose lines are its own text's, not its file's (every
     one-line record said 1-1); a record without an `_id`, its file alone (its id
     is a hash no file holds)."""
@@ -54,7 +54,8 @@ def cited(hit: dict) -> str:
         return document_id if hit.get("external_id") else path
     if not start:
         return document_id
-    return f"{document_id}:{start}" + (f"-{end}" if end not in (None, start) else "")
+    lines = f"{start}" + (f"-{end}" if end not in (None, start) else "")
+    return f"{path}:{lines}" if document_id == path else f"{document_id}, lines {lines}"  # an earlier version's
 
 
 def lines_of_file(hit: dict) -> bool:

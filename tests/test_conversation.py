@@ -514,6 +514,45 @@ def test_repair_never_quotes_the_turn_a_deleted_one_leaves_in_the_window(tmp_pat
     assert quotes(conn, quoting).splitlines() == [line for line in kept if f"Turn {deleted[1]} " not in line]
 
 
+@pytest.mark.parametrize(
+    "deleted, edited, expected",
+    [
+        (["T3"], ["T4"], ["Bob: EDITED T4"]),  # the deleted turn's quote goes, the edited one's is restated
+        ([], ["T3", "T4"], ["Ann: EDITED T3", "Bob: EDITED T4"]),
+    ],
+)
+def test_repair_restates_each_edited_turns_quote_though_stale_lines_run_together(tmp_path, deleted, edited, expected):
+    """Review 71: the stale lines of two turns in a row were read as one quote, so a
+    deleted turn's line and an edited turn's were restated, or dropped, together."""
+    said = [
+        {"_id": f"T{i}", "text": f"Turn {i} says thing {i}.", "speaker": "Ann" if i % 2 else "Bob"} for i in range(1, 7)
+    ]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [transcript(tmp_path, said)])
+    for turn in deleted:
+        conn.execute("delete from knowledge where external_id = ?", [turn])
+    for turn in edited:
+        conn.execute("update knowledge set content = ? where external_id = ?", [f"EDITED {turn}", turn])
+    brain_sql.check(conn, repair=True)
+    assert brain_sql.check(conn) == {}
+    assert quotes(conn, "T5").splitlines() == ["Ann, 8 May 2023", *expected]
+
+
+def test_a_speaker_renamed_in_bulk_with_plain_sql_is_quoted_by_the_new_name(tmp_path):
+    """Review 71: two turns in a row by one speaker, renamed by one plain SQL update:
+    the turns after them quoted only one of them."""
+    said = [{"_id": f"T{i}", "text": f"Turn {i}.", "speaker": "Mel" if i % 3 == 0 else "Caro"} for i in range(1, 7)]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [transcript(tmp_path, said)])
+    conn.execute(
+        "update knowledge set metadata = json_set(metadata, '$.speaker', 'Caroline') "
+        "where json_extract(metadata, '$.speaker') = 'Caro'"
+    )
+    brain_sql.check(conn, repair=True)
+    assert brain_sql.check(conn) == {}
+    assert quotes(conn, "T3").splitlines() == ["Mel, 8 May 2023", "Caroline: Turn 1.", "Caroline: Turn 2."]
+
+
 def test_a_turn_whose_day_plain_sql_changed_is_said_on_its_new_day(conn, tmp_path):
     """A turn's context begins with its speaker and day and its time phrases read
     against that day: when plain SQL moves the turn to another day, check names

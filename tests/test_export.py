@@ -9,6 +9,7 @@ client is slow to take it)."""
 import asyncio
 import contextlib
 import importlib
+import itertools
 import json
 import os
 import shutil
@@ -583,19 +584,20 @@ def test_memories_plain_sql_wrote_without_a_documents_row_are_all_exported_in_pl
     """Documents no documents row holds, read ahead a page at a time beside the
     placed ones: one of an empty document id, rows of no document and one of
     several rows, each exported once, at its first memory's id."""
-    monkeypatch.setattr("brain_sql.exporting.EXPORT_PAGE_DOCUMENTS", 2)
     brain = brain_sql.connect(tmp_path / "a.db")
     brain_sql.remember(brain, [{"_id": "a", "text": "First fact."}])
     for document_id, text in ((None, "Loose one."), ("", "Of an empty id."), ("d", "D one."), ("d", "D two.")):
         brain.execute("insert into knowledge (content, document_id, chunk_index) values (?, ?, 0)", [text, document_id])
     brain_sql.remember(brain, [{"_id": "b", "text": "Last fact."}])
     brain.execute("insert into knowledge (content) values ('Loose two.')")
+    brain.execute("insert into knowledge (content, document_id, external_id) values ('Also empty.', '', 'e2')")
     brain.commit()
-    for snapshot in (True, False):
+    for size, snapshot in itertools.product((1, 2, 3, 500), (True, False)):  # review 71: the order was the page's
+        monkeypatch.setattr("brain_sql.exporting.EXPORT_PAGE_DOCUMENTS", size)
         exported_texts = [
             [c["content"] for c in json.loads(line)["_chunks"]] for line in brain_sql.export(brain, snapshot=snapshot)
         ]
-        # places: a and b their documents rows 1 and 2; the others their first ids, 2, 3, 4 and 7
+        # places: a and b their documents rows 1 and 2; the others their first ids, 2, 3, 4, 7 and 8
         assert exported_texts == [
             ["First fact."],
             ["Loose one."],
@@ -603,7 +605,8 @@ def test_memories_plain_sql_wrote_without_a_documents_row_are_all_exported_in_pl
             ["Of an empty id."],
             ["D one.", "D two."],
             ["Loose two."],
-        ]
+            ["Also empty."],  # an empty document id is none: each such memory its own, with its _id
+        ], (size, snapshot)
 
 
 def test_an_empty_external_id_plain_sql_wrote_is_exported_as_none(tmp_path):

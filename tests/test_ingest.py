@@ -483,6 +483,7 @@ def test_a_frontmatter_key_given_twice_is_refused_by_line(tmp_path):
     (folder / "types.md").write_text('---\n1.5: first\n"1.5": second\n---\nBody.\n')
     (folder / "day.md").write_text('---\nm:\n  2023-01-01: a\n  "2023-01-01": b\n---\nBody.\n')
     (folder / "kinds.md").write_text("---\nm: {1: one, true: so, 2: two, b: c}\n---\nBody.\n")
+    (folder / "value.md").write_text("---\nscore:\n  =: 10\n  max: 20\n---\nBody.\n")  # YAML 1.1's value key
     conn = brain_sql.connect(tmp_path / "brain.db")
     report = brain_sql.ingest(conn, [folder])
     twice = 'broken frontmatter: key "{}" given twice (one value would be lost)'
@@ -496,6 +497,7 @@ def test_a_frontmatter_key_given_twice_is_refused_by_line(tmp_path):
     assert json.loads(stored["Merged"]) == {"base": {"title": "X"}}
     assert json.loads(stored["deep"])["c"] == {"x": 2}
     assert json.loads(stored["kinds"]) == {"m": {"1": "one", "true": "so", "2": "two", "b": "c"}}
+    assert json.loads(stored["value"]) == {"score": {"=": 10, "max": 20}}
 
 
 def test_yaml_sets_and_binary_values_are_stored_the_same_on_every_ingest(tmp_path):
