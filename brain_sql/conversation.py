@@ -416,7 +416,9 @@ def stale_quotes(conn, edited=None):
             continue
         if any(source is None for source in sources):  # lines no turn says now: a quote a speaker's line
             quotes = [
-                q for quoted, source in zip(quotes, sources) for q in _by_speaker(quoted, source, speakers[where])
+                q
+                for quoted, source in zip(quotes, sources)
+                for q in _by_speaker(quoted, source, speakers.get(where, ()))
             ]
             sources = _sources(quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path))
         window = {turn[1] for turn in said.get(where, _NO_TURNS).window.get(document_id, [])}

@@ -538,6 +538,17 @@ def test_repair_restates_each_edited_turns_quote_though_stale_lines_run_together
     assert quotes(conn, "T5").splitlines() == ["Ann, 8 May 2023", *expected]
 
 
+def test_check_reads_a_context_left_on_a_memory_plain_sql_made_no_turn(conn, tmp_path):
+    """A turn whose speaker plain SQL removed keeps its context, which no session
+    holds: check raised KeyError on its stale quote."""
+    brain_sql.ingest(conn, [transcript(tmp_path)])
+    conn.execute("update knowledge set metadata = json_remove(metadata, '$.speaker') where external_id = 'S1:3'")
+    conn.execute("delete from knowledge where external_id = 'S1:2'")
+    assert "stale_quotes" in brain_sql.check(conn)
+    brain_sql.check(conn, repair=True)
+    assert brain_sql.check(conn) == {}
+
+
 def test_a_speaker_renamed_in_bulk_with_plain_sql_is_quoted_by_the_new_name(tmp_path):
     """Review 71: two turns in a row by one speaker, renamed by one plain SQL update:
     the turns after them quoted only one of them."""
