@@ -614,17 +614,20 @@ def _sources(quotes, said, quoting):
 
 def _by_speaker(quoted, source, beginnings):
     """A run of context lines no turn says (`source` None) cut where a line begins as
-    a speaker's quote does (`beginnings`): one line a turn deleted, the next one
-    whose words changed, are two quotes, not one."""
+    a speaker's quote does (`beginnings`, a name of several lines included): one
+    line a turn deleted, the next one whose words changed, are two quotes, not one.
+    _requoted joins parts again where a quote's own lines begin like another's."""
     if source is not None:
         return [quoted]
-    parts = []
-    for line in quoted.split("\n"):
-        if parts and not any(line.startswith(beginning) for beginning in beginnings):
-            parts[-1] += "\n" + line
-        else:
-            parts.append(line)
-    return parts
+    cuts, covered = [0], 0
+    for at in (i + 1 for i, c in enumerate(quoted) if c == "\n"):
+        begun = next((b for b in beginnings if quoted.startswith(b, at)), None) if at >= covered else None
+        if begun is not None:
+            cuts.append(at)
+            covered = at + len(begun)
+    if len(cuts) == 1:
+        return [quoted]
+    return [quoted[a : b - 1] for a, b in zip(cuts, cuts[1:])] + [quoted[cuts[-1] :]]
 
 
 def _requoted(quotes, sources, turns, quoting, edited, fits):
@@ -656,11 +659,17 @@ def _requoted(quotes, sources, turns, quoting, edited, fits):
             and turn[1] in window
             and edited(turn[1])
         ]
-        for i, turn in zip(range(end - 1, at - 1, -1), reversed(places)):
-            if not fits(quotes[i], turn):
+        i = end - 1
+        for turn in reversed(places):
+            # the part that fits, or it with the parts before it: a quote's own lines may begin like another's
+            j = next((j for j in range(i, at - 1, -1) if fits("\n".join(quotes[j : i + 1]), turn)), None)
+            if j is None:
                 break
-            if not turn[2]:  # a flagged turn is quoted by none
-                now[i] = turn[3]
+            if not turn[2]:  # a flagged turn is quoted by none; the parts after the first go
+                now[j] = turn[3]
+            i = j - 1
+            if i < at:
+                break
         at = end
     return now
 

@@ -48,7 +48,7 @@ def cited(hit: dict) -> str:
     one-line record said 1-1); a record without an `_id`, its file alone (its id
     is a hash no file holds)."""
     path, document_id, start, end = (hit.get(k) for k in ("source_path", "document_id", "line_start", "line_end"))
-    if path is None or document_id is None:
+    if path is None or not document_id:  # an empty document id (plain SQL's) is none
         return document_id or path or ""
     if not lines_of_file(hit):
         return document_id if hit.get("external_id") else path

@@ -519,6 +519,7 @@ def test_repair_never_quotes_the_turn_a_deleted_one_leaves_in_the_window(tmp_pat
     [
         (["T3"], ["T4"], ["Bob: EDITED T4"]),  # the deleted turn's quote goes, the edited one's is restated
         ([], ["T3", "T4"], ["Ann: EDITED T3", "Bob: EDITED T4"]),
+        (["T4"], ["T3"], ["Ann: EDITED T3"]),  # review 72: the edited turn before a deleted one
     ],
 )
 def test_repair_restates_each_edited_turns_quote_though_stale_lines_run_together(tmp_path, deleted, edited, expected):
@@ -547,6 +548,22 @@ def test_check_reads_a_context_left_on_a_memory_plain_sql_made_no_turn(conn, tmp
     assert "stale_quotes" in brain_sql.check(conn)
     brain_sql.check(conn, repair=True)
     assert brain_sql.check(conn) == {}
+
+
+def test_a_turn_whose_text_has_a_line_like_another_speakers_is_restated_whole(tmp_path):
+    """Review 72: T2's second line begins "Bob: ", and cut there its old quote was two
+    parts, neither of which T2 (Ann's) fitted alone: T3 lost its quote of T2."""
+    said = [
+        {"_id": "T1", "text": "Turn 1.", "speaker": "Bob"},
+        {"_id": "T2", "text": "Turn 2 line one\nBob: as Bob would say", "speaker": "Ann"},
+        {"_id": "T3", "text": "Turn 3.", "speaker": "Bob"},
+    ]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [transcript(tmp_path, said)])
+    conn.execute("update knowledge set content = 'EDITED two' where external_id = 'T2'")
+    brain_sql.check(conn, repair=True)
+    assert brain_sql.check(conn) == {}
+    assert quotes(conn, "T3").splitlines() == ["Bob, 8 May 2023", "Bob: Turn 1.", "Ann: EDITED two"]
 
 
 def test_a_speaker_renamed_in_bulk_with_plain_sql_is_quoted_by_the_new_name(tmp_path):
