@@ -421,10 +421,10 @@ def stale_quotes(conn, edited=None):
                 for q in _by_speaker(quoted, source, speakers.get(where, ()))
             ]
             sources = _sources(quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path))
-        window = {turn[1] for turn in said.get(where, _NO_TURNS).window.get(document_id, [])}
         if edited:
             fits = functools.partial(could_be, path=path)
-            now = _requoted(quotes, sources, turns.get(where, []), (document_id, first, window), edited, fits)
+            window = sorted(said.get(where, _NO_TURNS).window.get(document_id, []))
+            now = _requoted(quotes, sources, window, (document_id, first), edited, fits)
         else:
             now = {}
         found = [
@@ -630,16 +630,16 @@ def _by_speaker(quoted, source, beginnings):
     return [quoted[a : b - 1] for a, b in zip(cuts, cuts[1:])] + [quoted[cuts[-1] :]]
 
 
-def _requoted(quotes, sources, turns, quoting, edited, fits):
+def _requoted(quotes, sources, window, quoting, edited, fits):
     """{position: what to quote} for the `quotes` no turn says (`sources` None)
     whose turn is still at its place with other words: each run of them is
     paired, from its end, with the turns `edited` between the turns quoted
-    around the run (stored `turns` of the session and scope, in order) that are
-    in the quoting turn's window now (`quoting`: its document id, place and
-    window's document ids), latest first, while each pair `fits` (quote, turn);
-    the quotes before the first that does not go (a deleted turn's quote goes,
-    and the turn before it, edited, was never quoted there)."""
-    document_id, first, window = quoting
+    around the run among the quoting turn's `window` now (its stored turns, in
+    order; `quoting`: its document id and place), latest first, while each pair
+    `fits` (quote, turn); the quotes before the first that does not go (a deleted
+    turn's quote goes, and the turn before it, edited, was never quoted there).
+    Only the window is read: repair stays linear in a session's turns."""
+    document_id, first = quoting
     now, at = {}, 0
     taken = {source[1] for source in sources if source is not None}
     while at < len(sources):
@@ -651,12 +651,11 @@ def _requoted(quotes, sources, turns, quoting, edited, fits):
         high = sources[end][0] if end < len(sources) else first
         places = [
             turn
-            for turn in turns
+            for turn in window
             if (low is None or turn[0] > low)
             and turn[0] < high
             and turn[1] != document_id
             and turn[1] not in taken
-            and turn[1] in window
             and edited(turn[1])
         ]
         i = end - 1
