@@ -426,6 +426,13 @@ def test_a_record_that_gives_a_key_twice_or_a_row_past_its_header_is_skipped_by_
     ]
 
 
+def ingested_records(tmp_path, records):
+    """A new brain with `records` ingested from a JSON lines file, and its errors as (line, message)."""
+    path = write(tmp_path / "r.jsonl", "".join(json.dumps(record) + "\n" for record in records))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    return conn, [(e.line, e.message) for e in brain_sql.ingest(conn, [path]).errors]
+
+
 def test_a_record_giving_one_field_under_both_its_names_is_skipped_unless_they_agree(tmp_path):
     """'text' and 'content', '_id' and 'id' name one field: a record giving both with
     different values kept one and lost the other without a word (review 68); it is
@@ -438,10 +445,8 @@ def test_a_record_giving_one_field_under_both_its_names_is_skipped_unless_they_a
         {"_id": "d", "text": 5},
         {"_id": 7, "id": "7", "content": "", "text": "The same id as a number and as text."},  # review 69
     ]
-    path = write(tmp_path / "r.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
-    conn = brain_sql.connect(tmp_path / "brain.db")
-    report = brain_sql.ingest(conn, [path])
-    assert [(e.line, e.message) for e in report.errors] == [
+    conn, errors = ingested_records(tmp_path, lines)
+    assert errors == [
         (1, "gives both 'content' and 'text', which differ: give one (the other would be lost)"),
         (2, "gives both '_id' and 'id', which differ: give one (the other would be lost)"),
         (4, "'text' must be text, not 5"),
@@ -456,10 +461,8 @@ def test_an_empty_id_is_refused_by_name_as_forget_refuses_it(tmp_path):
     """`"_id": ""` was taken for no id: each sending stored another copy, a
     "correction" added a second memory, and `forget --external-id ""` refused it."""
     lines = [{"_id": "", "text": "First."}, {"id": "", "text": "Second."}, {"_id": "k", "text": "Kept."}]
-    path = write(tmp_path / "r.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
-    conn = brain_sql.connect(tmp_path / "brain.db")
-    report = brain_sql.ingest(conn, [path])
-    assert [(e.line, e.message) for e in report.errors] == [
+    conn, errors = ingested_records(tmp_path, lines)
+    assert errors == [
         (1, "'_id' is empty: give the record's id, or leave '_id' out"),
         (2, "'id' is empty: give the record's id, or leave 'id' out"),
     ]
