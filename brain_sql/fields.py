@@ -3,10 +3,13 @@ confidence and tiers. Shared by every ingest format, the CLI and recall filters.
 
 import collections
 import datetime
+import difflib
+import functools
 import json
 import math
 import re
 import unicodedata
+import zoneinfo
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -83,16 +86,78 @@ def parse_time(value, now=None, name="time"):
     return sqlite_time(moment.replace(tzinfo=None))
 
 
-def stated_day(value):
-    """The day a time with an offset names where it was said ("2023-01-01T00:30+05:30":
-    1 January, which is 31 December in UTC), None for any other (a time without an
-    offset is UTC, a relative one the clock's). Read once parse_time has taken `value`."""
+def _stated(value):
+    """`value` as the aware datetime it names when it is a time with an offset
+    other than UTC's, else None (a time without an offset is UTC, a relative one
+    the clock's). Read once parse_time has taken `value`."""
     if isinstance(value, str) and not _RELATIVE.match(value):
         try:
             value = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
             return None
-    return value.date() if isinstance(value, datetime.datetime) and value.utcoffset() else None
+    return value if isinstance(value, datetime.datetime) and value.utcoffset() else None
+
+
+def stated_day(value):
+    """The day a time with an offset names where it was said ("2023-01-01T00:30+05:30":
+    1 January, which is 31 December in UTC), None for any other."""
+    moment = _stated(value)
+    return moment.date() if moment else None
+
+
+def stated_zone(value):
+    """The offset a time was given with, as a time zone's name ("2026-12-05T20:00-08:00":
+    "-08:00"), None for a time without one or in UTC."""
+    moment = _stated(value)
+    return _offset_name(moment.utcoffset()) if moment else None
+
+
+_OFFSET = re.compile(r"(?P<sign>[+-])(?P<hours>\d{2})(?::?(?P<minutes>\d{2}))?")
+UTC_NAMES = ("UTC", "Z", "GMT")
+
+
+def _offset_name(offset):
+    sign, offset = ("-", -offset) if offset < datetime.timedelta(0) else ("+", offset)
+    minutes = offset.seconds // 60
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def time_zone(value, name="timezone"):
+    """(the name it is kept by, its tzinfo) for a time zone given as an IANA name
+    ("Europe/Paris", read from the system's zone files or the tzdata package), UTC,
+    or an offset ("-08:00", "+0530", "+05"); a FieldError naming `name` otherwise."""
+    text = value.strip()
+    if text.upper() in UTC_NAMES:
+        return "UTC", datetime.timezone.utc
+    offset = _OFFSET.fullmatch(text)
+    if offset:
+        hours, minutes = int(offset["hours"]), int(offset["minutes"] or 0)
+        if hours > 23 or minutes > 59:
+            raise FieldError(f"{name} {shown(value)} is not an offset: hours 00 to 23, minutes 00 to 59")
+        delta = datetime.timedelta(hours=hours, minutes=minutes) * (-1 if offset["sign"] == "-" else 1)
+        return _offset_name(delta), datetime.timezone(delta)
+    try:
+        return text, zoneinfo.ZoneInfo(text)
+    except (KeyError, ValueError, OSError):  # not found, not a key, not a zone file
+        near = _known_zone(text)
+        raise FieldError(
+            f"{name} {shown(value)} is not a time zone: give an IANA name such as Europe/Paris "
+            f"or an offset such as -08:00{f' (did you mean {near}?)' if near else ''}"
+        ) from None
+
+
+@functools.cache
+def _zones():
+    return {zone.lower(): zone for zone in zoneinfo.available_timezones()}
+
+
+def _known_zone(text):
+    """The known zone `text` most likely meant ("europe/paris": Europe/Paris), or None."""
+    key = text.lower().replace(" ", "_")
+    if key in _zones():
+        return _zones()[key]
+    near = difflib.get_close_matches(key, _zones(), n=1, cutoff=0.8)
+    return _zones()[near[0]] if near else None
 
 
 def sqlite_time(moment):

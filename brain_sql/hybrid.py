@@ -26,6 +26,7 @@ from . import reach as reachable
 from . import state as read_state
 from .config import ABSTAIN_BELOW, EVIDENCE_CUTOFF, RECALL_CANDIDATES, RRF_K, requested_model
 from .connection import Connection
+from .fields import time_zone
 from .filters import Filters
 from .fusion import boosted, fuse, fused, graph_leads, leg_weights, method
 from .querydoc import QueryDoc, parse
@@ -154,7 +155,8 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None, graph_visible=T
     def covered(since, until):  # whether the request reaches memories observed then
         return reachable.of(conn, Filters.from_querydoc(doc, since, until)).count > 0
 
-    since, until, text = temporal.extract(doc.q, now, covered)
+    zone = time_zone(doc.timezone)[1] if doc.timezone else None
+    since, until, text = temporal.extract(doc.q, now, covered, zone)
     filters = Filters.from_querydoc(doc, since, until)
     text = text or doc.q
     telemetry = {}

@@ -30,6 +30,8 @@ from .fields import (
     query_text,
     read_digits,
     sqlite_time,
+    stated_zone,
+    time_zone,
     unencodable,
     utcnow,
 )
@@ -47,8 +49,8 @@ class Field:
     label: str = ""  # a person's short name for it: the recall page's label (default: the name, spaced)
     bounds: tuple | None = None  # (lowest, highest) of a number
     choices: tuple | None = None  # the values a list's items are among
-    # of a text: "time" (ISO, or relative such as -30d), "path" (a scope) or "name" (a source or
-    # domain: refused as a stored one would be, fields.grouping_name)
+    # of a text: "time" (ISO, or relative such as -30d), "zone" (a time zone), "path" (a scope) or
+    # "name" (a source or domain: refused as a stored one would be, fields.grouping_name)
     shape: str | None = None
     one: str | None = None  # a list's name for one item: a repeatable CLI option's
 
@@ -80,6 +82,12 @@ class QueryDoc:
     since: str | None = _about("observed at or after: an ISO time, or relative such as -30d", shape="time")
     until: str | None = _about("observed before: an ISO time, or relative such as -1w", shape="time")
     now: str | None = _about("a fixed evaluation time (ISO): same inputs and now, same answer", shape="time")
+    timezone: str | None = _about(
+        "the asker's time zone, an IANA name such as Europe/Paris or an offset such as -08:00: the days "
+        '"yesterday", "this week" or "in May" name in q are its days; default the offset now is given with, else UTC',
+        "time zone",
+        shape="zone",
+    )
     as_of: str | None = _about(
         "what was true then: memories valid at this time and not yet superseded (an ISO time, "
         "or relative such as -30d); default now",
@@ -168,6 +176,9 @@ ALIASES = {
     "point_in_time": "as_of",
     "token_budget": "max_tokens",
     "budget": "max_tokens",
+    "tz": "timezone",
+    "time_zone": "timezone",
+    "zone": "timezone",
     "diversity": "mmr",
     "expand": "prf",
     "threshold": "cutoff",
@@ -300,6 +311,8 @@ def parse(raw: QueryDoc | dict[str, Any], need_q: bool = True) -> QueryDoc:
     _window(values)
     if not graph_enabled():
         values["graph"] = False
+    if "timezone" not in values and (given := [name for name in GIVEN_AS["now"] if raw.get(name) is not None]):
+        values["timezone"] = stated_zone(raw[given[0]])  # "now": "2026-12-05T20:00-08:00" is said at -08:00
     values.setdefault("now", sqlite_time(utcnow()))
     values.setdefault("as_of", values["now"])  # without as_of, what is true now
     return QueryDoc(**values)
@@ -345,6 +358,8 @@ def _checked(field, name, value, now):
             return grouping_name(text, name)
         if field.shape == "path":
             return normalize_scope(text)
+        if field.shape == "zone":
+            return time_zone(text, name)[0]
         if field.shape == "time":
             moment = parse_time(text, now=now, name=name)
             if name in ("as_of", "now") and moment >= NEVER:  # no memory is valid or unexpired then

@@ -76,11 +76,18 @@ def _latest_covered(window, covered):
     for back in range(MONTH_LOOKBACK_YEARS + 1):
         try:
             shifted = tuple(t.replace(year=t.year - back) if t else None for t in window)
-        except ValueError:  # 29 February in a year without one
+            if covered(*shifted):
+                return shifted
+        except (ValueError, OverflowError):  # 29 February in a year without one; out of range in UTC
             continue
-        if covered(*(sqlite_time(t) if t else None for t in shifted)):
-            return shifted
     return window
+
+
+def utc_to(moment, zone):
+    """A naive UTC time as the wall time of `zone` (None: UTC)."""
+    if zone is None:
+        return moment
+    return moment.replace(tzinfo=datetime.timezone.utc).astimezone(zone).replace(tzinfo=None)
 
 
 def _yearless(kind, groups):
@@ -92,10 +99,39 @@ def _yearless(kind, groups):
     return not groups.get("year")
 
 
-def extract(text, now, covered=None):
+def _window(kind, match, now, seen):
+    """(since, until) that the phrase `match` of `kind` names, as wall times of
+    `now`'s; `seen(since, until)`, when given, says where memories were observed."""
+    groups = match.groupdict()
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if kind in ("since", "until"):
+        start = _date(match, now)[0]
+        if seen and _yearless(kind, groups):
+            # "since June": the latest June with memories after it; "before June": with memories on both sides
+            both = (lambda a, b: seen(a, None) and seen(None, a)) if kind == "until" else seen
+            start = _latest_covered((start, None), both)[0]
+        return (start, None) if kind == "since" else (None, start)
+    if kind in ("last_n", "last"):
+        return now - datetime.timedelta(days=int(groups.get("n") or 1) * _UNITS[groups["unit"].lower()]), None
+    if kind == "this":
+        unit = groups["unit"].lower()
+        if unit == "week":
+            return today - datetime.timedelta(days=today.weekday()), None
+        return (today.replace(day=1) if unit == "month" else today.replace(month=1, day=1)), None
+    if kind == "yesterday":
+        return today - datetime.timedelta(days=1), today
+    if kind == "today":
+        return today, today + datetime.timedelta(days=1)
+    window = _date(match, now)  # in_month
+    return _latest_covered(window, seen) if seen and _yearless(kind, groups) else window
+
+
+def extract(text, now, covered=None, zone=None):
     """(since, until, text without the phrases); since/until None where not named.
 
     `now` is a naive UTC datetime; invalid dates ("February 31") are left as text.
+    The phrases name days of `zone` (a tzinfo, default UTC): asked at 20:00 in
+    California, "yesterday" is California's yesterday, and the window is given in UTC.
     A month named without its year ("in June", "since June") is the latest June
     by `now` — or, given `covered(since, until)` (whether memories were observed
     then), the latest of the last MONTH_LOOKBACK_YEARS Junes that has any: asked
@@ -104,41 +140,27 @@ def extract(text, now, covered=None):
     window holds no memory is left in the text, not applied: asked of an old
     conversation, "the camping trip last year" is about the trip.
     """
+
+    def utc(moment):  # a wall time of `zone` as naive UTC
+        if zone is None or moment is None:
+            return moment
+        return moment.replace(tzinfo=zone).astimezone(datetime.timezone.utc).replace(tzinfo=None)
+
+    def seen(since, until):  # whether memories were observed between two wall times of `zone`
+        return covered(*(sqlite_time(utc(t)) if t else None for t in (since, until)))
+
+    try:
+        now = utc_to(now, zone)
+    except OverflowError:  # at the calendar's ends, days are UTC's
+        zone = None
     since = until = None
-    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     for kind, pattern in PATTERNS:
         match = pattern.search(text)
         if not match:
             continue
         groups = match.groupdict()
         try:
-            if kind in ("since", "until"):
-                start, end = _date(match, now)
-                if covered and _yearless(kind, groups):
-                    # "since June": the latest June with memories after it; "before June": with memories on both sides
-                    both = (lambda a, b: covered(a, None) and covered(None, a)) if kind == "until" else covered
-                    start = _latest_covered((start, None), both)[0]
-                window = (start, None) if kind == "since" else (None, start)
-            elif kind == "last_n":
-                window = (now - datetime.timedelta(days=int(groups["n"]) * _UNITS[groups["unit"].lower()]), None)
-            elif kind == "last":
-                window = (now - datetime.timedelta(days=_UNITS[groups["unit"].lower()]), None)
-            elif kind == "this":
-                unit = groups["unit"].lower()
-                if unit == "week":
-                    window = (today - datetime.timedelta(days=today.weekday()), None)
-                elif unit == "month":
-                    window = (today.replace(day=1), None)
-                else:
-                    window = (today.replace(month=1, day=1), None)
-            elif kind == "yesterday":
-                window = (today - datetime.timedelta(days=1), today)
-            elif kind == "today":
-                window = (today, today + datetime.timedelta(days=1))
-            else:  # in_month
-                window = _date(match, now)
-                if covered and _yearless(kind, groups):
-                    window = _latest_covered(window, covered)
+            window = tuple(utc(t) for t in _window(kind, match, now, seen if covered else None))
         except (ValueError, OverflowError):
             continue
         if _yearless(kind, groups) and covered and not covered(*(sqlite_time(t) if t else None for t in window)):

@@ -40,6 +40,7 @@ PLACEHOLDERS = {
     "until": "2026-12-31",
     "as_of": "-1y or 2025-06-01",
     "now": "2026-06-01",
+    "timezone": "Europe/Paris or -08:00",
     "min_relevance": "1",
 }
 RECOMMENDATIONS = {

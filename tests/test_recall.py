@@ -626,6 +626,7 @@ def test_the_query_is_echoed_as_it_was_run(tmp_path):
         "since": "2026-11-22 12:00:00",
         "until": None,
         "now": NOW,
+        "timezone": None,
         "as_of": NOW,
         "min_relevance": 1,
         "include_decayed": False,

@@ -119,6 +119,7 @@ def test_each_cli_option_reaches_its_field(run, vault_brain_path):
         "since": "2000-01-01",
         "until": "2999-01-01",
         "now": "2026-06-01",
+        "timezone": "Europe/Paris",
         "as_of": "2026-05-01",
         "min_relevance": "2",
         "mmr_lambda": "0.25",
@@ -268,3 +269,40 @@ def test_a_key_given_twice_in_a_request_is_refused_by_name():
     with pytest.raises(brain_sql.FieldError, match='the key "k" of one object is given twice'):
         brain_sql.for_plugin.loads_json('{"q": "a", "filters": {"k": 1, "k": 2}}', unique_keys=True)
     assert brain_sql.for_plugin.loads_json('{"k": 1, "k": 2}') == {"k": 2}
+
+
+@pytest.mark.asyncio
+async def test_yesterday_is_the_asker_s_yesterday_in_the_time_zone_given(tmp_path):
+    """At 20:00 on 5 December in California, "yesterday" is 4 December there: named
+    by timezone, or by the offset now is given with; a zone that is none is a 400
+    naming the field, with the zone most likely meant."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    said = {
+        "4 Dec there": "2026-12-04T17:00:00Z",
+        "5 Dec there": "2026-12-05T17:00:00Z",
+        "5 Dec late": "2026-12-06T02:00:00Z",
+    }
+    records = [
+        {"_id": title, "title": title, "content": "the dentist and the crown", "observed_at": at}
+        for title, at in said.items()
+    ]
+    assert not brain_sql.remember(conn, records)[0].errors
+    conn.close()
+    datasette = Datasette([str(path)])
+
+    async def titles(**params):
+        response = await datasette.client.get("/brain/-/recall", params={"q": "dentist crown yesterday", **params})
+        assert response.status_code == 200, response.text
+        return sorted(hit["title"] for hit in response.json()["hits"]), response.json()["query"]["timezone"]
+
+    assert await titles(now="2026-12-06T04:00:00Z", timezone="America/Los_Angeles") == (
+        ["4 Dec there"],
+        "America/Los_Angeles",
+    )
+    assert await titles(now="2026-12-05T20:00:00-08:00") == (["4 Dec there"], "-08:00")
+    assert await titles(now="2026-12-05T20:00:00-08:00", timezone="UTC") == (["5 Dec there"], "UTC")
+    assert await titles(now="2026-12-06T04:00:00Z") == (["5 Dec there"], None)
+    response = await datasette.client.get("/brain/-/recall", params={"q": "dentist", "timezone": "america/los_angeles"})
+    assert response.status_code == 400
+    assert "timezone" in response.json()["error"] and "did you mean America/Los_Angeles?" in response.json()["error"]

@@ -5,6 +5,7 @@ import datetime
 import pytest
 
 from brain_sql import temporal
+from brain_sql.fields import time_zone
 from brain_sql.temporal import extract
 
 NOW = datetime.datetime(2026, 11, 29, 12, 0, 0)  # a Sunday
@@ -79,6 +80,63 @@ def test_text_without_a_valid_window_is_left_alone(query):
 
 def test_removing_a_phrase_collapses_the_whitespace_around_it():
     assert extract("pager   since March 2026   outage", NOW)[2] == "pager outage"
+
+
+ASKED = datetime.datetime(2026, 12, 6, 4, 0, 0)  # 20:00 on Saturday 5 December in California, in UTC
+
+
+@pytest.mark.parametrize(
+    "zone, query, since, until",
+    [
+        # docs/recall.md's example: California's yesterday, given in UTC
+        ("America/Los_Angeles", "yesterday", "2026-12-04 08:00:00", "2026-12-05 08:00:00"),
+        ("-08:00", "yesterday", "2026-12-04 08:00:00", "2026-12-05 08:00:00"),
+        (None, "yesterday", "2026-12-05 00:00:00", "2026-12-06 00:00:00"),
+        ("UTC", "yesterday", "2026-12-05 00:00:00", "2026-12-06 00:00:00"),
+        ("America/Los_Angeles", "today", "2026-12-05 08:00:00", "2026-12-06 08:00:00"),
+        ("America/Los_Angeles", "this week", "2026-11-30 08:00:00", None),  # Monday there
+        ("+05:30", "today", "2026-12-05 18:30:00", "2026-12-06 18:30:00"),
+        # a named zone keeps each bound's own offset: Paris is +02:00 in May, +01:00 in March
+        ("Europe/Paris", "in May", "2026-04-30 22:00:00", "2026-05-31 22:00:00"),
+        ("Europe/Paris", "since 5 March 2026", "2026-03-04 23:00:00", None),
+        ("Europe/Paris", "before 2026-06-01T10:00", None, "2026-06-01 08:00:00"),
+        # a span back from now is the same span wherever it is asked
+        ("America/Los_Angeles", "last 3 days", "2026-12-03 04:00:00", None),
+    ],
+)
+def test_the_phrases_name_the_asker_s_days(zone, query, since, until):
+    tzinfo = time_zone(zone)[1] if zone else None
+    assert extract(query, ASKED, zone=tzinfo) == (since, until, "")
+
+
+def test_a_month_without_its_year_looks_for_memories_in_utc_times():
+    """covered is asked in UTC, as memories are stored; the window found is given in UTC."""
+    asked = []
+
+    def covered(since, until):
+        asked.append((since, until))
+        return since == "2024-05-31 22:00:00"
+
+    paris = time_zone("Europe/Paris")[1]
+    assert extract("hikes in June", ASKED, covered, paris) == ("2024-05-31 22:00:00", "2024-06-30 22:00:00", "hikes")
+    assert asked[0] == ("2026-05-31 22:00:00", "2026-06-30 22:00:00")
+
+
+@pytest.mark.parametrize(
+    "query, now, zone",
+    [
+        (
+            "today",
+            datetime.datetime(9999, 12, 31, 23, 0),
+            "+14:00",
+        ),  # past the calendar's end there (UTC's today ends so)
+        ("since 1 January 0001", NOW, "+05:00"),  # before its start in UTC
+        ("since 31 December 9999", NOW, "-10:00"),
+    ],
+)
+def test_at_the_calendar_s_ends_a_window_in_a_zone_is_left_as_text(query, now, zone):
+    """A window no UTC time can hold is not applied (nor raised): its phrase stays text."""
+    assert extract(query, now, zone=time_zone(zone)[1]) == (None, None, query)
 
 
 @pytest.mark.parametrize(
