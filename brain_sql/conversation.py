@@ -15,6 +15,7 @@ import calendar
 import collections
 import datetime
 import functools
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -206,6 +207,7 @@ class Quote:
     entry: str
     followers: tuple
     now: str | None = None
+    occurrence: int = 0  # the context's matches of the entry before it (a line of another quote may be one)
 
     def held_in(self, context):
         """Whether `context` holds this quote whole (not a longer one beginning alike)."""
@@ -243,10 +245,27 @@ def _pattern(said):
     return re.escape("\n" + said) + r"(?=\n|$)"
 
 
-def put_quote(context, said, new=None):
-    """`context` with its first quote of `said` put as `new` (None: dropped)."""
-    put = "" if new is None else "\n" + new
-    return re.sub(_pattern(said), lambda _: put, context, count=1)
+def put_quote(context, said, new=None, occurrence=0):
+    """`context` with its quote of `said` put as `new` (None: dropped): the first
+    place it is found, or the one after `occurrence` others."""
+    found = list(itertools.islice(re.finditer(_pattern(said), context), occurrence + 1))
+    if len(found) <= occurrence:
+        return context
+    at = found[occurrence]
+    return context[: at.start()] + ("" if new is None else "\n" + new) + context[at.end() :]
+
+
+def _occurrences(context, own, quotes):
+    """For each of `quotes` (a context's quotes after its own lines, which end at
+    `own`), how many matches of its words come before it there; 0 for each when
+    they do not make up the context."""
+    if context[:own] + "".join("\n" + quoted for quoted in quotes) != context:
+        return [0] * len(quotes)
+    found, at = [], own
+    for quoted in quotes:
+        found.append(sum(1 for match in re.finditer(_pattern(quoted), context[:at])))
+        at += len(quoted) + 1
+    return found
 
 
 def requote(conn, document_ids, unless=None, unflag=False, known=None):
@@ -273,7 +292,8 @@ def requote(conn, document_ids, unless=None, unflag=False, known=None):
         session = _Session(conn, *where) if known is None else known.session(conn, *where)
         # its session as SQL reads it may not be turn_of's (a name SQL trims otherwise): then none quotes it
         said_by = {d: session.turns[d][0][3] for d in sorted(mine) if d in session.turns}
-        alone = {w: d for d, w in said_by.items() if session.counts[w] == 1}  # every quote of it is its
+        # every quote of it is its, and none of its lines is a line of another's quote (those are read)
+        alone = {w: d for d, w in said_by.items() if session.counts[w] == 1 and not session.inside_another(w)}
         shared = set(said_by.values()) - alone.keys()
         said, spoken, own, speakers = None, None, None, None
         for row_id, document_id, context in session.quoting(conn, alone.keys() | shared):
@@ -410,7 +430,7 @@ def stale_quotes(conn, edited=None):
     ):
         speaker, where, first, _, path = own.get(document_id, (None, None, None, None, None))
         named = _name_end(context, [speaker] + spoken.get(document_id, []))
-        quotes = _parse(context, named, lines.get(where, {}))[1]
+        own_end, quotes = _parse(context, named, lines.get(where, {}))
         sources = _sources(quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path))
         if all(source is not None and not source[2] for source in sources):
             continue
@@ -427,8 +447,9 @@ def stale_quotes(conn, edited=None):
             now = _requoted(quotes, sources, window, (document_id, first), edited, fits)
         else:
             now = {}
+        before = _occurrences(context, own_end, quotes)
         found = [
-            Quote(where, quoted, (document_id,), now.get(at))
+            Quote(where, quoted, (document_id,), now.get(at), before[at])
             for at, (quoted, source) in enumerate(zip(quotes, sources))
             if source is None or source[2]
         ]
@@ -761,9 +782,29 @@ class _Session:
         self.where, self.kept = (session, scope), kept
         self.turns = {turn[0][1]: turn for turn in _session_turns(conn, session, scope)}
         self.counts = collections.Counter(turn[0][3] for turn in self.turns.values())
+        self.inner = None  # {a line of an entry of several lines: Counter of those entries}, read when asked
         # when indexed (_keep): {a line of a context after its first: {row id}}, {row id: (document id,
         # context)} and {document id: {row id}}
         self.lines, self.rows, self.held = None, {}, {}
+
+    def inside_another(self, said):
+        """Whether `said` is whole lines of another turn's entry ("Ann: yes" of Bob's
+        "hm\nAnn: yes\nmore"): then a context may hold it where it quotes no turn saying it."""
+        if self.inner is None:
+            self.inner = {}
+            for quoted, count in self.counts.items():
+                self._count_lines(quoted, count)
+        others = self.inner.get(said.split("\n", 1)[0], {})
+        return any(
+            count > 0 and other != said and re.search(_pattern(said), "\n" + other) for other, count in others.items()
+        )
+
+    def _count_lines(self, quoted, count):
+        """`count` more turns say `quoted`: counted under each of its lines when it has several."""
+        if self.inner is not None and "\n" in quoted:
+            for line in quoted.split("\n"):
+                held = self.inner.setdefault(line, collections.Counter())
+                held[quoted] += count
 
     def quoting(self, conn, said):
         """(row id, document id, context) of the session's rows whose contexts
@@ -807,9 +848,11 @@ class _Session:
             turn = self.turns.pop(document_id, None)
             if turn is not None:
                 self.counts[turn[0][3]] -= 1
+                self._count_lines(turn[0][3], -1)
         for turn in _session_turns(conn, *self.where, among=document_ids):
             self.turns[turn[0][1]] = turn
             self.counts[turn[0][3]] += 1
+            self._count_lines(turn[0][3], 1)
         if self.lines is not None:
             gone = set(row_ids).union(*(self.held.pop(d, ()) for d in document_ids))
             for row_id in sorted(gone & self.rows.keys()):

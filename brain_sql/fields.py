@@ -112,14 +112,14 @@ def stated_zone(value):
     return _offset_name(moment.utcoffset()) if moment else None
 
 
-_OFFSET = re.compile(r"(?P<sign>[+-])(?P<hours>\d{2})(?::?(?P<minutes>\d{2}))?")
+_OFFSET = re.compile(r"(?P<sign>[+-])(?P<hours>[0-9]{2})(?::?(?P<minutes>[0-9]{2})(?::(?P<seconds>[0-9]{2}))?)?")
 UTC_NAMES = ("UTC", "Z", "GMT")
 
 
 def _offset_name(offset):
     sign, offset = ("-", -offset) if offset < datetime.timedelta(0) else ("+", offset)
-    minutes = offset.seconds // 60
-    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    minutes, seconds = divmod(offset.seconds, 60)
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}" + (f":{seconds:02d}" if seconds else "")
 
 
 def time_zone(value, name="timezone"):
@@ -131,19 +131,28 @@ def time_zone(value, name="timezone"):
         return "UTC", datetime.timezone.utc
     offset = _OFFSET.fullmatch(text)
     if offset:
-        hours, minutes = int(offset["hours"]), int(offset["minutes"] or 0)
-        if hours > 23 or minutes > 59:
+        hours, minutes, seconds = (int(offset[part] or 0) for part in ("hours", "minutes", "seconds"))
+        if hours > 23 or minutes > 59 or seconds > 59:
             raise FieldError(f"{name} {shown(value)} is not an offset: hours 00 to 23, minutes 00 to 59")
-        delta = datetime.timedelta(hours=hours, minutes=minutes) * (-1 if offset["sign"] == "-" else 1)
+        delta = datetime.timedelta(hours=hours, minutes=minutes, seconds=seconds) * (-1 if offset["sign"] == "-" else 1)
         return _offset_name(delta), datetime.timezone(delta)
-    try:
+    if text in _zones().values() and text != "localtime":  # the IANA zones; not the server's own by that name
         return text, zoneinfo.ZoneInfo(text)
-    except (KeyError, ValueError, OSError):  # not found, not a key, not a zone file
-        near = _known_zone(text)
-        raise FieldError(
-            f"{name} {shown(value)} is not a time zone: give an IANA name such as Europe/Paris "
-            f"or an offset such as -08:00{f' (did you mean {near}?)' if near else ''}"
-        ) from None
+    near = _known_zone(text)
+    plus = " (in a URL a + is a space: write %2B)" if re.fullmatch(r"[0-9]{2}(:?[0-9]{2})?", text) else ""
+    raise FieldError(
+        f"{name} {shown(value)} is not a time zone: give an IANA name such as Europe/Paris "
+        f"or an offset such as -08:00{plus}{f' (did you mean {near}?)' if near else ''}"
+    )
+
+
+def wall_time(value, zone):
+    """SQLite UTC text (`value`) as the wall time of the time zone named `zone`, as SQLite text."""
+    moment = datetime.datetime.strptime(value, "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.timezone.utc)
+    try:
+        return sqlite_time(moment.astimezone(time_zone(zone)[1]).replace(tzinfo=None, fold=0))
+    except OverflowError:
+        return value
 
 
 @functools.cache
@@ -154,7 +163,7 @@ def _zones():
 def _known_zone(text):
     """The known zone `text` most likely meant ("europe/paris": Europe/Paris), or None."""
     key = text.lower().replace(" ", "_")
-    if key in _zones():
+    if key in _zones() and key != "localtime":
         return _zones()[key]
     near = difflib.get_close_matches(key, _zones(), n=1, cutoff=0.8)
     return _zones()[near[0]] if near else None

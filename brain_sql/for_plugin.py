@@ -38,6 +38,7 @@ _MODULE_OF = {
     "is_copy": ".copies",
     "entity_links": ".extract",
     "read_input": ".document",
+    "wall_time": ".fields",
     "loads_json": ".fields",
     "key_once": ".fields",
     "unencodable": ".fields",

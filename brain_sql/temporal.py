@@ -87,7 +87,8 @@ def utc_to(moment, zone):
     """A naive UTC time as the wall time of `zone` (None: UTC)."""
     if zone is None:
         return moment
-    return moment.replace(tzinfo=datetime.timezone.utc).astimezone(zone).replace(tzinfo=None)
+    # fold 0: in an hour said twice (clocks put back at midnight) a day begins at its first midnight
+    return moment.replace(tzinfo=datetime.timezone.utc).astimezone(zone).replace(tzinfo=None, fold=0)
 
 
 def _yearless(kind, groups):
@@ -99,9 +100,10 @@ def _yearless(kind, groups):
     return not groups.get("year")
 
 
-def _window(kind, match, now, seen):
+def _window(kind, match, now, seen, now_utc):
     """(since, until) that the phrase `match` of `kind` names, as wall times of
-    `now`'s; `seen(since, until)`, when given, says where memories were observed."""
+    `now`'s (a span back from now: as UTC times, None's the other); `seen(since,
+    until)`, when given, says where memories were observed."""
     groups = match.groupdict()
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if kind in ("since", "until"):
@@ -111,8 +113,8 @@ def _window(kind, match, now, seen):
             both = (lambda a, b: seen(a, None) and seen(None, a)) if kind == "until" else seen
             start = _latest_covered((start, None), both)[0]
         return (start, None) if kind == "since" else (None, start)
-    if kind in ("last_n", "last"):
-        return now - datetime.timedelta(days=int(groups.get("n") or 1) * _UNITS[groups["unit"].lower()]), None
+    if kind in ("last_n", "last"):  # a span back from now, as long in any zone: read in UTC (now_utc)
+        return now_utc - datetime.timedelta(days=int(groups.get("n") or 1) * _UNITS[groups["unit"].lower()]), None
     if kind == "this":
         unit = groups["unit"].lower()
         if unit == "week":
@@ -149,6 +151,7 @@ def extract(text, now, covered=None, zone=None):
     def seen(since, until):  # whether memories were observed between two wall times of `zone`
         return covered(*(sqlite_time(utc(t)) if t else None for t in (since, until)))
 
+    now_utc = now
     try:
         now = utc_to(now, zone)
     except OverflowError:  # at the calendar's ends, days are UTC's
@@ -160,7 +163,8 @@ def extract(text, now, covered=None, zone=None):
             continue
         groups = match.groupdict()
         try:
-            window = tuple(utc(t) for t in _window(kind, match, now, seen if covered else None))
+            window = _window(kind, match, now, seen if covered else None, now_utc)
+            window = window if kind in ("last_n", "last") else tuple(utc(t) for t in window)
         except (ValueError, OverflowError):
             continue
         if _yearless(kind, groups) and covered and not covered(*(sqlite_time(t) if t else None for t in window)):

@@ -874,7 +874,7 @@ def restate(conn, quote, new=None):
     rewrite_contexts(
         conn,
         {
-            row_id: conversation.put_quote(context, quote.entry, new)
+            row_id: conversation.put_quote(context, quote.entry, new, quote.occurrence)
             for row_id, context in rows
             if quote.held_in(context)
         },

@@ -91,6 +91,11 @@ def shown_time(value):
     return value[:-9] if value and value.endswith(" 00:00:00") else value
 
 
+def zoned_time(value, zone):
+    """A UTC time of the request as the asker reads it: in its time zone, named, when it gives one."""
+    return f"{shown_time(for_plugin.wall_time(value, zone))} ({zone})" if zone else shown_time(value)
+
+
 def evidence_view(evidence):
     """The evidence a hit's relevance was read from, in words: the query's words it
     holds, its similarity, the entities the query names that it is tied to."""
@@ -189,7 +194,9 @@ def applied_filters(request, query):
     for name in ("since", "until"):
         if query.get(name):
             given = any(v for v in request.args.getlist(name))
-            applied.append((name, shown_time(query[name]), "filter" if given else "read from the query"))
+            applied.append(
+                (name, zoned_time(query[name], query.get("timezone")), "filter" if given else "read from the query")
+            )
     if request.args.get("now"):
         applied.append(("now", shown_time(query.get("now")), "filter"))
     if request.args.get("as_of"):

@@ -566,6 +566,37 @@ def test_a_turn_whose_text_has_a_line_like_another_speakers_is_restated_whole(tm
     assert quotes(conn, "T3").splitlines() == ["Bob, 8 May 2023", "Bob: Turn 1.", "Ann: EDITED two"]
 
 
+@pytest.mark.parametrize(
+    "arrangement, gone",
+    [
+        # T4 quotes T2, whose second line is T3's quote, and T3
+        ([("Ann", "Turn 1."), ("Bob", "hm\nAnn: yes\nmore"), ("Ann", "yes"), ("Bob", "Turn 4.")], "T3"),
+        # T2 and T3 quote T1, whose second line is T4's quote; T4 is in no window of theirs
+        ([("Bob", "hm\nAnn: yes\nmore"), ("Bob", "x"), ("Bob", "y"), ("Ann", "yes"), ("Bob", "z"), ("Bob", "w")], "T4"),
+    ],
+)
+@pytest.mark.parametrize("how", ["forget", "plain SQL"])
+def test_a_quote_dropped_is_the_turn_s_never_a_line_of_another_quote(tmp_path, arrangement, gone, how):
+    """Review 72 (Q6): a quote was dropped by its first matching line, which may be a
+    line of another turn's quote: that quote lost a line, and check named it stale."""
+    said = [{"_id": f"T{i}", "text": text, "speaker": speaker} for i, (speaker, text) in enumerate(arrangement, 1)]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [transcript(tmp_path, said)])
+    before = {f"T{i}": quotes(conn, f"T{i}") for i in range(1, len(said) + 1) if f"T{i}" != gone}
+    if how == "forget":
+        brain_sql.forget(conn, external_ids=[gone])
+    else:
+        conn.execute("delete from knowledge where external_id = ?", [gone])
+        brain_sql.check(conn, repair=True)
+    assert brain_sql.check(conn) == {}
+    for turn, context in before.items():
+        lines = context.splitlines()
+        if "Ann: yes" in lines[1:] and turn > gone:  # its quote of the gone turn is the last of its lines "Ann: yes"
+            at = len(lines) - 1 - lines[::-1].index("Ann: yes")
+            lines = lines[:at] + lines[at + 1 :]
+        assert quotes(conn, turn).splitlines() == lines, turn
+
+
 def test_a_speaker_renamed_in_bulk_with_plain_sql_is_quoted_by_the_new_name(tmp_path):
     """Review 71: two turns in a row by one speaker, renamed by one plain SQL update:
     the turns after them quoted only one of them."""

@@ -6,7 +6,16 @@ import re
 import pytest
 import regex
 
-from brain_sql.fields import FieldError, ScopesAlike, normalize_fields, normalize_scope, parse_time, scope_ancestors
+from brain_sql.fields import (
+    FieldError,
+    ScopesAlike,
+    normalize_fields,
+    normalize_scope,
+    parse_time,
+    scope_ancestors,
+    stated_zone,
+    time_zone,
+)
 
 NOW = "2026-11-29 12:00:00"
 
@@ -411,3 +420,44 @@ def test_a_refused_value_shows_a_character_that_shows_as_nothing_escaped(charact
         normalize_scope(f"/ac{character}me")
     assert f'"/ac\\u{ord(character):04x}me"' in str(refused.value), str(refused.value)
     assert character not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "value, kept",
+    [
+        ("Europe/Paris", "Europe/Paris"),
+        (" America/Los_Angeles ", "America/Los_Angeles"),
+        ("utc", "UTC"),
+        ("Z", "UTC"),
+        ("-08:00", "-08:00"),
+        ("+0530", "+05:30"),
+        ("+05", "+05:00"),
+        ("+05:30:30", "+05:30:30"),
+    ],
+)
+def test_a_time_zone_is_an_iana_name_or_an_offset(value, kept):
+    assert time_zone(value)[0] == kept
+
+
+@pytest.mark.parametrize(
+    "value, said",
+    [
+        ("localtime", "is not a time zone"),  # the server's own zone, by that name: not told
+        ("posix/Europe/Paris", "is not a time zone"),
+        ("../zone.tab", "is not a time zone"),
+        ("+٠٥:٣٠", "is not a time zone"),  # digits of another script
+        ("+24:00", "is not an offset"),
+        ("08:00", r"in a URL a \+ is a space: write %2B"),  # timezone=+08:00 in a query string
+        ("europe/paris", r"did you mean Europe/Paris\?"),
+        ("America/Los_Angles", r"did you mean America/Los_Angeles\?"),
+    ],
+)
+def test_a_time_zone_that_is_none_is_refused_saying_what_to_give(value, said):
+    with pytest.raises(FieldError, match=f"^timezone .*{said}"):
+        time_zone(value)
+
+
+def test_the_offset_a_time_is_given_with_is_its_zone():
+    assert stated_zone("2026-12-05T20:00:00-08:00") == "-08:00"
+    assert stated_zone("2026-12-05T20:00:00+05:30:30") == "+05:30:30"
+    assert [stated_zone(value) for value in ("2026-12-05T20:00:00Z", "2026-12-05", "-1d")] == [None, None, None]

@@ -303,6 +303,12 @@ async def test_yesterday_is_the_asker_s_yesterday_in_the_time_zone_given(tmp_pat
     assert await titles(now="2026-12-05T20:00:00-08:00") == (["4 Dec there"], "-08:00")
     assert await titles(now="2026-12-05T20:00:00-08:00", timezone="UTC") == (["5 Dec there"], "UTC")
     assert await titles(now="2026-12-06T04:00:00Z") == (["5 Dec there"], None)
+    # the recall page shows the window read from the query on the asker's clock, naming it
+    page = await datasette.client.get(
+        "/brain/-/brain",
+        params={"q": "dentist crown yesterday", "now": "2026-12-06T04:00:00Z", "timezone": "America/Los_Angeles"},
+    )
+    assert "2026-12-04 (America/Los_Angeles)" in page.text and "2026-12-05 (America/Los_Angeles)" in page.text
     response = await datasette.client.get("/brain/-/recall", params={"q": "dentist", "timezone": "america/los_angeles"})
     assert response.status_code == 400
     assert "timezone" in response.json()["error"] and "did you mean America/Los_Angeles?" in response.json()["error"]

@@ -109,6 +109,21 @@ def test_the_phrases_name_the_asker_s_days(zone, query, since, until):
     assert extract(query, ASKED, zone=tzinfo) == (since, until, "")
 
 
+def test_a_day_begins_at_its_first_midnight_where_clocks_go_back_at_midnight():
+    """Havana puts its clocks back from 01:00 to 00:00 on 1 November 2026: asked in the
+    hour said twice, today began at the first midnight (04:00 UTC), not the second."""
+    havana = time_zone("America/Havana")[1]
+    for asked in (datetime.datetime(2026, 11, 1, 4, 30), datetime.datetime(2026, 11, 1, 5, 30)):
+        assert extract("today", asked, zone=havana)[:2] == ("2026-11-01 04:00:00", "2026-11-02 05:00:00")
+        assert extract("yesterday", asked, zone=havana)[:2] == ("2026-10-31 04:00:00", "2026-11-01 04:00:00")
+
+
+def test_a_span_back_from_now_is_as_long_across_a_change_of_clocks():
+    """California put its clocks forward on 8 March 2026: the last 3 days are 72 hours."""
+    asked = datetime.datetime(2026, 3, 10, 19, 0)
+    assert extract("last 3 days", asked, zone=time_zone("America/Los_Angeles")[1])[0] == "2026-03-07 19:00:00"
+
+
 def test_a_month_without_its_year_looks_for_memories_in_utc_times():
     """covered is asked in UTC, as memories are stored; the window found is given in UTC."""
     asked = []
