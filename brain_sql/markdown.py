@@ -138,8 +138,10 @@ class _BoundedLoader(yaml.SafeLoader):
                 # a plain "=" is YAML 1.1's value key, which flattening makes its text
                 key = key_node.value if key_node.tag == _VALUE else _key_text(self.construct_object(key_node))
                 if key in keys:
+                    # named as written, and as stored when that differs ("no" is stored as "false")
+                    named = shown(key_node.value) + (f" (stored as {shown(key)})" if key_node.value != key else "")
                     raise yaml.composer.ComposerError(
-                        None, None, f"key {shown(key)} given twice (one value would be lost)", key_node.start_mark
+                        None, None, f"key {named} given twice (one value would be lost)", key_node.start_mark
                     )
                 keys.add(key)
         return node
@@ -189,6 +191,8 @@ def _base64_text(loader, node):
 
 _BoundedLoader.add_constructor("tag:yaml.org,2002:set", _sorted_set)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:binary", _base64_text)
+# a plain "=" (YAML 1.1's value key) as a value is its text, as it is as a key: PyYAML has no constructor for it
+_BoundedLoader.add_constructor(_VALUE, yaml.SafeLoader.construct_scalar)
 
 
 def _load_frontmatter(text):

@@ -486,13 +486,16 @@ def test_a_frontmatter_key_given_twice_is_refused_by_line(tmp_path):
     (folder / "types.md").write_text('---\n1.5: first\n"1.5": second\n---\nBody.\n')
     (folder / "day.md").write_text('---\nm:\n  2023-01-01: a\n  "2023-01-01": b\n---\nBody.\n')
     (folder / "kinds.md").write_text("---\nm: {1: one, true: so, 2: two, b: c}\n---\nBody.\n")
+    (folder / "no.md").write_text("---\nfalse: a\nno: b\n---\nBody.\n")  # YAML 1.1's no is false
     (folder / "value.md").write_text("---\nscore:\n  =: 10\n  max: 20\n---\nBody.\n")  # YAML 1.1's value key
+    (folder / "equals.md").write_text("---\nop: =\nops: [=, <]\n---\nBody.\n")  # and "=" as a value: its text
     conn = brain_sql.connect(tmp_path / "brain.db")
     report = brain_sql.ingest(conn, [folder])
     twice = 'broken frontmatter: key "{}" given twice (one value would be lost)'
     assert sorted((Path(e.path).name, e.line, e.message) for e in report.errors) == [
         ("day.md", 4, twice.format("2023-01-01")),
         ("nested.md", 4, twice.format("k")),
+        ("no.md", 3, 'broken frontmatter: key "no" (stored as "false") given twice (one value would be lost)'),
         ("twice.md", 4, twice.format("title")),
         ("types.md", 3, twice.format("1.5")),
     ]
@@ -501,6 +504,7 @@ def test_a_frontmatter_key_given_twice_is_refused_by_line(tmp_path):
     assert json.loads(stored["deep"])["c"] == {"x": 2}
     assert json.loads(stored["kinds"]) == {"m": {"1": "one", "true": "so", "2": "two", "b": "c"}}
     assert json.loads(stored["value"]) == {"score": {"=": 10, "max": 20}}
+    assert json.loads(stored["equals"]) == {"op": "=", "ops": ["=", "<"]}
 
 
 def test_yaml_sets_and_binary_values_are_stored_the_same_on_every_ingest(tmp_path):
