@@ -67,9 +67,10 @@ def parse_time(value, now=None, name="time"):
             try:
                 moment = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
             except ValueError:
+                plus = " (in a URL a + is a space: write %2B)" if _SPACED_OFFSET.search(value) else ""
                 raise FieldError(
                     f"{name} {shown(value)} is not a date: use ISO 8601 (2026-03-01 or "
-                    "2026-03-01T09:30:00Z) or a relative time such as -30d"
+                    f"2026-03-01T09:30:00Z) or a relative time such as -30d{plus}"
                 ) from None
     else:
         raise FieldError(f"{name} must be a date string, not {shown(value)}")
@@ -84,6 +85,10 @@ def parse_time(value, now=None, name="time"):
         except OverflowError:
             raise FieldError(f"{name} {shown(value)} is out of range") from None
     return sqlite_time(moment.replace(tzinfo=None))
+
+
+# "2026-12-05T20:00:00 08:00": an offset's + read from a query string, where it is a space
+_SPACED_OFFSET = re.compile(r"[0-9]{2}:[0-9]{2}(?::[0-9]{2})? [0-9]{2}(?::?[0-9]{2})?\s*$")
 
 
 def _stated(value):

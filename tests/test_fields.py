@@ -461,3 +461,11 @@ def test_the_offset_a_time_is_given_with_is_its_zone():
     assert stated_zone("2026-12-05T20:00:00-08:00") == "-08:00"
     assert stated_zone("2026-12-05T20:00:00+05:30:30") == "+05:30:30"
     assert [stated_zone(value) for value in ("2026-12-05T20:00:00Z", "2026-12-05", "-1d")] == [None, None, None]
+
+
+def test_a_time_whose_offset_s_plus_a_url_made_a_space_says_so():
+    """now=2026-12-05T20:00:00+08:00 in a query string arrives with a space for its +."""
+    with pytest.raises(FieldError, match=r"is not a date: .* \(in a URL a \+ is a space: write %2B\)$"):
+        parse_time("2026-12-05T20:00:00 08:00", name="now")
+    with pytest.raises(FieldError, match=r"is not a date: .*-30d$"):
+        parse_time("2026-12-05T20:00:00 tomorrow", name="now")
