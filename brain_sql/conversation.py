@@ -292,19 +292,15 @@ def requote(conn, document_ids, unless=None, unflag=False, known=None):
         session = _Session(conn, *where) if known is None else known.session(conn, *where)
         # its session as SQL reads it may not be turn_of's (a name SQL trims otherwise): then none quotes it
         said_by = {d: session.turns[d][0][3] for d in sorted(mine) if d in session.turns}
-        # every quote of it is its, and no other reading of a context holds it (those are read)
-        alone = {w: d for d, w in said_by.items() if session.counts[w] == 1 and not session.ambiguous(w)}
+        alone = {w: d for d, w in said_by.items() if session.counts[w] == 1}  # every quote of it is its
         shared = set(said_by.values()) - alone.keys()
         said, spoken, own, speakers = None, None, None, None
         for row_id, document_id, context in session.quoting(conn, alone.keys() | shared):
             if not any(w in context for w in shared):
                 held = [(w, alone[w]) for w in alone if w in context and re.search(_pattern(w), context)]
-                if not held:
-                    continue
-                if all(len(re.findall(_pattern(w), context)) == 1 for w, _ in held):
+                if held:
                     plain[row_id] = (context, held)
-                    continue
-                # found twice (one overlaps another quote): read which is its
+                continue
             if said is None:  # which of the turns saying the same a quote is of: read as check reads it
                 ordered = sorted(session.turns.items())  # in document id order, as SQL reads them
                 turns = [(f, o, 0 if unflag and o in mine else h, w, p) for _, ((f, o, h, w, p), _) in ordered]
@@ -312,8 +308,9 @@ def requote(conn, document_ids, unless=None, unflag=False, known=None):
                 own = {t[1]: t for t in turns}
                 said, lines = _Said(sorted(turns)), _first_lines(t[3] for t in turns)
                 spoken = _spoken(conn, list(own))
-            named = _name_end(context, [speakers[document_id]] + spoken.get(document_id, []))
-            end, quotes = _parse(context, named, lines, {turn[3] for turn in said.window.get(document_id, ())})
+            end, quotes = _parse(
+                context, _name_end(context, [speakers[document_id]] + spoken.get(document_id, [])), lines
+            )
             head = context[:end]
             quoted = {
                 at: source[1]
@@ -432,8 +429,7 @@ def stale_quotes(conn, edited=None):
     ):
         speaker, where, first, _, path = own.get(document_id, (None, None, None, None, None))
         named = _name_end(context, [speaker] + spoken.get(document_id, []))
-        near = {turn[3] for turn in said.get(where, _NO_TURNS).window.get(document_id, ())}
-        own_end, quotes = _parse(context, named, lines.get(where, {}), near)
+        own_end, quotes = _parse(context, named, lines.get(where, {}))
         sources = _sources(quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path))
         if all(source is not None and not source[2] for source in sources):
             continue
@@ -697,60 +693,37 @@ def _requoted(quotes, sources, window, quoting, edited, fits):
     return now
 
 
-def _parse(context, named, lines, window=frozenset()):
+def _parse(context, named, lines):
     """(where a turn's own lines end in its context, the quotes after them in
     order): its own lines are its speaker (whose name ends at `named`) and day,
     then its resolved time phrases; what follows is cut into the entries of
-    `lines` ({first line: [entries]}): if they can be cut into entries alone, the
-    cut with the fewest quotes of entries not of `window` (those of the quoting
-    turn's window), then the fewest quotes, is taken (a turn's words may hold other turns' quotes, so the
-    longest entry at a line is not always the one quoted there); else (a quote no
-    turn says now: the lines left may be read many ways) the longest entry at each
-    line, from the first. A run of lines that is none of them is one quote."""
+    `lines` ({first line: [entries]}); a run of lines that is none of them is
+    one quote."""
     start = context.find("\n", named)
-    if start == -1:
-        return len(context), []
-    texts = context[start + 1 :].split("\n")
-    first = 0
-    while first < len(texts) and not _entries_at(texts, first, lines) and resolved_line(texts[first]):
-        first += 1  # one of its own resolved time phrases
-    own = start + sum(len(text) + 1 for text in texts[:first])
-    # best[i]: (lines in no entry, quotes of no turn of the window, quotes) of the best cut of texts[i:], its first step
-    best = [None] * len(texts) + [((0, 0, 0), None)]
-    for i in range(len(texts) - 1, first - 1, -1):
-        # the entries at i, longest first, then a line of no entry: of cuts alike, the first
-        steps = [*_entries_at(texts, i, lines), (None, 1)]
-        for quoted, size in steps:
-            (none, far, count), _ = best[i + size]
-            if quoted is None:
-                cost = (none + 1, far, count)
-            else:
-                cost = (none, far + (quoted not in window), count + 1)
-            if best[i] is None or cost < best[i][0]:
-                best[i] = (cost, (quoted, size) if quoted is not None else None)
-    whole = best[first][0][0] == 0 if first < len(texts) else True
-    quotes, run, i = [], None, first
-    while i < len(texts):
-        if whole:
-            step = best[i][1]
-        else:
-            step = next(iter(_entries_at(texts, i, lines)), None)
-        if step is None:
-            run, i = texts[i] if run is None else run + "\n" + texts[i], i + 1
+    own, quotes, run = (len(context) if start == -1 else start), [], None
+    while start != -1:
+        at = start + 1
+        end = context.find("\n", at)
+        line = context[at:] if end == -1 else context[at:end]
+        match = max(
+            (
+                e
+                for e in lines.get(line, ())
+                if context.startswith(e, at) and context[at + len(e) : at + len(e) + 1] in ("", "\n")
+            ),
+            key=len,
+            default=None,
+        )
+        if match is None:
+            if run is None and not quotes and resolved_line(line):
+                start = end  # one of its own resolved time phrases
+                own = len(context) if end == -1 else end
+                continue
+            run, start = line if run is None else run + "\n" + line, end
             continue
-        quotes += [run, step[0]] if run is not None else [step[0]]
-        run, i = None, i + step[1]
+        quotes += [run, match] if run is not None else [match]
+        run, start = None, (at + len(match) if at + len(match) < len(context) else -1)
     return own, quotes + ([run] if run is not None else [])
-
-
-def _entries_at(texts, i, lines):
-    """[(entry, its number of lines)] of the entries of `lines` whose lines are texts[i:...], longest first."""
-    found = []
-    for quoted in lines.get(texts[i], ()):
-        size = quoted.count("\n") + 1
-        if texts[i : i + size] == quoted.split("\n"):
-            found.append((quoted, size))
-    return sorted(found, key=lambda item: -item[1])
 
 
 def flagged(conn, document_id):
@@ -808,36 +781,9 @@ class _Session:
         self.where, self.kept = (session, scope), kept
         self.turns = {turn[0][1]: turn for turn in _session_turns(conn, session, scope)}
         self.counts = collections.Counter(turn[0][3] for turn in self.turns.values())
-        self.speakers = collections.Counter(turn[1] for turn in self.turns.values())
-        self.inner = None  # {a line of an entry of several lines: Counter of those entries}, read when asked
         # when indexed (_keep): {a line of a context after its first: {row id}}, {row id: (document id,
         # context)} and {document id: {row id}}
         self.lines, self.rows, self.held = None, {}, {}
-
-    def ambiguous(self, said):
-        """Whether a context may hold `said` where it quotes no turn saying it: it is
-        whole lines of another turn's entry ("Ann: yes" of Bob's "hm\nAnn: yes\nmore"),
-        or a line of it after its first begins as a speaker's quote does (it may be
-        other turns' quotes in a row)."""
-        if self.inner is None:
-            self.inner = collections.defaultdict(collections.Counter)
-            for quoted in (quoted for quoted, count in self.counts.items() if count > 0 and "\n" in quoted):
-                for line in quoted.split("\n"):
-                    self.inner[line][quoted] += self.counts[quoted]
-        texts = said.split("\n")
-        if any(text.startswith(entry(name, "")) for text in texts[1:] for name, n in self.speakers.items() if n > 0):
-            return True
-        others = min(
-            (self.inner.get(text, {}) for text in texts), key=len
-        )  # those holding its rarest line (get: adds none)
-        whole = "\n" + said + "\n"
-        return any(count > 0 and other != said and whole in "\n" + other + "\n" for other, count in others.items())
-
-    def _count_lines(self, quoted, count):
-        """`count` more turns say `quoted`: counted under each of its lines when it has several."""
-        if self.inner is not None and "\n" in quoted:
-            for line in quoted.split("\n"):
-                self.inner[line][quoted] += count
 
     def quoting(self, conn, said):
         """(row id, document id, context) of the session's rows whose contexts
@@ -881,13 +827,9 @@ class _Session:
             turn = self.turns.pop(document_id, None)
             if turn is not None:
                 self.counts[turn[0][3]] -= 1
-                self.speakers[turn[1]] -= 1
-                self._count_lines(turn[0][3], -1)
         for turn in _session_turns(conn, *self.where, among=document_ids):
             self.turns[turn[0][1]] = turn
             self.counts[turn[0][3]] += 1
-            self.speakers[turn[1]] += 1
-            self._count_lines(turn[0][3], 1)
         if self.lines is not None:
             gone = set(row_ids).union(*(self.held.pop(d, ()) for d in document_ids))
             for row_id in sorted(gone & self.rows.keys()):

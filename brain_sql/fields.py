@@ -151,7 +151,7 @@ def time_zone(value, name="timezone"):
     )
 
 
-def wall_time(value, zone):
+def wall_time(value: str, zone: str) -> str:
     """SQLite UTC text (`value`) as the wall time of the time zone named `zone`, as SQLite text."""
     moment = datetime.datetime.strptime(value, "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.timezone.utc)
     try:

@@ -95,6 +95,8 @@ __all__ = [
     "write_remember",
     # what `brain remember` reads from its file or stdin, bounded
     "read_input",
+    # the recall page's window read from the query, on the asker's clock
+    "wall_time",
     # permissions: the tables whoever may not read `knowledge` may not read either; a brain's
     # tables (any one denied closes its SQL); the entity graph's (one denied: recall without the graph);
     # the tables derived from `entities` too, and those recording rows of every table (the change log)
