@@ -151,11 +151,18 @@ def time_zone(value, name="timezone"):
     )
 
 
+def utc_to(moment, zone):
+    """A naive UTC time as the wall time of `zone` (a tzinfo; None: UTC)."""
+    if zone is None:
+        return moment
+    # fold 0: in an hour said twice (clocks put back at midnight) a day begins at its first midnight
+    return moment.replace(tzinfo=datetime.timezone.utc).astimezone(zone).replace(tzinfo=None, fold=0)
+
+
 def wall_time(value: str, zone: str) -> str:
     """SQLite UTC text (`value`) as the wall time of the time zone named `zone`, as SQLite text."""
-    moment = datetime.datetime.strptime(value, "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.timezone.utc)
     try:
-        return sqlite_time(moment.astimezone(time_zone(zone)[1]).replace(tzinfo=None, fold=0))
+        return sqlite_time(utc_to(datetime.datetime.strptime(value, "%Y-%m-%d %H:%M:%S"), time_zone(zone)[1]))
     except OverflowError:
         return value
 

@@ -9,7 +9,7 @@ import calendar
 import datetime
 import re
 
-from .fields import query_text, sqlite_time
+from .fields import query_text, sqlite_time, utc_to
 
 MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
@@ -81,14 +81,6 @@ def _latest_covered(window, covered):
         except (ValueError, OverflowError):  # 29 February in a year without one; out of range in UTC
             continue
     return window
-
-
-def utc_to(moment, zone):
-    """A naive UTC time as the wall time of `zone` (None: UTC)."""
-    if zone is None:
-        return moment
-    # fold 0: in an hour said twice (clocks put back at midnight) a day begins at its first midnight
-    return moment.replace(tzinfo=datetime.timezone.utc).astimezone(zone).replace(tzinfo=None, fold=0)
 
 
 def _yearless(kind, groups):
