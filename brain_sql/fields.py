@@ -67,7 +67,7 @@ def parse_time(value, now=None, name="time"):
             try:
                 moment = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
             except ValueError:
-                plus = " (in a URL a + is a space: write %2B)" if _SPACED_OFFSET.search(value) else ""
+                plus = _URL_PLUS if _SPACED_OFFSET.search(value) else ""
                 raise FieldError(
                     f"{name} {shown(value)} is not a date: use ISO 8601 (2026-03-01 or "
                     f"2026-03-01T09:30:00Z) or a relative time such as -30d{plus}"
@@ -87,8 +87,10 @@ def parse_time(value, now=None, name="time"):
     return sqlite_time(moment.replace(tzinfo=None))
 
 
-# "2026-12-05T20:00:00 08:00": an offset's + read from a query string, where it is a space
-_SPACED_OFFSET = re.compile(r"[0-9]{2}:[0-9]{2}(?::[0-9]{2})? [0-9]{2}(?::?[0-9]{2})?\s*$")
+# an offset whose + a query string read as a space ("2026-12-05T20:00:00 08:00", timezone " 08:00"), and what to say
+_UNSIGNED = r"[0-9]{2}(?::?[0-9]{2})?"
+_SPACED_OFFSET = re.compile(rf"[0-9]{{2}}:[0-9]{{2}}(?::[0-9]{{2}})? {_UNSIGNED}\s*$")
+_URL_PLUS = " (in a URL a + is a space: write %2B)"
 
 
 def _stated(value):
@@ -144,7 +146,7 @@ def time_zone(value, name="timezone"):
     if text in _zones().values() and text != "localtime":  # the IANA zones; not the server's own by that name
         return text, zoneinfo.ZoneInfo(text)
     near = _known_zone(text)
-    plus = " (in a URL a + is a space: write %2B)" if re.fullmatch(r"[0-9]{2}(:?[0-9]{2})?", text) else ""
+    plus = _URL_PLUS if re.fullmatch(_UNSIGNED, text) else ""
     raise FieldError(
         f"{name} {shown(value)} is not a time zone: give an IANA name such as Europe/Paris "
         f"or an offset such as -08:00{plus}{f' (did you mean {near}?)' if near else ''}"
