@@ -292,32 +292,36 @@ def requote(conn, document_ids, unless=None, unflag=False, known=None):
         session = _Session(conn, *where) if known is None else known.session(conn, *where)
         # its session as SQL reads it may not be turn_of's (a name SQL trims otherwise): then none quotes it
         said_by = {d: session.turns[d][0][3] for d in sorted(mine) if d in session.turns}
-        alone = {w: d for d, w in said_by.items() if session.counts[w] == 1}  # every quote of it is its
+        alone = {w: d for d, w in said_by.items() if len(session.saying.get(w, ())) == 1}  # every quote of it is its
         shared = set(said_by.values()) - alone.keys()
-        said, spoken, own, speakers = None, None, None, None
+        reading = None  # the whole session as check reads it, read once some quote needs it
         for row_id, document_id, context in session.quoting(conn, alone.keys() | shared):
-            if not any(w in context for w in shared):
-                held = [(w, alone[w]) for w in alone if w in context and re.search(_pattern(w), context)]
-                if held:
+            sharing = any(w in context for w in shared)
+            held = [(w, alone[w]) for w in alone if w in context and re.search(_pattern(w), context)]
+            if not sharing and not held:
+                continue
+            # as check finds it (_name_end), but for the names it was written for, read only when the
+            # speaker's is not there: a longer name after the speaker's would cross its ", " or line end
+            speaker = session.turns[document_id][1]
+            named = _named(context, [speaker])
+            if named is None:
+                named = _name_end(context, [speaker] + _spoken(conn, [document_id]).get(document_id, []))
+            end, quotes = _parse(context, named, session.firsts())
+            head = context[:end]
+            if head + "".join("\n" + q for q in quotes) != context:
+                if not sharing:
                     plain[row_id] = (context, held)
                 continue
-            if said is None:  # which of the turns saying the same a quote is of: read as check reads it
-                ordered = sorted(session.turns.items())  # in document id order, as SQL reads them
-                turns = [(f, o, 0 if unflag and o in mine else h, w, p) for _, ((f, o, h, w, p), _) in ordered]
-                speakers = {o: speaker for o, (_, speaker) in ordered}
-                own = {t[1]: t for t in turns}
-                said, lines = _Said(sorted(turns)), _first_lines(t[3] for t in turns)
-                spoken = _spoken(conn, list(own))
-            end, quotes = _parse(
-                context, _name_end(context, [speakers[document_id]] + spoken.get(document_id, [])), lines
-            )
-            head = context[:end]
-            quoted = {
-                at: source[1]
-                for at, source in enumerate(_sources(quotes, said, own[document_id]))
-                if source is not None and source[1] in mine
-            }
-            if quoted and head + "".join("\n" + q for q in quotes) == context:
+            quoting = session.turns[document_id][0]
+            if not sharing and all(n <= session.before(q, quoting) for q, n in collections.Counter(quotes).items()):
+                # each quote has as many turns before it saying it: one said once is the only quote of its words
+                at = {q: i for i, q in enumerate(quotes)}
+                quoted = {at[w]: d for w, d in held if w in at}
+            else:
+                reading = reading or _Reading(conn, session, mine if unflag else ())
+                quotes, sources = reading.attributed(quotes, document_id)
+                quoted = {at: source[1] for at, source in enumerate(sources) if source and source[1] in mine}
+            if quoted:
                 rows[row_id] = (head, quotes, quoted)
     return Requote(rows, where_of, plain)
 
@@ -419,7 +423,7 @@ def stale_quotes(conn, edited=None):
             return same_file and any(said.startswith(" ".join(entry(name, "").split())) for name in names)
 
     said = {where: _Said(stored) for where, stored in turns.items()}  # (session, scope) -> its turns
-    lines = {where: _first_lines(turn[3] for turn in stored) for where, stored in turns.items()}
+    lines = {where: _Entries(turn[3] for turn in stored) for where, stored in turns.items()}
     speakers = {}  # (session, scope) -> how its quotes begin: each speaker's name, as named now or was
     for document_id, (name, where, *_) in own.items():
         speakers.setdefault(where, set()).update(entry(n, "") for n in [name] + spoken.get(document_id, []))
@@ -429,17 +433,12 @@ def stale_quotes(conn, edited=None):
     ):
         speaker, where, first, _, path = own.get(document_id, (None, None, None, None, None))
         named = _name_end(context, [speaker] + spoken.get(document_id, []))
-        own_end, quotes = _parse(context, named, lines.get(where, {}))
-        sources = _sources(quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path))
+        own_end, quotes = _parse(context, named, lines.get(where, _NO_ENTRIES))
+        quotes, sources = _attributed(
+            quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path), speakers.get(where, ())
+        )
         if all(source is not None and not source[2] for source in sources):
             continue
-        if any(source is None for source in sources):  # lines no turn says now: a quote a speaker's line
-            quotes = [
-                q
-                for quoted, source in zip(quotes, sources)
-                for q in _by_speaker(quoted, source, speakers.get(where, ()))
-            ]
-            sources = _sources(quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path))
         if edited:
             fits = functools.partial(could_be, path=path)
             window = sorted(said.get(where, _NO_TURNS).window.get(document_id, []))
@@ -465,7 +464,7 @@ def stale_own_lines(conn):
     none (the observed_at it holds is when it was stored)."""
     turns, own = _stored_turns(conn)
     spoken = _spoken(conn)
-    lines = {where: _first_lines(turn[3] for turn in stored) for where, stored in turns.items()}
+    lines = {where: _Entries(turn[3] for turn in stored) for where, stored in turns.items()}
     stale = {}
     for row_id, document_id, context, observed_at in conn.execute(
         "select id, document_id, context, observed_at from knowledge "
@@ -525,7 +524,13 @@ def _named(context, speakers):
     for speaker in speakers:
         if speaker is None:
             continue
-        words = _cut(speaker, CONVERSATION_NAME_CHARS).split()
+        name = _cut(speaker, CONVERSATION_NAME_CHARS)
+        words = name.split()
+        if words and name == " ".join(words) and context.startswith(name):
+            found = len(name)  # as written: where the pattern below would end
+            if context[found : found + 2] in ("", "\n", ", "):
+                ends.append(found)
+            continue
         found = re.match(r"\s*" + r"\s+".join(map(re.escape, words)), context) if words else None
         if found and context[found.end() : found.end() + 2] in ("", "\n", ", "):
             ends.append(found.end())
@@ -560,12 +565,39 @@ def _stored_turns(conn):
     return turns, own
 
 
-def _first_lines(entries):
-    """{an entry's first line: [entries]}: how _parse knows quotes from other lines."""
-    lines = {}
-    for quoted in dict.fromkeys(entries):
-        lines.setdefault(quoted.split("\n", 1)[0], []).append(quoted)
-    return lines
+class _Entries:
+    """A session's entries (how its turns are quoted) as _parse finds them in a
+    context: by their first line, the lengths of those that begin with it, so a
+    line shared by many turns ("Sure!") costs a few lookups, not one per turn."""
+
+    def __init__(self, entries=()):
+        self.said, self.lengths = set(entries), {}  # {entry}, {first line: {length: how many}}
+        for said in self.said:
+            self._tally(said, 1)
+
+    def add(self, said):
+        if said not in self.said:
+            self.said.add(said)
+            self._tally(said, 1)
+
+    def discard(self, said):
+        if said in self.said:
+            self.said.discard(said)
+            self._tally(said, -1)
+
+    def _tally(self, said, change):
+        lengths = self.lengths.setdefault(said.partition("\n")[0], {})
+        lengths[len(said)] = lengths.get(len(said), 0) + change
+        if not lengths[len(said)]:
+            del lengths[len(said)]
+
+    def longest_at(self, context, at, line):
+        """The longest entry that is whole lines of `context` from `at`, whose first line is `line`."""
+        for length in sorted(self.lengths.get(line, ()), reverse=True):
+            end = at + length
+            if (end == len(context) or context[end : end + 1] == "\n") and context[at:end] in self.said:
+                return context[at:end]
+        return None
 
 
 class _Said:
@@ -595,6 +627,7 @@ class _Said:
 
 
 _NO_TURNS = _Said([])
+_NO_ENTRIES = _Entries()
 
 
 def _sources(quotes, said, quoting):
@@ -650,6 +683,44 @@ def _by_speaker(quoted, source, beginnings):
     return [quoted[a : b - 1] for a, b in zip(cuts, cuts[1:])] + [quoted[cuts[-1] :]]
 
 
+def _attributed(quotes, said, quoting, beginnings):
+    """(quotes, the turn each is of, by _sources) as check reads a context's `quotes`:
+    a run of lines no turn says is cut where a speaker's quote begins (_by_speaker)."""
+    sources = _sources(quotes, said, quoting)
+    if any(source is None for source in sources):
+        quotes = [q for quoted, source in zip(quotes, sources) for q in _by_speaker(quoted, source, beginnings)]
+        sources = _sources(quotes, said, quoting)
+    if quoting[0] is None or all(source is None or source[0] < quoting[0] for source in sources):
+        return quotes, sources
+    # a later turn's words that are its window's turns, word for word: it pasted them, the quotes are theirs
+    window = [turn[3] for turn in said.window.get(quoting[1], [])]
+    runs = {"\n".join(window[i:j]): window[i:j] for i in range(len(window)) for j in range(i + 2, len(window) + 1)}
+    pasted = [
+        runs.get(quoted, [quoted]) if source is not None and source[0] > quoting[0] else [quoted]
+        for quoted, source in zip(quotes, sources)
+    ]
+    if all(len(parts) == 1 for parts in pasted):
+        return quotes, sources
+    quotes = [q for parts in pasted for q in parts]
+    return quotes, _sources(quotes, said, quoting)
+
+
+class _Reading:
+    """A session (_Session) as check reads its quotes: its turns (_Said) and how a
+    speaker's quote begins, by the names they are said by now and were written
+    for; `unflagged` are read as not flagged (requote's unflag)."""
+
+    def __init__(self, conn, session, unflagged=()):
+        ordered = sorted(session.turns.items())  # in document id order, as SQL reads them
+        turns = [(f, d, 0 if d in unflagged else h, w, p) for d, ((f, _, h, w, p), _) in ordered]
+        self.own = {turn[1]: turn for turn in turns}
+        self.said, spoken = _Said(sorted(turns)), _spoken(conn, list(self.own))
+        self.beginnings = {entry(name, "") for d, (_, speaker) in ordered for name in [speaker] + spoken.get(d, [])}
+
+    def attributed(self, quotes, document_id):
+        return _attributed(quotes, self.said, self.own[document_id], self.beginnings)
+
+
 def _requoted(quotes, sources, window, quoting, edited, fits):
     """{position: what to quote} for the `quotes` no turn says (`sources` None)
     whose turn is still at its place with other words: each run of them is
@@ -697,23 +768,14 @@ def _parse(context, named, lines):
     """(where a turn's own lines end in its context, the quotes after them in
     order): its own lines are its speaker (whose name ends at `named`) and day,
     then its resolved time phrases; what follows is cut into the entries of
-    `lines` ({first line: [entries]}); a run of lines that is none of them is
-    one quote."""
+    `lines` (_Entries); a run of lines that is none of them is one quote."""
     start = context.find("\n", named)
     own, quotes, run = (len(context) if start == -1 else start), [], None
     while start != -1:
         at = start + 1
         end = context.find("\n", at)
         line = context[at:] if end == -1 else context[at:end]
-        match = max(
-            (
-                e
-                for e in lines.get(line, ())
-                if context.startswith(e, at) and context[at + len(e) : at + len(e) + 1] in ("", "\n")
-            ),
-            key=len,
-            default=None,
-        )
+        match = lines.longest_at(context, at, line)
         if match is None:
             if run is None and not quotes and resolved_line(line):
                 start = end  # one of its own resolved time phrases
@@ -774,16 +836,49 @@ def _session_turns(conn, session, scope, among=None):
 
 class _Session:
     """A session's stored turns in a scope, as requote reads them: `turns`
-    ({document id: _session_turns's item}) and how many say each entry
-    (`counts`); `quoting` finds the contexts that may quote some."""
+    ({document id: _session_turns's item}) and which say each entry
+    (`saying`); `quoting` finds the contexts that may quote some."""
 
     def __init__(self, conn, session, scope, kept=False):
         self.where, self.kept = (session, scope), kept
         self.turns = {turn[0][1]: turn for turn in _session_turns(conn, session, scope)}
-        self.counts = collections.Counter(turn[0][3] for turn in self.turns.values())
+        self.saying, self._firsts = {}, None  # {entry: {document id}}; once read, its _Entries
+        for (_, document_id, _, said, _), _ in self.turns.values():
+            self.saying.setdefault(said, set()).add(document_id)
         # when indexed (_keep): {a line of a context after its first: {row id}}, {row id: (document id,
         # context)} and {document id: {row id}}
         self.lines, self.rows, self.held = None, {}, {}
+
+    def firsts(self):
+        """Its turns' entries (_Entries) for _parse: read once, then kept as the session is written."""
+        if self._firsts is None:
+            self._firsts = _Entries(self.saying)
+        return self._firsts
+
+    def before(self, said, quoting):
+        """How many turns other than `quoting` (a turn's (place, document id, ...))
+        say `said` before it: of its file, when it came from one and they hold any
+        (_sources reads a file's quotes as of its own turns)."""
+        place, document_id, path = quoting[0], quoting[1], quoting[4]
+        others = [self.turns[d][0] for d in self.saying.get(said, ()) if d != document_id]
+        own = [turn for turn in others if turn[4] == path] if path is not None else []
+        return sum(1 for turn in own or others if turn[0] < place)
+
+    def _count(self, turn, change):
+        """Count `turn` (place, document id, flagged, entry, source path) in (1) or
+        out (-1) of those saying its entry, and of the entries' first lines."""
+        said = turn[3]
+        if change > 0:
+            self.saying.setdefault(said, set()).add(turn[1])
+            if self._firsts is not None:
+                self._firsts.add(said)
+            return
+        saying = self.saying.get(said, set())
+        saying.discard(turn[1])
+        if not saying:
+            self.saying.pop(said, None)
+            if self._firsts is not None:
+                self._firsts.discard(said)
 
     def quoting(self, conn, said):
         """(row id, document id, context) of the session's rows whose contexts
@@ -826,10 +921,10 @@ class _Session:
         for document_id in document_ids:
             turn = self.turns.pop(document_id, None)
             if turn is not None:
-                self.counts[turn[0][3]] -= 1
+                self._count(turn[0], -1)
         for turn in _session_turns(conn, *self.where, among=document_ids):
             self.turns[turn[0][1]] = turn
-            self.counts[turn[0][3]] += 1
+            self._count(turn[0], 1)
         if self.lines is not None:
             gone = set(row_ids).union(*(self.held.pop(d, ()) for d in document_ids))
             for row_id in sorted(gone & self.rows.keys()):

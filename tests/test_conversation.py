@@ -578,7 +578,7 @@ def test_a_turn_whose_text_has_a_line_like_another_speakers_is_restated_whole(tm
 def test_repair_drops_the_turn_s_quote_never_a_line_of_another_quote(tmp_path, arrangement, gone):
     """Review 72 (Q6): check's repair dropped a quote by its first matching line, which
     may be a line of another turn's quote: that quote lost a line, and check named it
-    stale ever after. (The writer's forget still does so: docs/ingest.md.)"""
+    stale ever after."""
     said = [{"_id": f"T{i}", "text": text, "speaker": speaker} for i, (speaker, text) in enumerate(arrangement, 1)]
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [transcript(tmp_path, said)])
@@ -592,6 +592,92 @@ def test_repair_drops_the_turn_s_quote_never_a_line_of_another_quote(tmp_path, a
             at = len(lines) - 1 - lines[::-1].index("Ann: yes")
             lines = lines[:at] + lines[at + 1 :]
         assert quotes(conn, turn).splitlines() == lines, turn
+
+
+def _changed(conn, turn, how):
+    """Forget, flag or correct (remember again with other words) the stored turn `turn`."""
+    if how == "forget":
+        brain_sql.forget(conn, external_ids=[turn])
+    elif how == "flag":
+        brain_sql.flag(conn, [conn.execute("select id from knowledge where external_id = ?", [turn]).fetchone()[0]])
+    else:
+        speaker = json.loads(conn.execute("select metadata from knowledge where external_id = ?", [turn]).fetchone()[0])
+        record = {"_id": turn, "speaker": speaker["speaker"], "text": "zz", "session_id": "chat/1"}
+        assert not remember(conn, [{**record, "observed_at": "2023-05-08T13:56:00"}])[0].errors
+
+
+@pytest.mark.parametrize("how", ["forget", "flag", "correct"])
+@pytest.mark.parametrize(
+    "arrangement, changed, read, before, after",
+    [
+        # the words of T1, said once, are the first line of T3's quote in T4's context
+        (
+            [("Bob", "Ann: x"), ("Carl", "c"), ("Bob", "Ann: x\nAnn: a"), ("Dan", "d")],
+            "T1",
+            "T4",
+            ["Carl: c", "Bob: Ann: x", "Ann: a"],
+            {"forget": ["Carl: c", "Bob: Ann: x", "Ann: a"], "correct": ["Carl: c", "Bob: Ann: x", "Ann: a"]},
+        ),
+        # review 74 (H2): T4 pastes T1 and T2 word for word; T3, before it, quotes them, never T4
+        (
+            [
+                ("Ann", "Friday?"),
+                ("Bob", "Yes, 7pm."),
+                ("Carl", "ok"),
+                ("Ann", "Friday?\nBob: Yes, 7pm."),
+                ("Dan", "d"),
+            ],
+            "T4",
+            "T3",
+            ["Ann: Friday?", "Bob: Yes, 7pm."],
+            {"forget": ["Ann: Friday?", "Bob: Yes, 7pm."], "correct": ["Ann: Friday?", "Bob: Yes, 7pm."]},
+        ),
+        (
+            [
+                ("Ann", "Friday?"),
+                ("Bob", "Yes, 7pm."),
+                ("Carl", "ok"),
+                ("Ann", "Friday?\nBob: Yes, 7pm."),
+                ("Dan", "d"),
+            ],
+            "T1",
+            "T3",
+            ["Ann: Friday?", "Bob: Yes, 7pm."],
+            {"forget": ["Bob: Yes, 7pm."], "correct": ["Ann: zz", "Bob: Yes, 7pm."]},
+        ),
+        # review 74 (M1): T2's quote is found twice in T3's, once beginning inside T1's
+        (
+            [("Bob", "b\nAnn: a"), ("Ann", "a\nAnn: a"), ("Carl", "c")],
+            "T2",
+            "T3",
+            ["Bob: b", "Ann: a", "Ann: a", "Ann: a"],
+            {"forget": ["Bob: b", "Ann: a"], "correct": ["Bob: b", "Ann: a", "Ann: zz"]},
+        ),
+        # T3 quotes T1 and T2, which together say T3's own words: read as two quotes, as check reads them
+        (
+            [("Bob", "Ann: x"), ("Ann", "x"), ("Bob", "Ann: x\nAnn: x")],
+            "T2",
+            "T3",
+            ["Bob: Ann: x", "Ann: x"],
+            {"forget": ["Bob: Ann: x"], "correct": ["Bob: Ann: x", "Ann: zz"]},
+        ),
+    ],
+)
+def test_a_turn_s_quote_is_told_from_other_turns_words_like_it(
+    tmp_path, arrangement, changed, read, before, after, how
+):
+    """Review 74 (Q6, the writer's side): forget, flag and a correction dropped or
+    restated the first match of a turn's words, which may be a line of another
+    turn's quote. The quote dropped or restated is the one check reads as the
+    turn's. A flagged turn is quoted by none, as a forgotten one."""
+    said = [{"_id": f"T{i}", "text": text, "speaker": speaker} for i, (speaker, text) in enumerate(arrangement, 1)]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [transcript(tmp_path, said)])
+    assert brain_sql.check(conn) == {}
+    assert quotes(conn, read).splitlines()[1:] == before
+    _changed(conn, changed, how)
+    assert quotes(conn, read).splitlines()[1:] == after["forget" if how == "flag" else how]
+    assert brain_sql.check(conn) == {}
 
 
 def test_a_speaker_renamed_in_bulk_with_plain_sql_is_quoted_by_the_new_name(tmp_path):
