@@ -313,8 +313,13 @@ def requote(conn, document_ids, unless=None, unflag=False, known=None):
                     plain[row_id] = (context, held)
                 continue
             quoting = session.turns[document_id][0]
-            if not sharing and all(n <= session.before(q, quoting) for q, n in collections.Counter(quotes).items()):
-                # each quote has as many turns before it saying it: one said once is the only quote of its words
+            if (
+                not sharing
+                and session.firsts().one_cut(context, end, quotes)
+                and all(n <= session.before(q, quoting) for q, n in collections.Counter(quotes).items())
+            ):
+                # the one way to cut it, each quote with as many turns before it saying it: one said once
+                # is the only quote of its words
                 at = {q: i for i, q in enumerate(quotes)}
                 quoted = {at[w]: d for w, d in held if w in at}
             else:
@@ -591,13 +596,22 @@ class _Entries:
         if not lengths[len(said)]:
             del lengths[len(said)]
 
-    def longest_at(self, context, at, line):
-        """The longest entry that is whole lines of `context` from `at`, whose first line is `line`."""
+    def fitting(self, context, at, line):
+        """The entries that are whole lines of `context` from `at` (whose first line is `line`), longest first."""
         for length in sorted(self.lengths.get(line, ()), reverse=True):
             end = at + length
             if (end == len(context) or context[end : end + 1] == "\n") and context[at:end] in self.said:
-                return context[at:end]
-        return None
+                yield context[at:end]
+
+    def one_cut(self, context, own, quotes):
+        """Whether `quotes` (_parse's, after own lines ending at `own`) are the only way
+        to cut the context into entries: at each of them no shorter entry fits."""
+        at = own + 1
+        for quoted in quotes:
+            if len(list(itertools.islice(self.fitting(context, at, quoted.partition("\n")[0]), 2))) > 1:
+                return False
+            at += len(quoted) + 1
+        return True
 
 
 class _Said:
@@ -686,6 +700,9 @@ def _by_speaker(quoted, source, beginnings):
 def _attributed(quotes, said, quoting, beginnings):
     """(quotes, the turn each is of, by _sources) as check reads a context's `quotes`:
     a run of lines no turn says is cut where a speaker's quote begins (_by_speaker)."""
+    window = [turn[3] for turn in said.window.get(quoting[1], [])]
+    if window and quotes != window and "\n".join(quotes) == "\n".join(window):
+        quotes = window  # the context as written, its window's turns, however else its lines may be cut
     sources = _sources(quotes, said, quoting)
     if any(source is None for source in sources):
         quotes = [q for quoted, source in zip(quotes, sources) for q in _by_speaker(quoted, source, beginnings)]
@@ -693,7 +710,6 @@ def _attributed(quotes, said, quoting, beginnings):
     if quoting[0] is None or all(source is None or source[0] < quoting[0] for source in sources):
         return quotes, sources
     # a later turn's words that are its window's turns, word for word: it pasted them, the quotes are theirs
-    window = [turn[3] for turn in said.window.get(quoting[1], [])]
     runs = {"\n".join(window[i:j]): window[i:j] for i in range(len(window)) for j in range(i + 2, len(window) + 1)}
     pasted = [
         runs.get(quoted, [quoted]) if source is not None and source[0] > quoting[0] else [quoted]
@@ -775,7 +791,7 @@ def _parse(context, named, lines):
         at = start + 1
         end = context.find("\n", at)
         line = context[at:] if end == -1 else context[at:end]
-        match = lines.longest_at(context, at, line)
+        match = next(lines.fitting(context, at, line), None)
         if match is None:
             if run is None and not quotes and resolved_line(line):
                 start = end  # one of its own resolved time phrases

@@ -645,6 +645,22 @@ def _changed(conn, turn, how):
             ["Ann: Friday?", "Bob: Yes, 7pm."],
             {"forget": ["Bob: Yes, 7pm."], "correct": ["Ann: zz", "Bob: Yes, 7pm."]},
         ),
+        # review 74 (H1): T1's words are the first lines of T2's; T3 quotes both
+        (
+            [("Ann", "a\nx"), ("Ann", "a\nx\nAnn: a"), ("Carl", "c"), ("Dan", "d")],
+            "T1",
+            "T3",
+            ["Ann: a", "x", "Ann: a", "x", "Ann: a"],
+            {"forget": ["Ann: a", "x", "Ann: a"], "correct": ["Ann: zz", "Ann: a", "x", "Ann: a"]},
+        ),
+        # review 75 (M2): T3 quotes T1 then T2, three lines "Ann: a" that T2 then T1 would make too
+        (
+            [("Ann", "a"), ("Ann", "a\nAnn: a"), ("Carl", "c")],
+            "T1",
+            "T3",
+            ["Ann: a", "Ann: a", "Ann: a"],
+            {"forget": ["Ann: a", "Ann: a"], "correct": ["Ann: zz", "Ann: a", "Ann: a"]},
+        ),
         # review 74 (M1): T2's quote is found twice in T3's, once beginning inside T1's
         (
             [("Bob", "b\nAnn: a"), ("Ann", "a\nAnn: a"), ("Carl", "c")],
