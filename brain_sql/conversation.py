@@ -858,9 +858,11 @@ class _Session:
     def __init__(self, conn, session, scope, kept=False):
         self.where, self.kept = (session, scope), kept
         self.turns = {turn[0][1]: turn for turn in _session_turns(conn, session, scope)}
-        self.saying, self._firsts = {}, None  # {entry: {document id}}; once read, its _Entries
-        for (_, document_id, _, said, _), _ in self.turns.values():
-            self.saying.setdefault(said, set()).add(document_id)
+        # {entry: [place]} of the turns saying each, in order; once read, its _Entries and {(entry, source
+        # path): [place]}
+        self.saying, self._firsts, self._in_file = {}, None, None
+        for (place, _, _, said, _), _ in sorted(self.turns.values()):
+            self.saying.setdefault(said, []).append(place)
         # when indexed (_keep): {a line of a context after its first: {row id}}, {row id: (document id,
         # context)} and {document id: {row id}}
         self.lines, self.rows, self.held = None, {}, {}
@@ -872,28 +874,35 @@ class _Session:
         return self._firsts
 
     def before(self, said, quoting):
-        """How many turns other than `quoting` (a turn's (place, document id, ...))
-        say `said` before it: of its file, when it came from one and they hold any
-        (_sources reads a file's quotes as of its own turns)."""
-        place, document_id, path = quoting[0], quoting[1], quoting[4]
-        others = [self.turns[d][0] for d in self.saying.get(said, ()) if d != document_id]
-        own = [turn for turn in others if turn[4] == path] if path is not None else []
-        return sum(1 for turn in own or others if turn[0] < place)
+        """How many turns say `said` before `quoting` (a turn's (place, document id,
+        ...)): of its file, when it came from one that holds any (_sources reads a
+        file's quotes as of its own turns)."""
+        if self._in_file is None:
+            self._in_file = {}
+            for place, _, _, words, path in sorted(turn for turn, _ in self.turns.values()):
+                if path is not None:
+                    self._in_file.setdefault((words, path), []).append(place)
+        places = self._in_file.get((said, quoting[4])) or self.saying.get(said, [])
+        return bisect.bisect_left(places, quoting[0])
 
     def _count(self, turn, change):
         """Count `turn` (place, document id, flagged, entry, source path) in (1) or
         out (-1) of those saying its entry, and of the entries' first lines."""
-        said = turn[3]
-        if change > 0:
-            self.saying.setdefault(said, set()).add(turn[1])
-            if self._firsts is not None:
+        place, said, path = turn[0], turn[3], turn[4]
+        held = [self.saying.setdefault(said, [])]
+        if self._in_file is not None and path is not None:
+            held.append(self._in_file.setdefault((said, path), []))
+        for places in held:
+            if change > 0:
+                bisect.insort(places, place)
+            elif place in places:
+                places.remove(place)
+        if not self.saying[said]:
+            del self.saying[said]
+        if self._firsts is not None:
+            if said in self.saying:
                 self._firsts.add(said)
-            return
-        saying = self.saying.get(said, set())
-        saying.discard(turn[1])
-        if not saying:
-            self.saying.pop(said, None)
-            if self._firsts is not None:
+            else:
                 self._firsts.discard(said)
 
     def quoting(self, conn, said):
