@@ -223,7 +223,6 @@ class Requote:
 
     rows: dict
     where: dict
-    plain: dict  # row id -> (context, [(entry, document id)]) of entries no other turn says: each quote theirs
 
     def contexts(self, now=None):
         """{row id: context} with each found quote put as `now` says ({document id:
@@ -233,10 +232,6 @@ class Requote:
         for row_id, (head, quotes, quoted) in self.rows.items():
             kept = [now.get(quoted[at]) if at in quoted else q for at, q in enumerate(quotes)]
             found[row_id] = head + "".join("\n" + q for q in kept if q is not None)
-        for row_id, (context, held) in self.plain.items():
-            for said, document_id in held:
-                context = put_quote(context, said, now.get(document_id))
-            found[row_id] = context
         return found
 
 
@@ -287,7 +282,7 @@ def requote(conn, document_ids, unless=None, unflag=False, known=None):
             continue
         targets.setdefault(where, set()).add(document_id)
         where_of[document_id] = where
-    rows, plain = {}, {}
+    rows = {}
     for where, mine in targets.items():
         session = _Session(conn, *where) if known is None else known.session(conn, *where)
         # its session as SQL reads it may not be turn_of's (a name SQL trims otherwise): then none quotes it
@@ -301,7 +296,7 @@ def requote(conn, document_ids, unless=None, unflag=False, known=None):
             if not sharing and not held:
                 continue
             # as check finds it (_name_end), but for the names it was written for, read only when the
-            # speaker's is not there: a longer name after the speaker's would cross its ", " or line end
+            # speaker's is not there: they differ only for a name of several lines renamed by plain SQL
             speaker = session.turns[document_id][1]
             named = _named(context, [speaker])
             if named is None:
@@ -309,8 +304,6 @@ def requote(conn, document_ids, unless=None, unflag=False, known=None):
             end, quotes = _parse(context, named, session.firsts())
             head = context[:end]
             if head + "".join("\n" + q for q in quotes) != context:
-                if not sharing:
-                    plain[row_id] = (context, held)
                 continue
             quoting = session.turns[document_id][0]
             if (
@@ -328,7 +321,7 @@ def requote(conn, document_ids, unless=None, unflag=False, known=None):
                 quoted = {at: source[1] for at, source in enumerate(sources) if source and source[1] in mine}
             if quoted:
                 rows[row_id] = (head, quotes, quoted)
-    return Requote(rows, where_of, plain)
+    return Requote(rows, where_of)
 
 
 def _stored_documents(conn, where, params, last=None, below=None):
@@ -698,8 +691,10 @@ def _by_speaker(quoted, source, beginnings):
 
 
 def _attributed(quotes, said, quoting, beginnings):
-    """(quotes, the turn each is of, by _sources) as check reads a context's `quotes`:
-    a run of lines no turn says is cut where a speaker's quote begins (_by_speaker)."""
+    """(quotes, the turn each is of, by _sources) as check reads a context's `quotes`
+    (_parse's): as its window's turns when they are those turns' words, however else
+    the lines may be cut; a run of lines no turn says is cut where a speaker's quote
+    begins (_by_speaker)."""
     window = [turn[3] for turn in said.window.get(quoting[1], [])]
     if window and quotes != window and "\n".join(quotes) == "\n".join(window):
         quotes = window  # the context as written, its window's turns, however else its lines may be cut
@@ -707,18 +702,7 @@ def _attributed(quotes, said, quoting, beginnings):
     if any(source is None for source in sources):
         quotes = [q for quoted, source in zip(quotes, sources) for q in _by_speaker(quoted, source, beginnings)]
         sources = _sources(quotes, said, quoting)
-    if quoting[0] is None or all(source is None or source[0] < quoting[0] for source in sources):
-        return quotes, sources
-    # a later turn's words that are its window's turns, word for word: it pasted them, the quotes are theirs
-    runs = {"\n".join(window[i:j]): window[i:j] for i in range(len(window)) for j in range(i + 2, len(window) + 1)}
-    pasted = [
-        runs.get(quoted, [quoted]) if source is not None and source[0] > quoting[0] else [quoted]
-        for quoted, source in zip(quotes, sources)
-    ]
-    if all(len(parts) == 1 for parts in pasted):
-        return quotes, sources
-    quotes = [q for parts in pasted for q in parts]
-    return quotes, _sources(quotes, said, quoting)
+    return quotes, sources
 
 
 class _Reading:
