@@ -301,14 +301,16 @@ def requote(conn, document_ids, unless=None, unflag=False, known=None):
             named = _named(context, [speaker])
             if named is None:
                 named = _name_end(context, [speaker] + _spoken(conn, [document_id]).get(document_id, []))
-            end, quotes = _parse(context, named, session.firsts())
+            own_words = session.turns[document_id][0][3]
+            skip = own_words if len(session.saying.get(own_words, ())) == 1 else None
+            end, quotes = _parse(context, named, session.firsts(), skip)
             head = context[:end]
             if head + "".join("\n" + q for q in quotes) != context:
                 continue
             quoting = session.turns[document_id][0]
             if (
                 not sharing
-                and session.firsts().one_cut(context, end, quotes)
+                and session.firsts().one_cut(context, end, quotes, skip)
                 and all(n <= session.before(q, quoting) for q, n in collections.Counter(quotes).items())
             ):
                 # the one way to cut it, each quote with as many turns before it saying it: one said once
@@ -429,9 +431,11 @@ def stale_quotes(conn, edited=None):
     for document_id, context in conn.execute(
         "select document_id, context from knowledge where context is not null and document_id is not null order by id"
     ):
-        speaker, where, first, _, path = own.get(document_id, (None, None, None, None, None))
+        speaker, where, first, text, path = own.get(document_id, (None, None, None, None, None))
         named = _name_end(context, [speaker] + spoken.get(document_id, []))
-        own_end, quotes = _parse(context, named, lines.get(where, _NO_ENTRIES))
+        own_words = None if speaker is None else entry(speaker, text)
+        skip = own_words if len(said.get(where, _NO_TURNS).entries.get(own_words, ())) == 1 else None
+        own_end, quotes = _parse(context, named, lines.get(where, _NO_ENTRIES), skip)
         quotes, sources = _attributed(
             quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path), speakers.get(where, ())
         )
@@ -589,19 +593,21 @@ class _Entries:
         if not lengths[len(said)]:
             del lengths[len(said)]
 
-    def fitting(self, context, at, line):
-        """The entries that are whole lines of `context` from `at` (whose first line is `line`), longest first."""
+    def fitting(self, context, at, line, skip=None):
+        """The entries that are whole lines of `context` from `at` (whose first line is
+        `line`), longest first, but `skip` (the quoting turn's own, said by no other)."""
         for length in sorted(self.lengths.get(line, ()), reverse=True):
             end = at + length
             if (end == len(context) or context[end : end + 1] == "\n") and context[at:end] in self.said:
-                yield context[at:end]
+                if context[at:end] != skip:
+                    yield context[at:end]
 
-    def one_cut(self, context, own, quotes):
+    def one_cut(self, context, own, quotes, skip=None):
         """Whether `quotes` (_parse's, after own lines ending at `own`) are the only way
         to cut the context into entries: at each of them no shorter entry fits."""
         at = own + 1
         for quoted in quotes:
-            if len(list(itertools.islice(self.fitting(context, at, quoted.partition("\n")[0]), 2))) > 1:
+            if len(list(itertools.islice(self.fitting(context, at, quoted.partition("\n")[0], skip), 2))) > 1:
                 return False
             at += len(quoted) + 1
         return True
@@ -692,17 +698,26 @@ def _by_speaker(quoted, source, beginnings):
 
 def _attributed(quotes, said, quoting, beginnings):
     """(quotes, the turn each is of, by _sources) as check reads a context's `quotes`
-    (_parse's): as its window's turns when they are those turns' words, however else
-    the lines may be cut; a run of lines no turn says is cut where a speaker's quote
-    begins (_by_speaker)."""
-    window = [turn[3] for turn in said.window.get(quoting[1], [])]
-    if window and quotes != window and "\n".join(quotes) == "\n".join(window):
-        quotes = window  # the context as written, its window's turns, however else its lines may be cut
+    (_parse's): as its window's turns when they are those turns' words and the cut
+    given does not read in order; a run of lines no turn says is cut where a
+    speaker's quote begins (_by_speaker)."""
     sources = _sources(quotes, said, quoting)
+    window = [turn[3] for turn in said.window.get(quoting[1], [])]
+    if window and quotes != window and "\n".join(quotes) == "\n".join(window) and not _in_order(sources):
+        # the context as written, its window's turns, where the longest cut leaves lines no turn says or
+        # quotes its turns out of their order (a turn inserted into its file later is stored last: its
+        # window may join to the same words, so a cut that reads well is kept)
+        quotes = window
+        sources = _sources(quotes, said, quoting)
     if any(source is None for source in sources):
         quotes = [q for quoted, source in zip(quotes, sources) for q in _by_speaker(quoted, source, beginnings)]
         sources = _sources(quotes, said, quoting)
     return quotes, sources
+
+
+def _in_order(sources):
+    """Whether each of a context's quotes is of a turn (_sources), in the order they were stored."""
+    return all(source is not None for source in sources) and all(a[0] < b[0] for a, b in zip(sources, sources[1:]))
 
 
 class _Reading:
@@ -764,18 +779,19 @@ def _requoted(quotes, sources, window, quoting, edited, fits):
     return now
 
 
-def _parse(context, named, lines):
+def _parse(context, named, lines, skip=None):
     """(where a turn's own lines end in its context, the quotes after them in
     order): its own lines are its speaker (whose name ends at `named`) and day,
     then its resolved time phrases; what follows is cut into the entries of
-    `lines` (_Entries); a run of lines that is none of them is one quote."""
+    `lines` (_Entries) but `skip`, the turn's own (a turn never quotes itself); a run
+    of lines that is none of them is one quote."""
     start = context.find("\n", named)
     own, quotes, run = (len(context) if start == -1 else start), [], None
     while start != -1:
         at = start + 1
         end = context.find("\n", at)
         line = context[at:] if end == -1 else context[at:end]
-        match = next(lines.fitting(context, at, line), None)
+        match = next(lines.fitting(context, at, line, skip), None)
         if match is None:
             if run is None and not quotes and resolved_line(line):
                 start = end  # one of its own resolved time phrases

@@ -618,33 +618,6 @@ def _changed(conn, turn, how):
             ["Carl: c", "Bob: Ann: x", "Ann: a"],
             {"forget": ["Carl: c", "Bob: Ann: x", "Ann: a"], "correct": ["Carl: c", "Bob: Ann: x", "Ann: a"]},
         ),
-        # review 74 (H2): T4 pastes T1 and T2 word for word; T3, before it, quotes them, never T4
-        (
-            [
-                ("Ann", "Friday?"),
-                ("Bob", "Yes, 7pm."),
-                ("Carl", "ok"),
-                ("Ann", "Friday?\nBob: Yes, 7pm."),
-                ("Dan", "d"),
-            ],
-            "T4",
-            "T3",
-            ["Ann: Friday?", "Bob: Yes, 7pm."],
-            {"forget": ["Ann: Friday?", "Bob: Yes, 7pm."], "correct": ["Ann: Friday?", "Bob: Yes, 7pm."]},
-        ),
-        (
-            [
-                ("Ann", "Friday?"),
-                ("Bob", "Yes, 7pm."),
-                ("Carl", "ok"),
-                ("Ann", "Friday?\nBob: Yes, 7pm."),
-                ("Dan", "d"),
-            ],
-            "T1",
-            "T3",
-            ["Ann: Friday?", "Bob: Yes, 7pm."],
-            {"forget": ["Bob: Yes, 7pm."], "correct": ["Ann: zz", "Bob: Yes, 7pm."]},
-        ),
         # review 74 (H1): T1's words are the first lines of T2's; T3 quotes both
         (
             [("Ann", "a\nx"), ("Ann", "a\nx\nAnn: a"), ("Carl", "c"), ("Dan", "d")],
@@ -694,6 +667,28 @@ def test_a_turn_s_quote_is_told_from_other_turns_words_like_it(
     _changed(conn, changed, how)
     assert quotes(conn, read).splitlines()[1:] == after["forget" if how == "flag" else how]
     assert brain_sql.check(conn) == {}
+
+
+@pytest.mark.parametrize("how", ["forget", "correct"])
+def test_a_turn_inserted_into_its_file_later_is_told_from_the_window_s_turns(tmp_path, how):
+    """Review 77: X, inserted between T1 and T2 when the file is ingested again, is
+    stored last, so by the order stored T2's window is T0 and T1, whose words joined
+    are T1's and X's: T2's quotes are T1 and X, as the file says, and changing X
+    changes X's quote only."""
+    said = [
+        ("T0", "Ann", "a\nBob: b"),
+        ("T1", "Ann", "a\nBob: b\nAnn: a"),
+        ("X", "Bob", "b\nAnn: a"),
+        ("T2", "Carl", "c"),
+    ]
+    records = [{"_id": i, "speaker": speaker, "text": text} for i, speaker, text in said]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [transcript(tmp_path, [r for r in records if r["_id"] != "X"])])
+    brain_sql.ingest(conn, [transcript(tmp_path, records)])
+    assert quotes(conn, "T2").splitlines()[1:] == ["Ann: a", "Bob: b", "Ann: a", "Bob: b", "Ann: a"]
+    _changed(conn, "X", how)
+    kept = {"forget": [], "correct": ["Bob: zz"]}[how]
+    assert quotes(conn, "T2").splitlines()[1:] == ["Ann: a", "Bob: b", "Ann: a"] + kept
 
 
 def test_a_speaker_renamed_in_bulk_with_plain_sql_is_quoted_by_the_new_name(tmp_path):
