@@ -1009,7 +1009,10 @@ class SessionTurns:
         self.stamp = conn.total_changes
 
     def clear(self):
-        self.sessions, self.stamp, self.seen = {}, None, set()
+        """Drop what is held; which sessions were seen is kept, so a run's next
+        transaction keeps a long session from its first rewrite, not its second
+        (`seen` says only what to keep, never what a session holds)."""
+        self.sessions, self.stamp = {}, None
 
 
 def stored_turns(conn, session, scope):
