@@ -302,7 +302,7 @@ def requote(conn, document_ids, unless=None, unflag=False, known=None):
             if named is None:
                 named = _name_end(context, [speaker] + _spoken(conn, [document_id]).get(document_id, []))
             own_words = session.turns[document_id][0][3]
-            skip = own_words if len(session.saying.get(own_words, ())) == 1 else None
+            skip = _unquoted(own_words, len(session.saying.get(own_words, ())))
             end, quotes = _parse(context, named, session.firsts(), skip)
             head = context[:end]
             if head + "".join("\n" + q for q in quotes) != context:
@@ -434,7 +434,7 @@ def stale_quotes(conn, edited=None):
         speaker, where, first, text, path = own.get(document_id, (None, None, None, None, None))
         named = _name_end(context, [speaker] + spoken.get(document_id, []))
         own_words = None if speaker is None else entry(speaker, text)
-        skip = own_words if len(said.get(where, _NO_TURNS).entries.get(own_words, ())) == 1 else None
+        skip = _unquoted(own_words, len(said.get(where, _NO_TURNS).entries.get(own_words, ())))
         own_end, quotes = _parse(context, named, lines.get(where, _NO_ENTRIES), skip)
         quotes, sources = _attributed(
             quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path), speakers.get(where, ())
@@ -467,6 +467,7 @@ def stale_own_lines(conn):
     turns, own = _stored_turns(conn)
     spoken = _spoken(conn)
     lines = {where: _Entries(turn[3] for turn in stored) for where, stored in turns.items()}
+    saying = {where: collections.Counter(turn[3] for turn in stored) for where, stored in turns.items()}
     stale = {}
     for row_id, document_id, context, observed_at in conn.execute(
         "select id, document_id, context, observed_at from knowledge "
@@ -476,7 +477,8 @@ def stale_own_lines(conn):
             continue
         speaker, where, _, text, _ = own[document_id]
         named = _name_end(context, [speaker] + spoken.get(document_id, []))
-        end = _parse(context, named, lines[where])[0]
+        own_words = entry(speaker, text)
+        end = _parse(context, named, lines[where], _unquoted(own_words, saying[where][own_words]))[0]
         line = context[named:end].split("\n", 1)[0]
         said = said_at(observed_at, _stated_day(line)) if _DAY.match(line) else None  # a day no calendar has: UTC's
         header = "\n".join(own_lines(speaker, said, text))
@@ -802,6 +804,13 @@ def _parse(context, named, lines, skip=None):
         quotes += [run, match] if run is not None else [match]
         run, start = None, (at + len(match) if at + len(match) < len(context) else -1)
     return own, quotes + ([run] if run is not None else [])
+
+
+def _unquoted(own_words, said_by):
+    """A turn's own entry (`own_words`) when no other turn says it (`said_by`: how
+    many turns of its session do): _parse never reads it as a quote in the turn's
+    own context, where check, its repair and the writer all read it so."""
+    return own_words if said_by == 1 else None
 
 
 def flagged(conn, document_id):
