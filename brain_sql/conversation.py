@@ -701,14 +701,16 @@ def _by_speaker(quoted, source, beginnings):
 def _attributed(quotes, said, quoting, beginnings):
     """(quotes, the turn each is of, by _sources) as check reads a context's `quotes`
     (_parse's): as its window's turns when they are those turns' words and the cut
-    given does not read in order; a run of lines no turn says is cut where a
-    speaker's quote begins (_by_speaker)."""
+    given could not be the window of its turn (_a_window); a run of lines no turn
+    says is cut where a speaker's quote begins (_by_speaker)."""
     sources = _sources(quotes, said, quoting)
     window = [turn[3] for turn in said.window.get(quoting[1], [])]
-    if window and quotes != window and "\n".join(quotes) == "\n".join(window) and not _in_order(sources):
-        # the context as written, its window's turns, where the longest cut leaves lines no turn says or
-        # quotes its turns out of their order (a turn inserted into its file later is stored last: its
-        # window may join to the same words, so a cut that reads well is kept)
+    if (
+        window
+        and quotes != window
+        and "\n".join(quotes) == "\n".join(window)
+        and not _a_window(sources, window, quoting)
+    ):
         quotes = window
         sources = _sources(quotes, said, quoting)
     if any(source is None for source in sources):
@@ -717,9 +719,21 @@ def _attributed(quotes, said, quoting, beginnings):
     return quotes, sources
 
 
-def _in_order(sources):
-    """Whether each of a context's quotes is of a turn (_sources), in the order they were stored."""
-    return all(source is not None for source in sources) and all(a[0] < b[0] for a, b in zip(sources, sources[1:]))
+def _a_window(sources, window, quoting):
+    """Whether a context's quotes, of these turns (_sources), could be its turn's
+    (`quoting`) window as its file holds it, where its `window` as stored says the same
+    words: as many turns, each said, of its file, in the order stored. A turn inserted
+    into its file later is stored last, and the window its file gives may join to the
+    same words as the one stored (review 77); a cut of fewer quotes is a turn pasting
+    the window's words as its own, before or after them, and one of another file is
+    never quoted by a turn of a file (reviews 74 and 78). A turn of no file (remembered)
+    quotes the turns stored before it: its window as stored is the one."""
+    return (
+        quoting[4] is not None
+        and len(sources) == len(window)
+        and all(source is not None and source[4] == quoting[4] for source in sources)
+        and all(a[0] < b[0] for a, b in zip(sources, sources[1:]))
+    )
 
 
 class _Reading:

@@ -618,6 +618,33 @@ def _changed(conn, turn, how):
             ["Carl: c", "Bob: Ann: x", "Ann: a"],
             {"forget": ["Carl: c", "Bob: Ann: x", "Ann: a"], "correct": ["Carl: c", "Bob: Ann: x", "Ann: a"]},
         ),
+        # review 74 (H2): T4 pastes T1 and T2 word for word; T3, before it, quotes them, never T4
+        (
+            [
+                ("Ann", "Friday?"),
+                ("Bob", "Yes, 7pm."),
+                ("Carl", "ok"),
+                ("Ann", "Friday?\nBob: Yes, 7pm."),
+                ("Dan", "d"),
+            ],
+            "T4",
+            "T3",
+            ["Ann: Friday?", "Bob: Yes, 7pm."],
+            {"forget": ["Ann: Friday?", "Bob: Yes, 7pm."], "correct": ["Ann: Friday?", "Bob: Yes, 7pm."]},
+        ),
+        (
+            [
+                ("Ann", "Friday?"),
+                ("Bob", "Yes, 7pm."),
+                ("Carl", "ok"),
+                ("Ann", "Friday?\nBob: Yes, 7pm."),
+                ("Dan", "d"),
+            ],
+            "T1",
+            "T3",
+            ["Ann: Friday?", "Bob: Yes, 7pm."],
+            {"forget": ["Bob: Yes, 7pm."], "correct": ["Ann: zz", "Bob: Yes, 7pm."]},
+        ),
         # review 74 (H1): T1's words are the first lines of T2's; T3 quotes both
         (
             [("Ann", "a\nx"), ("Ann", "a\nx\nAnn: a"), ("Carl", "c"), ("Dan", "d")],
@@ -649,6 +676,22 @@ def _changed(conn, turn, how):
             "T3",
             ["Bob: Ann: x", "Ann: x"],
             {"forget": ["Bob: Ann: x"], "correct": ["Bob: Ann: x", "Ann: zz"]},
+        ),
+        # review 78 (H1): T1, before them, pastes T2's and T3's words, which T4 quotes as two turns
+        (
+            [("Ann", "x\nBob: y"), ("Ann", "x"), ("Bob", "y"), ("Carl", "c")],
+            "T2",
+            "T4",
+            ["Ann: x", "Bob: y"],
+            {"forget": ["Bob: y"], "correct": ["Ann: zz", "Bob: y"]},
+        ),
+        # and the pasting turn changed leaves T4's quotes as they are
+        (
+            [("Ann", "x\nBob: y"), ("Ann", "x"), ("Bob", "y"), ("Carl", "c")],
+            "T1",
+            "T4",
+            ["Ann: x", "Bob: y"],
+            {"forget": ["Ann: x", "Bob: y"], "correct": ["Ann: x", "Bob: y"]},
         ),
     ],
 )
@@ -689,6 +732,51 @@ def test_a_turn_inserted_into_its_file_later_is_told_from_the_window_s_turns(tmp
     _changed(conn, "X", how)
     kept = {"forget": [], "correct": ["Bob: zz"]}[how]
     assert quotes(conn, "T2").splitlines()[1:] == ["Ann: a", "Bob: b", "Ann: a"] + kept
+
+
+@pytest.mark.parametrize("how", ["forget", "flag", "correct"])
+@pytest.mark.parametrize("changed", ["P", "T1"])
+@pytest.mark.parametrize("first", ["notes", "chat"])
+def test_a_turn_of_another_file_pasting_the_window_s_words_is_never_its_quote(tmp_path, how, changed, first):
+    """Review 78 (H2): P, in another file of the session, says T1's and T2's words
+    joined. T3 quotes T1 and T2, its file's turns: changing T1 restates T1's quote,
+    and changing P none, whichever file was stored first."""
+    files = {
+        "notes": [{"_id": "P", "speaker": "Ann", "text": "x\nBob: y"}],
+        "chat": [{"_id": "T1", "speaker": "Ann", "text": "x"}, {"_id": "T2", "speaker": "Bob", "text": "y"}],
+    }
+    files["chat"].append({"_id": "T3", "speaker": "Carl", "text": "c"})
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    for name in [first, *(set(files) - {first})]:
+        lines = [json.dumps({**t, "session_id": "chat/1", "observed_at": "2023-05-08T13:56:00"}) for t in files[name]]
+        assert not brain_sql.ingest(conn, [write(tmp_path / f"{name}.jsonl", "\n".join(lines) + "\n")]).errors
+    assert quotes(conn, "T3").splitlines()[1:] == ["Ann: x", "Bob: y"]
+    _changed(conn, changed, how)
+    after = {"forget": ["Bob: y"], "flag": ["Bob: y"], "correct": ["Ann: zz", "Bob: y"]}[how]
+    assert quotes(conn, "T3").splitlines()[1:] == (after if changed == "T1" else ["Ann: x", "Bob: y"])
+    assert brain_sql.check(conn) == {}
+
+
+@pytest.mark.parametrize("far", [False, True])
+def test_a_flagged_turn_pasting_a_window_s_words_leaves_the_quotes_of_that_window_whole(tmp_path, far):
+    """Review 78 (M1): P, flagged, says T1's and T2's words joined, in another file
+    or far back in T3's: check read T3's fresh quotes of T1 and T2 as one of P, named
+    them stale, and repair dropped both."""
+    pasting = {"_id": "P", "speaker": "Ann", "text": "x\nBob: y"}
+    chat = [{"_id": "T1", "speaker": "Ann", "text": "x"}, {"_id": "T2", "speaker": "Bob", "text": "y"}]
+    chat.append({"_id": "T3", "speaker": "Carl", "text": "c"})
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    if far:
+        chat = [pasting, {"_id": "F", "speaker": "Eve", "text": "f"}] + chat
+        brain_sql.ingest(conn, [transcript(tmp_path, chat[:2])])
+    else:
+        line = json.dumps({**pasting, "session_id": "chat/1", "observed_at": "2023-05-08T13:56:00"})
+        brain_sql.ingest(conn, [write(tmp_path / "notes.jsonl", line + "\n")])
+    brain_sql.flag(conn, [conn.execute("select id from knowledge where external_id = 'P'").fetchone()[0]])
+    brain_sql.ingest(conn, [transcript(tmp_path, chat)])
+    assert brain_sql.check(conn) == {}
+    brain_sql.check(conn, repair=True)
+    assert quotes(conn, "T3").splitlines()[1:] == ["Ann: x", "Bob: y"]
 
 
 def test_a_speaker_renamed_in_bulk_with_plain_sql_is_quoted_by_the_new_name(tmp_path):
