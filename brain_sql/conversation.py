@@ -701,22 +701,26 @@ def _by_speaker(quoted, source, beginnings):
 def _attributed(quotes, said, quoting, beginnings):
     """(quotes, the turn each is of, by _sources) as check reads a context's `quotes`
     (_parse's): as its window's turns when they are those turns' words and the cut
-    given could not be the window of its turn (_a_window); a run of lines no turn
-    says is cut where a speaker's quote begins (_by_speaker)."""
+    given could not be the window of its turn (_a_window), unless they hold a
+    flagged turn, which none quotes, and the cut given only turns not flagged (a
+    turn inserted later pasting them, review 78); a run of lines no turn says is
+    cut where a speaker's quote begins (_by_speaker)."""
     sources = _sources(quotes, said, quoting)
     window = [turn[3] for turn in said.window.get(quoting[1], [])]
-    if (
-        window
-        and quotes != window
-        and "\n".join(quotes) == "\n".join(window)
-        and not _a_window(sources, window, quoting)
-    ):
-        quotes = window
-        sources = _sources(quotes, said, quoting)
+    if window and quotes != window and "\n".join(quotes) == "\n".join(window):
+        read = _sources(window, said, quoting)
+        flagged = any(source is not None and source[2] for source in read)  # a flagged turn is quoted by none
+        if not _a_window(sources, window, quoting) and not (flagged and _said_unflagged(sources)):
+            quotes, sources = window, read
     if any(source is None for source in sources):
         quotes = [q for quoted, source in zip(quotes, sources) for q in _by_speaker(quoted, source, beginnings)]
         sources = _sources(quotes, said, quoting)
     return quotes, sources
+
+
+def _said_unflagged(sources):
+    """Whether each of a context's quotes is of a turn (_sources) not flagged."""
+    return all(source is not None and not source[2] for source in sources)
 
 
 def _a_window(sources, window, quoting):

@@ -734,6 +734,24 @@ def test_a_turn_inserted_into_its_file_later_is_told_from_the_window_s_turns(tmp
     assert quotes(conn, "T2").splitlines()[1:] == ["Ann: a", "Bob: b", "Ann: a"] + kept
 
 
+def test_a_turn_inserted_later_pasting_the_window_s_words_is_still_quoted_once_one_is_flagged(tmp_path):
+    """Review 78: X, inserted into the file later (stored last), says T1's and T2's
+    words joined; T3 quotes T2 and X. Flagging T2 leaves X's quote, which is the
+    words of T3's window as stored, T1 and T2: a flagged turn is quoted by none, so
+    it is X's, and check names nothing."""
+    said = [("T1", "Ann", "a"), ("T2", "Bob", "b"), ("X", "Ann", "a\nBob: b"), ("T3", "Carl", "c")]
+    records = [{"_id": i, "speaker": speaker, "text": text} for i, speaker, text in said]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [transcript(tmp_path, [r for r in records if r["_id"] != "X"])])
+    brain_sql.ingest(conn, [transcript(tmp_path, records)])
+    assert quotes(conn, "T3").splitlines()[1:] == ["Bob: b", "Ann: a", "Bob: b"]
+    _changed(conn, "T2", "flag")
+    assert quotes(conn, "T3").splitlines()[1:] == ["Ann: a", "Bob: b"]
+    assert brain_sql.check(conn) == {}
+    brain_sql.check(conn, repair=True)
+    assert quotes(conn, "T3").splitlines()[1:] == ["Ann: a", "Bob: b"]
+
+
 @pytest.mark.parametrize("how", ["forget", "flag", "correct"])
 @pytest.mark.parametrize("changed", ["P", "T1"])
 @pytest.mark.parametrize("first", ["notes", "chat"])
