@@ -63,6 +63,10 @@ def _sampled(facet_class):
         async def suggest(self):
             if self.table is None or not links.is_brain(self.ds, self.database):
                 return await super().suggest()
+            if links.is_hidden_table(self.table):
+                # an internal's columns say nothing to facet by, and vec0 reports a suggestion
+                # that ran out of time as its own error (a 400 page), not as a time-out
+                return []
             sql = await first_rows(self)
             if sql is None:
                 return []

@@ -39,6 +39,12 @@ HIDDEN_TABLES = (
     "_litestream_lock",
 )
 
+
+def is_hidden_table(table):
+    """Whether `table` is one of a brain's internals (HIDDEN_TABLES, or named for one)."""
+    return table.startswith(HIDDEN_TABLES)
+
+
 # the knowledge table's columns as people read them; the rest follow, as stored
 KNOWLEDGE_COLUMNS = (
     "id",
