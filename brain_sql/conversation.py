@@ -702,15 +702,15 @@ def _attributed(quotes, said, quoting, beginnings):
     """(quotes, the turn each is of, by _sources) as check reads a context's `quotes`
     (_parse's): as its window's turns when they are those turns' words and the cut
     given could not be the window of its turn (_a_window), unless they hold a
-    flagged turn, which none quotes, and the cut given only turns not flagged (a
-    turn inserted later pasting them, review 78); a run of lines no turn says is
-    cut where a speaker's quote begins (_by_speaker)."""
+    flagged turn, which none quotes, and the cut given is of a turn inserted
+    later (_inserted_later; review 78); a run of lines no turn says is cut where a
+    speaker's quote begins (_by_speaker)."""
     sources = _sources(quotes, said, quoting)
     window = [turn[3] for turn in said.window.get(quoting[1], [])]
     if window and quotes != window and "\n".join(quotes) == "\n".join(window):
         read = _sources(window, said, quoting)
         flagged = any(source is not None and source[2] for source in read)  # a flagged turn is quoted by none
-        if not _a_window(sources, window, quoting) and not (flagged and _said_unflagged(sources)):
+        if not _a_window(sources, window, quoting) and not (flagged and _inserted_later(sources, quoting)):
             quotes, sources = window, read
     if any(source is None for source in sources):
         quotes = [q for quoted, source in zip(quotes, sources) for q in _by_speaker(quoted, source, beginnings)]
@@ -718,9 +718,14 @@ def _attributed(quotes, said, quoting, beginnings):
     return quotes, sources
 
 
-def _said_unflagged(sources):
-    """Whether each of a context's quotes is of a turn (_sources) not flagged."""
-    return all(source is not None and not source[2] for source in sources)
+def _inserted_later(sources, quoting):
+    """Whether each of a context's quotes is of a turn not flagged, of the quoting turn's
+    file, and one stored after it: only a turn inserted into its file later is quoted so."""
+    return (
+        quoting[4] is not None
+        and all(source is not None and not source[2] and source[4] == quoting[4] for source in sources)
+        and any(source[0] > quoting[0] for source in sources)
+    )
 
 
 def _a_window(sources, window, quoting):
@@ -730,13 +735,17 @@ def _a_window(sources, window, quoting):
     into its file later is stored last, and the window its file gives may join to the
     same words as the one stored (review 77); a cut of fewer quotes is a turn pasting
     the window's words as its own, before or after them, and one of another file is
-    never quoted by a turn of a file (reviews 74 and 78). A turn of no file (remembered)
-    quotes the turns stored before it: its window as stored is the one."""
+    never quoted by a turn of a file (reviews 74 and 78); one of no file is a turn of
+    its file remembered again since, and only a turn stored after the quoting one
+    makes the window its file gives differ from the one stored (review 79). A turn of
+    no file (remembered) quotes the turns stored before it: its window as stored is
+    the one."""
     return (
         quoting[4] is not None
         and len(sources) == len(window)
-        and all(source is not None and source[4] == quoting[4] for source in sources)
+        and all(source is not None and source[4] in (quoting[4], None) for source in sources)
         and all(a[0] < b[0] for a, b in zip(sources, sources[1:]))
+        and any(source[0] > quoting[0] for source in sources)  # only a turn inserted later
     )
 
 
