@@ -703,14 +703,15 @@ def _attributed(quotes, said, quoting, beginnings):
     (_parse's): as its window's turns when they are those turns' words and the cut
     given could not be the window of its turn (_a_window), unless they hold a
     flagged turn, which none quotes, and the cut given is of a turn inserted
-    later (_inserted_later; review 78); a run of lines no turn says is cut where a
+    later (_inserted_later; review 78), not flagged; a run of lines no turn says is cut where a
     speaker's quote begins (_by_speaker)."""
     sources = _sources(quotes, said, quoting)
     window = [turn[3] for turn in said.window.get(quoting[1], [])]
     if window and quotes != window and "\n".join(quotes) == "\n".join(window):
         read = _sources(window, said, quoting)
         flagged = any(source is not None and source[2] for source in read)  # a flagged turn is quoted by none
-        if not _a_window(sources, window, quoting) and not (flagged and _inserted_later(sources, quoting)):
+        pasted = flagged and _inserted_later(sources, quoting) and not any(source[2] for source in sources)
+        if not _a_window(sources, window, quoting) and not pasted:
             quotes, sources = window, read
     if any(source is None for source in sources):
         quotes = [q for quoted, source in zip(quotes, sources) for q in _by_speaker(quoted, source, beginnings)]
@@ -719,11 +720,13 @@ def _attributed(quotes, said, quoting, beginnings):
 
 
 def _inserted_later(sources, quoting):
-    """Whether each of a context's quotes is of a turn not flagged, of the quoting turn's
-    file, and one stored after it: only a turn inserted into its file later is quoted so."""
+    """Whether each of a context's quotes (of these turns, _sources) is of a turn said,
+    of the quoting turn's (`quoting`) file, and one stored after it: only a turn
+    inserted into its file later is quoted so (review 77). One of no file is a turn
+    of its file remembered again since (review 79)."""
     return (
         quoting[4] is not None
-        and all(source is not None and not source[2] and source[4] == quoting[4] for source in sources)
+        and all(source is not None and source[4] in (quoting[4], None) for source in sources)
         and any(source[0] > quoting[0] for source in sources)
     )
 
@@ -731,21 +734,16 @@ def _inserted_later(sources, quoting):
 def _a_window(sources, window, quoting):
     """Whether a context's quotes, of these turns (_sources), could be its turn's
     (`quoting`) window as its file holds it, where its `window` as stored says the same
-    words: as many turns, each said, of its file, in the order stored. A turn inserted
-    into its file later is stored last, and the window its file gives may join to the
-    same words as the one stored (review 77); a cut of fewer quotes is a turn pasting
-    the window's words as its own, before or after them, and one of another file is
-    never quoted by a turn of a file (reviews 74 and 78); one of no file is a turn of
-    its file remembered again since, and only a turn stored after the quoting one
-    makes the window its file gives differ from the one stored (review 79). A turn of
-    no file (remembered) quotes the turns stored before it: its window as stored is
-    the one."""
+    words: as many turns, in the order stored, one inserted later (_inserted_later)
+    making the window its file gives differ from the one stored. A cut of fewer quotes
+    is a turn pasting the window's words as its own, before or after them, and one of
+    another file is never quoted by a turn of a file (reviews 74 and 78). A turn of no
+    file (remembered) quotes the turns stored before it: its window as stored is the
+    one."""
     return (
-        quoting[4] is not None
-        and len(sources) == len(window)
-        and all(source is not None and source[4] in (quoting[4], None) for source in sources)
+        len(sources) == len(window)
+        and _inserted_later(sources, quoting)
         and all(a[0] < b[0] for a, b in zip(sources, sources[1:]))
-        and any(source[0] > quoting[0] for source in sources)  # only a turn inserted later
     )
 
 

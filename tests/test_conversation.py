@@ -766,17 +766,24 @@ def test_a_turn_flagged_with_plain_sql_is_found_in_a_window_another_turn_pastes(
     assert quotes(conn, "T3").splitlines()[1:] == {"T1": ["Bob: y"], "T2": ["Ann: x"]}[flagged]
 
 
-def test_a_turn_inserted_later_pasting_the_window_s_words_is_still_quoted_once_one_is_flagged(tmp_path):
+@pytest.mark.parametrize("again", [False, True])
+def test_a_turn_inserted_later_pasting_the_window_s_words_is_still_quoted_once_one_is_flagged(tmp_path, again):
     """Review 78: X, inserted into the file later (stored last), says T1's and T2's
     words joined; T3 quotes T2 and X. Flagging T2 leaves X's quote, which is the
     words of T3's window as stored, T1 and T2: a flagged turn is quoted by none, so
-    it is X's, and check names nothing."""
+    it is X's, and check names nothing. So too once X is remembered again as it was
+    (a turn of no file since, as a turn of its file)."""
     said = [("T1", "Ann", "a"), ("T2", "Bob", "b"), ("X", "Ann", "a\nBob: b"), ("T3", "Carl", "c")]
     records = [{"_id": i, "speaker": speaker, "text": text} for i, speaker, text in said]
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [transcript(tmp_path, [r for r in records if r["_id"] != "X"])])
     brain_sql.ingest(conn, [transcript(tmp_path, records)])
     assert quotes(conn, "T3").splitlines()[1:] == ["Bob: b", "Ann: a", "Bob: b"]
+    if again:
+        assert not remember(conn, [{**records[2], "session_id": "chat/1", "observed_at": "2023-05-08T13:56:00"}])[
+            0
+        ].errors
+        assert quotes(conn, "T3").splitlines()[1:] == ["Bob: b", "Ann: a", "Bob: b"]
     _changed(conn, "T2", "flag")
     assert quotes(conn, "T3").splitlines()[1:] == ["Ann: a", "Bob: b"]
     assert brain_sql.check(conn) == {}
