@@ -810,15 +810,16 @@ def _parse(context, named, lines, skip=None):
     """(where a turn's own lines end in its context, the quotes after them in
     order): its own lines are its speaker (whose name ends at `named`) and day,
     then its resolved time phrases; what follows is cut into the entries of
-    `lines` (_Entries) but `skip`, the turn's own (a turn never quotes itself); a run
-    of lines that is none of them is one quote."""
+    `lines` (_Entries) but `skip`, the turn's own (a turn never quotes itself), each
+    the longest that leaves the rest cut whole (_fit); a run of lines that is none of
+    them is one quote."""
     start = context.find("\n", named)
-    own, quotes, run = (len(context) if start == -1 else start), [], None
+    own, quotes, run, whole = (len(context) if start == -1 else start), [], None, {}
     while start != -1:
         at = start + 1
         end = context.find("\n", at)
         line = context[at:] if end == -1 else context[at:end]
-        match = next(lines.fitting(context, at, line, skip), None)
+        match = _fit(context, at, line, lines, skip, whole)
         if match is None:
             if run is None and not quotes and resolved_line(line):
                 start = end  # one of its own resolved time phrases
@@ -829,6 +830,36 @@ def _parse(context, named, lines, skip=None):
         quotes += [run, match] if run is not None else [match]
         run, start = None, (at + len(match) if at + len(match) < len(context) else -1)
     return own, quotes + ([run] if run is not None else [])
+
+
+def _fit(context, at, line, lines, skip, whole):
+    """The entry of `lines` (_Entries) but `skip` that the context's lines from `at`
+    (`line` the first) are read as: the longest that fits, unless what follows it
+    cannot be cut into entries and what follows a shorter one can (memo `whole`:
+    {line start: whether the context is cut into entries from there}). A turn inserted
+    later may quote "a / Bob: b" and then "a / Bob: b / Ann: a", whose lines the
+    longest cut reads as the second and then as the inserted turn's own words."""
+    fits = list(lines.fitting(context, at, line, skip))
+    if len(fits) > 1:
+        for match in fits:
+            if _whole(context, at + len(match) + 1, lines, skip, whole):
+                return match
+    return fits[0] if fits else None
+
+
+def _whole(context, at, lines, skip, whole):
+    """Whether the context from `at` (a line's start, or past its end) is cut into
+    entries of `lines` but `skip` (_fit's memo `whole`)."""
+    if at > len(context):
+        return True
+    if at not in whole:
+        whole[at] = False
+        end = context.find("\n", at)
+        line = context[at:] if end == -1 else context[at:end]
+        whole[at] = any(
+            _whole(context, at + len(match) + 1, lines, skip, whole) for match in lines.fitting(context, at, line, skip)
+        )
+    return whole[at]
 
 
 def _unquoted(own_words, said_by):

@@ -719,7 +719,7 @@ def test_a_turn_inserted_into_its_file_later_is_told_from_the_window_s_turns(tmp
     stored last, so by the order stored T2's window is T0 and T1, whose words joined
     are T1's and X's: T2's quotes are T1 and X, as the file says, and changing X
     changes X's quote only. Review 79: so too once X is remembered again as it was
-    (a turn of no file since)."""
+    (a turn of no file since). X's own context is read as its quotes of T0 and T1."""
     said = [
         ("T0", "Ann", "a\nBob: b"),
         ("T1", "Ann", "a\nBob: b\nAnn: a"),
@@ -731,6 +731,12 @@ def test_a_turn_inserted_into_its_file_later_is_told_from_the_window_s_turns(tmp
     brain_sql.ingest(conn, [transcript(tmp_path, [r for r in records if r["_id"] != "X"])])
     brain_sql.ingest(conn, [transcript(tmp_path, records)])
     assert quotes(conn, "T2").splitlines()[1:] == ["Ann: a", "Bob: b", "Ann: a", "Bob: b", "Ann: a"]
+    # X's own context quotes T0 and T1, whose lines the longest cut read as T1 and then X's own words:
+    # check named it stale, and repair cut it short
+    fresh = {external_id: context for external_id, context in rows(conn, "select external_id, context from knowledge")}
+    assert brain_sql.check(conn) == {}
+    brain_sql.check(conn, repair=True)
+    assert dict(rows(conn, "select external_id, context from knowledge")) == fresh
     if again:
         assert not remember(conn, [{**records[2], "session_id": "chat/1", "observed_at": "2023-05-08T13:56:00"}])[
             0
@@ -738,8 +744,7 @@ def test_a_turn_inserted_into_its_file_later_is_told_from_the_window_s_turns(tmp
     _changed(conn, "X", how)
     kept = {"forget": [], "flag": [], "correct": ["Bob: zz"]}[how]
     assert quotes(conn, "T2").splitlines()[1:] == ["Ann: a", "Bob: b", "Ann: a"] + kept
-    if again or how != "flag":  # X's own context, kept when flagged, check misreads (docs/ingest.md)
-        assert brain_sql.check(conn) == {}
+    assert brain_sql.check(conn) == {}
 
 
 @pytest.mark.parametrize("flagged", ["T1", "T2"])
