@@ -533,8 +533,7 @@ def _repair(conn, problems, model_id):
         # remember's correction does; the quotes go first: making a turn's own lines
         # again rehashes it and names its speaker, which is what tells a turn plain SQL changed
         for quotes in conversation.stale_quotes(conn, partial(edited, conn)).values():
-            for quote in reversed(quotes):  # last first: the matches before each stay as counted
-                restate(conn, quote, quote.now)
+            restate(conn, quotes)
         for contexts in conversation.stale_own_lines(conn).values():
             rewrite_contexts(conn, contexts)
         merge_look_alike_entities(conn)  # none, mostly

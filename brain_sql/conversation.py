@@ -250,15 +250,41 @@ def put_quote(context, said, new=None, occurrence=0):
     return context[: at.start()] + ("" if new is None else "\n" + new) + context[at.end() :]
 
 
+def put_quotes(context, changes):
+    """`context` with each of `changes` ((said, new, occurrence), as put_quote takes
+    them) made: the matches of each words found once, and the context put together
+    once (plain SQL may have written thousands of quotes into one). Changes whose
+    matches overlap are made one at a time, last first (they are given in the
+    context's order), as put_quote makes them."""
+    spans = {said: [m.span() for m in re.finditer(_pattern(said), context)] for said in {c[0] for c in changes}}
+    cuts = sorted((*spans[said][occurrence], new) for said, new, occurrence in changes if occurrence < len(spans[said]))
+    if any(a[1] > b[0] for a, b in zip(cuts, cuts[1:])):
+        for said, new, occurrence in reversed(changes):
+            context = put_quote(context, said, new, occurrence)
+        return context
+    parts, at = [], 0
+    for start, end, new in cuts:
+        parts += [context[at:start], "" if new is None else "\n" + new]
+        at = end
+    return "".join(parts) + context[at:]
+
+
 def _occurrences(context, own, quotes):
     """For each of `quotes` (a context's quotes after its own lines, which end at
     `own`), how many matches of its words come before it there; 0 for each when
     they do not make up the context."""
     if context[:own] + "".join("\n" + quoted for quoted in quotes) != context:
         return [0] * len(quotes)
+    # each words' matches found once in the whole context (plain SQL may have written thousands of
+    # quotes): those ending by `at` are the prefix's own, unless one runs across `at`
+    spans = {quoted: [m.span() for m in re.finditer(_pattern(quoted), context)] for quoted in set(quotes)}
+    ends = {quoted: [end for _, end in found] for quoted, found in spans.items()}
     found, at = [], own
     for quoted in quotes:
-        found.append(sum(1 for match in re.finditer(_pattern(quoted), context[:at])))
+        before = bisect.bisect_right(ends[quoted], at)
+        if before < len(spans[quoted]) and spans[quoted][before][0] < at:
+            before = sum(1 for match in re.finditer(_pattern(quoted), context[:at]))
+        found.append(before)
         at += len(quoted) + 1
     return found
 
@@ -849,16 +875,20 @@ def _fit(context, at, line, lines, skip, whole):
 
 def _whole(context, at, lines, skip, whole):
     """Whether the context from `at` (a line's start, or past its end) is cut into
-    entries of `lines` but `skip` (_fit's memo `whole`)."""
+    entries of `lines` but `skip` (_fit's memo `whole`), found for each line from
+    the last back: a context plain SQL wrote may hold any number of lines."""
     if at > len(context):
         return True
     if at not in whole:
-        whole[at] = False
-        end = context.find("\n", at)
-        line = context[at:] if end == -1 else context[at:end]
-        whole[at] = any(
-            _whole(context, at + len(match) + 1, lines, skip, whole) for match in lines.fitting(context, at, line, skip)
-        )
+        starts = [at] + [i + 1 for i in range(at, len(context)) if context[i] == "\n"]
+        for start in reversed(starts):
+            if start not in whole:
+                end = context.find("\n", start)
+                line = context[start:] if end == -1 else context[start:end]
+                whole[start] = any(
+                    start + len(match) >= len(context) or whole[start + len(match) + 1]
+                    for match in lines.fitting(context, start, line, skip)
+                )
     return whole[at]
 
 

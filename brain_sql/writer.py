@@ -861,24 +861,24 @@ def after_flagging(conn, ids):
     rewrite_contexts(conn, conversation.requote(conn, documents, unflag=True).contexts())
 
 
-def restate(conn, quote, new=None):
-    """Replace a stale quote (a conversation.Quote check found) in the contexts of
-    the turns it names by `new` (None: drop it), inside the caller's transaction:
-    a turn plain SQL deleted, flagged or changed is not found through what it
-    used to say. (The writer's own deletes, flags and corrections go through
+def restate(conn, quotes):
+    """Replace stale quotes (conversation.Quote, check's, in the order a context
+    holds them) in the contexts of the turns they name by what each says now
+    (None: drop it), inside the caller's transaction, each context rewritten
+    once: a turn plain SQL deleted, flagged or changed is not found through what
+    it used to say. (The writer's own deletes, flags and corrections go through
     conversation.requote.)"""
+    followers = sorted({document_id for quote in quotes for document_id in quote.followers})
     rows = conn.execute(
         "select id, context from knowledge where document_id in (select value from json_each(?)) order by id",
-        [json.dumps(quote.followers)],
+        [json.dumps(followers)],
     ).fetchall()
-    rewrite_contexts(
-        conn,
-        {
-            row_id: conversation.put_quote(context, quote.entry, new, quote.occurrence)
-            for row_id, context in rows
-            if quote.held_in(context)
-        },
-    )
+    contexts = {}
+    for row_id, context in rows:
+        changes = [(quote.entry, quote.now, quote.occurrence) for quote in quotes if quote.held_in(context)]
+        if changes:
+            contexts[row_id] = conversation.put_quotes(context, changes)
+    rewrite_contexts(conn, contexts)
 
 
 def rewrite_contexts(conn, contexts):

@@ -1625,3 +1625,22 @@ def test_a_turn_without_an_id_said_again_is_another_turn_in_a_file_or_a_call(con
     one_by_one = brain_sql.connect(tmp_path / "calls.db")
     assert [remember(one_by_one, [turn])[1][0] for turn in turns] == [[1], [2], [3], [2]]
     assert contents(one_by_one) == [text for _, text in said[:3]]
+
+
+def test_a_context_plain_sql_fills_with_quotes_is_repaired_in_one_rewrite(tmp_path):
+    """Plain SQL appends hundreds of quotes to T3's context: of T1, which it
+    quotes once already (a turn is quoted once), and of turns none says. check
+    names it, and repair drops them all in one rewrite of the context, each
+    quote's words found once (check and repair stay linear in its length)."""
+    chat = [("T1", "A", "a"), ("T2", "A", "a\nA: a"), ("T3", "B", "b")]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [transcript(tmp_path, [{"_id": i, "speaker": s, "text": t} for i, s, t in chat])])
+    fresh = quotes(conn, "T3")
+    filled = fresh + "".join(f"\nA: a\nC: gone {n}" for n in range(300))
+    conn.execute("update knowledge set context = ? where external_id = 'T3'", [filled])
+    conn.commit()
+    t3 = conn.execute("select document_id from knowledge where external_id = 'T3'").fetchone()[0]
+    assert brain_sql.check(conn) == {"stale_quotes": [t3]}
+    brain_sql.check(conn, repair=True)
+    assert quotes(conn, "T3") == fresh
+    assert brain_sql.check(conn) == {}
