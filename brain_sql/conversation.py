@@ -748,13 +748,20 @@ def _attributed(quotes, said, quoting, beginnings):
 def _inserted_later(sources, quoting):
     """Whether each of a context's quotes (of these turns, _sources) is of a turn said,
     of the quoting turn's (`quoting`) file, and one stored after it: only a turn
-    inserted into its file later is quoted so (review 77). One of no file is a turn
-    of its file remembered again since (review 79)."""
+    inserted into its file later is quoted so (review 77). One of no file counts
+    only as a turn of its file remembered again since (review 79; _of_file): any
+    other remembered turn pasting the window's words is not of it (review 81)."""
     return (
         quoting[4] is not None
-        and all(source is not None and source[4] in (quoting[4], None) for source in sources)
+        and all(source is not None and _of_file(source, quoting[4]) for source in sources)
         and any(source[0] > quoting[0] for source in sources)
     )
+
+
+def _of_file(turn, path):
+    """Whether `turn` (_sources's tuple) came from the file `path`, or is one of its
+    turns remembered again since (of no file, its document id still the file's)."""
+    return turn[4] == path or (turn[4] is None and turn[1].startswith(path + "#"))
 
 
 def _a_window(sources, window, quoting):
@@ -840,7 +847,7 @@ def _parse(context, named, lines, skip=None):
     the longest that leaves the rest cut whole (_fit); a run of lines that is none of
     them is one quote."""
     start = context.find("\n", named)
-    own, quotes, run, whole = (len(context) if start == -1 else start), [], None, {}
+    own, quotes, run, whole = (len(context) if start == -1 else start), [], None, ({}, {})
     while start != -1:
         at = start + 1
         end = context.find("\n", at)
@@ -860,22 +867,26 @@ def _parse(context, named, lines, skip=None):
 
 def _fit(context, at, line, lines, skip, whole):
     """The entry of `lines` (_Entries) but `skip` that the context's lines from `at`
-    (`line` the first) are read as: the longest that fits, unless what follows it
-    cannot be cut into entries and what follows a shorter one can (memo `whole`:
-    {line start: whether the context is cut into entries from there}). A turn inserted
+    (`line` the first) are read as: the longest that fits, unless what follows it is
+    cut into entries only with the quoting turn's own words (`skip`) and what follows
+    a shorter one is cut without them (memos `whole`: {line start: whether the context
+    is cut into entries from there}, without `skip` and with it). A turn inserted
     later may quote "a / Bob: b" and then "a / Bob: b / Ann: a", whose lines the
-    longest cut reads as the second and then as the inserted turn's own words."""
+    longest cut reads as the second and then as the inserted turn's own words. Lines
+    no turn says stay a run (a stale quote), however else the lines before read."""
     fits = list(lines.fitting(context, at, line, skip))
-    if len(fits) > 1:
-        for match in fits:
-            if _whole(context, at + len(match) + 1, lines, skip, whole):
-                return match
+    if len(fits) > 1 and skip is not None:
+        after = at + len(fits[0]) + 1
+        if not _whole(context, after, lines, skip, whole[0]) and _whole(context, after, lines, None, whole[1]):
+            for match in fits[1:]:
+                if _whole(context, at + len(match) + 1, lines, skip, whole[0]):
+                    return match
     return fits[0] if fits else None
 
 
 def _whole(context, at, lines, skip, whole):
     """Whether the context from `at` (a line's start, or past its end) is cut into
-    entries of `lines` but `skip` (_fit's memo `whole`), found for each line from
+    entries of `lines` but `skip` (_fit's memo `whole` for that `skip`), found for each line from
     the last back: a context plain SQL wrote may hold any number of lines."""
     if at > len(context):
         return True

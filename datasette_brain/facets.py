@@ -9,6 +9,7 @@ key (every other table keeps Datasette's own). A brain's internals get no
 suggestion, and a facet of theirs past its time limit shows as timed out.
 """
 
+import copy
 import json
 import time
 import weakref
@@ -20,6 +21,8 @@ from datasette.utils import escape_sqlite, sqlite3
 from . import links
 
 SUGGEST_ROWS = 1_000  # the rows of a brain's table a facet suggestion considers, as Datasette 1.0
+# how vec0 reports a read a time limit interrupted: its own message, or SQLite's for an error without one
+VEC0_INTERRUPTED = ("Could not extract metadata value", "SQL logic error")
 
 
 _first = weakref.WeakKeyDictionary()  # a request -> {(database, sql, params): its first rows' SQL}
@@ -91,17 +94,23 @@ def _sampled(facet_class):
                 or not links.is_brain(self.ds, self.database)
             ):
                 return await super().facet_results()
-            started = time.monotonic()
-            try:
-                return await super().facet_results()
-            except sqlite3.OperationalError:
-                # vec0 reports a query interrupted while it reads a metadata column as its own
-                # error: past the facets' time limit that is a time-out, as Datasette shows one
-                if time.monotonic() - started < self.ds.setting("facet_time_limit_ms") / 1000:
-                    raise
-                return [], [
-                    config["config"].get("column") or config["config"]["simple"] for config in self.get_configs()
-                ]
+            # vec0 reports a query interrupted while it reads a metadata column as its own error:
+            # each facet asked is counted on its own, and that error past its time limit is a time-out
+            results, timed_out = [], []
+            for config in self.get_configs():
+                one = copy.copy(self)
+                one.get_configs = lambda config=config: [config]
+                started = time.monotonic()
+                try:
+                    counted, late = await facet_class.facet_results(one)
+                except sqlite3.OperationalError as ex:
+                    ran_out = time.monotonic() - started >= self.ds.setting("facet_time_limit_ms") / 1000
+                    if not (ran_out and str(ex).startswith(VEC0_INTERRUPTED)):
+                        raise
+                    counted, late = [], [config["config"].get("column") or config["config"]["simple"]]
+                results += counted
+                timed_out += late
+            return results, timed_out
 
     Sampled.__name__ = Sampled.__qualname__ = facet_class.__name__
     return Sampled

@@ -1644,3 +1644,44 @@ def test_a_context_plain_sql_fills_with_quotes_is_repaired_in_one_rewrite(tmp_pa
     brain_sql.check(conn, repair=True)
     assert quotes(conn, "T3") == fresh
     assert brain_sql.check(conn) == {}
+
+
+@pytest.mark.parametrize("change", ["delete", "update"])
+def test_a_turn_plain_sql_changed_is_found_where_other_turns_words_could_hold_its_quote(tmp_path, change):
+    """Review 81: T5 quotes T3 ("a / Bob: b") and T4 ("c"); T2 says "b / Carl: c".
+    Plain SQL deletes or changes T4: check names T5's quote of it, though T1 then T2
+    would cut those lines whole (a shorter cut is taken only for the quoting turn's
+    own words), repair drops or restates it, and forgetting T2 later leaves T3's quote."""
+    said = [("T1", "Ann", "a"), ("T2", "Bob", "b\nCarl: c"), ("T3", "Ann", "a\nBob: b"), ("T4", "Carl", "c")]
+    said.append(("T5", "Dan", "d"))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [transcript(tmp_path, [{"_id": i, "speaker": s, "text": t} for i, s, t in said])])
+    assert quotes(conn, "T5").splitlines()[1:] == ["Ann: a", "Bob: b", "Carl: c"]
+    sql = {"delete": "delete from knowledge", "update": "update knowledge set content = 'zz'"}[change]
+    conn.execute(f"{sql} where external_id = 'T4'")
+    conn.commit()
+    t5 = conn.execute("select document_id from knowledge where external_id = 'T5'").fetchone()[0]
+    assert t5 in brain_sql.check(conn)["stale_quotes"]
+    brain_sql.check(conn, repair=True)
+    kept = ["Ann: a", "Bob: b"] + {"delete": [], "update": ["Carl: zz"]}[change]
+    assert quotes(conn, "T5").splitlines()[1:] == kept
+    brain_sql.forget(conn, external_ids=["T2"])
+    assert quotes(conn, "T5").splitlines()[1:] == kept
+
+
+def test_a_remembered_turn_pasting_a_window_is_not_read_as_a_turn_of_its_file(tmp_path):
+    """Review 81: R, remembered (no file, its own _id), says T1's and T2's words
+    joined; T3 quotes T1 and T2. Plain SQL flags T2: check names T3's quote of it
+    (R is no turn of T3's file remembered again), and repair drops it."""
+    chat = [{"_id": "T1", "speaker": "Ann", "text": "a"}, {"_id": "T2", "speaker": "Bob", "text": "b"}]
+    chat.append({"_id": "T3", "speaker": "Carl", "text": "c"})
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [transcript(tmp_path, chat)])
+    pasting = {"_id": "R", "speaker": "Ann", "text": "a\nBob: b", "session_id": "chat/1"}
+    assert not remember(conn, [{**pasting, "observed_at": "2023-05-08T13:56:00"}])[0].errors
+    conn.execute("update knowledge set flagged = 1 where external_id = 'T2'")
+    conn.commit()
+    t3 = conn.execute("select document_id from knowledge where external_id = 'T3'").fetchone()[0]
+    assert t3 in brain_sql.check(conn)["stale_quotes"]
+    brain_sql.check(conn, repair=True)
+    assert quotes(conn, "T3").splitlines()[1:] == ["Ann: a"]

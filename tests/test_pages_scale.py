@@ -397,4 +397,7 @@ async def test_a_facet_of_the_vectors_table_past_its_time_limit_says_so(decaying
         counted = set(re.findall(r'class="facet-info [^"]*" id="facet-[^"]*" data-column="([^"]*)"', response.text))
         timed_out = re.search(r"These facets timed out: ([^<]*)<", response.text)
         assert counted | set(timed_out.group(1).split(", ") if timed_out else ()) == {"valid_from", "source"}, limit
+        # an error that is no time-out is never shown as one (review 81)
+        wrong = await datasette.client.get("/decaying/vec_knowledge?_facet=valid_from&_facet=nosuch")
+        assert wrong.status_code == 400 and "no such column: nosuch" in wrong.text, limit
     assert counted == {"valid_from", "source"}
