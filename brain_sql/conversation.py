@@ -660,6 +660,7 @@ class _Said:
             if turn[4] is not None:
                 files[turn[4]] = (files.get(turn[4], []) + [turn])[-CONVERSATION_CONTEXT_TURNS:]
         self.places = {key: [t[0] for t in turns] for key, turns in self.entries.items()}
+        self.longest = max((turn[3].count("\n") + 1 for turn in turns), default=0)  # an entry's lines, at most
 
     def holders(self, quoted, path):
         """The turns saying `quoted`: of file `path` when it has any, else all; and their places."""
@@ -740,8 +741,44 @@ def _attributed(quotes, said, quoting, beginnings):
         if not _a_window(sources, window, quoting) and not pasted:
             quotes, sources = window, read
     if any(source is None for source in sources):
+        quotes, sources = _cut_again(quotes, sources, said, quoting)
+    if any(source is None for source in sources):
         quotes = [q for quoted, source in zip(quotes, sources) for q in _by_speaker(quoted, source, beginnings)]
         sources = _sources(quotes, said, quoting)
+    return quotes, sources
+
+
+# the most a writer quotes in one context: longer ones plain SQL wrote are not cut again
+_QUOTED_AT_MOST = CONVERSATION_CONTEXT_TURNS * (CONVERSATION_QUOTE_CHARS + CONVERSATION_NAME_CHARS + 3)
+
+
+def _cut_again(quotes, sources, said, quoting):
+    """(quotes, sources) of a context whose longest cut leaves lines no turn says:
+    its lines cut whole into turns' words, longest first, where each is said and
+    one of those turns of the quoting turn's file was stored after it (a turn
+    inserted later, review 82: T then X inserted later, whose lines the longest
+    cut read as an earlier turn saying T's words and X's first line, then a run);
+    else as given, the run a stale quote."""
+    text = "\n".join(quotes)
+    if len(text) > _QUOTED_AT_MOST:
+        return quotes, sources
+    lines = text.split("\n")
+    whole = {len(lines): []}  # line number -> the cut of the lines from there, or None
+    for at in range(len(lines) - 1, -1, -1):
+        whole[at] = next(
+            (
+                ["\n".join(lines[at:end])] + whole[end]
+                for end in range(min(len(lines), at + said.longest), at, -1)
+                if whole[end] is not None and "\n".join(lines[at:end]) in said.entries
+            ),
+            None,
+        )
+    cut = whole[0]
+    if not cut or cut == quotes:
+        return quotes, sources
+    again = _sources(cut, said, quoting)
+    if all(source is not None for source in again) and _inserted_later(again, quoting):
+        return cut, again
     return quotes, sources
 
 

@@ -1685,3 +1685,29 @@ def test_a_remembered_turn_pasting_a_window_is_not_read_as_a_turn_of_its_file(tm
     assert t3 in brain_sql.check(conn)["stale_quotes"]
     brain_sql.check(conn, repair=True)
     assert quotes(conn, "T3").splitlines()[1:] == ["Ann: a"]
+
+
+@pytest.mark.parametrize("how", [None, "forget", "flag", "correct"])
+@pytest.mark.parametrize("changed", ["T", "X", "E"])
+def test_a_turn_inserted_later_is_read_in_a_context_whose_longest_cut_leaves_a_run(tmp_path, how, changed):
+    """Review 82: X ("b / Carl: c") is inserted into the file later, before Q, so Q
+    quotes T ("a") and X, not its window as stored. E, far back, says "a / Bob: b":
+    the longest cut reads Q's lines as E and a run no turn says. Q's context is
+    read as T and X, turns of its file, X stored after Q: check names nothing on
+    the fresh brain, and changing T or X changes its quote alone, E none."""
+    said = [("E", "Ann", "a\nBob: b"), ("F", "Finn", "f"), ("T", "Ann", "a"), ("X", "Bob", "b\nCarl: c")]
+    records = [{"_id": i, "speaker": s, "text": t} for i, s, t in said + [("Q", "Quinn", "q")]]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [transcript(tmp_path, [r for r in records if r["_id"] != "X"])])
+    brain_sql.ingest(conn, [transcript(tmp_path, records)])
+    assert quotes(conn, "Q").splitlines()[1:] == ["Ann: a", "Bob: b", "Carl: c"]
+    if how is None:
+        assert brain_sql.check(conn) == {}
+        brain_sql.check(conn, repair=True)
+        assert quotes(conn, "Q").splitlines()[1:] == ["Ann: a", "Bob: b", "Carl: c"]
+        return
+    _changed(conn, changed, how)
+    gone = {"forget": [], "flag": [], "correct": [{"T": "Ann: zz", "X": "Bob: zz"}.get(changed)]}[how]
+    now = {"T": gone + ["Bob: b", "Carl: c"], "X": ["Ann: a"] + gone, "E": ["Ann: a", "Bob: b", "Carl: c"]}
+    assert quotes(conn, "Q").splitlines()[1:] == now[changed]
+    assert brain_sql.check(conn) == {}
