@@ -660,7 +660,10 @@ class _Said:
             if turn[4] is not None:
                 files[turn[4]] = (files.get(turn[4], []) + [turn])[-CONVERSATION_CONTEXT_TURNS:]
         self.places = {key: [t[0] for t in turns] for key, turns in self.entries.items()}
-        self.longest = max((turn[3].count("\n") + 1 for turn in turns), default=0)  # an entry's lines, at most
+        self.lengths = {}  # the first line of each entry -> the lengths of the entries beginning with it
+        for said in self.places:
+            if isinstance(said, str):
+                self.lengths.setdefault(said.partition("\n")[0], set()).add(len(said))
 
     def holders(self, quoted, path):
         """The turns saying `quoted`: of file `path` when it has any, else all; and their places."""
@@ -730,8 +733,9 @@ def _attributed(quotes, said, quoting, beginnings):
     (_parse's): as its window's turns when they are those turns' words and the cut
     given could not be the window of its turn (_a_window), unless they hold a
     flagged turn, which none quotes, and the cut given is of a turn inserted
-    later (_inserted_later; review 78), not flagged; a run of lines no turn says is cut where a
-    speaker's quote begins (_by_speaker)."""
+    later (_inserted_later; review 78), not flagged; a run of lines no turn says is
+    read again as turns inserted later (_cut_again), else cut where a speaker's
+    quote begins (_by_speaker)."""
     sources = _sources(quotes, said, quoting)
     window = [turn[3] for turn in said.window.get(quoting[1], [])]
     if window and quotes != window and "\n".join(quotes) == "\n".join(window):
@@ -762,14 +766,18 @@ def _cut_again(quotes, sources, said, quoting):
     text = "\n".join(quotes)
     if len(text) > _QUOTED_AT_MOST:
         return quotes, sources
-    lines = text.split("\n")
-    whole = {len(lines): []}  # line number -> the cut of the lines from there, or None
-    for at in range(len(lines) - 1, -1, -1):
+    # line start -> the cut of the lines from there (None: none), longest entry first
+    whole = {len(text) + 1: []}
+    for at in reversed([0] + [i + 1 for i, c in enumerate(text) if c == "\n"]):
+        end = text.find("\n", at)
+        line = text[at:] if end == -1 else text[at:end]
         whole[at] = next(
             (
-                ["\n".join(lines[at:end])] + whole[end]
-                for end in range(min(len(lines), at + said.longest), at, -1)
-                if whole[end] is not None and "\n".join(lines[at:end]) in said.entries
+                [text[at : at + length]] + whole[at + length + 1]
+                for length in sorted(said.lengths.get(line, ()), reverse=True)
+                if text[at + length : at + length + 1] in ("", "\n")
+                and whole.get(at + length + 1) is not None
+                and text[at : at + length] in said.entries
             ),
             None,
         )
@@ -881,8 +889,8 @@ def _parse(context, named, lines, skip=None):
     order): its own lines are its speaker (whose name ends at `named`) and day,
     then its resolved time phrases; what follows is cut into the entries of
     `lines` (_Entries) but `skip`, the turn's own (a turn never quotes itself), each
-    the longest that leaves the rest cut whole (_fit); a run of lines that is none of
-    them is one quote."""
+    the longest, or a shorter one where the longest leaves lines cut only with the
+    turn's own words (_fit); a run of lines that is none of them is one quote."""
     start = context.find("\n", named)
     own, quotes, run, whole = (len(context) if start == -1 else start), [], None, ({}, {})
     while start != -1:
