@@ -250,13 +250,18 @@ def put_quote(context, said, new=None, occurrence=0):
     return context[: at.start()] + ("" if new is None else "\n" + new) + context[at.end() :]
 
 
+def _matches(context, said):
+    """{words: the spans of its quotes in `context`, in order} for each of `said`,
+    each found once (plain SQL may have written thousands of quotes into one)."""
+    return {words: [m.span() for m in re.finditer(_pattern(words), context)] for words in set(said)}
+
+
 def put_quotes(context, changes):
     """`context` with each of `changes` ((said, new, occurrence), as put_quote takes
-    them) made: the matches of each words found once, and the context put together
-    once (plain SQL may have written thousands of quotes into one). Changes whose
-    matches overlap are made one at a time, last first (they are given in the
-    context's order), as put_quote makes them."""
-    spans = {said: [m.span() for m in re.finditer(_pattern(said), context)] for said in {c[0] for c in changes}}
+    them) made: the matches of each words found once (_matches), and the context put
+    together once. Changes whose matches overlap are made one at a time, last first
+    (they are given in the context's order), as put_quote makes them."""
+    spans = _matches(context, [said for said, _, _ in changes])
     cuts = sorted((*spans[said][occurrence], new) for said, new, occurrence in changes if occurrence < len(spans[said]))
     if any(a[1] > b[0] for a, b in zip(cuts, cuts[1:])):
         for said, new, occurrence in reversed(changes):
@@ -275,9 +280,8 @@ def _occurrences(context, own, quotes):
     they do not make up the context."""
     if context[:own] + "".join("\n" + quoted for quoted in quotes) != context:
         return [0] * len(quotes)
-    # each words' matches found once in the whole context (plain SQL may have written thousands of
-    # quotes): those ending by `at` are the prefix's own, unless one runs across `at`
-    spans = {quoted: [m.span() for m in re.finditer(_pattern(quoted), context)] for quoted in set(quotes)}
+    # the matches ending by `at` are the prefix's own, unless one runs across `at`
+    spans = _matches(context, quotes)
     ends = {quoted: [end for _, end in found] for quoted, found in spans.items()}
     found, at = [], own
     for quoted in quotes:
