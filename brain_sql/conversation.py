@@ -453,7 +453,6 @@ def stale_quotes(conn, edited=None):
             return same_file and any(said.startswith(" ".join(entry(name, "").split())) for name in names)
 
     said = {where: _Said(stored) for where, stored in turns.items()}  # (session, scope) -> its turns
-    lines = {where: _Entries(turn[3] for turn in stored) for where, stored in turns.items()}
     speakers = {}  # (session, scope) -> how its quotes begin: each speaker's name, as named now or was
     for document_id, (name, where, *_) in own.items():
         speakers.setdefault(where, set()).update(entry(n, "") for n in [name] + spoken.get(document_id, []))
@@ -465,7 +464,7 @@ def stale_quotes(conn, edited=None):
         named = _name_end(context, [speaker] + spoken.get(document_id, []))
         own_words = None if speaker is None else entry(speaker, text)
         skip = _unquoted(own_words, len(said.get(where, _NO_TURNS).entries.get(own_words, ())))
-        own_end, quotes = _parse(context, named, lines.get(where, _NO_ENTRIES), skip)
+        own_end, quotes = _parse(context, named, said.get(where, _NO_TURNS).firsts, skip)
         quotes, sources = _attributed(
             quotes, said.get(where, _NO_TURNS), (first, document_id, None, None, path), speakers.get(where, ())
         )
@@ -664,10 +663,7 @@ class _Said:
             if turn[4] is not None:
                 files[turn[4]] = (files.get(turn[4], []) + [turn])[-CONVERSATION_CONTEXT_TURNS:]
         self.places = {key: [t[0] for t in turns] for key, turns in self.entries.items()}
-        self.lengths = {}  # the first line of each entry -> the lengths of the entries beginning with it
-        for said in self.places:
-            if isinstance(said, str):
-                self.lengths.setdefault(said.partition("\n")[0], set()).add(len(said))
+        self.firsts = _Entries(turn[3] for turn in turns)  # its entries by their first lines, for _parse
 
     def holders(self, quoted, path):
         """The turns saying `quoted`: of file `path` when it has any, else all; and their places."""
@@ -676,7 +672,6 @@ class _Said:
 
 
 _NO_TURNS = _Said([])
-_NO_ENTRIES = _Entries()
 
 
 def _sources(quotes, said, quoting):
@@ -770,23 +765,17 @@ def _cut_again(quotes, sources, said, quoting):
     text = "\n".join(quotes)
     if len(text) > _QUOTED_AT_MOST:
         return quotes, sources
-    # line start -> the cut of the lines from there (None: none), longest entry first
-    whole = {len(text) + 1: []}
-    for at in reversed([0] + [i + 1 for i, c in enumerate(text) if c == "\n"]):
+    whole = {}  # _whole's memo
+    if not _whole(text, 0, said.firsts, None, whole):
+        return quotes, sources
+    cut, at = [], 0
+    while at <= len(text):  # at each line, the longest of its turns' words leaving the rest whole
         end = text.find("\n", at)
         line = text[at:] if end == -1 else text[at:end]
-        whole[at] = next(
-            (
-                [text[at : at + length]] + whole[at + length + 1]
-                for length in sorted(said.lengths.get(line, ()), reverse=True)
-                if text[at + length : at + length + 1] in ("", "\n")
-                and whole.get(at + length + 1) is not None
-                and text[at : at + length] in said.entries
-            ),
-            None,
-        )
-    cut = whole[0]
-    if not cut or cut == quotes:
+        fits = said.firsts.fitting(text, at, line)
+        cut.append(next(m for m in fits if _whole(text, at + len(m) + 1, said.firsts, None, whole)))
+        at += len(cut[-1]) + 1
+    if cut == quotes:
         return quotes, sources
     again = _sources(cut, said, quoting)
     if all(source is not None for source in again) and _inserted_later(again, quoting):
@@ -935,7 +924,7 @@ def _fit(context, at, line, lines, skip, whole):
 
 def _whole(context, at, lines, skip, whole):
     """Whether the context from `at` (a line's start, or past its end) is cut into
-    entries of `lines` but `skip` (_fit's memo `whole` for that `skip`), found for each line from
+    entries of `lines` but `skip` (memo `whole`, one for each `skip`), found for each line from
     the last back: a context plain SQL wrote may hold any number of lines."""
     if at > len(context):
         return True
