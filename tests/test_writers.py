@@ -466,3 +466,32 @@ def test_migrate_refuses_a_brain_whose_brain_meta_was_dropped(vault_brain_copy):
         brain_sql.migrate(conn, model)
     brain_sql.migrate(conn)
     assert conn.execute("select count(*) from sqlite_master where name = 'brain_meta'").fetchone()[0] == 0
+
+
+def test_a_repair_of_stale_quotes_waits_for_the_lock_then_rewrites_them_all(tmp_path):
+    """check --repair takes the write lock like every writer: with another holding
+    it, the repair waits (never fails half-way), then drops every stale quote."""
+    db_path = tmp_path / "brain.db"
+    lines = [
+        {"_id": i, "speaker": s, "text": t, "session_id": "chat/1", "observed_at": "2023-05-08T13:56:00"}
+        for i, s, t in [("T1", "A", "a"), ("T2", "A", "a\nA: a"), ("T3", "B", "b")]
+    ]
+    conn = brain_sql.connect(db_path)
+    brain_sql.ingest(conn, [write(tmp_path / "chat.jsonl", "".join(json.dumps(line) + "\n" for line in lines))])
+    fresh = conn.execute("select context from knowledge where external_id = 'T3'").fetchone()[0]
+    filled = fresh + "".join(f"\nC: gone {n}" for n in range(50))
+    conn.execute("update knowledge set context = ? where external_id = 'T3'", [filled])
+    conn.commit()
+    other = brain_sql.connect(db_path)
+    other.execute("begin immediate")
+    done = []
+    thread = threading.Thread(target=lambda: done.append(check(conn, repair=True)))
+    thread.start()
+    thread.join(0.5)
+    assert thread.is_alive()  # waiting for the lock, not failing
+    assert other.execute("select context from knowledge where external_id = 'T3'").fetchone()[0] == filled
+    other.execute("commit")
+    thread.join(30)
+    assert done and "stale_quotes" in done[0]
+    assert conn.execute("select context from knowledge where external_id = 'T3'").fetchone()[0] == fresh
+    assert check(conn) == {}
