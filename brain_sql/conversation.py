@@ -651,7 +651,7 @@ class _Said:
     session when it came from none or its file holds no other turn before it)."""
 
     def __init__(self, turns):
-        self.entries, self.window = {}, {}
+        self.entries, self.window, self.in_file, self._again = {}, {}, set(), {}
         last, files = [], {}
         for turn in turns:
             self.entries.setdefault(turn[3], []).append(turn)
@@ -659,15 +659,29 @@ class _Said:
                 self.entries.setdefault((turn[3], turn[4]), []).append(turn)
             own = files.get(turn[4]) if turn[4] is not None else None
             self.window[turn[1]] = list(own or last)
+            if own:
+                self.in_file.add(turn[1])
             last = (last + [turn])[-CONVERSATION_CONTEXT_TURNS:]
             if turn[4] is not None:
                 files[turn[4]] = (files.get(turn[4], []) + [turn])[-CONVERSATION_CONTEXT_TURNS:]
         self.places = {key: [t[0] for t in turns] for key, turns in self.entries.items()}
         self.firsts = _Entries(turn[3] for turn in turns)  # its entries by their first lines, for _parse
 
-    def holders(self, quoted, path):
-        """The turns saying `quoted`: of file `path` when it has any, else all; and their places."""
-        key = (quoted, path) if path is not None and (quoted, path) in self.entries else quoted
+    def holders(self, quoted, quoting):
+        """The turns saying `quoted` that `quoting` (a turn) may quote, and their places:
+        of its file when it has any; else, where its window is its file's, only that
+        file's turns remembered again (_of_file: review 82, a remembered turn pasting
+        the window's words is not what a file's turn quotes); else all."""
+        path = quoting[4]
+        if path is not None and (quoted, path) in self.entries:
+            key = (quoted, path)
+        elif quoting[1] in self.in_file:
+            if (quoted, path) not in self._again:
+                again = [turn for turn in self.entries.get(quoted, []) if _of_file(turn, path)]
+                self._again[quoted, path] = (again, [turn[0] for turn in again])
+            return self._again[quoted, path]
+        else:
+            key = quoted
         return self.entries.get(key, []), self.places.get(key, [])
 
 
@@ -684,12 +698,12 @@ def _sources(quotes, said, quoting):
     before it, latest first, then those after it (a remembered correction quotes
     the latest stored), unflagged first, latest first. A quote of a flagged turn
     is stale."""
-    place, document_id, path = quoting[0], quoting[1], quoting[4]
+    place, document_id = quoting[0], quoting[1]
     window = said.window.get(document_id, [])[::-1]
     sources = [None] * len(quotes)
     for quoted in dict.fromkeys(quotes):
         at = [i for i, q in enumerate(quotes) if q == quoted]
-        holders, places = said.holders(quoted, path)
+        holders, places = said.holders(quoted, quoting)
         cut = bisect.bisect_left(places, place) if place is not None else 0
         near = [t for t in window if t[3] == quoted]
         before = (holders[i] for i in range(cut - 1, -1, -1))
@@ -746,9 +760,34 @@ def _attributed(quotes, said, quoting, beginnings):
     if any(source is None for source in sources):
         quotes, sources = _cut_again(quotes, sources, said, quoting)
     if any(source is None for source in sources):
+        cut = [q for quoted, source in zip(quotes, sources) for q in _others(quoted, source, said.firsts)]
+        if cut != quotes:
+            quotes, sources = cut, _sources(cut, said, quoting)
         quotes = [q for quoted, source in zip(quotes, sources) for q in _by_speaker(quoted, source, beginnings)]
         sources = _sources(quotes, said, quoting)
     return quotes, sources
+
+
+def _others(quoted, source, firsts):
+    """A quote (of `source`, _sources's) that is the words of a turn the quoting
+    one may not quote (a remembered turn pasting its file's turns' words, review
+    82) cut into the other entries of `firsts` (_Entries) it holds, longest first,
+    the lines none of them says a run: plain SQL deleting or changing one of
+    those turns leaves its quote alone stale."""
+    if source is not None or quoted not in firsts.said:
+        return [quoted]
+    cut, run, at = [], None, 0
+    while at <= len(quoted):
+        end = quoted.find("\n", at)
+        line = quoted[at:] if end == -1 else quoted[at:end]
+        match = next(firsts.fitting(quoted, at, line, quoted), None)
+        if match is None:
+            run = line if run is None else run + "\n" + line
+            at += len(line) + 1
+            continue
+        cut += [run, match] if run is not None else [match]
+        run, at = None, at + len(match) + 1
+    return cut + ([run] if run is not None else [])
 
 
 # the most a writer quotes in one context: longer ones plain SQL wrote are not cut again
@@ -1019,15 +1058,16 @@ class _Session:
 
     def before(self, said, quoting):
         """How many turns say `said` before `quoting` (a turn's (place, document id,
-        ...)): of its file, when it came from one that holds any (_sources reads a
-        file's quotes as of its own turns)."""
+        ...)): of its file, when it came from one (_sources reads a file's quotes as
+        of its own turns where it can; too few only sends requote to read the quote
+        as check does)."""
         if self._in_file is None:
             self._in_file = {}
             for place, _, _, words, path in sorted(turn for turn, _ in self.turns.values()):
                 if path is not None:
                     self._in_file.setdefault((words, path), []).append(place)
-        places = self._in_file.get((said, quoting[4])) or self.saying.get(said, [])
-        return bisect.bisect_left(places, quoting[0])
+        places = self._in_file.get((said, quoting[4])) if quoting[4] is not None else self.saying.get(said)
+        return bisect.bisect_left(places or [], quoting[0])
 
     def _count(self, turn, change):
         """Count `turn` (place, document id, flagged, entry, source path) in (1) or

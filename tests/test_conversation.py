@@ -1669,22 +1669,38 @@ def test_a_turn_plain_sql_changed_is_found_where_other_turns_words_could_hold_it
     assert quotes(conn, "T5").splitlines()[1:] == kept
 
 
-def test_a_remembered_turn_pasting_a_window_is_not_read_as_a_turn_of_its_file(tmp_path):
-    """Review 81: R, remembered (no file, its own _id), says T1's and T2's words
-    joined; T3 quotes T1 and T2. Plain SQL flags T2: check names T3's quote of it
-    (R is no turn of T3's file remembered again), and repair drops it."""
+@pytest.mark.parametrize("remembered", ["after", "before"])
+@pytest.mark.parametrize(
+    "change, now",
+    [
+        ("update knowledge set flagged = 1", ["Ann: a"]),
+        ("delete from knowledge", ["Ann: a"]),
+        ("update knowledge set content = 'zz'", ["Ann: a", "Bob: zz"]),
+    ],
+)
+def test_a_remembered_turn_pasting_a_window_is_not_read_as_a_turn_of_its_file(tmp_path, remembered, change, now):
+    """Reviews 81 and 82: R, remembered (no file, its own _id), says T1's and T2's
+    words joined; T3 quotes T1 and T2. Plain SQL flags, deletes or changes T2:
+    check names T3's quote of it (R is no turn of T3's file remembered again, and
+    not what T3 quotes), and repair drops or rewrites that quote alone."""
     chat = [{"_id": "T1", "speaker": "Ann", "text": "a"}, {"_id": "T2", "speaker": "Bob", "text": "b"}]
     chat.append({"_id": "T3", "speaker": "Carl", "text": "c"})
     conn = brain_sql.connect(tmp_path / "brain.db")
-    brain_sql.ingest(conn, [transcript(tmp_path, chat)])
     pasting = {"_id": "R", "speaker": "Ann", "text": "a\nBob: b", "session_id": "chat/1"}
-    assert not remember(conn, [{**pasting, "observed_at": "2023-05-08T13:56:00"}])[0].errors
-    conn.execute("update knowledge set flagged = 1 where external_id = 'T2'")
+    pasting["observed_at"] = "2023-05-08T13:56:00" if remembered == "after" else "2023-05-08T13:55:00"
+    if remembered == "before":
+        assert not remember(conn, [pasting])[0].errors
+    brain_sql.ingest(conn, [transcript(tmp_path, chat)])
+    if remembered == "after":
+        assert not remember(conn, [pasting])[0].errors
+    assert brain_sql.check(conn) == {}
+    conn.execute(f"{change} where external_id = 'T2'")
     conn.commit()
     t3 = conn.execute("select document_id from knowledge where external_id = 'T3'").fetchone()[0]
     assert t3 in brain_sql.check(conn)["stale_quotes"]
     brain_sql.check(conn, repair=True)
-    assert quotes(conn, "T3").splitlines()[1:] == ["Ann: a"]
+    assert quotes(conn, "T3").splitlines()[1:] == now
+    assert "stale_quotes" not in brain_sql.check(conn)
 
 
 @pytest.mark.parametrize("how", [None, "forget", "flag", "correct"])
