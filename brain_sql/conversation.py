@@ -651,7 +651,7 @@ class _Said:
     session when it came from none or its file holds no other turn before it)."""
 
     def __init__(self, turns):
-        self.entries, self.window, self.in_file, self._again = {}, {}, set(), {}
+        self.entries, self.window, self.in_file, self._again = {}, {}, {}, {}
         last, files = [], {}
         for turn in turns:
             self.entries.setdefault(turn[3], []).append(turn)
@@ -660,7 +660,7 @@ class _Said:
             own = files.get(turn[4]) if turn[4] is not None else None
             self.window[turn[1]] = list(own or last)
             if own:
-                self.in_file.add(turn[1])
+                self.in_file[turn[1]] = list(last)  # its session's last turns, as an export's copy quotes
             last = (last + [turn])[-CONVERSATION_CONTEXT_TURNS:]
             if turn[4] is not None:
                 files[turn[4]] = (files.get(turn[4], []) + [turn])[-CONVERSATION_CONTEXT_TURNS:]
@@ -669,17 +669,20 @@ class _Said:
 
     def holders(self, quoted, quoting):
         """The turns saying `quoted` that `quoting` (a turn) may quote, and their places:
-        of its file when it has any; else, where its window is its file's, only that
-        file's turns remembered again (_of_file: review 82, a remembered turn pasting
-        the window's words is not what a file's turn quotes); else all."""
+        of its file when it has any; else, where its window is its file's, that file's
+        turns remembered again (_of_file) and the session's turns just before it (an
+        export's copy, one file, quotes those), no other (review 82: a remembered turn
+        pasting the window's words is not what a file's turn quotes); else all."""
         path = quoting[4]
         if path is not None and (quoted, path) in self.entries:
             key = (quoted, path)
         elif quoting[1] in self.in_file:
             if (quoted, path) not in self._again:
-                again = [turn for turn in self.entries.get(quoted, []) if _of_file(turn, path)]
-                self._again[quoted, path] = (again, [turn[0] for turn in again])
-            return self._again[quoted, path]
+                self._again[quoted, path] = [turn for turn in self.entries.get(quoted, []) if _of_file(turn, path)]
+            again = self._again[quoted, path]
+            last = [turn for turn in self.in_file[quoting[1]] if turn[3] == quoted and turn not in again]
+            turns = sorted(again + last) if last else again
+            return turns, [turn[0] for turn in turns]
         else:
             key = quoted
         return self.entries.get(key, []), self.places.get(key, [])
@@ -720,6 +723,21 @@ def _sources(quotes, said, quoting):
         found.sort()
         for i, source in zip(at[len(at) - len(found) :], found):
             sources[i] = source
+    return _as_copied(quotes, sources, said.in_file.get(document_id), quoting[4])
+
+
+def _as_copied(quotes, sources, last, path):
+    """`sources` but where a turn of file `path`, whose window is its file's, quotes
+    one of the session's `last` turns before it of no file or another (as an
+    export's copy, one file, quotes them): that quote is followed by the quotes of
+    the last turns after it, or it is of none (review 83: a remembered turn saying
+    T1's and T2's words, stored before T1, is not what T3 quotes once plain SQL
+    deletes T2)."""
+    for i, source in enumerate(sources if last else ()):
+        if source is not None and source[4] != path and not _of_file(source, path):
+            following = [turn[3] for turn in last[last.index(source) + 1 :]] if source in last else None
+            if following is None or quotes[i + 1 : i + 1 + len(following)] != following:
+                sources[i] = None
     return sources
 
 

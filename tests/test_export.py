@@ -653,3 +653,38 @@ def test_an_import_never_takes_an_id_another_writer_gave_between_its_transaction
     assert intruder in wanted  # the export wanted that id for one of its own memories
     assert copy.execute("select count(*) from knowledge where id = ?", [intruder]).fetchone()[0] == 0
     assert copy.execute("select count(*) from knowledge").fetchone()[0] == len(wanted)
+
+
+@pytest.mark.parametrize("how", [None, "forget", "flag", "correct"])
+@pytest.mark.parametrize("layout", ["remembered first", "another file first"])
+def test_a_copy_of_a_session_told_in_a_file_and_elsewhere_quotes_and_forgets_as_its_brain(tmp_path, layout, how):
+    """Review 83: R (remembered, or a turn of another file) said before file A's
+    turns. The copy is one file: its T2 quotes R and T1, where the brain's quotes
+    T1 alone. Check reads the copy as fresh, and forgetting, flagging or correcting
+    R there drops or restates every quote of it."""
+    said = [("T1", "Ann", "a"), ("T2", "Bob", "b"), ("T3", "Carl", "c")]
+    lines = [json.dumps({"_id": i, "speaker": s, "text": t, "session_id": "s1"}) for i, s, t in said]
+    brain = brain_sql.connect(tmp_path / "a.db")
+    if layout == "remembered first":
+        assert not brain_sql.remember(brain, [{"_id": "R", "speaker": "Rob", "text": "r", "session_id": "s1"}])[
+            0
+        ].errors
+    else:
+        first = json.dumps({"_id": "R", "speaker": "Rob", "text": "r", "session_id": "s1"})
+        brain_sql.ingest(brain, [write(tmp_path / "b.jsonl", first + "\n")])
+    brain_sql.ingest(brain, [write(tmp_path / "a.jsonl", "\n".join(lines) + "\n")])
+    copy = imported("".join(brain_sql.export(brain)), tmp_path)
+    contexts = "select external_id, context from knowledge where external_id in ('T1', 'T2') order by id"
+    assert [c.splitlines()[1:] for _, c in rows(copy, contexts)] == [["Rob: r"], ["Rob: r", "Ann: a"]]
+    assert brain_sql.check(copy) == {}
+    if how == "forget":
+        brain_sql.forget(copy, external_ids=["R"])
+    elif how == "flag":
+        brain_sql.flag(copy, [r for (r,) in copy.execute("select id from knowledge where external_id = 'R'")])
+    elif how == "correct":
+        assert not brain_sql.remember(copy, [{"_id": "R", "speaker": "Rob", "text": "r2", "session_id": "s1"}])[
+            0
+        ].errors
+    now = {None: ["Rob: r"], "forget": [], "flag": [], "correct": ["Rob: r2"]}[how]
+    assert [c.splitlines()[1:] for _, c in rows(copy, contexts)] == [now, now + ["Ann: a"]]
+    assert brain_sql.check(copy) == {}
