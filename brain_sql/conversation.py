@@ -723,21 +723,6 @@ def _sources(quotes, said, quoting):
         found.sort()
         for i, source in zip(at[len(at) - len(found) :], found):
             sources[i] = source
-    return _as_copied(quotes, sources, said.in_file.get(document_id), quoting[4])
-
-
-def _as_copied(quotes, sources, last, path):
-    """`sources` but where a turn of file `path`, whose window is its file's, quotes
-    one of the session's `last` turns before it of no file or another (as an
-    export's copy, one file, quotes them): that quote is followed by the quotes of
-    the last turns after it, or it is of none (review 83: a remembered turn saying
-    T1's and T2's words, stored before T1, is not what T3 quotes once plain SQL
-    deletes T2)."""
-    for i, source in enumerate(sources if last else ()):
-        if source is not None and source[4] != path and not _of_file(source, path):
-            following = [turn[3] for turn in last[last.index(source) + 1 :]] if source in last else None
-            if following is None or quotes[i + 1 : i + 1 + len(following)] != following:
-                sources[i] = None
     return sources
 
 

@@ -1669,20 +1669,30 @@ def test_a_turn_plain_sql_changed_is_found_where_other_turns_words_could_hold_it
     assert quotes(conn, "T5").splitlines()[1:] == kept
 
 
-@pytest.mark.parametrize("remembered", ["after", "before"])
+FLAG, DELETE, UPDATE = (
+    "update knowledge set flagged = 1",
+    "delete from knowledge",
+    "update knowledge set content = 'zz'",
+)
+
+
 @pytest.mark.parametrize(
-    "change, now",
+    "remembered, change, now",
     [
-        ("update knowledge set flagged = 1", ["Ann: a"]),
-        ("delete from knowledge", ["Ann: a"]),
-        ("update knowledge set content = 'zz'", ["Ann: a", "Bob: zz"]),
+        ("after", FLAG, ["Ann: a"]),
+        ("after", DELETE, ["Ann: a"]),
+        ("after", UPDATE, ["Ann: a", "Bob: zz"]),
+        ("before", FLAG, ["Ann: a"]),
+        ("before", UPDATE, ["Ann: a", "Bob: zz"]),
     ],
 )
 def test_a_remembered_turn_pasting_a_window_is_not_read_as_a_turn_of_its_file(tmp_path, remembered, change, now):
     """Reviews 81 and 82: R, remembered (no file, its own _id), says T1's and T2's
     words joined; T3 quotes T1 and T2. Plain SQL flags, deletes or changes T2:
-    check names T3's quote of it (R is no turn of T3's file remembered again, and
-    not what T3 quotes), and repair drops or rewrites that quote alone."""
+    check names T3's quote of it (R is no turn of T3's file remembered again, nor
+    one of the session's turns just before T3), and repair drops or rewrites that
+    quote alone. (R stored before T1 and T2 deleted: R is then just before T3, as
+    an export's copy would quote it, and check reads the lines as R's.)"""
     chat = [{"_id": "T1", "speaker": "Ann", "text": "a"}, {"_id": "T2", "speaker": "Bob", "text": "b"}]
     chat.append({"_id": "T3", "speaker": "Carl", "text": "c"})
     conn = brain_sql.connect(tmp_path / "brain.db")

@@ -655,13 +655,14 @@ def test_an_import_never_takes_an_id_another_writer_gave_between_its_transaction
     assert copy.execute("select count(*) from knowledge").fetchone()[0] == len(wanted)
 
 
-@pytest.mark.parametrize("how", [None, "forget", "flag", "correct"])
+@pytest.mark.parametrize("how", [None, "forget", "flag", "correct", "flag T1"])
 @pytest.mark.parametrize("layout", ["remembered first", "another file first"])
 def test_a_copy_of_a_session_told_in_a_file_and_elsewhere_quotes_and_forgets_as_its_brain(tmp_path, layout, how):
     """Review 83: R (remembered, or a turn of another file) said before file A's
     turns. The copy is one file: its T2 quotes R and T1, where the brain's quotes
     T1 alone. Check reads the copy as fresh, and forgetting, flagging or correcting
-    R there drops or restates every quote of it."""
+    R there drops or restates every quote of it; flagging T1 (review 84) drops
+    T1's quote alone."""
     said = [("T1", "Ann", "a"), ("T2", "Bob", "b"), ("T3", "Carl", "c")]
     lines = [json.dumps({"_id": i, "speaker": s, "text": t, "session_id": "s1"}) for i, s, t in said]
     brain = brain_sql.connect(tmp_path / "a.db")
@@ -685,6 +686,11 @@ def test_a_copy_of_a_session_told_in_a_file_and_elsewhere_quotes_and_forgets_as_
         assert not brain_sql.remember(copy, [{"_id": "R", "speaker": "Rob", "text": "r2", "session_id": "s1"}])[
             0
         ].errors
-    now = {None: ["Rob: r"], "forget": [], "flag": [], "correct": ["Rob: r2"]}[how]
-    assert [c.splitlines()[1:] for _, c in rows(copy, contexts)] == [now, now + ["Ann: a"]]
+    elif how == "flag T1":
+        brain_sql.flag(copy, [r for (r,) in copy.execute("select id from knowledge where external_id = 'T1'")])
+    now = {None: ["Rob: r"], "forget": [], "flag": [], "correct": ["Rob: r2"], "flag T1": ["Rob: r"]}[how]
+    t1 = [] if how == "flag T1" else ["Ann: a"]
+    assert [c.splitlines()[1:] for _, c in rows(copy, contexts)] == [now, now + t1]
     assert brain_sql.check(copy) == {}
+    brain_sql.check(copy, repair=True)
+    assert [c.splitlines()[1:] for _, c in rows(copy, contexts)] == [now, now + t1]
