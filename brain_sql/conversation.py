@@ -695,8 +695,8 @@ def _sources(quotes, said, quoting):
     """The turn each of a context's `quotes` quotes ((place, document id, flagged,
     entry, source path), None when no turn says it), the quoting turn being
     `quoting` (such a tuple) in its session (`said`, a _Said): of the other turns
-    there that say the same words — of its own file's, when it came from a file
-    that has any (ingest quotes a file's turns alone) — those of its window,
+    there that say the same words, and that it may quote (_Said.holders: ingest
+    quotes a file's turns alone, a copy the session's last turns), those of its window,
     unflagged first (a flagged one keeps its place, unquoted), then the others
     before it, latest first, then those after it (a remembered correction quotes
     the latest stored), unflagged first, latest first. A quote of a flagged turn
