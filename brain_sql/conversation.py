@@ -677,9 +677,12 @@ class _Said:
         if path is not None and (quoted, path) in self.entries:
             key = (quoted, path)
         elif quoting[1] in self.in_file:
-            if (quoted, path) not in self._again:
-                self._again[quoted, path] = [turn for turn in self.entries.get(quoted, []) if _of_file(turn, path)]
-            again = self._again[quoted, path]
+            named = quoting[1].rpartition("#")[0] or path  # the file its document id names (review 85)
+            if (quoted, path, named) not in self._again:
+                self._again[quoted, path, named] = [
+                    turn for turn in self.entries.get(quoted, []) if _of_file(turn, path) or _of_file(turn, named)
+                ]
+            again = self._again[quoted, path, named]
             last = [turn for turn in self.in_file[quoting[1]] if turn[3] == quoted and turn not in again]
             turns = sorted(again + last) if last else again
             return turns, [turn[0] for turn in turns]
@@ -839,9 +842,10 @@ def _inserted_later(sources, quoting):
 
 
 def _of_file(turn, path):
-    """Whether `turn` (_sources's tuple) came from the file `path`, or is one of its
-    turns remembered again since (of no file, its document id still the file's)."""
-    return turn[4] == path or (turn[4] is None and turn[1].startswith(path + "#"))
+    """Whether `turn` (_sources's tuple) came from the file `path`: its source path
+    is, or its document id still is the file's (one of its turns remembered again
+    since, of no file; or one plain SQL gave another path, review 85)."""
+    return turn[4] == path or turn[1].startswith(path + "#")
 
 
 def _a_window(sources, window, quoting):

@@ -1737,3 +1737,32 @@ def test_a_turn_inserted_later_is_read_in_a_context_whose_longest_cut_leaves_a_r
     now = {"T": gone + ["Bob: b", "Carl: c"], "X": ["Ann: a"] + gone, "E": ["Ann: a", "Bob: b", "Carl: c"]}
     assert quotes(conn, "Q").splitlines()[1:] == now[changed]
     assert brain_sql.check(conn) == {}
+
+
+@pytest.mark.parametrize("how", [None, "forget", "flag"])
+def test_a_turn_plain_sql_gave_another_path_is_still_quoted_as_its_file_s(tmp_path, how):
+    """Review 85: A0 and A1 (file A), B0 and B1 (file B), then A again with A2 and A3,
+    in one session. Plain SQL gives A1 another source path: its document id still
+    names file A, so A2's and A3's quotes of it are still of it. Check names nothing;
+    forgetting or flagging A1 drops those quotes."""
+    said = [("A0", "Ann", "a0"), ("A1", "Bob", "b1"), ("A2", "Ann", "a2"), ("A3", "Bob", "b3")]
+    a = [{"_id": i, "speaker": s, "text": t} for i, s, t in said]
+    b = [{"_id": "B0", "speaker": "Sue", "text": "s0"}, {"_id": "B1", "speaker": "Tim", "text": "t1"}]
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [transcript(tmp_path, a[:2])])
+    brain_sql.ingest(
+        conn, [write(tmp_path / "b.jsonl", "".join(json.dumps({**r, "session_id": "chat/1"}) + "\n" for r in b))]
+    )
+    brain_sql.ingest(conn, [transcript(tmp_path, a)])
+    assert [quotes(conn, t).splitlines()[1:] for t in ("A2", "A3")] == [["Ann: a0", "Bob: b1"], ["Bob: b1", "Ann: a2"]]
+    conn.execute("update knowledge set source_path = source_path || '.moved' where external_id = 'A1'")
+    conn.commit()
+    assert brain_sql.check(conn) == {}
+    a1 = [r for (r,) in conn.execute("select id from knowledge where external_id = 'A1'")]
+    if how == "forget":
+        brain_sql.forget(conn, external_ids=["A1"])
+    elif how == "flag":
+        brain_sql.flag(conn, a1)
+    now = [["Ann: a0", "Bob: b1"], ["Bob: b1", "Ann: a2"]] if how is None else [["Ann: a0"], ["Ann: a2"]]
+    assert [quotes(conn, t).splitlines()[1:] for t in ("A2", "A3")] == now
+    assert brain_sql.check(conn) == {}
