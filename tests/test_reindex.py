@@ -36,7 +36,9 @@ def count_of(conn):
 
 
 def vector_tables(conn):
-    return sorted(r[0] for r in conn.execute("select name from sqlite_master where name like 'vec%'"))
+    return sorted(
+        r[0] for r in conn.execute("select name from sqlite_master where type = 'table' and name like 'vec%'")
+    )
 
 
 @pytest.mark.parametrize("meanwhile_staged", [False, True])
