@@ -975,6 +975,13 @@ def _prepare(document, defaults, extractors, sessions, scopes):
     return document
 
 
+def _exported_again(document, plan):
+    """Whether stored `document` is given again by an export record (its chunks name
+    their memories) holding every stored chunk's text and no other: what
+    _Pipeline._unless_same may find changes nothing."""
+    return any(chunk.memory_id is not None for chunk in document.chunks) and not plan["new"] and not plan["removed"]
+
+
 def _document_hash(document, model_id):
     return content_hash(
         json.dumps(
@@ -1396,19 +1403,19 @@ class _Pipeline:
                 fresh.append((document, plan))
                 chunks += len(plan["new"])
                 vectors.update(self._vectors(plan["new"], embedded))
-                self._count(False)
+                self._count("added")
             elif not isolate:
                 write_fresh()  # first: documents are written in order
-                written_vectors, known = self._write(document, stored, embedded)
+                written_vectors, outcome = self._write(document, stored, embedded)
                 new_vectors.extend(written_vectors)  # inserted together: vec0 takes many rows at once faster
-                self._count(known)
+                self._count(outcome)
             else:
                 try:
                     with atomic(self.conn):
-                        written_vectors, known = self._write(document, stored, embedded)
+                        written_vectors, outcome = self._write(document, stored, embedded)
                         insert_vectors(self.conn, written_vectors)
                         self.writer.queue_mentions()
-                    self._count(known)
+                    self._count(outcome)
                 except Exception as ex:
                     self.writer.forget_entities()
                     report.errors.append(
@@ -1464,8 +1471,8 @@ class _Pipeline:
                 rewrite_contexts(self.conn, unlinked_contexts(self.conn, document))
 
     def _write(self, document, stored, embedded):
-        """writer.write of a new or changed document: (its new vectors, whether it
-        updates a stored one). A later version of the stored one is new: that is
+        """writer.write of a new or changed document: (its new vectors, "added",
+        "updated" or "unchanged"). A later version of the stored one is new: that is
         kept as history first; an earlier one (placed by validity.place_earlier)
         is written as history."""
         known = document.document_id in stored
@@ -1473,18 +1480,60 @@ class _Pipeline:
         if known and validity.later_version(self.conn, document):
             flagged, known = validity.keep_as_history(self.conn, document), False
         plan = self.writer.plan(document, known)
-        vectors = self.writer.write(document, plan, self._vectors(plan["new"], embedded))
-        if flagged:  # a new version of a flagged memory is flagged too: it goes into recall only reviewed
-            self.conn.execute("update knowledge set flagged = 1 where document_id = ?", (document.document_id,))
-        if document.version_of:
-            validity.mark_history(self.conn, document)
-        return vectors, known
 
-    def _count(self, known):
-        if known:
+        def write():
+            vectors = self.writer.write(document, plan, self._vectors(plan["new"], embedded))
+            if flagged:  # a new version of a flagged memory is flagged too: it goes into recall only reviewed
+                self.conn.execute("update knowledge set flagged = 1 where document_id = ?", (document.document_id,))
+            if document.version_of:
+                validity.mark_history(self.conn, document)
+            return vectors
+
+        if known and _exported_again(document, plan) and self._unless_same(document, plan, write):
+            return [], "unchanged"
+        return write(), "updated" if known else "added"
+
+    def _unless_same(self, document, plan, write):
+        """`write()` `document` (_exported_again) in a savepoint, taken back when it
+        changed nothing a reader sees of it (writer.stored_form), added no entity and
+        restated no turn's quote of it in another's context:
+        a brain's own export ingested into it again is then unchanged, where the
+        record and the note it was made from hash differently. Its stored hash (the
+        note's) is kept, so the note ingested again is unchanged too. Whether it was
+        taken back."""
+        report = {name: value for name, value in vars(self.report).items() if isinstance(value, int)}
+        queued = {kind: len(ids) for kind, ids in self.writer.queued.items()}
+        restated = set(self.writer.restated)
+        before = self.writer.stored_form(document.document_id)
+        self.conn.execute("savepoint brain_export_again")
+        try:
+            write()
+            same = (
+                self.report.entities == report["entities"]
+                and self.writer.restated == restated
+                and self.writer.stored_form(document.document_id) == before
+            )
+            if same:
+                self.conn.execute("rollback to brain_export_again")
+        except BaseException:
+            self.conn.execute("rollback to brain_export_again")
+            raise
+        finally:
+            self.conn.execute("release brain_export_again")
+        if same:
+            vars(self.report).update(report)
+            self.report.chunks_unchanged += len(plan["kept"])
+            for kind, count in queued.items():
+                del self.writer.queued[kind][count:]
+        return same
+
+    def _count(self, outcome):
+        if outcome == "added":
+            self.report.documents_added += 1
+        elif outcome == "updated":
             self.report.documents_updated += 1
         else:
-            self.report.documents_added += 1
+            self.report.documents_unchanged += 1
 
     def _vectors(self, new_chunks, embedded):
         """content hash -> (int8, bit) for new chunks: embedded ahead, reused from a

@@ -369,6 +369,26 @@ class DocumentWriter:
             ).fetchall()
         )
 
+    def stored_form(self, document_id):
+        """What a reader sees of stored document `document_id`: its memories but when
+        they were last updated, its edges but their ids and times, its documents
+        row but its hash and time, and its entity."""
+        found = self.conn.execute("select * from knowledge where document_id = ? order by id", (document_id,))
+        kept = [i for i, column in enumerate(found.description) if column[0] != "updated_at"]
+        memories = [[row[i] for i in kept] for row in found.fetchall()]
+        edges = sorted(
+            self.conn.execute(
+                "select from_entity_id, to_entity_id, relation_type, knowledge_id from relationships "
+                "where document_id = ?",
+                (document_id,),
+            ).fetchall()
+        )
+        row = self.conn.execute(
+            "select title, source_path, entity_id, chunks, rowid from documents where document_id = ?", (document_id,)
+        ).fetchone()
+        entity = row and self.conn.execute("select * from entities where id = ?", (row[2],)).fetchone()
+        return memories, edges, row, entity
+
     def plan(self, document, known):
         """Match the document's chunks to its stored rows (if `known`) by content hash:
         {"kept": [(row id, index, chunk)], "new": [(hash, text, index, chunk)], "removed": [row id],

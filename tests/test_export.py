@@ -694,3 +694,39 @@ def test_a_copy_of_a_session_told_in_a_file_and_elsewhere_quotes_and_forgets_as_
     assert brain_sql.check(copy) == {}
     brain_sql.check(copy, repair=True)
     assert [c.splitlines()[1:] for _, c in rows(copy, contexts)] == [now, now + t1]
+
+
+def written(conn):
+    """Every row a brain holds of its memories as it is, the times each was written,
+    its edges' ids and the documents' hashes included, and how far its change log goes."""
+    return {
+        "knowledge": rows(conn, "select * from knowledge order by id"),
+        "edges": rows(conn, "select * from relationships order by id"),
+        "entities": rows(conn, "select * from entities order by id"),
+        "documents": rows(conn, "select rowid, * from documents order by rowid"),
+        "changes": rows(conn, "select max(seq) from brain_changes"),
+    }
+
+
+def test_a_brains_own_export_ingested_into_it_changes_nothing(brain, tmp_path):
+    """Review 72's Y2: a note and its export record hash differently, and every
+    document was written again (its memories' updated_at, its edges' ids, its
+    hash) and counted updated. Now nothing is written, then or when the notes and
+    the export are ingested again, and each is counted unchanged; a record edited
+    in the export is still written, alone."""
+    before, lines = written(brain), exported(brain)
+    documents = brain.execute("select count(*) from documents").fetchone()[0]
+    for path in (write(tmp_path / "own.jsonl", lines), VAULT, tmp_path / "own.jsonl"):
+        report = brain_sql.ingest(brain, [path])
+        assert not report.errors, report.errors
+        assert report.documents_updated == report.documents_added == report.chunks_updated == 0, path
+        assert written(brain) == before, path
+    assert report.documents_unchanged == documents
+    others = "select * from knowledge where coalesce(external_id, '') != 'm-1' order by id"
+    kept = rows(brain, others)
+    edited = lines.replace("Deploys happen on Tuesdays.", "Deploys happen on Wednesdays.")
+    report = brain_sql.ingest(brain, [write(tmp_path / "edited.jsonl", edited)])
+    assert (report.documents_updated, report.documents_unchanged) == (1, documents - 1)
+    edit = "select content from knowledge where external_id = 'm-1'"
+    assert rows(brain, edit) == [("Deploys happen on Wednesdays.",)]
+    assert rows(brain, others) == kept
