@@ -1496,21 +1496,20 @@ class _Pipeline:
     def _unless_same(self, document, plan, write):
         """`write()` `document` (_exported_again) in a savepoint, taken back when it
         changed nothing a reader sees of it (writer.stored_form), added no entity and
-        restated no turn's quote of it in another's context:
-        a brain's own export ingested into it again is then unchanged, where the
-        record and the note it was made from hash differently. Its stored hash (the
-        note's) is kept, so the note ingested again is unchanged too. Whether it was
-        taken back."""
+        restated no turn's quote of it in another's context: a brain's own export
+        ingested into it again is then unchanged, where the record and the note it
+        was made from hash differently. Its stored hash (the note's) is kept, so the
+        note ingested again is unchanged too (and the export is written and taken
+        back again each time). Whether it was taken back."""
         report = {name: value for name, value in vars(self.report).items() if isinstance(value, int)}
         queued = {kind: len(ids) for kind, ids in self.writer.queued.items()}
-        restated = set(self.writer.restated)
         before = self.writer.stored_form(document.document_id)
         self.conn.execute("savepoint brain_export_again")
         try:
             write()
             same = (
                 self.report.entities == report["entities"]
-                and self.writer.restated == restated
+                and not self.writer.last_restated
                 and self.writer.stored_form(document.document_id) == before
             )
             if same:

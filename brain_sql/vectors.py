@@ -96,15 +96,19 @@ def index_vector_places(conn, table="vec_knowledge"):
     rowids = f"{table}_rowids"
     if places_index(conn, table) or not conn.execute("select 1 from pragma_table_info(?)", [rowids]).fetchone():
         return False
-    taken = {name for (name,) in conn.execute("select name from sqlite_master where type = 'index'")}
-    name = next(f"{rowids}_place{n or ''}" for n in itertools.count() if f"{rowids}_place{n or ''}" not in taken)
+    taken = {name.lower() for (name,) in conn.execute("select name from sqlite_master")}  # one namespace
+    name = next(
+        f"{rowids}_place{n or ''}" for n in itertools.count() if f"{rowids}_place{n or ''}".lower() not in taken
+    )
     conn.execute(f"CREATE INDEX [{name}] ON [{rowids}]({', '.join(PLACE_COLUMNS)})")
     return True
 
 
 def places_index(conn, table="vec_knowledge"):
-    """The name of the index_vector_places index of `table`, or None without one."""
-    for (name,) in conn.execute("select name from pragma_index_list(?)", [f"{table}_rowids"]).fetchall():
+    """The name of the index_vector_places index of `table` (one on its columns, of
+    every row), or None without one."""
+    rowids = f"{table}_rowids"
+    for (name,) in conn.execute("select name from pragma_index_list(?) where not partial", [rowids]).fetchall():
         if [c for (c,) in conn.execute("select name from pragma_index_info(?)", [name])] == PLACE_COLUMNS:
             return name
     return None

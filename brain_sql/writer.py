@@ -294,6 +294,7 @@ class DocumentWriter:
         # rows whose context a later document's requote embedded again, with their vectors: a vector the
         # caller holds for one of them, of its text as first written, is not to be inserted (vectors_due)
         self.restated = set()
+        self.last_restated = []  # the rows whose contexts the last write restated
         self.turns = conversation.SessionTurns()  # the sessions this run's rewrites requote in
         self.entity_ids = {}  # casefolded name -> id, for entities seen in this run
         self.looked_up = {}  # name -> its stored entity's id or None, as look_up_entities found them
@@ -376,18 +377,19 @@ class DocumentWriter:
         found = self.conn.execute("select * from knowledge where document_id = ? order by id", (document_id,))
         kept = [i for i, column in enumerate(found.description) if column[0] != "updated_at"]
         memories = [[row[i] for i in kept] for row in found.fetchall()]
-        edges = sorted(
-            self.conn.execute(
+        edges = sorted(  # tuples: a connection's row_factory may make rows that do not order (Datasette's)
+            tuple(edge)
+            for edge in self.conn.execute(
                 "select from_entity_id, to_entity_id, relation_type, knowledge_id from relationships "
                 "where document_id = ?",
                 (document_id,),
-            ).fetchall()
+            )
         )
         row = self.conn.execute(
             "select title, source_path, entity_id, chunks, rowid from documents where document_id = ?", (document_id,)
         ).fetchone()
         entity = row and self.conn.execute("select * from entities where id = ?", (row[2],)).fetchone()
-        return memories, edges, row, entity
+        return memories, edges, row and tuple(row), entity and tuple(entity)
 
     def plan(self, document, known):
         """Match the document's chunks to its stored rows (if `known`) by content hash:
@@ -467,6 +469,7 @@ class DocumentWriter:
             now = {document.document_id: said[1]} if said and said[0] == where and not flagged else None
             restated = rewrite_contexts(conn, quoted.contexts(now))
             self.restated.update(restated)
+        self.last_restated = restated
         self.turns.written(conn, [document.document_id], restated)
         return stored_vectors
 

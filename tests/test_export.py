@@ -730,3 +730,22 @@ def test_a_brains_own_export_ingested_into_it_changes_nothing(brain, tmp_path):
     edit = "select content from knowledge where external_id = 'm-1'"
     assert rows(brain, edit) == [("Deploys happen on Wednesdays.",)]
     assert rows(brain, others) == kept
+
+
+@pytest.mark.asyncio
+async def test_an_export_record_remembered_through_the_route_is_unchanged_or_written(brain, vault_brain_copy):
+    """Through Datasette (whose connections make rows that do not order, review 86):
+    a record of the brain's own export is counted unchanged, the same record with
+    another tag is written."""
+    record = next(json.loads(line) for line in exported(brain).splitlines() if '"_id": "m-1"' in line)
+    datasette = Datasette([str(vault_brain_copy)], metadata={"plugins": {"datasette-brain": {"allow_write": True}}})
+    same = await datasette.client.post("/brain/-/remember", json=record)
+    assert same.status_code == 201, same.text
+    assert (same.json()["unchanged"], same.json()["updated"]) == (1, 0)
+    tagged = await datasette.client.post("/brain/-/remember", json={**record, "tags": ["deploys", "weekly"]})
+    assert tagged.status_code == 201, tagged.text
+    assert (tagged.json()["unchanged"], tagged.json()["updated"]) == (0, 1)
+    assert json.loads(next(line for line in exported(brain).splitlines() if '"_id": "m-1"' in line))["tags"] == [
+        "deploys",
+        "weekly",
+    ]

@@ -404,8 +404,9 @@ async def test_a_facet_of_the_vectors_table_past_its_time_limit_says_so(decaying
 
 
 def place_index(conn):
-    """The index made on vec0's rowids table (sqlite-vec makes none of its own)."""
-    return rows(conn, "select name from pragma_index_list('vec_knowledge_rowids') where origin = 'c'")[0][0]
+    """The index made on vec0's rowids table of every row (sqlite-vec makes none of its own)."""
+    made = "select name from pragma_index_list('vec_knowledge_rowids') where origin = 'c' and not partial"
+    return rows(conn, made)[0][0]
 
 
 def sorts_every_vector(path):
@@ -420,7 +421,9 @@ def sorts_every_vector(path):
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("how", ["new", "made before the index", "dropped by plain SQL", "reindexed twice"])
+@pytest.mark.parametrize(
+    "how", ["new", "made before the index", "dropped by plain SQL", "reindexed twice", "reindexed, record emptied"]
+)
 async def test_a_page_of_the_vectors_table_reads_them_where_they_are_kept(run, vault_brain_copy, how):
     """vec0 reads a table without a KNN constraint in the order it keeps its vectors,
     sorting every one first without an index on that order: at a million, past the
@@ -434,15 +437,22 @@ async def test_a_page_of_the_vectors_table_reads_them_where_they_are_kept(run, v
         conn.commit()
         assert sorts_every_vector(vault_brain_copy)
         assert run("brain", "init", vault_brain_copy).exit_code == 0
-    elif how == "dropped by plain SQL":
+    elif how == "dropped by plain SQL":  # a view holds the name it had: the next free one is taken
         conn.execute(f"drop index {place_index(conn)}")
+        conn.execute("create view vec_knowledge_rowids_place as select 1")
+        conn.execute("create index vec_knowledge_rowids_place1 on vec_knowledge_rowids(chunk_id, chunk_offset) where 0")
         found = run("brain", "check", vault_brain_copy)
         assert found.exit_code == 1
         assert "they read every memory: 1 (vec_knowledge_rowids_place)" in found.output
         assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
-    elif how == "reindexed twice":  # the staged table's index keeps its name when the table is renamed
-        for _ in range(2):
+        assert place_index(conn) == "vec_knowledge_rowids_place2"
+    elif how.startswith("reindexed"):  # the staged table's index keeps its name when the table is renamed
+        for _ in range(2 if how == "reindexed twice" else 1):
             brain_sql.reindex(conn, "wordllama/l2_supercat")
+        if how == "reindexed, record emptied":  # the brain is still read as whole, its record restored
+            conn.execute("delete from _sqlite_migrations")
+            conn.commit()
+            assert run("brain", "init", vault_brain_copy).exit_code == 0
     assert not sorts_every_vector(vault_brain_copy)
     assert brain_sql.check(conn) == {}
     page = await Datasette([str(vault_brain_copy)]).client.get("/brain/vec_knowledge.json?_shape=array&_size=max")
