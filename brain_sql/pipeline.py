@@ -1318,7 +1318,7 @@ class _Pipeline:
     def _transaction(self, documents, embedded):
         """Write documents from the start of `documents` in one transaction, for
         INGEST_TRANSACTION_SECONDS; returns how many were written."""
-        counts = dict(vars(self.report))
+        mark = self._mark()
         try:
             with self._turn() as deadline:
                 return self._write_batch(documents, embedded, isolate=False, deadline=deadline)
@@ -1327,7 +1327,7 @@ class _Pipeline:
                 raise  # no document's fault: retrying one by one would not help
             # Something in it failed: write from the same document again, one
             # savepoint per document, so the bad document is reported and the rest land.
-            vars(self.report).update(counts)
+            self._undo(mark)
             self.writer.forget_entities()
             with self._turn() as deadline:
                 return self._write_batch(documents, embedded, isolate=True, deadline=deadline)
@@ -1410,6 +1410,7 @@ class _Pipeline:
                 new_vectors.extend(written_vectors)  # inserted together: vec0 takes many rows at once faster
                 self._count(outcome)
             else:
+                mark = self._mark()
                 try:
                     with atomic(self.conn):
                         written_vectors, outcome = self._write(document, stored, embedded)
@@ -1417,6 +1418,7 @@ class _Pipeline:
                         self.writer.queue_mentions()
                     self._count(outcome)
                 except Exception as ex:
+                    self._undo(mark)  # what it counted and queued was taken back with it
                     self.writer.forget_entities()
                     report.errors.append(
                         IngestError(document.read_from or document.source_path, document.line, f"not written: {ex}")
@@ -1501,14 +1503,13 @@ class _Pipeline:
         was made from hash differently. Its stored hash (the note's) is kept, so the
         note ingested again is unchanged too (and the export is written and taken
         back again each time). Whether it was taken back."""
-        report = {name: value for name, value in vars(self.report).items() if isinstance(value, int)}
-        queued = {kind: len(ids) for kind, ids in self.writer.queued.items()}
+        mark = self._mark()
         before = self.writer.stored_form(document.document_id)
         self.conn.execute("savepoint brain_export_again")
         try:
             write()
             same = (
-                self.report.entities == report["entities"]
+                self.report.entities == mark[0]["entities"]
                 and not self.writer.last_restated
                 and self.writer.stored_form(document.document_id) == before
             )
@@ -1520,11 +1521,20 @@ class _Pipeline:
         finally:
             self.conn.execute("release brain_export_again")
         if same:
-            vars(self.report).update(report)
+            self._undo(mark)
             self.report.chunks_unchanged += len(plan["kept"])
-            for kind, count in queued.items():
-                del self.writer.queued[kind][count:]
         return same
+
+    def _mark(self):
+        """What the report counts and the writer has queued for mentions so far, for
+        _undo when what is written after is taken back."""
+        return dict(vars(self.report)), {kind: len(ids) for kind, ids in self.writer.queued.items()}
+
+    def _undo(self, mark):
+        counts, queued = mark
+        vars(self.report).update(counts)
+        for kind, count in queued.items():
+            del self.writer.queued[kind][count:]
 
     def _count(self, outcome):
         if outcome == "added":

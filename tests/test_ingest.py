@@ -652,3 +652,29 @@ def test_edges_no_document_states_outlive_their_memorys_rewrite(tmp_path):
     assert brain_sql.check(conn) == {}
     brain_sql.forget(conn, [row[0] for row in conn.execute("select id from knowledge")])
     assert rows(conn, "select count(*) from relationships") == [(0,)]
+
+
+def test_a_record_the_brain_refuses_is_skipped_and_counts_nothing(tmp_path):
+    """A trigger plain SQL added refuses one record's documents row, after its chunk
+    is written: the record is skipped with its line, the rest go in, and the report
+    counts what was written, never the chunk and edges taken back with it (review 86)."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.migrate(conn, "wordllama/l2_supercat")
+    conn.execute(
+        "create trigger no_secrets before insert on documents when new.title = 'Secret' "
+        "begin select raise(abort, 'no secrets here'); end"
+    )
+    records = [
+        {"_id": "a", "title": "Alpha", "text": "Alpha is tagged.", "tags": ["one"]},
+        {"_id": "s", "title": "Secret", "text": "The secret is tagged.", "tags": ["two", "three"]},
+        {"_id": "b", "title": "Beta", "text": "Beta is tagged.", "tags": ["four"]},
+    ]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    report = brain_sql.ingest(conn, [path])
+    assert [(error.line, "no secrets here" in error.message) for error in report.errors] == [(2, True)]
+    assert (report.documents_added, report.chunks_added) == (2, 2)
+    stored = conn.execute("select count(*) from knowledge").fetchone()[0]
+    edges = conn.execute("select count(*) from relationships").fetchone()[0]
+    assert (stored, report.relationships) == (2, edges)
+    assert brain_sql.check(conn) == {}
