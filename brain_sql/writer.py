@@ -429,7 +429,9 @@ class DocumentWriter:
         flagged = 0
         self.turns.begin(conn)
         if plan["known"]:  # its edges are stated again below; a turn quoted as before needs no restating
-            quoted = conversation.requote(conn, [document.document_id], {document.document_id: said}, known=self.turns)
+            # ... unless its record flags it now (an export's): no turn quotes a flagged one
+            unless = None if self._flagged_now(document) else {document.document_id: said}
+            quoted = conversation.requote(conn, [document.document_id], unless, known=self.turns)
             if said is not None:  # where the stored turn was, when its quote changed (requote read it)
                 was = quoted.where.get(document.document_id)
                 moved = was != said[0] if was is not None else self._session_left(document, said[0])
@@ -566,6 +568,15 @@ class DocumentWriter:
                 if not marks.isdisjoint(_marks(*memory)):
                     ids.append(row_id)
         self._flag_carried(ids)
+
+    def _flagged_now(self, document):
+        """Whether `document`'s record flags a chunk (an export's record of a flagged
+        memory) and a stored row of it is not flagged yet."""
+        return any(chunk.flagged for chunk in document.chunks) and bool(
+            self.conn.execute(
+                "select 1 from knowledge where document_id = ? and not flagged limit 1", (document.document_id,)
+            ).fetchone()
+        )
 
     def _uncarried(self, document):
         """Whether stored `document`, about to be rewritten, is flagged; a flag this run

@@ -25,6 +25,7 @@ from datasette.app import Datasette
 
 import brain_sql
 from brain_sql import for_plugin
+from brain_sql.connection import sqlite3
 from datasette_brain import routes, tools
 
 from .conftest import VAULT, rows, wait_for, write
@@ -749,3 +750,27 @@ async def test_an_export_record_remembered_through_the_route_is_unchanged_or_wri
         "deploys",
         "weekly",
     ]
+
+
+def contexts(conn):
+    return rows(conn, "select external_id, flagged, context from knowledge where external_id like 'D1:%' order by id")
+
+
+def test_an_export_record_that_flags_a_turn_takes_its_quote_out_of_the_turns_after_it(brain, tmp_path):
+    """As `flag` does: a turn flagged by the record given again (a copy's export of a
+    turn flagged there) is quoted by no turn after it (review 86: they kept quoting
+    it, and check named them stale)."""
+    record = next(json.loads(line) for line in exported(brain).splitlines() if '"_id": "D1:2"' in line)
+    record["_chunks"][0]["flagged"] = True
+    copy = sqlite3.connect(tmp_path / "flagged.db")
+    brain.backup(copy)
+    copy.close()
+    flagged = brain_sql.connect(tmp_path / "flagged.db")
+    brain_sql.flag(flagged, [flagged.execute("select id from knowledge where external_id = 'D1:2'").fetchone()[0]])
+    report = brain_sql.ingest(brain, [write(tmp_path / "flag.jsonl", json.dumps(record) + "\n")])
+    assert not report.errors and report.documents_updated == 1
+    assert [row for row in contexts(brain) if row[0] != "D1:2"] == [
+        row for row in contexts(flagged) if row[0] != "D1:2"
+    ]
+    assert "That sounds great" not in "".join(context for name, _, context in contexts(brain) if name != "D1:2")
+    assert brain_sql.check(brain) == {}
