@@ -975,6 +975,10 @@ def _prepare(document, defaults, extractors, sessions, scopes):
     return document
 
 
+class _Same(Exception):
+    """A write _Pipeline._unless_same takes back: it changed nothing."""
+
+
 def _exported_again(document, plan):
     """Whether stored `document` is given again by an export record (its chunks name
     their memories) holding every stored chunk's text and no other: what
@@ -1505,25 +1509,20 @@ class _Pipeline:
         back again each time). Whether it was taken back."""
         mark = self._mark()
         before = self.writer.stored_form(document.document_id)
-        self.conn.execute("savepoint brain_export_again")
         try:
-            write()
-            same = (
-                self.report.entities == mark[0]["entities"]
-                and not self.writer.last_restated
-                and self.writer.stored_form(document.document_id) == before
-            )
-            if same:
-                self.conn.execute("rollback to brain_export_again")
-        except BaseException:
-            self.conn.execute("rollback to brain_export_again")
-            raise
-        finally:
-            self.conn.execute("release brain_export_again")
-        if same:
+            with atomic(self.conn):  # a savepoint in the ingest's transaction
+                write()
+                if (
+                    self.report.entities == mark[0]["entities"]
+                    and not self.writer.last_restated
+                    and self.writer.stored_form(document.document_id) == before
+                ):
+                    raise _Same
+        except _Same:
             self._undo(mark)
             self.report.chunks_unchanged += len(plan["kept"])
-        return same
+            return True
+        return False
 
     def _mark(self):
         """What the report counts and the writer has queued for mentions so far, for
