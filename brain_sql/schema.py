@@ -1028,7 +1028,8 @@ def m019_session_speakers(db):
 def m020_vector_places(db):
     """vectors.index_vector_places on vec_knowledge (a brain whose vec0 table plain SQL
     dropped has it made again, indexed, by check --repair): a page of the table
-    sorted every vector first. One pass over vec0's rowids (6 s at a million)."""
+    sorted every vector first. One pass over vec0's rowids (`brain init` 8.7 s at a
+    million, most of it this index)."""
     index_vector_places(db.conn)
 
 
