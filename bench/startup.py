@@ -21,7 +21,10 @@ changes every row alike. Rows:
   recall (harness.first_recall: the first 200 from POST /DB/-/recall, polled every 20 ms).
   Both again with datasette-mcp's entry point hidden from pluggy: what the MCP SDK it
   imports at startup costs. A snapshot that does not fit the code measured is rewritten
-  on the copy first, and said.
+  on the copy first, and said. With --behind N, N more records (SciFact abstracts under
+  new ids) are then ingested into the copy, so that each start follows them from a
+  snapshot that far behind: a server restarted after a few writes (a snapshot is saved
+  again only every SNAPSHOT_EVERY changes).
 
 With --compare ROOT, ROOT's code (another checkout) runs each row too, in the same rounds,
 and the figures are given side by side with their ratios. Both checkouts are
@@ -48,6 +51,7 @@ from harness import first_recall, get, start_server, stop, working_copy  # noqa:
 
 ROOT = Path(__file__).resolve().parent.parent
 VAULT = ROOT / "docs" / "vault"
+SCIFACT = ROOT.parent / "shared" / "data" / "scifact" / "corpus.jsonl"
 CLI = "import sys; from sqlite_utils.cli import cli; sys.argv[0] = 'sqlite-utils'; sys.exit(cli())"
 WITHOUT_PLUGIN = "import sqlite_utils.plugins; sqlite_utils.plugins.pm.set_blocked('brain'); " + CLI
 # `datasette` with datasette-mcp's entry point hidden from pluggy: what the MCP SDK it imports costs
@@ -164,6 +168,12 @@ def prepare(code, work, args):
             f"{code}: the snapshot is not the brain's now ({result.stdout.strip()}): "
             + ("written again on the copy" if args.copy else "the server follows the change log, or builds it")
         )
+    if args.behind:
+        records = work / "behind.jsonl"
+        with open(SCIFACT) as corpus, open(records, "w") as out:
+            for n, line in zip(range(args.behind), corpus):
+                out.write(json.dumps({**json.loads(line), "_id": f"behind-{n}"}) + "\n")
+        timed([sys.executable, "-c", CLI, "brain", "ingest", str(brain), str(records)], env, 600)
     return env, demo, brain, not args.copy  # a brain not copied is served immutable: never written
 
 
@@ -236,7 +246,15 @@ def main():
         "--query", default="Aspirin reduces the risk of heart attacks.", help="the first recall's query"
     )
     parser.add_argument("--timeout", type=float, default=300, help="seconds the server may take to its first recall")
+    parser.add_argument(
+        "--behind",
+        type=int,
+        default=0,
+        help="records ingested into the copy after its snapshot, which each start follows",
+    )
     args = parser.parse_args()
+    if args.behind and not args.copy:
+        parser.error("--behind writes to the brain: serve a copy of it (not --no-copy)")
     load_before = os.getloadavg()
     codes = {"this": ROOT, **({"compare": Path(args.compare).resolve()} if args.compare else {})}
     args.brain = args.brain and Path(args.brain).resolve()

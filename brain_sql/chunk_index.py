@@ -335,7 +335,7 @@ class ChunkIndex:
         digest.update(np.ascontiguousarray(rows.vector[live]).tobytes())
         if self.signs is not None:
             digest.update(self.signs.center.tobytes())
-            for array in self.signs.rows.to_arrays("signs").values():
+            for array in self.signs.rows.arrays.values():
                 digest.update(np.ascontiguousarray(array[live]).tobytes())
         return digest.hexdigest()
 

@@ -19,6 +19,7 @@ longest first, mentions.names_of forms) through a hash index of the names'
 casefolded keys: a dictionary of a million names is a few arrays, not a trie.
 """
 
+import bisect
 import unicodedata
 
 import numpy as np
@@ -34,7 +35,7 @@ from .config import (
     PPR_DAMPING,
     PPR_THETA,
 )
-from .slots import IdMap, Slots, Strings, distinct, distinct_counts, gather
+from .slots import IdMap, Slots, StringIndex, Strings, distinct, distinct_counts, gather
 
 MAX_ITERATIONS = 20
 TOLERANCE = 1e-6
@@ -48,6 +49,14 @@ WALKED, DANGLING = 1, 2  # a relationship's status: walked, or waiting for a mis
 
 def _key_hash(key):
     return xxhash.xxh64_intdigest(key.encode("utf-8", "surrogatepass"))
+
+
+_LONG = (1 << 21) - 1  # a key's length in its shape (longer ones share it)
+
+
+def _shape(first, last, length):
+    """A key's first and last characters and its length, in one int."""
+    return (min(length, _LONG) << 42) | (ord(first) << 21) | ord(last)
 
 
 def _word(character):
@@ -69,13 +78,23 @@ class NameIndex:
         self.entities = np.zeros(0, dtype=np.int64)
         self.recent = {}  # hash -> [entity ids]
         self.lengths = set()  # lengths of the keys held
+        # the keys' shapes (_shape) and first characters: a span of a text that is no key's
+        # shape is not looked up (a text of punctuation is a span at every pair of places);
+        # None in a snapshot saved before they were kept (EntityGraph makes them)
+        self.shapes, self.firsts = set(), set()
         self.added = 0
 
     def add(self, entity_id, keys):
         for key in keys:
             self.recent.setdefault(_key_hash(key), []).append(entity_id)
             self.lengths.add(len(key))
+            self.add_shape(key)
             self.added += 1
+
+    def add_shape(self, key):
+        if self.shapes is not None:
+            self.shapes.add(_shape(key[0], key[-1], len(key)))
+            self.firsts.add(key[0])
 
     def merge(self):
         if not self.recent:
@@ -102,11 +121,15 @@ class NameIndex:
             "names.hashes": self.hashes,
             "names.entities": self.entities,
             "names.lengths": np.array(sorted(self.lengths), dtype=np.int64),
+            **({} if self.shapes is None else {"names.shapes": np.array(sorted(self.shapes), dtype=np.uint64)}),
         }
 
     def load(self, arrays):
         self.hashes, self.entities = arrays["names.hashes"].copy(), arrays["names.entities"].copy()
         self.lengths = set(arrays["names.lengths"].tolist())
+        shapes = arrays.get("names.shapes")
+        self.shapes = None if shapes is None else set(shapes.tolist())
+        self.firsts = None if shapes is None else {chr((shape >> 21) & 0x1FFFFF) for shape in self.shapes}
 
 
 class EntityGraph:
@@ -124,8 +147,10 @@ class EntityGraph:
         self.chunks = Slots(
             {"node": (np.int64, ()), "document": (np.int64, ()), "doc_tie": (np.int64, ()), "id": (np.int64, ())}
         )
-        self._document_index = {}  # document_id -> index (built on first use after a load)
         self.document_ids = Strings()  # index -> document_id
+        self._document_index = StringIndex(
+            self.document_ids
+        )  # document_id -> index (made on first use after a load of before)
         self.documents = Slots({"entity": (np.int64, ())})  # by index: its entity id, -1 for none
         self.ties = Slots(
             {
@@ -246,16 +271,17 @@ class EntityGraph:
         a name and only visible chunks' alias_of edges resolve one: a name known
         only from hidden memories changes nothing."""
         folded = text.casefold()
-        starts = [p for p in range(len(folded)) if p == 0 or not _word(folded[p - 1])]
+        shapes, firsts = self._name_shapes()
+        starts = [p for p in range(len(folded)) if (p == 0 or not _word(folded[p - 1])) and folded[p] in firsts]
         ends = [q for q in range(1, len(folded) + 1) if q == len(folded) or not _word(folded[q])]
-        lengths = self.names.lengths
-        longest = max(lengths, default=0)
+        longest = max(self.names.lengths, default=0)
         found = {}  # (start, end) -> entity ids whose name stands there
         for start in starts:
-            for end in ends:
+            first = folded[start]
+            for end in ends[bisect.bisect_left(ends, start + MENTION_MIN_CHARS) :]:
                 if end - start > longest:
                     break
-                if end - start < MENTION_MIN_CHARS or (end - start) not in lengths:
+                if _shape(first, folded[end - 1], end - start) not in shapes:
                     continue
                 ids = [e for e in self.named(folded[start:end]) if reachable is None or reachable(e)]
                 if ids:
@@ -270,6 +296,19 @@ class EntityGraph:
             spans.append((words, self.alias_target(min(ids), visible), bare))
         return spans
 
+    def _name_shapes(self):
+        """The name keys' shapes and first characters (NameIndex), made from the
+        entities' names when a snapshot saved before they were kept held none."""
+        names = self.names
+        if names.shapes is None:
+            shapes, firsts = set(), set()
+            for entity_id in self.nodes.entity[self.nodes.live & (self.nodes.entity >= 0)].tolist():
+                for key in self._keys(entity_id):
+                    shapes.add(_shape(key[0], key[-1], len(key)))
+                    firsts.add(key[0])
+            names.shapes, names.firsts = shapes, firsts
+        return names.shapes, names.firsts
+
     def _name_of(self, entity_id):
         """The entity's name ('' when it has none)."""
         return self.node_names[self.node_of_entity[entity_id]] or ""
@@ -278,10 +317,11 @@ class EntityGraph:
 
     @property
     def document_index(self):
-        """document_id -> index, made on first use after a load (only a refresh uses it:
-        follower.fetch makes it beside the readers)."""
+        """document_id -> index (a StringIndex): a snapshot holds it, or one saved before
+        it did is made on first use (only a refresh uses it: follower.fetch makes it
+        beside the readers)."""
         if self._document_index is None:
-            self._document_index = {document_id: i for i, document_id in enumerate(self.document_ids.tolist())}
+            self._document_index = StringIndex.of(self.document_ids)
         return self._document_index
 
     def set_document(self, document_id, entity_id):
@@ -578,6 +618,7 @@ class EntityGraph:
         arrays.update(self.edge_row.to_arrays("graph.edge_row"))
         for name in ("node_names", "entity_types", "document_ids"):
             arrays.update(getattr(self, name).to_arrays(f"graph.{name}"))
+        arrays.update(self.document_index.to_arrays("graph.document_index"))
         pointers, ties, sides, _ = self.adjacency
         arrays.update(
             {"graph.adjacency.pointers": pointers, "graph.adjacency.ties": ties, "graph.adjacency.sides": sides}
@@ -604,7 +645,7 @@ class EntityGraph:
         graph.edge_row = IdMap.from_arrays(arrays, "graph.edge_row")
         for name in ("node_names", "entity_types", "document_ids"):
             setattr(graph, name, Strings.from_arrays(arrays, f"graph.{name}"))
-        graph._document_index = None
+        graph._document_index = StringIndex.from_arrays(arrays, "graph.document_index", graph.document_ids)
         graph.names.load(arrays)
         graph.relations = dict(meta["relations"])
         for entity, edge, target in meta["aliases"]:

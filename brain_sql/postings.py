@@ -26,6 +26,7 @@ import xxhash
 from . import lexical
 from .config import FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES
 from .schema import fts_damaged
+from .slots import hashed_at
 
 K1, B = 1.2, 0.75  # FTS5's bm25 constants (fts5_aux.c)
 IDF_FLOOR = 1e-6  # FTS5's idf for a phrase in half the rows or more
@@ -231,13 +232,10 @@ class Terms:
             return number
         if len(self._hashes):
             spelled = _spelled(term)
-            key = np.uint64(_hash(spelled))
-            at = int(np.searchsorted(self._hashes, key))
-            while at < len(self._hashes) and self._hashes[at] == key:
+            for at in hashed_at(self._hashes, np.uint64(_hash(spelled))):
                 number = int(self._order[at])
                 if self._blob[self._starts[number] : self._ends[number]] == spelled:
                     return number
-                at += 1
         return default
 
     def lookup(self, terms):

@@ -4,6 +4,9 @@ maps from the brain's integer ids to slots. Plain arrays, so a part is
 cheap to hold at a million rows and to persist (snapshot.py)."""
 
 import numpy as np
+import xxhash
+
+from .config import SNAPSHOT_ROOM_MIN, SNAPSHOT_ROOM_SHARE
 
 
 def gather(array, index, missing):
@@ -57,15 +60,34 @@ class Slots:
         raise AttributeError(name)
 
     def to_arrays(self, prefix):
-        return {f"{prefix}.{name}": array[: self.size] for name, array in self.arrays.items()}
+        """The columns with the empty rows they have room for after the last, up to
+        SNAPSHOT_ROOM_SHARE of their rows more (at least SNAPSHOT_ROOM_MIN), and the
+        number of rows: a state loaded from them takes its first writes in that room
+        (a few pages of the mapped file made its own) instead of copying every column
+        (a second at a million chunks, which the first recall after a write waited for)."""
+        kept = min(
+            len(next(iter(self.arrays.values()))), self.size + max(SNAPSHOT_ROOM_MIN, self.size // SNAPSHOT_ROOM_SHARE)
+        )
+        return {
+            **{f"{prefix}.{name}": array[:kept] for name, array in self.arrays.items()},
+            f"{prefix}.rows": np.array([self.size], np.int64),
+        }
 
     def load(self, arrays, prefix):
-        """Take the columns `to_arrays` gave (a snapshot's) as they are: the first
-        row added copies them into room to grow."""
+        """Take the columns `to_arrays` gave (a snapshot's) as they are, their empty
+        rows as room (a snapshot of before holds none: the first row added copies
+        every column into room to grow)."""
         for name in self.arrays:
             stored = arrays[f"{prefix}.{name}"]
-            self.size = len(stored)
             self.arrays[name] = stored if stored.flags.writeable else stored.copy()
+        capacity = min(len(array) for array in self.arrays.values())
+        rows = arrays.get(f"{prefix}.rows")
+        self.size = capacity if rows is None else int(rows[0])
+        if not 0 <= self.size <= capacity or any(len(array) != capacity for array in self.arrays.values()):
+            raise ValueError(f"{prefix}: {self.size} rows in columns of {capacity}")
+        for array in self.arrays.values():  # a new row's columns start at 0 (derived, never trusted)
+            if array[self.size :].any():
+                array[self.size :] = 0
 
 
 # An IdMap holds ids from 0 up to DENSE_PER_ID times as many ids as it holds (at
@@ -271,6 +293,93 @@ class Strings:
         column.text = arrays[f"{prefix}.text"].tobytes().decode("utf-8", "surrogatepass")
         column.ends, column.none = arrays[f"{prefix}.ends"], arrays[f"{prefix}.none"]
         return column
+
+
+def _hash(value):
+    return xxhash.xxh3_64_intdigest(value.encode("utf-8", "surrogatepass"))
+
+
+def hashed_at(hashes, key):
+    """The positions in the sorted `hashes` holding `key`."""
+    at = end = int(np.searchsorted(hashes, key))
+    while end < len(hashes) and hashes[end] == key:
+        end += 1
+    return range(at, end)
+
+
+class StringIndex:
+    """value -> its index in a Strings column, as a dict of them would answer, for
+    values that are never changed (only added). Loaded from a snapshot it is the
+    values' hashes, sorted, and each one's index: no Python object a value, where a
+    dict of a million document ids took over a second to make at the first write
+    after a load. Values added since are kept in a dict beside it."""
+
+    def __init__(self, column, hashes=None, order=None):
+        self.column = column
+        self.hashes = np.zeros(0, np.uint64) if hashes is None else hashes  # ascending
+        self.order = np.zeros(0, np.int64) if order is None else order  # the index of each hash's value
+        self.added = {}
+        self._later = []  # (hash, index) of each added value, hashed as it comes (not all at a save)
+
+    @classmethod
+    def of(cls, column):
+        """The index of every value `column` holds now (a snapshot saved without one)."""
+        index = cls(column)
+        index.hashes, index.order = _table([(_hash(v), i) for i, v in enumerate(column.tolist()) if v is not None])
+        return index
+
+    def get(self, value, default=None, key=None):
+        """Its index (`key`: its hash, when the caller has it)."""
+        found = self.added.get(value)
+        if found is not None:
+            return found
+        if len(self.hashes):
+            for at in hashed_at(self.hashes, np.uint64(_hash(value) if key is None else key)):
+                if self.column[int(self.order[at])] == value:
+                    return int(self.order[at])
+        return default
+
+    def __contains__(self, value):
+        return self.get(value) is not None
+
+    def __getitem__(self, value):
+        found = self.get(value)
+        if found is None:
+            raise KeyError(value)
+        return found
+
+    def __setitem__(self, value, index):
+        """Index a value not indexed yet (a value's index never changes)."""
+        key = _hash(value)
+        if self.get(value, key=key) is not None:
+            raise ValueError(f"{value!r} is indexed already")
+        self.added[value] = index
+        self._later.append((key, index))
+
+    def to_arrays(self, prefix):
+        """The table, the values added since hashed and merged in (the others are not hashed again)."""
+        hashes, order = _table(self._later)
+        hashes, order = np.concatenate((self.hashes, hashes)), np.concatenate((self.order, order))
+        sort = np.argsort(hashes, kind="stable")
+        return {f"{prefix}.hashes": hashes[sort], f"{prefix}.order": order[sort]}
+
+    @classmethod
+    def from_arrays(cls, arrays, prefix, column):
+        """The index a snapshot holds of `column`; None for a snapshot saved without one."""
+        if f"{prefix}.hashes" not in arrays:
+            return None
+        hashes, order = arrays[f"{prefix}.hashes"], arrays[f"{prefix}.order"]
+        if len(hashes) != len(order) or (len(order) and not 0 <= int(order.max()) < len(column)):
+            raise ValueError(f"{prefix}: an index of values the column does not hold")
+        return cls(column, hashes, order)
+
+
+def _table(pairs):
+    """(hashes ascending, their indexes) of (hash, index) pairs."""
+    hashes = np.fromiter((h for h, _ in pairs), np.uint64, len(pairs))
+    order = np.fromiter((i for _, i in pairs), np.int64, len(pairs))
+    sort = np.argsort(hashes, kind="stable")
+    return hashes[sort], order[sort]
 
 
 def sorted_unique(values):

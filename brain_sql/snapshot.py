@@ -38,8 +38,10 @@ except ImportError:  # not on Windows: leftovers of killed writers stay there
 
 MAGIC = b"datasette-brain read state\n"
 # 2: with the lexical postings; 3: their terms one a line; 4: changes with stamps; 5: terms hashed;
-# 6: id maps with their far ids (slots.IdMap)
-FORMAT = 6
+# 6: id maps with their far ids (slots.IdMap); 7: columns with room after their rows, the
+# graph's document index (a snapshot of 6 is read too: its columns full, its index made on first use)
+FORMAT = 7
+READABLE = (6, 7)
 ALIGN = 64
 SUFFIX = "-brainstate"
 TEMPORARY = ".brainstate-"  # the prefix of a snapshot's file while it is written
@@ -176,7 +178,7 @@ def _manifest(handle, path):
         start = handle.tell() + (-handle.tell() % ALIGN)
     except (OSError, ValueError, struct.error) as ex:
         raise SnapshotError(f"{path} cannot be read: {ex}") from ex
-    if manifest.get("format") != FORMAT:
+    if manifest.get("format") not in READABLE:
         raise SnapshotError(f"{path} is of format {manifest.get('format')}, not {FORMAT}")
     return manifest, start
 

@@ -60,6 +60,7 @@ class ReadState:
         self.postings = Postings()
         self.saved = None  # the change its snapshot holds
         self.saving = False
+        self.outdated = False  # loaded from a snapshot of an earlier format
 
     # -- building and following ------------------------------------------------
 
@@ -134,6 +135,7 @@ class ReadState:
         except (KeyError, TypeError, ValueError) as ex:
             raise snapshot.SnapshotError(f"{path} is damaged: {ex}") from ex
         state.graph.slot_of = state.chunks.slot_of
+        state.outdated = manifest["format"] != snapshot.FORMAT  # saved anew as soon as it is worth it
         state.instance, state.seq = manifest["instance"], manifest["seq"]
         state.last = tuple(manifest["last"]) if manifest["last"] else None
         state.built = True
@@ -329,7 +331,8 @@ def _bring_up(state, conn, key, dimension, seen, fetched):
         if loaded is not None:
             loaded, saved = loaded
             _replace(state, loaded, token)
-            state.saved = saved  # the position the file holds, before the changes followed since
+            # the position the file holds, before the changes followed since (none: of another format)
+            state.saved = None if loaded.outdated else saved
     try:
         stale = not state.built or seq is None or state.refresh(conn, fetched)
     except BaseException:
@@ -358,9 +361,10 @@ def _holds(state, seq, instance, stamp):
 
 def prepare_for_writes(conn, dimension):
     """Make the read state of the brain on `conn` ready for its first write, beside
-    the readers: room in every column and the graph's document index. A state loaded
-    from a snapshot has neither, and its first write would make them (two CPU seconds
-    at a million chunks) while every recall asking after that write waited. A
+    the readers: room in every column and the graph's document index. A snapshot
+    holds both (room for SNAPSHOT_ROOM_SHARE of its rows more); one saved before
+    format 7 holds neither, and its first write would make them (two CPU seconds at a
+    million chunks) while every recall asking after that write waited. A
     snapshot found SNAPSHOT_BEHIND_AT_START changes behind is saved anew once quiet."""
     state = current(conn, dimension)
     with state.refreshing:

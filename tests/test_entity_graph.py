@@ -236,17 +236,24 @@ def test_distinct_values_and_counts_are_np_uniques(seed):
             np.testing.assert_array_equal(slots.distinct_counts(groups, values, count, size), expected)
 
 
-def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path):
+@pytest.mark.parametrize("shapes", ["kept", "made"])
+def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path, shapes):
+    """Whole names, longest first, as an automaton of every name key finds them: the
+    spans tried only where a key's first and last characters and length stand (their
+    shapes, kept as names are added, or made from the names where a snapshot saved
+    before they were kept holds none)."""
     conn = linked_brain(tmp_path, 3)
     brain_sql.remember(
         conn,
         [
             {"title": "Mark King (musician)", "text": "bass", "entities": ["O'Neil & Sons", "ß-Team"]},
-            {"title": "Dana Whitfield", "text": "owns the runbook"},
+            {"title": "Dana Whitfield", "text": "owns the runbook", "entities": [".NET", "C++", "!!!", "(Ab)"]},
         ],
     )
     current = state.current(conn, 256)
     graph = current.graph
+    if shapes == "made":
+        graph.names.shapes = graph.names.firsts = None
     named = {}
     for entity_id in graph.entity_ids().tolist():
         node = graph.entity_node(entity_id)
@@ -264,6 +271,8 @@ def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path):
         "nothing here",
         "person",
         "Dana Whitfield's note 7",
+        "c++ and .net, !!! (ab) c++c++ .net. !!!! ((ab)) ,,,",
+        "!!!" * 40 + ",!!!, c++" * 30,
     ]
     for text in texts:
         with current.lock:
@@ -278,6 +287,26 @@ def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path):
                 taken.append((start, end))
                 expected.add(graph.alias_target(min(spans[(start, end)])))
         assert found == sorted(expected), text
+
+
+def test_a_text_of_punctuation_looks_up_no_name_no_key_has_the_shape_of(tmp_path, monkeypatch):
+    """Every place of a text of punctuation starts and ends a word-bounded span: only
+    spans with a key's first and last characters and length are looked up, not the
+    millions of pairs up to the longest name (seconds a query, review 87)."""
+    conn = linked_brain(tmp_path, 3)
+    title = "A long title " + "x" * 480
+    brain_sql.remember(conn, [{"title": title, "text": "t", "entities": ["C++", ".NET"]}])
+    current = state.current(conn, 256)
+    graph, looked_up = current.graph, []
+    named = graph.named
+    monkeypatch.setattr(graph, "named", lambda key: looked_up.append(key) or named(key))
+    with current.lock:
+        for text in ("," * 2000, "\\" * 2000, "[[" * 1000):
+            assert graph.seed_entities(text) == []
+        assert looked_up == []
+        assert len(graph.seed_entities("c++ " * 500)) == 1
+        assert len(looked_up) == 500  # each "c++": the one span of a key's shape there
+        assert graph.seed_entities(title.upper() + ", " + "," * 1000) != []
 
 
 def test_a_bare_word_is_one_word_in_any_script(tmp_path):

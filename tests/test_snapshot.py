@@ -283,12 +283,52 @@ def test_a_snapshot_saved_after_following_writes_loads_as_a_build(small_snapshot
         assert brain_sql.recall(conn, {"q": q, "k": 1})["hits"][0]["title"] == expected, q
 
 
-def test_the_first_write_after_a_snapshot_loads_grows_the_columns_beside_the_readers(
+@pytest.fixture
+def snapshots_of_before(monkeypatch):
+    """Snapshots saved as before format 7: columns exactly full, no document index."""
+    from brain_sql import slots
+
+    monkeypatch.setattr(slots, "SNAPSHOT_ROOM_MIN", 0)
+    monkeypatch.setattr(slots, "SNAPSHOT_ROOM_SHARE", 1 << 60)
+    monkeypatch.setattr(slots.StringIndex, "to_arrays", lambda self, prefix: {})
+
+
+def test_a_snapshot_keeps_room_so_the_first_write_after_it_loads_copies_no_column(
     small_snapshots, monkeypatch, tmp_path
 ):
-    """A loaded state's columns are exactly full: the first write grows every one
-    (copies of every column, at a million chunks most of a second); the copies are
-    made while readers go on, and only put in place while they wait."""
+    """A snapshot's columns keep empty rows after their last, and it holds the graph's
+    document index: the first write after a load takes that room (no column copied,
+    at a million chunks a second) and finds its documents there (no dict of them
+    made, another second), and the state is what a build holds."""
+    from brain_sql.entity_graph import EntityGraph
+    from brain_sql.slots import Slots
+
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    brain_sql.ingest(conn, [notes(tmp_path / "notes", 0, 12)])
+    conn = reopen(path)
+    followed = state.current(conn, 256)
+    assert followed.graph._document_index is not None
+    room, made = Slots.room, []
+    monkeypatch.setattr(Slots, "room", lambda self, count: made.append(room(self, count)) or made[-1])
+    monkeypatch.setattr(EntityGraph, "document_index", property(lambda self: self._document_index))
+    brain_sql.remember(conn, [{"_id": "g", "title": "Gecko rota", "text": "The gecko rota is on Mondays."}])
+    brain_sql.ingest(conn, [notes(tmp_path / "more", 12, 3)])
+    assert state.current(conn, 256) is followed
+    assert made and all(grown is None for grown in made)
+    assert followed.fingerprint() == fresh_state(conn).fingerprint()
+    assert brain_sql.recall(conn, {"q": "gecko rota", "k": 1})["hits"][0]["title"] == "Gecko rota"
+    followed.save(str(tmp_path / "brain.db-brainstate"), str(path))  # the rows taken and the index as it grew
+    conn = reopen(path)
+    assert state.current(conn, 256).fingerprint() == fresh_state(conn).fingerprint()
+
+
+def test_the_first_write_after_a_snapshot_of_before_loads_grows_the_columns_beside_the_readers(
+    small_snapshots, snapshots_of_before, monkeypatch, tmp_path
+):
+    """A snapshot saved before format 7 holds columns exactly full: the first write
+    grows every one (copies of every column, at a million chunks most of a second);
+    the copies are made while readers go on, and only put in place while they wait."""
     from brain_sql.slots import Slots
 
     path = tmp_path / "brain.db"
@@ -312,11 +352,12 @@ def test_the_first_write_after_a_snapshot_loads_grows_the_columns_beside_the_rea
     assert brain_sql.recall(conn, {"q": "gecko rota", "k": 1})["hits"][0]["title"] == "Gecko rota"
 
 
-def test_the_first_write_after_a_snapshot_loads_indexes_the_documents_beside_the_readers(
-    small_snapshots, monkeypatch, tmp_path
+def test_the_first_write_after_a_snapshot_of_before_loads_indexes_the_documents_beside_the_readers(
+    small_snapshots, snapshots_of_before, monkeypatch, tmp_path
 ):
-    """A loaded graph finds a document's index through a dict made on first use (a
-    million documents: a second); the first write makes it while readers go on."""
+    """A graph loaded from a snapshot saved before format 7 finds a document's index
+    through an index made on first use (a million documents: a second); the first
+    write makes it while readers go on."""
     from brain_sql.entity_graph import EntityGraph
 
     path = tmp_path / "brain.db"
@@ -367,6 +408,44 @@ def test_a_server_warmed_from_a_snapshot_puts_its_first_write_in_place_with_no_g
     assert indexed and all(made is not None for made in indexed)
     assert followed.fingerprint() == fresh_state(conn).fingerprint()
     assert brain_sql.recall(conn, {"q": "ibis rota", "k": 1})["hits"][0]["title"] == "Ibis rota"
+
+
+@pytest.mark.parametrize("weak_hash", [False, True])
+def test_an_index_of_a_column_finds_what_a_dict_of_it_finds(monkeypatch, weak_hash):
+    """StringIndex (how a graph finds a document's index) answers as a dict of the
+    column's values would: made of a column, added to, saved with a snapshot and
+    loaded, and where hashes collide (a weak hash: every value one of three)."""
+    import random
+
+    from brain_sql import slots
+    from brain_sql.slots import StringIndex, Strings
+
+    if weak_hash:
+        monkeypatch.setattr(slots, "_hash", lambda value: len(value) % 3)
+    rng = random.Random(5)
+    for _ in range(50):
+        column, expected = Strings(), {}
+        index = StringIndex(column)
+        for _ in range(rng.randrange(0, 40)):
+            value = "".join(rng.choice("ab#é\udc80/") for _ in range(rng.randrange(0, 5)))
+            if value not in expected:
+                expected[value] = len(column)
+                column.append(value)
+                index[value] = expected[value]
+        arrays = {**column.to_arrays("c"), **index.to_arrays("i")}
+        loaded_column = Strings.from_arrays(arrays, "c")
+        loaded = StringIndex.from_arrays(arrays, "i", loaded_column)
+        before = dict(expected)
+        for later in ("later", "b#", "ab"):
+            if later not in expected:
+                expected[later] = len(loaded_column)
+                loaded_column.append(later)
+                loaded[later] = expected[later]
+        remade = StringIndex.of(loaded_column)
+        for candidate in [*expected, "", "zz", "aé"]:
+            for each, holds in ((index, before), (loaded, expected), (remade, expected)):
+                assert each.get(candidate) == holds.get(candidate), candidate
+                assert (candidate in each) == (candidate in holds)
 
 
 def test_a_column_of_names_lists_what_it_holds():
