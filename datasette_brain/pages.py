@@ -353,11 +353,22 @@ async def entity_page(datasette, request):
     hops = request.args.get("hops") or "1"
     if hops not in ("1", "2"):
         raise ApiError("hops is 1 or 2", 400)
-    found = await db.execute_fn(lambda conn: brain_sql.entity(conn, entity_id, hops=int(hops)))
+
+    def drawn(conn):
+        """The neighbourhood and its two drawings (a hub's: a second of layout), made on a
+        thread in a read slot, as a recall is: not on the server's loop (review 87)."""
+        found = brain_sql.entity(conn, entity_id, hops=int(hops))
+        if found is None:
+            return None, None, None
+        return (
+            found,
+            layout(found["nodes"], found["edges"], entity_id),
+            layout(found["nodes"], found["edges"], entity_id, narrow=True),
+        )
+
+    found, drawing, narrow = await tools.run_read(datasette, db, drawn)
     if found is None:
         raise ApiError(f"no entity with id {entity_id}", 404)
-    drawing = layout(found["nodes"], found["edges"], entity_id)
-    narrow = layout(found["nodes"], found["edges"], entity_id, narrow=True)
     return Response.html(
         await datasette.render_template(
             "brain_entity.html",

@@ -251,6 +251,42 @@ async def test_verify_by_id_and_by_text(vault_brain_path):
 
 
 @pytest.mark.asyncio
+async def test_verify_of_a_text_takes_a_read_slot_and_a_thread(vault_brain_path, monkeypatch):
+    """A claim checked against a text (up to a million characters) is work for one of
+    the threads, in a read slot like a recall's: never on the server's loop, where it
+    held every other request (review 87); with no slot free, a 503 to try again."""
+    datasette = Datasette([str(vault_brain_path)], settings={"num_sql_threads": 2})
+    ran_on, verify = [], brain_sql.verify
+    monkeypatch.setattr(
+        brain_sql, "verify", lambda claim, text: ran_on.append(threading.get_ident()) or verify(claim, text)
+    )
+    response = await datasette.client.post("/brain/-/verify", json={"claim": "pager", "text": "the PAGER alerts"})
+    assert response.json()["match_ranges"] == [[4, 9]]
+    assert ran_on and ran_on[0] != threading.get_ident()
+    async with read_slots_taken(datasette, monkeypatch):
+        busy = await datasette.client.post("/brain/-/verify", json={"claim": "pager", "text": "the pager"})
+    assert busy.status_code == 503 and busy.headers["retry-after"]
+
+
+@pytest.mark.asyncio
+async def test_an_entity_page_is_drawn_in_a_read_slot(vault_brain_path, monkeypatch):
+    """An entity's neighbourhood and its drawings (a hub's take a second) are made on a
+    thread in a read slot, as a recall is (review 87): with none free, a 503 to retry."""
+    datasette = Datasette([str(vault_brain_path)], settings={"num_sql_threads": 2})
+    dana = (
+        brain_sql.connect(vault_brain_path)
+        .execute("select id from entities where name = 'Dana Whitfield'")
+        .fetchone()[0]
+    )
+    page = await datasette.client.get(f"/brain/-/entity/{dana}?hops=2")
+    assert page.status_code == 200 and "<svg" in page.text
+    assert (await datasette.client.get("/brain/-/entity/999999")).status_code == 404
+    async with read_slots_taken(datasette, monkeypatch):
+        busy = await datasette.client.get(f"/brain/-/entity/{dana}")
+    assert busy.status_code == 503 and busy.headers["retry-after"]
+
+
+@pytest.mark.asyncio
 async def test_openai_compatible_embeddings(vault_brain_path):
     datasette = Datasette([str(vault_brain_path)])
     single = (await datasette.client.post("/-/brain/v1/embeddings", json={"input": "memory palace"})).json()
