@@ -49,6 +49,7 @@ _MODULE_OF = {
     "recall_params_error": ".functions",
     "derived_from_knowledge": ".schema",
     "derived_from_every_table": ".schema",
+    "stored_for": ".schema",
     "ENTITY_DERIVED_TABLES": ".schema",
     "brain_table": ".schema",
     "BRAIN_TABLES": ".schema",
@@ -99,9 +100,11 @@ __all__ = [
     "wall_time",
     # permissions: the tables whoever may not read `knowledge` may not read either; a brain's
     # tables (any one denied closes its SQL); the entity graph's (one denied: recall without the graph);
-    # the tables derived from `entities` too, and those recording rows of every table (the change log)
+    # the tables derived from `entities` too, and those recording rows of every table (the change log);
+    # a virtual table's shadow tables, which are it
     "derived_from_knowledge",
     "derived_from_every_table",
+    "stored_for",
     "ENTITY_DERIVED_TABLES",
     "brain_table",
     "BRAIN_TABLES",

@@ -1082,6 +1082,16 @@ EVERY_TABLE_TABLES = (CHANGES_TABLE, QUEUE_TABLE, MENTION_NAMES_SEEN_TABLE, "sql
 EVERY_TABLE_PREFIXES = ("sqlite_stat",)
 
 
+# the virtual tables whose modules keep their rows in tables of their own (FTS5's
+# knowledge_fts_data, sqlite-vec's vec_knowledge_vector_chunks00...): those are that table
+VIRTUAL_TABLES = ("knowledge_fts", "vec_knowledge")
+
+
+def stored_for(table: str) -> str | None:
+    """The virtual table whose rows `table` stores (one of its shadow tables), or None."""
+    return next((v for v in VIRTUAL_TABLES if table.startswith(v + "_")), None)
+
+
 def derived_from_every_table(table: str) -> bool:
     """Whether `table` records rows of every table of a brain (the graph's among them)."""
     return table in EVERY_TABLE_TABLES or table.startswith(EVERY_TABLE_PREFIXES)

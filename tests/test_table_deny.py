@@ -291,6 +291,32 @@ async def test_the_tables_derived_from_the_graph_follow_its_permission(brains, t
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("table", ["vec_knowledge", "knowledge_fts"])
+async def test_a_virtual_tables_shadow_tables_follow_its_permission(brains, table):
+    """FTS5 and sqlite-vec keep a virtual table's rows in tables of their own (the vectors
+    themselves in vec_knowledge_vector_chunks00): whoever may not read the virtual table
+    reads none of them (review 87); the memories stay readable."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying(table))
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    shadows = [
+        name
+        for (name,) in brain_sql.connect(brain).execute(
+            "select name from sqlite_master where type = 'table' and name like ? escape '\\'",
+            [table.replace("_", "\\_") + "\\_%"],
+        )
+    ]
+    assert len(shadows) >= 3, shadows
+    for name in [table, *shadows]:
+        response = await datasette.client.get(f"/brain/{name}.json?_size=1")
+        assert response.status_code == 403, (name, response.text[:200])
+        assert (await datasette.client.get(f"/brain/{name}.json?_size=1", cookies=admin)).status_code == 200, name
+    assert (await datasette.client.get("/brain/knowledge.json")).status_code == 200
+    listed = {t["name"] for t in (await datasette.client.get("/brain.json")).json()["tables"]}
+    assert not listed & {table, *shadows}
+
+
+@pytest.mark.asyncio
 async def test_forget_counts_the_graphs_rows_only_to_whoever_may_read_the_graph(vault_brain_copy):
     """Forgetting a memory that names an entity removes that entity only when no other
     memory names it: its count would tell an actor denied `entities` whether the name was
