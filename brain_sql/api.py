@@ -30,7 +30,7 @@ from . import (
 from .browse import memory_content
 from .claims import verify
 from .config import CLASSES, DEFAULT_MODEL, busy_timeout_ms, server_blas_threads
-from .connection import Connection, faults_named, load_sqlite_vec, main_file, open_connection, sqlite3
+from .connection import Connection, faults_named, load_sqlite_vec, main_file, open_connection, sqlite3, write_failures
 from .copies import ReplicaNotReady, is_copy
 from .document import IngestError
 from .embed import count_tokens, embed
@@ -58,7 +58,7 @@ from .pipeline import IngestReport, discover
 from .querydoc import FIELDS as QUERY_FIELDS
 from .querydoc import QueryDoc, from_strings, parse
 from .replicas import ReplicaError, follow, replicate
-from .schema import migrate, pending_migrations
+from .schema import pending_migrations
 from .state import current as current_state
 from .state import prepare_for_writes
 from .values import VALUE_FAILURES
@@ -237,6 +237,13 @@ def replica_status(path: str | os.PathLike[str], conn: Connection | None = None)
 def embed_with_usage(texts: Sequence[str], model_id: str) -> tuple[np.ndarray, int]:
     """(vectors, tokens): the texts' L2-normalised vectors and how many tokens they took."""
     return embed(texts, model_id), sum(count_tokens(texts, model_id))
+
+
+def migrate(conn: Connection, model_id: str | None = None) -> None:
+    """Create or upgrade the brain schema on `conn` (schema.migrate), its SQLite failures
+    named: a full or failing disk is a WriteError to try again (review 88: a traceback)."""
+    with write_failures("the brain's schema was not made or migrated"):
+        schema.migrate(conn, model_id)
 
 
 def warm(path: str | os.PathLike[str], migrate_it: bool = True) -> None:

@@ -181,13 +181,26 @@ def open_connection(path: str | os.PathLike[str], read_only: bool = False) -> Co
             break
         except sqlite3.DatabaseError as ex:
             conn.close()
-            if is_busy(ex):
-                raise
-            if cannot_write(ex) and mode != modes[-1]:
+            if cannot_write(ex) and mode != modes[-1] and not is_busy(ex):
                 continue  # read it as it is: without a -shm file when the folder is read-only too
-            raise BrainError(f"{path} is not an SQLite database, or is damaged ({ex}): restore it from a copy") from ex
+            raise opening_fault(path, ex) from ex
     load_sqlite_vec(conn)
     return conn
+
+
+def opening_fault(path, ex):
+    """What SQLite's error `ex`, opening the file at `path` or reading its schema, means:
+    another connection's lock held past the busy timeout (an exclusive one), or a full or
+    failing disk (no -shm file can be made), is a WriteError to try again, the file sound
+    (review 88: both were told to restore it from a copy); anything else, a damaged file."""
+    if is_busy(ex):
+        return BrainBusy(f"{path} is locked by another connection ({ex}): nothing was done; try again")
+    if _failing_disk(ex):
+        return WriteError(
+            f"{path} cannot be opened now ({ex}): its disk is full or failing, the file is not damaged by "
+            "it; free space and try again"
+        )
+    return BrainError(f"{path} is not an SQLite database, or is damaged ({ex}): restore it from a copy")
 
 
 def _unopenable(path, ex):
@@ -243,6 +256,11 @@ def write_failures(nothing_done):
         raise fault or WriteError(f"{nothing_done}: {ex}") from ex
 
 
+def _failing_disk(ex):
+    """Whether SQLite's error `ex` is the disk's (full, or failing to read or write)."""
+    return any(words in str(ex) for words in ("disk I/O error", "disk is full"))
+
+
 def _fault(ex, done=None):
     """What SQLite's DatabaseError `ex` means to a caller (faults_named): None for
     waiting on a lock, a read-only file or an interrupted query, which the caller
@@ -254,7 +272,7 @@ def _fault(ex, done=None):
     said = f"{done}: " if done else ""
     if beyond_limits(ex):  # the request's size, not the file
         return InputError(f"{said}the request is larger than SQLite can run ({ex}): make it shorter")
-    if any(words in str(ex) for words in ("disk I/O error", "disk is full")):  # the server's trouble: try again
+    if _failing_disk(ex):  # the server's trouble: try again
         return WriteError(f"{done}: {ex}" if done else f"writing failed ({ex}): nothing of this transaction was stored")
     undecodable = re.match(rf"{UNDECODED_TEXT} column '(.*)' with text", str(ex))
     if undecodable:  # plain SQL's cast(x'ff' as text): check names it where it can; its text is no one's to show

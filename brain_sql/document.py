@@ -33,6 +33,9 @@ SPEAKER_KEYS = ("speaker", "role")
 SESSION_KEYS = ("session_id", "conversation_id", "thread_id")
 # keys of a record or frontmatter that shape the document; the rest is metadata
 STRUCTURE_KEYS = {"title", "tags", "aliases", "entities", "relations", *TEXT_KEYS, *ID_KEYS}
+# a note's: its text and id are the file's, so frontmatter's `id` or `text` is metadata (review 88:
+# an `id:` of a Zettelkasten note was dropped)
+NOTE_STRUCTURE_KEYS = STRUCTURE_KEYS - {*TEXT_KEYS, *ID_KEYS}
 # the columns a chunk of a document may hold a value of its own in (review decisions
 # are made a memory at a time; a chunk added later was created and observed later)
 CHUNK_FIELDS = ("created_at", "observed_at", "expires_at", "relevance_tier")
@@ -216,27 +219,26 @@ def chunks_refusal(count: int, why: str = "") -> str | None:
     return None
 
 
-def document_fields(document, raw, sound=False):
+def document_fields(document, raw, sound=False, structure=STRUCTURE_KEYS):
     """Apply a record's or frontmatter's fields, tags, aliases, entities and relations
     to `document`; an IngestError when one of them is malformed — any value, of any
     size or depth, is this record's problem, never the run's. `sound`: the caller
-    found nothing unstorable in `raw` (or in a record holding it) already."""
+    found nothing unstorable in `raw` (or in a record holding it) already.
+    `structure`: the keys that shape the document, not kept in its metadata."""
     try:
-        return _document_fields(document, raw, sound)
+        return _document_fields(document, raw, sound, structure)
     except (ValueError, OverflowError, RecursionError) as ex:  # a number past Python's digit limit, say
         return IngestError(document.source_path, document.line, f"a value cannot be read: {str(ex)[:200]}")
 
 
-def _document_fields(document, raw, sound):
+def _document_fields(document, raw, sound, structure):
     def error(message):
         return IngestError(document.source_path, document.line, message)
 
     # YAML aliases share one object many times over: a small file can expand to gigabytes (a text
     # key's too, unless it holds text: the content, capped on its own)
-    if (
-        expanded_size({k: v for k, v in raw.items() if k not in TEXT_KEYS or not isinstance(v, str)})
-        > MAX_METADATA_BYTES
-    ):
+    content = TEXT_KEYS if structure is STRUCTURE_KEYS else ()
+    if expanded_size({k: v for k, v in raw.items() if k not in content or not isinstance(v, str)}) > MAX_METADATA_BYTES:
         return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
     refused = None if sound else unstorable(raw)  # after the size: it walks every shared part
     if refused is not None:
@@ -255,7 +257,7 @@ def _document_fields(document, raw, sound):
         document.relations = [relation(r) for r in _list(raw.get("relations"), "relations")]
     except FieldError as ex:
         return error(str(ex))
-    metadata = {str(k): v for k, v in raw.items() if k not in STRUCTURE_KEYS and k not in FIELD_NAMES}
+    metadata = {str(k): v for k, v in raw.items() if k not in structure and k not in FIELD_NAMES}
     nested = metadata.pop("metadata", None)
     if isinstance(nested, dict):
         metadata = {**nested, **metadata}

@@ -50,6 +50,7 @@ _MODULE_OF = {
     "derived_from_knowledge": ".schema",
     "derived_from_every_table": ".schema",
     "stored_for": ".schema",
+    "opening_fault": ".connection",
     "ENTITY_DERIVED_TABLES": ".schema",
     "brain_table": ".schema",
     "BRAIN_TABLES": ".schema",
@@ -105,6 +106,8 @@ __all__ = [
     "derived_from_knowledge",
     "derived_from_every_table",
     "stored_for",
+    # what an error opening a brain means (a lock, a full disk: try again; else damage)
+    "opening_fault",
     "ENTITY_DERIVED_TABLES",
     "brain_table",
     "BRAIN_TABLES",

@@ -10,6 +10,7 @@ import yaml
 from .chunk import pack
 from .config import MAX_DOCUMENT_CHUNKS, MAX_FRONTMATTER_ALIASES
 from .document import (
+    NOTE_STRUCTURE_KEYS,
     Document,
     IngestError,
     IngestFormat,
@@ -108,6 +109,7 @@ def parse_markdown(path, text):
     yield document_fields(
         Document(document_id=path, title=str(title), chunks=chunks, source_path=path, line=1, content_bytes=size),
         frontmatter,
+        structure=NOTE_STRUCTURE_KEYS,
     )
 
 

@@ -180,10 +180,13 @@ async def memories_readable(datasette, actor, name):
 async def ensure_permissions(datasette, actor, name, permissions):
     """Datasette's ensure_permissions; its refusal, which is only the permission's
     name, says what may not be viewed; a file too damaged for Datasette to find its
-    tables is a 409 that says so, not a 500."""
+    tables is a 409 that says so, not a 500; a lock held or a full disk, a 503 to try again."""
     try:
         await datasette.ensure_permissions(actor, permissions)
     except sqlite3.DatabaseError as ex:
+        fault = for_plugin.opening_fault(name, ex)
+        if isinstance(fault, brain_sql.WriteError):
+            raise as_api_error(fault) from ex
         raise ApiError(f"database {name} is damaged ({ex}): run sqlite-utils brain check", 409) from ex
     except Forbidden as ex:
         raise Forbidden(_refusal(permissions, str(ex))) from None

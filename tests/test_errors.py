@@ -225,3 +225,94 @@ def test_a_command_whose_stdout_cannot_be_written_says_so_in_a_line_and_what_it_
     conn = brain_sql.connect(vault_brain_copy)
     assert conn.execute("select count(*) from knowledge where id = ?", [doomed]).fetchone()[0] == 0
     conn.close()
+
+
+HOLD_EXCLUSIVELY = """
+import sqlite3, sys
+holder = sqlite3.connect(sys.argv[1], isolation_level=None)
+holder.execute("pragma locking_mode = exclusive")
+holder.execute("begin exclusive")
+holder.execute("create table held(x)")  # a write: the lock is taken, and held
+print("held", flush=True)
+sys.stdin.read()
+holder.execute("rollback")
+"""
+
+
+@contextlib.contextmanager
+def exclusive_lock_held(path):
+    """Another process holding the brain in SQLite's exclusive locking mode (a
+    maintenance script, the sqlite3 shell): no other connection may even read it."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_EXCLUSIVELY, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.communicate("", timeout=30)
+
+
+def test_a_brain_another_connection_holds_exclusively_says_try_again(run, brain_path, tmp_path):
+    """Every command on a brain another connection holds exclusively says to try again
+    (exit 75), never a traceback (review 88), and changes nothing."""
+    before = stored(brain_path)
+    record = write(tmp_path / "r.jsonl", '{"_id": "new", "text": "Deploys happen on Tuesdays."}')
+    with exclusive_lock_held(brain_path):
+        for args in (("recall", brain_path, "rota"), ("stats", brain_path), ("remember", brain_path, record)):
+            result = run("brain", *args)
+            assert result.exit_code == 75 and "Traceback" not in result.output, (args, result.output)
+            assert "locked by another connection" in result.output and "try again" in result.output, result.output
+    assert stored(brain_path) == before
+
+
+def test_a_full_disk_when_a_brain_is_opened_is_no_damage(run, brain_path, monkeypatch):
+    """A brain opened on a full or failing disk (SQLite cannot make its -shm file) is
+    sound: try again (exit 75; over HTTP a 503), never "damaged: restore it from a
+    copy", which would throw away what was written since the copy (review 88)."""
+    from brain_sql import connection
+
+    def full(conn):
+        raise connection.sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(connection, "_wal", full)
+    for args in (("recall", brain_path, "rota"), ("stats", brain_path), ("check", brain_path)):
+        result = run("brain", *args)
+        assert result.exit_code == 75 and "Traceback" not in result.output, (args, result.output)
+        assert "disk is full or failing" in result.output and "restore it" not in result.output, result.output
+    with pytest.raises(brain_sql.WriteError, match="not damaged"):
+        brain_sql.connect(brain_path)
+
+
+@pytest.mark.asyncio
+async def test_a_full_disk_under_a_server_is_a_503_not_damage(brain_path, monkeypatch):
+    """Datasette's own connection failing on a full or failing disk as it reads the
+    brain's tables for a permission check is a 503 to retry (review 88: a 409 "damaged");
+    a damaged file stays a 409 naming check."""
+    datasette = served(brain_path)
+    assert (await datasette.client.get("/brain/-/recall?q=rota")).status_code == 200
+    for error, status, said in (("disk I/O error", 503, "not damaged"), ("file is not a database", 409, "check")):
+
+        async def failing(*args, error=error, **kwargs):
+            raise brain_sql.connection.sqlite3.DatabaseError(error)
+
+        monkeypatch.setattr(datasette, "ensure_permissions", failing)
+        response = await datasette.client.get("/brain/-/recall?q=rota")
+        assert response.status_code == status and said in response.json()["error"], response.text
+        assert (status == 503) == ("retry-after" in response.headers)
+
+
+def test_init_on_a_failing_disk_says_try_again(run, tmp_path, monkeypatch):
+    """brain init whose commit meets a full disk: nothing made, try again (review 88: a traceback)."""
+    from brain_sql import schema
+
+    made = schema.migrate
+
+    def full(conn, model_id=None):
+        made(conn, model_id)
+        raise brain_sql.connection.sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(schema, "migrate", full)
+    result = run("brain", "init", tmp_path / "new.db")
+    assert result.exit_code == 75 and "Traceback" not in result.output, result.output
+    assert "disk is full" in result.output and "schema was not made" in result.output, result.output

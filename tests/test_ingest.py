@@ -471,6 +471,29 @@ def test_an_empty_id_is_refused_by_name_as_forget_refuses_it(tmp_path):
     assert rows(conn, "select external_id, content from knowledge") == [("k", "Kept.")]
 
 
+def test_a_notes_frontmatter_id_and_text_are_kept_in_its_metadata(tmp_path):
+    """A note's id is its file and its text its body: frontmatter's `id`, `_id`, `content`
+    and `text` (a Zettelkasten note's `id: 202301011200`) are kept in its metadata with
+    the other keys, not dropped without a word (review 88); a record's stay its own."""
+    folder = tmp_path / "vault"
+    folder.mkdir()
+    front = "id: 202301011200\n_id: zettel-7\ncontent: a summary\ntext: a field\nstatus: evergreen"
+    (folder / "zettel.md").write_text(f"---\n{front}\n---\n# Zettel\n\nThe body.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    assert not brain_sql.ingest(conn, [folder]).errors
+    brain_sql.remember(conn, [{"_id": "r", "text": "A record's text.", "status": "draft"}])
+    assert [
+        (e, json.loads(m), c) for e, m, c in rows(conn, "select external_id, metadata, content from knowledge")
+    ] == [
+        (
+            None,
+            {"id": 202301011200, "_id": "zettel-7", "content": "a summary", "text": "a field", "status": "evergreen"},
+            "# Zettel\n\nThe body.",
+        ),
+        ("r", {"status": "draft"}, "A record's text."),
+    ]
+
+
 def test_a_frontmatter_key_given_twice_is_refused_by_line(tmp_path):
     """YAML keeps a key's last value: `title: One` then `title: Two` lost "One" with
     no word, where a JSON key given twice is refused. A merge (<<) may be overridden."""
