@@ -45,7 +45,7 @@ MAX_NOTE_FILE_BYTES = MAX_CONTENT_BYTES + MAX_METADATA_BYTES
 # in a JSON lines file. JSON lines and CSV files are read a line at a time, of any size: a line past
 # MAX_LINE_BYTES (more than any one record holds: a memory's content escaped in JSON, its fields, an exported
 # record's chunks) is skipped by its number without being kept, and the lines after it still go in.
-MAX_JSON_FILE_BYTES = 100_000_000
+MAX_JSON_FILE_BYTES = 100_000_000  # and eval's queries and qrels files, read whole
 MAX_LINE_BYTES = 64_000_000
 # remember reads at most this much from its file or stdin (1,000 records at most, in one transaction); ingest
 # takes larger files

@@ -7,6 +7,7 @@ import importlib
 import os
 import random
 import re
+import stat
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -156,6 +157,7 @@ def open_connection(path: str | os.PathLike[str], read_only: bool = False) -> Co
     (or is damaged past opening) is a BrainError naming it. A copy Litestream
     follows is only ever read, and read so that it sees each change the follower
     writes (copies.py): never immutable, which would not."""
+    _a_file(path)
     copy = copies.is_copy(path)
     modes: list[str | None]
     if copy:
@@ -186,6 +188,19 @@ def open_connection(path: str | os.PathLike[str], read_only: bool = False) -> Co
             raise opening_fault(path, ex) from ex
     load_sqlite_vec(conn)
     return conn
+
+
+def _a_file(path):
+    """An InputError unless `path` is a regular file or nothing yet: SQLite opening a
+    named pipe waits for a writer forever (review 88), a device is no brain."""
+    if str(path) in ("", ":memory:"):
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # not there yet (made as a new brain), or SQLite says why not
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise InputError(f"{path} is not a regular file (a named pipe, a device or a socket): a brain is a file")
 
 
 def opening_fault(path, ex):

@@ -21,9 +21,9 @@ import math
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+from .config import MAX_JSON_FILE_BYTES
 from .connection import Connection
 from .errors import InputError, QueryError
 from .hybrid import finish, run_legs
@@ -64,9 +64,14 @@ def load_qrels(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
 
 
 def _text(path):
-    """A file's text; an InputError names it when it cannot be read or is not UTF-8."""
+    """A file's text; an InputError names it when it cannot be read, is not UTF-8, or is
+    longer than MAX_JSON_FILE_BYTES (/dev/zero was read until the system ran out of memory)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_JSON_FILE_BYTES + 1)
+        if len(data) > MAX_JSON_FILE_BYTES:
+            raise InputError(f"{path} is longer than {MAX_JSON_FILE_BYTES:,} bytes: give a queries or qrels file")
+        return data.decode("utf-8")
     except UnicodeDecodeError as ex:
         raise InputError(f"{path}: not UTF-8 text ({ex.reason} at byte {ex.start})") from ex
     except OSError as ex:

@@ -88,6 +88,9 @@ def test_eval_prints_the_exact_shape(run, tmp_path):
     for k in ("\u0661", "\uff15", "1_0", "0", "101"):  # ASCII digits, 1 to 100, as recall's k
         result = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--k", k)
         assert result.exit_code == 2 and "Invalid value for '--k': k must be a whole number" in result.output, k
+    # a file past what is read whole (/dev/zero: read until the machine ran out of memory, review 88)
+    result = run("brain", "eval", db_path, "--queries", "/dev/zero", "--qrels", qrels)
+    assert result.exit_code != 0 and "/dev/zero is longer than 100,000,000 bytes" in result.output, result.output
 
 
 def test_eval_per_query_writes_each_querys_metrics(run, tmp_path):

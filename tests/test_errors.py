@@ -316,3 +316,14 @@ def test_init_on_a_failing_disk_says_try_again(run, tmp_path, monkeypatch):
     result = run("brain", "init", tmp_path / "new.db")
     assert result.exit_code == 75 and "Traceback" not in result.output, result.output
     assert "disk is full" in result.output and "schema was not made" in result.output, result.output
+
+
+@pytest.mark.parametrize("command", ["init", "stats", "check", "export"])
+def test_a_named_pipe_given_as_the_brain_is_named_not_waited_on(run, tmp_path, command):
+    """SQLite opening a named pipe waits for a writer forever (review 88): a brain is a
+    regular file, and anything else is named at once."""
+    fifo = tmp_path / "brain.fifo"
+    os.mkfifo(fifo)
+    result = run("brain", command, fifo)
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert "is not a regular file" in result.output, result.output
