@@ -324,9 +324,11 @@ class StringIndex:
     @classmethod
     def of(cls, column):
         """The index of every value `column` holds now (a snapshot saved without one)."""
-        index = cls(column)
-        index.hashes, index.order = _table([(_hash(v), i) for i, v in enumerate(column.tolist()) if v is not None])
-        return index
+        values = column.tolist()
+        order = np.array([i for i, v in enumerate(values) if v is not None], np.int64)
+        hashes = np.fromiter((_hash(values[i]) for i in order.tolist()), np.uint64, len(order))
+        sort = np.argsort(hashes, kind="stable")
+        return cls(column, hashes[sort], order[sort])
 
     def get(self, value, default=None, key=None):
         """Its index (`key`: its hash, when the caller has it)."""

@@ -236,8 +236,8 @@ def test_distinct_values_and_counts_are_np_uniques(seed):
             np.testing.assert_array_equal(slots.distinct_counts(groups, values, count, size), expected)
 
 
-@pytest.mark.parametrize("shapes", ["kept", "made"])
-def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path, shapes):
+@pytest.mark.parametrize("shapes", ["kept", "made", "made from a snapshot"])
+def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path, shapes, monkeypatch):
     """Whole names, longest first, as an automaton of every name key finds them: the
     spans tried only where a key's first and last characters and length stand (their
     shapes, kept as names are added, or made from the names where a snapshot saved
@@ -248,12 +248,28 @@ def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path, shap
         [
             {"title": "Mark King (musician)", "text": "bass", "entities": ["O'Neil & Sons", "ß-Team"]},
             {"title": "Dana Whitfield", "text": "owns the runbook", "entities": [".NET", "C++", "!!!", "(Ab)"]},
+            {"title": "Straße İzmir", "text": "a road", "entities": ["ﬁsh ﬂy", "ΣΊΣΥΦΟΣ (myth)", "ab)"]},
         ],
     )
     current = state.current(conn, 256)
+    if shapes == "made from a snapshot":  # the names read in bulk from the snapshot's text
+        monkeypatch.setattr(state, "SNAPSHOT_MIN_CHUNKS", 1)
+        current.save(str(tmp_path / "brain.db-brainstate"), str(tmp_path / "brain.db"))
+        state._states.clear()
+        conn = brain_sql.connect(tmp_path / "brain.db")
+        brain_sql.remember(conn, [{"title": "Later Name", "text": "added after the snapshot"}])
+        conn.execute("update entities set name = 'Renamed Person' where name = 'Person 1'")
+        current = state.current(conn, 256)
+        assert len(current.graph.node_names.ends) > 0  # loaded, not built
     graph = current.graph
-    if shapes == "made":
+    if shapes != "kept":
         graph.names.shapes = graph.names.firsts = None
+        live = graph.nodes.entity[graph.nodes.live & (graph.nodes.entity >= 0)].tolist()
+        keys = [key for entity_id in live for key in graph._keys(entity_id)]
+        assert graph._every_shape() == (
+            {entity_graph._shape(k[0], k[-1], len(k)) for k in keys},
+            {k[0] for k in keys},
+        )
     named = {}
     for entity_id in graph.entity_ids().tolist():
         node = graph.entity_node(entity_id)
@@ -272,6 +288,7 @@ def test_names_are_found_as_an_automaton_of_every_name_finds_them(tmp_path, shap
         "person",
         "Dana Whitfield's note 7",
         "c++ and .net, !!! (ab) c++c++ .net. !!!! ((ab)) ,,,",
+        "STRASSE izmir, straße İzmir, fish fly, σίσυφος (myth), Σίσυφος, ab), later name, renamed person",
         "!!!" * 40 + ",!!!, c++" * 30,
     ]
     for text in texts:
