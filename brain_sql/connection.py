@@ -203,7 +203,7 @@ def _a_file(path):
         raise InputError(f"{path} is not a regular file (a named pipe, a device or a socket): a brain is a file")
 
 
-def opening_fault(path, ex):
+def opening_fault(path: str | os.PathLike[str], ex: Exception) -> BrainError:
     """What SQLite's error `ex`, opening the file at `path` or reading its schema, means:
     another connection's lock held past the busy timeout (an exclusive one), or a full or
     failing disk (no -shm file can be made), is a WriteError to try again, the file sound
