@@ -24,7 +24,11 @@ _tolower = importlib.import_module("_sre").unicode_tolower
 _EXTRA_CASES = importlib.import_module("re._casefix")._EXTRA_CASES
 
 
-@lru_cache(maxsize=65536)
+# the letters that are their own lower case yet equal to another ("s" and "ſ")
+_PAIRED = {chr(c) for c in (*_EXTRA_CASES, *(o for others in _EXTRA_CASES.values() for o in others))}
+
+
+@lru_cache(maxsize=4096)
 def _folded(code: int) -> int:
     """One character standing for every character re.IGNORECASE takes as equal to `code`."""
     lower = _tolower(code)
@@ -32,8 +36,11 @@ def _folded(code: int) -> int:
 
 
 def _fold(text: str) -> str:
-    table = {ord(c): _folded(ord(c)) for c in set(text)}
-    return text.translate({code: folded for code, folded in table.items() if code != folded})
+    """`text` with each letter as _folded writes it. Only a letter with a lower case of
+    its own, or one of the pairs, can be written otherwise: the others (most of a text
+    of many scripts) are not looked at one by one."""
+    cased = (ord(c) for c in set(text) if c in _PAIRED or c.lower() != c)
+    return text.translate({code: folded for code in cased if (folded := _folded(code)) != code})
 
 
 def verify(claim: str | None, text: str | None) -> dict[str, Any]:

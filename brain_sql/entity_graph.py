@@ -362,13 +362,20 @@ class EntityGraph:
 
     def set_document(self, document_id, entity_id):
         """The entity a document's chunks are tied to (None: the document is gone)."""
-        index = self.document_index.get(document_id)
-        if index is None:
-            if entity_id is None:
-                return
-            index = self.document_index[document_id] = int(self.documents.add(1)[0])
-            self.document_ids.append(document_id)
-        self.documents.arrays["entity"][index] = -1 if entity_id is None else entity_id
+        self.set_documents([(document_id, entity_id)])
+
+    def set_documents(self, pairs):
+        """set_document of each (document_id, entity_id), their indexes looked up at once."""
+        pairs = list(pairs)
+        for (document_id, entity_id), index in zip(pairs, self.document_index.many([d for d, _ in pairs])):
+            if index < 0:
+                if entity_id is None:
+                    continue
+                index = self.document_index.added.get(document_id, -1)  # given twice among the pairs
+                if index < 0:
+                    index = self.document_index[document_id] = int(self.documents.add(1)[0])
+                    self.document_ids.append(document_id)
+            self.documents.arrays["entity"][index] = -1 if entity_id is None else entity_id
 
     def documents_of_entities(self, entity_ids):
         """document_ids of the documents whose entity is among `entity_ids`."""
@@ -377,7 +384,7 @@ class EntityGraph:
 
     def chunks_of_documents(self, document_ids):
         """Knowledge ids of the live chunks of `document_ids`."""
-        indexes = [self.document_index[d] for d in document_ids if d in self.document_index]
+        indexes = [i for i in self.document_index.many(list(document_ids)) if i >= 0]
         if not indexes:
             return set()
         held = np.isin(self.chunks.document, np.array(indexes)) & (self.chunks.node >= 0)
@@ -396,7 +403,8 @@ class EntityGraph:
         columns = self.chunks.arrays
         columns["node"][slots], columns["id"][slots], columns["doc_tie"][slots] = nodes, ids, -1
         documents = np.array(
-            [self.document_index.get(d, -1) if d is not None else -1 for d in document_ids], dtype=np.int64
+            [i if d is not None else -1 for d, i in zip(document_ids, self.document_index.many(document_ids))],
+            dtype=np.int64,
         )
         columns["document"][slots] = documents
         entities = gather(self.documents.arrays["entity"], documents, -1)

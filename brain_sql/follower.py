@@ -73,8 +73,7 @@ def build(state, conn):
         for rows in _batches(conn.execute("select id, name, entity_type from entities order by id")):
             graph.put_entities(rows)
         for rows in _batches(conn.execute("select document_id, entity_id from documents")):
-            for document_id, entity_id in _ids(rows, "documents", ENTITY_OF):
-                graph.set_document(document_id, entity_id)
+            graph.set_documents(_ids(rows, "documents", ENTITY_OF))
         vectors = _stored_vectors(conn, state.dimension)
         rows_sql = CHUNK_ROWS_WITHOUT_TEXT if beside else CHUNK_ROWS
         for rows in _batches(conn.execute(rows_sql + " order by k.id")):
@@ -357,8 +356,7 @@ def apply(state, conn, fetched):
         rows = fetched.known("document", documents)
         rows = _rows_by_id(conn, ROWS["document"], sorted(documents)) if rows is None else rows
         found = dict(_ids([rows[i] for i in documents if i in rows], "documents", ENTITY_OF))
-        for document_id in documents:
-            graph.set_document(document_id, found.get(document_id))
+        graph.set_documents((document_id, found.get(document_id)) for document_id in documents)
     if arrived:  # an entity back under its id: its documents' chunks tie to it again
         documents |= graph.documents_of_entities(arrived)
     # a document's entity ties all its chunks

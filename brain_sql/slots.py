@@ -350,13 +350,33 @@ class StringIndex:
             raise KeyError(value)
         return found
 
+    def many(self, values):
+        """get() of each of `values` (-1 where none), looked up at once: a refresh's
+        documents, thousands at a time, under the lock readers wait for."""
+        values = list(values)
+        found = [self.added.get(value, -1) for value in values]
+        asked = [i for i, index in enumerate(found) if index < 0 and values[i] is not None]
+        if asked and len(self.hashes):
+            keys = np.fromiter((_hash(values[i]) for i in asked), np.uint64, len(asked))
+            starts = np.searchsorted(self.hashes, keys)
+            held = starts < len(self.hashes)
+            held[held] = self.hashes[starts[held]] == keys[held]
+            for j in np.flatnonzero(held).tolist():  # only a value whose hash is held is compared
+                i, key, at = asked[j], keys[j], int(starts[j])
+                while at < len(self.hashes) and self.hashes[at] == key:
+                    index = int(self.order[at])
+                    if self.column[index] == values[i]:
+                        found[i] = index
+                        break
+                    at += 1
+        return found
+
     def __setitem__(self, value, index):
-        """Index a value not indexed yet (a value's index never changes)."""
-        key = _hash(value)
-        if self.get(value, key=key) is not None:
+        """Index a value get() did not find (a value's index never changes)."""
+        if value in self.added:
             raise ValueError(f"{value!r} is indexed already")
         self.added[value] = index
-        self._later.append((key, index))
+        self._later.append((_hash(value), index))
 
     def to_arrays(self, prefix):
         """The table, the values added since hashed and merged in (the others are not hashed again)."""

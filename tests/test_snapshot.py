@@ -442,8 +442,10 @@ def test_an_index_of_a_column_finds_what_a_dict_of_it_finds(monkeypatch, weak_ha
                 loaded_column.append(later)
                 loaded[later] = expected[later]
         remade = StringIndex.of(loaded_column)
-        for candidate in [*expected, "", "zz", "aé"]:
-            for each, holds in ((index, before), (loaded, expected), (remade, expected)):
+        candidates = [*expected, "", "zz", "aé"]
+        for each, holds in ((index, before), (loaded, expected), (remade, expected)):
+            assert each.many([*candidates, None]) == [holds.get(c, -1) for c in candidates] + [-1]
+            for candidate in candidates:
                 assert each.get(candidate) == holds.get(candidate), candidate
                 assert (candidate in each) == (candidate in holds)
 
