@@ -95,13 +95,10 @@ class NameIndex:
         for key in keys:
             self.recent.setdefault(_key_hash(key), []).append(entity_id)
             self.lengths.add(len(key))
-            self.add_shape(key)
+            if self.shapes is not None:  # else made from every name when first wanted
+                self.shapes.add(_shape(key[0], key[-1], len(key)))
+                self.firsts.add(key[0])
             self.added += 1
-
-    def add_shape(self, key):
-        if self.shapes is not None:
-            self.shapes.add(_shape(key[0], key[-1], len(key)))
-            self.firsts.add(key[0])
 
     def merge(self):
         if not self.recent:
@@ -155,9 +152,8 @@ class EntityGraph:
             {"node": (np.int64, ()), "document": (np.int64, ()), "doc_tie": (np.int64, ()), "id": (np.int64, ())}
         )
         self.document_ids = Strings()  # index -> document_id
-        self._document_index = StringIndex(
-            self.document_ids
-        )  # document_id -> index (made on first use after a load of before)
+        # document_id -> index (None after a load of a snapshot saved without it: made on first use)
+        self._document_index = StringIndex(self.document_ids)
         self.documents = Slots({"entity": (np.int64, ())})  # by index: its entity id, -1 for none
         self.ties = Slots(
             {
@@ -360,12 +356,9 @@ class EntityGraph:
             self._document_index = StringIndex.of(self.document_ids)
         return self._document_index
 
-    def set_document(self, document_id, entity_id):
-        """The entity a document's chunks are tied to (None: the document is gone)."""
-        self.set_documents([(document_id, entity_id)])
-
     def set_documents(self, pairs):
-        """set_document of each (document_id, entity_id), their indexes looked up at once."""
+        """The entity each document's chunks are tied to, of (document_id, entity_id) pairs
+        (None: the document is gone), their indexes looked up at once."""
         pairs = list(pairs)
         for (document_id, entity_id), index in zip(pairs, self.document_index.many([d for d, _ in pairs])):
             if index < 0:

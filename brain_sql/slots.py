@@ -330,25 +330,10 @@ class StringIndex:
         sort = np.argsort(hashes, kind="stable")
         return cls(column, hashes[sort], order[sort])
 
-    def get(self, value, default=None, key=None):
-        """Its index (`key`: its hash, when the caller has it)."""
-        found = self.added.get(value)
-        if found is not None:
-            return found
-        if len(self.hashes):
-            for at in hashed_at(self.hashes, np.uint64(_hash(value) if key is None else key)):
-                if self.column[int(self.order[at])] == value:
-                    return int(self.order[at])
-        return default
-
-    def __contains__(self, value):
-        return self.get(value) is not None
-
-    def __getitem__(self, value):
-        found = self.get(value)
-        if found is None:
-            raise KeyError(value)
-        return found
+    def get(self, value, default=None):
+        """Its index, or `default`."""
+        found = self.many([value])[0]
+        return default if found < 0 else found
 
     def many(self, values):
         """get() of each of `values` (-1 where none), looked up at once: a refresh's
@@ -379,9 +364,10 @@ class StringIndex:
         self._later.append((_hash(value), index))
 
     def to_arrays(self, prefix):
-        """The table, the values added since hashed and merged in (the others are not hashed again)."""
-        hashes, order = _table(self._later)
-        hashes, order = np.concatenate((self.hashes, hashes)), np.concatenate((self.order, order))
+        """The table, the values added since merged in (hashed as they came)."""
+        later = np.array(self._later, np.uint64).reshape(-1, 2)
+        hashes = np.concatenate((self.hashes, later[:, 0]))
+        order = np.concatenate((self.order, later[:, 1].astype(np.int64)))
         sort = np.argsort(hashes, kind="stable")
         return {f"{prefix}.hashes": hashes[sort], f"{prefix}.order": order[sort]}
 
@@ -394,14 +380,6 @@ class StringIndex:
         if len(hashes) != len(order) or (len(order) and not 0 <= int(order.max()) < len(column)):
             raise ValueError(f"{prefix}: an index of values the column does not hold")
         return cls(column, hashes, order)
-
-
-def _table(pairs):
-    """(hashes ascending, their indexes) of (hash, index) pairs."""
-    hashes = np.fromiter((h for h, _ in pairs), np.uint64, len(pairs))
-    order = np.fromiter((i for _, i in pairs), np.int64, len(pairs))
-    sort = np.argsort(hashes, kind="stable")
-    return hashes[sort], order[sort]
 
 
 def sorted_unique(values):
