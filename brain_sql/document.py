@@ -237,7 +237,7 @@ def _document_fields(document, raw, sound, structure):
 
     # YAML aliases share one object many times over: a small file can expand to gigabytes (a text
     # key's too, unless it holds text: the content, capped on its own)
-    content = TEXT_KEYS if structure is STRUCTURE_KEYS else ()
+    content = [key for key in TEXT_KEYS if key in structure]  # a record's: its text, a note's: none
     if expanded_size({k: v for k, v in raw.items() if k not in content or not isinstance(v, str)}) > MAX_METADATA_BYTES:
         return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
     refused = None if sound else unstorable(raw)  # after the size: it walks every shared part

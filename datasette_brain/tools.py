@@ -427,12 +427,8 @@ async def verify(datasette, actor, database, body, db=None):
     if len(body["claim"]) > for_plugin.MAX_QUERY_CHARS:
         raise ApiError(f"claim is {len(body['claim'])} characters; the limit is {for_plugin.MAX_QUERY_CHARS}")
     if "text" in body:  # a text of a million characters: work for a thread, not the server's loop
-        return await in_read_slot(
-            datasette, lambda: db.execute_fn(lambda _: brain_sql.verify(body["claim"], body["text"]))
-        )
-    result = await in_read_slot(
-        datasette, lambda: db.execute_fn(lambda conn: brain_sql.verify_memory(conn, body["claim"], body["id"]))
-    )
+        return await run_read(datasette, db, lambda _: brain_sql.verify(body["claim"], body["text"]))
+    result = await run_read(datasette, db, lambda conn: brain_sql.verify_memory(conn, body["claim"], body["id"]))
     if result is None:
         raise ApiError(f"no memory with id {body['id']}", 404)
     return result
