@@ -9,6 +9,7 @@ is told only that (403), never which of its columns exist. But a filter's list
 import json
 import urllib.parse
 
+from datasette import Forbidden
 from datasette.views.base import DatasetteError
 
 
@@ -22,6 +23,7 @@ async def check(datasette, request, database, table):
     await _check_sort(datasette, request, database, table)
     _check_time_limit(request)
     await _check_through(datasette, request, database, table)
+    await _check_search(datasette, request, database, table)
 
 
 async def _check_sort(datasette, request, database, table):
@@ -75,6 +77,29 @@ async def _check_through(datasette, request, database, table):
         keys = await datasette.get_database(database).foreign_keys_for_table(other)
         if not any(key["other_table"] == table for key in keys):
             raise refuse(f"_through: {other} has no foreign key to {table}")
+
+
+async def _check_search(datasette, request, database, table):
+    """_search, _search_COLUMN and _fts_table, as Datasette's search filter reads them: a
+    search reads the full-text index, which whoever may not read it is refused (403);
+    and _fts_table may name only this table's own index (another's, such as
+    knowledge_fts asked through entities, would read its rows through this table)."""
+    searched = any(key.startswith("_search") and key != "_searchmode" for key in request.args)
+    asked = request.args.get("_fts_table")
+    if not searched and not asked:
+        return
+    own = datasette.table_metadata(database, table).get("fts_table") or await datasette.get_database(
+        database
+    ).fts_table(table)
+    if asked and asked != own:
+        where = f"its full-text index is {own}" if own else "it has no full-text index"
+        raise refuse(f"_fts_table must name {table}'s own full-text index: {where}")
+    if (
+        searched
+        and own
+        and not await datasette.permission_allowed(request.actor, "view-table", (database, own), default=True)
+    ):
+        raise Forbidden(f"Searching {table} reads its full-text index, {own}, which you may not read")
 
 
 def bad_list(query_string):

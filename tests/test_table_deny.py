@@ -317,6 +317,35 @@ async def test_a_virtual_tables_shadow_tables_follow_its_permission(brains, tabl
 
 
 @pytest.mark.asyncio
+async def test_a_search_of_the_memories_reads_their_full_text_index(brains):
+    """?_search= reads knowledge_fts: whoever may not read that index may not search the
+    memories through the table view either (review 87), though they read the memories.
+    And _fts_table names only a table's own index: entities searched through
+    knowledge_fts would answer from the index, to whoever may not read it."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying("knowledge_fts"))
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    searches = ["knowledge.json?_search=Pepper", "knowledge.json?_search_content=Pepper", "knowledge?_search=Pepper"]
+    for path in ["/brain/" + search for search in [*searches, "knowledge.json?_fts_table=knowledge_fts&_search=x"]]:
+        refused = await datasette.client.get(path)
+        assert refused.status_code == 403, (path, refused.text[:200])
+        assert "knowledge_fts" in refused.text
+        assert (await datasette.client.get(path, cookies=admin)).status_code == 200, path
+    found = await datasette.client.get("/brain/knowledge.json?_search=Pepper&_shape=array", cookies=admin)
+    assert "My cat is called Pepper and she loves tuna." in [row["content"] for row in found.json()]
+    nothing = await datasette.client.get("/brain/knowledge.json?_search=zebrafinch&_shape=array", cookies=admin)
+    assert nothing.json() == []
+    assert (await datasette.client.get("/brain/knowledge.json?_shape=array&_size=1")).status_code == 200
+    for cookies in ({}, admin):
+        for path in ["/brain/entities.json?_search=Pepper&_fts_table=knowledge_fts",
+                     "/brain/knowledge.json?_search=Pepper&_fts_table=entities"]:  # fmt: skip
+            answer = await datasette.client.get(path, cookies=cookies)
+            assert answer.status_code == 400, (path, answer.text[:200])
+            assert "own full-text index" in answer.json()["error"]
+    assert (await datasette.client.get("/brain/entities.json?_shape=array&_size=1")).status_code == 200
+
+
+@pytest.mark.asyncio
 async def test_forget_counts_the_graphs_rows_only_to_whoever_may_read_the_graph(vault_brain_copy):
     """Forgetting a memory that names an entity removes that entity only when no other
     memory names it: its count would tell an actor denied `entities` whether the name was
