@@ -5,8 +5,9 @@ filter columns and the change log, so recall sees it at once.
 
 Only visible memories are acted on: flagged ones are never shown, so an id of a
 flagged memory is reported as not found, like one that does not exist. A memory
-ingested from a file keeps the decision until that file's document changes and
-is ingested again, when the file's fields are stored again.
+ingested from a file, or remembered, keeps the decision when its document is
+written again with its text unchanged (another section edited), unless the record
+now states another tier or expiry than it did (documents.stated_fields).
 """
 
 import json

@@ -1033,6 +1033,17 @@ def m020_vector_places(db):
     index_vector_places(db.conn)
 
 
+@migrations()
+def m021_stated_fields(db):
+    """documents.stated_fields: the relevance tier and expiry the document's record
+    stated when last written (JSON). A rewrite of the document keeps a review's
+    decision (archive, restore, extend) on a chunk whose text is unchanged unless the
+    record now states another value than it did. A document written before has NULL:
+    its next rewrite states its record's values, as rewrites did before."""
+    if "stated_fields" not in {row[1] for row in db.execute("pragma table_info(documents)")}:
+        db.execute("ALTER TABLE documents ADD COLUMN stated_fields TEXT")
+
+
 def page_index_current(conn, name):
     """Whether the brain holds the page index `name` as page_indexes() writes it
     (named in any case, as check reads it)."""

@@ -51,11 +51,25 @@ REMOVE_AT_ONCE = 50  # documents removed between looks at the clock
 # a chunk's columns that come from its document (DocumentWriter._row_values)
 _ROW_COLUMNS = (*FIELD_COLUMNS, "external_id", "source_path", "tags", "metadata", "embedding_model")
 # a memory is created and observed when first stored, unless its input says when
-_UPDATE_KEPT = "update knowledge set {}, updated_at = current_timestamp where id = ?".format(
-    ", ".join(
-        f"[{c}] = coalesce(?, {c})" if c in _STORED_TIMES else f"[{c}] = ?" for c in (*_ROW_COLUMNS, *_CHUNK_COLUMNS)
-    )
-)
+# the columns a review decides (review.py: archive, restore, extend), with the values a
+# record that states none has; a rewrite keeps them on a chunk whose text is unchanged
+# unless the record states other values than before
+DECIDED_COLUMNS = {"relevance_tier": 1, "expires_at": None}
+
+
+_KEPT_COLUMNS = (*_ROW_COLUMNS, *_CHUNK_COLUMNS)
+
+
+@functools.cache
+def _update_kept(kept=()):
+    """The update of a kept chunk's row, its _KEPT_COLUMNS values but those of `kept`
+    (whose stored values stay) its parameters, then its id."""
+    assignments = [
+        f"[{c}] = coalesce(?, {c})" if c in _STORED_TIMES else f"[{c}] = ?" for c in _KEPT_COLUMNS if c not in kept
+    ]
+    return f"update knowledge set {', '.join(assignments)}, updated_at = current_timestamp where id = ?"
+
+
 _INSERTED = (
     "id",
     "title",
@@ -91,6 +105,22 @@ def _insert_shaped(rows):
     connection keeps each statement it prepared, 1.7 MB at 500 rows, and one of
     each size ingest meets would be hundreds)."""
     return f"{_INSERT_CHUNKS}select * from (values {', '.join([_CHUNK_VALUES] * rows)}) where column1 is not null"
+
+
+def _stated_fields(columns):
+    """{column: value} of the DECIDED_COLUMNS in a document's _ROW_COLUMNS values, but
+    those of their default (most documents': {}, two bytes a documents row)."""
+    values = {c: columns[_ROW_COLUMNS.index(c)] for c in DECIDED_COLUMNS}
+    return {c: value for c, value in values.items() if value != DECIDED_COLUMNS[c]}
+
+
+def _json_object(text):
+    """A JSON object stored as text, or None (NULL, or what plain SQL wrote otherwise)."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _chunk_values(columns, chunk):
@@ -444,11 +474,11 @@ class DocumentWriter:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
         chunk_ids = {}
+        decided = self._decided(document, columns) if plan["kept"] else ()
         for row_id, index, chunk in plan["kept"]:
-            conn.execute(
-                _UPDATE_KEPT,
-                (*_chunk_values(columns, chunk), index, chunk.line_start, chunk.line_end, chunk.context, row_id),
-            )
+            kept = tuple(c for c in decided if c not in chunk.fields)  # an exported chunk's own values are stated
+            values = (*_chunk_values(columns, chunk), index, chunk.line_start, chunk.line_end, chunk.context)
+            conn.execute(_update_kept(kept), [v for c, v in zip(_KEPT_COLUMNS, values) if c not in kept] + [row_id])
             chunk_ids[index] = row_id
         report.chunks_updated += len(plan["kept"])
         marked = [(row_id,) for row_id, _, chunk in plan["kept"] if chunk.flagged]
@@ -459,7 +489,7 @@ class DocumentWriter:
         flagged = flagged or int(any(chunk.flagged for chunk in document.chunks))
         if moved:  # placed after the turns of its new session, as its context was made (Sessions)
             conn.execute("delete from documents where document_id = ?", (document.document_id,))
-        self._finish(document, chunk_ids)
+        self._finish(document, chunk_ids, columns)
         if unstated and chunk_ids:  # on the chunk in the removed one's place, else the document's first
             conn.executemany(
                 "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, knowledge_id) "
@@ -474,6 +504,19 @@ class DocumentWriter:
         self.last_restated = restated
         self.turns.written(conn, [document.document_id], restated)
         return stored_vectors
+
+    def _decided(self, document, columns):
+        """The DECIDED_COLUMNS whose values the stored `document`'s record stated as it
+        states them now: a review's decision on its kept chunks stays (none for a
+        document whose stated values were not recorded, written before m021)."""
+        row = self.conn.execute(
+            "select stated_fields from documents where document_id = ?", (document.document_id,)
+        ).fetchone()
+        stated = _json_object(row[0]) if row else None
+        now = _stated_fields(columns)
+        if stated is None:
+            return ()
+        return tuple(c for c, default in DECIDED_COLUMNS.items() if stated.get(c, default) == now.get(c, default))
 
     def _session_left(self, document, where):
         """Whether the stored `document` is no turn of `where` ((session, scope)) yet:
@@ -524,11 +567,10 @@ class DocumentWriter:
         if not items:
             return []
         self.turns.begin(self.conn)
-        stored_vectors, chunk_ids = self._insert_chunks(
-            [(document, plan, self._row_values(document), 0) for document, plan in items], vectors
-        )
-        for (document, _), ids in zip(items, chunk_ids):
-            self._finish(document, ids)
+        rows = [(document, plan, self._row_values(document), 0) for document, plan in items]
+        stored_vectors, chunk_ids = self._insert_chunks(rows, vectors)
+        for (document, _, columns, _), ids in zip(rows, chunk_ids):
+            self._finish(document, ids, columns)
         self.turns.written(self.conn, [document.document_id for document, _ in items])
         return stored_vectors
 
@@ -720,16 +762,19 @@ class DocumentWriter:
                 stored_vectors.append((row_id, *vectors[digest]))
         return stored_vectors, chunk_ids
 
-    def _finish(self, document, chunk_ids):
-        """A written document's entity, documents row and edges; its chunks queued for mentions."""
+    def _finish(self, document, chunk_ids, columns):
+        """A written document's entity, documents row (with the DECIDED_COLUMNS values
+        its record states, of its _ROW_COLUMNS values `columns`) and edges; its chunks
+        queued for mentions."""
         entity_id = self._entity(document.title, "document", claim=True) if document.title else None
         self.conn.execute(
             # in place when rewritten: a document keeps its row, so the order documents were first stored in
             # (a transcript's turns, conversation._sources) outlives their corrections
-            "insert into documents (document_id, title, source_path, entity_id, content_hash, chunks) "
-            "values (?, ?, ?, ?, ?, ?) on conflict(document_id) do update set title = excluded.title, "
+            "insert into documents (document_id, title, source_path, entity_id, content_hash, chunks, stated_fields) "
+            "values (?, ?, ?, ?, ?, ?, ?) on conflict(document_id) do update set title = excluded.title, "
             "source_path = excluded.source_path, entity_id = excluded.entity_id, "
-            "content_hash = excluded.content_hash, chunks = excluded.chunks, ingested_at = current_timestamp",
+            "content_hash = excluded.content_hash, chunks = excluded.chunks, "
+            "stated_fields = excluded.stated_fields, ingested_at = current_timestamp",
             (
                 document.document_id,
                 document.title,
@@ -737,6 +782,7 @@ class DocumentWriter:
                 entity_id,
                 document.digest,
                 len(document.chunks),
+                json.dumps(_stated_fields(columns), separators=(",", ":")),
             ),
         )
         self._write_edges(document, entity_id, chunk_ids)

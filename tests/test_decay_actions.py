@@ -422,3 +422,55 @@ def test_extending_past_the_last_time_a_time_holds_stops_there(brain):
     later = memory_id(brain, "later")
     brain_sql.extend_expiry(brain, [later], 36_500, now="9990-01-01")
     assert state(brain, "later")[1] == "9999-12-31 23:59:59"
+
+
+def test_an_edit_of_a_note_keeps_the_decisions_on_its_unchanged_sections(tmp_path):
+    """Review 88, L1: archive one section of a note and extend another's expiry, then edit
+    a third and ingest the note again: the unchanged sections keep their row and the
+    decisions on it (the record states the tier and expiry it stated before). A record
+    that states another tier or expiry than before still sets it; a document stored
+    before its stated values were recorded is rewritten as it was."""
+    note = tmp_path / "notes" / "plant.md"
+    note.parent.mkdir()
+    sections = ["## Pumps\n\nThe pumps are checked on Mondays.", "## Valves\n\nThe valves are oiled monthly.",
+                "## Fans\n\nThe fans are cleaned in spring."]  # fmt: skip
+    note.write_text("---\nexpires_at: 2999-01-01\n---\n\n" + "\n\n".join(sections) + "\n")
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [note.parent])
+
+    def stored():
+        return {
+            next(name for name in ("pumps", "valves", "fans") if name in content): (row_id, tier, expires)
+            for row_id, content, tier, expires in conn.execute(
+                "select id, content, relevance_tier, expires_at from knowledge order by id"
+            )
+        }
+
+    before = stored()
+    assert len(before) == 3 and {tier for _, tier, _ in before.values()} == {1}
+    brain_sql.archive(conn, [before["pumps"][0]])
+    brain_sql.extend_expiry(conn, [before["valves"][0]], 30, now="2998-12-31 00:00:00")
+    decided = stored()
+    assert decided["pumps"][1] == 0 and decided["valves"][2] == "2999-01-31 00:00:00"
+
+    note.write_text(note.read_text().replace("in spring", "in spring and autumn"))
+    report = brain_sql.ingest(conn, [note.parent])
+    assert report.documents_updated == 1
+    after = stored()
+    assert after["pumps"] == decided["pumps"] and after["valves"] == decided["valves"]
+    assert after["fans"][0] != decided["fans"][0] and after["fans"][1:] == (1, "2999-01-01 00:00:00")
+    assert brain_sql.check(conn) == {}
+
+    # the record states another expiry: every section takes it, decided or not
+    note.write_text(note.read_text().replace("2999-01-01", "2998-06-01"))
+    brain_sql.ingest(conn, [note.parent])
+    assert {expires for _, _, expires in stored().values()} == {"2998-06-01 00:00:00"}
+    assert stored()["pumps"][1] == 0  # its tier, stated as before, keeps the archive
+
+    # stated values not recorded (a brain written before they were): rewritten as before
+    conn.execute("update documents set stated_fields = null")
+    conn.commit()
+    note.write_text(note.read_text().replace("on Mondays", "on Tuesdays"))
+    brain_sql.ingest(conn, [note.parent])
+    assert {tier for _, tier, _ in stored().values()} == {1}
+    close_brain(conn)

@@ -4,7 +4,8 @@ faster: the memories, entities, edges, documents, mention index and change log
 tags, aliases, entities and relations, ingested into a new brain in small
 batches and then updated, are those in tests/data/ingest_stored.json (written by
 the ingest of commit d67622d; since, a rewritten document keeps its documents row,
-so the change log holds one row for it where the replace wrote two). Times, random stamps and the temporary folder are
+so the change log holds one row for it where the replace wrote two; and that row keeps the
+tier and expiry its record stated). Times, random stamps and the temporary folder are
 left out. To write the file again after a change meant to store otherwise:
 BRAIN_WRITE_STORED=1 pytest tests/test_ingest_stored.py."""
 

@@ -89,11 +89,11 @@ def test_remember_is_one_transaction_whatever_its_size(tmp_path, monkeypatch):
     written = []
     original = pipeline.DocumentWriter._finish  # each document's last step, however its chunks were written
 
-    def failing(self, document, chunk_ids):
+    def failing(self, document, *rest):
         written.append(document.document_id)
         if len(written) == 250:  # the third batch, after two were written
             raise sqlite3.OperationalError("disk I/O error")
-        return original(self, document, chunk_ids)
+        return original(self, document, *rest)
 
     monkeypatch.setattr(pipeline.DocumentWriter, "_finish", failing)
     records = [{"_id": f"r{i}", "text": f"memory number {i}"} for i in range(300)]
@@ -226,7 +226,7 @@ def test_a_long_ingest_commits_as_it_goes_each_document_whole(tmp_path, monkeypa
     brain_sql.migrate(brain_sql.connect(db_path))
     reader, seen, original = brain_sql.connect(db_path), [], pipeline.DocumentWriter._finish
 
-    def write_and_look(self, document, chunk_ids):  # each document's last step, however its chunks were written
+    def write_and_look(self, document, *rest):  # each document's last step, however its chunks were written
         if document.external_id == "r20":  # in the ingest's middle: what has landed so far?
             seen.append(
                 reader.execute(
@@ -236,7 +236,7 @@ def test_a_long_ingest_commits_as_it_goes_each_document_whole(tmp_path, monkeypa
                     " (select count(*) from knowledge k where k.document_id = d.document_id))"
                 ).fetchone()
             )
-        return original(self, document, chunk_ids)
+        return original(self, document, *rest)
 
     monkeypatch.setattr(pipeline.DocumentWriter, "_finish", write_and_look)
     report = brain_sql.ingest(brain_sql.connect(db_path), [long_records(tmp_path / "r.jsonl", 40)])
@@ -255,9 +255,9 @@ def test_a_waiting_writer_gets_the_lock_between_an_ingests_transactions(tmp_path
     other, writing, turns = brain_sql.connect(db_path), threading.Event(), []
     original = pipeline.DocumentWriter._finish
 
-    def write(self, document, chunk_ids):
+    def write(self, document, *rest):
         writing.set()
-        return original(self, document, chunk_ids)
+        return original(self, document, *rest)
 
     def remember_meanwhile():
         assert writing.wait(60)
@@ -314,10 +314,10 @@ def test_an_ingest_that_loses_the_lock_midway_keeps_what_it_committed_and_says_s
             holding.set()
             release.wait(60)
 
-    def write(self, document, chunk_ids):
+    def write(self, document, *rest):
         if document.external_id == "r5":
             threading.Thread(target=hold).start()
-        return original(self, document, chunk_ids)
+        return original(self, document, *rest)
 
     monkeypatch.setattr(pipeline.DocumentWriter, "_finish", write)
     source = long_records(tmp_path / "r.jsonl", 40)
