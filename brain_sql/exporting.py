@@ -35,7 +35,7 @@ from .document import CHUNK_FIELDS
 from .errors import BrainError
 from .fields import stored_too_deep
 from .schema import is_brain
-from .writer import FIELD_COLUMNS
+from .writer import FIELD_COLUMNS, stated_values
 
 # the next documents by place, with how many memories each holds (none: all its rows gone)
 _PLACES = """
@@ -175,10 +175,19 @@ def _held(conn, documents):
     for row in cursor:
         row = dict(zip(columns, row))
         held.setdefault(row["document_id"], []).append(row)
+    # what each record stated of the columns a review decides: the record's, where a chunk's own differ
+    stated = dict(
+        conn.execute(
+            "select document_id, stated_fields from documents where document_id in (select value from json_each(?))",
+            [json.dumps(ids)],
+        ).fetchall()
+    )
     found = []
     for place, document_id in documents:
         if document_id is not None:
             rows = held.get(document_id)
+            if rows:
+                rows[0]["_stated"] = stated_values(stated.get(document_id))
         else:
             cursor = conn.execute("select * from knowledge where id = ? and coalesce(document_id, '') = ''", [place])
             rows = [dict(zip([c[0] for c in cursor.description], row)) for row in cursor]
@@ -205,8 +214,11 @@ def _edges(conn, document_ids):
 
 
 def _record(rows, edges):
-    """A document's record: what its first chunk holds, and each chunk in `_chunks`."""
+    """A document's record: what its first chunk holds (but the tier and expiry its
+    record stated, where those are recorded: a review's decision on the first chunk is
+    its own), and each chunk in `_chunks`."""
     first = rows[0]
+    stated = {**first, **first.get("_stated", {})}
     record = {}
     for key, column in (("_id", "external_id"), ("_document", "document_id")):
         if first[column] not in (None, ""):  # an empty external_id (plain SQL's) is none: ingest refuses ""
@@ -217,7 +229,7 @@ def _record(rows, edges):
                 record[key] = first[column]
     if first["title"] is not None:
         record["title"] = first["title"]
-    record.update((column, first[column]) for column in FIELD_COLUMNS if first[column] is not None)
+    record.update((column, stated[column]) for column in FIELD_COLUMNS if stated[column] is not None)
     if first["context"] is not None and first["observed_at"] is not None:  # a turn said on its own day
         record["observed_at"] = observed_as_said(first["observed_at"], first["context"])
     for column in ("tags", "metadata"):
@@ -225,7 +237,9 @@ def _record(rows, edges):
             record[column] = _json(first[column])
     ids = {row["id"] for row in rows}
     loose = [relation for memory_id, relations in edges.items() if memory_id not in ids for relation in relations]
-    record["_chunks"] = [_chunk(row, first, edges.get(row["id"], []) + (loose if row is first else [])) for row in rows]
+    record["_chunks"] = [
+        _chunk(row, stated, edges.get(row["id"], []) + (loose if row is first else [])) for row in rows
+    ]
     return record
 
 

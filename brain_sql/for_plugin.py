@@ -55,6 +55,7 @@ _MODULE_OF = {
     "brain_table": ".schema",
     "BRAIN_TABLES": ".schema",
     "GRAPH_TABLES": ".schema",
+    "VIRTUAL_TABLES": ".schema",
 }
 # operations on a brain's rows, their faults named as the public face's are (brain_sql.faults)
 _OPERATIONS = {
@@ -112,6 +113,8 @@ __all__ = [
     "brain_table",
     "BRAIN_TABLES",
     "GRAPH_TABLES",
+    # the full-text and vector indexes recall's legs read: one denied, no recall
+    "VIRTUAL_TABLES",
     # a copy Litestream follows: telling one, and whether it may be read yet
     "is_copy",
     "ensure_ready",

@@ -114,11 +114,18 @@ def _stated_fields(columns):
     return {c: value for c, value in values.items() if value != DECIDED_COLUMNS[c]}
 
 
+def stated_values(text):
+    """{column: value} of every DECIDED_COLUMNS a document's stored stated_fields
+    (`text`) records, {} when it records none (NULL, or what plain SQL wrote)."""
+    stated = _json_object(text)
+    return {} if stated is None else {c: stated.get(c, default) for c, default in DECIDED_COLUMNS.items()}
+
+
 def _json_object(text):
     """A JSON object stored as text, or None (NULL, or what plain SQL wrote otherwise)."""
     try:
         value = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):  # plain SQL's '[[[...' too deep for the parser
         return None
     return value if isinstance(value, dict) else None
 
@@ -512,11 +519,8 @@ class DocumentWriter:
         row = self.conn.execute(
             "select stated_fields from documents where document_id = ?", (document.document_id,)
         ).fetchone()
-        stated = _json_object(row[0]) if row else None
-        now = _stated_fields(columns)
-        if stated is None:
-            return ()
-        return tuple(c for c, default in DECIDED_COLUMNS.items() if stated.get(c, default) == now.get(c, default))
+        stated, now = stated_values(row[0] if row else None), _stated_fields(columns)
+        return tuple(c for c in stated if stated[c] == now.get(c, DECIDED_COLUMNS[c]))
 
     def _session_left(self, document, where):
         """Whether the stored `document` is no turn of `where` ((session, scope)) yet:

@@ -81,10 +81,14 @@ async def _check_through(datasette, request, database, table):
 
 async def _check_search(datasette, request, database, table):
     """_search, _search_COLUMN and _fts_table, as Datasette's search filter reads them: a
-    search reads the full-text index, which whoever may not read it is refused (403);
+    search reads the full-text index and the tables it is kept in, refused (403) to
+    whoever may not read one of them;
     and _fts_table may name only this table's own index (another's, such as
     knowledge_fts asked through entities, would read its rows through this table)."""
-    searched = any(key.startswith("_search") and key != "_searchmode" for key in request.args)
+    searched = [key for key in request.args if key.startswith("_search") and key != "_searchmode"]
+    odd = next((key for key in searched if key != "_search" and not key.startswith("_search_")), None)
+    if odd:  # Datasette reads the column after "_search_" (a 500 on this)
+        raise refuse(f"{odd}: search with _search or _search_COLUMN")
     asked = request.args.get("_fts_table")
     if not searched and not asked:
         return
@@ -94,12 +98,13 @@ async def _check_search(datasette, request, database, table):
     if asked and asked != own:
         where = f"its full-text index is {own}" if own else "it has no full-text index"
         raise refuse(f"_fts_table must name {table}'s own full-text index: {where}")
-    if (
-        searched
-        and own
-        and not await datasette.permission_allowed(request.actor, "view-table", (database, own), default=True)
-    ):
-        raise Forbidden(f"Searching {table} reads its full-text index, {own}, which you may not read")
+    if not searched or not own:
+        return
+    # the index and the tables FTS5 keeps it in (knowledge_fts_data...), each of which a deny may name
+    stored = [name for name in await datasette.get_database(database).table_names() if name.startswith(own + "_")]
+    for index in (own, *stored):
+        if not await datasette.permission_allowed(request.actor, "view-table", (database, index), default=True):
+            raise Forbidden(f"Searching {table} reads its full-text index, {index}, which you may not read")
 
 
 def bad_list(query_string):

@@ -319,7 +319,10 @@ _recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> {event loop
 
 async def run_recall(datasette, db, doc, actor):
     """brain_sql.recall for `doc` (run_read), as `actor` may see it: without the
-    graph for an actor who may not read its tables."""
+    graph for an actor who may not read its tables; refused (403) to one who may not
+    read the full-text or vector index its lexical and vector legs search."""
+    for table in for_plugin.VIRTUAL_TABLES:  # one at a time: the refusal names the one denied
+        await ensure_permissions(datasette, actor, db.name, [("view-table", (db.name, table))])
     graph_visible = await graph_readable(datasette, actor, db.name, memories=True)  # open_brain asked
     return await run_read(datasette, db, lambda conn: brain_sql.recall(conn, doc, graph_visible=graph_visible))
 

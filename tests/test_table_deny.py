@@ -152,6 +152,34 @@ async def test_recall_over_mcp_without_a_database_names_the_permission_the_actor
     assert response.status_code == 403 and "view-table" in response.text
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize("table", for_plugin.VIRTUAL_TABLES)
+async def test_whoever_may_not_read_an_index_recall_searches_recalls_nothing(brains, table):
+    """Recall's lexical leg searches knowledge_fts and its vector leg vec_knowledge
+    (review 90): whoever may not read one of them is refused recall, over HTTP, on the
+    recall page and over MCP, naming the table; the memories themselves stay readable."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying(table))
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    for refused in (
+        await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper"}),
+        await datasette.client.get("/brain/-/recall?q=Ann+Pepper"),
+        await datasette.client.get("/brain/-/brain?q=Ann+Pepper"),
+    ):
+        assert refused.status_code == 403 and f"the {table} table" in refused.text, refused.text[:300]
+    found = await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper"}, cookies=admin)
+    assert found.status_code == 200 and found.json()["hits"]
+    for actor in (None, ADMIN):
+        server = MCPServer("test")
+        mcp_tools.register(datasette, server, actor=actor)
+        async with Client(server) as client:
+            called = await client.call_tool("brain_recall", {"q": "Ann Pepper"})
+        assert called.is_error == (actor is None), called.content
+        if actor is None:
+            assert f"the {table} table" in " ".join(part.text for part in called.content)
+    assert (await datasette.client.get("/brain/knowledge.json?_size=1")).status_code == 200
+
+
 # SQL of the brain for an actor, each reading the graph (or anything of the brain)
 SQL = [
     "select count(*) from relationships",
@@ -336,6 +364,11 @@ async def test_a_search_of_the_memories_reads_their_full_text_index(brains):
     nothing = await datasette.client.get("/brain/knowledge.json?_search=zebrafinch&_shape=array", cookies=admin)
     assert nothing.json() == []
     assert (await datasette.client.get("/brain/knowledge.json?_shape=array&_size=1")).status_code == 200
+    odd = await datasette.client.get("/brain/knowledge.json?_searchX=1", cookies=admin)  # Datasette: a 500
+    assert odd.status_code == 400 and "_search_COLUMN" in odd.json()["error"]
+    # a deny naming one of the tables the index is kept in holds as one naming the index
+    datasette = Datasette([str(brain)], metadata=denying("knowledge_fts_data"))
+    assert (await datasette.client.get("/brain/knowledge.json?_search=Pepper")).status_code == 403
     for cookies in ({}, admin):
         for path in ["/brain/entities.json?_search=Pepper&_fts_table=knowledge_fts",
                      "/brain/knowledge.json?_search=Pepper&_fts_table=entities"]:  # fmt: skip
