@@ -18,8 +18,8 @@ import xxhash
 from . import conversation, mentions, validity
 from .config import CARRIED_COPY_MIN_CHARS, MAX_ID, MAX_KEPT_ID
 from .connection import max_variables
-from .errors import BrainError
-from .fields import entity_key
+from .errors import BrainError, FieldError
+from .fields import entity_key, normalize_fields
 from .schema import next_knowledge_id, recorded_model
 from .vectors import embedded_text, insert_vectors, storage_vectors
 from .wording import shown
@@ -116,9 +116,21 @@ def _stated_fields(columns):
 
 def stated_values(text):
     """{column: value} of every DECIDED_COLUMNS a document's stored stated_fields
-    (`text`) records, {} when it records none (NULL, or what plain SQL wrote)."""
+    (`text`) records, {} when it records none: NULL, or what plain SQL wrote (no
+    JSON object, or a value no record states as it is stored: a tier of "x", 7 or
+    1e400, an expiry that is no time)."""
     stated = _json_object(text)
-    return {} if stated is None else {c: stated.get(c, default) for c, default in DECIDED_COLUMNS.items()}
+    if stated is None:
+        return {}
+    values = {c: stated.get(c, default) for c, default in DECIDED_COLUMNS.items()}
+    given = {c: value for c, value in values.items() if value is not None}
+    try:
+        normal = normalize_fields(given)
+    except FieldError:
+        return {}
+    if any(isinstance(value, bool) for value in given.values()) or normal != given:
+        return {}
+    return {**values, **normal}
 
 
 def _json_object(text):

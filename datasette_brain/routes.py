@@ -116,11 +116,12 @@ def querydoc_from_args(args, checkboxes=()):
 async def recall_view(datasette, request):
     database = tools.url_database(datasette, request)
     db = await tools.open_brain(datasette, request.actor, database)  # permission before the body
+    await tools.ensure_indexes(datasette, request.actor, db)
     if request.method == "POST":
         doc = brain_sql.parse_querydoc(await json_body(request))
     else:
         doc = querydoc_from_args(request.args)
-    return Response.json(await tools.recall(datasette, request.actor, database, doc, db=db))
+    return Response.json(await tools.run_recall(datasette, db, doc, request.actor, indexes_checked=True))
 
 
 def _post_view(operation, usage, status=200, writes=False):

@@ -12,6 +12,8 @@ import urllib.parse
 from datasette import Forbidden
 from datasette.views.base import DatasetteError
 
+from . import tools
+
 
 def refuse(message):
     return DatasetteError(message, title="Bad request", status=400)
@@ -102,9 +104,9 @@ async def _check_search(datasette, request, database, table):
         return
     # the index and the tables FTS5 keeps it in (knowledge_fts_data...), each of which a deny may name
     stored = [name for name in await datasette.get_database(database).table_names() if name.startswith(own + "_")]
-    for index in (own, *stored):
-        if not await datasette.permission_allowed(request.actor, "view-table", (database, index), default=True):
-            raise Forbidden(f"Searching {table} reads its full-text index, {index}, which you may not read")
+    denied = await tools.first_denied(datasette, request.actor, database, [own, *stored])
+    if denied is not None:
+        raise Forbidden(f"Searching {table} reads its full-text index, {denied}, which you may not read")
 
 
 def bad_list(query_string):

@@ -213,9 +213,35 @@ def _refusal(permissions, action):
 
 async def ensure_graph(datasette, actor, name):
     """The graph pages' permission: view on every one of the graph's tables."""
-    await ensure_permissions(
-        datasette, actor, name, [("view-table", (name, table)) for table in for_plugin.GRAPH_TABLES]
-    )
+    await ensure_tables(datasette, actor, name, for_plugin.GRAPH_TABLES)
+
+
+async def ensure_tables(datasette, actor, name, tables):
+    """Refuse `actor` (403, naming the table) unless it may view each of `tables` of
+    database `name`, as Datasette's table view decides each (first_denied)."""
+    denied = await first_denied(datasette, actor, name, tables)
+    if denied is not None:
+        raise Forbidden(f"view-table: you may not view the {denied} table")
+
+
+async def first_denied(datasette, actor, name, tables):
+    """The first of `tables` of database `name` that `actor` may not view, or None. Each
+    is decided as Datasette's table view decides it: the table's own verdict, else the
+    database's, else the instance's (a private database with one table opened opens no
+    other), a shadow table's its virtual table's; one denied refuses, where
+    ensure_permissions over a list takes the first verdict of any."""
+    database = await datasette.permission_allowed(actor, "view-database", name, default=None)
+    if database is None:
+        database = await datasette.permission_allowed(actor, "view-instance", default=None)
+    others = _other_hooks()
+    for table in tables:
+        verdict = await _table_verdict(others, datasette, actor, name, table)
+        stored = for_plugin.stored_for(table)
+        if verdict is None and stored:  # a table a virtual table's module keeps it in is that table
+            verdict = await _table_verdict(others, datasette, actor, name, stored)
+        if (database if verdict is None else verdict) is False:
+            return table
+    return None
 
 
 async def graph_readable(datasette, actor, database, memories=None):
@@ -226,11 +252,7 @@ async def graph_readable(datasette, actor, database, memories=None):
         memories = await datasette.permission_allowed(actor, "view-table", (database, "knowledge"), default=True)
     if not memories:
         return False
-    others = _other_hooks()
-    for table in for_plugin.GRAPH_TABLES:
-        if await _table_verdict(others, datasette, actor, database, table) is False:
-            return False
-    return True
+    return await first_denied(datasette, actor, database, for_plugin.GRAPH_TABLES) is None
 
 
 async def tables_readable(datasette, actor, name):
@@ -251,17 +273,7 @@ async def tables_readable(datasette, actor, name):
         except sqlite3.DatabaseError:
             return True  # too damaged to list its tables: its memories decide, as the pages do
     tables.discard("knowledge")
-    # as Datasette's ensure_permissions decides each table: the table's own verdict, else
-    # the database's, else the instance's (asked once)
-    database = await datasette.permission_allowed(actor, "view-database", name, default=None)
-    if database is None:
-        database = await datasette.permission_allowed(actor, "view-instance", default=None)
-    others = _other_hooks()
-    for table in sorted(tables):
-        verdict = await _table_verdict(others, datasette, actor, name, table)
-        if (database if verdict is None else verdict) is False:
-            return False
-    return True
+    return await first_denied(datasette, actor, name, sorted(tables)) is None
 
 
 async def links_readable(datasette, actor, database, table):
@@ -317,14 +329,27 @@ _others: list = [None, None]  # [the permission_allowed hooks registered, the ca
 _recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> {event loop: its semaphore}
 
 
-async def run_recall(datasette, db, doc, actor):
+async def run_recall(datasette, db, doc, actor, indexes_checked=False):
     """brain_sql.recall for `doc` (run_read), as `actor` may see it: without the
     graph for an actor who may not read its tables; refused (403) to one who may not
-    read the full-text or vector index its lexical and vector legs search."""
-    for table in for_plugin.VIRTUAL_TABLES:  # one at a time: the refusal names the one denied
-        await ensure_permissions(datasette, actor, db.name, [("view-table", (db.name, table))])
+    read the full-text or vector index its lexical and vector legs search (unless
+    the caller checked that, before reading the request's body)."""
+    if not indexes_checked:
+        await ensure_indexes(datasette, actor, db)
     graph_visible = await graph_readable(datasette, actor, db.name, memories=True)  # open_brain asked
     return await run_read(datasette, db, lambda conn: brain_sql.recall(conn, doc, graph_visible=graph_visible))
+
+
+async def ensure_indexes(datasette, actor, db):
+    """Refuse recall (403) to whoever may not view the full-text or the vector index,
+    or one of the tables their modules keep them in (knowledge_fts_vocab, the vectors'
+    chunks...): recall's lexical and vector legs read them."""
+    try:
+        names = await db.execute_fn(_table_names)  # not db.table_names(): the SQL time limit may cut it
+    except sqlite3.DatabaseError:
+        names = []  # too damaged to list: the indexes themselves decide, and recall says what is wrong
+    stored = [name for name in names if for_plugin.stored_for(name)]
+    await ensure_tables(datasette, actor, db.name, [*for_plugin.VIRTUAL_TABLES, *sorted(stored)])
 
 
 async def run_read(datasette, db, operation):

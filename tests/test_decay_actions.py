@@ -464,6 +464,20 @@ def test_an_exported_brain_keeps_the_decisions_when_its_notes_are_edited(tmp_pat
     brain_sql.ingest(copy, [note.parent])
     assert [tier for _, tier, _ in decisions(copy).values()] == [0, 1, 1]
     close_brain(copy)
+
+    # stated values no record could state (plain SQL's, review 91): the first chunk's, as before them
+    garbage_values = ['{"relevance_tier": "x"}', "7", '{"expires_at": "garbage"}', '{"relevance_tier": 1e400}']
+    for n, garbage in enumerate(garbage_values):
+        conn.execute("update documents set stated_fields = ?", [garbage])
+        conn.commit()
+        [record] = [json.loads(line) for line in brain_sql.export(conn)]
+        assert record["relevance_tier"] == 0 and "relevance_tier" not in record["_chunks"][0]
+        assert record["_chunks"][1]["relevance_tier"] == 1 and "expires_at" not in record
+        exported.write_text(json.dumps(record) + "\n")
+        again = brain_sql.connect(tmp_path / f"again-{n}.db", model_id=brain_sql.DEFAULT_MODEL)
+        report = brain_sql.ingest(again, [exported])
+        assert not report.errors and [tier for _, tier, _ in decisions(again).values()] == [0, 1, 1]
+        close_brain(again)
     close_brain(conn)
 
 

@@ -180,6 +180,52 @@ async def test_whoever_may_not_read_an_index_recall_searches_recalls_nothing(bra
     assert (await datasette.client.get("/brain/knowledge.json?_size=1")).status_code == 200
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize("table", ["knowledge_fts_vocab", "knowledge_fts_docsize", "vec_knowledge_rowids"])
+async def test_a_deny_of_a_table_an_index_is_kept_in_refuses_recall(brains, table):
+    """Review 91: the lexical leg reads knowledge_fts_vocab and _docsize, the vector leg
+    the tables vec0 keeps the vectors in; a deny of one of them refuses recall as a deny
+    of the index does, before the request's body is read."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=denying(table))
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    for body in ({"q": "Ann Pepper"}, {"q": "Ann Pepper", "bogus": 1}, {"k": "many"}):
+        refused = await datasette.client.post("/brain/-/recall", json=body)
+        assert refused.status_code == 403 and f"the {table} table" in refused.text, refused.text[:300]
+    assert (await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper"}, cookies=admin)).json()["hits"]
+
+
+@pytest.mark.asyncio
+async def test_a_private_database_with_only_its_memories_opened_opens_nothing_derived(brains):
+    """Review 91, H1: a database only the admin may view, its `knowledge` table opened to
+    everyone (Datasette's way to publish one table): every other table is the
+    database's, so closed, as Datasette's own table view has it. Recall, which searches
+    the indexes, is refused; so are the table view's search, the graph's pages and the
+    export; a memory page shows no edges. The memories themselves are open."""
+    brain, _ = brains
+    metadata = {"databases": {"brain": {"allow": ADMIN, "tables": {"knowledge": {"allow": True}}}}}
+    datasette = Datasette([str(brain)], metadata=metadata)
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    entity = (await datasette.get_database("brain").execute("select id from entities limit 1")).first()[0]
+    memory = (await datasette.get_database("brain").execute("select knowledge_id from relationships")).first()[0]
+    paths = ["/brain/-/recall?q=Ann+Pepper", "/brain/-/brain?q=Ann+Pepper", "/brain/knowledge.json?_search=Pepper",
+             "/brain/-/entities.json", f"/brain/-/entity/{entity}", "/brain/-/export.jsonl",
+             "/brain/vec_knowledge.json"]  # fmt: skip
+    for path in paths:
+        assert (await datasette.client.get(path)).status_code == 403, path
+        assert (await datasette.client.get(path, cookies=admin)).status_code == 200, path
+    assert (await datasette.client.get("/brain/knowledge.json?_size=1")).status_code == 200
+    shown = await datasette.client.get(f"/brain/-/memory/{memory}.json")
+    assert shown.status_code == 200 and shown.json()["edges"] == []
+    assert (await datasette.client.get(f"/brain/-/memory/{memory}.json", cookies=admin)).json()["edges"]
+    # the indexes opened too (the tables their modules keep them in follow them): recall opens
+    tables = {table: {"allow": True} for table in ("knowledge", *for_plugin.VIRTUAL_TABLES)}
+    datasette = Datasette([str(brain)], metadata={"databases": {"brain": {"allow": ADMIN, "tables": tables}}})
+    found = await datasette.client.get("/brain/-/recall?q=Ann+Pepper")
+    assert found.status_code == 200 and found.json()["hits"] and not any(graph_ranks(found.json()))
+    assert (await datasette.client.get("/brain/knowledge.json?_search=Pepper")).status_code == 200
+
+
 # SQL of the brain for an actor, each reading the graph (or anything of the brain)
 SQL = [
     "select count(*) from relationships",
