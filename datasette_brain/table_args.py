@@ -103,7 +103,7 @@ async def _check_search(datasette, request, database, table):
     if not searched or not own:
         return
     # the index and the tables FTS5 keeps it in (knowledge_fts_data...), each of which a deny may name
-    stored = [name for name in await datasette.get_database(database).table_names() if name.startswith(own + "_")]
+    stored = await tools.kept_in(datasette, datasette.get_database(database), [own])
     denied = await tools.first_denied(datasette, request.actor, database, [own, *stored])
     if denied is not None:
         raise Forbidden(f"Searching {table} reads its full-text index, {denied}, which you may not read")

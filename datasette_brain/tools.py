@@ -233,12 +233,18 @@ async def first_denied(datasette, actor, name, tables):
     database = await datasette.permission_allowed(actor, "view-database", name, default=None)
     if database is None:
         database = await datasette.permission_allowed(actor, "view-instance", default=None)
-    others = _other_hooks()
+    others, verdicts = _other_hooks(), {}
+
+    async def verdict_of(table):
+        if table not in verdicts:
+            verdicts[table] = await _table_verdict(others, datasette, actor, name, table)
+        return verdicts[table]
+
     for table in tables:
-        verdict = await _table_verdict(others, datasette, actor, name, table)
+        verdict = await verdict_of(table)
         stored = for_plugin.stored_for(table)
         if verdict is None and stored:  # a table a virtual table's module keeps it in is that table
-            verdict = await _table_verdict(others, datasette, actor, name, stored)
+            verdict = await verdict_of(stored)
         if (database if verdict is None else verdict) is False:
             return table
     return None
@@ -309,6 +315,17 @@ async def _table_verdict(others, datasette, actor, name, table):
     return verdict
 
 
+def _other_rules():
+    """Whether a plugin other than this one and Datasette's own default permissions
+    answers permission_allowed (its rules may name any table)."""
+    from datasette.plugins import pm
+
+    return any(
+        impl.plugin_name != "datasette.default_permissions" and impl.function.__module__ != f"{__package__}.plugin"
+        for impl in pm.hook.permission_allowed.get_hookimpls()
+    )
+
+
 def _other_hooks():
     """The permission_allowed hooks of every plugin but this one, to be called as one;
     made again only when the plugins registered change (pluggy's subset asks each
@@ -344,12 +361,24 @@ async def ensure_indexes(datasette, actor, db):
     """Refuse recall (403) to whoever may not view the full-text or the vector index,
     or one of the tables their modules keep them in (knowledge_fts_vocab, the vectors'
     chunks...): recall's lexical and vector legs read them."""
+    indexes = for_plugin.VIRTUAL_TABLES
+    await ensure_tables(datasette, actor, db.name, [*indexes, *await kept_in(datasette, db, indexes)])
+
+
+async def kept_in(datasette, db, indexes):
+    """The tables the modules of virtual tables `indexes` keep them in whose permission
+    may be their own. Each follows its virtual table unless a rule names it: where
+    Datasette's metadata alone gives rules (no other plugin's permission hook), only
+    those the metadata names (asking Datasette of each of some 26 tables costs a recall
+    a millisecond or more); else every one the database holds."""
+    if not _other_rules():
+        named = {*(datasette.metadata("tables", database=db.name) or {}), *(datasette.metadata("tables") or {})}
+        return sorted(name for name in named if for_plugin.stored_for(name.lower()) in indexes)
     try:
         names = await db.execute_fn(_table_names)  # not db.table_names(): the SQL time limit may cut it
     except sqlite3.DatabaseError:
-        names = []  # too damaged to list: the indexes themselves decide, and recall says what is wrong
-    stored = [name for name in names if for_plugin.stored_for(name)]
-    await ensure_tables(datasette, actor, db.name, [*for_plugin.VIRTUAL_TABLES, *sorted(stored)])
+        return []  # too damaged to list: the indexes themselves decide, and recall says what is wrong
+    return sorted(name for name in names if for_plugin.stored_for(name) in indexes)
 
 
 async def run_read(datasette, db, operation):

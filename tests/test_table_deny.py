@@ -8,7 +8,9 @@ import re
 import shutil
 
 import pytest
+from datasette import hookimpl
 from datasette.app import Datasette
+from datasette.plugins import pm
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
@@ -193,6 +195,33 @@ async def test_a_deny_of_a_table_an_index_is_kept_in_refuses_recall(brains, tabl
         refused = await datasette.client.post("/brain/-/recall", json=body)
         assert refused.status_code == 403 and f"the {table} table" in refused.text, refused.text[:300]
     assert (await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper"}, cookies=admin)).json()["hits"]
+
+
+class DenyingPlugin:
+    """Another plugin's rule naming one table an index is kept in (not Datasette's metadata)."""
+
+    __name__ = "denying-plugin"
+
+    @hookimpl
+    def permission_allowed(self, actor, action, resource):
+        if action == "view-table" and resource[1] == "vec_knowledge_vector_chunks00" and not actor:
+            return False
+        return None
+
+
+@pytest.mark.asyncio
+async def test_another_plugins_deny_of_a_table_an_index_is_kept_in_refuses_recall(brains):
+    brain, _ = brains
+    datasette = Datasette([str(brain)])
+    pm.register(DenyingPlugin(), name="denying-plugin")
+    try:
+        refused = await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper"})
+        assert refused.status_code == 403 and "vec_knowledge_vector_chunks00" in refused.text, refused.text
+        admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+        assert (await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper"}, cookies=admin)).json()["hits"]
+    finally:
+        pm.unregister(name="denying-plugin")
+    assert (await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper"})).status_code == 200
 
 
 @pytest.mark.asyncio
