@@ -8,6 +8,8 @@ same time (the machine is shared: only ratios taken in one run mean anything):
 - recall: bench/recall.py's in-process p50 over `--queries` SciFact queries, each tree in
   its own process on its own copy of `--brain` (a tree may migrate its copy), the trees
   alternating `--repeat` times; the best p50 of each is compared;
+- server recall: the same through Datasette's ASGI app (bench/asgi_recall.py), so
+  that what the plugin adds to a recall (its permission checks among it) is gated too;
 - ingest: bench/ingest_scale.py's SciFact-style and entity-rich ingests, which alternate
   the trees themselves.
 A ratio over 1.10 (10% slower) is flagged: fix it or explain it in the closing note.
@@ -48,6 +50,28 @@ def recall_p50(tree, brain, queries, data):
     return float(re.search(r"full recall:\s+p50 ([\d.]+) ms", result.stdout).group(1))
 
 
+def asgi_p50(tree, brain, queries, data):
+    """bench/asgi_recall.py (this checkout's script) run on `tree`'s code: recall p50
+    in ms through Datasette's ASGI app, what a server adds to recall included."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench/asgi_recall.py"),
+            "--brain",
+            str(brain),
+            "--queries",
+            str(queries),
+            "--query-file",
+            str(data / "scifact/queries.jsonl"),
+        ],
+        env={**os.environ, "PYTHONPATH": str(tree)},  # the plugin's entry point imports the tree's package
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(re.search(r"asgi recall: p50 ([\d.]+) ms", result.stdout).group(1))
+
+
 def verdict(ratio):
     return "slower: over the gate" if ratio > LIMIT else "within the gate"
 
@@ -75,16 +99,17 @@ def main():
             snapshot = Path(args.brain + "-brainstate")
             if snapshot.exists():
                 shutil.copy(snapshot, str(copies[name]) + "-brainstate")
-        best = {name: [] for name in trees}
-        for _ in range(args.repeat):
-            for name, tree in trees.items():
-                best[name].append(recall_p50(tree, copies[name], args.queries, data))
-        ratio = min(best["tree"]) / min(best["baseline"])
-        print(
-            f"recall p50 (ms, best of {args.repeat}): tree {min(best['tree']):.1f} {best['tree']}, "
-            f"baseline {min(best['baseline']):.1f} {best['baseline']}; ratio {ratio:.2f} ({verdict(ratio)})",
-            flush=True,
-        )
+        for label, measure in (("recall p50", recall_p50), ("server recall p50 (ASGI)", asgi_p50)):
+            best = {name: [] for name in trees}
+            for _ in range(args.repeat):
+                for name, tree in trees.items():
+                    best[name].append(measure(tree, copies[name], args.queries, data))
+            ratio = min(best["tree"]) / min(best["baseline"])
+            print(
+                f"{label} (ms, best of {args.repeat}): tree {min(best['tree']):.1f} {best['tree']}, "
+                f"baseline {min(best['baseline']):.1f} {best['baseline']}; ratio {ratio:.2f} ({verdict(ratio)})",
+                flush=True,
+            )
     ingest = subprocess.run(
         [
             sys.executable,
