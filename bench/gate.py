@@ -31,10 +31,22 @@ LIMIT = 1.10
 
 def recall_p50(tree, brain, queries, data):
     """One bench/recall.py run of `tree`'s code on `brain`: its full recall p50 in ms."""
+    return _p50(Path(tree) / "bench/recall.py", r"full recall:\s+p50 ([\d.]+) ms", tree, brain, queries, data)
+
+
+def asgi_p50(tree, brain, queries, data):
+    """bench/asgi_recall.py (this checkout's script) run on `tree`'s code: recall p50
+    in ms through Datasette's ASGI app, what a server adds to recall included."""
+    return _p50(ROOT / "bench/asgi_recall.py", r"asgi recall: p50 ([\d.]+) ms", tree, brain, queries, data)
+
+
+def _p50(script, said, tree, brain, queries, data):
+    """The p50 `script` prints (`said` finds it) on `brain`, run with `tree`'s code (the
+    plugin's entry point imports the tree's package too)."""
     result = subprocess.run(
         [
             sys.executable,
-            str(Path(tree) / "bench/recall.py"),
+            str(script),
             "--brain",
             str(brain),
             "--queries",
@@ -47,29 +59,7 @@ def recall_p50(tree, brain, queries, data):
         text=True,
         check=True,
     )
-    return float(re.search(r"full recall:\s+p50 ([\d.]+) ms", result.stdout).group(1))
-
-
-def asgi_p50(tree, brain, queries, data):
-    """bench/asgi_recall.py (this checkout's script) run on `tree`'s code: recall p50
-    in ms through Datasette's ASGI app, what a server adds to recall included."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench/asgi_recall.py"),
-            "--brain",
-            str(brain),
-            "--queries",
-            str(queries),
-            "--query-file",
-            str(data / "scifact/queries.jsonl"),
-        ],
-        env={**os.environ, "PYTHONPATH": str(tree)},  # the plugin's entry point imports the tree's package
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return float(re.search(r"asgi recall: p50 ([\d.]+) ms", result.stdout).group(1))
+    return float(re.search(said, result.stdout).group(1))
 
 
 def verdict(ratio):
