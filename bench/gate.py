@@ -9,7 +9,9 @@ same time (the machine is shared: only ratios taken in one run mean anything):
   its own process on its own copy of `--brain` (a tree may migrate its copy), the trees
   alternating `--repeat` times; the best p50 of each is compared;
 - server recall: the same through Datasette's ASGI app (bench/asgi_recall.py), so
-  that what the plugin adds to a recall (its permission checks among it) is gated too;
+  that what the plugin adds to a recall (its permission checks among it) is gated too,
+  alone and beside another plugin with permission rules (then every table recall
+  reads is asked of);
 - ingest: bench/ingest_scale.py's SciFact-style and entity-rich ingests, which alternate
   the trees themselves.
 A ratio over 1.10 (10% slower) is flagged: fix it or explain it in the closing note.
@@ -34,13 +36,19 @@ def recall_p50(tree, brain, queries, data):
     return _p50(Path(tree) / "bench/recall.py", r"full recall:\s+p50 ([\d.]+) ms", tree, brain, queries, data)
 
 
-def asgi_p50(tree, brain, queries, data):
+def asgi_p50(tree, brain, queries, data, *options):
     """bench/asgi_recall.py (this checkout's script) run on `tree`'s code: recall p50
     in ms through Datasette's ASGI app, what a server adds to recall included."""
-    return _p50(ROOT / "bench/asgi_recall.py", r"asgi recall: p50 ([\d.]+) ms", tree, brain, queries, data)
+    script = ROOT / "bench/asgi_recall.py"
+    return _p50(script, r"asgi recall: p50 ([\d.]+) ms", tree, brain, queries, data, *options)
 
 
-def _p50(script, said, tree, brain, queries, data):
+def asgi_plugin_p50(tree, brain, queries, data):
+    """asgi_p50 with another plugin answering permission_allowed (every table recall reads asked)."""
+    return asgi_p50(tree, brain, queries, data, "--another-plugin")
+
+
+def _p50(script, said, tree, brain, queries, data, *options):
     """The p50 `script` prints (`said` finds it) on `brain`, run with `tree`'s code (the
     plugin's entry point imports the tree's package too)."""
     result = subprocess.run(
@@ -53,6 +61,7 @@ def _p50(script, said, tree, brain, queries, data):
             str(queries),
             "--query-file",
             str(data / "scifact/queries.jsonl"),
+            *options,
         ],
         env={**os.environ, "PYTHONPATH": str(tree)},
         capture_output=True,
@@ -89,7 +98,12 @@ def main():
             snapshot = Path(args.brain + "-brainstate")
             if snapshot.exists():
                 shutil.copy(snapshot, str(copies[name]) + "-brainstate")
-        for label, measure in (("recall p50", recall_p50), ("server recall p50 (ASGI)", asgi_p50)):
+        measures = (
+            ("recall p50", recall_p50),
+            ("server recall p50 (ASGI)", asgi_p50),
+            ("server recall p50 (ASGI, another plugin's permission rules)", asgi_plugin_p50),
+        )
+        for label, measure in measures:
             best = {name: [] for name in trees}
             for _ in range(args.repeat):
                 for name, tree in trees.items():

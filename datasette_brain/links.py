@@ -185,23 +185,33 @@ def metadata(datasette):
     """What Datasette's metadata says of each brain database unless metadata.yml
     says otherwise: internals hidden, full-text search on the knowledge table, and
     an entity labelled by its id. A fresh dictionary each time: Datasette merges the
-    next source into it."""
-    return {
-        "databases": {
-            name: {
-                "tables": {
-                    **{table: {"hidden": True} for table in HIDDEN_TABLES},
-                    "knowledge": {"fts_table": "knowledge_fts", "fts_pk": "id"},
-                    # Datasette labels a foreign key (relationships.to_entity_id, documents.entity_id)
-                    # with the row it names, on table pages, with _labels and in facets, whoever
-                    # asks: nothing on that path is told who does. Whoever may read `relationships`
-                    # but not `entities` is shown no names so: the id is its own label, for everyone
-                    "entities": {"label_column": "id"},
-                }
-            }
-            for name in _brains.get(datasette, ())
+    next source into it.
+
+    Datasette reads a database's `tables` in place of the instance's, so this block
+    would hide an operator's instance-level table rules (a deny of `knowledge` for
+    every database) from every brain: a brain the operator gave no `tables` of its
+    own gets the instance's in it. Read from the operator's own metadata (Datasette's
+    metadata() would ask this hook again)."""
+    local = getattr(datasette, "_metadata_local", None) or {}
+    instance: dict = local["tables"] if isinstance(local.get("tables"), dict) else {}
+    databases: dict = local["databases"] if isinstance(local.get("databases"), dict) else {}
+    found = {}
+    for name in _brains.get(datasette, ()):
+        tables: dict = {
+            **{table: {"hidden": True} for table in HIDDEN_TABLES},
+            "knowledge": {"fts_table": "knowledge_fts", "fts_pk": "id"},
+            # Datasette labels a foreign key (relationships.to_entity_id, documents.entity_id)
+            # with the row it names, on table pages, with _labels and in facets, whoever
+            # asks: nothing on that path is told who does. Whoever may read `relationships`
+            # but not `entities` is shown no names so: the id is its own label, for everyone
+            "entities": {"label_column": "id"},
         }
-    }
+        own = databases.get(name)
+        if not (isinstance(own, dict) and "tables" in own):
+            for table, config in instance.items():
+                tables[table] = {**tables.get(table, {}), **config} if isinstance(config, dict) else config
+        found[name] = {"tables": tables}
+    return {"databases": found}
 
 
 # rendering text

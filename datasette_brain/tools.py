@@ -234,10 +234,17 @@ async def first_denied(datasette, actor, name, tables):
     if database is None:
         database = await datasette.permission_allowed(actor, "view-instance", default=None)
     others, verdicts = _other_hooks(), {}
+    named: list[set[str]] = []  # the tables the metadata names, once asked
 
     async def verdict_of(table):
         if table not in verdicts:
-            verdicts[table] = await _table_verdict(others, datasette, actor, name, table)
+            stored = for_plugin.stored_for(table)
+            if stored and not named:
+                named.append(_named_in_metadata(datasette, name))
+            # a shadow table the metadata names no rule for: Datasette's rules say nothing of it
+            # (asking them costs a deep copy of the metadata a table), other plugins' may
+            hooks = _other_hooks(beyond_metadata=True) if stored and table.lower() not in named[0] else others
+            verdicts[table] = await _table_verdict(hooks, datasette, actor, name, table) if hooks else None
         return verdicts[table]
 
     for table in tables:
@@ -315,20 +322,19 @@ async def _table_verdict(others, datasette, actor, name, table):
     return verdict
 
 
-def _other_rules():
-    """Whether a plugin other than this one and Datasette's own default permissions
-    answers permission_allowed (its rules may name any table)."""
-    from datasette.plugins import pm
-
-    return any(
-        impl.plugin_name != "datasette.default_permissions" and impl.function.__module__ != f"{__package__}.plugin"
-        for impl in pm.hook.permission_allowed.get_hookimpls()
-    )
+def _rules_beyond_metadata():
+    """Whether a plugin other than this one and Datasette's default permissions (its
+    metadata's allow blocks) answers permission_allowed: its rules may name any table."""
+    return _other_hooks(beyond_metadata=True) is not None
 
 
-def _other_hooks():
-    """The permission_allowed hooks of every plugin but this one, to be called as one;
-    made again only when the plugins registered change (pluggy's subset asks each
+_DEFAULT_PERMISSIONS = "datasette.default_permissions"
+
+
+def _other_hooks(beyond_metadata=False):
+    """The permission_allowed hooks of every plugin but this one (and, `beyond_metadata`,
+    but Datasette's default permissions too), to be called as one; None when there is
+    none. Made again only when the plugins registered change (pluggy's subset asks each
     plugin for the hook by name: on this package, a module lookup each time)."""
     from datasette.plugins import pm  # loading it loads every plugin, this one too: not while this module loads
 
@@ -336,11 +342,18 @@ def _other_hooks():
     if _others[0] != impls:
         module = f"{__package__}.plugin"
         this = [impl.plugin for impl in impls if impl.function.__module__ == module]
-        _others[:] = [impls, pm.subset_hook_caller("permission_allowed", remove_plugins=this)]
-    return _others[1]
+        default = [impl.plugin for impl in impls if impl.plugin_name == _DEFAULT_PERMISSIONS]
+        beyond = [impl for impl in impls if impl.plugin not in this and impl.plugin not in default]
+        _others[:] = [
+            impls,
+            pm.subset_hook_caller("permission_allowed", remove_plugins=this),
+            pm.subset_hook_caller("permission_allowed", remove_plugins=this + default) if beyond else None,
+        ]
+    return _others[2] if beyond_metadata else _others[1]
 
 
-_others: list = [None, None]  # [the permission_allowed hooks registered, the caller of all but this plugin's]
+# [the permission_allowed hooks registered, the caller of all but this plugin's, of all but it and Datasette's]
+_others: list = [None, None, None]
 
 
 _recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> {event loop: its semaphore}
@@ -366,19 +379,24 @@ async def ensure_indexes(datasette, actor, db):
 
 
 async def kept_in(datasette, db, indexes):
-    """The tables the modules of virtual tables `indexes` keep them in whose permission
-    may be their own. Each follows its virtual table unless a rule names it: where
-    Datasette's metadata alone gives rules (no other plugin's permission hook), only
-    those the metadata names (asking Datasette of each of some 26 tables costs a recall
-    a millisecond or more); else every one the database holds."""
-    if not _other_rules():
-        named = {*(datasette.metadata("tables", database=db.name) or {}), *(datasette.metadata("tables") or {})}
-        return sorted(name for name in named if for_plugin.stored_for(name.lower()) in indexes)
-    try:
-        names = await db.execute_fn(_table_names)  # not db.table_names(): the SQL time limit may cut it
-    except sqlite3.DatabaseError:
-        return []  # too damaged to list: the indexes themselves decide, and recall says what is wrong
-    return sorted(name for name in names if for_plugin.stored_for(name) in indexes)
+    """The tables virtual tables `indexes` are kept in (named after them: knowledge_fts_data,
+    vec_knowledge_rowids...) that a rule may name: where only Datasette's metadata gives
+    rules (no other plugin's permission hook), those the metadata names; else every one
+    the database holds."""
+    if not _rules_beyond_metadata():
+        names = _named_in_metadata(datasette, db.name)
+    else:
+        try:
+            names = await db.execute_fn(_table_names)  # not db.table_names(): the SQL time limit may cut it
+        except sqlite3.DatabaseError:
+            return []  # too damaged to list: the indexes themselves decide, and recall says what is wrong
+    return sorted(name for name in names if any(name.lower().startswith(index + "_") for index in indexes))
+
+
+def _named_in_metadata(datasette, name):
+    """The tables (lower case) Datasette's metadata gives a block of database `name`, or of every database."""
+    named = {*(datasette.metadata("tables", database=name) or {}), *(datasette.metadata("tables") or {})}
+    return {table.lower() for table in named}
 
 
 async def run_read(datasette, db, operation):

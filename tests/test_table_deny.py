@@ -46,20 +46,30 @@ def denying(*tables, database="brain"):
     return {"databases": {database: {"tables": {table: {"allow": ADMIN} for table in tables}}}}
 
 
+def altered_copy(brain, path, *statements):
+    """A copy of `brain` at `path` that plain SQL `statements` changed, in one transaction."""
+    shutil.copy(brain, path)
+    conn = brain_sql.connect(path)
+    with conn:
+        for statement in statements:
+            conn.execute(statement)
+    close_brain(conn)
+    return path
+
+
 @pytest.fixture(scope="module")
 def brains(vault_brain_path, tmp_path_factory):
     """(brain, twin): the vault with a conversation, and a copy of it whose graph is
     emptied (no entity, no edge, no document entity): the brain without its graph."""
     folder = tmp_path_factory.mktemp("table-deny")
     brain = copy_brain(vault_brain_path, folder / "brain.db", TURNS)
-    twin = folder / "twin.db"
-    shutil.copy(brain, twin)
-    conn = brain_sql.connect(twin)
-    with conn:
-        conn.execute("delete from relationships")
-        conn.execute("update documents set entity_id = null")
-        conn.execute("delete from entities")
-    close_brain(conn)
+    twin = altered_copy(
+        brain,
+        folder / "twin.db",
+        "delete from relationships",
+        "update documents set entity_id = null",
+        "delete from entities",
+    )
     return brain, twin
 
 
@@ -195,6 +205,48 @@ async def test_a_deny_of_a_table_an_index_is_kept_in_refuses_recall(brains, tabl
         refused = await datasette.client.post("/brain/-/recall", json=body)
         assert refused.status_code == 403 and f"the {table} table" in refused.text, refused.text[:300]
     assert (await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper"}, cookies=admin)).json()["hits"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("table", ["knowledge", "knowledge_fts", "entities"])
+async def test_an_instance_level_table_rule_holds_on_a_brain(brains, table):
+    """Review 92: metadata's top-level `tables` applies to every database; the plugin's own
+    block for a brain (its hidden tables) must not stand in for it (Datasette reads a
+    database's `tables` in place of the instance's)."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata={"tables": {table: {"allow": ADMIN}}})
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    assert (await datasette.client.get(f"/brain/{table}.json")).status_code == 403
+    assert (await datasette.client.get(f"/brain/{table}.json", cookies=admin)).status_code == 200
+    recalled = await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper", "now": NOW})
+    if table == "entities":  # the graph hidden: recall as without it
+        assert recalled.status_code == 200 and not any(graph_ranks(recalled.json()))
+    else:
+        assert recalled.status_code == 403
+
+
+@pytest.mark.asyncio
+async def test_a_search_of_another_full_text_index_reads_its_tables_too(brains, tmp_path):
+    """Review 92: a table of the operator's own in a brain, searched through its own FTS5
+    index: a deny of one of the tables that index is kept in refuses the search."""
+    brain, _ = brains
+    copy = altered_copy(
+        brain,
+        tmp_path / "brain.db",
+        "create table notes (id integer primary key, body text)",
+        "insert into notes (body) values ('the runbook lives in the wiki')",
+        "create virtual table notes_fts using fts5 (body, content='notes', content_rowid='id')",
+        "insert into notes_fts (rowid, body) select id, body from notes",
+    )
+    datasette = Datasette([str(copy)], metadata=denying("notes_fts_data"))
+    path = "/brain/notes.json?_search=runbook&_fts_table=notes_fts"
+    assert (await datasette.client.get(path)).status_code == 400  # a brain's table searches only its own index
+    path = "/brain/notes.json?_search=runbook"
+    datasette = Datasette([str(copy)], metadata={"databases": {"brain": {"tables": {
+        "notes": {"fts_table": "notes_fts"}, "notes_fts_data": {"allow": ADMIN}}}}})  # fmt: skip
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    assert (await datasette.client.get(path)).status_code == 403
+    assert (await datasette.client.get(path, cookies=admin)).status_code == 200
 
 
 class DenyingPlugin:
