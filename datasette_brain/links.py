@@ -181,20 +181,32 @@ def link(href, text, css_class=None):
     return Markup(f'<a href="{escape(href)}"{attribute}>{escape(text)}</a>')
 
 
-def metadata(datasette):
+def metadata(datasette, key=None, database=None, table=None):
     """What Datasette's metadata says of each brain database unless metadata.yml
     says otherwise: internals hidden, full-text search on the knowledge table, and
     an entity labelled by its id. A fresh dictionary each time: Datasette merges the
     next source into it.
 
     Datasette reads a database's `tables` in place of the instance's, so this block
-    would hide an operator's instance-level table rules (a deny of `knowledge` for
-    every database) from every brain: a brain the operator gave no `tables` of its
-    own gets the instance's in it. Read from the operator's own metadata (Datasette's
-    metadata() would ask this hook again)."""
-    local = getattr(datasette, "_metadata_local", None) or {}
-    instance: dict = local["tables"] if isinstance(local.get("tables"), dict) else {}
-    databases: dict = local["databases"] if isinstance(local.get("databases"), dict) else {}
+    would hide the instance-level table permissions (a deny of `knowledge` for every
+    database) from every brain: a brain given no `tables` of its own gets the
+    instance's `allow` rules in it, from the operator's metadata and other plugins'
+    (asked here directly: Datasette's metadata() would ask this hook again). Only
+    `allow`: the instance's other table keys apply to no database's table."""
+    sources = [
+        getattr(datasette, "_metadata_local", None) or {},
+        *_other_metadata(datasette=datasette, key=key, database=database, table=table),
+    ]
+    instance, own = {}, set()
+    for source in sources:
+        if not isinstance(source, dict):
+            continue
+        given: dict = source["tables"] if isinstance(source.get("tables"), dict) else {}
+        for name, config in given.items():
+            if isinstance(config, dict) and "allow" in config:
+                instance.setdefault(name, []).append(config["allow"])
+        databases: dict = source["databases"] if isinstance(source.get("databases"), dict) else {}
+        own.update(name for name, block in databases.items() if isinstance(block, dict) and "tables" in block)
     found = {}
     for name in _brains.get(datasette, ()):
         tables: dict = {
@@ -206,12 +218,39 @@ def metadata(datasette):
             # but not `entities` is shown no names so: the id is its own label, for everyone
             "entities": {"label_column": "id"},
         }
-        own = databases.get(name)
-        if not (isinstance(own, dict) and "tables" in own):
-            for table, config in instance.items():
-                tables[table] = {**tables.get(table, {}), **config} if isinstance(config, dict) else config
+        if name not in own:
+            for table_name, allows in instance.items():
+                if len(allows) == 1:
+                    tables[table_name] = {**tables.get(table_name, {}), "allow": allows[0]}
+                else:  # each source's rule holds: an actor all of them allow (two spellings of a name hold so)
+                    for n, allow in enumerate(allows):
+                        tables[table_name if n == 0 else _spelled_again(table_name, n)] = {"allow": allow}
         found[name] = {"tables": tables}
     return {"databases": found}
+
+
+def _spelled_again(name, n):
+    """`name` in another case (Datasette matches table names in any case and keeps a rule
+    of each spelling, so none overwrites another's deny)."""
+    variants = [name.upper(), name.lower(), name.title(), name.swapcase()]
+    return next((v for v in variants[n - 1 :] if v != name), name.upper())
+
+
+def _other_metadata(**arguments):
+    """What the other plugins' get_metadata hooks give for these arguments (none asked
+    when there is none: Datasette asks this hook for every lookup of its metadata)."""
+    from datasette.plugins import pm  # not at import: Datasette loads plugins amid its own modules
+
+    impls = tuple(pm.hook.get_metadata.get_hookimpls())
+    if _metadata_hooks[0] != impls:
+        module = f"{__package__}.plugin"
+        this = [impl.plugin for impl in impls if impl.function.__module__ == module]
+        others = len(impls) > len(this)
+        _metadata_hooks[:] = [impls, pm.subset_hook_caller("get_metadata", remove_plugins=this) if others else None]
+    return _metadata_hooks[1](**arguments) if _metadata_hooks[1] else []
+
+
+_metadata_hooks: list = [None, None]  # [the get_metadata hooks registered, the caller of all but this plugin's]
 
 
 # rendering text

@@ -227,7 +227,7 @@ def table_actions(datasette, actor, database, table):
 def get_metadata(datasette, key, database, table):
     """Brains' internal tables hidden and the knowledge table searchable, with or
     without metadata.yml (whose words win)."""
-    return links.metadata(datasette)
+    return links.metadata(datasette, key, database, table)
 
 
 @hookimpl

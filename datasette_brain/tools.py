@@ -390,7 +390,8 @@ async def kept_in(datasette, db, indexes):
             names = await db.execute_fn(_table_names)  # not db.table_names(): the SQL time limit may cut it
         except sqlite3.DatabaseError:
             return []  # too damaged to list: the indexes themselves decide, and recall says what is wrong
-    return sorted(name for name in names if any(name.lower().startswith(index + "_") for index in indexes))
+    prefixes = tuple(index.lower() + "_" for index in indexes)  # SQLite's names match in any case
+    return sorted(name for name in names if name.lower().startswith(prefixes))
 
 
 def _named_in_metadata(datasette, name):

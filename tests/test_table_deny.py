@@ -225,6 +225,38 @@ async def test_an_instance_level_table_rule_holds_on_a_brain(brains, table):
         assert recalled.status_code == 403
 
 
+class RemoteMetadata:
+    """A plugin giving metadata of its own (as datasette-remote-metadata does): a top-level deny."""
+
+    __name__ = "remote-metadata"
+
+    @hookimpl
+    def get_metadata(self, datasette, key, database, table):
+        return {"tables": {"knowledge": {"allow": ADMIN}}}
+
+
+@pytest.mark.asyncio
+async def test_an_instance_level_rule_a_plugin_gives_holds_on_a_brain_and_only_its_allow(brains):
+    """Review 93: a top-level `tables` rule from another plugin's metadata holds as the
+    metadata file's does; of a top-level entry only `allow` reaches a brain's tables
+    (Datasette applies no other of its keys to a database's table: a label_column
+    there must not undo the brain's labelling of entities by id), and a value that is
+    no block is passed over."""
+    brain, _ = brains
+    pm.register(RemoteMetadata(), name="remote-metadata")
+    try:
+        datasette = Datasette([str(brain)])
+        assert (await datasette.client.get("/brain/knowledge.json")).status_code == 403
+        assert (await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper"})).status_code == 403
+    finally:
+        pm.unregister(name="remote-metadata")
+    metadata = {"tables": {"entities": {"allow": True, "label_column": "name"}, "knowledge": True}}
+    datasette = Datasette([str(brain)], metadata=metadata)
+    rows = (await datasette.client.get("/brain/relationships.json?_labels=on&_shape=array")).json()
+    assert rows and all(str(row["to_entity_id"]["label"]) == str(row["to_entity_id"]["value"]) for row in rows)
+    assert (await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper"})).json()["hits"]
+
+
 @pytest.mark.asyncio
 async def test_a_search_of_another_full_text_index_reads_its_tables_too(brains, tmp_path):
     """Review 92: a table of the operator's own in a brain, searched through its own FTS5
