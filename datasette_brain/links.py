@@ -193,18 +193,21 @@ def metadata(datasette, key=None, database=None, table=None):
     instance's `allow` rules in it, from the operator's metadata and other plugins'
     (asked here directly: Datasette's metadata() would ask this hook again). Only
     `allow`: the instance's other table keys apply to no database's table."""
+    # in Datasette's order: the plugins' metadata, then the operator's, which wins
     sources = [
-        getattr(datasette, "_metadata_local", None) or {},
         *_other_metadata(datasette=datasette, key=key, database=database, table=table),
+        getattr(datasette, "_metadata_local", None) or {},
     ]
-    instance, own = {}, set()
+    instance: dict = {}  # table -> its allow block, each source's keys over the one's before, as Datasette merges
+    own = set()
     for source in sources:
         if not isinstance(source, dict):
             continue
         given: dict = source["tables"] if isinstance(source.get("tables"), dict) else {}
         for name, config in given.items():
             if isinstance(config, dict) and "allow" in config:
-                instance.setdefault(name, []).append(config["allow"])
+                before, allow = instance.get(name), config["allow"]
+                instance[name] = {**before, **allow} if isinstance(before, dict) and isinstance(allow, dict) else allow
         databases: dict = source["databases"] if isinstance(source.get("databases"), dict) else {}
         own.update(name for name, block in databases.items() if isinstance(block, dict) and "tables" in block)
     found = {}
@@ -219,21 +222,10 @@ def metadata(datasette, key=None, database=None, table=None):
             "entities": {"label_column": "id"},
         }
         if name not in own:
-            for table_name, allows in instance.items():
-                if len(allows) == 1:
-                    tables[table_name] = {**tables.get(table_name, {}), "allow": allows[0]}
-                else:  # each source's rule holds: an actor all of them allow (two spellings of a name hold so)
-                    for n, allow in enumerate(allows):
-                        tables[table_name if n == 0 else _spelled_again(table_name, n)] = {"allow": allow}
+            for table_name, allow in instance.items():
+                tables[table_name] = {**tables.get(table_name, {}), "allow": allow}
         found[name] = {"tables": tables}
     return {"databases": found}
-
-
-def _spelled_again(name, n):
-    """`name` in another case (Datasette matches table names in any case and keeps a rule
-    of each spelling, so none overwrites another's deny)."""
-    variants = [name.upper(), name.lower(), name.title(), name.swapcase()]
-    return next((v for v in variants[n - 1 :] if v != name), name.upper())
 
 
 def _other_metadata(**arguments):

@@ -82,11 +82,11 @@ async def _check_through(datasette, request, database, table):
 
 
 async def _check_search(datasette, request, database, table):
-    """_search, _search_COLUMN and _fts_table, as Datasette's search filter reads them: a
-    search reads the full-text index and the tables it is kept in, refused (403) to
-    whoever may not read one of them;
-    and _fts_table may name only this table's own index (another's, such as
-    knowledge_fts asked through entities, would read its rows through this table)."""
+    """_search, _search_COLUMN and _fts_table, as Datasette's search filter reads them. A
+    search reads the full-text index and the tables it is kept in: refused (403) to
+    whoever may not read one of them. _fts_table may name only this table's own index
+    (another's, such as knowledge_fts asked through entities, would read its rows
+    through this table)."""
     searched = [key for key in request.args if key.startswith("_search") and key != "_searchmode"]
     odd = next((key for key in searched if key != "_search" and not key.startswith("_search_")), None)
     if odd:  # Datasette reads the column after "_search_" (a 500 on this)
