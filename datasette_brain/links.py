@@ -198,7 +198,9 @@ def metadata(datasette, key=None, database=None, table=None):
         *_other_metadata(datasette=datasette, key=key, database=database, table=table),
         getattr(datasette, "_metadata_local", None) or {},
     ]
-    instance: dict = {}  # table -> its allow block, each source's keys over the one's before, as Datasette merges
+    # table, in lower case -> (its name as last spelled, its allow block: each source's keys over the one's
+    # before, names matched in any case, as Datasette merges its sources)
+    instance: dict = {}
     own = set()
     for source in sources:
         if not isinstance(source, dict):
@@ -206,8 +208,10 @@ def metadata(datasette, key=None, database=None, table=None):
         given: dict = source["tables"] if isinstance(source.get("tables"), dict) else {}
         for name, config in given.items():
             if isinstance(config, dict) and "allow" in config:
-                before, allow = instance.get(name), config["allow"]
-                instance[name] = {**before, **allow} if isinstance(before, dict) and isinstance(allow, dict) else allow
+                folded = name.translate(_ASCII_CASE) if isinstance(name, str) else name  # as SQLite matches names
+                before, allow = instance.pop(folded, (None, None))[1], config["allow"]
+                merged = {**before, **allow} if isinstance(before, dict) and isinstance(allow, dict) else allow
+                instance[folded] = (name, merged)
         databases: dict = source["databases"] if isinstance(source.get("databases"), dict) else {}
         own.update(name for name, block in databases.items() if isinstance(block, dict) and "tables" in block)
     found = {}
@@ -222,27 +226,20 @@ def metadata(datasette, key=None, database=None, table=None):
             "entities": {"label_column": "id"},
         }
         if name not in own:
-            for table_name, allow in instance.items():
+            for table_name, allow in instance.values():
                 tables[table_name] = {**tables.get(table_name, {}), "allow": allow}
         found[name] = {"tables": tables}
     return {"databases": found}
 
 
+_ASCII_CASE = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 def _other_metadata(**arguments):
     """What the other plugins' get_metadata hooks give for these arguments (none asked
     when there is none: Datasette asks this hook for every lookup of its metadata)."""
-    from datasette.plugins import pm  # not at import: Datasette loads plugins amid its own modules
-
-    impls = tuple(pm.hook.get_metadata.get_hookimpls())
-    if _metadata_hooks[0] != impls:
-        module = f"{__package__}.plugin"
-        this = [impl.plugin for impl in impls if impl.function.__module__ == module]
-        others = len(impls) > len(this)
-        _metadata_hooks[:] = [impls, pm.subset_hook_caller("get_metadata", remove_plugins=this) if others else None]
-    return _metadata_hooks[1](**arguments) if _metadata_hooks[1] else []
-
-
-_metadata_hooks: list = [None, None]  # [the get_metadata hooks registered, the caller of all but this plugin's]
+    others = tools.other_plugins("get_metadata")
+    return others(**arguments) if others else []
 
 
 # rendering text

@@ -333,27 +333,28 @@ _DEFAULT_PERMISSIONS = "datasette.default_permissions"
 
 def _other_hooks(beyond_metadata=False):
     """The permission_allowed hooks of every plugin but this one (and, `beyond_metadata`,
-    but Datasette's default permissions too), to be called as one; None when there is
-    none. Made again only when the plugins registered change (pluggy's subset asks each
-    plugin for the hook by name: on this package, a module lookup each time)."""
+    but Datasette's default permissions too), to be called as one; None when there is none."""
+    return other_plugins("permission_allowed", (_DEFAULT_PERMISSIONS,) if beyond_metadata else ())
+
+
+def other_plugins(hook, without=()):
+    """Hook `hook` of every plugin but this one and those named `without`, to be called
+    as one; None when there is none. Made again only when the plugins registered
+    change (pluggy's subset asks each plugin for the hook by name: on this package, a
+    module lookup each time)."""
     from datasette.plugins import pm  # loading it loads every plugin, this one too: not while this module loads
 
-    impls = tuple(pm.hook.permission_allowed.get_hookimpls())
-    if _others[0] != impls:
+    impls = tuple(getattr(pm.hook, hook).get_hookimpls())
+    key = (hook, without)
+    if key not in _callers or _callers[key][0] != impls:
         module = f"{__package__}.plugin"
-        this = [impl.plugin for impl in impls if impl.function.__module__ == module]
-        default = [impl.plugin for impl in impls if impl.plugin_name == _DEFAULT_PERMISSIONS]
-        beyond = [impl for impl in impls if impl.plugin not in this and impl.plugin not in default]
-        _others[:] = [
-            impls,
-            pm.subset_hook_caller("permission_allowed", remove_plugins=this),
-            pm.subset_hook_caller("permission_allowed", remove_plugins=this + default) if beyond else None,
-        ]
-    return _others[2] if beyond_metadata else _others[1]
+        left = [i.plugin for i in impls if i.function.__module__ == module or i.plugin_name in without]
+        caller = pm.subset_hook_caller(hook, remove_plugins=left) if len(impls) > len(left) else None
+        _callers[key] = (impls, caller)
+    return _callers[key][1]
 
 
-# [the permission_allowed hooks registered, the caller of all but this plugin's, of all but it and Datasette's]
-_others: list = [None, None, None]
+_callers: dict = {}  # (hook, plugins left out) -> (the hooks registered, the caller of the others)
 
 
 _recall_slots = weakref.WeakKeyDictionary()  # Datasette instance -> {event loop: its semaphore}

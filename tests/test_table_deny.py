@@ -250,6 +250,12 @@ async def test_an_instance_level_rule_a_plugin_gives_holds_on_a_brain_and_only_i
         assert (await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper"})).status_code == 403
     finally:
         pm.unregister(name="remote-metadata")
+    pm.register(RemoteMetadata(), name="remote-metadata")
+    try:  # the operator's rule for the same table, in another case, wins over the plugin's, as Datasette merges them
+        datasette = Datasette([str(brain)], metadata={"tables": {"Knowledge": {"allow": True}}})
+        assert (await datasette.client.get("/brain/knowledge.json")).status_code == 200
+    finally:
+        pm.unregister(name="remote-metadata")
     metadata = {"tables": {"entities": {"allow": True, "label_column": "name"}, "knowledge": True}}
     datasette = Datasette([str(brain)], metadata=metadata)
     rows = (await datasette.client.get("/brain/relationships.json?_labels=on&_shape=array")).json()
