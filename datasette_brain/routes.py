@@ -499,15 +499,17 @@ async def model_view(datasette, request):
 def derived_table_readable(datasette, actor, database, table):
     """An awaitable: False when `table` is derived from tables of `database` that
     `actor` may not view, else None (no opinion): a table derived from `knowledge`
-    follows it; the name index follows `entities` too; a virtual table's shadow tables
-    (knowledge_fts_data, vec_knowledge_vector_chunks00...) follow it; a table recording
+    follows it; the name index follows `entities` too; a virtual table and the tables
+    its module keeps it in (knowledge_fts_data, vec_knowledge_vector_chunks00...) are
+    one index, a deny of any holding for each (knowledge_fts_vocab decodes
+    knowledge_fts_data); a table recording
     rows of every table (the change log) is for whoever may view every table of the brain."""
 
     async def inner():
         if not await datasette.permission_allowed(actor, "view-table", (database, "knowledge"), default=True):
             return False
-        stored = for_plugin.stored_for(table)
-        if stored and not await datasette.permission_allowed(actor, "view-table", (database, stored), default=True):
+        index = table if table in for_plugin.VIRTUAL_TABLES else for_plugin.stored_for(table)
+        if index and not await tools.index_readable(datasette, actor, database, index):
             return False
         if table in for_plugin.ENTITY_DERIVED_TABLES and not await datasette.permission_allowed(
             actor, "view-table", (database, "entities"), default=True

@@ -379,6 +379,14 @@ async def ensure_indexes(datasette, actor, db):
     await ensure_tables(datasette, actor, db.name, [*indexes, *await kept_in(datasette, db, indexes)])
 
 
+async def index_readable(datasette, actor, name, index):
+    """Whether `actor` may view virtual table `index` of database `name` and every table
+    its module keeps it in that a rule names (first_denied): each of them reads the others."""
+    db = datasette.databases.get(name)
+    tables = [index, *await kept_in(datasette, db, [index])] if db is not None else [index]
+    return await first_denied(datasette, actor, name, tables) is None
+
+
 async def kept_in(datasette, db, indexes):
     """The tables virtual tables `indexes` are kept in (named after them: knowledge_fts_data,
     vec_knowledge_rowids...) that a rule may name: where only Datasette's metadata gives

@@ -197,7 +197,9 @@ async def test_whoever_may_not_read_an_index_recall_searches_recalls_nothing(bra
 async def test_a_deny_of_a_table_an_index_is_kept_in_refuses_recall(brains, table):
     """Review 91: the lexical leg reads knowledge_fts_vocab and _docsize, the vector leg
     the tables vec0 keeps the vectors in; a deny of one of them refuses recall as a deny
-    of the index does, before the request's body is read."""
+    of the index does, before the request's body is read. The index's tables read each
+    other (knowledge_fts_vocab decodes knowledge_fts_data): a deny of one refuses every
+    one's page, and none of the other index's."""
     brain, _ = brains
     datasette = Datasette([str(brain)], metadata=denying(table))
     admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
@@ -205,6 +207,17 @@ async def test_a_deny_of_a_table_an_index_is_kept_in_refuses_recall(brains, tabl
         refused = await datasette.client.post("/brain/-/recall", json=body)
         assert refused.status_code == 403 and f"the {table} table" in refused.text, refused.text[:300]
     assert (await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper"}, cookies=admin)).json()["hits"]
+    families = {
+        "knowledge_fts": ["knowledge_fts", "knowledge_fts_vocab", "knowledge_fts_terms", "knowledge_fts_data",
+                          "knowledge_fts_idx", "knowledge_fts_docsize", "knowledge_fts_config"],
+        "vec_knowledge": ["vec_knowledge", "vec_knowledge_rowids", "vec_knowledge_chunks", "vec_knowledge_info"],
+    }  # fmt: skip
+    for index, tables in families.items():
+        for other in tables:
+            page = await datasette.client.get(f"/brain/{other}.json?_size=1")
+            assert page.status_code == (403 if table.startswith(index) else 200), (table, other)
+            assert (await datasette.client.get(f"/brain/{other}.json?_size=1", cookies=admin)).status_code == 200
+    assert (await datasette.client.get("/brain/knowledge.json?_size=1")).status_code == 200
 
 
 @pytest.mark.asyncio
