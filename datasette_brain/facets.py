@@ -18,7 +18,7 @@ from datasette.database import QueryInterrupted
 from datasette.facets import ArrayFacet, ColumnFacet, DateFacet
 from datasette.utils import escape_sqlite, sqlite3
 
-from . import links
+from . import links, tools
 
 SUGGEST_ROWS = 1_000  # the rows of a brain's table a facet suggestion considers, as Datasette 1.0
 # how vec0 reports a read a time limit interrupted: its own message, or SQLite's for an error without one
@@ -35,7 +35,7 @@ async def first_rows(facet):
     once a request, by key: each of the suggestions then reads just those rows,
     not every row the page's filters look at."""
     key = (facet.database, facet.sql, json.dumps(facet.params, sort_keys=True, default=repr))
-    return await links.once_for(facet.request, _first, key, lambda: _first_rows(facet))
+    return await tools.once_for(facet.request, _first, key, lambda: _first_rows(facet))
 
 
 async def _first_rows(facet):

@@ -298,23 +298,13 @@ async def linked_text(datasette, database, text, limit=None, more_href=None, ent
 # render_cell
 
 
-async def once_for(owner, memo, key, compute):
-    """`await compute()`, once for each `key` while `owner` lives (a request, or the
-    task serving it): what a page asks of every row or facet, asked once a page.
-    `memo` is a weakref.WeakKeyDictionary."""
-    found = memo.setdefault(owner, {})
-    if key not in found:
-        found[key] = await compute()
-    return found[key]
-
-
 _graph_public = weakref.WeakKeyDictionary()  # the task serving a request -> {database: may anyone see the graph}
 
 
 async def _content_cell(datasette, database, text, href):
     # render_cell is not told who is reading: entities link only where anyone may see the
     # graph, asked once a request (its task renders every cell) rather than once a cell
-    entities = await once_for(
+    entities = await tools.once_for(
         asyncio.current_task(), _graph_public, database, lambda: tools.graph_readable(datasette, None, database)
     )
     return await linked_text(datasette, database, text, CONTENT_CHARS, href, entities)

@@ -5,6 +5,7 @@ functions, so they cannot answer differently.
 """
 
 import asyncio
+import json
 import os
 import weakref
 from pathlib import Path
@@ -379,28 +380,53 @@ async def ensure_indexes(datasette, actor, db):
     await ensure_tables(datasette, actor, db.name, [*indexes, *await kept_in(datasette, db, indexes)])
 
 
+async def once_for(owner, memo, key, compute):
+    """`await compute()`, once for each `key` while `owner` lives (a request, or the
+    task serving it): what a page asks of every row, facet or table, asked once a page.
+    `memo` is a weakref.WeakKeyDictionary."""
+    found = memo.setdefault(owner, {})
+    if key not in found:
+        found[key] = await compute()
+    return found[key]
+
+
+_index_verdicts = (
+    weakref.WeakKeyDictionary()
+)  # the task serving a request -> {(Datasette, actor, database, index): readable}
+
+
 async def index_readable(datasette, actor, name, index):
     """Whether `actor` may view virtual table `index` of database `name` and every table
-    its module keeps it in that a rule names (first_denied): each of them reads the others."""
-    db = datasette.databases.get(name)
-    tables = [index, *await kept_in(datasette, db, [index])] if db is not None else [index]
-    return await first_denied(datasette, actor, name, tables) is None
+    its module keeps it in that a rule names (first_denied): each of them reads the
+    others. Asked once a request: a page listing the tables asks it of each of them."""
+
+    async def readable():
+        db = datasette.databases.get(name)
+        tables = [index, *await kept_in(datasette, db, [index])] if db is not None else [index]
+        return await first_denied(datasette, actor, name, tables) is None
+
+    key = (datasette, json.dumps(actor, sort_keys=True, default=repr), name, index)
+    return await once_for(asyncio.current_task(), _index_verdicts, key, readable)
 
 
 async def kept_in(datasette, db, indexes):
-    """The tables virtual tables `indexes` are kept in (named after them: knowledge_fts_data,
-    vec_knowledge_rowids...) that a rule may name: where only Datasette's metadata gives
-    rules (no other plugin's permission hook), those the metadata names; else every one
-    the database holds."""
-    if not _rules_beyond_metadata():
-        names = _named_in_metadata(datasette, db.name)
-    else:
-        try:
-            names = await db.execute_fn(_table_names)  # not db.table_names(): the SQL time limit may cut it
-        except sqlite3.DatabaseError:
-            return []  # too damaged to list: the indexes themselves decide, and recall says what is wrong
+    """The tables of `db` that virtual tables `indexes` are kept in (named after them:
+    knowledge_fts_data, vec_knowledge_rowids...) and that a rule may name: where only
+    Datasette's metadata gives rules (no other plugin's permission hook), those the
+    metadata names (a name no table has is no rule of this database's); else every one."""
     prefixes = tuple(index.lower() + "_" for index in indexes)  # SQLite's names match in any case
-    return sorted(name for name in names if name.lower().startswith(prefixes))
+    named = None
+    if not _rules_beyond_metadata():
+        named = {table for table in _named_in_metadata(datasette, db.name) if table.startswith(prefixes)}
+        if not named:
+            return []
+    try:
+        names = await db.execute_fn(_table_names)  # not db.table_names(): the SQL time limit may cut it
+    except sqlite3.DatabaseError:
+        return []  # too damaged to list: the indexes themselves decide, and recall says what is wrong
+    return sorted(
+        name for name in names if name.lower().startswith(prefixes) and (named is None or name.lower() in named)
+    )
 
 
 def _named_in_metadata(datasette, name):

@@ -221,6 +221,22 @@ async def test_a_deny_of_a_table_an_index_is_kept_in_refuses_recall(brains, tabl
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "metadata", [denying("knowledge_fts_nosuch"), {"tables": {"vec_knowledge_rowids2": {"allow": ADMIN}}}]
+)
+async def test_a_rule_naming_no_table_of_the_brain_refuses_nothing(brains, metadata):
+    """Review 96: a rule under a name an index's tables might have but no table has (a typo,
+    a table of another version) is no rule of this brain's: its index stays open."""
+    brain, _ = brains
+    datasette = Datasette([str(brain)], metadata=metadata)
+    for path in ["/brain/knowledge_fts.json?_size=1", "/brain/knowledge_fts_vocab.json?_size=1",
+                 "/brain/vec_knowledge.json?_size=1", "/brain/knowledge.json?_search=Pepper"]:  # fmt: skip
+        assert (await datasette.client.get(path)).status_code == 200, path
+    recalled = await datasette.client.post("/brain/-/recall", json={"q": "Ann Pepper", "now": NOW})
+    assert recalled.status_code == 200 and recalled.json()["hits"]
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("table", ["knowledge", "knowledge_fts", "entities"])
 async def test_an_instance_level_table_rule_holds_on_a_brain(brains, table):
     """Review 92: metadata's top-level `tables` applies to every database; the plugin's own
