@@ -237,9 +237,9 @@ def _document_fields(document, raw, sound, structure):
 
     # YAML aliases share one object many times over: a small file can expand to gigabytes (a text
     # key's too, unless it holds text: the content, capped on its own)
-    content = [key for key in TEXT_KEYS if key in structure]  # a record's: its text, a note's: none
-    if expanded_size({k: v for k, v in raw.items() if k not in content or not isinstance(v, str)}) > MAX_METADATA_BYTES:
-        return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
+    too_large = oversized(raw, structure)
+    if too_large:
+        return error(too_large)
     refused = None if sound else unstorable(raw)  # after the size: it walks every shared part
     if refused is not None:
         return error(refused)
@@ -282,6 +282,43 @@ def _turn_refusal(metadata):
             except FieldError as ex:
                 return str(ex)
     return None
+
+
+def oversized(raw, structure=STRUCTURE_KEYS):
+    """Why a record's or frontmatter's fields and metadata (`raw`, shaped by the keys
+    `structure`) are too large to store, or None. Each field (a scope, a source) comes to
+    at most MAX_METADATA_BYTES written out, and the rest but its text as much together,
+    measured as an export writes it back (an id and nested metadata by their values,
+    tags and aliases as the names they hold), so that a brain's export ingests whatever
+    the brain took. Counted before anything is read: a YAML alias bomb stops it early."""
+    for key in FIELD_NAMES:
+        if key in raw and expanded_size(raw[key]) > MAX_METADATA_BYTES:
+            return f"its {key} comes to more than {MAX_METADATA_BYTES:,} bytes"
+    size = 2
+    for key, value in raw.items():
+        if key in FIELD_NAMES or (key in TEXT_KEYS and key in structure and isinstance(value, str)):
+            continue  # a field is bounded on its own above, the text by MAX_CONTENT_BYTES
+        if key in ID_KEYS and key in structure:
+            size += expanded_size(value)  # `id` or `_id`: an export spells it `_id`
+        elif key == "metadata" and isinstance(value, dict):
+            size += expanded_size(value) - 2  # its keys are metadata's, as if given beside it
+        elif key in ("tags", "aliases") and key in structure:
+            size += len(key) + 2 + names_size(value)
+        else:
+            size += len(str(key)) + 2 + expanded_size(value)
+        if size > MAX_METADATA_BYTES:
+            return f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes"
+    return None
+
+
+def names_size(value):
+    """What names (tags, aliases) given as `value` take written out, the same given as
+    a list or as comma-separated text; any other value, as written out."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
+        return expanded_size(value)
+    return 1 + sum(len(name.strip()) + 1 for name in value if name.strip())
 
 
 def expanded_size(value, budget=MAX_METADATA_BYTES + 1):

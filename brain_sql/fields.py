@@ -13,7 +13,7 @@ import zoneinfo
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .config import CLASSES, MAX_NESTING
+from .config import CLASSES, MAX_METADATA_BYTES, MAX_NESTING
 from .errors import FieldError
 from .lookalikes import punctuation_read_as, separator_read_as, skeleton
 from .wording import INVISIBLE, shown
@@ -702,6 +702,8 @@ def normalize_fields(raw):
         value = raw.get(name)
         if value is None or value == "":
             continue
+        if isinstance(value, str) and len(value) > MAX_METADATA_BYTES:  # a record's are counted as it is read too
+            raise FieldError(f"{name} is {len(value):,} characters; the limit is {MAX_METADATA_BYTES:,}")
         if name in TIME_FIELDS:
             fields[name] = parse_time(value, name=name)
         elif name == "class":

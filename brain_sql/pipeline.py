@@ -283,9 +283,9 @@ def ingest(
     documents handled so far.
     """
     started = time.perf_counter()
+    defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     _check_model(conn, model)
     migrate(conn, model)
-    defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
     files, report.errors, unnamed = _discover(paths)
     paths = [given for given in paths if not _loops(given)]  # named by _discover

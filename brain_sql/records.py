@@ -414,8 +414,11 @@ def given_chunks(value):
             raise FieldError(
                 f"{where} has an unknown key {str(unknown[0])[:40]!r}; a chunk takes {', '.join(CHUNK_KEYS)}"
             )
-        if expanded_size({k: v for k, v in item.items() if k not in TEXT_KEYS}) > MAX_METADATA_BYTES:
-            raise FieldError(f"{where}: its fields and relations come to more than {MAX_METADATA_BYTES:,} bytes")
+        if expanded_size({k: v for k, v in item.items() if k not in (*TEXT_KEYS, "relations")}) > MAX_METADATA_BYTES:
+            raise FieldError(f"{where}: its fields come to more than {MAX_METADATA_BYTES:,} bytes")
+        too_many = relations_refusal(item.get("relations"))
+        if too_many:
+            raise FieldError(f"{where}: {too_many}")
         content = next((item[k] for k in TEXT_KEYS if item.get(k) is not None), None)
         if not isinstance(content, str) or not content.strip():
             raise FieldError(f"{where} has no text: give a non-empty 'content'")
@@ -439,6 +442,36 @@ def given_chunks(value):
             raise FieldError(f"{where}: {ex}") from None
         chunks.append(chunk)
     return chunks, stated
+
+
+# what an export writes in every relation it gives for a record's entities, aliases and tags
+# (their kinds, their ends' default types): no record states them, so they count for nothing
+_WRITTEN_FOR_ALL = {"mentions", "alias_of", "tagged_with", "entity", "document", "alias", "tag"}
+
+
+def relations_refusal(relations):
+    """Why an exported chunk's `relations` are more than a record can state, or None:
+    at most MAX_METADATA_BYTES of them, naming at most twice that many bytes of names
+    and kinds, each counted once (a record's entities, aliases and tags, stated in its
+    fields and metadata's bytes, all come back on its first chunk, each as a relation
+    repeating the kind and the document's name: counted as the record counted them)."""
+    if not isinstance(relations, list):
+        return None  # not a list: refused by name below
+    if len(relations) > MAX_METADATA_BYTES:
+        return f"it states {len(relations):,} relations; the limit is {MAX_METADATA_BYTES:,}"
+    named, size = set(), 0
+    for item in relations:
+        if not isinstance(item, dict) or item.get("type") == "tagged_with" and item.get("to_type") == "tag":
+            continue  # no relation (refused by name below), or a tag, counted with the record's tags
+        for value in item.values():
+            if isinstance(value, str):
+                if value in named or value in _WRITTEN_FOR_ALL:
+                    continue
+                named.add(value)
+            size += expanded_size(value)
+            if size > 2 * MAX_METADATA_BYTES:
+                return f"its relations name more than {2 * MAX_METADATA_BYTES:,} bytes"
+    return None
 
 
 def _text(item, key):

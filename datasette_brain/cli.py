@@ -815,7 +815,8 @@ def _named(ids, external_ids):
 
 def _records(data, name):
     """(records, the line each starts on) from a JSON object, a JSON array of
-    objects, or JSON lines; a ClickException naming the line of anything malformed."""
+    objects, or JSON lines, read as the brain reads JSON (for_plugin.loads_json); a
+    ClickException naming the line of anything malformed or nested too deeply."""
     try:
         text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as ex:
@@ -824,30 +825,34 @@ def _records(data, name):
     if not text.strip():
         raise BadInput(f"{name}: no records: give a JSON object, a JSON array of them, or JSON lines")
     first = len(text) - len(text.lstrip())
+    lines = [(number, line) for number, line in enumerate(text.split("\n"), 1) if line.strip()]
     try:
-        whole = json.loads(text, object_pairs_hook=for_plugin.key_once)
-    except brain_sql.FieldError as ex:  # a key given twice
-        raise BadInput(f"{name}: malformed JSON: {ex}") from ex
+        whole = for_plugin.loads_json(text, unique_keys=True)
     except json.JSONDecodeError as ex:
         if ex.msg != "Extra data":  # one JSON value, malformed
             raise BadInput(f"{name}:{ex.lineno}: malformed JSON: {ex.msg}") from ex
+    except (brain_sql.FieldError, ValueError, RecursionError) as ex:  # a key given twice, NaN, too deep
+        if len(lines) == 1 or not isinstance(ex, RecursionError):
+            raise BadInput(f"{name}:{lines[0][0]}: malformed JSON: {_malformed(ex)}") from ex
     else:
         if isinstance(whole, list):
             return whole, None  # an array's records are named by their number
         return [whole], [text[:first].count("\n") + 1]
-    records, lines, problems = [], [], []
-    for number, line in enumerate(text.split("\n"), 1):
-        if line.strip():
-            try:
-                records.append(json.loads(line, object_pairs_hook=for_plugin.key_once))
-                lines.append(number)
-            except json.JSONDecodeError as ex:
-                problems.append(f"{name}:{number}: malformed JSON line: {ex.msg}")
-            except brain_sql.FieldError as ex:  # a key given twice
-                problems.append(f"{name}:{number}: malformed JSON line: {ex}")
+    records, numbers, problems = [], [], []
+    for number, line in lines:
+        try:
+            records.append(for_plugin.loads_json(line, unique_keys=True))
+            numbers.append(number)
+        except (brain_sql.FieldError, ValueError, RecursionError) as ex:
+            problems.append(f"{name}:{number}: malformed JSON line: {_malformed(ex)}")
     if problems:
         raise BadInput("\n".join(problems) + "\nnothing was stored")
-    return records, lines
+    return records, numbers
+
+
+def _malformed(ex):
+    """What is wrong with JSON that `ex` refused, in a few words."""
+    return "nested too deeply" if isinstance(ex, RecursionError) else getattr(ex, "msg", None) or str(ex)
 
 
 def _readable(result):

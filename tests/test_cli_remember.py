@@ -74,7 +74,12 @@ def test_remember_from_a_file_in_every_shape(run, db_path, tmp_path, shape):
         ('[{"text": "ok"}, {"text": "x", "expires_at": "soon"}]', "in.jsonl: record 2: "),
         ('{"text": "ok",\n "scope": }', "in.jsonl:2: malformed JSON"),
         ('{"text": "ok"}\n{"text": "x", "text": "y"}\n', 'in.jsonl:2: malformed JSON line: the key "text" of one'),
-        ('{"text": "x", "text": "y"}', 'in.jsonl: malformed JSON: the key "text" of one object is given twice'),
+        ('{"text": "x", "text": "y"}', 'in.jsonl:1: malformed JSON: the key "text" of one object is given twice'),
+        # review 95: nested past Python's recursion limit, NaN, a number past Python's digit limit
+        ("[" * 5000 + "]" * 5000, "in.jsonl:1: malformed JSON: nested too deeply"),
+        ('{"text": "ok"}\n' + "[" * 5000 + "]" * 5000, "in.jsonl:2: malformed JSON line: nested too deeply"),
+        ('{"text": NaN}', "in.jsonl:1: malformed JSON: NaN is not a JSON number"),
+        ('\n{"text": "ok", "n": ' + "1" * 5000 + "}", "in.jsonl:2: malformed JSON: Exceeds the limit"),
         ("", "no records"),
         ("42", "in.jsonl:1: record 1: a record must be a JSON object"),
         ('{"records": [{"text": "ok"}]}', "record 1: an object whose only key is 'records' is not a record: send the"),
