@@ -286,24 +286,38 @@ def _remake(conn, missing, misshapen=()):
     if "knowledge_fts" in tables:
         conn.execute("insert into knowledge_fts(knowledge_fts) values ('rebuild')")
     if "documents" in missing:
-        found = conn.execute(
-            "select k.document_id, k.title, k.source_path, "
-            "(select count(*) from knowledge c where c.document_id = k.document_id) from knowledge k "
-            "where k.document_id is not null and k.id = "
-            "(select min(f.id) from knowledge f where f.document_id = k.document_id)"
-        ).fetchall()
-        for document_id, title, source_path, chunks in found:
-            # the entity a title names, as the writer names it (look-alike titles are one entity)
-            entity = (
-                conn.execute("select id from entities where name = ?", [entity_key(title)]).fetchone()
-                if isinstance(title, str)
-                else None
-            )
-            conn.execute(
-                "insert into documents (document_id, title, source_path, entity_id, chunks) values (?, ?, ?, ?, ?)",
-                [document_id, title, source_path, entity[0] if entity else None, chunks],
-            )
+        _documents_from_chunks(conn)
     conn.execute(f"INSERT INTO {CHANGES_TABLE} (kind, key, stamp) VALUES ('all', 0, random())")
+
+
+_DOCUMENTS_OF_CHUNKS = """
+select k.document_id, k.title, k.source_path,
+  (select count(*) from knowledge c where c.document_id = k.document_id)
+from knowledge k
+where k.document_id is not null
+  and k.id = (select min(f.id) from knowledge f where f.document_id = k.document_id)
+  and (:only is null or k.document_id in (select value from json_each(:only)))
+  and not exists (select 1 from documents d where d.document_id = k.document_id)
+"""
+
+
+def _documents_from_chunks(conn, only=None):
+    """A `documents` row made again for each document_id of chunks that none has (of
+    `only`, a list, when given): its first chunk's title and file, its chunks counted.
+    Nothing it held is lost: the next ingest of its file writes it whole again."""
+    for document_id, title, source_path, chunks in conn.execute(
+        _DOCUMENTS_OF_CHUNKS, {"only": None if only is None else json.dumps(only)}
+    ).fetchall():
+        # the entity a title names, as the writer names it (look-alike titles are one entity)
+        entity = (
+            conn.execute("select id from entities where name = ?", [entity_key(title)]).fetchone()
+            if isinstance(title, str)
+            else None
+        )
+        conn.execute(
+            "insert into documents (document_id, title, source_path, entity_id, chunks) values (?, ?, ?, ?, ?)",
+            [document_id, title, source_path, entity[0] if entity else None, chunks],
+        )
 
 
 def _restore_meta(conn):
@@ -463,20 +477,32 @@ def _detached(conn):
     return dict(conn.execute(_DETACHED).fetchall())
 
 
+def _own_id(conn, knowledge_id, document_id):
+    """Whether `document_id` is one the writer gives a document of chunk `knowledge_id`'s
+    file (the file's path, or the path and a record's key), not one plain SQL moved it to."""
+    (source_path,) = conn.execute("select source_path from knowledge where id = ?", [knowledge_id]).fetchone()
+    return isinstance(source_path, str) and (document_id == source_path or document_id.startswith(source_path + "#"))
+
+
 def _relink(conn, detached):
     """Give each `detached` chunk back to its document: the one document of its file
-    still missing a chunk, none of its index and none another record's. Refused, by
-    chunk, where none or several are: which it was is the user's to say."""
+    still missing a chunk, none of its index and none another record's; where there is
+    none and the chunk names a document of its file as the writer names them, that
+    document's row was lost, and is made again from its chunks. Refused, by chunk,
+    otherwise: which it was is the user's to say."""
     if not detached:
         return
-    stuck = []
+    stuck, lost = [], []
     for knowledge_id, document_id in conn.execute(_DETACHED).fetchall():
         owners = _ids(conn, _OWNERS, {"id": knowledge_id})
         if len(owners) == 1:
             conn.execute("update knowledge set document_id = ? where id = ?", [owners[0], knowledge_id])
+        elif not owners and _own_id(conn, knowledge_id, document_id):  # its document's row was what was lost
+            lost.append(document_id)
         else:
             why = "several documents of its file" if owners else "no document of its file"
             stuck.append(f"knowledge {knowledge_id} (document_id {document_id!r:.60}: {why} could be its)")
+    _documents_from_chunks(conn, lost)
     if stuck:
         raise BrainError(
             "check --repair cannot tell which document these chunks belong to (the one of its file missing a "

@@ -25,6 +25,7 @@ from .fields import (
     stated_day,
     unstorable,
 )
+from .wording import shown
 
 TEXT_KEYS = ("content", "text")
 ID_KEYS = ("_id", "id")
@@ -361,7 +362,10 @@ def _entity(value):
     if isinstance(value, str) and value.strip():
         return refuse_hidden(value.strip(), "entities[]"), "entity"
     if isinstance(value, dict) and isinstance(value.get("name"), str) and value["name"].strip():
-        return refuse_hidden(value["name"].strip(), "entities[]"), str(value.get("type") or "entity")
+        kind = value.get("type")
+        if kind is not None and not isinstance(kind, str):  # a list was stored as Python wrote it
+            raise FieldError(f"an entity's 'type' must be text, as a relation's to_type is, not {shown(kind)}")
+        return refuse_hidden(value["name"].strip(), "entities[]"), kind or "entity"
     raise FieldError("each of entities[] must be a name or an object with a 'name'")
 
 

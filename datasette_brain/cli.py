@@ -503,7 +503,8 @@ PROBLEMS = {
     "dangling_edges": "relationships whose entity or chunk is gone",
     "detached_memories": (
         "chunks whose document_id names no document while their file's document is stored (--repair gives each "
-        "back to the one that is missing it, or refuses by chunk where none or several could be its)"
+        "back to the one that is missing it, makes its document's row again where none is and the chunk names "
+        "one of its file, or refuses by chunk)"
     ),
     "incomplete_documents": "documents whose chunks are not all there",
     "pending_mentions": "mention matching left unfinished",

@@ -4,6 +4,7 @@ package its entry point names (__init__.py)."""
 import functools
 import threading
 
+import click
 from datasette import Response, hookimpl
 
 import brain_sql
@@ -33,7 +34,10 @@ def startup(datasette):
         for db in list(datasette.databases.values()):
             if db.path:  # a brain served immutable (-i) is never written, not even migrated; nor is a replica
                 threading.Thread(target=_warm, args=(db.path, db.is_mutable), name="brain-warm", daemon=True).start()
-        await links.remember_brains(datasette)
+        try:
+            await links.remember_brains(datasette)
+        except brain_sql.ReadOnlyBrain as ex:  # `datasette serve` says so and stops, without a traceback
+            raise click.UsageError(str(ex)) from ex
         await crossdb.learn(datasette)
 
     return inner

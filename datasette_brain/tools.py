@@ -121,6 +121,14 @@ async def is_brain(datasette, name):
         return bool(await db.execute_fn(brain_sql.is_brain))
     except brain_sql.BrainError:
         return True
+    except sqlite3.OperationalError as ex:
+        if db.is_mutable and "unable to open database file" in str(ex):
+            raise brain_sql.ReadOnlyBrain(
+                f"{db.path} cannot be opened for writing: the file, its folder or its filesystem is "
+                "read-only, and SQLite keeps a written database's -wal and -shm files beside it. "
+                f"Serve it immutable instead: datasette -i {db.path}"
+            ) from ex
+        raise
 
 
 async def open_brain(datasette, actor, name=None, db=None, ready=True):

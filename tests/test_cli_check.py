@@ -1506,12 +1506,13 @@ def records_brain(run, db_path, tmp_path):
 def test_a_chunk_whose_records_document_row_is_gone_is_given_to_no_other_record(run, db_path, tmp_path):
     """Review 23, F2 (a): record r1's documents row deleted with plain SQL: --repair
     gave its chunk to r0's document (the file's only one), so forgetting r0 then forgot
-    r1 too. It is refused by chunk, changing nothing."""
+    r1 too; then it refused, and told the user to delete the chunk (review 95). r1's
+    row is made again from its chunk, which stays r1's."""
     conn = records_brain(run, db_path, tmp_path)
     with conn:
         conn.execute("delete from documents where document_id like '%#r1'")
-    refused = run("brain", "check", str(db_path), "--repair")
-    assert refused.exit_code == 1 and "no document of its file could be its" in refused.output, refused.output
+    assert "is now consistent" in run("brain", "check", str(db_path), "--repair").output
+    assert conn.execute("select chunks from documents where document_id like '%#r1'").fetchall() == [(1,)]
     owners = conn.execute("select external_id, document_id from knowledge order by id").fetchall()
     assert [(external_id, document_id.rsplit("#")[1]) for external_id, document_id in owners] == [
         ("r0", "r0"),

@@ -7,7 +7,9 @@ import contextlib
 import subprocess
 
 import pytest
+from click.testing import CliRunner
 from datasette.app import Datasette
+from datasette.cli import cli
 
 import brain_sql
 
@@ -75,6 +77,16 @@ def test_cli_writes_fail_clearly_and_reads_work(frozen, run, tmp_path):
             assert "Traceback" not in result.output
     result = run("brain", "recall", frozen, "graph leg")
     assert result.exit_code == 0 and "Graph Leg" in result.output, result.output
+
+
+def test_served_writable_from_a_read_only_folder_it_says_to_serve_it_immutable(frozen):
+    """Review 95: `datasette serve` of a brain whose folder cannot be written (SQLite
+    makes the -wal and -shm files there) stopped with a traceback from the plugin's start."""
+    result = CliRunner().invoke(cli, ["serve", str(frozen), "--get", "/brain.json"])
+    assert result.exit_code == 2, result.output
+    assert f"Serve it immutable instead: datasette -i {frozen}" in result.output and "Traceback" not in result.output
+    result = CliRunner().invoke(cli, ["serve", "-i", str(frozen), "--get", "/brain/knowledge.json?_size=1"])
+    assert result.exit_code == 0 and '"rows"' in result.output, result.output
 
 
 @pytest.mark.asyncio

@@ -204,6 +204,15 @@ def test_whole_numbers_name_a_speaker_a_session_an_id_a_title_and_what_is_supers
         ({"title": 1.5}, "'title' must be text or a whole number, not 1.5"),
         ({"supersedes": 7.0}, "supersedes must be text or a whole number (the _id of a record), not 7.0"),
         ({"supersedes": True}, "supersedes must be text or a whole number (the _id of a record), not true"),
+        # review 95: stored as Python wrote it ("['x', {'y': 1}]"), which no JSON reader reads back
+        (
+            {"entities": [{"name": "Qq1", "type": ["x", {"y": 1}]}]},
+            "an entity's 'type' must be text, as a relation's to_type is, not [\"x\", {\"y\": 1}]",
+        ),
+        (
+            {"entities": [{"name": "Qq2", "type": 5}]},
+            "an entity's 'type' must be text, as a relation's to_type is, not 5",
+        ),
     ],
 )
 def test_a_title_or_supersedes_that_is_not_text_or_a_whole_number_is_refused(tmp_path, record, message):
