@@ -288,11 +288,13 @@ def current(conn, dimension):
             state = ReadState(dimension)
             if key:
                 _states[key] = state
-    if conn.in_transaction:
-        # what this connection sees may never be committed (and a rolled-back
-        # change log reuses its numbers): it must not reach the shared state
-        return state if state.built else ReadState(dimension).build(conn)
     seq, instance, stamp = last_change(conn)
+    if conn.in_transaction:
+        # what this connection sees may never be committed (and a rolled-back change
+        # log reuses its numbers): it must not reach the shared state. The shared one
+        # serves only where it holds exactly what the transaction sees (its snapshot,
+        # nothing written in it); else a state of its own, as the SQL legs would read
+        return state if _holds(state, seq, instance, stamp) else ReadState(dimension).build(conn)
     token = _file_token(key[0]) if key and seq is None else None
     if _holds(state, seq, instance, stamp):
         return state  # the common case: nothing written since

@@ -295,6 +295,36 @@ def test_recall_never_returns_a_row_as_it_no_longer_passes_the_filters(tmp_path)
     assert found["hits"] == []
 
 
+def test_recall_inside_a_transaction_answers_as_the_brain_it_sees(tmp_path):
+    """Review 97: inside a caller's own transaction, recall read the shared state as it
+    last was: a memory another connection flagged since kept rank 1 of the vector leg,
+    moving every other hit's rank and score, and the decision was "ok" where the brain
+    held no answer. A write of the transaction's own counts too."""
+    path = tmp_path / "brain.db"
+    conn, other = brain_sql.connect(path), brain_sql.connect(path)
+    brain_sql.ingest(conn, [VAULT])
+    note = {"_id": "z1", "title": "Zorblax note", "text": "Zorblax Quint owns the backup migration runbook."}
+    brain_sql.remember(conn, [note])
+    q = {"q": "Zorblax Quint backup migration", "k": 5, "prf": False, "cutoff": False, "provenance": True}
+
+    def answer():
+        found = brain_sql.recall(conn, q)
+        return found["decision"], [(h["id"], h["score"], h["provenance"]) for h in found["hits"]]
+
+    first = answer()[1][0]
+    assert first[0] == conn.execute("select id from knowledge where external_id = 'z1'").fetchone()[0]
+    other.execute("update knowledge set flagged = 1 where external_id = 'z1'")
+    conn.execute("begin")
+    inside = answer()
+    conn.execute("commit")
+    assert inside == answer() and first[0] not in [hit[0] for hit in inside[1]]
+    conn.execute("begin")
+    conn.execute("update knowledge set flagged = 0 where external_id = 'z1'")  # its own, uncommitted
+    inside = answer()
+    conn.execute("commit")
+    assert inside == answer() and inside[1][0][0] == first[0] and inside[1][0][2]["vector_rank"] == 1
+
+
 def test_a_file_copied_over_the_brain_is_read_anew(tmp_path):
     first, second = tmp_path / "first.db", tmp_path / "second.db"
     for path, text in ((first, "The alpha pager rota changes on Mondays."), (second, "Beta lunch is at noon.")):
