@@ -37,6 +37,8 @@ class TryAgain(click.ClickException):
     exit_code = TRY_AGAIN_EXIT
 
     def format_message(self):
+        if "disk is full" in self.message:  # SQLite's word for a full disk and a file-size limit alike
+            return f"{self.message}\nFree space on the brain's disk (or raise the file-size limit), then run it again."
         return f"{self.message}\nTry the same command again shortly."
 
 

@@ -316,6 +316,8 @@ def test_init_on_a_failing_disk_says_try_again(run, tmp_path, monkeypatch):
     result = run("brain", "init", tmp_path / "new.db")
     assert result.exit_code == 75 and "Traceback" not in result.output, result.output
     assert "disk is full" in result.output and "schema was not made" in result.output, result.output
+    # review 95: not "again shortly", which a full disk will not heed
+    assert "Free space on the brain's disk" in result.output and "shortly" not in result.output
 
 
 @pytest.mark.parametrize("command", ["init", "stats", "check", "export"])
