@@ -40,7 +40,6 @@ _MODULE_OF = {
     "read_input": ".document",
     "wall_time": ".fields",
     "loads_json": ".fields",
-    "key_once": ".fields",
     "unencodable": ".fields",
     "whole_number": ".fields",
     "read_digits": ".fields",
@@ -123,7 +122,6 @@ __all__ = [
     "damage_advice",
     # JSON as the brain reads it; entity links in a memory's text; the canned recall query's parameters
     "loads_json",
-    "key_once",
     "unencodable",
     "entity_links",
     # a page's query parameters: each given once, and only those it takes
