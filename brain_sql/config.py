@@ -30,6 +30,9 @@ MAX_TITLE_CHARS = 500
 MAX_QUERY_CHARS = 2_000
 MAX_FRONTMATTER_ALIASES = 100  # YAML *aliases in one note's frontmatter (an alias bomb grows without them)
 MAX_METADATA_BYTES = 64_000  # a memory's metadata (frontmatter or record fields kept as they are), as JSON
+# an exported record's `_source_path` (the longest path an OS gives: Windows' 32,767) and `_document` /
+# `_version_of` (a path, "#" and a record's id): every memory of the record stores them
+MAX_PATH_CHARS = 32_767
 # The memories (chunks) one document makes: a note, a record, an exported record's `_chunks`. More is refused by name
 # before any is embedded or written (ingest skips it with its file and line): a document is written in one
 # transaction, holding the write lock about a millisecond a memory, and a 1 MB note of one-line headings made half a

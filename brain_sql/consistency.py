@@ -9,6 +9,7 @@ lines (speaker, day) that no longer say what their turn does — and
 """
 
 import json
+import re
 from functools import partial
 from typing import Any
 
@@ -463,6 +464,7 @@ where d.document_id is null and exists (select 1 from documents f where {_OF_ITS
 _OWNERS = f"""
 select f.document_id from knowledge k join documents f on {_OF_ITS_FILE}
 where k.id = :id
+  and (k.external_id is null or f.document_id = coalesce(k.source_path, 'remember') || '#' || k.external_id)
   and f.chunks > (select count(*) from knowledge c where c.document_id = f.document_id)
   and not exists (select 1 from knowledge c where c.document_id = f.document_id
     and (c.chunk_index is k.chunk_index or c.external_id is not k.external_id))
@@ -478,10 +480,17 @@ def _detached(conn):
 
 
 def _own_id(conn, knowledge_id, document_id):
-    """Whether `document_id` is one the writer gives a document of chunk `knowledge_id`'s
-    file (the file's path, or the path and a record's key), not one plain SQL moved it to."""
-    (source_path,) = conn.execute("select source_path from knowledge where id = ?", [knowledge_id]).fetchone()
-    return isinstance(source_path, str) and (document_id == source_path or document_id.startswith(source_path + "#"))
+    """Whether `document_id` is the one the writer gives chunk `knowledge_id`'s document:
+    its file's path (a note), or the path (`remember` for a remembered memory), "#" and
+    its record's id, or the key of a record without one; not one plain SQL moved it to."""
+    path, external_id = conn.execute(
+        "select coalesce(source_path, 'remember'), external_id from knowledge where id = ?", [knowledge_id]
+    ).fetchone()
+    if not isinstance(path, str) or not isinstance(document_id, str):
+        return False
+    if external_id is not None:
+        return document_id == f"{path}#{external_id}"
+    return document_id == path or re.fullmatch(re.escape(path) + r"#[0-9a-f]{16}(~[0-9]+)?", document_id) is not None
 
 
 def _relink(conn, detached):
@@ -502,7 +511,15 @@ def _relink(conn, detached):
         else:
             why = "several documents of its file" if owners else "no document of its file"
             stuck.append(f"knowledge {knowledge_id} (document_id {document_id!r:.60}: {why} could be its)")
-    _documents_from_chunks(conn, lost)
+    remade = []
+    for document_id in dict.fromkeys(lost):  # made again only of its own chunks, none another's moved in
+        chunks = [other for (other,) in conn.execute("select id from knowledge where document_id = ?", [document_id])]
+        stranger = next((other for other in chunks if not _own_id(conn, other, document_id)), None)
+        if stranger is None:
+            remade.append(document_id)
+        else:
+            stuck.append(f"knowledge {stranger} (document_id {document_id!r:.60}: another record's chunk is under it)")
+    _documents_from_chunks(conn, remade)
     if stuck:
         raise BrainError(
             "check --repair cannot tell which document these chunks belong to (the one of its file missing a "

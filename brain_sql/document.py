@@ -238,9 +238,9 @@ def _document_fields(document, raw, sound, structure):
 
     # YAML aliases share one object many times over: a small file can expand to gigabytes (a text
     # key's too, unless it holds text: the content, capped on its own)
-    too_large = oversized(raw, structure)
-    if too_large:
-        return error(too_large)
+    size = oversized(raw, structure)
+    if isinstance(size, str):
+        return error(size)
     refused = None if sound else unstorable(raw)  # after the size: it walks every shared part
     if refused is not None:
         return error(refused)
@@ -248,6 +248,8 @@ def _document_fields(document, raw, sound, structure):
         document.fields = normalize_fields(raw)
     except FieldError as ex:
         return error(str(ex))
+    if size + fields_size(document.fields) > MAX_METADATA_BYTES:  # every memory of it stores them
+        return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
     document.said_on = stated_day(raw.get("observed_at")) if document.fields.get("observed_at") else None
     try:
         if isinstance(raw.get("title"), str):
@@ -286,19 +288,21 @@ def _turn_refusal(metadata):
 
 
 def oversized(raw, structure=STRUCTURE_KEYS):
-    """Why a record's or frontmatter's fields and metadata (`raw`, shaped by the keys
-    `structure`) are too large to store, or None. Each field (a scope, a source) comes to
-    at most MAX_METADATA_BYTES written out, and the rest but its text as much together,
-    measured as an export writes it back (an id and nested metadata by their values,
-    tags and aliases as the names they hold), so that a brain's export ingests whatever
-    the brain took. Counted before anything is read: a YAML alias bomb stops it early."""
+    """What a record's or frontmatter's metadata and names (`raw`, shaped by the keys
+    `structure`; all but its text and fields) take written out, as an export writes them
+    back (an id and nested metadata by their values, tags and aliases as the names they
+    hold), so that a brain's export ingests whatever the brain took; or why they are too
+    large to store. Counted before anything is read, so a YAML alias bomb stops it early,
+    each field too (fields_size counts them once normalised)."""
     for key in FIELD_NAMES:
         if key in raw and expanded_size(raw[key]) > MAX_METADATA_BYTES:
             return f"its {key} comes to more than {MAX_METADATA_BYTES:,} bytes"
     size = 2
     for key, value in raw.items():
         if key in FIELD_NAMES or (key in TEXT_KEYS and key in structure and isinstance(value, str)):
-            continue  # a field is bounded on its own above, the text by MAX_CONTENT_BYTES
+            continue  # the fields are counted once normalised, the text by MAX_CONTENT_BYTES
+        if key == "title" and key in structure and isinstance(value, str):
+            continue  # held to MAX_TITLE_CHARS on its own (a note's export states the title its heading gave)
         if key in ID_KEYS and key in structure:
             size += expanded_size(value)  # `id` or `_id`: an export spells it `_id`
         elif key == "metadata" and isinstance(value, dict):
@@ -309,7 +313,19 @@ def oversized(raw, structure=STRUCTURE_KEYS):
             size += len(str(key)) + 2 + expanded_size(value)
         if size > MAX_METADATA_BYTES:
             return f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes"
-    return None
+    return size
+
+
+# a field's first characters, which every record's export states (its class, scope, source and
+# times, given or not), count for nothing: only what a value holds beyond them does
+FIELD_ALLOWANCE = 64
+
+
+def fields_size(fields):
+    """What normalised `fields` count towards a memory's fields and metadata: each
+    value's characters beyond FIELD_ALLOWANCE (the same for a record as given and as
+    its export states it, defaults and all)."""
+    return sum(max(0, len(str(value)) - FIELD_ALLOWANCE) for value in fields.values())
 
 
 def names_size(value):
@@ -363,7 +379,7 @@ def _entity(value):
         return refuse_hidden(value.strip(), "entities[]"), "entity"
     if isinstance(value, dict) and isinstance(value.get("name"), str) and value["name"].strip():
         kind = value.get("type")
-        if kind is not None and not isinstance(kind, str):  # a list was stored as Python wrote it
+        if kind and not isinstance(kind, str):  # a list was stored as Python wrote it (none, false or 0: entity)
             raise FieldError(f"an entity's 'type' must be text, as a relation's to_type is, not {shown(kind)}")
         return refuse_hidden(value["name"].strip(), "entities[]"), kind or "entity"
     raise FieldError("each of entities[] must be a name or an object with a 'name'")

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from .chunk import pack
-from .config import MAX_DOCUMENT_CHUNKS, MAX_FRONTMATTER_ALIASES
+from .config import MAX_DOCUMENT_CHUNKS, MAX_FRONTMATTER_ALIASES, MAX_TITLE_CHARS
 from .document import (
     NOTE_STRUCTURE_KEYS,
     Document,
@@ -221,7 +221,8 @@ def _sections(tokens, lines):
             continue
         start, end = token.map
         if token.type == "heading_open":
-            level, name = int(token.tag[1:]), tokens[index + 1].content.strip()
+            # a heading stands in every chunk of its section: one of a title's length at most
+            level, name = int(token.tag[1:]), tokens[index + 1].content.strip()[:MAX_TITLE_CHARS].strip()
             stack = [(lvl, named) for lvl, named in stack if lvl < level] + ([(level, name)] if name else [])
             path = " > ".join(named for _, named in stack) or None
             if name or path != heading_path:

@@ -19,7 +19,7 @@ from pathlib import Path
 import xxhash
 
 from .chunk import split_text
-from .config import MAX_ID, MAX_JSON_FILE_BYTES, MAX_METADATA_BYTES
+from .config import MAX_ID, MAX_JSON_FILE_BYTES, MAX_METADATA_BYTES, MAX_PATH_CHARS
 from .document import (
     CHUNK_FIELDS,
     ID_KEYS,
@@ -386,6 +386,9 @@ def _placement(record):
     for key, value in given.items():
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise FieldError(f"{key!r} must be text: the document id or path the export gave")
+        limit = MAX_PATH_CHARS if key == "_source_path" else MAX_PATH_CHARS + 1 + MAX_METADATA_BYTES
+        if value is not None and len(value) > limit:
+            raise FieldError(f"{key!r} is {len(value):,} characters; the limit is {limit:,}")
     if given["_document"] is None:
         if given["_source_path"] is not None or given["_version_of"] is not None:
             raise FieldError("'_source_path' and '_version_of' place a record only with its '_document'")
@@ -444,33 +447,13 @@ def given_chunks(value):
     return chunks, stated
 
 
-# what an export writes in every relation it gives for a record's entities, aliases and tags
-# (their kinds, their ends' default types): no record states them, so they count for nothing
-_WRITTEN_FOR_ALL = {"mentions", "alias_of", "tagged_with", "entity", "document", "alias", "tag"}
-
-
 def relations_refusal(relations):
-    """Why an exported chunk's `relations` are more than a record can state, or None:
-    at most MAX_METADATA_BYTES of them, naming at most twice that many bytes of names
-    and kinds, each counted once (a record's entities, aliases and tags, stated in its
-    fields and metadata's bytes, all come back on its first chunk, each as a relation
-    repeating the kind and the document's name: counted as the record counted them)."""
-    if not isinstance(relations, list):
-        return None  # not a list: refused by name below
-    if len(relations) > MAX_METADATA_BYTES:
+    """Why an exported chunk's `relations` are more than a chunk can state, or None.
+    Each is stored once (an edge; each name once, as an entity), never again for every
+    memory, so the line stating them bounds their bytes; their number is bounded at
+    MAX_METADATA_BYTES, more than a record's names and a chunk's matched mentions make."""
+    if isinstance(relations, list) and len(relations) > MAX_METADATA_BYTES:
         return f"it states {len(relations):,} relations; the limit is {MAX_METADATA_BYTES:,}"
-    named, size = set(), 0
-    for item in relations:
-        if not isinstance(item, dict) or item.get("type") == "tagged_with" and item.get("to_type") == "tag":
-            continue  # no relation (refused by name below), or a tag, counted with the record's tags
-        for value in item.values():
-            if isinstance(value, str):
-                if value in named or value in _WRITTEN_FOR_ALL:
-                    continue
-                named.add(value)
-            size += expanded_size(value)
-            if size > 2 * MAX_METADATA_BYTES:
-                return f"its relations name more than {2 * MAX_METADATA_BYTES:,} bytes"
     return None
 
 

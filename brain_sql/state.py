@@ -273,6 +273,11 @@ def _file_token(path):
     return tuple(token)
 
 
+# the last state built for a connection inside a transaction, with what it saw there (the connection,
+# the change log's position, its changes: a view no other transaction has), for its next recalls
+_transaction_state: list = [None]
+
+
 def current(conn, dimension):
     """The read state of the brain on `conn`, up to date with what `conn` sees.
     Use it under its shared lock: `with state.lock: ...`. A state not built yet is
@@ -293,8 +298,21 @@ def current(conn, dimension):
         # what this connection sees may never be committed (and a rolled-back change
         # log reuses its numbers): it must not reach the shared state. The shared one
         # serves only where it holds exactly what the transaction sees (its snapshot,
-        # nothing written in it); else a state of its own, as the SQL legs would read
-        return state if _holds(state, seq, instance, stamp) else ReadState(dimension).build(conn)
+        # nothing written in it); else a state of its own, as the SQL legs would read,
+        # kept for the transaction's next recalls until it writes
+        if _holds(state, seq, instance, stamp):
+            return state
+        seen = (id(conn), dimension, seq, instance, stamp, conn.total_changes)
+        with _states_lock:
+            kept = _transaction_state[0]
+        if kept is None or kept[0] != seen:
+            kept = (seen, ReadState(dimension).build(conn))
+            with _states_lock:
+                _transaction_state[0] = kept
+        return kept[1]
+    with _states_lock:
+        if _transaction_state[0] is not None and _transaction_state[0][0][0] == id(conn):
+            _transaction_state[0] = None  # its transaction is over: its state goes
     token = _file_token(key[0]) if key and seq is None else None
     if _holds(state, seq, instance, stamp):
         return state  # the common case: nothing written since

@@ -7,6 +7,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -835,8 +836,8 @@ def _records(data, name):
         if ex.msg != "Extra data":  # one JSON value, malformed
             raise BadInput(f"{name}:{ex.lineno}: malformed JSON: {ex.msg}") from ex
     except (brain_sql.FieldError, ValueError, RecursionError) as ex:  # a key given twice, NaN, too deep
-        if len(lines) == 1 or not isinstance(ex, RecursionError):
-            raise BadInput(f"{name}:{lines[0][0]}: malformed JSON: {_malformed(ex)}") from ex
+        if not isinstance(ex, RecursionError) or not _one_a_line(lines):
+            raise BadInput(f"{name}:{_line_of(ex, lines)}: malformed JSON: {_malformed(ex)}") from ex
     else:
         if isinstance(whole, list):
             return whole, None  # an array's records are named by their number
@@ -851,6 +852,31 @@ def _records(data, name):
     if problems:
         raise BadInput("\n".join(problems) + "\nnothing was stored")
     return records, numbers
+
+
+def _one_a_line(lines):
+    """Whether `lines` (numbered, not blank) read as JSON lines: more than one, the first
+    a value of its own (or nested too deeply on its own)."""
+    if len(lines) < 2:
+        return False
+    try:
+        for_plugin.loads_json(lines[0][1])
+    except RecursionError:
+        return True
+    except ValueError:
+        return False
+    return True
+
+
+def _line_of(ex, lines):
+    """The line a whole JSON value's problem `ex` is on: json's own where it says, a
+    NaN or Infinity's where one is written, else the first."""
+    constant = re.search(r"^(-?Infinity|NaN) is not", str(ex))
+    if constant:
+        found = next((number for number, line in lines if re.search(rf"(?<![\w\"]){constant[1]}\b", line)), None)
+        if found is not None:
+            return found
+    return getattr(ex, "lineno", None) or lines[0][0]
 
 
 def _malformed(ex):

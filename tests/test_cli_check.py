@@ -1520,6 +1520,22 @@ def test_a_chunk_whose_records_document_row_is_gone_is_given_to_no_other_record(
     ]
 
 
+def test_a_lost_documents_row_is_made_again_of_its_own_chunks_only(run, db_path, tmp_path):
+    """Review 98: r0's documents row deleted and r1's chunk moved under r0's id: --repair
+    gave r0's chunk to r1's document and made r0's row again of r1's chunk, then said
+    consistent (the two records swapped). Each chunk goes back to its own record."""
+    conn = records_brain(run, db_path, tmp_path)
+    before = conn.execute("select external_id, document_id from knowledge order by id").fetchall()
+    with conn:
+        conn.execute("delete from documents where document_id like '%#r0'")
+        conn.execute("update knowledge set document_id = ? where external_id = 'r1'", [before[0][1]])
+    assert "is now consistent" in run("brain", "check", str(db_path), "--repair").output
+    assert conn.execute("select external_id, document_id from knowledge order by id").fetchall() == before
+    assert conn.execute("select document_id, chunks from documents order by document_id").fetchall() == [
+        (d, 1) for _, d in before
+    ]
+
+
 def test_a_records_chunk_moved_off_is_given_back_to_its_own_record(run, db_path, tmp_path):
     """The chunk of r0 moved off its document: of the file's two documents only r0's
     misses a chunk (and holds none of another record): --repair gives it back."""

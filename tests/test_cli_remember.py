@@ -79,6 +79,8 @@ def test_remember_from_a_file_in_every_shape(run, db_path, tmp_path, shape):
         ("[" * 5000 + "]" * 5000, "in.jsonl:1: malformed JSON: nested too deeply"),
         ('{"text": "ok"}\n' + "[" * 5000 + "]" * 5000, "in.jsonl:2: malformed JSON line: nested too deeply"),
         ('{"text": NaN}', "in.jsonl:1: malformed JSON: NaN is not a JSON number"),
+        ('{\n  "text": "ok",\n  "n": -Infinity\n}\n', "in.jsonl:3: malformed JSON: -Infinity is not a JSON number"),
+        ('{\n  "a":\n' + "[" * 5000 + "]" * 5000 + "\n}", "in.jsonl:1: malformed JSON: nested too deeply"),
         ('\n{"text": "ok", "n": ' + "1" * 5000 + "}", "in.jsonl:2: malformed JSON: Exceeds the limit"),
         ("", "no records"),
         ("42", "in.jsonl:1: record 1: a record must be a JSON object"),

@@ -236,6 +236,46 @@ def test_whatever_ingest_took_at_the_limit_its_export_gives_back(tmp_path):
     assert exported(copy) == first and stored(copy) == stored(brain)
 
 
+def test_notes_long_headings_and_found_mentions_come_back_from_their_export(tmp_path):
+    """Review 98: a note's frontmatter at the limit (its export states the title its
+    heading gave), a heading of 100,000 characters (it stands in every chunk: an 85 MB
+    export line), and a chunk whose text names 600 of the brain's entities (mentions
+    matching found, which the export states): each was taken and its export refused."""
+    limit = brain_sql.config.MAX_METADATA_BYTES
+    words = [f"w{i:03d}" for i in range(400)]
+    names = [" ".join(words[start : start + 40 + start % 20]) for start in range(0, 359)]
+    folder = tmp_path / "notes"
+    write(folder / "front.md", "---\nk: " + "v" * (limit - 12) + "\n---\n# A title of its own\n\nbody\n")
+    write(
+        folder / "heading.md", "# " + "H" * 100_000 + "\n\n" + "".join(f"## s{i}\n\ntext {i}.\n\n" for i in range(30))
+    )
+    records = [{"_id": f"e{i}", "title": f"e{i}", "text": "names", "entities": names[i::2]} for i in range(2)]
+    write(folder / "r.jsonl", "".join(json.dumps(r) + "\n" for r in [*records, {"_id": "c", "text": " ".join(words)}]))
+    brain = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(brain, [folder])
+    assert not report.errors and report.documents_added == 5, report.errors
+    heading = brain.execute("select max(length(heading_path)) from knowledge").fetchone()[0]
+    assert heading == brain_sql.config.MAX_TITLE_CHARS + len(" > s29")  # each heading at a title's length at most
+    first = exported(brain)
+    assert exported(imported(first, tmp_path)) == first
+
+
+def test_a_record_whose_fields_or_place_would_fill_every_memory_is_refused_by_name(tmp_path):
+    """Review 98: each field counted on its own let ten fields of 60,000 characters through,
+    stored again on each of a record's 1,000 memories (a 626 KB request made 1 GB); an
+    export's `_document` had no limit (2 MB made 86 MB)."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    chunks = [{"content": f"chunk {i}"} for i in range(50)]
+    wide = {"_id": "w", "_document": "remember#w", "_chunks": chunks, "source": "s" * 40_000, "domain": "d" * 40_000}
+    placed = {"_id": "p", "_document": "D" * 200_000, "_chunks": chunks}
+    report, _ = brain_sql.remember(conn, [wide, placed])
+    assert [e.message for e in report.errors] == [
+        "record 1: its fields and metadata come to more than 64,000 bytes",
+        "record 2: '_document' is 200,000 characters; the limit is 96,768",
+    ]
+    assert conn.execute("select count(*) from knowledge").fetchone() == (0,)
+
+
 def test_an_export_remembered_all_at_once_is_the_same_brain_too(brain, tmp_path):
     first = exported(brain)
     copy = brain_sql.connect(tmp_path / "remembered.db")
