@@ -30,9 +30,15 @@ MAX_TITLE_CHARS = 500
 MAX_QUERY_CHARS = 2_000
 MAX_FRONTMATTER_ALIASES = 100  # YAML *aliases in one note's frontmatter (an alias bomb grows without them)
 MAX_METADATA_BYTES = 64_000  # a memory's metadata (frontmatter or record fields kept as they are), as JSON
-# an exported record's `_source_path` (the longest path an OS gives: Windows' 32,767) and `_document` /
-# `_version_of` (a path, "#" and a record's id): every memory of the record stores them
-MAX_PATH_CHARS = 32_767
+# Every memory of a record stores its id (twice: its own, and in its document's), and an exported record's
+# `_source_path` and `_document` / `_version_of` (a path, "#", the id, and a history version's "@" and time):
+# bounded on their own, beside the fields and metadata, so that a record of many chunks stores little more
+MAX_ID_CHARS = 1_024
+MAX_PATH_CHARS = 4_096  # PATH_MAX on Linux: no file ingest reads has a longer one
+MAX_DOCUMENT_ID_CHARS = MAX_PATH_CHARS + 1 + MAX_ID_CHARS + 64
+# the entities one chunk's text is matched to at once (each a mention edge): a 2,000-character chunk of
+# real text names far fewer; overlapping names made to order named 64,894 (a 2 KB record, 650,000 edges)
+MAX_CHUNK_MENTIONS = 1_000
 # The memories (chunks) one document makes: a note, a record, an exported record's `_chunks`. More is refused by name
 # before any is embedded or written (ingest skips it with its file and line): a document is written in one
 # transaction, holding the write lock about a millisecond a memory, and a 1 MB note of one-line headings made half a

@@ -96,6 +96,7 @@ class Document:
     # the day its observed_at names where it was said, when the input gave it with an offset
     # (a turn's title and context say that day; observed_at is kept in UTC); None: its UTC day
     said_on: datetime.date | None = None
+    stated_size: int = 0  # what its metadata and names take written out (oversized): its fields' room is the rest
 
 
 @dataclass
@@ -248,6 +249,7 @@ def _document_fields(document, raw, sound, structure):
         document.fields = normalize_fields(raw)
     except FieldError as ex:
         return error(str(ex))
+    document.stated_size = size
     if size + fields_size(document.fields) > MAX_METADATA_BYTES:  # every memory of it stores them
         return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
     document.said_on = stated_day(raw.get("observed_at")) if document.fields.get("observed_at") else None

@@ -34,6 +34,7 @@ import numpy as np
 import xxhash
 
 from .config import (
+    MAX_CHUNK_MENTIONS,
     MENTION_FTS_CANDIDATES,
     MENTION_FTS_RARE,
     MENTION_INDEX_CHARS_PER_NAME,
@@ -197,15 +198,24 @@ class Names:
             self.finders.append(automaton_of(named) if self.many else _Lookup(named))
 
     def found(self, text):
-        """The ids of the entities `text` names."""
-        found, folded = set(), None
+        """The ids of the entities `text` names: MAX_CHUNK_MENTIONS at most, those named
+        first (the longer name first where two start together)."""
+        found, at, folded = set(), [], None
         for finder in self.finders:
             for start, end, entity_id in spans(finder, text):
                 folded = folded or text.casefold()
                 name = self.names.get(entity_id)
                 if name is not None and folded[start:end] in names_of(name):
                     found.add(entity_id)
-        return found
+                    at.append((start, start - end, entity_id))
+        if len(found) <= MAX_CHUNK_MENTIONS:
+            return found
+        kept: set = set()
+        for *_, entity_id in sorted(at):
+            if len(kept) == MAX_CHUNK_MENTIONS:
+                break
+            kept.add(entity_id)
+        return kept
 
 
 def resolve_mentions(conn, chunks=None, entities=None):

@@ -19,7 +19,15 @@ from pathlib import Path
 import xxhash
 
 from .chunk import split_text
-from .config import MAX_ID, MAX_JSON_FILE_BYTES, MAX_METADATA_BYTES, MAX_PATH_CHARS
+from .config import (
+    MAX_DOCUMENT_ID_CHARS,
+    MAX_ID,
+    MAX_ID_CHARS,
+    MAX_JSON_FILE_BYTES,
+    MAX_METADATA_BYTES,
+    MAX_PATH_CHARS,
+    MAX_TITLE_CHARS,
+)
 from .document import (
     CHUNK_FIELDS,
     ID_KEYS,
@@ -328,8 +336,7 @@ def record_document(path, record, line, where=None):
     record = {k: v for k, v in record.items() if k not in PLACEMENT_KEYS}
     try:
         title = name_text(record["title"], "'title'") if record.get("title") is not None else None
-        external_id = next((record[k] for k in ID_KEYS if record.get(k) not in (None, "")), None)
-        external_id = name_text(external_id, "'_id' / 'id'") if external_id is not None else None
+        external_id = _external_id(record)
     except FieldError as ex:
         return error(str(ex))
     title = title.strip() or None if title is not None else None
@@ -374,6 +381,18 @@ def record_document(path, record, line, where=None):
     return result
 
 
+def _external_id(record):
+    """The record's `_id` (or `id`) as text, or None; FieldError past MAX_ID_CHARS (every
+    memory of the record stores it twice)."""
+    external_id = next((record[k] for k in ID_KEYS if record.get(k) not in (None, "")), None)
+    if external_id is None:
+        return None
+    external_id = name_text(external_id, "'_id' / 'id'")
+    if len(external_id) > MAX_ID_CHARS:
+        raise FieldError(f"'_id' is {len(external_id):,} characters; the limit is {MAX_ID_CHARS:,}")
+    return external_id
+
+
 # keys of an exported record that say where it was: they place it, and are no metadata
 PLACEMENT_KEYS = ("_document", "_source_path", "_version_of", "_chunks")
 CHUNK_KEYS = ("id", *TEXT_KEYS, "heading_path", "line_start", "line_end", *CHUNK_FIELDS, "flagged", "relations")
@@ -386,7 +405,7 @@ def _placement(record):
     for key, value in given.items():
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise FieldError(f"{key!r} must be text: the document id or path the export gave")
-        limit = MAX_PATH_CHARS if key == "_source_path" else MAX_PATH_CHARS + 1 + MAX_METADATA_BYTES
+        limit = MAX_PATH_CHARS if key == "_source_path" else MAX_DOCUMENT_ID_CHARS
         if value is not None and len(value) > limit:
             raise FieldError(f"{key!r} is {len(value):,} characters; the limit is {limit:,}")
     if given["_document"] is None:
@@ -417,7 +436,9 @@ def given_chunks(value):
             raise FieldError(
                 f"{where} has an unknown key {str(unknown[0])[:40]!r}; a chunk takes {', '.join(CHUNK_KEYS)}"
             )
-        if expanded_size({k: v for k, v in item.items() if k not in (*TEXT_KEYS, "relations")}) > MAX_METADATA_BYTES:
+        if expanded_size({k: v for k, v in item.items() if k not in (*TEXT_KEYS, "relations", "heading_path")}) > (
+            MAX_METADATA_BYTES
+        ):
             raise FieldError(f"{where}: its fields come to more than {MAX_METADATA_BYTES:,} bytes")
         too_many = relations_refusal(item.get("relations"))
         if too_many:
@@ -426,9 +447,7 @@ def given_chunks(value):
         if not isinstance(content, str) or not content.strip():
             raise FieldError(f"{where} has no text: give a non-empty 'content'")
         try:
-            chunk = Chunk(
-                content, _text(item, "heading_path"), *(_line(item, key) for key in ("line_start", "line_end"))
-            )
+            chunk = Chunk(content, _heading_path(item), *(_line(item, key) for key in ("line_start", "line_end")))
             chunk.memory_id = whole_number(item["id"], "id", high=MAX_ID) if item.get("id") is not None else None
             chunk.fields = {
                 **normalize_fields({k: item.get(k) for k in CHUNK_FIELDS}),
@@ -455,6 +474,16 @@ def relations_refusal(relations):
     if isinstance(relations, list) and len(relations) > MAX_METADATA_BYTES:
         return f"it states {len(relations):,} relations; the limit is {MAX_METADATA_BYTES:,}"
     return None
+
+
+def _heading_path(item):
+    """A chunk's heading path, each heading in it at a title's length at most, as ingest
+    cuts a note's (an export from before that held one of 100,000 characters in every chunk)."""
+    path = _text(item, "heading_path")
+    if not path or len(path) <= MAX_TITLE_CHARS:
+        return path
+    parts = path.split(" > ")
+    return " > ".join(part if len(part) <= MAX_TITLE_CHARS else part[:MAX_TITLE_CHARS].strip() for part in parts)
 
 
 def _text(item, key):

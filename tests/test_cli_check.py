@@ -1536,6 +1536,23 @@ def test_a_lost_documents_row_is_made_again_of_its_own_chunks_only(run, db_path,
     ]
 
 
+def test_records_without_an_id_are_not_swapped_by_a_repair(run, db_path, tmp_path):
+    """Review 99: the same as above for records without an `_id` (each known by a key of
+    its text): any document of the file missing a chunk was taken as its. A chunk goes
+    only to a document of its own title, and a row made again holds one title's chunks."""
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"title": "Bravo", "text": "Bravo is about boats."}\n{"title": "Alpha", "text": "Apples."}\n')
+    assert run("brain", "ingest", str(db_path), str(records)).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    before = conn.execute("select title, document_id from knowledge order by id").fetchall()
+    with conn:
+        conn.execute("delete from documents where document_id = ?", [before[0][1]])
+        conn.execute("update knowledge set document_id = ? where title = 'Alpha'", [before[0][1]])
+    assert "is now consistent" in run("brain", "check", str(db_path), "--repair").output
+    assert conn.execute("select title, document_id from knowledge order by id").fetchall() == before
+    assert sorted(conn.execute("select title, document_id from documents").fetchall()) == sorted(before)
+
+
 def test_a_records_chunk_moved_off_is_given_back_to_its_own_record(run, db_path, tmp_path):
     """The chunk of r0 moved off its document: of the file's two documents only r0's
     misses a chunk (and holds none of another record): --repair gives it back."""

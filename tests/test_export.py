@@ -268,12 +268,33 @@ def test_a_record_whose_fields_or_place_would_fill_every_memory_is_refused_by_na
     chunks = [{"content": f"chunk {i}"} for i in range(50)]
     wide = {"_id": "w", "_document": "remember#w", "_chunks": chunks, "source": "s" * 40_000, "domain": "d" * 40_000}
     placed = {"_id": "p", "_document": "D" * 200_000, "_chunks": chunks}
-    report, _ = brain_sql.remember(conn, [wide, placed])
+    long_id = {"_id": "i" * 63_990, "_chunks": chunks}  # review 99: stored twice in every memory, and indexed
+    report, _ = brain_sql.remember(conn, [wide, placed, long_id])
     assert [e.message for e in report.errors] == [
         "record 1: its fields and metadata come to more than 64,000 bytes",
-        "record 2: '_document' is 200,000 characters; the limit is 96,768",
+        "record 2: '_document' is 200,000 characters; the limit is 5,185",
+        "record 3: '_id' is 63,990 characters; the limit is 1,024",
     ]
     assert conn.execute("select count(*) from knowledge").fetchone() == (0,)
+    # review 99: a default the caller gives counts as the record's own field would
+    path = write(tmp_path / "r.jsonl", json.dumps({"_id": "r", "text": "x", "note": "n" * 40_000}) + "\n")
+    report = brain_sql.ingest(conn, [path], source="s" * 30_000)
+    assert [e.message for e in report.errors] == ["its fields and metadata come to more than 64,000 bytes"]
+    report = brain_sql.ingest(conn, [path], source="s" * 20_000)
+    assert not report.errors and report.documents_added == 1
+    copy = imported(exported(conn), tmp_path)
+    assert copy.execute("select length(source) from knowledge").fetchone() == (20_000,)
+
+
+def test_an_export_from_before_with_a_long_heading_ingests_with_it_cut(tmp_path):
+    """Review 99: a brain made before headings were cut held one of 100,000 characters
+    in every chunk's heading path; its export ingests, each heading cut as ingest cuts it."""
+    chunks = [{"content": f"text {i}", "heading_path": "H" * 100_000 + f" > s{i}"} for i in range(3)]
+    record = {"_id": "n", "title": "n", "_document": "/notes/n.md", "_source_path": "/notes/n.md", "_chunks": chunks}
+    conn = imported(json.dumps(record) + "\n", tmp_path)
+    assert [row[0] for row in conn.execute("select heading_path from knowledge order by id")] == [
+        "H" * brain_sql.config.MAX_TITLE_CHARS + f" > s{i}" for i in range(3)
+    ]
 
 
 def test_an_export_remembered_all_at_once_is_the_same_brain_too(brain, tmp_path):

@@ -449,3 +449,20 @@ def test_the_name_index_keys_held_in_memory_find_what_its_sql_finds_as_names_cha
     names(("Harbor Lights",))
     texts.append("the Harbor Lights")
     assert len(both()) == 5
+
+
+def test_a_chunk_is_tied_to_the_entities_it_names_first_up_to_the_limit(tmp_path, monkeypatch):
+    """Review 99: overlapping names made to order tied one 2 KB chunk to 64,894 entities
+    (650,000 edges from a 19 KB record). A chunk's text is tied to MAX_CHUNK_MENTIONS of
+    them at most: those it names first, the longer name first where two start together."""
+    monkeypatch.setattr(mentions, "MAX_CHUNK_MENTIONS", 4)
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+    named = [" ".join(words[i : i + 2]) for i in range(5)] + ["alpha"]  # "alpha bravo", ..., "echo foxtrot"
+    brain_sql.remember(conn, [{"_id": f"e{i}", "title": name, "text": f"entity {i}"} for i, name in enumerate(named)])
+    brain_sql.remember(conn, [{"_id": "t", "title": "t", "text": " ".join(words)}])
+    found = {b for a, t, b in edges(conn) if t == "mentions" and a == "t"}
+    assert found == {"alpha bravo", "alpha", "bravo charlie", "charlie delta"}  # not "delta echo", "echo foxtrot"
+    monkeypatch.setattr(mentions, "MAX_CHUNK_MENTIONS", 1_000)
+    brain_sql.remember(conn, [{"_id": "u", "title": "u", "text": " ".join(words)}])
+    assert len({b for a, t, b in edges(conn) if t == "mentions" and a == "u"}) == 6
