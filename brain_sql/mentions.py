@@ -210,7 +210,7 @@ class Names:
                     at.append((start, start - end, entity_id))
         if len(found) <= MAX_CHUNK_MENTIONS:
             return found
-        kept: set = set()
+        kept = set()
         for *_, entity_id in sorted(at):
             if len(kept) == MAX_CHUNK_MENTIONS:
                 break
