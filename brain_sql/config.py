@@ -35,7 +35,10 @@ MAX_METADATA_BYTES = 64_000  # a memory's metadata (frontmatter or record fields
 # bounded on their own, beside the fields and metadata, so that a record of many chunks stores little more
 MAX_ID_CHARS = 1_024
 MAX_PATH_CHARS = 4_096  # PATH_MAX on Linux: no file ingest reads has a longer one
-MAX_DOCUMENT_ID_CHARS = MAX_PATH_CHARS + 1 + MAX_ID_CHARS + 64
+MAX_CURRENT_ID_CHARS = MAX_PATH_CHARS + 1 + MAX_ID_CHARS
+MAX_DOCUMENT_ID_CHARS = MAX_CURRENT_ID_CHARS + 64  # a history version's: "@", its time and "~n"
+# a chunk's heading path: a markdown note's six levels of headings, each cut to MAX_TITLE_CHARS
+MAX_HEADING_PATH_CHARS = 6 * (MAX_TITLE_CHARS + 3)
 # the entities one chunk's text is matched to at once (each a mention edge): a 2,000-character chunk of
 # real text names far fewer; overlapping names made to order named 64,894 (a 2 KB record, 650,000 edges)
 MAX_CHUNK_MENTIONS = 1_000

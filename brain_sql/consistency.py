@@ -465,7 +465,7 @@ _OWNERS = f"""
 select f.document_id from knowledge k join documents f on {_OF_ITS_FILE}
 where k.id = :id
   and (k.external_id is null or f.document_id = coalesce(k.source_path, 'remember') || '#' || k.external_id)
-  and (k.external_id is not null or f.title is k.title)
+  and (k.external_id is not null or f.title = k.title)
   and f.chunks > (select count(*) from knowledge c where c.document_id = f.document_id)
   and not exists (select 1 from knowledge c where c.document_id = f.document_id
     and (c.chunk_index is k.chunk_index or c.external_id is not k.external_id))
@@ -514,9 +514,12 @@ def _relink(conn, detached):
             stuck.append(f"knowledge {knowledge_id} (document_id {document_id!r:.60}: {why} could be its)")
     remade = []
     for document_id in dict.fromkeys(lost):  # made again only of its own chunks, none another's moved in
-        chunks = conn.execute("select id, title from knowledge where document_id = ?", [document_id]).fetchall()
-        titles = {title for _, title in chunks}  # a record without an `_id` is known by its title among them
-        stranger = next((i for i, title in chunks if not _own_id(conn, i, document_id) or len(titles) > 1), None)
+        chunks = conn.execute(
+            "select id, title, chunk_index from knowledge where document_id = ?", [document_id]
+        ).fetchall()
+        # a record without an `_id` is known by its title among them; two chunks of one place, by nothing
+        mixed = len({title for _, title, _ in chunks}) > 1 or len({i for *_, i in chunks}) < len(chunks)
+        stranger = next((i for i, *_ in chunks if not _own_id(conn, i, document_id) or mixed), None)
         if stranger is None:
             remade.append(document_id)
         else:

@@ -409,9 +409,28 @@ class Resolution:
         cursor = self.conn.executemany(
             "insert or ignore into relationships (from_entity_id, to_entity_id, relation_type, "
             f"knowledge_id, document_id) values (?, ?, '{MENTIONS}', ?, ?)",
-            sorted(rows),
+            self._within_limit(rows),
         )
         self.added += max(cursor.rowcount, 0)  # rows inserted: total_changes would count the change log's too
+
+    def _within_limit(self, rows):
+        """`rows` but those that would tie a chunk to more than MAX_CHUNK_MENTIONS entities
+        with the mentions it holds (a chunk matched again as entities arrive in batches),
+        the entities made first kept."""
+        chunks = sorted({knowledge_id for _, _, knowledge_id, _ in rows})
+        held = dict(
+            self.conn.execute(
+                f"select knowledge_id, count(*) from relationships where relation_type = '{MENTIONS}' "
+                "and knowledge_id in (select value from json_each(?)) group by knowledge_id",
+                [json.dumps(chunks)],
+            )
+        )
+        kept = []
+        for row in sorted(rows, key=lambda row: (row[2], row[1])):
+            if held.get(row[2], 0) < MAX_CHUNK_MENTIONS:
+                held[row[2]] = held.get(row[2], 0) + 1
+                kept.append(row)
+        return sorted(kept)
 
     def _unqueue(self, kind, ids):
         self.conn.execute(

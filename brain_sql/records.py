@@ -20,7 +20,9 @@ import xxhash
 
 from .chunk import split_text
 from .config import (
+    MAX_CURRENT_ID_CHARS,
     MAX_DOCUMENT_ID_CHARS,
+    MAX_HEADING_PATH_CHARS,
     MAX_ID,
     MAX_ID_CHARS,
     MAX_JSON_FILE_BYTES,
@@ -405,7 +407,9 @@ def _placement(record):
     for key, value in given.items():
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise FieldError(f"{key!r} must be text: the document id or path the export gave")
-        limit = MAX_PATH_CHARS if key == "_source_path" else MAX_DOCUMENT_ID_CHARS
+        # a current version's id leaves room for what a history version's adds ("@" and its time)
+        history = key == "_document" and given["_version_of"] is not None
+        limit = MAX_PATH_CHARS if key == "_source_path" else MAX_DOCUMENT_ID_CHARS if history else MAX_CURRENT_ID_CHARS
         if value is not None and len(value) > limit:
             raise FieldError(f"{key!r} is {len(value):,} characters; the limit is {limit:,}")
     if given["_document"] is None:
@@ -483,7 +487,10 @@ def _heading_path(item):
     if not path or len(path) <= MAX_TITLE_CHARS:
         return path
     parts = path.split(" > ")
-    return " > ".join(part if len(part) <= MAX_TITLE_CHARS else part[:MAX_TITLE_CHARS].strip() for part in parts)
+    path = " > ".join(part if len(part) <= MAX_TITLE_CHARS else part[:MAX_TITLE_CHARS].strip() for part in parts)
+    if len(path) > MAX_HEADING_PATH_CHARS:
+        raise FieldError(f"heading_path is {len(path):,} characters; a note's is at most {MAX_HEADING_PATH_CHARS:,}")
+    return path
 
 
 def _text(item, key):

@@ -1140,7 +1140,8 @@ def test_chunks_of_two_records_moved_off_their_documents_are_refused_by_name(run
         conn.execute("update knowledge set document_id = 'zz', external_id = null")
     refused = run("brain", "check", str(db_path), "--repair")
     assert refused.exit_code == 1 and "cannot tell which document" in refused.output, refused.output
-    assert "knowledge 1 (document_id 'zz': several documents of its file could be its)" in refused.output
+    # untitled, without their ids: no document of the file can be told to be either's (review 100)
+    assert "knowledge 1 (document_id 'zz': no document of its file could be its)" in refused.output
     assert conn.execute("select document_id from knowledge where id = 1").fetchone() == ("zz",)
 
 
@@ -1551,6 +1552,22 @@ def test_records_without_an_id_are_not_swapped_by_a_repair(run, db_path, tmp_pat
     assert "is now consistent" in run("brain", "check", str(db_path), "--repair").output
     assert conn.execute("select title, document_id from knowledge order by id").fetchall() == before
     assert sorted(conn.execute("select title, document_id from documents").fetchall()) == sorted(before)
+
+
+def test_untitled_records_without_an_id_moved_under_one_id_are_refused_not_swapped(run, db_path, tmp_path):
+    """Review 100: the same without titles: nothing tells the two apart, and two chunks
+    of one place under one id are no document. --repair names them and changes nothing."""
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"text": "Bravo is about boats."}\n{"text": "Apples."}\n')
+    assert run("brain", "ingest", str(db_path), str(records)).exit_code == 0
+    conn = brain_sql.connect(db_path)
+    first = conn.execute("select document_id from knowledge order by id").fetchone()[0]
+    with conn:
+        conn.execute("delete from documents where document_id = ?", [first])
+        conn.execute("update knowledge set document_id = ? where id = 2", [first])
+    refused = run("brain", "check", str(db_path), "--repair")
+    assert refused.exit_code == 1 and "cannot tell which document" in refused.output, refused.output
+    assert conn.execute("select document_id from knowledge order by id").fetchall() == [(first,), (first,)]
 
 
 def test_a_records_chunk_moved_off_is_given_back_to_its_own_record(run, db_path, tmp_path):

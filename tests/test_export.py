@@ -269,11 +269,14 @@ def test_a_record_whose_fields_or_place_would_fill_every_memory_is_refused_by_na
     wide = {"_id": "w", "_document": "remember#w", "_chunks": chunks, "source": "s" * 40_000, "domain": "d" * 40_000}
     placed = {"_id": "p", "_document": "D" * 200_000, "_chunks": chunks}
     long_id = {"_id": "i" * 63_990, "_chunks": chunks}  # review 99: stored twice in every memory, and indexed
-    report, _ = brain_sql.remember(conn, [wide, placed, long_id])
+    # review 100: a current version's id leaves room for a history version's, "@" and its time
+    current = {"_id": "c", "_document": "D" * 5_122, "_chunks": chunks}
+    report, _ = brain_sql.remember(conn, [wide, placed, long_id, current])
     assert [e.message for e in report.errors] == [
         "record 1: its fields and metadata come to more than 64,000 bytes",
-        "record 2: '_document' is 200,000 characters; the limit is 5,185",
+        "record 2: '_document' is 200,000 characters; the limit is 5,121",
         "record 3: '_id' is 63,990 characters; the limit is 1,024",
+        "record 4: '_document' is 5,122 characters; the limit is 5,121",
     ]
     assert conn.execute("select count(*) from knowledge").fetchone() == (0,)
     # review 99: a default the caller gives counts as the record's own field would
@@ -294,6 +297,12 @@ def test_an_export_from_before_with_a_long_heading_ingests_with_it_cut(tmp_path)
     conn = imported(json.dumps(record) + "\n", tmp_path)
     assert [row[0] for row in conn.execute("select heading_path from knowledge order by id")] == [
         "H" * brain_sql.config.MAX_TITLE_CHARS + f" > s{i}" for i in range(3)
+    ]
+    # review 100: more headings than a note's six levels, each under the cut, are refused by name
+    chunks = [{"content": "text", "heading_path": " > ".join(["h" * 495] * 4000)}]
+    report, _ = brain_sql.remember(conn, [{"_id": "m", "_document": "imp#m", "_chunks": chunks}])
+    assert [e.message for e in report.errors] == [
+        "record 1: _chunks[0]: heading_path is 1,991,997 characters; a note's is at most 3,018"
     ]
 
 

@@ -463,6 +463,12 @@ def test_a_chunk_is_tied_to_the_entities_it_names_first_up_to_the_limit(tmp_path
     brain_sql.remember(conn, [{"_id": "t", "title": "t", "text": " ".join(words)}])
     found = {b for a, t, b in edges(conn) if t == "mentions" and a == "t"}
     assert found == {"alpha bravo", "alpha", "bravo charlie", "charlie delta"}  # not "delta echo", "echo foxtrot"
+    # review 100: a chunk written first is matched again as entities arrive, batch by batch
+    later = brain_sql.connect(tmp_path / "later.db")
+    brain_sql.remember(later, [{"_id": "t", "title": "t", "text": " ".join(words)}])
+    for batch in (named[:3], named[3:]):
+        brain_sql.remember(later, [{"_id": f"e-{name}", "title": name, "text": "entity"} for name in batch])
+    assert len({b for a, t, b in edges(later) if t == "mentions" and a == "t"}) == 4
     monkeypatch.setattr(mentions, "MAX_CHUNK_MENTIONS", 1_000)
     brain_sql.remember(conn, [{"_id": "u", "title": "u", "text": " ".join(words)}])
     assert len({b for a, t, b in edges(conn) if t == "mentions" and a == "u"}) == 6
