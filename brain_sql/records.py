@@ -337,11 +337,10 @@ def record_document(path, record, line, where=None):
         return error(str(ex))
     record = {k: v for k, v in record.items() if k not in PLACEMENT_KEYS}
     try:
-        title = name_text(record["title"], "'title'") if record.get("title") is not None else None
+        title = _title(record, placed=place is not None)
         external_id = _external_id(record)
     except FieldError as ex:
         return error(str(ex))
-    title = title.strip() or None if title is not None else None
     if external_id is not None:
         key = external_id
     else:
@@ -381,6 +380,15 @@ def record_document(path, record, line, where=None):
         key = "\n".join(parts + ((json.dumps(extra, sort_keys=True, default=str),) if extra else ()))
         result.document_id = f"{path}#{xxhash.xxh3_64_hexdigest(key.encode('utf-8'))}"
     return result
+
+
+def _title(record, placed):
+    """The record's title, stripped (blank: none); an export's (`placed`) as the brain
+    held it, a note's with its frontmatter's spaces."""
+    if record.get("title") is None:
+        return None
+    title = name_text(record["title"], "'title'")
+    return title if placed else title.strip() or None
 
 
 def _external_id(record):

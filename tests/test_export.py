@@ -245,6 +245,9 @@ def test_notes_long_headings_and_found_mentions_come_back_from_their_export(tmp_
     words = [f"w{i:03d}" for i in range(400)]
     names = [" ".join(words[start : start + 40 + start % 20]) for start in range(0, 359)]
     folder = tmp_path / "notes"
+    write(
+        folder / "padded.md", '---\ntitle: "  Padded title  "\n---\nA note whose title keeps its spaces.\n'
+    )  # review 99
     write(folder / "front.md", "---\nk: " + "v" * (limit - 12) + "\n---\n# A title of its own\n\nbody\n")
     write(
         folder / "heading.md", "# " + "H" * 100_000 + "\n\n" + "".join(f"## s{i}\n\ntext {i}.\n\n" for i in range(30))
@@ -253,7 +256,7 @@ def test_notes_long_headings_and_found_mentions_come_back_from_their_export(tmp_
     write(folder / "r.jsonl", "".join(json.dumps(r) + "\n" for r in [*records, {"_id": "c", "text": " ".join(words)}]))
     brain = brain_sql.connect(tmp_path / "brain.db")
     report = brain_sql.ingest(brain, [folder])
-    assert not report.errors and report.documents_added == 5, report.errors
+    assert not report.errors and report.documents_added == 6, report.errors
     heading = brain.execute("select max(length(heading_path)) from knowledge").fetchone()[0]
     assert heading == brain_sql.config.MAX_TITLE_CHARS + len(" > s29")  # each heading at a title's length at most
     first = exported(brain)
