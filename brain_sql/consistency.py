@@ -457,7 +457,9 @@ _OF_ITS_FILE = (
 )
 _DETACHED = f"""
 select k.id, k.document_id from knowledge k left join documents d on d.document_id = k.document_id
-where d.document_id is null and exists (select 1 from documents f where {_OF_ITS_FILE})
+where d.document_id is null
+  and (exists (select 1 from documents f where {_OF_ITS_FILE})
+    or (k.source_path is null and k.document_id like 'remember#%'))  -- a remembered memory's: the brain's own
 """
 # the documents of chunk :id's file it may be of: missing a chunk, none of its index, and
 # none of another record (external_id)

@@ -1570,6 +1570,20 @@ def test_untitled_records_without_an_id_moved_under_one_id_are_refused_not_swapp
     assert conn.execute("select document_id from knowledge order by id").fetchall() == [(first,), (first,)]
 
 
+def test_remembered_memories_whose_documents_rows_are_gone_are_named_and_made_again(run, db_path):
+    """Review 98: every `documents` row of remembered memories deleted with plain SQL, and
+    check said consistent (no document of their "file" was left to notice it by)."""
+    conn = brain_sql.connect(db_path)
+    brain_sql.remember(conn, [{"_id": "a", "title": "A", "text": "alpha"}, {"text": "one without an id"}])
+    before = conn.execute("select document_id, title, chunks from documents order by document_id").fetchall()
+    with conn:
+        conn.execute("delete from documents")
+    found = run("brain", "check", str(db_path))
+    assert found.exit_code == 1 and "knowledge 1 document_id 'remember#a'" in found.output, found.output
+    assert "is now consistent" in run("brain", "check", str(db_path), "--repair").output
+    assert conn.execute("select document_id, title, chunks from documents order by document_id").fetchall() == before
+
+
 def test_a_records_chunk_moved_off_is_given_back_to_its_own_record(run, db_path, tmp_path):
     """The chunk of r0 moved off its document: of the file's two documents only r0's
     misses a chunk (and holds none of another record): --repair gives it back."""
