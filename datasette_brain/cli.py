@@ -869,14 +869,22 @@ def _one_a_line(lines):
 
 
 def _line_of(ex, lines):
-    """The line a whole JSON value's problem `ex` is on: json's own where it says, a
-    NaN or Infinity's where one is written, else the first."""
-    constant = re.search(r"^(-?Infinity|NaN) is not", str(ex))
+    """The line a whole JSON value's problem `ex` is on: json's own where it says; else
+    where the NaN or Infinity, the key given again (its second line) or the number past
+    Python's digit limit is written; else the first."""
+    said = str(ex)
+    constant = re.search(r"^(-?Infinity|NaN) is not", said)
+    key = re.search(r'^the key (".*") of one object is given twice', said)
     if constant:
-        found = next((number for number, line in lines if re.search(rf"(?<![\w\"]){constant[1]}\b", line)), None)
-        if found is not None:
-            return found
-    return getattr(ex, "lineno", None) or lines[0][0]
+        pattern, nth = rf"(?<![\w\"]){constant[1]}\b", 0
+    elif key:
+        pattern, nth = re.escape(key[1]) + r"\s*:", 1
+    elif "digits" in said:
+        pattern, nth = r"\d{4301}", 0
+    else:
+        return getattr(ex, "lineno", None) or lines[0][0]
+    found = [number for number, line in lines for _ in re.finditer(pattern, line)]
+    return found[nth] if len(found) > nth else lines[0][0]
 
 
 def _malformed(ex):

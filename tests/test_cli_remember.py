@@ -80,6 +80,8 @@ def test_remember_from_a_file_in_every_shape(run, db_path, tmp_path, shape):
         ('{"text": "ok"}\n' + "[" * 5000 + "]" * 5000, "in.jsonl:2: malformed JSON line: nested too deeply"),
         ('{"text": NaN}', "in.jsonl:1: malformed JSON: NaN is not a JSON number"),
         ('{\n  "text": "ok",\n  "n": -Infinity\n}\n', "in.jsonl:3: malformed JSON: -Infinity is not a JSON number"),
+        ('{\n  "text": "ok",\n  "x": 1,\n  "text": "again"\n}', 'in.jsonl:4: malformed JSON: the key "text" of one'),
+        ('{\n  "text": "ok",\n  "n": ' + "1" * 5000 + "\n}", "in.jsonl:3: malformed JSON: Exceeds the limit"),
         ('{\n  "a":\n' + "[" * 5000 + "]" * 5000 + "\n}", "in.jsonl:1: malformed JSON: nested too deeply"),
         ('\n{"text": "ok", "n": ' + "1" * 5000 + "}", "in.jsonl:2: malformed JSON: Exceeds the limit"),
         ("", "no records"),
