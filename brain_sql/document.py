@@ -96,7 +96,9 @@ class Document:
     # the day its observed_at names where it was said, when the input gave it with an offset
     # (a turn's title and context say that day; observed_at is kept in UTC); None: its UTC day
     said_on: datetime.date | None = None
-    stated_size: int = 0  # what its metadata and names take written out (oversized): its fields' room is the rest
+    # what its metadata and names take written out (oversized): its fields' room is the rest;
+    # None: not read from a record or frontmatter (a plugin's format made it), counted when prepared
+    stated_size: int | None = None
 
 
 @dataclass

@@ -37,7 +37,16 @@ from .config import (
 )
 from .connection import Connection, Turns, atomic, main_file, write_failures
 from .conversation import Sessions, flagged, said_day, said_once, stored_turns, turn_of, turns_before
-from .document import Document, IngestError, IngestFormat, TextLines, chunks_refusal, content_refusal, fields_size
+from .document import (
+    Document,
+    IngestError,
+    IngestFormat,
+    TextLines,
+    chunks_refusal,
+    content_refusal,
+    fields_size,
+    oversized,
+)
 from .embed import grouping_free
 from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
@@ -962,6 +971,11 @@ def _prepare(document, defaults, extractors, sessions, scopes):
     if not document.chunks:
         return error("no text to remember")
     document.fields = {**defaults, **document.fields}
+    if document.stated_size is None:  # made by a plugin's format: its parts as an export states them
+        size = oversized({"_id": document.external_id, "tags": document.tags, "metadata": document.metadata})
+        if isinstance(size, str):
+            return error(size)
+        document.stated_size = size
     if document.stated_size + fields_size(document.fields) > MAX_METADATA_BYTES:  # with the defaults given it
         return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
     alike = scopes.refusal(document.fields.get("scope") or "/")

@@ -24,8 +24,11 @@ import pytest
 from datasette.app import Datasette
 
 import brain_sql
-from brain_sql import for_plugin
+from brain_sql import for_plugin, plugins
+from brain_sql.chunk import split_text
 from brain_sql.connection import sqlite3
+from brain_sql.document import Document, IngestFormat
+from brain_sql.hookspecs import hookimpl
 from datasette_brain import routes, tools
 
 from .conftest import VAULT, rows, wait_for, write
@@ -882,3 +885,38 @@ def test_an_export_record_that_flags_a_turn_takes_its_quote_out_of_the_turns_aft
     ]
     assert "That sounds great" not in "".join(context for name, _, context in contexts(brain) if name != "D1:2")
     assert brain_sql.check(brain) == {}
+
+
+class BigFormat:
+    """A plugin's ingest format that builds its Documents itself (no record, no frontmatter)."""
+
+    @hookimpl
+    def brain_ingest_formats(self):
+        def parse(path, text):
+            for size in (100_000, 1_000):
+                yield Document(
+                    document_id=f"{path}#{size}",
+                    title=f"big {size}",
+                    chunks=split_text(f"{text} {size}"),
+                    source_path=path,
+                    line=1,
+                    metadata={"big": "m" * size},
+                )
+
+        return [IngestFormat("big", (".big",), parse)]
+
+
+def test_a_plugin_formats_documents_are_held_to_the_budget_and_come_back_from_their_export(tmp_path):
+    """Review 100: a plugin's format that builds Documents itself bypassed the budget
+    (100,000 characters of metadata stored in every memory), and its export was refused."""
+    manager = plugins.manager()
+    manager.register(BigFormat(), name="big-format")
+    try:
+        brain = brain_sql.connect(tmp_path / "brain.db")
+        report = brain_sql.ingest(brain, [write(tmp_path / "a.big", "some text")])
+    finally:
+        manager.unregister(name="big-format")
+    assert [e.message for e in report.errors] == ["its fields and metadata come to more than 64,000 bytes"]
+    assert report.documents_added == 1
+    first = exported(brain)
+    assert exported(imported(first, tmp_path)) == first
