@@ -252,8 +252,9 @@ def _document_fields(document, raw, sound, structure):
     except FieldError as ex:
         return error(str(ex))
     document.stated_size = size
-    if size + fields_size(document.fields) > MAX_METADATA_BYTES:  # every memory of it stores them
-        return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
+    too_large = over_budget(size, document.fields)
+    if too_large:
+        return error(too_large)
     document.said_on = stated_day(raw.get("observed_at")) if document.fields.get("observed_at") else None
     try:
         if isinstance(raw.get("title"), str):
@@ -316,13 +317,23 @@ def oversized(raw, structure=STRUCTURE_KEYS):
         else:
             size += len(str(key)) + 2 + expanded_size(value)
         if size > MAX_METADATA_BYTES:
-            return f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes"
+            return TOO_LARGE
     return size
 
 
 # a field's first characters, which every record's export states (its class, scope, source and
 # times, given or not), count for nothing: only what a value holds beyond them does
 FIELD_ALLOWANCE = 64
+
+
+TOO_LARGE = f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes"
+
+
+def over_budget(stated_size, fields):
+    """Why a memory's metadata and names (`stated_size`, oversized's) with its normalised
+    `fields` (defaults given to ingest or remember among them) are too large to store,
+    or None: every memory of its record stores them again."""
+    return TOO_LARGE if stated_size + fields_size(fields) > MAX_METADATA_BYTES else None
 
 
 def fields_size(fields):

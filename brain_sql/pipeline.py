@@ -44,7 +44,7 @@ from .document import (
     TextLines,
     chunks_refusal,
     content_refusal,
-    fields_size,
+    over_budget,
     oversized,
 )
 from .embed import grouping_free
@@ -976,8 +976,9 @@ def _prepare(document, defaults, extractors, sessions, scopes):
         if isinstance(size, str):
             return error(size)
         document.stated_size = size
-    if document.stated_size + fields_size(document.fields) > MAX_METADATA_BYTES:  # with the defaults given it
-        return error(f"its fields and metadata come to more than {MAX_METADATA_BYTES:,} bytes")
+    too_large = over_budget(document.stated_size, document.fields)  # with the defaults given it
+    if too_large:
+        return error(too_large)
     alike = scopes.refusal(document.fields.get("scope") or "/")
     if alike:
         return error(alike)
