@@ -38,6 +38,7 @@ _MODULE_OF = {
     "is_copy": ".copies",
     "entity_links": ".extract",
     "read_input": ".document",
+    "check_options": ".pipeline",
     "wall_time": ".fields",
     "loads_json": ".fields",
     "unencodable": ".fields",
@@ -95,8 +96,9 @@ __all__ = [
     # on the write connection, so that the write holds the write lock (Datasette's write thread) only to write
     "prepare_remember",
     "write_remember",
-    # what `brain remember` reads from its file or stdin, bounded
+    # what `brain remember` reads from its file or stdin, bounded; options checked before a file is made
     "read_input",
+    "check_options",
     # the recall page's window read from the query, on the asker's clock
     "wall_time",
     # permissions: the tables whoever may not read `knowledge` may not read either; a brain's

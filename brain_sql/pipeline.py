@@ -47,7 +47,7 @@ from .document import (
     over_budget,
     oversized,
 )
-from .embed import grouping_free
+from .embed import get_model, grouping_free
 from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
@@ -417,6 +417,20 @@ def _holds_scope(conn, scope):
     )
 
 
+def check_options(
+    scope: str | None = None,
+    klass: str | None = None,
+    source: str | None = None,
+    domain: str | None = None,
+    model: str | None = None,
+) -> None:
+    """Refuse ingest's or remember's defaults, or a model that cannot be loaded, before
+    a brain file is made for them: FieldError or ModelRefused naming the first bad one."""
+    normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
+    if model:
+        get_model(model, fetch=True)  # loaded once for the process: the ingest finds it loaded
+
+
 def _check_model(conn, model):
     """A ModelRefused when `model` is given for a brain made with another model:
     its vectors could not be compared with the new ones."""
@@ -467,6 +481,7 @@ def remember(
     them). When writing fails (BrainBusy when another writer held the lock too
     long), nothing is stored and WriteError is raised.
     """
+    check_options(scope, klass, source, domain)  # a refused default migrates nothing
     migrate(conn)
     prepared = prepare_remember(conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines)
     return write_remember(conn, prepared)

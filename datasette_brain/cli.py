@@ -228,6 +228,7 @@ def init(db_path, model):
     Example:
         sqlite-utils brain init brain.db
     """
+    for_plugin.check_options(model=model)  # a model that cannot be loaded makes no file
     conn = _open(db_path, must_exist=False, model_id=model)
     brain_sql.migrate(conn, model or None)
     info = brain_sql.info(conn)
@@ -272,6 +273,7 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
         sqlite-utils brain ingest brain.db ~/notes crm.jsonl --scope /acme --source crm
         sqlite-utils brain ingest scifact.db corpus.jsonl --model minilm/all-MiniLM-L6-v2-int8
     """
+    for_plugin.check_options(scope, klass, source, domain, model)  # refused options make no file
     conn = _open(db_path, must_exist=False)
     files, _ = brain_sql.discover(paths)
     total = sum(map(_size, (p for p, _ in files)))
@@ -596,6 +598,7 @@ def remember(db_path, file, scope, klass, source, domain, as_json):
     except OSError as ex:
         raise BadInput(f"cannot read {name}: {ex.strerror}") from ex
     records, lines = _records(data, name)
+    for_plugin.check_options(scope, klass, source, domain)  # refused options make no file
     conn = _open(db_path, must_exist=False)
     report, ids = brain_sql.remember(conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines)
     _settle(conn)

@@ -1034,7 +1034,18 @@ def test_a_source_or_domain_option_that_looks_like_another_is_a_usage_error(
     for command in ("ingest", "remember"):
         result = run("brain", command, db_path, path, option, value)
         assert result.exit_code == 2 and "Traceback" not in result.output and named in result.output, result.output
-    assert not db_path.exists() or rows(brain_sql.connect(db_path), "select count(*) from knowledge") == [(0,)]
+        assert not db_path.exists(), "an option refused makes no brain file"
+
+
+def test_a_model_that_cannot_be_loaded_makes_no_brain_file(run, db_path, tmp_path):
+    """init or ingest --model naming no model a brain can use is refused before the
+    file is made: a typo leaves nothing to delete, nor a brain of the wrong model."""
+    path = write(tmp_path / "a.jsonl", '{"title": "a", "content": "model probe"}\n')
+    for args in (["init", db_path], ["ingest", db_path, path]):
+        result = run("brain", *args, "--model", str(tmp_path / "no-such-model"))
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert "cannot load model2vec model" in result.output
+        assert not db_path.exists()
 
 
 def test_records_whose_grouping_fields_look_like_another_value_are_skipped_by_file_and_line(run, db_path, tmp_path):
