@@ -87,20 +87,24 @@ def _regular_files(folder):
                 raise ValueError(f"{os.path.relpath(path, folder)} is not a regular file")
 
 
+_LOADS = (
+    "Give a local folder with config.json, model.safetensors and tokenizer.json, or a hub id when the hub "
+    f"is reachable; the offline default is {DEFAULT_MODEL!r}"
+)
+
+
 def _load_model2vec(model_id):
     from model2vec import StaticModel
 
     folder = _model2vec_folder(model_id)  # a cached hub model: loaded from its folder, never fetched again
+    if folder is None and model_id.startswith(("/", ".", "~")):  # a path, never a hub id: said as one
+        raise ModelRefused(f"cannot load model2vec model {model_id!r}: there is no folder {model_id}. {_LOADS}")
     try:
         if folder is not None:
             _regular_files(folder)
         return StaticModel.from_pretrained(str(folder) if folder else model_id)
     except Exception as ex:  # model2vec raises many kinds; all mean "cannot load"
-        raise ModelRefused(
-            f"cannot load model2vec model {model_id!r}: {ex}. Give a local folder with "
-            "config.json, model.safetensors and tokenizer.json, or a hub id when the hub "
-            f"is reachable; the offline default is {DEFAULT_MODEL!r}"
-        ) from ex
+        raise ModelRefused(f"cannot load model2vec model {model_id!r}: {str(ex).strip().rstrip('.')}. {_LOADS}") from ex
 
 
 @hookimpl
