@@ -148,6 +148,33 @@ class _BoundedLoader(yaml.SafeLoader):
                 keys.add(key)
         return node
 
+    def flatten_mapping(self, node):
+        """Merges (<<) flattened into `node` as YAML means them, whichever PyYAML reads
+        them: the mapping's own keys override merged ones, and of a list of merged
+        mappings the first that has a key gives it. (PyYAML 6.0.4 keeps the first pair
+        of a key, so a merged mapping's own key lost to what it merged in turn.)
+        Aliases are bounded, so the pairs copied are too."""
+        merged, own = [], []
+        for key_node, value_node in node.value:
+            if key_node.tag != _MERGE:
+                if key_node.tag == _VALUE:  # a plain "=" as a key: its text, as PyYAML reads it
+                    key_node.tag = "tag:yaml.org,2002:str"
+                own.append((key_node, value_node))
+                continue
+            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for source in sources:
+                if not isinstance(source, yaml.MappingNode):
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"expected a mapping or list of mappings for merging, but found {source.id}",
+                        source.start_mark,
+                    )
+            for source in reversed(sources):  # later pairs win: the first source's go last
+                self.flatten_mapping(source)
+                merged.extend(source.value)
+        node.value = merged + own
+
     def construct_mapping(self, node, deep=False):
         """A mapping with each key as the text JSON stores it as: a dict would make
         one key of 1 and true, and JSON cannot sort a mapping of numbers and text."""

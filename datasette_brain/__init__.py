@@ -20,4 +20,10 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted({*globals(), *(name for name in dir(_plugin()) if not name.startswith("__"))})
+    """The package's names and plugin.py's. Datasette's plugin manager lists a plugin's
+    names with dir() and, from pluggy 1.7, reads each without __getattr__
+    (inspect.getattr_static): the hooks are made this module's own names here."""
+    plugin = _plugin()
+    hooks = {name: value for name, value in vars(plugin).items() if hasattr(value, "datasette_impl")}
+    globals().update(hooks)
+    return sorted({*globals(), *(name for name in dir(plugin) if not name.startswith("__"))})
