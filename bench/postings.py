@@ -142,8 +142,8 @@ def scale(brain, size, total, texts, seed=0):
     assert sizes == lengths.tolist(), "lengths are FTS5's docsizes"
     matches = [lexical.plan(text) for text in texts]
 
-    def phrase_postings(terms):
-        found = bm25.phrase_occurrences(conn, terms)
+    def phrase_postings(words):
+        found = bm25.phrase_occurrences(conn, words)
         return np.searchsorted(ids, list(found)), list(found.values())
 
     def ours(visible):

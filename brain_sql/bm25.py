@@ -4,9 +4,9 @@ FTS5's bm25() takes its statistics — row count, average length, each phrase's
 document frequency — from the whole index, hidden rows included, so a flagged or
 out-of-scope row would move a visible row's score and tell of itself. Here the
 same formula, FTS5's to the operation (k1 = 1.2, b = 0.75, column weights, each
-phrase's idf floored at 1e-6), is computed from the index's own postings
-(knowledge_fts_vocab, fts5vocab 'instance') with every statistic counted over
-the reachable rows (a Reach) alone. With nothing hidden it is FTS5's bm25, to
+phrase's idf floored at 1e-6), is computed from the index's own postings (a
+phrase's occurrences in each row solved from FTS5's bm25 of it alone) with every
+statistic counted over the reachable rows (a Reach) alone. With nothing hidden it is FTS5's bm25, to
 the bit, so for a query of optional words FTS5 computes it then.
 
 TermStats reads each term's postings once per query, for the common-word cut,
@@ -14,14 +14,15 @@ the quality estimate's idf weights and expansion as well as the scoring.
 """
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from . import lexical
 from . import reach as reachable
 from .config import COMMON_TERM_SHARE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES
-from .postings import ZERO_LENGTHS, idf, saturation
-from .schema import fts_damaged
+from .postings import K1, ZERO_LENGTHS, B, idf, saturation
+from .schema import fts_damaged, fts_lengths
 
 FTS_COLUMNS = ("title", "content", "context")  # the columns FTS_COLUMN_WEIGHTS weigh, in order
 _COLUMN_NUMBER = (
@@ -30,62 +31,81 @@ _COLUMN_NUMBER = (
 _COLUMN_WEIGHTS = np.array([*FTS_COLUMN_WEIGHTS, 1.0])  # by column number; 1.0 for any other column, as FTS5
 
 
-PHRASE_SEGMENT = 32  # terms matched in one SQL join: SQLite joins at most 64 tables
+def _grid(weights):
+    """The grid every sum of `weights` lies on (a float is a binary fraction, so exactly)."""
+    exact = [Fraction(w) for w in weights]
+    return float(Fraction(math.gcd(*(f.numerator for f in exact)), math.lcm(*(f.denominator for f in exact))))
 
 
-def phrase_occurrences(conn, terms):
-    """{row id: weighted occurrences} of the index terms `terms` one after another
-    in one column, each occurrence weighed by its column's FTS weight. Matched
-    inside SQLite, each term's instances read once: only the rows holding the
-    phrase come out. A phrase longer than one join may hold (SQLite's 64 tables)
-    is matched a segment at a time, its starts kept where every segment follows."""
-    if not terms:
+_GRID = _grid((*FTS_COLUMN_WEIGHTS, 1.0))  # weighted occurrences are rounded to it
+if _GRID < 2**-10:
+    raise ValueError("FTS_COLUMN_WEIGHTS must be multiples of 1/1024: occurrences are rounded to their grid")
+
+
+def phrase_occurrences(conn, words, lengths_of=None):
+    """{row id: weighted occurrences} of the phrase `words` (its terms one after
+    another in one column, each occurrence weighed by its column's FTS weight),
+    for the rows `lengths_of(ids) -> (kept mask, their lengths in tokens)` keeps;
+    without it, every row, its length read from knowledge_fts_docsize.
+
+    FTS5 finds the phrase from its doclists, in C: reading every instance of its
+    terms through fts5vocab took 8 s for "of the" at a million memories. FTS5's
+    bm25 of one phrase is idf * f(k1 + 1) / (f + k1(1 - b + b D / avgdl)), rising
+    in f, the row's weighted occurrences: f is solved for, from its statistics
+    (FTS5's own totals, each row's length), and rounded to the weights' grid, on
+    which it lies, so it is exact."""
+    weights = ", ".join("?" * len(FTS_COLUMN_WEIGHTS))
+    found = conn.execute(
+        f"select rowid, bm25(knowledge_fts, {weights}) from knowledge_fts where knowledge_fts match ?",
+        [*FTS_COLUMN_WEIGHTS, lexical.Match(any_of=(tuple(words),)).expression()],
+    ).fetchall()
+    if not found:
         return {}
-    weight = dict(zip(FTS_COLUMNS, FTS_COLUMN_WEIGHTS))
-    totals = {}
-    if len(terms) <= PHRASE_SEGMENT:
-        counted = conn.execute(*_phrase_sql(terms, "v.doc, v.col, count(*)", " group by v.doc, v.col"))
+    ids = np.array([row[0] for row in found], dtype=np.int64)
+    scores = np.array([row[1] for row in found], dtype=np.float64)
+    if lengths_of is None:
+        kept, lengths = np.ones(len(ids), dtype=bool), np.array(_docsizes(conn, ids), dtype=np.float64)
     else:
-        counted = _long_phrase_counts(conn, terms)
-    for doc, col, count in counted:
-        totals[doc] = totals.get(doc, 0.0) + weight.get(col, 1.0) * count
-    return totals
+        kept, lengths = lengths_of(ids)
+    rows, tokens = fts_totals(conn)
+    share = -scores[kept] / idf(rows, len(ids))  # f(k1 + 1) / (f + k), k as FTS5 computes it for the row
+    k = K1 * (1 - B + B * np.asarray(lengths, dtype=np.float64) / (float(tokens) / float(rows)))
+    occurrences = np.round(share * k / (K1 + 1.0 - share) / _GRID) * _GRID
+    return dict(zip(ids[kept].tolist(), occurrences.tolist()))
 
 
-def _phrase_sql(terms, columns, tail=""):
-    """The SQL and parameters selecting `columns` from the instances (v) of `terms`
-    one after another in one column: one table per term."""
-    later = [
-        f"t{i} as materialized (select doc, col, offset - {i} as start from knowledge_fts_vocab "
-        f"where term = cast(? as text))"
-        for i in range(1, len(terms))
-    ]
-    joins = "".join(
-        f" join t{i} on t{i}.doc = v.doc and t{i}.col = v.col and t{i}.start = v.offset" for i in range(1, len(terms))
-    )
-    sql = (
-        f"with {', '.join(later)} " if later else ""
-    ) + f"select {columns} from knowledge_fts_vocab v{joins} where v.term = cast(? as text){tail}"
-    return sql, [lexical.term_bytes(t) for t in [*terms[1:], terms[0]]]
+def fts_totals(conn):
+    """(rows, tokens) of the whole full-text index, as FTS5's bm25 takes them: its
+    averages record (a varint of rows, then one of tokens per column), which it
+    writes at commit; inside a transaction, which may have written rows FTS5 counts
+    but has not recorded yet, the sums of its docsize records."""
+    if conn.in_transaction:
+        sizes = conn.execute("select id, sz from knowledge_fts_docsize").fetchall()
+        return len(sizes), sum(fts_lengths([i for i, _ in sizes], [size for _, size in sizes]))
+    row = conn.execute("select block from knowledge_fts_data where id = 1").fetchone()
+    values, value = [], 0
+    for byte in row[0] if row and isinstance(row[0], bytes) else b"":
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            values.append(value)
+            value = 0
+    if len(values) < 2 or not values[0]:
+        raise fts_damaged("its averages record, knowledge_fts_data row 1, is missing or empty")
+    return values[0], sum(values[1:])
 
 
-def _long_phrase_counts(conn, terms):
-    """[(doc, column, occurrences)] of a phrase longer than PHRASE_SEGMENT terms:
-    each segment's starts from SQL, a phrase starting where every segment starts
-    at its own place after it."""
-    starts = None
-    for at in range(0, len(terms), PHRASE_SEGMENT):
-        found = {
-            (doc, col, start - at)
-            for doc, col, start in conn.execute(*_phrase_sql(terms[at : at + PHRASE_SEGMENT], "v.doc, v.col, v.offset"))
-        }
-        starts = found if starts is None else starts & found
-        if not starts:
-            return []
-    counts = {}
-    for doc, col, _ in starts:
-        counts[doc, col] = counts.get((doc, col), 0) + 1
-    return [(doc, col, count) for (doc, col), count in counts.items()]
+def _docsizes(conn, ids):
+    """Each row's length in tokens, from knowledge_fts_docsize."""
+    sizes = []
+    for at in range(0, len(ids), 10_000):
+        part = ids[at : at + 10_000].tolist()
+        held = dict(
+            conn.execute(
+                f"select id, sz from knowledge_fts_docsize where id in ({', '.join('?' * len(part))})", part
+            ).fetchall()
+        )
+        sizes.extend(fts_lengths(part, [held.get(i) for i in part]))
+    return sizes
 
 
 class StateIndex:
@@ -112,12 +132,15 @@ class StateIndex:
         """[(id, bm25)] of the `n` best visible rows for `match`, as `search` answers."""
         state = self.state
 
-        def phrase_postings(terms):
-            found = phrase_occurrences(self.conn, terms)
-            ids = np.array(sorted(found), dtype=np.int64)
+        def lengths_of(ids):
             slots = state.chunks.slot_of.many(ids)
             kept = slots >= 0
-            return slots[kept], np.array([found[i] for i in ids[kept].tolist()], dtype=np.float64)
+            return kept, state.chunks.rows.length[slots[kept]]
+
+        def phrase_postings(words):
+            found = phrase_occurrences(self.conn, words, lengths_of)
+            ids = np.array(sorted(found), dtype=np.int64)
+            return state.chunks.slot_of.many(ids), np.array([found[i] for i in ids.tolist()], dtype=np.float64)
 
         with state.lock:
             rows = state.chunks.rows
@@ -170,12 +193,17 @@ class TermStats:
                 docs, each = np.unique(found[:, 0], return_inverse=True)
                 weights = np.bincount(each, weights=_COLUMN_WEIGHTS[found[:, 1]], minlength=len(docs))
             else:  # several terms, or none (a phrase FTS5 finds no token in matches nothing)
-                totals = phrase_occurrences(self.conn, terms) if terms else {}
+                totals = phrase_occurrences(self.conn, words, self._lengths_of) if terms else {}
                 docs = np.array(sorted(totals), dtype=np.int64)
                 weights = np.array([totals[doc] for doc in docs.tolist()], dtype=np.float64)
             at = self.reach.positions(docs)
             self._postings[terms] = (at[at >= 0], weights[at >= 0])
         return self._postings[terms]
+
+    def _lengths_of(self, ids):
+        """(which of `ids` are reachable, their lengths in tokens)."""
+        at = self.reach.positions(ids)
+        return at >= 0, self.reach.lengths[at[at >= 0]]
 
     def idf_bounds(self, stems):
         """{stem: (lowest, highest) idf it can have}, from counts over every row:
@@ -261,10 +289,14 @@ class TermStats:
         return sum(idf[term] for term in idf if term in held) / total if total else 0.0
 
     def common_words(self, text):
-        """The query's single words found in more than COMMON_TERM_SHARE of the
-        reachable rows; only words whose count over every row leaves it open are
-        counted."""
-        stemmed = lexical.stems(lexical.parse(text).terms)
+        """The query's words (single ones, and those of its phrases and code paths)
+        found in more than COMMON_TERM_SHARE of the reachable rows; only words whose
+        count over every row leaves it open are counted."""
+        spec = lexical.parse(text)
+        stemmed = lexical.stems(
+            spec.terms
+            + [w for words in spec.phrases + spec.exclusions + spec.compounds if len(words) > 1 for w in words]
+        )
         limit = COMMON_TERM_SHARE * self.documents
         everywhere = self._everywhere(stemmed.values())
         hidden = 0 if self.index else self.reach.hidden

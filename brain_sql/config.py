@@ -258,6 +258,10 @@ def graph_enabled():
 RECALL_CANDIDATES = 100  # per leg, before fusion
 FTS_COLUMN_WEIGHTS = (3.0, 1.0, 0.5)  # bm25 weights of title, content, context
 COMMON_TERM_SHARE = 0.3  # query words in more than this share of chunks are not searched for
+# quoted phrases, excluded ones and code paths of several words a query matches as phrases (the rest
+# as their words); and from how many reachable chunks one of common words only is matched as its words
+MAX_PHRASES = 8
+COMMON_PHRASE_ROWS = 100_000
 PASSAGE_SEEDS = 20  # top passages of each other leg that seed the graph walk
 PASSAGE_SEED_WEIGHT = 0.05  # HippoRAG 2's weight for passage seeds
 NAMED_DOCUMENT_SHARE = 0.5  # of a named document's seed, the share given to its own chunks

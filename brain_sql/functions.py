@@ -302,10 +302,11 @@ def _register_search(conn, model_id):
         rarer ones remain."""
         text = query_argument(text, "text")
         try:
-            common = term_stats(filters).common_words(text)
+            terms = term_stats(filters)
+            common, rows = terms.common_words(text), terms.documents
         except sqlite3.OperationalError:  # not a brain: no term frequencies
-            common = frozenset()
-        return lexical.fts_query(text, common)
+            common, rows = frozenset(), 0
+        return lexical.fts_query(text, common, rows)
 
     def brain_fts(text, filters=None):
         """brain_fts(q [, filters]): the lexical leg as a JSON array of {id, bm25},
@@ -313,7 +314,7 @@ def _register_search(conn, model_id):
         admit, so rows the request cannot see change no score."""
         terms = term_stats(filters)
         text = query_argument(text)
-        hits = bm25.search(terms, lexical.plan(text, terms.common_words(text)))
+        hits = bm25.search(terms, lexical.plan(text, terms.common_words(text), terms.documents))
         return json.dumps([{"id": item, "bm25": score} for item, score in hits])
 
     def brain_leg_weight(leg, text, filters=None):

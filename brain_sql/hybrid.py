@@ -129,7 +129,7 @@ def fts_leg(terms, text):
     """[(id, bm25)] best first for `text`, over the rows `terms` (a TermStats) can
     reach, its words most of those rows hold left out (FTS5's bm25 is negative:
     lower is better)."""
-    return bm25.search(terms, lexical.plan(text, terms.common_words(text)))
+    return bm25.search(terms, lexical.plan(text, terms.common_words(text), terms.documents))
 
 
 _VECTOR_LEGS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="brain-vector")

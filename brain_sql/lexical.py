@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .config import COMMON_PHRASE_ROWS, MAX_PHRASES
 from .connection import sqlite3
 
 # unicode61 treats letters and digits as token characters and all else (the
@@ -119,28 +120,49 @@ class Match:
         return (self.required + self.any_of + self.excluded) if self.any_of else ()
 
 
-def plan(text, common=frozenset()):
+def plan(text, common=frozenset(), rows=0):
     """The Match for any text; nothing to match when it has no words.
 
     Single words in `common` (lowercase; words most documents contain) are left
     out while rarer words remain: they add little to BM25 and cost a scan of
-    most of the index.
+    most of the index. A quoted phrase, an excluded one or a code path of several
+    words is matched as a phrase up to MAX_PHRASES of them, in that order, and,
+    where the search reaches more than COMMON_PHRASE_ROWS `rows`, when one of its
+    words is not common: matching one reads its words' positions in every row
+    holding them (a second for "of the" at a million memories). The others are
+    matched as their words (an excluded one not at all).
     """
     spec = parse(text)
-    terms = [t for t in spec.terms if t.lower() not in common]
-    if not terms and not spec.compounds and not spec.phrases:
-        terms = spec.terms
-    optional = list(dict.fromkeys([tuple(c) for c in spec.compounds] + [(t,) for t in terms]))
-    required = list(dict.fromkeys(tuple(p) for p in spec.phrases))
-    excluded = list(dict.fromkeys(tuple(e) for e in spec.exclusions))
+    budget = MAX_PHRASES
+
+    def as_phrase(words):
+        nonlocal budget
+        if len(words) < 2:
+            return True
+        if budget < 1 or rows > COMMON_PHRASE_ROWS and all(w.lower() in common for w in words):
+            return False
+        budget -= 1
+        return True
+
+    required, excluded, compounds, loose = [], [], [], []
+    for words in dict.fromkeys(tuple(p) for p in spec.phrases):
+        (required if as_phrase(words) else loose).append(words)
+    excluded = [words for words in dict.fromkeys(tuple(e) for e in spec.exclusions) if as_phrase(words)]
+    for words in dict.fromkeys(tuple(c) for c in spec.compounds):
+        (compounds if as_phrase(words) else loose).append(words)
+    words = spec.terms + [w for item in loose for w in item if w not in STOPWORDS]
+    terms = [t for t in words if t.lower() not in common]
+    if not terms and not compounds and not required:
+        terms = words
+    optional = list(dict.fromkeys(compounds + [(t,) for t in terms]))
     if not optional and not required:
         return Match()
     return Match(tuple(required[:MAX_ITEMS]), tuple((required + optional)[:MAX_ITEMS]), tuple(excluded[:MAX_ITEMS]))
 
 
-def fts_query(text, common=frozenset()):
+def fts_query(text, common=frozenset(), rows=0):
     """A valid FTS5 MATCH expression for any text (see `plan`)."""
-    return plan(text, common).expression()
+    return plan(text, common, rows).expression()
 
 
 def term_text(raw):

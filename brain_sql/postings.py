@@ -449,10 +449,11 @@ class Postings:
         `visible` is a boolean mask over slots (live rows the request may read),
         `lengths` the rows' lengths in tokens by slot, as `add` gave them (FTS5's
         docsizes: the bounds that prune rest on them). A phrase of several terms
-        needs `phrase_postings(terms)` -> (slots, weighted frequencies) of every
-        row holding it; `prune=False` scores every matching row (for comparison);
+        needs `phrase_postings(words)` -> (slots, weighted frequencies) of every
+        row holding it (the words as the match gives them); `prune=False` scores every matching row (for comparison);
         `tokens`, when the caller has it, the visible rows' total length."""
         phrases = [_phrase_terms(tuple(words)) for words in match.phrases()]
+        words_of = dict(zip(reversed(phrases), reversed(match.phrases())))  # each phrase's first wording
         view = _View(self, visible)
         if not phrases or not view.rows or n < 1:
             return []
@@ -466,7 +467,7 @@ class Postings:
                 elif phrase_postings is None:
                     raise ValueError(f"phrase {p!r} needs phrase_postings")
                 else:
-                    slots, frequencies = phrase_postings(p)
+                    slots, frequencies = phrase_postings(words_of[p])
                     held[p] = _Held(slots=slots, frequencies=frequencies)
         lengths = np.asarray(lengths)
         if tokens is None:

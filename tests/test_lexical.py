@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brain_sql.lexical import MATCH_NOTHING, fts_query, fts_tokens, parse, stems
+from brain_sql.config import COMMON_PHRASE_ROWS, MAX_PHRASES
+from brain_sql.lexical import MATCH_NOTHING, fts_query, fts_tokens, parse, plan, stems
 
 try:
     from brain_sql.connection import sqlite3
@@ -130,6 +131,34 @@ def test_fts5_syntax_in_the_text_is_searched_for_not_obeyed(fts, text):
 def test_many_items_still_make_a_valid_query(fts):
     text = " ".join(f'-w{i} w{i} "p{i} q{i}"' for i in range(100))
     assert matching(fts, text) == set()
+
+
+def test_phrases_past_the_limit_are_matched_as_their_words():
+    """Each phrase is a read of its words' positions: a query matches MAX_PHRASES of
+    them as phrases (quoted, then excluded, then code paths), the others as words,
+    so 200 phrases of common words cost what 8 do (review 101: 26 s at 50,000)."""
+    quoted = [f"q{i} r{i}" for i in range(MAX_PHRASES + 3)]
+    match = plan(" ".join(f'"{p}"' for p in quoted) + ' -"x y" ab.cd.ef')
+    assert match.required == tuple(tuple(p.split()) for p in quoted[:MAX_PHRASES])
+    assert match.excluded == () and ("ab", "cd", "ef") not in match.any_of
+    assert {("q9",), ("r9",), ("ab",), ("cd",), ("ef",)} <= set(match.any_of)
+    few = plan('"q0 r0" -"x y" ab.cd.ef')
+    assert few.required == (("q0", "r0"),) and few.excluded == (("x", "y"),) and ("ab", "cd", "ef") in few.any_of
+
+
+def test_a_phrase_of_common_words_only_is_matched_as_its_words_in_a_large_brain():
+    """Past COMMON_PHRASE_ROWS reachable rows, a phrase whose every word is common
+    reads most of the index (1.2 s for "of the" at a million memories) and tells
+    little apart: it is matched as its words, the common ones left out as always.
+    A phrase with one rarer word, and any phrase in a smaller brain, stays one."""
+    common = {"pager", "alert", "night"}
+    big = COMMON_PHRASE_ROWS + 1
+    assert plan('"pager alert" quiet', common, big).required == ()
+    assert plan('"pager alert" quiet', common, big).any_of == (("quiet",),)
+    assert plan('"pager alert" quiet', common, COMMON_PHRASE_ROWS).required == (("pager", "alert"),)
+    assert plan('"pager quiet"', common, big).required == (("pager", "quiet"),)
+    assert plan('-"pager alert" quiet', common, big).excluded == ()
+    assert plan('"pager alert"', common, big).any_of == (("pager",), ("alert",))  # nothing else: kept as words
 
 
 FTS5_SYNTAX = st.sampled_from(

@@ -132,8 +132,8 @@ class Brain:
         )
         return [(int(self.ids[slot]), score) for slot, score in found]
 
-    def phrase_postings(self, terms):
-        totals = bm25.phrase_occurrences(self.conn, terms)
+    def phrase_postings(self, words):
+        totals = bm25.phrase_occurrences(self.conn, words)
         return np.searchsorted(self.ids, list(totals)), list(totals.values())
 
     def fts5(self, match, n=100):
@@ -305,9 +305,30 @@ def test_a_phrase_fts5_finds_no_token_in_matches_nothing(vault):
     assert vault.ours(lexical.Match(any_of=(("\u2013",),))) == []
 
 
-def test_a_phrase_matched_a_segment_at_a_time_counts_what_one_join_counts(scifact, monkeypatch):
-    """A phrase longer than one SQL join holds is matched in segments: the same rows
-    and occurrences, and the rows FTS5's own phrase query finds."""
+def _instances(conn, words):
+    """{row id: weighted occurrences} of the phrase, counted from each of its terms'
+    instances (fts5vocab 'instance'): the reference phrase_occurrences answers as."""
+    terms = lexical.phrase_terms(words)
+    at = {}
+    for i, term in enumerate(terms):
+        found = conn.execute(
+            'select doc, col, "offset" from knowledge_fts_vocab where term = cast(? as text)',
+            [lexical.term_bytes(term)],
+        )
+        at[i] = {(doc, col, offset - i) for doc, col, offset in found}
+    starts = set.intersection(*at.values()) if terms else set()
+    weight = dict(zip(("title", "content", "context"), FTS_COLUMN_WEIGHTS))
+    totals = {}
+    for doc, col, _ in starts:
+        totals[doc] = totals.get(doc, 0.0) + weight[col]
+    return totals
+
+
+def test_a_phrases_occurrences_are_those_of_its_terms_one_after_another(scifact):
+    """phrase_occurrences solves FTS5's bm25 of the phrase for each row's weighted
+    occurrences: exactly what counting its terms' instances one after another in
+    a column gives, for rare and common words, long phrases and overlapping ones,
+    and for the rows a caller keeps (their lengths its own)."""
     rng = random.Random(8)
     found = scifact.conn.execute("select content from knowledge_fts").fetchall()
     phrases = []
@@ -315,21 +336,28 @@ def test_a_phrase_matched_a_segment_at_a_time_counts_what_one_join_counts(scifac
         words = lexical.fts_tokens([rng.choice(found)[0] or "x"])[0] or ["x"]
         at = rng.randrange(len(words))
         phrases.append(tuple(words[at : at + rng.randint(2, 9)]))
-    phrases.append(("the", "of", "the"))  # common words
-    phrases.append(("of", "the", "of", "the"))  # overlapping starts
-    whole = [bm25.phrase_occurrences(scifact.conn, lexical.phrase_terms(words)) for words in phrases]
-    assert any(whole)
-    monkeypatch.setattr(bm25, "PHRASE_SEGMENT", 2)
-    assert [bm25.phrase_occurrences(scifact.conn, lexical.phrase_terms(words)) for words in phrases] == whole
+    phrases += [("the", "of", "the"), ("of", "the", "of", "the"), ("of", "the"), ("in", "the", "present", "study")]
+    phrases.append(tuple(lexical.fts_tokens([found[3][0]])[0][:70]))  # longer than SQLite joins tables
+    whole = [bm25.phrase_occurrences(scifact.conn, words) for words in phrases]
+    assert sum(map(len, whole)) > 500 and max(max(t.values(), default=0) for t in whole) > 3
+    assert whole == [_instances(scifact.conn, words) for words in phrases]
+    kept = set(scifact.ids[::3].tolist())
+    lengths = dict(zip(scifact.ids.tolist(), scifact.lengths.tolist()))
+
+    def lengths_of(ids):
+        mask = np.array([i in kept for i in ids.tolist()], dtype=bool)
+        return mask, np.array([lengths[i] for i in ids[mask].tolist()])
+
     for words, totals in zip(phrases, whole):
-        expression = lexical.Match(any_of=(words,)).expression()
-        fts5 = {
-            r
-            for (r,) in scifact.conn.execute(
-                "select rowid from knowledge_fts where knowledge_fts match ?", [expression]
-            )
+        assert bm25.phrase_occurrences(scifact.conn, words, lengths_of) == {
+            i: f for i, f in totals.items() if i in kept
         }
-        assert set(totals) == fts5, words
+    # FTS5 records its totals at commit: inside a transaction they are summed from the docsizes
+    assert scifact.conn.in_transaction
+    summed = bm25.fts_totals(scifact.conn)
+    scifact.conn.commit()
+    assert bm25.fts_totals(scifact.conn) == summed
+    assert [bm25.phrase_occurrences(scifact.conn, words) for words in phrases] == whole
 
 
 def test_rows_holding_a_term_are_counted_over_the_visible_rows(scifact):
@@ -400,12 +428,12 @@ def test_postings_that_followed_writes_search_as_a_fresh_build():
         [(s, *text) for s, text in live],
     )
 
-    def phrase_postings(terms):  # rowid = slot in `followed`
-        totals = bm25.phrase_occurrences(conn, terms)
+    def phrase_postings(words):  # rowid = slot in `followed`
+        totals = bm25.phrase_occurrences(conn, words)
         return np.array(list(totals), dtype=np.int64), list(totals.values())
 
-    def fresh_phrase_postings(terms):
-        slots, frequencies = phrase_postings(terms)
+    def fresh_phrase_postings(words):
+        slots, frequencies = phrase_postings(words)
         return np.searchsorted(fresh_ids, slots), frequencies
 
     everything = np.ones(len(live), dtype=bool)
