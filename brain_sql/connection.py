@@ -181,6 +181,9 @@ def open_connection(path: str | os.PathLike[str], read_only: bool = False) -> Co
             conn.execute("pragma temp_store = memory")
             conn.execute("select count(*) from sqlite_master").fetchone()  # a read-only WAL file may fail only here
             break
+        except UnicodeDecodeError as ex:  # SQLite's message quoted a damaged schema's bytes (review 102)
+            conn.close()
+            raise opening_fault(path, sqlite3.DatabaseError(f"malformed database schema ({ex.reason})")) from ex
         except sqlite3.DatabaseError as ex:
             conn.close()
             if cannot_write(ex) and mode != modes[-1] and not is_busy(ex):

@@ -329,3 +329,17 @@ def test_a_named_pipe_given_as_the_brain_is_named_not_waited_on(run, tmp_path, c
     result = run("brain", command, fifo)
     assert result.exit_code != 0 and "Traceback" not in result.output
     assert "is not a regular file" in result.output, result.output
+
+
+def test_a_schema_damaged_into_bytes_that_are_no_text_is_named_damage(run, brain_path):
+    """SQLite quotes a damaged schema's SQL in its message, and pysqlite3 failed to
+    decode bytes that are no UTF-8: every command gave a traceback (review 102 M1).
+    It is named as the damage it is."""
+    data = bytearray(brain_path.read_bytes())
+    at = data.index(b"CREATE TRIGGER brain_rules_knowledge_insert")
+    data[data.rindex(b"'", at, data.index(b"END", at))] = 0xDE  # its last string unclosed, quoted with the byte
+    brain_path.write_bytes(bytes(data))
+    for args in (("stats", brain_path), ("recall", brain_path, "rota"), ("check", brain_path), ("export", brain_path)):
+        result = run("brain", *args)
+        assert result.exit_code == 1 and "Traceback" not in result.output, (args, result.output)
+        assert "is damaged" in result.output and "restore it from a copy" in result.output, result.output
