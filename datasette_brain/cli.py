@@ -81,6 +81,20 @@ class BrainCommand(click.Command):
     cannot be used (ModelRefused); a write not taken now is TryAgain (503), any other BrainError
     its message (the file's state); anything else is a bug, and surfaces."""
 
+    def parse_args(self, ctx, args):
+        """An option of one value given twice is a usage error, as the HTTP API's
+        parameter is: click keeps the last and drops the other without a word."""
+        if not ctx.resilient_parsing:
+            order = self.make_parser(ctx).parse_args(args=list(args))[2]
+            for param in dict.fromkeys(order):
+                if isinstance(param, click.Option) and not param.multiple and not param.count:
+                    try:
+                        name = "/".join([param.opts[0], *param.secondary_opts[:1]])  # --prf/--no-prf
+                        for_plugin.given_once(name, [p for p in order if p is param])
+                    except brain_sql.InputError as ex:
+                        raise click.UsageError(str(ex), ctx) from ex
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx):
         try:
             with _stdout_guarded():
@@ -400,12 +414,13 @@ def reindex(db_path, model):
 
 
 @brain.command()
-@click.argument("db_path", type=click.Path(dir_okay=False, exists=True))
-def mcp(db_path):
-    """Serve the brain's MCP tools (brain_recall, brain_remember, brain_verify,
+@click.argument("db_paths", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True))
+def mcp(db_paths):
+    """Serve the brains' MCP tools (brain_recall, brain_remember, brain_verify,
     brain_forget, brain_memory, brain_list) over stdin and stdout, for an agent without a
     server: the same tools and JSON as datasette-mcp's /-/mcp, acting as the
-    file's owner.
+    files' owner. With several brains, a tool's `database` names one (its file's
+    name without .db).
 
     \b
     Example:
@@ -415,9 +430,9 @@ def mcp(db_path):
     """
     from . import stdio  # Datasette's app and the MCP SDK: a second to load, for this command alone
 
-    conn = _open(db_path)  # a clear message for a file that is not a brain, before the protocol starts
-    conn.close()
-    asyncio.run(stdio.serve(db_path))
+    for db_path in db_paths:
+        _open(db_path).close()  # a clear message for a file that is not a brain, before the protocol starts
+    asyncio.run(stdio.serve(db_paths))
 
 
 def _settle(conn):

@@ -127,14 +127,16 @@ class _InFlight:
             await self.quiet.wait()
 
 
-async def serve(path):
-    """Serve the tools for the brain at `path` as its owner: reads and writes are
-    allowed, as far as the file's own permissions allow."""
+async def serve(paths):
+    """Serve the tools for the brains at `paths` as their owner (a tool's `database`
+    names one, as Datasette names it: the file's name without .db): reads and writes
+    are allowed, as far as each file's own permissions allow."""
     metadata = {"plugins": {"datasette-brain": {"allow_write": True}}}
-    if file_writable(path):
-        datasette = Datasette([str(path)], metadata=metadata)
-    else:  # read it as it is, as `datasette -i` would: recall works, writes say why not
-        datasette = Datasette(immutables=[str(path)], metadata=metadata)
+    writable = [str(path) for path in paths if file_writable(path)]
+    # a file that cannot be written is read as it is, as `datasette -i` would: recall works, writes say why not
+    datasette = Datasette(
+        writable, immutables=[str(path) for path in paths if str(path) not in writable], metadata=metadata
+    )
     await datasette.invoke_startup()
     server = MCPServer("datasette-brain", instructions=mcp_tools.INSTRUCTIONS)
     mcp_tools.register(datasette, server, actor={"id": "stdio"})

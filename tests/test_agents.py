@@ -209,6 +209,31 @@ def test_a_session_over_stdio(vault_brain_copy):
     asyncio.run(session())
 
 
+def test_one_stdio_server_serves_several_brains_each_named(vault_brain_path, tmp_path):
+    """SPEC's `mcp DB...`: a tool's `database` chooses the brain, by its file's name;
+    without it, the server with several says to name one."""
+    work = copy_brain(vault_brain_path, tmp_path / "work.db")
+    home = copy_brain(vault_brain_path, tmp_path / "home.db")
+
+    async def session():
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "sqlite_utils", "brain", "mcp", str(work), str(home)]
+        )
+        async with Client(params) as client:
+            stored = await client.call_tool("brain_remember", {"records": [NOTE], "database": "home"})
+            unnamed = await client.call_tool("brain_recall", {"q": "when do deploys happen?"})
+            at_home = await client.call_tool("brain_recall", {"q": "when do deploys happen?", "database": "home"})
+            return stored, unnamed, at_home
+
+    stored, unnamed, at_home = asyncio.run(session())
+    assert not stored.is_error, stored.content
+    assert unnamed.is_error and "database" in unnamed.content[0].text
+    [[memory_id]] = stored.structured_content["ids"]
+    assert at_home.structured_content["hits"][0]["id"] == memory_id
+    conn = brain_sql.connect(work)
+    assert conn.execute("select count(*) from knowledge where external_id = 'deploys'").fetchone() == (0,)
+
+
 def _stdio_mcp(path):
     """`sqlite-utils brain mcp PATH` as a process the test writes raw lines to (text,
     or bytes through its stdin's buffer) and reads with _answers; the test kills it."""

@@ -36,6 +36,26 @@ def test_recall_cli(run, vault_brain_path):
     assert bad.exit_code == 2 and "is not a date" in bad.output
 
 
+@pytest.mark.parametrize(
+    "command, twice, named",
+    [
+        ("recall", ["--scope", "/acme/sales", "--scope", "/acme/support"], "--scope is given twice"),
+        ("recall", ["--k", "1", "--k", "2"], "--k is given twice"),
+        ("recall", ["--prf", "--no-prf"], "--prf/--no-prf is given twice"),
+        ("ingest", ["--scope", "/a", "--scope", "/b"], "--scope is given twice"),
+    ],
+)
+def test_an_option_of_one_value_given_twice_is_a_usage_error(run, vault_brain_copy, tmp_path, command, twice, named):
+    """Click keeps an option's last value and drops the other without a word: the
+    recall answered for /acme/support alone. Refused by name, as a parameter given
+    twice is over HTTP (review 102 M2); repeatable options still repeat."""
+    argument = "support runbook" if command == "recall" else str(write(tmp_path / "n.txt", "A note."))
+    result = run("brain", command, vault_brain_copy, argument, *twice)
+    assert result.exit_code == 2 and named in result.output and "give it once" in result.output, result.output
+    both = run("brain", "recall", vault_brain_copy, "pricing", "--class", "memory", "--class", "policy", "--json")
+    assert both.exit_code == 0 and json.loads(both.output)["query"]["classes"] == ["memory", "policy"]
+
+
 def test_a_record_is_cited_by_its_id_not_by_line_1_of_its_file(run, tmp_path):
     """A record's lines are its own text's, so every one-line record said `:1-1`,
     which reads as line 1 of its file (review 68): it is cited by its id."""
