@@ -106,6 +106,20 @@ def grouping_free(model_id):
     return static is not None and isinstance(get_model(model_id), static.StaticModel)
 
 
+def reads_at_most(model_id):
+    """How many tokens of a text the model reads, or None for any number: a static
+    model's tokenizer cuts at its max_length, MiniLM reads its first MAX_TOKENS."""
+    model = get_model(model_id)
+    truncation = getattr(model.tokenizer, "truncation", None) or {}
+    return getattr(model, "max_tokens", None) or truncation.get("max_length")
+
+
+def whole_lengths(texts, model_id):
+    """Each text's length in the model's tokens, those past what it reads counted too."""
+    encodings = get_model(model_id).tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    return [len(e.ids) + sum(len(o.ids) for o in e.overflowing) for e in encodings]
+
+
 def count_tokens(texts, model_id):
     """How many tokens the model's tokenizer makes of each text."""
     encodings = get_model(model_id).tokenizer.encode_batch(list(texts), add_special_tokens=False)

@@ -96,6 +96,20 @@ async def test_bad_input_is_a_400_the_client_can_read(client):
 
 
 @pytest.mark.asyncio
+async def test_a_text_longer_than_the_model_reads_is_refused_not_cut(client):
+    """The model reads 512 tokens of a text: two texts alike in their first 600 words
+    got one vector, without a word (review 101). OpenAI's answer to a text past a
+    model's context is a 400 naming it; so is this route's."""
+    start = " ".join(f"word{i}" for i in range(600))
+    with pytest.raises(openai.BadRequestError) as raised:
+        await client.embeddings.create(model=MODEL, input=["graph leg", start + " and then one ending"])
+    assert raised.value.param == "input" and raised.value.code == "context_length_exceeded"
+    assert "input[1] is" in raised.value.message and "reads at most 512" in raised.value.message
+    fits = " ".join(["graph"] * 500)
+    assert (await client.embeddings.create(model=MODEL, input=fits)).usage.prompt_tokens == 500
+
+
+@pytest.mark.asyncio
 async def test_permission_size_and_method_errors_in_openais_shape(vault_brain_path):
     denied = client_for(Datasette([str(vault_brain_path)], metadata={"allow": False}))
     with pytest.raises(openai.PermissionDeniedError) as raised:
