@@ -33,7 +33,7 @@ def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, joint=None):
     pieces = [(piece, n == 0) for body, start in units for n, piece in enumerate(_cut(body, start, max_chars))]
     chunks, current = [], None
     for (body, start, end), opens in pieces:  # `joint` goes between units, never inside one
-        between = (joint if joint and opens and start > current[2] else "\n" * (start - current[2])) if current else ""
+        between = (joint if joint and opens and start > current[2] else _lines_between(current, start)) if current else ""
         if current and len(current[0]) + len(between or " ") + len(body) <= max_chars:
             current = (current[0] + (between or " ") + body, current[1], end)
         else:
@@ -43,6 +43,14 @@ def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, joint=None):
     if current:
         chunks.append(current)
     return [Chunk(body, heading_path, start, end) for body, start, end in chunks]
+
+
+def _lines_between(current, start):
+    """The line ends from the chunk so far to a piece starting on line `start`: a
+    text written with CRLF keeps them on its blank lines too (the spaces on a
+    blank line are dropped, its line end is not)."""
+    gap = start - current[2]
+    return "\n" + ("\r\n" if current[0].endswith("\r") else "\n") * (gap - 1) if gap else ""
 
 
 def split_text(text, first_line=1, heading_path=None):

@@ -47,6 +47,14 @@ def test_a_text_that_fits_in_a_chunk_is_stored_as_written():
     assert [c.content for c in split_text("\n \nbody\n  \n\nmore\n\n")] == ["body\n\n\nmore"]
 
 
+def test_a_text_written_with_crlf_keeps_them_on_its_blank_lines():
+    """A blank line's CR is its line end, not a space on it: dropped, the text came
+    back with CRLF and LF mixed (review 101)."""
+    for text in ("line one\r\nline two\r\n\r\nline three", "a\r\n\r\n\r\nb", "a\r\n  \r\nb"):
+        [chunk] = split_text(text)
+        assert chunk.content == text.replace("  \r", "\r") and "\n\n" not in chunk.content
+
+
 def test_a_cut_paragraph_keeps_its_indentation_and_drops_only_the_spaces_at_a_cut():
     assert [c.content for c in pack([("    aaaa. bb cc dd  ", 1)], max_chars=12)] == ["    aaaa.", "bb cc dd  "]
 
