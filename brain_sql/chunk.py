@@ -33,7 +33,9 @@ def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, joint=None):
     pieces = [(piece, n == 0) for body, start in units for n, piece in enumerate(_cut(body, start, max_chars))]
     chunks, current = [], None
     for (body, start, end), opens in pieces:  # `joint` goes between units, never inside one
-        between = (joint if joint and opens and start > current[2] else _lines_between(current, start)) if current else ""
+        between = (
+            (joint if joint and opens and start > current[2] else _lines_between(current, start)) if current else ""
+        )
         if current and len(current[0]) + len(between or " ") + len(body) <= max_chars:
             current = (current[0] + (between or " ") + body, current[1], end)
         else:

@@ -47,6 +47,7 @@ _MODULE_OF = {
     "given_once": ".fields",
     "unknown_parameters": ".fields",
     "recall_params_error": ".functions",
+    "say_input_errors": ".functions",
     "derived_from_knowledge": ".schema",
     "derived_from_every_table": ".schema",
     "stored_for": ".schema",
@@ -130,6 +131,8 @@ __all__ = [
     "given_once",
     "unknown_parameters",
     "recall_params_error",
+    # `sqlite-utils query`: a brain_* function's refusal said in one line on stderr, as Datasette logs it
+    "say_input_errors",
     # the wording of messages and pages
     "counted",
     "section",

@@ -213,6 +213,14 @@ def _quiet(error):
     return False
 
 
+def say_input_errors():
+    """Turn sqlite3's callback tracebacks on, so that a brain_* function refusing a
+    caller's argument says why on stderr, in one line (quiet_input_errors), where
+    SQLite says only "user-defined function raised exception"; any other exception
+    in a function prints its traceback."""
+    sqlite3.enable_callback_tracebacks(True)
+
+
 def quiet_input_errors():
     """With sqlite3's callback tracebacks on (Datasette turns them on), a brain_*
     function refusing a caller's bad argument logs one line, not a traceback; every

@@ -186,6 +186,7 @@ def _param_of(ctx, field):
 @sqlite_utils.hookimpl
 def prepare_connection(conn):
     brain_sql.prepare_connection(conn)
+    for_plugin.say_input_errors()  # `sqlite-utils query` says only "user-defined function raised exception"
 
 
 def _open(db_path, must_exist=True, model_id=None, brain=True, read_only=False, damaged=False):

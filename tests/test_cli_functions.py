@@ -86,3 +86,12 @@ def test_brain_embed_is_normalised_and_deterministic(run, db_path):
     vector = np.frombuffer(bytes.fromhex(row["a"]), dtype=np.float32)
     assert vector.shape == (256,)
     assert abs(np.linalg.norm(vector) - 1) < 1e-5
+
+
+def test_a_refused_argument_is_said_in_sqlite_utils_query(run, db_path):
+    """SQLite says only "user-defined function raised exception": the function's one
+    line says why, on stderr, as Datasette's log has it (review 102)."""
+    run("brain", "init", db_path)
+    result = run("query", db_path, "select brain_rrf(0) a")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "brain_sql: brain_rrf: rank must be a whole number from 1 (the best), not 0" in result.output
