@@ -99,6 +99,8 @@ def _load_model2vec(model_id):
     folder = _model2vec_folder(model_id)  # a cached hub model: loaded from its folder, never fetched again
     if folder is None and model_id.startswith(("/", ".", "~")):  # a path, never a hub id: said as one
         raise ModelRefused(f"cannot load model2vec model {model_id!r}: there is no folder {model_id}. {_LOADS}")
+    if folder is not None and not any((folder / name).is_file() for name in ("config.json", "modules.json")):
+        raise ModelRefused(f"cannot load model2vec model {model_id!r}: {folder} holds no config.json. {_LOADS}")
     try:
         if folder is not None:
             _regular_files(folder)

@@ -1046,6 +1046,12 @@ def test_a_model_that_cannot_be_loaded_makes_no_brain_file(run, db_path, tmp_pat
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output
         assert "cannot load model2vec model" in result.output and "there is no folder" in result.output
         assert not db_path.exists()
+    other = tmp_path / "not-a-model"  # a folder of something else (--model /usr named a pipe deep in it)
+    (other / "deep").mkdir(parents=True)
+    os.mkfifo(other / "deep" / "pipe")
+    result = run("brain", "ingest", db_path, path, "--model", str(other))
+    assert result.exit_code == 2 and f"{other} holds no config.json" in " ".join(result.output.split())
+    assert not db_path.exists()
 
 
 def test_records_whose_grouping_fields_look_like_another_value_are_skipped_by_file_and_line(run, db_path, tmp_path):
