@@ -7,6 +7,8 @@ Settings that a deployer may change are read from environment variables.
 
 import os
 
+from .errors import SettingError
+
 # The embedded default: WordLlama's l2_supercat token embeddings, shipped in the
 # `wordllama` wheel, loaded as a model2vec StaticModel with no network.
 DEFAULT_MODEL = "wordllama/l2_supercat"
@@ -209,11 +211,39 @@ def configured_model() -> str:
     return requested_model() or DEFAULT_MODEL
 
 
+def _setting(name):
+    """$name as given, or None when it is unset or blank."""
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def _whole(name, default, lowest=0):
+    """$name, a whole number from `lowest`, else `default` when unset; a SettingError otherwise."""
+    value = _setting(name)
+    if value is None:
+        return default
+    if not value.isdigit() or int(value) < lowest:
+        raise SettingError(f"${name} is {value!r:.40}: give a whole number from {lowest}, or unset it for {default:,}")
+    return int(value)
+
+
+def _flag(name, default):
+    """$name as true or false (1/0, true/false, yes/no, on/off), else `default`."""
+    value = _setting(name)
+    if value is None:
+        return default
+    if value.lower() not in FLAG_WORDS:
+        raise SettingError(f"${name} is {value!r:.40}: give on or off (1/0, true/false, yes/no)")
+    return FLAG_WORDS[value.lower()]
+
+
+FLAG_WORDS = {word: on for on, words in ((True, "1 true yes on"), (False, "0 false no off")) for word in words.split()}
+
+
 def busy_timeout_ms():
     """How long a writer waits for the write lock before giving up ($BRAIN_BUSY_TIMEOUT_MS,
     default 30,000): ingest then stops with BrainBusy, /-/remember answers 503."""
-    value = os.environ.get("BRAIN_BUSY_TIMEOUT_MS", "")
-    return int(value) if value.strip().isdigit() else 30_000
+    return _whole("BRAIN_BUSY_TIMEOUT_MS", 30_000)
 
 
 def server_blas_threads():
@@ -221,36 +251,41 @@ def server_blas_threads():
     several requests at once on few cores, BLAS threads that busy-wait after each
     call only steal CPU from the other requests (measured: 4 clients on 2 cores,
     42 recalls/s with 2 BLAS threads, 49 with 1)."""
-    value = os.environ.get("BRAIN_BLAS_THREADS", "")
-    return int(value) if value.strip().isdigit() and int(value) > 0 else 1
+    return _whole("BRAIN_BLAS_THREADS", 1, lowest=1)
 
 
 def export_idle_seconds() -> float:
     """How long a server waits on a client that takes nothing of its export before
     dropping it ($BRAIN_EXPORT_IDLE_SECONDS, default 30): its export slot is given
     back, and a server told to stop waits no longer for it."""
-    value = os.environ.get("BRAIN_EXPORT_IDLE_SECONDS", "")
+    value = _setting("BRAIN_EXPORT_IDLE_SECONDS")
+    if value is None:
+        return 30.0
     try:
         seconds = float(value)
     except ValueError:
-        return 30.0
-    return seconds if 0 < seconds < float("inf") else 30.0
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise SettingError(f"$BRAIN_EXPORT_IDLE_SECONDS is {value!r:.40}: give seconds above 0, or unset it for 30")
+    return seconds
 
 
 def vector_codes_enabled():
     """Whether the vector leg picks its shortlist by sign codes when many chunks are
     visible ($BRAIN_VECTOR_CODES, default on), or scans every visible vector (off)."""
-    return os.environ.get("BRAIN_VECTOR_CODES", "on").lower() not in ("0", "false", "no", "off")
+    return _flag("BRAIN_VECTOR_CODES", True)
 
 
 def graph_enabled():
-    """Process-wide kill switch for the graph leg ($BRAIN_RECALL_GRAPH_ENABLED)."""
-    return os.environ.get("BRAIN_RECALL_GRAPH_ENABLED", "true").lower() not in (
-        "0",
-        "false",
-        "no",
-        "off",
-    )
+    """Process-wide kill switch for the graph leg ($BRAIN_RECALL_GRAPH_ENABLED, default on)."""
+    return _flag("BRAIN_RECALL_GRAPH_ENABLED", True)
+
+
+def check_settings() -> None:
+    """Every setting read once: a SettingError names the first that cannot be used
+    (a server checks them as it starts, not at its first request)."""
+    for read in (busy_timeout_ms, server_blas_threads, export_idle_seconds, vector_codes_enabled, graph_enabled):
+        read()
 
 
 # Recall. Leg weights and thresholds were chosen on training data only (SciFact

@@ -7,6 +7,11 @@ class BrainError(Exception):
     """A problem the user can fix; its message says how."""
 
 
+class SettingError(BrainError):
+    """An environment variable brain_sql reads holds a value it cannot use: said by
+    name, never read as its default without a word."""
+
+
 class ModelError(BrainError):
     """A model cannot be loaded, or does not match the one a brain was built with."""
 

@@ -54,11 +54,20 @@ def load_queries(path):
 
 def load_qrels(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
     """{query id: {corpus id: grade}} of a BEIR qrels .tsv (a header and blank
-    lines are passed over)."""
+    lines are passed over); any other line that is not a query id, a corpus id and
+    a whole-number grade, tab-separated, is an InputError naming it."""
     qrels: dict[str, dict[str, int]] = {}
-    for row in csv.reader(_text(path).splitlines(), delimiter="\t"):
+    for line, row in enumerate(csv.reader(_text(path).splitlines(), delimiter="\t"), 1):
+        if not any(cell.strip() for cell in row):
+            continue
         if len(row) < 3 or not row[2].strip().lstrip("-").isdigit():
-            continue  # header or blank
+            if line == 1:
+                continue  # the header
+            found = f"score {row[2]!r:.40}" if len(row) >= 3 else f"{len(row)} tab-separated column(s)"
+            raise InputError(
+                f"{path}:{line}: {found}; a qrels line is a query id, a corpus id and a whole-number score, "
+                "tab-separated"
+            )
         qrels.setdefault(row[0], {})[row[1]] = int(row[2])
     return qrels
 
@@ -117,6 +126,8 @@ def evaluate(
     """({"queries": N, "full": M, "no_graph": M, "vector": M, "fts": M, "graph": M},
     {"abstained": queries the full pipeline abstained on, "seconds": ...}); with
     `per_query` (a path), each query's metrics are written there as JSON lines."""
+    if now:
+        parse({"q": "now", "now": now})  # a QueryError naming `now` itself, not the first query's
     queries, qrels = load_queries(queries_path), load_qrels(qrels_path)
     if not any(qid in queries for qid in qrels):
         raise InputError(f"no query of {queries_path} is judged in {qrels_path} (query-id, corpus-id, score per line)")

@@ -19,6 +19,7 @@ from .config import (
     MAX_PAGE_ROWS,
     MAX_QUERY_CHARS,
     REPLICA_SYNC_INTERVAL,
+    check_settings,
     configured_model,
     export_idle_seconds,
 )
@@ -85,6 +86,8 @@ __all__ = [
     "FOLLOW_INTERVAL_SECONDS",
     "FOLLOW_STALL_SECONDS",
     "configured_model",
+    # every $BRAIN_ setting read once, as a server starts: a SettingError names one it cannot use
+    "check_settings",
     # the decayed-memory page and the decay facet of Datasette's table pages
     "DECAY_BUCKETS",
     "decay_counts_sql",

@@ -213,7 +213,7 @@ def _quiet(error):
     return False
 
 
-def say_input_errors():
+def say_input_errors() -> None:
     """Turn sqlite3's callback tracebacks on, so that a brain_* function refusing a
     caller's argument says why on stderr, in one line (quiet_input_errors), where
     SQLite says only "user-defined function raised exception"; any other exception

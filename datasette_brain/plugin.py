@@ -28,6 +28,10 @@ def startup(datasette):
     recall does not pay for loading."""
 
     async def inner():
+        try:
+            for_plugin.check_settings()
+        except brain_sql.BrainError as ex:  # a $BRAIN_ setting it cannot use: `datasette serve` says which and stops
+            raise click.UsageError(str(ex)) from ex
         brain_sql.serve_many()
         # first, so that loading the model and the read state goes on beside the rest
         # of the start; warm() itself passes over a file that is not a brain

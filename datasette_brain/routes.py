@@ -164,8 +164,9 @@ async def memories_view(datasette, request):
 EXPORT_LINES = 200  # lines of an export read at once: what a stream holds in memory
 EXPORT_PIECE_BYTES = 64 * 1024  # what one body message sends of them
 # A client that takes no piece for this long is dropped: its export slot given back, and a server
-# told to stop waits no longer for it ($BRAIN_EXPORT_IDLE_SECONDS, default 30).
-EXPORT_IDLE_SECONDS = for_plugin.export_idle_seconds()
+# told to stop waits no longer for it ($BRAIN_EXPORT_IDLE_SECONDS, default 30, read as the server
+# starts: checked there; None reads it).
+EXPORT_IDLE_SECONDS = None
 
 
 class _ClientStalled(Exception):
@@ -253,7 +254,7 @@ class ExportStream:
 
         async def sent(message):
             try:
-                await asyncio.wait_for(send(message), EXPORT_IDLE_SECONDS)
+                await asyncio.wait_for(send(message), EXPORT_IDLE_SECONDS or for_plugin.export_idle_seconds())
             except asyncio.TimeoutError:
                 raise _ClientStalled() from None
 

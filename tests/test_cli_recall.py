@@ -184,6 +184,9 @@ def test_eval_per_query_writes_each_querys_metrics(run, tmp_path):
         ('{"_id": "q0", "text": "a"}\n', b"\xff\xfe", "qrels.tsv: not UTF-8 text"),
         ('{"_id": "q0", "text": "a\\u0000b"}\n', "q0\tx\t1\n", "query 'q0': q must not hold a NUL character"),
         ('{"_id": "q0", "text": " "}\n', "q0\tx\t1\n", "query 'q0': q must not be empty"),
+        # review 102: a grade that is no number was passed over, and eval said no query was judged
+        ('{"_id": "q0", "text": "a"}\n', "query-id\tcorpus-id\tscore\nq0\tx\tyes\n", "qrels.tsv:2: score 'yes'"),
+        ('{"_id": "q0", "text": "a"}\n', "q0\tx\t1\nq0 y 1\n", "qrels.tsv:2: 1 tab-separated column(s)"),
     ],
 )
 def test_eval_names_what_is_wrong_with_its_inputs(run, tmp_path, queries, qrels, message):
@@ -193,6 +196,16 @@ def test_eval_names_what_is_wrong_with_its_inputs(run, tmp_path, queries, qrels,
     (tmp_path / "qrels.tsv").write_bytes(qrels if isinstance(qrels, bytes) else qrels.encode())
     result = run("brain", "eval", db_path, "--queries", tmp_path / "queries.jsonl", "--qrels", tmp_path / "qrels.tsv")
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+def test_eval_names_its_now_option_not_a_query(run, tmp_path):
+    """--now yesterday was said as query '1''s fault (review 102 L5)."""
+    db_path = tmp_path / "brain.db"
+    run("brain", "remember", db_path, write(tmp_path / "r.jsonl", '{"_id": "x", "text": "a"}'))
+    queries = write(tmp_path / "queries.jsonl", '{"_id": "1", "text": "a"}\n')
+    qrels = write(tmp_path / "qrels.tsv", "1\tx\t1\n")
+    result = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--now", "yesterday")
+    assert result.exit_code == 2 and "Invalid value for '--now'" in result.output and "query '1'" not in result.output
 
 
 def test_compare_counts_wins_and_tests_them(tmp_path):

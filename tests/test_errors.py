@@ -343,3 +343,38 @@ def test_a_schema_damaged_into_bytes_that_are_no_text_is_named_damage(run, brain
         result = run("brain", *args)
         assert result.exit_code == 1 and "Traceback" not in result.output, (args, result.output)
         assert "is damaged" in result.output and "restore it from a copy" in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    "name, value, said",
+    [
+        ("BRAIN_RECALL_GRAPH_ENABLED", "nonsense", "give on or off"),
+        ("BRAIN_BUSY_TIMEOUT_MS", "abc", "give a whole number from 0"),
+        ("BRAIN_BLAS_THREADS", "0", "give a whole number from 1"),
+        ("BRAIN_EXPORT_IDLE_SECONDS", "-1", "give seconds above 0"),
+        ("BRAIN_VECTOR_CODES", "maybe", "give on or off"),
+    ],
+)
+def test_a_setting_that_cannot_be_used_is_named_not_read_as_its_default(brain_path, name, value, said):
+    """$BRAIN_RECALL_GRAPH_ENABLED=nonsense left the graph on without a word (review
+    102 L6): a server stops as it starts naming the setting, and a command says so."""
+    env = {**os.environ, name: value}
+    served = subprocess.run(
+        [sys.executable, "-m", "datasette", "serve", str(brain_path), "-p", "0", "--get", "/-/versions.json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert served.returncode != 0 and f"${name} is {value!r}: {said}" in served.stderr, served.stderr
+    assert "Traceback" not in served.stderr
+    if name in ("BRAIN_BLAS_THREADS", "BRAIN_EXPORT_IDLE_SECONDS"):
+        return  # a server's settings alone
+    command = subprocess.run(
+        [sys.executable, "-m", "sqlite_utils", "brain", "recall", str(brain_path), "rota"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert command.returncode == 1 and f"${name} is {value!r}: {said}" in command.stderr, command.stderr
