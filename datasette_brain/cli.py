@@ -196,6 +196,8 @@ def _open(db_path, must_exist=True, model_id=None, brain=True, read_only=False, 
     is opened too (for check to say what is wrong). `read_only`: one that changes
     nothing about the file."""
     if must_exist and not Path(db_path).exists():
+        if not Path(db_path).parent.is_dir():
+            raise click.ClickException(f"{db_path} does not exist, nor does its folder {Path(db_path).parent}")
         raise click.ClickException(f"{db_path} does not exist: create it with sqlite-utils brain init {db_path}")
     if not (must_exist and brain):
         return brain_sql.connect(db_path, model_id, read_only=read_only)
@@ -250,6 +252,20 @@ def init(db_path, model):
     click.echo(f"{db_path}: brain ready, model {info['model']} ({info['dimension']} dimensions)")
 
 
+def _interruptible_ingest(db_path, *args, **kwargs):
+    """brain_sql.ingest, whose Ctrl-C says what is stored and how to finish (click said
+    only "Aborted!")."""
+    try:
+        return brain_sql.ingest(*args, **kwargs)
+    except KeyboardInterrupt:
+        click.echo(
+            f"\nstopped: what was written before is stored, the rest is not; run the same ingest again to "
+            f"finish (it passes over what {db_path} holds already)",
+            err=True,
+        )
+        sys.exit(130)
+
+
 @brain.command()
 @click.argument("db_path", type=click.Path(dir_okay=False))
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
@@ -295,7 +311,8 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
     refused = None
     with click.progressbar(length=total, label="Ingesting", file=sys.stderr, item_show_func=_rate("record")) as bar:
         try:
-            report = brain_sql.ingest(
+            report = _interruptible_ingest(
+                db_path,
                 conn,
                 paths,
                 scope=scope,
@@ -528,7 +545,10 @@ PROBLEMS = {
         "one of its file, or refuses by chunk)"
     ),
     "incomplete_documents": "documents whose chunks are not all there",
-    "pending_mentions": "mention matching left unfinished",
+    "pending_mentions": (
+        "mention matching left unfinished (an ingest stopped before its end): the next ingest or remember, "
+        "or --repair, finishes it"
+    ),
     "stale_name_index": (
         "entities the name index holds otherwise than their names (their mentions in new text go unfound)"
     ),
