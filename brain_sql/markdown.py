@@ -148,13 +148,17 @@ class _BoundedLoader(yaml.SafeLoader):
                 keys.add(key)
         return node
 
-    def flatten_mapping(self, node):
+    def flatten_mapping(self, node, opened=None):
         """Merges (<<) flattened into `node` as YAML means them, whichever PyYAML reads
         them: the mapping's own keys override merged ones, and of a list of merged
         mappings the first that has a key gives it. (PyYAML 6.0.4 keeps the first pair
-        of a key, so a merged mapping's own key lost to what it merged in turn.)
-        Aliases are bounded, so the pairs copied are too."""
-        merged, own = [], []
+        of a key, so a merged mapping's own key lost to what it merged in turn.) Each
+        key is kept once, with the value that wins: a mapping merging ten that each
+        merge ten would otherwise hold their pairs ten times over at each level (a
+        600-byte note took 15 GB). A mapping that merges itself is refused by name."""
+        opened = set() if opened is None else opened
+        opened.add(id(node))
+        merged, own = {}, []
         for key_node, value_node in node.value:
             if key_node.tag != _MERGE:
                 if key_node.tag == _VALUE:  # a plain "=" as a key: its text, as PyYAML reads it
@@ -170,10 +174,16 @@ class _BoundedLoader(yaml.SafeLoader):
                         f"expected a mapping or list of mappings for merging, but found {source.id}",
                         source.start_mark,
                     )
+                if id(source) in opened:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping", node.start_mark, "a mapping merges itself", source.start_mark
+                    )
             for source in reversed(sources):  # later pairs win: the first source's go last
-                self.flatten_mapping(source)
-                merged.extend(source.value)
-        node.value = merged + own
+                self.flatten_mapping(source, opened)
+                for pair in source.value:
+                    merged[_key_identity(pair[0])] = pair
+        opened.discard(id(node))
+        node.value = list(merged.values()) + own
 
     def construct_mapping(self, node, deep=False):
         """A mapping with each key as the text JSON stores it as: a dict would make
@@ -196,6 +206,12 @@ def _flattened(loader, node):
                 "while constructing a mapping", node.start_mark, "found unhashable key", key_node.start_mark
             )
     return node
+
+
+def _key_identity(key_node):
+    """What tells a merged pair's key from another's: a scalar's tag and text (a
+    mapping or list as a key is its node, refused when constructed)."""
+    return (key_node.tag, key_node.value) if isinstance(key_node, yaml.ScalarNode) else id(key_node)
 
 
 def _key_text(key):

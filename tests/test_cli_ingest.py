@@ -731,12 +731,20 @@ def test_frontmatter_that_expands_is_refused_and_the_rest_goes_in(run, db_path, 
     aliases = "\n".join(f"k{i}: *x" for i in range(150))
     write(tmp_path / "in" / "aliases.md", f"---\nx: &x 1\n{aliases}\n---\n# Aliases\n\nmany\n")
     write(tmp_path / "in" / "fine.md", "---\nx: &x 1\ny: *x\n---\n# Fine\n\nok\n")
+    # review 103: merges (<<) of ten into each level, 80 aliases; their pairs were copied ten times a level
+    merges = ["---", "l0: &l0 {" + ", ".join(f"k{i}: {i}" for i in range(10)) + "}"]
+    merges += [f"l{n}: &l{n} {{<<: [{', '.join([f'*l{n - 1}'] * 10)}], own{n}: {n}}}" for n in range(1, 9)]
+    write(tmp_path / "in" / "merges.md", "\n".join(merges + ["---", "# Merges", "", "fine"]) + "\n")
+    write(tmp_path / "in" / "itself.md", "---\na: &a {x: 1, <<: *a}\n---\n# Itself\n\nloop\n")
     result = run("brain", "ingest", db_path, tmp_path / "in")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "bomb.md:1: its fields and metadata come to more than 64,000 bytes" in result.output
     assert "text.md:1: its fields and metadata come to more than 64,000 bytes" in result.output
     assert "aliases.md" in result.output and "more than 100 YAML aliases" in result.output
-    assert rows(brain_sql.connect(db_path), "select title from knowledge") == [("fine",)]
+    assert "itself.md:2: broken frontmatter: a mapping merges itself" in result.output
+    assert sorted(rows(brain_sql.connect(db_path), "select title from knowledge")) == [("fine",), ("merges",)]
+    [(metadata,)] = rows(brain_sql.connect(db_path), "select metadata from knowledge where title = 'merges'")
+    assert json.loads(metadata)["l8"] == {**{f"k{i}": i for i in range(10)}, **{f"own{n}": n for n in range(1, 9)}}
 
 
 def test_prune_with_an_unreadable_folder_removes_nothing_under_it(db_path, tmp_path):
