@@ -33,7 +33,7 @@ from .config import CLASSES, DEFAULT_MODEL, busy_timeout_ms, server_blas_threads
 from .connection import Connection, faults_named, load_sqlite_vec, main_file, open_connection, sqlite3, write_failures
 from .copies import ReplicaNotReady, is_copy
 from .document import IngestError
-from .embed import count_tokens, embed, reads_at_most, whole_lengths
+from .embed import count_tokens, embed, unread
 from .errors import (
     BrainBusy,
     BrainError,
@@ -238,14 +238,8 @@ def embed_with_usage(texts: Sequence[str], model_id: str) -> tuple[np.ndarray, i
     """(vectors, tokens): the texts' L2-normalised vectors and how many tokens they
     took. A text longer than the model reads is a FieldError naming it: its vector
     would be of its start alone, where an embeddings client expects the whole text's."""
-    limit = reads_at_most(model_id)
-    if limit:
-        for at, length in enumerate(whole_lengths(texts, model_id)):
-            if length > limit:
-                raise FieldError(
-                    f"input[{at}] is {length:,} tokens; {model_id} reads at most {limit:,}: "
-                    "split the text, and embed each part"
-                )
+    for at, why in unread(texts, model_id)[:1]:
+        raise FieldError(f"input[{at}] is {why}: split the text, and embed each part")
     return embed(texts, model_id), sum(count_tokens(texts, model_id))
 
 

@@ -42,23 +42,33 @@ if _GRID < 2**-10:
     raise ValueError("FTS_COLUMN_WEIGHTS must be multiples of 1/1024: occurrences are rounded to their grid")
 
 
-def phrase_occurrences(conn, words, lengths_of=None):
+def phrase_occurrences(conn, words, lengths_of=None, totals=None):
     """{row id: weighted occurrences} of the phrase `words` (its terms one after
     another in one column, each occurrence weighed by its column's FTS weight),
     for the rows `lengths_of(ids) -> (kept mask, their lengths in tokens)` keeps;
-    without it, every row, its length read from knowledge_fts_docsize.
+    without it, every row, its length read from knowledge_fts_docsize. `totals()`,
+    inside a transaction: fts_totals, read once for a query's phrases.
 
     FTS5 finds the phrase from its doclists, in C: reading every instance of its
     terms through fts5vocab took 8 s for "of the" at a million memories. FTS5's
     bm25 of one phrase is idf * f(k1 + 1) / (f + k1(1 - b + b D / avgdl)), rising
     in f, the row's weighted occurrences: f is solved for, from its statistics
-    (FTS5's own totals, each row's length), and rounded to the weights' grid, on
-    which it lies, so it is exact."""
+    (FTS5's own totals, read in the same snapshot as its scores, and each row's
+    length), and rounded to the weights' grid, on which it lies, so it is exact.
+    Scores that solve to no count on the grid are an index plain SQL damaged."""
     weights = ", ".join("?" * len(FTS_COLUMN_WEIGHTS))
-    found = conn.execute(
-        f"select rowid, bm25(knowledge_fts, {weights}) from knowledge_fts where knowledge_fts match ?",
-        [*FTS_COLUMN_WEIGHTS, lexical.Match(any_of=(tuple(words),)).expression()],
-    ).fetchall()
+    sql = f"select rowid, bm25(knowledge_fts, {weights}) from knowledge_fts where knowledge_fts match ?"
+    params = [*FTS_COLUMN_WEIGHTS, lexical.Match(any_of=(tuple(words),)).expression()]
+    if conn.in_transaction:
+        found = conn.execute(sql, params).fetchall()
+        rows, tokens = totals() if totals and found else fts_totals(conn) if found else (0, 0)
+    else:
+        conn.execute("begin")  # the scores and the totals of one snapshot: a commit between moves both
+        try:
+            found = conn.execute(sql, params).fetchall()
+            rows, tokens = fts_totals(conn) if found else (0, 0)
+        finally:
+            conn.execute("commit")
     if not found:
         return {}
     ids = np.array([row[0] for row in found], dtype=np.int64)
@@ -67,11 +77,13 @@ def phrase_occurrences(conn, words, lengths_of=None):
         kept, lengths = np.ones(len(ids), dtype=bool), np.array(_docsizes(conn, ids), dtype=np.float64)
     else:
         kept, lengths = lengths_of(ids)
-    rows, tokens = fts_totals(conn)
     share = -scores[kept] / idf(rows, len(ids))  # f(k1 + 1) / (f + k), k as FTS5 computes it for the row
     k = K1 * (1 - B + B * np.asarray(lengths, dtype=np.float64) / (float(tokens) / float(rows)))
-    occurrences = np.round(share * k / (K1 + 1.0 - share) / _GRID) * _GRID
-    return dict(zip(ids[kept].tolist(), occurrences.tolist()))
+    steps = share * k / (K1 + 1.0 - share) / _GRID
+    occurrences = np.round(steps)
+    if not np.all(np.isfinite(steps) & (occurrences >= 1) & (np.abs(steps - occurrences) < 0.01)):
+        raise fts_damaged("its bm25 of a phrase solves to no count of it: its totals or sizes disagree with its rows")
+    return dict(zip(ids[kept].tolist(), (occurrences * _GRID).tolist()))
 
 
 def fts_totals(conn):
@@ -169,6 +181,7 @@ class TermStats:
         self._postings = {}  # term or phrase -> (reach positions, weighted occurrences)
         self._rows = {}  # stem -> number of reachable rows holding it
         self._anywhere = {}  # stem -> number of rows holding it, hidden ones included (exact with an index)
+        self._totals = None  # the full-text index's (rows, tokens), read once (_fts_totals)
 
     @property
     def documents(self):
@@ -193,12 +206,18 @@ class TermStats:
                 docs, each = np.unique(found[:, 0], return_inverse=True)
                 weights = np.bincount(each, weights=_COLUMN_WEIGHTS[found[:, 1]], minlength=len(docs))
             else:  # several terms, or none (a phrase FTS5 finds no token in matches nothing)
-                totals = phrase_occurrences(self.conn, words, self._lengths_of) if terms else {}
+                totals = phrase_occurrences(self.conn, words, self._lengths_of, self._fts_totals) if terms else {}
                 docs = np.array(sorted(totals), dtype=np.int64)
                 weights = np.array([totals[doc] for doc in docs.tolist()], dtype=np.float64)
             at = self.reach.positions(docs)
             self._postings[terms] = (at[at >= 0], weights[at >= 0])
         return self._postings[terms]
+
+    def _fts_totals(self):
+        """fts_totals, read once for the query (inside a transaction they are summed)."""
+        if self._totals is None:
+            self._totals = fts_totals(self.conn)
+        return self._totals
 
     def _lengths_of(self, ids):
         """(which of `ids` are reachable, their lengths in tokens)."""

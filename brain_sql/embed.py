@@ -106,18 +106,27 @@ def grouping_free(model_id):
     return static is not None and isinstance(get_model(model_id), static.StaticModel)
 
 
-def reads_at_most(model_id):
-    """How many tokens of a text the model reads, or None for any number: a static
-    model's tokenizer cuts at its max_length, MiniLM reads its first MAX_TOKENS."""
+def unread(texts, model_id):
+    """[(index, why)] of the texts the model does not read whole, their vectors of
+    their start alone: a model2vec model cuts a text at max_length times its median
+    token's length in characters, then at max_length tokens (its tokenizer's own cut
+    too); MiniLM reads its first MAX_TOKENS, its two marks among them."""
     model = get_model(model_id)
     truncation = getattr(model.tokenizer, "truncation", None) or {}
-    return getattr(model, "max_tokens", None) or truncation.get("max_length")
-
-
-def whole_lengths(texts, model_id):
-    """Each text's length in the model's tokens, those past what it reads counted too."""
-    encodings = get_model(model_id).tokenizer.encode_batch(list(texts), add_special_tokens=False)
-    return [len(e.ids) + sum(len(o.ids) for o in e.overflowing) for e in encodings]
+    tokens = getattr(model, "max_tokens", None) or getattr(model, "max_length", None) or truncation.get("max_length")
+    chars = tokens * model.median_token_length if getattr(model, "median_token_length", None) and tokens else None
+    if not tokens:
+        return []
+    reads = f"{model_id} reads at most {tokens:,} tokens" + (f" in {chars:,} characters" if chars else "")
+    encodings = model.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    found = []
+    for at, (text, encoding) in enumerate(zip(texts, encodings)):
+        length = len(encoding.ids) + sum(len(o.ids) for o in encoding.overflowing)
+        if chars and len(text) > chars:
+            found.append((at, f"{len(text):,} characters; {reads}"))
+        elif length > tokens:
+            found.append((at, f"{length:,} tokens; {reads}"))
+    return found
 
 
 def count_tokens(texts, model_id):

@@ -472,7 +472,7 @@ class MiniLM:
     counts tokens as the model reads them (without truncation or padding).
     `workers` batches run at once, each on one of the session's threads."""
 
-    max_tokens = MAX_TOKENS  # what it reads of a text: the rest is cut
+    max_tokens = MAX_TOKENS - 2  # the word pieces it reads of a text, beside its [CLS] and [SEP]: the rest is cut
 
     def __init__(self, session, workers=1, batch_tokens=BATCH_TOKENS):
         self.session, self.workers, self.batch_tokens = session, workers, batch_tokens

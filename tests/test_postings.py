@@ -548,3 +548,40 @@ def test_looking_up_many_terms_at_once_finds_what_one_at_a_time_finds():
     asked = words + ["never", "seen", "w"]
     assert terms.lookup(asked).tolist() == [terms.get(word) for word in asked]
     assert sorted(n for n in terms.lookup(asked).tolist() if n >= 0) == list(range(len(set(words[:350]))))
+
+
+def test_a_phrases_scores_and_the_totals_it_is_solved_with_are_of_one_snapshot(tmp_path, monkeypatch):
+    """Another writer's commit between FTS5's bm25 of a phrase and the read of its
+    totals solved every occurrence to 0 (review 103 M1: a floored idf read against
+    one more row). Both are read in one snapshot; and an averages record plain SQL
+    damaged is named, inside a transaction too, never a NaN score."""
+    path = tmp_path / "brain.db"
+    conn = brain_sql.connect(path)
+    records = [
+        {"_id": f"r{i}", "text": ("zz yy " * (1 + i % 3) if i % 2 == 0 else "") + f"filler w{i}"} for i in range(200)
+    ]
+    brain_sql.remember(conn, records)
+
+    def scores():
+        return json.loads(conn.execute("select brain_fts(?, '{}')", ['"zz yy"']).fetchone()[0])[:5]
+
+    quiet = scores()
+    other = brain_sql.connect(path)
+    read = bm25.fts_totals
+    written = []
+
+    def racing(c):
+        if not written:
+            written.append(brain_sql.remember(other, [{"_id": "late", "text": "stored by another writer meanwhile"}]))
+        return read(c)
+
+    monkeypatch.setattr(bm25, "fts_totals", racing)
+    assert scores() == quiet and written
+    monkeypatch.setattr(bm25, "fts_totals", read)
+    conn.execute("update knowledge_fts_data set block = x'05' where id = 1")
+    conn.execute("begin")
+    with pytest.raises(sqlite3.OperationalError):
+        scores()
+    with pytest.raises(brain_sql.BrainError, match="the full-text index is damaged"):
+        bm25.phrase_occurrences(conn, ("zz", "yy"))
+    conn.execute("rollback")
