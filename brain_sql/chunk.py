@@ -11,30 +11,44 @@ _SPACES_IN_LINE = re.compile(r"(?<=[^ \t\n])[ \t]+")
 
 def paragraphs(text, first_line=1):
     """(paragraph, line it starts on) for each block of text between blank lines,
-    its lines as written: their indentation and trailing spaces are kept."""
+    its lines as written: their indentation and trailing spaces are kept. A CR
+    before the block's last line end is that line end's, not the block's."""
     block, start = [], None
-    for line, row in enumerate(text.split("\n"), first_line):
+    rows = text.split("\n")
+    for line, row in enumerate(rows, first_line):
         if row.strip():
             if start is None:
                 start = line
             block.append(row)
         elif block:
-            yield "\n".join(block), start
+            yield _ended("\n".join(block)), start
             block, start = [], None
     if block:
-        yield "\n".join(block), start
+        yield "\n".join(block) if rows[-1].strip() else _ended("\n".join(block)), start
 
 
-def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, joint=None):
+def _ended(block):
+    """A block followed by a line end, without that line end's CR (a CRLF text's)."""
+    return block[:-1] if block.endswith("\r") else block
+
+
+def line_ends(text, first_line=1):
+    """{line: its line end as written, "\\r\\n" or "\\n"} of each line of `text` that has one."""
+    return {line: "\r\n" if row.endswith("\r") else "\n" for line, row in enumerate(text.split("\n")[:-1], first_line)}
+
+
+def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, joint=None, ends=None):
     """Chunks from (text, first line) units, packed whole while they fit under
-    `max_chars` with as many blank lines between them as their lines leave (or
-    `joint` between units, as a Markdown note's blocks are); a unit longer than that
-    is cut between sentences, then words."""
+    `max_chars` with as many blank lines between them as their lines leave, each
+    line end as `ends` (line_ends) has it (or `joint` between units, as a Markdown
+    note's blocks are); a unit longer than that is cut between sentences, then words."""
     pieces = [(piece, n == 0) for body, start in units for n, piece in enumerate(_cut(body, start, max_chars))]
     chunks, current = [], None
     for (body, start, end), opens in pieces:  # `joint` goes between units, never inside one
         between = (
-            (joint if joint and opens and start > current[2] else _lines_between(current, start)) if current else ""
+            (joint if joint and opens and start > current[2] else _lines_between(current, start, ends))
+            if current
+            else ""
         )
         if current and len(current[0]) + len(between or " ") + len(body) <= max_chars:
             current = (current[0] + (between or " ") + body, current[1], end)
@@ -47,17 +61,19 @@ def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, joint=None):
     return [Chunk(body, heading_path, start, end) for body, start, end in chunks]
 
 
-def _lines_between(current, start):
-    """The line ends from the chunk so far to a piece starting on line `start`: a
-    text written with CRLF keeps them on its blank lines too (the spaces on a
+def _lines_between(current, start, ends):
+    """The line ends from the chunk so far to a piece starting on line `start`, as
+    written (`ends`): a CRLF text keeps CRLF on its blank lines (the spaces on a
     blank line are dropped, its line end is not)."""
-    gap = start - current[2]
-    return "\n" + ("\r\n" if current[0].endswith("\r") else "\n") * (gap - 1) if gap else ""
+    written = [(ends or {}).get(line, "\n") for line in range(current[2], start)]
+    if written and current[0].endswith("\r"):  # a piece cut at a line end holds that end's CR
+        written[0] = "\n"
+    return "".join(written)
 
 
 def split_text(text, first_line=1, heading_path=None):
     """Chunks of plain text whose first line is `first_line` in its file."""
-    return pack(paragraphs(text, first_line), heading_path)
+    return pack(paragraphs(text, first_line), heading_path, ends=line_ends(text, first_line))
 
 
 def _cut(body, start, max_chars):

@@ -217,13 +217,16 @@ def _setting(name):
     return value or None
 
 
-def _whole(name, default, lowest=0):
-    """$name, a whole number from `lowest`, else `default` when unset; a SettingError otherwise."""
+def _whole(name, default, lowest=0, highest=2**31 - 1):
+    """$name, a whole number from `lowest` to `highest` (SQLite's busy timeout is an
+    int: past it, 0), else `default` when unset; a SettingError otherwise."""
     value = _setting(name)
     if value is None:
         return default
-    if not value.isdigit() or int(value) < lowest:
-        raise SettingError(f"${name} is {value!r:.40}: give a whole number from {lowest}, or unset it for {default:,}")
+    if not (value.isascii() and value.isdigit()) or not lowest <= int(value) <= highest:
+        raise SettingError(
+            f"${name} is {value!r:.40}: give a whole number from {lowest} to {highest:,}, or unset it for {default:,}"
+        )
     return int(value)
 
 

@@ -60,7 +60,8 @@ def load_qrels(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
     for line, row in enumerate(csv.reader(_text(path).splitlines(), delimiter="\t"), 1):
         if not any(cell.strip() for cell in row):
             continue
-        if len(row) < 3 or not row[2].strip().lstrip("-").isdigit():
+        grade = row[2].strip().removeprefix("-") if len(row) >= 3 else ""
+        if not (grade.isascii() and grade.isdigit()):
             if line == 1:
                 continue  # the header
             found = f"score {row[2]!r:.40}" if len(row) >= 3 else f"{len(row)} tab-separated column(s)"

@@ -53,6 +53,31 @@ def test_a_text_written_with_crlf_keeps_them_on_its_blank_lines():
     for text in ("line one\r\nline two\r\n\r\nline three", "a\r\n\r\n\r\nb", "a\r\n  \r\nb"):
         [chunk] = split_text(text)
         assert chunk.content == text.replace("  \r", "\r") and "\n\n" not in chunk.content
+    # each line end as written (review 103: CRs were added from the line before, and a last one kept)
+    for text, kept in [
+        ("a\r\n\nb", "a\r\n\nb"),
+        ("a\n\r\nb", "a\n\r\nb"),
+        ("a\r\nb\r\n", "a\r\nb"),
+        ("a\r\n\r\n", "a"),
+    ]:
+        assert [c.content for c in split_text(text)] == [kept]
+
+
+@given(st.lists(st.sampled_from(["word", "two words", "", "  ", "\r", "  \r", "x\r"]), max_size=12))
+def test_a_text_that_fits_keeps_every_line_end_as_written(rows):
+    """A text of CRLF and LF lines that fits in a chunk comes back as written, but
+    for its blank lines' spaces and its blank lines at either end."""
+    text = "\n".join(rows)
+    written = [i for i, row in enumerate(rows) if row.strip()]
+    if not written:
+        assert split_text(text) == []
+        return
+    first, last = written[0], written[-1]
+    lines = [row if row.strip() else "\r" * row.endswith("\r") for row in rows[first : last + 1]]
+    if last < len(rows) - 1 and lines[-1].endswith("\r"):
+        lines[-1] = lines[-1][:-1]  # the CR of the line end dropped after the text's last line
+    expected = "\n".join(lines)
+    assert [c.content for c in split_text(text)] == ([expected] if expected else [])
 
 
 def test_a_cut_paragraph_keeps_its_indentation_and_drops_only_the_spaces_at_a_cut():

@@ -187,6 +187,7 @@ def test_eval_per_query_writes_each_querys_metrics(run, tmp_path):
         # review 102: a grade that is no number was passed over, and eval said no query was judged
         ('{"_id": "q0", "text": "a"}\n', "query-id\tcorpus-id\tscore\nq0\tx\tyes\n", "qrels.tsv:2: score 'yes'"),
         ('{"_id": "q0", "text": "a"}\n', "q0\tx\t1\nq0 y 1\n", "qrels.tsv:2: 1 tab-separated column(s)"),
+        ('{"_id": "q0", "text": "a"}\n', "q0\tx\t1\nq0\ty\t\u00b2\n", "qrels.tsv:2: score '\u00b2'"),
     ],
 )
 def test_eval_names_what_is_wrong_with_its_inputs(run, tmp_path, queries, qrels, message):

@@ -350,6 +350,8 @@ def test_a_schema_damaged_into_bytes_that_are_no_text_is_named_damage(run, brain
     [
         ("BRAIN_RECALL_GRAPH_ENABLED", "nonsense", "give on or off"),
         ("BRAIN_BUSY_TIMEOUT_MS", "abc", "give a whole number from 0"),
+        ("BRAIN_BUSY_TIMEOUT_MS", "\u00b2", "give a whole number from 0"),  # a digit to str.isdigit, not to int()
+        ("BRAIN_BUSY_TIMEOUT_MS", "3000000000", "give a whole number from 0 to 2,147,483,647"),  # SQLite: 0
         ("BRAIN_BLAS_THREADS", "0", "give a whole number from 1"),
         ("BRAIN_EXPORT_IDLE_SECONDS", "-1", "give seconds above 0"),
         ("BRAIN_VECTOR_CODES", "maybe", "give on or off"),
