@@ -42,6 +42,12 @@ def named(operation: Callable[Concatenate[Connection, P], R]) -> Callable[Concat
         except values.VALUE_FAILURES as ex:
             if not isinstance(ex, InputError):  # the caller's mistake
                 blame_values(conn, ex)
+            if isinstance(ex, UnicodeDecodeError):  # SQLite's message quoting schema bytes that are no UTF-8
+                raise BrainError(
+                    f"{operation.__name__}: SQLite's error quotes bytes that are not UTF-8 text ({ex.reason}): the "
+                    "brain's schema is damaged, or a tool wrote it so: run sqlite-utils brain check, and if it names "
+                    "nothing, restore the brain from a copy"
+                ) from ex
             raise  # a bug: as it is
         if values.holds_unreadable(result):  # a BLOB read where text belongs, an infinite number
             blame_values(conn)

@@ -84,7 +84,7 @@ class BrainCommand(click.Command):
     def parse_args(self, ctx, args):
         """An option of one value given twice is a usage error, as the HTTP API's
         parameter is: click keeps the last and drops the other without a word."""
-        if not ctx.resilient_parsing:
+        if not ctx.resilient_parsing and not set(args) & set(ctx.help_option_names):  # --help answers first
             order = self.make_parser(ctx).parse_args(args=list(args))[2]
             for param in dict.fromkeys(order):
                 if isinstance(param, click.Option) and not param.multiple and not param.count:
@@ -448,7 +448,12 @@ def mcp(db_paths):
     """
     from . import stdio  # Datasette's app and the MCP SDK: a second to load, for this command alone
 
-    for db_path in db_paths:
+    files = [os.path.realpath(db_path) for db_path in db_paths]
+    for db_path, file in zip(db_paths, files):
+        if files.count(file) > 1:
+            raise click.UsageError(
+                f"{db_path} is given twice (as {' and '.join(p for p in db_paths if os.path.realpath(p) == file)}): give each brain once"
+            )
         _open(db_path).close()  # a clear message for a file that is not a brain, before the protocol starts
     asyncio.run(stdio.serve(db_paths))
 

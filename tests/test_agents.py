@@ -232,6 +232,13 @@ def test_one_stdio_server_serves_several_brains_each_named(vault_brain_path, tmp
     assert at_home.structured_content["hits"][0]["id"] == memory_id
     conn = brain_sql.connect(work)
     assert conn.execute("select count(*) from knowledge where external_id = 'deploys'").fetchone() == (0,)
+    twice = subprocess.run(
+        [sys.executable, "-m", "sqlite_utils", "brain", "mcp", str(work), str(tmp_path / "." / "work.db")],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert twice.returncode == 2 and "is given twice" in twice.stderr, twice.stderr
 
 
 def _stdio_mcp(path):

@@ -52,6 +52,8 @@ def test_an_option_of_one_value_given_twice_is_a_usage_error(run, vault_brain_co
     argument = "support runbook" if command == "recall" else str(write(tmp_path / "n.txt", "A note."))
     result = run("brain", command, vault_brain_copy, argument, *twice)
     assert result.exit_code == 2 and named in result.output and "give it once" in result.output, result.output
+    helped = run("brain", command, vault_brain_copy, argument, *twice, "--help")
+    assert helped.exit_code == 0 and "Usage:" in helped.output and "given twice" not in helped.output
     both = run("brain", "recall", vault_brain_copy, "pricing", "--class", "memory", "--class", "policy", "--json")
     assert both.exit_code == 0 and json.loads(both.output)["query"]["classes"] == ["memory", "policy"]
 

@@ -380,3 +380,25 @@ def test_a_setting_that_cannot_be_used_is_named_not_read_as_its_default(brain_pa
         timeout=120,
     )
     assert command.returncode == 1 and f"${name} is {value!r}: {said}" in command.stderr, command.stderr
+
+
+def test_a_write_whose_error_quotes_schema_bytes_that_are_no_text_is_named(run, brain_path, tmp_path):
+    """A trigger plain SQL made, naming a table in bytes that are no UTF-8: the brain
+    opens, and its first write's error quotes them; remember gave a traceback
+    (review 103 L4)."""
+    from brain_sql.connection import sqlite3 as driver
+
+    conn = driver.connect(str(brain_path))
+    conn.execute("create table qqqqqqqq (x)")
+    conn.execute("create trigger zz_damage after insert on knowledge begin insert into qqqqqqqq values (1); end")
+    conn.commit()
+    conn.execute("drop table qqqqqqqq")
+    conn.commit()
+    conn.execute("pragma wal_checkpoint(truncate)")
+    conn.close()
+    data = brain_path.read_bytes()
+    brain_path.write_bytes(data.replace(b"qqqqqqqq", b"qq\xff\xfeqqqq"))
+    record = write(tmp_path / "r.jsonl", '{"_id": "new", "text": "Deploys happen on Tuesdays."}')
+    result = run("brain", "remember", brain_path, record)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "bytes that are not UTF-8 text" in result.output and "sqlite-utils brain check" in result.output
