@@ -451,9 +451,8 @@ def mcp(db_paths):
     files = [os.path.realpath(db_path) for db_path in db_paths]
     for db_path, file in zip(db_paths, files):
         if files.count(file) > 1:
-            raise click.UsageError(
-                f"{db_path} is given twice (as {' and '.join(p for p in db_paths if os.path.realpath(p) == file)}): give each brain once"
-            )
+            named = " and ".join(p for p, f in zip(db_paths, files) if f == file)
+            raise click.UsageError(f"{db_path} is given twice (as {named}): give each brain once")
         _open(db_path).close()  # a clear message for a file that is not a brain, before the protocol starts
     asyncio.run(stdio.serve(db_paths))
 
