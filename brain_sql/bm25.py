@@ -66,7 +66,7 @@ def phrase_occurrences(conn, words, lengths_of=None, totals=None):
         conn.execute("begin")  # the scores and the totals of one snapshot: a commit between moves both
         try:
             found = conn.execute(sql, params).fetchall()
-            rows, tokens = fts_totals(conn) if found else (0, 0)
+            rows, tokens = _recorded_totals(conn) if found else (0, 0)
         finally:
             conn.execute("commit")
     if not found:
@@ -94,6 +94,11 @@ def fts_totals(conn):
     if conn.in_transaction:
         sizes = conn.execute("select id, sz from knowledge_fts_docsize").fetchall()
         return len(sizes), sum(fts_lengths([i for i, _ in sizes], [size for _, size in sizes]))
+    return _recorded_totals(conn)
+
+
+def _recorded_totals(conn):
+    """(rows, tokens) from FTS5's averages record: what it wrote at its last commit."""
     row = conn.execute("select block from knowledge_fts_data where id = 1").fetchone()
     values, value = [], 0
     for byte in row[0] if row and isinstance(row[0], bytes) else b"":

@@ -567,7 +567,7 @@ def test_a_phrases_scores_and_the_totals_it_is_solved_with_are_of_one_snapshot(t
 
     quiet = scores()
     other = brain_sql.connect(path)
-    read = bm25.fts_totals
+    read = bm25._recorded_totals
     written = []
 
     def racing(c):
@@ -575,9 +575,9 @@ def test_a_phrases_scores_and_the_totals_it_is_solved_with_are_of_one_snapshot(t
             written.append(brain_sql.remember(other, [{"_id": "late", "text": "stored by another writer meanwhile"}]))
         return read(c)
 
-    monkeypatch.setattr(bm25, "fts_totals", racing)
+    monkeypatch.setattr(bm25, "_recorded_totals", racing)
     assert scores() == quiet and written
-    monkeypatch.setattr(bm25, "fts_totals", read)
+    monkeypatch.setattr(bm25, "_recorded_totals", read)
     conn.execute("update knowledge_fts_data set block = x'05' where id = 1")
     conn.execute("begin")
     with pytest.raises(sqlite3.OperationalError):
