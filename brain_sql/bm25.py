@@ -57,18 +57,22 @@ def phrase_occurrences(conn, words, lengths_of=None, totals=None):
     length), and rounded to the weights' grid, on which it lies, so it is exact.
     Scores that solve to no count on the grid are an index plain SQL damaged."""
     weights = ", ".join("?" * len(FTS_COLUMN_WEIGHTS))
-    sql = f"select rowid, bm25(knowledge_fts, {weights}) from knowledge_fts where knowledge_fts match ?"
+    sql = f"select 1, rowid, bm25(knowledge_fts, {weights}) from knowledge_fts where knowledge_fts match ?"
     params = [*FTS_COLUMN_WEIGHTS, lexical.Match(any_of=(tuple(words),)).expression()]
     if conn.in_transaction:
-        found = conn.execute(sql, params).fetchall()
+        found = [row[1:] for row in conn.execute(sql, params)]
         rows, tokens = totals() if totals and found else fts_totals(conn) if found else (0, 0)
     else:
-        conn.execute("begin")  # the scores and the totals of one snapshot: a commit between moves both
-        try:
-            found = conn.execute(sql, params).fetchall()
-            rows, tokens = _recorded_totals(conn) if found else (0, 0)
-        finally:
-            conn.execute("commit")
+        # the scores and the totals in one statement, so of one snapshot (a commit between would move
+        # both); never a transaction of its own: the caller's statement may be a write in progress
+        read = conn.execute(f"select 0, block, null from knowledge_fts_data where id = 1 union all {sql}", params)
+        found, recorded = [], None
+        for kind, first, second in read:
+            if kind:
+                found.append((first, second))
+            else:
+                recorded = first
+        rows, tokens = _recorded_totals(recorded) if found else (0, 0)
     if not found:
         return {}
     ids = np.array([row[0] for row in found], dtype=np.int64)
@@ -94,14 +98,14 @@ def fts_totals(conn):
     if conn.in_transaction:
         sizes = conn.execute("select id, sz from knowledge_fts_docsize").fetchall()
         return len(sizes), sum(fts_lengths([i for i, _ in sizes], [size for _, size in sizes]))
-    return _recorded_totals(conn)
-
-
-def _recorded_totals(conn):
-    """(rows, tokens) from FTS5's averages record: what it wrote at its last commit."""
     row = conn.execute("select block from knowledge_fts_data where id = 1").fetchone()
+    return _recorded_totals(row[0] if row else None)
+
+
+def _recorded_totals(block):
+    """(rows, tokens) from FTS5's averages record (`block`): what it wrote at its last commit."""
     values, value = [], 0
-    for byte in row[0] if row and isinstance(row[0], bytes) else b"":
+    for byte in block if isinstance(block, bytes) else b"":
         value = (value << 7) | (byte & 0x7F)
         if not byte & 0x80:
             values.append(value)

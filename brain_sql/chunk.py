@@ -65,10 +65,7 @@ def _lines_between(current, start, ends):
     """The line ends from the chunk so far to a piece starting on line `start`, as
     written (`ends`): a CRLF text keeps CRLF on its blank lines (the spaces on a
     blank line are dropped, its line end is not)."""
-    written = [(ends or {}).get(line, "\n") for line in range(current[2], start)]
-    if written and current[0].endswith("\r"):  # a piece cut at a line end holds that end's CR
-        written[0] = "\n"
-    return "".join(written)
+    return "".join((ends or {}).get(line, "\n") for line in range(current[2], start))
 
 
 def split_text(text, first_line=1, heading_path=None):

@@ -223,7 +223,7 @@ def _whole(name, default, lowest=0, highest=2**31 - 1):
     value = _setting(name)
     if value is None:
         return default
-    if not (value.isascii() and value.isdigit()) or not lowest <= int(value) <= highest:
+    if not (value.isascii() and value.isdigit()) or len(value.lstrip("0")) > 12 or not lowest <= int(value) <= highest:
         raise SettingError(
             f"${name} is {value!r:.40}: give a whole number from {lowest} to {highest:,}, or unset it for {default:,}"
         )
@@ -254,7 +254,7 @@ def server_blas_threads():
     several requests at once on few cores, BLAS threads that busy-wait after each
     call only steal CPU from the other requests (measured: 4 clients on 2 cores,
     42 recalls/s with 2 BLAS threads, 49 with 1)."""
-    return _whole("BRAIN_BLAS_THREADS", 1, lowest=1)
+    return _whole("BRAIN_BLAS_THREADS", 1, lowest=1, highest=1024)
 
 
 def export_idle_seconds() -> float:

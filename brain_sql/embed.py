@@ -118,7 +118,8 @@ def unread(texts, model_id):
     if not tokens:
         return []
     reads = f"{model_id} reads at most {tokens:,} tokens" + (f" in {chars:,} characters" if chars else "")
-    encodings = model.tokenizer.encode_batch(list(texts), add_special_tokens=False)
+    texts = [composed_text(text) for text in texts]  # what embed gives the model
+    encodings = model.tokenizer.encode_batch(texts, add_special_tokens=False)
     found = []
     for at, (text, encoding) in enumerate(zip(texts, encodings)):
         length = len(encoding.ids) + sum(len(o.ids) for o in encoding.overflowing)

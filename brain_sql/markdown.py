@@ -181,9 +181,21 @@ class _BoundedLoader(yaml.SafeLoader):
             for source in reversed(sources):  # later pairs win: the first source's go last
                 self.flatten_mapping(source, opened)
                 for pair in source.value:
-                    merged[_key_identity(pair[0])] = pair
+                    merged[self._key_identity(pair[0])] = pair
         opened.discard(id(node))
         node.value = list(merged.values()) + own
+
+    def _key_identity(self, key_node):
+        """What tells a merged pair's key from another's: the text it is stored as
+        (1, 01 and 0x1 are one key; a plain "=" is its text), as compose_mapping_node
+        compares keys; a mapping or list as a key is its node (refused when constructed)."""
+        if not isinstance(key_node, yaml.ScalarNode):
+            return id(key_node)
+        return (
+            key_node.value
+            if key_node.tag in (_VALUE, "tag:yaml.org,2002:str")
+            else _key_text(self.construct_object(key_node))
+        )
 
     def construct_mapping(self, node, deep=False):
         """A mapping with each key as the text JSON stores it as: a dict would make
@@ -206,12 +218,6 @@ def _flattened(loader, node):
                 "while constructing a mapping", node.start_mark, "found unhashable key", key_node.start_mark
             )
     return node
-
-
-def _key_identity(key_node):
-    """What tells a merged pair's key from another's: a scalar's tag and text (a
-    mapping or list as a key is its node, refused when constructed)."""
-    return (key_node.tag, key_node.value) if isinstance(key_node, yaml.ScalarNode) else id(key_node)
 
 
 def _key_text(key):

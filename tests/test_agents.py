@@ -239,6 +239,14 @@ def test_one_stdio_server_serves_several_brains_each_named(vault_brain_path, tmp
         stdin=subprocess.DEVNULL,
     )
     assert twice.returncode == 2 and "is given twice" in twice.stderr, twice.stderr
+    os.link(work, tmp_path / "hard.db")  # review 104: a hard link is the same file too
+    linked = subprocess.run(
+        [sys.executable, "-m", "sqlite_utils", "brain", "mcp", str(work), str(tmp_path / "hard.db")],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert linked.returncode == 2 and "is given twice" in linked.stderr, linked.stderr
 
 
 def _stdio_mcp(path):

@@ -63,7 +63,7 @@ def test_a_text_written_with_crlf_keeps_them_on_its_blank_lines():
         assert [c.content for c in split_text(text)] == [kept]
 
 
-@given(st.lists(st.sampled_from(["word", "two words", "", "  ", "\r", "  \r", "x\r"]), max_size=12))
+@given(st.lists(st.sampled_from(["word", "two words", "", "  ", "\r", "  \r", "x\r", "y\r\r"]), max_size=12))
 def test_a_text_that_fits_keeps_every_line_end_as_written(rows):
     """A text of CRLF and LF lines that fits in a chunk comes back as written, but
     for its blank lines' spaces and its blank lines at either end."""

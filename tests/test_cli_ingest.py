@@ -736,13 +736,22 @@ def test_frontmatter_that_expands_is_refused_and_the_rest_goes_in(run, db_path, 
     merges += [f"l{n}: &l{n} {{<<: [{', '.join([f'*l{n - 1}'] * 10)}], own{n}: {n}}}" for n in range(1, 9)]
     write(tmp_path / "in" / "merges.md", "\n".join(merges + ["---", "# Merges", "", "fine"]) + "\n")
     write(tmp_path / "in" / "itself.md", "---\na: &a {x: 1, <<: *a}\n---\n# Itself\n\nloop\n")
+    # review 104: one key spelled two ways (1 and 01): the mapping's own value wins, as YAML means
+    spelled = "---\np: &p {01: merged}\ns: &s {<<: *p, 1: own}\nt: &t {1: other}\nm: {<<: [*s, *t]}\n---\n# Spelled\n"
+    write(tmp_path / "in" / "spelled.md", spelled + "\nkeys\n")
     result = run("brain", "ingest", db_path, tmp_path / "in")
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "bomb.md:1: its fields and metadata come to more than 64,000 bytes" in result.output
     assert "text.md:1: its fields and metadata come to more than 64,000 bytes" in result.output
     assert "aliases.md" in result.output and "more than 100 YAML aliases" in result.output
     assert "itself.md:2: broken frontmatter: a mapping merges itself" in result.output
-    assert sorted(rows(brain_sql.connect(db_path), "select title from knowledge")) == [("fine",), ("merges",)]
+    assert sorted(rows(brain_sql.connect(db_path), "select title from knowledge")) == [
+        ("fine",),
+        ("merges",),
+        ("spelled",),
+    ]
+    [(spelled_metadata,)] = rows(brain_sql.connect(db_path), "select metadata from knowledge where title = 'spelled'")
+    assert json.loads(spelled_metadata)["m"] == {"1": "own"}
     [(metadata,)] = rows(brain_sql.connect(db_path), "select metadata from knowledge where title = 'merges'")
     assert json.loads(metadata)["l8"] == {**{f"k{i}": i for i in range(10)}, **{f"own{n}": n for n in range(1, 9)}}
 

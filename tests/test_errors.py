@@ -352,6 +352,8 @@ def test_a_schema_damaged_into_bytes_that_are_no_text_is_named_damage(run, brain
         ("BRAIN_BUSY_TIMEOUT_MS", "abc", "give a whole number from 0"),
         ("BRAIN_BUSY_TIMEOUT_MS", "\u00b2", "give a whole number from 0"),  # a digit to str.isdigit, not to int()
         ("BRAIN_BUSY_TIMEOUT_MS", "3000000000", "give a whole number from 0 to 2,147,483,647"),  # SQLite: 0
+        ("BRAIN_BUSY_TIMEOUT_MS", "9" * 5000, "give a whole number from 0"),  # past Python's int digits
+        ("BRAIN_BLAS_THREADS", "2147483647", "give a whole number from 1 to 1,024"),
         ("BRAIN_BLAS_THREADS", "0", "give a whole number from 1"),
         ("BRAIN_EXPORT_IDLE_SECONDS", "-1", "give seconds above 0"),
         ("BRAIN_VECTOR_CODES", "maybe", "give on or off"),
@@ -368,7 +370,9 @@ def test_a_setting_that_cannot_be_used_is_named_not_read_as_its_default(brain_pa
         env=env,
         timeout=120,
     )
-    assert served.returncode != 0 and f"${name} is {value!r}: {said}" in served.stderr, served.stderr
+    assert served.returncode != 0 and f"${name} is {repr(value)[:40]}" in served.stderr and said in served.stderr, (
+        served.stderr
+    )
     assert "Traceback" not in served.stderr
     if name in ("BRAIN_BLAS_THREADS", "BRAIN_EXPORT_IDLE_SECONDS"):
         return  # a server's settings alone
@@ -379,7 +383,9 @@ def test_a_setting_that_cannot_be_used_is_named_not_read_as_its_default(brain_pa
         env=env,
         timeout=120,
     )
-    assert command.returncode == 1 and f"${name} is {value!r}: {said}" in command.stderr, command.stderr
+    assert command.returncode == 1 and f"${name} is {repr(value)[:40]}" in command.stderr and said in command.stderr, (
+        command.stderr
+    )
 
 
 def test_a_write_whose_error_quotes_schema_bytes_that_are_no_text_is_named(run, brain_path, tmp_path):

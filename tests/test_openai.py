@@ -112,6 +112,13 @@ async def test_a_text_longer_than_the_model_reads_is_refused_not_cut(client):
     with pytest.raises(openai.BadRequestError) as raised:
         await client.embeddings.create(model=MODEL, input=[table + "\n| last | one |"])
     assert raised.value.code == "context_length_exceeded" and "characters" in raised.value.message
+    # review 104: measured as embedded (composed, invisible marks removed), not as sent
+    marked = "ab \u200e\u200e\u200e\u200e" * 370  # 2,590 characters sent, 1,110 embedded
+    assert len((await client.embeddings.create(model=MODEL, input=marked)).data) == 1
+    growing = "\u0958" * 100 + " " + "-" * 2400 + " the harbour opens at dawn"  # 2,527 sent, 2,627 composed
+    with pytest.raises(openai.BadRequestError) as raised:
+        await client.embeddings.create(model=MODEL, input=growing)
+    assert "2,627 characters" in raised.value.message
 
 
 @pytest.mark.asyncio

@@ -578,6 +578,13 @@ def test_a_phrases_scores_and_the_totals_it_is_solved_with_are_of_one_snapshot(t
     monkeypatch.setattr(bm25, "_recorded_totals", racing)
     assert scores() == quiet and written
     monkeypatch.setattr(bm25, "_recorded_totals", read)
+    # review 104: a statement that writes may call it; it opened a transaction it could not end
+    conn.execute("create table saved (j)")
+    conn.execute("insert into saved select brain_fts(?, '{}')", ['"zz yy"'])
+    assert not conn.in_transaction
+    brain_sql.remember(other, [{"_id": "after", "text": "another writer is not locked out"}])
+    [(saved,)] = conn.execute("select j from saved").fetchall()
+    assert json.loads(saved)[:5] != [] and not conn.in_transaction
     conn.execute("update knowledge_fts_data set block = x'05' where id = 1")
     conn.execute("begin")
     with pytest.raises(sqlite3.OperationalError):
