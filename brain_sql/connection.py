@@ -8,6 +8,7 @@ import os
 import random
 import re
 import stat
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -146,6 +147,28 @@ def _wal(conn):
             if not is_busy(ex) or time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+_calling = threading.local()  # the connections a brain_* SQL function is running under, on this thread
+
+
+@contextlib.contextmanager
+def in_statement(conn):
+    """While a brain_* SQL function runs on `conn`: the statement that called it
+    holds the connection's snapshot, and a transaction begun under it would take
+    that statement in (a write in progress cannot commit, and stays uncommitted)."""
+    held = _calling.__dict__.setdefault("conns", [])
+    held.append(id(conn))
+    try:
+        yield
+    finally:
+        held.pop()
+
+
+def may_begin(conn: "Connection") -> bool:
+    """Whether `conn` may begin a read transaction of its own: it is in none, and no
+    statement of its is calling a brain_* function (whose snapshot reads are of)."""
+    return not conn.in_transaction and id(conn) not in getattr(_calling, "conns", ())
 
 
 def open_connection(path: str | os.PathLike[str], read_only: bool = False) -> Connection:

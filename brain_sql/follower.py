@@ -23,7 +23,7 @@ import numpy as np
 from . import snapshot
 from .chunk_index import StoredVectors
 from .config import vector_codes_enabled
-from .connection import main_file, open_connection
+from .connection import main_file, may_begin, open_connection
 from .errors import BrainError
 from .postings import Postings
 from .schema import CHANGES_TABLE, INSTANCE_TABLE
@@ -60,7 +60,7 @@ def build(state, conn):
     position, or at an earlier one of this brain's history with no chunk changed
     since; else the postings are built here."""
     path = main_file(conn)
-    began = not conn.in_transaction
+    began = may_begin(conn)  # else the caller's transaction, or the statement calling a function, holds one
     if began:
         conn.execute("begin")
     try:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from . import bm25, claims, config, dialogue, graph, lexical, querydoc, values
-from .connection import sqlite3
+from .connection import in_statement, sqlite3
 from .embed import embed
 from .errors import InputError, ModelError, QueryError
 from .fields import loads_json, normalize_fields, parse_datetime, parse_time, query_text, utcnow
@@ -156,7 +156,8 @@ def _sql_function(conn, name, function):
     def call(*args):
         try:
             _check_arguments(name, parameters, required, args)
-            return function(*args)
+            with in_statement(conn):
+                return function(*args)
         except (InputError, ModelError) as ex:  # a model not installed here: what to run, one line
             _mark(ex, name)
             raise

@@ -21,7 +21,7 @@ import sqlite_utils
 from sqlite_utils import Migrations
 
 from .config import CHANGE_LOG_KEEP, INGEST_TRANSACTION_SECONDS, MAX_ID, configured_model
-from .connection import UNDECODED_TEXT, Connection, Turns, atomic, open_connection, sqlite3
+from .connection import UNDECODED_TEXT, Connection, Turns, atomic, may_begin, open_connection, sqlite3
 from .conversation import session_sql, speaker_sql
 from .embed import model_dimension, other_width
 from .errors import RULE_MARK, BrainBusy, BrainError, ModelError, ModelRefused
@@ -551,8 +551,9 @@ def _change_position(conn):
 
 @contextlib.contextmanager
 def _reading(conn):
-    """One read transaction (unless `conn` is in one): what is read in it is of one moment."""
-    if conn.in_transaction:
+    """One read transaction (unless `conn` is in one, or under a statement calling a
+    function): what is read in it is of one moment."""
+    if not may_begin(conn):
         yield
         return
     conn.execute("begin")
