@@ -167,7 +167,7 @@ def in_statement(conn):
 
 def may_begin(conn: "Connection") -> bool:
     """Whether `conn` may begin a read transaction of its own: it is in none, and no
-    statement of its is calling a brain_* function (whose snapshot reads are of)."""
+    statement of its is calling a brain_* function (reads under one are of its snapshot)."""
     return not conn.in_transaction and id(conn) not in getattr(_calling, "conns", ())
 
 
