@@ -22,7 +22,7 @@ from . import lexical
 from . import reach as reachable
 from .config import COMMON_TERM_SHARE, FTS_COLUMN_WEIGHTS, RECALL_CANDIDATES
 from .postings import K1, ZERO_LENGTHS, B, idf, saturation
-from .schema import fts_damaged, fts_lengths
+from .schema import fts_damaged, fts_lengths, fts_varints
 
 FTS_COLUMNS = ("title", "content", "context")  # the columns FTS_COLUMN_WEIGHTS weigh, in order
 _COLUMN_NUMBER = (
@@ -103,13 +103,9 @@ def fts_totals(conn):
 
 
 def _recorded_totals(block):
-    """(rows, tokens) from FTS5's averages record (`block`): what it wrote at its last commit."""
-    values, value = [], 0
-    for byte in block if isinstance(block, bytes) else b"":
-        value = (value << 7) | (byte & 0x7F)
-        if not byte & 0x80:
-            values.append(value)
-            value = 0
+    """(rows, tokens) from FTS5's averages record (`block`: a varint of rows, then one
+    of tokens per column): what it wrote at its last commit."""
+    values = fts_varints(block) or []
     if len(values) < 2 or not values[0]:
         raise fts_damaged("its averages record, knowledge_fts_data row 1, is missing or empty")
     return values[0], sum(values[1:])

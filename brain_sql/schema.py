@@ -1496,18 +1496,26 @@ def info(conn: Connection) -> dict[str, Any]:
     }
 
 
-def fts_length(size_blob):
-    """The tokens of a row across its columns, from its FTS5 docsize record (a
-    SQLite varint per column of knowledge_fts, seven bits a byte, most significant
-    first): the length FTS5's bm25 takes for it; None for what is no such record."""
-    if not isinstance(size_blob, bytes):
+def fts_varints(blob):
+    """The whole numbers of one of FTS5's records (a docsize, the averages): SQLite
+    varints, seven bits a byte, most significant first; None for what is none."""
+    if not isinstance(blob, bytes) or not blob or blob[-1] & 0x80:
         return None
-    total = value = columns = 0
-    for byte in size_blob:
+    values, value = [], 0
+    for byte in blob:
         value = (value << 7) | (byte & 0x7F)
         if not byte & 0x80:
-            total, value, columns = total + value, 0, columns + 1
-    return total if columns == len(FTS_INDEXED) and not size_blob[-1] & 0x80 else None
+            values.append(value)
+            value = 0
+    return values
+
+
+def fts_length(size_blob):
+    """The tokens of a row across its columns, from its FTS5 docsize record (a
+    varint per column of knowledge_fts): the length FTS5's bm25 takes for it; None
+    for what is no such record."""
+    values = fts_varints(size_blob)
+    return sum(values) if values is not None and len(values) == len(FTS_INDEXED) else None
 
 
 def fts_damaged(what):
