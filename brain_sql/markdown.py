@@ -120,11 +120,28 @@ class _BoundedLoader(yaml.SafeLoader):
     aliases = 0
 
     def compose_node(self, parent, index):
+        """A node, its aliases counted; an alias inside the value it names (`a: &a
+        {x: *a}`) is refused by name: the value would hold itself, and no JSON can."""
+        opened = self.__dict__.setdefault("opened_anchors", [])
         if self.check_event(yaml.AliasEvent):
             self.aliases += 1
             if self.aliases > MAX_FRONTMATTER_ALIASES:
                 raise yaml.YAMLError(f"more than {MAX_FRONTMATTER_ALIASES} YAML aliases (*name)")
-        return super().compose_node(parent, index)
+            event = self.peek_event()
+            if event.anchor in opened:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"the alias *{event.anchor} is inside the value it names: it would hold itself",
+                    event.start_mark,
+                )
+            return super().compose_node(parent, index)
+        anchor = getattr(self.peek_event(), "anchor", None)
+        opened.append(anchor)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            opened.pop()
 
     def compose_mapping_node(self, anchor):
         """A key given twice is refused, as JSON's is: YAML would keep the last value
@@ -148,16 +165,15 @@ class _BoundedLoader(yaml.SafeLoader):
                 keys.add(key)
         return node
 
-    def flatten_mapping(self, node, opened=None):
+    def flatten_mapping(self, node):
         """Merges (<<) flattened into `node` as YAML means them, whichever PyYAML reads
         them: the mapping's own keys override merged ones, and of a list of merged
         mappings the first that has a key gives it. (PyYAML 6.0.4 keeps the first pair
         of a key, so a merged mapping's own key lost to what it merged in turn.) Each
         key is kept once, with the value that wins: a mapping merging ten that each
         merge ten would otherwise hold their pairs ten times over at each level (a
-        600-byte note took 15 GB). A mapping that merges itself is refused by name."""
-        opened = set() if opened is None else opened
-        opened.add(id(node))
+        600-byte note took 15 GB). A mapping cannot merge itself: compose_node refuses
+        an alias inside the value it names."""
         merged, own = {}, []
         for key_node, value_node in node.value:
             if key_node.tag != _MERGE:
@@ -174,15 +190,10 @@ class _BoundedLoader(yaml.SafeLoader):
                         f"expected a mapping or list of mappings for merging, but found {source.id}",
                         source.start_mark,
                     )
-                if id(source) in opened:
-                    raise yaml.constructor.ConstructorError(
-                        "while constructing a mapping", node.start_mark, "a mapping merges itself", source.start_mark
-                    )
             for source in reversed(sources):  # later pairs win: the first source's go last
-                self.flatten_mapping(source, opened)
+                self.flatten_mapping(source)
                 for pair in source.value:
                     merged[self._key_identity(pair[0])] = pair
-        opened.discard(id(node))
         node.value = list(merged.values()) + own
 
     def _key_identity(self, key_node):

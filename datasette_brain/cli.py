@@ -305,6 +305,9 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
         sqlite-utils brain ingest scifact.db corpus.jsonl --model minilm/all-MiniLM-L6-v2-int8
     """
     for_plugin.check_options(scope, klass, source, domain, model)  # refused options make no file
+    if not Path(db_path).exists() and not any(os.path.lexists(path) for path in paths):
+        named = ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else "")
+        raise click.UsageError(f"nothing to ingest: {named} does not exist, and no brain is made for it")
     conn = _open(db_path, must_exist=False)
     files, _ = brain_sql.discover(paths)
     total = sum(map(_size, (p for p, _ in files)))

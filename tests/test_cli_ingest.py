@@ -736,6 +736,7 @@ def test_frontmatter_that_expands_is_refused_and_the_rest_goes_in(run, db_path, 
     merges += [f"l{n}: &l{n} {{<<: [{', '.join([f'*l{n - 1}'] * 10)}], own{n}: {n}}}" for n in range(1, 9)]
     write(tmp_path / "in" / "merges.md", "\n".join(merges + ["---", "# Merges", "", "fine"]) + "\n")
     write(tmp_path / "in" / "itself.md", "---\na: &a {x: 1, <<: *a}\n---\n# Itself\n\nloop\n")
+    write(tmp_path / "in" / "within.md", "---\na: &a {x: {y: [*a]}}\n---\n# Within\n\nloop\n")  # review 104
     # review 104: one key spelled two ways (1 and 01): the mapping's own value wins, as YAML means
     spelled = "---\np: &p {01: merged}\ns: &s {<<: *p, 1: own}\nt: &t {1: other}\nm: {<<: [*s, *t]}\n---\n# Spelled\n"
     write(tmp_path / "in" / "spelled.md", spelled + "\nkeys\n")
@@ -744,7 +745,8 @@ def test_frontmatter_that_expands_is_refused_and_the_rest_goes_in(run, db_path, 
     assert "bomb.md:1: its fields and metadata come to more than 64,000 bytes" in result.output
     assert "text.md:1: its fields and metadata come to more than 64,000 bytes" in result.output
     assert "aliases.md" in result.output and "more than 100 YAML aliases" in result.output
-    assert "itself.md:2: broken frontmatter: a mapping merges itself" in result.output
+    assert "itself.md:2: broken frontmatter: the alias *a is inside the value it names" in result.output
+    assert "within.md:2: broken frontmatter: the alias *a is inside the value it names" in result.output
     assert sorted(rows(brain_sql.connect(db_path), "select title from knowledge")) == [
         ("fine",),
         ("merges",),
@@ -1052,6 +1054,17 @@ def test_a_source_or_domain_option_that_looks_like_another_is_a_usage_error(
         result = run("brain", command, db_path, path, option, value)
         assert result.exit_code == 2 and "Traceback" not in result.output and named in result.output, result.output
         assert not db_path.exists(), "an option refused makes no brain file"
+
+
+def test_an_ingest_of_nothing_there_makes_no_brain_file(run, db_path, tmp_path):
+    """Every PATH missing (a typo): nothing to ingest, so no empty brain is left behind
+    (review 103). Into a brain there already, a missing PATH is named as it was."""
+    result = run("brain", "ingest", db_path, tmp_path / "no-such-notes")
+    assert result.exit_code == 2 and "nothing to ingest" in result.output and "Traceback" not in result.output
+    assert not db_path.exists()
+    assert run("brain", "init", db_path).exit_code == 0
+    result = run("brain", "ingest", db_path, tmp_path / "no-such-notes")
+    assert result.exit_code == 1 and "no such file or folder" in result.output, result.output
 
 
 def test_a_model_that_cannot_be_loaded_makes_no_brain_file(run, db_path, tmp_path):
