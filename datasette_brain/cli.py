@@ -451,7 +451,7 @@ def mcp(db_paths):
     """
     from . import stdio  # Datasette's app and the MCP SDK: a second to load, for this command alone
 
-    files = [(os.stat(db_path).st_dev, os.stat(db_path).st_ino) for db_path in db_paths]  # a link's file too
+    files = [(found.st_dev, found.st_ino) for found in map(os.stat, db_paths)]  # a link's file too
     for db_path, file in zip(db_paths, files):
         if files.count(file) > 1:
             named = " and ".join(p for p, f in zip(db_paths, files) if f == file)

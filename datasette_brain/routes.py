@@ -199,6 +199,7 @@ class ExportStream:
     def __init__(self, datasette, path, give_back, receive):
         self.datasette, self.path, self.give_back = datasette, path, give_back  # give_back: the export slot
         self.receive = receive  # the request's: it tells when the client went away
+        self.idle = EXPORT_IDLE_SECONDS or for_plugin.export_idle_seconds()  # read once an export
         self.conn = self.first = None
         self.lines: Generator[str, None, None] | None = None  # brain_sql.export's
 
@@ -254,7 +255,7 @@ class ExportStream:
 
         async def sent(message):
             try:
-                await asyncio.wait_for(send(message), EXPORT_IDLE_SECONDS or for_plugin.export_idle_seconds())
+                await asyncio.wait_for(send(message), self.idle)
             except asyncio.TimeoutError:
                 raise _ClientStalled() from None
 
