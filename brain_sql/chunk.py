@@ -37,19 +37,17 @@ def line_ends(text, first_line=1):
     return {line: "\r\n" if row.endswith("\r") else "\n" for line, row in enumerate(text.split("\n")[:-1], first_line)}
 
 
-def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, joint=None, ends=None):
+def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, ends=None, blank_line=False, breaks=None):
     """Chunks from (text, first line) units, packed whole while they fit under
     `max_chars` with as many blank lines between them as their lines leave, each
-    line end as `ends` (line_ends) has it (or `joint` between units, as a Markdown
-    note's blocks are); a unit longer than that is cut between sentences, then words."""
-    pieces = [(piece, n == 0) for body, start in units for n, piece in enumerate(_cut(body, start, max_chars))]
+    line end as `ends` (line_ends) has it (or with one blank line between units when
+    `blank_line`, as a Markdown note's blocks are joined); a unit longer than that is
+    cut between sentences, then words. `breaks` is what ends a line inside a unit
+    (LF unless given: a Markdown note's lone CR ends one too)."""
+    pieces = [(piece, n == 0) for body, start in units for n, piece in enumerate(_cut(body, start, max_chars, breaks))]
     chunks, current = [], None
-    for (body, start, end), opens in pieces:  # `joint` goes between units, never inside one
-        between = (
-            (joint if joint and opens and start > current[2] else _lines_between(current, start, ends))
-            if current
-            else ""
-        )
+    for (body, start, end), opens in pieces:  # the blank line goes between units, never inside one
+        between = _between(current, start, ends, blank_line and opens) if current else ""
         if current and len(current[0]) + len(between or " ") + len(body) <= max_chars:
             current = (current[0] + (between or " ") + body, current[1], end)
         else:
@@ -59,6 +57,15 @@ def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, joint=None, ends=N
     if current:
         chunks.append(current)
     return [Chunk(body, heading_path, start, end) for body, start, end in chunks]
+
+
+def _between(current, start, ends, blank_line):
+    """What goes between the chunk so far and a piece starting on line `start`:
+    one blank line written with the line end of the chunk's last line, or the
+    lines between them as written."""
+    if blank_line and start > current[2]:
+        return (ends or {}).get(current[2], "\n") * 2
+    return _lines_between(current, start, ends)
 
 
 def _lines_between(current, start, ends):
@@ -73,7 +80,7 @@ def split_text(text, first_line=1, heading_path=None):
     return pack(paragraphs(text, first_line), heading_path, ends=line_ends(text, first_line))
 
 
-def _cut(body, start, max_chars):
+def _cut(body, start, max_chars, breaks=None):
     """A paragraph as pieces of at most max_chars, cut where _last_boundary says
     (a sentence end, a line end, a space inside a line), else hard; each with its
     line span. Only the spaces at a cut are dropped: a piece that starts a line keeps
@@ -92,11 +99,17 @@ def _cut(body, start, max_chars):
         begins = pos + len(piece) - len(text)
         text = text.rstrip() if end < len(body) else text
         if text.strip():
-            line += body.count("\n", counted, begins)
+            line += _line_ends_in(body, breaks, counted, begins)
             counted = begins
-            pieces.append((text, line, line + text.count("\n")))
+            pieces.append((text, line, line + _line_ends_in(text, breaks)))
         pos = end
     return pieces
+
+
+def _line_ends_in(text, breaks, start=0, end=None):
+    """How many lines end in text[start:end]: LFs, or what the pattern `breaks` finds."""
+    end = len(text) if end is None else end
+    return text.count("\n", start, end) if breaks is None else len(breaks.findall(text, start, end))
 
 
 def _last_boundary(window):

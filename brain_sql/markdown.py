@@ -3,6 +3,7 @@ headings with their heading path and line span, parsed by markdown-it-py."""
 
 import functools
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -62,6 +63,9 @@ def _counted(rule):
     return counted
 
 
+_LINE_END = re.compile(r"(\r\n?|\n)")  # markdown-it's: a lone CR ends a line of a note too
+
+
 @hookimpl
 def brain_ingest_formats():
     return [IngestFormat("markdown", (".md", ".markdown"), parse_markdown, "vault")]
@@ -69,7 +73,8 @@ def brain_ingest_formats():
 
 def parse_markdown(path, text):
     """One note: a Document, or an IngestError for broken frontmatter."""
-    lines = text.split("\n")
+    parts = _LINE_END.split(text)  # lines as markdown-it counts them, each with its line end as written
+    lines, ends = parts[0::2], dict(enumerate(parts[1::2], 1))
     try:
         tokens = _parser().parse(text, {})
     except _TooManySections as ex:
@@ -97,15 +102,19 @@ def parse_markdown(path, text):
         yield IngestError(path, 1, "'title' must be text")
         return
     title = title if title not in (None, "") else Path(path).stem
-    size = text_bytes("\n".join(lines[body:]))  # as written
+    size = text_bytes("".join(lines[n] + ends.get(n + 1, "") for n in range(body, len(lines))))  # as written
     too_much = content_refusal(size)
     if too_much:
         yield IngestError(path, body + 1, too_much)
         return
-    units_by_section = _sections(tokens, lines)
+    units_by_section = _sections(tokens, lines, ends)
     # a note's blocks are joined by a blank line, as Markdown renders them (and as every
     # brain stored them before a memory kept its text as written: a re-ingest keeps their rows)
-    chunks = [c for heading_path, units in units_by_section for c in pack(units, heading_path, joint="\n\n")]
+    chunks = [
+        c
+        for heading_path, units in units_by_section
+        for c in pack(units, heading_path, ends=ends, blank_line=True, breaks=_LINE_END)
+    ]
     yield document_fields(
         Document(document_id=path, title=str(title), chunks=chunks, source_path=path, line=1, content_bytes=size),
         frontmatter,
@@ -265,7 +274,7 @@ def _load_frontmatter(text):
         loader.dispose()
 
 
-def _sections(tokens, lines):
+def _sections(tokens, lines, ends):
     """[(heading path, [(block text, first line)])] in document order.
 
     Each top-level block is one unit, so code blocks and lists are never cut at
@@ -294,7 +303,8 @@ def _sections(tokens, lines):
             rows.pop()
         first = next((n for n, row in enumerate(rows) if row.strip()), len(rows))
         if first < len(rows):  # the block's lines as written, less blank ones at its ends
-            units.append(("\n".join(rows[first:]), start + first + 1))
+            begin, stop = start + first, start + len(rows)
+            units.append(("".join(lines[n] + ends[n + 1] for n in range(begin, stop - 1)) + lines[stop - 1], begin + 1))
     if units:
         sections.append((heading_path, units))
     return sections

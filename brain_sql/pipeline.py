@@ -872,7 +872,7 @@ def _read(path, fmt):
         yield IngestError(path, None, refused)
         return
     try:
-        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        text = data.decode("utf-8")  # line ends as written: each format reads its own
     except UnicodeDecodeError as ex:
         line = data[: ex.start].count(b"\n") + 1
         yield IngestError(path, line, f"not UTF-8 text (byte 0x{data[ex.start]:02x} at offset {ex.start})")

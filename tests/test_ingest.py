@@ -392,6 +392,31 @@ def test_a_memory_keeps_its_text_as_written(tmp_path):
     }
 
 
+@pytest.mark.parametrize("end", ["\r\n", "\r"])
+def test_a_note_or_text_file_keeps_the_line_ends_it_was_written_with(tmp_path, end):
+    """Every note of the vault, and a text file, written with CRLF (or a lone CR, as
+    old Mac files end lines) is stored as it is with LF but for its line ends, on the
+    same lines: the files were read with their line ends made LF (review 103, L5)."""
+    memories = {}
+    for number, ending in enumerate(["\n", end]):
+        folder = tmp_path / str(number)
+        for note in VAULT.rglob("*.md"):
+            target = folder / note.relative_to(VAULT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(note.read_bytes().replace(b"\n", ending.encode()))
+        (folder / "plain.txt").write_bytes(b"a text\n\nof two paragraphs\nand lines\n".replace(b"\n", ending.encode()))
+        conn = brain_sql.connect(tmp_path / f"{number}.db")
+        assert not brain_sql.ingest(conn, [folder]).errors
+        columns = "replace(document_id, ?, ''), chunk_index, content, line_start, line_end"
+        memories[ending] = rows(conn, f"select {columns} from knowledge order by 1, 2", [str(folder)])
+    assert len(memories["\n"]) > 20
+    as_written = [(*row[:2], row[2].replace("\n", end), *row[3:]) for row in memories["\n"]]
+    if end == "\r":  # a lone CR is no line end in a text file, as in a record's text: all of it is kept
+        plain = ("/plain.txt", 0, "a text\r\rof two paragraphs\rand lines\r", 1, 1)
+        as_written = [plain if row[0] == "/plain.txt" else row for row in as_written]
+    assert memories[end] == as_written
+
+
 def test_a_record_that_gives_a_key_twice_or_a_row_past_its_header_is_skipped_by_name(tmp_path):
     """json keeps a repeated key's last value and csv files a row's fields past the
     header under None: either drops what the file said without a word. Each is that
