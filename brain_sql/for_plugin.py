@@ -40,6 +40,7 @@ _MODULE_OF = {
     "entity_links": ".extract",
     "read_input": ".document",
     "check_options": ".pipeline",
+    "check_records": ".pipeline",
     "wall_time": ".fields",
     "loads_json": ".fields",
     "unencodable": ".fields",
@@ -103,6 +104,7 @@ __all__ = [
     # what `brain remember` reads from its file or stdin, bounded; options checked before a file is made
     "read_input",
     "check_options",
+    "check_records",
     # the recall page's window read from the query, on the asker's clock
     "wall_time",
     # permissions: the tables whoever may not read `knowledge` may not read either; a brain's

@@ -35,7 +35,7 @@ from .config import (
     MAX_REMEMBER_RECORDS,
     MAX_TITLE_CHARS,
 )
-from .connection import Connection, Turns, atomic, main_file, write_failures
+from .connection import Connection, Turns, atomic, main_file, open_connection, write_failures
 from .conversation import Sessions, flagged, said_day, said_once, stored_turns, turn_of, turns_before
 from .document import (
     Document,
@@ -431,6 +431,19 @@ def check_options(
         get_model(model, fetch=True)  # loaded once for the process: the ingest finds it loaded
 
 
+def check_records(records: Sequence[object], **options: Any) -> IngestReport:
+    """The report remember(conn, records, **options) would give in a new brain, its
+    errors naming each refused record, made in a brain in memory: records refused
+    for a brain not yet made make no file."""
+    check_options(*(options.get(name) for name in ("scope", "klass", "source", "domain")))
+    scratch = open_connection(":memory:")
+    try:
+        migrate(scratch)
+        return prepare_remember(scratch, records, embed=False, **options).report
+    finally:
+        scratch.close()
+
+
 def _check_model(conn, model):
     """A ModelRefused when `model` is given for a brain made with another model:
     its vectors could not be compared with the new ones."""
@@ -496,10 +509,11 @@ def prepare_remember(
     source: str | None = "remember",
     domain: str | None = None,
     lines: Sequence[int | None] | None = None,
+    embed: bool = True,
 ) -> Prepared:
     """What remember does before taking the write lock, reading `conn` only (a
     read-only connection will do): the records checked and made into documents
-    (their errors in the report), and their new text embedded."""
+    (their errors in the report), and their new text embedded (unless not `embed`)."""
     started = time.perf_counter()
     if len(records) > MAX_REMEMBER_RECORDS:
         raise FieldError(
@@ -510,7 +524,7 @@ def prepare_remember(
     model_id, seen = recorded_model(conn), last_change(conn)
     report, documents, document_ids = _remembered(conn, records, model_id, **options)
     prepared = Prepared(records, options, report, documents, document_ids, (model_id, seen))
-    if not report.errors:
+    if embed and not report.errors:
         prepared.vectors = _embedded_ahead(conn, documents, model_id)
     report.seconds = time.perf_counter() - started
     return prepared

@@ -641,15 +641,13 @@ def remember(db_path, file, scope, klass, source, domain, as_json):
     except OSError as ex:
         raise BadInput(f"cannot read {name}: {ex.strerror}") from ex
     records, lines = _records(data, name)
-    for_plugin.check_options(scope, klass, source, domain)  # refused options make no file
+    options = {"scope": scope, "klass": klass, "source": source, "domain": domain, "lines": lines}
+    if not Path(db_path).exists():  # refused options or records make no file
+        _say_refused(for_plugin.check_records(records, **options), name)
     conn = _open(db_path, must_exist=False)
-    report, ids = brain_sql.remember(conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines)
+    report, ids = brain_sql.remember(conn, records, **options)
     _settle(conn)
-    if report.errors:
-        problems = "\n".join(
-            f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors
-        )
-        raise BadInput(f"{problems}\nnothing was stored")
+    _say_refused(report, name)
     answer = report.answer(ids)
     if as_json:
         click.echo(json.dumps(answer))
@@ -659,6 +657,15 @@ def remember(db_path, file, scope, klass, source, domain, as_json):
         f"{answer['unchanged']} unchanged"
     )
     click.echo(f"ids: {json.dumps(ids)}")
+
+
+def _say_refused(report, name):
+    """A BadInput naming each record a remember refused, by its line in `name`."""
+    if report.errors:
+        problems = "\n".join(
+            f"{name}:{e.line}: {e.message}" if e.line else f"{name}: {e.message}" for e in report.errors
+        )
+        raise BadInput(f"{problems}\nnothing was stored")
 
 
 @brain.command()

@@ -96,6 +96,10 @@ def test_a_bad_record_is_an_error_naming_its_line_and_nothing_is_stored(run, db_
     assert result.exit_code == 2 and message in result.output, result.output
     assert "Traceback" not in result.output
     assert snapshot(brain_sql.connect(db_path)) == before
+    # the same refusal for a brain not made yet, which makes no file for it (it made an empty brain)
+    new = tmp_path / "new.db"
+    assert run("brain", "remember", new, tmp_path / "in.jsonl").output == result.output
+    assert not new.exists()
 
 
 def test_remember_input_that_is_not_utf8_or_not_there(run, db_path, tmp_path):
