@@ -4,6 +4,7 @@ entities and relations their input states, or errors that name the file and line
 for every format."""
 
 import datetime
+import re
 from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Iterable
 
@@ -125,14 +126,19 @@ class IngestFormat:
     by_line: bool = False
 
 
+_LINES = re.compile(r"[^\r\n]*(?:\r\n?|\n)|[^\r\n]+")
+
+
 class TextLines:
-    """A file's lines as text, each ending with "\n" (the last one may not), read
+    """A file's lines as text, each ending with its line break as written (the last
+    one may have none), read
     a line at a time from a binary `stream` (or split from `text`), so that a file
     of any size is read in bounded memory. A line longer than MAX_LINE_BYTES is
     skipped without being kept, one that is not UTF-8 is skipped: each an
     IngestError in `errors` (taken by the parser with `problems`), an empty line
     in its place, so the lines after it keep their numbers. Line breaks are
-    "\n", "\r\n" or "\r"; a byte order mark at the start is dropped."""
+    "\n", "\r\n" or "\r" (kept, so that a CSV field's own line breaks are); a byte
+    order mark at the start is dropped."""
 
     def __init__(self, path, stream=None, text=None, limit=MAX_LINE_BYTES):
         self.path, self.stream, self.text, self.limit = path, stream, text, limit
@@ -147,19 +153,11 @@ class TextLines:
     def __iter__(self):
         first = True
         for raw in self._raw():
-            if raw is None:
-                text = "\n"
-            else:
-                text = raw.replace("\r\n", "\n").replace("\r", "\n")
-                text = text.removeprefix("\ufeff") if first else text
+            text = "\n" if raw is None else raw.removeprefix("\ufeff") if first else raw
             first = False
-            *whole, last = text.split("\n")
-            for line in whole:
+            for line in _LINES.findall(text):  # the last may end the input with no line break
                 self.number += 1
-                yield line + "\n"
-            if last:  # the end of the input, with no line break after it
-                self.number += 1
-                yield last
+                yield line
 
     def _raw(self):
         """Each line as text, or None for one skipped (its error recorded)."""

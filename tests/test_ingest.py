@@ -417,6 +417,30 @@ def test_a_note_or_text_file_keeps_the_line_ends_it_was_written_with(tmp_path, e
     assert memories[end] == as_written
 
 
+def test_a_csv_fields_line_ends_are_kept_as_written_and_a_mac_csvs_rows_still_read(tmp_path):
+    """A quoted CSV field's CRLF or lone CR is its text, as a JSON record's is: the
+    file's lines were read with their line ends made LF (review 105, H2). Rows ended
+    by a lone CR (old Mac spreadsheets) are rows still, named by their lines."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "lf.csv").write_bytes(b'_id,text\na,"crlf\r\ninside"\nb,"lone\rcr"\n')
+    (folder / "crlf.csv").write_bytes(b'_id,text\r\nc,"two\r\n\r\nparagraphs"\r\nd,plain\r\n')
+    (folder / "mac.csv").write_bytes(b'_id,text\re,"mac\rinside"\rf,plain\rg,\r')
+    (folder / "r.jsonl").write_bytes(b'{"_id": "h", "text": "crlf\\r\\ninside"}\r\n')
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [folder])
+    assert dict(rows(conn, "select external_id, content from knowledge")) == {
+        "a": "crlf\r\ninside",
+        "b": "lone\rcr",
+        "c": "two\r\n\r\nparagraphs",
+        "d": "plain",
+        "e": "mac\rinside",
+        "f": "plain",
+        "h": "crlf\r\ninside",
+    }
+    assert [(Path(e.path).name, e.line) for e in report.errors] == [("mac.csv", 5)]
+
+
 def test_a_record_that_gives_a_key_twice_or_a_row_past_its_header_is_skipped_by_name(tmp_path):
     """json keeps a repeated key's last value and csv files a row's fields past the
     header under None: either drops what the file said without a word. Each is that
