@@ -3,6 +3,7 @@ headings with their heading path and line span, parsed by markdown-it-py."""
 
 import functools
 import json
+import math
 import re
 from pathlib import Path
 
@@ -260,6 +261,39 @@ def _base64_text(loader, node):
     return "".join(loader.construct_scalar(node).split())
 
 
+def _as_written(construct, canonical):
+    """A constructor of YAML 1.1's numbers, booleans and times that keeps a scalar as
+    the text written unless the value is written as it would be written back
+    (`canonical(value, text)`): 010 was stored as 8, 1.50 as 1.5, 12:30 as 750, 0x10
+    as 16 and on or no as true or false. Frontmatter is mostly read by YAML 1.2
+    readers (Obsidian's), where these are text; YAML 1.2's true and false and an
+    infinity (refused later, by name) keep their meaning."""
+
+    def constructed(loader, node):
+        value, text = construct(loader, node), loader.construct_scalar(node)
+        return value if canonical(value, text) else text
+
+    return constructed
+
+
+_DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)")  # an int as Python writes it, told without writing a huge one
+_BoundedLoader.add_constructor(
+    "tag:yaml.org,2002:int", _as_written(yaml.SafeLoader.construct_yaml_int, lambda _, text: _DECIMAL.fullmatch(text))
+)
+_BoundedLoader.add_constructor(
+    "tag:yaml.org,2002:float",
+    _as_written(
+        yaml.SafeLoader.construct_yaml_float, lambda value, text: repr(value) == text or not math.isfinite(value)
+    ),
+)
+_BoundedLoader.add_constructor(
+    "tag:yaml.org,2002:bool",
+    _as_written(yaml.SafeLoader.construct_yaml_bool, lambda _, text: text.lower() in ("true", "false")),
+)
+_BoundedLoader.add_constructor(
+    "tag:yaml.org,2002:timestamp",
+    _as_written(yaml.SafeLoader.construct_yaml_timestamp, lambda value, text: str(value) == text),
+)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:set", _sorted_set)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:binary", _base64_text)
 # a plain "=" (YAML 1.1's value key) as a value is its text, as it is as a key: PyYAML has no constructor for it

@@ -737,8 +737,10 @@ def test_frontmatter_that_expands_is_refused_and_the_rest_goes_in(run, db_path, 
     write(tmp_path / "in" / "merges.md", "\n".join(merges + ["---", "# Merges", "", "fine"]) + "\n")
     write(tmp_path / "in" / "itself.md", "---\na: &a {x: 1, <<: *a}\n---\n# Itself\n\nloop\n")
     write(tmp_path / "in" / "within.md", "---\na: &a {x: {y: [*a]}}\n---\n# Within\n\nloop\n")  # review 104
-    # review 104: one key spelled two ways (1 and 01): the mapping's own value wins, as YAML means
-    spelled = "---\np: &p {01: merged}\ns: &s {<<: *p, 1: own}\nt: &t {1: other}\nm: {<<: [*s, *t]}\n---\n# Spelled\n"
+    # review 104: one key spelled two ways (true and True): the mapping's own value wins, as YAML means
+    spelled = (
+        "---\np: &p {true: merged}\ns: &s {<<: *p, True: own}\nt: &t {TRUE: other}\nm: {<<: [*s, *t]}\n---\n# Spelled\n"
+    )
     write(tmp_path / "in" / "spelled.md", spelled + "\nkeys\n")
     result = run("brain", "ingest", db_path, tmp_path / "in")
     assert result.exit_code == 1 and "Traceback" not in result.output
@@ -753,7 +755,7 @@ def test_frontmatter_that_expands_is_refused_and_the_rest_goes_in(run, db_path, 
         ("spelled",),
     ]
     [(spelled_metadata,)] = rows(brain_sql.connect(db_path), "select metadata from knowledge where title = 'spelled'")
-    assert json.loads(spelled_metadata)["m"] == {"1": "own"}
+    assert json.loads(spelled_metadata)["m"] == {"true": "own"}
     [(metadata,)] = rows(brain_sql.connect(db_path), "select metadata from knowledge where title = 'merges'")
     assert json.loads(metadata)["l8"] == {**{f"k{i}": i for i in range(10)}, **{f"own{n}": n for n in range(1, 9)}}
 

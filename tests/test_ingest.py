@@ -58,7 +58,7 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
     (folder / "fine.md").write_text("# Fine\n\na note that is fine\n")
     (folder / "hex.md").write_text("---\nextra: 0x" + "f" * 4000 + "\n---\n# Hex\n\ntext\n")
     (folder / "surrogate.md").write_text('---\ntitle: "\\uD800"\n---\n# S\n\ntext\n')
-    (folder / "yes.md").write_text("---\ntitle: yes\n---\n# Yes\n\ntext\n")
+    (folder / "yes.md").write_text("---\ntitle: true\n---\n# Yes\n\ntext\n")  # a YAML 1.2 boolean: no title
     (folder / "nan.md").write_text(
         "---\nx: .nan\n---\n# NaN\n\ntext\n"
     )  # JSON has no NaN: SQLite's JSON could not read it
@@ -74,7 +74,6 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
         ("bools.jsonl", 1),
         ("bools.jsonl", 2),
         ("deep.md", 1),
-        ("hex.md", 1),
         ("inf.md", 1),
         ("nan.md", 1),
         ("records.jsonl", 2),
@@ -82,7 +81,14 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
         ("surrogate.md", 1),
         ("yes.md", 1),
     ], report.errors
-    assert {r[0] for r in rows(conn, "select coalesce(external_id, title) from knowledge")} == {"ok1", "ok2", "fine"}
+    assert {r[0] for r in rows(conn, "select coalesce(external_id, title) from knowledge")} == {
+        "ok1",
+        "ok2",
+        "fine",
+        "hex",
+    }
+    # YAML 1.1's hexadecimal is kept as written, as YAML 1.2 readers keep it (it was an int past the digit limit)
+    assert rows(conn, "select metadata ->> 'extra' from knowledge where title = 'hex'") == [("0x" + "f" * 4000,)]
 
 
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
@@ -543,6 +549,43 @@ def test_a_notes_frontmatter_id_and_text_are_kept_in_its_metadata(tmp_path):
     ]
 
 
+def test_frontmatter_scalars_are_kept_as_written_unless_written_as_their_value(tmp_path):
+    """YAML 1.1 read 010 as 8, 1.50 as 1.5, 12:30 as 750, 0x10 as 16 and on or no as
+    booleans, so a note's title, tags, aliases and metadata were stored changed
+    (review 105, H1); YAML 1.2 readers such as Obsidian's keep them as text."""
+    folder = tmp_path / "vault"
+    folder.mkdir()
+    (folder / "a.md").write_text(
+        "---\ntitle: 010\nmeeting: 12:30\nversion: 1.10\nzip: 01234\non: 2024-01-01\nsigned: +3\n"
+        "stamp: 2024-01-01T10:00:00Z\nkept: {n: 12, f: 1.5, z: -0.0, b: true, B: False, d: 2024-02-03, none: ~}\n"
+        "---\nbody one\n"
+    )
+    (folder / "b.md").write_text("---\ntitle: 1.50\ntags: [NO, SE, on, 1.0, 010]\naliases: [0x10]\n---\nbody two\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    assert not brain_sql.ingest(conn, [folder]).errors
+    stored = {
+        title: (json.loads(m or "{}"), json.loads(t or "[]"))
+        for title, m, t in rows(conn, "select title, metadata, tags from knowledge")
+    }
+    assert stored == {
+        "010": (
+            {
+                "meeting": "12:30",
+                "version": "1.10",
+                "zip": "01234",
+                "on": "2024-01-01",
+                "signed": "+3",
+                "stamp": "2024-01-01T10:00:00Z",
+                "kept": {"n": 12, "f": 1.5, "z": -0.0, "b": True, "B": False, "d": "2024-02-03", "none": None},
+            },
+            [],
+        ),
+        "1.50": ({}, ["NO", "SE", "on", "1.0", "010"]),
+    }
+    names = {name for (name,) in rows(conn, "select name from entities")}
+    assert {"#NO", "#on", "#010", "0x10"} <= names and not {"#False", "#True", "#8", "16"} & names
+
+
 def test_a_frontmatter_key_given_twice_is_refused_by_line(tmp_path):
     """YAML keeps a key's last value: `title: One` then `title: Two` lost "One" with
     no word, where a JSON key given twice is refused. A merge (<<) may be overridden."""
@@ -558,7 +601,7 @@ def test_a_frontmatter_key_given_twice_is_refused_by_line(tmp_path):
     (folder / "types.md").write_text('---\n1.5: first\n"1.5": second\n---\nBody.\n')
     (folder / "day.md").write_text('---\nm:\n  2023-01-01: a\n  "2023-01-01": b\n---\nBody.\n')
     (folder / "kinds.md").write_text("---\nm: {1: one, true: so, 2: two, b: c}\n---\nBody.\n")
-    (folder / "no.md").write_text("---\nfalse: a\nno: b\n---\nBody.\n")  # YAML 1.1's no is false
+    (folder / "no.md").write_text("---\nfalse: a\nFALSE: b\n---\nBody.\n")  # both the boolean false
     (folder / "value.md").write_text("---\nscore:\n  =: 10\n  max: 20\n---\nBody.\n")  # YAML 1.1's value key
     (folder / "equals.md").write_text("---\nop: =\nops: [=, <]\n---\nBody.\n")  # and "=" as a value: its text
     conn = brain_sql.connect(tmp_path / "brain.db")
@@ -567,7 +610,7 @@ def test_a_frontmatter_key_given_twice_is_refused_by_line(tmp_path):
     assert sorted((Path(e.path).name, e.line, e.message) for e in report.errors) == [
         ("day.md", 4, twice.format("2023-01-01")),
         ("nested.md", 4, twice.format("k")),
-        ("no.md", 3, 'broken frontmatter: key "no" (stored as "false") given twice (one value would be lost)'),
+        ("no.md", 3, 'broken frontmatter: key "FALSE" (stored as "false") given twice (one value would be lost)'),
         ("twice.md", 4, twice.format("title")),
         ("types.md", 3, twice.format("1.5")),
     ]
