@@ -233,8 +233,10 @@ def claimed(conn, documents):
             [json.dumps(sorted({d.document_id for _, d in given}))],
         )
     }
-    refused = {}
+    refused = _other_records(conn, [(i, d) for i, d in given if d.placed and d.document_id in held])
     for position, document in given:
+        if position in refused:
+            continue
         mine = (document.source_path, None, None)  # a placed one claims no file's id: it is put back
         held_now = (
             held.get(document.document_id, mine) if document.placed else held.setdefault(document.document_id, mine)
@@ -254,6 +256,34 @@ def claimed(conn, documents):
                 "name or in an _id made one id of two): rename the file or give the record another _id"
             )
     return refused
+
+
+def _other_records(conn, placed):
+    """{position: why} for each placed document (`_document`) that is stored as
+    another record's (another `_id`, or a note's): it would take that record's
+    place, which its file would take back on its next ingest, and that `_id`
+    would name nothing (review 105)."""
+    if not placed:
+        return {}
+    stored = dict(
+        conn.execute(
+            "select value, (select external_id from knowledge where document_id = value limit 1) from json_each(?)",
+            [json.dumps(sorted({d.document_id for _, d in placed}))],
+        )
+    )
+    return {
+        position: (
+            f"its '_document' {shown(document.document_id)} holds "
+            + (
+                f"the record with _id {shown(stored[document.document_id])}"
+                if stored[document.document_id] is not None
+                else "a memory with no _id"
+            )
+            + ": a record replaces only its own document; give that _id, or leave '_document' out"
+        )
+        for position, document in placed
+        if stored[document.document_id] != document.external_id
+    }
 
 
 def _rewrites(conn, document):

@@ -389,3 +389,28 @@ def test_a_turn_keeps_its_day_however_it_is_corrected(tmp_path):
     newest = rows(conn, said + " where content = 'My plan: daily.'")
     assert newest[0][0] == "Caroline in s1" and newest[0][2] == "Caroline" and newest[0][1] > "2026"
     assert brain_sql.check(conn) == {}
+
+
+def test_a_record_placed_in_another_records_document_is_refused(tmp_path):
+    """`_document` puts an exported record back where it was; naming another
+    record's document (another `_id`) took that record's place: its `_id` named
+    nothing, and its file's next ingest removed the remembered record without a
+    word (review 105, M2). Its own document it still replaces."""
+    folder = tmp_path / "v"
+    folder.mkdir()
+    (folder / "r.jsonl").write_text('{"_id": "a", "text": "alpha record"}\n')
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [folder])
+    [(document,)] = rows(conn, "select document_id from knowledge")
+    before = rows(conn, "select * from knowledge")
+    for given in ({"_id": "zzz"}, {}):
+        report, ids = brain_sql.remember(conn, [{**given, "_document": document, "text": "hijack"}])
+        assert ids == [] and [e.message for e in report.errors] == [
+            f"record 1: its '_document' {shown(document)} holds the record with _id \"a\": a record replaces "
+            "only its own document; give that _id, or leave '_document' out"
+        ]
+        assert rows(conn, "select * from knowledge") == before
+    report, ids = brain_sql.remember(conn, [{"_id": "a", "_document": document, "text": "alpha, corrected"}])
+    assert not report.errors and rows(conn, "select external_id, document_id, content from knowledge") == [
+        ("a", document, "alpha, corrected")
+    ]
