@@ -40,6 +40,11 @@ class TryAgain(click.ClickException):
     def format_message(self):
         if "disk is full" in self.message:  # SQLite's word for a full disk and a file-size limit alike
             return f"{self.message}\nFree space on the brain's disk (or raise the file-size limit), then run it again."
+        if "disk I/O error" in self.message:  # a write past a file-size limit (ulimit -f), or a failing disk
+            return (
+                f"{self.message}\nThe disk could not be written: check its space, the file-size limit (ulimit -f) "
+                "and its health, then run it again."
+            )
         return f"{self.message}\nTry the same command again shortly."
 
 
@@ -253,10 +258,15 @@ def init(db_path, model):
 
 
 def _interruptible_ingest(db_path, *args, **kwargs):
-    """brain_sql.ingest, whose Ctrl-C says what is stored and how to finish (click said
-    only "Aborted!")."""
+    """brain_sql.ingest, whose Ctrl-C (click said only "Aborted!") and failed write
+    say what is stored and how to finish."""
     try:
         return brain_sql.ingest(*args, **kwargs)
+    except brain_sql.WriteError as ex:  # one transaction failed: those before it are stored
+        raise TryAgain(
+            f"{ex}; what this ingest wrote before it is stored: run the same ingest again to finish (it passes over "
+            f"what {db_path} holds already)"
+        ) from ex
     except KeyboardInterrupt:
         click.echo(
             f"\nstopped: what was written before is stored, the rest is not; run the same ingest again to "

@@ -5,8 +5,10 @@ nothing changed; a caller's bad input is a 400, or a usage error (exit 2) naming
 its option."""
 
 import contextlib
+import json
 import os
 import re
+import resource
 import subprocess
 import sys
 
@@ -318,6 +320,35 @@ def test_init_on_a_failing_disk_says_try_again(run, tmp_path, monkeypatch):
     assert "disk is full" in result.output and "schema was not made" in result.output, result.output
     # review 95: not "again shortly", which a full disk will not heed
     assert "Free space on the brain's disk" in result.output and "shortly" not in result.output
+
+
+def test_an_ingest_past_the_file_size_limit_says_what_is_stored_and_how_to_finish(tmp_path):
+    """A write past `ulimit -f` is SQLite's "disk I/O error": the message said nothing of
+    the transaction was stored and to try again shortly, while the ingest's earlier
+    transactions were stored and a full file will not clear by itself (review 105, M3)."""
+    db_path, records = tmp_path / "brain.db", tmp_path / "records.jsonl"
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi".split()
+    records.write_text(
+        "".join(
+            json.dumps({"_id": f"r{i}", "text": " ".join(words[(i * j) % 16] for j in range(60))}) + "\n"
+            for i in range(3000)
+        )
+    )
+    assert subprocess.run([sys.executable, "-m", "sqlite_utils", "brain", "init", db_path]).returncode == 0
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (3 << 20, 3 << 20))
+
+    command = [sys.executable, "-m", "sqlite_utils", "brain", "ingest", db_path, records]
+    failed = subprocess.run(command, capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    assert failed.returncode == 75 and "Traceback" not in failed.stderr, failed.stderr
+    assert "what this ingest wrote before it is stored: run the same ingest again to finish" in failed.stderr
+    assert "the file-size limit" in failed.stderr and "shortly" not in failed.stderr, failed.stderr
+    stored = brain_sql.connect(db_path).execute("select count(*) from knowledge").fetchone()[0]
+    assert 0 < stored < 3000  # as said: some stored, and running it again finishes
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    assert brain_sql.connect(db_path).execute("select count(*) from knowledge").fetchone()[0] == 3000
 
 
 @pytest.mark.parametrize("command", ["init", "stats", "check", "export"])
