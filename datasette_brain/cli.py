@@ -472,12 +472,18 @@ def mcp(db_paths):
 
 def _settle(conn):
     """Copy the write-ahead log into the file and empty it, so that when a write
-    command ends the .db file alone holds the brain (a copy of it is whole). A
-    reader holding the log back only delays that: its own close finishes it."""
+    command ends the .db file alone holds the brain (a copy of it is whole), without
+    waiting: a reader holding the log back (Litestream's always does, a slow export
+    may) made it wait out the busy timeout after the write had committed, holding off
+    every other writer meanwhile (review 106). Such a reader's own close finishes it."""
+    waits = conn.execute("pragma busy_timeout").fetchone()[0]
     try:
+        conn.execute("pragma busy_timeout = 0")
         conn.execute("pragma wal_checkpoint(truncate)")
     except Exception:  # noqa: BLE001 - busy or read-only: the log stays, nothing is lost
         pass
+    finally:
+        conn.execute(f"pragma busy_timeout = {int(waits)}")
 
 
 def _progress_bar(stack, label, *what):

@@ -3,6 +3,7 @@
 
 import asyncio
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -273,3 +274,23 @@ def test_a_brain_in_a_folder_that_is_not_there_is_named_not_a_traceback(run, tmp
     assert (
         "x.db cannot be opened or created: its folder" in result.output and "nonexist does not exist" in result.output
     )
+
+
+def test_a_write_command_ends_when_it_has_committed_though_a_reader_holds_the_log(tmp_path):
+    """A write command's last step empties the write-ahead log; a reader holding an old
+    snapshot (Litestream's always does) made it wait out the whole busy timeout after
+    its write had committed, holding off every other writer (review 106, F2). It
+    leaves the log to that reader now (here the timeout is ten minutes)."""
+    db_path = tmp_path / "brain.db"
+    brain_sql.ingest(brain_sql.connect(db_path), [write(tmp_path / "r.jsonl", '{"_id": "a", "text": "alpha"}\n')])
+    reader = brain_sql.connect(db_path)
+    reader.execute("begin")
+    assert reader.execute("select count(*) from knowledge").fetchone() == (1,)  # holds its snapshot
+    environment = {**os.environ, "BRAIN_BUSY_TIMEOUT_MS": "600000"}
+    command = [sys.executable, "-m", "sqlite_utils", "brain", "remember", str(db_path)]
+    done = subprocess.run(
+        command, input='{"_id": "b", "text": "beta"}', capture_output=True, text=True, env=environment, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    reader.execute("rollback")
+    assert rows(brain_sql.connect(db_path), "select external_id from knowledge order by 1") == [("a",), ("b",)]
