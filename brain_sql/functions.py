@@ -158,10 +158,14 @@ def _sql_function(conn, name, function):
             _check_arguments(name, parameters, required, args)
             with in_statement(conn):
                 return function(*args)
-        except (InputError, ModelError) as ex:  # a model not installed here: what to run, one line
-            _mark(ex, name)
-            raise
         except Exception as ex:
+            if _interrupted(conn):  # a time limit, not the brain: said so in the one line logged
+                error = sqlite3.OperationalError("interrupted: a time limit stopped the statement calling it")
+                _mark(error, name)
+                raise error from ex
+            if isinstance(ex, (InputError, ModelError)):  # a model not installed here: what to run, one line
+                _mark(ex, name)
+                raise
             if _not_a_brain(conn):
                 error = InputError(f"{name} needs a brain, and this database is not one (it has no brain_meta model)")
                 _mark(error, name)
@@ -196,6 +200,23 @@ def _mark(error, name):
     if not message.startswith(name):
         error.args = (f"{name}: {message}",)
     error.brain_sql_function = name
+
+
+_STEPS = "with recursive n(i) as (select 1 union all select i + 1 from n where i < 1000) select count(*) from n"
+
+
+def _interrupted(conn):
+    """Whether `conn` is interrupted (by sqlite3_interrupt, or a progress handler as
+    Datasette's SQL time limit is): a function's own queries then fail in ways that
+    name something else, and the one line logged said the brain was no brain (review
+    106). Datasette's handler is called every 1,000 steps of SQLite's: a statement of a
+    few thousand meets it. (SQLite tells the calling statement only that the function
+    failed: sqlite3 gives a function no way to fail as interrupted.)"""
+    try:
+        conn.execute(_STEPS).fetchone()
+    except sqlite3.OperationalError as ex:
+        return "interrupted" in str(ex)
+    return False
 
 
 def _not_a_brain(conn):

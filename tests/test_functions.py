@@ -75,3 +75,19 @@ def test_every_brain_function_refuses_an_argument_past_its_bound(conn, capsys):
             conn.execute(f"select {name}({', '.join('?' * len(args))})", args).fetchone()
         err = capsys.readouterr().err
         assert f"brain_sql: {name}" in err and "Traceback" not in err, (name, len(args), err[:300])
+
+
+def test_a_brain_function_cut_by_a_time_limit_says_so_not_that_the_brain_is_none(vault_brain_copy, capsys):
+    """Datasette's SQL time limit (a progress handler) cut a brain_* function's own
+    queries, and the line logged said the brain was no brain (review 106, F3). It
+    says a time limit stopped it; the statement fails, never a NULL in place of hits."""
+    conn = brain_sql.connect(vault_brain_copy)
+    sqlite3.enable_callback_tracebacks(True)
+    conn.set_progress_handler(lambda: 1, 1000)  # past the limit from the function's first long query on
+    with pytest.raises(sqlite3.OperationalError):
+        conn.execute("select brain_fts('support runbook', null)").fetchall()
+    err = capsys.readouterr().err
+    assert "brain_sql: brain_fts: interrupted: a time limit stopped the statement calling it" in err, err
+    assert "not one" not in err and "Traceback" not in err, err
+    conn.set_progress_handler(None, 0)
+    assert conn.execute("select json_array_length(brain_fts('support runbook', null)) > 0").fetchone() == (1,)
