@@ -56,6 +56,8 @@ _MODULE_OF = {
     "opening_fault": ".connection",
     "ENTITY_DERIVED_TABLES": ".schema",
     "brain_table": ".schema",
+    "tables_shown": ".lineage",
+    "EVERY_TABLE": ".lineage",
     "BRAIN_TABLES": ".schema",
     "GRAPH_TABLES": ".schema",
     "VIRTUAL_TABLES": ".schema",
@@ -118,6 +120,8 @@ __all__ = [
     "opening_fault",
     "ENTITY_DERIVED_TABLES",
     "brain_table",
+    "tables_shown",
+    "EVERY_TABLE",
     "BRAIN_TABLES",
     "GRAPH_TABLES",
     # the full-text and vector indexes recall's legs read: one denied, no recall

@@ -105,6 +105,9 @@ def permission_allowed(datasette, actor, action, resource):
         # full text, vectors, documents and the graph are the memories too; the name
         # index is the entities too, and the change log every table
         return routes.derived_table_readable(datasette, actor, *resource)
+    if action == "view-table" and isinstance(resource, (tuple, list)) and not for_plugin.brain_table(resource[1]):
+        # a view, an index or a table someone added to a brain shows the tables it reads
+        return routes.added_table_readable(datasette, actor, *resource)
     if action == "view-query" and isinstance(resource, (tuple, list)):
         return routes.queries_runnable(datasette, actor, resource[0])
     if action in ("execute-sql", "view-database-download") and isinstance(resource, str):

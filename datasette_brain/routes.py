@@ -526,6 +526,26 @@ def derived_table_readable(datasette, actor, database, table):
     return inner
 
 
+def added_table_readable(datasette, actor, database, table):
+    """An awaitable: False when `table` of a brain, one added to it (a view, an index
+    `sqlite-utils enable-fts` made, a table triggers fill), shows rows of a table
+    `actor` may not view, or of every table (a view whose reads cannot be told) when
+    `actor` may not read them all; else None (no opinion)."""
+
+    async def inner():
+        if not await tools.is_brain(datasette, database):
+            return None
+        shown = await datasette.databases[database].execute_fn(lambda conn: for_plugin.tables_shown(conn, table))
+        if for_plugin.EVERY_TABLE in shown and not await tools.tables_readable(datasette, actor, database):
+            return False
+        for source in sorted(shown - {for_plugin.EVERY_TABLE}):
+            if not await datasette.permission_allowed(actor, "view-table", (database, source), default=True):
+                return False
+        return None
+
+    return inner
+
+
 def queries_runnable(datasette, actor, database):
     """An awaitable: False when `database` is a brain one of whose tables `actor` may
     not read, else None: a brain's canned queries (its metadata's own too) read its

@@ -694,3 +694,47 @@ async def test_the_files_size_is_only_for_whoever_may_read_every_table(brains, d
     # a query's rows are left as they are
     query = await datasette.client.get("/brain.json?sql=select+1+as+size", cookies=admin)
     assert query.json()["rows"] == [[1]]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("table", ["knowledge", "entities", "relationships"])
+async def test_a_view_index_or_table_added_to_a_brain_follows_the_tables_it_shows(brains, tmp_path, table):
+    """A view over a brain's table, an FTS index `sqlite-utils enable-fts` made over one
+    (with its shadow tables), a table a trigger fills from one: each answered its rows
+    to whoever was denied that table (review 106, F1). They follow it now; a view of
+    what a brain function computes follows every table; what shows none of a denied
+    table stays readable, and the admin reads all."""
+    import sqlite_utils
+
+    brain = altered_copy(
+        brains[0],
+        tmp_path / "brain.db",
+        "create view recent as select id, title, content from knowledge order by id desc",
+        "create view counted as select count(*) as n from recent",  # a view of a view
+        "create view entity_names as select name from entities",
+        "create view edges as select relation_type from relationships",
+        "create view computed as select brain_k(3) as k",  # reads what SQLite cannot tell
+        "create table notes (body text)",
+        "create view mine as select body from notes",
+        "create table edge_log (id integer)",
+        "create trigger edge_logged after insert on relationships begin insert into edge_log values (new.id); end",
+    )
+    sqlite_utils.Database(brain).table("entities").enable_fts(["name"])
+    follows = {
+        "knowledge": ["recent", "counted"],
+        "entities": ["entity_names", "entities_fts", "entities_fts_data", "entities_fts_config"],
+        "relationships": ["edges", "edge_log"],
+    }
+    datasette = Datasette([str(brain)], metadata=denying(table))
+    admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
+    for name in [*follows[table], "computed"]:
+        assert (await datasette.client.get(f"/brain/{name}.json")).status_code == 403, (table, name)
+        assert (await datasette.client.get(f"/brain/{name}.json", cookies=admin)).status_code == 200, (table, name)
+    # the graph's tables are derived from the memories: whoever may not read those reads none of them
+    others = [] if table == "knowledge" else [n for other, names in follows.items() if other != table for n in names]
+    readable = [*others, "mine", "notes"]
+    for name in readable:
+        assert (await datasette.client.get(f"/brain/{name}.json")).status_code == 200, (table, name)
+    listed = {t["name"] for t in (await datasette.client.get("/brain.json")).json()["tables"]}
+    listed |= {v["name"] for v in (await datasette.client.get("/brain.json")).json()["views"]}
+    assert not listed & {*follows[table], "computed"} and {"mine", "notes"} <= listed
