@@ -95,6 +95,8 @@ class IngestReport:
     chunks_removed: int = 0
     # chunks written or left flagged as moved copies of flagged memories this run removed
     chunks_carried_flag: int = 0
+    # chunks written as moved copies of memories this run removed that keep a review's decision on them
+    chunks_carried_decision: int = 0
     entities: int = 0
     relationships: int = 0
     errors: list[IngestError] = field(default_factory=list)
@@ -119,9 +121,12 @@ class IngestReport:
 
     def summary(self) -> str:
         """One line: files, documents, chunks (and how many carried a removed memory's
-        flag), entities and relationships, what was skipped, the time."""
-        carried = self.chunks_carried_flag
+        flag or review decision), entities and relationships, what was skipped, the time."""
+        carried, decided = self.chunks_carried_flag, self.chunks_carried_decision
         moved = f", {carried:,} flagged as moved copies of flagged memories" if carried else ""
+        moved += (
+            f", {decided:,} archived or kept to an expiry as moved copies of memories so decided" if decided else ""
+        )
         return (
             f"{counted(self.files, 'file')}, {counted(self.documents, 'document')}: "
             f"{counted(self.chunks_added, 'chunk')} added, {self.chunks_updated:,} updated, "

@@ -386,6 +386,9 @@ class DocumentWriter:
         # marks of the flagged ones it removed, the chunks of documents new to the brain it wrote, and
         # those it flagged so (_carries, _carry_to_fresh)
         self.removed_marks, self.fresh, self.carried = set(), _Given(), []
+        # so does a review's decision (archived, expiry extended) on a memory this run removes and writes
+        # anew: the decisions of the removed ones by their marks (_carry_decisions, _decision_of)
+        self.removed_decisions = {}
 
     def forget_entities(self):
         """Drop the entity cache, the sessions kept and the mention work not queued
@@ -754,12 +757,15 @@ class DocumentWriter:
         chunk would write a segment of the index a chunk, which it then merges.
         Returns (row id, int8, bit) of the new chunks' vectors, and each item's
         {chunk index: row id}."""
-        rows, placed, chunk_ids, wanted, carried, fresh = [], [], [], [], [], []
+        rows, placed, chunk_ids, wanted, carried, fresh, decided = [], [], [], [], [], [], []
         for document, plan, columns, flagged in items:
             chunk_ids.append({})
             for digest, _, index, chunk in plan["new"]:
                 if not plan["known"]:
                     fresh.append(len(rows))
+                    decision = self._decision_of(_document_marks(document, chunk))
+                    if decision is not None:
+                        decided.append((len(rows), decision))
                 if not flagged and not chunk.flagged and not plan["known"] and self._carries(document, chunk):
                     carried.append(len(rows))
                     flagged_here = 1
@@ -801,6 +807,7 @@ class DocumentWriter:
                 [value for row_id, row in zip(ids[start:], part) for value in (row_id, *row)]
                 + [None] * (padding * len(_INSERTED)),
             )
+        self._decide([(*decision, ids[position]) for position, decision in decided])
         stored_vectors = []
         for row_id, (ids_of, index, digest) in zip(ids, placed):
             ids_of[index] = row_id
@@ -839,8 +846,10 @@ class DocumentWriter:
         chunks, until `deadline` (time.perf_counter; None: all); returns the ids left."""
         flagged, left = [], []
         self.turns.clear()  # removing flags or carries marks to other memories (below)
+        decided = []
         for start in range(0, len(document_ids), REMOVE_AT_ONCE):
             flagged += self._flagged(document_ids[start : start + REMOVE_AT_ONCE])
+            decided += self._decisions(document_ids[start : start + REMOVE_AT_ONCE])
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
             if deadline is not None and time.perf_counter() >= deadline:
                 left = document_ids[start + REMOVE_AT_ONCE :]
@@ -850,7 +859,64 @@ class DocumentWriter:
         # in the same transaction as the removals
         self._carry_to_fresh(set().union(*(_marks(*memory) for _, flag, _, *memory in flagged if flag)))
         self._carry_to_copies(flagged)
+        self._carry_decisions(decided)
         return left
+
+    def _decisions(self, document_ids):
+        """((relevance_tier, expires_at), id, external_id, content, scope, class,
+        session) of each current memory of those `document_ids` whose tier or expiry is
+        a review's decision: not what its record stated (a document whose stated values
+        were not recorded, written before m021, has none told)."""
+        rows = self.conn.execute(
+            "select k.relevance_tier, k.expires_at, d.stated_fields, k.id, k.external_id, k.content, k.scope, "
+            "k.class, k.metadata from knowledge k join documents d on d.document_id = k.document_id "
+            "where k.version_of is null and k.document_id in (select value from json_each(?))",
+            [json.dumps(document_ids)],
+        ).fetchall()
+        decided = []
+        for (tier, expires, stated_text, *_), marked in zip(rows, _marked(row[3:] for row in rows)):
+            stated = stated_values(stated_text)
+            if stated and (tier, expires) != (stated["relevance_tier"], stated["expires_at"]):
+                decided.append(((tier, expires), *marked))
+        return decided
+
+    def _carry_decisions(self, decided):
+        """Keep the decisions of the memories just removed by their marks, for the rest
+        of the run (_decision_of), and give them to the chunks this run already wrote
+        anew that they mark (a copy written before its original's removal)."""
+        new = {}
+        for decision, _, *memory in decided:
+            for mark in _marks(*memory):
+                if mark not in self.removed_decisions:
+                    new.setdefault(mark, decision)
+        if not new:
+            return
+        self.removed_decisions.update(new)
+        changes = []
+        for first, last in zip(self.fresh.starts, self.fresh.ends):
+            for row_id, *memory in _marked(
+                self.conn.execute(
+                    f"select {_MARKED} from knowledge where id between ? and ? and version_of is null", (first, last)
+                )
+            ):
+                decision = self._decision_of(_marks(*memory), new)
+                if decision is not None:
+                    changes.append((*decision, row_id))
+        self._decide(changes)
+
+    def _decision_of(self, marks, decisions=None):
+        """The decision (tier, expiry) of a memory this run removed (of `decisions`,
+        else of them all) that `marks` match, or None."""
+        decisions = self.removed_decisions if decisions is None else decisions
+        if not decisions:
+            return None
+        return next((decisions[mark] for mark in marks if mark in decisions), None)
+
+    def _decide(self, changes):
+        """Give rows their removed originals' decisions: (tier, expiry, id) each."""
+        if changes:
+            self.conn.executemany("update knowledge set relevance_tier = ?, expires_at = ? where id = ?", changes)
+            self.report.chunks_carried_decision += len(changes)
 
     def removable(self, where, params, keep=(), gone=False):
         """(the ids of the documents `where` selects, the ids of those of them to

@@ -535,3 +535,47 @@ def test_an_edit_of_a_note_keeps_the_decisions_on_its_unchanged_sections(tmp_pat
         assert not report.errors and report.documents_updated == 1, report.errors
         assert decisions(conn)["pumps"] == (pumps, 1, "2998-06-01 00:00:00")  # kept, its tier the record's
     close_brain(conn)
+
+
+def test_a_moved_note_or_record_keeps_the_decisions_on_it(tmp_path):
+    """A note moved to another folder, or a record to another file, is removed and
+    written anew; its archive and extended expiry were dropped, so an archived memory
+    came back into recall without a word, where a flag was carried (review 105, M1).
+    The copy keeps them, whichever of the two the run writes first."""
+    vault, records = tmp_path / "vault", tmp_path / "records"
+    (vault / "sub").mkdir(parents=True)
+    records.mkdir()
+    (vault / "a.md").write_text("---\ntitle: Old\n---\nThe old procedure for deploys on Fridays.\n")
+    (vault / "b.md").write_text("---\ntitle: Keep\n---\nOther.\n")
+    (records / "one.jsonl").write_text(
+        '{"_id": "r", "text": "A record someone extended", "expires_at": "2030-01-01"}\n'
+    )
+    (records / "stay.jsonl").write_text('{"_id": "s", "text": "A record that stays"}\n')
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault, records])
+    [[note]] = rows(conn, "select id from knowledge where title = 'Old'")
+    [[record]] = rows(conn, "select id from knowledge where external_id = 'r'")
+    brain_sql.archive(conn, [note])
+    brain_sql.extend_expiry(conn, [record], 30, now="2029-12-31 00:00:00")
+
+    (vault / "a.md").rename(vault / "sub" / "a.md")  # written during the run, its original removed at its end
+    (records / "one.jsonl").rename(records / "z.jsonl")  # the same, for a record
+    report = brain_sql.ingest(conn, [vault, records], prune=True)
+    assert report.chunks_carried_decision == 2, report.summary()
+    assert "2 archived or kept to an expiry as moved copies of memories so decided" in report.summary()
+    assert rows(
+        conn, "select title, source_path like '%/sub/a.md', relevance_tier from knowledge where title = 'Old'"
+    ) == [("Old", 1, 0)]
+    assert rows(conn, "select expires_at, source_path like '%/z.jsonl' from knowledge where external_id = 'r'") == [
+        ("2030-01-31 00:00:00", 1)
+    ]
+    # a record moved to a file the run reads after its original's file: removed first, then written
+    (records / "z.jsonl").write_text('{"_id": "other", "text": "Something else"}\n')
+    (records / "zz.jsonl").write_text('{"_id": "r", "text": "A record someone extended", "expires_at": "2030-01-01"}\n')
+    report = brain_sql.ingest(conn, [records / "z.jsonl", records / "zz.jsonl"], prune_all=True)
+    assert report.chunks_carried_decision == 1, report.summary()
+    assert rows(conn, "select expires_at, source_path like '%/zz.jsonl' from knowledge where external_id = 'r'") == [
+        ("2030-01-31 00:00:00", 1)
+    ]
+    assert brain_sql.check(conn) == {}
+    close_brain(conn)
