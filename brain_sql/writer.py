@@ -877,7 +877,7 @@ class DocumentWriter:
         for (tier, expires, stated_text, *_), marked in zip(rows, _marked(row[3:] for row in rows)):
             stated = stated_values(stated_text)
             if stated and (tier, expires) != (stated["relevance_tier"], stated["expires_at"]):
-                decided.append(((tier, expires), *marked))
+                decided.append(((tier, expires, stated["relevance_tier"], stated["expires_at"]), *marked))
         return decided
 
     def _carry_decisions(self, decided):
@@ -905,18 +905,25 @@ class DocumentWriter:
         self._decide(changes)
 
     def _decision_of(self, marks, decisions=None):
-        """The decision (tier, expiry) of a memory this run removed (of `decisions`,
-        else of them all) that `marks` match, or None."""
+        """The decision of a memory this run removed (of `decisions`, else of them
+        all) that `marks` match, or None: (tier, expiry) decided, then as its record
+        stated them."""
         decisions = self.removed_decisions if decisions is None else decisions
         if not decisions:
             return None
         return next((decisions[mark] for mark in marks if mark in decisions), None)
 
     def _decide(self, changes):
-        """Give rows their removed originals' decisions: (tier, expiry, id) each."""
+        """Give rows their removed originals' decisions, (tier, expiry, stated tier,
+        stated expiry, id) each: a row whose record states what the original's stated
+        (a copy, not a record that now states another tier or expiry) takes them."""
         if changes:
-            self.conn.executemany("update knowledge set relevance_tier = ?, expires_at = ? where id = ?", changes)
-            self.report.chunks_carried_decision += len(changes)
+            done = self.conn.executemany(
+                "update knowledge set relevance_tier = ?, expires_at = ? "
+                "where relevance_tier is ? and expires_at is ? and id = ?",
+                changes,
+            )
+            self.report.chunks_carried_decision += done.rowcount
 
     def removable(self, where, params, keep=(), gone=False):
         """(the ids of the documents `where` selects, the ids of those of them to

@@ -577,5 +577,13 @@ def test_a_moved_note_or_record_keeps_the_decisions_on_it(tmp_path):
     assert rows(conn, "select expires_at, source_path like '%/zz.jsonl' from knowledge where external_id = 'r'") == [
         ("2030-01-31 00:00:00", 1)
     ]
+    # moved again, its record now stating another expiry: that is what it states, no copy's decision
+    (records / "zz.jsonl").write_text('{"_id": "q", "text": "Something more"}\n')
+    (records / "zzz.jsonl").write_text(
+        '{"_id": "r", "text": "A record someone extended", "expires_at": "2031-01-01"}\n'
+    )
+    report = brain_sql.ingest(conn, [records / "zz.jsonl", records / "zzz.jsonl"], prune_all=True)
+    assert report.chunks_carried_decision == 0, report.summary()
+    assert rows(conn, "select expires_at from knowledge where external_id = 'r'") == [("2031-01-01 00:00:00",)]
     assert brain_sql.check(conn) == {}
     close_brain(conn)
