@@ -8,6 +8,7 @@ import functools
 import json
 import math
 import re
+import sys
 import unicodedata
 import zoneinfo
 from collections.abc import Iterable, Sequence
@@ -204,8 +205,20 @@ def loads_json(text: str | bytes, unique_keys: bool = False) -> Any:
     """JSON as the brain reads it: Python's json, but NaN and Infinity, which it
     accepts and SQLite's JSON does not, are refused (a ValueError, like bad JSON);
     with `unique_keys` (a request), a key given twice in one object is a FieldError
-    naming it, where Python's json would keep the last value and drop the other."""
-    return json.loads(text, parse_constant=_not_json, object_pairs_hook=key_once if unique_keys else None)
+    naming it, where Python's json would keep the last value and drop the other. A
+    whole number past Python's digit limit is said so, not with Python's advice."""
+    try:
+        return json.loads(text, parse_constant=_not_json, object_pairs_hook=key_once if unique_keys else None)
+    except ValueError as ex:
+        if "integer string conversion" not in str(ex) or isinstance(ex, json.JSONDecodeError):
+            raise
+        raise ValueError(too_many_digits()) from None
+
+
+def too_many_digits() -> str:
+    """What a whole number past Python's digit limit is told (Python's own message
+    advises sys.set_int_max_str_digits(), a word for programmers, not for senders)."""
+    return f"a whole number of more than {sys.get_int_max_str_digits():,} digits, more than is read: write it as text"
 
 
 def key_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -297,7 +310,10 @@ def unstorable(record: dict) -> str | None:
         return f"text {shown(bad)} is not valid Unicode (a lone surrogate)"
     number = not_json_number(record)
     if number is not None:  # stored, SQLite's JSON functions could not read the metadata, nor export write it
-        return f"a value is {number} (YAML's .nan or .inf), a number JSON has not: write it as text, in quotes"
+        return (
+            f"a value is {number} (past the largest number JSON keeps, or YAML's .nan or .inf), a number JSON "
+            "has not: write it as text, in quotes"
+        )
     return None
 
 

@@ -43,6 +43,7 @@ _MODULE_OF = {
     "check_records": ".pipeline",
     "wall_time": ".fields",
     "loads_json": ".fields",
+    "too_many_digits": ".fields",
     "unencodable": ".fields",
     "whole_number": ".fields",
     "read_digits": ".fields",
@@ -134,6 +135,7 @@ __all__ = [
     "damage_advice",
     # JSON as the brain reads it; entity links in a memory's text; the canned recall query's parameters
     "loads_json",
+    "too_many_digits",
     "unencodable",
     "entity_links",
     # a page's query parameters: each given once, and only those it takes

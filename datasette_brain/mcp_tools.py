@@ -23,6 +23,7 @@ from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotatio
 from pydantic import Field
 
 import brain_sql
+from brain_sql import for_plugin
 
 from . import replica, tools
 
@@ -156,8 +157,8 @@ async def _read(ctx, tool, sent):
         return
     try:
         data = json.dumps(sent, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    except ValueError as ex:  # an integer past Python's digit limit
-        raise tools.ApiError(f"{what} is not valid JSON: {ex}") from None
+    except ValueError:  # an integer past Python's digit limit
+        raise tools.ApiError(f"{what} is not valid JSON: {for_plugin.too_many_digits()}") from None
     except RecursionError:
         raise tools.ApiError(f"{what} is nested too deeply") from None
     tools.read_json(data, what)

@@ -366,7 +366,9 @@ def test_a_number_past_pythons_digit_limit_is_refused_in_process(in_process):
         result = in_process.session.call(tool, {**VALID[tool], name: value})
         check_answer(tool, {name: "10**5000"}, result, in_process.brain, before)
         assert result.structured_content["status"] == 400, result.structured_content
-        assert result.structured_content["error"].startswith(f"the {tool} call is not valid JSON: Exceeds the limit")
+        assert result.structured_content["error"].startswith(
+            f"the {tool} call is not valid JSON: a whole number of more than"
+        )
 
 
 MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
