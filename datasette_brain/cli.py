@@ -315,11 +315,17 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
         sqlite-utils brain ingest scifact.db corpus.jsonl --model minilm/all-MiniLM-L6-v2-int8
     """
     for_plugin.check_options(scope, klass, source, domain, model)  # refused options make no file
+    named = ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else "")
     if not Path(db_path).exists() and not any(os.path.lexists(path) for path in paths):
-        named = ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else "")
         raise click.UsageError(f"nothing to ingest: {named} does not exist, and no brain is made for it")
+    files, errors = brain_sql.discover(paths)
+    if not Path(db_path).exists() and not files:
+        why = "; ".join(str(error) for error in errors[:3]) or "no file of a kind ingest reads"
+        raise click.UsageError(
+            f"nothing to ingest in {named} ({why}), and no brain is made for it "
+            f"(sqlite-utils brain init {db_path} makes an empty one)"
+        )
     conn = _open(db_path, must_exist=False)
-    files, _ = brain_sql.discover(paths)
     total = sum(map(_size, (p for p, _ in files)))
     refused = None
     with click.progressbar(length=total, label="Ingesting", file=sys.stderr, item_show_func=_rate("record")) as bar:

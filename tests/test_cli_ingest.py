@@ -680,7 +680,16 @@ def test_a_malformed_document_never_stops_the_run(run, tmp_path):
 
 
 def test_missing_path_and_unsupported_type(run, db_path, tmp_path):
+    """Both named; for a brain not made yet, nothing is there to ingest, and no file is
+    made for it (review 105, L4: an empty brain was left behind)."""
     write(tmp_path / "image.png", "not really")
+    (tmp_path / "empty").mkdir()
+    for paths in ([tmp_path / "nope", tmp_path / "image.png"], [tmp_path / "empty"]):
+        result = run("brain", "ingest", db_path, *paths)
+        assert result.exit_code == 2 and "nothing to ingest in" in result.output, result.output
+        assert f"sqlite-utils brain init {db_path} makes an empty one" in result.output.replace("\n", " ")
+        assert not db_path.exists()
+    assert run("brain", "init", db_path).exit_code == 0
     result = run("brain", "ingest", db_path, tmp_path / "nope", tmp_path / "image.png")
     assert result.exit_code == 1
     assert "no such file or folder" in result.output and "unsupported file type" in result.output
