@@ -220,9 +220,11 @@ def claimed(conn, documents):
     memory holds, stored or earlier in `documents` (a '#' in a file's name or in
     an _id can make one id of two: `a.jsonl#x.md` is a note's and a.jsonl's
     record x.md's): the next ingest of the other file would take it back."""
+    # a placed one, current or history, stored as another record's
+    refused = _other_records(conn, [(i, d) for i, d in enumerate(documents) if d.placed])
     given = [(i, d) for i, d in enumerate(documents) if not d.version_of]
     if not given:
-        return {}
+        return refused
     held = {
         document_id: (path, version_of, digest)
         for document_id, path, version_of, digest in conn.execute(
@@ -233,7 +235,6 @@ def claimed(conn, documents):
             [json.dumps(sorted({d.document_id for _, d in given}))],
         )
     }
-    refused = _other_records(conn, [(i, d) for i, d in given if d.placed and d.document_id in held])
     for position, document in given:
         if position in refused:
             continue
@@ -265,12 +266,16 @@ def _other_records(conn, placed):
     would name nothing (review 105)."""
     if not placed:
         return {}
-    stored = dict(
-        conn.execute(
-            "select value, (select external_id from knowledge where document_id = value limit 1) from json_each(?)",
+    stored = {
+        document_id: external_id
+        for document_id, held, external_id in conn.execute(
+            "select value, exists (select 1 from knowledge where document_id = value), "
+            "(select external_id from knowledge where document_id = value limit 1) from json_each(?)",
             [json.dumps(sorted({d.document_id for _, d in placed}))],
         )
-    )
+        if held
+    }
+    placed = [(position, document) for position, document in placed if document.document_id in stored]
     return {
         position: (
             f"its '_document' {shown(document.document_id)} holds "

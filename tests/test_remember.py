@@ -414,3 +414,27 @@ def test_a_record_placed_in_another_records_document_is_refused(tmp_path):
     assert not report.errors and rows(conn, "select external_id, document_id, content from knowledge") == [
         ("a", document, "alpha, corrected")
     ]
+
+
+def test_a_record_placed_as_an_earlier_version_in_another_records_document_is_refused(tmp_path):
+    """The same with `_version_of`: m2's document took m1's earlier version and m2 was
+    gone, or m1's history version took another _id (review 107, H2)."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    first = [
+        {"_id": "m1", "text": "Alpha one.", "valid_from": "2024-01-01"},
+        {"_id": "m2", "text": "Beta two.", "valid_from": "2024-01-01"},
+    ]
+    brain_sql.remember(conn, first)
+    brain_sql.remember(conn, [{"_id": "m1", "text": "Alpha one, second.", "valid_from": "2024-06-01"}])
+    before = rows(conn, "select * from knowledge")
+    history = "remember#m1@2024-01-01 00:00:00"
+    for placed, holder in [
+        ({"_id": "m1", "_document": "remember#m2", "valid_from": "2023-01-01"}, "m2"),
+        ({"_id": "m9", "_document": history, "valid_from": "2024-01-01"}, "m1"),
+    ]:
+        report, ids = brain_sql.remember(conn, [{**placed, "_version_of": "remember#m1", "text": "evil"}])
+        assert ids == [] and [e.message for e in report.errors] == [
+            f"record 1: its '_document' {shown(placed['_document'])} holds the record with _id {shown(holder)}: "
+            "a record replaces only its own document; give that _id, or leave '_document' out"
+        ]
+        assert rows(conn, "select * from knowledge") == before
