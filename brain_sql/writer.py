@@ -329,6 +329,7 @@ def _document_marks(document, chunk):
 
 # what _marks reads of a stored memory, after its id (its metadata for its session: _marked)
 _MARKED = "id, external_id, content, scope, class, metadata"
+_UNDECIDED = ()  # a mark that memories with other decisions share: it carries none
 
 
 def _marked(rows):
@@ -868,10 +869,11 @@ class DocumentWriter:
         return left
 
     def _decisions(self, document_ids):
-        """((relevance_tier, expires_at), id, external_id, content, scope, class,
-        session) of each current memory of those `document_ids` whose tier or expiry is
-        a review's decision: not what its record stated (a document whose stated values
-        were not recorded, written before m021, has none told)."""
+        """(decision, id, external_id, content, scope, class, session) of each current
+        memory of those `document_ids`: its (relevance_tier, expires_at, and those its
+        record stated) when they are a review's decision, not what its record stated,
+        else None (a document whose stated values were not recorded, written before
+        m021, has none told)."""
         rows = self.conn.execute(
             "select k.relevance_tier, k.expires_at, d.stated_fields, k.id, k.external_id, k.content, k.scope, "
             "k.class, k.metadata from knowledge k join documents d on d.document_id = k.document_id "
@@ -881,8 +883,8 @@ class DocumentWriter:
         decided = []
         for (tier, expires, stated_text, *_), marked in zip(rows, _marked(row[3:] for row in rows)):
             stated = stated_values(stated_text)
-            if stated and (tier, expires) != (stated["relevance_tier"], stated["expires_at"]):
-                decided.append(((tier, expires, stated["relevance_tier"], stated["expires_at"]), *marked))
+            was = (stated.get("relevance_tier", 1), stated.get("expires_at")) if stated else None
+            decided.append(((tier, expires, *was) if was and (tier, expires) != was else None, *marked))
         return decided
 
     def _carry_decisions(self, decided):
@@ -892,11 +894,14 @@ class DocumentWriter:
         new = {}
         for decision, _, *memory in decided:
             for mark in _marks(*memory):
-                if mark not in self.removed_decisions:
-                    new.setdefault(mark, decision)
+                # memories alike but for their decisions (one archived, one not) tell a copy none
+                known = new.get(mark, self.removed_decisions.get(mark, decision))
+                new[mark] = decision if known == decision else _UNDECIDED
+        new = {mark: decision for mark, decision in new.items() if self.removed_decisions.get(mark) != decision}
+        self.removed_decisions.update(new)
+        new = {mark: decision for mark, decision in new.items() if decision is not None}
         if not new:
             return
-        self.removed_decisions.update(new)
         changes = []
         for first, last in zip(self.fresh.starts, self.fresh.ends):
             for row_id, *memory in _marked(
@@ -916,7 +921,8 @@ class DocumentWriter:
         decisions = self.removed_decisions if decisions is None else decisions
         if not decisions:
             return None
-        return next((decisions[mark] for mark in marks if mark in decisions), None)
+        found = {decisions[mark] for mark in marks if mark in decisions}
+        return found.pop() if len(found) == 1 and _UNDECIDED not in found else None
 
     def _decide(self, changes):
         """Give rows their removed originals' decisions, (tier, expiry, stated tier,

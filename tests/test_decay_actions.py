@@ -587,3 +587,24 @@ def test_a_moved_note_or_record_keeps_the_decisions_on_it(tmp_path):
     assert rows(conn, "select expires_at from knowledge where external_id = 'r'") == [("2031-01-01 00:00:00",)]
     assert brain_sql.check(conn) == {}
     close_brain(conn)
+
+
+def test_memories_alike_but_for_their_decisions_carry_none_when_moved(tmp_path):
+    """Two notes of one text, one archived, both renamed in one run: both copies came
+    back archived, so the note never archived left recall without a word (review
+    107, H3). What cannot be told apart carries no decision."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for name in ("a", "b"):
+        (vault / f"{name}.md").write_text("The same paragraph in two notes, word for word.\n")
+    (vault / "c.md").write_text("Another note.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    [[archived]] = rows(conn, "select id from knowledge where source_path like '%/a.md'")
+    brain_sql.archive(conn, [archived])
+    for name in ("a", "b"):
+        (vault / f"{name}.md").rename(vault / f"{name}2.md")
+    report = brain_sql.ingest(conn, [vault], prune=True)
+    assert report.chunks_carried_decision == 0, report.summary()
+    assert rows(conn, "select relevance_tier from knowledge where source_path like '%2.md'") == [(1,), (1,)]
+    close_brain(conn)
