@@ -1,54 +1,41 @@
 """What an object a person or tool added to a brain's file shows of its other tables:
-a view's reads, a full-text index made over a table (`sqlite-utils enable-fts`) and
-its shadow tables, a table triggers fill from others. Whoever may not read one of
-those tables may read none of it (review 106: a view over `knowledge` answered its
-rows to an actor denied `knowledge`)."""
+a view's reads, a full-text index made over a table (`sqlite-utils enable-fts`) or a
+vocabulary of one, their shadow tables, a table triggers fill from others. Whoever
+may not read one of those tables may read none of it (review 106: a view over
+`knowledge` answered its rows to an actor denied `knowledge`).
+
+SQLite tells what it reads: the schema's tables (their columns alone), views and
+triggers are made again in a database in memory, and its authorizer watches a select
+of each view and a write to each table that has triggers being prepared (nothing of
+the file is run). What it cannot tell (a view calling a function it does not know, a
+virtual table of a module other than FTS's) shows every table."""
 
 import re
+from collections import defaultdict
 
-from .connection import main_file, sqlite3
+from .connection import Connection, main_file, sqlite3
 
-EVERY_TABLE = "*"  # what a view shows whose reads SQLite cannot tell without running it
-# the tables FTS3/4/5 keep an index in, named after it: they are that index
-_SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config", "_segments", "_segdir", "_stat")
-# an FTS table's content= option: quoted, bracketed or bare
-_CONTENT = re.compile(
-    r"""[(,]\s*content\s*=\s*(?:'((?:[^']|'')*)'|"((?:[^"]|"")*)"|\[([^\]]*)\]|`([^`]*)`|([\w$]+))""", re.I
-)
-
-
-_told: dict[tuple, frozenset[str]] = {}  # (file, schema version, name) -> tables_shown: asked on every page
-_TOLD_AT_MOST = 4096
+EVERY_TABLE = "*"
+_FTS = ("fts3", "fts4", "fts5")
+# a vocabulary module reads an FTS index: its arguments past this many name the schema first
+_VOCABULARIES = {"fts5vocab": 2, "fts4aux": 1}
+_OWN_ROWS = ("vec0", "rtree", "rtree_i32", "geopoly")  # modules that keep the rows written to them, as a table does
+_VIRTUAL = re.compile(r"create\s+virtual\s+table\s+.*?\busing\s+([\w$]+)\s*\((.*)\)\s*$", re.I | re.S)
+_WRITES = (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE)  # what puts rows of others in a table
+_told: dict[tuple, tuple[dict[str, frozenset[str]], dict[str, str]]] = {}  # (file, schema version) -> flows, kinds
+_TOLD_AT_MOST = 64
 
 
-def tables_shown(conn: sqlite3.Connection, name: str) -> set[str]:
+def tables_shown(conn: Connection, name: str) -> set[str]:
     """The tables (and virtual tables) of `conn`'s main schema whose rows `name`
-    shows, followed through views, content tables and triggers; EVERY_TABLE among
-    them when a view's reads cannot be told (it calls a function SQLite does not
-    know, or a module it cannot describe). Empty for a table nothing fills. Kept
-    for the schema as it is: a change of it (its version) asks again."""
-    path = main_file(conn)
-    if not path:  # a database in memory: no file to know it by
-        return _shown(conn, name)
-    key = (path, conn.execute("pragma schema_version").fetchone()[0], name)
-    if key not in _told:
-        if len(_told) >= _TOLD_AT_MOST:
-            _told.clear()
-        _told[key] = frozenset(_shown(conn, name))
-    return set(_told[key])
-
-
-def _shown(conn, name):
-    objects = {
-        row[0]: row[1:]
-        for row in conn.execute(
-            "select name, type, tbl_name, coalesce(sql, '') from sqlite_master where name is not null"
-        )
-    }
+    shows, followed through views, FTS content tables, vocabularies, shadow tables and
+    triggers; EVERY_TABLE among them when SQLite cannot tell. Empty for a table
+    nothing fills. The schema's flows are found once for each version of it."""
+    flows, kinds = _flows(conn)
     shown, seen, todo = set(), {name}, [name]
     while todo:
-        for source in _sources(conn, objects, todo.pop()):
-            if source == EVERY_TABLE or objects.get(source, ("table",))[0] != "view":
+        for source in flows.get(todo.pop(), ()):
+            if source == EVERY_TABLE or kinds.get(source) != "view":
                 shown.add(source)
             if source not in seen and source != EVERY_TABLE:
                 seen.add(source)
@@ -57,67 +44,193 @@ def _shown(conn, name):
     return shown
 
 
-def _sources(conn, objects, name):
-    """The objects `name` shows rows of, one step back."""
-    kind, _, sql = objects.get(name, ("table", name, ""))
-    if kind == "view":
-        return _view_reads(conn, objects, name)
-    # a trigger naming it fills it from the table the trigger is on
-    found = {table for k, table, text in objects.values() if k == "trigger" and _writes(text, name)} - {name}
-    if sql.lower().startswith("create virtual table"):
-        content = _CONTENT.search(sql)
-        value = next((group for group in content.groups() if group is not None), "") if content else ""
-        if value:
-            found.add(value.replace("''", "'").replace('""', '"'))
-    index = next((name[: -len(s)] for s in _SHADOW_SUFFIXES if name.endswith(s) and name[: -len(s)] in objects), None)
-    if index is not None and objects[index][2].lower().startswith("create virtual table"):
-        found.add(index)
+def object_kind(conn: Connection, name: str) -> str | None:
+    """What `name` is in `conn`'s main schema, as SQLite's table_list says ('table',
+    'virtual', 'shadow', 'view') or 'trigger', 'index'; None when nothing is so named."""
+    return _flows(conn)[1].get(name)
+
+
+def _flows(conn):
+    """({object: the objects whose rows flow into it}, {object: its kind}), kept for
+    the file and version of its schema: asked for every table on a page, each asks
+    only the schema's version."""
+    path = main_file(conn)
+    key = (path, conn.execute("pragma main.schema_version").fetchone()[0])
+    if path and key in _told:
+        return _told[key]
+    kinds = {row[1]: row[2] for row in conn.execute("pragma main.table_list") if row[0] == "main"}
+    kinds.update(
+        dict(conn.execute("select name, type from main.sqlite_master where type in ('view', 'trigger', 'index')"))
+    )
+    found = ({name: frozenset(sources) for name, sources in _found(conn, kinds).items()}, kinds)
+    if path:  # a database in memory has no file to know it by
+        if len(_told) >= _TOLD_AT_MOST:
+            _told.clear()
+        _told[key] = found
     return found
 
 
-def _writes(sql, name):
-    """Whether trigger text `sql` inserts into or updates `name` (in any quoting, any case)."""
-    named = (
-        "|".join(re.escape(q[0] + name.replace(q[-1], q[-1] * 2) + q[-1]) for q in ('"', "'", "`", "[]"))
-        + rf"|{re.escape(name)}(?![\w$])"
-    )
-    return (
-        re.search(
-            rf"(?:(?:insert(?:\s+or\s+\w+)?|replace)\s+into|update(?:\s+or\s+\w+)?)\s+(?:main\s*\.\s*)?(?:{named})",
-            sql,
-            re.I,
-        )
-        is not None
-    )
-
-
-def _view_reads(conn, objects, view):
-    """What view `view` reads, as SQLite's authorizer sees it prepare a select of it,
-    in a database in memory holding the schema's tables (their columns alone) and
-    views, so that nothing of the file is run."""
+def _found(conn, kinds):
+    objects = conn.execute(
+        "select name, type, tbl_name, coalesce(sql, '') from main.sqlite_master where name not like 'sqlite\\_%' "
+        "escape '\\'"
+    ).fetchall()
+    flows = defaultdict(set)
+    virtual = {name: sql for name, kind, _, sql in objects if kinds.get(name) == "virtual"}
+    for name, sql in virtual.items():
+        flows[name] |= _module_sources(sql)
+    for name, kind in kinds.items():  # a module's tables are its virtual table
+        owner = next((v for v in virtual if name.startswith(v + "_")), None) if kind in ("shadow", "table") else None
+        if owner is not None:
+            flows[name].add(owner)
     scratch = sqlite3.connect(":memory:")
-    reads = set()
-
-    def authorize(action, table, *_):
-        if action == sqlite3.SQLITE_READ:
-            reads.add(table)
-        return sqlite3.SQLITE_OK
-
     try:
-        for name, (kind, _, _) in objects.items():
-            if kind == "table" and not name.startswith("sqlite_"):
-                columns = [row[1] for row in conn.execute(f"pragma table_xinfo({_quoted(name)})")]
-                scratch.execute(f"create table {_quoted(name)} ({', '.join(map(_quoted, columns)) or 'x'})")
-        for kind, _, sql in objects.values():
-            if kind == "view":
+        _authorized(conn, scratch, objects, flows)
+    finally:
+        scratch.close()
+    return flows
+
+
+def _module_sources(sql):
+    """What a virtual table made by `sql` shows: an FTS index its content= table (none:
+    its own rows, filled by writes), a vocabulary its FTS index, another module anything."""
+    found = _VIRTUAL.match(sql.strip())
+    if found is None:
+        return {EVERY_TABLE}
+    module, arguments = found[1].lower(), _arguments(found[2])
+    if module in _FTS:
+        pairs = [a.split("=", 1) for a in arguments if "=" in a]
+        content = [_unquoted(value.strip()) for key, value in pairs if key.strip().lower() == "content"]
+        return {content[-1]} if content and content[-1] else set()
+    if module in _VOCABULARIES and arguments:  # fts5vocab(table, type) or (schema, table, type); fts4aux(table)
+        return {_unquoted(arguments[1] if len(arguments) > _VOCABULARIES[module] else arguments[0])}
+    return set() if module in _OWN_ROWS else {EVERY_TABLE}
+
+
+def _arguments(text):
+    """A module's arguments as SQLite splits them: at commas outside quotes,
+    brackets and parentheses."""
+    arguments, current, depth, quote = [], [], 0, None
+    closing = {"'": "'", '"': '"', "`": "`", "[": "]"}
+    for char in text:
+        if quote is not None:
+            current.append(char)
+            if char == closing[quote]:
+                quote = None  # a doubled quote opens again at once
+            continue
+        if char in closing:
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "," and depth == 0:
+            arguments.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    arguments.append("".join(current).strip())
+    return [argument for argument in arguments if argument]
+
+
+def _unquoted(token):
+    if len(token) >= 2 and (token[0], token[-1]) in (("'", "'"), ('"', '"'), ("`", "`"), ("[", "]")):
+        inner = token[1:-1]
+        return inner if token[0] == "[" else inner.replace(token[0] * 2, token[0])
+    return token
+
+
+def _authorized(conn, scratch, objects, flows):
+    """Add to `flows` what SQLite's authorizer sees read: by each view, and by each
+    trigger, into each table it writes (with the rows of the table it is on)."""
+    for name, kind, _, sql in objects:
+        if kind == "table":
+            _make_table(conn, scratch, name, sql)
+    unmade = set()
+    for name, kind, _, sql in objects:
+        if kind in ("index", "view", "trigger") and sql:  # an index: the target an upsert in a trigger names
+            try:
                 scratch.execute(sql)
-        scratch.set_authorizer(authorize)
+            except sqlite3.Error:
+                unmade.add(name)
+    events = []
+    scratch.set_authorizer(lambda action, first, second, database, source: events.append((action, first, source)) or 0)
+    for name, kind, _, _ in objects:
+        if kind == "view":
+            flows[name] |= _view_reads(scratch, events, name)
+    triggers = defaultdict(list)
+    for name, kind, table, _ in objects:
+        if kind == "trigger":
+            triggers[table].append(name)
+    tables = {name for name, kind, _, _ in objects if kind == "table"}
+    for table, names in triggers.items():
+        told = _trigger_flows(scratch, events, table)
+        if told is None or unmade & set(names):  # what they write is not told: whatever they name shows all
+            texts = [sql for name, _, _, sql in objects if name in names]
+            told = {written: {EVERY_TABLE} for written in tables - {table} if any(_names(t, written) for t in texts)}
+        for written, sources in told.items():
+            flows[written] |= sources
+
+
+def _view_reads(scratch, events, view):
+    """What a select of `view` reads, as the authorizer sees it prepared."""
+    events.clear()
+    try:
         scratch.execute(f"explain select * from {_quoted(view)}")
     except sqlite3.Error:
         return {EVERY_TABLE}
-    finally:
-        scratch.close()
-    return reads - {view}
+    return {first for action, first, _ in events if action == sqlite3.SQLITE_READ} - {view}
+
+
+def _trigger_flows(scratch, events, table):
+    """{table written: what flows into it} for the triggers on `table`, as the
+    authorizer sees an insert, an update of every column and a delete of it prepared;
+    None when one of them cannot be."""
+    columns = [row[1] for row in scratch.execute(f"pragma table_info({_quoted(table)})")]
+    setting = ", ".join(f"{_quoted(c)} = {_quoted(c)}" for c in columns) or "rowid = rowid"
+    reads, writes = defaultdict(set), defaultdict(set)
+    for statement in (
+        f"insert into {_quoted(table)} default values",
+        f"update {_quoted(table)} set {setting}",
+        f"delete from {_quoted(table)}",
+    ):
+        events.clear()
+        try:
+            scratch.execute(f"explain {statement}")
+        except sqlite3.Error:
+            return None
+        for action, first, source in events:
+            if source is not None and action == sqlite3.SQLITE_READ:
+                reads[source].add(first)
+            elif source is not None and action in _WRITES:
+                writes[source].add(first)
+    told = defaultdict(set)
+    for trigger, written in writes.items():
+        for target in written - {table}:
+            told[target] |= reads[trigger] | {table}
+    return told
+
+
+def _make_table(conn, scratch, name, sql):
+    """Table `name` in `scratch`: as its SQL makes it (its keys, for the upserts of
+    triggers), else (a virtual table) with its columns alone."""
+    if not sql.lower().startswith("create virtual"):
+        try:
+            scratch.execute(sql)
+            return
+        except sqlite3.Error:
+            pass
+    try:
+        columns = [row[1] for row in conn.execute(f"pragma main.table_xinfo({_quoted(name)})")]
+    except sqlite3.Error:  # a module not loaded here: its columns unknown
+        columns = []
+    scratch.execute(f"create table {_quoted(name)} ({', '.join(map(_quoted, columns)) or 'x'})")
+
+
+def _names(sql, name):
+    """Whether `sql` names `name` in any quoting or case (a conservative guess)."""
+    bare = rf"(?<![\w$]){re.escape(name)}(?![\w$])"
+    return re.search(bare, sql, re.I) is not None
 
 
 def _quoted(name):

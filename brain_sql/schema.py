@@ -20,6 +20,7 @@ from typing import Any
 import sqlite_utils
 from sqlite_utils import Migrations
 
+from . import lineage
 from .config import CHANGE_LOG_KEEP, INGEST_TRANSACTION_SECONDS, MAX_ID, configured_model
 from .connection import UNDECODED_TEXT, Connection, Turns, atomic, may_begin, open_connection, sqlite3
 from .conversation import session_sql, speaker_sql
@@ -1122,6 +1123,30 @@ GRAPH_TABLES = ("entities", "relationships", "documents")
 def brain_table(table: str) -> bool:
     """Whether `table` is one of a brain's, by its name alone."""
     return table in BRAIN_TABLES or derived_from_knowledge(table)
+
+
+# the virtual tables a brain makes, and the tables sqlite-vec keeps vec_knowledge in (FTS5's say they are its)
+OWN_VIRTUAL_TABLES = ("knowledge_fts", "knowledge_fts_vocab", "knowledge_fts_terms", "vec_knowledge")
+_VECTOR_TABLES = re.compile(
+    r"vec_knowledge_(?:chunks|rowids|info|auxiliary|vector_chunks\d+|metadatachunks\d+|metadatatext\d+)"
+)
+
+
+def shown_by_added(conn: Connection, name: str) -> set[str] | None:
+    """None when `name` is one of the brain's own tables (by its name and kind); else,
+    an object someone added (a view, an index, a table, named like the brain's or
+    not: review 107), the tables whose rows it shows (lineage.tables_shown)."""
+    kind = lineage.object_kind(conn, name)
+    if kind is None:
+        return set()
+    own = (
+        (name in BRAIN_TABLES and kind == "table")
+        or (name in OWN_VIRTUAL_TABLES and kind == "virtual")
+        or (name.startswith("knowledge_fts_") and kind == "shadow")
+        or (_VECTOR_TABLES.fullmatch(name) is not None and kind == "table")
+        or (name.startswith("sqlite_stat") and kind == "table")
+    )
+    return None if own else lineage.tables_shown(conn, name)
 
 
 def prune_changes(conn, keep, deadline=None):

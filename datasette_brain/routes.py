@@ -521,21 +521,24 @@ def derived_table_readable(datasette, actor, database, table):
             return False
         if for_plugin.derived_from_every_table(table) and await tools.is_brain(datasette, database):
             return None if await tools.tables_readable(datasette, actor, database) else False
-        return None
+        # named like one of the brain's, but added by someone (a view): what it shows decides (review 107)
+        return await added_table_readable(datasette, actor, database, table)()
 
     return inner
 
 
 def added_table_readable(datasette, actor, database, table):
     """An awaitable: False when `table` of a brain, one added to it (a view, an index
-    `sqlite-utils enable-fts` made, a table triggers fill), shows rows of a table
-    `actor` may not view, or of every table (a view whose reads cannot be told) when
-    `actor` may not read them all; else None (no opinion)."""
+    `sqlite-utils enable-fts` made, a vocabulary, a table triggers fill, under any
+    name), shows rows of a table `actor` may not view, or of every table (what SQLite
+    cannot tell) when `actor` may not read them all; else None (no opinion)."""
 
     async def inner():
         if not await tools.is_brain(datasette, database):
             return None
-        shown = await datasette.databases[database].execute_fn(lambda conn: for_plugin.tables_shown(conn, table))
+        shown = await datasette.databases[database].execute_fn(lambda conn: for_plugin.shown_by_added(conn, table))
+        if shown is None:  # one of the brain's own
+            return None
         if for_plugin.EVERY_TABLE in shown and not await tools.tables_readable(datasette, actor, database):
             return False
         for source in sorted(shown - {for_plugin.EVERY_TABLE}):

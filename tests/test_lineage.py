@@ -55,3 +55,32 @@ def test_the_tables_an_added_object_shows_are_found_however_they_are_quoted():
         "log": {"plain"},
         "plain": set(),
     }
+
+
+def test_what_review_107_found_shown_is_found():
+    """A vocabulary of an index, content= after a tokenize string holding ",content=",
+    a trigger whose write a comment splits, and one that copies another table's rows:
+    each showed rows the check did not follow (review 107, H1)."""
+    conn = sqlite3.connect(":memory:")
+    for statement in [
+        "create table knowledge (title, content)",
+        "create table notes (x)",
+        "create table entities (name)",
+        "create table edges (id)",
+        "create table edge_log (id)",
+        "create table ent_copy (name)",
+        "create virtual table ktext using fts5(title, content, content=knowledge)",
+        "create virtual table words using fts5vocab(ktext, 'instance')",
+        """create virtual table kf using fts5(content, tokenize="unicode61 separators ',content=notes'", """
+        "content=knowledge)",
+        "create trigger logged after insert on edges begin insert /* a comment */ into edge_log values (new.id); end",
+        "create trigger copied after insert on knowledge begin insert into ent_copy select name from entities; end",
+    ]:
+        conn.execute(statement)
+    shown = {name: lineage.tables_shown(conn, name) for name in ["words", "kf", "edge_log", "ent_copy"]}
+    assert shown == {
+        "words": {"ktext", "knowledge"},
+        "kf": {"knowledge"},
+        "edge_log": {"edges"},
+        "ent_copy": {"entities", "knowledge"},
+    }

@@ -718,12 +718,16 @@ async def test_a_view_index_or_table_added_to_a_brain_follows_the_tables_it_show
         "create view mine as select body from notes",
         "create table edge_log (id integer)",
         "create trigger edge_logged after insert on relationships begin insert into edge_log values (new.id); end",
+        # review 107: named like the brain's own, a vocabulary of its index
+        "create view knowledge_fts_names as select name from entities",
+        "create view vec_knowledge_x as select relation_type from relationships",
+        "create virtual table words using fts5vocab(knowledge_fts, 'instance')",
     )
     sqlite_utils.Database(brain).table("entities").enable_fts(["name"])
     follows = {
-        "knowledge": ["recent", "counted"],
-        "entities": ["entity_names", "entities_fts", "entities_fts_data", "entities_fts_config"],
-        "relationships": ["edges", "edge_log"],
+        "knowledge": ["recent", "counted", "words"],
+        "entities": ["entity_names", "entities_fts", "entities_fts_data", "entities_fts_config", "knowledge_fts_names"],
+        "relationships": ["edges", "edge_log", "vec_knowledge_x"],
     }
     datasette = Datasette([str(brain)], metadata=denying(table))
     admin = {"ds_actor": datasette.sign({"a": ADMIN}, "actor")}
