@@ -95,7 +95,7 @@ class IngestReport:
     chunks_removed: int = 0
     # chunks written or left flagged as moved copies of flagged memories this run removed
     chunks_carried_flag: int = 0
-    # chunks written as moved copies of memories this run removed that keep a review's decision on them
+    # chunks written anew (moved copies, a text whose line ends alone changed) that keep a review's decision
     chunks_carried_decision: int = 0
     entities: int = 0
     relationships: int = 0
@@ -124,9 +124,7 @@ class IngestReport:
         flag or review decision), entities and relationships, what was skipped, the time."""
         carried, decided = self.chunks_carried_flag, self.chunks_carried_decision
         moved = f", {carried:,} flagged as moved copies of flagged memories" if carried else ""
-        moved += (
-            f", {decided:,} archived or kept to an expiry as moved copies of memories so decided" if decided else ""
-        )
+        moved += f", {decided:,} keeping the review decision on the memory they replace" if decided else ""
         return (
             f"{counted(self.files, 'file')}, {counted(self.documents, 'document')}: "
             f"{counted(self.chunks_added, 'chunk')} added, {self.chunks_updated:,} updated, "

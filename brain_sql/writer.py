@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import time
+from collections import defaultdict
 from pathlib import Path
 
 import xxhash
@@ -306,6 +307,12 @@ def _rewrites(conn, document):
     ) or any((valid_from, scope) != place for _, valid_from, scope in stored)
 
 
+def _line_ends_as_lf(text):
+    """`text` with each CRLF or lone CR as LF: what a note's text was read as before its
+    line ends were kept."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def _text_mark(text):
     """A chunk's text as a small key (its 64-bit hash) for _carries' set of flagged texts."""
     return xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"))
@@ -528,6 +535,7 @@ class DocumentWriter:
             # never brings flagged text back into recall unreviewed
             flagged = self._uncarried(document)
         unstated = self._unstated_edges(plan["removed"])
+        rewritten = self._decided_texts(document, plan["removed"]) if plan["known"] and plan["removed"] else {}
         if plan["removed"]:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
@@ -544,6 +552,9 @@ class DocumentWriter:
             conn.executemany("update knowledge set flagged = 1 where id = ? and flagged = 0", marked)
         stored_vectors, [added] = self._insert_chunks([(document, plan, columns, flagged)], vectors)
         chunk_ids.update(added)
+        if rewritten:  # a chunk written anew whose text differs from a removed one's in its line ends alone
+            texts = {index: _line_ends_as_lf(chunk.content) for _, _, index, chunk in plan["new"]}
+            self._decide([(*rewritten[texts[i]], row_id) for i, row_id in added.items() if texts[i] in rewritten])
         flagged = flagged or int(any(chunk.flagged for chunk in document.chunks))
         if moved:  # placed after the turns of its new session, as its context was made (Sessions)
             conn.execute("delete from documents where document_id = ?", (document.document_id,))
@@ -562,6 +573,31 @@ class DocumentWriter:
         self.last_restated = restated
         self.turns.written(conn, [document.document_id], restated)
         return stored_vectors
+
+    def _decided_texts(self, document, removed):
+        """{text with its line ends as LF: (tier, expiry decided, tier, expiry stated)} of
+        the chunks `removed` from stored `document` that a review decided, when no other
+        of them has that text: read as LF before 7 December 2026, a note written with
+        CRLF is written again with its line ends as written, and keeps the decisions on
+        it (review 107)."""
+        stated = self.conn.execute(
+            "select stated_fields from documents where document_id = ?", (document.document_id,)
+        ).fetchone()
+        stated = stated_values(stated[0] if stated else None)
+        if not stated:
+            return {}
+        was = (stated["relevance_tier"], stated["expires_at"])
+        found = defaultdict(set)
+        for tier, expires, content in self.conn.execute(
+            "select relevance_tier, expires_at, content from knowledge where id in (select value from json_each(?))",
+            [json.dumps(removed)],
+        ):
+            found[_line_ends_as_lf(content)].add((tier, expires))
+        return {
+            text: (*decisions.pop(), *was)
+            for text, decisions in found.items()
+            if len(decisions) == 1 and was not in decisions
+        }
 
     def _decided(self, document, columns):
         """The DECIDED_COLUMNS whose values the stored `document`'s record stated as it

@@ -562,7 +562,7 @@ def test_a_moved_note_or_record_keeps_the_decisions_on_it(tmp_path):
     (records / "one.jsonl").rename(records / "z.jsonl")  # the same, for a record
     report = brain_sql.ingest(conn, [vault, records], prune=True)
     assert report.chunks_carried_decision == 2, report.summary()
-    assert "2 archived or kept to an expiry as moved copies of memories so decided" in report.summary()
+    assert "2 keeping the review decision on the memory they replace" in report.summary()
     assert rows(
         conn, "select title, source_path like '%/sub/a.md', relevance_tier from knowledge where title = 'Old'"
     ) == [("Old", 1, 0)]
@@ -607,4 +607,32 @@ def test_memories_alike_but_for_their_decisions_carry_none_when_moved(tmp_path):
     report = brain_sql.ingest(conn, [vault], prune=True)
     assert report.chunks_carried_decision == 0, report.summary()
     assert rows(conn, "select relevance_tier from knowledge where source_path like '%2.md'") == [(1,), (1,)]
+    close_brain(conn)
+
+
+def test_a_note_whose_line_ends_alone_change_keeps_the_decisions_on_it(tmp_path):
+    """A note written with CRLF was stored with LF before 7 December 2026; its next
+    ingest writes it again as written, and dropped an archive or an extended expiry on
+    it: it came back into recall (review 107, H4). A change of line ends alone (an
+    editor's setting, too) keeps them; an edit does not."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    note = vault / "win.md"
+    note.write_bytes(b"# Old note\n\nA Windows paragraph about deploys.\n\nAnother paragraph, untouched.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    ids = [row[0] for row in rows(conn, "select id from knowledge")]
+    brain_sql.archive(conn, ids)
+    brain_sql.extend_expiry(conn, ids, 30, now="2030-01-01 00:00:00")
+    note.write_bytes(note.read_bytes().replace(b"\n", b"\r\n"))
+    report = brain_sql.ingest(conn, [vault])
+    assert report.chunks_carried_decision == 1 and report.chunks_removed == 1, report.summary()
+    assert rows(conn, "select relevance_tier, expires_at, content like '%' || char(13) || '%' from knowledge") == [
+        (0, "2030-01-31 00:00:00", 1)
+    ]
+    note.write_bytes(note.read_bytes().replace(b"deploys", b"releases"))  # an edit: another memory
+    report = brain_sql.ingest(conn, [vault])
+    assert report.chunks_carried_decision == 0
+    assert rows(conn, "select relevance_tier, expires_at from knowledge") == [(1, None)]
+    assert brain_sql.check(conn) == {}
     close_brain(conn)
