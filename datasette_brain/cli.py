@@ -325,6 +325,7 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
             f"nothing to ingest in {named} ({why}), and no brain is made for it "
             f"(sqlite-utils brain init {db_path} makes an empty one)"
         )
+    made = not Path(db_path).exists()
     conn = _open(db_path, must_exist=False)
     total = sum(map(_size, (p for p, _ in files)))
     refused = None
@@ -350,6 +351,8 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
         click.echo(f"skipped {error}", err=True)
     _settle(conn)
     click.echo(report.summary())
+    if made and not refused and _unmade(conn, db_path):
+        click.echo(f"nothing was stored, so no brain is made at {db_path}", err=True)
     if refused:
         raise refused
     if report.errors:
@@ -474,6 +477,18 @@ def mcp(db_paths):
             raise click.UsageError(f"{db_path} is given twice (as {named}): give each brain once")
         _open(db_path).close()  # a clear message for a file that is not a brain, before the protocol starts
     asyncio.run(stdio.serve(db_paths))
+
+
+def _unmade(conn, db_path):
+    """Remove the brain file an ingest made when it stored nothing (every file refused):
+    whether it did. Its files go only while it holds no memory and no document."""
+    counts = brain_sql.stats(conn)
+    if counts["memories"] or counts["documents"]:
+        return False
+    conn.close()
+    for suffix in ("-wal", "-shm", ""):
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+    return True
 
 
 def _settle(conn):
@@ -664,8 +679,10 @@ def remember(db_path, file, scope, klass, source, domain, as_json):
         raise BadInput(f"cannot read {name}: {ex.strerror}") from ex
     records, lines = _records(data, name)
     options = {"scope": scope, "klass": klass, "source": source, "domain": domain, "lines": lines}
-    if not Path(db_path).exists():  # refused options or records make no file
+    if not Path(db_path).exists():  # refused options or records, or none, make no file
         _say_refused(for_plugin.check_records(records, **options), name)
+        if not records:
+            raise BadInput(f"{name} holds no record: nothing was stored, and no brain is made at {db_path}")
     conn = _open(db_path, must_exist=False)
     report, ids = brain_sql.remember(conn, records, **options)
     _settle(conn)

@@ -689,6 +689,14 @@ def test_missing_path_and_unsupported_type(run, db_path, tmp_path):
         assert result.exit_code == 2 and "nothing to ingest in" in result.output, result.output
         assert f"sqlite-utils brain init {db_path} makes an empty one" in result.output.replace("\n", " ")
         assert not db_path.exists()
+    # review 107, M2: every file refused (broken frontmatter, not UTF-8, an empty note, a CSV header alone)
+    for name, data in [("broken.md", b"---\ntitle: [\n---\n"), ("bad.txt", b"\xff\xfe"), ("empty.md", b"")]:
+        (tmp_path / "refused" / name).parent.mkdir(exist_ok=True)
+        (tmp_path / "refused" / name).write_bytes(data)
+    write(tmp_path / "refused" / "header.csv", "id,text\n")
+    result = run("brain", "ingest", db_path, tmp_path / "refused")
+    assert result.exit_code == 1 and f"nothing was stored, so no brain is made at {db_path}" in result.output
+    assert not db_path.exists() and not list(tmp_path.glob("brain.db*"))
     assert run("brain", "init", db_path).exit_code == 0
     result = run("brain", "ingest", db_path, tmp_path / "nope", tmp_path / "image.png")
     assert result.exit_code == 1

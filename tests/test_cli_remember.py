@@ -103,7 +103,13 @@ def test_a_bad_record_is_an_error_naming_its_line_and_nothing_is_stored(run, db_
     assert result.exit_code == 2 and message in result.output, result.output
     assert "Traceback" not in result.output
     assert snapshot(brain_sql.connect(db_path)) == before
-    # the same refusal for a brain not made yet, which makes no file for it (it made an empty brain)
+    # the same refusal for a brain not made yet, which makes no file for it (it made an empty brain);
+    # and no record at all (review 107)
+    assert (
+        "holds no record: nothing was stored"
+        in run("brain", "remember", tmp_path / "none.db", write(tmp_path / "none.json", "[]")).output
+    )
+    assert not (tmp_path / "none.db").exists()
     new = tmp_path / "new.db"
     assert run("brain", "remember", new, tmp_path / "in.jsonl").output == result.output
     assert not new.exists()
