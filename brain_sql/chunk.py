@@ -6,7 +6,7 @@ from .config import CHUNK_MAX_CHARS
 from .document import Chunk
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_SPACES_IN_LINE = re.compile(r"(?<=[^ \t\n])[ \t]+")
+_SPACES_IN_LINE = re.compile(r"(?<=[^ \t\n\r])[ \t]+")
 
 
 def paragraphs(text, first_line=1):
@@ -88,14 +88,15 @@ def _cut(body, start, max_chars, breaks=None):
     is linear in the text."""
     pieces, pos = [], 0
     line, counted = start, 0  # the line that body[counted] is on
+    ends = "\n" if breaks is None else "\r\n"  # the characters that end a line (a note's lone CR too)
     while pos < len(body):
         end = min(len(body), pos + max_chars)
         if end < len(body):
-            end = pos + (_last_boundary(body[pos:end]) or max_chars)
+            end = pos + (_last_boundary(body[pos:end], ends) or max_chars)
         piece = body[pos:end]
         text = piece
         if pos:  # the spaces at a cut inside a line, then a line end: the next line's indentation stays
-            text = (text if body[pos - 1] == "\n" else text.lstrip(" \t")).lstrip("\r\n")
+            text = (text if body[pos - 1] in ends else text.lstrip(" \t")).lstrip("\r\n")
         begins = pos + len(piece) - len(text)
         text = text.rstrip() if end < len(body) else text
         if text.strip():
@@ -112,17 +113,18 @@ def _line_ends_in(text, breaks, start=0, end=None):
     return text.count("\n", start, end) if breaks is None else len(breaks.findall(text, start, end))
 
 
-def _last_boundary(window):
+def _last_boundary(window, ends="\n"):
     """Where to cut `window`: after its last sentence end (before the indentation of
     the line after it, when that end is a line end), else after its last line end (code
     and lists are cut between lines) when it is in the window's second half, else after
-    its last space inside a line (never in its indentation), else its last line end."""
+    its last space inside a line (never in its indentation), else its last line end.
+    A line ends at a character of `ends`."""
     sentence_ends = [m for m in _SENTENCE_END.finditer(window)]
     if sentence_ends:
         gap = sentence_ends[-1]
-        line_end = window.rfind("\n", gap.start(), gap.end())
+        line_end = max(window.rfind(end, gap.start(), gap.end()) for end in ends)
         return line_end + 1 if line_end >= 0 else gap.end()
-    line_end = window.rfind("\n")
+    line_end = max(window.rfind(end) for end in ends)
     spaces = [m.end() for m in _SPACES_IN_LINE.finditer(window)]  # a line's indentation is no place to cut
     if line_end > 0 and (line_end >= len(window) // 2 or not spaces):  # not a sliver before one long line
         return line_end + 1
