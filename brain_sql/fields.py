@@ -215,6 +215,12 @@ def loads_json(text: str | bytes, unique_keys: bool = False) -> Any:
         raise ValueError(too_many_digits()) from None
 
 
+def said(error: Exception) -> str:
+    """What a parser's error says to whoever sent the text: a number past Python's
+    digit limit as too_many_digits, else its own message."""
+    return too_many_digits() if "integer string conversion" in str(error) else str(getattr(error, "msg", error))
+
+
 def too_many_digits() -> str:
     """What a whole number past Python's digit limit is told (Python's own message
     advises sys.set_int_max_str_digits(), a word for programmers, not for senders)."""

@@ -158,14 +158,14 @@ def _sql_function(conn, name, function):
             _check_arguments(name, parameters, required, args)
             with in_statement(conn):
                 return function(*args)
+        except (InputError, ModelError) as ex:  # a model not installed here: what to run, one line
+            _mark(ex, name)
+            raise
         except Exception as ex:
             if _interrupted(conn):  # a time limit, not the brain: said so in the one line logged
                 error = sqlite3.OperationalError("interrupted: a time limit stopped the statement calling it")
                 _mark(error, name)
                 raise error from ex
-            if isinstance(ex, (InputError, ModelError)):  # a model not installed here: what to run, one line
-                _mark(ex, name)
-                raise
             if _not_a_brain(conn):
                 error = InputError(f"{name} needs a brain, and this database is not one (it has no brain_meta model)")
                 _mark(error, name)

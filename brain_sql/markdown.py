@@ -21,6 +21,7 @@ from .document import (
     document_fields,
     text_bytes,
 )
+from .fields import said
 from .hookspecs import hookimpl
 from .wording import shown
 
@@ -90,7 +91,7 @@ def parse_markdown(path, text):
         except (yaml.YAMLError, ValueError, RecursionError) as ex:  # a number past Python's digit limit, too deep
             mark = getattr(ex, "problem_mark", None)
             line = mark.line + 2 if mark else 1
-            problem = getattr(ex, "problem", None) or str(ex) or "nested too deeply"
+            problem = getattr(ex, "problem", None) or said(ex) or "nested too deeply"
             yield IngestError(path, line, f"broken frontmatter: {problem}")
             return
         if frontmatter is None:
@@ -276,7 +277,7 @@ def _as_written(construct, canonical):
     return constructed
 
 
-_DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)")  # an int as Python writes it, told without writing a huge one
+_DECIMAL = re.compile(r"0|-?[1-9][0-9]*")  # an int as Python writes it, told without writing a huge one
 _BoundedLoader.add_constructor(
     "tag:yaml.org,2002:int", _as_written(yaml.SafeLoader.construct_yaml_int, lambda _, text: _DECIMAL.fullmatch(text))
 )

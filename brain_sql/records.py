@@ -46,7 +46,7 @@ from .document import (
     text_bytes,
 )
 from .errors import FieldError
-from .fields import key_once, loads_json, name_text, normalize_fields, unstorable, whole_number
+from .fields import key_once, loads_json, name_text, normalize_fields, said, unstorable, whole_number
 from .hookspecs import hookimpl
 from .wording import shown
 
@@ -85,7 +85,7 @@ def parse_json(path, text):
         except ValueError:  # a key given twice, NaN or Infinity: only the record holding it is skipped
             data, marked = json.loads(text, object_pairs_hook=_Pairs.of, parse_constant=_Refused), True
     except (ValueError, RecursionError) as ex:  # not JSON, a number past Python's digit limit, nested too deep
-        yield IngestError(path, getattr(ex, "lineno", 1), f"malformed JSON: {getattr(ex, 'msg', ex)}")
+        yield IngestError(path, getattr(ex, "lineno", 1), f"malformed JSON: {said(ex)}")
         return
     items = data if isinstance(data, list) else [data]
     for number, item in enumerate(items, 1):

@@ -89,6 +89,11 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
     }
     # YAML 1.1's hexadecimal is kept as written, as YAML 1.2 readers keep it (it was an int past the digit limit)
     assert rows(conn, "select metadata ->> 'extra' from knowledge where title = 'hex'") == [("0x" + "f" * 4000,)]
+    # told without Python's advice to programmers (review 107, L1)
+    assert not any("set_int_max_str_digits" in e.message for e in report.errors), report.errors
+    assert [e.message for e in report.errors if e.path.endswith("big.md")] == [
+        "broken frontmatter: a whole number of more than 4,300 digits, more than is read: write it as text"
+    ]
 
 
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
@@ -559,7 +564,7 @@ def test_frontmatter_scalars_are_kept_as_written_unless_written_as_their_value(t
     folder = tmp_path / "vault"
     folder.mkdir()
     (folder / "a.md").write_text(
-        "---\ntitle: 010\nmeeting: 12:30\nversion: 1.10\nzip: 01234\non: 2024-01-01\nsigned: +3\n"
+        "---\ntitle: 010\nmeeting: 12:30\nversion: 1.10\nzip: 01234\non: 2024-01-01\nsigned: +3\nnought: -0\n"
         "stamp: 2024-01-01T10:00:00Z\nkept: {n: 12, f: 1.5, z: -0.0, b: true, B: False, d: 2024-02-03, none: ~}\n"
         "---\nbody one\n"
     )
@@ -578,6 +583,7 @@ def test_frontmatter_scalars_are_kept_as_written_unless_written_as_their_value(t
                 "zip": "01234",
                 "on": "2024-01-01",
                 "signed": "+3",
+                "nought": "-0",
                 "stamp": "2024-01-01T10:00:00Z",
                 "kept": {"n": 12, "f": 1.5, "z": -0.0, "b": True, "B": False, "d": "2024-02-03", "none": None},
             },
