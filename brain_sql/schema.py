@@ -1130,6 +1130,21 @@ OWN_VIRTUAL_TABLES = ("knowledge_fts", "knowledge_fts_vocab", "knowledge_fts_ter
 _VECTOR_TABLES = re.compile(
     r"vec_knowledge_(?:chunks|rowids|info|auxiliary|vector_chunks\d+|metadatachunks\d+|metadatatext\d+)"
 )
+_FTS_TABLES = ("knowledge_fts_data", "knowledge_fts_idx", "knowledge_fts_docsize", "knowledge_fts_config")
+_STATISTICS = re.compile(r"sqlite_stat[1-4]")
+
+
+def own_name(name: str) -> bool:
+    """Whether `name` is exactly one a brain gives a table of its own (its name alone:
+    what recall's permission checks ask, with no query). Another object named like
+    the brain's (`knowledge_fts_names`) is not; shown_by_added tells by its kind too."""
+    return (
+        name in BRAIN_TABLES
+        or name in OWN_VIRTUAL_TABLES
+        or name in _FTS_TABLES
+        or _VECTOR_TABLES.fullmatch(name) is not None
+        or _STATISTICS.fullmatch(name) is not None
+    )
 
 
 def shown_by_added(conn: Connection, name: str) -> set[str] | None:
