@@ -4,11 +4,12 @@ vocabulary of one, their shadow tables, a table triggers fill from others. Whoev
 may not read one of those tables may read none of it (review 106: a view over
 `knowledge` answered its rows to an actor denied `knowledge`).
 
-SQLite tells what it reads: the schema's tables (their columns alone), views and
-triggers are made again in a database in memory, and its authorizer watches a select
-of each view and a write to each table that has triggers being prepared (nothing of
-the file is run). What it cannot tell (a view calling a function it does not know, a
-virtual table of a module other than FTS's) shows every table."""
+SQLite tells what it reads: the schema's tables (as their SQL makes them, a virtual
+table with its columns alone), indexes, views and triggers are made again in a
+database in memory, and its authorizer watches a select of each view and a write to
+each table that has triggers being prepared (nothing of the file is run). What it
+cannot tell (a view calling a function it does not know, a virtual table of a module
+other than FTS's, sqlite-vec's or R*Tree's) shows every table."""
 
 import re
 from collections import defaultdict
