@@ -351,8 +351,8 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
         click.echo(f"skipped {error}", err=True)
     _settle(conn)
     click.echo(report.summary())
-    if made and not refused and _unmade(conn, db_path):
-        click.echo(f"nothing was stored, so no brain is made at {db_path}", err=True)
+    if made and not report.documents:  # not removed: another process may have opened it meanwhile
+        click.echo(f"nothing was stored: {db_path} is an empty brain (delete it if it is not wanted)", err=True)
     if refused:
         raise refused
     if report.errors:
@@ -477,18 +477,6 @@ def mcp(db_paths):
             raise click.UsageError(f"{db_path} is given twice (as {named}): give each brain once")
         _open(db_path).close()  # a clear message for a file that is not a brain, before the protocol starts
     asyncio.run(stdio.serve(db_paths))
-
-
-def _unmade(conn, db_path):
-    """Remove the brain file an ingest made when it stored nothing (every file refused):
-    whether it did. Its files go only while it holds no memory and no document."""
-    counts = brain_sql.stats(conn)
-    if counts["memories"] or counts["documents"]:
-        return False
-    conn.close()
-    for suffix in ("-wal", "-shm", ""):
-        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
-    return True
 
 
 def _settle(conn):

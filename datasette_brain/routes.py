@@ -11,6 +11,7 @@ request again.
 
 import asyncio
 import base64
+import contextvars
 import urllib.parse
 from collections.abc import Generator
 
@@ -536,19 +537,29 @@ def added_table_readable(datasette, actor, database, table):
     cannot tell) when `actor` may not read them all; else None (no opinion)."""
 
     async def inner():
-        if not await tools.is_brain(datasette, database):
-            return None
+        if _following.get() or not await tools.is_brain(datasette, database):
+            return None  # asked for a source of an added object: its own rules alone (the sources are all known)
         shown = await datasette.databases[database].execute_fn(lambda conn: for_plugin.shown_by_added(conn, table))
         if shown is None:  # one of the brain's own
             return None
         if for_plugin.EVERY_TABLE in shown and not await tools.tables_readable(datasette, actor, database):
             return False
-        for source in sorted(shown - {for_plugin.EVERY_TABLE}):
-            if not await datasette.permission_allowed(actor, "view-table", (database, source), default=True):
-                return False
+        following = _following.set(True)
+        try:
+            for source in sorted(shown - {for_plugin.EVERY_TABLE, table}):
+                if not await datasette.permission_allowed(actor, "view-table", (database, source), default=True):
+                    return False
+        finally:
+            _following.reset(following)
         return None
 
     return inner
+
+
+# set while the sources of an added object are asked about: tables_shown gave them all, transitively, so a
+# source's check is its own rules (and the brain's derived ones), not its sources again: a cycle of triggers
+# recursed without end, a chain of them took time exponential in its length (review 108)
+_following = contextvars.ContextVar("brain_following_sources", default=False)
 
 
 def queries_runnable(datasette, actor, database):

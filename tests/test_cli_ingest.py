@@ -694,9 +694,11 @@ def test_missing_path_and_unsupported_type(run, db_path, tmp_path):
         (tmp_path / "refused" / name).parent.mkdir(exist_ok=True)
         (tmp_path / "refused" / name).write_bytes(data)
     write(tmp_path / "refused" / "header.csv", "id,text\n")
+    # that is known only once they are read, by which time another process may have the new file open:
+    # it stays, and is said to be empty (review 108, H6: removed, a write through the other process was lost)
     result = run("brain", "ingest", db_path, tmp_path / "refused")
-    assert result.exit_code == 1 and f"nothing was stored, so no brain is made at {db_path}" in result.output
-    assert not db_path.exists() and not list(tmp_path.glob("brain.db*"))
+    assert result.exit_code == 1 and f"nothing was stored: {db_path} is an empty brain" in result.output
+    db_path.unlink()
     assert run("brain", "init", db_path).exit_code == 0
     result = run("brain", "ingest", db_path, tmp_path / "nope", tmp_path / "image.png")
     assert result.exit_code == 1
