@@ -21,8 +21,8 @@ _FTS = ("fts3", "fts4", "fts5")
 # a vocabulary module reads an FTS index: its arguments past this many name the schema first
 _VOCABULARIES = {"fts5vocab": 2, "fts4aux": 1}
 _OWN_ROWS = ("vec0", "rtree", "rtree_i32", "geopoly")  # modules that keep the rows written to them, as a table does
-_VIRTUAL = re.compile(r"create\s+virtual\s+table\s+.*?\busing\s+([\w$]+)\s*\((.*)\)\s*$", re.I | re.S)
-_WRITES = (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE)  # what puts rows of others in a table
+# what puts rows of others in a table, or takes some out by them (what is left tells of them)
+_WRITES = (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE)
 _told: dict[tuple, tuple[dict[str, frozenset[str]], dict[str, str]]] = {}  # (file, schema version) -> flows, kinds
 _TOLD_AT_MOST = 64
 
@@ -63,7 +63,11 @@ def _flows(conn):
     kinds.update(
         dict(conn.execute("select name, type from main.sqlite_master where type in ('view', 'trigger', 'index')"))
     )
-    found = ({name: frozenset(sources) for name, sources in _found(conn, kinds).items()}, kinds)
+    spelled = {name.lower(): name for name in kinds}  # SQLite's names know no case: each as the schema spells it
+    found = (
+        {name: frozenset(spelled.get(s.lower(), s) for s in sources) for name, sources in _found(conn, kinds).items()},
+        kinds,
+    )
     if path:  # a database in memory has no file to know it by
         if len(_told) >= _TOLD_AT_MOST:
             _told.clear()
@@ -94,44 +98,69 @@ def _found(conn, kinds):
 
 def _module_sources(sql):
     """What a virtual table made by `sql` shows: an FTS index its content= table (none:
-    its own rows, filled by writes), a vocabulary its FTS index, another module anything."""
-    found = _VIRTUAL.match(sql.strip())
-    if found is None:
+    its own rows, filled by writes), a vocabulary its FTS index, a module that keeps the
+    rows written to it nothing, another module (or SQL not read) anything."""
+    parts = _virtual_parts(sql)
+    if parts is None:
         return {EVERY_TABLE}
-    module, arguments = found[1].lower(), _arguments(found[2])
+    module, arguments = parts
     if module in _FTS:
-        pairs = [a.split("=", 1) for a in arguments if "=" in a]
-        content = [_unquoted(value.strip()) for key, value in pairs if key.strip().lower() == "content"]
+        content = [value for key, value in (_pair(a) for a in arguments) if key == "content"]
         return {content[-1]} if content and content[-1] else set()
     if module in _VOCABULARIES and arguments:  # fts5vocab(table, type) or (schema, table, type); fts4aux(table)
-        return {_unquoted(arguments[1] if len(arguments) > _VOCABULARIES[module] else arguments[0])}
+        table = arguments[1] if len(arguments) > _VOCABULARIES[module] else arguments[0]
+        return {_unquoted(table[0])} if len(table) == 1 else {EVERY_TABLE}
     return set() if module in _OWN_ROWS else {EVERY_TABLE}
 
 
-def _arguments(text):
-    """A module's arguments as SQLite splits them: at commas outside quotes,
-    brackets and parentheses."""
-    arguments, current, depth, quote = [], [], 0, None
-    closing = {"'": "'", '"': '"', "`": "`", "[": "]"}
-    for char in text:
-        if quote is not None:
-            current.append(char)
-            if char == closing[quote]:
-                quote = None  # a doubled quote opens again at once
-            continue
-        if char in closing:
-            quote = char
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "," and depth == 0:
-            arguments.append("".join(current).strip())
+# SQL's tokens, as SQLite reads them: a comment, a quoted name or text, a word, a character
+_TOKENS = re.compile(
+    r"""(?P<skip>\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))|(?P<token>'(?:[^']|'')*'?|"(?:[^"]|"")*"?|`(?:[^`]|``)*`?"""
+    r"""|\[[^\]]*\]?|[\w$]+|.)""",
+    re.S,
+)
+
+
+def _tokens(sql):
+    """`sql`'s tokens, comments left out."""
+    return [m["token"] for m in _TOKENS.finditer(sql) if m["token"] is not None]
+
+
+def _virtual_parts(sql):
+    """(module, [each argument's tokens]) of a CREATE VIRTUAL TABLE statement, read as
+    SQLite reads it (comments, quoted names); None when it is not read so."""
+    tokens = _tokens(sql)
+    words = [t.lower() for t in tokens]
+    if words[:3] != ["create", "virtual", "table"]:
+        return None
+    at = 6 if words[3:6] == ["if", "not", "exists"] else 3
+    at += 3 if len(words) > at + 1 and words[at + 1] == "." else 1  # the table's name, its schema's first
+    if len(words) < at + 2 or words[at] != "using":
+        return None
+    module = _unquoted(tokens[at + 1]).lower()
+    rest = tokens[at + 2 :]
+    if not rest:
+        return module, []
+    if rest[0] != "(" or rest[-1] != ")":
+        return None
+    arguments, current, depth = [], [], 0
+    for token in rest[1:-1]:
+        if token == "," and depth == 0:
+            arguments.append(current)
             current = []
             continue
-        current.append(char)
-    arguments.append("".join(current).strip())
-    return [argument for argument in arguments if argument]
+        depth += (token == "(") - (token == ")")
+        current.append(token)
+    arguments.append(current)
+    return module, [argument for argument in arguments if argument]
+
+
+def _pair(argument):
+    """(key, value) of a module argument `key = value` (its key in lower case), else (None, None)."""
+    if len(argument) >= 3 and argument[1] == "=":
+        value = "".join(argument[2:])
+        return argument[0].lower(), _unquoted(value) if len(argument) == 3 else value
+    return None, None
 
 
 def _unquoted(token):
@@ -168,7 +197,11 @@ def _authorized(conn, scratch, objects, flows):
         told = _trigger_flows(scratch, events, table)
         if told is None or unmade & set(names):  # what they write is not told: whatever they name shows all
             texts = [sql for name, _, _, sql in objects if name in names]
-            told = {written: {EVERY_TABLE} for written in tables - {table} if any(_names(t, written) for t in texts)}
+            told = {  # its own table is named once at least, by ON
+                written: {EVERY_TABLE}
+                for written in tables
+                if any(_names(t, written) > (written.lower() == table.lower()) for t in texts)
+            }
         for written, sources in told.items():
             flows[written] |= sources
 
@@ -207,8 +240,8 @@ def _trigger_flows(scratch, events, table):
                 writes[source].add(first)
     told = defaultdict(set)
     for trigger, written in writes.items():
-        for target in written - {table}:
-            told[target] |= reads[trigger] | {table}
+        for target in written:  # its own table too: a trigger may write into it what it reads of others
+            told[target] |= (reads[trigger] | {table}) - {target}
     return told
 
 
@@ -229,9 +262,8 @@ def _make_table(conn, scratch, name, sql):
 
 
 def _names(sql, name):
-    """Whether `sql` names `name` in any quoting or case (a conservative guess)."""
-    bare = rf"(?<![\w$]){re.escape(name)}(?![\w$])"
-    return re.search(bare, sql, re.I) is not None
+    """How many times `sql` names `name`, in any quoting or case."""
+    return [_unquoted(token).lower() for token in _tokens(sql)].count(name.lower())
 
 
 def _quoted(name):

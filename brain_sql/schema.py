@@ -1127,10 +1127,16 @@ def brain_table(table: str) -> bool:
 
 # the virtual tables a brain makes, and the tables sqlite-vec keeps vec_knowledge in (FTS5's say they are its)
 OWN_VIRTUAL_TABLES = ("knowledge_fts", "knowledge_fts_vocab", "knowledge_fts_terms", "vec_knowledge")
-_VECTOR_TABLES = re.compile(
-    r"vec_knowledge_(?:chunks|rowids|info|auxiliary|vector_chunks\d+|metadatachunks\d+|metadatatext\d+)"
+# exactly those the modules make for the brain's tables: a table someone made under a name they could
+# make (knowledge_fts_content: the index keeps no content; vec_knowledge_vector_chunks07) is no shadow of
+# theirs (review 108); one a later brain makes that is not here is decided by what it shows, its module's
+_OWN_STORED_TABLES = frozenset(
+    [f"knowledge_fts_{part}" for part in ("data", "idx", "docsize", "config")]
+    + [f"vec_knowledge_{part}" for part in ("chunks", "rowids", "info")]
+    + [f"vec_knowledge_vector_chunks{n:02d}" for n in range(2)]
+    + [f"vec_knowledge_metadatachunks{n:02d}" for n in range(11)]
+    + [f"vec_knowledge_metadatatext{n:02d}" for n in range(4)]
 )
-_FTS_TABLES = ("knowledge_fts_data", "knowledge_fts_idx", "knowledge_fts_docsize", "knowledge_fts_config")
 _STATISTICS = re.compile(r"sqlite_stat[1-4]")
 
 
@@ -1141,8 +1147,7 @@ def own_name(name: str) -> bool:
     return (
         name in BRAIN_TABLES
         or name in OWN_VIRTUAL_TABLES
-        or name in _FTS_TABLES
-        or _VECTOR_TABLES.fullmatch(name) is not None
+        or name in _OWN_STORED_TABLES
         or _STATISTICS.fullmatch(name) is not None
     )
 
@@ -1157,9 +1162,8 @@ def shown_by_added(conn: Connection, name: str) -> set[str] | None:
     own = (
         (name in BRAIN_TABLES and kind == "table")
         or (name in OWN_VIRTUAL_TABLES and kind == "virtual")
-        or (name.startswith("knowledge_fts_") and kind == "shadow")
-        or (_VECTOR_TABLES.fullmatch(name) is not None and kind == "table")
-        or (name.startswith("sqlite_stat") and kind == "table")
+        or (name in _OWN_STORED_TABLES and kind in ("shadow", "table"))
+        or (_STATISTICS.fullmatch(name) is not None and kind == "table")
     )
     return None if own else lineage.tables_shown(conn, name)
 

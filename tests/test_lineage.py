@@ -84,3 +84,42 @@ def test_what_review_107_found_shown_is_found():
         "edge_log": {"edges"},
         "ent_copy": {"entities", "knowledge"},
     }
+
+
+def test_what_review_108_found_shown_is_found():
+    """A comment holding a quote before content=, `using rtree(` in a comment or a
+    name, a trigger writing into its own table, one deleting by another table, one
+    SQLite cannot prepare writing into a name with doubled quotes, content= in
+    capitals: each showed rows the check did not follow (review 108, H3)."""
+    conn = sqlite3.connect(":memory:")
+    for statement in [
+        "create table knowledge (id integer primary key, content)",
+        "create table entities (name)",
+        "create table notes (t)",
+        "create table guesses (name)",
+        'create table "my""log" (x)',
+        "create virtual table kc using fts5(content /* ' */, content=knowledge, content_rowid=id /* ' */)",
+        "create virtual table kr /* using rtree(a) */ using fts5(content, content=knowledge, content_rowid=id)",
+        'create virtual table "x using rtree(a)" using fts5(content, content=knowledge, content_rowid=id)',
+        "create virtual table ku using fts5(content, content=KNOWLEDGE, content_rowid=id)",
+        "create trigger own after insert on notes begin "
+        "update notes set t = (select group_concat(name) from entities) where rowid = new.rowid; end",
+        "create trigger gone after insert on knowledge begin "
+        "delete from guesses where name in (select name from entities); end",
+        "create trigger odd after insert on entities begin "
+        'insert into "my""log" values (no_such_function(new.name)); end',
+    ]:
+        conn.execute(statement)
+    shown = {
+        name: lineage.tables_shown(conn, name)
+        for name in ["kc", "kr", "x using rtree(a)", "ku", "notes", "guesses", 'my"log']
+    }
+    assert shown == {
+        "kc": {"knowledge"},
+        "kr": {"knowledge"},
+        "x using rtree(a)": {"knowledge"},
+        "ku": {"knowledge"},
+        "notes": {"entities"},
+        "guesses": {"entities", "knowledge"},
+        'my"log': {lineage.EVERY_TABLE},
+    }

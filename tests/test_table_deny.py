@@ -722,11 +722,27 @@ async def test_a_view_index_or_table_added_to_a_brain_follows_the_tables_it_show
         "create view knowledge_fts_names as select name from entities",
         "create view vec_knowledge_x as select relation_type from relationships",
         "create virtual table words using fts5vocab(knowledge_fts, 'instance')",
+        # review 108: a name an FTS5 index would give its content, which the brain's keeps none of
+        "create table knowledge_fts_content (name)",
+        "create trigger named after insert on entities begin insert into knowledge_fts_content values (new.name); end",
+        # and tables whose triggers fill each other: a check that asked their sources' sources never ended
+        "create table a (x)",
+        "create table b (x)",
+        "create trigger ab after insert on a begin insert into b values (new.x); end",
+        "create trigger ba after insert on b when new.x not in (select x from a) "
+        "begin insert into a values (new.x); end",
     )
     sqlite_utils.Database(brain).table("entities").enable_fts(["name"])
     follows = {
         "knowledge": ["recent", "counted", "words"],
-        "entities": ["entity_names", "entities_fts", "entities_fts_data", "entities_fts_config", "knowledge_fts_names"],
+        "entities": [
+            "entity_names",
+            "entities_fts",
+            "entities_fts_data",
+            "entities_fts_config",
+            "knowledge_fts_names",
+            "knowledge_fts_content",
+        ],
         "relationships": ["edges", "edge_log", "vec_knowledge_x"],
     }
     datasette = Datasette([str(brain)], metadata=denying(table))
@@ -736,7 +752,7 @@ async def test_a_view_index_or_table_added_to_a_brain_follows_the_tables_it_show
         assert (await datasette.client.get(f"/brain/{name}.json", cookies=admin)).status_code == 200, (table, name)
     # the graph's tables are derived from the memories: whoever may not read those reads none of them
     others = [] if table == "knowledge" else [n for other, names in follows.items() if other != table for n in names]
-    readable = [*others, "mine", "notes"]
+    readable = [*others, "mine", "notes", "a", "b"]
     for name in readable:
         assert (await datasette.client.get(f"/brain/{name}.json")).status_code == 200, (table, name)
     listed = {t["name"] for t in (await datasette.client.get("/brain.json")).json()["tables"]}
