@@ -1163,8 +1163,12 @@ class _Pipeline:
             self._commit(previous)
 
     def flush(self):
-        """Write everything added so far, then find the mentions it brought."""
+        """Write everything added so far, give its copies of removed memories their
+        decisions, then find the mentions it brought."""
         self.write_pending()
+        if self.writer.decisions_to_carry():
+            with contextlib.nullcontext() if self.all_or_none else atomic(self.conn):
+                self.writer.carry_decisions()
         if self.all_or_none:  # a remember: its own mentions, in its caller's transaction
             mentioned = self.writer.mentioned
             self.report.relationships += mentions.resolve_mentions(self.conn, mentioned["chunk"], mentioned["entity"])

@@ -400,7 +400,7 @@ class DocumentWriter:
         # those it flagged so (_carries, _carry_to_fresh)
         self.removed_marks, self.fresh, self.carried = set(), _Given(), []
         # so does a review's decision (archived, expiry extended) on a memory this run removes and writes
-        # anew: the decisions of the removed ones by their marks (_carry_decisions, _decision_of)
+        # anew: the decisions of the removed ones by their marks (_carry_decisions, carry_decisions)
         self.removed_decisions = {}
 
     def forget_entities(self):
@@ -799,15 +799,12 @@ class DocumentWriter:
         chunk would write a segment of the index a chunk, which it then merges.
         Returns (row id, int8, bit) of the new chunks' vectors, and each item's
         {chunk index: row id}."""
-        rows, placed, chunk_ids, wanted, carried, fresh, decided = [], [], [], [], [], [], []
+        rows, placed, chunk_ids, wanted, carried, fresh = [], [], [], [], [], []
         for document, plan, columns, flagged in items:
             chunk_ids.append({})
             for digest, _, index, chunk in plan["new"]:
                 if not plan["known"]:
                     fresh.append(len(rows))
-                    decision = self._decision_of(_document_marks(document, chunk))
-                    if decision is not None:
-                        decided.append((len(rows), decision))
                 if not flagged and not chunk.flagged and not plan["known"] and self._carries(document, chunk):
                     carried.append(len(rows))
                     flagged_here = 1
@@ -849,7 +846,6 @@ class DocumentWriter:
                 [value for row_id, row in zip(ids[start:], part) for value in (row_id, *row)]
                 + [None] * (padding * len(_INSERTED)),
             )
-        self._decide([(*decision, ids[position]) for position, decision in decided])
         stored_vectors = []
         for row_id, (ids_of, index, digest) in zip(ids, placed):
             ids_of[index] = row_id
@@ -924,41 +920,44 @@ class DocumentWriter:
         return decided
 
     def _carry_decisions(self, decided):
-        """Keep the decisions of the memories just removed by their marks, for the rest
-        of the run (_decision_of), and give them to the chunks this run already wrote
-        anew that they mark (a copy written before its original's removal)."""
-        new = {}
+        """Keep the decisions of the memories just removed by their marks (None: none
+        decided), for the end of the run (carry_decisions): memories alike but for
+        their decisions (one archived, one not) tell a copy none."""
         for decision, _, *memory in decided:
             for mark in _marks(*memory):
-                # memories alike but for their decisions (one archived, one not) tell a copy none
-                known = new.get(mark, self.removed_decisions.get(mark, decision))
-                new[mark] = decision if known == decision else _UNDECIDED
-        new = {mark: decision for mark, decision in new.items() if self.removed_decisions.get(mark) != decision}
-        self.removed_decisions.update(new)
-        new = {mark: decision for mark, decision in new.items() if decision is not None}
-        if not new:
+                known = self.removed_decisions.get(mark, decision)
+                self.removed_decisions[mark] = decision if known == decision else _UNDECIDED
+
+    def decisions_to_carry(self):
+        """Whether a memory this run removed held a review's decision."""
+        return any(d not in (None, _UNDECIDED) for d in self.removed_decisions.values())
+
+    def carry_decisions(self):
+        """At the end of a run, when every removal is known (review 108: a copy written
+        between two removals took a decision the second made ambiguous): give each
+        chunk the run wrote anew the decision of the one removed memory it is a copy of,
+        when no other new chunk is a copy of it too (two copies of one note: neither)."""
+        if not self.decisions_to_carry():
             return
-        changes = []
+        copies, marked = defaultdict(list), []
         for first, last in zip(self.fresh.starts, self.fresh.ends):
             for row_id, *memory in _marked(
                 self.conn.execute(
                     f"select {_MARKED} from knowledge where id between ? and ? and version_of is null", (first, last)
                 )
             ):
-                decision = self._decision_of(_marks(*memory), new)
-                if decision is not None:
-                    changes.append((*decision, row_id))
+                marks = [mark for mark in _marks(*memory) if mark in self.removed_decisions]
+                if marks:
+                    marked.append((row_id, marks))
+                    for mark in marks:
+                        copies[mark].append(row_id)
+        changes = []
+        for row_id, marks in marked:
+            found = {self.removed_decisions[mark] for mark in marks}
+            decision = found.pop() if len(found) == 1 else _UNDECIDED
+            if decision not in (None, _UNDECIDED) and all(len(copies[mark]) == 1 for mark in marks):
+                changes.append((*decision, row_id))
         self._decide(changes)
-
-    def _decision_of(self, marks, decisions=None):
-        """The decision of a memory this run removed (of `decisions`, else of them
-        all) that `marks` match, or None: (tier, expiry) decided, then as its record
-        stated them."""
-        decisions = self.removed_decisions if decisions is None else decisions
-        if not decisions:
-            return None
-        found = {decisions[mark] for mark in marks if mark in decisions}
-        return found.pop() if len(found) == 1 and _UNDECIDED not in found else None
 
     def _decide(self, changes):
         """Give rows their removed originals' decisions, (tier, expiry, stated tier,

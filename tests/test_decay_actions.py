@@ -636,3 +636,34 @@ def test_a_note_whose_line_ends_alone_change_keeps_the_decisions_on_it(tmp_path)
     assert rows(conn, "select relevance_tier, expires_at from knowledge") == [(1, None)]
     assert brain_sql.check(conn) == {}
     close_brain(conn)
+
+
+def test_a_copy_written_between_two_removals_takes_no_decision_the_second_makes_ambiguous(tmp_path):
+    """Two records of one text in two files, one archived, both given new _ids: the
+    copy written in a batch after the archived one's removal and before the other's
+    took the archive, and left recall (review 108, H5). Decisions go to copies at
+    the end of the run, when every removal is known."""
+    folder = tmp_path / "records"
+    folder.mkdir()
+    text = "Shared paragraph P about the billing escalation path."
+
+    def files(a, b):
+        (folder / "a.jsonl").write_text(json.dumps({"_id": a, "text": text}) + "\n")
+        fillers = "".join(json.dumps({"_id": f"f{i}", "text": f"Filler record {i}."}) + "\n" for i in range(2100))
+        (folder / "b.jsonl").write_text(json.dumps({"_id": b, "text": text}) + "\n" + fillers)
+
+    files("a1", "b1")
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [folder])
+    [[archived]] = rows(conn, "select id from knowledge where external_id = 'a1'")
+    brain_sql.archive(conn, [archived])
+    files("a2", "b2")
+    report = brain_sql.ingest(conn, [folder], prune_all=True)
+    assert report.chunks_carried_decision == 0, report.summary()
+    assert rows(
+        conn, "select external_id, relevance_tier from knowledge where external_id in ('a2', 'b2') order by 1"
+    ) == [
+        ("a2", 1),
+        ("b2", 1),
+    ]
+    close_brain(conn)
