@@ -6,7 +6,8 @@ from .config import CHUNK_MAX_CHARS
 from .document import Chunk
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_SPACES_IN_LINE = re.compile(r"(?<=[^ \t\n\r])[ \t]+")
+_SPACES_IN_LINE = re.compile(r"(?<=[^ \t\n])[ \t]+")
+_SPACES_IN_NOTE_LINE = re.compile(r"(?<=[^ \t\n\r])[ \t]+")
 
 
 def paragraphs(text, first_line=1):
@@ -37,18 +38,22 @@ def line_ends(text, first_line=1):
     return {line: "\r\n" if row.endswith("\r") else "\n" for line, row in enumerate(text.split("\n")[:-1], first_line)}
 
 
-def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, ends=None, blank_line=False, breaks=None):
+def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, ends=None, blank_line=False, breaks=None, crlf=False):
     """Chunks from (text, first line) units, packed whole while they fit under
     `max_chars` with as many blank lines between them as their lines leave, each
     line end as `ends` (line_ends) has it (or with one blank line between units when
     `blank_line`, as a Markdown note's blocks are joined); a unit longer than that is
     cut between sentences, then words. `breaks` is what ends a line inside a unit
-    (LF unless given: a Markdown note's lone CR ends one too)."""
-    pieces = [(piece, n == 0) for body, start in units for n, piece in enumerate(_cut(body, start, max_chars, breaks))]
+    (LF unless given: a Markdown note's lone CR ends one too). With `crlf` a CRLF
+    counts as one character, so a note or text file is cut as its LF twin is (each
+    was read with LF before 7 December 2026: its next ingest finds its chunks again)."""
+    size = _crlf_as_one if crlf else len
+    cut = [_cut(body, start, max_chars, breaks, size) for body, start in units]
+    pieces = [(piece, n == 0) for unit in cut for n, piece in enumerate(unit)]
     chunks, current = [], None
     for (body, start, end), opens in pieces:  # the blank line goes between units, never inside one
         between = _between(current, start, ends, blank_line and opens) if current else ""
-        if current and len(current[0]) + len(between or " ") + len(body) <= max_chars:
+        if current and size(current[0]) + size(between or " ") + size(body) <= max_chars:
             current = (current[0] + (between or " ") + body, current[1], end)
         else:
             if current:
@@ -75,12 +80,28 @@ def _lines_between(current, start, ends):
     return "".join((ends or {}).get(line, "\n") for line in range(current[2], start))
 
 
-def split_text(text, first_line=1, heading_path=None):
-    """Chunks of plain text whose first line is `first_line` in its file."""
-    return pack(paragraphs(text, first_line), heading_path, ends=line_ends(text, first_line))
+def split_text(text, first_line=1, heading_path=None, crlf=False):
+    """Chunks of plain text whose first line is `first_line` in its file (`crlf`: as pack's)."""
+    return pack(paragraphs(text, first_line), heading_path, ends=line_ends(text, first_line), crlf=crlf)
 
 
-def _cut(body, start, max_chars, breaks=None):
+def _crlf_as_one(text):
+    return len(text) - text.count("\r\n")
+
+
+def _reach(body, pos, max_chars, size):
+    """Where a window of `body` from `pos` of at most `max_chars` by `size` ends."""
+    end = min(len(body), pos + max_chars)
+    if size is len:
+        return end
+    while end < len(body) and size(body[pos:end]) < max_chars:
+        end = min(len(body), pos + max_chars + (end - pos - size(body[pos:end])))
+    if end < len(body) and body[end - 1] == "\r" and body[end] == "\n":  # a CRLF whole: it counts one
+        end += 1
+    return end
+
+
+def _cut(body, start, max_chars, breaks=None, size=len):
     """A paragraph as pieces of at most max_chars, cut where _last_boundary says
     (a sentence end, a line end, a space inside a line), else hard; each with its
     line span. Only the spaces at a cut are dropped: a piece that starts a line keeps
@@ -90,9 +111,9 @@ def _cut(body, start, max_chars, breaks=None):
     line, counted = start, 0  # the line that body[counted] is on
     ends = "\n" if breaks is None else "\r\n"  # the characters that end a line (a note's lone CR too)
     while pos < len(body):
-        end = min(len(body), pos + max_chars)
+        end = _reach(body, pos, max_chars, size)
         if end < len(body):
-            end = pos + (_last_boundary(body[pos:end], ends) or max_chars)
+            end = pos + (_last_boundary(body[pos:end], ends, size) or end - pos)
         piece = body[pos:end]
         text = piece
         if pos:  # the spaces at a cut inside a line, then a line end: the next line's indentation stays
@@ -113,7 +134,7 @@ def _line_ends_in(text, breaks, start=0, end=None):
     return text.count("\n", start, end) if breaks is None else len(breaks.findall(text, start, end))
 
 
-def _last_boundary(window, ends="\n"):
+def _last_boundary(window, ends="\n", size=len):
     """Where to cut `window`: after its last sentence end (before the indentation of
     the line after it, when that end is a line end), else after its last line end (code
     and lists are cut between lines) when it is in the window's second half, else after
@@ -125,7 +146,10 @@ def _last_boundary(window, ends="\n"):
         line_end = max(window.rfind(end, gap.start(), gap.end()) for end in ends)
         return line_end + 1 if line_end >= 0 else gap.end()
     line_end = max(window.rfind(end) for end in ends)
-    spaces = [m.end() for m in _SPACES_IN_LINE.finditer(window)]  # a line's indentation is no place to cut
-    if line_end > 0 and (line_end >= len(window) // 2 or not spaces):  # not a sliver before one long line
+    # a line's indentation is no place to cut (after a lone CR too, where that ends a line)
+    spaces = [m.end() for m in (_SPACES_IN_LINE if ends == "\n" else _SPACES_IN_NOTE_LINE).finditer(window)]
+    if line_end > 0 and (
+        size(window[:line_end]) >= size(window) // 2 or not spaces
+    ):  # not a sliver before one long line
         return line_end + 1
     return spaces[-1] if spaces else None

@@ -115,7 +115,7 @@ def parse_markdown(path, text):
     chunks = [
         c
         for heading_path, units in units_by_section
-        for c in pack(units, heading_path, ends=ends, blank_line=True, breaks=_LINE_END)
+        for c in pack(units, heading_path, ends=ends, blank_line=True, breaks=_LINE_END, crlf=True)
     ]
     yield document_fields(
         Document(document_id=path, title=str(title), chunks=chunks, source_path=path, line=1, content_bytes=size),

@@ -69,7 +69,7 @@ def parse_txt(path, text):
     yield Document(
         document_id=path,
         title=Path(path).stem,
-        chunks=split_text(text),
+        chunks=split_text(text, crlf=True),
         source_path=path,
         line=1,
         content_bytes=text_bytes(text),

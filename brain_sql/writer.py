@@ -586,17 +586,18 @@ class DocumentWriter:
         stated = stated_values(stated[0] if stated else None)
         if not stated:
             return {}
-        was = (stated["relevance_tier"], stated["expires_at"])
+        was, place = (stated["relevance_tier"], stated["expires_at"]), _placement(document)
         found = defaultdict(set)
-        for tier, expires, content in self.conn.execute(
-            "select relevance_tier, expires_at, content from knowledge where id in (select value from json_each(?))",
+        for tier, expires, content, scope, klass in self.conn.execute(
+            "select relevance_tier, expires_at, content, scope, class from knowledge "
+            "where id in (select value from json_each(?))",
             [json.dumps(removed)],
-        ):
-            found[_line_ends_as_lf(content)].add((tier, expires))
+        ):  # a decision stays in the scope and class it was made in
+            found[_line_ends_as_lf(content)].add((tier, expires) if (scope, klass) == place else None)
         return {
             text: (*decisions.pop(), *was)
             for text, decisions in found.items()
-            if len(decisions) == 1 and was not in decisions
+            if len(decisions) == 1 and was not in decisions and None not in decisions
         }
 
     def _decided(self, document, columns):
