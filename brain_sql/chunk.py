@@ -148,8 +148,7 @@ def _last_boundary(window, ends="\n", size=len):
     line_end = max(window.rfind(end) for end in ends)
     # a line's indentation is no place to cut (after a lone CR too, where that ends a line)
     spaces = [m.end() for m in (_SPACES_IN_LINE if ends == "\n" else _SPACES_IN_NOTE_LINE).finditer(window)]
-    if line_end > 0 and (
-        size(window[:line_end]) >= size(window) // 2 or not spaces
-    ):  # not a sliver before one long line
+    at = size(window[: line_end + 1]) - 1  # where the line end is, a CRLF being one character with `size`
+    if at > 0 and (at >= size(window) // 2 or not spaces):  # not a sliver before one long line
         return line_end + 1
     return spaces[-1] if spaces else None

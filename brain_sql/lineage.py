@@ -63,9 +63,9 @@ def _flows(conn):
     kinds.update(
         dict(conn.execute("select name, type from main.sqlite_master where type in ('view', 'trigger', 'index')"))
     )
-    spelled = {name.lower(): name for name in kinds}  # SQLite's names know no case: each as the schema spells it
+    spelled = {_folded(name): name for name in kinds}  # SQLite's names know no ASCII case: as the schema spells them
     found = (
-        {name: frozenset(spelled.get(s.lower(), s) for s in sources) for name, sources in _found(conn, kinds).items()},
+        {name: frozenset(spelled.get(_folded(s), s) for s in sources) for name, sources in _found(conn, kinds).items()},
         kinds,
     )
     if path:  # a database in memory has no file to know it by
@@ -116,7 +116,7 @@ def _module_sources(sql):
 # SQL's tokens, as SQLite reads them: a comment, a quoted name or text, a word, a character
 _TOKENS = re.compile(
     r"""(?P<skip>\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))|(?P<token>'(?:[^']|'')*'?|"(?:[^"]|"")*"?|`(?:[^`]|``)*`?"""
-    r"""|\[[^\]]*\]?|[\w$]+|.)""",
+    r"""|\[[^\]]*\]?|(?:[A-Za-z0-9_$]|[^\x00-\x7f])+|.)""",  # a name: ASCII word characters and any past ASCII
     re.S,
 )
 
@@ -130,14 +130,14 @@ def _virtual_parts(sql):
     """(module, [each argument's tokens]) of a CREATE VIRTUAL TABLE statement, read as
     SQLite reads it (comments, quoted names); None when it is not read so."""
     tokens = _tokens(sql)
-    words = [t.lower() for t in tokens]
+    words = [_folded(t) for t in tokens]
     if words[:3] != ["create", "virtual", "table"]:
         return None
     at = 6 if words[3:6] == ["if", "not", "exists"] else 3
     at += 3 if len(words) > at + 1 and words[at + 1] == "." else 1  # the table's name, its schema's first
     if len(words) < at + 2 or words[at] != "using":
         return None
-    module = _unquoted(tokens[at + 1]).lower()
+    module = _folded(_unquoted(tokens[at + 1]))
     rest = tokens[at + 2 :]
     if not rest:
         return module, []
@@ -156,11 +156,24 @@ def _virtual_parts(sql):
 
 
 def _pair(argument):
-    """(key, value) of a module argument `key = value` (its key in lower case), else (None, None)."""
+    """(key, value) of a module argument `key = value`, else (None, None): its key as
+    FTS5 reads an option, any prefix of its name ("c=" is "content=")."""
     if len(argument) >= 3 and argument[1] == "=":
         value = "".join(argument[2:])
-        return argument[0].lower(), _unquoted(value) if len(argument) == 3 else value
+        key = _folded(_unquoted(argument[0]))
+        return "content" if key and "content".startswith(key) else key, _unquoted(value) if len(
+            argument
+        ) == 3 else value
     return None, None
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _folded(name):
+    """`name` in lower case as SQLite folds names: ASCII letters alone (Python's lower()
+    folds more: a Kelvin sign is a k to it)."""
+    return name.translate(_ASCII_LOWER)
 
 
 def _unquoted(token):
@@ -200,7 +213,7 @@ def _authorized(conn, scratch, objects, flows):
             told = {  # its own table is named once at least, by ON
                 written: {EVERY_TABLE}
                 for written in tables
-                if any(_names(t, written) > (written.lower() == table.lower()) for t in texts)
+                if any(_names(t, written) > (_folded(written) == _folded(table)) for t in texts)
             }
         for written, sources in told.items():
             flows[written] |= sources
@@ -263,7 +276,7 @@ def _make_table(conn, scratch, name, sql):
 
 def _names(sql, name):
     """How many times `sql` names `name`, in any quoting or case."""
-    return [_unquoted(token).lower() for token in _tokens(sql)].count(name.lower())
+    return [_folded(_unquoted(token)) for token in _tokens(sql)].count(_folded(name))
 
 
 def _quoted(name):

@@ -956,7 +956,8 @@ class DocumentWriter:
         for row_id, marks in marked:
             found = {self.removed_decisions[mark] for mark in marks}
             decision = found.pop() if len(found) == 1 else _UNDECIDED
-            if decision not in (None, _UNDECIDED) and all(len(copies[mark]) == 1 for mark in marks):
+            # a text two new chunks hold is no one's copy; a record's _id is all its chunks'
+            if decision not in (None, _UNDECIDED) and all(len(copies[m]) == 1 for m in marks if m[0] == "text"):
                 changes.append((*decision, row_id))
         self._decide(changes)
 

@@ -351,8 +351,12 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
         click.echo(f"skipped {error}", err=True)
     _settle(conn)
     click.echo(report.summary())
-    if made and not report.documents:  # not removed: another process may have opened it meanwhile
-        click.echo(f"nothing was stored: {db_path} is an empty brain (delete it if it is not wanted)", err=True)
+    if made and not report.documents and not brain_sql.stats(conn)["memories"]:  # left: another may use it
+        click.echo(
+            f"nothing was stored: {db_path} is an empty brain made for this ingest (delete it, with its -wal and "
+            "-shm files, if no one uses it)",
+            err=True,
+        )
     if refused:
         raise refused
     if report.errors:

@@ -1,9 +1,9 @@
 """Splitting text into chunks under a size cap, with the lines each chunk spans."""
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brain_sql.chunk import _cut, _last_boundary, pack, paragraphs, split_text
+from brain_sql.chunk import _cut, _last_boundary, line_ends, pack, paragraphs, split_text
 from brain_sql.config import CHUNK_MAX_CHARS
 from brain_sql.markdown import parse_markdown
 
@@ -239,3 +239,25 @@ def test_a_long_code_block_is_cut_without_a_blank_line_inside_it():
         assert "\n\n" not in chunk.content.split("```", 1)[-1]
         assert chunk.line_end - chunk.line_start == chunk.content.count("\n")
     assert document.chunks[0].content.startswith("Intro.\n\n```\n    xxx") and len(document.chunks) == 2
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", "bb", "ccc", " ", "  ", ".", "!", "\n", "\n", "\t", "dddddddddd"]), max_size=120),
+    st.integers(5, 40),
+)
+def test_a_crlf_text_counted_so_is_cut_as_its_lf_twin(parts, max_chars):
+    """A note or text file counts a CRLF as one character of a chunk, so it is cut
+    where its LF twin is, on the same lines (review 108, H4; review 109, H4: a line
+    end's CR was counted in the half-window test, and a window starting with a CRLF
+    was cut after it)."""
+    lf = "".join(parts)
+    crlf = lf.replace("\n", "\r\n")
+
+    def chunks(text, crlf):
+        found = pack(paragraphs(text), ends=line_ends(text), crlf=crlf, max_chars=max_chars)
+        return [(c.line_start, c.line_end, c.content.replace("\r\n", "\n")) for c in found]
+
+    twins = chunks(crlf, True)
+    assert twins == chunks(lf, False)
+    assert all(len(text) <= max_chars for _, _, text in twins)

@@ -697,7 +697,7 @@ def test_missing_path_and_unsupported_type(run, db_path, tmp_path):
     # that is known only once they are read, by which time another process may have the new file open:
     # it stays, and is said to be empty (review 108, H6: removed, a write through the other process was lost)
     result = run("brain", "ingest", db_path, tmp_path / "refused")
-    assert result.exit_code == 1 and f"nothing was stored: {db_path} is an empty brain" in result.output
+    assert result.exit_code == 1 and f"nothing was stored: {db_path} is an empty brain made" in result.output
     db_path.unlink()
     assert run("brain", "init", db_path).exit_code == 0
     result = run("brain", "ingest", db_path, tmp_path / "nope", tmp_path / "image.png")

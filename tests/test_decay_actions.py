@@ -670,3 +670,26 @@ def test_a_copy_written_between_two_removals_takes_no_decision_the_second_makes_
         ("b2", 1),
     ]
     close_brain(conn)
+
+
+def test_a_moved_record_of_many_chunks_keeps_the_decision_on_each(tmp_path):
+    """Every chunk of a record shares its _id: the rule that a decision goes to a sole
+    copy counted them as several copies, and a long archived record moved to another
+    file came back into recall (review 109, H2)."""
+    folder = tmp_path / "records"
+    folder.mkdir()
+    text = " ".join(f"Sentence {i} of the long archived record about billing escalation." for i in range(80))
+    (folder / "old.jsonl").write_text(
+        json.dumps({"_id": "long", "text": text}) + "\n" + '{"_id": "k", "text": "Kept."}\n'
+    )
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [folder])
+    ids = [row[0] for row in rows(conn, "select id from knowledge where external_id = 'long'")]
+    assert len(ids) == 3
+    brain_sql.archive(conn, ids)
+    (folder / "new.jsonl").write_text(json.dumps({"_id": "long", "text": text}) + "\n")
+    (folder / "old.jsonl").write_text('{"_id": "k", "text": "Kept."}\n')
+    report = brain_sql.ingest(conn, [folder])
+    assert report.chunks_carried_decision == 3, report.summary()
+    assert rows(conn, "select distinct relevance_tier from knowledge where external_id = 'long'") == [(0,)]
+    close_brain(conn)

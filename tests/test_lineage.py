@@ -123,3 +123,29 @@ def test_what_review_108_found_shown_is_found():
         "guesses": {"entities", "knowledge"},
         'my"log': {lineage.EVERY_TABLE},
     }
+
+
+def test_what_review_109_found_shown_is_found():
+    """FTS5 reads an option by any prefix of its name (`c=` is `content=`); SQLite folds
+    ASCII case alone (a Kelvin sign is no k); a name past ASCII is one name to SQLite
+    (review 109, H1)."""
+    conn = sqlite3.connect(":memory:")
+    for statement in [
+        "create table knowledge (id integer primary key, content)",
+        "create table \u212anowledge (x)",  # a Kelvin sign: another table to SQLite
+        "create table entities (name)",
+        "create table log\u20ac (x)",
+        "create virtual table kc using fts5(content, c=knowledge, content_rowid=id)",
+        "create virtual table kcont using fts5(content, CONT=knowledge, content_rowid=id)",
+        "create view v as select content from knowledge",
+        "create trigger odd after insert on entities begin "
+        "insert into log\u20ac values (no_such_function(new.name)); end",
+    ]:
+        conn.execute(statement)
+    shown = {name: lineage.tables_shown(conn, name) for name in ["kc", "kcont", "v", "log\u20ac"]}
+    assert shown == {
+        "kc": {"knowledge"},
+        "kcont": {"knowledge"},
+        "v": {"knowledge"},
+        "log\u20ac": {lineage.EVERY_TABLE},
+    }
