@@ -104,9 +104,11 @@ def _module_sources(sql):
     if parts is None:
         return {EVERY_TABLE}
     module, arguments = parts
-    if module in _FTS:
+    if module in _FTS:  # a value of several tokens (FTS4 reads 'knowledge' x as knowledge): not told
         content = [value for key, value in (_pair(a) for a in arguments) if key == "content"]
-        return {content[-1]} if content and content[-1] else set()
+        if not content or content[-1] == "":
+            return set()
+        return {EVERY_TABLE} if content[-1] is None else {content[-1]}
     if module in _VOCABULARIES and arguments:  # fts5vocab(table, type) or (schema, table, type); fts4aux(table)
         table = arguments[1] if len(arguments) > _VOCABULARIES[module] else arguments[0]
         return {_unquoted(table[0])} if len(table) == 1 else {EVERY_TABLE}
@@ -115,7 +117,8 @@ def _module_sources(sql):
 
 # SQL's tokens, as SQLite reads them: a comment, a quoted name or text, a word, a character
 _TOKENS = re.compile(
-    r"""(?P<skip>\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))|(?P<token>'(?:[^']|'')*'?|"(?:[^"]|"")*"?|`(?:[^`]|``)*`?"""
+    r"""(?P<skip>[ \t\n\f\r]+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))"""  # SQLite's spaces alone (no NBSP)
+    r"""|(?P<token>'(?:[^']|'')*'?|"(?:[^"]|"")*"?|`(?:[^`]|``)*`?"""
     r"""|\[[^\]]*\]?|(?:[A-Za-z0-9_$]|[^\x00-\x7f])+|.)""",  # a name: ASCII word characters and any past ASCII
     re.S,
 )
@@ -157,14 +160,13 @@ def _virtual_parts(sql):
 
 def _pair(argument):
     """(key, value) of a module argument `key = value`, else (None, None): its key as
-    FTS5 reads an option, any prefix of its name ("c=" is "content=")."""
-    if len(argument) >= 3 and argument[1] == "=":
-        value = "".join(argument[2:])
-        key = _folded(_unquoted(argument[0]))
-        return "content" if key and "content".startswith(key) else key, _unquoted(value) if len(
-            argument
-        ) == 3 else value
-    return None, None
+    FTS5 reads an option, any prefix of its name ("c=" is "content="); its value None
+    when it is more than one token (not read here as FTS reads it)."""
+    if len(argument) < 3 or argument[1] != "=":
+        return None, None
+    key = _folded(_unquoted(argument[0]))
+    value = _unquoted(argument[2]) if len(argument) == 3 else None
+    return ("content" if key and "content".startswith(key) else key), value
 
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

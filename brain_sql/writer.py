@@ -940,24 +940,24 @@ class DocumentWriter:
         when no other new chunk is a copy of it too (two copies of one note: neither)."""
         if not self.decisions_to_carry():
             return
-        copies, marked = defaultdict(list), []
+        copies, marked = defaultdict(set), []
         for first, last in zip(self.fresh.starts, self.fresh.ends):
-            for row_id, *memory in _marked(
-                self.conn.execute(
-                    f"select {_MARKED} from knowledge where id between ? and ? and version_of is null", (first, last)
-                )
-            ):
+            rows = self.conn.execute(
+                f"select document_id, {_MARKED} from knowledge where id between ? and ? and version_of is null",
+                (first, last),
+            ).fetchall()
+            for (document_id, *_), (row_id, *memory) in zip(rows, _marked(row[1:] for row in rows)):
                 marks = [mark for mark in _marks(*memory) if mark in self.removed_decisions]
                 if marks:
                     marked.append((row_id, marks))
-                    for mark in marks:
-                        copies[mark].append(row_id)
+                    for mark in marks:  # a text by the chunks holding it, an _id by the documents (review 110)
+                        copies[mark].add(row_id if mark[0] == "text" else document_id)
         changes = []
         for row_id, marks in marked:
             found = {self.removed_decisions[mark] for mark in marks}
             decision = found.pop() if len(found) == 1 else _UNDECIDED
-            # a text two new chunks hold is no one's copy; a record's _id is all its chunks'
-            if decision not in (None, _UNDECIDED) and all(len(copies[m]) == 1 for m in marks if m[0] == "text"):
+            # a text two new chunks hold, or an _id two new documents give, is no one's copy
+            if decision not in (None, _UNDECIDED) and all(len(copies[mark]) == 1 for mark in marks):
                 changes.append((*decision, row_id))
         self._decide(changes)
 

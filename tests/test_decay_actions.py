@@ -693,3 +693,24 @@ def test_a_moved_record_of_many_chunks_keeps_the_decision_on_each(tmp_path):
     assert report.chunks_carried_decision == 3, report.summary()
     assert rows(conn, "select distinct relevance_tier from knowledge where external_id = 'long'") == [(0,)]
     close_brain(conn)
+
+
+def test_an_id_two_new_documents_give_is_no_ones_copy(tmp_path):
+    """An archived record removed, and two files each adding a record of its _id with
+    other texts: both were archived (review 110, H2). An _id is a sole copy's when
+    one new document gives it."""
+    folder = tmp_path / "records"
+    folder.mkdir()
+    (folder / "old.jsonl").write_text('{"_id": "X", "text": "The archived note about the old path."}\n')
+    (folder / "keep.jsonl").write_text('{"_id": "k", "text": "Kept."}\n')
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [folder])
+    [[archived]] = rows(conn, "select id from knowledge where external_id = 'X'")
+    brain_sql.archive(conn, [archived])
+    (folder / "old.jsonl").unlink()
+    (folder / "a.jsonl").write_text('{"_id": "X", "text": "Team A: the new on-call rota."}\n')
+    (folder / "b.jsonl").write_text('{"_id": "X", "text": "Team B: the office wifi."}\n')
+    report = brain_sql.ingest(conn, [folder], prune=True)
+    assert report.chunks_carried_decision == 0, report.summary()
+    assert rows(conn, "select distinct relevance_tier from knowledge where external_id = 'X'") == [(1,)]
+    close_brain(conn)

@@ -149,3 +149,23 @@ def test_what_review_109_found_shown_is_found():
         "v": {"knowledge"},
         "log\u20ac": {lineage.EVERY_TABLE},
     }
+
+
+def test_what_review_110_found_shown_is_found():
+    """A content= value of several tokens (FTS4 reads `'knowledge' x` as knowledge) is
+    not told, so shows every table; a no-break space is part of a name to SQLite, not
+    a space (review 110, H1)."""
+    conn = sqlite3.connect(":memory:")
+    for statement in [
+        "create table knowledge (id integer primary key, content)",
+        "create table relationships (relation_type)",
+        "create view \u00a0v as select id, content from knowledge",
+        "create table \u00a0log (t)",
+        "create virtual table f4 using fts4(content, content='knowledge' x)",
+        "create virtual table f5 using fts5(content, content=\u00a0v, content_rowid=id)",
+        "create trigger tf after insert on relationships begin "
+        "insert into \u00a0log values (no_such_function(new.relation_type)); end",
+    ]:
+        conn.execute(statement)
+    shown = {name: lineage.tables_shown(conn, name) for name in ["f4", "f5", "\u00a0log"]}
+    assert shown == {"f4": {lineage.EVERY_TABLE}, "f5": {"knowledge"}, "\u00a0log": {lineage.EVERY_TABLE}}
