@@ -351,8 +351,8 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
         click.echo(f"skipped {error}", err=True)
     _settle(conn)
     click.echo(report.summary())
-    if made and not report.documents and not brain_sql.stats(conn)["memories"]:  # left: another may use it
-        click.echo(
+    if made and not report.documents and brain_sql.is_brain(conn) and not brain_sql.stats(conn)["memories"]:
+        click.echo(  # left, not removed: another process may have opened it meanwhile
             f"nothing was stored: {db_path} is an empty brain made for this ingest (delete it, with its -wal and "
             "-shm files, if no one uses it)",
             err=True,
