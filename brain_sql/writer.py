@@ -307,6 +307,14 @@ def _rewrites(conn, document):
     ) or any((valid_from, scope) != place for _, valid_from, scope in stored)
 
 
+def _stated_decision(text):
+    """(relevance_tier, expires_at) as a document's record stated them (its stored
+    stated_fields, `text`), or None when they were not recorded: what a review's
+    decision on its memories is told from."""
+    stated = stated_values(text)
+    return (stated["relevance_tier"], stated["expires_at"]) if stated else None
+
+
 def _line_ends_as_lf(text):
     """`text` with each CRLF or lone CR as LF: what a note's text was read as before its
     line ends were kept."""
@@ -583,10 +591,9 @@ class DocumentWriter:
         stated = self.conn.execute(
             "select stated_fields from documents where document_id = ?", (document.document_id,)
         ).fetchone()
-        stated = stated_values(stated[0] if stated else None)
-        if not stated:
+        was, place = _stated_decision(stated[0] if stated else None), _placement(document)
+        if was is None:
             return {}
-        was, place = (stated["relevance_tier"], stated["expires_at"]), _placement(document)
         found = defaultdict(set)
         for tier, expires, content, scope, klass in self.conn.execute(
             "select relevance_tier, expires_at, content, scope, class from knowledge "
@@ -915,8 +922,7 @@ class DocumentWriter:
         ).fetchall()
         decided = []
         for (tier, expires, stated_text, *_), marked in zip(rows, _marked(row[3:] for row in rows)):
-            stated = stated_values(stated_text)
-            was = (stated.get("relevance_tier", 1), stated.get("expires_at")) if stated else None
+            was = _stated_decision(stated_text)
             decided.append(((tier, expires, *was) if was and (tier, expires) != was else None, *marked))
         return decided
 
