@@ -90,7 +90,7 @@ def _found(conn, kinds):
             flows[name].add(owner)
     scratch = sqlite3.connect(":memory:")
     try:
-        _authorized(conn, scratch, objects, flows)
+        _authorized(conn, scratch, objects, flows, virtual)
     finally:
         scratch.close()
     return flows
@@ -185,12 +185,13 @@ def _unquoted(token):
     return token
 
 
-def _authorized(conn, scratch, objects, flows):
+def _authorized(conn, scratch, objects, flows, virtual):
     """Add to `flows` what SQLite's authorizer sees read: by each view, and by each
-    trigger, into each table it writes (with the rows of the table it is on)."""
+    trigger, into each table it writes (with the rows of the table it is on); the
+    `virtual` tables are made with their columns alone (no module runs in the copy)."""
     for name, kind, _, sql in objects:
         if kind == "table":
-            _make_table(conn, scratch, name, sql)
+            _make_table(conn, scratch, name, None if name in virtual else sql)
     unmade = set()
     for name, kind, _, sql in objects:
         if kind in ("index", "view", "trigger") and sql:  # an index: the target an upsert in a trigger names
@@ -262,8 +263,8 @@ def _trigger_flows(scratch, events, table):
 
 def _make_table(conn, scratch, name, sql):
     """Table `name` in `scratch`: as its SQL makes it (its keys, for the upserts of
-    triggers), else (a virtual table) with its columns alone."""
-    if not sql.lower().startswith("create virtual"):
+    triggers), else (a virtual table, `sql` None) with its columns alone."""
+    if sql is not None:
         try:
             scratch.execute(sql)
             return
