@@ -11,9 +11,12 @@ the one at fault, which Datasette answers 400, on the query's page and in its JS
 """
 
 from datasette.utils import sqlite3
+from datasette.utils.asgi import Request
 
 import brain_sql
 from brain_sql import for_plugin
+
+from . import html_errors, tools
 
 MAGIC = "brain"  # Datasette's magic parameters are named _<prefix>_<suffix>: this plugin's prefix
 CHECKED = "recall"  # :_brain_recall, the recall query's parameters checked
@@ -38,3 +41,40 @@ def magic(suffix, request):
     if error:
         raise sqlite3.OperationalError(error)
     return None
+
+
+CUT_SHORT = (
+    "the recall query stopped before it finished: Datasette's SQL time limit (sql_time_limit_ms) cut it, or "
+    "the brain could not be read. Try again shortly, raise the limit, or recall through /-/recall, which no "
+    "time limit cuts"
+)
+
+
+async def answer(app, datasette, scope, receive, send):
+    """Datasette's answer to a request of the recall query, but for its 400 when the
+    parameters are the JSON API's without fault: the query is the plugin's own, so
+    what then stops it (Datasette's time limit, which it answers 400 "SQL query took
+    too long" or, cut while SQLite reads the SQL, in SQLite's words; a failing read)
+    is a server-side failure, a 503 with Retry-After. A limit the caller set
+    (`_timelimit`) is theirs; a parameter at fault stays a 400 that names it (a time
+    limit cuts the query before its parameters are read)."""
+    held = []
+
+    async def holding(message):
+        if not held and not (message["type"] == "http.response.start" and message["status"] == 400):
+            await send(message)
+            return
+        held.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            args = Request(scope, receive).args
+            error = for_plugin.recall_params_error({name: args.get(name) for name in args})
+            if "_timelimit" in args:
+                for part in held:
+                    await send(part)
+            elif error:
+                await (await html_errors.datasette_error(datasette, scope, error, 400)).asgi_send(send)
+            else:
+                retry = {"Retry-After": str(tools.RETRY_AFTER_SECONDS)}
+                await (await html_errors.datasette_error(datasette, scope, CUT_SHORT, 503, retry)).asgi_send(send)
+
+    await app(scope, receive, holding)

@@ -60,14 +60,14 @@ async def no_such_page(datasette, request):
     raise ApiError("no such page", 404)
 
 
-async def datasette_error(datasette, scope, message, status):
+async def datasette_error(datasette, scope, message, status, headers=None):
     """An error as Datasette's own views answer it, before any of them runs: its
     error page or, for a .json URL, its JSON."""
     info = {"ok": False, "error": message, "status": status, "title": None}
     if scope["path"].endswith(".json"):
-        return Response.json(info, status=status)
+        return Response.json(info, status=status, headers=headers)
     html = await datasette.render_template([f"{status}.html", "error.html"], info)  # no request: before CSRF's layer
-    return Response.html(html, status=status)
+    return Response.html(html, status=status, headers=headers)
 
 
 async def not_found(datasette, scope):

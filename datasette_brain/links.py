@@ -129,6 +129,13 @@ def is_brain_table(datasette, scope):
     return found is not None and for_plugin.brain_table(tilde_decode(found[0]["table"]))
 
 
+def is_recall_query(datasette, scope):
+    """Whether `scope` asks for a brain's recall canned query (canned.RECALL_SQL): its
+    page, JSON or CSV."""
+    found = _brain_route(datasette, scope, TABLE_PATH)
+    return found is not None and tilde_decode(found[0]["table"]) == "recall"
+
+
 def without_link_counts(datasette, scope):
     """`scope` of a request for a row of a brain's table, less `foreign_key_tables` in
     any `_extras` (the counts of rows pointing at it, read from tables the actor may

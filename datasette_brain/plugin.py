@@ -126,7 +126,8 @@ def asgi_wrapper(datasette):
     brain's table, a filter's list that Datasette cannot read or bind is a 400
     (table_args.bad_list; Datasette's was a 500). A GET of /-/mcp is a 405, as MCP
     lets a server answer: the SDK's stateless transport would hold each such stream
-    open with nothing to send, for anyone who asks (3,000 of them: 250 MB)."""
+    open with nothing to send, for anyone who asks (3,000 of them: 250 MB). The recall
+    canned query stopped by a server-side failure is a 503 (canned.answer)."""
 
     def wrap(app):
         async def wrapped(scope, receive, send):
@@ -146,6 +147,9 @@ def asgi_wrapper(datasette):
                 )
                 if wrong:
                     await (await html_errors.datasette_error(datasette, scope, wrong, 400)).asgi_send(send)
+                    return
+                if links.is_recall_query(datasette, scope):
+                    await canned.answer(app, datasette, scope, receive, send)
                     return
             await app(scope, receive, send)
 

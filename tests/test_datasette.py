@@ -139,6 +139,26 @@ async def test_the_canned_recall_query_names_a_bad_parameter(demo, params, named
 
 
 @pytest.mark.asyncio
+async def test_the_canned_recall_query_cut_by_the_time_limit_is_a_503(demo):
+    """The recall query is the plugin's own: Datasette's SQL time limit stopping it
+    (Datasette answered 400, at times in SQLite's words "expected 0 columns for ''")
+    is a server-side failure, a 503 with Retry-After that says what to do, on its page
+    and in its JSON; a bad parameter is still the caller's 400, and so is a limit the
+    caller set with _timelimit."""
+    hurried = Datasette([str(demo)], metadata=METADATA, settings={"sql_time_limit_ms": 1})
+    for path in ("/demo/recall.json", "/demo/recall"):
+        cut = await hurried.client.get(path, params={"q": "what does the graph leg do"})
+        assert cut.status_code == 503 and cut.headers["Retry-After"], cut.text[:300]
+        assert "sql_time_limit_ms" in cut.text and "/-/recall" in cut.text
+    named = await hurried.client.get("/demo/recall.json", params={"q": "graph leg", "k": "abc"})
+    assert named.status_code == 400 and named.json()["error"] == "k must be a whole number"
+    datasette = Datasette([str(demo)], metadata=METADATA)
+    assert (await datasette.client.get("/demo/recall.json", params={"q": "graph leg"})).status_code == 200
+    own = await datasette.client.get("/demo/recall.json", params={"q": "graph leg", "_timelimit": "1"})
+    assert own.status_code == 400 and "Retry-After" not in own.headers
+
+
+@pytest.mark.asyncio
 async def test_decayed_json_and_html(demo):
     datasette = Datasette([str(demo)], metadata=METADATA)
     data = (await datasette.client.get("/demo/-/decayed.json")).json()
