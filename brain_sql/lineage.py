@@ -23,7 +23,8 @@ _VOCABULARIES = {"fts5vocab": 2, "fts4aux": 1}
 _OWN_ROWS = ("vec0", "rtree", "rtree_i32", "geopoly")  # modules that keep the rows written to them, as a table does
 # what puts rows of others in a table, or takes some out by them (what is left tells of them)
 _WRITES = (sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE)
-_told: dict[tuple, tuple[dict[str, frozenset[str]], dict[str, str]]] = {}  # (file, schema version) -> flows, kinds
+_LABELS = "labels"  # flows[(_LABELS, table)]: the tables its foreign keys point at
+_told: dict[tuple, tuple[dict, dict[str, str]]] = {}  # (file, schema version) -> flows, kinds
 _TOLD_AT_MOST = 64
 
 
@@ -33,7 +34,8 @@ def tables_shown(conn: Connection, name: str) -> set[str]:
     triggers; EVERY_TABLE among them when SQLite cannot tell. Empty for a table
     nothing fills. The schema's flows are found once for each version of it."""
     flows, kinds = _flows(conn)
-    shown, seen, todo = set(), {name}, [name]
+    # a table's foreign keys show the rows they point at: Datasette labels a key by its row (review 111)
+    shown, seen, todo = set(flows.get((_LABELS, name), ())), {name}, [name]
     while todo:
         for source in flows.get(todo.pop(), ()):
             if source == EVERY_TABLE or kinds.get(source) != "view":
@@ -68,6 +70,11 @@ def _flows(conn):
         {name: frozenset(spelled.get(_folded(s), s) for s in sources) for name, sources in _found(conn, kinds).items()},
         kinds,
     )
+    for name, kind in kinds.items():
+        if kind == "table":
+            keys = conn.execute("select \"table\" from pragma_foreign_key_list(?, 'main')", [name]).fetchall()
+            if keys:
+                found[0][(_LABELS, name)] = frozenset(spelled.get(_folded(key), key) for (key,) in keys)
     if path:  # a database in memory has no file to know it by
         if len(_told) >= _TOLD_AT_MOST:
             _told.clear()
@@ -208,7 +215,8 @@ def _authorized(conn, scratch, objects, flows, virtual):
     for name, kind, table, _ in objects:
         if kind == "trigger":
             triggers[table].append(name)
-    tables = {name for name, kind, _, _ in objects if kind == "table"}
+    # a view too: a write into it is its INSTEAD OF triggers' (review 111)
+    tables = {name for name, kind, _, _ in objects if kind in ("table", "view")}
     for table, names in triggers.items():
         told = _trigger_flows(scratch, events, table)
         if told is None or unmade & set(names):  # what they write is not told: whatever they name shows all

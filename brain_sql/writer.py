@@ -336,6 +336,14 @@ def _marks(external_id, content, scope, klass, session=None):
     return marks
 
 
+def _decision_mark(external_id, content, scope, klass, session=None):
+    """What a copy of a decided memory has the same of, to take its decision: its
+    record's _id (none for a note: a renamed note is its copy), its text as LF (a
+    note saved again elsewhere with other line ends), its scope, class and session.
+    An edited text is another memory, whether moved or not (review 111)."""
+    return ("copy", external_id, _text_mark(_line_ends_as_lf(content)), scope, klass, session)
+
+
 def _document_marks(document, chunk):
     """_marks of a chunk of `document`, as it will be stored."""
     turn = conversation.turn_of(document)
@@ -409,7 +417,7 @@ class DocumentWriter:
         self.removed_marks, self.fresh, self.carried = set(), _Given(), []
         # so does a review's decision (archived, expiry extended) on a memory this run removes and writes
         # anew: the decisions of the removed ones by their marks (_carry_decisions, carry_decisions)
-        self.removed_decisions = {}
+        self.removed_decisions, self.written = {}, _Given()  # and the chunks this run wrote, in any document
 
     def forget_entities(self):
         """Drop the entity cache, the sessions kept and the mention work not queued
@@ -544,6 +552,8 @@ class DocumentWriter:
             flagged = self._uncarried(document)
         unstated = self._unstated_edges(plan["removed"])
         rewritten = self._decided_texts(document, plan["removed"]) if plan["known"] and plan["removed"] else {}
+        if plan["known"] and plan["removed"]:  # their text may be written anew in another document (a swap)
+            self._carry_decisions(self._decisions("k.id in (select value from json_each(?))", plan["removed"]))
         if plan["removed"]:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
@@ -844,6 +854,7 @@ class DocumentWriter:
         self.carried += [ids[position] for position in carried]
         self.report.chunks_carried_flag += len(carried)
         self.fresh.update(ids[position] for position in fresh)
+        self.written.update(ids)
         self.left = max([first - 1, *ids])
         per_statement = min(max_variables() // len(_INSERTED), CHUNKS_PER_INSERT)
         for start in range(0, len(rows), per_statement):
@@ -895,7 +906,9 @@ class DocumentWriter:
         decided = []
         for start in range(0, len(document_ids), REMOVE_AT_ONCE):
             flagged += self._flagged(document_ids[start : start + REMOVE_AT_ONCE])
-            decided += self._decisions(document_ids[start : start + REMOVE_AT_ONCE])
+            decided += self._decisions(
+                "k.document_id in (select value from json_each(?))", document_ids[start : start + REMOVE_AT_ONCE]
+            )
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
             if deadline is not None and time.perf_counter() >= deadline:
                 left = document_ids[start + REMOVE_AT_ONCE :]
@@ -908,22 +921,28 @@ class DocumentWriter:
         self._carry_decisions(decided)
         return left
 
-    def _decisions(self, document_ids):
+    def _decisions(self, where, ids):
         """(decision, id, external_id, content, scope, class, session) of each current
-        memory of those `document_ids`: its (relevance_tier, expires_at, and those its
-        record stated) when they are a review's decision, not what its record stated,
-        else None (a document whose stated values were not recorded, written before
-        m021, has none told)."""
+        memory `where` selects among `ids` (documents, or memories): its
+        (relevance_tier, expires_at, and those its record stated) when they are a
+        review's decision, not what its record stated, else None (a document whose
+        stated values were not recorded, written before m021, has none told; nor has
+        one whose memories here are shorter than CARRIED_COPY_MIN_CHARS, all told: a
+        "No blockers." is no other note's copy, review 111)."""
         rows = self.conn.execute(
-            "select k.relevance_tier, k.expires_at, d.stated_fields, k.id, k.external_id, k.content, k.scope, "
-            "k.class, k.metadata from knowledge k join documents d on d.document_id = k.document_id "
-            "where k.version_of is null and k.document_id in (select value from json_each(?))",
-            [json.dumps(document_ids)],
+            "select k.relevance_tier, k.expires_at, d.stated_fields, k.document_id, k.id, k.external_id, k.content, "
+            "k.scope, k.class, k.metadata from knowledge k join documents d on d.document_id = k.document_id "
+            f"where k.version_of is null and {where}",
+            [json.dumps(ids)],
         ).fetchall()
+        length = defaultdict(int)
+        for row in rows:
+            length[row[3]] += len(row[6].strip())
         decided = []
-        for (tier, expires, stated_text, *_), marked in zip(rows, _marked(row[3:] for row in rows)):
+        for (tier, expires, stated_text, document_id, *_), marked in zip(rows, _marked(row[4:] for row in rows)):
             was = _stated_decision(stated_text)
-            decided.append(((tier, expires, *was) if was and (tier, expires) != was else None, *marked))
+            long_enough = length[document_id] >= CARRIED_COPY_MIN_CHARS
+            decided.append(((tier, expires, *was) if was and long_enough and (tier, expires) != was else None, *marked))
         return decided
 
     def _carry_decisions(self, decided):
@@ -931,9 +950,9 @@ class DocumentWriter:
         decided), for the end of the run (carry_decisions): memories alike but for
         their decisions (one archived, one not) tell a copy none."""
         for decision, _, *memory in decided:
-            for mark in _marks(*memory):
-                known = self.removed_decisions.get(mark, decision)
-                self.removed_decisions[mark] = decision if known == decision else _UNDECIDED
+            mark = _decision_mark(*memory)
+            known = self.removed_decisions.get(mark, decision)
+            self.removed_decisions[mark] = decision if known == decision else _UNDECIDED
 
     def decisions_to_carry(self):
         """Whether a memory this run removed held a review's decision."""
@@ -942,30 +961,27 @@ class DocumentWriter:
     def carry_decisions(self):
         """At the end of a run, when every removal is known (review 108: a copy written
         between two removals took a decision the second made ambiguous): give each
-        chunk the run wrote anew the decision of the one removed memory it is a copy of,
-        when no other new chunk is a copy of it too (two copies of one note: neither)."""
+        chunk the run wrote (into a document new or not: two notes swapped, review 111)
+        the decision of the one removed memory it is a copy of (_decision_mark), when no
+        other chunk the run wrote is a copy of it too (two copies of one note: neither)."""
         if not self.decisions_to_carry():
             return
-        copies, marked = defaultdict(set), []
-        for first, last in zip(self.fresh.starts, self.fresh.ends):
+        copies = defaultdict(list)
+        for first, last in zip(self.written.starts, self.written.ends):
             rows = self.conn.execute(
-                f"select document_id, {_MARKED} from knowledge where id between ? and ? and version_of is null",
-                (first, last),
+                f"select {_MARKED} from knowledge where id between ? and ? and version_of is null", (first, last)
             ).fetchall()
-            for (document_id, *_), (row_id, *memory) in zip(rows, _marked(row[1:] for row in rows)):
-                marks = [mark for mark in _marks(*memory) if mark in self.removed_decisions]
-                if marks:
-                    marked.append((row_id, marks))
-                    for mark in marks:  # a text by the chunks holding it, an _id by the documents (review 110)
-                        copies[mark].add(row_id if mark[0] == "text" else document_id)
-        changes = []
-        for row_id, marks in marked:
-            found = {self.removed_decisions[mark] for mark in marks}
-            decision = found.pop() if len(found) == 1 else _UNDECIDED
-            # a text two new chunks hold, or an _id two new documents give, is no one's copy
-            if decision not in (None, _UNDECIDED) and all(len(copies[mark]) == 1 for mark in marks):
-                changes.append((*decision, row_id))
-        self._decide(changes)
+            for row_id, *memory in _marked(rows):
+                mark = _decision_mark(*memory)
+                if mark in self.removed_decisions:
+                    copies[mark].append(row_id)
+        self._decide(
+            [
+                (*self.removed_decisions[mark], ids[0])
+                for mark, ids in copies.items()
+                if len(ids) == 1 and self.removed_decisions[mark] not in (None, _UNDECIDED)
+            ]
+        )
 
     def _decide(self, changes):
         """Give rows their removed originals' decisions, (tier, expiry, stated tier,

@@ -714,3 +714,70 @@ def test_an_id_two_new_documents_give_is_no_ones_copy(tmp_path):
     assert report.chunks_carried_decision == 0, report.summary()
     assert rows(conn, "select distinct relevance_tier from knowledge where external_id = 'X'") == [(1,)]
     close_brain(conn)
+
+
+def test_a_decided_text_moved_into_a_stored_document_keeps_its_decision(tmp_path):
+    """Two notes swapped, or one renamed over another's path, or moved and saved with
+    other line ends: its archive was dropped (only documents new to the brain, written
+    with the same line ends, were looked at: review 111, H3 and M2)."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    alpha = "# Alpha\n\nAlpha note about the quarterly budget review and its owners.\n"
+    beta = "# Beta\n\nBeta note about the onboarding checklist for new engineers.\n"
+    (vault / "a.md").write_text(alpha)
+    (vault / "b.md").write_text(beta)
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+
+    def archive_alpha():
+        [[alpha_id]] = rows(conn, "select id from knowledge where content like '%Alpha note%'")
+        brain_sql.archive(conn, [alpha_id])
+
+    def tiers():
+        return rows(conn, "select substr(content, 3, 5), relevance_tier, source_path like '%/b.md' from knowledge")
+
+    archive_alpha()
+    (vault / "a.md").write_text(beta)
+    (vault / "b.md").write_text(alpha)
+    report = brain_sql.ingest(conn, [vault])
+    assert report.chunks_carried_decision == 1, report.summary()
+    assert sorted(tiers()) == [("Alpha", 0, 1), ("Beta\n", 1, 0)]
+    (vault / "b.md").replace(vault / "a.md")  # Alpha renamed over Beta's path
+    report = brain_sql.ingest(conn, [vault], prune=True)
+    assert report.chunks_carried_decision == 1, report.summary()
+    assert tiers() == [("Alpha", 0, 0)]
+    (vault / "sub").mkdir()
+    (vault / "sub" / "c.md").write_bytes(alpha.replace("\n", "\r\n").encode())  # moved, and saved with CRLF
+    (vault / "a.md").unlink()
+    report = brain_sql.ingest(conn, [vault], prune_all=True)  # its one memory's file gone: a prune would ask
+    assert report.chunks_carried_decision == 1, report.summary()
+    assert rows(conn, "select relevance_tier from knowledge") == [(0,)]
+    assert brain_sql.check(conn) == {}
+    close_brain(conn)
+
+
+def test_only_an_unedited_copy_of_a_decided_memory_takes_its_decision(tmp_path):
+    """A decision goes to a copy: the record of the same _id with the same text, or a
+    note of the same text. An archived record removed while another file held it
+    edited and a new record of its old text archived both (review 111, H4); an edited
+    record moved took it where the same edit in place did not (M3); a deleted
+    "No blockers." gave its archive to the next standup's (M1)."""
+    folder = tmp_path / "records"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text('{"_id": "r1", "text": "Deploys happen on Tuesdays after the change board."}\n')
+    (folder / "standup-1.md").write_text("---\ntitle: Standup 2 March\n---\nNo blockers.\n")
+    (folder / "keep.jsonl").write_text('{"_id": "k", "text": "A record that stays in its file."}\n')
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [folder])
+    brain_sql.archive(conn, [row[0] for row in rows(conn, "select id from knowledge where external_id != 'k'")])
+    (folder / "a.jsonl").unlink()
+    (folder / "standup-1.md").unlink()
+    (folder / "b.jsonl").write_text(
+        '{"_id": "r1", "text": "Deploys happen on Thursdays now, the board said."}\n'
+        '{"_id": "r2", "text": "Deploys happen on Tuesdays after the change board."}\n'
+    )
+    (folder / "standup-2.md").write_text("---\ntitle: Standup 9 March\n---\nNo blockers.\n")
+    report = brain_sql.ingest(conn, [folder], prune=True)
+    assert report.chunks_carried_decision == 0, report.summary()
+    assert rows(conn, "select distinct relevance_tier from knowledge") == [(1,)]
+    close_brain(conn)

@@ -169,3 +169,25 @@ def test_what_review_110_found_shown_is_found():
         conn.execute(statement)
     shown = {name: lineage.tables_shown(conn, name) for name in ["f4", "f5", "\u00a0log"]}
     assert shown == {"f4": {lineage.EVERY_TABLE}, "f5": {"knowledge"}, "\u00a0log": {lineage.EVERY_TABLE}}
+
+
+def test_what_review_111_found_shown_is_found():
+    """A trigger SQLite cannot prepare here writing through a view, whose INSTEAD OF
+    trigger fills a table: the table showed nothing (only tables named by the trigger
+    were told every table: review 111, H1). A table's foreign keys show the rows they
+    point at, as Datasette labels each key with its row's (H2)."""
+    conn = sqlite3.connect(":memory:")
+    for statement in [
+        "create table knowledge (id integer primary key, title, content)",
+        "create table secrets (id integer primary key, a)",
+        "create table dest (x)",
+        "create view inbox as select 1 as x",
+        "create trigger into_dest instead of insert on inbox begin insert into dest values (new.x); end",
+        "create trigger copied after insert on knowledge begin "
+        "insert into inbox (x) values (no_such_function(new.content)); end",
+        "create table refs (id integer primary key, s references SECRETS(id), k references knowledge)",
+        "create table plain (id integer primary key, note)",
+    ]:
+        conn.execute(statement)
+    shown = {name: lineage.tables_shown(conn, name) for name in ["dest", "refs", "plain"]}
+    assert shown == {"dest": {lineage.EVERY_TABLE}, "refs": {"secrets", "knowledge"}, "plain": set()}
