@@ -418,6 +418,7 @@ class DocumentWriter:
         # so does a review's decision (archived, expiry extended) on a memory this run removes and writes
         # anew: the decisions of the removed ones by their marks (_carry_decisions, carry_decisions)
         self.removed_decisions, self.written = {}, _Given()  # and the chunks this run wrote, in any document
+        self.decided_ids = {}  # mark -> the ids of the decided memories removed: a removal rolled back keeps its own
 
     def forget_entities(self):
         """Drop the entity cache, the sessions kept and the mention work not queued
@@ -949,10 +950,12 @@ class DocumentWriter:
         """Keep the decisions of the memories just removed by their marks (None: none
         decided), for the end of the run (carry_decisions): memories alike but for
         their decisions (one archived, one not) tell a copy none."""
-        for decision, _, *memory in decided:
+        for decision, row_id, *memory in decided:
             mark = _decision_mark(*memory)
             known = self.removed_decisions.get(mark, decision)
             self.removed_decisions[mark] = decision if known == decision else _UNDECIDED
+            if decision is not None:
+                self.decided_ids.setdefault(mark, set()).add(row_id)
 
     def decisions_to_carry(self):
         """Whether a memory this run removed held a review's decision."""
@@ -975,11 +978,23 @@ class DocumentWriter:
                 mark = _decision_mark(*memory)
                 if mark in self.removed_decisions:
                     copies[mark].append(row_id)
+        carried = {
+            mark: ids[0]
+            for mark, ids in copies.items()
+            if len(ids) == 1 and self.removed_decisions[mark] not in (None, _UNDECIDED)
+        }
+        originals = sorted(set().union(*(self.decided_ids[mark] for mark in carried)))
+        kept = {  # a removal its transaction took back (a document that failed): the original is still there
+            row_id
+            for (row_id,) in self.conn.execute(
+                "select id from knowledge where id in (select value from json_each(?))", [json.dumps(originals)]
+            )
+        }
         self._decide(
             [
-                (*self.removed_decisions[mark], ids[0])
-                for mark, ids in copies.items()
-                if len(ids) == 1 and self.removed_decisions[mark] not in (None, _UNDECIDED)
+                (*self.removed_decisions[mark], row_id)
+                for mark, row_id in carried.items()
+                if kept.isdisjoint(self.decided_ids[mark])
             ]
         )
 

@@ -781,3 +781,32 @@ def test_only_an_unedited_copy_of_a_decided_memory_takes_its_decision(tmp_path):
     assert report.chunks_carried_decision == 0, report.summary()
     assert rows(conn, "select distinct relevance_tier from knowledge") == [(1,)]
     close_brain(conn)
+
+
+def test_a_removal_taken_back_gives_no_copy_its_decision(tmp_path):
+    """A note edited so its write fails (here a trigger someone added refuses it) is
+    taken back whole, its archived section still stored: a new note of that
+    section's text is a memory of its own, not a copy taking the archive."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    section = "The archived paragraph about the old deploy freeze rules."
+    (vault / "a.md").write_text(f"# A\n\n{section}\n")
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    [[archived]] = rows(conn, "select id from knowledge")
+    brain_sql.archive(conn, [archived])
+    conn.execute(
+        "create trigger refuse before insert on knowledge when new.content like '%REFUSED%' "
+        "begin select raise(abort, 'refused by a trigger'); end"
+    )
+    conn.commit()
+    (vault / "a.md").write_text("# A\n\nREFUSED: the note rewritten.\n")
+    (vault / "b.md").write_text(f"# A\n\n{section}\n")
+    report = brain_sql.ingest(conn, [vault])
+    assert [error.path.endswith("a.md") for error in report.errors] == [True], report.errors
+    assert report.chunks_carried_decision == 0, report.summary()
+    assert rows(conn, "select source_path like '%/b.md', relevance_tier from knowledge order by id") == [
+        (0, 0),
+        (1, 1),
+    ]
+    close_brain(conn)
