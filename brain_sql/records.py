@@ -460,6 +460,8 @@ def given_chunks(value):
             raise FieldError(f"{where} has no text: give a non-empty 'content'")
         try:
             chunk = Chunk(content, _heading_path(item), *(_line(item, key) for key in ("line_start", "line_end")))
+            if chunk.line_start is not None and chunk.line_end is not None and chunk.line_end < chunk.line_start:
+                raise FieldError(f"line_end ({chunk.line_end}) is before line_start ({chunk.line_start})")
             chunk.memory_id = whole_number(item["id"], "id", high=MAX_ID) if item.get("id") is not None else None
             chunk.fields = {
                 **normalize_fields({k: item.get(k) for k in CHUNK_FIELDS}),

@@ -368,16 +368,18 @@ def test_chunks_that_cannot_be_read_skip_their_record_with_its_line(tmp_path):
         {"_id": "b6", "_chunks": [{"content": "x", "relations": [{"type": "t"}]}]},
         {"_id": "b7", "_chunks": [{"content": "x", "flagged": "yes"}]},
         {"_id": "b8", "_source_path": "/notes/a.md", "_chunks": [{"content": "x"}]},
+        {"_id": "b9", "_chunks": [{"content": "x", "line_start": 9, "line_end": 3}]},
     ]
     path = write(tmp_path / "records.jsonl", "\n".join(json.dumps(r) for r in [good, *bad]))
     conn = brain_sql.connect(tmp_path / "brain.db")
     report = brain_sql.ingest(conn, [path])
-    assert [error.line for error in report.errors] == list(range(2, 10))
+    assert [error.line for error in report.errors] == list(range(2, 11))
     messages = [error.message for error in report.errors]
     assert "not both" in messages[0] and "non-empty list" in messages[1] and "'colour'" in messages[2]
     assert "_chunks[0]: id must be a whole number" in messages[3] and "relevance_tier" in messages[4]
     assert "relations[]" in messages[5] and "flagged must be true or false" in messages[6]
     assert "only with its '_document'" in messages[7]
+    assert messages[8].endswith("_chunks[0]: line_end (3) is before line_start (9)"), messages[8]
     # the good one: its memory id kept, its text not split again
     assert rows(conn, "select id, content from knowledge") == [(7, "A chunk taken as it is.\n\n\n\nEven so.")]
 
