@@ -14,6 +14,7 @@ version of) instead of a document id made from the file ingested.
 import collections
 import csv
 import json
+import re
 from pathlib import Path
 
 import xxhash
@@ -87,13 +88,32 @@ def parse_json(path, text):
     except (ValueError, RecursionError) as ex:  # not JSON, a number past Python's digit limit, nested too deep
         yield IngestError(path, getattr(ex, "lineno", 1), f"malformed JSON: {said(ex)}")
         return
-    items = data if isinstance(data, list) else [data]
-    for number, item in enumerate(items, 1):
+    items, lines = (data, _element_lines(text)) if isinstance(data, list) else ([data], [1])
+    for number, (item, line) in enumerate(zip(items, lines), 1):
         problem = _refused_in(item) if marked else None
         if problem is not None:
-            yield IngestError(path, None, f"record {number}: {problem}")
+            yield IngestError(path, line, f"record {number}: {problem}")
         else:
-            yield record_document(path, item, None, f"record {number}")
+            yield record_document(path, item, line, f"record {number}")
+
+
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _element_lines(text):
+    """The line each element of the JSON array `text` (read already) begins on."""
+    decoder = json.JSONDecoder(
+        parse_int=str, parse_float=str, parse_constant=str, object_pairs_hook=len
+    )  # nothing built
+    lines, line, counted = [], 1, 0
+    at = _JSON_SPACE.match(text, text.index("[") + 1).end()
+    while text[at] != "]":
+        line += text.count("\n", counted, at)
+        lines.append(line)
+        counted = at
+        at = _JSON_SPACE.match(text, decoder.raw_decode(text, at)[1]).end()
+        at = _JSON_SPACE.match(text, at + (text[at] == ",")).end()
+    return lines
 
 
 class _Pairs(dict):

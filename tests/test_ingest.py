@@ -477,9 +477,9 @@ def test_a_record_that_gives_a_key_twice_or_a_row_past_its_header_is_skipped_by_
         ("h.csv", 1, 'the CSV header names the column "text" twice: name each column once'),
         ("r.csv", 2, "this row has 1 more field than the header"),
         ("r.csv", 5, 'column "metadata": the key "k" of one object is given twice: give it once'),
-        ("r.json", None, 'record 1: the key "title" of one object is given twice: give it once'),
-        ("r.json", None, 'record 3: the key "n" of one object is given twice: give it once'),
-        ("r.json", None, "record 4: NaN is not a JSON number"),
+        ("r.json", 1, 'record 1: the key "title" of one object is given twice: give it once'),
+        ("r.json", 1, 'record 3: the key "n" of one object is given twice: give it once'),
+        ("r.json", 2, "record 4: NaN is not a JSON number"),  # each named by its line, too
         ("r.jsonl", 1, 'malformed JSON line: the key "text" of one object is given twice: give it once'),
     ]
     assert rows(conn, "select external_id, content from knowledge order by external_id") == [
@@ -803,3 +803,16 @@ def test_a_record_the_brain_refuses_is_skipped_and_counts_nothing(tmp_path):
     edges = conn.execute("select count(*) from relationships").fetchone()[0]
     assert (stored, report.relationships) == (2, edges)
     assert brain_sql.check(conn) == {}
+
+
+def test_a_skipped_record_of_a_json_file_is_named_by_the_line_it_begins_on(tmp_path):
+    """A file of records written with indent (a tool's export) named a skipped one by
+    its number alone: the line takes the editor there."""
+    records = [{"_id": "a", "text": "one"}, {"_id": "b", "title": "no text"}, {"_id": "c", "text": "three"}]
+    path = write(tmp_path / "r.json", json.dumps(records, indent=2))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [path])
+    assert json.dumps(records, indent=2).splitlines()[5] == "  {"  # the second record begins on line 6
+    assert [(e.line, e.message.split(":")[0]) for e in report.errors] == [(6, "record 2")]
+    assert str(report.errors[0]).startswith(f"{path}:6: record 2: ")
+    assert rows(conn, "select external_id from knowledge order by 1") == [("a",), ("c",)]
