@@ -34,10 +34,12 @@ def tables_shown(conn: Connection, name: str) -> set[str]:
     triggers; EVERY_TABLE among them when SQLite cannot tell. Empty for a table
     nothing fills. The schema's flows are found once for each version of it."""
     flows, kinds = _flows(conn)
-    # a table's foreign keys show the rows they point at: Datasette labels a key by its row (review 111)
-    shown, seen, todo = set(flows.get((_LABELS, name), ())), {name}, [name]
+    shown, seen, todo = set(), {name}, [name]
     while todo:
-        for source in flows.get(todo.pop(), ()):
+        at = todo.pop()
+        # a table's foreign keys show the rows they point at, and what those show: Datasette labels a key
+        # by its row (review 111, 113)
+        for source in flows.get(at, frozenset()) | (flows.get((_LABELS, at), frozenset()) if at == name else set()):
             if source == EVERY_TABLE or kinds.get(source) != "view":
                 shown.add(source)
             if source not in seen and source != EVERY_TABLE:

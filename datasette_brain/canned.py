@@ -10,6 +10,8 @@ parameters as the JSON API reads them and refuses the query with an error naming
 the one at fault, which Datasette answers 400, on the query's page and in its JSON.
 """
 
+import time
+
 from datasette.utils import sqlite3
 from datasette.utils.asgi import Request
 
@@ -44,21 +46,28 @@ def magic(suffix, request):
 
 
 CUT_SHORT = (
-    "the recall query stopped before it finished: Datasette's SQL time limit (sql_time_limit_ms) cut it, or "
-    "the brain could not be read. Try again shortly, raise the limit, or recall through /-/recall, which no "
-    "time limit cuts"
+    "the recall query stopped before it finished: Datasette's SQL time limit (sql_time_limit_ms) cut it. Try "
+    "again shortly, raise the limit, or recall through /-/recall, which no time limit cuts"
+)
+NEEDS_CHECK = (
+    "the recall query stopped: this brain could not answer it (the server's log says why): run sqlite-utils brain check"
 )
 
 
+FUNCTION_FAILED = b"user-defined function raised exception"  # SQLite's words for a brain_* function's error
+
+
 async def answer(app, datasette, scope, receive, send):
-    """Datasette's answer to a request of the recall query, but for its 400 when the
-    parameters are the JSON API's without fault: the query is the plugin's own, so
-    what then stops it (Datasette's time limit, which it answers 400 "SQL query took
-    too long" or, cut while SQLite reads the SQL, in SQLite's words; a failing read)
-    is a server-side failure, a 503 with Retry-After. A limit the caller set
-    (`_timelimit`) is theirs; a parameter at fault stays a 400 that names it (a time
-    limit cuts the query before its parameters are read)."""
-    held = []
+    """Datasette's answer to a request of the recall query, but for a 400 that is no
+    fault of the caller's: the query is the plugin's own. Stopped at Datasette's time
+    limit (which it answers 400 "SQL query took too long" or, cut while SQLite reads
+    the SQL, in SQLite's words) it is a 503 with Retry-After, or the 400 naming a
+    parameter at fault (a time limit cuts the query before its parameters are read);
+    sooner, a brain_* function failing on parameters without fault failed on the brain
+    itself (its log line says why): the JSON API's 409. Any other 400 is Datasette's
+    (a parameter named, `_next` with `_stream`), and so is a limit the caller set
+    (`_timelimit`)."""
+    held, began = [], time.perf_counter()
 
     async def holding(message):
         if not held and not (message["type"] == "http.response.start" and message["status"] == 400):
@@ -66,15 +75,23 @@ async def answer(app, datasette, scope, receive, send):
             return
         held.append(message)
         if message["type"] == "http.response.body" and not message.get("more_body"):
-            args = Request(scope, receive).args
-            error = for_plugin.recall_params_error({name: args.get(name) for name in args})
-            if "_timelimit" in args:
-                for part in held:
-                    await send(part)
-            elif error:
-                await (await html_errors.datasette_error(datasette, scope, error, 400)).asgi_send(send)
-            else:
-                retry = {"Retry-After": str(tools.RETRY_AFTER_SECONDS)}
-                await (await html_errors.datasette_error(datasette, scope, CUT_SHORT, 503, retry)).asgi_send(send)
+            await _answered(datasette, scope, Request(scope, receive).args, held, began, send)
 
     await app(scope, receive, holding)
+
+
+async def _answered(datasette, scope, args, held, began, send):
+    """Send the answer to a recall query Datasette answered 400 (`held`), as answer says."""
+    error = for_plugin.recall_params_error({name: args.get(name) for name in args})
+    cut = (time.perf_counter() - began) * 1000 >= datasette.setting("sql_time_limit_ms")
+    failed = not error and any(FUNCTION_FAILED in part.get("body", b"") for part in held)
+    if "_timelimit" in args or not (cut or failed):
+        for part in held:
+            await send(part)
+    elif error:
+        await (await html_errors.datasette_error(datasette, scope, error, 400)).asgi_send(send)
+    elif cut:
+        retry = {"Retry-After": str(tools.RETRY_AFTER_SECONDS)}
+        await (await html_errors.datasette_error(datasette, scope, CUT_SHORT, 503, retry)).asgi_send(send)
+    else:
+        await (await html_errors.datasette_error(datasette, scope, NEEDS_CHECK, 409)).asgi_send(send)

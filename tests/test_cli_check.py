@@ -1171,7 +1171,7 @@ def test_the_sql_functions_on_a_brain_holding_a_blob_title_log_run_check_not_a_t
     conn.close()
 
     answer, logged = canned_recall(vault_brain_copy, capfd)
-    assert answer.status_code == 400, answer.text
+    assert answer.status_code == 409 and "run sqlite-utils brain check" in answer.json()["error"], answer.text
     assert "Traceback" not in logged and "AttributeError" not in logged, logged
     assert "run sqlite-utils brain check" in logged, logged
     assert ("values of the wrong kind" if "title" in change else "a memory's own?") in logged, logged
@@ -1191,7 +1191,7 @@ def test_the_sql_functions_on_a_brain_whose_model_is_not_installed_log_one_line(
     conn.close()
 
     answer, logged = canned_recall(vault_brain_copy, capfd)
-    assert answer.status_code == 400, answer.text
+    assert answer.status_code == 409 and "run sqlite-utils brain check" in answer.json()["error"], answer.text
     assert "Traceback" not in logged and "locals" not in logged, logged
     assert "brain_sql: " in logged and "run sqlite-utils brain check" in logged, logged
 
@@ -1394,7 +1394,7 @@ def test_the_sql_functions_on_a_brain_missing_a_brain_meta_row_log_run_check(vau
     conn.close()
 
     answer, logged = canned_recall(vault_brain_copy, capfd)
-    assert answer.status_code == 400, answer.text
+    assert answer.status_code == 409 and "run sqlite-utils brain check" in answer.json()["error"], answer.text
     assert "Traceback" not in logged and "KeyError" not in logged, logged
     assert "brain_sql: " in logged and "run sqlite-utils brain check" in logged, logged
 

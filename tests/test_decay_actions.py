@@ -810,3 +810,34 @@ def test_a_removal_taken_back_gives_no_copy_its_decision(tmp_path):
         (1, 1),
     ]
     close_brain(conn)
+
+
+def test_a_section_takes_a_decision_as_part_of_its_notes_copy(tmp_path):
+    """A deleted standup's archived "No blockers" section gave its archive to the next
+    standup's same section (review 113, H3): a note's section is a copy when its note
+    has the removed one's title (moved to another folder, edited too) or holds every
+    section removed from it (renamed, swapped)."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    blockers = "# Blockers\n\nNo blockers, the release train is on time.\n"
+    (vault / "standup-1.md").write_text(f"# Yesterday\n\nWired the billing export to the ledger.\n\n{blockers}")
+    (vault / "plan.md").write_text("# Goals\n\nShip the ledger export by March.\n\n# Risks\n\nThe auditor is late.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    brain_sql.archive(conn, [row[0] for row in rows(conn, "select id from knowledge")])
+    (vault / "standup-1.md").unlink()
+    (vault / "standup-2.md").write_text(f"# Yesterday\n\nShipped the onboarding emails.\n\n{blockers}")
+    (vault / "sub").mkdir()
+    (vault / "sub" / "plan.md").write_text("# Goals\n\nShip the ledger export by March.\n\n# Risks\n\nNone left.\n")
+    (vault / "plan.md").unlink()
+    report = brain_sql.ingest(conn, [vault], prune_all=True)  # both files gone: a prune would ask
+    assert report.chunks_carried_decision == 1, report.summary()
+    assert rows(
+        conn, "select source_path like '%standup-2.md', substr(content, 3, 5), relevance_tier from knowledge"
+    ) == [
+        (1, "Yeste", 1),
+        (1, "Block", 1),
+        (0, "Goals", 0),  # its note moved, with its title: the unedited section keeps its archive
+        (0, "Risks", 1),  # edited: another memory
+    ]
+    close_brain(conn)

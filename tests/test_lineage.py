@@ -191,3 +191,20 @@ def test_what_review_111_found_shown_is_found():
         conn.execute(statement)
     shown = {name: lineage.tables_shown(conn, name) for name in ["dest", "refs", "plain"]}
     assert shown == {"dest": {lineage.EVERY_TABLE}, "refs": {"secrets", "knowledge"}, "plain": set()}
+
+
+def test_a_foreign_key_shows_what_the_rows_it_points_at_show():
+    """A key to a view over knowledge, or to a table a trigger fills from it: its
+    labels are those rows' (review 113, H1)."""
+    conn = sqlite3.connect(":memory:")
+    for statement in [
+        "create table knowledge (id integer primary key, title, content)",
+        "create view titles as select id, title from knowledge",
+        "create table copies (id integer primary key, title)",
+        "create trigger copied after insert on knowledge begin insert into copies values (new.id, new.title); end",
+        "create table refs (id integer primary key, v references titles(id), c references copies(id))",
+        "create table via (id integer primary key, r references refs(id))",  # refs' rows: ids alone
+    ]:
+        conn.execute(statement)
+    shown = {name: lineage.tables_shown(conn, name) for name in ["refs", "via"]}
+    assert shown == {"refs": {"knowledge", "copies"}, "via": {"refs"}}
