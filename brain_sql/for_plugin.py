@@ -50,6 +50,7 @@ _MODULE_OF = {
     "given_once": ".fields",
     "unknown_parameters": ".fields",
     "recall_params_error": ".functions",
+    "interruptions": ".functions",
     "say_input_errors": ".functions",
     "derived_from_knowledge": ".schema",
     "derived_from_every_table": ".schema",
@@ -144,6 +145,7 @@ __all__ = [
     "given_once",
     "unknown_parameters",
     "recall_params_error",
+    "interruptions",
     # `sqlite-utils query`: a brain_* function's refusal said in one line on stderr, as Datasette logs it
     "say_input_errors",
     # the wording of messages and pages

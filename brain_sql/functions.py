@@ -163,6 +163,8 @@ def _sql_function(conn, name, function):
             raise
         except Exception as ex:
             if _interrupted(conn):  # a time limit, not the brain: said so in the one line logged
+                global _interruptions
+                _interruptions += 1
                 error = sqlite3.OperationalError("interrupted: a time limit stopped the statement calling it")
                 _mark(error, name)
                 raise error from ex
@@ -200,6 +202,16 @@ def _mark(error, name):
     if not message.startswith(name):
         error.args = (f"{name}: {message}",)
     error.brain_sql_function = name
+
+
+_interruptions = 0  # brain_* function calls a time limit stopped in this process (interruptions)
+
+
+def interruptions() -> int:
+    """How many brain_* function calls a time limit (an interrupt) has stopped in this
+    process so far: SQLite tells the statement calling one only that it failed, so a
+    server tells a time limit from a brain that needs check by this count's change."""
+    return _interruptions
 
 
 _STEPS = "with recursive n(i) as (select 1 union all select i + 1 from n where i < 1000) select count(*) from n"

@@ -55,19 +55,21 @@ NEEDS_CHECK = (
 
 
 FUNCTION_FAILED = b"user-defined function raised exception"  # SQLite's words for a brain_* function's error
+TIME_LIMIT = b"SQL query took too long"  # Datasette's, for a statement its time limit stopped between steps
 
 
 async def answer(app, datasette, scope, receive, send):
     """Datasette's answer to a request of the recall query, but for a 400 that is no
     fault of the caller's: the query is the plugin's own. Stopped at Datasette's time
-    limit (which it answers 400 "SQL query took too long" or, cut while SQLite reads
-    the SQL, in SQLite's words) it is a 503 with Retry-After, or the 400 naming a
+    limit (which it answers 400 "SQL query took too long"; in a brain_* function,
+    which counts it (interruptions); or, cut while SQLite reads the SQL, in SQLite's
+    words, after the limit's time) it is a 503 with Retry-After, or the 400 naming a
     parameter at fault (a time limit cuts the query before its parameters are read);
-    sooner, a brain_* function failing on parameters without fault failed on the brain
-    itself (its log line says why): the JSON API's 409. Any other 400 is Datasette's
-    (a parameter named, `_next` with `_stream`), and so is a limit the caller set
-    (`_timelimit`)."""
-    held, began = [], time.perf_counter()
+    a brain_* function failing otherwise on parameters without fault failed on the
+    brain itself (its log line says why): the JSON API's 409. Any other 400 is
+    Datasette's (a parameter named, `_next` with `_stream`), and so is a limit the
+    caller set (`_timelimit`)."""
+    held, began, interrupted = [], time.perf_counter(), for_plugin.interruptions()
 
     async def holding(message):
         if not held and not (message["type"] == "http.response.start" and message["status"] == 400):
@@ -75,16 +77,22 @@ async def answer(app, datasette, scope, receive, send):
             return
         held.append(message)
         if message["type"] == "http.response.body" and not message.get("more_body"):
-            await _answered(datasette, scope, Request(scope, receive).args, held, began, send)
+            body = b"".join(part.get("body", b"") for part in held)
+            if FUNCTION_FAILED in body:
+                cut, failed = for_plugin.interruptions() != interrupted, True
+            else:
+                limit = datasette.setting("sql_time_limit_ms")
+                cut, failed = TIME_LIMIT in body or (time.perf_counter() - began) * 1000 >= limit, False
+            await _answered(datasette, scope, Request(scope, receive).args, held, cut, failed, send)
 
     await app(scope, receive, holding)
 
 
-async def _answered(datasette, scope, args, held, began, send):
-    """Send the answer to a recall query Datasette answered 400 (`held`), as answer says."""
+async def _answered(datasette, scope, args, held, cut, failed, send):
+    """Send the answer to a recall query Datasette answered 400 (`held`): `cut` by a
+    time limit, or `failed` in a brain_* function otherwise, as answer says."""
     error = for_plugin.recall_params_error({name: args.get(name) for name in args})
-    cut = (time.perf_counter() - began) * 1000 >= datasette.setting("sql_time_limit_ms")
-    failed = not error and any(FUNCTION_FAILED in part.get("body", b"") for part in held)
+    failed = failed and not error
     if "_timelimit" in args or not (cut or failed):
         for part in held:
             await send(part)

@@ -156,6 +156,10 @@ async def test_the_canned_recall_query_cut_by_the_time_limit_is_a_503(demo):
     assert (await datasette.client.get("/demo/recall.json", params={"q": "graph leg"})).status_code == 200
     own = await datasette.client.get("/demo/recall.json", params={"q": "graph leg", "_timelimit": "1"})
     assert own.status_code == 400 and "Retry-After" not in own.headers
+    theirs = await datasette.client.get("/demo/recall.csv", params={"q": "graph leg", "_stream": "1", "_next": "3"})
+    assert theirs.status_code == 400 and "Retry-After" not in theirs.headers  # Datasette's own refusal
+    form = await datasette.client.get("/demo/recall", params={"q": "graph leg", "k": "abc"})
+    assert form.status_code == 400 and 'name="k"' in form.text  # Datasette's page, the form kept
 
 
 @pytest.mark.asyncio
