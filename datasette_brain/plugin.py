@@ -148,9 +148,12 @@ def asgi_wrapper(datasette):
                 if wrong:
                     await (await html_errors.datasette_error(datasette, scope, wrong, 400)).asgi_send(send)
                     return
-                if links.is_recall_query(datasette, scope):
-                    await canned.answer(app, datasette, scope, receive, send)
-                    return
+                with routes.remembering():  # each source of an added object asked once a request
+                    if links.is_recall_query(datasette, scope):
+                        await canned.answer(app, datasette, scope, receive, send)
+                    else:
+                        await app(scope, receive, send)
+                return
             await app(scope, receive, send)
 
         return wrapped

@@ -11,7 +11,9 @@ request again.
 
 import asyncio
 import base64
+import contextlib
 import contextvars
+import json
 import urllib.parse
 from collections.abc import Generator
 
@@ -544,10 +546,16 @@ def added_table_readable(datasette, actor, database, table):
             return None
         if for_plugin.EVERY_TABLE in shown and not await tools.tables_readable(datasette, actor, database):
             return False
-        following = _following.set(True)
+        following, memo = _following.set(True), _verdicts.get()
+        memo = {} if memo is None else memo
         try:
             for source in sorted(shown - {for_plugin.EVERY_TABLE, table}):
-                if not await datasette.permission_allowed(actor, "view-table", (database, source), default=True):
+                key = (json.dumps(actor, sort_keys=True, default=repr), database, source)
+                if key not in memo:
+                    memo[key] = await datasette.permission_allowed(
+                        actor, "view-table", (database, source), default=True
+                    )
+                if not memo[key]:
                     return False
         finally:
             _following.reset(following)
@@ -560,6 +568,19 @@ def added_table_readable(datasette, actor, database, table):
 # source's check is its own rules (and the brain's derived ones), not its sources again: a cycle of triggers
 # recursed without end, a chain of them took time exponential in its length (review 108)
 _following = contextvars.ContextVar("brain_following_sources", default=False)
+# a request's verdicts on the sources of added objects: a page listing a chain of trigger-fed tables asked
+# each table's whole chain again (review 109: 34 s for a chain of 400); one request's alone (remembering)
+_verdicts: contextvars.ContextVar[dict | None] = contextvars.ContextVar("brain_source_verdicts", default=None)
+
+
+@contextlib.contextmanager
+def remembering():
+    """Within it (one request), each source's verdict is asked once."""
+    token = _verdicts.set({})
+    try:
+        yield
+    finally:
+        _verdicts.reset(token)
 
 
 def queries_runnable(datasette, actor, database):
