@@ -2,6 +2,10 @@
 error's status; their `.json` forms, like the JSON API, answer in JSON."""
 
 from datasette import Response
+from datasette.utils import sqlite3
+
+import brain_sql
+from brain_sql import for_plugin
 
 from . import routes, tools
 from .tools import ApiError
@@ -73,3 +77,20 @@ async def datasette_error(datasette, scope, message, status, headers=None):
 async def not_found(datasette, scope):
     """Datasette's own 404 for a row that is not there ("Record not found")."""
     return await datasette_error(datasette, scope, "Record not found", 404)
+
+
+def server_failure(datasette, request, exception):
+    """An awaitable of the 503 (with Retry-After) for an `exception` Datasette raised
+    reading a file another process locked past the busy timeout, or on a failing disk
+    (its pages read every database's schema first: a 500, review 112); else None."""
+    cause, seen = exception, set()
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, sqlite3.OperationalError):
+            name = tools.url_database(datasette, request) or "a database of this server"
+            fault = for_plugin.opening_fault(name, cause)
+            if isinstance(fault, brain_sql.WriteError):
+                return error_page(tools.as_api_error(fault), datasette, request)
+            return None
+        cause = cause.__cause__ or cause.__context__
+    return None

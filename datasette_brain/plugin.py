@@ -42,6 +42,8 @@ def startup(datasette):
             await links.remember_brains(datasette)
         except brain_sql.ReadOnlyBrain as ex:  # `datasette serve` says so and stops, without a traceback
             raise click.UsageError(str(ex)) from ex
+        except brain_sql.WriteError as ex:  # locked by another process: which databases are brains is unknown
+            raise click.ClickException(f"{ex} (start the server again once it is free)") from ex
         await crossdb.learn(datasette)
 
     return inner
@@ -191,6 +193,17 @@ def schema_tool_by_permission(datasette, mcp):
     mcp_tools.replace_schema_tool(datasette, mcp)
 
 
+@hookimpl(hookwrapper=True, specname="handle_exception")
+def busy_is_a_503(datasette, request, exception):
+    """A file locked by another process past the busy timeout, or a failing disk, is a
+    503 with Retry-After on every page, Datasette's own too, in place of Datasette's
+    handling (its traceback, rich's, fails outside an except block)."""
+    outcome = yield
+    answer = html_errors.server_failure(datasette, request, exception)
+    if answer is not None:
+        outcome.force_result([answer])
+
+
 @hookimpl
 def skip_csrf(scope):
     """Posts to the JSON API need no CSRF token: the API reads only JSON bodies
@@ -211,9 +224,12 @@ def _links(datasette, database):
 def menu_links(datasette, actor):
     async def inner():
         links = []
-        for name in await tools.brain_names(datasette):
-            if await tools.memories_readable(datasette, actor, name):
-                links.extend(_links(datasette, name)[:1])
+        for name in list(datasette.databases):
+            try:  # on every page, its error pages too: a brain locked now (review 112) has no link, not a 500
+                if await tools.is_brain(datasette, name) and await tools.memories_readable(datasette, actor, name):
+                    links.extend(_links(datasette, name)[:1])
+            except brain_sql.WriteError:
+                pass
         return links
 
     return inner
@@ -224,8 +240,11 @@ def database_actions(datasette, actor, database):
     """The brain's pages, for whoever may read its memories (the pages answer nobody else)."""
 
     async def inner():
-        if await tools.is_brain(datasette, database) and await tools.memories_readable(datasette, actor, database):
-            return _links(datasette, database)
+        try:
+            if await tools.is_brain(datasette, database) and await tools.memories_readable(datasette, actor, database):
+                return _links(datasette, database)
+        except brain_sql.WriteError:  # locked now: no links, not a 500
+            pass
         return []
 
     return inner

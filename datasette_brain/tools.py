@@ -113,7 +113,8 @@ async def brain_names(datasette):
 
 async def is_brain(datasette, name):
     """Whether database `name` is a brain; a damaged file counts, so that what is
-    asked of it says it is damaged."""
+    asked of it says it is damaged. A WriteError (a 503) when it cannot be told now:
+    another process's lock held past the busy timeout (review 112), a failing disk."""
     db = datasette.databases.get(name)
     if db is None or name == "_internal":
         return False
@@ -128,6 +129,9 @@ async def is_brain(datasette, name):
                 "read-only, and SQLite keeps a written database's -wal and -shm files beside it. "
                 f"Serve it immutable instead: datasette -i {db.path}"
             ) from ex
+        fault = for_plugin.opening_fault(db.path or name, ex)
+        if isinstance(fault, brain_sql.WriteError):  # another's lock held past the busy timeout, a failing disk
+            raise fault from ex
         raise
 
 

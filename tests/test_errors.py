@@ -12,12 +12,14 @@ import resource
 import subprocess
 import sys
 
+import click
 import pytest
 from datasette.app import Datasette
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
 import brain_sql
+from brain_sql.connection import sqlite3
 from datasette_brain import mcp_tools
 
 from .conftest import read_slots_taken, write
@@ -266,6 +268,41 @@ def test_a_brain_another_connection_holds_exclusively_says_try_again(run, brain_
             assert result.exit_code == 75 and "Traceback" not in result.output, (args, result.output)
             assert "locked by another connection" in result.output and "try again" in result.output, result.output
     assert stored(brain_path) == before
+
+
+@pytest.mark.asyncio
+async def test_a_brain_another_process_holds_exclusively_is_a_503_on_every_page_and_route(brain_path, tmp_path):
+    """A brain another process holds exclusively (a rollback-journal file in a long
+    write, a maintenance script): the plugin's pages, Datasette's own, the OpenAI
+    routes and the MCP tools answered 500s, the error page's menu reading the file
+    again, and `datasette serve` died with a traceback (review 112)."""
+    plain = tmp_path / "plain.db"
+    sqlite3.connect(plain).execute("create table t (x)")
+    sqlite3.connect(brain_path).execute("pragma journal_mode = delete").fetchone()  # served as it is: readers wait
+    datasette = Datasette([str(brain_path), str(plain)], metadata=WRITER)
+    assert (await datasette.client.get("/brain/-/recall", params={"q": "pager"})).status_code == 200
+    server = MCPServer("test")
+    mcp_tools.register(datasette, server)
+    with exclusive_lock_held(brain_path):
+        for path in ("/", "/brain/-/brain?q=pager", "/-/brain/v1/models"):  # Datasette's, a page's, an OpenAI route
+            answer = await datasette.client.get(path)
+            assert busy(answer) and "Traceback" not in answer.text, (path, answer.status_code, answer.text[:300])
+        embedded = await datasette.client.post("/-/brain/v1/embeddings", json={"input": "pager"})
+        assert busy(embedded) and embedded.json()["error"]["message"], embedded.text[:300]
+        async with Client(server) as client:
+            recalled = await client.call_tool("brain_recall", {"q": "pager rota"})
+        assert recalled.is_error and recalled.structured_content["status"] == 503, recalled
+
+
+@pytest.mark.asyncio
+async def test_a_server_started_on_a_brain_another_process_holds_exclusively_says_so(brain_path):
+    """`datasette serve` on a brain another process holds exclusively died with a
+    traceback (review 112): which of its databases are brains cannot be told."""
+    sqlite3.connect(brain_path).execute("pragma journal_mode = delete").fetchone()
+    with exclusive_lock_held(brain_path):
+        with pytest.raises(click.ClickException) as refused:  # `datasette serve` says it and stops
+            await Datasette([str(brain_path)]).invoke_startup()
+    assert "locked by another connection" in str(refused.value) and "start the server again" in str(refused.value)
 
 
 def test_a_full_disk_when_a_brain_is_opened_is_no_damage(run, brain_path, monkeypatch):
