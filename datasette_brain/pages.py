@@ -209,6 +209,7 @@ def applied_filters(request, query):
 @html_page
 async def recall_page(datasette, request):
     db = await brain_database(datasette, request)
+    tools.only(request, "GET")
     form, fields = recall_form(request), form_fields()
     # "More options" stays open while one of its fields is not its default
     more_open = any(form[field["name"]] != field["default"] for field in fields if field["row"] != "first")
@@ -322,6 +323,7 @@ async def memory_page(datasette, request):
     memory_id = path_id(request, "memory")
     database = tools.url_database(datasette, request)
     loaded = await tools.memory(datasette, request.actor, database, memory_id)
+    tools.only(request, "GET")
     if wants_json(request):
         return Response.json(loaded)  # what the brain_memory MCP tool answers
     return Response.html(
@@ -348,6 +350,7 @@ async def memory_page(datasette, request):
 async def entity_page(datasette, request):
     """An entity's neighbourhood, 1 or 2 hops deep, drawn with arrows and a legend."""
     db = await brain_database(datasette, request)
+    tools.only(request, "GET")
     entity_id = path_id(request, "entity")
     await tools.ensure_graph(datasette, request.actor, db.name)
     hops = request.args.get("hops") or "1"
@@ -407,6 +410,7 @@ async def entities_page(datasette, request):
     """The entities a reader may see, most connected first: searchable by name,
     filtered by type, a page at a time; also as JSON."""
     db = await brain_database(datasette, request)
+    tools.only(request, "GET")
     await tools.ensure_graph(datasette, request.actor, db.name)
     q, kind, page = page_args(request, ENTITIES_PARAMETERS, "the entities page")
     page, _ = for_plugin.page_numbers(page or 1)
@@ -495,6 +499,7 @@ async def decayed_page(datasette, request):
     page at a time; for actors with brain-write, what to do about each, unless
     the brain cannot be written (the page then says why, once)."""
     db = await brain_database(datasette, request)
+    tools.only(request, "GET")
     given = [(name, value) for name in request.args.keys() for value in request.args.getlist(name)]
     strict = wants_json(request)  # as JSON, a name it does not take is refused (but _format, which asks for it)
     given = [(name, value) for name, value in given if not (strict and name == "_format")]
@@ -614,8 +619,9 @@ async def decayed_act(datasette, request):
     A request with anything wrong in it changes nothing, and says so."""
     database = tools.url_database(datasette, request)
     await tools.open_brain(datasette, request.actor, database)
-    if request.method != "POST":
-        raise ApiError("POST id and action (extend:DAYS, archive, restore or flag) from the decayed page", 405)
+    tools.only(
+        request, "POST", usage="POST id and action (extend:DAYS, archive, restore or flag) from the decayed page"
+    )
     if replica.is_replica(datasette.databases.get(database)):  # the primary decides, and says where to go back to
         return await replica.write_request(datasette, request, await read_body(request))
     db = await tools.writable_brain(datasette, request.actor, database)

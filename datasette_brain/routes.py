@@ -119,6 +119,7 @@ def querydoc_from_args(args, checkboxes=()):
 async def recall_view(datasette, request):
     database = tools.url_database(datasette, request)
     db = await tools.open_brain(datasette, request.actor, database)  # permission before the body
+    tools.only(request, "GET", "POST", usage="GET recall with query parameters, or POST its QueryDoc as JSON")
     await tools.ensure_indexes(datasette, request.actor, db)
     if request.method == "POST":
         doc = brain_sql.parse_querydoc(await json_body(request))
@@ -137,8 +138,7 @@ def _post_view(operation, usage, status=200, writes=False):
         if writes and request.method == "POST" and replica.is_replica(datasette.databases.get(database)):
             return await replica.write_request(datasette, request, await read_body(request))  # the primary decides
         db = await tools.open_brain(datasette, request.actor, database)
-        if request.method != "POST":
-            raise ApiError(usage, 405)
+        tools.only(request, "POST", usage=usage)
         if writes:
             db = await tools.writable_brain(datasette, request.actor, database, db)
         result = await operation(datasette, request.actor, database, await json_body(request), db=db)
@@ -158,8 +158,7 @@ async def memories_view(datasette, request):
     as query parameters (brain_sql.memories)."""
     database = tools.url_database(datasette, request)
     db = await tools.open_brain(datasette, request.actor, database)
-    if request.method != "GET":
-        raise ApiError("GET the memories, with filters and paging as query parameters", 405, {"Allow": "GET"})
+    tools.only(request, "GET", usage="GET the memories, with filters and paging as query parameters")
     listing = brain_sql.listing_from_strings({name: request.args.getlist(name) for name in request.args.keys()})
     return Response.json(await tools.memories(datasette, request.actor, database, listing, db=db))
 
@@ -184,8 +183,7 @@ async def export_view(datasette, request):
     What stops an export before its first line (permissions, a damaged or outdated
     file, too many exports at once) is the JSON error any route gives."""
     db = await tools.exportable_brain(datasette, request.actor, tools.url_database(datasette, request))
-    if request.method != "GET":
-        raise ApiError("GET the export: it takes no parameters", 405, {"Allow": "GET"})
+    tools.only(request, "GET", usage="GET the export: it takes no parameters")
     if request.args:
         raise ApiError(f"the export takes no parameters, not {', '.join(sorted(request.args.keys()))[:100]}")
     stream = ExportStream(datasette, db.path, tools.take_export_slot(datasette), request.receive)
@@ -300,6 +298,7 @@ async def replica_view(datasette, request):
     """GET /DB/-/replica: what the replica follows, the last change it applied and
     its lag ({"replica": false} on a primary), for whoever may read the memories."""
     db = await tools.open_brain(datasette, request.actor, tools.url_database(datasette, request), ready=False)
+    tools.only(request, "GET")
     return Response.json(await replica.status(datasette, db))
 
 

@@ -106,6 +106,15 @@ def url_database(datasette, request):
         return route
 
 
+def only(request, *methods, usage=None):
+    """Refuse a request by a method the route does not take: a 405 naming those it
+    takes (Allow); HEAD is a GET's. A DELETE of a memory's URL answered 200 with the
+    memory, deleting nothing (review 112)."""
+    if ("GET" if request.method == "HEAD" else request.method) not in methods:
+        usage = usage or f"{' or '.join(methods)} this URL, not {request.method}"
+        raise ApiError(usage, 405, {"Allow": ", ".join(methods)})
+
+
 async def brain_names(datasette):
     """The brain databases served."""
     return [name for name in list(datasette.databases) if await is_brain(datasette, name)]

@@ -951,3 +951,29 @@ async def test_the_recall_page_takes_its_checkboxes_and_refuses_other_repeats(va
     assert checked.status_code == 200, checked.text[:300]
     repeated = await datasette.client.get("/brain/-/brain?q=graph+leg&k=1&k=2")
     assert repeated.status_code == 400 and "k is given twice" in html.unescape(repeated.text)
+
+
+@pytest.mark.asyncio
+async def test_a_method_a_route_does_not_take_is_a_405_naming_those_it_does(vault_brain_path):
+    """A DELETE of a memory's URL answered 200 with the memory and deleted nothing; a
+    PUT of a recall with a JSON body answered as a GET, its body ignored (review 112)."""
+    datasette = Datasette([str(vault_brain_path)])
+    routes = {
+        "/brain/-/recall?q=graph": "GET, POST",
+        "/brain/-/memory/1.json": "GET",
+        "/brain/-/memory/1": "GET",
+        "/brain/-/entities.json": "GET",
+        "/brain/-/entity/1": "GET",
+        "/brain/-/decayed.json": "GET",
+        "/brain/-/brain?q=graph": "GET",
+        "/brain/-/replica": "GET",
+        "/brain/-/memories.json": "GET",
+        "/brain/-/verify": "POST",
+    }
+    for path, allowed in routes.items():
+        for method in ("DELETE", "PUT", "PATCH"):
+            answer = await datasette.client.request(method, path, json={"q": "graph", "k": 1})
+            assert answer.status_code == 405 and answer.headers["Allow"] == allowed, (method, path, answer.text[:200])
+        if "GET" in allowed:
+            assert (await datasette.client.request("HEAD", path)).status_code == 200, path
+    assert (await datasette.client.get("/brain/-/memory/1.json")).status_code == 200  # nothing deleted
