@@ -30,6 +30,9 @@ DOCUMENT_TIE_WEIGHT = 1.0  # a document entity to each of its own chunks
 MAX_CONTENT_BYTES = 1_000_000
 MAX_TITLE_CHARS = 500
 MAX_QUERY_CHARS = 2_000
+# a recall filter's text (scope, sources, domain); a memory's scope, source and domain
+# are held to it too, so that every one stored can be filtered for (review 112)
+MAX_FILTER_CHARS = 500
 MAX_FRONTMATTER_ALIASES = 100  # YAML *aliases in one note's frontmatter (an alias bomb grows without them)
 MAX_METADATA_BYTES = 64_000  # a memory's metadata (frontmatter or record fields kept as they are), as JSON
 # Every memory of a record stores its id (twice: its own, and in its document's), and an exported record's

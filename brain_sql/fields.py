@@ -14,7 +14,7 @@ import zoneinfo
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .config import CLASSES, MAX_METADATA_BYTES, MAX_NESTING
+from .config import CLASSES, MAX_FILTER_CHARS, MAX_METADATA_BYTES, MAX_NESTING
 from .errors import FieldError
 from .lookalikes import punctuation_read_as, separator_read_as, skeleton
 from .wording import INVISIBLE, shown
@@ -726,6 +726,10 @@ def normalize_fields(raw):
             continue
         if isinstance(value, str) and len(value) > MAX_METADATA_BYTES:  # a record's are counted as it is read too
             raise FieldError(f"{name} is {len(value):,} characters; the limit is {MAX_METADATA_BYTES:,}")
+        if name in ("scope", "source", "domain") and isinstance(value, str) and len(value) > MAX_FILTER_CHARS:
+            raise FieldError(
+                f"{name} is {len(value):,} characters; the limit is {MAX_FILTER_CHARS:,}, what recall's filters take"
+            )
         if name in TIME_FIELDS:
             fields[name] = parse_time(value, name=name)
         elif name == "class":

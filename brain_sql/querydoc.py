@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .config import CLASSES, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
+from .config import CLASSES, MAX_FILTER_CHARS, MAX_QUERY_CHARS, MMR_LAMBDA, graph_enabled
 from .errors import FieldError, QueryError
 from .fields import (
     NEVER,
@@ -228,7 +228,7 @@ def from_strings(values: Mapping[str, Any], need_q: bool = True, comma_lists: bo
     return parse(raw, need_q=need_q)
 
 
-def _text(name, value, limit=500):
+def _text(name, value, limit=MAX_FILTER_CHARS):
     if not isinstance(value, str):
         raise QueryError(f"{name} must be a string", name)
     if unencodable(value) is not None:

@@ -438,3 +438,28 @@ def test_a_record_placed_as_an_earlier_version_in_another_records_document_is_re
             "a record replaces only its own document; give that _id, or leave '_document' out"
         ]
         assert rows(conn, "select * from knowledge") == before
+
+
+def test_a_scope_source_or_domain_recall_could_not_filter_for_is_refused_by_name(tmp_path):
+    """A scope of 601 characters was stored, and no recall or listing could name it:
+    their filters take 500 (review 112). Each field is held to what the filters take."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    longest = {"text": "Kept.", "scope": "/" + "s" * 499, "source": "r" * 500, "domain": "d" * 500}
+    report, _ = brain_sql.remember(
+        conn,
+        [
+            longest,
+            {"text": "x", "scope": "/" + "s" * 600},
+            {"text": "x", "source": "r" * 501},
+            {"text": "x", "domain": "d" * 501},
+        ],
+    )
+    assert [e.message.split(": ", 1)[1] for e in report.errors] == [
+        "scope is 601 characters; the limit is 500, what recall's filters take",
+        "source is 501 characters; the limit is 500, what recall's filters take",
+        "domain is 501 characters; the limit is 500, what recall's filters take",
+    ]
+    report, _ = brain_sql.remember(conn, [longest])
+    assert not report.errors
+    query = {"q": "Kept", "scope": longest["scope"], "sources": [longest["source"]], "domain": "d" * 500}
+    assert [hit["content"] for hit in brain_sql.recall(conn, query)["hits"]] == ["Kept."]
