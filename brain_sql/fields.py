@@ -217,8 +217,16 @@ def loads_json(text: str | bytes, unique_keys: bool = False) -> Any:
 
 def said(error: Exception) -> str:
     """What a parser's error says to whoever sent the text: a number past Python's
-    digit limit as too_many_digits, else its own message."""
-    return too_many_digits() if "integer string conversion" in str(error) else str(getattr(error, "msg", error))
+    digit limit as too_many_digits; JSON's with the column it is at (its message
+    alone stopped at "at"), a line end in a string as the string not closed; else its
+    own message."""
+    if "integer string conversion" in str(error):
+        return too_many_digits()
+    if isinstance(error, json.JSONDecodeError):
+        if error.msg.startswith("Invalid control character") and error.doc[error.pos : error.pos + 1] in "\r\n":
+            return f"a string is not closed before the end of its line (column {error.colno})"
+        return f"{error.msg.removesuffix(' at')} at column {error.colno}"
+    return str(getattr(error, "msg", error))
 
 
 def too_many_digits() -> str:

@@ -44,6 +44,7 @@ _MODULE_OF = {
     "wall_time": ".fields",
     "loads_json": ".fields",
     "too_many_digits": ".fields",
+    "said": ".fields",
     "unencodable": ".fields",
     "whole_number": ".fields",
     "read_digits": ".fields",
@@ -139,6 +140,7 @@ __all__ = [
     # JSON as the brain reads it; entity links in a memory's text; the canned recall query's parameters
     "loads_json",
     "too_many_digits",
+    "said",
     "unencodable",
     "entity_links",
     # a page's query parameters: each given once, and only those it takes

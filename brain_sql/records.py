@@ -162,7 +162,7 @@ def parse_jsonl(path, lines):
         try:
             item = loads_json(line, unique_keys=True)
         except (ValueError, RecursionError, FieldError) as ex:
-            yield IngestError(path, number, f"malformed JSON line: {getattr(ex, 'msg', ex)}")
+            yield IngestError(path, number, f"malformed JSON line: {said(ex)}")
             continue
         yield record_document(path, item, number)
     yield from lines.problems()

@@ -263,8 +263,11 @@ def _interruptible_ingest(db_path, *args, **kwargs):
     try:
         return brain_sql.ingest(*args, **kwargs)
     except brain_sql.WriteError as ex:  # one transaction failed: those before it are stored
+        said = str(ex).rstrip(".")
+        if "run the same ingest again" in said:  # the library said what is kept (review 112: said twice)
+            raise TryAgain(f"{said} (it passes over what {db_path} holds already)") from ex
         raise TryAgain(
-            f"{ex}; what this ingest wrote before it is stored: run the same ingest again to finish (it passes over "
+            f"{said}; what this ingest wrote before it is stored: run the same ingest again to finish (it passes over "
             f"what {db_path} holds already)"
         ) from ex
     except KeyboardInterrupt:
@@ -918,7 +921,7 @@ def _records(data, name):
         whole = for_plugin.loads_json(text, unique_keys=True)
     except json.JSONDecodeError as ex:
         if ex.msg != "Extra data":  # one JSON value, malformed
-            raise BadInput(f"{name}:{ex.lineno}: malformed JSON: {ex.msg}") from ex
+            raise BadInput(f"{name}:{ex.lineno}: malformed JSON: {for_plugin.said(ex)}") from ex
     except (brain_sql.FieldError, ValueError, RecursionError) as ex:  # a key given twice, NaN, too deep
         if not isinstance(ex, RecursionError) or not _one_a_line(lines):
             raise BadInput(f"{name}:{_line_of(ex, lines)}: malformed JSON: {_malformed(ex)}") from ex
@@ -973,7 +976,7 @@ def _line_of(ex, lines):
 
 def _malformed(ex):
     """What is wrong with JSON that `ex` refused, in a few words."""
-    return "nested too deeply" if isinstance(ex, RecursionError) else getattr(ex, "msg", None) or str(ex)
+    return "nested too deeply" if isinstance(ex, RecursionError) else for_plugin.said(ex)
 
 
 def _readable(result):

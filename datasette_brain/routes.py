@@ -447,8 +447,9 @@ async def embeddings_view(datasette, request):
         )
     except brain_sql.ModelError as ex:
         raise OpenAIError(str(ex), "model") from ex
-    except brain_sql.InputError as ex:  # a text longer than the model reads
-        raise OpenAIError(str(ex), "input", code="context_length_exceeded") from ex
+    except brain_sql.InputError as ex:  # a text longer than the model reads; one given as a string is `input`
+        said = str(ex).replace("input[0]", "input", 1) if isinstance(body.get("input"), str) else str(ex)
+        raise OpenAIError(said, "input", code="context_length_exceeded") from ex
     check_dimensions(dimensions, vectors.shape[1], model_id)
     return Response.json(
         {

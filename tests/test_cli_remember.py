@@ -69,7 +69,15 @@ def test_remember_from_a_file_in_every_shape(run, db_path, tmp_path, shape):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ('{"text": "ok"}\n{"text": "fine"}\n{"text": oops}\n', "in.jsonl:3: malformed JSON line"),
+        (
+            '{"text": "ok"}\n{"text": "fine"}\n{"text": oops}\n',
+            "in.jsonl:3: malformed JSON line: Expecting value at column 10",
+        ),
+        # review 112: its reason stopped at "at"
+        (
+            '{"text": "ok"}\n{"text": "open\n{"text": "b"}\n',
+            "in.jsonl:2: malformed JSON line: Unterminated string starting at column 10",
+        ),
         ('{"text": "ok"}\n\n{"title": "no text"}\n', "in.jsonl:3: record 2: record has no text"),
         ('{"text": "ok"}\n{"text": "x", "class": "gossip"}\n', "in.jsonl:2: record 2: class must be one of"),
         ('[{"text": "ok"}, {"text": "x", "expires_at": "soon"}]', "in.jsonl: record 2: "),

@@ -816,3 +816,14 @@ def test_a_skipped_record_of_a_json_file_is_named_by_the_line_it_begins_on(tmp_p
     assert [(e.line, e.message.split(":")[0]) for e in report.errors] == [(6, "record 2")]
     assert str(report.errors[0]).startswith(f"{path}:6: record 2: ")
     assert rows(conn, "select external_id from knowledge order by 1") == [("a",), ("c",)]
+
+
+def test_a_malformed_json_line_says_what_and_where(tmp_path):
+    """Its reason stopped at "at" ("Invalid control character at"), and told of the
+    line end a string not closed ran into, not of the string (review 112)."""
+    path = write(tmp_path / "r.jsonl", '{"_id": "a", "text": "good"}\n{"_id": "b", "text": "open\n{"_id" "c"}\n')
+    report = brain_sql.ingest(brain_sql.connect(tmp_path / "brain.db"), [path])
+    assert [(e.line, e.message) for e in report.errors] == [
+        (2, "malformed JSON line: a string is not closed before the end of its line (column 27)"),
+        (3, "malformed JSON line: Expecting ':' delimiter at column 8"),
+    ]

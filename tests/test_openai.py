@@ -112,6 +112,9 @@ async def test_a_text_longer_than_the_model_reads_is_refused_not_cut(client):
     with pytest.raises(openai.BadRequestError) as raised:
         await client.embeddings.create(model=MODEL, input=[table + "\n| last | one |"])
     assert raised.value.code == "context_length_exceeded" and "characters" in raised.value.message
+    with pytest.raises(openai.BadRequestError) as raised:  # one string is `input`, not input[0] (review 112)
+        await client.embeddings.create(model=MODEL, input=table + "\n| last | one |")
+    assert "- input is 2,802 characters" in raised.value.message, raised.value.message
     # review 104: measured as embedded (composed, invisible marks removed), not as sent
     marked = "ab \u200e\u200e\u200e\u200e" * 370  # 2,590 characters sent, 1,110 embedded
     assert len((await client.embeddings.create(model=MODEL, input=marked)).data) == 1

@@ -145,6 +145,7 @@ def test_cli_ingest_says_when_the_lock_was_not_had(run, tmp_path, monkeypatch):
         holder.execute("rollback")
     assert result.exit_code == 75 and "Traceback" not in result.output
     assert "write lock for 0.2 s" in result.output and "run the same ingest again" in result.output
+    assert result.output.count("run the same ingest again") == 1 and ".;" not in result.output  # said once
     assert run("brain", "ingest", db_path, tmp_path / "r.jsonl").exit_code == 0
     assert count(db_path) == 3
 
