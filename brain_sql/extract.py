@@ -1,6 +1,7 @@
 """The built-in entity extractor: inline [[relation::entity]] annotations and
 [[wikilinks]] in a document's text, outside code."""
 
+import functools
 import re
 from pathlib import PurePosixPath
 
@@ -9,7 +10,10 @@ from .hookspecs import hookimpl
 
 ANNOTATION = re.compile(r"\[\[([A-Za-z0-9_-]+)::([^\[\]|\n]+?)\]\]")
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+?)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
-_CODE = re.compile(r"^(```|~~~).*?^\1[^\n]*$|`[^`\n]*`", re.MULTILINE | re.DOTALL)
+# an inline code span: a run of backticks, closed by a run as long, within a paragraph (CommonMark)
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CLOSING = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
 
 
 @hookimpl
@@ -19,12 +23,14 @@ def brain_entity_extractors():
 
 def annotations_and_wikilinks(document):
     """`[[owned_by::Dana Whitfield]]` -> owned_by edge from the note;
-    `[[Target]]` / `[[Target|label]]` -> references edge to the note Target."""
-    relations = []
+    `[[Target]]` / `[[Target|label]]` -> references edge to the note Target.
+    Code is examples: fenced and indented code blocks, a fence cut across chunks
+    read on from the chunk before (review 112), and code spans of any backticks."""
+    relations, fence = [], None
     for index, chunk in enumerate(document.chunks):
-        if "[[" not in chunk.content:
+        text, fence = _without_code(chunk.content, fence)
+        if "[[" not in text:
             continue  # no annotation, no wikilink
-        text = _CODE.sub(" ", chunk.content)
         for relation_type, name in ANNOTATION.findall(text):
             relations.append(Relation(relation_type, name.strip(), None, index))
         for target in WIKILINK.findall(text):
@@ -36,6 +42,36 @@ def annotations_and_wikilinks(document):
     return relations
 
 
+@functools.cache
+def _blocks():
+    """markdown-it's block parser alone (inline markup is never read here)."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").disable("inline")
+
+
+def _without_code(text, fence=None):
+    """(`text` with its code blanked, each character a space, lines and offsets kept;
+    the fence left open at its end, else None). `fence`: the fence a chunk before
+    left open, whose code `text` begins in."""
+    if "[[" not in text and "```" not in text and "~~~" not in text:
+        return text, fence  # no annotation, and no fence opened or closed
+    opened = f"{fence}\n" if fence else ""
+    lines = (opened + text).split("\n")
+    code, left_open = set(), None
+    for token in _blocks().parse("\n".join(lines)):
+        if token.type in ("fence", "code_block") and token.map:
+            start, end = token.map
+            code.update(range(start, end))
+            marker = _FENCE.match(lines[start]) if token.type == "fence" else None
+            closing = _CLOSING.match(lines[end - 1]) if end - 1 > start else None
+            closed = closing and closing[1][0] == marker[1][0] and len(closing[1]) >= len(marker[1]) if marker else True
+            left_open = marker[1] if marker and end >= len(lines) and not closed else None
+    masked = [" " * len(line) if n in code else line for n, line in enumerate(lines)]
+    kept = "\n".join(masked)[len(opened) :]
+    return _CODE_SPAN.sub(lambda m: " " * len(m.group()), kept), left_open
+
+
 def _note_name(target):
     """The note a wikilink's target names: `folder/Note.md` -> `Note`."""
     return PurePosixPath(target.strip()).name.removesuffix(".md").strip()
@@ -44,7 +80,7 @@ def _note_name(target):
 def entity_links(text: str) -> list[tuple[int, int, str]]:
     """(start, end, entity name) of each `[[relation::Entity]]` and `[[wikilink]]`
     in `text` outside code, in order: the spans ingest reads as naming entities."""
-    masked = _CODE.sub(lambda m: " " * len(m.group()), text)  # offsets kept
+    masked = _without_code(text)[0]  # offsets kept
     found = [(m.start(), m.end(), m.group(2).strip()) for m in ANNOTATION.finditer(masked)]
     for m in WIKILINK.finditer(masked):
         name = "" if "::" in m.group(1) else _note_name(m.group(1))

@@ -827,3 +827,32 @@ def test_a_malformed_json_line_says_what_and_where(tmp_path):
         (2, "malformed JSON line: a string is not closed before the end of its line (column 27)"),
         (3, "malformed JSON line: Expecting ':' delimiter at column 8"),
     ]
+
+
+def test_annotations_inside_code_are_examples_not_edges(tmp_path):
+    """A fence longer than a chunk (its later pieces lost that they were code), an
+    indented code block and a code span of two backticks made edges (review 112).
+    What is not code still does: after a closed fence, a list item's continuation,
+    text beside a span."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    long_fence = "".join(f"line {i} of example code\n" for i in range(250))
+    write(
+        vault / "long.md",
+        f"# Long\n\nIntro.\n\n```\n{long_fence}[[owned_by::Fenced]]\n```\n\n[[owned_by::After Fence]]\n",
+    )
+    write(
+        vault / "other.md",
+        "# Other\n\nAn example:\n\n    [[owned_by::Indented]]\n\n"
+        "and ``[[owned_by::Double]]`` and `[[owned_by::Single]]` and ``a ` b`` [[owned_by::Beside]].\n\n"
+        "- Project\n    [[owned_by::Listed]]\n\n~~~~\n[[owned_by::Tilde]]\n~~~\n[[owned_by::Still Tilde]]\n~~~~\n",
+    )
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [vault])
+    assert rows(conn, "select count(*) from knowledge where source_path like '%long.md'")[0][0] > 2  # cut in pieces
+    owners = rows(
+        conn,
+        "select b.name from relationships r join entities b on b.id = r.to_entity_id "
+        "where r.relation_type = 'owned_by' order by 1",
+    )
+    assert owners == [("After Fence",), ("Beside",), ("Listed",)]
