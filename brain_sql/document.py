@@ -144,6 +144,7 @@ class TextLines:
         self.path, self.stream, self.text, self.limit = path, stream, text, limit
         self.errors = []  # IngestError each
         self.number = 0  # lines given so far
+        self.unread = False  # the whole file skipped (wide_text), its one error among `errors`
 
     def problems(self):
         """The errors found reading the lines given so far (each once)."""
@@ -166,6 +167,11 @@ class TextLines:
             return
         offset = 0
         while raw := self.stream.readline(self.limit + 1):
+            if offset == 0 and wide_text(raw):
+                self._skip(wide_text(raw))  # the whole file, once
+                self.unread = True
+                yield None
+                return
             at, offset = offset, offset + len(raw)
             if len(raw) > self.limit and not raw.endswith(b"\n"):
                 while raw and not raw.endswith(b"\n"):  # the rest of the line, read and dropped
@@ -182,6 +188,24 @@ class TextLines:
 
     def _skip(self, message):
         self.errors.append(IngestError(self.path, self.number + 1, message))
+
+
+_WIDE_MARKS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
+def wide_text(head: bytes) -> str | None:
+    """Why a file beginning with `head` is skipped whole, when it begins with UTF-16's
+    or UTF-32's byte-order mark (Windows' "Unicode"): each of its lines was a fault of
+    its own, a line not UTF-8 and the next malformed JSON; else None."""
+    for mark, encoding in _WIDE_MARKS:
+        if head.startswith(mark):
+            return f"{encoding} text (it begins with {encoding}'s byte-order mark): save it as UTF-8 to ingest it"
+    return None
 
 
 def read_input(stream: BinaryIO, name: str, limit: int = MAX_REMEMBER_INPUT_BYTES) -> bytes:

@@ -46,6 +46,7 @@ from .document import (
     content_refusal,
     over_budget,
     oversized,
+    wide_text,
 )
 from .embed import get_model, grouping_free
 from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused
@@ -887,6 +888,9 @@ def _read(path, fmt):
         return
     if refused is not None:
         yield IngestError(path, None, refused)
+        return
+    if wide_text(data):
+        yield IngestError(path, None, wide_text(data))
         return
     try:
         text = data.decode("utf-8")  # line ends as written: each format reads its own

@@ -181,6 +181,8 @@ def parse_csv(path, lines):
         yield IngestError(path, 1, f"malformed CSV header: {ex}")
         return
     yield from lines.problems()
+    if lines.unread:
+        return
     twice = sorted({name for name in fieldnames or [] if fieldnames.count(name) > 1})
     if twice:  # DictReader would keep the last column of that name and drop the other
         yield IngestError(path, 1, f"the CSV header names the column {shown(twice[0])} twice: name each column once")

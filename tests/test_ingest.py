@@ -856,3 +856,23 @@ def test_annotations_inside_code_are_examples_not_edges(tmp_path):
         "where r.relation_type = 'owned_by' order by 1",
     )
     assert owners == [("After Fence",), ("Beside",), ("Listed",)]
+
+
+def test_a_utf16_or_utf32_file_is_skipped_once_saying_to_save_it_as_utf8(tmp_path):
+    """Windows' "Unicode" files: a JSON lines file was two faults (its first line not
+    UTF-8, its second malformed JSON), a CSV file one about its header (review 109)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "r.jsonl").write_text('{"text": "hi"}\n{"text": "there"}\n', encoding="utf-16")
+    (folder / "c.csv").write_text("id,text\n1,hi\n", encoding="utf-16-be")  # its mark written by hand below
+    (folder / "c.csv").write_bytes(b"\xfe\xff" + (folder / "c.csv").read_bytes())
+    (folder / "n.md").write_text("# Note\n\nText.\n", encoding="utf-32")
+    (folder / "ok.md").write_text("# Fine\n\nUTF-8 text.\n")
+    report = brain_sql.ingest(brain_sql.connect(tmp_path / "brain.db"), [folder])
+    assert sorted((Path(e.path).name, e.message.split(" (")[0]) for e in report.errors) == [
+        ("c.csv", "UTF-16 text"),
+        ("n.md", "UTF-32 text"),
+        ("r.jsonl", "UTF-16 text"),
+    ]
+    assert all(e.message.endswith("save it as UTF-8 to ingest it") for e in report.errors)
+    assert report.documents_added == 1
