@@ -11,7 +11,8 @@ from .hookspecs import hookimpl
 ANNOTATION = re.compile(r"\[\[([A-Za-z0-9_-]+)::([^\[\]|\n]+?)\]\]")
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+?)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
 # an inline code span: a run of backticks, closed by a run as long, within a paragraph (CommonMark)
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)((?:(?!\n[ \t]*\n).)+?)(?<!`)\1(?!`)", re.DOTALL)
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)((?:(?!(?:\r\n?|\n)[ \t]*(?:\r\n?|\n)).)+?)(?<!`)\1(?!`)", re.DOTALL)
+_LINE_END = re.compile(r"(\r\n|\r|\n)")  # CommonMark's
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CLOSING = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
 
@@ -57,7 +58,8 @@ def _without_code(text, fence=None):
     if "[[" not in text and "```" not in text and "~~~" not in text:
         return text, fence  # no annotation, and no fence opened or closed
     opened = f"{fence}\n" if fence else ""
-    lines = (opened + text).split("\n")
+    parts = _LINE_END.split(opened + text)  # line, its end, line, ...: a note's ends as written (CRLF, CR)
+    lines = parts[::2]
     code, left_open = set(), None
     for token in _blocks().parse("\n".join(lines)):
         if token.type in ("fence", "code_block") and token.map:
@@ -67,8 +69,8 @@ def _without_code(text, fence=None):
             closing = _CLOSING.match(lines[end - 1]) if end - 1 > start else None
             closed = closing and closing[1][0] == marker[1][0] and len(closing[1]) >= len(marker[1]) if marker else True
             left_open = marker[1] if marker and end >= len(lines) and not closed else None
-    masked = [" " * len(line) if n in code else line for n, line in enumerate(lines)]
-    kept = "\n".join(masked)[len(opened) :]
+    parts[::2] = [" " * len(line) if n in code else line for n, line in enumerate(lines)]
+    kept = "".join(parts)[len(opened) :]
     return _CODE_SPAN.sub(lambda m: " " * len(m.group()), kept), left_open
 
 

@@ -829,26 +829,26 @@ def test_a_malformed_json_line_says_what_and_where(tmp_path):
     ]
 
 
-def test_annotations_inside_code_are_examples_not_edges(tmp_path):
+@pytest.mark.parametrize("line_end", ["\n", "\r\n", "\r"])
+def test_annotations_inside_code_are_examples_not_edges(tmp_path, line_end):
     """A fence longer than a chunk (its later pieces lost that they were code), an
     indented code block and a code span of two backticks made edges (review 112).
     What is not code still does: after a closed fence, a list item's continuation,
-    text beside a span."""
+    text beside a span. Whatever a note's line ends."""
     vault = tmp_path / "vault"
     vault.mkdir()
     long_fence = "".join(f"line {i} of example code\n" for i in range(250))
-    write(
-        vault / "long.md",
-        f"# Long\n\nIntro.\n\n```\n{long_fence}[[owned_by::Fenced]]\n```\n\n[[owned_by::After Fence]]\n",
-    )
-    write(
-        vault / "other.md",
-        "# Other\n\nAn example:\n\n    [[owned_by::Indented]]\n\n"
+    notes = {
+        "long.md": f"# Long\n\nIntro.\n\n```\n{long_fence}[[owned_by::Fenced]]\n```\n\n[[owned_by::After Fence]]\n",
+        "other.md": "# Other\n\nAn example:\n\n    [[owned_by::Indented]]\n\n"
         "and ``[[owned_by::Double]]`` and `[[owned_by::Single]]` and ``a ` b`` [[owned_by::Beside]].\n\n"
         "- Project\n    [[owned_by::Listed]]\n\n~~~~\n[[owned_by::Tilde]]\n~~~\n[[owned_by::Still Tilde]]\n~~~~\n",
-    )
+    }
+    for name, text in notes.items():
+        (vault / name).write_bytes(text.replace("\n", line_end).encode())
     conn = brain_sql.connect(tmp_path / "brain.db")
-    brain_sql.ingest(conn, [vault])
+    report = brain_sql.ingest(conn, [vault])
+    assert not report.errors, report.errors
     assert rows(conn, "select count(*) from knowledge where source_path like '%long.md'")[0][0] > 2  # cut in pieces
     owners = rows(
         conn,
