@@ -245,19 +245,19 @@ def chunks_refusal(count: int, why: str = "") -> str | None:
     return None
 
 
-def document_fields(document, raw, sound=False, structure=STRUCTURE_KEYS):
+def document_fields(document, raw, sound=False, structure=STRUCTURE_KEYS, exported=False):
     """Apply a record's or frontmatter's fields, tags, aliases, entities and relations
     to `document`; an IngestError when one of them is malformed — any value, of any
     size or depth, is this record's problem, never the run's. `sound`: the caller
     found nothing unstorable in `raw` (or in a record holding it) already.
     `structure`: the keys that shape the document, not kept in its metadata."""
     try:
-        return _document_fields(document, raw, sound, structure)
+        return _document_fields(document, raw, sound, structure, exported)
     except (ValueError, OverflowError, RecursionError) as ex:  # a number past Python's digit limit, say
         return IngestError(document.source_path, document.line, f"a value cannot be read: {str(ex)[:200]}")
 
 
-def _document_fields(document, raw, sound, structure):
+def _document_fields(document, raw, sound, structure, exported):
     def error(message):
         return IngestError(document.source_path, document.line, message)
 
@@ -270,7 +270,7 @@ def _document_fields(document, raw, sound, structure):
     if refused is not None:
         return error(refused)
     try:
-        document.fields = normalize_fields(raw)
+        document.fields = normalize_fields(raw, exported)
     except FieldError as ex:
         return error(str(ex))
     document.stated_size = size

@@ -10,8 +10,9 @@ from .hookspecs import hookimpl
 
 ANNOTATION = re.compile(r"\[\[([A-Za-z0-9_-]+)::([^\[\]|\n]+?)\]\]")
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+?)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
-# an inline code span: a run of backticks, closed by a run as long, within a paragraph (CommonMark)
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)((?:(?!(?:\r\n?|\n)[ \t]*(?:\r\n?|\n)).)+?)(?<!`)\1(?!`)", re.DOTALL)
+# an inline code span: a run of backticks closed by a run as long, on its line (CommonMark lets one go on
+# in its paragraph, but a chunk does not say where a list item's or a table row's paragraph ends: review 114)
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)([^\r\n]+?)(?<!`)\1(?!`)")
 _LINE_END = re.compile(r"(\r\n|\r|\n)")  # CommonMark's
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CLOSING = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
@@ -25,8 +26,10 @@ def brain_entity_extractors():
 def annotations_and_wikilinks(document):
     """`[[owned_by::Dana Whitfield]]` -> owned_by edge from the note;
     `[[Target]]` / `[[Target|label]]` -> references edge to the note Target.
-    Code is examples: fenced and indented code blocks, a fence cut across chunks
-    read on from the chunk before (review 112), and code spans of any backticks."""
+    Code is examples: fenced code blocks, a fence cut across chunks read on from
+    the chunk before (review 112), and code spans of any backticks. Not indented
+    lines: a chunk that begins inside a list reads as code to a parser that sees
+    it alone (review 114: a nested list lost 91 of 120 edges)."""
     relations, fence = [], None
     for index, chunk in enumerate(document.chunks):
         text, fence = _without_code(chunk.content, fence)
@@ -62,10 +65,10 @@ def _without_code(text, fence=None):
     lines = parts[::2]
     code, left_open = set(), None
     for token in _blocks().parse("\n".join(lines)):
-        if token.type in ("fence", "code_block") and token.map:
+        if token.type == "fence" and token.map:
             start, end = token.map
             code.update(range(start, end))
-            marker = _FENCE.match(lines[start]) if token.type == "fence" else None
+            marker = _FENCE.match(lines[start])
             closing = _CLOSING.match(lines[end - 1]) if end - 1 > start else None
             closed = closing and closing[1][0] == marker[1][0] and len(closing[1]) >= len(marker[1]) if marker else True
             left_open = marker[1] if marker and end >= len(lines) and not closed else None

@@ -724,9 +724,11 @@ def scope_ancestors(scope):
     return ["/"] + ["/" + "/".join(parts[: i + 1]) for i in range(len(parts)) if parts[i]]
 
 
-def normalize_fields(raw):
+def normalize_fields(raw, exported=False):
     """Check and normalise the knowledge fields in `raw` (keys outside FIELD_NAMES
-    are ignored); raises FieldError naming the first bad one."""
+    are ignored); raises FieldError naming the first bad one. An `exported` record
+    (an export's) keeps a scope, source or domain past MAX_FILTER_CHARS, stored
+    before they were held to it: an export and its import lose no memory."""
     fields = {}
     for name in FIELD_NAMES:
         value = raw.get(name)
@@ -734,7 +736,8 @@ def normalize_fields(raw):
             continue
         if isinstance(value, str) and len(value) > MAX_METADATA_BYTES:  # a record's are counted as it is read too
             raise FieldError(f"{name} is {len(value):,} characters; the limit is {MAX_METADATA_BYTES:,}")
-        if name in ("scope", "source", "domain") and isinstance(value, str) and len(value) > MAX_FILTER_CHARS:
+        long = isinstance(value, str) and len(value) > MAX_FILTER_CHARS
+        if name in ("scope", "source", "domain") and long and not exported:
             raise FieldError(
                 f"{name} is {len(value):,} characters; the limit is {MAX_FILTER_CHARS:,}, what recall's filters take"
             )

@@ -376,7 +376,8 @@ def record_document(path, record, line, where=None):
         external_id=external_id,
         content_bytes=text_bytes(content) if isinstance(content, str) else None,  # None: an export's `_chunks`
     )
-    result = document_fields(document, record, sound=True)  # its keys are some of those unstorable saw
+    # its keys are some of those unstorable saw; an export's record (its _chunks) as it was stored
+    result = document_fields(document, record, sound=True, exported=content is None)
     if isinstance(result, IngestError):
         return error(result.message)
     result.relations = result.relations + stated

@@ -419,7 +419,7 @@ class DocumentWriter:
         # anew: the decisions of the removed ones by their marks (_carry_decisions, carry_decisions)
         self.removed_decisions, self.written = {}, _Given()  # and the chunks this run wrote, in any document
         self.decided_ids = {}  # mark -> the ids of the decided memories removed: a removal rolled back keeps its own
-        self.origins = {}  # mark -> (title, marks) of the documents those were removed from (_carried_whole)
+        self.origins = {}  # mark -> the marks of the documents those were removed from (_carried_whole)
 
     def forget_entities(self):
         """Drop the entity cache, the sessions kept and the mention work not queued
@@ -930,25 +930,25 @@ class DocumentWriter:
         None (a document whose stated values were not recorded, written before m021,
         has none told; nor has one whose memories here are shorter than
         CARRIED_COPY_MIN_CHARS, all told: a "No blockers." is no other note's copy,
-        review 111); its _decision_mark; and its origin: its document's title and the
-        marks of that document's memories selected (_carried_whole)."""
+        review 111); its _decision_mark; and its origin: the marks of that document's
+        memories selected (_carried_whole)."""
         rows = self.conn.execute(
-            "select k.relevance_tier, k.expires_at, d.stated_fields, d.title, k.document_id, k.id, k.external_id, "
+            "select k.relevance_tier, k.expires_at, d.stated_fields, k.document_id, k.id, k.external_id, "
             "k.content, k.scope, k.class, k.metadata from knowledge k join documents d on d.document_id = "
             f"k.document_id where k.version_of is null and {where}",
             [json.dumps(ids)],
         ).fetchall()
         length, marks = defaultdict(int), defaultdict(set)
-        marked = [(row_id, _decision_mark(*memory)) for row_id, *memory in _marked(row[5:] for row in rows)]
+        marked = [(row_id, _decision_mark(*memory)) for row_id, *memory in _marked(row[4:] for row in rows)]
         for row, (_, mark) in zip(rows, marked):
-            length[row[4]] += len(row[7].strip())
-            marks[row[4]].add(mark)
+            length[row[3]] += len(row[6].strip())
+            marks[row[3]].add(mark)
         decided = []
-        for (tier, expires, stated_text, title, document_id, *_), (row_id, mark) in zip(rows, marked):
+        for (tier, expires, stated_text, document_id, *_), (row_id, mark) in zip(rows, marked):
             was = _stated_decision(stated_text)
             long_enough = length[document_id] >= CARRIED_COPY_MIN_CHARS
             decision = (tier, expires, *was) if was and long_enough and (tier, expires) != was else None
-            decided.append((decision, row_id, mark, (title, frozenset(marks[document_id]))))
+            decided.append((decision, row_id, mark, frozenset(marks[document_id])))
         return decided
 
     def _carry_decisions(self, decided):
@@ -1006,22 +1006,18 @@ class DocumentWriter:
     def _carried_whole(self, mark, row_id):
         """Whether memory `row_id`, a copy of the removed memory `mark` names, is so as
         part of its document's copy: a record's by its _id; a note's when its document
-        has the removed one's title (moved to another folder) or holds every memory
-        removed from it (renamed, swapped, a section moved to another note). Another
-        standup holding the same "No blockers" section as a removed one is not it
-        (review 113, H3)."""
+        holds every memory removed from the original (moved, renamed, swapped, a
+        section moved to another note). Another standup holding the same "No blockers"
+        section as a removed one is not it (review 113, H3); nor is another folder's
+        README.md, titled alike by its file's name (review 114, H2)."""
         if mark[1] is not None:
             return True
-        title, document_id = self.conn.execute(
-            "select d.title, d.document_id from documents d join knowledge k on k.document_id = d.document_id "
-            "where k.id = ?",
-            [row_id],
-        ).fetchone()
+        (document_id,) = self.conn.execute("select document_id from knowledge where id = ?", [row_id]).fetchone()
         rows = self.conn.execute(
             f"select {_MARKED} from knowledge where document_id = ? and version_of is null", [document_id]
         ).fetchall()
         holds = {_decision_mark(*memory) for _, *memory in _marked(rows)}
-        return any(title == was or marks <= holds for was, marks in self.origins[mark])
+        return any(marks <= holds for marks in self.origins[mark])
 
     def _decide(self, changes):
         """Give rows their removed originals' decisions, (tier, expiry, stated tier,

@@ -87,8 +87,8 @@ def server_failure(datasette, request, exception):
     while cause is not None and id(cause) not in seen:
         seen.add(id(cause))
         if isinstance(cause, sqlite3.OperationalError):
-            name = tools.url_database(datasette, request) or "a database of this server"
-            fault = for_plugin.opening_fault(name, cause)
+            # Datasette reads every database's schema first: the one locked may be another than the URL's
+            fault = for_plugin.opening_fault("a database this server serves", cause)
             if isinstance(fault, brain_sql.WriteError):
                 return error_page(tools.as_api_error(fault), datasette, request)
             return None

@@ -18,7 +18,7 @@ import urllib.parse
 from collections.abc import Generator
 
 from datasette import Response
-from datasette.utils import await_me_maybe
+from datasette.utils import add_cors_headers, await_me_maybe
 
 import brain_sql
 from brain_sql import for_plugin
@@ -40,6 +40,11 @@ def answering_errors(respond):
 
     def decorate(view):
         async def wrapped(datasette, request):
+            if request.method == "OPTIONS":  # a preflight, answered as Datasette's own views answer it
+                preflight = Response.text("ok")
+                if datasette.cors:
+                    add_cors_headers(preflight.headers)
+                return preflight
             try:
                 return await view(datasette, request)
             except Exception as ex:
@@ -415,8 +420,7 @@ async def embeddings_view(datasette, request):
     """OpenAI's POST /v1/embeddings, for the model this instance's brains use."""
     if not await datasette.permission_allowed(request.actor, "view-instance", default=True):
         raise OpenAIError("permission denied: this actor may not use this Datasette instance", status=403)
-    if request.method != "POST":
-        raise OpenAIError("POST {input, model} to embed text", status=405, headers={"Allow": "POST"})
+    tools.only(request, "POST", usage="POST {input, model} to embed text")
     body = await json_body(request)
     if not isinstance(body, dict):
         raise OpenAIError("the body must be a JSON object: {input, model}")
@@ -470,8 +474,7 @@ async def _models_served(datasette, request):
     model never served (a 403 would tell that a hidden brain uses it)."""
     if not await datasette.permission_allowed(request.actor, "view-instance", default=True):
         raise OpenAIError("permission denied: this actor may not use this Datasette instance", status=403)
-    if request.method != "GET":
-        raise OpenAIError("GET the models this instance serves", status=405, headers={"Allow": "GET"})
+    tools.only(request, "GET", usage="GET the models this instance serves")
     return await served_models(datasette, request.actor)
 
 

@@ -108,8 +108,9 @@ def url_database(datasette, request):
 
 def only(request, *methods, usage=None):
     """Refuse a request by a method the route does not take: a 405 naming those it
-    takes (Allow); HEAD is a GET's. A DELETE of a memory's URL answered 200 with the
-    memory, deleting nothing (review 112)."""
+    takes (Allow); HEAD is a GET's, OPTIONS a preflight's (routes.answering_errors).
+    A DELETE of a memory's URL answered 200 with the memory, deleting nothing
+    (review 112)."""
     if ("GET" if request.method == "HEAD" else request.method) not in methods:
         usage = usage or f"{' or '.join(methods)} this URL, not {request.method}"
         raise ApiError(usage, 405, {"Allow": ", ".join(methods)})

@@ -814,30 +814,48 @@ def test_a_removal_taken_back_gives_no_copy_its_decision(tmp_path):
 
 def test_a_section_takes_a_decision_as_part_of_its_notes_copy(tmp_path):
     """A deleted standup's archived "No blockers" section gave its archive to the next
-    standup's same section (review 113, H3): a note's section is a copy when its note
-    has the removed one's title (moved to another folder, edited too) or holds every
-    section removed from it (renamed, swapped)."""
+    standup's same section (review 113, H3), and a README's License section to
+    another folder's README, titled alike by its file's name (review 114, H2): a
+    note's section is a copy when its note holds every section removed from the
+    original (moved, renamed); a note moved and edited is another memory."""
     vault = tmp_path / "vault"
-    vault.mkdir()
+    (vault / "alpha").mkdir(parents=True)
     blockers = "# Blockers\n\nNo blockers, the release train is on time.\n"
+    license = "# License\n\nReleased under the MIT license, see the LICENSE file.\n"
     (vault / "standup-1.md").write_text(f"# Yesterday\n\nWired the billing export to the ledger.\n\n{blockers}")
+    (vault / "alpha" / "README.md").write_text(f"# Alpha\n\nThe alpha service.\n\n{license}")
     (vault / "plan.md").write_text("# Goals\n\nShip the ledger export by March.\n\n# Risks\n\nThe auditor is late.\n")
+    (vault / "keep.md").write_text("# Keep\n\nA note that stays where it is, about the kitchen rota.\n")
     conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
     brain_sql.ingest(conn, [vault])
-    brain_sql.archive(conn, [row[0] for row in rows(conn, "select id from knowledge")])
+    brain_sql.archive(
+        conn, [row[0] for row in rows(conn, "select id from knowledge where source_path not like '%keep.md'")]
+    )
     (vault / "standup-1.md").unlink()
     (vault / "standup-2.md").write_text(f"# Yesterday\n\nShipped the onboarding emails.\n\n{blockers}")
+    (vault / "alpha" / "README.md").unlink()
+    (vault / "alpha").rmdir()
+    (vault / "beta").mkdir()
+    (vault / "beta" / "README.md").write_text(f"# Beta\n\nThe beta service.\n\n{license}")
     (vault / "sub").mkdir()
-    (vault / "sub" / "plan.md").write_text("# Goals\n\nShip the ledger export by March.\n\n# Risks\n\nNone left.\n")
+    (vault / "sub" / "plan.md").write_text((vault / "plan.md").read_text())  # moved as it was
     (vault / "plan.md").unlink()
-    report = brain_sql.ingest(conn, [vault], prune_all=True)  # both files gone: a prune would ask
-    assert report.chunks_carried_decision == 1, report.summary()
-    assert rows(
-        conn, "select source_path like '%standup-2.md', substr(content, 3, 5), relevance_tier from knowledge"
-    ) == [
-        (1, "Yeste", 1),
-        (1, "Block", 1),
-        (0, "Goals", 0),  # its note moved, with its title: the unedited section keeps its archive
-        (0, "Risks", 1),  # edited: another memory
+    report = brain_sql.ingest(conn, [vault], prune=True)
+    assert report.chunks_carried_decision == 2, report.summary()
+    tiers = (
+        "select substr(content, 3, 5), relevance_tier from knowledge where source_path not like '%keep.md' order by id"
+    )
+    assert sorted(rows(conn, tiers)) == [
+        ("Beta\n", 1),
+        ("Block", 1),  # the next standup's
+        ("Goals", 0),  # its note moved whole
+        ("Licen", 1),  # another folder's README, never reviewed
+        ("Risks", 0),
+        ("Yeste", 1),
     ]
+    (vault / "sub" / "plan.md").write_text("# Goals\n\nShip the ledger export by March.\n\n# Risks\n\nNone left.\n")
+    (vault / "sub" / "plan.md").rename(vault / "plan.md")  # moved back, and edited: another memory
+    (vault / "sub").rmdir()
+    report = brain_sql.ingest(conn, [vault], prune=True)
+    assert report.chunks_carried_decision == 0, report.summary()
     close_brain(conn)

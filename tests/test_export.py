@@ -923,3 +923,22 @@ def test_a_plugin_formats_documents_are_held_to_the_budget_and_come_back_from_th
     assert report.documents_added == 1
     first = exported(brain)
     assert exported(imported(first, tmp_path)) == first
+
+
+def test_a_scope_longer_than_recall_filters_stored_before_round_trips(tmp_path):
+    """A scope, source or domain past the 500 characters recall's filters take is
+    refused in a new record since review 112; one stored before is exported, and an
+    import of that export keeps it (it skipped those memories, exit 0: review 114)."""
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    long = {"scope": "/" + "s" * 600, "source": "r" * 600, "domain": "d" * 600}
+    brain_sql.remember(conn, [{"_id": "k", "text": "Kept before.", **{k: v[:500] for k, v in long.items()}}])
+    conn.execute("update knowledge set scope = ?, source = ?, domain = ?", list(long.values()))  # as stored before
+    conn.commit()
+    refused, _ = brain_sql.remember(conn, [{"_id": "n", "text": "A new one.", "scope": long["scope"]}])
+    assert [e.message.split(": ", 1)[1] for e in refused.errors] == [
+        "scope is 601 characters; the limit is 500, what recall's filters take"
+    ]
+    copy = imported(exported(conn), tmp_path)
+    assert copy.execute("select content, scope, source, domain from knowledge").fetchall() == [
+        ("Kept before.", *long.values())
+    ]

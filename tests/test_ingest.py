@@ -831,10 +831,12 @@ def test_a_malformed_json_line_says_what_and_where(tmp_path):
 
 @pytest.mark.parametrize("line_end", ["\n", "\r\n", "\r"])
 def test_annotations_inside_code_are_examples_not_edges(tmp_path, line_end):
-    """A fence longer than a chunk (its later pieces lost that they were code), an
-    indented code block and a code span of two backticks made edges (review 112).
-    What is not code still does: after a closed fence, a list item's continuation,
-    text beside a span. Whatever a note's line ends."""
+    """A fence longer than a chunk (its later pieces lost that they were code) and a
+    code span of two backticks made edges (review 112). What is not code still
+    does: after a closed fence, a list item's continuation, text beside a span, a
+    list longer than a chunk (its later pieces begin indented: read alone, as code,
+    they lost 91 of 120 edges, review 114), and so an indented block too. Whatever a
+    note's line ends."""
     vault = tmp_path / "vault"
     vault.mkdir()
     long_fence = "".join(f"line {i} of example code\n" for i in range(250))
@@ -842,7 +844,10 @@ def test_annotations_inside_code_are_examples_not_edges(tmp_path, line_end):
         "long.md": f"# Long\n\nIntro.\n\n```\n{long_fence}[[owned_by::Fenced]]\n```\n\n[[owned_by::After Fence]]\n",
         "other.md": "# Other\n\nAn example:\n\n    [[owned_by::Indented]]\n\n"
         "and ``[[owned_by::Double]]`` and `[[owned_by::Single]]` and ``a ` b`` [[owned_by::Beside]].\n\n"
-        "- Project\n    [[owned_by::Listed]]\n\n~~~~\n[[owned_by::Tilde]]\n~~~\n[[owned_by::Still Tilde]]\n~~~~\n",
+        "- Project\n    [[owned_by::Listed]]\n\n~~~~\n[[owned_by::Tilde]]\n~~~\n[[owned_by::Still Tilde]]\n~~~~\n"
+        "\n- a `tick\n- [[owned_by::Ticked]] and a `tick` more\n",
+        "team.md": "# Team\n\n- Platform\n"
+        + "".join(f"\t- [[member_of::Person {i}]] works on it\n" for i in range(120)),
     }
     for name, text in notes.items():
         (vault / name).write_bytes(text.replace("\n", line_end).encode())
@@ -855,7 +860,9 @@ def test_annotations_inside_code_are_examples_not_edges(tmp_path, line_end):
         "select b.name from relationships r join entities b on b.id = r.to_entity_id "
         "where r.relation_type = 'owned_by' order by 1",
     )
-    assert owners == [("After Fence",), ("Beside",), ("Listed",)]
+    assert owners == [("After Fence",), ("Beside",), ("Indented",), ("Listed",), ("Ticked",)]
+    assert rows(conn, "select count(*) from knowledge where source_path like '%team.md'")[0][0] > 1  # cut in pieces
+    assert rows(conn, "select count(*) from relationships where relation_type = 'member_of'") == [(120,)]
 
 
 def test_a_utf16_or_utf32_file_is_skipped_once_saying_to_save_it_as_utf8(tmp_path):
