@@ -1,8 +1,10 @@
 """The built-in entity extractor: inline [[relation::entity]] annotations and
 [[wikilinks]] in a document's text, outside code."""
 
+import bisect
 import functools
 import re
+from collections import defaultdict
 from pathlib import PurePosixPath
 
 from .document import Relation
@@ -10,9 +12,9 @@ from .hookspecs import hookimpl
 
 ANNOTATION = re.compile(r"\[\[([A-Za-z0-9_-]+)::([^\[\]|\n]+?)\]\]")
 WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+?)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\]")
-# an inline code span: a run of backticks closed by a run as long, on its line (CommonMark lets one go on
-# in its paragraph, but a chunk does not say where a list item's or a table row's paragraph ends: review 114)
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)([^\r\n]+?)(?<!`)\1(?!`)")
+# a run of backticks, which opens a code span that a run as long closes, on its line (CommonMark lets one go
+# on in its paragraph, but a chunk does not say where a list item's or a table row's paragraph ends: review 114)
+_TICKS = re.compile(r"`+")
 _LINE_END = re.compile(r"(\r\n|\r|\n)")  # CommonMark's
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CLOSING = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
@@ -30,9 +32,12 @@ def annotations_and_wikilinks(document):
     the chunk before (review 112), and code spans of any backticks. Not indented
     lines: a chunk that begins inside a list reads as code to a parser that sees
     it alone (review 114: a nested list lost 91 of 120 edges)."""
-    relations, fence = [], None
+    relations, fence, last = [], None, None
     for index, chunk in enumerate(document.chunks):
-        text, fence = _without_code(chunk.content, fence)
+        # a chunk cut inside a line begins mid-line: a ``` there opens no fence (review 115)
+        mid_line = last is not None and chunk.line_start is not None and chunk.line_start <= last
+        text, fence = _without_code(chunk.content, fence, mid_line)
+        last = chunk.line_end
         if "[[" not in text:
             continue  # no annotation, no wikilink
         for relation_type, name in ANNOTATION.findall(text):
@@ -54,16 +59,18 @@ def _blocks():
     return MarkdownIt("commonmark").disable("inline")
 
 
-def _without_code(text, fence=None):
+def _without_code(text, fence=None, mid_line=False):
     """(`text` with its code blanked, each character a space, lines and offsets kept;
     the fence left open at its end, else None). `fence`: the fence a chunk before
-    left open, whose code `text` begins in."""
+    left open, whose code `text` begins in; `mid_line`: `text` begins inside a line."""
     if "[[" not in text and "```" not in text and "~~~" not in text:
         return text, fence  # no annotation, and no fence opened or closed
-    opened = f"{fence}\n" if fence else ""
+    opened = f"{fence}\n" if fence else ("." if mid_line else "")  # a first line that is no line's start
     parts = _LINE_END.split(opened + text)  # line, its end, line, ...: a note's ends as written (CRLF, CR)
     lines = parts[::2]
-    code, left_open = set(), None
+    code, left_open, written = set(), None, len(lines)
+    while written and not lines[written - 1].strip():
+        written -= 1  # blank lines at the end: a fence that runs to the end maps to its last written line
     for token in _blocks().parse("\n".join(lines)):
         if token.type == "fence" and token.map:
             start, end = token.map
@@ -71,10 +78,35 @@ def _without_code(text, fence=None):
             marker = _FENCE.match(lines[start])
             closing = _CLOSING.match(lines[end - 1]) if end - 1 > start else None
             closed = closing and closing[1][0] == marker[1][0] and len(closing[1]) >= len(marker[1]) if marker else True
-            left_open = marker[1] if marker and end >= len(lines) and not closed else None
-    parts[::2] = [" " * len(line) if n in code else line for n, line in enumerate(lines)]
-    kept = "".join(parts)[len(opened) :]
-    return _CODE_SPAN.sub(lambda m: " " * len(m.group()), kept), left_open
+            left_open = marker[1] if marker and end >= written and not closed else None
+    parts[::2] = [" " * len(line) if n in code else _spans_blanked(line) for n, line in enumerate(lines)]
+    return "".join(parts)[len(opened) :], left_open
+
+
+def _spans_blanked(line):
+    """`line` with its code spans blanked: a run of backticks opens one, closed by the
+    next run as long (CommonMark), in one pass (a regex took 10 s on a 1 MB line)."""
+    if "[[" not in line or "`" not in line:
+        return line  # a span hides no annotation here
+    runs = [(m.start(), m.end()) for m in _TICKS.finditer(line)]
+    by_length = defaultdict(list)
+    for at, (start, end) in enumerate(runs):
+        by_length[end - start].append(at)
+    spans, at = [], 0
+    while at < len(runs):
+        start, end = runs[at]
+        following = by_length[end - start]
+        closing = bisect.bisect_right(following, at)
+        if closing < len(following):
+            spans.append((start, runs[following[closing]][1]))
+            at = following[closing] + 1
+        else:
+            at += 1  # no run as long after it: its backticks are text
+    pieces, kept = [], 0
+    for start, end in spans:
+        pieces += [line[kept:start], " " * (end - start)]
+        kept = end
+    return "".join(pieces) + line[kept:]
 
 
 def _note_name(target):

@@ -344,6 +344,18 @@ def _decision_mark(external_id, content, scope, klass, session=None):
     return ("copy", external_id, _text_mark(_line_ends_as_lf(content)), scope, klass, session)
 
 
+def _carried_whole(mark, origins, copies):
+    """Whether the copies of a removed memory (`mark`) are so as part of its
+    document's copy: a record's by its _id; a note's section when every section
+    removed from its note (`origins`, the marks of each such removal) was written
+    again in the run (`copies`), in one note or several (moved, renamed, swapped, a
+    section moved to another note, a note split in two: review 115). Another
+    standup holding the same "No blockers" section as a removed one is not it
+    (review 113, H3); nor is another folder's README.md with the same License
+    section (review 114, H2): the rest of their notes was not written again."""
+    return mark[1] is not None or any(all(m in copies for m in marks) for marks in origins)
+
+
 def _document_marks(document, chunk):
     """_marks of a chunk of `document`, as it will be stored."""
     turn = conversation.turn_of(document)
@@ -418,8 +430,8 @@ class DocumentWriter:
         # so does a review's decision (archived, expiry extended) on a memory this run removes and writes
         # anew: the decisions of the removed ones by their marks (_carry_decisions, carry_decisions)
         self.removed_decisions, self.written = {}, _Given()  # and the chunks this run wrote, in any document
-        self.decided_ids = {}  # mark -> the ids of the decided memories removed: a removal rolled back keeps its own
-        self.origins = {}  # mark -> the marks of the documents those were removed from (_carried_whole)
+        self.removed_ids = {}  # mark -> the ids of the memories removed (a removal rolled back keeps its own)
+        self.origins = {}  # mark -> the marks of the documents the decided ones were removed from (_carried_whole)
 
     def forget_entities(self):
         """Drop the entity cache, the sessions kept and the mention work not queued
@@ -958,8 +970,8 @@ class DocumentWriter:
         for decision, row_id, mark, origin in decided:
             known = self.removed_decisions.get(mark, decision)
             self.removed_decisions[mark] = decision if known == decision else _UNDECIDED
+            self.removed_ids.setdefault(mark, set()).add(row_id)
             if decision is not None:
-                self.decided_ids.setdefault(mark, set()).add(row_id)
                 self.origins.setdefault(mark, []).append(origin)
 
     def decisions_to_carry(self):
@@ -968,10 +980,13 @@ class DocumentWriter:
 
     def carry_decisions(self):
         """At the end of a run, when every removal is known (review 108: a copy written
-        between two removals took a decision the second made ambiguous): give each
-        chunk the run wrote (into a document new or not: two notes swapped, review 111)
-        the decision of the one removed memory it is a copy of (_decision_mark), when no
-        other chunk the run wrote is a copy of it too (two copies of one note: neither)."""
+        between two removals took a decision the second made ambiguous): give the
+        chunks the run wrote (into documents new or not: two notes swapped, review 111)
+        the decision of the removed memories they are copies of (_decision_mark), when
+        the run wrote as many copies as it removed memories of that mark (two copies of
+        one note: neither; a section a note holds twice, renamed: both, review 115),
+        none of those is still stored (a removal taken back), and each is part of its
+        document's copy (_carried_whole)."""
         if not self.decisions_to_carry():
             return
         copies = defaultdict(list)
@@ -984,11 +999,11 @@ class DocumentWriter:
                 if mark in self.removed_decisions:
                     copies[mark].append(row_id)
         carried = {
-            mark: ids[0]
+            mark: ids
             for mark, ids in copies.items()
-            if len(ids) == 1 and self.removed_decisions[mark] not in (None, _UNDECIDED)
+            if len(ids) == len(self.removed_ids[mark]) and self.removed_decisions[mark] not in (None, _UNDECIDED)
         }
-        originals = sorted(set().union(*(self.decided_ids[mark] for mark in carried)))
+        originals = sorted(set().union(*(self.removed_ids[mark] for mark in carried)))
         kept = {  # a removal its transaction took back (a document that failed): the original is still there
             row_id
             for (row_id,) in self.conn.execute(
@@ -998,26 +1013,11 @@ class DocumentWriter:
         self._decide(
             [
                 (*self.removed_decisions[mark], row_id)
-                for mark, row_id in carried.items()
-                if kept.isdisjoint(self.decided_ids[mark]) and self._carried_whole(mark, row_id)
+                for mark, ids in carried.items()
+                if kept.isdisjoint(self.removed_ids[mark]) and _carried_whole(mark, self.origins[mark], copies)
+                for row_id in ids
             ]
         )
-
-    def _carried_whole(self, mark, row_id):
-        """Whether memory `row_id`, a copy of the removed memory `mark` names, is so as
-        part of its document's copy: a record's by its _id; a note's when its document
-        holds every memory removed from the original (moved, renamed, swapped, a
-        section moved to another note). Another standup holding the same "No blockers"
-        section as a removed one is not it (review 113, H3); nor is another folder's
-        README.md, titled alike by its file's name (review 114, H2)."""
-        if mark[1] is not None:
-            return True
-        (document_id,) = self.conn.execute("select document_id from knowledge where id = ?", [row_id]).fetchone()
-        rows = self.conn.execute(
-            f"select {_MARKED} from knowledge where document_id = ? and version_of is null", [document_id]
-        ).fetchall()
-        holds = {_decision_mark(*memory) for _, *memory in _marked(rows)}
-        return any(marks <= holds for marks in self.origins[mark])
 
     def _decide(self, changes):
         """Give rows their removed originals' decisions, (tier, expiry, stated tier,

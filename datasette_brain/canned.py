@@ -57,35 +57,41 @@ NEEDS_CHECK = (
 
 FUNCTION_FAILED = b"user-defined function raised exception"  # SQLite's words for a brain_* function's error
 TIME_LIMIT = b"SQL query took too long"  # Datasette's, for a statement its time limit stopped between steps
-# SQLite's words for a statement its progress handler stopped while it was read (an interrupted CTE has no columns)
-READ_CUT = re.compile(rb"\binterrupted\b|expected \d+ columns for ")
+# the query's own page or JSON, which Datasette answers when the statement failed (its own refusals, such as
+# _next with _stream, are its error page); stopped by the progress handler, a statement fails in whatever words
+# the part it stopped has: SQLite's "interrupted", "expected 0 columns for" a CTE, sqlite-vec's "Could not open
+# metadata blob", "chunks iter error", … (review 115)
+QUERY_FAILED = re.compile(rb'"query_name"|name="q"')
 
 
 async def answer(app, datasette, scope, receive, send):
     """Datasette's answer to a request of the recall query, but for a 400 that is no
     fault of the caller's: the query is the plugin's own. Stopped at Datasette's time
     limit (which it answers 400 "SQL query took too long"; in a brain_* function,
-    which counts it (interruptions); or, cut while SQLite reads the SQL, in SQLite's
-    words, after the limit's time) it is a 503 with Retry-After, or the 400 naming a
+    which counts it (interruptions); or, after the limit's time, in the words of the
+    part it stopped, SQLite's or sqlite-vec's) it is a 503 with Retry-After, or the 400 naming a
     parameter at fault (a time limit cuts the query before its parameters are read);
     a brain_* function failing otherwise on parameters without fault failed on the
     brain itself (its log line says why): the JSON API's 409. Any other 400 is
     Datasette's (a parameter named, `_next` with `_stream`), and so is a limit the
-    caller set (`_timelimit`)."""
+    caller set (`_timelimit`). Datasette's 500 for a statement it stopped with no
+    columns yet (review 115) is the time limit's 503 too, after the limit's time."""
     held, began, interrupted = [], time.perf_counter(), for_plugin.interruptions()
 
     async def holding(message):
-        if not held and not (message["type"] == "http.response.start" and message["status"] == 400):
+        if not held and not (message["type"] == "http.response.start" and message["status"] in (400, 500)):
             await send(message)
             return
         held.append(message)
         if message["type"] == "http.response.body" and not message.get("more_body"):
             body = b"".join(part.get("body", b"") for part in held)
-            if FUNCTION_FAILED in body:
+            late = (time.perf_counter() - began) * 1000 >= datasette.setting("sql_time_limit_ms")
+            if held[0]["status"] == 500:
+                cut, failed = late, False  # anything else's 500 is sent as it is
+            elif FUNCTION_FAILED in body:
                 cut, failed = for_plugin.interruptions() != interrupted, True
             else:  # Datasette's own 400s (_next with _stream) are the caller's, however long they took (review 114)
-                late = (time.perf_counter() - began) * 1000 >= datasette.setting("sql_time_limit_ms")
-                cut, failed = TIME_LIMIT in body or (late and READ_CUT.search(body) is not None), False
+                cut, failed = TIME_LIMIT in body or (late and QUERY_FAILED.search(body) is not None), False
             await _answered(datasette, scope, Request(scope, receive).args, held, cut, failed, send)
 
     await app(scope, receive, holding)

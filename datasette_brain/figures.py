@@ -43,7 +43,9 @@ async def database_view(datasette, request):
         name = datasette.get_database(route=tilde_decode(request.url_vars["database"])).name
     except KeyError:
         return response
-    if request.args.get("sql") or response.status != 200 or not await _hidden(datasette, request.actor, name):
+    if request.method != "GET" or request.args.get("sql") or response.status != 200:
+        return response  # HEAD's and OPTIONS' hold no listing (review 115: a 500 reading one)
+    if not await _hidden(datasette, request.actor, name):
         return response
     listing = json.loads(response.body)
     if isinstance(listing, dict) and listing.get("database") == name:

@@ -981,3 +981,9 @@ async def test_a_method_a_route_does_not_take_is_a_405_naming_those_it_does(vaul
         # a preflight is answered as Datasette's own views answer it (review 114: a 405 broke --cors)
         assert (await datasette.client.request("OPTIONS", path)).status_code == 200, path
     assert (await datasette.client.get("/brain/-/memory/1.json")).status_code == 200  # nothing deleted
+    # the database's own JSON, its file figures hidden from whoever may not read a table (review 115: a 500)
+    private = Datasette(
+        [str(vault_brain_path)], metadata={"databases": {"brain": {"tables": {"documents": {"allow": False}}}}}
+    )
+    for method in ("GET", "HEAD", "OPTIONS"):
+        assert (await private.client.request(method, "/brain.json")).status_code == 200, method

@@ -859,3 +859,40 @@ def test_a_section_takes_a_decision_as_part_of_its_notes_copy(tmp_path):
     report = brain_sql.ingest(conn, [vault], prune=True)
     assert report.chunks_carried_decision == 0, report.summary()
     close_brain(conn)
+
+
+def test_a_note_renamed_or_split_keeps_the_decisions_on_its_sections(tmp_path):
+    """A note whose one section's text it holds twice, archived and renamed, lost both
+    archives: two copies of one text read as a copy too many (review 115, H2). A note
+    split into two with the original deleted lost its archived section's decision,
+    where the same split keeping the original kept it (review 115, M3)."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    attendees = "## Attendees\n\nDana Whitfield, Lee Park and the platform team.\n"
+    (vault / "meetings.md").write_text(
+        f"# Monday sync\n\nWe agreed to move the Atlas tables.\n\n{attendees}\n"
+        f"# Tuesday sync\n\nThe cert rotation is done.\n\n{attendees}"
+    )
+    (vault / "ledger.md").write_text(
+        "# Decisions\n\nWe chose Postgres over MySQL for the ledger.\n\n# Open questions\n\nWho owns the nightly run?\n"
+    )
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    archived = "select id from knowledge where source_path like '%meetings.md' or content like '%Postgres%'"
+    brain_sql.archive(conn, [row[0] for row in rows(conn, archived)])
+    (vault / "meetings.md").rename(vault / "meetings-week49.md")
+    text = (vault / "ledger.md").read_text()
+    (vault / "ledger-decisions.md").write_text(text[: text.index("# Open")])
+    (vault / "ledger-questions.md").write_text(text[text.index("# Open") :])
+    (vault / "ledger.md").unlink()
+    report = brain_sql.ingest(conn, [vault], prune_all=True)  # both files gone: a prune would ask
+    assert report.chunks_carried_decision == 5, report.summary()
+    assert sorted(rows(conn, "select substr(content, 1, 12), relevance_tier from knowledge")) == [
+        ("# Decisions\n", 0),
+        ("# Monday syn", 0),
+        ("# Open quest", 1),
+        ("# Tuesday sy", 0),
+        ("## Attendees", 0),
+        ("## Attendees", 0),
+    ]
+    close_brain(conn)

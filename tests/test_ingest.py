@@ -883,3 +883,24 @@ def test_a_utf16_or_utf32_file_is_skipped_once_saying_to_save_it_as_utf8(tmp_pat
     ]
     assert all(e.message.endswith("save it as UTF-8 to ingest it") for e in report.errors)
     assert report.documents_added == 1
+
+
+def test_a_chunk_cut_inside_a_line_opens_no_fence(tmp_path):
+    """A long one-line paragraph cut before a sentence that begins with ```: the next
+    chunk began with it, read as a fence left open, and every later annotation of the
+    note was lost (review 115, M1)."""
+    sentence = "This sentence is filler about the deploy process and nothing else. "
+    paragraph = sentence * 28 + "``` opens a code fence in Markdown and is followed by a name " + "x " * 60 + ". "
+    note = write(
+        tmp_path / "prose.md",
+        f"# Prose\n\n{paragraph + sentence * 5}\n\nLater: [[owned_by::Prose Owner]].\n\n## Two\n\n"
+        "[[related_to::Two]]\n",
+    )
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [note])
+    assert rows(conn, "select substr(content, 1, 3) from knowledge where chunk_index = 1") == [("```",)]
+    edges = (
+        "select b.name from relationships r join entities b on b.id = r.to_entity_id "
+        "where r.relation_type != 'mentions'"
+    )
+    assert sorted(name for (name,) in rows(conn, edges) if name != "prose") == ["Prose Owner", "Two"]
