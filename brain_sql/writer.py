@@ -345,15 +345,17 @@ def _decision_mark(external_id, content, scope, klass, session=None):
 
 
 def _carried_whole(mark, origins, copies):
-    """Whether the copies of a removed memory (`mark`) are so as part of its
-    document's copy: a record's by its _id; a note's section when every section
-    removed from its note (`origins`, the marks of each such removal) was written
-    again in the run (`copies`), in one note or several (moved, renamed, swapped, a
-    section moved to another note, a note split in two: review 115). Another
-    standup holding the same "No blockers" section as a removed one is not it
-    (review 113, H3); nor is another folder's README.md with the same License
-    section (review 114, H2): the rest of their notes was not written again."""
-    return mark[1] is not None or any(all(m in copies for m in marks) for marks in origins)
+    """Whether the copies of the removed memories `mark` names are so as part of
+    their documents' copies: a record's by its _id; a note's section when, for each
+    of them, every section removed from its note (`origins`, the marks of each such
+    removal) was written again in the run (`copies`), in one note or several (moved,
+    renamed, swapped, a section moved to another note, a note split in two: review
+    115). Another standup holding the same "No blockers" section as a removed one is
+    not it (review 113, H3); nor is another folder's README.md with the same License
+    section (review 114, H2): the rest of their notes was not written again. When
+    one of them was and another was not, which copy is whose cannot be told: none
+    (review 116)."""
+    return mark[1] is not None or all(all(m in copies for m in marks) for marks in origins)
 
 
 def _document_marks(document, chunk):

@@ -896,3 +896,30 @@ def test_a_note_renamed_or_split_keeps_the_decisions_on_its_sections(tmp_path):
         ("## Attendees", 0),
     ]
     close_brain(conn)
+
+
+def test_a_shared_section_takes_no_decision_when_only_one_of_its_notes_moved(tmp_path):
+    """Two standups ending in the same archived Blockers section: one moved, the other
+    deleted and a new one holding that section. The new note's section took the
+    archive, the moved note vouching for both copies (review 116, H1). Which copy is
+    whose cannot be told: neither takes it."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    blockers = "## Blockers\n\nNone this week; waiting on the auditor.\n"
+    (vault / "mon.md").write_text(f"# Monday standup\n\nShipped the importer rewrite.\n\n{blockers}")
+    (vault / "tue.md").write_text(f"# Tuesday standup\n\nFixed the nightly export.\n\n{blockers}")
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    brain_sql.archive(
+        conn, [row[0] for row in rows(conn, "select id from knowledge where content like '## Blockers%'")]
+    )
+    (vault / "archive").mkdir()
+    (vault / "mon.md").rename(vault / "archive" / "mon.md")
+    (vault / "tue.md").unlink()
+    (vault / "wed.md").write_text(f"# Wednesday standup\n\nStarted on the export.\n\n{blockers}")
+    brain_sql.ingest(conn, [vault], prune_all=True)
+    assert rows(conn, "select relevance_tier from knowledge where source_path like '%wed.md' order by id") == [
+        (1,),
+        (1,),
+    ]
+    close_brain(conn)
