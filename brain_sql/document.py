@@ -167,8 +167,8 @@ class TextLines:
             return
         offset = 0
         while raw := self.stream.readline(self.limit + 1):
-            if offset == 0 and wide_text(raw):
-                self._skip(wide_text(raw))  # the whole file, once
+            if offset == 0 and (wide := wide_text(raw)):
+                self._skip(wide)  # the whole file, once
                 self.unread = True
                 yield None
                 return

@@ -889,8 +889,8 @@ def _read(path, fmt):
     if refused is not None:
         yield IngestError(path, None, refused)
         return
-    if wide_text(data):
-        yield IngestError(path, None, wide_text(data))
+    if wide := wide_text(data):
+        yield IngestError(path, None, wide)
         return
     try:
         text = data.decode("utf-8")  # line ends as written: each format reads its own

@@ -220,16 +220,23 @@ def _links(datasette, database):
     ]
 
 
+async def _linked(datasette, actor, name):
+    """Whether database `name` is a brain whose memories `actor` may read, for the
+    links every page shows, its error pages too: a brain another process has locked
+    now has none, not a 500 (review 112)."""
+    try:
+        return await tools.is_brain(datasette, name) and await tools.memories_readable(datasette, actor, name)
+    except brain_sql.WriteError:
+        return False
+
+
 @hookimpl
 def menu_links(datasette, actor):
     async def inner():
         links = []
         for name in list(datasette.databases):
-            try:  # on every page, its error pages too: a brain locked now (review 112) has no link, not a 500
-                if await tools.is_brain(datasette, name) and await tools.memories_readable(datasette, actor, name):
-                    links.extend(_links(datasette, name)[:1])
-            except brain_sql.WriteError:
-                pass
+            if await _linked(datasette, actor, name):
+                links.extend(_links(datasette, name)[:1])
         return links
 
     return inner
@@ -240,12 +247,7 @@ def database_actions(datasette, actor, database):
     """The brain's pages, for whoever may read its memories (the pages answer nobody else)."""
 
     async def inner():
-        try:
-            if await tools.is_brain(datasette, database) and await tools.memories_readable(datasette, actor, database):
-                return _links(datasette, database)
-        except brain_sql.WriteError:  # locked now: no links, not a 500
-            pass
-        return []
+        return _links(datasette, database) if await _linked(datasette, actor, database) else []
 
     return inner
 
