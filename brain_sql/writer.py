@@ -344,7 +344,7 @@ def _decision_mark(external_id, content, scope, klass, session=None):
     return ("copy", external_id, _text_mark(_line_ends_as_lf(content)), scope, klass, session)
 
 
-def _carried_whole(mark, origins, copies):
+def _carried_whole(mark, origins, copies, removed):
     """Whether the copies of the removed memories `mark` names are so as part of
     their documents' copies: a record's by its _id; a note's section when, for each
     of them, every section removed from its note (`origins`, the marks of each such
@@ -354,8 +354,12 @@ def _carried_whole(mark, origins, copies):
     not it (review 113, H3); nor is another folder's README.md with the same License
     section (review 114, H2): the rest of their notes was not written again. When
     one of them was and another was not, which copy is whose cannot be told: none
-    (review 116)."""
-    return mark[1] is not None or all(all(m in copies for m in marks) for marks in origins)
+    (review 116). A section counts as written again when the run wrote as many copies
+    of it as it removed (`removed`, their ids): another note's copy stands in for no
+    one else's (review 117)."""
+    return mark[1] is not None or all(
+        all(len(copies.get(m, ())) >= len(removed[m]) for m in marks) for marks in origins
+    )
 
 
 def _document_marks(document, chunk):
@@ -1016,7 +1020,8 @@ class DocumentWriter:
             [
                 (*self.removed_decisions[mark], row_id)
                 for mark, ids in carried.items()
-                if kept.isdisjoint(self.removed_ids[mark]) and _carried_whole(mark, self.origins[mark], copies)
+                if kept.isdisjoint(self.removed_ids[mark])
+                and _carried_whole(mark, self.origins[mark], copies, self.removed_ids)
                 for row_id in ids
             ]
         )

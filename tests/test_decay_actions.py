@@ -923,3 +923,26 @@ def test_a_shared_section_takes_no_decision_when_only_one_of_its_notes_moved(tmp
         (1,),
     ]
     close_brain(conn)
+
+
+def test_a_section_written_again_only_for_another_note_vouches_for_none(tmp_path):
+    """An archived template (Agenda, Blockers) deleted, while a note holding the same
+    Agenda moved and a new note holds the Blockers: the moved note's Agenda stood in
+    for the template's, and the new note's Blockers took the archive (review 117,
+    H1). A section is written again when the run wrote as many copies as it removed."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    agenda = "## Agenda\n\nReview yesterday, plan today, raise blockers.\n"
+    blockers = "## Blockers\n\nNone this week; waiting on the auditor.\n"
+    (vault / "tue.md").write_text(f"{agenda}\n{blockers}")
+    (vault / "mon.md").write_text(f"{agenda}\n## Done\n\nMonday: shipped the importer rewrite.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    brain_sql.archive(conn, [row[0] for row in rows(conn, "select id from knowledge where source_path like '%tue.md'")])
+    (vault / "tue.md").unlink()
+    (vault / "archive").mkdir()
+    (vault / "mon.md").rename(vault / "archive" / "mon.md")
+    (vault / "wed.md").write_text(f"## Done\n\nWednesday: started the export.\n\n{blockers}")
+    brain_sql.ingest(conn, [vault], prune_all=True)
+    assert rows(conn, "select distinct relevance_tier from knowledge") == [(1,)]
+    close_brain(conn)
