@@ -110,8 +110,10 @@ def _spans_blanked(line):
 
 
 def _note_name(target):
-    """The note a wikilink's target names: `folder/Note.md` -> `Note`."""
-    return PurePosixPath(target.strip()).name.removesuffix(".md").strip()
+    """The note a wikilink's target names: `folder/Note.md` -> `Note`; in a table,
+    Obsidian writes an alias's bar escaped, `[[Note\\|alias]]`: its backslash is no
+    part of the name (review 117)."""
+    return PurePosixPath(target.strip().removesuffix("\\").strip()).name.removesuffix(".md").strip()
 
 
 def entity_links(text: str) -> list[tuple[int, int, str]]:

@@ -904,3 +904,18 @@ def test_a_chunk_cut_inside_a_line_opens_no_fence(tmp_path):
         "where r.relation_type != 'mentions'"
     )
     assert sorted(name for (name,) in rows(conn, edges) if name != "prose") == ["Prose Owner", "Two"]
+
+
+def test_a_wikilink_in_a_table_with_an_escaped_alias_bar_names_its_note(tmp_path):
+    """Obsidian writes an alias in a table as `[[Note\\|alias]]`: the edge went to a
+    note named "Note\\" (review 117, L1)."""
+    note = write(
+        tmp_path / "plan.md", "# Plan\n\n| step | owner |\n| --- | --- |\n| 1 | [[Ledger Export\\|Ledger]] |\n"
+    )
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [note])
+    assert rows(
+        conn,
+        "select b.name from relationships r join entities b on b.id = r.to_entity_id "
+        "where r.relation_type = 'references'",
+    ) == [("Ledger Export",)]
