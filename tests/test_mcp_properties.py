@@ -249,7 +249,10 @@ def route_answer(routes, tool, arguments):
     else:
         body = {n: v for n, v in arguments.items() if n != "database"}
         body = body.get("records") if tool == "brain_remember" else body
-        response = post_route(routes, tool, json.dumps(body))
+        # as an MCP call's arguments are read (mcp_tools._read): UTF-8, not \u escapes, which made the route's body
+        # past the size limit where the call's was not (a 413 against the call's 400)
+        sent = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+        response = post_route(routes, tool, sent)
     return response.status_code, response.json().get("error")
 
 
