@@ -362,6 +362,49 @@ def _carried_whole(mark, origins, copies, removed):
     )
 
 
+def _decisions(rows):
+    """(decision, id, mark, origin) of each _decision_rows row: its decision
+    (relevance_tier, expires_at, and those its record stated) when a review's, not
+    what its record stated, else None (a document whose stated values were not
+    recorded, written before m021, has none told; nor has one whose memories here
+    are shorter than CARRIED_COPY_MIN_CHARS, all told: a "No blockers." is no other
+    note's copy, review 111); its _decision_mark; and its origin: the marks of that
+    document's memories selected (_carried_whole)."""
+    rows = [row for row in rows if row[4] is None]  # a history version's decision stays its own
+    length, marks = defaultdict(int), defaultdict(set)
+    marked = [(row_id, _decision_mark(*memory)) for row_id, *memory in _marked(row[5:] for row in rows)]
+    for row, (_, mark) in zip(rows, marked):
+        length[row[3]] += len(row[7].strip())
+        marks[row[3]].add(mark)
+    decided = []
+    for (tier, expires, stated_text, document_id, *_), (row_id, mark) in zip(rows, marked):
+        was = _stated_decision(stated_text)
+        long_enough = length[document_id] >= CARRIED_COPY_MIN_CHARS
+        decision = (tier, expires, *was) if was and long_enough and (tier, expires) != was else None
+        decided.append((decision, row_id, mark, frozenset(marks[document_id])))
+    return decided
+
+
+def _decided_texts(rows, place):
+    """{text with its line ends as LF: (tier, expiry decided, tier, expiry stated)} of
+    one document's removed chunks (_decision_rows) that a review decided, when no
+    other of them has that text: read as LF before 7 December 2026, a note written
+    with CRLF is written again with its line ends as written, and keeps the
+    decisions on it (review 107). A decision stays in the scope and class (`place`)
+    it was made in."""
+    was = _stated_decision(rows[0][2]) if rows else None
+    if was is None:
+        return {}
+    found = defaultdict(set)
+    for tier, expires, *_, content, scope, klass, _ in rows:
+        found[_line_ends_as_lf(content)].add((tier, expires) if (scope, klass) == place else None)
+    return {
+        text: (*decisions.pop(), *was)
+        for text, decisions in found.items()
+        if len(decisions) == 1 and was not in decisions and None not in decisions
+    }
+
+
 def _document_marks(document, chunk):
     """_marks of a chunk of `document`, as it will be stored."""
     turn = conversation.turn_of(document)
@@ -571,9 +614,11 @@ class DocumentWriter:
             # never brings flagged text back into recall unreviewed
             flagged = self._uncarried(document)
         unstated = self._unstated_edges(plan["removed"])
-        rewritten = self._decided_texts(document, plan["removed"]) if plan["known"] and plan["removed"] else {}
+        rewritten = {}
         if plan["known"] and plan["removed"]:  # their text may be written anew in another document (a swap)
-            self._carry_decisions(self._decisions("k.id in (select value from json_each(?))", plan["removed"]))
+            rows = self._decision_rows("k.id in (select value from json_each(?))", plan["removed"])
+            rewritten = _decided_texts(rows, _placement(document))
+            self._carry_decisions(_decisions(rows))
         if plan["removed"]:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
@@ -611,31 +656,6 @@ class DocumentWriter:
         self.last_restated = restated
         self.turns.written(conn, [document.document_id], restated)
         return stored_vectors
-
-    def _decided_texts(self, document, removed):
-        """{text with its line ends as LF: (tier, expiry decided, tier, expiry stated)} of
-        the chunks `removed` from stored `document` that a review decided, when no other
-        of them has that text: read as LF before 7 December 2026, a note written with
-        CRLF is written again with its line ends as written, and keeps the decisions on
-        it (review 107)."""
-        stated = self.conn.execute(
-            "select stated_fields from documents where document_id = ?", (document.document_id,)
-        ).fetchone()
-        was, place = _stated_decision(stated[0] if stated else None), _placement(document)
-        if was is None:
-            return {}
-        found = defaultdict(set)
-        for tier, expires, content, scope, klass in self.conn.execute(
-            "select relevance_tier, expires_at, content, scope, class from knowledge "
-            "where id in (select value from json_each(?))",
-            [json.dumps(removed)],
-        ):  # a decision stays in the scope and class it was made in
-            found[_line_ends_as_lf(content)].add((tier, expires) if (scope, klass) == place else None)
-        return {
-            text: (*decisions.pop(), *was)
-            for text, decisions in found.items()
-            if len(decisions) == 1 and was not in decisions and None not in decisions
-        }
 
     def _decided(self, document, columns):
         """The DECIDED_COLUMNS whose values the stored `document`'s record stated as it
@@ -926,8 +946,10 @@ class DocumentWriter:
         decided = []
         for start in range(0, len(document_ids), REMOVE_AT_ONCE):
             flagged += self._flagged(document_ids[start : start + REMOVE_AT_ONCE])
-            decided += self._decisions(
-                "k.document_id in (select value from json_each(?))", document_ids[start : start + REMOVE_AT_ONCE]
+            decided += _decisions(
+                self._decision_rows(
+                    "k.document_id in (select value from json_each(?))", document_ids[start : start + REMOVE_AT_ONCE]
+                )
             )
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
             if deadline is not None and time.perf_counter() >= deadline:
@@ -941,33 +963,15 @@ class DocumentWriter:
         self._carry_decisions(decided)
         return left
 
-    def _decisions(self, where, ids):
-        """(decision, id, mark, origin) of each current memory `where` selects among
-        `ids` (documents, or memories): its decision (relevance_tier, expires_at, and
-        those its record stated) when a review's, not what its record stated, else
-        None (a document whose stated values were not recorded, written before m021,
-        has none told; nor has one whose memories here are shorter than
-        CARRIED_COPY_MIN_CHARS, all told: a "No blockers." is no other note's copy,
-        review 111); its _decision_mark; and its origin: the marks of that document's
-        memories selected (_carried_whole)."""
-        rows = self.conn.execute(
-            "select k.relevance_tier, k.expires_at, d.stated_fields, k.document_id, k.id, k.external_id, "
-            "k.content, k.scope, k.class, k.metadata from knowledge k join documents d on d.document_id = "
-            f"k.document_id where k.version_of is null and {where}",
+    def _decision_rows(self, where, ids):
+        """What _decisions and _decided_texts read of the memories `where` selects
+        among `ids` (documents, or memories): read once for both."""
+        return self.conn.execute(
+            "select k.relevance_tier, k.expires_at, d.stated_fields, k.document_id, k.version_of, k.id, "
+            "k.external_id, k.content, k.scope, k.class, k.metadata from knowledge k join documents d "
+            f"on d.document_id = k.document_id where {where}",
             [json.dumps(ids)],
         ).fetchall()
-        length, marks = defaultdict(int), defaultdict(set)
-        marked = [(row_id, _decision_mark(*memory)) for row_id, *memory in _marked(row[4:] for row in rows)]
-        for row, (_, mark) in zip(rows, marked):
-            length[row[3]] += len(row[6].strip())
-            marks[row[3]].add(mark)
-        decided = []
-        for (tier, expires, stated_text, document_id, *_), (row_id, mark) in zip(rows, marked):
-            was = _stated_decision(stated_text)
-            long_enough = length[document_id] >= CARRIED_COPY_MIN_CHARS
-            decision = (tier, expires, *was) if was and long_enough and (tier, expires) != was else None
-            decided.append((decision, row_id, mark, frozenset(marks[document_id])))
-        return decided
 
     def _carry_decisions(self, decided):
         """Keep the decisions of the memories just removed by their marks (None: none
