@@ -592,6 +592,32 @@ def test_a_moved_note_or_record_keeps_the_decisions_on_it(tmp_path):
     close_brain(conn)
 
 
+def test_a_folders_only_note_moved_into_a_subfolder_is_pruned_with_its_decision(tmp_path):
+    """The only note of a folder moved into a folder of it: the prune guard took it
+    for a drive unmounted, refused, and advised --prune-all, which removed it in a
+    second run and brought its archived copy back into recall (review 117, M1). A
+    note found again unchanged is moved; one renamed, or gone, is still guarded."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    plan = "# Goals\n\nShip the ledger export by March.\n\n# Risks\n\nThe auditor is late.\n"
+    (project / "plan.md").write_text(plan)
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [project])
+    brain_sql.archive(conn, [i for (i,) in rows(conn, "select id from knowledge")])
+    (project / "2026").mkdir()
+    (project / "plan.md").rename(project / "2026" / "plan.md")
+    report = brain_sql.ingest(conn, [project], prune=True)
+    assert report.chunks_carried_decision == 2, report.summary()
+    assert rows(conn, "select source_path like '%/2026/plan.md', relevance_tier from knowledge") == [(1, 0), (1, 0)]
+    # renamed as it moves back: not found again, so the guard holds it as before
+    (project / "2026" / "plan.md").rename(project / "plan-2026.md")
+    (project / "2026").rmdir()
+    with pytest.raises(brain_sql.PruneRefused, match="its one file is gone"):
+        brain_sql.ingest(conn, [project], prune=True)
+    assert rows(conn, "select count(*) from knowledge where source_path like '%/2026/plan.md'") == [(2,)]
+    close_brain(conn)
+
+
 def test_memories_alike_but_for_their_decisions_carry_none_when_moved(tmp_path):
     """Two notes of one text, one archived, both renamed in one run: both copies came
     back archived, so the note never archived left recall without a word (review
