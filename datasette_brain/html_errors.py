@@ -2,7 +2,7 @@
 error's status; their `.json` forms, like the JSON API, answer in JSON."""
 
 from datasette import Response
-from datasette.utils import sqlite3
+from datasette.utils import await_me_maybe, sqlite3
 
 import brain_sql
 from brain_sql import for_plugin
@@ -94,3 +94,17 @@ def server_failure(datasette, request, exception):
             return None
         cause = cause.__cause__ or cause.__context__
     return None
+
+
+def raised_again(exception, answers):
+    """Datasette's answers to an `exception` it handles outside an except block (its
+    404 for a URL no route takes), each awaited inside one: its traceback printer,
+    rich's when installed, fails outside one, a 500 for a page not found."""
+
+    async def inside(answer):
+        try:
+            raise exception
+        except type(exception):
+            return await await_me_maybe(answer)
+
+    return [inside(answer) for answer in answers]

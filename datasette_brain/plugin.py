@@ -2,6 +2,7 @@
 package its entry point names (__init__.py)."""
 
 import functools
+import sys
 import threading
 
 import click
@@ -197,11 +198,15 @@ def schema_tool_by_permission(datasette, mcp):
 def busy_is_a_503(datasette, request, exception):
     """A file locked by another process past the busy timeout, or a failing disk, is a
     503 with Retry-After on every page, Datasette's own too, in place of Datasette's
-    handling (its traceback, rich's, fails outside an except block)."""
+    handling (its traceback, rich's, fails outside an except block); Datasette's own
+    answer to one it handles outside any (a URL no route takes) is awaited inside one."""
+    handled = sys.exc_info()[1]
     outcome = yield
     answer = html_errors.server_failure(datasette, request, exception)
     if answer is not None:
         outcome.force_result([answer])
+    elif handled is None:
+        outcome.force_result(html_errors.raised_again(exception, outcome.get_result()))
 
 
 @hookimpl

@@ -476,3 +476,14 @@ def test_a_write_whose_error_quotes_schema_bytes_that_are_no_text_is_named(run, 
     result = run("brain", "remember", brain_path, record)
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     assert "bytes that are not UTF-8 text" in result.output and "sqlite-utils brain check" in result.output
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("path", ["/brain/knowledge/-/nope", "/a/b/c/d/e", "/brain/knowledge/1/x/y", "/-/nope"])
+async def test_a_url_no_route_takes_is_a_404(brain_path, path):
+    """Datasette answers a URL no route takes outside an except block, where its
+    traceback printer (rich's, when installed) fails: that was a 500, or no answer."""
+    pytest.importorskip("rich")
+    response = await Datasette([str(brain_path)]).client.get(path)
+    assert response.status_code == 404, response.text[:300]
+    assert "<title>Error 404</title>" in response.text
