@@ -845,7 +845,7 @@ def test_annotations_inside_code_are_examples_not_edges(tmp_path, line_end):
         "other.md": "# Other\n\nAn example:\n\n    [[owned_by::Indented]]\n\n"
         "and ``[[owned_by::Double]]`` and `[[owned_by::Single]]` and ``a ` b`` [[owned_by::Beside]].\n\n"
         "- Project\n    [[owned_by::Listed]]\n\n~~~~\n[[owned_by::Tilde]]\n~~~\n[[owned_by::Still Tilde]]\n~~~~\n"
-        "\n- a `tick\n- [[owned_by::Ticked]] and a `tick` more\n",
+        "\n- a `tick\n- [[owned_by::Ticked]] and a `tick` more\n\nAn escaped \\`[[owned_by::Escaped]] tick`.\n",
         "team.md": "# Team\n\n- Platform\n"
         + "".join(f"\t- [[member_of::Person {i}]] works on it\n" for i in range(120)),
     }
@@ -860,7 +860,7 @@ def test_annotations_inside_code_are_examples_not_edges(tmp_path, line_end):
         "select b.name from relationships r join entities b on b.id = r.to_entity_id "
         "where r.relation_type = 'owned_by' order by 1",
     )
-    assert owners == [("After Fence",), ("Beside",), ("Indented",), ("Listed",), ("Ticked",)]
+    assert owners == [("After Fence",), ("Beside",), ("Escaped",), ("Indented",), ("Listed",), ("Ticked",)]
     assert rows(conn, "select count(*) from knowledge where source_path like '%team.md'")[0][0] > 1  # cut in pieces
     assert rows(conn, "select count(*) from relationships where relation_type = 'member_of'") == [(120,)]
 
