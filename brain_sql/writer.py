@@ -321,6 +321,12 @@ def _line_ends_as_lf(text):
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _length(text):
+    """A memory's length as CARRIED_COPY_MIN_CHARS counts it: a CRLF one character,
+    as a note's elsewhere (review 118, L1), the spaces around it none."""
+    return len(_line_ends_as_lf(text).strip())
+
+
 def _text_mark(text):
     """A chunk's text as a small key (its 64-bit hash) for _carries' set of flagged texts."""
     return xxhash.xxh3_64_intdigest(text.encode("utf-8", "surrogatepass"))
@@ -349,14 +355,14 @@ def _carried_whole(mark, origins, copies, removed):
     their documents' copies: a record's by its _id; a note's section when, for each
     of them, every section removed from its note (`origins`, the marks of each such
     removal) was written again in the run (`copies`), in one note or several (moved,
-    renamed, swapped, a section moved to another note, a note split in two: review
-    115). Another standup holding the same "No blockers" section as a removed one is
-    not it (review 113, H3); nor is another folder's README.md with the same License
-    section (review 114, H2): the rest of their notes was not written again. When
-    one of them was and another was not, which copy is whose cannot be told: none
-    (review 116). A section counts as written again when the run wrote as many copies
-    of it as it removed (`removed`, their ids): another note's copy stands in for no
-    one else's (review 117)."""
+    renamed, swapped, a note split in two: review 115; a note that stays gives its
+    removed sections no decision to carry, review 118). Another standup holding the
+    same "No blockers" section as a removed one is not it (review 113, H3); nor is
+    another folder's README.md with the same License section (review 114, H2): the
+    rest of their notes was not written again. When one of them was and another was
+    not, which copy is whose cannot be told: none (review 116). A section counts as
+    written again when the run wrote as many copies of it as it removed (`removed`,
+    their ids): another note's copy stands in for no one else's (review 117)."""
     return mark[1] is not None or all(
         all(len(copies.get(m, ())) >= len(removed[m]) for m in marks) for marks in origins
     )
@@ -374,7 +380,7 @@ def _decisions(rows):
     length, marks = defaultdict(int), defaultdict(set)
     marked = [(row_id, _decision_mark(*memory)) for row_id, *memory in _marked(row[5:] for row in rows)]
     for row, (_, mark) in zip(rows, marked):
-        length[row[3]] += len(row[7].strip())
+        length[row[3]] += _length(row[7])
         marks[row[3]].add(mark)
     decided = []
     for (tier, expires, stated_text, document_id, *_), (row_id, mark) in zip(rows, marked):
@@ -618,7 +624,10 @@ class DocumentWriter:
         if plan["known"] and plan["removed"]:  # their text may be written anew in another document (a swap)
             rows = self._decision_rows("k.id in (select value from json_each(?))", plan["removed"])
             rewritten = _decided_texts(rows, _placement(document))
-            self._carry_decisions(_decisions(rows))
+            decided = _decisions(rows)
+            if plan["kept"]:  # a section removed from a note that stays: another note's copy of it is no move of it
+                decided = [(None, *removal) for _, *removal in decided]  # (a template filled in, review 118)
+            self._carry_decisions(decided)
         if plan["removed"]:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
@@ -801,7 +810,7 @@ class DocumentWriter:
         removed one's text, all its chunks, is CARRIED_COPY_MIN_CHARS long at least."""
         originals = {}  # (external_id, its chunks) -> (its first memory's id, the texts flagged in it)
         for chunks in _by_document(removed).values():
-            if chunks[0][3] is not None and sum(len(row[4].strip()) for row in chunks) >= CARRIED_COPY_MIN_CHARS:
+            if chunks[0][3] is not None and sum(_length(row[4]) for row in chunks) >= CARRIED_COPY_MIN_CHARS:
                 first, texts = originals.get(_copy_key(chunks), (math.inf, set()))
                 originals[_copy_key(chunks)] = (
                     min(first, *(r[2] for r in chunks)),

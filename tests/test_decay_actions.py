@@ -618,6 +618,30 @@ def test_a_folders_only_note_moved_into_a_subfolder_is_pruned_with_its_decision(
     close_brain(conn)
 
 
+def test_a_section_filled_in_where_it_is_gives_the_next_notes_copy_no_decision(tmp_path):
+    """An archived daily template: its Blockers filled in where it is while the next
+    day's note is made from the template. The new note's Blockers took the archive,
+    read as the section moved out (review 118, H0); a note that stays is no move."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    agenda = "## Agenda\n\nReview yesterday, plan today, raise anything blocking the release.\n\n"
+    blockers = "## Blockers\n\nList anything that blocks you here, with who can unblock it.\n"
+    (vault / "mon.md").write_text(agenda + blockers)
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    brain_sql.archive(conn, [i for (i,) in rows(conn, "select id from knowledge")])
+    (vault / "mon.md").write_text(agenda + "## Blockers\n\nWaiting on the infra team for the credentials.\n")
+    (vault / "tue.md").write_text(agenda + blockers)
+    report = brain_sql.ingest(conn, [vault], prune_all=True)
+    assert report.chunks_carried_decision == 0, report.summary()
+    assert rows(conn, "select relevance_tier from knowledge where source_path like '%tue.md'") == [(1,), (1,)]
+    assert rows(conn, "select heading_path, relevance_tier from knowledge where source_path like '%mon.md'") == [
+        ("Agenda", 0),
+        ("Blockers", 1),
+    ]
+    close_brain(conn)
+
+
 def test_memories_alike_but_for_their_decisions_carry_none_when_moved(tmp_path):
     """Two notes of one text, one archived, both renamed in one run: both copies came
     back archived, so the note never archived left recall without a word (review
@@ -782,27 +806,31 @@ def test_a_decided_text_moved_into_a_stored_document_keeps_its_decision(tmp_path
     close_brain(conn)
 
 
-def test_only_an_unedited_copy_of_a_decided_memory_takes_its_decision(tmp_path):
+@pytest.mark.parametrize("line_end", ["\n", "\r\n"])
+def test_only_an_unedited_copy_of_a_decided_memory_takes_its_decision(tmp_path, line_end):
     """A decision goes to a copy: the record of the same _id with the same text, or a
     note of the same text. An archived record removed while another file held it
     edited and a new record of its old text archived both (review 111, H4); an edited
     record moved took it where the same edit in place did not (M3); a deleted
-    "No blockers." gave its archive to the next standup's (M1)."""
+    "No blockers." gave its archive to the next standup's (M1), and did so saved with
+    CRLF, its line end counted twice against the 20 characters (review 118, L1)."""
     folder = tmp_path / "records"
     folder.mkdir()
     (folder / "a.jsonl").write_text('{"_id": "r1", "text": "Deploys happen on Tuesdays after the change board."}\n')
-    (folder / "standup-1.md").write_text("---\ntitle: Standup 2 March\n---\nNo blockers.\n")
+    standup = "---\ntitle: Standup {}\n---\nNo blockers.\nAll ok\n"  # 19 characters
+    (folder / "standup-1.md").write_bytes(standup.format("2 March").replace("\n", line_end).encode())
     (folder / "keep.jsonl").write_text('{"_id": "k", "text": "A record that stays in its file."}\n')
     conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
     brain_sql.ingest(conn, [folder])
-    brain_sql.archive(conn, [row[0] for row in rows(conn, "select id from knowledge where external_id != 'k'")])
+    brain_sql.archive(conn, [row[0] for row in rows(conn, "select id from knowledge where external_id is not 'k'")])
+    assert rows(conn, "select count(*) from knowledge where relevance_tier = 0") == [(2,)]  # the record, the note
     (folder / "a.jsonl").unlink()
     (folder / "standup-1.md").unlink()
     (folder / "b.jsonl").write_text(
         '{"_id": "r1", "text": "Deploys happen on Thursdays now, the board said."}\n'
         '{"_id": "r2", "text": "Deploys happen on Tuesdays after the change board."}\n'
     )
-    (folder / "standup-2.md").write_text("---\ntitle: Standup 9 March\n---\nNo blockers.\n")
+    (folder / "standup-2.md").write_bytes(standup.format("9 March").replace("\n", line_end).encode())
     report = brain_sql.ingest(conn, [folder], prune=True)
     assert report.chunks_carried_decision == 0, report.summary()
     assert rows(conn, "select distinct relevance_tier from knowledge") == [(1,)]
