@@ -16,7 +16,9 @@ WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+?)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\
 # on in its paragraph, but a chunk does not say where a list item's or a table row's paragraph ends: review 114)
 _TICKS = re.compile(r"`+")
 _LINE_END = re.compile(r"(\r\n|\r|\n)")  # CommonMark's
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# what is before a fence's marker on its line: block quotes' markers and list items' markers or indents
+_CONTAINER = re.compile(r"[ \t]*>[ \t]?|[ \t]*(?:[-+*]|\d{1,9}[.)])[ \t]+|[ \t]+")
+_QUOTE = re.compile(r" {0,3}>[ \t]?")
 _CLOSING = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
 
 
@@ -62,25 +64,85 @@ def _blocks():
 def _without_code(text, fence=None, mid_line=False):
     """(`text` with its code blanked, each character a space, lines and offsets kept;
     the fence left open at its end, else None). `fence`: the fence a chunk before
-    left open, whose code `text` begins in; `mid_line`: `text` begins inside a line."""
+    left open, whose code `text` begins in (_Fence); `mid_line`: `text` begins inside
+    a line."""
     if "[[" not in text and "```" not in text and "~~~" not in text:
         return text, fence  # no annotation, and no fence opened or closed
-    opened = f"{fence}\n" if fence else ("." if mid_line else "")  # a first line that is no line's start
-    parts = _LINE_END.split(opened + text)  # line, its end, line, ...: a note's ends as written (CRLF, CR)
+    parts = _LINE_END.split(text)  # line, its end, line, ...: a note's ends as written (CRLF, CR)
     lines = parts[::2]
-    code, left_open, written = set(), None, len(lines)
-    while written and not lines[written - 1].strip():
-        written -= 1  # blank lines at the end: a fence that runs to the end maps to its last written line
-    for token in _blocks().parse("\n".join(lines)):
-        if token.type == "fence" and token.map:
-            start, end = token.map
-            code.update(range(start, end))
-            marker = _FENCE.match(lines[start])
-            closing = _CLOSING.match(lines[end - 1]) if end - 1 > start else None
-            closed = closing and closing[1][0] == marker[1][0] and len(closing[1]) >= len(marker[1]) if marker else True
-            left_open = marker[1] if marker and end >= written and not closed else None
+    read_on = fence.read_on(lines, mid_line) if fence else 0  # the lines of the fence carried on, its end's
+    code, left_open = set(range(read_on)), fence if read_on == len(lines) else None
+    if read_on < len(lines):
+        rest = lines[read_on:]
+        if mid_line and not read_on:
+            rest = ["." + rest[0], *rest[1:]]  # a first line that is no line's start opens no fence
+        written = len(rest)
+        while written and not rest[written - 1].strip():
+            written -= 1  # blank lines at the end: a fence that runs to the end maps to its last written line
+        for token in _blocks().parse("\n".join(rest)):
+            if token.type == "fence" and token.map:
+                start, end = token.map
+                code.update(range(read_on + start, read_on + end))
+                opened = _Fence.opened(rest[start], token.markup)
+                closed = end - 1 > start and opened.closes(rest[end - 1])
+                left_open = opened if end >= written and not closed else None
     parts[::2] = [" " * len(line) if n in code else _spans_blanked(line) for n, line in enumerate(lines)]
-    return "".join(parts)[len(opened) :], left_open
+    return "".join(parts), left_open
+
+
+class _Fence:
+    """A fenced block left open at a chunk's end, to be read on in the next: its
+    marker, and the containers it is in (a callout's `>`, a list item's indent), which
+    each line of it begins with (review 118: a fence in a callout or a nested list
+    item, read on as if at the top, lost the callout's later links, or made edges of
+    its code)."""
+
+    def __init__(self, marker, containers):
+        self.marker, self.containers = marker, containers
+
+    @classmethod
+    def opened(cls, line, marker):
+        """The fence `line` opens with `marker`: what precedes it is its containers,
+        `>` for a block quote's, the width of a list item's marker or indent else."""
+        before = line[: line.index(marker)]
+        parts = _CONTAINER.findall(before)
+        if parts and not parts[-1].strip() and len(parts[-1]) <= 3:
+            parts.pop()  # up to three spaces are the fence's own indent, not a container's
+        return cls(marker, [">" if ">" in part else len(part.expandtabs(4)) for part in parts])
+
+    def inside(self, line):
+        """`line` without its containers, or None when it is not in them (a block
+        quote ended, a list item's indent left): the fence ends there."""
+        at = 0
+        for container in self.containers:
+            if container == ">":
+                quoted = _QUOTE.match(line, at)
+                if not quoted:
+                    return None
+                at = quoted.end()
+            elif line[at : at + container].strip():
+                return None if line[at:].strip() else ""
+            else:
+                at = min(at + container, len(line))
+        return line[at:]
+
+    def closes(self, line):
+        """Whether `line` closes this fence: its marker's character, as many at least."""
+        inner = self.inside(line)
+        closing = _CLOSING.match(inner) if inner is not None else None
+        return bool(closing) and closing[1][0] == self.marker[0] and len(closing[1]) >= len(self.marker)
+
+    def read_on(self, lines, mid_line):
+        """How many of `lines` (a chunk's, after the one that left this fence open)
+        are its code, the line closing it too; all of them when it is still open."""
+        for n, line in enumerate(lines):
+            if n == 0 and mid_line:
+                continue  # the rest of a line of code
+            if self.inside(line) is None:
+                return n
+            if self.closes(line):
+                return n + 1
+        return len(lines)
 
 
 def _spans_blanked(line):

@@ -865,6 +865,34 @@ def test_annotations_inside_code_are_examples_not_edges(tmp_path, line_end):
     assert rows(conn, "select count(*) from relationships where relation_type = 'member_of'") == [(120,)]
 
 
+def test_a_fence_in_a_callout_or_a_list_item_is_code_across_chunks(tmp_path):
+    """A fence in a callout (a block quote) or under a nested list item, longer than a
+    chunk, was read on as if at the top: the later chunks made edges of its code, and
+    its closing line opened a fence that hid the callout's link after it (review 118,
+    H1). A fence's own indent (up to three spaces) is no container."""
+    step = "Step {}: write [[Code Example {}]] in the template file of the project here."
+    notes = {
+        "callout.md": "# Setup\n\n> [!example] How to\n> ```md\n"
+        + "".join(f"> {step.format(i, i)}\n" for i in range(80))
+        + "> ```\n> Then see [[Callout Prose Link]] for more.\n\n[[Real Prose Link]]\n",
+        "install.md": "# Install\n\n1. Download\n    - On Linux run:\n      ```bash\n"
+        + "".join(f"      echo '{step.format(i, i + 100)}'\n" for i in range(90))
+        + "      ```\n    - then read [[Install Guide]]\n",
+        "indented.md": "# Indented\n\n  ~~~~\n"
+        + "".join(f"{step.format(i, i + 200)}\n" for i in range(80))
+        + "  ~~~~\n\n[[After Indented]]\n",
+    }
+    for name, text in notes.items():
+        write(tmp_path / "vault" / name, text)
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [tmp_path / "vault"])
+    assert rows(conn, "select count(distinct source_path) from knowledge where chunk_index > 0") == [(3,)]
+    assert rows(
+        conn,
+        "select distinct e.name from relationships r join entities e on e.id = r.to_entity_id order by 1",
+    ) == [("After Indented",), ("Callout Prose Link",), ("Install Guide",), ("Real Prose Link",)]
+
+
 def test_a_utf16_or_utf32_file_is_skipped_once_saying_to_save_it_as_utf8(tmp_path):
     """Windows' "Unicode" files: a JSON lines file was two faults (its first line not
     UTF-8, its second malformed JSON), a CSV file one about its header (review 109)."""
