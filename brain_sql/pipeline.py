@@ -1270,7 +1270,7 @@ class _Pipeline:
             # a note that still opens (through a link) is pruned as moved, stored where it is: not lost
             moved = {d for d in rest if may_exist(paths[d]) and not _folder_now(paths[d])}
             # a note this run found again in another folder of the PATH, unchanged (review 117, M1)
-            moved |= self._found_again(set(rest) - moved, read)
+            moved |= self.writer.written_again(set(rest) - moved)
             at_stake = before - moved - {d for documents in refused.values() for d in documents}
             if at_stake and at_stake <= set(rest):
                 refused[(root, "root" if not moved else "root, moved")] = [d for d in rest if d not in moved]
@@ -1287,24 +1287,6 @@ class _Pipeline:
         kept = {document_id for documents in refused.values() for document_id in documents}
         self._remove(*under, gone=there, only=set(doomed) - kept)
         return [self._refusal(folder, why, documents) for (folder, why), documents in sorted(refused.items())]
-
-    def _found_again(self, documents, read):
-        """Those of `documents` each of whose memories, title and text alike (its
-        content_hash), this run stored in a file it read (`read`): a note moved to
-        another folder, not one an unmounted drive or a failed sync took. Pruning it
-        loses nothing, and its review decisions go with it (writer.carry_decisions)."""
-        if not documents or not read:
-            return set()
-        found = self.conn.execute(
-            "select d.document_id from documents d where d.document_id in (select value from json_each(?)) "
-            "and exists (select 1 from knowledge k where k.document_id = d.document_id and k.version_of is null) "
-            "and not exists (select 1 from knowledge k where k.document_id = d.document_id and k.version_of is null "
-            "and not exists (select 1 from knowledge c join documents e on e.document_id = c.document_id "
-            "where c.content_hash = k.content_hash and c.version_of is null and c.document_id != d.document_id "
-            "and e.source_path in (select value from json_each(?))))",
-            [json.dumps(sorted(documents)), json.dumps(sorted(read))],
-        )
-        return {document_id for (document_id,) in found}
 
     def _paths(self, documents):
         """{document id: its source_path} for the ids in `documents`."""

@@ -11,7 +11,7 @@ import functools
 import json
 import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import xxhash
@@ -1038,6 +1038,30 @@ class DocumentWriter:
                 for row_id in ids
             ]
         )
+
+    def written_again(self, documents):
+        """Those of the stored `documents` each of whose memories this run wrote again,
+        title, text, scope and class alike, in another document: moved, not lost (a
+        drive unmounted, review 117, M1). A copy stored before the run is none (a
+        backup folder's), and copies are counted: as many written as the documents
+        hold of that memory, else none of them is (review 119)."""
+        held = self.conn.execute(
+            "select document_id, content_hash, scope, class from knowledge "
+            "where version_of is null and document_id in (select value from json_each(?))",
+            [json.dumps(sorted(documents))],
+        ).fetchall()
+        needed = Counter((digest, scope, klass) for _, digest, scope, klass in held)
+        written = Counter(
+            (digest, scope, klass)
+            for row_id, document_id, digest, scope, klass in self.conn.execute(
+                "select id, document_id, content_hash, scope, class from knowledge "
+                "where version_of is null and content_hash in (select value from json_each(?))",
+                [json.dumps(sorted({key[0] for key in needed}))],
+            )
+            if row_id in self.written and document_id not in documents
+        )
+        short = {key for key, count in needed.items() if written[key] < count}
+        return {row[0] for row in held} - {row[0] for row in held if tuple(row[1:]) in short}
 
     def _decide(self, changes):
         """Give rows their removed originals' decisions, (tier, expiry, stated tier,

@@ -618,6 +618,28 @@ def test_a_folders_only_note_moved_into_a_subfolder_is_pruned_with_its_decision(
     close_brain(conn)
 
 
+def test_a_copy_stored_before_or_in_another_scope_is_no_move_to_the_prune_guard(tmp_path):
+    """A folder emptied (a drive unmounted) whose note a backup folder holds a copy of,
+    or whose note another scope holds too: the guard took the copy for the note moved,
+    pruned it, and its archive was lost (review 119, H1 and H2)."""
+    vault = tmp_path / "vault"
+    plan = "# Goals\n\nShip the ledger export by March.\n"
+    for folder in ("work", "backup", "other"):
+        (vault / folder).mkdir(parents=True)
+    (vault / "work" / "plan.md").write_text(plan)
+    (vault / "backup" / "plan.md").write_text(plan)  # the same title and text, stored before the run
+    (vault / "other" / "x.md").write_text("# X\n\nSomething else entirely, kept in place.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    brain_sql.archive(conn, [i for (i,) in rows(conn, "select id from knowledge where source_path like '%work%'")])
+    (vault / "work" / "plan.md").unlink()
+    (vault / "other" / "plan.md").write_text("---\nscope: /personal\n---\n" + plan)  # written now, elsewhere
+    with pytest.raises(brain_sql.PruneRefused, match="work"):
+        brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(conn, "select relevance_tier from knowledge where source_path like '%work/plan.md'") == [(0,)]
+    close_brain(conn)
+
+
 def test_a_section_filled_in_where_it_is_gives_the_next_notes_copy_no_decision(tmp_path):
     """An archived daily template: its Blockers filled in where it is while the next
     day's note is made from the template. The new note's Blockers took the archive,
