@@ -369,7 +369,7 @@ def _carried_whole(mark, origins, copies, removed):
 
 
 def _decisions(rows):
-    """(decision, id, mark, origin) of each _decision_rows row: its decision
+    """(decision, id, mark, origin, document id) of each _decision_rows row: its decision
     (relevance_tier, expires_at, and those its record stated) when a review's, not
     what its record stated, else None (a document whose stated values were not
     recorded, written before m021, has none told; nor has one whose memories here
@@ -387,7 +387,7 @@ def _decisions(rows):
         was = _stated_decision(stated_text)
         long_enough = length[document_id] >= CARRIED_COPY_MIN_CHARS
         decision = (tier, expires, *was) if was and long_enough and (tier, expires) != was else None
-        decided.append((decision, row_id, mark, frozenset(marks[document_id])))
+        decided.append((decision, row_id, mark, frozenset(marks[document_id]), document_id))
     return decided
 
 
@@ -487,6 +487,8 @@ class DocumentWriter:
         self.removed_decisions, self.written = {}, _Given()  # and the chunks this run wrote, in any document
         self.removed_ids = {}  # mark -> the ids of the memories removed (a removal rolled back keeps its own)
         self.origins = {}  # mark -> the marks of the documents the decided ones were removed from (_carried_whole)
+        self.removed_from = defaultdict(set)  # mark -> the documents its memories were removed from
+        self.in_place = {}  # document -> the removals of a document rewritten whole, one decided (_receivers)
 
     def forget_entities(self):
         """Drop the entity cache, the sessions kept and the mention work not queued
@@ -627,7 +629,10 @@ class DocumentWriter:
             decided = _decisions(rows)
             if plan["kept"]:  # a section removed from a note that stays: another note's copy of it is no move of it
                 decided = [(None, *removal) for _, *removal in decided]  # (a template filled in, review 118)
-            self._carry_decisions(decided)
+            if any(removal[0] is not None for removal in decided):  # rewritten whole: a swap's, or a template's
+                self.in_place[document.document_id] = decided  # told at the run's end (carry_decisions)
+            else:
+                self._carry_decisions(decided)
         if plan["removed"]:
             conn.executemany("delete from knowledge where id = ?", [(i,) for i in plan["removed"]])
         report.chunks_removed += len(plan["removed"])
@@ -986,7 +991,8 @@ class DocumentWriter:
         """Keep the decisions of the memories just removed by their marks (None: none
         decided), for the end of the run (carry_decisions): memories alike but for
         their decisions (one archived, one not) tell a copy none."""
-        for decision, row_id, mark, origin in decided:
+        for decision, row_id, mark, origin, document_id in decided:
+            self.removed_from[mark].add(document_id)
             known = self.removed_decisions.get(mark, decision)
             self.removed_decisions[mark] = decision if known == decision else _UNDECIDED
             self.removed_ids.setdefault(mark, set()).add(row_id)
@@ -995,7 +1001,24 @@ class DocumentWriter:
 
     def decisions_to_carry(self):
         """Whether a memory this run removed held a review's decision."""
-        return any(d not in (None, _UNDECIDED) for d in self.removed_decisions.values())
+        return bool(self.in_place) or any(d not in (None, _UNDECIDED) for d in self.removed_decisions.values())
+
+    def _receivers(self):
+        """Those documents rewritten whole in place (`in_place`) whose memories this run
+        wrote are all copies of memories removed from other documents: two notes
+        swapped, a note moved over another. Another, whose new text is its own (a
+        template filled in while the next note is made from it: review 119, H5; or a
+        note renamed and a new one written at its path), gives its removed memories'
+        decisions to no copy."""
+        receivers = set()
+        for document_id in self.in_place:
+            rows = self.conn.execute(
+                f"select {_MARKED} from knowledge where document_id = ? and version_of is null", (document_id,)
+            ).fetchall()
+            marks = [_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written]
+            if marks and all(self.removed_from.get(mark, set()) - {document_id} for mark in marks):
+                receivers.add(document_id)
+        return receivers
 
     def carry_decisions(self):
         """At the end of a run, when every removal is known (review 108: a copy written
@@ -1008,6 +1031,13 @@ class DocumentWriter:
         document's copy (_carried_whole)."""
         if not self.decisions_to_carry():
             return
+        for removals in self.in_place.values():  # every removal known first: a swap's documents are each other's
+            for _, _, mark, _, document_id in removals:
+                self.removed_from[mark].add(document_id)
+        receivers = self._receivers()
+        for document_id, removals in self.in_place.items():
+            self._carry_decisions(removals if document_id in receivers else [(None, *r) for _, *r in removals])
+        self.in_place = {}
         copies = defaultdict(list)
         for first, last in zip(self.written.starts, self.written.ends):
             rows = self.conn.execute(

@@ -640,10 +640,13 @@ def test_a_copy_stored_before_or_in_another_scope_is_no_move_to_the_prune_guard(
     close_brain(conn)
 
 
-def test_a_section_filled_in_where_it_is_gives_the_next_notes_copy_no_decision(tmp_path):
-    """An archived daily template: its Blockers filled in where it is while the next
-    day's note is made from the template. The new note's Blockers took the archive,
-    read as the section moved out (review 118, H0); a note that stays is no move."""
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_section_filled_in_where_it_is_gives_the_next_notes_copy_no_decision(tmp_path, whole):
+    """An archived daily template: its Blockers (or every section) filled in where it
+    is while the next day's note is made from the template. The new note's Blockers
+    took the archive, read as the section moved out (review 118, H0), and filled in
+    whole, as the note moved (review 119, H5): a note that stays is no move, and one
+    rewritten whole with a text of its own is no swap."""
     vault = tmp_path / "vault"
     vault.mkdir()
     agenda = "## Agenda\n\nReview yesterday, plan today, raise anything blocking the release.\n\n"
@@ -652,13 +655,14 @@ def test_a_section_filled_in_where_it_is_gives_the_next_notes_copy_no_decision(t
     conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
     brain_sql.ingest(conn, [vault])
     brain_sql.archive(conn, [i for (i,) in rows(conn, "select id from knowledge")])
-    (vault / "mon.md").write_text(agenda + "## Blockers\n\nWaiting on the infra team for the credentials.\n")
+    filled = "## Agenda\n\nDemo the ledger export to finance.\n\n" if whole else agenda
+    (vault / "mon.md").write_text(filled + "## Blockers\n\nWaiting on the infra team for the credentials.\n")
     (vault / "tue.md").write_text(agenda + blockers)
     report = brain_sql.ingest(conn, [vault], prune_all=True)
     assert report.chunks_carried_decision == 0, report.summary()
     assert rows(conn, "select relevance_tier from knowledge where source_path like '%tue.md'") == [(1,), (1,)]
     assert rows(conn, "select heading_path, relevance_tier from knowledge where source_path like '%mon.md'") == [
-        ("Agenda", 0),
+        ("Agenda", 1 if whole else 0),
         ("Blockers", 1),
     ]
     close_brain(conn)
