@@ -6,6 +6,8 @@ from .config import CHUNK_MAX_CHARS
 from .document import Chunk
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# an ordered list item's marker before a sentence end: "1." begins a line, ends no sentence (review 119)
+_LIST_MARKER = re.compile(r"[ \t>]*\d{1,9}[.)]")
 _SPACES_IN_LINE = re.compile(r"(?<=[^ \t\n])[ \t]+")
 _SPACES_IN_NOTE_LINE = re.compile(r"(?<=[^ \t\n\r])[ \t]+")
 
@@ -134,13 +136,22 @@ def _line_ends_in(text, breaks, start=0, end=None):
     return text.count("\n", start, end) if breaks is None else len(breaks.findall(text, start, end))
 
 
+def _list_marker(window, end):
+    """Whether the line of `window` ending at `end` (a sentence end's) is so far an
+    ordered list item's marker: "1." begins a line, and ends no sentence."""
+    if not window[end - 2 : end - 1].isdigit():
+        return False
+    start = max(window.rfind("\n", 0, end), window.rfind("\r", 0, end)) + 1
+    return _LIST_MARKER.fullmatch(window, start, end) is not None
+
+
 def _last_boundary(window, ends="\n", size=len):
     """Where to cut `window`: after its last sentence end (before the indentation of
     the line after it, when that end is a line end), else after its last line end (code
     and lists are cut between lines) when it is in the window's second half, else after
     its last space inside a line (never in its indentation), else its last line end.
     A line ends at a character of `ends`."""
-    sentence_ends = [m for m in _SENTENCE_END.finditer(window)]
+    sentence_ends = [m for m in _SENTENCE_END.finditer(window) if not _list_marker(window, m.start())]
     if sentence_ends:
         gap = sentence_ends[-1]
         line_end = max(window.rfind(end, gap.start(), gap.end()) for end in ends)

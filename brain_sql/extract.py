@@ -16,8 +16,8 @@ WIKILINK = re.compile(r"\[\[([^\[\]|#\n]+?)(?:#[^\[\]|\n]*)?(?:\|[^\[\]\n]*)?\]\
 # on in its paragraph, but a chunk does not say where a list item's or a table row's paragraph ends: review 114)
 _TICKS = re.compile(r"`+")
 _LINE_END = re.compile(r"(\r\n|\r|\n)")  # CommonMark's
-# what is before a fence's marker on its line: block quotes' markers and list items' markers or indents
-_CONTAINER = re.compile(r"[ \t]*>[ \t]?|[ \t]*(?:[-+*]|\d{1,9}[.)])[ \t]+|[ \t]+")
+# a list item's marker, and the spaces after it (its content begins after them)
+_ITEM = re.compile(r"[ \t]*(?:[-+*]|\d{1,9}[.)])(?:[ \t]+|$)")
 _QUOTE = re.compile(r" {0,3}>[ \t]?")
 _CLOSING = re.compile(r"^ {0,3}(`{3,}|~{3,})[ \t]*$")
 
@@ -76,16 +76,19 @@ def _without_code(text, fence=None, mid_line=False):
         rest = lines[read_on:]
         if mid_line and not read_on:
             rest = ["." + rest[0], *rest[1:]]  # a first line that is no line's start opens no fence
-        written = len(rest)
-        while written and not rest[written - 1].strip():
-            written -= 1  # blank lines at the end: a fence that runs to the end maps to its last written line
+        containers = []  # the block quotes and list items open where a token is: (">" or "item", first line)
         for token in _blocks().parse("\n".join(rest)):
-            if token.type == "fence" and token.map:
+            if token.type in ("blockquote_open", "list_item_open"):
+                containers.append(token.map[0] if token.type == "list_item_open" and token.map else ">")
+            elif token.type in ("blockquote_close", "list_item_close"):
+                containers.pop()
+            elif token.type == "fence" and token.map:
                 start, end = token.map
                 code.update(range(read_on + start, read_on + end))
-                opened = _Fence.opened(rest[start], token.markup)
+                opened = _Fence.within(rest, containers, token.markup)
                 closed = end - 1 > start and opened.closes(rest[end - 1])
-                left_open = opened if end >= written and not closed else None
+                # open at the chunk's end when all after it is blank in its containers (a callout's ">" lines)
+                left_open = opened if not closed and all(opened.blank(line) for line in rest[end:]) else None
     parts[::2] = [" " * len(line) if n in code else _spans_blanked(line) for n, line in enumerate(lines)]
     return "".join(parts), left_open
 
@@ -95,20 +98,24 @@ class _Fence:
     marker, and the containers it is in (a callout's `>`, a list item's indent), which
     each line of it begins with (review 118: a fence in a callout or a nested list
     item, read on as if at the top, lost the callout's later links, or made edges of
-    its code)."""
+    its code; review 119: a tab's indent, a list item's of two columns)."""
 
     def __init__(self, marker, containers):
         self.marker, self.containers = marker, containers
 
     @classmethod
-    def opened(cls, line, marker):
-        """The fence `line` opens with `marker`: what precedes it is its containers,
-        `>` for a block quote's, the width of a list item's marker or indent else."""
-        before = line[: line.index(marker)]
-        parts = _CONTAINER.findall(before)
-        if parts and not parts[-1].strip() and len(parts[-1]) <= 3:
-            parts.pop()  # up to three spaces are the fence's own indent, not a container's
-        return cls(marker, [">" if ">" in part else len(part.expandtabs(4)) for part in parts])
+    def within(cls, lines, containers, marker):
+        """The fence `marker` opens inside `containers` (a block quote's ">", a list
+        item's first line, outermost first, as markdown-it's tokens nest them): a
+        list item's content begins after its marker, as many columns in."""
+        fence = cls(marker, [])
+        for container in containers:
+            if container == ">":
+                fence.containers.append(">")
+            else:
+                item = _ITEM.match(fence.inside(lines[container]) or "")
+                fence.containers.append(len(item[0].expandtabs(4)) if item else 0)
+        return fence
 
     def inside(self, line):
         """`line` without its containers, or None when it is not in them (a block
@@ -120,11 +127,19 @@ class _Fence:
                 if not quoted:
                     return None
                 at = quoted.end()
-            elif line[at : at + container].strip():
+                continue
+            column = 0  # a list item's indent, in columns: a tab to the next multiple of 4
+            while column < container and at < len(line) and line[at] in " \t":
+                column = column + 4 - column % 4 if line[at] == "\t" else column + 1
+                at += 1
+            if column < container:
                 return None if line[at:].strip() else ""
-            else:
-                at = min(at + container, len(line))
         return line[at:]
+
+    def blank(self, line):
+        """Whether `line` is blank inside this fence's containers."""
+        inner = self.inside(line)
+        return inner is not None and not inner.strip()
 
     def closes(self, line):
         """Whether `line` closes this fence: its marker's character, as many at least."""

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 import brain_sql
+from brain_sql import extract
 from brain_sql.connection import sqlite3
+from brain_sql.markdown import parse_markdown
 from brain_sql.wording import shown
 
 from .conftest import VAULT, rows, write
@@ -891,6 +893,68 @@ def test_a_fence_in_a_callout_or_a_list_item_is_code_across_chunks(tmp_path):
         conn,
         "select distinct e.name from relationships r join entities e on e.id = r.to_entity_id order by 1",
     ) == [("After Indented",), ("Callout Prose Link",), ("Install Guide",), ("Real Prose Link",)]
+
+
+def _read_as_prose(text):
+    """The names of the annotations and wikilinks a CommonMark reader (markdown-it, on
+    the whole note) shows as text: outside fences and code spans; an indented code
+    block counts as text, as documented."""
+    from markdown_it import MarkdownIt
+
+    shown = []
+    for token in MarkdownIt("commonmark").parse(text):
+        if token.type == "code_block":
+            shown.append(token.content)
+        elif token.type == "inline":
+            shown.append(
+                "".join(
+                    {"text": child.content, "softbreak": "\n", "hardbreak": "\n"}.get(child.type, " ")
+                    for child in token.children
+                )
+            )
+    said = "\n".join(shown)
+    names = [name.strip() for _, name in extract.ANNOTATION.findall(said)]
+    return sorted(names + [extract._note_name(t) for t in extract.WIKILINK.findall(said) if "::" not in t])
+
+
+def _fenced(prefix, opener, lines, closer, gap=None):
+    """A fence of `lines`, each line after `prefix`, `gap` a line after every third."""
+    body = "".join(
+        f"{prefix}{line}\n" + (f"{gap}\n" if gap is not None and n % 3 == 2 else "") for n, line in enumerate(lines)
+    )
+    return f"{prefix}{opener}\n{body}{prefix}{closer}\n"
+
+
+CODE = [f"echo 'step {i}: see [[Shell Step {i}]] for this one'" for i in range(80)]
+PYTHON = [f"{line}" for i in range(60) for line in (f"def step_{i}(ctx):", f"    # [[Helper {i}]]", f"    return {i}")]
+
+
+@pytest.mark.parametrize(
+    "note",
+    [
+        # a callout's fence whose chunk ends on a blank quoted line (review 119, H3)
+        "> [!example] Setup\n" + _fenced("> ", "```python", PYTHON, "```", ">") + "> After it, [[Callout Link]].\n",
+        # a fence under a list item indented with tabs, as Obsidian indents (H4)
+        "- Download\n\t- On Linux run:\n" + _fenced("\t\t", "```bash", CODE, "```", "") + "\t- [[Last Item]]\n",
+        # an ordered item's line opening the fence: "1." cut as a sentence end (M1)
+        _fenced("   ", "```sh", CODE, "```", "").replace("   ```sh", "1. ```sh", 1) + "2. [[Item Two]]\n",
+        # a list item of two columns ending inside its fence (M2)
+        "- Install:\n\n" + _fenced("  ", "```bash", CODE[:60], "", "") + "Prose after [[Prose After]].\n",
+        # a quote ending inside its fence, a fence too short to close, a lazy line
+        "> ````\n" + "".join(f"> {line}\n" for line in CODE) + "> ```\n\n[[After Quote]]\nlazy [[Lazy]]\n",
+    ],
+)
+def test_annotations_are_edges_where_a_markdown_reader_shows_them_as_text(tmp_path, note):
+    """Across the chunks a note is cut into, wherever the cuts fall, the edges are the
+    annotations a CommonMark reader of the whole note shows as text: none from code,
+    none lost (reviews 118, 119)."""
+    for pad in range(0, 200, 3):  # the cuts move with the length of the first line
+        text = f"# Note {'x' * pad}\n\n{note}\nAt the end [[Final Link]].\n"
+        document = next(iter(parse_markdown(str(tmp_path / "n.md"), text)))
+        assert len(document.chunks) > 1
+        made = sorted(r.to_name for r in extract.annotations_and_wikilinks(document))
+        assert made == _read_as_prose(text), pad
+        assert "Final Link" in made and not any(name.startswith(("Shell Step", "Helper")) for name in made)
 
 
 def test_a_utf16_or_utf32_file_is_skipped_once_saying_to_save_it_as_utf8(tmp_path):
