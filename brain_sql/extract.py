@@ -38,6 +38,8 @@ def annotations_and_wikilinks(document):
     for index, chunk in enumerate(document.chunks):
         # a chunk cut inside a line begins mid-line: a ``` there opens no fence (review 115)
         mid_line = last is not None and chunk.line_start is not None and chunk.line_start <= last
+        if fence and last is not None and chunk.line_start is not None and chunk.line_start > last + 1:
+            fence = fence if fence.blank("") else None  # the blank lines between: a block quote's end (review 120)
         text, fence = _without_code(chunk.content, fence, mid_line)
         last = chunk.line_end
         if "[[" not in text:
@@ -70,8 +72,8 @@ def _without_code(text, fence=None, mid_line=False):
         return text, fence  # no annotation, and no fence opened or closed
     parts = _LINE_END.split(text)  # line, its end, line, ...: a note's ends as written (CRLF, CR)
     lines = parts[::2]
-    read_on = fence.read_on(lines, mid_line) if fence else 0  # the lines of the fence carried on, its end's
-    code, left_open = set(range(read_on)), fence if read_on == len(lines) else None
+    read_on, still_open = fence.read_on(lines, mid_line) if fence else (0, False)  # the fence's lines, its end's
+    code, left_open = set(range(read_on)), fence if still_open else None
     if read_on < len(lines):
         rest = lines[read_on:]
         if mid_line and not read_on:
@@ -148,16 +150,17 @@ class _Fence:
         return bool(closing) and closing[1][0] == self.marker[0] and len(closing[1]) >= len(self.marker)
 
     def read_on(self, lines, mid_line):
-        """How many of `lines` (a chunk's, after the one that left this fence open)
-        are its code, the line closing it too; all of them when it is still open."""
+        """(how many of `lines`, a chunk's after the one that left this fence open, are
+        its code, the line closing it too; whether it is open still at their end: one
+        closed on the chunk's last line is not, review 120)."""
         for n, line in enumerate(lines):
             if n == 0 and mid_line:
                 continue  # the rest of a line of code
             if self.inside(line) is None:
-                return n
+                return n, False
             if self.closes(line):
-                return n + 1
-        return len(lines)
+                return n + 1, False
+        return len(lines), True
 
 
 def _spans_blanked(line):

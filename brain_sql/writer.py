@@ -489,6 +489,7 @@ class DocumentWriter:
         self.origins = {}  # mark -> the marks of the documents the decided ones were removed from (_carried_whole)
         self.removed_from = defaultdict(set)  # mark -> the documents its memories were removed from
         self.in_place = {}  # document -> the removals of a document rewritten whole, one decided (_receivers)
+        self.vouched = Counter()  # the copies that showed a gone note moved (written_again): each for one
 
     def forget_entities(self):
         """Drop the entity cache, the sessions kept and the mention work not queued
@@ -1004,19 +1005,19 @@ class DocumentWriter:
         return bool(self.in_place) or any(d not in (None, _UNDECIDED) for d in self.removed_decisions.values())
 
     def _receivers(self):
-        """Those documents rewritten whole in place (`in_place`) whose memories this run
-        wrote are all copies of memories removed from other documents: two notes
-        swapped, a note moved over another. Another, whose new text is its own (a
-        template filled in while the next note is made from it: review 119, H5; or a
-        note renamed and a new one written at its path), gives its removed memories'
-        decisions to no copy."""
+        """Those documents rewritten whole in place (`in_place`) among whose memories
+        this run wrote is a copy of one removed from another document: two notes
+        swapped (one with a section added too, review 120), a note moved over another.
+        Another, whose new text is all its own (a template filled in while the next note
+        is made from it: review 119, H5; or a note renamed and a new one written at its
+        path), gives its removed memories' decisions to no copy."""
         receivers = set()
         for document_id in self.in_place:
             rows = self.conn.execute(
                 f"select {_MARKED} from knowledge where document_id = ? and version_of is null", (document_id,)
             ).fetchall()
             marks = [_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written]
-            if marks and all(self.removed_from.get(mark, set()) - {document_id} for mark in marks):
+            if any(self.removed_from.get(mark, set()) - {document_id} for mark in marks):
                 receivers.add(document_id)
         return receivers
 
@@ -1074,7 +1075,8 @@ class DocumentWriter:
         title, text, scope and class alike, in another document: moved, not lost (a
         drive unmounted, review 117, M1). A copy stored before the run is none (a
         backup folder's), and copies are counted: as many written as the documents
-        hold of that memory, else none of them is (review 119)."""
+        hold of that memory, else none of them is (review 119), and each shows one note
+        moved in the run (review 120)."""
         held = self.conn.execute(
             "select document_id, content_hash, scope, class from knowledge "
             "where version_of is null and document_id in (select value from json_each(?))",
@@ -1090,8 +1092,11 @@ class DocumentWriter:
             )
             if row_id in self.written and document_id not in documents
         )
+        written -= self.vouched  # a copy vouches for one note, whichever PATH of the run it was under (review 120)
         short = {key for key, count in needed.items() if written[key] < count}
-        return {row[0] for row in held} - {row[0] for row in held if tuple(row[1:]) in short}
+        moved = {row[0] for row in held} - {row[0] for row in held if tuple(row[1:]) in short}
+        self.vouched.update(tuple(row[1:]) for row in held if row[0] in moved)
+        return moved
 
     def _decide(self, changes):
         """Give rows their removed originals' decisions, (tier, expiry, stated tier,

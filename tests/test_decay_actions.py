@@ -621,7 +621,8 @@ def test_a_folders_only_note_moved_into_a_subfolder_is_pruned_with_its_decision(
 def test_a_copy_stored_before_or_in_another_scope_is_no_move_to_the_prune_guard(tmp_path):
     """A folder emptied (a drive unmounted) whose note a backup folder holds a copy of,
     or whose note another scope holds too: the guard took the copy for the note moved,
-    pruned it, and its archive was lost (review 119, H1 and H2)."""
+    pruned it, and its archive was lost (review 119, H1 and H2); one copy showed two
+    notes moved when they were under two PATHs of the command (review 120, M3)."""
     vault = tmp_path / "vault"
     plan = "# Goals\n\nShip the ledger export by March.\n"
     for folder in ("work", "backup", "other"):
@@ -637,6 +638,17 @@ def test_a_copy_stored_before_or_in_another_scope_is_no_move_to_the_prune_guard(
     with pytest.raises(brain_sql.PruneRefused, match="work"):
         brain_sql.ingest(conn, [vault], prune=True)
     assert rows(conn, "select relevance_tier from knowledge where source_path like '%work/plan.md'") == [(0,)]
+    # both folders emptied, given as PATHs of their own, and one copy written: it shows one of them moved
+    (vault / "backup" / "plan.md").unlink()
+    (vault / "notes").mkdir()
+    (vault / "notes" / "plan.md").write_text(plan)
+    with pytest.raises(brain_sql.PruneRefused, match="backup"):
+        brain_sql.ingest(conn, [vault / "work", vault / "backup", vault / "notes"], prune=True)
+    assert sorted(
+        rows(
+            conn, "select scope, substr(source_path, -14), relevance_tier from knowledge where content like '%ledger%'"
+        )
+    ) == [("/", "/notes/plan.md", 0), ("/", "backup/plan.md", 1), ("/personal", "/other/plan.md", 1)]
     close_brain(conn)
 
 
@@ -793,9 +805,10 @@ def test_an_id_two_new_documents_give_is_no_ones_copy(tmp_path):
 
 
 def test_a_decided_text_moved_into_a_stored_document_keeps_its_decision(tmp_path):
-    """Two notes swapped, or one renamed over another's path, or moved and saved with
-    other line ends: its archive was dropped (only documents new to the brain, written
-    with the same line ends, were looked at: review 111, H3 and M2)."""
+    """Two notes swapped (one with a section added too), or one renamed over another's
+    path, or moved and saved with other line ends: its archive was dropped (only
+    documents new to the brain, written with the same line ends, were looked at:
+    review 111, H3 and M2; review 120, M2)."""
     vault = tmp_path / "vault"
     vault.mkdir()
     alpha = "# Alpha\n\nAlpha note about the quarterly budget review and its owners.\n"
@@ -813,11 +826,13 @@ def test_a_decided_text_moved_into_a_stored_document_keeps_its_decision(tmp_path
         return rows(conn, "select substr(content, 3, 5), relevance_tier, source_path like '%/b.md' from knowledge")
 
     archive_alpha()
-    (vault / "a.md").write_text(beta)
+    (vault / "a.md").write_text(beta + "\n# Added\n\nA section added to Beta as the two swapped.\n")
     (vault / "b.md").write_text(alpha)
-    report = brain_sql.ingest(conn, [vault])
+    report = brain_sql.ingest(conn, [vault])  # a swap, one side with a section added (review 120, M2)
     assert report.chunks_carried_decision == 1, report.summary()
-    assert sorted(tiers()) == [("Alpha", 0, 1), ("Beta\n", 1, 0)]
+    assert sorted(tiers()) == [("Added", 1, 0), ("Alpha", 0, 1), ("Beta\n", 1, 0)]
+    (vault / "a.md").write_text(beta)
+    brain_sql.ingest(conn, [vault])
     (vault / "b.md").replace(vault / "a.md")  # Alpha renamed over Beta's path
     report = brain_sql.ingest(conn, [vault], prune=True)
     assert report.chunks_carried_decision == 1, report.summary()

@@ -940,6 +940,20 @@ PYTHON = [f"{line}" for i in range(60) for line in (f"def step_{i}(ctx):", f"   
         _fenced("   ", "```sh", CODE, "```", "").replace("   ```sh", "1. ```sh", 1) + "2. [[Item Two]]\n",
         # a list item of two columns ending inside its fence (M2)
         "- Install:\n\n" + _fenced("  ", "```bash", CODE[:60], "", "") + "Prose after [[Prose After]].\n",
+        # a fence closed on a chunk's last line: prose follows, then another fence (review 120, H1)
+        "```python\n"
+        + "".join(
+            f"print('step {i} of the example script, nothing to link')\n" + "\n" * (i % 5 == 4) for i in range(40)
+        )
+        + "```\n\n"
+        + " ".join(f"Sentence {i} of the long paragraph after the code block, plain words." for i in range(26))
+        + " See [[After Fence]].\n\n```\nexample [[Only An Example]]\n```\n",
+        # a callout's fence cut at a line blank without ">": the quote ends there, and its fence (M1)
+        "> [!example] Script\n> ```python\n"
+        + "".join(f"> {line}\n" for line in CODE[:30])
+        + "\n"
+        + "".join(f"> Step {i}: the notes are in [[Step Note {i}]].\n" for i in range(20))
+        + "> ```\n> Code again: [[Code After]]\n",
         # a quote ending inside its fence, a fence too short to close, a lazy line
         "> ````\n" + "".join(f"> {line}\n" for line in CODE) + "> ```\n\n[[After Quote]]\nlazy [[Lazy]]\n",
     ],
@@ -954,7 +968,7 @@ def test_annotations_are_edges_where_a_markdown_reader_shows_them_as_text(tmp_pa
         assert len(document.chunks) > 1
         made = sorted(r.to_name for r in extract.annotations_and_wikilinks(document))
         assert made == _read_as_prose(text), pad
-        assert "Final Link" in made and not any(name.startswith(("Shell Step", "Helper")) for name in made)
+        assert "Final Link" in made and not any(name.startswith(("Shell Step", "Helper", "Only")) for name in made)
 
 
 def test_a_utf16_or_utf32_file_is_skipped_once_saying_to_save_it_as_utf8(tmp_path):
