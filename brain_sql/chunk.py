@@ -6,6 +6,7 @@ from .config import CHUNK_MAX_CHARS
 from .document import Chunk
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_LF = re.compile("\n")
 # an ordered list item's marker before a sentence end: "1." begins a line, ends no sentence (review 119)
 _LIST_MARKER = re.compile(r"[ \t>]*\d{1,9}[.)]")
 _SPACES_IN_LINE = re.compile(r"(?<=[^ \t\n])[ \t]+")
@@ -40,7 +41,16 @@ def line_ends(text, first_line=1):
     return {line: "\r\n" if row.endswith("\r") else "\n" for line, row in enumerate(text.split("\n")[:-1], first_line)}
 
 
-def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, ends=None, blank_line=False, breaks=None, crlf=False):
+def pack(
+    units,
+    heading_path=None,
+    max_chars=CHUNK_MAX_CHARS,
+    ends=None,
+    blank_line=False,
+    breaks=None,
+    crlf=False,
+    code_lines=None,
+):
     """Chunks from (text, first line) units, packed whole while they fit under
     `max_chars` with as many blank lines between them as their lines leave, each
     line end as `ends` (line_ends) has it (or with one blank line between units when
@@ -48,22 +58,29 @@ def pack(units, heading_path=None, max_chars=CHUNK_MAX_CHARS, ends=None, blank_l
     cut between sentences, then words. `breaks` is what ends a line inside a unit
     (LF unless given: a Markdown note's lone CR ends one too). With `crlf` a CRLF
     counts as one character, so a note or text file is cut as its LF twin is (each
-    was read with LF before 7 December 2026: its next ingest finds its chunks again)."""
+    was read with LF before 7 December 2026: its next ingest finds its chunks again).
+    `code_lines`: the lines of the text that are code (a note's fenced blocks), each
+    chunk told which of its own lines they are (Chunk.code)."""
     size = _crlf_as_one if crlf else len
+    lines_in = (breaks or _LF).findall
     cut = [_cut(body, start, max_chars, breaks, size) for body, start in units]
     pieces = [(piece, n == 0) for unit in cut for n, piece in enumerate(unit)]
-    chunks, current = [], None
+    chunks, current, code, last = [], None, set(), 0  # last: the chunk's last line, counted from 0
     for (body, start, end), opens in pieces:  # the blank line goes between units, never inside one
         between = _between(current, start, ends, blank_line and opens) if current else ""
         if current and size(current[0]) + size(between or " ") + size(body) <= max_chars:
             current = (current[0] + (between or " ") + body, current[1], end)
+            first = last + len(lines_in(between))  # joined by a space: the line it was cut inside of
         else:
             if current:
-                chunks.append(current)
-            current = (body, start, end)
+                chunks.append((*current, frozenset(code)))
+            current, code, first = (body, start, end), set(), 0
+        last = first + len(lines_in(body))
+        code.update(first + n for n in range(last - first + 1) if code_lines and start + n in code_lines)
     if current:
-        chunks.append(current)
-    return [Chunk(body, heading_path, start, end) for body, start, end in chunks]
+        chunks.append((*current, frozenset(code)))
+    told = code_lines is not None
+    return [Chunk(body, heading_path, start, end, code=code if told else None) for body, start, end, code in chunks]
 
 
 def _between(current, start, ends, blank_line):

@@ -58,6 +58,9 @@ class Chunk:
     memory_id: int | None = None
     fields: dict = field(default_factory=dict)
     flagged: bool = False
+    # a note's: the lines of its content (from 0) in a fenced code block, as markdown-it reads the whole
+    # note, so that what is code is known in a chunk cut from the middle of one (extract); None: not told
+    code: frozenset[int] | None = None
 
 
 @dataclass

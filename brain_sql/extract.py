@@ -30,8 +30,9 @@ def brain_entity_extractors():
 def annotations_and_wikilinks(document):
     """`[[owned_by::Dana Whitfield]]` -> owned_by edge from the note;
     `[[Target]]` / `[[Target|label]]` -> references edge to the note Target.
-    Code is examples: fenced code blocks, a fence cut across chunks read on from
-    the chunk before (review 112), and code spans of any backticks. Not indented
+    Code is examples: fenced code blocks (a note's as markdown-it reads the whole
+    note, review 121; another text's read on from chunk to chunk, review 112), and
+    code spans of any backticks. Not indented
     lines: a chunk that begins inside a list reads as code to a parser that sees
     it alone (review 114: a nested list lost 91 of 120 edges)."""
     relations, fence, last = [], None, None
@@ -40,7 +41,10 @@ def annotations_and_wikilinks(document):
         mid_line = last is not None and chunk.line_start is not None and chunk.line_start <= last
         if fence and last is not None and chunk.line_start is not None and chunk.line_start > last + 1:
             fence = fence if fence.blank("") else None  # the blank lines between: a block quote's end (review 120)
-        text, fence = _without_code(chunk.content, fence, mid_line)
+        if chunk.code is not None:  # a note's: its fenced lines read on the whole note
+            text = _lines_blanked(chunk.content, chunk.code)
+        else:
+            text, fence = _without_code(chunk.content, fence, mid_line)
         last = chunk.line_end
         if "[[" not in text:
             continue  # no annotation, no wikilink
@@ -61,6 +65,16 @@ def _blocks():
     from markdown_it import MarkdownIt
 
     return MarkdownIt("commonmark").disable("inline")
+
+
+def _lines_blanked(text, code):
+    """`text` with the lines numbered in `code` (from 0) blanked, each character a
+    space, and the code spans of the others (lines and offsets kept)."""
+    if "[[" not in text:
+        return text
+    parts = _LINE_END.split(text)
+    parts[::2] = [" " * len(line) if n in code else _spans_blanked(line) for n, line in enumerate(parts[::2])]
+    return "".join(parts)
 
 
 def _without_code(text, fence=None, mid_line=False):

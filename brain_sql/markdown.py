@@ -110,12 +110,14 @@ def parse_markdown(path, text):
         yield IngestError(path, body + 1, too_much)
         return
     units_by_section = _sections(tokens, lines, ends)
+    # the lines of fenced blocks, wherever they are (a callout's, a list item's), as the whole note reads
+    code = {line + 1 for token in tokens if token.type == "fence" and token.map for line in range(*token.map)}
     # a note's blocks are joined by a blank line, as Markdown renders them (and as every
     # brain stored them before a memory kept its text as written: a re-ingest keeps their rows)
     chunks = [
         c
         for heading_path, units in units_by_section
-        for c in pack(units, heading_path, ends=ends, blank_line=True, breaks=_LINE_END, crlf=True)
+        for c in pack(units, heading_path, ends=ends, blank_line=True, breaks=_LINE_END, crlf=True, code_lines=code)
     ]
     yield document_fields(
         Document(document_id=path, title=str(title), chunks=chunks, source_path=path, line=1, content_bytes=size),

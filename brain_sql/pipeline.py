@@ -1068,14 +1068,18 @@ def _document_hash(document, model_id):
 # what an exported record alone gives a chunk or a relation, at the value every other
 # input leaves it: left out of the hash, so that such a document hashes as it always has
 _DEFAULTS = {
-    "chunk": {"memory_id": None, "fields": {}, "flagged": False, "context": object()},
+    "chunk": {"memory_id": None, "fields": {}, "flagged": False, "context": object(), "code": object()},
     "relation": {"from_type": "entity"},
 }
 
 
 def _given(item, defaults):
-    """`item`'s attributes but those at their `defaults` (context: always left out)."""
-    return {k: v for k, v in vars(item).items() if k not in defaults or (k != "context" and v != defaults[k])}
+    """`item`'s attributes but those at their `defaults` (context, and a note's code lines, read from
+    its text: always left out)."""
+    return {k: v for k, v in vars(item).items() if k not in defaults or (k not in _UNHASHED and v != defaults[k])}
+
+
+_UNHASHED = ("context", "code")
 
 
 class _Pipeline:

@@ -6,6 +6,7 @@ remember in test_remember.py."""
 import collections
 import json
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -897,21 +898,18 @@ def test_a_fence_in_a_callout_or_a_list_item_is_code_across_chunks(tmp_path):
 
 def _read_as_prose(text):
     """The names of the annotations and wikilinks a CommonMark reader (markdown-it, on
-    the whole note) shows as text: outside fences and code spans; an indented code
-    block counts as text, as documented."""
+    the whole note) shows as text: outside fences and code spans (each on one line);
+    an indented code block counts as text, as documented."""
     from markdown_it import MarkdownIt
 
-    shown = []
-    for token in MarkdownIt("commonmark").parse(text):
+    reader, shown = MarkdownIt("commonmark"), []
+    for token in reader.parse(text):
         if token.type == "code_block":
             shown.append(token.content)
-        elif token.type == "inline":
-            shown.append(
-                "".join(
-                    {"text": child.content, "softbreak": "\n", "hardbreak": "\n"}.get(child.type, " ")
-                    for child in token.children
-                )
-            )
+        elif token.type == "inline":  # a line at a time: a code span is on one line, as documented
+            for line in token.content.split("\n"):
+                [inline] = reader.parseInline(line)
+                shown.append("".join(child.content if child.type == "text" else " " for child in inline.children))
     said = "\n".join(shown)
     names = [name.strip() for _, name in extract.ANNOTATION.findall(said)]
     return sorted(names + [extract._note_name(t) for t in extract.WIKILINK.findall(said) if "::" not in t])
@@ -969,6 +967,37 @@ def test_annotations_are_edges_where_a_markdown_reader_shows_them_as_text(tmp_pa
         made = sorted(r.to_name for r in extract.annotations_and_wikilinks(document))
         assert made == _read_as_prose(text), pad
         assert "Final Link" in made and not any(name.startswith(("Shell Step", "Helper", "Only")) for name in made)
+
+
+def _random_note(rng):
+    """A note of block quotes and lists (bullets, numbers; spaces and tabs) nested at
+    random, holding fences of ``` and ~~~ opened and closed at random indents (some
+    closers too short, some never written), prose and blank lines between."""
+    lines, links = [], iter(range(10**6))
+    for _ in range(rng.randint(20, 60)):
+        prefix = "".join(rng.choice(["> ", ">\t", "- ", "1. ", "  ", "\t", "   "]) for _ in range(rng.randint(0, 3)))
+        if rng.random() < 0.3:
+            marker = rng.choice("`~") * rng.randint(3, 5)
+            lines.append(prefix + " " * rng.randint(0, 3) + marker + rng.choice(["", "python", " sh"]))
+            for _ in range(rng.randint(1, 40)):
+                lines.append(prefix + rng.choice(["", "    ", "\t"]) + f"code [[Code {next(links)}]] and more text")
+            if rng.random() < 0.8:
+                lines.append(prefix + " " * rng.randint(0, 3) + marker[0] * rng.randint(3, len(marker) + 1))
+        else:
+            lines.append(prefix + rng.choice(["", f"prose [[Prose {next(links)}]] here.", "plain words, no link."]))
+    return "\n".join(lines) + "\n"
+
+
+def test_a_notes_edges_are_what_a_markdown_reader_shows_as_text_however_its_blocks_nest(tmp_path):
+    """Chunks read one by one took fences nested in quotes and lists for text, or text
+    for code: 681 of 1,000 random notes differed from the reader (review 120). A note's
+    fenced lines are now read on the whole note."""
+    rng = random.Random(121)
+    for seed in range(150):
+        text = f"# Note {seed}\n\n" + _random_note(rng)
+        document = next(iter(parse_markdown(str(tmp_path / "n.md"), text)))
+        made = sorted(r.to_name for r in extract.annotations_and_wikilinks(document))
+        assert made == _read_as_prose(text), text
 
 
 def test_a_utf16_or_utf32_file_is_skipped_once_saying_to_save_it_as_utf8(tmp_path):
