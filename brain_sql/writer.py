@@ -375,7 +375,8 @@ def _decisions(rows):
     recorded, written before m021, has none told; nor has one whose memories here
     are shorter than CARRIED_COPY_MIN_CHARS, all told: a "No blockers." is no other
     note's copy, review 111); its _decision_mark; and its origin: the marks of that
-    document's memories selected (_carried_whole)."""
+    document's memories selected (_carried_whole). And {document id: that origin} of
+    those long enough to be a copy's (_receivers)."""
     rows = [row for row in rows if row[4] is None]  # a history version's decision stays its own
     length, marks = defaultdict(int), defaultdict(set)
     marked = [(row_id, _decision_mark(*memory)) for row_id, *memory in _marked(row[5:] for row in rows)]
@@ -388,7 +389,8 @@ def _decisions(rows):
         long_enough = length[document_id] >= CARRIED_COPY_MIN_CHARS
         decision = (tier, expires, *was) if was and long_enough and (tier, expires) != was else None
         decided.append((decision, row_id, mark, frozenset(marks[document_id]), document_id))
-    return decided
+    wholes = {d: frozenset(m) for d, m in marks.items() if length[d] >= CARRIED_COPY_MIN_CHARS}
+    return decided, wholes
 
 
 def _decided_texts(rows, place):
@@ -487,7 +489,7 @@ class DocumentWriter:
         self.removed_decisions, self.written = {}, _Given()  # and the chunks this run wrote, in any document
         self.removed_ids = {}  # mark -> the ids of the memories removed (a removal rolled back keeps its own)
         self.origins = {}  # mark -> the marks of the documents the decided ones were removed from (_carried_whole)
-        self.removed_from = defaultdict(set)  # mark -> the documents its memories were removed from
+        self.wholes = {}  # document -> the marks of its memories, removed whole (_receivers)
         self.in_place = {}  # document -> the removals of a document rewritten whole, one decided (_receivers)
         self.vouched = Counter()  # the copies that showed a gone note moved (written_again): each for one
 
@@ -627,7 +629,9 @@ class DocumentWriter:
         if plan["known"] and plan["removed"]:  # their text may be written anew in another document (a swap)
             rows = self._decision_rows("k.id in (select value from json_each(?))", plan["removed"])
             rewritten = _decided_texts(rows, _placement(document))
-            decided = _decisions(rows)
+            decided, wholes = _decisions(rows)
+            if not plan["kept"]:  # its text removed whole: what a swap or a move over another gives one
+                self.wholes.update(wholes)
             if plan["kept"]:  # a section removed from a note that stays: another note's copy of it is no move of it
                 decided = [(None, *removal) for _, *removal in decided]  # (a template filled in, review 118)
             if any(removal[0] is not None for removal in decided):  # rewritten whole: a swap's, or a template's
@@ -961,11 +965,13 @@ class DocumentWriter:
         decided = []
         for start in range(0, len(document_ids), REMOVE_AT_ONCE):
             flagged += self._flagged(document_ids[start : start + REMOVE_AT_ONCE])
-            decided += _decisions(
+            found, wholes = _decisions(
                 self._decision_rows(
                     "k.document_id in (select value from json_each(?))", document_ids[start : start + REMOVE_AT_ONCE]
                 )
             )
+            decided += found
+            self.wholes.update(wholes)
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
             if deadline is not None and time.perf_counter() >= deadline:
                 left = document_ids[start + REMOVE_AT_ONCE :]
@@ -992,8 +998,7 @@ class DocumentWriter:
         """Keep the decisions of the memories just removed by their marks (None: none
         decided), for the end of the run (carry_decisions): memories alike but for
         their decisions (one archived, one not) tell a copy none."""
-        for decision, row_id, mark, origin, document_id in decided:
-            self.removed_from[mark].add(document_id)
+        for decision, row_id, mark, origin, _ in decided:
             known = self.removed_decisions.get(mark, decision)
             self.removed_decisions[mark] = decision if known == decision else _UNDECIDED
             self.removed_ids.setdefault(mark, set()).add(row_id)
@@ -1005,19 +1010,21 @@ class DocumentWriter:
         return bool(self.in_place) or any(d not in (None, _UNDECIDED) for d in self.removed_decisions.values())
 
     def _receivers(self):
-        """Those documents rewritten whole in place (`in_place`) among whose memories
-        this run wrote is a copy of one removed from another document: two notes
+        """Those documents rewritten whole in place (`in_place`) into which this run
+        wrote the whole text of another document it removed whole (`wholes`): two notes
         swapped (one with a section added too, review 120), a note moved over another.
-        Another, whose new text is all its own (a template filled in while the next note
-        is made from it: review 119, H5; or a note renamed and a new one written at its
-        path), gives its removed memories' decisions to no copy."""
+        Another, whose new text is its own (a template filled in while the next note is
+        made from it: review 119, H5), or holds only a section of another (cut from a
+        note that stays, or shared with a note deleted: review 121), or a note renamed
+        and a new one written at its path, gives its removed memories' decisions to no
+        copy."""
         receivers = set()
         for document_id in self.in_place:
             rows = self.conn.execute(
                 f"select {_MARKED} from knowledge where document_id = ? and version_of is null", (document_id,)
             ).fetchall()
-            marks = [_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written]
-            if any(self.removed_from.get(mark, set()) - {document_id} for mark in marks):
+            marks = {_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written}
+            if any(other != document_id and text <= marks for other, text in self.wholes.items()):
                 receivers.add(document_id)
         return receivers
 
@@ -1032,10 +1039,7 @@ class DocumentWriter:
         document's copy (_carried_whole)."""
         if not self.decisions_to_carry():
             return
-        for removals in self.in_place.values():  # every removal known first: a swap's documents are each other's
-            for _, _, mark, _, document_id in removals:
-                self.removed_from[mark].add(document_id)
-        receivers = self._receivers()
+        receivers = self._receivers()  # every removal known: a swap's documents are each other's
         for document_id, removals in self.in_place.items():
             self._carry_decisions(removals if document_id in receivers else [(None, *r) for _, *r in removals])
         self.in_place = {}

@@ -680,6 +680,35 @@ def test_a_section_filled_in_where_it_is_gives_the_next_notes_copy_no_decision(t
     close_brain(conn)
 
 
+@pytest.mark.parametrize("from_another", ["cut from a note that stays", "shared with a note deleted"])
+def test_a_template_filled_in_whole_with_another_notes_section_is_no_swap(tmp_path, from_another):
+    """A template filled in whole while the next note is made from it, the filled note
+    holding a section of another removed in the run too (cut from a note that stays,
+    or the same as a deleted note's): it was taken for a swap, and the new note took
+    the template's archive (review 121)."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    template = "## Agenda\n\nReview yesterday, plan today, raise anything blocking.\n\n## Notes\n\nWrite here.\n"
+    vendors = "## Vendors\n\nAcme ships the racks on Thursday, Globex next month.\n"
+    (vault / "mon.md").write_text(template)
+    if from_another == "cut from a note that stays":
+        (vault / "inbox.md").write_text("## Keep\n\nThe inbox note keeps this section.\n\n" + vendors)
+    else:
+        (vault / "old.md").write_text(vendors + "\n## Old\n\nAn old note's own section, long enough.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    brain_sql.archive(conn, [i for (i,) in rows(conn, "select id from knowledge where source_path like '%mon.md'")])
+    if from_another == "cut from a note that stays":
+        (vault / "inbox.md").write_text("## Keep\n\nThe inbox note keeps this section.\n")
+    else:
+        (vault / "old.md").unlink()
+    (vault / "mon.md").write_text("## Agenda\n\nDemo the export to finance.\n\n" + vendors)
+    (vault / "tue.md").write_text(template)
+    brain_sql.ingest(conn, [vault], prune_all=True)
+    assert rows(conn, "select relevance_tier from knowledge where source_path like '%tue.md'") == [(1,), (1,)]
+    close_brain(conn)
+
+
 def test_memories_alike_but_for_their_decisions_carry_none_when_moved(tmp_path):
     """Two notes of one text, one archived, both renamed in one run: both copies came
     back archived, so the note never archived left recall without a word (review
