@@ -1,5 +1,6 @@
 """Splitting text into chunks under a size cap, at paragraph boundaries first."""
 
+import functools
 import re
 
 from .config import CHUNK_MAX_CHARS
@@ -70,13 +71,14 @@ def pack(
         between = _between(current, start, ends, blank_line and opens) if current else ""
         if current and size(current[0]) + size(between or " ") + size(body) <= max_chars:
             current = (current[0] + (between or " ") + body, current[1], end)
-            first = last + len(lines_in(between))  # joined by a space: the line it was cut inside of
+            first = last + len(lines_in(between)) if code_lines else 0  # a space: the line it was cut inside of
         else:
             if current:
                 chunks.append((*current, frozenset(code)))
             current, code, first = (body, start, end), set(), 0
-        last = first + len(lines_in(body))
-        code.update(first + n for n in range(last - first + 1) if code_lines and start + n in code_lines)
+        if code_lines:  # counted only where there is code to place
+            last = first + len(lines_in(body))
+            code.update(first + n for n in range(last - first + 1) if start + n in code_lines)
     if current:
         chunks.append((*current, frozenset(code)))
     told = code_lines is not None
@@ -100,8 +102,30 @@ def _lines_between(current, start, ends):
 
 
 def split_text(text, first_line=1, heading_path=None, crlf=False):
-    """Chunks of plain text whose first line is `first_line` in its file (`crlf`: as pack's)."""
-    return pack(paragraphs(text, first_line), heading_path, ends=line_ends(text, first_line), crlf=crlf)
+    """Chunks of plain text whose first line is `first_line` in its file (`crlf`: as pack's),
+    each told its lines in a fenced code block, as a note's are (fenced_lines)."""
+    ends, code = line_ends(text, first_line), fenced_lines(text, first_line)
+    return pack(paragraphs(text, first_line), heading_path, ends=ends, crlf=crlf, code_lines=code)
+
+
+def fenced_lines(text, first_line=1):
+    """The lines of `text` (the first `first_line`) in a fenced code block, as a
+    Markdown reader reads the whole text (a record's text may hold fences too: read
+    chunk by chunk, a fence in a list or a quote was misread, review 121). A lone CR
+    ends no line of plain text: it is read as a space."""
+    if "```" not in text and "~~~" not in text:
+        return set()
+    tokens = block_parser().parse(text.replace("\r\n", "\n").replace("\r", " "))
+    return {first_line + n for token in tokens if token.type == "fence" and token.map for n in range(*token.map)}
+
+
+@functools.cache
+def block_parser():
+    """markdown-it's block parser alone (inline markup is never read here), loaded
+    when a text holds a fence."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").disable("inline")
 
 
 def _crlf_as_one(text):

@@ -2,11 +2,11 @@
 [[wikilinks]] in a document's text, outside code."""
 
 import bisect
-import functools
 import re
 from collections import defaultdict
 from pathlib import PurePosixPath
 
+from .chunk import block_parser
 from .document import Relation
 from .hookspecs import hookimpl
 
@@ -59,14 +59,6 @@ def annotations_and_wikilinks(document):
     return relations
 
 
-@functools.cache
-def _blocks():
-    """markdown-it's block parser alone (inline markup is never read here)."""
-    from markdown_it import MarkdownIt
-
-    return MarkdownIt("commonmark").disable("inline")
-
-
 def _lines_blanked(text, code):
     """`text` with the lines numbered in `code` (from 0) blanked, each character a
     space, and the code spans of the others (lines and offsets kept)."""
@@ -93,7 +85,7 @@ def _without_code(text, fence=None, mid_line=False):
         if mid_line and not read_on:
             rest = ["." + rest[0], *rest[1:]]  # a first line that is no line's start opens no fence
         containers = []  # the block quotes and list items open where a token is: (">" or "item", first line)
-        for token in _blocks().parse("\n".join(rest)):
+        for token in block_parser().parse("\n".join(rest)):
             if token.type in ("blockquote_open", "list_item_open"):
                 containers.append(token.map[0] if token.type == "list_item_open" and token.map else ">")
             elif token.type in ("blockquote_close", "list_item_close"):
