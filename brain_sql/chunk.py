@@ -8,6 +8,7 @@ from .document import Chunk
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _LF = re.compile("\n")
+_LONE_CR = re.compile("\r(?!\n)")
 # an ordered list item's marker before a sentence end: "1." begins a line, ends no sentence (review 119)
 _LIST_MARKER = re.compile(r"[ \t>]*\d{1,9}[.)]")
 _SPACES_IN_LINE = re.compile(r"(?<=[^ \t\n])[ \t]+")
@@ -111,11 +112,14 @@ def split_text(text, first_line=1, heading_path=None, crlf=False):
 def fenced_lines(text, first_line=1):
     """The lines of `text` (the first `first_line`) in a fenced code block, as a
     Markdown reader reads the whole text (a record's text may hold fences too: read
-    chunk by chunk, a fence in a list or a quote was misread, review 121). A lone CR
-    ends no line of plain text: it is read as a space."""
+    chunk by chunk, a fence in a list or a quote was misread, review 121). None for a
+    text with a lone CR, which ends no line of plain text here and one for a reader:
+    its chunks are read one by one, as before (review 122)."""
     if "```" not in text and "~~~" not in text:
         return set()
-    tokens = block_parser().parse(text.replace("\r\n", "\n").replace("\r", " "))
+    if _LONE_CR.search(text):
+        return None
+    tokens = block_parser().parse(text)
     return {first_line + n for token in tokens if token.type == "fence" and token.map for n in range(*token.map)}
 
 

@@ -375,8 +375,7 @@ def _decisions(rows):
     recorded, written before m021, has none told; nor has one whose memories here
     are shorter than CARRIED_COPY_MIN_CHARS, all told: a "No blockers." is no other
     note's copy, review 111); its _decision_mark; and its origin: the marks of that
-    document's memories selected (_carried_whole). And {document id: that origin} of
-    those long enough to be a copy's (_receivers)."""
+    document's memories selected (_carried_whole)."""
     rows = [row for row in rows if row[4] is None]  # a history version's decision stays its own
     length, marks = defaultdict(int), defaultdict(set)
     marked = [(row_id, _decision_mark(*memory)) for row_id, *memory in _marked(row[5:] for row in rows)]
@@ -389,8 +388,7 @@ def _decisions(rows):
         long_enough = length[document_id] >= CARRIED_COPY_MIN_CHARS
         decision = (tier, expires, *was) if was and long_enough and (tier, expires) != was else None
         decided.append((decision, row_id, mark, frozenset(marks[document_id]), document_id))
-    wholes = {d: frozenset(m) for d, m in marks.items() if length[d] >= CARRIED_COPY_MIN_CHARS}
-    return decided, wholes
+    return decided
 
 
 def _decided_texts(rows, place):
@@ -489,8 +487,9 @@ class DocumentWriter:
         self.removed_decisions, self.written = {}, _Given()  # and the chunks this run wrote, in any document
         self.removed_ids = {}  # mark -> the ids of the memories removed (a removal rolled back keeps its own)
         self.origins = {}  # mark -> the marks of the documents the decided ones were removed from (_carried_whole)
-        self.wholes = {}  # document -> the marks of its memories, removed whole (_receivers)
-        self.in_place = {}  # document -> the removals of a document rewritten whole, one decided (_receivers)
+        self.replaced = set()  # the stored documents whose text the run replaced whole (carry_decisions)
+        self.wholes = {}  # document -> the marks of its memories, when the run removed them all
+        self.in_place = {}  # document -> the removals of a document rewritten whole, one decided (carry_decisions)
         self.vouched = Counter()  # the copies that showed a gone note moved (written_again): each for one
 
     def forget_entities(self):
@@ -629,9 +628,10 @@ class DocumentWriter:
         if plan["known"] and plan["removed"]:  # their text may be written anew in another document (a swap)
             rows = self._decision_rows("k.id in (select value from json_each(?))", plan["removed"])
             rewritten = _decided_texts(rows, _placement(document))
-            decided, wholes = _decisions(rows)
-            if not plan["kept"]:  # its text removed whole: what a swap or a move over another gives one
-                self.wholes.update(wholes)
+            decided = _decisions(rows)
+            if not plan["kept"]:  # its text replaced whole: a swap's or a rotation's document (carry_decisions)
+                self.replaced.add(document.document_id)
+                self.wholes.update((removal[4], removal[3]) for removal in decided)
             if plan["kept"]:  # a section removed from a note that stays: another note's copy of it is no move of it
                 decided = [(None, *removal) for _, *removal in decided]  # (a template filled in, review 118)
             if any(removal[0] is not None for removal in decided):  # rewritten whole: a swap's, or a template's
@@ -965,13 +965,13 @@ class DocumentWriter:
         decided = []
         for start in range(0, len(document_ids), REMOVE_AT_ONCE):
             flagged += self._flagged(document_ids[start : start + REMOVE_AT_ONCE])
-            found, wholes = _decisions(
+            found = _decisions(
                 self._decision_rows(
                     "k.document_id in (select value from json_each(?))", document_ids[start : start + REMOVE_AT_ONCE]
                 )
             )
             decided += found
-            self.wholes.update(wholes)
+            self.wholes.update((removal[4], removal[3]) for removal in found)
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
             if deadline is not None and time.perf_counter() >= deadline:
                 left = document_ids[start + REMOVE_AT_ONCE :]
@@ -1009,25 +1009,6 @@ class DocumentWriter:
         """Whether a memory this run removed held a review's decision."""
         return bool(self.in_place) or any(d not in (None, _UNDECIDED) for d in self.removed_decisions.values())
 
-    def _receivers(self):
-        """Those documents rewritten whole in place (`in_place`) into which this run
-        wrote the whole text of another document it removed whole (`wholes`): two notes
-        swapped (one with a section added too, review 120), a note moved over another.
-        Another, whose new text is its own (a template filled in while the next note is
-        made from it: review 119, H5), or holds only a section of another (cut from a
-        note that stays, or shared with a note deleted: review 121), or a note renamed
-        and a new one written at its path, gives its removed memories' decisions to no
-        copy."""
-        receivers = set()
-        for document_id in self.in_place:
-            rows = self.conn.execute(
-                f"select {_MARKED} from knowledge where document_id = ? and version_of is null", (document_id,)
-            ).fetchall()
-            marks = {_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written}
-            if any(other != document_id and text <= marks for other, text in self.wholes.items()):
-                receivers.add(document_id)
-        return receivers
-
     def carry_decisions(self):
         """At the end of a run, when every removal is known (review 108: a copy written
         between two removals took a decision the second made ambiguous): give the
@@ -1036,22 +1017,30 @@ class DocumentWriter:
         the run wrote as many copies as it removed memories of that mark (two copies of
         one note: neither; a section a note holds twice, renamed: both, review 115),
         none of those is still stored (a removal taken back), and each is part of its
-        document's copy (_carried_whole)."""
+        document's copy (_carried_whole). A document whose text was replaced whole
+        where it is gives its decisions only when every copy of its decided memories is
+        in another such document (two notes swapped, three rotated), or its new text is
+        all another's that the run removed whole (_took_whole): a template filled in
+        while the next note is made from it gives none (reviews 119 to 122)."""
         if not self.decisions_to_carry():
             return
-        receivers = self._receivers()  # every removal known: a swap's documents are each other's
-        for document_id, removals in self.in_place.items():
-            self._carry_decisions(removals if document_id in receivers else [(None, *r) for _, *r in removals])
-        self.in_place = {}
-        copies = defaultdict(list)
+        pending = {mark for removals in self.in_place.values() for _, _, mark, _, _ in removals}
+        copies, places = defaultdict(list), defaultdict(set)
         for first, last in zip(self.written.starts, self.written.ends):
             rows = self.conn.execute(
-                f"select {_MARKED} from knowledge where id between ? and ? and version_of is null", (first, last)
+                f"select document_id, {_MARKED} from knowledge where id between ? and ? and version_of is null",
+                (first, last),
             ).fetchall()
-            for row_id, *memory in _marked(rows):
+            for document_id, (row_id, *memory) in zip((row[0] for row in rows), _marked(row[1:] for row in rows)):
                 mark = _decision_mark(*memory)
-                if mark in self.removed_decisions:
+                if mark in self.removed_decisions or mark in pending:
                     copies[mark].append(row_id)
+                    places[mark].add(document_id)
+        for document_id, removals in self.in_place.items():  # every removal known: a swap's are each other's
+            swapped = all(places[mark] <= self.replaced - {document_id} for d, _, mark, _, _ in removals if d)
+            given = swapped or self._took_whole(document_id)
+            self._carry_decisions(removals if given else [(None, *removal) for _, *removal in removals])
+        self.in_place = {}
         carried = {
             mark: ids
             for mark, ids in copies.items()
@@ -1073,6 +1062,17 @@ class DocumentWriter:
                 for row_id in ids
             ]
         )
+
+    def _took_whole(self, document_id):
+        """Whether the text the run wrote into `document_id` is, all of it, the text of
+        another document it removed whole: one note moved over it while its own moved
+        on (`mv b c; mv a b`), where a template filled in holds text of its own
+        (review 122)."""
+        rows = self.conn.execute(
+            f"select {_MARKED} from knowledge where document_id = ? and version_of is null", (document_id,)
+        ).fetchall()
+        marks = {_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written}
+        return any(other != document_id and text == marks for other, text in self.wholes.items())
 
     def written_again(self, documents):
         """Those of the stored `documents` each of whose memories this run wrote again,

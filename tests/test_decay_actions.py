@@ -680,12 +680,12 @@ def test_a_section_filled_in_where_it_is_gives_the_next_notes_copy_no_decision(t
     close_brain(conn)
 
 
-@pytest.mark.parametrize("from_another", ["cut from a note that stays", "shared with a note deleted"])
+@pytest.mark.parametrize("from_another", ["cut from a note that stays", "shared with a note deleted", "merged"])
 def test_a_template_filled_in_whole_with_another_notes_section_is_no_swap(tmp_path, from_another):
     """A template filled in whole while the next note is made from it, the filled note
     holding a section of another removed in the run too (cut from a note that stays,
-    or the same as a deleted note's): it was taken for a swap, and the new note took
-    the template's archive (review 121)."""
+    or the same as a deleted note's, or a deleted note's whole text): it was taken for
+    a swap, and the new note took the template's archive (reviews 121, 122)."""
     vault = tmp_path / "vault"
     vault.mkdir()
     template = "## Agenda\n\nReview yesterday, plan today, raise anything blocking.\n\n## Notes\n\nWrite here.\n"
@@ -693,6 +693,8 @@ def test_a_template_filled_in_whole_with_another_notes_section_is_no_swap(tmp_pa
     (vault / "mon.md").write_text(template)
     if from_another == "cut from a note that stays":
         (vault / "inbox.md").write_text("## Keep\n\nThe inbox note keeps this section.\n\n" + vendors)
+    elif from_another == "merged":  # a note of one section, merged into the filled template and deleted
+        (vault / "old.md").write_text(vendors)
     else:
         (vault / "old.md").write_text(vendors + "\n## Old\n\nAn old note's own section, long enough.\n")
     conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
@@ -862,6 +864,23 @@ def test_a_decided_text_moved_into_a_stored_document_keeps_its_decision(tmp_path
     assert sorted(tiers()) == [("Added", 1, 0), ("Alpha", 0, 1), ("Beta\n", 1, 0)]
     (vault / "a.md").write_text(beta)
     brain_sql.ingest(conn, [vault])
+    (vault / "b.md").write_text("Call Bob at 3.\n")  # a swap with a note shorter than 20 characters (review 122)
+    (vault / "a.md").write_text(alpha)
+    brain_sql.ingest(conn, [vault])
+    (vault / "a.md").write_text("Call Bob at 3.\n")
+    (vault / "b.md").write_text(alpha)
+    report = brain_sql.ingest(conn, [vault])
+    assert report.chunks_carried_decision == 1, report.summary()
+    (vault / "b.md").rename(vault / "c.md")  # b moved on, a moved over it: mv b c; mv a b (review 122)
+    (vault / "a.md").rename(vault / "b.md")
+    report = brain_sql.ingest(conn, [vault], prune=True)
+    assert report.chunks_carried_decision == 1, report.summary()
+    assert rows(conn, "select substr(source_path, -4), relevance_tier from knowledge where content like '%Alpha%'") == [
+        ("c.md", 0)
+    ]
+    (vault / "c.md").rename(vault / "b.md")
+    (vault / "a.md").write_text(beta)
+    brain_sql.ingest(conn, [vault], prune=True)
     (vault / "b.md").replace(vault / "a.md")  # Alpha renamed over Beta's path
     report = brain_sql.ingest(conn, [vault], prune=True)
     assert report.chunks_carried_decision == 1, report.summary()

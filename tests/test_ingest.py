@@ -1002,6 +1002,24 @@ def test_a_notes_edges_are_what_a_markdown_reader_shows_as_text_however_its_bloc
             assert made == _read_as_prose(text), text
 
 
+def test_a_lone_cr_before_a_records_fence_moves_no_code_line(tmp_path):
+    """A lone CR is no line end of a record's or a text file's text, but one to the
+    reader of its chunks: the code lines told to them were shifted by one a CR, an
+    annotation outside the fence lost and one inside made an edge (review 122)."""
+    text = "One\rtwo [[mentions::Alpha]]\rthree\n```\n[[example_of::CodeOnly]]\n```\nAfter [[mentions::Beta]]\n"
+    write(tmp_path / "in" / "r.jsonl", json.dumps({"_id": "r1", "title": "rec", "text": text}) + "\n")
+    (tmp_path / "in" / "t.txt").write_bytes(text.encode())
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [tmp_path / "in"])
+    assert sorted(
+        rows(
+            conn,
+            "select k.document_id like '%.txt', e.name from relationships r join entities e on e.id = r.to_entity_id "
+            "join knowledge k on k.id = r.knowledge_id",
+        )
+    ) == [(0, "Alpha"), (0, "Beta"), (1, "Alpha"), (1, "Beta")]
+
+
 def test_a_utf16_or_utf32_file_is_skipped_once_saying_to_save_it_as_utf8(tmp_path):
     """Windows' "Unicode" files: a JSON lines file was two faults (its first line not
     UTF-8, its second malformed JSON), a CSV file one about its header (review 109)."""
