@@ -375,7 +375,8 @@ def _decisions(rows):
     recorded, written before m021, has none told; nor has one whose memories here
     are shorter than CARRIED_COPY_MIN_CHARS, all told: a "No blockers." is no other
     note's copy, review 111); its _decision_mark; and its origin: the marks of that
-    document's memories selected (_carried_whole)."""
+    document's memories selected (_carried_whole). And {document id: the length of
+    its memories selected, as the floor counts it}."""
     rows = [row for row in rows if row[4] is None]  # a history version's decision stays its own
     length, marks = defaultdict(int), defaultdict(set)
     marked = [(row_id, _decision_mark(*memory)) for row_id, *memory in _marked(row[5:] for row in rows)]
@@ -388,7 +389,7 @@ def _decisions(rows):
         long_enough = length[document_id] >= CARRIED_COPY_MIN_CHARS
         decision = (tier, expires, *was) if was and long_enough and (tier, expires) != was else None
         decided.append((decision, row_id, mark, frozenset(marks[document_id]), document_id))
-    return decided
+    return decided, length
 
 
 def _decided_texts(rows, place):
@@ -488,7 +489,7 @@ class DocumentWriter:
         self.removed_ids = {}  # mark -> the ids of the memories removed (a removal rolled back keeps its own)
         self.origins = {}  # mark -> the marks of the documents the decided ones were removed from (_carried_whole)
         self.replaced = set()  # the stored documents whose text the run replaced whole (carry_decisions)
-        self.wholes = {}  # document -> the marks of its memories, when the run removed them all
+        self.wholes = {}  # document -> (the marks of its memories, their length), when the run removed them all
         self.in_place = {}  # document -> the removals of a document rewritten whole, one decided (carry_decisions)
         self.vouched = Counter()  # the copies that showed a gone note moved (written_again): each for one
 
@@ -628,10 +629,10 @@ class DocumentWriter:
         if plan["known"] and plan["removed"]:  # their text may be written anew in another document (a swap)
             rows = self._decision_rows("k.id in (select value from json_each(?))", plan["removed"])
             rewritten = _decided_texts(rows, _placement(document))
-            decided = _decisions(rows)
+            decided, length = _decisions(rows)
             if not plan["kept"]:  # its text replaced whole: a swap's or a rotation's document (carry_decisions)
                 self.replaced.add(document.document_id)
-                self.wholes.update((removal[4], removal[3]) for removal in decided)
+                self.wholes.update((removal[4], (removal[3], length[removal[4]])) for removal in decided)
             if plan["kept"]:  # a section removed from a note that stays: another note's copy of it is no move of it
                 decided = [(None, *removal) for _, *removal in decided]  # (a template filled in, review 118)
             if any(removal[0] is not None for removal in decided):  # rewritten whole: a swap's, or a template's
@@ -965,13 +966,13 @@ class DocumentWriter:
         decided = []
         for start in range(0, len(document_ids), REMOVE_AT_ONCE):
             flagged += self._flagged(document_ids[start : start + REMOVE_AT_ONCE])
-            found = _decisions(
+            found, length = _decisions(
                 self._decision_rows(
                     "k.document_id in (select value from json_each(?))", document_ids[start : start + REMOVE_AT_ONCE]
                 )
             )
             decided += found
-            self.wholes.update((removal[4], removal[3]) for removal in found)
+            self.wholes.update((removal[4], (removal[3], length[removal[4]])) for removal in found)
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
             if deadline is not None and time.perf_counter() >= deadline:
                 left = document_ids[start + REMOVE_AT_ONCE :]
@@ -1019,9 +1020,10 @@ class DocumentWriter:
         none of those is still stored (a removal taken back), and each is part of its
         document's copy (_carried_whole). A document whose text was replaced whole
         where it is gives its decisions only when every copy of its decided memories is
-        in another such document (two notes swapped, three rotated), or its new text is
-        all another's that the run removed whole (_took_whole): a template filled in
-        while the next note is made from it gives none (reviews 119 to 122)."""
+        in another such document (two notes swapped, three rotated: _in_a_cycle), or
+        its new text is all another's that the run removed whole (_took_whole): a
+        template filled in while the next note is made from it gives none (reviews 119
+        to 123)."""
         if not self.decisions_to_carry():
             return
         pending = {mark for removals in self.in_place.values() for _, _, mark, _, _ in removals}
@@ -1037,8 +1039,7 @@ class DocumentWriter:
                     copies[mark].append(row_id)
                     places[mark].add(document_id)
         for document_id, removals in self.in_place.items():  # every removal known: a swap's are each other's
-            swapped = all(places[mark] <= self.replaced - {document_id} for d, _, mark, _, _ in removals if d)
-            given = swapped or self._took_whole(document_id)
+            given = self._in_a_cycle(document_id, places) or self._took_whole(document_id)
             self._carry_decisions(removals if given else [(None, *removal) for _, *removal in removals])
         self.in_place = {}
         carried = {
@@ -1072,7 +1073,32 @@ class DocumentWriter:
             f"select {_MARKED} from knowledge where document_id = ? and version_of is null", (document_id,)
         ).fetchall()
         marks = {_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written}
-        return any(other != document_id and text == marks for other, text in self.wholes.items())
+        return any(
+            other != document_id and text == marks and length >= CARRIED_COPY_MIN_CHARS  # no "No blockers." (123)
+            for other, (text, length) in self.wholes.items()
+        )
+
+    def _in_a_cycle(self, document_id, places):
+        """Whether `document_id`, its text replaced whole, is one of documents each of
+        whose old text the run wrote whole into the next, the last's into it (`places`:
+        the documents each removed memory's copies were written into): two notes
+        swapped, three rotated. A template written over another note, whose old text
+        went elsewhere or nowhere, closes no cycle (review 123)."""
+
+        def receivers(document):  # the replaced documents its whole old text was written into
+            text = self.wholes.get(document, (frozenset(), 0))[0]
+            held = [places.get(mark, set()) for mark in text]
+            return set.intersection(*held) & self.replaced - {document} if held else set()
+
+        seen, todo = set(), [document_id]
+        while todo:
+            for following in receivers(todo.pop()):
+                if following == document_id:
+                    return True
+                if following not in seen:
+                    seen.add(following)
+                    todo.append(following)
+        return False
 
     def written_again(self, documents):
         """Those of the stored `documents` each of whose memories this run wrote again,

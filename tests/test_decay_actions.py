@@ -711,6 +711,37 @@ def test_a_template_filled_in_whole_with_another_notes_section_is_no_swap(tmp_pa
     close_brain(conn)
 
 
+@pytest.mark.parametrize("tue", ["written over", "moved away first", "short"])
+def test_a_template_written_over_another_note_is_no_swap(tmp_path, tue):
+    """An archived template filled in while its text is written over an existing
+    note (whose own text is gone, or moved to another file): the existing note was
+    in the run's replaced notes, and the two read as a swap (review 123, H1). Or the
+    template reset to a short text another note deleted in the run held (M1)."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    template = "## Agenda\n\nReview yesterday, plan today, raise anything blocking.\n\n## Blockers\n\nList them.\n"
+    (vault / "mon.md").write_text(template)
+    (vault / ("old.md" if tue == "short" else "tue.md")).write_text(
+        "No blockers.\n" if tue == "short" else "## Notes\n\nLast week we shipped the ledger export.\n"
+    )
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    brain_sql.archive(conn, [i for (i,) in rows(conn, "select id from knowledge where source_path like '%mon.md'")])
+    if tue == "short":
+        (vault / "old.md").unlink()
+        (vault / "mon.md").write_text("No blockers.\n")
+    else:
+        (vault / "mon.md").write_text("## Agenda\n\nDemo the export at ten.\n\n## Blockers\n\nWaiting on ops.\n")
+    if tue == "moved away first":
+        (vault / "archive").mkdir()
+        (vault / "tue.md").rename(vault / "archive" / "tue-old.md")
+    (vault / "tue.md").write_text(template)
+    report = brain_sql.ingest(conn, [vault], prune_all=True)
+    assert report.chunks_carried_decision == 0, report.summary()
+    assert rows(conn, "select relevance_tier from knowledge where source_path like '%/tue.md'") == [(1,), (1,)]
+    close_brain(conn)
+
+
 def test_memories_alike_but_for_their_decisions_carry_none_when_moved(tmp_path):
     """Two notes of one text, one archived, both renamed in one run: both copies came
     back archived, so the note never archived left recall without a word (review
