@@ -1317,7 +1317,7 @@ class _Pipeline:
         said = {
             "root": f"that would remove {lost} it held before this ingest, as {gone} gone",
             "root, moved": f"that would remove {lost} it held before this ingest besides the notes moved to another "
-            f"PATH (those were pruned), as {gone.replace('its', 'their')} gone",
+            f"PATH or folder (those were pruned), as {gone.replace('its', 'their')} gone",
             "nothing": f"the folder is there but holds nothing to ingest, and that would remove {lost} from it",
             "new": f"none of the files it held is there (it holds only new ones), and that would remove {lost} from it",
             "dangling": f"it is a symbolic link to {os.readlink(folder) if os.path.islink(folder) else 'a folder'}, "

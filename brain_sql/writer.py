@@ -630,11 +630,11 @@ class DocumentWriter:
             rows = self._decision_rows("k.id in (select value from json_each(?))", plan["removed"])
             rewritten = _decided_texts(rows, _placement(document))
             decided, length = _decisions(rows)
-            if not plan["kept"]:  # its text replaced whole: a swap's or a rotation's document (carry_decisions)
-                self.replaced.add(document.document_id)
-                self.wholes.update((removal[4], (removal[3], length[removal[4]])) for removal in decided)
             if plan["kept"]:  # a section removed from a note that stays: another note's copy of it is no move of it
                 decided = [(None, *removal) for _, *removal in decided]  # (a template filled in, review 118)
+            else:  # its text replaced whole: a swap's or a rotation's document (carry_decisions)
+                self.replaced.add(document.document_id)
+                self.wholes.update((removal[4], (removal[3], length[removal[4]])) for removal in decided)
             if any(removal[0] is not None for removal in decided):  # rewritten whole: a swap's, or a template's
                 self.in_place[document.document_id] = decided  # told at the run's end (carry_decisions)
             else:
