@@ -412,6 +412,46 @@ def _decided_texts(rows, place):
     }
 
 
+def _components(following):
+    """The strongly connected components of the graph {node: the nodes it leads to},
+    iteratively (Tarjan's): a graph of thousands of notes is no recursion's."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], 0
+    for root in following:
+        if root in index:
+            continue
+        work = [(root, iter(following.get(root, ())))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for other in edges:
+                if other not in index:
+                    index[other] = low[other] = counter
+                    counter += 1
+                    stack.append(other)
+                    on_stack.add(other)
+                    work.append((other, iter(following.get(other, ()))))
+                    break
+                if other in on_stack:
+                    low[node] = min(low[node], index[other])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == node:
+                            break
+                    found.append(component)
+    return found
+
+
 def _document_marks(document, chunk):
     """_marks of a chunk of `document`, as it will be stored."""
     turn = conversation.turn_of(document)
@@ -1019,8 +1059,9 @@ class DocumentWriter:
         one note: neither; a section a note holds twice, renamed: both, review 115),
         none of those is still stored (a removal taken back), and each is part of its
         document's copy (_carried_whole). A document whose text was replaced whole
-        where it is gives its decisions only when every copy of its decided memories is
-        in another such document (two notes swapped, three rotated: _in_a_cycle), or
+        where it is gives its decisions only when it lies on a cycle of such documents,
+        each one's old text written whole into the next (two notes swapped, three
+        rotated: _cycles), or
         its new text is all another's that the run removed whole (_took_whole): a
         template filled in while the next note is made from it gives none (reviews 119
         to 123)."""
@@ -1038,8 +1079,9 @@ class DocumentWriter:
                 if mark in self.removed_decisions or mark in pending:
                     copies[mark].append(row_id)
                     places[mark].add(document_id)
-        for document_id, removals in self.in_place.items():  # every removal known: a swap's are each other's
-            given = self._in_a_cycle(document_id, places) or self._took_whole(document_id)
+        cycled = self._cycles(places) if self.in_place else set()  # every removal known: a swap's are each other's
+        for document_id, removals in self.in_place.items():
+            given = document_id in cycled or self._took_whole(document_id)
             self._carry_decisions(removals if given else [(None, *removal) for _, *removal in removals])
         self.in_place = {}
         carried = {
@@ -1064,41 +1106,43 @@ class DocumentWriter:
             ]
         )
 
+    def _written_marks(self, document_id):
+        """The _decision_marks of the memories the run wrote into `document_id`."""
+        rows = self.conn.execute(
+            f"select {_MARKED} from knowledge where document_id = ? and version_of is null", (document_id,)
+        ).fetchall()
+        return {_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written}
+
     def _took_whole(self, document_id):
         """Whether the text the run wrote into `document_id` is, all of it, the text of
         another document it removed whole: one note moved over it while its own moved
         on (`mv b c; mv a b`), where a template filled in holds text of its own
         (review 122)."""
-        rows = self.conn.execute(
-            f"select {_MARKED} from knowledge where document_id = ? and version_of is null", (document_id,)
-        ).fetchall()
-        marks = {_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written}
+        marks = self._written_marks(document_id)
         return any(
             other != document_id and text == marks and length >= CARRIED_COPY_MIN_CHARS  # no "No blockers." (123)
             for other, (text, length) in self.wholes.items()
         )
 
-    def _in_a_cycle(self, document_id, places):
-        """Whether `document_id`, its text replaced whole, is one of documents each of
-        whose old text the run wrote whole into the next, the last's into it (`places`:
-        the documents each removed memory's copies were written into): two notes
-        swapped, three rotated. A template written over another note, whose old text
-        went elsewhere or nowhere, closes no cycle (review 123)."""
-
-        def receivers(document):  # the replaced documents its whole old text was written into
-            text = self.wholes.get(document, (frozenset(), 0))[0]
+    def _cycles(self, places):
+        """The documents replaced whole (`replaced`) that lie on a cycle of them, each
+        one's old text written whole into the next (`places`: the documents each removed
+        memory's copies were written into): two notes swapped, three rotated. A
+        template written over another note, whose old text went elsewhere or nowhere,
+        closes none (review 123); nor does a text under CARRIED_COPY_MIN_CHARS, unless
+        it is all the next one holds, as in a swap with a short note (review 124). The
+        graph is made once a run and its cycles found in one pass (Tarjan's strongly
+        connected components): a search from each note took minutes for thousands of
+        notes rotated (review 124)."""
+        written = functools.cache(self._written_marks)
+        following = {}
+        for document in self.replaced:
+            text, length = self.wholes.get(document, (frozenset(), 0))
             held = [places.get(mark, set()) for mark in text]
-            return set.intersection(*held) & self.replaced - {document} if held else set()
-
-        seen, todo = set(), [document_id]
-        while todo:
-            for following in receivers(todo.pop()):
-                if following == document_id:
-                    return True
-                if following not in seen:
-                    seen.add(following)
-                    todo.append(following)
-        return False
+            went = (set.intersection(*held) & self.replaced) - {document} if held else set()
+            short = length < CARRIED_COPY_MIN_CHARS
+            following[document] = [other for other in went if not short or written(other) == text]
+        return {document for component in _components(following) if len(component) > 1 for document in component}
 
     def written_again(self, documents):
         """Those of the stored `documents` each of whose memories this run wrote again,

@@ -711,12 +711,14 @@ def test_a_template_filled_in_whole_with_another_notes_section_is_no_swap(tmp_pa
     close_brain(conn)
 
 
-@pytest.mark.parametrize("tue", ["written over", "moved away first", "short"])
+@pytest.mark.parametrize("tue", ["written over", "moved away first", "short", "short section"])
 def test_a_template_written_over_another_note_is_no_swap(tmp_path, tue):
     """An archived template filled in while its text is written over an existing
     note (whose own text is gone, or moved to another file): the existing note was
     in the run's replaced notes, and the two read as a swap (review 123, H1). Or the
-    template reset to a short text another note deleted in the run held (M1)."""
+    template reset to a short text another note deleted in the run held (M1). Or the
+    existing note's whole text a short section the filled template holds, which closed
+    a "cycle" with it (review 124)."""
     vault = tmp_path / "vault"
     vault.mkdir()
     template = "## Agenda\n\nReview yesterday, plan today, raise anything blocking.\n\n## Blockers\n\nList them.\n"
@@ -730,6 +732,10 @@ def test_a_template_written_over_another_note_is_no_swap(tmp_path, tue):
     if tue == "short":
         (vault / "old.md").unlink()
         (vault / "mon.md").write_text("No blockers.\n")
+    elif tue == "short section":
+        (vault / "tue.md").write_text("## Blockers\n\nNone.\n")
+        brain_sql.ingest(conn, [vault])
+        (vault / "mon.md").write_text("## Agenda\n\nDemo the export at ten.\n\n## Blockers\n\nNone.\n")
     else:
         (vault / "mon.md").write_text("## Agenda\n\nDemo the export at ten.\n\n## Blockers\n\nWaiting on ops.\n")
     if tue == "moved away first":
@@ -739,6 +745,33 @@ def test_a_template_written_over_another_note_is_no_swap(tmp_path, tue):
     report = brain_sql.ingest(conn, [vault], prune_all=True)
     assert report.chunks_carried_decision == 0, report.summary()
     assert rows(conn, "select relevance_tier from knowledge where source_path like '%/tue.md'") == [(1,), (1,)]
+    close_brain(conn)
+
+
+def test_notes_rotated_keep_their_decisions_and_a_chain_ending_at_a_new_note_gives_its_first_none(tmp_path):
+    """Thirty archived notes rotated in one run (each takes the one before's text, the
+    first the last's) keep every archive: a cycle of notes replaced whole, found in
+    one pass (review 124: a search from each took minutes for thousands). Shifted
+    instead, the first given a new note's text, the first's old text loses its
+    archive: a note renamed while a new one is written at its path, as documented."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    texts = [f"## Log {i}\n\nThe log of day {i}, long enough to be a copy of itself.\n" for i in range(30)]
+    for i, text in enumerate(texts):
+        (vault / f"log{i}.md").write_text(text)
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    brain_sql.archive(conn, [i for (i,) in rows(conn, "select id from knowledge")])
+    for i in range(30):
+        (vault / f"log{i}.md").write_text(texts[i - 1])
+    report = brain_sql.ingest(conn, [vault])
+    assert report.chunks_carried_decision == 30, report.summary()
+    for i in range(30):
+        (vault / f"log{i}.md").write_text(texts[i - 2] if i else "## New\n\nToday's log, not reviewed by anyone.\n")
+    brain_sql.ingest(conn, [vault])
+    tiers = {Path(path).name: tier for path, tier in rows(conn, "select source_path, relevance_tier from knowledge")}
+    assert tiers.pop("log1.md") == 1 and tiers.pop("log0.md") == 1  # log0's old text, and the new note
+    assert set(tiers.values()) == {0}
     close_brain(conn)
 
 
