@@ -387,7 +387,7 @@ def cycles(conn):
     ):
         edges[own].add(target)
     found = []
-    for members in _components(edges):
+    for members in components(edges):
         if len(members) > 1 or members[0] in edges[members[0]]:
             found.append(" and ".join(shown(m) for m in sorted(members)) + _cycle_words(members))
     return sorted(found)
@@ -397,8 +397,10 @@ def _cycle_words(members):
     return " supersedes itself" if len(members) == 1 else " supersede one another"
 
 
-def _components(edges):
-    """Tarjan's strongly connected components of the graph `edges` (iteratively)."""
+def components(edges):
+    """Tarjan's strongly connected components of the graph `edges` ({node: the nodes it
+    leads to}), iteratively: a chain of thousands of records, or of notes rotated
+    (writer), is no recursion's."""
     index, low, on_stack, stack, result, counter = {}, {}, set(), [], [], 0
     for root in list(edges):
         if root in index:

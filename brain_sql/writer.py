@@ -412,46 +412,6 @@ def _decided_texts(rows, place):
     }
 
 
-def _components(following):
-    """The strongly connected components of the graph {node: the nodes it leads to},
-    iteratively (Tarjan's): a graph of thousands of notes is no recursion's."""
-    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], 0
-    for root in following:
-        if root in index:
-            continue
-        work = [(root, iter(following.get(root, ())))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, edges = work[-1]
-            for other in edges:
-                if other not in index:
-                    index[other] = low[other] = counter
-                    counter += 1
-                    stack.append(other)
-                    on_stack.add(other)
-                    work.append((other, iter(following.get(other, ()))))
-                    break
-                if other in on_stack:
-                    low[node] = min(low[node], index[other])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = set()
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.add(member)
-                        if member == node:
-                            break
-                    found.append(component)
-    return found
-
-
 def _document_marks(document, chunk):
     """_marks of a chunk of `document`, as it will be stored."""
     turn = conversation.turn_of(document)
@@ -1142,7 +1102,9 @@ class DocumentWriter:
             went = (set.intersection(*held) & self.replaced) - {document} if held else set()
             short = length < CARRIED_COPY_MIN_CHARS
             following[document] = [other for other in went if not short or written(other) == text]
-        return {document for component in _components(following) if len(component) > 1 for document in component}
+        return {
+            document for component in validity.components(following) if len(component) > 1 for document in component
+        }
 
     def written_again(self, documents):
         """Those of the stored `documents` each of whose memories this run wrote again,
