@@ -1337,8 +1337,9 @@ class _Pipeline:
             "root, moved": "look at the folder, ",
             "dangling": "mount what it points to, delete the link if its notes are meant to go, ",
         }.get(why, "look at the folder, delete it if its notes are meant to go, ")
+        nothing = "nothing else" if why == "root, moved" else "nothing"  # the notes moved were (review 125)
         return (
-            f"nothing under {folder} was pruned: {said} (an unmounted drive, a sync that failed?); {advice}"
+            f"{nothing} under {folder} was pruned: {said} (an unmounted drive, a sync that failed?); {advice}"
             f"or prune with --prune-all to remove {'it' if memories == 1 else 'them'}"
         )
 

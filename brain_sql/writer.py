@@ -1021,10 +1021,10 @@ class DocumentWriter:
         document's copy (_carried_whole). A document whose text was replaced whole
         where it is gives its decisions only when it lies on a cycle of such documents,
         each one's old text written whole into the next (two notes swapped, three
-        rotated: _cycles), or
-        its new text is all another's that the run removed whole (_took_whole): a
-        template filled in while the next note is made from it gives none (reviews 119
-        to 123)."""
+        rotated: _cycles), or its new text is all the text of another the run removed
+        whole, 20 characters at least (`mv b c; mv a b`; one lookup a document, review
+        125): a template filled in while the next note is made from it gives none
+        (reviews 119 to 125)."""
         if not self.decisions_to_carry():
             return
         pending = {mark for removals in self.in_place.values() for _, _, mark, _, _ in removals}
@@ -1040,8 +1040,13 @@ class DocumentWriter:
                     copies[mark].append(row_id)
                     places[mark].add(document_id)
         cycled = self._cycles(places) if self.in_place else set()  # every removal known: a swap's are each other's
+        texts = defaultdict(set)  # a text removed whole, long enough to be a copy's: the documents it was
+        for other, (text, length) in self.wholes.items():
+            if length >= CARRIED_COPY_MIN_CHARS:  # no "No blockers." (review 123)
+                texts[text].add(other)
         for document_id, removals in self.in_place.items():
-            given = document_id in cycled or self._took_whole(document_id)
+            took = texts.get(frozenset(self._written_marks(document_id)), set()) - {document_id}
+            given = document_id in cycled or bool(took)
             self._carry_decisions(removals if given else [(None, *removal) for _, *removal in removals])
         self.in_place = {}
         carried = {
@@ -1072,17 +1077,6 @@ class DocumentWriter:
             f"select {_MARKED} from knowledge where document_id = ? and version_of is null", (document_id,)
         ).fetchall()
         return {_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written}
-
-    def _took_whole(self, document_id):
-        """Whether the text the run wrote into `document_id` is, all of it, the text of
-        another document it removed whole: one note moved over it while its own moved
-        on (`mv b c; mv a b`), where a template filled in holds text of its own
-        (review 122)."""
-        marks = self._written_marks(document_id)
-        return any(
-            other != document_id and text == marks and length >= CARRIED_COPY_MIN_CHARS  # no "No blockers." (123)
-            for other, (text, length) in self.wholes.items()
-        )
 
     def _cycles(self, places):
         """The documents replaced whole (`replaced`) that lie on a cycle of them, each

@@ -1222,7 +1222,9 @@ def test_a_path_whose_notes_vanished_beside_a_folder_moved_and_linked_back_is_no
         note.unlink()
     result = run("brain", "ingest", db_path, tmp_path / "v", tmp_path / "ext", "--prune")
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    assert f"nothing under {tmp_path / 'v'} was pruned" in result.output and "moved to another PATH" in result.output
+    assert (
+        f"nothing else under {tmp_path / 'v'} was pruned" in result.output and "moved to another PATH" in result.output
+    )
     conn = brain_sql.connect(db_path)
     assert rows(conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v'}/%",)) == [(own,)]
     assert rows(conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v' / 'acme'}/%",)) == [
@@ -1271,7 +1273,7 @@ def test_a_path_replaced_by_a_link_to_another_folder_prunes_what_it_held_as_give
     (tmp_path / "v").symlink_to(tmp_path / "e")
     result = run("brain", "ingest", db_path, tmp_path / "v", "--prune")
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
-    assert f"nothing under {tmp_path / 'v'} was pruned: that would remove all" in result.output, result.output
+    assert f"nothing else under {tmp_path / 'v'} was pruned: that would remove all" in result.output, result.output
     recall = "select source_path from documents where source_path like '%/Recall.md'"
     assert rows(conn, recall) == [(str(tmp_path / "e" / "Recall.md"),)]
     assert rows(conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v'}/%",))[0][0] > 0
@@ -1348,7 +1350,7 @@ def test_a_relative_path_from_inside_a_folder_reached_through_a_link_prunes_it_a
     monkeypatch.chdir(tmp_path / "v")
     monkeypatch.setenv("PWD", str(tmp_path / "v"))
     result = run("brain", "ingest", db_path, ".", "--prune")
-    assert result.exit_code == 1 and f"nothing under {tmp_path / 'v'} was pruned" in result.output, result.output
+    assert result.exit_code == 1 and f"nothing else under {tmp_path / 'v'} was pruned" in result.output, result.output
     notes = len(list((tmp_path / "v.away").rglob("*.md")))
     stored = rows(conn, "select count(*) from documents where source_path like ?", (f"{tmp_path / 'v.away'}/%",))
     assert stored == [(notes,)]
