@@ -1039,13 +1039,14 @@ class DocumentWriter:
                 if mark in self.removed_decisions or mark in pending:
                     copies[mark].append(row_id)
                     places[mark].add(document_id)
-        cycled = self._cycles(places) if self.in_place else set()  # every removal known: a swap's are each other's
+        written = functools.cache(self._written_marks)  # asked of a document once, for both tests below
+        cycled = self._cycles(places, written) if self.in_place else set()  # every removal known: a swap's too
         texts = defaultdict(set)  # a text removed whole, long enough to be a copy's: the documents it was
         for other, (text, length) in self.wholes.items():
             if length >= CARRIED_COPY_MIN_CHARS:  # no "No blockers." (review 123)
                 texts[text].add(other)
         for document_id, removals in self.in_place.items():
-            took = texts.get(frozenset(self._written_marks(document_id)), set()) - {document_id}
+            took = texts.get(frozenset(written(document_id)), set()) - {document_id}
             given = document_id in cycled or bool(took)
             self._carry_decisions(removals if given else [(None, *removal) for _, *removal in removals])
         self.in_place = {}
@@ -1078,17 +1079,17 @@ class DocumentWriter:
         ).fetchall()
         return {_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written}
 
-    def _cycles(self, places):
+    def _cycles(self, places, written):
         """The documents replaced whole (`replaced`) that lie on a cycle of them, each
         one's old text written whole into the next (`places`: the documents each removed
-        memory's copies were written into): two notes swapped, three rotated. A
+        memory's copies were written into; `written`, the marks the run wrote into a
+        document): two notes swapped, three rotated. A
         template written over another note, whose old text went elsewhere or nowhere,
         closes none (review 123); nor does a text under CARRIED_COPY_MIN_CHARS, unless
         it is all the next one holds, as in a swap with a short note (review 124). The
         graph is made once a run and its cycles found in one pass (Tarjan's strongly
         connected components): a search from each note took minutes for thousands of
         notes rotated (review 124)."""
-        written = functools.cache(self._written_marks)
         following = {}
         for document in self.replaced:
             text, length = self.wholes.get(document, (frozenset(), 0))
