@@ -392,6 +392,15 @@ def _decisions(rows):
     return decided, length
 
 
+def _wholes(decided, length):
+    """{document id: (the marks of its memories, their length, their ids)} of the
+    documents whose memories `decided` (_decisions) are, all of them."""
+    ids = defaultdict(set)
+    for _, row_id, _, _, document_id in decided:
+        ids[document_id].add(row_id)
+    return {d: (origin, length[d], frozenset(ids[d])) for _, _, _, origin, d in decided}
+
+
 def _decided_texts(rows, place):
     """{text with its line ends as LF: (tier, expiry decided, tier, expiry stated)} of
     one document's removed chunks (_decision_rows) that a review decided, when no
@@ -489,7 +498,7 @@ class DocumentWriter:
         self.removed_ids = {}  # mark -> the ids of the memories removed (a removal rolled back keeps its own)
         self.origins = {}  # mark -> the marks of the documents the decided ones were removed from (_carried_whole)
         self.replaced = set()  # the stored documents whose text the run replaced whole (carry_decisions)
-        self.wholes = {}  # document -> (the marks of its memories, their length), when the run removed them all
+        self.wholes = {}  # document -> (its memories' marks, length, ids), when the run removed them all
         self.in_place = {}  # document -> the removals of a document rewritten whole, one decided (carry_decisions)
         self.vouched = Counter()  # the copies that showed a gone note moved (written_again): each for one
 
@@ -634,7 +643,7 @@ class DocumentWriter:
                 decided = [(None, *removal) for _, *removal in decided]  # (a template filled in, review 118)
             else:  # its text replaced whole: a swap's or a rotation's document (carry_decisions)
                 self.replaced.add(document.document_id)
-                self.wholes.update((removal[4], (removal[3], length[removal[4]])) for removal in decided)
+                self.wholes.update(_wholes(decided, length))
             if any(removal[0] is not None for removal in decided):  # rewritten whole: a swap's, or a template's
                 self.in_place[document.document_id] = decided  # told at the run's end (carry_decisions)
             else:
@@ -972,7 +981,7 @@ class DocumentWriter:
                 )
             )
             decided += found
-            self.wholes.update((removal[4], (removal[3], length[removal[4]])) for removal in found)
+            self.wholes.update(_wholes(found, length))
             self.report.chunks_removed += remove_documents(self.conn, document_ids[start : start + REMOVE_AT_ONCE])
             if deadline is not None and time.perf_counter() >= deadline:
                 left = document_ids[start + REMOVE_AT_ONCE :]
@@ -1042,12 +1051,12 @@ class DocumentWriter:
         written = functools.cache(self._written_marks)  # asked of a document once, for both tests below
         cycled = self._cycles(places, written) if self.in_place else set()  # every removal known: a swap's too
         texts = defaultdict(set)  # a text removed whole, long enough to be a copy's: the documents it was
-        for other, (text, length) in self.wholes.items():
+        for other, (text, length, _) in self.wholes.items():
             if length >= CARRIED_COPY_MIN_CHARS:  # no "No blockers." (review 123)
                 texts[text].add(other)
         for document_id, removals in self.in_place.items():
             took = texts.get(frozenset(written(document_id)), set()) - {document_id}
-            given = document_id in cycled or bool(took)
+            given = document_id in cycled or any(not self._still_stored(self.wholes[other][2]) for other in took)
             self._carry_decisions(removals if given else [(None, *removal) for _, *removal in removals])
         self.in_place = {}
         carried = {
@@ -1079,6 +1088,14 @@ class DocumentWriter:
         ).fetchall()
         return {_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written}
 
+    def _still_stored(self, ids):
+        """Whether one of these memories, removed in the run, is stored still: its
+        document's write failed and was taken back (review 126)."""
+        found = self.conn.execute(
+            "select 1 from knowledge where id in (select value from json_each(?)) limit 1", [json.dumps(sorted(ids))]
+        )
+        return found.fetchone() is not None
+
     def _cycles(self, places, written):
         """The documents replaced whole (`replaced`) that lie on a cycle of them, each
         one's old text written whole into the next (`places`: the documents each removed
@@ -1092,7 +1109,7 @@ class DocumentWriter:
         notes rotated (review 124)."""
         following = {}
         for document in self.replaced:
-            text, length = self.wholes.get(document, (frozenset(), 0))
+            text, length, _ = self.wholes.get(document, (frozenset(), 0, ()))
             held = [places.get(mark, set()) for mark in text]
             went = (set.intersection(*held) & self.replaced) - {document} if held else set()
             short = length < CARRIED_COPY_MIN_CHARS

@@ -1019,6 +1019,35 @@ def test_a_removal_taken_back_gives_no_copy_its_decision(tmp_path):
     close_brain(conn)
 
 
+def test_a_note_written_with_the_text_of_one_whose_write_failed_took_no_move(tmp_path):
+    """An archived note renamed while another's text is copied to its path, that
+    other note's own write failing in the run: its old text, taken back, still
+    stored, was counted as removed whole, so the archived note seemed to have taken
+    a note moved over it and gave its archive to its renamed copy (review 126). A
+    note renamed while a new one is written at its path gives none."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    archived, other = "# D\n\nThe archived note about the old deploy freeze.\n", "# F\n\nThe note about the new rota.\n"
+    (vault / "d.md").write_text(archived)
+    (vault / "f.md").write_text(other)
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [vault])
+    brain_sql.archive(conn, [i for (i,) in rows(conn, "select id from knowledge where source_path like '%/d.md'")])
+    conn.execute(
+        "create trigger refuse before insert on knowledge when new.content like '%REFUSED%' "
+        "begin select raise(abort, 'refused by a trigger'); end"
+    )
+    conn.commit()
+    (vault / "f.md").write_text("# F\n\nREFUSED: the note rewritten.\n")
+    (vault / "d.md").write_text(other)
+    (vault / "n.md").write_text(archived)
+    report = brain_sql.ingest(conn, [vault])
+    assert [error.path.endswith("f.md") for error in report.errors] == [True], report.errors
+    assert report.chunks_carried_decision == 0, report.summary()
+    assert rows(conn, "select relevance_tier from knowledge where source_path like '%/n.md'") == [(1,)]
+    close_brain(conn)
+
+
 def test_a_section_takes_a_decision_as_part_of_its_notes_copy(tmp_path):
     """A deleted standup's archived "No blockers" section gave its archive to the next
     standup's same section (review 113, H3), and a README's License section to
