@@ -119,7 +119,12 @@ def fenced_lines(text, first_line=1):
         return set()
     if _LONE_CR.search(text):
         return None
-    tokens = block_parser().parse(text)
+    return fence_lines(block_parser().parse(text), first_line)
+
+
+def fence_lines(tokens, first_line=1):
+    """The lines (the first `first_line`) markdown-it's fence `tokens` cover, wherever
+    they are (a callout's, a list item's)."""
     return {first_line + n for token in tokens if token.type == "fence" and token.map for n in range(*token.map)}
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from .chunk import pack
+from .chunk import fence_lines, pack
 from .config import MAX_DOCUMENT_CHUNKS, MAX_FRONTMATTER_ALIASES, MAX_TITLE_CHARS
 from .document import (
     NOTE_STRUCTURE_KEYS,
@@ -110,8 +110,7 @@ def parse_markdown(path, text):
         yield IngestError(path, body + 1, too_much)
         return
     units_by_section = _sections(tokens, lines, ends)
-    # the lines of fenced blocks, wherever they are (a callout's, a list item's), as the whole note reads
-    code = {line + 1 for token in tokens if token.type == "fence" and token.map for line in range(*token.map)}
+    code = fence_lines(tokens)  # as the whole note reads
     # a note's blocks are joined by a blank line, as Markdown renders them (and as every
     # brain stored them before a memory kept its text as written: a re-ingest keeps their rows)
     chunks = [
