@@ -103,6 +103,9 @@ class Document:
     # what its metadata and names take written out (oversized): its fields' room is the rest;
     # None: not read from a record or frontmatter (a plugin's format made it), counted when prepared
     stated_size: int | None = None
+    # an export's record (its `_chunks`): every edge its text stated is among the relations its chunks
+    # give, so no extractor reads that text again (a chunk read alone is not the text it was cut from)
+    exported: bool = False
 
 
 @dataclass

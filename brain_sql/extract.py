@@ -30,8 +30,9 @@ def brain_entity_extractors():
 def annotations_and_wikilinks(document):
     """`[[owned_by::Dana Whitfield]]` -> owned_by edge from the note;
     `[[Target]]` / `[[Target|label]]` -> references edge to the note Target.
-    Code is examples: fenced code blocks (a note's as markdown-it reads the whole
-    note, review 121; another text's read on from chunk to chunk, review 112), and
+    Code is examples: fenced code blocks (a note's or a record's as markdown-it reads
+    the whole text, review 121; a text with a lone CR, or a format's own chunks, read on
+    from chunk to chunk, review 112; an export's is never read: pipeline), and
     code spans of any backticks. Not indented
     lines: a chunk that begins inside a list reads as code to a parser that sees
     it alone (review 114: a nested list lost 91 of 120 edges)."""

@@ -1018,7 +1018,7 @@ def _prepare(document, defaults, extractors, sessions, scopes):
     alike = scopes.refusal(document.fields.get("scope") or "/")
     if alike:
         return error(alike)
-    for extractor in extractors:
+    for extractor in () if document.exported else extractors:
         document.relations = document.relations + list(extractor(document))
     sessions.add(document)
     if not document.title and (

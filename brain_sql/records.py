@@ -381,6 +381,7 @@ def record_document(path, record, line, where=None):
     if isinstance(result, IngestError):
         return error(result.message)
     result.relations = result.relations + stated
+    result.exported = content is None
     if place is not None:
         result.document_id, result.source_path, result.version_of = place
         result.placed = True

@@ -1002,6 +1002,28 @@ def test_a_notes_edges_are_what_a_markdown_reader_shows_as_text_however_its_bloc
             assert made == _read_as_prose(text), text
 
 
+def test_an_export_of_texts_whose_blocks_nest_gives_the_same_edges_ingested_again(tmp_path):
+    """An export's chunks were read one by one, a fence carried from each to the next,
+    where the text they were cut from was read whole: 26 of these 150 records, their
+    fences nested in quotes and lists, made edges of their code when their export was
+    ingested again, into the brain or a new one (review 122, M2). An export states
+    every edge of its document, so its text is not read for more."""
+    rng = random.Random(121)
+    lines = [json.dumps({"_id": f"r{n}", "title": f"r{n}", "text": _random_note(rng)}) for n in range(150)]
+    write(tmp_path / "in" / "r.jsonl", "\n".join(lines) + "\n")
+    edges = "select count(*) from relationships"
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [tmp_path / "in"])
+    stated = rows(conn, edges)
+    export = "".join(brain_sql.export(conn))
+    write(tmp_path / "copy" / "brain.jsonl", export)
+    again = brain_sql.ingest(conn, [tmp_path / "copy"])
+    assert (again.documents_updated, again.documents_added, rows(conn, edges)) == (0, 0, stated)
+    copy = brain_sql.connect(tmp_path / "copy.db")
+    brain_sql.ingest(copy, [tmp_path / "copy"])
+    assert rows(copy, edges) == stated and "".join(brain_sql.export(copy)) == export
+
+
 def test_a_lone_cr_before_a_records_fence_moves_no_code_line(tmp_path):
     """A lone CR is no line end of a record's or a text file's text, but one to the
     reader of its chunks: the code lines told to them were shifted by one a CR, an
