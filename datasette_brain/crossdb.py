@@ -124,10 +124,10 @@ class ConnectionGuard:
     def unqualified(self, table):
         """A read of no column (count(*), a row's existence) of a table named without
         its schema: SQLite names no schema for it, and it may be any attached
-        database's. A brain's table is refused when the connection has a protected
-        brain attached, or one it cannot judge."""
-        if not for_plugin.brain_table(table):
-            return sqlite3.SQLITE_OK
+        database's, a table added to a protected brain's file included (review 111:
+        its row count answered). Any table is refused when the connection has a
+        protected brain attached, or one it cannot judge: named with its database,
+        it is judged by that database's file."""
         known = self.guard.known
         if self.suspect or (
             self.schemas and (known is None or any(known.holds(file) for file in self.schemas.values()))
@@ -229,4 +229,7 @@ def explain(datasette, error):
                 "{}: not everyone may read the memories of {}, so no other database reads them, not even with "
                 '--crossdb; query it through its own database, <a href="{}">{}</a>'
             ).format(text, name, url, url)
-    return f"{text}: a brain's memories that not everyone may read are read only through the brain's own database"
+    return (
+        f"{text}: a brain's memories that not everyone may read are read only through the brain's own database"
+        " (a table read for no column, count(*) say, is judged by its database: name it, as in db.table)"
+    )

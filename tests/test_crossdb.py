@@ -90,6 +90,32 @@ async def test_a_canned_query_of_memory_reads_nothing_of_it(secret_brain):
 
 
 @pytest.mark.asyncio
+async def test_a_table_added_to_a_protected_brain_gives_no_count_to_unqualified_sql(secret_brain, tmp_path):
+    """A read of no column of a table named without its database is told by SQLite
+    with no database: only a brain's own table names were refused, so a table added
+    to a protected brain's file answered its row count (review 111, L1)."""
+    path = tmp_path / "brain.db"
+    path.write_bytes(secret_brain.read_bytes())
+    with sqlite3.connect(path) as conn:
+        conn.execute("create table dest (x)")
+        conn.execute("insert into dest values (?)", [SECRET])
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("create table t (x)")
+        conn.execute("insert into t values (1)")
+    datasette = Datasette([str(path), str(other)], crossdb=True, metadata=DENY)
+    for sql in ("select count(*) from dest", "select 1 from dest", "select exists(select 1 from dest)"):
+        assert await refused(datasette, "/_memory.json", sql), sql
+    named = await datasette.client.get("/_memory.json", params={"sql": "select count(*) from other.t"})
+    assert named.status_code == 200 and named.json()["rows"] == [[1]]
+    assert await refused(datasette, "/_memory.json", "select count(*) from t")  # t may be any database's
+    page = await datasette.client.get("/_memory", params={"sql": "select count(*) from t"})
+    assert "name it, as in db.table" in page.text
+    alone = Datasette([str(other)], crossdb=True)  # no protected brain attached: as SQLite answers
+    assert (await alone.client.get("/_memory.json", params={"sql": "select count(*) from t"})).json()["rows"] == [[1]]
+
+
+@pytest.mark.asyncio
 async def test_only_the_protected_brain_is_refused_and_admin_reads_it_through_its_own_database(
     secret_brain, vault_brain_path
 ):
