@@ -171,7 +171,7 @@ async def open_brain(datasette, actor, name=None, db=None, ready=True):
         if not names:
             raise ApiError("this instance has no brain database", 404)
         if len(names) > 1:
-            raise ApiError(f"this instance has {len(names)} brain databases: name one ({', '.join(names)})", 404)
+            raise ApiError(f"this instance has {len(names)} brain databases: name one ({', '.join(names)})", 400)
         name = names[0]
     if name not in datasette.databases or name == "_internal":
         raise ApiError(f"database not found: {name}", 404)

@@ -85,7 +85,7 @@ async def test_two_brains_need_the_database_in_the_path(vault_brain_path, tmp_pa
     brain_sql.migrate(brain_sql.connect(other))
     datasette = Datasette([str(vault_brain_path), str(other)])
     response = await datasette.client.get("/-/recall", params={"q": "x"})
-    assert response.status_code == 404 and "2 brain databases" in response.json()["error"]
+    assert response.status_code == 400 and "2 brain databases" in response.json()["error"]
 
 
 @pytest.mark.asyncio
@@ -103,7 +103,7 @@ async def test_without_a_database_only_the_brains_the_caller_may_view_count(vaul
     expected = (await alone.client.get("/-/recall", params={"q": "graph leg", "now": "2026-01-01"})).json()
     assert [hit["id"] for hit in shown.json()["hits"]] == [hit["id"] for hit in expected["hits"]]
     both = await datasette.client.get("/-/recall", params={"q": "x"}, cookies=cookies)
-    assert both.status_code == 404 and "2 brain databases: name one (brain, other)" in both.json()["error"]
+    assert both.status_code == 400 and "2 brain databases: name one (brain, other)" in both.json()["error"]
     closed = Datasette([str(vault_brain_path), str(other)], metadata={"allow": admin})
     refused = await closed.client.get("/-/recall", params={"q": "x"})
     assert refused.status_code == 403 and "brain" not in refused.text and "other" not in refused.text
