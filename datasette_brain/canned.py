@@ -50,6 +50,10 @@ CUT_SHORT = (
     "the recall query stopped before it finished: Datasette's SQL time limit (sql_time_limit_ms) cut it. Try "
     "again shortly, raise the limit, or recall through /-/recall, which no time limit cuts"
 )
+OWN_LIMIT = (
+    "the recall query stopped before it finished, within the _timelimit given: raise it, or ask the query's "
+    "JSON (recall.json) why"
+)
 NEEDS_CHECK = (
     "the recall query stopped: this brain could not answer it (the server's log says why): run sqlite-utils brain check"
 )
@@ -75,38 +79,54 @@ async def answer(app, datasette, scope, receive, send):
     brain itself (its log line says why): the JSON API's 409. Any other 400 is
     Datasette's (a parameter named, `_next` with `_stream`), and so is a limit the
     caller set (`_timelimit`). Datasette's 500 for a statement it stopped with no
-    columns yet (review 115) is the time limit's 503 too, after the limit's time."""
+    columns yet (review 115) is the time limit's 503 too, after the limit's time.
+    Its CSV is Datasette's 200 whatever happened, a failed query's a bare line end
+    where any answer's has the columns' names first (review 113): held until those
+    come, and failed if they do not, as a brain_* function's error is."""
     held, began, interrupted = [], time.perf_counter(), for_plugin.interruptions()
+    args = Request(scope, receive).args
+    csv = (scope["path"].endswith(".csv") or args.get("_format") == "csv") and args.get("_header") != "off"
 
     async def holding(message):
-        if not held and not (message["type"] == "http.response.start" and message["status"] in (400, 500)):
+        if not held and not (message["type"] == "http.response.start" and (message["status"] in (400, 500) or csv)):
             await send(message)
             return
         held.append(message)
+        body = b"".join(part.get("body", b"") for part in held)
+        if held[0]["status"] == 200 and (body.strip(b"\r\n") or len(body) > 2):  # the columns' names: an answer
+            for part in held:
+                await send(part)
+            held.clear()
+            return
         if message["type"] == "http.response.body" and not message.get("more_body"):
-            body = b"".join(part.get("body", b"") for part in held)
             late = (time.perf_counter() - began) * 1000 >= datasette.setting("sql_time_limit_ms")
-            if held[0]["status"] == 500:
+            if held[0]["status"] == 200:  # a CSV with no columns
+                cut, failed = late or for_plugin.interruptions() != interrupted, True
+            elif held[0]["status"] == 500:
                 cut, failed = late, False  # anything else's 500 is sent as it is
             elif FUNCTION_FAILED in body:
                 cut, failed = for_plugin.interruptions() != interrupted, True
             else:  # Datasette's own 400s (_next with _stream) are the caller's, however long they took (review 114)
                 cut, failed = TIME_LIMIT in body or (late and QUERY_FAILED.search(body) is not None), False
-            await _answered(datasette, scope, Request(scope, receive).args, held, cut, failed, send)
+            await _answered(datasette, scope, args, held, cut, failed, send)
 
     await app(scope, receive, holding)
 
 
 async def _answered(datasette, scope, args, held, cut, failed, send):
-    """Send the answer to a recall query Datasette answered 400 (`held`): `cut` by a
-    time limit, or `failed` in a brain_* function otherwise, as answer says."""
+    """Send the answer to a recall query Datasette answered 400 or 500, or as a CSV of
+    no columns (`held`): `cut` by a time limit, or `failed` in a brain_* function
+    otherwise, as answer says. A CSV says nothing of why: it is answered here."""
     error = for_plugin.recall_params_error({name: args.get(name) for name in args})
-    failed = failed and not error
-    if "_timelimit" in args or not (cut or failed):
+    said = held[0]["status"] != 200  # Datasette's page or JSON names what failed
+    failed = failed and not (error and said)
+    if said and ("_timelimit" in args or not (cut or failed)):
         for part in held:
             await send(part)
     elif error:
         await (await html_errors.datasette_error(datasette, scope, error, 400)).asgi_send(send)
+    elif "_timelimit" in args:
+        await (await html_errors.datasette_error(datasette, scope, OWN_LIMIT, 400)).asgi_send(send)
     elif cut:
         retry = {"Retry-After": str(tools.RETRY_AFTER_SECONDS)}
         await (await html_errors.datasette_error(datasette, scope, CUT_SHORT, 503, retry)).asgi_send(send)

@@ -66,10 +66,12 @@ async def no_such_page(datasette, request):
 
 async def datasette_error(datasette, scope, message, status, headers=None):
     """An error as Datasette's own views answer it, before any of them runs: its
-    error page or, for a .json URL, its JSON."""
+    error page or, for a .json URL, its JSON (for a .csv URL, its message)."""
     info = {"ok": False, "error": message, "status": status, "title": None}
     if scope["path"].endswith(".json"):
         return Response.json(info, status=status, headers=headers)
+    if scope["path"].endswith(".csv"):
+        return Response.text(message + "\n", status=status, headers=headers)
     html = await datasette.render_template([f"{status}.html", "error.html"], info)  # no request: before CSRF's layer
     return Response.html(html, status=status, headers=headers)
 

@@ -1145,11 +1145,11 @@ def test_chunks_of_two_records_moved_off_their_documents_are_refused_by_name(run
     assert conn.execute("select document_id from knowledge where id = 1").fetchone() == ("zz",)
 
 
-def canned_recall(path, capfd):
+def canned_recall(path, capfd, form="json"):
     """(the answer to the canned recall query on the brain at `path`, what the server logged)."""
 
     async def canned():
-        return await Datasette([str(path)]).client.get("/brain/recall.json?q=refund")
+        return await Datasette([str(path)]).client.get(f"/brain/recall.{form}?q=refund")
 
     answer = asyncio.run(canned())
     return answer, capfd.readouterr().err
@@ -1175,6 +1175,8 @@ def test_the_sql_functions_on_a_brain_holding_a_blob_title_log_run_check_not_a_t
     assert "Traceback" not in logged and "AttributeError" not in logged, logged
     assert "run sqlite-utils brain check" in logged, logged
     assert ("values of the wrong kind" if "title" in change else "a memory's own?") in logged, logged
+    answer, _ = canned_recall(vault_brain_copy, capfd, "csv")  # Datasette's CSV was a 200 of no columns (review 113)
+    assert answer.status_code == 409 and "run sqlite-utils brain check" in answer.text, answer.text
 
 
 @pytest.mark.parametrize("model", ["nope/model", "nope/\udcffmodel"])

@@ -161,6 +161,19 @@ async def test_the_canned_recall_query_cut_by_the_time_limit_is_a_503(demo):
         for i in range(6):
             answer = await cut.client.get("/demo/recall.json", params={"q": f"graph leg walk {i}"})
             assert answer.status_code in (200, 503), (limit, answer.status_code, answer.text[:300])
+    # its CSV: Datasette's is a 200 of one line end whatever failed (review 113)
+    for params in ({}, {"_stream": "1"}, {"_dl": "1"}, {"_format": "csv"}):
+        path = "/demo/recall" if params.get("_format") else "/demo/recall.csv"
+        cut = await hurried.client.get(path, params={"q": "what does the graph leg do", **params})
+        assert cut.status_code == 503 and cut.headers["Retry-After"] and "sql_time_limit_ms" in cut.text, params
+    named = await hurried.client.get("/demo/recall.csv", params={"q": "graph leg", "k": "abc"})
+    assert named.status_code == 400 and named.text == "k must be a whole number\n"
+    own = await datasette.client.get("/demo/recall.csv", params={"q": "graph leg", "_timelimit": "1"})
+    assert own.status_code == 400 and "_timelimit" in own.text and "Retry-After" not in own.headers
+    answered = await datasette.client.get("/demo/recall.csv", params={"q": "graph leg", "_stream": "1"})
+    assert answered.status_code == 200 and answered.text.startswith("id,title,score,") and "graph" in answered.text
+    nothing = await datasette.client.get("/demo/recall.csv", params={"q": "zzqx", "scope": "/nowhere/at/all"})
+    assert nothing.status_code == 200 and nothing.text.startswith("id,title,score,")
     theirs = await datasette.client.get("/demo/recall.csv", params={"q": "graph leg", "_stream": "1", "_next": "3"})
     assert theirs.status_code == 400 and "Retry-After" not in theirs.headers  # Datasette's own refusal
     form = await datasette.client.get("/demo/recall", params={"q": "graph leg", "k": "abc"})
