@@ -1106,16 +1106,27 @@ class DocumentWriter:
         it is all the next one holds, as in a swap with a short note (review 124). The
         graph is made once a run and its cycles found in one pass (Tarjan's strongly
         connected components): a search from each note took minutes for thousands of
-        notes rotated (review 124)."""
-        following = {}
+        notes rotated (review 124). Each old text is a node of its own, between the
+        notes that held it and those it went to: thousands of notes of one placeholder
+        text were an edge from each to each (review 127)."""
+        following, went = {}, {}
         for document in self.replaced:
             text, length, _ = self.wholes.get(document, (frozenset(), 0, ()))
-            held = [places.get(mark, set()) for mark in text]
-            went = (set.intersection(*held) & self.replaced) - {document} if held else set()
-            short = length < CARRIED_COPY_MIN_CHARS
-            following[document] = [other for other in went if not short or written(other) == text]
+            key = ("text", text, length < CARRIED_COPY_MIN_CHARS)  # no document id is a tuple
+            if key not in went:
+                held = [places.get(mark, set()) for mark in text]
+                into = set.intersection(*held) & self.replaced if held else set()
+                went[key] = [other for other in into if not key[2] or written(other) == text]
+            following[document] = [key]
+        following.update(went)
+        # a cycle holds two documents at least: one through its own old text alone (document, text,
+        # document) is none
         return {
-            document for component in validity.components(following) if len(component) > 1 for document in component
+            node
+            for component in validity.components(following)
+            if sum(isinstance(node, str) for node in component) > 1
+            for node in component
+            if isinstance(node, str)
         }
 
     def written_again(self, documents):
