@@ -342,12 +342,23 @@ def _marks(external_id, content, scope, klass, session=None):
     return marks
 
 
-def _decision_mark(external_id, content, scope, klass, session=None):
+def _decision_mark(external_id, content, scope, klass, session=None, record=None):
     """What a copy of a decided memory has the same of, to take its decision: its
     record's _id (none for a note: a renamed note is its copy), its text as LF (a
-    note saved again elsewhere with other line ends), its scope, class and session.
-    An edited text is another memory, whether moved or not (review 111)."""
-    return ("copy", external_id, _text_mark(_line_ends_as_lf(content)), scope, klass, session)
+    note saved again elsewhere with other line ends), its scope, class and session,
+    and its record's key in its file (_record_key). An edited text is another
+    memory, whether moved or not (review 111); so is a record without an _id that
+    states other fields (review 127: a log's new line saying what an archived one
+    said, on another day)."""
+    return ("copy", external_id, _text_mark(_line_ends_as_lf(content)), scope, klass, session, record)
+
+
+def _record_key(document_id, source_path):
+    """A record's key in its file: its _id, or for one without, the hash of its text
+    and fields (records.record_document), which its copy in another file keeps. None
+    for a note, whose path is its document's id."""
+    prefix = f"{source_path}#" if source_path else None
+    return document_id[len(prefix) :] if prefix and document_id and document_id.startswith(prefix) else None
 
 
 def _carried_whole(mark, origins, copies, removed):
@@ -379,7 +390,7 @@ def _decisions(rows):
     its memories selected, as the floor counts it}."""
     rows = [row for row in rows if row[4] is None]  # a history version's decision stays its own
     length, marks = defaultdict(int), defaultdict(set)
-    marked = [(row_id, _decision_mark(*memory)) for row_id, *memory in _marked(row[5:] for row in rows)]
+    marked = _decision_marked([row[5:] for row in rows])
     for row, (_, mark) in zip(rows, marked):
         length[row[3]] += _length(row[7])
         marks[row[3]].add(mark)
@@ -412,7 +423,7 @@ def _decided_texts(rows, place):
     if was is None:
         return {}
     found = defaultdict(set)
-    for tier, expires, *_, content, scope, klass, _ in rows:
+    for tier, expires, *_, content, scope, klass, _, _, _ in rows:
         found[_line_ends_as_lf(content)].add((tier, expires) if (scope, klass) == place else None)
     return {
         text: (*decisions.pop(), *was)
@@ -436,6 +447,18 @@ def _marked(rows):
     """(id, external_id, content, scope, class, session) of _MARKED rows: the
     session of a turn, as turn_of reads it, else None."""
     return [(*row[:-1], conversation.stored_session(row[-1])) for row in rows]
+
+
+# what _decision_mark reads of a stored memory: _MARKED's, and its document and file (_record_key)
+_DECISION_MARKED = f"{_MARKED}, document_id, source_path"
+
+
+def _decision_marked(rows):
+    """(id, _decision_mark) of each of the _DECISION_MARKED `rows` (a list)."""
+    return [
+        (row_id, _decision_mark(*memory, _record_key(*row[-2:])))
+        for (row_id, *memory), row in zip(_marked(row[:-2] for row in rows), rows)
+    ]
 
 
 def _documents_marked(conn, where, params):
@@ -999,7 +1022,8 @@ class DocumentWriter:
         among `ids` (documents, or memories): read once for both."""
         return self.conn.execute(
             "select k.relevance_tier, k.expires_at, d.stated_fields, k.document_id, k.version_of, k.id, "
-            "k.external_id, k.content, k.scope, k.class, k.metadata from knowledge k join documents d "
+            "k.external_id, k.content, k.scope, k.class, k.metadata, k.document_id, k.source_path "
+            "from knowledge k join documents d "
             f"on d.document_id = k.document_id where {where}",
             [json.dumps(ids)],
         ).fetchall()
@@ -1040,11 +1064,11 @@ class DocumentWriter:
         copies, places = defaultdict(list), defaultdict(set)
         for first, last in zip(self.written.starts, self.written.ends):
             rows = self.conn.execute(
-                f"select document_id, {_MARKED} from knowledge where id between ? and ? and version_of is null",
+                f"select {_DECISION_MARKED} from knowledge where id between ? and ? and version_of is null",
                 (first, last),
             ).fetchall()
-            for document_id, (row_id, *memory) in zip((row[0] for row in rows), _marked(row[1:] for row in rows)):
-                mark = _decision_mark(*memory)
+            for row, (row_id, mark) in zip(rows, _decision_marked(rows)):
+                document_id = row[-2]
                 if mark in self.removed_decisions or mark in pending:
                     copies[mark].append(row_id)
                     places[mark].add(document_id)
@@ -1084,9 +1108,9 @@ class DocumentWriter:
     def _written_marks(self, document_id):
         """The _decision_marks of the memories the run wrote into `document_id`."""
         rows = self.conn.execute(
-            f"select {_MARKED} from knowledge where document_id = ? and version_of is null", (document_id,)
+            f"select {_DECISION_MARKED} from knowledge where document_id = ? and version_of is null", (document_id,)
         ).fetchall()
-        return {_decision_mark(*memory) for row_id, *memory in _marked(rows) if row_id in self.written}
+        return {mark for row_id, mark in _decision_marked(rows) if row_id in self.written}
 
     def _still_stored(self, ids):
         """Whether one of these memories, removed in the run, is stored still: its

@@ -855,6 +855,38 @@ def test_a_copy_written_between_two_removals_takes_no_decision_the_second_makes_
     close_brain(conn)
 
 
+def test_a_record_without_an_id_keeps_its_decision_moved_and_a_new_one_saying_the_same_takes_none(tmp_path):
+    """A record without an _id is its text and fields: moved to another file it keeps
+    the decision on it, but a log's new line saying what an archived line said, on
+    another day or from another source, is another memory, and was written archived
+    (review 127, M2)."""
+    folder = tmp_path / "records"
+    folder.mkdir()
+    said = "Nightly backup completed successfully on the NAS volume."
+    line = {"text": said, "observed_at": "2026-12-05"}
+    other = json.dumps({"text": "Disk usage at 71 percent on the NAS volume.", "observed_at": "2026-12-05"})
+    (folder / "log.jsonl").write_text(json.dumps(line) + "\n" + other + "\n")
+    conn = brain_sql.connect(tmp_path / "brain.db", model_id=brain_sql.DEFAULT_MODEL)
+    brain_sql.ingest(conn, [folder])
+    brain_sql.archive(conn, [row[0] for row in rows(conn, "select id from knowledge where content = ?", [said])])
+    for change in ({"observed_at": "2026-12-06"}, {"source": "cron"}):
+        (folder / "log.jsonl").write_text(other + "\n" + json.dumps({**line, **change}) + "\n")
+        report = brain_sql.ingest(conn, [folder])
+        assert report.chunks_carried_decision == 0, (change, report.summary())
+        assert rows(conn, "select relevance_tier from knowledge where content = ?", [said]) == [(1,)], change
+        (folder / "log.jsonl").write_text(json.dumps(line) + "\n" + other + "\n")  # the archived line back
+        brain_sql.ingest(conn, [folder])
+        brain_sql.archive(conn, [row[0] for row in rows(conn, "select id from knowledge where content = ?", [said])])
+    (folder / "log.jsonl").write_text(other + "\n")
+    (folder / "moved.jsonl").write_text(json.dumps(line) + "\n")
+    report = brain_sql.ingest(conn, [folder])
+    assert report.chunks_carried_decision == 1, report.summary()
+    assert rows(
+        conn, "select relevance_tier, source_path like '%moved.jsonl' from knowledge where content = ?", [said]
+    ) == [(0, 1)]
+    close_brain(conn)
+
+
 def test_a_moved_record_of_many_chunks_keeps_the_decision_on_each(tmp_path):
     """Every chunk of a record shares its _id: the rule that a decision goes to a sole
     copy counted them as several copies, and a long archived record moved to another
