@@ -54,7 +54,7 @@ from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
 from .plugins import collect
 from .records import record_document
-from .schema import CHANGES_TABLE, is_brain, migrate, prune_changes, recorded_model
+from .schema import CHANGES_TABLE, META_TABLE, PRUNE_HELD_KEY, is_brain, migrate, prune_changes, recorded_model
 from .vectors import insert_vectors, storage_vectors, stored_vector, vectored
 from .wording import counted, shown
 from .writer import (
@@ -322,6 +322,7 @@ def ingest(
             with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
                 # what each root held before this run: new files never make a prune of all of that look partial
                 roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
+                pipeline.last_id_before = pipeline.last_memory_id() if roots else 0
                 refused = _ingest_files(pipeline, files, defaults, roots, prune_all, spared)
         except BrainBusy as ex:
             raise BrainBusy(
@@ -739,9 +740,11 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
     pipeline.write_pending()
     live = _folders_of(path for path, _ in files)
     read = {path for path, _ in files}
-    refused = [
-        why for root, held in prune_roots.items() for why in pipeline.prune(root, held, live, prune_all, read, spared)
-    ]
+    refused, told = [], set()  # a folder under two PATHs (vault vault/sub) is refused once (review 127, L1)
+    for root, held in prune_roots.items():
+        found = pipeline.prune(root, held, live, prune_all, read, spared)
+        refused += [why for folder, why in found if folder not in told]
+        told |= {folder for folder, _ in found}
     pipeline.flush()
     return emptied + refused
 
@@ -856,6 +859,10 @@ def _renamed_from(path):
     while not _decodable(os.path.dirname(part), ""):
         part = os.path.dirname(part)
     return os.path.dirname(part), part != path
+
+
+# why a folder was not pruned (Pipeline._refusal) that a later run must hold to, though it stored new files there
+HELD_REFUSALS = ("root", "root, moved", "new")
 
 
 def _documents_under(root):
@@ -1105,6 +1112,7 @@ class _Pipeline:
         self.done = 0  # documents whose batch is written
         self.turns = Turns(conn)
         self.writer = DocumentWriter(conn, model_id, report)
+        self.last_id_before = 0  # the highest memory id before an ingest that prunes began writing (_hold)
         if all_or_none:
             self.writer.mentioned = {"chunk": [], "entity": []}
         self.pending = []
@@ -1214,6 +1222,56 @@ class _Pipeline:
         """The ids of the documents from files under `root`."""
         return self.documents(*_documents_under(root))
 
+    def last_memory_id(self):
+        """The highest memory id stored: a later memory's is higher (ids are never given twice)."""
+        return self.conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0]
+
+    def _every_held(self):
+        """{folder: the last memory id stored before the run that first refused to prune
+        it} of the refusals that still hold (brain_meta's PRUNE_HELD_KEY); {} for none,
+        or for what plain SQL wrote there instead."""
+        row = self.conn.execute(f"select value from {META_TABLE} where key = ?", [PRUNE_HELD_KEY]).fetchone()
+        try:
+            held = json.loads(row[0]) if row else {}
+        except (TypeError, ValueError):
+            return {}
+        return {f: m for f, m in held.items() if type(m) is int} if isinstance(held, dict) else {}
+
+    def _held(self, root):
+        """_every_held's folders that are `root` or under it."""
+        return {f: m for f, m in self._every_held().items() if f == root or f.startswith(root + os.sep)}
+
+    def _new_since(self, held):
+        """The documents under each `held` folder (_held) all of whose memories were stored
+        after its refusal: new files to the prune guard still, though a run stored them."""
+        found = set()
+        for folder, mark in held.items():
+            where, params = _documents_under(folder)
+            found |= {
+                row[0]
+                for row in self.conn.execute(
+                    f"select document_id from knowledge where {where} group by document_id having min(id) > ?",
+                    [*params, mark],
+                )
+            }
+        return found
+
+    def _hold(self, root, held, refused):
+        """Record the folders under `root` refused now (`refused`) as held, each since the
+        run that first refused it (`held`), and forget those no longer refused."""
+        now = {folder: held.get(folder, self.last_id_before) for folder in refused}
+        if now == held:
+            return
+        with self._turn():
+            every = {f: m for f, m in self._every_held().items() if f not in held} | now
+            if every:
+                self.conn.execute(
+                    f"insert or replace into {META_TABLE} (key, value) values (?, ?)",
+                    [PRUNE_HELD_KEY, json.dumps(every, sort_keys=True)],
+                )
+            else:
+                self.conn.execute(f"delete from {META_TABLE} where key = ?", [PRUNE_HELD_KEY])
+
     def replaced(self, path, documents):
         """Why the `documents` of the records file `path`, none of them in it any more, were kept."""
         memories = self.conn.execute(
@@ -1229,7 +1287,7 @@ class _Pipeline:
 
     def prune(self, root, before, live, everything=False, read=frozenset(), spared=()):
         """Remove the documents from files under `root` that are gone, in
-        transactions of their own; returns why some were not (a list). Unless
+        transactions of their own; returns why some were not ((folder, why) pairs). Unless
         `everything`, nothing is removed when that would take every document of
         `before` (what `root` held before this run) still stored, leaving out those
         moved (below): its folder is empty or none of its files is there. Nor under
@@ -1247,7 +1305,10 @@ class _Pipeline:
             return folder_there(path) and not _folder_now(path)
 
         held, doomed = self.writer.removable(*under, gone=there)
-        before = before & set(held)
+        # a file stored by a run that refused its folder is new still: the next run must not read the folder
+        # as keeping one of its files, and prune what a drive unmounted took away (review 128)
+        kept_back = self._held(root)
+        before = (before & set(held)) - self._new_since(kept_back)
         paths = self._paths(before | set(doomed)) if doomed else {}
         # spared folders are found where they really are: a note stored through a link is matched there too
         doomed = [
@@ -1290,7 +1351,8 @@ class _Pipeline:
                         refused.setdefault(emptied[folder], []).append(document_id)
         kept = {document_id for documents in refused.values() for document_id in documents}
         self._remove(*under, gone=there, only=set(doomed) - kept)
-        return [self._refusal(folder, why, documents) for (folder, why), documents in sorted(refused.items())]
+        self._hold(root, kept_back, {folder for folder, why in refused if why in HELD_REFUSALS})
+        return [(folder, self._refusal(folder, why, documents)) for (folder, why), documents in sorted(refused.items())]
 
     def _paths(self, documents):
         """{document id: its source_path} for the ids in `documents`."""

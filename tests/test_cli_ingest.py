@@ -478,7 +478,9 @@ def test_ingest_help_says_what_a_prune_refuses(run):
 def test_a_prune_is_judged_against_what_the_folder_held_before_the_ingest(run, db_path, tmp_path):
     """The vault replaced by an empty folder with a placeholder note: the new file
     is ingested, but the prune that would take every memory the folder held
-    before is refused, as for an empty folder; renaming every file is no different."""
+    before is refused, as for an empty folder, and on the next run too (review 128:
+    the placeholder it stored then read as a file the folder kept); renaming every
+    file is no different."""
     vault = shutil.copytree(VAULT, tmp_path / "notes")
     stored = len(list(VAULT.rglob("*.md")))
     ingest_ok(run, db_path, vault)
@@ -496,16 +498,21 @@ def test_a_prune_is_judged_against_what_the_folder_held_before_the_ingest(run, d
     ) in " ".join(result.output.split())
     assert "0 removed" in result.output
     assert rows(conn, "select count(*) from knowledge") == [(held + 1,)]  # the placeholder is in; nothing went
+    # the next night's run: the placeholder it stored is a new file still, not one the folder kept (review 128)
+    result = run("brain", "ingest", db_path, vault, "--prune")
+    assert result.exit_code == 1 and f"all {held} memories it held before" in " ".join(result.output.split())
+    assert rows(conn, "select count(*) from knowledge") == [(held + 1,)]
     result = ingest_ok(run, db_path, vault, extra=["--prune-all"])
     assert f"{held} removed" in result.output
     assert rows(conn, "select title from knowledge") == [("README",)]
-    # its one file renamed: every memory the folder held would go, until the new name's is one it held
+    # its one file renamed: every memory the folder held would go, as for a placeholder, run after run
     (vault / "README.txt").rename(vault / "READ ME.txt")
-    result = run("brain", "ingest", db_path, vault, "--prune")
-    assert result.exit_code == 1
-    assert "the one memory it held before this ingest, as its one file is gone" in result.output
-    assert rows(conn, "select title from knowledge order by title") == [("READ ME",), ("README",)]
-    result = ingest_ok(run, db_path, vault, extra=["--prune"])
+    for _ in range(2):
+        result = run("brain", "ingest", db_path, vault, "--prune")
+        assert result.exit_code == 1
+        assert "the one memory it held before this ingest, as its one file is gone" in result.output
+        assert rows(conn, "select title from knowledge order by title") == [("READ ME",), ("README",)]
+    result = ingest_ok(run, db_path, vault, extra=["--prune-all"])
     assert "1 removed" in result.output
     assert rows(conn, "select title from knowledge") == [("READ ME",)]
 
@@ -558,11 +565,21 @@ def test_a_folder_in_the_root_whose_files_are_all_gone_but_a_new_one_is_refused(
     assert rows(conn, "select count(*) from knowledge where source_path like ?", (f"{vault}/acme/%",)) == [
         (in_acme + 1,)  # the new note is in
     ]
+    # the next run: the note it stored is a new file still, not one the folder kept (review 128); the folder
+    # a PATH of its own too, it is named once, not once a PATH in two wordings (review 127, L1)
+    for paths in ([vault], [vault, vault / "acme"]):
+        result = run("brain", "ingest", db_path, *paths, "--prune")
+        assert result.exit_code == 1 and " ".join(result.output.split()).count(f"under {vault / 'acme'}") == 1
+        assert rows(conn, "select count(*) from knowledge where source_path like ?", (f"{vault}/acme/%",)) == [
+            (in_acme + 1,)
+        ]
+    assert rows(conn, "select count(*) from brain_meta where key = 'prune_refused'") == [(1,)]
     kept = sorted((tmp_path / "acme.away").rglob("*.md"))[0]  # one of its files back: the others were deleted
     shutil.copy(kept, vault / "acme" / kept.relative_to(tmp_path / "acme.away"))
     result = ingest_ok(run, db_path, vault, extra=["--prune"])
     assert rows(conn, "select count(*) from knowledge where source_path like ? and title = ?",
                 (f"{vault}/acme/%", kept.stem)) != [(0,)]  # fmt: skip
+    assert rows(conn, "select count(*) from brain_meta where key = 'prune_refused'") == [(0,)]  # forgotten
     assert check(conn) == {}
 
 
