@@ -54,7 +54,16 @@ from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
 from .plugins import collect
 from .records import record_document
-from .schema import CHANGES_TABLE, META_TABLE, PRUNE_HELD_KEY, is_brain, migrate, prune_changes, recorded_model
+from .schema import (
+    CHANGES_TABLE,
+    FILE_HELD_KEY,
+    META_TABLE,
+    PRUNE_HELD_KEY,
+    is_brain,
+    migrate,
+    prune_changes,
+    recorded_model,
+)
 from .vectors import insert_vectors, storage_vectors, stored_vector, vectored
 from .wording import counted, shown
 from .writer import (
@@ -322,7 +331,7 @@ def ingest(
             with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
                 # what each root held before this run: new files never make a prune of all of that look partial
                 roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
-                pipeline.last_id_before = pipeline.last_memory_id() if roots else 0
+                pipeline.last_id_before = pipeline.last_memory_id()  # what a refusal holds is stored after it
                 refused = _ingest_files(pipeline, files, defaults, roots, prune_all, spared)
         except BrainBusy as ex:
             raise BrainBusy(
@@ -699,10 +708,14 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
     supersedes = validity.Supersedes(pipeline.conn)
     versions = {}  # {document id: the record it is an earlier version of}, as the run accepted them
     emptied = []
+    held = pipeline.every_held(FILE_HELD_KEY)  # records files refused as replaced: their new records are new still
+    judged, kept = {}, set()
     for path, fmt in files:
         report.files += 1
         seen, failed = {}, False
         before = set() if prune_all else pipeline.documents("source_path = ?", (path,))  # none of its written yet
+        if path in held:
+            before -= pipeline.new_since({path: held[path]})
         sessions = Sessions(hidden=partial(flagged, pipeline.conn), day=partial(_corrected_day, pipeline.conn))
         for item in _read(path, fmt):
             given = {"source": fmt.default_source, **defaults}
@@ -727,17 +740,23 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
             pipeline.add(item)
         if failed:
             continue  # a file with a bad record keeps the rest, so a typo never deletes memories
+        if path in held:
+            judged[path] = held[path]
         if before and not seen:
             # a file that held records and now holds none was emptied by a failed sync or a
             # full disk far more often than on purpose: its memories stay, and the ingest says so
             emptied.append(f"{path} holds no records now: the memories it held were kept (--prune-all removes them)")
+            kept.add(path)
         elif before and before <= pipeline.removable("source_path = ?", (path,), keep=seen):
-            # every record it held replaced by others: another file written over it, as likely as an edit
+            # every record it held replaced by others: another file written over it, as likely as an edit; and
+            # on the next run too, whose records its run stored are new still (review 128)
             emptied.append(pipeline.replaced(path, before))
+            kept.add(path)
         else:
             # records no longer in the file are gone from the brain too
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
     pipeline.write_pending()
+    pipeline.hold(judged, kept, FILE_HELD_KEY)
     live = _folders_of(path for path, _ in files)
     read = {path for path, _ in files}
     refused, told = [], set()  # a folder under two PATHs (vault vault/sub) is refused once (review 127, L1)
@@ -1112,7 +1131,7 @@ class _Pipeline:
         self.done = 0  # documents whose batch is written
         self.turns = Turns(conn)
         self.writer = DocumentWriter(conn, model_id, report)
-        self.last_id_before = 0  # the highest memory id before an ingest that prunes began writing (_hold)
+        self.last_id_before = 0  # the highest memory id before an ingest began writing (hold)
         if all_or_none:
             self.writer.mentioned = {"chunk": [], "entity": []}
         self.pending = []
@@ -1226,11 +1245,11 @@ class _Pipeline:
         """The highest memory id stored: a later memory's is higher (ids are never given twice)."""
         return self.conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0]
 
-    def _every_held(self):
-        """{folder: the last memory id stored before the run that first refused to prune
-        it} of the refusals that still hold (brain_meta's PRUNE_HELD_KEY); {} for none,
-        or for what plain SQL wrote there instead."""
-        row = self.conn.execute(f"select value from {META_TABLE} where key = ?", [PRUNE_HELD_KEY]).fetchone()
+    def every_held(self, key=PRUNE_HELD_KEY):
+        """{folder (or records file, for FILE_HELD_KEY): the last memory id stored before
+        the run that first refused to prune it} of the refusals that still hold (brain_meta's
+        `key`); {} for none, or for what plain SQL wrote there instead."""
+        row = self.conn.execute(f"select value from {META_TABLE} where key = ?", [key]).fetchone()
         try:
             held = json.loads(row[0]) if row else {}
         except (TypeError, ValueError):
@@ -1238,12 +1257,13 @@ class _Pipeline:
         return {f: m for f, m in held.items() if type(m) is int} if isinstance(held, dict) else {}
 
     def _held(self, root):
-        """_every_held's folders that are `root` or under it."""
-        return {f: m for f, m in self._every_held().items() if f == root or f.startswith(root + os.sep)}
+        """every_held's folders that are `root` or under it."""
+        return {f: m for f, m in self.every_held().items() if f == root or f.startswith(root + os.sep)}
 
-    def _new_since(self, held):
-        """The documents under each `held` folder (_held) all of whose memories were stored
-        after its refusal: new files to the prune guard still, though a run stored them."""
+    def new_since(self, held):
+        """The documents under each `held` folder or from each held file (every_held) all
+        of whose memories were stored after its refusal: new to the guard still, though a
+        run stored them."""
         found = set()
         for folder, mark in held.items():
             where, params = _documents_under(folder)
@@ -1256,21 +1276,22 @@ class _Pipeline:
             }
         return found
 
-    def _hold(self, root, held, refused):
-        """Record the folders under `root` refused now (`refused`) as held, each since the
-        run that first refused it (`held`), and forget those no longer refused."""
-        now = {folder: held.get(folder, self.last_id_before) for folder in refused}
+    def hold(self, held, refused, key=PRUNE_HELD_KEY):
+        """Record the folders (or files) refused now (`refused`) as held under brain_meta's
+        `key`, each since the run that first refused it, and forget those of `held` (those
+        the run judged, as held before) no longer refused."""
+        now = {name: held.get(name, self.last_id_before) for name in refused}
         if now == held:
             return
         with self._turn():
-            every = {f: m for f, m in self._every_held().items() if f not in held} | now
+            every = {name: m for name, m in self.every_held(key).items() if name not in held} | now
             if every:
                 self.conn.execute(
                     f"insert or replace into {META_TABLE} (key, value) values (?, ?)",
-                    [PRUNE_HELD_KEY, json.dumps(every, sort_keys=True)],
+                    [key, json.dumps(every, sort_keys=True)],
                 )
             else:
-                self.conn.execute(f"delete from {META_TABLE} where key = ?", [PRUNE_HELD_KEY])
+                self.conn.execute(f"delete from {META_TABLE} where key = ?", [key])
 
     def replaced(self, path, documents):
         """Why the `documents` of the records file `path`, none of them in it any more, were kept."""
@@ -1308,7 +1329,7 @@ class _Pipeline:
         # a file stored by a run that refused its folder is new still: the next run must not read the folder
         # as keeping one of its files, and prune what a drive unmounted took away (review 128)
         kept_back = self._held(root)
-        before = (before & set(held)) - self._new_since(kept_back)
+        before = (before & set(held)) - self.new_since(kept_back)
         paths = self._paths(before | set(doomed)) if doomed else {}
         # spared folders are found where they really are: a note stored through a link is matched there too
         doomed = [
@@ -1351,7 +1372,7 @@ class _Pipeline:
                         refused.setdefault(emptied[folder], []).append(document_id)
         kept = {document_id for documents in refused.values() for document_id in documents}
         self._remove(*under, gone=there, only=set(doomed) - kept)
-        self._hold(root, kept_back, {folder for folder, why in refused if why in HELD_REFUSALS})
+        self.hold(kept_back, {folder for folder, why in refused if why in HELD_REFUSALS})
         return [(folder, self._refusal(folder, why, documents)) for (folder, why), documents in sorted(refused.items())]
 
     def _paths(self, documents):

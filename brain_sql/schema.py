@@ -286,6 +286,8 @@ RETIRED_VECTORS = "vec_knowledge_retired"
 REINDEX_KEY = "reindexing"  # brain_meta's key naming the reindex the staged table is for
 # brain_meta's key holding the folders ingest --prune refused (pipeline._held): {folder: the last memory id before}
 PRUNE_HELD_KEY = "prune_refused"
+# and the records files ingest kept the records of, every one replaced by others: {path: the last memory id before}
+FILE_HELD_KEY = "replaced_refused"
 REINDEX_BATCH = 512  # memories embedded, then staged in one short transaction
 REINDEX_LABELS = 2048  # memories the new model is written on in one short transaction
 REINDEX_FINAL_AT_MOST = 256  # memories changed meanwhile that the switch's own transaction embeds

@@ -459,8 +459,13 @@ def test_a_records_file_replaced_keeps_its_memories_unless_confirmed(run, db_pat
     assert "--prune-all" in said
     conn = brain_sql.connect(db_path)
     assert rows(conn, "select external_id from knowledge order by 1") == [("r1",), ("r2",), ("r3",)]
+    # and the next run, whose "r3" the run before stored: a new record still, not one the file kept (review 128)
+    result = run("brain", "ingest", db_path, crm, *prune)
+    assert result.exit_code == 1 and "that would remove all 2 memories" in " ".join(result.output.split())
+    assert rows(conn, "select external_id from knowledge order by 1") == [("r1",), ("r2",), ("r3",)]
     result = ingest_ok(run, db_path, crm, extra=["--prune-all"])
     assert "2 removed" in result.output
+    assert rows(conn, "select count(*) from brain_meta where key = 'replaced_refused'") == [(0,)]  # forgotten
     assert rows(conn, "select external_id from knowledge order by 1") == [("r3",)]
     write(crm, '{"_id": "r3", "text": "third"}\n{"_id": "r4", "text": "fourth"}\n')
     ingest_ok(run, db_path, crm)
