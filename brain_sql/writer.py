@@ -9,6 +9,7 @@ and entity is queued for mention matching in the same transaction.
 import bisect
 import functools
 import json
+import re
 import math
 import time
 from collections import Counter, defaultdict
@@ -355,10 +356,16 @@ def _decision_mark(external_id, content, scope, klass, session=None, record=None
 
 def _record_key(document_id, source_path):
     """A record's key in its file: its _id, or for one without, the hash of its text
-    and fields (records.record_document), which its copy in another file keeps. None
-    for a note, whose path is its document's id."""
+    and fields (records.record_document), which its copy in another file keeps, but
+    the ~2 of a turn said again (pipeline._said_again: its place among the sayings of
+    one file, review 128). None for a note, whose path is its document's id."""
     prefix = f"{source_path}#" if source_path else None
-    return document_id[len(prefix) :] if prefix and document_id and document_id.startswith(prefix) else None
+    if not (prefix and document_id and document_id.startswith(prefix)):
+        return None
+    return _SAID_AGAIN.sub("", document_id[len(prefix) :])
+
+
+_SAID_AGAIN = re.compile(r"~[0-9]+$")
 
 
 def _carried_whole(mark, origins, copies, removed):

@@ -881,6 +881,18 @@ def test_a_record_without_an_id_keeps_its_decision_moved_and_a_new_one_saying_th
     (folder / "moved.jsonl").write_text(json.dumps(line) + "\n")
     report = brain_sql.ingest(conn, [folder])
     assert report.chunks_carried_decision == 1, report.summary()
+    # a turn said again is stored as its saying's second (~2): moved alone, it is the same record (review 128)
+    said_twice = "Sounds good, let's ship the release on Friday then."
+    turns = ["What is the plan for the release?", said_twice, "Is Friday fine for QA too?", said_twice]
+    chat = [json.dumps({"speaker": "user", "session_id": "s1", "text": text}) for text in turns]
+    (folder / "chat.jsonl").write_text("\n".join(chat) + "\n")
+    brain_sql.ingest(conn, [folder])
+    [second] = rows(conn, "select id from knowledge where content = ? and document_id like '%~2'", [said_twice])
+    brain_sql.archive(conn, list(second))
+    (folder / "chat.jsonl").write_text("\n".join(chat[:3]) + "\n")
+    (folder / "chat-2.jsonl").write_text(chat[3] + "\n")
+    assert brain_sql.ingest(conn, [folder]).chunks_carried_decision == 1
+    assert rows(conn, "select relevance_tier from knowledge where source_path like '%chat-2.jsonl'") == [(0,)]
     assert rows(
         conn, "select relevance_tier, source_path like '%moved.jsonl' from knowledge where content = ?", [said]
     ) == [(0, 1)]
