@@ -9,8 +9,8 @@ and entity is queued for mention matching in the same transaction.
 import bisect
 import functools
 import json
-import re
 import math
+import re
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
