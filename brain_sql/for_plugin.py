@@ -52,6 +52,7 @@ _MODULE_OF = {
     "unknown_parameters": ".fields",
     "recall_params_error": ".functions",
     "interruptions": ".functions",
+    "failures": ".functions",
     "say_input_errors": ".functions",
     "derived_from_knowledge": ".schema",
     "derived_from_every_table": ".schema",
@@ -148,6 +149,7 @@ __all__ = [
     "unknown_parameters",
     "recall_params_error",
     "interruptions",
+    "failures",
     # `sqlite-utils query`: a brain_* function's refusal said in one line on stderr, as Datasette logs it
     "say_input_errors",
     # the wording of messages and pages

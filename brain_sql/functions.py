@@ -159,6 +159,7 @@ def _sql_function(conn, name, function):
             with in_statement(conn):
                 return function(*args)
         except (InputError, ModelError) as ex:  # a model not installed here: what to run, one line
+            _failed()
             _mark(ex, name)
             raise
         except Exception as ex:
@@ -168,6 +169,7 @@ def _sql_function(conn, name, function):
                 error = sqlite3.OperationalError("interrupted: a time limit stopped the statement calling it")
                 _mark(error, name)
                 raise error from ex
+            _failed()
             if _not_a_brain(conn):
                 error = InputError(f"{name} needs a brain, and this database is not one (it has no brain_meta model)")
                 _mark(error, name)
@@ -205,6 +207,7 @@ def _mark(error, name):
 
 
 _interruptions = 0  # brain_* function calls a time limit stopped in this process (interruptions)
+_failures = 0  # and those that failed otherwise (failures)
 
 
 def interruptions() -> int:
@@ -212,6 +215,18 @@ def interruptions() -> int:
     process so far: SQLite tells the statement calling one only that it failed, so a
     server tells a time limit from a brain that needs check by this count's change."""
     return _interruptions
+
+
+def failures() -> int:
+    """How many brain_* function calls have failed in this process otherwise than cut
+    by a time limit: a server tells a brain that could not answer (its log line says
+    why) from SQL that failed elsewhere by this count's change."""
+    return _failures
+
+
+def _failed():
+    global _failures
+    _failures += 1
 
 
 _STEPS = "with recursive n(i) as (select 1 union all select i + 1 from n where i < 1000) select count(*) from n"

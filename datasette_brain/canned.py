@@ -54,6 +54,10 @@ OWN_LIMIT = (
     "the recall query stopped before it finished, within the _timelimit given: raise it, or ask the query's "
     "JSON (recall.json) why"
 )
+FAILED_ELSEWHERE = (
+    "the recall query failed outside the brain's functions (a lock, the disk, a damaged file?): its JSON "
+    "(recall.json) says why; try again shortly"
+)
 NEEDS_CHECK = (
     "the recall query stopped: this brain could not answer it (the server's log says why): run sqlite-utils brain check"
 )
@@ -83,9 +87,12 @@ async def answer(app, datasette, scope, receive, send):
     Its CSV is Datasette's 200 whatever happened, a failed query's a bare line end
     where any answer's has the columns' names first (review 113): held until those
     come, and failed if they do not, as a brain_* function's error is."""
-    held, began, interrupted = [], time.perf_counter(), for_plugin.interruptions()
+    held, began, interrupted, failures = [], time.perf_counter(), for_plugin.interruptions(), for_plugin.failures()
     args = Request(scope, receive).args
-    csv = (scope["path"].endswith(".csv") or args.get("_format") == "csv") and args.get("_header") != "off"
+    # with no header row, or a trace's page before it, nothing tells a failure from an answer
+    csv = (scope["path"].endswith(".csv") or args.get("_format") == "csv") and not (
+        args.get("_header") == "off" or args.get("_trace")
+    )
 
     async def holding(message):
         if not held and not (message["type"] == "http.response.start" and (message["status"] in (400, 500) or csv)):
@@ -100,8 +107,8 @@ async def answer(app, datasette, scope, receive, send):
             return
         if message["type"] == "http.response.body" and not message.get("more_body"):
             late = (time.perf_counter() - began) * 1000 >= datasette.setting("sql_time_limit_ms")
-            if held[0]["status"] == 200:  # a CSV with no columns
-                cut, failed = late or for_plugin.interruptions() != interrupted, True
+            if held[0]["status"] == 200:  # a CSV with no columns: a brain_* function failed, or SQL elsewhere
+                cut, failed = late or for_plugin.interruptions() != interrupted, for_plugin.failures() != failures
             elif held[0]["status"] == 500:
                 cut, failed = late, False  # anything else's 500 is sent as it is
             elif FUNCTION_FAILED in body:
@@ -120,6 +127,7 @@ async def _answered(datasette, scope, args, held, cut, failed, send):
     error = for_plugin.recall_params_error({name: args.get(name) for name in args})
     said = held[0]["status"] != 200  # Datasette's page or JSON names what failed
     failed = failed and not (error and said)
+    retry = {"Retry-After": str(tools.RETRY_AFTER_SECONDS)}
     if said and ("_timelimit" in args or not (cut or failed)):
         for part in held:
             await send(part)
@@ -128,7 +136,8 @@ async def _answered(datasette, scope, args, held, cut, failed, send):
     elif "_timelimit" in args:
         await (await html_errors.datasette_error(datasette, scope, OWN_LIMIT, 400)).asgi_send(send)
     elif cut:
-        retry = {"Retry-After": str(tools.RETRY_AFTER_SECONDS)}
         await (await html_errors.datasette_error(datasette, scope, CUT_SHORT, 503, retry)).asgi_send(send)
-    else:
+    elif failed:
         await (await html_errors.datasette_error(datasette, scope, NEEDS_CHECK, 409)).asgi_send(send)
+    else:  # a CSV's query failed outside the brain_* functions, which Datasette's CSV does not say: a 503
+        await (await html_errors.datasette_error(datasette, scope, FAILED_ELSEWHERE, 503, retry)).asgi_send(send)

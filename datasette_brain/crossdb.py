@@ -74,6 +74,7 @@ class Known(NamedTuple):
 
     protected: frozenset
     files: frozenset  # realpaths and (device, inode) pairs
+    paths: tuple = ()  # the protected files' realpaths, whose tables' names Guard.names reads
 
     def holds(self, file):
         return file is not None and (file.real in self.files or file.identity in self.files)
@@ -81,9 +82,39 @@ class Known(NamedTuple):
 
 class Guard:
     """What the authorizers of one Datasette instance's connections know: nothing
-    until startup, then which databases and files are protected."""
+    until startup, then which databases and files are protected, and the names of
+    the protected files' tables and views."""
 
-    known = None  # Known
+    known: Known | None = None
+
+    def __init__(self):
+        self._lock = threading.Lock()  # authorizers run on every executor thread
+        self._readers = {}  # a protected file's realpath -> a read-only connection to it
+        self._names = {}  # realpath -> (its schema_version, the lower-case names of its tables and views)
+
+    def names(self):
+        """The lower-case names of the protected files' tables and views (a table a
+        user added included), read again when a file's schema changed; None when one
+        cannot be read (its names unknown: refuse)."""
+        found: set[str] = set()
+        if self.known is None:
+            return None
+        with self._lock:
+            for path in self.known.paths:
+                try:
+                    reader = self._readers.get(path)
+                    if reader is None:
+                        reader = self._readers[path] = sqlite3.connect(
+                            f"file:{urllib.parse.quote(path)}?mode=ro", uri=True, check_same_thread=False, timeout=0
+                        )  # a file locked past a read is refused, not waited for
+                    version = reader.execute("pragma schema_version").fetchone()[0]
+                    if self._names.get(path, (None,))[0] != version:
+                        rows = reader.execute("select name from sqlite_master where type in ('table', 'view')")
+                        self._names[path] = (version, frozenset(name.lower() for (name,) in rows if name))
+                except sqlite3.Error:
+                    return None
+                found |= self._names[path][1]
+        return found
 
 
 class ConnectionGuard:
@@ -105,6 +136,8 @@ class ConnectionGuard:
             self.detaching(table)
         if schema is None and action == sqlite3.SQLITE_READ and table is not None:
             return self.unqualified(table)
+        if schema is None and action == sqlite3.SQLITE_PRAGMA and column is not None:  # pragma_table_info('t')
+            return self.unqualified(column)
         if schema is None or schema in OWN_SCHEMAS:  # first of the reads: it is every read a brain's recall makes
             return sqlite3.SQLITE_OK
         known = self.guard.known
@@ -123,17 +156,21 @@ class ConnectionGuard:
 
     def unqualified(self, table):
         """A read of no column (count(*), a row's existence) of a table named without
-        its schema: SQLite names no schema for it, and it may be any attached
-        database's, a table added to a protected brain's file included (review 111:
-        its row count answered). Any table is refused when the connection has a
-        protected brain attached, or one it cannot judge: named with its database,
-        it is judged by that database's file."""
+        its schema, or a pragma's of one (pragma_table_info('t')): SQLite names no
+        schema for it, and it may be any attached database's, a table added to a
+        protected brain's file included (review 111: its row count answered). When
+        the connection has a protected brain attached, a name of a brain's table, or
+        of a protected file's table or view, is refused (named with its database, it
+        is judged by that database's file); when it has one it cannot judge (before
+        startup, an ATTACH of a file it could not tell), any name is. A CTE's or a
+        table-valued function's name is no table's (review 128)."""
         known = self.guard.known
-        if self.suspect or (
-            self.schemas and (known is None or any(known.holds(file) for file in self.schemas.values()))
-        ):
+        if not (self.suspect or (self.schemas and (known is None or any(map(known.holds, self.schemas.values()))))):
+            return sqlite3.SQLITE_OK
+        if self.suspect or known is None or for_plugin.brain_table(table):
             return sqlite3.SQLITE_DENY
-        return sqlite3.SQLITE_OK
+        names = self.guard.names()
+        return sqlite3.SQLITE_DENY if names is None or table.lower() in names else sqlite3.SQLITE_OK
 
     def attaching(self, filename):
         if self.expected:
@@ -211,7 +248,7 @@ async def learn(datasette):
     protected = [name for name in names if not await _readable_by_anyone(datasette, name)]
     files = [File.of(datasette.databases[name].path) for name in protected if datasette.databases[name].path]
     keys = {key for file in files if file is not None for key in file}
-    _guard(datasette).known = Known(frozenset(protected), frozenset(keys))
+    _guard(datasette).known = Known(frozenset(protected), frozenset(keys), tuple(sorted({f.real for f in files if f})))
 
 
 def explain(datasette, error):

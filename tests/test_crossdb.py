@@ -93,7 +93,10 @@ async def test_a_canned_query_of_memory_reads_nothing_of_it(secret_brain):
 async def test_a_table_added_to_a_protected_brain_gives_no_count_to_unqualified_sql(secret_brain, tmp_path):
     """A read of no column of a table named without its database is told by SQLite
     with no database: only a brain's own table names were refused, so a table added
-    to a protected brain's file answered its row count (review 111, L1)."""
+    to a protected brain's file answered its row count (review 111, L1), and its
+    columns to pragma_table_info. The protected files' tables are known by name, read
+    again when one's schema changes; a CTE, a table-valued function or another
+    database's table answers as SQLite does (review 128, L1)."""
     path = tmp_path / "brain.db"
     path.write_bytes(secret_brain.read_bytes())
     with sqlite3.connect(path) as conn:
@@ -104,15 +107,28 @@ async def test_a_table_added_to_a_protected_brain_gives_no_count_to_unqualified_
         conn.execute("create table t (x)")
         conn.execute("insert into t values (1)")
     datasette = Datasette([str(path), str(other)], crossdb=True, metadata=DENY)
-    for sql in ("select count(*) from dest", "select 1 from dest", "select exists(select 1 from dest)"):
+    hidden = ["select count(*) from dest", "select 1 from dest", "select exists(select 1 from DEST)"]
+    for sql in [
+        *hidden,
+        "select name from pragma_table_info('dest')",
+        "select count(*) from pragma_index_list('dest')",
+    ]:
         assert await refused(datasette, "/_memory.json", sql), sql
-    named = await datasette.client.get("/_memory.json", params={"sql": "select count(*) from other.t"})
-    assert named.status_code == 200 and named.json()["rows"] == [[1]]
-    assert await refused(datasette, "/_memory.json", "select count(*) from t")  # t may be any database's
-    page = await datasette.client.get("/_memory", params={"sql": "select count(*) from t"})
+    page = await datasette.client.get("/_memory", params={"sql": "select count(*) from dest"})
     assert "name it, as in db.table" in page.text
-    alone = Datasette([str(other)], crossdb=True)  # no protected brain attached: as SQLite answers
-    assert (await alone.client.get("/_memory.json", params={"sql": "select count(*) from t"})).json()["rows"] == [[1]]
+    answered = {
+        "select count(*) from other.t": 1,
+        "select count(*) from t": 1,
+        "select count(*) from json_each('[1, 2]')": 2,
+        "with recursive c(n) as (select 1 union all select n + 1 from c where n < 5) select count(*) from c": 5,
+    }
+    for sql, count in answered.items():
+        response = await datasette.client.get("/_memory.json", params={"sql": sql})
+        assert response.status_code == 200 and response.json()["rows"] == [[count]], sql
+    with sqlite3.connect(path) as conn:  # added while the server runs
+        conn.execute("create table later (x)")
+        conn.execute("insert into later values (1)")
+    assert await refused(datasette, "/_memory.json", "select count(*) from later")
 
 
 @pytest.mark.asyncio

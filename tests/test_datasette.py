@@ -1,6 +1,7 @@
 """Datasette integration: metadata.yml, the canned recall query, the decay facet,
 the decayed review JSON, and links from menus and actions."""
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -178,6 +179,26 @@ async def test_the_canned_recall_query_cut_by_the_time_limit_is_a_503(demo):
     assert theirs.status_code == 400 and "Retry-After" not in theirs.headers  # Datasette's own refusal
     form = await datasette.client.get("/demo/recall", params={"q": "graph leg", "k": "abc"})
     assert form.status_code == 400 and 'name="k"' in form.text  # Datasette's page, the form kept
+
+
+@pytest.mark.asyncio
+async def test_the_canned_recall_querys_csv_failing_outside_the_brains_functions_is_a_503(demo, tmp_path):
+    """Datasette's CSV of a failed query says nothing of why: one that failed in no
+    brain_* function and was not cut (here SQLite's "no such column" of a brain whose
+    column plain SQL renamed) is a 503 pointing at its JSON, not a 409 "run check",
+    nor Datasette's 200 (review 128)."""
+    path = tmp_path / "demo.db"
+    shutil.copy(demo, path)
+    conn = brain_sql.connect(path)
+    with conn:
+        conn.execute("alter table knowledge rename column heading_path to heading")
+    conn.close()
+    datasette = Datasette([str(path)], metadata=METADATA)
+    answer = await datasette.client.get("/demo/recall.csv", params={"q": "graph leg"})
+    assert answer.status_code == 503 and answer.headers["Retry-After"] and "recall.json" in answer.text
+    assert "run sqlite-utils brain check" not in answer.text
+    traced = await datasette.client.get("/demo/recall.csv", params={"q": "graph leg", "_trace": "1"})
+    assert traced.status_code == 200  # a trace's page comes before any header row: Datasette's, as documented
 
 
 @pytest.mark.asyncio
