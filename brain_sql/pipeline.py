@@ -9,6 +9,7 @@ in short transactions that other writers take turns with (each document whole;
 retried one savepoint per document when one fails), and pruning what is gone.
 """
 
+import bisect
 import contextlib
 import json
 import os
@@ -331,7 +332,8 @@ def ingest(
             with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
                 # what each root held before this run: new files never make a prune of all of that look partial
                 roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
-                pipeline.last_id_before = pipeline.last_memory_id()  # what a refusal holds is stored after it
+                walked = [str(Path(p).resolve()) for p in paths if Path(p).is_dir()]
+                pipeline.hold_before_writing(files, [root for root in walked if _decodable(root, "")])
                 refused = _ingest_files(pipeline, files, defaults, roots, prune_all, spared)
         except BrainBusy as ex:
             raise BrainBusy(
@@ -709,13 +711,13 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
     versions = {}  # {document id: the record it is an earlier version of}, as the run accepted them
     emptied = []
     held = pipeline.every_held(FILE_HELD_KEY)  # records files refused as replaced: their new records are new still
-    judged, kept = {}, set()
+    judged, kept = set(), {}
     for path, fmt in files:
         report.files += 1
         seen, failed = {}, False
         before = set() if prune_all else pipeline.documents("source_path = ?", (path,))  # none of its written yet
         if path in held:
-            before -= pipeline.new_since({path: held[path]})
+            before &= held[path]
         sessions = Sessions(hidden=partial(flagged, pipeline.conn), day=partial(_corrected_day, pipeline.conn))
         for item in _read(path, fmt):
             given = {"source": fmt.default_source, **defaults}
@@ -741,22 +743,23 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
         if failed:
             continue  # a file with a bad record keeps the rest, so a typo never deletes memories
         if path in held:
-            judged[path] = held[path]
+            judged.add(path)
         if before and not seen:
             # a file that held records and now holds none was emptied by a failed sync or a
             # full disk far more often than on purpose: its memories stay, and the ingest says so
             emptied.append(f"{path} holds no records now: the memories it held were kept (--prune-all removes them)")
-            kept.add(path)
+            kept[path] = before
         elif before and before <= pipeline.removable("source_path = ?", (path,), keep=seen):
             # every record it held replaced by others: another file written over it, as likely as an edit; and
-            # on the next run too, whose records its run stored are new still (review 128)
+            # on the next run too, whose records its run stored are new still (review 128): held at once
             emptied.append(pipeline.replaced(path, before))
-            kept.add(path)
+            kept[path] = before
+            pipeline.hold({path: before}, (), FILE_HELD_KEY)
         else:
             # records no longer in the file are gone from the brain too
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
     pipeline.write_pending()
-    pipeline.hold(judged, kept, FILE_HELD_KEY)
+    pipeline.hold(kept, judged, FILE_HELD_KEY)
     live = _folders_of(path for path, _ in files)
     read = {path for path, _ in files}
     refused, told = [], set()  # a folder under two PATHs (vault vault/sub) is refused once (review 127, L1)
@@ -1131,7 +1134,6 @@ class _Pipeline:
         self.done = 0  # documents whose batch is written
         self.turns = Turns(conn)
         self.writer = DocumentWriter(conn, model_id, report)
-        self.last_id_before = 0  # the highest memory id before an ingest began writing (hold)
         if all_or_none:
             self.writer.mentioned = {"chunk": [], "entity": []}
         self.pending = []
@@ -1241,57 +1243,106 @@ class _Pipeline:
         """The ids of the documents from files under `root`."""
         return self.documents(*_documents_under(root))
 
-    def last_memory_id(self):
-        """The highest memory id stored: a later memory's is higher (ids are never given twice)."""
-        return self.conn.execute("select coalesce(max(id), 0) from knowledge").fetchone()[0]
-
     def every_held(self, key=PRUNE_HELD_KEY):
-        """{folder (or records file, for FILE_HELD_KEY): the last memory id stored before
-        the run that first refused to prune it} of the refusals that still hold (brain_meta's
-        `key`); {} for none, or for what plain SQL wrote there instead."""
+        """{folder (or records file, for FILE_HELD_KEY): the documents it held when a run
+        first refused to prune it} of the refusals that still hold (brain_meta's `key`);
+        {} for none, or for what plain SQL wrote there instead."""
         row = self.conn.execute(f"select value from {META_TABLE} where key = ?", [key]).fetchone()
         try:
             held = json.loads(row[0]) if row else {}
         except (TypeError, ValueError):
             return {}
-        return {f: m for f, m in held.items() if type(m) is int} if isinstance(held, dict) else {}
+        if not isinstance(held, dict):
+            return {}
+        return {
+            name: frozenset(ids)
+            for name, ids in held.items()
+            if isinstance(ids, list) and all(isinstance(i, str) for i in ids)
+        }
 
-    def _held(self, root):
-        """every_held's folders that are `root` or under it."""
-        return {f: m for f, m in self.every_held().items() if f == root or f.startswith(root + os.sep)}
+    def held_over(self, root, key=PRUNE_HELD_KEY):
+        """every_held's entries that are `root`, under it, or over it (a hold made for
+        the vault holds for a run given one of its folders)."""
+        return {
+            f: ids
+            for f, ids in self.every_held(key).items()
+            if f == root or f.startswith(root + os.sep) or root.startswith(f + os.sep)
+        }
 
-    def new_since(self, held):
-        """The documents under each `held` folder or from each held file (every_held) all
-        of whose memories were stored after its refusal: new to the guard still, though a
-        run stored them."""
+    def new_under(self, root, held):
+        """The stored documents under `root` that a `held` folder (or file) it is, or is
+        under or over, did not hold when it was refused: new to the guard still,
+        whichever run stored them (a refused one, a plain ingest, one stopped)."""
         found = set()
-        for folder, mark in held.items():
-            where, params = _documents_under(folder)
-            found |= {
-                row[0]
-                for row in self.conn.execute(
-                    f"select document_id from knowledge where {where} group by document_id having min(id) > ?",
-                    [*params, mark],
-                )
-            }
+        for name, ids in held.items():
+            inner = name if name.startswith(root + os.sep) else root
+            found |= self.documents(*_documents_under(inner)) - ids
         return found
 
-    def hold(self, held, refused, key=PRUNE_HELD_KEY):
-        """Record the folders (or files) refused now (`refused`) as held under brain_meta's
-        `key`, each since the run that first refused it, and forget those of `held` (those
-        the run judged, as held before) no longer refused."""
-        now = {name: held.get(name, self.last_id_before) for name in refused}
-        if now == held:
+    def hold(self, refused, judged, key=PRUNE_HELD_KEY):
+        """Record `refused` ({folder or file: the documents it held}) as held under
+        brain_meta's `key`, and forget those of `judged` (the names this run judged)
+        not refused now, and any whose documents are all gone (pruned, or deleted)."""
+        every = self.every_held(key)
+        kept = {name: ids for name, ids in every.items() if name not in judged or name in refused}
+        kept |= {name: frozenset(ids) | kept.get(name, frozenset()) for name, ids in refused.items()}
+        kept = {name: ids for name, ids in kept.items() if ids and self._any_stored(ids)}
+        if kept == every:
             return
         with self._turn():
-            every = {name: m for name, m in self.every_held(key).items() if name not in held} | now
-            if every:
+            if kept:
+                value = {name: sorted(ids) for name, ids in sorted(kept.items())}
                 self.conn.execute(
-                    f"insert or replace into {META_TABLE} (key, value) values (?, ?)",
-                    [key, json.dumps(every, sort_keys=True)],
+                    f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [key, json.dumps(value)]
                 )
             else:
                 self.conn.execute(f"delete from {META_TABLE} where key = ?", [key])
+
+    def hold_before_writing(self, files, roots):
+        """Hold, before this run writes a file, each folder under the directories
+        `roots` that gets a new file while none of the files it held is among the
+        run's `files` (a "not mounted" note in an unmounted drive's mount point): a
+        run that stores that note without judging a prune (a plain ingest, one
+        stopped) must leave the next --prune reading it as new (review 129). One read
+        of the paths stored under each root; a folder new to the brain costs nothing."""
+        found = sorted(path for path, _ in files)
+        refused = {}
+        for root in roots:
+            where, params = _documents_under(root)
+            query = f"select distinct source_path from documents where {where} order by source_path"
+            ordered = [row[0] for row in self.conn.execute(query, params)]
+            if not ordered:
+                continue
+            stored = set(ordered)
+            low, high = bisect.bisect_left(found, root + os.sep), bisect.bisect_left(found, root + chr(ord(os.sep) + 1))
+            under = found[low:high]
+            for folder in sorted({os.path.dirname(p) for p in under if p not in stored}):
+                outer = None
+                while folder == root or folder.startswith(root + os.sep):
+                    inside = folder + os.sep
+                    at = bisect.bisect_left(ordered, inside)
+                    if at == len(ordered) or not ordered[at].startswith(inside):
+                        break  # a folder new to the brain: nothing it held is gone
+                    first, last = (
+                        bisect.bisect_left(under, inside),
+                        bisect.bisect_left(under, folder + chr(ord(os.sep) + 1)),
+                    )
+                    if any(p in stored for p in under[first:last]):
+                        break  # it keeps one of its files
+                    outer, folder = folder, os.path.dirname(folder)
+                if outer is not None and not any(outer == f or outer.startswith(f + os.sep) for f in refused):
+                    refused[outer] = self.documents(*_documents_under(outer))
+        if refused:
+            self.hold(refused, ())
+
+    def _any_stored(self, ids):
+        return (
+            self.conn.execute(
+                "select 1 from documents where document_id in (select value from json_each(?)) limit 1",
+                [json.dumps(sorted(ids))],
+            ).fetchone()
+            is not None
+        )
 
     def replaced(self, path, documents):
         """Why the `documents` of the records file `path`, none of them in it any more, were kept."""
@@ -1328,8 +1379,8 @@ class _Pipeline:
         held, doomed = self.writer.removable(*under, gone=there)
         # a file stored by a run that refused its folder is new still: the next run must not read the folder
         # as keeping one of its files, and prune what a drive unmounted took away (review 128)
-        kept_back = self._held(root)
-        before = (before & set(held)) - self.new_since(kept_back)
+        kept_back = self.held_over(root)
+        before = (before & set(held)) - self.new_under(root, kept_back)
         paths = self._paths(before | set(doomed)) if doomed else {}
         # spared folders are found where they really are: a note stored through a link is matched there too
         doomed = [
@@ -1372,7 +1423,9 @@ class _Pipeline:
                         refused.setdefault(emptied[folder], []).append(document_id)
         kept = {document_id for documents in refused.values() for document_id in documents}
         self._remove(*under, gone=there, only=set(doomed) - kept)
-        self.hold(kept_back, {folder for folder, why in refused if why in HELD_REFUSALS})
+        judged = {f for f in kept_back if f == root or f.startswith(root + os.sep)}  # not a hold over the root
+        now = {f: self.documents(*_documents_under(f)) & before for f, why in refused if why in HELD_REFUSALS}
+        self.hold(now, judged)
         return [(folder, self._refusal(folder, why, documents)) for (folder, why), documents in sorted(refused.items())]
 
     def _paths(self, documents):

@@ -284,9 +284,9 @@ def vec_triggers():
 STAGED_VECTORS = "vec_knowledge_staged"
 RETIRED_VECTORS = "vec_knowledge_retired"
 REINDEX_KEY = "reindexing"  # brain_meta's key naming the reindex the staged table is for
-# brain_meta's key holding the folders ingest --prune refused (pipeline._held): {folder: the last memory id before}
+# brain_meta's key holding the folders ingest --prune refused (pipeline.every_held): {folder: the documents it held}
 PRUNE_HELD_KEY = "prune_refused"
-# and the records files ingest kept the records of, every one replaced by others: {path: the last memory id before}
+# and the records files ingest kept the records of, every one replaced by others: {path: the documents it held}
 FILE_HELD_KEY = "replaced_refused"
 REINDEX_BATCH = 512  # memories embedded, then staged in one short transaction
 REINDEX_LABELS = 2048  # memories the new model is written on in one short transaction

@@ -99,6 +99,46 @@ def test_numbers_past_pythons_digit_limit_and_deep_nesting_skip_one_record(tmp_p
     ]
 
 
+def test_a_folder_held_back_stays_held_whichever_run_stored_its_new_note_and_whatever_holds_it(tmp_path):
+    """A "not mounted" note stored in an unmounted drive's mount point read, on the
+    next --prune, as a file the folder kept, and the rest was pruned: when a refused
+    run stored it (review 128), a plain ingest did (review 129, H4), or the refusal
+    moved from the folder to the vault's root and back (H1). The brain holds each
+    refused folder with the documents it held; a file of those back, edited or not,
+    is one it kept (M1)."""
+    vault = tmp_path / "vault"
+    for name in ("sub/a0.md", "sub/a1.md", "sub/a2.md", "x.md"):
+        write(vault / name, f"# {Path(name).stem}\n\nThe note {name} holds.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [vault])
+    count = "select count(*) from knowledge"
+    held = rows(conn, count)[0][0]
+    away = tmp_path / "away"
+    (vault / "sub").rename(away)
+    write(vault / "sub" / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
+    brain_sql.ingest(conn, [vault])  # an hourly plain ingest stores the note first
+    for _ in range(2):
+        with pytest.raises(brain_sql.PruneRefused, match="it holds only new ones"):
+            brain_sql.ingest(conn, [vault], prune=True)
+        assert rows(conn, count) == [(held + 1,)]
+    (vault / "x.md").rename(tmp_path / "x.md")  # the root's files gone too: the refusal moves to the root
+    for _ in range(2):
+        with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault} was pruned"):
+            brain_sql.ingest(conn, [vault], prune=True)
+        assert rows(conn, count) == [(held + 1,)]
+    (tmp_path / "x.md").rename(vault / "x.md")  # and back to the folder
+    with pytest.raises(brain_sql.PruneRefused, match="it holds only new ones"):
+        brain_sql.ingest(conn, [vault], prune=True)
+    (vault / "sub" / "NOT_MOUNTED.md").unlink()  # remounted, one note edited meanwhile, one deleted
+    (vault / "sub").rmdir()
+    (away / "a1.md").unlink()
+    (away / "a0.md").write_text("# a0\n\nEdited while the drive was away.\n")
+    away.rename(vault / "sub")
+    report = brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(conn, "select title from knowledge order by 1") == [("a0",), ("a2",), ("x",)], report.summary()
+    assert rows(conn, "select count(*) from brain_meta where key = 'prune_refused'") == [(0,)]
+
+
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
     """PruneRefused names the folder; nothing under it is removed, another root's
     files and its pruning still go in, and the exception carries the report."""
