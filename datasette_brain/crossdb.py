@@ -89,31 +89,39 @@ class Guard:
 
     def __init__(self):
         self._lock = threading.Lock()  # authorizers run on every executor thread
-        self._readers = {}  # a protected file's realpath -> a read-only connection to it
-        self._names = {}  # realpath -> (its schema_version, the lower-case names of its tables and views)
+        self._readers = {}  # a protected file's realpath -> (the File it opened, a read-only connection to it)
+        self._names = {}  # realpath -> (File, its schema_version, the lower-case names of its tables, views, indexes)
 
     def names(self):
-        """The lower-case names of the protected files' tables and views (a table a
-        user added included), read again when a file's schema changed; None when one
-        cannot be read (its names unknown: refuse)."""
+        """The lower-case names of the protected files' tables, views and indexes (a
+        table a user added included: an index's names its columns to pragma_index_info),
+        read again when a file's schema changed or another file took its path (a
+        restore, review 129); None when one cannot be read (its names unknown: refuse)."""
         found: set[str] = set()
         if self.known is None:
             return None
         with self._lock:
             for path in self.known.paths:
+                file = File.of(path)
+                if file is None:
+                    return None
                 try:
-                    reader = self._readers.get(path)
-                    if reader is None:
-                        reader = self._readers[path] = sqlite3.connect(
+                    opened, reader = self._readers.get(path, (None, None))
+                    if opened != file:
+                        if reader is not None:
+                            reader.close()
+                        reader = sqlite3.connect(
                             f"file:{urllib.parse.quote(path)}?mode=ro", uri=True, check_same_thread=False, timeout=0
                         )  # a file locked past a read is refused, not waited for
+                        self._readers[path] = (file, reader)
                     version = reader.execute("pragma schema_version").fetchone()[0]
-                    if self._names.get(path, (None,))[0] != version:
-                        rows = reader.execute("select name from sqlite_master where type in ('table', 'view')")
-                        self._names[path] = (version, frozenset(name.lower() for (name,) in rows if name))
+                    if self._names.get(path, (None, None))[:2] != (file, version):
+                        rows = reader.execute("select name from sqlite_master where type in ('table', 'view', 'index')")
+                        names = frozenset(str(name).lower() for (name,) in rows if name is not None)
+                        self._names[path] = (file, version, names)
                 except sqlite3.Error:
                     return None
-                found |= self._names[path][1]
+                found |= self._names[path][2]
         return found
 
 

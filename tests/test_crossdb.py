@@ -129,6 +129,19 @@ async def test_a_table_added_to_a_protected_brain_gives_no_count_to_unqualified_
         conn.execute("create table later (x)")
         conn.execute("insert into later values (1)")
     assert await refused(datasette, "/_memory.json", "select count(*) from later")
+    copy = tmp_path / "copy.db"  # a restore: another file takes the brain's path (review 129)
+    with sqlite3.connect(path) as conn:
+        conn.execute("pragma wal_checkpoint(truncate)")  # no frame of the file replaced is read over the new one
+    copy.write_bytes(path.read_bytes())
+    conn = sqlite3.connect(copy)
+    with conn:
+        conn.execute('create table "" (y unique)')
+        conn.execute("create table restored (z)")
+    conn.close()  # the last connection: its WAL written into the file
+    copy.replace(path)
+    for sql in ['select count(*) from ""', "select count(*) from restored", "select * from pragma_table_info('')"]:
+        assert await refused(datasette, "/_memory.json", sql), sql
+    assert await refused(datasette, "/_memory.json", "select * from pragma_index_info('sqlite_autoindex__1')")
 
 
 @pytest.mark.asyncio
