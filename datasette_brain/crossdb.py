@@ -89,39 +89,44 @@ class Guard:
 
     def __init__(self):
         self._lock = threading.Lock()  # authorizers run on every executor thread
-        self._readers = {}  # a protected file's realpath -> (the File it opened, a read-only connection to it)
-        self._names = {}  # realpath -> (File, its schema_version, the lower-case names of its tables, views, indexes)
+        self._readers = {}  # a protected file's realpath -> (its stat when opened, a read-only connection to it)
+        self._names = {}  # realpath -> ((its stat, its schema_version), the lower-case names of its tables, ...)
 
     def names(self):
         """The lower-case names of the protected files' tables, views and indexes (a
         table a user added included: an index's names its columns to pragma_index_info),
-        read again when a file's schema changed or another file took its path (a
-        restore, review 129); None when one cannot be read (its names unknown: refuse)."""
+        read again when a file's schema changed or the file at its path did (a restore,
+        review 129: another inode; `cp` over it, review 130: its size or time); every
+        name once read is kept, since a connection opened before a restore still reads
+        the file it attached. None when a file cannot be read (its names unknown: refuse)."""
         found: set[str] = set()
         if self.known is None:
             return None
         with self._lock:
             for path in self.known.paths:
-                file = File.of(path)
-                if file is None:
+                try:
+                    status = os.stat(path)
+                except (OSError, ValueError):
                     return None
+                seen = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
                 try:
                     opened, reader = self._readers.get(path, (None, None))
-                    if opened != file:
+                    if opened != seen:
                         if reader is not None:
                             reader.close()
                         reader = sqlite3.connect(
                             f"file:{urllib.parse.quote(path)}?mode=ro", uri=True, check_same_thread=False, timeout=0
                         )  # a file locked past a read is refused, not waited for
-                        self._readers[path] = (file, reader)
+                        self._readers[path] = (seen, reader)
                     version = reader.execute("pragma schema_version").fetchone()[0]
-                    if self._names.get(path, (None, None))[:2] != (file, version):
+                    known_as, names = self._names.get(path, (None, frozenset()))
+                    if known_as != (seen, version):
                         rows = reader.execute("select name from sqlite_master where type in ('table', 'view', 'index')")
-                        names = frozenset(str(name).lower() for (name,) in rows if name is not None)
-                        self._names[path] = (file, version, names)
+                        names = names | {str(name).lower() for (name,) in rows if name is not None}
+                        self._names[path] = ((seen, version), names)
                 except sqlite3.Error:
                     return None
-                found |= self._names[path][2]
+                found |= names
         return found
 
 
