@@ -9,7 +9,6 @@ in short transactions that other writers take turns with (each document whole;
 retried one savepoint per document when one fails), and pruning what is gone.
 """
 
-import bisect
 import contextlib
 import json
 import os
@@ -332,8 +331,7 @@ def ingest(
             with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
                 # what each root held before this run: new files never make a prune of all of that look partial
                 roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
-                walked = [str(Path(p).resolve()) for p in paths if Path(p).is_dir()]
-                pipeline.hold_before_writing(files, [root for root in walked if _decodable(root, "")])
+                pipeline.hold_before_writing(files)
                 refused = _ingest_files(pipeline, files, defaults, roots, prune_all, spared)
         except BrainBusy as ex:
             raise BrainBusy(
@@ -754,7 +752,6 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
             # on the next run too, whose records its run stored are new still (review 128): held at once
             emptied.append(pipeline.replaced(path, before))
             kept[path] = before
-            pipeline.hold({path: before}, (), FILE_HELD_KEY)
         else:
             # records no longer in the file are gone from the brain too
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
@@ -1282,14 +1279,24 @@ class _Pipeline:
     def hold(self, refused, judged, key=PRUNE_HELD_KEY):
         """Record `refused` ({folder or file: the documents it held}) as held under
         brain_meta's `key`, and forget those of `judged` (the names this run judged)
-        not refused now, and any whose documents are all gone (pruned, or deleted)."""
+        not refused now, and any of those whose documents are all gone (pruned, or
+        deleted). Read again in the write transaction: another ingest may have held
+        something meanwhile (review 130)."""
+
+        def merged(every):
+            kept = {name: ids for name, ids in every.items() if name not in judged or name in refused}
+            kept |= {name: frozenset(ids) | kept.get(name, frozenset()) for name, ids in refused.items()}
+            checked = set(judged) | set(refused)
+            return {name: ids for name, ids in kept.items() if ids and (name not in checked or self._any_stored(ids))}
+
         every = self.every_held(key)
-        kept = {name: ids for name, ids in every.items() if name not in judged or name in refused}
-        kept |= {name: frozenset(ids) | kept.get(name, frozenset()) for name, ids in refused.items()}
-        kept = {name: ids for name, ids in kept.items() if ids and self._any_stored(ids)}
-        if kept == every:
+        if merged(every) == every:
             return
         with self._turn():
+            every = self.every_held(key)
+            kept = merged(every)
+            if kept == every:
+                return
             if kept:
                 value = {name: sorted(ids) for name, ids in sorted(kept.items())}
                 self.conn.execute(
@@ -1298,40 +1305,48 @@ class _Pipeline:
             else:
                 self.conn.execute(f"delete from {META_TABLE} where key = ?", [key])
 
-    def hold_before_writing(self, files, roots):
-        """Hold, before this run writes a file, each folder under the directories
-        `roots` that gets a new file while none of the files it held is among the
-        run's `files` (a "not mounted" note in an unmounted drive's mount point): a
-        run that stores that note without judging a prune (a plain ingest, one
-        stopped) must leave the next --prune reading it as new (review 129). One read
-        of the paths stored under each root; a folder new to the brain costs nothing."""
-        found = sorted(path for path, _ in files)
+    def hold_before_writing(self, files):
+        """Hold, before this run writes a file, each folder that gets a new file while
+        none of the files stored from under it is there (a "not mounted" note in an
+        unmounted drive's mount point, in a new folder of it too): a run that stores
+        that note without judging a prune (a plain ingest, a watcher given the one
+        file, one stopped) must leave the next --prune reading it as new (reviews 129,
+        130). A folder already held keeps what it held. Each folder is looked at once,
+        and a file that is there ends the look (one stat, for a vault that keeps its
+        files)."""
+        held = self.every_held()
+        keeps = {}  # folder -> whether a file stored from under it is there (None: nothing stored under it)
+
+        def keeping(folder):
+            if folder not in keeps:
+                rows = self.conn.execute(
+                    "select source_path from documents where source_path >= ? and source_path < ? "
+                    "order by source_path",  # the index's order, read as it goes: no sort, no DISTINCT's tree
+                    (folder + os.sep, folder + chr(ord(os.sep) + 1)),
+                )
+                keeps[folder], last = None, None
+                for (path,) in rows:
+                    if path == last:
+                        continue  # a records file's many documents: one look
+                    keeps[folder], last = False, path
+                    if may_exist(path):
+                        keeps[folder] = True
+                        break
+            return keeps[folder]
+
         refused = {}
-        for root in roots:
-            where, params = _documents_under(root)
-            query = f"select distinct source_path from documents where {where} order by source_path"
-            ordered = [row[0] for row in self.conn.execute(query, params)]
-            if not ordered:
+        new = sorted({os.path.dirname(path) for path, _ in files if not self._stored(path)})
+        for folder in new:
+            # up from a folder new to the brain to the nearest that held files (a note in a new folder
+            # of the mount point, review 130): held when none of them is there
+            while keeping(folder) is None and os.path.dirname(folder) != folder:
+                folder = os.path.dirname(folder)
+            if keeps[folder] is not False:
                 continue
-            stored = set(ordered)
-            low, high = bisect.bisect_left(found, root + os.sep), bisect.bisect_left(found, root + chr(ord(os.sep) + 1))
-            under = found[low:high]
-            for folder in sorted({os.path.dirname(p) for p in under if p not in stored}):
-                outer = None
-                while folder == root or folder.startswith(root + os.sep):
-                    inside = folder + os.sep
-                    at = bisect.bisect_left(ordered, inside)
-                    if at == len(ordered) or not ordered[at].startswith(inside):
-                        break  # a folder new to the brain: nothing it held is gone
-                    first, last = (
-                        bisect.bisect_left(under, inside),
-                        bisect.bisect_left(under, folder + chr(ord(os.sep) + 1)),
-                    )
-                    if any(p in stored for p in under[first:last]):
-                        break  # it keeps one of its files
-                    outer, folder = folder, os.path.dirname(folder)
-                if outer is not None and not any(outer == f or outer.startswith(f + os.sep) for f in refused):
-                    refused[outer] = self.documents(*_documents_under(outer))
+            if any(folder == f or folder.startswith(f + os.sep) or f.startswith(folder + os.sep) for f in held):
+                continue  # a folder held already keeps what it held (review 130)
+            if not any(folder == f or folder.startswith(f + os.sep) for f in refused):
+                refused[folder] = self.documents(*_documents_under(folder))
         if refused:
             self.hold(refused, ())
 

@@ -139,6 +139,32 @@ def test_a_folder_held_back_stays_held_whichever_run_stored_its_new_note_and_wha
     assert rows(conn, "select count(*) from brain_meta where key = 'prune_refused'") == [(0,)]
 
 
+@pytest.mark.parametrize("how", ["new folder", "one file", "notes swapped"])
+def test_a_note_in_an_unmounted_folder_holds_it_however_it_came(tmp_path, how):
+    """Review 130: a "not mounted" note in a new folder of the mount point, or given
+    alone to an ingest (a watcher), or swapped for another note and back, each then
+    read as a file the folder kept, and the nightly --prune removed the rest."""
+    vault = tmp_path / "vault"
+    for name in ("sub/a0.md", "sub/a1.md", "x.md"):
+        write(vault / name, f"# {Path(name).stem}\n\nThe note {name} holds.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [vault])
+    (vault / "sub").rename(tmp_path / "away")
+    note = vault / "sub" / ("Recovered/NOT_MOUNTED.md" if how == "new folder" else "NOT_MOUNTED.md")
+    write(note, "# Not mounted\n\nThe drive mounts here.\n")
+    brain_sql.ingest(conn, [note if how == "one file" else vault])  # stored before any prune judged it
+    if how == "notes swapped":
+        with pytest.raises(brain_sql.PruneRefused):
+            brain_sql.ingest(conn, [vault], prune=True)
+        note.rename(vault / "sub" / "SYNC_ERROR.md")
+        brain_sql.ingest(conn, [vault])
+        (vault / "sub" / "SYNC_ERROR.md").rename(note)
+    for _ in range(2):
+        with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
+            brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(conn, "select count(*) from knowledge where title in ('a0', 'a1')") == [(2,)]
+
+
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
     """PruneRefused names the folder; nothing under it is removed, another root's
     files and its pruning still go in, and the exception carries the report."""
