@@ -331,7 +331,7 @@ def ingest(
             with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
                 # what each root held before this run: new files never make a prune of all of that look partial
                 roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
-                pipeline.hold_before_writing(files)
+                pipeline.hold_before_writing(files, paths)
                 refused = _ingest_files(pipeline, files, defaults, roots, prune_all, spared)
         except BrainBusy as ex:
             raise BrainBusy(
@@ -881,7 +881,7 @@ def _renamed_from(path):
 
 
 # why a folder was not pruned (Pipeline._refusal) that a later run must hold to, though it stored new files there
-HELD_REFUSALS = ("root", "root, moved", "new")
+HELD_REFUSALS = ("root", "root, moved", "new", "nothing")
 
 
 def _documents_under(root):
@@ -1305,16 +1305,19 @@ class _Pipeline:
             else:
                 self.conn.execute(f"delete from {META_TABLE} where key = ?", [key])
 
-    def hold_before_writing(self, files):
+    def hold_before_writing(self, files, paths):
         """Hold, before this run writes a file, each folder that gets a new file while
         none of the files stored from under it is there (a "not mounted" note in an
         unmounted drive's mount point, in a new folder of it too): a run that stores
         that note without judging a prune (a plain ingest, a watcher given the one
         file, one stopped) must leave the next --prune reading it as new (reviews 129,
-        130). A folder already held keeps what it held. Each folder is looked at once,
-        and a file that is there ends the look (one stat, for a vault that keeps its
-        files)."""
+        130). Only within the run's `paths` (a folder given, or a file given's own
+        folder): a vault moved away from under a folder holds nothing of it (review
+        131). A folder held already, or one over it, keeps what it held. Each folder
+        is looked at once, and a file that is there ends the look (one stat, for a
+        vault that keeps its files)."""
         held = self.every_held()
+        bounds = [str(Path(p).resolve()) if Path(p).is_dir() else str(Path(p).resolve().parent) for p in paths]
         keeps = {}  # folder -> whether a file stored from under it is there (None: nothing stored under it)
 
         def keeping(folder):
@@ -1337,16 +1340,20 @@ class _Pipeline:
         refused = {}
         new = sorted({os.path.dirname(path) for path, _ in files if not self._stored(path)})
         for folder in new:
+            bound = next((b for b in bounds if folder == b or folder.startswith(b + os.sep)), None)
+            if bound is None or not _decodable(bound, ""):
+                continue
             # up from a folder new to the brain to the nearest that held files (a note in a new folder
-            # of the mount point, review 130): held when none of them is there
-            while keeping(folder) is None and os.path.dirname(folder) != folder:
+            # of the mount point, review 130), within its PATH: held when none of them is there
+            while keeping(folder) is None and folder != bound:
                 folder = os.path.dirname(folder)
             if keeps[folder] is not False:
                 continue
-            if any(folder == f or folder.startswith(f + os.sep) or f.startswith(folder + os.sep) for f in held):
-                continue  # a folder held already keeps what it held (review 130)
-            if not any(folder == f or folder.startswith(f + os.sep) for f in refused):
-                refused[folder] = self.documents(*_documents_under(folder))
+            if any(folder == f or folder.startswith(f + os.sep) for f in [*held, *refused]):
+                continue  # a folder held already, or one over it, keeps what it held (review 130)
+            # a folder held under it (a failed sync's) keeps its own: what is new to it is new here (review 131)
+            inner = {f: ids for f, ids in held.items() if f.startswith(folder + os.sep)}
+            refused[folder] = self.documents(*_documents_under(folder)) - self.new_under(folder, inner)
         if refused:
             self.hold(refused, ())
 

@@ -165,6 +165,29 @@ def test_a_note_in_an_unmounted_folder_holds_it_however_it_came(tmp_path, how):
     assert rows(conn, "select count(*) from knowledge where title in ('a0', 'a1')") == [(2,)]
 
 
+def test_a_folder_above_the_vault_whose_one_note_is_gone_holds_nothing_of_the_vault(tmp_path):
+    """A note ingested once from the folder above a vault, since deleted: the walk
+    from the vault's new folders up to the nearest folder holding stored files held
+    that folder, every note of the vault was then new to the guard, and an unmounted
+    folder of it was pruned (review 131, H1). The walk stays within the run's PATH."""
+    write(tmp_path / "loose.md", "# Loose\n\nA note once ingested alone.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [tmp_path / "loose.md"])
+    (tmp_path / "loose.md").unlink()
+    vault = tmp_path / "vault"
+    for name in ("sub/a0.md", "sub/a1.md", "x.md"):
+        write(vault / name, f"# {Path(name).stem}\n\nThe note {name} holds.\n")
+    brain_sql.ingest(conn, [vault])
+    assert rows(conn, "select count(*) from brain_meta where key = 'prune_refused'") == [(0,)]
+    (vault / "sub").rename(tmp_path / "away")
+    write(vault / "sub" / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
+    brain_sql.ingest(conn, [vault])
+    for _ in range(2):
+        with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
+            brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(conn, "select count(*) from knowledge where title in ('a0', 'a1')") == [(2,)]
+
+
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
     """PruneRefused names the folder; nothing under it is removed, another root's
     files and its pruning still go in, and the exception carries the report."""
