@@ -1308,14 +1308,14 @@ class _Pipeline:
     def hold_before_writing(self, files, paths):
         """Hold, before this run writes a file, each folder that gets a new file while
         none of the files stored from under it is there (a "not mounted" note in an
-        unmounted drive's mount point, in a new folder of it too): a run that stores
-        that note without judging a prune (a plain ingest, a watcher given the one
-        file, one stopped) must leave the next --prune reading it as new (reviews 129,
-        130). Only within the run's `paths` (a folder given, or a file given's own
-        folder): a vault moved away from under a folder holds nothing of it (review
-        131). A folder held already, or one over it, keeps what it held. Each folder
-        is looked at once, and a file that is there ends the look (one stat, for a
-        vault that keeps its files)."""
+        unmounted drive's mount point): a run that stores that note without judging a
+        prune (a plain ingest, a watcher given the one file, one stopped) must leave
+        the next --prune reading it as new (reviews 129, 130). The new file's own
+        folder only, within the run's `paths`: one new to the brain holds nothing, and
+        no folder above it (a new vault beside a note since deleted was held whole,
+        reviews 131, 132). A folder held already, or one over it, keeps what it held.
+        A file that is there ends a folder's look (one stat, for a vault that keeps
+        its files)."""
         held = self.every_held()
         bounds = [str(Path(p).resolve()) if Path(p).is_dir() else str(Path(p).resolve().parent) for p in paths]
         keeps = {}  # folder -> whether a file stored from under it is there (None: nothing stored under it)
@@ -1340,14 +1340,7 @@ class _Pipeline:
         refused = {}
         new = sorted({os.path.dirname(path) for path, _ in files if not self._stored(path)})
         for folder in new:
-            bound = next((b for b in bounds if folder == b or folder.startswith(b + os.sep)), None)
-            if bound is None or not _decodable(bound, ""):
-                continue
-            # up from a folder new to the brain to the nearest that held files (a note in a new folder
-            # of the mount point, review 130), within its PATH: held when none of them is there
-            while keeping(folder) is None and folder != bound:
-                folder = os.path.dirname(folder)
-            if keeps[folder] is not False:
+            if not any(folder == b or folder.startswith(b + os.sep) for b in bounds) or keeping(folder) is not False:
                 continue
             if any(folder == f or folder.startswith(f + os.sep) for f in [*held, *refused]):
                 continue  # a folder held already, or one over it, keeps what it held (review 130)
@@ -1445,7 +1438,15 @@ class _Pipeline:
                         refused.setdefault(emptied[folder], []).append(document_id)
         kept = {document_id for documents in refused.values() for document_id in documents}
         self._remove(*under, gone=there, only=set(doomed) - kept)
-        judged = {f for f in kept_back if f == root or f.startswith(root + os.sep)}  # not a hold over the root
+        # the holds this run judged: under the root (not one over it), and neither spared nor refused otherwise
+        # (a file of a name no text, a dangling link, a cloud placeholder: review 132)
+        looked = [*(folder for folder, _ in spared), *(folder for folder, _ in refused)]
+        judged = {
+            f
+            for f in kept_back
+            if (f == root or f.startswith(root + os.sep))
+            and not any(f == o or f.startswith(o + os.sep) or o.startswith(f + os.sep) for o in looked)
+        }
         now = {f: self.documents(*_documents_under(f)) & before for f, why in refused if why in HELD_REFUSALS}
         self.hold(now, judged)
         return [(folder, self._refusal(folder, why, documents)) for (folder, why), documents in sorted(refused.items())]

@@ -139,18 +139,19 @@ def test_a_folder_held_back_stays_held_whichever_run_stored_its_new_note_and_wha
     assert rows(conn, "select count(*) from brain_meta where key = 'prune_refused'") == [(0,)]
 
 
-@pytest.mark.parametrize("how", ["new folder", "one file", "notes swapped"])
+@pytest.mark.parametrize("how", ["one file", "notes swapped"])
 def test_a_note_in_an_unmounted_folder_holds_it_however_it_came(tmp_path, how):
-    """Review 130: a "not mounted" note in a new folder of the mount point, or given
-    alone to an ingest (a watcher), or swapped for another note and back, each then
-    read as a file the folder kept, and the nightly --prune removed the rest."""
+    """Review 130: a "not mounted" note given alone to an ingest (a watcher), or
+    swapped for another note and back, each then read as a file the folder kept,
+    and the nightly --prune removed the rest. (One in a new folder of the mount
+    point stored by a plain ingest is not held: reviews 131, 132.)"""
     vault = tmp_path / "vault"
     for name in ("sub/a0.md", "sub/a1.md", "x.md"):
         write(vault / name, f"# {Path(name).stem}\n\nThe note {name} holds.\n")
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [vault])
     (vault / "sub").rename(tmp_path / "away")
-    note = vault / "sub" / ("Recovered/NOT_MOUNTED.md" if how == "new folder" else "NOT_MOUNTED.md")
+    note = vault / "sub" / "NOT_MOUNTED.md"
     write(note, "# Not mounted\n\nThe drive mounts here.\n")
     brain_sql.ingest(conn, [note if how == "one file" else vault])  # stored before any prune judged it
     if how == "notes swapped":
@@ -165,11 +166,13 @@ def test_a_note_in_an_unmounted_folder_holds_it_however_it_came(tmp_path, how):
     assert rows(conn, "select count(*) from knowledge where title in ('a0', 'a1')") == [(2,)]
 
 
-def test_a_folder_above_the_vault_whose_one_note_is_gone_holds_nothing_of_the_vault(tmp_path):
+@pytest.mark.parametrize("first", ["vault", "parent"])
+def test_a_folder_above_the_vault_whose_one_note_is_gone_holds_nothing_of_the_vault(tmp_path, first):
     """A note ingested once from the folder above a vault, since deleted: the walk
     from the vault's new folders up to the nearest folder holding stored files held
     that folder, every note of the vault was then new to the guard, and an unmounted
-    folder of it was pruned (review 131, H1). The walk stays within the run's PATH."""
+    folder of it was pruned (review 131, H1), also when the vault's first ingest was
+    given that folder (review 132). A folder new to the brain holds nothing."""
     write(tmp_path / "loose.md", "# Loose\n\nA note once ingested alone.\n")
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [tmp_path / "loose.md"])
@@ -177,7 +180,7 @@ def test_a_folder_above_the_vault_whose_one_note_is_gone_holds_nothing_of_the_va
     vault = tmp_path / "vault"
     for name in ("sub/a0.md", "sub/a1.md", "x.md"):
         write(vault / name, f"# {Path(name).stem}\n\nThe note {name} holds.\n")
-    brain_sql.ingest(conn, [vault])
+    brain_sql.ingest(conn, [vault if first == "vault" else tmp_path])
     assert rows(conn, "select count(*) from brain_meta where key = 'prune_refused'") == [(0,)]
     (vault / "sub").rename(tmp_path / "away")
     write(vault / "sub" / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
