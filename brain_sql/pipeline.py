@@ -263,6 +263,11 @@ def _under(path, root, resolve=False):
     return path == root or root in path.parents
 
 
+def _within(path, folder):
+    """Whether `path` is `folder` or inside it, as stored (no link resolved, nothing looked at)."""
+    return path == folder or path.startswith(folder + os.sep)
+
+
 def _linked(path):
     return IngestError(
         path, None, f"a symbolic link to a folder ({os.path.realpath(path)}), not followed: give its target as a PATH"
@@ -749,7 +754,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
             kept[path] = before
         elif before and before <= pipeline.removable("source_path = ?", (path,), keep=seen):
             # every record it held replaced by others: another file written over it, as likely as an edit; and
-            # on the next run too, whose records its run stored are new still (review 128): held at once
+            # on the next run too, whose records its run stored are new still (review 128): held at the run's end
             emptied.append(pipeline.replaced(path, before))
             kept[path] = before
         else:
@@ -1260,11 +1265,7 @@ class _Pipeline:
     def held_over(self, root, key=PRUNE_HELD_KEY):
         """every_held's entries that are `root`, under it, or over it (a hold made for
         the vault holds for a run given one of its folders)."""
-        return {
-            f: ids
-            for f, ids in self.every_held(key).items()
-            if f == root or f.startswith(root + os.sep) or root.startswith(f + os.sep)
-        }
+        return {f: ids for f, ids in self.every_held(key).items() if _within(f, root) or _within(root, f)}
 
     def new_under(self, root, held):
         """The stored documents under `root` that a `held` folder (or file) it is, or is
@@ -1340,9 +1341,9 @@ class _Pipeline:
         refused = {}
         new = sorted({os.path.dirname(path) for path, _ in files if not self._stored(path)})
         for folder in new:
-            if not any(folder == b or folder.startswith(b + os.sep) for b in bounds) or keeping(folder) is not False:
+            if not any(_within(folder, b) for b in bounds) or keeping(folder) is not False:
                 continue
-            if any(folder == f or folder.startswith(f + os.sep) for f in [*held, *refused]):
+            if any(_within(folder, f) for f in [*held, *refused]):
                 continue  # a folder held already, or one over it, keeps what it held (review 130)
             # a folder held under it (a failed sync's) keeps its own: what is new to it is new here (review 131)
             inner = {f: ids for f, ids in held.items() if f.startswith(folder + os.sep)}
@@ -1441,12 +1442,7 @@ class _Pipeline:
         # the holds this run judged: under the root (not one over it), and neither spared nor refused otherwise
         # (a file of a name no text, a dangling link, a cloud placeholder: review 132)
         looked = [*(folder for folder, _ in spared), *(folder for folder, _ in refused)]
-        judged = {
-            f
-            for f in kept_back
-            if (f == root or f.startswith(root + os.sep))
-            and not any(f == o or f.startswith(o + os.sep) or o.startswith(f + os.sep) for o in looked)
-        }
+        judged = {f for f in kept_back if _within(f, root) and not any(_within(f, o) or _within(o, f) for o in looked)}
         now = {f: self.documents(*_documents_under(f)) & before for f, why in refused if why in HELD_REFUSALS}
         self.hold(now, judged)
         return [(folder, self._refusal(folder, why, documents)) for (folder, why), documents in sorted(refused.items())]
