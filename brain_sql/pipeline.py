@@ -158,9 +158,9 @@ def _discover(paths):
     unnamed = []
     formats = {suffix: f for f in collect("brain_ingest_formats") for suffix in f.suffixes}
     files, errors, paths = [], [], list(paths)
-    looped = [given for given in paths if _loops(given)]
-    errors += [IngestError(str(given), None, "a symbolic link loop: nothing to read") for given in looped]
-    paths = [given for given in paths if given not in looped]
+    unreachable = {given: why for given in paths if (why := _unreachable(given))}
+    errors += [IngestError(str(given), None, why) for given, why in unreachable.items()]
+    paths = [given for given in paths if given not in unreachable]
     walked = [Path(given).resolve() for given in paths if Path(given).resolve().is_dir()]
     for given in paths:
         path = Path(given).resolve()
@@ -210,13 +210,24 @@ def _decodable(folder, name):
     return True
 
 
-def _loops(path):
-    """Whether PATH is a symbolic link loop (`ln -s loop loop`), which resolves to nothing."""
+def _unreachable(path):
+    """Why PATH cannot be read at all, or None: a symbolic link loop (`ln -s loop
+    loop`), which resolves to nothing, or a name the system will not look up (a part
+    longer than 255 bytes, a folder on the way that may not be entered: review 132
+    found a traceback). One that is not there is said so by _discover."""
     try:
         Path(path).resolve()
     except (RuntimeError, OSError):
-        return True
-    return False
+        return "a symbolic link loop: nothing to read"
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as ex:
+        return f"cannot be looked at: {ex.strerror or ex}"
+    except ValueError:  # a NUL in the name
+        return "cannot be looked at: its name holds a NUL"
+    return None
 
 
 def _undecodable(path):
@@ -315,7 +326,7 @@ def ingest(
     migrate(conn, model)
     report = IngestReport()
     files, report.errors, unnamed = _discover(paths)
-    paths = [given for given in paths if not _loops(given)]  # named by _discover
+    paths = [given for given in paths if not _unreachable(given)]  # named by _discover
     prune = prune or prune_all
     # only a root that was there is pruned: an unmounted or renamed folder must not
     # read as "every file in it was deleted"; nor is one with a folder it could not read
