@@ -724,14 +724,16 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
     supersedes = validity.Supersedes(pipeline.conn)
     versions = {}  # {document id: the record it is an earlier version of}, as the run accepted them
     emptied = []
-    held = pipeline.every_held(FILE_HELD_KEY)  # records files refused as replaced: their new records are new still
+    files_held = pipeline.every_held(
+        FILE_HELD_KEY
+    )  # records files refused as replaced: their new records are new still
     judged, kept = set(), {}
     for path, fmt in files:
         report.files += 1
         seen, failed = {}, False
         before = set() if prune_all else pipeline.documents("source_path = ?", (path,))  # none of its written yet
-        if path in held:
-            before &= held[path]
+        if path in files_held:
+            before &= files_held[path]
         sessions = Sessions(hidden=partial(flagged, pipeline.conn), day=partial(_corrected_day, pipeline.conn))
         for item in _read(path, fmt):
             given = {"source": fmt.default_source, **defaults}
@@ -756,7 +758,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
             pipeline.add(item)
         if failed:
             continue  # a file with a bad record keeps the rest, so a typo never deletes memories
-        if path in held:
+        if path in files_held:
             judged.add(path)
         if before and not seen:
             # a file that held records and now holds none was emptied by a failed sync or a
