@@ -731,9 +731,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
     for path, fmt in files:
         report.files += 1
         seen, failed = {}, False
-        before = set() if prune_all else pipeline.documents("source_path = ?", (path,))  # none of its written yet
-        if path in files_held:
-            before &= files_held[path]
+        before = set() if prune_all else _judged_against(pipeline, path, files_held, seen)
         sessions = Sessions(hidden=partial(flagged, pipeline.conn), day=partial(_corrected_day, pipeline.conn))
         for item in _read(path, fmt):
             given = {"source": fmt.default_source, **defaults}
@@ -758,7 +756,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
             pipeline.add(item)
         if failed:
             continue  # a file with a bad record keeps the rest, so a typo never deletes memories
-        if path in files_held:
+        if path in files_held or path in pipeline.held_early:
             judged.add(path)
         if before and not seen:
             # a file that held records and now holds none was emptied by a failed sync or a
@@ -784,6 +782,17 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
         told |= {folder for folder, _ in found}
     pipeline.flush()
     return emptied + refused
+
+
+def _judged_against(pipeline, path, files_held, seen):
+    """The documents the file `path` held before this run (none of its written
+    yet), those a hold kept if it is held; watched from here if not (watch_replaced)."""
+    before = pipeline.documents("source_path = ?", (path,))
+    if path in files_held:
+        return before & files_held[path]  # held already, with these
+    if before:
+        pipeline.watch_replaced(path, before, seen)
+    return before
 
 
 def _folders_of(paths):
@@ -1153,6 +1162,8 @@ class _Pipeline:
             self.writer.mentioned = {"chunk": [], "entity": []}
         self.pending = []
         self.embedding = None  # the _Batch embedded ahead of the writer
+        self.replacing = {}  # records file -> (the documents it held, its records read so far): watch_replaced
+        self.held_early = set()  # records files held by the transaction that first wrote one of their records
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
         self.parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -1260,20 +1271,24 @@ class _Pipeline:
 
     def every_held(self, key=PRUNE_HELD_KEY):
         """{folder (or records file, for FILE_HELD_KEY): the documents it held when a run
-        first refused to prune it} of the refusals that still hold (brain_meta's `key`);
-        {} for none, or for what plain SQL wrote there instead."""
-        row = self.conn.execute(f"select value from {META_TABLE} where key = ?", [key]).fetchone()
-        try:
-            held = json.loads(row[0]) if row else {}
-        except (TypeError, ValueError):
-            return {}
-        if not isinstance(held, dict):
-            return {}
-        return {
-            name: frozenset(ids)
-            for name, ids in held.items()
-            if isinstance(ids, list) and all(isinstance(i, str) for i in ids)
-        }
+        first refused to prune it} of the refusals that still hold (brain_meta's `key`,
+        and a row `key:name` a run wrote for one as it went, _hold_replaced); {} for
+        none, or for what plain SQL wrote there instead."""
+        held = {}
+        for name, value in self.conn.execute(
+            f"select key, value from {META_TABLE} where key = ? or (key >= ? and key < ?) order by key",
+            [key, key + ":", key + ";"],
+        ):
+            try:
+                found = json.loads(value) if name == key else {name[len(key) + 1 :]: json.loads(value)}
+            except (TypeError, ValueError):
+                continue
+            if not isinstance(found, dict):
+                continue
+            for name, ids in found.items():
+                if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
+                    held[name] = held.get(name, frozenset()) | frozenset(ids)
+        return held
 
     def held_over(self, root, key=PRUNE_HELD_KEY):
         """every_held's entries that are `root`, under it, or over it (a hold made for
@@ -1304,20 +1319,65 @@ class _Pipeline:
             return {name: ids for name, ids in kept.items() if ids and (name not in checked or self._any_stored(ids))}
 
         every = self.every_held(key)
-        if merged(every) == every:
+        if merged(every) == every and not self._held_as_it_went(key):
             return
         with self._turn():
-            every = self.every_held(key)
-            kept = merged(every)
-            if kept == every:
-                return
-            if kept:
-                value = {name: sorted(ids) for name, ids in sorted(kept.items())}
-                self.conn.execute(
-                    f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [key, json.dumps(value)]
-                )
-            else:
-                self.conn.execute(f"delete from {META_TABLE} where key = ?", [key])
+            self._store_held(key, merged)
+
+    def _store_held(self, key, merged):
+        """Write merged(the holds of brain_meta's `key`) there, in the caller's
+        transaction, in place of the `key:name` rows a run wrote as it went."""
+        every = self.every_held(key)
+        kept = merged(every)
+        if (
+            kept == every
+            and not self.conn.execute(
+                f"select 1 from {META_TABLE} where key >= ? and key < ? limit 1", [key + ":", key + ";"]
+            ).fetchone()
+        ):
+            return
+        if kept:
+            value = {name: sorted(ids) for name, ids in sorted(kept.items())}
+            self.conn.execute(
+                f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [key, json.dumps(value)]
+            )
+        else:
+            self.conn.execute(f"delete from {META_TABLE} where key = ?", [key])
+        self.conn.execute(f"delete from {META_TABLE} where key >= ? and key < ?", [key + ":", key + ";"])
+
+    def _held_as_it_went(self, key):
+        """Whether brain_meta holds `key:name` rows (_hold_replaced), to fold into `key`."""
+        rows = self.conn.execute(
+            f"select 1 from {META_TABLE} where key >= ? and key < ? limit 1", [key + ":", key + ";"]
+        )
+        return rows.fetchone() is not None
+
+    def watch_replaced(self, path, before, seen):
+        """Hold the records file `path` (`before`: the documents it held) in the
+        transaction that first writes one of its records, unless one of `before` is
+        among `seen` (its records read so far) by then: a run stopped inside a file
+        written over by another export must leave the next run judging that file
+        against what it held, not against the records the stopped run stored (review
+        130). The file's end judges it (hold, in `judged`)."""
+        self.replacing[path] = (before, seen)
+
+    def _hold_replaced(self, documents):
+        """Hold, in the current transaction, the watched records files of
+        `documents` none of whose earlier records has been read again; returns the
+        files looked at (their watch ends once this transaction commits)."""
+        looked = {d.read_from for d in documents if d.read_from in self.replacing}
+        early = {
+            path: self.replacing[path][0]
+            for path in looked
+            if self.replacing[path][0].isdisjoint(self.replacing[path][1])
+        }
+        for path, ids in early.items():  # a row each: a run over thousands of files writes each once
+            self.conn.execute(
+                f"insert or replace into {META_TABLE} (key, value) values (?, ?)",
+                [f"{FILE_HELD_KEY}:{path}", json.dumps(sorted(ids))],
+            )
+        self.held_early |= early.keys()
+        return looked
 
     def hold_before_writing(self, files, paths):
         """Hold, before this run writes a file, each folder that gets a new file while
@@ -1557,7 +1617,8 @@ class _Pipeline:
         mark = self._mark()
         try:
             with self._turn() as deadline:
-                return self._write_batch(documents, embedded, isolate=False, deadline=deadline)
+                looked = self._hold_replaced(documents)
+                written = self._write_batch(documents, embedded, isolate=False, deadline=deadline)
         except Exception as ex:
             if isinstance(ex, BrainBusy | ModelError):
                 raise  # no document's fault: retrying one by one would not help
@@ -1566,7 +1627,11 @@ class _Pipeline:
             self._undo(mark)
             self.writer.forget_entities()
             with self._turn() as deadline:
-                return self._write_batch(documents, embedded, isolate=True, deadline=deadline)
+                looked = self._hold_replaced(documents)
+                written = self._write_batch(documents, embedded, isolate=True, deadline=deadline)
+        for path in looked:
+            del self.replacing[path]
+        return written
 
     def _texts_to_embed(self, batch):
         """{content hash: text} of the chunks in `batch` that may need a new vector."""

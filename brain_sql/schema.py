@@ -287,6 +287,7 @@ REINDEX_KEY = "reindexing"  # brain_meta's key naming the reindex the staged tab
 # brain_meta's key holding the folders ingest --prune refused (pipeline.every_held): {folder: the documents it held}
 PRUNE_HELD_KEY = "prune_refused"
 # and the records files ingest kept the records of, every one replaced by others: {path: the documents it held}
+# (with a row `replaced_refused:PATH` each for those a run held as it went, until its end folds them in)
 FILE_HELD_KEY = "replaced_refused"
 REINDEX_BATCH = 512  # memories embedded, then staged in one short transaction
 REINDEX_LABELS = 2048  # memories the new model is written on in one short transaction

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import brain_sql
-from brain_sql import extract, records
+from brain_sql import extract, pipeline, records
 from brain_sql.connection import sqlite3
 from brain_sql.markdown import parse_markdown
 from brain_sql.wording import shown
@@ -189,6 +189,48 @@ def test_a_folder_above_the_vault_whose_one_note_is_gone_holds_nothing_of_the_va
         with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
             brain_sql.ingest(conn, [vault], prune=True)
     assert rows(conn, "select count(*) from knowledge where title in ('a0', 'a1')") == [(2,)]
+
+
+@pytest.mark.parametrize("how", ["written over", "edited"])
+def test_a_run_stopped_inside_a_records_file_written_over_leaves_it_held(tmp_path, monkeypatch, how):
+    """Review 130, H4: a run stopped (Ctrl-C, a BrainBusy) after the first batch of a
+    records file written over by another export committed, before the file's end
+    judged it, held nothing, and the next run, finding the new records it stored,
+    removed every earlier one. The transaction that first writes a record of such a
+    file holds it; a file whose earlier records come after its new ones (edited) is
+    judged at its end as before, and its hold forgotten."""
+
+    def export(prefix):
+        return "".join(json.dumps({"_id": f"{prefix}{i}", "text": f"Record {prefix} {i}."}) + "\n" for i in range(6))
+
+    crm = write(tmp_path / "crm.jsonl", export("old"))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [crm])
+    write(crm, export("new") + ("" if how == "written over" else export("old")))
+    monkeypatch.setattr(pipeline, "INGEST_BATCH_DOCUMENTS", 2)
+    commit = pipeline._Pipeline._commit
+
+    def commit_then_stop(self, batch):
+        commit(self, batch)
+        raise KeyboardInterrupt  # stopped once the file's first batch is written
+
+    monkeypatch.setattr(pipeline._Pipeline, "_commit", commit_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        brain_sql.ingest(conn, [crm])
+    monkeypatch.setattr(pipeline._Pipeline, "_commit", commit)
+    count = "select count(*) from knowledge where external_id like ?"
+    assert rows(conn, count, ["old%"]) == [(6,)] and rows(conn, count, ["new%"]) == [(2,)]
+    if how == "written over":
+        for _ in range(2):
+            with pytest.raises(brain_sql.PruneRefused, match="that would remove all 6 memories"):
+                brain_sql.ingest(conn, [crm])
+            assert rows(conn, count, ["old%"]) == [(6,)] and rows(conn, count, ["new%"]) == [(6,)]
+        brain_sql.ingest(conn, [crm], prune_all=True)
+        assert rows(conn, count, ["old%"]) == [(0,)]
+    else:
+        brain_sql.ingest(conn, [crm])
+        assert rows(conn, count, ["old%"]) == [(6,)] and rows(conn, count, ["new%"]) == [(6,)]
+    assert rows(conn, "select count(*) from brain_meta where key like 'replaced_refused%'") == [(0,)]
 
 
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
