@@ -724,14 +724,14 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
     supersedes = validity.Supersedes(pipeline.conn)
     versions = {}  # {document id: the record it is an earlier version of}, as the run accepted them
     emptied = []
-    files_held = pipeline.every_held(
-        FILE_HELD_KEY
-    )  # records files refused as replaced: their new records are new still
+    pipeline.hold({}, (), FILE_HELD_KEY)  # a brain's holds kept the way before 7 December 2026: one row a file now
     judged, kept = set(), {}
     for path, fmt in files:
         report.files += 1
         seen, failed = {}, False
-        before = set() if prune_all else _judged_against(pipeline, path, files_held, seen)
+        before, held = (
+            (set(), pipeline.held_file(path) is not None) if prune_all else _judged_against(pipeline, path, seen)
+        )
         sessions = Sessions(hidden=partial(flagged, pipeline.conn), day=partial(_corrected_day, pipeline.conn))
         for item in _read(path, fmt):
             given = {"source": fmt.default_source, **defaults}
@@ -754,10 +754,12 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
                 continue  # the same record again: stored once
             item.read_from = path
             pipeline.add(item)
-        if failed:
-            continue  # a file with a bad record keeps the rest, so a typo never deletes memories
-        if path in files_held or path in pipeline.held_early:
+        if held or path in pipeline.held_early:
             judged.add(path)
+        if failed:  # a file with a bad record keeps the rest, so a typo never deletes memories
+            if held or before.isdisjoint(seen):
+                judged.discard(path)  # nor does it end a hold, but the one it made, an earlier record read (review 133)
+            continue
         if before and not seen:
             # a file that held records and now holds none was emptied by a failed sync or a
             # full disk far more often than on purpose: its memories stay, and the ingest says so
@@ -784,15 +786,19 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
     return emptied + refused
 
 
-def _judged_against(pipeline, path, files_held, seen):
-    """The documents the file `path` held before this run (none of its written
-    yet), those a hold kept if it is held; watched from here if not (watch_replaced)."""
+def _judged_against(pipeline, path, seen):
+    """The documents the file `path` held before this run (none of its written yet),
+    those a hold kept if it is held, and whether it is held: read now, not at the
+    run's start, as another ingest may have held it meanwhile (review 133, H1). A hold
+    none of whose documents is stored any more (forgotten) holds nothing (H2). Watched
+    from here if not held (watch_replaced)."""
     before = pipeline.documents("source_path = ?", (path,))
-    if path in files_held:
-        return before & files_held[path]  # held already, with these
+    held = pipeline.held_file(path)
+    if held is not None and not before.isdisjoint(held):
+        return before & held, True
     if before:
         pipeline.watch_replaced(path, before, seen)
-    return before
+    return before, held is not None
 
 
 def _folders_of(paths):
@@ -1271,9 +1277,9 @@ class _Pipeline:
 
     def every_held(self, key=PRUNE_HELD_KEY):
         """{folder (or records file, for FILE_HELD_KEY): the documents it held when a run
-        first refused to prune it} of the refusals that still hold (brain_meta's `key`,
-        and a row `key:name` a run wrote for one as it went, _hold_replaced); {} for
-        none, or for what plain SQL wrote there instead."""
+        first refused to prune it} of the refusals that still hold: brain_meta's rows
+        `key:name`, one a hold, and its row `key` ({name: ids}) the way brains kept them
+        before 7 December 2026; a row that plain SQL wrote in another shape holds nothing."""
         held = {}
         for name, value in self.conn.execute(
             f"select key, value from {META_TABLE} where key = ? or (key >= ? and key < ?) order by key",
@@ -1289,6 +1295,15 @@ class _Pipeline:
                 if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
                     held[name] = held.get(name, frozenset()) | frozenset(ids)
         return held
+
+    def held_file(self, path):
+        """The documents a hold keeps for the records file `path`, or None: one row read."""
+        row = self.conn.execute(f"select value from {META_TABLE} where key = ?", [f"{FILE_HELD_KEY}:{path}"]).fetchone()
+        try:
+            ids = json.loads(row[0]) if row else None
+        except (TypeError, ValueError):
+            return None
+        return frozenset(ids) if isinstance(ids, list) and all(isinstance(i, str) for i in ids) else None
 
     def held_over(self, root, key=PRUNE_HELD_KEY):
         """every_held's entries that are `root`, under it, or over it (a hold made for
@@ -1319,38 +1334,32 @@ class _Pipeline:
             return {name: ids for name, ids in kept.items() if ids and (name not in checked or self._any_stored(ids))}
 
         every = self.every_held(key)
-        if merged(every) == every and not self._held_as_it_went(key):
+        if merged(every) == every and not self._kept_as_before(key):
             return
         with self._turn():
             self._store_held(key, merged)
 
     def _store_held(self, key, merged):
-        """Write merged(the holds of brain_meta's `key`) there, in the caller's
-        transaction, in place of the `key:name` rows a run wrote as it went."""
+        """Write merged(the holds of brain_meta's `key`) there, a row each, in the
+        caller's transaction: only the rows that change (thousands of files held write
+        what they hold once)."""
         every = self.every_held(key)
         kept = merged(every)
-        if (
-            kept == every
-            and not self.conn.execute(
-                f"select 1 from {META_TABLE} where key >= ? and key < ? limit 1", [key + ":", key + ";"]
-            ).fetchone()
-        ):
-            return
-        if kept:
-            value = {name: sorted(ids) for name, ids in sorted(kept.items())}
-            self.conn.execute(
-                f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [key, json.dumps(value)]
-            )
-        else:
+        if self._kept_as_before(key):
             self.conn.execute(f"delete from {META_TABLE} where key = ?", [key])
-        self.conn.execute(f"delete from {META_TABLE} where key >= ? and key < ?", [key + ":", key + ";"])
+            every = {}  # each written as a row of its own below
+        for name in every.keys() - kept.keys():
+            self.conn.execute(f"delete from {META_TABLE} where key = ?", [f"{key}:{name}"])
+        for name, ids in kept.items():
+            if every.get(name) != ids:
+                self.conn.execute(
+                    f"insert or replace into {META_TABLE} (key, value) values (?, ?)",
+                    [f"{key}:{name}", json.dumps(sorted(ids))],
+                )
 
-    def _held_as_it_went(self, key):
-        """Whether brain_meta holds `key:name` rows (_hold_replaced), to fold into `key`."""
-        rows = self.conn.execute(
-            f"select 1 from {META_TABLE} where key >= ? and key < ? limit 1", [key + ":", key + ";"]
-        )
-        return rows.fetchone() is not None
+    def _kept_as_before(self, key):
+        """Whether brain_meta holds `key`'s holds in one row, as before 7 December 2026."""
+        return self.conn.execute(f"select 1 from {META_TABLE} where key = ?", [key]).fetchone() is not None
 
     def watch_replaced(self, path, before, seen):
         """Hold the records file `path` (`before`: the documents it held) in the
@@ -1371,7 +1380,8 @@ class _Pipeline:
             for path in looked
             if self.replacing[path][0].isdisjoint(self.replacing[path][1])
         }
-        for path, ids in early.items():  # a row each: a run over thousands of files writes each once
+        for path, ids in early.items():  # with what another ingest may have held of it meanwhile
+            ids = ids | (self.held_file(path) or frozenset())
             self.conn.execute(
                 f"insert or replace into {META_TABLE} (key, value) values (?, ?)",
                 [f"{FILE_HELD_KEY}:{path}", json.dumps(sorted(ids))],

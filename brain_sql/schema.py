@@ -284,10 +284,10 @@ def vec_triggers():
 STAGED_VECTORS = "vec_knowledge_staged"
 RETIRED_VECTORS = "vec_knowledge_retired"
 REINDEX_KEY = "reindexing"  # brain_meta's key naming the reindex the staged table is for
-# brain_meta's key holding the folders ingest --prune refused (pipeline.every_held): {folder: the documents it held}
+# brain_meta's rows `prune_refused:FOLDER`, one for each folder ingest --prune refused (pipeline.every_held),
+# holding the documents it held (before 7 December 2026 one row `prune_refused`, {folder: documents}, still read)
 PRUNE_HELD_KEY = "prune_refused"
-# and the records files ingest kept the records of, every one replaced by others: {path: the documents it held}
-# (with a row `replaced_refused:PATH` each for those a run held as it went, until its end folds them in)
+# and `replaced_refused:FILE`, each records file ingest kept the records of, every one replaced by others
 FILE_HELD_KEY = "replaced_refused"
 REINDEX_BATCH = 512  # memories embedded, then staged in one short transaction
 REINDEX_LABELS = 2048  # memories the new model is written on in one short transaction

@@ -136,7 +136,7 @@ def test_a_folder_held_back_stays_held_whichever_run_stored_its_new_note_and_wha
     away.rename(vault / "sub")
     report = brain_sql.ingest(conn, [vault], prune=True)
     assert rows(conn, "select title from knowledge order by 1") == [("a0",), ("a2",), ("x",)], report.summary()
-    assert rows(conn, "select count(*) from brain_meta where key = 'prune_refused'") == [(0,)]
+    assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused%'") == [(0,)]
 
 
 @pytest.mark.parametrize("how", ["one file", "notes swapped"])
@@ -181,7 +181,7 @@ def test_a_folder_above_the_vault_whose_one_note_is_gone_holds_nothing_of_the_va
     for name in ("sub/a0.md", "sub/a1.md", "x.md"):
         write(vault / name, f"# {Path(name).stem}\n\nThe note {name} holds.\n")
     brain_sql.ingest(conn, [vault if first == "vault" else tmp_path])
-    assert rows(conn, "select count(*) from brain_meta where key = 'prune_refused'") == [(0,)]
+    assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused%'") == [(0,)]
     (vault / "sub").rename(tmp_path / "away")
     write(vault / "sub" / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
     brain_sql.ingest(conn, [vault])
@@ -189,6 +189,10 @@ def test_a_folder_above_the_vault_whose_one_note_is_gone_holds_nothing_of_the_va
         with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
             brain_sql.ingest(conn, [vault], prune=True)
     assert rows(conn, "select count(*) from knowledge where title in ('a0', 'a1')") == [(2,)]
+
+
+def _export(prefix, count=6):
+    return "".join(json.dumps({"_id": f"{prefix}{i}", "text": f"Record {prefix} {i}."}) + "\n" for i in range(count))
 
 
 @pytest.mark.parametrize("how", ["written over", "edited"])
@@ -200,13 +204,10 @@ def test_a_run_stopped_inside_a_records_file_written_over_leaves_it_held(tmp_pat
     file holds it; a file whose earlier records come after its new ones (edited) is
     judged at its end as before, and its hold forgotten."""
 
-    def export(prefix):
-        return "".join(json.dumps({"_id": f"{prefix}{i}", "text": f"Record {prefix} {i}."}) + "\n" for i in range(6))
-
-    crm = write(tmp_path / "crm.jsonl", export("old"))
+    crm = write(tmp_path / "crm.jsonl", _export("old"))
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [crm])
-    write(crm, export("new") + ("" if how == "written over" else export("old")))
+    write(crm, _export("new") + ("" if how == "written over" else _export("old")))
     monkeypatch.setattr(pipeline, "INGEST_BATCH_DOCUMENTS", 2)
     commit = pipeline._Pipeline._commit
 
@@ -231,6 +232,105 @@ def test_a_run_stopped_inside_a_records_file_written_over_leaves_it_held(tmp_pat
         brain_sql.ingest(conn, [crm])
         assert rows(conn, count, ["old%"]) == [(6,)] and rows(conn, count, ["new%"]) == [(6,)]
     assert rows(conn, "select count(*) from brain_meta where key like 'replaced_refused%'") == [(0,)]
+
+
+@pytest.mark.parametrize("other", ["ran to its end", "stopped after its first batch"])
+def test_an_ingest_reaching_a_file_another_has_held_meanwhile_keeps_its_records(tmp_path, monkeypatch, other):
+    """Review 133, H1: an ingest read the holds at its start, and reached a records
+    file written over by another export after a second ingest (a watcher given the
+    file) had stored its new records: the file, holding some of its stored records,
+    was read as edited, and every earlier record removed (exit 0). A file's hold is
+    read when the file is reached."""
+    crm = write(tmp_path / "crm.jsonl", _export("old"))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [crm])
+    write(crm, _export("new"))
+    documents, commit = pipeline._Pipeline.documents, pipeline._Pipeline._commit
+
+    def commit_then_stop(self, batch):
+        commit(self, batch)
+        raise KeyboardInterrupt
+
+    def the_other_first(self, where, params):
+        if params == (str(crm),) and not ran:
+            ran.append(True)
+            if other != "ran to its end":
+                monkeypatch.setattr(pipeline, "INGEST_BATCH_DOCUMENTS", 2)
+                monkeypatch.setattr(pipeline._Pipeline, "_commit", commit_then_stop)
+            with pytest.raises(brain_sql.PruneRefused if other == "ran to its end" else KeyboardInterrupt):
+                brain_sql.ingest(brain_sql.connect(tmp_path / "brain.db"), [crm])
+            monkeypatch.setattr(pipeline._Pipeline, "_commit", commit)
+        return documents(self, where, params)
+
+    ran = []
+    monkeypatch.setattr(pipeline._Pipeline, "documents", the_other_first)
+    with pytest.raises(brain_sql.PruneRefused, match="that would remove all 6 memories"):
+        brain_sql.ingest(conn, [crm])
+    assert ran
+    count = "select count(*) from knowledge where external_id like ?"
+    assert rows(conn, count, ["old%"]) == [(6,)] and rows(conn, count, ["new%"]) == [(6,)]
+
+
+def test_a_hold_whose_records_were_forgotten_leaves_the_file_guarded_as_any(tmp_path):
+    """Review 133, H2: a file written over was held; the user forgot its earlier
+    records (told to look at the file); a failed sync then emptied it, and the hold,
+    holding nothing stored, let every record it held go. An emptied file keeps its
+    records, held or not."""
+    crm = write(tmp_path / "crm.jsonl", _export("old"))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [crm])
+    write(crm, _export("new"))
+    with pytest.raises(brain_sql.PruneRefused, match="that would remove all 6 memories"):
+        brain_sql.ingest(conn, [crm])
+    brain_sql.forget(conn, external_ids=[f"old{i}" for i in range(6)])
+    write(crm, "")
+    with pytest.raises(brain_sql.PruneRefused, match="holds no records now"):
+        brain_sql.ingest(conn, [crm])
+    assert rows(conn, "select count(*) from knowledge where external_id like 'new%'") == [(6,)]
+
+
+def test_a_records_file_with_a_bad_record_ends_the_hold_it_made_when_an_earlier_record_came(tmp_path, monkeypatch):
+    """Review 133, M1: an export putting its new records first, with one bad record,
+    was held by its first write, and the bad record kept the file's end from
+    forgetting that, though its earlier records all came after: every later run
+    refused the file. A file with a bad record ends no hold but the one it made."""
+    crm = write(tmp_path / "crm.jsonl", _export("old"))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [crm])
+    monkeypatch.setattr(pipeline, "INGEST_BATCH_DOCUMENTS", 2)
+    write(crm, _export("new") + '{"_id": "bad"}\n' + _export("old"))
+    report = brain_sql.ingest(conn, [crm])
+    assert [e.line for e in report.errors] == [7]
+    assert rows(conn, "select count(*) from brain_meta where key like 'replaced_refused%'") == [(0,)]
+    write(crm, _export("new", 8))  # the next export: the old records aged out
+    report = brain_sql.ingest(conn, [crm])
+    assert rows(conn, "select count(*) from knowledge where external_id like 'old%'") == [(0,)], report.summary()
+
+
+def test_holds_kept_the_way_brains_kept_them_before_hold_as_they_did(tmp_path):
+    """Before 7 December 2026 a brain kept its holds in one brain_meta row a kind
+    ({name: ids}); now one row a hold (`replaced_refused:FILE`, `prune_refused:FOLDER`),
+    so an ingest reading one file reads its one hold, again when it reaches it. A
+    brain's old row holds as it did, and its first ingest writes it as rows."""
+    crm = write(tmp_path / "crm.jsonl", _export("old"))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [crm])
+    write(crm, _export("new"))
+    with pytest.raises(brain_sql.PruneRefused):
+        brain_sql.ingest(conn, [crm])
+    ((key, value),) = rows(conn, "select key, value from brain_meta where key like 'replaced_refused%'")
+    assert key == f"replaced_refused:{crm}"
+    with conn:
+        conn.execute("delete from brain_meta where key = ?", [key])
+        conn.execute(
+            "insert into brain_meta (key, value) values ('replaced_refused', ?)",
+            [json.dumps({str(crm): json.loads(value)})],
+        )
+    for _ in range(2):
+        with pytest.raises(brain_sql.PruneRefused, match="that would remove all 6 memories"):
+            brain_sql.ingest(conn, [crm])
+        assert rows(conn, "select key, value from brain_meta where key like 'replaced_refused%'") == [(key, value)]
+    assert rows(conn, "select count(*) from knowledge where external_id like 'old%'") == [(6,)]
 
 
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
