@@ -20,9 +20,11 @@ from .errors import BrainError
 from .fields import entity_key
 from .schema import (
     CHANGES_TABLE,
+    FILE_HELD_KEY,
     IDS_TABLE,
     INSTANCE_TABLE,
     META_TABLE,
+    PRUNE_HELD_KEY,
     REQUIRED_TABLES,
     SHADOWED_TABLES,
     STATED_TABLES,
@@ -31,6 +33,7 @@ from .schema import (
     ensure_meta,
     expected_triggers,
     highest_given,
+    holds,
     lower_marks,
     marks_past_bound,
     meta_lost,
@@ -219,6 +222,9 @@ def _check(conn, repair=False):
             "entities " + ", ".join(f"{i} {json.dumps(name)}" for i, name in group)
             for group in look_alike_entities(conn)
         ],
+        # what ingest holds back (a folder or records file it refused to prune) in a shape plain SQL
+        # wrote: it holds nothing, and the next --prune judges that folder afresh; repaired by removal
+        "unreadable_holds": [key for kind in (PRUNE_HELD_KEY, FILE_HELD_KEY) for key in holds(conn, kind)[2]],
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:
@@ -599,6 +605,9 @@ def _repair(conn, problems, model_id):
         for contexts in conversation.stale_own_lines(conn).values():
             rewrite_contexts(conn, contexts)
         merge_look_alike_entities(conn)  # none, mostly
+        conn.executemany(
+            f"delete from {META_TABLE} where key = ?", [(k,) for k in problems.get("unreadable_holds", [])]
+        )
 
 
 def _mend_mentions(conn, problems):

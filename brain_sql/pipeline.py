@@ -59,6 +59,8 @@ from .schema import (
     FILE_HELD_KEY,
     META_TABLE,
     PRUNE_HELD_KEY,
+    hold_ids,
+    holds,
     is_brain,
     migrate,
     prune_changes,
@@ -724,7 +726,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
     supersedes = validity.Supersedes(pipeline.conn)
     versions = {}  # {document id: the record it is an earlier version of}, as the run accepted them
     emptied = []
-    pipeline.hold({}, (), FILE_HELD_KEY)  # a brain's holds kept the way before 7 December 2026: one row a file now
+    pipeline.hold({}, (), FILE_HELD_KEY)  # holds a version before 7 December 2026 wrote: a row each, read by file
     judged, kept = set(), {}
     for path, fmt in files:
         report.files += 1
@@ -799,6 +801,15 @@ def _judged_against(pipeline, path, seen):
     if before:
         pipeline.watch_replaced(path, before, seen)
     return before, held is not None
+
+
+def _together(*held):
+    """{name: documents} of every hold in `held`, a name's documents joined."""
+    every = {}
+    for one in held:
+        for name, ids in one.items():
+            every[name] = every.get(name, frozenset()) | ids
+    return every
 
 
 def _folders_of(paths):
@@ -1277,33 +1288,14 @@ class _Pipeline:
 
     def every_held(self, key=PRUNE_HELD_KEY):
         """{folder (or records file, for FILE_HELD_KEY): the documents it held when a run
-        first refused to prune it} of the refusals that still hold: brain_meta's rows
-        `key:name`, one a hold, and its row `key` ({name: ids}) the way brains kept them
-        before 7 December 2026; a row that plain SQL wrote in another shape holds nothing."""
-        held = {}
-        for name, value in self.conn.execute(
-            f"select key, value from {META_TABLE} where key = ? or (key >= ? and key < ?) order by key",
-            [key, key + ":", key + ";"],
-        ):
-            try:
-                found = json.loads(value) if name == key else {name[len(key) + 1 :]: json.loads(value)}
-            except (TypeError, ValueError):
-                continue
-            if not isinstance(found, dict):
-                continue
-            for name, ids in found.items():
-                if isinstance(ids, list) and all(isinstance(i, str) for i in ids):
-                    held[name] = held.get(name, frozenset()) | frozenset(ids)
-        return held
+        first refused to prune it} of the refusals that still hold (schema.holds)."""
+        rows, whole, _ = holds(self.conn, key)
+        return _together(rows, whole)
 
     def held_file(self, path):
         """The documents a hold keeps for the records file `path`, or None: one row read."""
         row = self.conn.execute(f"select value from {META_TABLE} where key = ?", [f"{FILE_HELD_KEY}:{path}"]).fetchone()
-        try:
-            ids = json.loads(row[0]) if row else None
-        except (TypeError, ValueError):
-            return None
-        return frozenset(ids) if isinstance(ids, list) and all(isinstance(i, str) for i in ids) else None
+        return hold_ids(row[0]) if row else None
 
     def held_over(self, root, key=PRUNE_HELD_KEY):
         """every_held's entries that are `root`, under it, or over it (a hold made for
@@ -1333,33 +1325,35 @@ class _Pipeline:
             checked = set(judged) | set(refused)
             return {name: ids for name, ids in kept.items() if ids and (name not in checked or self._any_stored(ids))}
 
-        every = self.every_held(key)
-        if merged(every) == every and not self._kept_as_before(key):
+        rows, whole, _ = holds(self.conn, key)
+        if merged(_together(rows, whole)) == rows == whole:
             return
         with self._turn():
             self._store_held(key, merged)
 
     def _store_held(self, key, merged):
-        """Write merged(the holds of brain_meta's `key`) there, a row each, in the
-        caller's transaction: only the rows that change (thousands of files held write
-        what they hold once)."""
-        every = self.every_held(key)
-        kept = merged(every)
-        if self._kept_as_before(key):
-            self.conn.execute(f"delete from {META_TABLE} where key = ?", [key])
-            every = {}  # each written as a row of its own below
-        for name in every.keys() - kept.keys():
+        """Write merged(the holds of brain_meta's `key`) there, in the caller's
+        transaction: a row each, only those that change (thousands of files held
+        write what each holds once), and the one row of them all that versions before
+        7 December 2026 read (review 134: one of them running beside this one, or
+        after a downgrade, would otherwise prune what is held)."""
+        rows, whole, _ = holds(self.conn, key)
+        kept = merged(_together(rows, whole))
+        for name in rows.keys() - kept.keys():
             self.conn.execute(f"delete from {META_TABLE} where key = ?", [f"{key}:{name}"])
         for name, ids in kept.items():
-            if every.get(name) != ids:
+            if rows.get(name) != ids:
                 self.conn.execute(
                     f"insert or replace into {META_TABLE} (key, value) values (?, ?)",
                     [f"{key}:{name}", json.dumps(sorted(ids))],
                 )
-
-    def _kept_as_before(self, key):
-        """Whether brain_meta holds `key`'s holds in one row, as before 7 December 2026."""
-        return self.conn.execute(f"select 1 from {META_TABLE} where key = ?", [key]).fetchone() is not None
+        if kept and kept != whole:
+            value = {name: sorted(ids) for name, ids in sorted(kept.items())}
+            self.conn.execute(
+                f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [key, json.dumps(value)]
+            )
+        elif not kept:
+            self.conn.execute(f"delete from {META_TABLE} where key = ?", [key])
 
     def watch_replaced(self, path, before, seen):
         """Hold the records file `path` (`before`: the documents it held) in the

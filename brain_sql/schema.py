@@ -285,7 +285,8 @@ STAGED_VECTORS = "vec_knowledge_staged"
 RETIRED_VECTORS = "vec_knowledge_retired"
 REINDEX_KEY = "reindexing"  # brain_meta's key naming the reindex the staged table is for
 # brain_meta's rows `prune_refused:FOLDER`, one for each folder ingest --prune refused (pipeline.every_held),
-# holding the documents it held (before 7 December 2026 one row `prune_refused`, {folder: documents}, still read)
+# holding the documents it held, and the row `prune_refused` holding them all ({folder: documents}), which
+# versions before 7 December 2026 read alone (holds)
 PRUNE_HELD_KEY = "prune_refused"
 # and `replaced_refused:FILE`, each records file ingest kept the records of, every one replaced by others
 FILE_HELD_KEY = "replaced_refused"
@@ -1204,12 +1205,15 @@ def ensure_meta(conn, model_id):
 
 
 def stored_meta(conn):
-    """brain_meta as {key: value}; {} where there is none. Main's own: a connection
-    that attached a brain (Datasette's --crossdb) is not one. Text plain SQL wrote
-    that is not UTF-8 is read with escapes (a model so named is then one not
-    installed here, which check names and mends), a key so written left out."""
+    """brain_meta's META_KEYS as {key: value}; {} where there is none. Main's own: a
+    connection that attached a brain (Datasette's --crossdb) is not one. Text plain
+    SQL wrote that is not UTF-8 is read with escapes (a model so named is then one
+    not installed here, which check names and mends), a key so written left out.
+    Those keys only: a server asks on every request, and ingest's holds may be
+    megabytes (review 134's 5,000 records files held)."""
+    keys = ", ".join(f"'{key}'" for key in META_KEYS)
     try:
-        return dict(conn.execute(f"select key, value from main.{META_TABLE}").fetchall())
+        return dict(conn.execute(f"select key, value from main.{META_TABLE} where key in ({keys})").fetchall())
     except sqlite3.OperationalError as ex:
         if UNDECODED_TEXT not in str(ex):
             return {}
@@ -1217,7 +1221,7 @@ def stored_meta(conn):
     for key, value, kind in conn.execute(
         # a key that is no text (a BLOB spelled 'model') is none of brain_meta's, as the fast path reads it
         f"select cast(key as blob), cast(value as blob), typeof(value) from main.{META_TABLE} "
-        "where typeof(key) = 'text'"
+        f"where typeof(key) = 'text' and key in ({keys})"
     ):
         try:
             name = key.decode("utf-8")
@@ -1697,3 +1701,40 @@ def _differences(expected, found):
         if found_columns[name][2]
     ]
     return problems
+
+
+def hold_ids(value):
+    """The documents a hold's brain_meta value names, or None for a value in another shape."""
+    try:
+        return _ids(json.loads(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def _ids(ids):
+    return frozenset(ids) if isinstance(ids, list) and all(isinstance(i, str) for i in ids) else None
+
+
+def holds(conn, key):
+    """The holds brain_meta keeps under `key` (PRUNE_HELD_KEY, FILE_HELD_KEY):
+    ({name: its documents} of its rows `key:name`, the same of its one row `key`
+    ({name: ids}, all of them, kept in step for versions before 7 December 2026,
+    which read only it), [the keys of rows in another shape]: they hold nothing)."""
+    rows, whole, unreadable = {}, {}, []
+    for row_key, value in conn.execute(
+        f"select key, value from {META_TABLE} where key = ? or (key >= ? and key < ?) order by key",
+        [key, key + ":", key + ";"],
+    ):
+        if row_key != key:
+            found, into = {row_key[len(key) + 1 :]: hold_ids(value)}, rows
+        else:
+            try:
+                every = json.loads(value)
+            except (TypeError, ValueError):
+                every = None
+            found = {n: _ids(ids) for n, ids in every.items()} if isinstance(every, dict) else {"": None}
+            into = whole
+        if None in found.values():
+            unreadable.append(row_key)
+        into.update((name, ids) for name, ids in found.items() if ids is not None)
+    return rows, whole, unreadable

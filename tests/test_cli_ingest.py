@@ -578,7 +578,7 @@ def test_a_folder_in_the_root_whose_files_are_all_gone_but_a_new_one_is_refused(
         assert rows(conn, "select count(*) from knowledge where source_path like ?", (f"{vault}/acme/%",)) == [
             (in_acme + 1,)
         ]
-    assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused%'") == [(1,)]
+    assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused:%'") == [(1,)]
     kept = sorted((tmp_path / "acme.away").rglob("*.md"))[0]  # one of its files back: the others were deleted
     shutil.copy(kept, vault / "acme" / kept.relative_to(tmp_path / "acme.away"))
     result = ingest_ok(run, db_path, vault, extra=["--prune"])

@@ -139,18 +139,24 @@ def test_a_folder_held_back_stays_held_whichever_run_stored_its_new_note_and_wha
     assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused%'") == [(0,)]
 
 
-@pytest.mark.parametrize("how", ["one file", "notes swapped"])
-def test_a_note_in_an_unmounted_folder_holds_it_however_it_came(tmp_path, how):
-    """Review 130: a "not mounted" note given alone to an ingest (a watcher), or
-    swapped for another note and back, each then read as a file the folder kept,
-    and the nightly --prune removed the rest. (One in a new folder of the mount
-    point stored by a plain ingest is not held: reviews 131, 132.)"""
+def _unmounted(tmp_path):
+    """A vault of two notes in sub/ and one beside it, stored, then sub/'s drive unmounted."""
     vault = tmp_path / "vault"
     for name in ("sub/a0.md", "sub/a1.md", "x.md"):
         write(vault / name, f"# {Path(name).stem}\n\nThe note {name} holds.\n")
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [vault])
     (vault / "sub").rename(tmp_path / "away")
+    return vault, conn
+
+
+@pytest.mark.parametrize("how", ["one file", "notes swapped"])
+def test_a_note_in_an_unmounted_folder_holds_it_however_it_came(tmp_path, how):
+    """Review 130: a "not mounted" note given alone to an ingest (a watcher), or
+    swapped for another note and back, each then read as a file the folder kept,
+    and the nightly --prune removed the rest. (One in a new folder of the mount
+    point stored by a plain ingest is not held: reviews 131, 132.)"""
+    vault, conn = _unmounted(tmp_path)
     note = vault / "sub" / "NOT_MOUNTED.md"
     write(note, "# Not mounted\n\nThe drive mounts here.\n")
     brain_sql.ingest(conn, [note if how == "one file" else vault])  # stored before any prune judged it
@@ -307,30 +313,53 @@ def test_a_records_file_with_a_bad_record_ends_the_hold_it_made_when_an_earlier_
     assert rows(conn, "select count(*) from knowledge where external_id like 'old%'") == [(0,)], report.summary()
 
 
-def test_holds_kept_the_way_brains_kept_them_before_hold_as_they_did(tmp_path):
-    """Before 7 December 2026 a brain kept its holds in one brain_meta row a kind
-    ({name: ids}); now one row a hold (`replaced_refused:FILE`, `prune_refused:FOLDER`),
-    so an ingest reading one file reads its one hold, again when it reaches it. A
-    brain's old row holds as it did, and its first ingest writes it as rows."""
+def test_holds_are_a_row_each_and_the_one_row_versions_before_read_is_kept_in_step(tmp_path):
+    """Holds are one brain_meta row each (`replaced_refused:FILE`, `prune_refused:FOLDER`),
+    so an ingest reading one file reads its one hold, when it reaches it. Versions
+    before 7 December 2026 read one row a kind ({name: ids}) alone: it is written
+    beside them whenever they change (review 134: an older ingest still running, or a
+    downgrade, pruned what the rows held), and a brain holding only it holds as it did."""
     crm = write(tmp_path / "crm.jsonl", _export("old"))
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [crm])
     write(crm, _export("new"))
     with pytest.raises(brain_sql.PruneRefused):
         brain_sql.ingest(conn, [crm])
-    ((key, value),) = rows(conn, "select key, value from brain_meta where key like 'replaced_refused%'")
-    assert key == f"replaced_refused:{crm}"
+    listed = "select key, value from brain_meta where key like 'replaced_refused%' order by key"
+    (whole, (key, value)) = rows(conn, listed)
+    assert whole == ("replaced_refused", json.dumps({str(crm): json.loads(value)})) and key == f"replaced_refused:{crm}"
     with conn:
-        conn.execute("delete from brain_meta where key = ?", [key])
-        conn.execute(
-            "insert into brain_meta (key, value) values ('replaced_refused', ?)",
-            [json.dumps({str(crm): json.loads(value)})],
-        )
+        conn.execute("delete from brain_meta where key = ?", [key])  # as a version before wrote it
     for _ in range(2):
         with pytest.raises(brain_sql.PruneRefused, match="that would remove all 6 memories"):
             brain_sql.ingest(conn, [crm])
-        assert rows(conn, "select key, value from brain_meta where key like 'replaced_refused%'") == [(key, value)]
+        assert rows(conn, listed) == [whole, (key, value)]
     assert rows(conn, "select count(*) from knowledge where external_id like 'old%'") == [(6,)]
+    write(crm, _export("old"))  # the earlier export back: forgotten, both
+    brain_sql.ingest(conn, [crm])
+    assert rows(conn, listed) == []
+
+
+@pytest.mark.parametrize(
+    "value", ["not json", '{"a": 1}', '["a", 2]', "[]x", None], ids=["text", "object", "mixed", "broken", "null"]
+)
+def test_a_hold_plain_sql_wrote_in_another_shape_is_named_by_check_and_repair_removes_it(tmp_path, value):
+    """A hold row in another shape holds nothing (every other hold still does); check
+    names it rather than leaving the guard's loss unsaid (review 129, L5)."""
+    vault, conn = _unmounted(tmp_path)
+    write(vault / "sub" / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
+    with pytest.raises(brain_sql.PruneRefused):
+        brain_sql.ingest(conn, [vault], prune=True)
+    assert brain_sql.check(conn) == {}
+    bad = f"replaced_refused:{tmp_path / 'crm.jsonl'}"
+    with conn:
+        conn.execute("insert into brain_meta (key, value) values (?, ?)", [bad, value])
+    assert brain_sql.check(conn) == {"unreadable_holds": [bad]}
+    with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
+        brain_sql.ingest(conn, [vault], prune=True)  # the folder's hold holds still
+    assert brain_sql.check(conn, repair=True) == {"unreadable_holds": [bad]}
+    assert brain_sql.check(conn) == {}
+    assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused:%'") == [(1,)]
 
 
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
