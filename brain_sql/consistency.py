@@ -36,6 +36,7 @@ from .schema import (
     holds,
     lower_marks,
     marks_past_bound,
+    mend_holds,
     meta_lost,
     migrate,
     migrations,
@@ -605,9 +606,7 @@ def _repair(conn, problems, model_id):
         for contexts in conversation.stale_own_lines(conn).values():
             rewrite_contexts(conn, contexts)
         merge_look_alike_entities(conn)  # none, mostly
-        conn.executemany(
-            f"delete from {META_TABLE} where key = ?", [(k,) for k in problems.get("unreadable_holds", [])]
-        )
+        mend_holds(conn, problems.get("unreadable_holds", []))
 
 
 def _mend_mentions(conn, problems):

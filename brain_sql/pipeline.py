@@ -59,12 +59,14 @@ from .schema import (
     FILE_HELD_KEY,
     META_TABLE,
     PRUNE_HELD_KEY,
+    all_held,
     hold_ids,
     holds,
     is_brain,
     migrate,
     prune_changes,
     recorded_model,
+    write_whole,
 )
 from .vectors import insert_vectors, storage_vectors, stored_vector, vectored
 from .wording import counted, shown
@@ -803,15 +805,6 @@ def _judged_against(pipeline, path, seen):
     return before, held is not None
 
 
-def _together(*held):
-    """{name: documents} of every hold in `held`, a name's documents joined."""
-    every = {}
-    for one in held:
-        for name, ids in one.items():
-            every[name] = every.get(name, frozenset()) | ids
-    return every
-
-
 def _folders_of(paths):
     """Every folder that holds one of `paths`, at any depth."""
     folders = set()
@@ -1289,12 +1282,13 @@ class _Pipeline:
     def every_held(self, key=PRUNE_HELD_KEY):
         """{folder (or records file, for FILE_HELD_KEY): the documents it held when a run
         first refused to prune it} of the refusals that still hold (schema.holds)."""
-        rows, whole, _ = holds(self.conn, key)
-        return _together(rows, whole)
+        return all_held(*holds(self.conn, key)[:2])
 
     def held_file(self, path):
         """The documents a hold keeps for the records file `path`, or None: one row read."""
-        row = self.conn.execute(f"select value from {META_TABLE} where key = ?", [f"{FILE_HELD_KEY}:{path}"]).fetchone()
+        row = self.conn.execute(
+            f"select cast(value as blob) from {META_TABLE} where key = ?", [f"{FILE_HELD_KEY}:{path}"]
+        ).fetchone()
         return hold_ids(row[0]) if row else None
 
     def held_over(self, root, key=PRUNE_HELD_KEY):
@@ -1326,7 +1320,7 @@ class _Pipeline:
             return {name: ids for name, ids in kept.items() if ids and (name not in checked or self._any_stored(ids))}
 
         rows, whole, _ = holds(self.conn, key)
-        if merged(_together(rows, whole)) == rows == whole:
+        if merged(all_held(rows, whole)) == rows == whole:
             return
         with self._turn():
             self._store_held(key, merged)
@@ -1338,7 +1332,7 @@ class _Pipeline:
         7 December 2026 read (review 134: one of them running beside this one, or
         after a downgrade, would otherwise prune what is held)."""
         rows, whole, _ = holds(self.conn, key)
-        kept = merged(_together(rows, whole))
+        kept = merged(all_held(rows, whole))
         for name in rows.keys() - kept.keys():
             self.conn.execute(f"delete from {META_TABLE} where key = ?", [f"{key}:{name}"])
         for name, ids in kept.items():
@@ -1347,13 +1341,8 @@ class _Pipeline:
                     f"insert or replace into {META_TABLE} (key, value) values (?, ?)",
                     [f"{key}:{name}", json.dumps(sorted(ids))],
                 )
-        if kept and kept != whole:
-            value = {name: sorted(ids) for name, ids in sorted(kept.items())}
-            self.conn.execute(
-                f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [key, json.dumps(value)]
-            )
-        elif not kept:
-            self.conn.execute(f"delete from {META_TABLE} where key = ?", [key])
+        if kept != whole:
+            write_whole(self.conn, key, kept)
 
     def watch_replaced(self, path, before, seen):
         """Hold the records file `path` (`before`: the documents it held) in the
@@ -1394,7 +1383,7 @@ class _Pipeline:
         reviews 131, 132). A folder held already, or one over it, keeps what it held.
         A file that is there ends a folder's look (one stat, for a vault that keeps
         its files)."""
-        held = self.every_held()
+        held = {f: ids for f, ids in self.every_held().items() if self._any_stored(ids)}  # holding something
         bounds = [str(Path(p).resolve()) if Path(p).is_dir() else str(Path(p).resolve().parent) for p in paths]
         keeps = {}  # folder -> whether a file stored from under it is there (None: nothing stored under it)
 
@@ -1472,7 +1461,9 @@ class _Pipeline:
         held, doomed = self.writer.removable(*under, gone=there)
         # a file stored by a run that refused its folder is new still: the next run must not read the folder
         # as keeping one of its files, and prune what a drive unmounted took away (review 128)
-        kept_back = self.held_over(root)
+        near = self.held_over(root)
+        # a hold none of whose documents is stored (forgotten, pruned by another version) holds nothing (review 135)
+        kept_back = {f: ids for f, ids in near.items() if self._any_stored(ids)}
         before = (before & set(held)) - self.new_under(root, kept_back)
         paths = self._paths(before | set(doomed)) if doomed else {}
         # spared folders are found where they really are: a note stored through a link is matched there too
@@ -1519,7 +1510,7 @@ class _Pipeline:
         # the holds this run judged: under the root (not one over it), and neither spared nor refused otherwise
         # (a file of a name no text, a dangling link, a cloud placeholder: review 132)
         looked = [*(folder for folder, _ in spared), *(folder for folder, _ in refused)]
-        judged = {f for f in kept_back if _within(f, root) and not any(_within(f, o) or _within(o, f) for o in looked)}
+        judged = {f for f in near if _within(f, root) and not any(_within(f, o) or _within(o, f) for o in looked)}
         now = {f: self.documents(*_documents_under(f)) & before for f, why in refused if why in HELD_REFUSALS}
         self.hold(now, judged)
         return [(folder, self._refusal(folder, why, documents)) for (folder, why), documents in sorted(refused.items())]

@@ -1704,9 +1704,10 @@ def _differences(expected, found):
 
 
 def hold_ids(value):
-    """The documents a hold's brain_meta value names, or None for a value in another shape."""
+    """The documents a hold's brain_meta value (read as a BLOB) names, or None for a
+    value in another shape (text that is not UTF-8 among them: review 135)."""
     try:
-        return _ids(json.loads(value))
+        return _ids(json.loads(value.decode("utf-8") if isinstance(value, bytes) else value))
     except (TypeError, ValueError):
         return None
 
@@ -1719,17 +1720,20 @@ def holds(conn, key):
     """The holds brain_meta keeps under `key` (PRUNE_HELD_KEY, FILE_HELD_KEY):
     ({name: its documents} of its rows `key:name`, the same of its one row `key`
     ({name: ids}, all of them, kept in step for versions before 7 December 2026,
-    which read only it), [the keys of rows in another shape]: they hold nothing)."""
+    which read only it), [the keys of rows that are, or hold entries, in another
+    shape]: those hold nothing)."""
     rows, whole, unreadable = {}, {}, []
     for row_key, value in conn.execute(
-        f"select key, value from {META_TABLE} where key = ? or (key >= ? and key < ?) order by key",
+        f"select cast(key as blob), cast(value as blob) from {META_TABLE} "
+        "where key = ? or (key >= ? and key < ?) order by key",
         [key, key + ":", key + ";"],
     ):
+        row_key = row_key.decode("utf-8", "backslashreplace")  # a key not UTF-8: check's own invalid-key check
         if row_key != key:
             found, into = {row_key[len(key) + 1 :]: hold_ids(value)}, rows
         else:
             try:
-                every = json.loads(value)
+                every = json.loads(value.decode("utf-8")) if value is not None else None
             except (TypeError, ValueError):
                 every = None
             found = {n: _ids(ids) for n, ids in every.items()} if isinstance(every, dict) else {"": None}
@@ -1738,3 +1742,34 @@ def holds(conn, key):
             unreadable.append(row_key)
         into.update((name, ids) for name, ids in found.items() if ids is not None)
     return rows, whole, unreadable
+
+
+def all_held(rows, whole):
+    """{name: documents} of every hold of holds()'s two readings, a name's documents joined."""
+    every = dict(rows)
+    for name, ids in whole.items():
+        every[name] = every.get(name, frozenset()) | ids
+    return every
+
+
+def write_whole(conn, key, held):
+    """Write holds()'s one row `key` holding `held` ({name: documents}), or none for none."""
+    if held:
+        value = json.dumps({name: sorted(ids) for name, ids in sorted(held.items())})
+        conn.execute(f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [key, value])
+    else:
+        conn.execute(f"delete from {META_TABLE} where key = ?", [key])
+
+
+def mend_holds(conn, unreadable):
+    """Remove the `unreadable` rows `KIND:name` (holds()), and write a kind's one row
+    `KIND` again with what it and the rows hold readably: one bad entry of it is no
+    reason to lose the holds beside it, which versions before 7 December 2026 kept
+    there alone (review 135)."""
+    for key in (PRUNE_HELD_KEY, FILE_HELD_KEY):
+        rows, whole, _ = holds(conn, key)
+        conn.executemany(
+            f"delete from {META_TABLE} where key = ?", [(k,) for k in unreadable if k.startswith(key + ":")]
+        )
+        if key in unreadable:
+            write_whole(conn, key, all_held(rows, whole))

@@ -610,7 +610,8 @@ PROBLEMS = {
     "reindex_leftovers": "tables a reindex stopped before its end left (as large as the vectors; --repair drops them)",
     "unreadable_holds": (
         "brain_meta rows of what ingest holds back (a folder or records file it refused to prune) in a shape plain "
-        "SQL wrote: they hold nothing, and the next ingest judges that folder or file afresh (--repair removes them)"
+        "SQL wrote: they hold nothing, and the next ingest judges that folder or file afresh (--repair removes them, "
+        "and writes the one row of them all again with what it holds readably)"
     ),
     "stale_snapshot": "the read state's snapshot beside the file cannot be used (a server builds the state from SQL)",
 }

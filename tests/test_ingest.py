@@ -341,25 +341,61 @@ def test_holds_are_a_row_each_and_the_one_row_versions_before_read_is_kept_in_st
 
 
 @pytest.mark.parametrize(
-    "value", ["not json", '{"a": 1}', '["a", 2]', "[]x", None], ids=["text", "object", "mixed", "broken", "null"]
+    "value",
+    ["'not json'", """'{"a": 1}'""", """'["a", 2]'""", "'[]x'", "null", "cast(x'5b22ff225d' as text)", "whole"],
+    ids=["text", "object", "mixed", "broken", "null", "not utf-8", "one entry of the one row"],
 )
-def test_a_hold_plain_sql_wrote_in_another_shape_is_named_by_check_and_repair_removes_it(tmp_path, value):
+def test_a_hold_plain_sql_wrote_in_another_shape_is_named_by_check_and_repair_keeps_the_rest(tmp_path, value):
     """A hold row in another shape holds nothing (every other hold still does); check
-    names it rather than leaving the guard's loss unsaid (review 129, L5)."""
+    names it rather than leaving the guard's loss unsaid (review 129, L5), text that
+    is not UTF-8 too, where it stopped every ingest and check (review 135, M1), and
+    --repair removes it. One bad entry of the one row versions before 7 December 2026
+    kept every hold in is mended, its other holds kept (review 135, H1: the repair
+    deleted the row, and the next --prune pruned the unmounted folder)."""
     vault, conn = _unmounted(tmp_path)
     write(vault / "sub" / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
     with pytest.raises(brain_sql.PruneRefused):
         brain_sql.ingest(conn, [vault], prune=True)
     assert brain_sql.check(conn) == {}
-    bad = f"replaced_refused:{tmp_path / 'crm.jsonl'}"
+    bad = "prune_refused" if value == "whole" else f"replaced_refused:{tmp_path / 'crm.jsonl'}"
     with conn:
-        conn.execute("insert into brain_meta (key, value) values (?, ?)", [bad, value])
+        if value == "whole":  # as a version before wrote it, one entry of it spoilt by plain SQL
+            conn.execute("delete from brain_meta where key like 'prune_refused:%'")
+            conn.execute("update brain_meta set value = json_set(value, '$.\"/elsewhere\"', 7) where key = ?", [bad])
+        else:
+            conn.execute(f"insert into brain_meta (key, value) values (?, {value})", [bad])
     assert brain_sql.check(conn) == {"unreadable_holds": [bad]}
-    with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
-        brain_sql.ingest(conn, [vault], prune=True)  # the folder's hold holds still
     assert brain_sql.check(conn, repair=True) == {"unreadable_holds": [bad]}
     assert brain_sql.check(conn) == {}
+    for _ in range(2):
+        with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
+            brain_sql.ingest(conn, [vault], prune=True)  # the folder's hold holds still
+    assert rows(conn, "select count(*) from knowledge where title in ('a0', 'a1')") == [(2,)]
     assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused:%'") == [(1,)]
+
+
+def test_a_folder_hold_whose_notes_were_all_forgotten_holds_nothing(tmp_path):
+    """Review 135, H3: a folder held (its drive unmounted), whose memories the user
+    then forgot: notes written there since counted as new to that hold, whatever
+    they were, so the drive unmounting again pruned them all. A hold none of whose
+    documents is stored holds nothing, and the folder is guarded afresh."""
+    vault, conn = _unmounted(tmp_path)
+    write(vault / "sub" / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
+    with pytest.raises(brain_sql.PruneRefused):
+        brain_sql.ingest(conn, [vault], prune=True)
+    ids = [i for (i,) in rows(conn, "select id from knowledge where source_path like ?", [f"{vault / 'sub'}%"])]
+    brain_sql.forget(conn, ids=ids)
+    (vault / "sub" / "NOT_MOUNTED.md").unlink()
+    for name in ("c.md", "d.md"):
+        write(vault / "sub" / name, f"# {name}\n\nWritten on the drive since.\n")
+    brain_sql.ingest(conn, [vault])
+    (vault / "sub").rename(tmp_path / "away again")
+    write(vault / "sub" / "OFFLINE.md", "# Offline\n\nThe drive mounts here.\n")
+    for _ in range(2):
+        with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
+            brain_sql.ingest(conn, [vault], prune=True)
+    stored = "select count(*) from knowledge where source_path in (?, ?)"
+    assert rows(conn, stored, [str(vault / "sub" / "c.md"), str(vault / "sub" / "d.md")]) == [(2,)]
 
 
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
