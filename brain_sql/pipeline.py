@@ -1383,7 +1383,7 @@ class _Pipeline:
         reviews 131, 132). A folder held already, or one over it, keeps what it held.
         A file that is there ends a folder's look (one stat, for a vault that keeps
         its files)."""
-        held = {f: ids for f, ids in self.every_held().items() if self._any_stored(ids)}  # holding something
+        held = self.every_held()
         bounds = [str(Path(p).resolve()) if Path(p).is_dir() else str(Path(p).resolve().parent) for p in paths]
         keeps = {}  # folder -> whether a file stored from under it is there (None: nothing stored under it)
 
@@ -1461,9 +1461,7 @@ class _Pipeline:
         held, doomed = self.writer.removable(*under, gone=there)
         # a file stored by a run that refused its folder is new still: the next run must not read the folder
         # as keeping one of its files, and prune what a drive unmounted took away (review 128)
-        near = self.held_over(root)
-        # a hold none of whose documents is stored (forgotten, pruned by another version) holds nothing (review 135)
-        kept_back = {f: ids for f, ids in near.items() if self._any_stored(ids)}
+        kept_back = self.held_over(root)
         before = (before & set(held)) - self.new_under(root, kept_back)
         paths = self._paths(before | set(doomed)) if doomed else {}
         # spared folders are found where they really are: a note stored through a link is matched there too
@@ -1510,7 +1508,7 @@ class _Pipeline:
         # the holds this run judged: under the root (not one over it), and neither spared nor refused otherwise
         # (a file of a name no text, a dangling link, a cloud placeholder: review 132)
         looked = [*(folder for folder, _ in spared), *(folder for folder, _ in refused)]
-        judged = {f for f in near if _within(f, root) and not any(_within(f, o) or _within(o, f) for o in looked)}
+        judged = {f for f in kept_back if _within(f, root) and not any(_within(f, o) or _within(o, f) for o in looked)}
         now = {f: self.documents(*_documents_under(f)) & before for f, why in refused if why in HELD_REFUSALS}
         self.hold(now, judged)
         return [(folder, self._refusal(folder, why, documents)) for (folder, why), documents in sorted(refused.items())]

@@ -374,28 +374,42 @@ def test_a_hold_plain_sql_wrote_in_another_shape_is_named_by_check_and_repair_ke
     assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused:%'") == [(1,)]
 
 
-def test_a_folder_hold_whose_notes_were_all_forgotten_holds_nothing(tmp_path):
-    """Review 135, H3: a folder held (its drive unmounted), whose memories the user
-    then forgot: notes written there since counted as new to that hold, whatever
-    they were, so the drive unmounting again pruned them all. A hold none of whose
-    documents is stored holds nothing, and the folder is guarded afresh."""
-    vault, conn = _unmounted(tmp_path)
-    write(vault / "sub" / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
+def test_a_folder_hold_keeps_its_mount_points_note_new_whatever_became_of_what_it_held(tmp_path):
+    """Review 136, H1: a folder hold none of whose documents was stored any more (the
+    user forgot them, and the plain ingest stored the notes again as new memories) was
+    read as holding nothing, and the mount point's "not mounted" note, stored by the
+    refused run and there again each time the drive is unmounted, as a file the
+    folder kept: the first night unmounted pruned the drive's notes. (With the notes
+    deleted too, the first night's refusal holds nothing stored, the hold is dropped,
+    and the second night prunes: older, known.)"""
+    vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
+    write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
+    for name in ("a0.md", "a1.md"):
+        write(drive / name, f"# {name}\n\nA note on the drive.\n")
+    write(point / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
+
+    def mount(mounted):
+        (vault / "sub").rename(drive if not mounted else point) if (vault / "sub").exists() else None
+        (point if not mounted else drive).rename(vault / "sub")
+
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    mount(True)
+    brain_sql.ingest(conn, [vault], prune=True)
+    mount(False)
     with pytest.raises(brain_sql.PruneRefused):
         brain_sql.ingest(conn, [vault], prune=True)
-    ids = [i for (i,) in rows(conn, "select id from knowledge where source_path like ?", [f"{vault / 'sub'}%"])]
+    mount(True)
+    ids = [i for (i,) in rows(conn, "select id from knowledge where source_path like ?", [f"{vault / 'sub'}/a%"])]
     brain_sql.forget(conn, ids=ids)
-    (vault / "sub" / "NOT_MOUNTED.md").unlink()
     for name in ("c.md", "d.md"):
         write(vault / "sub" / name, f"# {name}\n\nWritten on the drive since.\n")
-    brain_sql.ingest(conn, [vault])
-    (vault / "sub").rename(tmp_path / "away again")
-    write(vault / "sub" / "OFFLINE.md", "# Offline\n\nThe drive mounts here.\n")
+    brain_sql.ingest(conn, [vault])  # a0 and a1 stored again, c and d new
+    mount(False)
     for _ in range(2):
         with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
             brain_sql.ingest(conn, [vault], prune=True)
-    stored = "select count(*) from knowledge where source_path in (?, ?)"
-    assert rows(conn, stored, [str(vault / "sub" / "c.md"), str(vault / "sub" / "d.md")]) == [(2,)]
+    on_drive = "select count(*) from knowledge where source_path like ? and source_path not like '%NOT_MOUNTED%'"
+    assert rows(conn, on_drive, [f"{vault / 'sub'}/%"]) == [(4,)]
 
 
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
