@@ -1704,12 +1704,19 @@ def _differences(expected, found):
 
 
 def hold_ids(value):
-    """The documents a hold's brain_meta value (read as a BLOB) names, or None for a
-    value in another shape (text that is not UTF-8 among them: review 135)."""
+    """The documents a hold's brain_meta value (read as a BLOB) names, a JSON list or
+    {"early": list} (a records file held as a run went: pipeline._hold_replaced), or
+    None for a value in another shape (text that is not UTF-8 among them: review 135)."""
     try:
-        return _ids(json.loads(value.decode("utf-8") if isinstance(value, bytes) else value))
+        found = json.loads(value.decode("utf-8") if isinstance(value, bytes) else value)
     except (TypeError, ValueError):
         return None
+    return _ids(found["early"] if isinstance(found, dict) and set(found) == {"early"} else found)
+
+
+def early_value(ids):
+    """The brain_meta value of a hold a run made as it went, before its end (hold_ids)."""
+    return json.dumps({"early": sorted(ids)})
 
 
 def _ids(ids):
@@ -1721,8 +1728,8 @@ def holds(conn, key):
     ({name: its documents} of its rows `key:name`, the same of its one row `key`
     ({name: ids}, all of them, kept in step for versions before 7 December 2026,
     which read only it), [the keys of rows that are, or hold entries, in another
-    shape]: those hold nothing)."""
-    rows, whole, unreadable = {}, {}, []
+    shape]: those hold nothing, {the names of rows a run wrote as it went})."""
+    rows, whole, unreadable, early = {}, {}, [], set()
     for row_key, value in conn.execute(
         f"select cast(key as blob), cast(value as blob) from {META_TABLE} "
         "where key = ? or (key >= ? and key < ?) order by key",
@@ -1731,6 +1738,8 @@ def holds(conn, key):
         row_key = row_key.decode("utf-8", "backslashreplace")  # a key not UTF-8: check's own invalid-key check
         if row_key != key:
             found, into = {row_key[len(key) + 1 :]: hold_ids(value)}, rows
+            if value is not None and value.startswith(b'{"early"'):
+                early.add(row_key[len(key) + 1 :])
         else:
             try:
                 every = json.loads(value.decode("utf-8")) if value is not None else None
@@ -1741,12 +1750,15 @@ def holds(conn, key):
         if None in found.values():
             unreadable.append(row_key)
         into.update((name, ids) for name, ids in found.items() if ids is not None)
-    return rows, whole, unreadable
+    return rows, whole, unreadable, early
 
 
-def all_held(rows, whole):
-    """{name: documents} of every hold of holds()'s two readings, a name's documents joined."""
-    every = dict(rows)
+def all_held(rows, whole, early):
+    """{name: documents} of every hold of holds()'s readings, a name's documents
+    joined. A row (but one written as a run went) whose name the one row of them all
+    does not name was ended by a version before 7 December 2026, which reads and
+    writes that row alone (review 137): it holds nothing."""
+    every = {name: ids for name, ids in rows.items() if name in whole or name in early}
     for name, ids in whole.items():
         every[name] = every.get(name, frozenset()) | ids
     return every
@@ -1767,9 +1779,9 @@ def mend_holds(conn, unreadable):
     reason to lose the holds beside it, which versions before 7 December 2026 kept
     there alone (review 135)."""
     for key in (PRUNE_HELD_KEY, FILE_HELD_KEY):
-        rows, whole, _ = holds(conn, key)
+        rows, whole, _, early = holds(conn, key)
         conn.executemany(
             f"delete from {META_TABLE} where key = ?", [(k,) for k in unreadable if k.startswith(key + ":")]
         )
         if key in unreadable:
-            write_whole(conn, key, all_held(rows, whole))
+            write_whole(conn, key, all_held(rows, whole, early))

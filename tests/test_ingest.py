@@ -340,6 +340,28 @@ def test_holds_are_a_row_each_and_the_one_row_versions_before_read_is_kept_in_st
     assert rows(conn, listed) == []
 
 
+def test_a_hold_a_version_before_ended_in_its_one_row_is_ended(tmp_path):
+    """Review 137: a version before 7 December 2026 ends a hold in the one row it
+    reads, and leaves the row `replaced_refused:FILE` it does not know; read again,
+    that row held the file against records long gone, and every later run refused
+    it. A row the one row does not name (but one a run wrote as it went) is ended."""
+    crm = write(tmp_path / "crm.jsonl", _export("old", 3))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [crm])
+    write(crm, _export("new", 3))
+    with pytest.raises(brain_sql.PruneRefused):
+        brain_sql.ingest(conn, [crm])
+    ((key, value),) = rows(conn, "select key, value from brain_meta where key like 'replaced_refused:%'")
+    write(crm, _export("old", 3) + _export("new", 1))  # the older version's run: the hold ended, new1, new2 gone
+    brain_sql.ingest(conn, [crm])
+    with conn:
+        conn.execute("insert into brain_meta (key, value) values (?, ?)", [key, value])  # the row it left
+    write(crm, _export("new", 1) + '{"_id": "z0", "text": "Record z 0."}\n')  # an edit: new0 kept, old ones gone
+    brain_sql.ingest(conn, [crm])
+    assert rows(conn, "select external_id from knowledge order by 1") == [("new0",), ("z0",)]
+    assert rows(conn, "select count(*) from brain_meta where key like 'replaced_refused%'") == [(0,)]
+
+
 @pytest.mark.parametrize(
     "value",
     ["'not json'", """'{"a": 1}'""", """'["a", 2]'""", "'[]x'", "null", "cast(x'5b22ff225d' as text)", "whole"],
