@@ -226,7 +226,7 @@ def _check(conn, repair=False):
         # what ingest holds back (a folder or records file it refused to prune) in a shape plain SQL
         # wrote: it holds nothing, and the next ingest judges that folder or file afresh; repaired by
         # removal, the one row of all holds written again with what it holds readably (mend_holds)
-        "unreadable_holds": [key for kind in (PRUNE_HELD_KEY, FILE_HELD_KEY) for key in holds(conn, kind)[2]],
+        "unreadable_holds": [key for kind in (PRUNE_HELD_KEY, FILE_HELD_KEY) for key in holds(conn, kind).unreadable],
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:

@@ -1283,8 +1283,7 @@ class _Pipeline:
     def every_held(self, key=PRUNE_HELD_KEY):
         """{folder (or records file, for FILE_HELD_KEY): the documents it held when a run
         first refused to prune it} of the refusals that still hold (schema.holds)."""
-        rows, whole, _, early = holds(self.conn, key)
-        return all_held(rows, whole, early)
+        return all_held(holds(self.conn, key))
 
     def held_file(self, path):
         """The documents a hold keeps for the records file `path`, or None: one row read."""
@@ -1321,8 +1320,8 @@ class _Pipeline:
             checked = set(judged) | set(refused)
             return {name: ids for name, ids in kept.items() if ids and (name not in checked or self._any_stored(ids))}
 
-        rows, whole, _, early = holds(self.conn, key)
-        if merged(all_held(rows, whole, early)) == rows == whole and not early:
+        held = holds(self.conn, key)
+        if merged(all_held(held)) == held.rows == held.whole and not held.early:
             return
         with self._turn():
             self._store_held(key, merged)
@@ -1333,12 +1332,13 @@ class _Pipeline:
         write what each holds once), and the one row of them all that versions before
         7 December 2026 read (review 134: one of them running beside this one, or
         after a downgrade, would otherwise prune what is held)."""
-        rows, whole, _, early = holds(self.conn, key)
-        kept = merged(all_held(rows, whole, early))
+        held = holds(self.conn, key)
+        rows, whole = held.rows, held.whole
+        kept = merged(all_held(held))
         for name in rows.keys() - kept.keys():
             self.conn.execute(f"delete from {META_TABLE} where key = ?", [f"{key}:{name}"])
         for name, ids in kept.items():
-            if rows.get(name) != ids or name in early:
+            if rows.get(name) != ids or name in held.early:
                 self.conn.execute(
                     f"insert or replace into {META_TABLE} (key, value) values (?, ?)",
                     [f"{key}:{name}", json.dumps(sorted(ids))],
@@ -1369,7 +1369,10 @@ class _Pipeline:
             ids = ids | (self.held_file(path) or frozenset())
             self.conn.execute(
                 f"insert or replace into {META_TABLE} (key, value) values (?, ?)",
-                [f"{FILE_HELD_KEY}:{path}", early_value(ids)],  # the one row of all holds at the run's end
+                [
+                    f"{FILE_HELD_KEY}:{path}",
+                    early_value(ids),
+                ],  # into the one row at the run's end, or the next run's start
             )
         self.held_early |= early.keys()
         return looked

@@ -15,7 +15,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlite_utils
 from sqlite_utils import Migrations
@@ -1707,11 +1707,17 @@ def hold_ids(value):
     """The documents a hold's brain_meta value (read as a BLOB) names, a JSON list or
     {"early": list} (a records file held as a run went: pipeline._hold_replaced), or
     None for a value in another shape (text that is not UTF-8 among them: review 135)."""
+    return _hold_value(value)[0]
+
+
+def _hold_value(value):
+    """(hold_ids(value), whether it is a hold written as a run went)."""
     try:
         found = json.loads(value.decode("utf-8") if isinstance(value, bytes) else value)
     except (TypeError, ValueError):
-        return None
-    return _ids(found["early"] if isinstance(found, dict) and set(found) == {"early"} else found)
+        return None, False
+    early = isinstance(found, dict) and set(found) == {"early"}
+    return _ids(found["early"] if early else found), early
 
 
 def early_value(ids):
@@ -1723,13 +1729,19 @@ def _ids(ids):
     return frozenset(ids) if isinstance(ids, list) and all(isinstance(i, str) for i in ids) else None
 
 
+class Holds(NamedTuple):
+    """What brain_meta holds under one kind of hold (holds())."""
+
+    rows: dict  # {name: documents} of the rows `KIND:name`
+    whole: dict  # {name: documents} of the one row `KIND`, which versions before 7 December 2026 read alone
+    unreadable: list  # the keys of rows that are, or hold entries, in another shape: those hold nothing
+    early: set  # the names of rows a run wrote as it went ({"early": ids})
+    doubtful: set | None  # names the one row holds in another shape; None: all (it is one, or none is readable)
+
+
 def holds(conn, key):
-    """The holds brain_meta keeps under `key` (PRUNE_HELD_KEY, FILE_HELD_KEY):
-    ({name: its documents} of its rows `key:name`, the same of its one row `key`
-    ({name: ids}, all of them, kept in step for versions before 7 December 2026,
-    which read only it), [the keys of rows that are, or hold entries, in another
-    shape]: those hold nothing, {the names of rows a run wrote as it went})."""
-    rows, whole, unreadable, early = {}, {}, [], set()
+    """The holds brain_meta keeps under `key` (PRUNE_HELD_KEY, FILE_HELD_KEY)."""
+    rows, whole, unreadable, early, doubtful = {}, {}, [], set(), set()
     for row_key, value in conn.execute(
         f"select cast(key as blob), cast(value as blob) from {META_TABLE} "
         "where key = ? or (key >= ? and key < ?) order by key",
@@ -1737,30 +1749,35 @@ def holds(conn, key):
     ):
         row_key = row_key.decode("utf-8", "backslashreplace")  # a key not UTF-8: check's own invalid-key check
         if row_key != key:
-            found, into = {row_key[len(key) + 1 :]: hold_ids(value)}, rows
-            if value is not None and value.startswith(b'{"early"'):
-                early.add(row_key[len(key) + 1 :])
+            name = row_key[len(key) + 1 :]
+            ids, was_early = _hold_value(value)
+            found, into = {name: ids}, rows
+            if was_early:
+                early.add(name)
         else:
             try:
                 every = json.loads(value.decode("utf-8")) if value is not None else None
             except (TypeError, ValueError):
                 every = None
-            found = {n: _ids(ids) for n, ids in every.items()} if isinstance(every, dict) else {"": None}
+            found = {n: _ids(ids) for n, ids in every.items()} if isinstance(every, dict) else {}
+            doubtful = {n for n, ids in found.items() if ids is None} if isinstance(every, dict) else None
             into = whole
-        if None in found.values():
+        if None in found.values() or (row_key == key and doubtful is None):
             unreadable.append(row_key)
         into.update((name, ids) for name, ids in found.items() if ids is not None)
-    return rows, whole, unreadable, early
+    return Holds(rows, whole, unreadable, early, doubtful)
 
 
-def all_held(rows, whole, early):
-    """{name: documents} of every hold of holds()'s readings, a name's documents
-    joined. A row (but one written as a run went) whose name the one row of them all
-    does not name was ended by a version before 7 December 2026, which reads and
-    writes that row alone (review 137): it holds nothing."""
-    every = {name: ids for name, ids in rows.items() if name in whole or name in early}
-    for name, ids in whole.items():
-        every[name] = every.get(name, frozenset()) | ids
+def all_held(held):
+    """{name: documents} of every hold `held` (a Holds) reads. The one row of them all
+    is what versions before 7 December 2026 read and write alone: a row it does not
+    name was ended by one of them (review 137), and a row it names otherwise was held
+    again by one (review 138), so its entry is the hold; but a row it cannot speak
+    for (its entry spoilt, or itself) holds, and so does one a run wrote as it went."""
+    every = dict(held.whole)
+    for name, ids in held.rows.items():
+        if name in held.early or held.doubtful is None or name in held.doubtful:
+            every[name] = every.get(name, frozenset()) | ids
     return every
 
 
@@ -1779,9 +1796,9 @@ def mend_holds(conn, unreadable):
     reason to lose the holds beside it, which versions before 7 December 2026 kept
     there alone (review 135)."""
     for key in (PRUNE_HELD_KEY, FILE_HELD_KEY):
-        rows, whole, _, early = holds(conn, key)
+        held = holds(conn, key)
         conn.executemany(
             f"delete from {META_TABLE} where key = ?", [(k,) for k in unreadable if k.startswith(key + ":")]
         )
         if key in unreadable:
-            write_whole(conn, key, all_held(rows, whole, early))
+            write_whole(conn, key, all_held(held))

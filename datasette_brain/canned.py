@@ -83,7 +83,8 @@ async def answer(app, datasette, scope, receive, send):
     brain itself (its log line says why): the JSON API's 409. Any other 400 is
     Datasette's (a parameter named, `_next` with `_stream`), and so is a limit the
     caller set (`_timelimit`). Datasette's 500 for a statement it stopped with no
-    columns yet (review 115) is the time limit's 503 too, after the limit's time.
+    columns yet (review 115) is the time limit's 503 too, after the limit's time, or
+    the caller's limit's 400 after theirs (it was passed on as a 500).
     Its CSV is Datasette's 200 whatever happened, a failed query's a bare line end
     where any answer's has the columns' names first (review 113): held until those
     come, and failed if they do not, as a brain_* function's error is."""
@@ -106,7 +107,7 @@ async def answer(app, datasette, scope, receive, send):
             held.clear()
             return
         if message["type"] == "http.response.body" and not message.get("more_body"):
-            late = (time.perf_counter() - began) * 1000 >= datasette.setting("sql_time_limit_ms")
+            late = (time.perf_counter() - began) * 1000 >= _limit(datasette, args)
             if held[0]["status"] == 200:  # a CSV with no columns: a brain_* function failed, or SQL elsewhere
                 cut, failed = late or for_plugin.interruptions() != interrupted, for_plugin.failures() != failures
             elif held[0]["status"] == 500:
@@ -120,6 +121,13 @@ async def answer(app, datasette, scope, receive, send):
     await app(scope, receive, holding)
 
 
+def _limit(datasette, args):
+    """The time limit of the request in milliseconds: Datasette's, or the caller's
+    `_timelimit` where it is lower, as Datasette reads it."""
+    limit, own = datasette.setting("sql_time_limit_ms"), args.get("_timelimit", "")
+    return min(limit, int(own)) if own.isdigit() else limit
+
+
 async def _answered(datasette, scope, args, held, cut, failed, send):
     """Send the answer to a recall query Datasette answered 400 or 500, or as a CSV of
     no columns (`held`): `cut` by a time limit, or `failed` in a brain_* function
@@ -128,7 +136,8 @@ async def _answered(datasette, scope, args, held, cut, failed, send):
     said = held[0]["status"] != 200  # Datasette's page or JSON names what failed
     failed = failed and not (error and said)
     retry = {"Retry-After": str(tools.RETRY_AFTER_SECONDS)}
-    if said and ("_timelimit" in args or not (cut or failed)):
+    own = "_timelimit" in args
+    if said and (own and not (held[0]["status"] == 500 and cut) or not (own or cut or failed)):
         for part in held:
             await send(part)
     elif error:

@@ -201,6 +201,17 @@ def _export(prefix, count=6):
     return "".join(json.dumps({"_id": f"{prefix}{i}", "text": f"Record {prefix} {i}."}) + "\n" for i in range(count))
 
 
+def _written_over(tmp_path, first, then, count=6):
+    """A records file of `first`'s records, stored, then written over by `then`'s: refused, held."""
+    crm = write(tmp_path / "crm.jsonl", _export(first, count))
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [crm])
+    write(crm, _export(then, count))
+    with pytest.raises(brain_sql.PruneRefused):
+        brain_sql.ingest(conn, [crm])
+    return crm, conn
+
+
 @pytest.mark.parametrize("how", ["written over", "edited"])
 def test_a_run_stopped_inside_a_records_file_written_over_leaves_it_held(tmp_path, monkeypatch, how):
     """Review 130, H4: a run stopped (Ctrl-C, a BrainBusy) after the first batch of a
@@ -319,12 +330,7 @@ def test_holds_are_a_row_each_and_the_one_row_versions_before_read_is_kept_in_st
     before 7 December 2026 read one row a kind ({name: ids}) alone: it is written
     beside them whenever they change (review 134: an older ingest still running, or a
     downgrade, pruned what the rows held), and a brain holding only it holds as it did."""
-    crm = write(tmp_path / "crm.jsonl", _export("old"))
-    conn = brain_sql.connect(tmp_path / "brain.db")
-    brain_sql.ingest(conn, [crm])
-    write(crm, _export("new"))
-    with pytest.raises(brain_sql.PruneRefused):
-        brain_sql.ingest(conn, [crm])
+    crm, conn = _written_over(tmp_path, "old", "new")
     listed = "select key, value from brain_meta where key like 'replaced_refused%' order by key"
     (whole, (key, value)) = rows(conn, listed)
     assert whole == ("replaced_refused", json.dumps({str(crm): json.loads(value)})) and key == f"replaced_refused:{crm}"
@@ -340,17 +346,48 @@ def test_holds_are_a_row_each_and_the_one_row_versions_before_read_is_kept_in_st
     assert rows(conn, listed) == []
 
 
+@pytest.mark.parametrize("spoilt", ["'oops'", "json_set(value, '$.\"' || ? || '\"', 7)"], ids=["whole", "entry"])
+def test_a_hold_whose_one_row_plain_sql_spoilt_still_holds_by_its_own_row(tmp_path, spoilt):
+    """Review 138, H1: the one row of all holds spoilt by plain SQL, whole or the
+    file's entry, made the file's own intact row read as a hold an older version
+    had ended, and the next run removed the earlier records. A row the one row
+    cannot speak for holds; check names the spoilt row, and its repair keeps both."""
+    crm, conn = _written_over(tmp_path, "old", "new", 3)
+    with conn:
+        params = [str(crm)] if "?" in spoilt else []
+        conn.execute(f"update brain_meta set value = {spoilt} where key = 'replaced_refused'", params)
+    assert brain_sql.check(conn) == {"unreadable_holds": ["replaced_refused"]}
+    for repair in (False, True):
+        if repair:
+            brain_sql.check(conn, repair=True)
+            assert brain_sql.check(conn) == {}
+        with pytest.raises(brain_sql.PruneRefused, match="that would remove all 3 memories"):
+            brain_sql.ingest(conn, [crm])
+        assert rows(conn, "select count(*) from knowledge where external_id like 'old%'") == [(3,)]
+
+
+def test_a_row_an_older_version_held_again_otherwise_is_read_as_it_held_it(tmp_path):
+    """Review 138, H4: a version before 7 December 2026 that held a file again, with
+    other records, wrote only the one row; the row it did not know, joined to it,
+    named a record the file still held, and the file read as edited: its earlier
+    records were removed. The one row's entry is the hold."""
+    crm, conn = _written_over(tmp_path, "a", "b", 2)
+    a_ids = json.loads(rows(conn, "select value from brain_meta where key = ?", [f"replaced_refused:{crm}"])[0][0])
+    b_ids = sorted(i.replace("#a", "#b") for i in a_ids)
+    with conn:  # as the older version holds it again: its one row alone, now holding the b records
+        conn.execute("update brain_meta set value = ? where key = 'replaced_refused'", [json.dumps({str(crm): b_ids})])
+    write(crm, _export("a", 1))  # a0 back, and b0, b1 gone: held against the b records, it is written over
+    with pytest.raises(brain_sql.PruneRefused, match="that would remove all 2 memories"):
+        brain_sql.ingest(conn, [crm])
+    assert rows(conn, "select count(*) from knowledge where external_id like 'b%'") == [(2,)]
+
+
 def test_a_hold_a_version_before_ended_in_its_one_row_is_ended(tmp_path):
     """Review 137: a version before 7 December 2026 ends a hold in the one row it
     reads, and leaves the row `replaced_refused:FILE` it does not know; read again,
     that row held the file against records long gone, and every later run refused
     it. A row the one row does not name (but one a run wrote as it went) is ended."""
-    crm = write(tmp_path / "crm.jsonl", _export("old", 3))
-    conn = brain_sql.connect(tmp_path / "brain.db")
-    brain_sql.ingest(conn, [crm])
-    write(crm, _export("new", 3))
-    with pytest.raises(brain_sql.PruneRefused):
-        brain_sql.ingest(conn, [crm])
+    crm, conn = _written_over(tmp_path, "old", "new", 3)
     ((key, value),) = rows(conn, "select key, value from brain_meta where key like 'replaced_refused:%'")
     write(crm, _export("old", 3) + _export("new", 1))  # the older version's run: the hold ended, new1, new2 gone
     brain_sql.ingest(conn, [crm])
