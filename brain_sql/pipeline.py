@@ -1367,12 +1367,10 @@ class _Pipeline:
         }
         for path, ids in early.items():  # with what another ingest may have held of it meanwhile
             ids = ids | (self.held_file(path) or frozenset())
+            # marked early: into the one row of all holds at the run's end, or the next run's start
             self.conn.execute(
                 f"insert or replace into {META_TABLE} (key, value) values (?, ?)",
-                [
-                    f"{FILE_HELD_KEY}:{path}",
-                    early_value(ids),
-                ],  # into the one row at the run's end, or the next run's start
+                [f"{FILE_HELD_KEY}:{path}", early_value(ids)],
             )
         self.held_early |= early.keys()
         return looked
