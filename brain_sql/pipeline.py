@@ -759,12 +759,12 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
                 continue  # the same record again: stored once
             item.read_from = path
             pipeline.add(item)
+        if failed:  # a file with a bad record keeps the rest, so a typo never deletes memories
+            if path in pipeline.held_early and not held and not before.isdisjoint(seen):
+                judged.add(path)  # nor does it end a hold, but the one it made, an earlier record read (review 133)
+            continue
         if held or path in pipeline.held_early:
             judged.add(path)
-        if failed:  # a file with a bad record keeps the rest, so a typo never deletes memories
-            if held or before.isdisjoint(seen):
-                judged.discard(path)  # nor does it end a hold, but the one it made, an earlier record read (review 133)
-            continue
         if before and not seen:
             # a file that held records and now holds none was emptied by a failed sync or a
             # full disk far more often than on purpose: its memories stay, and the ingest says so

@@ -142,7 +142,7 @@ async def _answered(datasette, scope, args, held, cut, failed, send):
             await send(part)
     elif error:
         await (await html_errors.datasette_error(datasette, scope, error, 400)).asgi_send(send)
-    elif "_timelimit" in args:
+    elif own:
         await (await html_errors.datasette_error(datasette, scope, OWN_LIMIT, 400)).asgi_send(send)
     elif cut:
         await (await html_errors.datasette_error(datasette, scope, CUT_SHORT, 503, retry)).asgi_send(send)
