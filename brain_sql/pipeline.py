@@ -352,6 +352,7 @@ def ingest(
             with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
                 # what each root held before this run: new files never make a prune of all of that look partial
                 roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
+                pipeline.mounted_holds(paths)
                 pipeline.hold_before_writing(files, paths)
                 refused = _ingest_files(pipeline, files, defaults, roots, prune_all, spared)
         except BrainBusy as ex:
@@ -780,6 +781,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
     pipeline.write_pending()
     pipeline.hold(kept, judged, FILE_HELD_KEY)
+    pipeline.join_mounted()
     live = _folders_of(path for path, _ in files)
     read = {path for path, _ in files}
     refused, told = [], set()  # a folder under two PATHs (vault vault/sub) is refused once (review 127, L1)
@@ -804,6 +806,11 @@ def _judged_against(pipeline, path, seen):
     if before:
         pipeline.watch_replaced(path, before, seen)
     return before, held is not None
+
+
+def _bounds(paths):
+    """The folders a run's `paths` reach: each folder given, and each file's own."""
+    return [str(Path(p).resolve()) if Path(p).is_dir() else str(Path(p).resolve().parent) for p in paths]
 
 
 def _folders_of(paths):
@@ -1175,6 +1182,7 @@ class _Pipeline:
         self.embedding = None  # the _Batch embedded ahead of the writer
         self.replacing = {}  # records file -> (the documents it held, its records read so far): watch_replaced
         self.held_early = set()  # records files held by the transaction that first wrote one of their records
+        self.mounted = set()  # held folders one of whose held files was there at the run's start: mounted_holds
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
         self.parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -1387,7 +1395,7 @@ class _Pipeline:
         A file that is there ends a folder's look (one stat, for a vault that keeps
         its files)."""
         held = self.every_held()
-        bounds = [str(Path(p).resolve()) if Path(p).is_dir() else str(Path(p).resolve().parent) for p in paths]
+        bounds = _bounds(paths)
         keeps = {}  # folder -> whether a file stored from under it is there (None: nothing stored under it)
 
         def keeping(folder):
@@ -1419,6 +1427,34 @@ class _Pipeline:
             refused[folder] = self.documents(*_documents_under(folder)) - self.new_under(folder, inner)
         if refused:
             self.hold(refused, ())
+
+    def mounted_holds(self, paths):
+        """Note, before this run writes, the held folders (every_held) under or over
+        `paths` one of whose held documents is stored and its file there (a drive
+        mounted again, a sync back): what this run leaves there of them joins the hold
+        at its end (join_mounted)."""
+        bounds = _bounds(paths)
+        for folder, ids in self.every_held().items():
+            if any(_within(folder, b) or _within(b, folder) for b in bounds):
+                if any(may_exist(path) for path in set(self._paths(ids).values())):
+                    self.mounted.add(folder)
+
+    def join_mounted(self):
+        """Hold, with what each of mounted_holds' folders held, the documents under it
+        whose files are there now: stored while its drive was mounted, they are the
+        drive's, not new to it. Plain ingests that replaced every document a hold first
+        held (an export refreshed, notes forgotten and rewritten) left a hold of nothing
+        stored, which the next refusal dropped, and the night after pruned the drive
+        (review 136)."""
+        held, joined = self.every_held(), {}
+        for folder in self.mounted & held.keys():
+            where, params = _documents_under(folder)
+            paths = self._paths(self.documents(where, params) - held[folder])
+            there = {path for path in set(paths.values()) if may_exist(path)}
+            if there:
+                joined[folder] = frozenset(d for d, path in paths.items() if path in there)
+        if joined:
+            self.hold(joined, ())
 
     def _any_stored(self, ids):
         return (

@@ -433,6 +433,24 @@ def test_a_hold_plain_sql_wrote_in_another_shape_is_named_by_check_and_repair_ke
     assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused:%'") == [(1,)]
 
 
+def _held_drive(conn, vault, drive, point):
+    """Mount `drive` at `vault`/sub (over `point`, the mount point's own folder),
+    ingest with a prune, unmount it, have the prune refused, and mount it again;
+    returns mount(mounted), which mounts or unmounts it."""
+
+    def mount(mounted):
+        (vault / "sub").rename(drive if not mounted else point) if (vault / "sub").exists() else None
+        (point if not mounted else drive).rename(vault / "sub")
+
+    mount(True)
+    brain_sql.ingest(conn, [vault], prune=True)
+    mount(False)
+    with pytest.raises(brain_sql.PruneRefused):
+        brain_sql.ingest(conn, [vault], prune=True)
+    mount(True)
+    return mount
+
+
 def test_a_folder_hold_keeps_its_mount_points_note_new_whatever_became_of_what_it_held(tmp_path):
     """Review 136, H1: a folder hold none of whose documents was stored any more (the
     user forgot them, and the plain ingest stored the notes again as new memories) was
@@ -447,17 +465,8 @@ def test_a_folder_hold_keeps_its_mount_points_note_new_whatever_became_of_what_i
         write(drive / name, f"# {name}\n\nA note on the drive.\n")
     write(point / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
 
-    def mount(mounted):
-        (vault / "sub").rename(drive if not mounted else point) if (vault / "sub").exists() else None
-        (point if not mounted else drive).rename(vault / "sub")
-
     conn = brain_sql.connect(tmp_path / "brain.db")
-    mount(True)
-    brain_sql.ingest(conn, [vault], prune=True)
-    mount(False)
-    with pytest.raises(brain_sql.PruneRefused):
-        brain_sql.ingest(conn, [vault], prune=True)
-    mount(True)
+    mount = _held_drive(conn, vault, drive, point)
     ids = [i for (i,) in rows(conn, "select id from knowledge where source_path like ?", [f"{vault / 'sub'}/a%"])]
     brain_sql.forget(conn, ids=ids)
     for name in ("c.md", "d.md"):
@@ -469,6 +478,40 @@ def test_a_folder_hold_keeps_its_mount_points_note_new_whatever_became_of_what_i
             brain_sql.ingest(conn, [vault], prune=True)
     on_drive = "select count(*) from knowledge where source_path like ? and source_path not like '%NOT_MOUNTED%'"
     assert rows(conn, on_drive, [f"{vault / 'sub'}/%"]) == [(4,)]
+
+
+def test_a_folder_hold_follows_what_plain_ingests_store_while_its_drive_is_mounted(tmp_path):
+    """Review 136: a drive's export refreshed by plain ingests while the drive was
+    mounted, until none of the records its folder's hold held was stored, left a hold
+    of nothing stored: the next night unmounted was refused, that refusal dropped the
+    hold, and the night after pruned the drive's records. What a run stores there while
+    one of the hold's files is there joins the hold."""
+    vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
+    write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
+    write(point / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
+
+    def export(ids):
+        lines = (json.dumps({"_id": str(i), "text": f"Customer record number {i}."}) for i in ids)
+        write((vault / "sub" if (vault / "sub").exists() else drive) / "crm.jsonl", "\n".join(lines) + "\n")
+
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    export([1, 2, 3])
+    mount = _held_drive(conn, vault, drive, point)
+    for ids in ([2, 3, 4], [4, 5]):  # each keeps some of the file's records: the file edited
+        export(ids)
+        brain_sql.ingest(conn, [vault])
+    mount(False)
+    for _ in range(2):
+        with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
+            brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(conn, "select content from knowledge where source_path like '%crm.jsonl' order by content") == [
+        ("Customer record number 4.",),
+        ("Customer record number 5.",),
+    ]
+    mount(True)
+    brain_sql.ingest(conn, [vault], prune=True)  # mounted: the hold is forgotten, the mount point's note pruned
+    assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused%'") == [(0,)]
+    assert rows(conn, "select count(*) from knowledge where source_path like '%NOT_MOUNTED%'") == [(0,)]
 
 
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
