@@ -352,7 +352,6 @@ def ingest(
             with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
                 # what each root held before this run: new files never make a prune of all of that look partial
                 roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
-                pipeline.mounted_holds(paths)
                 pipeline.hold_before_writing(files, paths)
                 refused = _ingest_files(pipeline, files, defaults, roots, prune_all, spared)
         except BrainBusy as ex:
@@ -781,7 +780,7 @@ def _ingest_files(pipeline, files, defaults, prune_roots, prune_all, spared=()):
             pipeline.remove_documents("source_path = ?", (path,), keep=seen)
     pipeline.write_pending()
     pipeline.hold(kept, judged, FILE_HELD_KEY)
-    pipeline.join_mounted()
+    pipeline.join_held()
     live = _folders_of(path for path, _ in files)
     read = {path for path, _ in files}
     refused, told = [], set()  # a folder under two PATHs (vault vault/sub) is refused once (review 127, L1)
@@ -806,11 +805,6 @@ def _judged_against(pipeline, path, seen):
     if before:
         pipeline.watch_replaced(path, before, seen)
     return before, held is not None
-
-
-def _bounds(paths):
-    """The folders a run's `paths` reach: each folder given, and each file's own."""
-    return [str(Path(p).resolve()) if Path(p).is_dir() else str(Path(p).resolve().parent) for p in paths]
 
 
 def _folders_of(paths):
@@ -1182,7 +1176,8 @@ class _Pipeline:
         self.embedding = None  # the _Batch embedded ahead of the writer
         self.replacing = {}  # records file -> (the documents it held, its records read so far): watch_replaced
         self.held_early = set()  # records files held by the transaction that first wrote one of their records
-        self.mounted = set()  # held folders one of whose held files was there at the run's start: mounted_holds
+        self.held_folders = ()  # the folders held when the run began, and {one: its documents this run stored new}
+        self.created = {}  # (join_held)
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
         self.parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -1395,7 +1390,7 @@ class _Pipeline:
         A file that is there ends a folder's look (one stat, for a vault that keeps
         its files)."""
         held = self.every_held()
-        bounds = _bounds(paths)
+        bounds = [str(Path(p).resolve()) if Path(p).is_dir() else str(Path(p).resolve().parent) for p in paths]
         keeps = {}  # folder -> whether a file stored from under it is there (None: nothing stored under it)
 
         def keeping(folder):
@@ -1427,34 +1422,42 @@ class _Pipeline:
             refused[folder] = self.documents(*_documents_under(folder)) - self.new_under(folder, inner)
         if refused:
             self.hold(refused, ())
+        self.held_folders = (*held, *refused)  # what this run stores new in them is noted (join_held)
 
-    def mounted_holds(self, paths):
-        """Note, before this run writes, the held folders (every_held) under or over
-        `paths` one of whose held documents is stored and its file there (a drive
-        mounted again, a sync back): what this run leaves there of them joins the hold
-        at its end (join_mounted)."""
-        bounds = _bounds(paths)
-        for folder, ids in self.every_held().items():
-            if any(_within(folder, b) or _within(b, folder) for b in bounds):
-                if any(may_exist(path) for path in set(self._paths(ids).values())):
-                    self.mounted.add(folder)
+    def _created(self, document):
+        """Note a document new to the brain under a held folder (join_held)."""
+        for folder in self.held_folders:
+            if _within(document.source_path, folder):
+                self.created.setdefault(folder, set()).add(document.document_id)
 
-    def join_mounted(self):
-        """Hold, with what each of mounted_holds' folders held, the documents under it
-        whose files are there now: stored while its drive was mounted, they are the
-        drive's, not new to it. Plain ingests that replaced every document a hold first
-        held (an export refreshed, notes forgotten and rewritten) left a hold of nothing
-        stored, which the next refusal dropped, and the night after pruned the drive
-        (review 136)."""
+    def join_held(self):
+        """Hold, with what each held folder held, the documents this run stored new in
+        it whose files are there, when one of its held files is there at the run's end
+        (a drive mounted again, a sync back): they are the drive's, not new to it.
+        Plain ingests that replaced every document a hold first held (an export on the
+        drive refreshed) left a hold of nothing stored, which the next refusal dropped,
+        and the night after pruned the drive (review 136). Only what this run stored
+        new: a note stored while the drive was out (the mount point's) is not the
+        drive's when the drive writes over it, nor one a sync left (review 139)."""
+        if not self.created:
+            return
         held, joined = self.every_held(), {}
-        for folder in self.mounted & held.keys():
-            where, params = _documents_under(folder)
-            paths = self._paths(self.documents(where, params) - held[folder])
-            there = {path for path in set(paths.values()) if may_exist(path)}
-            if there:
+        for folder, created in self.created.items():
+            if folder in held and self._one_there(held[folder] - created):
+                paths = self._paths(created)
+                there = {path for path in set(paths.values()) if may_exist(path)}
                 joined[folder] = frozenset(d for d, path in paths.items() if path in there)
-        if joined:
-            self.hold(joined, ())
+        if any(joined.values()):
+            self.hold({folder: ids for folder, ids in joined.items() if ids}, ())
+
+    def _one_there(self, documents):
+        """Whether the file of one of the stored `documents` is there: read as it goes,
+        ending at the first (one stat for a drive that is mounted)."""
+        rows = self.conn.execute(
+            "select distinct source_path from documents where document_id in (select value from json_each(?))",
+            [json.dumps(sorted(documents))],
+        )
+        return any(may_exist(path) for (path,) in rows)
 
     def _any_stored(self, ids):
         return (
@@ -1724,6 +1727,8 @@ class _Pipeline:
                 )
                 continue
             report.documents += 1
+            if self.held_folders and document.document_id not in stored:
+                self._created(document)
             if stored.get(document.document_id) == document.digest:
                 report.documents_unchanged += 1
                 report.chunks_unchanged += len(document.chunks)

@@ -514,6 +514,48 @@ def test_a_folder_hold_follows_what_plain_ingests_store_while_its_drive_is_mount
     assert rows(conn, "select count(*) from knowledge where source_path like '%NOT_MOUNTED%'") == [(0,)]
 
 
+@pytest.mark.parametrize("day", ["unplugged_midway", "same_name", "sync_back_a_while"])
+def test_a_folder_hold_holds_only_what_a_run_stored_new_while_its_drive_was_there(tmp_path, day):
+    """Review 139: what joins a held folder's hold must be the drive's. A run the
+    drive was unplugged during (its "not mounted" note there at the run's end), a note
+    of the mount point's name written over by the drive's, and a note left in a folder
+    while a failed sync was back a while each joined the hold, and the next night read
+    the folder as keeping that file and pruned the rest."""
+    vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
+    write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
+    for name in ("a.md", "b.md"):
+        write(drive / name, f"# {name}\n\nA note on the drive.\n")
+    write(point / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
+    if day == "same_name":  # made in the mount point while the drive was out, stored by the refused night
+        write(point / "Untitled.md", "# Untitled\n\nShopping list.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    mount = _held_drive(conn, vault, drive, point)
+    if day == "unplugged_midway":
+        write(vault / "sub" / "c.md", "# c\n\nWritten on the drive today.\n")
+        brain_sql.ingest(conn, [vault], progress=lambda *_: (vault / "sub" / "c.md").exists() and mount(False))
+    elif day == "same_name":
+        write(vault / "sub" / "Untitled.md", "# Untitled\n\nMeeting notes, on the drive.\n")
+        brain_sql.ingest(conn, [vault / "sub" / "Untitled.md"])  # a watcher
+        mount(False)
+    else:  # a held note back a while (a sync partly back) where a note was written while it was out
+        (vault / "sub" / "a.md").rename(tmp_path / "a.md")
+        mount(False)
+        write(vault / "sub" / "todo.md", "# Todo\n\nThe user's own note.\n")
+        with pytest.raises(brain_sql.PruneRefused):
+            brain_sql.ingest(conn, [vault], prune=True)
+        (tmp_path / "a.md").rename(vault / "sub" / "a.md")
+        brain_sql.ingest(conn, [vault / "sub" / "a.md"])  # a watcher, while a.md is back
+        (vault / "sub" / "a.md").unlink()
+    for _ in range(2):
+        with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
+            brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(
+        conn,
+        "select count(*) from documents where source_path in (?, ?)",
+        [str(vault / "sub" / "a.md"), str(vault / "sub" / "b.md")],
+    ) == [(2,)]
+
+
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
     """PruneRefused names the folder; nothing under it is removed, another root's
     files and its pruning still go in, and the exception carries the report."""
