@@ -1422,42 +1422,58 @@ class _Pipeline:
             refused[folder] = self.documents(*_documents_under(folder)) - self.new_under(folder, inner)
         if refused:
             self.hold(refused, ())
-        self.held_folders = (*held, *refused)  # what this run stores new in them is noted (join_held)
+        # what this run stores new in a held folder it reads, every held file of it there, may join its hold
+        ours = {os.path.dirname(path) for path, _ in files} if held else set()
+        self.held_folders = tuple(
+            folder
+            for folder, ids in held.items()
+            if any(_within(inner, folder) for inner in ours) and self._files_there(ids, every=True)
+        )
 
     def _created(self, document):
         """Note a document new to the brain under a held folder (join_held)."""
         for folder in self.held_folders:
-            if _within(document.source_path, folder):
+            if document.source_path and _within(document.source_path, folder):
                 self.created.setdefault(folder, set()).add(document.document_id)
 
     def join_held(self):
         """Hold, with what each held folder held, the documents this run stored new in
-        it whose files are there, when one of its held files is there at the run's end
-        (a drive mounted again, a sync back): they are the drive's, not new to it.
-        Plain ingests that replaced every document a hold first held (an export on the
-        drive refreshed) left a hold of nothing stored, which the next refusal dropped,
-        and the night after pruned the drive (review 136). Only what this run stored
-        new: a note stored while the drive was out (the mount point's) is not the
-        drive's when the drive writes over it, nor one a sync left (review 139)."""
+        it whose files are there, when every held file of it that is stored was there
+        as the run began and is at its end (the drive mounted again, the whole of a
+        sync back): they are the drive's, not new to it. Plain ingests that replaced
+        every document a hold first held (an export on the drive refreshed) left a hold
+        of nothing stored, which the next refusal dropped, and the night after pruned
+        the drive (review 136). Only what this run stored new (a note stored while the
+        drive was out, the mount point's, is not the drive's when the drive writes over
+        it), and only with every held file there: one back (a sync back a while, a
+        subfolder's sync failed on a drive mounted) is no sign, nor a drive plugged in
+        or unplugged as the run went (reviews 139, 140)."""
         if not self.created:
             return
         held, joined = self.every_held(), {}
         for folder, created in self.created.items():
-            if folder in held and self._one_there(held[folder] - created):
+            if folder in held and self._files_there(held[folder] - created, every=True):
                 paths = self._paths(created)
                 there = {path for path in set(paths.values()) if may_exist(path)}
                 joined[folder] = frozenset(d for d, path in paths.items() if path in there)
         if any(joined.values()):
             self.hold({folder: ids for folder, ids in joined.items() if ids}, ())
 
-    def _one_there(self, documents):
-        """Whether the file of one of the stored `documents` is there: read as it goes,
-        ending at the first (one stat for a drive that is mounted)."""
+    def _files_there(self, documents, every=False):
+        """Whether the file of one (or of `every`, and there is one) of the stored
+        `documents` read from a file is there: read as it goes, ending at the first that
+        decides (one stat for a drive unmounted)."""
         rows = self.conn.execute(
-            "select distinct source_path from documents where document_id in (select value from json_each(?))",
+            "select distinct source_path from documents where source_path is not null "
+            "and document_id in (select value from json_each(?))",
             [json.dumps(sorted(documents))],
         )
-        return any(may_exist(path) for (path,) in rows)
+        found = [False, False]  # [a file not there, one there]
+        for (path,) in rows:
+            found[may_exist(path)] = True
+            if found[not every]:
+                break
+        return found[True] and not (every and found[False])
 
     def _any_stored(self, ids):
         return (
@@ -1551,6 +1567,9 @@ class _Pipeline:
         # (a file of a name no text, a dangling link, a cloud placeholder: review 132)
         looked = [*(folder for folder, _ in spared), *(folder for folder, _ in refused)]
         judged = {f for f in kept_back if _within(f, root) and not any(_within(f, o) or _within(o, f) for o in looked)}
+        # but one whose held files this run read and that are gone now (its drive unplugged as the run went: what
+        # it read counts as there) is judged by its next run (review 139, H4)
+        judged = {f for f in judged if not self._any_stored(kept_back[f]) or self._files_there(kept_back[f])}
         now = {f: self.documents(*_documents_under(f)) & before for f, why in refused if why in HELD_REFUSALS}
         self.hold(now, judged)
         return [(folder, self._refusal(folder, why, documents)) for (folder, why), documents in sorted(refused.items())]

@@ -514,46 +514,75 @@ def test_a_folder_hold_follows_what_plain_ingests_store_while_its_drive_is_mount
     assert rows(conn, "select count(*) from knowledge where source_path like '%NOT_MOUNTED%'") == [(0,)]
 
 
-@pytest.mark.parametrize("day", ["unplugged_midway", "same_name", "sync_back_a_while"])
+@pytest.mark.parametrize(
+    "day",
+    [
+        "unplugged_midway",
+        "unplugged_during_a_prune",
+        "plugged_in_midway",
+        "same_name",
+        "sync_back_a_while",
+        "subfolder_sync_failed",
+        "remembered",
+    ],
+)
 def test_a_folder_hold_holds_only_what_a_run_stored_new_while_its_drive_was_there(tmp_path, day):
-    """Review 139: what joins a held folder's hold must be the drive's. A run the
-    drive was unplugged during (its "not mounted" note there at the run's end), a note
-    of the mount point's name written over by the drive's, and a note left in a folder
-    while a failed sync was back a while each joined the hold, and the next night read
-    the folder as keeping that file and pruned the rest."""
+    """Reviews 139 and 140: what joins a held folder's hold must be the drive's. A
+    run the drive was unplugged or plugged in during, a note of the mount point's name
+    written over by the drive's, a note written while a failed sync was back a while,
+    and one a subfolder's failed sync left on the drive each joined the hold, and the
+    next night read the folder as keeping that file and pruned the rest. A prune the
+    drive was unplugged during ended the hold (139 H4, older); a record of the drive
+    `remember` replaced (no file) stopped the ingest (140 M1)."""
     vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
     write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
-    for name in ("a.md", "b.md"):
+    for name in ("a.md", "b.md", "proj/p.md"):
         write(drive / name, f"# {name}\n\nA note on the drive.\n")
+    write(drive / "crm.jsonl", json.dumps({"_id": "1", "text": "Customer record one."}) + "\n")
     write(point / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
     if day == "same_name":  # made in the mount point while the drive was out, stored by the refused night
         write(point / "Untitled.md", "# Untitled\n\nShopping list.\n")
     conn = brain_sql.connect(tmp_path / "brain.db")
     mount = _held_drive(conn, vault, drive, point)
-    if day == "unplugged_midway":
-        write(vault / "sub" / "c.md", "# c\n\nWritten on the drive today.\n")
-        brain_sql.ingest(conn, [vault], progress=lambda *_: (vault / "sub" / "c.md").exists() and mount(False))
-    elif day == "same_name":
-        write(vault / "sub" / "Untitled.md", "# Untitled\n\nMeeting notes, on the drive.\n")
-        brain_sql.ingest(conn, [vault / "sub" / "Untitled.md"])  # a watcher
+    sub, refused = vault / "sub", vault / "sub"
+    if day.startswith("unplugged"):  # the prune too: what it read of the drive counted as there, the hold ended
+        write(sub / "c.md", "# c\n\nWritten on the drive today.\n")
+        unplug = lambda *_: (sub / "c.md").exists() and mount(False)  # noqa: E731
+        brain_sql.ingest(conn, [vault], progress=unplug, prune=day == "unplugged_during_a_prune")
+    elif day in ("same_name", "plugged_in_midway"):
+        write(sub / "Untitled.md", "# Untitled\n\nMeeting notes, on the drive.\n")
+        if day == "plugged_in_midway":  # a watcher given the mount point's note as the drive comes in
+            mount(False)
+            write(sub / "Untitled.md", "# Untitled\n\nShopping list.\n")
+            plug = lambda *_: (drive / "Untitled.md").exists() and mount(True)  # noqa: E731
+            brain_sql.ingest(conn, [sub / "Untitled.md"], progress=plug)
+        else:
+            brain_sql.ingest(conn, [sub / "Untitled.md"])  # a watcher
         mount(False)
-    else:  # a held note back a while (a sync partly back) where a note was written while it was out
-        (vault / "sub" / "a.md").rename(tmp_path / "a.md")
+    elif day == "sync_back_a_while":  # a held note back a while, where notes were written while it was out
+        (sub / "a.md").rename(tmp_path / "a.md")
         mount(False)
-        write(vault / "sub" / "todo.md", "# Todo\n\nThe user's own note.\n")
+        write(sub / "todo.md", "# Todo\n\nThe user's own note.\n")
         with pytest.raises(brain_sql.PruneRefused):
             brain_sql.ingest(conn, [vault], prune=True)
-        (tmp_path / "a.md").rename(vault / "sub" / "a.md")
-        brain_sql.ingest(conn, [vault / "sub" / "a.md"])  # a watcher, while a.md is back
-        (vault / "sub" / "a.md").unlink()
+        (tmp_path / "a.md").rename(sub / "a.md")
+        write(sub / "new.md", "# New\n\nWritten while a.md was back.\n")
+        brain_sql.ingest(conn, [sub / "a.md", sub / "new.md"])  # a watcher, while a.md is back
+        (sub / "a.md").unlink()
+    elif day == "subfolder_sync_failed":  # the drive mounted, its proj/ emptied by a sync, a conflict note left
+        (sub / "proj" / "p.md").unlink()
+        write(sub / "proj" / "conflict.md", "# Conflict\n\nA sync's conflict copy.\n")
+        brain_sql.ingest(conn, [sub / "proj" / "conflict.md"])  # a watcher
+        refused = sub / "proj"
+    else:
+        mount(False)
+        brain_sql.remember(conn, [{"_id": "1", "text": "Customer record one, corrected."}])  # now of no file
+        write(sub / "todo.md", "# Todo\n\nWritten in the mount point.\n")
     for _ in range(2):
-        with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
+        with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {refused} was pruned"):
             brain_sql.ingest(conn, [vault], prune=True)
-    assert rows(
-        conn,
-        "select count(*) from documents where source_path in (?, ?)",
-        [str(vault / "sub" / "a.md"), str(vault / "sub" / "b.md")],
-    ) == [(2,)]
+    on_drive = [str(sub / name) for name in ("a.md", "b.md", "proj/p.md")]
+    assert rows(conn, "select count(*) from documents where source_path in (?, ?, ?)", on_drive) == [(3,)]
 
 
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
