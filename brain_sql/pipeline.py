@@ -1176,8 +1176,7 @@ class _Pipeline:
         self.embedding = None  # the _Batch embedded ahead of the writer
         self.replacing = {}  # records file -> (the documents it held, its records read so far): watch_replaced
         self.held_early = set()  # records files held by the transaction that first wrote one of their records
-        self.held_folders = ()  # the folders held when the run began, and {one: its documents this run stored new}
-        self.created = {}  # (join_held)
+        self.held_records = {}  # {held folder: (the records files this run reads of its hold, their documents)}
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
         self.parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -1422,58 +1421,59 @@ class _Pipeline:
             refused[folder] = self.documents(*_documents_under(folder)) - self.new_under(folder, inner)
         if refused:
             self.hold(refused, ())
-        # what this run stores new in a held folder it reads, every held file of it there, may join its hold
-        ours = {os.path.dirname(path) for path, _ in files} if held else set()
-        self.held_folders = tuple(
-            folder
-            for folder, ids in held.items()
-            if any(_within(inner, folder) for inner in ours) and self._files_there(ids, every=True)
-        )
+        self.held_records = self._held_records(held, files) if held else {}
 
-    def _created(self, document):
-        """Note a document new to the brain under a held folder (join_held)."""
-        for folder in self.held_folders:
-            if document.source_path and _within(document.source_path, folder):
-                self.created.setdefault(folder, set()).add(document.document_id)
+    def _held_records(self, held, files):
+        """{held folder: (the records files of `files` (path, format) under it that
+        documents of its hold were read from, the documents read from them)}
+        (join_held)."""
+        paths = [path for path, fmt in files if fmt.default_source == "import"]
+        found = {}
+        for folder, ids in held.items():
+            under = [path for path in paths if _within(path, folder)]
+            if under and (ours := ids & self._records_of(under)):
+                files = set(self._paths(ours).values())
+                found[folder] = (files, self._records_of(files))
+        return found
 
     def join_held(self):
-        """Hold, with what each held folder held, the documents this run stored new in
-        it whose files are there, when every held file of it that is stored was there
-        as the run began and is at its end (the drive mounted again, the whole of a
-        sync back): they are the drive's, not new to it. Plain ingests that replaced
-        every document a hold first held (an export on the drive refreshed) left a hold
-        of nothing stored, which the next refusal dropped, and the night after pruned
-        the drive (review 136). Only what this run stored new (a note stored while the
-        drive was out, the mount point's, is not the drive's when the drive writes over
-        it), and only with every held file there: one back (a sync back a while, a
-        subfolder's sync failed on a drive mounted) is no sign, nor a drive plugged in
-        or unplugged as the run went (reviews 139, 140)."""
-        if not self.created:
-            return
-        held, joined = self.every_held(), {}
-        for folder, created in self.created.items():
-            if folder in held and self._files_there(held[folder] - created, every=True):
-                paths = self._paths(created)
-                there = {path for path in set(paths.values()) if may_exist(path)}
-                joined[folder] = frozenset(d for d, path in paths.items() if path in there)
-        if any(joined.values()):
-            self.hold({folder: ids for folder, ids in joined.items() if ids}, ())
+        """Hold, with what each held folder held, every record stored from a records
+        file of it that its hold's documents were from, but those this run removed: a CRM
+        export on a drive refreshed by plain ingests while the drive is mounted, until
+        none of the records the hold first held is stored, left a hold of nothing
+        stored, which the next refusal dropped, and the night after pruned the drive
+        (review 136). Records of a file the hold held already are of before, wherever
+        the file was read from; so the files a hold reads as there are the same, and
+        nothing else joins: a new note may be the mount point's, or a failed sync's
+        (reviews 139 to 141). Read from the file again by any run that reads it, also
+        after one stopped midway."""
 
-    def _files_there(self, documents, every=False):
-        """Whether the file of one (or of `every`, and there is one) of the stored
-        `documents` read from a file is there: read as it goes, ending at the first that
-        decides (one stat for a drive unmounted)."""
+        def merged(every):
+            kept = dict(every)
+            for folder, (paths, before) in self.held_records.items():
+                if folder in every:
+                    now = self._records_of(paths)
+                    kept[folder] = frozenset(every[folder] - (before - now) | now)  # those dropped leave it
+            return kept
+
+        every = self.every_held()
+        if self.held_records and merged(every) != every:
+            with self._turn():
+                self._store_held(PRUNE_HELD_KEY, merged)
+
+    def _records_of(self, paths):
+        """The ids of the stored documents read from the files `paths`."""
+        return self.documents("source_path in (select value from json_each(?))", [json.dumps(sorted(paths))])
+
+    def _files_there(self, documents):
+        """Whether the file of one of the stored `documents` read from a file is there:
+        read as it goes, ending at the first."""
         rows = self.conn.execute(
             "select distinct source_path from documents where source_path is not null "
             "and document_id in (select value from json_each(?))",
             [json.dumps(sorted(documents))],
         )
-        found = [False, False]  # [a file not there, one there]
-        for (path,) in rows:
-            found[may_exist(path)] = True
-            if found[not every]:
-                break
-        return found[True] and not (every and found[False])
+        return any(may_exist(path) for (path,) in rows)
 
     def _any_stored(self, ids):
         return (
@@ -1746,8 +1746,6 @@ class _Pipeline:
                 )
                 continue
             report.documents += 1
-            if self.held_folders and document.document_id not in stored:
-                self._created(document)
             if stored.get(document.document_id) == document.digest:
                 report.documents_unchanged += 1
                 report.chunks_unchanged += len(document.chunks)

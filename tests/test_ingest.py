@@ -480,26 +480,57 @@ def test_a_folder_hold_keeps_its_mount_points_note_new_whatever_became_of_what_i
     assert rows(conn, on_drive, [f"{vault / 'sub'}/%"]) == [(4,)]
 
 
-def test_a_folder_hold_follows_what_plain_ingests_store_while_its_drive_is_mounted(tmp_path):
+class _Stopped(Exception):
+    pass
+
+
+@pytest.mark.parametrize("stopped", [False, True])
+def test_a_folder_hold_follows_its_records_files_refreshed_while_the_drive_is_mounted(tmp_path, stopped):
     """Review 136: a drive's export refreshed by plain ingests while the drive was
     mounted, until none of the records its folder's hold held was stored, left a hold
     of nothing stored: the next night unmounted was refused, that refusal dropped the
-    hold, and the night after pruned the drive's records. What a run stores there while
-    one of the hold's files is there joins the hold."""
+    hold, and the night after pruned the drive's records. Records stored from a file
+    the hold held records of join it, those the file dropped leave it; also when the
+    run that stored them was stopped midway (review 141) and the same ingest is run
+    again."""
     vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
     write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
+    for i in range(300):  # read after the drive's export: a run stops after its records are in
+        write(vault / "zz" / f"n{i}.md", f"# Note {i}\n\nA note of the vault, number {i}.\n")
     write(point / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
 
     def export(ids):
         lines = (json.dumps({"_id": str(i), "text": f"Customer record number {i}."}) for i in ids)
         write((vault / "sub" if (vault / "sub").exists() else drive) / "crm.jsonl", "\n".join(lines) + "\n")
 
+    def crm():
+        return rows(conn, "select content from knowledge where source_path like '%crm.jsonl' order by content")
+
+    def stop(*_):
+        if crm() == [(f"Customer record number {i}.",) for i in (2, 3, 4)]:
+            raise _Stopped
+
     conn = brain_sql.connect(tmp_path / "brain.db")
     export([1, 2, 3])
     mount = _held_drive(conn, vault, drive, point)
-    for ids in ([2, 3, 4], [4, 5]):  # each keeps some of the file's records: the file edited
-        export(ids)
-        brain_sql.ingest(conn, [vault])
+    export([2, 3, 4])  # keeps some of the file's records: the file edited
+    if stopped:
+        with pytest.raises(_Stopped):
+            brain_sql.ingest(conn, [vault], progress=stop)
+    brain_sql.ingest(conn, [vault])
+    export([4, 5])
+    brain_sql.ingest(conn, [vault])
+    held = json.loads(
+        rows(conn, "select value from brain_meta where key = ?", [f"prune_refused:{vault / 'sub'}"])[0][0]
+    )
+    assert (
+        {f"{vault / 'sub' / 'crm.jsonl'}#{i}" for i in (4, 5)}
+        <= set(held)
+        <= {
+            f"{vault / 'sub' / 'crm.jsonl'}#{i}"
+            for i in (1, 4, 5)  # 1: what the stopped run removed stays
+        }
+    )
     mount(False)
     for _ in range(2):
         with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
@@ -521,15 +552,17 @@ def test_a_folder_hold_follows_what_plain_ingests_store_while_its_drive_is_mount
         "unplugged_during_a_prune",
         "plugged_in_midway",
         "same_name",
+        "same_name_never_stored",
         "sync_back_a_while",
         "subfolder_sync_failed",
         "remembered",
     ],
 )
-def test_a_folder_hold_holds_only_what_a_run_stored_new_while_its_drive_was_there(tmp_path, day):
-    """Reviews 139 and 140: what joins a held folder's hold must be the drive's. A
+def test_what_a_run_stores_in_a_held_folder_never_reads_as_the_drive_kept(tmp_path, day):
+    """Reviews 139 to 141: the notes a run stores in a held folder join no hold (but
+    records of a file it held, test above). When they did, a
     run the drive was unplugged or plugged in during, a note of the mount point's name
-    written over by the drive's, a note written while a failed sync was back a while,
+    written over by the drive's (or never stored), a note written while a failed sync was back a while,
     and one a subfolder's failed sync left on the drive each joined the hold, and the
     next night read the folder as keeping that file and pruned the rest. A prune the
     drive was unplugged during ended the hold (139 H4, older); a record of the drive
@@ -549,6 +582,13 @@ def test_a_folder_hold_holds_only_what_a_run_stored_new_while_its_drive_was_ther
         write(sub / "c.md", "# c\n\nWritten on the drive today.\n")
         unplug = lambda *_: (sub / "c.md").exists() and mount(False)  # noqa: E731
         brain_sql.ingest(conn, [vault], progress=unplug, prune=day == "unplugged_during_a_prune")
+    elif day == "same_name_never_stored":  # written in the mount point with the drive out, no run since
+        mount(False)
+        write(sub / "Untitled.md", "# Untitled\n\nShopping list.\n")
+        mount(True)
+        write(sub / "Untitled.md", "# Untitled\n\nMeeting notes, on the drive.\n")
+        brain_sql.ingest(conn, [vault])
+        mount(False)
     elif day in ("same_name", "plugged_in_midway"):
         write(sub / "Untitled.md", "# Untitled\n\nMeeting notes, on the drive.\n")
         if day == "plugged_in_midway":  # a watcher given the mount point's note as the drive comes in
