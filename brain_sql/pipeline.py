@@ -1432,8 +1432,8 @@ class _Pipeline:
         for folder, ids in held.items():
             under = [path for path in paths if _within(path, folder)]
             if under and (ours := ids & self._records_of(under)):
-                files = set(self._paths(ours).values())
-                found[folder] = (files, self._records_of(files))
+                read_from = set(self._paths(ours).values())
+                found[folder] = (read_from, self._records_of(read_from))
         return found
 
     def join_held(self):
@@ -1456,8 +1456,10 @@ class _Pipeline:
                     kept[folder] = frozenset(every[folder] - (before - now) | now)  # those dropped leave it
             return kept
 
+        if not self.held_records:
+            return
         every = self.every_held()
-        if self.held_records and merged(every) != every:
+        if merged(every) != every:
             with self._turn():
                 self._store_held(PRUNE_HELD_KEY, merged)
 
