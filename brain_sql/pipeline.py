@@ -9,6 +9,7 @@ in short transactions that other writers take turns with (each document whole;
 retried one savepoint per document when one fails), and pruning what is gone.
 """
 
+import bisect
 import contextlib
 import json
 import os
@@ -807,6 +808,12 @@ def _judged_against(pipeline, path, seen):
     return before, held is not None
 
 
+def _any_prefixed(ordered, prefix):
+    """Whether one of the strings `ordered` (sorted) begins with `prefix`."""
+    at = bisect.bisect_left(ordered, prefix)
+    return at < len(ordered) and ordered[at].startswith(prefix)
+
+
 def _folders_of(paths):
     """Every folder that holds one of `paths`, at any depth."""
     folders = set()
@@ -1425,15 +1432,19 @@ class _Pipeline:
 
     def _held_records(self, held, files):
         """{held folder: (the records files of `files` (path, format) under it that
-        documents of its hold were read from, the documents read from them)}
+        documents of its hold were read from, stored still or not (a record's id is
+        its file's path, "#" and its key), and the documents read from them)}
         (join_held)."""
         paths = [path for path, fmt in files if fmt.default_source == "import"]
         found = {}
         for folder, ids in held.items():
-            under = [path for path in paths if _within(path, folder)]
-            if under and (ours := ids & self._records_of(under)):
-                read_from = set(self._paths(ours).values())
-                found[folder] = (read_from, self._records_of(read_from))
+            if under := [path for path in paths if _within(path, folder)]:
+                rows = self._records_of(under)
+                ordered = sorted(ids)
+                ours = {path for path in under if _any_prefixed(ordered, f"{path}#")}
+                ours |= {path for document_id, path in rows if document_id in ids}  # placed: an export's ids
+                if ours:
+                    found[folder] = (ours, frozenset(d for d, path in rows if path in ours))
         return found
 
     def join_held(self):
@@ -1452,7 +1463,7 @@ class _Pipeline:
             kept = dict(every)
             for folder, (paths, before) in self.held_records.items():
                 if folder in every:
-                    now = self._records_of(paths)
+                    now = {document_id for document_id, _ in self._records_of(paths)}
                     kept[folder] = frozenset(every[folder] - (before - now) | now)  # those dropped leave it
             return kept
 
@@ -1464,18 +1475,25 @@ class _Pipeline:
                 self._store_held(PRUNE_HELD_KEY, merged)
 
     def _records_of(self, paths):
-        """The ids of the stored documents read from the files `paths`."""
-        return self.documents("source_path in (select value from json_each(?))", [json.dumps(sorted(paths))])
+        """[(id, path)] of the stored documents read from the files `paths`."""
+        return self.conn.execute(
+            "select document_id, source_path from documents where source_path in (select value from json_each(?))",
+            [json.dumps(sorted(paths))],
+        ).fetchall()
 
     def _files_there(self, documents):
-        """Whether the file of one of the stored `documents` read from a file is there:
-        read as it goes, ending at the first."""
+        """Whether the file of one of the stored `documents` read from a file is there
+        (None: none of them is stored with a file): read as it goes, ending at the first."""
         rows = self.conn.execute(
             "select distinct source_path from documents where source_path is not null "
             "and document_id in (select value from json_each(?))",
             [json.dumps(sorted(documents))],
         )
-        return any(may_exist(path) for (path,) in rows)
+        there = None
+        for (path,) in rows:
+            if there := may_exist(path):
+                break
+        return there
 
     def _any_stored(self, ids):
         return (
@@ -1571,7 +1589,7 @@ class _Pipeline:
         judged = {f for f in kept_back if _within(f, root) and not any(_within(f, o) or _within(o, f) for o in looked)}
         # but one whose held files this run read and that are gone now (its drive unplugged as the run went: what
         # it read counts as there) is judged by its next run (review 139, H4)
-        judged = {f for f in judged if not self._any_stored(kept_back[f]) or self._files_there(kept_back[f])}
+        judged = {f for f in judged if self._files_there(kept_back[f]) is not False}
         now = {f: self.documents(*_documents_under(f)) & before for f, why in refused if why in HELD_REFUSALS}
         self.hold(now, judged)
         return [(folder, self._refusal(folder, why, documents)) for (folder, why), documents in sorted(refused.items())]

@@ -7,6 +7,7 @@ import collections
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -481,56 +482,59 @@ def test_a_folder_hold_keeps_its_mount_points_note_new_whatever_became_of_what_i
 
 
 class _Stopped(Exception):
-    pass
+    """A run stopped midway (Ctrl-C, a kill), raised from its progress callback."""
 
 
-@pytest.mark.parametrize("stopped", [False, True])
-def test_a_folder_hold_follows_its_records_files_refreshed_while_the_drive_is_mounted(tmp_path, stopped):
+@pytest.mark.parametrize(
+    "days",
+    [
+        [([2, 3, 4], False), ([4, 5], False)],
+        [([2, 3, 4], True), ([2, 3, 4], False), ([4, 5], False)],
+        [([2, 3, 4, 5], True), ([4, 5], True), ([4, 5], False)],  # the held records all gone by stopped runs
+    ],
+)
+def test_a_folder_hold_follows_its_records_files_refreshed_while_the_drive_is_mounted(tmp_path, days):
     """Review 136: a drive's export refreshed by plain ingests while the drive was
     mounted, until none of the records its folder's hold held was stored, left a hold
     of nothing stored: the next night unmounted was refused, that refusal dropped the
     hold, and the night after pruned the drive's records. Records stored from a file
-    the hold held records of join it, those the file dropped leave it; also when the
-    run that stored them was stopped midway (review 141) and the same ingest is run
+    the hold held records of join it, those the file dropped leave it; also when runs
+    that stored them were stopped midway (reviews 141, 142) and the same ingest is run
     again."""
     vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
     write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
     for i in range(300):  # read after the drive's export: a run stops after its records are in
         write(vault / "zz" / f"n{i}.md", f"# Note {i}\n\nA note of the vault, number {i}.\n")
     write(point / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
+    records = vault / "sub" / "crm.jsonl"
 
     def export(ids):
         lines = (json.dumps({"_id": str(i), "text": f"Customer record number {i}."}) for i in ids)
         write((vault / "sub" if (vault / "sub").exists() else drive) / "crm.jsonl", "\n".join(lines) + "\n")
 
     def crm():
-        return rows(conn, "select content from knowledge where source_path like '%crm.jsonl' order by content")
-
-    def stop(*_):
-        if crm() == [(f"Customer record number {i}.",) for i in (2, 3, 4)]:
-            raise _Stopped
+        return rows(conn, "select document_id from documents where source_path = ? order by 1", [str(records)])
 
     conn = brain_sql.connect(tmp_path / "brain.db")
     export([1, 2, 3])
     mount = _held_drive(conn, vault, drive, point)
-    export([2, 3, 4])  # keeps some of the file's records: the file edited
-    if stopped:
-        with pytest.raises(_Stopped):
-            brain_sql.ingest(conn, [vault], progress=stop)
-    brain_sql.ingest(conn, [vault])
-    export([4, 5])
-    brain_sql.ingest(conn, [vault])
+    for ids, stopped in days:
+        export(ids)
+        written = [(f"{records}#{i}",) for i in sorted(ids)]
+        if stopped:  # once the export's records are all in and those it dropped removed
+
+            def stop(*_, written=written):
+                if crm() == written:
+                    raise _Stopped
+
+            with pytest.raises(_Stopped):
+                brain_sql.ingest(conn, [vault], progress=stop)
+        else:
+            brain_sql.ingest(conn, [vault])
     held = json.loads(
         rows(conn, "select value from brain_meta where key = ?", [f"prune_refused:{vault / 'sub'}"])[0][0]
     )
-    assert (
-        {f"{vault / 'sub' / 'crm.jsonl'}#{i}" for i in (4, 5)}
-        <= set(held)
-        <= {
-            f"{vault / 'sub' / 'crm.jsonl'}#{i}"
-            for i in (1, 4, 5)  # 1: what the stopped run removed stays
-        }
-    )
+    assert {f"{records}#4", f"{records}#5"} <= set(held)
     mount(False)
     for _ in range(2):
         with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {vault / 'sub'} was pruned"):
@@ -623,6 +627,24 @@ def test_what_a_run_stores_in_a_held_folder_never_reads_as_the_drive_kept(tmp_pa
             brain_sql.ingest(conn, [vault], prune=True)
     on_drive = [str(sub / name) for name in ("a.md", "b.md", "proj/p.md")]
     assert rows(conn, "select count(*) from documents where source_path in (?, ?, ?)", on_drive) == [(3,)]
+
+
+def test_a_held_folder_deleted_ends_its_hold_though_remember_replaced_one_of_its_records(tmp_path):
+    """Review 142: a record `remember` replaced is stored with no file; a prune that
+    counted it as held but could not look at its file kept the hold of a folder
+    deleted for good, and a folder made there later was refused every night."""
+    vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
+    write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
+    write(drive / "a.md", "# a\n\nA note on the drive.\n")
+    write(drive / "crm.jsonl", json.dumps({"_id": "1", "text": "Customer record one."}) + "\n")
+    write(point / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    mount = _held_drive(conn, vault, drive, point)
+    mount(False)
+    brain_sql.remember(conn, [{"_id": "1", "text": "Customer record one, corrected."}])
+    shutil.rmtree(vault / "sub")  # the drive retired, its mount point deleted
+    brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused%'") == [(0,)]
 
 
 def test_a_prune_that_would_empty_a_folder_raises_after_the_rest_went_in(tmp_path):
