@@ -1440,9 +1440,12 @@ class _Pipeline:
         for folder, ids in held.items():
             if under := [path for path in paths if _within(path, folder)]:
                 rows = self._records_of(under)
-                ordered = sorted(ids)
-                ours = {path for path in under if _any_prefixed(ordered, f"{path}#")}
-                ours |= {path for document_id, path in rows if document_id in ids}  # placed: an export's ids
+                ours = {path for document_id, path in rows if document_id in ids}  # placed: an export's ids
+                # a file whose held records are gone (runs stopped midway removed them) but that has records
+                # stored: one of the hold's ids no longer stored names it; a stored one may be a note named so
+                # (crm.jsonl#notes.md, review 143), and a file with nothing stored may be the mount point's
+                gone = sorted(ids - self.documents(*_documents_under(folder)))
+                ours |= {path for _, path in rows if _any_prefixed(gone, f"{path}#")}
                 if ours:
                     found[folder] = (ours, frozenset(d for d, path in rows if path in ours))
         return found

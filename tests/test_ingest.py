@@ -560,6 +560,7 @@ def test_a_folder_hold_follows_its_records_files_refreshed_while_the_drive_is_mo
         "sync_back_a_while",
         "subfolder_sync_failed",
         "remembered",
+        "a_note_named_after_a_records_file",
     ],
 )
 def test_what_a_run_stores_in_a_held_folder_never_reads_as_the_drive_kept(tmp_path, day):
@@ -570,10 +571,11 @@ def test_what_a_run_stores_in_a_held_folder_never_reads_as_the_drive_kept(tmp_pa
     and one a subfolder's failed sync left on the drive each joined the hold, and the
     next night read the folder as keeping that file and pruned the rest. A prune the
     drive was unplugged during ended the hold (139 H4, older); a record of the drive
-    `remember` replaced (no file) stopped the ingest (140 M1)."""
+    `remember` replaced (no file) stopped the ingest (140 M1). A note named after a
+    records file and "#" read as one of its records (143 H1)."""
     vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
     write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
-    for name in ("a.md", "b.md", "proj/p.md"):
+    for name in ("a.md", "b.md", "proj/p.md", "contacts.csv#notes.md"):
         write(drive / name, f"# {name}\n\nA note on the drive.\n")
     write(drive / "crm.jsonl", json.dumps({"_id": "1", "text": "Customer record one."}) + "\n")
     write(point / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
@@ -618,6 +620,11 @@ def test_what_a_run_stores_in_a_held_folder_never_reads_as_the_drive_kept(tmp_pa
         write(sub / "proj" / "conflict.md", "# Conflict\n\nA sync's conflict copy.\n")
         brain_sql.ingest(conn, [sub / "proj" / "conflict.md"])  # a watcher
         refused = sub / "proj"
+    elif day == "a_note_named_after_a_records_file":  # an export job writes contacts.csv in the mount point
+        mount(False)
+        write(sub / "contacts.csv", "_id,text\n1,Contact one.\n2,Contact two.\n")
+        for _ in range(2):  # a watcher, then the same again
+            brain_sql.ingest(conn, [sub / "contacts.csv"])
     else:
         mount(False)
         brain_sql.remember(conn, [{"_id": "1", "text": "Customer record one, corrected."}])  # now of no file
