@@ -1432,9 +1432,9 @@ class _Pipeline:
 
     def _held_records(self, held, files):
         """{held folder: (the records files of `files` (path, format) under it that
-        documents of its hold were read from, stored still or not (a record's id is
-        its file's path, "#" and its key), and the documents read from them)}
-        (join_held)."""
+        documents of its hold were read from, and the documents read from them)}
+        (join_held): a held document stored from the file, or a held id no longer
+        stored that is the path, "#" and a key of a file with records stored."""
         paths = [path for path, fmt in files if fmt.default_source == "import"]
         found = {}
         for folder, ids in held.items():
