@@ -9,7 +9,6 @@ in short transactions that other writers take turns with (each document whole;
 retried one savepoint per document when one fails), and pruning what is gone.
 """
 
-import bisect
 import contextlib
 import json
 import os
@@ -808,12 +807,6 @@ def _judged_against(pipeline, path, seen):
     return before, held is not None
 
 
-def _any_prefixed(ordered, prefix):
-    """Whether one of the strings `ordered` (sorted) begins with `prefix`."""
-    at = bisect.bisect_left(ordered, prefix)
-    return at < len(ordered) and ordered[at].startswith(prefix)
-
-
 def _folders_of(paths):
     """Every folder that holds one of `paths`, at any depth."""
     folders = set()
@@ -1431,22 +1424,17 @@ class _Pipeline:
         self.held_records = self._held_records(held, files) if held else {}
 
     def _held_records(self, held, files):
-        """{held folder: (the records files of `files` (path, format) under it that
-        documents of its hold were read from, and the documents read from them)}
-        (join_held): a held document stored from the file, or a held id no longer
-        stored that is the path, "#" and a key of a file with records stored."""
+        """{held folder: (the records files of `files` (path, format) under it that a
+        document of its hold is stored from, and the documents stored from them)}
+        (join_held). Stored: an id's text names no file surely (a note named
+        crm.jsonl#x.md, a record `remember` replaced, an `_id` holding "#": reviews
+        143, 144)."""
         paths = [path for path, fmt in files if fmt.default_source == "import"]
         found = {}
         for folder, ids in held.items():
             if under := [path for path in paths if _within(path, folder)]:
                 rows = self._records_of(under)
-                ours = {path for document_id, path in rows if document_id in ids}  # placed: an export's ids
-                # a file whose held records are gone (runs stopped midway removed them) but that has records
-                # stored: one of the hold's ids no longer stored names it; a stored one may be a note named so
-                # (crm.jsonl#notes.md, review 143), and a file with nothing stored may be the mount point's
-                gone = sorted(ids - self.documents(*_documents_under(folder)))
-                ours |= {path for _, path in rows if _any_prefixed(gone, f"{path}#")}
-                if ours:
+                if ours := {path for document_id, path in rows if document_id in ids}:
                     found[folder] = (ours, frozenset(d for d, path in rows if path in ours))
         return found
 
@@ -1460,7 +1448,7 @@ class _Pipeline:
         the file was read from; so the files a hold reads as there are the same, and
         nothing else joins: a new note may be the mount point's, or a failed sync's
         (reviews 139 to 141). Read from the file again by any run that reads it, also
-        after one stopped midway."""
+        after one stopped midway, while one held record of it is stored."""
 
         def merged(every):
             kept = dict(every)
