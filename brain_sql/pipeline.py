@@ -1450,16 +1450,18 @@ class _Pipeline:
         (reviews 139 to 141). Read from the file again by any run that reads it, also
         after one stopped midway, while one held record of it is stored."""
 
-        def merged(every):
-            kept = dict(every)
-            for folder, (paths, before) in self.held_records.items():
-                if folder in every:
-                    now = {document_id for document_id, _ in self._records_of(paths)}
-                    kept[folder] = frozenset(every[folder] - (before - now) | now)  # those dropped leave it
-            return kept
-
         if not self.held_records:
             return
+        # read once, before the write lock: a writer meanwhile joins what it stored itself
+        now = {folder: {d for d, _ in self._records_of(paths)} for folder, (paths, _) in self.held_records.items()}
+
+        def merged(every):
+            kept = dict(every)
+            for folder, (_, before) in self.held_records.items():
+                if folder in every:  # those the file dropped leave it
+                    kept[folder] = frozenset(every[folder] - (before - now[folder]) | now[folder])
+            return kept
+
         every = self.every_held()
         if merged(every) != every:
             with self._turn():
