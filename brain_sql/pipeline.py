@@ -1387,7 +1387,8 @@ class _Pipeline:
         no folder above it (a new vault beside a note since deleted was held whole,
         reviews 131, 132). A folder held already, or one over it, keeps what it held.
         A file that is there ends a folder's look (one stat, for a vault that keeps
-        its files)."""
+        its files). With the holds read here, it notes the held records files the run
+        reads, for join_held at its end."""
         held = self.every_held()
         bounds = [str(Path(p).resolve()) if Path(p).is_dir() else str(Path(p).resolve().parent) for p in paths]
         keeps = {}  # folder -> whether a file stored from under it is there (None: nothing stored under it)
@@ -1449,7 +1450,6 @@ class _Pipeline:
         nothing else joins: a new note may be the mount point's, or a failed sync's
         (reviews 139 to 141). Read from the file again by any run that reads it, also
         after one stopped midway, while one held record of it is stored."""
-
         if not self.held_records:
             return
         # read once, before the write lock: a writer meanwhile joins what it stored itself
