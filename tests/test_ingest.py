@@ -10,6 +10,7 @@ import random
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -638,6 +639,49 @@ def test_what_a_run_stores_in_a_held_folder_never_reads_as_the_drive_kept(tmp_pa
             brain_sql.ingest(conn, [vault], prune=True)
     on_drive = [str(sub / name) for name in ("a.md", "b.md", "proj/p.md")]
     assert rows(conn, "select count(*) from documents where source_path in (?, ?, ?)", on_drive) == [(3,)]
+
+
+@pytest.mark.parametrize("waits", [True, False])
+def test_a_hold_joined_waits_for_another_writers_lock_and_is_written_whole(tmp_path, monkeypatch, waits):
+    """join_held writes in a transaction of its own: another writer holding the lock
+    is waited for, and one holding it past BRAIN_BUSY_TIMEOUT_MS makes the ingest a
+    BrainBusy with the hold as it was (the records written before are kept)."""
+    vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
+    write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
+    write(drive / "crm.jsonl", "".join(json.dumps({"_id": str(i), "text": f"Record {i}."}) + "\n" for i in (1, 2)))
+    write(point / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    _held_drive(conn, vault, drive, point)
+    key = f"prune_refused:{vault / 'sub'}"
+    before = rows(conn, "select value from brain_meta where key = ?", [key])
+    write(
+        vault / "sub" / "crm.jsonl", "".join(json.dumps({"_id": str(i), "text": f"Record {i}."}) + "\n" for i in (2, 3))
+    )
+    monkeypatch.setenv("BRAIN_BUSY_TIMEOUT_MS", "5000" if waits else "200")
+    join = pipeline._Pipeline.join_held
+    holder = brain_sql.connect(tmp_path / "brain.db")
+
+    releases = []
+
+    def held_meanwhile(self):
+        holder.execute("begin immediate")  # another writer, holding the lock as the join comes
+        releases.append(threading.Timer(1.0 if waits else 2.0, lambda: holder.execute("rollback")))
+        releases[-1].start()
+        return join(self)
+
+    monkeypatch.setattr(pipeline._Pipeline, "join_held", held_meanwhile)
+    ingesting = brain_sql.connect(tmp_path / "brain.db")  # its busy timeout as set
+    if waits:
+        brain_sql.ingest(ingesting, [vault])
+        held = json.loads(rows(conn, "select value from brain_meta where key = ?", [key])[0][0])
+        assert f"{vault / 'sub' / 'crm.jsonl'}#3" in held and f"{vault / 'sub' / 'crm.jsonl'}#1" not in held
+    else:
+        with pytest.raises(brain_sql.BrainBusy):
+            brain_sql.ingest(ingesting, [vault])
+        assert rows(conn, "select value from brain_meta where key = ?", [key]) == before
+    releases[0].join()
+    stored = "select count(*) from documents where source_path = ?"
+    assert rows(conn, stored, [str(vault / "sub" / "crm.jsonl")]) == [(2,)]
 
 
 def test_a_held_folder_deleted_ends_its_hold_though_remember_replaced_one_of_its_records(tmp_path):
