@@ -12,6 +12,7 @@ retried one savepoint per document when one fails), and pruning what is gone.
 import contextlib
 import json
 import os
+import re
 import stat
 import threading
 import time
@@ -864,6 +865,10 @@ def _folder_now(path):
         return False
 
 
+def _words(text):
+    return set(re.findall(r"\w+", text.lower()))
+
+
 def _emptied_folder(folder, root, live, remaining, there=may_exist):
     """(folder, why) for the outermost folder under `root` that holds `folder` (a gone
     file's) and is still there but holds nothing to ingest (`live`: the folders that
@@ -1177,6 +1182,10 @@ class _Pipeline:
         self.replacing = {}  # records file -> (the documents it held, its records read so far): watch_replaced
         self.held_early = set()  # records files held by the transaction that first wrote one of their records
         self.held_records = {}  # {held folder: (the records files this run reads of its hold, their documents)}
+        self.notes = frozenset()  # the notes this run reads (hold_before_writing): rewritten counts them
+        self.new_files = frozenset()  # the files this run reads that no document was stored from at its start
+        self.rewritten = {}  # {document id: its file} of the notes this run stored with wholly other text (join_held)
+        self.other_text = set()  # the notes _write found of wholly other text, until counted
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
         self.parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -1395,23 +1404,12 @@ class _Pipeline:
 
         def keeping(folder):
             if folder not in keeps:
-                rows = self.conn.execute(
-                    "select source_path from documents where source_path >= ? and source_path < ? "
-                    "order by source_path",  # the index's order, read as it goes: no sort, no DISTINCT's tree
-                    (folder + os.sep, folder + chr(ord(os.sep) + 1)),
-                )
-                keeps[folder], last = None, None
-                for (path,) in rows:
-                    if path == last:
-                        continue  # a records file's many documents: one look
-                    keeps[folder], last = False, path
-                    if may_exist(path):
-                        keeps[folder] = True
-                        break
+                keeps[folder] = self._kept_there(folder)
             return keeps[folder]
 
         refused = {}
-        new = sorted({os.path.dirname(path) for path, _ in files if not self._stored(path)})
+        self.new_files = frozenset(path for path, _ in files if not self._stored(path))
+        new = sorted({os.path.dirname(path) for path in self.new_files})
         for folder in new:
             if not any(_within(folder, b) for b in bounds) or keeping(folder) is not False:
                 continue
@@ -1423,6 +1421,24 @@ class _Pipeline:
         if refused:
             self.hold(refused, ())
         self.held_records = self._held_records(held, files) if held else {}
+        self.notes = frozenset(path for path, fmt in files if fmt.default_source != "import")
+
+    def _kept_there(self, folder, besides=frozenset()):
+        """Whether a file stored from under `folder`, but those `besides`, is there
+        (None: none is stored), ending at the first."""
+        rows = self.conn.execute(
+            "select source_path from documents where source_path >= ? and source_path < ? "
+            "order by source_path",  # the index's order, read as it goes: no sort, no DISTINCT's tree
+            (folder + os.sep, folder + chr(ord(os.sep) + 1)),
+        )
+        there, last = None, None
+        for (path,) in rows:
+            if path == last or path in besides:
+                continue  # a records file's many documents: one look
+            there, last = False, path
+            if may_exist(path):
+                return True
+        return there
 
     def _held_records(self, held, files):
         """{held folder: (the records files of `files` (path, format) under it that a
@@ -1449,23 +1465,78 @@ class _Pipeline:
         the file was read from; so the files a hold reads as there are the same, and
         nothing else joins: a new note may be the mount point's, or a failed sync's
         (reviews 139 to 141). Read from the file again by any run that reads it, also
-        after one stopped midway, while one held record of it is stored."""
-        if not self.held_records:
+        after one stopped midway, while one held record of it is stored. And the notes
+        _stand_ins finds leave the holds holding them, or have their folders held."""
+        every = self.every_held() if self.rewritten or self.held_records else {}
+        alone = self._stand_ins(every)
+        if not self.held_records and not alone:
             return
         # read once, before the write lock: a writer meanwhile joins what it stored itself
         now = {folder: {d for d, _ in self._records_of(paths)} for folder, (paths, _) in self.held_records.items()}
+        fresh = {  # what a folder held without its note held: stored before this run, but for the note
+            folder: self.documents(*_documents_under(folder))
+            - self.new_under(folder, {f: ids for f, ids in every.items() if f.startswith(folder + os.sep)})
+            - {d for d, _ in self._records_of([p for p in self.new_files if p.startswith(folder + os.sep)])}
+            - ids
+            for folder, ids in alone.items()
+        }
 
         def merged(every):
             kept = dict(every)
             for folder, (_, before) in self.held_records.items():
                 if folder in every:  # those the file dropped leave it
                     kept[folder] = frozenset(every[folder] - (before - now[folder]) | now[folder])
+            for folder, ids in alone.items():
+                holding = [f for f, held in kept.items() if held & ids]
+                for f in holding:
+                    if kept[f] - ids:  # a hold keeps one document at least: it holds
+                        kept[f] = frozenset(kept[f] - ids)
+                if not holding and fresh[folder] and not any(_within(folder, f) for f in kept):
+                    kept[folder] = frozenset(fresh[folder])
             return kept
 
-        every = self.every_held()
         if merged(every) != every:
             with self._turn():
                 self._store_held(PRUNE_HELD_KEY, merged)
+
+    def _stand_ins(self, every):
+        """{folder: the notes in it this run stored with other content, while none of the
+        other files stored from under it is there}: a note the mount point of an
+        unmounted drive holds under one of the drive's names (Obsidian names every new
+        note Untitled.md) was read as the drive's, kept the folder, and the night pruned
+        the rest of the drive. Such a note leaves a hold holding it, or its folder is
+        held without it: new to the guard, as a note stored there since is (reviews 129,
+        130). A folder it is alone in holds nothing."""
+        folders = {}
+        for document_id, path in self.rewritten.items():
+            folders.setdefault(os.path.dirname(path), set()).add(document_id)
+        besides = {*self.rewritten.values(), *self.new_files}  # and those it stored new (a "not mounted" note)
+        alone = {}
+        for folder, ids in folders.items():
+            held = {f: held for f, held in every.items() if _within(folder, f) or _within(f, folder)}
+            if not held and self._kept_there(folder, besides) is not False:
+                continue  # a look at the first file there, for a folder that keeps its files
+            # of before (to its holds: not the notes stored there since, the "not mounted" note)
+            of_before = self.documents(*_documents_under(folder)) - self.new_under(folder, held) - ids
+            of_before -= {d for d, _ in self._records_of([p for p in self.new_files if _within(p, folder)])}
+            if self._files_there(of_before) is not False:
+                continue
+            if ids := ids - self._taken_over(ids, of_before):
+                alone[folder] = frozenset(ids)
+        return alone
+
+    def _taken_over(self, notes, gone):
+        """Those of `notes` that now hold a text one of the `gone` documents held: a
+        rename over it, or a swap (mv a c; mv b a), not a stand-in."""
+        return {
+            document_id
+            for (document_id,) in self.conn.execute(
+                "select distinct now.document_id from knowledge now join knowledge was on was.content = now.content "
+                "where now.document_id in (select value from json_each(?)) "
+                "and was.document_id in (select value from json_each(?))",
+                [json.dumps(sorted(notes)), json.dumps(sorted(gone))],
+            )
+        }
 
     def _records_of(self, paths):
         """[(id, path)] of the stored documents read from the files `paths`."""
@@ -1614,7 +1685,8 @@ class _Pipeline:
             "root, moved": f"that would remove {lost} it held before this ingest besides the notes moved to another "
             f"PATH or folder (those were pruned), as {gone.replace('its', 'their')} gone",
             "nothing": f"the folder is there but holds nothing to ingest, and that would remove {lost} from it",
-            "new": f"none of the files it held is there (it holds only new ones), and that would remove {lost} from it",
+            "new": "none of the files it held is there (it holds only new ones, or ones written over with other "
+            f"text), and that would remove {lost} from it",
             "dangling": f"it is a symbolic link to {os.readlink(folder) if os.path.islink(folder) else 'a folder'}, "
             f"which is not there, and that would remove {lost} from it",
         }.get(why)
@@ -1776,7 +1848,7 @@ class _Pipeline:
                 write_fresh()  # first: documents are written in order
                 written_vectors, outcome = self._write(document, stored, embedded)
                 new_vectors.extend(written_vectors)  # inserted together: vec0 takes many rows at once faster
-                self._count(outcome)
+                self._count(outcome, document)
             else:
                 mark = self._mark()
                 try:
@@ -1784,7 +1856,7 @@ class _Pipeline:
                         written_vectors, outcome = self._write(document, stored, embedded)
                         insert_vectors(self.conn, written_vectors)
                         self.writer.queue_mentions()
-                    self._count(outcome)
+                    self._count(outcome, document)
                 except Exception as ex:
                     self._undo(mark)  # what it counted and queued was taken back with it
                     self.writer.forget_entities()
@@ -1846,6 +1918,8 @@ class _Pipeline:
         kept as history first; an earlier one (placed by validity.place_earlier)
         is written as history."""
         known = document.document_id in stored
+        if known and document.read_from in self.notes and self._wholly_other(document):
+            self.other_text.add(document.document_id)
         flagged = False
         if known and validity.later_version(self.conn, document):
             flagged, known = validity.keep_as_history(self.conn, document), False
@@ -1862,6 +1936,21 @@ class _Pipeline:
         if known and _exported_again(document, plan) and self._unless_same(document, plan, write):
             return [], "unchanged"
         return write(), "updated" if known else "added"
+
+    def _wholly_other(self, document):
+        """Whether stored note `document` now holds wholly other text: fewer than half of
+        the words it held. An edit keeps most (an Inbox note with a line added); another
+        file of its name does not (_stand_ins)."""
+        was = _words(
+            " ".join(
+                content
+                for (content,) in self.conn.execute(
+                    "select content from knowledge where document_id = ? and version_of is null",
+                    [document.document_id],
+                )
+            )
+        )
+        return len(was & _words(" ".join(chunk.content for chunk in document.chunks))) * 2 < len(was) or not was
 
     def _unless_same(self, document, plan, write):
         """`write()` `document` (_exported_again) in a savepoint, taken back when it
@@ -1899,11 +1988,13 @@ class _Pipeline:
         for kind, count in queued.items():
             del self.writer.queued[kind][count:]
 
-    def _count(self, outcome):
+    def _count(self, outcome, document=None):
         if outcome == "added":
             self.report.documents_added += 1
         elif outcome == "updated":
             self.report.documents_updated += 1
+            if document is not None and document.document_id in self.other_text and document.source_path:
+                self.rewritten[document.document_id] = document.source_path
         else:
             self.report.documents_unchanged += 1
 

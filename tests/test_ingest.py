@@ -641,6 +641,91 @@ def test_what_a_run_stores_in_a_held_folder_never_reads_as_the_drive_kept(tmp_pa
     assert rows(conn, "select count(*) from documents where source_path in (?, ?, ?)", on_drive) == [(3,)]
 
 
+@pytest.mark.parametrize("first", ["a_nightly_prune", "a_watcher", "a_plain_ingest_mounted_before"])
+def test_a_note_the_mount_point_holds_under_a_held_notes_name_never_reads_as_the_drive_kept(tmp_path, first):
+    """A note of the same path as one of the drive's, written in the mount point while
+    the drive is out (Obsidian names every new note Untitled.md), was a held file
+    there: the night read the folder as kept and pruned the rest of the drive. Stored
+    with other content while none of the hold's other files is there, it leaves the
+    hold and is new to the guard. Read first by the nightly prune, by a watcher, or
+    after a plain ingest with the drive mounted (which keeps the hold as it was)."""
+    vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
+    write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
+    for name in ("a.md", "b.md", "Untitled.md"):
+        write(drive / name, f"# {name}\n\nA note on the drive.\n")
+    write(point / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    mount = _held_drive(conn, vault, drive, point)
+    sub = vault / "sub"
+    if first == "a_plain_ingest_mounted_before":  # the drive's Untitled.md edited: the hold keeps it
+        write(sub / "Untitled.md", "# Untitled\n\nMeeting notes, edited on the drive.\n")
+        brain_sql.ingest(conn, [vault])
+        assert f"{sub / 'Untitled.md'}" in json.dumps(rows(conn, "select value from brain_meta"))
+    mount(False)
+    write(sub / "Untitled.md", "# Untitled\n\nShopping list.\n")
+    if first == "a_watcher":
+        brain_sql.ingest(conn, [sub / "Untitled.md"])
+    for _ in range(2):
+        with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {sub} was pruned"):
+            brain_sql.ingest(conn, [vault], prune=True)
+    on_drive = [str(sub / name) for name in ("a.md", "b.md")]
+    assert rows(conn, "select count(*) from documents where source_path in (?, ?)", on_drive) == [(2,)]
+    mount(True)
+    brain_sql.ingest(conn, [vault], prune=True)  # mounted: the drive's own note back, the hold forgotten
+    assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused%'") == [(0,)]
+    assert rows(conn, "select content from knowledge where source_path = ?", [str(sub / "Untitled.md")]) != [
+        ("Shopping list.",)
+    ]
+    mount(False)
+    with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {sub} was pruned"):
+        brain_sql.ingest(conn, [vault], prune=True)
+
+
+def test_a_held_folder_a_sync_gives_back_edited_is_judged_as_before(tmp_path):
+    """The other side of the test above: a failed sync's folder given back with one of
+    its notes edited is there, not a mount point's note: the hold ends, and a note
+    deleted since is pruned."""
+    vault = tmp_path / "vault"
+    write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
+    for name in ("a.md", "b.md", "c.md"):
+        write(vault / "sub" / name, f"# {name}\n\nA note synced.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [vault], prune=True)
+    shutil.move(vault / "sub", tmp_path / "away")
+    (vault / "sub").mkdir()
+    with pytest.raises(brain_sql.PruneRefused):
+        brain_sql.ingest(conn, [vault], prune=True)
+    (vault / "sub").rmdir()
+    shutil.move(tmp_path / "away", vault / "sub")
+    write(vault / "sub" / "a.md", "# a.md\n\nEdited while the sync was away.\n")
+    (vault / "sub" / "c.md").unlink()
+    brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused%'") == [(0,)]
+    on_sync = "select source_path from documents where source_path like ? order by source_path"
+    assert rows(conn, on_sync, [f"{vault}/sub/%"]) == [(str(vault / "sub" / "a.md"),), (str(vault / "sub" / "b.md"),)]
+
+
+@pytest.mark.parametrize("edit", ["a_line_added", "a_word_changed"])
+def test_an_inbox_emptied_while_its_note_was_edited_is_pruned(tmp_path, edit):
+    """An edit keeps most of a note's words: an Inbox whose captured notes were
+    deleted the day its own note was edited is pruned, not read as a mount point's
+    note of the drive's name (test above)."""
+    vault = tmp_path / "vault"
+    write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
+    write(vault / "Inbox" / "Inbox.md", "# Inbox\n\nThings to file this week.\n")
+    for i in range(3):
+        write(vault / "Inbox" / f"idea{i}.md", f"# Idea {i}\n\nCaptured idea {i}.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [vault], prune=True)
+    for i in range(3):
+        (vault / "Inbox" / f"idea{i}.md").unlink()
+    text = "Things to file this week.\nAll filed today." if edit == "a_line_added" else "Things to file this month."
+    write(vault / "Inbox" / "Inbox.md", f"# Inbox\n\n{text}\n")
+    brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(conn, "select count(*) from documents where source_path like '%idea%'") == [(0,)]
+    assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused%'") == [(0,)]
+
+
 @pytest.mark.parametrize("waits", [True, False])
 def test_a_hold_joined_waits_for_another_writers_lock_and_is_written_whole(tmp_path, monkeypatch, waits):
     """join_held writes in a transaction of its own: another writer holding the lock
