@@ -296,6 +296,9 @@ def _document_fields(document, raw, sound, structure, exported):
     metadata = {str(k): v for k, v in raw.items() if k not in structure and k not in FIELD_NAMES}
     nested = metadata.pop("metadata", None)
     if isinstance(nested, dict):
+        # a key in metadata and beside it, of two values: one would be lost (review 146)
+        if twice := [str(k) for k, v in nested.items() if str(k) in metadata and metadata[str(k)] != v]:
+            return error(f"{shown(twice[0])} is given in metadata and beside it, with another value: give it once")
         metadata = {**nested, **metadata}
     elif nested is not None:
         metadata["metadata"] = nested

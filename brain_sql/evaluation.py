@@ -89,10 +89,11 @@ def _text(path):
 
 
 def metrics(ranked, relevant):
-    """The five metrics for one query: `ranked` corpus ids, `relevant` {id: grade}."""
-    gains = [relevant.get(doc, 0) for doc in ranked[:10]]
+    """The five metrics for one query: `ranked` corpus ids, `relevant` {id: grade}; a
+    grade below 0 (judged harmful) gains nothing, as in trec_eval: nDCG stays within 1."""
+    gains = [max(relevant.get(doc, 0), 0) for doc in ranked[:10]]
     dcg = sum(g / math.log2(i + 2) for i, g in enumerate(gains))
-    ideal = sorted(relevant.values(), reverse=True)[:10]
+    ideal = sorted((max(g, 0) for g in relevant.values()), reverse=True)[:10]
     idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
     positive = {d for d, g in relevant.items() if g > 0}
     first = next((i for i, d in enumerate(ranked[:10]) if d in positive), None)

@@ -158,9 +158,18 @@ def discover(
     return files, errors
 
 
+def _listed(paths):
+    """`paths`, refused when one path is given bare: a str is a sequence of its
+    characters, and "notes/" read so ingested "/", the whole disk."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        raise FieldError(f"paths must be a list of paths: give [{str(paths)!r}], not {str(paths)!r}")
+    return list(paths)
+
+
 def _discover(paths):
     """discover's, and [(path, its IngestError)] of the files found in a folder
     whose names are not UTF-8 text."""
+    paths = _listed(paths)
     unnamed = []
     formats = {suffix: f for f in collect("brain_ingest_formats") for suffix in f.suffixes}
     files, errors, paths = [], [], list(paths)
@@ -327,6 +336,7 @@ def ingest(
     documents handled so far.
     """
     started = time.perf_counter()
+    paths = _listed(paths)
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     _check_model(conn, model)
     migrate(conn, model)

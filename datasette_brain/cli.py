@@ -419,7 +419,12 @@ def recall(db_path, query, as_json, **options):
 @click.option("--queries", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR queries.jsonl")
 @click.option("--qrels", required=True, type=click.Path(exists=True, dir_okay=False), help="BEIR qrels .tsv")
 @click.option(
-    "--k", "k", type=WholeNumber(1, 100), default=10, show_default=True, help="hits recalled per query, 1 to 100"
+    "--k",
+    "k",
+    type=WholeNumber(1, 100),
+    default=10,
+    show_default=True,
+    help="hits recalled per query, 1 to 100 (under 10, the @5 and @10 metrics count only those)",
 )
 @click.option("--now", help="fixed evaluation time (ISO)")
 @click.option(

@@ -304,3 +304,22 @@ def test_recall_as_of(run, tmp_path):
     assert found["hits"] == [] and found["query"]["as_of"] == found["query"]["now"]
     bad = run("brain", "recall", db_path, "rota", "--as-of", "back then")
     assert bad.exit_code == 2 and "Invalid value for '--as-of': as_of \"back then\" is not a date" in bad.output
+
+
+def test_eval_gains_nothing_from_a_grade_below_zero(run, tmp_path):
+    """Review 146: a qrels grade of -1 (judged harmful) was a negative gain, and nDCG@10
+    came out above 1; as in trec_eval, it gains nothing."""
+    corpus = write(
+        tmp_path / "corpus.jsonl",
+        json.dumps({"_id": "a", "title": "Aspirin", "text": "Aspirin reduces the risk of heart attack."})
+        + "\n"
+        + json.dumps({"_id": "b", "title": "Statins", "text": "Statins lower cholesterol."})
+        + "\n",
+    )
+    queries = write(tmp_path / "q.jsonl", json.dumps({"_id": "q1", "text": "aspirin heart attack"}) + "\n")
+    qrels = write(tmp_path / "qrels.tsv", "query-id\tcorpus-id\tscore\nq1\ta\t1\nq1\tb\t-1\n")
+    run("brain", "ingest", tmp_path / "brain.db", corpus)
+    result = run("brain", "eval", tmp_path / "brain.db", "--queries", queries, "--qrels", qrels)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["fts"]["ndcg@10"] == 1.0 and all(summary[m]["ndcg@10"] <= 1.0 for m in summary if m != "queries")

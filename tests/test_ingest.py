@@ -1784,3 +1784,43 @@ def test_a_wikilink_in_a_table_with_an_escaped_alias_bar_names_its_note(tmp_path
         "select b.name from relationships r join entities b on b.id = r.to_entity_id "
         "where r.relation_type = 'references'",
     ) == [("Ledger Export",)]
+
+
+@pytest.mark.parametrize("bare", [str, Path])
+def test_one_path_given_bare_is_refused_by_name(tmp_path, bare):
+    """Review 146: a str is a sequence of its characters, so ingest(conn, "notes/")
+    ingested "/", the whole disk, one path a character."""
+    write(tmp_path / "notes" / "a.md", "# A\n\nThe one note.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    with pytest.raises(brain_sql.FieldError, match=r"paths must be a list of paths: give \["):
+        brain_sql.ingest(conn, bare(tmp_path / "notes"))
+    with pytest.raises(brain_sql.FieldError, match="paths must be a list of paths"):
+        brain_sql.discover(bare(tmp_path / "notes"))
+    assert rows(conn, "select count(*) from sqlite_master where name = 'knowledge'") == [(0,)]  # nothing made
+    brain_sql.ingest(conn, (p for p in [tmp_path / "notes"]))  # any iterable of paths, read once
+    assert rows(conn, "select count(*) from knowledge") == [(1,)]
+
+
+def test_a_key_given_in_metadata_and_beside_it_with_two_values_skips_its_record_by_name(tmp_path):
+    """Review 146: {"metadata": {"ticket": "OPS-7"}, "ticket": "OPS-8"} stored one of
+    the two values and dropped the other, silently; the same value twice is one."""
+    write(
+        tmp_path / "r.jsonl",
+        json.dumps({"_id": "1", "text": "Two tickets.", "metadata": {"ticket": "OPS-7"}, "ticket": "OPS-8"})
+        + "\n"
+        + json.dumps({"_id": "2", "text": "One ticket.", "metadata": {"ticket": "OPS-7"}, "ticket": "OPS-7"})
+        + "\n",
+    )
+    write(tmp_path / "v" / "c.md", "---\nmetadata: {team: platform}\nteam: support\n---\nWho owns this?\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    report = brain_sql.ingest(conn, [tmp_path / "r.jsonl", tmp_path / "v"])
+    said = sorted((os.path.basename(e.path), e.line, e.message) for e in report.errors)
+    assert said == [
+        ("c.md", 1, '"team" is given in metadata and beside it, with another value: give it once'),
+        ("r.jsonl", 1, '"ticket" is given in metadata and beside it, with another value: give it once'),
+    ]
+    assert rows(conn, "select external_id, metadata from knowledge") == [("2", '{"ticket": "OPS-7"}')]
+    report, _ = brain_sql.remember(conn, [{"_id": "3", "text": "x", "metadata": {"a": 1}, "a": 2}])
+    assert [e.message for e in report.errors] == [
+        'record 1: "a" is given in metadata and beside it, with another value: give it once'
+    ]
