@@ -9,10 +9,10 @@ in short transactions that other writers take turns with (each document whole;
 retried one savepoint per document when one fails), and pruning what is gone.
 """
 
+import collections
 import contextlib
 import json
 import os
-import re
 import stat
 import threading
 import time
@@ -53,6 +53,7 @@ from .embed import get_model, grouping_free
 from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
+from .mounts import MOUNTS_KEY, Mounts
 from .plugins import collect
 from .records import record_document
 from .schema import (
@@ -156,6 +157,45 @@ def discover(
     """(file path, IngestFormat) for every file to ingest, each once, and errors for paths that cannot be."""
     files, errors, _ = _discover(paths)
     return files, errors
+
+
+def recorded_mounts(conn):
+    """The mount points ingest read files from (brain_meta's MOUNTS_KEY), [] where none
+    is recorded or the row is no JSON list of folders."""
+    if not conn.execute("select 1 from sqlite_master where name = ?", [META_TABLE]).fetchone():
+        return []
+    row = conn.execute(f"select value from {META_TABLE} where key = ?", [MOUNTS_KEY]).fetchone()
+    try:
+        found = json.loads(row[0]) if row else []
+    except (TypeError, ValueError):
+        return []
+    return [m for m in found if isinstance(m, str)] if isinstance(found, list) else []
+
+
+def _unmounted_unread(files, unmounted, report):
+    """`files` but those under a mount point of `unmounted`, each such mount point named
+    in the report's errors: what is there is the mount point's own folder, not the drive
+    whose memories the brain holds (a note of the same name, written there with the drive
+    out, would be stored over the drive's, and read as it by a prune)."""
+    unread = collections.Counter()
+    kept = []
+    for path, fmt in files:
+        where = next((m for m in unmounted if _within(path, m)), None)
+        if where is None:
+            kept.append((path, fmt))
+        else:
+            unread[where] += 1
+    for where, count in sorted(unread.items()):
+        report.errors.append(
+            IngestError(
+                where,
+                None,
+                f"{counted(count, 'file')} in it not read: a drive was mounted here when the brain's memories of it "
+                "were stored, and none is now (unplugged?); mount it, or ingest with --prune-all to read the folder "
+                "as it is and remove the drive's memories",
+            )
+        )
+    return kept
 
 
 def _listed(paths):
@@ -358,9 +398,14 @@ def ingest(
         for error in (e for e in report.errors if all(e is not error for _, error in unnamed)):
             prune_roots = [p for p in prune_roots if not _under(error.path, p)]
             error.message += ": nothing under it was pruned"
+    mounts = Mounts()
+    unmounted = [] if prune_all else [m for m in recorded_mounts(conn) if not mounts.mounted(m)]
+    files = _unmounted_unread(files, unmounted, report)
     try:
         try:
             with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
+                pipeline.note_mounts(files, mounts, prune_all)
+                pipeline.unmounted = unmounted
                 # what each root held before this run: new files never make a prune of all of that look partial
                 roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
                 pipeline.hold_before_writing(files, paths)
@@ -875,10 +920,6 @@ def _folder_now(path):
         return False
 
 
-def _words(text):
-    return set(re.findall(r"\w+", text.lower()))
-
-
 def _emptied_folder(folder, root, live, remaining, there=may_exist):
     """(folder, why) for the outermost folder under `root` that holds `folder` (a gone
     file's) and is still there but holds nothing to ingest (`live`: the folders that
@@ -1192,10 +1233,7 @@ class _Pipeline:
         self.replacing = {}  # records file -> (the documents it held, its records read so far): watch_replaced
         self.held_early = set()  # records files held by the transaction that first wrote one of their records
         self.held_records = {}  # {held folder: (the records files this run reads of its hold, their documents)}
-        self.notes = frozenset()  # the notes this run reads (hold_before_writing): rewritten counts them
-        self.new_files = frozenset()  # the files this run reads that no document was stored from at its start
-        self.rewritten = {}  # {document id: its file} of the notes this run stored with wholly other text (join_held)
-        self.other_text = set()  # the notes _write found of wholly other text, until counted
+        self.unmounted = []  # recorded mount points not mounted now: nothing under them is pruned
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
         self.parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -1396,6 +1434,28 @@ class _Pipeline:
         self.held_early |= early.keys()
         return looked
 
+    def note_mounts(self, files, mounts, prune_all):
+        """Record the mount points (but /) of the `files` this run reads, before it writes
+        one; forget those under which no document is stored, and with `prune_all` those
+        not mounted now (the folder read as it is)."""
+        recorded = recorded_mounts(self.conn)
+        kept = [
+            m
+            for m in recorded
+            if (mounts.mounted(m) or not prune_all)
+            and self.conn.execute(
+                "select 1 from documents where source_path >= ? and source_path < ? limit 1",
+                (m + os.sep, m + chr(ord(os.sep) + 1)),
+            ).fetchone()
+        ]
+        found = {mounts.root(os.path.dirname(path)) for path, _ in files} - {os.sep}
+        now = sorted(set(kept) | found)
+        if now != sorted(recorded):
+            with self._turn():
+                self.conn.execute(
+                    f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [MOUNTS_KEY, json.dumps(now)]
+                )
+
     def hold_before_writing(self, files, paths):
         """Hold, before this run writes a file, each folder that gets a new file while
         none of the files stored from under it is there (a "not mounted" note in an
@@ -1414,12 +1474,23 @@ class _Pipeline:
 
         def keeping(folder):
             if folder not in keeps:
-                keeps[folder] = self._kept_there(folder)
+                rows = self.conn.execute(
+                    "select source_path from documents where source_path >= ? and source_path < ? "
+                    "order by source_path",  # the index's order, read as it goes: no sort, no DISTINCT's tree
+                    (folder + os.sep, folder + chr(ord(os.sep) + 1)),
+                )
+                keeps[folder], last = None, None
+                for (path,) in rows:
+                    if path == last:
+                        continue  # a records file's many documents: one look
+                    keeps[folder], last = False, path
+                    if may_exist(path):
+                        keeps[folder] = True
+                        break
             return keeps[folder]
 
         refused = {}
-        self.new_files = frozenset(path for path, _ in files if not self._stored(path))
-        new = sorted({os.path.dirname(path) for path in self.new_files})
+        new = sorted({os.path.dirname(path) for path, _ in files if not self._stored(path)})
         for folder in new:
             if not any(_within(folder, b) for b in bounds) or keeping(folder) is not False:
                 continue
@@ -1431,24 +1502,6 @@ class _Pipeline:
         if refused:
             self.hold(refused, ())
         self.held_records = self._held_records(held, files) if held else {}
-        self.notes = frozenset(path for path, fmt in files if fmt.default_source != "import")
-
-    def _kept_there(self, folder, besides=frozenset()):
-        """Whether a file stored from under `folder`, but those `besides`, is there
-        (None: none is stored), ending at the first."""
-        rows = self.conn.execute(
-            "select source_path from documents where source_path >= ? and source_path < ? "
-            "order by source_path",  # the index's order, read as it goes: no sort, no DISTINCT's tree
-            (folder + os.sep, folder + chr(ord(os.sep) + 1)),
-        )
-        there, last = None, None
-        for (path,) in rows:
-            if path == last or path in besides:
-                continue  # a records file's many documents: one look
-            there, last = False, path
-            if may_exist(path):
-                return True
-        return there
 
     def _held_records(self, held, files):
         """{held folder: (the records files of `files` (path, format) under it that a
@@ -1475,78 +1528,23 @@ class _Pipeline:
         the file was read from; so the files a hold reads as there are the same, and
         nothing else joins: a new note may be the mount point's, or a failed sync's
         (reviews 139 to 141). Read from the file again by any run that reads it, also
-        after one stopped midway, while one held record of it is stored. And the notes
-        _stand_ins finds leave the holds holding them, or have their folders held."""
-        every = self.every_held() if self.rewritten or self.held_records else {}
-        alone = self._stand_ins(every)
-        if not self.held_records and not alone:
+        after one stopped midway, while one held record of it is stored."""
+        if not self.held_records:
             return
         # read once, before the write lock: a writer meanwhile joins what it stored itself
         now = {folder: {d for d, _ in self._records_of(paths)} for folder, (paths, _) in self.held_records.items()}
-        fresh = {  # what a folder held without its note held: stored before this run, but for the note
-            folder: self.documents(*_documents_under(folder))
-            - self.new_under(folder, {f: ids for f, ids in every.items() if f.startswith(folder + os.sep)})
-            - {d for d, _ in self._records_of([p for p in self.new_files if p.startswith(folder + os.sep)])}
-            - ids
-            for folder, ids in alone.items()
-        }
 
         def merged(every):
             kept = dict(every)
             for folder, (_, before) in self.held_records.items():
                 if folder in every:  # those the file dropped leave it
                     kept[folder] = frozenset(every[folder] - (before - now[folder]) | now[folder])
-            for folder, ids in alone.items():
-                holding = [f for f, held in kept.items() if held & ids]
-                for f in holding:
-                    if kept[f] - ids:  # a hold keeps one document at least: it holds
-                        kept[f] = frozenset(kept[f] - ids)
-                if not holding and fresh[folder] and not any(_within(folder, f) for f in kept):
-                    kept[folder] = frozenset(fresh[folder])
             return kept
 
+        every = self.every_held()
         if merged(every) != every:
             with self._turn():
                 self._store_held(PRUNE_HELD_KEY, merged)
-
-    def _stand_ins(self, every):
-        """{folder: the notes in it this run stored with other content, while none of the
-        other files stored from under it is there}: a note the mount point of an
-        unmounted drive holds under one of the drive's names (Obsidian names every new
-        note Untitled.md) was read as the drive's, kept the folder, and the night pruned
-        the rest of the drive. Such a note leaves a hold holding it, or its folder is
-        held without it: new to the guard, as a note stored there since is (reviews 129,
-        130). A folder it is alone in holds nothing."""
-        folders = {}
-        for document_id, path in self.rewritten.items():
-            folders.setdefault(os.path.dirname(path), set()).add(document_id)
-        besides = {*self.rewritten.values(), *self.new_files}  # and those it stored new (a "not mounted" note)
-        alone = {}
-        for folder, ids in folders.items():
-            held = {f: held for f, held in every.items() if _within(folder, f) or _within(f, folder)}
-            if not held and self._kept_there(folder, besides) is not False:
-                continue  # a look at the first file there, for a folder that keeps its files
-            # of before (to its holds: not the notes stored there since, the "not mounted" note)
-            of_before = self.documents(*_documents_under(folder)) - self.new_under(folder, held) - ids
-            of_before -= {d for d, _ in self._records_of([p for p in self.new_files if _within(p, folder)])}
-            if self._files_there(of_before) is not False:
-                continue
-            if ids := ids - self._taken_over(ids, of_before):
-                alone[folder] = frozenset(ids)
-        return alone
-
-    def _taken_over(self, notes, gone):
-        """Those of `notes` that now hold a text one of the `gone` documents held: a
-        rename over it, or a swap (mv a c; mv b a), not a stand-in."""
-        return {
-            document_id
-            for (document_id,) in self.conn.execute(
-                "select distinct now.document_id from knowledge now join knowledge was on was.content = now.content "
-                "where now.document_id in (select value from json_each(?)) "
-                "and was.document_id in (select value from json_each(?))",
-                [json.dumps(sorted(notes)), json.dumps(sorted(gone))],
-            )
-        }
 
     def _records_of(self, paths):
         """[(id, path)] of the stored documents read from the files `paths`."""
@@ -1631,6 +1629,10 @@ class _Pipeline:
         for document_id in [d for d in doomed if _placeholder(paths.get(d, ""))]:
             refused.setdefault((os.path.dirname(paths[document_id]), "placeholder"), []).append(document_id)
             doomed.remove(document_id)
+        for document_id in [d for d in doomed if not everything]:  # the mount point of a drive not mounted now
+            if where := next((m for m in self.unmounted if _within(paths.get(document_id) or "", m)), None):
+                refused.setdefault((where, "unmounted"), []).append(document_id)
+                doomed.remove(document_id)
         if doomed and not everything:
             links = {}
             for document_id in doomed:
@@ -1695,10 +1697,11 @@ class _Pipeline:
             "root, moved": f"that would remove {lost} it held before this ingest besides the notes moved to another "
             f"PATH or folder (those were pruned), as {gone.replace('its', 'their')} gone",
             "nothing": f"the folder is there but holds nothing to ingest, and that would remove {lost} from it",
-            "new": "none of the files it held is there (it holds only new ones, or ones written over with other "
-            f"text), and that would remove {lost} from it",
+            "new": f"none of the files it held is there (it holds only new ones), and that would remove {lost} from it",
             "dangling": f"it is a symbolic link to {os.readlink(folder) if os.path.islink(folder) else 'a folder'}, "
             f"which is not there, and that would remove {lost} from it",
+            "unmounted": f"a drive was mounted there when its memories were stored, and none is now, and that "
+            f"would remove {lost} from it",
         }.get(why)
         if why == "placeholder":
             it = "it" if files == 1 else "them"
@@ -1713,6 +1716,7 @@ class _Pipeline:
             "root": "look at the folder, ",
             "root, moved": "look at the folder, ",
             "dangling": "mount what it points to, delete the link if its notes are meant to go, ",
+            "unmounted": "mount the drive, ",
         }.get(why, "look at the folder, delete it if its notes are meant to go, ")
         nothing = "nothing else" if why == "root, moved" else "nothing"  # the notes moved were (review 125)
         return (
@@ -1858,7 +1862,7 @@ class _Pipeline:
                 write_fresh()  # first: documents are written in order
                 written_vectors, outcome = self._write(document, stored, embedded)
                 new_vectors.extend(written_vectors)  # inserted together: vec0 takes many rows at once faster
-                self._count(outcome, document)
+                self._count(outcome)
             else:
                 mark = self._mark()
                 try:
@@ -1866,7 +1870,7 @@ class _Pipeline:
                         written_vectors, outcome = self._write(document, stored, embedded)
                         insert_vectors(self.conn, written_vectors)
                         self.writer.queue_mentions()
-                    self._count(outcome, document)
+                    self._count(outcome)
                 except Exception as ex:
                     self._undo(mark)  # what it counted and queued was taken back with it
                     self.writer.forget_entities()
@@ -1928,8 +1932,6 @@ class _Pipeline:
         kept as history first; an earlier one (placed by validity.place_earlier)
         is written as history."""
         known = document.document_id in stored
-        if known and document.read_from in self.notes and self._wholly_other(document):
-            self.other_text.add(document.document_id)
         flagged = False
         if known and validity.later_version(self.conn, document):
             flagged, known = validity.keep_as_history(self.conn, document), False
@@ -1946,21 +1948,6 @@ class _Pipeline:
         if known and _exported_again(document, plan) and self._unless_same(document, plan, write):
             return [], "unchanged"
         return write(), "updated" if known else "added"
-
-    def _wholly_other(self, document):
-        """Whether stored note `document` now holds wholly other text: fewer than half of
-        the words it held. An edit keeps most (an Inbox note with a line added); another
-        file of its name does not (_stand_ins)."""
-        was = _words(
-            " ".join(
-                content
-                for (content,) in self.conn.execute(
-                    "select content from knowledge where document_id = ? and version_of is null",
-                    [document.document_id],
-                )
-            )
-        )
-        return len(was & _words(" ".join(chunk.content for chunk in document.chunks))) * 2 < len(was) or not was
 
     def _unless_same(self, document, plan, write):
         """`write()` `document` (_exported_again) in a savepoint, taken back when it
@@ -1998,13 +1985,11 @@ class _Pipeline:
         for kind, count in queued.items():
             del self.writer.queued[kind][count:]
 
-    def _count(self, outcome, document=None):
+    def _count(self, outcome):
         if outcome == "added":
             self.report.documents_added += 1
         elif outcome == "updated":
             self.report.documents_updated += 1
-            if document is not None and document.document_id in self.other_text and document.source_path:
-                self.rewritten[document.document_id] = document.source_path
         else:
             self.report.documents_unchanged += 1
 

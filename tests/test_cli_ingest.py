@@ -564,8 +564,8 @@ def test_a_folder_in_the_root_whose_files_are_all_gone_but_a_new_one_is_refused(
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     text = " ".join(result.output.split())
     assert (
-        f"nothing under {vault / 'acme'} was pruned: none of the files it held is there (it holds only new ones, "
-        f"or ones written over with other text), and that would remove all {in_acme} memories from it"
+        f"nothing under {vault / 'acme'} was pruned: none of the files it held is there (it holds only new ones), "
+        f"and that would remove all {in_acme} memories from it"
     ) in text and "--prune-all" in text
     assert rows(conn, "select count(*) from knowledge where source_path like ?", (f"{vault}/acme/%",)) == [
         (in_acme + 1,)  # the new note is in

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import brain_sql
-from brain_sql import extract, pipeline, records
+from brain_sql import extract, mounts, pipeline, records
 from brain_sql.connection import sqlite3
 from brain_sql.markdown import parse_markdown
 from brain_sql.wording import shown
@@ -641,50 +641,9 @@ def test_what_a_run_stores_in_a_held_folder_never_reads_as_the_drive_kept(tmp_pa
     assert rows(conn, "select count(*) from documents where source_path in (?, ?, ?)", on_drive) == [(3,)]
 
 
-@pytest.mark.parametrize("first", ["a_nightly_prune", "a_watcher", "a_plain_ingest_mounted_before"])
-def test_a_note_the_mount_point_holds_under_a_held_notes_name_never_reads_as_the_drive_kept(tmp_path, first):
-    """A note of the same path as one of the drive's, written in the mount point while
-    the drive is out (Obsidian names every new note Untitled.md), was a held file
-    there: the night read the folder as kept and pruned the rest of the drive. Stored
-    with other content while none of the hold's other files is there, it leaves the
-    hold and is new to the guard. Read first by the nightly prune, by a watcher, or
-    after a plain ingest with the drive mounted (which keeps the hold as it was)."""
-    vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
-    write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
-    for name in ("a.md", "b.md", "Untitled.md"):
-        write(drive / name, f"# {name}\n\nA note on the drive.\n")
-    write(point / "NOT_MOUNTED.md", "# Not mounted\n\nThe drive mounts here.\n")
-    conn = brain_sql.connect(tmp_path / "brain.db")
-    mount = _held_drive(conn, vault, drive, point)
-    sub = vault / "sub"
-    if first == "a_plain_ingest_mounted_before":  # the drive's Untitled.md edited: the hold keeps it
-        write(sub / "Untitled.md", "# Untitled\n\nMeeting notes, edited on the drive.\n")
-        brain_sql.ingest(conn, [vault])
-        assert f"{sub / 'Untitled.md'}" in json.dumps(rows(conn, "select value from brain_meta"))
-    mount(False)
-    write(sub / "Untitled.md", "# Untitled\n\nShopping list.\n")
-    if first == "a_watcher":
-        brain_sql.ingest(conn, [sub / "Untitled.md"])
-    for _ in range(2):
-        with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {sub} was pruned"):
-            brain_sql.ingest(conn, [vault], prune=True)
-    on_drive = [str(sub / name) for name in ("a.md", "b.md")]
-    assert rows(conn, "select count(*) from documents where source_path in (?, ?)", on_drive) == [(2,)]
-    mount(True)
-    brain_sql.ingest(conn, [vault], prune=True)  # mounted: the drive's own note back, the hold forgotten
-    assert rows(conn, "select count(*) from brain_meta where key like 'prune_refused%'") == [(0,)]
-    assert rows(conn, "select content from knowledge where source_path = ?", [str(sub / "Untitled.md")]) != [
-        ("Shopping list.",)
-    ]
-    mount(False)
-    with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {sub} was pruned"):
-        brain_sql.ingest(conn, [vault], prune=True)
-
-
 def test_a_held_folder_a_sync_gives_back_edited_is_judged_as_before(tmp_path):
-    """The other side of the test above: a failed sync's folder given back with one of
-    its notes edited is there, not a mount point's note: the hold ends, and a note
-    deleted since is pruned."""
+    """A failed sync's folder given back with one of its notes edited is there: the
+    hold ends, and a note deleted since is pruned."""
     vault = tmp_path / "vault"
     write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
     for name in ("a.md", "b.md", "c.md"):
@@ -707,9 +666,8 @@ def test_a_held_folder_a_sync_gives_back_edited_is_judged_as_before(tmp_path):
 
 @pytest.mark.parametrize("edit", ["a_line_added", "a_word_changed"])
 def test_an_inbox_emptied_while_its_note_was_edited_is_pruned(tmp_path, edit):
-    """An edit keeps most of a note's words: an Inbox whose captured notes were
-    deleted the day its own note was edited is pruned, not read as a mount point's
-    note of the drive's name (test above)."""
+    """An Inbox whose captured notes were deleted the day its own note was edited is
+    pruned: a folder that keeps one file of before is no unmounted drive."""
     vault = tmp_path / "vault"
     write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
     write(vault / "Inbox" / "Inbox.md", "# Inbox\n\nThings to file this week.\n")
@@ -1824,3 +1782,95 @@ def test_a_key_given_in_metadata_and_beside_it_with_two_values_skips_its_record_
     assert [e.message for e in report.errors] == [
         'record 1: "a" is given in metadata and beside it, with another value: give it once'
     ]
+
+
+@pytest.fixture
+def bind_mount():
+    """mount(source, target) as a real bind mount (root only; skipped elsewhere), unmount(target);
+    every mount undone at the end."""
+    mounted = []
+
+    def mount(source, target):
+        done = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True, text=True)
+        if done.returncode:
+            pytest.skip(f"a bind mount needs root here: {done.stderr.strip()}")
+        mounted.append(target)
+
+    def unmount(target):
+        subprocess.run(["umount", str(target)], check=True)
+        mounted.remove(target)
+
+    yield mount, unmount
+    for target in mounted:
+        subprocess.run(["umount", str(target)], capture_output=True)
+
+
+def test_an_unplugged_drives_mount_point_is_neither_read_nor_pruned(tmp_path, bind_mount):
+    """A drive mounted at vault/sub, unplugged: a note written in the mount point under
+    one of the drive's names (Obsidian's Untitled.md) was stored over the drive's, a
+    records file of the drive's export's name cut its records to its own, and the night
+    read the folder as kept and pruned the rest of the drive. The brain records the
+    mount points it reads files from; while one is not mounted, nothing under it is
+    read or pruned. Mounted again, all is as before."""
+    mount, unmount = bind_mount
+    vault, drive, sub = tmp_path / "vault", tmp_path / "drive", tmp_path / "vault" / "sub"
+    write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
+    for name in ("a.md", "b.md", "Untitled.md"):
+        write(drive / name, f"# {name}\n\nA note on the drive.\n")
+    write(drive / "crm.jsonl", "".join(json.dumps({"_id": str(i), "text": f"Record {i}."}) + "\n" for i in range(3)))
+    sub.mkdir()
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    mount(drive, sub)
+    brain_sql.ingest(conn, [vault], prune=True)
+    stored = "select source_path, content from knowledge where source_path like ? order by source_path, content"
+    before = rows(conn, stored, [f"{sub}/%"])
+    assert len(before) == 6
+    unmount(sub)
+    write(sub / "Untitled.md", "# Untitled\n\nShopping list.\n")
+    write(sub / "crm.jsonl", json.dumps({"_id": "1", "text": "Another export."}) + "\n")
+    report = brain_sql.ingest(conn, [sub / "Untitled.md"])  # a watcher
+    assert [(e.path, e.message.split(":")[0]) for e in report.errors] == [(str(sub), "1 file in it not read")]
+    report = brain_sql.ingest(conn, [vault])
+    assert "a drive was mounted here" in report.errors[0].message and "--prune-all" in report.errors[0].message
+    for _ in range(2):
+        with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {sub} was pruned: a drive was mounted"):
+            brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(conn, stored, [f"{sub}/%"]) == before
+    mount(drive, sub)
+    brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(conn, stored, [f"{sub}/%"]) == before
+    (drive / "b.md").unlink()  # deleted on the drive, mounted: pruned
+    brain_sql.ingest(conn, [vault], prune=True)
+    assert len(rows(conn, stored, [f"{sub}/%"])) == 5
+
+
+def test_prune_all_reads_an_unmounted_drives_folder_as_it_is_and_forgets_the_mount(tmp_path, monkeypatch):
+    """With --prune-all the mount point is read as it is: the drive's memories are
+    removed, the mount point's notes stored, and the mount point forgotten (the next
+    runs read the folder as any other). The system's mounts are the test's here (the
+    drive a folder renamed in and out); a real mount is the test above."""
+    vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
+    write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
+    write(drive / "a.md", "# a\n\nA note on the drive.\n")
+    write(point / "Untitled.md", "# Untitled\n\nWritten in the mount point.\n")
+    sub = vault / "sub"
+    plugged = set()
+    monkeypatch.setattr(mounts, "mounted_now", lambda: {os.sep, *plugged})
+
+    def plug(on):
+        sub.rename(point if on else drive) if sub.exists() else None
+        (drive if on else point).rename(sub)
+        plugged.clear()
+        plugged.update([str(sub.resolve())] if on else [])
+
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    plug(True)
+    brain_sql.ingest(conn, [vault], prune=True)
+    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [(json.dumps([str(sub)]),)]
+    plug(False)
+    with pytest.raises(brain_sql.PruneRefused, match="a drive was mounted there"):
+        brain_sql.ingest(conn, [vault], prune=True)
+    brain_sql.ingest(conn, [vault], prune_all=True)
+    assert rows(conn, "select title from documents where source_path like ?", [f"{sub}/%"]) == [("Untitled",)]
+    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [("[]",)]
+    brain_sql.ingest(conn, [vault], prune=True)  # the folder as any other now
