@@ -1874,3 +1874,20 @@ def test_prune_all_reads_an_unmounted_drives_folder_as_it_is_and_forgets_the_mou
     assert rows(conn, "select title from documents where source_path like ?", [f"{sub}/%"]) == [("Untitled",)]
     assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [("[]",)]
     brain_sql.ingest(conn, [vault], prune=True)  # the folder as any other now
+
+
+def test_a_mount_points_row_of_another_shape_is_read_as_none_and_written_again(tmp_path, monkeypatch):
+    """docs/operators.md: a mount_points row plain SQL wrote as no JSON list of folders
+    holds nothing back, and the next ingest reading a mount point writes it again."""
+    vault = tmp_path / "vault"
+    write(vault / "sub" / "a.md", "# a\n\nA note on the drive.\n")
+    monkeypatch.setattr(mounts, "mounted_now", lambda: {os.sep, str((vault / "sub").resolve())})
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [vault])
+    for value in ('{"x": 1}', "not json", "[1, 2]"):
+        conn.execute("update brain_meta set value = ? where key = 'mount_points'", [value])
+        conn.commit()
+        assert brain_sql.ingest(conn, [vault], prune=True).errors == []
+        assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [
+            (json.dumps([str((vault / "sub").resolve())]),)
+        ]
