@@ -169,7 +169,7 @@ def recorded_mounts(conn):
         found = json.loads(row[0]) if row else []
     except (TypeError, ValueError):
         return []
-    return [m for m in found if isinstance(m, str)] if isinstance(found, list) else []
+    return [m for m in found if isinstance(m, str) and os.path.isabs(m)] if isinstance(found, list) else []
 
 
 def _unmounted_unread(files, unmounted, report):
@@ -399,12 +399,16 @@ def ingest(
             prune_roots = [p for p in prune_roots if not _under(error.path, p)]
             error.message += ": nothing under it was pruned"
     mounts = Mounts()
-    unmounted = [] if prune_all else [m for m in recorded_mounts(conn) if not mounts.mounted(m)]
+    unmounted = [m for m in recorded_mounts(conn) if not mounts.mounted(m)]
+    # --prune-all reads a PATH as it is: the mount points it overlaps, not others (review 147, H1)
+    given = [str(Path(r).resolve()) for r in prune_roots]
+    released = [m for m in unmounted if prune_all and any(_within(m, r) or _within(r, m) for r in given)]
+    unmounted = [m for m in unmounted if m not in released]
     files = _unmounted_unread(files, unmounted, report)
     try:
         try:
             with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
-                pipeline.note_mounts(files, mounts, prune_all)
+                pipeline.note_mounts(files, mounts, released)
                 pipeline.unmounted = unmounted
                 # what each root held before this run: new files never make a prune of all of that look partial
                 roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
@@ -1434,27 +1438,36 @@ class _Pipeline:
         self.held_early |= early.keys()
         return looked
 
-    def note_mounts(self, files, mounts, prune_all):
+    def note_mounts(self, files, mounts, released):
         """Record the mount points (but /) of the `files` this run reads, before it writes
-        one; forget those under which no document is stored, and with `prune_all` those
-        not mounted now (the folder read as it is)."""
-        recorded = recorded_mounts(self.conn)
-        kept = [
-            m
-            for m in recorded
-            if (mounts.mounted(m) or not prune_all)
-            and self.conn.execute(
-                "select 1 from documents where source_path >= ? and source_path < ? limit 1",
-                (m + os.sep, m + chr(ord(os.sep) + 1)),
-            ).fetchone()
-        ]
+        one; forget those `released` (read as they are by --prune-all) and those not
+        mounted under which no document is stored (a drive retired). Merged with the row
+        as it is in the write transaction: another ingest may have recorded its own
+        meanwhile (review 147, H3)."""
         found = {mounts.root(os.path.dirname(path)) for path, _ in files} - {os.sep}
-        now = sorted(set(kept) | found)
-        if now != sorted(recorded):
-            with self._turn():
+
+        def kept(m):
+            return m not in released and (mounts.mounted(m) or self._stored_under(m))
+
+        recorded = recorded_mounts(self.conn)
+        if found <= set(recorded) and all(map(kept, recorded)):
+            return
+        with self._turn():
+            recorded = recorded_mounts(self.conn)
+            now = sorted(found | set(filter(kept, recorded)))
+            if now != sorted(recorded):
                 self.conn.execute(
                     f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [MOUNTS_KEY, json.dumps(now)]
                 )
+
+    def _stored_under(self, folder):
+        return (
+            self.conn.execute(
+                "select 1 from documents where source_path >= ? and source_path < ? limit 1",
+                (folder + os.sep, folder + chr(ord(os.sep) + 1)),
+            ).fetchone()
+            is not None
+        )
 
     def hold_before_writing(self, files, paths):
         """Hold, before this run writes a file, each folder that gets a new file while

@@ -1785,35 +1785,38 @@ def test_a_key_given_in_metadata_and_beside_it_with_two_values_skips_its_record_
 
 
 @pytest.fixture
-def bind_mount():
-    """mount(source, target) as a real bind mount (root only; skipped elsewhere), unmount(target);
-    every mount undone at the end."""
+def drive_mount():
+    """(drive(folder): a file system of its own (tmpfs) mounted on `folder`, a drive's;
+    mount(source, target): a bind mount; unmount(target)), real mounts (root only;
+    skipped elsewhere), every one undone at the end."""
     mounted = []
 
-    def mount(source, target):
-        done = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True, text=True)
+    def run(*command):
+        done = subprocess.run(["mount", *map(str, command)], capture_output=True, text=True)
         if done.returncode:
-            pytest.skip(f"a bind mount needs root here: {done.stderr.strip()}")
-        mounted.append(target)
+            pytest.skip(f"mounting needs root here: {done.stderr.strip()}")
+        mounted.append(command[-1])
 
     def unmount(target):
         subprocess.run(["umount", str(target)], check=True)
         mounted.remove(target)
 
-    yield mount, unmount
-    for target in mounted:
+    yield (lambda folder: run("-t", "tmpfs", "tmpfs", folder)), (lambda s, t: run("--bind", s, t)), unmount
+    for target in reversed(mounted):
         subprocess.run(["umount", str(target)], capture_output=True)
 
 
-def test_an_unplugged_drives_mount_point_is_neither_read_nor_pruned(tmp_path, bind_mount):
+def test_an_unplugged_drives_mount_point_is_neither_read_nor_pruned(tmp_path, drive_mount):
     """A drive mounted at vault/sub, unplugged: a note written in the mount point under
     one of the drive's names (Obsidian's Untitled.md) was stored over the drive's, a
     records file of the drive's export's name cut its records to its own, and the night
     read the folder as kept and pruned the rest of the drive. The brain records the
     mount points it reads files from; while one is not mounted, nothing under it is
     read or pruned. Mounted again, all is as before."""
-    mount, unmount = bind_mount
+    drive_fs, mount, unmount = drive_mount
     vault, drive, sub = tmp_path / "vault", tmp_path / "drive", tmp_path / "vault" / "sub"
+    drive.mkdir()
+    drive_fs(drive)  # the drive's own file system, plugged in and out at sub below
     write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
     for name in ("a.md", "b.md", "Untitled.md"):
         write(drive / name, f"# {name}\n\nA note on the drive.\n")
@@ -1855,7 +1858,7 @@ def test_prune_all_reads_an_unmounted_drives_folder_as_it_is_and_forgets_the_mou
     write(point / "Untitled.md", "# Untitled\n\nWritten in the mount point.\n")
     sub = vault / "sub"
     plugged = set()
-    monkeypatch.setattr(mounts, "mounted_now", lambda: {os.sep, *plugged})
+    monkeypatch.setattr(mounts.Mounts, "mounted", staticmethod(lambda folder: folder in plugged))
 
     def plug(on):
         sub.rename(point if on else drive) if sub.exists() else None
@@ -1870,6 +1873,9 @@ def test_prune_all_reads_an_unmounted_drives_folder_as_it_is_and_forgets_the_mou
     plug(False)
     with pytest.raises(brain_sql.PruneRefused, match="a drive was mounted there"):
         brain_sql.ingest(conn, [vault], prune=True)
+    write(tmp_path / "elsewhere" / "e.md", "# e\n\nAnother folder.\n")
+    brain_sql.ingest(conn, [tmp_path / "elsewhere"], prune_all=True)  # another PATH: the mount point stays
+    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [(json.dumps([str(sub)]),)]
     brain_sql.ingest(conn, [vault], prune_all=True)
     assert rows(conn, "select title from documents where source_path like ?", [f"{sub}/%"]) == [("Untitled",)]
     assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [("[]",)]
@@ -1881,7 +1887,7 @@ def test_a_mount_points_row_of_another_shape_is_read_as_none_and_written_again(t
     holds nothing back, and the next ingest reading a mount point writes it again."""
     vault = tmp_path / "vault"
     write(vault / "sub" / "a.md", "# a\n\nA note on the drive.\n")
-    monkeypatch.setattr(mounts, "mounted_now", lambda: {os.sep, str((vault / "sub").resolve())})
+    monkeypatch.setattr(mounts.Mounts, "mounted", staticmethod(lambda folder: folder == str((vault / "sub").resolve())))
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [vault])
     for value in ('{"x": 1}', "not json", "[1, 2]"):
@@ -1891,3 +1897,20 @@ def test_a_mount_points_row_of_another_shape_is_read_as_none_and_written_again(t
         assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [
             (json.dumps([str((vault / "sub").resolve())]),)
         ]
+
+
+def test_a_folder_bound_on_itself_is_no_drive(tmp_path, drive_mount):
+    """Review 147, M1: a service sandboxed by systemd (ReadWritePaths) or a container
+    sees the vault as a bind mount of itself; recorded, the user's own shell, which does
+    not, read none of it. A mount of the same file system is no drive."""
+    _, mount, unmount = drive_mount
+    vault = tmp_path / "vault"
+    write(vault / "a.md", "# a\n\nA note.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    mount(vault, vault)
+    brain_sql.ingest(conn, [vault], prune=True)
+    unmount(vault)
+    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == []
+    write(vault / "b.md", "# b\n\nAnother note.\n")
+    assert brain_sql.ingest(conn, [vault], prune=True).errors == []
+    assert rows(conn, "select count(*) from documents") == [(2,)]
