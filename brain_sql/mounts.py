@@ -5,26 +5,37 @@ note written there while the drive is out (Obsidian names every new note Untitle
 has the path of one of the drive's, and a prune that read it as the drive's kept the
 folder and pruned the rest of the drive. The files of a mount point are told apart by
 what the system mounts now, not by the files, so ingest records the mount points it
-reads files from (pipeline) and, while one of them is not mounted, reads nothing under
-it and prunes nothing under it.
+reads files from, with the device of each (pipeline), and while one of them holds
+another device, reads nothing there and prunes nothing there.
 
 A drive is a file system of its own: a folder on another device than the folder it is
 in (os.path.ismount, on every system). A bind mount of a folder of the same file system
-(a container's volume, systemd's ReadWritePaths) is no drive: a service seeing the vault
-so would record it, and the user's own shell, which does not, would read none of it
-(review 147).
+(systemd's ReadWritePaths) is none. One seen so only in a container (the vault bound in
+over the container's own root) is recorded, but with its device, which the host sees
+there too: still there to the host (review 148).
 """
 
 import os
 
-MOUNTS_KEY = "mount_points"  # brain_meta: a JSON list of the mount points ingest read files from
+MOUNTS_KEY = "mount_points"  # brain_meta: {mount point: its device} of those ingest read files from
+
+
+def _device(folder):
+    try:
+        return os.stat(folder).st_dev
+    except OSError:
+        return None
 
 
 class Mounts:
-    """The mount point each folder is on, looked at once a run."""
+    """The mount point each folder is on, looked at once a run, and which of the
+    `recorded` ({mount point: device}) are out: neither a mount point now nor on the
+    device recorded (an unplugged drive's folder; a folder gone)."""
 
-    def __init__(self):
+    def __init__(self, recorded):
         self.roots = {}
+        self.recorded = recorded
+        self.out = sorted(m for m, device in recorded.items() if not self.mounted(m) and _device(m) != device)
 
     @staticmethod
     def mounted(folder):
@@ -37,3 +48,19 @@ class Mounts:
             parent = os.path.dirname(folder)
             self.roots[folder] = folder if parent == folder or self.mounted(folder) else self.root(parent)
         return self.roots[folder]
+
+    def out_of(self, path):
+        """The recorded mount point `path` (a file's, resolved) is under that is out, unless
+        a file system mounted inside it holds the path (a container's volume): else None."""
+        for m in self.out:
+            if path.startswith(m + os.sep):
+                folder = os.path.dirname(path)
+                while not os.path.isdir(folder) and folder.startswith(m + os.sep):
+                    folder = os.path.dirname(folder)  # a gone file's: the nearest folder there
+                return None if self.root(folder).startswith(m + os.sep) else m
+        return None
+
+    def found(self, paths):
+        """{mount point: device} of the files `paths` (resolved), but /."""
+        roots = {self.root(os.path.dirname(path)) for path in paths} - {os.sep}
+        return {m: _device(m) for m in roots}

@@ -160,39 +160,42 @@ def discover(
 
 
 def recorded_mounts(conn):
-    """The mount points ingest read files from (brain_meta's MOUNTS_KEY), [] where none
-    is recorded or the row is no JSON list of folders."""
+    """{mount point: its device} ingest read files from (brain_meta's MOUNTS_KEY), {}
+    where none is recorded or the row is of another shape (an entry of another shape is
+    none)."""
     if not conn.execute("select 1 from sqlite_master where name = ?", [META_TABLE]).fetchone():
-        return []
+        return {}
     row = conn.execute(f"select value from {META_TABLE} where key = ?", [MOUNTS_KEY]).fetchone()
     try:
-        found = json.loads(row[0]) if row else []
+        found = json.loads(row[0]) if row else {}
     except (TypeError, ValueError):
-        return []
-    return [m for m in found if isinstance(m, str) and os.path.isabs(m)] if isinstance(found, list) else []
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {m: d for m, d in found.items() if os.path.isabs(m) and isinstance(d, int) and not isinstance(d, bool)}
 
 
-def _unmounted_unread(files, unmounted, report):
-    """`files` but those under a mount point of `unmounted`, each such mount point named
-    in the report's errors: what is there is the mount point's own folder, not the drive
-    whose memories the brain holds (a note of the same name, written there with the drive
-    out, would be stored over the drive's, and read as it by a prune)."""
+def _unmounted_unread(files, mounts, report):
+    """`files` but those under a recorded mount point that is out (Mounts.out_of), each
+    such mount point named in the report's errors: what is there is the mount point's
+    own folder, not the drive whose memories the brain holds (a note of the same name,
+    written there with the drive out, would be stored over the drive's, and read as it
+    by a prune)."""
     unread = collections.Counter()
     kept = []
     for path, fmt in files:
-        where = next((m for m in unmounted if _within(path, m)), None)
-        if where is None:
-            kept.append((path, fmt))
-        else:
+        if where := mounts.out_of(path):
             unread[where] += 1
+        else:
+            kept.append((path, fmt))
     for where, count in sorted(unread.items()):
         report.errors.append(
             IngestError(
                 where,
                 None,
                 f"{counted(count, 'file')} in it not read: a drive was mounted here when the brain's memories of it "
-                "were stored, and none is now (unplugged?); mount it, or ingest with --prune-all to read the folder "
-                "as it is and remove the drive's memories",
+                "were stored, and none is now (unplugged?); mount it, or ingest this folder (or one holding it) "
+                "with --prune-all to read it as it is and remove the drive's memories",
             )
         )
     return kept
@@ -398,18 +401,17 @@ def ingest(
         for error in (e for e in report.errors if all(e is not error for _, error in unnamed)):
             prune_roots = [p for p in prune_roots if not _under(error.path, p)]
             error.message += ": nothing under it was pruned"
-    mounts = Mounts()
-    unmounted = [m for m in recorded_mounts(conn) if not mounts.mounted(m)]
-    # --prune-all reads a PATH as it is: the mount points it overlaps, not others (review 147, H1)
+    mounts = Mounts(recorded_mounts(conn))
+    # --prune-all reads a PATH as it is: the mount points it is or holds, no other (reviews 147 H1, 148)
     given = [str(Path(r).resolve()) for r in prune_roots]
-    released = [m for m in unmounted if prune_all and any(_within(m, r) or _within(r, m) for r in given)]
-    unmounted = [m for m in unmounted if m not in released]
-    files = _unmounted_unread(files, unmounted, report)
+    released = [m for m in mounts.out if prune_all and any(_within(m, r) for r in given)]
+    mounts.out = [m for m in mounts.out if m not in released]
+    files = _unmounted_unread(files, mounts, report)
     try:
         try:
             with _Pipeline(conn, recorded_model(conn), report, progress=progress) as pipeline:
                 pipeline.note_mounts(files, mounts, released)
-                pipeline.unmounted = unmounted
+                pipeline.mounts = mounts
                 # what each root held before this run: new files never make a prune of all of that look partial
                 roots = {root: pipeline.documents_under(root) for root in _prune_roots(prune_roots)}
                 pipeline.hold_before_writing(files, paths)
@@ -1237,7 +1239,7 @@ class _Pipeline:
         self.replacing = {}  # records file -> (the documents it held, its records read so far): watch_replaced
         self.held_early = set()  # records files held by the transaction that first wrote one of their records
         self.held_records = {}  # {held folder: (the records files this run reads of its hold, their documents)}
-        self.unmounted = []  # recorded mount points not mounted now: nothing under them is pruned
+        self.mounts = None  # a Mounts: nothing under a recorded mount point that is out is pruned
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="brain-embed")
         self.parallelism = os.environ.get("TOKENIZERS_PARALLELISM")
         os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -1439,25 +1441,27 @@ class _Pipeline:
         return looked
 
     def note_mounts(self, files, mounts, released):
-        """Record the mount points (but /) of the `files` this run reads, before it writes
-        one; forget those `released` (read as they are by --prune-all) and those not
-        mounted under which no document is stored (a drive retired). Merged with the row
-        as it is in the write transaction: another ingest may have recorded its own
-        meanwhile (review 147, H3)."""
-        found = {mounts.root(os.path.dirname(path)) for path, _ in files} - {os.sep}
+        """Record the mount points (but /) of the `files` this run reads, with their
+        devices, before it writes one; forget those `released` (read as they are by
+        --prune-all) and those out under which no document is stored (a drive retired).
+        Merged with the row as it is in the write transaction: another ingest may have
+        recorded its own meanwhile (review 147, H3)."""
+        found = mounts.found(path for path, _ in files)
 
         def kept(m):
-            return m not in released and (mounts.mounted(m) or self._stored_under(m))
+            return m not in released and (m not in mounts.out or self._stored_under(m))
 
-        recorded = recorded_mounts(self.conn)
-        if found <= set(recorded) and all(map(kept, recorded)):
+        def merged(recorded):
+            return {m: d for m, d in recorded.items() if kept(m)} | found
+
+        if merged(mounts.recorded) == mounts.recorded:
             return
         with self._turn():
             recorded = recorded_mounts(self.conn)
-            now = sorted(found | set(filter(kept, recorded)))
-            if now != sorted(recorded):
+            if merged(recorded) != recorded:
                 self.conn.execute(
-                    f"insert or replace into {META_TABLE} (key, value) values (?, ?)", [MOUNTS_KEY, json.dumps(now)]
+                    f"insert or replace into {META_TABLE} (key, value) values (?, ?)",
+                    [MOUNTS_KEY, json.dumps(merged(recorded), sort_keys=True)],
                 )
 
     def _stored_under(self, folder):
@@ -1642,8 +1646,8 @@ class _Pipeline:
         for document_id in [d for d in doomed if _placeholder(paths.get(d, ""))]:
             refused.setdefault((os.path.dirname(paths[document_id]), "placeholder"), []).append(document_id)
             doomed.remove(document_id)
-        for document_id in [d for d in doomed if not everything]:  # the mount point of a drive not mounted now
-            if where := next((m for m in self.unmounted if _within(paths.get(document_id) or "", m)), None):
+        for document_id in [d for d in doomed if self.mounts]:  # an unplugged drive's, even with --prune-all
+            if where := self.mounts.out_of(paths.get(document_id) or ""):
                 refused.setdefault((where, "unmounted"), []).append(document_id)
                 doomed.remove(document_id)
         if doomed and not everything:
@@ -1713,9 +1717,14 @@ class _Pipeline:
             "new": f"none of the files it held is there (it holds only new ones), and that would remove {lost} from it",
             "dangling": f"it is a symbolic link to {os.readlink(folder) if os.path.islink(folder) else 'a folder'}, "
             f"which is not there, and that would remove {lost} from it",
-            "unmounted": f"a drive was mounted there when its memories were stored, and none is now, and that "
-            f"would remove {lost} from it",
         }.get(why)
+        if why == "unmounted":  # even with --prune-all, unless it is given this folder or one holding it
+            return (
+                f"nothing under {folder} was pruned: a drive was mounted there when its memories were stored, and "
+                f"none is now, and that would remove {lost} from it (unplugged?); mount the drive, or ingest "
+                f"{folder} (or a folder holding it) with --prune-all to read it as it is and remove "
+                f"{'it' if memories == 1 else 'them'}"
+            )
         if why == "placeholder":
             it = "it" if files == 1 else "them"
             names = sorted(os.path.basename(path) for path in self._paths(documents).values())
@@ -1729,7 +1738,6 @@ class _Pipeline:
             "root": "look at the folder, ",
             "root, moved": "look at the folder, ",
             "dangling": "mount what it points to, delete the link if its notes are meant to go, ",
-            "unmounted": "mount the drive, ",
         }.get(why, "look at the folder, delete it if its notes are meant to go, ")
         nothing = "nothing else" if why == "root, moved" else "nothing"  # the notes moved were (review 125)
         return (

@@ -1855,10 +1855,12 @@ def test_prune_all_reads_an_unmounted_drives_folder_as_it_is_and_forgets_the_mou
     vault, drive, point = tmp_path / "vault", tmp_path / "drive", tmp_path / "point"
     write(vault / "keep.md", "# Keep\n\nA note of the vault itself.\n")
     write(drive / "a.md", "# a\n\nA note on the drive.\n")
+    write(drive / "old" / "x.md", "# x\n\nAn old note on the drive.\n")
     write(point / "Untitled.md", "# Untitled\n\nWritten in the mount point.\n")
     sub = vault / "sub"
     plugged = set()
     monkeypatch.setattr(mounts.Mounts, "mounted", staticmethod(lambda folder: folder in plugged))
+    monkeypatch.setattr(mounts, "_device", lambda folder: 7 if folder in plugged else 1)  # the drive's is 7
 
     def plug(on):
         sub.rename(point if on else drive) if sub.exists() else None
@@ -1869,16 +1871,20 @@ def test_prune_all_reads_an_unmounted_drives_folder_as_it_is_and_forgets_the_mou
     conn = brain_sql.connect(tmp_path / "brain.db")
     plug(True)
     brain_sql.ingest(conn, [vault], prune=True)
-    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [(json.dumps([str(sub)]),)]
+    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [(json.dumps({str(sub): 7}),)]
     plug(False)
     with pytest.raises(brain_sql.PruneRefused, match="a drive was mounted there"):
         brain_sql.ingest(conn, [vault], prune=True)
     write(tmp_path / "elsewhere" / "e.md", "# e\n\nAnother folder.\n")
     brain_sql.ingest(conn, [tmp_path / "elsewhere"], prune_all=True)  # another PATH: the mount point stays
-    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [(json.dumps([str(sub)]),)]
+    (sub / "old").mkdir()
+    with pytest.raises(brain_sql.PruneRefused, match=f"or ingest {sub} .or a folder holding it. with --prune-all"):
+        brain_sql.ingest(conn, [sub / "old"], prune_all=True)  # a folder in it: the rest of the drive stays held
+    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [(json.dumps({str(sub): 7}),)]
+    (sub / "old").rmdir()
     brain_sql.ingest(conn, [vault], prune_all=True)
     assert rows(conn, "select title from documents where source_path like ?", [f"{sub}/%"]) == [("Untitled",)]
-    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [("[]",)]
+    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [("{}",)]
     brain_sql.ingest(conn, [vault], prune=True)  # the folder as any other now
 
 
@@ -1887,16 +1893,16 @@ def test_a_mount_points_row_of_another_shape_is_read_as_none_and_written_again(t
     holds nothing back, and the next ingest reading a mount point writes it again."""
     vault = tmp_path / "vault"
     write(vault / "sub" / "a.md", "# a\n\nA note on the drive.\n")
-    monkeypatch.setattr(mounts.Mounts, "mounted", staticmethod(lambda folder: folder == str((vault / "sub").resolve())))
+    drive = str((vault / "sub").resolve())
+    monkeypatch.setattr(mounts.Mounts, "mounted", staticmethod(lambda folder: folder == drive))
+    monkeypatch.setattr(mounts, "_device", lambda folder: 7 if folder == drive else 1)
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [vault])
-    for value in ('{"x": 1}', "not json", "[1, 2]"):
+    for value in ('{"x": 1}', "not json", f'["{drive}"]', json.dumps({drive: "7"}), json.dumps({drive: True})):
         conn.execute("update brain_meta set value = ? where key = 'mount_points'", [value])
         conn.commit()
         assert brain_sql.ingest(conn, [vault], prune=True).errors == []
-        assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [
-            (json.dumps([str((vault / "sub").resolve())]),)
-        ]
+        assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [(json.dumps({drive: 7}),)]
 
 
 def test_a_folder_bound_on_itself_is_no_drive(tmp_path, drive_mount):
@@ -1913,4 +1919,49 @@ def test_a_folder_bound_on_itself_is_no_drive(tmp_path, drive_mount):
     assert rows(conn, "select value from brain_meta where key = 'mount_points'") == []
     write(vault / "b.md", "# b\n\nAnother note.\n")
     assert brain_sql.ingest(conn, [vault], prune=True).errors == []
+    assert rows(conn, "select count(*) from documents") == [(2,)]
+
+
+def test_a_vault_a_container_sees_as_a_mount_is_read_by_the_host_and_the_other_way(tmp_path, drive_mount):
+    """Review 148: a container that binds the vault in over its own root sees the vault
+    as a mount point (another device than its parent), and the host, which does not,
+    read none of it; a host whose /home is a partition of its own recorded it, and a
+    container seeing the vault bound into a plain /home read none of it. A mount point
+    is out only when another device is there, and a file on a file system mounted
+    inside it is read."""
+    drive_fs, mount, unmount = drive_mount
+    home, keep = tmp_path / "home", tmp_path / "keep"
+    vault = home / "vault"
+    write(vault / "a.md", "# a\n\nA note.\n")
+    write(vault / "b.md", "# b\n\nAnother note.\n")
+    keep.mkdir()
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    mount(vault, keep)  # the container: its root a file system of its own, the vault bound in
+    drive_fs(home)
+    vault.mkdir()
+    mount(keep, vault)
+    brain_sql.ingest(conn, [vault])
+    assert list(json.loads(rows(conn, "select value from brain_meta where key = 'mount_points'")[0][0])) == [str(vault)]
+    unmount(vault)
+    unmount(home)
+    unmount(keep)
+    write(vault / "a.md", "# a\n\nA note, edited on the host.\n")
+    (vault / "b.md").unlink()
+    report = brain_sql.ingest(conn, [vault], prune=True)  # the host
+    assert report.errors == []
+    assert rows(conn, "select content from knowledge order by content") == [("# a\n\nA note, edited on the host.",)]
+
+    store = tmp_path / "store"  # now /home a partition of the host's own, the container binding the vault in
+    store.mkdir()
+    drive_fs(store)
+    write(store / "vault" / "c.md", "# c\n\nOn the partition.\n")
+    mount(store, home)
+    brain_sql.ingest(conn, [vault], prune_all=True)
+    assert str(home) in json.loads(rows(conn, "select value from brain_meta where key = 'mount_points'")[0][0])
+    unmount(home)
+    vault.mkdir(exist_ok=True)
+    mount(store / "vault", vault)
+    write(vault / "d.md", "# d\n\nWritten in the container.\n")
+    report = brain_sql.ingest(conn, [vault], prune=True)
+    assert report.errors == []
     assert rows(conn, "select count(*) from documents") == [(2,)]
