@@ -5,19 +5,23 @@ note written there while the drive is out (Obsidian names every new note Untitle
 has the path of one of the drive's, and a prune that read it as the drive's kept the
 folder and pruned the rest of the drive. The files of a mount point are told apart by
 what the system mounts now, not by the files, so ingest records the mount points it
-reads files from, with the device of each (pipeline), and while one of them holds
-another device, reads nothing there and prunes nothing there.
+reads files from, each with its file system's device and size (pipeline), and while one
+of them holds another file system, reads nothing there and prunes nothing there.
 
 A drive is a file system of its own: a folder on another device than the folder it is
 in (os.path.ismount, on every system). A bind mount of a folder of the same file system
 (systemd's ReadWritePaths) is none. One seen so only in a container (the vault bound in
 over the container's own root) is recorded, but with its device, which the host sees
-there too: still there to the host (review 148).
+there too: still there to the host (review 148). A drive replugged may come back as
+another device (sdc1 where it was sdb1), so a mount point is also there when something is
+mounted on it of the recorded size; the empty mount point bound elsewhere (a login
+script's bind, a container's volume started without the drive) is mounted, but of the
+size of the file system it is a folder of (review 149).
 """
 
 import os
 
-MOUNTS_KEY = "mount_points"  # brain_meta: {mount point: its device} of those ingest read files from
+MOUNTS_KEY = "mount_points"  # brain_meta: {mount point: its file system's identity} of those ingest read files from
 
 
 def _device(folder):
@@ -27,15 +31,33 @@ def _device(folder):
         return None
 
 
+def _size(folder):
+    """A file system's size (its block size, blocks and inodes): the same on every plug."""
+    try:
+        found = os.statvfs(folder)
+    except OSError:
+        return None
+    return [found.f_frsize, found.f_blocks, found.f_files]
+
+
+def identity(folder):
+    """What tells the file system on `folder` (a mount point's) from another: its device and size."""
+    return {"device": _device(folder), "size": _size(folder)}
+
+
 class Mounts:
     """The mount point each folder is on, looked at once a run, and which of the
-    `recorded` ({mount point: device}) are out: neither a mount point now nor on the
-    device recorded (an unplugged drive's folder; a folder gone)."""
+    `recorded` ({mount point: identity}) are out: not of the recorded size now, or
+    neither a mount point now nor on the recorded device (an unplugged drive's folder; a
+    folder gone; the empty mount point bound in)."""
 
     def __init__(self, recorded):
         self.roots = {}
         self.recorded = recorded
-        self.out = sorted(m for m, device in recorded.items() if not self.mounted(m) and _device(m) != device)
+        self.out = sorted(m for m, known in recorded.items() if not self.there(m, known))
+
+    def there(self, folder, known):
+        return _size(folder) == known["size"] and (self.mounted(folder) or _device(folder) == known["device"])
 
     @staticmethod
     def mounted(folder):
@@ -61,6 +83,6 @@ class Mounts:
         return None
 
     def found(self, paths):
-        """{mount point: device} of the files `paths` (resolved), but /."""
+        """{mount point: identity} of the files `paths` (resolved), but /."""
         roots = {self.root(os.path.dirname(path)) for path in paths} - {os.sep}
-        return {m: _device(m) for m in roots}
+        return {m: identity(m) for m in roots}

@@ -160,7 +160,7 @@ def discover(
 
 
 def recorded_mounts(conn):
-    """{mount point: its device} ingest read files from (brain_meta's MOUNTS_KEY), {}
+    """{mount point: its identity} ingest read files from (brain_meta's MOUNTS_KEY), {}
     where none is recorded or the row is of another shape (an entry of another shape is
     none)."""
     if not conn.execute("select 1 from sqlite_master where name = ?", [META_TABLE]).fetchone():
@@ -172,7 +172,19 @@ def recorded_mounts(conn):
         return {}
     if not isinstance(found, dict):
         return {}
-    return {m: d for m, d in found.items() if os.path.isabs(m) and isinstance(d, int) and not isinstance(d, bool)}
+    return {m: known for m, known in found.items() if os.path.isabs(m) and _identity(known)}
+
+
+def _identity(known):
+    """Whether `known` is a mount point's identity as mounts.identity writes it."""
+
+    def number(value):
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    if not isinstance(known, dict) or not number(known.get("device")):
+        return False
+    size = known.get("size")
+    return isinstance(size, list) and len(size) == 3 and all(map(number, size))
 
 
 def _unmounted_unread(files, mounts, report):

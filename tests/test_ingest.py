@@ -1861,6 +1861,8 @@ def test_prune_all_reads_an_unmounted_drives_folder_as_it_is_and_forgets_the_mou
     plugged = set()
     monkeypatch.setattr(mounts.Mounts, "mounted", staticmethod(lambda folder: folder in plugged))
     monkeypatch.setattr(mounts, "_device", lambda folder: 7 if folder in plugged else 1)  # the drive's is 7
+    monkeypatch.setattr(mounts, "_size", lambda folder: [4096, 700 if folder in plugged else 100, 9])
+    drive_id = {"device": 7, "size": [4096, 700, 9]}
 
     def plug(on):
         sub.rename(point if on else drive) if sub.exists() else None
@@ -1871,7 +1873,9 @@ def test_prune_all_reads_an_unmounted_drives_folder_as_it_is_and_forgets_the_mou
     conn = brain_sql.connect(tmp_path / "brain.db")
     plug(True)
     brain_sql.ingest(conn, [vault], prune=True)
-    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [(json.dumps({str(sub): 7}),)]
+    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [
+        (json.dumps({str(sub): drive_id}),)
+    ]
     plug(False)
     with pytest.raises(brain_sql.PruneRefused, match="a drive was mounted there"):
         brain_sql.ingest(conn, [vault], prune=True)
@@ -1880,7 +1884,9 @@ def test_prune_all_reads_an_unmounted_drives_folder_as_it_is_and_forgets_the_mou
     (sub / "old").mkdir()
     with pytest.raises(brain_sql.PruneRefused, match=f"or ingest {sub} .or a folder holding it. with --prune-all"):
         brain_sql.ingest(conn, [sub / "old"], prune_all=True)  # a folder in it: the rest of the drive stays held
-    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [(json.dumps({str(sub): 7}),)]
+    assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [
+        (json.dumps({str(sub): drive_id}),)
+    ]
     (sub / "old").rmdir()
     brain_sql.ingest(conn, [vault], prune_all=True)
     assert rows(conn, "select title from documents where source_path like ?", [f"{sub}/%"]) == [("Untitled",)]
@@ -1896,13 +1902,22 @@ def test_a_mount_points_row_of_another_shape_is_read_as_none_and_written_again(t
     drive = str((vault / "sub").resolve())
     monkeypatch.setattr(mounts.Mounts, "mounted", staticmethod(lambda folder: folder == drive))
     monkeypatch.setattr(mounts, "_device", lambda folder: 7 if folder == drive else 1)
+    monkeypatch.setattr(mounts, "_size", lambda folder: [4096, 700 if folder == drive else 100, 9])
+    known = {"device": 7, "size": [4096, 700, 9]}
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [vault])
-    for value in ('{"x": 1}', "not json", f'["{drive}"]', json.dumps({drive: "7"}), json.dumps({drive: True})):
+    for value in (
+        '{"x": 1}',
+        "not json",
+        f'["{drive}"]',
+        json.dumps({drive: 7}),
+        json.dumps({drive: {"device": True, "size": [1, 2, 3]}}),
+        json.dumps({drive: {"device": 7, "size": [1, 2]}}),
+    ):
         conn.execute("update brain_meta set value = ? where key = 'mount_points'", [value])
         conn.commit()
         assert brain_sql.ingest(conn, [vault], prune=True).errors == []
-        assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [(json.dumps({drive: 7}),)]
+        assert rows(conn, "select value from brain_meta where key = 'mount_points'") == [(json.dumps({drive: known}),)]
 
 
 def test_a_folder_bound_on_itself_is_no_drive(tmp_path, drive_mount):
@@ -1965,3 +1980,30 @@ def test_a_vault_a_container_sees_as_a_mount_is_read_by_the_host_and_the_other_w
     report = brain_sql.ingest(conn, [vault], prune=True)
     assert report.errors == []
     assert rows(conn, "select count(*) from documents") == [(2,)]
+
+
+def test_an_empty_mount_point_bound_in_is_no_drive(tmp_path, drive_mount):
+    """Review 149: with the drive out, a login script's bind (or a container's volume)
+    mounted its empty mount point on the vault's folder: a mount point, so read as the
+    drive, and the night pruned it. A recorded mount point is there only with a file
+    system of its recorded size on it."""
+    drive_fs, mount, unmount = drive_mount
+    home, drive, empty = tmp_path / "home", tmp_path / "drive", tmp_path / "media"
+    for folder in (home, drive, empty):
+        folder.mkdir()
+    drive_fs(home)  # /home, a partition of its own
+    drive_fs(drive)
+    for name in ("a.md", "b.md", "Untitled.md"):
+        write(drive / name, f"# {name}\n\nA note on the drive.\n")
+    usb = home / "vault" / "usb"
+    usb.mkdir(parents=True)
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    mount(drive, usb)
+    brain_sql.ingest(conn, [home / "vault"], prune=True)
+    unmount(usb)
+    mount(empty, usb)  # the drive's mount point, empty, bound in
+    write(usb / "Untitled.md", "# Untitled\n\nShopping list.\n")
+    with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {usb} was pruned: a drive was mounted"):
+        brain_sql.ingest(conn, [home / "vault"], prune=True)
+    assert rows(conn, "select count(*) from documents where source_path like ?", [f"{usb}/%"]) == [(3,)]
+    assert rows(conn, "select count(*) from knowledge where content like '%Shopping%'") == [(0,)]
