@@ -52,7 +52,7 @@ class Mounts:
     folder gone; the empty mount point bound in)."""
 
     def __init__(self, recorded):
-        self.roots = {}
+        self.roots, self.devices = {}, {}
         self.recorded = recorded
         self.out = sorted(m for m, known in recorded.items() if not self.there(m, known))
 
@@ -65,10 +65,18 @@ class Mounts:
         return os.path.ismount(folder)
 
     def root(self, folder):
-        """The mount point `folder` (resolved) is on: itself, or the nearest folder over it."""
+        """The mount point `folder` (resolved) is on: itself, or the nearest folder over it
+        (the nearest whose device is not its parent's: one stat a folder, as ismount's
+        test, and a bind mount of the same file system no mount point either)."""
         if folder not in self.roots:
             parent = os.path.dirname(folder)
-            self.roots[folder] = folder if parent == folder or self.mounted(folder) else self.root(parent)
+            if parent == folder:
+                self.roots[folder] = folder
+                self.devices[folder] = _device(folder)
+            else:
+                self.root(parent)  # first: the parent's device is then known
+                device = self.devices.setdefault(folder, _device(folder))
+                self.roots[folder] = folder if device != self.devices[parent] else self.roots[parent]
         return self.roots[folder]
 
     def out_of(self, path):

@@ -1860,8 +1860,12 @@ def test_prune_all_reads_an_unmounted_drives_folder_as_it_is_and_forgets_the_mou
     sub = vault / "sub"
     plugged = set()
     monkeypatch.setattr(mounts.Mounts, "mounted", staticmethod(lambda folder: folder in plugged))
-    monkeypatch.setattr(mounts, "_device", lambda folder: 7 if folder in plugged else 1)  # the drive's is 7
-    monkeypatch.setattr(mounts, "_size", lambda folder: [4096, 700 if folder in plugged else 100, 9])
+
+    def on_drive(folder):
+        return any(folder == p or folder.startswith(p + os.sep) for p in plugged)
+
+    monkeypatch.setattr(mounts, "_device", lambda folder: 7 if on_drive(folder) else 1)  # the drive's is 7
+    monkeypatch.setattr(mounts, "_size", lambda folder: [4096, 700 if on_drive(folder) else 100, 9])
     drive_id = {"device": 7, "size": [4096, 700, 9]}
 
     def plug(on):
@@ -1901,8 +1905,8 @@ def test_a_mount_points_row_of_another_shape_is_read_as_none_and_written_again(t
     write(vault / "sub" / "a.md", "# a\n\nA note on the drive.\n")
     drive = str((vault / "sub").resolve())
     monkeypatch.setattr(mounts.Mounts, "mounted", staticmethod(lambda folder: folder == drive))
-    monkeypatch.setattr(mounts, "_device", lambda folder: 7 if folder == drive else 1)
-    monkeypatch.setattr(mounts, "_size", lambda folder: [4096, 700 if folder == drive else 100, 9])
+    monkeypatch.setattr(mounts, "_device", lambda folder: 7 if folder.startswith(drive) else 1)
+    monkeypatch.setattr(mounts, "_size", lambda folder: [4096, 700 if folder.startswith(drive) else 100, 9])
     known = {"device": 7, "size": [4096, 700, 9]}
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [vault])
