@@ -5,23 +5,24 @@ note written there while the drive is out (Obsidian names every new note Untitle
 has the path of one of the drive's, and a prune that read it as the drive's kept the
 folder and pruned the rest of the drive. The files of a mount point are told apart by
 what the system mounts now, not by the files, so ingest records the mount points it
-reads files from, each with its file system's device and size (pipeline), and while one
-of them holds another file system, reads nothing there and prunes nothing there.
+reads files from, each with its file system's device (pipeline), and while one of them
+holds no file system of its own, reads nothing there and prunes nothing there.
 
 A drive is a file system of its own: a folder on another device than the folder it is
 in (os.path.ismount, on every system). A bind mount of a folder of the same file system
 (systemd's ReadWritePaths) is none. One seen so only in a container (the vault bound in
 over the container's own root) is recorded, but with its device, which the host sees
 there too: still there to the host (review 148). A drive replugged may come back as
-another device (sdc1 where it was sdb1), so a mount point is also there when something is
-mounted on it of the recorded size; the empty mount point bound elsewhere (a login
-script's bind, a container's volume started without the drive) is mounted, but of the
-size of the file system it is a folder of (review 149).
+another device (sdc1 where it was sdb1), so a mount point is there whenever a file
+system of its own is mounted on it; but not the empty mount point bound in elsewhere (a
+login script's bind with the drive out), whose device is that of a folder over it: the
+file system it is a folder of (review 149). A file system's size is no identity: XFS,
+ZFS and APFS count their inodes from the free space, and a partition grows (review 150).
 """
 
 import os
 
-MOUNTS_KEY = "mount_points"  # brain_meta: {mount point: its file system's identity} of those ingest read files from
+MOUNTS_KEY = "mount_points"  # brain_meta: {mount point: {"device": its device}} of those ingest read files from
 
 
 def _device(folder):
@@ -31,25 +32,16 @@ def _device(folder):
         return None
 
 
-def _size(folder):
-    """A file system's size (its block size, blocks and inodes): the same on every plug."""
-    try:
-        found = os.statvfs(folder)
-    except OSError:
-        return None
-    return [found.f_frsize, found.f_blocks, found.f_files]
-
-
 def identity(folder):
-    """What tells the file system on `folder` (a mount point's) from another: its device and size."""
-    return {"device": _device(folder), "size": _size(folder)}
+    """What is recorded of the file system on `folder`, a mount point: its device."""
+    return {"device": _device(folder)}
 
 
 class Mounts:
     """The mount point each folder is on, looked at once a run, and which of the
-    `recorded` ({mount point: identity}) are out: not of the recorded size now, or
-    neither a mount point now nor on the recorded device (an unplugged drive's folder; a
-    folder gone; the empty mount point bound in)."""
+    `recorded` ({mount point: identity}) are out: neither on the recorded device now nor
+    a mount point of a file system of its own (an unplugged drive's folder; a folder
+    gone; the empty mount point bound in)."""
 
     def __init__(self, recorded):
         self.roots, self.devices = {}, {}
@@ -57,7 +49,17 @@ class Mounts:
         self.out = sorted(m for m, known in recorded.items() if not self.there(m, known))
 
     def there(self, folder, known):
-        return _size(folder) == known["size"] and (self.mounted(folder) or _device(folder) == known["device"])
+        device = _device(folder)
+        if device is None:
+            return False
+        if device == known["device"]:
+            return True
+        if not self.mounted(folder):
+            return False
+        over = os.path.dirname(folder)  # a folder over it on the same device: one of that file system, bound in
+        while over != os.path.dirname(over) and _device(over) != device:
+            over = os.path.dirname(over)
+        return _device(over) != device
 
     @staticmethod
     def mounted(folder):

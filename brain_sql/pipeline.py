@@ -181,10 +181,7 @@ def _identity(known):
     def number(value):
         return isinstance(value, int) and not isinstance(value, bool)
 
-    if not isinstance(known, dict) or not number(known.get("device")):
-        return False
-    size = known.get("size")
-    return isinstance(size, list) and len(size) == 3 and all(map(number, size))
+    return isinstance(known, dict) and number(known.get("device"))
 
 
 def _unmounted_unread(files, mounts, report):

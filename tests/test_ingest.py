@@ -1865,8 +1865,7 @@ def test_prune_all_reads_an_unmounted_drives_folder_as_it_is_and_forgets_the_mou
         return any(folder == p or folder.startswith(p + os.sep) for p in plugged)
 
     monkeypatch.setattr(mounts, "_device", lambda folder: 7 if on_drive(folder) else 1)  # the drive's is 7
-    monkeypatch.setattr(mounts, "_size", lambda folder: [4096, 700 if on_drive(folder) else 100, 9])
-    drive_id = {"device": 7, "size": [4096, 700, 9]}
+    drive_id = {"device": 7}
 
     def plug(on):
         sub.rename(point if on else drive) if sub.exists() else None
@@ -1906,8 +1905,7 @@ def test_a_mount_points_row_of_another_shape_is_read_as_none_and_written_again(t
     drive = str((vault / "sub").resolve())
     monkeypatch.setattr(mounts.Mounts, "mounted", staticmethod(lambda folder: folder == drive))
     monkeypatch.setattr(mounts, "_device", lambda folder: 7 if folder.startswith(drive) else 1)
-    monkeypatch.setattr(mounts, "_size", lambda folder: [4096, 700 if folder.startswith(drive) else 100, 9])
-    known = {"device": 7, "size": [4096, 700, 9]}
+    known = {"device": 7}
     conn = brain_sql.connect(tmp_path / "brain.db")
     brain_sql.ingest(conn, [vault])
     for value in (
@@ -1915,8 +1913,8 @@ def test_a_mount_points_row_of_another_shape_is_read_as_none_and_written_again(t
         "not json",
         f'["{drive}"]',
         json.dumps({drive: 7}),
-        json.dumps({drive: {"device": True, "size": [1, 2, 3]}}),
-        json.dumps({drive: {"device": 7, "size": [1, 2]}}),
+        json.dumps({drive: {"device": True}}),
+        json.dumps({drive: {"device": "7"}}),
     ):
         conn.execute("update brain_meta set value = ? where key = 'mount_points'", [value])
         conn.commit()
@@ -1987,10 +1985,10 @@ def test_a_vault_a_container_sees_as_a_mount_is_read_by_the_host_and_the_other_w
 
 
 def test_an_empty_mount_point_bound_in_is_no_drive(tmp_path, drive_mount):
-    """Review 149: with the drive out, a login script's bind (or a container's volume)
-    mounted its empty mount point on the vault's folder: a mount point, so read as the
-    drive, and the night pruned it. A recorded mount point is there only with a file
-    system of its recorded size on it."""
+    """Review 149: with the drive out, a login script's bind mounted its empty mount
+    point on the vault's folder: a mount point, so read as the drive, and the night
+    pruned it. Its device is that of a folder over it (the file system it is a folder
+    of): no file system of its own, out."""
     drive_fs, mount, unmount = drive_mount
     home, drive, empty = tmp_path / "home", tmp_path / "drive", tmp_path / "media"
     for folder in (home, drive, empty):
