@@ -32,6 +32,10 @@ def _device(folder):
         return None
 
 
+def _within(path, folder):
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def identity(folder):
     """What is recorded of the file system on `folder`, a mount point: its device."""
     return {"device": _device(folder)}
@@ -39,14 +43,20 @@ def identity(folder):
 
 class Mounts:
     """The mount point each folder is on, looked at once a run, and which of the
-    `recorded` ({mount point: identity}) are out: neither on the recorded device now nor
-    a mount point of a file system of its own (an unplugged drive's folder; a folder
-    gone; the empty mount point bound in)."""
+    `recorded` ({mount point: identity}) that the run's `paths` (resolved) are in or hold
+    are out: neither on the recorded device now nor a mount point of a file system of
+    its own (an unplugged drive's folder; a folder gone; the empty mount point bound in).
+    Only those are looked at: a network share once read, hung now, stalls no run of
+    another folder."""
 
-    def __init__(self, recorded):
+    def __init__(self, recorded, paths):
         self.roots, self.devices = {}, {}
         self.recorded = recorded
-        self.out = sorted(m for m, known in recorded.items() if not self.there(m, known))
+        self.out = sorted(
+            m
+            for m, known in recorded.items()
+            if any(_within(p, m) or _within(m, p) for p in paths) and not self.there(m, known)
+        )
 
     def there(self, folder, known):
         device = _device(folder)

@@ -2009,3 +2009,26 @@ def test_an_empty_mount_point_bound_in_is_no_drive(tmp_path, drive_mount):
         brain_sql.ingest(conn, [home / "vault"], prune=True)
     assert rows(conn, "select count(*) from documents where source_path like ?", [f"{usb}/%"]) == [(3,)]
     assert rows(conn, "select count(*) from knowledge where content like '%Shopping%'") == [(0,)]
+
+
+def test_a_recorded_mount_point_apart_from_the_runs_paths_is_not_looked_at(tmp_path, monkeypatch):
+    """A network share the brain once read from, hung now, must stall no ingest of
+    another folder: only the recorded mount points a run's PATHs are in or hold are
+    looked at."""
+    vault, share = tmp_path / "vault", tmp_path / "share"
+    write(vault / "a.md", "# a\n\nA note.\n")
+    write(share / "s.md", "# s\n\nOn the share.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.ingest(conn, [vault, share])
+    conn.execute(
+        "insert into brain_meta (key, value) values ('mount_points', ?)", [json.dumps({str(share): {"device": 3}})]
+    )
+    conn.commit()
+    looked = []
+    monkeypatch.setattr(mounts.Mounts, "there", lambda self, folder, known: looked.append(folder) or True)
+    write(vault / "b.md", "# b\n\nAnother note.\n")
+    brain_sql.ingest(conn, [vault], prune=True)
+    brain_sql.ingest(conn, [vault / "b.md"])
+    assert looked == []
+    brain_sql.ingest(conn, [tmp_path], prune=True)
+    assert looked == [str(share)]
