@@ -1474,13 +1474,8 @@ class _Pipeline:
                 )
 
     def _stored_under(self, folder):
-        return (
-            self.conn.execute(
-                "select 1 from documents where source_path >= ? and source_path < ? limit 1",
-                (folder + os.sep, folder + chr(ord(os.sep) + 1)),
-            ).fetchone()
-            is not None
-        )
+        where, params = _documents_under(folder)
+        return self.conn.execute(f"select 1 from documents where {where} limit 1", params).fetchone() is not None
 
     def hold_before_writing(self, files, paths):
         """Hold, before this run writes a file, each folder that gets a new file while
