@@ -410,7 +410,8 @@ def ingest(
         for error in (e for e in report.errors if all(e is not error for _, error in unnamed)):
             prune_roots = [p for p in prune_roots if not _under(error.path, p)]
             error.message += ": nothing under it was pruned"
-    mounts = Mounts(recorded_mounts(conn), [str(Path(p).resolve()) for p in paths])
+    # the PATHs as pruned under: resolved, and as given through a link (the vault moved and linked back: review 151)
+    mounts = Mounts(recorded_mounts(conn), _prune_roots(paths))
     # --prune-all reads a PATH as it is: the mount points it is or holds, no other (reviews 147 H1, 148)
     given = [str(Path(r).resolve()) for r in prune_roots]
     released = [m for m in mounts.out if prune_all and any(_within(m, r) for r in given)]

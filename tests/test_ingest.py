@@ -2032,3 +2032,31 @@ def test_a_recorded_mount_point_apart_from_the_runs_paths_is_not_looked_at(tmp_p
     assert looked == []
     brain_sql.ingest(conn, [tmp_path], prune=True)
     assert looked == [str(share)]
+
+
+def test_a_drive_in_a_vault_moved_and_linked_back_is_looked_at_as_pruned(tmp_path, drive_mount):
+    """Review 151: a run looked only at the mount points its PATHs resolved are in or
+    hold; the vault moved and linked back is pruned under its old spelling too, where the
+    drive's mount point was recorded, and the drive's notes there were pruned as moved."""
+    drive_fs, mount, unmount = drive_mount
+    home, data, drive = tmp_path / "home", tmp_path / "data", tmp_path / "drive"
+    for folder in (home / "vault" / "usb", data, drive):
+        folder.mkdir(parents=True)
+    drive_fs(drive)
+    for name in ("a.md", "Untitled.md"):
+        write(drive / name, f"# {name}\n\nA note on the drive.\n")
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    mount(drive, home / "vault" / "usb")
+    brain_sql.ingest(conn, [home / "vault"], prune=True)
+    unmount(home / "vault" / "usb")
+    (home / "vault").rename(data / "vault")
+    (home / "vault").symlink_to(data / "vault")
+    write(data / "vault" / "usb" / "Untitled.md", "# Untitled\n\nShopping list.\n")
+    usb = home / "vault" / "usb"
+    with pytest.raises(brain_sql.PruneRefused, match=f"nothing under {usb} was pruned: a drive was mounted"):
+        brain_sql.ingest(conn, [home / "vault"], prune=True)
+    stored = "select content from knowledge where source_path like ? order by content"
+    assert rows(conn, stored, [f"{usb}/%"]) == [
+        ("# Untitled.md\n\nA note on the drive.",),
+        ("# a.md\n\nA note on the drive.",),
+    ]
