@@ -58,8 +58,14 @@ class Mounts:
             if any(_within(p, m) or _within(m, p) for p in paths) and not self.there(m, known)
         )
 
+    def device(self, folder):
+        """`folder`'s device (None where it cannot be looked at), one stat a run."""
+        if folder not in self.devices:
+            self.devices[folder] = _device(folder)
+        return self.devices[folder]
+
     def there(self, folder, known):
-        device = _device(folder)
+        device = self.device(folder)
         if device is None:
             return False
         if device == known["device"]:
@@ -67,9 +73,9 @@ class Mounts:
         if not self.mounted(folder):
             return False
         over = os.path.dirname(folder)  # a folder over it on the same device: one of that file system, bound in
-        while over != os.path.dirname(over) and _device(over) != device:
+        while over != os.path.dirname(over) and self.device(over) != device:
             over = os.path.dirname(over)
-        return _device(over) != device
+        return self.device(over) != device
 
     @staticmethod
     def mounted(folder):
@@ -82,13 +88,10 @@ class Mounts:
         test, and a bind mount of the same file system no mount point either)."""
         if folder not in self.roots:
             parent = os.path.dirname(folder)
-            if parent == folder:
+            if parent == folder or self.device(folder) != self.device(parent):
                 self.roots[folder] = folder
-                self.devices[folder] = _device(folder)
             else:
-                self.root(parent)  # first: the parent's device is then known
-                device = self.devices.setdefault(folder, _device(folder))
-                self.roots[folder] = folder if device != self.devices[parent] else self.roots[parent]
+                self.roots[folder] = self.root(parent)
         return self.roots[folder]
 
     def out_of(self, path):

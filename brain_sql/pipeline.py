@@ -176,12 +176,9 @@ def recorded_mounts(conn):
 
 
 def _identity(known):
-    """Whether `known` is a mount point's identity as mounts.identity writes it."""
-
-    def number(value):
-        return isinstance(value, int) and not isinstance(value, bool)
-
-    return isinstance(known, dict) and number(known.get("device"))
+    """Whether `known` is a mount point's identity as mounts.identity writes it (a whole
+    number, not a bool, as its device)."""
+    return isinstance(known, dict) and type(known.get("device")) is int
 
 
 def _unmounted_unread(files, mounts, report):
@@ -1651,7 +1648,7 @@ class _Pipeline:
         for document_id in [d for d in doomed if _placeholder(paths.get(d, ""))]:
             refused.setdefault((os.path.dirname(paths[document_id]), "placeholder"), []).append(document_id)
             doomed.remove(document_id)
-        for document_id in [d for d in doomed if self.mounts]:  # an unplugged drive's, even with --prune-all
+        for document_id in list(doomed) if self.mounts else ():  # an unplugged drive's, even with --prune-all
             if where := self.mounts.out_of(paths.get(document_id) or ""):
                 refused.setdefault((where, "unmounted"), []).append(document_id)
                 doomed.remove(document_id)
