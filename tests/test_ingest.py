@@ -2060,3 +2060,42 @@ def test_a_drive_in_a_vault_moved_and_linked_back_is_looked_at_as_pruned(tmp_pat
         ("# Untitled.md\n\nA note on the drive.",),
         ("# a.md\n\nA note on the drive.",),
     ]
+
+
+@pytest.mark.parametrize("waits", [True, False])
+def test_a_mount_point_recorded_waits_for_another_writers_lock(tmp_path, monkeypatch, waits):
+    """note_mounts writes in a transaction of its own before the run writes a file:
+    another writer holding the lock is waited for, and one holding it past
+    BRAIN_BUSY_TIMEOUT_MS makes the ingest a BrainBusy with nothing written (no row,
+    no memory)."""
+    vault = tmp_path / "vault"
+    write(vault / "sub" / "a.md", "# a\n\nA note on the drive.\n")
+    drive = str((vault / "sub").resolve())
+    monkeypatch.setattr(mounts, "_device", lambda folder: 7 if folder.startswith(drive) else 1)
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    write(tmp_path / "other" / "o.md", "# o\n\nAnother folder.\n")
+    brain_sql.ingest(conn, [tmp_path / "other"])  # the brain made, no mount point recorded
+    monkeypatch.setenv("BRAIN_BUSY_TIMEOUT_MS", "5000" if waits else "200")
+    note = pipeline._Pipeline.note_mounts
+    holder = brain_sql.connect(tmp_path / "brain.db")
+    releases = []
+
+    def held_meanwhile(self, *args):
+        holder.execute("begin immediate")  # another writer, holding the lock as the row is written
+        releases.append(threading.Timer(1.0 if waits else 2.0, lambda: holder.execute("rollback")))
+        releases[-1].start()
+        return note(self, *args)
+
+    monkeypatch.setattr(pipeline._Pipeline, "note_mounts", held_meanwhile)
+    ingesting = brain_sql.connect(tmp_path / "brain.db")  # its busy timeout as set
+    recorded = "select value from brain_meta where key = 'mount_points'"
+    if waits:
+        brain_sql.ingest(ingesting, [vault])
+        assert rows(conn, recorded) == [(json.dumps({drive: {"device": 7}}),)]
+        assert rows(conn, "select count(*) from documents where source_path like ?", [f"{drive}/%"]) == [(1,)]
+    else:
+        with pytest.raises(brain_sql.BrainBusy):
+            brain_sql.ingest(ingesting, [vault])
+        assert rows(conn, recorded) == []
+        assert rows(conn, "select count(*) from documents where source_path like ?", [f"{drive}/%"]) == [(0,)]
+    releases[0].join()
