@@ -35,7 +35,7 @@ import re
 
 from .config import DIALOGUE_MATCH, DIALOGUE_SESSION
 from .conversation import in_session, session_sql, speaker_sql
-from .lexical import STOPWORDS
+from .lexical import STOPWORDS, asked
 from .proper_names import escaped, unaccented
 from .schema import page_index_current
 from .temporal import asks_when, states_time
@@ -107,7 +107,9 @@ def session_speakers(conn, sessions, top, filters):
 
 def named(text, speakers):
     """The `speakers` `text` names, by their whole name or its first word (people
-    are asked about by their first name), as whole words, in any case."""
+    are asked about by their first name), as whole words, in any case; not those it
+    excludes ("-Caroline")."""
+    text = asked(text)
     found = set()
     for speaker in speakers:
         if speaker and any(_written(name, text, re.IGNORECASE) for name in {speaker, speaker.split()[0]}):
@@ -126,10 +128,11 @@ def speakers_asked(text, speakers):
     first name of one letter or a stop word ("The Doctor", "Will" as "will") not by
     itself. What quality reads as `speaker`: a question about a person of the
     conversation its best candidate comes from."""
+    text = asked(text or "")
     found = set()
     for speaker in speakers:
         names = {speaker, speaker.split()[0]}
-        if any(_written(name, text or "") for name in names if len(name) > 1 and name.lower() not in STOPWORDS):
+        if any(_written(name, text) for name in names if len(name) > 1 and name.lower() not in STOPWORDS):
             found.add(speaker)
     return found
 

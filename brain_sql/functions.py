@@ -314,9 +314,10 @@ def register_functions(conn, model_id=None):
 
 
 def brain_query_text(text):
-    """brain_query_text(q): q as recall reads it (fields.query_text): composed,
-    without invisible marks, each run of spaces one space."""
-    return None if text is None else query_argument(text)
+    """brain_query_text(q): q as recall embeds it (fields.query_text): composed,
+    without invisible marks, each run of spaces one space, without its exclusions
+    (lexical.asked: -word and -"phrase" are the lexical leg's alone)."""
+    return None if text is None else lexical.asked(query_argument(text))
 
 
 def query_argument(value, name="q"):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import lexical
 from . import state as read_state
 from .config import COMMON_TERM_SHARE, NAMED_DOCUMENT_SHARE, PASSAGE_SEED_WEIGHT, PASSAGE_SEEDS, RECALL_CANDIDATES
 from .entity_graph import Walk
@@ -38,7 +39,7 @@ def naming(state, walk, text):
     the ranking, nor show in telemetry. Like a common word, a name tied to more
     than COMMON_TERM_SHARE of the visible chunks (the speaker of half a
     conversation) tells them apart no better than it would the whole brain: it is
-    not a seed."""
+    not a seed. Nor is a name `text` excludes (-Orion: lexical.asked)."""
     graph = state.graph
     limit = COMMON_TERM_SHARE * max(int(walk.visible.sum()), 1)
     known = {}
@@ -55,7 +56,9 @@ def naming(state, walk, text):
         node = graph.entity_node(entity_id)
         return node is not None and reachable(node)
 
-    spans = ((w, graph.entity_node(e), bare) for w, e, bare in graph.seed_spans(text, can_reach, walk.visible))
+    spans = (
+        (w, graph.entity_node(e), bare) for w, e, bare in graph.seed_spans(lexical.asked(text), can_reach, walk.visible)
+    )
     return [(words, node, bare) for words, node, bare in spans if node is not None and reachable(node)]
 
 

@@ -162,7 +162,7 @@ def run_legs(conn, doc, model_id, with_graph=None, vectors=None, graph_visible=T
     telemetry = {}
     started = time.perf_counter()
     if vectors is None:
-        vectors = embed.embed([text], model_id)
+        vectors = embed.embed([lexical.asked(text)], model_id)
     _timed(telemetry, "embed", started)
     started = time.perf_counter()
     state = read_state.current(conn, vectors.shape[1])

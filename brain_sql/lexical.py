@@ -81,6 +81,26 @@ def parse(text):
     return spec
 
 
+def asked(text):
+    """`text` without its exclusions (-word, -"phrase"): what the query asks for.
+    Only the lexical leg reads an exclusion, to leave out the rows holding it; what
+    is embedded, the entities and speakers named and the names a hit must know are
+    read from the rest, so that "refund policy -Dana" does not start the walk
+    from Dana."""
+    text = text or ""
+    if "-" not in text:
+        return text
+    cut = _cut(text) if len(text) <= PARSED_CHARS else _cut.__wrapped__(text)
+    kept, at = [], 0
+    for match, ((quoted_minus, quoted, bare_minus, _), words) in zip(_ITEM.finditer(text), cut):
+        if words and (quoted_minus if quoted is not None else bare_minus):
+            kept.append(text[at : match.start()])
+            at = match.end()
+    if not kept:
+        return text
+    return re.sub(r"\s{2,}", " ", "".join(kept + [text[at:]])).strip()
+
+
 @functools.lru_cache(maxsize=PARSED_TEXTS)
 def _cut(text):
     """((the item's groups, its words as FTS5 cuts them), ...) of each item of `text`:

@@ -198,7 +198,7 @@ def stranger(legs, title, content, named):
     if named or legs.speakers:
         return False
     text = composed_text(title + "\n" + content)  # read as the query is: "José" stored decomposed
-    return any(not knows(text, name) for name in names_in(legs.question or legs.text))
+    return any(not knows(text, name) for name in names_in(lexical.asked(legs.question or legs.text)))
 
 
 def assess(conn, legs, fused):

@@ -223,6 +223,24 @@ def test_a_speaker_is_asked_about_by_name_and_only_of_the_best_candidates_sessio
     assert speaker("What did the doctor prescribe?") == 0.0
 
 
+def test_a_speaker_the_question_excludes_is_not_asked_about(tmp_path):
+    """ "river hike -Caroline" asks for the river hike without Caroline: her turn is
+    not raised as a named speaker's (it was: review 152), through the API and the SQL."""
+    assert dialogue.named("the river hike -Caroline", {"Caroline", "Melanie"}) == set()
+    assert dialogue.speakers_asked('the river hike -"Caroline"', {"Caroline"}) == set()
+    said = [
+        ("Caroline", "We went hiking by the river last weekend."),
+        ("Melanie", "We went hiking by the river, hiking up the river, a long river hike."),
+        ("Caroline", "The kids painted all afternoon."),
+        ("Melanie", "I read a book about birds."),
+    ]
+    conn = ingested(tmp_path, [turn(1, f"s{i}", speaker, text) for i, (speaker, text) in enumerate(said)])
+    assert by_api(conn, "Where did Caroline go hiking by the river?")[0][0] == "s0:1"
+    q = "hiking by the river -Caroline"
+    assert by_api(conn, q)[0][0] == "s1:1"
+    assert by_sql(conn, q) == by_api(conn, q)
+
+
 def test_a_speaker_is_named_with_either_apostrophe_and_any_hyphen():
     """A question names a speaker "O'Brien" or "Mary-Jane" as people type them: with
     a typeset apostrophe or hyphen, or the plain ones (review 66)."""

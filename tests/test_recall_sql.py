@@ -235,3 +235,23 @@ def test_a_name_mentioned_in_passing_does_not_let_the_graph_lead(conn):
     assert brain_sql.recall(conn, {"q": passing})["telemetry"]["entity_seeds"] == 1  # the walk still starts there
     assert by_sql(conn, passing) == by_api(conn, passing)
     assert by_sql(conn, about) == by_api(conn, about)
+
+
+@pytest.mark.parametrize(
+    "excluded", ["support escalations -Orion", 'support escalations -"Orion"', "-orion support escalations"]
+)
+def test_a_name_the_query_excludes_is_not_walked_from_nor_embedded(conn, excluded):
+    """-Orion keeps the lexical leg from the rows saying Orion and is read by no other
+    leg: the walk does not start from Orion (it did, and ranked Orion's own note first:
+    review 152), and the vector leg embeds the rest; in SQL as in the API."""
+    asked = "support escalations"
+    assert brain_sql.recall(conn, {"q": f"{asked} Orion"})["telemetry"]["entity_seeds"] == 1
+    result = brain_sql.recall(conn, {"q": excluded})
+    assert result["telemetry"]["entity_seeds"] == 0
+    assert conn.execute("select brain_query_text(?)", [excluded]).fetchone()[0] == asked
+    assert conn.execute("select brain_fusion(?)", [excluded]).fetchone()[0] == "convex"
+    assert by_sql(conn, excluded) == by_api(conn, excluded)
+    similarity = {h["id"]: h["provenance"]["vector_similarity"] for h in result["hits"]}
+    plain = {h["id"]: h["provenance"]["vector_similarity"] for h in brain_sql.recall(conn, {"q": asked})["hits"]}
+    assert similarity and similarity == {item: plain.get(item) for item in similarity}
+    assert not any("orion" in h["content"].lower() and h["provenance"]["fts_rank"] for h in result["hits"])
