@@ -35,6 +35,7 @@ from .config import (
     MAX_REMEMBER_CHUNKS,
     MAX_REMEMBER_RECORDS,
     MAX_TITLE_CHARS,
+    requested_model,
 )
 from .connection import Connection, Turns, atomic, main_file, open_connection, write_failures
 from .conversation import Sessions, flagged, said_day, said_once, stored_turns, turn_of, turns_before
@@ -50,7 +51,7 @@ from .document import (
     wide_text,
 )
 from .embed import get_model, grouping_free
-from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused
+from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused, SettingError
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
 from .mounts import MOUNTS_KEY, Mounts
@@ -527,12 +528,20 @@ def check_options(
     source: str | None = None,
     domain: str | None = None,
     model: str | None = None,
+    path: str | os.PathLike[str] | None = None,
 ) -> None:
     """Refuse ingest's or remember's defaults, or a model that cannot be loaded, before
-    a brain file is made for them: FieldError or ModelRefused naming the first bad one."""
+    a brain file is made for them: FieldError or ModelRefused naming the first bad one.
+    Where no brain is at `path` yet, the model $BRAIN_MODEL would give it too
+    (SettingError naming $BRAIN_MODEL, not --model)."""
     normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     if model:
         get_model(model, fetch=True)  # loaded once for the process: the ingest finds it loaded
+    elif path is not None and requested_model() and not (os.path.isfile(path) and os.path.getsize(path)):
+        try:
+            get_model(requested_model(), fetch=True)
+        except ModelError as ex:
+            raise SettingError(f"$BRAIN_MODEL: {ex}; no brain is made for it") from ex
 
 
 def check_records(records: Sequence[object], **options: Any) -> IngestReport:

@@ -250,7 +250,7 @@ def init(db_path, model):
     Example:
         sqlite-utils brain init brain.db
     """
-    for_plugin.check_options(model=model)  # a model that cannot be loaded makes no file
+    for_plugin.check_options(model=model, path=db_path)  # a model that cannot be loaded makes no file
     conn = _open(db_path, must_exist=False, model_id=model)
     brain_sql.migrate(conn, model or None)
     info = brain_sql.info(conn)
@@ -317,7 +317,7 @@ def ingest(db_path, paths, scope, klass, source, domain, prune, prune_all, model
         sqlite-utils brain ingest brain.db ~/notes crm.jsonl --scope /acme --source crm
         sqlite-utils brain ingest scifact.db corpus.jsonl --model minilm/all-MiniLM-L6-v2-int8
     """
-    for_plugin.check_options(scope, klass, source, domain, model)  # refused options make no file
+    for_plugin.check_options(scope, klass, source, domain, model, db_path)  # refused options make no file
     named = ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else "")
     if not Path(db_path).exists() and not any(os.path.lexists(path) for path in paths):
         raise click.UsageError(f"nothing to ingest: {named} does not exist, and no brain is made for it")

@@ -1127,6 +1127,23 @@ def test_a_model_that_cannot_be_loaded_makes_no_brain_file(run, db_path, tmp_pat
     assert not db_path.exists()
 
 
+def test_a_brain_model_setting_that_cannot_be_loaded_makes_no_brain_file(run, db_path, tmp_path, monkeypatch):
+    """$BRAIN_MODEL naming no model is refused before init or ingest makes the file,
+    and named as the setting at fault: it left an empty file, and its error named a
+    --model nobody gave (review 152). A brain there already keeps its own model."""
+    path = write(tmp_path / "a.jsonl", '{"title": "a", "content": "model probe"}\n')
+    monkeypatch.setenv("BRAIN_MODEL", str(tmp_path / "no-such-model"))
+    for args in (["init", db_path], ["ingest", db_path, path]):
+        result = run("brain", *args)
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert "$BRAIN_MODEL: cannot load model2vec model" in result.output and "--model" not in result.output
+        assert not db_path.exists()
+    monkeypatch.delenv("BRAIN_MODEL")
+    assert run("brain", "init", db_path).exit_code == 0
+    monkeypatch.setenv("BRAIN_MODEL", str(tmp_path / "no-such-model"))
+    assert run("brain", "init", db_path).exit_code == 0
+
+
 def test_records_whose_grouping_fields_look_like_another_value_are_skipped_by_file_and_line(run, db_path, tmp_path):
     """source, domain, owner, node_kind, lawful_basis, region and a turn's speaker
     and session follow scope's rule on what shows as nothing: such a record is

@@ -169,16 +169,19 @@ async def test_the_readmes_http_recall(demo):
 
 
 def test_the_readmes_mcp_recall(demo, tmp_path):
-    # the client configuration as written, run from a folder holding a copy of the demo brain
+    # the client configuration as written, the brain's path a copy of the demo brain's, run
+    # from another folder (a client starts the server in a folder of its own)
     _, config = block_with('"mcpServers"', "json", README)
     [server] = json.loads(config)["mcpServers"].values()
     _, arguments = block_with('"q": "who owns the support runbook?"', "json", README)
     shutil.copy(demo / "demo.db", tmp_path / "demo.db")
+    args = [str(tmp_path / "demo.db") if arg == "/path/to/demo.db" else arg for arg in server["args"]]
+    assert args != server["args"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
 
     async def call():
-        params = StdioServerParameters(
-            command=server["command"], args=server["args"], cwd=str(tmp_path), env=dict(os.environ)
-        )
+        params = StdioServerParameters(command=server["command"], args=args, cwd=str(elsewhere), env=dict(os.environ))
         async with Client(params) as client:
             return await client.call_tool("brain_recall", json.loads(arguments))
 
