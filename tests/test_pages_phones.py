@@ -83,7 +83,10 @@ MEASURE = r"""() => {
   // a box that scrolls or cuts its content sideways (a text box's own text aside)
   const sideways = [...document.querySelectorAll("body *:not(input, textarea, select)")].filter(el => shown(el)
     && getComputedStyle(el).overflowX !== "visible" && el.scrollWidth > el.clientWidth + 1).map(name);
-  return {scrollWidth: document.documentElement.scrollWidth, innerWidth, overlaps, unlabelled, sideways};
+  // a label whose words run out of its box, under the box beside it (review 152: a query's parameters)
+  const cramped = [...document.querySelectorAll("label")].filter(el => shown(el)
+    && el.scrollWidth > el.clientWidth + 1).map(name);
+  return {scrollWidth: document.documentElement.scrollWidth, innerWidth, overlaps, unlabelled, sideways, cramped};
 }"""
 
 
@@ -125,6 +128,7 @@ def assert_fits(page, width):
     assert found["innerWidth"] == width
     assert found["scrollWidth"] <= width, found["sideways"]
     assert found["overlaps"] == []
+    assert found["cramped"] == []
     assert found["unlabelled"] == []
     # on a desktop Datasette's table of every column scrolls in its own box, as its
     # SQL editor does at any width; nothing else does
