@@ -35,6 +35,7 @@ _MODULE_OF = {
     "decayed_selection": ".browse",
     "ensure_ready": ".copies",
     "served_model": ".values",
+    "model_ready": ".hybrid",
     "damage_advice": ".copies",
     "is_copy": ".copies",
     "entity_links": ".extract",
@@ -112,6 +113,8 @@ __all__ = [
     "read_input",
     "check_options",
     "check_records",
+    # why the recall canned query stopped, when its brain's model cannot be used
+    "model_ready",
     # the recall page's window read from the query, on the asker's clock
     "wall_time",
     # permissions: the tables whoever may not read `knowledge` may not read either; a brain's

@@ -247,6 +247,15 @@ def recall(
     return result
 
 
+def model_ready(conn):
+    """Raise what every recall of this brain meets before it reads a memory (a
+    ModelError: its model not installed here, or of another width than its vectors),
+    in recall's words; the recall canned query's functions say it only to the log."""
+    model_id = recorded_model(conn)
+    check_width(conn, model_id)
+    embed.get_model(model_id)
+
+
 def finish(conn, doc, legs, model_id):
     """Fuse the legs, judge quality, expand or rescue, abstain or return hits."""
     t = legs.telemetry

@@ -19,7 +19,7 @@ from datasette.utils.asgi import Request
 import brain_sql
 from brain_sql import for_plugin
 
-from . import html_errors, tools
+from . import html_errors, links, tools
 
 MAGIC = "brain"  # Datasette's magic parameters are named _<prefix>_<suffix>: this plugin's prefix
 CHECKED = "recall"  # :_brain_recall, the recall query's parameters checked
@@ -121,6 +121,22 @@ async def answer(app, datasette, scope, receive, send):
     await app(scope, receive, holding)
 
 
+async def _trouble(db):
+    """What is wrong with the brain `db` itself that every recall of it meets (its
+    model not installed here, its vectors of another width), in the words /-/recall
+    answers with; None when its model and vectors are as they should be."""
+    if db is None:
+        return None
+    try:
+        await db.execute_fn(for_plugin.model_ready)
+    except Exception as ex:
+        error = tools.as_api_error(ex, db)
+        if error is None:
+            raise
+        return f"the recall query stopped: {error}"
+    return None
+
+
 def _limit(datasette, args):
     """The time limit of the request in milliseconds: Datasette's, or the caller's
     `_timelimit` where it is lower, as Datasette reads it."""
@@ -133,6 +149,12 @@ async def _answered(datasette, scope, args, held, cut, failed, send):
     no columns (`held`): `cut` by a time limit, or `failed` in a brain_* function
     otherwise, as answer says. A CSV says nothing of why: it is answered here."""
     error = for_plugin.recall_params_error({name: args.get(name) for name in args})
+    # a brain whose model cannot be used stops every recall, in a brain_* function or in
+    # sqlite-vec ("Dimension mismatch": Datasette's 400): said as /-/recall says it
+    trouble = None if error else await _trouble(links.recall_query_database(datasette, scope))
+    if trouble:
+        await (await html_errors.datasette_error(datasette, scope, trouble, 409)).asgi_send(send)
+        return
     said = held[0]["status"] != 200  # Datasette's page or JSON names what failed
     failed = failed and not (error and said)
     retry = {"Retry-After": str(tools.RETRY_AFTER_SECONDS)}

@@ -132,8 +132,13 @@ def is_brain_table(datasette, scope):
 def is_recall_query(datasette, scope):
     """Whether `scope` asks for a brain's recall canned query (canned.RECALL_SQL): its
     page, JSON or CSV."""
+    return recall_query_database(datasette, scope) is not None
+
+
+def recall_query_database(datasette, scope):
+    """The brain whose recall canned query `scope` asks for; else None."""
     found = _brain_route(datasette, scope, TABLE_PATH)
-    return found is not None and tilde_decode(found[0]["table"]) == "recall"
+    return found[1] if found is not None and tilde_decode(found[0]["table"]) == "recall" else None
 
 
 def without_link_counts(datasette, scope):

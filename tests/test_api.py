@@ -17,6 +17,8 @@ from datasette_brain import mcp_tools
 
 from .conftest import read_slots_taken, warmed
 
+CANNED_JSON = "/brain/recall.json?q=graph+leg&scope=&classes=&sources=&domain=&since=&until="
+
 
 @pytest.fixture
 def plain_path(tmp_path):
@@ -678,7 +680,8 @@ async def test_new_routes_read_nothing_for_an_actor_denied_the_database_or_knowl
         (
             "update brain_meta set value = 'nope/model' where key = 'model'",  # never fetched: not installed here
             "'nope/model', which is not a model installed here",
-            ["/brain/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg"],
+            # the recall canned query too: it said only that the log said why (review 152)
+            ["/brain/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg", "/brain/recall?q=graph+leg", CANNED_JSON],
         ),
         (
             "update entities set name = cast(name as blob) where name = 'Graph Leg'",
@@ -745,7 +748,7 @@ async def test_a_brain_whose_model_is_another_installed_width_is_a_409_until_rep
     conn.execute("update brain_meta set value = ? where key = 'model'", (narrow_model,))
     conn.close()
     datasette = Datasette([str(vault_brain_copy)])
-    for path in ("/brain/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg"):
+    for path in ("/brain/-/recall?q=graph+leg", "/brain/-/brain?q=graph+leg", "/brain/recall?q=graph+leg", CANNED_JSON):
         response = await datasette.client.get(path)
         text = html.unescape(response.text)
         assert response.status_code == 409, (path, text[:300])
