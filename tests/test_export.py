@@ -942,3 +942,23 @@ def test_a_scope_longer_than_recall_filters_stored_before_round_trips(tmp_path):
     assert copy.execute("select content, scope, source, domain from knowledge").fetchall() == [
         ("Kept before.", *long.values())
     ]
+
+
+def test_metadata_past_ascii_counts_as_it_is_stored(tmp_path):
+    """A memory's metadata is stored as JSON that writes each character past ASCII as
+    a \\u escape (an emoji: 12 characters), again on every chunk of its record: the
+    limit counts it so. One request of 63,000 emoji in metadata and 400 paragraphs
+    stored 302 MB (review 152). Below the limit so counted, it goes in and its export
+    gives it back."""
+    brain = brain_sql.connect(tmp_path / "brain.db")
+    over = {"_id": "over", "text": "t", "metadata": {"k": "\U0001f600" * 5400}}  # 64,800 stored
+    under = {"_id": "under", "text": "t", "metadata": {"k": "\U0001f600" * 5200, "é": "é" * 200}}
+    report, _ = brain_sql.remember(brain, [over])
+    assert [e.message for e in report.errors] == ["record 1: its fields and metadata come to more than 64,000 bytes"]
+    path = write(tmp_path / "r.jsonl", json.dumps(over) + "\n" + json.dumps(under) + "\n")
+    report = brain_sql.ingest(brain, [path])
+    assert report.documents_added == 1 and len(report.errors) == 1 and report.errors[0].line == 1
+    stored_metadata = brain.execute("select metadata from knowledge").fetchone()[0]
+    assert len(stored_metadata) <= 64_000 and json.loads(stored_metadata)["k"] == under["metadata"]["k"]
+    first = exported(brain)
+    assert exported(imported(first, tmp_path)) == first
