@@ -1233,6 +1233,18 @@ def said_day(conn, document_id):
     return (row[2], _stated_day(said)) if _DAY.match(said) and _said_at(row[2]) else None
 
 
+def stored_without_day(metadata, context):
+    """Whether a stored turn (its row's metadata and context) was stored without the
+    day it was said: its context's first line names its speaker and no day. Its
+    observed_at is only when it was stored: an export leaves it out, as its record
+    did, or the export ingested would say the turn that day (review 152)."""
+    turn = _stored_turn(metadata) if context else None
+    if turn is None:
+        return False
+    name, first = own_lines(turn[0], None, "")[0], context.split("\n", 1)[0]
+    return first.startswith(name) and not _DAY.match(first[len(name) :])
+
+
 def turns_before(conn, document_id, session, scope):
     """stored_turns of those placed before the stored turn `document_id` when it is
     a turn of `session` in `scope`: written again (a correction), it keeps the

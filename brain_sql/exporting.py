@@ -30,7 +30,7 @@ and names the second a repeat).
 import json
 
 from .config import EXPORT_PAGE_DOCUMENTS, MAX_NESTING
-from .conversation import observed_as_said
+from .conversation import observed_as_said, stored_without_day
 from .document import CHUNK_FIELDS
 from .errors import BrainError
 from .fields import stored_too_deep
@@ -230,7 +230,9 @@ def _record(rows, edges):
     if first["title"] is not None:
         record["title"] = first["title"]
     record.update((column, stated[column]) for column in FIELD_COLUMNS if stated[column] is not None)
-    if first["context"] is not None and first["observed_at"] is not None:  # a turn said on its own day
+    if stored_without_day(first["metadata"], first["context"]):  # its observed_at is when it was stored
+        record.pop("observed_at", None)
+    elif first["context"] is not None and first["observed_at"] is not None:  # a turn said on its own day
         record["observed_at"] = observed_as_said(first["observed_at"], first["context"])
     for column in ("tags", "metadata"):
         if first[column] is not None:

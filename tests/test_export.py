@@ -962,3 +962,31 @@ def test_metadata_past_ascii_counts_as_it_is_stored(tmp_path):
     assert len(stored_metadata) <= 64_000 and json.loads(stored_metadata)["k"] == under["metadata"]["k"]
     first = exported(brain)
     assert exported(imported(first, tmp_path)) == first
+
+
+def test_a_turn_stored_without_a_day_exports_without_one(tmp_path):
+    """A turn whose record gave no observed_at is said on no day: its context names
+    its speaker alone, and its observed_at is when it was stored. Its export stated
+    that observed_at, so the export ingested into the same brain said the turn that
+    day and rewrote it under new ids, and again each time the original file and the
+    export took turns (review 152). Now the export gives none, as its record did."""
+    said = [
+        {"_id": "t1", "text": "We should ship the cache fix on Friday.", "speaker": "Ann", "session_id": "s1"},
+        {"_id": "t2", "text": "Agreed, Friday works for the cache fix.", "speaker": "Bob", "session_id": "s1"},
+        {"_id": "t3", "text": "Then Friday.", "speaker": "Ann", "session_id": "s2", "observed_at": "2026-03-02"},
+    ]
+    original = write(tmp_path / "turns.jsonl", "".join(json.dumps(r) + "\n" for r in said))
+    brain = brain_sql.connect(tmp_path / "brain.db")
+    assert not brain_sql.ingest(brain, [original]).errors
+    before = rows(brain, "select id, title, context from knowledge order by id")
+    assert [context.split("\n")[0] for _, _, context in before] == ["Ann", "Bob", "Ann, 2 March 2026"]
+    first = exported(brain)
+    assert [("observed_at" in json.loads(line)) for line in first.splitlines()] == [False, False, True]
+    export = write(tmp_path / "export.jsonl", first)
+    for path in (export, original, export):
+        report = brain_sql.ingest(brain, [path])
+        assert report.documents_unchanged == 3 and report.chunks_added == 0, report
+        assert rows(brain, "select id, title, context from knowledge order by id") == before
+    copy = imported(first, tmp_path)
+    assert rows(copy, "select id, title, context from knowledge order by id") == before
+    assert exported(copy) == first
