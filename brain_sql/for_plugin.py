@@ -19,6 +19,7 @@ from .config import (
     MAX_PAGE_ROWS,
     MAX_QUERY_CHARS,
     REPLICA_SYNC_INTERVAL,
+    busy_timeout_ms,
     check_settings,
     configured_model,
     export_idle_seconds,
@@ -85,6 +86,8 @@ __all__ = [
     "MAX_PAGE_ROWS",
     "EXPORTS_AT_ONCE",
     "export_idle_seconds",
+    # how long a write waits for its turn ($BRAIN_BUSY_TIMEOUT_MS): for the write lock, and in Datasette's write queue
+    "busy_timeout_ms",
     "MAX_EXTEND_DAYS",
     "MAX_ID",
     "page_numbers",

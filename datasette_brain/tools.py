@@ -7,6 +7,7 @@ functions, so they cannot answer differently.
 import asyncio
 import json
 import os
+import threading
 import weakref
 from pathlib import Path
 
@@ -604,15 +605,36 @@ async def write(db, operation):
     """`operation(conn)` on the brain's write connection, Datasette's write thread.
     What it raises is raised here, to be answered as any error is, and only here:
     that thread also writes each exception it sees to stderr, which for `brain mcp`
-    is the agent's log, not its answer."""
+    is the agent's log, not its answer. A write that waits for the thread longer
+    than the busy timeout, behind others, is a 503 that writes nothing, as one
+    waiting that long for the lock is: queued behind large remembers, a one-line
+    remember waited 107 s and was a 201 (review 152). One the thread has begun
+    is waited for: it holds the lock, and ends."""
+    turn, guard = ["queued"], threading.Lock()
 
     def caught(conn):
+        with guard:
+            if turn[0] == "given up":
+                return None, None
+            turn[0] = "begun"
         try:
             return operation(conn), None
         except Exception as ex:  # noqa: BLE001 - handed to the caller, whatever it is
             return None, ex
 
-    result, failure = await db.execute_write_fn(caught, block=True)
+    written = asyncio.ensure_future(db.execute_write_fn(caught, block=True))
+    timeout = for_plugin.busy_timeout_ms() / 1000
+    try:  # a busy timeout of 0 (no wait for the lock) leaves the queue unbounded, as before
+        result, failure = await asyncio.wait_for(asyncio.shield(written), timeout or None)
+    except asyncio.TimeoutError:
+        with guard:
+            if turn[0] == "queued":
+                turn[0] = "given up"
+                raise brain_sql.WriteError(
+                    f"other writes held the brain for {timeout:g} s (the busy timeout) before this one's turn, "
+                    "so it was not written: try again"
+                ) from None
+        result, failure = await written
     if failure is not None:
         raise failure
     return result

@@ -4,6 +4,7 @@ on the pages and in MCP, and "try again" (exit 75) on the command line, with
 nothing changed; a caller's bad input is a 400, or a usage error (exit 2) naming
 its option."""
 
+import asyncio
 import contextlib
 import json
 import os
@@ -11,6 +12,7 @@ import re
 import resource
 import subprocess
 import sys
+import threading
 
 import click
 import pytest
@@ -487,3 +489,32 @@ async def test_a_url_no_route_takes_is_a_404(brain_path, path):
     response = await Datasette([str(brain_path)]).client.get(path)
     assert response.status_code == 404, response.text[:300]
     assert "<title>Error 404</title>" in response.text
+
+
+@pytest.mark.asyncio
+async def test_a_remember_queued_past_the_busy_timeout_is_a_503_that_writes_nothing(brain_path):
+    """Datasette writes one request at a time: a remember queued behind others for
+    longer than the busy timeout (0.2 s here) is a 503 with Retry-After and writes
+    nothing, also once its turn comes, as one that waited that long for the lock is
+    (queued behind large remembers, a one-line remember waited 107 s and was a 201:
+    review 152). One whose turn comes in time is written."""
+    datasette = served(brain_path)
+    db = datasette.get_database("brain")
+    started, release = threading.Event(), threading.Event()
+
+    def long_write(conn):
+        started.set()
+        release.wait(10)
+
+    before = stored(brain_path)
+    blocker = asyncio.ensure_future(db.execute_write_fn(long_write, block=True))
+    await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+    response = await datasette.client.post("/brain/-/remember", json={"_id": "late", "text": "Deploys on Tuesdays."})
+    assert busy(response) and "busy timeout" in response.json()["error"], response.text
+    release.set()
+    await blocker
+    await db.execute_write_fn(lambda conn: None, block=True)  # the thread has passed the given-up remember
+    assert stored(brain_path) == before
+    response = await datasette.client.post("/brain/-/remember", json={"_id": "late", "text": "Deploys on Tuesdays."})
+    assert response.status_code == 201, response.text
+    assert ("late", 1) in stored(brain_path)
