@@ -75,6 +75,10 @@ MAX_NESTING = 100
 # no longer (sqlite-utils brain ingest writes any number of records, in transactions of its own).
 MAX_REMEMBER_RECORDS = 1_000  # records in one remember request
 MAX_REMEMBER_CHUNKS = 1_000  # memories (chunks) they make
+# names they state (entities, relations, tags, aliases): 12 records of 6,500 entities each held the
+# lock 4 to 7 s, and left the name index behind the change log, so that it was made again while each
+# later remember matched its text against every name (seconds at a million entities: review 152)
+MAX_REMEMBER_NAMES = 10_000
 MAX_FORGET_ITEMS = 1_000  # ids and external ids in one forget request
 # No memory, entity or relationship id is outside 1 to MAX_ID (2**53 - 1, the largest whole number JSON clients
 # keep exactly): an exported memory's id past it is refused by name, plain SQL writing one too (the brain's rules),

@@ -33,6 +33,7 @@ from .config import (
     MAX_METADATA_BYTES,
     MAX_NOTE_FILE_BYTES,
     MAX_REMEMBER_CHUNKS,
+    MAX_REMEMBER_NAMES,
     MAX_REMEMBER_RECORDS,
     MAX_TITLE_CHARS,
     requested_model,
@@ -691,7 +692,8 @@ def _remembered(
     lines: Sequence[int | None] | None,
 ) -> tuple[IngestReport, list[Document], list[str]]:
     """(IngestReport with the records' errors, the documents they make, each record's
-    document id) as remember reads them from `conn`; FieldError past MAX_REMEMBER_CHUNKS."""
+    document id) as remember reads them from `conn`; FieldError past MAX_REMEMBER_CHUNKS
+    or MAX_REMEMBER_NAMES."""
     defaults = normalize_fields({"scope": scope, "class": klass, "source": source, "domain": domain})
     report = IngestReport()
     documents, document_ids = [], []
@@ -736,6 +738,12 @@ def _remembered(
         raise FieldError(
             f"the records make {chunks:,} memories (chunks): at most {MAX_REMEMBER_CHUNKS:,} in one remember "
             "(sqlite-utils brain ingest writes any number, in bounded transactions)"
+        )
+    names = sum(len(d.entities) + len(d.relations) + len(d.tags) + len(d.aliases) for d in documents)
+    if names > MAX_REMEMBER_NAMES:
+        raise FieldError(
+            f"the records state {names:,} entities, relations, tags and aliases: at most {MAX_REMEMBER_NAMES:,} "
+            "in one remember (sqlite-utils brain ingest writes any number, in bounded transactions)"
         )
     return report, documents, document_ids
 

@@ -379,6 +379,13 @@ async def test_a_remember_holds_no_write_lock_while_its_records_are_embedded(tmp
             [{"_id": "big", "title": "Big", "_chunks": [{"content": f"part {i}"} for i in range(1001)]}],
             "make 1,001 memories (chunks): at most 1,000 in one remember",
         ),
+        (  # 12 records of 6,500 entities held the lock for seconds and left the name index behind (review 152)
+            [
+                {"_id": f"r{i}", "title": f"R{i}", "text": "t", "entities": [f"E{i}-{j}" for j in range(900)]}
+                for i in range(12)
+            ],  # fmt: skip
+            "state 10,800 entities, relations, tags and aliases: at most 10,000 in one remember",
+        ),
     ],
 )
 async def test_a_remember_past_its_bounds_is_refused_naming_them(run, tmp_path, records, said):
