@@ -329,8 +329,7 @@ def _fault(ex, done=None):
 def read_only_error(path):
     if copies.is_copy(path):
         return ReadOnlyBrain(
-            f"{path} is a read-only replica (a copy Litestream follows): it can be recalled from; write to its "
-            f"primary (check --repair too: {copies.remake_advice(path)})"
+            f"{path} is a read-only replica (a copy Litestream follows): it can be recalled from; write to its primary"
         )
     return ReadOnlyBrain(
         f"{path} is read-only (the file, its folder or its filesystem): it can be recalled from, "

@@ -15,8 +15,9 @@ from typing import Any
 
 from . import conversation, mentions, validity, values
 from . import state as read_state
-from .connection import Connection, atomic, cannot_write, sqlite3
-from .errors import BrainError
+from .connection import Connection, atomic, cannot_write, main_file, sqlite3
+from .copies import is_copy, remake_advice
+from .errors import BrainError, ReadOnlyBrain
 from .fields import entity_key
 from .schema import (
     CHANGES_TABLE,
@@ -102,7 +103,12 @@ def check(conn: Connection, repair: bool = False) -> dict[str, Any]:
     each is mended in one transaction, the brain is checked again, and the result
     says what was found and, under "unrepaired" ({problem: [ids or details]}), what
     is still there: a repair never claims what it did not reach."""
-    problems = _check(conn, repair)
+    try:
+        problems = _check(conn, repair)
+    except ReadOnlyBrain as ex:  # a replica's copy: made again, not mended (said only here, where it helps)
+        if not is_copy(main_file(conn)):
+            raise
+        raise ReadOnlyBrain(f"{ex}; {remake_advice(main_file(conn))}") from ex
     if repair and problems:
         left = _check(conn)
         if left:

@@ -205,6 +205,15 @@ async def test_a_damaged_replica_says_what_mends_it_there(vault_replica_path, tm
     assert recalled.exit_code == 1 and remade in recalled.output, recalled.output
     repaired = run("brain", "check", copy, "--repair")
     assert repaired.exit_code != 0 and remade in repaired.output, repaired.output
+    # a write to a sound copy says where to write, and no more: how a copy is mended was said to every
+    # writer (review 152)
+    sound = tmp_path / "sound" / "brain.db"
+    sound.parent.mkdir()
+    for suffix in ("", "-txid"):
+        sound.with_name("brain.db" + suffix).write_bytes(vault_replica_path.with_name("brain.db" + suffix).read_bytes())
+    remembered = run("brain", "remember", sound, write(tmp_path / "r.jsonl", '{"text": "a new memory"}\n'))
+    assert remembered.exit_code != 0 and "write to its primary" in remembered.output, remembered.output
+    assert remade not in remembered.output and "repair" not in remembered.output
 
 
 def test_the_command_line_refuses_to_follow_into_a_file_it_did_not_make(run, tmp_path):
