@@ -126,7 +126,9 @@ def evaluate(
     per_query: str | os.PathLike[str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """({"queries": N, "full": M, "no_graph": M, "vector": M, "fts": M, "graph": M},
-    {"abstained": queries the full pipeline abstained on, "seconds": ...}); with
+    {"abstained": queries the full pipeline abstained on, "seconds": ..., "relevant": corpus
+    ids judged relevant, "missing": those no record's _id in the brain}); InputError when
+    none is; with
     `per_query` (a path), each query's metrics are written there as JSON lines."""
     if now:
         parse({"q": "now", "now": now})  # a QueryError naming `now` itself, not the first query's
@@ -152,6 +154,14 @@ def _evaluate(conn, queries, qrels, k, now, progress, lines):
     model_id = recorded_model(conn)
     totals = {mode: {} for mode in MODES}
     judged = [qid for qid in qrels if qid in queries]
+    relevant = {d for qid in judged for d, grade in qrels[qid].items() if grade > 0}
+    missing = relevant - set(external.values())
+    if relevant and missing == relevant:  # every metric 0, and nothing said why (review 152)
+        some = ", ".join(repr(d) for d in sorted(missing)[:3])
+        raise InputError(
+            f"no corpus id the qrels judge relevant ({some}...) is a record _id in this brain: ingest the corpus "
+            "they judge (a BEIR corpus.jsonl), whose records' _id are those ids"
+        )
     abstained = 0
     for qid in judged:
         # more chunks than k, so k distinct records remain after collapsing chunks;
@@ -196,4 +206,5 @@ def _evaluate(conn, queries, qrels, k, now, progress, lines):
     result = {"queries": len(judged)}
     for mode in MODES:
         result[mode] = {name: round(value / n, 4) for name, value in totals[mode].items()}
-    return result, {"abstained": abstained, "seconds": round(time.perf_counter() - started, 1)}
+    seconds = round(time.perf_counter() - started, 1)
+    return result, {"abstained": abstained, "seconds": seconds, "relevant": len(relevant), "missing": len(missing)}

@@ -446,6 +446,12 @@ def eval_(db_path, queries, qrels, k, now, per_query):
     with click.progressbar(length=count, label="Evaluating", file=sys.stderr) as bar:
         result, extra = brain_sql.evaluate(conn, queries, qrels, k=k, now=now, progress=bar.update, per_query=per_query)
     click.echo(json.dumps(result))
+    if extra["missing"]:
+        click.echo(
+            f"{extra['missing']:,} of the {extra['relevant']:,} corpus ids judged relevant are no record's _id in "
+            f"{db_path}: never found, they count as misses",
+            err=True,
+        )
     click.echo(f"{extra['abstained']} abstained; {extra['seconds']}s", err=True)
 
 

@@ -107,6 +107,13 @@ def test_eval_prints_the_exact_shape(run, tmp_path):
     for mode in ("full", "no_graph", "vector", "fts", "graph"):
         assert list(scores[mode]) == ["ndcg@10", "recall@2", "recall@5", "recall@10", "mrr@10"]
     assert scores["fts"]["recall@10"] == 1.0  # a title finds its own record
+    assert "judged relevant" not in result.stderr
+    # a judged id no record holds counts as a miss, and is said to
+    other = tmp_path / "other.tsv"
+    other.write_text(qrels.read_text() + "q0\tno-such-record\t1\n")
+    result = run("brain", "eval", db_path, "--queries", queries, "--qrels", other)
+    assert result.exit_code == 0 and json.loads(result.stdout)["fts"]["recall@10"] < 1.0
+    assert "1 of the 4 corpus ids judged relevant are no record's _id in" in result.stderr, result.stderr
     for k in ("\u0661", "\uff15", "1_0", "0", "101"):  # ASCII digits, 1 to 100, as recall's k
         result = run("brain", "eval", db_path, "--queries", queries, "--qrels", qrels, "--k", k)
         assert result.exit_code == 2 and "Invalid value for '--k': k must be a whole number" in result.output, k
@@ -190,6 +197,8 @@ def test_eval_per_query_writes_each_querys_metrics(run, tmp_path):
         ('{"_id": "q0", "text": "a"}\n', "query-id\tcorpus-id\tscore\nq0\tx\tyes\n", "qrels.tsv:2: score 'yes'"),
         ('{"_id": "q0", "text": "a"}\n', "q0\tx\t1\nq0 y 1\n", "qrels.tsv:2: 1 tab-separated column(s)"),
         ('{"_id": "q0", "text": "a"}\n', "q0\tx\t1\nq0\ty\t\u00b2\n", "qrels.tsv:2: score '\u00b2'"),
+        # review 152: qrels of another corpus scored 0 everywhere without a word
+        ('{"_id": "q0", "text": "a"}\n', "q0\tzzz\t1\n", "no corpus id the qrels judge relevant ('zzz'...)"),
     ],
 )
 def test_eval_names_what_is_wrong_with_its_inputs(run, tmp_path, queries, qrels, message):
