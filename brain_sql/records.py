@@ -13,6 +13,7 @@ version of) instead of a document id made from the file ingested.
 
 import collections
 import csv
+import difflib
 import json
 import re
 from pathlib import Path
@@ -350,7 +351,7 @@ def record_document(path, record, line, where=None):
         elif content is not None and not isinstance(content, str):
             return error(f"{text_key!r} must be text, not {shown(content)}")
         elif not isinstance(content, str) or not content.strip():
-            return error("record has no text: give a non-empty 'content' or 'text'")
+            return error(f"record has no text: give a non-empty 'content' or 'text'{_misspelled_text(record)}")
         elif too_much := content_refusal(content):  # refused before it is chunked, at the cost of its size
             return error(too_much)
         else:
@@ -449,6 +450,16 @@ def _placement(record):
             raise FieldError("'_source_path' and '_version_of' place a record only with its '_document'")
         return None
     return given["_document"], given["_source_path"], given["_version_of"]
+
+
+def _misspelled_text(record):
+    """' (is 'txt' it?)' for a record whose own key is spelled near 'text' or
+    'content' and holds text: a field it keeps as metadata, not its text."""
+    for key, value in record.items():
+        if isinstance(key, str) and isinstance(value, str) and value.strip() and key not in TEXT_KEYS:
+            if difflib.get_close_matches(key.strip().lower(), TEXT_KEYS, n=1, cutoff=0.7):
+                return f" (is {key!r} it?)"
+    return ""
 
 
 def given_chunks(value):

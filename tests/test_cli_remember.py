@@ -79,6 +79,11 @@ def test_remember_from_a_file_in_every_shape(run, db_path, tmp_path, shape):
             "in.jsonl:2: malformed JSON line: Unterminated string starting at column 10",
         ),
         ('{"text": "ok"}\n\n{"title": "no text"}\n', "in.jsonl:3: record 2: record has no text"),
+        # review 152: a misspelled text field is named
+        (
+            '{"txt": "Deploys on Tuesdays"}\n',
+            "in.jsonl:1: record 1: record has no text: give a non-empty 'content' or 'text' (is 'txt' it?)",
+        ),  # fmt: skip
         ('{"text": "ok"}\n{"text": "x", "class": "gossip"}\n', "in.jsonl:2: record 2: class must be one of"),
         ('[{"text": "ok"}, {"text": "x", "expires_at": "soon"}]', "in.jsonl: record 2: "),
         ('{"text": "ok",\n "scope": }', "in.jsonl:2: malformed JSON"),
