@@ -250,7 +250,7 @@ def _flag(name, default):
 FLAG_WORDS = {word: on for on, words in ((True, "1 true yes on"), (False, "0 false no off")) for word in words.split()}
 
 
-def busy_timeout_ms():
+def busy_timeout_ms() -> int:
     """How long a writer waits for the write lock before giving up ($BRAIN_BUSY_TIMEOUT_MS,
     default 30,000): ingest then stops with BrainBusy, /-/remember answers 503."""
     return _whole("BRAIN_BUSY_TIMEOUT_MS", 30_000)

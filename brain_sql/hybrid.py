@@ -247,7 +247,7 @@ def recall(
     return result
 
 
-def model_ready(conn):
+def model_ready(conn: Connection) -> None:
     """Raise what every recall of this brain meets before it reads a memory (a
     ModelError: its model not installed here, or of another width than its vectors),
     in recall's words; the recall canned query's functions say it only to the log."""
