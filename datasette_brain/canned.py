@@ -65,6 +65,7 @@ NEEDS_CHECK = (
 
 FUNCTION_FAILED = b"user-defined function raised exception"  # SQLite's words for a brain_* function's error
 TIME_LIMIT = b"SQL query took too long"  # Datasette's, for a statement its time limit stopped between steps
+WRONG_WIDTH = b"Dimension mismatch"  # sqlite-vec's, for a query vector of another width than the stored ones
 # the query's own page or JSON, which Datasette answers when the statement failed (its own refusals, such as
 # _next with _stream, are its error page); stopped by the progress handler, a statement fails in whatever words
 # the part it stopped has: SQLite's "interrupted", "expected 0 columns for" a CTE, sqlite-vec's "Could not open
@@ -149,9 +150,15 @@ async def _answered(datasette, scope, args, held, cut, failed, send):
     no columns (`held`): `cut` by a time limit, or `failed` in a brain_* function
     otherwise, as answer says. A CSV says nothing of why: it is answered here."""
     error = for_plugin.recall_params_error({name: args.get(name) for name in args})
-    # a brain whose model cannot be used stops every recall, in a brain_* function or in
-    # sqlite-vec ("Dimension mismatch": Datasette's 400): said as /-/recall says it
-    trouble = None if error else await _trouble(links.recall_query_database(datasette, scope))
+    status, body = held[0]["status"], b"".join(part.get("body", b"") for part in held)
+    # a brain whose model cannot be used stops every recall that runs: in a brain_* function, in
+    # sqlite-vec (Datasette's 400 in its words), or as a CSV of no columns; said as /-/recall says it.
+    # Only a query that ran: never Datasette's refusal of the caller (a 403 names no model: review
+    # 152), the caller's own parameters or limit, or a time limit
+    ran = failed or status == 200 or status == 400 and WRONG_WIDTH in body
+    trouble = None
+    if ran and not (error or cut or "_timelimit" in args):
+        trouble = await _trouble(links.recall_query_database(datasette, scope))
     if trouble:
         await (await html_errors.datasette_error(datasette, scope, trouble, 409)).asgi_send(send)
         return

@@ -990,3 +990,22 @@ async def test_a_method_a_route_does_not_take_is_a_405_naming_those_it_does(vaul
     )
     for method in ("GET", "HEAD", "OPTIONS"):
         assert (await private.client.request(method, "/brain.json")).status_code == 200, method
+
+
+@pytest.mark.asyncio
+async def test_a_caller_refused_the_brain_learns_nothing_of_its_model(vault_brain_copy):
+    """The recall canned query names a model that cannot be used only to whoever ran it:
+    a caller the database refuses gets Datasette's 403, also as CSV, whose every answer
+    the plugin holds (it was a 409 naming the model: review 152)."""
+    conn = brain_sql.connect(vault_brain_copy)
+    conn.execute("update brain_meta set value = 'nope/model' where key = 'model'")
+    conn.close()
+    datasette = Datasette([str(vault_brain_copy)], metadata={"databases": {"brain": {"allow": {"id": "owner"}}}})
+    for path in ("/brain/recall.csv?q=graph+leg", "/brain/recall.csv?q=graph+leg&_stream=on", CANNED_JSON):
+        response = await datasette.client.get(path)
+        assert response.status_code == 403 and "nope/model" not in response.text, (path, response.text[:300])
+    owner = {"ds_actor": datasette.sign({"a": {"id": "owner"}}, "actor")}
+    response = await datasette.client.get("/brain/recall.csv?q=graph+leg", cookies=owner)
+    assert response.status_code == 409 and "nope/model" in response.text, response.text[:300]
+    response = await datasette.client.get("/brain/recall.csv?q=graph+leg&_timelimit=1", cookies=owner)
+    assert response.status_code != 409, response.text[:300]  # the caller's own limit, answered as it is
