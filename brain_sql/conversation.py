@@ -1235,14 +1235,16 @@ def said_day(conn, document_id):
 
 def stored_without_day(metadata, context):
     """Whether a stored turn (its row's metadata and context) was stored without the
-    day it was said: its context's first line names its speaker and no day. Its
-    observed_at is only when it was stored: an export leaves it out, as its record
-    did, or the export ingested would say the turn that day (review 152)."""
+    day it was said: its context's first line is its speaker's name alone, or ends
+    with no day (plain SQL may have renamed the speaker since: "Caroline Smith, 8 May
+    2023" is said on a day whoever the metadata names now). Its observed_at is only
+    when it was stored: an export leaves it out, as its record did, or the export
+    ingested would say the turn that day (review 152)."""
     turn = _stored_turn(metadata) if context else None
     if turn is None:
         return False
-    name, first = own_lines(turn[0], None, "")[0], context.split("\n", 1)[0]
-    return first.startswith(name) and not _DAY.match(first[len(name) :])
+    first = context.split("\n", 1)[0]
+    return first == own_lines(turn[0], None, "")[0] or _DAY.search(first) is None
 
 
 def turns_before(conn, document_id, session, scope):

@@ -990,3 +990,27 @@ def test_a_turn_stored_without_a_day_exports_without_one(tmp_path):
     copy = imported(first, tmp_path)
     assert rows(copy, "select id, title, context from knowledge order by id") == before
     assert exported(copy) == first
+
+
+def test_a_turn_said_on_a_day_keeps_it_in_its_export_whatever_its_speaker_is_called_now(tmp_path):
+    """A turn said on 8 May 2023 whose speaker plain SQL renamed since ("Caroline Smith"
+    to "Caroline") is still said that day: its export states its observed_at (an early
+    reading of review 152's fix took "Caroline Smith, 8 May 2023" for "Caroline"
+    and a line of no day, and the turn's day was lost)."""
+    said = {
+        "_id": "t1",
+        "text": "Ship it.",
+        "speaker": "Caroline Smith",
+        "session_id": "s1",
+        "observed_at": "2023-05-08",
+    }
+    brain = brain_sql.connect(tmp_path / "brain.db")
+    assert not brain_sql.ingest(brain, [write(tmp_path / "turns.jsonl", json.dumps(said) + "\n")]).errors
+    brain.execute("update knowledge set metadata = json_set(metadata, '$.speaker', 'Caroline')")
+    [record] = [json.loads(line) for line in exported(brain).splitlines()]
+    assert record["observed_at"] == "2023-05-08 00:00:00"
+    copy = imported(exported(brain), tmp_path)
+    assert copy.execute("select context, observed_at from knowledge").fetchone() == (
+        "Caroline, 8 May 2023",
+        "2023-05-08 00:00:00",
+    )
