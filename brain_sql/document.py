@@ -382,7 +382,7 @@ def names_size(value):
         value = value.split(",")
     if not isinstance(value, list) or not all(isinstance(name, str) for name in value):
         return expanded_size(value)
-    return 1 + sum(written_length(name.strip()) - 1 for name in value if name.strip())
+    return sum(written_length(name.strip()) + 2 for name in value if name.strip())  # '"name", ' each, in a list
 
 
 def written_length(text):

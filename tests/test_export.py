@@ -220,7 +220,11 @@ def at_the_limit():
                 "text": "t",
                 "entities": [chr(0x4E00 + i) for i in range(n // 3)],
             }
-        yield {"title": f"tags {n}", "text": "t", "tags": ",".join(f"{i:04x}" for i in range((n - 40) // 5))}
+        yield {
+            "title": f"tags {n}",
+            "text": "t",
+            "tags": ",".join(f"{i:04x}" for i in range((n - 40) // 8)),
+        }  # '"0a1f", ' stored
 
 
 def test_whatever_ingest_took_at_the_limit_its_export_gives_back(tmp_path):
@@ -1014,3 +1018,17 @@ def test_a_turn_said_on_a_day_keeps_it_in_its_export_whatever_its_speaker_is_cal
         "Caroline, 8 May 2023",
         "2023-05-08 00:00:00",
     )
+
+
+def test_tags_count_as_they_are_stored(tmp_path):
+    """Tags are stored as a JSON list on every memory of their record, each name in
+    quotes and a comma: 10,000 tags of three letters are 70,000 characters (counted as
+    the names and a comma, 40,000, they went in: review 152)."""
+    tags = [f"{i:03x}" for i in range(10_000)]
+    brain = brain_sql.connect(tmp_path / "brain.db")
+    path = write(tmp_path / "t.jsonl", json.dumps({"_id": "t", "title": "T", "text": "t", "tags": tags}) + "\n")
+    report = brain_sql.ingest(brain, [path])
+    assert [e.message for e in report.errors] == ["its fields and metadata come to more than 64,000 bytes"]
+    path = write(tmp_path / "u.jsonl", json.dumps({"_id": "u", "title": "U", "text": "t", "tags": tags[:8_000]}) + "\n")
+    assert not brain_sql.ingest(brain, [path]).errors
+    assert len(brain.execute("select tags from knowledge").fetchone()[0]) <= 64_000
