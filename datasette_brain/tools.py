@@ -601,6 +601,9 @@ async def writable_brain(datasette, actor, database, db=None):
     return db
 
 
+WRITE_QUEUE_FLOOR_SECONDS = 1.0  # the least a write waits for its turn in Datasette's write queue
+
+
 async def write(db, operation):
     """`operation(conn)` on the brain's write connection, Datasette's write thread.
     What it raises is raised here, to be answered as any error is, and only here:
@@ -623,9 +626,13 @@ async def write(db, operation):
             return None, ex
 
     written = asyncio.ensure_future(db.execute_write_fn(caught, block=True))
-    timeout = for_plugin.busy_timeout_ms() / 1000
-    try:  # a busy timeout of 0 (no wait for the lock) leaves the queue unbounded, as before
-        result, failure = await asyncio.wait_for(asyncio.shield(written), timeout or None)
+    # at least a second: the write thread's start and its connection's opening are no other write's
+    # turn (with a busy timeout of 1 ms an idle server's first write was a 503); 0, no wait for the
+    # lock, leaves the queue unbounded, as before
+    busy = for_plugin.busy_timeout_ms() / 1000
+    timeout = max(busy, WRITE_QUEUE_FLOOR_SECONDS)
+    try:
+        result, failure = await asyncio.wait_for(asyncio.shield(written), timeout if busy else None)
     except asyncio.TimeoutError:
         with guard:
             if turn[0] == "queued":
