@@ -162,7 +162,7 @@ async def _answered(datasette, scope, args, held, cut, failed, send):
     if trouble:
         await (await html_errors.datasette_error(datasette, scope, trouble, 409)).asgi_send(send)
         return
-    said = held[0]["status"] != 200  # Datasette's page or JSON names what failed
+    said = status != 200  # Datasette's page or JSON names what failed
     failed = failed and not (error and said)
     retry = {"Retry-After": str(tools.RETRY_AFTER_SECONDS)}
     own = "_timelimit" in args
