@@ -75,6 +75,7 @@ _OPERATIONS = {
     "examples": ".browse",
     "prepare_remember": ".pipeline",
     "write_remember": ".pipeline",
+    "finish_remember": ".pipeline",
 }
 
 __all__ = [
@@ -112,6 +113,8 @@ __all__ = [
     # on the write connection, so that the write holds the write lock (Datasette's write thread) only to write
     "prepare_remember",
     "write_remember",
+    # the edges its text's names make that the write's transaction left, in transactions of their own
+    "finish_remember",
     # what `brain remember` reads from its file or stdin, bounded; options checked before a file is made
     "read_input",
     "check_options",

@@ -3,9 +3,10 @@ at word boundaries) ties its document to that entity, so the graph leg can hop
 between documents that never link to each other.
 
 Work is queued in brain_mention_queue (made by a migration) inside each
-document's transaction and done by `resolve_mentions` (a remember's, in its own
-transaction) or a `Resolution` step by step (ingest's, in short transactions of
-their own), so an interrupted ingest is finished by the next one. A step reads
+document's transaction and done by a `Resolution` step by step, in short
+transactions (a remember's first step in its own, the rest in ones of their
+own after it; ingest's in its turns), so what an interrupted writer left is
+finished by the next ingest, or `check --repair` (`resolve_mentions`, at once). A step reads
 its own part of the work, and again only the entities the change log names since
 the step before: its cost grows with what it matches, not with the brain.
 
@@ -43,6 +44,7 @@ from .config import (
     MENTION_MIN_CHARS,
     MENTION_SCAN_CHUNKS_PER_ENTITY,
     MENTION_SCAN_CHUNKS_PER_PHRASE,
+    MENTION_STEP_EDGES,
 )
 from .connection import main_file
 from .lexical import tokens
@@ -262,9 +264,10 @@ class Resolution:
         return self
 
     def step(self, deadline=None):
-        """Match until `deadline` (time.perf_counter) has passed, at least one chunk
-        or entity, or all when None; returns whether anything is left to match.
-        A step's own work grows with what it matches, not with all there is to match."""
+        """Match until `deadline` (time.perf_counter) has passed or MENTION_STEP_EDGES
+        edges are found, at least one chunk or entity, or all when None; returns
+        whether anything is left to match. A step's own work grows with what it
+        matches, not with all there is to match."""
         if self.upto < len(self.chunk_ids):
             if self._chunks(deadline):
                 return True
@@ -318,14 +321,14 @@ class Resolution:
             # chunks without a row here (gone, or of no document entity) are done too
             for row in self.conn.execute(f"{_CHUNKS} and {_IN} order by k.id", [json.dumps(part)]):
                 edges |= _edges([row], self.names)
-                if _passed(deadline):
+                if _full(deadline, edges):
                     done = row[0]
                     break
             finished = [i for i in part if i <= done]
             self.matched.update(finished)
             self._unqueue("chunk", finished)
             self.upto = bisect.bisect_right(self.chunk_ids, done)
-            if _passed(deadline):
+            if _full(deadline, edges):
                 break
         self._add(edges)
         return self.upto < len(self.chunk_ids)
@@ -344,7 +347,7 @@ class Resolution:
         for found, finished in self.looking:
             edges |= found
             done += finished
-            if _passed(deadline):
+            if _full(deadline, edges):
                 left = True
                 break
         self._add(edges)
@@ -450,6 +453,11 @@ def _edges(rows, names):
 
 def _passed(deadline):
     return deadline is not None and time.perf_counter() >= deadline
+
+
+def _full(deadline, edges):
+    """Whether a step with `deadline` stops matching, to write the `edges` it found."""
+    return deadline is not None and (len(edges) >= MENTION_STEP_EDGES or time.perf_counter() >= deadline)
 
 
 def _fts_candidates(conn, entities, counts=None):

@@ -36,6 +36,7 @@ from .config import (
     MAX_REMEMBER_NAMES,
     MAX_REMEMBER_RECORDS,
     MAX_TITLE_CHARS,
+    MENTION_REMEMBER_SECONDS,
     requested_model,
 )
 from .connection import Connection, Turns, atomic, main_file, open_connection, write_failures
@@ -120,6 +121,8 @@ class IngestReport:
     relationships: int = 0
     errors: list[IngestError] = field(default_factory=list)
     seconds: float = 0.0
+    # a remember's mention matching left for transactions of their own (finish_remember)
+    unfinished: Any = field(default=None, repr=False, compare=False)
 
     def answer(self, ids: list[list[int]]) -> dict[str, Any]:
         """What a remember of these records answers, over HTTP, MCP and `remember --json`
@@ -611,7 +614,10 @@ def remember(
     check_options(scope, klass, source, domain)  # a refused default migrates nothing
     migrate(conn)
     prepared = prepare_remember(conn, records, scope=scope, klass=klass, source=source, domain=domain, lines=lines)
-    return write_remember(conn, prepared)
+    report, ids = write_remember(conn, prepared)
+    while finish_remember(conn, report):
+        pass
+    return report, ids
 
 
 def prepare_remember(
@@ -678,6 +684,26 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
         ]
     report.seconds = time.perf_counter() - started
     return report, ids
+
+
+def finish_remember(conn: Connection, report: IngestReport) -> bool:
+    """Match more of the mentions a remember's transaction left (`report.unfinished`),
+    in a transaction of its own taken as a bulk writer's; returns whether any are left.
+    The memories are stored already: a failure here leaves the rest queued, for the
+    next ingest or `check --repair`."""
+    resolution = report.unfinished
+    if resolution is None:
+        return False
+    before = resolution.added
+    with write_failures("the memories are stored, but not yet all the edges their text's names make"):
+        with atomic(conn, bulk=True):
+            left = resolution.step(time.perf_counter() + MENTION_REMEMBER_SECONDS)
+            if not left:
+                prune_changes(conn, CHANGE_LOG_KEEP)
+    report.relationships += resolution.added - before
+    if not left:
+        report.unfinished = None
+    return left
 
 
 def _remembered(
@@ -1332,10 +1358,14 @@ class _Pipeline:
         if self.writer.decisions_to_carry():
             with contextlib.nullcontext() if self.all_or_none else atomic(self.conn):
                 self.writer.carry_decisions()
-        if self.all_or_none:  # a remember: its own mentions, in its caller's transaction
+        if self.all_or_none:  # a remember: its own mentions, in its caller's transaction as far as they go
             mentioned = self.writer.mentioned
-            self.report.relationships += mentions.resolve_mentions(self.conn, mentioned["chunk"], mentioned["entity"])
-            prune_changes(self.conn, CHANGE_LOG_KEEP)
+            resolution = mentions.Resolution(self.conn, mentioned["chunk"], mentioned["entity"])
+            if resolution.step(time.perf_counter() + MENTION_REMEMBER_SECONDS):
+                self.report.unfinished = resolution  # the rest in transactions of their own: finish_remember
+            else:
+                prune_changes(self.conn, CHANGE_LOG_KEEP)
+            self.report.relationships += resolution.added
             return
         # the snapshot's postings, built by a second process while the mentions are found here
         read_state.persist_ahead(self.conn)

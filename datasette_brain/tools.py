@@ -604,7 +604,7 @@ async def writable_brain(datasette, actor, database, db=None):
 WRITE_QUEUE_FLOOR_SECONDS = 1.0  # the least a write waits for its turn in Datasette's write queue
 
 
-async def write(db, operation):
+async def write(db, operation, bounded=True):
     """`operation(conn)` on the brain's write connection, Datasette's write thread.
     What it raises is raised here, to be answered as any error is, and only here:
     that thread also writes each exception it sees to stderr, which for `brain mcp`
@@ -612,7 +612,8 @@ async def write(db, operation):
     than the busy timeout, behind others, is a 503 that writes nothing, as one
     waiting that long for the lock is: queued behind large remembers, a one-line
     remember waited 107 s and was a 201 (review 152). One the thread has begun
-    is waited for: it holds the lock, and ends."""
+    is waited for: it holds the lock, and ends. Not `bounded`: the rest of a
+    write already made, waited for however long its turn takes."""
     turn, guard = ["queued"], threading.Lock()
 
     def caught(conn):
@@ -632,7 +633,7 @@ async def write(db, operation):
     busy = for_plugin.busy_timeout_ms() / 1000
     timeout = max(busy, WRITE_QUEUE_FLOOR_SECONDS)
     try:
-        result, failure = await asyncio.wait_for(asyncio.shield(written), timeout if busy else None)
+        result, failure = await asyncio.wait_for(asyncio.shield(written), timeout if busy and bounded else None)
     except asyncio.TimeoutError:
         with guard:
             if turn[0] == "queued":
@@ -659,6 +660,10 @@ async def remember(datasette, actor, database, body, db=None):
     report, ids = prepared.report, []
     if not report.errors:
         report, ids = await write(db, lambda conn: for_plugin.write_remember(conn, prepared))
+        # the edges its text's names make that its transaction left: each step a write of its own,
+        # so that writes queued meanwhile take their turns between them
+        while await write(db, lambda conn: for_plugin.finish_remember(conn, report), bounded=False):
+            pass
     if report.errors:
         raise ApiError("; ".join(e.message for e in report.errors))
     return report.answer(ids)

@@ -503,3 +503,62 @@ def test_a_repair_of_stale_quotes_waits_for_the_lock_then_rewrites_them_all(tmp_
     assert done and "stale_quotes" in done[0]
     assert conn.execute("select context from knowledge where external_id = 'T3'").fetchone()[0] == fresh
     assert check(conn) == {}
+
+
+def _naming_record():
+    """One record of 20 memories, each naming 30 of the 60 entities it states: 600 mention edges."""
+    names = [f"Zq{j:03d}" for j in range(60)]
+    chunks = [{"content": " ".join(names[(i * 7 + k) % 60] for k in range(30))} for i in range(20)]
+    return {"_id": "big", "title": "Big", "entities": names, "_chunks": chunks}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("door", ["python", "server"])
+async def test_a_remember_writes_the_edges_its_names_make_in_bounded_transactions(tmp_path, monkeypatch, door):
+    """The mentions a remember's text makes past a step's worth are written in
+    transactions of their own after its own, each a write of the server's queue that
+    others take turns with (a 1 MB remember made 130,870 and held the lock 2-5 s:
+    review 152); the edges are those written at once, and none is left undone."""
+    whole = tmp_path / "whole.db"
+    brain_sql.remember(brain_sql.connect(whole), [_naming_record()])
+    monkeypatch.setattr(brain_sql.mentions, "MENTION_STEP_EDGES", 100)
+    transactions, queued = [], []
+    real_atomic = pipeline.atomic
+
+    def counted_atomic(conn, *args, **kwargs):
+        if not conn.in_transaction:
+            transactions.append(1)
+        return real_atomic(conn, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "atomic", counted_atomic)
+    db_path = tmp_path / "brain.db"
+    if door == "python":
+        brain_sql.remember(brain_sql.connect(db_path), [_naming_record()])
+    else:
+        brain_sql.migrate(brain_sql.connect(db_path))
+        datasette = Datasette([str(db_path)], metadata=WRITER)
+        database = datasette.get_database("brain")
+        real_queue = database.execute_write_fn
+
+        async def each_queued(fn, block=True):
+            queued.append(fn)
+            return await real_queue(fn, block=block)
+
+        monkeypatch.setattr(database, "execute_write_fn", each_queued)
+        response = await datasette.client.post("/brain/-/remember", json=_naming_record())
+        assert response.status_code == 201, response.text
+        assert len(queued) == len(transactions) >= 5  # each step a write of its own
+    assert len(transactions) >= 5  # 600 edges, 100 a step (and its chunk's rest)
+    conn = brain_sql.connect(db_path)
+    assert _mentioned(conn) == _mentioned(brain_sql.connect(whole)) and len(_mentioned(conn)) >= 600
+    assert conn.execute("select count(*) from brain_mention_queue").fetchone()[0] == 0
+
+
+def _mentioned(conn):
+    """{(the memory's chunk number, the entity it names)} of every mention edge."""
+    return set(
+        conn.execute(
+            "select k.chunk_index, e.name from relationships r join knowledge k on k.id = r.knowledge_id "
+            "join entities e on e.id = r.to_entity_id where r.relation_type = 'mentions'"
+        ).fetchall()
+    )
