@@ -706,7 +706,26 @@ def remember(db_path, file, scope, klass, source, domain, as_json):
         f"{counted(len(records), 'record')}: {answer['added']} added, {answer['updated']} updated, "
         f"{answer['unchanged']} unchanged"
     )
-    click.echo(f"ids: {json.dumps(ids)}")
+    click.echo(f"memory ids: {_memory_ids(ids)}")
+
+
+def _memory_ids(ids):
+    """Each record's memory ids, runs as first-last: `2, 3` when each record made
+    one, else `4-6 (record 1); 7 (record 2)`."""
+    if all(len(made) == 1 for made in ids):
+        return ", ".join(str(made[0]) for made in ids)
+    return "; ".join(f"{_runs(made)} (record {number})" for number, made in enumerate(ids, 1))
+
+
+def _runs(numbers):
+    """`numbers` with each run of consecutive ones as first-last: 4-6, 9."""
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
 def _say_refused(report, name):

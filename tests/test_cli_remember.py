@@ -38,7 +38,7 @@ def test_remember_from_stdin_then_update(db_path):
     assert result.exit_code == 0, result.output
     conn = brain_sql.connect(db_path)
     [[memory_id]] = rows(conn, "select id from knowledge where external_id = 'm-1'")
-    assert result.output == f"1 record: 1 added, 0 updated, 0 unchanged\nids: [[{memory_id}]]\n"
+    assert result.output == f"1 record: 1 added, 0 updated, 0 unchanged\nmemory ids: {memory_id}\n"
     edited = {**DEPLOY, "text": "Deploys happen on Wednesdays."}
     result = piped("brain", "remember", db_path, "-", "--json", input=json.dumps(edited))
     assert result.exit_code == 0, result.output
@@ -319,3 +319,20 @@ def test_a_write_command_ends_when_it_has_committed_though_a_reader_holds_the_lo
     assert done.returncode == 0, done.stderr
     reader.execute("rollback")
     assert rows(brain_sql.connect(db_path), "select external_id from knowledge order by 1") == [("a",), ("b",)]
+
+
+def test_remember_names_each_records_memory_ids(db_path):
+    """One id a record reads as a list; a record of several memories as their run, by record."""
+    records = [
+        {"_id": "x", "title": "X", "_chunks": [{"content": f"part {i}"} for i in range(3)]},
+        {"_id": "y", "text": "one memory"},
+    ]
+    result = piped("brain", "remember", db_path, input=json.dumps(records))
+    assert result.exit_code == 0, result.output
+    conn = brain_sql.connect(db_path)
+    x = [i for (i,) in rows(conn, "select id from knowledge where external_id = 'x' order by chunk_index")]
+    [[y]] = rows(conn, "select id from knowledge where external_id = 'y'")
+    assert result.output.splitlines()[-1] == f"memory ids: {x[0]}-{x[-1]} (record 1); {y} (record 2)"
+    result = piped("brain", "remember", db_path, input=json.dumps([{"text": "a"}, {"text": "b"}]))
+    a, b = (i for (i,) in rows(conn, "select id from knowledge where content in ('a', 'b') order by content"))
+    assert result.output.splitlines()[-1] == f"memory ids: {a}, {b}"
