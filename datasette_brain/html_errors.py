@@ -10,9 +10,17 @@ from brain_sql import for_plugin
 from . import routes, tools
 from .tools import ApiError
 
-# any other URL under a page's path (/-/memory/1/x, /-/decayed.csv); one that ends
-# in / is left to Datasette, which sends it to the URL without
-OTHER_PAGE_PATHS = r"^/(?P<database>[^/]+)/-/(brain|memory|entity|entities|decayed)[/.].*(?<!/)$"
+# any other URL under a page's or an API route's path (/-/memory/1/x, /-/decayed.csv,
+# /-/memories without its .json); one that ends in / is left to Datasette, which sends
+# it to the URL without. Datasette read the rest as a row of a table named "-": its
+# "Invalid SQL" page, and its log the whole error twice (review 152)
+OTHER_PAGE_PATHS = (
+    r"^/(?P<database>[^/]+)/-/(?:(?P<name>brain|memory|entity|entities|decayed|memories|export|recall|verify"
+    r"|remember|forget|replica)[/.].*(?<!/)|(?P<bare>memories|export|memory|entity))$"
+)
+# where a URL missing its form was meant to go, said in the 404
+API_NAMES = {"memories", "export", "recall", "verify", "remember", "forget", "replica"}
+MEANT = {"memories": "-/memories.json", "export": "-/export.jsonl", "memory": "-/memory/ID", "entity": "-/entity/ID"}
 
 TITLES = {
     400: "Bad request",
@@ -61,7 +69,13 @@ async def no_such_page(datasette, request):
     """A URL under a page's path that is no page: the pages' 404, answered here
     rather than raised, so that Datasette's exception handling (which fails under
     its test client when rich is installed) never runs for a page's URL."""
-    raise ApiError("no such page", 404)
+    name = request.url_vars.get("name") or request.url_vars.get("bare")
+    said, database = "no such page", tools.url_database(datasette, request)
+    if name in MEANT and database in datasette.databases:
+        said += f": did you mean {datasette.urls.database(database)}/{MEANT[name]}?"
+    if name in API_NAMES:  # an API route's client reads JSON
+        return routes.error(said, 404)
+    raise ApiError(said, 404)
 
 
 async def datasette_error(datasette, scope, message, status, headers=None):

@@ -420,7 +420,8 @@ async def entities_page(datasette, request):
     pages = max(1, -(-found["total"] // for_plugin.ENTITY_PAGE_ROWS))
     links = {
         "next": path_with_replaced_args(request, {"page": str(page + 1)}) if page < pages else None,
-        "previous": path_with_replaced_args(request, {"page": str(page - 1)}) if page > 1 else None,
+        # past the last page (rows forgotten since, or a page number typed), back to the last
+        "previous": path_with_replaced_args(request, {"page": str(min(page - 1, pages))}) if page > 1 else None,
     }
     if wants_json(request):
         return Response.json(
@@ -528,7 +529,7 @@ async def decayed_page(datasette, request):
     pages = max(1, -(-count // size))
     links = {
         "next": here + decayed_query(selected, page + 1, size) if page < pages else None,
-        "previous": here + decayed_query(selected, page - 1, size) if page > 1 else None,
+        "previous": here + decayed_query(selected, min(page - 1, pages), size) if page > 1 else None,
     }
     if wants_json(request):
         return Response.json(

@@ -233,3 +233,37 @@ async def test_a_row_url_with_too_few_or_too_many_key_values_is_not_found(datase
         if path.endswith(".json"):
             assert response.json()["ok"] is False
     assert (await datasette.client.get("/demo/knowledge/1.json")).status_code == 200
+
+
+@pytest.mark.asyncio
+async def test_an_api_url_missing_its_form_says_where_it_is(datasette):
+    """/-/memories without its .json, /-/export without its .jsonl: a 404 naming the
+    URL meant, as JSON for an API's client; Datasette read them as a row of a table
+    named "-" (its "Invalid SQL" page, review 152)."""
+    for path, meant in [
+        ("/demo/-/memories", "/demo/-/memories.json"),
+        ("/demo/-/memories.csv", "/demo/-/memories.json"),
+        ("/demo/-/export", "/demo/-/export.jsonl"),
+        ("/demo/-/export.json", "/demo/-/export.jsonl"),
+    ]:
+        response = await datasette.client.get(path)
+        assert response.status_code == 404, path
+        assert response.json()["error"] == f"no such page: did you mean {meant}?", path
+    page = await datasette.client.get("/demo/-/memory")
+    assert page.status_code == 404 and "did you mean /demo/-/memory/ID?" in page.text
+    assert page.headers["content-type"].startswith("text/html")
+    unknown = await datasette.client.get("/nope/-/memories")
+    assert unknown.status_code == 404 and unknown.json()["error"] == "no such page"
+    assert (await datasette.client.get("/demo/-/recall.json")).status_code == 404
+
+
+@pytest.mark.asyncio
+async def test_a_page_past_the_last_says_so_and_leads_back_to_the_last(datasette):
+    listed = (await datasette.client.get("/demo/-/entities.json")).json()
+    past = (await datasette.client.get("/demo/-/entities.json?page=999")).json()
+    assert past["rows"] == [] and past["previous"] == f"/demo/-/entities.json?page={listed['pages']}"
+    page = (await datasette.client.get("/demo/-/entities?page=999")).text
+    assert f"page 999 is past the last, page {listed['pages']}" in page
+    decayed = (await datasette.client.get("/demo/-/decayed.json?page=999")).json()
+    assert decayed["rows"] == [] and decayed["pages"] < 999
+    assert (await datasette.client.get(decayed["previous"])).json()["page"] == decayed["pages"]
