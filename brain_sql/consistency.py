@@ -15,8 +15,10 @@ from typing import Any
 
 from . import conversation, mentions, validity, values
 from . import state as read_state
+from .config import MAX_METADATA_BYTES
 from .connection import Connection, atomic, cannot_write, main_file, sqlite3
 from .copies import is_copy, remake_advice
+from .document import over_budget, oversized
 from .errors import BrainError, ReadOnlyBrain
 from .fields import entity_key
 from .schema import (
@@ -63,7 +65,7 @@ from .vectors import (
     vec_metadata_values,
     vector_dimension,
 )
-from .writer import edited, restate, rewrite_contexts
+from .writer import FIELD_COLUMNS, edited, restate, rewrite_contexts
 
 
 def _ids(conn, sql, params=()):
@@ -114,6 +116,46 @@ def check(conn: Connection, repair: bool = False) -> dict[str, Any]:
         if left:
             problems["unrepaired"] = left
     return problems
+
+
+# past this many characters of a memory's metadata, tags, _id and fields together, what ingest
+# counts of them may pass MAX_METADATA_BYTES: it counts no more than 4/3 of what they store
+# (a tag's quotes and separator), and 12 times what a plain-SQL value stores unescaped
+_OVERSIZED_FROM = MAX_METADATA_BYTES // 12
+
+
+def _oversized(conn):
+    """The documents whose first memory holds more fields and metadata than ingest
+    takes now (document.oversized and over_budget, as an export of it is counted):
+    an older version counted metadata's characters, not the \\u escapes JSON stores
+    them as (review 152). Each named with why."""
+    lengths = " + ".join(
+        f"length(coalesce([{column}], ''))" for column in ("metadata", "tags", "external_id", *FIELD_COLUMNS)
+    )
+    columns = ", ".join(f"[{column}]" for column in FIELD_COLUMNS)
+    found, seen = [], set()
+    for document_id, external_id, tags, metadata, *fields in conn.execute(
+        f"select document_id, external_id, tags, metadata, {columns} from knowledge "
+        f"where {lengths} > ? order by document_id, chunk_index, id",
+        [_OVERSIZED_FROM],
+    ):
+        if document_id in seen:
+            continue
+        seen.add(document_id)
+        raw = {"_id": external_id, "tags": _loaded(tags), "metadata": _loaded(metadata)}
+        size = oversized({key: value for key, value in raw.items() if value is not None})
+        why = size if isinstance(size, str) else over_budget(size, dict(zip(FIELD_COLUMNS, fields)))
+        if why:
+            found.append(f"document {document_id!r:.80}: {why}")
+    return found
+
+
+def _loaded(text):
+    """A JSON column's value, or its text when it holds none (kept as an export keeps it)."""
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError:
+        return text
 
 
 def _check(conn, repair=False):
@@ -233,6 +275,9 @@ def _check(conn, repair=False):
         # wrote: it holds nothing, and the next ingest judges that folder or file afresh; repaired by
         # removal, the one row of all holds written again with what it holds readably (mend_holds)
         "unreadable_holds": [key for kind in (PRUNE_HELD_KEY, FILE_HELD_KEY) for key in holds(conn, kind).unreadable],
+        # records an older version stored with more fields and metadata than ingest takes now: their export
+        # is refused when ingested again; not repaired, as what to leave out is the user's to say
+        "oversized_records": _oversized(conn),
     }
     problems.update({name: items for name, items in found.items() if items})
     if repair and problems:

@@ -968,6 +968,33 @@ def test_metadata_past_ascii_counts_as_it_is_stored(tmp_path):
     assert exported(imported(first, tmp_path)) == first
 
 
+@pytest.mark.parametrize(
+    "metadata, tags, refused",
+    [
+        ({"k": "\U0001f600" * 5330}, None, False),
+        ({"k": "\U0001f600" * 5340}, None, True),
+        ({"k": "a" * 63_900}, None, False),
+        ({"k": "x"}, [f"t{i:05d}" for i in range(7_000)], True),
+        ({"k": "x"}, [f"t{i:05d}" for i in range(6_000)], False),
+    ],
+)
+def test_check_names_a_record_an_older_version_stored_past_the_limit_as_counted_now(tmp_path, metadata, tags, refused):
+    """Before 7 December 2026 metadata's characters counted one each, a tag its name
+    and a comma: a record stored so may be past the limit as counted now, and its export
+    is refused when ingested again (review 152). `check` names it beforehand, exactly
+    those ingest refuses (written here with plain SQL, as an older version stored them)."""
+    brain = brain_sql.connect(tmp_path / "brain.db")
+    report, _ = brain_sql.remember(brain, [{"_id": "old", "title": "Old", "text": "Kept from before."}])
+    assert not report.errors
+    with brain:
+        brain.execute("update knowledge set metadata = ?, tags = ?", [json.dumps(metadata), tags and json.dumps(tags)])
+    found = brain_sql.check(brain).get("oversized_records", [])
+    copy = brain_sql.connect(tmp_path / "copy.db")
+    report = brain_sql.ingest(copy, [write(tmp_path / "export.jsonl", exported(brain))])
+    assert [e.message for e in report.errors] == (["its fields and metadata come to more than 64,000 bytes"] * refused)
+    assert found == (["document 'remember#old': its fields and metadata come to more than 64,000 bytes"] * refused)
+
+
 def test_a_turn_stored_without_a_day_exports_without_one(tmp_path):
     """A turn whose record gave no observed_at is said on no day: its context names
     its speaker alone, and its observed_at is when it was stored. Its export stated
