@@ -605,8 +605,10 @@ def remember(
     Returns (IngestReport, [[knowledge ids] per record]); when any record is
     malformed nothing is written and the report's errors say which and why
     (`lines`, the line each record starts on in its input, puts it in them). The
-    whole call is one transaction, holding the write lock only to write: its
-    records are read, checked and embedded before (prepare_remember). At most
+    records are written in one transaction, holding the write lock only to write:
+    they are read, checked and embedded before (prepare_remember); the mention edges
+    their text makes past a quarter second's matching follow in transactions of
+    their own (finish_remember), done before this returns. At most
     MAX_REMEMBER_RECORDS records and MAX_REMEMBER_CHUNKS chunks (FieldError past
     them). When writing fails (BrainBusy when another writer held the lock too
     long), nothing is stored and WriteError is raised.
