@@ -140,13 +140,14 @@ MENTION_INDEX_CHARS_PER_NAME = 100
 # and until then mentions are matched against every name.
 MENTION_INDEX_REMEMBER_SECONDS = 0.2
 # A remember's mentions are matched in its own transaction for up to this long
-# (default 0.25 s), and what is left in transactions of their own after it, each as
-# long, which the remember waits for: a 1 MB remember naming 130 of its entities in
-# each of its 1,000 chunks wrote 130,870 edges and held the write lock 2-5 s (review 152).
+# (default 0.25 s), and what is left in transactions of their own after it, each
+# matching as long, which the remember waits for: a 1 MB remember naming 130 of its
+# entities in each of its 1,000 chunks wrote 130,870 edges and held the write lock
+# 2-5 s (review 152); now each transaction holds it about half a second at most.
 MENTION_REMEMBER_SECONDS = 0.25
 # A step of mention matching (a remember's, an ingest's) stops finding edges past
-# this many, to write them: about 12 microseconds an edge, so a quarter of a second.
-MENTION_STEP_EDGES = 20_000
+# this many, to write them: about 12 microseconds an edge, so 0.12 s.
+MENTION_STEP_EDGES = 10_000
 # Older chunks are searched for the entities new in a run through FTS5 while they
 # are more than this many per new entity, else by reading all their text: a lookup
 # by a name's rare words (below) costs about as much as reading 10 chunks, one by

@@ -53,7 +53,7 @@ from .document import (
     wide_text,
 )
 from .embed import get_model, grouping_free
-from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused, SettingError
+from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused, SettingError, WriteError
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
 from .mounts import MOUNTS_KEY, Mounts
@@ -123,6 +123,8 @@ class IngestReport:
     seconds: float = 0.0
     # a remember's mention matching left for transactions of their own (finish_remember)
     unfinished: Any = field(default=None, repr=False, compare=False)
+    # why a remember's memories are stored without all the edges their text's names make
+    warning: str | None = None
 
     def answer(self, ids: list[list[int]]) -> dict[str, Any]:
         """What a remember of these records answers, over HTTP, MCP and `remember --json`
@@ -139,6 +141,7 @@ class IngestReport:
                 "unchanged": self.chunks_unchanged,
                 "removed": self.chunks_removed,
             },
+            **({"warning": self.warning} if self.warning else {}),
         }
 
     def summary(self) -> str:
@@ -691,18 +694,26 @@ def write_remember(conn: Connection, prepared: Prepared) -> tuple[IngestReport, 
 def finish_remember(conn: Connection, report: IngestReport) -> bool:
     """Match more of the mentions a remember's transaction left (`report.unfinished`),
     in a transaction of its own taken as a bulk writer's; returns whether any are left.
-    The memories are stored already: a failure here leaves the rest queued, for the
-    next ingest or `check --repair`."""
+    The memories are stored already: when writing fails (the lock not had in time, the
+    disk) the rest stays queued, for the next ingest or `check --repair`, and
+    `report.warning` says so: the remember succeeded, never "not written"."""
     resolution = report.unfinished
     if resolution is None:
         return False
     before = resolution.added
-    with write_failures("the memories are stored, but not yet all the edges their text's names make"):
-        with atomic(conn, bulk=True):
+    try:
+        with write_failures("the edges were not all written"), atomic(conn, bulk=True):
             left = resolution.step(time.perf_counter() + MENTION_REMEMBER_SECONDS)
             if not left:
                 prune_changes(conn, CHANGE_LOG_KEEP)
-    report.relationships += resolution.added - before
+    except WriteError as ex:
+        report.warning = (
+            f"the memories are stored, but not all the edges the names in their text make ({ex}): "
+            "the next sqlite-utils brain ingest, or sqlite-utils brain check --repair, writes the rest"
+        )
+        left = False
+    else:
+        report.relationships += resolution.added - before
     if not left:
         report.unfinished = None
     return left

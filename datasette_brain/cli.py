@@ -596,7 +596,7 @@ PROBLEMS = {
     ),
     "incomplete_documents": "documents whose chunks are not all there",
     "pending_mentions": (
-        "mention matching left unfinished (an ingest stopped before its end): the next ingest or remember, "
+        "mention matching left unfinished (an ingest or a remember stopped before its end): the next ingest, "
         "or --repair, finishes it"
     ),
     "stale_name_index": (
@@ -712,6 +712,8 @@ def remember(db_path, file, scope, klass, source, domain, as_json):
         f"{answer['unchanged']} unchanged"
     )
     click.echo(f"memory ids: {_memory_ids(ids)}")
+    if report.warning:
+        click.echo(f"Warning: {report.warning}", err=True)
 
 
 def _memory_ids(ids):

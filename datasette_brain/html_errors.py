@@ -7,7 +7,7 @@ from datasette.utils import await_me_maybe, sqlite3
 import brain_sql
 from brain_sql import for_plugin
 
-from . import routes, tools
+from . import links, routes, tools
 from .tools import ApiError
 
 # any other URL under a page's or an API route's path (/-/memory/1/x, /-/decayed.csv,
@@ -71,7 +71,7 @@ async def no_such_page(datasette, request):
     its test client when rich is installed) never runs for a page's URL."""
     name = request.url_vars.get("name") or request.url_vars.get("bare")
     said, database = "no such page", tools.url_database(datasette, request)
-    if name in MEANT and database in datasette.databases:
+    if name in MEANT and links.is_brain(datasette, database):  # a brain's: another database has no such URL
         said += f": did you mean {datasette.urls.database(database)}/{MEANT[name]}?"
     if name in API_NAMES:  # an API route's client reads JSON
         return routes.error(said, 404)

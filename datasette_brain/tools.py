@@ -662,7 +662,9 @@ async def remember(datasette, actor, database, body, db=None):
         report, ids = await write(db, lambda conn: for_plugin.write_remember(conn, prepared))
         # the edges its text's names make that its transaction left: each step a write of its own,
         # so that writes queued meanwhile take their turns between them
-        while await write(db, lambda conn: for_plugin.finish_remember(conn, report), bounded=False):
+        while report.unfinished and await write(
+            db, lambda conn: for_plugin.finish_remember(conn, report), bounded=False
+        ):
             pass
     if report.errors:
         raise ApiError("; ".join(e.message for e in report.errors))

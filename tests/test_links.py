@@ -236,7 +236,7 @@ async def test_a_row_url_with_too_few_or_too_many_key_values_is_not_found(datase
 
 
 @pytest.mark.asyncio
-async def test_an_api_url_missing_its_form_says_where_it_is(datasette):
+async def test_an_api_url_missing_its_form_says_where_it_is(datasette, tmp_path):
     """/-/memories without its .json, /-/export without its .jsonl: a 404 naming the
     URL meant, as JSON for an API's client; Datasette read them as a row of a table
     named "-" (its "Invalid SQL" page, review 152)."""
@@ -254,6 +254,10 @@ async def test_an_api_url_missing_its_form_says_where_it_is(datasette):
     assert page.headers["content-type"].startswith("text/html")
     unknown = await datasette.client.get("/nope/-/memories")
     assert unknown.status_code == 404 and unknown.json()["error"] == "no such page"
+    plain = tmp_path / "plain.db"
+    sqlite3.connect(plain).execute("create table notes (body text)")
+    other = await Datasette([str(plain)]).client.get("/plain/-/memories")  # not a brain: no such URL to mean
+    assert other.status_code == 404 and other.json()["error"] == "no such page"
     assert (await datasette.client.get("/demo/-/recall.json")).status_code == 404
 
 

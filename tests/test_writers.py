@@ -548,6 +548,9 @@ async def test_a_remember_writes_the_edges_its_names_make_in_bounded_transaction
         response = await datasette.client.post("/brain/-/remember", json=_naming_record())
         assert response.status_code == 201, response.text
         assert len(queued) == len(transactions) >= 5  # each step a write of its own
+        before = len(queued)
+        small = await datasette.client.post("/brain/-/remember", json={"text": "a note naming nothing"})
+        assert small.status_code == 201 and len(queued) == before + 1  # one write: no step left to queue
     assert len(transactions) >= 5  # 600 edges, 100 a step (and its chunk's rest)
     conn = brain_sql.connect(db_path)
     assert _mentioned(conn) == _mentioned(brain_sql.connect(whole)) and len(_mentioned(conn)) >= 600
@@ -562,3 +565,30 @@ def _mentioned(conn):
             "join entities e on e.id = r.to_entity_id where r.relation_type = 'mentions'"
         ).fetchall()
     )
+
+
+def test_a_remember_whose_later_edges_cannot_be_written_is_stored_and_says_so(tmp_path, monkeypatch):
+    """Another writer holding the lock through a later step's busy timeout: the
+    memories are stored, so the remember succeeds with a warning (never "not
+    written": review 153), the rest stays queued, and check --repair finishes it."""
+    monkeypatch.setattr(brain_sql.mentions, "MENTION_STEP_EDGES", 100)
+    db_path = tmp_path / "brain.db"
+    conn = brain_sql.connect(db_path)
+    brain_sql.migrate(conn)
+    report, ids = for_plugin.write_remember(conn, for_plugin.prepare_remember(conn, [_naming_record()]))
+    assert report.unfinished is not None and len(ids[0]) == 20
+    other = brain_sql.connect(db_path)
+    other.execute("begin immediate")
+    conn.execute("pragma busy_timeout = 50")
+    assert for_plugin.finish_remember(conn, report) is False
+    other.execute("rollback")
+    answer = report.answer(ids)
+    assert answer["ok"] and answer["ids"] == ids and "the memories are stored" in answer["warning"]
+    assert "check --repair" in answer["warning"]
+    assert conn.execute("select count(*) from knowledge").fetchone()[0] == 20
+    assert check(conn).get("pending_mentions")
+    conn.execute("pragma busy_timeout = 30000")
+    check(conn, repair=True)
+    whole = tmp_path / "whole.db"
+    brain_sql.remember(brain_sql.connect(whole), [_naming_record()])
+    assert _mentioned(conn) == _mentioned(brain_sql.connect(whole)) and not check(conn)
