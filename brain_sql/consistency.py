@@ -15,12 +15,13 @@ from typing import Any
 
 from . import conversation, mentions, validity, values
 from . import state as read_state
-from .config import MAX_METADATA_BYTES
+from .config import MAX_ID_CHARS, MAX_METADATA_BYTES, MAX_PATH_CHARS, MAX_TITLE_CHARS
 from .connection import Connection, atomic, cannot_write, main_file, sqlite3
 from .copies import is_copy, remake_advice
-from .document import over_budget, oversized
+from .document import IngestError, title_refusal
 from .errors import BrainError, ReadOnlyBrain
 from .fields import entity_key
+from .records import record_document
 from .schema import (
     CHANGES_TABLE,
     FILE_HELD_KEY,
@@ -65,7 +66,8 @@ from .vectors import (
     vec_metadata_values,
     vector_dimension,
 )
-from .writer import FIELD_COLUMNS, edited, restate, rewrite_contexts
+from .wording import shown
+from .writer import FIELD_COLUMNS, edited, record_head, restate, rewrite_contexts
 
 
 def _ids(conn, sql, params=()):
@@ -120,42 +122,43 @@ def check(conn: Connection, repair: bool = False) -> dict[str, Any]:
 
 # past this many characters of a memory's metadata, tags, _id and fields together, what ingest
 # counts of them may pass MAX_METADATA_BYTES: it counts no more than 4/3 of what they store
-# (a tag's quotes and separator), and 12 times what a plain-SQL value stores unescaped
+# (a tag's quotes and separator), and 12 times what a plain-SQL value stores unescaped; or past
+# the limits of an _id, a title or a source path on their own
 _OVERSIZED_FROM = MAX_METADATA_BYTES // 12
+_STATED = ("metadata", "tags", "external_id", *FIELD_COLUMNS)
 
 
 def _oversized(conn):
-    """The documents whose first memory holds more fields and metadata than ingest
-    takes now (document.oversized and over_budget, as an export of it is counted):
-    an older version counted metadata's characters, not the \\u escapes JSON stores
-    them as (review 152). Each named with why."""
-    lengths = " + ".join(
-        f"length(coalesce([{column}], ''))" for column in ("metadata", "tags", "external_id", *FIELD_COLUMNS)
+    """The records whose export ingest refuses for its size, each named by its first
+    memory (and `_id`) with ingest's reason: judged by records.record_document, as an
+    export of the record states it (its first memory's fields, tags, metadata, `_id`,
+    title and place). An older version counted metadata's characters, not the \\u
+    escapes JSON stores them as (review 152), and plain SQL writes any size."""
+    lengths = " + ".join(f"length(coalesce([{column}], ''))" for column in _STATED)
+    suspects = conn.execute(
+        f"select id, document_id from knowledge where {lengths} > ? or length(title) > ? "
+        "or length(external_id) > ? or length(source_path) > ?",
+        [_OVERSIZED_FROM, MAX_TITLE_CHARS, MAX_ID_CHARS, MAX_PATH_CHARS],
+    ).fetchall()
+    firsts = sorted(
+        {memory_id for memory_id, document_id in suspects if document_id in (None, "")}  # a record each
+        | {
+            conn.execute(
+                "select id from knowledge where document_id = ? order by chunk_index, id limit 1", [document_id]
+            ).fetchone()[0]
+            for document_id in {document_id for _, document_id in suspects if document_id not in (None, "")}
+        }
     )
-    columns = ", ".join(f"[{column}]" for column in FIELD_COLUMNS)
-    found, seen = [], set()
-    for document_id, external_id, tags, metadata, *fields in conn.execute(
-        f"select document_id, external_id, tags, metadata, {columns} from knowledge "
-        f"where {lengths} > ? order by document_id, chunk_index, id",
-        [_OVERSIZED_FROM],
-    ):
-        if document_id in seen:
-            continue
-        seen.add(document_id)
-        raw = {"_id": external_id, "tags": _loaded(tags), "metadata": _loaded(metadata)}
-        size = oversized({key: value for key, value in raw.items() if value is not None})
-        why = size if isinstance(size, str) else over_budget(size, dict(zip(FIELD_COLUMNS, fields)))
+    found = []
+    for memory_id in firsts:
+        cursor = conn.execute("select * from knowledge where id = ?", [memory_id])
+        row = dict(zip([c[0] for c in cursor.description], cursor.fetchone()))
+        refused = record_document("export", {**record_head(row), "_chunks": [{"content": row["content"]}]}, None)
+        why = refused.message if isinstance(refused, IngestError) else title_refusal(row["title"])
         if why:
-            found.append(f"document {document_id!r:.80}: {why}")
+            named = f" (_id {shown(row['external_id'])})" if row["external_id"] not in (None, "") else ""
+            found.append(f"memory {memory_id}{named}: {why}")
     return found
-
-
-def _loaded(text):
-    """A JSON column's value, or its text when it holds none (kept as an export keeps it)."""
-    try:
-        return json.loads(text) if text is not None else None
-    except ValueError:
-        return text
 
 
 def _check(conn, repair=False):

@@ -16,6 +16,7 @@ from .config import (
     MAX_METADATA_BYTES,
     MAX_NOTE_FILE_BYTES,
     MAX_REMEMBER_INPUT_BYTES,
+    MAX_TITLE_CHARS,
 )
 from .errors import FieldError, InputError
 from .fields import (
@@ -240,6 +241,13 @@ def content_refusal(content: str | int) -> str | None:
     size = content if isinstance(content, int) else text_bytes(content)
     if size > MAX_CONTENT_BYTES:
         return f"content is {size:,} bytes; the limit is {MAX_CONTENT_BYTES:,} (1 MB)"
+    return None
+
+
+def title_refusal(title: str | None) -> str | None:
+    """Why a document's `title` is not stored: past MAX_TITLE_CHARS; else None."""
+    if title and len(title) > MAX_TITLE_CHARS:
+        return f"title is {len(title)} characters; the limit is {MAX_TITLE_CHARS}"
     return None
 
 

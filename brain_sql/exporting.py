@@ -30,12 +30,11 @@ and names the second a repeat).
 import json
 
 from .config import EXPORT_PAGE_DOCUMENTS, MAX_NESTING
-from .conversation import observed_as_said, stored_without_day
 from .document import CHUNK_FIELDS
 from .errors import BrainError
 from .fields import stored_too_deep
 from .schema import is_brain
-from .writer import FIELD_COLUMNS, stated_values
+from .writer import record_head, stated_values
 
 # the next documents by place, with how many memories each holds (none: all its rows gone)
 _PLACES = """
@@ -219,24 +218,7 @@ def _record(rows, edges):
     its own), and each chunk in `_chunks`."""
     first = rows[0]
     stated = {**first, **first.get("_stated", {})}
-    record = {}
-    for key, column in (("_id", "external_id"), ("_document", "document_id")):
-        if first[column] not in (None, ""):  # an empty external_id (plain SQL's) is none: ingest refuses ""
-            record[key] = first[column]
-    if first["document_id"] not in (None, ""):  # only a placed record takes these
-        for key, column in (("_source_path", "source_path"), ("_version_of", "version_of")):
-            if first[column] is not None:
-                record[key] = first[column]
-    if first["title"] is not None:
-        record["title"] = first["title"]
-    record.update((column, stated[column]) for column in FIELD_COLUMNS if stated[column] is not None)
-    if stored_without_day(first["metadata"], first["context"]):  # its observed_at is when it was stored
-        record.pop("observed_at", None)
-    elif first["context"] is not None and first["observed_at"] is not None:  # a turn said on its own day
-        record["observed_at"] = observed_as_said(first["observed_at"], first["context"])
-    for column in ("tags", "metadata"):
-        if first[column] is not None:
-            record[column] = _json(first[column])
+    record = record_head(first, first.get("_stated"))
     ids = {row["id"] for row in rows}
     loose = [relation for memory_id, relations in edges.items() if memory_id not in ids for relation in relations]
     record["_chunks"] = [
@@ -256,14 +238,6 @@ def _chunk(row, first, relations):
     if relations:
         chunk["relations"] = relations
     return chunk
-
-
-def _json(text):
-    """A JSON column's value; text that is no JSON, as it is (kept as metadata)."""
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return text
 
 
 def _line(rows, edges):

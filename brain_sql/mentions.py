@@ -377,7 +377,12 @@ class Resolution:
             scan = len(phrases) * MENTION_SCAN_CHUNKS_PER_PHRASE > older  # cheaper than their phrases' lookups
             if not scan:
                 for entity_id, queries in phrases.items():
-                    yield self._older_edges(_fts_rows(self.conn, *queries)), [entity_id]
+                    # a part at a time, the entity done with its last: a name in 23,000 older chunks
+                    # held one step's lock for 1.3 s (review 154)
+                    found = sorted(_fts_rows(self.conn, *queries))
+                    parts = [found[start : start + _SCAN_AT_ONCE] for start in range(0, len(found), _SCAN_AT_ONCE)]
+                    for number, part in enumerate(parts or [[]], 1):
+                        yield self._older_edges(part), [entity_id] if number >= len(parts) else []
                 return
         last = 0
         while True:

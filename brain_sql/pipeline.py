@@ -35,7 +35,6 @@ from .config import (
     MAX_REMEMBER_CHUNKS,
     MAX_REMEMBER_NAMES,
     MAX_REMEMBER_RECORDS,
-    MAX_TITLE_CHARS,
     MENTION_REMEMBER_SECONDS,
     requested_model,
 )
@@ -50,10 +49,11 @@ from .document import (
     content_refusal,
     over_budget,
     oversized,
+    title_refusal,
     wide_text,
 )
 from .embed import get_model, grouping_free
-from .errors import BrainBusy, FieldError, ModelError, ModelRefused, PruneRefused, SettingError, WriteError
+from .errors import BrainBusy, BrainError, FieldError, ModelError, ModelRefused, PruneRefused, SettingError
 from .fields import ScopesAlike, ScopeSkeletons, normalize_fields
 from .follower import last_change
 from .mounts import MOUNTS_KEY, Mounts
@@ -706,10 +706,11 @@ def finish_remember(conn: Connection, report: IngestReport) -> bool:
             left = resolution.step(time.perf_counter() + MENTION_REMEMBER_SECONDS)
             if not left:
                 prune_changes(conn, CHANGE_LOG_KEEP)
-    except WriteError as ex:
+    except BrainError as ex:  # the lock, the disk, a read-only or damaged file: none unstores the memories
+        why = "another writer held the write lock past the busy timeout" if isinstance(ex, BrainBusy) else str(ex)
         report.warning = (
-            f"the memories are stored, but not all the edges the names in their text make ({ex}): "
-            "the next sqlite-utils brain ingest, or sqlite-utils brain check --repair, writes the rest"
+            f"the memories are stored, but not all the edges the names in their text make ({why}): "
+            "`sqlite-utils brain check --repair` on the brain's file, or its next ingest, writes the rest"
         )
         left = False
     else:
@@ -1187,10 +1188,14 @@ def _prepare(document, defaults, extractors, sessions, scopes):
     def error(message):
         return IngestError(document.source_path, document.line, message)
 
-    if document.title and len(document.title) > MAX_TITLE_CHARS:
-        return error(f"title is {len(document.title)} characters; the limit is {MAX_TITLE_CHARS}")
-    too_much = chunks_refusal(len(document.chunks)) or content_refusal(
-        document.content_bytes if document.content_bytes is not None else "".join(c.content for c in document.chunks)
+    too_much = (
+        title_refusal(document.title)
+        or chunks_refusal(len(document.chunks))
+        or content_refusal(
+            document.content_bytes
+            if document.content_bytes is not None
+            else "".join(c.content for c in document.chunks)
+        )
     )
     if too_much:
         return error(too_much)

@@ -144,6 +144,41 @@ def _json_object(text):
     return value if isinstance(value, dict) else None
 
 
+def record_head(first, stated=None):
+    """The record an export states for the document whose first memory is the row
+    `first` (a dict of its columns), but its memories (`_chunks`): its `_id`, where it
+    was, its title, its fields (`stated`: what its record stated of those a review
+    decides, where they differ), tags and metadata, as ingest reads them back."""
+    stated = {**first, **(stated or {})}
+    record = {}
+    for key, column in (("_id", "external_id"), ("_document", "document_id")):
+        if first[column] not in (None, ""):  # an empty external_id (plain SQL's) is none: ingest refuses ""
+            record[key] = first[column]
+    if first["document_id"] not in (None, ""):  # only a placed record takes these
+        for key, column in (("_source_path", "source_path"), ("_version_of", "version_of")):
+            if first[column] is not None:
+                record[key] = first[column]
+    if first["title"] is not None:
+        record["title"] = first["title"]
+    record.update((column, stated[column]) for column in FIELD_COLUMNS if stated[column] is not None)
+    if conversation.stored_without_day(first["metadata"], first["context"]):  # observed_at: when it was stored
+        record.pop("observed_at", None)
+    elif first["context"] is not None and first["observed_at"] is not None:  # a turn said on its own day
+        record["observed_at"] = conversation.observed_as_said(first["observed_at"], first["context"])
+    for column in ("tags", "metadata"):
+        if first[column] is not None:
+            record[column] = _json_value(first[column])
+    return record
+
+
+def _json_value(text):
+    """A JSON column's value; text that is no JSON, as it is (kept as metadata)."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return text
+
+
 def _chunk_values(columns, chunk):
     """A chunk's _ROW_COLUMNS values: its document's, but where its own input gives
     one (an exported chunk's times, expiry or tier)."""

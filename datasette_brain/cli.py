@@ -626,9 +626,10 @@ PROBLEMS = {
     ),
     "stale_snapshot": "the read state's snapshot beside the file cannot be used (a server builds the state from SQL)",
     "oversized_records": (
-        "records stored with more fields and metadata than ingest takes now (an older version counted a character "
-        "past ASCII as one, not as the \\u escape it is stored as): their export is refused when ingested; "
-        "--repair leaves them, as what to leave out is yours: give each again with less, or forget it"
+        "records stored past the limits ingest holds to now (an older version counted a character past ASCII in "
+        "metadata as one, not as the \\u escape it is stored as; plain SQL writes any size), each named by its "
+        "first memory: their export is refused when ingested; --repair leaves them, as what to leave out is yours: "
+        "give each again with less, or forget it"
     ),
 }
 

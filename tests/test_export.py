@@ -12,6 +12,7 @@ import importlib
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -968,31 +969,60 @@ def test_metadata_past_ascii_counts_as_it_is_stored(tmp_path):
     assert exported(imported(first, tmp_path)) == first
 
 
+EMOJI = "\U0001f600"
+OLD_RECORDS = [  # _id, title, text, as remembered
+    ("a", "A", "Kept from before."),
+    ("b", "B", "First part.\n\n" + "word " * 400 + "\n\nLast part."),
+    ("c", "C", "A third."),
+]
+
+
 @pytest.mark.parametrize(
-    "metadata, tags, refused",
+    "sql, params, refused",
     [
-        ({"k": "\U0001f600" * 5330}, None, False),
-        ({"k": "\U0001f600" * 5340}, None, True),
-        ({"k": "a" * 63_900}, None, False),
-        ({"k": "x"}, [f"t{i:05d}" for i in range(7_000)], True),
-        ({"k": "x"}, [f"t{i:05d}" for i in range(6_000)], False),
+        ("update knowledge set metadata = ? where external_id = 'a'", [json.dumps({"k": EMOJI * 5330})], 0),
+        ("update knowledge set metadata = ? where external_id = 'a'", [json.dumps({"k": EMOJI * 5340})], 1),
+        ("update knowledge set metadata = ? where external_id = 'a'", [json.dumps({"k": "a" * 63_900})], 0),
+        (  # stored unescaped, as plain SQL may
+            "update knowledge set metadata = ? where external_id = 'a'",
+            [json.dumps({"k": EMOJI * 5340}, ensure_ascii=False)],
+            1,
+        ),
+        ("update knowledge set tags = ? where external_id = 'a'", [json.dumps([f"t{i:05d}" for i in range(7_000)])], 1),
+        ("update knowledge set tags = ? where external_id = 'a'", [json.dumps([f"t{i:05d}" for i in range(6_000)])], 0),
+        ("update knowledge set owner = ? where external_id = 'a'", [EMOJI * 5400], 1),  # a field on its own
+        ("update knowledge set owner = ? where external_id = 'a'", ["\u4e2d" * 10_700], 1),
+        ("update knowledge set external_id = ? where external_id = 'a'", ["x" * 1_025], 1),
+        ("update knowledge set title = ? where external_id = 'a'", ["T" * 501], 1),
+        (  # a later memory's metadata is not the record's: its export states the first's
+            "update knowledge set metadata = ? where external_id = 'b' and chunk_index = 1",
+            [json.dumps({"k": EMOJI * 6000})],
+            0,
+        ),
+        (  # memories no document holds: a record each
+            "update knowledge set document_id = null, metadata = ? where external_id in ('a', 'c')",
+            [json.dumps({"k": EMOJI * 6000})],
+            2,
+        ),
     ],
 )
-def test_check_names_a_record_an_older_version_stored_past_the_limit_as_counted_now(tmp_path, metadata, tags, refused):
+def test_check_names_the_records_whose_export_is_refused_for_their_size(tmp_path, sql, params, refused):
     """Before 7 December 2026 metadata's characters counted one each, a tag its name
-    and a comma: a record stored so may be past the limit as counted now, and its export
-    is refused when ingested again (review 152). `check` names it beforehand, exactly
-    those ingest refuses (written here with plain SQL, as an older version stored them)."""
+    and a comma, and plain SQL writes any size: a record may be stored past the limits
+    ingest holds to now, and its export is then refused when ingested again (review
+    152). `check` names exactly those, by memory, with ingest's reason (review 154)."""
     brain = brain_sql.connect(tmp_path / "brain.db")
-    report, _ = brain_sql.remember(brain, [{"_id": "old", "title": "Old", "text": "Kept from before."}])
-    assert not report.errors
+    records = [{"_id": i, "title": t, "text": text} for i, t, text in OLD_RECORDS]
+    assert not brain_sql.remember(brain, records)[0].errors
+    assert brain.execute("select count(*) from knowledge where external_id = 'b'").fetchone()[0] > 1
     with brain:
-        brain.execute("update knowledge set metadata = ?, tags = ?", [json.dumps(metadata), tags and json.dumps(tags)])
+        brain.execute(sql, params)
     found = brain_sql.check(brain).get("oversized_records", [])
     copy = brain_sql.connect(tmp_path / "copy.db")
     report = brain_sql.ingest(copy, [write(tmp_path / "export.jsonl", exported(brain))])
-    assert [e.message for e in report.errors] == (["its fields and metadata come to more than 64,000 bytes"] * refused)
-    assert found == (["document 'remember#old': its fields and metadata come to more than 64,000 bytes"] * refused)
+    assert len(found) == len(report.errors) == refused, (found, report.errors)
+    assert sorted(f.split(": ", 1)[1] for f in found) == sorted(e.message for e in report.errors)
+    assert all(re.match(r"memory \d+", f) for f in found)
 
 
 def test_a_turn_stored_without_a_day_exports_without_one(tmp_path):

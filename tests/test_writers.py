@@ -558,11 +558,12 @@ async def test_a_remember_writes_the_edges_its_names_make_in_bounded_transaction
 
 
 def _mentioned(conn):
-    """{(the memory's chunk number, the entity it names)} of every mention edge."""
+    """{(the memory's _id and chunk number, the entity it names)} of every mention edge."""
     return set(
         conn.execute(
-            "select k.chunk_index, e.name from relationships r join knowledge k on k.id = r.knowledge_id "
-            "join entities e on e.id = r.to_entity_id where r.relation_type = 'mentions'"
+            "select k.external_id, k.chunk_index, e.name from relationships r "
+            "join knowledge k on k.id = r.knowledge_id join entities e on e.id = r.to_entity_id "
+            "where r.relation_type = 'mentions'"
         ).fetchall()
     )
 
@@ -584,7 +585,7 @@ def test_a_remember_whose_later_edges_cannot_be_written_is_stored_and_says_so(tm
     other.execute("rollback")
     answer = report.answer(ids)
     assert answer["ok"] and answer["ids"] == ids and "the memories are stored" in answer["warning"]
-    assert "check --repair" in answer["warning"]
+    assert "check --repair" in answer["warning"] and "not written" not in answer["warning"]
     assert conn.execute("select count(*) from knowledge").fetchone()[0] == 20
     assert check(conn).get("pending_mentions")
     conn.execute("pragma busy_timeout = 30000")
@@ -592,3 +593,32 @@ def test_a_remember_whose_later_edges_cannot_be_written_is_stored_and_says_so(tm
     whole = tmp_path / "whole.db"
     brain_sql.remember(brain_sql.connect(whole), [_naming_record()])
     assert _mentioned(conn) == _mentioned(brain_sql.connect(whole)) and not check(conn)
+
+
+def test_an_entity_many_older_memories_name_is_tied_to_them_in_bounded_steps(tmp_path, monkeypatch):
+    """A remember stating an entity that hundreds of stored memories name writes those
+    edges a part at a time, in steps of their own: one name in 23,000 older chunks held
+    the remember's lock 1.3 s (review 154). The edges are those written at once."""
+    older = [
+        {"_id": f"o{i}", "title": f"Note {i}", "text": f"Met the Zorblax Cell team, visit {i}."} for i in range(500)
+    ]
+    stated = [{"_id": "new", "title": "Zorblax Cell", "text": "The team that runs the reactor."}]
+    whole = brain_sql.connect(tmp_path / "whole.db")
+    brain_sql.remember(whole, older)
+    brain_sql.remember(whole, stated)
+    monkeypatch.setattr(brain_sql.mentions, "MENTION_STEP_EDGES", 40)
+    monkeypatch.setattr(brain_sql.mentions, "_SCAN_AT_ONCE", 25)
+    conn = brain_sql.connect(tmp_path / "brain.db")
+    brain_sql.remember(conn, older)
+    transactions, real_atomic = [], pipeline.atomic
+
+    def counted_atomic(c, *args, **kwargs):
+        if not c.in_transaction:
+            transactions.append(1)
+        return real_atomic(c, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "atomic", counted_atomic)
+    report, _ = brain_sql.remember(conn, stated)
+    assert len(transactions) >= 5 and report.relationships >= 500  # 500 edges, about 40 a step
+    assert _mentioned(conn) == _mentioned(whole) and len(_mentioned(conn)) >= 500
+    assert conn.execute("select count(*) from brain_mention_queue").fetchone()[0] == 0
