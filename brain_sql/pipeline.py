@@ -613,8 +613,9 @@ def remember(
     their text makes past a quarter second's matching follow in transactions of
     their own (finish_remember), done before this returns. At most
     MAX_REMEMBER_RECORDS records and MAX_REMEMBER_CHUNKS chunks (FieldError past
-    them). When writing fails (BrainBusy when another writer held the lock too
-    long), nothing is stored and WriteError is raised.
+    them). When writing the records fails (BrainBusy when another writer held the
+    lock too long), nothing is stored and WriteError is raised; when a later
+    transaction of edges fails, they are stored and the report's `warning` says so.
     """
     check_options(scope, klass, source, domain)  # a refused default migrates nothing
     migrate(conn)
