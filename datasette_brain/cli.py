@@ -653,7 +653,9 @@ def check(db_path, repair):
         click.echo(f"repaired; {db_path} is now consistent")
     else:
         if left:
-            click.echo(f"repaired what it could; {db_path} still has:")
+            # each finding --repair leaves (which version is current, what metadata to leave out) is the user's
+            done = "mended nothing it may" if left == problems else "repaired what it could"
+            click.echo(f"{done}; {db_path} still has:")
             _echo_problems(left, "  ")
         sys.exit(1)
 

@@ -1782,3 +1782,18 @@ def test_a_name_index_plain_sql_emptied_is_named_and_made_again(run, vault_brain
     assert run("brain", "check", vault_brain_copy, "--repair").exit_code == 0
     assert check(conn) == {}
     assert conn.execute("select count(*) from brain_mention_names").fetchone()[0] == held
+
+
+def test_repair_says_it_mended_nothing_when_each_finding_is_the_users(run, db_path):
+    """A record stored past ingest's limits is the user's to shorten or forget:
+    `--repair` writes nothing and says so, never "repaired what it could" (review 154)."""
+    brain = brain_sql.connect(db_path)
+    assert not brain_sql.remember(brain, [{"_id": "old", "title": "Old", "text": "Kept from before."}])[0].errors
+    with brain:
+        brain.execute("update knowledge set metadata = ?", [json.dumps({"k": "\U0001f600" * 6000})])
+    found = run("brain", "check", db_path)
+    assert found.exit_code == 1 and '(_id "old"): its fields and metadata come to more than 64,000' in found.output
+    before = snapshot(brain)
+    repaired = run("brain", "check", db_path, "--repair")
+    assert repaired.exit_code == 1 and f"mended nothing it may; {db_path} still has:" in repaired.output
+    assert "repaired what it could" not in repaired.output and snapshot(brain) == before
