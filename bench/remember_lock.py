@@ -13,15 +13,17 @@ records how long it waited. Prints one JSON line. Run it against two checkouts
 """
 
 import argparse
-import contextlib
 import json
 import os
+import sys
 import tempfile
-import threading
 import time
 
 import brain_sql
-from brain_sql import connection, for_plugin, pipeline
+from brain_sql import for_plugin, pipeline
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lock_watch  # noqa: E402
 
 
 def record(chunks, named):
@@ -39,38 +41,13 @@ def main():
     path = args.into or os.path.join(tempfile.mkdtemp(), "brain.db")
     conn = brain_sql.connect(path)
     brain_sql.migrate(conn)
-    holds, waits, stop = [], [], threading.Event()
-    real = connection.atomic
-
-    @contextlib.contextmanager
-    def timed(c, bulk=False):
-        outermost = not c.in_transaction
-        with real(c, bulk) as inside:
-            began = time.perf_counter()
-            yield inside
-        if outermost:
-            holds.append(time.perf_counter() - began)
-
-    def writer():
-        other = brain_sql.connect(path)
-        while not stop.is_set():
-            started = time.perf_counter()
-            with real(other):  # as a remember takes the lock
-                pass
-            waits.append(time.perf_counter() - started)
-            time.sleep(0.05)
-
-    pipeline.atomic = connection.atomic = timed  # the remember's transactions
     prepared = for_plugin.prepare_remember(conn, [record(args.chunks, args.names)])  # embedded first
-    thread = threading.Thread(target=writer)
-    thread.start()
-    started = time.perf_counter()
-    report, _ = pipeline.write_remember(conn, prepared)
-    while getattr(pipeline, "finish_remember", lambda *_: False)(conn, report):  # a checkout before it: one
-        pass
-    seconds = time.perf_counter() - started
-    stop.set()
-    thread.join()
+    with lock_watch.watched(path, pipeline) as seen:  # the remember's transactions
+        started = time.perf_counter()
+        report, _ = pipeline.write_remember(conn, prepared)
+        while getattr(pipeline, "finish_remember", lambda *_: False)(conn, report):  # a checkout before it: one
+            pass
+        seconds = time.perf_counter() - started
     print(
         json.dumps(
             {
@@ -82,11 +59,7 @@ def main():
                 ).fetchone()[0],
                 "left_queued": conn.execute("select count(*) from brain_mention_queue").fetchone()[0],
                 "seconds": round(seconds, 2),
-                "transactions": len(holds),
-                "longest_hold": round(max(holds), 3),
-                "writer_longest_wait": round(max(waits), 3),
-                "writer_waits": len(waits),
-                "load": os.getloadavg()[0],
+                **lock_watch.figures(seen),
             }
         )
     )
